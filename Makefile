@@ -1,0 +1,75 @@
+# Makefile: builds the primc compiler, its runtime library and the test runner.
+CC      ?= cc
+LLVM_CONFIG ?= llvm-config-19
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+WARN    := -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter
+B       := build
+GEN     := $(B)/gen
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+SAN     ?=
+MAKEFLAGS += -j2
+
+SETUP_STAMP := $(B)/.setup-ok
+LLVM_CFLAGS  = $(shell $(LLVM_CONFIG) --cflags 2>/dev/null | sed 's/-D_GNU_SOURCE//')
+LLVM_LDFLAGS = $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null)
+ALL_CFLAGS := $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE -I. -I$(GEN) -I/usr/local/cuda/include
+LIBS     = $(LLVM_LDFLAGS) -lprotobuf-c -lopenblas -lm -ldl -lpthread
+
+LIB_SRC := $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c)
+RT_SRC  := $(wildcard runtime/*.c)
+TOOL_SRC := $(wildcard tools/*.c)
+TEST_SRC := tests/test_main.c $(wildcard tests/unit/*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(GEN)/onnx.pb-c.o
+RT_OBJ   := $(RT_SRC:%.c=$(B)/%.o)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(B)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
+
+.PHONY: all setup test demo clean conformance fuzz
+all: $(B)/primc $(B)/libprimc_rt.a $(B)/test_primc
+
+setup: $(SETUP_STAMP)
+$(SETUP_STAMP): tools/setup.sh
+	@mkdir -p $(B)
+	bash tools/setup.sh
+	@touch $@
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO) | $(SETUP_STAMP)
+	@mkdir -p $(GEN)
+	protoc-c --c_out=$(GEN) -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+
+$(GEN)/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
+	$(CC) -std=c11 $(CFLAGS) $(SAN) -I$(GEN) -c $< -o $@
+
+$(B)/%.o: %.c | $(SETUP_STAMP) $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LLVM_CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/libprimc.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/libprimc_rt.a: $(RT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/primc: $(TOOL_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a
+	$(CC) $(SAN) -o $@ $(TOOL_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a $(LIBS)
+
+$(B)/test_primc: $(TEST_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a
+	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a $(LIBS)
+
+test: all
+	bash tests/run.sh
+
+demo: all
+	bash tools/demo.sh
+
+clean:
+	rm -rf $(B)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+$(ONNX_PROTO): | $(SETUP_STAMP)
+	@test -f $@ || { echo "missing $@ (Debian package libonnx-dev)"; exit 1; }

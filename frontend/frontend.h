@@ -1,0 +1,35 @@
+/* frontend/frontend.h: model importers (ONNX, TorchScript-like text with safetensors weights) into prim graphs. */
+#ifndef PRIMC_FRONTEND_H
+#define PRIMC_FRONTEND_H
+
+#include "ir/ir.h"
+
+typedef struct pc_dim_binding {
+  const char *name; /* ONNX dim_param / symbolic dim name */
+  int64_t lo, hi;   /* lo == hi: fixed to that value */
+} pc_dim_binding;
+
+typedef struct pc_import_opts {
+  const pc_dim_binding *dims; /* --dim name=N or name=LO..HI */
+  int n_dims;
+  const char *weights_path;   /* text graphs: .safetensors file for constant(key=...) */
+} pc_import_opts;
+
+/* Each returns a graph (NULL only when out of memory); on failure the graph's
+ * status is set and pc_error() names the file and the model node. */
+pc_graph *pc_onnx_load(const char *path, const pc_import_opts *opts);
+pc_graph *pc_onnx_load_buffer(const void *buf, size_t len, const char *dir, const pc_import_opts *opts);
+pc_graph *pc_text_load(const char *path, const pc_import_opts *opts);
+/* by extension: .onnx -> ONNX, anything else -> text */
+pc_graph *pc_model_load(const char *path, const pc_import_opts *opts);
+
+/* the aten:: op hook of the text frontend, for pc_parse_opts */
+pc_status pc_aten_hook(void *ctx, pc_graph *g, const char *op, pc_value *const *in, int n_in,
+                       const pc_attr *attrs, int n_attrs, pc_value **out, int n_out);
+
+/* safetensors: binds every constant(key=...) node of g to the file's tensor of that name */
+pc_status pc_safetensors_bind(pc_graph *g, const char *path);
+/* writes every keyed constant of g to a safetensors file */
+pc_status pc_safetensors_save(const pc_graph *g, const char *path);
+
+#endif

@@ -1,0 +1,313 @@
+/* ir/ir.h: the prim IR's public interface: types, graph, builder, text, verifier, interpreter. */
+#ifndef PRIMC_IR_H
+#define PRIMC_IR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define PC_VERSION "0.1.0"
+#define PC_MAX_RANK 8
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum pc_status {
+  PC_OK = 0,
+  PC_ERR_PARSE,       /* malformed text or model file */
+  PC_ERR_TYPE,        /* dtype not accepted */
+  PC_ERR_SHAPE,       /* shapes do not agree */
+  PC_ERR_ATTR,        /* missing or bad attribute */
+  PC_ERR_UNSUPPORTED, /* valid input we do not handle yet */
+  PC_ERR_IO,          /* file could not be read or written */
+  PC_ERR_RANGE,       /* index or size out of range, absurd sizes */
+  PC_ERR_NOMEM,
+  PC_ERR_INTERNAL
+} pc_status;
+
+const char *pc_status_name(pc_status s);
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum pc_dtype {
+#define PC_DTYPE(name, ctype, size, cls) PC_##name,
+#include "dtypes.def"
+#undef PC_DTYPE
+  PC_DTYPE_COUNT
+} pc_dtype;
+
+size_t pc_dtype_size(pc_dtype t);
+const char *pc_dtype_name(pc_dtype t);
+int pc_dtype_from_name(const char *name, pc_dtype *out); /* 1 if found */
+int pc_dtype_is_float(pc_dtype t);                       /* f16 bf16 f32 f64 */
+int pc_dtype_is_int(pc_dtype t);                         /* signed or unsigned, not bool */
+int pc_dtype_is_signed(pc_dtype t);                      /* signed int or float */
+
+/* half-precision conversions used by every layer that touches f16/bf16 */
+float pc_f16_to_f32(uint16_t h);
+uint16_t pc_f32_to_f16(float f);   /* round to nearest even */
+float pc_bf16_to_f32(uint16_t h);
+uint16_t pc_f32_to_bf16(float f);  /* round to nearest even */
+
+/* ---------------------------------------------------------------- shapes */
+
+/* A dim >= 0 is concrete; a dim < 0 names a symbolic dim of the graph:
+ * symbol id = -(dim) - 1. Symbols carry an inclusive bound [lo, hi]. */
+#define PC_SYM(id) (-(int64_t)(id)-1)
+#define PC_DIM_IS_SYM(d) ((d) < 0)
+#define PC_DIM_SYM_ID(d) ((int)(-(d)-1))
+
+typedef struct pc_type {
+  pc_dtype dtype;
+  int rank;
+  int64_t dims[PC_MAX_RANK];
+} pc_type;
+
+pc_type pc_type_make(pc_dtype dt, int rank, const int64_t *dims);
+int pc_type_equal(const pc_type *a, const pc_type *b);
+int pc_type_is_static(const pc_type *t);
+int64_t pc_type_numel(const pc_type *t); /* -1 when a dim is symbolic */
+
+/* ---------------------------------------------------------------- prims */
+
+typedef enum pc_op {
+#define PRIM(name, n_in, n_out, kind, operands, result) PC_OP_##name,
+#include "prims.def"
+#undef PRIM
+  PC_OP_COUNT
+} pc_op;
+
+typedef enum pc_prim_kind { PC_KIND_UNARY, PC_KIND_BINARY, PC_KIND_TERNARY, PC_KIND_OTHER } pc_prim_kind;
+typedef enum pc_operand_class { PC_CLS_ANY, PC_CLS_NUM, PC_CLS_FLOAT, PC_CLS_INT, PC_CLS_LOGIC } pc_operand_class;
+typedef enum pc_result_class { PC_RES_SAME, PC_RES_BOOL, PC_RES_SPECIAL } pc_result_class;
+
+typedef struct pc_prim_info {
+  const char *name;
+  int n_in; /* -1: variadic */
+  int n_out;
+  pc_prim_kind kind;
+  pc_operand_class operands;
+  pc_result_class result;
+} pc_prim_info;
+
+const pc_prim_info *pc_prim(pc_op op);
+int pc_op_from_name(const char *name, pc_op *out); /* 1 if found */
+int pc_op_is_elementwise(pc_op op);                /* UNARY/BINARY/TERNARY kinds and where */
+
+/* ---------------------------------------------------------------- attributes */
+
+typedef enum pc_attr_kind { PC_ATTR_INT, PC_ATTR_INTS, PC_ATTR_FLOAT, PC_ATTR_STRING, PC_ATTR_DTYPE } pc_attr_kind;
+
+typedef struct pc_attr {
+  const char *name;
+  pc_attr_kind kind;
+  int64_t i;           /* INT, DTYPE (a pc_dtype) */
+  double f;            /* FLOAT */
+  const char *s;       /* STRING */
+  int n;               /* INTS length */
+  const int64_t *ints; /* INTS */
+} pc_attr;
+
+/* constructors for building attribute lists; data is copied by pc_node_add */
+pc_attr pc_a_int(const char *name, int64_t v);
+pc_attr pc_a_ints(const char *name, const int64_t *v, int n);
+pc_attr pc_a_float(const char *name, double v);
+pc_attr pc_a_str(const char *name, const char *s);
+pc_attr pc_a_dtype(const char *name, pc_dtype t);
+
+/* ---------------------------------------------------------------- graph */
+
+typedef struct pc_graph pc_graph;
+typedef struct pc_node pc_node;
+typedef struct pc_value pc_value;
+
+struct pc_value {
+  int id;             /* dense, unique in the graph */
+  pc_type type;
+  pc_node *producer;  /* NULL for graph inputs */
+  int out_index;      /* which output of producer */
+  const char *name;   /* may be NULL; unique among named values */
+  /* set by memory planning (passes/memplan.c), read by codegen */
+  int storage;        /* a pc_storage */
+  int64_t offset;     /* byte offset in the workspace when storage == PC_STORE_WORKSPACE */
+};
+
+typedef enum pc_storage {
+  PC_STORE_UNPLANNED = 0,
+  PC_STORE_INPUT,     /* caller's input buffer */
+  PC_STORE_OUTPUT,    /* caller's output buffer */
+  PC_STORE_CONST,     /* weights, in .rodata or a side file */
+  PC_STORE_WORKSPACE, /* the one workspace, at offset */
+  PC_STORE_FUSED      /* lives only inside a fused kernel, never materialized */
+} pc_storage;
+
+struct pc_node {
+  int id;
+  pc_op op;
+  int n_in, n_out;
+  pc_value **in;
+  pc_value **out;
+  int n_attrs;
+  pc_attr *attrs;
+  const char *origin;   /* model node this came from: "Conv \"layer1.0.conv1\"", or NULL */
+  /* constant payload (op == constant): row-major, 64-byte aligned, never NULL
+   * once the graph is complete, except for key= constants not yet bound */
+  void *data;
+  size_t nbytes;
+  int dead;             /* set by passes that remove nodes; pc_graph_compact drops them */
+  int group;            /* fusion group (kernel) id set by passes/fuse.c; -1 before fusion */
+};
+
+typedef struct pc_sym {
+  const char *name;
+  int64_t lo, hi; /* inclusive bound; hi = INT64_MAX when unbounded */
+} pc_sym;
+
+struct pc_graph {
+  /* arena: every node, value, attribute and string of the graph lives here */
+  struct pc_arena_block *arena;
+  pc_node **nodes;     /* topological order */
+  int n_nodes, cap_nodes;
+  pc_value **values;   /* by id */
+  int n_values, cap_values;
+  pc_value **inputs;
+  int n_inputs, cap_inputs;
+  pc_value **outputs;
+  int n_outputs, cap_outputs;
+  pc_sym *syms;
+  int n_syms, cap_syms;
+  int n_groups;        /* kernels after fusion: node->group in [0, n_groups), contiguous, topological */
+  int64_t workspace_size; /* bytes, after memory planning */
+  const char *origin;  /* stamped on nodes created from now on */
+  pc_status status;    /* first error, sticky */
+  char error[512];
+};
+
+pc_graph *pc_graph_new(void);
+void pc_graph_free(pc_graph *g);
+void *pc_alloc(pc_graph *g, size_t n);         /* zeroed, 64-byte aligned, owned by g */
+char *pc_strdup(pc_graph *g, const char *s);
+char *pc_strfmt(pc_graph *g, const char *fmt, ...);
+
+/* Errors: the first one sticks; builders return NULL once the graph is in error. */
+pc_status pc_fail(pc_graph *g, pc_status code, const char *fmt, ...);
+pc_status pc_vfail(pc_graph *g, pc_status code, const char *fmt, va_list ap);
+/* fail with the message prefixed by the node's origin (or its prim name) */
+pc_status pc_node_fail(pc_graph *g, const pc_node *n, pc_status code, const char *fmt, ...);
+const char *pc_error(const pc_graph *g);
+void pc_set_origin(pc_graph *g, const char *origin); /* copied; NULL clears */
+
+int pc_sym_add(pc_graph *g, const char *name, int64_t lo, int64_t hi); /* id; existing name returns its id */
+int pc_sym_find(const pc_graph *g, const char *name);                   /* -1 if absent */
+
+pc_value *pc_input_add(pc_graph *g, const char *name, pc_type t);
+pc_status pc_output_add(pc_graph *g, pc_value *v);
+void pc_value_set_name(pc_graph *g, pc_value *v, const char *name);
+
+/* Creates a node, infers its output types (rejecting bad operands with a
+ * message naming the node), appends it in topological order. */
+pc_node *pc_node_add(pc_graph *g, pc_op op, pc_value *const *in, int n_in, const pc_attr *attrs, int n_attrs);
+/* same, output 0 */
+pc_value *pc_build(pc_graph *g, pc_op op, pc_value *const *in, int n_in, const pc_attr *attrs, int n_attrs);
+
+const pc_attr *pc_attr_find(const pc_node *n, const char *name);
+int64_t pc_attr_int(const pc_node *n, const char *name, int64_t dflt);
+const int64_t *pc_attr_ints(const pc_node *n, const char *name, int *len); /* NULL if absent */
+double pc_attr_float(const pc_node *n, const char *name, double dflt);
+const char *pc_attr_str(const pc_node *n, const char *name, const char *dflt);
+
+/* Removes nodes marked dead and renumbers; values of dead nodes must be unused. */
+void pc_graph_compact(pc_graph *g);
+/* Replaces every use of `from` (operands and graph outputs) by `to`. */
+void pc_value_replace_uses(pc_graph *g, pc_value *from, pc_value *to);
+/* number of uses of v as an operand or graph output */
+int pc_value_use_count(const pc_graph *g, const pc_value *v);
+
+/* ---------------------------------------------------------------- builder helpers (ir/build.c) */
+
+/* elementwise prims by name: pc_neg(g, x), pc_add(g, a, b), pc_clamp(g, x, lo, hi) */
+#define PC_DECL_UNARY(n) pc_value *pc_##n(pc_graph *g, pc_value *x);
+#define PC_DECL_BINARY(n) pc_value *pc_##n(pc_graph *g, pc_value *a, pc_value *b);
+#define PC_DECL_TERNARY(n) pc_value *pc_##n(pc_graph *g, pc_value *a, pc_value *b, pc_value *c);
+#define PC_DECL_OTHER(n)
+#define PRIM(name, n_in, n_out, kind, operands, result) PC_DECL_##kind(name)
+#include "prims.def"
+#undef PRIM
+
+pc_value *pc_where(pc_graph *g, pc_value *cond, pc_value *a, pc_value *b);
+pc_value *pc_convert(pc_graph *g, pc_value *x, pc_dtype to);
+pc_value *pc_broadcast_in_dim(pc_graph *g, pc_value *x, int rank, const int64_t *shape, const int64_t *dims);
+/* numpy-style: right-aligned broadcast of x to shape */
+pc_value *pc_broadcast_to(pc_graph *g, pc_value *x, int rank, const int64_t *shape);
+/* numpy broadcasting of two operands to their common shape; 0 on failure */
+int pc_broadcast_pair(pc_graph *g, pc_value **a, pc_value **b);
+pc_value *pc_reshape(pc_graph *g, pc_value *x, int rank, const int64_t *shape);
+pc_value *pc_transpose(pc_graph *g, pc_value *x, const int64_t *perm);
+pc_value *pc_slice(pc_graph *g, pc_value *x, const int64_t *start, const int64_t *limit, const int64_t *stride);
+pc_value *pc_concatenate(pc_graph *g, pc_value *const *xs, int n, int64_t axis);
+pc_value *pc_reduce(pc_graph *g, pc_op op, pc_value *x, int n_axes, const int64_t *axes);
+pc_value *pc_dot_general(pc_graph *g, pc_value *a, pc_value *b, int n_contract, const int64_t *lhs_contract,
+                         const int64_t *rhs_contract, int n_batch, const int64_t *lhs_batch, const int64_t *rhs_batch);
+/* a constant of the given type; data (row-major, pc_type_numel * size bytes) is copied */
+pc_value *pc_const(pc_graph *g, pc_type t, const void *data);
+/* rank-0 constant of dtype holding v (converted) */
+pc_value *pc_scalar(pc_graph *g, pc_dtype dt, double v);
+/* constant v broadcast to the type of `like` */
+pc_value *pc_full_like(pc_graph *g, double v, const pc_value *like);
+pc_value *pc_full(pc_graph *g, pc_dtype dt, double v, int rank, const int64_t *shape);
+/* a constant bound later by name (weights files): data NULL, attribute key */
+pc_value *pc_const_keyed(pc_graph *g, pc_type t, const char *key);
+/* data of a constant value, or NULL when v is not produced by a constant */
+const void *pc_const_data(const pc_value *v);
+
+/* ---------------------------------------------------------------- shape inference, verifier */
+
+/* Sets n->out[*]->type from operands and attributes; fails naming the node. */
+pc_status pc_infer(pc_graph *g, pc_node *n);
+/* Checks the whole graph: topological order, types re-inferred equal, ids, outputs. */
+pc_status pc_verify(pc_graph *g);
+
+/* ---------------------------------------------------------------- text format (ir/print.c, ir/parse.c) */
+
+/* graph(%x : f32[1,3], %w : f32[3,4]):
+ *   %y : f32[1,4] = dot_general(%x, %w, lhs_contract=[1], rhs_contract=[0], lhs_batch=[], rhs_batch=[])
+ *   return (%y)
+ * Constants print their data inline when small, else as key="name". */
+pc_status pc_graph_print(const pc_graph *g, FILE *f);
+char *pc_graph_to_string(const pc_graph *g); /* malloc'ed; caller frees */
+
+/* An op the prim parser does not know ("aten::linear"): the hook builds it
+ * from prims. Declared output count is n_out; it fills out[]. */
+typedef pc_status (*pc_op_hook)(void *ctx, pc_graph *g, const char *op, pc_value *const *in, int n_in,
+                                const pc_attr *attrs, int n_attrs, pc_value **out, int n_out);
+
+typedef struct pc_parse_opts {
+  pc_op_hook hook;
+  void *hook_ctx;
+} pc_parse_opts;
+
+/* Parses text into a new graph. Always returns a graph (or NULL only when out
+ * of memory); on error its status is set and pc_error() reads
+ * "file:line:col: message". */
+pc_graph *pc_graph_parse(const char *text, size_t len, const char *filename, const pc_parse_opts *opts);
+
+/* ---------------------------------------------------------------- interpreter (ir/interp.c) */
+
+typedef struct pc_tensor {
+  pc_dtype dtype;
+  int rank;
+  int64_t dims[PC_MAX_RANK];
+  void *data; /* row-major; malloc'ed when produced by the interpreter */
+} pc_tensor;
+
+int64_t pc_tensor_numel(const pc_tensor *t);
+size_t pc_tensor_nbytes(const pc_tensor *t);
+void pc_tensor_free(pc_tensor *t); /* frees data, keeps metadata */
+
+/* Runs g on inputs (one per graph input, concrete shapes binding symbolic
+ * dims) and fills outputs (one per graph output, data malloc'ed). */
+pc_status pc_interp(pc_graph *g, const pc_tensor *inputs, int n_inputs, pc_tensor *outputs, int n_outputs);
+/* Evaluates one node on concrete operand tensors (used by constant folding). */
+pc_status pc_interp_node(pc_graph *g, const pc_node *n, const pc_tensor *in, pc_tensor *out);
+
+#endif

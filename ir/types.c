@@ -1,0 +1,160 @@
+/* ir/types.c: the dtype and prim tables, type helpers and half-precision conversions. */
+#include "ir/ir.h"
+
+#include <string.h>
+
+typedef struct dtype_row {
+  const char *name;
+  size_t size;
+  char cls; /* F I U B C */
+} dtype_row;
+
+static const dtype_row dtype_rows[PC_DTYPE_COUNT] = {
+#define PC_DTYPE(name, ctype, size, cls) [PC_##name] = {#name, size, #cls[0]},
+#include "ir/dtypes.def"
+#undef PC_DTYPE
+};
+
+static const pc_prim_info prim_rows[PC_OP_COUNT] = {
+#define PRIM(name, n_in, n_out, kind, operands, result) \
+  [PC_OP_##name] = {#name, n_in, n_out, PC_KIND_##kind, PC_CLS_##operands, PC_RES_##result},
+#include "ir/prims.def"
+#undef PRIM
+};
+
+static const char *const status_names[] = {
+    [PC_OK] = "ok",
+    [PC_ERR_PARSE] = "parse error",
+    [PC_ERR_TYPE] = "type error",
+    [PC_ERR_SHAPE] = "shape error",
+    [PC_ERR_ATTR] = "attribute error",
+    [PC_ERR_UNSUPPORTED] = "unsupported",
+    [PC_ERR_IO] = "I/O error",
+    [PC_ERR_RANGE] = "out of range",
+    [PC_ERR_NOMEM] = "out of memory",
+    [PC_ERR_INTERNAL] = "internal error",
+};
+
+const char *pc_status_name(pc_status s) {
+  if ((unsigned)s >= sizeof status_names / sizeof *status_names) return "unknown status";
+  return status_names[s];
+}
+
+size_t pc_dtype_size(pc_dtype t) { return (unsigned)t < PC_DTYPE_COUNT ? dtype_rows[t].size : 0; }
+
+const char *pc_dtype_name(pc_dtype t) { return (unsigned)t < PC_DTYPE_COUNT ? dtype_rows[t].name : "?"; }
+
+int pc_dtype_from_name(const char *name, pc_dtype *out) {
+  for (int i = 0; i < PC_DTYPE_COUNT; i++)
+    if (strcmp(dtype_rows[i].name, name) == 0) {
+      *out = (pc_dtype)i;
+      return 1;
+    }
+  return 0;
+}
+
+static char dtype_class(pc_dtype t) { return (unsigned)t < PC_DTYPE_COUNT ? dtype_rows[t].cls : 0; }
+
+int pc_dtype_is_float(pc_dtype t) { return dtype_class(t) == 'F'; }
+int pc_dtype_is_int(pc_dtype t) { return dtype_class(t) == 'I' || dtype_class(t) == 'U'; }
+int pc_dtype_is_signed(pc_dtype t) { return dtype_class(t) == 'I' || dtype_class(t) == 'F'; }
+
+const pc_prim_info *pc_prim(pc_op op) { return (unsigned)op < PC_OP_COUNT ? &prim_rows[op] : NULL; }
+
+int pc_op_from_name(const char *name, pc_op *out) {
+  for (int i = 0; i < PC_OP_COUNT; i++)
+    if (strcmp(prim_rows[i].name, name) == 0) {
+      *out = (pc_op)i;
+      return 1;
+    }
+  return 0;
+}
+
+int pc_op_is_elementwise(pc_op op) {
+  const pc_prim_info *p = pc_prim(op);
+  return p && (p->kind != PC_KIND_OTHER || op == PC_OP_where);
+}
+
+pc_type pc_type_make(pc_dtype dt, int rank, const int64_t *dims) {
+  pc_type t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dt;
+  t.rank = rank;
+  for (int i = 0; i < rank && i < PC_MAX_RANK; i++) t.dims[i] = dims[i];
+  return t;
+}
+
+int pc_type_equal(const pc_type *a, const pc_type *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+int pc_type_is_static(const pc_type *t) {
+  for (int i = 0; i < t->rank; i++)
+    if (PC_DIM_IS_SYM(t->dims[i])) return 0;
+  return 1;
+}
+
+int64_t pc_type_numel(const pc_type *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) {
+    if (PC_DIM_IS_SYM(t->dims[i])) return -1;
+    n *= t->dims[i];
+  }
+  return n;
+}
+
+/* ---- half precision: bit manipulation so results do not depend on the host FPU */
+
+static uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+static float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+float pc_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13)); /* inf, nan */
+  if (exp == 0) {
+    if (man == 0) return bits_f32(sign);
+    float v = (float)man * (1.0f / 16777216.0f); /* subnormal: man * 2^-24 */
+    return sign ? -v : v;
+  }
+  return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+uint16_t pc_f32_to_f16(float f) {
+  uint32_t u = f32_bits(f);
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00; /* nan */
+  if (a >= 0x477ff000u) return sign | 0x7c00; /* overflow to inf (includes rounding up) */
+  if (a < 0x38800000u) {                      /* below the smallest normal f16: subnormal or zero */
+    if (a < 0x33000000u) return sign;          /* rounds to zero */
+    uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;
+    int shift = (int)(126 - e) + 14;           /* bits to drop to reach the 2^-24 grid */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    return (uint16_t)(sign | q);
+  }
+  uint32_t r = a + 0xfff + ((a >> 13) & 1); /* round to nearest even on the 13 dropped bits */
+  return (uint16_t)(sign | (((r >> 13) - (112u << 10)) & 0x7fff));
+}
+
+float pc_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t pc_f32_to_bf16(float f) {
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet nan */
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}

@@ -1,0 +1,31 @@
+/* passes/passes.h: graph-to-graph passes, fusion and memory planning, and the -O pipelines. */
+#ifndef PRIMC_PASSES_H
+#define PRIMC_PASSES_H
+
+#include "ir/ir.h"
+
+/* One pass per file, each `pc_status pc_pass_NAME(pc_graph *)`; the table
+ * passes/passes.def lists them (name, description) for --print-after. */
+#define PC_PASS(name, desc) pc_status pc_pass_##name(pc_graph *g);
+#include "passes/passes.def"
+#undef PC_PASS
+
+typedef struct pc_pipeline_opts {
+  int opt_level;           /* 0..3 */
+  int unfused;             /* one kernel per prim */
+  int print_after_all;     /* print IR after each pass to `print_to` */
+  const char *print_after; /* print IR after the named pass */
+  FILE *print_to;
+} pc_pipeline_opts;
+
+/* Runs the passes of the -O level, then fusion (or one group per node when
+ * unfused) and memory planning; leaves node->group, value->storage/offset
+ * and g->workspace_size set for codegen. */
+pc_status pc_pipeline_run(pc_graph *g, const pc_pipeline_opts *opts);
+
+/* Why the fuser kept producer and consumer apart: one line per adjacent
+ * pair in different groups, appended to `out` (NULL-terminated lines in a
+ * malloc'ed string the caller frees). */
+char *pc_explain_fusion(const pc_graph *g);
+
+#endif

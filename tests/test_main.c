@@ -1,0 +1,72 @@
+/* tests/test_main.c: runs every registered test (optionally those whose name contains argv[1]). */
+#include "tests/test.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct test_case {
+  const char *name, *file;
+  pc_test_fn fn;
+} test_case;
+
+static test_case *cases;
+static int n_cases, cap_cases;
+static int cur_checks, cur_failures;
+
+void pc_test_register(const char *name, const char *file, pc_test_fn fn) {
+  if (n_cases == cap_cases) {
+    cap_cases = cap_cases ? cap_cases * 2 : 64;
+    cases = realloc(cases, sizeof *cases * (size_t)cap_cases);
+    if (!cases) abort();
+  }
+  cases[n_cases++] = (test_case){name, file, fn};
+}
+
+int pc_test_check(int ok, const char *file, int line, const char *fmt, ...) {
+  cur_checks++;
+  if (ok) return 1;
+  cur_failures++;
+  fprintf(stderr, "  %s:%d: check failed: ", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return 0;
+}
+
+const char *pc_test_srcdir(void) {
+  const char *s = getenv("PRIMC_SRC");
+  return s && *s ? s : ".";
+}
+
+static int by_name(const void *a, const void *b) {
+  const test_case *x = a, *y = b;
+  int c = strcmp(x->file, y->file);
+  return c ? c : strcmp(x->name, y->name);
+}
+
+int main(int argc, char **argv) {
+  const char *filter = argc > 1 ? argv[1] : NULL;
+  int passed = 0, failed = 0;
+  qsort(cases, (size_t)n_cases, sizeof *cases, by_name);
+  for (int i = 0; i < n_cases; i++) {
+    if (filter && !strstr(cases[i].name, filter)) continue;
+    cur_checks = cur_failures = 0;
+    cases[i].fn();
+    if (cur_checks == 0) {
+      fprintf(stderr, "  %s: test asserted nothing\n", cases[i].name);
+      cur_failures = 1;
+    }
+    if (cur_failures) {
+      failed++;
+      printf("FAIL %s (%s)\n", cases[i].name, cases[i].file);
+    } else {
+      passed++;
+    }
+    fflush(stdout);
+  }
+  printf("unit: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

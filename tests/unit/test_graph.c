@@ -1,0 +1,77 @@
+/* tests/unit/test_graph.c: graph construction, arena, attributes, errors and half-precision conversion. */
+#include "ir/ir.h"
+#include "tests/test.h"
+
+PC_TEST(dtype_table) {
+  pc_dtype t;
+  CHECK(pc_dtype_from_name("bf16", &t) && t == PC_bf16);
+  CHECK(!pc_dtype_from_name("f12", &t));
+  CHECK_INT(pc_dtype_size(PC_c64), 8);
+  CHECK_STR(pc_dtype_name(PC_i64), "i64");
+  CHECK(pc_dtype_is_float(PC_f16) && !pc_dtype_is_float(PC_i32));
+  CHECK(pc_dtype_is_int(PC_u8) && !pc_dtype_is_int(PC_bool));
+}
+
+PC_TEST(prim_table) {
+  pc_op op;
+  CHECK(pc_op_from_name("dot_general", &op) && op == PC_OP_dot_general);
+  CHECK(!pc_op_from_name("relu", &op));
+  CHECK_INT(pc_prim(PC_OP_sort)->n_out, 2);
+  CHECK(pc_op_is_elementwise(PC_OP_where) && pc_op_is_elementwise(PC_OP_exp));
+  CHECK(!pc_op_is_elementwise(PC_OP_reduce_sum));
+}
+
+/* known IEEE binary16 encodings (from the IEEE 754 tables) */
+PC_TEST(f16_conversion) {
+  CHECK_INT(pc_f32_to_f16(1.0f), 0x3c00);
+  CHECK_INT(pc_f32_to_f16(-2.0f), 0xc000);
+  CHECK_INT(pc_f32_to_f16(65504.0f), 0x7bff);
+  CHECK_INT(pc_f32_to_f16(65520.0f), 0x7c00);        /* rounds up to inf */
+  CHECK_INT(pc_f32_to_f16(5.960464477539063e-08f), 0x0001); /* smallest subnormal */
+  CHECK_INT(pc_f32_to_f16(0.333333343f), 0x3555);
+  CHECK_INT(pc_f32_to_f16(1.0009765625f), 0x3c01);
+  CHECK_INT(pc_f32_to_f16(1.00048828125f), 0x3c00);  /* tie to even */
+  CHECK(pc_f16_to_f32(0x7e00) != pc_f16_to_f32(0x7e00)); /* nan */
+  CHECK(pc_f16_to_f32(0x0001) == 5.960464477539063e-08f);
+  CHECK(pc_f16_to_f32(0x3555) == 0.333251953125f);
+  for (unsigned h = 0; h < 0x7c00; h++) /* every finite positive half round-trips */
+    if (pc_f32_to_f16(pc_f16_to_f32((uint16_t)h)) != h) {
+      CHECK_MSG(0, "half 0x%04x does not round-trip", h);
+      break;
+    }
+}
+
+PC_TEST(bf16_conversion) {
+  CHECK_INT(pc_f32_to_bf16(1.0f), 0x3f80);
+  CHECK_INT(pc_f32_to_bf16(3.140625f), 0x4049);
+  CHECK(pc_bf16_to_f32(0x4049) == 3.140625f);
+  CHECK_INT(pc_f32_to_bf16(1.00390625f), 0x3f80); /* tie to even */
+}
+
+PC_TEST(graph_build_and_error) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {2, 3};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
+  CHECK(x != NULL && x->id == 0);
+  int s = pc_sym_add(g, "batch", 1, 64);
+  CHECK_INT(pc_sym_add(g, "batch", 1, 64), s);
+  CHECK_INT(pc_sym_find(g, "nope"), -1);
+  pc_fail(g, PC_ERR_SHAPE, "first %d", 1);
+  pc_fail(g, PC_ERR_TYPE, "second");
+  CHECK_INT(g->status, PC_ERR_SHAPE);
+  CHECK_STR(pc_error(g), "first 1");
+  CHECK(pc_input_add(g, "y", pc_type_make(PC_f32, 2, d)) == NULL); /* sticky */
+  pc_graph_free(g);
+}
+
+PC_TEST(arena_alignment_and_big_blocks) {
+  pc_graph *g = pc_graph_new();
+  for (int i = 1; i < 200; i++) {
+    void *p = pc_alloc(g, (size_t)i * 37);
+    if (!CHECK(p && ((uintptr_t)p % 64) == 0)) break;
+  }
+  unsigned char *big = pc_alloc(g, 1 << 20);
+  CHECK(big && big[12345] == 0);
+  CHECK_STR(pc_strfmt(g, "%s-%d", "a", 7), "a-7");
+  pc_graph_free(g);
+}

@@ -1,0 +1,218 @@
+/* tools/cli.c: the option parsing, model loading and .npy handling every subcommand shares. */
+#include "tools/cli.h"
+
+#include "runtime/primc_rt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int pc_cli_usage_error(const char *help, const char *msg) {
+  fprintf(stderr, "primc: %s\n%s", msg, help);
+  return 2;
+}
+
+int pc_cli_parse_dim(const char *s, pc_dim_binding *out, char *name, size_t name_size) {
+  const char *eq = strchr(s, '=');
+  if (!eq || eq == s || (size_t)(eq - s) >= name_size) return 0;
+  memcpy(name, s, (size_t)(eq - s));
+  name[eq - s] = 0;
+  char *end;
+  errno = 0;
+  long long lo = strtoll(eq + 1, &end, 10), hi = lo;
+  if (errno || end == eq + 1 || lo < 0) return 0;
+  if (end[0] == '.' && end[1] == '.') {
+    const char *h = end + 2;
+    hi = strtoll(h, &end, 10);
+    if (errno || end == h || hi < lo) return 0;
+  }
+  if (*end) return 0;
+  out->name = name;
+  out->lo = lo;
+  out->hi = hi;
+  return 1;
+}
+
+/* value of an option that takes one: "--x V" */
+static const char *opt_value(int argc, char **argv, int *i) {
+  if (*i + 1 >= argc) return NULL;
+  return argv[++*i];
+}
+
+int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
+  memset(cli, 0, sizeof *cli);
+  cli->seed = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(help, stdout);
+      cli->exit_code = 0;
+      return 1;
+    } else if (!strcmp(a, "-o")) {
+      if (!(cli->out_dir = opt_value(argc, argv, &i))) goto missing;
+    } else if (!strcmp(a, "--weights")) {
+      if (!(cli->weights = opt_value(argc, argv, &i))) goto missing;
+    } else if (!strcmp(a, "--save-weights")) {
+      if (!(cli->save_weights = opt_value(argc, argv, &i))) goto missing;
+    } else if (!strcmp(a, "--random-inputs")) {
+      cli->random_inputs = 1;
+    } else if (!strcmp(a, "--seed")) {
+      if (!(v = opt_value(argc, argv, &i))) goto missing;
+      cli->seed = strtoull(v, NULL, 10);
+    } else if (!strcmp(a, "--dim")) {
+      if (!(v = opt_value(argc, argv, &i))) goto missing;
+      if (cli->n_dims >= PC_CLI_MAX || !pc_cli_parse_dim(v, &cli->dims[cli->n_dims], cli->dim_names[cli->n_dims], sizeof cli->dim_names[0])) {
+        fprintf(stderr, "primc: bad --dim '%s' (expected NAME=N or NAME=LO..HI)\n", v);
+        cli->exit_code = 2;
+        return 1;
+      }
+      cli->n_dims++;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "primc: unknown option '%s'\n%s", a, help);
+      cli->exit_code = 2;
+      return 1;
+    } else {
+      if (cli->n_pos >= PC_CLI_MAX) {
+        fprintf(stderr, "primc: too many arguments\n");
+        cli->exit_code = 2;
+        return 1;
+      }
+      cli->pos[cli->n_pos++] = argv[i];
+    }
+    continue;
+  missing:
+    fprintf(stderr, "primc: option '%s' needs a value\n", a);
+    cli->exit_code = 2;
+    return 1;
+  }
+  return 0;
+}
+
+pc_graph *pc_cli_load_model(const pc_cli *cli) {
+  pc_import_opts o = {cli->dims, cli->n_dims, cli->weights};
+  pc_graph *g = pc_model_load(cli->pos[0], &o);
+  if (!g) {
+    fprintf(stderr, "primc: error: out of memory loading %s\n", cli->pos[0]);
+    return NULL;
+  }
+  if (g->status != PC_OK) {
+    fprintf(stderr, "primc: error: %s\n", pc_error(g));
+    pc_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* splitmix64: a small, well-mixed generator for reproducible random inputs */
+static uint64_t next_random(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static int random_tensor(const pc_type *t, uint64_t *state, pc_tensor *out) {
+  if (!pc_type_is_static(t)) return -1;
+  out->dtype = t->dtype;
+  out->rank = t->rank;
+  memcpy(out->dims, t->dims, sizeof out->dims);
+  int64_t n = pc_type_numel(t);
+  out->data = malloc((size_t)n * pc_dtype_size(t->dtype) + 1);
+  if (!out->data) return -1;
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = next_random(state);
+    double u = (double)(r >> 11) * (1.0 / 9007199254740992.0) * 2 - 1; /* [-1, 1) */
+    unsigned char *p = (unsigned char *)out->data + (size_t)i * pc_dtype_size(t->dtype);
+    switch (t->dtype) { /* the value each storage type gets */
+    case PC_f32: *(float *)p = (float)u; break;
+    case PC_f64: *(double *)p = u; break;
+    case PC_f16: *(uint16_t *)p = pc_f32_to_f16((float)u); break;
+    case PC_bf16: *(uint16_t *)p = pc_f32_to_bf16((float)u); break;
+    case PC_c64: ((float *)p)[0] = (float)u; ((float *)p)[1] = (float)(r & 0xff) / 256.0f; break;
+    case PC_bool: *p = r & 1; break;
+    case PC_i8: *(int8_t *)p = (int8_t)(r % 8); break;
+    case PC_u8: *p = (uint8_t)(r % 8); break;
+    case PC_i16: *(int16_t *)p = (int16_t)(r % 8); break;
+    case PC_i32: *(int32_t *)p = (int32_t)(r % 8); break;
+    case PC_i64: *(int64_t *)p = (int64_t)(r % 8); break;
+    case PC_DTYPE_COUNT: break;
+    }
+  }
+  return 0;
+}
+
+static void format_type(char *buf, size_t n, pc_dtype dt, int rank, const int64_t *dims) {
+  int k = snprintf(buf, n, "%s[", pc_dtype_name(dt));
+  for (int i = 0; i < rank && k > 0 && (size_t)k < n; i++)
+    k += snprintf(buf + k, n - (size_t)k, "%s%lld", i ? "," : "", (long long)dims[i]);
+  if (k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, "]");
+}
+
+/* checks an .npy array against the graph input it feeds (symbolic dims accept any size) */
+static int check_input(const pc_graph *g, int i, const primc_array *a, const char *path) {
+  const pc_type *t = &g->inputs[i]->type;
+  int ok = (int)a->dtype == (int)t->dtype && a->rank == t->rank;
+  for (int d = 0; ok && d < t->rank; d++) ok = PC_DIM_IS_SYM(t->dims[d]) || t->dims[d] == a->dims[d];
+  if (ok) return 0;
+  char want[128], got[128];
+  format_type(want, sizeof want, t->dtype, t->rank, t->dims);
+  format_type(got, sizeof got, (pc_dtype)a->dtype, a->rank, a->dims);
+  fprintf(stderr, "primc: error: input %d (%s) expects %s, %s holds %s\n", i,
+          g->inputs[i]->name ? g->inputs[i]->name : "?", want, path, got);
+  return -1;
+}
+
+int pc_cli_inputs(const pc_cli *cli, const pc_graph *g, int n, const char *const *paths, pc_tensor *ins) {
+  if (cli->random_inputs) {
+    uint64_t state = cli->seed;
+    for (int i = 0; i < g->n_inputs; i++)
+      if (random_tensor(&g->inputs[i]->type, &state, &ins[i]) != 0) {
+        fprintf(stderr, "primc: error: cannot make a random input for %s (symbolic dims: fix them with --dim)\n",
+                g->inputs[i]->name ? g->inputs[i]->name : "?");
+        return -1;
+      }
+    return 0;
+  }
+  if (n != g->n_inputs) {
+    fprintf(stderr, "primc: error: the model takes %d input%s, %d .npy file%s given (or use --random-inputs)\n",
+            g->n_inputs, g->n_inputs == 1 ? "" : "s", n, n == 1 ? "" : "s");
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    primc_array a;
+    char err[256];
+    if (primc_npy_read(paths[i], &a, err, sizeof err) != 0) {
+      fprintf(stderr, "primc: error: %s: %s\n", paths[i], err);
+      return -1;
+    }
+    if (check_input(g, i, &a, paths[i]) != 0) {
+      free(a.data);
+      return -1;
+    }
+    ins[i].dtype = (pc_dtype)a.dtype;
+    ins[i].rank = a.rank;
+    memcpy(ins[i].dims, a.dims, sizeof ins[i].dims);
+    ins[i].data = a.data;
+  }
+  return 0;
+}
+
+int pc_cli_write_outputs(const char *dir, const pc_graph *g, const pc_tensor *outs) {
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "primc: error: cannot create %s: %s\n", dir, strerror(errno));
+    return 1;
+  }
+  for (int i = 0; i < g->n_outputs; i++) {
+    char path[4096], err[256];
+    snprintf(path, sizeof path, "%s/out%d.npy", dir, i);
+    primc_array a = {(primc_dtype)outs[i].dtype, outs[i].rank, {0}, outs[i].data};
+    memcpy(a.dims, outs[i].dims, sizeof a.dims);
+    if (primc_npy_write(path, &a, err, sizeof err) != 0) {
+      fprintf(stderr, "primc: error: %s: %s\n", path, err);
+      return 1;
+    }
+  }
+  return 0;
+}

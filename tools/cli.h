@@ -1,0 +1,35 @@
+/* tools/cli.h: option parsing, model loading and .npy input/output shared by the primc subcommands. */
+#ifndef PRIMC_CLI_H
+#define PRIMC_CLI_H
+
+#include "frontend/frontend.h"
+
+#define PC_CLI_MAX 64
+
+typedef struct pc_cli {
+  char *pos[PC_CLI_MAX]; /* positional arguments */
+  int n_pos;
+  const char *out_dir;      /* -o */
+  const char *weights;      /* --weights */
+  const char *save_weights; /* --save-weights */
+  int random_inputs;        /* --random-inputs */
+  uint64_t seed;            /* --seed */
+  pc_dim_binding dims[PC_CLI_MAX];
+  char dim_names[PC_CLI_MAX][64];
+  int n_dims;
+  int exit_code;            /* when pc_cli_parse returns non-zero: 0 for --help, 2 for bad usage */
+} pc_cli;
+
+/* Parses the common options; prints help and returns 1 for --help, prints an
+ * error and returns 1 for anything unknown (cli->exit_code says which). */
+int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help);
+int pc_cli_usage_error(const char *help, const char *msg);
+/* parses "name=N" or "name=LO..HI" */
+int pc_cli_parse_dim(const char *s, pc_dim_binding *out, char *name, size_t name_size);
+/* loads pos[0]; prints the error and returns NULL on failure */
+pc_graph *pc_cli_load_model(const pc_cli *cli);
+/* fills one tensor per graph input from n .npy paths, or random data */
+int pc_cli_inputs(const pc_cli *cli, const pc_graph *g, int n, const char *const *paths, pc_tensor *ins);
+int pc_cli_write_outputs(const char *dir, const pc_graph *g, const pc_tensor *outs);
+
+#endif

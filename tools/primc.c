@@ -1,0 +1,142 @@
+/* tools/primc.c: the primc command line: run, dump, compile, conformance, bench. */
+#include "frontend/frontend.h"
+#include "ir/ir.h"
+#include "runtime/primc_rt.h"
+#include "tools/cli.h"
+#include "tools/cmds.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmd_run(int argc, char **argv);
+static int cmd_dump(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+
+typedef struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command commands[] = {
+    {"run", cmd_run, "interpret a model on .npy inputs (or random ones) and write .npy outputs"},
+    {"dump", cmd_dump, "print the prim graph of a model (after passes with -O, kernels with --kernels)"},
+    {"compile", pc_cmd_compile, "compile a model to an executable, object + header, shared library or LLVM IR"},
+    {"conformance", pc_cmd_conformance, "run the ONNX backend node tests through the importer"},
+    {"version", cmd_version, "print the version"},
+};
+#define N_COMMANDS (int)(sizeof commands / sizeof *commands)
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: primc <command> [options]   (primc <command> --help for details)\n\ncommands:\n");
+  for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+}
+
+static int cmd_version(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  printf("primc %s\n", PC_VERSION);
+  return 0;
+}
+
+/* ---- run */
+
+static const char *run_help =
+    "usage: primc run MODEL [IN.npy ...] [options]\n"
+    "  Interprets MODEL (.onnx or text graph) with the reference interpreter.\n"
+    "  Inputs are .npy files in the order of the graph inputs.\n"
+    "  --random-inputs     make deterministic random inputs instead\n"
+    "  --seed N            seed for --random-inputs (default 1)\n"
+    "  -o DIR              write outputs as DIR/out0.npy, DIR/out1.npy ... (default: print a summary only)\n"
+    "  --weights FILE      .safetensors weights for a text graph\n"
+    "  --dim NAME=N        fix a symbolic dim\n";
+
+static void print_summary(const pc_graph *g, const pc_tensor *outs) {
+  for (int i = 0; i < g->n_outputs; i++) {
+    const pc_tensor *t = &outs[i];
+    printf("out%d %s %s[", i, g->outputs[i]->name ? g->outputs[i]->name : "", pc_dtype_name(t->dtype));
+    for (int d = 0; d < t->rank; d++) printf("%s%lld", d ? "," : "", (long long)t->dims[d]);
+    printf("]");
+    int64_t n = pc_tensor_numel(t);
+    if (t->dtype == PC_f32) {
+      double sum = 0;
+      for (int64_t k = 0; k < n; k++) sum += ((const float *)t->data)[k];
+      printf(" sum=%.6g", sum);
+      for (int64_t k = 0; k < n && k < 4; k++) printf("%s%.6g", k ? " " : " first=", ((const float *)t->data)[k]);
+    }
+    printf("\n");
+  }
+}
+
+static int cmd_run(int argc, char **argv) {
+  pc_cli cli;
+  if (pc_cli_parse(&cli, argc, argv, run_help) != 0) return cli.exit_code;
+  if (cli.n_pos < 1) return pc_cli_usage_error(run_help, "missing MODEL");
+  pc_graph *g = pc_cli_load_model(&cli);
+  if (!g) return 1;
+  int rc = 1;
+  pc_tensor *ins = calloc((size_t)g->n_inputs + 1, sizeof *ins);
+  pc_tensor *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
+  if (!ins || !outs) goto done;
+  if (pc_cli_inputs(&cli, g, cli.n_pos - 1, (const char *const *)cli.pos + 1, ins) != 0) goto done;
+  if (pc_interp(g, ins, g->n_inputs, outs, g->n_outputs) != PC_OK) {
+    fprintf(stderr, "primc: error: %s\n", pc_error(g));
+    goto done;
+  }
+  print_summary(g, outs);
+  rc = cli.out_dir ? pc_cli_write_outputs(cli.out_dir, g, outs) : 0;
+done:
+  for (int i = 0; ins && i < g->n_inputs; i++) pc_tensor_free(&ins[i]);
+  for (int i = 0; outs && i < g->n_outputs; i++) pc_tensor_free(&outs[i]);
+  free(ins);
+  free(outs);
+  pc_graph_free(g);
+  return rc;
+}
+
+/* ---- dump */
+
+static const char *dump_help =
+    "usage: primc dump MODEL [options]\n"
+    "  Prints the prim graph of MODEL in the text format (parseable by primc).\n"
+    "  --weights FILE      .safetensors weights for a text graph\n"
+    "  --save-weights FILE write the graph's named constants to a .safetensors file\n"
+    "  --dim NAME=N        fix a symbolic dim\n";
+
+static int cmd_dump(int argc, char **argv) {
+  pc_cli cli;
+  if (pc_cli_parse(&cli, argc, argv, dump_help) != 0) return cli.exit_code;
+  if (cli.n_pos != 1) return pc_cli_usage_error(dump_help, "expected one MODEL");
+  pc_graph *g = pc_cli_load_model(&cli);
+  if (!g) return 1;
+  int rc = 0;
+  if (pc_graph_print(g, stdout) != PC_OK) {
+    fprintf(stderr, "primc: error: %s\n", pc_error(g));
+    rc = 1;
+  }
+  if (rc == 0 && cli.save_weights && pc_safetensors_save(g, cli.save_weights) != PC_OK) {
+    fprintf(stderr, "primc: error: %s\n", pc_error(g));
+    rc = 1;
+  }
+  pc_graph_free(g);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version")) return cmd_version(0, NULL);
+  for (int i = 0; i < N_COMMANDS; i++)
+    if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "primc: unknown command '%s'\n", cmd);
+  usage(stderr);
+  return 2;
+}
