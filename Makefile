@@ -26,7 +26,7 @@ RT_OBJ   := $(RT_SRC:%.c=$(B)/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 
-.PHONY: all setup test demo clean conformance fuzz
+.PHONY: all setup test demo clean conformance fuzz check-asan
 all: $(B)/primc $(B)/libprimc_rt.a $(B)/test_primc
 
 setup: $(SETUP_STAMP)
@@ -73,3 +73,11 @@ clean:
 
 $(ONNX_PROTO): | $(SETUP_STAMP)
 	@test -f $@ || { echo "missing $@ (Debian package libonnx-dev)"; exit 1; }
+
+# the unit suite under AddressSanitizer and UndefinedBehaviorSanitizer, in its own build dir
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+check-asan: | $(SETUP_STAMP)
+	$(MAKE) B=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" build-asan/test_primc build-asan/primc
+	PRIMC_SRC=$(CURDIR) ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/test_primc
+
+-include tests/fuzz/fuzz.mk

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+# bench/run.py: times primc against ONNX Runtime, PyTorch eager and torch.compile on the model zoo, same inputs,
+# same thread counts, in one run; writes bench/results.md and bench/results.png.
+# Usage: python3 bench/run.py [--threads 1,2] [--runs N] [--models a,b] [--primc build/primc]
+import argparse
+import glob
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "models"))
+
+
+def timed_runs(fn, runs, warmup=3):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return min(ts), statistics.median(ts)
+
+
+def model_dirs(selected):
+    dirs = sorted(glob.glob(os.path.join(ROOT, "models", "*", "model.onnx")) +
+                  glob.glob(os.path.join(ROOT, "models", "large", "*", "model.onnx")))
+    out = [os.path.dirname(p) for p in dirs]
+    if selected:
+        out = [d for d in out if os.path.basename(d) in selected]
+    return out
+
+
+def bench_primc(primc, d, name, threads, runs, outdir):
+    exe = os.path.join(outdir, name)
+    t0 = time.perf_counter()
+    r = subprocess.run([primc, "compile", os.path.join(d, "model.onnx"), "-o", exe], capture_output=True, text=True)
+    compile_s = time.perf_counter() - t0
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout).strip().splitlines()[-1:] or ["compile failed"]}
+    res = {"compile_s": compile_s, "size_kb": os.path.getsize(exe) / 1024}
+    for t in threads:
+        env = dict(os.environ, PRIMC_THREADS=str(t))
+        r = subprocess.run([exe, os.path.join(d, "input.npy"), "--bench", str(runs)], capture_output=True, text=True,
+                           env=env)
+        mn = re.search(r"min[^0-9]*([0-9.]+)\s*ms", r.stdout)
+        md = re.search(r"median[^0-9]*([0-9.]+)\s*ms", r.stdout)
+        res[t] = (float(mn.group(1)), float(md.group(1))) if r.returncode == 0 and mn and md else None
+    return res
+
+
+def bench_ort(d, threads, runs):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    x = np.load(os.path.join(d, "input.npy"))
+    res = {}
+    for t in threads:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = t
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(os.path.join(d, "model.onnx"), so, providers=["CPUExecutionProvider"])
+        feed = {sess.get_inputs()[0].name: x}
+        res[t] = timed_runs(lambda: sess.run(None, feed), runs)
+    return res
+
+
+def bench_torch(name, d, threads, runs, compiled):
+    try:
+        import torch
+        import export
+    except Exception:
+        return None
+    if name not in export.MODELS:
+        return None
+    ctor, _, _ = export.MODELS[name]
+    torch.manual_seed(0)
+    model = ctor().eval()
+    x = torch.from_numpy(np.load(os.path.join(d, "input.npy")))
+    if compiled:
+        if not hasattr(torch, "compile"):
+            return None
+        model = torch.compile(model)
+    res = {}
+    for t in threads:
+        torch.set_num_threads(t)
+        with torch.no_grad():
+            res[t] = timed_runs(lambda: model(x), runs)
+    return res
+
+
+def fmt(v):
+    return "missing" if v is None else f"{v[0]:.3f} / {v[1]:.3f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--models", default="")
+    ap.add_argument("--primc", default=os.path.join(ROOT, "build", "primc"))
+    a = ap.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    outdir = os.path.join(HERE, "out")
+    os.makedirs(outdir, exist_ok=True)
+    rows = []
+    for d in model_dirs(set(filter(None, a.models.split(",")))):
+        name = os.path.basename(d)
+        print(f"== {name}", flush=True)
+        p = bench_primc(a.primc, d, name, threads, a.runs, outdir)
+        o = bench_ort(d, threads, a.runs)
+        te = bench_torch(name, d, threads, a.runs, False)
+        tc = bench_torch(name, d, threads, a.runs, True)
+        rows.append((name, p, o, te, tc))
+        for t in threads:
+            print(f"  {t} thread(s): primc {fmt(p.get(t))}  ort {fmt(o and o[t])}  "
+                  f"torch {fmt(te and te[t])}  torch.compile {fmt(tc and tc[t])}", flush=True)
+    write_results(rows, threads)
+
+
+def write_results(rows, threads):
+    lines = ["# primc benchmark", "", f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores "
+             "(min / median latency in ms over repeated runs after warm-up; ratio = primc median / ONNX Runtime median, "
+             "below 1 means primc is faster)", ""]
+    for t in threads:
+        lines += [f"## {t} thread(s)", "",
+                  "| model | primc | ONNX Runtime | ratio | PyTorch eager | torch.compile | primc compile s | binary KiB |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        ratios = []
+        for name, p, o, te, tc in rows:
+            pv = p.get(t) if p else None
+            ov = o[t] if o else None
+            ratio = pv[1] / ov[1] if pv and ov else None
+            if ratio:
+                ratios.append(ratio)
+            err = " ".join(p["error"]) if "error" in p else ""
+            lines.append(f"| {name} | {fmt(pv) if not err else 'failed: ' + err} | {fmt(ov)} | "
+                         f"{'%.2f' % ratio if ratio else '-'} | {fmt(te and te[t])} | {fmt(tc and tc[t])} | "
+                         f"{'%.2f' % p['compile_s'] if 'compile_s' in p else '-'} | "
+                         f"{'%.0f' % p['size_kb'] if 'size_kb' in p else '-'} |")
+        if ratios:
+            gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+            lines += ["", f"geometric mean ratio over {len(ratios)} models: **{gm:.2f}**"]
+        lines.append("")
+    with open(os.path.join(HERE, "results.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+    plot(rows, threads)
+
+
+def plot(rows, threads):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no chart")
+        return
+    fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4), squeeze=False)
+    for ax, t in zip(axes[0], threads):
+        names, ratios = [], []
+        for name, p, o, _, _ in rows:
+            pv, ov = (p.get(t) if p else None), (o[t] if o else None)
+            if pv and ov:
+                names.append(name)
+                ratios.append(pv[1] / ov[1])
+        ax.bar(names, ratios)
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_title(f"primc / ONNX Runtime latency, {t} thread(s)")
+        ax.tick_params(axis="x", rotation=45)
+    fig.tight_layout()
+    fig.savefig(os.path.join(HERE, "results.png"), dpi=100)
+
+
+if __name__ == "__main__":
+    main()
