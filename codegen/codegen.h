@@ -23,10 +23,59 @@ typedef struct pc_codegen_opts {
   int weights_external;     /* weights in NAME.weights, mmapped, instead of .rodata */
   int deterministic;
   const char *runtime_dir;  /* where libprimc_rt.a and runtime/primc_rt.h are (default: beside primc) */
+  int opt_level;            /* LLVM pipeline default<O0..O3> (tools/compile.c defaults to 3) */
+  const char *gpu_arch;     /* CUDA target: NVRTC --gpu-architecture, e.g. "sm_90" (NULL: sm_90) */
 } pc_codegen_opts;
 
 /* Lowers every fused group of g (after pc_pipeline_run) to kernel IR and
  * renders it to the requested output. */
 pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts);
+
+/* Prints the kernel IR of g (loops, index maps, expressions, origin nodes) for `primc dump --kernels`. */
+pc_status pc_kernels_print(pc_graph *g, FILE *f);
+
+/* ---------------------------------------------------------------- CUDA (codegen/cuda.c, codegen/nvrtc.c) */
+
+struct kir_program;
+
+/* how the host launches one kernel of the rendered module: a 1-D grid of 1-D blocks */
+typedef struct pc_cuda_launch {
+  const char *name;  /* extern "C" symbol: k<N>_<prim> */
+  int64_t grid;      /* blocks */
+  int block;         /* threads per block */
+  int n_args;
+  const int *args;   /* kernel-IR buffer ids passed as the kernel's pointer parameters, in order */
+} pc_cuda_launch;
+
+/* Renders every kernel of p as an extern "C" __global__ CUDA C kernel to f;
+ * *launches (p->n_kernels entries, in g's arena) says how to launch each, in order.
+ * Kernels that find bad data (an index out of range) set the module's
+ * `__device__ int primc_status` to PRIMC_ERR_RUNTIME. */
+pc_status pc_cuda_render_program(const struct kir_program *p, FILE *f, pc_cuda_launch **launches);
+/* Builds the kernel IR of g (its fusion groups) and renders it as CUDA C. */
+pc_status pc_cuda_render(pc_graph *g, FILE *f);
+
+/* NVRTC, loaded with dlopen: libnvrtc.so from the default path or /usr/local/cuda/lib64 */
+typedef struct pc_nvrtc pc_nvrtc;
+/* NULL with a message in err when NVRTC cannot be loaded */
+pc_nvrtc *pc_nvrtc_open(char *err, size_t errlen);
+void pc_nvrtc_close(pc_nvrtc *nv);
+
+typedef struct pc_cuda_binary {
+  void *cubin;       /* malloc'ed, for arch */
+  size_t cubin_size;
+  char *ptx;         /* malloc'ed, NUL-terminated: JIT-compiled by drivers of newer GPUs */
+  size_t ptx_size;
+  char *log;         /* NVRTC's log (warnings), malloc'ed, may be empty */
+} pc_cuda_binary;
+
+/* Compiles CUDA C to a cubin + PTX for arch ("sm_90" when NULL). On failure the
+ * graph's error names the kernel of the first error line and quotes NVRTC's log. */
+pc_status pc_nvrtc_compile(pc_graph *g, pc_nvrtc *nv, const char *src, const char *arch, pc_cuda_binary *out);
+void pc_cuda_binary_free(pc_cuda_binary *b);
+
+/* --emit cuda: writes the CUDA C of g to opts->output; an output ending in
+ * .cubin or .ptx gets NVRTC's binary for opts->gpu_arch instead. */
+pc_status pc_codegen_cuda(pc_graph *g, const pc_codegen_opts *opts);
 
 #endif

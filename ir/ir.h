@@ -156,6 +156,9 @@ struct pc_node {
   size_t nbytes;
   int dead;             /* set by passes that remove nodes; pc_graph_compact drops them */
   int group;            /* fusion group (kernel) id set by passes/fuse.c; -1 before fusion */
+  /* set by passes/fuse.c: why this node's group did not absorb its producers, one
+   * line per operand ("" where fused or not applicable); NULL when all were fused */
+  const char *unfused_reason;
 };
 
 typedef struct pc_sym {
@@ -309,5 +312,7 @@ void pc_tensor_free(pc_tensor *t); /* frees data, keeps metadata */
 pc_status pc_interp(pc_graph *g, const pc_tensor *inputs, int n_inputs, pc_tensor *outputs, int n_outputs);
 /* Evaluates one node on concrete operand tensors (used by constant folding). */
 pc_status pc_interp_node(pc_graph *g, const pc_node *n, const pc_tensor *in, pc_tensor *out);
+/* the random prim's generator, Philox4x32-10 (exposed for codegen and known-answer tests) */
+void pc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 #endif

@@ -141,7 +141,7 @@ uint16_t pc_f32_to_f16(float f) {
   if (a < 0x38800000u) {                      /* below the smallest normal f16: subnormal or zero */
     if (a < 0x33000000u) return sign;          /* rounds to zero */
     uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;
-    int shift = (int)(126 - e) + 14;           /* bits to drop to reach the 2^-24 grid */
+    int shift = (int)(126 - e);                /* bits to drop to reach the 2^-24 grid */
     uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
     if (rem > half || (rem == half && (q & 1))) q++;
     return (uint16_t)(sign | q);

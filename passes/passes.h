@@ -28,4 +28,22 @@ pc_status pc_pipeline_run(pc_graph *g, const pc_pipeline_opts *opts);
  * malloc'ed string the caller frees). */
 char *pc_explain_fusion(const pc_graph *g);
 
+/* Conventions of fuse/unfuse and memplan (codegen reads them):
+ * - constants are not kernels: group -1, storage CONST; fuse moves them ahead
+ *   of every group so each group's nodes stay contiguous in g->nodes;
+ * - groups are numbered 0..n_groups-1 in g->nodes order, which stays topological;
+ * - node->unfused_reason: one line per operand, the reason that operand's
+ *   producer (a kernel) was not fused into this node's group, "" otherwise;
+ * - storage: inputs INPUT; kernel-computed graph outputs OUTPUT (an output
+ *   that is an input, a constant or listed twice keeps its storage and is
+ *   copied by codegen); FUSED = computed inline where read (producer and every
+ *   reader in one group, producer an inline prim: elementwise, convert,
+ *   broadcast_in_dim, transpose, slice, rev, reshape, iota; readers inline or
+ *   reductions); everything else WORKSPACE at a 64-byte aligned offset, planned
+ *   by liveness over the group order (in-place reuse by elementwise kernels). */
+
+/* Per-kernel table of live workspace bytes, then the peak and the tensors live
+ * at it (for `primc compile --report`); malloc'ed, caller frees; NULL when out of memory. */
+char *pc_memplan_report(const pc_graph *g);
+
 #endif

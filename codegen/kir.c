@@ -1,0 +1,1060 @@
+/* codegen/kir.c: builds kernel IR (loop nests over affine loads) from the fused groups of a prim graph. */
+#include "codegen/kir.h"
+
+#include <string.h>
+
+/* A multi-dim affine map: index of dim d = off[d] + sum_k coef[d][k] * i_k. */
+typedef struct amap {
+  int rank;
+  int64_t off[PC_MAX_RANK];
+  int64_t coef[PC_MAX_RANK][KIR_MAX_LOOPS];
+} amap;
+
+static const int64_t ALIGN = 64;
+
+static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+kir_expr *kir_expr_new(kir_program *p, kir_ekind kind, pc_dtype dt) {
+  kir_expr *e = pc_alloc(p->g, sizeof *e);
+  if (!e) return NULL;
+  e->kind = kind;
+  e->dtype = dt;
+  return e;
+}
+
+const char *kir_red_name(kir_red r) {
+  static const char *const names[] = {"none", "sum", "prod", "max", "min", "argmax", "argmin"};
+  return names[r];
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+static int64_t value_bytes(const pc_value *v) { return pc_type_numel(&v->type) * (int64_t)pc_dtype_size(v->type.dtype); }
+
+static int buf_add(kir_program *p, kir_buf b) {
+  if (p->n_bufs == p->cap_bufs) {
+    int cap = p->cap_bufs ? p->cap_bufs * 2 : 64;
+    kir_buf *nb = pc_alloc(p->g, sizeof *nb * (size_t)cap);
+    if (!nb) return -1;
+    if (p->n_bufs) memcpy(nb, p->bufs, sizeof *nb * (size_t)p->n_bufs);
+    p->bufs = nb;
+    p->cap_bufs = cap;
+  }
+  p->bufs[p->n_bufs] = b;
+  return p->n_bufs++;
+}
+
+/* scratch space in the workspace past the planned part */
+static int scratch_buf(kir_program *p, pc_dtype dt, int64_t nbytes, const pc_value *v) {
+  kir_buf b = {KP_WORKSPACE, -1, align_up(p->workspace_size), nbytes, dt, v};
+  p->workspace_size = b.offset + align_up(nbytes > 0 ? nbytes : 1);
+  return buf_add(p, b);
+}
+
+static int output_index(const pc_graph *g, const pc_value *v) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return i;
+  return -1;
+}
+
+static int graph_is_planned(const pc_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->dead || n->op == PC_OP_constant) continue;
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k]->storage == PC_STORE_UNPLANNED) return 0;
+  }
+  return 1;
+}
+
+static pc_status place_const(kir_program *p, const pc_node *n) {
+  const pc_value *v = n->out[0];
+  if (!n->data && value_bytes(v) > 0)
+    return pc_node_fail(p->g, n, PC_ERR_UNSUPPORTED, "constant has no data (unbound weight key)");
+  kir_buf b = {KP_CONST, p->n_consts, p->weights_size, value_bytes(v), v->type.dtype, v};
+  p->weights_size = align_up(p->weights_size + b.nbytes);
+  p->consts[p->n_consts++] = v;
+  int id = buf_add(p, b);
+  if (id < 0) return PC_ERR_NOMEM;
+  p->buf_of_value[v->id] = id;
+  return PC_OK;
+}
+
+/* one value produced by a node: its storage, from the planner or our own plan */
+static pc_status place_value(kir_program *p, const pc_value *v, int planned) {
+  kir_buf b = {KP_WORKSPACE, -1, 0, value_bytes(v), v->type.dtype, v};
+  int oi = output_index(p->g, v);
+  if (planned) {
+    if (v->storage == PC_STORE_FUSED) return PC_OK;
+    if (v->storage == PC_STORE_OUTPUT && oi >= 0) {
+      b.place = KP_OUTPUT;
+      b.index = oi;
+    } else if (v->storage == PC_STORE_WORKSPACE) {
+      b.offset = v->offset;
+    } else {
+      int id = scratch_buf(p, v->type.dtype, b.nbytes, v);
+      if (id < 0) return PC_ERR_NOMEM;
+      p->buf_of_value[v->id] = id;
+      return PC_OK;
+    }
+  } else if (oi >= 0) {
+    b.place = KP_OUTPUT;
+    b.index = oi;
+  } else if (v->producer && v->producer->group >= 0 && !p->escapes[v->id]) {
+    return PC_OK; /* lives inside its fused group only */
+  } else {
+    int id = scratch_buf(p, v->type.dtype, b.nbytes, v);
+    if (id < 0) return PC_ERR_NOMEM;
+    p->buf_of_value[v->id] = id;
+    return PC_OK;
+  }
+  int id = buf_add(p, b);
+  if (id < 0) return PC_ERR_NOMEM;
+  p->buf_of_value[v->id] = id;
+  return PC_OK;
+}
+
+/* escapes[v] = v is read outside its producer's group (or its producer is unfused) */
+static pc_status find_escapes(kir_program *p) {
+  pc_graph *g = p->g;
+  p->escapes = pc_alloc(g, (size_t)g->n_values + 1);
+  if (!p->escapes) return PC_ERR_NOMEM;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    for (int k = 0; !n->dead && k < n->n_in; k++) {
+      const pc_node *pr = n->in[k]->producer;
+      if (!pr || pr->group < 0 || pr->group != n->group) p->escapes[n->in[k]->id] = 1;
+    }
+  }
+  return PC_OK;
+}
+
+static pc_status place_all(kir_program *p) {
+  pc_graph *g = p->g;
+  int planned = graph_is_planned(g);
+  if (find_escapes(p) != PC_OK) return PC_ERR_NOMEM;
+  p->workspace_size = planned ? g->workspace_size : 0;
+  for (int i = 0; i < g->n_inputs; i++) {
+    const pc_value *v = g->inputs[i];
+    kir_buf b = {KP_INPUT, i, 0, value_bytes(v), v->type.dtype, v};
+    int id = buf_add(p, b);
+    if (id < 0) return PC_ERR_NOMEM;
+    p->buf_of_value[v->id] = id;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->n_out; k++)
+      if (!pc_type_is_static(&n->out[k]->type))
+        return pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "symbolic dims are not supported by codegen (use --dim)");
+    pc_status s = n->op == PC_OP_constant ? place_const(p, n) : PC_OK;
+    for (int k = 0; s == PC_OK && n->op != PC_OP_constant && k < n->n_out; k++) s = place_value(p, n->out[k], planned);
+    if (s != PC_OK) return s;
+  }
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+static kir_kernel *kernel_new(kir_program *p, kir_kkind kind) {
+  if (p->n_kernels == p->cap_kernels) {
+    int cap = p->cap_kernels ? p->cap_kernels * 2 : 64;
+    kir_kernel *nk = pc_alloc(p->g, sizeof *nk * (size_t)cap);
+    if (!nk) return NULL;
+    if (p->n_kernels) memcpy(nk, p->kernels, sizeof *nk * (size_t)p->n_kernels);
+    p->kernels = nk;
+    p->cap_kernels = cap;
+  }
+  kir_kernel *k = &p->kernels[p->n_kernels++];
+  memset(k, 0, sizeof *k);
+  k->kind = kind;
+  return k;
+}
+
+static void kernel_origin(kir_program *p, kir_kernel *k, const pc_node *const *nodes, int n) {
+  k->nodes = pc_alloc(p->g, sizeof *k->nodes * (size_t)(n ? n : 1));
+  if (!k->nodes) return;
+  for (int i = 0; i < n; i++) k->nodes[i] = nodes[i];
+  k->n_nodes = n;
+}
+
+/* row-major element strides of a type */
+static void row_strides(const pc_type *t, int64_t *s) {
+  int64_t acc = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    s[d] = acc;
+    acc *= t->dims[d];
+  }
+}
+
+static kir_map linearize(const amap *m, const pc_type *t) {
+  int64_t s[PC_MAX_RANK];
+  row_strides(t, s);
+  kir_map r;
+  memset(&r, 0, sizeof r);
+  for (int d = 0; d < m->rank; d++) {
+    r.offset += m->off[d] * s[d];
+    for (int k = 0; k < KIR_MAX_LOOPS; k++) r.stride[k] += m->coef[d][k] * s[d];
+  }
+  return r;
+}
+
+/* identity map of a type's dims onto loops first..first+rank-1 */
+static amap amap_identity(int rank, int first) {
+  amap m;
+  memset(&m, 0, sizeof m);
+  m.rank = rank;
+  for (int d = 0; d < rank; d++) m.coef[d][first + d] = 1;
+  return m;
+}
+
+/* ---------------------------------------------------------------- expressions */
+
+static kir_expr *expr_value(kir_program *p, const pc_value *v, const amap *m);
+
+static int scalar_const(const pc_value *v, double *f, int64_t *i) {
+  const void *d = pc_const_data(v);
+  if (!d || pc_type_numel(&v->type) != 1) return 0;
+  switch (v->type.dtype) { /* one read per storage type; c64 stays a load */
+  case PC_f16: *f = pc_f16_to_f32(*(const uint16_t *)d); break;
+  case PC_bf16: *f = pc_bf16_to_f32(*(const uint16_t *)d); break;
+  case PC_f32: *f = *(const float *)d; break;
+  case PC_f64: *f = *(const double *)d; break;
+  case PC_i8: *i = *(const int8_t *)d; break;
+  case PC_i16: *i = *(const int16_t *)d; break;
+  case PC_i32: *i = *(const int32_t *)d; break;
+  case PC_i64: *i = *(const int64_t *)d; break;
+  case PC_u8: case PC_bool: *i = *(const uint8_t *)d; break;
+  default: return 0;
+  }
+  return 1;
+}
+
+static kir_expr *load_expr(kir_program *p, const pc_value *v, const amap *m) {
+  kir_expr *e;
+  double f = 0;
+  int64_t i = 0;
+  if (scalar_const(v, &f, &i)) {
+    e = kir_expr_new(p, KE_CONST, v->type.dtype);
+    if (e) e->c = f, e->ci = i;
+    return e;
+  }
+  e = kir_expr_new(p, KE_LOAD, v->type.dtype);
+  if (!e) return NULL;
+  e->buf = p->buf_of_value[v->id];
+  e->map = linearize(m, &v->type);
+  return e;
+}
+
+static kir_expr *expr_elementwise(kir_program *p, const pc_node *n, const amap *m) {
+  kir_expr *e = kir_expr_new(p, KE_PRIM, n->out[0]->type.dtype);
+  if (!e) return NULL;
+  e->op = n->op;
+  e->n_args = n->n_in;
+  for (int i = 0; i < n->n_in; i++)
+    if (!(e->args[i] = expr_value(p, n->in[i], m))) return NULL;
+  return e;
+}
+
+static kir_expr *expr_convert(kir_program *p, const pc_node *n, const amap *m) {
+  kir_expr *e = kir_expr_new(p, KE_CONVERT, n->out[0]->type.dtype);
+  if (!e) return NULL;
+  e->n_args = 1;
+  e->args[0] = expr_value(p, n->in[0], m);
+  return e->args[0] ? e : NULL;
+}
+
+static kir_expr *expr_broadcast(kir_program *p, const pc_node *n, const amap *m) {
+  int len = 0;
+  const int64_t *dims = pc_attr_ints(n, "dims", &len);
+  const pc_type *t = &n->in[0]->type;
+  amap o;
+  memset(&o, 0, sizeof o);
+  o.rank = t->rank;
+  for (int i = 0; i < t->rank && i < len; i++) {
+    if (t->dims[i] == 1) continue; /* stride 0: the broadcast */
+    o.off[i] = m->off[dims[i]];
+    memcpy(o.coef[i], m->coef[dims[i]], sizeof o.coef[i]);
+  }
+  return expr_value(p, n->in[0], &o);
+}
+
+static kir_expr *expr_transpose(kir_program *p, const pc_node *n, const amap *m) {
+  int len = 0;
+  const int64_t *perm = pc_attr_ints(n, "perm", &len);
+  amap o;
+  memset(&o, 0, sizeof o);
+  o.rank = n->in[0]->type.rank;
+  for (int i = 0; i < len; i++) {
+    o.off[perm[i]] = m->off[i];
+    memcpy(o.coef[perm[i]], m->coef[i], sizeof o.coef[i]);
+  }
+  return expr_value(p, n->in[0], &o);
+}
+
+static kir_expr *expr_slice(kir_program *p, const pc_node *n, const amap *m) {
+  int ls = 0, lt = 0;
+  const int64_t *start = pc_attr_ints(n, "start", &ls);
+  const int64_t *stride = pc_attr_ints(n, "stride", &lt);
+  amap o = *m;
+  for (int d = 0; d < o.rank; d++) {
+    int64_t st = stride && d < lt ? stride[d] : 1;
+    o.off[d] = (start && d < ls ? start[d] : 0) + st * m->off[d];
+    for (int k = 0; k < KIR_MAX_LOOPS; k++) o.coef[d][k] = st * m->coef[d][k];
+  }
+  return expr_value(p, n->in[0], &o);
+}
+
+static kir_expr *expr_rev(kir_program *p, const pc_node *n, const amap *m) {
+  int len = 0;
+  const int64_t *dims = pc_attr_ints(n, "dims", &len);
+  amap o = *m;
+  for (int i = 0; i < len; i++) {
+    int d = (int)dims[i];
+    o.off[d] = n->in[0]->type.dims[d] - 1 - m->off[d];
+    for (int k = 0; k < KIR_MAX_LOOPS; k++) o.coef[d][k] = -m->coef[d][k];
+  }
+  return expr_value(p, n->in[0], &o);
+}
+
+/* reshape keeps the row-major order: affine only through a materialized operand */
+static kir_expr *expr_reshape(kir_program *p, const pc_node *n, const amap *m) {
+  const pc_value *x = n->in[0];
+  if (p->buf_of_value[x->id] < 0) return NULL;
+  amap lin;
+  memset(&lin, 0, sizeof lin);
+  lin.rank = 1;
+  kir_map l = linearize(m, &n->out[0]->type);
+  lin.off[0] = l.offset;
+  memcpy(lin.coef[0], l.stride, sizeof l.stride);
+  pc_type flat = pc_type_make(x->type.dtype, 1, (int64_t[]){pc_type_numel(&x->type)});
+  kir_expr *e = load_expr(p, x, &lin);
+  if (e && e->kind == KE_LOAD) e->map = linearize(&lin, &flat);
+  return e;
+}
+
+static kir_expr *expr_iota(kir_program *p, const pc_node *n, const amap *m) {
+  int axis = (int)pc_attr_int(n, "axis", 0);
+  kir_expr *e = kir_expr_new(p, KE_INDEX, n->out[0]->type.dtype);
+  if (!e) return NULL;
+  e->map.offset = m->off[axis];
+  memcpy(e->map.stride, m->coef[axis], sizeof e->map.stride);
+  return e;
+}
+
+typedef kir_expr *(*expr_fn)(kir_program *p, const pc_node *n, const amap *m);
+
+/* prims that are pure index remapping or elementwise: inlinable into any loop kernel */
+static expr_fn expr_rule(pc_op op) {
+  static const expr_fn rules[PC_OP_COUNT] = {
+      [PC_OP_convert_element_type] = expr_convert, [PC_OP_broadcast_in_dim] = expr_broadcast,
+      [PC_OP_transpose] = expr_transpose,           [PC_OP_slice] = expr_slice,
+      [PC_OP_rev] = expr_rev,                       [PC_OP_reshape] = expr_reshape,
+      [PC_OP_iota] = expr_iota,
+  };
+  if (pc_op_is_elementwise(op) || op == PC_OP_where) return expr_elementwise;
+  return rules[op];
+}
+
+static kir_expr *expr_value(kir_program *p, const pc_value *v, const amap *m) {
+  if (p->buf_of_value[v->id] >= 0) return load_expr(p, v, m);
+  expr_fn f = v->producer ? expr_rule(v->producer->op) : NULL;
+  return f ? f(p, v->producer, m) : NULL;
+}
+
+/* ---------------------------------------------------------------- loop kernels */
+
+static void store_init(kir_store *s, int buf, kir_map map, kir_expr *e) {
+  memset(s, 0, sizeof *s);
+  s->buf = buf;
+  s->map = map;
+  s->value = e;
+}
+
+/* gives a kernel with no parallel loop a leading one of extent 1 */
+static void kernel_normalize(kir_kernel *k) {
+  if (k->n_par > 0) return;
+  for (int l = k->n_loops; l > 0; l--) k->extent[l] = k->extent[l - 1];
+  k->extent[0] = 1;
+  k->n_loops++;
+  k->n_par = 1;
+  /* maps were built against loops shifted by one already (first = 1) */
+}
+
+static pc_status fail_unfusable(kir_program *p, const pc_node *n) {
+  return pc_node_fail(p->g, n, PC_ERR_UNSUPPORTED, "%s cannot be expressed as a loop kernel", pc_prim(n->op)->name);
+}
+
+/* out[i] = expr(n)(i) over the output's shape */
+static pc_status build_pointwise(kir_program *p, const pc_node *n) {
+  const pc_value *out = n->out[0];
+  kir_kernel *k = kernel_new(p, KK_LOOP);
+  if (!k) return PC_ERR_NOMEM;
+  int first = out->type.rank == 0 ? 1 : 0;
+  k->n_loops = out->type.rank;
+  for (int d = 0; d < out->type.rank; d++) k->extent[d] = out->type.dims[d];
+  k->n_par = out->type.rank;
+  amap m = amap_identity(out->type.rank, first);
+  expr_fn f = expr_rule(n->op);
+  kir_expr *e = f ? f(p, n, &m) : NULL;
+  if (!e) return p->g->status ? p->g->status : fail_unfusable(p, n);
+  k->n_stores = 1;
+  store_init(&k->stores[0], p->buf_of_value[out->id], linearize(&m, &out->type), e);
+  kernel_normalize(k);
+  kernel_origin(p, k, &n, 1);
+  return PC_OK;
+}
+
+/* reduce_* and argmax/argmin: output dims are the parallel loops, reduced axes the inner ones */
+static pc_status build_reduce(kir_program *p, const pc_node *n) {
+  static const kir_red reds[PC_OP_COUNT] = {
+      [PC_OP_reduce_sum] = KR_SUM, [PC_OP_reduce_prod] = KR_PROD, [PC_OP_reduce_max] = KR_MAX,
+      [PC_OP_reduce_min] = KR_MIN, [PC_OP_argmax] = KR_ARGMAX,     [PC_OP_argmin] = KR_ARGMIN,
+  };
+  const pc_value *x = n->in[0], *out = n->out[0];
+  int reduced[PC_MAX_RANK] = {0};
+  int n_axes = 0;
+  const int64_t *axes = pc_attr_ints(n, "axes", &n_axes);
+  int64_t axis = pc_attr_int(n, "axis", 0);
+  if (!axes) axes = &axis, n_axes = 1;
+  for (int i = 0; i < n_axes; i++) reduced[axes[i]] = 1;
+  kir_kernel *k = kernel_new(p, KK_LOOP);
+  if (!k) return PC_ERR_NOMEM;
+  int first = out->type.rank == 0 ? 1 : 0;
+  k->n_par = out->type.rank;
+  amap m;
+  memset(&m, 0, sizeof m);
+  m.rank = x->type.rank;
+  int par = first, red = first + out->type.rank, arg_loop = 0;
+  for (int d = 0; d < x->type.rank; d++) {
+    int l = reduced[d] ? red++ : par++;
+    if (reduced[d]) arg_loop = l;
+    m.coef[d][l] = 1;
+    k->extent[l - first] = x->type.dims[d];
+  }
+  k->n_loops = x->type.rank;
+  kir_expr *e = expr_value(p, x, &m);
+  if (!e) return p->g->status ? p->g->status : fail_unfusable(p, n);
+  amap om = amap_identity(out->type.rank, first);
+  k->n_stores = 1;
+  kir_store *s = &k->stores[0];
+  store_init(s, p->buf_of_value[out->id], linearize(&om, &out->type), e);
+  s->red = reds[n->op];
+  s->arg_loop = arg_loop;
+  s->arg_last = (int)pc_attr_int(n, "last", 0);
+  kernel_normalize(k);
+  kernel_origin(p, k, &n, 1);
+  return PC_OK;
+}
+
+/* a plain copy loop kernel: dst[dmap(i)] = src[smap(i)] over extents */
+static kir_kernel *copy_kernel(kir_program *p, const pc_node *n, int rank, const int64_t *ext, int dst, kir_map dmap,
+                               int src, kir_map smap, pc_dtype dt) {
+  kir_kernel *k = kernel_new(p, KK_LOOP);
+  kir_expr *e = k ? kir_expr_new(p, KE_LOAD, dt) : NULL;
+  if (!e) return NULL;
+  e->buf = src;
+  e->map = smap;
+  k->n_loops = k->n_par = rank;
+  for (int d = 0; d < rank; d++) k->extent[d] = ext[d];
+  k->n_stores = 1;
+  store_init(&k->stores[0], dst, dmap, e);
+  kernel_normalize(k);
+  if (n) kernel_origin(p, k, &n, 1);
+  return k;
+}
+
+/* maps over loops first.. of a tensor's index space: off + scale*i per dim */
+static kir_map map_scaled(const pc_type *t, int first, const int64_t *off, const int64_t *scale) {
+  amap m;
+  memset(&m, 0, sizeof m);
+  m.rank = t->rank;
+  for (int d = 0; d < t->rank; d++) {
+    m.off[d] = off ? off[d] : 0;
+    m.coef[d][first + d] = scale ? scale[d] : 1;
+  }
+  return linearize(&m, t);
+}
+
+static pc_status build_concatenate(kir_program *p, const pc_node *n) {
+  const pc_value *out = n->out[0];
+  int axis = (int)pc_attr_int(n, "axis", 0);
+  int64_t off[PC_MAX_RANK] = {0};
+  int first = out->type.rank == 0 ? 1 : 0;
+  for (int i = 0; i < n->n_in; i++) {
+    const pc_value *x = n->in[i];
+    kir_map dm = map_scaled(&out->type, first, off, NULL), sm = map_scaled(&x->type, first, NULL, NULL);
+    if (!copy_kernel(p, n, x->type.rank, x->type.dims, p->buf_of_value[out->id], dm, p->buf_of_value[x->id], sm,
+                     x->type.dtype))
+      return PC_ERR_NOMEM;
+    off[axis] += x->type.dims[axis];
+  }
+  return PC_OK;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+/* pad: fill with the value, then copy the operand's surviving elements to lo + i*(interior+1) */
+static pc_status build_pad(kir_program *p, const pc_node *n) {
+  const pc_value *x = n->in[0], *out = n->out[0];
+  int r = x->type.rank, n0 = 0, n1 = 0, n2 = 0;
+  const int64_t *lo = pc_attr_ints(n, "low", &n0), *hi = pc_attr_ints(n, "high", &n1);
+  const int64_t *in = pc_attr_ints(n, "interior", &n2);
+  (void)hi;
+  kir_kernel *k = kernel_new(p, KK_LOOP);
+  kir_expr *c = k ? kir_expr_new(p, KE_CONST, out->type.dtype) : NULL;
+  if (!c) return PC_ERR_NOMEM;
+  c->c = pc_attr_float(n, "value", 0);
+  c->ci = (int64_t)c->c;
+  k->n_loops = k->n_par = r;
+  for (int d = 0; d < r; d++) k->extent[d] = out->type.dims[d];
+  k->n_stores = 1;
+  int first = r == 0 ? 1 : 0;
+  store_init(&k->stores[0], p->buf_of_value[out->id], map_scaled(&out->type, first, NULL, NULL), c);
+  kernel_normalize(k);
+  kernel_origin(p, k, &n, 1);
+  int64_t ext[PC_MAX_RANK], soff[PC_MAX_RANK], doff[PC_MAX_RANK], dsc[PC_MAX_RANK];
+  for (int d = 0; d < r; d++) {
+    int64_t step = (in && d < n2 ? in[d] : 0) + 1, l = lo && d < n0 ? lo[d] : 0;
+    int64_t i0 = l < 0 ? ceil_div(-l, step) : 0;
+    int64_t i1 = ceil_div(out->type.dims[d] - l, step); /* first i past the end */
+    if (i1 > x->type.dims[d]) i1 = x->type.dims[d];
+    ext[d] = i1 > i0 ? i1 - i0 : 0;
+    soff[d] = i0;
+    doff[d] = l + i0 * step;
+    dsc[d] = step;
+  }
+  if (!copy_kernel(p, n, r, ext, p->buf_of_value[out->id], map_scaled(&out->type, first, doff, dsc),
+                   p->buf_of_value[x->id], map_scaled(&x->type, first, soff, NULL), x->type.dtype))
+    return PC_ERR_NOMEM;
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- runtime-call kernels */
+
+static kir_kernel *call_kernel(kir_program *p, const pc_node *n, const char *fn, int n_params) {
+  kir_kernel *k = kernel_new(p, KK_CALL);
+  if (!k) return NULL;
+  k->fn = fn;
+  k->params = pc_alloc(p->g, sizeof(int64_t) * (size_t)(n_params ? n_params : 1));
+  k->n_params = n_params;
+  if (!k->params) return NULL;
+  if (n) kernel_origin(p, k, &n, 1);
+  return k;
+}
+
+static void call_arg(kir_kernel *k, int buf) { k->args[k->n_args++] = buf; }
+
+/* shape params: rank then dims */
+static int64_t *put_shape(int64_t *q, const pc_type *t) {
+  *q++ = t->rank;
+  for (int d = 0; d < PC_MAX_RANK; d++) *q++ = d < t->rank ? t->dims[d] : 1;
+  return q;
+}
+
+/* an operand collapsed to [B, R, C] with element strides, or a transposed copy of it */
+typedef struct mat3 {
+  int64_t B, R, C, sb, sr, sc;
+} mat3;
+
+/* collapses the axes list (in the given order) to one extent and stride; 0 when not expressible */
+static int collapse(const pc_type *t, const int64_t *axes, int n, int64_t *ext, int64_t *stride) {
+  int64_t s[PC_MAX_RANK], prev = -1, e = 1, st = 0;
+  row_strides(t, s);
+  for (int i = 0; i < n; i++) {
+    int64_t a = axes[i];
+    if (t->dims[a] == 1) continue;
+    if (prev >= 0 && s[prev] != s[a] * t->dims[a]) return 0;
+    prev = a;
+    e *= t->dims[a];
+    st = s[a];
+  }
+  *ext = e;
+  *stride = e == 1 ? 0 : st;
+  return 1;
+}
+
+/* operand x seen as [batch axes, row axes, col axes]; copies it to scratch when strides do not collapse */
+static int operand_mat(kir_program *p, const pc_node *n, const pc_value *x, const int64_t *bax, int nb,
+                       const int64_t *rax, int nr, const int64_t *cax, int nc, mat3 *m) {
+  int buf = p->buf_of_value[x->id];
+  if (collapse(&x->type, bax, nb, &m->B, &m->sb) && collapse(&x->type, rax, nr, &m->R, &m->sr) &&
+      collapse(&x->type, cax, nc, &m->C, &m->sc) && (m->sc <= 1 || m->sr <= 1))
+    return buf;
+  int64_t perm[PC_MAX_RANK], ext[PC_MAX_RANK];
+  int r = 0;
+  for (int i = 0; i < nb; i++) perm[r++] = bax[i];
+  for (int i = 0; i < nr; i++) perm[r++] = rax[i];
+  for (int i = 0; i < nc; i++) perm[r++] = cax[i];
+  amap src;
+  memset(&src, 0, sizeof src);
+  src.rank = x->type.rank;
+  for (int i = 0; i < r; i++) {
+    ext[i] = x->type.dims[perm[i]];
+    src.coef[perm[i]][i + (r == 0)] = 1;
+  }
+  pc_type pt = pc_type_make(x->type.dtype, r, ext);
+  int dst = scratch_buf(p, x->type.dtype, value_bytes(x), NULL);
+  if (dst < 0 || !copy_kernel(p, n, r, ext, dst, map_scaled(&pt, r == 0, NULL, NULL), buf, linearize(&src, &x->type),
+                              x->type.dtype))
+    return -1;
+  collapse(&pt, (int64_t[]){0, 1, 2, 3, 4, 5, 6, 7}, nb, &m->B, &m->sb);
+  collapse(&pt, (int64_t[]){0, 1, 2, 3, 4, 5, 6, 7} + nb, nr, &m->R, &m->sr);
+  collapse(&pt, (int64_t[]){0, 1, 2, 3, 4, 5, 6, 7} + nb + nr, nc, &m->C, &m->sc);
+  return dst;
+}
+
+static int free_axes(const pc_type *t, const int64_t *a, int na, const int64_t *b, int nb, int64_t *out) {
+  int used[PC_MAX_RANK] = {0}, n = 0;
+  for (int i = 0; i < na; i++) used[a[i]] = 1;
+  for (int i = 0; i < nb; i++) used[b[i]] = 1;
+  for (int d = 0; d < t->rank; d++)
+    if (!used[d]) out[n++] = d;
+  return n;
+}
+
+/* dot_general -> primc_k_dot: [dtype, B, M, N, K, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn], out contiguous [B,M,N] */
+static pc_status build_dot(kir_program *p, const pc_node *n) {
+  int nlc = 0, nrc = 0, nlb = 0, nrb = 0;
+  const int64_t *lc = pc_attr_ints(n, "lhs_contract", &nlc), *rc = pc_attr_ints(n, "rhs_contract", &nrc);
+  const int64_t *lb = pc_attr_ints(n, "lhs_batch", &nlb), *rb = pc_attr_ints(n, "rhs_batch", &nrb);
+  const pc_value *a = n->in[0], *b = n->in[1];
+  int64_t lf[PC_MAX_RANK], rf[PC_MAX_RANK];
+  int nlf = free_axes(&a->type, lc, nlc, lb, nlb, lf), nrf = free_axes(&b->type, rc, nrc, rb, nrb, rf);
+  mat3 ma, mb;
+  int ba = operand_mat(p, n, a, lb, nlb, lf, nlf, lc, nlc, &ma);
+  int bb = operand_mat(p, n, b, rb, nrb, rc, nrc, rf, nrf, &mb);
+  if (ba < 0 || bb < 0) return PC_ERR_NOMEM;
+  kir_kernel *k = call_kernel(p, n, "dot", 11);
+  if (!k) return PC_ERR_NOMEM;
+  int64_t prm[11] = {a->type.dtype, ma.B, ma.R, mb.C, ma.C, ma.sb, ma.sr, ma.sc, mb.sb, mb.sr, mb.sc};
+  memcpy(k->params, prm, sizeof prm);
+  call_arg(k, p->buf_of_value[n->out[0]->id]);
+  call_arg(k, ba);
+  call_arg(k, bb);
+  return PC_OK;
+}
+
+/* conv -> primc_k_conv: [dtype, x shape(9), w shape(9), out shape(9), groups, stride, pad_lo, dilation, lhs_dilation (8 each)] */
+static pc_status build_conv(kir_program *p, const pc_node *n) {
+  kir_kernel *k = call_kernel(p, n, "conv", 1 + 27 + 1 + 32);
+  if (!k) return PC_ERR_NOMEM;
+  int64_t *q = k->params;
+  *q++ = n->in[0]->type.dtype;
+  q = put_shape(q, &n->in[0]->type);
+  q = put_shape(q, &n->in[1]->type);
+  q = put_shape(q, &n->out[0]->type);
+  *q++ = pc_attr_int(n, "groups", 1);
+  static const char *const lists[4] = {"stride", "pad_lo", "dilation", "lhs_dilation"};
+  static const int64_t dflt[4] = {1, 0, 1, 1};
+  for (int l = 0; l < 4; l++) {
+    int len = 0;
+    const int64_t *v = pc_attr_ints(n, lists[l], &len);
+    for (int i = 0; i < 8; i++) *q++ = v && i < len ? v[i] : dflt[l];
+  }
+  call_arg(k, p->buf_of_value[n->out[0]->id]);
+  call_arg(k, p->buf_of_value[n->in[0]->id]);
+  call_arg(k, p->buf_of_value[n->in[1]->id]);
+  /* im2col scratch for the f32 GEMM path: C/groups * prod(kernel) * prod(out spatial) floats */
+  const pc_type *w = &n->in[1]->type, *o = &n->out[0]->type;
+  int64_t cols = w->dims[1];
+  for (int d = 2; d < w->rank; d++) cols *= w->dims[d] * o->dims[d];
+  call_arg(k, scratch_buf(p, PC_f32, cols * 4, NULL));
+  return PC_OK;
+}
+
+/* generic runtime call: [dtype, in shape, out shape, attrs...]; outputs then inputs as args */
+static pc_status build_generic_call(kir_program *p, const pc_node *n, const char *fn, const int64_t *extra, int n_extra) {
+  int np = 1 + 9 * (n->n_in + n->n_out) + n_extra;
+  kir_kernel *k = call_kernel(p, n, fn, np);
+  if (!k) return PC_ERR_NOMEM;
+  int64_t *q = k->params;
+  *q++ = n->n_in ? n->in[0]->type.dtype : n->out[0]->type.dtype;
+  for (int i = 0; i < n->n_in; i++) q = put_shape(q, &n->in[i]->type);
+  for (int i = 0; i < n->n_out; i++) q = put_shape(q, &n->out[i]->type);
+  for (int i = 0; i < n_extra; i++) *q++ = extra[i];
+  for (int i = 0; i < n->n_out; i++) call_arg(k, p->buf_of_value[n->out[i]->id]);
+  for (int i = 0; i < n->n_in; i++) call_arg(k, p->buf_of_value[n->in[i]->id]);
+  return PC_OK;
+}
+
+static int64_t scatter_mode(const char *s) {
+  static const char *const modes[] = {"none", "add", "mul", "max", "min"};
+  for (int i = 0; i < 5; i++)
+    if (!strcmp(s, modes[i])) return i;
+  return -1;
+}
+
+static pc_status build_gather(kir_program *p, const pc_node *n) {
+  int64_t e[2] = {pc_attr_int(n, "axis", 0), n->in[1]->type.dtype};
+  return build_generic_call(p, n, "gather", e, 2);
+}
+
+static pc_status build_scatter(kir_program *p, const pc_node *n) {
+  int64_t e[3] = {pc_attr_int(n, "axis", 0), n->in[1]->type.dtype, scatter_mode(pc_attr_str(n, "reduce", "none"))};
+  if (e[2] < 0) return pc_node_fail(p->g, n, PC_ERR_ATTR, "unknown scatter reduce");
+  return build_generic_call(p, n, "scatter", e, 3);
+}
+
+static pc_status build_cumsum(kir_program *p, const pc_node *n) {
+  int64_t e[3] = {pc_attr_int(n, "axis", 0), pc_attr_int(n, "exclusive", 0), pc_attr_int(n, "reverse", 0)};
+  return build_generic_call(p, n, "cumsum", e, 3);
+}
+
+/* sort and topk share primc_k_sort; its permutation scratch (2 * axis length i64) is in the workspace */
+static pc_status sort_call(kir_program *p, const pc_node *n, const int64_t *e) {
+  pc_status s = build_generic_call(p, n, "sort", e, 3);
+  const pc_type *t = &n->in[0]->type;
+  int64_t axis = e[0] < 0 ? e[0] + t->rank : e[0];
+  int64_t len = t->rank && axis >= 0 && axis < t->rank ? t->dims[axis] : 1;
+  if (s == PC_OK) call_arg(&p->kernels[p->n_kernels - 1], scratch_buf(p, PC_i64, 16 * (len + 1), NULL));
+  return s;
+}
+
+static pc_status build_sort(kir_program *p, const pc_node *n) {
+  int64_t e[3] = {pc_attr_int(n, "axis", -1), pc_attr_int(n, "descending", 0), -1};
+  return sort_call(p, n, e);
+}
+
+static pc_status build_topk(kir_program *p, const pc_node *n) {
+  int64_t e[3] = {pc_attr_int(n, "axis", -1), pc_attr_int(n, "largest", 1), pc_attr_int(n, "k", 1)};
+  return sort_call(p, n, e);
+}
+
+static pc_status build_bitcast(kir_program *p, const pc_node *n) {
+  return build_generic_call(p, n, "copy", NULL, 0);
+}
+
+static pc_status build_random(kir_program *p, const pc_node *n) {
+  const char *dist = pc_attr_str(n, "dist", "uniform");
+  double a = pc_attr_float(n, "a", 0), b = pc_attr_float(n, "b", 1);
+  int64_t e[4] = {!strcmp(dist, "normal"), pc_attr_int(n, "seed", 0), 0, 0};
+  memcpy(&e[2], &a, 8);
+  memcpy(&e[3], &b, 8);
+  return build_generic_call(p, n, "random", e, 4);
+}
+
+static pc_status build_fft(kir_program *p, const pc_node *n) {
+  static const char *const types[] = {"fft", "ifft", "rfft", "irfft"};
+  const char *t = pc_attr_str(n, "type", "fft");
+  int64_t e[2] = {-1, pc_attr_int(n, "length", 0)};
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(t, types[i])) e[0] = i;
+  if (e[0] < 0) return pc_node_fail(p->g, n, PC_ERR_ATTR, "unknown fft type \"%s\"", t);
+  pc_status s = build_generic_call(p, n, "fft", e, 2);
+  const pc_type *a = &n->in[0]->type, *b = &n->out[0]->type;
+  int64_t w = a->dims[a->rank - 1] > b->dims[b->rank - 1] ? a->dims[a->rank - 1] : b->dims[b->rank - 1];
+  if (w < e[1]) w = e[1];
+  if (s == PC_OK) call_arg(&p->kernels[p->n_kernels - 1], scratch_buf(p, PC_f64, 32 * (w + 1), NULL));
+  return s;
+}
+
+static pc_status build_unsupported(kir_program *p, const pc_node *n) {
+  return pc_node_fail(p->g, n, PC_ERR_UNSUPPORTED, "%s has a data-dependent shape, not supported by codegen",
+                      pc_prim(n->op)->name);
+}
+
+typedef pc_status (*build_fn)(kir_program *p, const pc_node *n);
+
+static build_fn build_rule(pc_op op) {
+  static const build_fn rules[PC_OP_COUNT] = {
+      [PC_OP_reduce_sum] = build_reduce, [PC_OP_reduce_prod] = build_reduce, [PC_OP_reduce_max] = build_reduce,
+      [PC_OP_reduce_min] = build_reduce, [PC_OP_argmax] = build_reduce,      [PC_OP_argmin] = build_reduce,
+      [PC_OP_concatenate] = build_concatenate, [PC_OP_pad] = build_pad,     [PC_OP_dot_general] = build_dot,
+      [PC_OP_conv] = build_conv,         [PC_OP_gather] = build_gather,      [PC_OP_scatter] = build_scatter,
+      [PC_OP_cumsum] = build_cumsum,     [PC_OP_sort] = build_sort,          [PC_OP_topk] = build_topk,
+      [PC_OP_bitcast] = build_bitcast,   [PC_OP_random] = build_random,      [PC_OP_fft] = build_fft,
+      [PC_OP_nonzero] = build_unsupported,
+  };
+  if (rules[op]) return rules[op];
+  return expr_rule(op) ? build_pointwise : build_unsupported;
+}
+
+/* ---------------------------------------------------------------- groups */
+
+/* A group of pointwise prims whose materialized results share one shape: one loop kernel with a store each. */
+static int fused_pointwise_stores(kir_program *p, const pc_node *const *nodes, int n, int *root_buf, kir_kernel *tmp,
+                                  const pc_type **shape);
+
+static int try_fused_pointwise(kir_program *p, const pc_node *const *nodes, int n) {
+  int *root_buf = pc_alloc(p->g, sizeof(int) * (size_t)n);
+  if (!root_buf) return 0;
+  for (int i = 0; i < n; i++) {
+    root_buf[i] = nodes[i]->n_out == 1 ? p->buf_of_value[nodes[i]->out[0]->id] : -1;
+    if (nodes[i]->n_out == 1) p->buf_of_value[nodes[i]->out[0]->id] = -1;
+  }
+  const pc_type *shape = NULL;
+  kir_kernel tmp;
+  memset(&tmp, 0, sizeof tmp);
+  int ok = fused_pointwise_stores(p, nodes, n, root_buf, &tmp, &shape);
+  for (int i = 0; i < n; i++)
+    if (nodes[i]->n_out == 1) p->buf_of_value[nodes[i]->out[0]->id] = root_buf[i];
+  if (!ok || !shape) return 0;
+  kir_kernel *k = kernel_new(p, KK_LOOP);
+  if (!k) return 0;
+  k->n_loops = k->n_par = shape->rank;
+  for (int d = 0; d < shape->rank; d++) k->extent[d] = shape->dims[d];
+  k->n_stores = tmp.n_stores;
+  memcpy(k->stores, tmp.stores, sizeof tmp.stores);
+  kernel_normalize(k);
+  kernel_origin(p, k, nodes, n);
+  return 1;
+}
+
+static int fused_pointwise_stores(kir_program *p, const pc_node *const *nodes, int n, int *root_buf, kir_kernel *tmp,
+                                  const pc_type **shape_out) {
+  const pc_type *shape = NULL;
+  kir_kernel *t = tmp;
+  for (int i = 0; i < n; i++) {
+    if (!expr_rule(nodes[i]->op) || nodes[i]->n_out != 1) return 0;
+    const pc_value *v = nodes[i]->out[0];
+    if (root_buf[i] < 0) continue;
+    if (shape && (shape->rank != v->type.rank ||
+                  memcmp(shape->dims, v->type.dims, sizeof(int64_t) * (size_t)shape->rank)))
+      return 0;
+    shape = &v->type;
+    if (t->n_stores == KIR_MAX_ARGS) return 0;
+    int first = v->type.rank == 0 ? 1 : 0;
+    amap m = amap_identity(v->type.rank, first);
+    kir_expr *e = expr_rule(nodes[i]->op)(p, nodes[i], &m);
+    if (!e) return 0;
+    store_init(&t->stores[t->n_stores++], root_buf[i], linearize(&m, &v->type), e);
+  }
+  *shape_out = shape;
+  return 1;
+}
+
+static void materialize(kir_program *p, const pc_value *v) {
+  if (p->buf_of_value[v->id] < 0) p->buf_of_value[v->id] = scratch_buf(p, v->type.dtype, value_bytes(v), v);
+}
+
+static int is_pointwise(const pc_node *n) { return expr_rule(n->op) && n->n_out == 1; }
+
+/* Emits the pending pointwise prims' materialized results: one loop nest when they
+ * share a shape, else one per result (inner values recomputed inline), else prim by prim. */
+static pc_status flush_pointwise(kir_program *p, const pc_node **pend, int n) {
+  int roots = 0;
+  for (int i = 0; i < n; i++) roots += p->buf_of_value[pend[i]->out[0]->id] >= 0;
+  if (!roots) return PC_OK;
+  pc_status saved = p->g->status;
+  if (try_fused_pointwise(p, pend, n)) return PC_OK;
+  int before = p->n_kernels, ok = 1;
+  for (int i = 0; ok && i < n; i++)
+    if (p->buf_of_value[pend[i]->out[0]->id] >= 0) ok = build_pointwise(p, pend[i]) == PC_OK;
+  if (ok) return PC_OK;
+  if (p->g->status != saved) p->g->status = saved; /* retried below, prim by prim */
+  p->n_kernels = before;
+  for (int i = 0; i < n; i++) materialize(p, pend[i]->out[0]);
+  for (int i = 0; i < n; i++) {
+    pc_status s = build_pointwise(p, pend[i]);
+    if (s != PC_OK) return s;
+  }
+  return PC_OK;
+}
+
+/* A group in topological order: pointwise prims wait in `pend` and are inlined into
+ * whatever reads them (a reduction takes them as its prologue); other prims (calls,
+ * reductions, pad, concatenate) get their own kernels, their results materialized. */
+static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n) {
+  const pc_node **pend = pc_alloc(p->g, sizeof *pend * (size_t)n);
+  if (!pend) return PC_ERR_NOMEM;
+  int np = 0;
+  for (int i = 0; i < n; i++) {
+    const pc_node *nd = nodes[i];
+    if (is_pointwise(nd)) {
+      pend[np++] = nd;
+      continue;
+    }
+    int red = build_rule(nd->op) == build_reduce;
+    for (int k = 0; !red && k < nd->n_in; k++) materialize(p, nd->in[k]);
+    for (int k = 0; k < nd->n_out; k++) materialize(p, nd->out[k]);
+    pc_status s = flush_pointwise(p, pend, np);
+    if (s != PC_OK) return s;
+    int before = p->n_kernels;
+    pc_status saved = p->g->status;
+    s = build_rule(nd->op)(p, nd);
+    if (s != PC_OK && red) { /* the prologue was not affine: materialize it first */
+      p->g->status = saved;
+      p->n_kernels = before;
+      materialize(p, nd->in[0]);
+      if ((s = flush_pointwise(p, pend, np)) == PC_OK) s = build_reduce(p, nd);
+    }
+    if (s != PC_OK) return s;
+  }
+  return flush_pointwise(p, pend, np);
+}
+
+/* graph outputs not written in place (inputs, constants, repeated values) get a copy */
+static pc_status copy_outputs(kir_program *p) {
+  pc_graph *g = p->g;
+  for (int i = 0; i < g->n_outputs; i++) {
+    const pc_value *v = g->outputs[i];
+    int src = p->buf_of_value[v->id];
+    if (src < 0) return pc_fail(g, PC_ERR_INTERNAL, "output %d is not materialized", i);
+    if (p->bufs[src].place == KP_OUTPUT && p->bufs[src].index == i) continue;
+    kir_buf b = {KP_OUTPUT, i, 0, value_bytes(v), v->type.dtype, v};
+    int dst = buf_add(p, b);
+    kir_kernel *k = dst < 0 ? NULL : call_kernel(p, NULL, "copy", 1 + 18);
+    if (!k) return PC_ERR_NOMEM;
+    k->params[0] = v->type.dtype;
+    put_shape(put_shape(k->params + 1, &v->type), &v->type);
+    call_arg(k, dst);
+    call_arg(k, src);
+  }
+  return PC_OK;
+}
+
+static int expr_reads(const kir_expr *e, int buf, int64_t n_cols, int *other_map) {
+  int r = 0;
+  if (e->kind == KE_LOAD && e->buf == buf) {
+    r = 1;
+    for (int k = 2; k < KIR_MAX_LOOPS; k++) *other_map |= e->map.stride[k] != 0;
+    *other_map |= e->map.offset != 0 || e->map.stride[0] != n_cols || e->map.stride[1] != 1;
+  }
+  for (int i = 0; i < e->n_args; i++) r |= expr_reads(e->args[i], buf, n_cols, other_map);
+  return r;
+}
+
+static int kernel_touches(const kir_kernel *k, int buf) {
+  int dummy = 0;
+  for (int i = 0; k->kind == KK_CALL && i < k->n_args; i++)
+    if (k->args[i] == buf) return 1;
+  for (int s = 0; k->kind == KK_LOOP && s < k->n_stores; s++)
+    if (k->stores[s].buf == buf || expr_reads(k->stores[s].value, buf, 0, &dummy)) return 1;
+  return 0;
+}
+
+/* A [M, N] dot whose result only the next kernel reads, element for element over the
+ * same [M, N] loops: that kernel becomes the GEMM's epilogue. */
+static void fuse_epilogues(kir_program *p) {
+  for (int i = 0; i + 1 < p->n_kernels; i++) {
+    kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
+    if (c->kind != KK_CALL || strcmp(c->fn, "dot") || k->kind != KK_LOOP || c->params[1] != 1) continue;
+    if (!c->n_nodes || !k->n_nodes || c->nodes[0]->group < 0 || c->nodes[0]->group != k->nodes[0]->group)
+      continue; /* only inside a fused group: --unfused stays one launch per prim */
+    int64_t M = c->params[2], N = c->params[3];
+    int s = c->args[0], other = 0, reads = 0;
+    if (p->bufs[s].place != KP_WORKSPACE || k->n_loops != 2 || k->n_par != 2 || k->extent[0] != M || k->extent[1] != N)
+      continue;
+    for (int j = 0; j < k->n_stores; j++) {
+      reads |= expr_reads(k->stores[j].value, s, N, &other);
+      other |= k->stores[j].buf == s;
+    }
+    for (int j = 0; !other && j < p->n_kernels; j++)
+      if (j != i && j != i + 1) other = kernel_touches(&p->kernels[j], s);
+    if (!reads || other) continue;
+    c->has_epilogue = 1;
+    c->epilogue = i + 1;
+    k->absorbed = 1;
+  }
+}
+
+pc_status kir_build(pc_graph *g, kir_program *p) {
+  memset(p, 0, sizeof *p);
+  p->g = g;
+  if (g->status) return g->status;
+  p->buf_of_value = pc_alloc(g, sizeof(int) * (size_t)(g->n_values + 1));
+  p->consts = pc_alloc(g, sizeof *p->consts * (size_t)(g->n_nodes + 1));
+  if (!p->buf_of_value || !p->consts) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < g->n_values; i++) p->buf_of_value[i] = -1;
+  pc_status s = place_all(p);
+  const pc_node **grp = pc_alloc(g, sizeof *grp * (size_t)(g->n_nodes + 1));
+  if (s == PC_OK && !grp) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; s == PC_OK && i < g->n_nodes;) {
+    const pc_node *n = g->nodes[i];
+    if (n->dead || n->op == PC_OP_constant) {
+      i++;
+      continue;
+    }
+    int cnt = 0;
+    grp[cnt++] = n;
+    for (i++; n->group >= 0 && i < g->n_nodes && g->nodes[i]->group == n->group; i++)
+      if (!g->nodes[i]->dead && g->nodes[i]->op != PC_OP_constant) grp[cnt++] = g->nodes[i];
+    s = build_group(p, grp, cnt);
+  }
+  if (s == PC_OK) s = copy_outputs(p);
+  if (s == PC_OK) fuse_epilogues(p);
+  p->workspace_size = align_up(p->workspace_size);
+  if (s != PC_OK && !g->status) pc_fail(g, s, "codegen: %s", pc_status_name(s));
+  return s;
+}
+
+/* ---------------------------------------------------------------- printer */
+
+static const char *place_names[] = {"input", "output", "const", "workspace"};
+
+static void print_map(const kir_map *m, int n_loops, FILE *f) {
+  fprintf(f, "[%lld", (long long)m->offset);
+  for (int k = 0; k < n_loops; k++)
+    if (m->stride[k]) fprintf(f, " %+lld*i%d", (long long)m->stride[k], k);
+  fprintf(f, "]");
+}
+
+static void print_expr(const kir_expr *e, int n_loops, FILE *f) {
+  switch (e->kind) { /* printing is the one place that walks every expression kind */
+  case KE_LOAD: fprintf(f, "b%d", e->buf); print_map(&e->map, n_loops, f); break;
+  case KE_CONST:
+    if (pc_dtype_is_float(e->dtype)) fprintf(f, "%g", e->c);
+    else fprintf(f, "%lld", (long long)e->ci);
+    break;
+  case KE_INDEX: fprintf(f, "index"); print_map(&e->map, n_loops, f); break;
+  case KE_CONVERT:
+    fprintf(f, "%s(", pc_dtype_name(e->dtype));
+    print_expr(e->args[0], n_loops, f);
+    fprintf(f, ")");
+    break;
+  case KE_PRIM:
+    fprintf(f, "%s(", pc_prim(e->op)->name);
+    for (int i = 0; i < e->n_args; i++) {
+      if (i) fprintf(f, ", ");
+      print_expr(e->args[i], n_loops, f);
+    }
+    fprintf(f, ")");
+    break;
+  }
+}
+
+static void print_kernel(const kir_program *p, int idx, FILE *f) {
+  const kir_kernel *k = &p->kernels[idx];
+  fprintf(f, "kernel k%d", idx);
+  if (k->kind == KK_CALL) {
+    fprintf(f, " = call primc_k_%s(", k->fn);
+    for (int i = 0; i < k->n_args; i++) fprintf(f, "%sb%d", i ? ", " : "", k->args[i]);
+    fprintf(f, ")");
+    if (k->has_epilogue) fprintf(f, " with epilogue k%d per row block", k->epilogue);
+    fprintf(f, "\n");
+  } else {
+    fprintf(f, "%s loops(", k->absorbed ? " (epilogue)" : "");
+    for (int l = 0; l < k->n_loops; l++)
+      fprintf(f, "%si%d<%lld%s", l ? ", " : "", l, (long long)k->extent[l], l < k->n_par ? "" : " reduce");
+    fprintf(f, ")\n");
+    for (int s = 0; s < k->n_stores; s++) {
+      const kir_store *st = &k->stores[s];
+      fprintf(f, "  b%d", st->buf);
+      print_map(&st->map, k->n_loops, f);
+      fprintf(f, " %s ", st->red == KR_NONE ? "=" : kir_red_name(st->red));
+      print_expr(st->value, k->n_loops, f);
+      fprintf(f, "\n");
+    }
+  }
+  for (int i = 0; i < k->n_nodes; i++)
+    fprintf(f, "  from %%%d %s%s%s\n", k->nodes[i]->out[0]->id, pc_prim(k->nodes[i]->op)->name,
+            k->nodes[i]->origin ? " <- " : "", k->nodes[i]->origin ? k->nodes[i]->origin : "");
+}
+
+void kir_print(const kir_program *p, FILE *f) {
+  fprintf(f, "workspace %lld bytes, weights %lld bytes\n", (long long)p->workspace_size, (long long)p->weights_size);
+  for (int i = 0; i < p->n_bufs; i++) {
+    const kir_buf *b = &p->bufs[i];
+    fprintf(f, "buf b%d: %s %s", i, place_names[b->place], pc_dtype_name(b->dtype));
+    if (b->v) {
+      fprintf(f, "[");
+      for (int d = 0; d < b->v->type.rank; d++) fprintf(f, "%s%lld", d ? "," : "", (long long)b->v->type.dims[d]);
+      fprintf(f, "] %%%d", b->v->id);
+    }
+    if (b->place == KP_INPUT || b->place == KP_OUTPUT) fprintf(f, " #%d", b->index);
+    else fprintf(f, " @%lld", (long long)b->offset);
+    fprintf(f, " (%lld bytes)\n", (long long)b->nbytes);
+  }
+  for (int i = 0; i < p->n_kernels; i++) print_kernel(p, i, f);
+}

@@ -1,0 +1,132 @@
+/* codegen/kir.h: the kernel IR: loop nests with affine index maps, built from fused groups; internal to codegen. */
+#ifndef PRIMC_KIR_H
+#define PRIMC_KIR_H
+
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+#define KIR_MAX_LOOPS (PC_MAX_RANK + 1)
+#define KIR_MAX_ARGS 8
+
+/* Where a buffer lives at run time. */
+typedef enum kir_place {
+  KP_INPUT,     /* inputs[index] */
+  KP_OUTPUT,    /* outputs[index] */
+  KP_CONST,     /* a weight: global constant (or side file) at offset in the weights blob */
+  KP_WORKSPACE  /* workspace + offset */
+} kir_place;
+
+typedef struct kir_buf {
+  kir_place place;
+  int index;        /* input/output position */
+  int64_t offset;   /* bytes into the workspace or the weights blob */
+  int64_t nbytes;
+  pc_dtype dtype;
+  const pc_value *v; /* NULL for scratch buffers codegen adds */
+} kir_buf;
+
+/* element index = offset + sum over loops k of stride[k] * i_k (elements, not bytes) */
+typedef struct kir_map {
+  int64_t offset;
+  int64_t stride[KIR_MAX_LOOPS];
+} kir_map;
+
+typedef enum kir_ekind { KE_LOAD, KE_CONST, KE_INDEX, KE_PRIM, KE_CONVERT } kir_ekind;
+
+typedef struct kir_expr {
+  kir_ekind kind;
+  pc_dtype dtype;   /* of the result */
+  pc_op op;         /* KE_PRIM: an elementwise prim (where and clamp included) */
+  int n_args;
+  struct kir_expr *args[3];
+  int buf;          /* KE_LOAD */
+  kir_map map;      /* KE_LOAD */
+  double c;         /* KE_CONST, float dtypes */
+  int64_t ci;       /* KE_CONST, int and bool dtypes */
+  int loop;         /* KE_INDEX: value of loop variable */
+} kir_expr;
+
+typedef enum kir_red { KR_NONE, KR_SUM, KR_PROD, KR_MAX, KR_MIN, KR_ARGMAX, KR_ARGMIN } kir_red;
+
+/* one result of a loop kernel: buf[map(i)] = value, or reduced over the
+ * kernel's reduced loops when red != KR_NONE (argmax/argmin store the i64
+ * index of loop `arg_loop` into an i64 buffer; arg_last picks the last tie) */
+typedef struct kir_store {
+  int buf;
+  kir_map map;
+  kir_expr *value;
+  kir_red red;
+  int arg_loop, arg_last;
+} kir_store;
+
+typedef enum kir_kkind { KK_LOOP, KK_CALL } kir_kkind;
+
+typedef struct kir_kernel {
+  kir_kkind kind;
+  /* KK_LOOP: loops [0, n_par) are parallel (loop 0 is split across threads),
+   * [n_par, n_loops) are reduced; n_par >= 1 always */
+  int n_loops, n_par;
+  int64_t extent[KIR_MAX_LOOPS];
+  int n_stores;
+  kir_store stores[KIR_MAX_ARGS];
+  /* KK_CALL: primc_k_<fn>(params, bufs) from the runtime */
+  const char *fn;
+  int n_args;
+  int args[KIR_MAX_ARGS];   /* buffer ids, outputs first */
+  int n_params;
+  int64_t *params;
+  /* a dot's elementwise epilogue: loop kernel `epilogue` runs on each block of output rows
+   * right after the GEMM wrote it (while it is in cache); that kernel is `absorbed`. This is
+   * a scheduling hint only: a renderer that ignores it launches the kernels in order as usual */
+  int has_epilogue, epilogue, absorbed;
+  /* provenance: the prims this kernel came from */
+  int n_nodes;
+  const pc_node **nodes;
+} kir_kernel;
+
+typedef struct kir_program {
+  pc_graph *g;            /* every allocation lives in g's arena */
+  int n_bufs, cap_bufs;
+  kir_buf *bufs;
+  int *buf_of_value;      /* by value id; -1 when not materialized */
+  char *escapes;          /* by value id: read outside its producer's fused group */
+  int n_kernels, cap_kernels;
+  kir_kernel *kernels;
+  int64_t workspace_size; /* planned workspace plus codegen's scratch */
+  int64_t weights_size;   /* bytes of the weights blob */
+  const pc_value **consts;/* the constant values in the blob, by order */
+  int n_consts;
+} kir_program;
+
+/* Builds kernels for every group of g (node->group; -1 everywhere means one
+ * kernel per node) and places buffers (value->storage/offset when planned,
+ * else a private plan: one workspace slot per value). */
+pc_status kir_build(pc_graph *g, kir_program *p);
+/* Human-readable listing of the program: buffers, loops, expressions, origins. */
+void kir_print(const kir_program *p, FILE *f);
+
+/* helpers shared with the renderers */
+kir_expr *kir_expr_new(kir_program *p, kir_ekind kind, pc_dtype dt);
+const char *kir_red_name(kir_red r);
+
+/* ---------------------------------------------------------------- LLVM renderer (codegen/llvm.c) */
+
+typedef enum llvm_out { LLVM_OUT_OBJ, LLVM_OUT_ASM, LLVM_OUT_IR } llvm_out;
+
+typedef struct llvm_emit_opts {
+  llvm_out kind;
+  const char *path;           /* file written */
+  const char *name;           /* C identifier prefix of the entry points */
+  const char *triple, *cpu, *features; /* NULL: host */
+  int opt_level;              /* 0..3 */
+  int weights_external;       /* NAME_load_weights maps the blob from a side file */
+  const void *weights_blob;   /* p->weights_size bytes, constants at their offsets */
+  int main_alias;             /* also export primc_main_model for the standalone driver */
+} llvm_emit_opts;
+
+pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);
+/* the constants of p packed at their offsets (malloc'ed, caller frees); NULL when out of memory */
+void *kir_weights_blob(const kir_program *p);
+
+#endif

@@ -1,0 +1,912 @@
+/* codegen/llvm.c: renders a kernel IR program to LLVM IR (loop nests, runtime calls, entry points) and to objects. */
+#include "codegen/kir.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* loops whose total work is below this run on the calling thread */
+#define PAR_MIN_WORK 32768
+
+typedef struct lctx {
+  LLVMContextRef c;
+  LLVMModuleRef m;
+  LLVMBuilderRef b;
+  const kir_program *p;
+  const char *name;
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, voidt;
+  LLVMValueRef fn;        /* function being built */
+  LLVMValueRef *bufp;     /* by buffer id, in the kernel being built */
+  LLVMValueRef iv[KIR_MAX_LOOPS];
+  pc_graph *g;
+} lctx;
+
+/* ---------------------------------------------------------------- types */
+
+static int dt_unsigned(pc_dtype t) { return t == PC_u8 || t == PC_bool; }
+static int dt_half(pc_dtype t) { return t == PC_f16 || t == PC_bf16; }
+
+/* register type: half types are computed in float */
+static LLVMTypeRef reg_type(lctx *L, pc_dtype t) {
+  static const int kinds[PC_DTYPE_COUNT] = {[PC_f16] = 32, [PC_bf16] = 32, [PC_f32] = 32, [PC_f64] = 64,
+                                            [PC_i8] = 8,   [PC_i16] = 16,  [PC_i32] = 32, [PC_i64] = 64,
+                                            [PC_u8] = 8,   [PC_bool] = 8,  [PC_c64] = 64}; /* c64: moved as 64-bit patterns */
+  if (pc_dtype_is_float(t)) return kinds[t] == 64 ? L->f64 : L->f32;
+  return LLVMIntTypeInContext(L->c, (unsigned)kinds[t]);
+}
+
+/* in-memory element type */
+static LLVMTypeRef mem_type(lctx *L, pc_dtype t) { return dt_half(t) ? L->i16 : reg_type(L, t); }
+
+/* ---------------------------------------------------------------- helpers */
+
+static LLVMValueRef ci64(lctx *L, int64_t v) { return LLVMConstInt(L->i64, (unsigned long long)v, 1); }
+
+static LLVMValueRef intrinsic(lctx *L, const char *name, LLVMTypeRef t, LLVMValueRef *args, unsigned n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(L->m, id, &t, 1);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(L->c, id, &t, 1);
+  return LLVMBuildCall2(L->b, ft, f, args, n, "");
+}
+
+static LLVMValueRef get_fn(lctx *L, const char *name, LLVMTypeRef ret, LLVMTypeRef *params, unsigned n) {
+  LLVMValueRef f = LLVMGetNamedFunction(L->m, name);
+  LLVMTypeRef ft = LLVMFunctionType(ret, params, n, 0);
+  if (!f) f = LLVMAddFunction(L->m, name, ft);
+  return f;
+}
+
+static LLVMValueRef call_fn(lctx *L, const char *name, LLVMTypeRef ret, LLVMTypeRef *params, LLVMValueRef *args,
+                            unsigned n) {
+  LLVMValueRef f = get_fn(L, name, ret, params, n);
+  return LLVMBuildCall2(L->b, LLVMFunctionType(ret, params, n, 0), f, args, n, "");
+}
+
+/* libm function of one or two float args: "erf" -> erff for f32 */
+static LLVMValueRef libm(lctx *L, const char *base, LLVMTypeRef t, LLVMValueRef *args, unsigned n) {
+  char name[32];
+  snprintf(name, sizeof name, "%s%s", base, t == L->f32 ? "f" : "");
+  LLVMTypeRef ps[2] = {t, t};
+  return call_fn(L, name, t, ps, args, n);
+}
+
+static LLVMValueRef fconst(LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
+static LLVMValueRef to_bool(lctx *L, LLVMValueRef i1v) { return LLVMBuildZExt(L->b, i1v, L->i8, ""); }
+
+/* ---------------------------------------------------------------- half conversions */
+
+static LLVMValueRef half_to_float(lctx *L, pc_dtype t, LLVMValueRef bits) {
+  if (t == PC_f16) return LLVMBuildFPExt(L->b, LLVMBuildBitCast(L->b, bits, L->f16, ""), L->f32, "");
+  LLVMValueRef w = LLVMBuildShl(L->b, LLVMBuildZExt(L->b, bits, L->i32, ""), LLVMConstInt(L->i32, 16, 0), "");
+  return LLVMBuildBitCast(L->b, w, L->f32, "");
+}
+
+/* bf16 rounding done in integers, the same way as pc_f32_to_bf16 */
+static LLVMValueRef float_to_half(lctx *L, pc_dtype t, LLVMValueRef f) {
+  if (t == PC_f16) return LLVMBuildBitCast(L->b, LLVMBuildFPTrunc(L->b, f, L->f16, ""), L->i16, "");
+  LLVMValueRef u = LLVMBuildBitCast(L->b, f, L->i32, "");
+  LLVMValueRef hi = LLVMBuildLShr(L->b, u, LLVMConstInt(L->i32, 16, 0), "");
+  LLVMValueRef nan = LLVMBuildFCmp(L->b, LLVMRealUNO, f, f, "");
+  LLVMValueRef qn = LLVMBuildOr(L->b, hi, LLVMConstInt(L->i32, 0x40, 0), "");
+  LLVMValueRef odd = LLVMBuildAnd(L->b, hi, LLVMConstInt(L->i32, 1, 0), "");
+  LLVMValueRef r = LLVMBuildAdd(L->b, u, LLVMBuildAdd(L->b, odd, LLVMConstInt(L->i32, 0x7fff, 0), ""), "");
+  r = LLVMBuildLShr(L->b, r, LLVMConstInt(L->i32, 16, 0), "");
+  return LLVMBuildTrunc(L->b, LLVMBuildSelect(L->b, nan, qn, r, ""), L->i16, "");
+}
+
+static LLVMValueRef round_half(lctx *L, pc_dtype t, LLVMValueRef v) {
+  return dt_half(t) ? half_to_float(L, t, float_to_half(L, t, v)) : v;
+}
+
+/* ---------------------------------------------------------------- elementwise prims */
+
+typedef LLVMValueRef (*ew_fn)(lctx *L, pc_dtype t, LLVMValueRef *a);
+
+#define T(L, t) reg_type(L, t)
+
+static LLVMValueRef e_neg(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  return pc_dtype_is_float(t) ? LLVMBuildFNeg(L->b, a[0], "") : LLVMBuildNeg(L->b, a[0], "");
+}
+static LLVMValueRef e_abs(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  if (pc_dtype_is_float(t)) return intrinsic(L, "llvm.fabs", T(L, t), a, 1);
+  if (dt_unsigned(t)) return a[0];
+  LLVMValueRef neg = LLVMBuildICmp(L->b, LLVMIntSLT, a[0], LLVMConstNull(T(L, t)), "");
+  return LLVMBuildSelect(L->b, neg, LLVMBuildNeg(L->b, a[0], ""), a[0], "");
+}
+#define FINTR(nm, intr) \
+  static LLVMValueRef e_##nm(lctx *L, pc_dtype t, LLVMValueRef *a) { return intrinsic(L, intr, T(L, t), a, 1); }
+/* exp on f32 as straight-line IR (range reduction + degree-7 polynomial, about 1 ulp) so
+ * the loop vectorizer keeps it in zmm registers; libm's expf is a scalar call */
+static LLVMValueRef fast_expf(lctx *L, LLVMValueRef x) {
+  LLVMTypeRef f = L->f32;
+  LLVMValueRef hi = fconst(f, 88.72283935546875), lo = fconst(f, -87.33654022216797);
+  LLVMValueRef xc = LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealOGT, x, hi, ""), hi, x, "");
+  xc = LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealOLT, xc, lo, ""), lo, xc, "");
+  LLVMValueRef t = LLVMBuildFMul(L->b, xc, fconst(f, 1.4426950408889634), "");
+  LLVMValueRef n = intrinsic(L, "llvm.roundeven", f, &t, 1);
+  LLVMValueRef r = LLVMBuildFSub(L->b, xc, LLVMBuildFMul(L->b, n, fconst(f, 0.693145751953125), ""), "");
+  r = LLVMBuildFSub(L->b, r, LLVMBuildFMul(L->b, n, fconst(f, 1.428606765330187e-06), ""), "");
+  static const double c[8] = {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1};
+  LLVMValueRef pl = fconst(f, c[0]);
+  for (int i = 1; i < 8; i++) {
+    LLVMValueRef a[3] = {pl, r, fconst(f, c[i])};
+    pl = intrinsic(L, "llvm.fmuladd", f, a, 3);
+  }
+  /* 2^n split in two factors so that n = 128 (x near the top) does not overflow the exponent */
+  LLVMValueRef ni = LLVMBuildFPToSI(L->b, n, L->i32, "");
+  LLVMValueRef n1 = LLVMBuildAShr(L->b, ni, LLVMConstInt(L->i32, 1, 0), ""), n2 = LLVMBuildSub(L->b, ni, n1, "");
+  LLVMValueRef s1 = LLVMBuildBitCast(L->b, LLVMBuildShl(L->b, LLVMBuildAdd(L->b, n1, LLVMConstInt(L->i32, 127, 0), ""), LLVMConstInt(L->i32, 23, 0), ""), f, "");
+  LLVMValueRef s2 = LLVMBuildBitCast(L->b, LLVMBuildShl(L->b, LLVMBuildAdd(L->b, n2, LLVMConstInt(L->i32, 127, 0), ""), LLVMConstInt(L->i32, 23, 0), ""), f, "");
+  LLVMValueRef y = LLVMBuildFMul(L->b, LLVMBuildFMul(L->b, pl, s1, ""), s2, "");
+  y = LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealOGT, x, hi, ""), fconst(f, __builtin_inf()), y, "");
+  y = LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealOLT, x, lo, ""), fconst(f, 0), y, "");
+  return LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealUNO, x, x, ""), x, y, "");
+}
+static LLVMValueRef emit_exp(lctx *L, pc_dtype t, LLVMValueRef x) {
+  return T(L, t) == L->f32 ? fast_expf(L, x) : intrinsic(L, "llvm.exp", T(L, t), &x, 1);
+}
+static LLVMValueRef e_exp(lctx *L, pc_dtype t, LLVMValueRef *a) { return emit_exp(L, t, a[0]); }
+FINTR(log, "llvm.log")
+FINTR(sqrt, "llvm.sqrt")
+FINTR(sin, "llvm.sin")
+FINTR(cos, "llvm.cos")
+FINTR(floor, "llvm.floor")
+FINTR(ceil, "llvm.ceil")
+FINTR(round, "llvm.roundeven")
+#define FLIBM(nm)                                                         \
+  static LLVMValueRef e_##nm(lctx *L, pc_dtype t, LLVMValueRef *a) { return libm(L, #nm, T(L, t), a, 1); }
+FLIBM(log1p)
+FLIBM(expm1)
+FLIBM(tan)
+FLIBM(tanh)
+FLIBM(erf)
+static LLVMValueRef e_atan2(lctx *L, pc_dtype t, LLVMValueRef *a) { return libm(L, "atan2", T(L, t), a, 2); }
+static LLVMValueRef e_rsqrt(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  return LLVMBuildFDiv(L->b, fconst(T(L, t), 1), intrinsic(L, "llvm.sqrt", T(L, t), a, 1), "");
+}
+static LLVMValueRef e_reciprocal(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  return LLVMBuildFDiv(L->b, fconst(T(L, t), 1), a[0], "");
+}
+static LLVMValueRef e_sigmoid(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  LLVMValueRef e = emit_exp(L, t, LLVMBuildFNeg(L->b, a[0], ""));
+  return LLVMBuildFDiv(L->b, fconst(T(L, t), 1), LLVMBuildFAdd(L->b, fconst(T(L, t), 1), e, ""), "");
+}
+static LLVMValueRef e_sign(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  LLVMTypeRef ty = T(L, t);
+  if (pc_dtype_is_float(t)) {
+    LLVMValueRef gt = LLVMBuildFCmp(L->b, LLVMRealOGT, a[0], fconst(ty, 0), "");
+    LLVMValueRef lt = LLVMBuildFCmp(L->b, LLVMRealOLT, a[0], fconst(ty, 0), "");
+    return LLVMBuildSelect(L->b, gt, fconst(ty, 1), LLVMBuildSelect(L->b, lt, fconst(ty, -1), a[0], ""), "");
+  }
+  LLVMValueRef z = LLVMConstNull(ty);
+  LLVMValueRef gt = LLVMBuildZExt(L->b, LLVMBuildICmp(L->b, dt_unsigned(t) ? LLVMIntUGT : LLVMIntSGT, a[0], z, ""), ty, "");
+  LLVMValueRef lt = LLVMBuildZExt(L->b, LLVMBuildICmp(L->b, dt_unsigned(t) ? LLVMIntULT : LLVMIntSLT, a[0], z, ""), ty, "");
+  return LLVMBuildSub(L->b, gt, lt, "");
+}
+static LLVMValueRef e_not(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  return LLVMBuildXor(L->b, a[0], t == PC_bool ? LLVMConstInt(L->i8, 1, 0) : LLVMConstAllOnes(T(L, t)), "");
+}
+static LLVMValueRef e_isnan(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  return to_bool(L, LLVMBuildFCmp(L->b, LLVMRealUNO, a[0], a[0], ""));
+}
+static LLVMValueRef e_isinf(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  LLVMValueRef f = intrinsic(L, "llvm.fabs", T(L, t), a, 1);
+  return to_bool(L, LLVMBuildFCmp(L->b, LLVMRealOEQ, f, fconst(T(L, t), __builtin_inf()), ""));
+}
+
+#define ARITH(nm, fop, iop)                                                                  \
+  static LLVMValueRef e_##nm(lctx *L, pc_dtype t, LLVMValueRef *a) {                         \
+    return pc_dtype_is_float(t) ? fop(L->b, a[0], a[1], "") : iop(L->b, a[0], a[1], "");       \
+  }
+ARITH(add, LLVMBuildFAdd, LLVMBuildAdd)
+ARITH(sub, LLVMBuildFSub, LLVMBuildSub)
+ARITH(mul, LLVMBuildFMul, LLVMBuildMul)
+
+/* integer division and remainder: x/0 gives 0 and MIN/-1 wraps, instead of trapping */
+static LLVMValueRef int_divrem(lctx *L, pc_dtype t, LLVMValueRef *a, int rem) {
+  LLVMTypeRef ty = T(L, t);
+  LLVMValueRef zero = LLVMConstNull(ty), one = LLVMConstInt(ty, 1, 0), m1 = LLVMConstAllOnes(ty);
+  LLVMValueRef is0 = LLVMBuildICmp(L->b, LLVMIntEQ, a[1], zero, "");
+  if (dt_unsigned(t)) {
+    LLVMValueRef d = LLVMBuildSelect(L->b, is0, one, a[1], "");
+    LLVMValueRef r = rem ? LLVMBuildURem(L->b, a[0], d, "") : LLVMBuildUDiv(L->b, a[0], d, "");
+    return LLVMBuildSelect(L->b, is0, zero, r, "");
+  }
+  LLVMValueRef ism1 = LLVMBuildICmp(L->b, LLVMIntEQ, a[1], m1, "");
+  LLVMValueRef d = LLVMBuildSelect(L->b, LLVMBuildOr(L->b, is0, ism1, ""), one, a[1], "");
+  LLVMValueRef r = rem ? LLVMBuildSRem(L->b, a[0], d, "") : LLVMBuildSDiv(L->b, a[0], d, "");
+  LLVMValueRef special = rem ? zero : LLVMBuildNeg(L->b, a[0], "");
+  r = LLVMBuildSelect(L->b, ism1, special, r, "");
+  return LLVMBuildSelect(L->b, is0, zero, r, "");
+}
+static LLVMValueRef e_div(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  return pc_dtype_is_float(t) ? LLVMBuildFDiv(L->b, a[0], a[1], "") : int_divrem(L, t, a, 0);
+}
+static LLVMValueRef e_rem(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  return pc_dtype_is_float(t) ? LLVMBuildFRem(L->b, a[0], a[1], "") : int_divrem(L, t, a, 1);
+}
+static LLVMValueRef e_pow(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  if (pc_dtype_is_float(t)) return intrinsic(L, "llvm.pow", T(L, t), a, 2);
+  LLVMValueRef w[2];
+  for (int i = 0; i < 2; i++)
+    w[i] = dt_unsigned(t) ? LLVMBuildZExt(L->b, a[i], L->i64, "") : LLVMBuildSExtOrBitCast(L->b, a[i], L->i64, "");
+  LLVMTypeRef ps[2] = {L->i64, L->i64};
+  return LLVMBuildTruncOrBitCast(L->b, call_fn(L, "primc_ipow", L->i64, ps, w, 2), T(L, t), "");
+}
+static LLVMValueRef minmax(lctx *L, pc_dtype t, LLVMValueRef *a, int is_max) {
+  if (pc_dtype_is_float(t)) return intrinsic(L, is_max ? "llvm.maximum" : "llvm.minimum", T(L, t), a, 2);
+  LLVMIntPredicate pr = is_max ? (dt_unsigned(t) ? LLVMIntUGT : LLVMIntSGT) : (dt_unsigned(t) ? LLVMIntULT : LLVMIntSLT);
+  return LLVMBuildSelect(L->b, LLVMBuildICmp(L->b, pr, a[0], a[1], ""), a[0], a[1], "");
+}
+static LLVMValueRef e_max(lctx *L, pc_dtype t, LLVMValueRef *a) { return minmax(L, t, a, 1); }
+static LLVMValueRef e_min(lctx *L, pc_dtype t, LLVMValueRef *a) { return minmax(L, t, a, 0); }
+
+/* comparisons: float predicate, signed, unsigned */
+#define CMP(nm, fp, sp, up)                                                                        \
+  static LLVMValueRef e_##nm(lctx *L, pc_dtype t, LLVMValueRef *a) {                               \
+    if (pc_dtype_is_float(t)) return to_bool(L, LLVMBuildFCmp(L->b, fp, a[0], a[1], ""));          \
+    return to_bool(L, LLVMBuildICmp(L->b, dt_unsigned(t) ? up : sp, a[0], a[1], ""));              \
+  }
+CMP(eq, LLVMRealOEQ, LLVMIntEQ, LLVMIntEQ)
+CMP(ne, LLVMRealUNE, LLVMIntNE, LLVMIntNE)
+CMP(lt, LLVMRealOLT, LLVMIntSLT, LLVMIntULT)
+CMP(le, LLVMRealOLE, LLVMIntSLE, LLVMIntULE)
+CMP(gt, LLVMRealOGT, LLVMIntSGT, LLVMIntUGT)
+CMP(ge, LLVMRealOGE, LLVMIntSGE, LLVMIntUGE)
+
+#define BITS(nm, op) \
+  static LLVMValueRef e_##nm(lctx *L, pc_dtype t, LLVMValueRef *a) { return op(L->b, a[0], a[1], ""); }
+BITS(and, LLVMBuildAnd)
+BITS(or, LLVMBuildOr)
+BITS(xor, LLVMBuildXor)
+
+/* shifts by >= the width give 0 (or the sign fill), instead of poison */
+static LLVMValueRef shift(lctx *L, pc_dtype t, LLVMValueRef *a, int left) {
+  LLVMTypeRef ty = T(L, t);
+  unsigned bits = LLVMGetIntTypeWidth(ty);
+  LLVMValueRef big = LLVMBuildICmp(L->b, LLVMIntUGE, a[1], LLVMConstInt(ty, bits, 0), "");
+  LLVMValueRef amt = LLVMBuildSelect(L->b, big, LLVMConstInt(ty, bits - 1, 0), a[1], "");
+  if (left) return LLVMBuildSelect(L->b, big, LLVMConstNull(ty), LLVMBuildShl(L->b, a[0], amt, ""), "");
+  if (dt_unsigned(t)) return LLVMBuildSelect(L->b, big, LLVMConstNull(ty), LLVMBuildLShr(L->b, a[0], amt, ""), "");
+  return LLVMBuildAShr(L->b, a[0], amt, "");
+}
+static LLVMValueRef e_shift_left(lctx *L, pc_dtype t, LLVMValueRef *a) { return shift(L, t, a, 1); }
+static LLVMValueRef e_shift_right(lctx *L, pc_dtype t, LLVMValueRef *a) { return shift(L, t, a, 0); }
+static LLVMValueRef e_where(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  LLVMValueRef c = LLVMBuildICmp(L->b, LLVMIntNE, a[0], LLVMConstNull(L->i8), "");
+  return LLVMBuildSelect(L->b, c, a[1], a[2], "");
+}
+static LLVMValueRef e_clamp(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  LLVMValueRef mx[2] = {minmax(L, t, a, 1), a[2]};
+  return minmax(L, t, mx, 0);
+}
+
+static ew_fn ew_rule(pc_op op) {
+  static const ew_fn rules[PC_OP_COUNT] = {
+      [PC_OP_neg] = e_neg,     [PC_OP_abs] = e_abs,     [PC_OP_exp] = e_exp,       [PC_OP_log] = e_log,
+      [PC_OP_log1p] = e_log1p, [PC_OP_expm1] = e_expm1, [PC_OP_sqrt] = e_sqrt,     [PC_OP_rsqrt] = e_rsqrt,
+      [PC_OP_reciprocal] = e_reciprocal, [PC_OP_sin] = e_sin, [PC_OP_cos] = e_cos, [PC_OP_tan] = e_tan,
+      [PC_OP_tanh] = e_tanh,   [PC_OP_erf] = e_erf,     [PC_OP_sigmoid] = e_sigmoid, [PC_OP_floor] = e_floor,
+      [PC_OP_ceil] = e_ceil,   [PC_OP_round] = e_round, [PC_OP_sign] = e_sign,     [PC_OP_not] = e_not,
+      [PC_OP_isnan] = e_isnan, [PC_OP_isinf] = e_isinf, [PC_OP_add] = e_add,       [PC_OP_sub] = e_sub,
+      [PC_OP_mul] = e_mul,     [PC_OP_div] = e_div,     [PC_OP_pow] = e_pow,       [PC_OP_rem] = e_rem,
+      [PC_OP_max] = e_max,     [PC_OP_min] = e_min,     [PC_OP_atan2] = e_atan2,   [PC_OP_eq] = e_eq,
+      [PC_OP_ne] = e_ne,       [PC_OP_lt] = e_lt,       [PC_OP_le] = e_le,         [PC_OP_gt] = e_gt,
+      [PC_OP_ge] = e_ge,       [PC_OP_and] = e_and,     [PC_OP_or] = e_or,         [PC_OP_xor] = e_xor,
+      [PC_OP_bitwise_and] = e_and, [PC_OP_bitwise_or] = e_or, [PC_OP_bitwise_xor] = e_xor,
+      [PC_OP_shift_left] = e_shift_left, [PC_OP_shift_right] = e_shift_right, [PC_OP_where] = e_where,
+      [PC_OP_clamp] = e_clamp,
+  };
+  return rules[op];
+}
+
+/* ---------------------------------------------------------------- conversions */
+
+static LLVMValueRef convert(lctx *L, LLVMValueRef v, pc_dtype from, pc_dtype to) {
+  LLVMTypeRef tt = T(L, to);
+  int ff = pc_dtype_is_float(from), tf = pc_dtype_is_float(to);
+  if (to == PC_bool) {
+    LLVMValueRef nz = ff ? LLVMBuildFCmp(L->b, LLVMRealUNE, v, fconst(T(L, from), 0), "")
+                         : LLVMBuildICmp(L->b, LLVMIntNE, v, LLVMConstNull(T(L, from)), "");
+    return to_bool(L, nz);
+  }
+  if (ff && tf) return round_half(L, to, LLVMBuildFPCast(L->b, v, tt, ""));
+  if (ff) return dt_unsigned(to) ? LLVMBuildFPToUI(L->b, v, tt, "") : LLVMBuildFPToSI(L->b, v, tt, "");
+  if (tf) return round_half(L, to, dt_unsigned(from) ? LLVMBuildUIToFP(L->b, v, tt, "") : LLVMBuildSIToFP(L->b, v, tt, ""));
+  return LLVMBuildIntCast2(L->b, v, tt, !dt_unsigned(from), "");
+}
+
+/* ---------------------------------------------------------------- expressions */
+
+static LLVMValueRef map_index(lctx *L, const kir_map *m, int n_loops) {
+  LLVMValueRef idx = ci64(L, m->offset);
+  for (int k = 0; k < n_loops; k++)
+    if (m->stride[k]) idx = LLVMBuildAdd(L->b, idx, LLVMBuildMul(L->b, L->iv[k], ci64(L, m->stride[k]), ""), "");
+  return idx;
+}
+
+static LLVMValueRef elem_ptr(lctx *L, int buf, pc_dtype t, const kir_map *m, int n_loops) {
+  LLVMValueRef idx = map_index(L, m, n_loops);
+  return LLVMBuildInBoundsGEP2(L->b, mem_type(L, t), L->bufp[buf], &idx, 1, "");
+}
+
+static LLVMValueRef emit_expr(lctx *L, const kir_expr *e, int n_loops) {
+  switch (e->kind) { /* the renderer's one walk over expression kinds */
+  case KE_LOAD: {
+    LLVMValueRef v = LLVMBuildLoad2(L->b, mem_type(L, e->dtype), elem_ptr(L, e->buf, e->dtype, &e->map, n_loops), "");
+    return dt_half(e->dtype) ? half_to_float(L, e->dtype, v) : v;
+  }
+  case KE_CONST:
+    return pc_dtype_is_float(e->dtype) ? fconst(T(L, e->dtype), e->c)
+                                       : LLVMConstInt(T(L, e->dtype), (unsigned long long)e->ci, 1);
+  case KE_INDEX: return convert(L, map_index(L, &e->map, n_loops), PC_i64, e->dtype);
+  case KE_CONVERT: return convert(L, emit_expr(L, e->args[0], n_loops), e->args[0]->dtype, e->dtype);
+  case KE_PRIM: {
+    LLVMValueRef a[3];
+    for (int i = 0; i < e->n_args; i++) a[i] = emit_expr(L, e->args[i], n_loops);
+    ew_fn f = ew_rule(e->op);
+    pc_dtype t = e->args[e->n_args - 1]->dtype; /* operand dtype (where: not the condition) */
+    if (!f) return NULL;
+    return round_half(L, e->dtype, f(L, t, a));
+  }
+  }
+  return NULL;
+}
+
+static void store_value(lctx *L, const kir_store *s, pc_dtype t, LLVMValueRef v, int n_loops) {
+  if (dt_half(t)) v = float_to_half(L, t, v);
+  LLVMBuildStore(L->b, v, elem_ptr(L, s->buf, t, &s->map, n_loops));
+}
+
+/* ---------------------------------------------------------------- loops */
+
+static LLVMValueRef entry_alloca(lctx *L, LLVMTypeRef t) {
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(L->b);
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(L->fn);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first) LLVMPositionBuilderBefore(L->b, first);
+  else LLVMPositionBuilderAtEnd(L->b, entry);
+  LLVMValueRef a = LLVMBuildAlloca(L->b, t, "");
+  LLVMPositionBuilderAtEnd(L->b, cur);
+  return a;
+}
+
+typedef struct loop {
+  LLVMValueRef var;
+  LLVMBasicBlockRef cond, exit;
+  LLVMValueRef hi;
+} loop;
+
+static loop loop_begin(lctx *L, int k, LLVMValueRef lo, LLVMValueRef hi) {
+  loop l = {entry_alloca(L, L->i64), NULL, NULL, hi};
+  LLVMBuildStore(L->b, lo, l.var);
+  l.cond = LLVMAppendBasicBlockInContext(L->c, L->fn, "cond");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(L->c, L->fn, "body");
+  l.exit = LLVMAppendBasicBlockInContext(L->c, L->fn, "exit");
+  LLVMBuildBr(L->b, l.cond);
+  LLVMPositionBuilderAtEnd(L->b, l.cond);
+  LLVMValueRef i = LLVMBuildLoad2(L->b, L->i64, l.var, "i");
+  LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntSLT, i, hi, ""), body, l.exit);
+  LLVMPositionBuilderAtEnd(L->b, body);
+  L->iv[k] = i;
+  return l;
+}
+
+static void loop_end(lctx *L, loop *l) {
+  LLVMValueRef i = LLVMBuildLoad2(L->b, L->i64, l->var, "");
+  LLVMBuildStore(L->b, LLVMBuildNSWAdd(L->b, i, ci64(L, 1), ""), l->var);
+  LLVMBuildBr(L->b, l->cond);
+  LLVMPositionBuilderAtEnd(L->b, l->exit);
+}
+
+/* accumulator start value of a reduction */
+static LLVMValueRef red_init(lctx *L, kir_red r, pc_dtype t) {
+  LLVMTypeRef ty = T(L, t);
+  int is_max = r == KR_MAX || r == KR_ARGMAX, f = pc_dtype_is_float(t);
+  if (r == KR_SUM) return LLVMConstNull(ty);
+  if (r == KR_PROD) return f ? fconst(ty, 1) : LLVMConstInt(ty, 1, 0);
+  if (f) return fconst(ty, is_max ? -__builtin_inf() : __builtin_inf());
+  unsigned w = LLVMGetIntTypeWidth(ty);
+  unsigned long long smax = (w == 64 ? ~0ull : ((1ull << w) - 1)) >> 1;
+  if (dt_unsigned(t)) return is_max ? LLVMConstNull(ty) : LLVMConstAllOnes(ty);
+  return is_max ? LLVMConstInt(ty, ~smax, 1) : LLVMConstInt(ty, smax, 0);
+}
+
+/* is x a better argmax/argmin candidate than best (NaN wins, first NaN kept) */
+static LLVMValueRef arg_better(lctx *L, const kir_store *s, pc_dtype t, LLVMValueRef x, LLVMValueRef best) {
+  int is_max = s->red == KR_ARGMAX, f = pc_dtype_is_float(t);
+  if (f) {
+    LLVMRealPredicate pr = is_max ? (s->arg_last ? LLVMRealOGE : LLVMRealOGT) : (s->arg_last ? LLVMRealOLE : LLVMRealOLT);
+    LLVMValueRef c = LLVMBuildFCmp(L->b, pr, x, best, "");
+    LLVMValueRef xn = LLVMBuildFCmp(L->b, LLVMRealUNO, x, x, ""), bn = LLVMBuildFCmp(L->b, LLVMRealUNO, best, best, "");
+    LLVMValueRef nan_first = LLVMBuildAnd(L->b, xn, LLVMBuildNot(L->b, bn, ""), "");
+    return LLVMBuildOr(L->b, c, nan_first, "");
+  }
+  int u = dt_unsigned(t);
+  LLVMIntPredicate pr = is_max ? (s->arg_last ? (u ? LLVMIntUGE : LLVMIntSGE) : (u ? LLVMIntUGT : LLVMIntSGT))
+                               : (s->arg_last ? (u ? LLVMIntULE : LLVMIntSLE) : (u ? LLVMIntULT : LLVMIntSLT));
+  return LLVMBuildICmp(L->b, pr, x, best, "");
+}
+
+static LLVMValueRef red_combine(lctx *L, kir_red r, pc_dtype t, LLVMValueRef acc, LLVMValueRef x) {
+  LLVMValueRef a[2] = {acc, x};
+  static const ew_fn comb[] = {[KR_SUM] = e_add, [KR_PROD] = e_mul, [KR_MAX] = e_max, [KR_MIN] = e_min};
+  LLVMValueRef v = comb[r](L, t, a);
+  /* sums and products may be reassociated so the vectorizer can split them into lanes; the
+   * order is still fixed at compile time, so results do not depend on threads or runs */
+  if (pc_dtype_is_float(t) && (r == KR_SUM || r == KR_PROD) && LLVMIsAInstruction(v))
+    LLVMSetFastMathFlags(v, LLVMFastMathAllowReassoc);
+  return round_half(L, t, v);
+}
+
+/* reduced loops around the stores' expressions, then the stores */
+static void emit_reduction(lctx *L, const kir_kernel *k) {
+  LLVMValueRef acc[KIR_MAX_ARGS], idx[KIR_MAX_ARGS];
+  for (int s = 0; s < k->n_stores; s++) {
+    pc_dtype t = k->stores[s].value->dtype;
+    acc[s] = entry_alloca(L, T(L, t));
+    idx[s] = entry_alloca(L, L->i64);
+    LLVMBuildStore(L->b, red_init(L, k->stores[s].red, t), acc[s]);
+    LLVMBuildStore(L->b, ci64(L, 0), idx[s]);
+  }
+  loop loops[KIR_MAX_LOOPS];
+  for (int l = k->n_par; l < k->n_loops; l++) loops[l] = loop_begin(L, l, ci64(L, 0), ci64(L, k->extent[l]));
+  for (int s = 0; s < k->n_stores; s++) {
+    const kir_store *st = &k->stores[s];
+    pc_dtype t = st->value->dtype;
+    LLVMValueRef x = emit_expr(L, st->value, k->n_loops);
+    LLVMValueRef cur = LLVMBuildLoad2(L->b, T(L, t), acc[s], "");
+    if (st->red == KR_ARGMAX || st->red == KR_ARGMIN) {
+      LLVMValueRef better = arg_better(L, st, t, x, cur);
+      LLVMValueRef ci = LLVMBuildLoad2(L->b, L->i64, idx[s], "");
+      LLVMBuildStore(L->b, LLVMBuildSelect(L->b, better, x, cur, ""), acc[s]);
+      LLVMBuildStore(L->b, LLVMBuildSelect(L->b, better, L->iv[st->arg_loop], ci, ""), idx[s]);
+    } else {
+      LLVMBuildStore(L->b, red_combine(L, st->red, t, cur, x), acc[s]);
+    }
+  }
+  for (int l = k->n_loops - 1; l >= k->n_par; l--) loop_end(L, &loops[l]);
+  for (int s = 0; s < k->n_stores; s++) {
+    const kir_store *st = &k->stores[s];
+    int arg = st->red == KR_ARGMAX || st->red == KR_ARGMIN;
+    pc_dtype t = arg ? PC_i64 : st->value->dtype;
+    LLVMValueRef v = LLVMBuildLoad2(L->b, T(L, t), arg ? idx[s] : acc[s], "");
+    store_value(L, st, t, v, k->n_par);
+  }
+}
+
+/* ---------------------------------------------------------------- kernel functions */
+
+static void mark_loads(const kir_expr *e, char *used) {
+  if (e->kind == KE_LOAD) used[e->buf] = 1;
+  for (int i = 0; i < e->n_args; i++) mark_loads(e->args[i], used);
+}
+
+static int bufs_overlap(const kir_buf *a, const kir_buf *b) {
+  if (a->place != b->place) return 0;
+  if (a->place == KP_WORKSPACE || a->place == KP_CONST)
+    return a->offset < b->offset + b->nbytes && b->offset < a->offset + a->nbytes;
+  return a->index == b->index;
+}
+
+/* kN_body(bufs..., begin, end) with noalias where no other buffer of the kernel overlaps;
+ * kN(ctx, begin, end) unpacks the buffer table for the thread pool */
+static LLVMValueRef emit_loop_kernel(lctx *L, int idx) {
+  const kir_kernel *k = &L->p->kernels[idx];
+  const kir_program *p = L->p;
+  char *used = calloc((size_t)p->n_bufs, 1);
+  int *ids = calloc((size_t)p->n_bufs, sizeof *ids);
+  LLVMTypeRef *pt = calloc((size_t)p->n_bufs + 2, sizeof *pt);
+  int n = 0;
+  for (int s = 0; s < k->n_stores; s++) {
+    used[k->stores[s].buf] = 1;
+    mark_loads(k->stores[s].value, used);
+  }
+  for (int b = 0; b < p->n_bufs; b++)
+    if (used[b]) ids[n] = b, pt[n++] = L->ptr;
+  pt[n] = L->i64;
+  pt[n + 1] = L->i64;
+  char name[64];
+  snprintf(name, sizeof name, "%s_k%d_body", L->name, idx);
+  LLVMValueRef body = LLVMAddFunction(L->m, name, LLVMFunctionType(L->voidt, pt, (unsigned)n + 2, 0));
+  LLVMSetLinkage(body, LLVMInternalLinkage);
+  unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+  for (int i = 0; i < n; i++) {
+    int alone = 1;
+    for (int j = 0; j < n; j++)
+      if (j != i && bufs_overlap(&p->bufs[ids[i]], &p->bufs[ids[j]])) alone = 0;
+    if (alone)
+      LLVMAddAttributeAtIndex(body, (unsigned)i + 1, LLVMCreateEnumAttribute(L->c, noalias, 0));
+  }
+  L->fn = body;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, body, "entry"));
+  for (int i = 0; i < n; i++) L->bufp[ids[i]] = LLVMGetParam(body, (unsigned)i);
+  loop loops[KIR_MAX_LOOPS];
+  for (int l = 0; l < k->n_par; l++)
+    loops[l] = l == 0 ? loop_begin(L, 0, LLVMGetParam(body, (unsigned)n), LLVMGetParam(body, (unsigned)n + 1))
+                      : loop_begin(L, l, ci64(L, 0), ci64(L, k->extent[l]));
+  if (k->n_loops > k->n_par) {
+    emit_reduction(L, k);
+  } else {
+    for (int s = 0; s < k->n_stores; s++)
+      store_value(L, &k->stores[s], k->stores[s].value->dtype, emit_expr(L, k->stores[s].value, k->n_loops),
+                  k->n_loops);
+  }
+  for (int l = k->n_par - 1; l >= 0; l--) loop_end(L, &loops[l]);
+  LLVMBuildRetVoid(L->b);
+
+  /* the thread-pool entry */
+  snprintf(name, sizeof name, "%s_k%d", L->name, idx);
+  LLVMTypeRef wt[3] = {L->ptr, L->i64, L->i64};
+  LLVMValueRef w = LLVMAddFunction(L->m, name, LLVMFunctionType(L->voidt, wt, 3, 0));
+  LLVMSetLinkage(w, LLVMInternalLinkage);
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, w, "entry"));
+  LLVMValueRef *args = calloc((size_t)n + 2, sizeof *args);
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef slot = ci64(L, ids[i]);
+    LLVMValueRef gp = LLVMBuildInBoundsGEP2(L->b, L->ptr, LLVMGetParam(w, 0), &slot, 1, "");
+    args[i] = LLVMBuildLoad2(L->b, L->ptr, gp, "");
+  }
+  args[n] = LLVMGetParam(w, 1);
+  args[n + 1] = LLVMGetParam(w, 2);
+  LLVMBuildCall2(L->b, LLVMFunctionType(L->voidt, pt, (unsigned)n + 2, 0), body, args, (unsigned)n + 2, "");
+  LLVMBuildRetVoid(L->b);
+  free(args);
+  free(used);
+  free(ids);
+  free(pt);
+  return w;
+}
+
+/* ---------------------------------------------------------------- entry points */
+
+static LLVMValueRef const_i64_array(lctx *L, const int64_t *v, int n, const char *name) {
+  LLVMValueRef *els = calloc((size_t)(n ? n : 1), sizeof *els);
+  for (int i = 0; i < n; i++) els[i] = ci64(L, v[i]);
+  LLVMValueRef init = LLVMConstArray2(L->i64, els, (uint64_t)n);
+  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  free(els);
+  return gv;
+}
+
+/* if (status != 0) return status; */
+static void check_status(lctx *L, LLVMValueRef st) {
+  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(L->c, L->fn, "fail");
+  LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(L->c, L->fn, "ok");
+  LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntNE, st, LLVMConstNull(L->i32), ""), bad, ok);
+  LLVMPositionBuilderAtEnd(L->b, bad);
+  LLVMBuildRet(L->b, st);
+  LLVMPositionBuilderAtEnd(L->b, ok);
+}
+
+static void emit_call_kernel(lctx *L, const kir_kernel *k, int idx, LLVMValueRef table, LLVMValueRef epi) {
+  char name[96];
+  snprintf(name, sizeof name, "%s_k%d_params", L->name, idx);
+  LLVMValueRef params = const_i64_array(L, k->params, k->n_params, name);
+  LLVMValueRef args = entry_alloca(L, LLVMArrayType2(L->ptr, KIR_MAX_ARGS));
+  for (int i = 0; i < k->n_args; i++) {
+    LLVMValueRef slot = ci64(L, k->args[i]);
+    LLVMValueRef v = LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, table, &slot, 1, ""), "");
+    LLVMValueRef di = ci64(L, i);
+    LLVMBuildStore(L->b, v, LLVMBuildInBoundsGEP2(L->b, L->ptr, args, &di, 1, ""));
+  }
+  snprintf(name, sizeof name, "primc_k_%s%s", k->fn, epi ? "_epi" : "");
+  LLVMTypeRef ps[4] = {L->ptr, L->ptr, L->ptr, L->ptr};
+  check_status(L, call_fn(L, name, L->i32, ps, (LLVMValueRef[]){params, args, epi, table}, epi ? 4 : 2));
+}
+
+static void emit_loop_launch(lctx *L, LLVMValueRef kfn, const kir_kernel *k, LLVMValueRef table) {
+  int64_t work = 1;
+  for (int l = 0; l < k->n_loops; l++) work *= k->extent[l];
+  LLVMTypeRef wt[3] = {L->ptr, L->i64, L->i64};
+  if (work >= PAR_MIN_WORK && k->extent[0] > 1) {
+    LLVMTypeRef ps[3] = {L->i64, L->ptr, L->ptr};
+    call_fn(L, "primc_parallel_for", L->voidt, ps, (LLVMValueRef[]){ci64(L, k->extent[0]), kfn, table}, 3);
+  } else {
+    LLVMBuildCall2(L->b, LLVMFunctionType(L->voidt, wt, 3, 0), kfn,
+                   (LLVMValueRef[]){table, ci64(L, 0), ci64(L, k->extent[0])}, 3, "");
+  }
+}
+
+/* base pointer of each place: inputs[i], outputs[i], weights + off, workspace + off */
+static LLVMValueRef buf_pointer(lctx *L, const kir_buf *b, LLVMValueRef in, LLVMValueRef out, LLVMValueRef ws,
+                                LLVMValueRef weights) {
+  LLVMValueRef i = ci64(L, b->place == KP_INPUT || b->place == KP_OUTPUT ? b->index : b->offset);
+  if (b->place == KP_INPUT || b->place == KP_OUTPUT) {
+    LLVMValueRef arr = b->place == KP_INPUT ? in : out;
+    return LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, arr, &i, 1, ""), "");
+  }
+  return LLVMBuildGEP2(L->b, L->i8, b->place == KP_CONST ? weights : ws, &i, 1, "");
+}
+
+static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
+  const kir_program *p = L->p;
+  char name[96];
+  if (o->weights_external) {
+    snprintf(name, sizeof name, "%s_weights_base", L->name);
+    LLVMValueRef gv = LLVMAddGlobal(L->m, L->ptr, name);
+    LLVMSetInitializer(gv, LLVMConstNull(L->ptr));
+    LLVMSetLinkage(gv, LLVMInternalLinkage);
+    return gv;
+  }
+  LLVMValueRef init = LLVMConstStringInContext2(L->c, (const char *)o->weights_blob, (size_t)p->weights_size, 1);
+  snprintf(name, sizeof name, "%s_weights", L->name);
+  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMInternalLinkage);
+  LLVMSetAlignment(gv, 64);
+  return gv;
+}
+
+static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfns) {
+  const kir_program *p = L->p;
+  char name[96];
+  snprintf(name, sizeof name, "%s_run", L->name);
+  LLVMTypeRef pt[3] = {L->ptr, L->ptr, L->ptr};
+  LLVMValueRef run = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, pt, 3, 0));
+  L->fn = run;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, run, "entry"));
+  LLVMValueRef in = LLVMGetParam(run, 0), out = LLVMGetParam(run, 1), ws = LLVMGetParam(run, 2);
+  LLVMValueRef wg = emit_weights(L, o), weights = wg;
+  if (o->weights_external) {
+    weights = LLVMBuildLoad2(L->b, L->ptr, wg, "");
+    LLVMValueRef missing = LLVMBuildICmp(L->b, LLVMIntEQ, weights, LLVMConstNull(L->ptr), "");
+    check_status(L, LLVMBuildSelect(L->b, missing, LLVMConstInt(L->i32, 2, 0), LLVMConstNull(L->i32), ""));
+  }
+  LLVMValueRef nulls = LLVMBuildOr(L->b, LLVMBuildICmp(L->b, LLVMIntEQ, in, LLVMConstNull(L->ptr), ""),
+                                   LLVMBuildICmp(L->b, LLVMIntEQ, out, LLVMConstNull(L->ptr), ""), "");
+  if (p->workspace_size > 0)
+    nulls = LLVMBuildOr(L->b, nulls, LLVMBuildICmp(L->b, LLVMIntEQ, ws, LLVMConstNull(L->ptr), ""), "");
+  check_status(L, LLVMBuildSelect(L->b, nulls, LLVMConstInt(L->i32, 1, 0), LLVMConstNull(L->i32), ""));
+  LLVMValueRef table = entry_alloca(L, LLVMArrayType2(L->ptr, (uint64_t)(p->n_bufs ? p->n_bufs : 1)));
+  for (int i = 0; i < p->n_bufs; i++) {
+    LLVMValueRef slot = ci64(L, i);
+    LLVMBuildStore(L->b, buf_pointer(L, &p->bufs[i], in, out, ws, weights),
+                   LLVMBuildInBoundsGEP2(L->b, L->ptr, table, &slot, 1, ""));
+  }
+  for (int i = 0; i < p->n_kernels; i++) {
+    const kir_kernel *k = &p->kernels[i];
+    if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue ? kfns[k->epilogue] : NULL);
+    else if (!k->absorbed) emit_loop_launch(L, kfns[i], k, table);
+  }
+  LLVMBuildRet(L->b, LLVMConstNull(L->i32));
+  return run;
+}
+
+/* NAME_load_weights(path): maps the side file into NAME_weights_base */
+static LLVMValueRef emit_load_weights(lctx *L, const llvm_emit_opts *o) {
+  if (!o->weights_external) return LLVMConstNull(L->ptr);
+  char name[96];
+  snprintf(name, sizeof name, "%s_load_weights", L->name);
+  LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, &L->ptr, 1, 0));
+  L->fn = f;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, f, "entry"));
+  snprintf(name, sizeof name, "%s_weights_base", L->name);
+  LLVMValueRef gv = LLVMGetNamedGlobal(L->m, name);
+  LLVMTypeRef ps[3] = {L->ptr, L->i64, L->ptr};
+  LLVMBuildRet(L->b, call_fn(L, "primc_weights_map", L->i32, ps,
+                             (LLVMValueRef[]){LLVMGetParam(f, 0), ci64(L, L->p->weights_size), gv}, 3));
+  return f;
+}
+
+static LLVMValueRef cstring(lctx *L, const char *s) {
+  LLVMValueRef init = LLVMConstStringInContext2(L->c, s, strlen(s), 0);
+  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), "");
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  return gv;
+}
+
+/* primc_tensor_desc[] for the graph inputs or outputs */
+static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char *what) {
+  LLVMTypeRef ft[4] = {L->ptr, L->i32, L->i32, LLVMArrayType2(L->i64, PC_MAX_RANK)};
+  LLVMTypeRef dt = LLVMStructTypeInContext(L->c, ft, 4, 0);
+  LLVMValueRef *els = calloc((size_t)(n ? n : 1), sizeof *els);
+  for (int i = 0; i < n; i++) {
+    const pc_value *v = vals[i];
+    char buf[32];
+    snprintf(buf, sizeof buf, "%s%d", what, i); /* "in0", "out1": the header uses the same names */
+    LLVMValueRef dims[PC_MAX_RANK];
+    for (int d = 0; d < PC_MAX_RANK; d++) dims[d] = ci64(L, d < v->type.rank ? v->type.dims[d] : 0);
+    LLVMValueRef f[4] = {cstring(L, v->name ? v->name : buf), LLVMConstInt(L->i32, (unsigned)v->type.dtype, 0),
+                         LLVMConstInt(L->i32, (unsigned)v->type.rank, 0), LLVMConstArray2(L->i64, dims, PC_MAX_RANK)};
+    els[i] = LLVMConstStructInContext(L->c, f, 4, 0);
+  }
+  LLVMValueRef init = LLVMConstArray2(dt, els, (uint64_t)n);
+  char name[96];
+  snprintf(name, sizeof name, "%s_%s_descs", L->name, what);
+  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMInternalLinkage);
+  free(els);
+  return gv;
+}
+
+/* NAME_model (a primc_model_desc) and NAME_workspace_size */
+static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, LLVMValueRef lw) {
+  const pc_graph *g = L->p->g;
+  char name[96];
+  LLVMValueRef f[9] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
+                       LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
+                       emit_descs(L, g->inputs, g->n_inputs, "in"), emit_descs(L, g->outputs, g->n_outputs, "out")};
+  LLVMValueRef init = LLVMConstStructInContext(L->c, f, 9, 0);
+  snprintf(name, sizeof name, "%s_model", L->name);
+  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  snprintf(name, sizeof name, "%s_workspace_size", L->name);
+  LLVMValueRef ws = LLVMAddGlobal(L->m, L->i64, name);
+  LLVMSetInitializer(ws, ci64(L, L->p->workspace_size));
+  LLVMSetGlobalConstant(ws, 1);
+  if (o->main_alias) {
+    LLVMValueRef mp = LLVMAddGlobal(L->m, L->ptr, "primc_main_model");
+    LLVMSetInitializer(mp, gv);
+    LLVMSetGlobalConstant(mp, 1);
+  }
+}
+
+/* ---------------------------------------------------------------- module */
+
+static void lctx_init(lctx *L, const kir_program *p, const char *name) {
+  L->c = LLVMContextCreate();
+  L->m = LLVMModuleCreateWithNameInContext(name, L->c);
+  L->b = LLVMCreateBuilderInContext(L->c);
+  L->p = p;
+  L->g = p->g;
+  L->name = name;
+  L->i1 = LLVMInt1TypeInContext(L->c);
+  L->i8 = LLVMInt8TypeInContext(L->c);
+  L->i16 = LLVMInt16TypeInContext(L->c);
+  L->i32 = LLVMInt32TypeInContext(L->c);
+  L->i64 = LLVMInt64TypeInContext(L->c);
+  L->f16 = LLVMHalfTypeInContext(L->c);
+  L->f32 = LLVMFloatTypeInContext(L->c);
+  L->f64 = LLVMDoubleTypeInContext(L->c);
+  L->ptr = LLVMPointerTypeInContext(L->c, 0);
+  L->voidt = LLVMVoidTypeInContext(L->c);
+  L->bufp = calloc((size_t)p->n_bufs + 1, sizeof *L->bufp);
+}
+
+static void lctx_free(lctx *L) {
+  free(L->bufp);
+  LLVMDisposeBuilder(L->b);
+  LLVMDisposeModule(L->m);
+  LLVMContextDispose(L->c);
+}
+
+static int expr_supported(const kir_expr *e) {
+  if (e->dtype == PC_c64 && e->kind != KE_LOAD && e->kind != KE_CONST) return 0;
+  if (e->kind == KE_PRIM && !ew_rule(e->op)) return 0;
+  for (int i = 0; i < e->n_args; i++)
+    if (!expr_supported(e->args[i]) || e->args[i]->dtype == PC_c64) return 0;
+  return 1;
+}
+
+static pc_status check_program(const kir_program *p) {
+  for (int i = 0; i < p->n_kernels; i++) {
+    const kir_kernel *k = &p->kernels[i];
+    for (int s = 0; k->kind == KK_LOOP && s < k->n_stores; s++)
+      if (!expr_supported(k->stores[s].value)) {
+        if (k->n_nodes) return pc_node_fail(p->g, k->nodes[0], PC_ERR_UNSUPPORTED, "dtype or op not supported by the LLVM renderer");
+        return pc_fail(p->g, PC_ERR_UNSUPPORTED, "kernel %d not supported by the LLVM renderer", i);
+      }
+  }
+  return PC_OK;
+}
+
+static LLVMTargetMachineRef target_machine(pc_graph *g, const llvm_emit_opts *o) {
+  LLVMInitializeAllTargetInfos();
+  LLVMInitializeAllTargets();
+  LLVMInitializeAllTargetMCs();
+  LLVMInitializeAllAsmPrinters();
+  char *host = LLVMGetDefaultTargetTriple();
+  char *triple = o->triple ? LLVMNormalizeTargetTriple(o->triple) : host;
+  int native = !o->triple && !o->cpu;
+  char *cpu = native ? LLVMGetHostCPUName() : NULL;
+  char *feat = native ? LLVMGetHostCPUFeatures() : NULL;
+  LLVMTargetRef t = NULL;
+  char *err = NULL;
+  LLVMTargetMachineRef tm = NULL;
+  if (LLVMGetTargetFromTriple(triple, &t, &err)) {
+    pc_fail(g, PC_ERR_UNSUPPORTED, "target \"%s\": %s", triple, err ? err : "unknown");
+  } else {
+    LLVMCodeGenOptLevel lvl = o->opt_level <= 0 ? LLVMCodeGenLevelNone : o->opt_level >= 3 ? LLVMCodeGenLevelAggressive
+                                                                                           : LLVMCodeGenLevelDefault;
+    tm = LLVMCreateTargetMachine(t, triple, native ? cpu : o->cpu ? o->cpu : "generic",
+                                 native ? feat : o->features ? o->features : "", lvl, LLVMRelocPIC,
+                                 LLVMCodeModelDefault);
+    if (!tm) pc_fail(g, PC_ERR_UNSUPPORTED, "cannot create a target machine for \"%s\"", triple);
+  }
+  LLVMDisposeMessage(err);
+  if (triple != host) LLVMDisposeMessage(triple);
+  LLVMDisposeMessage(host);
+  LLVMDisposeMessage(cpu);
+  LLVMDisposeMessage(feat);
+  return tm;
+}
+
+static pc_status emit_file(lctx *L, LLVMTargetMachineRef tm, const llvm_emit_opts *o) {
+  char *err = NULL;
+  pc_status s = PC_OK;
+  if (o->kind == LLVM_OUT_IR) {
+    if (LLVMPrintModuleToFile(L->m, o->path, &err)) s = pc_fail(L->g, PC_ERR_IO, "%s: %s", o->path, err);
+  } else {
+    LLVMCodeGenFileType ft = o->kind == LLVM_OUT_ASM ? LLVMAssemblyFile : LLVMObjectFile;
+    if (LLVMTargetMachineEmitToFile(tm, L->m, o->path, ft, &err)) s = pc_fail(L->g, PC_ERR_IO, "%s: %s", o->path, err);
+  }
+  LLVMDisposeMessage(err);
+  return s;
+}
+
+/* cpu and features on every defined function, and full-width vectors where AVX-512 is
+ * there: LLVM's host tuning (this Zen 5 reports "rocketlake") otherwise prefers 256 bits */
+static void set_function_attrs(lctx *L, LLVMTargetMachineRef tm) {
+  char *cpu = LLVMGetTargetMachineCPU(tm), *feat = LLVMGetTargetMachineFeatureString(tm);
+  int avx512 = strstr(feat, "+avx512f") != NULL;
+  for (LLVMValueRef f = LLVMGetFirstFunction(L->m); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMIsDeclaration(f)) continue;
+    const char *kv[3][2] = {{"target-cpu", cpu}, {"target-features", feat}, {"prefer-vector-width", "512"}};
+    for (int i = 0; i < (avx512 ? 3 : 2); i++)
+      LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                              LLVMCreateStringAttribute(L->c, kv[i][0], (unsigned)strlen(kv[i][0]), kv[i][1],
+                                                        (unsigned)strlen(kv[i][1])));
+  }
+  LLVMDisposeMessage(cpu);
+  LLVMDisposeMessage(feat);
+}
+
+pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
+  pc_graph *g = p->g;
+  pc_status s = check_program(p);
+  if (s != PC_OK) return s;
+  LLVMTargetMachineRef tm = target_machine(g, o);
+  if (!tm) return g->status;
+  lctx L;
+  memset(&L, 0, sizeof L);
+  lctx_init(&L, p, o->name);
+  char *trip = LLVMGetTargetMachineTriple(tm);
+  LLVMSetTarget(L.m, trip);
+  LLVMDisposeMessage(trip);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(L.m, td);
+  LLVMDisposeTargetData(td);
+  LLVMValueRef *kfns = calloc((size_t)p->n_kernels + 1, sizeof *kfns);
+  for (int i = 0; i < p->n_kernels; i++)
+    if (p->kernels[i].kind == KK_LOOP) kfns[i] = emit_loop_kernel(&L, i);
+  LLVMValueRef run = emit_run(&L, o, kfns);
+  LLVMValueRef lw = emit_load_weights(&L, o);
+  emit_model_desc(&L, o, run, lw);
+  set_function_attrs(&L, tm);
+  free(kfns);
+  char *err = NULL;
+  if (LLVMVerifyModule(L.m, LLVMReturnStatusAction, &err)) s = pc_fail(g, PC_ERR_INTERNAL, "LLVM verifier: %.400s", err);
+  LLVMDisposeMessage(err);
+  if (s == PC_OK) {
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(po, o->opt_level >= 2);
+    LLVMPassBuilderOptionsSetSLPVectorization(po, o->opt_level >= 2);
+    char pipeline[32];
+    snprintf(pipeline, sizeof pipeline, "default<O%d>", o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level);
+    LLVMErrorRef e = LLVMRunPasses(L.m, pipeline, tm, po);
+    if (e) {
+      char *msg = LLVMGetErrorMessage(e);
+      s = pc_fail(g, PC_ERR_INTERNAL, "LLVM passes: %s", msg);
+      LLVMDisposeErrorMessage(msg);
+    }
+    LLVMDisposePassBuilderOptions(po);
+  }
+  if (s == PC_OK) s = emit_file(&L, tm, o);
+  lctx_free(&L);
+  LLVMDisposeTargetMachine(tm);
+  return s;
+}

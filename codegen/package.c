@@ -1,0 +1,182 @@
+/* codegen/package.c: pc_codegen: kernel IR to object, header, executable or shared library (links with the system cc). */
+#include "codegen/codegen.h"
+#include "codegen/kir.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void *kir_weights_blob(const kir_program *p) {
+  char *blob = calloc(1, (size_t)p->weights_size + 1);
+  if (!blob) return NULL;
+  for (int i = 0; i < p->n_bufs; i++) {
+    const kir_buf *b = &p->bufs[i];
+    const void *d = b->place == KP_CONST && b->v ? pc_const_data(b->v) : NULL;
+    if (d && b->nbytes) memcpy(blob + b->offset, d, (size_t)b->nbytes);
+  }
+  return blob;
+}
+
+/* path without its extension */
+static void stem_of(const char *path, char *out, size_t n) {
+  snprintf(out, n, "%s", path);
+  char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
+  if (dot && (!slash || dot > slash)) *dot = 0;
+}
+
+/* C identifier from the output's base name */
+static void ident_of(const char *path, char *out, size_t n) {
+  char stem[1024];
+  stem_of(path, stem, sizeof stem);
+  const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
+  size_t k = 0;
+  if (!isalpha((unsigned char)*base) && *base != '_' && k + 1 < n) out[k++] = 'm';
+  for (; *base && k + 1 < n; base++) out[k++] = isalnum((unsigned char)*base) ? *base : '_';
+  out[k] = 0;
+  if (!k) snprintf(out, n, "model");
+}
+
+static void print_shape(FILE *f, const pc_type *t) {
+  fprintf(f, "{");
+  for (int d = 0; d < t->rank; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+  fprintf(f, "%s}", t->rank ? "" : "1");
+}
+
+static void header_tensor(FILE *f, const char *name, const char *what, int i, const pc_value *v) {
+  int64_t n = pc_type_numel(&v->type);
+  char vname[256], upper[16];
+  /* the same fallback names as the descriptors in the object (codegen/llvm.c) */
+  snprintf(vname, sizeof vname, "%s", v->name ? v->name : "");
+  if (!v->name) snprintf(vname, sizeof vname, "%s%d", what[0] == 'i' ? "in" : "out", i);
+  snprintf(upper, sizeof upper, "%s", pc_dtype_name(v->type.dtype));
+  for (char *c = upper; *c; c++) *c = (char)toupper((unsigned char)*c);
+  fprintf(f, "\n/* %s %d: \"%s\" %s[", what, i, vname, pc_dtype_name(v->type.dtype));
+  for (int d = 0; d < v->type.rank; d++) fprintf(f, "%s%lld", d ? "," : "", (long long)v->type.dims[d]);
+  fprintf(f, "] */\n");
+  const char *W = what[0] == 'i' ? "INPUT" : "OUTPUT";
+  fprintf(f, "#define %s_%s%d_NAME \"%s\"\n", name, W, i, vname);
+  fprintf(f, "#define %s_%s%d_DTYPE %d /* PRIMC_%s in runtime/primc_rt.h */\n", name, W, i, (int)v->type.dtype,
+          upper);
+  fprintf(f, "#define %s_%s%d_RANK %d\n", name, W, i, v->type.rank);
+  fprintf(f, "#define %s_%s%d_SHAPE ", name, W, i);
+  print_shape(f, &v->type);
+  fprintf(f, "\n#define %s_%s%d_NUMEL %lldLL\n", name, W, i, (long long)n);
+  fprintf(f, "#define %s_%s%d_BYTES %lldLL\n", name, W, i, (long long)(n * (int64_t)pc_dtype_size(v->type.dtype)));
+}
+
+static pc_status write_header(const kir_program *p, const char *path, const char *name, int external) {
+  FILE *f = fopen(path, "w");
+  pc_graph *g = p->g;
+  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
+  fprintf(f, "/* %s.h: entry points of the model compiled by primc %s; link %s.o with libprimc_rt.a -lopenblas -lm -lpthread. */\n",
+          name, PC_VERSION, name);
+  fprintf(f, "#ifndef %s_PRIMC_H\n#define %s_PRIMC_H\n\n#include <stdint.h>\n\n", name, name);
+  fprintf(f, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
+  fprintf(f, "/* bytes of scratch memory %s_run needs, and its alignment */\n", name);
+  fprintf(f, "#define %s_WORKSPACE_SIZE %lldLL\n#define %s_WORKSPACE_ALIGN 64\n", name, (long long)p->workspace_size, name);
+  fprintf(f, "#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n", name, g->n_inputs, name, g->n_outputs);
+  fprintf(f, "#define %s_WEIGHTS_EXTERNAL %d\n#define %s_WEIGHTS_SIZE %lldLL\n", name, external, name,
+          (long long)p->weights_size);
+  for (int i = 0; i < g->n_inputs; i++) header_tensor(f, name, "input", i, g->inputs[i]);
+  for (int i = 0; i < g->n_outputs; i++) header_tensor(f, name, "output", i, g->outputs[i]);
+  fprintf(f, "\n/* Runs the model. inputs[i] / outputs[i]: row-major buffers of the shapes above\n"
+             " * (inputs are read, outputs fully written); workspace: %s_WORKSPACE_SIZE bytes\n"
+             " * aligned to %s_WORKSPACE_ALIGN, owned by the caller, reusable between calls but\n"
+             " * not shared by concurrent calls. No allocation. Returns 0, or 1 (a NULL pointer),\n"
+             " * 2 (weights not loaded), 3 (bad data, e.g. an index out of range), 4 (unsupported). */\n",
+          name, name);
+  fprintf(f, "int %s_run(const void *const *inputs, void *const *outputs, void *workspace);\n", name);
+  fprintf(f, "extern const int64_t %s_workspace_size;\n", name);
+  if (external)
+    fprintf(f, "\n/* Maps the weights side file (%s.weights, %s_WEIGHTS_SIZE bytes) read-only; call once\n"
+               " * before %s_run. Returns 0, or 2 when the file is missing or has the wrong size. */\n"
+               "int %s_load_weights(const char *path);\n",
+            name, name, name, name);
+  fprintf(f, "\n#ifdef __cplusplus\n}\n#endif\n#endif\n");
+  int bad = ferror(f);
+  bad |= fclose(f);
+  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
+}
+
+static pc_status write_weights(const kir_program *p, const void *blob, const char *path) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return pc_fail(p->g, PC_ERR_IO, "cannot write %s", path);
+  size_t n = (size_t)p->weights_size;
+  int bad = n && fwrite(blob, 1, n, f) != n;
+  bad |= fclose(f);
+  return bad ? pc_fail(p->g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
+}
+
+/* directory of the running primc (or the test binary): where libprimc_rt.a is built */
+static void self_dir(char *out, size_t n) {
+  ssize_t k = readlink("/proc/self/exe", out, n - 1);
+  out[k > 0 ? k : 0] = 0;
+  char *slash = strrchr(out, '/');
+  if (slash) *slash = 0;
+  else snprintf(out, n, ".");
+}
+
+static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char *obj, int shared) {
+  char dir[2048], cmd[8192];
+  if (o->runtime_dir) snprintf(dir, sizeof dir, "%s", o->runtime_dir);
+  else self_dir(dir, sizeof dir);
+  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' '%s/libprimc_rt.a' -lopenblas -lm -lpthread", cc,
+           shared ? "-shared" : "", o->output, obj, dir);
+  int rc = system(cmd);
+  return rc == 0 ? PC_OK : pc_fail(g, PC_ERR_IO, "linking failed (exit %d): %s", rc, cmd);
+}
+
+static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *blob) {
+  pc_graph *g = p->g;
+  char name[256], stem[1024], obj[1100], aux[1100];
+  if (o->name) snprintf(name, sizeof name, "%s", o->name);
+  else ident_of(o->output, name, sizeof name);
+  stem_of(o->output, stem, sizeof stem);
+  int linked = o->emit == PC_EMIT_EXE || o->emit == PC_EMIT_LIB;
+  llvm_emit_opts lo = {LLVM_OUT_OBJ, o->output, name, o->triple, o->cpu, o->features, o->opt_level,
+                       o->weights_external, blob, o->emit == PC_EMIT_EXE};
+  if (o->emit == PC_EMIT_LLVM) lo.kind = LLVM_OUT_IR;
+  if (o->emit == PC_EMIT_ASM) lo.kind = LLVM_OUT_ASM;
+  if (o->emit == PC_EMIT_CUDA) return pc_fail(g, PC_ERR_UNSUPPORTED, "the CUDA renderer is not part of this build");
+  if (o->emit == PC_EMIT_OBJ && !strstr(o->output + (strlen(o->output) > 2 ? strlen(o->output) - 2 : 0), ".o")) {
+    snprintf(obj, sizeof obj, "%s.o", o->output);
+    lo.path = obj;
+  }
+  if (linked) {
+    snprintf(obj, sizeof obj, "%s.primc-tmp.o", o->output);
+    lo.path = obj;
+  }
+  pc_status s = pc_llvm_emit(p, &lo);
+  if (s == PC_OK && linked) s = link_with_cc(g, o, obj, o->emit == PC_EMIT_LIB);
+  if (linked) unlink(obj);
+  if (s == PC_OK && (o->emit == PC_EMIT_OBJ || o->emit == PC_EMIT_LIB)) {
+    snprintf(aux, sizeof aux, "%s.h", stem);
+    s = write_header(p, aux, name, o->weights_external);
+  }
+  if (s == PC_OK && o->weights_external) {
+    snprintf(aux, sizeof aux, "%s.weights", o->emit == PC_EMIT_EXE ? o->output : stem);
+    s = write_weights(p, blob, aux);
+  }
+  return s;
+}
+
+pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
+  if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
+  kir_program p;
+  pc_status s = kir_build(g, &p);
+  if (s != PC_OK) return g->status ? g->status : s;
+  void *blob = kir_weights_blob(&p);
+  if (!blob) return pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
+  s = emit_all(&p, opts, blob);
+  free(blob);
+  return s;
+}
+
+pc_status pc_kernels_print(pc_graph *g, FILE *f) {
+  kir_program p;
+  pc_status s = kir_build(g, &p);
+  if (s == PC_OK) kir_print(&p, f);
+  return s;
+}

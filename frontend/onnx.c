@@ -1,0 +1,845 @@
+/* frontend/onnx.c: ONNX importer: parses a ModelProto with protobuf-c and decomposes every node into prims. */
+#include "frontend/onnx_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define OX_MAX_OPSET 28               /* newest default-domain opset we accept (onnx 1.23) */
+#define OX_MAX_NUMEL ((int64_t)1 << 31) /* larger tensors are absurd for this compiler */
+#define OX_FOLD_MAX_NUMEL 65536       /* fold all-constant prims only when small (shape math) */
+#define OX_MAX_FILE ((size_t)1 << 32)
+
+/* ---------------------------------------------------------------- op table */
+
+typedef struct ox_row {
+  const char *name;
+  int min_opset, max_opset;
+  ox_fn fn;
+} ox_row;
+
+static const ox_row ox_rows[] = {
+#define ONNX_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn},
+#include "frontend/onnx_ops.def"
+#undef ONNX_OP
+};
+#define OX_N_ROWS (int)(sizeof ox_rows / sizeof *ox_rows)
+
+/* ops that are valid ONNX but whose semantics (subgraphs, sequences) the prim IR does not model */
+static const char *const ox_control_flow[] = {"If", "Loop", "Scan", "SequenceMap", "SequenceConstruct",
+                                              "SequenceAt", "SequenceInsert", "SequenceErase",
+                                              "SequenceLength", "SequenceEmpty", "SplitToSequence",
+                                              "ConcatFromSequence", "Optional", "OptionalGetElement",
+                                              "OptionalHasElement"};
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef struct ox_dtype_row {
+  int onnx;
+  pc_dtype dt;
+} ox_dtype_row;
+
+/* ONNX TensorProto.DataType numbers of the types the prim IR has */
+static const ox_dtype_row ox_dtypes[] = {
+    {1, PC_f32}, {2, PC_u8}, {3, PC_i8}, {5, PC_i16}, {6, PC_i32}, {7, PC_i64},
+    {9, PC_bool}, {10, PC_f16}, {11, PC_f64}, {14, PC_c64}, {16, PC_bf16},
+};
+
+int ox_dtype_from_onnx(int onnx_type, pc_dtype *out) {
+  for (size_t i = 0; i < sizeof ox_dtypes / sizeof *ox_dtypes; i++)
+    if (ox_dtypes[i].onnx == onnx_type) return *out = ox_dtypes[i].dt, 1;
+  return 0;
+}
+
+static const char *onnx_type_name(int t) {
+  static const char *const names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32",
+                                      "int64", "string", "bool", "float16", "double", "uint32", "uint64",
+                                      "complex64", "complex128", "bfloat16", "float8e4m3fn",
+                                      "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
+                                      "float4e2m1"};
+  return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "unknown";
+}
+
+/* ---------------------------------------------------------------- tensor decoding */
+
+static const char *tensor_name(const Onnx__TensorProto *tp) { return tp->name ? tp->name : "(unnamed)"; }
+
+/* dims of a TensorProto into t; RANGE for negative or absurd sizes */
+static pc_status tensor_header(pc_graph *g, const Onnx__TensorProto *tp, pc_tensor *t) {
+  const char *nm = tensor_name(tp);
+  if (!ox_dtype_from_onnx(tp->data_type, &t->dtype))
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "tensor '%s': element type %s (%d) is not supported", nm,
+                   onnx_type_name(tp->data_type), (int)tp->data_type);
+  if (tp->n_dims > PC_MAX_RANK)
+    return pc_fail(g, PC_ERR_RANGE, "tensor '%s': rank %zu exceeds %d", nm, tp->n_dims, PC_MAX_RANK);
+  t->rank = (int)tp->n_dims;
+  int64_t numel = 1;
+  for (int i = 0; i < t->rank; i++) {
+    int64_t d = tp->dims[i];
+    if (d < 0 || d > OX_MAX_NUMEL)
+      return pc_fail(g, PC_ERR_RANGE, "tensor '%s': dim %d is %lld", nm, i, (long long)d);
+    t->dims[i] = d;
+    numel = d == 0 ? 0 : numel * d;
+    if (numel > OX_MAX_NUMEL)
+      return pc_fail(g, PC_ERR_RANGE, "tensor '%s': more than 2^31 elements", nm);
+  }
+  return PC_OK;
+}
+
+static const char *external_key(const Onnx__TensorProto *tp, const char *key) {
+  for (size_t i = 0; i < tp->n_external_data; i++) {
+    const Onnx__StringStringEntryProto *e = tp->external_data[i];
+    if (e && e->key && e->value && strcmp(e->key, key) == 0) return e->value;
+  }
+  return NULL;
+}
+
+static int parse_i64(const char *s, int64_t *out) {
+  if (!s) return 0;
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < 0) return 0;
+  *out = v;
+  return 1;
+}
+
+/* the resolved path of an external data file; only files inside the model's directory qualify */
+static pc_status external_path(pc_graph *g, const char *nm, const char *dir, const char *loc, char *out,
+                               size_t cap) {
+  if (!dir) return pc_fail(g, PC_ERR_IO, "tensor '%s': external data without a model directory", nm);
+  if (!loc || !*loc) return pc_fail(g, PC_ERR_PARSE, "tensor '%s': external data has no location", nm);
+  if (loc[0] == '/' || strstr(loc, ".."))
+    return pc_fail(g, PC_ERR_IO, "tensor '%s': external data location '%s' leaves the model directory", nm, loc);
+  char joined[PATH_MAX], rdir[PATH_MAX];
+  if ((size_t)snprintf(joined, sizeof joined, "%s/%s", dir, loc) >= sizeof joined)
+    return pc_fail(g, PC_ERR_IO, "tensor '%s': external data path too long", nm);
+  if (!realpath(dir, rdir)) return pc_fail(g, PC_ERR_IO, "tensor '%s': model directory '%s' not found", nm, dir);
+  if (!realpath(joined, out) || strlen(out) >= cap)
+    return pc_fail(g, PC_ERR_IO, "tensor '%s': external data file '%s' not found", nm, loc);
+  size_t n = strlen(rdir);
+  if (strncmp(out, rdir, n) != 0 || (out[n] != '/' && strcmp(rdir, "/") != 0))
+    return pc_fail(g, PC_ERR_IO, "tensor '%s': external data '%s' resolves outside the model directory", nm, loc);
+  return PC_OK;
+}
+
+/* checks an external tensor's file, offset and length (before anything is allocated) */
+static pc_status external_check(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, size_t nbytes,
+                                char *path, size_t cap, int64_t *offset) {
+  const char *nm = tensor_name(tp);
+  if (external_path(g, nm, dir, external_key(tp, "location"), path, cap) != PC_OK) return g->status;
+  int64_t length = (int64_t)nbytes;
+  const char *s_off = external_key(tp, "offset"), *s_len = external_key(tp, "length");
+  *offset = 0;
+  if ((s_off && !parse_i64(s_off, offset)) || (s_len && !parse_i64(s_len, &length)))
+    return pc_fail(g, PC_ERR_PARSE, "tensor '%s': bad external data offset or length", nm);
+  if ((size_t)length != nbytes)
+    return pc_fail(g, PC_ERR_RANGE, "tensor '%s': external data length %lld, shape needs %zu bytes", nm,
+                   (long long)length, nbytes);
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    return pc_fail(g, PC_ERR_IO, "tensor '%s': external data is not a regular file", nm);
+  if (*offset > st.st_size || (int64_t)nbytes > st.st_size - *offset)
+    return pc_fail(g, PC_ERR_RANGE, "tensor '%s': external data file is shorter than offset + length", nm);
+  return PC_OK;
+}
+
+static pc_status external_read(pc_graph *g, const Onnx__TensorProto *tp, const char *path, int64_t offset,
+                               void *dst, size_t nbytes) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return pc_fail(g, PC_ERR_IO, "tensor '%s': cannot open external data", tensor_name(tp));
+  int ok = fseek(f, (long)offset, SEEK_SET) == 0 && fread(dst, 1, nbytes, f) == nbytes;
+  fclose(f);
+  return ok ? PC_OK : pc_fail(g, PC_ERR_IO, "tensor '%s': cannot read external data", tensor_name(tp));
+}
+
+/* typed storage fields: the repeated field a dtype uses when raw_data is absent */
+static pc_status decode_fields(pc_graph *g, const Onnx__TensorProto *tp, pc_tensor *t, int64_t numel) {
+  const char *nm = tensor_name(tp);
+  size_t have = 0, need = (size_t)numel;
+  pc_dtype dt = t->dtype;
+  if (dt == PC_f32 || dt == PC_c64) {
+    have = tp->n_float_data;
+    need = dt == PC_c64 ? need * 2 : need;
+    if (have == need && need) memcpy(t->data, tp->float_data, need * sizeof(float));
+  } else if (dt == PC_f64) {
+    have = tp->n_double_data;
+    if (have == need && need) memcpy(t->data, tp->double_data, need * sizeof(double));
+  } else if (dt == PC_i64) {
+    have = tp->n_int64_data;
+    if (have == need && need) memcpy(t->data, tp->int64_data, need * sizeof(int64_t));
+  } else { /* i32 and everything narrower is carried in int32_data (f16/bf16 as their bit patterns) */
+    have = tp->n_int32_data;
+    size_t sz = pc_dtype_size(dt);
+    for (size_t k = 0; have == need && k < need; k++) {
+      int32_t v = tp->int32_data[k];
+      unsigned char *p = (unsigned char *)t->data + k * sz;
+      if (sz == 4) memcpy(p, &v, 4);
+      else if (sz == 2) { uint16_t h = (uint16_t)v; memcpy(p, &h, 2); }
+      else *p = dt == PC_bool ? (v != 0) : (unsigned char)v;
+    }
+  }
+  if (have != need)
+    return pc_fail(g, PC_ERR_RANGE, "tensor '%s': has %zu values, its shape needs %zu", nm, have, need);
+  return PC_OK;
+}
+
+static int is_external(const Onnx__TensorProto *tp) {
+  return tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+}
+
+/* how many values the proto carries for dtype dt, in whichever field it uses */
+static size_t stored_values(const Onnx__TensorProto *tp, pc_dtype dt) {
+  if (tp->has_raw_data) return tp->raw_data.len / pc_dtype_size(dt) * (dt == PC_c64 ? 2 : 1);
+  if (dt == PC_f32 || dt == PC_c64) return tp->n_float_data;
+  if (dt == PC_f64) return tp->n_double_data;
+  if (dt == PC_i64) return tp->n_int64_data;
+  return tp->n_int32_data;
+}
+
+pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *out) {
+  memset(out, 0, sizeof *out);
+  if (g->status != PC_OK) return g->status;
+  pc_tensor t;
+  memset(&t, 0, sizeof t);
+  if (tensor_header(g, tp, &t) != PC_OK) return g->status;
+  const char *nm = tensor_name(tp);
+  if (tp->segment) return pc_fail(g, PC_ERR_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", nm);
+  int64_t numel = pc_tensor_numel(&t);
+  size_t nbytes = (size_t)numel * pc_dtype_size(t.dtype);
+  /* the data must be there before we allocate for it: a few bytes of model may declare 8 GiB */
+  char path[PATH_MAX];
+  int64_t offset = 0;
+  size_t want = (size_t)numel * (t.dtype == PC_c64 ? 2 : 1);
+  if (is_external(tp)) {
+    if (external_check(g, tp, dir, nbytes, path, sizeof path, &offset) != PC_OK) return g->status;
+  } else if (tp->has_raw_data) {
+    /* raw_data is little-endian, like every host primc targets */
+    if (tp->raw_data.len != nbytes)
+      return pc_fail(g, PC_ERR_RANGE, "tensor '%s': raw_data has %zu bytes, its shape needs %zu", nm,
+                     tp->raw_data.len, nbytes);
+  } else if (stored_values(tp, t.dtype) != want) {
+    return pc_fail(g, PC_ERR_RANGE, "tensor '%s': holds %zu values, its shape needs %zu", nm,
+                   stored_values(tp, t.dtype), want);
+  }
+  t.data = malloc(nbytes ? nbytes : 1);
+  if (!t.data) return pc_fail(g, PC_ERR_NOMEM, "tensor '%s': out of memory for %zu bytes", nm, nbytes);
+  pc_status st = PC_OK;
+  if (is_external(tp)) st = external_read(g, tp, path, offset, t.data, nbytes);
+  else if (tp->has_raw_data && nbytes) memcpy(t.data, tp->raw_data.data, nbytes);
+  else st = decode_fields(g, tp, &t, numel);
+  if (st != PC_OK) {
+    free(t.data);
+    return st;
+  }
+  *out = t;
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- name map */
+
+typedef struct ox_loader {
+  pc_graph *g;
+  const char *dir;
+  const pc_import_opts *opts;
+  int opset;
+  const char **keys; /* open addressing, capacity a power of two */
+  pc_value **vals;
+  size_t cap, n;
+} ox_loader;
+
+static size_t name_hash(const char *s) {
+  size_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static size_t map_slot(const ox_loader *L, const char *name) {
+  size_t i = name_hash(name) & (L->cap - 1);
+  while (L->keys[i] && strcmp(L->keys[i], name) != 0) i = (i + 1) & (L->cap - 1);
+  return i;
+}
+
+static pc_value *map_get(const ox_loader *L, const char *name) {
+  if (!L->cap) return NULL;
+  size_t i = map_slot(L, name);
+  return L->keys[i] ? L->vals[i] : NULL;
+}
+
+static int map_grow(ox_loader *L) {
+  size_t cap = L->cap ? L->cap * 2 : 64;
+  const char **keys = calloc(cap, sizeof *keys);
+  pc_value **vals = calloc(cap, sizeof *vals);
+  if (!keys || !vals) {
+    free(keys);
+    free(vals);
+    return 0;
+  }
+  ox_loader nl = *L;
+  nl.keys = keys, nl.vals = vals, nl.cap = cap;
+  for (size_t i = 0; i < L->cap; i++)
+    if (L->keys[i]) {
+      size_t j = map_slot(&nl, L->keys[i]);
+      keys[j] = L->keys[i], vals[j] = L->vals[i];
+    }
+  free(L->keys);
+  free(L->vals);
+  L->keys = keys, L->vals = vals, L->cap = cap;
+  return 1;
+}
+
+/* binds an ONNX name to a value (a later binding of the same name replaces it) */
+static pc_status map_put(ox_loader *L, const char *name, pc_value *v) {
+  if ((L->n + 1) * 2 > L->cap && !map_grow(L)) return pc_fail(L->g, PC_ERR_NOMEM, "out of memory");
+  size_t i = map_slot(L, name);
+  if (!L->keys[i]) {
+    L->keys[i] = pc_strdup(L->g, name);
+    L->n++;
+  }
+  L->vals[i] = v;
+  if (!v->name) pc_value_set_name(L->g, v, name);
+  return L->g->status;
+}
+
+/* ---------------------------------------------------------------- graph inputs */
+
+static const pc_dim_binding *find_binding(const pc_import_opts *o, const char *name) {
+  for (int i = 0; o && i < o->n_dims; i++)
+    if (o->dims[i].name && strcmp(o->dims[i].name, name) == 0) return &o->dims[i];
+  return NULL;
+}
+
+/* one dim of a graph input: concrete, or a symbol (bound by --dim when given) */
+static pc_status input_dim(ox_loader *L, const char *in_name, int k, const Onnx__TensorShapeProto__Dimension *d,
+                           int64_t *out) {
+  char buf[256];
+  const char *sym = NULL;
+  if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+    if (d->dim_value < 0 || d->dim_value > OX_MAX_NUMEL)
+      return pc_fail(L->g, PC_ERR_RANGE, "input '%s': dim %d is %lld", in_name, k, (long long)d->dim_value);
+    *out = d->dim_value;
+    return PC_OK;
+  }
+  if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && *d->dim_param)
+    sym = d->dim_param;
+  else {
+    snprintf(buf, sizeof buf, "%s_dim%d", in_name, k);
+    sym = buf;
+  }
+  const pc_dim_binding *b = find_binding(L->opts, sym);
+  if (b && b->lo == b->hi) {
+    if (b->lo < 0) return pc_fail(L->g, PC_ERR_RANGE, "dim %s bound to %lld", sym, (long long)b->lo);
+    *out = b->lo;
+    return PC_OK;
+  }
+  int id = pc_sym_add(L->g, sym, b ? b->lo : 1, b ? b->hi : INT64_MAX);
+  if (id < 0) return L->g->status ? L->g->status : pc_fail(L->g, PC_ERR_NOMEM, "out of memory");
+  *out = PC_SYM(id);
+  return PC_OK;
+}
+
+static pc_status add_input(ox_loader *L, const Onnx__ValueInfoProto *vi) {
+  const char *nm = vi->name ? vi->name : "";
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "input '%s': only tensor inputs are supported", nm);
+  pc_type t;
+  memset(&t, 0, sizeof t);
+  int et = tp->tensor_type->elem_type;
+  if (!ox_dtype_from_onnx(et, &t.dtype))
+    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "input '%s': element type %s (%d) is not supported", nm,
+                   onnx_type_name(et), et);
+  const Onnx__TensorShapeProto *sh = tp->tensor_type->shape;
+  if (!sh) return pc_fail(L->g, PC_ERR_UNSUPPORTED, "input '%s' has no shape (rank unknown)", nm);
+  if (sh->n_dim > PC_MAX_RANK)
+    return pc_fail(L->g, PC_ERR_RANGE, "input '%s': rank %zu exceeds %d", nm, sh->n_dim, PC_MAX_RANK);
+  t.rank = (int)sh->n_dim;
+  for (int k = 0; k < t.rank; k++)
+    if (input_dim(L, nm, k, sh->dim[k], &t.dims[k]) != PC_OK) return L->g->status;
+  pc_value *v = pc_input_add(L->g, nm, t);
+  return v ? map_put(L, nm, v) : L->g->status;
+}
+
+static pc_status add_initializer(ox_loader *L, const Onnx__TensorProto *tp) {
+  pc_tensor t;
+  if (ox_tensor_decode(L->g, tp, L->dir, &t) != PC_OK) return L->g->status;
+  pc_value *v = pc_const(L->g, pc_type_make(t.dtype, t.rank, t.dims), t.data);
+  pc_tensor_free(&t);
+  if (!v) return L->g->status;
+  return map_put(L, tp->name ? tp->name : "", v);
+}
+
+/* ---------------------------------------------------------------- constant folding at import */
+
+/* Shape computations (Shape -> Gather -> Concat -> Reshape) must end as constants so that the ops
+ * reading them can use their values: evaluate small prims whose operands are all constants. */
+static void fold_node(pc_graph *g, pc_node *n) {
+  if (n->op == PC_OP_constant || n->op == PC_OP_random || n->n_out != 1 || n->n_in == 0) return;
+  const pc_type *ot = &n->out[0]->type;
+  if (!pc_type_is_static(ot) || pc_type_numel(ot) > OX_FOLD_MAX_NUMEL) return;
+  pc_tensor in[16], out;
+  if (n->n_in > 16) return;
+  for (int i = 0; i < n->n_in; i++) {
+    const void *d = pc_const_data(n->in[i]);
+    if (!d) return;
+    in[i].dtype = n->in[i]->type.dtype;
+    in[i].rank = n->in[i]->type.rank;
+    memcpy(in[i].dims, n->in[i]->type.dims, sizeof in[i].dims);
+    in[i].data = (void *)d;
+  }
+  memset(&out, 0, sizeof out);
+  if (pc_interp_node(g, n, in, &out) != PC_OK) {
+    /* folding is an optimization: an op the interpreter rejects stays a runtime op */
+    g->status = PC_OK;
+    g->error[0] = 0;
+    pc_tensor_free(&out);
+    return;
+  }
+  size_t nbytes = pc_tensor_nbytes(&out);
+  void *data = pc_alloc(g, nbytes ? nbytes : 1);
+  if (!data) {
+    pc_tensor_free(&out);
+    return;
+  }
+  if (nbytes) memcpy(data, out.data, nbytes);
+  pc_tensor_free(&out);
+  n->op = PC_OP_constant;
+  n->n_in = 0;
+  n->n_attrs = 0;
+  n->data = data;
+  n->nbytes = nbytes;
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+static const ox_row *find_row(const char *op, int opset, int *name_known) {
+  *name_known = 0;
+  for (int i = 0; i < OX_N_ROWS; i++) {
+    if (strcmp(ox_rows[i].name, op) != 0) continue;
+    *name_known = 1;
+    if (opset >= ox_rows[i].min_opset && opset <= ox_rows[i].max_opset) return &ox_rows[i];
+  }
+  return NULL;
+}
+
+static int is_default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
+
+static pc_status unsupported_op(ox_loader *L, const Onnx__NodeProto *nd, int name_known) {
+  const char *op = nd->op_type;
+  for (size_t i = 0; i < sizeof ox_control_flow / sizeof *ox_control_flow; i++)
+    if (strcmp(op, ox_control_flow[i]) == 0)
+      return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: %s takes subgraphs or sequences, which primc does not support",
+                     L->g->origin, op);
+  if (name_known)
+    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: op %s is not supported at opset %d", L->g->origin, op, L->opset);
+  return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: unsupported op %s (domain ai.onnx, opset %d)", L->g->origin, op,
+                 L->opset);
+}
+
+static void set_node_origin(pc_graph *g, const Onnx__NodeProto *nd, size_t index) {
+  char buf[300];
+  const char *op = nd->op_type ? nd->op_type : "?";
+  if (nd->name && *nd->name) snprintf(buf, sizeof buf, "%s \"%s\"", op, nd->name);
+  else snprintf(buf, sizeof buf, "%s #%zu", op, index);
+  pc_set_origin(g, buf);
+}
+
+static pc_status node_inputs(ox_loader *L, const Onnx__NodeProto *nd, pc_value **in) {
+  for (size_t i = 0; i < nd->n_input; i++) {
+    const char *nm = nd->input[i];
+    if (!nm || !*nm) {
+      in[i] = NULL;
+      continue;
+    }
+    in[i] = map_get(L, nm);
+    if (!in[i]) return pc_fail(L->g, PC_ERR_PARSE, "%s: input '%s' is not defined before use", L->g->origin, nm);
+  }
+  return PC_OK;
+}
+
+static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t index) {
+  pc_graph *g = L->g;
+  set_node_origin(g, nd, index);
+  if (!nd->op_type || !*nd->op_type) return pc_fail(g, PC_ERR_PARSE, "%s: node has no op_type", g->origin);
+  if (!is_default_domain(nd->domain))
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "%s: op %s of domain '%s' is not supported", g->origin, nd->op_type,
+                   nd->domain);
+  if (L->opset < 0) return pc_fail(g, PC_ERR_PARSE, "%s: the model imports no ai.onnx opset", g->origin);
+  int known;
+  const ox_row *row = find_row(nd->op_type, L->opset, &known);
+  if (!row) return unsupported_op(L, nd, known);
+  pc_value **in = calloc(nd->n_input + 1, sizeof *in), **out = calloc(nd->n_output + 1, sizeof *out);
+  if (!in || !out) {
+    free(in);
+    free(out);
+    return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
+  int first = g->n_nodes;
+  ox_ctx c = {g, nd, nd->op_type, L->opset, (int)nd->n_input, in, (int)nd->n_output, out, L->dir};
+  pc_status st = node_inputs(L, nd, in);
+  if (st == PC_OK) st = row->fn(&c);
+  if (st == PC_OK && g->status != PC_OK) st = g->status;
+  for (size_t i = 0; st == PC_OK && i < nd->n_output; i++) {
+    if (!nd->output[i] || !*nd->output[i]) continue;
+    if (!out[i]) st = pc_fail(g, PC_ERR_UNSUPPORTED, "%s: output %zu ('%s') is not produced", g->origin, i, nd->output[i]);
+    else st = map_put(L, nd->output[i], out[i]);
+  }
+  for (int i = first; st == PC_OK && i < g->n_nodes; i++) fold_node(g, g->nodes[i]);
+  free(in);
+  free(out);
+  return st;
+}
+
+/* ---------------------------------------------------------------- model */
+
+static int is_initializer(const Onnx__GraphProto *gp, const char *name) {
+  for (size_t i = 0; name && i < gp->n_initializer; i++)
+    if (gp->initializer[i]->name && strcmp(gp->initializer[i]->name, name) == 0) return 1;
+  return 0;
+}
+
+static pc_status read_opsets(ox_loader *L, const Onnx__ModelProto *m) {
+  L->opset = -1;
+  for (size_t i = 0; i < m->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+    if (o && is_default_domain(o->domain)) L->opset = (int)(o->version > INT_MAX ? INT_MAX : o->version);
+  }
+  if (L->opset < 0) return PC_OK; /* only other domains: their nodes are refused one by one */
+  if (L->opset < 1 || L->opset > OX_MAX_OPSET)
+    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "ai.onnx opset %d is not supported (1..%d)", L->opset, OX_MAX_OPSET);
+  return PC_OK;
+}
+
+static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
+  pc_graph *g = L->g;
+  if (gp->n_sparse_initializer) return pc_fail(g, PC_ERR_UNSUPPORTED, "sparse initializers are not supported");
+  for (size_t i = 0; i < gp->n_initializer && g->status == PC_OK; i++) {
+    pc_set_origin(g, NULL);
+    add_initializer(L, gp->initializer[i]);
+  }
+  /* a graph input that is also an initializer is a constant with a default value */
+  for (size_t i = 0; i < gp->n_input && g->status == PC_OK; i++)
+    if (!is_initializer(gp, gp->input[i]->name)) add_input(L, gp->input[i]);
+  for (size_t i = 0; i < gp->n_node && g->status == PC_OK; i++) import_node(L, gp->node[i], i);
+  pc_set_origin(g, NULL);
+  for (size_t i = 0; i < gp->n_output && g->status == PC_OK; i++) {
+    const char *nm = gp->output[i]->name ? gp->output[i]->name : "";
+    pc_value *v = map_get(L, nm);
+    if (!v) return pc_fail(g, PC_ERR_PARSE, "graph output '%s' is not produced by any node", nm);
+    pc_output_add(g, v);
+  }
+  return g->status;
+}
+
+pc_graph *pc_onnx_load_buffer(const void *buf, size_t len, const char *dir, const pc_import_opts *opts) {
+  pc_graph *g = pc_graph_new();
+  if (!g) return NULL;
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+  if (!m) {
+    pc_fail(g, PC_ERR_PARSE, "not a valid ONNX model (protobuf parse failed, %zu bytes)", len);
+    return g;
+  }
+  ox_loader L;
+  memset(&L, 0, sizeof L);
+  L.g = g, L.dir = dir, L.opts = opts;
+  if (!m->graph) pc_fail(g, PC_ERR_PARSE, "model has no graph");
+  else if (read_opsets(&L, m) == PC_OK) import_graph(&L, m->graph);
+  pc_set_origin(g, NULL);
+  free(L.keys);
+  free(L.vals);
+  onnx__model_proto__free_unpacked(m, NULL);
+  return g;
+}
+
+/* directory part of path ("." when none), malloc'ed */
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return strdup(".");
+  if (slash == path) return strdup("/");
+  return strndup(path, (size_t)(slash - path));
+}
+
+pc_graph *pc_onnx_load(const char *path, const pc_import_opts *opts) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    pc_graph *g = pc_graph_new();
+    if (g) pc_fail(g, PC_ERR_IO, "%s: %s", path, strerror(errno));
+    return g;
+  }
+  size_t cap = 1 << 16, n = 0;
+  unsigned char *buf = malloc(cap);
+  int ok = buf != NULL;
+  while (ok) {
+    if (n == cap) {
+      unsigned char *nb = cap < OX_MAX_FILE ? realloc(buf, cap * 2) : NULL;
+      if (!nb) ok = 0;
+      else buf = nb, cap *= 2;
+      if (!ok) break;
+    }
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  char *dir = dir_of(path);
+  pc_graph *g;
+  if (!ok || err || !dir) {
+    g = pc_graph_new();
+    if (g) pc_fail(g, !ok ? PC_ERR_NOMEM : PC_ERR_IO, "%s: cannot read the file", path);
+  } else {
+    g = pc_onnx_load_buffer(buf, n, dir, opts);
+    if (g && g->status != PC_OK) {
+      /* prefix the file name, keeping the node-naming message */
+      char msg[2 * sizeof g->error + PATH_MAX];
+      size_t n = (size_t)snprintf(msg, sizeof msg, "%s: %s", path, g->error);
+      if (n >= sizeof g->error) n = sizeof g->error - 1;
+      memcpy(g->error, msg, n);
+      g->error[n] = 0;
+    }
+  }
+  free(buf);
+  free(dir);
+  return g;
+}
+
+/* ---------------------------------------------------------------- helper API for decompositions */
+
+pc_status ox_fail(ox_ctx *c, pc_status code, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return pc_fail(c->g, code, "%s: %s", c->g->origin ? c->g->origin : c->op_type, msg);
+}
+
+pc_status ox_status(ox_ctx *c) { return c->g->status; }
+
+pc_value *ox_in(ox_ctx *c, int i) { return i >= 0 && i < c->n_in ? c->in[i] : NULL; }
+int ox_has_in(ox_ctx *c, int i) { return ox_in(c, i) != NULL; }
+
+pc_value *ox_in_req(ox_ctx *c, int i) {
+  pc_value *v = ox_in(c, i);
+  if (!v && c->g->status == PC_OK) ox_fail(c, PC_ERR_ATTR, "input %d is required", i);
+  return v;
+}
+
+pc_status ox_out(ox_ctx *c, int i, pc_value *v) {
+  if (i >= 0 && i < c->n_out) c->out[i] = v;
+  if (!v && c->g->status == PC_OK) ox_fail(c, PC_ERR_INTERNAL, "output %d was not built", i);
+  return c->g->status;
+}
+
+int ox_has_out(ox_ctx *c, int i) {
+  return i >= 0 && i < c->n_out && c->node->output[i] && *c->node->output[i];
+}
+
+static const Onnx__AttributeProto *find_attr(ox_ctx *c, const char *name) {
+  for (size_t i = 0; i < c->node->n_attribute; i++) {
+    const Onnx__AttributeProto *a = c->node->attribute[i];
+    if (a && a->name && strcmp(a->name, name) == 0) return a;
+  }
+  return NULL;
+}
+
+int ox_has_attr(ox_ctx *c, const char *name) { return find_attr(c, name) != NULL; }
+
+int64_t ox_attr_int(ox_ctx *c, const char *name, int64_t dflt) {
+  const Onnx__AttributeProto *a = find_attr(c, name);
+  return a ? a->i : dflt;
+}
+
+double ox_attr_float(ox_ctx *c, const char *name, double dflt) {
+  const Onnx__AttributeProto *a = find_attr(c, name);
+  return a ? (double)a->f : dflt;
+}
+
+const char *ox_attr_str(ox_ctx *c, const char *name, const char *dflt) {
+  const Onnx__AttributeProto *a = find_attr(c, name);
+  if (!a) return dflt;
+  char *s = pc_alloc(c->g, a->s.len + 1);
+  if (!s) return dflt;
+  if (a->s.len) memcpy(s, a->s.data, a->s.len);
+  return s;
+}
+
+int ox_attr_ints(ox_ctx *c, const char *name, int64_t *out, int max) {
+  const Onnx__AttributeProto *a = find_attr(c, name);
+  if (!a) return -1;
+  if (a->n_ints > (size_t)max) return ox_fail(c, PC_ERR_RANGE, "attribute %s has %zu entries (at most %d)", name, a->n_ints, max), -2;
+  for (size_t i = 0; i < a->n_ints; i++) out[i] = a->ints[i];
+  return (int)a->n_ints;
+}
+
+int ox_attr_floats(ox_ctx *c, const char *name, double *out, int max) {
+  const Onnx__AttributeProto *a = find_attr(c, name);
+  if (!a) return -1;
+  if (a->n_floats > (size_t)max) return ox_fail(c, PC_ERR_RANGE, "attribute %s has %zu entries (at most %d)", name, a->n_floats, max), -2;
+  for (size_t i = 0; i < a->n_floats; i++) out[i] = a->floats[i];
+  return (int)a->n_floats;
+}
+
+pc_value *ox_attr_tensor(ox_ctx *c, const char *name) {
+  const Onnx__AttributeProto *a = find_attr(c, name);
+  if (!a || !a->t) return NULL;
+  pc_tensor t;
+  if (ox_tensor_decode(c->g, a->t, c->dir, &t) != PC_OK) return NULL;
+  pc_value *v = pc_const(c->g, pc_type_make(t.dtype, t.rank, t.dims), t.data);
+  pc_tensor_free(&t);
+  return v;
+}
+
+/* element k of a buffer of dtype dt, as double and as int64 */
+static double elem_f(pc_dtype dt, const void *p, int64_t k) {
+  switch (dt) { /* one line per storage type */
+  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[k]);
+  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[k]);
+  case PC_f32: return ((const float *)p)[k];
+  case PC_f64: return ((const double *)p)[k];
+  case PC_i8: return ((const int8_t *)p)[k];
+  case PC_i16: return ((const int16_t *)p)[k];
+  case PC_i32: return ((const int32_t *)p)[k];
+  case PC_i64: return (double)((const int64_t *)p)[k];
+  case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
+  case PC_c64: return ((const float *)p)[2 * k];
+  case PC_DTYPE_COUNT: break;
+  }
+  return 0;
+}
+
+static int64_t elem_i(pc_dtype dt, const void *p, int64_t k) {
+  if (dt == PC_i64) return ((const int64_t *)p)[k];
+  double v = elem_f(dt, p, k);
+  if (v != v) return 0;
+  if (v >= 9.2e18) return INT64_MAX;
+  if (v <= -9.2e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
+int ox_value_ints(ox_ctx *c, const pc_value *v, int64_t *out, int max) {
+  const void *d = pc_const_data(v);
+  if (!d) return ox_fail(c, PC_ERR_UNSUPPORTED, "an input that must be known at compile time is computed at run time"), -2;
+  int64_t n = pc_type_numel(&v->type);
+  if (n < 0 || n > max) return ox_fail(c, PC_ERR_RANGE, "constant input has %lld elements (at most %d)", (long long)n, max), -2;
+  for (int64_t k = 0; k < n; k++) out[k] = elem_i(v->type.dtype, d, k);
+  return (int)n;
+}
+
+static const pc_value *const_input(ox_ctx *c, int i) {
+  const pc_value *v = ox_in(c, i);
+  if (v && !pc_const_data(v))
+    ox_fail(c, PC_ERR_UNSUPPORTED, "input %d ('%s') must be a compile-time constant", i,
+            c->node->input[i] ? c->node->input[i] : "");
+  return v;
+}
+
+int ox_const_ints(ox_ctx *c, int i, int64_t *out, int max) {
+  const pc_value *v = const_input(c, i);
+  if (!v) return c->g->status == PC_OK ? -1 : -2;
+  if (c->g->status != PC_OK) return -2;
+  return ox_value_ints(c, v, out, max);
+}
+
+int ox_const_floats(ox_ctx *c, int i, double *out, int max) {
+  const pc_value *v = const_input(c, i);
+  if (!v) return c->g->status == PC_OK ? -1 : -2;
+  if (c->g->status != PC_OK) return -2;
+  int64_t n = pc_type_numel(&v->type);
+  if (n < 0 || n > max) return ox_fail(c, PC_ERR_RANGE, "input %d has %lld elements (at most %d)", i, (long long)n, max), -2;
+  const void *d = pc_const_data(v);
+  for (int64_t k = 0; k < n; k++) out[k] = elem_f(v->type.dtype, d, k);
+  return (int)n;
+}
+
+int ox_axis(ox_ctx *c, int64_t axis, int rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) {
+    ox_fail(c, PC_ERR_ATTR, "axis %lld is out of range for rank %d", (long long)axis, rank);
+    return -1;
+  }
+  return (int)a;
+}
+
+int ox_axes(ox_ctx *c, int64_t *axes, int n, int rank) {
+  for (int i = 0; i < n; i++) {
+    int a = ox_axis(c, axes[i], rank);
+    if (a < 0) return 0;
+    axes[i] = a;
+    for (int j = 0; j < i; j++)
+      if (axes[j] == a) return ox_fail(c, PC_ERR_ATTR, "axis %d is repeated", a), 0;
+  }
+  return 1;
+}
+
+int ox_broadcast2(ox_ctx *c, pc_value **a, pc_value **b) {
+  if (!*a || !*b) return 0;
+  return pc_broadcast_pair(c->g, a, b);
+}
+
+int ox_broadcast3(ox_ctx *c, pc_value **a, pc_value **b, pc_value **d) {
+  if (!ox_broadcast2(c, a, b) || !ox_broadcast2(c, a, d)) return 0;
+  return ox_broadcast2(c, b, d);
+}
+
+pc_value *ox_binary(ox_ctx *c, pc_op op, pc_value *a, pc_value *b) {
+  if (!a || !b) return NULL;
+  if (a->type.dtype != b->type.dtype) {
+    ox_fail(c, PC_ERR_TYPE, "operands have different types %s and %s", pc_dtype_name(a->type.dtype),
+            pc_dtype_name(b->type.dtype));
+    return NULL;
+  }
+  if (!ox_broadcast2(c, &a, &b)) return NULL;
+  pc_value *in[2] = {a, b};
+  return pc_build(c->g, op, in, 2, NULL, 0);
+}
+
+/* v clamped into an integer dtype's range (a float attribute applied to an int tensor), so that
+ * the conversion to the dtype is defined */
+static double fit_dtype(pc_dtype dt, double v) {
+  static const struct { pc_dtype dt; double lo, hi; } lim[] = {
+      {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0},
+      {PC_i64, -9223372036854775808.0, 9223372036854774784.0}, {PC_u8, 0, 255}, {PC_bool, 0, 1}};
+  for (size_t i = 0; i < sizeof lim / sizeof *lim; i++)
+    if (lim[i].dt == dt) return v != v ? 0 : v < lim[i].lo ? lim[i].lo : v > lim[i].hi ? lim[i].hi : v;
+  return v;
+}
+
+pc_value *ox_like(ox_ctx *c, double v, const pc_value *x) {
+  return x ? pc_full_like(c->g, fit_dtype(x->type.dtype, v), x) : NULL;
+}
+
+pc_value *ox_reshape(ox_ctx *c, pc_value *x, int n, const int64_t *dims) { return pc_reshape(c->g, x, n, dims); }
+
+pc_value *ox_unsqueeze(ox_ctx *c, pc_value *x, int n_axes, const int64_t *axes) {
+  if (!x) return NULL;
+  int r = x->type.rank + n_axes;
+  if (r > PC_MAX_RANK) return ox_fail(c, PC_ERR_RANGE, "rank %d exceeds %d", r, PC_MAX_RANK), NULL;
+  int64_t dims[PC_MAX_RANK];
+  int src = 0;
+  for (int i = 0; i < r; i++) {
+    int ins = 0;
+    for (int j = 0; j < n_axes; j++) ins |= axes[j] == i;
+    dims[i] = ins ? 1 : x->type.dims[src++];
+  }
+  return pc_reshape(c->g, x, r, dims);
+}
+
+pc_value *ox_reduce(ox_ctx *c, pc_op op, pc_value *x, int n_axes, const int64_t *axes, int keepdims) {
+  pc_value *y = pc_reduce(c->g, op, x, n_axes, axes);
+  if (!y || !keepdims) return y;
+  int64_t sorted[PC_MAX_RANK];
+  memcpy(sorted, axes, sizeof *axes * (size_t)n_axes);
+  return ox_unsqueeze(c, y, n_axes, sorted);
+}
+
+int ox_require_float(ox_ctx *c, const pc_value *x) {
+  if (!x) return 0;
+  if (pc_dtype_is_float(x->type.dtype)) return 1;
+  ox_fail(c, PC_ERR_TYPE, "needs a float tensor, got %s", pc_dtype_name(x->type.dtype));
+  return 0;
+}

@@ -1,0 +1,96 @@
+/* frontend/onnx_internal.h: the API ONNX op decompositions (onnx_basic.c, onnx_nn.c) are written against. */
+#ifndef PRIMC_ONNX_INTERNAL_H
+#define PRIMC_ONNX_INTERNAL_H
+
+#include "frontend/frontend.h"
+#include "ir/ir.h"
+#include "onnx.pb-c.h"
+
+/* The state of one ONNX node while it is being decomposed. A decomposition
+ * reads inputs and attributes through the ox_ helpers below, builds prims on
+ * c->g, and sets every output with ox_out. Inputs given as "" (omitted
+ * optional inputs) read as NULL. */
+typedef struct ox_ctx {
+  pc_graph *g;
+  const Onnx__NodeProto *node;
+  const char *op_type;
+  int opset;        /* version of the node's domain in the model's opset_import */
+  int n_in;
+  pc_value **in;    /* NULL entries for omitted optional inputs */
+  int n_out;
+  pc_value **out;   /* filled by the decomposition; NULL allowed for unused optional outputs */
+  const char *dir;  /* model directory (tensor attributes with external data) */
+} ox_ctx;
+
+/* A decomposition: returns PC_OK or the graph's error status. */
+typedef pc_status (*ox_fn)(ox_ctx *c);
+
+/* One row per ONNX op and opset range, see frontend/onnx_ops.def. */
+#define ONNX_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
+#include "frontend/onnx_ops.def"
+#undef ONNX_OP
+
+/* ---- errors: the message is prefixed with the node (g->origin, e.g. `Slice "s1"`) */
+pc_status ox_fail(ox_ctx *c, pc_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* returns the graph's status (PC_OK when nothing failed): `return ox_status(c);` ends a decomposition */
+pc_status ox_status(ox_ctx *c);
+
+/* ---- inputs and outputs */
+pc_value *ox_in(ox_ctx *c, int i);     /* NULL when absent/omitted (no error) */
+pc_value *ox_in_req(ox_ctx *c, int i); /* fails naming the node when absent */
+int ox_has_in(ox_ctx *c, int i);
+/* sets output i (ignores outputs the node does not declare); returns the graph status */
+pc_status ox_out(ox_ctx *c, int i, pc_value *v);
+int ox_has_out(ox_ctx *c, int i);       /* output i is declared and named (not "") */
+
+/* ---- attributes: defaults when absent */
+int ox_has_attr(ox_ctx *c, const char *name);
+int64_t ox_attr_int(ox_ctx *c, const char *name, int64_t dflt);
+double ox_attr_float(ox_ctx *c, const char *name, double dflt);
+const char *ox_attr_str(ox_ctx *c, const char *name, const char *dflt); /* graph-owned copy */
+/* INTS/FLOATS: copies up to max entries into out, returns the count, -1 when absent (no error),
+ * fails (PC_ERR_RANGE, returns -2) when the list is longer than max */
+int ox_attr_ints(ox_ctx *c, const char *name, int64_t *out, int max);
+int ox_attr_floats(ox_ctx *c, const char *name, double *out, int max);
+/* TENSOR attribute as a constant value; NULL when absent (no error) or on failure (graph status set) */
+pc_value *ox_attr_tensor(ox_ctx *c, const char *name);
+
+/* ---- constant inputs (shape tensors, axes, pads, k...): inputs whose producer is a prim constant.
+ * Each returns the element count read, -1 when input i is absent (no error), and -2 on failure
+ * (not a compile-time constant -> PC_ERR_UNSUPPORTED naming the node; too many -> PC_ERR_RANGE). */
+int ox_const_ints(ox_ctx *c, int i, int64_t *out, int max);
+int ox_const_floats(ox_ctx *c, int i, double *out, int max);
+/* int64_t/double reading of any constant's data, whatever its dtype (elements count numel) */
+int ox_value_ints(ox_ctx *c, const pc_value *v, int64_t *out, int max);
+
+/* ---- axes */
+/* normalizes a possibly negative axis into [0, rank); fails (PC_ERR_ATTR) and returns -1 when out of range */
+int ox_axis(ox_ctx *c, int64_t axis, int rank);
+/* normalizes each of n axes in place; 0 on failure */
+int ox_axes(ox_ctx *c, int64_t *axes, int n, int rank);
+
+/* ---- broadcasting and building helpers (numpy rules; no implicit type promotion) */
+/* broadcasts two operands to their common shape, fails naming the node; 0 on failure */
+int ox_broadcast2(ox_ctx *c, pc_value **a, pc_value **b);
+int ox_broadcast3(ox_ctx *c, pc_value **a, pc_value **b, pc_value **d);
+/* elementwise binary prim op on numpy-broadcast operands of the same dtype */
+pc_value *ox_binary(ox_ctx *c, pc_op op, pc_value *a, pc_value *b);
+/* a constant v of x's dtype broadcast to x's shape */
+pc_value *ox_like(ox_ctx *c, double v, const pc_value *x);
+/* reshape keeping data order, dims given explicitly (n dims) */
+pc_value *ox_reshape(ox_ctx *c, pc_value *x, int n, const int64_t *dims);
+/* inserts a size-1 dim at each (sorted, normalized) axis of the output */
+pc_value *ox_unsqueeze(ox_ctx *c, pc_value *x, int n_axes, const int64_t *axes);
+/* reduction keeping reduced dims as 1 when keepdims */
+pc_value *ox_reduce(ox_ctx *c, pc_op op, pc_value *x, int n_axes, const int64_t *axes, int keepdims);
+/* requires x's dtype to be a float type; fails naming the node otherwise */
+int ox_require_float(ox_ctx *c, const pc_value *x);
+
+/* ---- tensors (importer + conformance runner share this decoding) */
+/* decodes a TensorProto (all storage forms, external data under dir) into a malloc'ed pc_tensor;
+ * errors go to g with the tensor's name */
+pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *out);
+/* maps an ONNX TensorProto data_type to a prim dtype; 0 when unsupported */
+int ox_dtype_from_onnx(int onnx_type, pc_dtype *out);
+
+#endif

@@ -1,0 +1,85 @@
+/* passes/constfold.c: constant folding: nodes whose operands are all constants become constants, via the interpreter. */
+#include "passes/passes.h"
+#include "passes/rewrite.h"
+
+#include <string.h>
+
+/* Largest result we fold; bigger ones would bloat the weights for little gain. */
+#define FOLD_MAX_NUMEL (1 << 20)
+/* Results growing past their operands (broadcast_in_dim, iota, random, big pads)
+ * are folded only up to this many elements: they cost nothing to compute inline,
+ * and a broadcast constant stays recognizable to the simplifier and the fuser. */
+#define FOLD_GROW_NUMEL 64
+
+static int64_t type_bytes(const pc_type *t) {
+  int64_t n = pc_type_numel(t);
+  return n < 0 ? -1 : n * (int64_t)pc_dtype_size(t->dtype);
+}
+
+static int foldable(const pc_node *n) {
+  if (n->dead || n->op == PC_OP_constant) return 0;
+  int64_t in_bytes = 0, out_bytes = 0;
+  for (int k = 0; k < n->n_in; k++) {
+    if (!pc_const_data(n->in[k])) return 0; /* not a constant, or a weight not bound yet */
+    in_bytes += type_bytes(&n->in[k]->type);
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    int64_t numel = pc_type_numel(&n->out[k]->type);
+    if (numel < 0 || numel > FOLD_MAX_NUMEL) return 0; /* symbolic (nonzero) or too big */
+    if (numel > FOLD_GROW_NUMEL && type_bytes(&n->out[k]->type) > in_bytes) return 0;
+    out_bytes += type_bytes(&n->out[k]->type);
+  }
+  return out_bytes >= 0;
+}
+
+static pc_tensor tensor_of(const pc_value *v) {
+  pc_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = v->type.dtype;
+  t.rank = v->type.rank;
+  memcpy(t.dims, v->type.dims, sizeof t.dims);
+  t.data = (void *)pc_const_data(v);
+  return t;
+}
+
+/* evaluates n and puts one constant per result at n's place; n becomes dead */
+static pc_status fold_node(pc_graph *g, pc_node *n, int idx, int *inserted) {
+  pc_tensor in[8], out[4];
+  if (n->n_in > 8 || n->n_out > 4) return PC_OK;
+  for (int k = 0; k < n->n_in; k++) in[k] = tensor_of(n->in[k]);
+  memset(out, 0, sizeof out);
+  pc_status s = pc_interp_node(g, n, in, out);
+  if (s != PC_OK) {
+    for (int k = 0; k < n->n_out; k++) pc_tensor_free(&out[k]);
+    if (g->status == PC_OK) pc_node_fail(g, n, s, "constant folding failed");
+    return g->status;
+  }
+  pc_value *c[4] = {0};
+  for (int k = 0; k < n->n_out && g->status == PC_OK; k++) {
+    c[k] = pc_const(g, n->out[k]->type, out[k].data);
+    if (c[k]) {
+      c[k]->producer->origin = n->origin;
+      pcp_move_last_to(g, idx + k);
+    }
+  }
+  for (int k = 0; k < n->n_out; k++) pc_tensor_free(&out[k]);
+  if (g->status != PC_OK) return g->status;
+  int replaced = 1;
+  for (int k = 0; k < n->n_out; k++) replaced &= pcp_replace_value(g, n->out[k], c[k]);
+  if (replaced) n->dead = 1;
+  *inserted = n->n_out;
+  return PC_OK;
+}
+
+pc_status pc_pass_constfold(pc_graph *g) {
+  if (g->status != PC_OK) return g->status;
+  for (int i = 0; i < g->n_nodes; i++) {
+    pc_node *n = g->nodes[i];
+    if (!foldable(n)) continue;
+    int inserted = 0;
+    if (fold_node(g, n, i, &inserted) != PC_OK) return g->status;
+    i += inserted; /* the constants sit at i.., n right after them */
+  }
+  pc_graph_compact(g);
+  return g->status;
+}

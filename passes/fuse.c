@@ -1,0 +1,419 @@
+/* passes/fuse.c: groups prims into kernels (node->group): vertical, reduction and contraction-epilogue fusion. */
+#include "passes/passes.h"
+#include "passes/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The model (DESIGN.md, "Fusion and the kernel IR"): a group is one kernel.
+ * Elementwise prims and movement prims (index maps) fuse freely with their
+ * neighbours; a group may hold reductions when they all reduce the same axes
+ * of the same shape (softmax, layer norm: one pass over the row); a group with
+ * a contraction (dot_general, conv) holds it plus an elementwise epilogue over
+ * its result's shape; gather, scatter, sort, topk, fft, nonzero, random, cumsum
+ * and bitcast stand alone. Groups are greedy unions along producer->consumer
+ * edges in topological order, refused when the union would break a rule or
+ * make the group graph cyclic. Cheap index maps of constants and inputs
+ * (broadcast_in_dim of a bias, iota) are cloned per consumer first, so each
+ * consumer recomputes them instead of reading a materialized copy. */
+
+typedef enum fkind { FK_CONST, FK_ELEM, FK_MOVE, FK_RED, FK_CONTRACT, FK_ALONE } fkind;
+
+static const unsigned char kind_table[PC_OP_COUNT] = {
+    [PC_OP_constant] = FK_CONST,
+    [PC_OP_convert_element_type] = FK_ELEM,
+    [PC_OP_broadcast_in_dim] = FK_MOVE, [PC_OP_reshape] = FK_MOVE, [PC_OP_transpose] = FK_MOVE,
+    [PC_OP_slice] = FK_MOVE,            [PC_OP_pad] = FK_MOVE,     [PC_OP_concatenate] = FK_MOVE,
+    [PC_OP_rev] = FK_MOVE,              [PC_OP_iota] = FK_MOVE,
+    [PC_OP_reduce_sum] = FK_RED,        [PC_OP_reduce_prod] = FK_RED, [PC_OP_reduce_max] = FK_RED,
+    [PC_OP_reduce_min] = FK_RED,        [PC_OP_argmax] = FK_RED,   [PC_OP_argmin] = FK_RED,
+    [PC_OP_dot_general] = FK_CONTRACT,  [PC_OP_conv] = FK_CONTRACT,
+    [PC_OP_gather] = FK_ALONE,          [PC_OP_scatter] = FK_ALONE, [PC_OP_sort] = FK_ALONE,
+    [PC_OP_topk] = FK_ALONE,            [PC_OP_fft] = FK_ALONE,    [PC_OP_nonzero] = FK_ALONE,
+    [PC_OP_random] = FK_ALONE,          [PC_OP_cumsum] = FK_ALONE, [PC_OP_bitcast] = FK_ALONE,
+};
+
+static fkind kind_of(pc_op op) {
+  if (pc_op_is_elementwise(op) || op == PC_OP_where) return FK_ELEM;
+  return (fkind)kind_table[op];
+}
+
+static const char *opname(const pc_node *n) { return pc_prim(n->op)->name; }
+
+/* ---------------------------------------------------------------- cloning cheap producers */
+
+/* an index map of something already in memory: recomputing it is a load */
+static int cheap(const pc_node *n) {
+  if (n->op == PC_OP_iota) return 1;
+  if (kind_of(n->op) != FK_MOVE || n->n_in != 1 || n->op == PC_OP_pad) return 0;
+  const pc_node *p = n->in[0]->producer;
+  return !p || p->op == PC_OP_constant;
+}
+
+/* gives every consumer after the first its own copy of a cheap node */
+static pc_status clone_cheap(pc_graph *g) {
+  int n0 = g->n_nodes;
+  for (int i = 0; i < n0; i++) {
+    pc_node *p = g->nodes[i];
+    if (p->dead || p->n_out != 1 || !cheap(p)) continue;
+    int seen = pcp_is_output(g, p->out[0]);
+    for (int j = i + 1; j < g->n_nodes; j++) {
+      pc_node *c = g->nodes[j];
+      for (int k = 0; k < c->n_in; k++) {
+        if (c->in[k] != p->out[0] || !seen++) continue;
+        pc_node *cl = pc_node_add(g, p->op, p->in, p->n_in, p->attrs, p->n_attrs);
+        if (!cl) return g->status;
+        cl->origin = p->origin;
+        c->in[k] = cl->out[0];
+        pcp_move_last_to(g, j); /* operands of a clone are constants or inputs: any earlier place is fine */
+        j++;
+      }
+    }
+  }
+  return g->status;
+}
+
+/* ---------------------------------------------------------------- groups as union-find over node positions */
+
+typedef struct fuser {
+  pc_graph *g;
+  pcp_users users;
+  int n;
+  int *parent, *next, *tail, *maxpos;
+  int *contract, *red; /* per root: a member contraction / reduction position, or -1 */
+  int *mark, stamp;
+  int *stack;
+  const char ***reason; /* per node, per operand */
+} fuser;
+
+static int find(fuser *F, int i) {
+  while (F->parent[i] != i) i = F->parent[i] = F->parent[F->parent[i]];
+  return i;
+}
+
+static int grp(fuser *F, const pc_node *n) { return find(F, n->id); }
+
+static void unite(fuser *F, int a, int b) {
+  a = find(F, a), b = find(F, b);
+  if (a == b) return;
+  F->parent[b] = a;
+  F->next[F->tail[a]] = b;
+  F->tail[a] = F->tail[b];
+  if (F->maxpos[b] > F->maxpos[a]) F->maxpos[a] = F->maxpos[b];
+  if (F->contract[a] < 0) F->contract[a] = F->contract[b];
+  if (F->red[a] < 0) F->red[a] = F->red[b];
+}
+
+#define FOR_MEMBERS(F, root, m) for (int m = (root); m >= 0; m = (F)->next[m])
+
+/* ---------------------------------------------------------------- rules */
+
+static int same_dims(const pc_type *a, const pc_type *b) {
+  return a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+}
+
+static const char *type_str(pc_graph *g, const pc_type *t) {
+  char buf[160];
+  int o = snprintf(buf, sizeof buf, "%s[", pc_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank && o < 140; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, i ? ",%lld" : "%lld", (long long)t->dims[i]);
+  snprintf(buf + o, sizeof buf - (size_t)o, "]");
+  return pc_strdup(g, buf);
+}
+
+/* reshape that only splits operand dims (and adds or drops 1s): each operand
+ * dim is a run of consecutive result dims, so the index map stays affine */
+static int reshape_splits(const pc_node *n) {
+  const pc_type *a = &n->in[0]->type, *b = &n->out[0]->type;
+  int j = 0;
+  for (int i = 0; i < a->rank; i++) {
+    if (a->dims[i] == 1) continue;
+    while (j < b->rank && b->dims[j] == 1) j++;
+    int64_t prod = 1;
+    while (j < b->rank && prod < a->dims[i]) prod *= b->dims[j++];
+    if (prod != a->dims[i]) return 0;
+  }
+  return 1;
+}
+
+/* the rule for the edge alone, from the two prims' kinds */
+static const char *edge_rule(pc_graph *g, const pc_node *p, const pc_node *c) {
+  fkind kp = kind_of(p->op), kc = kind_of(c->op);
+  if (kp == FK_ALONE) return pc_strfmt(g, "%s is kept alone", opname(p));
+  if (kc == FK_ALONE) return pc_strfmt(g, "%s is kept alone", opname(c));
+  if (kc == FK_CONTRACT) return pc_strfmt(g, "%s reads its operands from memory (no prologue fusion)", opname(c));
+  if (kp == FK_CONTRACT && kc != FK_ELEM) return pc_strfmt(g, "only elementwise epilogues fuse into %s", opname(p));
+  if (c->op == PC_OP_reshape && (kp == FK_ELEM || kp == FK_MOVE) && !reshape_splits(c))
+    return pc_strdup(g, "reshape merges dims: not an affine index map of its operand");
+  return NULL;
+}
+
+static int red_axes(const pc_node *n, int64_t *axes) {
+  int len = 0;
+  const int64_t *a = pc_attr_ints(n, "axes", &len);
+  if (a) {
+    memcpy(axes, a, sizeof *a * (size_t)len);
+    return len;
+  }
+  axes[0] = pc_attr_int(n, "axis", 0);
+  return 1;
+}
+
+/* same reduced axes of the same shape */
+static int same_reduction(const pc_node *a, const pc_node *b) {
+  int64_t xa[PC_MAX_RANK], xb[PC_MAX_RANK];
+  int na = red_axes(a, xa), nb = red_axes(b, xb);
+  return na == nb && memcmp(xa, xb, sizeof *xa * (size_t)na) == 0 && same_dims(&a->in[0]->type, &b->in[0]->type);
+}
+
+static const char *reduction_clash(fuser *F, int ga, int gb) {
+  pc_node **N = F->g->nodes;
+  int r = F->red[ga] >= 0 ? F->red[ga] : F->red[gb];
+  if (r < 0) return NULL;
+  for (int pass = 0; pass < 2; pass++)
+    FOR_MEMBERS(F, pass ? gb : ga, m) {
+      if (kind_of(N[m]->op) != FK_RED || same_reduction(N[r], N[m])) continue;
+      return pc_strfmt(F->g, "%s over %s and %s over %s reduce different spaces", opname(N[r]),
+                       type_str(F->g, &N[r]->in[0]->type), opname(N[m]), type_str(F->g, &N[m]->in[0]->type));
+    }
+  return NULL;
+}
+
+/* a contraction's group: the contraction plus prims over its result's shape, none feeding it */
+static const char *contraction_clash(fuser *F, int ga, int gb) {
+  pc_node **N = F->g->nodes;
+  int ca = F->contract[ga], cb = F->contract[gb];
+  if (ca < 0 && cb < 0) return NULL;
+  if (ca >= 0 && cb >= 0) return pc_strfmt(F->g, "a kernel holds one contraction (%s and %s)", opname(N[ca]), opname(N[cb]));
+  if (F->red[ga] >= 0 || F->red[gb] >= 0) return pc_strdup(F->g, "a contraction's epilogue takes no reductions");
+  const pc_node *anchor = N[ca >= 0 ? ca : cb];
+  const pc_type *t = &anchor->out[0]->type;
+  for (int pass = 0; pass < 2; pass++)
+    FOR_MEMBERS(F, pass ? gb : ga, m) {
+      if (N[m] == anchor || kind_of(N[m]->op) == FK_CONST) continue;
+      if (!same_dims(&N[m]->out[0]->type, t))
+        return pc_strfmt(F->g, "%s is over %s, not the %s result's %s", opname(N[m]), type_str(F->g, &N[m]->out[0]->type),
+                         opname(anchor), type_str(F->g, t));
+    }
+  for (int k = 0; k < anchor->n_in; k++) {
+    const pc_node *p = anchor->in[k]->producer;
+    int gp = p ? grp(F, p) : -1;
+    if (p && (gp == ga || gp == gb) && p != anchor)
+      return pc_strfmt(F->g, "%s feeds the %s (no prologue fusion)", opname(p), opname(anchor));
+  }
+  return NULL;
+}
+
+/* A node outside groups a and b on a path from a to b, or NULL: fusing a and
+ * b would then need that node both before and after the kernel. */
+static const pc_node *path_outside(fuser *F, int a, int b) {
+  pc_node **N = F->g->nodes;
+  int sp = 0, limit = F->maxpos[b];
+  F->stamp++;
+  FOR_MEMBERS(F, a, m) {
+    for (int k = 0; k < N[m]->n_out; k++) {
+      const pc_value *v = N[m]->out[k];
+      for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
+        int w = F->users.list[u]->id, gw = find(F, w);
+        if (gw == a || gw == b || w > limit || F->mark[w] == F->stamp) continue;
+        F->mark[w] = F->stamp;
+        F->stack[sp++] = w;
+      }
+    }
+  }
+  while (sp > 0) {
+    int x = F->stack[--sp];
+    for (int k = 0; k < N[x]->n_out; k++) {
+      const pc_value *v = N[x]->out[k];
+      for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
+        int w = F->users.list[u]->id;
+        if (w > limit || F->mark[w] == F->stamp) continue;
+        if (find(F, w) == b) return N[x];
+        F->mark[w] = F->stamp;
+        F->stack[sp++] = w;
+      }
+    }
+  }
+  return NULL;
+}
+
+static const char *value_ref(pc_graph *g, const pc_value *v) {
+  return v->name ? pc_strfmt(g, "%%%s", v->name) : pc_strfmt(g, "%%%d", v->id);
+}
+
+/* NULL when p's group and c's group may become one kernel, else why not */
+static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
+  const char *r = edge_rule(F->g, p, c);
+  int gp = grp(F, p), gc = grp(F, c);
+  if (!r) r = contraction_clash(F, gp, gc);
+  if (!r) r = reduction_clash(F, gp, gc);
+  if (r) return r;
+  const pc_node *x = path_outside(F, gp, gc);
+  if (!x) x = path_outside(F, gc, gp);
+  if (x) return pc_strfmt(F->g, "a path runs through %s = %s outside both kernels", value_ref(F->g, x->out[0]), opname(x));
+  return NULL;
+}
+
+static void decide(fuser *F) {
+  pc_node **N = F->g->nodes;
+  for (int i = 0; i < F->n; i++) {
+    const pc_node *c = N[i];
+    if (kind_of(c->op) == FK_CONST) continue;
+    for (int k = 0; k < c->n_in; k++) {
+      const pc_node *p = c->in[k]->producer;
+      if (!p || p->op == PC_OP_constant || grp(F, p) == grp(F, c)) continue;
+      const char *why = fuse_refusal(F, p, c);
+      if (why) F->reason[i][k] = why;
+      else unite(F, p->id, c->id);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- order: constants, then groups topologically */
+
+static void heap_push(int *h, int *n, const int *key, int x) {
+  int i = (*n)++;
+  for (; i > 0 && key[h[(i - 1) / 2]] > key[x]; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+  h[i] = x;
+}
+
+static int heap_pop(int *h, int *n, const int *key) {
+  int top = h[0], x = h[--(*n)], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && key[h[c + 1]] < key[h[c]]) c++;
+    if (key[h[c]] >= key[x]) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n > 0) h[i] = x;
+  return top;
+}
+
+/* Kahn over groups (roots), earliest first member first; fills order[] with node positions */
+static pc_status order_groups(fuser *F, pc_node **order) {
+  pc_graph *g = F->g;
+  int n = F->n, *indeg = calloc((size_t)n, sizeof *indeg), *heap = malloc(sizeof *heap * (size_t)(n + 1));
+  if (!indeg || !heap) {
+    free(indeg), free(heap);
+    return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
+  pc_node **N = g->nodes;
+  int no = 0, nh = 0, ng = 0;
+  for (int i = 0; i < n; i++)
+    if (N[i]->op == PC_OP_constant) order[no++] = N[i];
+  for (int i = 0; i < n; i++)
+    for (int k = 0; N[i]->op != PC_OP_constant && k < N[i]->n_in; k++) {
+      const pc_node *p = N[i]->in[k]->producer;
+      if (p && p->op != PC_OP_constant && grp(F, p) != grp(F, N[i])) indeg[grp(F, N[i])]++;
+    }
+  /* a root's key is its first member's position: members are listed in union order, so take the min */
+  int *key = F->mark;
+  for (int i = 0; i < n; i++) key[i] = n;
+  for (int i = 0; i < n; i++)
+    if (N[i]->op != PC_OP_constant && key[grp(F, N[i])] > i) key[grp(F, N[i])] = i;
+  for (int i = 0; i < n; i++)
+    if (N[i]->op != PC_OP_constant && find(F, i) == i && indeg[i] == 0) heap_push(heap, &nh, key, i);
+  /* members of each root in position order (CSR by root) */
+  int *start = calloc((size_t)n + 2, sizeof *start), *list = malloc(sizeof *list * (size_t)(n + 1));
+  for (int i = 0; start && i < n; i++) start[find(F, i) + 1]++;
+  for (int i = 0; start && i < n; i++) start[i + 1] += start[i];
+  for (int i = 0; start && list && i < n; i++) list[start[find(F, i)]++] = i;
+  for (int i = n; start && i > 0; i--) start[i] = start[i - 1];
+  if (start) start[0] = 0;
+  while (start && list && nh > 0) {
+    int r = heap_pop(heap, &nh, key);
+    for (int j = start[r]; j < start[r + 1]; j++) N[list[j]]->group = ng, order[no++] = N[list[j]];
+    ng++;
+    for (int j = start[r]; j < start[r + 1]; j++) {
+      const pc_node *m = N[list[j]];
+      for (int k = 0; k < m->n_out; k++) {
+        const pc_value *v = m->out[k];
+        for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
+          int gw = grp(F, F->users.list[u]);
+          if (gw != r && --indeg[gw] == 0) heap_push(heap, &nh, key, gw);
+        }
+      }
+    }
+  }
+  free(indeg), free(heap), free(start), free(list);
+  if (no != n) return pc_fail(g, PC_ERR_INTERNAL, "fusion: groups are not in a topological order");
+  g->n_groups = ng;
+  return PC_OK;
+}
+
+/* node->unfused_reason: one line per operand */
+static void store_reasons(fuser *F) {
+  pc_graph *g = F->g;
+  for (int i = 0; i < F->n; i++) {
+    pc_node *c = g->nodes[i];
+    c->unfused_reason = NULL;
+    size_t len = 0;
+    int any = 0;
+    for (int k = 0; k < c->n_in; k++) {
+      const pc_node *p = c->in[k]->producer;
+      if (!p || p->op == PC_OP_constant || p->group == c->group) F->reason[i][k] = NULL;
+      else if (!F->reason[i][k]) F->reason[i][k] = "kept apart by another fusion decision";
+      if (F->reason[i][k]) any = 1, len += strlen(F->reason[i][k]);
+      len++;
+    }
+    if (!any) continue;
+    char *s = pc_alloc(g, len + 1), *q = s;
+    for (int k = 0; s && k < c->n_in; k++) {
+      if (k) *q++ = '\n';
+      if (F->reason[i][k]) q += strlen(strcpy(q, F->reason[i][k]));
+    }
+    c->unfused_reason = s;
+  }
+}
+
+static void fuser_free(fuser *F) {
+  pcp_users_free(&F->users);
+  free(F->parent), free(F->next), free(F->tail), free(F->maxpos);
+  free(F->contract), free(F->red), free(F->mark), free(F->stack);
+  free(F->reason);
+}
+
+static pc_status fuser_init(fuser *F, pc_graph *g) {
+  memset(F, 0, sizeof *F);
+  F->g = g;
+  int n = F->n = g->n_nodes;
+  size_t sz = sizeof(int) * (size_t)(n + 1);
+  F->parent = malloc(sz), F->next = malloc(sz), F->tail = malloc(sz), F->maxpos = malloc(sz);
+  F->contract = malloc(sz), F->red = malloc(sz), F->mark = calloc((size_t)n + 1, sizeof(int));
+  F->stack = malloc(sz);
+  F->reason = calloc((size_t)n + 1, sizeof *F->reason);
+  if (!F->parent || !F->next || !F->tail || !F->maxpos || !F->contract || !F->red || !F->mark || !F->stack || !F->reason)
+    return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    pc_node *c = g->nodes[i];
+    F->parent[i] = F->tail[i] = F->maxpos[i] = i;
+    F->next[i] = -1;
+    F->contract[i] = kind_of(c->op) == FK_CONTRACT ? i : -1;
+    F->red[i] = kind_of(c->op) == FK_RED ? i : -1;
+    c->group = -1;
+    F->reason[i] = pc_alloc(g, sizeof(const char *) * (size_t)(c->n_in + 1));
+    if (!F->reason[i]) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
+  return pcp_users_build(g, &F->users);
+}
+
+pc_status pc_pass_fuse(pc_graph *g) {
+  if (g->status != PC_OK) return g->status;
+  pc_graph_compact(g);
+  if (clone_cheap(g) != PC_OK) return g->status;
+  fuser F;
+  pc_node **order = malloc(sizeof *order * (size_t)(g->n_nodes + 1));
+  if (!order) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  if (fuser_init(&F, g) == PC_OK) {
+    decide(&F);
+    if (order_groups(&F, order) == PC_OK) {
+      store_reasons(&F);
+      memcpy(g->nodes, order, sizeof *order * (size_t)g->n_nodes);
+      for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->id = i;
+    }
+  }
+  fuser_free(&F);
+  free(order);
+  return g->status;
+}

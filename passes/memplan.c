@@ -1,0 +1,331 @@
+/* passes/memplan.c: memory planning: storage for every value, workspace offsets by liveness over the kernel order. */
+#include "passes/passes.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Conventions (read by codegen):
+ * - graph inputs INPUT, constants CONST (group -1, no kernel); a graph output
+ *   computed by a kernel is written in place as OUTPUT; an output that is an
+ *   input, a constant or listed twice keeps its storage and codegen copies it.
+ * - FUSED: computed inline where it is read, never stored: every reader is in
+ *   the producer's group, the producer is an inline prim (elementwise, convert,
+ *   index maps) and every reader is inline too or a reduction (its prologue).
+ *   Everything else (results of reductions, contractions, pad, concatenate and
+ *   the lone prims, and their operands) is materialized in the WORKSPACE.
+ * - time is the kernel order; a value lives from its producer's kernel to its
+ *   last reader's; buffers are placed best-fit, 64-byte aligned. A value read
+ *   last by a purely elementwise kernel that stores one result of the same
+ *   size and element type may hand its buffer to that result (in place).
+ * - symbolic dims are planned at their upper bound. */
+
+#define ALIGN 64
+
+static int inline_op(pc_op op) {
+  static const unsigned char maps[PC_OP_COUNT] = {
+      [PC_OP_convert_element_type] = 1, [PC_OP_broadcast_in_dim] = 1, [PC_OP_transpose] = 1, [PC_OP_slice] = 1,
+      [PC_OP_rev] = 1, [PC_OP_reshape] = 1, [PC_OP_iota] = 1,
+  };
+  return pc_op_is_elementwise(op) || op == PC_OP_where || maps[op];
+}
+
+static int reduction_op(pc_op op) {
+  return op == PC_OP_reduce_sum || op == PC_OP_reduce_prod || op == PC_OP_reduce_max || op == PC_OP_reduce_min ||
+         op == PC_OP_argmax || op == PC_OP_argmin;
+}
+
+static int elementwise_op(pc_op op) {
+  return pc_op_is_elementwise(op) || op == PC_OP_where || op == PC_OP_convert_element_type;
+}
+
+/* bytes of v with symbolic dims at their bound; -1 when a dim is unbounded */
+static int64_t value_bytes(const pc_graph *g, const pc_value *v) {
+  int64_t n = (int64_t)pc_dtype_size(v->type.dtype);
+  for (int i = 0; i < v->type.rank; i++) {
+    int64_t d = v->type.dims[i];
+    if (PC_DIM_IS_SYM(d)) {
+      int id = PC_DIM_SYM_ID(d);
+      if (id >= g->n_syms || g->syms[id].hi == INT64_MAX) return -1;
+      d = g->syms[id].hi;
+    }
+    n *= d;
+  }
+  return n;
+}
+
+static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* kernel order: step of each node (-1 for constants), def/last step of each value */
+typedef struct liveness {
+  int *step, *def, *last, n_steps;
+} liveness;
+
+static int liveness_build(const pc_graph *g, liveness *L) {
+  L->step = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+  L->def = malloc(sizeof(int) * (size_t)(g->n_values + 1));
+  L->last = malloc(sizeof(int) * (size_t)(g->n_values + 1));
+  if (!L->step || !L->def || !L->last) return 0;
+  int t = -1, prev = -2;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->op == PC_OP_constant || n->dead) {
+      L->step[i] = -1;
+      continue;
+    }
+    if (n->group < 0 || n->group != prev) t++;
+    prev = n->group;
+    L->step[i] = t;
+  }
+  L->n_steps = t + 1;
+  for (int v = 0; v < g->n_values; v++) L->def[v] = L->last[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->n_out; k++) L->def[n->out[k]->id] = L->last[n->out[k]->id] = L->step[i];
+    for (int k = 0; k < n->n_in; k++)
+      if (L->last[n->in[k]->id] < L->step[i]) L->last[n->in[k]->id] = L->step[i];
+  }
+  return 1;
+}
+
+static void liveness_free(liveness *L) { free(L->step), free(L->def), free(L->last); }
+
+static int is_output(const pc_graph *g, const pc_value *v) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return 1;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- storage classes */
+
+static void classify(pc_graph *g) {
+  for (int i = 0; i < g->n_inputs; i++) g->inputs[i]->storage = PC_STORE_INPUT, g->inputs[i]->offset = 0;
+  /* fusable[v]: every reader so far keeps v inline */
+  char *inl = malloc((size_t)g->n_values + 1);
+  if (!inl) return;
+  memset(inl, 1, (size_t)g->n_values + 1);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    for (int k = 0; !n->dead && k < n->n_in; k++) {
+      const pc_value *v = n->in[k];
+      const pc_node *p = v->producer;
+      int same = p && p->group >= 0 && p->group == n->group;
+      if (!same || !(inline_op(n->op) || reduction_op(n->op))) inl[v->id] = 0;
+    }
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    for (int k = 0; !n->dead && k < n->n_out; k++) {
+      pc_value *v = n->out[k];
+      v->offset = 0;
+      if (n->op == PC_OP_constant) v->storage = PC_STORE_CONST;
+      else if (is_output(g, v)) v->storage = PC_STORE_OUTPUT;
+      else if (n->group >= 0 && inline_op(n->op) && n->n_out == 1 && inl[v->id]) v->storage = PC_STORE_FUSED;
+      else v->storage = PC_STORE_WORKSPACE;
+    }
+  }
+  free(inl);
+}
+
+/* ---------------------------------------------------------------- placement */
+
+typedef struct slot {
+  pc_value *v;
+  int64_t off, size;
+  int def, last, donated;
+} slot;
+
+/* the one value stored by kernel t when the kernel is purely elementwise, else NULL */
+static pc_value *single_elementwise_store(pc_graph *g, const liveness *L, int t, int *first) {
+  pc_value *store = NULL;
+  for (int i = *first; i < g->n_nodes && (L->step[i] == t || L->step[i] < 0); i++) {
+    const pc_node *n = g->nodes[i];
+    if (L->step[i] < 0) continue;
+    if (!elementwise_op(n->op)) return NULL;
+    if (n->out[0]->storage == PC_STORE_FUSED) continue;
+    if (store) return NULL;
+    store = n->out[0];
+  }
+  return store;
+}
+
+/* a buffer whose value is read last by kernel t, of v's size and element type, that v may take over */
+static int donor(const pc_graph *g, slot *s, int n, const slot *v) {
+  for (int j = 0; j < n; j++) {
+    if (s[j].donated || s[j].last != v->def || s[j].def >= v->def || s[j].size != v->size) continue;
+    if (pc_dtype_size(s[j].v->type.dtype) != pc_dtype_size(v->v->type.dtype)) continue;
+    (void)g;
+    return j;
+  }
+  return -1;
+}
+
+static int cmp_off(const void *a, const void *b) {
+  const slot *x = *(const slot *const *)a, *y = *(const slot *const *)b;
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* best fit among the gaps left by the slots live at s->def */
+static int64_t best_fit(slot *s, int n, const slot *v, const slot **live) {
+  int nl = 0;
+  for (int j = 0; j < n; j++)
+    if (s[j].last >= v->def && !(s[j].donated && s[j].last == v->def)) live[nl++] = &s[j];
+  qsort(live, (size_t)nl, sizeof *live, cmp_off);
+  int64_t best = -1, best_gap = INT64_MAX, end = 0;
+  for (int j = 0; j < nl; j++) {
+    int64_t gap = live[j]->off - end;
+    if (gap >= v->size && gap < best_gap) best = end, best_gap = gap;
+    if (live[j]->off + align_up(live[j]->size) > end) end = live[j]->off + align_up(live[j]->size);
+  }
+  return best >= 0 ? best : end;
+}
+
+static pc_status place(pc_graph *g, const liveness *L) {
+  int n = 0;
+  slot *s = calloc((size_t)g->n_values + 1, sizeof *s);
+  const slot **live = calloc((size_t)g->n_values + 1, sizeof *live);
+  if (!s || !live) {
+    free(s), free(live);
+    return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
+  int64_t top = 0;
+  int first = 0;
+  /* values in kernel order, as the nodes list them */
+  for (int i = 0; i < g->n_nodes; i++) {
+    pc_node *nd = g->nodes[i];
+    if (i == 0 || L->step[i] != L->step[i - 1]) first = i;
+    for (int k = 0; !nd->dead && k < nd->n_out; k++) {
+      pc_value *v = nd->out[k];
+      if (v->storage != PC_STORE_WORKSPACE) continue;
+      int64_t bytes = value_bytes(g, v);
+      if (bytes < 0) {
+        free(s), free(live);
+        return pc_node_fail(g, nd, PC_ERR_UNSUPPORTED, "result has an unbounded symbolic dim: bound it (--dim NAME=LO..HI)");
+      }
+      slot *me = &s[n];
+      *me = (slot){v, 0, bytes, L->def[v->id], L->last[v->id], 0};
+      int d = single_elementwise_store(g, L, me->def, &first) == v ? donor(g, s, n, me) : -1;
+      if (d >= 0) {
+        s[d].donated = 1;
+        me->off = s[d].off;
+      } else {
+        me->off = best_fit(s, n, me, live);
+      }
+      v->offset = me->off;
+      if (me->off + align_up(bytes) > top) top = me->off + align_up(bytes);
+      n++;
+    }
+  }
+  g->workspace_size = top;
+  free(s), free(live);
+  return PC_OK;
+}
+
+pc_status pc_pass_memplan(pc_graph *g) {
+  if (g->status != PC_OK) return g->status;
+  liveness L;
+  if (!liveness_build(g, &L)) {
+    liveness_free(&L);
+    return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
+  classify(g);
+  pc_status s = place(g, &L);
+  liveness_free(&L);
+  return s;
+}
+
+/* ---------------------------------------------------------------- report */
+
+typedef struct sbuf {
+  char *s;
+  size_t len, cap;
+} sbuf;
+
+static void sb_fmt(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_fmt(sbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0 || !b->s) return;
+  if (b->len + (size_t)n + 1 > b->cap) {
+    size_t nc = (b->cap + (size_t)n + 1) * 2;
+    char *p = realloc(b->s, nc);
+    if (!p) {
+      free(b->s), b->s = NULL;
+      return;
+    }
+    b->s = p, b->cap = nc;
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+static void put_ref(sbuf *b, const pc_value *v) {
+  if (v->name) sb_fmt(b, "%%%s", v->name);
+  else sb_fmt(b, "%%%d", v->id);
+}
+
+/* prims of kernel t, comma-separated, cut at about 40 characters */
+static void put_ops(sbuf *b, const pc_graph *g, const liveness *L, int t) {
+  size_t start = b->len;
+  int first = 1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (L->step[i] != t) continue;
+    if (b->s && b->len - start > 40) {
+      sb_fmt(b, ",...");
+      break;
+    }
+    sb_fmt(b, "%s%s", first ? "" : ",", pc_prim(g->nodes[i]->op)->name);
+    first = 0;
+  }
+  while (b->s && b->len - start < 44) sb_fmt(b, " ");
+}
+
+static int64_t live_bytes(const pc_graph *g, const liveness *L, int t) {
+  int64_t sum = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    const pc_value *x = g->values[v];
+    if (x->storage == PC_STORE_WORKSPACE && L->def[v] <= t && t <= L->last[v] && L->def[v] >= 0)
+      sum += value_bytes(g, x);
+  }
+  return sum;
+}
+
+char *pc_memplan_report(const pc_graph *g) {
+  sbuf b = {malloc(256), 0, 256};
+  liveness L;
+  if (!b.s || !liveness_build(g, &L)) {
+    free(b.s);
+    liveness_free(&L);
+    return NULL;
+  }
+  b.s[0] = 0;
+  sb_fmt(&b, "kernel  %-44s  %12s\n", "prims", "live bytes");
+  int peak_t = -1;
+  int64_t peak = -1;
+  for (int t = 0; t < L.n_steps; t++) {
+    int64_t lb = live_bytes(g, &L, t);
+    sb_fmt(&b, "%6d  ", t);
+    put_ops(&b, g, &L, t);
+    sb_fmt(&b, "  %12lld\n", (long long)lb);
+    if (lb > peak) peak = lb, peak_t = t;
+  }
+  if (peak_t >= 0) {
+    sb_fmt(&b, "peak %lld bytes live at kernel %d:", (long long)peak, peak_t);
+    for (int v = 0; v < g->n_values; v++) {
+      const pc_value *x = g->values[v];
+      if (x->storage != PC_STORE_WORKSPACE || L.def[v] < 0 || L.def[v] > peak_t || L.last[v] < peak_t) continue;
+      sb_fmt(&b, " ");
+      put_ref(&b, x);
+      sb_fmt(&b, " (%lld @ %lld)", (long long)value_bytes(g, x), (long long)x->offset);
+    }
+    sb_fmt(&b, "\n");
+  }
+  sb_fmt(&b, "workspace %lld bytes\n", (long long)g->workspace_size);
+  liveness_free(&L);
+  return b.s;
+}

@@ -1,0 +1,203 @@
+/* passes/simplify.c: algebraic simplification: exact identities only (x*1, x+(-0.0), movement no-ops and chains). */
+#include "passes/passes.h"
+#include "passes/rewrite.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Floating-point care: x*1 and x/1 are exact for every x. x+0.0 is NOT: it
+ * turns -0.0 into +0.0; so `add` drops only an operand that is all -0.0
+ * (x + -0.0 == x for every x), and `sub` only a subtrahend that is all +0.0
+ * (x - +0.0 == x + -0.0). Integers have one zero and drop either. */
+
+/* element i of constant data as double; *neg_zero set for a float -0.0 */
+static double elem(pc_dtype dt, const void *p, int64_t i, int *neg_zero) {
+  double v = 0;
+  switch (dt) { /* one read per storage type */
+  case PC_f16: v = pc_f16_to_f32(((const uint16_t *)p)[i]); break;
+  case PC_bf16: v = pc_bf16_to_f32(((const uint16_t *)p)[i]); break;
+  case PC_f32: v = ((const float *)p)[i]; break;
+  case PC_f64: v = ((const double *)p)[i]; break;
+  case PC_i8: v = ((const int8_t *)p)[i]; break;
+  case PC_i16: v = ((const int16_t *)p)[i]; break;
+  case PC_i32: v = ((const int32_t *)p)[i]; break;
+  case PC_i64: v = (double)((const int64_t *)p)[i]; break;
+  case PC_u8: case PC_bool: v = ((const uint8_t *)p)[i]; break;
+  case PC_c64: v = ((const float *)p)[2 * i + 1] != 0 ? NAN : ((const float *)p)[2 * i]; break;
+  case PC_DTYPE_COUNT: v = NAN; break;
+  }
+  *neg_zero = v == 0 && signbit(v);
+  return v;
+}
+
+/* 1 when every element of v is c; sign: +1 requires +0.0, -1 requires -0.0 (floats).
+ * Sees through broadcast_in_dim and reshape of a constant. */
+static int all_equal(const pc_value *v, double c, int sign) {
+  while (v->producer && (v->producer->op == PC_OP_broadcast_in_dim || v->producer->op == PC_OP_reshape))
+    v = v->producer->in[0];
+  const void *data = pc_const_data(v);
+  int64_t numel = pc_type_numel(&v->type);
+  if (!data || numel < 0) return 0;
+  int fl = pc_dtype_is_float(v->type.dtype);
+  for (int64_t i = 0; i < numel; i++) {
+    int nz;
+    double e = elem(v->type.dtype, data, i, &nz);
+    if (e != c) return 0;
+    if (fl && sign && nz != (sign < 0)) return 0;
+  }
+  return 1;
+}
+
+static int is_float(const pc_value *v) { return pc_dtype_is_float(v->type.dtype); }
+
+static int same_shape(const pc_type *a, const pc_type *b) {
+  return a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+}
+
+static int is_iota(const int64_t *v, int n) {
+  for (int i = 0; i < n; i++)
+    if (v[i] != i) return 0;
+  return 1;
+}
+
+static int all_are(const int64_t *v, int n, int64_t x) {
+  for (int i = 0; v && i < n; i++)
+    if (v[i] != x) return 0;
+  return 1;
+}
+
+/* ---- one rule per prim: the simpler value, an existing one or a new node (appended), or NULL */
+
+typedef pc_value *(*rule_fn)(pc_graph *g, pc_node *n);
+
+static pc_value *r_mul(pc_graph *g, pc_node *n) {
+  (void)g;
+  if (all_equal(n->in[1], 1, 0)) return n->in[0];
+  return all_equal(n->in[0], 1, 0) ? n->in[1] : NULL;
+}
+
+static pc_value *r_div(pc_graph *g, pc_node *n) {
+  (void)g;
+  return all_equal(n->in[1], 1, 0) ? n->in[0] : NULL;
+}
+
+static pc_value *r_add(pc_graph *g, pc_node *n) {
+  (void)g;
+  int sign = is_float(n->in[0]) ? -1 : 0;
+  if (all_equal(n->in[1], 0, sign)) return n->in[0];
+  return all_equal(n->in[0], 0, sign) ? n->in[1] : NULL;
+}
+
+static pc_value *r_sub(pc_graph *g, pc_node *n) {
+  (void)g;
+  return all_equal(n->in[1], 0, is_float(n->in[0]) ? 1 : 0) ? n->in[0] : NULL;
+}
+
+static pc_value *r_neg(pc_graph *g, pc_node *n) {
+  (void)g;
+  const pc_node *p = n->in[0]->producer;
+  return p && p->op == PC_OP_neg ? p->in[0] : NULL;
+}
+
+static pc_value *r_transpose(pc_graph *g, pc_node *n) {
+  int r = n->out[0]->type.rank, len = 0;
+  const int64_t *perm = pc_attr_ints(n, "perm", &len);
+  if (!perm || len != r) return NULL;
+  if (is_iota(perm, r)) return n->in[0];
+  const pc_node *p = n->in[0]->producer;
+  const int64_t *inner = p && p->op == PC_OP_transpose ? pc_attr_ints(p, "perm", &len) : NULL;
+  if (!inner || len != r) return NULL;
+  int64_t q[PC_MAX_RANK];
+  for (int i = 0; i < r; i++) q[i] = inner[perm[i]];
+  return is_iota(q, r) ? p->in[0] : pc_transpose(g, p->in[0], q);
+}
+
+static pc_value *r_reshape(pc_graph *g, pc_node *n) {
+  const pc_type *t = &n->out[0]->type;
+  if (same_shape(t, &n->in[0]->type)) return n->in[0];
+  const pc_node *p = n->in[0]->producer;
+  if (!p || p->op != PC_OP_reshape) return NULL;
+  if (same_shape(t, &p->in[0]->type)) return p->in[0];
+  return pc_reshape(g, p->in[0], t->rank, t->dims);
+}
+
+static pc_value *r_broadcast(pc_graph *g, pc_node *n) {
+  int len = 0;
+  const int64_t *dims = pc_attr_ints(n, "dims", &len);
+  const pc_value *x = n->in[0];
+  if (same_shape(&n->out[0]->type, &x->type) && (x->type.rank == 0 || (dims && is_iota(dims, len))))
+    return n->in[0];
+  /* broadcast of a broadcast: operand dim i goes to dims[inner[i]] */
+  const pc_node *p = x->producer;
+  int ilen = 0;
+  const int64_t *inner = p && p->op == PC_OP_broadcast_in_dim ? pc_attr_ints(p, "dims", &ilen) : NULL;
+  if (!p || p->op != PC_OP_broadcast_in_dim || (ilen && !inner) || (x->type.rank && !dims)) return NULL;
+  int64_t d[PC_MAX_RANK];
+  for (int i = 0; i < ilen; i++) d[i] = dims[inner[i]];
+  const pc_type *t = &n->out[0]->type;
+  return pc_broadcast_in_dim(g, p->in[0], t->rank, t->dims, d);
+}
+
+static pc_value *r_convert(pc_graph *g, pc_node *n) {
+  (void)g;
+  return n->in[0]->type.dtype == n->out[0]->type.dtype ? n->in[0] : NULL;
+}
+
+static pc_value *r_slice(pc_graph *g, pc_node *n) {
+  (void)g;
+  int r = n->in[0]->type.rank, ls = 0, ll = 0, lt = 0;
+  const int64_t *start = pc_attr_ints(n, "start", &ls), *stride = pc_attr_ints(n, "stride", &lt);
+  pc_attr_ints(n, "limit", &ll);
+  if (!start || ls != r || (stride && lt != r)) return NULL;
+  return all_are(start, r, 0) && all_are(stride, r, 1) && same_shape(&n->out[0]->type, &n->in[0]->type)
+             ? n->in[0]
+             : NULL;
+}
+
+static pc_value *r_pad(pc_graph *g, pc_node *n) {
+  (void)g;
+  int r = n->in[0]->type.rank, a = 0, b = 0, c = 0;
+  const int64_t *lo = pc_attr_ints(n, "low", &a), *hi = pc_attr_ints(n, "high", &b), *in = pc_attr_ints(n, "interior", &c);
+  if (a != r || b != r || (in && c != r)) return NULL;
+  return all_are(lo, r, 0) && all_are(hi, r, 0) && all_are(in, r, 0) ? n->in[0] : NULL;
+}
+
+static pc_value *r_rev(pc_graph *g, pc_node *n) {
+  (void)g;
+  int len = 0;
+  const int64_t *dims = pc_attr_ints(n, "dims", &len);
+  for (int i = 0; dims && i < len; i++)
+    if (n->in[0]->type.dims[dims[i]] != 1) return NULL;
+  return n->in[0];
+}
+
+static pc_value *r_concatenate(pc_graph *g, pc_node *n) {
+  (void)g;
+  return n->n_in == 1 ? n->in[0] : NULL;
+}
+
+static const rule_fn rules[PC_OP_COUNT] = {
+    [PC_OP_mul] = r_mul,           [PC_OP_div] = r_div,         [PC_OP_add] = r_add,
+    [PC_OP_sub] = r_sub,           [PC_OP_neg] = r_neg,         [PC_OP_transpose] = r_transpose,
+    [PC_OP_reshape] = r_reshape,   [PC_OP_broadcast_in_dim] = r_broadcast,
+    [PC_OP_convert_element_type] = r_convert, [PC_OP_slice] = r_slice, [PC_OP_pad] = r_pad,
+    [PC_OP_rev] = r_rev,           [PC_OP_concatenate] = r_concatenate,
+};
+
+pc_status pc_pass_simplify(pc_graph *g) {
+  if (g->status != PC_OK) return g->status;
+  for (int i = 0; i < g->n_nodes; i++) {
+    pc_node *n = g->nodes[i];
+    if (n->dead || n->n_out != 1 || !rules[n->op]) continue;
+    int before = g->n_nodes;
+    pc_value *r = rules[n->op](g, n);
+    if (g->status != PC_OK) return g->status;
+    if (g->n_nodes > before) { /* a rule built one new node: it belongs at n's place */
+      pcp_move_last_to(g, i);
+      i++;
+    }
+    if (r && pcp_replace_value(g, n->out[0], r)) n->dead = 1;
+  }
+  pc_graph_compact(g);
+  return g->status;
+}

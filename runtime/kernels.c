@@ -1,0 +1,650 @@
+/* runtime/kernels.c: the kernels generated code calls instead of loop nests: GEMM, conv, gather/scatter, cumsum, sort, copies. */
+#include "runtime/primc_rt.h"
+
+#include <cblas.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- element access by dtype */
+
+/* every element seen as a double (floats) or an int64 (ints, bool); kernels that
+ * are not on the fast paths go through these */
+static uint16_t f32_to_f16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000, a = u & 0x7fffffff;
+  if (a > 0x7f800000) return (uint16_t)(sign | 0x7e00);
+  if (a >= 0x477ff000) return (uint16_t)(sign | 0x7c00); /* overflow after rounding */
+  if (a < 0x38800000) {                                  /* subnormal f16 */
+    float x;
+    memcpy(&x, &a, 4);
+    return (uint16_t)(sign | (uint16_t)lrintf(x * 16777216.0f));
+  }
+  uint32_t r = a + 0xfff + ((a >> 13) & 1);
+  return (uint16_t)(sign | ((r >> 13) - (112u << 10)));
+}
+
+static float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+  if (e == 0) {
+    float x = (float)m / 16777216.0f;
+    return sign ? -x : x;
+  }
+  u = e == 31 ? sign | 0x7f800000 | (m << 13) : sign | ((e + 112) << 23) | (m << 13);
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static double get_f(const void *p, int64_t i, int dt) {
+  uint32_t u;
+  float f;
+  switch (dt) { /* storage formats */
+  case PRIMC_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+  case PRIMC_BF16: u = (uint32_t)((const uint16_t *)p)[i] << 16; memcpy(&f, &u, 4); return f;
+  case PRIMC_F32: return ((const float *)p)[i];
+  case PRIMC_F64: return ((const double *)p)[i];
+  default: return 0;
+  }
+}
+
+static void set_f(void *p, int64_t i, int dt, double v) {
+  float f = (float)v;
+  uint32_t u;
+  switch (dt) {
+  case PRIMC_F16: ((uint16_t *)p)[i] = f32_to_f16(f); break;
+  case PRIMC_BF16:
+    memcpy(&u, &f, 4);
+    ((uint16_t *)p)[i] = isnan(f) ? (uint16_t)((u >> 16) | 0x40) : (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+    break;
+  case PRIMC_F32: ((float *)p)[i] = f; break;
+  case PRIMC_F64: ((double *)p)[i] = v; break;
+  default: break;
+  }
+}
+
+static int64_t get_i(const void *p, int64_t i, int dt) {
+  switch (dt) {
+  case PRIMC_I8: return ((const int8_t *)p)[i];
+  case PRIMC_I16: return ((const int16_t *)p)[i];
+  case PRIMC_I32: return ((const int32_t *)p)[i];
+  case PRIMC_I64: return ((const int64_t *)p)[i];
+  case PRIMC_U8: case PRIMC_BOOL: return ((const uint8_t *)p)[i];
+  default: return 0;
+  }
+}
+
+static void set_i(void *p, int64_t i, int dt, int64_t v) {
+  switch (dt) {
+  case PRIMC_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+  case PRIMC_I16: ((int16_t *)p)[i] = (int16_t)v; break;
+  case PRIMC_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case PRIMC_I64: ((int64_t *)p)[i] = v; break;
+  case PRIMC_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  case PRIMC_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+  default: break;
+  }
+}
+
+static int is_float(int dt) { return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64; }
+
+static size_t dsize(int dt) {
+  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8};
+  return dt >= 0 && dt < PRIMC_DTYPE_COUNT ? s[dt] : 1;
+}
+
+/* a shape as codegen lays it out in params: rank then 8 dims */
+typedef struct shp {
+  int rank;
+  int64_t d[PRIMC_MAX_RANK];
+} shp;
+
+static const int64_t *get_shape(const int64_t *q, shp *s) {
+  s->rank = (int)q[0];
+  for (int i = 0; i < PRIMC_MAX_RANK; i++) s->d[i] = q[1 + i];
+  return q + 1 + PRIMC_MAX_RANK;
+}
+
+static int64_t numel(const shp *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->d[i];
+  return n;
+}
+
+/* outer (dims before axis), len (axis), inner (dims after) */
+static void split_axis(const shp *s, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int i = 0; i < axis; i++) *outer *= s->d[i];
+  for (int i = axis + 1; i < s->rank; i++) *inner *= s->d[i];
+  *len = s->rank ? s->d[axis] : 1;
+}
+
+int64_t primc_ipow(int64_t b, int64_t e) {
+  if (e < 0) return b == 1 ? 1 : b == -1 ? (e & 1 ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)b;
+  for (; e; e >>= 1, x *= x)
+    if (e & 1) r *= x;
+  return (int64_t)r;
+}
+
+int primc_weights_map(const char *path, int64_t size, void **base) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return PRIMC_ERR_WEIGHTS;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size != size) {
+    close(fd);
+    return PRIMC_ERR_WEIGHTS;
+  }
+  void *p = size ? mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)base;
+  close(fd);
+  if (p == MAP_FAILED) return PRIMC_ERR_WEIGHTS;
+  *base = p;
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- copy (bitcast, output copies) */
+
+int primc_k_copy(const int64_t *params, void *const *bufs) {
+  shp s;
+  get_shape(params + 1, &s);
+  if (bufs[0] != bufs[1]) memmove(bufs[0], bufs[1], (size_t)numel(&s) * dsize((int)params[0]));
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- dot_general */
+
+/* a strided [R, C] matrix as a BLAS operand; 0 when neither stride is 1 */
+static int blas_layout(int64_t R, int64_t C, int64_t sr, int64_t sc, int *trans, int64_t *ld) {
+  if (sc == 1 || C == 1) {
+    *trans = 0;
+    *ld = R == 1 ? C : sr;
+    if (*ld < C) *ld = C;
+    return 1;
+  }
+  if (sr == 1 || R == 1) {
+    *trans = 1;
+    *ld = sc;
+    if (*ld < R) *ld = R;
+    return 1;
+  }
+  return 0;
+}
+
+static void dot_generic(int dt, int64_t M, int64_t N, int64_t K, const char *a, int64_t sm, int64_t sk,
+                        const char *b, int64_t bk, int64_t bn, char *o) {
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      if (is_float(dt)) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) acc += get_f(a, m * sm + k * sk, dt) * get_f(b, k * bk + n * bn, dt);
+        set_f(o, m * N + n, dt, acc);
+      } else {
+        uint64_t acc = 0;
+        for (int64_t k = 0; k < K; k++)
+          acc += (uint64_t)get_i(a, m * sm + k * sk, dt) * (uint64_t)get_i(b, k * bk + n * bn, dt);
+        set_i(o, m * N + n, dt, (int64_t)acc);
+      }
+    }
+}
+
+/* params: dtype, B, M, N, K, a strides (batch, m, k), b strides (batch, k, n); out is [B, M, N] */
+int primc_k_dot(const int64_t *q, void *const *bufs) {
+  int dt = (int)q[0];
+  int64_t B = q[1], M = q[2], N = q[3], K = q[4];
+  size_t es = dsize(dt);
+  char *out = bufs[0];
+  const char *a = bufs[1], *b = bufs[2];
+  int ta, tb;
+  int64_t lda, ldb;
+  int blas = (dt == PRIMC_F32 || dt == PRIMC_F64) && K > 0 && blas_layout(M, K, q[6], q[7], &ta, &lda) &&
+             blas_layout(K, N, q[9], q[10], &tb, &ldb);
+  for (int64_t i = 0; i < B; i++) {
+    const char *ai = a + (size_t)(i * q[5]) * es, *bi = b + (size_t)(i * q[8]) * es;
+    char *oi = out + (size_t)(i * M * N) * es;
+    if (M * N == 0) continue;
+    if (!blas) {
+      dot_generic(dt, M, N, K, ai, q[6], q[7], bi, q[9], q[10], oi);
+    } else if (dt == PRIMC_F32) {
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                  (int)K, 1.0f, (const float *)ai, (int)lda, (const float *)bi, (int)ldb, 0.0f, (float *)oi, (int)N);
+    } else {
+      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                  (int)K, 1.0, (const double *)ai, (int)lda, (const double *)bi, (int)ldb, 0.0, (double *)oi, (int)N);
+    }
+  }
+  return PRIMC_OK;
+}
+
+/* dot with an elementwise epilogue over [M, N] run on blocks of rows as the GEMM finishes them */
+int primc_k_dot_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  int64_t M = q[2], N = q[3], rows = N > 0 ? (1 << 15) / N : M;
+  if (q[1] != 1 || M == 0) {
+    int st = primc_k_dot(q, bufs);
+    if (st == PRIMC_OK && M) epi(ctx, 0, M);
+    return st;
+  }
+  if (rows < 16) rows = 16;
+  int64_t sub[11];
+  memcpy(sub, q, sizeof sub);
+  size_t es = dsize((int)q[0]);
+  for (int64_t r0 = 0; r0 < M; r0 += rows) {
+    int64_t r1 = r0 + rows < M ? r0 + rows : M;
+    sub[2] = r1 - r0;
+    void *b[3] = {(char *)bufs[0] + (size_t)(r0 * N) * es, (char *)bufs[1] + (size_t)(r0 * q[6]) * es, bufs[2]};
+    int st = primc_k_dot(sub, b);
+    if (st != PRIMC_OK) return st;
+    epi(ctx, r0, r1);
+  }
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- conv */
+
+typedef struct conv_desc {
+  int dt, S; /* spatial rank */
+  shp x, w, o;
+  int64_t groups, stride[8], pad[8], dil[8], ldil[8];
+} conv_desc;
+
+static void conv_read(const int64_t *q, conv_desc *c) {
+  c->dt = (int)q[0];
+  q = get_shape(get_shape(get_shape(q + 1, &c->x), &c->w), &c->o);
+  c->groups = *q++;
+  int64_t *dst[4] = {c->stride, c->pad, c->dil, c->ldil};
+  for (int l = 0; l < 4; l++)
+    for (int i = 0; i < 8; i++) dst[l][i] = *q++;
+  c->S = c->x.rank - 2;
+}
+
+/* input position of output position o and kernel tap k along spatial dim d; -1 when it falls in padding */
+static int64_t conv_src(const conv_desc *c, int d, int64_t o, int64_t k) {
+  int64_t pos = o * c->stride[d] - c->pad[d] + k * c->dil[d];
+  if (pos < 0 || pos % c->ldil[d]) return -1;
+  pos /= c->ldil[d];
+  return pos < c->x.d[2 + d] ? pos : -1;
+}
+
+/* next multi-index over dims[0..n); 0 when wrapped */
+static int next_index(int64_t *idx, const int64_t *dims, int n) {
+  for (int d = n - 1; d >= 0; d--) {
+    if (++idx[d] < dims[d]) return 1;
+    idx[d] = 0;
+  }
+  return 0;
+}
+
+/* input offset inside one channel plane of spatial position (o, k); -1 in padding */
+static int64_t conv_offset(const conv_desc *c, const int64_t *o, const int64_t *k) {
+  int64_t off = 0;
+  for (int d = 0; d < c->S; d++) {
+    int64_t s = conv_src(c, d, o[d], k[d]);
+    if (s < 0) return -1;
+    off = off * c->x.d[2 + d] + s;
+  }
+  return off;
+}
+
+static int64_t prod(const int64_t *d, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++) p *= d[i];
+  return p;
+}
+
+static int conv_is_identity(const conv_desc *c) {
+  for (int d = 0; d < c->S; d++)
+    if (c->stride[d] != 1 || c->pad[d] != 0 || c->ldil[d] != 1 || c->o.d[2 + d] != c->x.d[2 + d]) return 0;
+  return 1;
+}
+
+static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t taps, int64_t P, int64_t plane,
+                        float *col);
+
+/* f32: im2col of one (image, group) into col[Cg*taps][P], then one sgemm per group */
+static void conv_f32(const conv_desc *c, float *out, const float *x, const float *w, float *col) {
+  int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
+  int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t g = 0; g < c->groups; g++) {
+      const float *b = col;
+      if (taps == 1 && P == plane && conv_is_identity(c)) {
+        b = x + (n * C + g * Cg) * plane; /* 1x1, stride 1, no padding: the image is the matrix */
+      } else {
+        conv_im2col(c, x + (n * C + g * Cg) * plane, Cg, taps, P, plane, col);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Og, (int)P, (int)(Cg * taps), 1.0f,
+                  w + g * Og * Cg * taps, (int)(Cg * taps), b, (int)P, 0.0f, out + (n * O + g * Og) * P, (int)P);
+    }
+}
+
+static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t taps, int64_t P, int64_t plane,
+                        float *col) {
+  for (int64_t ci = 0; ci < Cg; ci++) {
+    const float *xp = x + ci * plane;
+    int64_t k[8] = {0};
+    int64_t t = 0;
+    do {
+      int64_t o[8] = {0}, pidx = 0;
+      float *row = col + (ci * taps + t) * P;
+      do {
+        int64_t off = conv_offset(c, o, k);
+        row[pidx++] = off < 0 ? 0.0f : xp[off];
+      } while (next_index(o, c->o.d + 2, c->S));
+      t++;
+    } while (next_index(k, c->w.d + 2, c->S));
+  }
+}
+
+static void conv_generic(const conv_desc *c, char *out, const char *x, const char *w) {
+  int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
+  int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);
+  int f = is_float(c->dt);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t oc = 0; oc < O; oc++) {
+      int64_t g = oc / Og, o[8] = {0}, pidx = 0;
+      do {
+        double accf = 0;
+        uint64_t acci = 0;
+        for (int64_t ci = 0; ci < Cg; ci++) {
+          int64_t k[8] = {0}, t = 0;
+          do {
+            int64_t off = conv_offset(c, o, k);
+            if (off >= 0) {
+              int64_t xi = (n * C + g * Cg + ci) * plane + off, wi = (oc * Cg + ci) * taps + t;
+              if (f) accf += get_f(x, xi, c->dt) * get_f(w, wi, c->dt);
+              else acci += (uint64_t)get_i(x, xi, c->dt) * (uint64_t)get_i(w, wi, c->dt);
+            }
+            t++;
+          } while (next_index(k, c->w.d + 2, c->S));
+        }
+        if (f) set_f(out, (n * O + oc) * P + pidx, c->dt, accf);
+        else set_i(out, (n * O + oc) * P + pidx, c->dt, (int64_t)acci);
+        pidx++;
+      } while (next_index(o, c->o.d + 2, c->S));
+    }
+}
+
+int primc_k_conv(const int64_t *params, void *const *bufs) {
+  conv_desc c;
+  conv_read(params, &c);
+  if (c.S < 0 || c.S > 6 || c.groups < 1) return PRIMC_ERR_RUNTIME;
+  if (numel(&c.o) == 0) return PRIMC_OK;
+  if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);
+  else conv_generic(&c, bufs[0], bufs[1], bufs[2]);
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- gather, scatter */
+
+/* element offset in a row-major shape of the multi-index idx */
+static int64_t offset_of(const shp *s, const int64_t *idx) {
+  int64_t off = 0;
+  for (int d = 0; d < s->rank; d++) off = off * s->d[d] + idx[d];
+  return off;
+}
+
+/* params: dtype, x, idx, out shapes, axis, idx dtype; bufs: out, x, idx */
+int primc_k_gather(const int64_t *q, void *const *bufs) {
+  shp x, ix, o;
+  const int64_t *r = get_shape(get_shape(get_shape(q + 1, &x), &ix), &o);
+  int axis = (int)r[0], idt = (int)r[1];
+  size_t es = dsize((int)q[0]);
+  int64_t n = numel(&ix), idx[PRIMC_MAX_RANK] = {0};
+  for (int64_t i = 0; i < n; i++) {
+    int64_t src[PRIMC_MAX_RANK];
+    memcpy(src, idx, sizeof src);
+    int64_t j = get_i(bufs[2], i, idt);
+    if (j < 0) j += x.d[axis];
+    if (j < 0 || j >= x.d[axis]) return PRIMC_ERR_RUNTIME;
+    src[axis] = j;
+    memcpy((char *)bufs[0] + (size_t)i * es, (const char *)bufs[1] + (size_t)offset_of(&x, src) * es, es);
+    next_index(idx, ix.d, ix.rank);
+  }
+  return PRIMC_OK;
+}
+
+static void combine(void *o, int64_t oi, const void *u, int64_t ui, int dt, int mode) {
+  if (is_float(dt)) {
+    double a = get_f(o, oi, dt), b = get_f(u, ui, dt);
+    double r = mode == 0 ? b : mode == 1 ? a + b : mode == 2 ? a * b : mode == 3 ? fmax(a, b) : fmin(a, b);
+    set_f(o, oi, dt, r);
+  } else {
+    int64_t a = get_i(o, oi, dt), b = get_i(u, ui, dt);
+    int64_t r = mode == 0   ? b
+                : mode == 1 ? (int64_t)((uint64_t)a + (uint64_t)b)
+                : mode == 2 ? (int64_t)((uint64_t)a * (uint64_t)b)
+                : mode == 3 ? (a > b ? a : b)
+                            : (a < b ? a : b);
+    set_i(o, oi, dt, r);
+  }
+}
+
+/* params: dtype, x, idx, upd, out shapes, axis, idx dtype, mode; bufs: out, x, idx, upd */
+int primc_k_scatter(const int64_t *q, void *const *bufs) {
+  shp x, ix, up, o;
+  const int64_t *r = get_shape(get_shape(get_shape(get_shape(q + 1, &x), &ix), &up), &o);
+  int dt = (int)q[0], axis = (int)r[0], idt = (int)r[1], mode = (int)r[2];
+  size_t es = dsize(dt);
+  if (bufs[0] != bufs[1]) memmove(bufs[0], bufs[1], (size_t)numel(&x) * es);
+  int64_t n = numel(&ix), idx[PRIMC_MAX_RANK] = {0};
+  for (int64_t i = 0; i < n; i++) {
+    int64_t dst[PRIMC_MAX_RANK];
+    memcpy(dst, idx, sizeof dst);
+    int64_t j = get_i(bufs[2], i, idt);
+    if (j < 0) j += x.d[axis];
+    if (j < 0 || j >= x.d[axis]) return PRIMC_ERR_RUNTIME;
+    dst[axis] = j;
+    if (mode == 0 && es) memcpy((char *)bufs[0] + (size_t)offset_of(&x, dst) * es, (char *)bufs[3] + (size_t)offset_of(&up, idx) * es, es);
+    else combine(bufs[0], offset_of(&x, dst), bufs[3], offset_of(&up, idx), dt, mode);
+    next_index(idx, ix.d, ix.rank);
+  }
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- cumsum */
+
+/* params: dtype, x, out shapes, axis, exclusive, reverse */
+int primc_k_cumsum(const int64_t *q, void *const *bufs) {
+  shp x, o;
+  const int64_t *r = get_shape(get_shape(q + 1, &x), &o);
+  int dt = (int)q[0], axis = (int)r[0], excl = (int)r[1], rev = (int)r[2];
+  int64_t outer, len, inner;
+  split_axis(&x, axis, &outer, &len, &inner);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t c = 0; c < inner; c++) {
+      double sf = 0;
+      uint64_t si = 0;
+      for (int64_t t = 0; t < len; t++) {
+        int64_t k = rev ? len - 1 - t : t, i = (a * len + k) * inner + c;
+        double vf = is_float(dt) ? get_f(bufs[1], i, dt) : 0;
+        uint64_t vi = is_float(dt) ? 0 : (uint64_t)get_i(bufs[1], i, dt);
+        if (!excl) sf += vf, si += vi;
+        if (is_float(dt)) set_f(bufs[0], i, dt, sf);
+        else set_i(bufs[0], i, dt, (int64_t)si);
+        if (excl) sf += vf, si += vi;
+      }
+    }
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- sort, topk */
+
+typedef struct sort_ctx {
+  const void *x;
+  int dt, desc;
+  int64_t base, inner;
+} sort_ctx;
+
+/* -1, 0, 1 comparing elements at positions i and j along the axis; NaN sorts last */
+static int cmp_elems(const sort_ctx *s, int64_t i, int64_t j) {
+  int64_t a = s->base + i * s->inner, b = s->base + j * s->inner;
+  int c;
+  if (is_float(s->dt)) {
+    double x = get_f(s->x, a, s->dt), y = get_f(s->x, b, s->dt);
+    if (isnan(x) || isnan(y)) return isnan(x) - isnan(y);
+    c = (x > y) - (x < y);
+  } else {
+    int64_t x = get_i(s->x, a, s->dt), y = get_i(s->x, b, s->dt);
+    c = (x > y) - (x < y);
+  }
+  return s->desc ? -c : c;
+}
+
+/* stable merge sort of the index permutation */
+static void merge_sort(const sort_ctx *s, int64_t *v, int64_t *tmp, int64_t n) {
+  if (n < 2) return;
+  int64_t h = n / 2, i = 0, j = h, k = 0;
+  merge_sort(s, v, tmp, h);
+  merge_sort(s, v + h, tmp, n - h);
+  while (i < h && j < n) tmp[k++] = cmp_elems(s, v[j], v[i]) < 0 ? v[j++] : v[i++];
+  while (i < h) tmp[k++] = v[i++];
+  while (j < n) tmp[k++] = v[j++];
+  memcpy(v, tmp, sizeof *v * (size_t)n);
+}
+
+/* params: dtype, x, values, indices shapes, axis, descending (largest), k (-1: sort); bufs: values, indices, x, scratch */
+int primc_k_sort(const int64_t *q, void *const *bufs) {
+  shp x, vs, is;
+  const int64_t *r = get_shape(get_shape(get_shape(q + 1, &x), &vs), &is);
+  int dt = (int)q[0], axis = (int)r[0];
+  if (axis < 0) axis += x.rank;
+  int64_t outer, len, inner, k = r[2] < 0 ? (x.rank ? x.d[axis] : 1) : r[2];
+  split_axis(&x, axis, &outer, &len, &inner);
+  size_t es = dsize(dt);
+  int64_t *perm = bufs[3]; /* workspace scratch: 2 * len */
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t c = 0; c < inner; c++) {
+      sort_ctx s = {bufs[2], dt, (int)r[1], a * len * inner + c, inner};
+      for (int64_t i = 0; i < len; i++) perm[i] = i;
+      merge_sort(&s, perm, perm + len, len);
+      for (int64_t t = 0; t < k && t < len; t++) {
+        int64_t o = (a * k + t) * inner + c;
+        memcpy((char *)bufs[0] + (size_t)o * es, (const char *)bufs[2] + (size_t)(s.base + perm[t] * inner) * es, es);
+        ((int64_t *)bufs[1])[o] = perm[t];
+      }
+    }
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- not yet compiled */
+
+/* ---------------------------------------------------------------- random */
+
+/* Philox4x32-10 (Salmon et al., SC'11): ten rounds of two 32x32->64 multiplies, the key
+ * bumped by the Weyl constants between rounds; the same stream as the interpreter's */
+static void philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+  uint32_t x0 = ctr[0], x1 = ctr[1], x2 = ctr[2], x3 = ctr[3], k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * x0, p1 = (uint64_t)0xCD9E8D57u * x2;
+    uint32_t y0 = (uint32_t)(p1 >> 32) ^ x1 ^ k0, y2 = (uint32_t)(p0 >> 32) ^ x3 ^ k1;
+    x1 = (uint32_t)p1;
+    x3 = (uint32_t)p0;
+    x0 = y0;
+    x2 = y2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  out[0] = x0, out[1] = x1, out[2] = x2, out[3] = x3;
+}
+
+static double unit_double(uint32_t hi, uint32_t lo) {
+  return (double)((((uint64_t)hi << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* the largest value of the float dtype below the one stored at element i */
+static void step_down(int dt, void *p, int64_t i) {
+  size_t es = dsize(dt);
+  uint64_t bits = 0, sign = (uint64_t)1 << (8 * es - 1);
+  memcpy(&bits, (char *)p + (size_t)i * es, es);
+  if ((bits & sign) || (bits & ~sign) == 0) bits = ((bits & ~sign) + 1) | sign;
+  else bits -= 1;
+  memcpy((char *)p + (size_t)i * es, &bits, es);
+}
+
+/* params: dtype, out shape, normal, seed, a, b (doubles as bits); element i draws
+ * philox(counter (i lo, i hi, 0, 0), key (seed lo, seed hi)) */
+int primc_k_random(const int64_t *q, void *const *bufs) {
+  shp o;
+  const int64_t *r = get_shape(q + 1, &o);
+  int dt = (int)q[0], normal = (int)r[0], fl = is_float(dt);
+  uint64_t seed = (uint64_t)r[1];
+  double a, b;
+  memcpy(&a, &r[2], 8);
+  memcpy(&b, &r[3], 8);
+  uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)}, w[4];
+  int64_t n = numel(&o);
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t ctr[4] = {(uint32_t)(uint64_t)i, (uint32_t)((uint64_t)i >> 32), 0, 0};
+    philox(ctr, key, w);
+    double u = unit_double(w[0], w[1]), v;
+    if (normal) v = a + b * sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * M_PI * unit_double(w[2], w[3]));
+    else v = a + (b - a) * u;
+    if (fl) {
+      set_f(bufs[0], i, dt, v);
+      if (!normal && b > a && get_f(bufs[0], i, dt) >= b) step_down(dt, bufs[0], i);
+    } else {
+      double f = normal ? v : floor(v);
+      set_i(bufs[0], i, dt, (int64_t)(!normal && f >= b ? ceil(b) - 1 : f));
+    }
+  }
+  return PRIMC_OK;
+}
+/* ---------------------------------------------------------------- fft */
+
+/* X[k] = sum_t x[t] e^(sign 2 pi i k t / n), naive in double precision; reads at most m inputs, zero beyond */
+static void dft(const double *re, const double *im, int64_t m, int64_t n, int sign, int64_t nk, double *ore,
+                double *oim) {
+  for (int64_t k = 0; k < nk; k++) {
+    double sr = 0, si = 0;
+    for (int64_t t = 0; t < m && t < n; t++) {
+      double a = sign * 2 * M_PI * (double)((k * t) % n) / (double)n, c = cos(a), s = sin(a);
+      sr += re[t] * c - im[t] * s;
+      si += re[t] * s + im[t] * c;
+    }
+    ore[k] = sr;
+    oim[k] = si;
+  }
+}
+
+/* params: dtype, in shape, out shape, type (0 fft, 1 ifft, 2 rfft, 3 irfft), length; numpy's conventions
+ * (ifft and irfft scaled by 1/n); bufs: out, in, scratch (4 * max(in, out) last dim doubles) */
+int primc_k_fft(const int64_t *q, void *const *bufs) {
+  shp in, out;
+  const int64_t *r = get_shape(get_shape(q + 1, &in), &out);
+  int type = (int)r[0];
+  int64_t n = r[1], mi = in.d[in.rank - 1], mo = out.d[out.rank - 1], rows = numel(&in) / (mi ? mi : 1);
+  int64_t w = (mi > mo ? mi : mo) > n ? (mi > mo ? mi : mo) : n;
+  double *re = bufs[2], *im = re + w, *ore = im + w, *oim = ore + w;
+  const float *src = bufs[1];
+  float *dst = bufs[0];
+  for (int64_t row = 0; row < rows; row++) {
+    int cin = type != 2, cout = type != 3;
+    for (int64_t t = 0; t < w; t++) re[t] = im[t] = 0;
+    for (int64_t t = 0; t < mi; t++) {
+      re[t] = src[(row * mi + t) * (cin ? 2 : 1)];
+      im[t] = cin ? src[(row * mi + t) * 2 + 1] : 0;
+    }
+    int64_t m = mi;
+    if (type == 3) { /* hermitian extension; numpy drops the imaginary parts of X[0] and X[n/2] */
+      im[0] = 0;
+      if (n % 2 == 0 && n / 2 < mi) im[n / 2] = 0;
+      for (int64_t k = n / 2 + 1; k < n; k++) re[k] = re[n - k], im[k] = -im[n - k];
+      m = n;
+    }
+    dft(re, im, m, n, type == 1 || type == 3 ? 1 : -1, mo, ore, oim);
+    double scale = type == 1 || type == 3 ? 1.0 / (double)n : 1.0;
+    for (int64_t k = 0; k < mo; k++) {
+      if (cout) {
+        dst[(row * mo + k) * 2] = (float)(ore[k] * scale);
+        dst[(row * mo + k) * 2 + 1] = (float)(oim[k] * scale);
+      } else {
+        dst[row * mo + k] = (float)(ore[k] * scale);
+      }
+    }
+  }
+  return PRIMC_OK;
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# tests/embed/run.sh: builds an app against only m.o, m.h and libprimc_rt.a (weights inside, then external) and checks it against onnxruntime.
+set -u
+cd "$(dirname "$0")/../.."
+B=${B:-build}
+PY=${PYTHON:-python3}
+T=$(mktemp -d /tmp/primc-embed-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+"$PY" tests/embed/make_model.py "$T" || { echo "embed: 0 passed, 1 failed"; exit 1; }
+for variant in embedded external; do
+  name=m_$variant
+  if "$B/primc" compile "$T/model.onnx" --emit obj --weights "$variant" --name "$name" -o "$T/$name.o" &&
+    cc -std=c11 -O2 -I"$T" -DMODEL_HEADER="\"$name.h\"" -DMODEL="$name" tests/embed/main.c "$T/$name.o" \
+      "$B/libprimc_rt.a" -lopenblas -lm -lpthread -o "$T/app_$variant" &&
+    "$T/app_$variant" "$T/input.bin" "$T/ref.bin" "$T/$name.weights"; then
+    pass=$((pass + 1))
+  else
+    echo "FAIL embed ($variant weights)"
+    fail=$((fail + 1))
+  fi
+done
+echo "embed: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

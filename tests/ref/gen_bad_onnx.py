@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# tests/ref/gen_bad_onnx.py: writes the small malformed ONNX models of tests/data/onnx_bad/ and the good
+# ones of tests/data/onnx_good/ with onnxruntime reference outputs; tests/unit/test_onnx.c reads them.
+import os
+import random
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
+BAD = os.path.join(ROOT, "onnx_bad")
+GOOD = os.path.join(ROOT, "onnx_good")
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, extra_opsets=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]
+    m = helper.make_model(g, opset_imports=ops, producer_name="gen_bad_onnx")
+    m.ir_version = 8
+    return m
+
+
+def vi(name, shape, t=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def bare_tensor(name, dims):
+    t = TensorProto()
+    t.name, t.data_type = name, TensorProto.FLOAT
+    t.dims.extend(dims)
+    return t
+
+
+def save(m, name, d=BAD):
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(m.SerializeToString())
+
+
+def relu_model():
+    return model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2, 3])], [vi("y", [2, 3])])
+
+
+def external_model(location):
+    t = helper.make_tensor("w", TensorProto.FLOAT, [4], [0.0] * 4)
+    t.ClearField("float_data")
+    t.data_location = TensorProto.EXTERNAL
+    e = t.external_data.add()
+    e.key, e.value = "location", location
+    return model([helper.make_node("Add", ["x", "w"], ["y"], name="add_w")], [vi("x", [4])], [vi("y", [4])], [t])
+
+
+def bad_models():
+    os.makedirs(BAD, exist_ok=True)
+    good = relu_model().SerializeToString()
+    with open(os.path.join(BAD, "truncated.onnx"), "wb") as f:
+        f.write(good[: len(good) // 2])
+    rng = random.Random(7)
+    with open(os.path.join(BAD, "garbage.onnx"), "wb") as f:
+        f.write(bytes(rng.randrange(256) for _ in range(512)))
+    save(model([helper.make_node("FooBar", ["x"], ["y"], name="mystery", domain="com.example")],
+               [vi("x", [2])], [vi("y", [2])], extra_opsets=[("com.example", 1)]), "unknown_domain.onnx")
+    save(model([helper.make_node("NotAnOp", ["x"], ["y"], name="nope")], [vi("x", [2])], [vi("y", [2])]),
+         "unknown_op.onnx")
+    save(model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=99), "bad_opset.onnx")
+    save(model([helper.make_node("Add", ["a", "b"], ["y"], name="plus")], [vi("a", [2, 3]), vi("b", [4, 5])],
+               [vi("y", [2, 3])]), "shape_mismatch.onnx")
+    save(external_model("../outside.bin"), "external_dotdot.onnx")
+    save(external_model("/etc/hostname"), "external_abs.onnx")
+    save(external_model("weights.bin"), "external_symlink.onnx")  # the unit test links weights.bin outside
+    big = bare_tensor("w", [1 << 20, 1 << 20])
+    save(model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [1])], [vi("y", [1])], [big]), "absurd_dims.onnx")
+    neg = bare_tensor("w", [-3, 2])
+    save(model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [1])], [vi("y", [1])], [neg]), "negative_dim.onnx")
+    short = bare_tensor("w", [4, 4])
+    short.raw_data = b"\0" * 10
+    save(model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [4, 4])], [vi("y", [4, 4])], [short]),
+         "short_raw.onnx")
+    save(model([helper.make_node("If", ["c"], ["y"], name="branch")], [vi("c", [], TensorProto.BOOL)],
+               [vi("y", [1])]), "control_flow.onnx")
+    save(model([helper.make_node("Relu", ["missing"], ["y"], name="r")], [vi("x", [2])], [vi("y", [2])]),
+         "undefined_input.onnx")
+
+
+def save_pb(arr, name, path):
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(arr, name).SerializeToString())
+
+
+def good_models():
+    import onnxruntime as ort
+    os.makedirs(GOOD, exist_ok=True)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((3,)).astype(np.float32)
+    mlp = model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Add", ["h", "b"], ["z"], name="bias"),
+                 helper.make_node("Relu", ["z"], ["y"], name="act")],
+                [vi("x", [2, 4])], [vi("y", [2, 3])],
+                [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    # Shape -> Gather -> Concat -> Reshape: a shape computed inside the graph
+    idx = numpy_helper.from_array(np.array([0], np.int64), "i0")
+    minus1 = numpy_helper.from_array(np.array([-1], np.int64), "m1")
+    shp = model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                 helper.make_node("Gather", ["s", "i0"], ["n"], name="batch", axis=0),
+                 helper.make_node("Concat", ["n", "m1"], ["ns"], name="cat", axis=0),
+                 helper.make_node("Reshape", ["x", "ns"], ["y"], name="flat")],
+                [vi("x", [2, 3, 4])], [vi("y", [2, 12])], [idx, minus1])
+    for name, m, x in (("mlp", mlp, rng.standard_normal((2, 4)).astype(np.float32)),
+                       ("shape_chain", shp, rng.standard_normal((2, 3, 4)).astype(np.float32))):
+        save(m, name + ".onnx", GOOD)
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        (y,) = sess.run(None, {"x": x})
+        save_pb(x, "x", os.path.join(GOOD, name + ".input_0.pb"))
+        save_pb(y, "y", os.path.join(GOOD, name + ".output_0.pb"))
+
+
+if __name__ == "__main__":
+    bad_models()
+    good_models()
+    print("wrote", BAD, "and", GOOD)

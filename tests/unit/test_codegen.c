@@ -1,0 +1,566 @@
+/* tests/unit/test_codegen.c: compiles small prim graphs to objects, links and dlopens them, and compares with pc_interp. */
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "tests/test.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- data */
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+static double urand(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() >> 11) / 9007199254740992.0; }
+
+/* value ranges of generated inputs */
+typedef struct range {
+  double lo, hi;
+} range;
+
+static void put(pc_dtype dt, void *p, int64_t i, double v) {
+  switch (dt) { /* test data writer, one case per storage type */
+  case PC_f16: ((uint16_t *)p)[i] = pc_f32_to_f16((float)v); break;
+  case PC_bf16: ((uint16_t *)p)[i] = pc_f32_to_bf16((float)v); break;
+  case PC_f32: ((float *)p)[i] = (float)v; break;
+  case PC_f64: ((double *)p)[i] = v; break;
+  case PC_i8: ((int8_t *)p)[i] = (int8_t)v; break;
+  case PC_i16: ((int16_t *)p)[i] = (int16_t)v; break;
+  case PC_i32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case PC_i64: ((int64_t *)p)[i] = (int64_t)v; break;
+  case PC_u8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  case PC_bool: ((uint8_t *)p)[i] = v != 0; break;
+  default: break;
+  }
+}
+
+static double get(pc_dtype dt, const void *p, int64_t i) {
+  switch (dt) {
+  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[i]);
+  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[i]);
+  case PC_f32: return ((const float *)p)[i];
+  case PC_f64: return ((const double *)p)[i];
+  case PC_i8: return ((const int8_t *)p)[i];
+  case PC_i16: return ((const int16_t *)p)[i];
+  case PC_i32: return ((const int32_t *)p)[i];
+  case PC_i64: return (double)((const int64_t *)p)[i];
+  case PC_u8: case PC_bool: return ((const uint8_t *)p)[i];
+  default: return 0;
+  }
+}
+
+static pc_tensor make_input(const pc_value *v, range r) {
+  pc_tensor t = {v->type.dtype, v->type.rank, {0}, NULL};
+  memcpy(t.dims, v->type.dims, sizeof t.dims);
+  int64_t n = pc_tensor_numel(&t);
+  t.data = calloc((size_t)n + 1, pc_dtype_size(t.dtype) + 8);
+  for (int64_t i = 0; i < n; i++) {
+    double x = urand(r.lo, r.hi);
+    if (!pc_dtype_is_float(t.dtype)) x = (double)(int64_t)x;
+    if (t.dtype == PC_bool) x = rnd() & 1;
+    put(t.dtype, t.data, i, x);
+  }
+  return t;
+}
+
+/* ---------------------------------------------------------------- compile, load, run */
+
+typedef int (*run_fn)(const void *const *, void *const *, void *);
+
+static void self_dir(char *out, size_t n) {
+  ssize_t k = readlink("/proc/self/exe", out, n - 1);
+  out[k > 0 ? k : 0] = 0;
+  char *s = strrchr(out, '/');
+  if (s) *s = 0;
+}
+
+/* compiles g to an object, links a shared library, runs it on ins into outs (malloc'ed) */
+static int run_compiled(pc_graph *g, const pc_tensor *ins, pc_tensor *outs, const char *tag) {
+  char dir[] = "/tmp/primc-cg-XXXXXX", obj[256], so[256], cmd[2048], rt[1024];
+  if (!mkdtemp(dir)) return 0;
+  snprintf(obj, sizeof obj, "%s/m.o", dir);
+  snprintf(so, sizeof so, "%s/m.so", dir);
+  pc_codegen_opts o = {0};
+  o.emit = PC_EMIT_OBJ;
+  o.output = obj;
+  o.name = "m";
+  o.opt_level = 2;
+  if (pc_codegen(g, &o) != PC_OK) {
+    CHECK_MSG(0, "%s: codegen: %s", tag, pc_error(g));
+    return 0;
+  }
+  self_dir(rt, sizeof rt);
+  snprintf(cmd, sizeof cmd, "cc -shared -o %s %s %s/libprimc_rt.a -lopenblas -lm -lpthread", so, obj, rt);
+  if (!CHECK_MSG(system(cmd) == 0, "%s: link failed: %s", tag, cmd)) return 0;
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (!CHECK_MSG(h != NULL, "%s: dlopen: %s", tag, dlerror())) return 0;
+  run_fn run = (run_fn)dlsym(h, "m_run");
+  const int64_t *ws_size = dlsym(h, "m_workspace_size");
+  int ok = CHECK_MSG(run && ws_size, "%s: entry points missing", tag);
+  const void *in[16];
+  void *out[16];
+  for (int i = 0; i < g->n_inputs; i++) in[i] = ins[i].data;
+  for (int i = 0; ok && i < g->n_outputs; i++) {
+    const pc_value *v = g->outputs[i];
+    outs[i] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
+    memcpy(outs[i].dims, v->type.dims, sizeof outs[i].dims);
+    outs[i].data = calloc((size_t)pc_tensor_numel(&outs[i]) + 1, pc_dtype_size(v->type.dtype));
+    out[i] = outs[i].data;
+  }
+  void *ws = ok ? aligned_alloc(64, (size_t)(*ws_size + 64)) : NULL;
+  if (ok) ok = CHECK_MSG(run(in, out, ws) == 0, "%s: run failed", tag);
+  free(ws);
+  dlclose(h);
+  unlink(obj);
+  unlink(so);
+  snprintf(cmd, sizeof cmd, "%s/m.h", dir);
+  unlink(cmd);
+  rmdir(dir);
+  return ok;
+}
+
+static int close_enough(pc_dtype dt, double a, double b) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+  if (isinf(a) || isinf(b)) return a == b;
+  double tol = dt == PC_f16 ? 2e-3 : dt == PC_bf16 ? 1e-2 : dt == PC_f32 ? 2e-5 : dt == PC_f64 ? 1e-12 : 0;
+  return fabs(a - b) <= tol * (1 + fabs(b));
+}
+
+/* interpreter vs compiled code on random inputs in range r */
+static int check_graph(pc_graph *g, range r, const char *tag) {
+  if (!CHECK_MSG(g->status == PC_OK, "%s: build: %s", tag, pc_error(g))) return 0;
+  pc_tensor ins[16], ref[16], got[16];
+  for (int i = 0; i < g->n_inputs; i++) ins[i] = make_input(g->inputs[i], r);
+  memset(ref, 0, sizeof ref);
+  memset(got, 0, sizeof got);
+  int ok = CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
+  ok = ok && run_compiled(g, ins, got, tag);
+  for (int o = 0; ok && o < g->n_outputs; o++) {
+    int64_t n = pc_tensor_numel(&ref[o]);
+    for (int64_t i = 0; i < n; i++) {
+      double a = get(got[o].dtype, got[o].data, i), b = get(ref[o].dtype, ref[o].data, i);
+      if (!close_enough(ref[o].dtype, a, b)) {
+        CHECK_MSG(0, "%s: out%d[%lld] = %.9g, interpreter %.9g", tag, o, (long long)i, a, b);
+        ok = 0;
+        break;
+      }
+    }
+  }
+  for (int i = 0; i < g->n_inputs; i++) free(ins[i].data);
+  for (int o = 0; o < g->n_outputs; o++) {
+    pc_tensor_free(&ref[o]);
+    free(got[o].data);
+  }
+  return ok;
+}
+
+static pc_type ty(pc_dtype dt, int rank, const int64_t *dims) { return pc_type_make(dt, rank, dims); }
+
+/* ---------------------------------------------------------------- elementwise */
+
+static const pc_dtype num_types[] = {PC_f32, PC_f64, PC_i32, PC_i64, PC_i8, PC_u8, PC_f16};
+
+static int accepts(pc_op op, pc_dtype dt) {
+  switch (pc_prim(op)->operands) { /* operand classes of prims.def */
+  case PC_CLS_ANY: return 1;
+  case PC_CLS_NUM: return dt != PC_bool;
+  case PC_CLS_FLOAT: return pc_dtype_is_float(dt);
+  case PC_CLS_INT: return pc_dtype_is_int(dt);
+  case PC_CLS_LOGIC: return dt == PC_bool || pc_dtype_is_int(dt);
+  }
+  return 0;
+}
+
+/* inputs that keep each op in its domain */
+static range op_range(pc_op op, pc_dtype dt) {
+  if (op == PC_OP_log || op == PC_OP_sqrt || op == PC_OP_rsqrt) return (range){0.1, 4};
+  if (op == PC_OP_shift_left || op == PC_OP_shift_right) return (range){0, 7};
+  if (op == PC_OP_pow) return pc_dtype_is_float(dt) ? (range){0.1, 2} : (range){0, 4};
+  if (op == PC_OP_div || op == PC_OP_rem) return pc_dtype_is_float(dt) ? (range){0.5, 4} : (range){1, 9};
+  if (dt == PC_u8) return (range){0, 15};
+  return pc_dtype_is_float(dt) ? (range){-3, 3} : (range){-9, 10};
+}
+
+static void check_elementwise(pc_op op, pc_dtype dt) {
+  static const int64_t dims[2] = {37, 53};
+  pc_graph *g = pc_graph_new();
+  pc_value *in[3];
+  int n = pc_prim(op)->n_in;
+  for (int i = 0; i < n; i++) in[i] = pc_input_add(g, NULL, ty(dt, 2, dims));
+  pc_value *y = pc_build(g, op, in, n, NULL, 0);
+  if (y) pc_output_add(g, y);
+  char tag[64];
+  snprintf(tag, sizeof tag, "%s/%s", pc_prim(op)->name, pc_dtype_name(dt));
+  check_graph(g, op_range(op, dt), tag);
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_unary_binary_all_dtypes) {
+  static const pc_dtype types[] = {PC_f32, PC_f64, PC_f16, PC_i32, PC_i64, PC_i8, PC_u8, PC_bool};
+  for (int op = 0; op < PC_OP_COUNT; op++) {
+    const pc_prim_info *pi = pc_prim((pc_op)op);
+    if (pi->kind != PC_KIND_UNARY && pi->kind != PC_KIND_BINARY && pi->kind != PC_KIND_TERNARY) continue;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+      if (accepts((pc_op)op, types[t])) check_elementwise((pc_op)op, types[t]);
+  }
+}
+
+PC_TEST(codegen_where) {
+  for (size_t t = 0; t < sizeof num_types / sizeof *num_types; t++) {
+    pc_graph *g = pc_graph_new();
+    int64_t d[1] = {100};
+    pc_value *c = pc_input_add(g, "c", ty(PC_bool, 1, d));
+    pc_value *a = pc_input_add(g, "a", ty(num_types[t], 1, d)), *b = pc_input_add(g, "b", ty(num_types[t], 1, d));
+    pc_output_add(g, pc_where(g, c, a, b));
+    check_graph(g, (range){-5, 5}, "where");
+    pc_graph_free(g);
+  }
+}
+
+PC_TEST(codegen_convert_all_pairs) {
+  static const pc_dtype types[] = {PC_f32, PC_f64, PC_f16, PC_bf16, PC_i32, PC_i64, PC_i8, PC_u8, PC_bool};
+  int nt = (int)(sizeof types / sizeof *types);
+  for (int a = 0; a < nt; a++)
+    for (int b = 0; b < nt; b++) {
+      pc_graph *g = pc_graph_new();
+      int64_t d[1] = {64};
+      pc_value *x = pc_input_add(g, "x", ty(types[a], 1, d));
+      pc_output_add(g, pc_convert(g, x, types[b]));
+      char tag[64];
+      snprintf(tag, sizeof tag, "convert %s->%s", pc_dtype_name(types[a]), pc_dtype_name(types[b]));
+      check_graph(g, types[b] == PC_u8 ? (range){0, 100} : (range){-100, 100}, tag);
+      pc_graph_free(g);
+    }
+}
+
+/* ---------------------------------------------------------------- movement */
+
+PC_TEST(codegen_movement) {
+  for (size_t t = 0; t < 3; t++) {
+    pc_dtype dt = (pc_dtype[]){PC_f32, PC_i64, PC_u8}[t];
+    pc_graph *g = pc_graph_new();
+    int64_t d[3] = {4, 5, 6};
+    pc_value *x = pc_input_add(g, "x", ty(dt, 3, d));
+    pc_output_add(g, pc_transpose(g, x, (int64_t[]){2, 0, 1}));
+    pc_output_add(g, pc_reshape(g, x, 2, (int64_t[]){10, 12}));
+    pc_output_add(g, pc_slice(g, x, (int64_t[]){1, 0, 1}, (int64_t[]){4, 5, 6}, (int64_t[]){2, 2, 3}));
+    pc_output_add(g, pc_broadcast_in_dim(g, pc_slice(g, x, (int64_t[]){0, 0, 0}, (int64_t[]){4, 1, 6}, (int64_t[]){1, 1, 1}),
+                                         4, (int64_t[]){3, 4, 7, 6}, (int64_t[]){1, 2, 3}));
+    pc_output_add(g, pc_concatenate(g, (pc_value *[]){x, x}, 2, 1));
+    pc_attr rev = pc_a_ints("dims", (int64_t[]){0, 2}, 2);
+    pc_output_add(g, pc_build(g, PC_OP_rev, &x, 1, &rev, 1));
+    pc_attr pad[4] = {pc_a_ints("low", (int64_t[]){1, -1, 0}, 3), pc_a_ints("high", (int64_t[]){2, 0, -2}, 3),
+                      pc_a_ints("interior", (int64_t[]){1, 0, 2}, 3), pc_a_float("value", 7)};
+    pc_output_add(g, pc_build(g, PC_OP_pad, &x, 1, pad, 4));
+    pc_attr iota[3] = {pc_a_dtype("dtype", dt), pc_a_ints("shape", (int64_t[]){3, 4}, 2), pc_a_int("axis", 1)};
+    pc_output_add(g, pc_build(g, PC_OP_iota, NULL, 0, iota, 3));
+    pc_output_add(g, x); /* an input as an output: copied */
+    check_graph(g, (range){-9, 9}, "movement");
+    pc_graph_free(g);
+  }
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+PC_TEST(codegen_reductions) {
+  static const pc_op reds[] = {PC_OP_reduce_sum, PC_OP_reduce_prod, PC_OP_reduce_max, PC_OP_reduce_min};
+  static const pc_dtype types[] = {PC_f32, PC_f64, PC_i32, PC_i64, PC_f16};
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+    pc_graph *g = pc_graph_new();
+    int64_t d[3] = {3, 4, 5};
+    pc_value *x = pc_input_add(g, "x", ty(types[t], 3, d));
+    for (size_t r = 0; r < 4; r++) {
+      pc_output_add(g, pc_reduce(g, reds[r], x, 1, (int64_t[]){1}));
+      pc_output_add(g, pc_reduce(g, reds[r], x, 2, (int64_t[]){0, 2}));
+      pc_output_add(g, pc_reduce(g, reds[r], x, 3, (int64_t[]){0, 1, 2}));
+    }
+    for (int last = 0; last < 2; last++)
+      for (int op = 0; op < 2; op++) {
+        pc_attr a[2] = {pc_a_int("axis", 1 + op), pc_a_int("last", last)};
+        pc_output_add(g, pc_build(g, op ? PC_OP_argmin : PC_OP_argmax, &x, 1, a, 2));
+      }
+    char tag[64];
+    snprintf(tag, sizeof tag, "reductions/%s", pc_dtype_name(types[t]));
+    check_graph(g, pc_dtype_is_float(types[t]) ? (range){0.5, 1.5} : (range){-3, 4}, tag);
+    pc_graph_free(g);
+  }
+}
+
+/* ---------------------------------------------------------------- contractions */
+
+PC_TEST(codegen_dot_general) {
+  static const pc_dtype types[] = {PC_f32, PC_f64, PC_i32, PC_f16};
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+    pc_dtype dt = types[t];
+    pc_graph *g = pc_graph_new();
+    pc_value *a = pc_input_add(g, "a", ty(dt, 2, (int64_t[]){17, 33}));
+    pc_value *b = pc_input_add(g, "b", ty(dt, 2, (int64_t[]){33, 9}));
+    pc_value *bt = pc_input_add(g, "bt", ty(dt, 2, (int64_t[]){9, 33}));
+    pc_value *x = pc_input_add(g, "x", ty(dt, 4, (int64_t[]){2, 5, 3, 7}));
+    pc_value *w = pc_input_add(g, "w", ty(dt, 3, (int64_t[]){7, 2, 4}));
+    /* plain, transposed rhs, transposed lhs */
+    pc_output_add(g, pc_dot_general(g, a, b, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL));
+    pc_output_add(g, pc_dot_general(g, a, bt, 1, (int64_t[]){1}, (int64_t[]){1}, 0, NULL, NULL));
+    pc_output_add(g, pc_dot_general(g, b, a, 1, (int64_t[]){0}, (int64_t[]){1}, 0, NULL, NULL));
+    /* batch dim 0 of x with dim 1 of w, contract x dim 3 with w dim 0: needs a copy of w */
+    pc_output_add(g, pc_dot_general(g, x, w, 1, (int64_t[]){3}, (int64_t[]){0}, 1, (int64_t[]){0}, (int64_t[]){1}));
+    char tag[64];
+    snprintf(tag, sizeof tag, "dot/%s", pc_dtype_name(dt));
+    check_graph(g, pc_dtype_is_float(dt) ? (range){-1, 1} : (range){-5, 6}, tag);
+    pc_graph_free(g);
+  }
+}
+
+static void conv_case(pc_dtype dt, int64_t groups, const int64_t *stride, const int64_t *pad, const int64_t *dil) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(dt, 4, (int64_t[]){2, 4, 9, 8}));
+  pc_value *w = pc_input_add(g, "w", ty(dt, 4, (int64_t[]){6, 4 / groups, 3, 2}));
+  pc_attr a[6] = {pc_a_ints("stride", stride, 2), pc_a_ints("pad_lo", pad, 2), pc_a_ints("pad_hi", pad, 2),
+                  pc_a_ints("dilation", dil, 2), pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2),
+                  pc_a_int("groups", groups)};
+  pc_value *in[2] = {x, w};
+  pc_value *y = pc_build(g, PC_OP_conv, in, 2, a, 6);
+  if (y) pc_output_add(g, y);
+  char tag[64];
+  snprintf(tag, sizeof tag, "conv/%s/g%lld", pc_dtype_name(dt), (long long)groups);
+  check_graph(g, pc_dtype_is_float(dt) ? (range){-1, 1} : (range){-3, 4}, tag);
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_conv) {
+  conv_case(PC_f32, 1, (int64_t[]){1, 1}, (int64_t[]){1, 1}, (int64_t[]){1, 1});
+  conv_case(PC_f32, 2, (int64_t[]){2, 1}, (int64_t[]){1, 0}, (int64_t[]){1, 2});
+  conv_case(PC_f64, 1, (int64_t[]){1, 2}, (int64_t[]){0, 1}, (int64_t[]){1, 1});
+  conv_case(PC_i32, 2, (int64_t[]){1, 1}, (int64_t[]){1, 1}, (int64_t[]){1, 1});
+}
+
+/* ---------------------------------------------------------------- others kept whole */
+
+PC_TEST(codegen_gather_scatter_cumsum_sort) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){6, 5}));
+  int64_t idx[8] = {0, 5, 2, 2, 1, 3, 4, 0};
+  pc_value *ix = pc_const(g, ty(PC_i64, 2, (int64_t[]){4, 2}), idx);
+  pc_attr ga = pc_a_int("axis", 0);
+  pc_output_add(g, pc_build(g, PC_OP_gather, (pc_value *[]){x, ix}, 2, &ga, 1));
+  pc_value *upd = pc_input_add(g, "u", ty(PC_f32, 2, (int64_t[]){4, 2}));
+  pc_attr sa[2] = {pc_a_int("axis", 0), pc_a_str("reduce", "add")};
+  pc_output_add(g, pc_build(g, PC_OP_scatter, (pc_value *[]){x, ix, upd}, 3, sa, 2));
+  pc_attr ca[3] = {pc_a_int("axis", 1), pc_a_int("exclusive", 1), pc_a_int("reverse", 1)};
+  pc_output_add(g, pc_build(g, PC_OP_cumsum, &x, 1, ca, 3));
+  pc_attr so[2] = {pc_a_int("axis", 1), pc_a_int("descending", 1)};
+  pc_node *s = pc_node_add(g, PC_OP_sort, &x, 1, so, 2);
+  pc_attr tk[3] = {pc_a_int("k", 2), pc_a_int("axis", 0), pc_a_int("largest", 0)};
+  pc_node *t = pc_node_add(g, PC_OP_topk, &x, 1, tk, 3);
+  if (s && t) {
+    pc_output_add(g, s->out[0]);
+    pc_output_add(g, s->out[1]);
+    pc_output_add(g, t->out[0]);
+    pc_output_add(g, t->out[1]);
+  }
+  check_graph(g, (range){-4, 4}, "gather/scatter/cumsum/sort/topk");
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- weights, targets, files */
+
+PC_TEST(codegen_weights_in_rodata) {
+  pc_graph *g = pc_graph_new();
+  float w[12];
+  for (int i = 0; i < 12; i++) w[i] = (float)i * 0.5f - 2;
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){5, 4}));
+  pc_value *c = pc_const(g, ty(PC_f32, 2, (int64_t[]){4, 3}), w);
+  pc_value *y = pc_dot_general(g, x, c, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL);
+  pc_output_add(g, pc_add(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 1.5), 2, (int64_t[]){5, 3})));
+  pc_output_add(g, c);
+  check_graph(g, (range){-1, 1}, "weights");
+  pc_graph_free(g);
+}
+
+static long file_size(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 ? (long)st.st_size : -1;
+}
+
+PC_TEST(codegen_emit_kinds_and_aarch64) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 1, (int64_t[]){1024}));
+  pc_output_add(g, pc_exp(g, pc_mul(g, x, x)));
+  char dir[] = "/tmp/primc-cg-XXXXXX", path[256];
+  CHECK(mkdtemp(dir) != NULL);
+  static const struct {
+    pc_emit emit;
+    const char *file, *triple, *must;
+  } cases[] = {
+      {PC_EMIT_LLVM, "m.ll", NULL, "@m_run("},
+      {PC_EMIT_ASM, "m.s", NULL, "m_run"},
+      {PC_EMIT_OBJ, "a64.o", "aarch64-linux-gnu", NULL},
+      {PC_EMIT_ASM, "a64.s", "aarch64-linux-gnu", "fmul"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, cases[i].file);
+    pc_codegen_opts o = {0};
+    o.emit = cases[i].emit;
+    o.output = path;
+    o.name = "m";
+    o.triple = cases[i].triple;
+    o.opt_level = 3;
+    CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s: %s", cases[i].file, pc_error(g));
+    CHECK(file_size(path) > 0);
+    if (cases[i].must) {
+      FILE *f = fopen(path, "r");
+      char *buf = calloc(1, 1 << 20);
+      size_t n = f ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+      buf[n] = 0;
+      if (f) fclose(f);
+      CHECK_CONTAINS(buf, cases[i].must);
+      free(buf);
+    }
+    unlink(path);
+  }
+  snprintf(path, sizeof path, "%s/a64.h", dir);
+  unlink(path);
+  rmdir(dir);
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_kernel_listing_names_origin) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){2, 3}));
+  pc_set_origin(g, "Relu \"act1\"");
+  pc_output_add(g, pc_max(g, x, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 2, (int64_t[]){2, 3})));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_CONTAINS(buf, "loops(i0<2, i1<3)");
+  CHECK_CONTAINS(buf, "max(");
+  CHECK_CONTAINS(buf, "Relu \"act1\"");
+  free(buf);
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- fused groups */
+
+/* every node of g created from index `from` on is put in group `grp` */
+static void group_from(pc_graph *g, int from, int grp) {
+  for (int i = from; i < g->n_nodes; i++) g->nodes[i]->group = grp;
+  if (g->n_groups < grp + 1) g->n_groups = grp + 1;
+}
+
+PC_TEST(codegen_fused_groups) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {33, 65};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, d)), *y = pc_input_add(g, "y", ty(PC_f32, 2, d));
+  /* pointwise chain with a transposed, broadcast operand: one loop nest */
+  int n0 = g->n_nodes;
+  pc_value *row = pc_reduce(g, PC_OP_reduce_max, x, 1, (int64_t[]){1});
+  group_from(g, n0, 0);
+  n0 = g->n_nodes;
+  pc_value *sh = pc_sub(g, x, pc_broadcast_in_dim(g, row, 2, d, (int64_t[]){0}));
+  pc_value *e = pc_exp(g, sh);
+  pc_value *z = pc_mul(g, e, pc_transpose(g, pc_transpose(g, y, (int64_t[]){1, 0}), (int64_t[]){1, 0}));
+  group_from(g, n0, 1);
+  /* reduction with an elementwise prologue */
+  n0 = g->n_nodes;
+  pc_value *s = pc_reduce(g, PC_OP_reduce_sum, pc_mul(g, z, z), 1, (int64_t[]){0});
+  group_from(g, n0, 2);
+  /* a group that is not one loop nest (reshape of an inner value): split back into prims */
+  n0 = g->n_nodes;
+  pc_value *r = pc_reshape(g, pc_neg(g, z), 2, (int64_t[]){65, 33});
+  group_from(g, n0, 3);
+  pc_output_add(g, e);
+  pc_output_add(g, z);
+  pc_output_add(g, s);
+  pc_output_add(g, r);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_CONTAINS(buf, "sum mul(");                /* the prologue is inside the reduction */
+  CHECK_CONTAINS(buf, "= exp(sub(");              /* the broadcast is a stride-0 load */
+  free(buf);
+  check_graph(g, (range){-2, 2}, "fused");
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_executable_runs) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){8, 8}));
+  pc_output_add(g, pc_tanh(g, pc_dot_general(g, x, x, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL)));
+  char dir[] = "/tmp/primc-cg-XXXXXX", exe[256], cmd[1024];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(exe, sizeof exe, "%s/m", dir);
+  char rt[1024];
+  self_dir(rt, sizeof rt);
+  for (int external = 0; external < 2; external++) {
+    pc_codegen_opts o = {0};
+    o.emit = PC_EMIT_EXE;
+    o.output = exe;
+    o.opt_level = 3;
+    o.weights_external = external;
+    o.runtime_dir = rt;
+    CHECK_MSG(pc_codegen(g, &o) == PC_OK, "exe: %s", pc_error(g));
+    snprintf(cmd, sizeof cmd, "%s --random-inputs --bench 3 -o %s > %s/log 2>&1", exe, dir, dir);
+    CHECK_MSG(system(cmd) == 0, "running %s", cmd);
+    snprintf(cmd, sizeof cmd, "%s/out0.npy", dir);
+    CHECK(file_size(cmd) > 128);
+    unlink(cmd);
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_gemm_epilogue) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){70, 24}));
+  pc_value *w = pc_input_add(g, "w", ty(PC_f32, 2, (int64_t[]){24, 600}));
+  pc_value *b = pc_input_add(g, "b", ty(PC_f32, 1, (int64_t[]){600}));
+  int n0 = g->n_nodes;
+  pc_value *y = pc_dot_general(g, x, w, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL);
+  y = pc_add(g, y, pc_broadcast_in_dim(g, b, 2, (int64_t[]){70, 600}, (int64_t[]){1}));
+  y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 2, (int64_t[]){70, 600}));
+  group_from(g, n0, 0);
+  pc_output_add(g, y);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_CONTAINS(buf, "with epilogue k1 per row block");
+  free(buf);
+  check_graph(g, (range){-1, 1}, "gemm+bias+relu");
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_random_fft) {
+  pc_graph *g = pc_graph_new();
+  for (int normal = 0; normal < 2; normal++) {
+    pc_attr ra[6] = {pc_a_dtype("dtype", PC_f32), pc_a_ints("shape", (int64_t[]){5, 7}, 2),
+                     pc_a_str("dist", normal ? "normal" : "uniform"), pc_a_float("a", normal ? 1 : -2),
+                     pc_a_float("b", 3), pc_a_int("seed", 1234567)};
+    pc_output_add(g, pc_build(g, PC_OP_random, NULL, 0, ra, 6));
+  }
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){3, 8}));
+  pc_attr fa[2] = {pc_a_str("type", "rfft"), pc_a_int("length", 8)};
+  pc_value *spec = pc_build(g, PC_OP_fft, &x, 1, fa, 2);
+  pc_attr ia[2] = {pc_a_str("type", "irfft"), pc_a_int("length", 8)};
+  pc_attr ca[2] = {pc_a_str("type", "fft"), pc_a_int("length", 5)};
+  pc_attr ba[2] = {pc_a_str("type", "ifft"), pc_a_int("length", 5)};
+  pc_value *back = pc_build(g, PC_OP_fft, &spec, 1, ia, 2);
+  pc_value *c = pc_build(g, PC_OP_fft, &spec, 1, ca, 2);
+  pc_output_add(g, back);
+  pc_output_add(g, pc_build(g, PC_OP_fft, &c, 1, ba, 2));
+  check_graph(g, (range){-1, 1}, "random/fft");
+  pc_graph_free(g);
+}

@@ -1,0 +1,668 @@
+/* tests/unit/test_cuda.c: renders small prim graphs (every prim) as CUDA C, NVRTC-compiles them for sm_90, runs them on a GPU when there is one. */
+#include "codegen/codegen.h"
+#include "codegen/kir.h"
+#include "ir/ir.h"
+#include "runtime/primc_rt.h"
+#include "tests/test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define MAXT 32 /* tensors per graph */
+
+/* ---------------------------------------------------------------- graph building */
+
+static pc_value *in(pc_graph *g, pc_dtype dt, int rank, const int64_t *dims) {
+  return pc_input_add(g, NULL, pc_type_make(dt, rank, dims));
+}
+
+static void out(pc_graph *g, pc_value *v) {
+  if (v) pc_output_add(g, v);
+}
+
+static pc_value *un(pc_graph *g, pc_op op, pc_value *x) { return pc_build(g, op, &x, 1, NULL, 0); }
+static pc_value *bin(pc_graph *g, pc_op op, pc_value *a, pc_value *b) {
+  pc_value *xs[2] = {a, b};
+  return pc_build(g, op, xs, 2, NULL, 0);
+}
+static pc_value *cvt(pc_graph *g, pc_value *x, pc_dtype to) {
+  pc_attr a = pc_a_dtype("dtype", to);
+  return pc_build(g, PC_OP_convert_element_type, &x, 1, &a, 1);
+}
+
+#define I64S(...) ((const int64_t[]){__VA_ARGS__})
+#define NI64(...) ((int)(sizeof(I64S(__VA_ARGS__)) / sizeof(int64_t)))
+#define INTS(name, ...) pc_a_ints(name, I64S(__VA_ARGS__), NI64(__VA_ARGS__))
+
+static void build_unary_float(pc_graph *g) {
+  static const pc_op ops[] = {PC_OP_exp,   PC_OP_log,   PC_OP_log1p, PC_OP_expm1,   PC_OP_sqrt,  PC_OP_rsqrt,
+                              PC_OP_reciprocal, PC_OP_sin, PC_OP_cos, PC_OP_tan,   PC_OP_tanh,  PC_OP_erf,
+                              PC_OP_sigmoid, PC_OP_floor, PC_OP_ceil, PC_OP_round, PC_OP_isnan, PC_OP_isinf};
+  pc_value *x = in(g, PC_f32, 2, I64S(3, 5));
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) out(g, un(g, ops[i], x));
+}
+
+static void build_unary_num(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 2, I64S(4, 6)), *i = in(g, PC_i32, 1, I64S(17)), *b = in(g, PC_bool, 1, I64S(9));
+  static const pc_op ops[] = {PC_OP_neg, PC_OP_abs, PC_OP_sign};
+  for (int k = 0; k < 3; k++) {
+    out(g, un(g, ops[k], x));
+    out(g, un(g, ops[k], i));
+  }
+  out(g, un(g, PC_OP_not, i));
+  out(g, un(g, PC_OP_not, b));
+}
+
+static const pc_op arith_ops[] = {PC_OP_add, PC_OP_sub, PC_OP_mul, PC_OP_div, PC_OP_pow, PC_OP_rem,
+                                  PC_OP_max, PC_OP_min, PC_OP_eq,  PC_OP_ne,  PC_OP_lt,  PC_OP_le,
+                                  PC_OP_gt,  PC_OP_ge};
+
+static void build_binary_float(pc_graph *g) {
+  pc_value *a = in(g, PC_f32, 2, I64S(4, 6)), *b = in(g, PC_f32, 2, I64S(4, 6));
+  for (size_t k = 0; k < sizeof arith_ops / sizeof arith_ops[0]; k++) out(g, bin(g, arith_ops[k], a, b));
+  out(g, bin(g, PC_OP_atan2, a, b));
+}
+
+static void build_binary_int(pc_graph *g) {
+  pc_value *a = in(g, PC_i32, 2, I64S(5, 7)), *b = in(g, PC_i32, 2, I64S(5, 7));
+  for (size_t k = 0; k < sizeof arith_ops / sizeof arith_ops[0]; k++)
+    if (arith_ops[k] != PC_OP_pow) out(g, bin(g, arith_ops[k], a, b));
+  static const pc_op bits[] = {PC_OP_bitwise_and, PC_OP_bitwise_or, PC_OP_bitwise_xor, PC_OP_and, PC_OP_or, PC_OP_xor};
+  for (int k = 0; k < 6; k++) out(g, bin(g, bits[k], a, b));
+}
+
+/* shifts and pow with small non-negative right operands, on i32, i8 and u8 */
+static void build_shift_pow(pc_graph *g) {
+  static const pc_dtype dts[] = {PC_i32, PC_i8, PC_u8};
+  for (int d = 0; d < 3; d++) {
+    pc_value *a = in(g, dts[d], 1, I64S(11)), *s = in(g, dts[d], 1, I64S(11));
+    out(g, bin(g, PC_OP_shift_left, a, s));
+    out(g, bin(g, PC_OP_shift_right, a, s));
+    out(g, bin(g, PC_OP_pow, a, s));
+  }
+}
+
+static void build_logic(pc_graph *g) {
+  pc_value *a = in(g, PC_bool, 2, I64S(3, 4)), *b = in(g, PC_bool, 2, I64S(3, 4));
+  out(g, bin(g, PC_OP_and, a, b));
+  out(g, bin(g, PC_OP_or, a, b));
+  out(g, bin(g, PC_OP_xor, a, b));
+  out(g, bin(g, PC_OP_eq, a, b));
+}
+
+static void build_where_clamp(pc_graph *g) {
+  pc_value *c = in(g, PC_bool, 2, I64S(4, 5)), *a = in(g, PC_f32, 2, I64S(4, 5)), *b = in(g, PC_f32, 2, I64S(4, 5));
+  out(g, pc_where(g, c, a, b));
+  pc_value *lo = pc_full(g, PC_f32, -0.5, 2, I64S(4, 5)), *hi = pc_full(g, PC_f32, 0.25, 2, I64S(4, 5));
+  pc_value *xs[3] = {a, lo, b};
+  out(g, pc_build(g, PC_OP_clamp, xs, 3, NULL, 0));
+  xs[1] = lo, xs[2] = hi;
+  out(g, pc_build(g, PC_OP_clamp, xs, 3, NULL, 0));
+}
+
+static void build_convert(pc_graph *g) {
+  static const pc_dtype to[] = {PC_f16, PC_bf16, PC_f64, PC_i32, PC_i8, PC_u8, PC_bool, PC_i64};
+  pc_value *x = in(g, PC_f32, 2, I64S(3, 7)), *i = in(g, PC_i32, 1, I64S(10)), *b = in(g, PC_bool, 1, I64S(10));
+  for (int k = 0; k < 8; k++) out(g, cvt(g, x, to[k]));
+  out(g, cvt(g, i, PC_f32));
+  out(g, cvt(g, i, PC_f16));
+  out(g, cvt(g, b, PC_f32));
+  out(g, cvt(g, cvt(g, x, PC_f16), PC_f32));
+}
+
+static void build_dtypes(pc_graph *g) {
+  static const pc_dtype dts[] = {PC_f16, PC_bf16, PC_f64, PC_i64, PC_i8, PC_u8, PC_i16};
+  for (int d = 0; d < 7; d++) {
+    pc_value *a = in(g, dts[d], 2, I64S(3, 9)), *b = in(g, dts[d], 2, I64S(3, 9));
+    out(g, bin(g, PC_OP_add, a, b));
+    out(g, bin(g, PC_OP_mul, a, b));
+    out(g, bin(g, PC_OP_max, a, b));
+    if (pc_dtype_is_float(dts[d])) out(g, un(g, PC_OP_exp, a));
+  }
+}
+
+static void build_bitcast(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 2, I64S(3, 4));
+  pc_attr a = pc_a_dtype("dtype", PC_i32), b = pc_a_dtype("dtype", PC_u8);
+  out(g, pc_build(g, PC_OP_bitcast, &x, 1, &a, 1));
+  out(g, pc_build(g, PC_OP_bitcast, &x, 1, &b, 1));
+}
+
+static void build_movement(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 3, I64S(2, 3, 4)), *v = in(g, PC_f32, 1, I64S(3));
+  out(g, pc_broadcast_in_dim(g, v, 3, I64S(2, 3, 5), I64S(1)));
+  out(g, pc_reshape(g, x, 2, I64S(6, 4)));
+  out(g, pc_transpose(g, x, I64S(2, 0, 1)));
+  out(g, pc_slice(g, x, I64S(0, 1, 1), I64S(2, 3, 4), I64S(1, 1, 2)));
+  pc_attr pa[4] = {INTS("low", 1, -1, 0), INTS("high", 0, 2, 1), INTS("interior", 0, 1, 1), pc_a_float("value", 7.5)};
+  out(g, pc_build(g, PC_OP_pad, &x, 1, pa, 4));
+  pc_value *cs[2] = {x, x};
+  out(g, pc_concatenate(g, cs, 2, 1));
+  pc_attr ra = INTS("dims", 0, 2);
+  out(g, pc_build(g, PC_OP_rev, &x, 1, &ra, 1));
+  pc_attr ia[3] = {pc_a_dtype("dtype", PC_i32), INTS("shape", 3, 5), pc_a_int("axis", 1)};
+  out(g, pc_build(g, PC_OP_iota, NULL, 0, ia, 3));
+}
+
+static void build_gather_scatter(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 2, I64S(4, 6)), *idx = in(g, PC_i64, 2, I64S(4, 3)), *upd = in(g, PC_f32, 2, I64S(4, 3));
+  pc_value *gi[2] = {x, idx}, *si[3] = {x, idx, upd};
+  pc_attr ga = pc_a_int("axis", 1);
+  out(g, pc_build(g, PC_OP_gather, gi, 2, &ga, 1));
+  pc_attr sa[2] = {pc_a_int("axis", 1), pc_a_str("reduce", "add")}, sn[2] = {pc_a_int("axis", 1), pc_a_str("reduce", "none")};
+  out(g, pc_build(g, PC_OP_scatter, si, 3, sa, 2));
+  out(g, pc_build(g, PC_OP_scatter, si, 3, sn, 2));
+}
+
+static void build_reduce(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 3, I64S(4, 7, 5)), *i = in(g, PC_i32, 2, I64S(6, 9));
+  static const pc_op ops[] = {PC_OP_reduce_sum, PC_OP_reduce_prod, PC_OP_reduce_max, PC_OP_reduce_min};
+  for (int k = 0; k < 4; k++) {
+    out(g, pc_reduce(g, ops[k], x, 1, I64S(1)));
+    out(g, pc_reduce(g, ops[k], x, 2, I64S(0, 2)));
+    out(g, pc_reduce(g, ops[k], i, 1, I64S(1)));
+  }
+  pc_attr aa[2] = {pc_a_int("axis", 1), pc_a_int("last", 0)}, al[2] = {pc_a_int("axis", 0), pc_a_int("last", 1)};
+  out(g, pc_build(g, PC_OP_argmax, &x, 1, aa, 2));
+  out(g, pc_build(g, PC_OP_argmin, &x, 1, aa, 2));
+  out(g, pc_build(g, PC_OP_argmax, &i, 1, al, 2));
+  pc_attr c1[3] = {pc_a_int("axis", 1), pc_a_int("exclusive", 0), pc_a_int("reverse", 0)};
+  pc_attr c2[3] = {pc_a_int("axis", 2), pc_a_int("exclusive", 1), pc_a_int("reverse", 1)};
+  out(g, pc_build(g, PC_OP_cumsum, &x, 1, c1, 3));
+  out(g, pc_build(g, PC_OP_cumsum, &x, 1, c2, 3));
+  out(g, pc_build(g, PC_OP_cumsum, &i, 1, c1, 3));
+}
+
+/* rows longer than a block and a whole-tensor reduction */
+static void build_reduce_big(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 2, I64S(33, 1000));
+  out(g, pc_reduce(g, PC_OP_reduce_sum, x, 1, I64S(1)));
+  out(g, pc_reduce(g, PC_OP_reduce_max, x, 2, I64S(0, 1)));
+  pc_attr aa[2] = {pc_a_int("axis", 1), pc_a_int("last", 0)};
+  out(g, pc_build(g, PC_OP_argmax, &x, 1, aa, 2));
+  pc_value *h = in(g, PC_f16, 2, I64S(5, 300));
+  out(g, pc_reduce(g, PC_OP_reduce_sum, h, 1, I64S(1)));
+}
+
+static void build_dot(pc_graph *g) {
+  pc_value *a = in(g, PC_f32, 3, I64S(2, 3, 4)), *b = in(g, PC_f32, 3, I64S(2, 4, 5));
+  out(g, pc_dot_general(g, a, b, 1, I64S(2), I64S(1), 1, I64S(0), I64S(0)));
+  pc_value *m = in(g, PC_f32, 2, I64S(37, 19)), *n = in(g, PC_f32, 2, I64S(23, 19));
+  out(g, pc_dot_general(g, m, n, 1, I64S(1), I64S(1), 0, NULL, NULL)); /* m . n^T */
+  pc_value *p = in(g, PC_i32, 2, I64S(5, 6)), *q = in(g, PC_i32, 2, I64S(6, 3));
+  out(g, pc_dot_general(g, p, q, 1, I64S(1), I64S(0), 0, NULL, NULL));
+  pc_value *h = in(g, PC_f16, 2, I64S(8, 40)), *k = in(g, PC_f16, 2, I64S(40, 9));
+  out(g, pc_dot_general(g, h, k, 1, I64S(1), I64S(0), 0, NULL, NULL));
+}
+
+static void build_conv(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 4, I64S(2, 4, 9, 9)), *w = in(g, PC_f32, 4, I64S(6, 2, 3, 3));
+  pc_value *xs[2] = {x, w};
+  pc_attr a[6] = {INTS("stride", 2, 1), INTS("pad_lo", 1, 0), INTS("pad_hi", 1, 2), INTS("dilation", 1, 2),
+                  INTS("lhs_dilation", 1, 1), pc_a_int("groups", 2)};
+  out(g, pc_build(g, PC_OP_conv, xs, 2, a, 6));
+  pc_value *y = in(g, PC_f32, 3, I64S(1, 3, 10)), *v = in(g, PC_f32, 3, I64S(2, 3, 4));
+  pc_value *ys[2] = {y, v};
+  pc_attr b[6] = {INTS("stride", 1), INTS("pad_lo", 2), INTS("pad_hi", 2), INTS("dilation", 1),
+                  INTS("lhs_dilation", 2), pc_a_int("groups", 1)};
+  out(g, pc_build(g, PC_OP_conv, ys, 2, b, 6));
+}
+
+static void build_fft(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 2, I64S(3, 8));
+  pc_attr r[2] = {pc_a_str("type", "rfft"), pc_a_int("length", 8)};
+  pc_value *X = pc_build(g, PC_OP_fft, &x, 1, r, 2);
+  pc_attr f[2] = {pc_a_str("type", "fft"), pc_a_int("length", 5)}, i[2] = {pc_a_str("type", "ifft"), pc_a_int("length", 5)};
+  pc_attr ir[2] = {pc_a_str("type", "irfft"), pc_a_int("length", 8)};
+  pc_value *F = pc_build(g, PC_OP_fft, &X, 1, f, 2);
+  out(g, pc_build(g, PC_OP_fft, &F, 1, i, 2));
+  out(g, pc_build(g, PC_OP_fft, &X, 1, ir, 2));
+  out(g, pc_build(g, PC_OP_fft, &F, 1, ir, 2));
+  pc_attr r7[2] = {pc_a_str("type", "rfft"), pc_a_int("length", 7)}, ir7[2] = {pc_a_str("type", "irfft"), pc_a_int("length", 7)};
+  pc_value *y = in(g, PC_f32, 1, I64S(7));
+  pc_value *Y = pc_build(g, PC_OP_fft, &y, 1, r7, 2);
+  out(g, pc_build(g, PC_OP_fft, &Y, 1, ir7, 2));
+}
+
+static void build_sort(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 2, I64S(4, 9)), *i = in(g, PC_i32, 2, I64S(7, 3));
+  pc_attr s[2] = {pc_a_int("axis", 1), pc_a_int("descending", 0)}, d[2] = {pc_a_int("axis", 0), pc_a_int("descending", 1)};
+  pc_node *n = pc_node_add(g, PC_OP_sort, &x, 1, s, 2);
+  if (n) out(g, n->out[0]), out(g, n->out[1]);
+  n = pc_node_add(g, PC_OP_sort, &i, 1, d, 2);
+  if (n) out(g, n->out[0]), out(g, n->out[1]);
+  pc_attr t[3] = {pc_a_int("k", 3), pc_a_int("axis", 1), pc_a_int("largest", 1)};
+  n = pc_node_add(g, PC_OP_topk, &x, 1, t, 3);
+  if (n) out(g, n->out[0]), out(g, n->out[1]);
+}
+
+static void build_constant(pc_graph *g) {
+  float w[12];
+  for (int k = 0; k < 12; k++) w[k] = 0.25f * (float)k - 1.0f;
+  pc_value *x = in(g, PC_f32, 2, I64S(3, 4));
+  pc_value *c = pc_const(g, pc_type_make(PC_f32, 2, I64S(3, 4)), w);
+  out(g, bin(g, PC_OP_mul, bin(g, PC_OP_add, x, c), pc_full(g, PC_f32, 3.0, 2, I64S(3, 4))));
+  out(g, x); /* an input as an output: a copy kernel */
+}
+
+/* softmax and a fused elementwise chain: one group each (fusion by hand) */
+static void build_fused(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 2, I64S(5, 37));
+  pc_value *m = pc_reduce(g, PC_OP_reduce_max, x, 1, I64S(1));
+  pc_value *mb = pc_broadcast_in_dim(g, m, 2, I64S(5, 37), I64S(0));
+  pc_value *e = un(g, PC_OP_exp, bin(g, PC_OP_sub, x, mb));
+  pc_value *s = pc_reduce(g, PC_OP_reduce_sum, e, 1, I64S(1));
+  out(g, bin(g, PC_OP_div, e, pc_broadcast_in_dim(g, s, 2, I64S(5, 37), I64S(0))));
+  pc_value *t = un(g, PC_OP_tanh, pc_transpose(g, x, I64S(1, 0)));
+  out(g, t);
+  out(g, bin(g, PC_OP_mul, t, t));
+}
+
+static void build_random(pc_graph *g) {
+  static const struct {
+    pc_dtype dt;
+    const char *dist;
+    double a, b;
+  } rows[] = {{PC_f32, "uniform", 0, 1}, {PC_f32, "normal", 1, 2}, {PC_f64, "uniform", -5, 5}, {PC_f16, "uniform", -1, 1},
+              {PC_f64, "normal", 0, 1}};
+  for (int r = 0; r < 5; r++) {
+    pc_attr a[6] = {pc_a_dtype("dtype", rows[r].dt), INTS("shape", 40, 33), pc_a_str("dist", rows[r].dist),
+                    pc_a_float("a", rows[r].a), pc_a_float("b", rows[r].b), pc_a_int("seed", 7 + 0x100000000ll * r)};
+    out(g, pc_build(g, PC_OP_random, NULL, 0, a, 6));
+  }
+}
+
+static void build_nonzero(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 1, I64S(6));
+  out(g, un(g, PC_OP_nonzero, x));
+}
+
+typedef struct gcase {
+  const char *name;
+  void (*build)(pc_graph *g);
+  double lo, hi;    /* input range */
+  int fused;        /* every node in one group, else one group per node */
+  const char *fails;/* NULL: must compile; else the error must contain this */
+  int nonzero;      /* integer inputs avoid 0 (the interpreter rejects x / 0) */
+} gcase;
+
+static const gcase cases[] = {
+    {"unary_float", build_unary_float, 0.1, 1.4, 0, NULL, 0},
+    {"unary_num", build_unary_num, -9, 9, 0, NULL, 0},
+    {"binary_float", build_binary_float, 0.5, 3, 0, NULL, 0},
+    {"binary_int", build_binary_int, -20, 20, 0, NULL, 1},
+    {"shift_pow", build_shift_pow, 0, 7, 0, NULL, 0},
+    {"logic", build_logic, 0, 1, 0, NULL, 0},
+    {"where_clamp", build_where_clamp, -2, 2, 0, NULL, 0},
+    {"convert", build_convert, 0.5, 100, 0, NULL, 0},
+    {"dtypes", build_dtypes, 0, 9, 0, NULL, 0},
+    {"bitcast", build_bitcast, -3, 3, 0, NULL, 0},
+    {"movement", build_movement, -3, 3, 0, NULL, 0},
+    {"gather_scatter", build_gather_scatter, 0, 5.99, 0, NULL, 0},
+    {"reduce", build_reduce, 0.5, 1.5, 0, NULL, 0},
+    {"reduce_big", build_reduce_big, -1, 1, 0, NULL, 0},
+    {"dot", build_dot, -2, 2, 0, NULL, 0},
+    {"conv", build_conv, -1, 1, 0, NULL, 0},
+    {"fft", build_fft, -1, 1, 0, NULL, 0},
+    {"sort", build_sort, -5, 5, 0, NULL, 0},
+    {"constant", build_constant, -1, 1, 0, NULL, 0},
+    {"fused", build_fused, -3, 3, 1, NULL, 0},
+    {"random", build_random, 0, 1, 0, NULL, 0},
+    {"nonzero", build_nonzero, -1, 1, 0, "nonzero", 0},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+static pc_graph *case_graph(const gcase *c) {
+  pc_graph *g = pc_graph_new();
+  c->build(g);
+  for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->group = c->fused ? 0 : i;
+  g->n_groups = c->fused ? 1 : g->n_nodes;
+  return g;
+}
+
+/* ---------------------------------------------------------------- NVRTC compile of every case */
+
+typedef struct compiled {
+  kir_program p;
+  pc_cuda_launch *launches;
+  pc_cuda_binary bin;
+} compiled;
+
+/* kernel IR -> CUDA C -> cubin; 1 when it compiled */
+static int compile_graph(pc_graph *g, pc_nvrtc *nv, compiled *c) {
+  memset(c, 0, sizeof *c);
+  if (g->status || kir_build(g, &c->p) != PC_OK) return 0;
+  char *src = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&src, &len);
+  if (!f) return 0;
+  pc_status s = pc_cuda_render_program(&c->p, f, &c->launches);
+  fclose(f);
+  if (s == PC_OK) s = pc_nvrtc_compile(g, nv, src, "sm_90", &c->bin);
+  if (s == PC_OK && getenv("PRIMC_CUDA_DUMP")) fputs(src, stderr);
+  free(src);
+  return s == PC_OK;
+}
+
+static pc_nvrtc *open_nvrtc(void) {
+  char err[512] = "";
+  pc_nvrtc *nv = pc_nvrtc_open(err, sizeof err);
+  CHECK_MSG(nv != NULL, "NVRTC: %s", err);
+  return nv;
+}
+
+PC_TEST(cuda_nvrtc_every_prim) {
+  pc_nvrtc *nv = open_nvrtc();
+  if (!nv) return;
+  char ok_list[1024] = "", bad_list[1024] = "";
+  for (int i = 0; i < N_CASES; i++) {
+    const gcase *c = &cases[i];
+    pc_graph *g = case_graph(c);
+    compiled cc;
+    int ok = compile_graph(g, nv, &cc);
+    if (c->fails) {
+      CHECK_MSG(!ok && strstr(pc_error(g), c->fails), "%s: expected a clean error naming %s, got: %s", c->name,
+                c->fails, ok ? "success" : pc_error(g));
+    } else {
+      CHECK_MSG(ok, "%s: %s", c->name, pc_error(g));
+      CHECK_MSG(!ok || (cc.bin.cubin_size > 0 && cc.bin.ptx_size > 0), "%s: empty cubin or PTX", c->name);
+    }
+    char *list = ok ? ok_list : bad_list;
+    snprintf(list + strlen(list), 1024 - strlen(list), " %s", c->name);
+    pc_cuda_binary_free(&cc.bin);
+    pc_graph_free(g);
+  }
+  fprintf(stderr, "  cuda: compiled for sm_90:%s\n  cuda: not compiled:%s\n", ok_list, bad_list);
+  pc_nvrtc_close(nv);
+}
+
+/* the first NVRTC error becomes a message naming the kernel */
+PC_TEST(cuda_nvrtc_error_names_kernel) {
+  pc_nvrtc *nv = open_nvrtc();
+  if (!nv) return;
+  pc_graph *g = pc_graph_new();
+  const char *src = "extern \"C\" __global__ void __launch_bounds__(256) k0_add(float *b0) {\n"
+                    "  b0[0] = 1;\n}\n"
+                    "extern \"C\" __global__ void __launch_bounds__(256) k1_exp(float *b0) {\n"
+                    "  b0[0] = undefined_thing;\n}\n";
+  pc_cuda_binary b;
+  CHECK(pc_nvrtc_compile(g, nv, src, NULL, &b) != PC_OK);
+  CHECK_CONTAINS(pc_error(g), "k1_exp");
+  CHECK_CONTAINS(pc_error(g), "undefined_thing");
+  pc_cuda_binary_free(&b);
+  pc_graph_free(g);
+  g = pc_graph_new();
+  CHECK(pc_nvrtc_compile(g, nv, "", "gfx90a", &b) == PC_ERR_ATTR);
+  pc_graph_free(g);
+  pc_nvrtc_close(nv);
+}
+
+/* the renderer names kernels k<N>_<prim> and quotes their origin nodes */
+PC_TEST(cuda_render_names_and_origins) {
+  pc_graph *g = pc_graph_new();
+  pc_set_origin(g, "Add \"block1/add*/x\"");
+  pc_value *a = in(g, PC_f32, 1, I64S(8)), *b = in(g, PC_f32, 1, I64S(8));
+  out(g, bin(g, PC_OP_add, a, b));
+  pc_set_origin(g, NULL);
+  out(g, pc_reduce(g, PC_OP_reduce_sum, a, 1, I64S(0)));
+  char *src = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&src, &len);
+  CHECK(pc_cuda_render(g, f) == PC_OK);
+  fclose(f);
+  CHECK_CONTAINS(src, "extern \"C\" __global__ void __launch_bounds__(256) k0_add(");
+  CHECK_CONTAINS(src, "k1_reduce_sum(");
+  CHECK_CONTAINS(src, "Add \"block1/add*|x\""); /* a comment-closing origin is defused */
+  CHECK_CONTAINS(src, "__shfl_down_sync");
+  free(src);
+  pc_graph_free(g);
+}
+
+/* --emit cuda writes the text; .cubin / .ptx outputs get NVRTC's binaries */
+PC_TEST(cuda_codegen_emit) {
+  pc_graph *g = pc_graph_new();
+  pc_value *a = in(g, PC_f32, 1, I64S(8));
+  out(g, un(g, PC_OP_exp, a));
+  char path[] = "/tmp/primc-cuda-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  close(fd);
+  pc_codegen_opts o = {0};
+  o.emit = PC_EMIT_CUDA;
+  o.output = path;
+  CHECK_MSG(pc_codegen_cuda(g, &o) == PC_OK, "%s", pc_error(g));
+  FILE *f = fopen(path, "r");
+  char buf[256] = "";
+  CHECK(f && fgets(buf, sizeof buf, f));
+  CHECK(strstr(buf, "CUDA C generated by primc") != NULL);
+  if (f) fclose(f);
+  unlink(path);
+  char ptx[64];
+  snprintf(ptx, sizeof ptx, "%s.ptx", path);
+  o.output = ptx;
+  CHECK_MSG(pc_codegen_cuda(g, &o) == PC_OK, "%s", pc_error(g));
+  f = fopen(ptx, "r");
+  char *text = calloc(1, 1 << 16);
+  CHECK(f && text && fread(text, 1, (1 << 16) - 1, f) > 0);
+  CHECK_CONTAINS(text, ".entry k0_exp");
+  if (f) fclose(f);
+  free(text);
+  unlink(ptx);
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- GPU execution */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static double urand(double lo, double hi) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return lo + (hi - lo) * (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static void put(pc_dtype dt, void *p, int64_t i, double v) {
+  switch (dt) { /* test data writer, one case per storage type */
+  case PC_f16: ((uint16_t *)p)[i] = pc_f32_to_f16((float)v); break;
+  case PC_bf16: ((uint16_t *)p)[i] = pc_f32_to_bf16((float)v); break;
+  case PC_f32: ((float *)p)[i] = (float)v; break;
+  case PC_f64: ((double *)p)[i] = v; break;
+  case PC_i8: ((int8_t *)p)[i] = (int8_t)v; break;
+  case PC_i16: ((int16_t *)p)[i] = (int16_t)v; break;
+  case PC_i32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case PC_i64: ((int64_t *)p)[i] = (int64_t)v; break;
+  case PC_u8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  case PC_bool: ((uint8_t *)p)[i] = v != 0; break;
+  case PC_c64: ((float *)p)[2 * i] = (float)v, ((float *)p)[2 * i + 1] = (float)-v; break;
+  default: break;
+  }
+}
+
+static double get(pc_dtype dt, const void *p, int64_t i) {
+  switch (dt) {
+  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[i]);
+  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[i]);
+  case PC_f32: return ((const float *)p)[i];
+  case PC_f64: return ((const double *)p)[i];
+  case PC_i8: return ((const int8_t *)p)[i];
+  case PC_i16: return ((const int16_t *)p)[i];
+  case PC_i32: return ((const int32_t *)p)[i];
+  case PC_i64: return (double)((const int64_t *)p)[i];
+  case PC_u8: case PC_bool: return ((const uint8_t *)p)[i];
+  case PC_c64: return ((const float *)p)[i]; /* i over the float pairs */
+  default: return 0;
+  }
+}
+
+static pc_tensor make_input(const pc_value *v, double lo, double hi, int nonzero) {
+  pc_tensor t = {v->type.dtype, v->type.rank, {0}, NULL};
+  memcpy(t.dims, v->type.dims, sizeof t.dims);
+  int64_t n = pc_tensor_numel(&t);
+  t.data = calloc((size_t)n + 1, pc_dtype_size(t.dtype));
+  for (int64_t i = 0; i < n; i++) {
+    double x = urand(lo, hi);
+    if (!pc_dtype_is_float(t.dtype) && t.dtype != PC_c64) x = floor(x);
+    if (nonzero && x == 0) x = 1;
+    if (t.dtype == PC_bool) x = urand(0, 1) < 0.5;
+    put(t.dtype, t.data, i, x);
+  }
+  return t;
+}
+
+static int close_enough(pc_dtype dt, double a, double b) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+  if (isinf(a) || isinf(b)) return a == b;
+  double tol = dt == PC_f16 ? 3e-3 : dt == PC_bf16 ? 1.6e-2 : dt == PC_f32 || dt == PC_c64 ? 2e-5 : dt == PC_f64 ? 1e-12 : 0;
+  return fabs(a - b) <= tol * (1 + fabs(b));
+}
+
+typedef struct gpu {
+  primc_cuda *cu;
+  primc_devptr din[MAXT], dout[MAXT], ws, weights;
+} gpu;
+
+static primc_devptr buf_ptr(const gpu *d, const kir_buf *b) {
+  switch (b->place) { /* the four places of kir.h */
+  case KP_INPUT: return d->din[b->index];
+  case KP_OUTPUT: return d->dout[b->index];
+  case KP_CONST: return d->weights + (primc_devptr)b->offset;
+  case KP_WORKSPACE: return d->ws + (primc_devptr)b->offset;
+  }
+  return 0;
+}
+
+/* uploads, launches every kernel in order, downloads the outputs into got (malloc'ed) */
+static int run_on_gpu(gpu *d, pc_graph *g, compiled *c, const pc_tensor *ins, pc_tensor *got, int *status,
+                      const char *tag) {
+  primc_cuda *cu = d->cu;
+  primc_cuda_module *m = NULL;
+  int ok = CHECK_MSG(primc_cuda_module_load(cu, c->bin.cubin, &m) == PRIMC_OK, "%s: %s", tag, primc_cuda_error(cu));
+  void *blob = kir_weights_blob(&c->p);
+  ok = ok && primc_cuda_alloc(cu, (size_t)c->p.workspace_size, &d->ws) == PRIMC_OK &&
+       primc_cuda_alloc(cu, (size_t)c->p.weights_size, &d->weights) == PRIMC_OK &&
+       primc_cuda_upload(cu, d->weights, blob, (size_t)c->p.weights_size) == PRIMC_OK;
+  for (int i = 0; ok && i < g->n_inputs; i++) {
+    size_t n = pc_tensor_nbytes(&ins[i]);
+    ok = primc_cuda_alloc(cu, n, &d->din[i]) == PRIMC_OK && primc_cuda_upload(cu, d->din[i], ins[i].data, n) == PRIMC_OK;
+  }
+  for (int i = 0; ok && i < g->n_outputs; i++) {
+    const pc_value *v = g->outputs[i];
+    got[i] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
+    memcpy(got[i].dims, v->type.dims, sizeof got[i].dims);
+    ok = primc_cuda_alloc(cu, pc_tensor_nbytes(&got[i]), &d->dout[i]) == PRIMC_OK;
+  }
+  for (int k = 0; ok && k < c->p.n_kernels; k++) {
+    const pc_cuda_launch *L = &c->launches[k];
+    primc_devptr vals[64];
+    void *args[64], *fn = NULL;
+    for (int a = 0; a < L->n_args && a < 64; a++) {
+      vals[a] = buf_ptr(d, &c->p.bufs[L->args[a]]);
+      args[a] = &vals[a];
+    }
+    ok = primc_cuda_function(cu, m, L->name, &fn) == PRIMC_OK &&
+         primc_cuda_launch(cu, fn, L->name, (unsigned)L->grid, (unsigned)L->block, 0, args) == PRIMC_OK;
+  }
+  *status = -1;
+  ok = ok && primc_cuda_sync(cu) == PRIMC_OK && primc_cuda_module_status(cu, m, status) == PRIMC_OK;
+  CHECK_MSG(ok, "%s: %s", tag, primc_cuda_error(cu));
+  for (int i = 0; ok && i < g->n_outputs; i++) {
+    got[i].data = malloc(pc_tensor_nbytes(&got[i]) + 1);
+    ok = primc_cuda_download(cu, got[i].data, d->dout[i], pc_tensor_nbytes(&got[i])) == PRIMC_OK;
+  }
+  for (int i = 0; i < g->n_inputs; i++) primc_cuda_free(cu, d->din[i]), d->din[i] = 0;
+  for (int i = 0; i < g->n_outputs; i++) primc_cuda_free(cu, d->dout[i]), d->dout[i] = 0;
+  primc_cuda_free(cu, d->ws);
+  primc_cuda_free(cu, d->weights);
+  d->ws = d->weights = 0;
+  primc_cuda_module_unload(cu, m);
+  free(blob);
+  return ok;
+}
+
+static int compare(pc_graph *g, const pc_tensor *ref, const pc_tensor *got, const char *tag) {
+  for (int o = 0; o < g->n_outputs; o++) {
+    pc_dtype dt = ref[o].dtype;
+    int64_t n = pc_tensor_numel(&ref[o]) * (dt == PC_c64 ? 2 : 1);
+    for (int64_t i = 0; i < n; i++) {
+      double a = get(dt, got[o].data, i), b = get(dt, ref[o].data, i);
+      if (!close_enough(dt, a, b))
+        return CHECK_MSG(0, "%s: out%d (%s) [%lld] = %.9g on the GPU, interpreter %.9g", tag, o, pc_dtype_name(dt),
+                         (long long)i, a, b);
+    }
+  }
+  return CHECK_MSG(1, "%s", tag);
+}
+
+PC_TEST(cuda_gpu_matches_interpreter) {
+  char err[512] = "";
+  gpu d;
+  memset(&d, 0, sizeof d);
+  int rc = primc_cuda_open(0, &d.cu, err, sizeof err);
+  if (rc != PRIMC_OK) {
+    /* no GPU here: the skip must come from the driver's own answer, not a guess */
+    fprintf(stderr, "  cuda: SKIPPING GPU execution: %s\n", err);
+    CHECK_INT(rc, PRIMC_ERR_NODEVICE);
+    CHECK(d.cu == NULL);
+    CHECK_MSG(strstr(err, "cuInit") || strstr(err, "libcuda.so.1"), "skip reason names cuInit or libcuda: %s", err);
+    return;
+  }
+  pc_nvrtc *nv = open_nvrtc();
+  int ran = 0;
+  for (int i = 0; nv && i < N_CASES; i++) {
+    const gcase *c = &cases[i];
+    if (c->fails) continue;
+    pc_graph *g = case_graph(c);
+    compiled cc;
+    pc_tensor ins[MAXT], ref[MAXT], got[MAXT];
+    memset(ref, 0, sizeof ref);
+    memset(got, 0, sizeof got);
+    for (int k = 0; k < g->n_inputs; k++) ins[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero);
+    int ok = CHECK_MSG(compile_graph(g, nv, &cc), "%s: %s", c->name, pc_error(g));
+    ok = ok && CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", c->name,
+                         pc_error(g));
+    int status = -1;
+    ok = ok && run_on_gpu(&d, g, &cc, ins, got, &status, c->name);
+    ok = ok && CHECK_MSG(status == 0, "%s: a kernel reported bad data (%d)", c->name, status);
+    if (ok && compare(g, ref, got, c->name)) ran++;
+    for (int k = 0; k < g->n_inputs; k++) free(ins[k].data);
+    for (int k = 0; k < g->n_outputs; k++) pc_tensor_free(&ref[k]), free(got[k].data);
+    pc_cuda_binary_free(&cc.bin);
+    pc_graph_free(g);
+  }
+  fprintf(stderr, "  cuda: %d graphs ran on the GPU and matched the interpreter\n", ran);
+  pc_nvrtc_close(nv);
+  primc_cuda_close(d.cu);
+}
+
+/* an out-of-range gather index is reported through primc_status, not a crash */
+PC_TEST(cuda_gpu_bad_index_status) {
+  char err[512] = "";
+  primc_cuda *cu = NULL;
+  int rc = primc_cuda_open(0, &cu, err, sizeof err);
+  if (rc != PRIMC_OK) {
+    fprintf(stderr, "  cuda: SKIPPING GPU status test: %s\n", err);
+    CHECK_INT(rc, PRIMC_ERR_NODEVICE);
+    return;
+  }
+  pc_nvrtc *nv = open_nvrtc();
+  pc_graph *g = pc_graph_new();
+  pc_value *x = in(g, PC_f32, 1, I64S(4)), *idx = in(g, PC_i32, 1, I64S(2));
+  pc_value *gi[2] = {x, idx};
+  pc_attr ga = pc_a_int("axis", 0);
+  out(g, pc_build(g, PC_OP_gather, gi, 2, &ga, 1));
+  compiled cc;
+  gpu d = {.cu = cu};
+  float xv[4] = {1, 2, 3, 4};
+  int32_t iv[2] = {1, 9};
+  pc_tensor ins[2] = {{PC_f32, 1, {4}, xv}, {PC_i32, 1, {2}, iv}}, got[1];
+  memset(got, 0, sizeof got);
+  if (CHECK_MSG(nv && compile_graph(g, nv, &cc), "%s", pc_error(g))) {
+    int status = -1;
+    CHECK(run_on_gpu(&d, g, &cc, ins, got, &status, "bad_index"));
+    CHECK_INT(status, PRIMC_ERR_RUNTIME);
+  }
+  pc_cuda_binary_free(&cc.bin);
+  free(got[0].data);
+  pc_graph_free(g);
+  pc_nvrtc_close(nv);
+  primc_cuda_close(cu);
+}

@@ -1,0 +1,225 @@
+/* tests/unit/test_onnx.c: the ONNX importer on malformed models (status, one-line message, no crash) and tiny good ones. */
+#include "frontend/frontend.h"
+#include "frontend/onnx_internal.h"
+#include "tests/test.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pc_graph *load_data(const char *sub, const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/data/%s/%s", pc_test_srcdir(), sub, name);
+  return pc_onnx_load(path, NULL);
+}
+
+/* loads a bad model and checks its status and that the message is one line holding `needle` */
+static void check_bad(const char *name, pc_status want, const char *needle) {
+  pc_graph *g = load_data("onnx_bad", name);
+  CHECK_MSG(g != NULL, "%s: graph", name);
+  if (!g) return;
+  CHECK_MSG(g->status == want, "%s: status %s, expected %s (%s)", name, pc_status_name(g->status),
+            pc_status_name(want), pc_error(g));
+  CHECK_MSG(strchr(pc_error(g), '\n') == NULL, "%s: message is one line", name);
+  if (needle) CHECK_CONTAINS(pc_error(g), needle);
+  pc_graph_free(g);
+}
+
+PC_TEST(onnx_bad_truncated) { check_bad("truncated.onnx", PC_ERR_PARSE, "truncated.onnx"); }
+PC_TEST(onnx_bad_garbage) { check_bad("garbage.onnx", PC_ERR_PARSE, NULL); }
+PC_TEST(onnx_bad_unknown_domain) { check_bad("unknown_domain.onnx", PC_ERR_UNSUPPORTED, "FooBar \"mystery\": op FooBar of domain 'com.example'"); }
+PC_TEST(onnx_bad_unknown_op) { check_bad("unknown_op.onnx", PC_ERR_UNSUPPORTED, "NotAnOp \"nope\": unsupported op NotAnOp (domain ai.onnx"); }
+PC_TEST(onnx_bad_opset) { check_bad("bad_opset.onnx", PC_ERR_UNSUPPORTED, "opset 99"); }
+PC_TEST(onnx_bad_shape_mismatch) { check_bad("shape_mismatch.onnx", PC_ERR_SHAPE, "Add \"plus\""); }
+PC_TEST(onnx_bad_external_dotdot) { check_bad("external_dotdot.onnx", PC_ERR_IO, "leaves the model directory"); }
+PC_TEST(onnx_bad_external_abs) { check_bad("external_abs.onnx", PC_ERR_IO, "leaves the model directory"); }
+PC_TEST(onnx_bad_absurd_dims) { check_bad("absurd_dims.onnx", PC_ERR_RANGE, "2^31"); }
+PC_TEST(onnx_bad_negative_dim) { check_bad("negative_dim.onnx", PC_ERR_RANGE, "dim 0 is -3"); }
+PC_TEST(onnx_bad_short_raw) { check_bad("short_raw.onnx", PC_ERR_RANGE, "raw_data has 10 bytes"); }
+PC_TEST(onnx_bad_control_flow) { check_bad("control_flow.onnx", PC_ERR_UNSUPPORTED, "If \"branch\""); }
+PC_TEST(onnx_bad_undefined_input) { check_bad("undefined_input.onnx", PC_ERR_PARSE, "'missing'"); }
+
+PC_TEST(onnx_missing_file) {
+  pc_graph *g = pc_onnx_load("/nonexistent/model.onnx", NULL);
+  CHECK(g && g->status == PC_ERR_IO);
+  pc_graph_free(g);
+}
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  unsigned char *buf = malloc(1 << 16);
+  *len = buf ? fread(buf, 1, 1 << 16, f) : 0;
+  fclose(f);
+  return buf;
+}
+
+/* a temp folder holding the external-data model; weights.bin is a real file or a link leaving it */
+static int external_setup(char *dir, size_t cap, int as_symlink, const char *outside) {
+  char src[1024], path[1200];
+  snprintf(dir, cap, "/tmp/primc_onnx_XXXXXX");
+  if (!mkdtemp(dir)) return 0;
+  snprintf(src, sizeof src, "%s/tests/data/onnx_bad/external_symlink.onnx", pc_test_srcdir());
+  size_t len;
+  unsigned char *buf = slurp(src, &len);
+  if (!buf) return 0;
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(buf, 1, len, f) == len;
+  if (f) fclose(f);
+  free(buf);
+  snprintf(path, sizeof path, "%s/weights.bin", dir);
+  if (as_symlink) return ok && symlink(outside, path) == 0;
+  float w[4] = {1, 2, 3, 4};
+  f = fopen(path, "wb");
+  ok = ok && f && fwrite(w, sizeof w, 1, f) == 1;
+  if (f) fclose(f);
+  return ok;
+}
+
+static void external_cleanup(const char *dir) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/weights.bin", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
+PC_TEST(onnx_external_symlink_outside) {
+  char dir[64], outside[64] = "/tmp/primc_onnx_out_XXXXXX", model[128];
+  int fd = mkstemp(outside);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  float w[4] = {0};
+  CHECK(write(fd, w, sizeof w) == (ssize_t)sizeof w);
+  close(fd);
+  CHECK(external_setup(dir, sizeof dir, 1, outside));
+  snprintf(model, sizeof model, "%s/model.onnx", dir);
+  pc_graph *g = pc_onnx_load(model, NULL);
+  CHECK(g && g->status == PC_ERR_IO);
+  CHECK_CONTAINS(pc_error(g), "outside the model directory");
+  pc_graph_free(g);
+  external_cleanup(dir);
+  unlink(outside);
+}
+
+PC_TEST(onnx_external_inside) {
+  char dir[64], model[128];
+  CHECK(external_setup(dir, sizeof dir, 0, NULL));
+  snprintf(model, sizeof model, "%s/model.onnx", dir);
+  pc_graph *g = pc_onnx_load(model, NULL);
+  CHECK_MSG(g && g->status == PC_OK, "load: %s", pc_error(g));
+  const float *w = NULL;
+  for (int i = 0; g && i < g->n_values; i++)
+    if (g->values[i]->name && strcmp(g->values[i]->name, "w") == 0) w = pc_const_data(g->values[i]);
+  CHECK(w && w[0] == 1 && w[3] == 4);
+  pc_graph_free(g);
+  external_cleanup(dir);
+}
+
+PC_TEST(onnx_external_from_buffer_without_dir) {
+  char src[1024];
+  snprintf(src, sizeof src, "%s/tests/data/onnx_bad/external_symlink.onnx", pc_test_srcdir());
+  size_t len;
+  unsigned char *buf = slurp(src, &len);
+  CHECK(buf != NULL);
+  if (!buf) return;
+  pc_graph *g = pc_onnx_load_buffer(buf, len, NULL, NULL);
+  CHECK(g && g->status == PC_ERR_IO);
+  pc_graph_free(g);
+  free(buf);
+}
+
+/* every prefix of a good model is rejected cleanly or accepted, never crashes */
+PC_TEST(onnx_every_truncation) {
+  char src[1024];
+  snprintf(src, sizeof src, "%s/tests/data/onnx_good/mlp.onnx", pc_test_srcdir());
+  size_t len;
+  unsigned char *buf = slurp(src, &len);
+  CHECK(buf != NULL);
+  int rejected = 0;
+  for (size_t n = 0; buf && n < len; n++) {
+    pc_graph *g = pc_onnx_load_buffer(buf, n, NULL, NULL);
+    rejected += g && g->status != PC_OK;
+    pc_graph_free(g);
+  }
+  CHECK(buf == NULL || rejected == (int)len);
+  free(buf);
+}
+
+static int load_pb(const char *name, pc_tensor *t) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/data/onnx_good/%s", pc_test_srcdir(), name);
+  size_t len;
+  unsigned char *buf = slurp(path, &len);
+  if (!buf) return 0;
+  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
+  free(buf);
+  pc_graph *scratch = pc_graph_new();
+  int ok = tp && scratch && ox_tensor_decode(scratch, tp, NULL, t) == PC_OK;
+  pc_graph_free(scratch);
+  if (tp) onnx__tensor_proto__free_unpacked(tp, NULL);
+  return ok;
+}
+
+/* runs a good model on its saved input and compares with onnxruntime's output */
+static void check_good(const char *stem) {
+  char name[256];
+  snprintf(name, sizeof name, "%s.onnx", stem);
+  pc_graph *g = load_data("onnx_good", name);
+  CHECK_MSG(g && g->status == PC_OK, "%s: %s", stem, pc_error(g));
+  pc_tensor in, want, out;
+  memset(&out, 0, sizeof out);
+  snprintf(name, sizeof name, "%s.input_0.pb", stem);
+  int ok = load_pb(name, &in);
+  snprintf(name, sizeof name, "%s.output_0.pb", stem);
+  ok = load_pb(name, &want) && ok;
+  CHECK(ok);
+  if (ok && g && g->status == PC_OK && g->n_inputs == 1 && g->n_outputs == 1) {
+    pc_status st = pc_interp(g, &in, 1, &out, 1);
+    CHECK_MSG(st == PC_OK, "%s: interp: %s", stem, pc_error(g));
+    int same = st == PC_OK && out.rank == want.rank && out.dtype == PC_f32;
+    for (int i = 0; same && i < out.rank; i++) same = out.dims[i] == want.dims[i];
+    CHECK_MSG(same, "%s: output shape", stem);
+    for (int64_t k = 0; same && k < pc_tensor_numel(&want); k++)
+      CHECK_NEAR(((float *)out.data)[k], ((float *)want.data)[k], 1e-5 + 1e-4 * fabs(((float *)want.data)[k]));
+  }
+  if (ok) pc_tensor_free(&in), pc_tensor_free(&want);
+  pc_tensor_free(&out);
+  pc_graph_free(g);
+}
+
+PC_TEST(onnx_good_mlp) { check_good("mlp"); }
+PC_TEST(onnx_good_shape_chain) {
+  check_good("shape_chain");
+  /* the shape computation must fold away: nothing but the reshape of x is left at run time */
+  pc_graph *g = load_data("onnx_good", "shape_chain.onnx");
+  int runtime_ops = 0;
+  for (int i = 0; g && i < g->n_nodes; i++) runtime_ops += g->nodes[i]->op != PC_OP_constant;
+  CHECK_INT(runtime_ops, 1);
+  pc_graph_free(g);
+}
+
+/* inputs the fuzzer once crashed on (tests/data/onnx_bad/fuzz_*): each now ends in a status */
+PC_TEST(onnx_fuzz_regressions) {
+  char dir[1024], path[1400];
+  snprintf(dir, sizeof dir, "%s/tests/data/onnx_bad", pc_test_srcdir());
+  DIR *d = opendir(dir);
+  CHECK(d != NULL);
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    if (strncmp(e->d_name, "fuzz_", 5) != 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    pc_graph *g = pc_onnx_load(path, NULL);
+    CHECK_MSG(g != NULL, "%s", e->d_name);
+    CHECK_MSG(!g || strchr(pc_error(g), '\n') == NULL, "%s: one-line message", e->d_name);
+    pc_graph_free(g);
+    n++;
+  }
+  if (d) closedir(d);
+  CHECK(n > 0);
+}

@@ -1,0 +1,135 @@
+/* tools/compile.c: `primc compile`: model -> passes -> codegen -> executable, object + header, library, LLVM IR or asm. */
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "tools/cli.h"
+#include "tools/cmds.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *compile_help =
+    "usage: primc compile MODEL -o OUT [options]\n"
+    "  Compiles MODEL (.onnx or text graph) ahead of time for the CPU through LLVM.\n"
+    "  --emit exe|obj|lib|llvm|asm  what to write (default exe: OUT runs .npy inputs, see OUT --help;\n"
+    "                      obj: OUT.o + OUT.h; lib: shared library OUT + OUT.h)\n"
+    "  --weights external  weights in OUT.weights (mmapped by NAME_load_weights) instead of .rodata\n"
+    "  --weights-file FILE .safetensors weights for a text graph\n"
+    "  -O0 .. -O3          optimization level of the graph passes and of LLVM (default -O3)\n"
+    "  --unfused           one kernel per prim (no fusion)\n"
+    "  --cpu CPU           target cpu (default: this machine's, e.g. znver5; \"generic\")\n"
+    "  --triple T          target triple (default: host), e.g. aarch64-linux-gnu\n"
+    "  --name ID           C prefix of the entry points (default: from OUT)\n"
+    "  --report            print what was compiled: kernels, workspace, weights, time\n"
+    "  --dim NAME=N        fix a symbolic dim\n";
+
+typedef struct compile_opts {
+  const char *model, *out, *emit, *weights, *weights_file, *cpu, *triple, *name;
+  int opt, unfused, report;
+  pc_dim_binding dims[PC_CLI_MAX];
+  char dim_names[PC_CLI_MAX][64];
+  int n_dims;
+} compile_opts;
+
+static int emit_kind(const char *s, pc_emit *out) {
+  static const char *const names[] = {"exe", "obj", "lib", "llvm", "asm", "cuda"};
+  for (int i = 0; i < 6; i++)
+    if (!strcmp(s, names[i])) return *out = (pc_emit)i, 1;
+  return 0;
+}
+
+/* returns -1 to go on, else the exit code */
+static int parse(int argc, char **argv, compile_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->opt = 3;
+  o->emit = "exe";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char **slot = !strcmp(a, "-o")           ? &o->out
+                        : !strcmp(a, "--emit")     ? &o->emit
+                        : !strcmp(a, "--weights")  ? &o->weights
+                        : !strcmp(a, "--weights-file") ? &o->weights_file
+                        : !strcmp(a, "--cpu")      ? &o->cpu
+                        : !strcmp(a, "--triple")   ? &o->triple
+                        : !strcmp(a, "--name")     ? &o->name
+                                                   : NULL;
+    if (slot) {
+      if (i + 1 >= argc) return pc_cli_usage_error(compile_help, "option needs a value");
+      *slot = argv[++i];
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(compile_help, stdout);
+      return 0;
+    } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
+      o->opt = a[2] - '0';
+    } else if (!strcmp(a, "--unfused")) {
+      o->unfused = 1;
+    } else if (!strcmp(a, "--report")) {
+      o->report = 1;
+    } else if (!strcmp(a, "--dim") && i + 1 < argc) {
+      if (o->n_dims >= PC_CLI_MAX ||
+          !pc_cli_parse_dim(argv[++i], &o->dims[o->n_dims], o->dim_names[o->n_dims], sizeof o->dim_names[0]))
+        return pc_cli_usage_error(compile_help, "bad --dim (expected NAME=N or NAME=LO..HI)");
+      o->n_dims++;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "primc: unknown option '%s'\n", a);
+      return 2;
+    } else if (!o->model) {
+      o->model = a;
+    } else {
+      return pc_cli_usage_error(compile_help, "more than one MODEL");
+    }
+  }
+  if (!o->model || !o->out) return pc_cli_usage_error(compile_help, "need MODEL and -o OUT");
+  if (o->weights && strcmp(o->weights, "external") && strcmp(o->weights, "embedded"))
+    return pc_cli_usage_error(compile_help, "--weights takes external or embedded");
+  return -1;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int pc_cmd_compile(int argc, char **argv) {
+  compile_opts o;
+  int rc = parse(argc, argv, &o);
+  if (rc >= 0) return rc;
+  pc_codegen_opts co = {0};
+  if (!emit_kind(o.emit, &co.emit)) return pc_cli_usage_error(compile_help, "bad --emit");
+  double t0 = now_s();
+  pc_import_opts io = {o.dims, o.n_dims, o.weights_file};
+  pc_graph *g = pc_model_load(o.model, &io);
+  if (!g) return fprintf(stderr, "primc: error: out of memory\n"), 1;
+  pc_pipeline_opts po = {0};
+  po.opt_level = o.opt;
+  po.unfused = o.unfused;
+  double t1 = now_s();
+  pc_status s = g->status ? g->status : pc_pipeline_run(g, &po);
+  double t2 = now_s();
+  co.output = o.out;
+  co.name = o.name;
+  co.triple = o.triple;
+  co.cpu = o.cpu;
+  co.weights_external = o.weights && !strcmp(o.weights, "external");
+  co.opt_level = o.opt;
+  if (s == PC_OK) s = pc_codegen(g, &co);
+  double t3 = now_s();
+  if (s != PC_OK) {
+    fprintf(stderr, "primc: error: %s\n", pc_error(g));
+    pc_graph_free(g);
+    return 1;
+  }
+  if (o.report) {
+    int nodes = 0;
+    for (int i = 0; i < g->n_nodes; i++) nodes += !g->nodes[i]->dead;
+    printf("compiled %s -> %s (%s, -O%d%s)\n", o.model, o.out, o.emit, o.opt, o.unfused ? ", unfused" : "");
+    printf("  prims %d, groups %d, planned workspace %lld bytes\n", nodes, g->n_groups, (long long)g->workspace_size);
+    printf("  time: load %.3f s, passes %.3f s, codegen %.3f s\n", t1 - t0, t2 - t1, t3 - t2);
+    pc_kernels_print(g, stdout);
+  }
+  pc_graph_free(g);
+  return 0;
+}
