@@ -36,6 +36,24 @@ int pc_test_check(int ok, const char *file, int line, const char *fmt, ...) {
   return 0;
 }
 
+int pc_test_check_int(long long a, long long b, const char *file, int line, const char *sa, const char *sb) {
+  return pc_test_check(a == b, file, line, "%s == %s (%lld vs %lld)", sa, sb, a, b);
+}
+
+int pc_test_check_str(const char *a, const char *b, const char *file, int line, const char *sa, const char *sb) {
+  return pc_test_check(a && b && strcmp(a, b) == 0, file, line, "%s == %s (\"%s\" vs \"%s\")", sa, sb,
+                       a ? a : "(null)", b ? b : "(null)");
+}
+
+int pc_test_check_contains(const char *hay, const char *needle, const char *file, int line) {
+  return pc_test_check(hay && strstr(hay, needle) != NULL, file, line, "\"%s\" contains \"%s\"",
+                       hay ? hay : "(null)", needle);
+}
+
+int pc_test_check_near(double a, double b, double tol, const char *file, int line, const char *sa, const char *sb) {
+  return pc_test_check(fabs(a - b) <= tol, file, line, "%s ~= %s (%g vs %g)", sa, sb, a, b);
+}
+
 const char *pc_test_srcdir(void) {
   const char *s = getenv("PRIMC_SRC");
   return s && *s ? s : ".";

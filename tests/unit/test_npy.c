@@ -13,7 +13,7 @@ static void tmp_path(char *buf, size_t n, const char *tag) {
 
 static void round_trip(primc_dtype dt, int rank, const int64_t *dims) {
   primc_array a = {.dtype = dt, .rank = rank};
-  memcpy(a.dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank) memcpy(a.dims, dims, sizeof(int64_t) * (size_t)rank);
   size_t nb = (size_t)primc_array_numel(&a) * primc_dtype_size(dt);
   a.data = malloc(nb + 1);
   for (size_t i = 0; i < nb; i++) ((unsigned char *)a.data)[i] = (unsigned char)(i * 37 + 11);
