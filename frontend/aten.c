@@ -261,7 +261,7 @@ static pc_status binary(at_ctx *c, pc_op op) {
     b = pc_scalar(g, dt, at_float(c, "other", 0));
   }
   double alpha = at_float(c, "alpha", 1.0);
-  if (alpha != 1.0 && b) b = pc_mul(g, b, pc_scalar(g, b->type.dtype, alpha));
+  if (alpha != 1.0 && b) b = pc_mul(g, b, like(c, alpha, b));
   if (!b || !promote(c, &a, &b)) return g->status;
   if (op == PC_OP_div && !pc_dtype_is_float(a->type.dtype)) { /* true division, as in PyTorch */
     a = pc_convert(g, a, PC_f32);

@@ -50,9 +50,9 @@ def case(name, inputs, body, outputs, weights=None):
     with open(os.path.join(OUT, name + ".txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     for i, (_, a) in enumerate(inputs):
-        np.save(os.path.join(OUT, "%s.in%d.npy" % (name, i)), a)
+        np.save(os.path.join(OUT, "%s.in%d.npy" % (name, i)), np.array(a, order="C"))
     for i, (_, a) in enumerate(outputs):
-        np.save(os.path.join(OUT, "%s.out%d.npy" % (name, i)), np.asarray(a))
+        np.save(os.path.join(OUT, "%s.out%d.npy" % (name, i)), np.array(a, order="C"))
     if weights:
         write_safetensors(os.path.join(OUT, name + ".safetensors"), weights)
 
