@@ -367,6 +367,8 @@ pc_status ox_op_Reshape(ox_ctx *c) {
       infer = i;
     } else if (s[i] < 0) {
       return ox_fail(c, PC_ERR_SHAPE, "shape[%d] = %lld", i, (long long)s[i]);
+    } else if (s[i] > 0 && known > ((int64_t)1 << 40) / s[i]) {
+      return ox_fail(c, PC_ERR_RANGE, "shape has absurdly many elements");
     } else {
       known *= s[i];
     }
@@ -608,6 +610,7 @@ pc_status ox_op_GatherElements(ox_ctx *c) {
 
 /* flat index over x dims [b, b+k) from the last dim of idx (len k): sum idx[..., j] * stride_j */
 static pc_value *flat_index(ox_ctx *c, pc_value *x, pc_value *idx, int b) {
+  if (idx->type.rank < 1) return ox_fail(c, PC_ERR_SHAPE, "indices must have rank >= 1"), NULL;
   int q = idx->type.rank, k = (int)idx->type.dims[q - 1];
   if (k < 1 || b + k > x->type.rank) return ox_fail(c, PC_ERR_SHAPE, "index depth %d does not fit rank %d", k, x->type.rank), NULL;
   int64_t dims[PC_MAX_RANK], strides[PC_MAX_RANK], stride = 1;
@@ -672,6 +675,7 @@ pc_status ox_op_ScatterND(ox_ctx *c) {
   pc_value *x = X0, *idx = ox_in_req(c, 1), *upd = ox_in_req(c, 2);
   const char *red = scatter_reduce(c);
   if (!check_static(c, x) || !check_static(c, idx) || !upd || !red) return ox_status(c);
+  if (idx->type.rank < 1) return ox_fail(c, PC_ERR_SHAPE, "indices must have rank >= 1");
   int r = x->type.rank, q = idx->type.rank, k = (int)idx->type.dims[q - 1];
   pc_value *flat = flat_index(c, x, idx, 0);
   if (!flat) return ox_status(c);

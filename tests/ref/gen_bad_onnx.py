@@ -80,6 +80,10 @@ def bad_models():
                [vi("y", [1])]), "control_flow.onnx")
     save(model([helper.make_node("Relu", ["missing"], ["y"], name="r")], [vi("x", [2])], [vi("y", [2])]),
          "undefined_input.onnx")
+    # shapes the fuzzer found: scalar indices where ScatterND needs rank >= 1
+    save(model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], name="snd")],
+               [vi("x", [4]), vi("i", [], TensorProto.INT64), vi("u", [])], [vi("y", [4])]),
+         "fuzz_scatternd_scalar_indices.onnx")
 
 
 def save_pb(arr, name, path):
