@@ -127,6 +127,13 @@ pc_value *pc_dot_general(pc_graph *g, pc_value *a, pc_value *b, int n_contract, 
   return pc_build(g, PC_OP_dot_general, in, 2, at, 4);
 }
 
+/* v truncated toward zero and saturated to [lo, hi]; NaN gives 0 (the interpreter's conversion rule) */
+static double to_int_range(double v, double lo, double hi) {
+  if (isnan(v)) return 0;
+  v = trunc(v);
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
 /* stores v converted to dtype at p */
 static void store_scalar(pc_dtype dt, void *p, double v) {
   switch (dt) { /* one row per storage type; a table would need a function per row anyway */
@@ -134,11 +141,12 @@ static void store_scalar(pc_dtype dt, void *p, double v) {
   case PC_bf16: *(uint16_t *)p = pc_f32_to_bf16((float)v); break;
   case PC_f32: *(float *)p = (float)v; break;
   case PC_f64: *(double *)p = v; break;
-  case PC_i8: *(int8_t *)p = (int8_t)v; break;
-  case PC_i16: *(int16_t *)p = (int16_t)v; break;
-  case PC_i32: *(int32_t *)p = (int32_t)v; break;
-  case PC_i64: *(int64_t *)p = (int64_t)v; break;
-  case PC_u8: *(uint8_t *)p = (uint8_t)v; break;
+  case PC_i8: *(int8_t *)p = (int8_t)to_int_range(v, INT8_MIN, INT8_MAX); break;
+  case PC_i16: *(int16_t *)p = (int16_t)to_int_range(v, INT16_MIN, INT16_MAX); break;
+  case PC_i32: *(int32_t *)p = (int32_t)to_int_range(v, INT32_MIN, INT32_MAX); break;
+  /* 2^63 is not representable as int64: stop one double step below it */
+  case PC_i64: *(int64_t *)p = (int64_t)to_int_range(v, -9223372036854775808.0, 9223372036854774784.0); break;
+  case PC_u8: *(uint8_t *)p = (uint8_t)to_int_range(v, 0, UINT8_MAX); break;
   case PC_bool: *(uint8_t *)p = v != 0; break;
   case PC_c64: ((float *)p)[0] = (float)v; ((float *)p)[1] = 0; break;
   case PC_DTYPE_COUNT: break;
@@ -148,10 +156,6 @@ static void store_scalar(pc_dtype dt, void *p, double v) {
 pc_value *pc_scalar(pc_graph *g, pc_dtype dt, double v) {
   unsigned char buf[16];
   memset(buf, 0, sizeof buf);
-  if (isnan(v) && !pc_dtype_is_float(dt) && dt != PC_c64) {
-    pc_fail(g, PC_ERR_TYPE, "NaN constant for %s", pc_dtype_name(dt));
-    return NULL;
-  }
   store_scalar(dt, buf, v);
   return pc_const(g, pc_type_make(dt, 0, NULL), buf);
 }

@@ -1,6 +1,8 @@
 /* tools/primc.c: the primc command line: run, dump, compile, conformance, bench. */
+#include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "ir/ir.h"
+#include "passes/passes.h"
 #include "runtime/primc_rt.h"
 #include "tools/cli.h"
 #include "tools/cmds.h"
@@ -100,22 +102,93 @@ done:
 static const char *dump_help =
     "usage: primc dump MODEL [options]\n"
     "  Prints the prim graph of MODEL in the text format (parseable by primc).\n"
+    "  -O0 .. -O3          run the pass pipeline of that level first (fusion and memory plan included)\n"
+    "  --unfused           with -O: one kernel per prim\n"
+    "  --print-after-all   with -O: print the graph after every pass\n"
+    "  --print-after PASS  with -O: print the graph after PASS (passes: constfold simplify cse dce fuse\n"
+    "                      unfuse memplan)\n"
+    "  --kernels           print the kernel IR instead (implies -O2 unless -O is given)\n"
+    "  --explain-fusion    print why neighbouring prims were not fused (implies -O2)\n"
+    "  --memory            print the memory plan: live bytes per kernel and the peak (implies -O2)\n"
     "  --weights FILE      .safetensors weights for a text graph\n"
     "  --save-weights FILE write the graph's named constants to a .safetensors file\n"
     "  --dim NAME=N        fix a symbolic dim\n";
 
+typedef struct dump_flags {
+  int opt, unfused, kernels, explain, memory, print_after_all;
+  const char *print_after;
+} dump_flags;
+
+/* takes the dump-only flags out of argv, leaving the common ones for pc_cli_parse */
+static int take_dump_flags(int *argc, char **argv, dump_flags *f) {
+  int n = 1;
+  f->opt = -1;
+  for (int i = 1; i < *argc; i++) {
+    const char *a = argv[i];
+    if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) f->opt = a[2] - '0';
+    else if (!strcmp(a, "--unfused")) f->unfused = 1;
+    else if (!strcmp(a, "--kernels")) f->kernels = 1;
+    else if (!strcmp(a, "--explain-fusion")) f->explain = 1;
+    else if (!strcmp(a, "--memory")) f->memory = 1;
+    else if (!strcmp(a, "--print-after-all")) f->print_after_all = 1;
+    else if (!strcmp(a, "--print-after")) {
+      if (i + 1 >= *argc) return pc_cli_usage_error(dump_help, "--print-after needs a pass name");
+      f->print_after = argv[++i];
+    } else argv[n++] = argv[i];
+  }
+  *argc = n;
+  if (f->opt < 0 && (f->kernels || f->explain || f->memory)) f->opt = 2;
+  if (f->opt < 0 && (f->unfused || f->print_after_all || f->print_after))
+    return pc_cli_usage_error(dump_help, "--unfused and --print-after need -O0..-O3");
+  return 0;
+}
+
+/* prints a malloc'ed report, or the graph's error when it is NULL */
+static int print_report(pc_graph *g, char *text) {
+  if (!text) {
+    fprintf(stderr, "primc: error: %s\n", g->status ? pc_error(g) : "out of memory");
+    return 1;
+  }
+  fputs(text, stdout);
+  free(text);
+  return 0;
+}
+
+static int dump_after_pipeline(pc_graph *g, const dump_flags *f) {
+  pc_pipeline_opts po = {.opt_level = f->opt, .unfused = f->unfused, .print_after_all = f->print_after_all,
+                         .print_after = f->print_after, .print_to = stdout};
+  if (pc_pipeline_run(g, &po) != PC_OK) {
+    fprintf(stderr, "primc: error: %s\n", pc_error(g));
+    return 1;
+  }
+  if (f->explain) return print_report(g, pc_explain_fusion(g));
+  if (f->memory) return print_report(g, pc_memplan_report(g));
+  if (f->kernels) {
+    if (pc_kernels_print(g, stdout) != PC_OK) {
+      fprintf(stderr, "primc: error: %s\n", pc_error(g));
+      return 1;
+    }
+    return 0;
+  }
+  if (f->print_after_all || f->print_after) return 0;
+  return pc_graph_print(g, stdout) == PC_OK ? 0 : 1;
+}
+
 static int cmd_dump(int argc, char **argv) {
+  dump_flags f = {0};
   pc_cli cli;
+  int rc = take_dump_flags(&argc, argv, &f);
+  if (rc) return rc;
   if (pc_cli_parse(&cli, argc, argv, dump_help) != 0) return cli.exit_code;
   if (cli.n_pos != 1) return pc_cli_usage_error(dump_help, "expected one MODEL");
   pc_graph *g = pc_cli_load_model(&cli);
   if (!g) return 1;
-  int rc = 0;
-  if (pc_graph_print(g, stdout) != PC_OK) {
+  if (cli.save_weights && pc_safetensors_save(g, cli.save_weights) != PC_OK) {
     fprintf(stderr, "primc: error: %s\n", pc_error(g));
     rc = 1;
-  }
-  if (rc == 0 && cli.save_weights && pc_safetensors_save(g, cli.save_weights) != PC_OK) {
+  } else if (f.opt >= 0) {
+    rc = dump_after_pipeline(g, &f);
+  } else if (pc_graph_print(g, stdout) != PC_OK) {
     fprintf(stderr, "primc: error: %s\n", pc_error(g));
     rc = 1;
   }

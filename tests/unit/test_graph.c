@@ -75,3 +75,19 @@ PC_TEST(arena_alignment_and_big_blocks) {
   CHECK_STR(pc_strfmt(g, "%s-%d", "a", 7), "a-7");
   pc_graph_free(g);
 }
+
+/* scalars for integer dtypes saturate like the interpreter's float->int conversion */
+PC_TEST(scalar_constants_saturate) {
+  pc_graph *g = pc_graph_new();
+  pc_value *a = pc_scalar(g, PC_i8, 300.7), *b = pc_scalar(g, PC_u8, -5), *c = pc_scalar(g, PC_i64, 1e30);
+  pc_value *d = pc_scalar(g, PC_i32, NAN), *e = pc_scalar(g, PC_i16, -12.9);
+  CHECK(a && b && c && d && e);
+  if (a && b && c && d && e) {
+    CHECK_INT(*(const int8_t *)pc_const_data(a), 127);
+    CHECK_INT(*(const uint8_t *)pc_const_data(b), 0);
+    CHECK(*(const int64_t *)pc_const_data(c) > 9223372036854000000LL);
+    CHECK_INT(*(const int32_t *)pc_const_data(d), 0);
+    CHECK_INT(*(const int16_t *)pc_const_data(e), -12);
+  }
+  pc_graph_free(g);
+}
