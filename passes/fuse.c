@@ -203,33 +203,33 @@ static const char *contraction_clash(fuser *F, int ga, int gb) {
   return NULL;
 }
 
-/* A node outside groups a and b on a path from a to b, or NULL: fusing a and
- * b would then need that node both before and after the kernel. */
-static const pc_node *path_outside(fuser *F, int a, int b) {
+/* A node of a third group on a path from group a to group b, or NULL: fusing a
+ * and b would then need that group both before and after the kernel. The walk
+ * is over groups, not nodes: two groups can each be convex and still feed each
+ * other. Nodes after `limit` (the node being decided) are still alone and
+ * cannot lead back to it, so the walk stops there. */
+static const pc_node *path_between(fuser *F, int a, int b, int limit) {
   pc_node **N = F->g->nodes;
-  int sp = 0, limit = F->maxpos[b];
+  int sp = 0;
   F->stamp++;
-  FOR_MEMBERS(F, a, m) {
-    for (int k = 0; k < N[m]->n_out; k++) {
-      const pc_value *v = N[m]->out[k];
-      for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
-        int w = F->users.list[u]->id, gw = find(F, w);
-        if (gw == a || gw == b || w > limit || F->mark[w] == F->stamp) continue;
-        F->mark[w] = F->stamp;
-        F->stack[sp++] = w;
-      }
-    }
-  }
+  F->stack[sp++] = a;
+  F->mark[a] = F->stamp;
   while (sp > 0) {
     int x = F->stack[--sp];
-    for (int k = 0; k < N[x]->n_out; k++) {
-      const pc_value *v = N[x]->out[k];
-      for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
-        int w = F->users.list[u]->id;
-        if (w > limit || F->mark[w] == F->stamp) continue;
-        if (find(F, w) == b) return N[x];
-        F->mark[w] = F->stamp;
-        F->stack[sp++] = w;
+    FOR_MEMBERS(F, x, m) {
+      for (int k = 0; k < N[m]->n_out; k++) {
+        const pc_value *v = N[m]->out[k];
+        for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
+          int w = F->users.list[u]->id, gw = find(F, w);
+          if (w > limit || gw == a) continue;
+          if (gw == b) {
+            if (x != a) return N[m];
+            continue;
+          }
+          if (F->mark[gw] == F->stamp) continue;
+          F->mark[gw] = F->stamp;
+          F->stack[sp++] = gw;
+        }
       }
     }
   }
@@ -247,8 +247,8 @@ static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
   if (!r) r = contraction_clash(F, gp, gc);
   if (!r) r = reduction_clash(F, gp, gc);
   if (r) return r;
-  const pc_node *x = path_outside(F, gp, gc);
-  if (!x) x = path_outside(F, gc, gp);
+  const pc_node *x = path_between(F, gp, gc, c->id);
+  if (!x) x = path_between(F, gc, gp, c->id);
   if (x) return pc_strfmt(F->g, "a path runs through %s = %s outside both kernels", value_ref(F->g, x->out[0]), opname(x));
   return NULL;
 }

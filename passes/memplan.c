@@ -136,27 +136,49 @@ typedef struct slot {
   int def, last, donated;
 } slot;
 
-/* the one value stored by kernel t when the kernel is purely elementwise, else NULL */
-static pc_value *single_elementwise_store(pc_graph *g, const liveness *L, int t, int *first) {
-  pc_value *store = NULL;
-  for (int i = *first; i < g->n_nodes && (L->step[i] == t || L->step[i] < 0); i++) {
+/* nodes [*lo, *hi) of kernel t (constants may sit between them) */
+static void kernel_range(const pc_graph *g, const liveness *L, int from, int t, int *lo, int *hi) {
+  int i = from;
+  while (i > 0 && (L->step[i - 1] == t || L->step[i - 1] < 0)) i--;
+  *lo = i;
+  while (i < g->n_nodes && (L->step[i] == t || L->step[i] < 0)) i++;
+  *hi = i;
+}
+
+static int in_kernel(const liveness *L, const pc_value *v, int t) {
+  return v->producer && v->producer->id >= 0 && L->step[v->producer->id] == t;
+}
+
+/* May kernel t write w over u's buffer? Only when every element of w is
+ * computed from u's element at the same index, after it is read: u is read
+ * in t by elementwise prims only; every other prim of t is elementwise, u's
+ * producer (a reduction or contraction that fills u first), or an index map of
+ * something outside t (a bias broadcast); and w is t's only other stored result. */
+static int inplace_ok(const pc_graph *g, const liveness *L, int lo, int hi, int t, const pc_value *u, const pc_value *w) {
+  if (!elementwise_op(w->producer->op)) return 0;
+  for (int i = lo; i < hi; i++) {
     const pc_node *n = g->nodes[i];
-    if (L->step[i] < 0) continue;
-    if (!elementwise_op(n->op)) return NULL;
-    if (n->out[0]->storage == PC_STORE_FUSED) continue;
-    if (store) return NULL;
-    store = n->out[0];
+    if (L->step[i] != t || n == u->producer) continue;
+    int elem = elementwise_op(n->op);
+    if (!elem && !(inline_op(n->op) && n->n_in == 1 && !in_kernel(L, n->in[0], t))) return 0;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] == u && !elem) return 0;
+    for (int k = 0; k < n->n_out; k++) {
+      int stored = n->out[k]->storage == PC_STORE_WORKSPACE || n->out[k]->storage == PC_STORE_OUTPUT;
+      if (stored && n->out[k] != w && n->out[k] != u) return 0;
+    }
   }
-  return store;
+  return 1;
 }
 
 /* a buffer whose value is read last by kernel t, of v's size and element type, that v may take over */
-static int donor(const pc_graph *g, slot *s, int n, const slot *v) {
+static int donor(const pc_graph *g, const liveness *L, slot *s, int n, const slot *v, int node) {
+  int lo, hi;
+  kernel_range(g, L, node, v->def, &lo, &hi);
   for (int j = 0; j < n; j++) {
-    if (s[j].donated || s[j].last != v->def || s[j].def >= v->def || s[j].size != v->size) continue;
+    if (s[j].donated || s[j].last != v->def || s[j].size != v->size) continue;
     if (pc_dtype_size(s[j].v->type.dtype) != pc_dtype_size(v->v->type.dtype)) continue;
-    (void)g;
-    return j;
+    if (inplace_ok(g, L, lo, hi, v->def, s[j].v, v->v)) return j;
   }
   return -1;
 }
@@ -190,11 +212,9 @@ static pc_status place(pc_graph *g, const liveness *L) {
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   }
   int64_t top = 0;
-  int first = 0;
   /* values in kernel order, as the nodes list them */
   for (int i = 0; i < g->n_nodes; i++) {
     pc_node *nd = g->nodes[i];
-    if (i == 0 || L->step[i] != L->step[i - 1]) first = i;
     for (int k = 0; !nd->dead && k < nd->n_out; k++) {
       pc_value *v = nd->out[k];
       if (v->storage != PC_STORE_WORKSPACE) continue;
@@ -205,7 +225,7 @@ static pc_status place(pc_graph *g, const liveness *L) {
       }
       slot *me = &s[n];
       *me = (slot){v, 0, bytes, L->def[v->id], L->last[v->id], 0};
-      int d = single_elementwise_store(g, L, me->def, &first) == v ? donor(g, s, n, me) : -1;
+      int d = donor(g, L, s, n, me, i);
       if (d >= 0) {
         s[d].donated = 1;
         me->off = s[d].off;
@@ -285,13 +305,30 @@ static void put_ops(sbuf *b, const pc_graph *g, const liveness *L, int t) {
   while (b->s && b->len - start < 44) sb_fmt(b, " ");
 }
 
-static int64_t live_bytes(const pc_graph *g, const liveness *L, int t) {
-  int64_t sum = 0;
-  for (int v = 0; v < g->n_values; v++) {
-    const pc_value *x = g->values[v];
-    if (x->storage == PC_STORE_WORKSPACE && L->def[v] <= t && t <= L->last[v] && L->def[v] >= 0)
-      sum += value_bytes(g, x);
+/* donor[v]: v handed its buffer to a result of its last kernel (counted once there) */
+static char *donors(const pc_graph *g, const liveness *L) {
+  char *d = calloc((size_t)g->n_values + 1, 1);
+  for (int i = 0; d && i < g->n_values; i++) {
+    const pc_value *u = g->values[i];
+    for (int j = 0; u->storage == PC_STORE_WORKSPACE && j < g->n_values; j++) {
+      const pc_value *w = g->values[j];
+      if (j != i && w->storage == PC_STORE_WORKSPACE && w->offset == u->offset && L->def[j] == L->last[i] &&
+          L->def[i] <= L->def[j] && value_bytes(g, w) == value_bytes(g, u))
+        d[i] = 1;
+    }
   }
+  return d;
+}
+
+static int live_at(const pc_graph *g, const liveness *L, const char *donor, int v, int t) {
+  return g->values[v]->storage == PC_STORE_WORKSPACE && L->def[v] >= 0 && L->def[v] <= t &&
+         (t < L->last[v] || (t == L->last[v] && !donor[v]));
+}
+
+static int64_t live_bytes(const pc_graph *g, const liveness *L, const char *donor, int t) {
+  int64_t sum = 0;
+  for (int v = 0; v < g->n_values; v++)
+    if (live_at(g, L, donor, v, t)) sum += value_bytes(g, g->values[v]);
   return sum;
 }
 
@@ -303,12 +340,18 @@ char *pc_memplan_report(const pc_graph *g) {
     liveness_free(&L);
     return NULL;
   }
+  char *donor = donors(g, &L);
+  if (!donor) {
+    free(b.s);
+    liveness_free(&L);
+    return NULL;
+  }
   b.s[0] = 0;
   sb_fmt(&b, "kernel  %-44s  %12s\n", "prims", "live bytes");
   int peak_t = -1;
   int64_t peak = -1;
   for (int t = 0; t < L.n_steps; t++) {
-    int64_t lb = live_bytes(g, &L, t);
+    int64_t lb = live_bytes(g, &L, donor, t);
     sb_fmt(&b, "%6d  ", t);
     put_ops(&b, g, &L, t);
     sb_fmt(&b, "  %12lld\n", (long long)lb);
@@ -318,7 +361,7 @@ char *pc_memplan_report(const pc_graph *g) {
     sb_fmt(&b, "peak %lld bytes live at kernel %d:", (long long)peak, peak_t);
     for (int v = 0; v < g->n_values; v++) {
       const pc_value *x = g->values[v];
-      if (x->storage != PC_STORE_WORKSPACE || L.def[v] < 0 || L.def[v] > peak_t || L.last[v] < peak_t) continue;
+      if (!live_at(g, &L, donor, v, peak_t)) continue;
       sb_fmt(&b, " ");
       put_ref(&b, x);
       sb_fmt(&b, " (%lld @ %lld)", (long long)value_bytes(g, x), (long long)x->offset);
@@ -326,6 +369,7 @@ char *pc_memplan_report(const pc_graph *g) {
     sb_fmt(&b, "\n");
   }
   sb_fmt(&b, "workspace %lld bytes\n", (long long)g->workspace_size);
+  free(donor);
   liveness_free(&L);
   return b.s;
 }

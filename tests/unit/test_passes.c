@@ -1,0 +1,455 @@
+/* tests/unit/test_passes.c: the passes: IR text tests (tests/ir/passes), fusion decisions, memory plans, folding. */
+#include "passes/passes.h"
+#include "tests/test.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---------------------------------------------------------------- IR text tests */
+
+typedef pc_status (*pass_fn)(pc_graph *g);
+static const struct {
+  const char *name;
+  pass_fn fn;
+} pass_table[] = {
+#define PC_PASS(name, desc) {#name, pc_pass_##name},
+#include "passes/passes.def"
+#undef PC_PASS
+};
+
+static pass_fn pass_named(const char *name, size_t len) {
+  for (size_t i = 0; i < sizeof pass_table / sizeof *pass_table; i++)
+    if (strlen(pass_table[i].name) == len && strncmp(pass_table[i].name, name, len) == 0) return pass_table[i].fn;
+  return NULL;
+}
+
+static char *read_all(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+  if (s) s[n] = 0;
+  fclose(f);
+  return s;
+}
+
+/* text without '#' comment lines and trailing blanks on each line */
+static char *strip(const char *s) {
+  char *out = malloc(strlen(s) + 2), *o = out;
+  while (*s) {
+    const char *e = strchr(s, '\n');
+    size_t n = e ? (size_t)(e - s) : strlen(s);
+    if (*s != '#') {
+      while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\r')) n--;
+      memcpy(o, s, n);
+      o += n;
+      *o++ = '\n';
+    }
+    s += e ? n + (size_t)(e - s - (ptrdiff_t)n) + 1 : n;
+    if (!e) break;
+  }
+  *o = 0;
+  return out;
+}
+
+/* "# RUN: a,b" then the input graph, "# EXPECT:" then the printed graph after the passes */
+static void run_ir_test(const char *path) {
+  char *text = read_all(path);
+  if (!CHECK_MSG(text != NULL, "cannot read %s", path)) return;
+  const char *run = strstr(text, "# RUN:"), *exp = strstr(text, "# EXPECT:");
+  if (!CHECK_MSG(run && exp, "%s: needs '# RUN:' and '# EXPECT:'", path)) {
+    free(text);
+    return;
+  }
+  pc_graph *g = pc_graph_parse(text, (size_t)(exp - text), path, NULL);
+  CHECK_MSG(g && g->status == PC_OK, "%s: %s", path, pc_error(g));
+  const char *p = run + 6;
+  while (*p == ' ') p++;
+  while (g && g->status == PC_OK && *p && *p != '\n') {
+    size_t n = strcspn(p, ",\n ");
+    pass_fn fn = pass_named(p, n);
+    if (!CHECK_MSG(fn != NULL, "%s: no pass %.*s", path, (int)n, p)) break;
+    CHECK_MSG(fn(g) == PC_OK, "%s: %s", path, pc_error(g));
+    CHECK_MSG(pc_verify(g) == PC_OK, "%s: after %.*s: %s", path, (int)n, p, pc_error(g));
+    p += n;
+    while (*p == ',' || *p == ' ') p++;
+  }
+  char *got = g ? pc_graph_to_string(g) : NULL;
+  char *want = strip(strchr(exp, '\n') ? strchr(exp, '\n') + 1 : "");
+  char *got_s = strip(got ? got : "");
+  CHECK_MSG(strcmp(got_s, want) == 0, "%s: expected\n%s\ngot\n%s", path, want, got_s);
+  free(got_s), free(want), free(got), free(text);
+  pc_graph_free(g);
+}
+
+PC_TEST(passes_ir_text) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/tests/ir/passes", pc_test_srcdir());
+  DIR *d = opendir(dir);
+  if (!CHECK_MSG(d != NULL, "cannot open %s", dir)) return;
+  int count = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t n = strlen(e->d_name);
+    if (n < 5 || strcmp(e->d_name + n - 4, ".txt")) continue;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    run_ir_test(path);
+    count++;
+  }
+  closedir(d);
+  CHECK(count >= 5);
+}
+
+/* ---------------------------------------------------------------- builders */
+
+static pc_value *row_bcast(pc_graph *g, pc_value *r, const pc_value *like) {
+  int64_t dims[1] = {0};
+  return pc_broadcast_in_dim(g, r, like->type.rank, like->type.dims, dims);
+}
+
+/* softmax over the last axis of x [R,C], as the ONNX frontend decomposes it */
+static pc_value *softmax(pc_graph *g, pc_value *x) {
+  int64_t ax[1] = {1};
+  pc_value *m = pc_reduce(g, PC_OP_reduce_max, x, 1, ax);
+  pc_value *e = pc_exp(g, pc_sub(g, x, row_bcast(g, m, x)));
+  pc_value *s = pc_reduce(g, PC_OP_reduce_sum, e, 1, ax);
+  return pc_div(g, e, row_bcast(g, s, x));
+}
+
+/* every kernel node of g in one group */
+static int one_group(const pc_graph *g) {
+  int grp = -2;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->op == PC_OP_constant) continue;
+    if (grp == -2) grp = n->group;
+    if (n->group != grp || grp < 0) return 0;
+  }
+  return g->n_groups == 1;
+}
+
+PC_TEST(fuse_softmax_one_group) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {4, 8};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
+  pc_output_add(g, softmax(g, x));
+  CHECK(pc_pass_fuse(g) == PC_OK);
+  CHECK(one_group(g));
+  CHECK(pc_pass_memplan(g) == PC_OK);
+  CHECK_INT(g->outputs[0]->storage, PC_STORE_OUTPUT);
+  pc_graph_free(g);
+}
+
+PC_TEST(fuse_layernorm_one_group) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {4, 16}, ax[1] = {1};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
+  pc_value *inv = pc_full(g, PC_f32, 1.0 / 16, 1, d);
+  pc_value *mean = pc_mul(g, pc_reduce(g, PC_OP_reduce_sum, x, 1, ax), inv);
+  pc_value *c = pc_sub(g, x, row_bcast(g, mean, x));
+  pc_value *var = pc_mul(g, pc_reduce(g, PC_OP_reduce_sum, pc_mul(g, c, c), 1, ax), pc_full(g, PC_f32, 1.0 / 16, 1, d));
+  pc_value *r = pc_rsqrt(g, pc_add(g, var, pc_full(g, PC_f32, 1e-5, 1, d)));
+  pc_output_add(g, pc_mul(g, c, row_bcast(g, r, x)));
+  CHECK(g->status == PC_OK);
+  CHECK(pc_pass_fuse(g) == PC_OK);
+  CHECK(one_group(g));
+  pc_graph_free(g);
+}
+
+/* conv(x, w) + bias, relu: the contraction with its epilogue */
+static pc_graph *conv_bias_relu(void) {
+  pc_graph *g = pc_graph_new();
+  int64_t xd[4] = {1, 3, 8, 8}, wd[4] = {4, 3, 3, 3}, bd[1] = {4}, one2[2] = {1, 1};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 4, xd));
+  pc_value *w = pc_const(g, pc_type_make(PC_f32, 4, wd), NULL);
+  pc_value *b = pc_const(g, pc_type_make(PC_f32, 1, bd), NULL);
+  pc_value *in[2] = {x, w};
+  pc_attr a[6] = {pc_a_ints("stride", one2, 2),   pc_a_ints("pad_lo", one2, 2),       pc_a_ints("pad_hi", one2, 2),
+                  pc_a_ints("dilation", one2, 2), pc_a_ints("lhs_dilation", one2, 2), pc_a_int("groups", 1)};
+  pc_value *y = pc_build(g, PC_OP_conv, in, 2, a, 6);
+  int64_t dims[1] = {1};
+  pc_value *yb = y ? pc_add(g, y, pc_broadcast_in_dim(g, b, 4, y->type.dims, dims)) : NULL;
+  pc_value *r = yb ? pc_max(g, yb, pc_full_like(g, 0.0, yb)) : NULL;
+  pc_output_add(g, r);
+  return g;
+}
+
+PC_TEST(fuse_conv_bias_relu_one_group) {
+  pc_graph *g = conv_bias_relu();
+  CHECK_MSG(g->status == PC_OK, "%s", pc_error(g));
+  CHECK(pc_pass_fuse(g) == PC_OK);
+  CHECK(one_group(g));
+  pc_graph_free(g);
+}
+
+PC_TEST(fuse_two_consumers_materialized) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {4, 4}, c1[1] = {1}, c0[1] = {0};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
+  pc_value *e = pc_exp(g, x);
+  pc_value_set_name(g, e, "e");
+  pc_value *m = pc_dot_general(g, e, x, 1, c1, c0, 0, NULL, NULL);
+  pc_value *a = pc_add(g, e, pc_full_like(g, 1.0, e));
+  pc_output_add(g, pc_add(g, m, a));
+  CHECK(pc_pass_fuse(g) == PC_OK);
+  CHECK(pc_pass_memplan(g) == PC_OK);
+  CHECK(e->producer->group != m->producer->group);
+  CHECK_INT(e->storage, PC_STORE_WORKSPACE);
+  CHECK(g->workspace_size >= 64);
+  char *why = pc_explain_fusion(g);
+  CHECK_CONTAINS(why, "%e = exp not fused into");
+  CHECK_CONTAINS(why, "dot_general reads its operands from memory");
+  free(why);
+  /* groups are contiguous and topological */
+  for (int i = 1; i < g->n_nodes; i++)
+    if (g->nodes[i]->op != PC_OP_constant) CHECK(g->nodes[i]->group >= g->nodes[i - 1]->group);
+  pc_graph_free(g);
+}
+
+PC_TEST(fuse_reductions_over_other_axes_apart) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {4, 6}, a0[1] = {0}, a1[1] = {1};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
+  pc_value *e = pc_exp(g, x);
+  pc_output_add(g, pc_reduce(g, PC_OP_reduce_sum, e, 1, a1));
+  pc_output_add(g, pc_reduce(g, PC_OP_reduce_max, e, 1, a0));
+  CHECK(pc_pass_fuse(g) == PC_OK);
+  CHECK_INT(g->n_groups, 2);
+  char *why = pc_explain_fusion(g);
+  CHECK_CONTAINS(why, "reduce different spaces");
+  free(why);
+  pc_graph_free(g);
+}
+
+PC_TEST(unfuse_one_group_per_prim) {
+  pc_graph *g = conv_bias_relu();
+  CHECK(pc_pass_unfuse(g) == PC_OK);
+  int kernels = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->op == PC_OP_constant) CHECK_INT(n->group, -1);
+    else {
+      CHECK_INT(n->group, kernels);
+      kernels++;
+    }
+  }
+  CHECK_INT(g->n_groups, kernels);
+  CHECK(pc_pass_memplan(g) == PC_OK);
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->op == PC_OP_constant) CHECK_INT(g->nodes[i]->out[0]->storage, PC_STORE_CONST);
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- memory plan property */
+
+static uint32_t rng_next(uint64_t *s) {
+  *s = *s * 6364136223846793005u + 1442695040888963407u;
+  return (uint32_t)(*s >> 33);
+}
+
+/* a random graph of square f32 tensors: elementwise chains, row reductions, transposes, dots, cumsums */
+static pc_graph *random_graph(uint64_t seed) {
+  pc_graph *g = pc_graph_new();
+  uint64_t s = seed;
+  int64_t n = 2 + rng_next(&s) % 15, d[2] = {n, n}, a1[1] = {1}, c1[1] = {1}, c0[1] = {0}, p10[2] = {1, 0};
+  pc_value *pool[64];
+  int np = 0;
+  pool[np++] = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
+  pool[np++] = pc_input_add(g, "y", pc_type_make(PC_f32, 2, d));
+  for (int i = 0; i < 40 && g->status == PC_OK; i++) {
+    pc_value *a = pool[rng_next(&s) % (uint32_t)np], *b = pool[rng_next(&s) % (uint32_t)np], *r = NULL;
+    pc_attr ax = pc_a_int("axis", 1);
+    pc_attr cs[3] = {ax, pc_a_int("exclusive", 0), pc_a_int("reverse", 0)};
+    switch (rng_next(&s) % 7) { /* one kind of step per case */
+    case 0: r = pc_exp(g, a); break;
+    case 1: r = pc_add(g, a, b); break;
+    case 2: r = pc_mul(g, a, pc_neg(g, b)); break;
+    case 3: r = row_bcast(g, pc_reduce(g, PC_OP_reduce_sum, a, 1, a1), a); break;
+    case 4: r = pc_transpose(g, a, p10); break;
+    case 5: r = pc_dot_general(g, a, b, 1, c1, c0, 0, NULL, NULL); break;
+    case 6: r = pc_build(g, PC_OP_cumsum, &a, 1, cs, 3); break;
+    }
+    if (r && np < 64) pool[np++] = r;
+  }
+  pc_output_add(g, pool[np - 1]);
+  pc_output_add(g, pool[np / 2]);
+  return g;
+}
+
+/* def/last kernel of every value, recomputed here from the groups */
+static void live_range(const pc_graph *g, const pc_value *v, int *def, int *last) {
+  *def = *last = v->producer ? v->producer->group : -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i]->n_in; k++)
+      if (g->nodes[i]->in[k] == v && g->nodes[i]->group > *last) *last = g->nodes[i]->group;
+}
+
+/* u may hand its buffer to w in kernel t: u dies there, read by elementwise prims only, and w is elementwise */
+static int inplace_pair(const pc_graph *g, const pc_value *u, const pc_value *w, int t) {
+  if (!pc_op_is_elementwise(w->producer->op) || w->producer->group != t) return 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i]->n_in; k++)
+      if (g->nodes[i]->in[k] == u && g->nodes[i]->group == t && !pc_op_is_elementwise(g->nodes[i]->op)) return 0;
+  return 1;
+}
+
+static void check_plan(const pc_graph *g, uint64_t seed) {
+  int64_t sum = 0;
+  for (int i = 0; i < g->n_values; i++) {
+    const pc_value *u = g->values[i];
+    if (u->storage == PC_STORE_UNPLANNED && u->producer && u->producer->op != PC_OP_constant)
+      CHECK_MSG(0, "seed %llu: value %d unplanned", (unsigned long long)seed, u->id);
+    if (u->storage != PC_STORE_WORKSPACE) continue;
+    int64_t su = pc_type_numel(&u->type) * 4;
+    sum += (su + 63) / 64 * 64;
+    CHECK_MSG(u->offset % 64 == 0 && u->offset + su <= g->workspace_size, "seed %llu: %%%d at %lld",
+              (unsigned long long)seed, u->id, (long long)u->offset);
+    int du, lu;
+    live_range(g, u, &du, &lu);
+    for (int j = i + 1; j < g->n_values; j++) {
+      const pc_value *w = g->values[j];
+      if (w->storage != PC_STORE_WORKSPACE) continue;
+      int64_t sw = pc_type_numel(&w->type) * 4;
+      int dw, lw;
+      live_range(g, w, &dw, &lw);
+      int overlap_t = du <= lw && dw <= lu, overlap_b = u->offset < w->offset + sw && w->offset < u->offset + su;
+      /* in place: one dies in the kernel that writes the other, reading it elementwise */
+      int same = u->offset == w->offset && su == sw;
+      int inplace = same && ((lu == dw && du <= dw && inplace_pair(g, u, w, dw)) || (lw == du && dw <= du && inplace_pair(g, w, u, du)));
+      if (overlap_t && overlap_b && !inplace)
+        CHECK_MSG(0, "seed %llu: %%%d [%d,%d] and %%%d [%d,%d] share bytes", (unsigned long long)seed, u->id, du, lu,
+                  w->id, dw, lw);
+    }
+  }
+  CHECK_MSG(g->workspace_size <= sum, "seed %llu: workspace %lld > sum %lld", (unsigned long long)seed,
+            (long long)g->workspace_size, (long long)sum);
+}
+
+PC_TEST(memplan_random_graphs_no_overlap) {
+  for (uint64_t seed = 1; seed <= 60; seed++) {
+    pc_graph *g = random_graph(seed);
+    if (!CHECK_MSG(g->status == PC_OK, "seed %llu: %s", (unsigned long long)seed, pc_error(g))) {
+      pc_graph_free(g);
+      continue;
+    }
+    pc_status s = seed % 3 == 0 ? pc_pass_unfuse(g) : pc_pass_fuse(g);
+    if (s == PC_OK) s = pc_pass_memplan(g);
+    if (s == PC_OK) s = pc_verify(g);
+    CHECK_MSG(s == PC_OK, "seed %llu: %s", (unsigned long long)seed, pc_error(g));
+    check_plan(g, seed);
+    pc_graph_free(g);
+  }
+}
+
+PC_TEST(memplan_storage_classes_and_report) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {8, 8};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
+  pc_value *y = softmax(g, pc_exp(g, x));
+  pc_output_add(g, y);
+  pc_output_add(g, x); /* an input as output: keeps INPUT, codegen copies it */
+  CHECK(pc_pass_fuse(g) == PC_OK && pc_pass_memplan(g) == PC_OK);
+  CHECK_INT(x->storage, PC_STORE_INPUT);
+  CHECK_INT(y->storage, PC_STORE_OUTPUT);
+  int fused = 0, ws = 0;
+  for (int i = 0; i < g->n_values; i++) {
+    fused += g->values[i]->storage == PC_STORE_FUSED;
+    ws += g->values[i]->storage == PC_STORE_WORKSPACE;
+  }
+  CHECK(fused >= 3); /* the exps, sub and broadcasts stay in registers */
+  CHECK_INT(ws, 2);  /* the two row reductions' results */
+  CHECK_INT(g->workspace_size, 128); /* both live through the kernel: 32 bytes each, 64-aligned */
+  char *rep = pc_memplan_report(g);
+  CHECK_CONTAINS(rep, "peak 64 bytes");
+  CHECK_CONTAINS(rep, "reduce_max");
+  free(rep);
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- folding and the pipeline */
+
+/* y = x * exp(c1 * c2) + reduce_sum(c3) (broadcast): every constant part folds */
+static pc_graph *foldable_graph(void) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[1] = {5}, d2[2] = {3, 5}, a0[1] = {0};
+  float c1[5] = {0.1f, -0.7f, 1.3f, 2.0f, -3.5f}, c2[5] = {2, 0.5f, -1, 0.25f, 1};
+  float c3[15];
+  for (int i = 0; i < 15; i++) c3[i] = (float)(i * i) / 7.0f - 3.0f;
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 1, d));
+  pc_value *k1 = pc_const(g, pc_type_make(PC_f32, 1, d), c1), *k2 = pc_const(g, pc_type_make(PC_f32, 1, d), c2);
+  pc_value *k3 = pc_const(g, pc_type_make(PC_f32, 2, d2), c3);
+  pc_value *e = pc_exp(g, pc_mul(g, k1, k2));
+  pc_output_add(g, pc_add(g, pc_mul(g, x, e), pc_reduce(g, PC_OP_reduce_sum, k3, 1, a0)));
+  return g;
+}
+
+PC_TEST(constfold_matches_interpreter) {
+  pc_graph *a = foldable_graph(), *b = foldable_graph();
+  CHECK(pc_pass_constfold(b) == PC_OK && pc_pass_dce(b) == PC_OK);
+  int kernels = 0;
+  for (int i = 0; i < b->n_nodes; i++) kernels += b->nodes[i]->op != PC_OP_constant;
+  CHECK_INT(kernels, 2); /* mul and add with the input */
+  float xs[5] = {1, -2, 0.5f, 3, 0};
+  pc_tensor in = {PC_f32, 1, {5}, xs}, oa = {0}, ob = {0};
+  CHECK(pc_interp(a, &in, 1, &oa, 1) == PC_OK);
+  CHECK(pc_interp(b, &in, 1, &ob, 1) == PC_OK);
+  CHECK(oa.data && ob.data && memcmp(oa.data, ob.data, 5 * sizeof(float)) == 0);
+  pc_tensor_free(&oa), pc_tensor_free(&ob);
+  pc_graph_free(a), pc_graph_free(b);
+}
+
+PC_TEST(constfold_error_names_node) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[1] = {3};
+  int64_t idx[3] = {0, 7, 1};
+  float v[3] = {1, 2, 3};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 1, d));
+  pc_value *in[2] = {pc_const(g, pc_type_make(PC_f32, 1, d), v), pc_const(g, pc_type_make(PC_i64, 1, d), idx)};
+  pc_attr ax = pc_a_int("axis", 0);
+  pc_set_origin(g, "Gather \"bad\"");
+  pc_value *y = pc_build(g, PC_OP_gather, in, 2, &ax, 1);
+  pc_set_origin(g, NULL);
+  pc_output_add(g, pc_add(g, x, y));
+  CHECK(pc_pass_constfold(g) != PC_OK);
+  CHECK_CONTAINS(pc_error(g), "Gather \"bad\"");
+  pc_graph_free(g);
+}
+
+PC_TEST(pipeline_levels_and_print_after) {
+  for (int level = 0; level <= 3; level++) {
+    pc_graph *g = foldable_graph();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    pc_pipeline_opts o = {.opt_level = level, .print_after_all = 1, .print_to = f, .unfused = level == 3};
+    CHECK_MSG(pc_pipeline_run(g, &o) == PC_OK, "-O%d: %s", level, pc_error(g));
+    fclose(f);
+    CHECK_CONTAINS(buf, "; after dce");
+    CHECK_CONTAINS(buf, level == 3 ? "; after unfuse" : "; after fuse");
+    if (level >= 2) CHECK_CONTAINS(buf, "; after cse");
+    CHECK(g->n_groups >= 1);
+    free(buf);
+    pc_graph_free(g);
+  }
+}
+
+PC_TEST(memplan_epilogue_in_place) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {8, 8}, b[1] = {8}, c1[1] = {1}, c0[1] = {0}, dims[1] = {1};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
+  pc_value *w = pc_const(g, pc_type_make(PC_f32, 2, d), NULL), *bias = pc_const(g, pc_type_make(PC_f32, 1, b), NULL);
+  pc_value *h = pc_dot_general(g, x, w, 1, c1, c0, 0, NULL, NULL);
+  pc_value *a = pc_max(g, pc_add(g, h, pc_broadcast_in_dim(g, bias, 2, d, dims)), pc_full(g, PC_f32, 0, 2, d));
+  pc_output_add(g, pc_dot_general(g, a, w, 1, c1, c0, 0, NULL, NULL));
+  CHECK(pc_pass_fuse(g) == PC_OK && pc_pass_memplan(g) == PC_OK);
+  CHECK_INT(g->n_groups, 2);
+  CHECK_INT(h->storage, PC_STORE_WORKSPACE);
+  CHECK_INT(a->storage, PC_STORE_WORKSPACE);
+  CHECK_INT(a->offset, h->offset); /* the relu writes over the GEMM result it reads */
+  CHECK_INT(g->workspace_size, 256);
+  pc_graph_free(g);
+}
