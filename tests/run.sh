@@ -19,8 +19,8 @@ run_suite() {
   local line
   line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
   local p f
-  p=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/p')
-  f=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+  p=$(echo " $line" | sed -nE 's/.*[^0-9]([0-9]+) passed, ([0-9]+) failed.*/\1/p')
+  f=$(echo " $line" | sed -nE 's/.*[^0-9]([0-9]+) passed, ([0-9]+) failed.*/\2/p')
   p=${p:-0}
   f=${f:-0}
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
@@ -33,9 +33,6 @@ run_suite() {
   total_pass=$((total_pass + p))
   total_fail=$((total_fail + f))
 }
-
-ONNX_NODE_DIR=$(python3 -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend', 'test', 'data', 'node'))" 2>/dev/null)
-export ONNX_NODE_DIR
 
 run_suite unit "$B/test_primc"
 for s in tests/suites/*.sh; do

@@ -1,0 +1,313 @@
+/* frontend/onnx_rnn.c: ONNX RNN, GRU and LSTM unrolled into prims over the static sequence length. */
+#include "frontend/onnx_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define G (c->g)
+#define RNN_MAX_ACTS 6 /* 3 activations per direction, 2 directions */
+
+/* ---------------------------------------------------------------- activations */
+
+typedef pc_value *(*act_fn)(ox_ctx *c, pc_value *x, double a, double b);
+
+static pc_value *like(ox_ctx *c, double v, pc_value *x) { return ox_like(c, v, x); }
+static pc_value *act_sigmoid(ox_ctx *c, pc_value *x, double a, double b) { return pc_sigmoid(G, x); }
+static pc_value *act_tanh(ox_ctx *c, pc_value *x, double a, double b) { return pc_tanh(G, x); }
+static pc_value *act_relu(ox_ctx *c, pc_value *x, double a, double b) { return pc_max(G, x, like(c, 0, x)); }
+static pc_value *act_affine(ox_ctx *c, pc_value *x, double a, double b) {
+  return pc_add(G, pc_mul(G, x, like(c, a, x)), like(c, b, x));
+}
+static pc_value *act_leaky(ox_ctx *c, pc_value *x, double a, double b) {
+  return pc_where(G, pc_lt(G, x, like(c, 0, x)), pc_mul(G, x, like(c, a, x)), x);
+}
+static pc_value *act_thresholded(ox_ctx *c, pc_value *x, double a, double b) {
+  return pc_where(G, pc_gt(G, x, like(c, a, x)), x, like(c, 0, x));
+}
+static pc_value *act_scaled_tanh(ox_ctx *c, pc_value *x, double a, double b) {
+  return pc_mul(G, like(c, a, x), pc_tanh(G, pc_mul(G, x, like(c, b, x))));
+}
+static pc_value *act_hard_sigmoid(ox_ctx *c, pc_value *x, double a, double b) {
+  return pc_clamp(G, act_affine(c, x, a, b), like(c, 0, x), like(c, 1, x));
+}
+static pc_value *act_elu(ox_ctx *c, pc_value *x, double a, double b) {
+  return pc_where(G, pc_lt(G, x, like(c, 0, x)), pc_mul(G, pc_expm1(G, x), like(c, a, x)), x);
+}
+static pc_value *act_softsign(ox_ctx *c, pc_value *x, double a, double b) {
+  return pc_div(G, x, pc_add(G, pc_abs(G, x), like(c, 1, x)));
+}
+static pc_value *act_softplus(ox_ctx *c, pc_value *x, double a, double b) {
+  return pc_add(G, pc_max(G, x, like(c, 0, x)), pc_log1p(G, pc_exp(G, pc_neg(G, pc_abs(G, x)))));
+}
+
+typedef struct act_row {
+  const char *name;
+  act_fn fn;
+  int n_params; /* how many of alpha, beta it consumes */
+  double a, b;  /* defaults */
+} act_row;
+
+static const act_row act_rows[] = {
+    {"Sigmoid", act_sigmoid, 0, 0, 0},          {"Tanh", act_tanh, 0, 0, 0},
+    {"Relu", act_relu, 0, 0, 0},                {"Affine", act_affine, 2, 1, 0},
+    {"LeakyRelu", act_leaky, 1, 0.01, 0},       {"ThresholdedRelu", act_thresholded, 1, 1, 0},
+    {"ScaledTanh", act_scaled_tanh, 2, 1, 1},   {"HardSigmoid", act_hard_sigmoid, 2, 0.2, 0.5},
+    {"Elu", act_elu, 1, 1, 0},                  {"Softsign", act_softsign, 0, 0, 0},
+    {"Softplus", act_softplus, 0, 0, 0},
+};
+
+typedef struct act {
+  act_fn fn;
+  double a, b;
+} act;
+
+/* ---------------------------------------------------------------- configuration */
+
+typedef enum { CELL_RNN, CELL_GRU, CELL_LSTM } cell_kind;
+
+typedef struct rnn {
+  cell_kind kind;
+  int gates, n_acts, dirs, reverse_only, layout, lbr;
+  int64_t S, B, I, H;
+  double clip; /* <= 0: none */
+  act acts[RNN_MAX_ACTS];
+  pc_value *x; /* [S, B, I] */
+} rnn;
+
+static const char *const default_acts[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+
+static int read_acts(ox_ctx *c, rnn *r) {
+  const Onnx__AttributeProto *list = NULL;
+  for (size_t i = 0; i < c->node->n_attribute; i++)
+    if (c->node->attribute[i]->name && !strcmp(c->node->attribute[i]->name, "activations")) list = c->node->attribute[i];
+  double al[RNN_MAX_ACTS], be[RNN_MAX_ACTS];
+  int na = ox_attr_floats(c, "activation_alpha", al, RNN_MAX_ACTS), nb = ox_attr_floats(c, "activation_beta", be, RNN_MAX_ACTS);
+  if (na == -2 || nb == -2) return 0;
+  int want = r->n_acts * r->dirs, ia = 0, ib = 0;
+  if (list && (int)list->n_strings != want)
+    return ox_fail(c, PC_ERR_ATTR, "activations lists %zu functions, expected %d", list->n_strings, want), 0;
+  for (int k = 0; k < want; k++) {
+    char name[32] = {0};
+    if (list) {
+      size_t len = list->strings[k].len < sizeof name - 1 ? list->strings[k].len : sizeof name - 1;
+      memcpy(name, list->strings[k].data, len);
+    } else {
+      strcpy(name, default_acts[r->kind][k % r->n_acts]);
+    }
+    const act_row *row = NULL;
+    for (size_t j = 0; j < sizeof act_rows / sizeof *act_rows; j++)
+      if (!strcasecmp(act_rows[j].name, name)) row = &act_rows[j];
+    if (!row) return ox_fail(c, PC_ERR_UNSUPPORTED, "activation '%s' is not supported", name), 0;
+    r->acts[k] = (act){row->fn, row->a, row->b};
+    if (row->n_params >= 1 && ia < na) r->acts[k].a = al[ia++];
+    if (row->n_params >= 2 && ib < nb) r->acts[k].b = be[ib++];
+  }
+  return 1;
+}
+
+static int read_config(ox_ctx *c, rnn *r, cell_kind kind) {
+  static const int gates[] = {1, 3, 4}, n_acts[] = {1, 2, 3};
+  r->kind = kind, r->gates = gates[kind], r->n_acts = n_acts[kind];
+  pc_value *x = ox_in_req(c, 0), *w = ox_in_req(c, 1), *rr = ox_in_req(c, 2);
+  if (!x || !w || !rr) return 0;
+  if (x->type.rank != 3 || !pc_type_is_static(&x->type) || !ox_require_float(c, x))
+    return ox_status(c) == PC_OK ? (ox_fail(c, PC_ERR_SHAPE, "X must be a static rank-3 tensor"), 0) : 0;
+  const char *dir = ox_attr_str(c, "direction", "forward");
+  r->dirs = !strcmp(dir, "bidirectional") ? 2 : 1;
+  r->reverse_only = !strcmp(dir, "reverse");
+  if (r->dirs == 1 && !r->reverse_only && strcmp(dir, "forward"))
+    return ox_fail(c, PC_ERR_ATTR, "direction '%s' is not forward, reverse or bidirectional", dir), 0;
+  r->layout = (int)ox_attr_int(c, "layout", 0);
+  r->lbr = (int)ox_attr_int(c, "linear_before_reset", 0);
+  r->clip = ox_has_attr(c, "clip") ? ox_attr_float(c, "clip", 0) : -1;
+  if (ox_attr_int(c, "input_forget", 0)) return ox_fail(c, PC_ERR_UNSUPPORTED, "input_forget=1 is not supported"), 0;
+  int64_t perm[3] = {1, 0, 2};
+  r->x = r->layout ? pc_transpose(G, x, perm) : x;
+  if (!r->x) return 0;
+  r->S = r->x->type.dims[0], r->B = r->x->type.dims[1], r->I = r->x->type.dims[2];
+  r->H = ox_attr_int(c, "hidden_size", w->type.dims[1] / r->gates);
+  int64_t GH = r->gates * r->H;
+  if (w->type.rank != 3 || w->type.dims[0] != r->dirs || w->type.dims[1] != GH || w->type.dims[2] != r->I ||
+      rr->type.rank != 3 || rr->type.dims[0] != r->dirs || rr->type.dims[1] != GH || rr->type.dims[2] != r->H)
+    return ox_fail(c, PC_ERR_SHAPE, "W or R does not match %d direction(s), hidden_size %lld, input size %lld", r->dirs,
+                   (long long)r->H, (long long)r->I), 0;
+  if (ox_has_in(c, 4)) {
+    int64_t lens[1024];
+    int n = ox_const_ints(c, 4, lens, 1024);
+    if (n == -2) return 0;
+    for (int i = 0; i < n; i++)
+      if (lens[i] != r->S)
+        return ox_fail(c, PC_ERR_UNSUPPORTED, "sequence_lens other than the full length %lld are not supported", (long long)r->S), 0;
+  }
+  return read_acts(c, r);
+}
+
+/* ---------------------------------------------------------------- building blocks */
+
+/* t[d] of a [D, ...] tensor, without the leading dim */
+static pc_value *take_dir(ox_ctx *c, pc_value *t, int d) {
+  if (!t) return NULL;
+  int r = t->type.rank;
+  int64_t st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], one[PC_MAX_RANK];
+  for (int i = 0; i < r; i++) lim[i] = t->type.dims[i], one[i] = 1;
+  st[0] = d, lim[0] = d + 1;
+  return pc_reshape(G, pc_slice(G, t, st, lim, one), r - 1, t->type.dims + 1);
+}
+
+/* columns [k*n, (k+1)*n) of the last dim */
+static pc_value *cols(ox_ctx *c, pc_value *t, int64_t k, int64_t n) {
+  if (!t) return NULL;
+  int r = t->type.rank;
+  int64_t st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], one[PC_MAX_RANK];
+  for (int i = 0; i < r; i++) lim[i] = t->type.dims[i], one[i] = 1;
+  st[r - 1] = k * n, lim[r - 1] = (k + 1) * n;
+  return pc_slice(G, t, st, lim, one);
+}
+
+/* a [B, GH] = v [B, K] . m [GH, K]^T */
+static pc_value *matmul_t(ox_ctx *c, pc_value *v, pc_value *m) {
+  int64_t lc = v ? v->type.rank - 1 : 0, rc = 1;
+  return pc_dot_general(G, v, m, 1, &lc, &rc, 0, NULL, NULL);
+}
+
+static pc_value *add_row(ox_ctx *c, pc_value *t, pc_value *row) {
+  return t && row ? ox_binary(c, PC_OP_add, t, row) : t;
+}
+
+static pc_value *apply(ox_ctx *c, const rnn *r, const act *a, pc_value *x) {
+  if (!x) return NULL;
+  if (r->clip > 0) x = pc_clamp(G, x, ox_like(c, -r->clip, x), ox_like(c, r->clip, x));
+  return a->fn(c, x, a->a, a->b);
+}
+
+/* initial state input i for direction d as [B, H], zeros when absent */
+static pc_value *initial(ox_ctx *c, const rnn *r, int i, int d) {
+  pc_value *h0 = ox_in(c, i);
+  int64_t bh[2] = {r->B, r->H};
+  if (!h0) return pc_full(G, r->x->type.dtype, 0, 2, bh);
+  int64_t b_dim = r->layout ? h0->type.dims[0] : h0->type.dims[1], d_dim = r->layout ? h0->type.dims[1] : h0->type.dims[0];
+  if (h0->type.rank != 3 || d_dim != r->dirs || b_dim != r->B || h0->type.dims[2] != r->H)
+    return ox_fail(c, PC_ERR_SHAPE, "initial state must be [%d, %lld, %lld]", r->dirs, (long long)r->B, (long long)r->H), NULL;
+  if (r->layout) {
+    int64_t perm[3] = {1, 0, 2};
+    h0 = pc_transpose(G, h0, perm);
+  }
+  return take_dir(c, h0, d);
+}
+
+/* one direction's weights: W, R and the bias rows (Wb, Rb) */
+typedef struct dir_w {
+  pc_value *w, *r, *wb, *rb, *p;
+} dir_w;
+
+static void dir_weights(ox_ctx *c, const rnn *r, int d, dir_w *dw) {
+  dw->w = take_dir(c, ox_in(c, 1), d);
+  dw->r = take_dir(c, ox_in(c, 2), d);
+  pc_value *b = take_dir(c, ox_in(c, 3), d);
+  int64_t GH = r->gates * r->H;
+  dw->wb = b ? cols(c, b, 0, GH) : NULL;
+  dw->rb = b ? cols(c, b, 1, GH) : NULL;
+  dw->p = r->kind == CELL_LSTM ? take_dir(c, ox_in(c, 7), d) : NULL;
+}
+
+/* ---------------------------------------------------------------- cells */
+
+typedef struct state {
+  pc_value *h, *cell;
+} state;
+
+/* one step; xw = x_t W^T + Wb, [B, GH] */
+static state step(ox_ctx *c, const rnn *r, const dir_w *dw, const act *acts, pc_value *xw, state s) {
+  int64_t H = r->H;
+  pc_value *hr = matmul_t(c, s.h, dw->r);
+  if (r->kind == CELL_RNN) return (state){apply(c, r, &acts[0], add_row(c, pc_add(G, xw, hr), dw->rb)), NULL};
+  if (r->kind == CELL_GRU) {
+    pc_value *rbz = dw->rb ? cols(c, dw->rb, 0, H) : NULL, *rbr = dw->rb ? cols(c, dw->rb, 1, H) : NULL,
+             *rbh = dw->rb ? cols(c, dw->rb, 2, H) : NULL;
+    pc_value *z = apply(c, r, &acts[0], add_row(c, pc_add(G, cols(c, xw, 0, H), cols(c, hr, 0, H)), rbz));
+    pc_value *rt = apply(c, r, &acts[0], add_row(c, pc_add(G, cols(c, xw, 1, H), cols(c, hr, 1, H)), rbr));
+    pc_value *hh;
+    if (r->lbr) {
+      hh = pc_mul(G, rt, add_row(c, cols(c, hr, 2, H), rbh));
+    } else { /* the reset gate applies before the recurrence: its own product with R_h */
+      int64_t st[2] = {2 * H, 0}, lim[2] = {3 * H, H}, one[2] = {1, 1};
+      hh = add_row(c, matmul_t(c, pc_mul(G, rt, s.h), pc_slice(G, dw->r, st, lim, one)), rbh);
+    }
+    pc_value *ht = apply(c, r, &acts[1], pc_add(G, cols(c, xw, 2, H), hh));
+    pc_value *one_z = z ? pc_sub(G, ox_like(c, 1, z), z) : NULL;
+    return (state){pc_add(G, pc_mul(G, one_z, ht), pc_mul(G, z, s.h)), NULL};
+  }
+  /* LSTM, gate order i o f c; peepholes P = [Pi Po Pf] */
+  pc_value *g = add_row(c, pc_add(G, xw, hr), dw->rb);
+  pc_value *gi = cols(c, g, 0, H), *go = cols(c, g, 1, H), *gf = cols(c, g, 2, H), *gc = cols(c, g, 3, H);
+  if (dw->p) {
+    gi = add_row(c, gi, pc_mul(G, s.cell, pc_broadcast_to(G, cols(c, dw->p, 0, H), 2, s.cell->type.dims)));
+    gf = add_row(c, gf, pc_mul(G, s.cell, pc_broadcast_to(G, cols(c, dw->p, 2, H), 2, s.cell->type.dims)));
+  }
+  pc_value *i = apply(c, r, &acts[0], gi), *f = apply(c, r, &acts[0], gf), *cc = apply(c, r, &acts[1], gc);
+  pc_value *ct = pc_add(G, pc_mul(G, f, s.cell), pc_mul(G, i, cc));
+  if (dw->p && ct) go = pc_add(G, go, pc_mul(G, ct, pc_broadcast_to(G, cols(c, dw->p, 1, H), 2, ct->type.dims)));
+  pc_value *o = apply(c, r, &acts[0], go);
+  return (state){pc_mul(G, o, apply(c, r, &acts[2], ct)), ct};
+}
+
+/* runs direction d over the sequence; ys gets Y [S, 1, B, H]; s the final state */
+static pc_value *run_dir(ox_ctx *c, const rnn *r, int d, state *s) {
+  dir_w dw;
+  dir_weights(c, r, d, &dw);
+  int reverse = r->reverse_only || d == 1;
+  int64_t GH = r->gates * r->H, bgh[2] = {r->B, GH}, one4[4] = {1, 1, r->B, r->H};
+  /* the input projection of every step at once: [S, B, GH] */
+  int64_t lc = 2, rc = 1;
+  pc_value *xw = pc_dot_general(G, r->x, dw.w, 1, &lc, &rc, 0, NULL, NULL);
+  xw = add_row(c, xw, dw.wb);
+  s->h = initial(c, r, 5, d);
+  s->cell = r->kind == CELL_LSTM ? initial(c, r, 6, d) : NULL;
+  pc_value **ys = calloc((size_t)r->S + 1, sizeof *ys);
+  if (!ys) return ox_fail(c, PC_ERR_NOMEM, "out of memory"), NULL;
+  const act *acts = &r->acts[d * r->n_acts];
+  for (int64_t k = 0; k < r->S && c->g->status == PC_OK; k++) {
+    int64_t t = reverse ? r->S - 1 - k : k;
+    int64_t st[3] = {t, 0, 0}, lim[3] = {t + 1, r->B, GH}, one[3] = {1, 1, 1};
+    pc_value *xt = pc_reshape(G, pc_slice(G, xw, st, lim, one), 2, bgh);
+    *s = step(c, r, &dw, acts, xt, *s);
+    ys[t] = pc_reshape(G, s->h, 4, one4);
+  }
+  pc_value *y = c->g->status == PC_OK ? pc_concatenate(G, ys, (int)r->S, 0) : NULL;
+  free(ys);
+  return y;
+}
+
+static pc_status rnn_op(ox_ctx *c, cell_kind kind) {
+  rnn r;
+  memset(&r, 0, sizeof r);
+  if (!read_config(c, &r, kind)) return ox_status(c);
+  if (r.S < 1) return ox_fail(c, PC_ERR_SHAPE, "empty sequence");
+  pc_value *ys[2] = {NULL, NULL}, *hs[2], *cs[2];
+  int64_t one3[3] = {1, r.B, r.H};
+  for (int d = 0; d < r.dirs; d++) {
+    state s;
+    ys[d] = run_dir(c, &r, d, &s);
+    if (!ys[d]) return ox_status(c);
+    hs[d] = pc_reshape(G, s.h, 3, one3);
+    cs[d] = s.cell ? pc_reshape(G, s.cell, 3, one3) : NULL;
+  }
+  pc_value *y = r.dirs == 2 ? pc_concatenate(G, ys, 2, 1) : ys[0];
+  pc_value *yh = r.dirs == 2 ? pc_concatenate(G, hs, 2, 0) : hs[0];
+  pc_value *yc = kind == CELL_LSTM ? (r.dirs == 2 ? pc_concatenate(G, cs, 2, 0) : cs[0]) : NULL;
+  if (r.layout) {
+    int64_t p4[4] = {2, 0, 1, 3}, p3[3] = {1, 0, 2};
+    y = pc_transpose(G, y, p4);
+    yh = pc_transpose(G, yh, p3);
+    yc = yc ? pc_transpose(G, yc, p3) : NULL;
+  }
+  if (ox_has_out(c, 0)) ox_out(c, 0, y);
+  if (ox_has_out(c, 1)) ox_out(c, 1, yh);
+  if (kind == CELL_LSTM && ox_has_out(c, 2)) ox_out(c, 2, yc);
+  return ox_status(c);
+}
+
+pc_status ox_op_RNN(ox_ctx *c) { return rnn_op(c, CELL_RNN); }
+pc_status ox_op_GRU(ox_ctx *c) { return rnn_op(c, CELL_GRU); }
+pc_status ox_op_LSTM(ox_ctx *c) { return rnn_op(c, CELL_LSTM); }

@@ -1,0 +1,2 @@
+Bout0JqQqbgisgiq
+j>HOFu1Fu@7Ó@

@@ -1,0 +1,196 @@
+/* tests/unit/test_onnx_nn.c: the nn op decompositions against onnxruntime references in tests/data/onnx_nn. */
+#include "frontend/frontend.h"
+#include "frontend/onnx_internal.h"
+#include "ir/ir.h"
+#include "tests/test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define NN_RTOL 1e-3
+#define NN_ATOL 1e-5 /* onnxruntime's float32 kernels sum in another order than the interpreter's doubles */
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
+  *len = buf ? fread(buf, 1, (size_t)n, f) : 0;
+  fclose(f);
+  return buf;
+}
+
+/* reads a TensorProto .pb with the importer's decoder; 0 when absent or bad */
+static int read_pb(const char *path, pc_tensor *t) {
+  size_t len;
+  unsigned char *buf = slurp(path, &len);
+  if (!buf) return 0;
+  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
+  free(buf);
+  if (!tp) return 0;
+  pc_graph *g = pc_graph_new();
+  int ok = ox_tensor_decode(g, tp, NULL, t) == PC_OK;
+  pc_graph_free(g);
+  onnx__tensor_proto__free_unpacked(tp, NULL);
+  return ok;
+}
+
+static double elem(const pc_tensor *t, int64_t k) {
+  switch (t->dtype) {
+  case PC_f32: return ((const float *)t->data)[k];
+  case PC_f64: return ((const double *)t->data)[k];
+  case PC_i8: return ((const int8_t *)t->data)[k];
+  case PC_u8: case PC_bool: return ((const uint8_t *)t->data)[k];
+  case PC_i64: return (double)((const int64_t *)t->data)[k];
+  default: return NAN;
+  }
+}
+
+/* compares got with want elementwise; 1 when all agree */
+static int close_enough(const char *name, int idx, const pc_tensor *got, const pc_tensor *want) {
+  if (!CHECK_MSG(got->rank == want->rank && got->dtype == want->dtype, "%s output %d: rank/dtype differ", name, idx))
+    return 0;
+  for (int i = 0; i < got->rank; i++)
+    if (!CHECK_MSG(got->dims[i] == want->dims[i], "%s output %d: dim %d is %lld, expected %lld", name, idx, i,
+                   (long long)got->dims[i], (long long)want->dims[i]))
+      return 0;
+  int64_t n = pc_tensor_numel(want);
+  for (int64_t k = 0; k < n; k++) {
+    double a = elem(got, k), b = elem(want, k);
+    if (!(fabs(a - b) <= NN_ATOL + NN_RTOL * fabs(b)))
+      return CHECK_MSG(0, "%s output %d[%lld]: %.9g, expected %.9g", name, idx, (long long)k, a, b);
+  }
+  return CHECK_MSG(1, "%s output %d", name, idx);
+}
+
+static void run_case(const char *name) {
+  char path[1024];
+  const char *src = pc_test_srcdir();
+  snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/model.onnx", src, name);
+  pc_graph *g = pc_onnx_load(path, NULL);
+  if (!CHECK_MSG(g && g->status == PC_OK, "%s: %s", name, g ? pc_error(g) : "out of memory")) {
+    pc_graph_free(g);
+    return;
+  }
+  pc_tensor in, want[4], got[4];
+  memset(got, 0, sizeof got);
+  snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/input_0.pb", src, name);
+  int n_out = g->n_outputs;
+  int ok = CHECK_MSG(read_pb(path, &in), "%s: input", name) && CHECK(n_out <= 4);
+  for (int i = 0; ok && i < n_out; i++) {
+    snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/output_%d.pb", src, name, i);
+    ok = CHECK_MSG(read_pb(path, &want[i]), "%s: output %d", name, i);
+  }
+  if (ok && CHECK_MSG(pc_interp(g, &in, 1, got, n_out) == PC_OK, "%s: %s", name, pc_error(g)))
+    for (int i = 0; i < n_out; i++) close_enough(name, i, &got[i], &want[i]);
+  for (int i = 0; ok && i < n_out; i++) {
+    pc_tensor_free(&got[i]);
+    pc_tensor_free(&want[i]);
+  }
+  if (ok) pc_tensor_free(&in);
+  pc_graph_free(g);
+}
+
+static const char *const nn_cases[] = {
+    "conv_group_dilated_asym", "conv1d_same_lower", "conv3d_depthwise", "convtranspose_group_outpad",
+    "maxpool_int8_ceil", "avgpool_ceil_include_pad", "avgpool_same_upper_exclude", "lppool_p3",
+    "layernorm_outputs", "instancenorm_3d", "lrn_size5", "lstm_bidir_full", "gru_lbr_reverse_clip",
+    "rnn_relu_bidir_h0", "resize_linear_sizes", "resize_cubic_asym_exclude", "resize_nearest_ceil_align",
+    "dft_complex_axis1_len", "depthtospace_crd",
+};
+
+PC_TEST(onnx_nn_reference_cases) {
+  for (size_t i = 0; i < sizeof nn_cases / sizeof *nn_cases; i++) run_case(nn_cases[i]);
+}
+
+/* a one-node model from text built by hand: protobuf-c packs it */
+static pc_graph *one_node(const char *op, const char *const *outs, int n_out, Onnx__AttributeProto **attrs,
+                          int n_attrs, int opset) {
+  Onnx__TensorShapeProto__Dimension d[4];
+  Onnx__TensorShapeProto__Dimension *dp[4];
+  int64_t dims[4] = {1, 2, 4, 4};
+  for (int i = 0; i < 4; i++) {
+    onnx__tensor_shape_proto__dimension__init(&d[i]);
+    d[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    d[i].dim_value = dims[i];
+    dp[i] = &d[i];
+  }
+  Onnx__TensorShapeProto shape;
+  onnx__tensor_shape_proto__init(&shape);
+  shape.n_dim = 4, shape.dim = dp;
+  Onnx__TypeProto__Tensor tt;
+  onnx__type_proto__tensor__init(&tt);
+  tt.has_elem_type = 1, tt.elem_type = 1, tt.shape = &shape;
+  Onnx__TypeProto type;
+  onnx__type_proto__init(&type);
+  type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, type.tensor_type = &tt;
+  Onnx__ValueInfoProto vin, vout[4], *pin = &vin, *pout[4];
+  onnx__value_info_proto__init(&vin);
+  vin.name = "x", vin.type = &type;
+  for (int i = 0; i < n_out; i++) {
+    onnx__value_info_proto__init(&vout[i]);
+    vout[i].name = (char *)outs[i], vout[i].type = &type;
+    pout[i] = &vout[i];
+  }
+  char *in_names[1] = {"x"};
+  Onnx__NodeProto node, *pn = &node;
+  onnx__node_proto__init(&node);
+  node.op_type = (char *)op, node.name = "n1", node.n_input = 1, node.input = in_names;
+  node.n_output = (size_t)n_out, node.output = (char **)outs, node.n_attribute = (size_t)n_attrs, node.attribute = attrs;
+  Onnx__GraphProto gp;
+  onnx__graph_proto__init(&gp);
+  gp.name = "g", gp.n_node = 1, gp.node = &pn, gp.n_input = 1, gp.input = &pin, gp.n_output = (size_t)n_out, gp.output = pout;
+  Onnx__OperatorSetIdProto os, *pos = &os;
+  onnx__operator_set_id_proto__init(&os);
+  os.domain = "", os.has_version = 1, os.version = opset;
+  Onnx__ModelProto m;
+  onnx__model_proto__init(&m);
+  m.has_ir_version = 1, m.ir_version = 8, m.graph = &gp, m.n_opset_import = 1, m.opset_import = &pos;
+  size_t len = onnx__model_proto__get_packed_size(&m);
+  unsigned char *buf = malloc(len);
+  onnx__model_proto__pack(&m, buf);
+  pc_graph *g = pc_onnx_load_buffer(buf, len, NULL, NULL);
+  free(buf);
+  return g;
+}
+
+static Onnx__AttributeProto ints_attr(const char *name, int64_t *v, size_t n) {
+  Onnx__AttributeProto a;
+  onnx__attribute_proto__init(&a);
+  a.name = (char *)name, a.has_type = 1, a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, a.n_ints = n, a.ints = v;
+  return a;
+}
+
+PC_TEST(onnx_nn_unsupported_variants_name_the_node) {
+  int64_t k[2] = {2, 2};
+  Onnx__AttributeProto ks = ints_attr("kernel_shape", k, 2), *attrs[1] = {&ks};
+  const char *two[2] = {"y", "idx"};
+  pc_graph *g = one_node("MaxPool", two, 2, attrs, 1, 17);
+  CHECK_INT(g->status, PC_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(pc_error(g), "MaxPool \"n1\"");
+  CHECK_CONTAINS(pc_error(g), "Indices");
+  pc_graph_free(g);
+
+  int64_t bad[3] = {2, 2, 2};
+  Onnx__AttributeProto kb = ints_attr("kernel_shape", bad, 3), *battrs[1] = {&kb};
+  g = one_node("AveragePool", two, 1, battrs, 1, 17);
+  CHECK_INT(g->status, PC_ERR_ATTR);
+  CHECK_CONTAINS(pc_error(g), "AveragePool \"n1\": kernel_shape has 3 entries");
+  pc_graph_free(g);
+
+  /* the same pool with a valid kernel imports and runs: 2x2 windows of ones average to one */
+  g = one_node("AveragePool", two, 1, attrs, 1, 17);
+  CHECK_INT(g->status, PC_OK);
+  float ones[32];
+  for (int i = 0; i < 32; i++) ones[i] = 1;
+  pc_tensor in = {PC_f32, 4, {1, 2, 4, 4}, ones}, out;
+  memset(&out, 0, sizeof out);
+  if (CHECK_INT(pc_interp(g, &in, 1, &out, 1), PC_OK)) {
+    CHECK_INT(out.dims[2], 3);
+    CHECK_NEAR(((float *)out.data)[0], 1.0, 1e-6);
+    pc_tensor_free(&out);
+  }
+  pc_graph_free(g);
+}
