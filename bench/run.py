@@ -48,7 +48,7 @@ def bench_primc(primc, d, name, threads, runs, outdir):
         return {"error": (r.stderr or r.stdout).strip().splitlines()[-1:] or ["compile failed"]}
     res = {"compile_s": compile_s, "size_kb": os.path.getsize(exe) / 1024}
     for t in threads:
-        env = dict(os.environ, PRIMC_THREADS=str(t))
+        env = dict(os.environ, PRIMC_NUM_THREADS=str(t))
         r = subprocess.run([exe, os.path.join(d, "input.npy"), "--bench", str(runs)], capture_output=True, text=True,
                            env=env)
         mn = re.search(r"min[^0-9]*([0-9.]+)\s*ms", r.stdout)

@@ -873,21 +873,38 @@ static int64_t numel_bound(const pc_graph *g, const pc_type *t) {
   return n;
 }
 
+static int sym_in_use(const pc_graph *g, int s) {
+  for (int i = 0; i < g->n_values; i++) {
+    const pc_type *t = &g->values[i]->type;
+    for (int d = 0; d < t->rank; d++)
+      if (t->dims[d] == PC_SYM(s)) return 1;
+  }
+  return 0;
+}
+
+/* "nonzero_<node id>" (the id the node has, or will get from pc_node_add) so that printed text
+ * parses back to the same symbol; suffixed when another value already counts with that name */
+static int nonzero_sym(ictx *c, int64_t bound) {
+  pc_graph *g = c->g;
+  int id = c->n->id < g->n_nodes && g->nodes[c->n->id] == c->n ? c->n->id : g->n_nodes;
+  char name[64];
+  snprintf(name, sizeof name, "nonzero_%d", id);
+  for (int k = 1; pc_sym_find(g, name) >= 0 && sym_in_use(g, pc_sym_find(g, name)); k++)
+    snprintf(name, sizeof name, "nonzero_%d_%d", id, k);
+  int s = pc_sym_add(g, name, 0, bound);
+  if (s >= 0 && g->syms[s].hi > bound) g->syms[s].hi = bound;
+  return s;
+}
+
 /* [rank, count] with count a new symbol bounded by numel; re-inference keeps the symbol it made */
 static pc_status infer_nonzero(ictx *c) {
   const pc_type *x = IN(c, 0), *old = &c->n->out[0]->type;
-  pc_graph *g = c->g;
-  int64_t bound = numel_bound(g, x);
   int64_t count = old->dims[1];
-  if (!(old->dtype == PC_i64 && old->rank == 2 && old->dims[0] == x->rank && PC_DIM_IS_SYM(count) &&
-        dim_known(g, count))) {
-    /* the id the node has (verify) or will get (pc_node_add): a name the text format round-trips */
-    int id = c->n->id < g->n_nodes && g->nodes[c->n->id] == c->n ? c->n->id : g->n_nodes;
-    char name[48];
-    snprintf(name, sizeof name, "nonzero_%d", id);
-    int s = pc_sym_add(g, name, 0, bound);
-    if (s < 0) return g->status;
-    if (g->syms[s].hi > bound) g->syms[s].hi = bound;
+  int keep = old->dtype == PC_i64 && old->rank == 2 && old->dims[0] == x->rank && PC_DIM_IS_SYM(count) &&
+             dim_known(c->g, count);
+  if (!keep) {
+    int s = nonzero_sym(c, numel_bound(c->g, x));
+    if (s < 0) return c->g->status;
     count = PC_SYM(s);
   }
   int64_t dims[2] = {x->rank, count};
