@@ -149,6 +149,8 @@ static int read_config(ox_ctx *c, rnn *r, cell_kind kind) {
 static pc_value *take_dir(ox_ctx *c, pc_value *t, int d) {
   if (!t) return NULL;
   int r = t->type.rank;
+  if (r < 1 || d >= t->type.dims[0])
+    return ox_fail(c, PC_ERR_SHAPE, "an operand of rank %d has no direction %d", r, d), NULL;
   int64_t st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], one[PC_MAX_RANK];
   for (int i = 0; i < r; i++) lim[i] = t->type.dims[i], one[i] = 1;
   st[0] = d, lim[0] = d + 1;
@@ -159,6 +161,7 @@ static pc_value *take_dir(ox_ctx *c, pc_value *t, int d) {
 static pc_value *cols(ox_ctx *c, pc_value *t, int64_t k, int64_t n) {
   if (!t) return NULL;
   int r = t->type.rank;
+  if (r < 1) return ox_fail(c, PC_ERR_SHAPE, "a gate operand is a scalar"), NULL;
   int64_t st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], one[PC_MAX_RANK];
   for (int i = 0; i < r; i++) lim[i] = t->type.dims[i], one[i] = 1;
   st[r - 1] = k * n, lim[r - 1] = (k + 1) * n;
