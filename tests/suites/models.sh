@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
-# tests/suites/models.sh: every bundled model, interpreted by primc, matches its ONNX Runtime reference.
+# tests/suites/models.sh: every bundled model matches its ONNX Runtime reference (1e-4 relative), interpreted
+# by primc and compiled to a standalone executable fused (-O2) and unfused (-O0 --unfused).
 set -u
 B=${B:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
 fail=0
+
+# check LABEL NAME DIR CMD...: runs CMD (which writes $tmp/LABEL-NAME/out0.npy) and compares with DIR/expected.npy
+check() {
+  local label=$1 name=$2 d=$3
+  shift 3
+  local out=$tmp/$label-$name log=$tmp/$label-$name.log
+  if "$@" >"$log" 2>&1 && python3 tests/compare_npy.py "$out/out0.npy" "$d/expected.npy" --rtol 1e-4 --atol 1e-5 >>"$log" 2>&1; then
+    echo "PASS $label $name: $(tail -n 1 "$log")"
+    pass=$((pass + 1))
+  else
+    echo "FAIL $label $name: $(tail -n 3 "$log")"
+    fail=$((fail + 1))
+  fi
+}
+
 for d in models/*/; do
   [ -f "$d/model.onnx" ] || continue
   name=$(basename "$d")
-  if "$B/primc" run "$d/model.onnx" "$d/input.npy" -o "$tmp/$name" >"$tmp/$name.log" 2>&1 &&
-    python3 tests/compare_npy.py "$tmp/$name/out0.npy" "$d/expected.npy" --rtol 1e-4 --atol 1e-5 >>"$tmp/$name.log" 2>&1; then
-    echo "PASS interp $name: $(tail -n 1 "$tmp/$name.log")"
-    pass=$((pass + 1))
-  else
-    echo "FAIL interp $name: $(tail -n 1 "$tmp/$name.log")"
-    fail=$((fail + 1))
-  fi
+  check interp "$name" "$d" "$B/primc" run "$d/model.onnx" "$d/input.npy" -o "$tmp/interp-$name"
+  for variant in "fused:-O2" "unfused:-O0 --unfused"; do
+    label=${variant%%:*}
+    # shellcheck disable=SC2086
+    check "$label" "$name" "$d" bash -c "'$B/primc' compile '$d/model.onnx' -o '$tmp/$label-$name.exe' ${variant#*:} &&
+      '$tmp/$label-$name.exe' '$d/input.npy' -o '$tmp/$label-$name'"
+  done
 done
 echo "models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
