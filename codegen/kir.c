@@ -212,9 +212,33 @@ static amap amap_identity(int rank, int first) {
 
 static kir_expr *expr_value(kir_program *p, const pc_value *v, const amap *m);
 
-static int scalar_const(const pc_value *v, double *f, int64_t *i) {
+/* dims along which a constant's data repeats (a folded broadcast): bit d set when every
+ * element equals its predecessor along d; cached per value (-1: not computed yet) */
+static int const_repeat_mask(kir_program *p, const pc_value *v) {
+  if (p->repeat_mask[v->id] >= 0) return p->repeat_mask[v->id];
+  const unsigned char *d = pc_const_data(v);
+  int64_t s[PC_MAX_RANK], n = pc_type_numel(&v->type);
+  size_t es = pc_dtype_size(v->type.dtype);
+  int mask = 0;
+  row_strides(&v->type, s);
+  for (int dim = 0; d && dim < v->type.rank; dim++) {
+    if (v->type.dims[dim] <= 1) continue;
+    int same = 1;
+    for (int64_t i = 0; same && i < n; i++)
+      if ((i / s[dim]) % v->type.dims[dim] != 0) same = !memcmp(d + (size_t)i * es, d + (size_t)(i - s[dim]) * es, es);
+    if (same) mask |= 1 << dim;
+  }
+  p->repeat_mask[v->id] = mask;
+  return mask;
+}
+
+/* every element equal: its value */
+static int scalar_const(kir_program *p, const pc_value *v, double *f, int64_t *i) {
   const void *d = pc_const_data(v);
-  if (!d || pc_type_numel(&v->type) != 1) return 0;
+  if (!d) return 0;
+  for (int dim = 0; dim < v->type.rank; dim++)
+    if (v->type.dims[dim] > 1 && !(const_repeat_mask(p, v) >> dim & 1)) return 0;
+  if (pc_type_numel(&v->type) < 1) return 0;
   switch (v->type.dtype) { /* one read per storage type; c64 stays a load */
   case PC_f16: *f = pc_f16_to_f32(*(const uint16_t *)d); break;
   case PC_bf16: *f = pc_bf16_to_f32(*(const uint16_t *)d); break;
@@ -234,7 +258,7 @@ static kir_expr *load_expr(kir_program *p, const pc_value *v, const amap *m) {
   kir_expr *e;
   double f = 0;
   int64_t i = 0;
-  if (scalar_const(v, &f, &i)) {
+  if (scalar_const(p, v, &f, &i)) {
     e = kir_expr_new(p, KE_CONST, v->type.dtype);
     if (e) e->c = f, e->ci = i;
     return e;
@@ -242,7 +266,14 @@ static kir_expr *load_expr(kir_program *p, const pc_value *v, const amap *m) {
   e = kir_expr_new(p, KE_LOAD, v->type.dtype);
   if (!e) return NULL;
   e->buf = p->buf_of_value[v->id];
-  e->map = linearize(m, &v->type);
+  amap r = *m;
+  int rep = pc_const_data(v) ? const_repeat_mask(p, v) : 0;
+  for (int dim = 0; dim < r.rank; dim++) /* read the first slice of a folded broadcast */
+    if (rep >> dim & 1) {
+      r.off[dim] = 0;
+      memset(r.coef[dim], 0, sizeof r.coef[dim]);
+    }
+  e->map = linearize(&r, &v->type);
   return e;
 }
 
@@ -372,13 +403,44 @@ static void store_init(kir_store *s, int buf, kir_map map, kir_expr *e) {
 }
 
 /* gives a kernel with no parallel loop a leading one of extent 1 */
+static void map_drop_loop(kir_map *m, int l) {
+  for (int k = l; k + 1 < KIR_MAX_LOOPS; k++) m->stride[k] = m->stride[k + 1];
+  m->stride[KIR_MAX_LOOPS - 1] = 0;
+}
+
+static void expr_drop_loop(kir_expr *e, int l) {
+  if (e->kind == KE_LOAD || e->kind == KE_INDEX) map_drop_loop(&e->map, l);
+  for (int i = 0; i < e->n_args; i++) expr_drop_loop(e->args[i], l);
+}
+
+/* Loops of extent 1 (batch dims of 1, kept dims) are dropped so that loop 0, the one
+ * split across threads, has work; a kernel keeps at least one parallel loop. */
+static void kernel_squeeze(kir_kernel *k) {
+  for (int l = k->n_loops - 1; l >= 0; l--) {
+    int is_arg = 0;
+    for (int s = 0; s < k->n_stores; s++) is_arg |= k->stores[s].red >= KR_ARGMAX && k->stores[s].arg_loop == l;
+    if (k->extent[l] != 1 || is_arg || (l < k->n_par && k->n_par == 1)) continue;
+    for (int j = l; j + 1 < k->n_loops; j++) k->extent[j] = k->extent[j + 1];
+    k->n_loops--;
+    if (l < k->n_par) k->n_par--;
+    for (int s = 0; s < k->n_stores; s++) {
+      map_drop_loop(&k->stores[s].map, l);
+      expr_drop_loop(k->stores[s].value, l);
+      if (k->stores[s].arg_loop > l) k->stores[s].arg_loop--;
+    }
+  }
+}
+
+/* gives a kernel with no parallel loop a leading one of extent 1, then squeezes */
 static void kernel_normalize(kir_kernel *k) {
-  if (k->n_par > 0) return;
-  for (int l = k->n_loops; l > 0; l--) k->extent[l] = k->extent[l - 1];
-  k->extent[0] = 1;
-  k->n_loops++;
-  k->n_par = 1;
-  /* maps were built against loops shifted by one already (first = 1) */
+  if (k->n_par == 0) {
+    for (int l = k->n_loops; l > 0; l--) k->extent[l] = k->extent[l - 1];
+    k->extent[0] = 1;
+    k->n_loops++;
+    k->n_par = 1;
+    /* maps were built against loops shifted by one already (first = 1) */
+  }
+  kernel_squeeze(k);
 }
 
 static pc_status fail_unfusable(kir_program *p, const pc_node *n) {
@@ -685,9 +747,28 @@ static int64_t scatter_mode(const char *s) {
   return -1;
 }
 
+static pc_status build_pointwise(kir_program *p, const pc_node *n);
+static void materialize(kir_program *p, const pc_value *v);
+
+/* gather; when its table is an unmaterialized pure index remapping of a buffer (the
+ * broadcast ONNX Gather decomposes into), primc_k_gather_strided reads that buffer
+ * through [offset, strides] appended to the params instead of a materialized copy */
 static pc_status build_gather(kir_program *p, const pc_node *n) {
-  int64_t e[2] = {pc_attr_int(n, "axis", 0), n->in[1]->type.dtype};
-  return build_generic_call(p, n, "gather", e, 2);
+  const pc_value *x = n->in[0];
+  int64_t e[2 + 1 + PC_MAX_RANK] = {pc_attr_int(n, "axis", 0), n->in[1]->type.dtype};
+  if (p->buf_of_value[x->id] >= 0) return build_generic_call(p, n, "gather", e, 2);
+  amap m = amap_identity(x->type.rank, 0);
+  kir_expr *ld = expr_value(p, x, &m);
+  if (!ld || ld->kind != KE_LOAD) { /* computed: materialize it first */
+    materialize(p, x);
+    pc_status s = x->producer ? build_pointwise(p, x->producer) : PC_ERR_INTERNAL;
+    return s != PC_OK ? s : build_generic_call(p, n, "gather", e, 2);
+  }
+  e[2] = ld->map.offset;
+  for (int d = 0; d < PC_MAX_RANK; d++) e[3 + d] = d < x->type.rank ? ld->map.stride[d] : 0;
+  pc_status s = build_generic_call(p, n, "gather_strided", e, 2 + 1 + PC_MAX_RANK);
+  if (s == PC_OK) p->kernels[p->n_kernels - 1].args[1] = ld->buf; /* the underlying buffer */
+  return s;
 }
 
 static pc_status build_scatter(kir_program *p, const pc_node *n) {
@@ -855,9 +936,30 @@ static pc_status flush_pointwise(kir_program *p, const pc_node **pend, int n) {
 /* A group in topological order: pointwise prims wait in `pend` and are inlined into
  * whatever reads them (a reduction takes them as its prologue); other prims (calls,
  * reductions, pad, concatenate) get their own kernels, their results materialized. */
+/* A gather table computed in the group by index remapping only (ONNX Gather's broadcast)
+ * is read in place by primc_k_gather_strided even where the plan gave it a buffer. */
+static void unmaterialize_gather_tables(kir_program *p, const pc_node *const *nodes, int n) {
+  for (int i = 0; i < n; i++) {
+    if (nodes[i]->op != PC_OP_gather) continue;
+    const pc_value *x = nodes[i]->in[0];
+    int inside = 0, gathers = 0;
+    for (int j = 0; j < n; j++) {
+      inside |= nodes[j] == x->producer;
+      gathers += nodes[j]->op == PC_OP_gather && nodes[j]->in[0] == x && nodes[j]->in[1] != x;
+    }
+    if (!inside || output_index(p->g, x) >= 0 || pc_value_use_count(p->g, x) != gathers) continue;
+    int saved = p->buf_of_value[x->id];
+    p->buf_of_value[x->id] = -1;
+    amap m = amap_identity(x->type.rank, 0);
+    kir_expr *e = expr_value(p, x, &m);
+    if (!e || e->kind != KE_LOAD) p->buf_of_value[x->id] = saved;
+  }
+}
+
 static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n) {
   const pc_node **pend = pc_alloc(p->g, sizeof *pend * (size_t)n);
   if (!pend) return PC_ERR_NOMEM;
+  unmaterialize_gather_tables(p, nodes, n);
   int np = 0;
   for (int i = 0; i < n; i++) {
     const pc_node *nd = nodes[i];
@@ -865,8 +967,9 @@ static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n)
       pend[np++] = nd;
       continue;
     }
-    int red = build_rule(nd->op) == build_reduce;
-    for (int k = 0; !red && k < nd->n_in; k++) materialize(p, nd->in[k]);
+    int red = build_rule(nd->op) == build_reduce, gather = nd->op == PC_OP_gather;
+    for (int k = 0; !red && k < nd->n_in; k++)
+      if (!(gather && k == 0)) materialize(p, nd->in[k]); /* build_gather decides for its table */
     for (int k = 0; k < nd->n_out; k++) materialize(p, nd->out[k]);
     pc_status s = flush_pointwise(p, pend, np);
     if (s != PC_OK) return s;
@@ -955,8 +1058,9 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
   if (g->status) return g->status;
   p->buf_of_value = pc_alloc(g, sizeof(int) * (size_t)(g->n_values + 1));
   p->consts = pc_alloc(g, sizeof *p->consts * (size_t)(g->n_nodes + 1));
-  if (!p->buf_of_value || !p->consts) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  for (int i = 0; i < g->n_values; i++) p->buf_of_value[i] = -1;
+  p->repeat_mask = pc_alloc(g, sizeof(int) * (size_t)(g->n_values + 1));
+  if (!p->buf_of_value || !p->consts || !p->repeat_mask) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < g->n_values; i++) p->buf_of_value[i] = p->repeat_mask[i] = -1;
   pc_status s = place_all(p);
   const pc_node **grp = pc_alloc(g, sizeof *grp * (size_t)(g->n_nodes + 1));
   if (s == PC_OK && !grp) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
@@ -1037,9 +1141,12 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
       fprintf(f, "\n");
     }
   }
-  for (int i = 0; i < k->n_nodes; i++)
-    fprintf(f, "  from %%%d %s%s%s\n", k->nodes[i]->out[0]->id, pc_prim(k->nodes[i]->op)->name,
-            k->nodes[i]->origin ? " <- " : "", k->nodes[i]->origin ? k->nodes[i]->origin : "");
+  for (int i = 0; i < k->n_nodes; i++) {
+    const pc_node *n = k->nodes[i];
+    fprintf(f, "  from %%%d %s", n->out[0]->id, pc_prim(n->op)->name);
+    if (n->group >= 0) fprintf(f, " (group %d)", n->group);
+    fprintf(f, "%s%s\n", n->origin ? " <- " : "", n->origin ? n->origin : "");
+  }
 }
 
 void kir_print(const kir_program *p, FILE *f) {

@@ -70,7 +70,21 @@ typedef struct kir_kernel {
   int64_t extent[KIR_MAX_LOOPS];
   int n_stores;
   kir_store stores[KIR_MAX_ARGS];
-  /* KK_CALL: primc_k_<fn>(params, bufs) from the runtime */
+  /* KK_CALL: primc_k_<fn>(params, bufs) from the runtime. A "shape" in params is rank then
+   * 8 dims (9 values); args are buffer ids, outputs first:
+   *   dot      [dtype, B, M, N, K, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn]      (out, a, b); out [B,M,N]
+   *   conv     [dtype, x, w, out shapes, groups, stride[8], pad_lo[8], dilation[8], lhs_dilation[8]]
+   *                                                                        (out, x, w, im2col scratch)
+   *   copy     [dtype, in shape, out shape]: numel(in) * size(dtype) bytes (out, in)
+   *   gather   [dtype, x, idx, out shapes, axis, idx dtype]                 (out, x, idx)
+   *   gather_strided: gather's params then x's element offset and 8 strides; x is read in place
+   *   scatter  [dtype, x, idx, upd, out shapes, axis, idx dtype, mode (none add mul max min)]
+   *                                                                        (out, x, idx, upd)
+   *   cumsum   [dtype, x, out shapes, axis, exclusive, reverse]             (out, x)
+   *   sort     [dtype, x, values, indices shapes, axis, descending|largest, k (-1: sort)]
+   *                                                                        (values, indices, x, scratch)
+   *   random   [dtype, out shape, normal, seed, a, b (doubles as bits)]     (out)
+   *   fft      [dtype, in, out shapes, type (fft ifft rfft irfft), length]  (out, in, scratch) */
   const char *fn;
   int n_args;
   int args[KIR_MAX_ARGS];   /* buffer ids, outputs first */
@@ -91,6 +105,7 @@ typedef struct kir_program {
   kir_buf *bufs;
   int *buf_of_value;      /* by value id; -1 when not materialized */
   char *escapes;          /* by value id: read outside its producer's fused group */
+  int *repeat_mask;       /* by value id: dims along which a constant's data repeats */
   int n_kernels, cap_kernels;
   kir_kernel *kernels;
   int64_t workspace_size; /* planned workspace plus codegen's scratch */

@@ -123,7 +123,7 @@ static LLVMValueRef e_abs(lctx *L, pc_dtype t, LLVMValueRef *a) {
  * the loop vectorizer keeps it in zmm registers; libm's expf is a scalar call */
 static LLVMValueRef fast_expf(lctx *L, LLVMValueRef x) {
   LLVMTypeRef f = L->f32;
-  LLVMValueRef hi = fconst(f, 88.72283935546875), lo = fconst(f, -87.33654022216797);
+  LLVMValueRef hi = fconst(f, 88.72283935546875), lo = fconst(f, -103.97208404541016); /* subnormals kept */
   LLVMValueRef xc = LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealOGT, x, hi, ""), hi, x, "");
   xc = LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealOLT, xc, lo, ""), lo, xc, "");
   LLVMValueRef t = LLVMBuildFMul(L->b, xc, fconst(f, 1.4426950408889634), "");
@@ -150,6 +150,25 @@ static LLVMValueRef emit_exp(lctx *L, pc_dtype t, LLVMValueRef x) {
   return T(L, t) == L->f32 ? fast_expf(L, x) : intrinsic(L, "llvm.exp", T(L, t), &x, 1);
 }
 static LLVMValueRef e_exp(lctx *L, pc_dtype t, LLVMValueRef *a) { return emit_exp(L, t, a[0]); }
+
+/* tanh on f32, vectorizable: odd Taylor polynomial below |x| = 0.3 (where 1 - 2/(e^2x + 1)
+ * would cancel), that formula above, sign restored; a few ulp */
+static LLVMValueRef fast_tanhf(lctx *L, LLVMValueRef x) {
+  LLVMTypeRef f = L->f32;
+  LLVMValueRef ax = intrinsic(L, "llvm.fabs", f, &x, 1);
+  LLVMValueRef e = fast_expf(L, LLVMBuildFMul(L->b, ax, fconst(f, 2), ""));
+  LLVMValueRef big = LLVMBuildFSub(L->b, fconst(f, 1),
+                                   LLVMBuildFDiv(L->b, fconst(f, 2), LLVMBuildFAdd(L->b, e, fconst(f, 1), ""), ""), "");
+  big = intrinsic(L, "llvm.copysign", f, (LLVMValueRef[]){big, x}, 2);
+  static const double c[5] = {62.0 / 2835, -17.0 / 315, 2.0 / 15, -1.0 / 3, 1};
+  LLVMValueRef x2 = LLVMBuildFMul(L->b, x, x, ""), pl = fconst(f, c[0]);
+  for (int i = 1; i < 5; i++) pl = intrinsic(L, "llvm.fmuladd", f, (LLVMValueRef[]){pl, x2, fconst(f, c[i])}, 3);
+  LLVMValueRef small = LLVMBuildFMul(L->b, pl, x, "");
+  return LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealOLT, ax, fconst(f, 0.3), ""), small, big, "");
+}
+static LLVMValueRef e_tanh(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  return T(L, t) == L->f32 ? fast_tanhf(L, a[0]) : libm(L, "tanh", T(L, t), a, 1);
+}
 FINTR(log, "llvm.log")
 FINTR(sqrt, "llvm.sqrt")
 FINTR(sin, "llvm.sin")
@@ -162,7 +181,6 @@ FINTR(round, "llvm.roundeven")
 FLIBM(log1p)
 FLIBM(expm1)
 FLIBM(tan)
-FLIBM(tanh)
 FLIBM(erf)
 static LLVMValueRef e_atan2(lctx *L, pc_dtype t, LLVMValueRef *a) { return libm(L, "atan2", T(L, t), a, 2); }
 static LLVMValueRef e_rsqrt(lctx *L, pc_dtype t, LLVMValueRef *a) {
@@ -171,9 +189,14 @@ static LLVMValueRef e_rsqrt(lctx *L, pc_dtype t, LLVMValueRef *a) {
 static LLVMValueRef e_reciprocal(lctx *L, pc_dtype t, LLVMValueRef *a) {
   return LLVMBuildFDiv(L->b, fconst(T(L, t), 1), a[0], "");
 }
+/* 1 / (1 + e^-|x|) mirrored for x < 0, so neither side overflows: exact down to subnormals */
 static LLVMValueRef e_sigmoid(lctx *L, pc_dtype t, LLVMValueRef *a) {
-  LLVMValueRef e = emit_exp(L, t, LLVMBuildFNeg(L->b, a[0], ""));
-  return LLVMBuildFDiv(L->b, fconst(T(L, t), 1), LLVMBuildFAdd(L->b, fconst(T(L, t), 1), e, ""), "");
+  LLVMTypeRef ty = T(L, t);
+  LLVMValueRef ax = intrinsic(L, "llvm.fabs", ty, a, 1);
+  LLVMValueRef e = emit_exp(L, t, LLVMBuildFNeg(L->b, ax, ""));
+  LLVMValueRef pos = LLVMBuildFDiv(L->b, fconst(ty, 1), LLVMBuildFAdd(L->b, fconst(ty, 1), e, ""), "");
+  LLVMValueRef neg = LLVMBuildFDiv(L->b, e, LLVMBuildFAdd(L->b, fconst(ty, 1), e, ""), "");
+  return LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealOLT, a[0], fconst(ty, 0), ""), neg, pos, "");
 }
 static LLVMValueRef e_sign(lctx *L, pc_dtype t, LLVMValueRef *a) {
   LLVMTypeRef ty = T(L, t);

@@ -321,8 +321,35 @@ static void conv_f32(const conv_desc *c, float *out, const float *x, const float
     }
 }
 
+/* the common 2-D case without input dilation: no division per element */
+static void im2col_2d(const conv_desc *c, const float *x, int64_t Cg, float *col) {
+  int64_t H = c->x.d[2], W = c->x.d[3], KH = c->w.d[2], KW = c->w.d[3], OH = c->o.d[2], OW = c->o.d[3];
+  for (int64_t ci = 0; ci < Cg; ci++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++) {
+        float *row = col + ((ci * KH + kh) * KW + kw) * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+          int64_t ih = oh * c->stride[0] - c->pad[0] + kh * c->dil[0];
+          float *dst = row + oh * OW;
+          if (ih < 0 || ih >= H) {
+            memset(dst, 0, sizeof *dst * (size_t)OW);
+            continue;
+          }
+          const float *src = x + (ci * H + ih) * W;
+          for (int64_t ow = 0; ow < OW; ow++) {
+            int64_t iw = ow * c->stride[1] - c->pad[1] + kw * c->dil[1];
+            dst[ow] = iw >= 0 && iw < W ? src[iw] : 0.0f;
+          }
+        }
+      }
+}
+
 static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t taps, int64_t P, int64_t plane,
                         float *col) {
+  if (c->S == 2 && c->ldil[0] == 1 && c->ldil[1] == 1) {
+    im2col_2d(c, x, Cg, col);
+    return;
+  }
   for (int64_t ci = 0; ci < Cg; ci++) {
     const float *xp = x + ci * plane;
     int64_t k[8] = {0};
@@ -387,8 +414,15 @@ static int64_t offset_of(const shp *s, const int64_t *idx) {
   return off;
 }
 
-/* params: dtype, x, idx, out shapes, axis, idx dtype; bufs: out, x, idx */
-int primc_k_gather(const int64_t *q, void *const *bufs) {
+/* x element offset of a multi-index: row-major, or through [offset, strides] */
+static int64_t strided_offset(const shp *s, const int64_t *idx, const int64_t *strided) {
+  if (!strided) return offset_of(s, idx);
+  int64_t off = strided[0];
+  for (int d = 0; d < s->rank; d++) off += idx[d] * strided[1 + d];
+  return off;
+}
+
+static int gather(const int64_t *q, void *const *bufs, int strided) {
   shp x, ix, o;
   const int64_t *r = get_shape(get_shape(get_shape(q + 1, &x), &ix), &o);
   int axis = (int)r[0], idt = (int)r[1];
@@ -401,11 +435,19 @@ int primc_k_gather(const int64_t *q, void *const *bufs) {
     if (j < 0) j += x.d[axis];
     if (j < 0 || j >= x.d[axis]) return PRIMC_ERR_RUNTIME;
     src[axis] = j;
-    memcpy((char *)bufs[0] + (size_t)i * es, (const char *)bufs[1] + (size_t)offset_of(&x, src) * es, es);
+    int64_t off = strided_offset(&x, src, strided ? r + 2 : NULL);
+    memcpy((char *)bufs[0] + (size_t)i * es, (const char *)bufs[1] + (size_t)off * es, es);
     next_index(idx, ix.d, ix.rank);
   }
   return PRIMC_OK;
 }
+
+/* params: dtype, x, idx, out shapes, axis, idx dtype; bufs: out, x, idx */
+int primc_k_gather(const int64_t *q, void *const *bufs) { return gather(q, bufs, 0); }
+
+/* the same params followed by x's element offset and 8 strides: x is read in place from
+ * the buffer it is an index remapping of (e.g. a broadcast, never materialized) */
+int primc_k_gather_strided(const int64_t *q, void *const *bufs) { return gather(q, bufs, 1); }
 
 static void combine(void *o, int64_t oi, const void *u, int64_t ui, int dt, int mode) {
   if (is_float(dt)) {

@@ -76,6 +76,7 @@ int primc_k_dot_epi(const int64_t *params, void *const *bufs, void (*epi)(void *
 int primc_k_conv(const int64_t *params, void *const *bufs);
 int primc_k_copy(const int64_t *params, void *const *bufs);
 int primc_k_gather(const int64_t *params, void *const *bufs);
+int primc_k_gather_strided(const int64_t *params, void *const *bufs);
 int primc_k_scatter(const int64_t *params, void *const *bufs);
 int primc_k_cumsum(const int64_t *params, void *const *bufs);
 int primc_k_sort(const int64_t *params, void *const *bufs);
@@ -125,5 +126,61 @@ int primc_cuda_capture_begin(primc_cuda *c);
 int primc_cuda_capture_end(primc_cuda *c, primc_cuda_graph **g);
 int primc_cuda_graph_launch(primc_cuda *c, primc_cuda_graph *g);
 void primc_cuda_graph_free(primc_cuda *c, primc_cuda_graph *g);
+
+/* ---------------------------------------------------------------- fp32 GEMM and conv (runtime/gemm.c, runtime/conv.c) */
+
+/* Row-major C[M][N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_*). beta == 0 never
+ * reads C. Splits the work over the pool; each C element is summed in the same order whatever the
+ * thread count (bitwise-identical results across thread counts, for a given ISA). Each calling thread
+ * keeps a 512 KiB packing buffer from its first call on; primc_sgemm_reserve() has every pool thread
+ * allocate its buffer at once (call it at load time so the inference path never allocates).
+ * Returns PRIMC_OK, or PRIMC_ERR_RUNTIME when that buffer could not be allocated. */
+int primc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+void primc_sgemm_reserve(void);
+
+/* Called once per finished tile of C, while it is hot: rows [m0, m0+mb), columns [n0, n0+nb); C
+ * points at element (m0, n0). Tiles do not overlap and cover C; calls may come from several threads. */
+typedef void (*primc_epilogue)(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb);
+int primc_sgemm_epi(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, primc_epilogue epi,
+                    void *epi_ctx);
+
+/* B given by rows: brow(ctx, k, n0, nc, dst) writes B[k][n0 .. n0+nc) to dst (implicit im2col). */
+typedef void (*primc_brow_fn)(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst);
+int primc_sgemm_gen_b(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      primc_brow_fn brow, void *brow_ctx, float beta, float *C, int64_t ldc, primc_epilogue epi,
+                      void *epi_ctx);
+
+/* B packed once (weights, at load time): the layout depends on the ISA chosen at run time, so pack
+ * on the machine that runs. packed: 64-byte aligned, primc_sgemm_packed_b_size(N, K) bytes.
+ * primc_sgemm_prepacked returns PRIMC_ERR_ARG when packed_b was packed for another ISA or shape. */
+size_t primc_sgemm_packed_b_size(int64_t N, int64_t K);
+int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed);
+int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                          const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi, void *epi_ctx);
+
+/* micro-kernel family, chosen once from the CPU; force_isa (tests, benchmarks) returns -1 when the
+ * CPU lacks it, PRIMC_ISA_AUTO goes back to the CPU's best */
+enum { PRIMC_ISA_AUTO = -1, PRIMC_ISA_SCALAR = 0, PRIMC_ISA_AVX2 = 1, PRIMC_ISA_AVX512 = 2 };
+int primc_sgemm_force_isa(int isa);
+int primc_sgemm_isa(void);
+const char *primc_sgemm_isa_name(int isa);
+
+/* 2-D convolution, NCHW input x[n][c][h][w], OIHW weights w[o][c/groups][kh][kw], y[n][o][oh][ow],
+ * bias[o] (or NULL), then max(y, 0) when relu. Depthwise (groups == c == o) runs direct loops,
+ * 1x1 stride-1 unpadded convs are one GEMM per group, the rest a GEMM per group whose B operand is
+ * generated on the fly from x (implicit im2col): no scratch buffer beyond primc_sgemm's.
+ * Returns PRIMC_ERR_ARG on inconsistent parameters. */
+typedef struct primc_conv2d {
+  int64_t n, c, h, w;
+  int64_t o, kh, kw;
+  int64_t groups, stride_h, stride_w, dil_h, dil_w;
+  int64_t pad_t, pad_l, pad_b, pad_r;
+  int relu;
+} primc_conv2d;
+/* output height and width; 0 when the parameters are inconsistent */
+int primc_conv2d_out_hw(const primc_conv2d *p, int64_t *oh, int64_t *ow);
+int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, const float *bias, float *y);
 
 #endif

@@ -12,6 +12,8 @@ typedef struct pool {
   pthread_cond_t go, done;
   pthread_mutex_t busy; /* one parallel_for at a time; others run inline */
   int n_threads;        /* including the caller */
+  int quit;             /* set when the library unloads */
+  pthread_t tids[MAX_THREADS];
   unsigned generation;
   int pending;
   int64_t n;
@@ -19,8 +21,8 @@ typedef struct pool {
   void *ctx;
 } pool;
 
-static pool the_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                        PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, NULL, NULL};
+static pool the_pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER,
+                        .done = PTHREAD_COND_INITIALIZER, .busy = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 /* set in pool threads (a key, not _Thread_local: this code also links into shared libraries) */
 static pthread_key_t worker_key;
@@ -37,7 +39,11 @@ static void *worker(void *arg) {
   pthread_setspecific(worker_key, &the_pool);
   for (;;) {
     pthread_mutex_lock(&p->mu);
-    while (p->generation == seen) pthread_cond_wait(&p->go, &p->mu);
+    while (p->generation == seen && !p->quit) pthread_cond_wait(&p->go, &p->mu);
+    if (p->quit) {
+      pthread_mutex_unlock(&p->mu);
+      return NULL;
+    }
     seen = p->generation;
     int64_t n = p->n;
     void (*fn)(void *, int64_t, int64_t) = p->fn;
@@ -61,12 +67,23 @@ static void pool_start(void) {
   int started = 1;
   if (pthread_key_create(&worker_key, NULL) != 0) n = 1;
   for (int i = 1; i < n; i++) {
-    pthread_t t;
-    if (pthread_create(&t, NULL, worker, (void *)(intptr_t)i) != 0) break;
-    pthread_detach(t);
+    if (pthread_create(&the_pool.tids[i], NULL, worker, (void *)(intptr_t)i) != 0) break;
     started++;
   }
   the_pool.n_threads = started;
+}
+
+/* The pool's threads run code of this library: when it is a shared library being
+ * unloaded (dlclose) they must be gone first. */
+__attribute__((destructor)) static void pool_stop(void) {
+  pool *p = &the_pool;
+  if (p->n_threads <= 1) return;
+  pthread_mutex_lock(&p->mu);
+  p->quit = 1;
+  pthread_cond_broadcast(&p->go);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 1; i < p->n_threads; i++) pthread_join(p->tids[i], NULL);
+  p->n_threads = 1;
 }
 
 int primc_num_threads(void) {

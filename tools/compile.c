@@ -100,7 +100,7 @@ int pc_cmd_compile(int argc, char **argv) {
   pc_codegen_opts co = {0};
   if (!emit_kind(o.emit, &co.emit)) return pc_cli_usage_error(compile_help, "bad --emit");
   double t0 = now_s();
-  pc_import_opts io = {o.dims, o.n_dims, o.weights_file};
+  pc_import_opts io = {o.dims, o.n_dims, o.weights_file, NULL, 0};
   pc_graph *g = pc_model_load(o.model, &io);
   if (!g) return fprintf(stderr, "primc: error: out of memory\n"), 1;
   pc_pipeline_opts po = {0};

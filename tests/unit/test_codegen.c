@@ -564,3 +564,88 @@ PC_TEST(codegen_random_fft) {
   check_graph(g, (range){-1, 1}, "random/fft");
   pc_graph_free(g);
 }
+
+PC_TEST(codegen_parallel_loops) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[3] = {1, 513, 301};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 3, d)), *y = pc_input_add(g, "y", ty(PC_f32, 3, d));
+  pc_value *z = pc_add(g, pc_exp(g, x), y);
+  pc_output_add(g, z);
+  pc_output_add(g, pc_reduce(g, PC_OP_reduce_sum, z, 1, (int64_t[]){2}));
+  pc_output_add(g, pc_reduce(g, PC_OP_reduce_max, z, 2, (int64_t[]){0, 1}));
+  pc_attr a[2] = {pc_a_int("axis", 1), pc_a_int("last", 0)};
+  pc_output_add(g, pc_build(g, PC_OP_argmax, &z, 1, a, 2));
+  check_graph(g, (range){-2, 2}, "parallel");
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_gather_reads_broadcast_in_place) {
+  pc_graph *g = pc_graph_new();
+  pc_value *tab = pc_input_add(g, "tab", ty(PC_f32, 2, (int64_t[]){10, 4}));
+  int64_t idx[6] = {3, 9, 0, 0, 7, 1};
+  pc_value *ix = pc_const(g, ty(PC_i64, 2, (int64_t[]){2, 3}), idx);
+  pc_value *ib = pc_broadcast_in_dim(g, ix, 3, (int64_t[]){2, 3, 4}, (int64_t[]){0, 1});
+  int n0 = g->n_nodes;
+  pc_value *tb = pc_broadcast_in_dim(g, tab, 3, (int64_t[]){10, 3, 4}, (int64_t[]){0, 2});
+  pc_attr ga = pc_a_int("axis", 0);
+  pc_value *out = pc_build(g, PC_OP_gather, (pc_value *[]){tb, ib}, 2, &ga, 1);
+  group_from(g, n0, 0);
+  pc_output_add(g, out);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_CONTAINS(buf, "primc_k_gather_strided(");
+  free(buf);
+  check_graph(g, (range){-3, 3}, "gather of a broadcast");
+  pc_graph_free(g);
+}
+
+/* the vectorized exp and tanh against the interpreter's double-precision libm, in ulps */
+PC_TEST(codegen_fast_exp_tanh_ulps) {
+  static const pc_op ops[] = {PC_OP_exp, PC_OP_tanh, PC_OP_sigmoid};
+  static const range ranges[] = {{-0.4, 0.4}, {-12, 12}, {-100, 100}, {-1e-3, 1e-3}};
+  for (size_t o = 0; o < 3; o++)
+    for (size_t r = 0; r < 4; r++) {
+      pc_graph *g = pc_graph_new();
+      pc_value *x = pc_input_add(g, "x", ty(PC_f32, 1, (int64_t[]){4096}));
+      pc_output_add(g, pc_build(g, ops[o], &x, 1, NULL, 0));
+      pc_tensor in = make_input(x, ranges[r]), ref = {0}, got = {0};
+      CHECK(pc_interp(g, &in, 1, &ref, 1) == PC_OK);
+      if (run_compiled(g, &in, &got, "fast math")) {
+        double worst = 0;
+        for (int i = 0; i < 4096; i++) {
+          float a = ((float *)got.data)[i], b = ((float *)ref.data)[i];
+          double ulp = b == 0 ? 1e-45 : fabs(nextafterf(b, INFINITY) - b);
+          if (!(isinf(a) && a == b)) worst = fmax(worst, fabs((double)a - b) / ulp);
+        }
+        CHECK_MSG(worst <= 4, "%s on [%g, %g]: %.1f ulp", pc_prim(ops[o])->name, ranges[r].lo, ranges[r].hi, worst);
+      }
+      free(in.data);
+      free(got.data);
+      pc_tensor_free(&ref);
+      pc_graph_free(g);
+    }
+}
+
+PC_TEST(codegen_bitcast_scatter_modes_bf16) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){3, 4}));
+  pc_attr b1 = pc_a_dtype("dtype", PC_i32), b2 = pc_a_dtype("dtype", PC_u8);
+  pc_output_add(g, pc_build(g, PC_OP_bitcast, &x, 1, &b1, 1));
+  pc_output_add(g, pc_build(g, PC_OP_bitcast, &x, 1, &b2, 1));
+  int32_t idx[4] = {2, 0, 1, 2};
+  pc_value *ix = pc_const(g, ty(PC_i32, 2, (int64_t[]){1, 4}), idx);
+  pc_value *upd = pc_input_add(g, "u", ty(PC_f32, 2, (int64_t[]){1, 4}));
+  static const char *const modes[] = {"none", "mul", "max", "min"};
+  for (int m = 0; m < 4; m++) {
+    pc_attr sa[2] = {pc_a_int("axis", 0), pc_a_str("reduce", modes[m])};
+    pc_output_add(g, pc_build(g, PC_OP_scatter, (pc_value *[]){x, ix, upd}, 3, sa, 2));
+  }
+  pc_value *h = pc_input_add(g, "h", ty(PC_bf16, 2, (int64_t[]){3, 4}));
+  pc_output_add(g, pc_mul(g, pc_exp(g, h), h));
+  pc_output_add(g, pc_reduce(g, PC_OP_reduce_sum, h, 1, (int64_t[]){1}));
+  check_graph(g, (range){-2, 2}, "bitcast/scatter/bf16");
+  pc_graph_free(g);
+}

@@ -1,0 +1,552 @@
+/* runtime/gemm.c: our fp32 GEMM: packed B blocks, register-tiled AVX-512 / AVX2 / scalar micro-kernels, thread pool. */
+#include "runtime/primc_rt.h"
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Shape of the computation (row-major C[M][N] = alpha * op(A)[M][K] * op(B)[K][N] + beta * C):
+ *
+ *   items (m-chunk x n-block) split over the pool
+ *     for each K block of KC rows
+ *       B block (KC x n-block) packed into NR-wide panels [panel][k][NR] in a per-thread buffer (L2)
+ *       for each strip of <= MR rows of A (read in place through strides, stays in L1)
+ *         for each B panel: micro-kernel, an MR x NR register tile of FMAs
+ *       after the last K block: the epilogue on each finished strip x n-block, while hot
+ *
+ * A is never packed: the micro-kernel broadcasts A[r][k] through (row stride, k stride), which covers
+ * both op(A) = A and op(A) = A^T. B is read in place (no packing) when M is small and B is not
+ * transposed, since a packed block would then be used only once or twice.
+ *
+ * Strips have heights that differ by at most one (M split evenly into ceil(M/MR) strips), and each
+ * (rows, vectors) pair has its own fully unrolled kernel, so no FMA is spent on padding rows.
+ *
+ * Each C element is summed in the same order whatever the thread count (K blocks in order, one
+ * thread per element): results are bitwise identical across thread counts for a given ISA.
+ *
+ * Memory: one B buffer per thread (KC x NC floats, 512 KiB), allocated at the thread's first call and
+ * kept until it exits; primc_sgemm_reserve() makes the pool threads allocate theirs up front, so the
+ * inference path itself never allocates.
+ */
+
+#define KC_MAX 256
+#define NC_MAX 512
+#define BUF_FLOATS (KC_MAX * NC_MAX)
+#define SERIAL_FLOPS (1 << 18) /* below this many multiply-adds a GEMM runs on the calling thread */
+
+/* what one micro-kernel call computes: C[mr][nr] = alpha * sum_k a(r,k) b(k,j) + beta * C */
+typedef struct kargs {
+  int64_t kc;
+  const float *a;
+  int64_t ars, aks; /* a(r, k) = a[r * ars + k * aks] */
+  const float *b;
+  int64_t bks; /* b(k, j) = b[k * bks + j], j < nr; reading past nr is never done */
+  float *c;
+  int64_t ldc;
+  float alpha, beta; /* beta == 0: C is not read */
+  int nr;
+} kargs;
+
+typedef void (*ukernel)(const kargs *g, int mr);
+
+typedef struct isa_row {
+  const char *name;
+  int mr, nr;     /* register tile */
+  int kc, nc;     /* K block, n-block width (multiple of nr) */
+  int direct_max; /* read B in place when M <= this (and B is not transposed) */
+  ukernel kern;
+  int (*supported)(void);
+} isa_row;
+
+/* ---------------------------------------------------------------- scalar kernel */
+
+#define SC_MR 4
+#define SC_NR 8
+
+static void ukr_scalar(const kargs *g, int mr) {
+  float acc[SC_MR][SC_NR] = {{0}};
+  for (int64_t k = 0; k < g->kc; k++) {
+    const float *b = g->b + k * g->bks;
+    for (int r = 0; r < mr; r++) {
+      float av = g->a[r * g->ars + k * g->aks];
+      for (int j = 0; j < g->nr; j++) acc[r][j] += av * b[j];
+    }
+  }
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < g->nr; j++) {
+      float *c = g->c + r * g->ldc + j;
+      *c = g->beta == 0 ? g->alpha * acc[r][j] : g->alpha * acc[r][j] + g->beta * *c;
+    }
+}
+
+static int always(void) { return 1; }
+
+/* ---------------------------------------------------------------- AVX-512 kernel: up to 14 x 32 */
+
+#define AVX512 __attribute__((target("avx512f,avx512vl,fma")))
+#define X5_MR 14
+#define X5_NR 32
+
+/* V vectors of 16 across, R rows; FULL: every lane of the last vector is inside nr. UNIT: a(r, k) at
+ * a[r + k * aks] (A^T or packed); else rows are ars apart and read through one pointer per three rows,
+ * which keeps every address a base plus a scaled index and the loop free of spills. */
+static inline __attribute__((always_inline)) AVX512 void loop512(const kargs *g, __m512 acc[X5_MR][2], const int R,
+                                                                 const int V, const int FULL, const int UNIT,
+                                                                 __mmask16 lm) {
+  const int64_t ars = UNIT ? 1 : g->ars, aks = g->aks, bks = g->bks;
+  const float *ab[5], *b = g->b;
+  for (int q = 0; q < 5; q++) ab[q] = g->a + 3 * q * ars;
+  for (int64_t k = g->kc; k > 0; k--) {
+    __m512 b0, b1 = _mm512_setzero_ps();
+    if (V == 1) {
+      b0 = FULL ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(lm, b);
+    } else {
+      b0 = _mm512_loadu_ps(b);
+      b1 = FULL ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(lm, b + 16);
+    }
+#pragma GCC unroll 14
+    for (int r = 0; r < R; r++) {
+      __m512 av = _mm512_set1_ps(UNIT ? ab[0][r] : ab[r / 3][(r % 3) * ars]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      if (V == 2) acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+#pragma GCC unroll 5
+    for (int q = 0; q < 5; q++)
+      if (q == 0 || (!UNIT && q < (R + 2) / 3)) ab[q] += aks;
+    b += bks;
+  }
+}
+
+static inline __attribute__((always_inline)) AVX512 void body512(const kargs *g, const int R, const int V) {
+  __m512 acc[X5_MR][2];
+  int rem = g->nr - 16 * (V - 1);
+  __mmask16 lm = (__mmask16)(rem >= 16 ? 0xFFFF : (1u << rem) - 1);
+#pragma GCC unroll 14
+  for (int r = 0; r < R; r++) {
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    _mm_prefetch((const char *)(g->c + r * g->ldc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(g->c + r * g->ldc + 16 * V - 1), _MM_HINT_T0);
+  }
+  if (g->ars == 1 && rem == 16)
+    loop512(g, acc, R, V, 1, 1, lm);
+  else if (g->ars == 1)
+    loop512(g, acc, R, V, 0, 1, lm);
+  else if (rem == 16)
+    loop512(g, acc, R, V, 1, 0, lm);
+  else
+    loop512(g, acc, R, V, 0, 0, lm);
+  __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta);
+  int read_c = g->beta != 0;
+#pragma GCC unroll 14
+  for (int r = 0; r < R; r++) {
+    float *c = g->c + r * g->ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < V; v++) {
+      __mmask16 m = v == V - 1 ? lm : 0xFFFF;
+      __m512 x = _mm512_mul_ps(acc[r][v], va);
+      if (read_c) x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c + 16 * v), vb, x);
+      _mm512_mask_storeu_ps(c + 16 * v, m, x);
+    }
+  }
+}
+
+#define DEF512(R)                                                                \
+  static AVX512 void k512_##R##_1(const kargs *g) { body512(g, R, 1); }         \
+  static AVX512 void k512_##R##_2(const kargs *g) { body512(g, R, 2); }
+DEF512(1) DEF512(2) DEF512(3) DEF512(4) DEF512(5) DEF512(6) DEF512(7)
+DEF512(8) DEF512(9) DEF512(10) DEF512(11) DEF512(12) DEF512(13) DEF512(14)
+#define ROW512(R) {k512_##R##_1, k512_##R##_2}
+
+static void (*const tab512[X5_MR][2])(const kargs *) = {
+    ROW512(1), ROW512(2), ROW512(3),  ROW512(4),  ROW512(5),  ROW512(6),  ROW512(7),
+    ROW512(8), ROW512(9), ROW512(10), ROW512(11), ROW512(12), ROW512(13), ROW512(14)};
+
+static void ukr_avx512(const kargs *g, int mr) { tab512[mr - 1][(g->nr + 15) / 16 - 1](g); }
+
+static int has_avx512(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+}
+
+/* ---------------------------------------------------------------- AVX2 kernel: up to 6 x 16 */
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define X2_MR 6
+#define X2_NR 16
+
+/* same shape as loop512, on ymm */
+static inline __attribute__((always_inline)) AVX2 void loop256(const kargs *g, __m256 acc[X2_MR][2], const int R,
+                                                               const int V, const int FULL, const int UNIT,
+                                                               __m256i lm) {
+  const int64_t ars = UNIT ? 1 : g->ars, aks = g->aks, bks = g->bks;
+  const float *ab[2] = {g->a, g->a + 3 * ars}, *b = g->b;
+  for (int64_t k = g->kc; k > 0; k--) {
+    __m256 b0, b1 = _mm256_setzero_ps();
+    if (V == 1) {
+      b0 = FULL ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, lm);
+    } else {
+      b0 = _mm256_loadu_ps(b);
+      b1 = FULL ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, lm);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      __m256 av = _mm256_broadcast_ss(UNIT ? ab[0] + r : ab[r / 3] + (r % 3) * ars);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      if (V == 2) acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+    ab[0] += aks;
+    if (!UNIT && R > 3) ab[1] += aks;
+    b += bks;
+  }
+}
+
+static inline __attribute__((always_inline)) AVX2 void body256(const kargs *g, const int R, const int V) {
+  __m256 acc[X2_MR][2];
+  int rem = g->nr - 8 * (V - 1);
+  __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i all = _mm256_set1_epi32(-1);
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  if (g->ars == 1 && rem == 8)
+    loop256(g, acc, R, V, 1, 1, lm);
+  else if (g->ars == 1)
+    loop256(g, acc, R, V, 0, 1, lm);
+  else if (rem == 8)
+    loop256(g, acc, R, V, 1, 0, lm);
+  else
+    loop256(g, acc, R, V, 0, 0, lm);
+  __m256 va = _mm256_set1_ps(g->alpha), vb = _mm256_set1_ps(g->beta);
+  int read_c = g->beta != 0;
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    float *c = g->c + r * g->ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < V; v++) {
+      __m256i m = v == V - 1 ? lm : all;
+      __m256 x = _mm256_mul_ps(acc[r][v], va);
+      if (read_c) x = _mm256_fmadd_ps(_mm256_maskload_ps(c + 8 * v, m), vb, x);
+      _mm256_maskstore_ps(c + 8 * v, m, x);
+    }
+  }
+}
+
+#define DEF256(R)                                                              \
+  static AVX2 void k256_##R##_1(const kargs *g) { body256(g, R, 1); }         \
+  static AVX2 void k256_##R##_2(const kargs *g) { body256(g, R, 2); }
+DEF256(1) DEF256(2) DEF256(3) DEF256(4) DEF256(5) DEF256(6)
+#define ROW256(R) {k256_##R##_1, k256_##R##_2}
+
+static void (*const tab256[X2_MR][2])(const kargs *) = {ROW256(1), ROW256(2), ROW256(3),
+                                                         ROW256(4), ROW256(5), ROW256(6)};
+
+static void ukr_avx2(const kargs *g, int mr) { tab256[mr - 1][(g->nr + 7) / 8 - 1](g); }
+
+static int has_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* ---------------------------------------------------------------- ISA table and choice */
+
+static const isa_row isa_table[] = {
+    [PRIMC_ISA_SCALAR] = {"scalar", SC_MR, SC_NR, KC_MAX, NC_MAX, SC_MR, ukr_scalar, always},
+    [PRIMC_ISA_AVX2] = {"avx2", X2_MR, X2_NR, KC_MAX, NC_MAX, 4 * X2_MR, ukr_avx2, has_avx2},
+    [PRIMC_ISA_AVX512] = {"avx512", X5_MR, X5_NR, KC_MAX, NC_MAX, 2 * X5_MR, ukr_avx512, has_avx512},
+};
+#define N_ISA ((int)(sizeof isa_table / sizeof isa_table[0]))
+
+static int auto_isa = -1, forced_isa = -1;
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+
+static void isa_detect(void) {
+  auto_isa = PRIMC_ISA_SCALAR;
+  for (int i = 0; i < N_ISA; i++)
+    if (isa_table[i].supported()) auto_isa = i;
+}
+
+int primc_sgemm_isa(void) {
+  pthread_once(&isa_once, isa_detect);
+  int f = __atomic_load_n(&forced_isa, __ATOMIC_RELAXED);
+  return f >= 0 ? f : auto_isa;
+}
+
+int primc_sgemm_force_isa(int isa) {
+  if (isa == PRIMC_ISA_AUTO) {
+    __atomic_store_n(&forced_isa, -1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  if (isa < 0 || isa >= N_ISA || !isa_table[isa].supported()) return -1;
+  __atomic_store_n(&forced_isa, isa, __ATOMIC_RELAXED);
+  return 0;
+}
+
+const char *primc_sgemm_isa_name(int isa) { return isa >= 0 && isa < N_ISA ? isa_table[isa].name : "?"; }
+
+/* ---------------------------------------------------------------- per-thread B buffer */
+
+static pthread_key_t buf_key;
+static int buf_key_ok;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+
+static void buf_key_make(void) { buf_key_ok = pthread_key_create(&buf_key, free) == 0; }
+
+static float *thread_buf(void) {
+  pthread_once(&buf_once, buf_key_make);
+  if (!buf_key_ok) return NULL;
+  float *p = pthread_getspecific(buf_key);
+  if (!p) {
+    p = aligned_alloc(64, BUF_FLOATS * sizeof(float));
+    if (p && pthread_setspecific(buf_key, p) != 0) {
+      free(p);
+      p = NULL;
+    }
+  }
+  return p;
+}
+
+static void reserve_fn(void *ctx, int64_t b, int64_t e) { (void)thread_buf(); }
+
+void primc_sgemm_reserve(void) { primc_parallel_for(primc_num_threads(), reserve_fn, NULL); }
+
+/* ---------------------------------------------------------------- B sources and packing */
+
+typedef struct bsrc {
+  const float *b; /* plain: b(k, n) = trans ? b[n * ldb + k] : b[k * ldb + n] */
+  int64_t ldb;
+  int trans;
+  primc_brow_fn row; /* generated: row(ctx, k, n0, nc, dst) writes b(k, n0 .. n0+nc) */
+  void *row_ctx;
+  const float *packed; /* prepacked panels, see primc_sgemm_pack_b */
+} bsrc;
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* columns [p0*NR, n1) of rows [k0, k0+kc) into panels dst[p - p0][k][NR], zero-padded to NR */
+static void pack_b(const bsrc *s, int NR, int64_t k0, int64_t kc, int64_t p0, int64_t n1, float *dst) {
+  int64_t n0 = p0 * NR, np = cdiv(n1 - n0, NR);
+  if (s->trans) {
+    for (int64_t p = 0; p < np; p++) {
+      float *d = dst + p * kc * NR;
+      int64_t nr = min64(NR, n1 - n0 - p * NR);
+      for (int64_t j = 0; j < NR; j++) {
+        if (j >= nr) {
+          for (int64_t k = 0; k < kc; k++) d[k * NR + j] = 0;
+          continue;
+        }
+        const float *src = s->b + (n0 + p * NR + j) * s->ldb + k0;
+        for (int64_t k = 0; k < kc; k++) d[k * NR + j] = src[k];
+      }
+    }
+    return;
+  }
+  float tmp[NC_MAX];
+  for (int64_t k = 0; k < kc; k++) {
+    const float *src = s->b + (k0 + k) * s->ldb + n0;
+    if (s->row) {
+      s->row(s->row_ctx, k0 + k, n0, n1 - n0, tmp);
+      src = tmp;
+    }
+    for (int64_t p = 0; p < np; p++) {
+      int64_t nr = min64(NR, n1 - n0 - p * NR);
+      float *d = dst + p * kc * NR + k * NR;
+      memcpy(d, src + p * NR, (size_t)nr * sizeof(float));
+      if (nr < NR) memset(d + nr, 0, (size_t)(NR - nr) * sizeof(float));
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- the driver */
+
+typedef struct job {
+  const isa_row *isa;
+  int64_t M, N, K;
+  float alpha, beta;
+  const float *a;
+  int64_t ars, aks;
+  bsrc bs;
+  float *c;
+  int64_t ldc;
+  primc_epilogue epi;
+  void *epi_ctx;
+  int kc, direct;
+  int64_t n_strips, n_panels, nI, nJ;
+  int status;
+} job;
+
+/* rows of strip s: M split evenly into n_strips strips of at most MR rows */
+static int64_t strip_row(const job *j, int64_t s) { return j->M * s / j->n_strips; }
+
+static void run_item(job *j, int64_t item, float *buf) {
+  const isa_row *isa = j->isa;
+  const int NR = isa->nr;
+  int64_t ii = item / j->nJ, jj = item % j->nJ;
+  int64_t s0 = j->n_strips * ii / j->nI, s1 = j->n_strips * (ii + 1) / j->nI;
+  int64_t p0 = j->n_panels * jj / j->nJ, p1 = j->n_panels * (jj + 1) / j->nJ;
+  int64_t n0 = p0 * NR, n1 = min64(j->N, p1 * NR);
+  if (s0 >= s1 || n0 >= n1) return;
+  for (int64_t k0 = 0; k0 < j->K; k0 += j->kc) {
+    int64_t kc = min64(j->kc, j->K - k0);
+    const float *bb;
+    int64_t bks, pstep;
+    if (j->bs.packed) {
+      bb = j->bs.packed + k0 * j->n_panels * NR + p0 * kc * NR;
+      bks = NR, pstep = kc * NR;
+    } else if (j->direct) {
+      bb = j->bs.b + k0 * j->bs.ldb + n0;
+      bks = j->bs.ldb, pstep = NR;
+    } else {
+      pack_b(&j->bs, NR, k0, kc, p0, n1, buf);
+      bb = buf;
+      bks = NR, pstep = kc * NR;
+    }
+    kargs g = {.kc = kc, .ars = j->ars, .aks = j->aks, .bks = bks, .ldc = j->ldc, .alpha = j->alpha,
+               .beta = k0 == 0 ? j->beta : 1.0f};
+    int last = k0 + kc >= j->K;
+    for (int64_t s = s0; s < s1; s++) {
+      int64_t m0 = strip_row(j, s), mr = strip_row(j, s + 1) - m0;
+      g.a = j->a + m0 * j->ars + k0 * j->aks;
+      for (int64_t p = p0; p < p1; p++) {
+        g.b = bb + (p - p0) * pstep;
+        g.c = j->c + m0 * j->ldc + p * NR;
+        g.nr = (int)min64(NR, j->N - p * NR);
+        isa->kern(&g, (int)mr);
+      }
+      if (last && j->epi) j->epi(j->epi_ctx, j->c + m0 * j->ldc + n0, j->ldc, m0, n0, mr, n1 - n0);
+    }
+  }
+}
+
+static void run_items(void *ctx, int64_t begin, int64_t end) {
+  job *j = ctx;
+  float *buf = NULL;
+  if (!j->bs.packed && !j->direct && !(buf = thread_buf())) {
+    __atomic_store_n(&j->status, PRIMC_ERR_RUNTIME, __ATOMIC_RELAXED);
+    return;
+  }
+  for (int64_t i = begin; i < end; i++) run_item(j, i, buf);
+}
+
+/* n-blocks of at most nc columns, as many as the threads when they would be fewer, a multiple of
+ * the threads when that is cheap; M is split only when the n-blocks cannot feed every thread */
+static void plan(job *j, int threads) {
+  const isa_row *isa = j->isa;
+  j->n_strips = cdiv(j->M, isa->mr);
+  j->n_panels = cdiv(j->N, isa->nr);
+  j->nI = 1;
+  j->nJ = cdiv(j->n_panels, isa->nc / isa->nr);
+  if (threads <= 1) return;
+  if (j->nJ >= threads) {
+    j->nJ = min64(j->n_panels, cdiv(j->nJ, threads) * threads);
+    return;
+  }
+  j->nJ = min64(j->n_panels, threads);
+  j->nI = min64(j->n_strips, cdiv(threads, j->nJ));
+}
+
+static void scale_c(job *j) {
+  for (int64_t m = 0; m < j->M; m++)
+    for (int64_t n = 0; n < j->N; n++) {
+      float *c = j->c + m * j->ldc + n;
+      *c = j->beta == 0 ? 0.0f : j->beta * *c;
+    }
+  if (j->epi) j->epi(j->epi_ctx, j->c, j->ldc, 0, 0, j->M, j->N);
+}
+
+static int run_job(job *j) {
+  if (j->M <= 0 || j->N <= 0) return PRIMC_OK;
+  if (j->K <= 0 || j->alpha == 0) {
+    scale_c(j);
+    return PRIMC_OK;
+  }
+  if (!j->kc) j->kc = j->isa->kc;
+  int threads = (double)j->M * (double)j->N * (double)j->K < SERIAL_FLOPS ? 1 : primc_num_threads();
+  plan(j, threads);
+  int64_t items = j->nI * j->nJ;
+  if (threads <= 1 || items <= 1)
+    run_items(j, 0, items);
+  else
+    primc_parallel_for(items, run_items, j);
+  return j->status;
+}
+
+static job job_make(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, float beta,
+                    float *C, int64_t ldc, primc_epilogue epi, void *epi_ctx) {
+  job j = {.isa = &isa_table[primc_sgemm_isa()], .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .a = A,
+           .ars = trans_a ? 1 : lda, .aks = trans_a ? lda : 1, .c = C, .ldc = ldc, .epi = epi, .epi_ctx = epi_ctx};
+  return j;
+}
+
+int primc_sgemm_epi(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, primc_epilogue epi,
+                    void *epi_ctx) {
+  job j = job_make(trans_a, M, N, K, alpha, A, lda, beta, C, ldc, epi, epi_ctx);
+  j.bs = (bsrc){.b = B, .ldb = ldb, .trans = trans_b};
+  j.direct = !trans_b && M <= j.isa->direct_max;
+  return run_job(&j);
+}
+
+int primc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  return primc_sgemm_epi(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
+}
+
+int primc_sgemm_gen_b(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      primc_brow_fn brow, void *brow_ctx, float beta, float *C, int64_t ldc, primc_epilogue epi,
+                      void *epi_ctx) {
+  job j = job_make(trans_a, M, N, K, alpha, A, lda, beta, C, ldc, epi, epi_ctx);
+  j.bs = (bsrc){.row = brow, .row_ctx = brow_ctx};
+  return run_job(&j);
+}
+
+/* ---------------------------------------------------------------- prepacked B */
+
+/* header in front of the panels; the panel layout depends on the ISA, so it is checked at use */
+typedef struct packed_hdr {
+  uint32_t magic;
+  int32_t isa, nr, kc;
+  int64_t n, k;
+  char pad[64 - 32];
+} packed_hdr;
+
+#define PACKED_MAGIC 0x42504d47u /* "GMPB" */
+
+size_t primc_sgemm_packed_b_size(int64_t N, int64_t K) {
+  const isa_row *isa = &isa_table[primc_sgemm_isa()];
+  return sizeof(packed_hdr) + (size_t)(cdiv(N, isa->nr) * isa->nr * K) * sizeof(float);
+}
+
+/* for each K block at k0: panels of the whole width, panel p at [k0 * n_panels * NR + p * kc * NR] */
+int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed) {
+  if (!packed || ((uintptr_t)packed & 63) || N < 0 || K < 0) return PRIMC_ERR_ARG;
+  int isa_id = primc_sgemm_isa();
+  const isa_row *isa = &isa_table[isa_id];
+  packed_hdr h = {.magic = PACKED_MAGIC, .isa = isa_id, .nr = isa->nr, .kc = isa->kc, .n = N, .k = K};
+  memcpy(packed, &h, sizeof h);
+  float *dst = (float *)((char *)packed + sizeof h);
+  bsrc s = {.b = B, .ldb = ldb, .trans = trans_b};
+  int64_t np = cdiv(N, isa->nr);
+  for (int64_t k0 = 0; k0 < K; k0 += isa->kc) {
+    int64_t kc = min64(isa->kc, K - k0);
+    for (int64_t p0 = 0; p0 < np; p0 += NC_MAX / isa->nr) {
+      int64_t p1 = min64(np, p0 + NC_MAX / isa->nr);
+      pack_b(&s, isa->nr, k0, kc, p0, min64(N, p1 * isa->nr), dst + k0 * np * isa->nr + p0 * kc * isa->nr);
+    }
+  }
+  return PRIMC_OK;
+}
+
+int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                          const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi,
+                          void *epi_ctx) {
+  packed_hdr h;
+  if (!packed_b) return PRIMC_ERR_ARG;
+  memcpy(&h, packed_b, sizeof h);
+  job j = job_make(trans_a, M, N, K, alpha, A, lda, beta, C, ldc, epi, epi_ctx);
+  if (h.magic != PACKED_MAGIC || h.isa != primc_sgemm_isa() || h.n != N || h.k != K) return PRIMC_ERR_ARG;
+  j.bs = (bsrc){.packed = (const float *)((const char *)packed_b + sizeof h)};
+  j.kc = h.kc;
+  return run_job(&j);
+}
