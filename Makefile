@@ -13,7 +13,7 @@ MAKEFLAGS += -j2
 SETUP_STAMP := $(B)/.setup-ok
 LLVM_CFLAGS  = $(shell $(LLVM_CONFIG) --cflags 2>/dev/null | sed 's/-D_GNU_SOURCE//')
 LLVM_LDFLAGS = $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null)
-ALL_CFLAGS := $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE -I. -I$(GEN) -I/usr/local/cuda/include
+ALL_CFLAGS := $(WARN) $(CFLAGS) $(SAN) -fPIC -D_GNU_SOURCE -I. -I$(GEN) -I/usr/local/cuda/include
 LIBS     = $(LLVM_LDFLAGS) -lprotobuf-c -lopenblas -lm -ldl -lpthread
 
 LIB_SRC := $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c)
@@ -78,6 +78,7 @@ $(ONNX_PROTO): | $(SETUP_STAMP)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 check-asan: | $(SETUP_STAMP)
 	$(MAKE) B=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" build-asan/test_primc build-asan/primc
-	PRIMC_SRC=$(CURDIR) ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/test_primc
+	PRIMC_SRC=$(CURDIR) PRIMC_LDFLAGS="$(ASAN_FLAGS)" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  build-asan/test_primc
 
 -include tests/fuzz/fuzz.mk

@@ -13,6 +13,8 @@ typedef enum pc_emit {
   PC_EMIT_CUDA  /* .cu text */
 } pc_emit;
 
+typedef enum pc_target { PC_TARGET_CPU, PC_TARGET_CUDA } pc_target;
+
 typedef struct pc_codegen_opts {
   pc_emit emit;
   const char *output;       /* path of the main output */
@@ -25,6 +27,9 @@ typedef struct pc_codegen_opts {
   const char *runtime_dir;  /* where libprimc_rt.a and runtime/primc_rt.h are (default: beside primc) */
   int opt_level;            /* LLVM pipeline default<O0..O3> (tools/compile.c defaults to 3) */
   const char *gpu_arch;     /* CUDA target: NVRTC --gpu-architecture, e.g. "sm_90" (NULL: sm_90) */
+  pc_target target;         /* PC_TARGET_CUDA: NVRTC cubin + PTX with a host side (codegen/package_cuda.c) */
+  int cuda_graphs;          /* CUDA executables replay the model as one captured CUDA graph */
+  int profile;              /* time every kernel (primc_prof_begin/end): `./OUT --profile` prints the table */
 } pc_codegen_opts;
 
 /* Lowers every fused group of g (after pc_pipeline_run) to kernel IR and
@@ -77,5 +82,15 @@ void pc_cuda_binary_free(pc_cuda_binary *b);
 /* --emit cuda: writes the CUDA C of g to opts->output; an output ending in
  * .cubin or .ptx gets NVRTC's binary for opts->gpu_arch instead. */
 pc_status pc_codegen_cuda(pc_graph *g, const pc_codegen_opts *opts);
+
+/* --target cuda (codegen/package_cuda.c): NVRTC cubin for opts->gpu_arch + PTX, weights and a
+ * host side NAME_run(inputs, outputs, workspace, stream) in one object; executable, object +
+ * header, or shared library as opts->emit says. The host side is C compiled with the system cc. */
+pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts);
+
+/* NVRTC compile-check without packaging, several graphs per NVRTC program (their kernels renamed
+ * apart) for speed: res[i] is PC_OK, or the graph's failure with its message in gs[i] (a kernel
+ * cuda.c cannot render comes back as PC_ERR_UNSUPPORTED). Graphs must have run the pipeline. */
+void pc_cuda_check_many(pc_graph *const *gs, int n, pc_nvrtc *nv, const char *arch, pc_status *res);
 
 #endif

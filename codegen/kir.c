@@ -1083,6 +1083,73 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
   return s;
 }
 
+/* ---------------------------------------------------------------- profiler labels */
+
+static int is_movement(pc_op op) {
+  return op == PC_OP_broadcast_in_dim || op == PC_OP_reshape || op == PC_OP_transpose ||
+         op == PC_OP_convert_element_type || op == PC_OP_slice || op == PC_OP_constant || op == PC_OP_iota;
+}
+
+static void append_word(char *dst, size_t n, const char *w) {
+  size_t len = strlen(dst);
+  for (; *w && len + 1 < n; w++)
+    if (*w != '"') dst[len++] = (*w == ' ' || *w == '\t' || *w == '\n') ? ':' : *w;
+  dst[len] = 0;
+}
+
+static void label_prims(const kir_kernel *k, char *name, size_t n) {
+  for (int i = 0; i < k->n_nodes; i++) {
+    const char *pn = pc_prim(k->nodes[i]->op)->name;
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = k->nodes[j]->op == k->nodes[i]->op;
+    if (seen) continue;
+    if (*name) append_word(name, n, "+");
+    append_word(name, n, pn);
+  }
+}
+
+void kir_kernel_label(const kir_program *p, int idx, char *name, size_t name_len, char *origin, size_t origin_len) {
+  const kir_kernel *k = &p->kernels[idx];
+  name[0] = origin[0] = 0;
+  if (k->kind == KK_CALL && !k->n_nodes) append_word(name, name_len, k->fn);
+  label_prims(k, name, name_len);
+  if (k->has_epilogue) label_prims(&p->kernels[k->epilogue], name, name_len);
+  const pc_node *main = NULL;
+  for (int i = 0; i < k->n_nodes && !main; i++)
+    if (!is_movement(k->nodes[i]->op) && k->nodes[i]->origin) main = k->nodes[i];
+  for (int i = 0; i < k->n_nodes && !main; i++)
+    if (k->nodes[i]->origin) main = k->nodes[i];
+  append_word(origin, origin_len, main && *main->origin ? main->origin : "-");
+  if (!*name) append_word(name, name_len, "-");
+}
+
+static void mark_expr_bufs(const kir_expr *e, char *used) {
+  if (e->kind == KE_LOAD) used[e->buf] = 1;
+  for (int i = 0; i < e->n_args; i++) mark_expr_bufs(e->args[i], used);
+}
+
+static void mark_kernel_bufs(const kir_kernel *k, char *used) {
+  for (int i = 0; k->kind == KK_CALL && i < k->n_args; i++)
+    if (k->args[i] >= 0) used[k->args[i]] = 1;
+  for (int s = 0; k->kind == KK_LOOP && s < k->n_stores; s++) {
+    used[k->stores[s].buf] = 1;
+    mark_expr_bufs(k->stores[s].value, used);
+  }
+}
+
+int64_t kir_kernel_bytes(const kir_program *p, int idx) {
+  char *used = pc_alloc(p->g, (size_t)p->n_bufs + 1);
+  if (!used) return 0;
+  memset(used, 0, (size_t)p->n_bufs + 1);
+  const kir_kernel *k = &p->kernels[idx];
+  mark_kernel_bufs(k, used);
+  if (k->has_epilogue) mark_kernel_bufs(&p->kernels[k->epilogue], used);
+  int64_t bytes = 0;
+  for (int b = 0; b < p->n_bufs; b++)
+    if (used[b]) bytes += p->bufs[b].nbytes;
+  return bytes;
+}
+
 /* ---------------------------------------------------------------- printer */
 
 static const char *place_names[] = {"input", "output", "const", "workspace"};

@@ -121,6 +121,12 @@ pc_status kir_build(pc_graph *g, kir_program *p);
 /* Human-readable listing of the program: buffers, loops, expressions, origins. */
 void kir_print(const kir_program *p, FILE *f);
 
+/* for the profiler: the prims of kernel idx (and of its epilogue) joined by '+', the
+ * origin of its main node (a contraction, reduction or call before movement prims), both
+ * without whitespace; and the bytes of the distinct buffers it reads and writes */
+void kir_kernel_label(const kir_program *p, int idx, char *name, size_t name_len, char *origin, size_t origin_len);
+int64_t kir_kernel_bytes(const kir_program *p, int idx);
+
 /* helpers shared with the renderers */
 kir_expr *kir_expr_new(kir_program *p, kir_ekind kind, pc_dtype dt);
 const char *kir_red_name(kir_red r);
@@ -138,6 +144,7 @@ typedef struct llvm_emit_opts {
   int weights_external;       /* NAME_load_weights maps the blob from a side file */
   const void *weights_blob;   /* p->weights_size bytes, constants at their offsets */
   int main_alias;             /* also export primc_main_model for the standalone driver */
+  int profile;                /* time every kernel into NAME_profile (primc_prof_begin/end) */
 } llvm_emit_opts;
 
 pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);

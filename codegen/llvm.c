@@ -20,6 +20,7 @@ typedef struct lctx {
   const char *name;
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, voidt;
   LLVMValueRef fn;        /* function being built */
+  LLVMValueRef profile;   /* NAME_profile when compiled with --profile, else NULL */
   LLVMValueRef *bufp;     /* by buffer id, in the kernel being built */
   LLVMValueRef iv[KIR_MAX_LOOPS];
   pc_graph *g;
@@ -669,6 +670,48 @@ static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
   return gv;
 }
 
+/* ---------------------------------------------------------------- profiler */
+
+static LLVMValueRef cstring(lctx *L, const char *s);
+
+/* NAME_prof_kernels (writable primc_prof_kernel rows) and NAME_profile pointing at them */
+static LLVMValueRef emit_profile_table(lctx *L) {
+  const kir_program *p = L->p;
+  LLVMTypeRef ft[5] = {L->ptr, L->ptr, L->i64, L->i64, L->i64};
+  LLVMTypeRef rt = LLVMStructTypeInContext(L->c, ft, 5, 0);
+  LLVMValueRef *rows = calloc((size_t)p->n_kernels + 1, sizeof *rows);
+  for (int i = 0; i < p->n_kernels; i++) {
+    char nm[256], org[256];
+    kir_kernel_label(p, i, nm, sizeof nm, org, sizeof org);
+    LLVMValueRef f[5] = {cstring(L, nm), cstring(L, org), ci64(L, kir_kernel_bytes(p, i)), ci64(L, 0), ci64(L, 0)};
+    rows[i] = LLVMConstStructInContext(L->c, f, 5, 0);
+  }
+  LLVMValueRef init = LLVMConstArray2(rt, rows, (uint64_t)p->n_kernels);
+  free(rows);
+  char name[96];
+  snprintf(name, sizeof name, "%s_prof_kernels", L->name);
+  LLVMValueRef tab = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
+  LLVMSetInitializer(tab, init);
+  LLVMSetLinkage(tab, LLVMInternalLinkage);
+  LLVMValueRef pf[2] = {LLVMConstInt(L->i32, (unsigned)p->n_kernels, 0), tab};
+  LLVMValueRef pinit = LLVMConstStructInContext(L->c, pf, 2, 0);
+  snprintf(name, sizeof name, "%s_profile", L->name);
+  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(pinit), name);
+  LLVMSetInitializer(gv, pinit);
+  LLVMSetGlobalConstant(gv, 1);
+  return gv;
+}
+
+static LLVMValueRef prof_begin(lctx *L) {
+  return L->profile ? call_fn(L, "primc_prof_begin", L->i64, NULL, NULL, 0) : NULL;
+}
+
+static void prof_end(lctx *L, int idx, LLVMValueRef t0) {
+  if (!L->profile) return;
+  LLVMTypeRef ps[3] = {L->ptr, L->i32, L->i64};
+  call_fn(L, "primc_prof_end", L->voidt, ps, (LLVMValueRef[]){L->profile, LLVMConstInt(L->i32, (unsigned)idx, 0), t0}, 3);
+}
+
 static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfns) {
   const kir_program *p = L->p;
   char name[96];
@@ -697,8 +740,11 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
   }
   for (int i = 0; i < p->n_kernels; i++) {
     const kir_kernel *k = &p->kernels[i];
+    if (k->kind == KK_LOOP && k->absorbed) continue;
+    LLVMValueRef t0 = prof_begin(L);
     if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue ? kfns[k->epilogue] : NULL);
-    else if (!k->absorbed) emit_loop_launch(L, kfns[i], k, table);
+    else emit_loop_launch(L, kfns[i], k, table);
+    prof_end(L, i, t0);
   }
   LLVMBuildRet(L->b, LLVMConstNull(L->i32));
   return run;
@@ -759,10 +805,11 @@ static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char
 static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, LLVMValueRef lw) {
   const pc_graph *g = L->p->g;
   char name[96];
-  LLVMValueRef f[9] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
-                       LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
-                       emit_descs(L, g->inputs, g->n_inputs, "in"), emit_descs(L, g->outputs, g->n_outputs, "out")};
-  LLVMValueRef init = LLVMConstStructInContext(L->c, f, 9, 0);
+  LLVMValueRef f[10] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
+                        LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
+                        emit_descs(L, g->inputs, g->n_inputs, "in"), emit_descs(L, g->outputs, g->n_outputs, "out"),
+                        L->profile ? L->profile : LLVMConstNull(L->ptr)};
+  LLVMValueRef init = LLVMConstStructInContext(L->c, f, 10, 0);
   snprintf(name, sizeof name, "%s_model", L->name);
   LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
   LLVMSetInitializer(gv, init);
@@ -906,6 +953,7 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   LLVMValueRef *kfns = calloc((size_t)p->n_kernels + 1, sizeof *kfns);
   for (int i = 0; i < p->n_kernels; i++)
     if (p->kernels[i].kind == KK_LOOP) kfns[i] = emit_loop_kernel(&L, i);
+  if (o->profile) L.profile = emit_profile_table(&L);
   LLVMValueRef run = emit_run(&L, o, kfns);
   LLVMValueRef lw = emit_load_weights(&L, o);
   emit_model_desc(&L, o, run, lw);

@@ -47,10 +47,14 @@ static const char *const lib_paths[] = {
     "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12",
 };
 
+/* NVRTC stays mapped once loaded (RTLD_NODELETE): it keeps global allocations of
+ * its own, such as its C++ runtime's pools, that unloading it would leak */
+#define NVRTC_DLOPEN_FLAGS (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
+
 static void *open_lib(char *err, size_t errlen) {
   const char *env = getenv("PRIMC_NVRTC");
-  void *lib = env && *env ? dlopen(env, RTLD_NOW | RTLD_LOCAL) : NULL;
-  for (size_t i = 0; !lib && i < sizeof lib_paths / sizeof lib_paths[0]; i++) lib = dlopen(lib_paths[i], RTLD_NOW | RTLD_LOCAL);
+  void *lib = env && *env ? dlopen(env, NVRTC_DLOPEN_FLAGS) : NULL;
+  for (size_t i = 0; !lib && i < sizeof lib_paths / sizeof lib_paths[0]; i++) lib = dlopen(lib_paths[i], NVRTC_DLOPEN_FLAGS);
   if (!lib) snprintf(err, errlen, "NVRTC not found (libnvrtc.so in the library path or /usr/local/cuda/lib64; set PRIMC_NVRTC to its path)");
   return lib;
 }

@@ -122,8 +122,10 @@ static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char 
   if (o->runtime_dir) snprintf(dir, sizeof dir, "%s", o->runtime_dir);
   else self_dir(dir, sizeof dir);
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' '%s/libprimc_rt.a' -lopenblas -lm -lpthread", cc,
-           shared ? "-shared" : "", o->output, obj, dir);
+  /* PRIMC_LDFLAGS: extra link flags, e.g. the sanitizer a runtime library was built with */
+  const char *ldflags = getenv("PRIMC_LDFLAGS") ? getenv("PRIMC_LDFLAGS") : "";
+  snprintf(cmd, sizeof cmd, "%s %s %s -o '%s' '%s' '%s/libprimc_rt.a' -lopenblas -lm -lpthread", cc,
+           shared ? "-shared" : "", ldflags, o->output, obj, dir);
   int rc = system(cmd);
   return rc == 0 ? PC_OK : pc_fail(g, PC_ERR_IO, "linking failed (exit %d): %s", rc, cmd);
 }
@@ -136,10 +138,9 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   stem_of(o->output, stem, sizeof stem);
   int linked = o->emit == PC_EMIT_EXE || o->emit == PC_EMIT_LIB;
   llvm_emit_opts lo = {LLVM_OUT_OBJ, o->output, name, o->triple, o->cpu, o->features, o->opt_level,
-                       o->weights_external, blob, o->emit == PC_EMIT_EXE};
+                       o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile};
   if (o->emit == PC_EMIT_LLVM) lo.kind = LLVM_OUT_IR;
   if (o->emit == PC_EMIT_ASM) lo.kind = LLVM_OUT_ASM;
-  if (o->emit == PC_EMIT_CUDA) return pc_fail(g, PC_ERR_UNSUPPORTED, "the CUDA renderer is not part of this build");
   if (o->emit == PC_EMIT_OBJ && !strstr(o->output + (strlen(o->output) > 2 ? strlen(o->output) - 2 : 0), ".o")) {
     snprintf(obj, sizeof obj, "%s.o", o->output);
     lo.path = obj;
@@ -164,6 +165,9 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
 
 pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
+  /* CUDA: the CUDA C text (codegen/cuda.c), or NVRTC binaries with a host side (codegen/package_cuda.c) */
+  if (opts->emit == PC_EMIT_CUDA) return pc_codegen_cuda(g, opts);
+  if (opts->target == PC_TARGET_CUDA) return pc_codegen_cuda_package(g, opts);
   kir_program p;
   pc_status s = kir_build(g, &p);
   if (s != PC_OK) return g->status ? g->status : s;

@@ -9,10 +9,19 @@ typedef struct pc_dim_binding {
   int64_t lo, hi;   /* lo == hi: fixed to that value */
 } pc_dim_binding;
 
+/* a graph input whose value is fixed at compile time (shape-like inputs: axes, pads, sizes): the
+ * importer makes it a constant, so ops that need those values at compile time can read them */
+typedef struct pc_const_input {
+  const char *name;  /* the graph input's name */
+  pc_tensor value;   /* dtype and rank must match the input's declaration, and every fixed dim */
+} pc_const_input;
+
 typedef struct pc_import_opts {
   const pc_dim_binding *dims; /* --dim name=N or name=LO..HI */
   int n_dims;
   const char *weights_path;   /* text graphs: .safetensors file for constant(key=...) */
+  const pc_const_input *consts; /* ONNX: graph inputs specialized to constants (--const-input) */
+  int n_consts;
 } pc_import_opts;
 
 /* Each returns a graph (NULL only when out of memory); on failure the graph's

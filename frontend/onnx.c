@@ -342,11 +342,41 @@ static pc_status input_dim(ox_loader *L, const char *in_name, int k, const Onnx_
   return PC_OK;
 }
 
+static const pc_const_input *find_const_input(const pc_import_opts *o, const char *name) {
+  for (int i = 0; o && i < o->n_consts; i++)
+    if (o->consts[i].name && strcmp(o->consts[i].name, name) == 0) return &o->consts[i];
+  return NULL;
+}
+
+/* a graph input specialized to a constant: its value must fit the declared type */
+static pc_status add_const_input(ox_loader *L, const char *nm, const Onnx__TypeProto__Tensor *tt,
+                                 const pc_const_input *ci) {
+  const pc_tensor *v = &ci->value;
+  pc_dtype dt;
+  if (!ox_dtype_from_onnx(tt->elem_type, &dt) || dt != v->dtype)
+    return pc_fail(L->g, PC_ERR_TYPE, "input '%s': the constant given for it is %s, the input is %s", nm,
+                   pc_dtype_name(v->dtype), onnx_type_name(tt->elem_type));
+  const Onnx__TensorShapeProto *sh = tt->shape;
+  if (sh && (int)sh->n_dim != v->rank)
+    return pc_fail(L->g, PC_ERR_SHAPE, "input '%s': the constant given for it has rank %d, the input %zu", nm,
+                   v->rank, sh->n_dim);
+  for (int k = 0; sh && k < v->rank; k++) {
+    const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
+    if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value != v->dims[k])
+      return pc_fail(L->g, PC_ERR_SHAPE, "input '%s': dim %d of the constant given for it is %lld, the input's %lld",
+                     nm, k, (long long)v->dims[k], (long long)d->dim_value);
+  }
+  pc_value *c = pc_const(L->g, pc_type_make(v->dtype, v->rank, v->dims), v->data);
+  return c ? map_put(L, nm, c) : L->g->status;
+}
+
 static pc_status add_input(ox_loader *L, const Onnx__ValueInfoProto *vi) {
   const char *nm = vi->name ? vi->name : "";
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
     return pc_fail(L->g, PC_ERR_UNSUPPORTED, "input '%s': only tensor inputs are supported", nm);
+  const pc_const_input *ci = find_const_input(L->opts, nm);
+  if (ci) return add_const_input(L, nm, tp->tensor_type, ci);
   pc_type t;
   memset(&t, 0, sizeof t);
   int et = tp->tensor_type->elem_type;
@@ -502,6 +532,12 @@ static int is_initializer(const Onnx__GraphProto *gp, const char *name) {
   return 0;
 }
 
+static int is_graph_input(const Onnx__GraphProto *gp, const char *name) {
+  for (size_t i = 0; i < gp->n_input; i++)
+    if (gp->input[i]->name && strcmp(gp->input[i]->name, name) == 0 && !is_initializer(gp, name)) return 1;
+  return 0;
+}
+
 static pc_status read_opsets(ox_loader *L, const Onnx__ModelProto *m) {
   L->opset = -1;
   for (size_t i = 0; i < m->n_opset_import; i++) {
@@ -524,6 +560,10 @@ static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
   /* a graph input that is also an initializer is a constant with a default value */
   for (size_t i = 0; i < gp->n_input && g->status == PC_OK; i++)
     if (!is_initializer(gp, gp->input[i]->name)) add_input(L, gp->input[i]);
+  for (int i = 0; L->opts && i < L->opts->n_consts && g->status == PC_OK; i++)
+    if (!L->opts->consts[i].name || !is_graph_input(gp, L->opts->consts[i].name))
+      return pc_fail(g, PC_ERR_ATTR, "constant input '%s': the model has no graph input of that name",
+                     L->opts->consts[i].name ? L->opts->consts[i].name : "");
   for (size_t i = 0; i < gp->n_node && g->status == PC_OK; i++) import_node(L, gp->node[i], i);
   pc_set_origin(g, NULL);
   for (size_t i = 0; i < gp->n_output && g->status == PC_OK; i++) {

@@ -228,6 +228,15 @@ int primc_cuda_launch(primc_cuda *c, void *fn, const char *name, unsigned grid, 
                "cuLaunchKernel", name);
 }
 
+int primc_cuda_launch_on(primc_cuda *c, void *stream, void *fn, const char *name, unsigned grid, unsigned block,
+                         unsigned shmem, void **args) {
+  CUstream st = stream ? (CUstream)stream : c->stream;
+  return check(c, c->api.LaunchKernel((CUfunction)fn, grid, 1, 1, block, 1, 1, shmem, st, args, NULL), "cuLaunchKernel",
+               name);
+}
+
+void *primc_cuda_stream(const primc_cuda *c) { return c ? c->stream : NULL; }
+
 int primc_cuda_sync(primc_cuda *c) { return check(c, c->api.StreamSynchronize(c->stream), "cuStreamSynchronize", NULL); }
 
 int primc_cuda_module_status(primc_cuda *c, primc_cuda_module *m, int *status) {

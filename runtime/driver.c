@@ -1,4 +1,25 @@
 /* runtime/driver.c: the standalone main linked into `primc compile` executables: .npy in, .npy out, --bench. */
+/*
+ * --profile (the model compiled with `primc compile --profile`) prints, after the runs
+ * (the --bench N runs when given, else the one run), this table on stdout:
+ *
+ *   # profile MODEL: RUNS runs, THREADS threads, RUN_MS ms/run median, kernels KERNEL_MS ms/run
+ *   kernel  name  origin  calls  total_ms  pct  bytes_moved
+ *   k12  dot_general+add+max  Gemm:/fc1/Gemm  50  1.234  35.2  524288
+ *   ...
+ *   # total  KERNEL_TOTAL_MS ms over RUNS runs
+ *
+ * Lines starting with '#' are comments. Each row is one kernel that ran, sorted by
+ * total_ms, largest first; its 7 fields are separated by runs of spaces and contain no
+ * whitespace themselves (line.split() gives them):
+ *   kernel       kN, the kernel's id (the kN of `primc dump --kernels` / `compile --report`)
+ *   name         the kernel's prims joined by '+', a GEMM's fused epilogue included
+ *   origin       the model node it came from, "OpType:node_name" ("-" when unknown)
+ *   calls        times it ran over all counted runs
+ *   total_ms     wall time summed over those calls, in ms (%.4f)
+ *   pct          share of the sum of all kernels' total_ms, in percent (%.1f)
+ *   bytes_moved  bytes of the distinct buffers it reads and writes, per call
+ */
 #include "runtime/primc_rt.h"
 
 #include <stdio.h>
@@ -11,14 +32,15 @@
 extern const primc_model_desc *const primc_main_model;
 
 static const char *usage =
-    "usage: %s [IN0.npy ...] [--random-inputs] [--seed N] [-o OUTDIR] [--bench N] [--weights FILE]\n"
+    "usage: %s [IN0.npy ...] [--random-inputs] [--seed N] [-o OUTDIR] [--bench N] [--weights FILE] [--profile]\n"
     "  Runs the compiled model on .npy inputs (in the order of the model inputs) or on\n"
     "  deterministic random ones, writes OUTDIR/out0.npy ... (default: prints a summary),\n"
-    "  and with --bench N prints the min and median latency of N runs.\n";
+    "  and with --bench N prints the min and median latency of N runs. --profile (when compiled\n"
+    "  with `primc compile --profile`) prints the time of every kernel.\n";
 
 typedef struct opts {
   const char *ins[64];
-  int n_ins, random, bench;
+  int n_ins, random, bench, profile;
   unsigned long long seed;
   const char *out_dir, *weights;
 } opts;
@@ -30,6 +52,7 @@ static int parse(int argc, char **argv, opts *o) {
     const char *a = argv[i];
     int has = i + 1 < argc;
     if (!strcmp(a, "--random-inputs")) o->random = 1;
+    else if (!strcmp(a, "--profile")) o->profile = 1;
     else if (!strcmp(a, "-o") && has) o->out_dir = argv[++i];
     else if (!strcmp(a, "--bench") && has) o->bench = atoi(argv[++i]);
     else if (!strcmp(a, "--seed") && has) o->seed = strtoull(argv[++i], NULL, 10);
@@ -93,7 +116,8 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static int bench(const primc_model_desc *m, const void **in, void **out, void *ws, int n) {
+/* median ms per run in *median */
+static int bench(const primc_model_desc *m, const void **in, void **out, void *ws, int n, double *median) {
   double *t = malloc(sizeof *t * (size_t)n);
   if (!t) return 1;
   for (int i = 0; i < n; i++) {
@@ -103,8 +127,42 @@ static int bench(const primc_model_desc *m, const void **in, void **out, void *w
   }
   qsort(t, (size_t)n, sizeof *t, cmp_double);
   printf("%s: %d runs, min %.3f ms, median %.3f ms\n", m->name, n, t[0], t[n / 2]);
+  *median = t[n / 2];
   free(t);
   return 0;
+}
+
+static const primc_profile *prof_table;
+
+static int cmp_prof(const void *a, const void *b) {
+  int64_t x = prof_table->kernels[*(const int *)a].ns, y = prof_table->kernels[*(const int *)b].ns;
+  return (x < y) - (x > y);
+}
+
+/* the table documented at the top of this file */
+static void print_profile(const primc_model_desc *m, int runs, double run_ms) {
+  const primc_profile *p = m->profile;
+  int *order = malloc(sizeof *order * (size_t)(p->n_kernels + 1));
+  if (!order) return;
+  int n = 0;
+  int64_t total = 0;
+  for (int i = 0; i < p->n_kernels; i++)
+    if (p->kernels[i].calls) order[n++] = i, total += p->kernels[i].ns;
+  prof_table = p;
+  qsort(order, (size_t)n, sizeof *order, cmp_prof);
+  printf("# profile %s: %d runs, %d threads, %.4f ms/run median, kernels %.4f ms/run\n", m->name, runs,
+         primc_num_threads(), run_ms, (double)total / 1e6 / (runs > 0 ? runs : 1));
+  printf("%-6s  %-40s  %-32s  %7s  %10s  %5s  %12s\n", "kernel", "name", "origin", "calls", "total_ms", "pct",
+         "bytes_moved");
+  for (int i = 0; i < n; i++) {
+    const primc_prof_kernel *k = &p->kernels[order[i]];
+    char id[16];
+    snprintf(id, sizeof id, "k%d", order[i]);
+    printf("%-6s  %-40s  %-32s  %7lld  %10.4f  %5.1f  %12lld\n", id, k->name, k->origin, (long long)k->calls,
+           (double)k->ns / 1e6, total ? 100.0 * (double)k->ns / (double)total : 0.0, (long long)k->bytes);
+  }
+  printf("# total %.4f ms over %d runs\n", (double)total / 1e6, runs);
+  free(order);
 }
 
 static void summary(const primc_model_desc *m, const primc_array *outs) {
@@ -176,9 +234,14 @@ int main(int argc, char **argv) {
     if (!alloc_array(&m->outputs[i], &outs[i])) return 1;
     outp[i] = outs[i].data;
   }
+  if (o.profile && !m->profile) return fprintf(stderr, "error: %s was not compiled with --profile\n", m->name), 2;
+  double run_ms = now_ms();
   int st = m->run(inp, outp, ws);
+  run_ms = now_ms() - run_ms;
   if (st != 0) return fprintf(stderr, "error: %s_run returned %d\n", m->name, st), 1;
-  if (o.bench > 0 && bench(m, inp, outp, ws, o.bench)) return 1;
+  if (o.bench > 0 && m->profile) primc_prof_reset(m->profile);
+  if (o.bench > 0 && bench(m, inp, outp, ws, o.bench, &run_ms)) return 1;
+  if (o.profile) print_profile(m, o.bench > 0 ? o.bench : 1, run_ms);
   if (!o.out_dir) summary(m, outs);
   if (o.out_dir) mkdir(o.out_dir, 0777); /* an existing one is fine */
   for (int i = 0; o.out_dir && i < m->n_outputs; i++) {
@@ -186,5 +249,12 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/out%d.npy", o.out_dir, i);
     if (primc_npy_write(path, &outs[i], err, sizeof err) != 0) return fprintf(stderr, "error: %s: %s\n", path, err), 1;
   }
+  for (int i = 0; i < m->n_inputs; i++) free(ins[i].data);
+  for (int i = 0; i < m->n_outputs; i++) free(outs[i].data);
+  free(ins);
+  free(outs);
+  free(inp);
+  free(outp);
+  free(ws);
   return 0;
 }

@@ -31,10 +31,16 @@
  * inference path itself never allocates.
  */
 
+#ifndef KC_MAX /* overridable for tuning runs: cc -DKC_MAX=384 */
 #define KC_MAX 256
+#endif
+#ifndef NC_MAX
 #define NC_MAX 512
+#endif
 #define BUF_FLOATS (KC_MAX * NC_MAX)
-#define SERIAL_FLOPS (1 << 18) /* below this many multiply-adds a GEMM runs on the calling thread */
+#define MR_MAX 14
+#define PACK_A_PANELS 4 /* pack an A strip when this many B panels reuse it */
+#define SERIAL_FLOPS (1 << 21) /* below this many multiply-adds (~10 us) a GEMM runs on the calling thread: waking the pool costs more */
 
 /* what one micro-kernel call computes: C[mr][nr] = alpha * sum_k a(r,k) b(k,j) + beta * C */
 typedef struct kargs {
@@ -50,6 +56,9 @@ typedef struct kargs {
 } kargs;
 
 typedef void (*ukernel)(const kargs *g, int mr);
+typedef float (*dotfn)(const float *x, const float *y, int64_t n);
+/* 16 x 16 block of B^T rows (16 floats each, ld apart) into dst[k * ldd + j] */
+typedef void (*transfn)(const float *src, int64_t ld, float *dst, int64_t ldd);
 
 typedef struct isa_row {
   const char *name;
@@ -57,6 +66,8 @@ typedef struct isa_row {
   int kc, nc;     /* K block, n-block width (multiple of nr) */
   int direct_max; /* read B in place when M <= this (and B is not transposed) */
   ukernel kern;
+  dotfn dot;
+  transfn trans16; /* NULL: scalar transposition */
   int (*supported)(void);
 } isa_row;
 
@@ -79,6 +90,12 @@ static void ukr_scalar(const kargs *g, int mr) {
       float *c = g->c + r * g->ldc + j;
       *c = g->beta == 0 ? g->alpha * acc[r][j] : g->alpha * acc[r][j] + g->beta * *c;
     }
+}
+
+static float dot_scalar(const float *x, const float *y, int64_t n) {
+  float acc = 0;
+  for (int64_t i = 0; i < n; i++) acc += x[i] * y[i];
+  return acc;
 }
 
 static int always(void) { return 1; }
@@ -165,6 +182,47 @@ static void (*const tab512[X5_MR][2])(const kargs *) = {
 
 static void ukr_avx512(const kargs *g, int mr) { tab512[mr - 1][(g->nr + 15) / 16 - 1](g); }
 
+static AVX512 float dot_avx512(const float *x, const float *y, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+  }
+  for (; i < n; i += 16) {
+    __mmask16 m = (__mmask16)(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
+    a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), a0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+/* in-register 16 x 16 transpose: pairs of rows interleaved, then pairs of pairs, then 128-bit lanes */
+static AVX512 void trans16_avx512(const float *src, int64_t ld, float *dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ld);
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  /* r[4i + c] holds, in 128-bit lane L, rows 4i..4i+3 at column 4L + c */
+  for (int c = 0; c < 4; c++) {
+    __m512 v = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), w = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    __m512 v2 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd), w2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+    _mm512_storeu_ps(dst + c * ldd, _mm512_shuffle_f32x4(v, w, 0x88));
+    _mm512_storeu_ps(dst + (8 + c) * ldd, _mm512_shuffle_f32x4(v, w, 0xdd));
+    _mm512_storeu_ps(dst + (4 + c) * ldd, _mm512_shuffle_f32x4(v2, w2, 0x88));
+    _mm512_storeu_ps(dst + (12 + c) * ldd, _mm512_shuffle_f32x4(v2, w2, 0xdd));
+  }
+}
+
 static int has_avx512(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
@@ -243,6 +301,22 @@ static void (*const tab256[X2_MR][2])(const kargs *) = {ROW256(1), ROW256(2), RO
 
 static void ukr_avx2(const kargs *g, int mr) { tab256[mr - 1][(g->nr + 7) / 8 - 1](g); }
 
+static AVX2 float dot_avx2(const float *x, const float *y, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+  }
+  __m256 s = _mm256_add_ps(a0, a1);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  float acc = _mm_cvtss_f32(h);
+  for (; i < n; i++) acc += x[i] * y[i];
+  return acc;
+}
+
 static int has_avx2(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -251,9 +325,10 @@ static int has_avx2(void) {
 /* ---------------------------------------------------------------- ISA table and choice */
 
 static const isa_row isa_table[] = {
-    [PRIMC_ISA_SCALAR] = {"scalar", SC_MR, SC_NR, KC_MAX, NC_MAX, SC_MR, ukr_scalar, always},
-    [PRIMC_ISA_AVX2] = {"avx2", X2_MR, X2_NR, KC_MAX, NC_MAX, 4 * X2_MR, ukr_avx2, has_avx2},
-    [PRIMC_ISA_AVX512] = {"avx512", X5_MR, X5_NR, KC_MAX, NC_MAX, 2 * X5_MR, ukr_avx512, has_avx512},
+    [PRIMC_ISA_SCALAR] = {"scalar", SC_MR, SC_NR, KC_MAX, NC_MAX, SC_MR, ukr_scalar, dot_scalar, NULL, always},
+    [PRIMC_ISA_AVX2] = {"avx2", X2_MR, X2_NR, KC_MAX, NC_MAX, 4 * X2_MR, ukr_avx2, dot_avx2, NULL, has_avx2},
+    [PRIMC_ISA_AVX512] = {"avx512", X5_MR, X5_NR, KC_MAX, NC_MAX, 2 * X5_MR, ukr_avx512, dot_avx512,
+                          trans16_avx512, has_avx512},
 };
 #define N_ISA ((int)(sizeof isa_table / sizeof isa_table[0]))
 
@@ -325,20 +400,18 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* columns [p0*NR, n1) of rows [k0, k0+kc) into panels dst[p - p0][k][NR], zero-padded to NR */
-static void pack_b(const bsrc *s, int NR, int64_t k0, int64_t kc, int64_t p0, int64_t n1, float *dst) {
+static void pack_b(const bsrc *s, const isa_row *isa, int64_t k0, int64_t kc, int64_t p0, int64_t n1, float *dst) {
+  const int NR = isa->nr;
   int64_t n0 = p0 * NR, np = cdiv(n1 - n0, NR);
   if (s->trans) {
     for (int64_t p = 0; p < np; p++) {
       float *d = dst + p * kc * NR;
-      int64_t nr = min64(NR, n1 - n0 - p * NR);
-      for (int64_t j = 0; j < NR; j++) {
-        if (j >= nr) {
-          for (int64_t k = 0; k < kc; k++) d[k * NR + j] = 0;
-          continue;
-        }
-        const float *src = s->b + (n0 + p * NR + j) * s->ldb + k0;
-        for (int64_t k = 0; k < kc; k++) d[k * NR + j] = src[k];
-      }
+      int64_t nr = min64(NR, n1 - n0 - p * NR), j = 0, kt = isa->trans16 ? kc / 16 * 16 : 0;
+      const float *src = s->b + (n0 + p * NR) * s->ldb + k0;
+      for (; j + 16 <= nr && kt; j += 16)
+        for (int64_t k = 0; k < kt; k += 16) isa->trans16(src + j * s->ldb + k, s->ldb, d + k * NR + j, NR);
+      for (int64_t jj = 0; jj < NR; jj++)
+        for (int64_t k = jj < j ? kt : 0; k < kc; k++) d[k * NR + jj] = jj < nr ? src[jj * s->ldb + k] : 0.0f;
     }
     return;
   }
@@ -379,7 +452,19 @@ typedef struct job {
 /* rows of strip s: M split evenly into n_strips strips of at most MR rows */
 static int64_t strip_row(const job *j, int64_t s) { return j->M * s / j->n_strips; }
 
+/* the strip's a(r, k) into dst[k * mr + r]: one contiguous stream for the kernel, free of the cache-set
+ * conflicts that rows a power-of-two apart (or A^T's columns) cause */
+static void pack_a(const float *a, int64_t ars, int64_t aks, int64_t mr, int64_t kc, float *dst) {
+  if (aks == 1) {
+    for (int64_t r = 0; r < mr; r++)
+      for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = a[r * ars + k];
+  } else {
+    for (int64_t k = 0; k < kc; k++) memcpy(dst + k * mr, a + k * aks, (size_t)mr * sizeof(float));
+  }
+}
+
 static void run_item(job *j, int64_t item, float *buf) {
+  float abuf[MR_MAX * KC_MAX] __attribute__((aligned(64)));
   const isa_row *isa = j->isa;
   const int NR = isa->nr;
   int64_t ii = item / j->nJ, jj = item % j->nJ;
@@ -398,7 +483,7 @@ static void run_item(job *j, int64_t item, float *buf) {
       bb = j->bs.b + k0 * j->bs.ldb + n0;
       bks = j->bs.ldb, pstep = NR;
     } else {
-      pack_b(&j->bs, NR, k0, kc, p0, n1, buf);
+      pack_b(&j->bs, isa, k0, kc, p0, n1, buf);
       bb = buf;
       bks = NR, pstep = kc * NR;
     }
@@ -408,6 +493,11 @@ static void run_item(job *j, int64_t item, float *buf) {
     for (int64_t s = s0; s < s1; s++) {
       int64_t m0 = strip_row(j, s), mr = strip_row(j, s + 1) - m0;
       g.a = j->a + m0 * j->ars + k0 * j->aks;
+      g.ars = j->ars, g.aks = j->aks;
+      if (p1 - p0 >= PACK_A_PANELS) {
+        pack_a(g.a, j->ars, j->aks, mr, kc, abuf);
+        g.a = abuf, g.ars = 1, g.aks = mr;
+      }
       for (int64_t p = p0; p < p1; p++) {
         g.b = bb + (p - p0) * pstep;
         g.c = j->c + m0 * j->ldc + p * NR;
@@ -479,12 +569,41 @@ static job job_make(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, c
   return j;
 }
 
+/* M <= DOT_M_MAX rows against B^T: each C element is the dot product of two contiguous rows, and
+ * packing B would cost more than the product itself */
+#define DOT_M_MAX 4
+#define DOT_NB 64 /* columns per work item */
+
+static void dot_items(void *ctx, int64_t b, int64_t e) {
+  job *j = ctx;
+  for (int64_t i = b; i < e; i++) {
+    int64_t n0 = i * DOT_NB, n1 = min64(j->N, n0 + DOT_NB);
+    for (int64_t m = 0; m < j->M; m++)
+      for (int64_t n = n0; n < n1; n++) {
+        float v = j->alpha * j->isa->dot(j->a + m * j->ars, j->bs.b + n * j->bs.ldb, j->K);
+        float *c = j->c + m * j->ldc + n;
+        *c = j->beta == 0 ? v : v + j->beta * *c;
+      }
+    if (j->epi) j->epi(j->epi_ctx, j->c + n0, j->ldc, 0, n0, j->M, n1 - n0);
+  }
+}
+
+static int run_dot(job *j) {
+  int64_t items = cdiv(j->N, DOT_NB);
+  if ((double)j->M * (double)j->N * (double)j->K < SERIAL_FLOPS)
+    dot_items(j, 0, items);
+  else
+    primc_parallel_for(items, dot_items, j);
+  return PRIMC_OK;
+}
+
 int primc_sgemm_epi(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, primc_epilogue epi,
                     void *epi_ctx) {
   job j = job_make(trans_a, M, N, K, alpha, A, lda, beta, C, ldc, epi, epi_ctx);
   j.bs = (bsrc){.b = B, .ldb = ldb, .trans = trans_b};
   j.direct = !trans_b && M <= j.isa->direct_max;
+  if (trans_b && !trans_a && M <= DOT_M_MAX && M > 0 && N > 0 && K > 0 && alpha != 0) return run_dot(&j);
   return run_job(&j);
 }
 
@@ -532,7 +651,7 @@ int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_
     int64_t kc = min64(isa->kc, K - k0);
     for (int64_t p0 = 0; p0 < np; p0 += NC_MAX / isa->nr) {
       int64_t p1 = min64(np, p0 + NC_MAX / isa->nr);
-      pack_b(&s, isa->nr, k0, kc, p0, min64(N, p1 * isa->nr), dst + k0 * np * isa->nr + p0 * kc * isa->nr);
+      pack_b(&s, isa, k0, kc, p0, min64(N, p1 * isa->nr), dst + k0 * np * isa->nr + p0 * kc * isa->nr);
     }
   }
   return PRIMC_OK;

@@ -48,6 +48,29 @@ typedef struct primc_tensor_desc {
   int64_t dims[PRIMC_MAX_RANK];
 } primc_tensor_desc;
 
+/* ---------------------------------------------------------------- per-kernel profiler (runtime/prof.c) */
+
+/* One kernel of a model compiled with --profile: a row in the generated object's
+ * writable table. name: its prims joined by '+' ("dot_general+add+max"); origin: the
+ * model node it came from; bytes: bytes of the buffers it reads and writes per call. */
+typedef struct primc_prof_kernel {
+  const char *name, *origin;
+  int64_t bytes;
+  int64_t calls, ns; /* counters, updated by primc_prof_end */
+} primc_prof_kernel;
+
+typedef struct primc_profile {
+  int32_t n_kernels;
+  primc_prof_kernel *kernels; /* indexed by kernel id (the N of kN) */
+} primc_profile;
+
+/* The generated entry point brackets each kernel: t0 = primc_prof_begin(); ...;
+ * primc_prof_end(profile, id, t0). Monotonic clock in ns, no allocation. Counters are
+ * plain adds: concurrent runs of one profiled model may lose counts. */
+int64_t primc_prof_begin(void);
+void primc_prof_end(const primc_profile *p, int32_t kernel, int64_t t0);
+void primc_prof_reset(const primc_profile *p);
+
 /* exported by every generated object as NAME_model */
 typedef struct primc_model_desc {
   const char *name;
@@ -56,6 +79,7 @@ typedef struct primc_model_desc {
   int64_t workspace_size, workspace_align;
   int32_t n_inputs, n_outputs;
   const primc_tensor_desc *inputs, *outputs;
+  const primc_profile *profile; /* per-kernel counters when compiled with --profile, else NULL */
 } primc_model_desc;
 
 /* Thread pool (runtime/threads.c): runs fn(ctx, begin, end) over [0, n) split
@@ -126,6 +150,30 @@ int primc_cuda_capture_begin(primc_cuda *c);
 int primc_cuda_capture_end(primc_cuda *c, primc_cuda_graph **g);
 int primc_cuda_graph_launch(primc_cuda *c, primc_cuda_graph *g);
 void primc_cuda_graph_free(primc_cuda *c, primc_cuda_graph *g);
+
+/* primc_cuda_launch on `stream` (a CUstream; NULL: c's own stream), and c's own stream */
+int primc_cuda_launch_on(primc_cuda *c, void *stream, void *fn, const char *name, unsigned grid, unsigned block,
+                         unsigned shmem, void **args);
+void *primc_cuda_stream(const primc_cuda *c);
+
+/* exported as NAME_model by every object compiled with --target cuda (codegen/package_cuda.c) */
+typedef struct primc_cuda_model_desc {
+  const char *name;
+  const char *gpu_arch; /* the embedded cubin's ("sm_90"); the embedded PTX serves newer GPUs */
+  /* inputs, outputs: device pointers; workspace: workspace_size bytes of device memory;
+   * stream: a CUstream to launch on without waiting, or NULL: the model's own stream, waited for */
+  int (*run)(const void *const *inputs, void *const *outputs, void *workspace, void *stream);
+  int (*status)(void);        /* once the stream is idle: a kernel's data error (PRIMC_ERR_RUNTIME), then reset */
+  const char *(*error)(void); /* the last failure: driver call, status name, kernel */
+  int64_t workspace_size, workspace_align;
+  int32_t n_inputs, n_outputs;
+  const primc_tensor_desc *inputs, *outputs;
+  int32_t n_kernels;
+  int32_t cuda_graphs; /* compiled with --cuda-graphs: the standalone driver replays one captured graph */
+} primc_cuda_model_desc;
+
+/* the standalone main of --target cuda executables (runtime/cuda_driver.c): .npy in, .npy out, --bench */
+int primc_cuda_main(int argc, char **argv, const primc_cuda_model_desc *m);
 
 /* ---------------------------------------------------------------- fp32 GEMM and conv (runtime/gemm.c, runtime/conv.c) */
 

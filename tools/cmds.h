@@ -4,5 +4,6 @@
 
 int pc_cmd_compile(int argc, char **argv);     /* tools/compile.c */
 int pc_cmd_conformance(int argc, char **argv); /* tools/conformance.c */
+int pc_cmd_bench(int argc, char **argv);       /* tools/bench.c */
 
 #endif

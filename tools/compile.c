@@ -12,9 +12,16 @@
 
 static const char *compile_help =
     "usage: primc compile MODEL -o OUT [options]\n"
-    "  Compiles MODEL (.onnx or text graph) ahead of time for the CPU through LLVM.\n"
-    "  --emit exe|obj|lib|llvm|asm  what to write (default exe: OUT runs .npy inputs, see OUT --help;\n"
-    "                      obj: OUT.o + OUT.h; lib: shared library OUT + OUT.h)\n"
+    "  Compiles MODEL (.onnx or text graph) ahead of time for the CPU through LLVM, or for NVIDIA GPUs.\n"
+    "  --emit exe|obj|lib|llvm|asm|cuda  what to write (default exe: OUT runs .npy inputs, see OUT --help;\n"
+    "                      obj: OUT.o + OUT.h; lib: shared library OUT + OUT.h; cuda: the CUDA C,\n"
+    "                      or its NVRTC cubin / PTX when OUT ends in .cubin / .ptx)\n"
+    "  --target cpu|cuda   cuda: kernels compiled by NVRTC to a cubin + PTX inside the output, a host\n"
+    "                      side that launches them (needs the NVIDIA driver at run time only)\n"
+    "  --gpu-arch ARCH     the cubin's architecture: sm_80, sm_90 (default), ...; compute_NN: PTX only\n"
+    "  --cuda-graphs       the CUDA executable replays the model as one captured CUDA graph\n"
+    "  --nvrtc-check       no output: NVRTC-compiles each MODEL given (several per NVRTC call) and\n"
+    "                      prints PASS / FAIL / UNSUPPORTED per model and a summary\n"
     "  --weights external  weights in OUT.weights (mmapped by NAME_load_weights) instead of .rodata\n"
     "  --weights-file FILE .safetensors weights for a text graph\n"
     "  -O0 .. -O3          optimization level of the graph passes and of LLVM (default -O3)\n"
@@ -23,11 +30,14 @@ static const char *compile_help =
     "  --triple T          target triple (default: host), e.g. aarch64-linux-gnu\n"
     "  --name ID           C prefix of the entry points (default: from OUT)\n"
     "  --report            print what was compiled: kernels, workspace, weights, time\n"
+    "  --profile           time every kernel: `OUT --profile [--bench N]` prints a per-kernel table\n"
     "  --dim NAME=N        fix a symbolic dim\n";
 
 typedef struct compile_opts {
-  const char *model, *out, *emit, *weights, *weights_file, *cpu, *triple, *name;
-  int opt, unfused, report;
+  const char *model, *out, *emit, *weights, *weights_file, *cpu, *triple, *name, *target, *gpu_arch;
+  int opt, unfused, report, profile, cuda_graphs, nvrtc_check;
+  const char **models; /* every MODEL argument (--nvrtc-check takes several) */
+  int n_models;
   pc_dim_binding dims[PC_CLI_MAX];
   char dim_names[PC_CLI_MAX][64];
   int n_dims;
@@ -43,6 +53,8 @@ static int emit_kind(const char *s, pc_emit *out) {
 /* returns -1 to go on, else the exit code */
 static int parse(int argc, char **argv, compile_opts *o) {
   memset(o, 0, sizeof *o);
+  o->models = calloc((size_t)argc + 1, sizeof *o->models);
+  if (!o->models) return fprintf(stderr, "primc: error: out of memory\n"), 1;
   o->opt = 3;
   o->emit = "exe";
   for (int i = 1; i < argc; i++) {
@@ -54,6 +66,8 @@ static int parse(int argc, char **argv, compile_opts *o) {
                         : !strcmp(a, "--cpu")      ? &o->cpu
                         : !strcmp(a, "--triple")   ? &o->triple
                         : !strcmp(a, "--name")     ? &o->name
+                        : !strcmp(a, "--target")   ? &o->target
+                        : !strcmp(a, "--gpu-arch") ? &o->gpu_arch
                                                    : NULL;
     if (slot) {
       if (i + 1 >= argc) return pc_cli_usage_error(compile_help, "option needs a value");
@@ -67,6 +81,12 @@ static int parse(int argc, char **argv, compile_opts *o) {
       o->unfused = 1;
     } else if (!strcmp(a, "--report")) {
       o->report = 1;
+    } else if (!strcmp(a, "--profile")) {
+      o->profile = 1;
+    } else if (!strcmp(a, "--cuda-graphs")) {
+      o->cuda_graphs = 1;
+    } else if (!strcmp(a, "--nvrtc-check")) {
+      o->nvrtc_check = 1;
     } else if (!strcmp(a, "--dim") && i + 1 < argc) {
       if (o->n_dims >= PC_CLI_MAX ||
           !pc_cli_parse_dim(argv[++i], &o->dims[o->n_dims], o->dim_names[o->n_dims], sizeof o->dim_names[0]))
@@ -75,12 +95,15 @@ static int parse(int argc, char **argv, compile_opts *o) {
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "primc: unknown option '%s'\n", a);
       return 2;
-    } else if (!o->model) {
-      o->model = a;
     } else {
-      return pc_cli_usage_error(compile_help, "more than one MODEL");
+      o->model = o->model ? o->model : a;
+      o->models[o->n_models++] = a;
     }
   }
+  if (o->target && strcmp(o->target, "cpu") && strcmp(o->target, "cuda"))
+    return pc_cli_usage_error(compile_help, "--target takes cpu or cuda");
+  if (o->nvrtc_check) return o->model ? -1 : pc_cli_usage_error(compile_help, "--nvrtc-check needs MODEL...");
+  if (o->n_models > 1) return pc_cli_usage_error(compile_help, "more than one MODEL");
   if (!o->model || !o->out) return pc_cli_usage_error(compile_help, "need MODEL and -o OUT");
   if (o->weights && strcmp(o->weights, "external") && strcmp(o->weights, "embedded"))
     return pc_cli_usage_error(compile_help, "--weights takes external or embedded");
@@ -93,10 +116,58 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+#define CHECK_BATCH 16 /* models per NVRTC program in --nvrtc-check */
+
+static pc_graph *load_and_lower(const compile_opts *o, const char *model) {
+  pc_import_opts io = {o->dims, o->n_dims, o->weights_file, NULL, 0};
+  pc_graph *g = pc_model_load(model, &io);
+  pc_pipeline_opts po = {0};
+  po.opt_level = o->opt;
+  po.unfused = o->unfused;
+  if (g && !g->status) pc_pipeline_run(g, &po);
+  return g;
+}
+
+/* --nvrtc-check: a line per model, then "nvrtc-check: N passed, M failed, K unsupported of T" */
+static int nvrtc_check(const compile_opts *o) {
+  static const char *const verdict[] = {"PASS", "FAIL", "UNSUPPORTED"};
+  char err[512];
+  pc_nvrtc *nv = pc_nvrtc_open(err, sizeof err);
+  if (!nv) return fprintf(stderr, "primc: error: %s\n", err), 1;
+  int count[3] = {0, 0, 0};
+  for (int at = 0; at < o->n_models; at += CHECK_BATCH) {
+    int n = o->n_models - at < CHECK_BATCH ? o->n_models - at : CHECK_BATCH;
+    pc_graph *gs[CHECK_BATCH];
+    pc_status res[CHECK_BATCH];
+    for (int i = 0; i < n; i++)
+      if (!(gs[i] = load_and_lower(o, o->models[at + i]))) return fprintf(stderr, "primc: error: out of memory\n"), 1;
+    pc_cuda_check_many(gs, n, nv, o->gpu_arch, res);
+    for (int i = 0; i < n; i++) {
+      int v = res[i] == PC_OK ? 0 : res[i] == PC_ERR_UNSUPPORTED ? 2 : 1;
+      count[v]++;
+      printf("%s %s%s%s\n", verdict[v], o->models[at + i], v ? ": " : "", v ? pc_error(gs[i]) : "");
+      pc_graph_free(gs[i]);
+    }
+    fflush(stdout);
+  }
+  pc_nvrtc_close(nv);
+  printf("nvrtc-check: %d passed, %d failed, %d unsupported of %d (%s)\n", count[0], count[1], count[2], o->n_models,
+         o->gpu_arch ? o->gpu_arch : "sm_90");
+  return count[1] ? 1 : 0;
+}
+
+static int compile_one(const compile_opts *o);
+
 int pc_cmd_compile(int argc, char **argv) {
   compile_opts o;
   int rc = parse(argc, argv, &o);
-  if (rc >= 0) return rc;
+  if (rc < 0) rc = o.nvrtc_check ? nvrtc_check(&o) : compile_one(&o);
+  free(o.models);
+  return rc;
+}
+
+static int compile_one(const compile_opts *op) {
+  compile_opts o = *op;
   pc_codegen_opts co = {0};
   if (!emit_kind(o.emit, &co.emit)) return pc_cli_usage_error(compile_help, "bad --emit");
   double t0 = now_s();
@@ -115,6 +186,10 @@ int pc_cmd_compile(int argc, char **argv) {
   co.cpu = o.cpu;
   co.weights_external = o.weights && !strcmp(o.weights, "external");
   co.opt_level = o.opt;
+  co.profile = o.profile;
+  co.target = o.target && !strcmp(o.target, "cuda") ? PC_TARGET_CUDA : PC_TARGET_CPU;
+  co.gpu_arch = o.gpu_arch;
+  co.cuda_graphs = o.cuda_graphs;
   if (s == PC_OK) s = pc_codegen(g, &co);
   double t3 = now_s();
   if (s != PC_OK) {

@@ -3,6 +3,7 @@
 #include "frontend/onnx_internal.h"
 #include "ir/ir.h"
 #include "tools/cmds.h"
+#include "tools/conformance_compiled.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -18,20 +19,28 @@
 #define CF_ATOL 1e-7
 #define CF_TIMEOUT_S 60
 #define CF_MAX_IO 64
+#define CF_MAX_SPECIALIZE 16 /* elements of an int input the runner may fix at compile time */
 
 static const char *conf_help =
     "usage: primc conformance [--dir D] [--filter S] [--list-failures] [--expected FILE]\n"
     "  Imports every ONNX node test under D (folders with model.onnx and test_data_set_*),\n"
     "  runs it with the reference interpreter and compares with the expected outputs\n"
     "  (rtol 1e-3, atol 1e-7, NaN equals NaN, exact for ints and bools).\n"
+    "  A model an op of which needs a graph input at compile time (axes, pads...) is retried\n"
+    "  with those inputs fixed to each data set's values when they are int32/int64 of at most\n"
+    "  16 elements; such a pass prints as \"PASS name (specialized: inputs)\" and is counted\n"
+    "  apart in the summary.\n"
     "  --dir D            test folder (default: $ONNX_NODE_DIR, else build/onnx-node-tests;\n"
     "                     tests/ref/gen_onnx_node_tests.py D writes the tests)\n"
     "  --filter S         only tests whose name contains S\n"
     "  --list-failures    print only FAIL and UNSUPPORTED lines and the summary\n"
-    "  --expected FILE    exit 1 when a test listed in FILE (one name a line) does not pass\n";
+    "  --expected FILE    exit 1 when a test listed in FILE (one name a line) does not pass\n"
+    "  --compiled [-O0..-O3] [--unfused]  compile each test (passes, LLVM, a shared library) and\n"
+    "                     run that instead of the interpreter (default -O2)\n";
 
 typedef enum { CF_PASS, CF_FAIL, CF_UNSUPPORTED } cf_result;
 static const char *const cf_names[] = {"PASS", "FAIL", "UNSUPPORTED"};
+static pc_conf_compiled cf_compiled = {.opt_level = 2}; /* --compiled: run compiled code, not the interpreter */
 
 typedef struct cf_test {
   char *name;
@@ -152,6 +161,37 @@ static void free_tensors(pc_tensor *t, int n) {
   for (int i = 0; i < n; i++) pc_tensor_free(&t[i]);
 }
 
+/* the input tensors of one test_data_set_N, with the names their files carry (NULL when unnamed) */
+typedef struct cf_set {
+  int n;
+  pc_tensor t[CF_MAX_IO];
+  char *name[CF_MAX_IO];
+} cf_set;
+
+static void free_set(cf_set *s) {
+  free_tensors(s->t, s->n);
+  for (int i = 0; i < s->n; i++) free(s->name[i]);
+  s->n = 0;
+}
+
+static int load_set(const char *ds, cf_set *s, char *err, size_t errlen) {
+  char path[4096 + 64];
+  memset(s, 0, sizeof *s);
+  for (int i = 0; i < CF_MAX_IO; i++) {
+    snprintf(path, sizeof path, "%s/input_%d.pb", ds, i);
+    if (!is_file(path)) break;
+    if (!load_pb(path, &s->t[i], &s->name[i], err, errlen)) return free_set(s), 0;
+    s->n++;
+  }
+  return 1;
+}
+
+static int is_specialized(const pc_import_opts *o, const char *name) {
+  for (int i = 0; o && name && i < o->n_consts; i++)
+    if (strcmp(o->consts[i].name, name) == 0) return 1;
+  return 0;
+}
+
 /* position of the graph input a tensor feeds: by name, else by its file index */
 static int input_slot(const pc_graph *g, const char *tname, int file_index) {
   for (int i = 0; tname && i < g->n_inputs; i++)
@@ -159,27 +199,23 @@ static int input_slot(const pc_graph *g, const char *tname, int file_index) {
   return file_index < g->n_inputs ? file_index : -1;
 }
 
-static cf_result run_data_set(pc_graph *g, const char *ds, char *err, size_t errlen) {
+/* runs g on one data set's inputs (less those the import made constants) and compares the outputs */
+static cf_result run_data_set(pc_graph *g, const char *ds, const cf_set *set, const pc_import_opts *o, char *err,
+                              size_t errlen) {
   pc_tensor ins[CF_MAX_IO], outs[CF_MAX_IO], want[CF_MAX_IO];
   memset(ins, 0, sizeof ins), memset(outs, 0, sizeof outs), memset(want, 0, sizeof want);
   char path[4096 + 64];
   cf_result res = CF_FAIL;
   int n_in = 0, n_want = 0;
   if (g->n_inputs > CF_MAX_IO || g->n_outputs > CF_MAX_IO) return snprintf(err, errlen, "too many inputs/outputs"), CF_FAIL;
-  for (int i = 0; i < CF_MAX_IO; i++) {
-    snprintf(path, sizeof path, "%s/input_%d.pb", ds, i);
-    if (!is_file(path)) break;
-    pc_tensor t;
-    char *tname = NULL;
-    if (!load_pb(path, &t, &tname, err, errlen)) goto done;
-    int slot = input_slot(g, tname, i);
-    free(tname);
+  for (int i = 0; i < set->n; i++) {
+    if (is_specialized(o, set->name[i])) continue;
+    int slot = input_slot(g, set->name[i], i);
     if (slot < 0 || ins[slot].data) {
-      pc_tensor_free(&t);
       snprintf(err, errlen, "input_%d.pb matches no graph input", i);
       goto done;
     }
-    ins[slot] = t;
+    ins[slot] = set->t[i]; /* borrowed: the set owns the data */
     n_in++;
   }
   if (n_in != g->n_inputs) {
@@ -193,39 +229,136 @@ static cf_result run_data_set(pc_graph *g, const char *ds, char *err, size_t err
     free(tname);
     n_want++;
   }
-  if (pc_interp(g, ins, g->n_inputs, outs, g->n_outputs) != PC_OK) {
-    snprintf(err, errlen, "interp: %s", pc_error(g));
-    res = g->status == PC_ERR_UNSUPPORTED ? CF_UNSUPPORTED : CF_FAIL;
+  char cerr[512] = "";
+  pc_status st = cf_compiled.on ? pc_conf_compiled_run(&cf_compiled, g, ds, o, ins, outs, cerr, sizeof cerr)
+                                : pc_interp(g, ins, g->n_inputs, outs, g->n_outputs);
+  if (st != PC_OK) {
+    snprintf(err, errlen, "%s: %s", cf_compiled.on ? "compiled" : "interp", cf_compiled.on ? cerr : pc_error(g));
+    res = st == PC_ERR_UNSUPPORTED ? CF_UNSUPPORTED : CF_FAIL;
     goto done;
   }
   res = CF_PASS;
   for (int i = 0; i < g->n_outputs && res == CF_PASS; i++)
     if (!compare(&outs[i], &want[i], i, err, errlen)) res = CF_FAIL;
 done:
-  free_tensors(ins, CF_MAX_IO);
   free_tensors(outs, g->n_outputs < CF_MAX_IO ? g->n_outputs : CF_MAX_IO);
   free_tensors(want, n_want);
   return res;
 }
 
+/* an import error's message without the model path */
+static void import_error(const pc_graph *g, char *err, size_t errlen) {
+  const char *msg = pc_error(g);
+  const char *tail = strstr(msg, "model.onnx: ");
+  snprintf(err, errlen, "%s", tail ? tail + 12 : msg);
+}
+
+/* the input name in the importer's "input N ('NAME') must be a compile-time constant"; 0 when absent */
+static int const_needed(const char *msg, char *name, size_t cap) {
+  const char *end = strstr(msg, "') must be a compile-time constant");
+  if (!end) return 0;
+  const char *p = end;
+  while (p > msg && !(p[-1] == '(' && p[0] == '\'')) p--;
+  if (p == msg || (size_t)(end - p - 1) >= cap) return 0;
+  snprintf(name, cap, "%.*s", (int)(end - p - 1), p + 1);
+  return 1;
+}
+
+/* a data set input that may stand in for a constant: a small int32/int64 tensor named `name` */
+static const pc_tensor *shape_input(const cf_set *s, const char *name) {
+  for (int i = 0; i < s->n; i++) {
+    const pc_tensor *t = &s->t[i];
+    if (s->name[i] && strcmp(s->name[i], name) == 0 && (t->dtype == PC_i64 || t->dtype == PC_i32) &&
+        pc_tensor_numel(t) <= CF_MAX_SPECIALIZE)
+      return t;
+  }
+  return NULL;
+}
+
+/* adds to o the input the importer named when the data set has it as a small int tensor; when the
+ * name is not a graph input (a value computed from some), every small int input instead; 0 when
+ * nothing was added */
+static int specialize_more(const cf_set *s, const char *need, pc_import_opts *o, pc_const_input *consts,
+                           char (*names)[128]) {
+  int before = o->n_consts, named = 0;
+  for (int i = 0; i < s->n; i++) named |= s->name[i] && strcmp(s->name[i], need) == 0;
+  for (int i = 0; i < s->n && o->n_consts < CF_MAX_IO; i++) {
+    const char *nm = s->name[i];
+    if (!nm || (named && strcmp(nm, need) != 0) || is_specialized(o, nm) || !shape_input(s, nm)) continue;
+    snprintf(names[o->n_consts], sizeof names[0], "%s", nm);
+    consts[o->n_consts].name = names[o->n_consts];
+    consts[o->n_consts++].value = *shape_input(s, nm);
+  }
+  return o->n_consts > before;
+}
+
+/* Retries a model whose ops need some graph inputs at compile time: imports it once per data set
+ * with those inputs fixed to the data set's values (as `--const-input` would), adding one input
+ * each time the importer names another. On a pass, err lists the specialized inputs. */
+static cf_result run_specialized(const char *dir, const char *model, char *err, size_t errlen) {
+  char path[4096 + 64], names[512] = "";
+  cf_result res = CF_PASS;
+  int n_sets = 0;
+  for (int i = 0; res == CF_PASS; i++, n_sets++) {
+    snprintf(path, sizeof path, "%s/test_data_set_%d", dir, i);
+    struct stat st;
+    if (stat(path, &st) != 0) break;
+    cf_set set;
+    if (!load_set(path, &set, err, errlen)) return CF_FAIL;
+    pc_const_input consts[CF_MAX_IO];
+    char cname[CF_MAX_IO][128];
+    pc_import_opts o;
+    memset(&o, 0, sizeof o);
+    o.consts = consts;
+    for (;;) {
+      pc_graph *g = pc_onnx_load(model, &o);
+      if (!g) {
+        res = CF_FAIL, snprintf(err, errlen, "out of memory");
+        break;
+      }
+      if (g->status == PC_OK) {
+        res = run_data_set(g, path, &set, &o, err, errlen);
+        pc_graph_free(g);
+        break;
+      }
+      import_error(g, err, errlen);
+      res = g->status == PC_ERR_UNSUPPORTED ? CF_UNSUPPORTED : CF_FAIL;
+      pc_graph_free(g);
+      char need[128];
+      if (!const_needed(err, need, sizeof need) || !specialize_more(&set, need, &o, consts, cname)) break;
+    }
+    for (int k = 0; i == 0 && k < o.n_consts; k++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "", consts[k].name);
+    free_set(&set);
+  }
+  if (res == CF_PASS && n_sets == 0) res = CF_FAIL, snprintf(err, errlen, "no test_data_set_0");
+  if (res == CF_PASS) snprintf(err, errlen, "specialized: %s", names);
+  return res;
+}
+
 static cf_result run_test(const char *dir, char *err, size_t errlen) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/model.onnx", dir);
-  pc_graph *g = pc_onnx_load(path, NULL);
+  char path[4096], model[4096];
+  snprintf(model, sizeof model, "%s/model.onnx", dir);
+  pc_graph *g = pc_onnx_load(model, NULL);
   if (!g) return snprintf(err, errlen, "out of memory"), CF_FAIL;
   cf_result res = CF_PASS;
   if (g->status != PC_OK) {
-    const char *msg = pc_error(g);
-    const char *tail = strstr(msg, "model.onnx: ");
-    snprintf(err, errlen, "%s", tail ? tail + 12 : msg);
+    import_error(g, err, errlen);
     res = g->status == PC_ERR_UNSUPPORTED ? CF_UNSUPPORTED : CF_FAIL;
+    char name[128];
+    if (const_needed(err, name, sizeof name)) {
+      pc_graph_free(g);
+      return run_specialized(dir, model, err, errlen);
+    }
   }
   int n_sets = 0;
   for (int i = 0; res == CF_PASS; i++) {
     snprintf(path, sizeof path, "%s/test_data_set_%d", dir, i);
     struct stat st;
     if (stat(path, &st) != 0) break;
-    res = run_data_set(g, path, err, errlen);
+    cf_set set;
+    if (!load_set(path, &set, err, errlen)) res = CF_FAIL;
+    else res = run_data_set(g, path, &set, NULL, err, errlen), free_set(&set);
     n_sets++;
   }
   if (res == CF_PASS && n_sets == 0) res = CF_FAIL, snprintf(err, errlen, "no test_data_set_0");
@@ -374,6 +507,7 @@ int pc_cmd_conformance(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return fputs(conf_help, stdout), 0;
     if (strcmp(a, "--list-failures") == 0) list_failures = 1;
+    else if (pc_conf_compiled_flag(a, &cf_compiled)) continue;
     else if (i + 1 < argc && strcmp(a, "--dir") == 0) dir = argv[++i];
     else if (i + 1 < argc && strcmp(a, "--filter") == 0) filter = argv[++i];
     else if (i + 1 < argc && strcmp(a, "--expected") == 0) expected = argv[++i];
@@ -389,7 +523,7 @@ int pc_cmd_conformance(int argc, char **argv) {
   }
   cf_test *tests = calloc((size_t)n + 1, sizeof *tests);
   if (!tests) return 1;
-  int count[3] = {0, 0, 0};
+  int count[3] = {0, 0, 0}, n_special = 0;
   char path[4096], err[1024];
   for (int i = 0; i < n; i++) {
     tests[i].name = names[i];
@@ -400,15 +534,17 @@ int pc_cmd_conformance(int argc, char **argv) {
     model_op(path, tests[i].op, sizeof tests[i].op);
     count[tests[i].res]++;
     if (tests[i].res == CF_PASS) {
-      if (!list_failures) printf("PASS %s\n", names[i]);
+      n_special += err[0] != 0;
+      if (!list_failures) printf(err[0] ? "PASS %s (%s)\n" : "PASS %s\n", names[i], err);
     } else {
       printf("%s %s: %s\n", cf_names[tests[i].res], names[i], err);
     }
     fflush(stdout);
   }
   print_groups(tests, n);
-  printf("conformance: %d passed, %d failed, %d unsupported of %d\n", count[CF_PASS], count[CF_FAIL],
+  printf("conformance: %d passed, %d failed, %d unsupported of %d", count[CF_PASS], count[CF_FAIL],
          count[CF_UNSUPPORTED], n);
+  printf(n_special ? " (%d of the passes with specialized shape inputs)\n" : "\n", n_special);
   int rc = expected ? check_expected(expected, tests, n) : 0;
   for (int i = 0; i < n; i++) free(names[i]);
   free(names);

@@ -26,6 +26,7 @@ static const command commands[] = {
     {"dump", cmd_dump, "print the prim graph of a model (after passes with -O, kernels with --kernels)"},
     {"compile", pc_cmd_compile, "compile a model to an executable, object + header, shared library or LLVM IR"},
     {"conformance", pc_cmd_conformance, "run the ONNX backend node tests through the importer"},
+    {"bench", pc_cmd_bench, "time a model compiled fused and unfused beside the interpreter, with a per-kernel profile"},
     {"version", cmd_version, "print the version"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof *commands)

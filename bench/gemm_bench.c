@@ -1,0 +1,221 @@
+/* bench/gemm_bench.c: GFLOP/s of primc_sgemm and primc_conv2d_f32 against OpenBLAS, and the machine's FMA peak. */
+#include "runtime/primc_rt.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Usage: PRIMC_NUM_THREADS=T gemm_bench [--quick]
+ * OpenBLAS gets the same thread count; OPENBLAS_CORETYPE picks its kernels (printed in the header).
+ * Each figure is the best of several timed runs of at least 40 ms each (20 ms with --quick). */
+
+static double min_seconds = 0.04;
+/* on one thread, the process's CPU time: the 2-core machine is shared, and time spent descheduled
+ * is not the kernel's; on more threads, wall time */
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(clock_id, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static float *rand_buf(size_t n) {
+  float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+  uint32_t s = 12345;
+  for (size_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    p[i] = (float)(s >> 8) / (float)(1 << 24) - 0.5f;
+  }
+  return p;
+}
+
+/* best seconds per call of fn(ctx), over 5 batches */
+static double best_time(void (*fn)(void *), void *ctx) {
+  fn(ctx);
+  double t0 = now();
+  int reps = 1;
+  fn(ctx);
+  double one = now() - t0;
+  if (one < min_seconds) reps = (int)(min_seconds / (one > 1e-7 ? one : 1e-7)) + 1;
+  double best = 1e30;
+  for (int b = 0; b < 5; b++) {
+    t0 = now();
+    for (int r = 0; r < reps; r++) fn(ctx);
+    double t = (now() - t0) / reps;
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+/* ---------------------------------------------------------------- fp32 FMA peak */
+
+#define PEAK_ITERS 20000000L
+
+__attribute__((target("avx512f"))) static float fma_loop512(long iters) {
+  __m512 acc[16], x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
+  for (int i = 0; i < 16; i++) acc[i] = _mm512_set1_ps((float)i);
+  for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; i++) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+static volatile float sink;
+
+static void peak_fn(void *ctx, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; i++) sink = fma_loop512(PEAK_ITERS / 4);
+}
+
+static void peak_all(void *ctx) { primc_parallel_for(primc_num_threads(), peak_fn, NULL); }
+static void peak_one(void *ctx) { peak_fn(NULL, 0, 1); }
+
+static void report_peak(void) {
+  double flops = 2.0 * 16 * 16 * (double)(PEAK_ITERS / 4);
+  double t1 = best_time(peak_one, NULL), tn = best_time(peak_all, NULL);
+  printf("fp32 FMA loop (zmm, 16 chains): %.0f GFLOP/s on 1 thread, %.0f on %d\n\n", flops / t1 * 1e-9,
+         flops * primc_num_threads() / tn * 1e-9, primc_num_threads());
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+typedef struct gemm_case {
+  const char *name;
+  int64_t M, N, K;
+  int tb;
+} gemm_case;
+
+typedef struct gemm_run {
+  const gemm_case *c;
+  float *A, *B, *C;
+} gemm_run;
+
+static void run_primc(void *ctx) {
+  gemm_run *r = ctx;
+  const gemm_case *c = r->c;
+  primc_sgemm(0, c->tb, c->M, c->N, c->K, 1.0f, r->A, c->K, r->B, c->tb ? c->K : c->N, 0.0f, r->C, c->N);
+}
+
+static void run_blas(void *ctx) {
+  gemm_run *r = ctx;
+  const gemm_case *c = r->c;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, c->tb ? CblasTrans : CblasNoTrans, (int)c->M, (int)c->N, (int)c->K, 1.0f,
+              r->A, (int)c->K, r->B, c->tb ? (int)c->K : (int)c->N, 0.0f, r->C, (int)c->N);
+}
+
+static void bench_gemm(const gemm_case *c) {
+  gemm_run r = {c, rand_buf((size_t)(c->M * c->K)), rand_buf((size_t)(c->K * c->N)), rand_buf((size_t)(c->M * c->N))};
+  double flops = 2.0 * (double)c->M * (double)c->N * (double)c->K;
+  double tp = best_time(run_primc, &r), tb = best_time(run_blas, &r);
+  printf("| %-28s | %5lld %5lld %5lld | %7.1f | %7.1f | %5.2fx |\n", c->name, (long long)c->M, (long long)c->N,
+         (long long)c->K, flops / tp * 1e-9, flops / tb * 1e-9, tb / tp);
+  free(r.A), free(r.B), free(r.C);
+}
+
+/* ---------------------------------------------------------------- conv: primc_conv2d_f32 vs im2col + cblas_sgemm */
+
+typedef struct conv_case {
+  const char *name;
+  primc_conv2d p;
+} conv_case;
+
+typedef struct conv_run {
+  const primc_conv2d *p;
+  float *x, *w, *b, *y, *col;
+  int64_t oh, ow;
+} conv_run;
+
+static void run_conv_primc(void *ctx) {
+  conv_run *r = ctx;
+  primc_conv2d_f32(r->p, r->x, r->w, r->b, r->y);
+}
+
+/* the baseline the runtime had: explicit im2col, then one cblas_sgemm, then the bias */
+static void run_conv_blas(void *ctx) {
+  conv_run *r = ctx;
+  const primc_conv2d *p = r->p;
+  int64_t P = r->oh * r->ow, K = p->c * p->kh * p->kw;
+  for (int64_t c = 0; c < p->c; c++)
+    for (int64_t i = 0; i < p->kh; i++)
+      for (int64_t j = 0; j < p->kw; j++) {
+        float *row = r->col + ((c * p->kh + i) * p->kw + j) * P;
+        for (int64_t y = 0; y < r->oh; y++)
+          for (int64_t x = 0; x < r->ow; x++) {
+            int64_t ih = y * p->stride_h - p->pad_t + i, iw = x * p->stride_w - p->pad_l + j;
+            row[y * r->ow + x] = ih >= 0 && ih < p->h && iw >= 0 && iw < p->w ? r->x[(c * p->h + ih) * p->w + iw] : 0;
+          }
+      }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->o, (int)P, (int)K, 1.0f, r->w, (int)K, r->col, (int)P,
+              0.0f, r->y, (int)P);
+  for (int64_t o = 0; o < p->o; o++)
+    for (int64_t i = 0; i < P; i++) r->y[o * P + i] += r->b[o];
+}
+
+static void bench_conv(const conv_case *c) {
+  const primc_conv2d *p = &c->p;
+  conv_run r = {.p = p};
+  primc_conv2d_out_hw(p, &r.oh, &r.ow);
+  int64_t P = r.oh * r.ow, K = p->c * p->kh * p->kw;
+  r.x = rand_buf((size_t)(p->c * p->h * p->w));
+  r.w = rand_buf((size_t)(p->o * K));
+  r.b = rand_buf((size_t)p->o);
+  r.y = rand_buf((size_t)(p->o * P));
+  r.col = rand_buf((size_t)(K * P));
+  double flops = 2.0 * (double)p->o * (double)P * (double)K;
+  double tp = best_time(run_conv_primc, &r), tb = best_time(run_conv_blas, &r);
+  printf("| %-28s | %5lld %5lld %5lld | %7.1f | %7.1f | %5.2fx |\n", c->name, (long long)p->o, (long long)P,
+         (long long)K, flops / tp * 1e-9, flops / tb * 1e-9, tb / tp);
+  free(r.x), free(r.w), free(r.b), free(r.y), free(r.col);
+}
+
+#define CONV(name, c, hw, o, k, s, pad) {name, {1, c, hw, hw, o, k, k, 1, s, s, 1, 1, pad, pad, pad, pad, 0}}
+
+int main(int argc, char **argv) {
+  int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  if (quick) min_seconds = 0.02;
+  openblas_set_num_threads(primc_num_threads());
+  if (primc_num_threads() == 1) clock_id = CLOCK_PROCESS_CPUTIME_ID;
+  primc_sgemm_reserve();
+  printf("## primc_sgemm (%s kernels) vs OpenBLAS (%s), %d thread(s), %s time\n\n",
+         primc_sgemm_isa_name(primc_sgemm_isa()), openblas_get_corename(), primc_num_threads(),
+         clock_id == CLOCK_MONOTONIC ? "wall" : "CPU");
+  report_peak();
+  static const gemm_case gemms[] = {
+      {"square 256", 256, 256, 256, 0},
+      {"square 512", 512, 512, 512, 0},
+      {"square 1024", 1024, 1024, 1024, 0},
+      {"square 2048", 2048, 2048, 2048, 0},
+      {"resnet18 conv1 7x7/2", 64, 12544, 147, 0},
+      {"resnet18 layer1 3x3", 64, 3136, 576, 0},
+      {"resnet18 layer2 3x3", 128, 784, 1152, 0},
+      {"resnet18 layer3 3x3", 256, 196, 2304, 0},
+      {"resnet18 layer4 3x3", 512, 49, 4608, 0},
+      {"resnet18 fc", 1, 1000, 512, 1},
+      {"bert linear 768->768", 128, 768, 768, 1},
+      {"bert linear 768->3072", 128, 3072, 768, 1},
+      {"bert linear 3072->768", 128, 768, 3072, 1},
+  };
+  printf("| GEMM (C = A B, B^T for linears) | M N K | primc GFLOP/s | OpenBLAS GFLOP/s | speedup |\n");
+  printf("| --- | --- | ---: | ---: | ---: |\n");
+  for (size_t i = 0; i < sizeof gemms / sizeof gemms[0]; i++) bench_gemm(&gemms[i]);
+  static const conv_case convs[] = {
+      CONV("conv1 7x7/2 3->64", 3, 224, 64, 7, 2, 3),
+      CONV("layer1 3x3 64->64", 64, 56, 64, 3, 1, 1),
+      CONV("layer2 3x3/2 64->128", 64, 56, 128, 3, 2, 1),
+      CONV("layer2 3x3 128->128", 128, 28, 128, 3, 1, 1),
+      CONV("layer2 1x1/2 64->128", 64, 56, 128, 1, 2, 0),
+      CONV("layer3 3x3 256->256", 256, 14, 256, 3, 1, 1),
+      CONV("layer4 3x3 512->512", 512, 7, 512, 3, 1, 1),
+  };
+  printf("\n| ResNet-18 conv, batch 1 (+bias) | O P K | primc_conv2d GFLOP/s | im2col+OpenBLAS GFLOP/s | speedup |\n");
+  printf("| --- | --- | ---: | ---: | ---: |\n");
+  for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) bench_conv(&convs[i]);
+  printf("\n");
+  return 0;
+}

@@ -1,0 +1,600 @@
+/* codegen/package_cuda.c: --target cuda packaging: NVRTC cubin + PTX and weights embedded in an object with a C host side, built with the system cc. */
+#include "codegen/codegen.h"
+#include "codegen/kir.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Why a generated C file and not LLVM: the host side only fills pointer tables and calls the
+ * runtime's driver wrappers, so readable C is easier to debug (PRIMC_KEEP_TMP=1 keeps it), and
+ * the binaries go in by the assembler's .incbin: no giant initializer for cc to parse. */
+
+typedef struct cuda_pkg {
+  pc_graph *g;
+  const kir_program *p;
+  const pc_cuda_launch *L;
+  const pc_codegen_opts *o;
+  const char *arch;
+  char name[256];     /* C prefix of the entry points */
+  char dir[64];       /* temporary directory: binaries, host C, object */
+  size_t cubin_size;  /* 0 for a compute_NN target: PTX only */
+  size_t ptx_size;
+} cuda_pkg;
+
+/* ---------------------------------------------------------------- names and files */
+
+static void stem_of(const char *path, char *out, size_t n) {
+  snprintf(out, n, "%s", path);
+  char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
+  if (dot && (!slash || dot > slash)) *dot = 0;
+}
+
+/* C identifier from the output's base name (as package.c names CPU objects) */
+static void ident_of(const char *path, char *out, size_t n) {
+  char stem[1024];
+  stem_of(path, stem, sizeof stem);
+  const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
+  size_t k = 0;
+  if (!isalpha((unsigned char)*base) && *base != '_' && k + 1 < n) out[k++] = 'm';
+  for (; *base && k + 1 < n; base++) out[k++] = isalnum((unsigned char)*base) ? *base : '_';
+  out[k] = 0;
+  if (!k) snprintf(out, n, "model");
+}
+
+static pc_status write_file(pc_graph *g, const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
+  int bad = n && fwrite(data, 1, n, f) != n;
+  bad |= fclose(f);
+  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
+}
+
+static void tmp_path(const cuda_pkg *k, const char *file, char *out, size_t n) { snprintf(out, n, "%s/%s", k->dir, file); }
+
+static const char *const tmp_files[] = {"cubin", "ptx", "weights", "host.c", "host.o"};
+
+static void remove_tmp(const cuda_pkg *k) {
+  if (!k->dir[0] || getenv("PRIMC_KEEP_TMP")) return;
+  char path[128];
+  for (size_t i = 0; i < sizeof tmp_files / sizeof tmp_files[0]; i++) {
+    tmp_path(k, tmp_files[i], path, sizeof path);
+    unlink(path);
+  }
+  rmdir(k->dir);
+}
+
+/* a C string literal of s */
+static void put_cstr(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 32 || c > 126) fprintf(f, "\\%03o", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void tensor_name(const pc_value *v, int i, int input, char *out, size_t n) {
+  if (v->name) snprintf(out, n, "%s", v->name);
+  else snprintf(out, n, "%s%d", input ? "in" : "out", i);
+}
+
+/* ---------------------------------------------------------------- the host C */
+
+/* Declarations copied from runtime/primc_rt.h so that the generated file needs no include path;
+ * the unit test reads the compiled descriptor through the real header. */
+static const char *const host_decls[] = {
+    "#include <pthread.h>",
+    "#include <stdint.h>",
+    "#include <stdio.h>",
+    "#include <stdlib.h>",
+    "",
+    "typedef struct primc_cuda primc_cuda;",
+    "typedef struct primc_cuda_module primc_cuda_module;",
+    "typedef uint64_t primc_devptr;",
+    "typedef struct primc_tensor_desc { const char *name; int32_t dtype, rank; int64_t dims[8]; } primc_tensor_desc;",
+    "typedef struct primc_cuda_model_desc {",
+    "  const char *name, *gpu_arch;",
+    "  int (*run)(const void *const *, void *const *, void *, void *);",
+    "  int (*status)(void);",
+    "  const char *(*error)(void);",
+    "  int64_t workspace_size, workspace_align;",
+    "  int32_t n_inputs, n_outputs;",
+    "  const primc_tensor_desc *inputs, *outputs;",
+    "  int32_t n_kernels, cuda_graphs;",
+    "} primc_cuda_model_desc;",
+    "int primc_cuda_open(int ordinal, primc_cuda **out, char *err, size_t errlen);",
+    "const char *primc_cuda_error(const primc_cuda *c);",
+    "int primc_cuda_alloc(primc_cuda *c, size_t n, primc_devptr *p);",
+    "int primc_cuda_upload(primc_cuda *c, primc_devptr dst, const void *src, size_t n);",
+    "int primc_cuda_module_load(primc_cuda *c, const void *image, primc_cuda_module **m);",
+    "int primc_cuda_function(primc_cuda *c, primc_cuda_module *m, const char *name, void **fn);",
+    "int primc_cuda_launch_on(primc_cuda *c, void *stream, void *fn, const char *name, unsigned grid, unsigned block,",
+    "                         unsigned shmem, void **args);",
+    "int primc_cuda_sync(primc_cuda *c);",
+    "int primc_cuda_module_status(primc_cuda *c, primc_cuda_module *m, int *status);",
+    "int primc_cuda_main(int argc, char **argv, const primc_cuda_model_desc *m);",
+    "",
+    "enum { ST_OK = 0, ST_ARG = 1, ST_RUNTIME = 3, ST_CUDA = 6 };",
+};
+
+/* the binaries, 64-byte aligned in .rodata under exported names; the PTX NUL-terminated */
+static void put_blobs(FILE *f, const cuda_pkg *k) {
+  static const char *const blobs[] = {"cubin", "ptx", "weights"};
+  fprintf(f, "__asm__(\".section .rodata\\n\"\n");
+  for (int i = 0; i < 3; i++) {
+    char path[128];
+    tmp_path(k, blobs[i], path, sizeof path);
+    fprintf(f, "        \".balign 64\\n.globl %s_%s\\n%s_%s:\\n.incbin \\\"%s\\\"\\n%s\"\n", k->name, blobs[i], k->name,
+            blobs[i], path, i == 1 ? ".byte 0\\n" : "");
+  }
+  fprintf(f, "        \".byte 0\\n.previous\\n\");\n");
+  fprintf(f, "extern const unsigned char %s_cubin[], %s_ptx[], %s_weights[];\n", k->name, k->name, k->name);
+}
+
+static void put_tensors(FILE *f, const cuda_pkg *k, int input) {
+  const pc_graph *g = k->p->g;
+  int n = input ? g->n_inputs : g->n_outputs;
+  fprintf(f, "static const primc_tensor_desc %s_%s[%d] = {\n", k->name, input ? "in" : "out", n + 1);
+  for (int i = 0; i < n; i++) {
+    const pc_value *v = input ? g->inputs[i] : g->outputs[i];
+    char nm[256];
+    tensor_name(v, i, input, nm, sizeof nm);
+    fprintf(f, "  {");
+    put_cstr(f, nm);
+    fprintf(f, ", %d, %d, {", (int)v->type.dtype, v->type.rank);
+    for (int d = 0; d < v->type.rank; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)v->type.dims[d]);
+    fprintf(f, "%s}},\n", v->type.rank ? "" : "0");
+  }
+  fprintf(f, "  {0, 0, 0, {0}}};\n");
+}
+
+/* launch tables: kernel names, grids, blocks, and the buffers each kernel takes */
+static int put_kernels(FILE *f, const cuda_pkg *k) {
+  const kir_program *p = k->p;
+  int nk = p->n_kernels, max_args = 1, at = 0;
+  fprintf(f, "#define NK %d\n#define NB %d\n", nk, p->n_bufs);
+  fprintf(f, "static const char *const kname[NK + 1] = {");
+  for (int i = 0; i < nk; i++) fprintf(f, "\"%s\", ", k->L[i].name);
+  fprintf(f, "0};\nstatic const unsigned kgrid[NK + 1] = {");
+  for (int i = 0; i < nk; i++) fprintf(f, "%lldu, ", (long long)k->L[i].grid);
+  fprintf(f, "0}, kblock[NK + 1] = {");
+  for (int i = 0; i < nk; i++) fprintf(f, "%du, ", k->L[i].block);
+  fprintf(f, "0};\n/* the arguments of kernel i: kargs[kfirst[i] .. kfirst[i + 1]) */\nstatic const int kfirst[NK + 1] = {");
+  for (int i = 0; i < nk; i++) {
+    fprintf(f, "%d, ", at);
+    at += k->L[i].n_args;
+    if (k->L[i].n_args > max_args) max_args = k->L[i].n_args;
+  }
+  fprintf(f, "%d};\nstatic const int kargs[%d] = {", at, at + 1);
+  for (int i = 0; i < nk; i++)
+    for (int j = 0; j < k->L[i].n_args; j++) fprintf(f, "%d, ", k->L[i].args[j]);
+  fprintf(f, "0};\n#define MAX_ARGS %d\n", max_args);
+  /* where buffers live: 0 input, 1 output, 2 weights, 3 workspace (kir_place) */
+  fprintf(f, "static const unsigned char bplace[NB + 1] = {");
+  for (int b = 0; b < p->n_bufs; b++) fprintf(f, "%d, ", (int)p->bufs[b].place);
+  fprintf(f, "0};\nstatic const int bindex[NB + 1] = {");
+  for (int b = 0; b < p->n_bufs; b++) fprintf(f, "%d, ", p->bufs[b].index);
+  fprintf(f, "0};\nstatic const int64_t boffset[NB + 1] = {");
+  for (int b = 0; b < p->n_bufs; b++) fprintf(f, "%lldll, ", (long long)p->bufs[b].offset);
+  fprintf(f, "0};\n");
+  return KP_INPUT == 0 && KP_OUTPUT == 1 && KP_CONST == 2 && KP_WORKSPACE == 3;
+}
+
+/* load once: context, module (cubin, else PTX), functions, weights */
+static const char *const host_load[] = {
+    "static primc_cuda *cu;",
+    "static primc_cuda_module *mod;",
+    "static void *fn[NK + 1];",
+    "static primc_devptr wdev;",
+    "static int load_status, sync_each;",
+    "static char err[768];",
+    "static pthread_once_t once = PTHREAD_ONCE_INIT;",
+    "",
+    "static int failed(int s, const char *kernel) {",
+    "  if (kernel) snprintf(err, sizeof err, \"kernel %s: %s\", kernel, primc_cuda_error(cu));",
+    "  else snprintf(err, sizeof err, \"%s\", primc_cuda_error(cu));",
+    "  return s;",
+    "}",
+    "",
+    "static int load_module(void) {",
+    "  char cubin_err[256] = \"no cubin\";",
+    "  if (CUBIN_SIZE && primc_cuda_module_load(cu, MODEL_cubin, &mod) == ST_OK) return ST_OK;",
+    "  if (CUBIN_SIZE) snprintf(cubin_err, sizeof cubin_err, \"%s\", primc_cuda_error(cu));",
+    "  int s = primc_cuda_module_load(cu, MODEL_ptx, &mod);",
+    "  if (s) snprintf(err, sizeof err, \"neither the \" GPU_ARCH \" cubin (%s) nor the PTX loads: %s\", cubin_err,",
+    "                  primc_cuda_error(cu));",
+    "  return s;",
+    "}",
+    "",
+    "static void load(void) {",
+    "  const char *dev = getenv(\"PRIMC_CUDA_DEVICE\");",
+    "  sync_each = getenv(\"PRIMC_CUDA_SYNC\") && *getenv(\"PRIMC_CUDA_SYNC\") != '0';",
+    "  int s = primc_cuda_open(dev ? atoi(dev) : 0, &cu, err, sizeof err);",
+    "  if (s == ST_OK && (s = load_module()) != ST_OK) {",
+    "    load_status = s;",
+    "    return;",
+    "  }",
+    "  for (int k = 0; s == ST_OK && k < NK; k++)",
+    "    if ((s = primc_cuda_function(cu, mod, kname[k], &fn[k])) != ST_OK) failed(s, NULL);",
+    "  if (s == ST_OK && WEIGHTS_SIZE &&",
+    "      ((s = primc_cuda_alloc(cu, (size_t)WEIGHTS_SIZE, &wdev)) != ST_OK ||",
+    "       (s = primc_cuda_upload(cu, wdev, MODEL_weights, (size_t)WEIGHTS_SIZE)) != ST_OK))",
+    "    failed(s, NULL);",
+    "  load_status = s;",
+    "}",
+    "",
+};
+
+/* the entry points; MODEL_ is replaced by the model's prefix */
+static const char *const host_run[] = {
+    "const char *MODEL_error(void) { return err; }",
+    "",
+    "int MODEL_status(void) {",
+    "  int st = 0, s = cu && mod ? primc_cuda_module_status(cu, mod, &st) : ST_OK;",
+    "  if (s) return failed(s, NULL);",
+    "  if (st) snprintf(err, sizeof err, \"a kernel found bad data (e.g. an index out of range)\");",
+    "  return st;",
+    "}",
+    "",
+    "/* a kernel's error named: its launch, or with PRIMC_CUDA_SYNC=1 a wait after each kernel */",
+    "static int after_kernel(int k) {",
+    "  int s = primc_cuda_sync(cu), st = 0;",
+    "  if (s) return failed(s, kname[k]);",
+    "  if ((s = primc_cuda_module_status(cu, mod, &st)) != ST_OK) return failed(s, kname[k]);",
+    "  if (st) snprintf(err, sizeof err, \"kernel %s found bad data (e.g. an index out of range)\", kname[k]);",
+    "  return st;",
+    "}",
+    "",
+    "static primc_devptr where(int b, const void *const *in, void *const *out, void *ws) {",
+    "  switch (bplace[b]) {",
+    "  case 0: return (primc_devptr)(uintptr_t)in[bindex[b]];",
+    "  case 1: return (primc_devptr)(uintptr_t)out[bindex[b]];",
+    "  case 2: return wdev + (primc_devptr)boffset[b];",
+    "  default: return (primc_devptr)(uintptr_t)ws + (primc_devptr)boffset[b];",
+    "  }",
+    "}",
+    "",
+    "int MODEL_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream) {",
+    "  if ((NUM_INPUTS && !inputs) || (NUM_OUTPUTS && !outputs) || (WORKSPACE_SIZE && !workspace)) return ST_ARG;",
+    "  for (int i = 0; i < NUM_INPUTS; i++)",
+    "    if (!inputs[i]) return ST_ARG;",
+    "  for (int i = 0; i < NUM_OUTPUTS; i++)",
+    "    if (!outputs[i]) return ST_ARG;",
+    "  pthread_once(&once, load);",
+    "  if (load_status) return load_status;",
+    "  primc_devptr ptr[NB + 1];",
+    "  for (int b = 0; b < NB; b++) ptr[b] = where(b, inputs, outputs, workspace);",
+    "  for (int k = 0; k < NK; k++) {",
+    "    void *a[MAX_ARGS];",
+    "    for (int j = kfirst[k]; j < kfirst[k + 1]; j++) a[j - kfirst[k]] = &ptr[kargs[j]];",
+    "    int s = primc_cuda_launch_on(cu, stream, fn[k], kname[k], kgrid[k], kblock[k], 0, a);",
+    "    if (s) return failed(s, NULL);",
+    "    if (!stream && sync_each && (s = after_kernel(k)) != ST_OK) return s;",
+    "  }",
+    "  if (stream) return ST_OK;",
+    "  int s = primc_cuda_sync(cu);",
+    "  if (s) {",
+    "    snprintf(err, sizeof err, \"%s (run with PRIMC_CUDA_SYNC=1 to name the kernel)\", primc_cuda_error(cu));",
+    "    return s;",
+    "  }",
+    "  return MODEL_status();",
+    "}",
+    "",
+};
+
+/* a line of a template with MODEL_ replaced by the model's prefix */
+static void put_line(FILE *f, const char *line, const char *name) {
+  for (const char *s = line; *s;) {
+    const char *m = strstr(s, "MODEL_");
+    if (!m) {
+      fputs(s, f);
+      break;
+    }
+    fwrite(s, 1, (size_t)(m - s), f);
+    fprintf(f, "%s_", name);
+    s = m + 6;
+  }
+  fputc('\n', f);
+}
+
+static void put_lines(FILE *f, const char *const *lines, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++) put_line(f, lines[i], name);
+}
+
+static void put_descriptor(FILE *f, const cuda_pkg *k) {
+  const pc_graph *g = k->p->g;
+  const char *n = k->name;
+  fprintf(f, "const primc_cuda_model_desc %s_model = {\"%s\", GPU_ARCH, %s_run, %s_status, %s_error, WORKSPACE_SIZE, 256,\n",
+          n, n, n, n, n);
+  fprintf(f, "    %d, %d, %s_in, %s_out, NK, %d};\n", g->n_inputs, g->n_outputs, n, n, k->o->cuda_graphs ? 1 : 0);
+  fprintf(f, "const int64_t %s_workspace_size = WORKSPACE_SIZE;\n", n);
+  fprintf(f, "\n#ifdef PRIMC_MAIN\nint main(int argc, char **argv) { return primc_cuda_main(argc, argv, &%s_model); }\n#endif\n",
+          n);
+}
+
+static pc_status write_host(const cuda_pkg *k, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return pc_fail(k->g, PC_ERR_IO, "cannot write %s", path);
+  const kir_program *p = k->p;
+  fprintf(f, "/* host side of the CUDA model %s, generated by primc %s: loads the %s cubin (else the PTX) once,\n"
+             " * uploads the weights once, launches %d kernels in order on a stream. */\n",
+          k->name, PC_VERSION, k->cubin_size ? k->arch : "(no)", p->n_kernels);
+  put_lines(f, host_decls, sizeof host_decls / sizeof host_decls[0], k->name);
+  fprintf(f, "#define GPU_ARCH \"%s\"\n#define CUBIN_SIZE %zu\n#define WEIGHTS_SIZE %lldll\n", k->arch, k->cubin_size,
+          (long long)p->weights_size);
+  fprintf(f, "#define WORKSPACE_SIZE %lldll\n#define NUM_INPUTS %d\n#define NUM_OUTPUTS %d\n\n", (long long)p->workspace_size,
+          p->g->n_inputs, p->g->n_outputs);
+  put_blobs(f, k);
+  put_tensors(f, k, 1);
+  put_tensors(f, k, 0);
+  int ok = put_kernels(f, k);
+  fputc('\n', f);
+  put_lines(f, host_load, sizeof host_load / sizeof host_load[0], k->name);
+  put_lines(f, host_run, sizeof host_run / sizeof host_run[0], k->name);
+  put_descriptor(f, k);
+  int bad = ferror(f);
+  bad |= fclose(f);
+  if (!ok) return pc_fail(k->g, PC_ERR_INTERNAL, "kir_place changed: update codegen/package_cuda.c");
+  return bad ? pc_fail(k->g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
+}
+
+/* ---------------------------------------------------------------- the header */
+
+static void header_tensor(FILE *f, const char *name, int input, int i, const pc_value *v) {
+  const char *W = input ? "INPUT" : "OUTPUT";
+  char nm[256];
+  tensor_name(v, i, input, nm, sizeof nm);
+  int64_t n = pc_type_numel(&v->type);
+  fprintf(f, "\n/* %s %d: ", input ? "input" : "output", i);
+  put_cstr(f, nm);
+  fprintf(f, " %s[", pc_dtype_name(v->type.dtype));
+  for (int d = 0; d < v->type.rank; d++) fprintf(f, "%s%lld", d ? "," : "", (long long)v->type.dims[d]);
+  fprintf(f, "] */\n#define %s_%s%d_NAME ", name, W, i);
+  put_cstr(f, nm);
+  fprintf(f, "\n#define %s_%s%d_DTYPE %d /* a primc_dtype of runtime/primc_rt.h: %s */\n", name, W, i,
+          (int)v->type.dtype, pc_dtype_name(v->type.dtype));
+  fprintf(f, "#define %s_%s%d_RANK %d\n#define %s_%s%d_SHAPE {", name, W, i, v->type.rank, name, W, i);
+  for (int d = 0; d < v->type.rank; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)v->type.dims[d]);
+  fprintf(f, "%s}\n#define %s_%s%d_NUMEL %lldLL\n", v->type.rank ? "" : "1", name, W, i, (long long)n);
+  fprintf(f, "#define %s_%s%d_BYTES %lldLL\n", name, W, i, (long long)(n * (int64_t)pc_dtype_size(v->type.dtype)));
+}
+
+static pc_status write_header(const cuda_pkg *k, const char *path) {
+  FILE *f = fopen(path, "w");
+  pc_graph *g = k->g;
+  const char *n = k->name;
+  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
+  fprintf(f, "/* %s.h: entry points of the model compiled by primc %s for target cuda (%s cubin + PTX for newer\n"
+             " * GPUs); link %s.o with libprimc_rt.a -ldl -lpthread. Needs the NVIDIA driver (libcuda.so.1) at run time. */\n",
+          n, PC_VERSION, k->cubin_size ? k->arch : "no", n);
+  fprintf(f, "#ifndef %s_PRIMC_H\n#define %s_PRIMC_H\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", n, n);
+  fprintf(f, "#define %s_TARGET \"cuda\"\n#define %s_GPU_ARCH \"%s\"\n", n, n, k->arch);
+  fprintf(f, "/* bytes of device memory %s_run needs as its workspace, and their alignment */\n", n);
+  fprintf(f, "#define %s_WORKSPACE_SIZE %lldLL\n#define %s_WORKSPACE_ALIGN 256\n", n, (long long)k->p->workspace_size, n);
+  fprintf(f, "#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n#define %s_NUM_KERNELS %d\n", n, g->n_inputs, n,
+          g->n_outputs, n, k->p->n_kernels);
+  fprintf(f, "#define %s_WEIGHTS_SIZE %lldLL /* in the object, uploaded to the device by the first run */\n", n,
+          (long long)k->p->weights_size);
+  for (int i = 0; i < g->n_inputs; i++) header_tensor(f, n, 1, i, g->inputs[i]);
+  for (int i = 0; i < g->n_outputs; i++) header_tensor(f, n, 0, i, g->outputs[i]);
+  fprintf(f, "\n/* Runs the model on the GPU (device 0, or $PRIMC_CUDA_DEVICE; its primary context).\n"
+             " * inputs[i] / outputs[i]: DEVICE pointers (CUdeviceptr cast to void *) to row-major buffers of\n"
+             " * the shapes above; workspace: %s_WORKSPACE_SIZE bytes of device memory (NULL when 0), not\n"
+             " * shared by concurrent calls. stream: a CUDA stream (CUstream or cudaStream_t cast to void *) to\n"
+             " * enqueue the kernels on and return at once (CUDA graph capture works: call once before capturing);\n"
+             " * NULL: the model's own stream, and the call returns when the kernels are done.\n"
+             " * The first call loads the module (the cubin, else the PTX) and uploads the weights.\n"
+             " * Returns 0, 1 (a NULL pointer), 3 (bad data, e.g. an index out of range), 5 (no CUDA device),\n"
+             " * 6 (a CUDA call failed: %s_error() names it and the kernel). */\n", n, n);
+  fprintf(f, "int %s_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream);\n", n);
+  fprintf(f, "/* after the stream passed to %s_run is idle: 3 when a kernel found bad data, then cleared */\n", n);
+  fprintf(f, "int %s_status(void);\n/* the last failure in words (driver call, CUDA status, kernel) */\n", n);
+  fprintf(f, "const char *%s_error(void);\nextern const int64_t %s_workspace_size;\n", n, n);
+  fprintf(f, "/* the model's descriptor: a primc_cuda_model_desc of runtime/primc_rt.h */\nextern const struct primc_cuda_model_desc %s_model;\n",
+          n);
+  fprintf(f, "/* the embedded binaries: %s_cubin (ELF), %s_ptx (NUL-terminated text) */\n", n, n);
+  fprintf(f, "extern const unsigned char %s_cubin[], %s_ptx[];\n", n, n);
+  fprintf(f, "\n#ifdef __cplusplus\n}\n#endif\n#endif\n");
+  int bad = ferror(f);
+  bad |= fclose(f);
+  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
+}
+
+/* ---------------------------------------------------------------- building */
+
+static void self_dir(char *out, size_t n) {
+  ssize_t k = readlink("/proc/self/exe", out, n - 1);
+  out[k > 0 ? k : 0] = 0;
+  char *slash = strrchr(out, '/');
+  if (slash) *slash = 0;
+  else snprintf(out, n, ".");
+}
+
+static pc_status run_cmd(pc_graph *g, const char *what, const char *cmd) {
+  int rc = system(cmd);
+  return rc == 0 ? PC_OK : pc_fail(g, PC_ERR_IO, "%s failed (exit %d): %s", what, rc, cmd);
+}
+
+/* host C -> object (with main for an executable), then the link */
+static pc_status build(const cuda_pkg *k, const char *obj_out) {
+  const pc_codegen_opts *o = k->o;
+  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+  char host[128], obj[128], dir[2048], cmd[8192];
+  tmp_path(k, "host.c", host, sizeof host);
+  tmp_path(k, "host.o", obj, sizeof obj);
+  int exe = o->emit == PC_EMIT_EXE, lib = o->emit == PC_EMIT_LIB;
+  snprintf(cmd, sizeof cmd, "%s -std=gnu11 -O2 -fPIC %s -c '%s' -o '%s'", cc, exe ? "-DPRIMC_MAIN" : "", host,
+           exe || lib ? obj : obj_out);
+  pc_status s = run_cmd(k->g, "compiling the host side", cmd);
+  if (s != PC_OK || !(exe || lib)) return s;
+  if (o->runtime_dir) snprintf(dir, sizeof dir, "%s", o->runtime_dir);
+  else self_dir(dir, sizeof dir);
+  const char *ldflags = getenv("PRIMC_LDFLAGS") ? getenv("PRIMC_LDFLAGS") : ""; /* as package.c: e.g. a sanitizer */
+  snprintf(cmd, sizeof cmd, "%s %s %s -o '%s' '%s' '%s/libprimc_rt.a' -ldl -lpthread -lm", cc, lib ? "-shared" : "",
+           ldflags, o->output, obj, dir);
+  return run_cmd(k->g, "linking", cmd);
+}
+
+static pc_status write_blobs(cuda_pkg *k, const pc_cuda_binary *b, const void *weights) {
+  char path[128];
+  tmp_path(k, "cubin", path, sizeof path);
+  pc_status s = write_file(k->g, path, b->cubin, b->cubin_size);
+  tmp_path(k, "ptx", path, sizeof path);
+  if (s == PC_OK) s = write_file(k->g, path, b->ptx, b->ptx_size);
+  tmp_path(k, "weights", path, sizeof path);
+  if (s == PC_OK) s = write_file(k->g, path, weights, (size_t)k->p->weights_size);
+  k->cubin_size = b->cubin_size;
+  k->ptx_size = b->ptx_size;
+  return s;
+}
+
+/* the rendered program through NVRTC, then the files */
+static pc_status package(cuda_pkg *k, const char *src, const void *weights) {
+  pc_graph *g = k->g;
+  char err[512], path[1100], stem[1024];
+  pc_nvrtc *nv = pc_nvrtc_open(err, sizeof err);
+  if (!nv) return pc_fail(g, PC_ERR_UNSUPPORTED, "--target cuda: %s", err);
+  pc_cuda_binary b;
+  pc_status s = pc_nvrtc_compile(g, nv, src, k->arch, &b);
+  pc_nvrtc_close(nv);
+  if (s != PC_OK) return pc_cuda_binary_free(&b), s;
+  snprintf(k->dir, sizeof k->dir, "/tmp/primc-cuda-XXXXXX");
+  if (!mkdtemp(k->dir)) {
+    k->dir[0] = 0;
+    pc_cuda_binary_free(&b);
+    return pc_fail(g, PC_ERR_IO, "cannot make a temporary directory");
+  }
+  s = write_blobs(k, &b, weights);
+  pc_cuda_binary_free(&b);
+  tmp_path(k, "host.c", path, sizeof path);
+  if (s == PC_OK) s = write_host(k, path);
+  stem_of(k->o->output, stem, sizeof stem);
+  snprintf(path, sizeof path, "%s.o", stem);
+  if (s == PC_OK) s = build(k, path);
+  snprintf(path, sizeof path, "%s.h", stem);
+  if (s == PC_OK && k->o->emit != PC_EMIT_EXE) s = write_header(k, path);
+  return s;
+}
+
+static pc_status check_opts(pc_graph *g, const pc_codegen_opts *o) {
+  if (o->emit != PC_EMIT_EXE && o->emit != PC_EMIT_OBJ && o->emit != PC_EMIT_LIB)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "--target cuda writes exe, obj or lib (--emit cuda writes the CUDA C)");
+  if (o->weights_external)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "--target cuda keeps the weights in the object (--weights external is CPU only)");
+  if (o->profile) return pc_fail(g, PC_ERR_UNSUPPORTED, "--profile is CPU only for now");
+  return PC_OK;
+}
+
+pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
+  if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
+  pc_status s = check_opts(g, opts);
+  if (s != PC_OK) return s;
+  kir_program p;
+  if ((s = kir_build(g, &p)) != PC_OK) return g->status ? g->status : s;
+  cuda_pkg k = {g, &p, NULL, opts, opts->gpu_arch && *opts->gpu_arch ? opts->gpu_arch : "sm_90", "", "", 0, 0};
+  if (opts->name) snprintf(k.name, sizeof k.name, "%s", opts->name);
+  else ident_of(opts->output, k.name, sizeof k.name);
+  char *src = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&src, &len);
+  if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  pc_cuda_launch *L = NULL;
+  s = pc_cuda_render_program(&p, f, &L);
+  if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  k.L = L;
+  void *blob = s == PC_OK ? kir_weights_blob(&p) : NULL;
+  if (s == PC_OK && !blob) s = pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
+  if (s == PC_OK) s = package(&k, src, blob);
+  remove_tmp(&k);
+  free(blob);
+  free(src);
+  return s;
+}
+
+/* ---------------------------------------------------------------- batched NVRTC checks */
+
+/* the kernels of a rendered program: everything from the first kernel's comment on */
+static const char *kernels_of(const char *src) {
+  const char *k = strstr(src, "\n/* k0_");
+  return k ? k : src + strlen(src);
+}
+
+/* renders gs[i]; NULL with res[i] set when it cannot be rendered */
+static char *render_one(pc_graph *g, pc_status *res) {
+  kir_program p;
+  if (g->status) return *res = g->status, NULL;
+  pc_status s = kir_build(g, &p);
+  if (s != PC_OK) return *res = g->status ? g->status : s, NULL;
+  char *src = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&src, &len);
+  if (!f) return *res = pc_fail(g, PC_ERR_NOMEM, "out of memory"), NULL;
+  s = pc_cuda_render_program(&p, f, NULL);
+  fclose(f);
+  *res = s;
+  if (s != PC_OK) free(src), src = NULL;
+  return src;
+}
+
+/* the prelude once, then each program's kernels in a namespace of its own, without extern "C"
+ * so that the same kernel names in two programs do not clash */
+static char *batch_source(char **srcs, int n) {
+  char *out = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  if (!f) return NULL;
+  int first = 1;
+  for (int i = 0; i < n; i++) {
+    if (!srcs[i]) continue;
+    const char *k = kernels_of(srcs[i]);
+    if (first) fwrite(srcs[i], 1, (size_t)(k - srcs[i]), f);
+    first = 0;
+    fprintf(f, "\nnamespace primc_batch%d {\n", i);
+    for (const char *s = k; *s;) {
+      const char *e = strstr(s, "extern \"C\" ");
+      if (!e) {
+        fputs(s, f);
+        break;
+      }
+      fwrite(s, 1, (size_t)(e - s), f);
+      s = e + strlen("extern \"C\" ");
+    }
+    fprintf(f, "\n}\n");
+  }
+  fclose(f);
+  return out;
+}
+
+void pc_cuda_check_many(pc_graph *const *gs, int n, pc_nvrtc *nv, const char *arch, pc_status *res) {
+  char **srcs = calloc((size_t)n + 1, sizeof *srcs);
+  int live = 0;
+  for (int i = 0; i < n; i++) {
+    res[i] = PC_OK;
+    if (srcs) srcs[i] = render_one(gs[i], &res[i]);
+    if (!srcs) res[i] = pc_fail(gs[i], PC_ERR_NOMEM, "out of memory");
+    live += srcs && srcs[i];
+  }
+  if (!live) return free(srcs);
+  char *batch = live > 1 ? batch_source(srcs, n) : NULL;
+  pc_graph *scratch = batch ? pc_graph_new() : NULL;
+  pc_cuda_binary b;
+  int batch_ok = scratch && pc_nvrtc_compile(scratch, nv, batch, arch, &b) == PC_OK;
+  if (scratch) pc_cuda_binary_free(&b);
+  /* one by one when the batch failed, so that the error lands on its own graph */
+  for (int i = 0; i < n; i++) {
+    if (!srcs[i]) continue;
+    if (!batch_ok) {
+      res[i] = pc_nvrtc_compile(gs[i], nv, srcs[i], arch, &b);
+      pc_cuda_binary_free(&b);
+    }
+    free(srcs[i]);
+  }
+  pc_graph_free(scratch);
+  free(batch);
+  free(srcs);
+}

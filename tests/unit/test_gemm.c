@@ -1,0 +1,246 @@
+/* tests/unit/test_gemm.c: primc_sgemm (every kernel family) and primc_conv2d_f32 against naive double-precision loops. */
+#include "runtime/primc_rt.h"
+#include "tests/test.h"
+
+#include <float.h>
+#include <stdlib.h>
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((rng_state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f; /* [-1, 1) */
+}
+
+static float *rand_buf(int64_t n) {
+  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  for (int64_t i = 0; i < n; i++) p[i] = frand();
+  return p;
+}
+
+/* the ISAs this CPU runs, scalar first */
+static int isas(int *out) {
+  int n = 0;
+  for (int i = PRIMC_ISA_SCALAR; i <= PRIMC_ISA_AVX512; i++)
+    if (primc_sgemm_force_isa(i) == 0) out[n++] = i;
+  primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+  return n;
+}
+
+typedef struct gcase {
+  int ta, tb;
+  int64_t M, N, K, pad; /* pad: extra columns in every leading dimension */
+  float alpha, beta;
+} gcase;
+
+/* C = alpha op(A) op(B) + beta C0 in double; err bound from sum |a b| scaled by K */
+static int check_gemm(const gcase *t, int isa) {
+  int64_t M = t->M, N = t->N, K = t->K;
+  int64_t ar = t->ta ? K : M, ac = t->ta ? M : K, br = t->tb ? N : K, bc = t->tb ? K : N;
+  int64_t lda = ac + t->pad, ldb = bc + t->pad, ldc = N + t->pad;
+  float *A = rand_buf(ar * lda), *B = rand_buf(br * ldb), *C = rand_buf(M * ldc), *C0 = malloc(sizeof(float) * (size_t)(M * ldc + 1));
+  memcpy(C0, C, sizeof(float) * (size_t)(M * ldc));
+  if (t->beta == 0)
+    for (int64_t i = 0; i < M * ldc; i++) C[i] = NAN; /* beta == 0 must not read C */
+  primc_sgemm_force_isa(isa);
+  int st = primc_sgemm(t->ta, t->tb, M, N, K, t->alpha, A, lda, B, ldb, t->beta, C, ldc);
+  primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+  int ok = CHECK_INT(st, PRIMC_OK);
+  for (int64_t m = 0; m < M && ok; m++)
+    for (int64_t n = 0; n < N && ok; n++) {
+      double acc = 0, mag = 0;
+      for (int64_t k = 0; k < K; k++) {
+        double a = t->ta ? A[k * lda + m] : A[m * lda + k], b = t->tb ? B[n * ldb + k] : B[k * ldb + n];
+        acc += a * b;
+        mag += fabs(a * b);
+      }
+      double ref = t->alpha * acc + (t->beta == 0 ? 0 : t->beta * (double)C0[m * ldc + n]);
+      double tol = 2.0 * (double)(K + 2) * FLT_EPSILON * (fabs(t->alpha) * mag + fabs(t->beta) + 1.0);
+      double got = C[m * ldc + n];
+      ok = CHECK_MSG(fabs(got - ref) <= tol, "%s ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g C[%lld][%lld]=%g, want %g",
+                     primc_sgemm_isa_name(isa), t->ta, t->tb, (long long)M, (long long)N, (long long)K, t->alpha,
+                     t->beta, (long long)m, (long long)n, got, ref);
+    }
+  /* the padding columns of C are not written */
+  for (int64_t m = 0; m < M && ok; m++)
+    for (int64_t n = N; n < ldc && ok; n++)
+      if (t->beta != 0) ok = CHECK(C[m * ldc + n] == C0[m * ldc + n]);
+  free(A), free(B), free(C), free(C0);
+  return ok;
+}
+
+PC_TEST(gemm_force_isa) {
+  CHECK_INT(primc_sgemm_force_isa(PRIMC_ISA_SCALAR), 0);
+  CHECK_INT(primc_sgemm_isa(), PRIMC_ISA_SCALAR);
+  CHECK_INT(primc_sgemm_force_isa(7), -1);
+  CHECK_INT(primc_sgemm_force_isa(PRIMC_ISA_AUTO), 0);
+  CHECK(primc_sgemm_isa() >= PRIMC_ISA_SCALAR);
+  CHECK_STR(primc_sgemm_isa_name(PRIMC_ISA_SCALAR), "scalar");
+}
+
+PC_TEST(gemm_small_shapes_all_isas) {
+  static const int64_t shapes[][3] = {{1, 1, 1},   {17, 33, 65}, {1, 100, 37}, {100, 1, 37}, {5, 7, 1},
+                                      {14, 32, 8}, {15, 33, 9},  {29, 17, 31}, {3, 64, 64}, {64, 3, 70}};
+  int is[4], n = isas(is);
+  CHECK(n >= 1);
+  for (int i = 0; i < n; i++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      for (int tr = 0; tr < 4; tr++) {
+        gcase t = {tr & 1, tr >> 1, shapes[s][0], shapes[s][1], shapes[s][2], (int64_t)(s % 3), 1.0f, 0.0f};
+        if (!check_gemm(&t, is[i])) return;
+      }
+}
+
+PC_TEST(gemm_alpha_beta) {
+  static const float ab[][2] = {{1, 1}, {0.5f, -2}, {-1.5f, 0}, {0, 0.75f}, {2, 1}};
+  int is[4], n = isas(is);
+  for (int i = 0; i < n; i++)
+    for (size_t a = 0; a < sizeof ab / sizeof ab[0]; a++)
+      for (int tr = 0; tr < 4; tr++) {
+        gcase t = {tr & 1, tr >> 1, 23, 41, 19, 3, ab[a][0], ab[a][1]};
+        if (!check_gemm(&t, is[i])) return;
+      }
+}
+
+/* K and N beyond one block, M beyond the in-place B threshold, several items for the pool */
+PC_TEST(gemm_large_shapes_all_isas) {
+  static const int64_t shapes[][3] = {{90, 600, 300}, {200, 70, 520}, {16, 1100, 40}, {7, 50, 1000}, {130, 129, 257}};
+  int is[4], n = isas(is);
+  for (int i = 0; i < n; i++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      for (int tr = 0; tr < 4; tr += (s == 0 ? 1 : 3)) {
+        gcase t = {tr & 1, tr >> 1, shapes[s][0], shapes[s][1], shapes[s][2], 5, 1.0f, tr == 3 ? 0.5f : 0.0f};
+        if (!check_gemm(&t, is[i])) return;
+      }
+}
+
+PC_TEST(gemm_empty_and_k0) {
+  float C[6] = {1, 2, 3, 4, 5, 6}, A[1] = {0}, B[1] = {0};
+  CHECK_INT(primc_sgemm(0, 0, 0, 3, 4, 1.0f, A, 4, B, 3, 0.0f, C, 3), PRIMC_OK);
+  CHECK(C[0] == 1);
+  CHECK_INT(primc_sgemm(0, 0, 2, 3, 0, 1.0f, A, 1, B, 3, 2.0f, C, 3), PRIMC_OK);
+  CHECK(C[0] == 2 && C[5] == 12);
+  CHECK_INT(primc_sgemm(0, 0, 2, 3, 0, 1.0f, A, 1, B, 3, 0.0f, C, 3), PRIMC_OK);
+  CHECK(C[0] == 0 && C[5] == 0);
+}
+
+typedef struct epi_count {
+  int *hits;
+  int64_t N;
+} epi_count;
+
+static void count_epi(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
+  epi_count *e = ctx;
+  for (int64_t m = 0; m < mb; m++)
+    for (int64_t n = 0; n < nb; n++) {
+      __atomic_fetch_add(&e->hits[(m0 + m) * e->N + n0 + n], 1, __ATOMIC_RELAXED);
+      C[m * ldc + n] += 1.0f;
+    }
+}
+
+/* the epilogue sees every element once, after its sum is complete */
+PC_TEST(gemm_epilogue_covers_once) {
+  int64_t M = 61, N = 700, K = 300;
+  float *A = rand_buf(M * K), *B = rand_buf(K * N), *C = rand_buf(M * N), *R = rand_buf(M * N);
+  int *hits = calloc((size_t)(M * N), sizeof(int));
+  epi_count e = {hits, N};
+  CHECK_INT(primc_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, R, N), PRIMC_OK);
+  CHECK_INT(primc_sgemm_epi(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, count_epi, &e), PRIMC_OK);
+  int ok = 1;
+  for (int64_t i = 0; i < M * N && ok; i++) ok = CHECK(hits[i] == 1 && C[i] == R[i] + 1.0f);
+  free(A), free(B), free(C), free(R), free(hits);
+}
+
+PC_TEST(gemm_prepacked_b) {
+  int is[4], n = isas(is);
+  for (int i = 0; i < n; i++)
+    for (int tb = 0; tb < 2; tb++) {
+      primc_sgemm_force_isa(is[i]);
+      int64_t M = 37, N = 545, K = 270;
+      float *A = rand_buf(M * K), *B = rand_buf(K * N), *C = rand_buf(M * N), *R = rand_buf(M * N);
+      size_t sz = primc_sgemm_packed_b_size(N, K);
+      void *pk = aligned_alloc(64, (sz + 63) / 64 * 64);
+      CHECK_INT(primc_sgemm_pack_b(tb, N, K, B, tb ? K : N, pk), PRIMC_OK);
+      CHECK_INT(primc_sgemm(0, tb, M, N, K, 1.0f, A, K, B, tb ? K : N, 0.0f, R, N), PRIMC_OK);
+      CHECK_INT(primc_sgemm_prepacked(0, M, N, K, 1.0f, A, K, pk, 0.0f, C, N, NULL, NULL), PRIMC_OK);
+      CHECK(memcmp(C, R, sizeof(float) * (size_t)(M * N)) == 0); /* same kernels, same order: bitwise equal */
+      CHECK_INT(primc_sgemm_prepacked(0, M, N + 1, K, 1.0f, A, K, pk, 0.0f, C, N + 1, NULL, NULL), PRIMC_ERR_ARG);
+      primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+      free(A), free(B), free(C), free(R), free(pk);
+    }
+}
+
+/* ---------------------------------------------------------------- conv */
+
+static void conv_ref(const primc_conv2d *p, const float *x, const float *w, const float *bias, double *y) {
+  int64_t oh, ow;
+  primc_conv2d_out_hw(p, &oh, &ow);
+  int64_t cg = p->c / p->groups, og = p->o / p->groups;
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t o = 0; o < p->o; o++)
+      for (int64_t yy = 0; yy < oh; yy++)
+        for (int64_t xx = 0; xx < ow; xx++) {
+          double acc = bias ? bias[o] : 0;
+          int64_t g = o / og;
+          for (int64_t c = 0; c < cg; c++)
+            for (int64_t i = 0; i < p->kh; i++)
+              for (int64_t j = 0; j < p->kw; j++) {
+                int64_t ih = yy * p->stride_h - p->pad_t + i * p->dil_h, iw = xx * p->stride_w - p->pad_l + j * p->dil_w;
+                if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w) continue;
+                acc += (double)x[((n * p->c + g * cg + c) * p->h + ih) * p->w + iw] *
+                       w[((o * cg + c) * p->kh + i) * p->kw + j];
+              }
+          if (p->relu && acc < 0) acc = 0;
+          y[((n * p->o + o) * oh + yy) * ow + xx] = acc;
+        }
+}
+
+static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
+  int64_t oh, ow;
+  if (!CHECK(primc_conv2d_out_hw(p, &oh, &ow))) return 0;
+  int64_t nx = p->n * p->c * p->h * p->w, nw = p->o * (p->c / p->groups) * p->kh * p->kw, ny = p->n * p->o * oh * ow;
+  float *x = rand_buf(nx), *w = rand_buf(nw), *b = rand_buf(p->o), *y = rand_buf(ny);
+  double *r = malloc(sizeof(double) * (size_t)ny);
+  conv_ref(p, x, w, with_bias ? b : NULL, r);
+  primc_sgemm_force_isa(isa);
+  int st = primc_conv2d_f32(p, x, w, with_bias ? b : NULL, y);
+  primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+  int ok = CHECK_INT(st, PRIMC_OK);
+  double tol = 4.0 * (double)((p->c / p->groups) * p->kh * p->kw + 2) * FLT_EPSILON;
+  for (int64_t i = 0; i < ny && ok; i++)
+    ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "%s conv c=%lld o=%lld k=%lldx%lld s=%lld d=%lld g=%lld: y[%lld]=%g, want %g",
+                   primc_sgemm_isa_name(isa), (long long)p->c, (long long)p->o, (long long)p->kh, (long long)p->kw,
+                   (long long)p->stride_h, (long long)p->dil_h, (long long)p->groups, (long long)i, y[i], r[i]);
+  free(x), free(w), free(b), free(y), free(r);
+  return ok;
+}
+
+PC_TEST(gemm_conv2d_all_isas) {
+  static const primc_conv2d cases[] = {
+      /* n c h w   o kh kw  groups sh sw dh dw  pt pl pb pr  relu */
+      {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},      /* 3x3 same */
+      {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1},      /* stride 2, relu */
+      {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0},     /* dilation, uneven pads */
+      {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0},       /* groups */
+      {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     /* 1x1: plain GEMM */
+      {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* 1x1 grouped */
+      {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0},       /* 1x1 stride 2: generated B */
+      {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 1},  /* depthwise */
+      {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0},     /* depthwise stride, dilation */
+      {1, 4, 20, 40, 5, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0},     /* 7x7 stride 2, like a stem */
+      {1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},       /* valid */
+      {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* K = 360: two K blocks, N = 667 */
+  };
+  int is[4], n = isas(is);
+  for (int i = 0; i < n; i++)
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+      if (!check_conv(&cases[c], is[i], (int)(c % 2 == 0))) return;
+}
+
+PC_TEST(gemm_conv2d_rejects_bad_params) {
+  primc_conv2d p = {1, 6, 8, 8, 9, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0}; /* 6 channels, 4 groups */
+  float x[1] = {0}, w[1] = {0}, y[1] = {0};
+  CHECK_INT(primc_conv2d_f32(&p, x, w, NULL, y), PRIMC_ERR_ARG);
+  primc_conv2d q = {1, 2, 2, 2, 2, 5, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0}; /* kernel larger than input */
+  CHECK_INT(primc_conv2d_f32(&q, x, w, NULL, y), PRIMC_ERR_ARG);
+}

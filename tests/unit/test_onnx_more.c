@@ -1,0 +1,245 @@
+/* tests/unit/test_onnx_more.c: Attention, losses, quantization, CumProd and compile-time input specialization of the ONNX importer. */
+#include "frontend/frontend.h"
+#include "frontend/onnx_internal.h"
+#include "ir/ir.h"
+#include "tests/test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- one-node models built in memory */
+
+enum { TM_IO = 8, TM_ATTRS = 8, TM_RANK = 4 };
+
+typedef struct tm_io {
+  const char *name;
+  int elem; /* ONNX TensorProto.DataType */
+  int rank;
+  int64_t dims[TM_RANK];
+} tm_io;
+
+typedef struct tm_attr {
+  const char *name;
+  char kind; /* 'i' int, 'f' float, 's' string */
+  int64_t i;
+  float f;
+  const char *s;
+} tm_attr;
+
+/* the protobuf messages of one model, all in one place */
+typedef struct tm_model {
+  Onnx__ModelProto model;
+  Onnx__GraphProto graph;
+  Onnx__NodeProto node;
+  Onnx__OperatorSetIdProto opset, *opsets[1];
+  Onnx__ValueInfoProto vi[2 * TM_IO], *ins[TM_IO], *outs[TM_IO];
+  Onnx__TypeProto type[2 * TM_IO];
+  Onnx__TypeProto__Tensor tensor[2 * TM_IO];
+  Onnx__TensorShapeProto shape[2 * TM_IO];
+  Onnx__TensorShapeProto__Dimension dim[2 * TM_IO][TM_RANK], *dimp[2 * TM_IO][TM_RANK];
+  Onnx__AttributeProto attr[TM_ATTRS], *attrp[TM_ATTRS];
+  char *in_names[TM_IO], *out_names[TM_IO];
+} tm_model;
+
+static void tm_value(tm_model *m, int k, const tm_io *io) {
+  Onnx__ValueInfoProto vi = ONNX__VALUE_INFO_PROTO__INIT;
+  Onnx__TypeProto ty = ONNX__TYPE_PROTO__INIT;
+  Onnx__TypeProto__Tensor te = ONNX__TYPE_PROTO__TENSOR__INIT;
+  Onnx__TensorShapeProto sh = ONNX__TENSOR_SHAPE_PROTO__INIT;
+  m->vi[k] = vi, m->type[k] = ty, m->tensor[k] = te, m->shape[k] = sh;
+  for (int d = 0; d < io->rank; d++) {
+    Onnx__TensorShapeProto__Dimension dm = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    dm.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    dm.dim_value = io->dims[d];
+    m->dim[k][d] = dm;
+    m->dimp[k][d] = &m->dim[k][d];
+  }
+  m->shape[k].n_dim = (size_t)io->rank, m->shape[k].dim = m->dimp[k];
+  m->tensor[k].has_elem_type = 1, m->tensor[k].elem_type = io->elem, m->tensor[k].shape = &m->shape[k];
+  m->type[k].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, m->type[k].tensor_type = &m->tensor[k];
+  m->vi[k].name = (char *)io->name, m->vi[k].type = &m->type[k];
+}
+
+static void tm_attribute(tm_model *m, int k, const tm_attr *a) {
+  Onnx__AttributeProto at = ONNX__ATTRIBUTE_PROTO__INIT;
+  at.name = (char *)a->name, at.has_type = 1;
+  if (a->kind == 'i') at.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, at.has_i = 1, at.i = a->i;
+  else if (a->kind == 'f') at.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, at.has_f = 1, at.f = a->f;
+  else at.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, at.has_s = 1, at.s.data = (uint8_t *)a->s, at.s.len = strlen(a->s);
+  m->attr[k] = at;
+  m->attrp[k] = &m->attr[k];
+}
+
+/* a model of one node `op` named "n1" reading every input and writing every output; malloc'ed bytes */
+static unsigned char *tm_pack(const char *op, int opset, const tm_io *in, int n_in, const tm_io *out, int n_out,
+                              const tm_attr *attrs, int n_attrs, size_t *len) {
+  tm_model *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
+  Onnx__GraphProto gp = ONNX__GRAPH_PROTO__INIT;
+  Onnx__NodeProto np = ONNX__NODE_PROTO__INIT;
+  Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+  m->model = mp, m->graph = gp, m->node = np, m->opset = os;
+  for (int i = 0; i < n_in; i++) tm_value(m, i, &in[i]), m->ins[i] = &m->vi[i], m->in_names[i] = (char *)in[i].name;
+  for (int i = 0; i < n_out; i++)
+    tm_value(m, TM_IO + i, &out[i]), m->outs[i] = &m->vi[TM_IO + i], m->out_names[i] = (char *)out[i].name;
+  for (int i = 0; i < n_attrs; i++) tm_attribute(m, i, &attrs[i]);
+  m->node.op_type = (char *)op, m->node.name = "n1";
+  m->node.n_input = (size_t)n_in, m->node.input = m->in_names;
+  m->node.n_output = (size_t)n_out, m->node.output = m->out_names;
+  m->node.n_attribute = (size_t)n_attrs, m->node.attribute = m->attrp;
+  Onnx__NodeProto *nodes[1] = {&m->node};
+  m->graph.name = "g", m->graph.n_node = 1, m->graph.node = nodes;
+  m->graph.n_input = (size_t)n_in, m->graph.input = m->ins;
+  m->graph.n_output = (size_t)n_out, m->graph.output = m->outs;
+  m->opset.has_version = 1, m->opset.version = opset, m->opsets[0] = &m->opset;
+  m->model.has_ir_version = 1, m->model.ir_version = 9, m->model.graph = &m->graph;
+  m->model.n_opset_import = 1, m->model.opset_import = m->opsets;
+  *len = onnx__model_proto__get_packed_size(&m->model);
+  unsigned char *buf = malloc(*len ? *len : 1);
+  if (buf) onnx__model_proto__pack(&m->model, buf);
+  free(m);
+  return buf;
+}
+
+static pc_graph *tm_load(const char *op, int opset, const tm_io *in, int n_in, const tm_io *out, int n_out,
+                         const tm_attr *attrs, int n_attrs, const pc_import_opts *o) {
+  size_t len;
+  unsigned char *buf = tm_pack(op, opset, in, n_in, out, n_out, attrs, n_attrs, &len);
+  pc_graph *g = buf ? pc_onnx_load_buffer(buf, len, NULL, o) : NULL;
+  free(buf);
+  return g;
+}
+
+static pc_tensor tensor(pc_dtype dt, int rank, const int64_t *dims, void *data) {
+  pc_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dt, t.rank = rank, t.data = data;
+  for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+  return t;
+}
+
+/* runs g on ins and compares its one output (as doubles) with want */
+static void run_expect(pc_graph *g, pc_tensor *ins, int n_in, const double *want, int64_t n, double rtol) {
+  if (!CHECK_MSG(g && g->status == PC_OK, "import: %s", g ? pc_error(g) : "out of memory")) return;
+  pc_tensor out;
+  memset(&out, 0, sizeof out);
+  if (!CHECK_MSG(pc_interp(g, ins, n_in, &out, 1) == PC_OK, "interp: %s", pc_error(g))) return;
+  if (CHECK(pc_tensor_numel(&out) == n)) {
+    for (int64_t k = 0; k < n; k++) {
+      double got = out.dtype == PC_f32 ? ((float *)out.data)[k] : out.dtype == PC_f64 ? ((double *)out.data)[k]
+                 : out.dtype == PC_i8 ? ((int8_t *)out.data)[k] : (double)((int64_t *)out.data)[k];
+      CHECK_MSG(fabs(got - want[k]) <= 1e-6 + rtol * fabs(want[k]), "element %lld: %.9g, expected %.9g", (long long)k, got, want[k]);
+    }
+  }
+  pc_tensor_free(&out);
+}
+
+/* ---------------------------------------------------------------- Attention */
+
+/* expected values: onnx.reference.ReferenceEvaluator on the same model (onnx 1.23) */
+PC_TEST(onnx_more_attention_causal) {
+  tm_io in[3] = {{"Q", 1, 4, {1, 1, 3, 2}}, {"K", 1, 4, {1, 1, 3, 2}}, {"V", 1, 4, {1, 1, 3, 2}}}, out[1] = {{"Y", 1, 4, {1, 1, 3, 2}}};
+  tm_attr a[1] = {{"is_causal", 'i', 1, 0, NULL}};
+  pc_graph *g = tm_load("Attention", 23, in, 3, out, 1, a, 1, NULL);
+  float q[6] = {0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f}, k[6] = {0.7f, 0.1f, -0.3f, 0.2f, 0.5f, -0.6f}, v[6] = {1, 2, 3, 4, 5, 6};
+  int64_t d[4] = {1, 1, 3, 2};
+  pc_tensor ins[3] = {tensor(PC_f32, 4, d, q), tensor(PC_f32, 4, d, k), tensor(PC_f32, 4, d, v)};
+  const double want[6] = {1, 2, 1.9083343, 2.9083343, 2.8766496, 3.8766496};
+  run_expect(g, ins, 3, want, 6, 1e-5);
+  pc_graph_free(g);
+}
+
+PC_TEST(onnx_more_attention_3d_needs_heads) {
+  tm_io in[3] = {{"Q", 1, 3, {1, 3, 4}}, {"K", 1, 3, {1, 3, 4}}, {"V", 1, 3, {1, 3, 4}}}, out[1] = {{"Y", 1, 3, {1, 3, 4}}};
+  pc_graph *g = tm_load("Attention", 23, in, 3, out, 1, NULL, 0, NULL);
+  CHECK(g && g->status == PC_ERR_ATTR);
+  if (g) CHECK_CONTAINS(pc_error(g), "Attention \"n1\": 3-D inputs need q_num_heads");
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- losses, quantization, scans */
+
+/* expected: onnx reference, -log(0.5) (the second target is ignored) */
+PC_TEST(onnx_more_nll_ignore_index) {
+  tm_io in[2] = {{"x", 1, 2, {2, 3}}, {"t", 7, 1, {2}}}, out[1] = {{"l", 1, 0, {0}}};
+  tm_attr a[1] = {{"ignore_index", 'i', 1, 0, NULL}};
+  pc_graph *g = tm_load("NegativeLogLikelihoodLoss", 22, in, 2, out, 1, a, 1, NULL);
+  float x[6] = {-1.60943794f, -1.20397282f, -0.693147182f, -2.30258512f, -0.510825574f, -1.20397282f};
+  int64_t t[2] = {2, 1}, dx[2] = {2, 3}, dt[1] = {2};
+  pc_tensor ins[2] = {tensor(PC_f32, 2, dx, x), tensor(PC_i64, 1, dt, t)};
+  const double want[1] = {0.69314718};
+  run_expect(g, ins, 2, want, 1, 1e-6);
+  pc_graph_free(g);
+}
+
+/* expected: numpy.rint (half to even), saturated to int8 */
+PC_TEST(onnx_more_quantize_half_even) {
+  tm_io in[3] = {{"x", 1, 1, {7}}, {"s", 1, 0, {0}}, {"z", 3, 0, {0}}}, out[1] = {{"y", 3, 1, {7}}};
+  pc_graph *g = tm_load("QuantizeLinear", 21, in, 3, out, 1, NULL, 0, NULL);
+  float x[7] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 300, -300}, s = 1;
+  int8_t z = 0;
+  int64_t d[1] = {7};
+  pc_tensor ins[3] = {tensor(PC_f32, 1, d, x), tensor(PC_f32, 0, NULL, &s), tensor(PC_i8, 0, NULL, &z)};
+  const double want[7] = {0, 2, 2, 0, -2, 127, -128};
+  run_expect(g, ins, 3, want, 7, 0);
+  pc_graph_free(g);
+}
+
+/* expected: numpy, np.cumprod([4, 3, 2, 1])[::-1] shifted by one (reverse, exclusive) */
+PC_TEST(onnx_more_cumprod_reverse_exclusive) {
+  tm_io in[2] = {{"x", 11, 1, {4}}, {"axis", 6, 0, {0}}}, out[1] = {{"y", 11, 1, {4}}};
+  tm_attr a[2] = {{"exclusive", 'i', 1, 0, NULL}, {"reverse", 'i', 1, 0, NULL}};
+  int32_t axis = 0;
+  pc_const_input ci = {"axis", tensor(PC_i32, 0, NULL, &axis)};
+  pc_import_opts o = {NULL, 0, NULL, &ci, 1};
+  pc_graph *g = tm_load("CumProd", 26, in, 2, out, 1, a, 2, &o);
+  double x[4] = {1, 2, 3, 4};
+  int64_t d[1] = {4};
+  pc_tensor ins[1] = {tensor(PC_f64, 1, d, x)};
+  const double want[4] = {24, 12, 4, 1};
+  run_expect(g, ins, 1, want, 4, 0);
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- compile-time inputs */
+
+static const tm_io rs_in[2] = {{"data", 1, 2, {2, 3}}, {"axes", 7, 1, {1}}}, rs_out[1] = {{"y", 1, 1, {2}}};
+
+PC_TEST(onnx_more_const_input_needed) {
+  pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, NULL);
+  CHECK(g && g->status == PC_ERR_UNSUPPORTED);
+  if (g) CHECK_CONTAINS(pc_error(g), "ReduceSum \"n1\": input 1 ('axes') must be a compile-time constant");
+  pc_graph_free(g);
+}
+
+PC_TEST(onnx_more_const_input_specialized) {
+  int64_t axes = 1, one = 1;
+  pc_const_input ci = {"axes", tensor(PC_i64, 1, &one, &axes)};
+  pc_import_opts o = {NULL, 0, NULL, &ci, 1};
+  pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
+  CHECK(g && g->n_inputs == 1); /* the specialized input is gone */
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  int64_t d[2] = {2, 3};
+  pc_tensor ins[1] = {tensor(PC_f32, 2, d, x)};
+  const double want[2] = {6, 15};
+  run_expect(g, ins, 1, want, 2, 0);
+  pc_graph_free(g);
+}
+
+PC_TEST(onnx_more_const_input_mismatch) {
+  int32_t axes32 = 1;
+  int64_t axes = 1, one = 1, two = 2, pair[2] = {0, 1};
+  pc_const_input bad[3] = {{"axes", tensor(PC_i32, 1, &one, &axes32)}, {"axes", tensor(PC_i64, 1, &two, pair)},
+                           {"nope", tensor(PC_i64, 1, &one, &axes)}};
+  const pc_status want[3] = {PC_ERR_TYPE, PC_ERR_SHAPE, PC_ERR_ATTR};
+  const char *needle[3] = {"input 'axes'", "input 'axes'", "constant input 'nope'"};
+  for (int i = 0; i < 3; i++) {
+    pc_import_opts o = {NULL, 0, NULL, &bad[i], 1};
+    pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
+    CHECK_MSG(g && g->status == want[i], "case %d: %s", i, g ? pc_error(g) : "out of memory");
+    if (g) CHECK_CONTAINS(pc_error(g), needle[i]);
+    pc_graph_free(g);
+  }
+}

@@ -1,0 +1,138 @@
+/* tools/conformance_compiled.c: `primc conformance --compiled`: a node test's model through passes, LLVM and a dlopened library. */
+#include "tools/conformance_compiled.h"
+
+#include "codegen/codegen.h"
+#include "passes/passes.h"
+#include "runtime/primc_rt.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CC_MAX_DIMS 64
+
+int pc_conf_compiled_flag(const char *a, pc_conf_compiled *m) {
+  if (!strcmp(a, "--compiled")) return m->on = 1;
+  if (!strcmp(a, "--unfused")) return m->unfused = 1;
+  if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) return m->opt_level = a[2] - '0', 1;
+  return 0;
+}
+
+/* fixes every symbolic dim of g's inputs to the size the data set gives it: compiled code has static shapes */
+static int bind_dims(const pc_graph *g, const pc_tensor *ins, pc_dim_binding *dims) {
+  int n = 0;
+  for (int i = 0; i < g->n_inputs; i++) {
+    const pc_type *t = &g->inputs[i]->type;
+    for (int d = 0; d < t->rank; d++) {
+      if (!PC_DIM_IS_SYM(t->dims[d]) || PC_DIM_SYM_ID(t->dims[d]) >= g->n_syms) continue;
+      const char *name = g->syms[PC_DIM_SYM_ID(t->dims[d])].name;
+      int seen = 0;
+      for (int k = 0; k < n && !seen; k++) seen = !strcmp(dims[k].name, name);
+      if (!seen && n < CC_MAX_DIMS) dims[n++] = (pc_dim_binding){name, ins[i].dims[d], ins[i].dims[d]};
+    }
+  }
+  return n;
+}
+
+static int all_static(const pc_graph *g) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!pc_type_is_static(&g->inputs[i]->type)) return 0;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (!pc_type_is_static(&g->outputs[i]->type)) return 0;
+  return 1;
+}
+
+/* the model, imported again for this data set and taken through the pipeline; NULL with err set */
+static pc_graph *prepare(const pc_conf_compiled *m, const pc_graph *g, const char *ds, const pc_import_opts *o,
+                         const pc_tensor *ins, pc_status *st, char *err, size_t errlen) {
+  char model[4096 + 16];
+  const char *slash = strrchr(ds, '/');
+  snprintf(model, sizeof model, "%.*s/model.onnx", slash ? (int)(slash - ds) : 1, slash ? ds : ".");
+  pc_dim_binding dims[CC_MAX_DIMS];
+  pc_import_opts io = {dims, bind_dims(g, ins, dims), NULL, o ? o->consts : NULL, o ? o->n_consts : 0};
+  pc_graph *c = pc_onnx_load(model, &io);
+  if (!c) return *st = PC_ERR_NOMEM, snprintf(err, errlen, "out of memory"), NULL;
+  pc_pipeline_opts po = {.opt_level = m->opt_level, .unfused = m->unfused};
+  const char *step = "import";
+  if (c->status == PC_OK) step = "passes", pc_pipeline_run(c, &po);
+  if (c->status == PC_OK && !all_static(c)) pc_fail(c, PC_ERR_UNSUPPORTED, "symbolic dims remain after import");
+  if (c->status == PC_OK) return c;
+  *st = c->status;
+  snprintf(err, errlen, "%s: %s", step, pc_error(c));
+  pc_graph_free(c);
+  return NULL;
+}
+
+/* outs[i]: zeroed buffers of the compiled graph's output types */
+static int alloc_outputs(const pc_graph *c, pc_tensor *outs, void **ptrs) {
+  for (int i = 0; i < c->n_outputs; i++) {
+    const pc_type *t = &c->outputs[i]->type;
+    outs[i] = (pc_tensor){t->dtype, t->rank, {0}, NULL};
+    memcpy(outs[i].dims, t->dims, sizeof outs[i].dims);
+    outs[i].data = calloc(pc_tensor_nbytes(&outs[i]) + 64, 1);
+    if (!(ptrs[i] = outs[i].data)) return 0;
+  }
+  return 1;
+}
+
+static int inputs_match(const primc_model_desc *d, const pc_tensor *ins, char *err, size_t errlen) {
+  for (int i = 0; i < d->n_inputs; i++) {
+    int ok = d->inputs[i].dtype == (int)ins[i].dtype && d->inputs[i].rank == ins[i].rank;
+    for (int k = 0; ok && k < ins[i].rank; k++) ok = d->inputs[i].dims[k] == ins[i].dims[k];
+    if (!ok) return snprintf(err, errlen, "input %d does not match the compiled signature", i), 0;
+  }
+  return 1;
+}
+
+/* loads the library (never unloaded: its thread pool may still be parked in it) and runs it once */
+static pc_status run_library(const char *so, const pc_graph *c, const pc_tensor *ins, pc_tensor *outs, char *err,
+                             size_t errlen) {
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return snprintf(err, errlen, "dlopen: %s", dlerror()), PC_ERR_IO;
+  const primc_model_desc *d = dlsym(h, "m_model");
+  if (!d || d->n_inputs != c->n_inputs || d->n_outputs != c->n_outputs)
+    return snprintf(err, errlen, "m_model missing or with the wrong number of inputs/outputs"), PC_ERR_INTERNAL;
+  if (!inputs_match(d, ins, err, errlen)) return PC_ERR_SHAPE;
+  const void *in[64];
+  void *out[64];
+  static const int64_t dummy[8]; /* a non-NULL pointer for empty inputs */
+  if (c->n_inputs > 64 || c->n_outputs > 64) return snprintf(err, errlen, "too many inputs/outputs"), PC_ERR_RANGE;
+  for (int i = 0; i < c->n_inputs; i++) in[i] = ins[i].data ? ins[i].data : dummy;
+  if (!alloc_outputs(c, outs, out)) return snprintf(err, errlen, "out of memory"), PC_ERR_NOMEM;
+  void *ws = aligned_alloc(64, (size_t)(d->workspace_size + 127) / 64 * 64);
+  if (!ws) return snprintf(err, errlen, "out of memory for the workspace"), PC_ERR_NOMEM;
+  int rc = d->run(in, out, ws);
+  free(ws);
+  if (rc != PRIMC_OK) return snprintf(err, errlen, "m_run returned %d", rc), PC_ERR_RANGE;
+  return PC_OK;
+}
+
+pc_status pc_conf_compiled_run(const pc_conf_compiled *m, const pc_graph *g, const char *ds, const pc_import_opts *o,
+                               const pc_tensor *ins, pc_tensor *outs, char *err, size_t errlen) {
+  pc_status st = PC_OK;
+  pc_graph *c = prepare(m, g, ds, o, ins, &st, err, errlen);
+  if (!c) return st;
+  const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char dir[1024], so[1100], hdr[1100];
+  snprintf(dir, sizeof dir, "%s/primc-conf-XXXXXX", tmp);
+  if (!mkdtemp(dir)) {
+    pc_graph_free(c);
+    return snprintf(err, errlen, "cannot create a folder in %s", tmp), PC_ERR_IO;
+  }
+  snprintf(so, sizeof so, "%s/m.so", dir);
+  snprintf(hdr, sizeof hdr, "%s/m.h", dir);
+  pc_codegen_opts co = {.emit = PC_EMIT_LIB, .output = so, .name = "m", .opt_level = m->opt_level};
+  if (pc_codegen(c, &co) != PC_OK) {
+    st = c->status;
+    snprintf(err, errlen, "codegen: %s", pc_error(c));
+  } else {
+    st = run_library(so, c, ins, outs, err, errlen);
+  }
+  unlink(so);
+  unlink(hdr);
+  rmdir(dir);
+  pc_graph_free(c);
+  return st;
+}
