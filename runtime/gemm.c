@@ -105,6 +105,9 @@ static int always(void) { return 1; }
 #define AVX512 __attribute__((target("avx512f,avx512vl,fma")))
 #define X5_MR 14
 #define X5_NR 32
+#ifndef X5_DIRECT /* read B in place up to this M (tuning knob like KC_MAX) */
+#define X5_DIRECT (2 * X5_MR)
+#endif
 
 /* V vectors of 16 across, R rows; FULL: every lane of the last vector is inside nr. UNIT: a(r, k) at
  * a[r + k * aks] (A^T or packed); else rows are ars apart and read through one pointer per three rows,
@@ -327,7 +330,7 @@ static int has_avx2(void) {
 static const isa_row isa_table[] = {
     [PRIMC_ISA_SCALAR] = {"scalar", SC_MR, SC_NR, KC_MAX, NC_MAX, SC_MR, ukr_scalar, dot_scalar, NULL, always},
     [PRIMC_ISA_AVX2] = {"avx2", X2_MR, X2_NR, KC_MAX, NC_MAX, 4 * X2_MR, ukr_avx2, dot_avx2, NULL, has_avx2},
-    [PRIMC_ISA_AVX512] = {"avx512", X5_MR, X5_NR, KC_MAX, NC_MAX, 2 * X5_MR, ukr_avx512, dot_avx512,
+    [PRIMC_ISA_AVX512] = {"avx512", X5_MR, X5_NR, KC_MAX, NC_MAX, X5_DIRECT, ukr_avx512, dot_avx512,
                           trans16_avx512, has_avx512},
 };
 #define N_ISA ((int)(sizeof isa_table / sizeof isa_table[0]))
@@ -597,9 +600,18 @@ static int run_dot(job *j) {
   return PRIMC_OK;
 }
 
+/* leading dimensions cover the rows they step over; pointers are there when something is read */
+static int args_ok(int trans_a, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, float *C, int64_t ldc) {
+  if (M < 0 || N < 0 || K < 0) return 0;
+  if (M == 0 || N == 0) return 1;
+  return C && ldc >= N && (K == 0 || (A && lda >= (trans_a ? M : K)));
+}
+
 int primc_sgemm_epi(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, primc_epilogue epi,
                     void *epi_ctx) {
+  if (!args_ok(trans_a, M, N, K, A, lda, C, ldc) || (M && N && K && (!B || ldb < (trans_b ? K : N))))
+    return PRIMC_ERR_ARG;
   job j = job_make(trans_a, M, N, K, alpha, A, lda, beta, C, ldc, epi, epi_ctx);
   j.bs = (bsrc){.b = B, .ldb = ldb, .trans = trans_b};
   j.direct = !trans_b && M <= j.isa->direct_max;
@@ -615,6 +627,7 @@ int primc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float
 int primc_sgemm_gen_b(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                       primc_brow_fn brow, void *brow_ctx, float beta, float *C, int64_t ldc, primc_epilogue epi,
                       void *epi_ctx) {
+  if (!args_ok(trans_a, M, N, K, A, lda, C, ldc) || !brow) return PRIMC_ERR_ARG;
   job j = job_make(trans_a, M, N, K, alpha, A, lda, beta, C, ldc, epi, epi_ctx);
   j.bs = (bsrc){.row = brow, .row_ctx = brow_ctx};
   return run_job(&j);
@@ -639,7 +652,8 @@ size_t primc_sgemm_packed_b_size(int64_t N, int64_t K) {
 
 /* for each K block at k0: panels of the whole width, panel p at [k0 * n_panels * NR + p * kc * NR] */
 int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed) {
-  if (!packed || ((uintptr_t)packed & 63) || N < 0 || K < 0) return PRIMC_ERR_ARG;
+  if (!packed || ((uintptr_t)packed & 63) || N < 0 || K < 0 || (N && K && (!B || ldb < (trans_b ? K : N))))
+    return PRIMC_ERR_ARG;
   int isa_id = primc_sgemm_isa();
   const isa_row *isa = &isa_table[isa_id];
   packed_hdr h = {.magic = PACKED_MAGIC, .isa = isa_id, .nr = isa->nr, .kc = isa->kc, .n = N, .k = K};
@@ -661,7 +675,7 @@ int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float al
                           const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi,
                           void *epi_ctx) {
   packed_hdr h;
-  if (!packed_b) return PRIMC_ERR_ARG;
+  if (!packed_b || !args_ok(trans_a, M, N, K, A, lda, C, ldc)) return PRIMC_ERR_ARG;
   memcpy(&h, packed_b, sizeof h);
   job j = job_make(trans_a, M, N, K, alpha, A, lda, beta, C, ldc, epi, epi_ctx);
   if (h.magic != PACKED_MAGIC || h.isa != primc_sgemm_isa() || h.n != N || h.k != K) return PRIMC_ERR_ARG;

@@ -138,17 +138,31 @@ static void count_epi(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, 
     }
 }
 
-/* the epilogue sees every element once, after its sum is complete */
+/* the epilogue sees every element once, after its sum is complete (packed, in-place and dot paths) */
 PC_TEST(gemm_epilogue_covers_once) {
-  int64_t M = 61, N = 700, K = 300;
-  float *A = rand_buf(M * K), *B = rand_buf(K * N), *C = rand_buf(M * N), *R = rand_buf(M * N);
-  int *hits = calloc((size_t)(M * N), sizeof(int));
-  epi_count e = {hits, N};
-  CHECK_INT(primc_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, R, N), PRIMC_OK);
-  CHECK_INT(primc_sgemm_epi(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, count_epi, &e), PRIMC_OK);
-  int ok = 1;
-  for (int64_t i = 0; i < M * N && ok; i++) ok = CHECK(hits[i] == 1 && C[i] == R[i] + 1.0f);
-  free(A), free(B), free(C), free(R), free(hits);
+  static const int64_t cfg[][3] = {{61, 700, 0}, {20, 300, 0}, {3, 900, 1}, {40, 530, 1}};
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    int64_t M = cfg[c][0], N = cfg[c][1], K = 300;
+    int tb = (int)cfg[c][2];
+    float *A = rand_buf(M * K), *B = rand_buf(K * N), *C = rand_buf(M * N), *R = rand_buf(M * N);
+    int *hits = calloc((size_t)(M * N), sizeof(int));
+    epi_count e = {hits, N};
+    CHECK_INT(primc_sgemm(0, tb, M, N, K, 1.0f, A, K, B, tb ? K : N, 0.0f, R, N), PRIMC_OK);
+    CHECK_INT(primc_sgemm_epi(0, tb, M, N, K, 1.0f, A, K, B, tb ? K : N, 0.0f, C, N, count_epi, &e), PRIMC_OK);
+    int ok = 1;
+    for (int64_t i = 0; i < M * N && ok; i++) ok = CHECK(hits[i] == 1 && C[i] == R[i] + 1.0f);
+    free(A), free(B), free(C), free(R), free(hits);
+  }
+}
+
+PC_TEST(gemm_rejects_bad_args) {
+  float A[12] = {0}, B[12] = {0}, C[12] = {0};
+  CHECK_INT(primc_sgemm(0, 0, 3, 4, 4, 1.0f, A, 3, B, 4, 0.0f, C, 4), PRIMC_ERR_ARG); /* lda < K */
+  CHECK_INT(primc_sgemm(0, 1, 3, 4, 2, 1.0f, A, 2, B, 1, 0.0f, C, 4), PRIMC_ERR_ARG); /* ldb < K for B^T */
+  CHECK_INT(primc_sgemm(0, 0, 3, 4, 2, 1.0f, A, 2, B, 4, 0.0f, C, 3), PRIMC_ERR_ARG); /* ldc < N */
+  CHECK_INT(primc_sgemm(0, 0, 3, 4, 2, 1.0f, A, 2, NULL, 4, 0.0f, C, 4), PRIMC_ERR_ARG);
+  CHECK_INT(primc_sgemm(0, 0, -1, 4, 2, 1.0f, A, 2, B, 4, 0.0f, C, 4), PRIMC_ERR_ARG);
+  CHECK_INT(primc_sgemm(1, 0, 3, 4, 2, 1.0f, A, 3, B, 4, 0.0f, C, 4), PRIMC_OK); /* A^T: lda >= M */
 }
 
 PC_TEST(gemm_prepacked_b) {
