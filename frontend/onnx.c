@@ -12,6 +12,7 @@
 #define OX_MAX_OPSET 28               /* newest default-domain opset we accept (onnx 1.23) */
 #define OX_MAX_NUMEL ((int64_t)1 << 31) /* larger tensors are absurd for this compiler */
 #define OX_FOLD_MAX_NUMEL 65536       /* fold all-constant prims only when small (shape math) */
+#define OX_FOLD_MAX_NULLARY 1024      /* and iota only when tiny */
 #define OX_MAX_FILE ((size_t)1 << 32)
 
 /* ---------------------------------------------------------------- op table */
@@ -408,9 +409,12 @@ static pc_status add_initializer(ox_loader *L, const Onnx__TensorProto *tp) {
 /* Shape computations (Shape -> Gather -> Concat -> Reshape) must end as constants so that the ops
  * reading them can use their values: evaluate small prims whose operands are all constants. */
 static void fold_node(pc_graph *g, pc_node *n) {
-  if (n->op == PC_OP_constant || n->op == PC_OP_random || n->n_out != 1 || n->n_in == 0) return;
+  /* nullary prims other than constant and random (iota) fold too, when as small as shape math
+   * (Range over constants): a large iota is cheaper computed in a fused kernel than loaded */
+  if (n->op == PC_OP_constant || n->op == PC_OP_random || n->n_out != 1) return;
   const pc_type *ot = &n->out[0]->type;
   if (!pc_type_is_static(ot) || pc_type_numel(ot) > OX_FOLD_MAX_NUMEL) return;
+  if (n->n_in == 0 && pc_type_numel(ot) > OX_FOLD_MAX_NULLARY) return;
   pc_tensor in[16], out;
   if (n->n_in > 16) return;
   for (int i = 0; i < n->n_in; i++) {

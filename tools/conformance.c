@@ -19,7 +19,7 @@
 #define CF_ATOL 1e-7
 #define CF_TIMEOUT_S 60
 #define CF_MAX_IO 64
-#define CF_MAX_SPECIALIZE 16 /* elements of an int input the runner may fix at compile time */
+#define CF_MAX_SPECIALIZE 16 /* elements of an input the runner may fix at compile time */
 
 static const char *conf_help =
     "usage: primc conformance [--dir D] [--filter S] [--list-failures] [--expected FILE]\n"
@@ -27,9 +27,9 @@ static const char *conf_help =
     "  runs it with the reference interpreter and compares with the expected outputs\n"
     "  (rtol 1e-3, atol 1e-7, NaN equals NaN, exact for ints and bools).\n"
     "  A model an op of which needs a graph input at compile time (axes, pads...) is retried\n"
-    "  with those inputs fixed to each data set's values when they are int32/int64 of at most\n"
-    "  16 elements; such a pass prints as \"PASS name (specialized: inputs)\" and is counted\n"
-    "  apart in the summary.\n"
+    "  with those inputs fixed to each data set's values when they are int32/int64, float or\n"
+    "  bool of at most 16 elements; such a pass prints as \"PASS name (specialized: inputs)\"\n"
+    "  and is counted apart in the summary.\n"
     "  --dir D            test folder (default: $ONNX_NODE_DIR, else build/onnx-node-tests;\n"
     "                     tests/ref/gen_onnx_node_tests.py D writes the tests)\n"
     "  --filter S         only tests whose name contains S\n"
@@ -264,20 +264,26 @@ static int const_needed(const char *msg, char *name, size_t cap) {
   return 1;
 }
 
-/* a data set input that may stand in for a constant: a small int32/int64 tensor named `name` */
+/* dtypes of inputs that may be fixed at compile time: ints (axes, pads, sizes), floats (Resize
+ * scales/roi, Pad value, Range bounds, Dropout ratio) and bools (Dropout training_mode, Loop cond) */
+static int specializable_dtype(pc_dtype dt) {
+  return dt == PC_i64 || dt == PC_i32 || dt == PC_bool || pc_dtype_is_float(dt);
+}
+
+/* a data set input that may stand in for a constant: a small tensor of such a dtype named `name` */
 static const pc_tensor *shape_input(const cf_set *s, const char *name) {
   for (int i = 0; i < s->n; i++) {
     const pc_tensor *t = &s->t[i];
-    if (s->name[i] && strcmp(s->name[i], name) == 0 && (t->dtype == PC_i64 || t->dtype == PC_i32) &&
+    if (s->name[i] && strcmp(s->name[i], name) == 0 && specializable_dtype(t->dtype) &&
         pc_tensor_numel(t) <= CF_MAX_SPECIALIZE)
       return t;
   }
   return NULL;
 }
 
-/* adds to o the input the importer named when the data set has it as a small int tensor; when the
- * name is not a graph input (a value computed from some), every small int input instead; 0 when
- * nothing was added */
+/* adds to o the input the importer named when the data set has it as a small tensor; when the
+ * name is not a graph input (a value computed from some), every small int input instead (never
+ * floats there: fixing data inputs would make the test trivial); 0 when nothing was added */
 static int specialize_more(const cf_set *s, const char *need, pc_import_opts *o, pc_const_input *consts,
                            char (*names)[128]) {
   int before = o->n_consts, named = 0;
@@ -285,6 +291,7 @@ static int specialize_more(const cf_set *s, const char *need, pc_import_opts *o,
   for (int i = 0; i < s->n && o->n_consts < CF_MAX_IO; i++) {
     const char *nm = s->name[i];
     if (!nm || (named && strcmp(nm, need) != 0) || is_specialized(o, nm) || !shape_input(s, nm)) continue;
+    if (!named && !pc_dtype_is_int(shape_input(s, nm)->dtype)) continue;
     snprintf(names[o->n_consts], sizeof names[0], "%s", nm);
     consts[o->n_consts].name = names[o->n_consts];
     consts[o->n_consts++].value = *shape_input(s, nm);
