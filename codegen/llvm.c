@@ -464,7 +464,7 @@ static LLVMValueRef red_combine(lctx *L, kir_red r, pc_dtype t, LLVMValueRef acc
    * order is still fixed at compile time, so results do not depend on threads or runs */
   if (pc_dtype_is_float(t) && (r == KR_SUM || r == KR_PROD) && LLVMIsAInstruction(v))
     LLVMSetFastMathFlags(v, LLVMFastMathAllowReassoc);
-  return round_half(L, t, v);
+  return v; /* a half accumulator stays in float until the store: prims.def accumulates wide, rounds once */
 }
 
 /* reduced loops around the stores' expressions, then the stores */
