@@ -1,0 +1,277 @@
+/* tests/unit/test_cuda_pkg.c: --target cuda packaging: embedded cubin/PTX/weights, descriptor, header, executable; runs on a GPU when there is one. */
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "runtime/primc_rt.h"
+#include "tests/test.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ROWS 4
+#define COLS 8
+
+static const float scale[COLS] = {0.5f, -1, 2, 0.25f, -0.75f, 1.5f, 3, -2};
+
+static pc_type ty(pc_dtype dt, int rank, const int64_t *dims) { return pc_type_make(dt, rank, dims); }
+
+/* y = max(x * scale + 0.5, 0), z = sum over the rows of x: one fused elementwise kernel and a reduction */
+static pc_graph *small_graph(void) {
+  pc_graph *g = pc_graph_new();
+  const int64_t shape[2] = {ROWS, COLS};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, shape));
+  pc_value *w = pc_broadcast_to(g, pc_const(g, ty(PC_f32, 1, (int64_t[]){COLS}), scale), 2, shape);
+  pc_value *y = pc_add(g, pc_mul(g, x, w), pc_full(g, PC_f32, 0.5, 2, shape));
+  pc_output_add(g, pc_max(g, y, pc_full(g, PC_f32, 0, 2, shape)));
+  pc_output_add(g, pc_reduce(g, PC_OP_reduce_sum, x, 1, (int64_t[]){1}));
+  pc_pipeline_opts po = {0};
+  po.opt_level = 2;
+  if (!g->status) pc_pipeline_run(g, &po);
+  return g;
+}
+
+static int have_nvrtc(void) {
+  char err[512] = "";
+  pc_nvrtc *nv = pc_nvrtc_open(err, sizeof err);
+  if (!nv) fprintf(stderr, "  cuda_pkg: SKIPPING NVRTC tests: %s\n", err);
+  pc_nvrtc_close(nv);
+  return nv != NULL;
+}
+
+static void self_dir(char *out, size_t n) {
+  ssize_t k = readlink("/proc/self/exe", out, n - 1);
+  out[k > 0 ? k : 0] = 0;
+  char *s = strrchr(out, '/');
+  if (s) *s = 0;
+}
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = calloc(1, 1 << 16);
+  if (buf) buf[fread(buf, 1, (1 << 16) - 1, f)] = 0;
+  fclose(f);
+  return buf;
+}
+
+static pc_status compile_to(pc_graph *g, pc_emit emit, const char *out, const char *arch, int graphs) {
+  pc_codegen_opts o = {0};
+  o.emit = emit;
+  o.output = out;
+  o.name = "m";
+  o.target = PC_TARGET_CUDA;
+  o.gpu_arch = arch;
+  o.cuda_graphs = graphs;
+  return pc_codegen(g, &o);
+}
+
+/* ---------------------------------------------------------------- the object */
+
+static void check_descriptor(const primc_cuda_model_desc *m) {
+  CHECK_STR(m->name, "m");
+  CHECK_STR(m->gpu_arch, "sm_80");
+  CHECK_INT(m->n_inputs, 1);
+  CHECK_INT(m->n_outputs, 2);
+  CHECK_STR(m->inputs[0].name, "x");
+  CHECK_INT(m->inputs[0].dtype, PRIMC_F32);
+  CHECK_INT(m->inputs[0].rank, 2);
+  CHECK_INT(m->inputs[0].dims[1], COLS);
+  CHECK_INT(m->outputs[1].rank, 1);
+  CHECK_INT(m->outputs[1].dims[0], ROWS);
+  CHECK(m->n_kernels >= 2);
+  CHECK_INT(m->cuda_graphs, 1);
+  CHECK(m->run && m->status && m->error);
+}
+
+/* without a driver the entry point fails cleanly with PRIMC_ERR_NODEVICE and says why */
+static void check_no_device(const primc_cuda_model_desc *m) {
+  const void *in[1] = {(const void *)(uintptr_t)64};
+  void *out[2] = {(void *)(uintptr_t)128, (void *)(uintptr_t)192};
+  CHECK_INT(m->run(NULL, out, (void *)(uintptr_t)256, NULL), PRIMC_ERR_ARG);
+  CHECK_INT(m->run(in, out, (void *)(uintptr_t)256, NULL), PRIMC_ERR_NODEVICE);
+  CHECK_CONTAINS(m->error(), "libcuda.so.1");
+}
+
+PC_TEST(cuda_pkg_object_embeds_cubin_ptx_weights) {
+  if (!CHECK(1) || !have_nvrtc()) return;
+  pc_graph *g = small_graph();
+  char dir[] = "/tmp/primc-cudapkg-XXXXXX", obj[256], so[256], hdr[256], cmd[2048], rt[1024];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(obj, sizeof obj, "%s/m.o", dir);
+  snprintf(so, sizeof so, "%s/m.so", dir);
+  snprintf(hdr, sizeof hdr, "%s/m.h", dir);
+  CHECK_MSG(compile_to(g, PC_EMIT_OBJ, obj, "sm_80", 1) == PC_OK, "%s", pc_error(g));
+  self_dir(rt, sizeof rt);
+  snprintf(cmd, sizeof cmd, "cc -shared -o %s %s %s/libprimc_rt.a -ldl -lm -lpthread", so, obj, rt);
+  CHECK_MSG(system(cmd) == 0, "link: %s", cmd);
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (CHECK_MSG(h != NULL, "dlopen: %s", dlerror())) {
+    const unsigned char *cubin = dlsym(h, "m_cubin");
+    const char *ptx = dlsym(h, "m_ptx");
+    const unsigned char *weights = dlsym(h, "m_weights");
+    const primc_cuda_model_desc *m = dlsym(h, "m_model");
+    CHECK(cubin && !memcmp(cubin, "\177ELF", 4));
+    CHECK(ptx && strstr(ptx, ".entry k0_") && strstr(ptx, ".target sm_80"));
+    CHECK(weights && memmem(weights, 4096, scale, sizeof scale)); /* the constant, byte for byte */
+    if (CHECK(m != NULL)) {
+      check_descriptor(m);
+      void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+      if (!cu) check_no_device(m);
+      else dlclose(cu);
+    }
+    dlclose(h);
+  }
+  char *text = read_text(hdr);
+  CHECK(text != NULL);
+  if (text) {
+    CHECK_CONTAINS(text, "#define m_TARGET \"cuda\"");
+    CHECK_CONTAINS(text, "#define m_GPU_ARCH \"sm_80\"");
+    CHECK_CONTAINS(text, "int m_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream);");
+    CHECK_CONTAINS(text, "CUDA stream");
+    CHECK_CONTAINS(text, "#define m_INPUT0_SHAPE {4, 8}");
+  }
+  free(text);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  pc_graph_free(g);
+}
+
+/* compute_NN: no cubin, the PTX only; --emit cuda: the CUDA C text */
+PC_TEST(cuda_pkg_ptx_only_and_emit_cuda) {
+  if (!CHECK(1) || !have_nvrtc()) return;
+  pc_graph *g = small_graph();
+  char dir[] = "/tmp/primc-cudapkg-XXXXXX", path[256], cmd[512];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/m.o", dir);
+  CHECK_MSG(compile_to(g, PC_EMIT_OBJ, path, "compute_90", 0) == PC_OK, "%s", pc_error(g));
+  snprintf(path, sizeof path, "%s/m.h", dir);
+  char *text = read_text(path);
+  CHECK(text && strstr(text, "(no cubin + PTX"));
+  free(text);
+  snprintf(path, sizeof path, "%s/m.cu", dir);
+  CHECK_MSG(compile_to(g, PC_EMIT_CUDA, path, NULL, 0) == PC_OK, "%s", pc_error(g));
+  text = read_text(path);
+  CHECK(text && strstr(text, "extern \"C\" __global__") && strstr(text, "primc_status"));
+  free(text);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  pc_graph_free(g);
+}
+
+PC_TEST(cuda_pkg_rejects_cpu_only_options) {
+  pc_graph *g = small_graph();
+  pc_codegen_opts o = {0};
+  o.output = "/tmp/primc-cudapkg-never.ll";
+  o.target = PC_TARGET_CUDA;
+  o.emit = PC_EMIT_LLVM;
+  CHECK_INT(pc_codegen(g, &o), PC_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(pc_error(g), "--target cuda writes exe, obj or lib");
+  pc_graph_free(g);
+  g = small_graph();
+  o.emit = PC_EMIT_OBJ;
+  o.weights_external = 1;
+  CHECK_INT(pc_codegen(g, &o), PC_ERR_UNSUPPORTED);
+  CHECK(access(o.output, F_OK) != 0);
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- batched NVRTC checks */
+
+/* a gather of a broadcast fuses into primc_k_gather_strided, which has no CUDA kernel (yet) */
+static pc_graph *unsupported_graph(void) {
+  pc_graph *g = pc_graph_new();
+  pc_value *tab = pc_input_add(g, "tab", ty(PC_f32, 2, (int64_t[]){10, 4}));
+  int64_t idx[6] = {3, 9, 0, 0, 7, 1};
+  pc_value *ix = pc_const(g, ty(PC_i64, 2, (int64_t[]){2, 3}), idx);
+  pc_value *ib = pc_broadcast_in_dim(g, ix, 3, (int64_t[]){2, 3, 4}, (int64_t[]){0, 1});
+  int n0 = g->n_nodes;
+  pc_value *tb = pc_broadcast_in_dim(g, tab, 3, (int64_t[]){10, 3, 4}, (int64_t[]){0, 2});
+  pc_attr ga = pc_a_int("axis", 0);
+  pc_output_add(g, pc_build(g, PC_OP_gather, (pc_value *[]){tb, ib}, 2, &ga, 1));
+  for (int i = n0; i < g->n_nodes; i++) g->nodes[i]->group = 0; /* broadcast and gather: one group */
+  g->n_groups = 1;
+  return g;
+}
+
+PC_TEST(cuda_pkg_check_many) {
+  if (!CHECK(1) || !have_nvrtc()) return;
+  char err[512];
+  pc_nvrtc *nv = pc_nvrtc_open(err, sizeof err);
+  pc_graph *gs[4] = {small_graph(), unsupported_graph(), small_graph(), small_graph()};
+  pc_status res[4];
+  pc_cuda_check_many(gs, 4, nv, "sm_90", res);
+  CHECK_INT(res[0], PC_OK);
+  CHECK_INT(res[1], PC_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(pc_error(gs[1]), "no CUDA kernel yet");
+  CHECK_INT(res[2], PC_OK);
+  CHECK_INT(res[3], PC_OK);
+  for (int i = 0; i < 4; i++) pc_graph_free(gs[i]);
+  pc_nvrtc_close(nv);
+}
+
+/* ---------------------------------------------------------------- the executable */
+
+static int write_input(const char *path) {
+  float x[ROWS * COLS];
+  for (int i = 0; i < ROWS * COLS; i++) x[i] = (float)(i % 7) - 2.5f;
+  primc_array a = {PRIMC_F32, 2, {ROWS, COLS}, x};
+  char err[256];
+  return primc_npy_write(path, &a, err, sizeof err) == 0;
+}
+
+/* the outputs against the formula computed here in plain C */
+static void check_outputs(const char *dir) {
+  char path[512], err[256];
+  primc_array y = {0}, z = {0};
+  snprintf(path, sizeof path, "%s/out0.npy", dir);
+  int ok = CHECK_MSG(primc_npy_read(path, &y, err, sizeof err) == 0, "%s", err);
+  snprintf(path, sizeof path, "%s/out1.npy", dir);
+  ok &= CHECK_MSG(primc_npy_read(path, &z, err, sizeof err) == 0, "%s", err);
+  for (int r = 0; ok && r < ROWS; r++) {
+    double sum = 0;
+    for (int c = 0; c < COLS; c++) {
+      float x = (float)((r * COLS + c) % 7) - 2.5f, want = x * scale[c] + 0.5f;
+      sum += x;
+      CHECK_NEAR(((float *)y.data)[r * COLS + c], want > 0 ? want : 0, 1e-6);
+    }
+    CHECK_NEAR(((float *)z.data)[r], sum, 1e-5);
+  }
+  free(y.data);
+  free(z.data);
+}
+
+PC_TEST(cuda_pkg_executable) {
+  if (!CHECK(1) || !have_nvrtc()) return;
+  pc_graph *g = small_graph();
+  char dir[] = "/tmp/primc-cudapkg-XXXXXX", exe[256], in[256], cmd[2048];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(exe, sizeof exe, "%s/m", dir);
+  snprintf(in, sizeof in, "%s/x.npy", dir);
+  CHECK(write_input(in));
+  CHECK_MSG(compile_to(g, PC_EMIT_EXE, exe, NULL, 0) == PC_OK, "%s", pc_error(g));
+  void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!cu) {
+    /* no driver: a clear message and exit status 1 */
+    snprintf(cmd, sizeof cmd, "%s %s -o %s > %s/log 2>&1", exe, in, dir, dir);
+    int rc = system(cmd);
+    CHECK_INT(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 1);
+    snprintf(cmd, sizeof cmd, "%s/log", dir);
+    char *log = read_text(cmd);
+    CHECK(log && strstr(log, "needs a CUDA GPU") && strstr(log, "libcuda.so.1"));
+    free(log);
+    fprintf(stderr, "  cuda_pkg: no CUDA driver: checked the executable's error, not its results\n");
+  } else {
+    dlclose(cu);
+    for (int graphs = 0; graphs < 2; graphs++) {
+      snprintf(cmd, sizeof cmd, "%s %s -o %s --bench 5 %s > %s/log 2>&1", exe, in, dir, graphs ? "--cuda-graphs" : "",
+               dir);
+      if (CHECK_MSG(system(cmd) == 0, "running %s (see %s/log)", cmd, dir)) check_outputs(dir);
+    }
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  pc_graph_free(g);
+}
