@@ -48,7 +48,8 @@ typedef struct ox_dtype_row {
 static const ox_dtype_row ox_dtypes[] = {
     {1, PC_f32}, {2, PC_u8}, {3, PC_i8}, {5, PC_i16}, {6, PC_i32}, {7, PC_i64},
     {9, PC_bool}, {10, PC_f16}, {11, PC_f64}, {14, PC_c64}, {16, PC_bf16},
-    {4, PC_u16}, {12, PC_u32}, {13, PC_u64},
+    {4, PC_u16}, {12, PC_u32}, {13, PC_u64}, {17, PC_f8e4m3fn}, {18, PC_f8e4m3fnuz}, {19, PC_f8e5m2},
+    {20, PC_f8e5m2fnuz},
 };
 
 int ox_dtype_from_onnx(int onnx_type, pc_dtype *out) {
@@ -761,6 +762,7 @@ static double elem_f(pc_dtype dt, const void *p, int64_t k) {
   case PC_u16: return ((const uint16_t *)p)[k];
   case PC_u32: return ((const uint32_t *)p)[k];
   case PC_u64: return (double)((const uint64_t *)p)[k];
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: return pc_f8_to_f32(dt, ((const uint8_t *)p)[k]);
   case PC_c64: return ((const float *)p)[2 * k];
   case PC_DTYPE_COUNT: break;
   }
@@ -863,6 +865,18 @@ static double fit_dtype(pc_dtype dt, double v) {
   for (size_t i = 0; i < sizeof lim / sizeof *lim; i++)
     if (lim[i].dt == dt) return v != v ? 0 : v < lim[i].lo ? lim[i].lo : v > lim[i].hi ? lim[i].hi : v;
   return v;
+}
+
+/* convert_element_type to an f8 type does not saturate (ir/prims.def): ONNX's saturate=1 is a clamp to
+ * [-max, max] before it (NaN passes through the clamp; inf becomes max). The clamp is done in the operand's
+ * type when that holds the bound exactly (f16 bf16 f32 f64: max is 448, 240 or 57344), else in f32. */
+pc_value *ox_convert(ox_ctx *c, pc_value *x, pc_dtype to, int saturate) {
+  if (!x) return NULL;
+  pc_dtype from = x->type.dtype;
+  if (!saturate || !pc_dtype_is_f8(to) || from == PC_bool || from == to) return pc_convert(c->g, x, to);
+  if (pc_dtype_is_f8(from) || !pc_dtype_is_float(from)) x = pc_convert(c->g, x, PC_f32);
+  double mx = to == PC_f8e4m3fn ? 448.0 : to == PC_f8e4m3fnuz ? 240.0 : 57344.0;
+  return pc_convert(c->g, pc_clamp(c->g, x, ox_like(c, -mx, x), ox_like(c, mx, x)), to);
 }
 
 pc_value *ox_like(ox_ctx *c, double v, const pc_value *x) {

@@ -534,7 +534,13 @@ static int store_float(parser *P, const num *v, pc_dtype dt, void *p, int64_t i)
   if (dt == PC_f64) ((double *)p)[i] = v->d;
   else if (isinf(v->f) && !src_inf) return perr(P, &v->at, PC_ERR_RANGE, "value out of range for %s", pc_dtype_name(dt));
   else if (dt == PC_f32 || dt == PC_c64) ((float *)p)[i] = v->f;
-  else {
+  else if (pc_dtype_is_f8(dt)) {
+    uint8_t b = pc_f32_to_f8(dt, v->f, 0);
+    float back = pc_f8_to_f32(dt, b);
+    if ((isinf(back) || isnan(back)) && !src_inf && !isnan(v->f))
+      return perr(P, &v->at, PC_ERR_RANGE, "value out of range for %s", pc_dtype_name(dt));
+    ((uint8_t *)p)[i] = b;
+  } else {
     uint16_t h = dt == PC_f16 ? pc_f32_to_f16(v->f) : pc_f32_to_bf16(v->f);
     float back = dt == PC_f16 ? pc_f16_to_f32(h) : pc_bf16_to_f32(h);
     if (isinf(back) && !src_inf) return perr(P, &v->at, PC_ERR_RANGE, "value out of range for %s", pc_dtype_name(dt));

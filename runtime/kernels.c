@@ -41,6 +41,42 @@ static float f16_to_f32(uint16_t h) {
   return f;
 }
 
+/* 8-bit floats (ONNX FLOAT8*, dtypes PRIMC_F8E4M3FN..PRIMC_F8E5M2FNUZ in order): mantissa bits, bias, and
+ * the NaN/inf scheme: e5m2 has IEEE inf and NaNs, e4m3fn no inf and NaN S.1111.111, fnuz NaN 0x80 and no -0 */
+typedef struct f8_fmt {
+  int mbits, bias, fn, fnuz;
+  uint32_t maxcode; /* largest finite magnitude */
+} f8_fmt;
+
+static const f8_fmt *f8_of(int dt) {
+  static const f8_fmt f[4] = {{3, 7, 1, 0, 0x7e}, {3, 8, 0, 1, 0x7f}, {2, 15, 0, 0, 0x7b}, {2, 16, 0, 1, 0x7f}};
+  return dt >= PRIMC_F8E4M3FN && dt <= PRIMC_F8E5M2FNUZ ? &f[dt - PRIMC_F8E4M3FN] : NULL;
+}
+
+static float f8_to_f32(const f8_fmt *f, uint8_t b) {
+  int mag = b & 0x7f, e = mag >> f->mbits, m = mag & ((1 << f->mbits) - 1);
+  float s = (b & 0x80) ? -1.0f : 1.0f;
+  if (f->fnuz ? b == 0x80 : f->fn ? mag == 0x7f : e == (0x7f >> f->mbits)) return f->fn || f->fnuz || m ? NAN : s * INFINITY;
+  return s * ldexpf((float)(e ? m + (1 << f->mbits) : m), (e ? e : 1) - f->bias - f->mbits);
+}
+
+/* round to nearest even, no saturation: overflow gives inf (e5m2) or NaN */
+static uint8_t f32_to_f8(const f8_fmt *f, float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  uint32_t sign = (u >> 24) & 0x80, a = u & 0x7fffffff, q;
+  uint32_t nan = f->fnuz ? 0x80 : sign | (f->fn ? 0x7f : 0x7e);
+  if (a > 0x7f800000) return (uint8_t)nan;
+  int emin = 1 - f->bias, shift = 23 - f->mbits;
+  if (a < (uint32_t)(emin + 127) << 23) { /* subnormal steps of 2^(emin - mbits); the scaling is exact */
+    q = (uint32_t)lrintf(ldexpf(fabsf(x), f->mbits - emin));
+  } else {
+    q = ((a + (1u << (shift - 1)) - 1 + ((a >> shift) & 1)) >> shift) - ((uint32_t)(127 - f->bias) << f->mbits);
+  }
+  if (q > f->maxcode) return (uint8_t)(f->fn || f->fnuz ? nan : sign | 0x7c);
+  return (uint8_t)(q == 0 && f->fnuz ? 0 : sign | q);
+}
+
 static double get_f(const void *p, int64_t i, int dt) {
   uint32_t u;
   float f;
@@ -49,7 +85,7 @@ static double get_f(const void *p, int64_t i, int dt) {
   case PRIMC_BF16: u = (uint32_t)((const uint16_t *)p)[i] << 16; memcpy(&f, &u, 4); return f;
   case PRIMC_F32: return ((const float *)p)[i];
   case PRIMC_F64: return ((const double *)p)[i];
-  default: return 0;
+  default: return f8_of(dt) ? f8_to_f32(f8_of(dt), ((const uint8_t *)p)[i]) : 0;
   }
 }
 
@@ -64,7 +100,9 @@ static void set_f(void *p, int64_t i, int dt, double v) {
     break;
   case PRIMC_F32: ((float *)p)[i] = f; break;
   case PRIMC_F64: ((double *)p)[i] = v; break;
-  default: break;
+  default:
+    if (f8_of(dt)) ((uint8_t *)p)[i] = f32_to_f8(f8_of(dt), f);
+    break;
   }
 }
 
@@ -97,10 +135,12 @@ static void set_i(void *p, int64_t i, int dt, int64_t v) {
   }
 }
 
-static int is_float(int dt) { return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64; }
+static int is_float(int dt) {
+  return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64 || f8_of(dt) != NULL;
+}
 
 static size_t dsize(int dt) {
-  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8};
+  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8, 1, 1, 1, 1};
   return dt >= 0 && dt < PRIMC_DTYPE_COUNT ? s[dt] : 1;
 }
 

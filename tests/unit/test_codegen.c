@@ -284,6 +284,59 @@ PC_TEST(codegen_u64_above_2_63) {
   pc_graph_free(g);
 }
 
+/* the f8 formats: LLVM's table decode and integer-IR encode (and the runtime's scatter path) agree bit for
+ * bit with the interpreter, whose conversions tests/unit/test_f8.c checks against ml_dtypes. Inputs: every
+ * f32 whose low 16 bits are zero (every exponent, every f8 rounding tie and the bits around it), every byte. */
+PC_TEST(codegen_f8_bitwise) {
+  static const pc_dtype f8s[] = {PC_f8e4m3fn, PC_f8e4m3fnuz, PC_f8e5m2, PC_f8e5m2fnuz};
+  enum { N = 65536 };
+  float *xs = malloc(sizeof *xs * N);
+  uint8_t bytes[256], upd[8] = {0x36, 0x35, 0x33, 0x31, 0x2e, 0x37, 0x3a, 0xbd}; /* fractions: subnormal products round */
+  for (uint32_t i = 0; i < N; i++) {
+    uint32_t u = i << 16;
+    memcpy(&xs[i], &u, 4);
+  }
+  for (int b = 0; b < 256; b++) bytes[b] = (uint8_t)b;
+  for (size_t k = 0; k < sizeof f8s / sizeof *f8s; k++) {
+    pc_dtype t = f8s[k];
+    pc_graph *g = pc_graph_new();
+    pc_value *x = pc_input_add(g, "x", ty(PC_f32, 1, (int64_t[]){N}));
+    pc_value *b = pc_input_add(g, "b", ty(t, 1, (int64_t[]){256}));
+    pc_value *u = pc_input_add(g, "u", ty(t, 1, (int64_t[]){8}));
+    pc_output_add(g, pc_convert(g, x, t));                      /* encode */
+    pc_output_add(g, pc_convert(g, b, PC_f32));                 /* decode */
+    pc_output_add(g, pc_mul(g, b, b));                          /* computed in f32, rounded once */
+    int64_t idx[8] = {0, 5, 2, 2, 1, 3, 4, 0};
+    pc_value *ix = pc_const(g, ty(PC_i64, 1, (int64_t[]){8}), idx);
+    pc_attr sa[2] = {pc_a_int("axis", 0), pc_a_str("reduce", "mul")};
+    pc_output_add(g, pc_build(g, PC_OP_scatter, (pc_value *[]){b, ix, u}, 3, sa, 2));
+    pc_tensor ins[3] = {{PC_f32, 1, {N}, xs}, {t, 1, {256}, bytes}, {t, 1, {8}, upd}}, ref[4], got[4];
+    memset(ref, 0, sizeof ref);
+    memset(got, 0, sizeof got);
+    char tag[64];
+    snprintf(tag, sizeof tag, "f8 %s", pc_dtype_name(t));
+    int ok = CHECK_MSG(g->status == PC_OK, "%s: build: %s", tag, pc_error(g)) &&
+             CHECK_MSG(pc_interp(g, ins, 3, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g)) &&
+             run_compiled(g, ins, got, tag);
+    for (int o = 0; ok && o < g->n_outputs; o++) {
+      int64_t n = pc_tensor_numel(&ref[o]), bad = -1;
+      size_t es = pc_dtype_size(ref[o].dtype);
+      for (int64_t i = 0; i < n && bad < 0; i++) {
+        const unsigned char *p = (const unsigned char *)got[o].data + i * es, *q = (const unsigned char *)ref[o].data + i * es;
+        int both_nan = ref[o].dtype == PC_f32 && isnan(*(const float *)p) && isnan(*(const float *)q);
+        if (memcmp(p, q, es) != 0 && !both_nan) bad = i;
+      }
+      CHECK_MSG(bad < 0, "%s output %d differs at %lld", tag, o, (long long)bad);
+    }
+    for (int o = 0; o < g->n_outputs; o++) {
+      pc_tensor_free(&ref[o]);
+      free(got[o].data);
+    }
+    pc_graph_free(g);
+  }
+  free(xs);
+}
+
 /* ---------------------------------------------------------------- movement */
 
 PC_TEST(codegen_movement) {
