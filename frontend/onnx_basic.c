@@ -909,6 +909,20 @@ static int reduce_axes(ox_ctx *c, pc_value *x, int input_from, int64_t *axes) {
   return ox_axes(c, axes, n, x->type.rank) ? n : -2;
 }
 
+/* max, min and log-sum-exp over an empty axis have no element to start from, and the reduce prims refuse
+ * them; ONNX defines the result as the reduction's identity (-inf or the lowest value, +inf or the highest),
+ * so it is that constant, of the shape the reduction would have */
+static pc_value *empty_reduction(ox_ctx *c, pc_value *x, int n, const int64_t *axes, int keep, double v) {
+  int64_t dims[PC_MAX_RANK];
+  int r = 0;
+  for (int i = 0; i < x->type.rank; i++) {
+    int red = 0;
+    for (int j = 0; j < n; j++) red |= axes[j] == i;
+    if (!red || keep) dims[r++] = red ? 1 : x->type.dims[i];
+  }
+  return ox_like(c, v, pc_full(G, x->type.dtype, 0, r, dims));
+}
+
 static pc_status reduce_op(ox_ctx *c, red_kind kind) {
   pc_value *x = X0;
   int64_t axes[PC_MAX_RANK];
@@ -916,6 +930,14 @@ static pc_status reduce_op(ox_ctx *c, red_kind kind) {
   int n = reduce_axes(c, x, kind == RED_SUM ? 13 : 18, axes), keep = (int)ox_attr_int(c, "keepdims", 1);
   if (n == -2) return ox_status(c);
   if (n == -1) return ox_out(c, 0, x);
+  int empty = 0;
+  for (int i = 0; i < n; i++) empty |= x->type.dims[axes[i]] == 0;
+  if (empty && (kind == RED_MAX || kind == RED_MIN || kind == RED_LOGSUMEXP))
+    return ox_out(c, 0, empty_reduction(c, x, n, axes, keep, kind == RED_MIN ? INFINITY : -INFINITY));
+  if (x->type.dtype == PC_bool && (kind == RED_MAX || kind == RED_MIN)) { /* any / all: max / min of 0 and 1 */
+    pc_op op = kind == RED_MAX ? PC_OP_reduce_max : PC_OP_reduce_min;
+    return ox_out(c, 0, pc_convert(G, ox_reduce(c, op, pc_convert(G, x, PC_u8), n, axes, keep), PC_bool));
+  }
   pc_value *y = NULL;
   switch (kind) { /* each reduction is a short prim recipe */
   case RED_SUM: y = ox_reduce(c, PC_OP_reduce_sum, x, n, axes, keep); break;
