@@ -40,14 +40,15 @@ static LLVMTypeRef reg_type(lctx *L, pc_dtype t) {
                                             [PC_u8] = 8,   [PC_bool] = 8,  [PC_c64] = 64, /* c64: moved as 64-bit patterns */
                                             [PC_u16] = 16, [PC_u32] = 32,  [PC_u64] = 64,
                                             [PC_f8e4m3fn] = 32, [PC_f8e4m3fnuz] = 32, [PC_f8e5m2] = 32,
-                                            [PC_f8e5m2fnuz] = 32};
+                                            [PC_f8e5m2fnuz] = 32, [PC_i4] = 4, [PC_u4] = 4, [PC_i2] = 2, [PC_u2] = 2,
+                                            [PC_f4e2m1] = 32};
   if (pc_dtype_is_float(t)) return kinds[t] == 64 ? L->f64 : L->f32;
   return LLVMIntTypeInContext(L->c, (unsigned)kinds[t]);
 }
 
 /* in-memory element type */
 static LLVMTypeRef mem_type(lctx *L, pc_dtype t) {
-  return pc_dtype_is_f8(t) ? L->i8 : dt_narrow(t) ? L->i16 : reg_type(L, t);
+  return pc_dtype_is_f8(t) || pc_dtype_subbyte_bits(t) ? L->i8 : dt_narrow(t) ? L->i16 : reg_type(L, t);
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -115,13 +116,14 @@ static LLVMValueRef ci32(lctx *L, uint32_t v) { return LLVMConstInt(L->i32, v, 0
  * round-to-nearest-even quantize |x| to the subnormal step, whose count the low bits then hold. */
 static LLVMValueRef float_to_f8(lctx *L, pc_dtype t, LLVMValueRef f) {
   int e4 = t == PC_f8e4m3fn || t == PC_f8e4m3fnuz, fnuz = t == PC_f8e4m3fnuz || t == PC_f8e5m2fnuz;
-  int mbits = e4 ? 3 : 2, bias = t == PC_f8e4m3fn ? 7 : t == PC_f8e4m3fnuz ? 8 : t == PC_f8e5m2 ? 15 : 16;
+  int f4 = t == PC_f4e2m1; /* 4 bits, sign 0x8, no inf or NaN: saturates, NaN gives the other-signed zero */
+  int mbits = f4 ? 1 : e4 ? 3 : 2, bias = f4 ? 1 : t == PC_f8e4m3fn ? 7 : t == PC_f8e4m3fnuz ? 8 : t == PC_f8e5m2 ? 15 : 16;
   int emin = 1 - bias, shift = 23 - mbits;
-  uint32_t maxcode = t == PC_f8e4m3fn ? 0x7e : t == PC_f8e5m2 ? 0x7b : 0x7f;
+  uint32_t maxcode = f4 ? 0x7 : t == PC_f8e4m3fn ? 0x7e : t == PC_f8e5m2 ? 0x7b : 0x7f;
   LLVMBuilderRef b = L->b;
   LLVMValueRef u = LLVMBuildBitCast(b, f, L->i32, "");
   LLVMValueRef a = LLVMBuildAnd(b, u, ci32(L, 0x7fffffffu), "");
-  LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildLShr(b, u, ci32(L, 24), ""), ci32(L, 0x80), "");
+  LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildLShr(b, u, ci32(L, f4 ? 28 : 24), ""), ci32(L, f4 ? 0x8 : 0x80), "");
   /* normal: q = (a + half - 1 + lsb) >> shift, rebiased */
   LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, a, ci32(L, (uint32_t)shift), ""), ci32(L, 1), "");
   LLVMValueRef r = LLVMBuildAdd(b, a, LLVMBuildAdd(b, lsb, ci32(L, (1u << (shift - 1)) - 1), ""), "");
@@ -135,8 +137,10 @@ static LLVMValueRef float_to_f8(lctx *L, pc_dtype t, LLVMValueRef f) {
   LLVMValueRef small = LLVMBuildICmp(b, LLVMIntULT, a, ci32(L, (uint32_t)(emin + 127) << 23), "");
   LLVMValueRef q = LLVMBuildSelect(b, small, qs, qn, "");
   uint32_t nan = fnuz ? 0x80u : t == PC_f8e4m3fn ? 0x7fu : 0x7eu;
-  LLVMValueRef nanv = fnuz ? ci32(L, nan) : LLVMBuildOr(b, sign, ci32(L, nan), "");
-  LLVMValueRef over = t == PC_f8e5m2 ? LLVMBuildOr(b, sign, ci32(L, 0x7c), "") : nanv; /* inf or NaN */
+  LLVMValueRef nanv = f4 ? LLVMBuildXor(b, sign, ci32(L, 0x8), "") : fnuz ? ci32(L, nan) : LLVMBuildOr(b, sign, ci32(L, nan), "");
+  LLVMValueRef over = t == PC_f8e5m2 ? LLVMBuildOr(b, sign, ci32(L, 0x7c), "")   /* inf */
+                      : f4           ? LLVMBuildOr(b, sign, ci32(L, maxcode), "") /* saturates */
+                                     : nanv;
   LLVMValueRef res = LLVMBuildOr(b, sign, q, "");
   if (fnuz) res = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, q, ci32(L, 0), ""), ci32(L, 0), res, ""); /* no -0 */
   res = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, q, ci32(L, maxcode), ""), over, res, "");
@@ -428,6 +432,7 @@ static LLVMValueRef emit_expr(lctx *L, const kir_expr *e, int n_loops) {
   switch (e->kind) { /* the renderer's one walk over expression kinds */
   case KE_LOAD: {
     LLVMValueRef v = LLVMBuildLoad2(L->b, mem_type(L, e->dtype), elem_ptr(L, e->buf, e->dtype, &e->map, n_loops), "");
+    if (pc_dtype_subbyte_bits(e->dtype)) return LLVMBuildTrunc(L->b, v, reg_type(L, e->dtype), ""); /* i4 etc.: wraps */
     return dt_narrow(e->dtype) ? half_to_float(L, e->dtype, v) : v;
   }
   case KE_CONST:
@@ -449,6 +454,7 @@ static LLVMValueRef emit_expr(lctx *L, const kir_expr *e, int n_loops) {
 
 static void store_value(lctx *L, const kir_store *s, pc_dtype t, LLVMValueRef v, int n_loops) {
   if (dt_narrow(t)) v = float_to_half(L, t, v);
+  if (pc_dtype_subbyte_bits(t)) v = LLVMBuildIntCast2(L->b, v, L->i8, !dt_unsigned(t), ""); /* held extended in a byte */
   LLVMBuildStore(L->b, v, elem_ptr(L, s->buf, t, &s->map, n_loops));
 }
 

@@ -53,7 +53,9 @@ uint16_t pc_f32_to_bf16(float f);  /* round to nearest even */
  * the largest finite one (and inf) give it with their sign; else inf (e5m2)
  * or NaN (the others). fnuz formats have no -0 (it becomes 0) and NaN 0x80;
  * e4m3fn has no inf and NaN S.1111.111. */
-int pc_dtype_is_f8(pc_dtype t);
+int pc_dtype_is_f8(pc_dtype t); /* the four f8 formats and f4e2m1 (held in a byte) */
+/* 4 or 2 for the sub-byte ints i4 u4 i2 u2 (held one per byte), else 0 */
+int pc_dtype_subbyte_bits(pc_dtype t);
 /* t must be an f8 dtype (else NaN / 0) */
 float pc_f8_to_f32(pc_dtype t, uint8_t b);
 uint8_t pc_f32_to_f8(pc_dtype t, float f, int saturate);

@@ -509,10 +509,12 @@ static int attr_to_ints(parser *P, pattr *a) {
 
 static int store_int(parser *P, const num *v, pc_dtype dt, void *p, int64_t i) {
   static const int64_t lo[] = {[PC_i8] = INT8_MIN, [PC_i16] = INT16_MIN, [PC_i32] = INT32_MIN, [PC_i64] = INT64_MIN,
-                               [PC_u8] = 0, [PC_bool] = 0, [PC_u16] = 0, [PC_u32] = 0, [PC_u64] = 0};
+                               [PC_u8] = 0, [PC_bool] = 0, [PC_u16] = 0, [PC_u32] = 0, [PC_u64] = 0,
+                               [PC_i4] = -8, [PC_u4] = 0, [PC_i2] = -2, [PC_u2] = 0};
   static const int64_t hi[] = {[PC_i8] = INT8_MAX, [PC_i16] = INT16_MAX, [PC_i32] = INT32_MAX, [PC_i64] = INT64_MAX,
                                [PC_u8] = UINT8_MAX, [PC_bool] = 1, [PC_u16] = UINT16_MAX,
-                               [PC_u32] = UINT32_MAX, [PC_u64] = INT64_MAX};
+                               [PC_u32] = UINT32_MAX, [PC_u64] = INT64_MAX, [PC_i4] = 7, [PC_u4] = 15, [PC_i2] = 1,
+                               [PC_u2] = 3};
   if (v->is_float) return perr(P, &v->at, PC_ERR_TYPE, "%s constant holds a float", pc_dtype_name(dt));
   if (v->above_i64 ? dt != PC_u64 : v->i < lo[dt] || v->i > hi[dt])
     return perr(P, &v->at, PC_ERR_RANGE, "%lld is out of range for %s", (long long)v->i, pc_dtype_name(dt));

@@ -44,19 +44,24 @@ static float f16_to_f32(uint16_t h) {
 /* 8-bit floats (ONNX FLOAT8*, dtypes PRIMC_F8E4M3FN..PRIMC_F8E5M2FNUZ in order): mantissa bits, bias, and
  * the NaN/inf scheme: e5m2 has IEEE inf and NaNs, e4m3fn no inf and NaN S.1111.111, fnuz NaN 0x80 and no -0 */
 typedef struct f8_fmt {
-  int mbits, bias, fn, fnuz;
+  int mbits, bias, fn, fnuz, finite; /* finite: f4e2m1, no inf or NaN, saturating, sign bit 0x8 */
   uint32_t maxcode; /* largest finite magnitude */
 } f8_fmt;
 
 static const f8_fmt *f8_of(int dt) {
-  static const f8_fmt f[4] = {{3, 7, 1, 0, 0x7e}, {3, 8, 0, 1, 0x7f}, {2, 15, 0, 0, 0x7b}, {2, 16, 0, 1, 0x7f}};
+  static const f8_fmt f[4] = {{3, 7, 1, 0, 0, 0x7e}, {3, 8, 0, 1, 0, 0x7f}, {2, 15, 0, 0, 0, 0x7b}, {2, 16, 0, 1, 0, 0x7f}};
+  static const f8_fmt f4 = {1, 1, 0, 0, 1, 0x7};
+  if (dt == PRIMC_F4E2M1) return &f4;
   return dt >= PRIMC_F8E4M3FN && dt <= PRIMC_F8E5M2FNUZ ? &f[dt - PRIMC_F8E4M3FN] : NULL;
 }
 
 static float f8_to_f32(const f8_fmt *f, uint8_t b) {
-  int mag = b & 0x7f, e = mag >> f->mbits, m = mag & ((1 << f->mbits) - 1);
-  float s = (b & 0x80) ? -1.0f : 1.0f;
-  if (f->fnuz ? b == 0x80 : f->fn ? mag == 0x7f : e == (0x7f >> f->mbits)) return f->fn || f->fnuz || m ? NAN : s * INFINITY;
+  int sb = f->finite ? 0x8 : 0x80, mag = b & (sb - 1), e = mag >> f->mbits, m = mag & ((1 << f->mbits) - 1);
+  float s = (b & sb) ? -1.0f : 1.0f;
+  if (f->finite) {
+  } else if (f->fnuz ? b == 0x80 : f->fn ? mag == 0x7f : e == (0x7f >> f->mbits)) {
+    return f->fn || f->fnuz || m ? NAN : s * INFINITY;
+  }
   return s * ldexpf((float)(e ? m + (1 << f->mbits) : m), (e ? e : 1) - f->bias - f->mbits);
 }
 
@@ -64,8 +69,8 @@ static float f8_to_f32(const f8_fmt *f, uint8_t b) {
 static uint8_t f32_to_f8(const f8_fmt *f, float x) {
   uint32_t u;
   memcpy(&u, &x, 4);
-  uint32_t sign = (u >> 24) & 0x80, a = u & 0x7fffffff, q;
-  uint32_t nan = f->fnuz ? 0x80 : sign | (f->fn ? 0x7f : 0x7e);
+  uint32_t sb = f->finite ? 0x8 : 0x80, sign = u >> 31 ? sb : 0, a = u & 0x7fffffff, q;
+  uint32_t nan = f->fnuz ? 0x80 : f->finite ? sign ^ sb : sign | (f->fn ? 0x7f : 0x7e);
   if (a > 0x7f800000) return (uint8_t)nan;
   int emin = 1 - f->bias, shift = 23 - f->mbits;
   if (a < (uint32_t)(emin + 127) << 23) { /* subnormal steps of 2^(emin - mbits); the scaling is exact */
@@ -73,7 +78,7 @@ static uint8_t f32_to_f8(const f8_fmt *f, float x) {
   } else {
     q = ((a + (1u << (shift - 1)) - 1 + ((a >> shift) & 1)) >> shift) - ((uint32_t)(127 - f->bias) << f->mbits);
   }
-  if (q > f->maxcode) return (uint8_t)(f->fn || f->fnuz ? nan : sign | 0x7c);
+  if (q > f->maxcode) return (uint8_t)(f->finite ? sign | f->maxcode : f->fn || f->fnuz ? nan : sign | 0x7c);
   return (uint8_t)(q == 0 && f->fnuz ? 0 : sign | q);
 }
 
@@ -116,6 +121,8 @@ static int64_t get_i(const void *p, int64_t i, int dt) {
   case PRIMC_U16: return ((const uint16_t *)p)[i];
   case PRIMC_U32: return ((const uint32_t *)p)[i];
   case PRIMC_U64: return (int64_t)((const uint64_t *)p)[i]; /* the bits; see ordered() */
+  case PRIMC_I4: case PRIMC_I2: return ((const int8_t *)p)[i];
+  case PRIMC_U4: case PRIMC_U2: return ((const uint8_t *)p)[i];
   default: return 0;
   }
 }
@@ -130,6 +137,10 @@ static void set_i(void *p, int64_t i, int dt, int64_t v) {
   case PRIMC_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
   case PRIMC_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
   case PRIMC_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+  case PRIMC_I4: ((int8_t *)p)[i] = (int8_t)(((v & 0xf) ^ 8) - 8); break; /* wrap to the width */
+  case PRIMC_U4: ((uint8_t *)p)[i] = (uint8_t)(v & 0xf); break;
+  case PRIMC_I2: ((int8_t *)p)[i] = (int8_t)(((v & 0x3) ^ 2) - 2); break;
+  case PRIMC_U2: ((uint8_t *)p)[i] = (uint8_t)(v & 0x3); break;
   case PRIMC_BOOL: ((uint8_t *)p)[i] = v != 0; break;
   default: break;
   }
@@ -140,7 +151,7 @@ static int is_float(int dt) {
 }
 
 static size_t dsize(int dt) {
-  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8, 1, 1, 1, 1};
+  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   return dt >= 0 && dt < PRIMC_DTYPE_COUNT ? s[dt] : 1;
 }
 

@@ -288,7 +288,7 @@ PC_TEST(codegen_u64_above_2_63) {
  * bit with the interpreter, whose conversions tests/unit/test_f8.c checks against ml_dtypes. Inputs: every
  * f32 whose low 16 bits are zero (every exponent, every f8 rounding tie and the bits around it), every byte. */
 PC_TEST(codegen_f8_bitwise) {
-  static const pc_dtype f8s[] = {PC_f8e4m3fn, PC_f8e4m3fnuz, PC_f8e5m2, PC_f8e5m2fnuz};
+  static const pc_dtype f8s[] = {PC_f8e4m3fn, PC_f8e4m3fnuz, PC_f8e5m2, PC_f8e5m2fnuz, PC_f4e2m1};
   enum { N = 65536 };
   float *xs = malloc(sizeof *xs * N);
   uint8_t bytes[256], upd[8] = {0x36, 0x35, 0x33, 0x31, 0x2e, 0x37, 0x3a, 0xbd}; /* fractions: subnormal products round */
@@ -335,6 +335,63 @@ PC_TEST(codegen_f8_bitwise) {
     pc_graph_free(g);
   }
   free(xs);
+}
+
+/* sub-byte ints held one per byte: arithmetic wraps at their width. Every pair of values: the interpreter
+ * against two's complement arithmetic written out here, the compiled code against the interpreter */
+static int wrap_to(int64_t v, int bits, int is_signed) {
+  int64_t m = ((int64_t)1 << bits) - 1, s = (int64_t)1 << (bits - 1);
+  return (int)(is_signed ? ((v & m) ^ s) - s : v & m);
+}
+
+PC_TEST(codegen_subbyte_ints_wrap) {
+  static const pc_dtype types[] = {PC_i4, PC_u4, PC_i2, PC_u2};
+  for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+    pc_dtype t = types[k];
+    int bits = pc_dtype_subbyte_bits(t), sg = pc_dtype_is_signed(t), lo = sg ? -(1 << (bits - 1)) : 0;
+    int n = 1 << bits, nn = n * n;
+    int8_t *a = malloc((size_t)nn), *b = malloc((size_t)nn);
+    int32_t *w = malloc(sizeof *w * (size_t)nn);
+    for (int i = 0; i < nn; i++) a[i] = (int8_t)(lo + i / n), b[i] = (int8_t)(lo + i % n), w[i] = 37 * i - 500;
+    int64_t d[1] = {nn};
+    pc_graph *g = pc_graph_new();
+    pc_value *x = pc_input_add(g, "a", ty(t, 1, d)), *y = pc_input_add(g, "b", ty(t, 1, d));
+    pc_value *wi = pc_input_add(g, "w", ty(PC_i32, 1, d));
+    pc_output_add(g, pc_add(g, x, y));
+    pc_output_add(g, pc_mul(g, x, y));
+    pc_output_add(g, pc_sub(g, x, y));
+    pc_output_add(g, pc_convert(g, wi, t));
+    pc_output_add(g, pc_convert(g, x, PC_f32));
+    pc_tensor ins[3] = {{t, 1, {nn}, a}, {t, 1, {nn}, b}, {PC_i32, 1, {nn}, w}}, ref[5], got[5];
+    memset(ref, 0, sizeof ref);
+    memset(got, 0, sizeof got);
+    char tag[32];
+    snprintf(tag, sizeof tag, "%s", pc_dtype_name(t));
+    int ok = CHECK_MSG(g->status == PC_OK, "%s: build: %s", tag, pc_error(g)) &&
+             CHECK_MSG(pc_interp(g, ins, 3, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
+    int bad = 0;
+    for (int i = 0; ok && i < nn; i++) {
+      int va = a[i], vb = b[i];
+      int want[4] = {wrap_to(va + vb, bits, sg), wrap_to(va * vb, bits, sg), wrap_to(va - vb, bits, sg), wrap_to(w[i], bits, sg)};
+      for (int o = 0; o < 4; o++) {
+        int gotv = sg ? ((const int8_t *)ref[o].data)[i] : ((const uint8_t *)ref[o].data)[i];
+        if (gotv != want[o] && bad++ < 3) CHECK_MSG(0, "%s out%d[%d] = %d, want %d", tag, o, i, gotv, want[o]);
+      }
+      bad += ((const float *)ref[4].data)[i] != (float)va;
+    }
+    CHECK_MSG(ok && bad == 0, "%s: %d interpreter results differ", tag, bad);
+    ok = ok && run_compiled(g, ins, got, tag);
+    for (int o = 0; ok && o < g->n_outputs; o++)
+      CHECK_MSG(memcmp(got[o].data, ref[o].data, pc_tensor_nbytes(&ref[o])) == 0, "%s: compiled output %d differs", tag, o);
+    for (int o = 0; o < g->n_outputs; o++) {
+      pc_tensor_free(&ref[o]);
+      free(got[o].data);
+    }
+    pc_graph_free(g);
+    free(a);
+    free(b);
+    free(w);
+  }
 }
 
 /* ---------------------------------------------------------------- movement */
