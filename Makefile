@@ -26,7 +26,7 @@ RT_OBJ   := $(RT_SRC:%.c=$(B)/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 
-.PHONY: all setup test demo clean conformance fuzz check-asan models bench
+.PHONY: all setup test demo clean conformance fuzz check-asan models bench test-large
 all: $(B)/primc $(B)/libprimc_rt.a $(B)/test_primc
 
 setup: $(SETUP_STAMP)
@@ -96,3 +96,7 @@ bench: all $(B)/gemm_bench $(B)/stream
 	bash bench/roofline.sh
 
 -include bench/bench.mk
+
+# the large zoo (after `make models`) compiled and checked against ONNX Runtime
+test-large: all
+	PRIMC_LARGE=1 bash tests/suites/models.sh

@@ -191,6 +191,14 @@ def torchvision_model(name):
     return randomize_bn(getattr(torchvision.models, name)(weights=None))
 
 
+def vit_tiny():
+    import torchvision
+    m = torchvision.models.VisionTransformer(224, 16, 12, 3, 192, 768)
+    for p in m.heads.parameters():  # torchvision zero-initializes the head: the logits would all be 0
+        nn.init.normal_(p, std=0.02)
+    return m
+
+
 # name: (constructor, input maker, large)
 MODELS = {
     "mlp": (MLP, lambda: torch.randn(4, 64), False),
@@ -203,8 +211,7 @@ MODELS = {
     "resnet50": (lambda: torchvision_model("resnet50"), lambda: torch.randn(1, 3, 224, 224), True),
     "mobilenet_v2": (lambda: torchvision_model("mobilenet_v2"), lambda: torch.randn(1, 3, 224, 224), True),
     "efficientnet_b0": (lambda: torchvision_model("efficientnet_b0"), lambda: torch.randn(1, 3, 224, 224), True),
-    "vit_tiny": (lambda: __import__("torchvision").models.VisionTransformer(224, 16, 12, 3, 192, 768),
-                 lambda: torch.randn(1, 3, 224, 224), True),
+    "vit_tiny": (vit_tiny, lambda: torch.randn(1, 3, 224, 224), True),
     "bert_base": (lambda: Encoder(30522, 768, 12, 12, 3072, 128), lambda: torch.randint(0, 30522, (1, 128)), True),
     "gpt2_block": (lambda: GPTBlock(768, 12, 128), lambda: torch.randn(1, 128, 768), True),
 }
