@@ -30,8 +30,6 @@ static const ox_row ox_rows[] = {
 };
 #define OX_N_ROWS (int)(sizeof ox_rows / sizeof *ox_rows)
 
-/* ops that are valid ONNX but whose semantics (subgraphs over sequences) the importer does not unroll */
-static const char *const ox_control_flow[] = {"SequenceMap"};
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -540,10 +538,6 @@ static int is_default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.
 
 static pc_status unsupported_op(ox_loader *L, const Onnx__NodeProto *nd, int name_known) {
   const char *op = nd->op_type;
-  for (size_t i = 0; i < sizeof ox_control_flow / sizeof *ox_control_flow; i++)
-    if (strcmp(op, ox_control_flow[i]) == 0)
-      return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: %s takes subgraphs or sequences, which primc does not support",
-                     L->g->origin, op);
   if (name_known)
     return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: op %s is not supported at opset %d", L->g->origin, op, L->opset);
   return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: unsupported op %s (domain ai.onnx, opset %d)", L->g->origin, op,

@@ -424,6 +424,40 @@ pc_status ox_op_SplitToSequence(ox_ctx *c) {
   return G->status == PC_OK ? ox_seq_out(c, 0, &s) : G->status;
 }
 
+/* SequenceMap: the body once per element of the first input; further sequence inputs are read at
+ * the same position, tensor inputs whole; each body output collects into an output sequence */
+pc_status ox_op_SequenceMap(ox_ctx *c) {
+  const Onnx__GraphProto *body = cf_body(c, "body");
+  const ox_seq *s0 = seq_req(c, 0);
+  if (!body || !s0) return G->status;
+  if ((int)body->n_input != c->n_in || (int)body->n_output != c->n_out)
+    return ox_fail(c, PC_ERR_ATTR, "body has %zu inputs and %zu outputs for %d node inputs and %d outputs",
+                   body->n_input, body->n_output, c->n_in, c->n_out);
+  ox_seq *outs = pc_alloc(G, sizeof *outs * (size_t)(c->n_out + 1));
+  for (int k = 0; outs && k < c->n_out; k++) outs[k] = seq_make(c, s0->n);
+  for (int j = 1; j < c->n_in; j++) {
+    const ox_seq *sj = ox_seq_in(c, j);
+    if (sj && sj->n != s0->n)
+      return ox_fail(c, PC_ERR_SHAPE, "input %d has %d elements, input 0 %d", j, sj->n, s0->n);
+    if (!sj && !ox_in_req(c, j)) return G->status;
+  }
+  for (int i = 0; i < s0->n && G->status == PC_OK; i++) {
+    for (int j = 0; j < c->n_in; j++) {
+      const ox_seq *sj = ox_seq_in(c, j);
+      ox_name_put(c, vi_name(body->input[j]), sj ? sj->items[i] : ox_in(c, j));
+    }
+    char scope[64];
+    snprintf(scope, sizeof scope, "[%d]", i);
+    if (G->status != PC_OK || ox_import_body(c, body, scope) != PC_OK) return G->status;
+    for (int k = 0; k < c->n_out; k++) {
+      outs[k].items[i] = ox_name_get(c, vi_name(body->output[k]));
+      if (!outs[k].items[i]) return ox_fail(c, PC_ERR_UNSUPPORTED, "body output %d is not a tensor", k);
+    }
+  }
+  for (int k = 0; k < c->n_out && G->status == PC_OK; k++) ox_seq_out(c, k, &outs[k]);
+  return G->status;
+}
+
 /* ---------------------------------------------------------------- optionals */
 
 pc_status ox_op_Optional(ox_ctx *c) {
