@@ -305,7 +305,8 @@ pc_status ox_op_CastLike(ox_ctx *c) {
   pc_value *x = X0, *like = ox_in_req(c, 1);
   return ox_out(c, 0, like ? pc_convert(G, x, like->type.dtype) : NULL);
 }
-pc_status ox_op_Identity(ox_ctx *c) { return ox_out(c, 0, X0); }
+/* sequences and optionals pass through as the import-time lists they are */
+pc_status ox_op_Identity(ox_ctx *c) { return !ox_in(c, 0) && ox_seq_in(c, 0) ? ox_op_SequenceIdentity(c) : ox_out(c, 0, X0); }
 
 pc_status ox_op_Constant(ox_ctx *c) {
   if (ox_has_attr(c, "value")) return ox_out(c, 0, ox_attr_tensor(c, "value"));
