@@ -17,6 +17,7 @@
 
 #define CF_RTOL 1e-3 /* onnx.backend.test runner defaults */
 #define CF_ATOL 1e-7
+#define CF_RTOL_BF16 0.015625 /* onnx's runner: two bfloat16 ULPs (2^-6) for bfloat16 outputs */
 #define CF_TIMEOUT_S 60
 #define CF_MAX_IO 64
 #define CF_MAX_SPECIALIZE 16 /* elements of an input the runner may fix at compile time */
@@ -25,7 +26,9 @@ static const char *conf_help =
     "usage: primc conformance [--dir D] [--filter S] [--list-failures] [--expected FILE]\n"
     "  Imports every ONNX node test under D (folders with model.onnx and test_data_set_*),\n"
     "  runs it with the reference interpreter and compares with the expected outputs\n"
-    "  (rtol 1e-3, atol 1e-7, NaN equals NaN, exact for ints and bools).\n"
+    "  (rtol 1e-3, 2^-6 for bfloat16 outputs, atol 1e-7, as onnx's backend runner; NaN equals\n"
+    "  NaN, exact for ints and bools). Sequence and optional inputs and outputs (SequenceProto,\n"
+    "  OptionalProto data) are fed and compared element by element as NAME.0, NAME.1...\n"
     "  A model an op of which needs a graph input at compile time (axes, pads...) is retried\n"
     "  with those inputs fixed to each data set's values when they are int32/int64, float or\n"
     "  bool of at most 16 elements; such a pass prints as \"PASS name (specialized: inputs)\"\n"
@@ -266,10 +269,10 @@ static double elem(const pc_tensor *t, int64_t k) {
   return 0;
 }
 
-static int close_enough(double got, double want) {
+static int close_enough(double got, double want, double rtol) {
   if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
   if (isinf(want) || isinf(got)) return got == want;
-  return fabs(got - want) <= CF_ATOL + CF_RTOL * fabs(want);
+  return fabs(got - want) <= CF_ATOL + rtol * fabs(want);
 }
 
 static int compare(const pc_tensor *got, const pc_tensor *want, int idx, char *err, size_t errlen) {
@@ -290,7 +293,7 @@ static int compare(const pc_tensor *got, const pc_tensor *want, int idx, char *e
   }
   for (int64_t k = 0; k < n; k++) {
     double g = elem(got, k), w = elem(want, k);
-    if (exact ? g != w : !close_enough(g, w))
+    if (exact ? g != w : !close_enough(g, w, want->dtype == PC_bf16 ? CF_RTOL_BF16 : CF_RTOL))
       return snprintf(err, errlen, "output %d[%lld]: %.9g, expected %.9g", idx, (long long)k, g, w), 0;
   }
   return 1;
