@@ -885,3 +885,93 @@ pc_status ox_op_AffineGrid(ox_ctx *c) {
   ys[1 + k] = k;
   return ox_out(c, 0, pc_convert(G, ox_reshape(c, pc_transpose(G, g, perm), k + 2, ys), theta->type.dtype));
 }
+
+/* ---------------------------------------------------------------- optimizers (ai.onnx.preview.training) */
+
+/* inputs R (learning rate), T (update count), then `groups` lists of n tensors each; n, or 0 on failure */
+static int optim_count(ox_ctx *c, int groups) {
+  int n = (c->n_in - 2) / groups;
+  if (n < 1 || c->n_in != 2 + groups * n || c->n_out > groups * n)
+    return ox_fail(c, PC_ERR_ATTR, "%d inputs do not form R, T and %d lists of tensors", c->n_in, groups), 0;
+  for (int i = 0; i < c->n_in; i++)
+    if (!ox_in_req(c, i)) return 0;
+  if (!ox_require_float(c, ox_in(c, 0))) return 0;
+  return n;
+}
+
+static pc_value *op2(ox_ctx *c, pc_op op, pc_value *a, pc_value *b) { return ox_binary(c, op, a, b); }
+static pc_value *scaled(ox_ctx *c, double k, pc_value *x) { return op2(c, PC_OP_mul, ox_like(c, k, x), x); }
+
+/* the update count as a float scalar of r's dtype, and whether it is positive */
+static pc_value *optim_t(ox_ctx *c, pc_value **positive) {
+  pc_value *t = ox_in(c, 1), *r = ox_in(c, 0);
+  *positive = pc_gt(G, t, ox_like(c, 0, t));
+  return pc_convert(G, t, r->type.dtype);
+}
+
+/* norm_coefficient * X + G */
+static pc_value *optim_grad(ox_ctx *c, pc_value *x, pc_value *g) {
+  return op2(c, PC_OP_add, scaled(c, ox_attr_float(c, "norm_coefficient", 0), x), g);
+}
+
+pc_status ox_op_Adagrad(ox_ctx *c) {
+  int n = optim_count(c, 3);
+  if (!n) return ox_status(c);
+  pc_value *pos, *t = optim_t(c, &pos), *r = ox_in(c, 0);
+  /* r = R / (1 + T * decay_factor) */
+  r = op2(c, PC_OP_div, r, pc_add(G, scaled(c, ox_attr_float(c, "decay_factor", 0), t), ox_like(c, 1, t)));
+  double eps = ox_attr_float(c, "epsilon", 1e-6);
+  for (int i = 0; i < n && ox_status(c) == PC_OK; i++) {
+    pc_value *x = ox_in(c, 2 + i), *g = optim_grad(c, x, ox_in(c, 2 + n + i)), *h = ox_in(c, 2 + 2 * n + i);
+    pc_value *hn = op2(c, PC_OP_add, h, op2(c, PC_OP_mul, g, g));
+    pc_value *den = hn ? pc_add(G, pc_sqrt(G, hn), ox_like(c, eps, hn)) : NULL;
+    ox_out(c, i, op2(c, PC_OP_sub, x, op2(c, PC_OP_div, op2(c, PC_OP_mul, r, g), den)));
+    if (ox_has_out(c, n + i)) ox_out(c, n + i, hn);
+  }
+  return ox_status(c);
+}
+
+pc_status ox_op_Momentum(ox_ctx *c) {
+  int n = optim_count(c, 3);
+  if (!n) return ox_status(c);
+  const char *mode = ox_attr_str(c, "mode", "standard");
+  int nesterov = strcmp(mode, "nesterov") == 0;
+  if (!nesterov && strcmp(mode, "standard") != 0) return ox_fail(c, PC_ERR_ATTR, "mode '%s' is not supported", mode);
+  double alpha = ox_attr_float(c, "alpha", 0), beta = ox_attr_float(c, "beta", 0);
+  pc_value *pos, *t = optim_t(c, &pos), *r = ox_in(c, 0);
+  /* the first update (T == 0) takes the gradient whole */
+  pc_value *beta_t = pc_where(G, pos, ox_like(c, beta, t), ox_like(c, 1, t));
+  for (int i = 0; i < n && ox_status(c) == PC_OK; i++) {
+    pc_value *x = ox_in(c, 2 + i), *g = optim_grad(c, x, ox_in(c, 2 + n + i)), *v = ox_in(c, 2 + 2 * n + i);
+    pc_value *vn = op2(c, PC_OP_add, scaled(c, alpha, v), op2(c, PC_OP_mul, beta_t, g));
+    pc_value *step = nesterov ? op2(c, PC_OP_add, g, scaled(c, alpha, vn)) : vn;
+    ox_out(c, i, op2(c, PC_OP_sub, x, op2(c, PC_OP_mul, r, step)));
+    if (ox_has_out(c, n + i)) ox_out(c, n + i, vn);
+  }
+  return ox_status(c);
+}
+
+pc_status ox_op_Adam(ox_ctx *c) {
+  int n = optim_count(c, 4);
+  if (!n) return ox_status(c);
+  double alpha = ox_attr_float(c, "alpha", 0.9), beta = ox_attr_float(c, "beta", 0.999);
+  double eps = ox_attr_float(c, "epsilon", 1e-6), post = ox_attr_float(c, "norm_coefficient_post", 0);
+  pc_value *pos, *t = optim_t(c, &pos), *r = ox_in(c, 0);
+  /* bias correction R * sqrt(1 - beta^T) / (1 - alpha^T) from the second update on */
+  pc_value *one = ox_like(c, 1, t);
+  pc_value *num = pc_sqrt(G, pc_sub(G, one, pc_pow(G, ox_like(c, beta, t), t)));
+  pc_value *den = pc_sub(G, one, pc_pow(G, ox_like(c, alpha, t), t));
+  pc_value *r_adj = pc_where(G, pos, op2(c, PC_OP_mul, r, pc_div(G, num, den)), r);
+  for (int i = 0; i < n && ox_status(c) == PC_OK; i++) {
+    pc_value *x = ox_in(c, 2 + i), *g = optim_grad(c, x, ox_in(c, 2 + n + i));
+    pc_value *v = ox_in(c, 2 + 2 * n + i), *h = ox_in(c, 2 + 3 * n + i);
+    pc_value *vn = op2(c, PC_OP_add, scaled(c, alpha, v), scaled(c, 1 - alpha, g));
+    pc_value *hn = op2(c, PC_OP_add, scaled(c, beta, h), scaled(c, 1 - beta, op2(c, PC_OP_mul, g, g)));
+    pc_value *hs = hn ? pc_add(G, pc_sqrt(G, hn), ox_like(c, eps, hn)) : NULL;
+    pc_value *xn = op2(c, PC_OP_sub, x, op2(c, PC_OP_mul, r_adj, op2(c, PC_OP_div, vn, hs)));
+    ox_out(c, i, scaled(c, 1 - post, xn));
+    if (ox_has_out(c, n + i)) ox_out(c, n + i, vn);
+    if (ox_has_out(c, 2 * n + i)) ox_out(c, 2 * n + i, hn);
+  }
+  return ox_status(c);
+}
