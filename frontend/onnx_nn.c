@@ -1014,3 +1014,48 @@ pc_status ox_op_CausalConvWithState(ox_ctx *c) {
   int64_t start[3] = {0, 0, L}, limit[3] = {B, C, L + k - 1}, stride[3] = {1, 1, 1};
   return ox_out(c, 1, pc_slice(G, padded, start, limit, stride));
 }
+
+/* ---------------------------------------------------------------- Col2Im */
+
+/* Col2Im: each kernel offset's column block, spread over the image by a pad with interior
+ * (stride - 1) and offset (k * dilation - pad), summed over the offsets */
+pc_status ox_op_Col2Im(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  int64_t img[NS_MAX], blk[NS_MAX], dil[NS_MAX], str[NS_MAX], pads[2 * NS_MAX];
+  int ns = ox_const_ints(c, 1, img, NS_MAX), nb = ox_const_ints(c, 2, blk, NS_MAX);
+  if (!x || ns < 0 || nb < 0 || !check_static(c, x)) return ox_status(c);
+  if (ns != nb || ns < 1 || x->type.rank != 3 || ns + 2 > PC_MAX_RANK)
+    return ox_fail(c, PC_ERR_SHAPE, "needs input [N, C*prod(block), L] and image / block shapes of one length");
+  if (!attr_list(c, "dilations", dil, ns, 1) || !attr_list(c, "strides", str, ns, 1) || !attr_list(c, "pads", pads, 2 * ns, 0))
+    return ox_status(c);
+  int64_t K = 1, L = 1, N = x->type.dims[0], out_n[NS_MAX];
+  for (int i = 0; i < ns; i++) {
+    K *= blk[i];
+    out_n[i] = (img[i] + pads[i] + pads[ns + i] - (dil[i] * (blk[i] - 1) + 1)) / str[i] + 1;
+    L *= out_n[i];
+    if (blk[i] < 1 || str[i] < 1 || dil[i] < 1 || out_n[i] < 1) return ox_fail(c, PC_ERR_ATTR, "bad block, strides or dilations");
+  }
+  if (x->type.dims[1] % K || x->type.dims[2] != L)
+    return ox_fail(c, PC_ERR_SHAPE, "input [%lld, %lld, %lld] does not fit the blocks", (long long)N,
+                   (long long)x->type.dims[1], (long long)x->type.dims[2]);
+  int64_t C = x->type.dims[1] / K, d4[4] = {N, C, K, L}, blk_shape[PC_MAX_RANK] = {N, C};
+  for (int i = 0; i < ns; i++) blk_shape[2 + i] = out_n[i];
+  pc_value *x4 = pc_reshape(G, x, 4, d4), *sum = NULL;
+  for (int64_t k = 0; k < K && ox_status(c) == PC_OK; k++) {
+    int64_t start[4] = {0, 0, k, 0}, limit[4] = {N, C, k + 1, L}, one[4] = {1, 1, 1, 1};
+    pc_value *b = pc_reshape(G, pc_slice(G, x4, start, limit, one), ns + 2, blk_shape);
+    int64_t lo[PC_MAX_RANK] = {0}, hi[PC_MAX_RANK] = {0}, in[PC_MAX_RANK] = {0}, rem = k;
+    for (int i = ns - 1; i >= 0; i--) { /* offset k's position in the block, last dim fastest */
+      int64_t ki = rem % blk[i];
+      rem /= blk[i];
+      lo[2 + i] = ki * dil[i] - pads[i];
+      in[2 + i] = str[i] - 1;
+      hi[2 + i] = img[i] - (lo[2 + i] + (out_n[i] - 1) * str[i] + 1);
+    }
+    pc_attr a[4] = {pc_a_ints("low", lo, ns + 2), pc_a_ints("high", hi, ns + 2), pc_a_ints("interior", in, ns + 2),
+                    pc_a_float("value", 0)};
+    pc_value *p = b ? pc_build(G, PC_OP_pad, &b, 1, a, 4) : NULL;
+    sum = sum ? pc_add(G, sum, p) : p;
+  }
+  return ox_out(c, 0, sum);
+}
