@@ -245,6 +245,46 @@ pc_status ox_op_Attention(ox_ctx *c) {
   return att_core(c, &a, q, att_repeat(c, k, rep), att_repeat(c, v, rep), bias);
 }
 
+/* ---------------------------------------------------------------- FlexAttention (ai.onnx.preview) */
+
+/* runs a one-input, one-output graph attribute (score_mod, prob_mod) on x; x when absent */
+static pc_value *flex_mod(ox_ctx *c, const char *attr, pc_value *x) {
+  const Onnx__GraphProto *b = ox_attr_graph(c, attr);
+  if (!b || !x) return x;
+  if (b->n_input != 1 || b->n_output != 1 || !b->input[0]->name || !b->output[0]->name)
+    return ox_fail(c, PC_ERR_ATTR, "%s must take one input and yield one output", attr), NULL;
+  if (ox_name_put(c, b->input[0]->name, x) != PC_OK || ox_import_body(c, b, attr) != PC_OK) return NULL;
+  pc_value *y = ox_name_get(c, b->output[0]->name);
+  if (!y) return ox_fail(c, PC_ERR_UNSUPPORTED, "%s yields no tensor", attr), NULL;
+  if (!pc_type_equal(&y->type, &x->type)) return ox_fail(c, PC_ERR_SHAPE, "%s changes the scores' type or shape", attr), NULL;
+  return y;
+}
+
+/* softmax(score_mod(Q K^T * scale)) -> prob_mod -> V, in f32 for 16-bit inputs (or softmax_precision) */
+pc_status ox_op_FlexAttention(ox_ctx *c) {
+  pc_value *q = ox_in_req(c, 0), *k = ox_in_req(c, 1), *v = ox_in_req(c, 2);
+  if (!q || !k || !v || !ox_require_float(c, q)) return ox_status(c);
+  if (q->type.rank != 4 || k->type.rank != 4 || v->type.rank != 4 || !pc_type_is_static(&q->type) ||
+      !pc_type_is_static(&k->type) || !pc_type_is_static(&v->type))
+    return ox_fail(c, PC_ERR_SHAPE, "Q, K and V must be static rank-4 tensors");
+  int64_t hq = q->type.dims[1], hkv = k->type.dims[1], E = q->type.dims[3];
+  if (hkv < 1 || hq % hkv || v->type.dims[1] != hkv || k->type.dims[3] != E || v->type.dims[2] != k->type.dims[2])
+    return ox_fail(c, PC_ERR_SHAPE, "Q, K and V heads or dims do not fit");
+  pc_dtype dt = q->type.dtype, cdt = dt == PC_f16 || dt == PC_bf16 ? PC_f32 : dt;
+  if (ox_has_attr(c, "softmax_precision") && !ox_dtype_from_onnx((int)ox_attr_int(c, "softmax_precision", 1), &cdt))
+    return ox_fail(c, PC_ERR_ATTR, "softmax_precision is not a supported type");
+  double scale = ox_attr_float(c, "scale", 1 / sqrt((double)E));
+  /* both sides scaled by sqrt(scale), as the reference does, to keep 16-bit products in range */
+  pc_value *ss = pc_scalar(G, dt, sqrt((double)(float)scale));
+  pc_value *qs = ox_binary(c, PC_OP_mul, q, ss), *ks = ox_binary(c, PC_OP_mul, att_repeat(c, k, hq / hkv), ss);
+  int64_t c3 = 3, b01[2] = {0, 1}, c2 = 2;
+  pc_value *scores = pc_convert(G, pc_dot_general(G, qs, ks, 1, &c3, &c3, 2, b01, b01), cdt);
+  pc_value *p = flex_mod(c, "prob_mod", safe_softmax(c, flex_mod(c, "score_mod", scores)));
+  pc_value *vv = pc_convert(G, att_repeat(c, v, hq / hkv), cdt);
+  pc_value *y = p && vv ? pc_dot_general(G, p, vv, 1, &c3, &c2, 2, b01, b01) : NULL;
+  return ox_out(c, 0, y ? pc_convert(G, y, v->type.dtype) : NULL);
+}
+
 /* ---------------------------------------------------------------- losses */
 
 /* the loss of NegativeLogLikelihoodLoss on log-probabilities lp [N, C, d...] and targets [N, d...];
