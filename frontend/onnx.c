@@ -28,10 +28,12 @@ typedef struct ox_row {
 
 static const ox_row ox_rows[] = {
 #define ONNX_OP OX_ROW
+#define ONNX_ML_OP OX_NO_ROW
 #define ONNX_PREVIEW_OP OX_NO_ROW
 #define ONNX_TRAINING_OP OX_NO_ROW
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
+#undef ONNX_ML_OP
 #undef ONNX_PREVIEW_OP
 #undef ONNX_TRAINING_OP
     {NULL, 0, 0, NULL},
@@ -40,10 +42,12 @@ static const ox_row ox_rows[] = {
 /* the ai.onnx.preview domain's ops, versioned by that domain's opset */
 static const ox_row ox_preview_rows[] = {
 #define ONNX_OP OX_NO_ROW
+#define ONNX_ML_OP OX_NO_ROW
 #define ONNX_PREVIEW_OP OX_ROW
 #define ONNX_TRAINING_OP OX_NO_ROW
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
+#undef ONNX_ML_OP
 #undef ONNX_PREVIEW_OP
 #undef ONNX_TRAINING_OP
     {NULL, 0, 0, NULL},
@@ -52,10 +56,26 @@ static const ox_row ox_preview_rows[] = {
 /* the ai.onnx.preview.training domain's ops */
 static const ox_row ox_training_rows[] = {
 #define ONNX_OP OX_NO_ROW
+#define ONNX_ML_OP OX_NO_ROW
 #define ONNX_PREVIEW_OP OX_NO_ROW
 #define ONNX_TRAINING_OP OX_ROW
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
+    {NULL, 0, 0, NULL},
+};
+
+/* the ai.onnx.ml domain's ops */
+static const ox_row ox_ml_rows[] = {
+#define ONNX_OP OX_NO_ROW
+#define ONNX_ML_OP OX_ROW
+#define ONNX_PREVIEW_OP OX_NO_ROW
+#define ONNX_TRAINING_OP OX_NO_ROW
+#include "frontend/onnx_ops.def"
+#undef ONNX_OP
+#undef ONNX_ML_OP
 #undef ONNX_PREVIEW_OP
 #undef ONNX_TRAINING_OP
     {NULL, 0, 0, NULL},
@@ -66,7 +86,8 @@ typedef struct ox_domain {
   const char *name;
   const ox_row *rows;
 } ox_domain;
-static const ox_domain ox_domains[] = {{"ai.onnx.preview", ox_preview_rows}, {"ai.onnx.preview.training", ox_training_rows}};
+static const ox_domain ox_domains[] = {
+    {"ai.onnx.ml", ox_ml_rows}, {"ai.onnx.preview", ox_preview_rows}, {"ai.onnx.preview.training", ox_training_rows}};
 #define OX_N_DOMAINS (int)(sizeof ox_domains / sizeof *ox_domains)
 
 /* index of a non-default domain primc knows; -1 otherwise */

@@ -599,6 +599,31 @@ pc_status ox_op_Gather(ox_ctx *c) {
   return axis < 0 ? ox_status(c) : ox_out(c, 0, take(c, x, idx, axis));
 }
 
+#define COMPRESS_MAX 65536
+
+/* Compress: the slices along axis (of the flattened input when no axis) whose condition entry is
+ * true; the condition decides the output's shape, so it must be known at compile time */
+pc_status ox_op_Compress(ox_ctx *c) {
+  pc_value *x = X0;
+  if (!check_static(c, x)) return ox_status(c);
+  int64_t *cond = pc_alloc(G, sizeof *cond * COMPRESS_MAX), *keep = pc_alloc(G, sizeof *keep * COMPRESS_MAX);
+  int n = cond && keep ? ox_const_ints(c, 1, cond, COMPRESS_MAX) : -2;
+  if (n < 0) return n == -1 ? ox_fail(c, PC_ERR_ATTR, "input 1 (condition) is required") : ox_status(c);
+  int axis = 0;
+  if (ox_has_attr(c, "axis")) {
+    if ((axis = ox_axis(c, ox_attr_int(c, "axis", 0), x->type.rank)) < 0) return ox_status(c);
+  } else {
+    int64_t all = pc_type_numel(&x->type);
+    x = ox_reshape(c, x, 1, &all);
+  }
+  int64_t dim = x ? x->type.dims[axis] : 0, k = 0;
+  if (n > dim) return ox_fail(c, PC_ERR_SHAPE, "condition has %d entries, the axis %lld", n, (long long)dim);
+  for (int i = 0; i < n; i++)
+    if (cond[i]) keep[k++] = i;
+  if (!k) return ox_fail(c, PC_ERR_UNSUPPORTED, "a condition selecting nothing gives an empty result");
+  return ox_out(c, 0, take(c, x, pc_const(G, pc_type_make(PC_i64, 1, &k), keep), axis));
+}
+
 pc_status ox_op_GatherElements(ox_ctx *c) {
   pc_value *x = X0, *idx = ox_in_req(c, 1);
   if (!check_static(c, x) || !idx) return ox_status(c);

@@ -732,20 +732,51 @@ pc_status ox_op_MatMulInteger(ox_ctx *c) {
   return ox_out(c, 0, call_op(c, ox_op_MatMul, in, 2));
 }
 
-pc_status ox_op_ConvInteger(ox_ctx *c) {
-  pc_value *x = ox_in_req(c, 0), *w = ox_in_req(c, 1), *xz = ox_in(c, 2), *wz = ox_in(c, 3);
-  if (!check_static(c, x) || !check_static(c, w)) return ox_status(c);
-  if (xz && pc_type_numel(&xz->type) != 1) return ox_fail(c, PC_ERR_SHAPE, "x_zero_point must be a scalar");
+/* the int32 convolution of (x - x_zero_point) and (w - w_zero_point) with the node's Conv attributes */
+static pc_value *conv_integer(ox_ctx *c, pc_value *x, pc_value *w, pc_value *xz, pc_value *wz) {
+  if (!check_static(c, x) || !check_static(c, w)) return NULL;
+  if (xz && pc_type_numel(&xz->type) != 1) return ox_fail(c, PC_ERR_SHAPE, "x_zero_point must be a scalar"), NULL;
   pc_value *xi = int_shift(c, x, xz, 0), *wi = pc_convert(G, w, PC_i32);
   if (wz && pc_type_numel(&wz->type) == 1) wi = ox_binary(c, PC_OP_sub, wi, ox_reshape(c, pc_convert(G, wz, PC_i32), 0, NULL));
   else if (wz) {
-    if (wz->type.rank != 1 || wz->type.dims[0] != w->type.dims[0]) return ox_fail(c, PC_ERR_SHAPE, "w_zero_point must have one entry per output channel");
+    if (wz->type.rank != 1 || wz->type.dims[0] != w->type.dims[0])
+      return ox_fail(c, PC_ERR_SHAPE, "w_zero_point must have one entry per output channel"), NULL;
     int64_t zero = 0;
     wi = ox_binary(c, PC_OP_sub, wi, pc_broadcast_in_dim(G, pc_convert(G, wz, PC_i32), w->type.rank, w->type.dims, &zero));
   }
   pc_value *in[2] = {xi, wi};
-  if (!xi || !wi) return ox_status(c);
-  return ox_out(c, 0, call_op(c, ox_op_Conv, in, 2));
+  if (!xi || !wi) return NULL;
+  return call_op(c, ox_op_Conv, in, 2);
+}
+
+pc_status ox_op_ConvInteger(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *w = ox_in_req(c, 1);
+  return ox_out(c, 0, conv_integer(c, x, w, ox_in(c, 2), ox_in(c, 3)));
+}
+
+/* v (a scalar or one entry per output channel) shaped to broadcast over a conv output of rank r */
+static pc_value *per_out_channel(ox_ctx *c, pc_value *v, int r) {
+  if (!v || pc_type_numel(&v->type) == 1) return v ? ox_reshape(c, v, 0, NULL) : NULL;
+  int64_t d[PC_MAX_RANK];
+  d[0] = pc_type_numel(&v->type);
+  for (int i = 1; i < r - 1; i++) d[i] = 1;
+  return ox_reshape(c, v, r - 1, d);
+}
+
+pc_status ox_op_QLinearConv(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *xs = ox_in_req(c, 1), *xz = ox_in(c, 2), *w = ox_in_req(c, 3), *ws = ox_in_req(c, 4),
+           *wz = ox_in(c, 5), *ys = ox_in_req(c, 6), *yz = ox_in(c, 7), *b = ox_in(c, 8);
+  if (!x || !xs || !w || !ws || !ys || !ox_require_float(c, xs)) return ox_status(c);
+  const q_range *q = q_range_of(c, yz ? yz->type.dtype : x->type.dtype);
+  pc_value *acc = conv_integer(c, x, w, xz, wz);
+  if (!acc || !q) return ox_status(c);
+  int r = acc->type.rank;
+  if (b) acc = ox_binary(c, PC_OP_add, acc, per_out_channel(c, pc_convert(G, b, PC_i32), r));
+  /* the scales combine in their own type; the int32 sum then promotes to float64, as in QLinearMatMul */
+  pc_value *s = ox_binary(c, PC_OP_div, ox_binary(c, PC_OP_mul, ox_reshape(c, xs, 0, NULL), per_out_channel(c, ws, r)),
+                          pc_convert(G, ox_reshape(c, ys, 0, NULL), xs->type.dtype));
+  pc_value *d = ox_binary(c, PC_OP_mul, pc_convert(G, acc, PC_f64), pc_convert(G, s, PC_f64));
+  return ox_out(c, 0, q_saturate(c, d, yz ? ox_reshape(c, yz, 0, NULL) : NULL, q));
 }
 
 pc_status ox_op_QLinearMatMul(ox_ctx *c) {
@@ -1014,4 +1045,179 @@ pc_status ox_op_Adam(ox_ctx *c) {
     if (ox_has_out(c, 2 * n + i)) ox_out(c, 2 * n + i, hn);
   }
   return ox_status(c);
+}
+
+/* ---------------------------------------------------------------- Det */
+
+#define DET_MAX_N 5 /* cofactor expansion: n! products */
+
+/* determinant of the rows from `row` on and the columns in `cols` (bit set) by cofactor expansion */
+static pc_value *det_minor(ox_ctx *c, pc_value *const *e, int n, int row, unsigned cols) {
+  if (row == n) return NULL;
+  pc_value *sum = NULL;
+  int sign = 1;
+  for (int j = 0; j < n; j++) {
+    if (!(cols & (1u << j))) continue;
+    pc_value *rest = det_minor(c, e, n, row + 1, cols & ~(1u << j));
+    pc_value *t = rest ? pc_mul(G, e[row * n + j], rest) : e[row * n + j];
+    sum = !sum ? t : sign > 0 ? pc_add(G, sum, t) : pc_sub(G, sum, t);
+    sign = -sign;
+  }
+  return sum;
+}
+
+pc_status ox_op_Det(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  if (!x || !check_static(c, x) || !ox_require_float(c, x)) return ox_status(c);
+  int r = x->type.rank;
+  if (r < 2 || x->type.dims[r - 1] != x->type.dims[r - 2]) return ox_fail(c, PC_ERR_SHAPE, "needs [..., n, n] matrices");
+  int64_t n = x->type.dims[r - 1];
+  if (n < 1 || n > DET_MAX_N) return ox_fail(c, PC_ERR_UNSUPPORTED, "determinants of %lld x %lld matrices (at most %d)", (long long)n, (long long)n, DET_MAX_N);
+  pc_value *e[DET_MAX_N * DET_MAX_N];
+  int64_t start[PC_MAX_RANK] = {0}, limit[PC_MAX_RANK], one[PC_MAX_RANK];
+  for (int i = 0; i < r; i++) limit[i] = x->type.dims[i], one[i] = 1;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      start[r - 2] = i, limit[r - 2] = i + 1, start[r - 1] = j, limit[r - 1] = j + 1;
+      e[i * n + j] = ox_reshape(c, pc_slice(G, x, start, limit, one), r - 2, x->type.dims);
+    }
+  return ox_out(c, 0, det_minor(c, e, (int)n, 0, (1u << n) - 1));
+}
+
+/* ---------------------------------------------------------------- ai.onnx.ml */
+
+pc_status ox_op_Binarizer(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  if (!x) return ox_status(c);
+  pc_value *above = op_s(c, PC_OP_gt, x, ox_attr_float(c, "threshold", 0));
+  return ox_out(c, 0, pc_where(G, above, ox_like(c, 1, x), ox_like(c, 0, x)));
+}
+
+/* the entries Y of the last axis of X; a 1-D X reads as one row */
+pc_status ox_op_ArrayFeatureExtractor(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *y = ox_in_req(c, 1);
+  if (!x || !y || !check_static(c, x)) return ox_status(c);
+  if (x->type.rank == 1) x = ox_reshape(c, x, 2, (int64_t[]){1, x->type.dims[0]});
+  int r = x->type.rank;
+  int64_t n = pc_type_numel(&y->type), shape[PC_MAX_RANK], last = r - 1;
+  for (int i = 0; i < r; i++) shape[i] = i == last ? n : x->type.dims[i];
+  pc_value *idx = pc_convert(G, ox_reshape(c, y, 1, &n), PC_i64); /* the gather prim takes one index per output */
+  idx = idx ? pc_broadcast_in_dim(G, idx, r, shape, &last) : NULL;
+  pc_attr a = pc_a_int("axis", last);
+  pc_value *in[2] = {x, idx};
+  return ox_out(c, 0, idx ? pc_build(G, PC_OP_gather, in, 2, &a, 1) : NULL);
+}
+
+/* TreeEnsemble: every tree becomes nested selects over its decisions, each leaf a one-hot row of
+ * its weight at its target; the trees' rows add up (aggregate SUM or AVERAGE, no post transform) */
+#define TE_MAX_NODES 4096
+#define TE_MAX_DEPTH 64
+
+typedef struct te_model {
+  int64_t n_nodes, n_leaves, n_targets, n_members, cursor;
+  int64_t feat[TE_MAX_NODES], tnode[TE_MAX_NODES], fnode[TE_MAX_NODES], tleaf[TE_MAX_NODES], fleaf[TE_MAX_NODES];
+  int64_t mode[TE_MAX_NODES], missing[TE_MAX_NODES], target[TE_MAX_NODES];
+  double split[TE_MAX_NODES], weight[TE_MAX_NODES], members[TE_MAX_NODES];
+  pc_value *x;
+} te_model;
+
+/* a TENSOR attribute's values as doubles; the count, -1 when absent */
+static int te_floats(ox_ctx *c, const char *name, double *out, int max) {
+  pc_value *v = ox_attr_tensor(c, name);
+  if (!v) return -1;
+  const void *d = pc_const_data(v);
+  int64_t n = pc_type_numel(&v->type);
+  if (n > max || (v->type.dtype != PC_f32 && v->type.dtype != PC_f64 && v->type.dtype != PC_u8))
+    return ox_fail(c, PC_ERR_ATTR, "attribute %s: too long or of an unexpected type", name), -2;
+  for (int64_t k = 0; k < n; k++)
+    out[k] = v->type.dtype == PC_f32 ? ((const float *)d)[k] : v->type.dtype == PC_f64 ? ((const double *)d)[k] : ((const uint8_t *)d)[k];
+  return (int)n;
+}
+
+/* the [N, 1] decision of node i on the rows of X */
+static pc_value *te_decide(ox_ctx *c, te_model *m, int64_t i) {
+  pc_value *x = m->x;
+  int64_t N = x->type.dims[0], st[2] = {0, m->feat[i]}, lim[2] = {N, m->feat[i] + 1}, one[2] = {1, 1};
+  pc_value *f = pc_slice(G, x, st, lim, one), *d = NULL;
+  static const pc_op cmp[] = {PC_OP_le, PC_OP_lt, PC_OP_ge, PC_OP_gt, PC_OP_eq, PC_OP_ne};
+  if (m->mode[i] >= 0 && m->mode[i] < 6) d = op_s(c, cmp[m->mode[i]], f, m->split[i]);
+  else if (m->mode[i] == 6) { /* membership: the next NaN-terminated run of members */
+    for (; m->cursor < m->n_members && m->members[m->cursor] == m->members[m->cursor]; m->cursor++) {
+      pc_value *e = op_s(c, PC_OP_eq, f, m->members[m->cursor]);
+      d = d ? pc_or(G, d, e) : e;
+    }
+    m->cursor++;
+    if (!d && f) d = pc_full(G, PC_bool, 0, 2, f->type.dims); /* an empty set: never */
+  } else return ox_fail(c, PC_ERR_ATTR, "node %lld has mode %lld", (long long)i, (long long)m->mode[i]), NULL;
+  if (d && m->missing[i]) d = pc_or(G, d, pc_isnan(G, f));
+  return d;
+}
+
+static pc_value *te_leaf(ox_ctx *c, te_model *m, int64_t i) {
+  if (i < 0 || i >= m->n_leaves || m->target[i] < 0 || m->target[i] >= m->n_targets)
+    return ox_fail(c, PC_ERR_ATTR, "leaf %lld is out of range", (long long)i), NULL;
+  int64_t shape[2] = {m->x->type.dims[0], m->n_targets}, t = m->target[i], one = 1;
+  pc_value *row = pc_full(G, m->x->type.dtype, 0, 1, &m->n_targets);
+  pc_value *w = pc_full(G, m->x->type.dtype, m->weight[i], 1, &one);
+  int64_t lo = t, hi = m->n_targets - t - 1, in = 0;
+  pc_attr a[4] = {pc_a_ints("low", &lo, 1), pc_a_ints("high", &hi, 1), pc_a_ints("interior", &in, 1), pc_a_float("value", 0)};
+  pc_value *hot = w ? pc_build(G, PC_OP_pad, &w, 1, a, 4) : row;
+  return hot ? pc_broadcast_to(G, hot, 2, shape) : NULL;
+}
+
+static pc_value *te_node(ox_ctx *c, te_model *m, int64_t i, int is_leaf, int depth) {
+  if (is_leaf) return te_leaf(c, m, i);
+  if (i < 0 || i >= m->n_nodes || depth > TE_MAX_DEPTH) return ox_fail(c, PC_ERR_ATTR, "bad tree node %lld", (long long)i), NULL;
+  pc_value *d = te_decide(c, m, i);
+  pc_value *t = te_node(c, m, m->tnode[i], m->tleaf[i] != 0, depth + 1), *f = te_node(c, m, m->fnode[i], m->fleaf[i] != 0, depth + 1);
+  if (!d || !t || !f) return NULL;
+  return pc_where(G, pc_broadcast_to(G, d, 2, t->type.dims), t, f);
+}
+
+static int te_ints(ox_ctx *c, const char *name, int64_t *out, int64_t n, int required) {
+  int got = ox_attr_ints(c, name, out, TE_MAX_NODES);
+  if (got == -1 && !required) {
+    for (int64_t i = 0; i < n; i++) out[i] = 0;
+    return 1;
+  }
+  if (got < 0 || (n >= 0 && got != n)) return got == -2 ? 0 : (ox_fail(c, PC_ERR_ATTR, "attribute %s is missing or of the wrong length", name), 0);
+  return 1;
+}
+
+pc_status ox_op_TreeEnsemble(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  if (!x || !check_static(c, x) || !ox_require_float(c, x)) return ox_status(c);
+  if (x->type.rank != 2) return ox_fail(c, PC_ERR_SHAPE, "X must be [N, features]");
+  int64_t agg = ox_attr_int(c, "aggregate_function", 1), post = ox_attr_int(c, "post_transform", 0);
+  if ((agg != 0 && agg != 1) || post != 0)
+    return ox_fail(c, PC_ERR_UNSUPPORTED, "aggregate_function %lld / post_transform %lld (SUM or AVERAGE, no transform)", (long long)agg, (long long)post);
+  te_model *m = pc_alloc(G, sizeof *m);
+  int64_t roots[TE_MAX_NODES];
+  if (!m) return ox_status(c);
+  m->x = x;
+  m->n_targets = ox_attr_int(c, "n_targets", 0);
+  double modes[TE_MAX_NODES];
+  int nm = te_floats(c, "nodes_modes", modes, TE_MAX_NODES), ns = te_floats(c, "nodes_splits", m->split, TE_MAX_NODES);
+  int nw = te_floats(c, "leaf_weights", m->weight, TE_MAX_NODES), nmem = te_floats(c, "membership_values", m->members, TE_MAX_NODES);
+  int nr = ox_attr_ints(c, "tree_roots", roots, TE_MAX_NODES);
+  if (nm < 0 || ns != nm || nw < 0 || nmem == -2 || nr < 1 || m->n_targets < 1)
+    return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "incomplete tree ensemble attributes");
+  m->n_nodes = nm, m->n_leaves = nw, m->n_members = nmem < 0 ? 0 : nmem;
+  for (int i = 0; i < nm; i++) m->mode[i] = (int64_t)modes[i];
+  if (!te_ints(c, "nodes_featureids", m->feat, nm, 1) || !te_ints(c, "nodes_truenodeids", m->tnode, nm, 1) ||
+      !te_ints(c, "nodes_falsenodeids", m->fnode, nm, 1) || !te_ints(c, "nodes_trueleafs", m->tleaf, nm, 1) ||
+      !te_ints(c, "nodes_falseleafs", m->fleaf, nm, 1) || !te_ints(c, "nodes_missing_value_tracks_true", m->missing, nm, 0) ||
+      !te_ints(c, "leaf_targetids", m->target, nw, 1))
+    return ox_status(c);
+  for (int i = 0; i < nm; i++)
+    if (m->feat[i] < 0 || m->feat[i] >= x->type.dims[1]) return ox_fail(c, PC_ERR_ATTR, "node %d reads feature %lld", i, (long long)m->feat[i]);
+  pc_value *sum = NULL;
+  for (int r = 0; r < nr && ox_status(c) == PC_OK; r++) {
+    int64_t i = roots[r];
+    int leaf = i >= 0 && i < nm && m->tleaf[i] && m->fleaf[i] && m->tnode[i] == m->fnode[i];
+    pc_value *t = te_node(c, m, i, leaf, 0);
+    sum = sum && t ? pc_add(G, sum, t) : t;
+  }
+  if (sum && agg == 0) sum = op_s(c, PC_OP_div, sum, (double)nr);
+  return ox_out(c, 0, sum);
 }
