@@ -109,6 +109,7 @@ typedef struct ox_dtype_row {
 static const ox_dtype_row ox_dtypes[] = {
     {1, PC_f32}, {2, PC_u8}, {3, PC_i8}, {5, PC_i16}, {6, PC_i32}, {7, PC_i64},
     {9, PC_bool}, {10, PC_f16}, {11, PC_f64}, {14, PC_c64}, {16, PC_bf16},
+    {4, PC_u16}, {12, PC_u32}, {13, PC_u64},
 };
 
 int ox_dtype_from_onnx(int onnx_type, pc_dtype *out) {
@@ -234,6 +235,12 @@ static pc_status decode_fields(pc_graph *g, const Onnx__TensorProto *tp, pc_tens
   } else if (dt == PC_i64) {
     have = tp->n_int64_data;
     if (have == need && need) memcpy(t->data, tp->int64_data, need * sizeof(int64_t));
+  } else if (dt == PC_u32 || dt == PC_u64) { /* ONNX keeps these two in uint64_data */
+    have = tp->n_uint64_data;
+    for (size_t k = 0; have == need && k < need; k++) {
+      if (dt == PC_u64) ((uint64_t *)t->data)[k] = tp->uint64_data[k];
+      else ((uint32_t *)t->data)[k] = (uint32_t)tp->uint64_data[k];
+    }
   } else { /* i32 and everything narrower is carried in int32_data (f16/bf16 as their bit patterns) */
     have = tp->n_int32_data;
     size_t sz = pc_dtype_size(dt);
@@ -260,6 +267,7 @@ static size_t stored_values(const Onnx__TensorProto *tp, pc_dtype dt) {
   if (dt == PC_f32 || dt == PC_c64) return tp->n_float_data;
   if (dt == PC_f64) return tp->n_double_data;
   if (dt == PC_i64) return tp->n_int64_data;
+  if (dt == PC_u32 || dt == PC_u64) return tp->n_uint64_data;
   return tp->n_int32_data;
 }
 
@@ -952,6 +960,9 @@ static double elem_f(pc_dtype dt, const void *p, int64_t k) {
   case PC_i32: return ((const int32_t *)p)[k];
   case PC_i64: return (double)((const int64_t *)p)[k];
   case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
+  case PC_u16: return ((const uint16_t *)p)[k];
+  case PC_u32: return ((const uint32_t *)p)[k];
+  case PC_u64: return (double)((const uint64_t *)p)[k];
   case PC_c64: return ((const float *)p)[2 * k];
   case PC_DTYPE_COUNT: break;
   }
@@ -1049,7 +1060,8 @@ pc_value *ox_binary(ox_ctx *c, pc_op op, pc_value *a, pc_value *b) {
 static double fit_dtype(pc_dtype dt, double v) {
   static const struct { pc_dtype dt; double lo, hi; } lim[] = {
       {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0},
-      {PC_i64, -9223372036854775808.0, 9223372036854774784.0}, {PC_u8, 0, 255}, {PC_bool, 0, 1}};
+      {PC_i64, -9223372036854775808.0, 9223372036854774784.0}, {PC_u8, 0, 255}, {PC_bool, 0, 1},
+      {PC_u16, 0, 65535}, {PC_u32, 0, 4294967295.0}, {PC_u64, 0, 18446744073709549568.0}};
   for (size_t i = 0; i < sizeof lim / sizeof *lim; i++)
     if (lim[i].dt == dt) return v != v ? 0 : v < lim[i].lo ? lim[i].lo : v > lim[i].hi ? lim[i].hi : v;
   return v;

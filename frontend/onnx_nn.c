@@ -286,7 +286,8 @@ static pc_value *pool_taps(ox_ctx *c, pc_value *xp, const geom *g, pc_op op) {
 /* the smallest value of dtype dt, the padding that never wins a max */
 static double lowest(pc_dtype dt) {
   static const struct { pc_dtype dt; double v; } rows[] = {
-      {PC_i8, -128.0}, {PC_i16, -32768.0}, {PC_i32, -2147483648.0}, {PC_i64, -9223372036854775808.0}, {PC_u8, 0}};
+      {PC_i8, -128.0}, {PC_i16, -32768.0}, {PC_i32, -2147483648.0}, {PC_i64, -9223372036854775808.0}, {PC_u8, 0},
+      {PC_u16, 0}, {PC_u32, 0}, {PC_u64, 0}};
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
     if (rows[i].dt == dt) return rows[i].v;
   return -INFINITY;

@@ -333,6 +333,9 @@ static double elem(const void *p, pc_dtype dt, int64_t k) {
   case PC_i32: return ((const int32_t *)p)[k];
   case PC_i64: return (double)((const int64_t *)p)[k];
   case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
+  case PC_u16: return ((const uint16_t *)p)[k];
+  case PC_u32: return ((const uint32_t *)p)[k];
+  case PC_u64: return (double)((const uint64_t *)p)[k];
   case PC_c64: return ((const float *)p)[k];
   case PC_DTYPE_COUNT: break;
   }

@@ -134,6 +134,9 @@ static int random_tensor(const pc_type *t, uint64_t *state, pc_tensor *out) {
     case PC_bool: *p = r & 1; break;
     case PC_i8: *(int8_t *)p = (int8_t)(r % 8); break;
     case PC_u8: *p = (uint8_t)(r % 8); break;
+    case PC_u16: *(uint16_t *)p = (uint16_t)(r % 8); break;
+    case PC_u32: *(uint32_t *)p = (uint32_t)(r % 8); break;
+    case PC_u64: *(uint64_t *)p = r % 8; break;
     case PC_i16: *(int16_t *)p = (int16_t)(r % 8); break;
     case PC_i32: *(int32_t *)p = (int32_t)(r % 8); break;
     case PC_i64: *(int64_t *)p = (int64_t)(r % 8); break;

@@ -201,8 +201,13 @@ static int compile_one(const compile_opts *op) {
     int nodes = 0;
     for (int i = 0; i < g->n_nodes; i++) nodes += !g->nodes[i]->dead;
     printf("compiled %s -> %s (%s, -O%d%s)\n", o.model, o.out, o.emit, o.opt, o.unfused ? ", unfused" : "");
-    printf("  prims %d, groups %d, planned workspace %lld bytes\n", nodes, g->n_groups, (long long)g->workspace_size);
+    printf("  prims %d, groups %d, intermediate tensors %lld bytes (the kernel listing's workspace adds the\n"
+           "  scratch of runtime calls such as im2col, placed after them)\n", nodes, g->n_groups,
+           (long long)g->workspace_size);
     printf("  time: load %.3f s, passes %.3f s, codegen %.3f s\n", t1 - t0, t2 - t1, t3 - t2);
+    char *mem = pc_memplan_report(g);
+    if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);
+    free(mem);
     pc_kernels_print(g, stdout);
   }
   pc_graph_free(g);
