@@ -23,12 +23,79 @@ typedef struct ox_row {
   ox_fn fn;
 } ox_row;
 
+#define OX_ROW(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn},
+#define OX_NO_ROW(name, min_opset, max_opset, fn)
+
 static const ox_row ox_rows[] = {
-#define ONNX_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn},
+#define ONNX_OP OX_ROW
+#define ONNX_ML_OP OX_NO_ROW
+#define ONNX_PREVIEW_OP OX_NO_ROW
+#define ONNX_TRAINING_OP OX_NO_ROW
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
+    {NULL, 0, 0, NULL},
 };
-#define OX_N_ROWS (int)(sizeof ox_rows / sizeof *ox_rows)
+
+/* the ai.onnx.preview domain's ops, versioned by that domain's opset */
+static const ox_row ox_preview_rows[] = {
+#define ONNX_OP OX_NO_ROW
+#define ONNX_ML_OP OX_NO_ROW
+#define ONNX_PREVIEW_OP OX_ROW
+#define ONNX_TRAINING_OP OX_NO_ROW
+#include "frontend/onnx_ops.def"
+#undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
+    {NULL, 0, 0, NULL},
+};
+
+/* the ai.onnx.preview.training domain's ops */
+static const ox_row ox_training_rows[] = {
+#define ONNX_OP OX_NO_ROW
+#define ONNX_ML_OP OX_NO_ROW
+#define ONNX_PREVIEW_OP OX_NO_ROW
+#define ONNX_TRAINING_OP OX_ROW
+#include "frontend/onnx_ops.def"
+#undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
+    {NULL, 0, 0, NULL},
+};
+
+/* the ai.onnx.ml domain's ops */
+static const ox_row ox_ml_rows[] = {
+#define ONNX_OP OX_NO_ROW
+#define ONNX_ML_OP OX_ROW
+#define ONNX_PREVIEW_OP OX_NO_ROW
+#define ONNX_TRAINING_OP OX_NO_ROW
+#include "frontend/onnx_ops.def"
+#undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
+    {NULL, 0, 0, NULL},
+};
+
+/* the domains beside ai.onnx whose ops primc imports; opset index into ox_loader.dom_opset */
+typedef struct ox_domain {
+  const char *name;
+  const ox_row *rows;
+} ox_domain;
+static const ox_domain ox_domains[] = {
+    {"ai.onnx.ml", ox_ml_rows}, {"ai.onnx.preview", ox_preview_rows}, {"ai.onnx.preview.training", ox_training_rows}};
+#define OX_N_DOMAINS (int)(sizeof ox_domains / sizeof *ox_domains)
+
+/* index of a non-default domain primc knows; -1 otherwise */
+static int domain_index(const char *d) {
+  for (int i = 0; d && i < OX_N_DOMAINS; i++)
+    if (strcmp(ox_domains[i].name, d) == 0) return i;
+  return -1;
+}
 
 
 /* ---------------------------------------------------------------- dtypes */
@@ -302,7 +369,8 @@ typedef struct ox_loader {
   pc_graph *g;
   const char *dir;
   const pc_import_opts *opts;
-  int opset;
+  int opset;                 /* version of the ai.onnx domain; -1 when absent */
+  int dom_opset[OX_N_DOMAINS]; /* versions of ox_domains; -1 when absent */
   const char **keys; /* open addressing, capacity a power of two */
   pc_value **vals;   /* NULL: the name is bound to a sequence (or unbound) */
   size_t cap, n;
@@ -579,24 +647,24 @@ static void fold_node(pc_graph *g, pc_node *n) {
 
 /* ---------------------------------------------------------------- nodes */
 
-static const ox_row *find_row(const char *op, int opset, int *name_known) {
+static const ox_row *find_row(const ox_row *rows, const char *op, int opset, int *name_known) {
   *name_known = 0;
-  for (int i = 0; i < OX_N_ROWS; i++) {
-    if (strcmp(ox_rows[i].name, op) != 0) continue;
+  for (int i = 0; rows[i].name; i++) {
+    if (strcmp(rows[i].name, op) != 0) continue;
     *name_known = 1;
-    if (opset >= ox_rows[i].min_opset && opset <= ox_rows[i].max_opset) return &ox_rows[i];
+    if (opset >= rows[i].min_opset && opset <= rows[i].max_opset) return &rows[i];
   }
   return NULL;
 }
 
 static int is_default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
 
-static pc_status unsupported_op(ox_loader *L, const Onnx__NodeProto *nd, int name_known) {
+static pc_status unsupported_op(ox_loader *L, const Onnx__NodeProto *nd, int opset, int name_known) {
   const char *op = nd->op_type;
   if (name_known)
-    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: op %s is not supported at opset %d", L->g->origin, op, L->opset);
-  return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: unsupported op %s (domain ai.onnx, opset %d)", L->g->origin, op,
-                 L->opset);
+    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: op %s is not supported at opset %d", L->g->origin, op, opset);
+  return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: unsupported op %s (domain %s, opset %d)", L->g->origin, op,
+                 nd->domain && *nd->domain ? nd->domain : "ai.onnx", opset);
 }
 
 static void set_node_origin(ox_loader *L, const Onnx__NodeProto *nd, size_t index) {
@@ -624,13 +692,16 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
   pc_graph *g = L->g;
   set_node_origin(L, nd, index);
   if (!nd->op_type || !*nd->op_type) return pc_fail(g, PC_ERR_PARSE, "%s: node has no op_type", g->origin);
-  if (!is_default_domain(nd->domain))
+  int dom = is_default_domain(nd->domain) ? -1 : domain_index(nd->domain);
+  if (!is_default_domain(nd->domain) && dom < 0)
     return pc_fail(g, PC_ERR_UNSUPPORTED, "%s: op %s of domain '%s' is not supported", g->origin, nd->op_type,
                    nd->domain);
-  if (L->opset < 0) return pc_fail(g, PC_ERR_PARSE, "%s: the model imports no ai.onnx opset", g->origin);
+  int opset = dom < 0 ? L->opset : L->dom_opset[dom];
+  if (opset < 0)
+    return pc_fail(g, PC_ERR_PARSE, "%s: the model imports no %s opset", g->origin, dom < 0 ? "ai.onnx" : nd->domain);
   int known;
-  const ox_row *row = find_row(nd->op_type, L->opset, &known);
-  if (!row) return unsupported_op(L, nd, known);
+  const ox_row *row = find_row(dom < 0 ? ox_rows : ox_domains[dom].rows, nd->op_type, opset, &known);
+  if (!row) return unsupported_op(L, nd, opset, known);
   pc_value **in = calloc(nd->n_input + 1, sizeof *in), **out = calloc(nd->n_output + 1, sizeof *out);
   if (!in || !out) {
     free(in);
@@ -638,7 +709,7 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   }
   int first = g->n_nodes;
-  ox_ctx c = {g, nd, nd->op_type, L->opset, (int)nd->n_input, in, (int)nd->n_output, out, L->dir, L};
+  ox_ctx c = {g, nd, nd->op_type, opset, (int)nd->n_input, in, (int)nd->n_output, out, L->dir, L};
   pc_status st = node_inputs(L, nd, in);
   /* an output left as NULL is produced when the decomposition bound it to a sequence */
   for (size_t i = 0; i < nd->n_output; i++)
@@ -672,9 +743,12 @@ static int is_graph_input(const Onnx__GraphProto *gp, const char *name) {
 
 static pc_status read_opsets(ox_loader *L, const Onnx__ModelProto *m) {
   L->opset = -1;
+  for (int d = 0; d < OX_N_DOMAINS; d++) L->dom_opset[d] = -1;
   for (size_t i = 0; i < m->n_opset_import; i++) {
     const Onnx__OperatorSetIdProto *o = m->opset_import[i];
-    if (o && is_default_domain(o->domain)) L->opset = (int)(o->version > INT_MAX ? INT_MAX : o->version);
+    int v = (int)(o && o->version > INT_MAX ? INT_MAX : o ? o->version : 0), d = o ? domain_index(o->domain) : -1;
+    if (o && is_default_domain(o->domain)) L->opset = v;
+    if (d >= 0) L->dom_opset[d] = v;
   }
   if (L->opset < 0) return PC_OK; /* only other domains: their nodes are refused one by one */
   if (L->opset < 1 || L->opset > OX_MAX_OPSET)

@@ -227,6 +227,30 @@ static int scan_attr(ox_ctx *c, const char *name, int64_t *out, int n, int64_t d
   return 1;
 }
 
+/* the body once per step of the scan inputs xs (along in_axis, backwards where in_dir): state
+ * updated in place, each step's scan outputs pushed onto scans */
+static pc_status scan_steps(ox_ctx *c, const Onnx__GraphProto *body, int n_state, cf_val *state, int m,
+                            pc_value *const *xs, const int64_t *in_axis, const int64_t *in_dir, int64_t len,
+                            int n_scan_out, cf_stack *scans, const char *prefix) {
+  for (int64_t it = 0; it < len; it++) {
+    for (int j = 0; j < n_state; j++) cf_put(c, vi_name(body->input[j]), &state[j]);
+    for (int i = 0; i < m && G->status == PC_OK; i++)
+      ox_name_put(c, vi_name(body->input[n_state + i]), scan_slice(c, xs[i], (int)in_axis[i], in_dir[i] ? len - 1 - it : it));
+    char scope[96];
+    snprintf(scope, sizeof scope, "%s[%lld]", prefix, (long long)it);
+    if (G->status != PC_OK || ox_import_body(c, body, scope) != PC_OK) return G->status;
+    for (int j = 0; j < n_state; j++)
+      if (!cf_get(c, vi_name(body->output[j]), &state[j])) return G->status;
+    for (int k = 0; k < n_scan_out; k++) {
+      cf_val v;
+      if (!cf_get(c, vi_name(body->output[n_state + k]), &v)) return G->status;
+      if (v.is_seq) return ox_fail(c, PC_ERR_UNSUPPORTED, "scan output %d is a sequence", k);
+      if (!stack_push(c, &scans[k], v.t)) return G->status;
+    }
+  }
+  return G->status;
+}
+
 pc_status ox_op_Scan(ox_ctx *c) {
   const Onnx__GraphProto *body = cf_body(c, "body");
   int m = (int)ox_attr_int(c, "num_scan_inputs", 0);
@@ -258,25 +282,56 @@ pc_status ox_op_Scan(ox_ctx *c) {
   if (!state) return G->status;
   for (int j = 0; j < n_state; j++)
     if (!cf_get(c, c->node->input[j], &state[j])) return G->status;
-  for (int64_t it = 0; it < len; it++) {
-    for (int j = 0; j < n_state; j++) cf_put(c, vi_name(body->input[j]), &state[j]);
-    for (int i = 0; i < m && G->status == PC_OK; i++)
-      ox_name_put(c, vi_name(body->input[n_state + i]), scan_slice(c, xs[i], (int)in_axis[i], in_dir[i] ? len - 1 - it : it));
-    char scope[64];
-    snprintf(scope, sizeof scope, "[%lld]", (long long)it);
-    if (G->status != PC_OK || ox_import_body(c, body, scope) != PC_OK) return G->status;
-    for (int j = 0; j < n_state; j++)
-      if (!cf_get(c, vi_name(body->output[j]), &state[j])) return G->status;
-    for (int k = 0; k < n_scan_out; k++) {
-      cf_val v;
-      if (!cf_get(c, vi_name(body->output[n_state + k]), &v)) return G->status;
-      if (v.is_seq) return ox_fail(c, PC_ERR_UNSUPPORTED, "scan output %d is a sequence", k);
-      if (!stack_push(c, &scans[k], v.t)) return G->status;
-    }
-  }
+  if (scan_steps(c, body, n_state, state, m, xs, in_axis, in_dir, len, n_scan_out, scans, "") != PC_OK) return G->status;
   for (int j = 0; j < n_state; j++) cf_out(c, j, &state[j]);
   for (int k = 0; k < n_scan_out && G->status == PC_OK; k++)
     if (ox_has_out(c, n_state + k)) ox_out(c, n_state + k, stack_join(c, &scans[k], out_axis[k], out_dir[k] != 0));
+  return G->status;
+}
+
+/* Scan of opset 8: every input and output has a leading batch axis (scan inputs [B, T, ...]); the
+ * body runs per batch entry, over the whole length (sequence_lens, when given, must be T) */
+pc_status ox_op_Scan8(ox_ctx *c) {
+  const Onnx__GraphProto *body = cf_body(c, "body");
+  int m = (int)ox_attr_int(c, "num_scan_inputs", 0);
+  if (!body) return G->status;
+  int n_state = c->n_in - 1 - m, n_scan_out = c->n_out - n_state;
+  if (m < 1 || m > CF_MAX_SCAN || n_state < 0 || n_scan_out < 0 || n_scan_out > CF_MAX_SCAN ||
+      (int)body->n_input != c->n_in - 1 || (int)body->n_output != c->n_out)
+    return ox_fail(c, PC_ERR_ATTR, "body has %zu inputs and %zu outputs for %d node inputs and %d outputs",
+                   body->n_input, body->n_output, c->n_in, c->n_out);
+  int64_t dirs[CF_MAX_SCAN], zeros[CF_MAX_SCAN] = {0};
+  if (!scan_attr(c, "directions", dirs, m, 0)) return G->status;
+  pc_value *all[CF_MAX_SCAN * 2 + 2];
+  int n_all = n_state + m;
+  if (n_all > CF_MAX_SCAN * 2) return ox_fail(c, PC_ERR_RANGE, "too many inputs");
+  for (int i = 0; i < n_all; i++)
+    if (!(all[i] = ox_in_req(c, 1 + i)) || all[i]->type.rank < 1 || PC_DIM_IS_SYM(all[i]->type.dims[0]))
+      return G->status != PC_OK ? G->status : ox_fail(c, PC_ERR_SHAPE, "input %d needs a static batch axis", 1 + i);
+  int64_t B = all[0]->type.dims[0], T = all[n_state]->type.rank > 1 ? all[n_state]->type.dims[1] : -1, lens[4096];
+  if (T < 0 || PC_DIM_IS_SYM(T) || T > CF_MAX_UNROLL) return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: scan length");
+  int nl = ox_const_ints(c, 0, lens, 4096);
+  if (nl == -2) return G->status;
+  for (int i = 0; i < nl; i++)
+    if (lens[i] != T) return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: sequence_lens shorter than the scan length");
+  cf_stack *per_b = pc_alloc(G, sizeof *per_b * (size_t)(n_all + n_scan_out + 1) * (size_t)(B + 1));
+  cf_val *state = pc_alloc(G, sizeof *state * (size_t)(n_state + 1));
+  if (!per_b || !state) return G->status;
+  for (int64_t b = 0; b < B; b++) {
+    pc_value *xs[CF_MAX_SCAN];
+    for (int j = 0; j < n_state; j++) memset(&state[j], 0, sizeof state[j]), state[j].t = scan_slice(c, all[j], 0, b);
+    for (int i = 0; i < m; i++) xs[i] = scan_slice(c, all[n_state + i], 0, b);
+    cf_stack scans[CF_MAX_SCAN];
+    memset(scans, 0, sizeof scans);
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "[batch %lld]", (long long)b);
+    if (scan_steps(c, body, n_state, state, m, xs, zeros, dirs, T, n_scan_out, scans, prefix) != PC_OK) return G->status;
+    for (int j = 0; j < n_state; j++)
+      if (state[j].is_seq || !stack_push(c, &per_b[j], state[j].t)) return ox_fail(c, PC_ERR_UNSUPPORTED, "a state is a sequence");
+    for (int k = 0; k < n_scan_out; k++) stack_push(c, &per_b[n_state + k], stack_join(c, &scans[k], 0, 0));
+  }
+  for (int j = 0; j < n_state + n_scan_out && G->status == PC_OK; j++)
+    if (ox_has_out(c, j)) ox_out(c, j, stack_join(c, &per_b[j], 0, 0));
   return G->status;
 }
 

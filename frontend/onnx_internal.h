@@ -28,8 +28,14 @@ typedef pc_status (*ox_fn)(ox_ctx *c);
 
 /* One row per ONNX op and opset range, see frontend/onnx_ops.def. */
 #define ONNX_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
+#define ONNX_ML_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
+#define ONNX_PREVIEW_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
+#define ONNX_TRAINING_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
 
 /* ---- errors: the message is prefixed with the node (g->origin, e.g. `Slice "s1"`) */
 pc_status ox_fail(ox_ctx *c, pc_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -335,10 +335,10 @@ static pc_value *la_step(ox_ctx *c, pc_value *x, int64_t t) {
 /* x [B, H, D] with a size-1 dim inserted at axis */
 static pc_value *la_unsq(ox_ctx *c, pc_value *x, int64_t axis) { return x ? ox_unsqueeze(c, x, 1, &axis) : NULL; }
 
-/* sum over axis 2 of a * b (numpy broadcasting) */
-static pc_value *la_contract(ox_ctx *c, pc_value *a, pc_value *b) {
-  int64_t ax = 2;
-  return ox_reduce(c, PC_OP_reduce_sum, ox_binary(c, PC_OP_mul, a, b), 1, &ax, 0);
+/* sum over d of m[b, h, d, e] * v[b, h, d]: [B, H, E], a batched matrix-vector product */
+static pc_value *la_contract(ox_ctx *c, pc_value *m, pc_value *v) {
+  int64_t c2 = 2, batch[2] = {0, 1};
+  return m && v ? pc_dot_general(G, m, v, 1, &c2, &c2, 2, batch, batch) : NULL;
 }
 
 /* the state [B, Hkv, dk, dv] repeated per query head group: [B, Hq, dk, dv] */
@@ -381,11 +381,11 @@ pc_status ox_op_LinearAttention(ox_ctx *c) {
     pc_value *kt = la_step(c, k4, t), *vt = la_step(c, v4, t);
     if (gating) state = ox_binary(c, PC_OP_mul, state, la_unsq(c, pc_exp(G, la_step(c, g4, t)), 3));
     if (delta) {
-      pc_value *got = la_contract(c, state, la_unsq(c, kt, 3)); /* [B, Hkv, dv] */
+      pc_value *got = la_contract(c, state, kt); /* [B, Hkv, dv] */
       vt = ox_binary(c, PC_OP_mul, la_step(c, b4, t), ox_binary(c, PC_OP_sub, vt, got));
     }
     state = ox_binary(c, PC_OP_add, state, ox_binary(c, PC_OP_mul, la_unsq(c, kt, 3), la_unsq(c, vt, 2)));
-    pc_value *o = la_contract(c, la_unsq(c, la_step(c, q4, t), 3), la_repeat(c, state, hq / hkv)); /* [B, Hq, dv] */
+    pc_value *o = la_contract(c, la_repeat(c, state, hq / hkv), la_step(c, q4, t)); /* [B, Hq, dv] */
     outs[t] = la_unsq(c, o ? pc_mul(G, o, ox_like(c, scale, o)) : NULL, 2);
   }
   if (!outs || ox_status(c) != PC_OK) return ox_status(c);

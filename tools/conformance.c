@@ -210,7 +210,19 @@ typedef struct cf_io {
   int n;
   cf_kind kind[CF_MAX_IO];
   char name[CF_MAX_IO][128];
+  char dim_param[CF_MAX_IO][PC_MAX_RANK][64]; /* symbolic dims of tensor inputs ("" when fixed) */
 } cf_io;
+
+static void read_dim_params(const Onnx__ValueInfoProto *vi, char (*out)[64]) {
+  const Onnx__TypeProto *t = vi ? vi->type : NULL;
+  const Onnx__TensorShapeProto *sh = t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type
+                                         ? t->tensor_type->shape : NULL;
+  for (size_t k = 0; sh && k < sh->n_dim && k < PC_MAX_RANK; k++) {
+    const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
+    if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param)
+      snprintf(out[k], 64, "%s", d->dim_param);
+  }
+}
 
 /* 0 when the model is unreadable */
 static int model_io(const char *path, int outputs, cf_io *io) {
@@ -221,6 +233,7 @@ static int model_io(const char *path, int outputs, cf_io *io) {
   for (size_t i = 0; i < n && io->n < CF_MAX_IO; i++) {
     const Onnx__ValueInfoProto *vi = outputs ? m->graph->output[i] : m->graph->input[i];
     io->kind[io->n] = type_kind(vi);
+    read_dim_params(vi, io->dim_param[io->n]);
     snprintf(io->name[io->n++], sizeof io->name[0], "%s", vi && vi->name ? vi->name : "");
   }
   onnx__model_proto__free_unpacked(m, NULL);
@@ -485,6 +498,23 @@ static int specialize_more(const cf_set *s, const char *need, pc_import_opts *o,
   return o->n_consts > before;
 }
 
+/* bindings of the tensor inputs' dim_params to the data set's sizes (the first size met wins) */
+static int bind_dim_params(const cf_io *io, const cf_set *s, pc_dim_binding *dims) {
+  int n = 0;
+  for (int i = 0; i < io->n; i++) {
+    const pc_tensor *t = NULL;
+    for (int e = 0; e < s->n && !t && io->kind[i] == CF_TENSOR; e++)
+      if (s->name[e] && strcmp(s->name[e], io->name[i]) == 0) t = &s->t[e];
+    for (int k = 0; t && k < t->rank && n < CF_MAX_IO; k++) {
+      const char *p = io->dim_param[i][k];
+      int seen = !*p;
+      for (int j = 0; j < n && !seen; j++) seen = strcmp(dims[j].name, p) == 0;
+      if (!seen) dims[n].name = p, dims[n].lo = dims[n].hi = t->dims[k], n++;
+    }
+  }
+  return n;
+}
+
 /* Retries a model whose ops need some graph inputs at compile time: imports it once per data set
  * with those inputs fixed to the data set's values (as `--const-input` would), adding one input
  * each time the importer names another. On a pass, err lists the specialized inputs. */
@@ -505,6 +535,10 @@ static cf_result run_specialized(const char *dir, const char *model, const cf_io
     memset(&o, 0, sizeof o);
     o.consts = consts;
     o.seqs = set.seq, o.n_seqs = set.n_seqs; /* sequence inputs: their lengths are this data set's */
+    /* their elements come with concrete shapes: the tensor inputs' symbolic dims take the data set's
+     * sizes too (as --dim would), so that the two can meet in one op */
+    pc_dim_binding dims[CF_MAX_IO];
+    o.dims = dims, o.n_dims = set.n_seqs ? bind_dim_params(in_io, &set, dims) : 0;
     for (;;) {
       pc_graph *g = pc_onnx_load(model, &o);
       if (!g) {
