@@ -2,6 +2,7 @@
 #include "runtime/primc_rt.h"
 
 #include <immintrin.h>
+#include <stdint.h>
 #include <string.h>
 
 /*
@@ -29,22 +30,52 @@ static int conv_valid(const primc_conv2d *p) {
          p->pad_t >= 0 && p->pad_l >= 0 && p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow);
 }
 
-/* ---------------------------------------------------------------- epilogue: bias, relu */
+/* ---------------------------------------------------------------- epilogue: bias, residual, clamp */
 
 typedef struct epi_ctx {
-  const float *bias; /* indexed by GEMM row, already offset to the group */
-  int relu;
+  const float *bias; /* bias of GEMM row m at bias[m * bias_stride], already offset to the group */
+  int64_t bias_stride;
+  const float *res; /* residual with C's layout (ldc), already offset to the group */
+  float *y;         /* where the result goes, C's layout; may be C itself */
+  float lo, hi;
 } epi_ctx;
 
-static void epi_bias_relu(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
-  const epi_ctx *e = ctx;
-  for (int64_t m = 0; m < mb; m++) {
-    float *row = C + m * ldc, b = e->bias ? e->bias[m0 + m] : 0.0f;
-    if (e->relu)
-      for (int64_t n = 0; n < nb; n++) row[n] = row[n] + b > 0 ? row[n] + b : 0.0f;
-    else
-      for (int64_t n = 0; n < nb; n++) row[n] += b;
+static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* y[n] = clamp(c[n] + b + res[n]); NaN stays NaN */
+static void epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb) {
+  for (int64_t n = 0; n < nb; n++) y[n] = clampf(c[n] + b + (res ? res[n] : 0.0f), e->lo, e->hi);
+}
+
+__attribute__((target("avx512f"))) static void epi_row512(const epi_ctx *e, float *y, const float *c, const float *res,
+                                                          float b, int64_t nb) {
+  __m512 vb = _mm512_set1_ps(b), lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
+  int64_t n = 0;
+  for (; n < nb; n += 16) {
+    __mmask16 m = nb - n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nb - n)) - 1);
+    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c + n), vb);
+    if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + n));
+    /* max/min return their second operand when one is NaN: v second keeps NaN */
+    _mm512_mask_storeu_ps(y + n, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
   }
+}
+
+static int use_avx512(void) { return primc_sgemm_isa() == PRIMC_ISA_AVX512; }
+
+static void epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
+  const epi_ctx *e = ctx;
+  int vec = use_avx512();
+  for (int64_t m = 0; m < mb; m++) {
+    int64_t off = (m0 + m) * ldc + n0;
+    float *row = C + m * ldc, *y = e->y + off, b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
+    const float *res = e->res ? e->res + off : NULL;
+    if (vec) epi_row512(e, y, row, res, b, nb);
+    else epi_row_scalar(e, y, row, res, b, nb);
+  }
+}
+
+static int epi_needed(const primc_conv_epi *e) {
+  return e && (e->bias || e->res || e->lo > -__builtin_inff() || e->hi < __builtin_inff());
 }
 
 /* ---------------------------------------------------------------- implicit im2col */
@@ -110,8 +141,9 @@ static void axpy_strided(float *y, const float *x, int64_t sx, float a, int64_t 
 
 typedef struct dw_job {
   const primc_conv2d *p;
-  const float *x, *w, *bias;
-  float *y;
+  const float *x, *w;
+  const primc_conv_epi *e;
+  float *acc, *y; /* the sums go to acc, the epilogue's results to y (may be acc) */
   int64_t oh, ow;
   int vec;
 } dw_job;
@@ -121,10 +153,12 @@ static void dw_plane(const dw_job *j, int64_t plane) {
   const primc_conv2d *p = j->p;
   int64_t c = plane % p->c;
   const float *x = j->x + plane * p->h * p->w, *w = j->w + c * p->kh * p->kw;
-  float *y = j->y + plane * j->oh * j->ow, b = j->bias ? j->bias[c] : 0.0f;
+  float *y = j->acc + plane * j->oh * j->ow, *out = j->y + plane * j->oh * j->ow;
+  const float *res = j->e->res ? j->e->res + plane * j->oh * j->ow : NULL;
+  float b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
   for (int64_t oy = 0; oy < j->oh; oy++) {
     float *yr = y + oy * j->ow;
-    for (int64_t t = 0; t < j->ow; t++) yr[t] = b;
+    for (int64_t t = 0; t < j->ow; t++) yr[t] = 0.0f;
     for (int64_t i = 0; i < p->kh; i++) {
       int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
       if (ih < 0 || ih >= p->h) continue;
@@ -142,13 +176,116 @@ static void dw_plane(const dw_job *j, int64_t plane) {
           axpy_strided(yr + lo, xr, sw, wv, hi - lo);
       }
     }
-    if (p->relu)
-      for (int64_t t = 0; t < j->ow; t++) yr[t] = yr[t] > 0 ? yr[t] : 0.0f;
+    epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi};
+    float *dst = out + oy * j->ow;
+    if (j->vec) epi_row512(&e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
+    else epi_row_scalar(&e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
+  }
+}
+
+/* one output of a depthwise plane with bounds checks (the border columns) */
+static float dw_point(const primc_conv2d *p, const float *x, const float *w, int64_t oy, int64_t ox) {
+  float a = 0.0f;
+  for (int64_t i = 0; i < p->kh; i++) {
+    int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
+    if (ih < 0 || ih >= p->h) continue;
+    for (int64_t jx = 0; jx < p->kw; jx++) {
+      int64_t iw = ox * p->stride_w - p->pad_l + jx * p->dil_w;
+      if (iw >= 0 && iw < p->w) a += w[i * p->kw + jx] * x[ih * p->w + iw];
+    }
+  }
+  return a;
+}
+
+static __mmask16 low_mask(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* 16 inputs x[0], x[S], .. x[15 S] (S = 1 or 2) under masks from dw_masks: no element past the last read */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512 dw_load(const float *x, const int S,
+                                                                                               __mmask16 ma, __mmask16 mb) {
+  if (S == 1) return _mm512_maskz_loadu_ps(ma, x);
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  return _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(ma, x), even, _mm512_maskz_loadu_ps(mb, x + 16));
+}
+
+/* outputs [ox, ox + min(n, 16 CH)) of row oy, CH <= 4 vectors side by side in registers so that the FMAs
+ * of a tap do not wait on each other (one vector alone is a latency-bound chain) */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+dw_span512(const primc_conv2d *p, const float *x, const float *w, int64_t oy, int64_t ox, int64_t n, float *yr,
+           const int CH, const int S) {
+  __mmask16 ma[4], mb[4], ms[4];
+  for (int c = 0; c < 4; c++) {
+    int64_t r = n - 16 * c; /* outputs left for vector c */
+    ms[c] = low_mask(r);
+    ma[c] = low_mask(S == 1 ? r : 2 * r - 1); /* stride 2: elements x[0 .. 2r-2] */
+    mb[c] = S == 1 ? 0 : low_mask(2 * r - 17);
+  }
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < p->kh; i++) {
+    int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
+    if (ih < 0 || ih >= p->h) continue;
+    const float *xr = x + ih * p->w + ox * S - p->pad_l;
+    for (int64_t jx = 0; jx < p->kw; jx++) {
+      __m512 wv = _mm512_set1_ps(w[i * p->kw + jx]);
+      const float *src = xr + jx * p->dil_w;
+      a0 = _mm512_fmadd_ps(wv, dw_load(src, S, ma[0], mb[0]), a0);
+      if (CH > 1) a1 = _mm512_fmadd_ps(wv, dw_load(src + 16 * S, S, ma[1], mb[1]), a1);
+      if (CH > 2) a2 = _mm512_fmadd_ps(wv, dw_load(src + 32 * S, S, ma[2], mb[2]), a2);
+      if (CH > 3) a3 = _mm512_fmadd_ps(wv, dw_load(src + 48 * S, S, ma[3], mb[3]), a3);
+    }
+  }
+  _mm512_mask_storeu_ps(yr + ox, ms[0], a0);
+  if (CH > 1) _mm512_mask_storeu_ps(yr + ox + 16, ms[1], a1);
+  if (CH > 2) _mm512_mask_storeu_ps(yr + ox + 32, ms[2], a2);
+  if (CH > 3) _mm512_mask_storeu_ps(yr + ox + 48, ms[3], a3);
+}
+
+/* the interior outputs [x_lo, x_hi) of row oy */
+__attribute__((target("avx512f"))) static void dw_interior512(const primc_conv2d *p, const float *x, const float *w,
+                                                              int64_t oy, int64_t x_lo, int64_t x_hi, float *yr) {
+  for (int64_t ox = x_lo; ox < x_hi; ox += 64) {
+    int64_t n = x_hi - ox;
+    if (p->stride_w == 1) {
+      if (n > 32) dw_span512(p, x, w, oy, ox, n, yr, 4, 1);
+      else if (n > 16) dw_span512(p, x, w, oy, ox, n, yr, 2, 1);
+      else dw_span512(p, x, w, oy, ox, n, yr, 1, 1);
+    } else {
+      if (n > 32) dw_span512(p, x, w, oy, ox, n, yr, 4, 2);
+      else if (n > 16) dw_span512(p, x, w, oy, ox, n, yr, 2, 2);
+      else dw_span512(p, x, w, oy, ox, n, yr, 1, 2);
+    }
+  }
+}
+
+/* stride 1 or 2: the columns whose taps are all inside the row run 16 outputs to a vector, every tap
+ * one broadcast FMA; the few border columns go through dw_point */
+__attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int64_t plane) {
+  const primc_conv2d *p = j->p;
+  int64_t c = plane % p->c, sw = p->stride_w, span = (p->kw - 1) * p->dil_w;
+  const float *x = j->x + plane * p->h * p->w, *w = j->w + c * p->kh * p->kw;
+  float *y = j->acc + plane * j->oh * j->ow, *out = j->y + plane * j->oh * j->ow;
+  const float *res = j->e->res ? j->e->res + plane * j->oh * j->ow : NULL;
+  float b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
+  /* interior columns [x_lo, x_hi): ox * sw - pad_l >= 0 and ox * sw - pad_l + span <= w - 1 */
+  int64_t x_lo = (p->pad_l + sw - 1) / sw, x_hi = p->w - 1 - span + p->pad_l < 0 ? 0 : (p->w - 1 - span + p->pad_l) / sw + 1;
+  if (x_hi > j->ow) x_hi = j->ow;
+  if (x_lo > x_hi) x_lo = x_hi;
+  for (int64_t oy = 0; oy < j->oh; oy++) {
+    float *yr = y + oy * j->ow;
+    for (int64_t ox = 0; ox < x_lo; ox++) yr[ox] = dw_point(p, x, w, oy, ox);
+    for (int64_t ox = x_hi; ox < j->ow; ox++) yr[ox] = dw_point(p, x, w, oy, ox);
+    dw_interior512(p, x, w, oy, x_lo, x_hi, yr);
+    epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi};
+    epi_row512(&e, out + oy * j->ow, yr, res ? res + oy * j->ow : NULL, b, j->ow);
   }
 }
 
 static void dw_range(void *ctx, int64_t b, int64_t e) {
-  for (int64_t i = b; i < e; i++) dw_plane(ctx, i);
+  const dw_job *j = ctx;
+  int fast = j->vec && (j->p->stride_w == 1 || j->p->stride_w == 2);
+  for (int64_t i = b; i < e; i++) {
+    if (fast) dw_plane512(j, i);
+    else dw_plane(j, i);
+  }
 }
 
 static int is_depthwise(const primc_conv2d *p) { return p->groups == p->c && p->o == p->c; }
@@ -160,30 +297,48 @@ static int is_pointwise(const primc_conv2d *p) {
 
 /* ---------------------------------------------------------------- entry */
 
-int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, const float *bias, float *y) {
+static int overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
+  return a && b && (uintptr_t)a < (uintptr_t)(b + nb) && (uintptr_t)b < (uintptr_t)(a + na);
+}
+
+int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
+                         float *spare) {
   if (!p || !conv_valid(p)) return PRIMC_ERR_ARG;
+  primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff()};
+  if (!e) e = &none;
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
+  int64_t ny = p->n * p->o * oh * ow, nx = p->n * p->c * p->h * p->w;
+  float *acc = y; /* the sums: y itself unless writing y early would clobber x or the residual */
+  if (overlaps(y, ny, x, nx) || (e->res && e->res != y && overlaps(y, ny, e->res, ny)) || (e->res == y && y)) acc = spare;
+  if (!acc || overlaps(acc, ny, x, nx) || (e->res && overlaps(acc, ny, e->res, ny))) return PRIMC_ERR_ARG;
   if (is_depthwise(p)) {
-    dw_job j = {p, x, w, bias, y, oh, ow, primc_sgemm_isa() == PRIMC_ISA_AVX512};
+    dw_job j = {p, x, w, e, acc, y, oh, ow, use_avx512()};
     primc_parallel_for(p->n * p->c, dw_range, &j);
     return PRIMC_OK;
   }
   int64_t cg = p->c / p->groups, og = p->o / p->groups, kk = cg * p->kh * p->kw, P = oh * ow;
+  primc_epilogue epi = epi_needed(e) || acc != y ? epi_rows : NULL;
   for (int64_t n = 0; n < p->n; n++)
     for (int64_t g = 0; g < p->groups; g++) {
       const float *xg = x + (n * p->c + g * cg) * p->h * p->w, *wg = w + g * og * kk;
-      float *yg = y + (n * p->o + g * og) * P;
-      epi_ctx e = {bias ? bias + g * og : NULL, p->relu};
-      primc_epilogue epi = bias || p->relu ? epi_bias_relu : NULL;
+      int64_t yoff = (n * p->o + g * og) * P;
+      float *ag = acc + yoff;
+      epi_ctx c = {e->bias ? e->bias + g * og * e->bias_stride : NULL, e->bias_stride, e->res ? e->res + yoff : NULL,
+                   y + yoff, e->lo, e->hi};
       int st;
       if (is_pointwise(p)) {
-        st = primc_sgemm_epi(0, 0, og, P, kk, 1.0f, wg, kk, xg, P, 0.0f, yg, P, epi, &e);
+        st = primc_sgemm_epi(0, 0, og, P, kk, 1.0f, wg, kk, xg, P, 0.0f, ag, P, epi, &c);
       } else {
         col_src s = {p, xg, oh, ow};
-        st = primc_sgemm_gen_b(0, og, P, kk, 1.0f, wg, kk, col_row, &s, 0.0f, yg, P, epi, &e);
+        st = primc_sgemm_gen_b(0, og, P, kk, 1.0f, wg, kk, col_row, &s, 0.0f, ag, P, epi, &c);
       }
       if (st != PRIMC_OK) return st;
     }
   return PRIMC_OK;
+}
+
+int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, const float *bias, float *y) {
+  primc_conv_epi e = {bias, 1, NULL, p && p->relu ? 0.0f : -__builtin_inff(), __builtin_inff()};
+  return primc_conv2d_f32_epi(p, x, w, &e, y, NULL);
 }
