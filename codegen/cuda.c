@@ -41,6 +41,7 @@ static const char *const prelude[] = {
     "template <> struct pc_ut<int> { typedef unsigned int t; enum { s = 1 }; };",
     "template <> struct pc_ut<long long> { typedef unsigned long long t; enum { s = 1 }; };",
     "template <> struct pc_ut<unsigned char> { typedef unsigned int t; enum { s = 0 }; };",
+    "template <> struct pc_ut<unsigned short> { typedef unsigned int t; enum { s = 0 }; };",
     "#define PC_U(T) typename pc_ut<T>::t",
     "template <class T> PC_D T pc_add(T a, T b) { return (T)((PC_U(T))a + (PC_U(T))b); }",
     "template <class T> PC_D T pc_sub(T a, T b) { return (T)((PC_U(T))a - (PC_U(T))b); }",
@@ -207,6 +208,9 @@ static const cu_dtype cu_types[PC_DTYPE_COUNT] = {
     [PC_u8] = {"unsigned char", "unsigned char", "unsigned int", "0u", "255u"},
     [PC_bool] = {"unsigned char", "unsigned char", "unsigned int", "0u", "1u"},
     [PC_c64] = {"unsigned long long", "unsigned long long", NULL, "0", "0"}, /* moved as 64-bit patterns */
+    [PC_u16] = {"unsigned short", "unsigned short", "unsigned int", "0u", "65535u"},
+    [PC_u32] = {"unsigned int", "unsigned int", "unsigned int", "0u", "4294967295u"},
+    [PC_u64] = {"unsigned long long", "unsigned long long", "unsigned long long", "0ull", "18446744073709551615ull"},
 };
 
 static int is_half(pc_dtype t) { return t == PC_f16 || t == PC_bf16; }

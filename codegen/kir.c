@@ -250,6 +250,9 @@ static int scalar_const(kir_program *p, const pc_value *v, double *f, int64_t *i
   case PC_i32: *i = *(const int32_t *)d; break;
   case PC_i64: *i = *(const int64_t *)d; break;
   case PC_u8: case PC_bool: *i = *(const uint8_t *)d; break;
+  case PC_u16: *i = *(const uint16_t *)d; break;
+  case PC_u32: *i = *(const uint32_t *)d; break;
+  case PC_u64: *i = (int64_t)*(const uint64_t *)d; break; /* the bits: LLVMConstInt truncates to the width */
   default: return 0;
   }
   return 1;

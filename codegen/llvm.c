@@ -28,14 +28,15 @@ typedef struct lctx {
 
 /* ---------------------------------------------------------------- types */
 
-static int dt_unsigned(pc_dtype t) { return t == PC_u8 || t == PC_bool; }
+static int dt_unsigned(pc_dtype t) { return t == PC_bool || (pc_dtype_is_int(t) && !pc_dtype_is_signed(t)); }
 static int dt_half(pc_dtype t) { return t == PC_f16 || t == PC_bf16; }
 
 /* register type: half types are computed in float */
 static LLVMTypeRef reg_type(lctx *L, pc_dtype t) {
   static const int kinds[PC_DTYPE_COUNT] = {[PC_f16] = 32, [PC_bf16] = 32, [PC_f32] = 32, [PC_f64] = 64,
                                             [PC_i8] = 8,   [PC_i16] = 16,  [PC_i32] = 32, [PC_i64] = 64,
-                                            [PC_u8] = 8,   [PC_bool] = 8,  [PC_c64] = 64}; /* c64: moved as 64-bit patterns */
+                                            [PC_u8] = 8,   [PC_bool] = 8,  [PC_c64] = 64, /* c64: moved as 64-bit patterns */
+                                            [PC_u16] = 16, [PC_u32] = 32,  [PC_u64] = 64};
   if (pc_dtype_is_float(t)) return kinds[t] == 64 ? L->f64 : L->f32;
   return LLVMIntTypeInContext(L->c, (unsigned)kinds[t]);
 }

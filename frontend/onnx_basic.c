@@ -305,7 +305,8 @@ pc_status ox_op_CastLike(ox_ctx *c) {
   pc_value *x = X0, *like = ox_in_req(c, 1);
   return ox_out(c, 0, like ? pc_convert(G, x, like->type.dtype) : NULL);
 }
-pc_status ox_op_Identity(ox_ctx *c) { return ox_out(c, 0, X0); }
+/* sequences and optionals pass through as the import-time lists they are */
+pc_status ox_op_Identity(ox_ctx *c) { return !ox_in(c, 0) && ox_seq_in(c, 0) ? ox_op_SequenceIdentity(c) : ox_out(c, 0, X0); }
 
 pc_status ox_op_Constant(ox_ctx *c) {
   if (ox_has_attr(c, "value")) return ox_out(c, 0, ox_attr_tensor(c, "value"));
@@ -909,6 +910,36 @@ static int reduce_axes(ox_ctx *c, pc_value *x, int input_from, int64_t *axes) {
   return ox_axes(c, axes, n, x->type.rank) ? n : -2;
 }
 
+/* the value max (or min) takes over an empty set: ONNX says -inf (+inf), else the dtype's lowest (highest) */
+static double empty_extreme(pc_dtype dt, int is_max) {
+  static const struct { pc_dtype dt; double lo, hi; } lim[] = {
+      {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0},
+      {PC_i64, -9223372036854775808.0, 9223372036854774784.0}, {PC_u8, 0, 255}, {PC_bool, 0, 1}};
+  for (size_t i = 0; i < sizeof lim / sizeof *lim; i++)
+    if (lim[i].dt == dt) return is_max ? lim[i].lo : lim[i].hi;
+  return is_max ? -INFINITY : INFINITY;
+}
+
+/* a max, min or log-sum-exp over reduced axes holding no element: a constant of the result's shape */
+static pc_value *reduce_empty(ox_ctx *c, red_kind kind, pc_value *x, int n, const int64_t *axes, int keep) {
+  int64_t sh[PC_MAX_RANK];
+  int k = 0, empty = 0;
+  for (int i = 0; i < x->type.rank; i++) {
+    int red = 0;
+    for (int j = 0; j < n; j++) red |= axes[j] == i;
+    empty |= red && x->type.dims[i] == 0;
+    if (!red || keep) sh[k++] = red ? 1 : x->type.dims[i];
+  }
+  if (!empty || (kind != RED_MAX && kind != RED_MIN && kind != RED_LOGSUMEXP)) return NULL;
+  return pc_full(G, x->type.dtype, empty_extreme(x->type.dtype, kind != RED_MIN), k, sh);
+}
+
+/* max / min of bools (opset 20): any / all, reduced as u8 */
+static pc_value *reduce_bool(ox_ctx *c, pc_op op, pc_value *x, int n, const int64_t *axes, int keep) {
+  pc_value *y = ox_reduce(c, op, pc_convert(G, x, PC_u8), n, axes, keep);
+  return y ? pc_convert(G, y, PC_bool) : NULL;
+}
+
 static pc_status reduce_op(ox_ctx *c, red_kind kind) {
   pc_value *x = X0;
   int64_t axes[PC_MAX_RANK];
@@ -916,7 +947,10 @@ static pc_status reduce_op(ox_ctx *c, red_kind kind) {
   int n = reduce_axes(c, x, kind == RED_SUM ? 13 : 18, axes), keep = (int)ox_attr_int(c, "keepdims", 1);
   if (n == -2) return ox_status(c);
   if (n == -1) return ox_out(c, 0, x);
-  pc_value *y = NULL;
+  pc_value *y = reduce_empty(c, kind, x, n, axes, keep);
+  if (y) return ox_out(c, 0, y);
+  if (x->type.dtype == PC_bool && (kind == RED_MAX || kind == RED_MIN))
+    return ox_out(c, 0, reduce_bool(c, kind == RED_MAX ? PC_OP_reduce_max : PC_OP_reduce_min, x, n, axes, keep));
   switch (kind) { /* each reduction is a short prim recipe */
   case RED_SUM: y = ox_reduce(c, PC_OP_reduce_sum, x, n, axes, keep); break;
   case RED_MAX: y = ox_reduce(c, PC_OP_reduce_max, x, n, axes, keep); break;

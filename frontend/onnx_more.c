@@ -586,7 +586,7 @@ typedef struct q_range {
   double lo, hi;
 } q_range;
 
-static const q_range q_ranges[] = {{PC_u8, 0, 255}, {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0}};
+static const q_range q_ranges[] = {{PC_u8, 0, 255}, {PC_u16, 0, 65535}, {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0}};
 
 static const q_range *q_range_of(ox_ctx *c, pc_dtype dt) {
   for (size_t i = 0; i < sizeof q_ranges / sizeof *q_ranges; i++)

@@ -286,7 +286,8 @@ static pc_value *pool_taps(ox_ctx *c, pc_value *xp, const geom *g, pc_op op) {
 /* the smallest value of dtype dt, the padding that never wins a max */
 static double lowest(pc_dtype dt) {
   static const struct { pc_dtype dt; double v; } rows[] = {
-      {PC_i8, -128.0}, {PC_i16, -32768.0}, {PC_i32, -2147483648.0}, {PC_i64, -9223372036854775808.0}, {PC_u8, 0}};
+      {PC_i8, -128.0}, {PC_i16, -32768.0}, {PC_i32, -2147483648.0}, {PC_i64, -9223372036854775808.0}, {PC_u8, 0},
+      {PC_u16, 0}, {PC_u32, 0}, {PC_u64, 0}};
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
     if (rows[i].dt == dt) return rows[i].v;
   return -INFINITY;
@@ -984,4 +985,33 @@ pc_status ox_op_STFT(ox_ctx *c) {
   if (win && frames) frames = pc_mul(G, frames, along(c, pc_convert(G, win, PC_f32), 4, fshape, 2));
   int onesided = (int)ox_attr_int(c, "onesided", 1);
   return ox_out(c, 0, pc_convert(G, dft_core(c, frames, fl, 0, onesided), x->type.dtype));
+}
+
+/* ---------------------------------------------------------------- CausalConvWithState */
+
+/* a depthwise causal conv1d over [past_state (zeros when absent), input]: output, and the last k-1
+ * positions of that concatenation as the present state */
+pc_status ox_op_CausalConvWithState(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *w = ox_in_req(c, 1), *b = ox_in(c, 2), *past = ox_in(c, 3);
+  if (!x || !w || !check_static(c, x) || !check_static(c, w)) return ox_status(c);
+  if (x->type.rank != 3 || w->type.rank != 3 || w->type.dims[0] != x->type.dims[1] || w->type.dims[1] != 1)
+    return ox_fail(c, PC_ERR_SHAPE, "needs input [batch, channels, length] and weight [channels, 1, k]");
+  if (w->type.dtype != x->type.dtype) return ox_fail(c, PC_ERR_TYPE, "input and weight dtypes differ");
+  const char *act = ox_attr_str(c, "activation", "none");
+  int silu = strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0;
+  if (!silu && strcmp(act, "none") != 0) return ox_fail(c, PC_ERR_ATTR, "activation '%s' is not supported", act);
+  int64_t B = x->type.dims[0], C = x->type.dims[1], L = x->type.dims[2], k = w->type.dims[2];
+  int64_t sd[3] = {B, C, k - 1};
+  if (!past) past = pc_full(G, x->type.dtype, 0, 3, sd);
+  if (past && (past->type.rank != 3 || past->type.dims[2] != k - 1))
+    return ox_fail(c, PC_ERR_SHAPE, "past_state must be [batch, channels, k - 1]");
+  pc_value *parts[2] = {past, x};
+  pc_value *padded = k > 1 ? pc_concatenate(G, parts, 2, 2) : x;
+  int64_t one[1] = {1}, zero[1] = {0};
+  pc_value *y = add_bias(c, conv_prim(c, padded, w, 1, one, zero, zero, one, one, C), b);
+  if (silu && y) y = pc_mul(G, y, pc_sigmoid(G, y));
+  ox_out(c, 0, y);
+  if (!ox_has_out(c, 1) || !padded) return ox_status(c);
+  int64_t start[3] = {0, 0, L}, limit[3] = {B, C, L + k - 1}, stride[3] = {1, 1, 1};
+  return ox_out(c, 1, pc_slice(G, padded, start, limit, stride));
 }

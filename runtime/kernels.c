@@ -75,6 +75,9 @@ static int64_t get_i(const void *p, int64_t i, int dt) {
   case PRIMC_I32: return ((const int32_t *)p)[i];
   case PRIMC_I64: return ((const int64_t *)p)[i];
   case PRIMC_U8: case PRIMC_BOOL: return ((const uint8_t *)p)[i];
+  case PRIMC_U16: return ((const uint16_t *)p)[i];
+  case PRIMC_U32: return ((const uint32_t *)p)[i];
+  case PRIMC_U64: return (int64_t)((const uint64_t *)p)[i]; /* the bits; see ordered() */
   default: return 0;
   }
 }
@@ -86,6 +89,9 @@ static void set_i(void *p, int64_t i, int dt, int64_t v) {
   case PRIMC_I32: ((int32_t *)p)[i] = (int32_t)v; break;
   case PRIMC_I64: ((int64_t *)p)[i] = v; break;
   case PRIMC_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  case PRIMC_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+  case PRIMC_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+  case PRIMC_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
   case PRIMC_BOOL: ((uint8_t *)p)[i] = v != 0; break;
   default: break;
   }
@@ -94,9 +100,12 @@ static void set_i(void *p, int64_t i, int dt, int64_t v) {
 static int is_float(int dt) { return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64; }
 
 static size_t dsize(int dt) {
-  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8};
+  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8};
   return dt >= 0 && dt < PRIMC_DTYPE_COUNT ? s[dt] : 1;
 }
+
+/* get_i's value mapped so that signed order is the dtype's order: u64 bits have their top bit flipped */
+static int64_t ordered(int64_t v, int dt) { return dt == PRIMC_U64 ? (int64_t)((uint64_t)v ^ (1ull << 63)) : v; }
 
 /* a shape as codegen lays it out in params: rank then 8 dims */
 typedef struct shp {
@@ -511,8 +520,8 @@ static void combine(void *o, int64_t oi, const void *u, int64_t ui, int dt, int 
     int64_t r = mode == 0   ? b
                 : mode == 1 ? (int64_t)((uint64_t)a + (uint64_t)b)
                 : mode == 2 ? (int64_t)((uint64_t)a * (uint64_t)b)
-                : mode == 3 ? (a > b ? a : b)
-                            : (a < b ? a : b);
+                : mode == 3 ? (ordered(a, dt) > ordered(b, dt) ? a : b)
+                            : (ordered(a, dt) < ordered(b, dt) ? a : b);
     set_i(o, oi, dt, r);
   }
 }
@@ -582,7 +591,7 @@ static int cmp_elems(const sort_ctx *s, int64_t i, int64_t j) {
     if (isnan(x) || isnan(y)) return isnan(x) - isnan(y);
     c = (x > y) - (x < y);
   } else {
-    int64_t x = get_i(s->x, a, s->dt), y = get_i(s->x, b, s->dt);
+    int64_t x = ordered(get_i(s->x, a, s->dt), s->dt), y = ordered(get_i(s->x, b, s->dt), s->dt);
     c = (x > y) - (x < y);
   }
   return s->desc ? -c : c;

@@ -10,7 +10,7 @@
 /* same order as the compiler's ir/dtypes.def */
 typedef enum primc_dtype {
   PRIMC_F16, PRIMC_BF16, PRIMC_F32, PRIMC_F64, PRIMC_I8, PRIMC_I16, PRIMC_I32, PRIMC_I64,
-  PRIMC_U8, PRIMC_BOOL, PRIMC_C64, PRIMC_DTYPE_COUNT
+  PRIMC_U8, PRIMC_BOOL, PRIMC_C64, PRIMC_U16, PRIMC_U32, PRIMC_U64, PRIMC_DTYPE_COUNT
 } primc_dtype;
 
 size_t primc_dtype_size(primc_dtype t);
