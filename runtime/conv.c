@@ -78,6 +78,31 @@ static int epi_needed(const primc_conv_epi *e) {
   return e && (e->bias || e->res || e->lo > -__builtin_inff() || e->hi < __builtin_inff());
 }
 
+/* ---------------------------------------------------------------- strided copies */
+
+static __mmask16 low_mask(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* dst[t] = src[2 t], t < n: 16 outputs from two loads and a permute instead of 16 scalar moves (stride-2
+ * convs spend most of their im2col here); reads no element past src[2 n - 2] */
+__attribute__((target("avx512f"))) static void copy_stride2_512(float *dst, const float *src, int64_t n) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  for (int64_t t = 0; t < n; t += 16, src += 32) {
+    int64_t r = n - t, last = 2 * r - 1;
+    __m512 a = _mm512_maskz_loadu_ps(low_mask(last), src), b = _mm512_maskz_loadu_ps(low_mask(last - 16), src + 16);
+    _mm512_mask_storeu_ps(dst + t, low_mask(r), _mm512_permutex2var_ps(a, even, b));
+  }
+}
+
+static void copy_strided(float *dst, const float *src, int64_t n, int64_t s) {
+  if (s == 1) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+  } else if (s == 2 && n >= 8 && primc_sgemm_isa() == PRIMC_ISA_AVX512) {
+    copy_stride2_512(dst, src, n);
+  } else {
+    for (int64_t t = 0; t < n; t++) dst[t] = src[t * s];
+  }
+}
+
 /* ---------------------------------------------------------------- implicit im2col */
 
 typedef struct col_src {
@@ -113,11 +138,7 @@ static void col_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
     if (hi < lo) hi = lo;
     memset(d, 0, (size_t)lo * sizeof(float));
     if (hi > lo) {
-      const float *src = row + off + (x + lo) * sw;
-      if (sw == 1)
-        memcpy(d + lo, src, (size_t)(hi - lo) * sizeof(float));
-      else
-        for (int64_t t = lo; t < hi; t++) d[t] = src[(t - lo) * sw];
+      copy_strided(d + lo, row + off + (x + lo) * sw, hi - lo, sw);
     }
     memset(d + hi, 0, (size_t)(run - hi) * sizeof(float));
   }
@@ -196,8 +217,6 @@ static float dw_point(const primc_conv2d *p, const float *x, const float *w, int
   }
   return a;
 }
-
-static __mmask16 low_mask(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
 /* 16 inputs x[0], x[S], .. x[15 S] (S = 1 or 2) under masks from dw_masks: no element past the last read */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512 dw_load(const float *x, const int S,
@@ -295,6 +314,41 @@ static int is_pointwise(const primc_conv2d *p) {
          !p->pad_r;
 }
 
+/* ---------------------------------------------------------------- explicit im2col */
+
+/* Below this output width the rows primc_sgemm_gen_b asks for are too short: the per-row setup of
+ * col_row (divisions, three libc calls per output row) costs more than the copies, so a conv with a
+ * col buffer materializes the column matrix once with plain loops and runs an ordinary GEMM on it. */
+#define IM2COL_MAX_OW 24
+
+/* col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy * sh - pt + i * dh][ox * sw - pl + j * dw], 0 outside */
+static void im2col_rows(const primc_conv2d *p, const float *x, int64_t cg, int64_t oh, int64_t ow, float *col) {
+  int64_t sw = p->stride_w;
+  for (int64_t c = 0; c < cg; c++)
+    for (int64_t i = 0; i < p->kh; i++)
+      for (int64_t jx = 0; jx < p->kw; jx++) {
+        int64_t off = jx * p->dil_w - p->pad_l; /* input column of output column 0 */
+        int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw, hi = off > p->w - 1 ? 0 : (p->w - 1 - off) / sw + 1;
+        if (hi > ow) hi = ow;
+        if (lo > hi) lo = hi;
+        for (int64_t oy = 0; oy < oh; oy++, col += ow) {
+          int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
+          const float *src = x + (c * p->h + ih) * p->w + off;
+          int64_t t = 0;
+          if (ih >= 0 && ih < p->h) {
+            for (; t < lo; t++) col[t] = 0.0f;
+            if (sw == 1) {
+              for (; t < hi; t++) col[t] = src[t];
+            } else {
+              copy_strided(col + t, src + t * sw, hi - t, sw);
+              t = hi;
+            }
+          }
+          for (; t < ow; t++) col[t] = 0.0f;
+        }
+      }
+}
+
 /* ---------------------------------------------------------------- entry */
 
 static int overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
@@ -302,7 +356,7 @@ static int overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
 }
 
 int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
-                         float *spare) {
+                         float *spare, float *col) {
   if (!p || !conv_valid(p)) return PRIMC_ERR_ARG;
   primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff()};
   if (!e) e = &none;
@@ -329,6 +383,9 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
       int st;
       if (is_pointwise(p)) {
         st = primc_sgemm_epi(0, 0, og, P, kk, 1.0f, wg, kk, xg, P, 0.0f, ag, P, epi, &c);
+      } else if (col && ow < IM2COL_MAX_OW) {
+        im2col_rows(p, xg, cg, oh, ow, col);
+        st = primc_sgemm_epi(0, 0, og, P, kk, 1.0f, wg, kk, col, P, 0.0f, ag, P, epi, &c);
       } else {
         col_src s = {p, xg, oh, ow};
         st = primc_sgemm_gen_b(0, og, P, kk, 1.0f, wg, kk, col_row, &s, 0.0f, ag, P, epi, &c);
@@ -340,5 +397,5 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
 
 int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, const float *bias, float *y) {
   primc_conv_epi e = {bias, 1, NULL, p && p->relu ? 0.0f : -__builtin_inff(), __builtin_inff()};
-  return primc_conv2d_f32_epi(p, x, w, &e, y, NULL);
+  return primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL);
 }

@@ -456,7 +456,8 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
   conv_epi_read(q, bufs, &e);
   primc_conv2d p;
   if (conv2d_params(&c, &p))
-    return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0]);
+    return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
+                                bufs[3]);
   if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);
   else conv_generic(&c, bufs[0], bufs[1], bufs[2]);
   if (q[0]) {

@@ -270,7 +270,7 @@ static int check_conv_epilogue(const primc_conv2d *p) {
   primc_conv2d_out_hw(p, &oh, &ow);
   int64_t nx = p->n * p->c * p->h * p->w, nw = p->o * (p->c / p->groups) * p->kh * p->kw, ny = p->n * p->o * oh * ow;
   float *x = rand_buf(nx), *w = rand_buf(nw), *b = rand_buf(2 * p->o), *res = rand_buf(ny), *y = rand_buf(ny);
-  float *spare = rand_buf(ny);
+  float *spare = rand_buf(ny), *col = rand_buf((p->c / p->groups) * p->kh * p->kw * oh * ow);
   double *r = malloc(sizeof(double) * (size_t)ny);
   float *bias = malloc(sizeof(float) * (size_t)p->o);
   for (int64_t o = 0; o < p->o; o++) bias[o] = b[2 * o]; /* the kernel reads it with stride 2 */
@@ -279,16 +279,16 @@ static int check_conv_epilogue(const primc_conv2d *p) {
   conv_ref(&q, x, w, bias, r);
   for (int64_t i = 0; i < ny; i++) r[i] = fmin(fmax(r[i] + res[i], 0.0), 6.0);
   primc_conv_epi e = {b, 2, res, 0.0f, 6.0f};
-  int ok = CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, NULL), PRIMC_OK);
+  int ok = CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL), PRIMC_OK);
   double tol = 4.0 * (double)((p->c / p->groups) * p->kh * p->kw + 3) * FLT_EPSILON;
   for (int64_t i = 0; i < ny && ok; i++) ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "y[%lld]=%g, want %g", (long long)i, y[i], r[i]);
   memcpy(y, res, sizeof(float) * (size_t)ny);
   e.res = y;
-  ok = ok && CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, NULL), PRIMC_ERR_ARG); /* in place needs a spare */
-  ok = ok && CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, spare), PRIMC_OK);
+  ok = ok && CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL), PRIMC_ERR_ARG); /* in place needs a spare */
+  ok = ok && CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, spare, col), PRIMC_OK);
   for (int64_t i = 0; i < ny && ok; i++)
     ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "in place: y[%lld]=%g, want %g", (long long)i, y[i], r[i]);
-  free(x), free(w), free(b), free(res), free(y), free(spare), free(r), free(bias);
+  free(x), free(w), free(b), free(res), free(y), free(spare), free(col), free(r), free(bias);
   return ok;
 }
 
