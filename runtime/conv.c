@@ -204,21 +204,30 @@ static void dw_plane(const dw_job *j, int64_t plane) {
   }
 }
 
-/* one output of a depthwise plane with bounds checks (the border columns) */
-static float dw_point(const primc_conv2d *p, const float *x, const float *w, int64_t oy, int64_t ox) {
-  float a = 0.0f;
-  for (int64_t i = 0; i < p->kh; i++) {
-    int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
-    if (ih < 0 || ih >= p->h) continue;
+#define DW_MAX_KW 8
+
+/* which loaded elements of a 64-column block lie inside the input row, per tap column jx and vector c
+ * (a: elements 0..15 of a load, b: 16..31 for stride 2), and which outputs exist (st): the borders
+ * run the same vector code as the interior, padding read as zeros */
+typedef struct dw_masks {
+  __mmask16 a[DW_MAX_KW][4], b[DW_MAX_KW][4], st[4];
+} dw_masks;
+
+static void dw_masks_make(const primc_conv2d *p, int64_t ox, int64_t n, dw_masks *m) {
+  int64_t S = p->stride_w;
+  for (int c = 0; c < 4; c++) {
+    int64_t r = n - 16 * c, cnt = S == 1 ? r : 2 * r - 1; /* outputs left; elements they read */
+    m->st[c] = low_mask(r);
     for (int64_t jx = 0; jx < p->kw; jx++) {
-      int64_t iw = ox * p->stride_w - p->pad_l + jx * p->dil_w;
-      if (iw >= 0 && iw < p->w) a += w[i * p->kw + jx] * x[ih * p->w + iw];
+      int64_t base = (ox + 16 * c) * S - p->pad_l + jx * p->dil_w; /* input column of element 0 */
+      int64_t lim = cnt < p->w - base ? cnt : p->w - base;
+      m->a[jx][c] = (__mmask16)(low_mask(lim) & ~low_mask(-base));
+      m->b[jx][c] = S == 1 ? 0 : (__mmask16)(low_mask(lim - 16) & ~low_mask(-base - 16));
     }
   }
-  return a;
 }
 
-/* 16 inputs x[0], x[S], .. x[15 S] (S = 1 or 2) under masks from dw_masks: no element past the last read */
+/* 16 inputs x[0], x[S], .. x[15 S] (S = 1 or 2) under masks: masked-off elements are never read */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512 dw_load(const float *x, const int S,
                                                                                                __mmask16 ma, __mmask16 mb) {
   if (S == 1) return _mm512_maskz_loadu_ps(ma, x);
@@ -226,18 +235,29 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
   return _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(ma, x), even, _mm512_maskz_loadu_ps(mb, x + 16));
 }
 
-/* outputs [ox, ox + min(n, 16 CH)) of row oy, CH <= 4 vectors side by side in registers so that the FMAs
- * of a tap do not wait on each other (one vector alone is a latency-bound chain) */
-__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
-dw_span512(const primc_conv2d *p, const float *x, const float *w, int64_t oy, int64_t ox, int64_t n, float *yr,
-           const int CH, const int S) {
-  __mmask16 ma[4], mb[4], ms[4];
-  for (int c = 0; c < 4; c++) {
-    int64_t r = n - 16 * c; /* outputs left for vector c */
-    ms[c] = low_mask(r);
-    ma[c] = low_mask(S == 1 ? r : 2 * r - 1); /* stride 2: elements x[0 .. 2r-2] */
-    mb[c] = S == 1 ? 0 : low_mask(2 * r - 17);
+/* what a depthwise row block writes: the sums, or (fused) clamp(sum + bias + res) */
+typedef struct dw_out {
+  float *dst;
+  const float *res;
+  float b, lo, hi;
+  int fused;
+} dw_out;
+
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void dw_store(const dw_out *o, int c,
+                                                                                              __mmask16 m, __m512 v) {
+  if (o->fused) {
+    v = _mm512_add_ps(v, _mm512_set1_ps(o->b));
+    if (o->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, o->res + 16 * c));
+    v = _mm512_min_ps(_mm512_set1_ps(o->hi), _mm512_max_ps(_mm512_set1_ps(o->lo), v)); /* NaN stays */
   }
+  _mm512_mask_storeu_ps(o->dst + 16 * c, m, v);
+}
+
+/* outputs [ox, ox + 16 CH) of row oy (those in m->st), CH <= 4 vectors side by side in registers so the
+ * FMAs of a tap do not wait on each other (one vector alone is a latency-bound chain) */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+dw_span512(const primc_conv2d *p, const float *x, const float *w, int64_t oy, int64_t ox, const dw_masks *m,
+           const dw_out *o, const int CH, const int S) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t i = 0; i < p->kh; i++) {
     int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
@@ -246,61 +266,59 @@ dw_span512(const primc_conv2d *p, const float *x, const float *w, int64_t oy, in
     for (int64_t jx = 0; jx < p->kw; jx++) {
       __m512 wv = _mm512_set1_ps(w[i * p->kw + jx]);
       const float *src = xr + jx * p->dil_w;
-      a0 = _mm512_fmadd_ps(wv, dw_load(src, S, ma[0], mb[0]), a0);
-      if (CH > 1) a1 = _mm512_fmadd_ps(wv, dw_load(src + 16 * S, S, ma[1], mb[1]), a1);
-      if (CH > 2) a2 = _mm512_fmadd_ps(wv, dw_load(src + 32 * S, S, ma[2], mb[2]), a2);
-      if (CH > 3) a3 = _mm512_fmadd_ps(wv, dw_load(src + 48 * S, S, ma[3], mb[3]), a3);
+      a0 = _mm512_fmadd_ps(wv, dw_load(src, S, m->a[jx][0], m->b[jx][0]), a0);
+      if (CH > 1) a1 = _mm512_fmadd_ps(wv, dw_load(src + 16 * S, S, m->a[jx][1], m->b[jx][1]), a1);
+      if (CH > 2) a2 = _mm512_fmadd_ps(wv, dw_load(src + 32 * S, S, m->a[jx][2], m->b[jx][2]), a2);
+      if (CH > 3) a3 = _mm512_fmadd_ps(wv, dw_load(src + 48 * S, S, m->a[jx][3], m->b[jx][3]), a3);
     }
   }
-  _mm512_mask_storeu_ps(yr + ox, ms[0], a0);
-  if (CH > 1) _mm512_mask_storeu_ps(yr + ox + 16, ms[1], a1);
-  if (CH > 2) _mm512_mask_storeu_ps(yr + ox + 32, ms[2], a2);
-  if (CH > 3) _mm512_mask_storeu_ps(yr + ox + 48, ms[3], a3);
+  dw_store(o, 0, m->st[0], a0);
+  if (CH > 1) dw_store(o, 1, m->st[1], a1);
+  if (CH > 2) dw_store(o, 2, m->st[2], a2);
+  if (CH > 3) dw_store(o, 3, m->st[3], a3);
 }
 
-/* the interior outputs [x_lo, x_hi) of row oy */
-__attribute__((target("avx512f"))) static void dw_interior512(const primc_conv2d *p, const float *x, const float *w,
-                                                              int64_t oy, int64_t x_lo, int64_t x_hi, float *yr) {
-  for (int64_t ox = x_lo; ox < x_hi; ox += 64) {
-    int64_t n = x_hi - ox;
-    if (p->stride_w == 1) {
-      if (n > 32) dw_span512(p, x, w, oy, ox, n, yr, 4, 1);
-      else if (n > 16) dw_span512(p, x, w, oy, ox, n, yr, 2, 1);
-      else dw_span512(p, x, w, oy, ox, n, yr, 1, 1);
-    } else {
-      if (n > 32) dw_span512(p, x, w, oy, ox, n, yr, 4, 2);
-      else if (n > 16) dw_span512(p, x, w, oy, ox, n, yr, 2, 2);
-      else dw_span512(p, x, w, oy, ox, n, yr, 1, 2);
-    }
+__attribute__((target("avx512f"))) static void dw_block512(const primc_conv2d *p, const float *x, const float *w,
+                                                           int64_t oy, int64_t ox, int64_t n, const dw_masks *m,
+                                                           const dw_out *o) {
+  if (p->stride_w == 1) {
+    if (n > 32) dw_span512(p, x, w, oy, ox, m, o, 4, 1);
+    else if (n > 16) dw_span512(p, x, w, oy, ox, m, o, 2, 1);
+    else dw_span512(p, x, w, oy, ox, m, o, 1, 1);
+  } else {
+    if (n > 32) dw_span512(p, x, w, oy, ox, m, o, 4, 2);
+    else if (n > 16) dw_span512(p, x, w, oy, ox, m, o, 2, 2);
+    else dw_span512(p, x, w, oy, ox, m, o, 1, 2);
   }
 }
 
-/* stride 1 or 2: the columns whose taps are all inside the row run 16 outputs to a vector, every tap
- * one broadcast FMA; the few border columns go through dw_point */
+/* stride 1 or 2, kw <= DW_MAX_KW: 64-column blocks, each with its masks made once for all rows; the
+ * epilogue is applied in registers unless the sums must go to a separate buffer first */
 __attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int64_t plane) {
   const primc_conv2d *p = j->p;
-  int64_t c = plane % p->c, sw = p->stride_w, span = (p->kw - 1) * p->dil_w;
+  int64_t c = plane % p->c, ow = j->ow;
   const float *x = j->x + plane * p->h * p->w, *w = j->w + c * p->kh * p->kw;
-  float *y = j->acc + plane * j->oh * j->ow, *out = j->y + plane * j->oh * j->ow;
-  const float *res = j->e->res ? j->e->res + plane * j->oh * j->ow : NULL;
+  float *acc = j->acc + plane * j->oh * ow, *out = j->y + plane * j->oh * ow;
+  const float *res = j->e->res ? j->e->res + plane * j->oh * ow : NULL;
   float b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
-  /* interior columns [x_lo, x_hi): ox * sw - pad_l >= 0 and ox * sw - pad_l + span <= w - 1 */
-  int64_t x_lo = (p->pad_l + sw - 1) / sw, x_hi = p->w - 1 - span + p->pad_l < 0 ? 0 : (p->w - 1 - span + p->pad_l) / sw + 1;
-  if (x_hi > j->ow) x_hi = j->ow;
-  if (x_lo > x_hi) x_lo = x_hi;
-  for (int64_t oy = 0; oy < j->oh; oy++) {
-    float *yr = y + oy * j->ow;
-    for (int64_t ox = 0; ox < x_lo; ox++) yr[ox] = dw_point(p, x, w, oy, ox);
-    for (int64_t ox = x_hi; ox < j->ow; ox++) yr[ox] = dw_point(p, x, w, oy, ox);
-    dw_interior512(p, x, w, oy, x_lo, x_hi, yr);
-    epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi};
-    epi_row512(&e, out + oy * j->ow, yr, res ? res + oy * j->ow : NULL, b, j->ow);
+  int fused = acc == out;
+  for (int64_t ox = 0; ox < ow; ox += 64) {
+    int64_t n = ow - ox < 64 ? ow - ox : 64;
+    dw_masks m;
+    dw_masks_make(p, ox, n, &m);
+    for (int64_t oy = 0; oy < j->oh; oy++) {
+      dw_out o = {acc + oy * ow + ox, res ? res + oy * ow + ox : NULL, b, j->e->lo, j->e->hi, fused};
+      dw_block512(p, x, w, oy, ox, n, &m, &o);
+    }
   }
+  epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi};
+  for (int64_t oy = 0; !fused && oy < j->oh; oy++)
+    epi_row512(&e, out + oy * ow, acc + oy * ow, res ? res + oy * ow : NULL, b, ow);
 }
 
 static void dw_range(void *ctx, int64_t b, int64_t e) {
   const dw_job *j = ctx;
-  int fast = j->vec && (j->p->stride_w == 1 || j->p->stride_w == 2);
+  int fast = j->vec && (j->p->stride_w == 1 || j->p->stride_w == 2) && j->p->kw <= DW_MAX_KW;
   for (int64_t i = b; i < e; i++) {
     if (fast) dw_plane512(j, i);
     else dw_plane(j, i);
