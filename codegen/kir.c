@@ -1067,6 +1067,7 @@ typedef struct conv_epi {
   int64_t bias_off, bias_stride, plane;
   int64_t cstride[KIR_MAX_LOOPS]; /* row-major element strides of k's loops */
   double lo, hi;
+  int silu;
 } conv_epi;
 
 static int map_is(const kir_map *m, const int64_t *strides, int n, int64_t offset) {
@@ -1117,12 +1118,36 @@ static int is_const(const kir_expr *x, double *v) {
   return 1;
 }
 
+static int expr_equal(const kir_expr *a, const kir_expr *b) {
+  if (a->kind != b->kind || a->dtype != b->dtype || a->n_args != b->n_args) return 0;
+  if (a->kind == KE_LOAD) return a->buf == b->buf && !memcmp(&a->map, &b->map, sizeof a->map);
+  if (a->kind == KE_CONST) return a->c == b->c && a->ci == b->ci;
+  if (a->kind == KE_INDEX) return a->loop == b->loop;
+  if (a->kind == KE_PRIM && a->op != b->op) return 0;
+  for (int i = 0; i < a->n_args; i++)
+    if (!expr_equal(a->args[i], b->args[i])) return 0;
+  return 1;
+}
+
+/* the sum, or SiLU of it: mul(s, sigmoid(s)) either way round */
+static int match_act(conv_epi *e, const kir_expr *x) {
+  if (x->kind == KE_PRIM && x->op == PC_OP_mul && x->dtype == PC_f32 && !e->silu)
+    for (int i = 0; i < 2; i++) {
+      const kir_expr *s = x->args[i], *g = x->args[1 - i];
+      if (g->kind == KE_PRIM && g->op == PC_OP_sigmoid && expr_equal(g->args[0], s)) {
+        e->silu = 1;
+        return match_sum(e, s);
+      }
+    }
+  return match_sum(e, x);
+}
+
 /* clamp(x, lo, hi), max(x, lo), min(x, hi) with constant bounds, nested, around the sum */
 static int match_clamp(conv_epi *e, const kir_expr *x) {
   double c, c2;
   if (x->kind == KE_PRIM && (x->op == PC_OP_max || x->op == PC_OP_min) && x->dtype == PC_f32) {
     int ci = is_const(x->args[1], &c) ? 1 : is_const(x->args[0], &c) ? 0 : -1;
-    if (ci < 0) return match_sum(e, x);
+    if (ci < 0) return match_act(e, x);
     if (x->op == PC_OP_max && c > e->lo) e->lo = c;
     if (x->op == PC_OP_min && c < e->hi) e->hi = c;
     return match_clamp(e, x->args[1 - ci]);
@@ -1132,7 +1157,7 @@ static int match_clamp(conv_epi *e, const kir_expr *x) {
     if (c2 < e->hi) e->hi = c2;
     return match_clamp(e, x->args[0]);
   }
-  return match_sum(e, x);
+  return match_act(e, x);
 }
 
 /* workspace buffers a and b share bytes (inputs, outputs and weights are distinct buffers) */
@@ -1184,6 +1209,7 @@ static void fuse_conv_epilogues(kir_program *p) {
     w[0] = 1, w[1] = e.bias_off, w[2] = e.bias_stride, w[3] = e.res >= 0;
     memcpy(&w[4], &e.lo, 8);
     memcpy(&w[5], &e.hi, 8);
+    w[6] = e.silu;
     c->args[c->n_args++] = k->stores[0].buf;
     c->args[c->n_args++] = e.bias >= 0 ? e.bias : k->stores[0].buf;
     c->args[c->n_args++] = e.res >= 0 ? e.res : k->stores[0].buf;

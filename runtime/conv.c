@@ -2,6 +2,7 @@
 #include "runtime/primc_rt.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -38,13 +39,41 @@ typedef struct epi_ctx {
   const float *res; /* residual with C's layout (ldc), already offset to the group */
   float *y;         /* where the result goes, C's layout; may be C itself */
   float lo, hi;
+  int silu;
 } epi_ctx;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* y[n] = clamp(c[n] + b + res[n]); NaN stays NaN */
+/* v * sigmoid(v) */
+static float siluf(float v) { return v / (1.0f + expf(-v)); }
+
+/* y[n] = clamp(act(c[n] + b + res[n])); NaN stays NaN */
 static void epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb) {
-  for (int64_t n = 0; n < nb; n++) y[n] = clampf(c[n] + b + (res ? res[n] : 0.0f), e->lo, e->hi);
+  for (int64_t n = 0; n < nb; n++) {
+    float v = c[n] + b + (res ? res[n] : 0.0f);
+    y[n] = clampf(e->silu ? siluf(v) : v, e->lo, e->hi);
+  }
+}
+
+/* e^x to about 2e-7 relative: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r, scaled by 2^n */
+__attribute__((target("avx512f"))) static inline __m512 exp512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x); /* ln2 in two parts: exact n * hi */
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* v * sigmoid(v) = v / (1 + e^-v); e^-v overflows to inf for v < -89, giving -0 as it should */
+__attribute__((target("avx512f"))) static inline __m512 silu512(__m512 v) {
+  return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
 }
 
 __attribute__((target("avx512f"))) static void epi_row512(const epi_ctx *e, float *y, const float *c, const float *res,
@@ -55,6 +84,7 @@ __attribute__((target("avx512f"))) static void epi_row512(const epi_ctx *e, floa
     __mmask16 m = nb - n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nb - n)) - 1);
     __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c + n), vb);
     if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + n));
+    if (e->silu) v = silu512(v);
     /* max/min return their second operand when one is NaN: v second keeps NaN */
     _mm512_mask_storeu_ps(y + n, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
   }
@@ -75,7 +105,7 @@ static void epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, i
 }
 
 static int epi_needed(const primc_conv_epi *e) {
-  return e && (e->bias || e->res || e->lo > -__builtin_inff() || e->hi < __builtin_inff());
+  return e && (e->bias || e->res || e->silu || e->lo > -__builtin_inff() || e->hi < __builtin_inff());
 }
 
 /* ---------------------------------------------------------------- strided copies */
@@ -197,7 +227,7 @@ static void dw_plane(const dw_job *j, int64_t plane) {
           axpy_strided(yr + lo, xr, sw, wv, hi - lo);
       }
     }
-    epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi};
+    epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
     float *dst = out + oy * j->ow;
     if (j->vec) epi_row512(&e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
     else epi_row_scalar(&e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
@@ -240,7 +270,7 @@ typedef struct dw_out {
   float *dst;
   const float *res;
   float b, lo, hi;
-  int fused;
+  int fused, silu;
 } dw_out;
 
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void dw_store(const dw_out *o, int c,
@@ -248,6 +278,7 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
   if (o->fused) {
     v = _mm512_add_ps(v, _mm512_set1_ps(o->b));
     if (o->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, o->res + 16 * c));
+    if (o->silu) v = silu512(v);
     v = _mm512_min_ps(_mm512_set1_ps(o->hi), _mm512_max_ps(_mm512_set1_ps(o->lo), v)); /* NaN stays */
   }
   _mm512_mask_storeu_ps(o->dst + 16 * c, m, v);
@@ -307,11 +338,11 @@ __attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int6
     dw_masks m;
     dw_masks_make(p, ox, n, &m);
     for (int64_t oy = 0; oy < j->oh; oy++) {
-      dw_out o = {acc + oy * ow + ox, res ? res + oy * ow + ox : NULL, b, j->e->lo, j->e->hi, fused};
+      dw_out o = {acc + oy * ow + ox, res ? res + oy * ow + ox : NULL, b, j->e->lo, j->e->hi, fused, j->e->silu};
       dw_block512(p, x, w, oy, ox, n, &m, &o);
     }
   }
-  epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi};
+  epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
   for (int64_t oy = 0; !fused && oy < j->oh; oy++)
     epi_row512(&e, out + oy * ow, acc + oy * ow, res ? res + oy * ow : NULL, b, ow);
 }
@@ -408,7 +439,7 @@ static int overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
 int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
                          float *spare, float *col) {
   if (!p || !conv_valid(p)) return PRIMC_ERR_ARG;
-  primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff()};
+  primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
   if (!e) e = &none;
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
@@ -429,7 +460,7 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
       int64_t yoff = (n * p->o + g * og) * P;
       float *ag = acc + yoff;
       epi_ctx c = {e->bias ? e->bias + g * og * e->bias_stride : NULL, e->bias_stride, e->res ? e->res + yoff : NULL,
-                   y + yoff, e->lo, e->hi};
+                   y + yoff, e->lo, e->hi, e->silu};
       int st;
       if (is_pointwise(p)) {
         st = primc_sgemm_epi(0, 0, og, P, kk, 1.0f, wg, kk, xg, P, 0.0f, ag, P, epi, &c);
@@ -446,6 +477,6 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
 }
 
 int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, const float *bias, float *y) {
-  primc_conv_epi e = {bias, 1, NULL, p && p->relu ? 0.0f : -__builtin_inff(), __builtin_inff()};
+  primc_conv_epi e = {bias, 1, NULL, p && p->relu ? 0.0f : -__builtin_inff(), __builtin_inff(), 0};
   return primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL);
 }

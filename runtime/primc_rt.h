@@ -240,6 +240,7 @@ typedef struct primc_conv_epi {
   int64_t bias_stride;
   const float *res;
   float lo, hi;
+  int silu; /* x * sigmoid(x) of the sum before the clamp (EfficientNet's SiLU) */
 } primc_conv_epi;
 int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
                          float *spare, float *col);

@@ -588,7 +588,7 @@ PC_TEST(codegen_gemm_epilogue) {
 }
 
 /* conv + per-channel bias + residual + ReLU6 in one group: the conv call runs the epilogue itself */
-static void conv_epilogue_case(int64_t n, int64_t groups, const char *want) {
+static void conv_epilogue_case(int64_t n, int64_t groups, int silu, const char *want) {
   pc_graph *g = pc_graph_new();
   int64_t od[4] = {n, 6, 9, 8};
   pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){n, 6, 9, 8}));
@@ -602,6 +602,7 @@ static void conv_epilogue_case(int64_t n, int64_t groups, const char *want) {
   pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
   y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, od, (int64_t[]){1}));
   y = pc_add(g, r, y);
+  if (silu) y = pc_mul(g, y, pc_sigmoid(g, y)); /* EfficientNet's SiLU */
   y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
   y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
   group_from(g, n0, 0);
@@ -619,9 +620,11 @@ static void conv_epilogue_case(int64_t n, int64_t groups, const char *want) {
 }
 
 PC_TEST(codegen_conv_epilogue) {
-  conv_epilogue_case(1, 1, "in the call");
-  conv_epilogue_case(1, 6, "in the call"); /* depthwise */
-  conv_epilogue_case(2, 1, NULL);          /* the bias repeats per image: not one channel stride, left alone */
+  conv_epilogue_case(1, 1, 0, "in the call");
+  conv_epilogue_case(1, 6, 0, "in the call"); /* depthwise */
+  conv_epilogue_case(1, 1, 1, "in the call"); /* SiLU */
+  conv_epilogue_case(1, 6, 1, "in the call");
+  conv_epilogue_case(2, 1, 0, NULL);          /* the bias repeats per image: not one channel stride, left alone */
 }
 
 PC_TEST(codegen_random_fft) {

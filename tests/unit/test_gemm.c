@@ -264,8 +264,9 @@ PC_TEST(gemm_conv2d_rejects_bad_params) {
   CHECK_INT(primc_conv2d_f32(&q, x, w, NULL, y), PRIMC_ERR_ARG);
 }
 
-/* y = clamp(conv + bias + res, 0, 6) with res separate, and in place (res == y, sums in the spare) */
-static int check_conv_epilogue(const primc_conv2d *p) {
+/* y = clamp(conv + bias + res, 0, 6), or clamp(silu(conv + bias + res), -0.25, 6), with res separate, and
+ * in place (res == y, sums in the spare) */
+static int check_conv_epilogue(const primc_conv2d *p, int silu) {
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
   int64_t nx = p->n * p->c * p->h * p->w, nw = p->o * (p->c / p->groups) * p->kh * p->kw, ny = p->n * p->o * oh * ow;
@@ -277,8 +278,12 @@ static int check_conv_epilogue(const primc_conv2d *p) {
   primc_conv2d q = *p;
   q.relu = 0;
   conv_ref(&q, x, w, bias, r);
-  for (int64_t i = 0; i < ny; i++) r[i] = fmin(fmax(r[i] + res[i], 0.0), 6.0);
-  primc_conv_epi e = {b, 2, res, 0.0f, 6.0f};
+  double lo = silu ? -0.25 : 0.0;
+  for (int64_t i = 0; i < ny; i++) {
+    double v = r[i] + res[i];
+    r[i] = fmin(fmax(silu ? v / (1.0 + exp(-v)) : v, lo), 6.0);
+  }
+  primc_conv_epi e = {b, 2, res, (float)lo, 6.0f, silu};
   int ok = CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL), PRIMC_OK);
   double tol = 4.0 * (double)((p->c / p->groups) * p->kh * p->kw + 3) * FLT_EPSILON;
   for (int64_t i = 0; i < ny && ok; i++) ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "y[%lld]=%g, want %g", (long long)i, y[i], r[i]);
@@ -304,7 +309,7 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
   for (int i = 0; i < n; i++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       primc_sgemm_force_isa(is[i]);
-      int ok = check_conv_epilogue(&cases[c]);
+      int ok = check_conv_epilogue(&cases[c], 0) && check_conv_epilogue(&cases[c], 1);
       primc_sgemm_force_isa(PRIMC_ISA_AUTO);
       if (!ok) return;
     }
