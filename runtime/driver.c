@@ -199,6 +199,7 @@ static void openblas_coretype(char **argv) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512f")) return;
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  setenv("OPENBLAS_NUM_THREADS", "1", 0); /* no worker threads at all, see main */
   setenv("PRIMC_NO_REEXEC", "1", 1);
   execv("/proc/self/exe", argv);
 }
