@@ -398,7 +398,50 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_row512(float *dst, co
   }
 }
 
+/* Below 16 output columns a row call writes a handful of floats: tiny planes are gathered instead, 16
+ * outputs (across output rows) per masked gather, with the indices of each tap computed once for all
+ * channels. GATHER_MAX_IDX bounds taps * P rounded up to 16 (the index table is on the stack). */
+#define GATHER_MAX_OW 16
+#define GATHER_MAX_IDX 8192
+
+static int gather_fits(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  return ow < GATHER_MAX_OW && p->kh * p->kw * ((oh * ow + 15) / 16 * 16) <= GATHER_MAX_IDX;
+}
+
+__attribute__((target("avx512f"))) static void im2col_gather512(const primc_conv2d *p, const float *x, int64_t cg,
+                                                                int64_t oh, int64_t ow, float *col) {
+  int32_t idx[GATHER_MAX_IDX];
+  __mmask16 valid[GATHER_MAX_IDX / 16];
+  int64_t P = oh * ow, taps = p->kh * p->kw, np = (P + 15) / 16 * 16;
+  for (int64_t t = 0; t < taps; t++) {
+    int64_t i = t / p->kw, jx = t % p->kw;
+    for (int64_t q = 0; q < np; q++) {
+      int64_t oy = q / ow, ox = q % ow;
+      int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h, iw = ox * p->stride_w - p->pad_l + jx * p->dil_w;
+      int ok = q < P && ih >= 0 && ih < p->h && iw >= 0 && iw < p->w;
+      idx[t * np + q] = ok ? (int32_t)(ih * p->w + iw) : 0;
+      if (q % 16 == 0) valid[(t * np + q) / 16] = 0;
+      if (ok) valid[(t * np + q) / 16] |= (__mmask16)(1u << (q % 16));
+    }
+  }
+  for (int64_t c = 0; c < cg; c++) {
+    const float *plane = x + c * p->h * p->w;
+    for (int64_t t = 0; t < taps; t++) {
+      float *row = col + (c * taps + t) * P;
+      for (int64_t q = 0; q < np; q += 16) {
+        __m512i vi = _mm512_loadu_si512((const void *)(idx + t * np + q));
+        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid[(t * np + q) / 16], vi, plane, 4);
+        _mm512_mask_storeu_ps(row + q, low_mask(P - q), v);
+      }
+    }
+  }
+}
+
 static void im2col_rows(const primc_conv2d *p, const float *x, int64_t cg, int64_t oh, int64_t ow, float *col) {
+  if (use_avx512() && gather_fits(p, oh, ow)) {
+    im2col_gather512(p, x, cg, oh, ow, col);
+    return;
+  }
   int64_t sw = p->stride_w;
   int vec = use_avx512() && (sw == 1 || sw == 2);
   for (int64_t c = 0; c < cg; c++)

@@ -304,6 +304,7 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
       {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* depthwise */
       {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0},  /* stride 2: im2col rows of two vectors */
       {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0},  /* 7x7 stride 2 stem */
+      {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0},   /* stride 2, dilation: gathered im2col */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
