@@ -139,9 +139,13 @@ typedef struct col_src {
   const primc_conv2d *p;
   const float *x; /* the group's first input channel */
   int64_t oh, ow;
+  int vec; /* AVX-512 rows (stride 1 or 2) */
 } col_src;
 
 /* row k = (c, i, j) of the column matrix, output positions [n0, n0 + nc) */
+__attribute__((target("avx512f,bmi2"))) static void im2col_row512(float *dst, const float *src, int64_t ow, int64_t lo,
+                                                                  int64_t hi, int64_t sw);
+
 static void col_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
   const col_src *s = ctx;
   const primc_conv2d *p = s->p;
@@ -166,6 +170,10 @@ static void col_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
     if (lo > run) lo = run;
     if (hi > run) hi = run;
     if (hi < lo) hi = lo;
+    if (s->vec) { /* masked vector loads: no libc call per output row */
+      im2col_row512(d, row + off + x * sw, run, lo, hi, sw);
+      continue;
+    }
     memset(d, 0, (size_t)lo * sizeof(float));
     if (hi > lo) {
       copy_strided(d + lo, row + off + (x + lo) * sw, hi - lo, sw);
@@ -511,7 +519,7 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
         im2col_rows(p, xg, cg, oh, ow, col);
         st = primc_sgemm_epi(0, 0, og, P, kk, 1.0f, wg, kk, col, P, 0.0f, ag, P, epi, &c);
       } else {
-        col_src s = {p, xg, oh, ow};
+        col_src s = {p, xg, oh, ow, use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
         st = primc_sgemm_gen_b(0, og, P, kk, 1.0f, wg, kk, col_row, &s, 0.0f, ag, P, epi, &c);
       }
       if (st != PRIMC_OK) return st;
