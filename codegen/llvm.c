@@ -814,7 +814,7 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
     const kir_kernel *k = &p->kernels[i];
     if (k->kind == KK_LOOP && k->absorbed) continue;
     LLVMValueRef t0 = prof_begin(L);
-    if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue ? kfns[k->epilogue] : NULL);
+    if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue && !k->epi_in_call ? kfns[k->epilogue] : NULL);
     else emit_loop_launch(L, kfns[i], k, table);
     prof_end(L, i, t0);
   }

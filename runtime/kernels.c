@@ -455,13 +455,68 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
     }
 }
 
+/* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
+ * [fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu]; bufs[4..6] = y, bias, residual */
+#define CONV_EPI_AT (1 + 27 + 1 + 32)
+
+static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e) {
+  double lo, hi;
+  memcpy(&lo, &q[4], 8);
+  memcpy(&hi, &q[5], 8);
+  e->bias = q[0] && bufs[5] ? (const float *)bufs[5] + q[1] : NULL;
+  e->bias_stride = q[2];
+  e->res = q[0] && q[3] ? bufs[6] : NULL;
+  e->lo = (float)lo;
+  e->hi = (float)hi;
+  e->silu = q[0] && q[6];
+}
+
+/* the same epilogue after a conv that did not run it: y = clamp(acc + bias + res) over [N, O, P] */
+static void conv_epi_apply(const conv_desc *c, const primc_conv_epi *e, float *y, const float *acc) {
+  int64_t N = c->o.d[0], O = c->o.d[1], P = prod(c->o.d + 2, c->S);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < O; o++) {
+      float b = e->bias ? e->bias[o * e->bias_stride] : 0.0f;
+      for (int64_t i = (n * O + o) * P, end = i + P; i < end; i++) {
+        float v = acc[i] + b + (e->res ? e->res[i] : 0.0f);
+        if (e->silu) v = v / (1.0f + expf(-v));
+        y[i] = v < e->lo ? e->lo : v > e->hi ? e->hi : v;
+      }
+    }
+}
+
+/* the 2-D f32 conv as primc_conv2d; 0 when the bottom/right padding codegen implies is negative */
+static int conv2d_params(const conv_desc *c, primc_conv2d *p) {
+  if (c->dt != PRIMC_F32 || c->S != 2 || c->ldil[0] != 1 || c->ldil[1] != 1) return 0;
+  *p = (primc_conv2d){.n = c->x.d[0], .c = c->x.d[1], .h = c->x.d[2], .w = c->x.d[3], .o = c->w.d[0],
+                      .kh = c->w.d[2], .kw = c->w.d[3], .groups = c->groups, .stride_h = c->stride[0],
+                      .stride_w = c->stride[1], .dil_h = c->dil[0], .dil_w = c->dil[1], .pad_t = c->pad[0],
+                      .pad_l = c->pad[1]};
+  p->pad_b = (c->o.d[2] - 1) * p->stride_h + p->dil_h * (p->kh - 1) + 1 - p->h - p->pad_t;
+  p->pad_r = (c->o.d[3] - 1) * p->stride_w + p->dil_w * (p->kw - 1) + 1 - p->w - p->pad_l;
+  int64_t oh, ow;
+  return p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow) && oh == c->o.d[2] && ow == c->o.d[3];
+}
+
+/* bufs: out, x, w, im2col scratch, then with a fused epilogue y, bias, residual (see CONV_EPI_AT) */
 int primc_k_conv(const int64_t *params, void *const *bufs) {
   conv_desc c;
   conv_read(params, &c);
   if (c.S < 0 || c.S > 6 || c.groups < 1) return PRIMC_ERR_RUNTIME;
   if (numel(&c.o) == 0) return PRIMC_OK;
+  const int64_t *q = params + CONV_EPI_AT;
+  primc_conv_epi e;
+  conv_epi_read(q, bufs, &e);
+  primc_conv2d p;
+  if (conv2d_params(&c, &p))
+    return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
+                                bufs[3]);
   if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);
   else conv_generic(&c, bufs[0], bufs[1], bufs[2]);
+  if (q[0]) {
+    if (c.dt != PRIMC_F32) return PRIMC_ERR_RUNTIME;
+    conv_epi_apply(&c, &e, bufs[4], bufs[0]);
+  }
   return PRIMC_OK;
 }
 

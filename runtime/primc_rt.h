@@ -233,5 +233,19 @@ typedef struct primc_conv2d {
 /* output height and width; 0 when the parameters are inconsistent */
 int primc_conv2d_out_hw(const primc_conv2d *p, int64_t *oh, int64_t *ow);
 int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, const float *bias, float *y);
+/* the fused epilogue of a conv, applied to each output tile while it is in cache: y = clamp(sum +
+ * bias[o * bias_stride] + res[same index as y], lo, hi); bias and res may be NULL; relu is lo = 0,
+ * hi = inf, ReLU6 lo = 0, hi = 6; p->relu is ignored. The sums go to y, or to spare (y's size, may be
+ * NULL) when y overlaps x or res: y may then alias either. PRIMC_ERR_ARG when that needs a spare.
+ * col (may be NULL): c/groups*kh*kw*oh*ow floats where convs with narrow outputs materialize im2col. */
+typedef struct primc_conv_epi {
+  const float *bias;
+  int64_t bias_stride;
+  const float *res;
+  float lo, hi;
+  int silu; /* x * sigmoid(x) of the sum before the clamp (EfficientNet's SiLU) */
+} primc_conv_epi;
+int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
+                         float *spare, float *col);
 
 #endif

@@ -697,6 +697,46 @@ PC_TEST(codegen_gemm_epilogue) {
   pc_graph_free(g);
 }
 
+/* conv + per-channel bias + residual + ReLU6 in one group: the conv call runs the epilogue itself */
+static void conv_epilogue_case(int64_t n, int64_t groups, int silu, const char *want) {
+  pc_graph *g = pc_graph_new();
+  int64_t od[4] = {n, 6, 9, 8};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){n, 6, 9, 8}));
+  pc_value *w = pc_input_add(g, "w", ty(PC_f32, 4, (int64_t[]){6, 6 / groups, 3, 3}));
+  pc_value *b = pc_input_add(g, "b", ty(PC_f32, 1, (int64_t[]){6}));
+  pc_value *r = pc_input_add(g, "r", ty(PC_f32, 4, od));
+  int n0 = g->n_nodes;
+  pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){1, 1}, 2),
+                  pc_a_ints("pad_hi", (int64_t[]){1, 1}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                  pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", groups)};
+  pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
+  y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, od, (int64_t[]){1}));
+  y = pc_add(g, r, y);
+  if (silu) y = pc_mul(g, y, pc_sigmoid(g, y)); /* EfficientNet's SiLU */
+  y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
+  y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
+  group_from(g, n0, 0);
+  pc_output_add(g, y);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_MSG((strstr(buf, "in the call") != NULL) == (want != NULL), "n=%lld groups=%lld:\n%s", (long long)n,
+            (long long)groups, buf);
+  free(buf);
+  check_graph(g, (range){-1, 1}, "conv+bias+residual+relu6");
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_conv_epilogue) {
+  conv_epilogue_case(1, 1, 0, "in the call");
+  conv_epilogue_case(1, 6, 0, "in the call"); /* depthwise */
+  conv_epilogue_case(1, 1, 1, "in the call"); /* SiLU */
+  conv_epilogue_case(1, 6, 1, "in the call");
+  conv_epilogue_case(2, 1, 0, NULL);          /* the bias repeats per image: not one channel stride, left alone */
+}
+
 PC_TEST(codegen_random_fft) {
   pc_graph *g = pc_graph_new();
   for (int normal = 0; normal < 2; normal++) {
