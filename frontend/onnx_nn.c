@@ -596,12 +596,17 @@ pc_status ox_op_LRN(ox_ctx *c) {
   int r = x->type.rank;
   int64_t lo[PC_MAX_RANK] = {0}, hi[PC_MAX_RANK] = {0}, inter[PC_MAX_RANK] = {0}, st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK],
           one[PC_MAX_RANK];
+  /* a window reaching more than C-1 channels away only adds padding zeros: clamp it, so that a huge `size`
+   * costs no more than 2C-1 slices (the average still divides by `size`) */
+  int64_t C = x->type.dims[1], reach = C > 0 ? C - 1 : 0;
   lo[1] = (size - 1) / 2, hi[1] = size - 1 - lo[1];
+  lo[1] = lo[1] < reach ? lo[1] : reach, hi[1] = hi[1] < reach ? hi[1] : reach;
+  int64_t window = lo[1] + hi[1] + 1;
   pc_value *sq = pc_mul(G, x, x);
   pc_attr a[4] = {pc_a_ints("low", lo, r), pc_a_ints("high", hi, r), pc_a_ints("interior", inter, r), pc_a_float("value", 0)};
   pc_value *p = sq ? pc_build(G, PC_OP_pad, &sq, 1, a, 4) : NULL, *sum = NULL;
   for (int i = 0; i < r; i++) lim[i] = x->type.dims[i], one[i] = 1;
-  for (int64_t j = 0; p && j < size; j++) {
+  for (int64_t j = 0; p && j < window; j++) {
     st[1] = j, lim[1] = j + x->type.dims[1];
     pc_value *sl = pc_slice(G, p, st, lim, one);
     sum = sum ? pc_add(G, sum, sl) : sl;

@@ -89,6 +89,8 @@ def main():
          dict(mode="nearest", coordinate_transformation_mode="align_corners", nearest_mode="ceil"), opset=13)
     case("dft_complex_axis1_len", "DFT", f32(2, 5, 3, 2), {"n": np.array(6, np.int64)}, dict(axis=1), opset=17)
     case("depthtospace_crd", "DepthToSpace", f32(1, 8, 2, 3), {}, dict(blocksize=2, mode="CRD"))
+    # a window wider than twice the channels: the importer clamps it (the fuzzer's size=2^40 hung it)
+    case("lrn_size_beyond_channels", "LRN", f32(1, 3, 2, 2), {}, dict(size=11, alpha=0.02, beta=0.75, bias=1.0))
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ static const char *const nn_cases[] = {
     "maxpool_int8_ceil", "avgpool_ceil_include_pad", "avgpool_same_upper_exclude", "lppool_p3",
     "layernorm_outputs", "instancenorm_3d", "lrn_size5", "lstm_bidir_full", "gru_lbr_reverse_clip",
     "rnn_relu_bidir_h0", "resize_linear_sizes", "resize_cubic_asym_exclude", "resize_nearest_ceil_align",
-    "dft_complex_axis1_len", "depthtospace_crd",
+    "dft_complex_axis1_len", "depthtospace_crd", "lrn_size_beyond_channels",
 };
 
 PC_TEST(onnx_nn_reference_cases) {
