@@ -94,7 +94,7 @@ int primc_weights_map(const char *path, int64_t size, void **base);
 /* Kernels generated code calls (runtime/kernels.c): params are compile-time
  * constants laid out by codegen/kir.c, bufs the operand pointers (outputs first). */
 int primc_k_dot(const int64_t *params, void *const *bufs);
-/* dot whose epilogue (a generated loop over output rows [begin, end)) runs block by block */
+/* dot whose epilogue (a generated loop over output rows [begin, end)) runs after it, split over the threads by rows */
 int primc_k_dot_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
                     void *ctx);
 int primc_k_conv(const int64_t *params, void *const *bufs);
