@@ -602,12 +602,12 @@ PC_TEST(codegen_gather_reads_broadcast_in_place) {
   pc_graph_free(g);
 }
 
-/* the vectorized exp and tanh against the interpreter's double-precision libm, in ulps */
+/* the vectorized exp, tanh and erf against the interpreter's double-precision libm, in ulps */
 PC_TEST(codegen_fast_exp_tanh_ulps) {
-  static const pc_op ops[] = {PC_OP_exp, PC_OP_tanh, PC_OP_sigmoid};
-  static const range ranges[] = {{-0.4, 0.4}, {-12, 12}, {-100, 100}, {-1e-3, 1e-3}};
-  for (size_t o = 0; o < 3; o++)
-    for (size_t r = 0; r < 4; r++) {
+  static const pc_op ops[] = {PC_OP_exp, PC_OP_tanh, PC_OP_sigmoid, PC_OP_erf};
+  static const range ranges[] = {{-0.4, 0.4}, {-12, 12}, {-100, 100}, {-1e-3, 1e-3}, {-4.5, 4.5}, {-1.2, 1.2}};
+  for (size_t o = 0; o < 4; o++)
+    for (size_t r = 0; r < 6; r++) {
       pc_graph *g = pc_graph_new();
       pc_value *x = pc_input_add(g, "x", ty(PC_f32, 1, (int64_t[]){4096}));
       pc_output_add(g, pc_build(g, ops[o], &x, 1, NULL, 0));
