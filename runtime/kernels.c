@@ -242,17 +242,36 @@ int primc_k_dot(const int64_t *q, void *const *bufs) {
   return PRIMC_OK;
 }
 
-/* dot with an elementwise epilogue over [M, N] rows [begin, end): the GEMM over all of C,
- * then the epilogue split over the threads by rows while C is still in cache */
-int primc_k_dot_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+/* params as dot's (B's strides unused); bufs: out, a, B packed by primc_sgemm_pack_b */
+int primc_k_dot_packed(const int64_t *q, void *const *bufs) {
+  int64_t M = q[2], N = q[3], K = q[4];
+  int ta = 0;
+  int64_t lda = 0;
+  if (M * N == 0) return PRIMC_OK;
+  if (q[0] != PRIMC_F32 || q[1] != 1 || K < 1 || !blas_layout(M, K, q[6], q[7], &ta, &lda)) return PRIMC_ERR_RUNTIME;
+  return primc_sgemm_prepacked_any(ta, M, N, K, 1.0f, bufs[1], lda, bufs[2], 0.0f, bufs[0], N, NULL, NULL);
+}
+
+/* the GEMM over all of C, then the epilogue split over the threads by rows while C is in cache */
+static int dot_then_epilogue(int (*dot)(const int64_t *, void *const *), const int64_t *q, void *const *bufs,
+                             void (*epi)(void *, int64_t, int64_t), void *ctx) {
   int64_t M = q[2], N = q[3];
-  int st = primc_k_dot(q, bufs);
+  int st = dot(q, bufs);
   if (st != PRIMC_OK || M == 0) return st;
   if (q[1] == 1 && M > 1 && M * N >= EPI_SPLIT_ELEMS)
     primc_parallel_for(M, epi, ctx);
   else
     epi(ctx, 0, M);
   return PRIMC_OK;
+}
+
+/* dot with an elementwise epilogue over [M, N] rows [begin, end) */
+int primc_k_dot_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  return dot_then_epilogue(primc_k_dot, q, bufs, epi, ctx);
+}
+
+int primc_k_dot_packed_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  return dot_then_epilogue(primc_k_dot_packed, q, bufs, epi, ctx);
 }
 
 /* ---------------------------------------------------------------- conv */
