@@ -26,7 +26,7 @@ RT_OBJ   := $(RT_SRC:%.c=$(B)/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 
-.PHONY: all setup test demo clean conformance fuzz check-asan
+.PHONY: all setup test demo clean conformance fuzz check-asan models bench test-large
 all: $(B)/primc $(B)/libprimc_rt.a $(B)/test_primc
 
 setup: $(SETUP_STAMP)
@@ -82,3 +82,21 @@ check-asan: | $(SETUP_STAMP)
 	  build-asan/test_primc
 
 -include tests/fuzz/fuzz.mk
+
+# the large models of the zoo (models/large/, not committed), exported with Debian's torch, with ORT references
+models: all
+	bash tools/setup.sh models
+	/usr/bin/python3 models/export.py --large resnet18 resnet50 mobilenet_v2 efficientnet_b0 vit_tiny bert_base gpt2_block
+	python3 models/refs.py
+
+# primc against ONNX Runtime, PyTorch eager and torch.compile on every model present, plus roofline figures
+bench: all $(B)/gemm_bench $(B)/stream
+	bash tools/setup.sh bench
+	python3 bench/run.py --threads 1,2
+	bash bench/roofline.sh
+
+-include bench/bench.mk
+
+# the large zoo (after `make models`) compiled and checked against ONNX Runtime
+test-large: all
+	PRIMC_LARGE=1 bash tests/suites/models.sh

@@ -16,12 +16,25 @@ typedef struct pc_const_input {
   pc_tensor value;   /* dtype and rank must match the input's declaration, and every fixed dim */
 } pc_const_input;
 
+/* a graph input of sequence or optional type: sequences exist only at import time (lists of
+ * values), so their length and element types are fixed at compile time; element k becomes the
+ * graph input NAME.k */
+typedef struct pc_seq_input {
+  const char *name;
+  int n;                 /* elements */
+  const pc_type *elems;  /* n element types */
+  int none;              /* an optional without a value */
+  int holds_seq;         /* an optional holding a sequence (n elements) rather than one tensor */
+} pc_seq_input;
+
 typedef struct pc_import_opts {
   const pc_dim_binding *dims; /* --dim name=N or name=LO..HI */
   int n_dims;
   const char *weights_path;   /* text graphs: .safetensors file for constant(key=...) */
   const pc_const_input *consts; /* ONNX: graph inputs specialized to constants (--const-input) */
   int n_consts;
+  const pc_seq_input *seqs;     /* ONNX: sequence / optional graph inputs */
+  int n_seqs;
 } pc_import_opts;
 
 /* Each returns a graph (NULL only when out of memory); on failure the graph's

@@ -23,19 +23,80 @@ typedef struct ox_row {
   ox_fn fn;
 } ox_row;
 
+#define OX_ROW(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn},
+#define OX_NO_ROW(name, min_opset, max_opset, fn)
+
 static const ox_row ox_rows[] = {
-#define ONNX_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn},
+#define ONNX_OP OX_ROW
+#define ONNX_ML_OP OX_NO_ROW
+#define ONNX_PREVIEW_OP OX_NO_ROW
+#define ONNX_TRAINING_OP OX_NO_ROW
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
+    {NULL, 0, 0, NULL},
 };
-#define OX_N_ROWS (int)(sizeof ox_rows / sizeof *ox_rows)
 
-/* ops that are valid ONNX but whose semantics (subgraphs, sequences) the prim IR does not model */
-static const char *const ox_control_flow[] = {"If", "Loop", "Scan", "SequenceMap", "SequenceConstruct",
-                                              "SequenceAt", "SequenceInsert", "SequenceErase",
-                                              "SequenceLength", "SequenceEmpty", "SplitToSequence",
-                                              "ConcatFromSequence", "Optional", "OptionalGetElement",
-                                              "OptionalHasElement"};
+/* the ai.onnx.preview domain's ops, versioned by that domain's opset */
+static const ox_row ox_preview_rows[] = {
+#define ONNX_OP OX_NO_ROW
+#define ONNX_ML_OP OX_NO_ROW
+#define ONNX_PREVIEW_OP OX_ROW
+#define ONNX_TRAINING_OP OX_NO_ROW
+#include "frontend/onnx_ops.def"
+#undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
+    {NULL, 0, 0, NULL},
+};
+
+/* the ai.onnx.preview.training domain's ops */
+static const ox_row ox_training_rows[] = {
+#define ONNX_OP OX_NO_ROW
+#define ONNX_ML_OP OX_NO_ROW
+#define ONNX_PREVIEW_OP OX_NO_ROW
+#define ONNX_TRAINING_OP OX_ROW
+#include "frontend/onnx_ops.def"
+#undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
+    {NULL, 0, 0, NULL},
+};
+
+/* the ai.onnx.ml domain's ops */
+static const ox_row ox_ml_rows[] = {
+#define ONNX_OP OX_NO_ROW
+#define ONNX_ML_OP OX_ROW
+#define ONNX_PREVIEW_OP OX_NO_ROW
+#define ONNX_TRAINING_OP OX_NO_ROW
+#include "frontend/onnx_ops.def"
+#undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
+    {NULL, 0, 0, NULL},
+};
+
+/* the domains beside ai.onnx whose ops primc imports; opset index into ox_loader.dom_opset */
+typedef struct ox_domain {
+  const char *name;
+  const ox_row *rows;
+} ox_domain;
+static const ox_domain ox_domains[] = {
+    {"ai.onnx.ml", ox_ml_rows}, {"ai.onnx.preview", ox_preview_rows}, {"ai.onnx.preview.training", ox_training_rows}};
+#define OX_N_DOMAINS (int)(sizeof ox_domains / sizeof *ox_domains)
+
+/* index of a non-default domain primc knows; -1 otherwise */
+static int domain_index(const char *d) {
+  for (int i = 0; d && i < OX_N_DOMAINS; i++)
+    if (strcmp(ox_domains[i].name, d) == 0) return i;
+  return -1;
+}
+
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -48,6 +109,8 @@ typedef struct ox_dtype_row {
 static const ox_dtype_row ox_dtypes[] = {
     {1, PC_f32}, {2, PC_u8}, {3, PC_i8}, {5, PC_i16}, {6, PC_i32}, {7, PC_i64},
     {9, PC_bool}, {10, PC_f16}, {11, PC_f64}, {14, PC_c64}, {16, PC_bf16},
+    {4, PC_u16}, {12, PC_u32}, {13, PC_u64}, {17, PC_f8e4m3fn}, {18, PC_f8e4m3fnuz}, {19, PC_f8e5m2},
+    {20, PC_f8e5m2fnuz}, {21, PC_u4}, {22, PC_i4}, {25, PC_u2}, {26, PC_i2}, {23, PC_f4e2m1},
 };
 
 int ox_dtype_from_onnx(int onnx_type, pc_dtype *out) {
@@ -61,7 +124,7 @@ static const char *onnx_type_name(int t) {
                                       "int64", "string", "bool", "float16", "double", "uint32", "uint64",
                                       "complex64", "complex128", "bfloat16", "float8e4m3fn",
                                       "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
-                                      "float4e2m1"};
+                                      "float4e2m1", "float8e8m0", "uint2", "int2"};
   return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "unknown";
 }
 
@@ -173,6 +236,12 @@ static pc_status decode_fields(pc_graph *g, const Onnx__TensorProto *tp, pc_tens
   } else if (dt == PC_i64) {
     have = tp->n_int64_data;
     if (have == need && need) memcpy(t->data, tp->int64_data, need * sizeof(int64_t));
+  } else if (dt == PC_u32 || dt == PC_u64) { /* ONNX keeps these two in uint64_data */
+    have = tp->n_uint64_data;
+    for (size_t k = 0; have == need && k < need; k++) {
+      if (dt == PC_u64) ((uint64_t *)t->data)[k] = tp->uint64_data[k];
+      else ((uint32_t *)t->data)[k] = (uint32_t)tp->uint64_data[k];
+    }
   } else { /* i32 and everything narrower is carried in int32_data (f16/bf16 as their bit patterns) */
     have = tp->n_int32_data;
     size_t sz = pc_dtype_size(dt);
@@ -199,7 +268,49 @@ static size_t stored_values(const Onnx__TensorProto *tp, pc_dtype dt) {
   if (dt == PC_f32 || dt == PC_c64) return tp->n_float_data;
   if (dt == PC_f64) return tp->n_double_data;
   if (dt == PC_i64) return tp->n_int64_data;
+  if (dt == PC_u32 || dt == PC_u64) return tp->n_uint64_data;
   return tp->n_int32_data;
+}
+
+/* sub-byte ints (int4 uint4 int2 uint2) and float4e2m1: ONNX packs them low bits first, in raw_data, external data or one
+ * byte per int32_data entry; primc holds one per byte, sign- or zero-extended */
+static pc_status decode_subbyte(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *t) {
+  const char *nm = tensor_name(tp);
+  int bits = t->dtype == PC_f4e2m1 ? 4 : pc_dtype_subbyte_bits(t->dtype);
+  int is_signed = pc_dtype_is_int(t->dtype) && pc_dtype_is_signed(t->dtype); /* f4e2m1 stays a 4-bit code */
+  int64_t numel = pc_tensor_numel(t);
+  size_t packed = (size_t)(numel * bits + 7) / 8;
+  char path[PATH_MAX];
+  int64_t offset = 0;
+  if (is_external(tp)) {
+    if (external_check(g, tp, dir, packed, path, sizeof path, &offset) != PC_OK) return g->status;
+  } else if (tp->has_raw_data ? tp->raw_data.len != packed : tp->n_int32_data != packed) {
+    return pc_fail(g, PC_ERR_RANGE, "tensor '%s': holds %zu packed bytes, its shape needs %zu", nm,
+                   tp->has_raw_data ? tp->raw_data.len : tp->n_int32_data, packed);
+  }
+  unsigned char *src = malloc(packed ? packed : 1), *dst = malloc(numel ? (size_t)numel : 1);
+  if (!src || !dst) {
+    free(src);
+    free(dst);
+    return pc_fail(g, PC_ERR_NOMEM, "tensor '%s': out of memory", nm);
+  }
+  pc_status st = PC_OK;
+  if (is_external(tp)) st = external_read(g, tp, path, offset, src, packed);
+  else if (tp->has_raw_data) memcpy(src, tp->raw_data.data, packed);
+  else
+    for (size_t k = 0; k < packed; k++) src[k] = (unsigned char)tp->int32_data[k];
+  unsigned mask = (1u << bits) - 1, sign = 1u << (bits - 1);
+  for (int64_t k = 0; st == PC_OK && k < numel; k++) {
+    unsigned v = (unsigned)(src[k * bits / 8] >> (k * bits % 8)) & mask;
+    dst[k] = (unsigned char)(is_signed ? (v ^ sign) - sign : v);
+  }
+  free(src);
+  if (st != PC_OK) {
+    free(dst);
+    return st;
+  }
+  t->data = dst;
+  return PC_OK;
 }
 
 pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *out) {
@@ -210,6 +321,11 @@ pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char 
   if (tensor_header(g, tp, &t) != PC_OK) return g->status;
   const char *nm = tensor_name(tp);
   if (tp->segment) return pc_fail(g, PC_ERR_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", nm);
+  if (pc_dtype_subbyte_bits(t.dtype) || t.dtype == PC_f4e2m1) {
+    if (decode_subbyte(g, tp, dir, &t) != PC_OK) return g->status;
+    *out = t;
+    return PC_OK;
+  }
   int64_t numel = pc_tensor_numel(&t);
   size_t nbytes = (size_t)numel * pc_dtype_size(t.dtype);
   /* the data must be there before we allocate for it: a few bytes of model may declare 8 GiB */
@@ -243,14 +359,24 @@ pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char 
 
 /* ---------------------------------------------------------------- name map */
 
+/* a name bound to a sequence or an optional (import-time lists, frontend/onnx_cf.c) */
+typedef struct ox_seq_binding {
+  const char *name; /* graph-owned */
+  ox_seq s;
+} ox_seq_binding;
+
 typedef struct ox_loader {
   pc_graph *g;
   const char *dir;
   const pc_import_opts *opts;
-  int opset;
+  int opset;                 /* version of the ai.onnx domain; -1 when absent */
+  int dom_opset[OX_N_DOMAINS]; /* versions of ox_domains; -1 when absent */
   const char **keys; /* open addressing, capacity a power of two */
-  pc_value **vals;
+  pc_value **vals;   /* NULL: the name is bound to a sequence (or unbound) */
   size_t cap, n;
+  ox_seq_binding *seqs; /* few: searched linearly */
+  int n_seqs, cap_seqs;
+  const char *scope;    /* prefix of node origins inside subgraph bodies ("" at top level) */
 } ox_loader;
 
 static size_t name_hash(const char *s) {
@@ -293,7 +419,18 @@ static int map_grow(ox_loader *L) {
   return 1;
 }
 
-/* binds an ONNX name to a value (a later binding of the same name replaces it) */
+static ox_seq_binding *seq_find(ox_loader *L, const char *name) {
+  for (int i = L->n_seqs - 1; i >= 0; i--)
+    if (strcmp(L->seqs[i].name, name) == 0) return &L->seqs[i];
+  return NULL;
+}
+
+static void seq_unbind(ox_loader *L, const char *name) {
+  ox_seq_binding *b = seq_find(L, name);
+  if (b) *b = L->seqs[--L->n_seqs];
+}
+
+/* binds an ONNX name to a value (a later binding of the same name replaces it, also a sequence) */
 static pc_status map_put(ox_loader *L, const char *name, pc_value *v) {
   if ((L->n + 1) * 2 > L->cap && !map_grow(L)) return pc_fail(L->g, PC_ERR_NOMEM, "out of memory");
   size_t i = map_slot(L, name);
@@ -302,7 +439,32 @@ static pc_status map_put(ox_loader *L, const char *name, pc_value *v) {
     L->n++;
   }
   L->vals[i] = v;
+  seq_unbind(L, name);
   if (!v->name) pc_value_set_name(L->g, v, name);
+  return L->g->status;
+}
+
+/* binds an ONNX name to a sequence (items copied into the graph), unbinding a tensor of that name */
+static pc_status seq_put(ox_loader *L, const char *name, const ox_seq *s) {
+  if (L->cap) {
+    size_t i = map_slot(L, name);
+    if (L->keys[i]) L->vals[i] = NULL;
+  }
+  ox_seq_binding *b = seq_find(L, name);
+  if (!b) {
+    if (L->n_seqs == L->cap_seqs) {
+      int cap = L->cap_seqs ? L->cap_seqs * 2 : 16;
+      ox_seq_binding *nb = realloc(L->seqs, sizeof *nb * (size_t)cap);
+      if (!nb) return pc_fail(L->g, PC_ERR_NOMEM, "out of memory");
+      L->seqs = nb, L->cap_seqs = cap;
+    }
+    b = &L->seqs[L->n_seqs++];
+    b->name = pc_strdup(L->g, name);
+  }
+  b->s = *s;
+  b->s.items = s->n ? pc_alloc(L->g, sizeof *s->items * (size_t)s->n) : NULL;
+  if (s->n && !b->s.items) return L->g->status;
+  for (int k = 0; k < s->n; k++) b->s.items[k] = s->items[k];
   return L->g->status;
 }
 
@@ -371,9 +533,44 @@ static pc_status add_const_input(ox_loader *L, const char *nm, const Onnx__TypeP
   return c ? map_put(L, nm, c) : L->g->status;
 }
 
+static const pc_seq_input *find_seq_input(const pc_import_opts *o, const char *name) {
+  for (int i = 0; o && i < o->n_seqs; i++)
+    if (o->seqs[i].name && strcmp(o->seqs[i].name, name) == 0) return &o->seqs[i];
+  return NULL;
+}
+
+/* a sequence or optional graph input: import-time lists need their length, so the caller gives
+ * the element types; element k becomes graph input NAME.k */
+static pc_status add_seq_input(ox_loader *L, const char *nm, const Onnx__TypeProto *tp) {
+  int optional = tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE;
+  const Onnx__TypeProto *inner = optional && tp->optional_type ? tp->optional_type->elem_type : NULL;
+  const pc_seq_input *si = find_seq_input(L->opts, nm);
+  if (!si)
+    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "input '%s' is a%s: its element count and types must be fixed at "
+                   "compile time", nm, optional ? "n optional" : " sequence");
+  if (si->n < 0 || si->n > 4096 || (si->n && !si->elems) || (optional && si->n > 1 && !si->holds_seq))
+    return pc_fail(L->g, PC_ERR_ATTR, "input '%s': bad element count %d", nm, si->n);
+  ox_seq s;
+  memset(&s, 0, sizeof s);
+  s.optional = optional;
+  s.none = optional && si->none;
+  s.holds_seq = optional && inner && inner->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  s.n = s.none ? 0 : si->n;
+  s.items = s.n ? pc_alloc(L->g, sizeof *s.items * (size_t)s.n) : NULL;
+  char buf[512];
+  for (int k = 0; k < s.n && L->g->status == PC_OK; k++) {
+    snprintf(buf, sizeof buf, "%s.%d", nm, k);
+    s.items[k] = pc_input_add(L->g, buf, si->elems[k]);
+  }
+  return L->g->status == PC_OK ? seq_put(L, nm, &s) : L->g->status;
+}
+
 static pc_status add_input(ox_loader *L, const Onnx__ValueInfoProto *vi) {
   const char *nm = vi->name ? vi->name : "";
   const Onnx__TypeProto *tp = vi->type;
+  if (tp && (tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ||
+             tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE))
+    return add_seq_input(L, nm, tp);
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
     return pc_fail(L->g, PC_ERR_UNSUPPORTED, "input '%s': only tensor inputs are supported", nm);
   const pc_const_input *ci = find_const_input(L->opts, nm);
@@ -450,36 +647,32 @@ static void fold_node(pc_graph *g, pc_node *n) {
 
 /* ---------------------------------------------------------------- nodes */
 
-static const ox_row *find_row(const char *op, int opset, int *name_known) {
+static const ox_row *find_row(const ox_row *rows, const char *op, int opset, int *name_known) {
   *name_known = 0;
-  for (int i = 0; i < OX_N_ROWS; i++) {
-    if (strcmp(ox_rows[i].name, op) != 0) continue;
+  for (int i = 0; rows[i].name; i++) {
+    if (strcmp(rows[i].name, op) != 0) continue;
     *name_known = 1;
-    if (opset >= ox_rows[i].min_opset && opset <= ox_rows[i].max_opset) return &ox_rows[i];
+    if (opset >= rows[i].min_opset && opset <= rows[i].max_opset) return &rows[i];
   }
   return NULL;
 }
 
 static int is_default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
 
-static pc_status unsupported_op(ox_loader *L, const Onnx__NodeProto *nd, int name_known) {
+static pc_status unsupported_op(ox_loader *L, const Onnx__NodeProto *nd, int opset, int name_known) {
   const char *op = nd->op_type;
-  for (size_t i = 0; i < sizeof ox_control_flow / sizeof *ox_control_flow; i++)
-    if (strcmp(op, ox_control_flow[i]) == 0)
-      return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: %s takes subgraphs or sequences, which primc does not support",
-                     L->g->origin, op);
   if (name_known)
-    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: op %s is not supported at opset %d", L->g->origin, op, L->opset);
-  return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: unsupported op %s (domain ai.onnx, opset %d)", L->g->origin, op,
-                 L->opset);
+    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: op %s is not supported at opset %d", L->g->origin, op, opset);
+  return pc_fail(L->g, PC_ERR_UNSUPPORTED, "%s: unsupported op %s (domain %s, opset %d)", L->g->origin, op,
+                 nd->domain && *nd->domain ? nd->domain : "ai.onnx", opset);
 }
 
-static void set_node_origin(pc_graph *g, const Onnx__NodeProto *nd, size_t index) {
-  char buf[300];
-  const char *op = nd->op_type ? nd->op_type : "?";
-  if (nd->name && *nd->name) snprintf(buf, sizeof buf, "%s \"%s\"", op, nd->name);
-  else snprintf(buf, sizeof buf, "%s #%zu", op, index);
-  pc_set_origin(g, buf);
+static void set_node_origin(ox_loader *L, const Onnx__NodeProto *nd, size_t index) {
+  char buf[600];
+  const char *op = nd->op_type ? nd->op_type : "?", *sc = L->scope ? L->scope : "";
+  if (nd->name && *nd->name) snprintf(buf, sizeof buf, "%s%s \"%s\"", sc, op, nd->name);
+  else snprintf(buf, sizeof buf, "%s%s #%zu", sc, op, index);
+  pc_set_origin(L->g, buf);
 }
 
 static pc_status node_inputs(ox_loader *L, const Onnx__NodeProto *nd, pc_value **in) {
@@ -490,22 +683,25 @@ static pc_status node_inputs(ox_loader *L, const Onnx__NodeProto *nd, pc_value *
       continue;
     }
     in[i] = map_get(L, nm);
-    if (!in[i]) return pc_fail(L->g, PC_ERR_PARSE, "%s: input '%s' is not defined before use", L->g->origin, nm);
+    if (!in[i] && !seq_find(L, nm)) return pc_fail(L->g, PC_ERR_PARSE, "%s: input '%s' is not defined before use", L->g->origin, nm);
   }
   return PC_OK;
 }
 
 static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t index) {
   pc_graph *g = L->g;
-  set_node_origin(g, nd, index);
+  set_node_origin(L, nd, index);
   if (!nd->op_type || !*nd->op_type) return pc_fail(g, PC_ERR_PARSE, "%s: node has no op_type", g->origin);
-  if (!is_default_domain(nd->domain))
+  int dom = is_default_domain(nd->domain) ? -1 : domain_index(nd->domain);
+  if (!is_default_domain(nd->domain) && dom < 0)
     return pc_fail(g, PC_ERR_UNSUPPORTED, "%s: op %s of domain '%s' is not supported", g->origin, nd->op_type,
                    nd->domain);
-  if (L->opset < 0) return pc_fail(g, PC_ERR_PARSE, "%s: the model imports no ai.onnx opset", g->origin);
+  int opset = dom < 0 ? L->opset : L->dom_opset[dom];
+  if (opset < 0)
+    return pc_fail(g, PC_ERR_PARSE, "%s: the model imports no %s opset", g->origin, dom < 0 ? "ai.onnx" : nd->domain);
   int known;
-  const ox_row *row = find_row(nd->op_type, L->opset, &known);
-  if (!row) return unsupported_op(L, nd, known);
+  const ox_row *row = find_row(dom < 0 ? ox_rows : ox_domains[dom].rows, nd->op_type, opset, &known);
+  if (!row) return unsupported_op(L, nd, opset, known);
   pc_value **in = calloc(nd->n_input + 1, sizeof *in), **out = calloc(nd->n_output + 1, sizeof *out);
   if (!in || !out) {
     free(in);
@@ -513,12 +709,15 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   }
   int first = g->n_nodes;
-  ox_ctx c = {g, nd, nd->op_type, L->opset, (int)nd->n_input, in, (int)nd->n_output, out, L->dir};
+  ox_ctx c = {g, nd, nd->op_type, opset, (int)nd->n_input, in, (int)nd->n_output, out, L->dir, L};
   pc_status st = node_inputs(L, nd, in);
+  /* an output left as NULL is produced when the decomposition bound it to a sequence */
+  for (size_t i = 0; i < nd->n_output; i++)
+    if (nd->output[i] && *nd->output[i]) seq_unbind(L, nd->output[i]);
   if (st == PC_OK) st = row->fn(&c);
   if (st == PC_OK && g->status != PC_OK) st = g->status;
   for (size_t i = 0; st == PC_OK && i < nd->n_output; i++) {
-    if (!nd->output[i] || !*nd->output[i]) continue;
+    if (!nd->output[i] || !*nd->output[i] || (!out[i] && seq_find(L, nd->output[i]))) continue;
     if (!out[i]) st = pc_fail(g, PC_ERR_UNSUPPORTED, "%s: output %zu ('%s') is not produced", g->origin, i, nd->output[i]);
     else st = map_put(L, nd->output[i], out[i]);
   }
@@ -544,9 +743,12 @@ static int is_graph_input(const Onnx__GraphProto *gp, const char *name) {
 
 static pc_status read_opsets(ox_loader *L, const Onnx__ModelProto *m) {
   L->opset = -1;
+  for (int d = 0; d < OX_N_DOMAINS; d++) L->dom_opset[d] = -1;
   for (size_t i = 0; i < m->n_opset_import; i++) {
     const Onnx__OperatorSetIdProto *o = m->opset_import[i];
-    if (o && is_default_domain(o->domain)) L->opset = (int)(o->version > INT_MAX ? INT_MAX : o->version);
+    int v = (int)(o && o->version > INT_MAX ? INT_MAX : o ? o->version : 0), d = o ? domain_index(o->domain) : -1;
+    if (o && is_default_domain(o->domain)) L->opset = v;
+    if (d >= 0) L->dom_opset[d] = v;
   }
   if (L->opset < 0) return PC_OK; /* only other domains: their nodes are refused one by one */
   if (L->opset < 1 || L->opset > OX_MAX_OPSET)
@@ -573,9 +775,63 @@ static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_output && g->status == PC_OK; i++) {
     const char *nm = gp->output[i]->name ? gp->output[i]->name : "";
     pc_value *v = map_get(L, nm);
+    const ox_seq_binding *sb = v ? NULL : seq_find(L, nm);
+    /* a sequence output becomes one graph output per element (an empty optional: none) */
+    for (int k = 0; sb && k < sb->s.n; k++) pc_output_add(g, sb->s.items[k]);
+    if (sb) continue;
     if (!v) return pc_fail(g, PC_ERR_PARSE, "graph output '%s' is not produced by any node", nm);
     pc_output_add(g, v);
   }
+  return g->status;
+}
+
+/* ---------------------------------------------------------------- scopes (control flow, sequences) */
+
+pc_value *ox_name_get(ox_ctx *c, const char *name) { return map_get(c->L, name); }
+
+const ox_seq *ox_seq_get(ox_ctx *c, const char *name) {
+  ox_seq_binding *b = map_get(c->L, name) ? NULL : seq_find(c->L, name);
+  return b ? &b->s : NULL;
+}
+
+pc_status ox_name_put(ox_ctx *c, const char *name, pc_value *v) {
+  if (!v) return c->g->status != PC_OK ? c->g->status : ox_fail(c, PC_ERR_INTERNAL, "'%s' was not built", name);
+  return map_put(c->L, name, v);
+}
+
+pc_status ox_seq_put(ox_ctx *c, const char *name, const ox_seq *s) { return seq_put(c->L, name, s); }
+
+const ox_seq *ox_seq_in(ox_ctx *c, int i) {
+  if (i < 0 || i >= c->n_in || c->in[i] || !c->node->input[i] || !*c->node->input[i]) return NULL;
+  return ox_seq_get(c, c->node->input[i]);
+}
+
+pc_status ox_seq_out(ox_ctx *c, int i, const ox_seq *s) {
+  if (!ox_has_out(c, i)) return c->g->status;
+  return seq_put(c->L, c->node->output[i], s);
+}
+
+const Onnx__GraphProto *ox_attr_graph(ox_ctx *c, const char *name) {
+  for (size_t i = 0; i < c->node->n_attribute; i++) {
+    const Onnx__AttributeProto *a = c->node->attribute[i];
+    if (a && a->name && strcmp(a->name, name) == 0) return a->g;
+  }
+  return NULL;
+}
+
+pc_status ox_import_body(ox_ctx *c, const Onnx__GraphProto *body, const char *scope) {
+  ox_loader *L = c->L;
+  pc_graph *g = c->g;
+  char origin[600], sc[600];
+  snprintf(origin, sizeof origin, "%s", g->origin ? g->origin : c->op_type);
+  if (snprintf(sc, sizeof sc, "%s%s/", origin, scope) >= (int)sizeof sc) sc[sizeof sc - 2] = '/';
+  const char *saved = L->scope;
+  L->scope = sc;
+  if (body->n_sparse_initializer) ox_fail(c, PC_ERR_UNSUPPORTED, "sparse initializers in a subgraph");
+  for (size_t i = 0; i < body->n_initializer && g->status == PC_OK; i++) add_initializer(L, body->initializer[i]);
+  for (size_t i = 0; i < body->n_node && g->status == PC_OK; i++) import_node(L, body->node[i], i);
+  L->scope = saved;
+  if (g->status == PC_OK) pc_set_origin(g, origin);
   return g->status;
 }
 
@@ -589,12 +845,13 @@ pc_graph *pc_onnx_load_buffer(const void *buf, size_t len, const char *dir, cons
   }
   ox_loader L;
   memset(&L, 0, sizeof L);
-  L.g = g, L.dir = dir, L.opts = opts;
+  L.g = g, L.dir = dir, L.opts = opts, L.scope = "";
   if (!m->graph) pc_fail(g, PC_ERR_PARSE, "model has no graph");
   else if (read_opsets(&L, m) == PC_OK) import_graph(&L, m->graph);
   pc_set_origin(g, NULL);
   free(L.keys);
   free(L.vals);
+  free(L.seqs);
   onnx__model_proto__free_unpacked(m, NULL);
   return g;
 }
@@ -750,6 +1007,12 @@ static double elem_f(pc_dtype dt, const void *p, int64_t k) {
   case PC_i32: return ((const int32_t *)p)[k];
   case PC_i64: return (double)((const int64_t *)p)[k];
   case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
+  case PC_u16: return ((const uint16_t *)p)[k];
+  case PC_i4: case PC_i2: return ((const int8_t *)p)[k];
+  case PC_u4: case PC_u2: return ((const uint8_t *)p)[k];
+  case PC_u32: return ((const uint32_t *)p)[k];
+  case PC_u64: return (double)((const uint64_t *)p)[k];
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: return pc_f8_to_f32(dt, ((const uint8_t *)p)[k]);
   case PC_c64: return ((const float *)p)[2 * k];
   case PC_DTYPE_COUNT: break;
   }
@@ -847,10 +1110,27 @@ pc_value *ox_binary(ox_ctx *c, pc_op op, pc_value *a, pc_value *b) {
 static double fit_dtype(pc_dtype dt, double v) {
   static const struct { pc_dtype dt; double lo, hi; } lim[] = {
       {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0},
-      {PC_i64, -9223372036854775808.0, 9223372036854774784.0}, {PC_u8, 0, 255}, {PC_bool, 0, 1}};
+      {PC_i64, -9223372036854775808.0, 9223372036854774784.0}, {PC_u8, 0, 255}, {PC_bool, 0, 1},
+      {PC_u16, 0, 65535}, {PC_u32, 0, 4294967295.0}, {PC_u64, 0, 18446744073709549568.0},
+      {PC_i4, -8, 7}, {PC_u4, 0, 15}, {PC_i2, -2, 1}, {PC_u2, 0, 3}};
   for (size_t i = 0; i < sizeof lim / sizeof *lim; i++)
     if (lim[i].dt == dt) return v != v ? 0 : v < lim[i].lo ? lim[i].lo : v > lim[i].hi ? lim[i].hi : v;
   return v;
+}
+
+/* convert_element_type to an f8 type does not saturate (ir/prims.def): ONNX's saturate=1 is a clamp to
+ * [-max, max] before it (NaN passes through the clamp; inf becomes max). The clamp is done in the operand's
+ * type when that holds the bound exactly (f16 bf16 f32 f64: max is 448, 240 or 57344), else in f32. */
+pc_value *ox_convert(ox_ctx *c, pc_value *x, pc_dtype to, int saturate) {
+  if (!x) return NULL;
+  pc_dtype from = x->type.dtype;
+  /* the ONNX reference casts floats to the sub-byte ints through a wide int, wrapping to the width */
+  if (pc_dtype_subbyte_bits(to) && pc_dtype_is_float(from)) return pc_convert(c->g, pc_convert(c->g, x, PC_i64), to);
+  /* f4e2m1 saturates by itself: it has no inf or NaN */
+  if (!saturate || !pc_dtype_is_f8(to) || to == PC_f4e2m1 || from == PC_bool || from == to) return pc_convert(c->g, x, to);
+  if (pc_dtype_is_f8(from) || !pc_dtype_is_float(from)) x = pc_convert(c->g, x, PC_f32);
+  double mx = to == PC_f8e4m3fn ? 448.0 : to == PC_f8e4m3fnuz ? 240.0 : 57344.0;
+  return pc_convert(c->g, pc_clamp(c->g, x, ox_like(c, -mx, x), ox_like(c, mx, x)), to);
 }
 
 pc_value *ox_like(ox_ctx *c, double v, const pc_value *x) {

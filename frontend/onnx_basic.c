@@ -299,13 +299,14 @@ pc_status ox_op_Cast(ox_ctx *c) {
   pc_dtype to;
   int t = (int)ox_attr_int(c, "to", 0);
   if (!ox_dtype_from_onnx(t, &to)) return ox_fail(c, PC_ERR_UNSUPPORTED, "cast to ONNX type %d is not supported", t);
-  return ox_out(c, 0, pc_convert(G, X0, to));
+  return ox_out(c, 0, ox_convert(c, X0, to, (int)ox_attr_int(c, "saturate", 1)));
 }
 pc_status ox_op_CastLike(ox_ctx *c) {
   pc_value *x = X0, *like = ox_in_req(c, 1);
-  return ox_out(c, 0, like ? pc_convert(G, x, like->type.dtype) : NULL);
+  return ox_out(c, 0, like ? ox_convert(c, x, like->type.dtype, (int)ox_attr_int(c, "saturate", 1)) : NULL);
 }
-pc_status ox_op_Identity(ox_ctx *c) { return ox_out(c, 0, X0); }
+/* sequences and optionals pass through as the import-time lists they are */
+pc_status ox_op_Identity(ox_ctx *c) { return !ox_in(c, 0) && ox_seq_in(c, 0) ? ox_op_SequenceIdentity(c) : ox_out(c, 0, X0); }
 
 pc_status ox_op_Constant(ox_ctx *c) {
   if (ox_has_attr(c, "value")) return ox_out(c, 0, ox_attr_tensor(c, "value"));
@@ -598,6 +599,31 @@ pc_status ox_op_Gather(ox_ctx *c) {
   return axis < 0 ? ox_status(c) : ox_out(c, 0, take(c, x, idx, axis));
 }
 
+#define COMPRESS_MAX 65536
+
+/* Compress: the slices along axis (of the flattened input when no axis) whose condition entry is
+ * true; the condition decides the output's shape, so it must be known at compile time */
+pc_status ox_op_Compress(ox_ctx *c) {
+  pc_value *x = X0;
+  if (!check_static(c, x)) return ox_status(c);
+  int64_t *cond = pc_alloc(G, sizeof *cond * COMPRESS_MAX), *keep = pc_alloc(G, sizeof *keep * COMPRESS_MAX);
+  int n = cond && keep ? ox_const_ints(c, 1, cond, COMPRESS_MAX) : -2;
+  if (n < 0) return n == -1 ? ox_fail(c, PC_ERR_ATTR, "input 1 (condition) is required") : ox_status(c);
+  int axis = 0;
+  if (ox_has_attr(c, "axis")) {
+    if ((axis = ox_axis(c, ox_attr_int(c, "axis", 0), x->type.rank)) < 0) return ox_status(c);
+  } else {
+    int64_t all = pc_type_numel(&x->type);
+    x = ox_reshape(c, x, 1, &all);
+  }
+  int64_t dim = x ? x->type.dims[axis] : 0, k = 0;
+  if (n > dim) return ox_fail(c, PC_ERR_SHAPE, "condition has %d entries, the axis %lld", n, (long long)dim);
+  for (int i = 0; i < n; i++)
+    if (cond[i]) keep[k++] = i;
+  if (!k) return ox_fail(c, PC_ERR_UNSUPPORTED, "a condition selecting nothing gives an empty result");
+  return ox_out(c, 0, take(c, x, pc_const(G, pc_type_make(PC_i64, 1, &k), keep), axis));
+}
+
 pc_status ox_op_GatherElements(ox_ctx *c) {
   pc_value *x = X0, *idx = ox_in_req(c, 1);
   if (!check_static(c, x) || !idx) return ox_status(c);
@@ -821,10 +847,16 @@ pc_status ox_op_OneHot(ox_ctx *c) {
   return ox_out(c, 0, pc_where(G, hit, onb, offb));
 }
 
-/* one side of an edge/reflect pad along axis: `p` elements before (low) or after the data */
-static pc_value *pad_side(ox_ctx *c, pc_value *x, int axis, int64_t p, int low, int reflect) {
+typedef enum { PAD_EDGE, PAD_REFLECT, PAD_WRAP } pad_mode;
+
+/* one side of an edge/reflect/wrap pad along axis: `p` elements before (low) or after the data */
+static pc_value *pad_side(ox_ctx *c, pc_value *x, int axis, int64_t p, int low, pad_mode mode) {
   int64_t d = x->type.dims[axis];
-  if (reflect) {
+  if (mode == PAD_WRAP) { /* the other end of the data comes around */
+    if (p > d) return ox_fail(c, PC_ERR_UNSUPPORTED, "wrap pad %lld exceeds the dim (%lld)", (long long)p, (long long)d), NULL;
+    return slice_axis(c, x, axis, low ? d - p : 0, p);
+  }
+  if (mode == PAD_REFLECT) {
     if (p > d - 1) return ox_fail(c, PC_ERR_SHAPE, "reflect pad %lld exceeds dim - 1", (long long)p), NULL;
     pc_value *s = slice_axis(c, x, axis, low ? 1 : d - 1 - p, p);
     int64_t ax = axis;
@@ -837,7 +869,7 @@ static pc_value *pad_side(ox_ctx *c, pc_value *x, int axis, int64_t p, int low, 
   return s ? pc_broadcast_in_dim(G, s, x->type.rank, shape, dims) : NULL;
 }
 
-static pc_value *pad_copy_mode(ox_ctx *c, pc_value *x, const int64_t *lo, const int64_t *hi, int reflect) {
+static pc_value *pad_copy_mode(ox_ctx *c, pc_value *x, const int64_t *lo, const int64_t *hi, pad_mode mode) {
   int r = x->type.rank;
   for (int a = 0; a < r && x; a++) {
     if (lo[a] < 0 || hi[a] < 0) { /* negative pads crop */
@@ -847,13 +879,13 @@ static pc_value *pad_copy_mode(ox_ctx *c, pc_value *x, const int64_t *lo, const 
     }
     pc_value *parts[3];
     int n = 0;
-    if (x && lo[a] > 0) parts[n++] = pad_side(c, x, a, lo[a], 1, reflect);
+    if (x && lo[a] > 0) parts[n++] = pad_side(c, x, a, lo[a], 1, mode);
     parts[n++] = x;
-    if (x && hi[a] > 0) parts[n++] = pad_side(c, x, a, hi[a], 0, reflect);
+    if (x && hi[a] > 0) parts[n++] = pad_side(c, x, a, hi[a], 0, mode);
     for (int i = 0; i < n; i++)
       if (!parts[i]) return NULL;
     if (n > 1) {
-      if (x->type.dims[a] == 0) return ox_fail(c, PC_ERR_SHAPE, "cannot %s-pad an empty dim", reflect ? "reflect" : "edge"), NULL;
+      if (x->type.dims[a] == 0) return ox_fail(c, PC_ERR_SHAPE, "cannot pad an empty dim by copying"), NULL;
       x = pc_concatenate(G, parts, n, a);
     }
   }
@@ -888,9 +920,9 @@ pc_status ox_op_Pad(ox_ctx *c) {
                     pc_a_float("value", value)};
     return ox_out(c, 0, pc_build(G, PC_OP_pad, &x, 1, a, 4));
   }
-  if (strcmp(mode, "edge") != 0 && strcmp(mode, "reflect") != 0)
-    return ox_fail(c, PC_ERR_UNSUPPORTED, "mode '%s' is not supported", mode);
-  return ox_out(c, 0, pad_copy_mode(c, x, lo, hi, strcmp(mode, "reflect") == 0));
+  pad_mode pm = !strcmp(mode, "edge") ? PAD_EDGE : !strcmp(mode, "reflect") ? PAD_REFLECT : PAD_WRAP;
+  if (pm == PAD_WRAP && strcmp(mode, "wrap") != 0) return ox_fail(c, PC_ERR_UNSUPPORTED, "mode '%s' is not supported", mode);
+  return ox_out(c, 0, pad_copy_mode(c, x, lo, hi, pm));
 }
 
 /* ---------------------------------------------------------------- reductions */
@@ -909,6 +941,36 @@ static int reduce_axes(ox_ctx *c, pc_value *x, int input_from, int64_t *axes) {
   return ox_axes(c, axes, n, x->type.rank) ? n : -2;
 }
 
+/* the value max (or min) takes over an empty set: ONNX says -inf (+inf), else the dtype's lowest (highest) */
+static double empty_extreme(pc_dtype dt, int is_max) {
+  static const struct { pc_dtype dt; double lo, hi; } lim[] = {
+      {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0},
+      {PC_i64, -9223372036854775808.0, 9223372036854774784.0}, {PC_u8, 0, 255}, {PC_bool, 0, 1}};
+  for (size_t i = 0; i < sizeof lim / sizeof *lim; i++)
+    if (lim[i].dt == dt) return is_max ? lim[i].lo : lim[i].hi;
+  return is_max ? -INFINITY : INFINITY;
+}
+
+/* a max, min or log-sum-exp over reduced axes holding no element: a constant of the result's shape */
+static pc_value *reduce_empty(ox_ctx *c, red_kind kind, pc_value *x, int n, const int64_t *axes, int keep) {
+  int64_t sh[PC_MAX_RANK];
+  int k = 0, empty = 0;
+  for (int i = 0; i < x->type.rank; i++) {
+    int red = 0;
+    for (int j = 0; j < n; j++) red |= axes[j] == i;
+    empty |= red && x->type.dims[i] == 0;
+    if (!red || keep) sh[k++] = red ? 1 : x->type.dims[i];
+  }
+  if (!empty || (kind != RED_MAX && kind != RED_MIN && kind != RED_LOGSUMEXP)) return NULL;
+  return pc_full(G, x->type.dtype, empty_extreme(x->type.dtype, kind != RED_MIN), k, sh);
+}
+
+/* max / min of bools (opset 20): any / all, reduced as u8 */
+static pc_value *reduce_bool(ox_ctx *c, pc_op op, pc_value *x, int n, const int64_t *axes, int keep) {
+  pc_value *y = ox_reduce(c, op, pc_convert(G, x, PC_u8), n, axes, keep);
+  return y ? pc_convert(G, y, PC_bool) : NULL;
+}
+
 static pc_status reduce_op(ox_ctx *c, red_kind kind) {
   pc_value *x = X0;
   int64_t axes[PC_MAX_RANK];
@@ -916,7 +978,10 @@ static pc_status reduce_op(ox_ctx *c, red_kind kind) {
   int n = reduce_axes(c, x, kind == RED_SUM ? 13 : 18, axes), keep = (int)ox_attr_int(c, "keepdims", 1);
   if (n == -2) return ox_status(c);
   if (n == -1) return ox_out(c, 0, x);
-  pc_value *y = NULL;
+  pc_value *y = reduce_empty(c, kind, x, n, axes, keep);
+  if (y) return ox_out(c, 0, y);
+  if (x->type.dtype == PC_bool && (kind == RED_MAX || kind == RED_MIN))
+    return ox_out(c, 0, reduce_bool(c, kind == RED_MAX ? PC_OP_reduce_max : PC_OP_reduce_min, x, n, axes, keep));
   switch (kind) { /* each reduction is a short prim recipe */
   case RED_SUM: y = ox_reduce(c, PC_OP_reduce_sum, x, n, axes, keep); break;
   case RED_MAX: y = ox_reduce(c, PC_OP_reduce_max, x, n, axes, keep); break;
@@ -1134,6 +1199,18 @@ static void ein_pair(ox_ctx *c, ein_term *a, const ein_term *b, const char *keep
   strcpy(a->idx, out);
 }
 
+/* an equation without "->" outputs the letters that occur once, in alphabetical order */
+static void ein_implicit_output(char *buf, size_t cap) {
+  int count[256] = {0};
+  for (const char *p = buf; *p; p++) count[(unsigned char)*p]++;
+  size_t k = strlen(buf);
+  if (k + 3 > cap) return;
+  buf[k++] = '-', buf[k++] = '>';
+  for (int ch = 'A'; ch <= 'z' && k + 1 < cap; ch++)
+    if (((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) && count[ch] == 1) buf[k++] = (char)ch;
+  buf[k] = 0;
+}
+
 pc_status ox_op_Einsum(ox_ctx *c) {
   const char *eq = ox_attr_str(c, "equation", "");
   char buf[256];
@@ -1142,8 +1219,9 @@ pc_status ox_op_Einsum(ox_ctx *c) {
     if (*p != ' ') buf[k++] = *p;
   buf[k] = 0;
   if (c->n_in > 6) return ox_fail(c, PC_ERR_UNSUPPORTED, "einsum of %d operands (at most 6)", c->n_in);
+  if (!strstr(buf, "->")) ein_implicit_output(buf, sizeof buf);
   char *arrow = strstr(buf, "->");
-  if (!arrow) return ox_fail(c, PC_ERR_UNSUPPORTED, "einsum without '->' is not supported");
+  if (!arrow) return ox_fail(c, PC_ERR_UNSUPPORTED, "einsum equation '%s' is too long", eq);
   *arrow = 0;
   char outidx[PC_MAX_RANK + 1];
   if (!ein_parse_term(c, arrow + 2, strlen(arrow + 2), outidx)) return ox_status(c);

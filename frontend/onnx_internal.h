@@ -20,6 +20,7 @@ typedef struct ox_ctx {
   int n_out;
   pc_value **out;   /* filled by the decomposition; NULL allowed for unused optional outputs */
   const char *dir;  /* model directory (tensor attributes with external data) */
+  struct ox_loader *L; /* the importer's name scope (control flow and sequences, frontend/onnx_cf.c) */
 } ox_ctx;
 
 /* A decomposition: returns PC_OK or the graph's error status. */
@@ -27,8 +28,14 @@ typedef pc_status (*ox_fn)(ox_ctx *c);
 
 /* One row per ONNX op and opset range, see frontend/onnx_ops.def. */
 #define ONNX_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
+#define ONNX_ML_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
+#define ONNX_PREVIEW_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
+#define ONNX_TRAINING_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
+#undef ONNX_ML_OP
+#undef ONNX_PREVIEW_OP
+#undef ONNX_TRAINING_OP
 
 /* ---- errors: the message is prefixed with the node (g->origin, e.g. `Slice "s1"`) */
 pc_status ox_fail(ox_ctx *c, pc_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -77,6 +84,8 @@ int ox_broadcast3(ox_ctx *c, pc_value **a, pc_value **b, pc_value **d);
 pc_value *ox_binary(ox_ctx *c, pc_op op, pc_value *a, pc_value *b);
 /* a constant v of x's dtype broadcast to x's shape */
 pc_value *ox_like(ox_ctx *c, double v, const pc_value *x);
+/* x converted to dtype to; saturate (ONNX Cast, QuantizeLinear) clips to an f8 type's finite range first */
+pc_value *ox_convert(ox_ctx *c, pc_value *x, pc_dtype to, int saturate);
 /* reshape keeping data order, dims given explicitly (n dims) */
 pc_value *ox_reshape(ox_ctx *c, pc_value *x, int n, const int64_t *dims);
 /* inserts a size-1 dim at each (sorted, normalized) axis of the output */
@@ -92,5 +101,35 @@ int ox_require_float(ox_ctx *c, const pc_value *x);
 pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *out);
 /* maps an ONNX TensorProto data_type to a prim dtype; 0 when unsupported */
 int ox_dtype_from_onnx(int onnx_type, pc_dtype *out);
+
+/* ---- control flow and sequences (frontend/onnx_cf.c; scopes implemented in frontend/onnx.c)
+ * A sequence or an optional exists only at import time: a list of values bound to an ONNX name
+ * beside the tensor names. Sequence inputs of a node read as NULL in c->in; ox_seq_in finds them. */
+typedef struct ox_seq {
+  int n;            /* elements */
+  pc_value **items; /* graph-owned */
+  int optional;     /* an optional: empty (none), or holding one tensor (n == 1) or a sequence (holds_seq) */
+  int none;
+  int holds_seq;
+} ox_seq;
+
+/* the tensor / sequence bound to an ONNX name; NULL when none */
+pc_value *ox_name_get(ox_ctx *c, const char *name);
+const ox_seq *ox_seq_get(ox_ctx *c, const char *name);
+/* binds a name to a tensor, or to a sequence (items copied), unbinding the other kind */
+pc_status ox_name_put(ox_ctx *c, const char *name, pc_value *v);
+pc_status ox_seq_put(ox_ctx *c, const char *name, const ox_seq *s);
+/* the sequence node input i names; NULL when it is no sequence */
+const ox_seq *ox_seq_in(ox_ctx *c, int i);
+/* binds output i to a sequence (ignored when the node does not name output i) */
+pc_status ox_seq_out(ox_ctx *c, int i, const ox_seq *s);
+/* the GRAPH attribute `name`; NULL when absent */
+const Onnx__GraphProto *ox_attr_graph(ox_ctx *c, const char *name);
+/* imports a subgraph's initializers and nodes into c->g (outer names stay visible); the caller
+ * binds its formal inputs first and reads its outputs by name after. Node origins inside read
+ * "<this node><scope>/<inner node>". Restores c's node as the origin. */
+pc_status ox_import_body(ox_ctx *c, const Onnx__GraphProto *body, const char *scope);
+/* Identity on a sequence or an optional (ox_op_Identity calls it when its input is one) */
+pc_status ox_op_SequenceIdentity(ox_ctx *c);
 
 #endif

@@ -245,6 +245,46 @@ pc_status ox_op_Attention(ox_ctx *c) {
   return att_core(c, &a, q, att_repeat(c, k, rep), att_repeat(c, v, rep), bias);
 }
 
+/* ---------------------------------------------------------------- FlexAttention (ai.onnx.preview) */
+
+/* runs a one-input, one-output graph attribute (score_mod, prob_mod) on x; x when absent */
+static pc_value *flex_mod(ox_ctx *c, const char *attr, pc_value *x) {
+  const Onnx__GraphProto *b = ox_attr_graph(c, attr);
+  if (!b || !x) return x;
+  if (b->n_input != 1 || b->n_output != 1 || !b->input[0]->name || !b->output[0]->name)
+    return ox_fail(c, PC_ERR_ATTR, "%s must take one input and yield one output", attr), NULL;
+  if (ox_name_put(c, b->input[0]->name, x) != PC_OK || ox_import_body(c, b, attr) != PC_OK) return NULL;
+  pc_value *y = ox_name_get(c, b->output[0]->name);
+  if (!y) return ox_fail(c, PC_ERR_UNSUPPORTED, "%s yields no tensor", attr), NULL;
+  if (!pc_type_equal(&y->type, &x->type)) return ox_fail(c, PC_ERR_SHAPE, "%s changes the scores' type or shape", attr), NULL;
+  return y;
+}
+
+/* softmax(score_mod(Q K^T * scale)) -> prob_mod -> V, in f32 for 16-bit inputs (or softmax_precision) */
+pc_status ox_op_FlexAttention(ox_ctx *c) {
+  pc_value *q = ox_in_req(c, 0), *k = ox_in_req(c, 1), *v = ox_in_req(c, 2);
+  if (!q || !k || !v || !ox_require_float(c, q)) return ox_status(c);
+  if (q->type.rank != 4 || k->type.rank != 4 || v->type.rank != 4 || !pc_type_is_static(&q->type) ||
+      !pc_type_is_static(&k->type) || !pc_type_is_static(&v->type))
+    return ox_fail(c, PC_ERR_SHAPE, "Q, K and V must be static rank-4 tensors");
+  int64_t hq = q->type.dims[1], hkv = k->type.dims[1], E = q->type.dims[3];
+  if (hkv < 1 || hq % hkv || v->type.dims[1] != hkv || k->type.dims[3] != E || v->type.dims[2] != k->type.dims[2])
+    return ox_fail(c, PC_ERR_SHAPE, "Q, K and V heads or dims do not fit");
+  pc_dtype dt = q->type.dtype, cdt = dt == PC_f16 || dt == PC_bf16 ? PC_f32 : dt;
+  if (ox_has_attr(c, "softmax_precision") && !ox_dtype_from_onnx((int)ox_attr_int(c, "softmax_precision", 1), &cdt))
+    return ox_fail(c, PC_ERR_ATTR, "softmax_precision is not a supported type");
+  double scale = ox_attr_float(c, "scale", 1 / sqrt((double)E));
+  /* both sides scaled by sqrt(scale), as the reference does, to keep 16-bit products in range */
+  pc_value *ss = pc_scalar(G, dt, sqrt((double)(float)scale));
+  pc_value *qs = ox_binary(c, PC_OP_mul, q, ss), *ks = ox_binary(c, PC_OP_mul, att_repeat(c, k, hq / hkv), ss);
+  int64_t c3 = 3, b01[2] = {0, 1}, c2 = 2;
+  pc_value *scores = pc_convert(G, pc_dot_general(G, qs, ks, 1, &c3, &c3, 2, b01, b01), cdt);
+  pc_value *p = flex_mod(c, "prob_mod", safe_softmax(c, flex_mod(c, "score_mod", scores)));
+  pc_value *vv = pc_convert(G, att_repeat(c, v, hq / hkv), cdt);
+  pc_value *y = p && vv ? pc_dot_general(G, p, vv, 1, &c3, &c2, 2, b01, b01) : NULL;
+  return ox_out(c, 0, y ? pc_convert(G, y, v->type.dtype) : NULL);
+}
+
 /* ---------------------------------------------------------------- losses */
 
 /* the loss of NegativeLogLikelihoodLoss on log-probabilities lp [N, C, d...] and targets [N, d...];
@@ -586,7 +626,8 @@ typedef struct q_range {
   double lo, hi;
 } q_range;
 
-static const q_range q_ranges[] = {{PC_u8, 0, 255}, {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0}};
+static const q_range q_ranges[] = {{PC_u8, 0, 255}, {PC_u16, 0, 65535}, {PC_i4, -8, 7}, {PC_u4, 0, 15}, {PC_i2, -2, 1},
+                                    {PC_u2, 0, 3}, {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0}};
 
 static const q_range *q_range_of(ox_ctx *c, pc_dtype dt) {
   for (size_t i = 0; i < sizeof q_ranges / sizeof *q_ranges; i++)
@@ -624,10 +665,14 @@ pc_status ox_op_QuantizeLinear(ox_ctx *c) {
   if (!attr_dtype(c, "output_dtype", PC_u8, &out) || !attr_dtype(c, "precision", x->type.dtype, &prec)) return ox_status(c);
   if (zp && ox_has_attr(c, "output_dtype") && zp->type.dtype != out) return ox_fail(c, PC_ERR_TYPE, "output_dtype and the zero point's type differ");
   if (zp) out = zp->type.dtype;
-  const q_range *q = q_range_of(c, out);
-  if (!q) return ox_status(c);
   pc_value *s = pc_convert(G, qparam(c, sc, x, axis, block), prec);
   pc_value *v = ox_binary(c, PC_OP_div, pc_convert(G, x, prec), s);
+  if (pc_dtype_is_f8(out)) { /* no integer rounding: x / scale + zp rounded to the f8 type, saturate by default */
+    if (zp) v = ox_binary(c, PC_OP_add, v, pc_convert(G, qparam(c, zp, x, axis, block), v ? v->type.dtype : prec));
+    return ox_out(c, 0, ox_convert(c, v, out, (int)ox_attr_int(c, "saturate", 1)));
+  }
+  const q_range *q = q_range_of(c, out);
+  if (!q) return ox_status(c);
   return ox_out(c, 0, q_saturate(c, v, qparam(c, zp, x, axis, block), q));
 }
 
@@ -636,7 +681,7 @@ pc_status ox_op_DequantizeLinear(ox_ctx *c) {
   int axis;
   int64_t block;
   if (!check_static(c, x) || !sc || !q_geometry(c, x, sc, &axis, &block)) return ox_status(c);
-  if (!pc_dtype_is_int(x->type.dtype)) return ox_fail(c, PC_ERR_TYPE, "quantized type %s is not supported", pc_dtype_name(x->type.dtype));
+  if (!pc_dtype_is_int(x->type.dtype) && !pc_dtype_is_f8(x->type.dtype)) return ox_fail(c, PC_ERR_TYPE, "quantized type %s is not supported", pc_dtype_name(x->type.dtype));
   if (zp && zp->type.dtype != x->type.dtype) return ox_fail(c, PC_ERR_TYPE, "x and its zero point have different types");
   if (!ox_require_float(c, sc)) return ox_status(c);
   pc_dtype out = sc->type.dtype;
@@ -692,20 +737,51 @@ pc_status ox_op_MatMulInteger(ox_ctx *c) {
   return ox_out(c, 0, call_op(c, ox_op_MatMul, in, 2));
 }
 
-pc_status ox_op_ConvInteger(ox_ctx *c) {
-  pc_value *x = ox_in_req(c, 0), *w = ox_in_req(c, 1), *xz = ox_in(c, 2), *wz = ox_in(c, 3);
-  if (!check_static(c, x) || !check_static(c, w)) return ox_status(c);
-  if (xz && pc_type_numel(&xz->type) != 1) return ox_fail(c, PC_ERR_SHAPE, "x_zero_point must be a scalar");
+/* the int32 convolution of (x - x_zero_point) and (w - w_zero_point) with the node's Conv attributes */
+static pc_value *conv_integer(ox_ctx *c, pc_value *x, pc_value *w, pc_value *xz, pc_value *wz) {
+  if (!check_static(c, x) || !check_static(c, w)) return NULL;
+  if (xz && pc_type_numel(&xz->type) != 1) return ox_fail(c, PC_ERR_SHAPE, "x_zero_point must be a scalar"), NULL;
   pc_value *xi = int_shift(c, x, xz, 0), *wi = pc_convert(G, w, PC_i32);
   if (wz && pc_type_numel(&wz->type) == 1) wi = ox_binary(c, PC_OP_sub, wi, ox_reshape(c, pc_convert(G, wz, PC_i32), 0, NULL));
   else if (wz) {
-    if (wz->type.rank != 1 || wz->type.dims[0] != w->type.dims[0]) return ox_fail(c, PC_ERR_SHAPE, "w_zero_point must have one entry per output channel");
+    if (wz->type.rank != 1 || wz->type.dims[0] != w->type.dims[0])
+      return ox_fail(c, PC_ERR_SHAPE, "w_zero_point must have one entry per output channel"), NULL;
     int64_t zero = 0;
     wi = ox_binary(c, PC_OP_sub, wi, pc_broadcast_in_dim(G, pc_convert(G, wz, PC_i32), w->type.rank, w->type.dims, &zero));
   }
   pc_value *in[2] = {xi, wi};
-  if (!xi || !wi) return ox_status(c);
-  return ox_out(c, 0, call_op(c, ox_op_Conv, in, 2));
+  if (!xi || !wi) return NULL;
+  return call_op(c, ox_op_Conv, in, 2);
+}
+
+pc_status ox_op_ConvInteger(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *w = ox_in_req(c, 1);
+  return ox_out(c, 0, conv_integer(c, x, w, ox_in(c, 2), ox_in(c, 3)));
+}
+
+/* v (a scalar or one entry per output channel) shaped to broadcast over a conv output of rank r */
+static pc_value *per_out_channel(ox_ctx *c, pc_value *v, int r) {
+  if (!v || pc_type_numel(&v->type) == 1) return v ? ox_reshape(c, v, 0, NULL) : NULL;
+  int64_t d[PC_MAX_RANK];
+  d[0] = pc_type_numel(&v->type);
+  for (int i = 1; i < r - 1; i++) d[i] = 1;
+  return ox_reshape(c, v, r - 1, d);
+}
+
+pc_status ox_op_QLinearConv(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *xs = ox_in_req(c, 1), *xz = ox_in(c, 2), *w = ox_in_req(c, 3), *ws = ox_in_req(c, 4),
+           *wz = ox_in(c, 5), *ys = ox_in_req(c, 6), *yz = ox_in(c, 7), *b = ox_in(c, 8);
+  if (!x || !xs || !w || !ws || !ys || !ox_require_float(c, xs)) return ox_status(c);
+  const q_range *q = q_range_of(c, yz ? yz->type.dtype : x->type.dtype);
+  pc_value *acc = conv_integer(c, x, w, xz, wz);
+  if (!acc || !q) return ox_status(c);
+  int r = acc->type.rank;
+  if (b) acc = ox_binary(c, PC_OP_add, acc, per_out_channel(c, pc_convert(G, b, PC_i32), r));
+  /* the scales combine in their own type; the int32 sum then promotes to float64, as in QLinearMatMul */
+  pc_value *s = ox_binary(c, PC_OP_div, ox_binary(c, PC_OP_mul, ox_reshape(c, xs, 0, NULL), per_out_channel(c, ws, r)),
+                          pc_convert(G, ox_reshape(c, ys, 0, NULL), xs->type.dtype));
+  pc_value *d = ox_binary(c, PC_OP_mul, pc_convert(G, acc, PC_f64), pc_convert(G, s, PC_f64));
+  return ox_out(c, 0, q_saturate(c, d, yz ? ox_reshape(c, yz, 0, NULL) : NULL, q));
 }
 
 pc_status ox_op_QLinearMatMul(ox_ctx *c) {
@@ -884,4 +960,269 @@ pc_status ox_op_AffineGrid(ox_ctx *c) {
   for (int i = 0; i < k; i++) ys[1 + i] = size[2 + i];
   ys[1 + k] = k;
   return ox_out(c, 0, pc_convert(G, ox_reshape(c, pc_transpose(G, g, perm), k + 2, ys), theta->type.dtype));
+}
+
+/* ---------------------------------------------------------------- optimizers (ai.onnx.preview.training) */
+
+/* inputs R (learning rate), T (update count), then `groups` lists of n tensors each; n, or 0 on failure */
+static int optim_count(ox_ctx *c, int groups) {
+  int n = (c->n_in - 2) / groups;
+  if (n < 1 || c->n_in != 2 + groups * n || c->n_out > groups * n)
+    return ox_fail(c, PC_ERR_ATTR, "%d inputs do not form R, T and %d lists of tensors", c->n_in, groups), 0;
+  for (int i = 0; i < c->n_in; i++)
+    if (!ox_in_req(c, i)) return 0;
+  if (!ox_require_float(c, ox_in(c, 0))) return 0;
+  return n;
+}
+
+static pc_value *op2(ox_ctx *c, pc_op op, pc_value *a, pc_value *b) { return ox_binary(c, op, a, b); }
+static pc_value *scaled(ox_ctx *c, double k, pc_value *x) { return op2(c, PC_OP_mul, ox_like(c, k, x), x); }
+
+/* the update count as a float scalar of r's dtype, and whether it is positive */
+static pc_value *optim_t(ox_ctx *c, pc_value **positive) {
+  pc_value *t = ox_in(c, 1), *r = ox_in(c, 0);
+  *positive = pc_gt(G, t, ox_like(c, 0, t));
+  return pc_convert(G, t, r->type.dtype);
+}
+
+/* norm_coefficient * X + G */
+static pc_value *optim_grad(ox_ctx *c, pc_value *x, pc_value *g) {
+  return op2(c, PC_OP_add, scaled(c, ox_attr_float(c, "norm_coefficient", 0), x), g);
+}
+
+pc_status ox_op_Adagrad(ox_ctx *c) {
+  int n = optim_count(c, 3);
+  if (!n) return ox_status(c);
+  pc_value *pos, *t = optim_t(c, &pos), *r = ox_in(c, 0);
+  /* r = R / (1 + T * decay_factor) */
+  r = op2(c, PC_OP_div, r, pc_add(G, scaled(c, ox_attr_float(c, "decay_factor", 0), t), ox_like(c, 1, t)));
+  double eps = ox_attr_float(c, "epsilon", 1e-6);
+  for (int i = 0; i < n && ox_status(c) == PC_OK; i++) {
+    pc_value *x = ox_in(c, 2 + i), *g = optim_grad(c, x, ox_in(c, 2 + n + i)), *h = ox_in(c, 2 + 2 * n + i);
+    pc_value *hn = op2(c, PC_OP_add, h, op2(c, PC_OP_mul, g, g));
+    pc_value *den = hn ? pc_add(G, pc_sqrt(G, hn), ox_like(c, eps, hn)) : NULL;
+    ox_out(c, i, op2(c, PC_OP_sub, x, op2(c, PC_OP_div, op2(c, PC_OP_mul, r, g), den)));
+    if (ox_has_out(c, n + i)) ox_out(c, n + i, hn);
+  }
+  return ox_status(c);
+}
+
+pc_status ox_op_Momentum(ox_ctx *c) {
+  int n = optim_count(c, 3);
+  if (!n) return ox_status(c);
+  const char *mode = ox_attr_str(c, "mode", "standard");
+  int nesterov = strcmp(mode, "nesterov") == 0;
+  if (!nesterov && strcmp(mode, "standard") != 0) return ox_fail(c, PC_ERR_ATTR, "mode '%s' is not supported", mode);
+  double alpha = ox_attr_float(c, "alpha", 0), beta = ox_attr_float(c, "beta", 0);
+  pc_value *pos, *t = optim_t(c, &pos), *r = ox_in(c, 0);
+  /* the first update (T == 0) takes the gradient whole */
+  pc_value *beta_t = pc_where(G, pos, ox_like(c, beta, t), ox_like(c, 1, t));
+  for (int i = 0; i < n && ox_status(c) == PC_OK; i++) {
+    pc_value *x = ox_in(c, 2 + i), *g = optim_grad(c, x, ox_in(c, 2 + n + i)), *v = ox_in(c, 2 + 2 * n + i);
+    pc_value *vn = op2(c, PC_OP_add, scaled(c, alpha, v), op2(c, PC_OP_mul, beta_t, g));
+    pc_value *step = nesterov ? op2(c, PC_OP_add, g, scaled(c, alpha, vn)) : vn;
+    ox_out(c, i, op2(c, PC_OP_sub, x, op2(c, PC_OP_mul, r, step)));
+    if (ox_has_out(c, n + i)) ox_out(c, n + i, vn);
+  }
+  return ox_status(c);
+}
+
+pc_status ox_op_Adam(ox_ctx *c) {
+  int n = optim_count(c, 4);
+  if (!n) return ox_status(c);
+  double alpha = ox_attr_float(c, "alpha", 0.9), beta = ox_attr_float(c, "beta", 0.999);
+  double eps = ox_attr_float(c, "epsilon", 1e-6), post = ox_attr_float(c, "norm_coefficient_post", 0);
+  pc_value *pos, *t = optim_t(c, &pos), *r = ox_in(c, 0);
+  /* bias correction R * sqrt(1 - beta^T) / (1 - alpha^T) from the second update on */
+  pc_value *one = ox_like(c, 1, t);
+  pc_value *num = pc_sqrt(G, pc_sub(G, one, pc_pow(G, ox_like(c, beta, t), t)));
+  pc_value *den = pc_sub(G, one, pc_pow(G, ox_like(c, alpha, t), t));
+  pc_value *r_adj = pc_where(G, pos, op2(c, PC_OP_mul, r, pc_div(G, num, den)), r);
+  for (int i = 0; i < n && ox_status(c) == PC_OK; i++) {
+    pc_value *x = ox_in(c, 2 + i), *g = optim_grad(c, x, ox_in(c, 2 + n + i));
+    pc_value *v = ox_in(c, 2 + 2 * n + i), *h = ox_in(c, 2 + 3 * n + i);
+    pc_value *vn = op2(c, PC_OP_add, scaled(c, alpha, v), scaled(c, 1 - alpha, g));
+    pc_value *hn = op2(c, PC_OP_add, scaled(c, beta, h), scaled(c, 1 - beta, op2(c, PC_OP_mul, g, g)));
+    pc_value *hs = hn ? pc_add(G, pc_sqrt(G, hn), ox_like(c, eps, hn)) : NULL;
+    pc_value *xn = op2(c, PC_OP_sub, x, op2(c, PC_OP_mul, r_adj, op2(c, PC_OP_div, vn, hs)));
+    ox_out(c, i, scaled(c, 1 - post, xn));
+    if (ox_has_out(c, n + i)) ox_out(c, n + i, vn);
+    if (ox_has_out(c, 2 * n + i)) ox_out(c, 2 * n + i, hn);
+  }
+  return ox_status(c);
+}
+
+/* ---------------------------------------------------------------- Det */
+
+#define DET_MAX_N 5 /* cofactor expansion: n! products */
+
+/* determinant of the rows from `row` on and the columns in `cols` (bit set) by cofactor expansion */
+static pc_value *det_minor(ox_ctx *c, pc_value *const *e, int n, int row, unsigned cols) {
+  if (row == n) return NULL;
+  pc_value *sum = NULL;
+  int sign = 1;
+  for (int j = 0; j < n; j++) {
+    if (!(cols & (1u << j))) continue;
+    pc_value *rest = det_minor(c, e, n, row + 1, cols & ~(1u << j));
+    pc_value *t = rest ? pc_mul(G, e[row * n + j], rest) : e[row * n + j];
+    sum = !sum ? t : sign > 0 ? pc_add(G, sum, t) : pc_sub(G, sum, t);
+    sign = -sign;
+  }
+  return sum;
+}
+
+pc_status ox_op_Det(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  if (!x || !check_static(c, x) || !ox_require_float(c, x)) return ox_status(c);
+  int r = x->type.rank;
+  if (r < 2 || x->type.dims[r - 1] != x->type.dims[r - 2]) return ox_fail(c, PC_ERR_SHAPE, "needs [..., n, n] matrices");
+  int64_t n = x->type.dims[r - 1];
+  if (n < 1 || n > DET_MAX_N) return ox_fail(c, PC_ERR_UNSUPPORTED, "determinants of %lld x %lld matrices (at most %d)", (long long)n, (long long)n, DET_MAX_N);
+  pc_value *e[DET_MAX_N * DET_MAX_N];
+  int64_t start[PC_MAX_RANK] = {0}, limit[PC_MAX_RANK], one[PC_MAX_RANK];
+  for (int i = 0; i < r; i++) limit[i] = x->type.dims[i], one[i] = 1;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      start[r - 2] = i, limit[r - 2] = i + 1, start[r - 1] = j, limit[r - 1] = j + 1;
+      e[i * n + j] = ox_reshape(c, pc_slice(G, x, start, limit, one), r - 2, x->type.dims);
+    }
+  return ox_out(c, 0, det_minor(c, e, (int)n, 0, (1u << n) - 1));
+}
+
+/* ---------------------------------------------------------------- ai.onnx.ml */
+
+pc_status ox_op_Binarizer(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  if (!x) return ox_status(c);
+  pc_value *above = op_s(c, PC_OP_gt, x, ox_attr_float(c, "threshold", 0));
+  return ox_out(c, 0, pc_where(G, above, ox_like(c, 1, x), ox_like(c, 0, x)));
+}
+
+/* the entries Y of the last axis of X; a 1-D X reads as one row */
+pc_status ox_op_ArrayFeatureExtractor(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *y = ox_in_req(c, 1);
+  if (!x || !y || !check_static(c, x)) return ox_status(c);
+  if (x->type.rank == 1) x = ox_reshape(c, x, 2, (int64_t[]){1, x->type.dims[0]});
+  int r = x->type.rank;
+  int64_t n = pc_type_numel(&y->type), shape[PC_MAX_RANK], last = r - 1;
+  for (int i = 0; i < r; i++) shape[i] = i == last ? n : x->type.dims[i];
+  pc_value *idx = pc_convert(G, ox_reshape(c, y, 1, &n), PC_i64); /* the gather prim takes one index per output */
+  idx = idx ? pc_broadcast_in_dim(G, idx, r, shape, &last) : NULL;
+  pc_attr a = pc_a_int("axis", last);
+  pc_value *in[2] = {x, idx};
+  return ox_out(c, 0, idx ? pc_build(G, PC_OP_gather, in, 2, &a, 1) : NULL);
+}
+
+/* TreeEnsemble: every tree becomes nested selects over its decisions, each leaf a one-hot row of
+ * its weight at its target; the trees' rows add up (aggregate SUM or AVERAGE, no post transform) */
+#define TE_MAX_NODES 4096
+#define TE_MAX_DEPTH 64
+
+typedef struct te_model {
+  int64_t n_nodes, n_leaves, n_targets, n_members, cursor;
+  int64_t feat[TE_MAX_NODES], tnode[TE_MAX_NODES], fnode[TE_MAX_NODES], tleaf[TE_MAX_NODES], fleaf[TE_MAX_NODES];
+  int64_t mode[TE_MAX_NODES], missing[TE_MAX_NODES], target[TE_MAX_NODES];
+  double split[TE_MAX_NODES], weight[TE_MAX_NODES], members[TE_MAX_NODES];
+  pc_value *x;
+} te_model;
+
+/* a TENSOR attribute's values as doubles; the count, -1 when absent */
+static int te_floats(ox_ctx *c, const char *name, double *out, int max) {
+  pc_value *v = ox_attr_tensor(c, name);
+  if (!v) return -1;
+  const void *d = pc_const_data(v);
+  int64_t n = pc_type_numel(&v->type);
+  if (n > max || (v->type.dtype != PC_f32 && v->type.dtype != PC_f64 && v->type.dtype != PC_u8))
+    return ox_fail(c, PC_ERR_ATTR, "attribute %s: too long or of an unexpected type", name), -2;
+  for (int64_t k = 0; k < n; k++)
+    out[k] = v->type.dtype == PC_f32 ? ((const float *)d)[k] : v->type.dtype == PC_f64 ? ((const double *)d)[k] : ((const uint8_t *)d)[k];
+  return (int)n;
+}
+
+/* the [N, 1] decision of node i on the rows of X */
+static pc_value *te_decide(ox_ctx *c, te_model *m, int64_t i) {
+  pc_value *x = m->x;
+  int64_t N = x->type.dims[0], st[2] = {0, m->feat[i]}, lim[2] = {N, m->feat[i] + 1}, one[2] = {1, 1};
+  pc_value *f = pc_slice(G, x, st, lim, one), *d = NULL;
+  static const pc_op cmp[] = {PC_OP_le, PC_OP_lt, PC_OP_ge, PC_OP_gt, PC_OP_eq, PC_OP_ne};
+  if (m->mode[i] >= 0 && m->mode[i] < 6) d = op_s(c, cmp[m->mode[i]], f, m->split[i]);
+  else if (m->mode[i] == 6) { /* membership: the next NaN-terminated run of members */
+    for (; m->cursor < m->n_members && m->members[m->cursor] == m->members[m->cursor]; m->cursor++) {
+      pc_value *e = op_s(c, PC_OP_eq, f, m->members[m->cursor]);
+      d = d ? pc_or(G, d, e) : e;
+    }
+    m->cursor++;
+    if (!d && f) d = pc_full(G, PC_bool, 0, 2, f->type.dims); /* an empty set: never */
+  } else return ox_fail(c, PC_ERR_ATTR, "node %lld has mode %lld", (long long)i, (long long)m->mode[i]), NULL;
+  if (d && m->missing[i]) d = pc_or(G, d, pc_isnan(G, f));
+  return d;
+}
+
+static pc_value *te_leaf(ox_ctx *c, te_model *m, int64_t i) {
+  if (i < 0 || i >= m->n_leaves || m->target[i] < 0 || m->target[i] >= m->n_targets)
+    return ox_fail(c, PC_ERR_ATTR, "leaf %lld is out of range", (long long)i), NULL;
+  int64_t shape[2] = {m->x->type.dims[0], m->n_targets}, t = m->target[i], one = 1;
+  pc_value *row = pc_full(G, m->x->type.dtype, 0, 1, &m->n_targets);
+  pc_value *w = pc_full(G, m->x->type.dtype, m->weight[i], 1, &one);
+  int64_t lo = t, hi = m->n_targets - t - 1, in = 0;
+  pc_attr a[4] = {pc_a_ints("low", &lo, 1), pc_a_ints("high", &hi, 1), pc_a_ints("interior", &in, 1), pc_a_float("value", 0)};
+  pc_value *hot = w ? pc_build(G, PC_OP_pad, &w, 1, a, 4) : row;
+  return hot ? pc_broadcast_to(G, hot, 2, shape) : NULL;
+}
+
+static pc_value *te_node(ox_ctx *c, te_model *m, int64_t i, int is_leaf, int depth) {
+  if (is_leaf) return te_leaf(c, m, i);
+  if (i < 0 || i >= m->n_nodes || depth > TE_MAX_DEPTH) return ox_fail(c, PC_ERR_ATTR, "bad tree node %lld", (long long)i), NULL;
+  pc_value *d = te_decide(c, m, i);
+  pc_value *t = te_node(c, m, m->tnode[i], m->tleaf[i] != 0, depth + 1), *f = te_node(c, m, m->fnode[i], m->fleaf[i] != 0, depth + 1);
+  if (!d || !t || !f) return NULL;
+  return pc_where(G, pc_broadcast_to(G, d, 2, t->type.dims), t, f);
+}
+
+static int te_ints(ox_ctx *c, const char *name, int64_t *out, int64_t n, int required) {
+  int got = ox_attr_ints(c, name, out, TE_MAX_NODES);
+  if (got == -1 && !required) {
+    for (int64_t i = 0; i < n; i++) out[i] = 0;
+    return 1;
+  }
+  if (got < 0 || (n >= 0 && got != n)) return got == -2 ? 0 : (ox_fail(c, PC_ERR_ATTR, "attribute %s is missing or of the wrong length", name), 0);
+  return 1;
+}
+
+pc_status ox_op_TreeEnsemble(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  if (!x || !check_static(c, x) || !ox_require_float(c, x)) return ox_status(c);
+  if (x->type.rank != 2) return ox_fail(c, PC_ERR_SHAPE, "X must be [N, features]");
+  int64_t agg = ox_attr_int(c, "aggregate_function", 1), post = ox_attr_int(c, "post_transform", 0);
+  if ((agg != 0 && agg != 1) || post != 0)
+    return ox_fail(c, PC_ERR_UNSUPPORTED, "aggregate_function %lld / post_transform %lld (SUM or AVERAGE, no transform)", (long long)agg, (long long)post);
+  te_model *m = pc_alloc(G, sizeof *m);
+  int64_t roots[TE_MAX_NODES];
+  if (!m) return ox_status(c);
+  m->x = x;
+  m->n_targets = ox_attr_int(c, "n_targets", 0);
+  double modes[TE_MAX_NODES];
+  int nm = te_floats(c, "nodes_modes", modes, TE_MAX_NODES), ns = te_floats(c, "nodes_splits", m->split, TE_MAX_NODES);
+  int nw = te_floats(c, "leaf_weights", m->weight, TE_MAX_NODES), nmem = te_floats(c, "membership_values", m->members, TE_MAX_NODES);
+  int nr = ox_attr_ints(c, "tree_roots", roots, TE_MAX_NODES);
+  if (nm < 0 || ns != nm || nw < 0 || nmem == -2 || nr < 1 || m->n_targets < 1)
+    return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "incomplete tree ensemble attributes");
+  m->n_nodes = nm, m->n_leaves = nw, m->n_members = nmem < 0 ? 0 : nmem;
+  for (int i = 0; i < nm; i++) m->mode[i] = (int64_t)modes[i];
+  if (!te_ints(c, "nodes_featureids", m->feat, nm, 1) || !te_ints(c, "nodes_truenodeids", m->tnode, nm, 1) ||
+      !te_ints(c, "nodes_falsenodeids", m->fnode, nm, 1) || !te_ints(c, "nodes_trueleafs", m->tleaf, nm, 1) ||
+      !te_ints(c, "nodes_falseleafs", m->fleaf, nm, 1) || !te_ints(c, "nodes_missing_value_tracks_true", m->missing, nm, 0) ||
+      !te_ints(c, "leaf_targetids", m->target, nw, 1))
+    return ox_status(c);
+  for (int i = 0; i < nm; i++)
+    if (m->feat[i] < 0 || m->feat[i] >= x->type.dims[1]) return ox_fail(c, PC_ERR_ATTR, "node %d reads feature %lld", i, (long long)m->feat[i]);
+  pc_value *sum = NULL;
+  for (int r = 0; r < nr && ox_status(c) == PC_OK; r++) {
+    int64_t i = roots[r];
+    int leaf = i >= 0 && i < nm && m->tleaf[i] && m->fleaf[i] && m->tnode[i] == m->fnode[i];
+    pc_value *t = te_node(c, m, i, leaf, 0);
+    sum = sum && t ? pc_add(G, sum, t) : t;
+  }
+  if (sum && agg == 0) sum = op_s(c, PC_OP_div, sum, (double)nr);
+  return ox_out(c, 0, sum);
 }

@@ -286,17 +286,72 @@ static pc_value *pool_taps(ox_ctx *c, pc_value *xp, const geom *g, pc_op op) {
 /* the smallest value of dtype dt, the padding that never wins a max */
 static double lowest(pc_dtype dt) {
   static const struct { pc_dtype dt; double v; } rows[] = {
-      {PC_i8, -128.0}, {PC_i16, -32768.0}, {PC_i32, -2147483648.0}, {PC_i64, -9223372036854775808.0}, {PC_u8, 0}};
+      {PC_i8, -128.0}, {PC_i16, -32768.0}, {PC_i32, -2147483648.0}, {PC_i64, -9223372036854775808.0}, {PC_u8, 0},
+      {PC_u16, 0}, {PC_u32, 0}, {PC_u64, 0}};
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
     if (rows[i].dt == dt) return rows[i].v;
   return -INFINITY;
 }
 
+#define POOL_MAX_INDEXED ((int64_t)1 << 20) /* inputs whose flat positions are a constant of that size at most */
+
+/* the flat position of every element of x (row-major, or column-major over the spatial dims when
+ * storage_order is 1), as MaxPool's Indices count them */
+static pc_value *flat_positions(ox_ctx *c, const pc_value *x, int col_major) {
+  int r = x->type.rank;
+  int64_t n = pc_type_numel(&x->type);
+  if (n > POOL_MAX_INDEXED) return ox_fail(c, PC_ERR_UNSUPPORTED, "Indices of an input this large"), NULL;
+  int64_t *v = malloc(sizeof *v * (size_t)(n ? n : 1)), stride[PC_MAX_RANK];
+  if (!v) return ox_fail(c, PC_ERR_NOMEM, "out of memory"), NULL;
+  int64_t acc = 1;
+  for (int i = r - 1; i >= 2; i--) stride[i] = acc, acc *= x->type.dims[i];
+  if (col_major) { /* spatial dims reversed: the first varies fastest */
+    acc = 1;
+    for (int i = 2; i < r; i++) stride[i] = acc, acc *= x->type.dims[i];
+  }
+  stride[1] = acc, stride[0] = acc * x->type.dims[1];
+  for (int64_t k = 0; k < n; k++) {
+    int64_t rem = k, pos = 0;
+    for (int i = r - 1; i >= 0; i--) pos += rem % x->type.dims[i] * stride[i], rem /= x->type.dims[i];
+    v[k] = pos;
+  }
+  pc_value *p = pc_const(G, pc_type_make(PC_i64, r, x->type.dims), v);
+  free(v);
+  return p;
+}
+
+/* max over the windows with the position of the first maximum of each */
+static pc_status max_pool_indexed(ox_ctx *c, pc_value *x, const geom *g) {
+  pc_value *xp = pool_pad(c, x, g, lowest(x->type.dtype));
+  pc_value *ip = pool_pad(c, flat_positions(c, x, ox_attr_int(c, "storage_order", 0) == 1), g, -1);
+  if (!xp || !ip) return ox_status(c);
+  int64_t t[NS_MAX] = {0}, st[PC_MAX_RANK], lim[PC_MAX_RANK], str[PC_MAX_RANK];
+  pc_value *best = NULL, *at = NULL;
+  for (;;) {
+    for (int i = 0; i < 2; i++) st[i] = 0, lim[i] = xp->type.dims[i], str[i] = 1;
+    for (int i = 0; i < g->ns; i++) {
+      st[2 + i] = t[i] * g->d[i];
+      lim[2 + i] = st[2 + i] + (g->out[i] - 1) * g->s[i] + 1;
+      str[2 + i] = g->s[i];
+    }
+    pc_value *v = pc_slice(G, xp, st, lim, str), *p = pc_slice(G, ip, st, lim, str);
+    pc_value *take = best ? pc_gt(G, v, best) : NULL;
+    best = best ? pc_where(G, take, v, best) : v;
+    at = at ? pc_where(G, take, p, at) : p;
+    if (!best || !at) return ox_status(c);
+    int i = g->ns - 1;
+    while (i >= 0 && ++t[i] == g->k[i]) t[i--] = 0;
+    if (i < 0) break;
+  }
+  ox_out(c, 0, best);
+  return ox_out(c, 1, at);
+}
+
 pc_status ox_op_MaxPool(ox_ctx *c) {
   pc_value *x = ox_in_req(c, 0);
   geom g;
-  if (ox_has_out(c, 1)) return ox_fail(c, PC_ERR_UNSUPPORTED, "the Indices output of MaxPool is not supported");
   if (!x || !geom_read(c, x, NULL, (int)ox_attr_int(c, "ceil_mode", 0), &g)) return ox_status(c);
+  if (ox_has_out(c, 1)) return max_pool_indexed(c, x, &g);
   return ox_out(c, 0, pool_taps(c, pool_pad(c, x, &g, lowest(x->type.dtype)), &g, PC_OP_max));
 }
 
@@ -984,4 +1039,112 @@ pc_status ox_op_STFT(ox_ctx *c) {
   if (win && frames) frames = pc_mul(G, frames, along(c, pc_convert(G, win, PC_f32), 4, fshape, 2));
   int onesided = (int)ox_attr_int(c, "onesided", 1);
   return ox_out(c, 0, pc_convert(G, dft_core(c, frames, fl, 0, onesided), x->type.dtype));
+}
+
+/* ---------------------------------------------------------------- CausalConvWithState */
+
+/* a depthwise causal conv1d over [past_state (zeros when absent), input]: output, and the last k-1
+ * positions of that concatenation as the present state */
+pc_status ox_op_CausalConvWithState(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *w = ox_in_req(c, 1), *b = ox_in(c, 2), *past = ox_in(c, 3);
+  if (!x || !w || !check_static(c, x) || !check_static(c, w)) return ox_status(c);
+  if (x->type.rank != 3 || w->type.rank != 3 || w->type.dims[0] != x->type.dims[1] || w->type.dims[1] != 1)
+    return ox_fail(c, PC_ERR_SHAPE, "needs input [batch, channels, length] and weight [channels, 1, k]");
+  if (w->type.dtype != x->type.dtype) return ox_fail(c, PC_ERR_TYPE, "input and weight dtypes differ");
+  const char *act = ox_attr_str(c, "activation", "none");
+  int silu = strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0;
+  if (!silu && strcmp(act, "none") != 0) return ox_fail(c, PC_ERR_ATTR, "activation '%s' is not supported", act);
+  int64_t B = x->type.dims[0], C = x->type.dims[1], L = x->type.dims[2], k = w->type.dims[2];
+  int64_t sd[3] = {B, C, k - 1};
+  if (!past) past = pc_full(G, x->type.dtype, 0, 3, sd);
+  if (past && (past->type.rank != 3 || past->type.dims[2] != k - 1))
+    return ox_fail(c, PC_ERR_SHAPE, "past_state must be [batch, channels, k - 1]");
+  pc_value *parts[2] = {past, x};
+  pc_value *padded = k > 1 ? pc_concatenate(G, parts, 2, 2) : x;
+  int64_t one[1] = {1}, zero[1] = {0};
+  pc_value *y = add_bias(c, conv_prim(c, padded, w, 1, one, zero, zero, one, one, C), b);
+  if (silu && y) y = pc_mul(G, y, pc_sigmoid(G, y));
+  ox_out(c, 0, y);
+  if (!ox_has_out(c, 1) || !padded) return ox_status(c);
+  int64_t start[3] = {0, 0, L}, limit[3] = {B, C, L + k - 1}, stride[3] = {1, 1, 1};
+  return ox_out(c, 1, pc_slice(G, padded, start, limit, stride));
+}
+
+/* ---------------------------------------------------------------- Col2Im */
+
+/* Col2Im: each kernel offset's column block, spread over the image by a pad with interior
+ * (stride - 1) and offset (k * dilation - pad), summed over the offsets */
+pc_status ox_op_Col2Im(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  int64_t img[NS_MAX], blk[NS_MAX], dil[NS_MAX], str[NS_MAX], pads[2 * NS_MAX];
+  int ns = ox_const_ints(c, 1, img, NS_MAX), nb = ox_const_ints(c, 2, blk, NS_MAX);
+  if (!x || ns < 0 || nb < 0 || !check_static(c, x)) return ox_status(c);
+  if (ns != nb || ns < 1 || x->type.rank != 3 || ns + 2 > PC_MAX_RANK)
+    return ox_fail(c, PC_ERR_SHAPE, "needs input [N, C*prod(block), L] and image / block shapes of one length");
+  if (!attr_list(c, "dilations", dil, ns, 1) || !attr_list(c, "strides", str, ns, 1) || !attr_list(c, "pads", pads, 2 * ns, 0))
+    return ox_status(c);
+  int64_t K = 1, L = 1, N = x->type.dims[0], out_n[NS_MAX];
+  for (int i = 0; i < ns; i++) {
+    K *= blk[i];
+    out_n[i] = (img[i] + pads[i] + pads[ns + i] - (dil[i] * (blk[i] - 1) + 1)) / str[i] + 1;
+    L *= out_n[i];
+    if (blk[i] < 1 || str[i] < 1 || dil[i] < 1 || out_n[i] < 1) return ox_fail(c, PC_ERR_ATTR, "bad block, strides or dilations");
+  }
+  if (x->type.dims[1] % K || x->type.dims[2] != L)
+    return ox_fail(c, PC_ERR_SHAPE, "input [%lld, %lld, %lld] does not fit the blocks", (long long)N,
+                   (long long)x->type.dims[1], (long long)x->type.dims[2]);
+  int64_t C = x->type.dims[1] / K, d4[4] = {N, C, K, L}, blk_shape[PC_MAX_RANK] = {N, C};
+  for (int i = 0; i < ns; i++) blk_shape[2 + i] = out_n[i];
+  pc_value *x4 = pc_reshape(G, x, 4, d4), *sum = NULL;
+  for (int64_t k = 0; k < K && ox_status(c) == PC_OK; k++) {
+    int64_t start[4] = {0, 0, k, 0}, limit[4] = {N, C, k + 1, L}, one[4] = {1, 1, 1, 1};
+    pc_value *b = pc_reshape(G, pc_slice(G, x4, start, limit, one), ns + 2, blk_shape);
+    int64_t lo[PC_MAX_RANK] = {0}, hi[PC_MAX_RANK] = {0}, in[PC_MAX_RANK] = {0}, rem = k;
+    for (int i = ns - 1; i >= 0; i--) { /* offset k's position in the block, last dim fastest */
+      int64_t ki = rem % blk[i];
+      rem /= blk[i];
+      lo[2 + i] = ki * dil[i] - pads[i];
+      in[2 + i] = str[i] - 1;
+      hi[2 + i] = img[i] - (lo[2 + i] + (out_n[i] - 1) * str[i] + 1);
+    }
+    pc_attr a[4] = {pc_a_ints("low", lo, ns + 2), pc_a_ints("high", hi, ns + 2), pc_a_ints("interior", in, ns + 2),
+                    pc_a_float("value", 0)};
+    pc_value *p = b ? pc_build(G, PC_OP_pad, &b, 1, a, 4) : NULL;
+    sum = sum ? pc_add(G, sum, p) : p;
+  }
+  return ox_out(c, 0, sum);
+}
+
+/* ---------------------------------------------------------------- MaxUnpool */
+
+/* MaxUnpool: zeros of the unpooled shape with X scattered to the flat positions I (MaxPool's Indices) */
+pc_status ox_op_MaxUnpool(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *idx = ox_in_req(c, 1);
+  if (!x || !idx || !check_static(c, x) || !check_rank(c, x, 3, PC_MAX_RANK)) return ox_status(c);
+  if (idx->type.dtype != PC_i64 || idx->type.rank != x->type.rank || pc_type_numel(&idx->type) != pc_type_numel(&x->type))
+    return ox_fail(c, PC_ERR_SHAPE, "indices must be int64 of the input's shape");
+  int r = x->type.rank, ns = r - 2;
+  int64_t out[PC_MAX_RANK], k[NS_MAX], st[NS_MAX], pads[2 * NS_MAX];
+  int n_out = ox_const_ints(c, 2, out, PC_MAX_RANK);
+  if (n_out == -2) return ox_status(c);
+  if (n_out >= 0 && n_out != r) return ox_fail(c, PC_ERR_SHAPE, "output_shape has %d entries for rank %d", n_out, r);
+  if (ox_attr_ints(c, "kernel_shape", k, NS_MAX) != ns || !attr_list(c, "strides", st, ns, 1) ||
+      !attr_list(c, "pads", pads, 2 * ns, 0))
+    return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "kernel_shape must have %d entries", ns);
+  /* the indices count positions in the shape MaxPool came from (without its padding); a larger
+   * output_shape extends it with zeros at the end */
+  int64_t shape[PC_MAX_RANK] = {x->type.dims[0], x->type.dims[1]}, total = 1, n = pc_type_numel(&x->type);
+  for (int i = 0; i < ns; i++) shape[2 + i] = (x->type.dims[2 + i] - 1) * st[i] - pads[i] - pads[ns + i] + k[i];
+  for (int i = 0; i < r; i++) total *= shape[i];
+  pc_value *flat_x = ox_reshape(c, x, 1, &n), *flat_i = ox_reshape(c, idx, 1, &n);
+  pc_value *in[3] = {pc_full(G, x->type.dtype, 0, 1, &total), flat_i, flat_x};
+  pc_attr a[2] = {pc_a_int("axis", 0), pc_a_str("reduce", "none")};
+  pc_value *y = in[1] && in[2] ? pc_build(G, PC_OP_scatter, in, 3, a, 2) : NULL;
+  y = y ? ox_reshape(c, y, r, shape) : NULL;
+  if (n_out < 0 || !y) return ox_out(c, 0, y);
+  int64_t lo[PC_MAX_RANK] = {0}, hi[PC_MAX_RANK], in0[PC_MAX_RANK] = {0};
+  for (int i = 0; i < r; i++)
+    if ((hi[i] = out[i] - shape[i]) < 0) return ox_fail(c, PC_ERR_SHAPE, "output_shape is smaller than the unpooled shape");
+  pc_attr pa[4] = {pc_a_ints("low", lo, r), pc_a_ints("high", hi, r), pc_a_ints("interior", in0, r), pc_a_float("value", 0)};
+  return ox_out(c, 0, pc_build(G, PC_OP_pad, &y, 1, pa, 4));
 }

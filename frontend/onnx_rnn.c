@@ -1,6 +1,7 @@
-/* frontend/onnx_rnn.c: ONNX RNN, GRU and LSTM unrolled into prims over the static sequence length. */
+/* frontend/onnx_rnn.c: ONNX RNN, GRU, LSTM and LinearAttention unrolled into prims over the static sequence length. */
 #include "frontend/onnx_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -314,3 +315,83 @@ static pc_status rnn_op(ox_ctx *c, cell_kind kind) {
 pc_status ox_op_RNN(ox_ctx *c) { return rnn_op(c, CELL_RNN); }
 pc_status ox_op_GRU(ox_ctx *c) { return rnn_op(c, CELL_GRU); }
 pc_status ox_op_LSTM(ox_ctx *c) { return rnn_op(c, CELL_LSTM); }
+
+/* ---------------------------------------------------------------- LinearAttention */
+
+/* [B, T, H*D] -> [B, H, T, D] in f32 */
+static pc_value *la_heads(ox_ctx *c, pc_value *x, int64_t heads) {
+  int64_t B = x->type.dims[0], T = x->type.dims[1], D = x->type.dims[2] / heads, d4[4] = {B, T, heads, D};
+  int64_t perm[4] = {0, 2, 1, 3};
+  return pc_convert(G, pc_transpose(G, pc_reshape(G, x, 4, d4), perm), PC_f32);
+}
+
+/* step t of a [B, H, T, D] tensor as [B, H, D] */
+static pc_value *la_step(ox_ctx *c, pc_value *x, int64_t t) {
+  const int64_t *d = x->type.dims;
+  int64_t start[4] = {0, 0, t, 0}, limit[4] = {d[0], d[1], t + 1, d[3]}, stride[4] = {1, 1, 1, 1}, d3[3] = {d[0], d[1], d[3]};
+  return pc_reshape(G, pc_slice(G, x, start, limit, stride), 3, d3);
+}
+
+/* x [B, H, D] with a size-1 dim inserted at axis */
+static pc_value *la_unsq(ox_ctx *c, pc_value *x, int64_t axis) { return x ? ox_unsqueeze(c, x, 1, &axis) : NULL; }
+
+/* sum over d of m[b, h, d, e] * v[b, h, d]: [B, H, E], a batched matrix-vector product */
+static pc_value *la_contract(ox_ctx *c, pc_value *m, pc_value *v) {
+  int64_t c2 = 2, batch[2] = {0, 1};
+  return m && v ? pc_dot_general(G, m, v, 1, &c2, &c2, 2, batch, batch) : NULL;
+}
+
+/* the state [B, Hkv, dk, dv] repeated per query head group: [B, Hq, dk, dv] */
+static pc_value *la_repeat(ox_ctx *c, pc_value *s, int64_t group) {
+  if (group == 1 || !s) return s;
+  const int64_t *d = s->type.dims;
+  int64_t d5[5] = {d[0], d[1], group, d[2], d[3]}, d4[4] = {d[0], d[1] * group, d[2], d[3]}, dims[5] = {0, 1, 3, 4};
+  pc_value *b = pc_broadcast_in_dim(G, s, 5, d5, dims);
+  return pc_reshape(G, b, 4, d4);
+}
+
+pc_status ox_op_LinearAttention(ox_ctx *c) {
+  pc_value *q = ox_in_req(c, 0), *k = ox_in_req(c, 1), *v = ox_in_req(c, 2), *past = ox_in(c, 3), *decay = ox_in(c, 4),
+           *beta = ox_in(c, 5);
+  if (!q || !k || !v) return ox_status(c);
+  const char *rule = ox_attr_str(c, "update_rule", "gated_delta");
+  int gating = !strcmp(rule, "gated") || !strcmp(rule, "gated_delta"), delta = !strcmp(rule, "delta") || !strcmp(rule, "gated_delta");
+  if (!gating && !delta && strcmp(rule, "linear")) return ox_fail(c, PC_ERR_ATTR, "update_rule '%s' is not supported", rule);
+  int64_t hq = ox_attr_int(c, "q_num_heads", 0), hkv = ox_attr_int(c, "kv_num_heads", 0);
+  if (hq <= 0 || hkv <= 0 || hq % hkv) return ox_fail(c, PC_ERR_ATTR, "q_num_heads must be a positive multiple of kv_num_heads");
+  if ((gating && !decay) || (delta && !beta)) return ox_fail(c, PC_ERR_ATTR, "update_rule '%s' needs decay / beta", rule);
+  if (q->type.rank != 3 || k->type.rank != 3 || v->type.rank != 3 || !pc_type_is_static(&q->type) ||
+      !pc_type_is_static(&k->type) || !pc_type_is_static(&v->type) || q->type.dims[2] % hq || v->type.dims[2] % hkv)
+    return ox_fail(c, PC_ERR_SHAPE, "query, key and value must be static [B, T, heads*D]");
+  int64_t B = q->type.dims[0], T = q->type.dims[1], dk = q->type.dims[2] / hq, dv = v->type.dims[2] / hkv;
+  pc_value *q4 = la_heads(c, q, hq), *k4 = la_heads(c, k, hkv), *v4 = la_heads(c, v, hkv), *g4 = NULL, *b4 = NULL;
+  /* decay per head [B, T, Hkv] or per key dim [B, T, Hkv*dk]; beta per head or shared [B, T, 1] */
+  if (decay && (decay->type.rank != 3 || (decay->type.dims[2] != hkv && decay->type.dims[2] != hkv * dk)))
+    return ox_fail(c, PC_ERR_SHAPE, "decay must be [B, T, kv_num_heads] or [B, T, kv_num_heads * d_k]");
+  if (beta && (beta->type.rank != 3 || (beta->type.dims[2] != hkv && beta->type.dims[2] != 1)))
+    return ox_fail(c, PC_ERR_SHAPE, "beta must be [B, T, kv_num_heads] or [B, T, 1]");
+  if (decay) g4 = la_heads(c, decay, hkv);
+  if (beta) b4 = la_heads(c, beta, beta->type.dims[2]);
+  int64_t sd[4] = {B, hkv, dk, dv};
+  pc_value *state = past ? pc_convert(G, past, PC_f32) : pc_full(G, PC_f32, 0, 4, sd);
+  double scale = ox_attr_float(c, "scale", 0);
+  if (scale == 0) scale = 1 / sqrt((double)dk);
+  pc_value **outs = pc_alloc(G, sizeof *outs * (size_t)(T + 1));
+  for (int64_t t = 0; outs && t < T && ox_status(c) == PC_OK; t++) {
+    pc_value *kt = la_step(c, k4, t), *vt = la_step(c, v4, t);
+    if (gating) state = ox_binary(c, PC_OP_mul, state, la_unsq(c, pc_exp(G, la_step(c, g4, t)), 3));
+    if (delta) {
+      pc_value *got = la_contract(c, state, kt); /* [B, Hkv, dv] */
+      vt = ox_binary(c, PC_OP_mul, la_step(c, b4, t), ox_binary(c, PC_OP_sub, vt, got));
+    }
+    state = ox_binary(c, PC_OP_add, state, ox_binary(c, PC_OP_mul, la_unsq(c, kt, 3), la_unsq(c, vt, 2)));
+    pc_value *o = la_contract(c, la_repeat(c, state, hq / hkv), la_step(c, q4, t)); /* [B, Hq, dv] */
+    outs[t] = la_unsq(c, o ? pc_mul(G, o, ox_like(c, scale, o)) : NULL, 2);
+  }
+  if (!outs || ox_status(c) != PC_OK) return ox_status(c);
+  int64_t perm[4] = {0, 2, 1, 3}, d3[3] = {B, T, hq * dv};
+  pc_value *y = pc_reshape(G, pc_transpose(G, pc_concatenate(G, outs, (int)T, 2), perm), 3, d3);
+  ox_out(c, 0, pc_convert(G, y, q->type.dtype));
+  if (ox_has_out(c, 1)) ox_out(c, 1, pc_convert(G, state, past ? past->type.dtype : q->type.dtype));
+  return ox_status(c);
+}

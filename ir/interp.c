@@ -46,6 +46,8 @@ SAT(int16_t, INT16_MIN, INT16_MAX)
 SAT(int32_t, INT32_MIN, INT32_MAX)
 SAT(int64_t, INT64_MIN, INT64_MAX)
 SAT(uint8_t, 0, UINT8_MAX)
+SAT(uint16_t, 0, UINT16_MAX)
+SAT(uint32_t, 0, UINT32_MAX)
 #undef SAT
 
 typedef struct elem_row {
@@ -65,7 +67,18 @@ INT_ACCESS(int16_t)
 INT_ACCESS(int32_t)
 INT_ACCESS(int64_t)
 INT_ACCESS(uint8_t)
+INT_ACCESS(uint16_t)
+INT_ACCESS(uint32_t)
 #undef INT_ACCESS
+
+/* u64 is held in int64 as its bit pattern; only its value as a double differs */
+static uint64_t sat_uint64_t(double v) {
+  return isnan(v) || v <= 0 ? 0 : v >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)v;
+}
+static double ld_d_uint64_t(const void *p, int64_t i) { return (double)((const uint64_t *)p)[i]; }
+static int64_t ld_i_uint64_t(const void *p, int64_t i) { return (int64_t)((const uint64_t *)p)[i]; }
+static void st_d_uint64_t(void *p, int64_t i, double v) { ((uint64_t *)p)[i] = sat_uint64_t(v); }
+static void st_i_uint64_t(void *p, int64_t i, int64_t v) { ((uint64_t *)p)[i] = (uint64_t)v; }
 
 static double ld_d_f32(const void *p, int64_t i) { return ((const float *)p)[i]; }
 static int64_t ld_i_f32(const void *p, int64_t i) { return sat_int64_t(((const float *)p)[i]); }
@@ -87,6 +100,35 @@ static int64_t ld_i_bf16(const void *p, int64_t i) { return sat_int64_t(ld_d_bf1
 static void st_d_bf16(void *p, int64_t i, double v) { ((uint16_t *)p)[i] = pc_f32_to_bf16(f32_round_odd(v)); }
 static void st_i_bf16(void *p, int64_t i, int64_t v) { st_d_bf16(p, i, (double)v); }
 
+/* sub-byte ints, one per byte: stores wrap ints to the width and saturate doubles, like the wider types */
+#define SUBBYTE_ACCESS(dt, T, lo, hi, wrap)                                                                 \
+  static double ld_d_##dt(const void *p, int64_t i) { return ((const T *)p)[i]; }                           \
+  static int64_t ld_i_##dt(const void *p, int64_t i) { return ((const T *)p)[i]; }                          \
+  static void st_i_##dt(void *p, int64_t i, int64_t v) { ((T *)p)[i] = (T)(wrap); }                         \
+  static void st_d_##dt(void *p, int64_t i, double v) {                                                     \
+    st_i_##dt(p, i, isnan(v) ? 0 : v <= (lo) ? (lo) : v >= (hi) ? (hi) : (int64_t)v);                     \
+  }
+SUBBYTE_ACCESS(i4, int8_t, -8, 7, ((v & 0xf) ^ 8) - 8)
+SUBBYTE_ACCESS(u4, uint8_t, 0, 15, v & 0xf)
+SUBBYTE_ACCESS(i2, int8_t, -2, 1, ((v & 0x3) ^ 2) - 2)
+SUBBYTE_ACCESS(u2, uint8_t, 0, 3, v & 0x3)
+#undef SUBBYTE_ACCESS
+
+/* 8-bit floats: no saturation (convert_element_type's rule, ir/prims.def) */
+#define F8_ACCESS(dt)                                                                                         \
+  static double ld_d_##dt(const void *p, int64_t i) { return pc_f8_to_f32(PC_##dt, ((const uint8_t *)p)[i]); } \
+  static int64_t ld_i_##dt(const void *p, int64_t i) { return sat_int64_t(ld_d_##dt(p, i)); }               \
+  static void st_d_##dt(void *p, int64_t i, double v) {                                                     \
+    ((uint8_t *)p)[i] = pc_f32_to_f8(PC_##dt, f32_round_odd(v), 0);                                         \
+  }                                                                                                         \
+  static void st_i_##dt(void *p, int64_t i, int64_t v) { st_d_##dt(p, i, (double)v); }
+F8_ACCESS(f8e4m3fn)
+F8_ACCESS(f8e4m3fnuz)
+F8_ACCESS(f8e5m2)
+F8_ACCESS(f8e5m2fnuz)
+F8_ACCESS(f4e2m1)
+#undef F8_ACCESS
+
 static double ld_d_bool(const void *p, int64_t i) { return ((const uint8_t *)p)[i] != 0; }
 static int64_t ld_i_bool(const void *p, int64_t i) { return ((const uint8_t *)p)[i] != 0; }
 static void st_d_bool(void *p, int64_t i, double v) { ((uint8_t *)p)[i] = v != 0; }
@@ -104,6 +146,9 @@ static void st_i_c64(void *p, int64_t i, int64_t v) { st_d_c64(p, i, (double)v);
 static const elem_row elem_rows[PC_DTYPE_COUNT] = {
     ROW(f16, f16),     ROW(bf16, bf16),     ROW(f32, f32),     ROW(f64, f64),   ROW(i8, int8_t), ROW(i16, int16_t),
     ROW(i32, int32_t), ROW(i64, int64_t), ROW(u8, uint8_t), ROW(bool, bool), ROW(c64, c64),
+    ROW(u16, uint16_t), ROW(u32, uint32_t), ROW(u64, uint64_t), ROW(f8e4m3fn, f8e4m3fn),
+    ROW(f8e4m3fnuz, f8e4m3fnuz), ROW(f8e5m2, f8e5m2), ROW(f8e5m2fnuz, f8e5m2fnuz), ROW(i4, i4), ROW(u4, u4),
+    ROW(i2, i2), ROW(u2, u2), ROW(f4e2m1, f4e2m1),
 };
 #undef ROW
 
@@ -136,6 +181,13 @@ static int64_t ipow(int64_t b, int64_t e) {
   return (int64_t)r;
 }
 
+static uint64_t upow(uint64_t b, uint64_t e) {
+  uint64_t r = 1;
+  for (; e; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return r;
+}
+
 /* elementwise scalar functions take up to three operands; unused ones are ignored */
 #define F1(name, expr) static double f_##name(double a, double b, double c) { (void)b; (void)c; return (expr); }
 #define F2(name, expr) static double f_##name(double a, double b, double c) { (void)c; return (expr); }
@@ -165,6 +217,22 @@ I2(and, a & b) I2(or, a | b) I2(xor, a ^ b)
 I2(shl, b < 0 || b >= 64 ? 0 : (int64_t)((uint64_t)a << b)) I2(shr, a >> (b < 0 || b >= 64 ? 63 : b))
 static int64_t i_clamp(int64_t a, int64_t b, int64_t c) { return i_min(i_max(a, b, 0), c, 0); }
 
+/* u64 operands: the int64 bit patterns read as unsigned where that changes the result
+ * (the narrower unsigned types are zero-extended, so the signed rules hold for them) */
+#define U1(name, expr) \
+  static int64_t u_##name(int64_t sa, int64_t sb, int64_t sc) { \
+    uint64_t a = (uint64_t)sa; (void)sb; (void)sc; return (int64_t)(expr); }
+#define U2(name, expr) \
+  static int64_t u_##name(int64_t sa, int64_t sb, int64_t sc) { \
+    uint64_t a = (uint64_t)sa, b = (uint64_t)sb; (void)sc; return (int64_t)(expr); }
+U1(abs, a) U1(sign, a != 0)
+U2(div, a / b) U2(rem, a % b) U2(max, a > b ? a : b) U2(min, a < b ? a : b)
+U2(lt, a < b) U2(le, a <= b) U2(gt, a > b) U2(ge, a >= b) U2(shr, b >= 64 ? 0 : a >> b)
+U2(pow, upow(a, b))
+static int64_t u_clamp(int64_t a, int64_t b, int64_t c) { return u_min(u_max(a, b, 0), c, 0); }
+#undef U1
+#undef U2
+
 #undef F1
 #undef F2
 #undef I1
@@ -174,56 +242,57 @@ typedef struct ew_row {
   double (*f)(double, double, double);    /* float operands (computed in double, rounded once) */
   int64_t (*i)(int64_t, int64_t, int64_t); /* int operands, and bool as 0/1 unless b is set */
   int64_t (*b)(int64_t, int64_t, int64_t); /* bool operands when they differ from the int rule */
+  int64_t (*u)(int64_t, int64_t, int64_t); /* u64 operands when they differ from the int rule */
   int nonzero_divisor;                      /* int operand 1 must not be 0 */
 } ew_row;
 
 static const ew_row ew_rows[PC_OP_COUNT] = {
-    [PC_OP_neg] = {f_neg, i_neg, NULL, 0},
-    [PC_OP_abs] = {f_abs, i_abs, NULL, 0},
-    [PC_OP_exp] = {f_exp, NULL, NULL, 0},
-    [PC_OP_log] = {f_log, NULL, NULL, 0},
-    [PC_OP_log1p] = {f_log1p, NULL, NULL, 0},
-    [PC_OP_expm1] = {f_expm1, NULL, NULL, 0},
-    [PC_OP_sqrt] = {f_sqrt, NULL, NULL, 0},
-    [PC_OP_rsqrt] = {f_rsqrt, NULL, NULL, 0},
-    [PC_OP_reciprocal] = {f_reciprocal, NULL, NULL, 0},
-    [PC_OP_sin] = {f_sin, NULL, NULL, 0},
-    [PC_OP_cos] = {f_cos, NULL, NULL, 0},
-    [PC_OP_tan] = {f_tan, NULL, NULL, 0},
-    [PC_OP_tanh] = {f_tanh, NULL, NULL, 0},
-    [PC_OP_erf] = {f_erf, NULL, NULL, 0},
-    [PC_OP_sigmoid] = {f_sigmoid, NULL, NULL, 0},
-    [PC_OP_floor] = {f_floor, NULL, NULL, 0},
-    [PC_OP_ceil] = {f_ceil, NULL, NULL, 0},
-    [PC_OP_round] = {f_round, NULL, NULL, 0},
-    [PC_OP_sign] = {f_sign, i_sign, NULL, 0},
-    [PC_OP_not] = {NULL, i_not, i_lnot, 0},
-    [PC_OP_isnan] = {f_isnan, NULL, NULL, 0},
-    [PC_OP_isinf] = {f_isinf, NULL, NULL, 0},
-    [PC_OP_add] = {f_add, i_add, NULL, 0},
-    [PC_OP_sub] = {f_sub, i_sub, NULL, 0},
-    [PC_OP_mul] = {f_mul, i_mul, NULL, 0},
-    [PC_OP_div] = {f_div, i_div, NULL, 1},
-    [PC_OP_pow] = {f_pow, i_pow, NULL, 0},
-    [PC_OP_rem] = {f_rem, i_rem, NULL, 1},
-    [PC_OP_max] = {f_max, i_max, NULL, 0},
-    [PC_OP_min] = {f_min, i_min, NULL, 0},
-    [PC_OP_atan2] = {f_atan2, NULL, NULL, 0},
-    [PC_OP_eq] = {f_eq, i_eq, NULL, 0},
-    [PC_OP_ne] = {f_ne, i_ne, NULL, 0},
-    [PC_OP_lt] = {f_lt, i_lt, NULL, 0},
-    [PC_OP_le] = {f_le, i_le, NULL, 0},
-    [PC_OP_gt] = {f_gt, i_gt, NULL, 0},
-    [PC_OP_ge] = {f_ge, i_ge, NULL, 0},
-    [PC_OP_and] = {NULL, i_and, NULL, 0},
-    [PC_OP_or] = {NULL, i_or, NULL, 0},
-    [PC_OP_xor] = {NULL, i_xor, NULL, 0},
-    [PC_OP_bitwise_and] = {NULL, i_and, NULL, 0},
-    [PC_OP_bitwise_or] = {NULL, i_or, NULL, 0},
-    [PC_OP_bitwise_xor] = {NULL, i_xor, NULL, 0},
-    [PC_OP_shift_left] = {NULL, i_shl, NULL, 0},
-    [PC_OP_shift_right] = {NULL, i_shr, NULL, 0},
-    [PC_OP_clamp] = {f_clamp, i_clamp, NULL, 0},
+    [PC_OP_neg] = {f_neg, i_neg, NULL, NULL, 0},
+    [PC_OP_abs] = {f_abs, i_abs, NULL, u_abs, 0},
+    [PC_OP_exp] = {f_exp, NULL, NULL, NULL, 0},
+    [PC_OP_log] = {f_log, NULL, NULL, NULL, 0},
+    [PC_OP_log1p] = {f_log1p, NULL, NULL, NULL, 0},
+    [PC_OP_expm1] = {f_expm1, NULL, NULL, NULL, 0},
+    [PC_OP_sqrt] = {f_sqrt, NULL, NULL, NULL, 0},
+    [PC_OP_rsqrt] = {f_rsqrt, NULL, NULL, NULL, 0},
+    [PC_OP_reciprocal] = {f_reciprocal, NULL, NULL, NULL, 0},
+    [PC_OP_sin] = {f_sin, NULL, NULL, NULL, 0},
+    [PC_OP_cos] = {f_cos, NULL, NULL, NULL, 0},
+    [PC_OP_tan] = {f_tan, NULL, NULL, NULL, 0},
+    [PC_OP_tanh] = {f_tanh, NULL, NULL, NULL, 0},
+    [PC_OP_erf] = {f_erf, NULL, NULL, NULL, 0},
+    [PC_OP_sigmoid] = {f_sigmoid, NULL, NULL, NULL, 0},
+    [PC_OP_floor] = {f_floor, NULL, NULL, NULL, 0},
+    [PC_OP_ceil] = {f_ceil, NULL, NULL, NULL, 0},
+    [PC_OP_round] = {f_round, NULL, NULL, NULL, 0},
+    [PC_OP_sign] = {f_sign, i_sign, NULL, u_sign, 0},
+    [PC_OP_not] = {NULL, i_not, i_lnot, NULL, 0},
+    [PC_OP_isnan] = {f_isnan, NULL, NULL, NULL, 0},
+    [PC_OP_isinf] = {f_isinf, NULL, NULL, NULL, 0},
+    [PC_OP_add] = {f_add, i_add, NULL, NULL, 0},
+    [PC_OP_sub] = {f_sub, i_sub, NULL, NULL, 0},
+    [PC_OP_mul] = {f_mul, i_mul, NULL, NULL, 0},
+    [PC_OP_div] = {f_div, i_div, NULL, u_div, 1},
+    [PC_OP_pow] = {f_pow, i_pow, NULL, u_pow, 0},
+    [PC_OP_rem] = {f_rem, i_rem, NULL, u_rem, 1},
+    [PC_OP_max] = {f_max, i_max, NULL, u_max, 0},
+    [PC_OP_min] = {f_min, i_min, NULL, u_min, 0},
+    [PC_OP_atan2] = {f_atan2, NULL, NULL, NULL, 0},
+    [PC_OP_eq] = {f_eq, i_eq, NULL, NULL, 0},
+    [PC_OP_ne] = {f_ne, i_ne, NULL, NULL, 0},
+    [PC_OP_lt] = {f_lt, i_lt, NULL, u_lt, 0},
+    [PC_OP_le] = {f_le, i_le, NULL, u_le, 0},
+    [PC_OP_gt] = {f_gt, i_gt, NULL, u_gt, 0},
+    [PC_OP_ge] = {f_ge, i_ge, NULL, u_ge, 0},
+    [PC_OP_and] = {NULL, i_and, NULL, NULL, 0},
+    [PC_OP_or] = {NULL, i_or, NULL, NULL, 0},
+    [PC_OP_xor] = {NULL, i_xor, NULL, NULL, 0},
+    [PC_OP_bitwise_and] = {NULL, i_and, NULL, NULL, 0},
+    [PC_OP_bitwise_or] = {NULL, i_or, NULL, NULL, 0},
+    [PC_OP_bitwise_xor] = {NULL, i_xor, NULL, NULL, 0},
+    [PC_OP_shift_left] = {NULL, i_shl, NULL, NULL, 0},
+    [PC_OP_shift_right] = {NULL, i_shr, NULL, u_shr, 0},
+    [PC_OP_clamp] = {f_clamp, i_clamp, NULL, u_clamp, 0},
 };
 
 /* every UNARY/BINARY/TERNARY prim: operands of one shape and dtype, one row of ew_rows */
@@ -240,7 +309,7 @@ static pc_status run_elementwise(pc_ictx *c, const pc_node *n, const pc_tensor *
   }
   int fl = pc_dtype_is_float(dt);
   double (*f)(double, double, double) = fl ? r->f : NULL;
-  int64_t (*fi)(int64_t, int64_t, int64_t) = fl ? NULL : dt == PC_bool && r->b ? r->b : r->i;
+  int64_t (*fi)(int64_t, int64_t, int64_t) = fl ? NULL : dt == PC_bool && r->b ? r->b : dt == PC_u64 && r->u ? r->u : r->i;
   if (dt == PC_c64 || (!f && !fi))
     return pc_node_fail(c->g, n, PC_ERR_TYPE, "not defined on %s", pc_dtype_name(dt));
   const void *a = in[0].data, *b = n->n_in > 1 ? in[1].data : NULL, *cc = n->n_in > 2 ? in[2].data : NULL;

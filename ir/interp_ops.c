@@ -94,7 +94,9 @@ pc_status pc_iop_convert_element_type(pc_ictx *c, const pc_node *n, const pc_ten
     return PC_OK;
   }
   for (int64_t i = 0; i < numel; i++) {
-    if (pc_idomain_float(from)) pc_ist_d(to, out[0].data, i, pc_ild_d(from, in[0].data, i));
+    /* u64 above 2^63 reads as a negative int64: to a float it goes by its double value */
+    if (pc_idomain_float(from) || (from == PC_u64 && pc_idomain_float(to)))
+      pc_ist_d(to, out[0].data, i, pc_ild_d(from, in[0].data, i));
     else pc_ist_i(to, out[0].data, i, pc_ild_i(from, in[0].data, i));
   }
   return PC_OK;
@@ -303,17 +305,20 @@ typedef struct scatter_row {
   const char *name;
   double (*f)(double, double);
   int64_t (*i)(int64_t, int64_t);
+  int64_t (*u)(int64_t, int64_t); /* u64 (held as int64 bits) where it differs from i */
 } scatter_row;
 
 static double sf_add(double a, double b) { return a + b; }
 static double sf_mul(double a, double b) { return a * b; }
 static int64_t si_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t si_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t su_max(int64_t a, int64_t b) { return (uint64_t)a > (uint64_t)b ? a : b; }
+static int64_t su_min(int64_t a, int64_t b) { return (uint64_t)a < (uint64_t)b ? a : b; }
 
 /* "none" has no combine functions: the update replaces (the last one in row-major order wins) */
 static const scatter_row scatter_rows[] = {
-    {"none", NULL, NULL}, {"add", sf_add, pc_iadd_wrap}, {"mul", sf_mul, pc_imul_wrap},
-    {"max", pc_fmax_nan, si_max}, {"min", pc_fmin_nan, si_min},
+    {"none", NULL, NULL, NULL}, {"add", sf_add, pc_iadd_wrap, pc_iadd_wrap}, {"mul", sf_mul, pc_imul_wrap, pc_imul_wrap},
+    {"max", pc_fmax_nan, si_max, su_max}, {"min", pc_fmin_nan, si_min, su_min},
 };
 
 pc_status pc_iop_scatter(pc_ictx *c, const pc_node *n, const pc_tensor *in, pc_tensor *out) {
@@ -342,7 +347,7 @@ pc_status pc_iop_scatter(pc_ictx *c, const pc_node *n, const pc_tensor *in, pc_t
     else if (pc_idomain_float(dt))
       pc_ist_d(dt, out[0].data, off, row->f(pc_ild_d(dt, out[0].data, off), pc_ild_d(dt, in[2].data, u)));
     else
-      pc_ist_i(dt, out[0].data, off, row->i(pc_ild_i(dt, out[0].data, off), pc_ild_i(dt, in[2].data, u)));
+      pc_ist_i(dt, out[0].data, off, (dt == PC_u64 ? row->u : row->i)(pc_ild_i(dt, out[0].data, off), pc_ild_i(dt, in[2].data, u)));
   }
   return PC_OK;
 }
@@ -355,13 +360,15 @@ typedef struct reduce_row {
   double (*f)(double, double);
   int64_t (*i)(int64_t, int64_t);
   int needs_elements; /* max/min of nothing is undefined */
+  int64_t init_u;                   /* u64 (held as int64 bits): */
+  int64_t (*u)(int64_t, int64_t);
 } reduce_row;
 
 static const reduce_row reduce_rows[PC_OP_COUNT] = {
-    [PC_OP_reduce_sum] = {0.0, 0, sf_add, pc_iadd_wrap, 0},
-    [PC_OP_reduce_prod] = {1.0, 1, sf_mul, pc_imul_wrap, 0},
-    [PC_OP_reduce_max] = {-INFINITY, INT64_MIN, pc_fmax_nan, si_max, 1},
-    [PC_OP_reduce_min] = {INFINITY, INT64_MAX, pc_fmin_nan, si_min, 1},
+    [PC_OP_reduce_sum] = {0.0, 0, sf_add, pc_iadd_wrap, 0, 0, pc_iadd_wrap},
+    [PC_OP_reduce_prod] = {1.0, 1, sf_mul, pc_imul_wrap, 0, 1, pc_imul_wrap},
+    [PC_OP_reduce_max] = {-INFINITY, INT64_MIN, pc_fmax_nan, si_max, 1, 0, su_max},
+    [PC_OP_reduce_min] = {INFINITY, INT64_MAX, pc_fmin_nan, si_min, 1, -1, su_min},
 };
 
 /* marks reduced axes; 0 after failing */
@@ -398,12 +405,13 @@ static pc_status run_reduce(pc_ictx *c, const pc_node *n, const pc_tensor *in, p
   double *af = fl ? malloc(sizeof *af * (size_t)(onum ? onum : 1)) : NULL;
   int64_t *ai = fl ? NULL : malloc(sizeof *ai * (size_t)(onum ? onum : 1));
   if (!af && !ai) return FAIL(PC_ERR_NOMEM, "out of memory");
-  for (int64_t k = 0; k < onum; k++) fl ? (af[k] = row->init_f) : (ai[k] = row->init_i);
+  int64_t (*fi)(int64_t, int64_t) = dt == PC_u64 ? row->u : row->i;
+  for (int64_t k = 0; k < onum; k++) fl ? (af[k] = row->init_f) : (ai[k] = dt == PC_u64 ? row->init_u : row->init_i);
   for (int64_t k = 0; k < inum; k++, next_index(idx, in[0].dims, r)) {
     int64_t o = 0;
     for (int i = 0; i < r; i++) o += idx[i] * kept_st[i];
     if (fl) af[o] = row->f(af[o], pc_ild_d(dt, in[0].data, k));
-    else ai[o] = row->i(ai[o], pc_ild_i(dt, in[0].data, k));
+    else ai[o] = fi(ai[o], pc_ild_i(dt, in[0].data, k));
   }
   for (int64_t k = 0; k < onum; k++) fl ? pc_ist_d(dt, out[0].data, k, af[k]) : pc_ist_i(dt, out[0].data, k, ai[k]);
   free(af);
@@ -424,6 +432,7 @@ static int cmp_elems(pc_dtype dt, const void *x, int64_t i, int64_t j) {
     return (a > b) - (a < b);
   }
   int64_t a = pc_ild_i(dt, x, i), b = pc_ild_i(dt, x, j);
+  if (dt == PC_u64) return ((uint64_t)a > (uint64_t)b) - ((uint64_t)a < (uint64_t)b);
   return (a > b) - (a < b);
 }
 

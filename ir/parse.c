@@ -44,6 +44,7 @@ typedef struct tok {
 /* one number of a list or attribute, read in every precision the target dtype may need */
 typedef struct num {
   int is_float;
+  int above_i64; /* an integer in (INT64_MAX, UINT64_MAX]: i holds its bits (u64 constants) */
   int64_t i;
   double d;
   float f;
@@ -315,9 +316,15 @@ static int read_num(parser *P, num *out) {
   out->f = strtof(buf, NULL);
   if (isinf(out->d) && !strstr(buf, "inf")) return perr(P, t, PC_ERR_RANGE, "number %s is out of range", buf);
   out->i = 0;
+  out->above_i64 = 0;
   errno = 0;
   if (!out->is_float) {
     out->i = strtoll(buf, NULL, 10);
+    out->above_i64 = errno == ERANGE && buf[0] != '-';
+    if (out->above_i64) {
+      errno = 0;
+      out->i = (int64_t)strtoull(buf, NULL, 10);
+    }
     if (errno == ERANGE) return perr(P, t, PC_ERR_RANGE, "integer %s is out of range", buf);
   }
   return next(P);
@@ -459,6 +466,7 @@ static int parse_attr_value(parser *P, pattr *a) {
   if (t.k == T_NUM) {
     num v;
     if (!read_num(P, &v)) return 0;
+    if (v.above_i64) return perr(P, &t, PC_ERR_RANGE, "attribute '%s': integer out of range", a->a.name);
     a->a.kind = v.is_float ? PC_ATTR_FLOAT : PC_ATTR_INT;
     a->a.f = v.d;
     a->a.i = v.i;
@@ -501,17 +509,23 @@ static int attr_to_ints(parser *P, pattr *a) {
 
 static int store_int(parser *P, const num *v, pc_dtype dt, void *p, int64_t i) {
   static const int64_t lo[] = {[PC_i8] = INT8_MIN, [PC_i16] = INT16_MIN, [PC_i32] = INT32_MIN, [PC_i64] = INT64_MIN,
-                               [PC_u8] = 0, [PC_bool] = 0};
+                               [PC_u8] = 0, [PC_bool] = 0, [PC_u16] = 0, [PC_u32] = 0, [PC_u64] = 0,
+                               [PC_i4] = -8, [PC_u4] = 0, [PC_i2] = -2, [PC_u2] = 0};
   static const int64_t hi[] = {[PC_i8] = INT8_MAX, [PC_i16] = INT16_MAX, [PC_i32] = INT32_MAX, [PC_i64] = INT64_MAX,
-                               [PC_u8] = UINT8_MAX, [PC_bool] = 1};
+                               [PC_u8] = UINT8_MAX, [PC_bool] = 1, [PC_u16] = UINT16_MAX,
+                               [PC_u32] = UINT32_MAX, [PC_u64] = INT64_MAX, [PC_i4] = 7, [PC_u4] = 15, [PC_i2] = 1,
+                               [PC_u2] = 3};
   if (v->is_float) return perr(P, &v->at, PC_ERR_TYPE, "%s constant holds a float", pc_dtype_name(dt));
-  if (v->i < lo[dt] || v->i > hi[dt])
+  if (v->above_i64 ? dt != PC_u64 : v->i < lo[dt] || v->i > hi[dt])
     return perr(P, &v->at, PC_ERR_RANGE, "%lld is out of range for %s", (long long)v->i, pc_dtype_name(dt));
   switch (dt) { /* one line per storage type */
   case PC_i8: ((int8_t *)p)[i] = (int8_t)v->i; break;
   case PC_i16: ((int16_t *)p)[i] = (int16_t)v->i; break;
   case PC_i32: ((int32_t *)p)[i] = (int32_t)v->i; break;
   case PC_i64: ((int64_t *)p)[i] = v->i; break;
+  case PC_u16: ((uint16_t *)p)[i] = (uint16_t)v->i; break;
+  case PC_u32: ((uint32_t *)p)[i] = (uint32_t)v->i; break;
+  case PC_u64: ((uint64_t *)p)[i] = (uint64_t)v->i; break;
   default: ((uint8_t *)p)[i] = (uint8_t)v->i; break;
   }
   return 1;
@@ -522,7 +536,13 @@ static int store_float(parser *P, const num *v, pc_dtype dt, void *p, int64_t i)
   if (dt == PC_f64) ((double *)p)[i] = v->d;
   else if (isinf(v->f) && !src_inf) return perr(P, &v->at, PC_ERR_RANGE, "value out of range for %s", pc_dtype_name(dt));
   else if (dt == PC_f32 || dt == PC_c64) ((float *)p)[i] = v->f;
-  else {
+  else if (pc_dtype_is_f8(dt)) {
+    uint8_t b = pc_f32_to_f8(dt, v->f, 0);
+    float back = pc_f8_to_f32(dt, b);
+    if ((isinf(back) || isnan(back)) && !src_inf && !isnan(v->f))
+      return perr(P, &v->at, PC_ERR_RANGE, "value out of range for %s", pc_dtype_name(dt));
+    ((uint8_t *)p)[i] = b;
+  } else {
     uint16_t h = dt == PC_f16 ? pc_f32_to_f16(v->f) : pc_f32_to_bf16(v->f);
     float back = dt == PC_f16 ? pc_f16_to_f32(h) : pc_bf16_to_f32(h);
     if (isinf(back) && !src_inf) return perr(P, &v->at, PC_ERR_RANGE, "value out of range for %s", pc_dtype_name(dt));
@@ -746,7 +766,7 @@ static int parse_sym(parser *P) {
     return 0;
   if (!expect_kind(P, T_NUM, "a number or inf") || !read_num(P, &hi)) return 0;
   if (hi.is_float && isinf(hi.d) && hi.d > 0) hi = (num){.i = INT64_MAX};
-  if (lo.is_float || hi.is_float || lo.i < 0 || hi.i < lo.i)
+  if (lo.is_float || hi.is_float || lo.above_i64 || hi.above_i64 || lo.i < 0 || hi.i < lo.i)
     return perr(P, &t, PC_ERR_RANGE, "bad bound for symbol %s", name);
   if (pc_sym_add(P->g, name, lo.i, hi.i) < 0) return 0;
   return expect_punct(P, ']');

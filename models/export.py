@@ -127,6 +127,55 @@ class LSTMModel(nn.Module):
         return self.fc(y[-1])
 
 
+class ConvBnSiLU(nn.Sequential):
+    def __init__(self, cin, cout, k=3, s=1):
+        super().__init__(nn.Conv2d(cin, cout, k, s, k // 2, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
+
+
+class C2f(nn.Module):
+    """YOLOv8's split-and-concat bottleneck stage."""
+
+    def __init__(self, c, n):
+        super().__init__()
+        self.cv1 = ConvBnSiLU(c, c, 1)
+        self.blocks = nn.ModuleList(nn.Sequential(ConvBnSiLU(c // 2, c // 2), ConvBnSiLU(c // 2, c // 2))
+                                    for _ in range(n))
+        self.cv2 = ConvBnSiLU(c // 2 * (n + 2), c, 1)
+
+    def forward(self, x):
+        ys = list(self.cv1(x).chunk(2, 1))
+        for b in self.blocks:
+            ys.append(ys[-1] + b(ys[-1]))
+        return self.cv2(torch.cat(ys, 1))
+
+
+class YoloTiny(nn.Module):
+    """A YOLOv8-style detector at toy width: backbone, SPPF, a top-down neck with upsampling and concat,
+    and a detection head on two scales giving (batch, anchors, 4 box + classes) with sigmoid scores."""
+
+    def __init__(self, nc=8):
+        super().__init__()
+        self.stem = nn.Sequential(ConvBnSiLU(3, 16, 3, 2), ConvBnSiLU(16, 32, 3, 2), C2f(32, 1))
+        self.down = nn.Sequential(ConvBnSiLU(32, 64, 3, 2), C2f(64, 1))
+        self.sppf_in, self.sppf_out = ConvBnSiLU(64, 32, 1), ConvBnSiLU(128, 64, 1)
+        self.pool = nn.MaxPool2d(5, 1, 2)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.neck = C2f(96, 1)
+        self.nc = nc
+        self.heads = nn.ModuleList(nn.Sequential(ConvBnSiLU(c, 32), nn.Conv2d(32, 4 + nc, 1)) for c in (96, 64))
+
+    def forward(self, x):
+        p3 = self.stem(x)
+        y = self.sppf_in(self.down(p3))
+        a = self.pool(y)
+        b = self.pool(a)
+        p4 = self.sppf_out(torch.cat([y, a, b, self.pool(b)], 1))
+        n3 = self.neck(torch.cat([self.up(p4), p3], 1))
+        outs = [h(f).flatten(2) for h, f in zip(self.heads, (n3, p4))]
+        o = torch.cat(outs, 2).transpose(1, 2)
+        return torch.cat([o[..., :4], torch.sigmoid(o[..., 4:])], 2)
+
+
 def randomize_bn(m):
     for mod in m.modules():
         if isinstance(mod, nn.BatchNorm2d):
@@ -142,6 +191,14 @@ def torchvision_model(name):
     return randomize_bn(getattr(torchvision.models, name)(weights=None))
 
 
+def vit_tiny():
+    import torchvision
+    m = torchvision.models.VisionTransformer(224, 16, 12, 3, 192, 768)
+    for p in m.heads.parameters():  # torchvision zero-initializes the head: the logits would all be 0
+        nn.init.normal_(p, std=0.02)
+    return m
+
+
 # name: (constructor, input maker, large)
 MODELS = {
     "mlp": (MLP, lambda: torch.randn(4, 64), False),
@@ -149,12 +206,12 @@ MODELS = {
     "encoder_tiny": (lambda: Encoder(1000, 64, 4, 2, 256, 32), lambda: torch.randint(0, 1000, (1, 32)), False),
     "gpt_block_tiny": (lambda: GPTBlock(64, 4, 32), lambda: torch.randn(1, 32, 64), False),
     "lstm": (LSTMModel, lambda: torch.randn(12, 2, 16), False),
+    "yolo_tiny": (lambda: randomize_bn(YoloTiny()), lambda: torch.randn(1, 3, 64, 64), False),
     "resnet18": (lambda: torchvision_model("resnet18"), lambda: torch.randn(1, 3, 224, 224), True),
     "resnet50": (lambda: torchvision_model("resnet50"), lambda: torch.randn(1, 3, 224, 224), True),
     "mobilenet_v2": (lambda: torchvision_model("mobilenet_v2"), lambda: torch.randn(1, 3, 224, 224), True),
     "efficientnet_b0": (lambda: torchvision_model("efficientnet_b0"), lambda: torch.randn(1, 3, 224, 224), True),
-    "vit_tiny": (lambda: __import__("torchvision").models.VisionTransformer(224, 16, 12, 3, 192, 768),
-                 lambda: torch.randn(1, 3, 224, 224), True),
+    "vit_tiny": (vit_tiny, lambda: torch.randn(1, 3, 224, 224), True),
     "bert_base": (lambda: Encoder(30522, 768, 12, 12, 3072, 128), lambda: torch.randint(0, 30522, (1, 128)), True),
     "gpt2_block": (lambda: GPTBlock(768, 12, 128), lambda: torch.randn(1, 128, 768), True),
 }

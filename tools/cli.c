@@ -91,7 +91,7 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
 }
 
 pc_graph *pc_cli_load_model(const pc_cli *cli) {
-  pc_import_opts o = {cli->dims, cli->n_dims, cli->weights, NULL, 0};
+  pc_import_opts o = {cli->dims, cli->n_dims, cli->weights, NULL, 0, NULL, 0};
   pc_graph *g = pc_model_load(cli->pos[0], &o);
   if (!g) {
     fprintf(stderr, "primc: error: out of memory loading %s\n", cli->pos[0]);
@@ -134,6 +134,11 @@ static int random_tensor(const pc_type *t, uint64_t *state, pc_tensor *out) {
     case PC_bool: *p = r & 1; break;
     case PC_i8: *(int8_t *)p = (int8_t)(r % 8); break;
     case PC_u8: *p = (uint8_t)(r % 8); break;
+    case PC_u16: *(uint16_t *)p = (uint16_t)(r % 8); break;
+    case PC_i4: case PC_i2: case PC_u4: case PC_u2: *p = (uint8_t)(r % 2); break;
+    case PC_u32: *(uint32_t *)p = (uint32_t)(r % 8); break;
+    case PC_u64: *(uint64_t *)p = r % 8; break;
+    case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: *p = pc_f32_to_f8(t->dtype, (float)u, 0); break;
     case PC_i16: *(int16_t *)p = (int16_t)(r % 8); break;
     case PC_i32: *(int32_t *)p = (int32_t)(r % 8); break;
     case PC_i64: *(int64_t *)p = (int64_t)(r % 8); break;

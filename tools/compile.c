@@ -119,7 +119,7 @@ static double now_s(void) {
 #define CHECK_BATCH 16 /* models per NVRTC program in --nvrtc-check */
 
 static pc_graph *load_and_lower(const compile_opts *o, const char *model) {
-  pc_import_opts io = {o->dims, o->n_dims, o->weights_file, NULL, 0};
+  pc_import_opts io = {o->dims, o->n_dims, o->weights_file, NULL, 0, NULL, 0};
   pc_graph *g = pc_model_load(model, &io);
   pc_pipeline_opts po = {0};
   po.opt_level = o->opt;
@@ -171,7 +171,7 @@ static int compile_one(const compile_opts *op) {
   pc_codegen_opts co = {0};
   if (!emit_kind(o.emit, &co.emit)) return pc_cli_usage_error(compile_help, "bad --emit");
   double t0 = now_s();
-  pc_import_opts io = {o.dims, o.n_dims, o.weights_file, NULL, 0};
+  pc_import_opts io = {o.dims, o.n_dims, o.weights_file, NULL, 0, NULL, 0};
   pc_graph *g = pc_model_load(o.model, &io);
   if (!g) return fprintf(stderr, "primc: error: out of memory\n"), 1;
   pc_pipeline_opts po = {0};
@@ -201,8 +201,13 @@ static int compile_one(const compile_opts *op) {
     int nodes = 0;
     for (int i = 0; i < g->n_nodes; i++) nodes += !g->nodes[i]->dead;
     printf("compiled %s -> %s (%s, -O%d%s)\n", o.model, o.out, o.emit, o.opt, o.unfused ? ", unfused" : "");
-    printf("  prims %d, groups %d, planned workspace %lld bytes\n", nodes, g->n_groups, (long long)g->workspace_size);
+    printf("  prims %d, groups %d, intermediate tensors %lld bytes (the kernel listing's workspace adds the\n"
+           "  scratch of runtime calls such as im2col, placed after them)\n", nodes, g->n_groups,
+           (long long)g->workspace_size);
     printf("  time: load %.3f s, passes %.3f s, codegen %.3f s\n", t1 - t0, t2 - t1, t3 - t2);
+    char *mem = pc_memplan_report(g);
+    if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);
+    free(mem);
     pc_kernels_print(g, stdout);
   }
   pc_graph_free(g);

@@ -17,6 +17,7 @@
 
 #define CF_RTOL 1e-3 /* onnx.backend.test runner defaults */
 #define CF_ATOL 1e-7
+#define CF_RTOL_BF16 0.015625 /* onnx's runner: two bfloat16 ULPs (2^-6) for bfloat16 outputs */
 #define CF_TIMEOUT_S 60
 #define CF_MAX_IO 64
 #define CF_MAX_SPECIALIZE 16 /* elements of an input the runner may fix at compile time */
@@ -25,7 +26,9 @@ static const char *conf_help =
     "usage: primc conformance [--dir D] [--filter S] [--list-failures] [--expected FILE]\n"
     "  Imports every ONNX node test under D (folders with model.onnx and test_data_set_*),\n"
     "  runs it with the reference interpreter and compares with the expected outputs\n"
-    "  (rtol 1e-3, atol 1e-7, NaN equals NaN, exact for ints and bools).\n"
+    "  (rtol 1e-3, 2^-6 for bfloat16 outputs, atol 1e-7, as onnx's backend runner; NaN equals\n"
+    "  NaN, exact for ints and bools). Sequence and optional inputs and outputs (SequenceProto,\n"
+    "  OptionalProto data) are fed and compared element by element as NAME.0, NAME.1...\n"
     "  A model an op of which needs a graph input at compile time (axes, pads...) is retried\n"
     "  with those inputs fixed to each data set's values when they are int32/int64, float or\n"
     "  bool of at most 16 elements; such a pass prints as \"PASS name (specialized: inputs)\"\n"
@@ -92,6 +95,157 @@ static int load_pb(const char *path, pc_tensor *t, char **tname, char *err, size
   return ok;
 }
 
+static void free_tensor_list(pc_tensor *t, int n) {
+  for (int i = 0; i < n; i++) pc_tensor_free(&t[i]);
+}
+
+/* ---------------------------------------------------------------- sequences and optionals
+ * SequenceProto and OptionalProto (onnx-data.proto, not compiled here) share their field numbers:
+ * 3 holds tensors, 5 sequences; the runner walks their wire format for those fields. */
+
+#define CF_PB_TENSORS 3
+#define CF_PB_SEQUENCE 5
+
+static int pb_varint(const unsigned char **p, const unsigned char *end, uint64_t *v) {
+  *v = 0;
+  for (int shift = 0; *p < end && shift < 64; shift += 7) {
+    unsigned char b = *(*p)++;
+    *v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return 1;
+  }
+  return 0;
+}
+
+/* the length-delimited fields numbered `field` of a message: calls fn on each; 0 on bad wire data */
+static int pb_each(const unsigned char *buf, size_t len, int field,
+                   int (*fn)(void *ctx, const unsigned char *b, size_t n), void *ctx) {
+  const unsigned char *p = buf, *end = buf + len;
+  while (p < end) {
+    uint64_t key, n;
+    if (!pb_varint(&p, end, &key)) return 0;
+    switch (key & 7) {
+    case 0: if (!pb_varint(&p, end, &n)) return 0; break;
+    case 1: if (end - p < 8) return 0; p += 8; break;
+    case 5: if (end - p < 4) return 0; p += 4; break;
+    case 2:
+      if (!pb_varint(&p, end, &n) || n > (uint64_t)(end - p)) return 0;
+      if ((int)(key >> 3) == field && !fn(ctx, p, (size_t)n)) return 0;
+      p += n;
+      break;
+    default: return 0;
+    }
+  }
+  return 1;
+}
+
+/* tensors read from a value file, appended to a list */
+typedef struct cf_list {
+  pc_tensor *t;
+  int n, cap, found;
+} cf_list;
+
+static int list_add_tensor(void *ctx, const unsigned char *b, size_t n) {
+  cf_list *l = ctx;
+  if (l->n == l->cap) return 0;
+  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, n, b);
+  if (!tp) return 0;
+  pc_graph *scratch = pc_graph_new();
+  int ok = scratch && ox_tensor_decode(scratch, tp, NULL, &l->t[l->n]) == PC_OK;
+  pc_graph_free(scratch);
+  onnx__tensor_proto__free_unpacked(tp, NULL);
+  l->n += ok;
+  return ok;
+}
+
+static int list_add_sequence(void *ctx, const unsigned char *b, size_t n) {
+  ((cf_list *)ctx)->found = 1;
+  return pb_each(b, n, CF_PB_TENSORS, list_add_tensor, ctx);
+}
+
+/* what a graph input or output holds */
+typedef enum { CF_TENSOR, CF_SEQUENCE, CF_OPTIONAL, CF_OTHER } cf_kind;
+
+static cf_kind type_kind(const Onnx__ValueInfoProto *vi) {
+  const Onnx__TypeProto *t = vi ? vi->type : NULL;
+  if (!t || t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) return CF_TENSOR;
+  if (t->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE) return CF_SEQUENCE;
+  if (t->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE) return CF_OPTIONAL;
+  return CF_OTHER;
+}
+
+/* reads a SequenceProto / OptionalProto file into up to cap tensors; *none for an empty optional,
+ * *holds_seq for an optional holding a sequence */
+static int load_list(const char *path, cf_kind kind, pc_tensor *t, int cap, int *n, int *none, int *holds_seq,
+                     char *err, size_t errlen) {
+  size_t len;
+  unsigned char *buf = read_file(path, &len);
+  if (!buf) return snprintf(err, errlen, "cannot read %s", path), 0;
+  cf_list l = {t, 0, cap, 0};
+  int ok = pb_each(buf, len, CF_PB_TENSORS, list_add_tensor, &l);
+  if (ok && kind == CF_OPTIONAL) ok = pb_each(buf, len, CF_PB_SEQUENCE, list_add_sequence, &l);
+  free(buf);
+  if (!ok) {
+    free_tensor_list(t, l.n);
+    return snprintf(err, errlen, "%s: not a readable %s", path, kind == CF_SEQUENCE ? "SequenceProto" : "OptionalProto"), 0;
+  }
+  *n = l.n;
+  *none = kind == CF_OPTIONAL && !l.found && l.n == 0;
+  *holds_seq = l.found;
+  return 1;
+}
+
+/* the graph's input or output declarations of a model file (NULL when unreadable) */
+static Onnx__ModelProto *read_model(const char *path) {
+  size_t len;
+  unsigned char *buf = read_file(path, &len);
+  if (!buf) return NULL;
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+  free(buf);
+  if (m && !m->graph) onnx__model_proto__free_unpacked(m, NULL), m = NULL;
+  return m;
+}
+
+/* the kinds and names of a model's graph inputs or outputs */
+typedef struct cf_io {
+  int n;
+  cf_kind kind[CF_MAX_IO];
+  char name[CF_MAX_IO][128];
+  char dim_param[CF_MAX_IO][PC_MAX_RANK][64]; /* symbolic dims of tensor inputs ("" when fixed) */
+} cf_io;
+
+static void read_dim_params(const Onnx__ValueInfoProto *vi, char (*out)[64]) {
+  const Onnx__TypeProto *t = vi ? vi->type : NULL;
+  const Onnx__TensorShapeProto *sh = t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type
+                                         ? t->tensor_type->shape : NULL;
+  for (size_t k = 0; sh && k < sh->n_dim && k < PC_MAX_RANK; k++) {
+    const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
+    if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param)
+      snprintf(out[k], 64, "%s", d->dim_param);
+  }
+}
+
+/* 0 when the model is unreadable */
+static int model_io(const char *path, int outputs, cf_io *io) {
+  Onnx__ModelProto *m = read_model(path);
+  memset(io, 0, sizeof *io);
+  if (!m) return 0;
+  size_t n = outputs ? m->graph->n_output : m->graph->n_input;
+  for (size_t i = 0; i < n && io->n < CF_MAX_IO; i++) {
+    const Onnx__ValueInfoProto *vi = outputs ? m->graph->output[i] : m->graph->input[i];
+    io->kind[io->n] = type_kind(vi);
+    read_dim_params(vi, io->dim_param[io->n]);
+    snprintf(io->name[io->n++], sizeof io->name[0], "%s", vi && vi->name ? vi->name : "");
+  }
+  onnx__model_proto__free_unpacked(m, NULL);
+  return 1;
+}
+
+static int has_lists(const cf_io *io) {
+  for (int i = 0; i < io->n; i++)
+    if (io->kind[i] != CF_TENSOR) return 1;
+  return 0;
+}
+
 /* op type of the model's first node, for grouping failures */
 static void model_op(const char *path, char *op, size_t cap) {
   size_t len;
@@ -119,16 +273,22 @@ static double elem(const pc_tensor *t, int64_t k) {
   case PC_i32: return ((const int32_t *)p)[k];
   case PC_i64: return (double)((const int64_t *)p)[k];
   case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
+  case PC_u16: return ((const uint16_t *)p)[k];
+  case PC_i4: case PC_i2: return ((const int8_t *)p)[k];
+  case PC_u4: case PC_u2: return ((const uint8_t *)p)[k];
+  case PC_u32: return ((const uint32_t *)p)[k];
+  case PC_u64: return (double)((const uint64_t *)p)[k];
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: return pc_f8_to_f32(t->dtype, ((const uint8_t *)p)[k]);
   case PC_c64: return ((const float *)p)[k];
   case PC_DTYPE_COUNT: break;
   }
   return 0;
 }
 
-static int close_enough(double got, double want) {
+static int close_enough(double got, double want, double rtol) {
   if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
   if (isinf(want) || isinf(got)) return got == want;
-  return fabs(got - want) <= CF_ATOL + CF_RTOL * fabs(want);
+  return fabs(got - want) <= CF_ATOL + rtol * fabs(want);
 }
 
 static int compare(const pc_tensor *got, const pc_tensor *want, int idx, char *err, size_t errlen) {
@@ -149,7 +309,7 @@ static int compare(const pc_tensor *got, const pc_tensor *want, int idx, char *e
   }
   for (int64_t k = 0; k < n; k++) {
     double g = elem(got, k), w = elem(want, k);
-    if (exact ? g != w : !close_enough(g, w))
+    if (exact ? g != w : !close_enough(g, w, want->dtype == PC_bf16 ? CF_RTOL_BF16 : CF_RTOL))
       return snprintf(err, errlen, "output %d[%lld]: %.9g, expected %.9g", idx, (long long)k, g, w), 0;
   }
   return 1;
@@ -157,31 +317,73 @@ static int compare(const pc_tensor *got, const pc_tensor *want, int idx, char *e
 
 /* ---------------------------------------------------------------- one test */
 
-static void free_tensors(pc_tensor *t, int n) {
-  for (int i = 0; i < n; i++) pc_tensor_free(&t[i]);
-}
-
-/* the input tensors of one test_data_set_N, with the names their files carry (NULL when unnamed) */
+/* the input tensors of one test_data_set_N, with the names their files carry (NULL when unnamed);
+ * a sequence or optional input NAME contributes its elements as NAME.0, NAME.1... and a seq entry */
 typedef struct cf_set {
   int n;
   pc_tensor t[CF_MAX_IO];
   char *name[CF_MAX_IO];
+  int n_seqs;
+  pc_seq_input seq[CF_MAX_IO];
+  pc_type seq_type[CF_MAX_IO];
 } cf_set;
 
 static void free_set(cf_set *s) {
-  free_tensors(s->t, s->n);
+  free_tensor_list(s->t, s->n);
   for (int i = 0; i < s->n; i++) free(s->name[i]);
   s->n = 0;
 }
 
-static int load_set(const char *ds, cf_set *s, char *err, size_t errlen) {
+/* input file i holding a sequence or an optional: its elements join the set */
+static int load_set_list(const char *path, const char *nm, cf_kind kind, cf_set *s, char *err, size_t errlen) {
+  int n, none, holds_seq;
+  if (s->n_seqs == CF_MAX_IO) return snprintf(err, errlen, "too many sequence inputs"), 0;
+  if (!load_list(path, kind, s->t + s->n, CF_MAX_IO - s->n, &n, &none, &holds_seq, err, errlen)) return 0;
+  pc_seq_input *q = &s->seq[s->n_seqs++];
+  q->name = nm, q->n = n, q->none = none, q->holds_seq = holds_seq, q->elems = s->seq_type + s->n;
+  for (int k = 0; k < n; k++, s->n++) {
+    const pc_tensor *t = &s->t[s->n];
+    s->seq_type[s->n] = pc_type_make(t->dtype, t->rank, t->dims);
+    size_t len = strlen(nm) + 24;
+    s->name[s->n] = malloc(len);
+    if (s->name[s->n]) snprintf(s->name[s->n], len, "%s.%d", nm, k);
+  }
+  return 1;
+}
+
+static int load_set(const char *ds, const cf_io *io, cf_set *s, char *err, size_t errlen) {
   char path[4096 + 64];
   memset(s, 0, sizeof *s);
-  for (int i = 0; i < CF_MAX_IO; i++) {
+  for (int i = 0; i < CF_MAX_IO && s->n < CF_MAX_IO; i++) {
     snprintf(path, sizeof path, "%s/input_%d.pb", ds, i);
     if (!is_file(path)) break;
-    if (!load_pb(path, &s->t[i], &s->name[i], err, errlen)) return free_set(s), 0;
+    cf_kind kind = io && i < io->n ? io->kind[i] : CF_TENSOR;
+    if (kind != CF_TENSOR) {
+      if (!load_set_list(path, io->name[i], kind, s, err, errlen)) return free_set(s), 0;
+      continue;
+    }
+    if (!load_pb(path, &s->t[s->n], &s->name[s->n], err, errlen)) return free_set(s), 0;
     s->n++;
+  }
+  return 1;
+}
+
+/* the expected outputs of a data set, sequences and optionals flattened like the importer does */
+static int load_outputs(const char *ds, const cf_io *io, pc_tensor *want, int *n_want, char *err, size_t errlen) {
+  char path[4096 + 64];
+  *n_want = 0;
+  for (int i = 0; i < io->n; i++) {
+    snprintf(path, sizeof path, "%s/output_%d.pb", ds, i);
+    if (io->kind[i] == CF_TENSOR) {
+      char *tname = NULL;
+      if (*n_want == CF_MAX_IO || !load_pb(path, &want[*n_want], &tname, err, errlen)) return 0;
+      free(tname);
+      ++*n_want;
+      continue;
+    }
+    int n, none, holds_seq;
+    if (!load_list(path, io->kind[i], want + *n_want, CF_MAX_IO - *n_want, &n, &none, &holds_seq, err, errlen)) return 0;
+    *n_want += n;
   }
   return 1;
 }
@@ -200,11 +402,10 @@ static int input_slot(const pc_graph *g, const char *tname, int file_index) {
 }
 
 /* runs g on one data set's inputs (less those the import made constants) and compares the outputs */
-static cf_result run_data_set(pc_graph *g, const char *ds, const cf_set *set, const pc_import_opts *o, char *err,
-                              size_t errlen) {
+static cf_result run_data_set(pc_graph *g, const char *ds, const cf_io *outs_io, const cf_set *set,
+                              const pc_import_opts *o, char *err, size_t errlen) {
   pc_tensor ins[CF_MAX_IO], outs[CF_MAX_IO], want[CF_MAX_IO];
   memset(ins, 0, sizeof ins), memset(outs, 0, sizeof outs), memset(want, 0, sizeof want);
-  char path[4096 + 64];
   cf_result res = CF_FAIL;
   int n_in = 0, n_want = 0;
   if (g->n_inputs > CF_MAX_IO || g->n_outputs > CF_MAX_IO) return snprintf(err, errlen, "too many inputs/outputs"), CF_FAIL;
@@ -222,12 +423,10 @@ static cf_result run_data_set(pc_graph *g, const char *ds, const cf_set *set, co
     snprintf(err, errlen, "%d input files for %d graph inputs", n_in, g->n_inputs);
     goto done;
   }
-  for (int i = 0; i < g->n_outputs; i++) {
-    char *tname = NULL;
-    snprintf(path, sizeof path, "%s/output_%d.pb", ds, i);
-    if (!load_pb(path, &want[i], &tname, err, errlen)) goto done;
-    free(tname);
-    n_want++;
+  if (!load_outputs(ds, outs_io, want, &n_want, err, errlen)) goto done;
+  if (n_want != g->n_outputs) {
+    snprintf(err, errlen, "%d expected output tensors for %d graph outputs", n_want, g->n_outputs);
+    goto done;
   }
   char cerr[512] = "";
   pc_status st = cf_compiled.on ? pc_conf_compiled_run(&cf_compiled, g, ds, o, ins, outs, cerr, sizeof cerr)
@@ -241,8 +440,8 @@ static cf_result run_data_set(pc_graph *g, const char *ds, const cf_set *set, co
   for (int i = 0; i < g->n_outputs && res == CF_PASS; i++)
     if (!compare(&outs[i], &want[i], i, err, errlen)) res = CF_FAIL;
 done:
-  free_tensors(outs, g->n_outputs < CF_MAX_IO ? g->n_outputs : CF_MAX_IO);
-  free_tensors(want, n_want);
+  free_tensor_list(outs, g->n_outputs < CF_MAX_IO ? g->n_outputs : CF_MAX_IO);
+  free_tensor_list(want, n_want);
   return res;
 }
 
@@ -299,10 +498,28 @@ static int specialize_more(const cf_set *s, const char *need, pc_import_opts *o,
   return o->n_consts > before;
 }
 
+/* bindings of the tensor inputs' dim_params to the data set's sizes (the first size met wins) */
+static int bind_dim_params(const cf_io *io, const cf_set *s, pc_dim_binding *dims) {
+  int n = 0;
+  for (int i = 0; i < io->n; i++) {
+    const pc_tensor *t = NULL;
+    for (int e = 0; e < s->n && !t && io->kind[i] == CF_TENSOR; e++)
+      if (s->name[e] && strcmp(s->name[e], io->name[i]) == 0) t = &s->t[e];
+    for (int k = 0; t && k < t->rank && n < CF_MAX_IO; k++) {
+      const char *p = io->dim_param[i][k];
+      int seen = !*p;
+      for (int j = 0; j < n && !seen; j++) seen = strcmp(dims[j].name, p) == 0;
+      if (!seen) dims[n].name = p, dims[n].lo = dims[n].hi = t->dims[k], n++;
+    }
+  }
+  return n;
+}
+
 /* Retries a model whose ops need some graph inputs at compile time: imports it once per data set
  * with those inputs fixed to the data set's values (as `--const-input` would), adding one input
  * each time the importer names another. On a pass, err lists the specialized inputs. */
-static cf_result run_specialized(const char *dir, const char *model, char *err, size_t errlen) {
+static cf_result run_specialized(const char *dir, const char *model, const cf_io *in_io, const cf_io *out_io, char *err,
+                                 size_t errlen) {
   char path[4096 + 64], names[512] = "";
   cf_result res = CF_PASS;
   int n_sets = 0;
@@ -311,12 +528,17 @@ static cf_result run_specialized(const char *dir, const char *model, char *err, 
     struct stat st;
     if (stat(path, &st) != 0) break;
     cf_set set;
-    if (!load_set(path, &set, err, errlen)) return CF_FAIL;
+    if (!load_set(path, in_io, &set, err, errlen)) return CF_FAIL;
     pc_const_input consts[CF_MAX_IO];
     char cname[CF_MAX_IO][128];
     pc_import_opts o;
     memset(&o, 0, sizeof o);
     o.consts = consts;
+    o.seqs = set.seq, o.n_seqs = set.n_seqs; /* sequence inputs: their lengths are this data set's */
+    /* their elements come with concrete shapes: the tensor inputs' symbolic dims take the data set's
+     * sizes too (as --dim would), so that the two can meet in one op */
+    pc_dim_binding dims[CF_MAX_IO];
+    o.dims = dims, o.n_dims = set.n_seqs ? bind_dim_params(in_io, &set, dims) : 0;
     for (;;) {
       pc_graph *g = pc_onnx_load(model, &o);
       if (!g) {
@@ -324,7 +546,7 @@ static cf_result run_specialized(const char *dir, const char *model, char *err, 
         break;
       }
       if (g->status == PC_OK) {
-        res = run_data_set(g, path, &set, &o, err, errlen);
+        res = run_data_set(g, path, out_io, &set, &o, err, errlen);
         pc_graph_free(g);
         break;
       }
@@ -339,13 +561,17 @@ static cf_result run_specialized(const char *dir, const char *model, char *err, 
     free_set(&set);
   }
   if (res == CF_PASS && n_sets == 0) res = CF_FAIL, snprintf(err, errlen, "no test_data_set_0");
-  if (res == CF_PASS) snprintf(err, errlen, "specialized: %s", names);
+  if (res == CF_PASS) snprintf(err, errlen, names[0] ? "specialized: %s" : "", names);
   return res;
 }
 
 static cf_result run_test(const char *dir, char *err, size_t errlen) {
   char path[4096], model[4096];
   snprintf(model, sizeof model, "%s/model.onnx", dir);
+  cf_io in_io, out_io;
+  if (!model_io(model, 0, &in_io) || !model_io(model, 1, &out_io)) return snprintf(err, errlen, "cannot read %.900s", model), CF_FAIL;
+  /* sequence inputs have a length per data set: import once per data set */
+  if (has_lists(&in_io)) return run_specialized(dir, model, &in_io, &out_io, err, errlen);
   pc_graph *g = pc_onnx_load(model, NULL);
   if (!g) return snprintf(err, errlen, "out of memory"), CF_FAIL;
   cf_result res = CF_PASS;
@@ -355,7 +581,7 @@ static cf_result run_test(const char *dir, char *err, size_t errlen) {
     char name[128];
     if (const_needed(err, name, sizeof name)) {
       pc_graph_free(g);
-      return run_specialized(dir, model, err, errlen);
+      return run_specialized(dir, model, &in_io, &out_io, err, errlen);
     }
   }
   int n_sets = 0;
@@ -364,8 +590,8 @@ static cf_result run_test(const char *dir, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) != 0) break;
     cf_set set;
-    if (!load_set(path, &set, err, errlen)) res = CF_FAIL;
-    else res = run_data_set(g, path, &set, NULL, err, errlen), free_set(&set);
+    if (!load_set(path, &in_io, &set, err, errlen)) res = CF_FAIL;
+    else res = run_data_set(g, path, &out_io, &set, NULL, err, errlen), free_set(&set);
     n_sets++;
   }
   if (res == CF_PASS && n_sets == 0) res = CF_FAIL, snprintf(err, errlen, "no test_data_set_0");

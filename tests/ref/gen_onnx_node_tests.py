@@ -10,6 +10,18 @@ from onnx import numpy_helper
 import onnx.backend.test.case.node as node_test
 
 
+def to_proto(v, decl):
+    """a data set value as ONNX's test data stores it: TensorProto, SequenceProto or OptionalProto"""
+    t = decl.type
+    if t.HasField("tensor_type"):
+        return v if isinstance(v, onnx.TensorProto) else numpy_helper.from_array(v, decl.name)
+    if t.HasField("sequence_type"):
+        return numpy_helper.from_list(v, decl.name)
+    if t.HasField("optional_type"):
+        return numpy_helper.from_optional(v, decl.name)
+    return None  # maps, sparse tensors: not written
+
+
 def write_case(out_dir, case):
     d = os.path.join(out_dir, case.name)
     os.makedirs(d, exist_ok=True)
@@ -21,9 +33,9 @@ def write_case(out_dir, case):
         for kind, vals, decls in (("input", inputs, case.model.graph.input),
                                   ("output", outputs, case.model.graph.output)):
             for j, v in enumerate(vals):
-                if not decls[j].type.HasField("tensor_type"):
-                    return False  # sequences, maps, optionals: not tensors, skip the case
-                tp = v if isinstance(v, onnx.TensorProto) else numpy_helper.from_array(v, decls[j].name)
+                tp = to_proto(v, decls[j])
+                if tp is None:
+                    return False
                 with open(os.path.join(ds, f"{kind}_{j}.pb"), "wb") as f:
                     f.write(tp.SerializeToString())
     return True

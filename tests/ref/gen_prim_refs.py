@@ -491,6 +491,46 @@ case("nonzero_none_bool", "nonzero", [np.zeros((4,), bool)], [np.zeros((1, 0), n
 case("constant_f32", "constant", [], [randf((2, 3))])
 case("constant_i64", "constant", [], [randi((4,), dt=np.int64)])
 
+# ---------------------------------------------------------------- u16, u32, u64 (at the end: earlier cases keep their draws)
+
+# u64 values at and above 2^63, where reading the bits as int64 would give the wrong order, quotient or double
+big = np.array([0, 1, 7, 2**63 - 1, 2**63, 2**63 + 5, 2**64 - 1, 12345678901234567890], np.uint64)
+small = np.array([3, 1, 2, 2**63, 5, 2**62, 2**64 - 1, 10], np.uint64)
+case("div_u64", "div", [big, small], [big // small])
+case("rem_u64", "rem", [big, small], [big % small])
+case("max_u64", "max", [big, small], [np.maximum(big, small)])
+case("min_u64", "min", [big, small], [np.minimum(big, small)])
+case("lt_u64", "lt", [big, small], [big < small])
+case("ge_u64", "ge", [big, small], [big >= small])
+case("abs_u64", "abs", [big], [big])
+case("sign_u64", "sign", [big], [(big != 0).astype(np.uint64)])
+amt = np.array([0, 1, 63, 3, 64, 70, 4, 1], np.uint64)
+case("shift_right_u64", "shift_right", [big, amt], [np.where(amt >= 64, 0, big >> np.minimum(amt, 63)).astype(np.uint64)])
+case("reduce_max_u64", "reduce_max", [big.reshape(2, 4)], [big.reshape(2, 4).max(1)], {"axes": [1]})
+case("reduce_min_u64", "reduce_min", [big.reshape(2, 4)], [big.reshape(2, 4).min(0)], {"axes": [0]})
+case("argmax_u64", "argmax", [big.reshape(2, 4)], [np.argmax(big.reshape(2, 4), 1).astype(np.int64)], {"axis": 1, "last": 0})
+order = np.argsort(big, kind="stable")
+case("sort_u64", "sort", [big], [big[order], order.astype(np.int64)], {"axis": 0, "descending": 0})
+case("convert_u64_f64", "convert_element_type", [big], [big.astype(np.float64)], {"dtype": D("f64")})
+f = np.array([0.0, 1.5, 9.2e18, 1.8e19, 2.0**63, 123.9], np.float64)
+case("convert_f64_u64", "convert_element_type", [f], [f.astype(np.uint64)], {"dtype": D("u64")})
+w32 = np.array([0, 1, 2**31, 2**32 - 1, 4000000000, 17], np.uint32)
+v32 = np.array([5, 2**32 - 1, 3, 2, 7, 2**31], np.uint32)
+case("mul_u32", "mul", [w32, v32], [w32 * v32])  # wraps
+case("div_u32", "div", [w32, v32], [w32 // v32])
+case("gt_u32", "gt", [w32, v32], [w32 > v32])
+case("convert_u32_f32", "convert_element_type", [w32], [w32.astype(np.float32)], {"dtype": D("f32")})
+case("convert_u32_i64", "convert_element_type", [w32], [w32.astype(np.int64)], {"dtype": D("i64")})
+w16 = np.array([0, 1, 40000, 65535, 300, 9], np.uint16)
+v16 = np.array([65535, 2, 30000, 65535, 7, 2], np.uint16)
+case("add_u16", "add", [w16, v16], [w16 + v16])  # wraps
+case("sub_u16", "sub", [w16, v16], [w16 - v16])
+case("rem_u16", "rem", [w16, v16], [w16 % v16])
+case("shift_right_u16", "shift_right", [w16, np.array([0, 1, 15, 16, 2, 3], np.uint16)],
+     [np.array([0, 0, 1, 0, 75, 1], np.uint16)])
+case("convert_i32_u16", "convert_element_type", [np.array([5, 65535, 65536, 70000], np.int32)],
+     [np.array([5, 65535, 0, 4464], np.uint16)], {"dtype": D("u16")})  # wraps
+
 # random has no exact reference: tests/unit/test_interp.c checks its statistics and Philox's known answers.
 
 with open(os.path.join(ROOT, "cases.txt"), "w") as f:

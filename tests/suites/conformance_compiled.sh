@@ -7,10 +7,12 @@ B=${B:-build}
 D=${ONNX_NODE_DIR_GEN:-$B/onnx-node-tests}
 EXPECTED=tests/conformance_expected.txt
 XFAIL=tests/conformance_compiled_xfail.txt
-if [ ! -f "$D/.complete" ]; then
+# .complete holds the generator's checksum: a changed generator writes the tests again
+stamp=$(cksum < tests/ref/gen_onnx_node_tests.py)
+if [ "$(cat "$D/.complete" 2>/dev/null)" != "$stamp" ]; then
   rm -rf "$D"
   python3 tests/ref/gen_onnx_node_tests.py "$D" >"$B/onnx-node-gen.log" 2>&1 || { echo "generating node tests failed"; tail -n 5 "$B/onnx-node-gen.log"; exit 1; }
-  touch "$D/.complete"
+  echo "$stamp" >"$D/.complete"
 fi
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT

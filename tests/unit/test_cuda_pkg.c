@@ -95,6 +95,18 @@ static void check_no_device(const primc_cuda_model_desc *m) {
   CHECK_CONTAINS(m->error(), "libcuda.so.1");
 }
 
+/* the value of `#define NAME value` in a generated header; -1 when absent */
+static long long header_define(const char *path, const char *name) {
+  FILE *f = fopen(path, "r");
+  char line[512], want[128];
+  long long v = -1;
+  snprintf(want, sizeof want, "#define %s %%lld", name);
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, want, &v) == 1) break;
+  if (f) fclose(f);
+  return v;
+}
+
 PC_TEST(cuda_pkg_object_embeds_cubin_ptx_weights) {
   if (!CHECK(1) || !have_nvrtc()) return;
   pc_graph *g = small_graph();
@@ -115,7 +127,9 @@ PC_TEST(cuda_pkg_object_embeds_cubin_ptx_weights) {
     const primc_cuda_model_desc *m = dlsym(h, "m_model");
     CHECK(cubin && !memcmp(cubin, "\177ELF", 4));
     CHECK(ptx && strstr(ptx, ".entry k0_") && strstr(ptx, ".target sm_80"));
-    CHECK(weights && memmem(weights, 4096, scale, sizeof scale)); /* the constant, byte for byte */
+    long long wsize = header_define(hdr, "m_WEIGHTS_SIZE");
+    CHECK(wsize >= (long long)sizeof scale);
+    CHECK(weights && wsize > 0 && memmem(weights, (size_t)wsize, scale, sizeof scale)); /* the constant, byte for byte */
     if (CHECK(m != NULL)) {
       check_descriptor(m);
       void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);

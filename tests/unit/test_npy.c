@@ -36,7 +36,8 @@ static void round_trip(primc_dtype dt, int rank, const int64_t *dims) {
 
 PC_TEST(npy_round_trip) {
   static const primc_dtype dts[] = {PRIMC_F16, PRIMC_F32, PRIMC_F64, PRIMC_I8,   PRIMC_I16,
-                                    PRIMC_I32, PRIMC_I64, PRIMC_U8,  PRIMC_BOOL, PRIMC_C64};
+                                    PRIMC_I32, PRIMC_I64, PRIMC_U8,  PRIMC_BOOL, PRIMC_C64,
+                                    PRIMC_U16, PRIMC_U32, PRIMC_U64};
   int64_t d2[2] = {3, 5}, d1[1] = {7}, d8[8] = {1, 2, 1, 3, 1, 1, 2, 1}, d0[2] = {4, 0};
   for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
     round_trip(dts[i], 2, d2);
@@ -158,7 +159,7 @@ PC_TEST(npy_malformed_headers) {
   static const struct {
     const char *dict, *needle;
   } bad[] = {
-      {"{'descr': '<u4', 'fortran_order': False, 'shape': (2, 3), }", "unsupported dtype"},
+      {"{'descr': '<c16', 'fortran_order': False, 'shape': (2, 3), }", "unsupported dtype"},
       {"{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", "big-endian"},
       {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", "fortran_order"},
       {"{'descr': '<f4', 'fortran_order': False, }", "shape"},

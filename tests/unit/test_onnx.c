@@ -38,7 +38,8 @@ PC_TEST(onnx_bad_external_abs) { check_bad("external_abs.onnx", PC_ERR_IO, "leav
 PC_TEST(onnx_bad_absurd_dims) { check_bad("absurd_dims.onnx", PC_ERR_RANGE, "2^31"); }
 PC_TEST(onnx_bad_negative_dim) { check_bad("negative_dim.onnx", PC_ERR_RANGE, "dim 0 is -3"); }
 PC_TEST(onnx_bad_short_raw) { check_bad("short_raw.onnx", PC_ERR_RANGE, "raw_data has 10 bytes"); }
-PC_TEST(onnx_bad_control_flow) { check_bad("control_flow.onnx", PC_ERR_UNSUPPORTED, "If \"branch\""); }
+/* an If without its branches: the error names the node and the missing attribute */
+PC_TEST(onnx_bad_control_flow) { check_bad("control_flow.onnx", PC_ERR_ATTR, "If \"branch\": graph attribute then_branch"); }
 PC_TEST(onnx_bad_undefined_input) { check_bad("undefined_input.onnx", PC_ERR_PARSE, "'missing'"); }
 
 PC_TEST(onnx_missing_file) {

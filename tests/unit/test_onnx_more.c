@@ -193,7 +193,7 @@ PC_TEST(onnx_more_cumprod_reverse_exclusive) {
   tm_attr a[2] = {{"exclusive", 'i', 1, 0, NULL}, {"reverse", 'i', 1, 0, NULL}};
   int32_t axis = 0;
   pc_const_input ci = {"axis", tensor(PC_i32, 0, NULL, &axis)};
-  pc_import_opts o = {NULL, 0, NULL, &ci, 1};
+  pc_import_opts o = {NULL, 0, NULL, &ci, 1, NULL, 0};
   pc_graph *g = tm_load("CumProd", 26, in, 2, out, 1, a, 2, &o);
   double x[4] = {1, 2, 3, 4};
   int64_t d[1] = {4};
@@ -217,7 +217,7 @@ PC_TEST(onnx_more_const_input_needed) {
 PC_TEST(onnx_more_const_input_specialized) {
   int64_t axes = 1, one = 1;
   pc_const_input ci = {"axes", tensor(PC_i64, 1, &one, &axes)};
-  pc_import_opts o = {NULL, 0, NULL, &ci, 1};
+  pc_import_opts o = {NULL, 0, NULL, &ci, 1, NULL, 0};
   pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
   CHECK(g && g->n_inputs == 1); /* the specialized input is gone */
   float x[6] = {1, 2, 3, 4, 5, 6};
@@ -236,7 +236,7 @@ PC_TEST(onnx_more_const_input_mismatch) {
   const pc_status want[3] = {PC_ERR_TYPE, PC_ERR_SHAPE, PC_ERR_ATTR};
   const char *needle[3] = {"input 'axes'", "input 'axes'", "constant input 'nope'"};
   for (int i = 0; i < 3; i++) {
-    pc_import_opts o = {NULL, 0, NULL, &bad[i], 1};
+    pc_import_opts o = {NULL, 0, NULL, &bad[i], 1, NULL, 0};
     pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
     CHECK_MSG(g && g->status == want[i], "case %d: %s", i, g ? pc_error(g) : "out of memory");
     if (g) CHECK_CONTAINS(pc_error(g), needle[i]);

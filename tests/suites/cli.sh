@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# tests/suites/cli.sh: the primc command line as a user meets it: help, version, reports, and bad input giving
+# one error line and exit code 1 (usage errors: 2).
+set -u
+B=${B:-build}
+P=$B/primc
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
+
+# expect_exit CODE NAME CMD...: CMD exits with CODE
+expect_exit() {
+  local want=$1 name=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -eq "$want" ]; then ok "$name"; else bad "$name" "exit $rc, wanted $want: $(head -c 300 "$tmp/err")"; fi
+}
+
+expect_exit 0 "version" "$P" version
+grep -q '^primc ' "$tmp/out" || bad "version text" "$(cat "$tmp/out")"
+for c in run dump compile conformance bench; do
+  expect_exit 0 "$c --help" "$P" "$c" --help
+  grep -q "usage: primc $c" "$tmp/out" || bad "$c --help text" "$(head -n 1 "$tmp/out")"
+done
+expect_exit 2 "unknown command is a usage error" "$P" frobnicate
+
+# bad models: one line on stderr naming the problem, exit 1, nothing on stdout
+for m in truncated unknown_op shape_mismatch external_dotdot absurd_dims; do
+  expect_exit 1 "run $m.onnx" "$P" run "tests/data/onnx_bad/$m.onnx" --random-inputs -o "$tmp/o"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^primc: error: ' "$tmp/err" || bad "$m error line" "$(cat "$tmp/err")"
+  expect_exit 1 "compile $m.onnx" "$P" compile "tests/data/onnx_bad/$m.onnx" -o "$tmp/x"
+done
+
+# compile --report: the memory plan with its peak, the same as dump --memory's
+expect_exit 0 "compile --report" "$P" compile models/resnet_tiny/model.onnx -O2 -o "$tmp/rt" --report
+peak_report=$(grep '^peak ' "$tmp/out")
+"$P" dump models/resnet_tiny/model.onnx -O2 --memory >"$tmp/mem" 2>&1
+peak_dump=$(grep '^peak ' "$tmp/mem")
+if [ -n "$peak_report" ] && [ "$peak_report" = "$peak_dump" ]; then ok "report peak = dump --memory peak"
+else bad "report peak" "report '$peak_report' dump '$peak_dump'"; fi
+grep -q '^kernel k0 ' "$tmp/out" && ok "report lists kernels" || bad "report lists kernels" "no kernel k0"
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
