@@ -740,8 +740,9 @@ static void put_set(cctx *C, int ind, pc_dtype t, const char *p, const char *i, 
   else fprintf(C->f, "((%s *)%s)[%s] = (%s)(%s);\n", cu_types[t].mem, p, i, cu_types[t].mem, v);
 }
 
-/* gather: [dtype, x, idx, out shapes, axis, idx dtype]; bufs out, x, idx; one thread per index */
-static pc_status render_gather(cctx *C, const kir_kernel *k) {
+/* gather: [dtype, x, idx, out shapes, axis, idx dtype]; bufs out, x, idx; one thread per index.
+ * gather_strided: then x's element offset and 8 strides (x read in place, e.g. a broadcast). */
+static pc_status render_gather_any(cctx *C, const kir_kernel *k, int strided) {
   shp x, ix, o;
   const int64_t *r = get_shape(get_shape(get_shape(k->params + 1, &x), &ix), &o);
   int axis = (int)r[0];
@@ -750,14 +751,20 @@ static pc_status render_gather(cctx *C, const kir_kernel *k) {
   int64_t n = numel(&ix);
   call_signature(C, k, BLOCK, clamp_grid(n, BLOCK));
   put_dims(C, "id", &ix);
-  put_strides(C, "xs", &x);
+  if (strided) {
+    fprintf(C->f, "  const long long xs[%d] = {", x.rank ? x.rank : 1);
+    for (int d = 0; d < x.rank; d++) fprintf(C->f, "%s%lldLL", d ? ", " : "", (long long)r[3 + d]);
+    fprintf(C->f, "%s};\n", x.rank ? "" : "0");
+  } else {
+    put_strides(C, "xs", &x);
+  }
   line(C, 1, "PC_GRID_STRIDE(i, %lldLL) {", (long long)n);
   fprintf(C->f, "    long long j = ");
   put_get(C, idt, "a2", "i");
   fprintf(C->f, ";\n");
   line(C, 2, "if (j < 0) j += %lldLL;", (long long)(x.rank ? x.d[axis] : 1));
   line(C, 2, "if (j < 0 || j >= %lldLL) { primc_status = 3; continue; }", (long long)(x.rank ? x.d[axis] : 1));
-  line(C, 2, "long long r_ = i, src = 0;");
+  line(C, 2, "long long r_ = i, src = %lldLL;", (long long)(strided ? r[2] : 0));
   line(C, 2, "for (int d = %d; d >= 0; d--) {", ix.rank - 1);
   line(C, 3, "const long long c = r_ %% id[d];");
   line(C, 3, "r_ /= id[d];");
@@ -768,6 +775,9 @@ static pc_status render_gather(cctx *C, const kir_kernel *k) {
   fprintf(C->f, "}\n");
   return PC_OK;
 }
+
+static pc_status render_gather(cctx *C, const kir_kernel *k) { return render_gather_any(C, k, 0); }
+static pc_status render_gather_strided(cctx *C, const kir_kernel *k) { return render_gather_any(C, k, 1); }
 
 /* scatter: [dtype, x, idx, upd, out shapes, axis, idx dtype, mode]; bufs out, x, idx, upd.
  * One thread per line of x along the axis: it copies the line, then applies the
@@ -1010,7 +1020,7 @@ typedef struct call_rule {
 static const call_rule call_rules[] = {
     {"copy", render_copy},       {"dot", render_dot},       {"conv", render_conv}, {"gather", render_gather},
     {"scatter", render_scatter}, {"cumsum", render_cumsum}, {"sort", render_sort},  {"fft", render_fft},
-    {"random", render_random},
+    {"random", render_random},   {"gather_strided", render_gather_strided},
 };
 
 static pc_status render_call(cctx *C, const kir_kernel *k) {

@@ -1,5 +1,6 @@
 /* codegen/kir.c: builds kernel IR (loop nests over affine loads) from the fused groups of a prim graph. */
 #include "codegen/kir.h"
+#include "runtime/primc_rt.h"
 
 #include <math.h>
 #include <string.h>
@@ -1059,6 +1060,69 @@ static void fuse_epilogues(kir_program *p) {
     c->epilogue = i + 1;
     k->absorbed = 1;
   }
+}
+
+/* ---------------------------------------------------------------- packed GEMM weights */
+
+static void mark_kernel_bufs(const kir_kernel *k, char *used);
+
+/* a [R, C] operand with strides (sr, sc) read as a BLAS matrix: row-major or transposed */
+static int gemm_layout(int64_t R, int64_t C, int64_t sr, int64_t sc, int *trans, int64_t *ld) {
+  if (sc == 1 && sr >= C) return *trans = 0, *ld = sr, 1;
+  if (sr == 1 && sc >= R) return *trans = 1, *ld = sc, 1;
+  return 0;
+}
+
+/* the dot's constant B as a new packed constant buffer; -1 when it does not qualify */
+static int packed_operand(kir_program *p, const kir_kernel *k) {
+  const int64_t *q = k->params;
+  int64_t M = q[2], N = q[3], K = q[4], lda, ldb;
+  int ta, tb;
+  const kir_buf *b = &p->bufs[k->args[2]];
+  if (q[0] != PC_f32 || q[1] != 1 || M < 1 || N < 1 || K < 1 || b->place != KP_CONST || !b->v ||
+      !pc_const_data(b->v) || !gemm_layout(M, K, q[6], q[7], &ta, &lda) || !gemm_layout(K, N, q[9], q[10], &tb, &ldb))
+    return -1;
+  if (tb ? ldb != K : ldb != N) return -1; /* the constant is exactly B (no slice of a bigger one) */
+  for (int i = 0; i < p->n_packed; i++) /* one packed copy per weight */
+    if (p->bufs[p->packed[i].buf].v == b->v && p->packed[i].trans == tb) return p->packed[i].buf;
+  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
+  kir_buf nb = {KP_CONST, -1, 0, (int64_t)primc_sgemm_packed_b_size(N, K), PC_f32, b->v};
+  int id = np ? buf_add(p, nb) : -1;
+  if (id < 0) return -1;
+  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
+  np[p->n_packed++] = (kir_packed){id, tb, N, K};
+  p->packed = np;
+  return id;
+}
+
+static void place_weights(kir_program *p) {
+  char *used = pc_alloc(p->g, (size_t)p->n_bufs + 1);
+  if (!used) return;
+  memset(used, 0, (size_t)p->n_bufs + 1);
+  for (int i = 0; i < p->n_kernels; i++) mark_kernel_bufs(&p->kernels[i], used);
+  p->weights_size = 0;
+  for (int i = 0; i < p->n_bufs; i++) {
+    kir_buf *b = &p->bufs[i];
+    if (b->place != KP_CONST) continue;
+    if (!used[i]) b->nbytes = 0; /* its only reader now reads the packed copy */
+    b->offset = p->weights_size;
+    p->weights_size = align_up(p->weights_size + b->nbytes);
+  }
+}
+
+pc_status kir_pack_weights(kir_program *p) {
+  int packed = 0;
+  for (int i = 0; i < p->n_kernels; i++) {
+    kir_kernel *k = &p->kernels[i];
+    if (k->kind != KK_CALL || strcmp(k->fn, "dot")) continue;
+    int nb = packed_operand(p, k);
+    if (nb < 0) continue;
+    k->args[2] = nb;
+    k->fn = "dot_packed";
+    packed++;
+  }
+  if (packed) place_weights(p);
+  return p->g->status;
 }
 
 /* ---------------------------------------------------------------- conv epilogues */

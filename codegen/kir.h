@@ -28,6 +28,13 @@ typedef struct kir_buf {
   const pc_value *v; /* NULL for scratch buffers codegen adds */
 } kir_buf;
 
+/* a KP_CONST buffer holding v as GEMM panels (primc_sgemm_pack_b of v seen as B [k, n],
+ * transposed when trans) instead of v's bytes */
+typedef struct kir_packed {
+  int buf, trans;
+  int64_t n, k;
+} kir_packed;
+
 /* element index = offset + sum over loops k of stride[k] * i_k (elements, not bytes) */
 typedef struct kir_map {
   int64_t offset;
@@ -120,6 +127,8 @@ typedef struct kir_program {
   int64_t workspace_size; /* planned workspace plus codegen's scratch */
   int64_t weights_size;   /* bytes of the weights blob */
   const pc_value **consts;/* the constant values in the blob, by order */
+  int n_packed;           /* kir_pack_weights' panels */
+  kir_packed *packed;
   int n_consts;
 } kir_program;
 
@@ -127,6 +136,10 @@ typedef struct kir_program {
  * kernel per node) and places buffers (value->storage/offset when planned,
  * else a private plan: one workspace slot per value). */
 pc_status kir_build(pc_graph *g, kir_program *p);
+/* CPU codegen for the host: f32 dots whose B is a constant read it as GEMM panels packed
+ * here once (for this machine's GEMM kernels; another machine reads them row by row), and
+ * the weights blob drops constants no kernel reads any more. */
+pc_status kir_pack_weights(kir_program *p);
 /* Human-readable listing of the program: buffers, loops, expressions, origins. */
 void kir_print(const kir_program *p, FILE *f);
 

@@ -1,6 +1,7 @@
 /* codegen/package.c: pc_codegen: kernel IR to object, header, executable or shared library (links with the system cc). */
 #include "codegen/codegen.h"
 #include "codegen/kir.h"
+#include "runtime/primc_rt.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -8,12 +9,24 @@
 #include <unistd.h>
 
 void *kir_weights_blob(const kir_program *p) {
-  char *blob = calloc(1, (size_t)p->weights_size + 1);
+  size_t size = ((size_t)p->weights_size + 64) / 64 * 64; /* 64-aligned: packed panels need it */
+  char *blob = aligned_alloc(64, size);
   if (!blob) return NULL;
+  memset(blob, 0, size);
   for (int i = 0; i < p->n_bufs; i++) {
     const kir_buf *b = &p->bufs[i];
     const void *d = b->place == KP_CONST && b->v ? pc_const_data(b->v) : NULL;
-    if (d && b->nbytes) memcpy(blob + b->offset, d, (size_t)b->nbytes);
+    const kir_packed *pk = NULL;
+    for (int j = 0; j < p->n_packed && !pk; j++)
+      if (p->packed[j].buf == i) pk = &p->packed[j];
+    if (d && b->nbytes && pk) {
+      if (primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, blob + b->offset) != PRIMC_OK) {
+        free(blob);
+        return NULL;
+      }
+    } else if (d && b->nbytes) {
+      memcpy(blob + b->offset, d, (size_t)b->nbytes);
+    }
   }
   return blob;
 }
@@ -170,6 +183,7 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (opts->target == PC_TARGET_CUDA) return pc_codegen_cuda_package(g, opts);
   kir_program p;
   pc_status s = kir_build(g, &p);
+  if (s == PC_OK && !opts->triple) s = kir_pack_weights(&p); /* panels for this machine's GEMM */
   if (s != PC_OK) return g->status ? g->status : s;
   void *blob = kir_weights_blob(&p);
   if (!blob) return pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");

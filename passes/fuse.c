@@ -135,9 +135,17 @@ static int reshape_splits(const pc_node *n) {
   return 1;
 }
 
+/* a gather's table that is an index map of a constant or input (ONNX Gather's broadcast):
+ * in the gather's kernel it is read in place instead of materialized (for an embedding
+ * table that copy is vocabulary x sequence x width) */
+static int gather_reads_in_place(const pc_node *p, const pc_node *c) {
+  return c->op == PC_OP_gather && c->in[0]->producer == p && c->in[1]->producer != p && p->op != PC_OP_iota && cheap(p);
+}
+
 /* the rule for the edge alone, from the two prims' kinds */
 static const char *edge_rule(pc_graph *g, const pc_node *p, const pc_node *c) {
   fkind kp = kind_of(p->op), kc = kind_of(c->op);
+  if (gather_reads_in_place(p, c)) return NULL;
   if (kp == FK_ALONE) return pc_strfmt(g, "%s is kept alone", opname(p));
   if (kc == FK_ALONE) return pc_strfmt(g, "%s is kept alone", opname(c));
   if (kc == FK_CONTRACT) return pc_strfmt(g, "%s reads its operands from memory (no prologue fusion)", opname(c));

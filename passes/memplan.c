@@ -11,7 +11,8 @@
  *   input, a constant or listed twice keeps its storage and codegen copies it.
  * - FUSED: computed inline where it is read, never stored: every reader is in
  *   the producer's group, the producer is an inline prim (elementwise, convert,
- *   index maps) and every reader is inline too or a reduction (its prologue).
+ *   index maps) and every reader is inline too, a reduction (its prologue) or a
+ *   gather reading it as its table.
  *   Everything else (results of reductions, contractions, pad, concatenate and
  *   the lone prims, and their operands) is materialized in the WORKSPACE.
  * - time is the kernel order; a value lives from its producer's kernel to its
@@ -111,7 +112,8 @@ static void classify(pc_graph *g) {
       const pc_value *v = n->in[k];
       const pc_node *p = v->producer;
       int same = p && p->group >= 0 && p->group == n->group;
-      if (!same || !(inline_op(n->op) || reduction_op(n->op))) inl[v->id] = 0;
+      int table = n->op == PC_OP_gather && k == 0; /* fused in by fuse.c: read in place (primc_k_gather_strided) */
+      if (!same || !(inline_op(n->op) || reduction_op(n->op) || table)) inl[v->id] = 0;
     }
   }
   for (int i = 0; i < g->n_nodes; i++) {

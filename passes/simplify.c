@@ -1,8 +1,9 @@
-/* passes/simplify.c: algebraic simplification: exact identities only (x*1, x+(-0.0), movement no-ops and chains). */
+/* passes/simplify.c: algebraic simplification: exact identities only (x*1, x+(-0.0), movement no-ops and chains, weight layout). */
 #include "passes/passes.h"
 #include "passes/rewrite.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Floating-point care: x*1 and x/1 are exact for every x. x+0.0 is NOT: it
@@ -182,12 +183,39 @@ static pc_value *r_concatenate(pc_graph *g, pc_node *n) {
   return n->n_in == 1 ? n->in[0] : NULL;
 }
 
+/* A constant matrix operand [N, K] contracted over its last dim (nn.Linear's weight,
+ * ONNX Gemm transB): stored transposed once here, so the GEMM reads B's rows in place
+ * instead of transposing the weight on every call. Exact: the same numbers, moved. */
+static pc_value *r_dot(pc_graph *g, pc_node *n) {
+  int nrc = 0, nlc = 0, nrb = 0;
+  const int64_t *rc = pc_attr_ints(n, "rhs_contract", &nrc), *lc = pc_attr_ints(n, "lhs_contract", &nlc);
+  pc_attr_ints(n, "rhs_batch", &nrb);
+  const pc_value *w = n->in[1];
+  const float *src = pc_const_data(w);
+  if (!src || w->type.dtype != PC_f32 || w->type.rank != 2 || nrc != 1 || nlc != 1 || rc[0] != 1 || nrb) return NULL;
+  int64_t N = w->type.dims[0], K = w->type.dims[1];
+  if (N < 2 || K < 2) return NULL;
+  float *t = malloc(sizeof(float) * (size_t)(N * K));
+  if (!t) return NULL;
+  for (int64_t j0 = 0; j0 < N; j0 += 16) /* blocks of 16 rows: both sides stay in cache */
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t j = j0; j < N && j < j0 + 16; j++) t[k * N + j] = src[j * K + k];
+  pc_value *wt = pc_const(g, pc_type_make(PC_f32, 2, (int64_t[]){K, N}), t);
+  free(t);
+  if (!wt) return NULL;
+  wt->producer->origin = w->producer->origin;
+  int64_t zero = 0;
+  pc_value *d = pc_dot_general(g, n->in[0], wt, 1, lc, &zero, 0, NULL, NULL);
+  if (d) d->producer->origin = n->origin;
+  return d;
+}
+
 static const rule_fn rules[PC_OP_COUNT] = {
     [PC_OP_mul] = r_mul,           [PC_OP_div] = r_div,         [PC_OP_add] = r_add,
     [PC_OP_sub] = r_sub,           [PC_OP_neg] = r_neg,         [PC_OP_transpose] = r_transpose,
     [PC_OP_reshape] = r_reshape,   [PC_OP_broadcast_in_dim] = r_broadcast,
     [PC_OP_convert_element_type] = r_convert, [PC_OP_slice] = r_slice, [PC_OP_pad] = r_pad,
-    [PC_OP_rev] = r_rev,           [PC_OP_concatenate] = r_concatenate,
+    [PC_OP_rev] = r_rev,           [PC_OP_concatenate] = r_concatenate, [PC_OP_dot_general] = r_dot,
 };
 
 pc_status pc_pass_simplify(pc_graph *g) {
@@ -198,9 +226,10 @@ pc_status pc_pass_simplify(pc_graph *g) {
     int before = g->n_nodes;
     pc_value *r = rules[n->op](g, n);
     if (g->status != PC_OK) return g->status;
-    if (g->n_nodes > before) { /* a rule built one new node: it belongs at n's place */
-      pcp_move_last_to(g, i);
-      i++;
+    if (g->n_nodes > before) { /* the rule built new nodes: they belong at n's place, in build order */
+      int added = g->n_nodes - before;
+      for (int k = 0; k < added; k++) pcp_move_last_to(g, i);
+      i += added;
     }
     if (r && pcp_replace_value(g, n->out[0], r)) n->dead = 1;
   }

@@ -683,3 +683,34 @@ int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float al
   j.kc = h.kc;
   return run_job(&j);
 }
+
+/* ---------------------------------------------------------------- prepacked B of any ISA */
+
+typedef struct packed_reader {
+  const float *data;
+  int64_t nr, kc, np, k;
+} packed_reader;
+
+/* b(k, n0 .. n0+nc) out of panels laid out by primc_sgemm_pack_b with the reader's nr and kc */
+static void packed_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
+  const packed_reader *r = ctx;
+  int64_t k0 = k / r->kc * r->kc, kcb = min64(r->kc, r->k - k0);
+  const float *base = r->data + k0 * r->np * r->nr + (k - k0) * r->nr;
+  for (int64_t j = 0; j < nc; j++) {
+    int64_t n = n0 + j;
+    dst[j] = base[(n / r->nr) * kcb * r->nr + n % r->nr];
+  }
+}
+
+int primc_sgemm_prepacked_any(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                              const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi,
+                              void *epi_ctx) {
+  packed_hdr h;
+  if (!packed_b || ((uintptr_t)packed_b & 63)) return PRIMC_ERR_ARG;
+  memcpy(&h, packed_b, sizeof h);
+  if (h.magic != PACKED_MAGIC || h.n != N || h.k != K || h.nr < 1 || h.kc < 1) return PRIMC_ERR_ARG;
+  if (h.isa == primc_sgemm_isa())
+    return primc_sgemm_prepacked(trans_a, M, N, K, alpha, A, lda, packed_b, beta, C, ldc, epi, epi_ctx);
+  packed_reader r = {(const float *)((const char *)packed_b + sizeof h), h.nr, h.kc, cdiv(N, h.nr), K};
+  return primc_sgemm_gen_b(trans_a, M, N, K, alpha, A, lda, packed_row, &r, beta, C, ldc, epi, epi_ctx);
+}

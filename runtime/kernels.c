@@ -252,55 +252,86 @@ static void dot_generic(int dt, int64_t M, int64_t N, int64_t K, const char *a, 
     }
 }
 
+/* elements of C below which the epilogue runs on the calling thread */
+#define EPI_SPLIT_ELEMS 32768
+
+/* one batch of a strided dot: f32 through our GEMM, f64 through BLAS, the rest element by element */
+typedef struct dot_job {
+  const int64_t *q;
+  void *const *bufs;
+  int blas, ta, tb;
+  int64_t lda, ldb;
+} dot_job;
+
+static void dot_batch(const dot_job *j, int64_t i) {
+  const int64_t *q = j->q;
+  int dt = (int)q[0];
+  int64_t M = q[2], N = q[3], K = q[4];
+  size_t es = dsize(dt);
+  const char *ai = (const char *)j->bufs[1] + (size_t)(i * q[5]) * es, *bi = (const char *)j->bufs[2] + (size_t)(i * q[8]) * es;
+  char *oi = (char *)j->bufs[0] + (size_t)(i * M * N) * es;
+  if (!j->blas)
+    dot_generic(dt, M, N, K, ai, q[6], q[7], bi, q[9], q[10], oi);
+  else if (dt == PRIMC_F32)
+    primc_sgemm(j->ta, j->tb, M, N, K, 1.0f, (const float *)ai, j->lda, (const float *)bi, j->ldb, 0.0f, (float *)oi, N);
+  else
+    cblas_dgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, 1.0, (const double *)ai, (int)j->lda, (const double *)bi, (int)j->ldb, 0.0, (double *)oi, (int)N);
+}
+
+static void dot_batches(void *ctx, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; i++) dot_batch(ctx, i);
+}
+
+/* below this many multiply-adds per batch, batches (attention heads) go to the threads whole */
+#define DOT_BATCH_SPLIT_FLOPS (1 << 22)
+
 /* params: dtype, B, M, N, K, a strides (batch, m, k), b strides (batch, k, n); out is [B, M, N] */
 int primc_k_dot(const int64_t *q, void *const *bufs) {
   int dt = (int)q[0];
   int64_t B = q[1], M = q[2], N = q[3], K = q[4];
-  size_t es = dsize(dt);
-  char *out = bufs[0];
-  const char *a = bufs[1], *b = bufs[2];
-  int ta, tb;
-  int64_t lda, ldb;
-  int blas = (dt == PRIMC_F32 || dt == PRIMC_F64) && K > 0 && blas_layout(M, K, q[6], q[7], &ta, &lda) &&
-             blas_layout(K, N, q[9], q[10], &tb, &ldb);
-  for (int64_t i = 0; i < B; i++) {
-    const char *ai = a + (size_t)(i * q[5]) * es, *bi = b + (size_t)(i * q[8]) * es;
-    char *oi = out + (size_t)(i * M * N) * es;
-    if (M * N == 0) continue;
-    if (!blas) {
-      dot_generic(dt, M, N, K, ai, q[6], q[7], bi, q[9], q[10], oi);
-    } else if (dt == PRIMC_F32) {
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                  (int)K, 1.0f, (const float *)ai, (int)lda, (const float *)bi, (int)ldb, 0.0f, (float *)oi, (int)N);
-    } else {
-      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                  (int)K, 1.0, (const double *)ai, (int)lda, (const double *)bi, (int)ldb, 0.0, (double *)oi, (int)N);
-    }
-  }
+  if (M * N == 0) return PRIMC_OK;
+  dot_job j = {q, bufs, 0, 0, 0, 0, 0};
+  j.blas = (dt == PRIMC_F32 || dt == PRIMC_F64) && K > 0 && blas_layout(M, K, q[6], q[7], &j.ta, &j.lda) &&
+           blas_layout(K, N, q[9], q[10], &j.tb, &j.ldb);
+  double flops = (double)M * (double)N * (double)K;
+  if (B > 1 && j.blas && dt == PRIMC_F32 && flops < DOT_BATCH_SPLIT_FLOPS && flops * (double)B >= (1 << 18))
+    primc_parallel_for(B, dot_batches, &j); /* primc_sgemm runs inline on a pool thread */
+  else
+    dot_batches(&j, 0, B);
   return PRIMC_OK;
 }
 
-/* dot with an elementwise epilogue over [M, N] run on blocks of rows as the GEMM finishes them */
-int primc_k_dot_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
-  int64_t M = q[2], N = q[3], rows = N > 0 ? (1 << 15) / N : M;
-  if (q[1] != 1 || M == 0) {
-    int st = primc_k_dot(q, bufs);
-    if (st == PRIMC_OK && M) epi(ctx, 0, M);
-    return st;
-  }
-  if (rows < 16) rows = 16;
-  int64_t sub[11];
-  memcpy(sub, q, sizeof sub);
-  size_t es = dsize((int)q[0]);
-  for (int64_t r0 = 0; r0 < M; r0 += rows) {
-    int64_t r1 = r0 + rows < M ? r0 + rows : M;
-    sub[2] = r1 - r0;
-    void *b[3] = {(char *)bufs[0] + (size_t)(r0 * N) * es, (char *)bufs[1] + (size_t)(r0 * q[6]) * es, bufs[2]};
-    int st = primc_k_dot(sub, b);
-    if (st != PRIMC_OK) return st;
-    epi(ctx, r0, r1);
-  }
+/* params as dot's (B's strides unused); bufs: out, a, B packed by primc_sgemm_pack_b */
+int primc_k_dot_packed(const int64_t *q, void *const *bufs) {
+  int64_t M = q[2], N = q[3], K = q[4];
+  int ta = 0;
+  int64_t lda = 0;
+  if (M * N == 0) return PRIMC_OK;
+  if (q[0] != PRIMC_F32 || q[1] != 1 || K < 1 || !blas_layout(M, K, q[6], q[7], &ta, &lda)) return PRIMC_ERR_RUNTIME;
+  return primc_sgemm_prepacked_any(ta, M, N, K, 1.0f, bufs[1], lda, bufs[2], 0.0f, bufs[0], N, NULL, NULL);
+}
+
+/* the GEMM over all of C, then the epilogue split over the threads by rows while C is in cache */
+static int dot_then_epilogue(int (*dot)(const int64_t *, void *const *), const int64_t *q, void *const *bufs,
+                             void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  int64_t M = q[2], N = q[3];
+  int st = dot(q, bufs);
+  if (st != PRIMC_OK || M == 0) return st;
+  if (q[1] == 1 && M > 1 && M * N >= EPI_SPLIT_ELEMS)
+    primc_parallel_for(M, epi, ctx);
+  else
+    epi(ctx, 0, M);
   return PRIMC_OK;
+}
+
+/* dot with an elementwise epilogue over [M, N] rows [begin, end) */
+int primc_k_dot_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  return dot_then_epilogue(primc_k_dot, q, bufs, epi, ctx);
+}
+
+int primc_k_dot_packed_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  return dot_then_epilogue(primc_k_dot_packed, q, bufs, epi, ctx);
 }
 
 /* ---------------------------------------------------------------- conv */
@@ -529,30 +560,43 @@ static int64_t offset_of(const shp *s, const int64_t *idx) {
   return off;
 }
 
-/* x element offset of a multi-index: row-major, or through [offset, strides] */
-static int64_t strided_offset(const shp *s, const int64_t *idx, const int64_t *strided) {
-  if (!strided) return offset_of(s, idx);
-  int64_t off = strided[0];
-  for (int d = 0; d < s->rank; d++) off += idx[d] * strided[1 + d];
-  return off;
+/* x element strides: row-major, or the [offset, strides] that follow the params */
+static int64_t x_strides(const shp *s, const int64_t *strided, int64_t *st) {
+  int64_t acc = 1;
+  for (int d = s->rank - 1; d >= 0; d--) {
+    st[d] = strided ? strided[1 + d] : acc;
+    acc *= s->d[d];
+  }
+  return strided ? strided[0] : 0;
 }
 
+/* The last dim runs as an inner loop with a fixed source stride, so an embedding
+ * lookup (axis 0, idx broadcast along the row) is a strided row copy. */
 static int gather(const int64_t *q, void *const *bufs, int strided) {
   shp x, ix, o;
   const int64_t *r = get_shape(get_shape(get_shape(q + 1, &x), &ix), &o);
   int axis = (int)r[0], idt = (int)r[1];
   size_t es = dsize((int)q[0]);
-  int64_t n = numel(&ix), idx[PRIMC_MAX_RANK] = {0};
-  for (int64_t i = 0; i < n; i++) {
-    int64_t src[PRIMC_MAX_RANK];
-    memcpy(src, idx, sizeof src);
-    int64_t j = get_i(bufs[2], i, idt);
-    if (j < 0) j += x.d[axis];
-    if (j < 0 || j >= x.d[axis]) return PRIMC_ERR_RUNTIME;
-    src[axis] = j;
-    int64_t off = strided_offset(&x, src, strided ? r + 2 : NULL);
-    memcpy((char *)bufs[0] + (size_t)i * es, (const char *)bufs[1] + (size_t)off * es, es);
-    next_index(idx, ix.d, ix.rank);
+  int64_t st[PRIMC_MAX_RANK], base0 = x_strides(&x, strided ? r + 2 : NULL, st);
+  int last = ix.rank - 1;
+  int64_t n = numel(&ix), inner = ix.rank ? ix.d[last] : 1, idx[PRIMC_MAX_RANK] = {0};
+  if (n == 0 || inner == 0) return PRIMC_OK;
+  for (int64_t i = 0; i < n; i += inner) {
+    int64_t base = base0;
+    for (int d = 0; d < last; d++)
+      if (d != axis) base += idx[d] * st[d];
+    int64_t step = last == axis ? 0 : st[last];
+    const char *src = (const char *)bufs[1];
+    char *dst = (char *)bufs[0] + (size_t)i * es;
+    for (int64_t t = 0; t < inner; t++) {
+      int64_t j = idt == PRIMC_I64 ? ((const int64_t *)bufs[2])[i + t] : get_i(bufs[2], i + t, idt);
+      if (j < 0) j += x.d[axis];
+      if (j < 0 || j >= x.d[axis]) return PRIMC_ERR_RUNTIME;
+      int64_t off = base + j * st[axis] + t * step;
+      if (es == 4) memcpy(dst + t * 4, src + off * 4, 4);
+      else memcpy(dst + (size_t)t * es, src + (size_t)off * es, es);
+    }
+    if (last > 0) next_index(idx, ix.d, last);
   }
   return PRIMC_OK;
 }

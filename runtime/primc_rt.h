@@ -97,9 +97,14 @@ int primc_weights_map(const char *path, int64_t size, void **base);
 /* Kernels generated code calls (runtime/kernels.c): params are compile-time
  * constants laid out by codegen/kir.c, bufs the operand pointers (outputs first). */
 int primc_k_dot(const int64_t *params, void *const *bufs);
-/* dot whose epilogue (a generated loop over output rows [begin, end)) runs block by block */
+/* dot whose epilogue (a generated loop over output rows [begin, end)) runs after it, split over the threads by rows */
 int primc_k_dot_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
                     void *ctx);
+/* dot (same params) whose B operand (bufs[2]) is a constant packed at compile time by
+ * primc_sgemm_pack_b; B must be f32, one batch */
+int primc_k_dot_packed(const int64_t *params, void *const *bufs);
+int primc_k_dot_packed_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
+                           void *ctx);
 int primc_k_conv(const int64_t *params, void *const *bufs);
 int primc_k_copy(const int64_t *params, void *const *bufs);
 int primc_k_gather(const int64_t *params, void *const *bufs);
@@ -210,6 +215,12 @@ size_t primc_sgemm_packed_b_size(int64_t N, int64_t K);
 int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed);
 int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                           const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi, void *epi_ctx);
+
+/* the same from a packed_b made on any machine (a compiler packing weights ahead of time):
+ * prepacked when its ISA is the running one's, else B is read out of the panels row by row */
+int primc_sgemm_prepacked_any(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                              const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi,
+                              void *epi_ctx);
 
 /* micro-kernel family, chosen once from the CPU; force_isa (tests, benchmarks) returns -1 when the
  * CPU lacks it, PRIMC_ISA_AUTO goes back to the CPU's best */

@@ -697,6 +697,45 @@ PC_TEST(codegen_gemm_epilogue) {
   pc_graph_free(g);
 }
 
+/* dots with constant B (plain and transposed, with an epilogue) read GEMM panels packed at
+ * compile time; results match the interpreter */
+PC_TEST(codegen_dot_constant_weights_packed) {
+  pc_graph *g = pc_graph_new();
+  static float w[24 * 70], wt[70 * 24], bias[70];
+  for (int i = 0; i < 24 * 70; i++) w[i] = (float)urand(-1, 1), wt[i] = (float)urand(-1, 1);
+  for (int i = 0; i < 70; i++) bias[i] = (float)urand(-1, 1);
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){40, 24}));
+  pc_value *wc = pc_const(g, ty(PC_f32, 2, (int64_t[]){24, 70}), w);
+  pc_value *wtc = pc_const(g, ty(PC_f32, 2, (int64_t[]){70, 24}), wt);
+  pc_value *bc = pc_const(g, ty(PC_f32, 1, (int64_t[]){70}), bias);
+  int n0 = g->n_nodes;
+  pc_value *y = pc_dot_general(g, x, wc, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL);
+  y = pc_add(g, y, pc_broadcast_in_dim(g, bc, 2, (int64_t[]){40, 70}, (int64_t[]){1}));
+  group_from(g, n0, 0);
+  pc_output_add(g, y);
+  pc_output_add(g, pc_dot_general(g, x, wtc, 1, (int64_t[]){1}, (int64_t[]){1}, 0, NULL, NULL));
+  char dir[] = "/tmp/primc-cg-XXXXXX", path[256];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/m.ll", dir);
+  pc_codegen_opts o = {0};
+  o.emit = PC_EMIT_LLVM;
+  o.output = path;
+  o.name = "m";
+  CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s", pc_error(g));
+  FILE *f = fopen(path, "r");
+  char *buf = calloc(1, 1 << 22);
+  size_t n = f ? fread(buf, 1, (1 << 22) - 1, f) : 0;
+  if (f) fclose(f);
+  CHECK(n > 0);
+  CHECK_CONTAINS(buf, "@primc_k_dot_packed_epi(");
+  CHECK_CONTAINS(buf, "@primc_k_dot_packed(");
+  free(buf);
+  unlink(path);
+  rmdir(dir);
+  check_graph(g, (range){-1, 1}, "packed weights");
+  pc_graph_free(g);
+}
+
 /* conv + per-channel bias + residual + ReLU6 in one group: the conv call runs the epilogue itself */
 static void conv_epilogue_case(int64_t n, int64_t groups, int silu, const char *want) {
   pc_graph *g = pc_graph_new();
@@ -796,12 +835,12 @@ PC_TEST(codegen_gather_reads_broadcast_in_place) {
   pc_graph_free(g);
 }
 
-/* the vectorized exp and tanh against the interpreter's double-precision libm, in ulps */
+/* the vectorized exp, tanh and erf against the interpreter's double-precision libm, in ulps */
 PC_TEST(codegen_fast_exp_tanh_ulps) {
-  static const pc_op ops[] = {PC_OP_exp, PC_OP_tanh, PC_OP_sigmoid};
-  static const range ranges[] = {{-0.4, 0.4}, {-12, 12}, {-100, 100}, {-1e-3, 1e-3}};
-  for (size_t o = 0; o < 3; o++)
-    for (size_t r = 0; r < 4; r++) {
+  static const pc_op ops[] = {PC_OP_exp, PC_OP_tanh, PC_OP_sigmoid, PC_OP_erf};
+  static const range ranges[] = {{-0.4, 0.4}, {-12, 12}, {-100, 100}, {-1e-3, 1e-3}, {-4.5, 4.5}, {-1.2, 1.2}};
+  for (size_t o = 0; o < 4; o++)
+    for (size_t r = 0; r < 6; r++) {
       pc_graph *g = pc_graph_new();
       pc_value *x = pc_input_add(g, "x", ty(PC_f32, 1, (int64_t[]){4096}));
       pc_output_add(g, pc_build(g, ops[o], &x, 1, NULL, 0));

@@ -159,6 +159,16 @@ static void build_gather_scatter(pc_graph *g) {
   out(g, pc_build(g, PC_OP_scatter, si, 3, sn, 2));
 }
 
+/* an embedding lookup as ONNX Gather imports it: the table's broadcast is read in place
+ * (primc_k_gather_strided) when it shares the gather's group */
+static void build_gather_broadcast(pc_graph *g) {
+  pc_value *tab = in(g, PC_f32, 2, I64S(10, 4)), *idx = in(g, PC_i64, 2, I64S(2, 3));
+  pc_value *ib = pc_broadcast_in_dim(g, idx, 3, (int64_t[]){2, 3, 4}, (int64_t[]){0, 1});
+  pc_value *tb = pc_broadcast_in_dim(g, tab, 3, (int64_t[]){10, 3, 4}, (int64_t[]){0, 2});
+  pc_attr ga = pc_a_int("axis", 0);
+  out(g, pc_build(g, PC_OP_gather, (pc_value *[]){tb, ib}, 2, &ga, 1));
+}
+
 static void build_reduce(pc_graph *g) {
   pc_value *x = in(g, PC_f32, 3, I64S(4, 7, 5)), *i = in(g, PC_i32, 2, I64S(6, 9));
   static const pc_op ops[] = {PC_OP_reduce_sum, PC_OP_reduce_prod, PC_OP_reduce_max, PC_OP_reduce_min};
@@ -304,6 +314,7 @@ static const gcase cases[] = {
     {"bitcast", build_bitcast, -3, 3, 0, NULL, 0},
     {"movement", build_movement, -3, 3, 0, NULL, 0},
     {"gather_scatter", build_gather_scatter, 0, 5.99, 0, NULL, 0},
+    {"gather_broadcast", build_gather_broadcast, 0, 9.99, 1, NULL, 0},
     {"reduce", build_reduce, 0.5, 1.5, 0, NULL, 0},
     {"reduce_big", build_reduce_big, -1, 1, 0, NULL, 0},
     {"dot", build_dot, -2, 2, 0, NULL, 0},

@@ -186,6 +186,32 @@ PC_TEST(gemm_prepacked_b) {
     }
 }
 
+/* panels packed for one ISA and read on another (a binary compiled on another machine):
+ * the same numbers as an unpacked GEMM on the running ISA, within rounding */
+PC_TEST(gemm_prepacked_any_isa) {
+  int is[4], n = isas(is);
+  for (int p = 0; p < n; p++)
+    for (int r = 0; r < n; r++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t M = 19, N = 77, K = 300;
+        float *A = rand_buf(M * K), *B = rand_buf(K * N), *C = rand_buf(M * N), *R = rand_buf(M * N);
+        primc_sgemm_force_isa(is[p]);
+        size_t sz = primc_sgemm_packed_b_size(N, K);
+        void *pk = aligned_alloc(64, (sz + 63) / 64 * 64);
+        CHECK_INT(primc_sgemm_pack_b(tb, N, K, B, tb ? K : N, pk), PRIMC_OK);
+        primc_sgemm_force_isa(is[r]);
+        CHECK_INT(primc_sgemm(0, tb, M, N, K, 1.0f, A, K, B, tb ? K : N, 0.0f, R, N), PRIMC_OK);
+        CHECK_INT(primc_sgemm_prepacked_any(0, M, N, K, 1.0f, A, K, pk, 0.0f, C, N, NULL, NULL), PRIMC_OK);
+        double worst = 0;
+        for (int64_t i = 0; i < M * N; i++) worst = fmax(worst, fabs((double)C[i] - R[i]) / (1 + fabs((double)R[i])));
+        CHECK_MSG(worst < 1e-5, "packed on %s, run on %s: rel error %g", primc_sgemm_isa_name(is[p]),
+                  primc_sgemm_isa_name(is[r]), worst);
+        CHECK_INT(primc_sgemm_prepacked_any(0, M, N + 1, K, 1.0f, A, K, pk, 0.0f, C, N + 1, NULL, NULL), PRIMC_ERR_ARG);
+        primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+        free(A), free(B), free(C), free(R), free(pk);
+      }
+}
+
 /* ---------------------------------------------------------------- conv */
 
 static void conv_ref(const primc_conv2d *p, const float *x, const float *w, const float *bias, double *y) {

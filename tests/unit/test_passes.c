@@ -225,6 +225,24 @@ PC_TEST(fuse_reductions_over_other_axes_apart) {
   pc_graph_free(g);
 }
 
+/* ONNX Gather of an embedding table: the table's broadcast over the index dims joins the
+ * gather's kernel and is never stored (it would be vocabulary x sequence x width floats) */
+PC_TEST(fuse_gather_table_read_in_place) {
+  pc_graph *g = pc_graph_new();
+  pc_value *tab = pc_const(g, pc_type_make(PC_f32, 2, (int64_t[]){1000, 64}), NULL);
+  pc_value *ix = pc_input_add(g, "ids", pc_type_make(PC_i64, 2, (int64_t[]){1, 32}));
+  pc_value *ib = pc_broadcast_in_dim(g, ix, 3, (int64_t[]){1, 32, 64}, (int64_t[]){0, 1});
+  pc_value *tb = pc_broadcast_in_dim(g, tab, 3, (int64_t[]){1000, 32, 64}, (int64_t[]){0, 2});
+  pc_attr ga = pc_a_int("axis", 0);
+  pc_value *out = pc_build(g, PC_OP_gather, (pc_value *[]){tb, ib}, 2, &ga, 1);
+  pc_output_add(g, out);
+  CHECK(pc_pass_fuse(g) == PC_OK && pc_pass_memplan(g) == PC_OK);
+  CHECK(tb->producer->group == out->producer->group);
+  CHECK_INT(tb->storage, PC_STORE_FUSED);
+  CHECK(g->workspace_size < 1000 * 64 * 4);
+  pc_graph_free(g);
+}
+
 PC_TEST(unfuse_one_group_per_prim) {
   pc_graph *g = conv_bias_relu();
   CHECK(pc_pass_unfuse(g) == PC_OK);
@@ -398,6 +416,39 @@ PC_TEST(constfold_matches_interpreter) {
   CHECK(pc_interp(a, &in, 1, &oa, 1) == PC_OK);
   CHECK(pc_interp(b, &in, 1, &ob, 1) == PC_OK);
   CHECK(oa.data && ob.data && memcmp(oa.data, ob.data, 5 * sizeof(float)) == 0);
+  pc_tensor_free(&oa), pc_tensor_free(&ob);
+  pc_graph_free(a), pc_graph_free(b);
+}
+
+/* x [3,4] . W^T with W a constant [5,4] (nn.Linear): simplify stores W as [4,5] once, the
+ * result is unchanged (same products, same order) */
+static pc_graph *linear_graph(void) {
+  pc_graph *g = pc_graph_new();
+  float w[20];
+  for (int i = 0; i < 20; i++) w[i] = (float)(i % 7) * 0.25f - 0.5f;
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, (int64_t[]){3, 4}));
+  pc_value *wc = pc_const(g, pc_type_make(PC_f32, 2, (int64_t[]){5, 4}), w);
+  int64_t one = 1;
+  pc_output_add(g, pc_dot_general(g, x, wc, 1, &one, &one, 0, NULL, NULL));
+  return g;
+}
+
+PC_TEST(simplify_linear_weight_stored_transposed) {
+  pc_graph *a = linear_graph(), *b = linear_graph();
+  CHECK(pc_pass_simplify(b) == PC_OK && pc_pass_dce(b) == PC_OK && pc_verify(b) == PC_OK);
+  const pc_node *d = b->outputs[0]->producer;
+  CHECK(d && d->op == PC_OP_dot_general);
+  if (d && d->op == PC_OP_dot_general) {
+    int n = 0;
+    const int64_t *rc = pc_attr_ints(d, "rhs_contract", &n);
+    CHECK(n == 1 && rc[0] == 0);
+    CHECK(d->in[1]->type.dims[0] == 4 && d->in[1]->type.dims[1] == 5 && pc_const_data(d->in[1]));
+  }
+  float xs[12];
+  for (int i = 0; i < 12; i++) xs[i] = (float)i - 5.5f;
+  pc_tensor in = {PC_f32, 2, {3, 4}, xs}, oa = {0}, ob = {0};
+  CHECK(pc_interp(a, &in, 1, &oa, 1) == PC_OK && pc_interp(b, &in, 1, &ob, 1) == PC_OK);
+  CHECK(oa.data && ob.data && memcmp(oa.data, ob.data, 15 * sizeof(float)) == 0);
   pc_tensor_free(&oa), pc_tensor_free(&ob);
   pc_graph_free(a), pc_graph_free(b);
 }
