@@ -1221,3 +1221,41 @@ pc_status ox_op_TreeEnsemble(ox_ctx *c) {
   if (sum && agg == 0) sum = op_s(c, PC_OP_div, sum, (double)nr);
   return ox_out(c, 0, sum);
 }
+
+/* ---------------------------------------------------------------- MelWeightMatrix */
+
+#define MEL_MAX_ELEMS ((int64_t)1 << 22)
+
+/* a frequency in hertz on the mel scale, in float32 like the reference's float inputs */
+static float hz_to_mel(float hz) { return 2595.0f * (float)log1p(hz / 700.0f) / (float)log(10.0); }
+
+/* the triangular filter bank [dft_length / 2 + 1, num_mel_bins]: a constant of the (compile-time) inputs */
+pc_status ox_op_MelWeightMatrix(ox_ctx *c) {
+  int64_t bins, dft, rate;
+  double lo_hz, hi_hz;
+  if (ox_const_ints(c, 0, &bins, 1) != 1 || ox_const_ints(c, 1, &dft, 1) != 1 || ox_const_ints(c, 2, &rate, 1) != 1 ||
+      ox_const_floats(c, 3, &lo_hz, 1) != 1 || ox_const_floats(c, 4, &hi_hz, 1) != 1)
+    return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "all five inputs are required scalars");
+  int64_t rows = dft / 2 + 1;
+  if (bins < 1 || dft < 1 || rate < 1 || rows * bins > MEL_MAX_ELEMS) return ox_fail(c, PC_ERR_ATTR, "bad sizes");
+  pc_dtype dt = PC_f32;
+  if (ox_has_attr(c, "output_datatype") && !ox_dtype_from_onnx((int)ox_attr_int(c, "output_datatype", 1), &dt))
+    return ox_fail(c, PC_ERR_ATTR, "output_datatype is not supported");
+  float lo_mel = hz_to_mel((float)lo_hz), hi_mel = hz_to_mel((float)hi_hz), step = (hi_mel - lo_mel) / (float)(bins + 2);
+  int64_t *f = pc_alloc(G, sizeof *f * (size_t)(bins + 2));
+  double *w = pc_alloc(G, sizeof *w * (size_t)(rows * bins));
+  if (!f || !w) return ox_status(c);
+  for (int64_t i = 0; i < bins + 2; i++) { /* bin edges in DFT bins */
+    double hz = 700.0 * expm1(((double)i * step + lo_mel) / 2595.0 * log(10.0));
+    f[i] = (int64_t)floor((double)(dft + 1) * hz / (double)rate);
+  }
+  for (int64_t i = 0; i < bins; i++) {
+    int64_t l = f[i], m = f[i + 1], h = f[i + 2];
+    if (l < 0 || h >= rows || m < l || h < m) return ox_fail(c, PC_ERR_RANGE, "mel band %lld falls outside the DFT bins", (long long)i);
+    if (m == l) w[m * bins + i] = 1;
+    for (int64_t j = l; m > l && j <= m; j++) w[j * bins + i] = (double)(j - l) / (double)(m - l);
+    for (int64_t j = m; h > m && j < h; j++) w[j * bins + i] = (double)(h - j) / (double)(h - m);
+  }
+  int64_t shape[2] = {rows, bins};
+  return ox_out(c, 0, pc_convert(G, pc_const(G, pc_type_make(PC_f64, 2, shape), w), dt));
+}

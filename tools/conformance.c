@@ -478,20 +478,25 @@ static const pc_tensor *shape_input(const cf_set *s, const char *name) {
 }
 
 /* adds to o the input the importer named when the data set has it as a small tensor; when the
- * name is not a graph input (a value computed from some), every small int input instead (never
- * floats there: fixing data inputs would make the test trivial); 0 when nothing was added */
+ * name is not a graph input (a value computed from some), every small int input instead, and
+ * once those are fixed every scalar float or bool (never float tensors: fixing data inputs would
+ * make the test trivial); 0 when nothing was added */
 static int specialize_more(const cf_set *s, const char *need, pc_import_opts *o, pc_const_input *consts,
                            char (*names)[128]) {
   int before = o->n_consts, named = 0;
   for (int i = 0; i < s->n; i++) named |= s->name[i] && strcmp(s->name[i], need) == 0;
-  for (int i = 0; i < s->n && o->n_consts < CF_MAX_IO; i++) {
-    const char *nm = s->name[i];
-    if (!nm || (named && strcmp(nm, need) != 0) || is_specialized(o, nm) || !shape_input(s, nm)) continue;
-    if (!named && !pc_dtype_is_int(shape_input(s, nm)->dtype)) continue;
-    snprintf(names[o->n_consts], sizeof names[0], "%s", nm);
-    consts[o->n_consts].name = names[o->n_consts];
-    consts[o->n_consts++].value = *shape_input(s, nm);
-  }
+  /* a computed value: the ints first, then (when no int is left) the scalar floats and bools, such as
+   * Range bounds behind a Loop's trip count, never a float tensor */
+  for (int pass = 0; pass < 2 && o->n_consts == before; pass++)
+    for (int i = 0; i < s->n && o->n_consts < CF_MAX_IO; i++) {
+      const char *nm = s->name[i];
+      if (!nm || (named && strcmp(nm, need) != 0) || is_specialized(o, nm) || !shape_input(s, nm)) continue;
+      const pc_tensor *t = shape_input(s, nm);
+      if (!named && (pass == 0 ? !pc_dtype_is_int(t->dtype) : pc_dtype_is_int(t->dtype) || pc_tensor_numel(t) != 1)) continue;
+      snprintf(names[o->n_consts], sizeof names[0], "%s", nm);
+      consts[o->n_consts].name = names[o->n_consts];
+      consts[o->n_consts++].value = *t;
+    }
   return o->n_consts > before;
 }
 
