@@ -35,6 +35,37 @@ static const char *const prelude[] = {
     "}",
     "PC_D float pc_rh(float f) { return pc_h2f(pc_f2h(f)); }",
     "PC_D float pc_rbf(float f) { return pc_bf2f(pc_f2bf(f)); }",
+    "/* 8-bit floats (ONNX FLOAT8*); kind 0: inf and NaNs (e5m2), 1: no inf, NaN S.1111.111 (e4m3fn), 2: fnuz (NaN 0x80, no -0) */",
+    "/* kind 3: f4e2m1, sign bit 0x8, no inf or NaN: saturates, NaN gives the other-signed zero (as ml_dtypes) */",
+    "PC_D float pc_f8_to_f(unsigned b, int mbits, int bias, int kind) {",
+    "  const unsigned sb = kind == 3 ? 0x8u : 0x80u, mag = b & (sb - 1u), e = mag >> mbits, m = mag & ((1u << mbits) - 1u);",
+    "  const float s = (b & sb) ? -1.f : 1.f;",
+    "  if (kind != 3 && (kind == 2 ? b == 0x80u : kind == 1 ? mag == 0x7fu : e == (0x7fu >> mbits))) return (kind || m) ? PC_NAN_F : s * PC_INF_F;",
+    "  return s * ldexpf(e ? (float)(m | (1u << mbits)) : (float)m, (e ? (int)e : 1) - bias - mbits);",
+    "}",
+    "/* round to nearest even without saturation; below the smallest normal the FPU's rounding of |f| + 2^k quantizes */",
+    "PC_D unsigned char pc_f_to_f8(float f, int mbits, int bias, int kind, unsigned maxc) {",
+    "  const unsigned sb = kind == 3 ? 0x8u : 0x80u, u = __float_as_uint(f), a = u & 0x7fffffffu, sign = (u >> 31) ? sb : 0u;",
+    "  const unsigned nan = kind == 2 ? 0x80u : kind == 3 ? (sign ^ sb) : sign | (kind == 1 ? 0x7fu : 0x7eu);",
+    "  if (a > 0x7f800000u) return (unsigned char)nan;",
+    "  const int emin = 1 - bias, shift = 23 - mbits, k = emin - mbits + 23;",
+    "  unsigned q;",
+    "  if (a < ((unsigned)(emin + 127) << 23)) q = __float_as_uint(__fadd_rn(fabsf(f), ldexpf(1.f, k))) - ((unsigned)(k + 127) << 23);",
+    "  else q = ((a + (1u << (shift - 1)) - 1u + ((a >> shift) & 1u)) >> shift) - ((unsigned)(127 - bias) << mbits);",
+    "  if (q > maxc) return (unsigned char)(kind == 0 ? (sign | 0x7cu) : kind == 3 ? (sign | maxc) : nan);",
+    "  return (unsigned char)(q == 0u && kind == 2 ? 0u : (sign | q));",
+    "}",
+    "#define PC_F8(n, mb, bias, kind, maxc) \\",
+    "  PC_D float pc_##n##_to_f(unsigned char b) { return pc_f8_to_f(b, mb, bias, kind); } \\",
+    "  PC_D unsigned char pc_f_to_##n(float f) { return pc_f_to_f8(f, mb, bias, kind, maxc); } \\",
+    "  PC_D float pc_r##n(float f) { return pc_##n##_to_f(pc_f_to_##n(f)); }",
+    "PC_F8(f8e4m3fn, 3, 7, 1, 0x7eu) PC_F8(f8e4m3fnuz, 3, 8, 2, 0x7fu) PC_F8(f8e5m2, 2, 15, 0, 0x7bu) PC_F8(f8e5m2fnuz, 2, 16, 2, 0x7fu)",
+    "PC_F8(f4e2m1, 1, 1, 3, 0x7u)",
+    "/* sub-byte ints, held one per byte: every result wraps to the width */",
+    "PC_D signed char pc_wrap_i4(long long v) { return (signed char)(((v & 15) ^ 8) - 8); }",
+    "PC_D unsigned char pc_wrap_u4(long long v) { return (unsigned char)(v & 15); }",
+    "PC_D signed char pc_wrap_i2(long long v) { return (signed char)(((v & 3) ^ 2) - 2); }",
+    "PC_D unsigned char pc_wrap_u2(long long v) { return (unsigned char)(v & 3); }",
     "template <class T> struct pc_ut { typedef T t; enum { s = 0 }; };",
     "template <> struct pc_ut<signed char> { typedef unsigned int t; enum { s = 1 }; };",
     "template <> struct pc_ut<short> { typedef unsigned int t; enum { s = 1 }; };",
@@ -211,9 +242,41 @@ static const cu_dtype cu_types[PC_DTYPE_COUNT] = {
     [PC_u16] = {"unsigned short", "unsigned short", "unsigned int", "0u", "65535u"},
     [PC_u32] = {"unsigned int", "unsigned int", "unsigned int", "0u", "4294967295u"},
     [PC_u64] = {"unsigned long long", "unsigned long long", "unsigned long long", "0ull", "18446744073709551615ull"},
+    [PC_f8e4m3fn] = {"unsigned char", "float", "float", "-PC_INF_F", "PC_INF_F"},
+    [PC_f8e4m3fnuz] = {"unsigned char", "float", "float", "-PC_INF_F", "PC_INF_F"},
+    [PC_f8e5m2] = {"unsigned char", "float", "float", "-PC_INF_F", "PC_INF_F"},
+    [PC_f8e5m2fnuz] = {"unsigned char", "float", "float", "-PC_INF_F", "PC_INF_F"},
+    [PC_i4] = {"signed char", "signed char", "int", "-8", "7"},
+    [PC_u4] = {"unsigned char", "unsigned char", "unsigned int", "0u", "15u"},
+    [PC_i2] = {"signed char", "signed char", "int", "-2", "1"},
+    [PC_u2] = {"unsigned char", "unsigned char", "unsigned int", "0u", "3u"},
+    [PC_f4e2m1] = {"unsigned char", "float", "float", "-PC_INF_F", "PC_INF_F"},
 };
 
-static int is_half(pc_dtype t) { return t == PC_f16 || t == PC_bf16; }
+/* floats stored narrower than computed: the prelude's load (bits -> float), store (float -> bits) and
+ * round (float -> nearest storable float) functions */
+typedef struct cu_narrow {
+  const char *load, *store, *round;
+} cu_narrow;
+
+static const cu_narrow cu_narrows[PC_DTYPE_COUNT] = {
+    [PC_f16] = {"pc_h2f", "pc_f2h", "pc_rh"},
+    [PC_bf16] = {"pc_bf2f", "pc_f2bf", "pc_rbf"},
+    [PC_f8e4m3fn] = {"pc_f8e4m3fn_to_f", "pc_f_to_f8e4m3fn", "pc_rf8e4m3fn"},
+    [PC_f8e4m3fnuz] = {"pc_f8e4m3fnuz_to_f", "pc_f_to_f8e4m3fnuz", "pc_rf8e4m3fnuz"},
+    [PC_f8e5m2] = {"pc_f8e5m2_to_f", "pc_f_to_f8e5m2", "pc_rf8e5m2"},
+    [PC_f8e5m2fnuz] = {"pc_f8e5m2fnuz_to_f", "pc_f_to_f8e5m2fnuz", "pc_rf8e5m2fnuz"},
+    [PC_f4e2m1] = {"pc_f4e2m1_to_f", "pc_f_to_f4e2m1", "pc_rf4e2m1"},
+};
+
+static int is_half(pc_dtype t) { return cu_narrows[t].load != NULL; }
+
+/* the prelude's wrap of a sub-byte int type (applied to every result and store), else NULL */
+static const char *wrap_fn(pc_dtype t) {
+  static const char *const fns[PC_DTYPE_COUNT] = {[PC_i4] = "pc_wrap_i4", [PC_u4] = "pc_wrap_u4", [PC_i2] = "pc_wrap_i2",
+                                                  [PC_u2] = "pc_wrap_u2"};
+  return fns[t];
+}
 
 /* an unsigned type of an element's byte size, for copies that move bits */
 static const char *bits_type(size_t size) {
@@ -286,14 +349,14 @@ static void put_float(FILE *f, pc_dtype t, double v) {
 static void put_convert(cctx *C, pc_dtype to, pc_dtype from, const char *x) {
   (void)from;
   if (to == PC_bool) fprintf(C->f, "(unsigned char)(%s != 0)", x);
-  else if (to == PC_f16) fprintf(C->f, "pc_rh((float)(%s))", x);
-  else if (to == PC_bf16) fprintf(C->f, "pc_rbf((float)(%s))", x);
+  else if (is_half(to)) fprintf(C->f, "%s((float)(%s))", cu_narrows[to].round, x);
+  else if (wrap_fn(to)) fprintf(C->f, "%s((long long)(%s))", wrap_fn(to), x);
   else fprintf(C->f, "(%s)(%s)", cu_types[to].reg, x);
 }
 
 static void put_rounded_open(cctx *C, pc_dtype t) {
-  if (t == PC_f16) fprintf(C->f, "pc_rh(");
-  if (t == PC_bf16) fprintf(C->f, "pc_rbf(");
+  if (is_half(t)) fprintf(C->f, "%s(", cu_narrows[t].round);
+  if (wrap_fn(t)) fprintf(C->f, "%s(", wrap_fn(t));
 }
 
 /* one temporary per expression node, in evaluation order; returns its number */
@@ -305,8 +368,7 @@ static int emit_expr(cctx *C, const kir_expr *e, int n_loops, int ind) {
   char x[32];
   switch (e->kind) { /* the renderer's one walk over expression kinds */
   case KE_LOAD:
-    if (e->dtype == PC_f16) fprintf(C->f, "pc_h2f(");
-    if (e->dtype == PC_bf16) fprintf(C->f, "pc_bf2f(");
+    if (is_half(e->dtype)) fprintf(C->f, "%s(", cu_narrows[e->dtype].load);
     put_buf(C, e->buf, e->dtype);
     fprintf(C->f, "[");
     put_map(C, &e->map, n_loops);
@@ -338,7 +400,7 @@ static int emit_expr(cctx *C, const kir_expr *e, int n_loops, int ind) {
     put_rounded_open(C, e->dtype);
     fprintf(C->f, "pc_%s(", lnot ? "lnot" : pc_prim(e->op)->name);
     for (int i = 0; i < e->n_args; i++) fprintf(C->f, "%st%d", i ? ", " : "", a[i]);
-    fprintf(C->f, ")%s", is_half(e->dtype) ? ")" : "");
+    fprintf(C->f, ")%s", is_half(e->dtype) || wrap_fn(e->dtype) ? ")" : "");
     break;
   }
   }
@@ -352,8 +414,8 @@ static void put_store(cctx *C, int ind, const kir_store *s, pc_dtype t, const ch
   put_buf(C, s->buf, t);
   fprintf(C->f, "[");
   put_map(C, &s->map, n_loops);
-  if (t == PC_f16) fprintf(C->f, "] = pc_f2h(%s);\n", v);
-  else if (t == PC_bf16) fprintf(C->f, "] = pc_f2bf(%s);\n", v);
+  if (is_half(t)) fprintf(C->f, "] = %s(%s);\n", cu_narrows[t].store, v);
+  else if (wrap_fn(t)) fprintf(C->f, "] = %s(%s);\n", wrap_fn(t), v); /* reduction accumulators are wider */
   else fprintf(C->f, "] = (%s)(%s);\n", cu_types[t].mem, v);
 }
 
@@ -564,8 +626,8 @@ static void call_signature(cctx *C, const kir_kernel *k, int block, int64_t grid
 }
 
 /* load of element i of a typed pointer as the accumulator type */
-static const char *load_fn(pc_dtype t) { return t == PC_f16 ? "pc_h2f" : t == PC_bf16 ? "pc_bf2f" : ""; }
-static const char *store_fn(pc_dtype t) { return t == PC_f16 ? "pc_f2h" : t == PC_bf16 ? "pc_f2bf" : ""; }
+static const char *load_fn(pc_dtype t) { return is_half(t) ? cu_narrows[t].load : ""; }
+static const char *store_fn(pc_dtype t) { return is_half(t) ? cu_narrows[t].store : wrap_fn(t) ? wrap_fn(t) : ""; }
 
 /* copy: dst = src in the widest words that divide the size */
 static pc_status render_copy(cctx *C, const kir_kernel *k) {

@@ -1,6 +1,7 @@
 /* codegen/kir.c: builds kernel IR (loop nests over affine loads) from the fused groups of a prim graph. */
 #include "codegen/kir.h"
 
+#include <math.h>
 #include <string.h>
 
 /* A multi-dim affine map: index of dim d = off[d] + sum_k coef[d][k] * i_k. */
@@ -250,8 +251,11 @@ static int scalar_const(kir_program *p, const pc_value *v, double *f, int64_t *i
   case PC_i64: *i = *(const int64_t *)d; break;
   case PC_u8: case PC_bool: *i = *(const uint8_t *)d; break;
   case PC_u16: *i = *(const uint16_t *)d; break;
+  case PC_i4: case PC_i2: *i = *(const int8_t *)d; break;
+  case PC_u4: case PC_u2: *i = *(const uint8_t *)d; break;
   case PC_u32: *i = *(const uint32_t *)d; break;
   case PC_u64: *i = (int64_t)*(const uint64_t *)d; break; /* the bits: LLVMConstInt truncates to the width */
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: *f = pc_f8_to_f32(v->type.dtype, *(const uint8_t *)d); break;
   default: return 0;
   }
   return 1;
@@ -700,9 +704,10 @@ static pc_status build_dot(kir_program *p, const pc_node *n) {
   return PC_OK;
 }
 
-/* conv -> primc_k_conv: [dtype, x shape(9), w shape(9), out shape(9), groups, stride, pad_lo, dilation, lhs_dilation (8 each)] */
+/* conv -> primc_k_conv: [dtype, x shape(9), w shape(9), out shape(9), groups, stride, pad_lo, dilation,
+ * lhs_dilation (8 each), fused epilogue (CONV_EPI_WORDS, zero until fuse_conv_epilogues fills it)] */
 static pc_status build_conv(kir_program *p, const pc_node *n) {
-  kir_kernel *k = call_kernel(p, n, "conv", 1 + 27 + 1 + 32);
+  kir_kernel *k = call_kernel(p, n, "conv", CONV_EPI_AT + CONV_EPI_WORDS);
   if (!k) return PC_ERR_NOMEM;
   int64_t *q = k->params;
   *q++ = n->in[0]->type.dtype;
@@ -717,6 +722,7 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
     const int64_t *v = pc_attr_ints(n, lists[l], &len);
     for (int i = 0; i < 8; i++) *q++ = v && i < len ? v[i] : dflt[l];
   }
+  memset(q, 0, sizeof *q * CONV_EPI_WORDS);
   call_arg(k, p->buf_of_value[n->out[0]->id]);
   call_arg(k, p->buf_of_value[n->in[0]->id]);
   call_arg(k, p->buf_of_value[n->in[1]->id]);
@@ -1055,6 +1061,167 @@ static void fuse_epilogues(kir_program *p) {
   }
 }
 
+/* ---------------------------------------------------------------- conv epilogues */
+
+/* what a conv's epilogue kernel was recognized as: y = clamp(conv + bias + res, lo, hi) */
+typedef struct conv_epi {
+  const kir_kernel *k;
+  int conv_buf, bias, res; /* buffer ids; -1 when absent */
+  int64_t bias_off, bias_stride, plane;
+  int64_t cstride[KIR_MAX_LOOPS]; /* row-major element strides of k's loops */
+  double lo, hi;
+  int silu;
+} conv_epi;
+
+static int map_is(const kir_map *m, const int64_t *strides, int n, int64_t offset) {
+  if (m->offset != offset) return 0;
+  for (int l = 0; l < KIR_MAX_LOOPS; l++)
+    if (m->stride[l] != (l < n ? strides[l] : 0)) return 0;
+  return 1;
+}
+
+/* a load that depends on the output channel only: offset + bias_stride * channel */
+static int bias_map(conv_epi *e, const kir_map *m) {
+  int64_t bs = -1;
+  for (int l = 0; l < e->k->n_loops; l++) {
+    int64_t cs = e->cstride[l], st = m->stride[l];
+    if (cs >= e->plane) {
+      if (cs % e->plane) return 0;
+      int64_t per = cs / e->plane; /* channels per step of this loop */
+      if (st % per || (bs >= 0 && st / per != bs)) return 0;
+      bs = st / per;
+    } else if (cs * e->k->extent[l] > e->plane || st != 0) {
+      return 0; /* the loop straddles channels, or the value varies inside a plane */
+    }
+  }
+  e->bias_off = m->offset;
+  e->bias_stride = bs < 0 ? 0 : bs;
+  return 1;
+}
+
+/* sum of the conv result, at most one per-channel bias and at most one residual, all f32 loads */
+static int match_sum(conv_epi *e, const kir_expr *x) {
+  if (x->dtype != PC_f32) return 0;
+  if (x->kind == KE_PRIM && x->op == PC_OP_add) return match_sum(e, x->args[0]) && match_sum(e, x->args[1]);
+  if (x->kind != KE_LOAD) return 0;
+  int n = e->k->n_loops;
+  if (x->buf == e->conv_buf) {
+    if (!map_is(&x->map, e->cstride, n, 0) || e->conv_buf < 0) return 0;
+    e->conv_buf = -1 - e->conv_buf; /* seen once */
+    return 1;
+  }
+  if (map_is(&x->map, e->cstride, n, 0) && e->res < 0) return (e->res = x->buf), 1;
+  if (e->bias < 0 && bias_map(e, &x->map)) return (e->bias = x->buf), 1;
+  return 0;
+}
+
+static int is_const(const kir_expr *x, double *v) {
+  if (x->kind != KE_CONST) return 0;
+  *v = x->c;
+  return 1;
+}
+
+static int expr_equal(const kir_expr *a, const kir_expr *b) {
+  if (a->kind != b->kind || a->dtype != b->dtype || a->n_args != b->n_args) return 0;
+  if (a->kind == KE_LOAD) return a->buf == b->buf && !memcmp(&a->map, &b->map, sizeof a->map);
+  if (a->kind == KE_CONST) return a->c == b->c && a->ci == b->ci;
+  if (a->kind == KE_INDEX) return a->loop == b->loop;
+  if (a->kind == KE_PRIM && a->op != b->op) return 0;
+  for (int i = 0; i < a->n_args; i++)
+    if (!expr_equal(a->args[i], b->args[i])) return 0;
+  return 1;
+}
+
+/* the sum, or SiLU of it: mul(s, sigmoid(s)) either way round */
+static int match_act(conv_epi *e, const kir_expr *x) {
+  if (x->kind == KE_PRIM && x->op == PC_OP_mul && x->dtype == PC_f32 && !e->silu)
+    for (int i = 0; i < 2; i++) {
+      const kir_expr *s = x->args[i], *g = x->args[1 - i];
+      if (g->kind == KE_PRIM && g->op == PC_OP_sigmoid && expr_equal(g->args[0], s)) {
+        e->silu = 1;
+        return match_sum(e, s);
+      }
+    }
+  return match_sum(e, x);
+}
+
+/* clamp(x, lo, hi), max(x, lo), min(x, hi) with constant bounds, nested, around the sum */
+static int match_clamp(conv_epi *e, const kir_expr *x) {
+  double c, c2;
+  if (x->kind == KE_PRIM && (x->op == PC_OP_max || x->op == PC_OP_min) && x->dtype == PC_f32) {
+    int ci = is_const(x->args[1], &c) ? 1 : is_const(x->args[0], &c) ? 0 : -1;
+    if (ci < 0) return match_act(e, x);
+    if (x->op == PC_OP_max && c > e->lo) e->lo = c;
+    if (x->op == PC_OP_min && c < e->hi) e->hi = c;
+    return match_clamp(e, x->args[1 - ci]);
+  }
+  if (x->kind == KE_PRIM && x->op == PC_OP_clamp && is_const(x->args[1], &c) && is_const(x->args[2], &c2)) {
+    if (c > e->lo) e->lo = c;
+    if (c2 < e->hi) e->hi = c2;
+    return match_clamp(e, x->args[0]);
+  }
+  return match_act(e, x);
+}
+
+/* workspace buffers a and b share bytes (inputs, outputs and weights are distinct buffers) */
+static int bufs_overlap(const kir_program *p, int a, int b) {
+  const kir_buf *x = &p->bufs[a], *y = &p->bufs[b];
+  if (a == b) return 1;
+  if (x->place != y->place) return 0;
+  if (x->place == KP_INPUT || x->place == KP_OUTPUT) return x->index == y->index;
+  return x->offset < y->offset + y->nbytes && y->offset < x->offset + x->nbytes;
+}
+
+/* k (the loop kernel right after conv call c) as clamp(conv + bias + res); 0 when it is anything else */
+static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const kir_kernel *k, conv_epi *e) {
+  const int64_t *q = c->params;
+  /* f32, 2 spatial dims (rank 4), no input dilation: what primc_conv2d_f32_epi runs */
+  if (q[0] != PC_f32 || q[1] != 4 || q[1 + 27 + 1 + 24] != 1 || q[1 + 27 + 1 + 25] != 1) return 0;
+  if (k->n_stores != 1 || k->n_par != k->n_loops || k->stores[0].red != KR_NONE) return 0;
+  const int64_t *od = q + 1 + 18 + 1; /* out dims */
+  *e = (conv_epi){.k = k, .conv_buf = c->args[0], .bias = -1, .res = -1, .plane = od[2] * od[3], .lo = -INFINITY,
+                  .hi = INFINITY};
+  int64_t total = 1, n = 1;
+  for (int l = k->n_loops - 1; l >= 0; l--) {
+    e->cstride[l] = n;
+    n *= k->extent[l];
+  }
+  for (int d = 0; d < 4; d++) total *= od[d];
+  if (n != total || !map_is(&k->stores[0].map, e->cstride, k->n_loops, 0)) return 0;
+  if (!match_clamp(e, k->stores[0].value) || e->conv_buf >= 0) return 0;
+  int y = k->stores[0].buf, x = c->args[1];
+  /* y must not be written over the conv's input while the conv reads it; the bias is read throughout */
+  return !bufs_overlap(p, y, x) && !(e->bias >= 0 && bufs_overlap(p, y, e->bias));
+}
+
+/* A 2-D f32 conv whose result only the next kernel reads, as clamp(conv + bias + residual): the
+ * conv call applies it on each output tile (primc_conv2d_f32_epi), no second pass over memory. */
+static void fuse_conv_epilogues(kir_program *p) {
+  for (int i = 0; i + 1 < p->n_kernels; i++) {
+    kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
+    if (c->kind != KK_CALL || strcmp(c->fn, "conv") || k->kind != KK_LOOP || c->n_args + 3 > KIR_MAX_ARGS) continue;
+    if (!c->n_nodes || !k->n_nodes || c->nodes[0]->group < 0 || c->nodes[0]->group != k->nodes[0]->group) continue;
+    int s = c->args[0], other = 0;
+    if (p->bufs[s].place != KP_WORKSPACE) continue;
+    for (int j = 0; j < k->n_stores; j++) other |= k->stores[j].buf == s;
+    for (int j = 0; !other && j < p->n_kernels; j++)
+      if (j != i && j != i + 1) other = kernel_touches(&p->kernels[j], s);
+    conv_epi e;
+    if (other || !match_conv_epilogue(p, c, k, &e)) continue;
+    int64_t *w = c->params + CONV_EPI_AT;
+    w[0] = 1, w[1] = e.bias_off, w[2] = e.bias_stride, w[3] = e.res >= 0;
+    memcpy(&w[4], &e.lo, 8);
+    memcpy(&w[5], &e.hi, 8);
+    w[6] = e.silu;
+    c->args[c->n_args++] = k->stores[0].buf;
+    c->args[c->n_args++] = e.bias >= 0 ? e.bias : k->stores[0].buf;
+    c->args[c->n_args++] = e.res >= 0 ? e.res : k->stores[0].buf;
+    c->has_epilogue = c->epi_in_call = 1;
+    c->epilogue = i + 1;
+    k->absorbed = 1;
+  }
+}
+
 pc_status kir_build(pc_graph *g, kir_program *p) {
   memset(p, 0, sizeof *p);
   p->g = g;
@@ -1081,6 +1248,7 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
   }
   if (s == PC_OK) s = copy_outputs(p);
   if (s == PC_OK) fuse_epilogues(p);
+  if (s == PC_OK) fuse_conv_epilogues(p);
   p->workspace_size = align_up(p->workspace_size);
   if (s != PC_OK && !g->status) pc_fail(g, s, "codegen: %s", pc_status_name(s));
   return s;
@@ -1195,7 +1363,7 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
     fprintf(f, " = call primc_k_%s(", k->fn);
     for (int i = 0; i < k->n_args; i++) fprintf(f, "%sb%d", i ? ", " : "", k->args[i]);
     fprintf(f, ")");
-    if (k->has_epilogue) fprintf(f, " with epilogue k%d per row block", k->epilogue);
+    if (k->has_epilogue) fprintf(f, " with epilogue k%d %s", k->epilogue, k->epi_in_call ? "in the call" : "per row block");
     fprintf(f, "\n");
   } else {
     fprintf(f, "%s loops(", k->absorbed ? " (epilogue)" : "");

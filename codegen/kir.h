@@ -8,6 +8,8 @@
 
 #define KIR_MAX_LOOPS (PC_MAX_RANK + 1)
 #define KIR_MAX_ARGS 8
+#define CONV_EPI_AT (1 + 27 + 1 + 32) /* where a conv call's fused-epilogue words start in its params */
+#define CONV_EPI_WORDS 7
 
 /* Where a buffer lives at run time. */
 typedef enum kir_place {
@@ -73,8 +75,12 @@ typedef struct kir_kernel {
   /* KK_CALL: primc_k_<fn>(params, bufs) from the runtime. A "shape" in params is rank then
    * 8 dims (9 values); args are buffer ids, outputs first:
    *   dot      [dtype, B, M, N, K, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn]      (out, a, b); out [B,M,N]
-   *   conv     [dtype, x, w, out shapes, groups, stride[8], pad_lo[8], dilation[8], lhs_dilation[8]]
-   *                                                                        (out, x, w, im2col scratch)
+   *   conv     [dtype, x, w, out shapes, groups, stride[8], pad_lo[8], dilation[8], lhs_dilation[8],
+   *             epilogue: fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu]
+   *                                                      (out, x, w, im2col scratch[, y, bias, residual])
+   *            with fused != 0 the call also runs its absorbed epilogue kernel itself:
+   *            y = clamp(act(out + bias[offset + stride * channel] + residual), lo, hi),
+   *            act = x * sigmoid(x) when silu, else identity
    *   copy     [dtype, in shape, out shape]: numel(in) * size(dtype) bytes (out, in)
    *   gather   [dtype, x, idx, out shapes, axis, idx dtype]                 (out, x, idx)
    *   gather_strided: gather's params then x's element offset and 8 strides; x is read in place
@@ -94,6 +100,9 @@ typedef struct kir_kernel {
    * right after the GEMM wrote it (while it is in cache); that kernel is `absorbed`. This is
    * a scheduling hint only: a renderer that ignores it launches the kernels in order as usual */
   int has_epilogue, epilogue, absorbed;
+  /* the call runs its absorbed epilogue itself (from its params and args, see conv): a renderer
+   * honouring `absorbed` calls it plainly, one that launches every kernel gets the same result */
+  int epi_in_call;
   /* provenance: the prims this kernel came from */
   int n_nodes;
   const pc_node **nodes;

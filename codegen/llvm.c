@@ -6,6 +6,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,20 +30,26 @@ typedef struct lctx {
 /* ---------------------------------------------------------------- types */
 
 static int dt_unsigned(pc_dtype t) { return t == PC_bool || (pc_dtype_is_int(t) && !pc_dtype_is_signed(t)); }
-static int dt_half(pc_dtype t) { return t == PC_f16 || t == PC_bf16; }
+/* floats stored narrower than they are computed: f16, bf16 and the f8 formats live in f32 registers */
+static int dt_narrow(pc_dtype t) { return t == PC_f16 || t == PC_bf16 || pc_dtype_is_f8(t); }
 
 /* register type: half types are computed in float */
 static LLVMTypeRef reg_type(lctx *L, pc_dtype t) {
   static const int kinds[PC_DTYPE_COUNT] = {[PC_f16] = 32, [PC_bf16] = 32, [PC_f32] = 32, [PC_f64] = 64,
                                             [PC_i8] = 8,   [PC_i16] = 16,  [PC_i32] = 32, [PC_i64] = 64,
                                             [PC_u8] = 8,   [PC_bool] = 8,  [PC_c64] = 64, /* c64: moved as 64-bit patterns */
-                                            [PC_u16] = 16, [PC_u32] = 32,  [PC_u64] = 64};
+                                            [PC_u16] = 16, [PC_u32] = 32,  [PC_u64] = 64,
+                                            [PC_f8e4m3fn] = 32, [PC_f8e4m3fnuz] = 32, [PC_f8e5m2] = 32,
+                                            [PC_f8e5m2fnuz] = 32, [PC_i4] = 4, [PC_u4] = 4, [PC_i2] = 2, [PC_u2] = 2,
+                                            [PC_f4e2m1] = 32};
   if (pc_dtype_is_float(t)) return kinds[t] == 64 ? L->f64 : L->f32;
   return LLVMIntTypeInContext(L->c, (unsigned)kinds[t]);
 }
 
 /* in-memory element type */
-static LLVMTypeRef mem_type(lctx *L, pc_dtype t) { return dt_half(t) ? L->i16 : reg_type(L, t); }
+static LLVMTypeRef mem_type(lctx *L, pc_dtype t) {
+  return pc_dtype_is_f8(t) || pc_dtype_subbyte_bits(t) ? L->i8 : dt_narrow(t) ? L->i16 : reg_type(L, t);
+}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -81,7 +88,68 @@ static LLVMValueRef to_bool(lctx *L, LLVMValueRef i1v) { return LLVMBuildZExt(L-
 
 /* ---------------------------------------------------------------- half conversions */
 
+/* ---- 8-bit floats: decoded through a 256-entry table, encoded in integer IR */
+
+/* f8 byte -> f32: a private constant table per format, filled by ir/types.c's decoder */
+static LLVMValueRef f8_to_float(lctx *L, pc_dtype t, LLVMValueRef byte) {
+  char name[48];
+  snprintf(name, sizeof name, "primc_%s_values", pc_dtype_name(t));
+  LLVMValueRef gv = LLVMGetNamedGlobal(L->m, name);
+  LLVMTypeRef at = LLVMArrayType2(L->f32, 256);
+  if (!gv) {
+    LLVMValueRef els[256];
+    for (int b = 0; b < 256; b++) els[b] = fconst(L->f32, pc_f8_to_f32(t, (uint8_t)b));
+    gv = LLVMAddGlobal(L->m, at, name);
+    LLVMSetInitializer(gv, LLVMConstArray2(L->f32, els, 256));
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  }
+  LLVMValueRef idx[2] = {ci64(L, 0), LLVMBuildZExt(L->b, byte, L->i64, "")};
+  return LLVMBuildLoad2(L->b, L->f32, LLVMBuildInBoundsGEP2(L->b, at, gv, idx, 2, ""), "");
+}
+
+static LLVMValueRef ci32(lctx *L, uint32_t v) { return LLVMConstInt(L->i32, v, 0); }
+
+/* f32 -> f8 byte, round to nearest even, no saturation (convert_element_type's rule). Branch-free
+ * so loops stay vectorizable. Normal results round the f32 bits directly (a carry walks into the
+ * exponent as it should); below the smallest normal, adding 2^(emin - mbits + 23) makes the FPU's own
+ * round-to-nearest-even quantize |x| to the subnormal step, whose count the low bits then hold. */
+static LLVMValueRef float_to_f8(lctx *L, pc_dtype t, LLVMValueRef f) {
+  int e4 = t == PC_f8e4m3fn || t == PC_f8e4m3fnuz, fnuz = t == PC_f8e4m3fnuz || t == PC_f8e5m2fnuz;
+  int f4 = t == PC_f4e2m1; /* 4 bits, sign 0x8, no inf or NaN: saturates, NaN gives the other-signed zero */
+  int mbits = f4 ? 1 : e4 ? 3 : 2, bias = f4 ? 1 : t == PC_f8e4m3fn ? 7 : t == PC_f8e4m3fnuz ? 8 : t == PC_f8e5m2 ? 15 : 16;
+  int emin = 1 - bias, shift = 23 - mbits;
+  uint32_t maxcode = f4 ? 0x7 : t == PC_f8e4m3fn ? 0x7e : t == PC_f8e5m2 ? 0x7b : 0x7f;
+  LLVMBuilderRef b = L->b;
+  LLVMValueRef u = LLVMBuildBitCast(b, f, L->i32, "");
+  LLVMValueRef a = LLVMBuildAnd(b, u, ci32(L, 0x7fffffffu), "");
+  LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildLShr(b, u, ci32(L, f4 ? 28 : 24), ""), ci32(L, f4 ? 0x8 : 0x80), "");
+  /* normal: q = (a + half - 1 + lsb) >> shift, rebiased */
+  LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, a, ci32(L, (uint32_t)shift), ""), ci32(L, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(b, a, LLVMBuildAdd(b, lsb, ci32(L, (1u << (shift - 1)) - 1), ""), "");
+  LLVMValueRef qn = LLVMBuildSub(b, LLVMBuildLShr(b, r, ci32(L, (uint32_t)shift), ""),
+                                 ci32(L, (uint32_t)(127 - bias) << mbits), "");
+  /* subnormal: |x| + 2^k with ulp(2^k) = the f8 subnormal step */
+  int k = emin - mbits + 23;
+  LLVMValueRef ax = intrinsic(L, "llvm.fabs", L->f32, &f, 1);
+  LLVMValueRef sum = LLVMBuildFAdd(b, ax, fconst(L->f32, ldexp(1.0, k)), "");
+  LLVMValueRef qs = LLVMBuildSub(b, LLVMBuildBitCast(b, sum, L->i32, ""), ci32(L, (uint32_t)(k + 127) << 23), "");
+  LLVMValueRef small = LLVMBuildICmp(b, LLVMIntULT, a, ci32(L, (uint32_t)(emin + 127) << 23), "");
+  LLVMValueRef q = LLVMBuildSelect(b, small, qs, qn, "");
+  uint32_t nan = fnuz ? 0x80u : t == PC_f8e4m3fn ? 0x7fu : 0x7eu;
+  LLVMValueRef nanv = f4 ? LLVMBuildXor(b, sign, ci32(L, 0x8), "") : fnuz ? ci32(L, nan) : LLVMBuildOr(b, sign, ci32(L, nan), "");
+  LLVMValueRef over = t == PC_f8e5m2 ? LLVMBuildOr(b, sign, ci32(L, 0x7c), "")   /* inf */
+                      : f4           ? LLVMBuildOr(b, sign, ci32(L, maxcode), "") /* saturates */
+                                     : nanv;
+  LLVMValueRef res = LLVMBuildOr(b, sign, q, "");
+  if (fnuz) res = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, q, ci32(L, 0), ""), ci32(L, 0), res, ""); /* no -0 */
+  res = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, q, ci32(L, maxcode), ""), over, res, "");
+  res = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, a, ci32(L, 0x7f800000u), ""), nanv, res, "");
+  return LLVMBuildTrunc(b, res, L->i8, "");
+}
+
 static LLVMValueRef half_to_float(lctx *L, pc_dtype t, LLVMValueRef bits) {
+  if (pc_dtype_is_f8(t)) return f8_to_float(L, t, bits);
   if (t == PC_f16) return LLVMBuildFPExt(L->b, LLVMBuildBitCast(L->b, bits, L->f16, ""), L->f32, "");
   LLVMValueRef w = LLVMBuildShl(L->b, LLVMBuildZExt(L->b, bits, L->i32, ""), LLVMConstInt(L->i32, 16, 0), "");
   return LLVMBuildBitCast(L->b, w, L->f32, "");
@@ -89,6 +157,7 @@ static LLVMValueRef half_to_float(lctx *L, pc_dtype t, LLVMValueRef bits) {
 
 /* bf16 rounding done in integers, the same way as pc_f32_to_bf16 */
 static LLVMValueRef float_to_half(lctx *L, pc_dtype t, LLVMValueRef f) {
+  if (pc_dtype_is_f8(t)) return float_to_f8(L, t, f);
   if (t == PC_f16) return LLVMBuildBitCast(L->b, LLVMBuildFPTrunc(L->b, f, L->f16, ""), L->i16, "");
   LLVMValueRef u = LLVMBuildBitCast(L->b, f, L->i32, "");
   LLVMValueRef hi = LLVMBuildLShr(L->b, u, LLVMConstInt(L->i32, 16, 0), "");
@@ -101,7 +170,7 @@ static LLVMValueRef float_to_half(lctx *L, pc_dtype t, LLVMValueRef f) {
 }
 
 static LLVMValueRef round_half(lctx *L, pc_dtype t, LLVMValueRef v) {
-  return dt_half(t) ? half_to_float(L, t, float_to_half(L, t, v)) : v;
+  return dt_narrow(t) ? half_to_float(L, t, float_to_half(L, t, v)) : v;
 }
 
 /* ---------------------------------------------------------------- elementwise prims */
@@ -363,7 +432,8 @@ static LLVMValueRef emit_expr(lctx *L, const kir_expr *e, int n_loops) {
   switch (e->kind) { /* the renderer's one walk over expression kinds */
   case KE_LOAD: {
     LLVMValueRef v = LLVMBuildLoad2(L->b, mem_type(L, e->dtype), elem_ptr(L, e->buf, e->dtype, &e->map, n_loops), "");
-    return dt_half(e->dtype) ? half_to_float(L, e->dtype, v) : v;
+    if (pc_dtype_subbyte_bits(e->dtype)) return LLVMBuildTrunc(L->b, v, reg_type(L, e->dtype), ""); /* i4 etc.: wraps */
+    return dt_narrow(e->dtype) ? half_to_float(L, e->dtype, v) : v;
   }
   case KE_CONST:
     return pc_dtype_is_float(e->dtype) ? fconst(T(L, e->dtype), e->c)
@@ -383,7 +453,8 @@ static LLVMValueRef emit_expr(lctx *L, const kir_expr *e, int n_loops) {
 }
 
 static void store_value(lctx *L, const kir_store *s, pc_dtype t, LLVMValueRef v, int n_loops) {
-  if (dt_half(t)) v = float_to_half(L, t, v);
+  if (dt_narrow(t)) v = float_to_half(L, t, v);
+  if (pc_dtype_subbyte_bits(t)) v = LLVMBuildIntCast2(L->b, v, L->i8, !dt_unsigned(t), ""); /* held extended in a byte */
   LLVMBuildStore(L->b, v, elem_ptr(L, s->buf, t, &s->map, n_loops));
 }
 
@@ -743,7 +814,7 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
     const kir_kernel *k = &p->kernels[i];
     if (k->kind == KK_LOOP && k->absorbed) continue;
     LLVMValueRef t0 = prof_begin(L);
-    if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue ? kfns[k->epilogue] : NULL);
+    if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue && !k->epi_in_call ? kfns[k->epilogue] : NULL);
     else emit_loop_launch(L, kfns[i], k, table);
     prof_end(L, i, t0);
   }

@@ -109,7 +109,8 @@ typedef struct ox_dtype_row {
 static const ox_dtype_row ox_dtypes[] = {
     {1, PC_f32}, {2, PC_u8}, {3, PC_i8}, {5, PC_i16}, {6, PC_i32}, {7, PC_i64},
     {9, PC_bool}, {10, PC_f16}, {11, PC_f64}, {14, PC_c64}, {16, PC_bf16},
-    {4, PC_u16}, {12, PC_u32}, {13, PC_u64},
+    {4, PC_u16}, {12, PC_u32}, {13, PC_u64}, {17, PC_f8e4m3fn}, {18, PC_f8e4m3fnuz}, {19, PC_f8e5m2},
+    {20, PC_f8e5m2fnuz}, {21, PC_u4}, {22, PC_i4}, {25, PC_u2}, {26, PC_i2}, {23, PC_f4e2m1},
 };
 
 int ox_dtype_from_onnx(int onnx_type, pc_dtype *out) {
@@ -123,7 +124,7 @@ static const char *onnx_type_name(int t) {
                                       "int64", "string", "bool", "float16", "double", "uint32", "uint64",
                                       "complex64", "complex128", "bfloat16", "float8e4m3fn",
                                       "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
-                                      "float4e2m1"};
+                                      "float4e2m1", "float8e8m0", "uint2", "int2"};
   return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "unknown";
 }
 
@@ -271,6 +272,47 @@ static size_t stored_values(const Onnx__TensorProto *tp, pc_dtype dt) {
   return tp->n_int32_data;
 }
 
+/* sub-byte ints (int4 uint4 int2 uint2) and float4e2m1: ONNX packs them low bits first, in raw_data, external data or one
+ * byte per int32_data entry; primc holds one per byte, sign- or zero-extended */
+static pc_status decode_subbyte(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *t) {
+  const char *nm = tensor_name(tp);
+  int bits = t->dtype == PC_f4e2m1 ? 4 : pc_dtype_subbyte_bits(t->dtype);
+  int is_signed = pc_dtype_is_int(t->dtype) && pc_dtype_is_signed(t->dtype); /* f4e2m1 stays a 4-bit code */
+  int64_t numel = pc_tensor_numel(t);
+  size_t packed = (size_t)(numel * bits + 7) / 8;
+  char path[PATH_MAX];
+  int64_t offset = 0;
+  if (is_external(tp)) {
+    if (external_check(g, tp, dir, packed, path, sizeof path, &offset) != PC_OK) return g->status;
+  } else if (tp->has_raw_data ? tp->raw_data.len != packed : tp->n_int32_data != packed) {
+    return pc_fail(g, PC_ERR_RANGE, "tensor '%s': holds %zu packed bytes, its shape needs %zu", nm,
+                   tp->has_raw_data ? tp->raw_data.len : tp->n_int32_data, packed);
+  }
+  unsigned char *src = malloc(packed ? packed : 1), *dst = malloc(numel ? (size_t)numel : 1);
+  if (!src || !dst) {
+    free(src);
+    free(dst);
+    return pc_fail(g, PC_ERR_NOMEM, "tensor '%s': out of memory", nm);
+  }
+  pc_status st = PC_OK;
+  if (is_external(tp)) st = external_read(g, tp, path, offset, src, packed);
+  else if (tp->has_raw_data) memcpy(src, tp->raw_data.data, packed);
+  else
+    for (size_t k = 0; k < packed; k++) src[k] = (unsigned char)tp->int32_data[k];
+  unsigned mask = (1u << bits) - 1, sign = 1u << (bits - 1);
+  for (int64_t k = 0; st == PC_OK && k < numel; k++) {
+    unsigned v = (unsigned)(src[k * bits / 8] >> (k * bits % 8)) & mask;
+    dst[k] = (unsigned char)(is_signed ? (v ^ sign) - sign : v);
+  }
+  free(src);
+  if (st != PC_OK) {
+    free(dst);
+    return st;
+  }
+  t->data = dst;
+  return PC_OK;
+}
+
 pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *out) {
   memset(out, 0, sizeof *out);
   if (g->status != PC_OK) return g->status;
@@ -279,6 +321,11 @@ pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char 
   if (tensor_header(g, tp, &t) != PC_OK) return g->status;
   const char *nm = tensor_name(tp);
   if (tp->segment) return pc_fail(g, PC_ERR_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", nm);
+  if (pc_dtype_subbyte_bits(t.dtype) || t.dtype == PC_f4e2m1) {
+    if (decode_subbyte(g, tp, dir, &t) != PC_OK) return g->status;
+    *out = t;
+    return PC_OK;
+  }
   int64_t numel = pc_tensor_numel(&t);
   size_t nbytes = (size_t)numel * pc_dtype_size(t.dtype);
   /* the data must be there before we allocate for it: a few bytes of model may declare 8 GiB */
@@ -961,8 +1008,11 @@ static double elem_f(pc_dtype dt, const void *p, int64_t k) {
   case PC_i64: return (double)((const int64_t *)p)[k];
   case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
   case PC_u16: return ((const uint16_t *)p)[k];
+  case PC_i4: case PC_i2: return ((const int8_t *)p)[k];
+  case PC_u4: case PC_u2: return ((const uint8_t *)p)[k];
   case PC_u32: return ((const uint32_t *)p)[k];
   case PC_u64: return (double)((const uint64_t *)p)[k];
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: return pc_f8_to_f32(dt, ((const uint8_t *)p)[k]);
   case PC_c64: return ((const float *)p)[2 * k];
   case PC_DTYPE_COUNT: break;
   }
@@ -1061,10 +1111,26 @@ static double fit_dtype(pc_dtype dt, double v) {
   static const struct { pc_dtype dt; double lo, hi; } lim[] = {
       {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0},
       {PC_i64, -9223372036854775808.0, 9223372036854774784.0}, {PC_u8, 0, 255}, {PC_bool, 0, 1},
-      {PC_u16, 0, 65535}, {PC_u32, 0, 4294967295.0}, {PC_u64, 0, 18446744073709549568.0}};
+      {PC_u16, 0, 65535}, {PC_u32, 0, 4294967295.0}, {PC_u64, 0, 18446744073709549568.0},
+      {PC_i4, -8, 7}, {PC_u4, 0, 15}, {PC_i2, -2, 1}, {PC_u2, 0, 3}};
   for (size_t i = 0; i < sizeof lim / sizeof *lim; i++)
     if (lim[i].dt == dt) return v != v ? 0 : v < lim[i].lo ? lim[i].lo : v > lim[i].hi ? lim[i].hi : v;
   return v;
+}
+
+/* convert_element_type to an f8 type does not saturate (ir/prims.def): ONNX's saturate=1 is a clamp to
+ * [-max, max] before it (NaN passes through the clamp; inf becomes max). The clamp is done in the operand's
+ * type when that holds the bound exactly (f16 bf16 f32 f64: max is 448, 240 or 57344), else in f32. */
+pc_value *ox_convert(ox_ctx *c, pc_value *x, pc_dtype to, int saturate) {
+  if (!x) return NULL;
+  pc_dtype from = x->type.dtype;
+  /* the ONNX reference casts floats to the sub-byte ints through a wide int, wrapping to the width */
+  if (pc_dtype_subbyte_bits(to) && pc_dtype_is_float(from)) return pc_convert(c->g, pc_convert(c->g, x, PC_i64), to);
+  /* f4e2m1 saturates by itself: it has no inf or NaN */
+  if (!saturate || !pc_dtype_is_f8(to) || to == PC_f4e2m1 || from == PC_bool || from == to) return pc_convert(c->g, x, to);
+  if (pc_dtype_is_f8(from) || !pc_dtype_is_float(from)) x = pc_convert(c->g, x, PC_f32);
+  double mx = to == PC_f8e4m3fn ? 448.0 : to == PC_f8e4m3fnuz ? 240.0 : 57344.0;
+  return pc_convert(c->g, pc_clamp(c->g, x, ox_like(c, -mx, x), ox_like(c, mx, x)), to);
 }
 
 pc_value *ox_like(ox_ctx *c, double v, const pc_value *x) {

@@ -84,6 +84,8 @@ int ox_broadcast3(ox_ctx *c, pc_value **a, pc_value **b, pc_value **d);
 pc_value *ox_binary(ox_ctx *c, pc_op op, pc_value *a, pc_value *b);
 /* a constant v of x's dtype broadcast to x's shape */
 pc_value *ox_like(ox_ctx *c, double v, const pc_value *x);
+/* x converted to dtype to; saturate (ONNX Cast, QuantizeLinear) clips to an f8 type's finite range first */
+pc_value *ox_convert(ox_ctx *c, pc_value *x, pc_dtype to, int saturate);
 /* reshape keeping data order, dims given explicitly (n dims) */
 pc_value *ox_reshape(ox_ctx *c, pc_value *x, int n, const int64_t *dims);
 /* inserts a size-1 dim at each (sorted, normalized) axis of the output */

@@ -626,7 +626,8 @@ typedef struct q_range {
   double lo, hi;
 } q_range;
 
-static const q_range q_ranges[] = {{PC_u8, 0, 255}, {PC_u16, 0, 65535}, {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0}};
+static const q_range q_ranges[] = {{PC_u8, 0, 255}, {PC_u16, 0, 65535}, {PC_i4, -8, 7}, {PC_u4, 0, 15}, {PC_i2, -2, 1},
+                                    {PC_u2, 0, 3}, {PC_i8, -128, 127}, {PC_i16, -32768, 32767}, {PC_i32, -2147483648.0, 2147483647.0}};
 
 static const q_range *q_range_of(ox_ctx *c, pc_dtype dt) {
   for (size_t i = 0; i < sizeof q_ranges / sizeof *q_ranges; i++)
@@ -664,10 +665,14 @@ pc_status ox_op_QuantizeLinear(ox_ctx *c) {
   if (!attr_dtype(c, "output_dtype", PC_u8, &out) || !attr_dtype(c, "precision", x->type.dtype, &prec)) return ox_status(c);
   if (zp && ox_has_attr(c, "output_dtype") && zp->type.dtype != out) return ox_fail(c, PC_ERR_TYPE, "output_dtype and the zero point's type differ");
   if (zp) out = zp->type.dtype;
-  const q_range *q = q_range_of(c, out);
-  if (!q) return ox_status(c);
   pc_value *s = pc_convert(G, qparam(c, sc, x, axis, block), prec);
   pc_value *v = ox_binary(c, PC_OP_div, pc_convert(G, x, prec), s);
+  if (pc_dtype_is_f8(out)) { /* no integer rounding: x / scale + zp rounded to the f8 type, saturate by default */
+    if (zp) v = ox_binary(c, PC_OP_add, v, pc_convert(G, qparam(c, zp, x, axis, block), v ? v->type.dtype : prec));
+    return ox_out(c, 0, ox_convert(c, v, out, (int)ox_attr_int(c, "saturate", 1)));
+  }
+  const q_range *q = q_range_of(c, out);
+  if (!q) return ox_status(c);
   return ox_out(c, 0, q_saturate(c, v, qparam(c, zp, x, axis, block), q));
 }
 
@@ -676,7 +681,7 @@ pc_status ox_op_DequantizeLinear(ox_ctx *c) {
   int axis;
   int64_t block;
   if (!check_static(c, x) || !sc || !q_geometry(c, x, sc, &axis, &block)) return ox_status(c);
-  if (!pc_dtype_is_int(x->type.dtype)) return ox_fail(c, PC_ERR_TYPE, "quantized type %s is not supported", pc_dtype_name(x->type.dtype));
+  if (!pc_dtype_is_int(x->type.dtype) && !pc_dtype_is_f8(x->type.dtype)) return ox_fail(c, PC_ERR_TYPE, "quantized type %s is not supported", pc_dtype_name(x->type.dtype));
   if (zp && zp->type.dtype != x->type.dtype) return ox_fail(c, PC_ERR_TYPE, "x and its zero point have different types");
   if (!ox_require_float(c, sc)) return ox_status(c);
   pc_dtype out = sc->type.dtype;

@@ -21,7 +21,7 @@ typedef struct st_dtype_row {
 static const st_dtype_row st_dtypes[] = {
     {"F32", PC_f32}, {"F16", PC_f16}, {"BF16", PC_bf16}, {"F64", PC_f64}, {"I64", PC_i64},
     {"I32", PC_i32}, {"I16", PC_i16}, {"I8", PC_i8},     {"U8", PC_u8},   {"BOOL", PC_bool},
-    {"U16", PC_u16}, {"U32", PC_u32}, {"U64", PC_u64},
+    {"U16", PC_u16}, {"U32", PC_u32}, {"U64", PC_u64}, {"F8_E4M3", PC_f8e4m3fn}, {"F8_E5M2", PC_f8e5m2},
 };
 #define N_ST_DTYPES (int)(sizeof st_dtypes / sizeof *st_dtypes)
 

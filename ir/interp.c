@@ -100,6 +100,35 @@ static int64_t ld_i_bf16(const void *p, int64_t i) { return sat_int64_t(ld_d_bf1
 static void st_d_bf16(void *p, int64_t i, double v) { ((uint16_t *)p)[i] = pc_f32_to_bf16(f32_round_odd(v)); }
 static void st_i_bf16(void *p, int64_t i, int64_t v) { st_d_bf16(p, i, (double)v); }
 
+/* sub-byte ints, one per byte: stores wrap ints to the width and saturate doubles, like the wider types */
+#define SUBBYTE_ACCESS(dt, T, lo, hi, wrap)                                                                 \
+  static double ld_d_##dt(const void *p, int64_t i) { return ((const T *)p)[i]; }                           \
+  static int64_t ld_i_##dt(const void *p, int64_t i) { return ((const T *)p)[i]; }                          \
+  static void st_i_##dt(void *p, int64_t i, int64_t v) { ((T *)p)[i] = (T)(wrap); }                         \
+  static void st_d_##dt(void *p, int64_t i, double v) {                                                     \
+    st_i_##dt(p, i, isnan(v) ? 0 : v <= (lo) ? (lo) : v >= (hi) ? (hi) : (int64_t)v);                     \
+  }
+SUBBYTE_ACCESS(i4, int8_t, -8, 7, ((v & 0xf) ^ 8) - 8)
+SUBBYTE_ACCESS(u4, uint8_t, 0, 15, v & 0xf)
+SUBBYTE_ACCESS(i2, int8_t, -2, 1, ((v & 0x3) ^ 2) - 2)
+SUBBYTE_ACCESS(u2, uint8_t, 0, 3, v & 0x3)
+#undef SUBBYTE_ACCESS
+
+/* 8-bit floats: no saturation (convert_element_type's rule, ir/prims.def) */
+#define F8_ACCESS(dt)                                                                                         \
+  static double ld_d_##dt(const void *p, int64_t i) { return pc_f8_to_f32(PC_##dt, ((const uint8_t *)p)[i]); } \
+  static int64_t ld_i_##dt(const void *p, int64_t i) { return sat_int64_t(ld_d_##dt(p, i)); }               \
+  static void st_d_##dt(void *p, int64_t i, double v) {                                                     \
+    ((uint8_t *)p)[i] = pc_f32_to_f8(PC_##dt, f32_round_odd(v), 0);                                         \
+  }                                                                                                         \
+  static void st_i_##dt(void *p, int64_t i, int64_t v) { st_d_##dt(p, i, (double)v); }
+F8_ACCESS(f8e4m3fn)
+F8_ACCESS(f8e4m3fnuz)
+F8_ACCESS(f8e5m2)
+F8_ACCESS(f8e5m2fnuz)
+F8_ACCESS(f4e2m1)
+#undef F8_ACCESS
+
 static double ld_d_bool(const void *p, int64_t i) { return ((const uint8_t *)p)[i] != 0; }
 static int64_t ld_i_bool(const void *p, int64_t i) { return ((const uint8_t *)p)[i] != 0; }
 static void st_d_bool(void *p, int64_t i, double v) { ((uint8_t *)p)[i] = v != 0; }
@@ -117,7 +146,9 @@ static void st_i_c64(void *p, int64_t i, int64_t v) { st_d_c64(p, i, (double)v);
 static const elem_row elem_rows[PC_DTYPE_COUNT] = {
     ROW(f16, f16),     ROW(bf16, bf16),     ROW(f32, f32),     ROW(f64, f64),   ROW(i8, int8_t), ROW(i16, int16_t),
     ROW(i32, int32_t), ROW(i64, int64_t), ROW(u8, uint8_t), ROW(bool, bool), ROW(c64, c64),
-    ROW(u16, uint16_t), ROW(u32, uint32_t), ROW(u64, uint64_t),
+    ROW(u16, uint16_t), ROW(u32, uint32_t), ROW(u64, uint64_t), ROW(f8e4m3fn, f8e4m3fn),
+    ROW(f8e4m3fnuz, f8e4m3fnuz), ROW(f8e5m2, f8e5m2), ROW(f8e5m2fnuz, f8e5m2fnuz), ROW(i4, i4), ROW(u4, u4),
+    ROW(i2, i2), ROW(u2, u2), ROW(f4e2m1, f4e2m1),
 };
 #undef ROW
 

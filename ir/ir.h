@@ -39,7 +39,7 @@ typedef enum pc_dtype {
 size_t pc_dtype_size(pc_dtype t);
 const char *pc_dtype_name(pc_dtype t);
 int pc_dtype_from_name(const char *name, pc_dtype *out); /* 1 if found */
-int pc_dtype_is_float(pc_dtype t);                       /* f16 bf16 f32 f64 */
+int pc_dtype_is_float(pc_dtype t);                       /* f16 bf16 f32 f64 and the f8 formats */
 int pc_dtype_is_int(pc_dtype t);                         /* signed or unsigned, not bool */
 int pc_dtype_is_signed(pc_dtype t);                      /* signed int or float */
 
@@ -48,6 +48,17 @@ float pc_f16_to_f32(uint16_t h);
 uint16_t pc_f32_to_f16(float f);   /* round to nearest even */
 float pc_bf16_to_f32(uint16_t h);
 uint16_t pc_f32_to_bf16(float f);  /* round to nearest even */
+
+/* 8-bit floats (ONNX FLOAT8*), round to nearest even. saturate: values beyond
+ * the largest finite one (and inf) give it with their sign; else inf (e5m2)
+ * or NaN (the others). fnuz formats have no -0 (it becomes 0) and NaN 0x80;
+ * e4m3fn has no inf and NaN S.1111.111. */
+int pc_dtype_is_f8(pc_dtype t); /* the four f8 formats and f4e2m1 (held in a byte) */
+/* 4 or 2 for the sub-byte ints i4 u4 i2 u2 (held one per byte), else 0 */
+int pc_dtype_subbyte_bits(pc_dtype t);
+/* t must be an f8 dtype (else NaN / 0) */
+float pc_f8_to_f32(pc_dtype t, uint8_t b);
+uint8_t pc_f32_to_f8(pc_dtype t, float f, int saturate);
 
 /* ---------------------------------------------------------------- shapes */
 

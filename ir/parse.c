@@ -509,10 +509,12 @@ static int attr_to_ints(parser *P, pattr *a) {
 
 static int store_int(parser *P, const num *v, pc_dtype dt, void *p, int64_t i) {
   static const int64_t lo[] = {[PC_i8] = INT8_MIN, [PC_i16] = INT16_MIN, [PC_i32] = INT32_MIN, [PC_i64] = INT64_MIN,
-                               [PC_u8] = 0, [PC_bool] = 0, [PC_u16] = 0, [PC_u32] = 0, [PC_u64] = 0};
+                               [PC_u8] = 0, [PC_bool] = 0, [PC_u16] = 0, [PC_u32] = 0, [PC_u64] = 0,
+                               [PC_i4] = -8, [PC_u4] = 0, [PC_i2] = -2, [PC_u2] = 0};
   static const int64_t hi[] = {[PC_i8] = INT8_MAX, [PC_i16] = INT16_MAX, [PC_i32] = INT32_MAX, [PC_i64] = INT64_MAX,
                                [PC_u8] = UINT8_MAX, [PC_bool] = 1, [PC_u16] = UINT16_MAX,
-                               [PC_u32] = UINT32_MAX, [PC_u64] = INT64_MAX};
+                               [PC_u32] = UINT32_MAX, [PC_u64] = INT64_MAX, [PC_i4] = 7, [PC_u4] = 15, [PC_i2] = 1,
+                               [PC_u2] = 3};
   if (v->is_float) return perr(P, &v->at, PC_ERR_TYPE, "%s constant holds a float", pc_dtype_name(dt));
   if (v->above_i64 ? dt != PC_u64 : v->i < lo[dt] || v->i > hi[dt])
     return perr(P, &v->at, PC_ERR_RANGE, "%lld is out of range for %s", (long long)v->i, pc_dtype_name(dt));
@@ -534,7 +536,13 @@ static int store_float(parser *P, const num *v, pc_dtype dt, void *p, int64_t i)
   if (dt == PC_f64) ((double *)p)[i] = v->d;
   else if (isinf(v->f) && !src_inf) return perr(P, &v->at, PC_ERR_RANGE, "value out of range for %s", pc_dtype_name(dt));
   else if (dt == PC_f32 || dt == PC_c64) ((float *)p)[i] = v->f;
-  else {
+  else if (pc_dtype_is_f8(dt)) {
+    uint8_t b = pc_f32_to_f8(dt, v->f, 0);
+    float back = pc_f8_to_f32(dt, b);
+    if ((isinf(back) || isnan(back)) && !src_inf && !isnan(v->f))
+      return perr(P, &v->at, PC_ERR_RANGE, "value out of range for %s", pc_dtype_name(dt));
+    ((uint8_t *)p)[i] = b;
+  } else {
     uint16_t h = dt == PC_f16 ? pc_f32_to_f16(v->f) : pc_f32_to_bf16(v->f);
     float back = dt == PC_f16 ? pc_f16_to_f32(h) : pc_bf16_to_f32(h);
     if (isinf(back) && !src_inf) return perr(P, &v->at, PC_ERR_RANGE, "value out of range for %s", pc_dtype_name(dt));

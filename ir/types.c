@@ -1,6 +1,7 @@
-/* ir/types.c: the dtype and prim tables, type helpers and half-precision conversions. */
+/* ir/types.c: the dtype and prim tables, type helpers and half-precision and 8-bit float conversions. */
 #include "ir/ir.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct dtype_row {
@@ -157,4 +158,94 @@ uint16_t pc_f32_to_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet nan */
   u += 0x7fff + ((u >> 16) & 1);
   return (uint16_t)(u >> 16);
+}
+
+/* ---- 8-bit floats (and the 4-bit f4e2m1, held in the low bits of a byte): one encoder and decoder driven
+ * by a row per format */
+
+/* inf+NaNs / no inf, NaN S.1111.111 / NaN 0x80, no -0 / neither inf nor NaN (always saturates) */
+typedef enum f8_kind { F8_IEEE, F8_FN, F8_FNUZ, F8_FINITE } f8_kind;
+
+typedef struct f8_format {
+  int mbits, bias;
+  f8_kind kind;
+  uint32_t maxcode; /* largest finite magnitude code */
+  uint32_t signbit; /* 0x80, or 0x8 for the 4-bit format */
+} f8_format;
+
+static const f8_format f8_e4m3fn = {3, 7, F8_FN, 0x7e, 0x80};
+static const f8_format f8_e4m3fnuz = {3, 8, F8_FNUZ, 0x7f, 0x80};
+static const f8_format f8_e5m2 = {2, 15, F8_IEEE, 0x7b, 0x80};
+static const f8_format f8_e5m2fnuz = {2, 16, F8_FNUZ, 0x7f, 0x80};
+static const f8_format f4_e2m1 = {1, 1, F8_FINITE, 0x7, 0x8};
+
+static float f8_decode(const f8_format *fm, uint8_t b) {
+  uint32_t mag = b & (fm->signbit - 1), e = mag >> fm->mbits, m = mag & ((1u << fm->mbits) - 1);
+  int neg = (b & fm->signbit) != 0;
+  if (fm->kind == F8_FNUZ && b == 0x80) return bits_f32(0x7fc00000u);
+  if (fm->kind == F8_FN && mag == 0x7f) return bits_f32(neg ? 0xffc00000u : 0x7fc00000u);
+  if (fm->kind == F8_IEEE && e == (0x7fu >> fm->mbits))
+    return bits_f32((neg ? 0x80000000u : 0) | (m ? 0x7fc00000u : 0x7f800000u));
+  /* exact in f32: at most 4 significant bits, exponents within [-17, 15] */
+  float v = e ? ldexpf((float)((1u << fm->mbits) | m), (int)e - fm->bias - fm->mbits)
+              : ldexpf((float)m, 1 - fm->bias - fm->mbits);
+  return neg ? -v : v;
+}
+
+/* magnitude code of |f| (finite, a its bits without sign) rounded to nearest even;
+ * may exceed maxcode, which the caller treats as overflow */
+static uint32_t f8_round(const f8_format *fm, uint32_t a) {
+  int ef = (int)(a >> 23), emin = 1 - fm->bias; /* ef: biased f32 exponent */
+  if (ef == 0) return 0;                         /* f32 zero or subnormal: far below every f8 step */
+  int e = ef - 127;
+  if (e >= emin) { /* normal: drop 23 - mbits bits; a carry moves into the exponent as it should */
+    int shift = 23 - fm->mbits;
+    uint32_t r = a + (1u << (shift - 1)) - 1 + ((a >> shift) & 1);
+    return (r >> shift) - ((uint32_t)(127 - fm->bias) << fm->mbits);
+  }
+  /* subnormal: count steps of 2^(emin - mbits); the f32 significand is m * 2^(e - 23) */
+  int s = 23 + emin - fm->mbits - e;
+  if (s > 25) return 0;
+  uint32_t m = (a & 0x7fffffu) | 0x800000u, q = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
+  if (rem > half || (rem == half && (q & 1))) q++;
+  return q;
+}
+
+static uint8_t f8_encode(const f8_format *fm, float f, int saturate) {
+  uint32_t u = f32_bits(f), a = u & 0x7fffffffu, sign = u >> 31 ? fm->signbit : 0;
+  /* the quiet NaN of each format (e5m2: 0x7e, as a float16 quiet NaN truncated); f4e2m1 has none and,
+   * like ml_dtypes (the ONNX reference), gives the zero of the other sign */
+  uint32_t nan = fm->kind == F8_FNUZ ? 0x80u
+                 : fm->kind == F8_FINITE ? sign ^ fm->signbit
+                                         : sign | (fm->kind == F8_IEEE ? 0x7eu : 0x7fu);
+  if (a > 0x7f800000u) return (uint8_t)nan;
+  uint32_t q = a == 0x7f800000u ? fm->maxcode + 1 : f8_round(fm, a);
+  if (q > fm->maxcode) {
+    if (saturate || fm->kind == F8_FINITE) return (uint8_t)(sign | fm->maxcode);
+    return (uint8_t)(fm->kind == F8_IEEE ? sign | 0x7cu : nan);
+  }
+  if (q == 0 && fm->kind == F8_FNUZ) return 0;
+  return (uint8_t)(sign | q);
+}
+
+static const f8_format *f8_format_of(pc_dtype t) {
+  static const f8_format *const rows[PC_DTYPE_COUNT] = {
+      [PC_f8e4m3fn] = &f8_e4m3fn, [PC_f8e4m3fnuz] = &f8_e4m3fnuz,
+      [PC_f8e5m2] = &f8_e5m2,     [PC_f8e5m2fnuz] = &f8_e5m2fnuz, [PC_f4e2m1] = &f4_e2m1,
+  };
+  return (unsigned)t < PC_DTYPE_COUNT ? rows[t] : NULL;
+}
+
+int pc_dtype_is_f8(pc_dtype t) { return f8_format_of(t) != NULL; }
+
+int pc_dtype_subbyte_bits(pc_dtype t) { return t == PC_i4 || t == PC_u4 ? 4 : t == PC_i2 || t == PC_u2 ? 2 : 0; }
+
+float pc_f8_to_f32(pc_dtype t, uint8_t b) {
+  const f8_format *fm = f8_format_of(t);
+  return fm ? f8_decode(fm, b) : bits_f32(0x7fc00000u);
+}
+
+uint8_t pc_f32_to_f8(pc_dtype t, float f, int saturate) {
+  const f8_format *fm = f8_format_of(t);
+  return fm ? f8_encode(fm, f, saturate) : 0;
 }

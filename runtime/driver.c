@@ -22,6 +22,8 @@
  */
 #include "runtime/primc_rt.h"
 
+#include <cblas.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +199,7 @@ static void openblas_coretype(char **argv) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512f")) return;
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  setenv("OPENBLAS_NUM_THREADS", "1", 0); /* no worker threads at all, see main */
   setenv("PRIMC_NO_REEXEC", "1", 1);
   execv("/proc/self/exe", argv);
 }
@@ -204,6 +207,9 @@ static void openblas_coretype(char **argv) {
 int main(int argc, char **argv) {
   const primc_model_desc *m = primc_main_model;
   openblas_coretype(argv);
+  /* our pool parallelizes; OpenBLAS's own workers would spin in sched_yield after each call, taking a
+   * core from the pool (measured: 40% of a ResNet-18 run's CPU samples on this 2-core machine) */
+  openblas_set_num_threads(1);
   opts o;
   int rc = parse(argc, argv, &o);
   if (rc) return rc == 1 ? 0 : 2;

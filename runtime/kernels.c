@@ -41,6 +41,47 @@ static float f16_to_f32(uint16_t h) {
   return f;
 }
 
+/* 8-bit floats (ONNX FLOAT8*, dtypes PRIMC_F8E4M3FN..PRIMC_F8E5M2FNUZ in order): mantissa bits, bias, and
+ * the NaN/inf scheme: e5m2 has IEEE inf and NaNs, e4m3fn no inf and NaN S.1111.111, fnuz NaN 0x80 and no -0 */
+typedef struct f8_fmt {
+  int mbits, bias, fn, fnuz, finite; /* finite: f4e2m1, no inf or NaN, saturating, sign bit 0x8 */
+  uint32_t maxcode; /* largest finite magnitude */
+} f8_fmt;
+
+static const f8_fmt *f8_of(int dt) {
+  static const f8_fmt f[4] = {{3, 7, 1, 0, 0, 0x7e}, {3, 8, 0, 1, 0, 0x7f}, {2, 15, 0, 0, 0, 0x7b}, {2, 16, 0, 1, 0, 0x7f}};
+  static const f8_fmt f4 = {1, 1, 0, 0, 1, 0x7};
+  if (dt == PRIMC_F4E2M1) return &f4;
+  return dt >= PRIMC_F8E4M3FN && dt <= PRIMC_F8E5M2FNUZ ? &f[dt - PRIMC_F8E4M3FN] : NULL;
+}
+
+static float f8_to_f32(const f8_fmt *f, uint8_t b) {
+  int sb = f->finite ? 0x8 : 0x80, mag = b & (sb - 1), e = mag >> f->mbits, m = mag & ((1 << f->mbits) - 1);
+  float s = (b & sb) ? -1.0f : 1.0f;
+  if (f->finite) {
+  } else if (f->fnuz ? b == 0x80 : f->fn ? mag == 0x7f : e == (0x7f >> f->mbits)) {
+    return f->fn || f->fnuz || m ? NAN : s * INFINITY;
+  }
+  return s * ldexpf((float)(e ? m + (1 << f->mbits) : m), (e ? e : 1) - f->bias - f->mbits);
+}
+
+/* round to nearest even, no saturation: overflow gives inf (e5m2) or NaN */
+static uint8_t f32_to_f8(const f8_fmt *f, float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  uint32_t sb = f->finite ? 0x8 : 0x80, sign = u >> 31 ? sb : 0, a = u & 0x7fffffff, q;
+  uint32_t nan = f->fnuz ? 0x80 : f->finite ? sign ^ sb : sign | (f->fn ? 0x7f : 0x7e);
+  if (a > 0x7f800000) return (uint8_t)nan;
+  int emin = 1 - f->bias, shift = 23 - f->mbits;
+  if (a < (uint32_t)(emin + 127) << 23) { /* subnormal steps of 2^(emin - mbits); the scaling is exact */
+    q = (uint32_t)lrintf(ldexpf(fabsf(x), f->mbits - emin));
+  } else {
+    q = ((a + (1u << (shift - 1)) - 1 + ((a >> shift) & 1)) >> shift) - ((uint32_t)(127 - f->bias) << f->mbits);
+  }
+  if (q > f->maxcode) return (uint8_t)(f->finite ? sign | f->maxcode : f->fn || f->fnuz ? nan : sign | 0x7c);
+  return (uint8_t)(q == 0 && f->fnuz ? 0 : sign | q);
+}
+
 static double get_f(const void *p, int64_t i, int dt) {
   uint32_t u;
   float f;
@@ -49,7 +90,7 @@ static double get_f(const void *p, int64_t i, int dt) {
   case PRIMC_BF16: u = (uint32_t)((const uint16_t *)p)[i] << 16; memcpy(&f, &u, 4); return f;
   case PRIMC_F32: return ((const float *)p)[i];
   case PRIMC_F64: return ((const double *)p)[i];
-  default: return 0;
+  default: return f8_of(dt) ? f8_to_f32(f8_of(dt), ((const uint8_t *)p)[i]) : 0;
   }
 }
 
@@ -64,7 +105,9 @@ static void set_f(void *p, int64_t i, int dt, double v) {
     break;
   case PRIMC_F32: ((float *)p)[i] = f; break;
   case PRIMC_F64: ((double *)p)[i] = v; break;
-  default: break;
+  default:
+    if (f8_of(dt)) ((uint8_t *)p)[i] = f32_to_f8(f8_of(dt), f);
+    break;
   }
 }
 
@@ -78,6 +121,8 @@ static int64_t get_i(const void *p, int64_t i, int dt) {
   case PRIMC_U16: return ((const uint16_t *)p)[i];
   case PRIMC_U32: return ((const uint32_t *)p)[i];
   case PRIMC_U64: return (int64_t)((const uint64_t *)p)[i]; /* the bits; see ordered() */
+  case PRIMC_I4: case PRIMC_I2: return ((const int8_t *)p)[i];
+  case PRIMC_U4: case PRIMC_U2: return ((const uint8_t *)p)[i];
   default: return 0;
   }
 }
@@ -92,15 +137,21 @@ static void set_i(void *p, int64_t i, int dt, int64_t v) {
   case PRIMC_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
   case PRIMC_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
   case PRIMC_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+  case PRIMC_I4: ((int8_t *)p)[i] = (int8_t)(((v & 0xf) ^ 8) - 8); break; /* wrap to the width */
+  case PRIMC_U4: ((uint8_t *)p)[i] = (uint8_t)(v & 0xf); break;
+  case PRIMC_I2: ((int8_t *)p)[i] = (int8_t)(((v & 0x3) ^ 2) - 2); break;
+  case PRIMC_U2: ((uint8_t *)p)[i] = (uint8_t)(v & 0x3); break;
   case PRIMC_BOOL: ((uint8_t *)p)[i] = v != 0; break;
   default: break;
   }
 }
 
-static int is_float(int dt) { return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64; }
+static int is_float(int dt) {
+  return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64 || f8_of(dt) != NULL;
+}
 
 static size_t dsize(int dt) {
-  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8};
+  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   return dt >= 0 && dt < PRIMC_DTYPE_COUNT ? s[dt] : 1;
 }
 
@@ -404,13 +455,68 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
     }
 }
 
+/* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
+ * [fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu]; bufs[4..6] = y, bias, residual */
+#define CONV_EPI_AT (1 + 27 + 1 + 32)
+
+static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e) {
+  double lo, hi;
+  memcpy(&lo, &q[4], 8);
+  memcpy(&hi, &q[5], 8);
+  e->bias = q[0] && bufs[5] ? (const float *)bufs[5] + q[1] : NULL;
+  e->bias_stride = q[2];
+  e->res = q[0] && q[3] ? bufs[6] : NULL;
+  e->lo = (float)lo;
+  e->hi = (float)hi;
+  e->silu = q[0] && q[6];
+}
+
+/* the same epilogue after a conv that did not run it: y = clamp(acc + bias + res) over [N, O, P] */
+static void conv_epi_apply(const conv_desc *c, const primc_conv_epi *e, float *y, const float *acc) {
+  int64_t N = c->o.d[0], O = c->o.d[1], P = prod(c->o.d + 2, c->S);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < O; o++) {
+      float b = e->bias ? e->bias[o * e->bias_stride] : 0.0f;
+      for (int64_t i = (n * O + o) * P, end = i + P; i < end; i++) {
+        float v = acc[i] + b + (e->res ? e->res[i] : 0.0f);
+        if (e->silu) v = v / (1.0f + expf(-v));
+        y[i] = v < e->lo ? e->lo : v > e->hi ? e->hi : v;
+      }
+    }
+}
+
+/* the 2-D f32 conv as primc_conv2d; 0 when the bottom/right padding codegen implies is negative */
+static int conv2d_params(const conv_desc *c, primc_conv2d *p) {
+  if (c->dt != PRIMC_F32 || c->S != 2 || c->ldil[0] != 1 || c->ldil[1] != 1) return 0;
+  *p = (primc_conv2d){.n = c->x.d[0], .c = c->x.d[1], .h = c->x.d[2], .w = c->x.d[3], .o = c->w.d[0],
+                      .kh = c->w.d[2], .kw = c->w.d[3], .groups = c->groups, .stride_h = c->stride[0],
+                      .stride_w = c->stride[1], .dil_h = c->dil[0], .dil_w = c->dil[1], .pad_t = c->pad[0],
+                      .pad_l = c->pad[1]};
+  p->pad_b = (c->o.d[2] - 1) * p->stride_h + p->dil_h * (p->kh - 1) + 1 - p->h - p->pad_t;
+  p->pad_r = (c->o.d[3] - 1) * p->stride_w + p->dil_w * (p->kw - 1) + 1 - p->w - p->pad_l;
+  int64_t oh, ow;
+  return p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow) && oh == c->o.d[2] && ow == c->o.d[3];
+}
+
+/* bufs: out, x, w, im2col scratch, then with a fused epilogue y, bias, residual (see CONV_EPI_AT) */
 int primc_k_conv(const int64_t *params, void *const *bufs) {
   conv_desc c;
   conv_read(params, &c);
   if (c.S < 0 || c.S > 6 || c.groups < 1) return PRIMC_ERR_RUNTIME;
   if (numel(&c.o) == 0) return PRIMC_OK;
+  const int64_t *q = params + CONV_EPI_AT;
+  primc_conv_epi e;
+  conv_epi_read(q, bufs, &e);
+  primc_conv2d p;
+  if (conv2d_params(&c, &p))
+    return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
+                                bufs[3]);
   if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);
   else conv_generic(&c, bufs[0], bufs[1], bufs[2]);
+  if (q[0]) {
+    if (c.dt != PRIMC_F32) return PRIMC_ERR_RUNTIME;
+    conv_epi_apply(&c, &e, bufs[4], bufs[0]);
+  }
   return PRIMC_OK;
 }
 

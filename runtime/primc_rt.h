@@ -10,7 +10,10 @@
 /* same order as the compiler's ir/dtypes.def */
 typedef enum primc_dtype {
   PRIMC_F16, PRIMC_BF16, PRIMC_F32, PRIMC_F64, PRIMC_I8, PRIMC_I16, PRIMC_I32, PRIMC_I64,
-  PRIMC_U8, PRIMC_BOOL, PRIMC_C64, PRIMC_U16, PRIMC_U32, PRIMC_U64, PRIMC_DTYPE_COUNT
+  PRIMC_U8, PRIMC_BOOL, PRIMC_C64, PRIMC_U16, PRIMC_U32, PRIMC_U64,
+  PRIMC_F8E4M3FN, PRIMC_F8E4M3FNUZ, PRIMC_F8E5M2, PRIMC_F8E5M2FNUZ,
+  PRIMC_I4, PRIMC_U4, PRIMC_I2, PRIMC_U2, /* sub-byte ints: one per byte */
+  PRIMC_F4E2M1, PRIMC_DTYPE_COUNT
 } primc_dtype;
 
 size_t primc_dtype_size(primc_dtype t);
@@ -230,5 +233,19 @@ typedef struct primc_conv2d {
 /* output height and width; 0 when the parameters are inconsistent */
 int primc_conv2d_out_hw(const primc_conv2d *p, int64_t *oh, int64_t *ow);
 int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, const float *bias, float *y);
+/* the fused epilogue of a conv, applied to each output tile while it is in cache: y = clamp(sum +
+ * bias[o * bias_stride] + res[same index as y], lo, hi); bias and res may be NULL; relu is lo = 0,
+ * hi = inf, ReLU6 lo = 0, hi = 6; p->relu is ignored. The sums go to y, or to spare (y's size, may be
+ * NULL) when y overlaps x or res: y may then alias either. PRIMC_ERR_ARG when that needs a spare.
+ * col (may be NULL): c/groups*kh*kw*oh*ow floats where convs with narrow outputs materialize im2col. */
+typedef struct primc_conv_epi {
+  const float *bias;
+  int64_t bias_stride;
+  const float *res;
+  float lo, hi;
+  int silu; /* x * sigmoid(x) of the sum before the clamp (EfficientNet's SiLU) */
+} primc_conv_epi;
+int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
+                         float *spare, float *col);
 
 #endif

@@ -284,6 +284,116 @@ PC_TEST(codegen_u64_above_2_63) {
   pc_graph_free(g);
 }
 
+/* the f8 formats: LLVM's table decode and integer-IR encode (and the runtime's scatter path) agree bit for
+ * bit with the interpreter, whose conversions tests/unit/test_f8.c checks against ml_dtypes. Inputs: every
+ * f32 whose low 16 bits are zero (every exponent, every f8 rounding tie and the bits around it), every byte. */
+PC_TEST(codegen_f8_bitwise) {
+  static const pc_dtype f8s[] = {PC_f8e4m3fn, PC_f8e4m3fnuz, PC_f8e5m2, PC_f8e5m2fnuz, PC_f4e2m1};
+  enum { N = 65536 };
+  float *xs = malloc(sizeof *xs * N);
+  uint8_t bytes[256], upd[8] = {0x36, 0x35, 0x33, 0x31, 0x2e, 0x37, 0x3a, 0xbd}; /* fractions: subnormal products round */
+  for (uint32_t i = 0; i < N; i++) {
+    uint32_t u = i << 16;
+    memcpy(&xs[i], &u, 4);
+  }
+  for (int b = 0; b < 256; b++) bytes[b] = (uint8_t)b;
+  for (size_t k = 0; k < sizeof f8s / sizeof *f8s; k++) {
+    pc_dtype t = f8s[k];
+    pc_graph *g = pc_graph_new();
+    pc_value *x = pc_input_add(g, "x", ty(PC_f32, 1, (int64_t[]){N}));
+    pc_value *b = pc_input_add(g, "b", ty(t, 1, (int64_t[]){256}));
+    pc_value *u = pc_input_add(g, "u", ty(t, 1, (int64_t[]){8}));
+    pc_output_add(g, pc_convert(g, x, t));                      /* encode */
+    pc_output_add(g, pc_convert(g, b, PC_f32));                 /* decode */
+    pc_output_add(g, pc_mul(g, b, b));                          /* computed in f32, rounded once */
+    int64_t idx[8] = {0, 5, 2, 2, 1, 3, 4, 0};
+    pc_value *ix = pc_const(g, ty(PC_i64, 1, (int64_t[]){8}), idx);
+    pc_attr sa[2] = {pc_a_int("axis", 0), pc_a_str("reduce", "mul")};
+    pc_output_add(g, pc_build(g, PC_OP_scatter, (pc_value *[]){b, ix, u}, 3, sa, 2));
+    pc_tensor ins[3] = {{PC_f32, 1, {N}, xs}, {t, 1, {256}, bytes}, {t, 1, {8}, upd}}, ref[4], got[4];
+    memset(ref, 0, sizeof ref);
+    memset(got, 0, sizeof got);
+    char tag[64];
+    snprintf(tag, sizeof tag, "f8 %s", pc_dtype_name(t));
+    int ok = CHECK_MSG(g->status == PC_OK, "%s: build: %s", tag, pc_error(g)) &&
+             CHECK_MSG(pc_interp(g, ins, 3, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g)) &&
+             run_compiled(g, ins, got, tag);
+    for (int o = 0; ok && o < g->n_outputs; o++) {
+      int64_t n = pc_tensor_numel(&ref[o]), bad = -1;
+      size_t es = pc_dtype_size(ref[o].dtype);
+      for (int64_t i = 0; i < n && bad < 0; i++) {
+        const unsigned char *p = (const unsigned char *)got[o].data + i * es, *q = (const unsigned char *)ref[o].data + i * es;
+        int both_nan = ref[o].dtype == PC_f32 && isnan(*(const float *)p) && isnan(*(const float *)q);
+        if (memcmp(p, q, es) != 0 && !both_nan) bad = i;
+      }
+      CHECK_MSG(bad < 0, "%s output %d differs at %lld", tag, o, (long long)bad);
+    }
+    for (int o = 0; o < g->n_outputs; o++) {
+      pc_tensor_free(&ref[o]);
+      free(got[o].data);
+    }
+    pc_graph_free(g);
+  }
+  free(xs);
+}
+
+/* sub-byte ints held one per byte: arithmetic wraps at their width. Every pair of values: the interpreter
+ * against two's complement arithmetic written out here, the compiled code against the interpreter */
+static int wrap_to(int64_t v, int bits, int is_signed) {
+  int64_t m = ((int64_t)1 << bits) - 1, s = (int64_t)1 << (bits - 1);
+  return (int)(is_signed ? ((v & m) ^ s) - s : v & m);
+}
+
+PC_TEST(codegen_subbyte_ints_wrap) {
+  static const pc_dtype types[] = {PC_i4, PC_u4, PC_i2, PC_u2};
+  for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+    pc_dtype t = types[k];
+    int bits = pc_dtype_subbyte_bits(t), sg = pc_dtype_is_signed(t), lo = sg ? -(1 << (bits - 1)) : 0;
+    int n = 1 << bits, nn = n * n;
+    int8_t *a = malloc((size_t)nn), *b = malloc((size_t)nn);
+    int32_t *w = malloc(sizeof *w * (size_t)nn);
+    for (int i = 0; i < nn; i++) a[i] = (int8_t)(lo + i / n), b[i] = (int8_t)(lo + i % n), w[i] = 37 * i - 500;
+    int64_t d[1] = {nn};
+    pc_graph *g = pc_graph_new();
+    pc_value *x = pc_input_add(g, "a", ty(t, 1, d)), *y = pc_input_add(g, "b", ty(t, 1, d));
+    pc_value *wi = pc_input_add(g, "w", ty(PC_i32, 1, d));
+    pc_output_add(g, pc_add(g, x, y));
+    pc_output_add(g, pc_mul(g, x, y));
+    pc_output_add(g, pc_sub(g, x, y));
+    pc_output_add(g, pc_convert(g, wi, t));
+    pc_output_add(g, pc_convert(g, x, PC_f32));
+    pc_tensor ins[3] = {{t, 1, {nn}, a}, {t, 1, {nn}, b}, {PC_i32, 1, {nn}, w}}, ref[5], got[5];
+    memset(ref, 0, sizeof ref);
+    memset(got, 0, sizeof got);
+    char tag[32];
+    snprintf(tag, sizeof tag, "%s", pc_dtype_name(t));
+    int ok = CHECK_MSG(g->status == PC_OK, "%s: build: %s", tag, pc_error(g)) &&
+             CHECK_MSG(pc_interp(g, ins, 3, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
+    int bad = 0;
+    for (int i = 0; ok && i < nn; i++) {
+      int va = a[i], vb = b[i];
+      int want[4] = {wrap_to(va + vb, bits, sg), wrap_to(va * vb, bits, sg), wrap_to(va - vb, bits, sg), wrap_to(w[i], bits, sg)};
+      for (int o = 0; o < 4; o++) {
+        int gotv = sg ? ((const int8_t *)ref[o].data)[i] : ((const uint8_t *)ref[o].data)[i];
+        if (gotv != want[o] && bad++ < 3) CHECK_MSG(0, "%s out%d[%d] = %d, want %d", tag, o, i, gotv, want[o]);
+      }
+      bad += ((const float *)ref[4].data)[i] != (float)va;
+    }
+    CHECK_MSG(ok && bad == 0, "%s: %d interpreter results differ", tag, bad);
+    ok = ok && run_compiled(g, ins, got, tag);
+    for (int o = 0; ok && o < g->n_outputs; o++)
+      CHECK_MSG(memcmp(got[o].data, ref[o].data, pc_tensor_nbytes(&ref[o])) == 0, "%s: compiled output %d differs", tag, o);
+    for (int o = 0; o < g->n_outputs; o++) {
+      pc_tensor_free(&ref[o]);
+      free(got[o].data);
+    }
+    pc_graph_free(g);
+    free(a);
+    free(b);
+    free(w);
+  }
+}
+
 /* ---------------------------------------------------------------- movement */
 
 PC_TEST(codegen_movement) {
@@ -585,6 +695,46 @@ PC_TEST(codegen_gemm_epilogue) {
   free(buf);
   check_graph(g, (range){-1, 1}, "gemm+bias+relu");
   pc_graph_free(g);
+}
+
+/* conv + per-channel bias + residual + ReLU6 in one group: the conv call runs the epilogue itself */
+static void conv_epilogue_case(int64_t n, int64_t groups, int silu, const char *want) {
+  pc_graph *g = pc_graph_new();
+  int64_t od[4] = {n, 6, 9, 8};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){n, 6, 9, 8}));
+  pc_value *w = pc_input_add(g, "w", ty(PC_f32, 4, (int64_t[]){6, 6 / groups, 3, 3}));
+  pc_value *b = pc_input_add(g, "b", ty(PC_f32, 1, (int64_t[]){6}));
+  pc_value *r = pc_input_add(g, "r", ty(PC_f32, 4, od));
+  int n0 = g->n_nodes;
+  pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){1, 1}, 2),
+                  pc_a_ints("pad_hi", (int64_t[]){1, 1}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                  pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", groups)};
+  pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
+  y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, od, (int64_t[]){1}));
+  y = pc_add(g, r, y);
+  if (silu) y = pc_mul(g, y, pc_sigmoid(g, y)); /* EfficientNet's SiLU */
+  y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
+  y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
+  group_from(g, n0, 0);
+  pc_output_add(g, y);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_MSG((strstr(buf, "in the call") != NULL) == (want != NULL), "n=%lld groups=%lld:\n%s", (long long)n,
+            (long long)groups, buf);
+  free(buf);
+  check_graph(g, (range){-1, 1}, "conv+bias+residual+relu6");
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_conv_epilogue) {
+  conv_epilogue_case(1, 1, 0, "in the call");
+  conv_epilogue_case(1, 6, 0, "in the call"); /* depthwise */
+  conv_epilogue_case(1, 1, 1, "in the call"); /* SiLU */
+  conv_epilogue_case(1, 6, 1, "in the call");
+  conv_epilogue_case(2, 1, 0, NULL);          /* the bias repeats per image: not one channel stride, left alone */
 }
 
 PC_TEST(codegen_random_fft) {

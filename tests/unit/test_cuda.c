@@ -102,9 +102,12 @@ static void build_where_clamp(pc_graph *g) {
 }
 
 static void build_convert(pc_graph *g) {
-  static const pc_dtype to[] = {PC_f16, PC_bf16, PC_f64, PC_i32, PC_i8, PC_u8, PC_bool, PC_i64};
+  static const pc_dtype to[] = {PC_f16, PC_bf16, PC_f64, PC_i32, PC_i8, PC_u8, PC_bool, PC_i64,
+                                PC_u32, PC_f8e4m3fn, PC_f8e5m2, PC_f4e2m1};
   pc_value *x = in(g, PC_f32, 2, I64S(3, 7)), *i = in(g, PC_i32, 1, I64S(10)), *b = in(g, PC_bool, 1, I64S(10));
-  for (int k = 0; k < 8; k++) out(g, cvt(g, x, to[k]));
+  for (size_t k = 0; k < sizeof to / sizeof *to; k++) out(g, cvt(g, x, to[k]));
+  out(g, cvt(g, i, PC_i4));
+  out(g, cvt(g, i, PC_u64));
   out(g, cvt(g, i, PC_f32));
   out(g, cvt(g, i, PC_f16));
   out(g, cvt(g, b, PC_f32));
@@ -112,8 +115,9 @@ static void build_convert(pc_graph *g) {
 }
 
 static void build_dtypes(pc_graph *g) {
-  static const pc_dtype dts[] = {PC_f16, PC_bf16, PC_f64, PC_i64, PC_i8, PC_u8, PC_i16};
-  for (int d = 0; d < 7; d++) {
+  static const pc_dtype dts[] = {PC_f16, PC_bf16, PC_f64, PC_i64, PC_i8, PC_u8, PC_i16, PC_u16, PC_u32, PC_u64,
+                                 PC_f8e4m3fn, PC_f8e5m2fnuz, PC_f4e2m1, PC_i4, PC_u2};
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
     pc_value *a = in(g, dts[d], 2, I64S(3, 9)), *b = in(g, dts[d], 2, I64S(3, 9));
     out(g, bin(g, PC_OP_add, a, b));
     out(g, bin(g, PC_OP_mul, a, b));
@@ -473,7 +477,19 @@ static void put(pc_dtype dt, void *p, int64_t i, double v) {
   case PC_u8: ((uint8_t *)p)[i] = (uint8_t)v; break;
   case PC_bool: ((uint8_t *)p)[i] = v != 0; break;
   case PC_c64: ((float *)p)[2 * i] = (float)v, ((float *)p)[2 * i + 1] = (float)-v; break;
-  default: break;
+  case PC_u16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+  case PC_u32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+  case PC_u64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1:
+    ((uint8_t *)p)[i] = pc_f32_to_f8(dt, (float)v, 0);
+    break;
+  case PC_i4: case PC_i2: { /* held sign-extended: wrap to the width */
+    int s = 1 << (pc_dtype_subbyte_bits(dt) - 1);
+    ((int8_t *)p)[i] = (int8_t)((((int)v & (2 * s - 1)) ^ s) - s);
+    break;
+  }
+  case PC_u4: case PC_u2: ((uint8_t *)p)[i] = (uint8_t)((int)v & ((1 << pc_dtype_subbyte_bits(dt)) - 1)); break;
+  case PC_DTYPE_COUNT: break;
   }
 }
 
@@ -489,8 +505,16 @@ static double get(pc_dtype dt, const void *p, int64_t i) {
   case PC_i64: return (double)((const int64_t *)p)[i];
   case PC_u8: case PC_bool: return ((const uint8_t *)p)[i];
   case PC_c64: return ((const float *)p)[i]; /* i over the float pairs */
-  default: return 0;
+  case PC_u16: return ((const uint16_t *)p)[i];
+  case PC_u32: return ((const uint32_t *)p)[i];
+  case PC_u64: return (double)((const uint64_t *)p)[i];
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1:
+    return pc_f8_to_f32(dt, ((const uint8_t *)p)[i]);
+  case PC_i4: case PC_i2: return ((const int8_t *)p)[i];
+  case PC_u4: case PC_u2: return ((const uint8_t *)p)[i];
+  case PC_DTYPE_COUNT: break;
   }
+  return 0;
 }
 
 static pc_tensor make_input(const pc_value *v, double lo, double hi, int nonzero) {

@@ -3,7 +3,9 @@
 #include "tests/test.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -244,6 +246,9 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 4, 20, 40, 5, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0},     /* 7x7 stride 2, like a stem */
       {1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},       /* valid */
       {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* K = 360: two K blocks, N = 667 */
+      {1, 3, 5, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      /* depthwise, rows of 4 and 2 vectors */
+      {1, 2, 7, 75, 2, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0},      /* depthwise stride 2, odd width */
+      {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0},      /* depthwise 5x5 stride 2 */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -257,4 +262,56 @@ PC_TEST(gemm_conv2d_rejects_bad_params) {
   CHECK_INT(primc_conv2d_f32(&p, x, w, NULL, y), PRIMC_ERR_ARG);
   primc_conv2d q = {1, 2, 2, 2, 2, 5, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0}; /* kernel larger than input */
   CHECK_INT(primc_conv2d_f32(&q, x, w, NULL, y), PRIMC_ERR_ARG);
+}
+
+/* y = clamp(conv + bias + res, 0, 6), or clamp(silu(conv + bias + res), -0.25, 6), with res separate, and
+ * in place (res == y, sums in the spare) */
+static int check_conv_epilogue(const primc_conv2d *p, int silu) {
+  int64_t oh, ow;
+  primc_conv2d_out_hw(p, &oh, &ow);
+  int64_t nx = p->n * p->c * p->h * p->w, nw = p->o * (p->c / p->groups) * p->kh * p->kw, ny = p->n * p->o * oh * ow;
+  float *x = rand_buf(nx), *w = rand_buf(nw), *b = rand_buf(2 * p->o), *res = rand_buf(ny), *y = rand_buf(ny);
+  float *spare = rand_buf(ny), *col = rand_buf((p->c / p->groups) * p->kh * p->kw * oh * ow);
+  double *r = malloc(sizeof(double) * (size_t)ny);
+  float *bias = malloc(sizeof(float) * (size_t)p->o);
+  for (int64_t o = 0; o < p->o; o++) bias[o] = b[2 * o]; /* the kernel reads it with stride 2 */
+  primc_conv2d q = *p;
+  q.relu = 0;
+  conv_ref(&q, x, w, bias, r);
+  double lo = silu ? -0.25 : 0.0;
+  for (int64_t i = 0; i < ny; i++) {
+    double v = r[i] + res[i];
+    r[i] = fmin(fmax(silu ? v / (1.0 + exp(-v)) : v, lo), 6.0);
+  }
+  primc_conv_epi e = {b, 2, res, (float)lo, 6.0f, silu};
+  int ok = CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL), PRIMC_OK);
+  double tol = 4.0 * (double)((p->c / p->groups) * p->kh * p->kw + 3) * FLT_EPSILON;
+  for (int64_t i = 0; i < ny && ok; i++) ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "y[%lld]=%g, want %g", (long long)i, y[i], r[i]);
+  memcpy(y, res, sizeof(float) * (size_t)ny);
+  e.res = y;
+  ok = ok && CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL), PRIMC_ERR_ARG); /* in place needs a spare */
+  ok = ok && CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, spare, col), PRIMC_OK);
+  for (int64_t i = 0; i < ny && ok; i++)
+    ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "in place: y[%lld]=%g, want %g", (long long)i, y[i], r[i]);
+  free(x), free(w), free(b), free(res), free(y), free(spare), free(col), free(r), free(bias);
+  return ok;
+}
+
+PC_TEST(gemm_conv2d_fused_epilogue) {
+  static const primc_conv2d cases[] = {
+      {1, 8, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* implicit im2col */
+      {1, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* 1x1 */
+      {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* depthwise */
+      {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0},  /* stride 2: im2col rows of two vectors */
+      {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0},  /* 7x7 stride 2 stem */
+      {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0},   /* stride 2, dilation: gathered im2col */
+  };
+  int is[4], n = isas(is);
+  for (int i = 0; i < n; i++)
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      primc_sgemm_force_isa(is[i]);
+      int ok = check_conv_epilogue(&cases[c], 0) && check_conv_epilogue(&cases[c], 1);
+      primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+      if (!ok) return;
+    }
 }
