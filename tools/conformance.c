@@ -28,7 +28,9 @@ static const char *conf_help =
     "  runs it with the reference interpreter and compares with the expected outputs\n"
     "  (rtol 1e-3, 2^-6 for bfloat16 outputs, atol 1e-7, as onnx's backend runner; NaN equals\n"
     "  NaN, exact for ints and bools). Sequence and optional inputs and outputs (SequenceProto,\n"
-    "  OptionalProto data) are fed and compared element by element as NAME.0, NAME.1...\n"
+    "  OptionalProto data) are fed and compared element by element as NAME.0, NAME.1...; a\n"
+    "  sequence input's length and element types are fixed per data set, which prints as\n"
+    "  \"NAME (list)\" among the specialized inputs.\n"
     "  A model an op of which needs a graph input at compile time (axes, pads...) is retried\n"
     "  with those inputs fixed to each data set's values when they are int32/int64, float or\n"
     "  bool of at most 16 elements; such a pass prints as \"PASS name (specialized: inputs)\"\n"
@@ -563,6 +565,9 @@ static cf_result run_specialized(const char *dir, const char *model, const cf_io
     }
     for (int k = 0; i == 0 && k < o.n_consts; k++)
       snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "", consts[k].name);
+    /* a sequence input's length and element types are fixed at compile time too */
+    for (int k = 0; i == 0 && k < set.n_seqs; k++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s (list)", names[0] ? ", " : "", set.seq[k].name);
     free_set(&set);
   }
   if (res == CF_PASS && n_sets == 0) res = CF_FAIL, snprintf(err, errlen, "no test_data_set_0");
