@@ -1226,3 +1226,106 @@ pc_status ox_op_TreeEnsemble(ox_ctx *c) {
   if (sum && agg == 0) sum = op_s(c, PC_OP_div, sum, (double)nr);
   return ox_out(c, 0, sum);
 }
+
+/* ---------------------------------------------------------------- MelWeightMatrix */
+
+#define MEL_MAX_ELEMS ((int64_t)1 << 22)
+
+/* a frequency in hertz on the mel scale, in float32 like the reference's float inputs */
+static float hz_to_mel(float hz) { return 2595.0f * (float)log1p(hz / 700.0f) / (float)log(10.0); }
+
+/* the triangular filter bank [dft_length / 2 + 1, num_mel_bins]: a constant of the (compile-time) inputs */
+pc_status ox_op_MelWeightMatrix(ox_ctx *c) {
+  int64_t bins, dft, rate;
+  double lo_hz, hi_hz;
+  if (ox_const_ints(c, 0, &bins, 1) != 1 || ox_const_ints(c, 1, &dft, 1) != 1 || ox_const_ints(c, 2, &rate, 1) != 1 ||
+      ox_const_floats(c, 3, &lo_hz, 1) != 1 || ox_const_floats(c, 4, &hi_hz, 1) != 1)
+    return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "all five inputs are required scalars");
+  int64_t rows = dft / 2 + 1;
+  if (bins < 1 || dft < 1 || rate < 1 || rows * bins > MEL_MAX_ELEMS) return ox_fail(c, PC_ERR_ATTR, "bad sizes");
+  pc_dtype dt = PC_f32;
+  if (ox_has_attr(c, "output_datatype") && !ox_dtype_from_onnx((int)ox_attr_int(c, "output_datatype", 1), &dt))
+    return ox_fail(c, PC_ERR_ATTR, "output_datatype is not supported");
+  float lo_mel = hz_to_mel((float)lo_hz), hi_mel = hz_to_mel((float)hi_hz), step = (hi_mel - lo_mel) / (float)(bins + 2);
+  int64_t *f = pc_alloc(G, sizeof *f * (size_t)(bins + 2));
+  double *w = pc_alloc(G, sizeof *w * (size_t)(rows * bins));
+  if (!f || !w) return ox_status(c);
+  for (int64_t i = 0; i < bins + 2; i++) { /* bin edges in DFT bins */
+    double hz = 700.0 * expm1(((double)i * step + lo_mel) / 2595.0 * log(10.0));
+    f[i] = (int64_t)floor((double)(dft + 1) * hz / (double)rate);
+  }
+  for (int64_t i = 0; i < bins; i++) {
+    int64_t l = f[i], m = f[i + 1], h = f[i + 2];
+    if (l < 0 || h >= rows || m < l || h < m) return ox_fail(c, PC_ERR_RANGE, "mel band %lld falls outside the DFT bins", (long long)i);
+    if (m == l) w[m * bins + i] = 1;
+    for (int64_t j = l; m > l && j <= m; j++) w[j * bins + i] = (double)(j - l) / (double)(m - l);
+    for (int64_t j = m; h > m && j < h; j++) w[j * bins + i] = (double)(h - j) / (double)(h - m);
+  }
+  int64_t shape[2] = {rows, bins};
+  return ox_out(c, 0, pc_convert(G, pc_const(G, pc_type_make(PC_f64, 2, shape), w), dt));
+}
+
+/* ---------------------------------------------------------------- TfIdfVectorizer */
+
+#define TFIDF_MAX_POOL 4096
+
+/* occurrences in each row of X (last axis) of the n-gram g whose items lie d apart */
+static pc_value *tfidf_count(ox_ctx *c, pc_value *x, const int64_t *g, int n, int64_t d) {
+  int r = x->type.rank;
+  int64_t C = x->type.dims[r - 1], P = C - (int64_t)(n - 1) * d, ax = r - 1;
+  if (P <= 0) return NULL;
+  int64_t st[2] = {0, 0}, lim[2], one[2] = {1, 1};
+  pc_value *hit = NULL;
+  for (int k = 0; k < n; k++) {
+    for (int i = 0; i < r; i++) lim[i] = x->type.dims[i];
+    st[r - 1] = k * d, lim[r - 1] = k * d + P;
+    pc_value *e = op_s(c, PC_OP_eq, pc_slice(G, x, st, lim, one), (double)g[k]);
+    hit = hit ? pc_and(G, hit, e) : e;
+  }
+  return ox_reduce(c, PC_OP_reduce_sum, pc_convert(G, hit, PC_f32), 1, &ax, 0);
+}
+
+/* counts of the pool's n-grams in each row of X, with skips, weighted (TF, IDF, TFIDF) */
+pc_status ox_op_TfIdfVectorizer(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  if (!x || !check_static(c, x)) return ox_status(c);
+  if ((x->type.rank != 1 && x->type.rank != 2) || !pc_dtype_is_int(x->type.dtype))
+    return ox_fail(c, PC_ERR_UNSUPPORTED, "needs int tokens of rank 1 or 2 (string pools are not supported)");
+  int64_t *pool = pc_alloc(G, sizeof *pool * TFIDF_MAX_POOL), counts[64], *index = pc_alloc(G, sizeof *index * TFIDF_MAX_POOL);
+  double *w = pc_alloc(G, sizeof *w * TFIDF_MAX_POOL);
+  int64_t lo = ox_attr_int(c, "min_gram_length", 1), hi = ox_attr_int(c, "max_gram_length", 1), skip = ox_attr_int(c, "max_skip_count", 0);
+  int np = pool ? ox_attr_ints(c, "pool_int64s", pool, TFIDF_MAX_POOL) : -2, nc = ox_attr_ints(c, "ngram_counts", counts, 64);
+  int ni = index ? ox_attr_ints(c, "ngram_indexes", index, TFIDF_MAX_POOL) : -2, nw = w ? ox_attr_floats(c, "weights", w, TFIDF_MAX_POOL) : -2;
+  const char *mode = ox_attr_str(c, "mode", "TF");
+  int tf = !strcmp(mode, "TF"), idf = !strcmp(mode, "IDF");
+  if (np < 0 || nc < 1 || ni < 0 || nw == -2 || lo < 1 || hi < lo || skip < 0 || (!tf && !idf && strcmp(mode, "TFIDF")))
+    return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "bad or missing pool_int64s, ngram_counts, ngram_indexes, gram lengths or mode");
+  int64_t out_n = 0;
+  for (int i = 0; i < ni; i++) out_n = index[i] + 1 > out_n ? index[i] + 1 : out_n;
+  pc_value **col = pc_alloc(G, sizeof *col * (size_t)(out_n + 1));
+  int g_id = 0; /* the pool's n-grams, level by level: level L holds (L+1)-grams */
+  for (int L = 0; col && L < nc && ox_status(c) == PC_OK; L++) {
+    int64_t n = L + 1, end = L + 1 < nc ? counts[L + 1] : np;
+    for (int64_t at = counts[L]; at + n <= end && g_id < ni; at += n, g_id++) {
+      if (n < lo || n > hi || index[g_id] < 0) continue;
+      pc_value *sum = NULL;
+      for (int64_t d = 1; d <= (n == 1 ? 1 : skip + 1); d++) { /* unigrams do not skip */
+        pc_value *k = tfidf_count(c, x, pool + at, (int)n, d);
+        sum = sum && k ? pc_add(G, sum, k) : k ? k : sum;
+      }
+      if (sum) col[index[g_id]] = col[index[g_id]] ? pc_add(G, col[index[g_id]], sum) : sum;
+    }
+  }
+  if (!col || ox_status(c) != PC_OK) return ox_status(c);
+  int r = x->type.rank;
+  int64_t one_shape[2] = {x->type.dims[0], 1};
+  for (int64_t i = 0; i < out_n; i++) {
+    pc_value *v = col[i] ? ox_reshape(c, col[i], r, r == 2 ? one_shape : (int64_t[]){1}) : pc_full(G, PC_f32, 0, r, r == 2 ? one_shape : (int64_t[]){1});
+    if (v && !tf) { /* IDF: the weight where present; TFIDF: weight * count (weights default to 1) */
+      double wi = i < nw ? w[i] : 1;
+      v = idf ? pc_where(G, op_s(c, PC_OP_gt, v, 0), ox_like(c, wi, v), ox_like(c, 0, v)) : op_s(c, PC_OP_mul, v, wi);
+    }
+    col[i] = v;
+  }
+  return ox_out(c, 0, pc_concatenate(G, col, (int)out_n, r - 1));
+}

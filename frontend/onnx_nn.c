@@ -320,29 +320,34 @@ static pc_value *flat_positions(ox_ctx *c, const pc_value *x, int col_major) {
   return p;
 }
 
-/* max over the windows with the position of the first maximum of each */
+#define POOL_MAX_TAPS 1024
+
+/* max over the windows with the position of the first maximum of each: the max first, then the
+ * taps matching it, last to first so that the first wins (a chain of selects on the running max
+ * would make every step use the previous one twice, which fusion would inline exponentially) */
 static pc_status max_pool_indexed(ox_ctx *c, pc_value *x, const geom *g) {
   pc_value *xp = pool_pad(c, x, g, lowest(x->type.dtype));
   pc_value *ip = pool_pad(c, flat_positions(c, x, ox_attr_int(c, "storage_order", 0) == 1), g, -1);
-  if (!xp || !ip) return ox_status(c);
+  pc_value *best = pool_taps(c, xp, g, PC_OP_max);
+  if (!xp || !ip || !best) return ox_status(c);
+  pc_value **vs = pc_alloc(G, sizeof *vs * POOL_MAX_TAPS), **ps = pc_alloc(G, sizeof *ps * POOL_MAX_TAPS);
   int64_t t[NS_MAX] = {0}, st[PC_MAX_RANK], lim[PC_MAX_RANK], str[PC_MAX_RANK];
-  pc_value *best = NULL, *at = NULL;
-  for (;;) {
+  int n = 0;
+  for (int done = 0; vs && ps && !done;) {
+    if (n == POOL_MAX_TAPS) return ox_fail(c, PC_ERR_UNSUPPORTED, "Indices of windows over %d taps", POOL_MAX_TAPS);
     for (int i = 0; i < 2; i++) st[i] = 0, lim[i] = xp->type.dims[i], str[i] = 1;
     for (int i = 0; i < g->ns; i++) {
       st[2 + i] = t[i] * g->d[i];
       lim[2 + i] = st[2 + i] + (g->out[i] - 1) * g->s[i] + 1;
       str[2 + i] = g->s[i];
     }
-    pc_value *v = pc_slice(G, xp, st, lim, str), *p = pc_slice(G, ip, st, lim, str);
-    pc_value *take = best ? pc_gt(G, v, best) : NULL;
-    best = best ? pc_where(G, take, v, best) : v;
-    at = at ? pc_where(G, take, p, at) : p;
-    if (!best || !at) return ox_status(c);
+    vs[n] = pc_slice(G, xp, st, lim, str), ps[n++] = pc_slice(G, ip, st, lim, str);
     int i = g->ns - 1;
     while (i >= 0 && ++t[i] == g->k[i]) t[i--] = 0;
-    if (i < 0) break;
+    done = i < 0;
   }
+  pc_value *at = n ? ps[n - 1] : NULL;
+  for (int k = n - 2; k >= 0 && at; k--) at = pc_where(G, pc_eq(G, vs[k], best), ps[k], at);
   ox_out(c, 0, best);
   return ox_out(c, 1, at);
 }

@@ -28,7 +28,9 @@ static const char *conf_help =
     "  runs it with the reference interpreter and compares with the expected outputs\n"
     "  (rtol 1e-3, 2^-6 for bfloat16 outputs, atol 1e-7, as onnx's backend runner; NaN equals\n"
     "  NaN, exact for ints and bools). Sequence and optional inputs and outputs (SequenceProto,\n"
-    "  OptionalProto data) are fed and compared element by element as NAME.0, NAME.1...\n"
+    "  OptionalProto data) are fed and compared element by element as NAME.0, NAME.1...; a\n"
+    "  sequence input's length and element types are fixed per data set, which prints as\n"
+    "  \"NAME (list)\" among the specialized inputs.\n"
     "  A model an op of which needs a graph input at compile time (axes, pads...) is retried\n"
     "  with those inputs fixed to each data set's values when they are int32/int64, float or\n"
     "  bool of at most 16 elements; such a pass prints as \"PASS name (specialized: inputs)\"\n"
@@ -481,20 +483,25 @@ static const pc_tensor *shape_input(const cf_set *s, const char *name) {
 }
 
 /* adds to o the input the importer named when the data set has it as a small tensor; when the
- * name is not a graph input (a value computed from some), every small int input instead (never
- * floats there: fixing data inputs would make the test trivial); 0 when nothing was added */
+ * name is not a graph input (a value computed from some), every small int input instead, and
+ * once those are fixed every scalar float or bool (never float tensors: fixing data inputs would
+ * make the test trivial); 0 when nothing was added */
 static int specialize_more(const cf_set *s, const char *need, pc_import_opts *o, pc_const_input *consts,
                            char (*names)[128]) {
   int before = o->n_consts, named = 0;
   for (int i = 0; i < s->n; i++) named |= s->name[i] && strcmp(s->name[i], need) == 0;
-  for (int i = 0; i < s->n && o->n_consts < CF_MAX_IO; i++) {
-    const char *nm = s->name[i];
-    if (!nm || (named && strcmp(nm, need) != 0) || is_specialized(o, nm) || !shape_input(s, nm)) continue;
-    if (!named && !pc_dtype_is_int(shape_input(s, nm)->dtype)) continue;
-    snprintf(names[o->n_consts], sizeof names[0], "%s", nm);
-    consts[o->n_consts].name = names[o->n_consts];
-    consts[o->n_consts++].value = *shape_input(s, nm);
-  }
+  /* a computed value: the ints first, then (when no int is left) the scalar floats and bools, such as
+   * Range bounds behind a Loop's trip count, never a float tensor */
+  for (int pass = 0; pass < 2 && o->n_consts == before; pass++)
+    for (int i = 0; i < s->n && o->n_consts < CF_MAX_IO; i++) {
+      const char *nm = s->name[i];
+      if (!nm || (named && strcmp(nm, need) != 0) || is_specialized(o, nm) || !shape_input(s, nm)) continue;
+      const pc_tensor *t = shape_input(s, nm);
+      if (!named && (pass == 0 ? !pc_dtype_is_int(t->dtype) : pc_dtype_is_int(t->dtype) || pc_tensor_numel(t) != 1)) continue;
+      snprintf(names[o->n_consts], sizeof names[0], "%s", nm);
+      consts[o->n_consts].name = names[o->n_consts];
+      consts[o->n_consts++].value = *t;
+    }
   return o->n_consts > before;
 }
 
@@ -558,6 +565,9 @@ static cf_result run_specialized(const char *dir, const char *model, const cf_io
     }
     for (int k = 0; i == 0 && k < o.n_consts; k++)
       snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "", consts[k].name);
+    /* a sequence input's length and element types are fixed at compile time too */
+    for (int k = 0; i == 0 && k < set.n_seqs; k++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s (list)", names[0] ? ", " : "", set.seq[k].name);
     free_set(&set);
   }
   if (res == CF_PASS && n_sets == 0) res = CF_FAIL, snprintf(err, errlen, "no test_data_set_0");
