@@ -249,6 +249,7 @@ pc_status ox_op_ConvTranspose(ox_ctx *c) {
 
 /* pads x by the window padding, at the end by what the last window needs (cropping when it needs less) */
 static pc_value *pool_pad(ox_ctx *c, pc_value *x, const geom *g, double value) {
+  if (!x) return NULL; /* an earlier step failed: the graph holds the error */
   int r = x->type.rank, any = 0;
   int64_t lo[PC_MAX_RANK] = {0}, hi[PC_MAX_RANK] = {0}, inter[PC_MAX_RANK] = {0};
   for (int i = 0; i < g->ns; i++) {
