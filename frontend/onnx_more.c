@@ -1300,8 +1300,15 @@ pc_status ox_op_TfIdfVectorizer(ox_ctx *c) {
   int tf = !strcmp(mode, "TF"), idf = !strcmp(mode, "IDF");
   if (np < 0 || nc < 1 || ni < 0 || nw == -2 || lo < 1 || hi < lo || skip < 0 || (!tf && !idf && strcmp(mode, "TFIDF")))
     return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "bad or missing pool_int64s, ngram_counts, ngram_indexes, gram lengths or mode");
+  for (int L = 0; L < nc; L++)
+    if (counts[L] < 0 || counts[L] > np || (L && counts[L] < counts[L - 1]))
+      return ox_fail(c, PC_ERR_ATTR, "ngram_counts must rise from 0 within the %d pool entries", np);
   int64_t out_n = 0;
-  for (int i = 0; i < ni; i++) out_n = index[i] + 1 > out_n ? index[i] + 1 : out_n;
+  for (int i = 0; i < ni; i++) {
+    if (index[i] < 0 || index[i] >= TFIDF_MAX_POOL)
+      return ox_fail(c, PC_ERR_ATTR, "ngram_indexes[%d] = %lld is outside [0, %d)", i, (long long)index[i], TFIDF_MAX_POOL);
+    out_n = index[i] + 1 > out_n ? index[i] + 1 : out_n;
+  }
   pc_value **col = pc_alloc(G, sizeof *col * (size_t)(out_n + 1));
   int g_id = 0; /* the pool's n-grams, level by level: level L holds (L+1)-grams */
   for (int L = 0; col && L < nc && ox_status(c) == PC_OK; L++) {

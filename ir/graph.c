@@ -8,6 +8,7 @@
 
 #define ARENA_ALIGN 64
 #define ARENA_BLOCK (64 * 1024)
+#define PC_ALLOC_MAX ((size_t)1 << 40) /* no model needs a terabyte: larger requests are corrupt sizes */
 
 struct pc_arena_block {
   struct pc_arena_block *next;
@@ -25,6 +26,7 @@ static struct pc_arena_block *arena_block_new(size_t size) {
 }
 
 void *pc_alloc(pc_graph *g, size_t n) {
+  if (n > PC_ALLOC_MAX) return NULL; /* also keeps the rounding below from wrapping */
   size_t need = (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
   if (need == 0) need = ARENA_ALIGN;
   struct pc_arena_block *b = g->arena;
