@@ -1123,6 +1123,8 @@ typedef struct te_model {
   int64_t feat[TE_MAX_NODES], tnode[TE_MAX_NODES], fnode[TE_MAX_NODES], tleaf[TE_MAX_NODES], fleaf[TE_MAX_NODES];
   int64_t mode[TE_MAX_NODES], missing[TE_MAX_NODES], target[TE_MAX_NODES];
   double split[TE_MAX_NODES], weight[TE_MAX_NODES], members[TE_MAX_NODES];
+  pc_value *memo[TE_MAX_NODES]; /* each inner node's value once: children shared by several parents (a DAG) would
+                                 * otherwise be rebuilt once per path, 2^depth times */
   pc_value *x;
 } te_model;
 
@@ -1171,12 +1173,14 @@ static pc_value *te_leaf(ox_ctx *c, te_model *m, int64_t i) {
 }
 
 static pc_value *te_node(ox_ctx *c, te_model *m, int64_t i, int is_leaf, int depth) {
+  if (ox_status(c) != PC_OK) return NULL; /* a failed subtree: stop, do not retry it on every path */
   if (is_leaf) return te_leaf(c, m, i);
   if (i < 0 || i >= m->n_nodes || depth > TE_MAX_DEPTH) return ox_fail(c, PC_ERR_ATTR, "bad tree node %lld", (long long)i), NULL;
+  if (m->memo[i]) return m->memo[i];
   pc_value *d = te_decide(c, m, i);
   pc_value *t = te_node(c, m, m->tnode[i], m->tleaf[i] != 0, depth + 1), *f = te_node(c, m, m->fnode[i], m->fleaf[i] != 0, depth + 1);
   if (!d || !t || !f) return NULL;
-  return pc_where(G, pc_broadcast_to(G, d, 2, t->type.dims), t, f);
+  return m->memo[i] = pc_where(G, pc_broadcast_to(G, d, 2, t->type.dims), t, f);
 }
 
 static int te_ints(ox_ctx *c, const char *name, int64_t *out, int64_t n, int required) {
@@ -1199,6 +1203,7 @@ pc_status ox_op_TreeEnsemble(ox_ctx *c) {
   te_model *m = pc_alloc(G, sizeof *m);
   int64_t roots[TE_MAX_NODES];
   if (!m) return ox_status(c);
+  memset(m->memo, 0, sizeof m->memo);
   m->x = x;
   m->n_targets = ox_attr_int(c, "n_targets", 0);
   double modes[TE_MAX_NODES];
