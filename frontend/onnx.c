@@ -977,6 +977,17 @@ int ox_attr_ints(ox_ctx *c, const char *name, int64_t *out, int max) {
   return (int)a->n_ints;
 }
 
+int ox_attr_ints_n(ox_ctx *c, const char *name, int64_t *out, int n, int cap, int64_t dflt) {
+  int got = ox_attr_ints(c, name, out, cap);
+  if (got == -2) return 0;
+  if (got == -1) {
+    for (int i = 0; i < n; i++) out[i] = dflt;
+    return 1;
+  }
+  if (got != n) return ox_fail(c, PC_ERR_ATTR, "attribute %s has %d entries, expected %d", name, got, n), 0;
+  return 1;
+}
+
 int ox_attr_floats(ox_ctx *c, const char *name, double *out, int max) {
   const Onnx__AttributeProto *a = find_attr(c, name);
   if (!a) return -1;

@@ -215,18 +215,6 @@ static pc_value *scan_slice(ox_ctx *c, pc_value *x, int axis, int64_t it) {
   return pc_reshape(G, pc_slice(G, x, start, limit, stride), r - 1, dims);
 }
 
-/* the ints attribute `name` (n entries, default dflt each) */
-static int scan_attr(ox_ctx *c, const char *name, int64_t *out, int n, int64_t dflt) {
-  int got = ox_attr_ints(c, name, out, CF_MAX_SCAN);
-  if (got == -2) return 0;
-  if (got == -1) {
-    for (int i = 0; i < n; i++) out[i] = dflt;
-    return 1;
-  }
-  if (got != n) return ox_fail(c, PC_ERR_ATTR, "attribute %s has %d entries, expected %d", name, got, n), 0;
-  return 1;
-}
-
 /* the body once per step of the scan inputs xs (along in_axis, backwards where in_dir): state
  * updated in place, each step's scan outputs pushed onto scans */
 static pc_status scan_steps(ox_ctx *c, const Onnx__GraphProto *body, int n_state, cf_val *state, int m,
@@ -261,9 +249,9 @@ pc_status ox_op_Scan(ox_ctx *c) {
     return ox_fail(c, PC_ERR_ATTR, "body has %zu inputs and %zu outputs for %d node inputs, %d outputs and "
                    "num_scan_inputs %d", body->n_input, body->n_output, c->n_in, c->n_out, m);
   int64_t in_dir[CF_MAX_SCAN], in_axis[CF_MAX_SCAN], out_dir[CF_MAX_SCAN], out_axis[CF_MAX_SCAN];
-  if (!scan_attr(c, "scan_input_directions", in_dir, m, 0) || !scan_attr(c, "scan_input_axes", in_axis, m, 0) ||
-      !scan_attr(c, "scan_output_directions", out_dir, n_scan_out, 0) ||
-      !scan_attr(c, "scan_output_axes", out_axis, n_scan_out, 0))
+  if (!ox_attr_ints_n(c, "scan_input_directions", in_dir, m, CF_MAX_SCAN, 0) || !ox_attr_ints_n(c, "scan_input_axes", in_axis, m, CF_MAX_SCAN, 0) ||
+      !ox_attr_ints_n(c, "scan_output_directions", out_dir, n_scan_out, CF_MAX_SCAN, 0) ||
+      !ox_attr_ints_n(c, "scan_output_axes", out_axis, n_scan_out, CF_MAX_SCAN, 0))
     return G->status;
   pc_value *xs[CF_MAX_SCAN];
   int64_t len = -1;
@@ -301,7 +289,7 @@ pc_status ox_op_Scan8(ox_ctx *c) {
     return ox_fail(c, PC_ERR_ATTR, "body has %zu inputs and %zu outputs for %d node inputs and %d outputs",
                    body->n_input, body->n_output, c->n_in, c->n_out);
   int64_t dirs[CF_MAX_SCAN], zeros[CF_MAX_SCAN] = {0};
-  if (!scan_attr(c, "directions", dirs, m, 0)) return G->status;
+  if (!ox_attr_ints_n(c, "directions", dirs, m, CF_MAX_SCAN, 0)) return G->status;
   pc_value *all[CF_MAX_SCAN * 2 + 2];
   int n_all = n_state + m;
   if (n_all > CF_MAX_SCAN * 2) return ox_fail(c, PC_ERR_RANGE, "too many inputs");

@@ -58,6 +58,9 @@ const char *ox_attr_str(ox_ctx *c, const char *name, const char *dflt); /* graph
 /* INTS/FLOATS: copies up to max entries into out, returns the count, -1 when absent (no error),
  * fails (PC_ERR_RANGE, returns -2) when the list is longer than max */
 int ox_attr_ints(ox_ctx *c, const char *name, int64_t *out, int max);
+/* exactly n ints (read with room for cap >= n, so a longer list is reported with its length), or n copies of
+ * dflt when absent; 0 on failure (the graph holds the error) */
+int ox_attr_ints_n(ox_ctx *c, const char *name, int64_t *out, int n, int cap, int64_t dflt);
 int ox_attr_floats(ox_ctx *c, const char *name, double *out, int max);
 /* TENSOR attribute as a constant value; NULL when absent (no error) or on failure (graph status set) */
 pc_value *ox_attr_tensor(ox_ctx *c, const char *name);

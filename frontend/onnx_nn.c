@@ -52,18 +52,6 @@ static int check_rank(ox_ctx *c, const pc_value *x, int lo, int hi) {
   return 0;
 }
 
-/* ints attribute of exactly n entries, or n copies of dflt when absent; 0 on failure */
-static int attr_list(ox_ctx *c, const char *name, int64_t *out, int n, int64_t dflt) {
-  int got = ox_attr_ints(c, name, out, n);
-  if (got == -2) return 0;
-  if (got == -1) {
-    for (int i = 0; i < n; i++) out[i] = dflt;
-    return 1;
-  }
-  if (got != n) return ox_fail(c, PC_ERR_ATTR, "attribute %s has %d entries, expected %d", name, got, n), 0;
-  return 1;
-}
-
 static int64_t prod(const int64_t *d, int n) {
   int64_t p = 1;
   for (int i = 0; i < n; i++) p *= d[i];
@@ -120,8 +108,8 @@ static int geom_read(ox_ctx *c, const pc_value *x, const int64_t *kernel, int ce
     if (nk == -2) return 0;
     if (nk != ns) return ox_fail(c, PC_ERR_ATTR, "kernel_shape has %d entries, the input has %d spatial dims", nk, ns), 0;
   }
-  if (!attr_list(c, "strides", g->s, ns, 1) || !attr_list(c, "dilations", g->d, ns, 1) ||
-      !attr_list(c, "pads", pads, 2 * ns, 0))
+  if (!ox_attr_ints_n(c, "strides", g->s, ns, ns, 1) || !ox_attr_ints_n(c, "dilations", g->d, ns, ns, 1) ||
+      !ox_attr_ints_n(c, "pads", pads, 2 * ns, 2 * ns, 0))
     return 0;
   const char *ap = ox_attr_str(c, "auto_pad", "NOTSET");
   for (int i = 0; i < ns; i++) {
@@ -201,8 +189,8 @@ pc_status ox_op_ConvTranspose(ox_ctx *c) {
     return ox_fail(c, PC_ERR_SHAPE, "input has %lld channels, weight's first dim is %lld (group=%lld)", (long long)C,
                    (long long)w->type.dims[0], (long long)groups);
   int64_t s[NS_MAX], d[NS_MAX], op[NS_MAX], pads[2 * NS_MAX], oshape[PC_MAX_RANK], ks[NS_MAX];
-  if (!attr_list(c, "strides", s, ns, 1) || !attr_list(c, "dilations", d, ns, 1) ||
-      !attr_list(c, "output_padding", op, ns, 0) || !attr_list(c, "pads", pads, 2 * ns, 0))
+  if (!ox_attr_ints_n(c, "strides", s, ns, ns, 1) || !ox_attr_ints_n(c, "dilations", d, ns, ns, 1) ||
+      !ox_attr_ints_n(c, "output_padding", op, ns, ns, 0) || !ox_attr_ints_n(c, "pads", pads, 2 * ns, 2 * ns, 0))
     return ox_status(c);
   int nk = ox_attr_ints(c, "kernel_shape", ks, NS_MAX);
   for (int i = 0; nk == ns && i < ns; i++)
@@ -1092,7 +1080,7 @@ pc_status ox_op_Col2Im(ox_ctx *c) {
   if (!x || ns < 0 || nb < 0 || !check_static(c, x)) return ox_status(c);
   if (ns != nb || ns < 1 || x->type.rank != 3 || ns + 2 > PC_MAX_RANK)
     return ox_fail(c, PC_ERR_SHAPE, "needs input [N, C*prod(block), L] and image / block shapes of one length");
-  if (!attr_list(c, "dilations", dil, ns, 1) || !attr_list(c, "strides", str, ns, 1) || !attr_list(c, "pads", pads, 2 * ns, 0))
+  if (!ox_attr_ints_n(c, "dilations", dil, ns, ns, 1) || !ox_attr_ints_n(c, "strides", str, ns, ns, 1) || !ox_attr_ints_n(c, "pads", pads, 2 * ns, 2 * ns, 0))
     return ox_status(c);
   int64_t K = 1, L = 1, N = x->type.dims[0], out_n[NS_MAX];
   for (int i = 0; i < ns; i++) {
@@ -1139,8 +1127,8 @@ pc_status ox_op_MaxUnpool(ox_ctx *c) {
   int n_out = ox_const_ints(c, 2, out, PC_MAX_RANK);
   if (n_out == -2) return ox_status(c);
   if (n_out >= 0 && n_out != r) return ox_fail(c, PC_ERR_SHAPE, "output_shape has %d entries for rank %d", n_out, r);
-  if (ox_attr_ints(c, "kernel_shape", k, NS_MAX) != ns || !attr_list(c, "strides", st, ns, 1) ||
-      !attr_list(c, "pads", pads, 2 * ns, 0))
+  if (ox_attr_ints(c, "kernel_shape", k, NS_MAX) != ns || !ox_attr_ints_n(c, "strides", st, ns, ns, 1) ||
+      !ox_attr_ints_n(c, "pads", pads, 2 * ns, 2 * ns, 0))
     return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "kernel_shape must have %d entries", ns);
   /* the indices count positions in the shape MaxPool came from (without its padding); a larger
    * output_shape extends it with zeros at the end */
