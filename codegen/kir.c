@@ -727,10 +727,14 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
   call_arg(k, p->buf_of_value[n->out[0]->id]);
   call_arg(k, p->buf_of_value[n->in[0]->id]);
   call_arg(k, p->buf_of_value[n->in[1]->id]);
-  /* im2col scratch for the f32 GEMM path: C/groups * prod(kernel) * prod(out spatial) floats */
+  /* scratch for the f32 GEMM paths: im2col, C/groups * prod(kernel) * prod(out spatial) floats, or what
+   * the 2-D runtime conv asks for (a padded copy of the input for stride-1 convs) */
   const pc_type *w = &n->in[1]->type, *o = &n->out[0]->type;
   int64_t cols = w->dims[1];
   for (int d = 2; d < w->rank; d++) cols *= w->dims[d] * o->dims[d];
+  primc_conv2d c2;
+  if (primc_conv2d_of_params(k->params, &c2) && primc_conv2d_scratch_floats(&c2) > cols)
+    cols = primc_conv2d_scratch_floats(&c2);
   call_arg(k, scratch_buf(p, PC_f32, cols * 4, NULL));
   return PC_OK;
 }
@@ -1084,13 +1088,13 @@ static int packed_operand(kir_program *p, const kir_kernel *k) {
     return -1;
   if (tb ? ldb != K : ldb != N) return -1; /* the constant is exactly B (no slice of a bigger one) */
   for (int i = 0; i < p->n_packed; i++) /* one packed copy per weight */
-    if (p->bufs[p->packed[i].buf].v == b->v && p->packed[i].trans == tb) return p->packed[i].buf;
+    if (p->bufs[p->packed[i].buf].v == b->v && !p->packed[i].groups && p->packed[i].trans == tb) return p->packed[i].buf;
   kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
   kir_buf nb = {KP_CONST, -1, 0, (int64_t)primc_sgemm_packed_b_size(N, K), PC_f32, b->v};
   int id = np ? buf_add(p, nb) : -1;
   if (id < 0) return -1;
   if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, tb, N, K};
+  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0};
   p->packed = np;
   return id;
 }
@@ -1110,11 +1114,48 @@ static void place_weights(kir_program *p) {
   }
 }
 
+/* a 2-D f32 conv's constant weights packed as the runtime conv asks (primc_conv2d_weight_layout): A
+ * strips for this machine's tile, or W^T panels; -1 when the conv does not run on the GEMM or its
+ * weights are not a constant. *word: the params word saying which (runtime/kernels.c). */
+static int packed_conv_weights(kir_program *p, const kir_kernel *k, int64_t *word) {
+  primc_conv2d c;
+  const kir_buf *w = &p->bufs[k->args[2]];
+  int layout = primc_conv2d_of_params(k->params, &c) ? primc_conv2d_weight_layout(&c) : PRIMC_CONV_W_PLAIN;
+  if (layout == PRIMC_CONV_W_PLAIN || w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
+    return -1;
+  int64_t og = c.o / c.groups, kk = c.c / c.groups * c.kh * c.kw;
+  int mr = layout == PRIMC_CONV_W_STRIPS ? primc_sgemm_mr() : 0;
+  if (w->nbytes != c.o * kk * 4) return -1;
+  *word = mr ? mr : -1;
+  for (int i = 0; i < p->n_packed; i++) { /* one packed copy per weight and layout */
+    const kir_packed *q = &p->packed[i];
+    if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og) return q->buf;
+  }
+  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
+  kir_buf nb = {KP_CONST, -1, 0, (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), PC_f32, w->v};
+  int id = np ? buf_add(p, nb) : -1;
+  if (id < 0) return -1;
+  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
+  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups};
+  p->packed = np;
+  return id;
+}
+
 pc_status kir_pack_weights(kir_program *p) {
   int packed = 0;
   for (int i = 0; i < p->n_kernels; i++) {
     kir_kernel *k = &p->kernels[i];
-    if (k->kind != KK_CALL || strcmp(k->fn, "dot")) continue;
+    if (k->kind != KK_CALL) continue;
+    if (!strcmp(k->fn, "conv")) {
+      int64_t word = 0;
+      int nb = packed_conv_weights(p, k, &word);
+      if (nb < 0) continue;
+      k->args[2] = nb;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 1] = word;
+      packed++;
+      continue;
+    }
+    if (strcmp(k->fn, "dot")) continue;
     int nb = packed_operand(p, k);
     if (nb < 0) continue;
     k->args[2] = nb;

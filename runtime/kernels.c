@@ -487,8 +487,12 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
 }
 
 /* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
- * [fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu]; bufs[4..6] = y, bias, residual */
+ * [fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu, packed weights: the
+ * tile height of primc_sgemm_pack_a strips, or -1 for primc_sgemm_pack_b panels, or 0 (plain)];
+ * bufs[4..6] = y, bias, residual */
 #define CONV_EPI_AT (1 + 27 + 1 + 32)
+#define CONV_EPI_PACKED 7
+#define CONV_PACKED_PANELS (-1)
 
 static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e) {
   double lo, hi;
@@ -529,6 +533,16 @@ static int conv2d_params(const conv_desc *c, primc_conv2d *p) {
   return p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow) && oh == c->o.d[2] && ow == c->o.d[3];
 }
 
+int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p) {
+  conv_desc c;
+  conv_read(params, &c);
+  if (c.S < 0 || c.S > 6 || c.groups < 1 || !conv2d_params(&c, p)) return 0;
+  int64_t packed = params[CONV_EPI_AT + CONV_EPI_PACKED];
+  p->w_packed_mr = packed > 0 ? (int)packed : 0;
+  p->w_packed_panels = packed == CONV_PACKED_PANELS;
+  return 1;
+}
+
 /* bufs: out, x, w, im2col scratch, then with a fused epilogue y, bias, residual (see CONV_EPI_AT) */
 int primc_k_conv(const int64_t *params, void *const *bufs) {
   conv_desc c;
@@ -539,7 +553,9 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
   primc_conv_epi e;
   conv_epi_read(q, bufs, &e);
   primc_conv2d p;
-  if (conv2d_params(&c, &p))
+  int two_d = primc_conv2d_of_params(params, &p);
+  if (q[CONV_EPI_PACKED] && !two_d) return PRIMC_ERR_RUNTIME; /* only the 2-D path reads packed weights */
+  if (two_d)
     return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
                                 bufs[3]);
   if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);
