@@ -299,11 +299,13 @@ pc_status ox_op_Cast(ox_ctx *c) {
   pc_dtype to;
   int t = (int)ox_attr_int(c, "to", 0);
   if (!ox_dtype_from_onnx(t, &to)) return ox_fail(c, PC_ERR_UNSUPPORTED, "cast to ONNX type %d is not supported", t);
-  return ox_out(c, 0, ox_convert(c, X0, to, (int)ox_attr_int(c, "saturate", 1)));
+  return ox_out(c, 0, ox_convert_rounded(c, X0, to, (int)ox_attr_int(c, "saturate", 1), ox_attr_str(c, "round_mode", "up")));
 }
 pc_status ox_op_CastLike(ox_ctx *c) {
   pc_value *x = X0, *like = ox_in_req(c, 1);
-  return ox_out(c, 0, like ? ox_convert(c, x, like->type.dtype, (int)ox_attr_int(c, "saturate", 1)) : NULL);
+  return ox_out(c, 0, like ? ox_convert_rounded(c, x, like->type.dtype, (int)ox_attr_int(c, "saturate", 1),
+                                                ox_attr_str(c, "round_mode", "up"))
+                           : NULL);
 }
 /* sequences and optionals pass through as the import-time lists they are */
 pc_status ox_op_Identity(ox_ctx *c) { return !ox_in(c, 0) && ox_seq_in(c, 0) ? ox_op_SequenceIdentity(c) : ox_out(c, 0, X0); }
