@@ -256,7 +256,7 @@ static int scalar_const(kir_program *p, const pc_value *v, double *f, int64_t *i
   case PC_u4: case PC_u2: *i = *(const uint8_t *)d; break;
   case PC_u32: *i = *(const uint32_t *)d; break;
   case PC_u64: *i = (int64_t)*(const uint64_t *)d; break; /* the bits: LLVMConstInt truncates to the width */
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: *f = pc_f8_to_f32(v->type.dtype, *(const uint8_t *)d); break;
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: *f = pc_f8_to_f32(v->type.dtype, *(const uint8_t *)d); break;
   default: return 0;
   }
   return 1;

@@ -82,6 +82,20 @@ static uint8_t f32_to_f8(const f8_fmt *f, float x) {
   return (uint8_t)(q == 0 && f->fnuz ? 0 : sign | q);
 }
 
+/* f8e8m0: 2^(b-127), 0xff NaN; stores keep the f32 exponent field (the compiler's ir/types.c rule) */
+static float e8m0_to_f32(uint8_t b) {
+  uint32_t u = b ? (uint32_t)b << 23 : 0x400000u;
+  float f;
+  memcpy(&f, &u, 4);
+  return b == 0xff ? NAN : f;
+}
+
+static uint8_t f32_to_e8m0(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint8_t)(u >> 23);
+}
+
 static double get_f(const void *p, int64_t i, int dt) {
   uint32_t u;
   float f;
@@ -90,6 +104,7 @@ static double get_f(const void *p, int64_t i, int dt) {
   case PRIMC_BF16: u = (uint32_t)((const uint16_t *)p)[i] << 16; memcpy(&f, &u, 4); return f;
   case PRIMC_F32: return ((const float *)p)[i];
   case PRIMC_F64: return ((const double *)p)[i];
+  case PRIMC_F8E8M0: return e8m0_to_f32(((const uint8_t *)p)[i]);
   default: return f8_of(dt) ? f8_to_f32(f8_of(dt), ((const uint8_t *)p)[i]) : 0;
   }
 }
@@ -105,6 +120,7 @@ static void set_f(void *p, int64_t i, int dt, double v) {
     break;
   case PRIMC_F32: ((float *)p)[i] = f; break;
   case PRIMC_F64: ((double *)p)[i] = v; break;
+  case PRIMC_F8E8M0: ((uint8_t *)p)[i] = f32_to_e8m0(f); break;
   default:
     if (f8_of(dt)) ((uint8_t *)p)[i] = f32_to_f8(f8_of(dt), f);
     break;
@@ -147,11 +163,11 @@ static void set_i(void *p, int64_t i, int dt, int64_t v) {
 }
 
 static int is_float(int dt) {
-  return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64 || f8_of(dt) != NULL;
+  return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64 || dt == PRIMC_F8E8M0 || f8_of(dt) != NULL;
 }
 
 static size_t dsize(int dt) {
-  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   return dt >= 0 && dt < PRIMC_DTYPE_COUNT ? s[dt] : 1;
 }
 

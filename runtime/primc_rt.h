@@ -13,7 +13,7 @@ typedef enum primc_dtype {
   PRIMC_U8, PRIMC_BOOL, PRIMC_C64, PRIMC_U16, PRIMC_U32, PRIMC_U64,
   PRIMC_F8E4M3FN, PRIMC_F8E4M3FNUZ, PRIMC_F8E5M2, PRIMC_F8E5M2FNUZ,
   PRIMC_I4, PRIMC_U4, PRIMC_I2, PRIMC_U2, /* sub-byte ints: one per byte */
-  PRIMC_F4E2M1, PRIMC_DTYPE_COUNT
+  PRIMC_F4E2M1, PRIMC_F8E8M0, PRIMC_DTYPE_COUNT
 } primc_dtype;
 
 size_t primc_dtype_size(primc_dtype t);

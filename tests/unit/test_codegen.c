@@ -288,7 +288,7 @@ PC_TEST(codegen_u64_above_2_63) {
  * bit with the interpreter, whose conversions tests/unit/test_f8.c checks against ml_dtypes. Inputs: every
  * f32 whose low 16 bits are zero (every exponent, every f8 rounding tie and the bits around it), every byte. */
 PC_TEST(codegen_f8_bitwise) {
-  static const pc_dtype f8s[] = {PC_f8e4m3fn, PC_f8e4m3fnuz, PC_f8e5m2, PC_f8e5m2fnuz, PC_f4e2m1};
+  static const pc_dtype f8s[] = {PC_f8e4m3fn, PC_f8e4m3fnuz, PC_f8e5m2, PC_f8e5m2fnuz, PC_f4e2m1, PC_f8e8m0};
   enum { N = 65536 };
   float *xs = malloc(sizeof *xs * N);
   uint8_t bytes[256], upd[8] = {0x36, 0x35, 0x33, 0x31, 0x2e, 0x37, 0x3a, 0xbd}; /* fractions: subnormal products round */
