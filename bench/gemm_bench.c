@@ -178,9 +178,14 @@ static void bench_conv(const conv_case *c) {
   r.y = rand_buf((size_t)(p->o * P));
   r.col = rand_buf((size_t)(K * P));
   r.packed = *p;
-  r.wp = rand_buf(primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_PANELS) / sizeof(float) + 16);
+  int layout = primc_conv2d_weight_layout(p);
+  r.wp = rand_buf(primc_conv2d_packed_weight_bytes(p, layout) / sizeof(float) + 16);
   r.scratch = rand_buf((size_t)primc_conv2d_scratch_floats(p) + 1);
-  if (primc_conv2d_weight_layout(p) == PRIMC_CONV_W_PANELS) {
+  if (layout == PRIMC_CONV_W_WINOGRAD) {
+    r.packed.w_winograd = 1;
+    r.packed.w_packed_mr = primc_sgemm_mr();
+    primc_conv2d_pack_winograd(p, r.w, r.packed.w_packed_mr, r.wp);
+  } else if (layout == PRIMC_CONV_W_PANELS) {
     r.packed.w_packed_panels = 1;
     primc_sgemm_pack_b(1, p->o, K, r.w, K, r.wp);
   } else {
@@ -194,7 +199,7 @@ static void bench_conv(const conv_case *c) {
   free(r.x), free(r.w), free(r.b), free(r.y), free(r.col), free(r.wp), free(r.scratch);
 }
 
-#define CONV(name, c, hw, o, k, s, pad) {name, {1, c, hw, hw, o, k, k, 1, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0}}
+#define CONV(name, c, hw, o, k, s, pad) {name, {1, c, hw, hw, o, k, k, 1, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0}}
 
 int main(int argc, char **argv) {
   int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;

@@ -1124,7 +1124,7 @@ static int packed_operand(kir_program *p, const kir_kernel *k) {
   int id = np ? buf_add(p, nb) : -1;
   if (id < 0) return -1;
   if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0};
+  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0, 0, NULL};
   p->packed = np;
   return id;
 }
@@ -1147,26 +1147,27 @@ static void place_weights(kir_program *p) {
 /* a 2-D f32 conv's constant weights packed as the runtime conv asks (primc_conv2d_weight_layout): A
  * strips for this machine's tile, or W^T panels; -1 when the conv does not run on the GEMM or its
  * weights are not a constant. *word: the params word saying which (runtime/kernels.c). */
-static int packed_conv_weights(kir_program *p, const kir_kernel *k, int64_t *word) {
+static int packed_conv_weights(kir_program *p, const kir_kernel *k, int *layout_out, int *tile_out) {
   primc_conv2d c;
   const kir_buf *w = &p->bufs[k->args[2]];
   int layout = primc_conv2d_of_params(k->params, &c) ? primc_conv2d_weight_layout(&c) : PRIMC_CONV_W_PLAIN;
   if (layout == PRIMC_CONV_W_PLAIN || w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
     return -1;
   int64_t og = c.o / c.groups, kk = c.c / c.groups * c.kh * c.kw;
-  int mr = layout == PRIMC_CONV_W_STRIPS ? primc_sgemm_mr() : 0;
+  int mr = layout == PRIMC_CONV_W_PANELS ? 0 : primc_sgemm_mr(), wino = layout == PRIMC_CONV_W_WINOGRAD;
   if (w->nbytes != c.o * kk * 4) return -1;
-  *word = mr ? mr : -1;
+  *layout_out = layout, *tile_out = mr;
   for (int i = 0; i < p->n_packed; i++) { /* one packed copy per weight and layout */
     const kir_packed *q = &p->packed[i];
-    if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og) return q->buf;
+    if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og && q->winograd == wino)
+      return q->buf;
   }
   kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
   kir_buf nb = {KP_CONST, -1, 0, (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), PC_f32, w->v};
   int id = np ? buf_add(p, nb) : -1;
   if (id < 0) return -1;
   if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups};
+  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups, wino, k->params};
   p->packed = np;
   return id;
 }
@@ -1177,11 +1178,12 @@ pc_status kir_pack_weights(kir_program *p) {
     kir_kernel *k = &p->kernels[i];
     if (k->kind != KK_CALL) continue;
     if (!strcmp(k->fn, "conv")) {
-      int64_t word = 0;
-      int nb = packed_conv_weights(p, k, &word);
+      int layout = 0, tile = 0;
+      int nb = packed_conv_weights(p, k, &layout, &tile);
       if (nb < 0) continue;
       k->args[2] = nb;
-      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 1] = word;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 2] = layout;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 1] = tile;
       packed++;
       continue;
     }
@@ -1344,7 +1346,7 @@ static void fuse_conv_epilogues(kir_program *p) {
     conv_epi e;
     if (other || !match_conv_epilogue(p, c, k, &e)) continue;
     int64_t *w = c->params + CONV_EPI_AT;
-    w[0] = 1, w[1] = e.bias_off, w[2] = e.bias_stride, w[3] = e.res >= 0;
+    w[0] = 1, w[1] = e.bias_off, w[2] = e.bias >= 0 ? e.bias_stride : -1, w[3] = e.res >= 0; /* -1: no bias */
     memcpy(&w[4], &e.lo, 8);
     memcpy(&w[5], &e.hi, 8);
     w[6] = e.silu;

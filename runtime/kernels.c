@@ -503,19 +503,18 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
 }
 
 /* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
- * [fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu, packed weights: the
- * tile height of primc_sgemm_pack_a strips, or -1 for primc_sgemm_pack_b panels, or 0 (plain)];
- * bufs[4..6] = y, bias, residual */
+ * [fused, bias offset, bias stride (-1: no bias), has residual, lo, hi (doubles as bits), silu, how the weights are
+ * packed (PRIMC_CONV_W_*: 0 plain), the tile height they were packed for]; bufs[4..6] = y, bias, residual */
 #define CONV_EPI_AT (1 + 27 + 1 + 32)
 #define CONV_EPI_PACKED 7
-#define CONV_PACKED_PANELS (-1)
+#define CONV_EPI_TILE 8
 
 static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e) {
   double lo, hi;
   memcpy(&lo, &q[4], 8);
   memcpy(&hi, &q[5], 8);
-  e->bias = q[0] && bufs[5] ? (const float *)bufs[5] + q[1] : NULL;
-  e->bias_stride = q[2];
+  e->bias = q[0] && q[2] >= 0 && bufs[5] ? (const float *)bufs[5] + q[1] : NULL; /* its arg is y when absent */
+  e->bias_stride = q[2] < 0 ? 0 : q[2];
   e->res = q[0] && q[3] ? bufs[6] : NULL;
   e->lo = (float)lo;
   e->hi = (float)hi;
@@ -553,9 +552,10 @@ int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p) {
   conv_desc c;
   conv_read(params, &c);
   if (c.S < 0 || c.S > 6 || c.groups < 1 || !conv2d_params(&c, p)) return 0;
-  int64_t packed = params[CONV_EPI_AT + CONV_EPI_PACKED];
-  p->w_packed_mr = packed > 0 ? (int)packed : 0;
-  p->w_packed_panels = packed == CONV_PACKED_PANELS;
+  int64_t layout = params[CONV_EPI_AT + CONV_EPI_PACKED], tile = params[CONV_EPI_AT + CONV_EPI_TILE];
+  p->w_packed_mr = layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? (int)tile : 0;
+  p->w_packed_panels = layout == PRIMC_CONV_W_PANELS;
+  p->w_winograd = layout == PRIMC_CONV_W_WINOGRAD;
   return 1;
 }
 

@@ -771,22 +771,39 @@ PC_TEST(codegen_dot_constant_weights_packed) {
   pc_graph_free(g);
 }
 
-/* conv + per-channel bias + residual + ReLU6 in one group: the conv call runs the epilogue itself */
-static void conv_epilogue_case(int64_t n, int64_t groups, int silu, const char *want) {
+/* conv (+ per-channel bias) (+ residual) + ReLU6 in one group: the conv call runs the epilogue itself.
+ * const_w: the weights are constants, packed at compile time (32 channels: Winograd, strips or panels) */
+typedef struct conv_epi_case {
+  int64_t n, groups, ch;
+  int silu, bias, res, const_w;
+  const char *want;
+} conv_epi_case;
+
+static void conv_epilogue_case(conv_epi_case t) {
   pc_graph *g = pc_graph_new();
-  int64_t od[4] = {n, 6, 9, 8};
-  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){n, 6, 9, 8}));
-  pc_value *w = pc_input_add(g, "w", ty(PC_f32, 4, (int64_t[]){6, 6 / groups, 3, 3}));
-  pc_value *b = pc_input_add(g, "b", ty(PC_f32, 1, (int64_t[]){6}));
-  pc_value *r = pc_input_add(g, "r", ty(PC_f32, 4, od));
+  int64_t C = t.ch, od[4] = {t.n, C, 9, 8};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){t.n, C, 9, 8}));
+  pc_type wt = ty(PC_f32, 4, (int64_t[]){C, C / t.groups, 3, 3});
+  pc_value *w;
+  if (t.const_w) {
+    int64_t nw = pc_type_numel(&wt);
+    float *wd = malloc(sizeof(float) * (size_t)nw);
+    for (int64_t i = 0; i < nw; i++) wd[i] = (float)((i * 37 % 101) - 50) / 400.0f;
+    w = pc_const(g, wt, wd);
+    free(wd);
+  } else {
+    w = pc_input_add(g, "w", wt);
+  }
+  pc_value *b = t.bias ? pc_input_add(g, "b", ty(PC_f32, 1, (int64_t[]){C})) : NULL;
+  pc_value *r = t.res ? pc_input_add(g, "r", ty(PC_f32, 4, od)) : NULL;
   int n0 = g->n_nodes;
   pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){1, 1}, 2),
                   pc_a_ints("pad_hi", (int64_t[]){1, 1}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
-                  pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", groups)};
+                  pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", t.groups)};
   pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
-  y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, od, (int64_t[]){1}));
-  y = pc_add(g, r, y);
-  if (silu) y = pc_mul(g, y, pc_sigmoid(g, y)); /* EfficientNet's SiLU */
+  if (b) y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, od, (int64_t[]){1}));
+  if (r) y = pc_add(g, r, y);
+  if (t.silu) y = pc_mul(g, y, pc_sigmoid(g, y)); /* EfficientNet's SiLU */
   y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
   y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
   group_from(g, n0, 0);
@@ -796,19 +813,26 @@ static void conv_epilogue_case(int64_t n, int64_t groups, int silu, const char *
   FILE *f = open_memstream(&buf, &len);
   CHECK(pc_kernels_print(g, f) == PC_OK);
   fclose(f);
-  CHECK_MSG((strstr(buf, "in the call") != NULL) == (want != NULL), "n=%lld groups=%lld:\n%s", (long long)n,
-            (long long)groups, buf);
+  CHECK_MSG((strstr(buf, "in the call") != NULL) == (t.want != NULL), "n=%lld groups=%lld:\n%s", (long long)t.n,
+            (long long)t.groups, buf);
   free(buf);
-  check_graph(g, (range){-1, 1}, "conv+bias+residual+relu6");
+  check_graph(g, (range){-1, 1}, "conv epilogue");
   pc_graph_free(g);
 }
 
 PC_TEST(codegen_conv_epilogue) {
-  conv_epilogue_case(1, 1, 0, "in the call");
-  conv_epilogue_case(1, 6, 0, "in the call"); /* depthwise */
-  conv_epilogue_case(1, 1, 1, "in the call"); /* SiLU */
-  conv_epilogue_case(1, 6, 1, "in the call");
-  conv_epilogue_case(2, 1, 0, NULL);          /* the bias repeats per image: not one channel stride, left alone */
+  conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 6, 6, 0, 1, 1, 0, "in the call"}); /* depthwise */
+  conv_epilogue_case((conv_epi_case){1, 1, 6, 1, 1, 1, 0, "in the call"}); /* SiLU */
+  conv_epilogue_case((conv_epi_case){1, 6, 6, 1, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 1, 6, 0, 1, 1, 0, NULL}); /* the bias repeats per image: not one channel stride */
+  /* no bias: the epilogue must not read one (its argument slot then holds y) */
+  conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 0, 0, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 6, 6, 0, 0, 1, 0, "in the call"});
+  /* constant weights packed at compile time: Winograd (32 channels, 3x3), with and without bias */
+  conv_epilogue_case((conv_epi_case){1, 1, 32, 0, 0, 0, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 1, 32, 1, 1, 1, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 2, 32, 0, 1, 0, 1, "in the call"}); /* grouped: strips */
 }
 
 PC_TEST(codegen_random_fft) {

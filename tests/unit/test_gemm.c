@@ -249,17 +249,25 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
   int64_t kk = (p->c / p->groups) * p->kh * p->kw, og = p->o / p->groups;
   /* the channels-in-lanes path needs its im2col and C^T in the scratch whatever the layout chosen */
   int64_t scratch = primc_conv2d_scratch_floats(p) + kk * oh * ow + og * oh * ow;
-  float *col = rand_buf(scratch), *wp = aligned_alloc(64, (primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_PANELS) + 127) / 64 * 64);
+  size_t wbytes = primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_PANELS);
+  if (primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_WINOGRAD) > wbytes)
+    wbytes = primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_WINOGRAD);
+  float *col = rand_buf(scratch), *wp = aligned_alloc(64, (wbytes + 127) / 64 * 64);
   primc_conv_epi e = {with_bias ? b : NULL, 1, NULL, p->relu ? 0.0f : -INFINITY, INFINITY, 0};
   int ok = 1;
-  for (int mode = 0; mode < 5 && ok; mode++) {
+  for (int mode = 0; mode < 7 && ok; mode++) {
     primc_sgemm_force_isa(isa);
     primc_conv2d q = *p;
     if (mode >= 2 && primc_conv2d_weight_layout(p) == PRIMC_CONV_W_PLAIN) break;
+    if (mode >= 5 && primc_conv2d_weight_layout(p) != PRIMC_CONV_W_WINOGRAD) break;
     if (mode == 2 || mode == 3) {
       q.w_packed_mr = mode == 2 ? primc_sgemm_mr() : 5;
       for (int64_t g = 0; g < p->groups; g++)
         ok = ok && CHECK_INT(primc_sgemm_pack_a(og, kk, w + g * og * kk, kk, q.w_packed_mr, wp + g * og * kk), PRIMC_OK);
+    } else if (mode >= 5) { /* Winograd, for this ISA's tile and a 5-row one */
+      q.w_winograd = 1;
+      q.w_packed_mr = mode == 5 ? primc_sgemm_mr() : 5;
+      ok = ok && CHECK_INT(primc_conv2d_pack_winograd(p, w, q.w_packed_mr, wp), PRIMC_OK);
     } else if (mode == 4) { /* channels in the lanes: W^T panels */
       q.w_packed_panels = 1;
       for (int64_t g = 0; g < p->groups; g++)
@@ -286,31 +294,34 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
 PC_TEST(gemm_conv2d_all_isas) {
   static const primc_conv2d cases[] = {
       /* n c h w   o kh kw  groups sh sw dh dw  pt pl pb pr  relu */
-      {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},      /* 3x3 same */
-      {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0},      /* stride 2, relu */
-      {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0},     /* dilation, uneven pads */
-      {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},       /* groups */
-      {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0},     /* 1x1: plain GEMM */
-      {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},      /* 1x1 grouped */
-      {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* 1x1 stride 2: generated B */
-      {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},  /* depthwise */
-      {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0},     /* depthwise stride, dilation */
-      {1, 4, 20, 40, 5, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0},     /* 7x7 stride 2, like a stem */
-      {1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* valid */
-      {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},   /* K = 360: two K blocks, N = 667 */
-      {1, 3, 5, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},      /* depthwise, rows of 4 and 2 vectors */
-      {1, 2, 7, 75, 2, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},      /* depthwise stride 2, odd width */
-      {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0},      /* depthwise 5x5 stride 2 */
-      {2, 7, 6, 33, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},     /* direct (padded rows), 2 strips */
-      {1, 8, 9, 40, 6, 3, 3, 2, 1, 1, 2, 2, 0, 1, 2, 3, 0, 0, 0},      /* direct: groups, dilation, uneven pads */
-      {1, 3, 5, 36, 30, 5, 2, 1, 1, 1, 1, 1, 2, 0, 2, 1, 0, 0, 0},     /* direct: 5x2 kernel, 3 strips */
-      {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},     /* 7x7 map: channels in the lanes */
-      {1, 5, 12, 70, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},     /* direct stride 2: 4 phases */
-      {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 1, 0, 0},    /* direct 7x7/2 stem */
-      {1, 3, 11, 80, 4, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0},     /* stride 2 dilation 2: one phase */
-      {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0},     /* direct stride 3, even kernel */
-      {1, 4, 9, 70, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},      /* direct, strides 1 x 2 */
-      {2, 40, 5, 6, 34, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},     /* 1x1 grouped, two images */
+      {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},      /* 3x3 same */
+      {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},      /* stride 2, relu */
+      {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0, 0},     /* dilation, uneven pads */
+      {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},       /* groups */
+      {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0},     /* 1x1: plain GEMM */
+      {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},      /* 1x1 grouped */
+      {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},       /* 1x1 stride 2: generated B */
+      {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},  /* depthwise */
+      {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0},     /* depthwise stride, dilation */
+      {1, 4, 20, 40, 5, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0},     /* 7x7 stride 2, like a stem */
+      {1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},       /* valid */
+      {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   /* K = 360: two K blocks, N = 667 */
+      {1, 3, 5, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},      /* depthwise, rows of 4 and 2 vectors */
+      {1, 2, 7, 75, 2, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},      /* depthwise stride 2, odd width */
+      {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},      /* depthwise 5x5 stride 2 */
+      {2, 7, 6, 33, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},     /* direct (padded rows), 2 strips */
+      {1, 8, 9, 40, 6, 3, 3, 2, 1, 1, 2, 2, 0, 1, 2, 3, 0, 0, 0, 0},      /* direct: groups, dilation, uneven pads */
+      {1, 3, 5, 36, 30, 5, 2, 1, 1, 1, 1, 1, 2, 0, 2, 1, 0, 0, 0, 0},     /* direct: 5x2 kernel, 3 strips */
+      {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},     /* 7x7 map: channels in the lanes */
+      {1, 5, 12, 70, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     /* direct stride 2: 4 phases */
+      {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 1, 0, 0, 0},    /* direct 7x7/2 stem */
+      {1, 3, 11, 80, 4, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0},     /* stride 2 dilation 2: one phase */
+      {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     /* direct stride 3, even kernel */
+      {1, 4, 9, 70, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},      /* direct, strides 1 x 2 */
+      {2, 40, 5, 6, 34, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},     /* 1x1 grouped, two images */
+      {1, 32, 9, 11, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},    /* Winograd, partial tiles */
+      {2, 40, 12, 10, 36, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0},   /* Winograd, uneven pads, 2 images */
+      {1, 32, 6, 40, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    /* Winograd, 20 tiles across */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -320,20 +331,24 @@ PC_TEST(gemm_conv2d_all_isas) {
 
 /* the weight layout follows where the lanes are better used: pixels unless the map is small */
 PC_TEST(gemm_conv2d_weight_layout) {
-  primc_conv2d big = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
-  primc_conv2d small = {1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
-  primc_conv2d dw = {1, 32, 7, 7, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
-  CHECK_INT(primc_conv2d_weight_layout(&big), PRIMC_CONV_W_STRIPS);
-  CHECK_INT(primc_conv2d_weight_layout(&small), PRIMC_CONV_W_PANELS);
+  primc_conv2d big = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  primc_conv2d small = {1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 32, 7, 7, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  primc_conv2d strided = {1, 64, 56, 56, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  primc_conv2d pw_small = {1, 512, 7, 7, 2048, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  CHECK_INT(primc_conv2d_weight_layout(&big), PRIMC_CONV_W_WINOGRAD);
+  CHECK_INT(primc_conv2d_weight_layout(&small), PRIMC_CONV_W_WINOGRAD);
+  CHECK_INT(primc_conv2d_weight_layout(&strided), PRIMC_CONV_W_STRIPS);
+  CHECK_INT(primc_conv2d_weight_layout(&pw_small), PRIMC_CONV_W_PANELS);
   CHECK_INT(primc_conv2d_weight_layout(&dw), PRIMC_CONV_W_PLAIN);
-  CHECK(primc_conv2d_scratch_floats(&small) >= 512 * 9 * 49 + 49 * 512);
+  CHECK(primc_conv2d_scratch_floats(&pw_small) >= 512 * 49 + 49 * 2048);
 }
 
 PC_TEST(gemm_conv2d_rejects_bad_params) {
-  primc_conv2d p = {1, 6, 8, 8, 9, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}; /* 6 channels, 4 groups */
+  primc_conv2d p = {1, 6, 8, 8, 9, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}; /* 6 channels, 4 groups */
   float x[1] = {0}, w[1] = {0}, y[1] = {0};
   CHECK_INT(primc_conv2d_f32(&p, x, w, NULL, y), PRIMC_ERR_ARG);
-  primc_conv2d q = {1, 2, 2, 2, 2, 5, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}; /* kernel larger than input */
+  primc_conv2d q = {1, 2, 2, 2, 2, 5, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}; /* kernel larger than input */
   CHECK_INT(primc_conv2d_f32(&q, x, w, NULL, y), PRIMC_ERR_ARG);
 }
 
@@ -372,12 +387,12 @@ static int check_conv_epilogue(const primc_conv2d *p, int silu) {
 
 PC_TEST(gemm_conv2d_fused_epilogue) {
   static const primc_conv2d cases[] = {
-      {1, 8, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},   /* implicit im2col */
-      {1, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},  /* 1x1 */
-      {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},   /* depthwise */
-      {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},  /* stride 2: im2col rows of two vectors */
-      {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0},  /* 7x7 stride 2 stem */
-      {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0, 0, 0},   /* stride 2, dilation: gathered im2col */
+      {1, 8, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   /* implicit im2col */
+      {1, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},  /* 1x1 */
+      {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   /* depthwise */
+      {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* stride 2: im2col rows of two vectors */
+      {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0},  /* 7x7 stride 2 stem */
+      {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0, 0, 0, 0},   /* stride 2, dilation: gathered im2col */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
