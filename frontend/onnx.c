@@ -17,83 +17,38 @@
 
 /* ---------------------------------------------------------------- op table */
 
+/* the domains whose ops primc imports: ai.onnx, then the others in ox_domains' order */
+typedef enum ox_dom { OX_DOM_ONNX = -1, OX_DOM_ML, OX_DOM_PREVIEW, OX_DOM_TRAINING } ox_dom;
+
 typedef struct ox_row {
   const char *name;
   int min_opset, max_opset;
   ox_fn fn;
+  ox_dom dom;
 } ox_row;
 
-#define OX_ROW(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn},
-#define OX_NO_ROW(name, min_opset, max_opset, fn)
-
+/* every domain's rows in one table, each tagged with its domain, so onnx_ops.def is expanded once */
 static const ox_row ox_rows[] = {
-#define ONNX_OP OX_ROW
-#define ONNX_ML_OP OX_NO_ROW
-#define ONNX_PREVIEW_OP OX_NO_ROW
-#define ONNX_TRAINING_OP OX_NO_ROW
+#define ONNX_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_ONNX},
+#define ONNX_ML_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_ML},
+#define ONNX_PREVIEW_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_PREVIEW},
+#define ONNX_TRAINING_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_TRAINING},
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
 #undef ONNX_ML_OP
 #undef ONNX_PREVIEW_OP
 #undef ONNX_TRAINING_OP
-    {NULL, 0, 0, NULL},
+    {NULL, 0, 0, NULL, OX_DOM_ONNX},
 };
 
-/* the ai.onnx.preview domain's ops, versioned by that domain's opset */
-static const ox_row ox_preview_rows[] = {
-#define ONNX_OP OX_NO_ROW
-#define ONNX_ML_OP OX_NO_ROW
-#define ONNX_PREVIEW_OP OX_ROW
-#define ONNX_TRAINING_OP OX_NO_ROW
-#include "frontend/onnx_ops.def"
-#undef ONNX_OP
-#undef ONNX_ML_OP
-#undef ONNX_PREVIEW_OP
-#undef ONNX_TRAINING_OP
-    {NULL, 0, 0, NULL},
-};
-
-/* the ai.onnx.preview.training domain's ops */
-static const ox_row ox_training_rows[] = {
-#define ONNX_OP OX_NO_ROW
-#define ONNX_ML_OP OX_NO_ROW
-#define ONNX_PREVIEW_OP OX_NO_ROW
-#define ONNX_TRAINING_OP OX_ROW
-#include "frontend/onnx_ops.def"
-#undef ONNX_OP
-#undef ONNX_ML_OP
-#undef ONNX_PREVIEW_OP
-#undef ONNX_TRAINING_OP
-    {NULL, 0, 0, NULL},
-};
-
-/* the ai.onnx.ml domain's ops */
-static const ox_row ox_ml_rows[] = {
-#define ONNX_OP OX_NO_ROW
-#define ONNX_ML_OP OX_ROW
-#define ONNX_PREVIEW_OP OX_NO_ROW
-#define ONNX_TRAINING_OP OX_NO_ROW
-#include "frontend/onnx_ops.def"
-#undef ONNX_OP
-#undef ONNX_ML_OP
-#undef ONNX_PREVIEW_OP
-#undef ONNX_TRAINING_OP
-    {NULL, 0, 0, NULL},
-};
-
-/* the domains beside ai.onnx whose ops primc imports; opset index into ox_loader.dom_opset */
-typedef struct ox_domain {
-  const char *name;
-  const ox_row *rows;
-} ox_domain;
-static const ox_domain ox_domains[] = {
-    {"ai.onnx.ml", ox_ml_rows}, {"ai.onnx.preview", ox_preview_rows}, {"ai.onnx.preview.training", ox_training_rows}};
+/* names of the domains beside ai.onnx, indexed by ox_dom; opset index into ox_loader.dom_opset */
+static const char *const ox_domains[] = {"ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training"};
 #define OX_N_DOMAINS (int)(sizeof ox_domains / sizeof *ox_domains)
 
 /* index of a non-default domain primc knows; -1 otherwise */
 static int domain_index(const char *d) {
   for (int i = 0; d && i < OX_N_DOMAINS; i++)
-    if (strcmp(ox_domains[i].name, d) == 0) return i;
+    if (strcmp(ox_domains[i], d) == 0) return i;
   return -1;
 }
 
@@ -647,12 +602,12 @@ static void fold_node(pc_graph *g, pc_node *n) {
 
 /* ---------------------------------------------------------------- nodes */
 
-static const ox_row *find_row(const ox_row *rows, const char *op, int opset, int *name_known) {
+static const ox_row *find_row(int dom, const char *op, int opset, int *name_known) {
   *name_known = 0;
-  for (int i = 0; rows[i].name; i++) {
-    if (strcmp(rows[i].name, op) != 0) continue;
+  for (const ox_row *r = ox_rows; r->name; r++) {
+    if ((int)r->dom != dom || strcmp(r->name, op) != 0) continue;
     *name_known = 1;
-    if (opset >= rows[i].min_opset && opset <= rows[i].max_opset) return &rows[i];
+    if (opset >= r->min_opset && opset <= r->max_opset) return r;
   }
   return NULL;
 }
@@ -700,7 +655,7 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
   if (opset < 0)
     return pc_fail(g, PC_ERR_PARSE, "%s: the model imports no %s opset", g->origin, dom < 0 ? "ai.onnx" : nd->domain);
   int known;
-  const ox_row *row = find_row(dom < 0 ? ox_rows : ox_domains[dom].rows, nd->op_type, opset, &known);
+  const ox_row *row = find_row(dom, nd->op_type, opset, &known);
   if (!row) return unsupported_op(L, nd, opset, known);
   pc_value **in = calloc(nd->n_input + 1, sizeof *in), **out = calloc(nd->n_output + 1, sizeof *out);
   if (!in || !out) {
