@@ -961,33 +961,10 @@ pc_value *ox_attr_tensor(ox_ctx *c, const char *name) {
   return v;
 }
 
-/* element k of a buffer of dtype dt, as double and as int64 */
-static double elem_f(pc_dtype dt, const void *p, int64_t k) {
-  switch (dt) { /* one line per storage type */
-  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[k]);
-  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[k]);
-  case PC_f32: return ((const float *)p)[k];
-  case PC_f64: return ((const double *)p)[k];
-  case PC_i8: return ((const int8_t *)p)[k];
-  case PC_i16: return ((const int16_t *)p)[k];
-  case PC_i32: return ((const int32_t *)p)[k];
-  case PC_i64: return (double)((const int64_t *)p)[k];
-  case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
-  case PC_u16: return ((const uint16_t *)p)[k];
-  case PC_i4: case PC_i2: return ((const int8_t *)p)[k];
-  case PC_u4: case PC_u2: return ((const uint8_t *)p)[k];
-  case PC_u32: return ((const uint32_t *)p)[k];
-  case PC_u64: return (double)((const uint64_t *)p)[k];
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: return pc_f8_to_f32(dt, ((const uint8_t *)p)[k]);
-  case PC_c64: return ((const float *)p)[2 * k];
-  case PC_DTYPE_COUNT: break;
-  }
-  return 0;
-}
-
+/* element k of a buffer of dtype dt as int64, saturating */
 static int64_t elem_i(pc_dtype dt, const void *p, int64_t k) {
   if (dt == PC_i64) return ((const int64_t *)p)[k];
-  double v = elem_f(dt, p, k);
+  double v = pc_elem_f64(dt, p, k);
   if (v != v) return 0;
   if (v >= 9.2e18) return INT64_MAX;
   if (v <= -9.2e18) return INT64_MIN;
@@ -1025,7 +1002,7 @@ int ox_const_floats(ox_ctx *c, int i, double *out, int max) {
   int64_t n = pc_type_numel(&v->type);
   if (n < 0 || n > max) return ox_fail(c, PC_ERR_RANGE, "input %d has %lld elements (at most %d)", i, (long long)n, max), -2;
   const void *d = pc_const_data(v);
-  for (int64_t k = 0; k < n; k++) out[k] = elem_f(v->type.dtype, d, k);
+  for (int64_t k = 0; k < n; k++) out[k] = pc_elem_f64(v->type.dtype, d, k);
   return (int)n;
 }
 

@@ -60,6 +60,14 @@ int pc_dtype_subbyte_bits(pc_dtype t);
 /* t must be an f8 dtype (else NaN / 0) */
 float pc_f8_to_f32(pc_dtype t, uint8_t b);
 uint8_t pc_f32_to_f8(pc_dtype t, float f, int saturate);
+/* a float's bit pattern and back, without aliasing */
+uint32_t pc_f32_bits(float f);
+float pc_bits_f32(uint32_t u);
+
+/* element i of a buffer of dtype t as the double it stands for (ints converted, f16/bf16/f8/f4 decoded, bool
+ * and the sub-byte ints as their stored byte); c64: the real part. Code that compares complex data reads
+ * it as PC_f32 over twice the element count, so both halves count. */
+double pc_elem_f64(pc_dtype t, const void *data, int64_t i);
 
 /* ---------------------------------------------------------------- shapes */
 

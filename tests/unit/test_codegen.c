@@ -44,24 +44,6 @@ static void put(pc_dtype dt, void *p, int64_t i, double v) {
   }
 }
 
-static double get(pc_dtype dt, const void *p, int64_t i) {
-  switch (dt) {
-  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[i]);
-  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[i]);
-  case PC_f32: return ((const float *)p)[i];
-  case PC_f64: return ((const double *)p)[i];
-  case PC_i8: return ((const int8_t *)p)[i];
-  case PC_i16: return ((const int16_t *)p)[i];
-  case PC_i32: return ((const int32_t *)p)[i];
-  case PC_i64: return (double)((const int64_t *)p)[i];
-  case PC_u8: case PC_bool: return ((const uint8_t *)p)[i];
-  case PC_u16: return ((const uint16_t *)p)[i];
-  case PC_u32: return ((const uint32_t *)p)[i];
-  case PC_u64: return (double)((const uint64_t *)p)[i];
-  default: return 0;
-  }
-}
-
 static pc_tensor make_input(const pc_value *v, range r) {
   pc_tensor t = {v->type.dtype, v->type.rank, {0}, NULL};
   memcpy(t.dims, v->type.dims, sizeof t.dims);
@@ -149,9 +131,10 @@ static int check_graph(pc_graph *g, range r, const char *tag) {
   int ok = CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
   ok = ok && run_compiled(g, ins, got, tag);
   for (int o = 0; ok && o < g->n_outputs; o++) {
-    int64_t n = pc_tensor_numel(&ref[o]);
+    pc_dtype dt = ref[o].dtype, lane = dt == PC_c64 ? PC_f32 : dt; /* complex: both halves */
+    int64_t n = pc_tensor_numel(&ref[o]) * (dt == PC_c64 ? 2 : 1);
     for (int64_t i = 0; i < n; i++) {
-      double a = get(got[o].dtype, got[o].data, i), b = get(ref[o].dtype, ref[o].data, i);
+      double a = pc_elem_f64(lane, got[o].data, i), b = pc_elem_f64(lane, ref[o].data, i);
       if (!close_enough(ref[o].dtype, a, b)) {
         CHECK_MSG(0, "%s: out%d[%lld] = %.9g, interpreter %.9g", tag, o, (long long)i, a, b);
         ok = 0;
