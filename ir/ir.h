@@ -290,6 +290,21 @@ pc_status pc_infer(pc_graph *g, pc_node *n);
 /* Checks the whole graph: topological order, types re-inferred equal, ids, outputs. */
 pc_status pc_verify(pc_graph *g);
 
+/* ---------------------------------------------------------------- text buffer (ir/strbuf.c) */
+
+/* A growable NUL-terminated string for dumps and reports; start it zeroed. After an allocation
+ * failure oom is set and appends do nothing, so a writer checks once, at pc_strbuf_done. */
+typedef struct pc_strbuf {
+  char *s;
+  size_t len, cap;
+  int oom;
+} pc_strbuf;
+
+void pc_strbuf_put(pc_strbuf *b, const char *s, size_t n);
+void pc_strbuf_fmt(pc_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* the text, malloc'ed for the caller ("" when nothing was added); NULL (and freed) after oom */
+char *pc_strbuf_done(pc_strbuf *b);
+
 /* ---------------------------------------------------------------- text format (ir/print.c, ir/parse.c) */
 
 /* graph(%x : f32[1,3], %w : f32[3,4]):
