@@ -211,6 +211,8 @@ void pc_graph_free(pc_graph *g);
 void *pc_alloc(pc_graph *g, size_t n);         /* zeroed, 64-byte aligned, owned by g */
 char *pc_strdup(pc_graph *g, const char *s);
 char *pc_strfmt(pc_graph *g, const char *fmt, ...);
+/* room for need elements of size elem in the malloc'ed *arr of *cap (doubling); 0 when out of memory */
+int pc_array_grow(void **arr, int *cap, int need, size_t elem);
 
 /* Errors: the first one sticks; builders return NULL once the graph is in error. */
 pc_status pc_fail(pc_graph *g, pc_status code, const char *fmt, ...);
