@@ -94,6 +94,8 @@ void pc_path_stem(const char *path, char *out, size_t n);  /* path without its e
 void pc_path_ident(const char *path, char *out, size_t n); /* a C identifier from path's base name */
 /* n bytes of data into path; PC_ERR_IO on g when it cannot be written */
 pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t n);
+/* where libprimc_rt.a and runtime/primc_rt.h are: o->runtime_dir, else the running program's directory */
+void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n);
 
 /* NVRTC compile-check without packaging, several graphs per NVRTC program (their kernels renamed
  * apart) for speed: res[i] is PC_OK, or the graph's failure with its message in gs[i] (a kernel

@@ -129,18 +129,12 @@ static pc_status write_header(const kir_program *p, const char *path, const char
   return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
 }
 
-static pc_status write_weights(const kir_program *p, const void *blob, const char *path) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return pc_fail(p->g, PC_ERR_IO, "cannot write %s", path);
-  size_t n = (size_t)p->weights_size;
-  int bad = n && fwrite(blob, 1, n, f) != n;
-  bad |= fclose(f);
-  return bad ? pc_fail(p->g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
-}
-
-/* directory of the running primc (or the test binary): where libprimc_rt.a is built */
-static void self_dir(char *out, size_t n) {
-  ssize_t k = readlink("/proc/self/exe", out, n - 1);
+void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n) {
+  if (o->runtime_dir) {
+    snprintf(out, n, "%s", o->runtime_dir);
+    return;
+  }
+  ssize_t k = readlink("/proc/self/exe", out, n - 1); /* the running primc (or the test binary) */
   out[k > 0 ? k : 0] = 0;
   char *slash = strrchr(out, '/');
   if (slash) *slash = 0;
@@ -149,8 +143,7 @@ static void self_dir(char *out, size_t n) {
 
 static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char *obj, int shared) {
   char dir[2048], cmd[8192];
-  if (o->runtime_dir) snprintf(dir, sizeof dir, "%s", o->runtime_dir);
-  else self_dir(dir, sizeof dir);
+  pc_runtime_dir(o, dir, sizeof dir);
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
   /* PRIMC_LDFLAGS: extra link flags, e.g. the sanitizer a runtime library was built with */
   const char *ldflags = getenv("PRIMC_LDFLAGS") ? getenv("PRIMC_LDFLAGS") : "";
@@ -188,7 +181,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   }
   if (s == PC_OK && o->weights_external) {
     snprintf(aux, sizeof aux, "%s.weights", o->emit == PC_EMIT_EXE ? o->output : stem);
-    s = write_weights(p, blob, aux);
+    s = pc_file_write(p->g, aux, blob, (size_t)p->weights_size);
   }
   return s;
 }

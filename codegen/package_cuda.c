@@ -380,14 +380,6 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
 
 /* ---------------------------------------------------------------- building */
 
-static void self_dir(char *out, size_t n) {
-  ssize_t k = readlink("/proc/self/exe", out, n - 1);
-  out[k > 0 ? k : 0] = 0;
-  char *slash = strrchr(out, '/');
-  if (slash) *slash = 0;
-  else snprintf(out, n, ".");
-}
-
 static pc_status run_cmd(pc_graph *g, const char *what, const char *cmd) {
   int rc = system(cmd);
   return rc == 0 ? PC_OK : pc_fail(g, PC_ERR_IO, "%s failed (exit %d): %s", what, rc, cmd);
@@ -405,8 +397,7 @@ static pc_status build(const cuda_pkg *k, const char *obj_out) {
            exe || lib ? obj : obj_out);
   pc_status s = run_cmd(k->g, "compiling the host side", cmd);
   if (s != PC_OK || !(exe || lib)) return s;
-  if (o->runtime_dir) snprintf(dir, sizeof dir, "%s", o->runtime_dir);
-  else self_dir(dir, sizeof dir);
+  pc_runtime_dir(o, dir, sizeof dir);
   const char *ldflags = getenv("PRIMC_LDFLAGS") ? getenv("PRIMC_LDFLAGS") : ""; /* as package.c: e.g. a sanitizer */
   snprintf(cmd, sizeof cmd, "%s %s %s -o '%s' '%s' '%s/libprimc_rt.a' -ldl -lpthread -lm", cc, lib ? "-shared" : "",
            ldflags, o->output, obj, dir);
