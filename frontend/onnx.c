@@ -334,14 +334,8 @@ typedef struct ox_loader {
   const char *scope;    /* prefix of node origins inside subgraph bodies ("" at top level) */
 } ox_loader;
 
-static size_t name_hash(const char *s) {
-  size_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
 static size_t map_slot(const ox_loader *L, const char *name) {
-  size_t i = name_hash(name) & (L->cap - 1);
+  size_t i = pc_str_hash(name) & (L->cap - 1);
   while (L->keys[i] && strcmp(L->keys[i], name) != 0) i = (i + 1) & (L->cap - 1);
   return i;
 }

@@ -292,7 +292,7 @@ pc_status pc_infer(pc_graph *g, pc_node *n);
 /* Checks the whole graph: topological order, types re-inferred equal, ids, outputs. */
 pc_status pc_verify(pc_graph *g);
 
-/* ---------------------------------------------------------------- text buffer (ir/strbuf.c) */
+/* ---------------------------------------------------------------- text buffer, string hash (ir/strbuf.c) */
 
 /* A growable NUL-terminated string for dumps and reports; start it zeroed. After an allocation
  * failure oom is set and appends do nothing, so a writer checks once, at pc_strbuf_done. */
@@ -306,6 +306,11 @@ void pc_strbuf_put(pc_strbuf *b, const char *s, size_t n);
 void pc_strbuf_fmt(pc_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* the text, malloc'ed for the caller ("" when nothing was added); NULL (and freed) after oom */
 char *pc_strbuf_done(pc_strbuf *b);
+
+/* FNV-1a: pc_hash_bytes folds n bytes into h (start from PC_HASH_SEED); pc_str_hash hashes a string */
+#define PC_HASH_SEED 1469598103934665603u
+uint64_t pc_hash_bytes(uint64_t h, const void *p, size_t n);
+size_t pc_str_hash(const char *s);
 
 /* ---------------------------------------------------------------- text format (ir/print.c, ir/parse.c) */
 

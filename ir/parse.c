@@ -321,21 +321,15 @@ static int read_num(parser *P, num *out) {
 
 /* ---------------------------------------------------------------- value names */
 
-static size_t name_hash(const char *s) {
-  size_t h = 1469598103934665603u;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
-  return h;
-}
-
 static pc_value *map_get(const parser *P, const char *name) {
   if (!P->map_cap) return NULL;
-  for (size_t i = name_hash(name) & (P->map_cap - 1); P->map[i].name; i = (i + 1) & (P->map_cap - 1))
+  for (size_t i = pc_str_hash(name) & (P->map_cap - 1); P->map[i].name; i = (i + 1) & (P->map_cap - 1))
     if (strcmp(P->map[i].name, name) == 0) return P->map[i].v;
   return NULL;
 }
 
 static void map_insert(vmap_entry *map, size_t cap, const char *name, pc_value *v) {
-  size_t i = name_hash(name) & (cap - 1);
+  size_t i = pc_str_hash(name) & (cap - 1);
   while (map[i].name) i = (i + 1) & (cap - 1);
   map[i] = (vmap_entry){name, v};
 }

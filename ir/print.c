@@ -64,20 +64,14 @@ typedef struct nameset {
   size_t cap;
 } nameset;
 
-static size_t str_hash(const char *s) {
-  size_t h = 1469598103934665603u;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
-  return h;
-}
-
 static int ns_has(const nameset *ns, const char *s) {
-  for (size_t i = str_hash(s) & (ns->cap - 1); ns->slot[i]; i = (i + 1) & (ns->cap - 1))
+  for (size_t i = pc_str_hash(s) & (ns->cap - 1); ns->slot[i]; i = (i + 1) & (ns->cap - 1))
     if (strcmp(ns->slot[i], s) == 0) return 1;
   return 0;
 }
 
 static void ns_add(nameset *ns, char *s) {
-  size_t i = str_hash(s) & (ns->cap - 1);
+  size_t i = pc_str_hash(s) & (ns->cap - 1);
   while (ns->slot[i]) i = (i + 1) & (ns->cap - 1);
   ns->slot[i] = s;
 }

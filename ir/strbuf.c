@@ -1,4 +1,4 @@
-/* ir/strbuf.c: the growable text buffer that the printer and the passes' reports write into. */
+/* ir/strbuf.c: the growable text buffer that the printer and the passes' reports write into, and the string hash of every name table. */
 #include "ir/ir.h"
 
 #include <stdarg.h>
@@ -52,3 +52,11 @@ char *pc_strbuf_done(pc_strbuf *b) {
   *b = (pc_strbuf){0};
   return s;
 }
+
+uint64_t pc_hash_bytes(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211u;
+  return h;
+}
+
+size_t pc_str_hash(const char *s) { return (size_t)pc_hash_bytes(PC_HASH_SEED, s, strlen(s)); }
