@@ -232,8 +232,13 @@ int main(int argc, char **argv) {
       CONV("layer2 1x1/2 64->128", 64, 56, 128, 1, 2, 0),
       CONV("layer3 3x3 256->256", 256, 14, 256, 3, 1, 1),
       CONV("layer4 3x3 512->512", 512, 7, 512, 3, 1, 1),
+      CONV("r50 layer1 1x1 64->256", 64, 56, 256, 1, 1, 0),
+      CONV("r50 layer1 1x1 256->64", 256, 56, 64, 1, 1, 0),
+      CONV("r50 layer3 1x1 1024->256", 1024, 14, 256, 1, 1, 0),
+      CONV("r50 layer4 1x1/2 1024->2048", 1024, 14, 2048, 1, 2, 0),
+      CONV("r50 layer4 1x1 512->2048", 512, 7, 2048, 1, 1, 0),
   };
-  printf("\n| ResNet-18 conv, batch 1 (+bias) | O P K | primc_conv2d GFLOP/s (packed weights, scratch: as compiled) | "
+  printf("\n| ResNet-18/50 conv, batch 1 (+bias) | O P K | primc_conv2d GFLOP/s (packed weights, scratch: as compiled) | "
          "primc_conv2d GFLOP/s (plain weights, implicit im2col) | im2col+OpenBLAS GFLOP/s | speedup |\n");
   printf("| --- | --- | ---: | ---: | ---: | ---: |\n");
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) bench_conv(&convs[i]);

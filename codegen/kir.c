@@ -356,10 +356,37 @@ static kir_expr *expr_rev(kir_program *p, const pc_node *n, const amap *m) {
   return expr_value(p, n->in[0], &o);
 }
 
-/* reshape keeps the row-major order: affine only through a materialized operand */
+/* A reshape that only splits operand dims (each operand dim a run of result dims; 1s come and go)
+ * is an affine map of the result's indices: operand index = sum over the run of index * inner size.
+ * 0 when some result dim merges operand dims (div/mod: not affine). */
+static int reshape_split_map(const pc_type *a, const pc_type *b, const amap *m, amap *o) {
+  memset(o, 0, sizeof *o);
+  o->rank = a->rank;
+  int j = 0;
+  for (int i = 0; i < a->rank; i++) {
+    if (a->dims[i] == 1) continue; /* index 0 */
+    while (j < b->rank && b->dims[j] == 1) j++;
+    int start = j;
+    int64_t prod = 1;
+    while (j < b->rank && prod < a->dims[i]) prod *= b->dims[j++];
+    if (prod != a->dims[i]) return 0;
+    int64_t inner = 1;
+    for (int r = j - 1; r >= start; r--) {
+      o->off[i] += m->off[r] * inner;
+      for (int k = 0; k < KIR_MAX_LOOPS; k++) o->coef[i][k] += m->coef[r][k] * inner;
+      inner *= b->dims[r];
+    }
+  }
+  return 1;
+}
+
+/* reshape keeps the row-major order: a split composes with the operand's own map; anything else
+ * is affine only through a materialized operand */
 static kir_expr *expr_reshape(kir_program *p, const pc_node *n, const amap *m) {
   const pc_value *x = n->in[0];
-  if (p->buf_of_value[x->id] < 0) return NULL;
+  amap split;
+  if (p->buf_of_value[x->id] < 0)
+    return reshape_split_map(&x->type, &n->out[0]->type, m, &split) ? expr_value(p, x, &split) : NULL;
   amap lin;
   memset(&lin, 0, sizeof lin);
   lin.rank = 1;
@@ -901,19 +928,22 @@ static int fused_pointwise_stores(kir_program *p, const pc_node *const *nodes, i
   const pc_type *shape = NULL;
   kir_kernel *t = tmp;
   for (int i = 0; i < n; i++) {
-    if (!expr_rule(nodes[i]->op) || nodes[i]->n_out != 1) return 0;
-    const pc_value *v = nodes[i]->out[0];
+    const pc_node *nd = nodes[i];
+    if (!expr_rule(nd->op) || nd->n_out != 1) return 0;
     if (root_buf[i] < 0) continue;
-    if (shape && (shape->rank != v->type.rank ||
-                  memcmp(shape->dims, v->type.dims, sizeof(int64_t) * (size_t)shape->rank)))
+    /* a reshape that merges dims, stored from an unmaterialized operand: loop over the operand's
+     * shape instead; row-major order is the same, so the store's linear map is too */
+    int via_operand = nd->op == PC_OP_reshape && p->buf_of_value[nd->in[0]->id] < 0;
+    const pc_type *lt = via_operand ? &nd->in[0]->type : &nd->out[0]->type;
+    if (shape && (shape->rank != lt->rank || memcmp(shape->dims, lt->dims, sizeof(int64_t) * (size_t)shape->rank)))
       return 0;
-    shape = &v->type;
+    shape = lt;
     if (t->n_stores == KIR_MAX_ARGS) return 0;
-    int first = v->type.rank == 0 ? 1 : 0;
-    amap m = amap_identity(v->type.rank, first);
-    kir_expr *e = expr_rule(nodes[i]->op)(p, nodes[i], &m);
+    int first = lt->rank == 0 ? 1 : 0;
+    amap m = amap_identity(lt->rank, first);
+    kir_expr *e = via_operand ? expr_value(p, nd->in[0], &m) : expr_rule(nd->op)(p, nd, &m);
     if (!e) return 0;
-    store_init(&t->stores[t->n_stores++], root_buf[i], linearize(&m, &v->type), e);
+    store_init(&t->stores[t->n_stores++], root_buf[i], linearize(&m, lt), e);
   }
   *shape_out = shape;
   return 1;

@@ -87,7 +87,8 @@ typedef struct primc_model_desc {
 
 /* Thread pool (runtime/threads.c): runs fn(ctx, begin, end) over [0, n) split
  * across PRIMC_NUM_THREADS threads (default: online CPUs); nested or
- * concurrent calls run on the calling thread. */
+ * concurrent calls run on the calling thread. Idle threads spin PRIMC_SPIN_US
+ * microseconds (default 300; 0: never) before sleeping. */
 void primc_parallel_for(int64_t n, void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
 int primc_num_threads(void);
 

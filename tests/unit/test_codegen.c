@@ -604,6 +604,41 @@ PC_TEST(codegen_fused_groups) {
   pc_graph_free(g);
 }
 
+static int count_lines_starting(const char *buf, const char *prefix) {
+  int n = 0;
+  for (const char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) n += !strncmp(l, prefix, strlen(prefix));
+  return n;
+}
+
+/* attention's head split (slice, reshape that splits a dim, transpose, scale) is one loop kernel,
+ * and so is a transpose stored through a reshape that merges dims (looped over the operand) */
+PC_TEST(codegen_reshape_split_and_merge_fuse) {
+  pc_graph *g = pc_graph_new();
+  pc_value *qkv = pc_input_add(g, "qkv", ty(PC_f32, 2, (int64_t[]){7, 24}));
+  int n0 = g->n_nodes;
+  pc_value *q = pc_slice(g, qkv, (int64_t[]){0, 8}, (int64_t[]){7, 16}, (int64_t[]){1, 1});
+  pc_value *heads = pc_reshape(g, q, 3, (int64_t[]){7, 2, 4});
+  pc_value *t = pc_transpose(g, heads, (int64_t[]){1, 0, 2});
+  pc_value *scaled = pc_div(g, t, pc_broadcast_to(g, pc_scalar(g, PC_f32, 2), 3, (int64_t[]){2, 7, 4}));
+  group_from(g, n0, 0);
+  pc_value *e = pc_exp(g, scaled); /* materializes the scaled heads: the group's result */
+  group_from(g, g->n_nodes - 1, 1);
+  n0 = g->n_nodes;
+  pc_value *back = pc_reshape(g, pc_transpose(g, e, (int64_t[]){1, 0, 2}), 2, (int64_t[]){7, 8});
+  group_from(g, n0, 2);
+  pc_output_add(g, back);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_INT(count_lines_starting(buf, "kernel "), 3); /* one per group, no copy in between */
+  CHECK_CONTAINS(buf, "= div(b");               /* the slice and split reshape are the load's map */
+  free(buf);
+  check_graph(g, (range){-2, 2}, "reshapes");
+  pc_graph_free(g);
+}
+
 PC_TEST(codegen_executable_runs) {
   pc_graph *g = pc_graph_new();
   pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){8, 8}));
