@@ -207,7 +207,7 @@ typedef int (*primc_driver_flag)(void *ctx, int argc, char **argv, int *i);
 int primc_driver_parse(int argc, char **argv, const char *usage, const char *model, int n_inputs,
                        primc_driver_opts *o, primc_driver_flag own, void *ctx);
 /* the n model inputs: read from paths[i] and checked against d[i], or when paths is NULL drawn from seed:
- * uniform in [-1, 1) for floats, 0..9 for integers, 0/1 for bools */
+ * f32/f64 uniform in [-1, 1), i32/i64 0..9, bools 0/1, other types 0..9 in their lowest byte */
 int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *paths, unsigned long long seed,
                         primc_array *ins);
 /* a zeroed, 64-byte aligned array of d's dtype and shape */
