@@ -88,6 +88,15 @@ pc_status pc_codegen_cuda(pc_graph *g, const pc_codegen_opts *opts);
  * header, or shared library as opts->emit says. The host side is C compiled with the system cc. */
 pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts);
 
+/* ---- file names and files, shared by the packagers and the CUDA emitter (codegen/package.c) */
+
+void pc_path_stem(const char *path, char *out, size_t n);  /* path without its extension */
+void pc_path_ident(const char *path, char *out, size_t n); /* a C identifier from path's base name */
+/* n bytes of data into path; PC_ERR_IO on g when it cannot be written */
+pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t n);
+/* where libprimc_rt.a and runtime/primc_rt.h are: o->runtime_dir, else the running program's directory */
+void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n);
+
 /* NVRTC compile-check without packaging, several graphs per NVRTC program (their kernels renamed
  * apart) for speed: res[i] is PC_OK, or the graph's failure with its message in gs[i] (a kernel
  * cuda.c cannot render comes back as PC_ERR_UNSUPPORTED). Graphs must have run the pipeline. */

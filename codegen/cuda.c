@@ -1101,14 +1101,6 @@ static int ends_with(const char *s, const char *suffix) {
   return a >= b && !strcmp(s + a - b, suffix);
 }
 
-static pc_status write_file(pc_graph *g, const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
-  int bad = n && fwrite(data, 1, n, f) != n;
-  bad |= fclose(f);
-  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
-}
-
 /* CUDA C text, or NVRTC's cubin / PTX of it */
 static pc_status emit_binary(pc_graph *g, const pc_codegen_opts *o, const char *src) {
   char err[512];
@@ -1118,8 +1110,8 @@ static pc_status emit_binary(pc_graph *g, const pc_codegen_opts *o, const char *
   pc_status s = pc_nvrtc_compile(g, nv, src, o->gpu_arch, &b);
   pc_nvrtc_close(nv);
   if (s != PC_OK) return s;
-  if (ends_with(o->output, ".ptx")) s = write_file(g, o->output, b.ptx, b.ptx_size);
-  else s = write_file(g, o->output, b.cubin, b.cubin_size);
+  if (ends_with(o->output, ".ptx")) s = pc_file_write(g, o->output, b.ptx, b.ptx_size);
+  else s = pc_file_write(g, o->output, b.cubin, b.cubin_size);
   pc_cuda_binary_free(&b);
   return s;
 }
@@ -1134,7 +1126,7 @@ pc_status pc_codegen_cuda(pc_graph *g, const pc_codegen_opts *opts) {
   if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (s == PC_OK) {
     if (ends_with(opts->output, ".cubin") || ends_with(opts->output, ".ptx")) s = emit_binary(g, opts, src);
-    else s = write_file(g, opts->output, src, len);
+    else s = pc_file_write(g, opts->output, src, len);
   }
   free(src);
   return s;

@@ -55,6 +55,15 @@ static LLVMTypeRef mem_type(lctx *L, pc_dtype t) {
 
 static LLVMValueRef ci64(lctx *L, int64_t v) { return LLVMConstInt(L->i64, (unsigned long long)v, 1); }
 
+/* a constant global named name holding init */
+static LLVMValueRef const_global(lctx *L, LLVMValueRef init, const char *name, LLVMLinkage linkage) {
+  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, linkage);
+  return gv;
+}
+
 static LLVMValueRef intrinsic(lctx *L, const char *name, LLVMTypeRef t, LLVMValueRef *args, unsigned n) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(L->m, id, &t, 1);
@@ -99,10 +108,7 @@ static LLVMValueRef f8_to_float(lctx *L, pc_dtype t, LLVMValueRef byte) {
   if (!gv) {
     LLVMValueRef els[256];
     for (int b = 0; b < 256; b++) els[b] = fconst(L->f32, pc_f8_to_f32(t, (uint8_t)b));
-    gv = LLVMAddGlobal(L->m, at, name);
-    LLVMSetInitializer(gv, LLVMConstArray2(L->f32, els, 256));
-    LLVMSetGlobalConstant(gv, 1);
-    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    gv = const_global(L, LLVMConstArray2(L->f32, els, 256), name, LLVMPrivateLinkage);
   }
   LLVMValueRef idx[2] = {ci64(L, 0), LLVMBuildZExt(L->b, byte, L->i64, "")};
   return LLVMBuildLoad2(L->b, L->f32, LLVMBuildInBoundsGEP2(L->b, at, gv, idx, 2, ""), "");
@@ -712,11 +718,7 @@ static LLVMValueRef emit_loop_kernel(lctx *L, int idx) {
 static LLVMValueRef const_i64_array(lctx *L, const int64_t *v, int n, const char *name) {
   LLVMValueRef *els = calloc((size_t)(n ? n : 1), sizeof *els);
   for (int i = 0; i < n; i++) els[i] = ci64(L, v[i]);
-  LLVMValueRef init = LLVMConstArray2(L->i64, els, (uint64_t)n);
-  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
-  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  LLVMValueRef gv = const_global(L, LLVMConstArray2(L->i64, els, (uint64_t)n), name, LLVMPrivateLinkage);
   free(els);
   return gv;
 }
@@ -783,10 +785,7 @@ static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
   }
   LLVMValueRef init = LLVMConstStringInContext2(L->c, (const char *)o->weights_blob, (size_t)p->weights_size, 1);
   snprintf(name, sizeof name, "%s_weights", L->name);
-  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
-  LLVMSetLinkage(gv, LLVMInternalLinkage);
+  LLVMValueRef gv = const_global(L, init, name, LLVMInternalLinkage);
   LLVMSetAlignment(gv, 64);
   return gv;
 }
@@ -817,10 +816,7 @@ static LLVMValueRef emit_profile_table(lctx *L) {
   LLVMValueRef pf[2] = {LLVMConstInt(L->i32, (unsigned)p->n_kernels, 0), tab};
   LLVMValueRef pinit = LLVMConstStructInContext(L->c, pf, 2, 0);
   snprintf(name, sizeof name, "%s_profile", L->name);
-  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(pinit), name);
-  LLVMSetInitializer(gv, pinit);
-  LLVMSetGlobalConstant(gv, 1);
-  return gv;
+  return const_global(L, pinit, name, LLVMExternalLinkage);
 }
 
 static LLVMValueRef prof_begin(lctx *L) {
@@ -889,11 +885,7 @@ static LLVMValueRef emit_load_weights(lctx *L, const llvm_emit_opts *o) {
 
 static LLVMValueRef cstring(lctx *L, const char *s) {
   LLVMValueRef init = LLVMConstStringInContext2(L->c, s, strlen(s), 0);
-  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), "");
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
-  LLVMSetLinkage(gv, LLVMPrivateLinkage);
-  return gv;
+  return const_global(L, init, "", LLVMPrivateLinkage);
 }
 
 /* primc_tensor_desc[] for the graph inputs or outputs */
@@ -914,10 +906,7 @@ static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char
   LLVMValueRef init = LLVMConstArray2(dt, els, (uint64_t)n);
   char name[96];
   snprintf(name, sizeof name, "%s_%s_descs", L->name, what);
-  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
-  LLVMSetLinkage(gv, LLVMInternalLinkage);
+  LLVMValueRef gv = const_global(L, init, name, LLVMInternalLinkage);
   free(els);
   return gv;
 }
@@ -932,18 +921,10 @@ static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, 
                         L->profile ? L->profile : LLVMConstNull(L->ptr)};
   LLVMValueRef init = LLVMConstStructInContext(L->c, f, 10, 0);
   snprintf(name, sizeof name, "%s_model", L->name);
-  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
+  LLVMValueRef gv = const_global(L, init, name, LLVMExternalLinkage);
   snprintf(name, sizeof name, "%s_workspace_size", L->name);
-  LLVMValueRef ws = LLVMAddGlobal(L->m, L->i64, name);
-  LLVMSetInitializer(ws, ci64(L, L->p->workspace_size));
-  LLVMSetGlobalConstant(ws, 1);
-  if (o->main_alias) {
-    LLVMValueRef mp = LLVMAddGlobal(L->m, L->ptr, "primc_main_model");
-    LLVMSetInitializer(mp, gv);
-    LLVMSetGlobalConstant(mp, 1);
-  }
+  const_global(L, ci64(L, L->p->workspace_size), name, LLVMExternalLinkage);
+  if (o->main_alias) const_global(L, gv, "primc_main_model", LLVMExternalLinkage);
 }
 
 /* ---------------------------------------------------------------- module */

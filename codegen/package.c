@@ -46,23 +46,29 @@ void *kir_weights_blob(const kir_program *p) {
   return blob;
 }
 
-/* path without its extension */
-static void stem_of(const char *path, char *out, size_t n) {
+void pc_path_stem(const char *path, char *out, size_t n) {
   snprintf(out, n, "%s", path);
   char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
   if (dot && (!slash || dot > slash)) *dot = 0;
 }
 
-/* C identifier from the output's base name */
-static void ident_of(const char *path, char *out, size_t n) {
+void pc_path_ident(const char *path, char *out, size_t n) {
   char stem[1024];
-  stem_of(path, stem, sizeof stem);
+  pc_path_stem(path, stem, sizeof stem);
   const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
   size_t k = 0;
   if (!isalpha((unsigned char)*base) && *base != '_' && k + 1 < n) out[k++] = 'm';
   for (; *base && k + 1 < n; base++) out[k++] = isalnum((unsigned char)*base) ? *base : '_';
   out[k] = 0;
   if (!k) snprintf(out, n, "model");
+}
+
+pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
+  int bad = n && fwrite(data, 1, n, f) != n;
+  bad |= fclose(f);
+  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
 }
 
 static void print_shape(FILE *f, const pc_type *t) {
@@ -127,18 +133,12 @@ static pc_status write_header(const kir_program *p, const char *path, const char
   return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
 }
 
-static pc_status write_weights(const kir_program *p, const void *blob, const char *path) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return pc_fail(p->g, PC_ERR_IO, "cannot write %s", path);
-  size_t n = (size_t)p->weights_size;
-  int bad = n && fwrite(blob, 1, n, f) != n;
-  bad |= fclose(f);
-  return bad ? pc_fail(p->g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
-}
-
-/* directory of the running primc (or the test binary): where libprimc_rt.a is built */
-static void self_dir(char *out, size_t n) {
-  ssize_t k = readlink("/proc/self/exe", out, n - 1);
+void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n) {
+  if (o->runtime_dir) {
+    snprintf(out, n, "%s", o->runtime_dir);
+    return;
+  }
+  ssize_t k = readlink("/proc/self/exe", out, n - 1); /* the running primc (or the test binary) */
   out[k > 0 ? k : 0] = 0;
   char *slash = strrchr(out, '/');
   if (slash) *slash = 0;
@@ -147,8 +147,7 @@ static void self_dir(char *out, size_t n) {
 
 static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char *obj, int shared) {
   char dir[2048], cmd[8192];
-  if (o->runtime_dir) snprintf(dir, sizeof dir, "%s", o->runtime_dir);
-  else self_dir(dir, sizeof dir);
+  pc_runtime_dir(o, dir, sizeof dir);
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
   /* PRIMC_LDFLAGS: extra link flags, e.g. the sanitizer a runtime library was built with */
   const char *ldflags = getenv("PRIMC_LDFLAGS") ? getenv("PRIMC_LDFLAGS") : "";
@@ -162,8 +161,8 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   pc_graph *g = p->g;
   char name[256], stem[1024], obj[1100], aux[1100];
   if (o->name) snprintf(name, sizeof name, "%s", o->name);
-  else ident_of(o->output, name, sizeof name);
-  stem_of(o->output, stem, sizeof stem);
+  else pc_path_ident(o->output, name, sizeof name);
+  pc_path_stem(o->output, stem, sizeof stem);
   int linked = o->emit == PC_EMIT_EXE || o->emit == PC_EMIT_LIB;
   llvm_emit_opts lo = {LLVM_OUT_OBJ, o->output, name, o->triple, o->cpu, o->features, o->opt_level,
                        o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile};
@@ -186,7 +185,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   }
   if (s == PC_OK && o->weights_external) {
     snprintf(aux, sizeof aux, "%s.weights", o->emit == PC_EMIT_EXE ? o->output : stem);
-    s = write_weights(p, blob, aux);
+    s = pc_file_write(p->g, aux, blob, (size_t)p->weights_size);
   }
   return s;
 }

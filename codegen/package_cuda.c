@@ -2,7 +2,6 @@
 #include "codegen/codegen.h"
 #include "codegen/kir.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,32 +24,6 @@ typedef struct cuda_pkg {
 } cuda_pkg;
 
 /* ---------------------------------------------------------------- names and files */
-
-static void stem_of(const char *path, char *out, size_t n) {
-  snprintf(out, n, "%s", path);
-  char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
-  if (dot && (!slash || dot > slash)) *dot = 0;
-}
-
-/* C identifier from the output's base name (as package.c names CPU objects) */
-static void ident_of(const char *path, char *out, size_t n) {
-  char stem[1024];
-  stem_of(path, stem, sizeof stem);
-  const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
-  size_t k = 0;
-  if (!isalpha((unsigned char)*base) && *base != '_' && k + 1 < n) out[k++] = 'm';
-  for (; *base && k + 1 < n; base++) out[k++] = isalnum((unsigned char)*base) ? *base : '_';
-  out[k] = 0;
-  if (!k) snprintf(out, n, "model");
-}
-
-static pc_status write_file(pc_graph *g, const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
-  int bad = n && fwrite(data, 1, n, f) != n;
-  bad |= fclose(f);
-  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
-}
 
 static void tmp_path(const cuda_pkg *k, const char *file, char *out, size_t n) { snprintf(out, n, "%s/%s", k->dir, file); }
 
@@ -407,14 +380,6 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
 
 /* ---------------------------------------------------------------- building */
 
-static void self_dir(char *out, size_t n) {
-  ssize_t k = readlink("/proc/self/exe", out, n - 1);
-  out[k > 0 ? k : 0] = 0;
-  char *slash = strrchr(out, '/');
-  if (slash) *slash = 0;
-  else snprintf(out, n, ".");
-}
-
 static pc_status run_cmd(pc_graph *g, const char *what, const char *cmd) {
   int rc = system(cmd);
   return rc == 0 ? PC_OK : pc_fail(g, PC_ERR_IO, "%s failed (exit %d): %s", what, rc, cmd);
@@ -432,8 +397,7 @@ static pc_status build(const cuda_pkg *k, const char *obj_out) {
            exe || lib ? obj : obj_out);
   pc_status s = run_cmd(k->g, "compiling the host side", cmd);
   if (s != PC_OK || !(exe || lib)) return s;
-  if (o->runtime_dir) snprintf(dir, sizeof dir, "%s", o->runtime_dir);
-  else self_dir(dir, sizeof dir);
+  pc_runtime_dir(o, dir, sizeof dir);
   const char *ldflags = getenv("PRIMC_LDFLAGS") ? getenv("PRIMC_LDFLAGS") : ""; /* as package.c: e.g. a sanitizer */
   snprintf(cmd, sizeof cmd, "%s %s %s -o '%s' '%s' '%s/libprimc_rt.a' -ldl -lpthread -lm", cc, lib ? "-shared" : "",
            ldflags, o->output, obj, dir);
@@ -443,11 +407,11 @@ static pc_status build(const cuda_pkg *k, const char *obj_out) {
 static pc_status write_blobs(cuda_pkg *k, const pc_cuda_binary *b, const void *weights) {
   char path[128];
   tmp_path(k, "cubin", path, sizeof path);
-  pc_status s = write_file(k->g, path, b->cubin, b->cubin_size);
+  pc_status s = pc_file_write(k->g, path, b->cubin, b->cubin_size);
   tmp_path(k, "ptx", path, sizeof path);
-  if (s == PC_OK) s = write_file(k->g, path, b->ptx, b->ptx_size);
+  if (s == PC_OK) s = pc_file_write(k->g, path, b->ptx, b->ptx_size);
   tmp_path(k, "weights", path, sizeof path);
-  if (s == PC_OK) s = write_file(k->g, path, weights, (size_t)k->p->weights_size);
+  if (s == PC_OK) s = pc_file_write(k->g, path, weights, (size_t)k->p->weights_size);
   k->cubin_size = b->cubin_size;
   k->ptx_size = b->ptx_size;
   return s;
@@ -473,7 +437,7 @@ static pc_status package(cuda_pkg *k, const char *src, const void *weights) {
   pc_cuda_binary_free(&b);
   tmp_path(k, "host.c", path, sizeof path);
   if (s == PC_OK) s = write_host(k, path);
-  stem_of(k->o->output, stem, sizeof stem);
+  pc_path_stem(k->o->output, stem, sizeof stem);
   snprintf(path, sizeof path, "%s.o", stem);
   if (s == PC_OK) s = build(k, path);
   snprintf(path, sizeof path, "%s.h", stem);
@@ -498,7 +462,7 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
   if ((s = kir_build(g, &p)) != PC_OK) return g->status ? g->status : s;
   cuda_pkg k = {g, &p, NULL, opts, opts->gpu_arch && *opts->gpu_arch ? opts->gpu_arch : "sm_90", "", "", 0, 0};
   if (opts->name) snprintf(k.name, sizeof k.name, "%s", opts->name);
-  else ident_of(opts->output, k.name, sizeof k.name);
+  else pc_path_ident(opts->output, k.name, sizeof k.name);
   char *src = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&src, &len);

@@ -17,83 +17,38 @@
 
 /* ---------------------------------------------------------------- op table */
 
+/* the domains whose ops primc imports: ai.onnx, then the others in ox_domains' order */
+typedef enum ox_dom { OX_DOM_ONNX = -1, OX_DOM_ML, OX_DOM_PREVIEW, OX_DOM_TRAINING } ox_dom;
+
 typedef struct ox_row {
   const char *name;
   int min_opset, max_opset;
   ox_fn fn;
+  ox_dom dom;
 } ox_row;
 
-#define OX_ROW(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn},
-#define OX_NO_ROW(name, min_opset, max_opset, fn)
-
+/* every domain's rows in one table, each tagged with its domain, so onnx_ops.def is expanded once */
 static const ox_row ox_rows[] = {
-#define ONNX_OP OX_ROW
-#define ONNX_ML_OP OX_NO_ROW
-#define ONNX_PREVIEW_OP OX_NO_ROW
-#define ONNX_TRAINING_OP OX_NO_ROW
+#define ONNX_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_ONNX},
+#define ONNX_ML_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_ML},
+#define ONNX_PREVIEW_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_PREVIEW},
+#define ONNX_TRAINING_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_TRAINING},
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
 #undef ONNX_ML_OP
 #undef ONNX_PREVIEW_OP
 #undef ONNX_TRAINING_OP
-    {NULL, 0, 0, NULL},
+    {NULL, 0, 0, NULL, OX_DOM_ONNX},
 };
 
-/* the ai.onnx.preview domain's ops, versioned by that domain's opset */
-static const ox_row ox_preview_rows[] = {
-#define ONNX_OP OX_NO_ROW
-#define ONNX_ML_OP OX_NO_ROW
-#define ONNX_PREVIEW_OP OX_ROW
-#define ONNX_TRAINING_OP OX_NO_ROW
-#include "frontend/onnx_ops.def"
-#undef ONNX_OP
-#undef ONNX_ML_OP
-#undef ONNX_PREVIEW_OP
-#undef ONNX_TRAINING_OP
-    {NULL, 0, 0, NULL},
-};
-
-/* the ai.onnx.preview.training domain's ops */
-static const ox_row ox_training_rows[] = {
-#define ONNX_OP OX_NO_ROW
-#define ONNX_ML_OP OX_NO_ROW
-#define ONNX_PREVIEW_OP OX_NO_ROW
-#define ONNX_TRAINING_OP OX_ROW
-#include "frontend/onnx_ops.def"
-#undef ONNX_OP
-#undef ONNX_ML_OP
-#undef ONNX_PREVIEW_OP
-#undef ONNX_TRAINING_OP
-    {NULL, 0, 0, NULL},
-};
-
-/* the ai.onnx.ml domain's ops */
-static const ox_row ox_ml_rows[] = {
-#define ONNX_OP OX_NO_ROW
-#define ONNX_ML_OP OX_ROW
-#define ONNX_PREVIEW_OP OX_NO_ROW
-#define ONNX_TRAINING_OP OX_NO_ROW
-#include "frontend/onnx_ops.def"
-#undef ONNX_OP
-#undef ONNX_ML_OP
-#undef ONNX_PREVIEW_OP
-#undef ONNX_TRAINING_OP
-    {NULL, 0, 0, NULL},
-};
-
-/* the domains beside ai.onnx whose ops primc imports; opset index into ox_loader.dom_opset */
-typedef struct ox_domain {
-  const char *name;
-  const ox_row *rows;
-} ox_domain;
-static const ox_domain ox_domains[] = {
-    {"ai.onnx.ml", ox_ml_rows}, {"ai.onnx.preview", ox_preview_rows}, {"ai.onnx.preview.training", ox_training_rows}};
+/* names of the domains beside ai.onnx, indexed by ox_dom; opset index into ox_loader.dom_opset */
+static const char *const ox_domains[] = {"ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training"};
 #define OX_N_DOMAINS (int)(sizeof ox_domains / sizeof *ox_domains)
 
 /* index of a non-default domain primc knows; -1 otherwise */
 static int domain_index(const char *d) {
   for (int i = 0; d && i < OX_N_DOMAINS; i++)
-    if (strcmp(ox_domains[i].name, d) == 0) return i;
+    if (strcmp(ox_domains[i], d) == 0) return i;
   return -1;
 }
 
@@ -379,14 +334,8 @@ typedef struct ox_loader {
   const char *scope;    /* prefix of node origins inside subgraph bodies ("" at top level) */
 } ox_loader;
 
-static size_t name_hash(const char *s) {
-  size_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
 static size_t map_slot(const ox_loader *L, const char *name) {
-  size_t i = name_hash(name) & (L->cap - 1);
+  size_t i = pc_str_hash(name) & (L->cap - 1);
   while (L->keys[i] && strcmp(L->keys[i], name) != 0) i = (i + 1) & (L->cap - 1);
   return i;
 }
@@ -647,12 +596,12 @@ static void fold_node(pc_graph *g, pc_node *n) {
 
 /* ---------------------------------------------------------------- nodes */
 
-static const ox_row *find_row(const ox_row *rows, const char *op, int opset, int *name_known) {
+static const ox_row *find_row(int dom, const char *op, int opset, int *name_known) {
   *name_known = 0;
-  for (int i = 0; rows[i].name; i++) {
-    if (strcmp(rows[i].name, op) != 0) continue;
+  for (const ox_row *r = ox_rows; r->name; r++) {
+    if ((int)r->dom != dom || strcmp(r->name, op) != 0) continue;
     *name_known = 1;
-    if (opset >= rows[i].min_opset && opset <= rows[i].max_opset) return &rows[i];
+    if (opset >= r->min_opset && opset <= r->max_opset) return r;
   }
   return NULL;
 }
@@ -700,7 +649,7 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
   if (opset < 0)
     return pc_fail(g, PC_ERR_PARSE, "%s: the model imports no %s opset", g->origin, dom < 0 ? "ai.onnx" : nd->domain);
   int known;
-  const ox_row *row = find_row(dom < 0 ? ox_rows : ox_domains[dom].rows, nd->op_type, opset, &known);
+  const ox_row *row = find_row(dom, nd->op_type, opset, &known);
   if (!row) return unsupported_op(L, nd, opset, known);
   pc_value **in = calloc(nd->n_input + 1, sizeof *in), **out = calloc(nd->n_output + 1, sizeof *out);
   if (!in || !out) {
@@ -1006,33 +955,10 @@ pc_value *ox_attr_tensor(ox_ctx *c, const char *name) {
   return v;
 }
 
-/* element k of a buffer of dtype dt, as double and as int64 */
-static double elem_f(pc_dtype dt, const void *p, int64_t k) {
-  switch (dt) { /* one line per storage type */
-  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[k]);
-  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[k]);
-  case PC_f32: return ((const float *)p)[k];
-  case PC_f64: return ((const double *)p)[k];
-  case PC_i8: return ((const int8_t *)p)[k];
-  case PC_i16: return ((const int16_t *)p)[k];
-  case PC_i32: return ((const int32_t *)p)[k];
-  case PC_i64: return (double)((const int64_t *)p)[k];
-  case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
-  case PC_u16: return ((const uint16_t *)p)[k];
-  case PC_i4: case PC_i2: return ((const int8_t *)p)[k];
-  case PC_u4: case PC_u2: return ((const uint8_t *)p)[k];
-  case PC_u32: return ((const uint32_t *)p)[k];
-  case PC_u64: return (double)((const uint64_t *)p)[k];
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: return pc_f8_to_f32(dt, ((const uint8_t *)p)[k]);
-  case PC_c64: return ((const float *)p)[2 * k];
-  case PC_DTYPE_COUNT: break;
-  }
-  return 0;
-}
-
+/* element k of a buffer of dtype dt as int64, saturating */
 static int64_t elem_i(pc_dtype dt, const void *p, int64_t k) {
   if (dt == PC_i64) return ((const int64_t *)p)[k];
-  double v = elem_f(dt, p, k);
+  double v = pc_elem_f64(dt, p, k);
   if (v != v) return 0;
   if (v >= 9.2e18) return INT64_MAX;
   if (v <= -9.2e18) return INT64_MIN;
@@ -1070,7 +996,7 @@ int ox_const_floats(ox_ctx *c, int i, double *out, int max) {
   int64_t n = pc_type_numel(&v->type);
   if (n < 0 || n > max) return ox_fail(c, PC_ERR_RANGE, "input %d has %lld elements (at most %d)", i, (long long)n, max), -2;
   const void *d = pc_const_data(v);
-  for (int64_t k = 0; k < n; k++) out[k] = elem_f(v->type.dtype, d, k);
+  for (int64_t k = 0; k < n; k++) out[k] = pc_elem_f64(v->type.dtype, d, k);
   return (int)n;
 }
 

@@ -91,8 +91,7 @@ void pc_graph_free(pc_graph *g) {
   free(g);
 }
 
-/* grows a malloc'ed array owned by the graph; 0 when out of memory */
-static int grow(void **arr, int *cap, int need, size_t elem) {
+int pc_array_grow(void **arr, int *cap, int need, size_t elem) {
   if (need <= *cap) return 1;
   int nc = *cap ? *cap * 2 : 16;
   while (nc < need) nc *= 2;
@@ -151,7 +150,7 @@ int pc_sym_find(const pc_graph *g, const char *name) {
 int pc_sym_add(pc_graph *g, const char *name, int64_t lo, int64_t hi) {
   int id = pc_sym_find(g, name);
   if (id >= 0) return id;
-  if (!grow((void **)&g->syms, &g->cap_syms, g->n_syms + 1, sizeof *g->syms)) {
+  if (!pc_array_grow((void **)&g->syms, &g->cap_syms, g->n_syms + 1, sizeof *g->syms)) {
     pc_fail(g, PC_ERR_NOMEM, "out of memory");
     return -1;
   }
@@ -162,7 +161,7 @@ int pc_sym_add(pc_graph *g, const char *name, int64_t lo, int64_t hi) {
 /* ---- values and nodes */
 
 static pc_value *value_new(pc_graph *g) {
-  if (!grow((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof *g->values)) return NULL;
+  if (!pc_array_grow((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof *g->values)) return NULL;
   pc_value *v = pc_alloc(g, sizeof *v);
   if (!v) return NULL;
   v->id = g->n_values;
@@ -179,7 +178,7 @@ pc_value *pc_input_add(pc_graph *g, const char *name, pc_type t) {
     return NULL;
   }
   pc_value *v = value_new(g);
-  if (!v || !grow((void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs)) {
+  if (!v || !pc_array_grow((void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs)) {
     pc_fail(g, PC_ERR_NOMEM, "out of memory");
     return NULL;
   }
@@ -192,7 +191,7 @@ pc_value *pc_input_add(pc_graph *g, const char *name, pc_type t) {
 pc_status pc_output_add(pc_graph *g, pc_value *v) {
   if (g->status != PC_OK) return g->status;
   if (!v) return pc_fail(g, PC_ERR_INTERNAL, "graph output is missing");
-  if (!grow((void **)&g->outputs, &g->cap_outputs, g->n_outputs + 1, sizeof *g->outputs))
+  if (!pc_array_grow((void **)&g->outputs, &g->cap_outputs, g->n_outputs + 1, sizeof *g->outputs))
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   g->outputs[g->n_outputs++] = v;
   return PC_OK;
@@ -269,7 +268,7 @@ static pc_node *node_create(pc_graph *g, pc_op op, pc_value *const *in, int n_in
 static pc_node *node_commit(pc_graph *g, pc_node *n) {
   if (!n || g->status != PC_OK) return NULL;
   if (pc_infer(g, n) != PC_OK) return NULL;
-  if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes)) {
+  if (!pc_array_grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes)) {
     pc_fail(g, PC_ERR_NOMEM, "out of memory");
     return NULL;
   }

@@ -60,6 +60,14 @@ int pc_dtype_subbyte_bits(pc_dtype t);
 /* t must be an f8 dtype (else NaN / 0) */
 float pc_f8_to_f32(pc_dtype t, uint8_t b);
 uint8_t pc_f32_to_f8(pc_dtype t, float f, int saturate);
+/* a float's bit pattern and back, without aliasing */
+uint32_t pc_f32_bits(float f);
+float pc_bits_f32(uint32_t u);
+
+/* element i of a buffer of dtype t as the double it stands for (ints converted, f16/bf16/f8/f4 decoded, bool
+ * and the sub-byte ints as their stored byte); c64: the real part. Code that compares complex data reads
+ * it as PC_f32 over twice the element count, so both halves count. */
+double pc_elem_f64(pc_dtype t, const void *data, int64_t i);
 
 /* ---------------------------------------------------------------- shapes */
 
@@ -203,6 +211,8 @@ void pc_graph_free(pc_graph *g);
 void *pc_alloc(pc_graph *g, size_t n);         /* zeroed, 64-byte aligned, owned by g */
 char *pc_strdup(pc_graph *g, const char *s);
 char *pc_strfmt(pc_graph *g, const char *fmt, ...);
+/* room for need elements of size elem in the malloc'ed *arr of *cap (doubling); 0 when out of memory */
+int pc_array_grow(void **arr, int *cap, int need, size_t elem);
 
 /* Errors: the first one sticks; builders return NULL once the graph is in error. */
 pc_status pc_fail(pc_graph *g, pc_status code, const char *fmt, ...);
@@ -281,6 +291,26 @@ const void *pc_const_data(const pc_value *v);
 pc_status pc_infer(pc_graph *g, pc_node *n);
 /* Checks the whole graph: topological order, types re-inferred equal, ids, outputs. */
 pc_status pc_verify(pc_graph *g);
+
+/* ---------------------------------------------------------------- text buffer, string hash (ir/strbuf.c) */
+
+/* A growable NUL-terminated string for dumps and reports; start it zeroed. After an allocation
+ * failure oom is set and appends do nothing, so a writer checks once, at pc_strbuf_done. */
+typedef struct pc_strbuf {
+  char *s;
+  size_t len, cap;
+  int oom;
+} pc_strbuf;
+
+void pc_strbuf_put(pc_strbuf *b, const char *s, size_t n);
+void pc_strbuf_fmt(pc_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* the text, malloc'ed for the caller ("" when nothing was added); NULL (and freed) after oom */
+char *pc_strbuf_done(pc_strbuf *b);
+
+/* FNV-1a: pc_hash_bytes folds n bytes into h (start from PC_HASH_SEED); pc_str_hash hashes a string */
+#define PC_HASH_SEED 1469598103934665603u
+uint64_t pc_hash_bytes(uint64_t h, const void *p, size_t n);
+size_t pc_str_hash(const char *s);
 
 /* ---------------------------------------------------------------- text format (ir/print.c, ir/parse.c) */
 

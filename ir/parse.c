@@ -113,17 +113,6 @@ static int fail_at(parser *P, const tok *at) {
   return 0;
 }
 
-static int grow(void **arr, int *cap, int need, size_t elem) {
-  if (need <= *cap) return 1;
-  int nc = *cap ? *cap * 2 : 16;
-  while (nc < need) nc *= 2;
-  void *p = realloc(*arr, (size_t)nc * elem);
-  if (!p) return 0;
-  *arr = p;
-  *cap = nc;
-  return 1;
-}
-
 /* ---------------------------------------------------------------- lexer */
 
 static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -332,21 +321,15 @@ static int read_num(parser *P, num *out) {
 
 /* ---------------------------------------------------------------- value names */
 
-static size_t name_hash(const char *s) {
-  size_t h = 1469598103934665603u;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
-  return h;
-}
-
 static pc_value *map_get(const parser *P, const char *name) {
   if (!P->map_cap) return NULL;
-  for (size_t i = name_hash(name) & (P->map_cap - 1); P->map[i].name; i = (i + 1) & (P->map_cap - 1))
+  for (size_t i = pc_str_hash(name) & (P->map_cap - 1); P->map[i].name; i = (i + 1) & (P->map_cap - 1))
     if (strcmp(P->map[i].name, name) == 0) return P->map[i].v;
   return NULL;
 }
 
 static void map_insert(vmap_entry *map, size_t cap, const char *name, pc_value *v) {
-  size_t i = name_hash(name) & (cap - 1);
+  size_t i = pc_str_hash(name) & (cap - 1);
   while (map[i].name) i = (i + 1) & (cap - 1);
   map[i] = (vmap_entry){name, v};
 }
@@ -435,7 +418,7 @@ static int parse_type(parser *P, pc_type *ty) {
 static int list_push(parser *P, pattr *a, int *cap) {
   num v;
   if (!expect_kind(P, T_NUM, "a number") || !read_num(P, &v)) return 0;
-  if (!grow((void **)&a->elems, cap, a->n_elems + 1, sizeof *a->elems))
+  if (!pc_array_grow((void **)&a->elems, cap, a->n_elems + 1, sizeof *a->elems))
     return pc_fail(P->g, PC_ERR_NOMEM, "out of memory"), 0;
   a->has_float |= v.is_float;
   a->elems[a->n_elems++] = v;
@@ -671,7 +654,7 @@ static int parse_lhs(parser *P) {
     if (!name) return 0;
     for (int i = 0; i < P->n_lhs; i++)
       if (!strcmp(P->lhs[i].name, name)) return perr(P, &P->t, PC_ERR_PARSE, "redefinition of %%%s", name);
-    if (!grow((void **)&P->lhs, &P->cap_lhs, P->n_lhs + 1, sizeof *P->lhs))
+    if (!pc_array_grow((void **)&P->lhs, &P->cap_lhs, P->n_lhs + 1, sizeof *P->lhs))
       return pc_fail(P->g, PC_ERR_NOMEM, "out of memory"), 0;
     lhs *l = &P->lhs[P->n_lhs++];
     *l = (lhs){.name = name, .at = P->t};
@@ -693,7 +676,7 @@ static int parse_arg(parser *P) {
     if (!name) return 0;
     pc_value *v = map_get(P, name);
     if (!v) return perr(P, &t, PC_ERR_PARSE, "undefined value %%%s", name);
-    if (!grow((void **)&P->ins, &P->cap_ins, P->n_ins + 1, sizeof *P->ins))
+    if (!pc_array_grow((void **)&P->ins, &P->cap_ins, P->n_ins + 1, sizeof *P->ins))
       return pc_fail(P->g, PC_ERR_NOMEM, "out of memory"), 0;
     P->ins[P->n_ins++] = v;
     return next(P);
@@ -703,7 +686,7 @@ static int parse_arg(parser *P) {
   if (!name) return 0;
   for (int i = 0; i < P->n_attrs; i++)
     if (!strcmp(P->attrs[i].a.name, name)) return perr(P, &t, PC_ERR_ATTR, "duplicate attribute '%s'", name);
-  if (!grow((void **)&P->attrs, &P->cap_attrs, P->n_attrs + 1, sizeof *P->attrs))
+  if (!pc_array_grow((void **)&P->attrs, &P->cap_attrs, P->n_attrs + 1, sizeof *P->attrs))
     return pc_fail(P->g, PC_ERR_NOMEM, "out of memory"), 0;
   pattr *a = &P->attrs[P->n_attrs++];
   memset(a, 0, sizeof *a);

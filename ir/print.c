@@ -2,7 +2,6 @@
 #include "ir/ir.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,49 +10,16 @@
 
 /* ---------------------------------------------------------------- output buffer */
 
-typedef struct sbuf {
-  char *s;
-  size_t len, cap;
-  int oom;
-} sbuf;
+static void sb_str(pc_strbuf *b, const char *s) { pc_strbuf_put(b, s, strlen(s)); }
 
-static void sb_put(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t nc = b->cap ? b->cap * 2 : 4096;
-    while (nc < b->len + n + 1) nc *= 2;
-    char *p = realloc(b->s, nc);
-    if (!p) {
-      b->oom = 1;
-      return;
-    }
-    b->s = p;
-    b->cap = nc;
-  }
-  memcpy(b->s + b->len, s, n);
-  b->len += n;
-  b->s[b->len] = 0;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_fmt(sbuf *b, const char *fmt, ...) {
-  char tmp[128];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n >= 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-static void sb_quoted(sbuf *b, const char *s) {
+static void sb_quoted(pc_strbuf *b, const char *s) {
   sb_str(b, "\"");
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') sb_fmt(b, "\\%c", *p);
+    if (*p == '"' || *p == '\\') pc_strbuf_fmt(b, "\\%c", *p);
     else if (*p == '\n') sb_str(b, "\\n");
     else if (*p == '\t') sb_str(b, "\\t");
-    else if (*p < 0x20 || *p == 0x7f) sb_fmt(b, "\\x%02x", *p);
-    else sb_put(b, (const char *)p, 1);
+    else if (*p < 0x20 || *p == 0x7f) pc_strbuf_fmt(b, "\\x%02x", *p);
+    else pc_strbuf_put(b, (const char *)p, 1);
   }
   sb_str(b, "\"");
 }
@@ -83,7 +49,7 @@ static void fmt_f32(char *buf, size_t n, float v) {
 }
 
 /* a float attribute must read back as a float, so it always shows '.', an exponent, inf or nan */
-static void put_float_attr(sbuf *b, double v) {
+static void put_float_attr(pc_strbuf *b, double v) {
   char buf[64];
   fmt_f64(buf, sizeof buf, v);
   sb_str(b, buf);
@@ -98,20 +64,14 @@ typedef struct nameset {
   size_t cap;
 } nameset;
 
-static size_t str_hash(const char *s) {
-  size_t h = 1469598103934665603u;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
-  return h;
-}
-
 static int ns_has(const nameset *ns, const char *s) {
-  for (size_t i = str_hash(s) & (ns->cap - 1); ns->slot[i]; i = (i + 1) & (ns->cap - 1))
+  for (size_t i = pc_str_hash(s) & (ns->cap - 1); ns->slot[i]; i = (i + 1) & (ns->cap - 1))
     if (strcmp(ns->slot[i], s) == 0) return 1;
   return 0;
 }
 
 static void ns_add(nameset *ns, char *s) {
-  size_t i = str_hash(s) & (ns->cap - 1);
+  size_t i = pc_str_hash(s) & (ns->cap - 1);
   while (ns->slot[i]) i = (i + 1) & (ns->cap - 1);
   ns->slot[i] = s;
 }
@@ -141,7 +101,7 @@ static char *unique_name(nameset *ns, const pc_value *v) {
 
 typedef struct printer {
   const pc_graph *g;
-  sbuf out;
+  pc_strbuf out;
   char **names; /* by value id */
   nameset ns;
 } printer;
@@ -168,7 +128,7 @@ static int names_build(printer *P) {
 static void put_value(printer *P, const pc_value *v) {
   sb_str(&P->out, "%");
   if (v && v->id >= 0 && v->id < P->g->n_values && P->names[v->id]) sb_str(&P->out, P->names[v->id]);
-  else sb_fmt(&P->out, "%d", v ? v->id : -1);
+  else pc_strbuf_fmt(&P->out, "%d", v ? v->id : -1);
 }
 
 /* ---------------------------------------------------------------- types */
@@ -180,19 +140,19 @@ static int ident_ok(const char *s) {
   return 1;
 }
 
-static void put_sym_name(sbuf *b, const char *s) {
+static void put_sym_name(pc_strbuf *b, const char *s) {
   if (ident_ok(s)) sb_str(b, s);
   else sb_quoted(b, s);
 }
 
 static void put_dim(printer *P, int64_t d) {
   if (!PC_DIM_IS_SYM(d)) {
-    sb_fmt(&P->out, "%lld", (long long)d);
+    pc_strbuf_fmt(&P->out, "%lld", (long long)d);
     return;
   }
   int id = PC_DIM_SYM_ID(d);
   if (id < P->g->n_syms && P->g->syms[id].name) put_sym_name(&P->out, P->g->syms[id].name);
-  else sb_fmt(&P->out, "\"?sym%d\"", id);
+  else pc_strbuf_fmt(&P->out, "\"?sym%d\"", id);
 }
 
 static void put_type(printer *P, const pc_type *t) {
@@ -214,24 +174,24 @@ static void put_typed_value(printer *P, const pc_value *v) {
 /* ---------------------------------------------------------------- attributes and constant data */
 
 static void put_attr(printer *P, const pc_attr *a) {
-  sbuf *b = &P->out;
+  pc_strbuf *b = &P->out;
   sb_str(b, a->name);
   sb_str(b, "=");
   switch (a->kind) { /* one line per attribute kind */
-  case PC_ATTR_INT: sb_fmt(b, "%lld", (long long)a->i); break;
+  case PC_ATTR_INT: pc_strbuf_fmt(b, "%lld", (long long)a->i); break;
   case PC_ATTR_FLOAT: put_float_attr(b, a->f); break;
   case PC_ATTR_STRING: sb_quoted(b, a->s ? a->s : ""); break;
   case PC_ATTR_DTYPE: sb_str(b, pc_dtype_name((pc_dtype)a->i)); break;
   case PC_ATTR_INTS:
     sb_str(b, "[");
-    for (int i = 0; i < a->n; i++) sb_fmt(b, i ? ",%lld" : "%lld", (long long)a->ints[i]);
+    for (int i = 0; i < a->n; i++) pc_strbuf_fmt(b, i ? ",%lld" : "%lld", (long long)a->ints[i]);
     sb_str(b, "]");
     break;
   }
 }
 
 /* element i of constant data as text that parses back to the same bits */
-static void put_element(sbuf *b, pc_dtype dt, const void *data, int64_t i) {
+static void put_element(pc_strbuf *b, pc_dtype dt, const void *data, int64_t i) {
   char buf[64];
   switch (dt) { /* one line per storage type */
   case PC_f16: fmt_f32(buf, sizeof buf, pc_f16_to_f32(((const uint16_t *)data)[i])); break;
@@ -254,7 +214,7 @@ static void put_element(sbuf *b, pc_dtype dt, const void *data, int64_t i) {
     char im[32];
     fmt_f32(buf, sizeof buf, ((const float *)data)[2 * i]);
     fmt_f32(im, sizeof im, ((const float *)data)[2 * i + 1]);
-    sb_fmt(b, "[%s,%s]", buf, im);
+    pc_strbuf_fmt(b, "[%s,%s]", buf, im);
     return;
   }
   case PC_DTYPE_COUNT: snprintf(buf, sizeof buf, "?"); break;
@@ -278,14 +238,14 @@ static void put_const_attrs(printer *P, const pc_node *n) {
     }
     sb_str(&P->out, "]");
   } else if (!pc_attr_find(n, "key")) {
-    sb_fmt(&P->out, first ? "key=\"const%d\"" : ", key=\"const%d\"", n->id);
+    pc_strbuf_fmt(&P->out, first ? "key=\"const%d\"" : ", key=\"const%d\"", n->id);
   }
 }
 
 /* ---------------------------------------------------------------- graph */
 
 static void put_node(printer *P, const pc_node *n) {
-  sbuf *b = &P->out;
+  pc_strbuf *b = &P->out;
   sb_str(b, "  ");
   for (int j = 0; j < n->n_out; j++) {
     if (j) sb_str(b, ", ");
@@ -321,9 +281,9 @@ static void put_syms(printer *P) {
     if (s->lo == 0 && s->hi == INT64_MAX) continue;
     sb_str(&P->out, "sym ");
     put_sym_name(&P->out, s->name ? s->name : "?");
-    sb_fmt(&P->out, " in [%lld, ", (long long)s->lo);
+    pc_strbuf_fmt(&P->out, " in [%lld, ", (long long)s->lo);
     if (s->hi == INT64_MAX) sb_str(&P->out, "inf]\n");
-    else sb_fmt(&P->out, "%lld]\n", (long long)s->hi);
+    else pc_strbuf_fmt(&P->out, "%lld]\n", (long long)s->hi);
   }
 }
 
@@ -359,11 +319,7 @@ char *pc_graph_to_string(const pc_graph *g) {
   if (names_build(&P)) print_graph(&P);
   else P.out.oom = 1;
   printer_free(&P);
-  if (P.out.oom) {
-    free(P.out.s);
-    return NULL;
-  }
-  return P.out.s;
+  return pc_strbuf_done(&P.out);
 }
 
 pc_status pc_graph_print(const pc_graph *g, FILE *f) {

@@ -109,13 +109,13 @@ int64_t pc_type_numel(const pc_type *t) {
 
 /* ---- half precision: bit manipulation so results do not depend on the host FPU */
 
-static uint32_t f32_bits(float f) {
+uint32_t pc_f32_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   return u;
 }
 
-static float bits_f32(uint32_t u) {
+float pc_bits_f32(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
   return f;
@@ -124,17 +124,17 @@ static float bits_f32(uint32_t u) {
 float pc_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13)); /* inf, nan */
+  if (exp == 0x1f) return pc_bits_f32(sign | 0x7f800000u | (man << 13)); /* inf, nan */
   if (exp == 0) {
-    if (man == 0) return bits_f32(sign);
+    if (man == 0) return pc_bits_f32(sign);
     float v = (float)man * (1.0f / 16777216.0f); /* subnormal: man * 2^-24 */
     return sign ? -v : v;
   }
-  return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+  return pc_bits_f32(sign | ((exp + 112) << 23) | (man << 13));
 }
 
 uint16_t pc_f32_to_f16(float f) {
-  uint32_t u = f32_bits(f);
+  uint32_t u = pc_f32_bits(f);
   uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
   uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return sign | 0x7e00; /* nan */
@@ -151,10 +151,10 @@ uint16_t pc_f32_to_f16(float f) {
   return (uint16_t)(sign | (((r >> 13) - (112u << 10)) & 0x7fff));
 }
 
-float pc_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float pc_bf16_to_f32(uint16_t h) { return pc_bits_f32((uint32_t)h << 16); }
 
 uint16_t pc_f32_to_bf16(float f) {
-  uint32_t u = f32_bits(f);
+  uint32_t u = pc_f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet nan */
   u += 0x7fff + ((u >> 16) & 1);
   return (uint16_t)(u >> 16);
@@ -182,10 +182,10 @@ static const f8_format f4_e2m1 = {1, 1, F8_FINITE, 0x7, 0x8};
 static float f8_decode(const f8_format *fm, uint8_t b) {
   uint32_t mag = b & (fm->signbit - 1), e = mag >> fm->mbits, m = mag & ((1u << fm->mbits) - 1);
   int neg = (b & fm->signbit) != 0;
-  if (fm->kind == F8_FNUZ && b == 0x80) return bits_f32(0x7fc00000u);
-  if (fm->kind == F8_FN && mag == 0x7f) return bits_f32(neg ? 0xffc00000u : 0x7fc00000u);
+  if (fm->kind == F8_FNUZ && b == 0x80) return pc_bits_f32(0x7fc00000u);
+  if (fm->kind == F8_FN && mag == 0x7f) return pc_bits_f32(neg ? 0xffc00000u : 0x7fc00000u);
   if (fm->kind == F8_IEEE && e == (0x7fu >> fm->mbits))
-    return bits_f32((neg ? 0x80000000u : 0) | (m ? 0x7fc00000u : 0x7f800000u));
+    return pc_bits_f32((neg ? 0x80000000u : 0) | (m ? 0x7fc00000u : 0x7f800000u));
   /* exact in f32: at most 4 significant bits, exponents within [-17, 15] */
   float v = e ? ldexpf((float)((1u << fm->mbits) | m), (int)e - fm->bias - fm->mbits)
               : ldexpf((float)m, 1 - fm->bias - fm->mbits);
@@ -212,7 +212,7 @@ static uint32_t f8_round(const f8_format *fm, uint32_t a) {
 }
 
 static uint8_t f8_encode(const f8_format *fm, float f, int saturate) {
-  uint32_t u = f32_bits(f), a = u & 0x7fffffffu, sign = u >> 31 ? fm->signbit : 0;
+  uint32_t u = pc_f32_bits(f), a = u & 0x7fffffffu, sign = u >> 31 ? fm->signbit : 0;
   /* the quiet NaN of each format (e5m2: 0x7e, as a float16 quiet NaN truncated); f4e2m1 has none and,
    * like ml_dtypes (the ONNX reference), gives the zero of the other sign */
   uint32_t nan = fm->kind == F8_FNUZ ? 0x80u
@@ -238,8 +238,8 @@ static const f8_format *f8_format_of(pc_dtype t) {
 
 /* f8e8m0 (exponent only, 2^(b-127), 0xff NaN) keeps the exponent field of the f32: the sign is dropped,
  * inf and NaN give NaN, nothing overflows, so saturate changes nothing (as ONNX's Cast rounding "down") */
-static float e8m0_decode(uint8_t b) { return b == 0xff ? bits_f32(0x7fc00000u) : b ? bits_f32((uint32_t)b << 23) : 0x1p-127f; }
-static uint8_t e8m0_encode(float f) { return (uint8_t)(f32_bits(f) >> 23); }
+static float e8m0_decode(uint8_t b) { return b == 0xff ? pc_bits_f32(0x7fc00000u) : b ? pc_bits_f32((uint32_t)b << 23) : 0x1p-127f; }
+static uint8_t e8m0_encode(float f) { return (uint8_t)(pc_f32_bits(f) >> 23); }
 
 int pc_dtype_is_f8(pc_dtype t) { return f8_format_of(t) != NULL || t == PC_f8e8m0; }
 
@@ -248,11 +248,35 @@ int pc_dtype_subbyte_bits(pc_dtype t) { return t == PC_i4 || t == PC_u4 ? 4 : t 
 float pc_f8_to_f32(pc_dtype t, uint8_t b) {
   const f8_format *fm = f8_format_of(t);
   if (t == PC_f8e8m0) return e8m0_decode(b);
-  return fm ? f8_decode(fm, b) : bits_f32(0x7fc00000u);
+  return fm ? f8_decode(fm, b) : pc_bits_f32(0x7fc00000u);
 }
 
 uint8_t pc_f32_to_f8(pc_dtype t, float f, int saturate) {
   const f8_format *fm = f8_format_of(t);
   if (t == PC_f8e8m0) return e8m0_encode(f);
   return fm ? f8_encode(fm, f, saturate) : 0;
+}
+
+double pc_elem_f64(pc_dtype t, const void *p, int64_t i) {
+  switch (t) { /* one line per storage type */
+  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[i]);
+  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[i]);
+  case PC_f32: return ((const float *)p)[i];
+  case PC_f64: return ((const double *)p)[i];
+  case PC_i8: return ((const int8_t *)p)[i];
+  case PC_i16: return ((const int16_t *)p)[i];
+  case PC_i32: return ((const int32_t *)p)[i];
+  case PC_i64: return (double)((const int64_t *)p)[i];
+  case PC_u8: case PC_bool: return ((const uint8_t *)p)[i];
+  case PC_u16: return ((const uint16_t *)p)[i];
+  case PC_i4: case PC_i2: return ((const int8_t *)p)[i];
+  case PC_u4: case PC_u2: return ((const uint8_t *)p)[i];
+  case PC_u32: return ((const uint32_t *)p)[i];
+  case PC_u64: return (double)((const uint64_t *)p)[i];
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0:
+    return pc_f8_to_f32(t, ((const uint8_t *)p)[i]);
+  case PC_c64: return ((const float *)p)[2 * i];
+  case PC_DTYPE_COUNT: break;
+  }
+  return 0;
 }

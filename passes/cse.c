@@ -8,35 +8,29 @@
 /* random with the same attributes (seed included) draws the same numbers, so
  * it merges like any other prim. */
 
-static uint64_t mix(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211u;
-  return h;
-}
-
 static uint64_t attr_hash(uint64_t h, const pc_attr *a) {
-  h = mix(h, a->name, strlen(a->name));
-  h = mix(h, &a->kind, sizeof a->kind);
+  h = pc_hash_bytes(h, a->name, strlen(a->name));
+  h = pc_hash_bytes(h, &a->kind, sizeof a->kind);
   switch (a->kind) { /* one line per attribute kind */
-  case PC_ATTR_INT: case PC_ATTR_DTYPE: return mix(h, &a->i, sizeof a->i);
-  case PC_ATTR_FLOAT: return mix(h, &a->f, sizeof a->f);
-  case PC_ATTR_STRING: return mix(h, a->s, a->s ? strlen(a->s) : 0);
-  case PC_ATTR_INTS: return mix(h, a->ints, sizeof *a->ints * (size_t)a->n);
+  case PC_ATTR_INT: case PC_ATTR_DTYPE: return pc_hash_bytes(h, &a->i, sizeof a->i);
+  case PC_ATTR_FLOAT: return pc_hash_bytes(h, &a->f, sizeof a->f);
+  case PC_ATTR_STRING: return pc_hash_bytes(h, a->s, a->s ? strlen(a->s) : 0);
+  case PC_ATTR_INTS: return pc_hash_bytes(h, a->ints, sizeof *a->ints * (size_t)a->n);
   }
   return h;
 }
 
 /* order-insensitive over attributes: builders may list them in any order */
 static uint64_t node_hash(const pc_node *n) {
-  uint64_t h = mix(1469598103934665603u, &n->op, sizeof n->op);
-  for (int k = 0; k < n->n_in; k++) h = mix(h, &n->in[k]->id, sizeof n->in[k]->id);
+  uint64_t h = pc_hash_bytes(PC_HASH_SEED, &n->op, sizeof n->op);
+  for (int k = 0; k < n->n_in; k++) h = pc_hash_bytes(h, &n->in[k]->id, sizeof n->in[k]->id);
   uint64_t ah = 0;
-  for (int k = 0; k < n->n_attrs; k++) ah += attr_hash(1469598103934665603u, &n->attrs[k]);
-  h = mix(h, &ah, sizeof ah);
+  for (int k = 0; k < n->n_attrs; k++) ah += attr_hash(PC_HASH_SEED, &n->attrs[k]);
+  h = pc_hash_bytes(h, &ah, sizeof ah);
   const pc_type *t = &n->out[0]->type;
-  h = mix(h, &t->dtype, sizeof t->dtype);
-  h = mix(h, t->dims, sizeof *t->dims * (size_t)t->rank);
-  if (n->data) h = mix(h, n->data, n->nbytes);
+  h = pc_hash_bytes(h, &t->dtype, sizeof t->dtype);
+  h = pc_hash_bytes(h, t->dims, sizeof *t->dims * (size_t)t->rank);
+  if (n->data) h = pc_hash_bytes(h, n->data, n->nbytes);
   return h;
 }
 

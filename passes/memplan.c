@@ -1,7 +1,6 @@
 /* passes/memplan.c: memory planning: storage for every value, workspace offsets by liveness over the kernel order. */
 #include "passes/passes.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -259,52 +258,25 @@ pc_status pc_pass_memplan(pc_graph *g) {
 
 /* ---------------------------------------------------------------- report */
 
-typedef struct sbuf {
-  char *s;
-  size_t len, cap;
-} sbuf;
-
-static void sb_fmt(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_fmt(sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0 || !b->s) return;
-  if (b->len + (size_t)n + 1 > b->cap) {
-    size_t nc = (b->cap + (size_t)n + 1) * 2;
-    char *p = realloc(b->s, nc);
-    if (!p) {
-      free(b->s), b->s = NULL;
-      return;
-    }
-    b->s = p, b->cap = nc;
-  }
-  va_start(ap, fmt);
-  vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-}
-
-static void put_ref(sbuf *b, const pc_value *v) {
-  if (v->name) sb_fmt(b, "%%%s", v->name);
-  else sb_fmt(b, "%%%d", v->id);
+static void put_ref(pc_strbuf *b, const pc_value *v) {
+  if (v->name) pc_strbuf_fmt(b, "%%%s", v->name);
+  else pc_strbuf_fmt(b, "%%%d", v->id);
 }
 
 /* prims of kernel t, comma-separated, cut at about 40 characters */
-static void put_ops(sbuf *b, const pc_graph *g, const liveness *L, int t) {
+static void put_ops(pc_strbuf *b, const pc_graph *g, const liveness *L, int t) {
   size_t start = b->len;
   int first = 1;
   for (int i = 0; i < g->n_nodes; i++) {
     if (L->step[i] != t) continue;
     if (b->s && b->len - start > 40) {
-      sb_fmt(b, ",...");
+      pc_strbuf_fmt(b, ",...");
       break;
     }
-    sb_fmt(b, "%s%s", first ? "" : ",", pc_prim(g->nodes[i]->op)->name);
+    pc_strbuf_fmt(b, "%s%s", first ? "" : ",", pc_prim(g->nodes[i]->op)->name);
     first = 0;
   }
-  while (b->s && b->len - start < 44) sb_fmt(b, " ");
+  while (b->s && b->len - start < 44) pc_strbuf_fmt(b, " ");
 }
 
 /* donor[v]: v handed its buffer to a result of its last kernel (counted once there) */
@@ -335,43 +307,40 @@ static int64_t live_bytes(const pc_graph *g, const liveness *L, const char *dono
 }
 
 char *pc_memplan_report(const pc_graph *g) {
-  sbuf b = {malloc(256), 0, 256};
+  pc_strbuf b = {0};
   liveness L;
-  if (!b.s || !liveness_build(g, &L)) {
-    free(b.s);
+  if (!liveness_build(g, &L)) {
     liveness_free(&L);
     return NULL;
   }
   char *donor = donors(g, &L);
   if (!donor) {
-    free(b.s);
     liveness_free(&L);
     return NULL;
   }
-  b.s[0] = 0;
-  sb_fmt(&b, "kernel  %-44s  %12s\n", "prims", "live bytes");
+  pc_strbuf_fmt(&b, "kernel  %-44s  %12s\n", "prims", "live bytes");
   int peak_t = -1;
   int64_t peak = -1;
   for (int t = 0; t < L.n_steps; t++) {
     int64_t lb = live_bytes(g, &L, donor, t);
-    sb_fmt(&b, "%6d  ", t);
+    pc_strbuf_fmt(&b, "%6d  ", t);
     put_ops(&b, g, &L, t);
-    sb_fmt(&b, "  %12lld\n", (long long)lb);
+    pc_strbuf_fmt(&b, "  %12lld\n", (long long)lb);
     if (lb > peak) peak = lb, peak_t = t;
   }
   if (peak_t >= 0) {
-    sb_fmt(&b, "peak %lld bytes live at kernel %d:", (long long)peak, peak_t);
+    pc_strbuf_fmt(&b, "peak %lld bytes live at kernel %d:", (long long)peak, peak_t);
     for (int v = 0; v < g->n_values; v++) {
       const pc_value *x = g->values[v];
       if (!live_at(g, &L, donor, v, peak_t)) continue;
-      sb_fmt(&b, " ");
+      pc_strbuf_fmt(&b, " ");
       put_ref(&b, x);
-      sb_fmt(&b, " (%lld @ %lld)", (long long)value_bytes(g, x), (long long)x->offset);
+      pc_strbuf_fmt(&b, " (%lld @ %lld)", (long long)value_bytes(g, x), (long long)x->offset);
     }
-    sb_fmt(&b, "\n");
+    pc_strbuf_fmt(&b, "\n");
   }
-  sb_fmt(&b, "workspace %lld bytes\n", (long long)g->workspace_size);
+  pc_strbuf_fmt(&b, "workspace %lld bytes\n", (long long)g->workspace_size);
   free(donor);
   liveness_free(&L);
-  return b.s;
+  return pc_strbuf_done(&b);
 }

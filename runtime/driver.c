@@ -27,8 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 extern const primc_model_desc *const primc_main_model;
@@ -40,82 +38,17 @@ static const char *usage =
     "  and with --bench N prints the min and median latency of N runs. --profile (when compiled\n"
     "  with `primc compile --profile`) prints the time of every kernel.\n";
 
-typedef struct opts {
-  const char *ins[64];
-  int n_ins, random, bench, profile;
-  unsigned long long seed;
-  const char *out_dir, *weights;
-} opts;
+/* the CPU main's own options beside primc_driver_opts */
+typedef struct cpu_opts {
+  int profile;
+  const char *weights;
+} cpu_opts;
 
-static int parse(int argc, char **argv, opts *o) {
-  memset(o, 0, sizeof *o);
-  o->seed = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has = i + 1 < argc;
-    if (!strcmp(a, "--random-inputs")) o->random = 1;
-    else if (!strcmp(a, "--profile")) o->profile = 1;
-    else if (!strcmp(a, "-o") && has) o->out_dir = argv[++i];
-    else if (!strcmp(a, "--bench") && has) o->bench = atoi(argv[++i]);
-    else if (!strcmp(a, "--seed") && has) o->seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(a, "--weights") && has) o->weights = argv[++i];
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return fprintf(stdout, usage, argv[0]), 1;
-    else if (a[0] == '-' && a[1]) return fprintf(stderr, usage, argv[0]), 2;
-    else if (o->n_ins < 64) o->ins[o->n_ins++] = a;
-  }
+static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
+  cpu_opts *c = ctx;
+  if (!strcmp(argv[*i], "--profile")) return c->profile = 1;
+  if (!strcmp(argv[*i], "--weights") && *i + 1 < argc) return c->weights = argv[++*i], 1;
   return 0;
-}
-
-static uint64_t next_rand(uint64_t *s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-
-static void fill_random(primc_array *a, uint64_t *s) {
-  int64_t n = primc_array_numel(a);
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t r = next_rand(s);
-    double u = (double)(r >> 11) / 9007199254740992.0 * 2 - 1;
-    switch (a->dtype) { /* one fill per storage type */
-    case PRIMC_F32: ((float *)a->data)[i] = (float)u; break;
-    case PRIMC_F64: ((double *)a->data)[i] = u; break;
-    case PRIMC_BOOL: ((uint8_t *)a->data)[i] = r & 1; break;
-    case PRIMC_I32: ((int32_t *)a->data)[i] = (int32_t)(r % 10); break;
-    case PRIMC_I64: ((int64_t *)a->data)[i] = (int64_t)(r % 10); break;
-    default: ((uint8_t *)a->data)[(size_t)i * primc_dtype_size(a->dtype)] = (uint8_t)(r % 10); break; /* low byte */
-    }
-  }
-}
-
-static int check_input(const primc_tensor_desc *d, const primc_array *a, const char *path) {
-  int ok = (int)a->dtype == d->dtype && a->rank == d->rank;
-  for (int i = 0; ok && i < d->rank; i++) ok = a->dims[i] == d->dims[i];
-  if (!ok) fprintf(stderr, "error: %s does not match input \"%s\" (dtype %d rank %d expected)\n", path, d->name,
-                   d->dtype, d->rank);
-  return ok;
-}
-
-static int alloc_array(const primc_tensor_desc *d, primc_array *a) {
-  a->dtype = (primc_dtype)d->dtype;
-  a->rank = d->rank;
-  memcpy(a->dims, d->dims, sizeof a->dims);
-  size_t n = (size_t)primc_array_numel(a) * primc_dtype_size(a->dtype);
-  a->data = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
-  if (a->data) memset(a->data, 0, n);
-  return a->data != NULL;
-}
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* median ms per run in *median */
@@ -123,11 +56,11 @@ static int bench(const primc_model_desc *m, const void **in, void **out, void *w
   double *t = malloc(sizeof *t * (size_t)n);
   if (!t) return 1;
   for (int i = 0; i < n; i++) {
-    double s = now_ms();
+    double s = primc_now_ms();
     if (m->run(in, out, ws) != 0) return free(t), 1;
-    t[i] = now_ms() - s;
+    t[i] = primc_now_ms() - s;
   }
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  primc_sort_ms(t, n);
   printf("%s: %d runs, min %.3f ms, median %.3f ms\n", m->name, n, t[0], t[n / 2]);
   *median = t[n / 2];
   free(t);
@@ -167,22 +100,7 @@ static void print_profile(const primc_model_desc *m, int runs, double run_ms) {
   free(order);
 }
 
-static void summary(const primc_model_desc *m, const primc_array *outs) {
-  for (int i = 0; i < m->n_outputs; i++) {
-    const primc_array *a = &outs[i];
-    printf("out%d %s [", i, m->outputs[i].name);
-    for (int d = 0; d < a->rank; d++) printf("%s%lld", d ? "," : "", (long long)a->dims[d]);
-    printf("]");
-    if (a->dtype == PRIMC_F32) {
-      double s = 0;
-      for (int64_t k = 0; k < primc_array_numel(a); k++) s += ((const float *)a->data)[k];
-      printf(" sum=%.6g", s);
-    }
-    printf("\n");
-  }
-}
-
-static int load_weights(const primc_model_desc *m, const opts *o, const char *argv0) {
+static int load_weights(const primc_model_desc *m, const cpu_opts *o, const char *argv0) {
   if (!m->load_weights) return 0;
   char path[4096];
   if (o->weights) snprintf(path, sizeof path, "%s", o->weights);
@@ -210,51 +128,32 @@ int main(int argc, char **argv) {
   /* our pool parallelizes; OpenBLAS's own workers would spin in sched_yield after each call, taking a
    * core from the pool (measured: 40% of a ResNet-18 run's CPU samples on this 2-core machine) */
   openblas_set_num_threads(1);
-  opts o;
-  int rc = parse(argc, argv, &o);
+  primc_driver_opts o;
+  cpu_opts c = {0};
+  int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs, &o, cpu_flag, &c);
   if (rc) return rc == 1 ? 0 : 2;
-  if (!o.random && o.n_ins != m->n_inputs) {
-    fprintf(stderr, "error: %s expects %d input(s), got %d (or pass --random-inputs)\n", m->name, m->n_inputs, o.n_ins);
-    return 2;
-  }
-  if (load_weights(m, &o, argv[0])) return 1;
+  if (load_weights(m, &c, argv[0])) return 1;
   primc_array *ins = calloc((size_t)m->n_inputs + 1, sizeof *ins), *outs = calloc((size_t)m->n_outputs + 1, sizeof *outs);
   const void **inp = calloc((size_t)m->n_inputs + 1, sizeof *inp);
   void **outp = calloc((size_t)m->n_outputs + 1, sizeof *outp);
   void *ws = aligned_alloc(64, (size_t)(m->workspace_size + 64) / 64 * 64);
   if (!ins || !outs || !inp || !outp || !ws) return fprintf(stderr, "error: out of memory\n"), 1;
-  uint64_t seed = o.seed * 0x9E3779B97F4A7C15ull + 1;
-  char err[256];
-  for (int i = 0; i < m->n_inputs; i++) {
-    if (o.random) {
-      if (!alloc_array(&m->inputs[i], &ins[i])) return 1;
-      fill_random(&ins[i], &seed);
-    } else if (primc_npy_read(o.ins[i], &ins[i], err, sizeof err) != 0) {
-      return fprintf(stderr, "error: %s: %s\n", o.ins[i], err), 1;
-    } else if (!check_input(&m->inputs[i], &ins[i], o.ins[i])) {
-      return 1;
-    }
-    inp[i] = ins[i].data;
-  }
+  if (primc_driver_inputs(m->inputs, m->n_inputs, o.random ? NULL : o.ins, o.seed, ins)) return 1;
+  for (int i = 0; i < m->n_inputs; i++) inp[i] = ins[i].data;
   for (int i = 0; i < m->n_outputs; i++) {
-    if (!alloc_array(&m->outputs[i], &outs[i])) return 1;
+    if (primc_driver_alloc(&m->outputs[i], &outs[i])) return 1;
     outp[i] = outs[i].data;
   }
-  if (o.profile && !m->profile) return fprintf(stderr, "error: %s was not compiled with --profile\n", m->name), 2;
-  double run_ms = now_ms();
+  if (c.profile && !m->profile) return fprintf(stderr, "error: %s was not compiled with --profile\n", m->name), 2;
+  double run_ms = primc_now_ms();
   int st = m->run(inp, outp, ws);
-  run_ms = now_ms() - run_ms;
+  run_ms = primc_now_ms() - run_ms;
   if (st != 0) return fprintf(stderr, "error: %s_run returned %d\n", m->name, st), 1;
   if (o.bench > 0 && m->profile) primc_prof_reset(m->profile);
   if (o.bench > 0 && bench(m, inp, outp, ws, o.bench, &run_ms)) return 1;
-  if (o.profile) print_profile(m, o.bench > 0 ? o.bench : 1, run_ms);
-  if (!o.out_dir) summary(m, outs);
-  if (o.out_dir) mkdir(o.out_dir, 0777); /* an existing one is fine */
-  for (int i = 0; o.out_dir && i < m->n_outputs; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/out%d.npy", o.out_dir, i);
-    if (primc_npy_write(path, &outs[i], err, sizeof err) != 0) return fprintf(stderr, "error: %s: %s\n", path, err), 1;
-  }
+  if (c.profile) print_profile(m, o.bench > 0 ? o.bench : 1, run_ms);
+  if (!o.out_dir) primc_driver_summary(m->outputs, outs, m->n_outputs);
+  else if (primc_driver_write(o.out_dir, outs, m->n_outputs)) return 1;
   for (int i = 0; i < m->n_inputs; i++) free(ins[i].data);
   for (int i = 0; i < m->n_outputs; i++) free(outs[i].data);
   free(ins);

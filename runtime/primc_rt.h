@@ -184,6 +184,42 @@ typedef struct primc_cuda_model_desc {
 /* the standalone main of --target cuda executables (runtime/cuda_driver.c): .npy in, .npy out, --bench */
 int primc_cuda_main(int argc, char **argv, const primc_cuda_model_desc *m);
 
+/* ---------------------------------------------------------------- the standalone mains' shared parts (runtime/driver_io.c) */
+
+/* Used by runtime/driver.c (CPU) and runtime/cuda_driver.c; they print their errors on stderr and return 1
+ * (0 on success). */
+#define PRIMC_DRIVER_MAX_IO 64
+
+/* the options both mains take */
+typedef struct primc_driver_opts {
+  const char *ins[PRIMC_DRIVER_MAX_IO]; /* .npy inputs, in the model's order */
+  int n_ins, random, bench;
+  unsigned long long seed;
+  const char *out_dir;
+} primc_driver_opts;
+
+/* a main's own options: 1 when it took argv[*i] (moving *i past a value it takes), else 0 */
+typedef int (*primc_driver_flag)(void *ctx, int argc, char **argv, int *i);
+
+/* Parses the command line: the common options into o, the others through own(ctx, ...). Returns 0 to run,
+ * 1 after -h/--help (usage on stdout), 2 on an unknown option (usage on stderr) or when the number of
+ * .npy inputs is not the model's n_inputs and --random-inputs is not given. */
+int primc_driver_parse(int argc, char **argv, const char *usage, const char *model, int n_inputs,
+                       primc_driver_opts *o, primc_driver_flag own, void *ctx);
+/* the n model inputs: read from paths[i] and checked against d[i], or when paths is NULL drawn from seed:
+ * f32/f64 uniform in [-1, 1), i32/i64 0..9, bools 0/1, other types 0..9 in their lowest byte */
+int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *paths, unsigned long long seed,
+                        primc_array *ins);
+/* a zeroed, 64-byte aligned array of d's dtype and shape */
+int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a);
+/* one line per output: name, dims and, for f32, the sum */
+void primc_driver_summary(const primc_tensor_desc *d, const primc_array *outs, int n);
+/* DIR/out0.npy ...; DIR is created when missing */
+int primc_driver_write(const char *dir, const primc_array *outs, int n);
+double primc_now_ms(void); /* a monotonic clock */
+/* sorts n run times ascending: t[0] is the min, t[n / 2] the median */
+void primc_sort_ms(double *t, int n);
+
 /* ---------------------------------------------------------------- fp32 GEMM and conv (runtime/gemm.c, runtime/conv.c) */
 
 /* Row-major C[M][N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_*). beta == 0 never

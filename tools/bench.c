@@ -322,29 +322,6 @@ static int run_exe(const bench_run *b, const char *exe, int threads, const char 
 
 /* ---------------------------------------------------------------- agreement with the interpreter */
 
-static double elem(const void *p, pc_dtype dt, int64_t k) {
-  switch (dt) { /* one line per storage type */
-  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[k]);
-  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[k]);
-  case PC_f32: return ((const float *)p)[k];
-  case PC_f64: return ((const double *)p)[k];
-  case PC_i8: return ((const int8_t *)p)[k];
-  case PC_i16: return ((const int16_t *)p)[k];
-  case PC_i32: return ((const int32_t *)p)[k];
-  case PC_i64: return (double)((const int64_t *)p)[k];
-  case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
-  case PC_u16: return ((const uint16_t *)p)[k];
-  case PC_i4: case PC_i2: return ((const int8_t *)p)[k];
-  case PC_u4: case PC_u2: return ((const uint8_t *)p)[k];
-  case PC_u32: return ((const uint32_t *)p)[k];
-  case PC_u64: return (double)((const uint64_t *)p)[k];
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: return pc_f8_to_f32(dt, ((const uint8_t *)p)[k]);
-  case PC_c64: return ((const float *)p)[k];
-  case PC_DTYPE_COUNT: break;
-  }
-  return 0;
-}
-
 /* folds one output into r: max |got - ref|, max |got - ref| / (|ref| + atol), and whether all are within tolerance */
 static void compare(const bench_opts *o, const pc_tensor *ref, const primc_array *got, row *r) {
   int same = (int)got->dtype == (int)ref->dtype && got->rank == ref->rank;
@@ -354,8 +331,9 @@ static void compare(const bench_opts *o, const pc_tensor *ref, const primc_array
     return;
   }
   int64_t n = pc_tensor_numel(ref) * (ref->dtype == PC_c64 ? 2 : 1);
+  pc_dtype lane = ref->dtype == PC_c64 ? PC_f32 : ref->dtype; /* complex: both halves */
   for (int64_t k = 0; k < n; k++) {
-    double g = elem(got->data, ref->dtype, k), w = elem(ref->data, ref->dtype, k);
+    double g = pc_elem_f64(lane, got->data, k), w = pc_elem_f64(lane, ref->data, k);
     if (isnan(g) || isnan(w) || isinf(g) || isinf(w)) {
       if (!(isnan(g) && isnan(w)) && g != w) r->ok = 0, r->max_abs = INFINITY;
       continue;

@@ -263,30 +263,6 @@ static void model_op(const char *path, char *op, size_t cap) {
 
 /* ---------------------------------------------------------------- comparison */
 
-static double elem(const pc_tensor *t, int64_t k) {
-  const void *p = t->data;
-  switch (t->dtype) { /* one line per storage type */
-  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[k]);
-  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[k]);
-  case PC_f32: return ((const float *)p)[k];
-  case PC_f64: return ((const double *)p)[k];
-  case PC_i8: return ((const int8_t *)p)[k];
-  case PC_i16: return ((const int16_t *)p)[k];
-  case PC_i32: return ((const int32_t *)p)[k];
-  case PC_i64: return (double)((const int64_t *)p)[k];
-  case PC_u8: case PC_bool: return ((const uint8_t *)p)[k];
-  case PC_u16: return ((const uint16_t *)p)[k];
-  case PC_i4: case PC_i2: return ((const int8_t *)p)[k];
-  case PC_u4: case PC_u2: return ((const uint8_t *)p)[k];
-  case PC_u32: return ((const uint32_t *)p)[k];
-  case PC_u64: return (double)((const uint64_t *)p)[k];
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: return pc_f8_to_f32(t->dtype, ((const uint8_t *)p)[k]);
-  case PC_c64: return ((const float *)p)[k];
-  case PC_DTYPE_COUNT: break;
-  }
-  return 0;
-}
-
 static int close_enough(double got, double want, double rtol) {
   if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
   if (isinf(want) || isinf(got)) return got == want;
@@ -309,8 +285,9 @@ static int compare(const pc_tensor *got, const pc_tensor *want, int idx, char *e
                         (long long)((const int64_t *)got->data)[k], (long long)((const int64_t *)want->data)[k]), 0;
     return 1;
   }
+  pc_dtype lane = want->dtype == PC_c64 ? PC_f32 : want->dtype; /* complex: both halves */
   for (int64_t k = 0; k < n; k++) {
-    double g = elem(got, k), w = elem(want, k);
+    double g = pc_elem_f64(lane, got->data, k), w = pc_elem_f64(lane, want->data, k);
     if (exact ? g != w : !close_enough(g, w, want->dtype == PC_bf16 ? CF_RTOL_BF16 : CF_RTOL))
       return snprintf(err, errlen, "output %d[%lld]: %.9g, expected %.9g", idx, (long long)k, g, w), 0;
   }

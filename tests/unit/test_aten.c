@@ -26,17 +26,6 @@ static int load_npy(const char *path, pc_tensor *t) {
   return 1;
 }
 
-static double elem(const pc_tensor *t, int64_t i) {
-  switch (t->dtype) { /* the dtypes the reference files use */
-  case PC_f32: return ((const float *)t->data)[i];
-  case PC_f64: return ((const double *)t->data)[i];
-  case PC_i64: return (double)((const int64_t *)t->data)[i];
-  case PC_i32: return ((const int32_t *)t->data)[i];
-  case PC_bool: return ((const uint8_t *)t->data)[i];
-  default: return NAN;
-  }
-}
-
 /* compares got with want elementwise (|d| <= atol + rtol |want|); reports the worst element */
 static void compare(const char *name, int k, const pc_tensor *got, const pc_tensor *want) {
   int same = got->dtype == want->dtype && got->rank == want->rank;
@@ -47,14 +36,15 @@ static void compare(const char *name, int k, const pc_tensor *got, const pc_tens
   int64_t n = pc_tensor_numel(want), worst = -1;
   double worst_excess = 0;
   for (int64_t i = 0; i < n; i++) {
-    double a = elem(got, i), b = elem(want, i);
+    double a = pc_elem_f64(got->dtype, got->data, i), b = pc_elem_f64(want->dtype, want->data, i);
     if (isnan(a) && isnan(b)) continue;
     if (a == b) continue; /* also equal infinities */
     double excess = fabs(a - b) - (1e-5 + 1e-4 * fabs(b));
     if (!(excess <= 0) && (worst < 0 || !(excess <= worst_excess))) worst = i, worst_excess = excess;
   }
   CHECK_MSG(worst < 0, "%s out%d: element %lld is %.9g, PyTorch says %.9g", name, k, (long long)worst,
-            worst >= 0 ? elem(got, worst) : 0.0, worst >= 0 ? elem(want, worst) : 0.0);
+            worst >= 0 ? pc_elem_f64(got->dtype, got->data, worst) : 0.0,
+            worst >= 0 ? pc_elem_f64(want->dtype, want->data, worst) : 0.0);
 }
 
 static void run_case(const char *dir, const char *name) {

@@ -2,6 +2,7 @@
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "tests/test.h"
+#include "tests/unit/helpers.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -25,43 +26,6 @@ typedef struct range {
   double lo, hi;
 } range;
 
-static void put(pc_dtype dt, void *p, int64_t i, double v) {
-  switch (dt) { /* test data writer, one case per storage type */
-  case PC_f16: ((uint16_t *)p)[i] = pc_f32_to_f16((float)v); break;
-  case PC_bf16: ((uint16_t *)p)[i] = pc_f32_to_bf16((float)v); break;
-  case PC_f32: ((float *)p)[i] = (float)v; break;
-  case PC_f64: ((double *)p)[i] = v; break;
-  case PC_i8: ((int8_t *)p)[i] = (int8_t)v; break;
-  case PC_i16: ((int16_t *)p)[i] = (int16_t)v; break;
-  case PC_i32: ((int32_t *)p)[i] = (int32_t)v; break;
-  case PC_i64: ((int64_t *)p)[i] = (int64_t)v; break;
-  case PC_u8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-  case PC_u16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-  case PC_u32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-  case PC_u64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-  case PC_bool: ((uint8_t *)p)[i] = v != 0; break;
-  default: break;
-  }
-}
-
-static double get(pc_dtype dt, const void *p, int64_t i) {
-  switch (dt) {
-  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[i]);
-  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[i]);
-  case PC_f32: return ((const float *)p)[i];
-  case PC_f64: return ((const double *)p)[i];
-  case PC_i8: return ((const int8_t *)p)[i];
-  case PC_i16: return ((const int16_t *)p)[i];
-  case PC_i32: return ((const int32_t *)p)[i];
-  case PC_i64: return (double)((const int64_t *)p)[i];
-  case PC_u8: case PC_bool: return ((const uint8_t *)p)[i];
-  case PC_u16: return ((const uint16_t *)p)[i];
-  case PC_u32: return ((const uint32_t *)p)[i];
-  case PC_u64: return (double)((const uint64_t *)p)[i];
-  default: return 0;
-  }
-}
-
 static pc_tensor make_input(const pc_value *v, range r) {
   pc_tensor t = {v->type.dtype, v->type.rank, {0}, NULL};
   memcpy(t.dims, v->type.dims, sizeof t.dims);
@@ -71,7 +35,7 @@ static pc_tensor make_input(const pc_value *v, range r) {
     double x = urand(r.lo, r.hi);
     if (!pc_dtype_is_float(t.dtype)) x = (double)(int64_t)x;
     if (t.dtype == PC_bool) x = rnd() & 1;
-    put(t.dtype, t.data, i, x);
+    pc_test_put(t.dtype, t.data, i, x);
   }
   return t;
 }
@@ -80,16 +44,9 @@ static pc_tensor make_input(const pc_value *v, range r) {
 
 typedef int (*run_fn)(const void *const *, void *const *, void *);
 
-static void self_dir(char *out, size_t n) {
-  ssize_t k = readlink("/proc/self/exe", out, n - 1);
-  out[k > 0 ? k : 0] = 0;
-  char *s = strrchr(out, '/');
-  if (s) *s = 0;
-}
-
 /* compiles g to an object, links a shared library, runs it on ins into outs (malloc'ed) */
 static int run_compiled(pc_graph *g, const pc_tensor *ins, pc_tensor *outs, const char *tag) {
-  char dir[] = "/tmp/primc-cg-XXXXXX", obj[256], so[256], cmd[2048], rt[1024];
+  char dir[] = "/tmp/primc-cg-XXXXXX", obj[256], so[256], cmd[2048];
   if (!mkdtemp(dir)) return 0;
   snprintf(obj, sizeof obj, "%s/m.o", dir);
   snprintf(so, sizeof so, "%s/m.so", dir);
@@ -102,11 +59,8 @@ static int run_compiled(pc_graph *g, const pc_tensor *ins, pc_tensor *outs, cons
     CHECK_MSG(0, "%s: codegen: %s", tag, pc_error(g));
     return 0;
   }
-  self_dir(rt, sizeof rt);
-  snprintf(cmd, sizeof cmd, "cc -shared -o %s %s %s/libprimc_rt.a -lopenblas -lm -lpthread", so, obj, rt);
-  if (!CHECK_MSG(system(cmd) == 0, "%s: link failed: %s", tag, cmd)) return 0;
-  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  if (!CHECK_MSG(h != NULL, "%s: dlopen: %s", tag, dlerror())) return 0;
+  void *h = pc_test_link_open(obj, so, "-lopenblas -lm -lpthread", tag);
+  if (!h) return 0;
   run_fn run = (run_fn)dlsym(h, "m_run");
   const int64_t *ws_size = dlsym(h, "m_workspace_size");
   int ok = CHECK_MSG(run && ws_size, "%s: entry points missing", tag);
@@ -139,6 +93,16 @@ static int close_enough(pc_dtype dt, double a, double b) {
   return fabs(a - b) <= tol * (1 + fabs(b));
 }
 
+/* pc_kernels_print's listing of g, malloc'ed */
+static char *kernels_text(pc_graph *g) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(f && pc_kernels_print(g, f) == PC_OK);
+  if (f) fclose(f);
+  return buf;
+}
+
 /* interpreter vs compiled code on random inputs in range r */
 static int check_graph(pc_graph *g, range r, const char *tag) {
   if (!CHECK_MSG(g->status == PC_OK, "%s: build: %s", tag, pc_error(g))) return 0;
@@ -149,9 +113,10 @@ static int check_graph(pc_graph *g, range r, const char *tag) {
   int ok = CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
   ok = ok && run_compiled(g, ins, got, tag);
   for (int o = 0; ok && o < g->n_outputs; o++) {
-    int64_t n = pc_tensor_numel(&ref[o]);
+    pc_dtype dt = ref[o].dtype, lane = dt == PC_c64 ? PC_f32 : dt; /* complex: both halves */
+    int64_t n = pc_tensor_numel(&ref[o]) * (dt == PC_c64 ? 2 : 1);
     for (int64_t i = 0; i < n; i++) {
-      double a = get(got[o].dtype, got[o].data, i), b = get(ref[o].dtype, ref[o].data, i);
+      double a = pc_elem_f64(lane, got[o].data, i), b = pc_elem_f64(lane, ref[o].data, i);
       if (!close_enough(ref[o].dtype, a, b)) {
         CHECK_MSG(0, "%s: out%d[%lld] = %.9g, interpreter %.9g", tag, o, (long long)i, a, b);
         ok = 0;
@@ -590,11 +555,7 @@ PC_TEST(codegen_kernel_listing_names_origin) {
   pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){2, 3}));
   pc_set_origin(g, "Relu \"act1\"");
   pc_output_add(g, pc_max(g, x, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 2, (int64_t[]){2, 3})));
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CHECK(pc_kernels_print(g, f) == PC_OK);
-  fclose(f);
+  char *buf = kernels_text(g);
   CHECK_CONTAINS(buf, "loops(i0<2, i1<3)");
   CHECK_CONTAINS(buf, "max(");
   CHECK_CONTAINS(buf, "Relu \"act1\"");
@@ -635,11 +596,7 @@ PC_TEST(codegen_fused_groups) {
   pc_output_add(g, z);
   pc_output_add(g, s);
   pc_output_add(g, r);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CHECK(pc_kernels_print(g, f) == PC_OK);
-  fclose(f);
+  char *buf = kernels_text(g);
   CHECK_CONTAINS(buf, "sum mul(");                /* the prologue is inside the reduction */
   CHECK_CONTAINS(buf, "= exp(sub(");              /* the broadcast is a stride-0 load */
   free(buf);
@@ -670,11 +627,7 @@ PC_TEST(codegen_reshape_split_and_merge_fuse) {
   pc_value *back = pc_reshape(g, pc_transpose(g, e, (int64_t[]){1, 0, 2}), 2, (int64_t[]){7, 8});
   group_from(g, n0, 2);
   pc_output_add(g, back);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CHECK(pc_kernels_print(g, f) == PC_OK);
-  fclose(f);
+  char *buf = kernels_text(g);
   CHECK_INT(count_lines_starting(buf, "kernel "), 3); /* one per group, no copy in between */
   CHECK_CONTAINS(buf, "= div(b");               /* the slice and split reshape are the load's map */
   free(buf);
@@ -689,15 +642,12 @@ PC_TEST(codegen_executable_runs) {
   char dir[] = "/tmp/primc-cg-XXXXXX", exe[256], cmd[1024];
   CHECK(mkdtemp(dir) != NULL);
   snprintf(exe, sizeof exe, "%s/m", dir);
-  char rt[1024];
-  self_dir(rt, sizeof rt);
   for (int external = 0; external < 2; external++) {
     pc_codegen_opts o = {0};
     o.emit = PC_EMIT_EXE;
     o.output = exe;
     o.opt_level = 3;
     o.weights_external = external;
-    o.runtime_dir = rt;
     CHECK_MSG(pc_codegen(g, &o) == PC_OK, "exe: %s", pc_error(g));
     snprintf(cmd, sizeof cmd, "%s --random-inputs --bench 3 -o %s > %s/log 2>&1", exe, dir, dir);
     CHECK_MSG(system(cmd) == 0, "running %s", cmd);
@@ -721,11 +671,7 @@ PC_TEST(codegen_gemm_epilogue) {
   y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 2, (int64_t[]){70, 600}));
   group_from(g, n0, 0);
   pc_output_add(g, y);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CHECK(pc_kernels_print(g, f) == PC_OK);
-  fclose(f);
+  char *buf = kernels_text(g);
   CHECK_CONTAINS(buf, "with epilogue k1 per row block");
   free(buf);
   check_graph(g, (range){-1, 1}, "gemm+bias+relu");
@@ -808,11 +754,7 @@ static void conv_epilogue_case(conv_epi_case t) {
   y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
   group_from(g, n0, 0);
   pc_output_add(g, y);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CHECK(pc_kernels_print(g, f) == PC_OK);
-  fclose(f);
+  char *buf = kernels_text(g);
   CHECK_MSG((strstr(buf, "in the call") != NULL) == (t.want != NULL), "n=%lld groups=%lld:\n%s", (long long)t.n,
             (long long)t.groups, buf);
   free(buf);
@@ -883,11 +825,7 @@ PC_TEST(codegen_gather_reads_broadcast_in_place) {
   pc_value *out = pc_build(g, PC_OP_gather, (pc_value *[]){tb, ib}, 2, &ga, 1);
   group_from(g, n0, 0);
   pc_output_add(g, out);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CHECK(pc_kernels_print(g, f) == PC_OK);
-  fclose(f);
+  char *buf = kernels_text(g);
   CHECK_CONTAINS(buf, "primc_k_gather_strided(");
   free(buf);
   check_graph(g, (range){-3, 3}, "gather of a broadcast");

@@ -4,6 +4,7 @@
 #include "ir/ir.h"
 #include "runtime/primc_rt.h"
 #include "tests/test.h"
+#include "tests/unit/helpers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -475,59 +476,6 @@ static double urand(double lo, double hi) {
   return lo + (hi - lo) * (double)(rng >> 11) / 9007199254740992.0;
 }
 
-static void put(pc_dtype dt, void *p, int64_t i, double v) {
-  switch (dt) { /* test data writer, one case per storage type */
-  case PC_f16: ((uint16_t *)p)[i] = pc_f32_to_f16((float)v); break;
-  case PC_bf16: ((uint16_t *)p)[i] = pc_f32_to_bf16((float)v); break;
-  case PC_f32: ((float *)p)[i] = (float)v; break;
-  case PC_f64: ((double *)p)[i] = v; break;
-  case PC_i8: ((int8_t *)p)[i] = (int8_t)v; break;
-  case PC_i16: ((int16_t *)p)[i] = (int16_t)v; break;
-  case PC_i32: ((int32_t *)p)[i] = (int32_t)v; break;
-  case PC_i64: ((int64_t *)p)[i] = (int64_t)v; break;
-  case PC_u8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-  case PC_bool: ((uint8_t *)p)[i] = v != 0; break;
-  case PC_c64: ((float *)p)[2 * i] = (float)v, ((float *)p)[2 * i + 1] = (float)-v; break;
-  case PC_u16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-  case PC_u32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-  case PC_u64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0:
-    ((uint8_t *)p)[i] = pc_f32_to_f8(dt, (float)v, 0);
-    break;
-  case PC_i4: case PC_i2: { /* held sign-extended: wrap to the width */
-    int s = 1 << (pc_dtype_subbyte_bits(dt) - 1);
-    ((int8_t *)p)[i] = (int8_t)((((int)v & (2 * s - 1)) ^ s) - s);
-    break;
-  }
-  case PC_u4: case PC_u2: ((uint8_t *)p)[i] = (uint8_t)((int)v & ((1 << pc_dtype_subbyte_bits(dt)) - 1)); break;
-  case PC_DTYPE_COUNT: break;
-  }
-}
-
-static double get(pc_dtype dt, const void *p, int64_t i) {
-  switch (dt) {
-  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[i]);
-  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[i]);
-  case PC_f32: return ((const float *)p)[i];
-  case PC_f64: return ((const double *)p)[i];
-  case PC_i8: return ((const int8_t *)p)[i];
-  case PC_i16: return ((const int16_t *)p)[i];
-  case PC_i32: return ((const int32_t *)p)[i];
-  case PC_i64: return (double)((const int64_t *)p)[i];
-  case PC_u8: case PC_bool: return ((const uint8_t *)p)[i];
-  case PC_c64: return ((const float *)p)[i]; /* i over the float pairs */
-  case PC_u16: return ((const uint16_t *)p)[i];
-  case PC_u32: return ((const uint32_t *)p)[i];
-  case PC_u64: return (double)((const uint64_t *)p)[i];
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0:
-    return pc_f8_to_f32(dt, ((const uint8_t *)p)[i]);
-  case PC_i4: case PC_i2: return ((const int8_t *)p)[i];
-  case PC_u4: case PC_u2: return ((const uint8_t *)p)[i];
-  case PC_DTYPE_COUNT: break;
-  }
-  return 0;
-}
-
 static pc_tensor make_input(const pc_value *v, double lo, double hi, int nonzero) {
   pc_tensor t = {v->type.dtype, v->type.rank, {0}, NULL};
   memcpy(t.dims, v->type.dims, sizeof t.dims);
@@ -538,7 +486,7 @@ static pc_tensor make_input(const pc_value *v, double lo, double hi, int nonzero
     if (!pc_dtype_is_float(t.dtype) && t.dtype != PC_c64) x = floor(x);
     if (nonzero && x == 0) x = 1;
     if (t.dtype == PC_bool) x = urand(0, 1) < 0.5;
-    put(t.dtype, t.data, i, x);
+    pc_test_put(t.dtype, t.data, i, x);
   }
   return t;
 }
@@ -615,10 +563,10 @@ static int run_on_gpu(gpu *d, pc_graph *g, compiled *c, const pc_tensor *ins, pc
 
 static int compare(pc_graph *g, const pc_tensor *ref, const pc_tensor *got, const char *tag) {
   for (int o = 0; o < g->n_outputs; o++) {
-    pc_dtype dt = ref[o].dtype;
+    pc_dtype dt = ref[o].dtype, lane = dt == PC_c64 ? PC_f32 : dt; /* complex: both halves */
     int64_t n = pc_tensor_numel(&ref[o]) * (dt == PC_c64 ? 2 : 1);
     for (int64_t i = 0; i < n; i++) {
-      double a = get(dt, got[o].data, i), b = get(dt, ref[o].data, i);
+      double a = pc_elem_f64(lane, got[o].data, i), b = pc_elem_f64(lane, ref[o].data, i);
       if (!close_enough(dt, a, b))
         return CHECK_MSG(0, "%s: out%d (%s) [%lld] = %.9g on the GPU, interpreter %.9g", tag, o, pc_dtype_name(dt),
                          (long long)i, a, b);

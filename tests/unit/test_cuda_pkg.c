@@ -4,6 +4,7 @@
 #include "passes/passes.h"
 #include "runtime/primc_rt.h"
 #include "tests/test.h"
+#include "tests/unit/helpers.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -39,22 +40,6 @@ static int have_nvrtc(void) {
   if (!nv) fprintf(stderr, "  cuda_pkg: SKIPPING NVRTC tests: %s\n", err);
   pc_nvrtc_close(nv);
   return nv != NULL;
-}
-
-static void self_dir(char *out, size_t n) {
-  ssize_t k = readlink("/proc/self/exe", out, n - 1);
-  out[k > 0 ? k : 0] = 0;
-  char *s = strrchr(out, '/');
-  if (s) *s = 0;
-}
-
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = calloc(1, 1 << 16);
-  if (buf) buf[fread(buf, 1, (1 << 16) - 1, f)] = 0;
-  fclose(f);
-  return buf;
 }
 
 static pc_status compile_to(pc_graph *g, pc_emit emit, const char *out, const char *arch, int graphs) {
@@ -110,17 +95,14 @@ static long long header_define(const char *path, const char *name) {
 PC_TEST(cuda_pkg_object_embeds_cubin_ptx_weights) {
   if (!CHECK(1) || !have_nvrtc()) return;
   pc_graph *g = small_graph();
-  char dir[] = "/tmp/primc-cudapkg-XXXXXX", obj[256], so[256], hdr[256], cmd[2048], rt[1024];
+  char dir[] = "/tmp/primc-cudapkg-XXXXXX", obj[256], so[256], hdr[256], cmd[2048];
   CHECK(mkdtemp(dir) != NULL);
   snprintf(obj, sizeof obj, "%s/m.o", dir);
   snprintf(so, sizeof so, "%s/m.so", dir);
   snprintf(hdr, sizeof hdr, "%s/m.h", dir);
   CHECK_MSG(compile_to(g, PC_EMIT_OBJ, obj, "sm_80", 1) == PC_OK, "%s", pc_error(g));
-  self_dir(rt, sizeof rt);
-  snprintf(cmd, sizeof cmd, "cc -shared -o %s %s %s/libprimc_rt.a -ldl -lm -lpthread", so, obj, rt);
-  CHECK_MSG(system(cmd) == 0, "link: %s", cmd);
-  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  if (CHECK_MSG(h != NULL, "dlopen: %s", dlerror())) {
+  void *h = pc_test_link_open(obj, so, "-ldl -lm -lpthread", "cuda object");
+  if (h) {
     const unsigned char *cubin = dlsym(h, "m_cubin");
     const char *ptx = dlsym(h, "m_ptx");
     const unsigned char *weights = dlsym(h, "m_weights");
@@ -138,7 +120,7 @@ PC_TEST(cuda_pkg_object_embeds_cubin_ptx_weights) {
     }
     dlclose(h);
   }
-  char *text = read_text(hdr);
+  char *text = pc_test_slurp(hdr, NULL);
   CHECK(text != NULL);
   if (text) {
     CHECK_CONTAINS(text, "#define m_TARGET \"cuda\"");
@@ -162,12 +144,12 @@ PC_TEST(cuda_pkg_ptx_only_and_emit_cuda) {
   snprintf(path, sizeof path, "%s/m.o", dir);
   CHECK_MSG(compile_to(g, PC_EMIT_OBJ, path, "compute_90", 0) == PC_OK, "%s", pc_error(g));
   snprintf(path, sizeof path, "%s/m.h", dir);
-  char *text = read_text(path);
+  char *text = pc_test_slurp(path, NULL);
   CHECK(text && strstr(text, "(no cubin + PTX"));
   free(text);
   snprintf(path, sizeof path, "%s/m.cu", dir);
   CHECK_MSG(compile_to(g, PC_EMIT_CUDA, path, NULL, 0) == PC_OK, "%s", pc_error(g));
-  text = read_text(path);
+  text = pc_test_slurp(path, NULL);
   CHECK(text && strstr(text, "extern \"C\" __global__") && strstr(text, "primc_status"));
   free(text);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -265,7 +247,7 @@ PC_TEST(cuda_pkg_executable) {
     int rc = system(cmd);
     CHECK_INT(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 1);
     snprintf(cmd, sizeof cmd, "%s/log", dir);
-    char *log = read_text(cmd);
+    char *log = pc_test_slurp(cmd, NULL);
     CHECK(log && strstr(log, "needs a CUDA GPU") && strstr(log, "libcuda.so.1"));
     free(log);
     fprintf(stderr, "  cuda_pkg: no CUDA driver: checked the executable's error, not its results\n");

@@ -6,21 +6,9 @@
 
 static int f8_dtype_of(const char *name, pc_dtype *dt) { return pc_dtype_from_name(name, dt) && pc_dtype_is_f8(*dt); }
 
-static uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-static float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 /* decoded values compare by bits, except that any NaN matches any NaN */
 static int same_f32(float got, uint32_t want) {
-  return isnan(got) ? isnan(bits_f32(want)) : f32_bits(got) == want;
+  return isnan(got) ? isnan(pc_bits_f32(want)) : pc_f32_bits(got) == want;
 }
 
 PC_TEST(f8_conversions_match_ml_dtypes) {
@@ -40,11 +28,11 @@ PC_TEST(f8_conversions_match_ml_dtypes) {
     if (kind == 'D') {
       decoded++;
       float got = pc_f8_to_f32(dt, (uint8_t)a);
-      if (!same_f32(got, b) && bad++ < 5) CHECK_MSG(0, "%s byte %02x decodes to %08x, ml_dtypes %08x", fmt, a, f32_bits(got), b);
+      if (!same_f32(got, b) && bad++ < 5) CHECK_MSG(0, "%s byte %02x decodes to %08x, ml_dtypes %08x", fmt, a, pc_f32_bits(got), b);
       continue;
     }
     encoded++;
-    float x = bits_f32(a);
+    float x = pc_bits_f32(a);
     uint8_t plain = pc_f32_to_f8(dt, x, 0), sat = pc_f32_to_f8(dt, x, 1);
     if ((plain != b || sat != c) && bad++ < 5)
       CHECK_MSG(0, "%s of %08x (%g): %02x/%02x (saturate 0/1), reference %02x/%02x", fmt, a, (double)x, plain, sat, b, c);

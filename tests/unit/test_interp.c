@@ -103,25 +103,6 @@ static int load_tensor(const char *dir, const char *file, int bf16, pc_tensor *t
   return 1;
 }
 
-/* element i as double, independent of the interpreter's own accessors */
-static double elem(const pc_tensor *t, int64_t i) {
-  const void *p = t->data;
-  switch (t->dtype) {
-  case PC_f16: return pc_f16_to_f32(((const uint16_t *)p)[i]);
-  case PC_bf16: return pc_bf16_to_f32(((const uint16_t *)p)[i]);
-  case PC_f32: return ((const float *)p)[i];
-  case PC_f64: return ((const double *)p)[i];
-  case PC_i8: return ((const int8_t *)p)[i];
-  case PC_i16: return ((const int16_t *)p)[i];
-  case PC_i32: return ((const int32_t *)p)[i];
-  case PC_i64: return (double)((const int64_t *)p)[i];
-  case PC_u8: return ((const uint8_t *)p)[i];
-  case PC_bool: return ((const uint8_t *)p)[i] != 0;
-  case PC_c64: return ((const float *)p)[i]; /* called with the float index */
-  default: return NAN;
-  }
-}
-
 static int compare(const char *name, int k, const pc_tensor *got, const pc_tensor *want, double atol, double rtol) {
   if (!CHECK_MSG(got->dtype == want->dtype, "%s out%d: dtype %s, want %s", name, k, pc_dtype_name(got->dtype),
                  pc_dtype_name(want->dtype)))
@@ -139,8 +120,9 @@ static int compare(const char *name, int k, const pc_tensor *got, const pc_tenso
                          (long long)((int64_t *)want->data)[i]);
     return CHECK(1);
   }
+  pc_dtype lane = got->dtype == PC_c64 ? PC_f32 : got->dtype; /* complex: both halves */
   for (int64_t i = 0; i < n; i++) {
-    double a = elem(got, i), b = elem(want, i);
+    double a = pc_elem_f64(lane, got->data, i), b = pc_elem_f64(lane, want->data, i);
     int ok = (isnan(a) && isnan(b)) || a == b || fabs(a - b) <= atol + rtol * fabs(b);
     if (!ok) return CHECK_MSG(0, "%s out%d[%lld]: %.9g, want %.9g", name, k, (long long)i, a, b);
   }
@@ -438,7 +420,7 @@ static void moments(const pc_tensor *t, double *mean, double *sd, double *lo, do
   double s = 0, s2 = 0;
   *lo = INFINITY, *hi = -INFINITY;
   for (int64_t i = 0; i < n; i++) {
-    double v = elem(t, i);
+    double v = pc_elem_f64(t->dtype, t->data, i);
     s += v, s2 += v * v;
     *lo = v < *lo ? v : *lo;
     *hi = v > *hi ? v : *hi;
@@ -482,7 +464,7 @@ PC_TEST(interp_random_normal) {
   CHECK_NEAR(sd, 0.5, 0.015);
   CHECK(lo > 2.0 - 0.5 * 6.5 && hi < 2.0 + 0.5 * 6.5);
   int64_t n = pc_tensor_numel(&a), within = 0;
-  for (int64_t i = 0; i < n; i++) within += fabs(elem(&a, i) - 2.0) < 0.5;
+  for (int64_t i = 0; i < n; i++) within += fabs(pc_elem_f64(a.dtype, a.data, i) - 2.0) < 0.5;
   CHECK_NEAR((double)within / (double)n, 0.6827, 0.015); /* one-sigma mass: the shape, not just moments */
   pc_tensor_free(&a);
 }

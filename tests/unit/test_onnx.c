@@ -2,6 +2,7 @@
 #include "frontend/frontend.h"
 #include "frontend/onnx_internal.h"
 #include "tests/test.h"
+#include "tests/unit/helpers.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -48,15 +49,6 @@ PC_TEST(onnx_missing_file) {
   pc_graph_free(g);
 }
 
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  unsigned char *buf = malloc(1 << 16);
-  *len = buf ? fread(buf, 1, 1 << 16, f) : 0;
-  fclose(f);
-  return buf;
-}
-
 /* a temp folder holding the external-data model; weights.bin is a real file or a link leaving it */
 static int external_setup(char *dir, size_t cap, int as_symlink, const char *outside) {
   char src[1024], path[1200];
@@ -64,7 +56,7 @@ static int external_setup(char *dir, size_t cap, int as_symlink, const char *out
   if (!mkdtemp(dir)) return 0;
   snprintf(src, sizeof src, "%s/tests/data/onnx_bad/external_symlink.onnx", pc_test_srcdir());
   size_t len;
-  unsigned char *buf = slurp(src, &len);
+  unsigned char *buf = (unsigned char *)pc_test_slurp(src, &len);
   if (!buf) return 0;
   snprintf(path, sizeof path, "%s/model.onnx", dir);
   FILE *f = fopen(path, "wb");
@@ -125,7 +117,7 @@ PC_TEST(onnx_external_from_buffer_without_dir) {
   char src[1024];
   snprintf(src, sizeof src, "%s/tests/data/onnx_bad/external_symlink.onnx", pc_test_srcdir());
   size_t len;
-  unsigned char *buf = slurp(src, &len);
+  unsigned char *buf = (unsigned char *)pc_test_slurp(src, &len);
   CHECK(buf != NULL);
   if (!buf) return;
   pc_graph *g = pc_onnx_load_buffer(buf, len, NULL, NULL);
@@ -139,7 +131,7 @@ PC_TEST(onnx_every_truncation) {
   char src[1024];
   snprintf(src, sizeof src, "%s/tests/data/onnx_good/mlp.onnx", pc_test_srcdir());
   size_t len;
-  unsigned char *buf = slurp(src, &len);
+  unsigned char *buf = (unsigned char *)pc_test_slurp(src, &len);
   CHECK(buf != NULL);
   int rejected = 0;
   for (size_t n = 0; buf && n < len; n++) {
@@ -154,16 +146,7 @@ PC_TEST(onnx_every_truncation) {
 static int load_pb(const char *name, pc_tensor *t) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/data/onnx_good/%s", pc_test_srcdir(), name);
-  size_t len;
-  unsigned char *buf = slurp(path, &len);
-  if (!buf) return 0;
-  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
-  free(buf);
-  pc_graph *scratch = pc_graph_new();
-  int ok = tp && scratch && ox_tensor_decode(scratch, tp, NULL, t) == PC_OK;
-  pc_graph_free(scratch);
-  if (tp) onnx__tensor_proto__free_unpacked(tp, NULL);
-  return ok;
+  return pc_test_read_pb(path, t);
 }
 
 /* runs a good model on its saved input and compares with onnxruntime's output */

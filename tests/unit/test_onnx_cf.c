@@ -3,6 +3,7 @@
 #include "frontend/onnx_internal.h"
 #include "ir/ir.h"
 #include "tests/test.h"
+#include "tests/unit/helpers.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,31 +13,6 @@
 #define CF_RTOL 1e-5
 #define CF_ATOL 1e-6
 
-/* reads a TensorProto .pb with the importer's decoder; 0 when absent or bad */
-static int read_pb(const char *path, pc_tensor *t) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
-  unsigned char buf[1 << 14];
-  size_t len = fread(buf, 1, sizeof buf, f);
-  fclose(f);
-  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
-  if (!tp) return 0;
-  pc_graph *g = pc_graph_new();
-  int ok = ox_tensor_decode(g, tp, NULL, t) == PC_OK;
-  pc_graph_free(g);
-  onnx__tensor_proto__free_unpacked(tp, NULL);
-  return ok;
-}
-
-static double elem(const pc_tensor *t, int64_t k) {
-  switch (t->dtype) {
-  case PC_f32: return ((const float *)t->data)[k];
-  case PC_bool: return ((const uint8_t *)t->data)[k];
-  case PC_i64: return (double)((const int64_t *)t->data)[k];
-  default: return NAN;
-  }
-}
-
 static void same(const char *name, int idx, const pc_tensor *got, const pc_tensor *want) {
   if (!CHECK_MSG(got->rank == want->rank && got->dtype == want->dtype, "%s output %d: rank/dtype differ", name, idx))
     return;
@@ -45,7 +21,7 @@ static void same(const char *name, int idx, const pc_tensor *got, const pc_tenso
                    (long long)got->dims[i], (long long)want->dims[i]))
       return;
   for (int64_t k = 0; k < pc_tensor_numel(want); k++) {
-    double a = elem(got, k), b = elem(want, k);
+    double a = pc_elem_f64(got->dtype, got->data, k), b = pc_elem_f64(want->dtype, want->data, k);
     if (!(fabs(a - b) <= CF_ATOL + CF_RTOL * fabs(b)))
       return (void)CHECK_MSG(0, "%s output %d[%lld]: %.9g, expected %.9g", name, idx, (long long)k, a, b);
   }
@@ -70,10 +46,10 @@ static void run_case(const char *name) {
   }
   int n_out = g->n_outputs, n_want = 0;
   snprintf(path, sizeof path, "%s/tests/data/onnx_cf/%s/input_0.pb", pc_test_srcdir(), name);
-  int ok = CHECK_MSG(read_pb(path, &in), "%s: input", name);
+  int ok = CHECK_MSG(pc_test_read_pb(path, &in), "%s: input", name);
   for (; ok && n_want < n_out; n_want++) {
     snprintf(path, sizeof path, "%s/tests/data/onnx_cf/%s/output_%d.pb", pc_test_srcdir(), name, n_want);
-    ok = CHECK_MSG(read_pb(path, &want[n_want]), "%s: output %d", name, n_want);
+    ok = CHECK_MSG(pc_test_read_pb(path, &want[n_want]), "%s: output %d", name, n_want);
   }
   if (ok && CHECK_MSG(pc_interp(g, &in, 1, got, n_out) == PC_OK, "%s: %s", name, pc_error(g)))
     for (int i = 0; i < n_out; i++) same(name, i, &got[i], &want[i]);

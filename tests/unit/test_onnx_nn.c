@@ -3,50 +3,13 @@
 #include "frontend/onnx_internal.h"
 #include "ir/ir.h"
 #include "tests/test.h"
+#include "tests/unit/helpers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 #define NN_RTOL 1e-3
 #define NN_ATOL 1e-5 /* onnxruntime's float32 kernels sum in another order than the interpreter's doubles */
-
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
-  *len = buf ? fread(buf, 1, (size_t)n, f) : 0;
-  fclose(f);
-  return buf;
-}
-
-/* reads a TensorProto .pb with the importer's decoder; 0 when absent or bad */
-static int read_pb(const char *path, pc_tensor *t) {
-  size_t len;
-  unsigned char *buf = slurp(path, &len);
-  if (!buf) return 0;
-  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
-  free(buf);
-  if (!tp) return 0;
-  pc_graph *g = pc_graph_new();
-  int ok = ox_tensor_decode(g, tp, NULL, t) == PC_OK;
-  pc_graph_free(g);
-  onnx__tensor_proto__free_unpacked(tp, NULL);
-  return ok;
-}
-
-static double elem(const pc_tensor *t, int64_t k) {
-  switch (t->dtype) {
-  case PC_f32: return ((const float *)t->data)[k];
-  case PC_f64: return ((const double *)t->data)[k];
-  case PC_i8: return ((const int8_t *)t->data)[k];
-  case PC_u8: case PC_bool: return ((const uint8_t *)t->data)[k];
-  case PC_i64: return (double)((const int64_t *)t->data)[k];
-  default: return NAN;
-  }
-}
 
 /* compares got with want elementwise; 1 when all agree */
 static int close_enough(const char *name, int idx, const pc_tensor *got, const pc_tensor *want) {
@@ -58,7 +21,7 @@ static int close_enough(const char *name, int idx, const pc_tensor *got, const p
       return 0;
   int64_t n = pc_tensor_numel(want);
   for (int64_t k = 0; k < n; k++) {
-    double a = elem(got, k), b = elem(want, k);
+    double a = pc_elem_f64(got->dtype, got->data, k), b = pc_elem_f64(want->dtype, want->data, k);
     if (!(fabs(a - b) <= NN_ATOL + NN_RTOL * fabs(b)))
       return CHECK_MSG(0, "%s output %d[%lld]: %.9g, expected %.9g", name, idx, (long long)k, a, b);
   }
@@ -78,10 +41,10 @@ static void run_case(const char *name) {
   memset(got, 0, sizeof got);
   snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/input_0.pb", src, name);
   int n_out = g->n_outputs;
-  int ok = CHECK_MSG(read_pb(path, &in), "%s: input", name) && CHECK(n_out <= 4);
+  int ok = CHECK_MSG(pc_test_read_pb(path, &in), "%s: input", name) && CHECK(n_out <= 4);
   for (int i = 0; ok && i < n_out; i++) {
     snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/output_%d.pb", src, name, i);
-    ok = CHECK_MSG(read_pb(path, &want[i]), "%s: output %d", name, i);
+    ok = CHECK_MSG(pc_test_read_pb(path, &want[i]), "%s: output %d", name, i);
   }
   if (ok && CHECK_MSG(pc_interp(g, &in, 1, got, n_out) == PC_OK, "%s: %s", name, pc_error(g)))
     for (int i = 0; i < n_out; i++) close_enough(name, i, &got[i], &want[i]);

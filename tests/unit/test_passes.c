@@ -1,6 +1,7 @@
 /* tests/unit/test_passes.c: the passes: IR text tests (tests/ir/passes), fusion decisions, memory plans, folding. */
 #include "passes/passes.h"
 #include "tests/test.h"
+#include "tests/unit/helpers.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -24,19 +25,6 @@ static pass_fn pass_named(const char *name, size_t len) {
   return NULL;
 }
 
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-  if (s) s[n] = 0;
-  fclose(f);
-  return s;
-}
-
 /* text without '#' comment lines and trailing blanks on each line */
 static char *strip(const char *s) {
   char *out = malloc(strlen(s) + 2), *o = out;
@@ -58,7 +46,7 @@ static char *strip(const char *s) {
 
 /* "# RUN: a,b" then the input graph, "# EXPECT:" then the printed graph after the passes */
 static void run_ir_test(const char *path) {
-  char *text = read_all(path);
+  char *text = pc_test_slurp(path, NULL);
   if (!CHECK_MSG(text != NULL, "cannot read %s", path)) return;
   const char *run = strstr(text, "# RUN:"), *exp = strstr(text, "# EXPECT:");
   if (!CHECK_MSG(run && exp, "%s: needs '# RUN:' and '# EXPECT:'", path)) {

@@ -8,26 +8,13 @@
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "tests/test.h"
+#include "tests/unit/helpers.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-  if (s) s[n] = 0;
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return s;
-}
 
 static pc_graph *parse_str(const char *text) {
   pc_parse_opts o = {pc_aten_hook, NULL};
@@ -61,7 +48,7 @@ static char *strip_comments(const char *s) {
 
 static void run_ir_file(const char *path) {
   size_t len = 0;
-  char *text = slurp(path, &len);
+  char *text = pc_test_slurp(path, &len);
   if (!CHECK_MSG(text != NULL, "cannot read %s", path)) return;
   if (strstr(text, "\n# PASS:") || !strncmp(text, "# PASS:", 7)) {
     free(text);

@@ -1,0 +1,128 @@
+/* runtime/driver_io.c: what the CPU and CUDA standalone mains share: inputs (.npy or random), output summary and files, timing. */
+#include "runtime/primc_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int primc_driver_parse(int argc, char **argv, const char *usage, const char *model, int n_inputs,
+                       primc_driver_opts *o, primc_driver_flag own, void *ctx) {
+  memset(o, 0, sizeof *o);
+  o->seed = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has = i + 1 < argc;
+    if (!strcmp(a, "--random-inputs")) o->random = 1;
+    else if (!strcmp(a, "-o") && has) o->out_dir = argv[++i];
+    else if (!strcmp(a, "--bench") && has) o->bench = atoi(argv[++i]);
+    else if (!strcmp(a, "--seed") && has) o->seed = strtoull(argv[++i], NULL, 10);
+    else if (own(ctx, argc, argv, &i)) continue;
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return fprintf(stdout, usage, argv[0]), 1;
+    else if (a[0] == '-' && a[1]) return fprintf(stderr, usage, argv[0]), 2;
+    else if (o->n_ins < PRIMC_DRIVER_MAX_IO) o->ins[o->n_ins++] = a;
+  }
+  if (!o->random && o->n_ins != n_inputs) {
+    fprintf(stderr, "error: %s expects %d input(s), got %d (or pass --random-inputs)\n", model, n_inputs, o->n_ins);
+    return 2;
+  }
+  return 0;
+}
+
+static uint64_t next_rand(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static void fill_random(primc_array *a, uint64_t *s) {
+  int64_t n = primc_array_numel(a);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = next_rand(s);
+    double u = (double)(r >> 11) / 9007199254740992.0 * 2 - 1;
+    switch (a->dtype) { /* one fill per storage type */
+    case PRIMC_F32: ((float *)a->data)[i] = (float)u; break;
+    case PRIMC_F64: ((double *)a->data)[i] = u; break;
+    case PRIMC_BOOL: ((uint8_t *)a->data)[i] = r & 1; break;
+    case PRIMC_I32: ((int32_t *)a->data)[i] = (int32_t)(r % 10); break;
+    case PRIMC_I64: ((int64_t *)a->data)[i] = (int64_t)(r % 10); break;
+    default: ((uint8_t *)a->data)[(size_t)i * primc_dtype_size(a->dtype)] = (uint8_t)(r % 10); break; /* low byte */
+    }
+  }
+}
+
+static int check_input(const primc_tensor_desc *d, const primc_array *a, const char *path) {
+  int ok = (int)a->dtype == d->dtype && a->rank == d->rank;
+  for (int i = 0; ok && i < d->rank; i++) ok = a->dims[i] == d->dims[i];
+  if (!ok) fprintf(stderr, "error: %s does not match input \"%s\" (dtype %d rank %d expected)\n", path, d->name,
+                   d->dtype, d->rank);
+  return ok;
+}
+
+int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a) {
+  a->dtype = (primc_dtype)d->dtype;
+  a->rank = d->rank;
+  memcpy(a->dims, d->dims, sizeof a->dims);
+  size_t n = (size_t)primc_array_numel(a) * primc_dtype_size(a->dtype);
+  a->data = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+  if (!a->data) return fprintf(stderr, "error: out of memory\n"), 1;
+  memset(a->data, 0, n);
+  return 0;
+}
+
+int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *paths, unsigned long long seed,
+                        primc_array *ins) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  char err[256];
+  for (int i = 0; i < n; i++) {
+    if (!paths) {
+      if (primc_driver_alloc(&d[i], &ins[i])) return 1;
+      fill_random(&ins[i], &s);
+    } else if (primc_npy_read(paths[i], &ins[i], err, sizeof err) != 0) {
+      return fprintf(stderr, "error: %s: %s\n", paths[i], err), 1;
+    } else if (!check_input(&d[i], &ins[i], paths[i])) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void primc_driver_summary(const primc_tensor_desc *d, const primc_array *outs, int n) {
+  for (int i = 0; i < n; i++) {
+    const primc_array *a = &outs[i];
+    printf("out%d %s [", i, d[i].name);
+    for (int k = 0; k < a->rank; k++) printf("%s%lld", k ? "," : "", (long long)a->dims[k]);
+    printf("]");
+    if (a->dtype == PRIMC_F32) {
+      double s = 0;
+      for (int64_t k = 0; k < primc_array_numel(a); k++) s += ((const float *)a->data)[k];
+      printf(" sum=%.6g", s);
+    }
+    printf("\n");
+  }
+}
+
+int primc_driver_write(const char *dir, const primc_array *outs, int n) {
+  char err[256], path[4096];
+  mkdir(dir, 0777); /* an existing one is fine */
+  for (int i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/out%d.npy", dir, i);
+    if (primc_npy_write(path, &outs[i], err, sizeof err) != 0) return fprintf(stderr, "error: %s: %s\n", path, err), 1;
+  }
+  return 0;
+}
+
+double primc_now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void primc_sort_ms(double *t, int n) { qsort(t, (size_t)n, sizeof *t, cmp_double); }

@@ -1,0 +1,78 @@
+/* tests/unit/helpers.c: helpers shared by the unit test files (declared in tests/unit/helpers.h). */
+#include "tests/unit/helpers.h"
+
+#include "codegen/codegen.h"
+#include "frontend/onnx_internal.h"
+#include "tests/test.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+char *pc_test_slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc(n > 0 ? (size_t)n + 1 : 1);
+  if (s && (n < 0 || fread(s, 1, (size_t)n, f) != (size_t)n)) n = 0;
+  if (s) s[n] = 0;
+  fclose(f);
+  if (len) *len = s ? (size_t)n : 0;
+  return s;
+}
+
+int pc_test_read_pb(const char *path, pc_tensor *t) {
+  size_t len;
+  char *buf = pc_test_slurp(path, &len);
+  if (!buf) return 0;
+  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, (const uint8_t *)buf);
+  free(buf);
+  if (!tp) return 0;
+  pc_graph *g = pc_graph_new();
+  int ok = ox_tensor_decode(g, tp, NULL, t) == PC_OK;
+  pc_graph_free(g);
+  onnx__tensor_proto__free_unpacked(tp, NULL);
+  return ok;
+}
+
+void pc_test_put(pc_dtype dt, void *p, int64_t i, double v) {
+  switch (dt) { /* test data writer, one case per storage type */
+  case PC_f16: ((uint16_t *)p)[i] = pc_f32_to_f16((float)v); break;
+  case PC_bf16: ((uint16_t *)p)[i] = pc_f32_to_bf16((float)v); break;
+  case PC_f32: ((float *)p)[i] = (float)v; break;
+  case PC_f64: ((double *)p)[i] = v; break;
+  case PC_i8: ((int8_t *)p)[i] = (int8_t)v; break;
+  case PC_i16: ((int16_t *)p)[i] = (int16_t)v; break;
+  case PC_i32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case PC_i64: ((int64_t *)p)[i] = (int64_t)v; break;
+  case PC_u8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  case PC_bool: ((uint8_t *)p)[i] = v != 0; break;
+  case PC_c64: ((float *)p)[2 * i] = (float)v, ((float *)p)[2 * i + 1] = (float)-v; break;
+  case PC_u16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+  case PC_u32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+  case PC_u64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0:
+    ((uint8_t *)p)[i] = pc_f32_to_f8(dt, (float)v, 0);
+    break;
+  case PC_i4: case PC_i2: { /* held sign-extended: wrap to the width */
+    int s = 1 << (pc_dtype_subbyte_bits(dt) - 1);
+    ((int8_t *)p)[i] = (int8_t)((((int)v & (2 * s - 1)) ^ s) - s);
+    break;
+  }
+  case PC_u4: case PC_u2: ((uint8_t *)p)[i] = (uint8_t)((int)v & ((1 << pc_dtype_subbyte_bits(dt)) - 1)); break;
+  case PC_DTYPE_COUNT: break;
+  }
+}
+
+void *pc_test_link_open(const char *obj, const char *so, const char *libs, const char *tag) {
+  char rt[1024], cmd[4096];
+  pc_codegen_opts none = {0};
+  pc_runtime_dir(&none, rt, sizeof rt);
+  snprintf(cmd, sizeof cmd, "cc -shared -o %s %s %s/libprimc_rt.a %s", so, obj, rt, libs);
+  if (!CHECK_MSG(system(cmd) == 0, "%s: link failed: %s", tag, cmd)) return NULL;
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  CHECK_MSG(h != NULL, "%s: dlopen: %s", tag, dlerror());
+  return h;
+}

@@ -1,0 +1,21 @@
+/* tests/unit/helpers.h: what several unit test files need: whole-file reads, ONNX tensor files, typed test data. */
+#ifndef PRIMC_TEST_HELPERS_H
+#define PRIMC_TEST_HELPERS_H
+
+#include "ir/ir.h"
+
+#include <stddef.h>
+
+/* the whole file, NUL-terminated and malloc'ed (length in *len when len is not NULL); NULL when unreadable */
+char *pc_test_slurp(const char *path, size_t *len);
+/* a TensorProto .pb decoded by the importer into t; 0 when absent or bad */
+int pc_test_read_pb(const char *path, pc_tensor *t);
+/* element i of a dtype dt buffer set from v: ints truncate, the sub-byte ints wrap to their width,
+ * c64 gets (v, -v) so both halves carry data */
+void pc_test_put(pc_dtype dt, void *p, int64_t i, double v);
+
+/* links obj with the runtime (libprimc_rt.a beside the test binary) and libs into the shared library so,
+ * and dlopens it; NULL after a failed check naming tag */
+void *pc_test_link_open(const char *obj, const char *so, const char *libs, const char *tag);
+
+#endif
