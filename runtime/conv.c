@@ -355,8 +355,113 @@ __attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int6
     epi_row512(&e, out + oy * ow, acc + oy * ow, res ? res + oy * ow : NULL, b, ow);
 }
 
+/* Stride 1 with ow == w: output element p = oy*w + ox reads input p + (i dil_h - pad_t) w + (j dil_w - pad_l),
+ * so a plane is one flat row of vectors, none wasted at row ends (a 7x7 plane is 4 vectors, not 7 rows of
+ * 16 lanes each), and blocks of vectors give independent FMA chains. A lane is read when its input row and
+ * column exist: those masks depend on the vector and tap only, so they are made once per chunk of vectors
+ * and serve every plane of the range. */
+#define DW_FLAT_MASKS 2048
+#define DW_FLAT_TAPS 64
+
+typedef struct dw_flat {
+  const dw_job *j;
+  int64_t off[DW_FLAT_TAPS];     /* input offset of each tap */
+  __mmask16 m[DW_FLAT_MASKS];    /* [vector - v0][tap] */
+  int64_t v0, nv, taps, nvalid; /* nvalid: output elements of a plane */
+} dw_flat;
+
+static int dw_flat_ok(const primc_conv2d *p, int64_t ow) {
+  return p->stride_h == 1 && p->stride_w == 1 && ow == p->w && p->kh * p->kw <= DW_FLAT_TAPS;
+}
+
+/* bit l of row[i] / col[jx]: lane l of vector v reads an existing input row / column at that tap */
+static void dw_flat_masks(const primc_conv2d *p, dw_flat *f) {
+  for (int64_t v = 0; v < f->nv; v++) {
+    __mmask16 row[DW_FLAT_TAPS] = {0}, col[DW_FLAT_TAPS] = {0};
+    for (int l = 0; l < 16; l++) {
+      int64_t q = (f->v0 + v) * 16 + l, oy = q / p->w, ox = q % p->w;
+      for (int64_t i = 0; i < p->kh; i++) {
+        int64_t iy = oy + i * p->dil_h - p->pad_t;
+        if (iy >= 0 && iy < p->h) row[i] |= (__mmask16)(1u << l);
+      }
+      for (int64_t jx = 0; jx < p->kw; jx++) {
+        int64_t ix = ox + jx * p->dil_w - p->pad_l;
+        if (ix >= 0 && ix < p->w) col[jx] |= (__mmask16)(1u << l);
+      }
+    }
+    for (int64_t i = 0; i < p->kh; i++)
+      for (int64_t jx = 0; jx < p->kw; jx++) f->m[v * f->taps + i * p->kw + jx] = row[i] & col[jx];
+  }
+}
+
+/* NV vectors from v (relative to the chunk) of one plane, NV accumulators in registers */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+dw_flat_block(const dw_flat *f, const float *x, const float *w, int64_t v, const dw_out *o, const int NV) {
+  __m512 a[8];
+#pragma GCC unroll 8
+  for (int b = 0; b < NV; b++) a[b] = _mm512_setzero_ps();
+  const float *xv = x + (f->v0 + v) * 16;
+  const __mmask16 *m = f->m + v * f->taps;
+  for (int64_t t = 0; t < f->taps; t++) {
+    __m512 wv = _mm512_set1_ps(w[t]);
+    const float *src = xv + f->off[t];
+#pragma GCC unroll 8
+    for (int b = 0; b < NV; b++) a[b] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m[b * f->taps + t], src + 16 * b), a[b]);
+  }
+#pragma GCC unroll 8
+  for (int b = 0; b < NV; b++) dw_store(o, b, low_mask(f->nvalid - (f->v0 + v + b) * 16), a[b]);
+}
+
+__attribute__((target("avx512f"))) static void dw_flat_plane(const dw_flat *f, int64_t plane) {
+  const dw_job *j = f->j;
+  const primc_conv2d *p = j->p;
+  int64_t c = plane % p->c, np = f->nvalid;
+  const float *x = j->x + plane * p->h * p->w, *w = j->w + c * f->taps;
+  float *acc = j->acc + plane * np, *out = j->y + plane * np;
+  const float *res = j->e->res ? j->e->res + plane * np : NULL;
+  float b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
+  int fused = acc == out;
+  for (int64_t v = 0; v < f->nv;) {
+    int64_t e0 = (f->v0 + v) * 16;
+    dw_out o = {acc + e0, res ? res + e0 : NULL, b, j->e->lo, j->e->hi, fused, j->e->silu};
+    int64_t left = f->nv - v;
+    if (left >= 8) dw_flat_block(f, x, w, v, &o, 8), v += 8;
+    else if (left >= 4) dw_flat_block(f, x, w, v, &o, 4), v += 4;
+    else if (left >= 2) dw_flat_block(f, x, w, v, &o, 2), v += 2;
+    else dw_flat_block(f, x, w, v, &o, 1), v += 1;
+  }
+}
+
+__attribute__((target("avx512f"))) static void dw_flat_range(const dw_job *j, int64_t b, int64_t e) {
+  const primc_conv2d *p = j->p;
+  dw_flat f;
+  f.j = j;
+  f.taps = p->kh * p->kw;
+  f.nvalid = j->oh * j->ow;
+  for (int64_t i = 0; i < p->kh; i++)
+    for (int64_t jx = 0; jx < p->kw; jx++)
+      f.off[i * p->kw + jx] = (i * p->dil_h - p->pad_t) * p->w + jx * p->dil_w - p->pad_l;
+  int64_t nvec = (f.nvalid + 15) / 16, chunk = DW_FLAT_MASKS / f.taps;
+  for (f.v0 = 0; f.v0 < nvec; f.v0 += chunk) {
+    f.nv = nvec - f.v0 < chunk ? nvec - f.v0 : chunk;
+    dw_flat_masks(p, &f);
+    for (int64_t i = b; i < e; i++) dw_flat_plane(&f, i);
+  }
+  if (j->acc == j->y) return;
+  epi_ctx ec = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
+  for (int64_t i = b; i < e; i++) {
+    int64_t c = i % p->c, off = i * f.nvalid;
+    float bias = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
+    epi_row512(&ec, j->y + off, j->acc + off, j->e->res ? j->e->res + off : NULL, bias, f.nvalid);
+  }
+}
+
 static void dw_range(void *ctx, int64_t b, int64_t e) {
   const dw_job *j = ctx;
+  if (j->vec && dw_flat_ok(j->p, j->ow)) {
+    dw_flat_range(j, b, e);
+    return;
+  }
   int fast = j->vec && (j->p->stride_w == 1 || j->p->stride_w == 2) && j->p->kw <= DW_MAX_KW;
   for (int64_t i = b; i < e; i++) {
     if (fast) dw_plane512(j, i);

@@ -275,6 +275,9 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 3, 5, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      /* depthwise, rows of 4 and 2 vectors */
       {1, 2, 7, 75, 2, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0},      /* depthwise stride 2, odd width */
       {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0},      /* depthwise 5x5 stride 2 */
+      {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
+      {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1},     /* depthwise 5x5, 103 vectors: two chunks of masks */
+      {1, 4, 10, 12, 4, 3, 3, 4, 1, 1, 2, 2, 0, 2, 3, 2, 0},     /* depthwise dilation 2, oh != h, ow == w */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -328,6 +331,7 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
       {1, 8, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* implicit im2col */
       {1, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* 1x1 */
       {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* depthwise */
+      {1, 7, 7, 7, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, 0},   /* depthwise 7x7 plane, 5x5 */
       {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0},  /* stride 2: im2col rows of two vectors */
       {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0},  /* 7x7 stride 2 stem */
       {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0},   /* stride 2, dilation: gathered im2col */
