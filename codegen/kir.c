@@ -1286,6 +1286,55 @@ static void fuse_conv_epilogues(kir_program *p) {
   }
 }
 
+/* ---------------------------------------------------------------- loop collapsing */
+
+/* loops l and l + 1 walk every map as one loop of extent[l] * extent[l + 1] */
+static int map_collapses(const kir_map *m, const kir_kernel *k, int l) {
+  return m->stride[l] == m->stride[l + 1] * k->extent[l + 1];
+}
+
+static int expr_collapses(const kir_expr *e, const kir_kernel *k, int l) {
+  if ((e->kind == KE_LOAD || e->kind == KE_INDEX) && !map_collapses(&e->map, k, l)) return 0;
+  for (int i = 0; i < e->n_args; i++)
+    if (!expr_collapses(e->args[i], k, l)) return 0;
+  return 1;
+}
+
+static void map_merge(kir_map *m, int l) {
+  m->stride[l] = m->stride[l + 1];
+  map_drop_loop(m, l + 1);
+}
+
+static void expr_merge(kir_expr *e, int l) {
+  if (e->kind == KE_LOAD || e->kind == KE_INDEX) map_merge(&e->map, l);
+  for (int i = 0; i < e->n_args; i++) expr_merge(e->args[i], l);
+}
+
+/* Adjacent loops of the same kind that every load, index and store walks contiguously become
+ * one: a [C, 14, 14] elementwise kernel is one loop of C * 196 the vectorizer fills with full
+ * vectors, where 14-element inner loops ran scalar, and a global average pool reduces 196
+ * elements per channel in one vector loop. Epilogues a call runs on its own row blocks and
+ * argmax/argmin (which store a loop's index) keep their loops. */
+static void kernel_collapse(kir_kernel *k) {
+  if (k->kind != KK_LOOP || k->absorbed) return;
+  for (int s = 0; s < k->n_stores; s++)
+    if (k->stores[s].red >= KR_ARGMAX) return;
+  for (int l = k->n_loops - 2; l >= 0; l--) {
+    int ok = l + 1 != k->n_par;
+    for (int s = 0; ok && s < k->n_stores; s++)
+      ok = map_collapses(&k->stores[s].map, k, l) && expr_collapses(k->stores[s].value, k, l);
+    if (!ok) continue;
+    for (int s = 0; s < k->n_stores; s++) {
+      map_merge(&k->stores[s].map, l);
+      expr_merge(k->stores[s].value, l);
+    }
+    k->extent[l] *= k->extent[l + 1];
+    for (int j = l + 1; j + 1 < k->n_loops; j++) k->extent[j] = k->extent[j + 1];
+    k->n_loops--;
+    if (l + 1 < k->n_par) k->n_par--;
+  }
+}
+
 pc_status kir_build(pc_graph *g, kir_program *p) {
   memset(p, 0, sizeof *p);
   p->g = g;
@@ -1313,6 +1362,7 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
   if (s == PC_OK) s = copy_outputs(p);
   if (s == PC_OK) fuse_epilogues(p);
   if (s == PC_OK) fuse_conv_epilogues(p);
+  for (int i = 0; s == PC_OK && i < p->n_kernels; i++) kernel_collapse(&p->kernels[i]);
   p->workspace_size = align_up(p->workspace_size);
   if (s != PC_OK && !g->status) pc_fail(g, s, "codegen: %s", pc_status_name(s));
   return s;

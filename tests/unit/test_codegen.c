@@ -595,7 +595,7 @@ PC_TEST(codegen_kernel_listing_names_origin) {
   FILE *f = open_memstream(&buf, &len);
   CHECK(pc_kernels_print(g, f) == PC_OK);
   fclose(f);
-  CHECK_CONTAINS(buf, "loops(i0<2, i1<3)");
+  CHECK_CONTAINS(buf, "loops(i0<6)"); /* [2, 3] walked contiguously: one loop */
   CHECK_CONTAINS(buf, "max(");
   CHECK_CONTAINS(buf, "Relu \"act1\"");
   free(buf);
@@ -644,6 +644,31 @@ PC_TEST(codegen_fused_groups) {
   CHECK_CONTAINS(buf, "= exp(sub(");              /* the broadcast is a stride-0 load */
   free(buf);
   check_graph(g, (range){-2, 2}, "fused");
+  pc_graph_free(g);
+}
+
+/* loops every access walks contiguously become one, so 14x14 planes fill whole vectors: a per-channel
+ * scale collapses the plane, a global average pool's reduced axes too; a transpose keeps its loops */
+PC_TEST(codegen_collapses_contiguous_loops) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[3] = {4, 14, 14};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 3, d)), *c = pc_input_add(g, "c", ty(PC_f32, 1, d));
+  int n0 = g->n_nodes;
+  pc_value *y = pc_mul(g, x, pc_broadcast_in_dim(g, c, 3, d, (int64_t[]){0}));
+  group_from(g, n0, 0);
+  pc_output_add(g, y);
+  pc_output_add(g, pc_reduce(g, PC_OP_reduce_sum, x, 2, (int64_t[]){1, 2}));
+  pc_output_add(g, pc_transpose(g, x, (int64_t[]){0, 2, 1}));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_CONTAINS(buf, "loops(i0<4, i1<196)\n  b2[0 +196*i0 +1*i1] = mul(");
+  CHECK_CONTAINS(buf, "loops(i0<4, i1<196 reduce)");
+  CHECK_CONTAINS(buf, "loops(i0<4, i1<14, i2<14)");
+  free(buf);
+  check_graph(g, (range){-9, 9}, "collapsed");
   pc_graph_free(g);
 }
 
