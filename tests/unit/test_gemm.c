@@ -278,6 +278,11 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
       {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1},     /* depthwise 5x5, 103 vectors: two chunks of masks */
       {1, 4, 10, 12, 4, 3, 3, 4, 1, 1, 2, 2, 0, 2, 3, 2, 0},     /* depthwise dilation 2, oh != h, ow == w */
+      {1, 6, 14, 14, 6, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 1},     /* depthwise stride 2, 7 rows of 7: one block of 7 rows */
+      {1, 3, 30, 31, 3, 5, 5, 3, 2, 2, 1, 2, 2, 3, 2, 1, 0},     /* depthwise stride 2, dilation 2, odd and even taps */
+      {1, 2, 33, 90, 2, 3, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0},     /* depthwise stride 2, 45 columns, 17 rows */
+      {1, 1, 130, 260, 1, 5, 5, 1, 2, 2, 1, 1, 2, 2, 2, 2, 0},   /* depthwise stride 2, plane too big to split */
+      {1, 4, 9, 11, 4, 3, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* depthwise stride 1 valid: rows of 9 */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -332,6 +337,7 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
       {1, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* 1x1 */
       {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* depthwise */
       {1, 7, 7, 7, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, 0},   /* depthwise 7x7 plane, 5x5 */
+      {1, 5, 14, 14, 5, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 0},  /* depthwise 5x5 stride 2, split columns */
       {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0},  /* stride 2: im2col rows of two vectors */
       {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0},  /* 7x7 stride 2 stem */
       {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0},   /* stride 2, dilation: gathered im2col */
