@@ -426,23 +426,32 @@ typedef struct dw_flat {
 } dw_flat;
 
 static int dw_flat_ok(const primc_conv2d *p, int64_t ow) {
-  return p->stride_h == 1 && p->stride_w == 1 && ow == p->w && p->kh * p->kw <= DW_FLAT_TAPS;
+  int64_t lim = 1 << 24; /* the masks compute rows and columns in 32-bit lanes */
+  return p->stride_h == 1 && p->stride_w == 1 && ow == p->w && p->kh * p->kw <= DW_FLAT_TAPS && p->h < lim &&
+         p->w < lim && p->pad_t < lim && p->pad_l < lim && p->kh * p->dil_h < lim && p->kw * p->dil_w < lim;
 }
 
-/* bit l of row[i] / col[jx]: lane l of vector v reads an existing input row / column at that tap */
-static void dw_flat_masks(const primc_conv2d *p, dw_flat *f) {
+/* bit l of row[i] / col[jx]: lane l of vector v reads an existing input row / column at that tap
+ * (lanes' output rows and columns in vectors, one division per vector: this runs for every vector of
+ * a plane once per conv, as much work as the conv itself when it has few channels) */
+__attribute__((target("avx512f"))) static void dw_flat_masks(const primc_conv2d *p, dw_flat *f) {
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i W = _mm512_set1_epi32((int)p->w), one = _mm512_set1_epi32(1);
   for (int64_t v = 0; v < f->nv; v++) {
-    __mmask16 row[DW_FLAT_TAPS] = {0}, col[DW_FLAT_TAPS] = {0};
-    for (int l = 0; l < 16; l++) {
-      int64_t q = (f->v0 + v) * 16 + l, oy = q / p->w, ox = q % p->w;
-      for (int64_t i = 0; i < p->kh; i++) {
-        int64_t iy = oy + i * p->dil_h - p->pad_t;
-        if (iy >= 0 && iy < p->h) row[i] |= (__mmask16)(1u << l);
-      }
-      for (int64_t jx = 0; jx < p->kw; jx++) {
-        int64_t ix = ox + jx * p->dil_w - p->pad_l;
-        if (ix >= 0 && ix < p->w) col[jx] |= (__mmask16)(1u << l);
-      }
+    int64_t q = (f->v0 + v) * 16;
+    __m512i ox = _mm512_add_epi32(_mm512_set1_epi32((int)(q % p->w)), lane), oy = _mm512_set1_epi32((int)(q / p->w));
+    for (__mmask16 wrap = _mm512_cmpge_epi32_mask(ox, W); wrap; wrap = _mm512_cmpge_epi32_mask(ox, W)) {
+      ox = _mm512_mask_sub_epi32(ox, wrap, ox, W);
+      oy = _mm512_mask_add_epi32(oy, wrap, oy, one);
+    }
+    __mmask16 row[DW_FLAT_TAPS], col[DW_FLAT_TAPS];
+    for (int64_t i = 0; i < p->kh; i++) {
+      int d = (int)(i * p->dil_h - p->pad_t); /* rows oy + d in [0, h) */
+      row[i] = _mm512_cmpge_epi32_mask(oy, _mm512_set1_epi32(-d)) & _mm512_cmplt_epi32_mask(oy, _mm512_set1_epi32((int)p->h - d));
+    }
+    for (int64_t jx = 0; jx < p->kw; jx++) {
+      int d = (int)(jx * p->dil_w - p->pad_l);
+      col[jx] = _mm512_cmpge_epi32_mask(ox, _mm512_set1_epi32(-d)) & _mm512_cmplt_epi32_mask(ox, _mm512_set1_epi32((int)p->w - d));
     }
     for (int64_t i = 0; i < p->kh; i++)
       for (int64_t jx = 0; jx < p->kw; jx++) f->m[v * f->taps + i * p->kw + jx] = row[i] & col[jx];

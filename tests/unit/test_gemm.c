@@ -276,6 +276,7 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 2, 7, 75, 2, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0},      /* depthwise stride 2, odd width */
       {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0},      /* depthwise 5x5 stride 2 */
       {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
+      {1, 2, 9, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0},       /* depthwise 3 columns: a vector wraps 5 rows */
       {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1},     /* depthwise 5x5, 103 vectors: two chunks of masks */
       {1, 4, 10, 12, 4, 3, 3, 4, 1, 1, 2, 2, 0, 2, 3, 2, 0},     /* depthwise dilation 2, oh != h, ow == w */
       {1, 6, 14, 14, 6, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 1},     /* depthwise stride 2, 7 rows of 7: one block of 7 rows */
