@@ -564,25 +564,35 @@ static pc_status build_concatenate(kir_program *p, const pc_node *n) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
-/* pad: fill with the value, then copy the operand's surviving elements to lo + i*(interior+1) */
-static pc_status build_pad(kir_program *p, const pc_node *n) {
-  const pc_value *x = n->in[0], *out = n->out[0];
-  int r = x->type.rank, n0 = 0, n1 = 0, n2 = 0;
-  const int64_t *lo = pc_attr_ints(n, "low", &n0), *hi = pc_attr_ints(n, "high", &n1);
-  const int64_t *in = pc_attr_ints(n, "interior", &n2);
-  (void)hi;
+/* out[box + i] = value over the box [off, off + ext) of out (a loop kernel) */
+static pc_status fill_box(kir_program *p, const pc_node *n, const int64_t *off, const int64_t *ext) {
+  const pc_value *out = n->out[0];
+  int r = out->type.rank, first = r == 0 ? 1 : 0;
+  for (int d = 0; d < r; d++)
+    if (ext[d] <= 0) return PC_OK;
   kir_kernel *k = kernel_new(p, KK_LOOP);
   kir_expr *c = k ? kir_expr_new(p, KE_CONST, out->type.dtype) : NULL;
   if (!c) return PC_ERR_NOMEM;
   c->c = pc_attr_float(n, "value", 0);
   c->ci = (int64_t)c->c;
   k->n_loops = k->n_par = r;
-  for (int d = 0; d < r; d++) k->extent[d] = out->type.dims[d];
+  for (int d = 0; d < r; d++) k->extent[d] = ext[d];
   k->n_stores = 1;
-  int first = r == 0 ? 1 : 0;
-  store_init(&k->stores[0], p->buf_of_value[out->id], map_scaled(&out->type, first, NULL, NULL), c);
+  store_init(&k->stores[0], p->buf_of_value[out->id], map_scaled(&out->type, first, off, NULL), c);
   kernel_normalize(k);
   kernel_origin(p, k, &n, 1);
+  return PC_OK;
+}
+
+/* pad: fill with the value, then copy the operand's surviving elements to lo + i*(interior+1). Without
+ * interior padding the copy covers a box and only the frame around it is filled (one slab below and one
+ * above the box per dim): a MaxPool's -inf pad no longer writes the whole padded tensor twice. */
+static pc_status build_pad(kir_program *p, const pc_node *n) {
+  const pc_value *x = n->in[0], *out = n->out[0];
+  int r = x->type.rank, n0 = 0, n1 = 0, n2 = 0, first = r == 0 ? 1 : 0, strided = 0;
+  const int64_t *lo = pc_attr_ints(n, "low", &n0), *hi = pc_attr_ints(n, "high", &n1);
+  const int64_t *in = pc_attr_ints(n, "interior", &n2);
+  (void)hi;
   int64_t ext[PC_MAX_RANK], soff[PC_MAX_RANK], doff[PC_MAX_RANK], dsc[PC_MAX_RANK];
   for (int d = 0; d < r; d++) {
     int64_t step = (in && d < n2 ? in[d] : 0) + 1, l = lo && d < n0 ? lo[d] : 0;
@@ -593,7 +603,26 @@ static pc_status build_pad(kir_program *p, const pc_node *n) {
     soff[d] = i0;
     doff[d] = l + i0 * step;
     dsc[d] = step;
+    strided |= step != 1 || ext[d] == 0;
   }
+  pc_status st = PC_OK;
+  if (strided || r == 0) {
+    int64_t zero[PC_MAX_RANK] = {0};
+    st = fill_box(p, n, zero, out->type.dims);
+  } else {
+    for (int d = 0; st == PC_OK && d < r; d++)
+      for (int side = 0; st == PC_OK && side < 2; side++) {
+        int64_t o[PC_MAX_RANK], e[PC_MAX_RANK];
+        for (int k = 0; k < r; k++) {
+          o[k] = k < d ? doff[k] : 0;
+          e[k] = k < d ? ext[k] : out->type.dims[k];
+        }
+        o[d] = side ? doff[d] + ext[d] : 0;
+        e[d] = side ? out->type.dims[d] - o[d] : doff[d];
+        st = fill_box(p, n, o, e);
+      }
+  }
+  if (st != PC_OK) return st;
   if (!copy_kernel(p, n, r, ext, p->buf_of_value[out->id], map_scaled(&out->type, first, doff, dsc),
                    p->buf_of_value[x->id], map_scaled(&x->type, first, soff, NULL), x->type.dtype))
     return PC_ERR_NOMEM;

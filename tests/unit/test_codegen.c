@@ -716,6 +716,28 @@ PC_TEST(codegen_max_min_nan_select) {
   pc_graph_free(g);
 }
 
+/* a pad without interior padding fills only the frame around the copied box, never the whole
+ * result first: here the row above, the column before and the two after */
+PC_TEST(codegen_pad_fills_only_the_frame) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 3, (int64_t[]){2, 5, 6}));
+  pc_attr pad[4] = {pc_a_ints("low", (int64_t[]){0, 1, 1}, 3), pc_a_ints("high", (int64_t[]){0, 0, 2}, 3),
+                    pc_a_ints("interior", (int64_t[]){0, 0, 0}, 3), pc_a_float("value", -INFINITY)};
+  pc_output_add(g, pc_build(g, PC_OP_pad, &x, 1, pad, 4));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_CONTAINS(buf, "loops(i0<2, i1<9)\n  b1[0 +54*i0 +1*i1] = -inf");           /* row 0 */
+  CHECK_CONTAINS(buf, "loops(i0<2, i1<5)\n  b1[9 +54*i0 +9*i1] = -inf");           /* column 0 */
+  CHECK_CONTAINS(buf, "loops(i0<2, i1<5, i2<2)\n  b1[16 +54*i0 +9*i1 +1*i2] = -inf"); /* columns 7, 8 */
+  CHECK_MSG(!strstr(buf, "i1<6, i2<9)"), "the whole result is filled:\n%s", buf);
+  free(buf);
+  check_graph(g, (range){-9, 9}, "pad frame");
+  pc_graph_free(g);
+}
+
 PC_TEST(codegen_executable_runs) {
   pc_graph *g = pc_graph_new();
   pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){8, 8}));
