@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <immintrin.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,11 +130,20 @@ typedef struct conv_run {
   const primc_conv2d *p;
   float *x, *w, *b, *y, *col;
   int64_t oh, ow;
+  primc_conv2d packed; /* as compiled models run it: weights packed at compile time, scratch */
+  float *wp, *scratch;
 } conv_run;
+
+/* without scratch or packed weights: implicit im2col */
+static void run_conv_plain(void *ctx) {
+  conv_run *r = ctx;
+  primc_conv2d_f32(r->p, r->x, r->w, r->b, r->y);
+}
 
 static void run_conv_primc(void *ctx) {
   conv_run *r = ctx;
-  primc_conv2d_f32(r->p, r->x, r->w, r->b, r->y);
+  primc_conv_epi e = {r->b, 1, NULL, -INFINITY, INFINITY, 0};
+  primc_conv2d_f32_epi(&r->packed, r->x, r->wp, &e, r->y, NULL, r->scratch);
 }
 
 /* the baseline the runtime had: explicit im2col, then one cblas_sgemm, then the bias */
@@ -167,14 +177,24 @@ static void bench_conv(const conv_case *c) {
   r.b = rand_buf((size_t)p->o);
   r.y = rand_buf((size_t)(p->o * P));
   r.col = rand_buf((size_t)(K * P));
+  r.packed = *p;
+  r.wp = rand_buf(primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_PANELS) / sizeof(float) + 16);
+  r.scratch = rand_buf((size_t)primc_conv2d_scratch_floats(p) + 1);
+  if (primc_conv2d_weight_layout(p) == PRIMC_CONV_W_PANELS) {
+    r.packed.w_packed_panels = 1;
+    primc_sgemm_pack_b(1, p->o, K, r.w, K, r.wp);
+  } else {
+    r.packed.w_packed_mr = primc_sgemm_mr();
+    primc_sgemm_pack_a(p->o, K, r.w, K, r.packed.w_packed_mr, r.wp);
+  }
   double flops = 2.0 * (double)p->o * (double)P * (double)K;
-  double tp = best_time(run_conv_primc, &r), tb = best_time(run_conv_blas, &r);
-  printf("| %-28s | %5lld %5lld %5lld | %7.1f | %7.1f | %5.2fx |\n", c->name, (long long)p->o, (long long)P,
-         (long long)K, flops / tp * 1e-9, flops / tb * 1e-9, tb / tp);
-  free(r.x), free(r.w), free(r.b), free(r.y), free(r.col);
+  double tp = best_time(run_conv_primc, &r), tl = best_time(run_conv_plain, &r), tb = best_time(run_conv_blas, &r);
+  printf("| %-28s | %5lld %5lld %5lld | %7.1f | %7.1f | %7.1f | %5.2fx |\n", c->name, (long long)p->o, (long long)P,
+         (long long)K, flops / tp * 1e-9, flops / tl * 1e-9, flops / tb * 1e-9, tb / tp);
+  free(r.x), free(r.w), free(r.b), free(r.y), free(r.col), free(r.wp), free(r.scratch);
 }
 
-#define CONV(name, c, hw, o, k, s, pad) {name, {1, c, hw, hw, o, k, k, 1, s, s, 1, 1, pad, pad, pad, pad, 0}}
+#define CONV(name, c, hw, o, k, s, pad) {name, {1, c, hw, hw, o, k, k, 1, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0}}
 
 int main(int argc, char **argv) {
   int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -212,9 +232,15 @@ int main(int argc, char **argv) {
       CONV("layer2 1x1/2 64->128", 64, 56, 128, 1, 2, 0),
       CONV("layer3 3x3 256->256", 256, 14, 256, 3, 1, 1),
       CONV("layer4 3x3 512->512", 512, 7, 512, 3, 1, 1),
+      CONV("r50 layer1 1x1 64->256", 64, 56, 256, 1, 1, 0),
+      CONV("r50 layer1 1x1 256->64", 256, 56, 64, 1, 1, 0),
+      CONV("r50 layer3 1x1 1024->256", 1024, 14, 256, 1, 1, 0),
+      CONV("r50 layer4 1x1/2 1024->2048", 1024, 14, 2048, 1, 2, 0),
+      CONV("r50 layer4 1x1 512->2048", 512, 7, 2048, 1, 1, 0),
   };
-  printf("\n| ResNet-18 conv, batch 1 (+bias) | O P K | primc_conv2d GFLOP/s | im2col+OpenBLAS GFLOP/s | speedup |\n");
-  printf("| --- | --- | ---: | ---: | ---: |\n");
+  printf("\n| ResNet-18/50 conv, batch 1 (+bias) | O P K | primc_conv2d GFLOP/s (packed weights, scratch: as compiled) | "
+         "primc_conv2d GFLOP/s (plain weights, implicit im2col) | im2col+OpenBLAS GFLOP/s | speedup |\n");
+  printf("| --- | --- | ---: | ---: | ---: | ---: |\n");
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) bench_conv(&convs[i]);
   printf("\n");
   return 0;

@@ -61,6 +61,10 @@ static const char *const prelude[] = {
     "  PC_D float pc_r##n(float f) { return pc_##n##_to_f(pc_f_to_##n(f)); }",
     "PC_F8(f8e4m3fn, 3, 7, 1, 0x7eu) PC_F8(f8e4m3fnuz, 3, 8, 2, 0x7fu) PC_F8(f8e5m2, 2, 15, 0, 0x7bu) PC_F8(f8e5m2fnuz, 2, 16, 2, 0x7fu)",
     "PC_F8(f4e2m1, 1, 1, 3, 0x7u)",
+    "/* f8e8m0: 2^(b-127), 0xff NaN; stores keep the f32 exponent field (sign dropped, inf and NaN give NaN) */",
+    "PC_D float pc_f8e8m0_to_f(unsigned b) { return b == 0xffu ? PC_NAN_F : __uint_as_float(b ? b << 23 : 0x400000u); }",
+    "PC_D unsigned char pc_f_to_f8e8m0(float f) { return (unsigned char)(__float_as_uint(f) >> 23); }",
+    "PC_D float pc_rf8e8m0(float f) { return pc_f8e8m0_to_f(pc_f_to_f8e8m0(f)); }",
     "/* sub-byte ints, held one per byte: every result wraps to the width */",
     "PC_D signed char pc_wrap_i4(long long v) { return (signed char)(((v & 15) ^ 8) - 8); }",
     "PC_D unsigned char pc_wrap_u4(long long v) { return (unsigned char)(v & 15); }",
@@ -251,6 +255,7 @@ static const cu_dtype cu_types[PC_DTYPE_COUNT] = {
     [PC_i2] = {"signed char", "signed char", "int", "-2", "1"},
     [PC_u2] = {"unsigned char", "unsigned char", "unsigned int", "0u", "3u"},
     [PC_f4e2m1] = {"unsigned char", "float", "float", "-PC_INF_F", "PC_INF_F"},
+    [PC_f8e8m0] = {"unsigned char", "float", "float", "-PC_INF_F", "PC_INF_F"},
 };
 
 /* floats stored narrower than computed: the prelude's load (bits -> float), store (float -> bits) and
@@ -267,6 +272,7 @@ static const cu_narrow cu_narrows[PC_DTYPE_COUNT] = {
     [PC_f8e5m2] = {"pc_f8e5m2_to_f", "pc_f_to_f8e5m2", "pc_rf8e5m2"},
     [PC_f8e5m2fnuz] = {"pc_f8e5m2fnuz_to_f", "pc_f_to_f8e5m2fnuz", "pc_rf8e5m2fnuz"},
     [PC_f4e2m1] = {"pc_f4e2m1_to_f", "pc_f_to_f4e2m1", "pc_rf4e2m1"},
+    [PC_f8e8m0] = {"pc_f8e8m0_to_f", "pc_f_to_f8e8m0", "pc_rf8e8m0"},
 };
 
 static int is_half(pc_dtype t) { return cu_narrows[t].load != NULL; }

@@ -256,7 +256,7 @@ static int scalar_const(kir_program *p, const pc_value *v, double *f, int64_t *i
   case PC_u4: case PC_u2: *i = *(const uint8_t *)d; break;
   case PC_u32: *i = *(const uint32_t *)d; break;
   case PC_u64: *i = (int64_t)*(const uint64_t *)d; break; /* the bits: LLVMConstInt truncates to the width */
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: *f = pc_f8_to_f32(v->type.dtype, *(const uint8_t *)d); break;
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: *f = pc_f8_to_f32(v->type.dtype, *(const uint8_t *)d); break;
   default: return 0;
   }
   return 1;
@@ -356,10 +356,37 @@ static kir_expr *expr_rev(kir_program *p, const pc_node *n, const amap *m) {
   return expr_value(p, n->in[0], &o);
 }
 
-/* reshape keeps the row-major order: affine only through a materialized operand */
+/* A reshape that only splits operand dims (each operand dim a run of result dims; 1s come and go)
+ * is an affine map of the result's indices: operand index = sum over the run of index * inner size.
+ * 0 when some result dim merges operand dims (div/mod: not affine). */
+static int reshape_split_map(const pc_type *a, const pc_type *b, const amap *m, amap *o) {
+  memset(o, 0, sizeof *o);
+  o->rank = a->rank;
+  int j = 0;
+  for (int i = 0; i < a->rank; i++) {
+    if (a->dims[i] == 1) continue; /* index 0 */
+    while (j < b->rank && b->dims[j] == 1) j++;
+    int start = j;
+    int64_t prod = 1;
+    while (j < b->rank && prod < a->dims[i]) prod *= b->dims[j++];
+    if (prod != a->dims[i]) return 0;
+    int64_t inner = 1;
+    for (int r = j - 1; r >= start; r--) {
+      o->off[i] += m->off[r] * inner;
+      for (int k = 0; k < KIR_MAX_LOOPS; k++) o->coef[i][k] += m->coef[r][k] * inner;
+      inner *= b->dims[r];
+    }
+  }
+  return 1;
+}
+
+/* reshape keeps the row-major order: a split composes with the operand's own map; anything else
+ * is affine only through a materialized operand */
 static kir_expr *expr_reshape(kir_program *p, const pc_node *n, const amap *m) {
   const pc_value *x = n->in[0];
-  if (p->buf_of_value[x->id] < 0) return NULL;
+  amap split;
+  if (p->buf_of_value[x->id] < 0)
+    return reshape_split_map(&x->type, &n->out[0]->type, m, &split) ? expr_value(p, x, &split) : NULL;
   amap lin;
   memset(&lin, 0, sizeof lin);
   lin.rank = 1;
@@ -756,10 +783,14 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
   call_arg(k, p->buf_of_value[n->out[0]->id]);
   call_arg(k, p->buf_of_value[n->in[0]->id]);
   call_arg(k, p->buf_of_value[n->in[1]->id]);
-  /* im2col scratch for the f32 GEMM path: C/groups * prod(kernel) * prod(out spatial) floats */
+  /* scratch for the f32 GEMM paths: im2col, C/groups * prod(kernel) * prod(out spatial) floats, or what
+   * the 2-D runtime conv asks for (a padded copy of the input for stride-1 convs) */
   const pc_type *w = &n->in[1]->type, *o = &n->out[0]->type;
   int64_t cols = w->dims[1];
   for (int d = 2; d < w->rank; d++) cols *= w->dims[d] * o->dims[d];
+  primc_conv2d c2;
+  if (primc_conv2d_of_params(k->params, &c2) && primc_conv2d_scratch_floats(&c2) > cols)
+    cols = primc_conv2d_scratch_floats(&c2);
   call_arg(k, scratch_buf(p, PC_f32, cols * 4, NULL));
   return PC_OK;
 }
@@ -926,19 +957,22 @@ static int fused_pointwise_stores(kir_program *p, const pc_node *const *nodes, i
   const pc_type *shape = NULL;
   kir_kernel *t = tmp;
   for (int i = 0; i < n; i++) {
-    if (!expr_rule(nodes[i]->op) || nodes[i]->n_out != 1) return 0;
-    const pc_value *v = nodes[i]->out[0];
+    const pc_node *nd = nodes[i];
+    if (!expr_rule(nd->op) || nd->n_out != 1) return 0;
     if (root_buf[i] < 0) continue;
-    if (shape && (shape->rank != v->type.rank ||
-                  memcmp(shape->dims, v->type.dims, sizeof(int64_t) * (size_t)shape->rank)))
+    /* a reshape that merges dims, stored from an unmaterialized operand: loop over the operand's
+     * shape instead; row-major order is the same, so the store's linear map is too */
+    int via_operand = nd->op == PC_OP_reshape && p->buf_of_value[nd->in[0]->id] < 0;
+    const pc_type *lt = via_operand ? &nd->in[0]->type : &nd->out[0]->type;
+    if (shape && (shape->rank != lt->rank || memcmp(shape->dims, lt->dims, sizeof(int64_t) * (size_t)shape->rank)))
       return 0;
-    shape = &v->type;
+    shape = lt;
     if (t->n_stores == KIR_MAX_ARGS) return 0;
-    int first = v->type.rank == 0 ? 1 : 0;
-    amap m = amap_identity(v->type.rank, first);
-    kir_expr *e = expr_rule(nodes[i]->op)(p, nodes[i], &m);
+    int first = lt->rank == 0 ? 1 : 0;
+    amap m = amap_identity(lt->rank, first);
+    kir_expr *e = via_operand ? expr_value(p, nd->in[0], &m) : expr_rule(nd->op)(p, nd, &m);
     if (!e) return 0;
-    store_init(&t->stores[t->n_stores++], root_buf[i], linearize(&m, &v->type), e);
+    store_init(&t->stores[t->n_stores++], root_buf[i], linearize(&m, lt), e);
   }
   *shape_out = shape;
   return 1;
@@ -1113,13 +1147,13 @@ static int packed_operand(kir_program *p, const kir_kernel *k) {
     return -1;
   if (tb ? ldb != K : ldb != N) return -1; /* the constant is exactly B (no slice of a bigger one) */
   for (int i = 0; i < p->n_packed; i++) /* one packed copy per weight */
-    if (p->bufs[p->packed[i].buf].v == b->v && p->packed[i].trans == tb) return p->packed[i].buf;
+    if (p->bufs[p->packed[i].buf].v == b->v && !p->packed[i].groups && p->packed[i].trans == tb) return p->packed[i].buf;
   kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
   kir_buf nb = {KP_CONST, -1, 0, (int64_t)primc_sgemm_packed_b_size(N, K), PC_f32, b->v};
   int id = np ? buf_add(p, nb) : -1;
   if (id < 0) return -1;
   if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, tb, N, K};
+  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0};
   p->packed = np;
   return id;
 }
@@ -1139,11 +1173,48 @@ static void place_weights(kir_program *p) {
   }
 }
 
+/* a 2-D f32 conv's constant weights packed as the runtime conv asks (primc_conv2d_weight_layout): A
+ * strips for this machine's tile, or W^T panels; -1 when the conv does not run on the GEMM or its
+ * weights are not a constant. *word: the params word saying which (runtime/kernels.c). */
+static int packed_conv_weights(kir_program *p, const kir_kernel *k, int64_t *word) {
+  primc_conv2d c;
+  const kir_buf *w = &p->bufs[k->args[2]];
+  int layout = primc_conv2d_of_params(k->params, &c) ? primc_conv2d_weight_layout(&c) : PRIMC_CONV_W_PLAIN;
+  if (layout == PRIMC_CONV_W_PLAIN || w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
+    return -1;
+  int64_t og = c.o / c.groups, kk = c.c / c.groups * c.kh * c.kw;
+  int mr = layout == PRIMC_CONV_W_STRIPS ? primc_sgemm_mr() : 0;
+  if (w->nbytes != c.o * kk * 4) return -1;
+  *word = mr ? mr : -1;
+  for (int i = 0; i < p->n_packed; i++) { /* one packed copy per weight and layout */
+    const kir_packed *q = &p->packed[i];
+    if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og) return q->buf;
+  }
+  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
+  kir_buf nb = {KP_CONST, -1, 0, (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), PC_f32, w->v};
+  int id = np ? buf_add(p, nb) : -1;
+  if (id < 0) return -1;
+  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
+  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups};
+  p->packed = np;
+  return id;
+}
+
 pc_status kir_pack_weights(kir_program *p) {
   int packed = 0;
   for (int i = 0; i < p->n_kernels; i++) {
     kir_kernel *k = &p->kernels[i];
-    if (k->kind != KK_CALL || strcmp(k->fn, "dot")) continue;
+    if (k->kind != KK_CALL) continue;
+    if (!strcmp(k->fn, "conv")) {
+      int64_t word = 0;
+      int nb = packed_conv_weights(p, k, &word);
+      if (nb < 0) continue;
+      k->args[2] = nb;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 1] = word;
+      packed++;
+      continue;
+    }
+    if (strcmp(k->fn, "dot")) continue;
     int nb = packed_operand(p, k);
     if (nb < 0) continue;
     k->args[2] = nb;

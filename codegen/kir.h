@@ -9,7 +9,7 @@
 #define KIR_MAX_LOOPS (PC_MAX_RANK + 1)
 #define KIR_MAX_ARGS 8
 #define CONV_EPI_AT (1 + 27 + 1 + 32) /* where a conv call's fused-epilogue words start in its params */
-#define CONV_EPI_WORDS 7
+#define CONV_EPI_WORDS 8 /* the last: the tile height the weights were packed with (runtime/kernels.c) */
 
 /* Where a buffer lives at run time. */
 typedef enum kir_place {
@@ -29,10 +29,12 @@ typedef struct kir_buf {
 } kir_buf;
 
 /* a KP_CONST buffer holding v as GEMM panels (primc_sgemm_pack_b of v seen as B [k, n],
- * transposed when trans) instead of v's bytes */
+ * transposed when trans) or as a conv's A strips instead of v's bytes */
 typedef struct kir_packed {
   int buf, trans;
   int64_t n, k;
+  int a_mr, groups; /* groups > 0: a conv's weights, each group's [n][k] block as primc_sgemm_pack_a strips
+                       (a_mr > 0) or as pack_b panels of its transpose (trans), see primc_conv2d_weight_layout */
 } kir_packed;
 
 /* element index = offset + sum over loops k of stride[k] * i_k (elements, not bytes) */

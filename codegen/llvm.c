@@ -41,7 +41,7 @@ static LLVMTypeRef reg_type(lctx *L, pc_dtype t) {
                                             [PC_u16] = 16, [PC_u32] = 32,  [PC_u64] = 64,
                                             [PC_f8e4m3fn] = 32, [PC_f8e4m3fnuz] = 32, [PC_f8e5m2] = 32,
                                             [PC_f8e5m2fnuz] = 32, [PC_i4] = 4, [PC_u4] = 4, [PC_i2] = 2, [PC_u2] = 2,
-                                            [PC_f4e2m1] = 32};
+                                            [PC_f4e2m1] = 32, [PC_f8e8m0] = 32};
   if (pc_dtype_is_float(t)) return kinds[t] == 64 ? L->f64 : L->f32;
   return LLVMIntTypeInContext(L->c, (unsigned)kinds[t]);
 }
@@ -148,6 +148,12 @@ static LLVMValueRef float_to_f8(lctx *L, pc_dtype t, LLVMValueRef f) {
   return LLVMBuildTrunc(b, res, L->i8, "");
 }
 
+/* f32 -> f8e8m0: the exponent field (the sign dropped; inf and NaN give the NaN 0xff), as ir/types.c */
+static LLVMValueRef float_to_e8m0(lctx *L, LLVMValueRef f) {
+  LLVMValueRef u = LLVMBuildBitCast(L->b, f, L->i32, "");
+  return LLVMBuildTrunc(L->b, LLVMBuildLShr(L->b, u, ci32(L, 23), ""), L->i8, "");
+}
+
 static LLVMValueRef half_to_float(lctx *L, pc_dtype t, LLVMValueRef bits) {
   if (pc_dtype_is_f8(t)) return f8_to_float(L, t, bits);
   if (t == PC_f16) return LLVMBuildFPExt(L->b, LLVMBuildBitCast(L->b, bits, L->f16, ""), L->f32, "");
@@ -157,6 +163,7 @@ static LLVMValueRef half_to_float(lctx *L, pc_dtype t, LLVMValueRef bits) {
 
 /* bf16 rounding done in integers, the same way as pc_f32_to_bf16 */
 static LLVMValueRef float_to_half(lctx *L, pc_dtype t, LLVMValueRef f) {
+  if (t == PC_f8e8m0) return float_to_e8m0(L, f);
   if (pc_dtype_is_f8(t)) return float_to_f8(L, t, f);
   if (t == PC_f16) return LLVMBuildBitCast(L->b, LLVMBuildFPTrunc(L->b, f, L->f16, ""), L->i16, "");
   LLVMValueRef u = LLVMBuildBitCast(L->b, f, L->i32, "");

@@ -20,7 +20,18 @@ void *kir_weights_blob(const kir_program *p) {
     for (int j = 0; j < p->n_packed && !pk; j++)
       if (p->packed[j].buf == i) pk = &p->packed[j];
     if (d && b->nbytes && pk) {
-      if (primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, blob + b->offset) != PRIMC_OK) {
+      int st = PRIMC_OK;
+      if (pk->groups && pk->a_mr) /* a conv's groups, each [n][k] at its plain offset */
+        for (int g = 0; g < pk->groups && st == PRIMC_OK; g++)
+          st = primc_sgemm_pack_a(pk->n, pk->k, (const float *)d + g * pk->n * pk->k, pk->k, pk->a_mr,
+                                  (float *)(void *)(blob + b->offset) + g * pk->n * pk->k);
+      else if (pk->groups) /* W^T panels per group, as many bytes apart as the runtime conv expects */
+        for (int g = 0; g < pk->groups && st == PRIMC_OK; g++)
+          st = primc_sgemm_pack_b(1, pk->n, pk->k, (const float *)d + g * pk->n * pk->k, pk->k,
+                                  blob + b->offset + g * (b->nbytes / pk->groups));
+      else
+        st = primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, blob + b->offset);
+      if (st != PRIMC_OK) {
         free(blob);
         return NULL;
       }

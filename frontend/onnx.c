@@ -110,7 +110,7 @@ static const ox_dtype_row ox_dtypes[] = {
     {1, PC_f32}, {2, PC_u8}, {3, PC_i8}, {5, PC_i16}, {6, PC_i32}, {7, PC_i64},
     {9, PC_bool}, {10, PC_f16}, {11, PC_f64}, {14, PC_c64}, {16, PC_bf16},
     {4, PC_u16}, {12, PC_u32}, {13, PC_u64}, {17, PC_f8e4m3fn}, {18, PC_f8e4m3fnuz}, {19, PC_f8e5m2},
-    {20, PC_f8e5m2fnuz}, {21, PC_u4}, {22, PC_i4}, {25, PC_u2}, {26, PC_i2}, {23, PC_f4e2m1},
+    {20, PC_f8e5m2fnuz}, {21, PC_u4}, {22, PC_i4}, {25, PC_u2}, {26, PC_i2}, {23, PC_f4e2m1}, {24, PC_f8e8m0},
 };
 
 int ox_dtype_from_onnx(int onnx_type, pc_dtype *out) {
@@ -1023,7 +1023,7 @@ static double elem_f(pc_dtype dt, const void *p, int64_t k) {
   case PC_u4: case PC_u2: return ((const uint8_t *)p)[k];
   case PC_u32: return ((const uint32_t *)p)[k];
   case PC_u64: return (double)((const uint64_t *)p)[k];
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: return pc_f8_to_f32(dt, ((const uint8_t *)p)[k]);
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: return pc_f8_to_f32(dt, ((const uint8_t *)p)[k]);
   case PC_c64: return ((const float *)p)[2 * k];
   case PC_DTYPE_COUNT: break;
   }
@@ -1133,8 +1133,34 @@ static double fit_dtype(pc_dtype dt, double v) {
  * [-max, max] before it (NaN passes through the clamp; inf becomes max). The clamp is done in the operand's
  * type when that holds the bound exactly (f16 bf16 f32 f64: max is 448, 240 or 57344), else in f32. */
 pc_value *ox_convert(ox_ctx *c, pc_value *x, pc_dtype to, int saturate) {
+  return ox_convert_rounded(c, x, to, saturate, "up");
+}
+
+/* f8e8m0 keeps the f32 exponent field (ir/prims.def), i.e. rounds down. ONNX's "up" and "nearest" add to the
+ * f32 bits (sign cleared) what carries into the exponent exactly when that mode rounds up: 2^23 - 1 for "up";
+ * for "nearest" 2^22 (a half), less one when the exponent field is 0, whose tie the ONNX reference keeps down.
+ * Exponents that must not move are left alone: 0xff (inf, NaN), and 0xfe when saturating. */
+static pc_value *to_e8m0(ox_ctx *c, pc_value *x, int saturate, const char *round_mode) {
+  int up = strcmp(round_mode, "up") == 0, nearest = strcmp(round_mode, "nearest") == 0;
+  if (!up && !nearest && strcmp(round_mode, "down") != 0)
+    return ox_fail(c, PC_ERR_ATTR, "round_mode '%s' is not up, down or nearest", round_mode), NULL;
+  x = pc_convert(c->g, x, PC_f32); /* the reference rounds every input to float32 first */
+  if (!up && !nearest) return pc_convert(c->g, x, PC_f8e8m0);
+  pc_graph *g = c->g;
+  pc_attr as_i32 = pc_a_dtype("dtype", PC_i32), as_f32 = pc_a_dtype("dtype", PC_f32);
+  pc_value *a = pc_build(g, PC_OP_bitcast, &x, 1, &as_i32, 1);
+  a = pc_bitwise_and(g, a, ox_like(c, 0x7fffffff, a));
+  pc_value *add = ox_like(c, up ? 0x7fffff : 0x3fffff, a);
+  if (nearest) add = pc_add(g, add, pc_convert(g, pc_ge(g, a, ox_like(c, 0x800000, a)), PC_i32));
+  pc_value *fixed = pc_ge(g, a, ox_like(c, saturate ? 0x7f000000 : 0x7f800000, a));
+  pc_value *r = pc_where(g, fixed, a, pc_add(g, a, add));
+  return pc_convert(g, pc_build(g, PC_OP_bitcast, &r, 1, &as_f32, 1), PC_f8e8m0);
+}
+
+pc_value *ox_convert_rounded(ox_ctx *c, pc_value *x, pc_dtype to, int saturate, const char *round_mode) {
   if (!x) return NULL;
   pc_dtype from = x->type.dtype;
+  if (to == PC_f8e8m0 && from != to) return to_e8m0(c, x, saturate, round_mode);
   /* the ONNX reference casts floats to the sub-byte ints through a wide int, wrapping to the width */
   if (pc_dtype_subbyte_bits(to) && pc_dtype_is_float(from)) return pc_convert(c->g, pc_convert(c->g, x, PC_i64), to);
   /* f4e2m1 saturates by itself: it has no inf or NaN */

@@ -299,11 +299,13 @@ pc_status ox_op_Cast(ox_ctx *c) {
   pc_dtype to;
   int t = (int)ox_attr_int(c, "to", 0);
   if (!ox_dtype_from_onnx(t, &to)) return ox_fail(c, PC_ERR_UNSUPPORTED, "cast to ONNX type %d is not supported", t);
-  return ox_out(c, 0, ox_convert(c, X0, to, (int)ox_attr_int(c, "saturate", 1)));
+  return ox_out(c, 0, ox_convert_rounded(c, X0, to, (int)ox_attr_int(c, "saturate", 1), ox_attr_str(c, "round_mode", "up")));
 }
 pc_status ox_op_CastLike(ox_ctx *c) {
   pc_value *x = X0, *like = ox_in_req(c, 1);
-  return ox_out(c, 0, like ? ox_convert(c, x, like->type.dtype, (int)ox_attr_int(c, "saturate", 1)) : NULL);
+  return ox_out(c, 0, like ? ox_convert_rounded(c, x, like->type.dtype, (int)ox_attr_int(c, "saturate", 1),
+                                                ox_attr_str(c, "round_mode", "up"))
+                           : NULL);
 }
 /* sequences and optionals pass through as the import-time lists they are */
 pc_status ox_op_Identity(ox_ctx *c) { return !ox_in(c, 0) && ox_seq_in(c, 0) ? ox_op_SequenceIdentity(c) : ox_out(c, 0, X0); }
@@ -1138,24 +1140,100 @@ pc_status ox_op_Gemm(ox_ctx *c) {
   return ox_out(c, 0, y);
 }
 
-/* ---- Einsum: operands are reduced over letters nobody needs, then contracted pairwise */
+/* ---- Einsum: "..." becomes letters the equation does not use, repeated letters in a term take the diagonal,
+ * size-1 dims that broadcast are dropped; then operands are reduced over letters nobody needs and contracted
+ * pairwise */
 
 typedef struct ein_term {
   pc_value *v;
   char idx[PC_MAX_RANK + 1];
 } ein_term;
 
-static int ein_parse_term(ox_ctx *c, const char *s, size_t len, char *out) {
-  if (len > PC_MAX_RANK) return ox_fail(c, PC_ERR_UNSUPPORTED, "einsum term too long"), 0;
+static int ein_letter(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); }
+
+/* letters of a term of len chars, and whether it holds "..." (at most once, the only '.' allowed); -1 if bad */
+static int ein_count_letters(ox_ctx *c, const char *s, size_t len, int *has_ellipsis) {
+  int n = 0;
+  *has_ellipsis = 0;
   for (size_t i = 0; i < len; i++) {
-    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
-      return ox_fail(c, PC_ERR_UNSUPPORTED, "einsum equation with '%c' (ellipsis?) is not supported", s[i]), 0;
-    for (size_t j = 0; j < i; j++)
-      if (s[j] == s[i]) return ox_fail(c, PC_ERR_UNSUPPORTED, "einsum diagonal ('%c' repeated) is not supported", s[i]), 0;
-    out[i] = s[i];
+    if (ein_letter(s[i])) {
+      n++;
+    } else if (s[i] == '.' && !*has_ellipsis && i + 2 < len && s[i + 1] == '.' && s[i + 2] == '.') {
+      *has_ellipsis = 1;
+      i += 2;
+    } else {
+      return ox_fail(c, PC_ERR_ATTR, "einsum term '%.*s': unexpected '%c'", (int)len, s, s[i]), -1;
+    }
   }
-  out[len] = 0;
+  return n;
+}
+
+/* term s (len chars) with its "..." replaced by ell into out; 0 when too long */
+static int ein_expand(ox_ctx *c, const char *s, size_t len, const char *ell, char *out) {
+  size_t k = 0, n_ell = strlen(ell);
+  for (size_t i = 0; i < len; i++) {
+    size_t add = s[i] == '.' ? n_ell : 1;
+    if (k + add > PC_MAX_RANK) return ox_fail(c, PC_ERR_UNSUPPORTED, "einsum term of rank above %d", PC_MAX_RANK), 0;
+    if (s[i] == '.') memcpy(out + k, ell, n_ell), i += 2;
+    else out[k] = s[i];
+    k += add;
+  }
+  out[k] = 0;
   return 1;
+}
+
+/* drops letter position i of t: a size-1 dim (reshape) */
+static void ein_drop_dim(ox_ctx *c, ein_term *t, int i) {
+  int64_t dims[PC_MAX_RANK];
+  int r = t->v->type.rank, k = 0;
+  for (int d = 0; d < r; d++)
+    if (d != i) dims[k++] = t->v->type.dims[d];
+  t->v = pc_reshape(G, t->v, k, dims);
+  memmove(t->idx + i, t->idx + i + 1, strlen(t->idx + i));
+}
+
+/* a letter repeated in one term (positions p < q) keeps the diagonal: zero off it, then sum over q */
+static void ein_diagonal(ox_ctx *c, ein_term *t, int p, int q) {
+  pc_value *x = t->v;
+  const int64_t *d = x->type.dims;
+  if (d[p] != d[q]) {
+    ox_fail(c, PC_ERR_SHAPE, "einsum letter '%c' has sizes %lld and %lld in one term", t->idx[p], (long long)d[p], (long long)d[q]);
+    return;
+  }
+  int r = x->type.rank;
+  pc_value *on = ox_binary(c, PC_OP_eq, iota(c, PC_i64, r, d, p), iota(c, PC_i64, r, d, q));
+  int64_t ax = q;
+  t->v = pc_reduce(G, PC_OP_reduce_sum, pc_where(G, on, x, ox_like(c, 0, x)), 1, &ax);
+  memmove(t->idx + q, t->idx + q + 1, strlen(t->idx + q));
+}
+
+static void ein_diagonals(ox_ctx *c, ein_term *t) {
+  for (int q = 1; t->idx[q] && ox_status(c) == PC_OK; q++) {
+    const char *p = memchr(t->idx, t->idx[q], (size_t)q);
+    if (p) ein_diagonal(c, t, (int)(p - t->idx), q--);
+  }
+}
+
+/* numpy broadcasting per letter: a size-1 dim where another operand has the letter larger is dropped (the
+ * letter then lives in the other operands only); other differing sizes are an error */
+static void ein_broadcast(ox_ctx *c, ein_term *t, int n) {
+  for (int ch = 0; ch < 128 && ox_status(c) == PC_OK; ch++) {
+    int64_t size = 1;
+    for (int i = 0; i < n; i++) {
+      const char *p = ein_letter((char)ch) ? strchr(t[i].idx, ch) : NULL;
+      int64_t d = p ? t[i].v->type.dims[p - t[i].idx] : 1;
+      if (d == 1) continue;
+      if (size != 1 && d != size) {
+        ox_fail(c, PC_ERR_SHAPE, "einsum letter '%c' has sizes %lld and %lld", ch, (long long)size, (long long)d);
+        return;
+      }
+      size = d;
+    }
+    for (int i = 0; i < n && size != 1; i++) {
+      const char *p = ein_letter((char)ch) ? strchr(t[i].idx, ch) : NULL;
+      if (p && t[i].v->type.dims[p - t[i].idx] == 1) ein_drop_dim(c, &t[i], (int)(p - t[i].idx));
+    }
+  }
 }
 
 /* sums t over its letters absent from `keep` */
@@ -1199,16 +1277,51 @@ static void ein_pair(ox_ctx *c, ein_term *a, const ein_term *b, const char *keep
   strcpy(a->idx, out);
 }
 
-/* an equation without "->" outputs the letters that occur once, in alphabetical order */
+/* an equation without "->" outputs "..." (when used) then the letters that occur once, in alphabetical order */
 static void ein_implicit_output(char *buf, size_t cap) {
   int count[256] = {0};
   for (const char *p = buf; *p; p++) count[(unsigned char)*p]++;
   size_t k = strlen(buf);
-  if (k + 3 > cap) return;
+  int ell = strstr(buf, "...") != NULL;
+  if (k + 5 > cap) return;
   buf[k++] = '-', buf[k++] = '>';
+  if (ell) buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
   for (int ch = 'A'; ch <= 'z' && k + 1 < cap; ch++)
-    if (((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) && count[ch] == 1) buf[k++] = (char)ch;
+    if (ein_letter((char)ch) && count[ch] == 1) buf[k++] = (char)ch;
   buf[k] = 0;
+}
+
+/* the inputs' terms with "..." spelled as unused letters (right-aligned: an operand with fewer ellipsis dims
+ * takes the last ones), the output likewise with all of them */
+static int ein_terms(ox_ctx *c, const char *lhs, const char *rhs, ein_term *t, char *outidx) {
+  const char *s = lhs, *start[6];
+  size_t len[6];
+  int ell_rank[6], n_ell = 0, has;
+  for (int i = 0; i < c->n_in; i++) {
+    const char *comma = strchr(s, ',');
+    start[i] = s, len[i] = comma ? (size_t)(comma - s) : strlen(s);
+    s = comma ? comma + 1 : s + len[i];
+    t[i].v = ox_in_req(c, i);
+    int n = ein_count_letters(c, start[i], len[i], &has);
+    if (!t[i].v || n < 0) return 0;
+    ell_rank[i] = t[i].v->type.rank - n;
+    if (ell_rank[i] < 0 || (!has && ell_rank[i] != 0))
+      return ox_fail(c, PC_ERR_SHAPE, "einsum term %d '%.*s' does not match rank %d", i, (int)len[i], start[i], t[i].v->type.rank), 0;
+    if (ell_rank[i] > n_ell) n_ell = ell_rank[i];
+  }
+  char fresh[PC_MAX_RANK + 1];
+  int k = 0;
+  for (int ch = 'A'; ch <= 'z' && k < n_ell; ch++)
+    if (ein_letter((char)ch) && !strchr(lhs, ch) && !strchr(rhs, ch)) fresh[k++] = (char)ch;
+  fresh[k] = 0;
+  for (int i = 0; i < c->n_in; i++)
+    if (!ein_expand(c, start[i], len[i], fresh + n_ell - ell_rank[i], t[i].idx)) return 0;
+  if (ein_count_letters(c, rhs, strlen(rhs), &has) < 0) return 0;
+  if (n_ell && !has) return ox_fail(c, PC_ERR_ATTR, "einsum output has no '...' for the inputs' %d ellipsis dims", n_ell), 0;
+  if (!ein_expand(c, rhs, strlen(rhs), fresh, outidx)) return 0;
+  for (int i = 0; outidx[i]; i++)
+    if (strchr(outidx + i + 1, outidx[i])) return ox_fail(c, PC_ERR_ATTR, "einsum output repeats '%c'", outidx[i]), 0;
+  return 1;
 }
 
 pc_status ox_op_Einsum(ox_ctx *c) {
@@ -1224,16 +1337,11 @@ pc_status ox_op_Einsum(ox_ctx *c) {
   if (!arrow) return ox_fail(c, PC_ERR_UNSUPPORTED, "einsum equation '%s' is too long", eq);
   *arrow = 0;
   char outidx[PC_MAX_RANK + 1];
-  if (!ein_parse_term(c, arrow + 2, strlen(arrow + 2), outidx)) return ox_status(c);
   ein_term *t = calloc((size_t)c->n_in + 1, sizeof *t);
   if (!t) return ox_fail(c, PC_ERR_NOMEM, "out of memory");
-  char *s = buf;
-  for (int i = 0; i < c->n_in && ox_status(c) == PC_OK; i++) {
-    char *comma = strchr(s, ',');
-    size_t len = comma ? (size_t)(comma - s) : strlen(s);
-    if (ein_parse_term(c, s, len, t[i].idx)) t[i].v = ox_in_req(c, i);
-    if (t[i].v && (int)strlen(t[i].idx) != t[i].v->type.rank) ox_fail(c, PC_ERR_SHAPE, "term %d does not match rank %d", i, t[i].v->type.rank);
-    s = comma ? comma + 1 : s + len;
+  if (ein_terms(c, buf, arrow + 2, t, outidx)) {
+    for (int i = 0; i < c->n_in && ox_status(c) == PC_OK; i++) ein_diagonals(c, &t[i]);
+    if (ox_status(c) == PC_OK) ein_broadcast(c, t, c->n_in);
   }
   for (int i = 0; i < c->n_in && ox_status(c) == PC_OK; i++) {
     char keep[8 * PC_MAX_RANK + 1];
@@ -1245,8 +1353,8 @@ pc_status ox_op_Einsum(ox_ctx *c) {
     }
     ein_reduce(c, &t[0], keep);
   }
-  pc_value *y = t[0].v;
-  if (y && ox_status(c) == PC_OK) {
+  pc_value *y = ox_status(c) == PC_OK ? t[0].v : NULL;
+  if (y) {
     int64_t perm[PC_MAX_RANK];
     int r = (int)strlen(outidx), id = 1;
     for (int i = 0; i < r; i++) {

@@ -89,6 +89,8 @@ pc_value *ox_binary(ox_ctx *c, pc_op op, pc_value *a, pc_value *b);
 pc_value *ox_like(ox_ctx *c, double v, const pc_value *x);
 /* x converted to dtype to; saturate (ONNX Cast, QuantizeLinear) clips to an f8 type's finite range first */
 pc_value *ox_convert(ox_ctx *c, pc_value *x, pc_dtype to, int saturate);
+/* ox_convert with ONNX Cast's round_mode for FLOAT8E8M0 ("up", "down" or "nearest"; other targets ignore it) */
+pc_value *ox_convert_rounded(ox_ctx *c, pc_value *x, pc_dtype to, int saturate, const char *round_mode);
 /* reshape keeping data order, dims given explicitly (n dims) */
 pc_value *ox_reshape(ox_ctx *c, pc_value *x, int n, const int64_t *dims);
 /* inserts a size-1 dim at each (sorted, normalized) axis of the output */

@@ -156,7 +156,7 @@ static void store_scalar(pc_dtype dt, void *p, double v) {
   case PC_u4: *(uint8_t *)p = (uint8_t)to_int_range(v, 0, 15); break;
   case PC_i2: *(int8_t *)p = (int8_t)to_int_range(v, -2, 1); break;
   case PC_u2: *(uint8_t *)p = (uint8_t)to_int_range(v, 0, 3); break;
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: *(uint8_t *)p = pc_f32_to_f8(dt, (float)v, 0); break;
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: *(uint8_t *)p = pc_f32_to_f8(dt, (float)v, 0); break;
   case PC_c64: ((float *)p)[0] = (float)v; ((float *)p)[1] = 0; break;
   case PC_DTYPE_COUNT: break;
   }

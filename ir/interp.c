@@ -127,6 +127,7 @@ F8_ACCESS(f8e4m3fnuz)
 F8_ACCESS(f8e5m2)
 F8_ACCESS(f8e5m2fnuz)
 F8_ACCESS(f4e2m1)
+F8_ACCESS(f8e8m0)
 #undef F8_ACCESS
 
 static double ld_d_bool(const void *p, int64_t i) { return ((const uint8_t *)p)[i] != 0; }
@@ -148,7 +149,7 @@ static const elem_row elem_rows[PC_DTYPE_COUNT] = {
     ROW(i32, int32_t), ROW(i64, int64_t), ROW(u8, uint8_t), ROW(bool, bool), ROW(c64, c64),
     ROW(u16, uint16_t), ROW(u32, uint32_t), ROW(u64, uint64_t), ROW(f8e4m3fn, f8e4m3fn),
     ROW(f8e4m3fnuz, f8e4m3fnuz), ROW(f8e5m2, f8e5m2), ROW(f8e5m2fnuz, f8e5m2fnuz), ROW(i4, i4), ROW(u4, u4),
-    ROW(i2, i2), ROW(u2, u2), ROW(f4e2m1, f4e2m1),
+    ROW(i2, i2), ROW(u2, u2), ROW(f4e2m1, f4e2m1), ROW(f8e8m0, f8e8m0),
 };
 #undef ROW
 

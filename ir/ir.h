@@ -52,8 +52,9 @@ uint16_t pc_f32_to_bf16(float f);  /* round to nearest even */
 /* 8-bit floats (ONNX FLOAT8*), round to nearest even. saturate: values beyond
  * the largest finite one (and inf) give it with their sign; else inf (e5m2)
  * or NaN (the others). fnuz formats have no -0 (it becomes 0) and NaN 0x80;
- * e4m3fn has no inf and NaN S.1111.111. */
-int pc_dtype_is_f8(pc_dtype t); /* the four f8 formats and f4e2m1 (held in a byte) */
+ * e4m3fn has no inf and NaN S.1111.111. f8e8m0 (2^(b-127), NaN 0xff) keeps the f32 exponent field: it
+ * truncates, drops the sign and gives NaN for inf (saturate changes nothing). */
+int pc_dtype_is_f8(pc_dtype t); /* the five f8 formats and f4e2m1 (held in a byte) */
 /* 4 or 2 for the sub-byte ints i4 u4 i2 u2 (held one per byte), else 0 */
 int pc_dtype_subbyte_bits(pc_dtype t);
 /* t must be an f8 dtype (else NaN / 0) */

@@ -249,7 +249,7 @@ static void put_element(sbuf *b, pc_dtype dt, const void *data, int64_t i) {
   case PC_bool: snprintf(buf, sizeof buf, "%d", ((const uint8_t *)data)[i] != 0); break;
   case PC_i4: case PC_i2: snprintf(buf, sizeof buf, "%d", ((const int8_t *)data)[i]); break;
   case PC_u4: case PC_u2: snprintf(buf, sizeof buf, "%u", ((const uint8_t *)data)[i]); break;
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: fmt_f32(buf, sizeof buf, pc_f8_to_f32(dt, ((const uint8_t *)data)[i])); break;
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: fmt_f32(buf, sizeof buf, pc_f8_to_f32(dt, ((const uint8_t *)data)[i])); break;
   case PC_c64: {
     char im[32];
     fmt_f32(buf, sizeof buf, ((const float *)data)[2 * i]);

@@ -236,16 +236,23 @@ static const f8_format *f8_format_of(pc_dtype t) {
   return (unsigned)t < PC_DTYPE_COUNT ? rows[t] : NULL;
 }
 
-int pc_dtype_is_f8(pc_dtype t) { return f8_format_of(t) != NULL; }
+/* f8e8m0 (exponent only, 2^(b-127), 0xff NaN) keeps the exponent field of the f32: the sign is dropped,
+ * inf and NaN give NaN, nothing overflows, so saturate changes nothing (as ONNX's Cast rounding "down") */
+static float e8m0_decode(uint8_t b) { return b == 0xff ? bits_f32(0x7fc00000u) : b ? bits_f32((uint32_t)b << 23) : 0x1p-127f; }
+static uint8_t e8m0_encode(float f) { return (uint8_t)(f32_bits(f) >> 23); }
+
+int pc_dtype_is_f8(pc_dtype t) { return f8_format_of(t) != NULL || t == PC_f8e8m0; }
 
 int pc_dtype_subbyte_bits(pc_dtype t) { return t == PC_i4 || t == PC_u4 ? 4 : t == PC_i2 || t == PC_u2 ? 2 : 0; }
 
 float pc_f8_to_f32(pc_dtype t, uint8_t b) {
   const f8_format *fm = f8_format_of(t);
+  if (t == PC_f8e8m0) return e8m0_decode(b);
   return fm ? f8_decode(fm, b) : bits_f32(0x7fc00000u);
 }
 
 uint8_t pc_f32_to_f8(pc_dtype t, float f, int saturate) {
   const f8_format *fm = f8_format_of(t);
+  if (t == PC_f8e8m0) return e8m0_encode(f);
   return fm ? f8_encode(fm, f, saturate) : 0;
 }

@@ -29,7 +29,7 @@ static double elem(pc_dtype dt, const void *p, int64_t i, int *neg_zero) {
   case PC_u64: v = (double)((const uint64_t *)p)[i]; break;
   case PC_i4: case PC_i2: v = ((const int8_t *)p)[i]; break;
   case PC_u4: case PC_u2: v = ((const uint8_t *)p)[i]; break;
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: v = pc_f8_to_f32(dt, ((const uint8_t *)p)[i]); break;
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: v = pc_f8_to_f32(dt, ((const uint8_t *)p)[i]); break;
   case PC_c64: v = ((const float *)p)[2 * i + 1] != 0 ? NAN : ((const float *)p)[2 * i]; break;
   case PC_DTYPE_COUNT: v = NAN; break;
   }

@@ -1,4 +1,4 @@
-/* runtime/conv.c: fp32 2-D convolution (NCHW, OIHW) on primc_sgemm: implicit im2col, 1x1 as plain GEMM, direct depthwise. */
+/* runtime/conv.c: fp32 2-D convolution (NCHW, OIHW) on primc_sgemm: direct (taps read in place), transposed for small maps, im2col, direct depthwise. */
 #include "runtime/primc_rt.h"
 
 #include <immintrin.h>
@@ -7,11 +7,13 @@
 #include <string.h>
 
 /*
- * One GEMM per (image, group): Y_g[Og][OH*OW] = W_g[Og][Cg*KH*KW] * X_col[Cg*KH*KW][OH*OW].
- * X_col is never stored: primc_sgemm_gen_b asks for it row by row while packing a B block, so the
- * only memory is primc_sgemm's per-thread buffer. Bias and ReLU run in the GEMM epilogue on each
- * finished tile. Depthwise convs have no reduction across channels worth a GEMM: direct loops,
- * one output plane per work item, the stride-1 inner loop as a vector axpy.
+ * One GEMM per (image, group): Y_g[Og][OH*OW] = W_g[Og][Cg*KH*KW] * X_col[Cg*KH*KW][OH*OW], with the
+ * weights as A (packed into row strips at compile time when the caller can) and the epilogue (bias,
+ * residual, activation) on each finished tile. X_col is never stored when it can be avoided: 1x1
+ * convs read the image as B; "direct" convs read each tap's row of B in place from a padded copy of
+ * the input (see below); small maps swap the operands so output channels fill the vector lanes; the
+ * rest materialize im2col in the scratch or generate its rows while B is packed. Depthwise convs have
+ * no reduction across channels worth a GEMM: direct loops, one output plane per work item.
  */
 
 static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
@@ -665,7 +667,225 @@ static void im2col_rows(const primc_conv2d *p, const float *x, int64_t cg, int64
       }
 }
 
+/* ---------------------------------------------------------------- direct convs */
+
+/*
+ * A stride-1 conv over an input padded to Hp x Wp is a GEMM whose B needs no copy at all: with the
+ * outputs numbered q = oy * Wp + ox over padded-width rows, tap k = (c, i, j) reads B[k][q] =
+ * xp[c][i * dh][j * dw + q], consecutive in q. So the micro-kernel loads B straight from the padded
+ * image at koff[k] + q (no im2col, no packing), and the Wp - OW columns of each row that fall on
+ * padding are computed and dropped by the epilogue, which writes y's compact rows.
+ *
+ * Stride s becomes stride 1 on phase images: xph[a][b][c][yy][xx] = xp[c][s yy + a][s xx + b]. Tap
+ * (i, j) with i dh = s qi + a, j dw = s qj + b reads phase (a, b) at (oy + qi, ox + qj), so every tap is
+ * again one offset into one of the phase images, all Hph x Wph. Building the phases is one strided
+ * copy of the input, the cost the padding copy has anyway.
+ *
+ * Worth it while the dropped columns are few; past DIRECT_WASTE (1/8 of the row) im2col costs less
+ * than the wasted FMAs.
+ */
+#define DIRECT_WASTE_DEN 8
+#define DIRECT_MAX_STRIDE 4
+#define DIRECT_SLACK 64 /* floats past the phase images a masked tail can reach by address */
+
+typedef struct direct_geo {
+  int64_t hph, wph, oh, ow, taps_floats, xp_floats, phase_floats;
+  int64_t phase_base[DIRECT_MAX_STRIDE][DIRECT_MAX_STRIDE]; /* -1: no tap reads the phase */
+} direct_geo;
+
+static direct_geo direct_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  direct_geo d = {.oh = oh, .ow = ow};
+  int64_t cg = p->c / p->groups, n = 0;
+  d.hph = oh + (p->kh - 1) * p->dil_h / p->stride_h;
+  d.wph = ow + (p->kw - 1) * p->dil_w / p->stride_w;
+  d.phase_floats = cg * d.hph * d.wph;
+  for (int a = 0; a < DIRECT_MAX_STRIDE; a++)
+    for (int b = 0; b < DIRECT_MAX_STRIDE; b++) d.phase_base[a][b] = -1;
+  for (int64_t i = 0; i < p->kh; i++)
+    for (int64_t j = 0; j < p->kw; j++) {
+      int64_t *base = &d.phase_base[i * p->dil_h % p->stride_h][j * p->dil_w % p->stride_w];
+      if (*base < 0) *base = n++ * d.phase_floats;
+    }
+  d.taps_floats = 2 * cg * p->kh * p->kw; /* koff: one int64 per tap */
+  d.xp_floats = n * d.phase_floats + p->kw * p->dil_w + DIRECT_SLACK;
+  return d;
+}
+
+static int direct_fits(const primc_conv2d *p, int64_t ow) {
+  if (p->stride_h > DIRECT_MAX_STRIDE || p->stride_w > DIRECT_MAX_STRIDE || is_pointwise(p)) return 0;
+  int64_t wph = ow + (p->kw - 1) * p->dil_w / p->stride_w;
+  return (wph - ow) * DIRECT_WASTE_DEN <= wph;
+}
+
+static int64_t direct_floats(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  direct_geo d = direct_geometry(p, oh, ow);
+  return d.taps_floats + d.xp_floats + (p->o / p->groups) * oh * d.wph;
+}
+
+/* phase (a, b): xph[c][yy][xx] = x[c][s yy + a - pad_t][s xx + b - pad_l] inside x, else 0 */
+static void build_phase(const primc_conv2d *p, const direct_geo *d, const float *x, int64_t a, int64_t b, float *xph) {
+  int64_t cg = p->c / p->groups, sh = p->stride_h, sw = p->stride_w;
+  int64_t col0 = b - p->pad_l; /* input column of phase column 0 */
+  int64_t lo = col0 >= 0 ? 0 : (-col0 + sw - 1) / sw, hi = col0 > p->w - 1 ? 0 : (p->w - 1 - col0) / sw + 1;
+  if (hi > d->wph) hi = d->wph;
+  if (lo > hi) lo = hi;
+  for (int64_t c = 0; c < cg; c++)
+    for (int64_t yy = 0; yy < d->hph; yy++) {
+      float *row = xph + (c * d->hph + yy) * d->wph;
+      int64_t ih = sh * yy + a - p->pad_t;
+      if (ih < 0 || ih >= p->h || hi == lo) {
+        memset(row, 0, (size_t)d->wph * sizeof(float));
+        continue;
+      }
+      memset(row, 0, (size_t)lo * sizeof(float));
+      copy_strided(row + lo, x + (c * p->h + ih) * p->w + col0 + lo * sw, hi - lo, sw);
+      memset(row + hi, 0, (size_t)(d->wph - hi) * sizeof(float));
+    }
+}
+
+static void build_phases(const primc_conv2d *p, const direct_geo *d, const float *x, float *xp) {
+  int64_t used = 0;
+  for (int64_t a = 0; a < p->stride_h; a++)
+    for (int64_t b = 0; b < p->stride_w; b++)
+      if (d->phase_base[a][b] >= 0) {
+        build_phase(p, d, x, a, b, xp + d->phase_base[a][b]);
+        used++;
+      }
+  memset(xp + used * d->phase_floats, 0, (size_t)(d->xp_floats - used * d->phase_floats) * sizeof(float));
+}
+
+typedef struct direct_epi {
+  epi_ctx e; /* y and res in y's compact layout */
+  int64_t wp, oh, ow;
+} direct_epi;
+
+/* the padded-width tile [m0, m0+mb) x [n0, n0+nb) of sums: each output row's valid part to y */
+static void direct_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
+  const direct_epi *d = ctx;
+  const epi_ctx *e = &d->e;
+  int vec = use_avx512();
+  for (int64_t oy = n0 / d->wp; oy < d->oh && oy * d->wp < n0 + nb; oy++) {
+    int64_t q0 = oy * d->wp > n0 ? oy * d->wp : n0, q1 = oy * d->wp + d->ow < n0 + nb ? oy * d->wp + d->ow : n0 + nb;
+    if (q1 <= q0) continue;
+    for (int64_t m = 0; m < mb; m++) {
+      int64_t off = (m0 + m) * d->oh * d->ow + oy * d->ow + (q0 - oy * d->wp);
+      const float *c = C + m * ldc + (q0 - n0), *res = e->res ? e->res + off : NULL;
+      float b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
+      if (vec) epi_row512(e, e->y + off, c, res, b, q1 - q0);
+      else epi_row_scalar(e, e->y + off, c, res, b, q1 - q0);
+    }
+  }
+}
+
+/* one (image, group): x and w at the group's start, c the epilogue with y and res there */
+static int direct_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *x, const float *w,
+                       const epi_ctx *c, float *col) {
+  direct_geo d = direct_geometry(p, oh, ow);
+  int64_t *koff = (int64_t *)(void *)col, cg = p->c / p->groups, taps = p->kh * p->kw;
+  float *xp = col + d.taps_floats, *sums = xp + d.xp_floats;
+  for (int64_t t = 0; t < taps; t++) {
+    int64_t vi = t / p->kw * p->dil_h, vj = t % p->kw * p->dil_w;
+    int64_t base = d.phase_base[vi % p->stride_h][vj % p->stride_w];
+    int64_t at = vi / p->stride_h * d.wph + vj / p->stride_w;
+    for (int64_t ch = 0; ch < cg; ch++) koff[ch * taps + t] = base + ch * d.hph * d.wph + at;
+  }
+  build_phases(p, &d, x, xp);
+  direct_epi de = {*c, d.wph, oh, ow};
+  int64_t og = p->o / p->groups, kk = cg * taps;
+  primc_gemm g = {.M = og, .N = oh * d.wph, .K = kk, .a = w, .lda = kk, .a_packed_mr = p->w_packed_mr, .b = xp,
+                  .koff = koff, .c = sums, .ldc = oh * d.wph, .epi = direct_rows, .epi_ctx = &de};
+  return primc_sgemm_run(&g);
+}
+
+/* ---------------------------------------------------------------- output channels in the lanes */
+
+/*
+ * With few output pixels (7x7 maps: 49 = 32 + 17 lanes, a quarter of the FMAs on padding) the GEMM
+ * runs transposed: C^T[P][Og] = X_col^T[P][K] W^T[K][Og], pixels as the broadcast rows and output
+ * channels in the lanes, W^T packed once as B panels. The epilogue turns each finished tile back.
+ */
+#define LANES 16
+
+/* the share of the vector lanes that hold real columns when n columns are cut into vectors */
+static double lane_use(int64_t n) { return (double)n / (double)(LANES * ((n + LANES - 1) / LANES)); }
+
+static int channels_in_lanes(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  int64_t og = p->o / p->groups;
+  int64_t wph = ow + (p->kw - 1) * p->dil_w / p->stride_w;
+  double pix = direct_fits(p, ow) ? lane_use(oh * wph) * (double)ow / (double)wph : lane_use(oh * ow);
+  return !is_depthwise(p) && lane_use(og) >= pix + 0.2;
+}
+
+typedef struct lanes_epi {
+  epi_ctx e; /* y and res in y's layout */
+  int64_t P;
+} lanes_epi;
+
+/* the tile of C^T (pixels [m0, m0+mb) x channels [n0, n0+nb)) into y[channel][pixel] */
+static void lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
+  const lanes_epi *d = ctx;
+  const epi_ctx *e = &d->e;
+  int vec = use_avx512();
+  float tmp[64];
+  for (int64_t o = 0; o < nb; o++)
+    for (int64_t p0 = 0; p0 < mb; p0 += 64) {
+      int64_t n = mb - p0 < 64 ? mb - p0 : 64, off = (n0 + o) * d->P + m0 + p0;
+      for (int64_t i = 0; i < n; i++) tmp[i] = C[(p0 + i) * ldc + o];
+      const float *res = e->res ? e->res + off : NULL;
+      float b = e->bias ? e->bias[(n0 + o) * e->bias_stride] : 0.0f;
+      if (vec) epi_row512(e, e->y + off, tmp, res, b, n);
+      else epi_row_scalar(e, e->y + off, tmp, res, b, n);
+    }
+}
+
+/* bytes from one group's W^T panels to the next: 64-aligned, as primc_sgemm_pack_b wants */
+static size_t panels_stride(int64_t og, int64_t kk) { return (primc_sgemm_packed_b_size(og, kk) + 63) / 64 * 64; }
+
+/* one (image, group): X_col^T from x (1x1) or im2col in col, C^T after it in col */
+static int lanes_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *x, const void *w, const epi_ctx *c,
+                      float *col) {
+  int64_t og = p->o / p->groups, kk = (p->c / p->groups) * p->kh * p->kw, P = oh * ow;
+  const float *a = x;
+  if (!is_pointwise(p)) {
+    im2col_rows(p, x, p->c / p->groups, oh, ow, col);
+    a = col;
+  }
+  lanes_epi le = {*c, P};
+  primc_gemm g = {.M = P, .N = og, .K = kk, .a = a, .lda = P, .trans_a = 1, .b_packed = w, .c = col + kk * P,
+                  .ldc = og, .epi = lanes_rows, .epi_ctx = &le};
+  return primc_sgemm_run(&g);
+}
+
+static int64_t lanes_floats(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  int64_t og = p->o / p->groups, kk = (p->c / p->groups) * p->kh * p->kw, P = oh * ow;
+  return kk * P + P * og;
+}
+
 /* ---------------------------------------------------------------- entry */
+
+int primc_conv2d_weight_layout(const primc_conv2d *p) {
+  int64_t oh, ow;
+  if (!p || !conv_valid(p) || is_depthwise(p)) return PRIMC_CONV_W_PLAIN;
+  primc_conv2d_out_hw(p, &oh, &ow);
+  return channels_in_lanes(p, oh, ow) ? PRIMC_CONV_W_PANELS : PRIMC_CONV_W_STRIPS;
+}
+
+size_t primc_conv2d_packed_weight_bytes(const primc_conv2d *p, int layout) {
+  if (!p || !conv_valid(p)) return 0;
+  int64_t og = p->o / p->groups, kk = (p->c / p->groups) * p->kh * p->kw;
+  if (layout == PRIMC_CONV_W_PANELS) return (size_t)p->groups * panels_stride(og, kk);
+  return (size_t)(p->o * kk) * sizeof(float);
+}
+
+int64_t primc_conv2d_scratch_floats(const primc_conv2d *p) {
+  int64_t oh, ow;
+  if (!p || !conv_valid(p) || is_depthwise(p)) return 0;
+  primc_conv2d_out_hw(p, &oh, &ow);
+  int64_t cols = is_pointwise(p) ? 0 : (p->c / p->groups) * p->kh * p->kw * oh * ow, need = cols;
+  if (direct_fits(p, ow) && direct_floats(p, oh, ow) > need) need = direct_floats(p, oh, ow);
+  if (channels_in_lanes(p, oh, ow) && lanes_floats(p, oh, ow) > need) need = lanes_floats(p, oh, ow);
+  return need;
+}
 
 static int overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
   return a && b && (uintptr_t)a < (uintptr_t)(b + nb) && (uintptr_t)b < (uintptr_t)(a + na);
@@ -683,12 +903,17 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
   if (overlaps(y, ny, x, nx) || (e->res && e->res != y && overlaps(y, ny, e->res, ny)) || (e->res == y && y)) acc = spare;
   if (!acc || overlaps(acc, ny, x, nx) || (e->res && overlaps(acc, ny, e->res, ny))) return PRIMC_ERR_ARG;
   if (is_depthwise(p)) {
+    if (p->w_packed_mr || p->w_packed_panels) return PRIMC_ERR_ARG;
     dw_job j = {p, x, w, e, acc, y, oh, ow, use_avx512()};
     primc_parallel_for(p->n * p->c, dw_range, &j);
     return PRIMC_OK;
   }
   int64_t cg = p->c / p->groups, og = p->o / p->groups, kk = cg * p->kh * p->kw, P = oh * ow;
   primc_epilogue epi = epi_needed(e) || acc != y ? epi_rows : NULL;
+  /* the paths that write y only from their epilogue, at the index they read the residual at: y must
+   * not overlap x (read by later tiles and groups) or a residual it is not exactly */
+  int y_apart = col && !overlaps(y, ny, x, nx) && !(e->res && e->res != y && overlaps(y, ny, e->res, ny));
+  if (p->w_packed_panels && (!y_apart || p->w_packed_mr)) return PRIMC_ERR_ARG;
   for (int64_t n = 0; n < p->n; n++)
     for (int64_t g = 0; g < p->groups; g++) {
       const float *xg = x + (n * p->c + g * cg) * p->h * p->w, *wg = w + g * og * kk;
@@ -696,15 +921,26 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
       float *ag = acc + yoff;
       epi_ctx c = {e->bias ? e->bias + g * og * e->bias_stride : NULL, e->bias_stride, e->res ? e->res + yoff : NULL,
                    y + yoff, e->lo, e->hi, e->silu};
+      primc_gemm gm = {.M = og, .N = P, .K = kk, .a = wg, .lda = kk, .a_packed_mr = p->w_packed_mr, .c = ag,
+                       .ldc = P, .epi = epi, .epi_ctx = &c};
+      col_src s = {p, xg, oh, ow, use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
       int st;
-      if (is_pointwise(p)) {
-        st = primc_sgemm_epi(0, 0, og, P, kk, 1.0f, wg, kk, xg, P, 0.0f, ag, P, epi, &c);
+      if (p->w_packed_panels) {
+        c.y = y + yoff; /* the epilogue writes y from C^T in col */
+        st = lanes_conv(p, oh, ow, xg, (const char *)w + g * panels_stride(og, kk), &c, col);
+      } else if (is_pointwise(p)) {
+        gm.b = xg, gm.ldb = P;
+        st = primc_sgemm_run(&gm);
+      } else if (y_apart && direct_fits(p, ow)) {
+        c.y = y + yoff; /* the epilogue writes y from the padded sums: acc is not used */
+        st = direct_conv(p, oh, ow, xg, wg, &c, col);
       } else if (col && explicit_im2col(ow, og, kk, P)) {
         im2col_rows(p, xg, cg, oh, ow, col);
-        st = primc_sgemm_epi(0, 0, og, P, kk, 1.0f, wg, kk, col, P, 0.0f, ag, P, epi, &c);
+        gm.b = col, gm.ldb = P;
+        st = primc_sgemm_run(&gm);
       } else {
-        col_src s = {p, xg, oh, ow, use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
-        st = primc_sgemm_gen_b(0, og, P, kk, 1.0f, wg, kk, col_row, &s, 0.0f, ag, P, epi, &c);
+        gm.brow = col_row, gm.brow_ctx = &s;
+        st = primc_sgemm_run(&gm);
       }
       if (st != PRIMC_OK) return st;
     }

@@ -49,6 +49,7 @@ typedef struct kargs {
   int64_t ars, aks; /* a(r, k) = a[r * ars + k * aks] */
   const float *b;
   int64_t bks; /* b(k, j) = b[k * bks + j], j < nr; reading past nr is never done */
+  const int64_t *koff; /* when set, b(k, j) = b[koff[k] + j] instead (a conv's taps read in place); A is UNIT */
   float *c;
   int64_t ldc;
   float alpha, beta; /* beta == 0: C is not read */
@@ -79,7 +80,7 @@ typedef struct isa_row {
 static void ukr_scalar(const kargs *g, int mr) {
   float acc[SC_MR][SC_NR] = {{0}};
   for (int64_t k = 0; k < g->kc; k++) {
-    const float *b = g->b + k * g->bks;
+    const float *b = g->b + (g->koff ? g->koff[k] : k * g->bks);
     for (int r = 0; r < mr; r++) {
       float av = g->a[r * g->ars + k * g->aks];
       for (int j = 0; j < g->nr; j++) acc[r][j] += av * b[j];
@@ -114,11 +115,12 @@ static int always(void) { return 1; }
  * which keeps every address a base plus a scaled index and the loop free of spills. */
 static inline __attribute__((always_inline)) AVX512 void loop512(const kargs *g, __m512 acc[X5_MR][2], const int R,
                                                                  const int V, const int FULL, const int UNIT,
-                                                                 __mmask16 lm) {
+                                                                 const int OFF, __mmask16 lm) {
   const int64_t ars = UNIT ? 1 : g->ars, aks = g->aks, bks = g->bks;
-  const float *ab[5], *b = g->b;
+  const float *ab[5], *bb = g->b;
   for (int q = 0; q < 5; q++) ab[q] = g->a + 3 * q * ars;
-  for (int64_t k = g->kc; k > 0; k--) {
+  for (int64_t k = 0; k < g->kc; k++) {
+    const float *b = OFF ? g->b + g->koff[k] : bb;
     __m512 b0, b1 = _mm512_setzero_ps();
     if (V == 1) {
       b0 = FULL ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(lm, b);
@@ -135,7 +137,7 @@ static inline __attribute__((always_inline)) AVX512 void loop512(const kargs *g,
 #pragma GCC unroll 5
     for (int q = 0; q < 5; q++)
       if (q == 0 || (!UNIT && q < (R + 2) / 3)) ab[q] += aks;
-    b += bks;
+    bb += bks;
   }
 }
 
@@ -149,14 +151,18 @@ static inline __attribute__((always_inline)) AVX512 void body512(const kargs *g,
     _mm_prefetch((const char *)(g->c + r * g->ldc), _MM_HINT_T0);
     _mm_prefetch((const char *)(g->c + r * g->ldc + 16 * V - 1), _MM_HINT_T0);
   }
-  if (g->ars == 1 && rem == 16)
-    loop512(g, acc, R, V, 1, 1, lm);
+  if (g->koff && rem == 16)
+    loop512(g, acc, R, V, 1, 1, 1, lm);
+  else if (g->koff)
+    loop512(g, acc, R, V, 0, 1, 1, lm);
+  else if (g->ars == 1 && rem == 16)
+    loop512(g, acc, R, V, 1, 1, 0, lm);
   else if (g->ars == 1)
-    loop512(g, acc, R, V, 0, 1, lm);
+    loop512(g, acc, R, V, 0, 1, 0, lm);
   else if (rem == 16)
-    loop512(g, acc, R, V, 1, 0, lm);
+    loop512(g, acc, R, V, 1, 0, 0, lm);
   else
-    loop512(g, acc, R, V, 0, 0, lm);
+    loop512(g, acc, R, V, 0, 0, 0, lm);
   __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta);
   int read_c = g->beta != 0;
 #pragma GCC unroll 14
@@ -240,10 +246,11 @@ static int has_avx512(void) {
 /* same shape as loop512, on ymm */
 static inline __attribute__((always_inline)) AVX2 void loop256(const kargs *g, __m256 acc[X2_MR][2], const int R,
                                                                const int V, const int FULL, const int UNIT,
-                                                               __m256i lm) {
+                                                               const int OFF, __m256i lm) {
   const int64_t ars = UNIT ? 1 : g->ars, aks = g->aks, bks = g->bks;
-  const float *ab[2] = {g->a, g->a + 3 * ars}, *b = g->b;
-  for (int64_t k = g->kc; k > 0; k--) {
+  const float *ab[2] = {g->a, g->a + 3 * ars}, *bb = g->b;
+  for (int64_t k = 0; k < g->kc; k++) {
+    const float *b = OFF ? g->b + g->koff[k] : bb;
     __m256 b0, b1 = _mm256_setzero_ps();
     if (V == 1) {
       b0 = FULL ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, lm);
@@ -259,7 +266,7 @@ static inline __attribute__((always_inline)) AVX2 void loop256(const kargs *g, _
     }
     ab[0] += aks;
     if (!UNIT && R > 3) ab[1] += aks;
-    b += bks;
+    bb += bks;
   }
 }
 
@@ -270,14 +277,16 @@ static inline __attribute__((always_inline)) AVX2 void body256(const kargs *g, c
   __m256i all = _mm256_set1_epi32(-1);
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  if (g->ars == 1 && rem == 8)
-    loop256(g, acc, R, V, 1, 1, lm);
+  if (g->koff)
+    loop256(g, acc, R, V, rem == 8, 1, 1, lm);
+  else if (g->ars == 1 && rem == 8)
+    loop256(g, acc, R, V, 1, 1, 0, lm);
   else if (g->ars == 1)
-    loop256(g, acc, R, V, 0, 1, lm);
+    loop256(g, acc, R, V, 0, 1, 0, lm);
   else if (rem == 8)
-    loop256(g, acc, R, V, 1, 0, lm);
+    loop256(g, acc, R, V, 1, 0, 0, lm);
   else
-    loop256(g, acc, R, V, 0, 0, lm);
+    loop256(g, acc, R, V, 0, 0, 0, lm);
   __m256 va = _mm256_set1_ps(g->alpha), vb = _mm256_set1_ps(g->beta);
   int read_c = g->beta != 0;
 #pragma GCC unroll 6
@@ -447,6 +456,8 @@ typedef struct job {
   int64_t ldc;
   primc_epilogue epi;
   void *epi_ctx;
+  const int64_t *koff; /* B's rows at b + koff[k] (read in place) */
+  int a_mr;            /* > 0: A packed by primc_sgemm_pack_a in strips of at most a_mr rows */
   int kc, direct;
   int64_t n_strips, n_panels, nI, nJ;
   int status;
@@ -482,6 +493,9 @@ static void run_item(job *j, int64_t item, float *buf) {
     if (j->bs.packed) {
       bb = j->bs.packed + k0 * j->n_panels * NR + p0 * kc * NR;
       bks = NR, pstep = kc * NR;
+    } else if (j->koff) {
+      bb = j->bs.b + n0;
+      bks = 0, pstep = NR;
     } else if (j->direct) {
       bb = j->bs.b + k0 * j->bs.ldb + n0;
       bks = j->bs.ldb, pstep = NR;
@@ -490,22 +504,34 @@ static void run_item(job *j, int64_t item, float *buf) {
       bb = buf;
       bks = NR, pstep = kc * NR;
     }
-    kargs g = {.kc = kc, .ars = j->ars, .aks = j->aks, .bks = bks, .ldc = j->ldc, .alpha = j->alpha,
-               .beta = k0 == 0 ? j->beta : 1.0f};
+    kargs g = {.kc = kc, .ars = j->ars, .aks = j->aks, .bks = bks, .koff = j->koff ? j->koff + k0 : NULL,
+               .ldc = j->ldc, .alpha = j->alpha, .beta = k0 == 0 ? j->beta : 1.0f};
     int last = k0 + kc >= j->K;
     for (int64_t s = s0; s < s1; s++) {
       int64_t m0 = strip_row(j, s), mr = strip_row(j, s + 1) - m0;
-      g.a = j->a + m0 * j->ars + k0 * j->aks;
-      g.ars = j->ars, g.aks = j->aks;
-      if (p1 - p0 >= PACK_A_PANELS) {
-        pack_a(g.a, j->ars, j->aks, mr, kc, abuf);
-        g.a = abuf, g.ars = 1, g.aks = mr;
+      if (j->a_mr) { /* the strip's panel [k][mr] starts at row m0 of a [M][K] block */
+        g.a = j->a + m0 * j->K + k0 * mr;
+        g.ars = 1, g.aks = mr;
+      } else {
+        g.a = j->a + m0 * j->ars + k0 * j->aks;
+        g.ars = j->ars, g.aks = j->aks;
+        if (p1 - p0 >= PACK_A_PANELS || j->koff) {
+          pack_a(g.a, j->ars, j->aks, mr, kc, abuf);
+          g.a = abuf, g.ars = 1, g.aks = mr;
+        }
       }
+      /* a strip packed for a taller register tile than this ISA's runs as several kernel calls */
+      int64_t parts = cdiv(mr, isa->mr);
       for (int64_t p = p0; p < p1; p++) {
         g.b = bb + (p - p0) * pstep;
-        g.c = j->c + m0 * j->ldc + p * NR;
         g.nr = (int)min64(NR, j->N - p * NR);
-        isa->kern(&g, (int)mr);
+        for (int64_t q = 0; q < parts; q++) {
+          int64_t r0 = mr * q / parts, r1 = mr * (q + 1) / parts;
+          kargs h = g;
+          h.a = g.a + r0 * g.ars;
+          h.c = j->c + (m0 + r0) * j->ldc + p * NR;
+          isa->kern(&h, (int)(r1 - r0));
+        }
       }
       if (last && j->epi) j->epi(j->epi_ctx, j->c + m0 * j->ldc + n0, j->ldc, m0, n0, mr, n1 - n0);
     }
@@ -515,7 +541,7 @@ static void run_item(job *j, int64_t item, float *buf) {
 static void run_items(void *ctx, int64_t begin, int64_t end) {
   job *j = ctx;
   float *buf = NULL;
-  if (!j->bs.packed && !j->direct && !(buf = thread_buf())) {
+  if (!j->bs.packed && !j->direct && !j->koff && !(buf = thread_buf())) {
     __atomic_store_n(&j->status, PRIMC_ERR_RUNTIME, __ATOMIC_RELAXED);
     return;
   }
@@ -526,7 +552,7 @@ static void run_items(void *ctx, int64_t begin, int64_t end) {
  * the threads when that is cheap; M is split only when the n-blocks cannot feed every thread */
 static void plan(job *j, int threads) {
   const isa_row *isa = j->isa;
-  j->n_strips = cdiv(j->M, isa->mr);
+  j->n_strips = cdiv(j->M, j->a_mr ? j->a_mr : isa->mr);
   j->n_panels = cdiv(j->N, isa->nr);
   j->nI = 1;
   j->nJ = cdiv(j->n_panels, isa->nc / isa->nr);
@@ -535,8 +561,17 @@ static void plan(job *j, int threads) {
     j->nJ = min64(j->n_panels, cdiv(j->nJ, threads) * threads);
     return;
   }
+  int64_t blocks = j->nJ;
   j->nJ = min64(j->n_panels, threads);
   j->nI = min64(j->n_strips, cdiv(threads, j->nJ));
+  /* when no thread packs B (it is read in place or prepacked), splitting the strips instead can even
+   * out the work: 7 panels on 2 threads is 4 + 3, 19 strips 10 + 9 */
+  if (j->bs.packed || j->direct || j->koff) {
+    int64_t pj = min64(j->n_panels, threads), si = min64(j->n_strips, cdiv(threads, blocks));
+    double panels_even = (double)j->n_panels / (double)(cdiv(j->n_panels, pj) * pj);
+    double strips_even = (double)j->n_strips / (double)(cdiv(j->n_strips, si) * si);
+    if (strips_even > panels_even) j->nJ = blocks, j->nI = si;
+  }
 }
 
 static void scale_c(job *j) {
@@ -713,4 +748,40 @@ int primc_sgemm_prepacked_any(int trans_a, int64_t M, int64_t N, int64_t K, floa
     return primc_sgemm_prepacked(trans_a, M, N, K, alpha, A, lda, packed_b, beta, C, ldc, epi, epi_ctx);
   packed_reader r = {(const float *)((const char *)packed_b + sizeof h), h.nr, h.kc, cdiv(N, h.nr), K};
   return primc_sgemm_gen_b(trans_a, M, N, K, alpha, A, lda, packed_row, &r, beta, C, ldc, epi, epi_ctx);
+}
+
+/* ---------------------------------------------------------------- packed A, B rows at offsets */
+
+int primc_sgemm_mr(void) { return isa_table[primc_sgemm_isa()].mr; }
+
+/* strips as the driver splits M for a tile of mr rows; strip s holds rows [m0, m1) as [k][m1 - m0] at
+ * dst + m0 * K, so the whole is M * K floats whatever mr is */
+int primc_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, int mr, float *dst) {
+  if (M < 0 || K < 0 || mr < 1 || mr > MR_MAX || (M && K && (!A || !dst || lda < K))) return PRIMC_ERR_ARG;
+  int64_t strips = cdiv(M, mr);
+  for (int64_t s = 0; s < strips; s++) {
+    int64_t m0 = M * s / strips, h = M * (s + 1) / strips - m0;
+    for (int64_t r = 0; r < h; r++)
+      for (int64_t k = 0; k < K; k++) dst[m0 * K + k * h + r] = A[(m0 + r) * lda + k];
+  }
+  return PRIMC_OK;
+}
+
+int primc_sgemm_run(const primc_gemm *g) {
+  if (!g || g->M < 0 || g->N < 0 || g->K < 0) return PRIMC_ERR_ARG;
+  if (!g->M || !g->N) return PRIMC_OK;
+  int sources = !!g->b + !!g->brow + !!g->b_packed;
+  if (!g->c || g->ldc < g->N || sources != 1 || (g->koff && !g->b) || g->a_packed_mr < 0 ||
+      g->a_packed_mr > MR_MAX || (g->a_packed_mr && g->trans_a) || (g->K && !g->a) ||
+      (!g->a_packed_mr && g->lda < (g->trans_a ? g->M : g->K)) || (g->b && !g->koff && g->K && g->ldb < g->N))
+    return PRIMC_ERR_ARG;
+  if (g->b_packed)
+    return primc_sgemm_prepacked_any(g->trans_a, g->M, g->N, g->K, 1.0f, g->a, g->lda, g->b_packed, 0.0f, g->c,
+                                     g->ldc, g->epi, g->epi_ctx);
+  job j = job_make(g->trans_a, g->M, g->N, g->K, 1.0f, g->a, g->lda, 0.0f, g->c, g->ldc, g->epi, g->epi_ctx);
+  j.bs = g->brow ? (bsrc){.row = g->brow, .row_ctx = g->brow_ctx} : (bsrc){.b = g->b, .ldb = g->ldb};
+  j.koff = g->koff;
+  j.a_mr = g->a_packed_mr;
+  j.direct = g->b && !g->koff && g->M <= j.isa->direct_max;
+  return run_job(&j);
 }

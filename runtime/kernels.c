@@ -82,6 +82,20 @@ static uint8_t f32_to_f8(const f8_fmt *f, float x) {
   return (uint8_t)(q == 0 && f->fnuz ? 0 : sign | q);
 }
 
+/* f8e8m0: 2^(b-127), 0xff NaN; stores keep the f32 exponent field (the compiler's ir/types.c rule) */
+static float e8m0_to_f32(uint8_t b) {
+  uint32_t u = b ? (uint32_t)b << 23 : 0x400000u;
+  float f;
+  memcpy(&f, &u, 4);
+  return b == 0xff ? NAN : f;
+}
+
+static uint8_t f32_to_e8m0(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint8_t)(u >> 23);
+}
+
 static double get_f(const void *p, int64_t i, int dt) {
   uint32_t u;
   float f;
@@ -90,6 +104,7 @@ static double get_f(const void *p, int64_t i, int dt) {
   case PRIMC_BF16: u = (uint32_t)((const uint16_t *)p)[i] << 16; memcpy(&f, &u, 4); return f;
   case PRIMC_F32: return ((const float *)p)[i];
   case PRIMC_F64: return ((const double *)p)[i];
+  case PRIMC_F8E8M0: return e8m0_to_f32(((const uint8_t *)p)[i]);
   default: return f8_of(dt) ? f8_to_f32(f8_of(dt), ((const uint8_t *)p)[i]) : 0;
   }
 }
@@ -105,6 +120,7 @@ static void set_f(void *p, int64_t i, int dt, double v) {
     break;
   case PRIMC_F32: ((float *)p)[i] = f; break;
   case PRIMC_F64: ((double *)p)[i] = v; break;
+  case PRIMC_F8E8M0: ((uint8_t *)p)[i] = f32_to_e8m0(f); break;
   default:
     if (f8_of(dt)) ((uint8_t *)p)[i] = f32_to_f8(f8_of(dt), f);
     break;
@@ -147,11 +163,11 @@ static void set_i(void *p, int64_t i, int dt, int64_t v) {
 }
 
 static int is_float(int dt) {
-  return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64 || f8_of(dt) != NULL;
+  return dt == PRIMC_F16 || dt == PRIMC_BF16 || dt == PRIMC_F32 || dt == PRIMC_F64 || dt == PRIMC_F8E8M0 || f8_of(dt) != NULL;
 }
 
 static size_t dsize(int dt) {
-  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  static const size_t s[PRIMC_DTYPE_COUNT] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 8, 2, 4, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   return dt >= 0 && dt < PRIMC_DTYPE_COUNT ? s[dt] : 1;
 }
 
@@ -487,8 +503,12 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
 }
 
 /* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
- * [fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu]; bufs[4..6] = y, bias, residual */
+ * [fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu, packed weights: the
+ * tile height of primc_sgemm_pack_a strips, or -1 for primc_sgemm_pack_b panels, or 0 (plain)];
+ * bufs[4..6] = y, bias, residual */
 #define CONV_EPI_AT (1 + 27 + 1 + 32)
+#define CONV_EPI_PACKED 7
+#define CONV_PACKED_PANELS (-1)
 
 static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e) {
   double lo, hi;
@@ -529,6 +549,16 @@ static int conv2d_params(const conv_desc *c, primc_conv2d *p) {
   return p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow) && oh == c->o.d[2] && ow == c->o.d[3];
 }
 
+int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p) {
+  conv_desc c;
+  conv_read(params, &c);
+  if (c.S < 0 || c.S > 6 || c.groups < 1 || !conv2d_params(&c, p)) return 0;
+  int64_t packed = params[CONV_EPI_AT + CONV_EPI_PACKED];
+  p->w_packed_mr = packed > 0 ? (int)packed : 0;
+  p->w_packed_panels = packed == CONV_PACKED_PANELS;
+  return 1;
+}
+
 /* bufs: out, x, w, im2col scratch, then with a fused epilogue y, bias, residual (see CONV_EPI_AT) */
 int primc_k_conv(const int64_t *params, void *const *bufs) {
   conv_desc c;
@@ -539,7 +569,9 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
   primc_conv_epi e;
   conv_epi_read(q, bufs, &e);
   primc_conv2d p;
-  if (conv2d_params(&c, &p))
+  int two_d = primc_conv2d_of_params(params, &p);
+  if (q[CONV_EPI_PACKED] && !two_d) return PRIMC_ERR_RUNTIME; /* only the 2-D path reads packed weights */
+  if (two_d)
     return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
                                 bufs[3]);
   if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);

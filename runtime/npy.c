@@ -28,7 +28,7 @@ static const size_t dtype_sizes[PRIMC_DTYPE_COUNT] = {
     [PRIMC_F16] = 2, [PRIMC_BF16] = 2, [PRIMC_F32] = 4, [PRIMC_F64] = 8, [PRIMC_I8] = 1, [PRIMC_I16] = 2,
     [PRIMC_I32] = 4, [PRIMC_I64] = 8, [PRIMC_U8] = 1,  [PRIMC_BOOL] = 1, [PRIMC_C64] = 8,
     [PRIMC_U16] = 2, [PRIMC_U32] = 4, [PRIMC_U64] = 8, [PRIMC_F8E4M3FN] = 1, [PRIMC_F8E4M3FNUZ] = 1,
-    [PRIMC_F8E5M2] = 1, [PRIMC_F8E5M2FNUZ] = 1, [PRIMC_I4] = 1, [PRIMC_U4] = 1, [PRIMC_I2] = 1, [PRIMC_U2] = 1, [PRIMC_F4E2M1] = 1,
+    [PRIMC_F8E5M2] = 1, [PRIMC_F8E5M2FNUZ] = 1, [PRIMC_I4] = 1, [PRIMC_U4] = 1, [PRIMC_I2] = 1, [PRIMC_U2] = 1, [PRIMC_F4E2M1] = 1, [PRIMC_F8E8M0] = 1,
 };
 
 size_t primc_dtype_size(primc_dtype t) { return (unsigned)t < PRIMC_DTYPE_COUNT ? dtype_sizes[t] : 0; }

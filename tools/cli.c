@@ -138,7 +138,7 @@ static int random_tensor(const pc_type *t, uint64_t *state, pc_tensor *out) {
     case PC_i4: case PC_i2: case PC_u4: case PC_u2: *p = (uint8_t)(r % 2); break;
     case PC_u32: *(uint32_t *)p = (uint32_t)(r % 8); break;
     case PC_u64: *(uint64_t *)p = r % 8; break;
-    case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: *p = pc_f32_to_f8(t->dtype, (float)u, 0); break;
+    case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: *p = pc_f32_to_f8(t->dtype, (float)u, 0); break;
     case PC_i16: *(int16_t *)p = (int16_t)(r % 8); break;
     case PC_i32: *(int32_t *)p = (int32_t)(r % 8); break;
     case PC_i64: *(int64_t *)p = (int64_t)(r % 8); break;

@@ -280,7 +280,7 @@ static double elem(const pc_tensor *t, int64_t k) {
   case PC_u4: case PC_u2: return ((const uint8_t *)p)[k];
   case PC_u32: return ((const uint32_t *)p)[k];
   case PC_u64: return (double)((const uint64_t *)p)[k];
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: return pc_f8_to_f32(t->dtype, ((const uint8_t *)p)[k]);
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0: return pc_f8_to_f32(t->dtype, ((const uint8_t *)p)[k]);
   case PC_c64: return ((const float *)p)[k];
   case PC_DTYPE_COUNT: break;
   }

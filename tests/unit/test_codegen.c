@@ -288,7 +288,7 @@ PC_TEST(codegen_u64_above_2_63) {
  * bit with the interpreter, whose conversions tests/unit/test_f8.c checks against ml_dtypes. Inputs: every
  * f32 whose low 16 bits are zero (every exponent, every f8 rounding tie and the bits around it), every byte. */
 PC_TEST(codegen_f8_bitwise) {
-  static const pc_dtype f8s[] = {PC_f8e4m3fn, PC_f8e4m3fnuz, PC_f8e5m2, PC_f8e5m2fnuz, PC_f4e2m1};
+  static const pc_dtype f8s[] = {PC_f8e4m3fn, PC_f8e4m3fnuz, PC_f8e5m2, PC_f8e5m2fnuz, PC_f4e2m1, PC_f8e8m0};
   enum { N = 65536 };
   float *xs = malloc(sizeof *xs * N);
   uint8_t bytes[256], upd[8] = {0x36, 0x35, 0x33, 0x31, 0x2e, 0x37, 0x3a, 0xbd}; /* fractions: subnormal products round */
@@ -644,6 +644,41 @@ PC_TEST(codegen_fused_groups) {
   CHECK_CONTAINS(buf, "= exp(sub(");              /* the broadcast is a stride-0 load */
   free(buf);
   check_graph(g, (range){-2, 2}, "fused");
+  pc_graph_free(g);
+}
+
+static int count_lines_starting(const char *buf, const char *prefix) {
+  int n = 0;
+  for (const char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) n += !strncmp(l, prefix, strlen(prefix));
+  return n;
+}
+
+/* attention's head split (slice, reshape that splits a dim, transpose, scale) is one loop kernel,
+ * and so is a transpose stored through a reshape that merges dims (looped over the operand) */
+PC_TEST(codegen_reshape_split_and_merge_fuse) {
+  pc_graph *g = pc_graph_new();
+  pc_value *qkv = pc_input_add(g, "qkv", ty(PC_f32, 2, (int64_t[]){7, 24}));
+  int n0 = g->n_nodes;
+  pc_value *q = pc_slice(g, qkv, (int64_t[]){0, 8}, (int64_t[]){7, 16}, (int64_t[]){1, 1});
+  pc_value *heads = pc_reshape(g, q, 3, (int64_t[]){7, 2, 4});
+  pc_value *t = pc_transpose(g, heads, (int64_t[]){1, 0, 2});
+  pc_value *scaled = pc_div(g, t, pc_broadcast_to(g, pc_scalar(g, PC_f32, 2), 3, (int64_t[]){2, 7, 4}));
+  group_from(g, n0, 0);
+  pc_value *e = pc_exp(g, scaled); /* materializes the scaled heads: the group's result */
+  group_from(g, g->n_nodes - 1, 1);
+  n0 = g->n_nodes;
+  pc_value *back = pc_reshape(g, pc_transpose(g, e, (int64_t[]){1, 0, 2}), 2, (int64_t[]){7, 8});
+  group_from(g, n0, 2);
+  pc_output_add(g, back);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(pc_kernels_print(g, f) == PC_OK);
+  fclose(f);
+  CHECK_INT(count_lines_starting(buf, "kernel "), 3); /* one per group, no copy in between */
+  CHECK_CONTAINS(buf, "= div(b");               /* the slice and split reshape are the load's map */
+  free(buf);
+  check_graph(g, (range){-2, 2}, "reshapes");
   pc_graph_free(g);
 }
 

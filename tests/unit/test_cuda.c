@@ -103,7 +103,7 @@ static void build_where_clamp(pc_graph *g) {
 
 static void build_convert(pc_graph *g) {
   static const pc_dtype to[] = {PC_f16, PC_bf16, PC_f64, PC_i32, PC_i8, PC_u8, PC_bool, PC_i64,
-                                PC_u32, PC_f8e4m3fn, PC_f8e5m2, PC_f4e2m1};
+                                PC_u32, PC_f8e4m3fn, PC_f8e5m2, PC_f4e2m1, PC_f8e8m0};
   pc_value *x = in(g, PC_f32, 2, I64S(3, 7)), *i = in(g, PC_i32, 1, I64S(10)), *b = in(g, PC_bool, 1, I64S(10));
   for (size_t k = 0; k < sizeof to / sizeof *to; k++) out(g, cvt(g, x, to[k]));
   out(g, cvt(g, i, PC_i4));
@@ -116,7 +116,7 @@ static void build_convert(pc_graph *g) {
 
 static void build_dtypes(pc_graph *g) {
   static const pc_dtype dts[] = {PC_f16, PC_bf16, PC_f64, PC_i64, PC_i8, PC_u8, PC_i16, PC_u16, PC_u32, PC_u64,
-                                 PC_f8e4m3fn, PC_f8e5m2fnuz, PC_f4e2m1, PC_i4, PC_u2};
+                                 PC_f8e4m3fn, PC_f8e5m2fnuz, PC_f4e2m1, PC_i4, PC_u2, PC_f8e8m0};
   for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
     pc_value *a = in(g, dts[d], 2, I64S(3, 9)), *b = in(g, dts[d], 2, I64S(3, 9));
     out(g, bin(g, PC_OP_add, a, b));
@@ -491,7 +491,7 @@ static void put(pc_dtype dt, void *p, int64_t i, double v) {
   case PC_u16: ((uint16_t *)p)[i] = (uint16_t)v; break;
   case PC_u32: ((uint32_t *)p)[i] = (uint32_t)v; break;
   case PC_u64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1:
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0:
     ((uint8_t *)p)[i] = pc_f32_to_f8(dt, (float)v, 0);
     break;
   case PC_i4: case PC_i2: { /* held sign-extended: wrap to the width */
@@ -519,7 +519,7 @@ static double get(pc_dtype dt, const void *p, int64_t i) {
   case PC_u16: return ((const uint16_t *)p)[i];
   case PC_u32: return ((const uint32_t *)p)[i];
   case PC_u64: return (double)((const uint64_t *)p)[i];
-  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1:
+  case PC_f8e4m3fn: case PC_f8e4m3fnuz: case PC_f8e5m2: case PC_f8e5m2fnuz: case PC_f4e2m1: case PC_f8e8m0:
     return pc_f8_to_f32(dt, ((const uint8_t *)p)[i]);
   case PC_i4: case PC_i2: return ((const int8_t *)p)[i];
   case PC_u4: case PC_u2: return ((const uint8_t *)p)[i];

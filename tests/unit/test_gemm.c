@@ -244,46 +244,86 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
   float *x = rand_buf(nx), *w = rand_buf(nw), *b = rand_buf(p->o), *y = rand_buf(ny);
   double *r = malloc(sizeof(double) * (size_t)ny);
   conv_ref(p, x, w, with_bias ? b : NULL, r);
+  /* plain weights without scratch (implicit im2col), then with the scratch (direct stride-1 convs,
+   * explicit im2col), then weights packed for this ISA's tile and for a 5-row one (strips split or not) */
+  int64_t kk = (p->c / p->groups) * p->kh * p->kw, og = p->o / p->groups;
+  /* the channels-in-lanes path needs its im2col and C^T in the scratch whatever the layout chosen */
+  int64_t scratch = primc_conv2d_scratch_floats(p) + kk * oh * ow + og * oh * ow;
+  /* panels are sized for the ISA that packs them: the forced one, not the machine's */
   primc_sgemm_force_isa(isa);
-  int st = primc_conv2d_f32(p, x, w, with_bias ? b : NULL, y);
+  size_t wp_bytes = primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_PANELS);
   primc_sgemm_force_isa(PRIMC_ISA_AUTO);
-  int ok = CHECK_INT(st, PRIMC_OK);
-  double tol = 4.0 * (double)((p->c / p->groups) * p->kh * p->kw + 2) * FLT_EPSILON;
-  for (int64_t i = 0; i < ny && ok; i++)
-    ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "%s conv c=%lld o=%lld k=%lldx%lld s=%lld d=%lld g=%lld: y[%lld]=%g, want %g",
-                   primc_sgemm_isa_name(isa), (long long)p->c, (long long)p->o, (long long)p->kh, (long long)p->kw,
-                   (long long)p->stride_h, (long long)p->dil_h, (long long)p->groups, (long long)i, y[i], r[i]);
-  free(x), free(w), free(b), free(y), free(r);
+  float *col = rand_buf(scratch), *wp = aligned_alloc(64, (wp_bytes + 127) / 64 * 64);
+  primc_conv_epi e = {with_bias ? b : NULL, 1, NULL, p->relu ? 0.0f : -INFINITY, INFINITY, 0};
+  int ok = 1;
+  for (int mode = 0; mode < 5 && ok; mode++) {
+    primc_sgemm_force_isa(isa);
+    primc_conv2d q = *p;
+    if (mode >= 2 && primc_conv2d_weight_layout(p) == PRIMC_CONV_W_PLAIN) break;
+    if (mode == 2 || mode == 3) {
+      q.w_packed_mr = mode == 2 ? primc_sgemm_mr() : 5;
+      for (int64_t g = 0; g < p->groups; g++)
+        ok = ok && CHECK_INT(primc_sgemm_pack_a(og, kk, w + g * og * kk, kk, q.w_packed_mr, wp + g * og * kk), PRIMC_OK);
+    } else if (mode == 4) { /* channels in the lanes: W^T panels */
+      q.w_packed_panels = 1;
+      for (int64_t g = 0; g < p->groups; g++)
+        ok = ok && CHECK_INT(primc_sgemm_pack_b(1, og, kk, w + g * og * kk, kk,
+                                                (char *)wp + g * (primc_conv2d_packed_weight_bytes(
+                                                                      p, PRIMC_CONV_W_PANELS) / p->groups)),
+                             PRIMC_OK);
+    }
+    int st = primc_conv2d_f32_epi(&q, x, mode >= 2 ? wp : w, &e, y, NULL, mode ? col : NULL);
+    primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+    ok = ok && CHECK_INT(st, PRIMC_OK);
+    double tol = 4.0 * (double)(kk + 2) * FLT_EPSILON;
+    for (int64_t i = 0; i < ny && ok; i++)
+      ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol,
+                     "%s conv mode %d c=%lld o=%lld k=%lldx%lld s=%lld d=%lld g=%lld: y[%lld]=%g, want %g",
+                     primc_sgemm_isa_name(isa), mode, (long long)p->c, (long long)p->o, (long long)p->kh,
+                     (long long)p->kw, (long long)p->stride_h, (long long)p->dil_h, (long long)p->groups, (long long)i,
+                     y[i], r[i]);
+  }
+  free(x), free(w), free(b), free(y), free(r), free(col), free(wp);
   return ok;
 }
 
 PC_TEST(gemm_conv2d_all_isas) {
   static const primc_conv2d cases[] = {
       /* n c h w   o kh kw  groups sh sw dh dw  pt pl pb pr  relu */
-      {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},      /* 3x3 same */
-      {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1},      /* stride 2, relu */
-      {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0},     /* dilation, uneven pads */
-      {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0},       /* groups */
-      {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     /* 1x1: plain GEMM */
-      {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* 1x1 grouped */
-      {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0},       /* 1x1 stride 2: generated B */
-      {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 1},  /* depthwise */
-      {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0},     /* depthwise stride, dilation */
-      {1, 4, 20, 40, 5, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0},     /* 7x7 stride 2, like a stem */
-      {1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},       /* valid */
-      {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* K = 360: two K blocks, N = 667 */
-      {1, 3, 5, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      /* depthwise, rows of 4 and 2 vectors */
-      {1, 2, 7, 75, 2, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0},      /* depthwise stride 2, odd width */
-      {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0},      /* depthwise 5x5 stride 2 */
-      {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
-      {1, 2, 9, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0},       /* depthwise 3 columns: a vector wraps 5 rows */
-      {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1},     /* depthwise 5x5, 103 vectors: two chunks of masks */
-      {1, 4, 10, 12, 4, 3, 3, 4, 1, 1, 2, 2, 0, 2, 3, 2, 0},     /* depthwise dilation 2, oh != h, ow == w */
-      {1, 6, 14, 14, 6, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 1},     /* depthwise stride 2, 7 rows of 7: one block of 7 rows */
-      {1, 3, 30, 31, 3, 5, 5, 3, 2, 2, 1, 2, 2, 3, 2, 1, 0},     /* depthwise stride 2, dilation 2, odd and even taps */
-      {1, 2, 33, 90, 2, 3, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0},     /* depthwise stride 2, 45 columns, 17 rows */
-      {1, 1, 130, 260, 1, 5, 5, 1, 2, 2, 1, 1, 2, 2, 2, 2, 0},   /* depthwise stride 2, plane too big to split */
-      {1, 4, 9, 11, 4, 3, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* depthwise stride 1 valid: rows of 9 */
+      {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},      /* 3x3 same */
+      {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0},      /* stride 2, relu */
+      {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0},     /* dilation, uneven pads */
+      {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},       /* groups */
+      {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0},     /* 1x1: plain GEMM */
+      {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},      /* 1x1 grouped */
+      {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* 1x1 stride 2: generated B */
+      {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},  /* depthwise */
+      {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0},     /* depthwise stride, dilation */
+      {1, 4, 20, 40, 5, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0},     /* 7x7 stride 2, like a stem */
+      {1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* valid */
+      {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},   /* K = 360: two K blocks, N = 667 */
+      {1, 3, 5, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},      /* depthwise, rows of 4 and 2 vectors */
+      {1, 2, 7, 75, 2, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},      /* depthwise stride 2, odd width */
+      {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0},      /* depthwise 5x5 stride 2 */
+      {2, 7, 6, 33, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},     /* direct (padded rows), 2 strips */
+      {1, 8, 9, 40, 6, 3, 3, 2, 1, 1, 2, 2, 0, 1, 2, 3, 0, 0, 0},      /* direct: groups, dilation, uneven pads */
+      {1, 3, 5, 36, 30, 5, 2, 1, 1, 1, 1, 1, 2, 0, 2, 1, 0, 0, 0},     /* direct: 5x2 kernel, 3 strips */
+      {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},     /* 7x7 map: channels in the lanes */
+      {1, 5, 12, 70, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},     /* direct stride 2: 4 phases */
+      {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 1, 0, 0},    /* direct 7x7/2 stem */
+      {1, 3, 11, 80, 4, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0},     /* stride 2 dilation 2: one phase */
+      {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0},     /* direct stride 3, even kernel */
+      {1, 4, 9, 70, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},      /* direct, strides 1 x 2 */
+      {2, 40, 5, 6, 34, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},     /* 1x1 grouped, two images */
+      {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
+      {1, 2, 9, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},       /* depthwise 3 columns: a vector wraps 5 rows */
+      {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1, 0, 0},     /* depthwise 5x5, 103 vectors: two chunks of masks */
+      {1, 4, 10, 12, 4, 3, 3, 4, 1, 1, 2, 2, 0, 2, 3, 2, 0, 0, 0},     /* depthwise dilation 2, oh != h, ow == w */
+      {1, 6, 14, 14, 6, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0},     /* depthwise stride 2, 7 rows of 7: one block of 7 rows */
+      {1, 3, 30, 31, 3, 5, 5, 3, 2, 2, 1, 2, 2, 3, 2, 1, 0, 0, 0},     /* depthwise stride 2, dilation 2, odd and even taps */
+      {1, 2, 33, 90, 2, 3, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 0, 0},     /* depthwise stride 2, 45 columns, 17 rows */
+      {1, 1, 130, 260, 1, 5, 5, 1, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0},   /* depthwise stride 2, plane too big to split */
+      {1, 4, 9, 11, 4, 3, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},      /* depthwise stride 1 valid: rows of 9 */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -291,11 +331,22 @@ PC_TEST(gemm_conv2d_all_isas) {
       if (!check_conv(&cases[c], is[i], (int)(c % 2 == 0))) return;
 }
 
+/* the weight layout follows where the lanes are better used: pixels unless the map is small */
+PC_TEST(gemm_conv2d_weight_layout) {
+  primc_conv2d big = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+  primc_conv2d small = {1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+  primc_conv2d dw = {1, 32, 7, 7, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+  CHECK_INT(primc_conv2d_weight_layout(&big), PRIMC_CONV_W_STRIPS);
+  CHECK_INT(primc_conv2d_weight_layout(&small), PRIMC_CONV_W_PANELS);
+  CHECK_INT(primc_conv2d_weight_layout(&dw), PRIMC_CONV_W_PLAIN);
+  CHECK(primc_conv2d_scratch_floats(&small) >= 512 * 9 * 49 + 49 * 512);
+}
+
 PC_TEST(gemm_conv2d_rejects_bad_params) {
-  primc_conv2d p = {1, 6, 8, 8, 9, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0}; /* 6 channels, 4 groups */
+  primc_conv2d p = {1, 6, 8, 8, 9, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}; /* 6 channels, 4 groups */
   float x[1] = {0}, w[1] = {0}, y[1] = {0};
   CHECK_INT(primc_conv2d_f32(&p, x, w, NULL, y), PRIMC_ERR_ARG);
-  primc_conv2d q = {1, 2, 2, 2, 2, 5, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0}; /* kernel larger than input */
+  primc_conv2d q = {1, 2, 2, 2, 2, 5, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}; /* kernel larger than input */
   CHECK_INT(primc_conv2d_f32(&q, x, w, NULL, y), PRIMC_ERR_ARG);
 }
 
@@ -306,7 +357,7 @@ static int check_conv_epilogue(const primc_conv2d *p, int silu) {
   primc_conv2d_out_hw(p, &oh, &ow);
   int64_t nx = p->n * p->c * p->h * p->w, nw = p->o * (p->c / p->groups) * p->kh * p->kw, ny = p->n * p->o * oh * ow;
   float *x = rand_buf(nx), *w = rand_buf(nw), *b = rand_buf(2 * p->o), *res = rand_buf(ny), *y = rand_buf(ny);
-  float *spare = rand_buf(ny), *col = rand_buf((p->c / p->groups) * p->kh * p->kw * oh * ow);
+  float *spare = rand_buf(ny), *col = rand_buf(primc_conv2d_scratch_floats(p) + 1);
   double *r = malloc(sizeof(double) * (size_t)ny);
   float *bias = malloc(sizeof(float) * (size_t)p->o);
   for (int64_t o = 0; o < p->o; o++) bias[o] = b[2 * o]; /* the kernel reads it with stride 2 */
@@ -334,14 +385,14 @@ static int check_conv_epilogue(const primc_conv2d *p, int silu) {
 
 PC_TEST(gemm_conv2d_fused_epilogue) {
   static const primc_conv2d cases[] = {
-      {1, 8, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* implicit im2col */
-      {1, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* 1x1 */
-      {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* depthwise */
-      {1, 7, 7, 7, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, 0},   /* depthwise 7x7 plane, 5x5 */
-      {1, 5, 14, 14, 5, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 0},  /* depthwise 5x5 stride 2, split columns */
-      {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0},  /* stride 2: im2col rows of two vectors */
-      {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0},  /* 7x7 stride 2 stem */
-      {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0},   /* stride 2, dilation: gathered im2col */
+      {1, 8, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},   /* implicit im2col */
+      {1, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},  /* 1x1 */
+      {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},   /* depthwise */
+      {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},  /* stride 2: im2col rows of two vectors */
+      {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0},  /* 7x7 stride 2 stem */
+      {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0, 0, 0},   /* stride 2, dilation: gathered im2col */
+      {1, 7, 7, 7, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0},   /* depthwise 7x7 plane, 5x5 */
+      {1, 5, 14, 14, 5, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0},  /* depthwise 5x5 stride 2, split columns */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)

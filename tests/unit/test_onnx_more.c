@@ -1,10 +1,11 @@
-/* tests/unit/test_onnx_more.c: Attention, losses, quantization, CumProd and compile-time input specialization of the ONNX importer. */
+/* tests/unit/test_onnx_more.c: Attention, losses, quantization, Cast to FLOAT8E8M0, CumProd and compile-time input specialization of the ONNX importer. */
 #include "frontend/frontend.h"
 #include "frontend/onnx_internal.h"
 #include "ir/ir.h"
 #include "tests/test.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +185,66 @@ PC_TEST(onnx_more_quantize_half_even) {
   pc_tensor ins[3] = {tensor(PC_f32, 1, d, x), tensor(PC_f32, 0, NULL, &s), tensor(PC_i8, 0, NULL, &z)};
   const double want[7] = {0, 2, 2, 0, -2, 127, -128};
   run_expect(g, ins, 3, want, 7, 0);
+  pc_graph_free(g);
+}
+
+/* Cast to FLOAT8E8M0 in each round_mode, saturate 0 and 1, against onnx.numpy_helper.to_float8e8m0 (the C rows of
+ * tests/data/f8/f8_table.txt, written by tests/ref/gen_f8_refs.py) */
+enum { E8M0_MAX_ROWS = 8192 };
+
+static int read_e8m0_cast_rows(uint32_t *x, uint8_t (*want)[6]) {
+  char path[512], line[256];
+  snprintf(path, sizeof path, "%s/tests/data/f8/f8_table.txt", pc_test_srcdir());
+  FILE *f = fopen(path, "r");
+  if (!CHECK_MSG(f != NULL, "cannot open %s", path)) return 0;
+  int n = 0;
+  while (n < E8M0_MAX_ROWS && fgets(line, sizeof line, f)) {
+    unsigned b[6];
+    if (line[0] != 'C') continue;
+    if (!CHECK_MSG(sscanf(line, "C f8e8m0 %x %x %x %x %x %x %x", &x[n], &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) == 7,
+                   "bad line: %s", line))
+      break;
+    for (int k = 0; k < 6; k++) want[n][k] = (uint8_t)b[k];
+    n++;
+  }
+  fclose(f);
+  return n;
+}
+
+PC_TEST(onnx_more_cast_e8m0_round_modes) {
+  static uint32_t x[E8M0_MAX_ROWS];
+  static uint8_t want[E8M0_MAX_ROWS][6];
+  static const char *const modes[3] = {"up", "down", "nearest"};
+  int n = read_e8m0_cast_rows(x, want);
+  if (!CHECK_MSG(n > 3000, "only %d Cast rows", n)) return;
+  for (int k = 0; k < 6; k++) {
+    tm_io in[1] = {{"x", 1, 1, {n}}}, out[1] = {{"y", 24, 1, {n}}};
+    tm_attr at[3] = {{"to", 'i', 24, 0, NULL}, {"saturate", 'i', k % 2, 0, NULL}, {"round_mode", 's', 0, 0, modes[k / 2]}};
+    pc_graph *g = tm_load("Cast", 25, in, 1, out, 1, at, 3, NULL);
+    int64_t d[1] = {n};
+    pc_tensor ins[1] = {tensor(PC_f32, 1, d, x)}, got;
+    memset(&got, 0, sizeof got);
+    if (CHECK_MSG(g && g->status == PC_OK, "import: %s", g ? pc_error(g) : "out of memory") &&
+        CHECK_MSG(pc_interp(g, ins, 1, &got, 1) == PC_OK, "interp: %s", pc_error(g)) && CHECK(got.dtype == PC_f8e8m0)) {
+      int bad = 0;
+      for (int i = 0; i < n; i++) {
+        uint8_t b = ((const uint8_t *)got.data)[i];
+        if (b != want[i][k] && bad++ < 3)
+          CHECK_MSG(0, "round_mode %s saturate %d, x %08x: %02x, onnx %02x", modes[k / 2], k % 2, x[i], b, want[i][k]);
+      }
+      CHECK_MSG(bad == 0, "round_mode %s saturate %d: %d of %d differ", modes[k / 2], k % 2, bad, n);
+    }
+    pc_tensor_free(&got);
+    pc_graph_free(g);
+  }
+}
+
+PC_TEST(onnx_more_cast_e8m0_bad_round_mode) {
+  tm_io in[1] = {{"x", 1, 1, {2}}}, out[1] = {{"y", 24, 1, {2}}};
+  tm_attr at[2] = {{"to", 'i', 24, 0, NULL}, {"round_mode", 's', 0, 0, "sideways"}};
+  pc_graph *g = tm_load("Cast", 25, in, 1, out, 1, at, 2, NULL);
+  CHECK(g && g->status == PC_ERR_ATTR);
+  if (g) CHECK_CONTAINS(pc_error(g), "round_mode 'sideways'");
   pc_graph_free(g);
 }
 

@@ -99,6 +99,9 @@ static const char *const nn_cases[] = {
     "layernorm_outputs", "instancenorm_3d", "lrn_size5", "lstm_bidir_full", "gru_lbr_reverse_clip",
     "rnn_relu_bidir_h0", "resize_linear_sizes", "resize_cubic_asym_exclude", "resize_nearest_ceil_align",
     "dft_complex_axis1_len", "depthtospace_crd", "lrn_size_beyond_channels",
+    /* tests/ref/gen_onnx_einsum_refs.py, numpy.einsum references */
+    "einsum_ellipsis_batch_broadcast", "einsum_ellipsis_implicit_trace", "einsum_ellipsis_middle_implicit",
+    "einsum_ellipsis_of_no_dims", "einsum_diagonal_three", "einsum_label_broadcast",
 };
 
 PC_TEST(onnx_nn_reference_cases) {
