@@ -591,25 +591,35 @@ static pc_status build_concatenate(kir_program *p, const pc_node *n) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
-/* pad: fill with the value, then copy the operand's surviving elements to lo + i*(interior+1) */
-static pc_status build_pad(kir_program *p, const pc_node *n) {
-  const pc_value *x = n->in[0], *out = n->out[0];
-  int r = x->type.rank, n0 = 0, n1 = 0, n2 = 0;
-  const int64_t *lo = pc_attr_ints(n, "low", &n0), *hi = pc_attr_ints(n, "high", &n1);
-  const int64_t *in = pc_attr_ints(n, "interior", &n2);
-  (void)hi;
+/* out[box + i] = value over the box [off, off + ext) of out (a loop kernel) */
+static pc_status fill_box(kir_program *p, const pc_node *n, const int64_t *off, const int64_t *ext) {
+  const pc_value *out = n->out[0];
+  int r = out->type.rank, first = r == 0 ? 1 : 0;
+  for (int d = 0; d < r; d++)
+    if (ext[d] <= 0) return PC_OK;
   kir_kernel *k = kernel_new(p, KK_LOOP);
   kir_expr *c = k ? kir_expr_new(p, KE_CONST, out->type.dtype) : NULL;
   if (!c) return PC_ERR_NOMEM;
   c->c = pc_attr_float(n, "value", 0);
   c->ci = (int64_t)c->c;
   k->n_loops = k->n_par = r;
-  for (int d = 0; d < r; d++) k->extent[d] = out->type.dims[d];
+  for (int d = 0; d < r; d++) k->extent[d] = ext[d];
   k->n_stores = 1;
-  int first = r == 0 ? 1 : 0;
-  store_init(&k->stores[0], p->buf_of_value[out->id], map_scaled(&out->type, first, NULL, NULL), c);
+  store_init(&k->stores[0], p->buf_of_value[out->id], map_scaled(&out->type, first, off, NULL), c);
   kernel_normalize(k);
   kernel_origin(p, k, &n, 1);
+  return PC_OK;
+}
+
+/* pad: fill with the value, then copy the operand's surviving elements to lo + i*(interior+1). Without
+ * interior padding the copy covers a box and only the frame around it is filled (one slab below and one
+ * above the box per dim): a MaxPool's -inf pad no longer writes the whole padded tensor twice. */
+static pc_status build_pad(kir_program *p, const pc_node *n) {
+  const pc_value *x = n->in[0], *out = n->out[0];
+  int r = x->type.rank, n0 = 0, n1 = 0, n2 = 0, first = r == 0 ? 1 : 0, strided = 0;
+  const int64_t *lo = pc_attr_ints(n, "low", &n0), *hi = pc_attr_ints(n, "high", &n1);
+  const int64_t *in = pc_attr_ints(n, "interior", &n2);
+  (void)hi;
   int64_t ext[PC_MAX_RANK], soff[PC_MAX_RANK], doff[PC_MAX_RANK], dsc[PC_MAX_RANK];
   for (int d = 0; d < r; d++) {
     int64_t step = (in && d < n2 ? in[d] : 0) + 1, l = lo && d < n0 ? lo[d] : 0;
@@ -620,7 +630,26 @@ static pc_status build_pad(kir_program *p, const pc_node *n) {
     soff[d] = i0;
     doff[d] = l + i0 * step;
     dsc[d] = step;
+    strided |= step != 1 || ext[d] == 0;
   }
+  pc_status st = PC_OK;
+  if (strided || r == 0) {
+    int64_t zero[PC_MAX_RANK] = {0};
+    st = fill_box(p, n, zero, out->type.dims);
+  } else {
+    for (int d = 0; st == PC_OK && d < r; d++)
+      for (int side = 0; st == PC_OK && side < 2; side++) {
+        int64_t o[PC_MAX_RANK], e[PC_MAX_RANK];
+        for (int k = 0; k < r; k++) {
+          o[k] = k < d ? doff[k] : 0;
+          e[k] = k < d ? ext[k] : out->type.dims[k];
+        }
+        o[d] = side ? doff[d] + ext[d] : 0;
+        e[d] = side ? out->type.dims[d] - o[d] : doff[d];
+        st = fill_box(p, n, o, e);
+      }
+  }
+  if (st != PC_OK) return st;
   if (!copy_kernel(p, n, r, ext, p->buf_of_value[out->id], map_scaled(&out->type, first, doff, dsc),
                    p->buf_of_value[x->id], map_scaled(&x->type, first, soff, NULL), x->type.dtype))
     return PC_ERR_NOMEM;
@@ -1359,6 +1388,55 @@ static void fuse_conv_epilogues(kir_program *p) {
   }
 }
 
+/* ---------------------------------------------------------------- loop collapsing */
+
+/* loops l and l + 1 walk every map as one loop of extent[l] * extent[l + 1] */
+static int map_collapses(const kir_map *m, const kir_kernel *k, int l) {
+  return m->stride[l] == m->stride[l + 1] * k->extent[l + 1];
+}
+
+static int expr_collapses(const kir_expr *e, const kir_kernel *k, int l) {
+  if ((e->kind == KE_LOAD || e->kind == KE_INDEX) && !map_collapses(&e->map, k, l)) return 0;
+  for (int i = 0; i < e->n_args; i++)
+    if (!expr_collapses(e->args[i], k, l)) return 0;
+  return 1;
+}
+
+static void map_merge(kir_map *m, int l) {
+  m->stride[l] = m->stride[l + 1];
+  map_drop_loop(m, l + 1);
+}
+
+static void expr_merge(kir_expr *e, int l) {
+  if (e->kind == KE_LOAD || e->kind == KE_INDEX) map_merge(&e->map, l);
+  for (int i = 0; i < e->n_args; i++) expr_merge(e->args[i], l);
+}
+
+/* Adjacent loops of the same kind that every load, index and store walks contiguously become
+ * one: a [C, 14, 14] elementwise kernel is one loop of C * 196 the vectorizer fills with full
+ * vectors, where 14-element inner loops ran scalar, and a global average pool reduces 196
+ * elements per channel in one vector loop. Epilogues a call runs on its own row blocks and
+ * argmax/argmin (which store a loop's index) keep their loops. */
+static void kernel_collapse(kir_kernel *k) {
+  if (k->kind != KK_LOOP || k->absorbed) return;
+  for (int s = 0; s < k->n_stores; s++)
+    if (k->stores[s].red >= KR_ARGMAX) return;
+  for (int l = k->n_loops - 2; l >= 0; l--) {
+    int ok = l + 1 != k->n_par;
+    for (int s = 0; ok && s < k->n_stores; s++)
+      ok = map_collapses(&k->stores[s].map, k, l) && expr_collapses(k->stores[s].value, k, l);
+    if (!ok) continue;
+    for (int s = 0; s < k->n_stores; s++) {
+      map_merge(&k->stores[s].map, l);
+      expr_merge(k->stores[s].value, l);
+    }
+    k->extent[l] *= k->extent[l + 1];
+    for (int j = l + 1; j + 1 < k->n_loops; j++) k->extent[j] = k->extent[j + 1];
+    k->n_loops--;
+    if (l + 1 < k->n_par) k->n_par--;
+  }
+}
+
 pc_status kir_build(pc_graph *g, kir_program *p) {
   memset(p, 0, sizeof *p);
   p->g = g;
@@ -1386,6 +1464,7 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
   if (s == PC_OK) s = copy_outputs(p);
   if (s == PC_OK) fuse_epilogues(p);
   if (s == PC_OK) fuse_conv_epilogues(p);
+  for (int i = 0; s == PC_OK && i < p->n_kernels; i++) kernel_collapse(&p->kernels[i]);
   p->workspace_size = align_up(p->workspace_size);
   if (s != PC_OK && !g->status) pc_fail(g, s, "codegen: %s", pc_status_name(s));
   return s;

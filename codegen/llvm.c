@@ -371,7 +371,13 @@ static LLVMValueRef e_pow(lctx *L, pc_dtype t, LLVMValueRef *a) {
   return LLVMBuildTruncOrBitCast(L->b, call_fn(L, "primc_ipow", L->i64, ps, w, 2), T(L, t), "");
 }
 static LLVMValueRef minmax(lctx *L, pc_dtype t, LLVMValueRef *a, int is_max) {
-  if (pc_dtype_is_float(t)) return intrinsic(L, is_max ? "llvm.maximum" : "llvm.minimum", T(L, t), a, 2);
+  if (pc_dtype_is_float(t)) {
+    /* a NaN operand wins, else the larger (smaller), else b: the interpreter's rule, and one vmaxps
+     * plus a NaN blend on x86, where llvm.maximum expands to a long sequence ordering -0 < +0 too */
+    LLVMValueRef pick = LLVMBuildFCmp(L->b, is_max ? LLVMRealOGT : LLVMRealOLT, a[0], a[1], "");
+    LLVMValueRef r = LLVMBuildSelect(L->b, pick, a[0], a[1], "");
+    return LLVMBuildSelect(L->b, LLVMBuildFCmp(L->b, LLVMRealUNO, a[0], a[0], ""), a[0], r, "");
+  }
   LLVMIntPredicate pr = is_max ? (dt_unsigned(t) ? LLVMIntUGT : LLVMIntSGT) : (dt_unsigned(t) ? LLVMIntULT : LLVMIntSLT);
   return LLVMBuildSelect(L->b, LLVMBuildICmp(L->b, pr, a[0], a[1], ""), a[0], a[1], "");
 }
@@ -570,7 +576,9 @@ static LLVMValueRef arg_better(lctx *L, const kir_store *s, pc_dtype t, LLVMValu
 static LLVMValueRef red_combine(lctx *L, kir_red r, pc_dtype t, LLVMValueRef acc, LLVMValueRef x) {
   LLVMValueRef a[2] = {acc, x};
   static const ew_fn comb[] = {[KR_SUM] = e_add, [KR_PROD] = e_mul, [KR_MAX] = e_max, [KR_MIN] = e_min};
-  LLVMValueRef v = comb[r](L, t, a);
+  /* float max/min reductions keep the intrinsics: the vectorizer splits those into lanes */
+  int fminmax = pc_dtype_is_float(t) && (r == KR_MAX || r == KR_MIN);
+  LLVMValueRef v = fminmax ? intrinsic(L, r == KR_MAX ? "llvm.maximum" : "llvm.minimum", T(L, t), a, 2) : comb[r](L, t, a);
   /* sums and products may be reassociated so the vectorizer can split them into lanes; the
    * order is still fixed at compile time, so results do not depend on threads or runs */
   if (pc_dtype_is_float(t) && (r == KR_SUM || r == KR_PROD) && LLVMIsAInstruction(v))

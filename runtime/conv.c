@@ -248,22 +248,46 @@ static void dw_plane(const dw_job *j, int64_t plane) {
 #define DW_MAX_KW 8
 
 /* which loaded elements of a 64-column block lie inside the input row, per tap column jx and vector c
- * (a: elements 0..15 of a load, b: 16..31 for stride 2), and which outputs exist (st): the borders
- * run the same vector code as the interior, padding read as zeros */
+ * (a: elements 0..15 of a load, b: 16..31 for stride 2), which outputs exist (st), and where tap jx's
+ * first load starts in a source row (col): the borders run the same vector code as the interior,
+ * padding read as zeros */
 typedef struct dw_masks {
   __mmask16 a[DW_MAX_KW][4], b[DW_MAX_KW][4], st[4];
+  int64_t col[DW_MAX_KW];
 } dw_masks;
+
+/* lanes of a unit-stride load from column base of a row of width w, at most cnt of them */
+static __mmask16 dw_lanes(int64_t base, int64_t cnt, int64_t w) {
+  int64_t lim = cnt < w - base ? cnt : w - base;
+  return (__mmask16)(low_mask(lim) & ~low_mask(-base));
+}
 
 static void dw_masks_make(const primc_conv2d *p, int64_t ox, int64_t n, dw_masks *m) {
   int64_t S = p->stride_w;
+  for (int64_t jx = 0; jx < p->kw; jx++) m->col[jx] = ox * S - p->pad_l + jx * p->dil_w;
   for (int c = 0; c < 4; c++) {
     int64_t r = n - 16 * c, cnt = S == 1 ? r : 2 * r - 1; /* outputs left; elements they read */
     m->st[c] = low_mask(r);
     for (int64_t jx = 0; jx < p->kw; jx++) {
-      int64_t base = (ox + 16 * c) * S - p->pad_l + jx * p->dil_w; /* input column of element 0 */
-      int64_t lim = cnt < p->w - base ? cnt : p->w - base;
-      m->a[jx][c] = (__mmask16)(low_mask(lim) & ~low_mask(-base));
-      m->b[jx][c] = S == 1 ? 0 : (__mmask16)(low_mask(lim - 16) & ~low_mask(-base - 16));
+      int64_t base = m->col[jx] + 16 * c * S; /* input column of element 0 */
+      m->a[jx][c] = dw_lanes(base, cnt, p->w);
+      m->b[jx][c] = S == 1 ? 0 : dw_lanes(base + 16, cnt - 16, p->w);
+    }
+  }
+}
+
+/* Stride 2 reads every other column: each input row is first split into its even columns, then its
+ * odd ones (a source row of 2 wp floats), so that tap jx, whose column 2 ox + d has the parity of d,
+ * reads unit-stride from one half: one load per vector and tap instead of two loads and a permute. */
+static void dw_masks_make_s2(const primc_conv2d *p, int64_t ox, int64_t n, int64_t wp, dw_masks *m) {
+  int64_t we = (p->w + 1) / 2, wo = p->w / 2;
+  for (int c = 0; c < 4; c++) m->st[c] = low_mask(n - 16 * c);
+  for (int64_t jx = 0; jx < p->kw; jx++) {
+    int64_t d = jx * p->dil_w - p->pad_l, odd = d & 1, off = (d - odd) / 2; /* column 2 (ox + off) + odd */
+    m->col[jx] = ox + off + odd * wp;
+    for (int c = 0; c < 4; c++) {
+      m->a[jx][c] = dw_lanes(ox + off + 16 * c, n - 16 * c, odd ? wo : we);
+      m->b[jx][c] = 0;
     }
   }
 }
@@ -295,62 +319,93 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
   _mm512_mask_storeu_ps(o->dst + 16 * c, m, v);
 }
 
-/* outputs [ox, ox + 16 CH) of row oy (those in m->st), CH <= 4 vectors side by side in registers so the
- * FMAs of a tap do not wait on each other (one vector alone is a latency-bound chain) */
+/* rows of zeros that taps above or below the input read instead of branching per row: only lanes whose
+ * column exists are loaded, so DW_ZERO_ROW floats serve any input up to that width */
+#define DW_ZERO_ROW 4096
+#define DW_SPLIT_FLOATS 32768 /* stride 2: a plane split into even and odd columns, on the stack */
+static const float dw_zero_row[DW_ZERO_ROW] __attribute__((aligned(64)));
+
+/* outputs [ox, ox + 16 CH) (those in m->st) of R rows from oy, R * CH <= 8 vectors side by side in
+ * registers so the FMAs of a tap do not wait on each other (one vector alone is a latency-bound chain,
+ * and narrow planes, 7 or 14 columns, have one vector per row) */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
-dw_span512(const primc_conv2d *p, const float *x, const float *w, int64_t oy, int64_t ox, const dw_masks *m,
-           const dw_out *o, const int CH, const int S) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+dw_rows512(const primc_conv2d *p, const float *x, int64_t pitch, const float *w, int64_t oy, const dw_masks *m,
+           const dw_out *o, int64_t ow, const int CH, const int R, const int S) {
+  __m512 a[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < R * CH; k++) a[k] = _mm512_setzero_ps();
   for (int64_t i = 0; i < p->kh; i++) {
-    int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
-    if (ih < 0 || ih >= p->h) continue;
-    const float *xr = x + ih * p->w + ox * S - p->pad_l;
+    const float *xr[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+      int64_t ih = (oy + r) * p->stride_h - p->pad_t + i * p->dil_h;
+      xr[r] = ih >= 0 && ih < p->h ? x + ih * pitch : dw_zero_row;
+    }
     for (int64_t jx = 0; jx < p->kw; jx++) {
       __m512 wv = _mm512_set1_ps(w[i * p->kw + jx]);
-      const float *src = xr + jx * p->dil_w;
-      a0 = _mm512_fmadd_ps(wv, dw_load(src, S, m->a[jx][0], m->b[jx][0]), a0);
-      if (CH > 1) a1 = _mm512_fmadd_ps(wv, dw_load(src + 16 * S, S, m->a[jx][1], m->b[jx][1]), a1);
-      if (CH > 2) a2 = _mm512_fmadd_ps(wv, dw_load(src + 32 * S, S, m->a[jx][2], m->b[jx][2]), a2);
-      if (CH > 3) a3 = _mm512_fmadd_ps(wv, dw_load(src + 48 * S, S, m->a[jx][3], m->b[jx][3]), a3);
+      int64_t dx = m->col[jx];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < CH; c++)
+          a[r * CH + c] =
+              _mm512_fmadd_ps(wv, dw_load(xr[r] + dx + 16 * c * S, S, m->a[jx][c], m->b[jx][c]), a[r * CH + c]);
     }
   }
-  dw_store(o, 0, m->st[0], a0);
-  if (CH > 1) dw_store(o, 1, m->st[1], a1);
-  if (CH > 2) dw_store(o, 2, m->st[2], a2);
-  if (CH > 3) dw_store(o, 3, m->st[3], a3);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+    dw_out q = *o;
+    q.dst += r * ow;
+    if (q.res) q.res += r * ow;
+#pragma GCC unroll 4
+    for (int c = 0; c < CH; c++) dw_store(&q, c, m->st[c], a[r * CH + c]);
+  }
 }
 
-__attribute__((target("avx512f"))) static void dw_block512(const primc_conv2d *p, const float *x, const float *w,
-                                                           int64_t oy, int64_t ox, int64_t n, const dw_masks *m,
-                                                           const dw_out *o) {
-  if (p->stride_w == 1) {
-    if (n > 32) dw_span512(p, x, w, oy, ox, m, o, 4, 1);
-    else if (n > 16) dw_span512(p, x, w, oy, ox, m, o, 2, 1);
-    else dw_span512(p, x, w, oy, ox, m, o, 1, 1);
-  } else {
-    if (n > 32) dw_span512(p, x, w, oy, ox, m, o, 4, 2);
-    else if (n > 16) dw_span512(p, x, w, oy, ox, m, o, 2, 2);
-    else dw_span512(p, x, w, oy, ox, m, o, 1, 2);
+/* rows (<= 8 / CH) rows from oy, CH = the vectors n columns need */
+__attribute__((target("avx512f"))) static void dw_block512(const primc_conv2d *p, const float *x, int64_t pitch,
+                                                           int S, const float *w, int64_t oy, int64_t n, int rows,
+                                                           const dw_masks *m, const dw_out *o, int64_t ow) {
+  int k = (n > 32 ? 4 : n > 16 ? 2 : 1) * 16 + rows * 2 + (S == 2);
+  switch (k) {
+#define DW_CASE(CH, R)                                                                      \
+  case CH * 16 + R * 2: dw_rows512(p, x, pitch, w, oy, m, o, ow, CH, R, 1); break;     \
+  case CH * 16 + R * 2 + 1: dw_rows512(p, x, pitch, w, oy, m, o, ow, CH, R, 2); break;
+    DW_CASE(1, 1) DW_CASE(1, 2) DW_CASE(1, 3) DW_CASE(1, 4) DW_CASE(1, 5) DW_CASE(1, 6) DW_CASE(1, 7) DW_CASE(1, 8)
+    DW_CASE(2, 1) DW_CASE(2, 2) DW_CASE(2, 3) DW_CASE(2, 4)
+    DW_CASE(4, 1) DW_CASE(4, 2)
+#undef DW_CASE
+    default: break;
   }
 }
 
 /* stride 1 or 2, kw <= DW_MAX_KW: 64-column blocks, each with its masks made once for all rows; the
  * epilogue is applied in registers unless the sums must go to a separate buffer first */
-__attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int64_t plane) {
+__attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int64_t plane, const dw_masks *ms,
+                                                           float *split, int64_t wp) {
   const primc_conv2d *p = j->p;
-  int64_t c = plane % p->c, ow = j->ow;
+  int64_t c = plane % p->c, ow = j->ow, pitch = p->w;
   const float *x = j->x + plane * p->h * p->w, *w = j->w + c * p->kh * p->kw;
+  int S = (int)p->stride_w;
+  if (split) { /* stride 2: even columns, then odd ones, per row */
+    for (int64_t r = 0; r < p->h; r++) {
+      copy_stride2_512(split + r * 2 * wp, x + r * p->w, (p->w + 1) / 2);
+      copy_stride2_512(split + r * 2 * wp + wp, x + r * p->w + 1, p->w / 2);
+    }
+    x = split, pitch = 2 * wp, S = 1;
+  }
   float *acc = j->acc + plane * j->oh * ow, *out = j->y + plane * j->oh * ow;
   const float *res = j->e->res ? j->e->res + plane * j->oh * ow : NULL;
   float b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
   int fused = acc == out;
   for (int64_t ox = 0; ox < ow; ox += 64) {
     int64_t n = ow - ox < 64 ? ow - ox : 64;
-    dw_masks m;
-    dw_masks_make(p, ox, n, &m);
-    for (int64_t oy = 0; oy < j->oh; oy++) {
+    const dw_masks *m = &ms[ox / 64];
+    int64_t rmax = n > 32 ? 2 : n > 16 ? 4 : 8;
+    for (int64_t oy = 0; oy < j->oh; oy += rmax) {
+      int rows = (int)(j->oh - oy < rmax ? j->oh - oy : rmax);
       dw_out o = {acc + oy * ow + ox, res ? res + oy * ow + ox : NULL, b, j->e->lo, j->e->hi, fused, j->e->silu};
-      dw_block512(p, x, w, oy, ox, n, &m, &o);
+      dw_block512(p, x, pitch, S, w, oy, n, rows, m, &o, ow);
     }
   }
   epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
@@ -358,13 +413,142 @@ __attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int6
     epi_row512(&e, out + oy * ow, acc + oy * ow, res ? res + oy * ow : NULL, b, ow);
 }
 
+/* Stride 1 with ow == w: output element p = oy*w + ox reads input p + (i dil_h - pad_t) w + (j dil_w - pad_l),
+ * so a plane is one flat row of vectors, none wasted at row ends (a 7x7 plane is 4 vectors, not 7 rows of
+ * 16 lanes each), and blocks of vectors give independent FMA chains. A lane is read when its input row and
+ * column exist: those masks depend on the vector and tap only, so they are made once per chunk of vectors
+ * and serve every plane of the range. */
+#define DW_FLAT_MASKS 2048
+#define DW_FLAT_TAPS 64
+
+typedef struct dw_flat {
+  const dw_job *j;
+  int64_t off[DW_FLAT_TAPS];     /* input offset of each tap */
+  __mmask16 m[DW_FLAT_MASKS];    /* [vector - v0][tap] */
+  int64_t v0, nv, taps, nvalid; /* nvalid: output elements of a plane */
+} dw_flat;
+
+static int dw_flat_ok(const primc_conv2d *p, int64_t ow) {
+  int64_t lim = 1 << 24; /* the masks compute rows and columns in 32-bit lanes */
+  return p->stride_h == 1 && p->stride_w == 1 && ow == p->w && p->kh * p->kw <= DW_FLAT_TAPS && p->h < lim &&
+         p->w < lim && p->pad_t < lim && p->pad_l < lim && p->kh * p->dil_h < lim && p->kw * p->dil_w < lim;
+}
+
+/* bit l of row[i] / col[jx]: lane l of vector v reads an existing input row / column at that tap
+ * (lanes' output rows and columns in vectors, one division per vector: this runs for every vector of
+ * a plane once per conv, as much work as the conv itself when it has few channels) */
+__attribute__((target("avx512f"))) static void dw_flat_masks(const primc_conv2d *p, dw_flat *f) {
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i W = _mm512_set1_epi32((int)p->w), one = _mm512_set1_epi32(1);
+  for (int64_t v = 0; v < f->nv; v++) {
+    int64_t q = (f->v0 + v) * 16;
+    __m512i ox = _mm512_add_epi32(_mm512_set1_epi32((int)(q % p->w)), lane), oy = _mm512_set1_epi32((int)(q / p->w));
+    for (__mmask16 wrap = _mm512_cmpge_epi32_mask(ox, W); wrap; wrap = _mm512_cmpge_epi32_mask(ox, W)) {
+      ox = _mm512_mask_sub_epi32(ox, wrap, ox, W);
+      oy = _mm512_mask_add_epi32(oy, wrap, oy, one);
+    }
+    __mmask16 row[DW_FLAT_TAPS], col[DW_FLAT_TAPS];
+    for (int64_t i = 0; i < p->kh; i++) {
+      int d = (int)(i * p->dil_h - p->pad_t); /* rows oy + d in [0, h) */
+      row[i] = _mm512_cmpge_epi32_mask(oy, _mm512_set1_epi32(-d)) & _mm512_cmplt_epi32_mask(oy, _mm512_set1_epi32((int)p->h - d));
+    }
+    for (int64_t jx = 0; jx < p->kw; jx++) {
+      int d = (int)(jx * p->dil_w - p->pad_l);
+      col[jx] = _mm512_cmpge_epi32_mask(ox, _mm512_set1_epi32(-d)) & _mm512_cmplt_epi32_mask(ox, _mm512_set1_epi32((int)p->w - d));
+    }
+    for (int64_t i = 0; i < p->kh; i++)
+      for (int64_t jx = 0; jx < p->kw; jx++) f->m[v * f->taps + i * p->kw + jx] = row[i] & col[jx];
+  }
+}
+
+/* NV vectors from v (relative to the chunk) of one plane, NV accumulators in registers */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+dw_flat_block(const dw_flat *f, const float *x, const float *w, int64_t v, const dw_out *o, const int NV) {
+  __m512 a[8];
+#pragma GCC unroll 8
+  for (int b = 0; b < NV; b++) a[b] = _mm512_setzero_ps();
+  const float *xv = x + (f->v0 + v) * 16;
+  const __mmask16 *m = f->m + v * f->taps;
+  for (int64_t t = 0; t < f->taps; t++) {
+    __m512 wv = _mm512_set1_ps(w[t]);
+    const float *src = xv + f->off[t];
+#pragma GCC unroll 8
+    for (int b = 0; b < NV; b++) a[b] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m[b * f->taps + t], src + 16 * b), a[b]);
+  }
+#pragma GCC unroll 8
+  for (int b = 0; b < NV; b++) dw_store(o, b, low_mask(f->nvalid - (f->v0 + v + b) * 16), a[b]);
+}
+
+__attribute__((target("avx512f"))) static void dw_flat_plane(const dw_flat *f, int64_t plane) {
+  const dw_job *j = f->j;
+  const primc_conv2d *p = j->p;
+  int64_t c = plane % p->c, np = f->nvalid;
+  const float *x = j->x + plane * p->h * p->w, *w = j->w + c * f->taps;
+  float *acc = j->acc + plane * np, *out = j->y + plane * np;
+  const float *res = j->e->res ? j->e->res + plane * np : NULL;
+  float b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
+  int fused = acc == out;
+  for (int64_t v = 0; v < f->nv;) {
+    int64_t e0 = (f->v0 + v) * 16;
+    dw_out o = {acc + e0, res ? res + e0 : NULL, b, j->e->lo, j->e->hi, fused, j->e->silu};
+    int64_t left = f->nv - v;
+    if (left >= 8) dw_flat_block(f, x, w, v, &o, 8), v += 8;
+    else if (left >= 4) dw_flat_block(f, x, w, v, &o, 4), v += 4;
+    else if (left >= 2) dw_flat_block(f, x, w, v, &o, 2), v += 2;
+    else dw_flat_block(f, x, w, v, &o, 1), v += 1;
+  }
+}
+
+__attribute__((target("avx512f"))) static void dw_flat_range(const dw_job *j, int64_t b, int64_t e) {
+  const primc_conv2d *p = j->p;
+  dw_flat f;
+  f.j = j;
+  f.taps = p->kh * p->kw;
+  f.nvalid = j->oh * j->ow;
+  for (int64_t i = 0; i < p->kh; i++)
+    for (int64_t jx = 0; jx < p->kw; jx++)
+      f.off[i * p->kw + jx] = (i * p->dil_h - p->pad_t) * p->w + jx * p->dil_w - p->pad_l;
+  int64_t nvec = (f.nvalid + 15) / 16, chunk = DW_FLAT_MASKS / f.taps;
+  for (f.v0 = 0; f.v0 < nvec; f.v0 += chunk) {
+    f.nv = nvec - f.v0 < chunk ? nvec - f.v0 : chunk;
+    dw_flat_masks(p, &f);
+    for (int64_t i = b; i < e; i++) dw_flat_plane(&f, i);
+  }
+  if (j->acc == j->y) return;
+  epi_ctx ec = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
+  for (int64_t i = b; i < e; i++) {
+    int64_t c = i % p->c, off = i * f.nvalid;
+    float bias = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
+    epi_row512(&ec, j->y + off, j->acc + off, j->e->res ? j->e->res + off : NULL, bias, f.nvalid);
+  }
+}
+
 static void dw_range(void *ctx, int64_t b, int64_t e) {
   const dw_job *j = ctx;
-  int fast = j->vec && (j->p->stride_w == 1 || j->p->stride_w == 2) && j->p->kw <= DW_MAX_KW;
-  for (int64_t i = b; i < e; i++) {
-    if (fast) dw_plane512(j, i);
-    else dw_plane(j, i);
+  if (j->vec && dw_flat_ok(j->p, j->ow)) {
+    dw_flat_range(j, b, e);
+    return;
   }
+  const primc_conv2d *p = j->p;
+  if (!(j->vec && (p->stride_w == 1 || p->stride_w == 2) && p->kw <= DW_MAX_KW && p->w <= DW_ZERO_ROW &&
+        j->ow <= DW_ZERO_ROW)) {
+    for (int64_t i = b; i < e; i++) dw_plane(j, i);
+    return;
+  }
+  /* the masks of each 64-column block are the same for every plane: made once here (a 14x14 plane
+   * has only 7 rows of work to spread their cost over) */
+  dw_masks ms[DW_ZERO_ROW / 64];
+  int64_t wp = ((p->w + 1) / 2 + 15) / 16 * 16;
+  float split[DW_SPLIT_FLOATS] __attribute__((aligned(64)));
+  /* splitting costs a pass over the plane (whose stores the loads then wait on): it pays from 5 taps a
+   * row (144x56x56 5x5: 260 -> 204 us), not with 3 (576x14x14 3x3: 62 -> 92 us) */
+  int s2 = p->stride_w == 2 && p->kw >= 5 && p->h * 2 * wp <= DW_SPLIT_FLOATS;
+  for (int64_t ox = 0; ox < j->ow; ox += 64) {
+    int64_t n = j->ow - ox < 64 ? j->ow - ox : 64;
+    if (s2) dw_masks_make_s2(p, ox, n, wp, &ms[ox / 64]);
+    else dw_masks_make(p, ox, n, &ms[ox / 64]);
+  }
+  for (int64_t i = b; i < e; i++) dw_plane512(j, i, ms, s2 ? split : NULL, wp);
 }
 
 static int is_depthwise(const primc_conv2d *p) { return p->groups == p->c && p->o == p->c; }

@@ -556,7 +556,7 @@ PC_TEST(codegen_kernel_listing_names_origin) {
   pc_set_origin(g, "Relu \"act1\"");
   pc_output_add(g, pc_max(g, x, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 2, (int64_t[]){2, 3})));
   char *buf = kernels_text(g);
-  CHECK_CONTAINS(buf, "loops(i0<2, i1<3)");
+  CHECK_CONTAINS(buf, "loops(i0<6)"); /* [2, 3] walked contiguously: one loop */
   CHECK_CONTAINS(buf, "max(");
   CHECK_CONTAINS(buf, "Relu \"act1\"");
   free(buf);
@@ -632,6 +632,89 @@ PC_TEST(codegen_reshape_split_and_merge_fuse) {
   CHECK_CONTAINS(buf, "= div(b");               /* the slice and split reshape are the load's map */
   free(buf);
   check_graph(g, (range){-2, 2}, "reshapes");
+  pc_graph_free(g);
+}
+
+/* loops every access walks contiguously become one, so 14x14 planes fill whole vectors: a per-channel
+ * scale collapses the plane, a global average pool's reduced axes too; a transpose keeps its loops */
+PC_TEST(codegen_collapses_contiguous_loops) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[3] = {4, 14, 14};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 3, d)), *c = pc_input_add(g, "c", ty(PC_f32, 1, d));
+  int n0 = g->n_nodes;
+  pc_value *y = pc_mul(g, x, pc_broadcast_in_dim(g, c, 3, d, (int64_t[]){0}));
+  group_from(g, n0, 0);
+  pc_output_add(g, y);
+  pc_output_add(g, pc_reduce(g, PC_OP_reduce_sum, x, 2, (int64_t[]){1, 2}));
+  pc_output_add(g, pc_transpose(g, x, (int64_t[]){0, 2, 1}));
+  char *buf = kernels_text(g);
+  CHECK_CONTAINS(buf, "loops(i0<4, i1<196)\n  b2[0 +196*i0 +1*i1] = mul(");
+  CHECK_CONTAINS(buf, "loops(i0<4, i1<196 reduce)");
+  CHECK_CONTAINS(buf, "loops(i0<4, i1<14, i2<14)");
+  free(buf);
+  check_graph(g, (range){-9, 9}, "collapsed");
+  pc_graph_free(g);
+}
+
+/* elementwise max/min: a NaN in either operand wins (prims.def), written as compare + select so x86
+ * gets vmaxps/vminps and a blend instead of llvm.maximum's expansion; reductions keep the intrinsic */
+PC_TEST(codegen_max_min_nan_select) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[1] = {40};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 1, d)), *y = pc_input_add(g, "y", ty(PC_f32, 1, d));
+  pc_output_add(g, pc_max(g, x, y));
+  pc_output_add(g, pc_min(g, x, y));
+  char dir[] = "/tmp/primc-cg-XXXXXX", path[256];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/m.ll", dir);
+  pc_codegen_opts o = {0};
+  o.emit = PC_EMIT_LLVM;
+  o.output = path;
+  o.name = "m";
+  o.opt_level = 0;
+  CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s", pc_error(g));
+  FILE *f = fopen(path, "r");
+  char *buf = calloc(1, 1 << 20);
+  size_t n = f ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+  if (f) fclose(f);
+  CHECK(n > 0);
+  CHECK_MSG(!strstr(buf, "llvm.maximum") && !strstr(buf, "llvm.minimum"), "elementwise max/min call intrinsics");
+  CHECK_CONTAINS(buf, "fcmp uno");
+  free(buf);
+  unlink(path);
+  rmdir(dir);
+  pc_tensor in[2], out[2];
+  for (int i = 0; i < 2; i++) in[i] = make_input(g->inputs[i], (range){-3, 3});
+  float *a = in[0].data, *b = in[1].data;
+  a[3] = NAN, b[7] = NAN, a[11] = b[11] = NAN, a[13] = INFINITY, b[17] = -INFINITY, a[19] = 2, b[19] = 2;
+  if (run_compiled(g, in, out, "max/min")) {
+    const float *mx = out[0].data, *mn = out[1].data;
+    for (int i = 0; i < 40; i++) {
+      int nan = isnan(a[i]) || isnan(b[i]);
+      CHECK_MSG(nan ? isnan(mx[i]) && isnan(mn[i]) : mx[i] == (a[i] > b[i] ? a[i] : b[i]) && mn[i] == (a[i] < b[i] ? a[i] : b[i]),
+                "i=%d: max(%g, %g)=%g, min=%g", i, a[i], b[i], mx[i], mn[i]);
+    }
+    free(out[0].data), free(out[1].data);
+  }
+  free(in[0].data), free(in[1].data);
+  pc_graph_free(g);
+}
+
+/* a pad without interior padding fills only the frame around the copied box, never the whole
+ * result first: here the row above, the column before and the two after */
+PC_TEST(codegen_pad_fills_only_the_frame) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 3, (int64_t[]){2, 5, 6}));
+  pc_attr pad[4] = {pc_a_ints("low", (int64_t[]){0, 1, 1}, 3), pc_a_ints("high", (int64_t[]){0, 0, 2}, 3),
+                    pc_a_ints("interior", (int64_t[]){0, 0, 0}, 3), pc_a_float("value", -INFINITY)};
+  pc_output_add(g, pc_build(g, PC_OP_pad, &x, 1, pad, 4));
+  char *buf = kernels_text(g);
+  CHECK_CONTAINS(buf, "loops(i0<2, i1<9)\n  b1[0 +54*i0 +1*i1] = -inf");           /* row 0 */
+  CHECK_CONTAINS(buf, "loops(i0<2, i1<5)\n  b1[9 +54*i0 +9*i1] = -inf");           /* column 0 */
+  CHECK_CONTAINS(buf, "loops(i0<2, i1<5, i2<2)\n  b1[16 +54*i0 +9*i1 +1*i2] = -inf"); /* columns 7, 8 */
+  CHECK_MSG(!strstr(buf, "i1<6, i2<9)"), "the whole result is filled:\n%s", buf);
+  free(buf);
+  check_graph(g, (range){-9, 9}, "pad frame");
   pc_graph_free(g);
 }
 

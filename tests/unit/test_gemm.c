@@ -249,9 +249,12 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
   int64_t kk = (p->c / p->groups) * p->kh * p->kw, og = p->o / p->groups;
   /* the channels-in-lanes path needs its im2col and C^T in the scratch whatever the layout chosen */
   int64_t scratch = primc_conv2d_scratch_floats(p) + kk * oh * ow + og * oh * ow;
+  /* panels are sized for the ISA that packs them: the forced one, not the machine's */
+  primc_sgemm_force_isa(isa);
   size_t wbytes = primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_PANELS);
   if (primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_WINOGRAD) > wbytes)
     wbytes = primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_WINOGRAD);
+  primc_sgemm_force_isa(PRIMC_ISA_AUTO);
   float *col = rand_buf(scratch), *wp = aligned_alloc(64, (wbytes + 127) / 64 * 64);
   primc_conv_epi e = {with_bias ? b : NULL, 1, NULL, p->relu ? 0.0f : -INFINITY, INFINITY, 0};
   int ok = 1;
@@ -322,6 +325,15 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 32, 9, 11, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},    /* Winograd, partial tiles */
       {2, 40, 12, 10, 36, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0},   /* Winograd, uneven pads, 2 images */
       {1, 32, 6, 40, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    /* Winograd, 20 tiles across */
+      {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
+      {1, 2, 9, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},       /* depthwise 3 columns: a vector wraps 5 rows */
+      {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1, 0, 0, 0},     /* depthwise 5x5, 103 vectors: two chunks of masks */
+      {1, 4, 10, 12, 4, 3, 3, 4, 1, 1, 2, 2, 0, 2, 3, 2, 0, 0, 0, 0},     /* depthwise dilation 2, oh != h, ow == w */
+      {1, 6, 14, 14, 6, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},     /* depthwise stride 2, 7 rows of 7: one block of 7 rows */
+      {1, 3, 30, 31, 3, 5, 5, 3, 2, 2, 1, 2, 2, 3, 2, 1, 0, 0, 0, 0},     /* depthwise stride 2, dilation 2, odd and even taps */
+      {1, 2, 33, 90, 2, 3, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 0, 0, 0},     /* depthwise stride 2, 45 columns, 17 rows */
+      {1, 1, 130, 260, 1, 5, 5, 1, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},   /* depthwise stride 2, plane too big to split */
+      {1, 4, 9, 11, 4, 3, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},      /* depthwise stride 1 valid: rows of 9 */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -393,6 +405,8 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
       {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* stride 2: im2col rows of two vectors */
       {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0},  /* 7x7 stride 2 stem */
       {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0, 0, 0, 0},   /* stride 2, dilation: gathered im2col */
+      {1, 7, 7, 7, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},   /* depthwise 7x7 plane, 5x5 */
+      {1, 5, 14, 14, 5, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},  /* depthwise 5x5 stride 2, split columns */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
