@@ -801,7 +801,7 @@ PC_TEST(codegen_dot_constant_weights_packed) {
 }
 
 /* conv (+ per-channel bias) (+ residual) + ReLU6 in one group: the conv call runs the epilogue itself.
- * const_w: the weights are constants, packed at compile time (32 channels: Winograd, strips or panels) */
+ * const_w: the weights are constants, packed at compile time (64 channels: Winograd, strips or panels) */
 typedef struct conv_epi_case {
   int64_t n, groups, ch;
   int silu, bias, res, const_w;
@@ -854,10 +854,10 @@ PC_TEST(codegen_conv_epilogue) {
   /* no bias: the epilogue must not read one (its argument slot then holds y) */
   conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 0, 0, 0, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 6, 6, 0, 0, 1, 0, "in the call"});
-  /* constant weights packed at compile time: Winograd (32 channels, 3x3), with and without bias */
-  conv_epilogue_case((conv_epi_case){1, 1, 32, 0, 0, 0, 1, "in the call"});
-  conv_epilogue_case((conv_epi_case){1, 1, 32, 1, 1, 1, 1, "in the call"});
-  conv_epilogue_case((conv_epi_case){1, 2, 32, 0, 1, 0, 1, "in the call"}); /* grouped: strips */
+  /* constant weights packed at compile time: Winograd (64 channels, 3x3), with and without bias */
+  conv_epilogue_case((conv_epi_case){1, 1, 64, 0, 0, 0, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 1, 64, 1, 1, 1, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 2, 64, 0, 1, 0, 1, "in the call"}); /* grouped: strips */
 }
 
 PC_TEST(codegen_random_fft) {

@@ -322,9 +322,9 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     /* direct stride 3, even kernel */
       {1, 4, 9, 70, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},      /* direct, strides 1 x 2 */
       {2, 40, 5, 6, 34, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},     /* 1x1 grouped, two images */
-      {1, 32, 9, 11, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},    /* Winograd, partial tiles */
-      {2, 40, 12, 10, 36, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0},   /* Winograd, uneven pads, 2 images */
-      {1, 32, 6, 40, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    /* Winograd, 20 tiles across */
+      {1, 64, 9, 11, 65, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},    /* Winograd, partial tiles */
+      {2, 64, 12, 10, 70, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0},   /* Winograd, uneven pads, 2 images */
+      {1, 64, 6, 40, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    /* Winograd, 20 tiles across */
       {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
       {1, 2, 9, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},       /* depthwise 3 columns: a vector wraps 5 rows */
       {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1, 0, 0, 0},     /* depthwise 5x5, 103 vectors: two chunks of masks */
