@@ -243,6 +243,7 @@ int main(int argc, char **argv) {
       CONV("r50 layer4 1x1/2 1024->2048", 1024, 14, 2048, 1, 2, 0),
       CONV("r50 layer4 1x1 512->2048", 512, 7, 2048, 1, 1, 0),
   };
+  printf("\nGFLOP/s count a direct convolution's 2*O*P*K flops: Winograd convs (3x3 stride 1, as compiled) do fewer.\n");
   printf("\n| ResNet-18/50 conv, batch 1 (+bias) | O P K | primc_conv2d GFLOP/s (packed weights, scratch: as compiled) | "
          "primc_conv2d GFLOP/s (plain weights, implicit im2col) | im2col+OpenBLAS GFLOP/s | speedup |\n");
   printf("| --- | --- | ---: | ---: | ---: | ---: |\n");
