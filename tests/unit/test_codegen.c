@@ -132,6 +132,15 @@ static int check_graph(pc_graph *g, range r, const char *tag) {
   return ok;
 }
 
+/* the kernel listing of g shows `want`; then g compiled agrees with the interpreter; g is freed */
+static void listing_has_then_run(pc_graph *g, const char *want, range r, const char *tag) {
+  char *buf = kernels_text(g);
+  CHECK_CONTAINS(buf, want);
+  free(buf);
+  check_graph(g, r, tag);
+  pc_graph_free(g);
+}
+
 static pc_type ty(pc_dtype dt, int rank, const int64_t *dims) { return pc_type_make(dt, rank, dims); }
 
 /* ---------------------------------------------------------------- elementwise */
@@ -754,11 +763,7 @@ PC_TEST(codegen_gemm_epilogue) {
   y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 2, (int64_t[]){70, 600}));
   group_from(g, n0, 0);
   pc_output_add(g, y);
-  char *buf = kernels_text(g);
-  CHECK_CONTAINS(buf, "with epilogue k1 per row block");
-  free(buf);
-  check_graph(g, (range){-1, 1}, "gemm+bias+relu");
-  pc_graph_free(g);
+  listing_has_then_run(g, "with epilogue k1 per row block", (range){-1, 1}, "gemm+bias+relu");
 }
 
 /* dots with constant B (plain and transposed, with an epilogue) read GEMM panels packed at
@@ -908,11 +913,7 @@ PC_TEST(codegen_gather_reads_broadcast_in_place) {
   pc_value *out = pc_build(g, PC_OP_gather, (pc_value *[]){tb, ib}, 2, &ga, 1);
   group_from(g, n0, 0);
   pc_output_add(g, out);
-  char *buf = kernels_text(g);
-  CHECK_CONTAINS(buf, "primc_k_gather_strided(");
-  free(buf);
-  check_graph(g, (range){-3, 3}, "gather of a broadcast");
-  pc_graph_free(g);
+  listing_has_then_run(g, "primc_k_gather_strided(", (range){-3, 3}, "gather of a broadcast");
 }
 
 /* the vectorized exp, tanh and erf against the interpreter's double-precision libm, in ulps */
