@@ -334,6 +334,10 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 2, 33, 90, 2, 3, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 0, 0, 0},     /* depthwise stride 2, 45 columns, 17 rows */
       {1, 1, 130, 260, 1, 5, 5, 1, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},   /* depthwise stride 2, plane too big to split */
       {1, 4, 9, 11, 4, 3, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},      /* depthwise stride 1 valid: rows of 9 */
+      {2, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},  /* depthwise stride 2, channels in lanes: 16 + 4 */
+      {1, 17, 60, 60, 17, 3, 3, 17, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* channels in lanes, 30 rows in bands of 7 */
+      {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0},  /* channels in lanes, 5x5 dilated, uneven pads */
+      {1, 18, 9, 16, 18, 3, 3, 18, 1, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},   /* channels in lanes, stride 2 across only */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -407,6 +411,7 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
       {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0, 0, 0, 0},   /* stride 2, dilation: gathered im2col */
       {1, 7, 7, 7, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},   /* depthwise 7x7 plane, 5x5 */
       {1, 5, 14, 14, 5, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0},  /* depthwise 5x5 stride 2, split columns */
+      {1, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, /* depthwise stride 2, channels in lanes */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
