@@ -1370,6 +1370,9 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
                    y + yoff, e->lo, e->hi, e->silu};
       primc_gemm gm = {.M = og, .N = P, .K = kk, .a = wg, .lda = kk, .a_packed_mr = p->w_packed_mr, .c = ag,
                        .ldc = P, .epi = epi, .epi_ctx = &c};
+      /* the micro-kernel adds bias and residual and clamps as it stores, when the sums go to y itself */
+      primc_gemm_store gs = {c.bias, c.bias_stride, c.res, e->lo, e->hi};
+      if (epi && acc == y && !e->silu) gm.store = &gs, gm.epi = NULL;
       col_src s = {p, xg, oh, ow, use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
       int st;
       if (p->w_packed_panels) {

@@ -54,6 +54,8 @@ typedef struct kargs {
   int64_t ldc;
   float alpha, beta; /* beta == 0: C is not read */
   int nr;
+  const primc_gemm_store *st; /* last K block only: applied at the store; bias and res already at row 0 */
+  const float *st_bias, *st_res;
 } kargs;
 
 typedef void (*ukernel)(const kargs *g, int mr);
@@ -70,6 +72,7 @@ typedef struct isa_row {
   dotfn dot;
   transfn trans16; /* NULL: scalar transposition */
   int (*supported)(void);
+  int fused_store; /* the kernel applies kargs.st itself */
 } isa_row;
 
 /* ---------------------------------------------------------------- scalar kernel */
@@ -165,6 +168,24 @@ static inline __attribute__((always_inline)) AVX512 void body512(const kargs *g,
     loop512(g, acc, R, V, 0, 0, 0, lm);
   __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta);
   int read_c = g->beta != 0;
+  if (g->st) { /* the fused store: bias, residual and clamp while the tile is in registers */
+    __m512 lo = _mm512_set1_ps(g->st->lo), hi = _mm512_set1_ps(g->st->hi);
+#pragma GCC unroll 14
+    for (int r = 0; r < R; r++) {
+      float *c = g->c + r * g->ldc;
+      __m512 b = _mm512_set1_ps(g->st_bias ? g->st_bias[r * g->st->bias_stride] : 0.0f);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; v++) {
+        __mmask16 m = v == V - 1 ? lm : 0xFFFF;
+        __m512 x = _mm512_mul_ps(acc[r][v], va);
+        if (read_c) x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c + 16 * v), vb, x);
+        x = _mm512_add_ps(x, b);
+        if (g->st_res) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, g->st_res + r * g->ldc + 16 * v));
+        _mm512_mask_storeu_ps(c + 16 * v, m, _mm512_min_ps(hi, _mm512_max_ps(lo, x))); /* x second: NaN stays */
+      }
+    }
+    return;
+  }
 #pragma GCC unroll 14
   for (int r = 0; r < R; r++) {
     float *c = g->c + r * g->ldc;
@@ -340,7 +361,7 @@ static const isa_row isa_table[] = {
     [PRIMC_ISA_SCALAR] = {"scalar", SC_MR, SC_NR, KC_MAX, NC_MAX, SC_MR, ukr_scalar, dot_scalar, NULL, always},
     [PRIMC_ISA_AVX2] = {"avx2", X2_MR, X2_NR, KC_MAX, NC_MAX, 4 * X2_MR, ukr_avx2, dot_avx2, NULL, has_avx2},
     [PRIMC_ISA_AVX512] = {"avx512", X5_MR, X5_NR, KC_MAX, NC_MAX, X5_DIRECT, ukr_avx512, dot_avx512,
-                          trans16_avx512, has_avx512},
+                          trans16_avx512, has_avx512, 1},
 };
 #define N_ISA ((int)(sizeof isa_table / sizeof isa_table[0]))
 
@@ -457,11 +478,23 @@ typedef struct job {
   primc_epilogue epi;
   void *epi_ctx;
   const int64_t *koff; /* B's rows at b + koff[k] (read in place) */
+  const primc_gemm_store *st;
   int a_mr;            /* > 0: A packed by primc_sgemm_pack_a in strips of at most a_mr rows */
   int kc, direct;
   int64_t n_strips, n_panels, nI, nJ;
   int status;
 } job;
+
+/* kargs.st on a stored tile, for kernels that do not apply it themselves */
+static void store_tile(const kargs *h, int rows) {
+  for (int r = 0; r < rows; r++) {
+    float b = h->st_bias ? h->st_bias[r * h->st->bias_stride] : 0.0f, *c = h->c + r * h->ldc;
+    for (int n = 0; n < h->nr; n++) {
+      float v = c[n] + b + (h->st_res ? h->st_res[r * h->ldc + n] : 0.0f);
+      c[n] = v < h->st->lo ? h->st->lo : v > h->st->hi ? h->st->hi : v;
+    }
+  }
+}
 
 /* rows of strip s: M split evenly into n_strips strips of at most MR rows */
 static int64_t strip_row(const job *j, int64_t s) { return j->M * s / j->n_strips; }
@@ -530,7 +563,19 @@ static void run_item(job *j, int64_t item, float *buf) {
           kargs h = g;
           h.a = g.a + r0 * g.ars;
           h.c = j->c + (m0 + r0) * j->ldc + p * NR;
-          isa->kern(&h, (int)(r1 - r0));
+          if (last && j->st) {
+            h.st = j->st;
+            h.st_bias = j->st->bias ? j->st->bias + (m0 + r0) * j->st->bias_stride : NULL;
+            h.st_res = j->st->res ? j->st->res + (m0 + r0) * j->ldc + p * NR : NULL;
+          }
+          if (h.st && !isa->fused_store) {
+            kargs plain = h;
+            plain.st = NULL;
+            isa->kern(&plain, (int)(r1 - r0));
+            store_tile(&h, (int)(r1 - r0));
+          } else {
+            isa->kern(&h, (int)(r1 - r0));
+          }
         }
       }
       if (last && j->epi) j->epi(j->epi_ctx, j->c + m0 * j->ldc + n0, j->ldc, m0, n0, mr, n1 - n0);
@@ -575,11 +620,18 @@ static void plan(job *j, int threads) {
 }
 
 static void scale_c(job *j) {
-  for (int64_t m = 0; m < j->M; m++)
+  for (int64_t m = 0; m < j->M; m++) {
     for (int64_t n = 0; n < j->N; n++) {
       float *c = j->c + m * j->ldc + n;
       *c = j->beta == 0 ? 0.0f : j->beta * *c;
     }
+    for (int64_t n = 0; j->st && n < j->N; n++) {
+      const primc_gemm_store *s = j->st;
+      float *c = j->c + m * j->ldc + n, v = *c + (s->bias ? s->bias[m * s->bias_stride] : 0.0f);
+      v += s->res ? s->res[m * j->ldc + n] : 0.0f;
+      *c = v < s->lo ? s->lo : v > s->hi ? s->hi : v;
+    }
+  }
   if (j->epi) j->epi(j->epi_ctx, j->c, j->ldc, 0, 0, j->M, j->N);
 }
 
@@ -775,12 +827,14 @@ int primc_sgemm_run(const primc_gemm *g) {
       g->a_packed_mr > MR_MAX || (g->a_packed_mr && g->trans_a) || (g->K && !g->a) ||
       (!g->a_packed_mr && g->lda < (g->trans_a ? g->M : g->K)) || (g->b && !g->koff && g->K && g->ldb < g->N))
     return PRIMC_ERR_ARG;
+  if (g->b_packed && g->store) return PRIMC_ERR_ARG;
   if (g->b_packed)
     return primc_sgemm_prepacked_any(g->trans_a, g->M, g->N, g->K, 1.0f, g->a, g->lda, g->b_packed, 0.0f, g->c,
                                      g->ldc, g->epi, g->epi_ctx);
   job j = job_make(g->trans_a, g->M, g->N, g->K, 1.0f, g->a, g->lda, 0.0f, g->c, g->ldc, g->epi, g->epi_ctx);
   j.bs = g->brow ? (bsrc){.row = g->brow, .row_ctx = g->brow_ctx} : (bsrc){.b = g->b, .ldb = g->ldb};
   j.koff = g->koff;
+  j.st = g->store;
   j.a_mr = g->a_packed_mr;
   j.direct = g->b && !g->koff && g->M <= j.isa->direct_max;
   return run_job(&j);

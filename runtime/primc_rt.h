@@ -259,6 +259,16 @@ int primc_sgemm_prepacked_any(int trans_a, int64_t M, int64_t N, int64_t K, floa
                               const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi,
                               void *epi_ctx);
 
+/* What the micro-kernel applies to C as it stores its last K block, instead of a pass over each finished
+ * tile: C[m][n] = clamp(C[m][n] + bias[m * bias_stride] + res[m * ldc + n], lo, hi); bias and res may be
+ * NULL, res must not overlap C; NaN stays NaN. Not with b_packed. */
+typedef struct primc_gemm_store {
+  const float *bias;
+  int64_t bias_stride;
+  const float *res;
+  float lo, hi;
+} primc_gemm_store;
+
 /* The general form the convolutions use (alpha 1, beta 0, C = A B then the epilogue):
  * A [M][K] row-major (lda), or [K][M] when trans_a, or packed by primc_sgemm_pack_a with tile height
  * a_packed_mr (> 0; lda unused);
@@ -279,6 +289,7 @@ typedef struct primc_gemm {
   int64_t ldc;
   primc_epilogue epi;
   void *epi_ctx;
+  const struct primc_gemm_store *store; /* NULL, or what the micro-kernel adds as it stores (before epi) */
 } primc_gemm;
 int primc_sgemm_run(const primc_gemm *g);
 /* A [M][K] (lda) as row strips of at most mr rows (M split evenly), each stored [k][rows]: M * K floats.

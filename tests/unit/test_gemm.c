@@ -212,6 +212,44 @@ PC_TEST(gemm_prepacked_any_isa) {
       }
 }
 
+/* the fused store (bias per row, residual, clamp) on every ISA, against the double-precision sum; a NaN
+ * in the residual stays NaN through the clamp; K = 0 still applies it; packed B refuses it */
+PC_TEST(gemm_fused_store_all_isas) {
+  static const int64_t shapes[][3] = {{37, 70, 45}, {5, 33, 300}, {14, 16, 1}, {3, 9, 0}};
+  int is[4], n = isas(is);
+  for (int i = 0; i < n; i++)
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+      int64_t M = shapes[t][0], N = shapes[t][1], K = shapes[t][2], ldc = N + 3;
+      float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(2 * M), *res = rand_buf(M * ldc);
+      float *C = rand_buf(M * ldc);
+      res[ldc + 1] = NAN;
+      primc_gemm_store st = {bias, 2, res, -0.5f, 0.75f};
+      primc_gemm g = {.M = M, .N = N, .K = K, .a = A, .lda = K, .b = B, .ldb = N, .c = C, .ldc = ldc, .store = &st};
+      primc_sgemm_force_isa(is[i]);
+      int ok = CHECK_INT(primc_sgemm_run(&g), PRIMC_OK);
+      primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+      for (int64_t m = 0; m < M && ok; m++)
+        for (int64_t c = 0; c < N && ok; c++) {
+          double acc = 0;
+          for (int64_t k = 0; k < K; k++) acc += (double)A[m * K + k] * B[k * N + c];
+          double v = acc + bias[m * 2] + res[m * ldc + c], want = fmin(fmax(v, -0.5), 0.75);
+          float got = C[m * ldc + c];
+          if (isnan(v)) ok = CHECK_MSG(isnan(got), "%s: C[%lld][%lld] = %g, want NaN", primc_sgemm_isa_name(is[i]), (long long)m, (long long)c, got);
+          else ok = CHECK_MSG(fabs(got - want) <= 4.0 * (double)(K + 3) * FLT_EPSILON, "%s %lldx%lldx%lld: C[%lld][%lld] = %g, want %g",
+                              primc_sgemm_isa_name(is[i]), (long long)M, (long long)N, (long long)K, (long long)m, (long long)c, got, want);
+        }
+      free(A), free(B), free(bias), free(res), free(C);
+    }
+  float A[4] = {0}, C[4] = {0};
+  primc_gemm_store st = {NULL, 0, NULL, 0.0f, 1.0f};
+  size_t sz = primc_sgemm_packed_b_size(2, 2);
+  void *pk = aligned_alloc(64, (sz + 63) / 64 * 64);
+  CHECK_INT(primc_sgemm_pack_b(0, 2, 2, A, 2, pk), PRIMC_OK);
+  primc_gemm g = {.M = 2, .N = 2, .K = 2, .a = A, .lda = 2, .b_packed = pk, .c = C, .ldc = 2, .store = &st};
+  CHECK_INT(primc_sgemm_run(&g), PRIMC_ERR_ARG);
+  free(pk);
+}
+
 /* ---------------------------------------------------------------- conv */
 
 static void conv_ref(const primc_conv2d *p, const float *x, const float *w, const float *bias, double *y) {
