@@ -1077,8 +1077,8 @@ static int64_t lanes_floats(const primc_conv2d *p, int64_t oh, int64_t ow) {
  * the direct sum (tested against a double-precision reference). Worth it once the GEMMs are big
  * enough to run near peak: WINO_MIN_CH channels on each side and WINO_MIN_TILES tiles.
  */
-#define WINO_MIN_CH 32
-#define WINO_MIN_TILES 16
+#define WINO_MIN_CH 128
+#define WINO_MIN_TILES 36
 #define WINO_MAX_TX 512 /* tiles across: the transforms' row buffers are on the stack */
 
 typedef struct wino_geo {

@@ -806,7 +806,7 @@ PC_TEST(codegen_dot_constant_weights_packed) {
 }
 
 /* conv (+ per-channel bias) (+ residual) + ReLU6 in one group: the conv call runs the epilogue itself.
- * const_w: the weights are constants, packed at compile time (64 channels: Winograd, strips or panels) */
+ * const_w: the weights are constants, packed at compile time (128 channels: Winograd, strips or panels) */
 typedef struct conv_epi_case {
   int64_t n, groups, ch;
   int silu, bias, res, const_w;
@@ -815,8 +815,8 @@ typedef struct conv_epi_case {
 
 static void conv_epilogue_case(conv_epi_case t) {
   pc_graph *g = pc_graph_new();
-  int64_t C = t.ch, od[4] = {t.n, C, 9, 8};
-  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){t.n, C, 9, 8}));
+  int64_t C = t.ch, od[4] = {t.n, C, 12, 12};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){t.n, C, 12, 12}));
   pc_type wt = ty(PC_f32, 4, (int64_t[]){C, C / t.groups, 3, 3});
   pc_value *w;
   if (t.const_w) {
@@ -859,9 +859,9 @@ PC_TEST(codegen_conv_epilogue) {
   /* no bias: the epilogue must not read one (its argument slot then holds y) */
   conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 0, 0, 0, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 6, 6, 0, 0, 1, 0, "in the call"});
-  /* constant weights packed at compile time: Winograd (64 channels, 3x3), with and without bias */
-  conv_epilogue_case((conv_epi_case){1, 1, 64, 0, 0, 0, 1, "in the call"});
-  conv_epilogue_case((conv_epi_case){1, 1, 64, 1, 1, 1, 1, "in the call"});
+  /* constant weights packed at compile time: Winograd (128 channels, 3x3, 6x6 tiles), with and without bias */
+  conv_epilogue_case((conv_epi_case){1, 1, 128, 0, 0, 0, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 1, 128, 1, 1, 1, 1, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 2, 64, 0, 1, 0, 1, "in the call"}); /* grouped: strips */
 }
 

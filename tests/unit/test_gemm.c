@@ -360,9 +360,9 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     /* direct stride 3, even kernel */
       {1, 4, 9, 70, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},      /* direct, strides 1 x 2 */
       {2, 40, 5, 6, 34, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},     /* 1x1 grouped, two images */
-      {1, 64, 9, 11, 65, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},    /* Winograd, partial tiles */
-      {2, 64, 12, 10, 70, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0},   /* Winograd, uneven pads, 2 images */
-      {1, 64, 6, 40, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    /* Winograd, 20 tiles across */
+      {1, 128, 11, 13, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}, /* Winograd, partial tiles */
+      {2, 128, 16, 10, 130, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0}, /* Winograd, uneven pads, 2 images */
+      {1, 128, 6, 40, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* Winograd, 20 tiles across */
       {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
       {1, 2, 9, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},       /* depthwise 3 columns: a vector wraps 5 rows */
       {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1, 0, 0, 0},     /* depthwise 5x5, 103 vectors: two chunks of masks */
@@ -385,13 +385,13 @@ PC_TEST(gemm_conv2d_all_isas) {
 
 /* the weight layout follows where the lanes are better used: pixels unless the map is small */
 PC_TEST(gemm_conv2d_weight_layout) {
-  primc_conv2d big = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  primc_conv2d big = {1, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   primc_conv2d small = {1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   primc_conv2d dw = {1, 32, 7, 7, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   primc_conv2d strided = {1, 64, 56, 56, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   primc_conv2d pw_small = {1, 512, 7, 7, 2048, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
   CHECK_INT(primc_conv2d_weight_layout(&big), PRIMC_CONV_W_WINOGRAD);
-  CHECK_INT(primc_conv2d_weight_layout(&small), PRIMC_CONV_W_WINOGRAD);
+  CHECK_INT(primc_conv2d_weight_layout(&small), PRIMC_CONV_W_PANELS); /* 16 tiles: Winograd would read 16/9 the weights */
   CHECK_INT(primc_conv2d_weight_layout(&strided), PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&pw_small), PRIMC_CONV_W_PANELS);
   CHECK_INT(primc_conv2d_weight_layout(&dw), PRIMC_CONV_W_PLAIN);
