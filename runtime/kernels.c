@@ -542,8 +542,12 @@ static int conv2d_params(const conv_desc *c, primc_conv2d *p) {
                       .kh = c->w.d[2], .kw = c->w.d[3], .groups = c->groups, .stride_h = c->stride[0],
                       .stride_w = c->stride[1], .dil_h = c->dil[0], .dil_w = c->dil[1], .pad_t = c->pad[0],
                       .pad_l = c->pad[1]};
+  /* the end padding the last output reaches; negative when a strided conv leaves the last input rows
+   * unread (a 1x1/2 downsample of an even map), which is the same conv with none */
   p->pad_b = (c->o.d[2] - 1) * p->stride_h + p->dil_h * (p->kh - 1) + 1 - p->h - p->pad_t;
   p->pad_r = (c->o.d[3] - 1) * p->stride_w + p->dil_w * (p->kw - 1) + 1 - p->w - p->pad_l;
+  if (p->pad_b < 0 && p->pad_b > -p->stride_h) p->pad_b = 0;
+  if (p->pad_r < 0 && p->pad_r > -p->stride_w) p->pad_r = 0;
   int64_t oh, ow;
   return p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow) && oh == c->o.d[2] && ow == c->o.d[3];
 }

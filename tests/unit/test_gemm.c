@@ -383,6 +383,27 @@ PC_TEST(gemm_conv2d_all_isas) {
       if (!check_conv(&cases[c], is[i], (int)(c % 2 == 0))) return;
 }
 
+/* a strided conv that never reads the last input row or column (1x1/2 on an even map, as ResNet's
+ * downsamples) is the 2-D conv with no end padding, not a conv the 2-D path refuses */
+PC_TEST(gemm_conv2d_of_params_unread_tail) {
+  enum { RANKW = 1 + PRIMC_MAX_RANK, AT = 1 + 3 * RANKW + 1 + 4 * PRIMC_MAX_RANK };
+  int64_t q[AT + 16] = {PRIMC_F32};
+  const int64_t shapes[3][4] = {{1, 256, 56, 56}, {512, 256, 1, 1}, {1, 512, 28, 28}};
+  for (int s = 0; s < 3; s++) {
+    q[1 + s * RANKW] = 4;
+    for (int d = 0; d < 4; d++) q[1 + s * RANKW + 1 + d] = shapes[s][d];
+  }
+  int64_t *groups = q + 1 + 3 * RANKW, *stride = groups + 1, *pad = stride + PRIMC_MAX_RANK;
+  int64_t *dil = pad + PRIMC_MAX_RANK, *ldil = dil + PRIMC_MAX_RANK;
+  *groups = 1;
+  for (int d = 0; d < PRIMC_MAX_RANK; d++) stride[d] = 2, dil[d] = ldil[d] = 1;
+  primc_conv2d p;
+  if (!CHECK_INT(primc_conv2d_of_params(q, &p), 1)) return;
+  CHECK(p.pad_b == 0 && p.pad_r == 0 && p.stride_h == 2 && p.o == 512);
+  q[1 + 2 * RANKW + 3] = 27; /* fewer outputs than the input makes: not a conv these pads describe */
+  CHECK_INT(primc_conv2d_of_params(q, &p), 0);
+}
+
 /* the weight layout follows where the lanes are better used: pixels unless the map is small */
 PC_TEST(gemm_conv2d_weight_layout) {
   primc_conv2d big = {1, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
