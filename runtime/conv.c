@@ -1,5 +1,6 @@
 /* runtime/conv.c: fp32 2-D convolution (NCHW, OIHW) on primc_sgemm: direct (taps read in place), transposed for small maps, im2col, direct depthwise. */
 #include "runtime/primc_rt.h"
+#include "runtime/avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -532,47 +533,6 @@ __attribute__((target("avx512f"))) static void dw_flat_range(const dw_job *j, in
 #define DWL_OUT_FLOATS 4096   /* its sums: 256 pixels x 16 channels */
 #define DWL_MAX_TAPS 49
 
-/* r[j] = column j of the 16 x 16 block in r (rows 2i, 2i+1 interleaved, then pairs of pairs, then 128-bit lanes) */
-__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void tr16_regs(__m512 r[16]) {
-  __m512 t[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 8; i++) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < 4; i++) {
-    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
-    __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
-    t[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-    t[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    t[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-    t[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-  }
-  /* t[4i + c] holds, in 128-bit lane L, rows 4i..4i+3 at column 4L + c */
-#pragma GCC unroll 16
-  for (int c = 0; c < 4; c++) {
-    __m512 v = _mm512_shuffle_f32x4(t[c], t[4 + c], 0x88), w = _mm512_shuffle_f32x4(t[8 + c], t[12 + c], 0x88);
-    __m512 v2 = _mm512_shuffle_f32x4(t[c], t[4 + c], 0xdd), w2 = _mm512_shuffle_f32x4(t[8 + c], t[12 + c], 0xdd);
-    r[c] = _mm512_shuffle_f32x4(v, w, 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(v, w, 0xdd);
-    r[4 + c] = _mm512_shuffle_f32x4(v2, w2, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(v2, w2, 0xdd);
-  }
-}
-
-/* dst[j * ldd + i] = src[i * ld + j] for i < rows, j < cols (both <= 16); lanes i >= rows are not written */
-__attribute__((target("avx512f"))) static void tr16_part(const float *src, int64_t ld, int rows, int cols, float *dst,
-                                                         int64_t ldd) {
-  __m512 r[16];
-  __mmask16 mc = low_mask(cols), mr = low_mask(rows);
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(mc, src + i * ld) : _mm512_setzero_ps();
-  tr16_regs(r);
-#pragma GCC unroll 16
-  for (int j = 0; j < cols; j++) _mm512_mask_storeu_ps(dst + j * ldd, mr, r[j]);
-}
-
 typedef struct dwl_geo {
   int64_t pw;   /* tile columns: padded input columns the outputs read */
   int64_t band; /* output rows per band */
@@ -605,7 +565,7 @@ __attribute__((target("avx512f"))) static void dwl_fill(const primc_conv2d *p, c
     if (in_end < pw) memset(t + in_end * 16, 0, (size_t)((pw - in_end) * 16) * sizeof(float));
     for (int64_t q = p->pad_l; q < in_end; q += 16) {
       int cols = (int)(in_end - q < 16 ? in_end - q : 16);
-      tr16_part(x + ih * p->w + (q - p->pad_l), hw, nch, cols, t + q * 16, 16);
+      primc_tr16_part(x + ih * p->w + (q - p->pad_l), hw, nch, cols, t + q * 16, 16);
     }
   }
 }
@@ -685,7 +645,7 @@ __attribute__((target("avx512f"))) static void dwl_range(const dw_job *j, int64_
       dwl_band(&d, tile, rows, out);
       for (int64_t q = 0; q < rows * j->ow; q += 16) {
         int px = (int)(rows * j->ow - q < 16 ? rows * j->ow - q : 16);
-        tr16_part(out + q * 16, 16, px, nch, acc + oy0 * j->ow + q, P);
+        primc_tr16_part(out + q * 16, 16, px, nch, acc + oy0 * j->ow + q, P);
       }
     }
     if (lanes_epi) continue;
