@@ -57,6 +57,8 @@ typedef struct kargs {
   int nr;
   const primc_gemm_store *st; /* last K block only: applied at the store; bias and res already at row 0 */
   const float *st_bias, *st_res;
+  const char *pf; /* prefetch pf_n cache lines from pf into L2, one per k step (the next B block) */
+  int64_t pf_n;
 } kargs;
 
 typedef void (*ukernel)(const kargs *g, int mr);
@@ -124,6 +126,7 @@ static inline __attribute__((always_inline)) AVX512 void loop512(const kargs *g,
   const float *ab[5], *bb = g->b;
   for (int q = 0; q < 5; q++) ab[q] = g->a + 3 * q * ars;
   for (int64_t k = 0; k < g->kc; k++) {
+    if (k < g->pf_n) _mm_prefetch(g->pf + 64 * k, _MM_HINT_T1);
     const float *b = OFF ? g->b + g->koff[k] : bb;
     __m512 b0, b1 = _mm512_setzero_ps();
     if (V == 1) {
@@ -498,6 +501,25 @@ static void pack_a(const float *a, int64_t ars, int64_t aks, int64_t mr, int64_t
   }
 }
 
+/* Prepacked B (weights) comes from memory the first time a K block is read, at a rate the first
+ * strip's kernels would otherwise wait on (BERT-base streams 340 MB of weights a run): the strips
+ * after the first pull the next block into L2, a share each, one line per k step of their kernels
+ * so that the loads overlap the FMAs instead of queueing at once. The next block is this item's
+ * next K block, or the first of the thread's next item. Sets g->pf, g->pf_n for strip i of n. */
+static void next_b_share(const job *j, int64_t item, int64_t last_item, int64_t k1, int64_t i, int64_t n, kargs *g) {
+  g->pf = NULL, g->pf_n = 0;
+  if (!j->bs.packed || n < 2 || i == 0) return;
+  if (k1 >= j->K) {
+    if (++item > last_item) return;
+    k1 = 0;
+  }
+  int64_t jj = item % j->nJ, p0 = j->n_panels * jj / j->nJ, p1 = j->n_panels * (jj + 1) / j->nJ;
+  int64_t kc = min64(j->kc, j->K - k1), NR = j->isa->nr, lines = kc * (p1 - p0) * NR * (int64_t)sizeof(float) / 64;
+  int64_t l0 = lines * (i - 1) / (n - 1), l1 = lines * i / (n - 1);
+  g->pf = (const char *)(j->bs.packed + k1 * j->n_panels * NR + p0 * kc * NR) + 64 * l0;
+  g->pf_n = l1 - l0;
+}
+
 /* the kernel calls of strip s x panel p (several when the strip is taller than this ISA's tile) */
 static void run_tile(const job *j, const kargs *g, int64_t s, int64_t p, int last) {
   const isa_row *isa = j->isa;
@@ -539,7 +561,7 @@ static void strip_a(const job *j, int64_t s, int64_t k0, int64_t kc, int pack, k
   }
 }
 
-static void run_item(job *j, int64_t item, float *buf) {
+static void run_item(job *j, int64_t item, int64_t last_item, float *buf) {
   float abuf[MR_MAX * KC_MAX] __attribute__((aligned(64)));
   const isa_row *isa = j->isa;
   const int NR = isa->nr;
@@ -570,12 +592,17 @@ static void run_item(job *j, int64_t item, float *buf) {
                .ldc = j->ldc, .alpha = j->alpha, .beta = k0 == 0 ? j->beta : 1.0f};
     int last = k0 + kc >= j->K;
     for (int64_t s = s0; s < s1; s++) {
+      kargs share;
+      next_b_share(j, item, last_item, k0 + kc, s - s0, s1 - s0, &share);
       strip_a(j, s, k0, kc, p1 - p0 >= PACK_A_PANELS || j->koff, &g, abuf);
       for (int64_t p = p0; p < p1; p++) {
         g.b = bb + (p - p0) * pstep;
         g.nr = (int)min64(NR, j->N - p * NR);
+        int64_t per = cdiv(share.pf_n, p1 - p0), done = min64(share.pf_n, (p - p0) * per); /* this call's lines */
+        g.pf = share.pf ? share.pf + 64 * done : NULL, g.pf_n = min64(per, share.pf_n - done);
         run_tile(j, &g, s, p, last);
       }
+      g.pf = NULL, g.pf_n = 0;
       int64_t m0 = strip_row(j, s);
       if (last && j->epi) j->epi(j->epi_ctx, j->c + m0 * j->ldc + n0, j->ldc, m0, n0, strip_row(j, s + 1) - m0, n1 - n0);
     }
@@ -589,7 +616,7 @@ static void run_items(void *ctx, int64_t begin, int64_t end) {
     __atomic_store_n(&j->status, PRIMC_ERR_RUNTIME, __ATOMIC_RELAXED);
     return;
   }
-  for (int64_t i = begin; i < end; i++) run_item(j, i, buf);
+  for (int64_t i = begin; i < end; i++) run_item(j, i, end - 1, buf);
 }
 
 /* n-blocks of at most nc columns, as many as the threads when they would be fewer, a multiple of
