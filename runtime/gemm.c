@@ -501,23 +501,38 @@ static void pack_a(const float *a, int64_t ars, int64_t aks, int64_t mr, int64_t
   }
 }
 
-/* Prepacked B (weights) comes from memory the first time a K block is read, at a rate the first
- * strip's kernels would otherwise wait on (BERT-base streams 340 MB of weights a run): the strips
- * after the first pull the next block into L2, a share each, one line per k step of their kernels
- * so that the loads overlap the FMAs instead of queueing at once. The next block is this item's
- * next K block, or the first of the thread's next item. Sets g->pf, g->pf_n for strip i of n. */
-static void next_b_share(const job *j, int64_t item, int64_t last_item, int64_t k1, int64_t i, int64_t n, kargs *g) {
+/* Prepacked weights come from memory the first time a block of them is read (BERT-base streams 340 MB
+ * a run), and the kernels that read them first would wait on it. So each strip prefetches, one cache
+ * line per k step inside its kernels (a burst at the strip's start did not help), what comes next:
+ * with prepacked B, the strips after the first pull a share each of the next K block (or of the
+ * thread's next item); with prepacked A (conv weights), each strip pulls the next strip's A panel.
+ * Sets g->pf, g->pf_n for strip s of [s0, s1) at K block k0. */
+static void next_share(const job *j, int64_t item, int64_t last_item, int64_t s, int64_t s0, int64_t s1, int64_t k0,
+                       kargs *g) {
   g->pf = NULL, g->pf_n = 0;
-  if (!j->bs.packed || n < 2 || i == 0) return;
-  if (k1 >= j->K) {
-    if (++item > last_item) return;
-    k1 = 0;
+  int64_t k1 = k0 + min64(j->kc, j->K - k0);
+  if (j->bs.packed) {
+    int64_t i = s - s0, n = s1 - s0;
+    if (n < 2 || i == 0) return;
+    if (k1 >= j->K) {
+      if (++item > last_item) return;
+      k1 = 0;
+    }
+    int64_t jj = item % j->nJ, p0 = j->n_panels * jj / j->nJ, p1 = j->n_panels * (jj + 1) / j->nJ;
+    int64_t kc = min64(j->kc, j->K - k1), NR = j->isa->nr, lines = kc * (p1 - p0) * NR * (int64_t)sizeof(float) / 64;
+    int64_t l0 = lines * (i - 1) / (n - 1), l1 = lines * i / (n - 1);
+    g->pf = (const char *)(j->bs.packed + k1 * j->n_panels * NR + p0 * kc * NR) + 64 * l0;
+    g->pf_n = l1 - l0;
+  } else if (j->a_mr) {
+    int64_t ns = s + 1, kn = k0;
+    if (ns >= s1) {
+      if (k1 >= j->K) return;
+      ns = s0, kn = k1;
+    }
+    int64_t m0 = strip_row(j, ns), mr = strip_row(j, ns + 1) - m0, kc = min64(j->kc, j->K - kn);
+    g->pf = (const char *)(j->a + m0 * j->K + kn * mr);
+    g->pf_n = (mr * kc * (int64_t)sizeof(float) + 63) / 64;
   }
-  int64_t jj = item % j->nJ, p0 = j->n_panels * jj / j->nJ, p1 = j->n_panels * (jj + 1) / j->nJ;
-  int64_t kc = min64(j->kc, j->K - k1), NR = j->isa->nr, lines = kc * (p1 - p0) * NR * (int64_t)sizeof(float) / 64;
-  int64_t l0 = lines * (i - 1) / (n - 1), l1 = lines * i / (n - 1);
-  g->pf = (const char *)(j->bs.packed + k1 * j->n_panels * NR + p0 * kc * NR) + 64 * l0;
-  g->pf_n = l1 - l0;
 }
 
 /* the kernel calls of strip s x panel p (several when the strip is taller than this ISA's tile) */
@@ -593,7 +608,7 @@ static void run_item(job *j, int64_t item, int64_t last_item, float *buf) {
     int last = k0 + kc >= j->K;
     for (int64_t s = s0; s < s1; s++) {
       kargs share;
-      next_b_share(j, item, last_item, k0 + kc, s - s0, s1 - s0, &share);
+      next_share(j, item, last_item, s, s0, s1, k0, &share);
       strip_a(j, s, k0, kc, p1 - p0 >= PACK_A_PANELS || j->koff, &g, abuf);
       for (int64_t p = p0; p < p1; p++) {
         g.b = bb + (p - p0) * pstep;
