@@ -535,28 +535,38 @@ static void next_share(const job *j, int64_t item, int64_t last_item, int64_t s,
   }
 }
 
-/* the kernel calls of strip s x panel p (several when the strip is taller than this ISA's tile) */
-static void run_tile(const job *j, const kargs *g, int64_t s, int64_t p, int last) {
+/* the rows [r0, r0 + rows) of strip (m0, ..) x panel p: one kernel call, g pointing at its A rows */
+static void run_part(const job *j, kargs *g, int64_t row, int rows, int64_t p, int last) {
   const isa_row *isa = j->isa;
-  int64_t m0 = strip_row(j, s), mr = strip_row(j, s + 1) - m0, parts = cdiv(mr, isa->mr);
+  g->c = j->c + row * j->ldc + p * isa->nr;
+  g->st = last ? j->st : NULL;
+  if (g->st) {
+    g->st_bias = j->st->bias ? j->st->bias + row * j->st->bias_stride : NULL;
+    g->st_res = j->st->res ? j->st->res + row * j->ldc + p * isa->nr : NULL;
+  }
+  if (g->st && !isa->fused_store) {
+    g->st = NULL;
+    isa->kern(g, rows);
+    g->st = j->st;
+    store_tile(g, rows);
+  } else {
+    isa->kern(g, rows);
+  }
+}
+
+/* the kernel calls of strip (m0, mr) x panel p: one, or several when the strip is packed for a taller
+ * register tile than this ISA's (the per-call work is small when K is: no division on the usual path) */
+static void run_tile(const job *j, kargs *g, int64_t m0, int64_t mr, int64_t p, int last) {
+  if (mr <= j->isa->mr) {
+    run_part(j, g, m0, (int)mr, p, last);
+    return;
+  }
+  int64_t parts = cdiv(mr, j->isa->mr);
   for (int64_t q = 0; q < parts; q++) {
     int64_t r0 = mr * q / parts, r1 = mr * (q + 1) / parts;
     kargs h = *g;
     h.a = g->a + r0 * g->ars;
-    h.c = j->c + (m0 + r0) * j->ldc + p * isa->nr;
-    if (last && j->st) {
-      h.st = j->st;
-      h.st_bias = j->st->bias ? j->st->bias + (m0 + r0) * j->st->bias_stride : NULL;
-      h.st_res = j->st->res ? j->st->res + (m0 + r0) * j->ldc + p * isa->nr : NULL;
-    }
-    if (h.st && !isa->fused_store) {
-      kargs plain = h;
-      plain.st = NULL;
-      isa->kern(&plain, (int)(r1 - r0));
-      store_tile(&h, (int)(r1 - r0));
-    } else {
-      isa->kern(&h, (int)(r1 - r0));
-    }
+    run_part(j, &h, m0 + r0, (int)(r1 - r0), p, last);
   }
 }
 
@@ -610,16 +620,16 @@ static void run_item(job *j, int64_t item, int64_t last_item, float *buf) {
       kargs share;
       next_share(j, item, last_item, s, s0, s1, k0, &share);
       strip_a(j, s, k0, kc, p1 - p0 >= PACK_A_PANELS || j->koff, &g, abuf);
+      int64_t m0 = strip_row(j, s), mr = strip_row(j, s + 1) - m0, per = cdiv(share.pf_n, p1 - p0);
       for (int64_t p = p0; p < p1; p++) {
         g.b = bb + (p - p0) * pstep;
         g.nr = (int)min64(NR, j->N - p * NR);
-        int64_t per = cdiv(share.pf_n, p1 - p0), done = min64(share.pf_n, (p - p0) * per); /* this call's lines */
+        int64_t done = min64(share.pf_n, (p - p0) * per); /* this call's lines */
         g.pf = share.pf ? share.pf + 64 * done : NULL, g.pf_n = min64(per, share.pf_n - done);
-        run_tile(j, &g, s, p, last);
+        run_tile(j, &g, m0, mr, p, last);
       }
       g.pf = NULL, g.pf_n = 0;
-      int64_t m0 = strip_row(j, s);
-      if (last && j->epi) j->epi(j->epi_ctx, j->c + m0 * j->ldc + n0, j->ldc, m0, n0, strip_row(j, s + 1) - m0, n1 - n0);
+      if (last && j->epi) j->epi(j->epi_ctx, j->c + m0 * j->ldc + n0, j->ldc, m0, n0, mr, n1 - n0);
     }
   }
 }
