@@ -42,6 +42,7 @@
 #define MR_MAX 14
 #define PACK_A_PANELS 4 /* pack an A strip when this many B panels reuse it */
 #define SERIAL_FLOPS (1 << 21) /* below this many multiply-adds (~10 us) a GEMM runs on the calling thread: waking the pool costs more */
+#define SERIAL_B_FLOATS (1 << 17) /* ... unless B is larger than this (512 KiB): then reading it takes longer */
 
 /* what one micro-kernel call computes: C[mr][nr] = alpha * sum_k a(r,k) b(k,j) + beta * C */
 typedef struct kargs {
@@ -693,7 +694,9 @@ static int run_job(job *j) {
     return PRIMC_OK;
   }
   if (!j->kc) j->kc = j->isa->kc;
-  int threads = (double)j->M * (double)j->N * (double)j->K < SERIAL_FLOPS ? 1 : primc_num_threads();
+  /* few flops but a large B (a classifier's GEMV over 5 MB of weights) is memory-bound: split it too */
+  int small = (double)j->M * (double)j->N * (double)j->K < SERIAL_FLOPS && (double)j->N * (double)j->K < SERIAL_B_FLOATS;
+  int threads = small ? 1 : primc_num_threads();
   plan(j, threads);
   int64_t items = j->nI * j->nJ;
   if (threads <= 1 || items <= 1)
