@@ -5,6 +5,7 @@
 #include "tests/test.h"
 #include "tests/unit/helpers.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -127,6 +128,49 @@ static Onnx__AttributeProto ints_attr(const char *name, int64_t *v, size_t n) {
   onnx__attribute_proto__init(&a);
   a.name = (char *)name, a.has_type = 1, a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, a.n_ints = n, a.ints = v;
   return a;
+}
+
+static Onnx__AttributeProto floats_attr(const char *name, float *v, size_t n) {
+  Onnx__AttributeProto a;
+  onnx__attribute_proto__init(&a);
+  a.name = (char *)name, a.has_type = 1, a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS, a.n_floats = n, a.floats = v;
+  return a;
+}
+
+/* nearest upsampling: an integer factor is a broadcast and a reshape (no gather: one copy kernel
+ * when compiled), any other a single gather per axis; both give y[i][j] = x[floor(i / sh)][floor(j / sw)] */
+PC_TEST(onnx_nn_nearest_upsample) {
+  float factors[2][4] = {{1, 1, 2, 2}, {1, 1, 1.5f, 2}};
+  const char *one[1] = {"y"};
+  for (int t = 0; t < 2; t++) {
+    Onnx__AttributeProto sc = floats_attr("scales", factors[t], 4), *attrs[1] = {&sc};
+    pc_graph *g = one_node("Upsample", one, 1, attrs, 1, 7);
+    if (!CHECK_MSG(g->status == PC_OK, "%s", pc_error(g))) {
+      pc_graph_free(g);
+      continue;
+    }
+    int gathers = 0;
+    for (int i = 0; i < g->n_nodes; i++) gathers += g->nodes[i]->op == PC_OP_gather;
+    CHECK_MSG(t == 0 ? gathers == 0 : gathers == 1, "scales %g x %g: %d gathers", factors[t][2], factors[t][3], gathers);
+    float ramp[32];
+    for (int i = 0; i < 32; i++) ramp[i] = (float)i;
+    pc_tensor in = {PC_f32, 4, {1, 2, 4, 4}, ramp}, out;
+    memset(&out, 0, sizeof out);
+    if (CHECK_INT(pc_interp(g, &in, 1, &out, 1), PC_OK)) {
+      int64_t H = out.dims[2], W = out.dims[3];
+      CHECK(H == (t ? 6 : 8) && W == 8);
+      int ok = 1;
+      for (int64_t c = 0; c < 2 && ok; c++)
+        for (int64_t i = 0; i < H && ok; i++)
+          for (int64_t j = 0; j < W && ok; j++) {
+            float want = ramp[(c * 4 + (int64_t)floor((double)i / factors[t][2])) * 4 + j / 2];
+            ok = CHECK_MSG(((float *)out.data)[(c * H + i) * W + j] == want, "y[%lld][%lld][%lld]", (long long)c,
+                           (long long)i, (long long)j);
+          }
+      pc_tensor_free(&out);
+    }
+    pc_graph_free(g);
+  }
 }
 
 PC_TEST(onnx_nn_pool_variants) {
