@@ -959,6 +959,9 @@ static int direct_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const floa
   int64_t og = p->o / p->groups, kk = cg * taps;
   primc_gemm g = {.M = og, .N = oh * d.wph, .K = kk, .a = w, .lda = kk, .a_packed_mr = p->w_packed_mr, .b = xp,
                   .koff = koff, .c = sums, .ldc = oh * d.wph, .epi = direct_rows, .epi_ctx = &de};
+  /* the micro-kernel drops the padding columns as it stores the outputs: no second pass over the sums */
+  primc_gemm_store gs = {c->bias, c->bias_stride, c->res, c->lo, c->hi, d.wph, ow, c->y, oh * ow};
+  if (!c->silu) g.store = &gs, g.epi = NULL;
   return primc_sgemm_run(&g);
 }
 
@@ -1356,7 +1359,7 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
       primc_gemm gm = {.M = og, .N = P, .K = kk, .a = wg, .lda = kk, .a_packed_mr = p->w_packed_mr, .c = ag,
                        .ldc = P, .epi = epi, .epi_ctx = &c};
       /* the micro-kernel adds bias and residual and clamps as it stores, when the sums go to y itself */
-      primc_gemm_store gs = {c.bias, c.bias_stride, c.res, e->lo, e->hi};
+      primc_gemm_store gs = {c.bias, c.bias_stride, c.res, e->lo, e->hi, 0, 0, NULL, 0};
       if (epi && acc == y && !e->silu) gm.store = &gs, gm.epi = NULL;
       col_src s = {p, xg, oh, ow, use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
       int st;

@@ -58,6 +58,8 @@ typedef struct kargs {
   int nr;
   const primc_gemm_store *st; /* last K block only: applied at the store; bias and res already at row 0 */
   const float *st_bias, *st_res;
+  float *st_y;     /* compacting store: y at this call's first row */
+  int64_t st_n0;   /* compacting store: C column of this call's first lane */
   const char *pf; /* prefetch pf_n cache lines from pf into L2, one per k step (the next B block) */
   int64_t pf_n;
 } kargs;
@@ -149,6 +151,45 @@ static inline __attribute__((always_inline)) AVX512 void loop512(const kargs *g,
   }
 }
 
+/* the compacting store's view of C columns [n0, n0 + 32): per vector, the lanes that are outputs and the
+ * y column the first of them goes to (the outputs before column n: (n / row) * keep + min(n % row, keep)) */
+static void compact_lanes(const primc_gemm_store *s, int64_t n0, int nr, __mmask16 keep[2], int64_t ybase[2]) {
+  int64_t col = n0 % s->row;
+  for (int v = 0; v < 2; v++) {
+    int64_t n = n0 + 16 * v, cv = n % s->row;
+    ybase[v] = n / s->row * s->keep + (cv < s->keep ? cv : s->keep);
+    unsigned bits = 0;
+    for (int l = 0; l < 16; l++, col = col + 1 == s->row ? 0 : col + 1)
+      if (16 * v + l < nr && col < s->keep) bits |= 1u << l;
+    keep[v] = (__mmask16)bits;
+  }
+}
+
+/* the compacting fused store of an R x V tile in acc (see primc_gemm_store) */
+static inline __attribute__((always_inline)) AVX512 void store_compact512(const kargs *g, __m512 acc[X5_MR][2],
+                                                                          const int R, const int V, __mmask16 lm) {
+  const primc_gemm_store *s = g->st;
+  __mmask16 keep[2];
+  int64_t yb[2];
+  compact_lanes(s, g->st_n0, g->nr, keep, yb);
+  __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta), lo = _mm512_set1_ps(s->lo), hi = _mm512_set1_ps(s->hi);
+#pragma GCC unroll 14
+  for (int r = 0; r < R; r++) {
+    const float *c = g->c + r * g->ldc;
+    __m512 b = _mm512_set1_ps(g->st_bias ? g->st_bias[r * s->bias_stride] : 0.0f);
+#pragma GCC unroll 2
+    for (int v = 0; v < V; v++) {
+      __mmask16 m = v == V - 1 ? lm : 0xFFFF;
+      __m512 x = _mm512_mul_ps(acc[r][v], va);
+      if (g->beta != 0) x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c + 16 * v), vb, x);
+      x = _mm512_add_ps(x, b);
+      if (g->st_res) x = _mm512_add_ps(x, _mm512_maskz_expandloadu_ps(keep[v], g->st_res + r * s->ldy + yb[v]));
+      x = _mm512_maskz_compress_ps(keep[v], _mm512_min_ps(hi, _mm512_max_ps(lo, x)));
+      _mm512_mask_storeu_ps(g->st_y + r * s->ldy + yb[v], (__mmask16)((1u << __builtin_popcount(keep[v])) - 1), x);
+    }
+  }
+}
+
 static inline __attribute__((always_inline)) AVX512 void body512(const kargs *g, const int R, const int V) {
   __m512 acc[X5_MR][2];
   int rem = g->nr - 16 * (V - 1);
@@ -173,6 +214,10 @@ static inline __attribute__((always_inline)) AVX512 void body512(const kargs *g,
     loop512(g, acc, R, V, 0, 0, 0, lm);
   __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta);
   int read_c = g->beta != 0;
+  if (g->st && g->st->row) {
+    store_compact512(g, acc, R, V, lm);
+    return;
+  }
   if (g->st) { /* the fused store: bias, residual and clamp while the tile is in registers */
     __m512 lo = _mm512_set1_ps(g->st->lo), hi = _mm512_set1_ps(g->st->hi);
 #pragma GCC unroll 14
@@ -470,7 +515,17 @@ typedef struct job {
 
 /* kargs.st on a stored tile, for kernels that do not apply it themselves */
 static void store_tile(const kargs *h, int rows) {
-  for (int r = 0; r < rows; r++) {
+  const primc_gemm_store *s = h->st;
+  for (int r = 0; s->row && r < rows; r++) {
+    float b = h->st_bias ? h->st_bias[r * s->bias_stride] : 0.0f;
+    for (int n = 0; n < h->nr; n++) {
+      int64_t col = h->st_n0 + n, yc = col / s->row * s->keep + col % s->row;
+      if (col % s->row >= s->keep) continue;
+      float v = h->c[r * h->ldc + n] + b + (h->st_res ? h->st_res[r * s->ldy + yc] : 0.0f);
+      h->st_y[r * s->ldy + yc] = v < s->lo ? s->lo : v > s->hi ? s->hi : v;
+    }
+  }
+  for (int r = 0; !s->row && r < rows; r++) {
     float b = h->st_bias ? h->st_bias[r * h->st->bias_stride] : 0.0f, *c = h->c + r * h->ldc;
     for (int n = 0; n < h->nr; n++) {
       float v = c[n] + b + (h->st_res ? h->st_res[r * h->ldc + n] : 0.0f);
@@ -543,7 +598,9 @@ static void run_part(const job *j, kargs *g, int64_t row, int rows, int64_t p, i
   g->st = last ? j->st : NULL;
   if (g->st) {
     g->st_bias = j->st->bias ? j->st->bias + row * j->st->bias_stride : NULL;
-    g->st_res = j->st->res ? j->st->res + row * j->ldc + p * isa->nr : NULL;
+    g->st_res = j->st->res ? j->st->res + row * (j->st->row ? j->st->ldy : j->ldc) + (j->st->row ? 0 : p * isa->nr) : NULL;
+    g->st_y = j->st->y ? j->st->y + row * j->st->ldy : NULL;
+    g->st_n0 = p * isa->nr;
   }
   if (g->st && !isa->fused_store) {
     g->st = NULL;
@@ -881,7 +938,9 @@ int primc_sgemm_run(const primc_gemm *g) {
       g->a_packed_mr > MR_MAX || (g->a_packed_mr && g->trans_a) || (g->K && !g->a) ||
       (!g->a_packed_mr && g->lda < (g->trans_a ? g->M : g->K)) || (g->b && !g->koff && g->K && g->ldb < g->N))
     return PRIMC_ERR_ARG;
-  if (g->b_packed && g->store) return PRIMC_ERR_ARG;
+  if (g->store && (g->b_packed || (g->store->row && (g->K < 1 || !g->store->y || g->store->keep < 1 ||
+                                                       g->store->keep > g->store->row || g->N % g->store->row))))
+    return PRIMC_ERR_ARG;
   if (g->b_packed)
     return primc_sgemm_prepacked_any(g->trans_a, g->M, g->N, g->K, 1.0f, g->a, g->lda, g->b_packed, 0.0f, g->c,
                                      g->ldc, g->epi, g->epi_ctx);

@@ -261,12 +261,19 @@ int primc_sgemm_prepacked_any(int trans_a, int64_t M, int64_t N, int64_t K, floa
 
 /* What the micro-kernel applies to C as it stores its last K block, instead of a pass over each finished
  * tile: C[m][n] = clamp(C[m][n] + bias[m * bias_stride] + res[m * ldc + n], lo, hi); bias and res may be
- * NULL, res must not overlap C; NaN stays NaN. Not with b_packed. */
+ * NULL, res must not overlap C; NaN stays NaN. Not with b_packed.
+ * With row > 0 the store also compacts (a direct conv's sums, rows padded to `row` columns of which the
+ * first `keep` are outputs): column n of C row m goes to y[m * ldy + (n / row) * keep + n % row] when
+ * n % row < keep and is dropped otherwise; C keeps only the partial sums of earlier K blocks, and res
+ * is in y's layout. K must be > 0. */
 typedef struct primc_gemm_store {
   const float *bias;
   int64_t bias_stride;
   const float *res;
   float lo, hi;
+  int64_t row, keep; /* 0: no compaction */
+  float *y;
+  int64_t ldy;
 } primc_gemm_store;
 
 /* The general form the convolutions use (alpha 1, beta 0, C = A B then the epilogue):

@@ -223,7 +223,7 @@ PC_TEST(gemm_fused_store_all_isas) {
       float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(2 * M), *res = rand_buf(M * ldc);
       float *C = rand_buf(M * ldc);
       res[ldc + 1] = NAN;
-      primc_gemm_store st = {bias, 2, res, -0.5f, 0.75f};
+      primc_gemm_store st = {bias, 2, res, -0.5f, 0.75f, 0, 0, NULL, 0};
       primc_gemm g = {.M = M, .N = N, .K = K, .a = A, .lda = K, .b = B, .ldb = N, .c = C, .ldc = ldc, .store = &st};
       primc_sgemm_force_isa(is[i]);
       int ok = CHECK_INT(primc_sgemm_run(&g), PRIMC_OK);
@@ -241,13 +241,42 @@ PC_TEST(gemm_fused_store_all_isas) {
       free(A), free(B), free(bias), free(res), free(C);
     }
   float A[4] = {0}, C[4] = {0};
-  primc_gemm_store st = {NULL, 0, NULL, 0.0f, 1.0f};
+  primc_gemm_store st = {NULL, 0, NULL, 0.0f, 1.0f, 0, 0, NULL, 0};
   size_t sz = primc_sgemm_packed_b_size(2, 2);
   void *pk = aligned_alloc(64, (sz + 63) / 64 * 64);
   CHECK_INT(primc_sgemm_pack_b(0, 2, 2, A, 2, pk), PRIMC_OK);
   primc_gemm g = {.M = 2, .N = 2, .K = 2, .a = A, .lda = 2, .b_packed = pk, .c = C, .ldc = 2, .store = &st};
   CHECK_INT(primc_sgemm_run(&g), PRIMC_ERR_ARG);
   free(pk);
+}
+
+/* the compacting store (a direct conv's padded rows): row 9, keep 7 over 6 rows of C, K over two
+ * blocks, with bias and a residual in y's layout, on every ISA; the dropped columns are never written */
+PC_TEST(gemm_compacting_store_all_isas) {
+  int is[4], n = isas(is);
+  const int64_t M = 13, ROW = 9, KEEP = 7, ROWS = 6, N = ROW * ROWS, K = 300, P = KEEP * ROWS;
+  for (int i = 0; i < n; i++) {
+    float *A = rand_buf(M * K), *B = rand_buf(K * N), *bias = rand_buf(M), *res = rand_buf(M * P), *C = rand_buf(M * N);
+    float *y = malloc(sizeof(float) * (size_t)(M * P));
+    for (int64_t k = 0; k < M * P; k++) y[k] = NAN;
+    primc_gemm_store st = {bias, 1, res, -0.5f, 0.75f, ROW, KEEP, y, P};
+    primc_gemm g = {.M = M, .N = N, .K = K, .a = A, .lda = K, .b = B, .ldb = N, .c = C, .ldc = N, .store = &st};
+    primc_sgemm_force_isa(is[i]);
+    int ok = CHECK_INT(primc_sgemm_run(&g), PRIMC_OK);
+    primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+    for (int64_t m = 0; m < M && ok; m++)
+      for (int64_t q = 0; q < P && ok; q++) {
+        int64_t col = q / KEEP * ROW + q % KEEP;
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) acc += (double)A[m * K + k] * B[k * N + col];
+        double want = fmin(fmax(acc + bias[m] + res[m * P + q], -0.5), 0.75);
+        ok = CHECK_MSG(fabs(y[m * P + q] - want) <= 4.0 * (double)(K + 3) * FLT_EPSILON, "%s: y[%lld][%lld] = %g, want %g",
+                       primc_sgemm_isa_name(is[i]), (long long)m, (long long)q, y[m * P + q], want);
+      }
+    g.N = N - 1; /* not whole padded rows */
+    CHECK_INT(primc_sgemm_run(&g), PRIMC_ERR_ARG);
+    free(A), free(B), free(bias), free(res), free(C), free(y);
+  }
 }
 
 /* ---------------------------------------------------------------- conv */
