@@ -174,7 +174,8 @@ static pc_status place_all(kir_program *p) {
   for (int i = 0; i < g->n_inputs; i++) {
     const pc_value *v = g->inputs[i];
     if (!pc_type_is_static(&v->type))
-      return pc_fail(g, PC_ERR_UNSUPPORTED, "input %d: symbolic dims are not supported by codegen (use --dim)", i);
+      return pc_fail(g, PC_ERR_UNSUPPORTED, "input \"%s\": symbolic dims are not supported by codegen (use --dim)",
+                     v->name ? v->name : "?");
     kir_buf b = {KP_INPUT, i, 0, value_bytes(p->g, v), v->type.dtype, v};
     int id = buf_add(p, b);
     if (id < 0) return PC_ERR_NOMEM;
