@@ -1017,16 +1017,25 @@ static pc_status render_random(cctx *C, const kir_kernel *k) {
 
 typedef pc_status (*call_fn)(cctx *C, const kir_kernel *k);
 
+/* the host side would have to read the count back from the device to report the output's
+ * dims (primc_cuda_model_desc has no output_dims): CPU only for now */
+static pc_status render_nonzero(cctx *C, const kir_kernel *k) {
+  (void)k;
+  return fail_kernel(C, "the size of its result depends on the data: %s compiles for the CPU only, not for CUDA",
+                     "nonzero");
+}
+
 typedef struct call_rule {
   const char *fn;
   call_fn render;
 } call_rule;
 
-/* the runtime kernels of codegen/kir.c (primc_k_<fn> on the CPU) that have a CUDA rendering */
+/* the runtime kernels of codegen/kir.c (primc_k_<fn> on the CPU) that have a CUDA rendering
+ * (or, for nonzero, a refusal saying why) */
 static const call_rule call_rules[] = {
     {"copy", render_copy},       {"dot", render_dot},       {"conv", render_conv}, {"gather", render_gather},
     {"scatter", render_scatter}, {"cumsum", render_cumsum}, {"sort", render_sort},  {"fft", render_fft},
-    {"random", render_random},   {"gather_strided", render_gather_strided},
+    {"random", render_random},   {"gather_strided", render_gather_strided}, {"nonzero", render_nonzero},
 };
 
 static pc_status render_call(cctx *C, const kir_kernel *k) {

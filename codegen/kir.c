@@ -31,7 +31,20 @@ const char *kir_red_name(kir_red r) {
 
 /* ---------------------------------------------------------------- buffers */
 
-static int64_t value_bytes(const pc_value *v) { return pc_type_numel(&v->type) * (int64_t)pc_dtype_size(v->type.dtype); }
+/* t with its symbolic dims at their bound: the only symbols codegen lets through are nonzero's
+ * counts (check_dynamic), whose buffers are sized for the bound */
+static pc_type bound_type(const pc_graph *g, const pc_type *t) {
+  pc_type b = *t;
+  for (int d = 0; d < t->rank; d++)
+    if (PC_DIM_IS_SYM(t->dims[d]) && g->syms[PC_DIM_SYM_ID(t->dims[d])].hi != INT64_MAX)
+      b.dims[d] = g->syms[PC_DIM_SYM_ID(t->dims[d])].hi;
+  return b;
+}
+
+static int64_t value_bytes(const pc_graph *g, const pc_value *v) {
+  pc_type b = bound_type(g, &v->type);
+  return pc_type_numel(&b) * (int64_t)pc_dtype_size(v->type.dtype);
+}
 
 static int buf_add(kir_program *p, kir_buf b) {
   if (p->n_bufs == p->cap_bufs) {
@@ -71,9 +84,9 @@ static int graph_is_planned(const pc_graph *g) {
 
 static pc_status place_const(kir_program *p, const pc_node *n) {
   const pc_value *v = n->out[0];
-  if (!n->data && value_bytes(v) > 0)
+  if (!n->data && value_bytes(p->g, v) > 0)
     return pc_node_fail(p->g, n, PC_ERR_UNSUPPORTED, "constant has no data (unbound weight key)");
-  kir_buf b = {KP_CONST, p->n_consts, p->weights_size, value_bytes(v), v->type.dtype, v};
+  kir_buf b = {KP_CONST, p->n_consts, p->weights_size, value_bytes(p->g, v), v->type.dtype, v};
   p->weights_size = align_up(p->weights_size + b.nbytes);
   p->consts[p->n_consts++] = v;
   int id = buf_add(p, b);
@@ -84,7 +97,7 @@ static pc_status place_const(kir_program *p, const pc_node *n) {
 
 /* one value produced by a node: its storage, from the planner or our own plan */
 static pc_status place_value(kir_program *p, const pc_value *v, int planned) {
-  kir_buf b = {KP_WORKSPACE, -1, 0, value_bytes(v), v->type.dtype, v};
+  kir_buf b = {KP_WORKSPACE, -1, 0, value_bytes(p->g, v), v->type.dtype, v};
   int oi = output_index(p->g, v);
   if (planned) {
     if (v->storage == PC_STORE_FUSED) return PC_OK;
@@ -131,6 +144,28 @@ static pc_status find_escapes(kir_program *p) {
   return PC_OK;
 }
 
+/* Compiled code has static shapes, save one case: a nonzero whose result is only a graph output.
+ * Its buffer is sized at the bound, the run writes the count it found beside it and
+ * NAME_output_dims reports it; anything reading the result would need its size at compile time. */
+static pc_status check_dynamic(kir_program *p, const pc_node *n) {
+  pc_graph *g = p->g;
+  int dynamic = 0;
+  for (int k = 0; k < n->n_out; k++) dynamic |= !pc_type_is_static(&n->out[k]->type);
+  if (!dynamic) return PC_OK;
+  if (n->op != PC_OP_nonzero)
+    return pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "symbolic dims are not supported by codegen (use --dim)");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *u = g->nodes[i];
+    for (int k = 0; !u->dead && k < u->n_in; k++)
+      if (u->in[k] == n->out[0])
+        return pc_node_fail(g, n, PC_ERR_UNSUPPORTED,
+                            "its data-dependent result feeds %s; compiled code supports a nonzero result only as a "
+                            "graph output",
+                            u->origin && (!n->origin || strcmp(u->origin, n->origin)) ? u->origin : pc_prim(u->op)->name);
+  }
+  return PC_OK;
+}
+
 static pc_status place_all(kir_program *p) {
   pc_graph *g = p->g;
   int planned = graph_is_planned(g);
@@ -138,7 +173,10 @@ static pc_status place_all(kir_program *p) {
   p->workspace_size = planned ? g->workspace_size : 0;
   for (int i = 0; i < g->n_inputs; i++) {
     const pc_value *v = g->inputs[i];
-    kir_buf b = {KP_INPUT, i, 0, value_bytes(v), v->type.dtype, v};
+    if (!pc_type_is_static(&v->type))
+      return pc_fail(g, PC_ERR_UNSUPPORTED, "input \"%s\": symbolic dims are not supported by codegen (use --dim)",
+                     v->name ? v->name : "?");
+    kir_buf b = {KP_INPUT, i, 0, value_bytes(p->g, v), v->type.dtype, v};
     int id = buf_add(p, b);
     if (id < 0) return PC_ERR_NOMEM;
     p->buf_of_value[v->id] = id;
@@ -146,10 +184,9 @@ static pc_status place_all(kir_program *p) {
   for (int i = 0; i < g->n_nodes; i++) {
     const pc_node *n = g->nodes[i];
     if (n->dead) continue;
-    for (int k = 0; k < n->n_out; k++)
-      if (!pc_type_is_static(&n->out[k]->type))
-        return pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "symbolic dims are not supported by codegen (use --dim)");
-    pc_status s = n->op == PC_OP_constant ? place_const(p, n) : PC_OK;
+    pc_status s = check_dynamic(p, n);
+    if (s != PC_OK) return s;
+    s = n->op == PC_OP_constant ? place_const(p, n) : PC_OK;
     for (int k = 0; s == PC_OK && n->op != PC_OP_constant && k < n->n_out; k++) s = place_value(p, n->out[k], planned);
     if (s != PC_OK) return s;
   }
@@ -720,7 +757,7 @@ static int operand_mat(kir_program *p, const pc_node *n, const pc_value *x, cons
     src.coef[perm[i]][i + (r == 0)] = 1;
   }
   pc_type pt = pc_type_make(x->type.dtype, r, ext);
-  int dst = scratch_buf(p, x->type.dtype, value_bytes(x), NULL);
+  int dst = scratch_buf(p, x->type.dtype, value_bytes(p->g, x), NULL);
   if (dst < 0 || !copy_kernel(p, n, r, ext, dst, map_scaled(&pt, r == 0, NULL, NULL), buf, linearize(&src, &x->type),
                               x->type.dtype))
     return -1;
@@ -900,6 +937,22 @@ static pc_status build_fft(kir_program *p, const pc_node *n) {
   return s;
 }
 
+/* nonzero -> primc_k_nonzero (out, x, count): check_dynamic let it through as a graph output only;
+ * the count goes to an i64 in the workspace that NAME_output_dims reads after the run */
+static pc_status build_nonzero(kir_program *p, const pc_node *n) {
+  kir_kernel *k = call_kernel(p, n, "nonzero", 1 + 9);
+  if (!k) return PC_ERR_NOMEM;
+  k->params[0] = n->in[0]->type.dtype;
+  put_shape(k->params + 1, &n->in[0]->type);
+  int slot = scratch_buf(p, PC_i64, 8, NULL);
+  if (slot < 0) return PC_ERR_NOMEM;
+  p->sym_slot[PC_DIM_SYM_ID(n->out[0]->type.dims[1])] = p->bufs[slot].offset;
+  call_arg(k, p->buf_of_value[n->out[0]->id]);
+  call_arg(k, p->buf_of_value[n->in[0]->id]);
+  call_arg(k, slot);
+  return PC_OK;
+}
+
 static pc_status build_unsupported(kir_program *p, const pc_node *n) {
   return pc_node_fail(p->g, n, PC_ERR_UNSUPPORTED, "%s has a data-dependent shape, not supported by codegen",
                       pc_prim(n->op)->name);
@@ -915,7 +968,7 @@ static build_fn build_rule(pc_op op) {
       [PC_OP_conv] = build_conv,         [PC_OP_gather] = build_gather,      [PC_OP_scatter] = build_scatter,
       [PC_OP_cumsum] = build_cumsum,     [PC_OP_sort] = build_sort,          [PC_OP_topk] = build_topk,
       [PC_OP_bitcast] = build_bitcast,   [PC_OP_random] = build_random,      [PC_OP_fft] = build_fft,
-      [PC_OP_nonzero] = build_unsupported,
+      [PC_OP_nonzero] = build_nonzero,
   };
   if (rules[op]) return rules[op];
   return expr_rule(op) ? build_pointwise : build_unsupported;
@@ -979,7 +1032,7 @@ static int fused_pointwise_stores(kir_program *p, const pc_node *const *nodes, i
 }
 
 static void materialize(kir_program *p, const pc_value *v) {
-  if (p->buf_of_value[v->id] < 0) p->buf_of_value[v->id] = scratch_buf(p, v->type.dtype, value_bytes(v), v);
+  if (p->buf_of_value[v->id] < 0) p->buf_of_value[v->id] = scratch_buf(p, v->type.dtype, value_bytes(p->g, v), v);
 }
 
 static int is_pointwise(const pc_node *n) { return expr_rule(n->op) && n->n_out == 1; }
@@ -1068,12 +1121,13 @@ static pc_status copy_outputs(kir_program *p) {
     int src = p->buf_of_value[v->id];
     if (src < 0) return pc_fail(g, PC_ERR_INTERNAL, "output %d is not materialized", i);
     if (p->bufs[src].place == KP_OUTPUT && p->bufs[src].index == i) continue;
-    kir_buf b = {KP_OUTPUT, i, 0, value_bytes(v), v->type.dtype, v};
+    kir_buf b = {KP_OUTPUT, i, 0, value_bytes(p->g, v), v->type.dtype, v};
     int dst = buf_add(p, b);
     kir_kernel *k = dst < 0 ? NULL : call_kernel(p, NULL, "copy", 1 + 18);
     if (!k) return PC_ERR_NOMEM;
+    pc_type t = bound_type(g, &v->type); /* a nonzero result listed twice: copied whole */
     k->params[0] = v->type.dtype;
-    put_shape(put_shape(k->params + 1, &v->type), &v->type);
+    put_shape(put_shape(k->params + 1, &t), &t);
     call_arg(k, dst);
     call_arg(k, src);
   }
@@ -1444,8 +1498,10 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
   p->buf_of_value = pc_alloc(g, sizeof(int) * (size_t)(g->n_values + 1));
   p->consts = pc_alloc(g, sizeof *p->consts * (size_t)(g->n_nodes + 1));
   p->repeat_mask = pc_alloc(g, sizeof(int) * (size_t)(g->n_values + 1));
-  if (!p->buf_of_value || !p->consts || !p->repeat_mask) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  p->sym_slot = pc_alloc(g, sizeof(int64_t) * (size_t)(g->n_syms + 1));
+  if (!p->buf_of_value || !p->consts || !p->repeat_mask || !p->sym_slot) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; i < g->n_values; i++) p->buf_of_value[i] = p->repeat_mask[i] = -1;
+  for (int i = 0; i < g->n_syms; i++) p->sym_slot[i] = -1;
   pc_status s = place_all(p);
   const pc_node **grp = pc_alloc(g, sizeof *grp * (size_t)(g->n_nodes + 1));
   if (s == PC_OK && !grp) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");

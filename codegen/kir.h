@@ -101,7 +101,9 @@ typedef struct kir_kernel {
    *   sort     [dtype, x, values, indices shapes, axis, descending|largest, k (-1: sort)]
    *                                                                        (values, indices, x, scratch)
    *   random   [dtype, out shape, normal, seed, a, b (doubles as bits)]     (out)
-   *   fft      [dtype, in, out shapes, type (fft ifft rfft irfft), length]  (out, in, scratch) */
+   *   fft      [dtype, in, out shapes, type (fft ifft rfft irfft), length]  (out, in, scratch)
+   *   nonzero  [dtype, in shape]                                            (out, in, count)
+   *            out sized at the bound rank * numel(in); the count slot is sym_slot's */
   const char *fn;
   int n_args;
   int args[KIR_MAX_ARGS];   /* buffer ids, outputs first */
@@ -134,6 +136,9 @@ typedef struct kir_program {
   int n_packed;           /* kir_pack_weights' panels */
   kir_packed *packed;
   int n_consts;
+  /* by symbol id: workspace byte offset of the i64 where the run writes the actual size of a
+   * data-dependent dim (nonzero's count), -1 for other symbols; read by NAME_output_dims */
+  int64_t *sym_slot;
 } kir_program;
 
 /* Builds kernels for every group of g (node->group; -1 everywhere means one

@@ -896,6 +896,40 @@ static LLVMValueRef cstring(lctx *L, const char *s) {
   return const_global(L, init, "", LLVMPrivateLinkage);
 }
 
+/* a data-dependent dim (nonzero's count) at its bound: the size of the buffer the caller passes */
+static int64_t dim_bound(const pc_graph *g, int64_t d) { return PC_DIM_IS_SYM(d) ? g->syms[PC_DIM_SYM_ID(d)].hi : d; }
+
+/* NAME_output_dims(workspace, i, dims): primc_output_dims over a table of each output's rank and
+ * dims, a data-dependent dim as -(1 + workspace offset of the count the run wrote) */
+static LLVMValueRef emit_output_dims(lctx *L) {
+  const kir_program *p = L->p;
+  const pc_graph *g = p->g;
+  int n = g->n_outputs, w = 1 + PC_MAX_RANK;
+  int64_t *tab = calloc((size_t)(n ? n : 1) * (size_t)w, sizeof *tab);
+  for (int i = 0; i < n; i++) {
+    const pc_type *t = &g->outputs[i]->type;
+    tab[i * w] = t->rank;
+    for (int d = 0; d < t->rank; d++) {
+      int64_t v = t->dims[d];
+      tab[i * w + 1 + d] = PC_DIM_IS_SYM(v) ? -1 - p->sym_slot[PC_DIM_SYM_ID(v)] : v;
+    }
+  }
+  char name[96];
+  snprintf(name, sizeof name, "%s_output_dims_table", L->name);
+  LLVMValueRef gv = const_i64_array(L, tab, n * w, name);
+  free(tab);
+  snprintf(name, sizeof name, "%s_output_dims", L->name);
+  LLVMTypeRef pt[3] = {L->ptr, L->i32, L->ptr};
+  LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, pt, 3, 0));
+  L->fn = f;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, f, "entry"));
+  LLVMTypeRef ps[5] = {L->ptr, L->i32, L->ptr, L->i32, L->ptr};
+  LLVMValueRef args[5] = {gv, LLVMConstInt(L->i32, (unsigned)n, 0), LLVMGetParam(f, 0), LLVMGetParam(f, 1),
+                          LLVMGetParam(f, 2)};
+  LLVMBuildRet(L->b, call_fn(L, "primc_output_dims", L->i32, ps, args, 5));
+  return f;
+}
+
 /* primc_tensor_desc[] for the graph inputs or outputs */
 static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char *what) {
   LLVMTypeRef ft[4] = {L->ptr, L->i32, L->i32, LLVMArrayType2(L->i64, PC_MAX_RANK)};
@@ -906,7 +940,7 @@ static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char
     char buf[32];
     snprintf(buf, sizeof buf, "%s%d", what, i); /* "in0", "out1": the header uses the same names */
     LLVMValueRef dims[PC_MAX_RANK];
-    for (int d = 0; d < PC_MAX_RANK; d++) dims[d] = ci64(L, d < v->type.rank ? v->type.dims[d] : 0);
+    for (int d = 0; d < PC_MAX_RANK; d++) dims[d] = ci64(L, d < v->type.rank ? dim_bound(L->g, v->type.dims[d]) : 0);
     LLVMValueRef f[4] = {cstring(L, v->name ? v->name : buf), LLVMConstInt(L->i32, (unsigned)v->type.dtype, 0),
                          LLVMConstInt(L->i32, (unsigned)v->type.rank, 0), LLVMConstArray2(L->i64, dims, PC_MAX_RANK)};
     els[i] = LLVMConstStructInContext(L->c, f, 4, 0);
@@ -920,14 +954,14 @@ static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char
 }
 
 /* NAME_model (a primc_model_desc) and NAME_workspace_size */
-static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, LLVMValueRef lw) {
+static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, LLVMValueRef lw, LLVMValueRef od) {
   const pc_graph *g = L->p->g;
   char name[96];
-  LLVMValueRef f[10] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
+  LLVMValueRef f[11] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
                         LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
                         emit_descs(L, g->inputs, g->n_inputs, "in"), emit_descs(L, g->outputs, g->n_outputs, "out"),
-                        L->profile ? L->profile : LLVMConstNull(L->ptr)};
-  LLVMValueRef init = LLVMConstStructInContext(L->c, f, 10, 0);
+                        L->profile ? L->profile : LLVMConstNull(L->ptr), od};
+  LLVMValueRef init = LLVMConstStructInContext(L->c, f, 11, 0);
   snprintf(name, sizeof name, "%s_model", L->name);
   LLVMValueRef gv = const_global(L, init, name, LLVMExternalLinkage);
   snprintf(name, sizeof name, "%s_workspace_size", L->name);
@@ -1066,7 +1100,8 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   if (o->profile) L.profile = emit_profile_table(&L);
   LLVMValueRef run = emit_run(&L, o, kfns);
   LLVMValueRef lw = emit_load_weights(&L, o);
-  emit_model_desc(&L, o, run, lw);
+  LLVMValueRef od = emit_output_dims(&L);
+  emit_model_desc(&L, o, run, lw, od);
   set_function_attrs(&L, tm);
   free(kfns);
   char *err = NULL;

@@ -77,8 +77,19 @@ static void print_shape(FILE *f, const pc_type *t) {
   fprintf(f, "%s}", t->rank ? "" : "1");
 }
 
-static void header_tensor(FILE *f, const char *name, const char *what, int i, const pc_value *v) {
-  int64_t n = pc_type_numel(&v->type);
+/* t's data-dependent dims (nonzero's count) at their bound, and a mask of them */
+static pc_type header_bound(const pc_graph *g, const pc_type *t, int *mask) {
+  pc_type b = *t;
+  *mask = 0;
+  for (int d = 0; d < t->rank; d++)
+    if (PC_DIM_IS_SYM(t->dims[d])) b.dims[d] = g->syms[PC_DIM_SYM_ID(t->dims[d])].hi, *mask |= 1 << d;
+  return b;
+}
+
+static void header_tensor(FILE *f, const pc_graph *g, const char *name, const char *what, int i, const pc_value *v) {
+  int dynamic;
+  pc_type t = header_bound(g, &v->type, &dynamic);
+  int64_t n = pc_type_numel(&t);
   char vname[256], upper[16];
   /* the same fallback names as the descriptors in the object (codegen/llvm.c) */
   snprintf(vname, sizeof vname, "%s", v->name ? v->name : "");
@@ -86,15 +97,20 @@ static void header_tensor(FILE *f, const char *name, const char *what, int i, co
   snprintf(upper, sizeof upper, "%s", pc_dtype_name(v->type.dtype));
   for (char *c = upper; *c; c++) *c = (char)toupper((unsigned char)*c);
   fprintf(f, "\n/* %s %d: \"%s\" %s[", what, i, vname, pc_dtype_name(v->type.dtype));
-  for (int d = 0; d < v->type.rank; d++) fprintf(f, "%s%lld", d ? "," : "", (long long)v->type.dims[d]);
+  for (int d = 0; d < t.rank; d++) fprintf(f, "%s%s%lld", d ? "," : "", dynamic >> d & 1 ? "<=" : "", (long long)t.dims[d]);
   fprintf(f, "] */\n");
   const char *W = what[0] == 'i' ? "INPUT" : "OUTPUT";
   fprintf(f, "#define %s_%s%d_NAME \"%s\"\n", name, W, i, vname);
   fprintf(f, "#define %s_%s%d_DTYPE %d /* PRIMC_%s in runtime/primc_rt.h */\n", name, W, i, (int)v->type.dtype,
           upper);
   fprintf(f, "#define %s_%s%d_RANK %d\n", name, W, i, v->type.rank);
+  if (dynamic)
+    fprintf(f, "/* dims marked <= depend on the data: SHAPE, NUMEL and BYTES hold their bound, the size of\n"
+               " * the buffer to pass; the run writes the result row-major in its actual dims (%s_output_dims) */\n"
+               "#define %s_%s%d_DATA_DEPENDENT_DIMS 0x%x /* bit d: dim d */\n",
+            name, name, W, i, dynamic);
   fprintf(f, "#define %s_%s%d_SHAPE ", name, W, i);
-  print_shape(f, &v->type);
+  print_shape(f, &t);
   fprintf(f, "\n#define %s_%s%d_NUMEL %lldLL\n", name, W, i, (long long)n);
   fprintf(f, "#define %s_%s%d_BYTES %lldLL\n", name, W, i, (long long)(n * (int64_t)pc_dtype_size(v->type.dtype)));
 }
@@ -112,16 +128,22 @@ static pc_status write_header(const kir_program *p, const char *path, const char
   fprintf(f, "#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n", name, g->n_inputs, name, g->n_outputs);
   fprintf(f, "#define %s_WEIGHTS_EXTERNAL %d\n#define %s_WEIGHTS_SIZE %lldLL\n", name, external, name,
           (long long)p->weights_size);
-  for (int i = 0; i < g->n_inputs; i++) header_tensor(f, name, "input", i, g->inputs[i]);
-  for (int i = 0; i < g->n_outputs; i++) header_tensor(f, name, "output", i, g->outputs[i]);
+  for (int i = 0; i < g->n_inputs; i++) header_tensor(f, g, name, "input", i, g->inputs[i]);
+  for (int i = 0; i < g->n_outputs; i++) header_tensor(f, g, name, "output", i, g->outputs[i]);
   fprintf(f, "\n/* Runs the model. inputs[i] / outputs[i]: row-major buffers of the shapes above\n"
-             " * (inputs are read, outputs fully written); workspace: %s_WORKSPACE_SIZE bytes\n"
+             " * (inputs are read, outputs fully written, those with dims marked <= in their actual\n"
+             " * dims, see %s_output_dims); workspace: %s_WORKSPACE_SIZE bytes\n"
              " * aligned to %s_WORKSPACE_ALIGN, owned by the caller, reusable between calls but\n"
              " * not shared by concurrent calls. No allocation. Returns 0, or 1 (a NULL pointer),\n"
              " * 2 (weights not loaded), 3 (bad data, e.g. an index out of range), 4 (unsupported). */\n",
-          name, name);
+          name, name, name);
   fprintf(f, "int %s_run(const void *const *inputs, void *const *outputs, void *workspace);\n", name);
   fprintf(f, "extern const int64_t %s_workspace_size;\n", name);
+  fprintf(f, "\n/* The dims (%s_OUTPUTi_RANK of them) of output i as the last %s_run on this workspace wrote it:\n"
+             " * its SHAPE, except for the dims marked <= above, whose size the data decides. Returns 0, or 1\n"
+             " * (a NULL pointer, no such output). */\n"
+             "int %s_output_dims(const void *workspace, int32_t output, int64_t *dims);\n",
+          name, name, name);
   if (external)
     fprintf(f, "\n/* Maps the weights side file (%s.weights, %s_WEIGHTS_SIZE bytes) read-only; call once\n"
                " * before %s_run. Returns 0, or 2 when the file is missing or has the wrong size. */\n"

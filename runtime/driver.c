@@ -152,6 +152,8 @@ int main(int argc, char **argv) {
   if (o.bench > 0 && m->profile) primc_prof_reset(m->profile);
   if (o.bench > 0 && bench(m, inp, outp, ws, o.bench, &run_ms)) return 1;
   if (c.profile) print_profile(m, o.bench > 0 ? o.bench : 1, run_ms);
+  for (int i = 0; i < m->n_outputs; i++) /* outputs whose size the data decides are written at that size */
+    if (m->output_dims(ws, i, outs[i].dims) != 0) return fprintf(stderr, "error: %s_output_dims failed\n", m->name), 1;
   if (!o.out_dir) primc_driver_summary(m->outputs, outs, m->n_outputs);
   else if (primc_driver_write(o.out_dir, outs, m->n_outputs)) return 1;
   for (int i = 0; i < m->n_inputs; i++) free(ins[i].data);

@@ -885,3 +885,41 @@ int primc_k_fft(const int64_t *q, void *const *bufs) {
   }
   return PRIMC_OK;
 }
+
+/* ---------------------------------------------------------------- nonzero */
+
+static int elem_nonzero(const void *x, int64_t i, int dt) {
+  if (dt == PRIMC_C64) return ((const float *)x)[2 * i] != 0 || ((const float *)x)[2 * i + 1] != 0;
+  return is_float(dt) ? get_f(x, i, dt) != 0 : get_i(x, i, dt) != 0; /* NaN counts, -0.0 does not */
+}
+
+/* params: dtype, x shape. bufs: out (room for rank * numel(x) i64), x, count (one i64).
+ * Two serial passes: the count n first, so that the indices land row-major in [rank, n] */
+int primc_k_nonzero(const int64_t *q, void *const *bufs) {
+  shp x;
+  get_shape(q + 1, &x);
+  int dt = (int)q[0];
+  int64_t total = numel(&x), n = 0, j = 0, idx[PRIMC_MAX_RANK] = {0};
+  for (int64_t i = 0; i < total; i++) n += elem_nonzero(bufs[1], i, dt);
+  int64_t *out = bufs[0];
+  for (int64_t i = 0; i < total; i++, next_index(idx, x.d, x.rank)) {
+    if (!elem_nonzero(bufs[1], i, dt)) continue;
+    for (int d = 0; d < x.rank; d++) out[d * n + j] = idx[d];
+    j++;
+  }
+  *(int64_t *)bufs[2] = n;
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- actual output dims */
+
+int primc_output_dims(const int64_t *table, int32_t n_outputs, const void *workspace, int32_t output, int64_t *dims) {
+  if (!table || !dims || output < 0 || output >= n_outputs) return PRIMC_ERR_ARG;
+  const int64_t *row = table + (int64_t)output * (1 + PRIMC_MAX_RANK);
+  for (int d = 0; d < PRIMC_MAX_RANK; d++) {
+    int64_t v = d < row[0] ? row[1 + d] : 0;
+    if (v < 0 && !workspace) return PRIMC_ERR_ARG;
+    dims[d] = v >= 0 ? v : *(const int64_t *)(const void *)((const char *)workspace + (-v - 1));
+  }
+  return PRIMC_OK;
+}

@@ -83,7 +83,16 @@ typedef struct primc_model_desc {
   int32_t n_inputs, n_outputs;
   const primc_tensor_desc *inputs, *outputs;
   const primc_profile *profile; /* per-kernel counters when compiled with --profile, else NULL */
+  /* NAME_output_dims: the dims of output `output` as the last run on `workspace` wrote it. An output
+   * whose size depends on the data (ONNX NonZero's count) has its bound in outputs[i].dims, the size
+   * of the buffer the caller passes; the run writes it row-major in its actual dims, which this
+   * gives. Other outputs get their dims. 0, or PRIMC_ERR_ARG (NULL pointer, no such output). */
+  int (*output_dims)(const void *workspace, int32_t output, int64_t *dims);
 } primc_model_desc;
+
+/* NAME_output_dims's body: table holds n_outputs rows of rank then 8 dims, a dim >= 0 fixed, a
+ * dim < 0 the int64 at workspace byte offset -(dim + 1), written by the run (primc_k_nonzero's count) */
+int primc_output_dims(const int64_t *table, int32_t n_outputs, const void *workspace, int32_t output, int64_t *dims);
 
 /* Thread pool (runtime/threads.c): runs fn(ctx, begin, end) over [0, n) split
  * across PRIMC_NUM_THREADS threads (default: online CPUs); nested or
@@ -115,6 +124,9 @@ int primc_k_cumsum(const int64_t *params, void *const *bufs);
 int primc_k_sort(const int64_t *params, void *const *bufs);
 int primc_k_random(const int64_t *params, void *const *bufs);
 int primc_k_fft(const int64_t *params, void *const *bufs);
+/* params [dtype, x shape], bufs (out, x, count): the indices of x's nonzeros as an i64 [rank, n] array
+ * (row-major in those dims, at the start of out, which has room for rank * numel(x)); n into *count */
+int primc_k_nonzero(const int64_t *params, void *const *bufs);
 int64_t primc_ipow(int64_t base, int64_t exp);
 
 /* ---------------------------------------------------------------- CUDA driver (runtime/cuda_rt.c) */

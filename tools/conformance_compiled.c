@@ -36,11 +36,10 @@ static int bind_dims(const pc_graph *g, const pc_tensor *ins, pc_dim_binding *di
   return n;
 }
 
-static int all_static(const pc_graph *g) {
+/* outputs may keep a data-dependent dim (NonZero's count): codegen sizes them at the bound or says why not */
+static int inputs_static(const pc_graph *g) {
   for (int i = 0; i < g->n_inputs; i++)
     if (!pc_type_is_static(&g->inputs[i]->type)) return 0;
-  for (int i = 0; i < g->n_outputs; i++)
-    if (!pc_type_is_static(&g->outputs[i]->type)) return 0;
   return 1;
 }
 
@@ -59,7 +58,7 @@ static pc_graph *prepare(const pc_conf_compiled *m, const pc_graph *g, const cha
   pc_pipeline_opts po = {.opt_level = m->opt_level, .unfused = m->unfused};
   const char *step = "import";
   if (c->status == PC_OK) step = "passes", pc_pipeline_run(c, &po);
-  if (c->status == PC_OK && !all_static(c)) pc_fail(c, PC_ERR_UNSUPPORTED, "symbolic dims remain after import");
+  if (c->status == PC_OK && !inputs_static(c)) pc_fail(c, PC_ERR_UNSUPPORTED, "symbolic input dims remain after import");
   if (c->status == PC_OK) return c;
   *st = c->status;
   snprintf(err, errlen, "%s: %s", step, pc_error(c));
@@ -67,11 +66,11 @@ static pc_graph *prepare(const pc_conf_compiled *m, const pc_graph *g, const cha
   return NULL;
 }
 
-/* outs[i]: zeroed buffers of the compiled graph's output types */
-static int alloc_outputs(const pc_graph *c, pc_tensor *outs, void **ptrs) {
-  for (int i = 0; i < c->n_outputs; i++) {
-    const pc_type *t = &c->outputs[i]->type;
-    outs[i] = (pc_tensor){t->dtype, t->rank, {0}, NULL};
+/* outs[i]: zeroed buffers of the library's output shapes (a data-dependent dim at its bound) */
+static int alloc_outputs(const primc_model_desc *d, pc_tensor *outs, void **ptrs) {
+  for (int i = 0; i < d->n_outputs; i++) {
+    const primc_tensor_desc *t = &d->outputs[i];
+    outs[i] = (pc_tensor){(pc_dtype)t->dtype, t->rank, {0}, NULL};
     memcpy(outs[i].dims, t->dims, sizeof outs[i].dims);
     outs[i].data = calloc(pc_tensor_nbytes(&outs[i]) + 64, 1);
     if (!(ptrs[i] = outs[i].data)) return 0;
@@ -102,12 +101,16 @@ static pc_status run_library(const char *so, const pc_graph *c, const pc_tensor 
   static const int64_t dummy[8]; /* a non-NULL pointer for empty inputs */
   if (c->n_inputs > 64 || c->n_outputs > 64) return snprintf(err, errlen, "too many inputs/outputs"), PC_ERR_RANGE;
   for (int i = 0; i < c->n_inputs; i++) in[i] = ins[i].data ? ins[i].data : dummy;
-  if (!alloc_outputs(c, outs, out)) return snprintf(err, errlen, "out of memory"), PC_ERR_NOMEM;
+  if (!alloc_outputs(d, outs, out)) return snprintf(err, errlen, "out of memory"), PC_ERR_NOMEM;
   void *ws = aligned_alloc(64, (size_t)(d->workspace_size + 127) / 64 * 64);
   if (!ws) return snprintf(err, errlen, "out of memory for the workspace"), PC_ERR_NOMEM;
   int rc = d->run(in, out, ws);
+  for (int i = 0; rc == PRIMC_OK && i < c->n_outputs; i++) { /* the actual size of a data-dependent dim */
+    int64_t dims[PRIMC_MAX_RANK];
+    if ((rc = d->output_dims(ws, i, dims)) == PRIMC_OK) memcpy(outs[i].dims, dims, sizeof dims);
+  }
   free(ws);
-  if (rc != PRIMC_OK) return snprintf(err, errlen, "m_run returned %d", rc), PC_ERR_RANGE;
+  if (rc != PRIMC_OK) return snprintf(err, errlen, "m_run or m_output_dims returned %d", rc), PC_ERR_RANGE;
   return PC_OK;
 }
 

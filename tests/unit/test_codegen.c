@@ -1,6 +1,8 @@
 /* tests/unit/test_codegen.c: compiles small prim graphs to objects, links and dlopens them, and compares with pc_interp. */
 #include "codegen/codegen.h"
 #include "ir/ir.h"
+#include "passes/passes.h"
+#include "runtime/primc_rt.h"
 #include "tests/test.h"
 #include "tests/unit/helpers.h"
 
@@ -961,5 +963,152 @@ PC_TEST(codegen_bitcast_scatter_modes_bf16) {
   pc_output_add(g, pc_mul(g, pc_exp(g, h), h));
   pc_output_add(g, pc_reduce(g, PC_OP_reduce_sum, h, 1, (int64_t[]){1}));
   check_graph(g, (range){-2, 2}, "bitcast/scatter/bf16");
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- nonzero: an output sized by the data */
+
+/* x and its nonzeros' indices, [rank, n] row-major, worked out by hand (numpy.nonzero's order) */
+typedef struct nz_case {
+  const char *tag;
+  pc_dtype dt;
+  int rank;
+  int64_t dims[3];
+  double x[12];
+  int64_t n, want[36];
+} nz_case;
+
+static const nz_case nz_cases[] = {
+    {"f32 with NaN and -0", PC_f32, 2, {2, 3}, {0, 1.5, 0, NAN, 0, -0.0}, 2, {0, 1, 1, 0}},
+    {"all zero", PC_f32, 2, {2, 3}, {0, 0, 0, 0, 0, 0}, 0, {0}},
+    {"rank 3 i32", PC_i32, 3, {2, 2, 3}, {0, 3, 0, 0, 0, 0, -1, 0, 0, 0, 0, 7}, 3, {0, 1, 1, 0, 0, 1, 1, 0, 2}},
+    {"f16 -0", PC_f16, 1, {5}, {0.5, -0.0, 0, 2, 0}, 2, {0, 3}},
+    {"bool", PC_bool, 1, {4}, {1, 0, 1, 1}, 3, {0, 2, 3}},
+};
+
+static pc_graph *nz_graph(const nz_case *c, int opt_level, int unfused) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(c->dt, c->rank, c->dims));
+  pc_output_add(g, pc_build(g, PC_OP_nonzero, &x, 1, NULL, 0));
+  pc_pipeline_opts po = {.opt_level = opt_level, .unfused = unfused};
+  pc_pipeline_run(g, &po);
+  return g;
+}
+
+static int64_t nz_numel(const nz_case *c) {
+  int64_t n = 1;
+  for (int d = 0; d < c->rank; d++) n *= c->dims[d];
+  return n;
+}
+
+/* the library's output buffer is the bound [rank, numel]; m_output_dims gives [rank, n] after the run */
+static void nz_check_library(const nz_case *c, void *h, const char *tag) {
+  const primc_model_desc *m = dlsym(h, "m_model");
+  int64_t numel = nz_numel(c), bound = c->rank * numel;
+  if (!CHECK_MSG(m && m->output_dims, "%s: m_model", tag)) return;
+  CHECK_MSG(m->outputs[0].rank == 2 && m->outputs[0].dims[0] == c->rank && m->outputs[0].dims[1] == numel,
+            "%s: the descriptor holds the bound", tag);
+  unsigned char xb[12 * 8];
+  for (int64_t i = 0; i < numel; i++) pc_test_put(c->dt, xb, i, c->x[i]);
+  int64_t out[36 + 1], dims[PRIMC_MAX_RANK];
+  for (int64_t i = 0; i <= bound; i++) out[i] = -7; /* untouched past rank * n */
+  void *ws = aligned_alloc(64, (size_t)(m->workspace_size + 64) / 64 * 64);
+  const void *in[1] = {xb};
+  void *outs[1] = {out};
+  CHECK_MSG(m->run(in, outs, ws) == 0, "%s: run", tag);
+  CHECK_INT(m->output_dims(ws, 0, dims), PRIMC_OK);
+  CHECK_MSG(dims[0] == c->rank && dims[1] == c->n, "%s: dims [%lld, %lld], want [%d, %lld]", tag, (long long)dims[0],
+            (long long)dims[1], c->rank, (long long)c->n);
+  for (int64_t i = 0; i < c->rank * c->n; i++)
+    CHECK_MSG(out[i] == c->want[i], "%s: out[%lld] = %lld, want %lld", tag, (long long)i, (long long)out[i],
+              (long long)c->want[i]);
+  CHECK_MSG(out[bound] == -7, "%s: wrote past the bound", tag);
+  CHECK_INT(m->output_dims(ws, 1, dims), PRIMC_ERR_ARG);
+  free(ws);
+}
+
+PC_TEST(codegen_nonzero_output_sized_by_data) {
+  for (size_t k = 0; k < sizeof nz_cases / sizeof nz_cases[0]; k++)
+    for (int opt = 0; opt <= 2; opt += 2) {
+      const nz_case *c = &nz_cases[k];
+      char tag[96], dir[] = "/tmp/primc-cg-XXXXXX", obj[256], so[256], cmd[512];
+      snprintf(tag, sizeof tag, "nonzero %s -O%d", c->tag, opt);
+      pc_graph *g = nz_graph(c, opt, opt == 0);
+      CHECK(mkdtemp(dir) != NULL);
+      snprintf(obj, sizeof obj, "%s/m.o", dir);
+      snprintf(so, sizeof so, "%s/m.so", dir);
+      pc_codegen_opts o = {.emit = PC_EMIT_OBJ, .output = obj, .name = "m", .opt_level = opt};
+      if (CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s: codegen: %s", tag, pc_error(g))) {
+        snprintf(cmd, sizeof cmd, "%s/m.h", dir);
+        char *hdr = pc_test_slurp(cmd, NULL);
+        CHECK_CONTAINS(hdr, "#define m_OUTPUT0_DATA_DEPENDENT_DIMS 0x2");
+        CHECK_CONTAINS(hdr, "int m_output_dims(const void *workspace, int32_t output, int64_t *dims);");
+        free(hdr);
+        void *h = pc_test_link_open(obj, so, "-lopenblas -lm -lpthread", tag);
+        if (h) nz_check_library(c, h, tag);
+        if (h) dlclose(h);
+      }
+      snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+      CHECK(system(cmd) == 0);
+      pc_graph_free(g);
+    }
+}
+
+/* the standalone executable writes the .npy in the actual shape */
+PC_TEST(codegen_nonzero_executable_writes_actual_shape) {
+  const nz_case *c = &nz_cases[2];
+  pc_graph *g = nz_graph(c, 2, 0);
+  char dir[] = "/tmp/primc-cg-XXXXXX", exe[256], path[256], cmd[1024], err[256];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(exe, sizeof exe, "%s/m", dir);
+  pc_codegen_opts o = {.emit = PC_EMIT_EXE, .output = exe, .opt_level = 2};
+  CHECK_MSG(pc_codegen(g, &o) == PC_OK, "exe: %s", pc_error(g));
+  int32_t xs[12];
+  for (int i = 0; i < 12; i++) xs[i] = (int32_t)c->x[i];
+  primc_array x = {PRIMC_I32, 3, {2, 2, 3}, xs}, y = {0};
+  snprintf(path, sizeof path, "%s/x.npy", dir);
+  CHECK(primc_npy_write(path, &x, err, sizeof err) == 0);
+  snprintf(cmd, sizeof cmd, "%s %s -o %s > %s/log 2>&1", exe, path, dir, dir);
+  CHECK_MSG(system(cmd) == 0, "running %s", cmd);
+  snprintf(path, sizeof path, "%s/out0.npy", dir);
+  if (CHECK_MSG(primc_npy_read(path, &y, err, sizeof err) == 0, "%s: %s", path, err)) {
+    CHECK(y.dtype == PRIMC_I64 && y.rank == 2 && y.dims[0] == 3 && y.dims[1] == 3);
+    for (int i = 0; i < 9 && y.rank == 2 && y.dims[0] * y.dims[1] == 9; i++) CHECK_INT(((int64_t *)y.data)[i], c->want[i]);
+    free(y.data);
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  pc_graph_free(g);
+}
+
+/* anything reading a nonzero result would need its size at compile time: the error names both model nodes;
+ * CUDA (whose host side cannot report the size yet) says it is CPU only */
+PC_TEST(codegen_nonzero_unsupported_uses) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){2, 3}));
+  pc_set_origin(g, "NonZero \"nz\"");
+  pc_value *n = pc_build(g, PC_OP_nonzero, &x, 1, NULL, 0);
+  pc_set_origin(g, "Transpose \"t\"");
+  pc_attr perm = pc_a_ints("perm", (int64_t[]){1, 0}, 2);
+  pc_output_add(g, pc_build(g, PC_OP_transpose, &n, 1, &perm, 1));
+  pc_set_origin(g, NULL);
+  pc_pipeline_run(g, &(pc_pipeline_opts){.opt_level = 2});
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(f && pc_kernels_print(g, f) == PC_ERR_UNSUPPORTED);
+  if (f) fclose(f);
+  free(buf);
+  CHECK_CONTAINS(pc_error(g), "NonZero \"nz\": ");
+  CHECK_CONTAINS(pc_error(g), "its data-dependent result feeds Transpose \"t\"; compiled code supports a nonzero result only "
+                              "as a graph output");
+  pc_graph_free(g);
+
+  g = nz_graph(&nz_cases[0], 2, 0);
+  f = open_memstream(&buf, &len);
+  CHECK(f && pc_cuda_render(g, f) == PC_ERR_UNSUPPORTED);
+  if (f) fclose(f);
+  free(buf);
+  CHECK_CONTAINS(pc_error(g), "the size of its result depends on the data: nonzero compiles for the CPU only");
   pc_graph_free(g);
 }
