@@ -1,4 +1,4 @@
-/* tests/unit/test_onnx_more.c: Attention, losses, quantization, Cast to FLOAT8E8M0, CumProd and compile-time input specialization of the ONNX importer. */
+/* tests/unit/test_onnx_more.c: Attention, losses, quantization, Cast to FLOAT8E8M0, CumProd, seeded training-mode Dropout and compile-time input specialization of the ONNX importer. */
 #include "frontend/frontend.h"
 #include "frontend/onnx_internal.h"
 #include "ir/ir.h"
