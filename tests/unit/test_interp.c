@@ -403,6 +403,36 @@ PC_TEST(philox_known_answers) {
   }
 }
 
+/* numpy's legacy RandomState: 32-bit draws of
+ *   np.random.RandomState(seed).randint(0, 2**32, size=1000, dtype=np.uint32)
+ * (indices 0, 1, 2, 623, 624 and 999: the first twist's words, and two more twists) for seed 0, the first draw for
+ * seeds 5489 (the generator's published first output) and 2**32 - 1, and the doubles of
+ *   [float(v) for v in np.random.RandomState(0).random_sample(400)]
+ * (indices 0, 1, 311, 312, 399: the two draws of 311 and 312 straddle a twist), numpy 2.4.6 */
+PC_TEST(mt19937_matches_numpy) {
+  static const struct { uint32_t seed; int at; uint32_t want; } draws[] = {
+      {0, 0, 2357136044u},   {0, 1, 2546248239u},   {0, 2, 3071714933u},          {0, 623, 3791854820u},
+      {0, 624, 341544762u},  {0, 999, 3043451800u}, {5489, 0, 3499211612u}, {4294967295u, 0, 419326371u},
+  };
+  for (size_t k = 0; k < sizeof draws / sizeof draws[0]; k++) {
+    pc_mt19937 s;
+    pc_mt19937_seed(&s, draws[k].seed);
+    uint32_t v = 0;
+    for (int i = 0; i <= draws[k].at; i++) v = pc_mt19937_next(&s);
+    CHECK_MSG(v == draws[k].want, "seed %u draw %d: %u, numpy %u", draws[k].seed, draws[k].at, v, draws[k].want);
+  }
+  static const struct { int at; double want; } doubles[] = {
+      {0, 0.5488135039273248}, {1, 0.7151893663724195}, {311, 0.14694664540037505},
+      {312, 0.07952208258675575}, {399, 0.18523232523618394},
+  };
+  pc_mt19937 s;
+  pc_mt19937_seed(&s, 0);
+  for (int i = 0, k = 0; k < (int)(sizeof doubles / sizeof doubles[0]); i++) {
+    double v = pc_mt19937_double(&s);
+    if (i == doubles[k].at) CHECK_MSG(v == doubles[k].want, "double %d: %.17g, numpy %.17g", i, v, doubles[k].want), k++;
+  }
+}
+
 static int random_run(pc_dtype dt, const char *dist, double a, double b, int64_t seed, int64_t n, pc_tensor *out) {
   pc_graph *g = pc_graph_new();
   int64_t shape[1] = {n};

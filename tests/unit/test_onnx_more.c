@@ -1,4 +1,4 @@
-/* tests/unit/test_onnx_more.c: Attention, losses, quantization, Cast to FLOAT8E8M0, CumProd and compile-time input specialization of the ONNX importer. */
+/* tests/unit/test_onnx_more.c: Attention, losses, quantization, Cast to FLOAT8E8M0, CumProd, seeded training-mode Dropout and compile-time input specialization of the ONNX importer. */
 #include "frontend/frontend.h"
 #include "frontend/onnx_internal.h"
 #include "ir/ir.h"
@@ -261,6 +261,57 @@ PC_TEST(onnx_more_cumprod_reverse_exclusive) {
   pc_tensor ins[1] = {tensor(PC_f64, 1, d, x)};
   const double want[4] = {24, 12, 4, 1};
   run_expect(g, ins, 1, want, 4, 0);
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- training-mode Dropout */
+
+static const tm_io do_in[3] = {{"x", 1, 2, {3, 4}}, {"r", 1, 0, {0}}, {"t", 9, 0, {0}}},
+                   do_out[2] = {{"y", 1, 2, {3, 4}}, {"z", 9, 2, {3, 4}}};
+
+/* Dropout(x, r = 0.3, t = true), seed 42 imported with r and t fixed; x = ((np.arange(12) - 5.5) / 3) as float32.
+ * expected: onnx.reference.ReferenceEvaluator on the same model (onnx 1.23.2, numpy 2.4.6), which draws the mask
+ * with np.random.RandomState(42).uniform(0, 1, (3, 4)) >= 0.3 and scales by float32 1 / (1 - 0.3) */
+PC_TEST(onnx_more_dropout_seeded_matches_reference) {
+  float r = 0.3f;
+  uint8_t t = 1;
+  pc_const_input ci[2] = {{"r", tensor(PC_f32, 0, NULL, &r)}, {"t", tensor(PC_bool, 0, NULL, &t)}};
+  pc_import_opts o = {NULL, 0, NULL, ci, 2, NULL, 0};
+  tm_attr a[1] = {{"seed", 'i', 42, 0, NULL}};
+  pc_graph *g = tm_load("Dropout", 22, do_in, 3, do_out, 2, a, 1, &o);
+  if (!CHECK_MSG(g && g->status == PC_OK, "import: %s", g ? pc_error(g) : "out of memory")) {
+    pc_graph_free(g);
+    return;
+  }
+  float x[12];
+  for (int i = 0; i < 12; i++) x[i] = (float)((i - 5.5) / 3);
+  int64_t d[2] = {3, 4};
+  pc_tensor in = tensor(PC_f32, 2, d, x), out[2];
+  memset(out, 0, sizeof out);
+  static const float want_y[12] = {-2.6190476417541504f, -2.142857074737549f, -1.6666666269302368f, -1.1904761791229248f,
+                                   -0.0f, -0.0f, 0.0f, 0.7142857313156128f,
+                                   1.1904761791229248f, 1.6666666269302368f, 0.0f, 2.6190476417541504f};
+  static const uint8_t want_z[12] = {1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 1};
+  if (CHECK_MSG(pc_interp(g, &in, 1, out, 2) == PC_OK, "interp: %s", pc_error(g)) &&
+      CHECK(out[0].dtype == PC_f32 && out[1].dtype == PC_bool && pc_tensor_numel(&out[1]) == 12))
+    for (int i = 0; i < 12; i++) {
+      CHECK_MSG(((float *)out[0].data)[i] == want_y[i], "y[%d]: %.9g, expected %.9g", i, ((float *)out[0].data)[i], want_y[i]);
+      CHECK_MSG(((uint8_t *)out[1].data)[i] == want_z[i], "mask[%d]: %d, expected %d", i, ((uint8_t *)out[1].data)[i], want_z[i]);
+    }
+  pc_tensor_free(&out[0]);
+  pc_tensor_free(&out[1]);
+  pc_graph_free(g);
+}
+
+/* without a seed every run draws another mask: nothing to reproduce, so the import says so naming the node */
+PC_TEST(onnx_more_dropout_training_needs_seed) {
+  float r = 0.3f;
+  uint8_t t = 1;
+  pc_const_input ci[2] = {{"r", tensor(PC_f32, 0, NULL, &r)}, {"t", tensor(PC_bool, 0, NULL, &t)}};
+  pc_import_opts o = {NULL, 0, NULL, ci, 2, NULL, 0};
+  pc_graph *g = tm_load("Dropout", 22, do_in, 3, do_out, 2, NULL, 0, &o);
+  CHECK(g && g->status == PC_ERR_UNSUPPORTED);
+  if (g) CHECK_CONTAINS(pc_error(g), "Dropout \"n1\": training-mode Dropout (ratio 0.3) without a seed attribute");
   pc_graph_free(g);
 }
 
