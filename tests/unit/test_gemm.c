@@ -384,6 +384,7 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 8, 9, 40, 6, 3, 3, 2, 1, 1, 2, 2, 0, 1, 2, 3, 0, 0, 0, 0},      /* direct: groups, dilation, uneven pads */
       {1, 3, 5, 36, 30, 5, 2, 1, 1, 1, 1, 1, 2, 0, 2, 1, 0, 0, 0, 0},     /* direct: 5x2 kernel, 3 strips */
       {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},     /* 7x7 map: channels in the lanes */
+      {1, 96, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     /* channels in the lanes, im2col split by channel */
       {1, 5, 12, 70, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     /* direct stride 2: 4 phases */
       {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 1, 0, 0, 0},    /* direct 7x7/2 stem */
       {1, 3, 11, 80, 4, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0},     /* stride 2 dilation 2: one phase */
