@@ -151,6 +151,13 @@ static inline __attribute__((always_inline)) AVX512 void loop512(const kargs *g,
   }
 }
 
+/* alpha acc + beta C (C is not read when beta is 0): a tile vector's value before any fused store */
+static inline __attribute__((always_inline)) AVX512 __m512 tile_value512(const kargs *g, __m512 acc, const float *c,
+                                                                         __mmask16 m) {
+  __m512 x = _mm512_mul_ps(acc, _mm512_set1_ps(g->alpha));
+  return g->beta != 0 ? _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), _mm512_set1_ps(g->beta), x) : x;
+}
+
 /* the compacting store's view of C columns [n0, n0 + 32): per vector, the lanes that are outputs and the
  * y column the first of them goes to (the outputs before column n: (n / row) * keep + min(n % row, keep)) */
 static void compact_lanes(const primc_gemm_store *s, int64_t n0, int nr, __mmask16 keep[2], int64_t ybase[2]) {
@@ -172,17 +179,14 @@ static inline __attribute__((always_inline)) AVX512 void store_compact512(const 
   __mmask16 keep[2];
   int64_t yb[2];
   compact_lanes(s, g->st_n0, g->nr, keep, yb);
-  __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta), lo = _mm512_set1_ps(s->lo), hi = _mm512_set1_ps(s->hi);
+  __m512 lo = _mm512_set1_ps(s->lo), hi = _mm512_set1_ps(s->hi);
 #pragma GCC unroll 14
   for (int r = 0; r < R; r++) {
     const float *c = g->c + r * g->ldc;
     __m512 b = _mm512_set1_ps(g->st_bias ? g->st_bias[r * s->bias_stride] : 0.0f);
 #pragma GCC unroll 2
     for (int v = 0; v < V; v++) {
-      __mmask16 m = v == V - 1 ? lm : 0xFFFF;
-      __m512 x = _mm512_mul_ps(acc[r][v], va);
-      if (g->beta != 0) x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c + 16 * v), vb, x);
-      x = _mm512_add_ps(x, b);
+      __m512 x = _mm512_add_ps(tile_value512(g, acc[r][v], c + 16 * v, v == V - 1 ? lm : 0xFFFF), b);
       if (g->st_res) x = _mm512_add_ps(x, _mm512_maskz_expandloadu_ps(keep[v], g->st_res + r * s->ldy + yb[v]));
       x = _mm512_maskz_compress_ps(keep[v], _mm512_min_ps(hi, _mm512_max_ps(lo, x)));
       _mm512_mask_storeu_ps(g->st_y + r * s->ldy + yb[v], (__mmask16)((1u << __builtin_popcount(keep[v])) - 1), x);
@@ -212,8 +216,6 @@ static inline __attribute__((always_inline)) AVX512 void body512(const kargs *g,
     loop512(g, acc, R, V, 1, 0, 0, lm);
   else
     loop512(g, acc, R, V, 0, 0, 0, lm);
-  __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta);
-  int read_c = g->beta != 0;
   if (g->st && g->st->row) {
     store_compact512(g, acc, R, V, lm);
     return;
@@ -227,9 +229,7 @@ static inline __attribute__((always_inline)) AVX512 void body512(const kargs *g,
 #pragma GCC unroll 2
       for (int v = 0; v < V; v++) {
         __mmask16 m = v == V - 1 ? lm : 0xFFFF;
-        __m512 x = _mm512_mul_ps(acc[r][v], va);
-        if (read_c) x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c + 16 * v), vb, x);
-        x = _mm512_add_ps(x, b);
+        __m512 x = _mm512_add_ps(tile_value512(g, acc[r][v], c + 16 * v, m), b);
         if (g->st_res) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, g->st_res + r * g->ldc + 16 * v));
         _mm512_mask_storeu_ps(c + 16 * v, m, _mm512_min_ps(hi, _mm512_max_ps(lo, x))); /* x second: NaN stays */
       }
@@ -242,9 +242,7 @@ static inline __attribute__((always_inline)) AVX512 void body512(const kargs *g,
 #pragma GCC unroll 2
     for (int v = 0; v < V; v++) {
       __mmask16 m = v == V - 1 ? lm : 0xFFFF;
-      __m512 x = _mm512_mul_ps(acc[r][v], va);
-      if (read_c) x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c + 16 * v), vb, x);
-      _mm512_mask_storeu_ps(c + 16 * v, m, x);
+      _mm512_mask_storeu_ps(c + 16 * v, m, tile_value512(g, acc[r][v], c + 16 * v, m));
     }
   }
 }
@@ -513,6 +511,9 @@ typedef struct job {
   int status;
 } job;
 
+/* the fused store's clamp in scalar code, as the vector code does it: NaN stays NaN */
+static float store_clamp(const primc_gemm_store *s, float v) { return v < s->lo ? s->lo : v > s->hi ? s->hi : v; }
+
 /* kargs.st on a stored tile, for kernels that do not apply it themselves */
 static void store_tile(const kargs *h, int rows) {
   const primc_gemm_store *s = h->st;
@@ -522,15 +523,12 @@ static void store_tile(const kargs *h, int rows) {
       int64_t col = h->st_n0 + n, yc = col / s->row * s->keep + col % s->row;
       if (col % s->row >= s->keep) continue;
       float v = h->c[r * h->ldc + n] + b + (h->st_res ? h->st_res[r * s->ldy + yc] : 0.0f);
-      h->st_y[r * s->ldy + yc] = v < s->lo ? s->lo : v > s->hi ? s->hi : v;
+      h->st_y[r * s->ldy + yc] = store_clamp(s, v);
     }
   }
   for (int r = 0; !s->row && r < rows; r++) {
-    float b = h->st_bias ? h->st_bias[r * h->st->bias_stride] : 0.0f, *c = h->c + r * h->ldc;
-    for (int n = 0; n < h->nr; n++) {
-      float v = c[n] + b + (h->st_res ? h->st_res[r * h->ldc + n] : 0.0f);
-      c[n] = v < h->st->lo ? h->st->lo : v > h->st->hi ? h->st->hi : v;
-    }
+    float b = h->st_bias ? h->st_bias[r * s->bias_stride] : 0.0f, *c = h->c + r * h->ldc;
+    for (int n = 0; n < h->nr; n++) c[n] = store_clamp(s, c[n] + b + (h->st_res ? h->st_res[r * h->ldc + n] : 0.0f));
   }
 }
 
@@ -628,9 +626,8 @@ static void run_tile(const job *j, kargs *g, int64_t m0, int64_t mr, int64_t p, 
   }
 }
 
-/* g's A for strip s at k0: the prepacked panel, a packed copy in abuf, or A in place */
-static void strip_a(const job *j, int64_t s, int64_t k0, int64_t kc, int pack, kargs *g, float *abuf) {
-  int64_t m0 = strip_row(j, s), mr = strip_row(j, s + 1) - m0;
+/* g's A for the strip of rows [m0, m0 + mr) at k0: the prepacked panel, a packed copy in abuf, or A in place */
+static void strip_a(const job *j, int64_t m0, int64_t mr, int64_t k0, int64_t kc, int pack, kargs *g, float *abuf) {
   if (j->a_mr) { /* the strip's panel [k][mr] starts at row m0 of a [M][K] block */
     g->a = j->a + m0 * j->K + k0 * mr;
     g->ars = 1, g->aks = mr;
@@ -677,8 +674,8 @@ static void run_item(job *j, int64_t item, int64_t last_item, float *buf) {
     for (int64_t s = s0; s < s1; s++) {
       kargs share;
       next_share(j, item, last_item, s, s0, s1, k0, &share);
-      strip_a(j, s, k0, kc, p1 - p0 >= PACK_A_PANELS || j->koff, &g, abuf);
       int64_t m0 = strip_row(j, s), mr = strip_row(j, s + 1) - m0, per = cdiv(share.pf_n, p1 - p0);
+      strip_a(j, m0, mr, k0, kc, p1 - p0 >= PACK_A_PANELS || j->koff, &g, abuf);
       for (int64_t p = p0; p < p1; p++) {
         g.b = bb + (p - p0) * pstep;
         g.nr = (int)min64(NR, j->N - p * NR);
@@ -737,8 +734,7 @@ static void scale_c(job *j) {
     for (int64_t n = 0; j->st && n < j->N; n++) {
       const primc_gemm_store *s = j->st;
       float *c = j->c + m * j->ldc + n, v = *c + (s->bias ? s->bias[m * s->bias_stride] : 0.0f);
-      v += s->res ? s->res[m * j->ldc + n] : 0.0f;
-      *c = v < s->lo ? s->lo : v > s->hi ? s->hi : v;
+      *c = store_clamp(s, v + (s->res ? s->res[m * j->ldc + n] : 0.0f));
     }
   }
   if (j->epi) j->epi(j->epi_ctx, j->c, j->ldc, 0, 0, j->M, j->N);
