@@ -539,14 +539,15 @@ typedef struct dwl_geo {
   int64_t taps;
 } dwl_geo;
 
+/* the band: the most output rows, up to oh, whose tile rows ((band - 1) stride_h + reach of them) and
+ * sums fit their buffers; 0 when not even one row's do */
 static dwl_geo dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
   dwl_geo g = {(ow - 1) * p->stride_w + (p->kw - 1) * p->dil_w + 1, 0, p->kh * p->kw};
-  int64_t reach = (p->kh - 1) * p->dil_h + 1; /* tile rows of one output row */
-  for (int64_t rb = oh; rb >= 1; rb--)
-    if (((rb - 1) * p->stride_h + reach) * g.pw * 16 <= DWL_TILE_FLOATS && rb * ow * 16 <= DWL_OUT_FLOATS) {
-      g.band = rb;
-      break;
-    }
+  int64_t reach = (p->kh - 1) * p->dil_h + 1, tile_rows = DWL_TILE_FLOATS / (g.pw * 16);
+  if (tile_rows < reach) return g;
+  int64_t band = (tile_rows - reach) / p->stride_h + 1, out_rows = DWL_OUT_FLOATS / (ow * 16);
+  g.band = band < out_rows ? band : out_rows;
+  if (g.band > oh) g.band = oh;
   return g;
 }
 
@@ -616,8 +617,9 @@ __attribute__((target("avx512f"))) static void dwl_band(const dwl_ctx *d, const 
   }
 }
 
-/* items (image, block of 16 channels) [b, e) */
-__attribute__((target("avx512f"))) static void dwl_range(const dw_job *j, int64_t b, int64_t e) {
+/* items (image, block of 16 channels) [b, e) of the dw_job in ctx */
+__attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, int64_t e) {
+  const dw_job *j = ctx;
   const primc_conv2d *p = j->p;
   const primc_conv_epi *ep = j->e;
   dwl_geo g = dwl_geometry(p, j->oh, j->ow);
@@ -665,8 +667,6 @@ static int dwl_fits(const primc_conv2d *p, int64_t oh, int64_t ow) {
   if (p->kh * p->kw > DWL_MAX_TAPS || p->stride_h > 4 || p->stride_w != 2 || ow > 32) return 0;
   return dwl_geometry(p, oh, ow).band > 0;
 }
-
-static void dwl_range_cb(void *ctx, int64_t b, int64_t e) { dwl_range(ctx, b, e); }
 
 static void dw_range(void *ctx, int64_t b, int64_t e) {
   const dw_job *j = ctx;
@@ -1358,7 +1358,7 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
   if (is_depthwise(p)) {
     if (p->w_packed_mr || p->w_packed_panels || p->w_winograd) return PRIMC_ERR_ARG;
     dw_job j = {p, x, w, e, acc, y, oh, ow, use_avx512()};
-    if (j.vec && dwl_fits(p, oh, ow)) primc_parallel_for(p->n * ((p->c + 15) / 16), dwl_range_cb, &j);
+    if (j.vec && dwl_fits(p, oh, ow)) primc_parallel_for(p->n * ((p->c + 15) / 16), dwl_range, &j);
     else primc_parallel_for(p->n * p->c, dw_range, &j);
     return PRIMC_OK;
   }
