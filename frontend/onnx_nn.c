@@ -800,6 +800,14 @@ static int rs_coeffs(const rs_opts *o, double ratio, double scale, double *w) {
 
 #define RS_MAX_TAPS 64
 
+/* x[..., idx[i], ...] along `axis` for the `out` constant indices idx, into `shape` */
+static pc_value *gather_along(ox_ctx *c, pc_value *x, int axis, int64_t out, const int64_t *idx, const int64_t *shape) {
+  pc_value *ix = pc_const(G, pc_type_make(PC_i64, 1, &out), idx);
+  pc_value *gin[2] = {x, along(c, ix, x->type.rank, shape, axis)};
+  pc_attr a = pc_a_int("axis", axis);
+  return gin[1] ? pc_build(G, PC_OP_gather, gin, 2, &a, 1) : NULL;
+}
+
 /* nearest along `axis`: one source index per output, sel; an integer upsample whose source of output i
  * is i / s repeats each element s times, a broadcast and a reshape that fuse into one copy kernel
  * (a gather per tap, weighted 0 or 1 and summed, cost YOLO's 2x upsample four gather kernels) */
@@ -818,10 +826,7 @@ static pc_value *nearest_axis(ox_ctx *c, pc_value *x, int axis, int64_t out, con
     }
     return pc_reshape(G, pc_broadcast_in_dim(G, x, r + 1, wide, map), r, shape);
   }
-  pc_value *ix = pc_const(G, pc_type_make(PC_i64, 1, &out), sel);
-  pc_value *gin[2] = {x, along(c, ix, r, shape, axis)};
-  pc_attr a = pc_a_int("axis", axis);
-  return gin[1] ? pc_build(G, PC_OP_gather, gin, 2, &a, 1) : NULL;
+  return gather_along(c, x, axis, out, sel, shape);
 }
 
 /* resizes dim `axis` of x to `out`: a gather per tap with constant indices, weighted by constant weights */
@@ -866,10 +871,7 @@ static pc_value *resize_axis(ox_ctx *c, pc_value *x, int axis, int64_t out, doub
     int used = 0, unit = 1;
     for (int64_t i = 0; i < out; i++) used |= w[j * out + i] != 0, unit &= w[j * out + i] == 1;
     if (!used) continue;
-    pc_value *ix = pc_const(G, pc_type_make(PC_i64, 1, &out), idx + j * out);
-    pc_value *gin[2] = {x, along(c, ix, r, shape, axis)};
-    pc_attr a = pc_a_int("axis", axis);
-    pc_value *t = gin[1] ? pc_build(G, PC_OP_gather, gin, 2, &a, 1) : NULL;
+    pc_value *t = gather_along(c, x, axis, out, idx + j * out, shape);
     if (!unit) t = pc_mul(G, t, along(c, const_of(c, x->type.dtype, 1, &out, w + j * out), r, shape, axis));
     y = y ? pc_add(G, y, t) : t;
   }
