@@ -212,6 +212,13 @@ PC_TEST(gemm_prepacked_any_isa) {
       }
 }
 
+/* A[m][:] . B[:][col] in double, A [M][K] and B [K][N] row-major */
+static double ref_dot(const float *A, const float *B, int64_t K, int64_t N, int64_t m, int64_t col) {
+  double acc = 0;
+  for (int64_t k = 0; k < K; k++) acc += (double)A[m * K + k] * B[k * N + col];
+  return acc;
+}
+
 /* the fused store (bias per row, residual, clamp) on every ISA, against the double-precision sum; a NaN
  * in the residual stays NaN through the clamp; K = 0 still applies it; packed B refuses it */
 PC_TEST(gemm_fused_store_all_isas) {
@@ -230,9 +237,7 @@ PC_TEST(gemm_fused_store_all_isas) {
       primc_sgemm_force_isa(PRIMC_ISA_AUTO);
       for (int64_t m = 0; m < M && ok; m++)
         for (int64_t c = 0; c < N && ok; c++) {
-          double acc = 0;
-          for (int64_t k = 0; k < K; k++) acc += (double)A[m * K + k] * B[k * N + c];
-          double v = acc + bias[m * 2] + res[m * ldc + c], want = fmin(fmax(v, -0.5), 0.75);
+          double v = ref_dot(A, B, K, N, m, c) + bias[m * 2] + res[m * ldc + c], want = fmin(fmax(v, -0.5), 0.75);
           float got = C[m * ldc + c];
           if (isnan(v)) ok = CHECK_MSG(isnan(got), "%s: C[%lld][%lld] = %g, want NaN", primc_sgemm_isa_name(is[i]), (long long)m, (long long)c, got);
           else ok = CHECK_MSG(fabs(got - want) <= 4.0 * (double)(K + 3) * FLT_EPSILON, "%s %lldx%lldx%lld: C[%lld][%lld] = %g, want %g",
@@ -266,10 +271,7 @@ PC_TEST(gemm_compacting_store_all_isas) {
     primc_sgemm_force_isa(PRIMC_ISA_AUTO);
     for (int64_t m = 0; m < M && ok; m++)
       for (int64_t q = 0; q < P && ok; q++) {
-        int64_t col = q / KEEP * ROW + q % KEEP;
-        double acc = 0;
-        for (int64_t k = 0; k < K; k++) acc += (double)A[m * K + k] * B[k * N + col];
-        double want = fmin(fmax(acc + bias[m] + res[m * P + q], -0.5), 0.75);
+        double want = fmin(fmax(ref_dot(A, B, K, N, m, q / KEEP * ROW + q % KEEP) + bias[m] + res[m * P + q], -0.5), 0.75);
         ok = CHECK_MSG(fabs(y[m * P + q] - want) <= 4.0 * (double)(K + 3) * FLT_EPSILON, "%s: y[%lld][%lld] = %g, want %g",
                        primc_sgemm_isa_name(is[i]), (long long)m, (long long)q, y[m * P + q], want);
       }
