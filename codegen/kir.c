@@ -1185,6 +1185,7 @@ static void mark_kernel_bufs(const kir_kernel *k, char *used);
 
 /* a [R, C] operand with strides (sr, sc) read as a BLAS matrix: row-major or transposed */
 static int gemm_layout(int64_t R, int64_t C, int64_t sr, int64_t sc, int *trans, int64_t *ld) {
+  if (R == 1 && sc == 1) return *trans = 0, *ld = C, 1; /* one row (a GEMV's x): its stride is never stepped */
   if (sc == 1 && sr >= C) return *trans = 0, *ld = sr, 1;
   if (sr == 1 && sc >= R) return *trans = 1, *ld = sc, 1;
   return 0;
