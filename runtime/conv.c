@@ -1092,9 +1092,8 @@ static int64_t lanes_floats(const primc_conv2d *p, int64_t oh, int64_t ow) {
  * U (the transformed weights) is made at compile time, packed as A strips; V and M live in the
  * scratch. The transforms only add, subtract and halve, so the result stays within a few ulps of
  * the direct sum (tested against a double-precision reference). Worth it once the GEMMs are big
- * enough to run near peak: WINO_MIN_CH channels on each side and WINO_MIN_TILES tiles.
+ * enough to run near peak: WINO_MIN_TILES tiles and wino_min_ch() channels on each side.
  */
-#define WINO_MIN_CH 128
 #define WINO_MIN_TILES 36
 #define WINO_MAX_TX 512 /* tiles across: the transforms' row buffers are on the stack */
 
@@ -1108,10 +1107,21 @@ static wino_geo wino_geometry(int64_t oh, int64_t ow) {
   return g;
 }
 
-static int wino_fits(const primc_conv2d *p, int64_t oh, int64_t ow) {
+/* what the Winograd path can run */
+static int wino_shape(const primc_conv2d *p, int64_t oh, int64_t ow) {
   return p->kh == 3 && p->kw == 3 && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 && p->dil_w == 1 &&
-         p->groups == 1 && p->c >= WINO_MIN_CH && p->o >= WINO_MIN_CH && wino_geometry(oh, ow).t >= WINO_MIN_TILES &&
-         wino_geometry(oh, ow).tx <= WINO_MAX_TX;
+         p->groups == 1 && wino_geometry(oh, ow).tx <= WINO_MAX_TX;
+}
+
+/* channels from which Winograd's 16 multiply-adds per tile, where the GEMM does 36, beat the GEMM's
+ * better use of the FMAs: 128 where zmm FMAs issue two per cycle (measured on a Xeon: at 64 channels
+ * Winograd lost), 64 where they issue one (AMD Zen 4: ResNet-18's 64-channel convs 2.4 -> 2.0 ms) */
+static int64_t wino_min_ch(void) { return primc_cpu_zmm_fmas() == 1 ? 64 : 128; }
+
+/* where the Winograd path is the fastest on this CPU */
+static int wino_pays(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  int64_t ch = wino_min_ch();
+  return wino_shape(p, oh, ow) && p->c >= ch && p->o >= ch && wino_geometry(oh, ow).t >= WINO_MIN_TILES;
 }
 
 static int64_t wino_floats(const primc_conv2d *p, int64_t oh, int64_t ow) {
@@ -1135,7 +1145,7 @@ size_t primc_conv2d_winograd_bytes(const primc_conv2d *p) { return (size_t)(16 *
 
 int primc_conv2d_pack_winograd(const primc_conv2d *p, const float *w, int mr, float *dst) {
   int64_t oh, ow;
-  if (!p || !w || !dst || !conv_valid(p) || !primc_conv2d_out_hw(p, &oh, &ow) || !wino_fits(p, oh, ow)) return PRIMC_ERR_ARG;
+  if (!p || !w || !dst || !conv_valid(p) || !primc_conv2d_out_hw(p, &oh, &ow) || !wino_shape(p, oh, ow)) return PRIMC_ERR_ARG;
   int64_t O = p->o, C = p->c;
   float *u = malloc(sizeof(float) * (size_t)(16 * O * C));
   if (!u) return PRIMC_ERR_RUNTIME;
@@ -1317,7 +1327,7 @@ int primc_conv2d_weight_layout(const primc_conv2d *p) {
   int64_t oh, ow;
   if (!p || !conv_valid(p) || is_depthwise(p)) return PRIMC_CONV_W_PLAIN;
   primc_conv2d_out_hw(p, &oh, &ow);
-  if (wino_fits(p, oh, ow)) return PRIMC_CONV_W_WINOGRAD;
+  if (wino_pays(p, oh, ow)) return PRIMC_CONV_W_WINOGRAD;
   return channels_in_lanes(p, oh, ow) ? PRIMC_CONV_W_PANELS : PRIMC_CONV_W_STRIPS;
 }
 
@@ -1336,7 +1346,7 @@ int64_t primc_conv2d_scratch_floats(const primc_conv2d *p) {
   int64_t cols = is_pointwise(p) ? 0 : (p->c / p->groups) * p->kh * p->kw * oh * ow, need = cols;
   if (direct_fits(p, ow) && direct_floats(p, oh, ow) > need) need = direct_floats(p, oh, ow);
   if (channels_in_lanes(p, oh, ow) && lanes_floats(p, oh, ow) > need) need = lanes_floats(p, oh, ow);
-  if (wino_fits(p, oh, ow) && wino_floats(p, oh, ow) > need) need = wino_floats(p, oh, ow);
+  if ((p->w_winograd ? wino_shape(p, oh, ow) : wino_pays(p, oh, ow)) && wino_floats(p, oh, ow) > need) need = wino_floats(p, oh, ow);
   return need;
 }
 
@@ -1369,7 +1379,7 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
   int y_apart = col && !overlaps(y, ny, x, nx) && !(e->res && e->res != y && overlaps(y, ny, e->res, ny));
   if (p->w_packed_panels && (!y_apart || p->w_packed_mr || p->w_winograd)) return PRIMC_ERR_ARG;
   if (p->w_winograd) { /* writes y in its last step, after reading the whole image */
-    if (!y_apart || !wino_fits(p, oh, ow) || !p->w_packed_mr) return PRIMC_ERR_ARG;
+    if (!y_apart || !wino_shape(p, oh, ow) || !p->w_packed_mr) return PRIMC_ERR_ARG;
     for (int64_t n = 0; n < p->n; n++) {
       int64_t yoff = n * p->o * P;
       epi_ctx c = {e->bias, e->bias_stride, e->res ? e->res + yoff : NULL, y + yoff, e->lo, e->hi, e->silu};

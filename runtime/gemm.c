@@ -2,6 +2,7 @@
 #include "runtime/primc_rt.h"
 #include "runtime/avx512.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -417,6 +418,20 @@ int primc_sgemm_force_isa(int isa) {
 }
 
 const char *primc_sgemm_isa_name(int isa) { return isa >= 0 && isa < N_ISA ? isa_table[isa].name : "?"; }
+
+/* AMD family 19h with AVX-512 is Zen 4, whose FMA pipes are 256 bits wide: a zmm FMA takes both */
+static int cpu_splits_zmm(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) return 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
+  return family == 0x19;
+}
+
+int primc_cpu_zmm_fmas(void) {
+  if (!has_avx512()) return 0;
+  return cpu_splits_zmm() ? 1 : 2;
+}
 
 /* ---------------------------------------------------------------- per-thread B buffer */
 

@@ -322,6 +322,10 @@ enum { PRIMC_ISA_AUTO = -1, PRIMC_ISA_SCALAR = 0, PRIMC_ISA_AVX2 = 1, PRIMC_ISA_
 int primc_sgemm_force_isa(int isa);
 int primc_sgemm_isa(void);
 const char *primc_sgemm_isa_name(int isa);
+/* zmm FMAs a core of this CPU starts per cycle: 2 on most AVX-512 CPUs, 1 where 512-bit ops are split
+ * into two 256-bit halves (AMD Zen 4), 0 without AVX-512. Kernel choices that trade multiply-adds
+ * against memory traffic (Winograd) weigh them by it. */
+int primc_cpu_zmm_fmas(void);
 
 /* 2-D convolution, NCHW input x[n][c][h][w], OIHW weights w[o][c/groups][kh][kw], y[n][o][oh][ow],
  * bias[o] (or NULL), then max(y, 0) when relu. Depthwise (groups == c == o) runs direct loops,
@@ -342,13 +346,14 @@ typedef struct primc_conv2d {
   int w_winograd;      /* w is primc_conv2d_pack_winograd's output with tile height w_packed_mr
                           (PRIMC_CONV_W_WINOGRAD) */
 } primc_conv2d;
-/* How a conv wants its weights packed ahead of time, from its shape alone (any machine decides alike):
+/* How a conv wants its weights packed ahead of time, from its shape and, for Winograd, this CPU's
+ * zmm FMA rate (primc_cpu_zmm_fmas); a conv compiled elsewhere runs whatever layout its params name:
  * STRIPS when output pixels go in the vector lanes (the usual case), PANELS when output channels do
  * (few output pixels, e.g. 7x7 maps: the GEMM is transposed, C^T = X_col^T W^T), PLAIN for
  * depthwise convs, which do not run on the GEMM. */
 enum { PRIMC_CONV_W_PLAIN = 0, PRIMC_CONV_W_STRIPS = 1, PRIMC_CONV_W_PANELS = 2, PRIMC_CONV_W_WINOGRAD = 3 };
 int primc_conv2d_weight_layout(const primc_conv2d *p);
-/* WINOGRAD (3x3 stride 1, 32+ channels each side, 16+ 2x2 output tiles): the conv runs as Winograd
+/* WINOGRAD (3x3 stride 1, 64 or 128+ channels each side by the CPU, 36+ 2x2 output tiles): the conv runs as Winograd
  * F(2x2, 3x3); its weights are transformed once: the 16 matrices U_xi [o][c] of G g G^T, each packed
  * by primc_sgemm_pack_a with tile height mr, one after the other (primc_conv2d_winograd_bytes) */
 int primc_conv2d_pack_winograd(const primc_conv2d *p, const float *w, int mr, float *dst);

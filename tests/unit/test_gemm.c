@@ -317,7 +317,11 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
    * explicit im2col), then weights packed for this ISA's tile and for a 5-row one (strips split or not) */
   int64_t kk = (p->c / p->groups) * p->kh * p->kw, og = p->o / p->groups;
   /* the channels-in-lanes path needs its im2col and C^T in the scratch whatever the layout chosen */
-  int64_t scratch = primc_conv2d_scratch_floats(p) + kk * oh * ow + og * oh * ow;
+  primc_conv2d pw = *p; /* Winograd's scratch, where it can run (whether or not it pays on this CPU) */
+  pw.w_winograd = 1;
+  int64_t scratch = primc_conv2d_scratch_floats(p) + primc_conv2d_scratch_floats(&pw) + kk * oh * ow + og * oh * ow;
+  int wino = p->kh == 3 && p->kw == 3 && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 && p->dil_w == 1 &&
+             p->groups == 1;
   /* panels are sized for the ISA that packs them: the forced one, not the machine's */
   primc_sgemm_force_isa(isa);
   size_t wbytes = primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_PANELS);
@@ -331,7 +335,7 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
     primc_sgemm_force_isa(isa);
     primc_conv2d q = *p;
     if (mode >= 2 && primc_conv2d_weight_layout(p) == PRIMC_CONV_W_PLAIN) break;
-    if (mode >= 5 && primc_conv2d_weight_layout(p) != PRIMC_CONV_W_WINOGRAD) break;
+    if (mode >= 5 && !wino) break; /* a conv compiled where Winograd pays runs it on any CPU */
     if (mode == 2 || mode == 3) {
       q.w_packed_mr = mode == 2 ? primc_sgemm_mr() : 5;
       for (int64_t g = 0; g < p->groups; g++)
@@ -444,6 +448,11 @@ PC_TEST(gemm_conv2d_weight_layout) {
   primc_conv2d dw = {1, 32, 7, 7, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   primc_conv2d strided = {1, 64, 56, 56, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   primc_conv2d pw_small = {1, 512, 7, 7, 2048, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  /* 64 channels: Winograd where zmm FMAs issue one per cycle (Zen 4), the GEMM where they issue two */
+  primc_conv2d mid = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  __builtin_cpu_init();
+  CHECK_INT(primc_cpu_zmm_fmas() > 0, __builtin_cpu_supports("avx512f") != 0);
+  CHECK_INT(primc_conv2d_weight_layout(&mid), primc_cpu_zmm_fmas() == 1 ? PRIMC_CONV_W_WINOGRAD : PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&big), PRIMC_CONV_W_WINOGRAD);
   CHECK_INT(primc_conv2d_weight_layout(&small), PRIMC_CONV_W_PANELS); /* 16 tiles: Winograd would read 16/9 the weights */
   CHECK_INT(primc_conv2d_weight_layout(&strided), PRIMC_CONV_W_STRIPS);
