@@ -719,6 +719,47 @@ PC_TEST(codegen_max_min_nan_select) {
   pc_graph_free(g);
 }
 
+/* a chain of max (a MaxPool window) is rebalanced into a tree: max(max(a, b), max(c, d)); a NaN in
+ * any operand still wins, else the largest does */
+PC_TEST(codegen_max_chain_balanced) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[1] = {40};
+  pc_value *x[5];
+  for (int i = 0; i < 5; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "x%d", i);
+    x[i] = pc_input_add(g, name, ty(PC_f32, 1, d));
+  }
+  pc_value *m = x[0];
+  int n0 = g->n_nodes;
+  for (int i = 1; i < 5; i++) m = pc_max(g, m, x[i]);
+  group_from(g, n0, 0);
+  pc_output_add(g, m);
+  char *buf = kernels_text(g);
+  CHECK_CONTAINS(buf, "= max(max(b0[0 +1*i0], b1[0 +1*i0]), max(b2[0 +1*i0], max(b3[0 +1*i0], b4[0 +1*i0])))");
+  free(buf);
+  pc_tensor in[5], out[1];
+  for (int i = 0; i < 5; i++) in[i] = make_input(g->inputs[i], (range){-3, 3});
+  for (int i = 0; i < 5; i++) ((float *)in[i].data)[3 + 7 * i] = NAN; /* a NaN in each position of the chain */
+  ((float *)in[4].data)[30] = INFINITY, ((float *)in[0].data)[31] = -INFINITY;
+  if (run_compiled(g, in, out, "max chain")) {
+    const float *y = out[0].data;
+    for (int e = 0; e < 40; e++) {
+      float want = -INFINITY;
+      int nan = 0;
+      for (int i = 0; i < 5; i++) {
+        float v = ((float *)in[i].data)[e];
+        nan |= isnan(v);
+        if (v > want) want = v;
+      }
+      CHECK_MSG(nan ? isnan(y[e]) : y[e] == want, "e=%d: %g, want %g", e, y[e], nan ? NAN : want);
+    }
+    free(out[0].data);
+  }
+  for (int i = 0; i < 5; i++) free(in[i].data);
+  pc_graph_free(g);
+}
+
 /* a pad without interior padding fills only the frame around the copied box, never the whole
  * result first: here the row above, the column before and the two after */
 PC_TEST(codegen_pad_fills_only_the_frame) {
