@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-# bench/ab.py: A/B timing of primc builds against ONNX Runtime on 1 thread, interleaved in one run (noisy shared machine).
-# Usage: python3 bench/ab.py RUNS primcA[,primcB...] MODEL_DIR...  (each dir holds model.onnx and input.npy)
+# bench/ab.py: A/B timing of primc builds against ONNX Runtime, interleaved in one run (noisy shared machine).
+# Usage: python3 bench/ab.py [--threads N] RUNS primcA[,primcB...] MODEL_DIR...  (each dir holds model.onnx
+# and input.npy); N threads for both (default 1)
 import sys, os, re, subprocess, statistics, time, numpy as np, onnxruntime as ort
-runs=int(sys.argv[1]); primcs=sys.argv[2].split(','); dirs=sys.argv[3:]
+args=sys.argv[1:]; threads=1
+if args[:1]==['--threads']: threads=int(args[1]); args=args[2:]
+runs=int(args[0]); primcs=args[1].split(','); dirs=args[2:]
 def ortt(d):
-    so=ort.SessionOptions(); so.intra_op_num_threads=1; so.inter_op_num_threads=1
+    so=ort.SessionOptions(); so.intra_op_num_threads=threads; so.inter_op_num_threads=1
     s=ort.InferenceSession(d+'/model.onnx',so,providers=['CPUExecutionProvider'])
     x=np.load(d+'/input.npy'); b=s.io_binding(); b.bind_cpu_input(s.get_inputs()[0].name,x)
     for o in s.get_outputs(): b.bind_output(o.name,'cpu')
@@ -20,7 +23,7 @@ for d in dirs:
     res={i:[] for i in range(len(exes))}; o=[]
     for r in range(3):
         for i,e in enumerate(exes):
-            out=subprocess.run([e,d+'/input.npy','--bench',str(runs)],capture_output=True,text=True,env=dict(os.environ,PRIMC_NUM_THREADS='1')).stdout
+            out=subprocess.run([e,d+'/input.npy','--bench',str(runs)],capture_output=True,text=True,env=dict(os.environ,PRIMC_NUM_THREADS=str(threads))).stdout
             res[i].append(float(re.search(r'median[^0-9]*([0-9.]+)',out).group(1)))
         o.append(ortt(d))
     print("%-16s "%name + "  ".join("primc%d %.3f"%(i,min(v)) for i,v in res.items()) + "  ort %.3f ms"%min(o), flush=True)
