@@ -661,10 +661,13 @@ __attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, i
 
 /* Channels in lanes for stride-2 outputs up to 32 wide, where it wins even with its two transposes
  * (MobileNetV2 576x14x14 3x3: 61 -> 27 us, EfficientNet 672x14x14 5x5: 150 -> 67 us, 144x56x56 5x5:
- * 211 -> 184 us); the transposes cost more than they save at stride 1 (960x7x7 3x3: 29 -> 35 us) and
- * on wider stride-2 outputs (96x112x112: 270 -> 344 us), where rows fill the vectors */
+ * 211 -> 184 us); the transposes cost more than they save at stride 1 (960x7x7 3x3: 29 -> 35 us).
+ * Wider stride-2 outputs, where rows fill the vectors, differ by CPU: on a Xeon with two zmm FMA pipes
+ * the rows won (96x112x112 3x3: 270 -> 344 us in lanes), on Zen 4, whose row loop is bound by its
+ * masked loads and permutes, the lanes win up to 64 wide given a full vector of channels (292 -> 231 us) */
 static int dwl_fits(const primc_conv2d *p, int64_t oh, int64_t ow) {
-  if (p->kh * p->kw > DWL_MAX_TAPS || p->stride_h > 4 || p->stride_w != 2 || ow > 32) return 0;
+  int64_t max_ow = primc_cpu_zmm_fmas() == 1 && p->c >= 16 ? 64 : 32;
+  if (p->kh * p->kw > DWL_MAX_TAPS || p->stride_h > 4 || p->stride_w != 2 || ow > max_ow) return 0;
   return dwl_geometry(p, oh, ow).band > 0;
 }
 

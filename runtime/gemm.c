@@ -428,9 +428,14 @@ static int cpu_splits_zmm(void) {
   return family == 0x19;
 }
 
+static int zmm_fmas;
+static pthread_once_t zmm_once = PTHREAD_ONCE_INIT;
+static void zmm_detect(void) { zmm_fmas = !has_avx512() ? 0 : cpu_splits_zmm() ? 1 : 2; }
+
+/* read once: CPUID in a VM traps to the hypervisor, microseconds a call */
 int primc_cpu_zmm_fmas(void) {
-  if (!has_avx512()) return 0;
-  return cpu_splits_zmm() ? 1 : 2;
+  pthread_once(&zmm_once, zmm_detect);
+  return zmm_fmas;
 }
 
 /* ---------------------------------------------------------------- per-thread B buffer */

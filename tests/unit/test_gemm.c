@@ -413,6 +413,7 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 17, 60, 60, 17, 3, 3, 17, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* channels in lanes, 30 rows in bands of 7 */
       {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0},  /* channels in lanes, 5x5 dilated, uneven pads */
       {1, 18, 9, 16, 18, 3, 3, 18, 1, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},   /* channels in lanes, stride 2 across only */
+      {1, 20, 9, 100, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},  /* stride 2, 50 wide: lanes on Zen 4, rows elsewhere */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
