@@ -41,6 +41,7 @@
 #endif
 #define BUF_FLOATS (KC_MAX * NC_MAX)
 #define MR_MAX 14
+#define STRIP_SPLIT_ROWS 8 /* tiles of rows from which threads may split M even when each packs all of B */
 #define PACK_A_PANELS 4 /* pack an A strip when this many B panels reuse it */
 #define SERIAL_FLOPS (1 << 21) /* below this many multiply-adds (~10 us) a GEMM runs on the calling thread: waking the pool costs more */
 #define SERIAL_B_FLOATS (1 << 17) /* ... unless B is larger than this (512 KiB): then reading it takes longer */
@@ -735,9 +736,11 @@ static void plan(job *j, int threads) {
   int64_t blocks = j->nJ;
   j->nJ = min64(j->n_panels, threads);
   j->nI = min64(j->n_strips, cdiv(threads, j->nJ));
-  /* when no thread packs B (it is read in place or prepacked), splitting the strips instead can even
-   * out the work: 7 panels on 2 threads is 4 + 3, 19 strips 10 + 9 */
-  if (j->bs.packed || j->direct || j->koff) {
+  /* splitting the strips instead can even out the work: 7 panels on 2 threads is 4 + 3, 19 strips
+   * 10 + 9. It costs nothing when no thread packs B (it is read in place or prepacked), and little
+   * when every thread packing all of B is small next to its rows' product (MobileNetV2's 1x1
+   * expansions at 14x14, 196 pixels in 7 panels: 1.5x -> ?x on 2 threads) */
+  if (j->bs.packed || j->direct || j->koff || j->M >= STRIP_SPLIT_ROWS * isa->mr) {
     int64_t pj = min64(j->n_panels, threads), si = min64(j->n_strips, cdiv(threads, blocks));
     double panels_even = (double)j->n_panels / (double)(cdiv(j->n_panels, pj) * pj);
     double strips_even = (double)j->n_strips / (double)(cdiv(j->n_strips, si) * si);
