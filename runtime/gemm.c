@@ -739,7 +739,7 @@ static void plan(job *j, int threads) {
   /* splitting the strips instead can even out the work: 7 panels on 2 threads is 4 + 3, 19 strips
    * 10 + 9. It costs nothing when no thread packs B (it is read in place or prepacked), and little
    * when every thread packing all of B is small next to its rows' product (MobileNetV2's 1x1
-   * expansions at 14x14, 196 pixels in 7 panels: 1.5x -> ?x on 2 threads) */
+   * expansions at 14x14, 196 pixels in 7 panels: 64->384 went 0.060 -> 0.050 ms on 2 threads) */
   if (j->bs.packed || j->direct || j->koff || j->M >= STRIP_SPLIT_ROWS * isa->mr) {
     int64_t pj = min64(j->n_panels, threads), si = min64(j->n_strips, cdiv(threads, blocks));
     double panels_even = (double)j->n_panels / (double)(cdiv(j->n_panels, pj) * pj);
