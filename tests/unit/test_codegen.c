@@ -726,7 +726,7 @@ PC_TEST(codegen_max_chain_balanced) {
   int64_t d[1] = {40};
   pc_value *x[5];
   for (int i = 0; i < 5; i++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "x%d", i);
     x[i] = pc_input_add(g, name, ty(PC_f32, 1, d));
   }
