@@ -39,6 +39,12 @@ def model_dirs(selected):
     return out
 
 
+def settle():
+    # the previous peer's worker threads spin for a while after its last run (OpenMP's and ONNX Runtime's
+    # pools): wait them out so that the next tool timed gets the cores it asked for
+    time.sleep(0.5)
+
+
 def bench_primc(primc, d, name, threads, runs, outdir):
     exe = os.path.join(outdir, name)
     t0 = time.perf_counter()
@@ -48,6 +54,7 @@ def bench_primc(primc, d, name, threads, runs, outdir):
         return {"error": (r.stderr or r.stdout).strip().splitlines()[-1:] or ["compile failed"]}
     res = {"compile_s": compile_s, "size_kb": os.path.getsize(exe) / 1024}
     for t in threads:
+        settle()
         env = dict(os.environ, PRIMC_NUM_THREADS=str(t))
         r = subprocess.run([exe, os.path.join(d, "input.npy"), "--bench", str(runs)], capture_output=True, text=True,
                            env=env)
@@ -75,6 +82,7 @@ def bench_ort(d, threads, runs):
         b.bind_cpu_input(sess.get_inputs()[0].name, x)
         for o in sess.get_outputs():
             b.bind_output(o.name, "cpu")
+        settle()
         res[t] = timed_runs(lambda: sess.run_with_iobinding(b), runs)
     return res
 
@@ -98,6 +106,7 @@ def bench_torch(name, d, threads, runs, compiled):
     res = {}
     for t in threads:
         torch.set_num_threads(t)
+        settle()
         with torch.no_grad():
             res[t] = timed_runs(lambda: model(x), runs)
     return res
