@@ -505,9 +505,10 @@ static void kernel_squeeze(kir_kernel *k) {
 
 #define CHAIN_MAX 64
 
-/* the operands of a chain of one associative op, left to right, and the chain's own nodes */
+/* the operands of a chain of one associative op, left to right, and the chain's own nodes; a chain
+ * has one leaf more than nodes, so at most CHAIN_MAX - 1 nodes keep the leaves within CHAIN_MAX */
 static void chain_collect(kir_expr *e, pc_op op, kir_expr **leaf, int *nl, kir_expr **node, int *nn) {
-  if (e->kind == KE_PRIM && e->op == op && *nn + 1 < CHAIN_MAX && *nl + 2 <= CHAIN_MAX) {
+  if (e->kind == KE_PRIM && e->op == op && *nn + 1 < CHAIN_MAX) {
     node[(*nn)++] = e;
     chain_collect(e->args[0], op, leaf, nl, node, nn);
     chain_collect(e->args[1], op, leaf, nl, node, nn);
