@@ -414,6 +414,7 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0},  /* channels in lanes, 5x5 dilated, uneven pads */
       {1, 18, 9, 16, 18, 3, 3, 18, 1, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},   /* channels in lanes, stride 2 across only */
       {1, 20, 9, 100, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},  /* stride 2, 50 wide: lanes on Zen 4, rows elsewhere */
+      {1, 96, 6, 9, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},     /* narrowing 1x1: channels in the lanes */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -449,6 +450,10 @@ PC_TEST(gemm_conv2d_weight_layout) {
   primc_conv2d dw = {1, 32, 7, 7, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   primc_conv2d strided = {1, 64, 56, 56, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   primc_conv2d pw_small = {1, 512, 7, 7, 2048, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  /* narrowing 1x1s: into few channels the lanes, unless the map is wide and the input shallow */
+  primc_conv2d narrow = {1, 192, 28, 28, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow_wide = {1, 32, 112, 112, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow_many = {1, 512, 28, 28, 128, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
   /* 64 channels: Winograd where zmm FMAs issue one per cycle (Zen 4), the GEMM where they issue two */
   primc_conv2d mid = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   __builtin_cpu_init();
@@ -458,6 +463,9 @@ PC_TEST(gemm_conv2d_weight_layout) {
   CHECK_INT(primc_conv2d_weight_layout(&small), PRIMC_CONV_W_PANELS); /* 16 tiles: Winograd would read 16/9 the weights */
   CHECK_INT(primc_conv2d_weight_layout(&strided), PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&pw_small), PRIMC_CONV_W_PANELS);
+  CHECK_INT(primc_conv2d_weight_layout(&narrow), PRIMC_CONV_W_PANELS);
+  CHECK_INT(primc_conv2d_weight_layout(&narrow_wide), PRIMC_CONV_W_STRIPS);
+  CHECK_INT(primc_conv2d_weight_layout(&narrow_many), PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&dw), PRIMC_CONV_W_PLAIN);
   CHECK(primc_conv2d_scratch_floats(&pw_small) >= 512 * 49 + 49 * 2048);
 }
