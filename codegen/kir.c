@@ -1304,6 +1304,7 @@ pc_status kir_pack_weights(kir_program *p) {
     if (k->kind != KK_CALL) continue;
     if (!strcmp(k->fn, "conv")) {
       int layout = 0, tile = 0;
+      if (k->pair) continue;
       int nb = packed_conv_weights(p, k, &layout, &tile);
       if (nb < 0) continue;
       k->args[2] = nb;
@@ -1484,6 +1485,30 @@ static void fuse_conv_epilogues(kir_program *p) {
   }
 }
 
+/* A 1x1 conv whose fused result only a depthwise conv reads (MobileNet's widening then filtering)
+ * runs with it in one call, which makes the widened map 16 channels at a time while they are in
+ * cache. Its weights then stay plain: the call takes a block of weight rows at a time. */
+static void pair_pointwise_depthwise(kir_program *p) {
+  for (int i = 0; i + 2 < p->n_kernels; i++) {
+    kir_kernel *a = &p->kernels[i], *b = &p->kernels[i + 2];
+    if (a->kind != KK_CALL || strcmp(a->fn, "conv") || !a->epi_in_call || a->epilogue != i + 1) continue;
+    if (b->kind != KK_CALL || strcmp(b->fn, "conv") || b->pair || b->absorbed) continue;
+    int mid = a->args[4];
+    if (b->args[1] != mid || p->bufs[mid].place != KP_WORKSPACE || a->params[CONV_EPI_AT + 3]) continue;
+    int other = 0;
+    for (int j = 0; !other && j < p->n_kernels; j++)
+      if (j != i && j != i + 1 && j != i + 2) other = kernel_touches(&p->kernels[j], mid);
+    primc_conv2d pw, dw;
+    if (other || !primc_conv2d_of_params(a->params, &pw) || !primc_conv2d_of_params(b->params, &dw) ||
+        !primc_conv2d_pwdw_pays(&pw, &dw))
+      continue;
+    for (int j = 0; j < b->n_args; j++) other |= b->args[j] != mid && bufs_overlap(p, b->args[j], mid) && j != 3;
+    if (other) continue;
+    a->pair = i + 2;
+    b->absorbed = 1;
+  }
+}
+
 /* ---------------------------------------------------------------- loop collapsing */
 
 /* loops l and l + 1 walk every map as one loop of extent[l] * extent[l + 1] */
@@ -1562,6 +1587,7 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
   if (s == PC_OK) s = copy_outputs(p);
   if (s == PC_OK) fuse_epilogues(p);
   if (s == PC_OK) fuse_conv_epilogues(p);
+  if (s == PC_OK) pair_pointwise_depthwise(p);
   for (int i = 0; s == PC_OK && i < p->n_kernels; i++) kernel_collapse(&p->kernels[i]);
   p->workspace_size = align_up(p->workspace_size);
   if (s != PC_OK && !g->status) pc_fail(g, s, "codegen: %s", pc_status_name(s));
@@ -1599,6 +1625,7 @@ void kir_kernel_label(const kir_program *p, int idx, char *name, size_t name_len
   if (k->kind == KK_CALL && !k->n_nodes) append_word(name, name_len, k->fn);
   label_prims(k, name, name_len);
   if (k->has_epilogue) label_prims(&p->kernels[k->epilogue], name, name_len);
+  if (k->pair) append_word(name, name_len, "+depthwise"); /* the pair's second conv, timed with it */
   const pc_node *main = NULL;
   for (int i = 0; i < k->n_nodes && !main; i++)
     if (!is_movement(k->nodes[i]->op) && k->nodes[i]->origin) main = k->nodes[i];
@@ -1678,6 +1705,8 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
     for (int i = 0; i < k->n_args; i++) fprintf(f, "%sb%d", i ? ", " : "", k->args[i]);
     fprintf(f, ")");
     if (k->has_epilogue) fprintf(f, " with epilogue k%d %s", k->epilogue, k->epi_in_call ? "in the call" : "per row block");
+    if (k->pair) fprintf(f, ", then k%d in the same call", k->pair);
+    if (k->absorbed) fprintf(f, " (in k%d's call)", idx - 2);
     fprintf(f, "\n");
   } else {
     fprintf(f, "%s loops(", k->absorbed ? " (epilogue)" : "");

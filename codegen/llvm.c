@@ -741,19 +741,32 @@ static void check_status(lctx *L, LLVMValueRef st) {
   LLVMPositionBuilderAtEnd(L->b, ok);
 }
 
-static void emit_call_kernel(lctx *L, const kir_kernel *k, int idx, LLVMValueRef table, LLVMValueRef epi) {
+/* a call kernel's params (a constant array) and its buffer pointers (from the table) */
+static void call_operands(lctx *L, const kir_kernel *k, int idx, LLVMValueRef table, LLVMValueRef *params,
+                          LLVMValueRef *args) {
   char name[96];
   snprintf(name, sizeof name, "%s_k%d_params", L->name, idx);
-  LLVMValueRef params = const_i64_array(L, k->params, k->n_params, name);
-  LLVMValueRef args = entry_alloca(L, LLVMArrayType2(L->ptr, KIR_MAX_ARGS));
+  *params = const_i64_array(L, k->params, k->n_params, name);
+  *args = entry_alloca(L, LLVMArrayType2(L->ptr, KIR_MAX_ARGS));
   for (int i = 0; i < k->n_args; i++) {
     LLVMValueRef slot = ci64(L, k->args[i]);
     LLVMValueRef v = LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, table, &slot, 1, ""), "");
     LLVMValueRef di = ci64(L, i);
-    LLVMBuildStore(L->b, v, LLVMBuildInBoundsGEP2(L->b, L->ptr, args, &di, 1, ""));
+    LLVMBuildStore(L->b, v, LLVMBuildInBoundsGEP2(L->b, L->ptr, *args, &di, 1, ""));
   }
-  snprintf(name, sizeof name, "primc_k_%s%s", k->fn, epi ? "_epi" : "");
+}
+
+static void emit_call_kernel(lctx *L, const kir_kernel *k, int idx, LLVMValueRef table, LLVMValueRef epi) {
+  LLVMValueRef params, args, params2, args2;
   LLVMTypeRef ps[4] = {L->ptr, L->ptr, L->ptr, L->ptr};
+  call_operands(L, k, idx, table, &params, &args);
+  if (k->pair) { /* primc_k_conv_pair(params, args, params2, args2) */
+    call_operands(L, &L->p->kernels[k->pair], k->pair, table, &params2, &args2);
+    check_status(L, call_fn(L, "primc_k_conv_pair", L->i32, ps, (LLVMValueRef[]){params, args, params2, args2}, 4));
+    return;
+  }
+  char name[96];
+  snprintf(name, sizeof name, "primc_k_%s%s", k->fn, epi ? "_epi" : "");
   check_status(L, call_fn(L, name, L->i32, ps, (LLVMValueRef[]){params, args, epi, table}, epi ? 4 : 2));
 }
 
@@ -865,7 +878,7 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
   }
   for (int i = 0; i < p->n_kernels; i++) {
     const kir_kernel *k = &p->kernels[i];
-    if (k->kind == KK_LOOP && k->absorbed) continue;
+    if (k->absorbed) continue; /* run by the call it belongs to */
     LLVMValueRef t0 = prof_begin(L);
     if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue && !k->epi_in_call ? kfns[k->epilogue] : NULL);
     else emit_loop_launch(L, kfns[i], k, table);

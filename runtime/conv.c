@@ -551,11 +551,31 @@ static dwl_geo dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
   return g;
 }
 
-/* one band's tile rows from input rows (oy0 stride_h - pad_t) on: zeros outside the input */
-__attribute__((target("avx512f"))) static void dwl_fill(const primc_conv2d *p, const float *x, int nch, int64_t oy0,
-                                                        int64_t rows, int64_t pw, float *tile) {
-  int64_t hw = p->h * p->w, in_end = p->pad_l + p->w < pw ? p->pad_l + p->w : pw;
-  for (int64_t r = 0; r < rows; r++) {
+/* Where a band's tile rows come from: the input planes, transposed (dwl_plain_row), or made from a
+ * 1x1 conv's input (pwl_row, primc_conv2d_pwdw_f32). make writes input row ih's columns [0, n) of the
+ * source's 16 channels at dst[column][16]. */
+typedef struct dwl_src {
+  void (*make)(const struct dwl_src *s, int64_t ih, int64_t n, float *dst);
+  const float *x; /* the 16 channels' planes (plain), or all of the 1x1 conv's input planes */
+  int64_t hw, w;  /* plane size and row width of x */
+  int nch;
+  /* the 1x1 conv: k input channels, weights [k][16], its epilogue in lanes */
+  int64_t k;
+  const float *wt;
+  __m512 bias, lo, hi;
+  int silu;
+} dwl_src;
+
+__attribute__((target("avx512f"))) static void dwl_plain_row(const dwl_src *s, int64_t ih, int64_t n, float *dst) {
+  for (int64_t q = 0; q < n; q += 16)
+    primc_tr16_part(s->x + ih * s->w + q, s->hw, s->nch, (int)(n - q < 16 ? n - q : 16), dst + q * 16, 16);
+}
+
+/* tile rows [r0, rows) of the band from input row (oy0 stride_h - pad_t) on: zeros outside the input */
+__attribute__((target("avx512f"))) static void dwl_fill(const primc_conv2d *p, const dwl_src *src, int64_t oy0,
+                                                        int64_t r0, int64_t rows, int64_t pw, float *tile) {
+  int64_t in_end = p->pad_l + p->w < pw ? p->pad_l + p->w : pw;
+  for (int64_t r = r0; r < rows; r++) {
     int64_t ih = oy0 * p->stride_h - p->pad_t + r;
     float *t = tile + r * pw * 16;
     if (ih < 0 || ih >= p->h || in_end <= p->pad_l) {
@@ -564,10 +584,7 @@ __attribute__((target("avx512f"))) static void dwl_fill(const primc_conv2d *p, c
     }
     memset(t, 0, (size_t)(p->pad_l * 16) * sizeof(float));
     if (in_end < pw) memset(t + in_end * 16, 0, (size_t)((pw - in_end) * 16) * sizeof(float));
-    for (int64_t q = p->pad_l; q < in_end; q += 16) {
-      int cols = (int)(in_end - q < 16 ? in_end - q : 16);
-      primc_tr16_part(x + ih * p->w + (q - p->pad_l), hw, nch, cols, t + q * 16, 16);
-    }
+    src->make(src, ih, in_end - p->pad_l, t + p->pad_l * 16);
   }
 }
 
@@ -617,45 +634,62 @@ __attribute__((target("avx512f"))) static void dwl_band(const dwl_ctx *d, const 
   }
 }
 
+/* the depthwise conv of 16 channels [c0, c0 + nch) of image n, output rows [oy_b, oy_e), their input
+ * rows made by src */
+__attribute__((target("avx512f"))) static void dwl_item(const dw_job *j, int64_t n, int64_t c0, int nch,
+                                                        const dwl_src *src, int64_t oy_b, int64_t oy_e) {
+  const primc_conv2d *p = j->p;
+  const primc_conv_epi *ep = j->e;
+  dwl_geo g = dwl_geometry(p, j->oh, j->ow);
+  int64_t P = j->oh * j->ow, reach = (p->kh - 1) * p->dil_h + 1;
+  float tile[DWL_TILE_FLOATS] __attribute__((aligned(64)));
+  float out[DWL_OUT_FLOATS] __attribute__((aligned(64)));
+  float wt[DWL_MAX_TAPS * 16] __attribute__((aligned(64)));
+  float bias[16] = {0};
+  for (int l = 0; l < 16; l++) {
+    if (l < nch && ep->bias) bias[l] = ep->bias[(c0 + l) * ep->bias_stride];
+    for (int64_t t = 0; t < g.taps; t++) wt[t * 16 + l] = l < nch ? j->w[(c0 + l) * g.taps + t] : 0.0f;
+  }
+  /* the epilogue runs in the lanes unless it needs the residual, which is laid out per plane */
+  int lanes_epi = j->acc == j->y && !ep->res;
+  dwl_ctx d = {p, wt, _mm512_loadu_ps(bias), _mm512_set1_ps(ep->lo), _mm512_set1_ps(ep->hi), g.pw, j->ow,
+               lanes_epi, ep->silu};
+  float *acc = j->acc + (n * p->c + c0) * P;
+  int64_t have0 = 0, have = 0; /* the tile holds input rows [have0, have0 + have) */
+  for (int64_t oy0 = oy_b; oy0 < oy_e; oy0 += g.band) {
+    int64_t rows = oy_e - oy0 < g.band ? oy_e - oy0 : g.band, need = (rows - 1) * p->stride_h + reach;
+    int64_t ih0 = oy0 * p->stride_h - p->pad_t, keep = 0;
+    /* rows the last band read too (a 3x3/2 band's first row is the last one's last) move up, not remade */
+    if (have > 0 && ih0 >= have0 && ih0 < have0 + have) {
+      keep = have0 + have - ih0 < need ? have0 + have - ih0 : need;
+      memmove(tile, tile + (ih0 - have0) * g.pw * 16, (size_t)(keep * g.pw * 16) * sizeof(float));
+    }
+    dwl_fill(p, src, oy0, keep, need, g.pw, tile);
+    have0 = ih0, have = need;
+    dwl_band(&d, tile, rows, out);
+    for (int64_t q = 0; q < rows * j->ow; q += 16) {
+      int px = (int)(rows * j->ow - q < 16 ? rows * j->ow - q : 16);
+      primc_tr16_part(out + q * 16, 16, px, nch, acc + oy0 * j->ow + q, P);
+    }
+  }
+  if (lanes_epi) return;
+  epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .silu = ep->silu};
+  for (int l = 0; l < nch; l++) {
+    int64_t off = (n * p->c + c0 + l) * P + oy_b * j->ow;
+    epi_row512(&ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL, bias[l], (oy_e - oy_b) * j->ow);
+  }
+}
+
 /* items (image, block of 16 channels) [b, e) of the dw_job in ctx */
 __attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, int64_t e) {
   const dw_job *j = ctx;
   const primc_conv2d *p = j->p;
-  const primc_conv_epi *ep = j->e;
-  dwl_geo g = dwl_geometry(p, j->oh, j->ow);
-  int64_t nblk = (p->c + 15) / 16, P = j->oh * j->ow;
-  float tile[DWL_TILE_FLOATS] __attribute__((aligned(64)));
-  float out[DWL_OUT_FLOATS] __attribute__((aligned(64)));
-  float wt[DWL_MAX_TAPS * 16] __attribute__((aligned(64)));
+  int64_t nblk = (p->c + 15) / 16;
   for (int64_t it = b; it < e; it++) {
     int64_t n = it / nblk, c0 = it % nblk * 16;
-    int nch = (int)(p->c - c0 < 16 ? p->c - c0 : 16);
-    float bias[16] = {0};
-    for (int l = 0; l < 16; l++) {
-      if (l < nch && ep->bias) bias[l] = ep->bias[(c0 + l) * ep->bias_stride];
-      for (int64_t t = 0; t < g.taps; t++) wt[t * 16 + l] = l < nch ? j->w[(c0 + l) * g.taps + t] : 0.0f;
-    }
-    /* the epilogue runs in the lanes unless it needs the residual, which is laid out per plane */
-    int lanes_epi = j->acc == j->y && !ep->res;
-    dwl_ctx d = {p, wt, _mm512_loadu_ps(bias), _mm512_set1_ps(ep->lo), _mm512_set1_ps(ep->hi), g.pw, j->ow,
-                 lanes_epi, ep->silu};
-    const float *x = j->x + (n * p->c + c0) * p->h * p->w;
-    float *acc = j->acc + (n * p->c + c0) * P;
-    for (int64_t oy0 = 0; oy0 < j->oh; oy0 += g.band) {
-      int64_t rows = j->oh - oy0 < g.band ? j->oh - oy0 : g.band;
-      dwl_fill(p, x, nch, oy0, (rows - 1) * p->stride_h + (p->kh - 1) * p->dil_h + 1, g.pw, tile);
-      dwl_band(&d, tile, rows, out);
-      for (int64_t q = 0; q < rows * j->ow; q += 16) {
-        int px = (int)(rows * j->ow - q < 16 ? rows * j->ow - q : 16);
-        primc_tr16_part(out + q * 16, 16, px, nch, acc + oy0 * j->ow + q, P);
-      }
-    }
-    if (lanes_epi) continue;
-    epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .silu = ep->silu};
-    for (int l = 0; l < nch; l++) {
-      int64_t off = (n * p->c + c0 + l) * P;
-      epi_row512(&ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL, bias[l], P);
-    }
+    dwl_src src = {.make = dwl_plain_row, .x = j->x + (n * p->c + c0) * p->h * p->w, .hw = p->h * p->w, .w = p->w,
+                   .nch = (int)(p->c - c0 < 16 ? p->c - c0 : 16)};
+    dwl_item(j, n, c0, src.nch, &src, 0, j->oh);
   }
 }
 
@@ -1440,3 +1474,113 @@ int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, cons
   return primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL);
 }
 
+
+/* ---------------------------------------------------------------- 1x1 conv then depthwise, fused */
+
+/*
+ * MobileNet's inverted residual widens a map with a 1x1 conv and filters it with a depthwise one.
+ * The widened map is the largest tensor of the model (96x112x112, 4.8 MB), written once and read
+ * once, and the depthwise conv in the lanes spends most of its time transposing it into its tiles.
+ * Fused, the 1x1 conv writes the tile rows itself, 16 channels in the lanes: each pixel's 16 sums are
+ * one FMA per input channel, and the widened map never goes to memory.
+ */
+#define PWL_MAX_K 256 /* input channels: the 1x1 weights of a block of 16 are [k][16] on the stack */
+
+/* NB pixels from column c of input row ih: 16 channels each, to dst[pixel][16] */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+pwl_pixels(const dwl_src *s, const float *xr, float *dst, const int NB) {
+  __m512 a[8];
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) a[b] = s->bias;
+  for (int64_t k = 0; k < s->k; k++) {
+    __m512 wv = _mm512_load_ps(s->wt + k * 16);
+    const float *xk = xr + k * s->hw;
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; b++) a[b] = _mm512_fmadd_ps(_mm512_set1_ps(xk[b]), wv, a[b]);
+  }
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) {
+    __m512 v = s->silu ? silu512(a[b]) : a[b];
+    _mm512_storeu_ps(dst + b * 16, _mm512_min_ps(s->hi, _mm512_max_ps(s->lo, v)));
+  }
+}
+
+__attribute__((target("avx512f"))) static void pwl_row(const dwl_src *s, int64_t ih, int64_t n, float *dst) {
+  const float *xr = s->x + ih * s->w;
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) pwl_pixels(s, xr + c, dst + c * 16, 8);
+  if (n - c >= 4) pwl_pixels(s, xr + c, dst + c * 16, 4), c += 4;
+  for (; c < n; c++) pwl_pixels(s, xr + c, dst + c * 16, 1);
+}
+
+static int pwdw_can(const primc_conv2d *pw, const primc_conv_epi *e1, const primc_conv2d *dw) {
+  int64_t oh, ow;
+  if (!pw || !dw || !conv_valid(pw) || !conv_valid(dw) || !is_pointwise(pw) || pw->groups != 1 || !is_depthwise(dw))
+    return 0;
+  if (pw->w_packed_mr || pw->w_packed_panels || pw->w_winograd || dw->w_packed_mr || dw->w_packed_panels ||
+      dw->w_winograd || (e1 && e1->res) || pw->c > PWL_MAX_K || !use_avx512())
+    return 0;
+  primc_conv2d_out_hw(pw, &oh, &ow);
+  if (dw->n != pw->n || dw->c != pw->o || dw->h != oh || dw->w != ow) return 0;
+  primc_conv2d_out_hw(dw, &oh, &ow);
+  return dw->kh * dw->kw <= DWL_MAX_TAPS && dw->stride_h <= 4 && dwl_geometry(dw, oh, ow).band > 0;
+}
+
+/* Each pixel's 16 sums take a broadcast per multiply-add, where the GEMM's 14 x 32 tile takes one per
+ * two: past a few dozen input channels the unfused pair is faster (Zen 4, 1 thread, fused vs not:
+ * 16->96 at 112x112 then 3x3/2 0.71 -> 0.45 ms, 24->144 at 56x56 0.32 -> 0.23, 40->240 at 28x28
+ * 0.19 -> 0.16, but 64->384 at 14x14 0.119 -> 0.130 and 96->576 at 14x14 0.25 -> 0.29) */
+#define PWL_PAYS_K 48
+
+int primc_conv2d_pwdw_pays(const primc_conv2d *pw, const primc_conv2d *dw) {
+  return pwdw_can(pw, NULL, dw) && pw->c <= PWL_PAYS_K;
+}
+
+typedef struct pwdw_job {
+  dw_job d;
+  const primc_conv2d *pw;
+  const float *x, *w1;
+  const primc_conv_epi *e1;
+  int64_t parts; /* each block's output rows are cut into this many items */
+} pwdw_job;
+
+__attribute__((target("avx512f"))) static void pwdw_range(void *ctx, int64_t b, int64_t e) {
+  const pwdw_job *j = ctx;
+  const primc_conv2d *pw = j->pw;
+  const primc_conv_epi *e1 = j->e1;
+  int64_t nblk = (pw->o + 15) / 16, P = pw->h * pw->w;
+  float wt[PWL_MAX_K * 16] __attribute__((aligned(64)));
+  for (int64_t it = b; it < e; it++) {
+    int64_t blk = it / j->parts, part = it % j->parts, n = blk / nblk, c0 = blk % nblk * 16;
+    int nch = (int)(pw->o - c0 < 16 ? pw->o - c0 : 16);
+    float bias[16] = {0};
+    for (int l = 0; l < 16; l++) {
+      if (l < nch && e1->bias) bias[l] = e1->bias[(c0 + l) * e1->bias_stride];
+      for (int64_t k = 0; k < pw->c; k++) wt[k * 16 + l] = l < nch ? j->w1[(c0 + l) * pw->c + k] : 0.0f;
+    }
+    dwl_src src = {.make = pwl_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w, .nch = nch, .k = pw->c, .wt = wt,
+                   .bias = _mm512_loadu_ps(bias), .lo = _mm512_set1_ps(e1->lo), .hi = _mm512_set1_ps(e1->hi),
+                   .silu = e1->silu};
+    dwl_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
+  }
+}
+
+int primc_conv2d_pwdw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
+                          const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
+  primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
+  if (!pwdw_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
+  int64_t oh, ow;
+  primc_conv2d_out_hw(dw, &oh, &ow);
+  int64_t nx = pw->n * pw->c * pw->h * pw->w, ny = dw->n * dw->o * oh * ow;
+  if (!e1) e1 = &none;
+  if (!e2) e2 = &none;
+  if (overlaps(y, ny, x, nx) || (e2->res && e2->res != y && overlaps(y, ny, e2->res, ny))) return PRIMC_ERR_ARG;
+  /* as many items as make whole rounds of the threads (9 blocks of 144 channels on 2 threads would be
+   * 5 + 4): a block's row parts share their edge rows, remade by each */
+  int64_t blocks = dw->n * ((dw->c + 15) / 16), t = primc_num_threads(), parts = 1;
+  while (parts < t && parts < oh && blocks * parts % t) parts++;
+  if (blocks * parts % t) parts = 1;
+  pwdw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, 1}, pw, x, w1, e1, parts};
+  primc_parallel_for(blocks * parts, pwdw_range, &j);
+  return PRIMC_OK;
+}

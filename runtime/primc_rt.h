@@ -116,6 +116,7 @@ int primc_k_dot_packed(const int64_t *params, void *const *bufs);
 int primc_k_dot_packed_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
                            void *ctx);
 int primc_k_conv(const int64_t *params, void *const *bufs);
+int primc_k_conv_pair(const int64_t *params, void *const *bufs, const int64_t *params2, void *const *bufs2);
 int primc_k_copy(const int64_t *params, void *const *bufs);
 int primc_k_gather(const int64_t *params, void *const *bufs);
 int primc_k_gather_strided(const int64_t *params, void *const *bufs);
@@ -384,5 +385,14 @@ typedef struct primc_conv_epi {
 } primc_conv_epi;
 int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
                          float *spare, float *col);
+/* A 1x1 conv (pw: stride 1, no padding, one group, plain weights w1, epilogue e1 without a residual)
+ * whose result only a depthwise conv (dw, plain weights w2, epilogue e2) reads, run as one: the 1x1
+ * conv makes the depthwise conv's input tiles itself, 16 channels in the vector lanes, and the widened
+ * map is never written. y must not overlap x, nor e2's residual unless it is y. PRIMC_ERR_ARG (before
+ * anything is written) when they do or when this CPU does not run the pair so (pays: it does, and
+ * faster than the two convs one after the other). */
+int primc_conv2d_pwdw_pays(const primc_conv2d *pw, const primc_conv2d *dw);
+int primc_conv2d_pwdw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
+                          const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y);
 
 #endif

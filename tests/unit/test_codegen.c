@@ -919,6 +919,55 @@ PC_TEST(codegen_conv_epilogue) {
   conv_epilogue_case((conv_epi_case){1, 2, 64, 0, 1, 0, 1, "in the call"}); /* grouped: strips */
 }
 
+/* conv (1x1, constant weights) + bias + ReLU6, then a depthwise conv of its result + bias + ReLU6, in two
+ * groups: with few input channels the two calls run as one (where the CPU has AVX-512), and the 1x1
+ * weights stay plain; with many they stay two calls */
+static void pointwise_depthwise_case(int64_t k, int64_t stride, int want_pair) {
+  pc_graph *g = pc_graph_new();
+  int64_t C = 24, H = 14, W = 18, oh = (H - 1) / stride + 1, ow = (W - 1) / stride + 1;
+  int64_t md[4] = {1, C, H, W}, od[4] = {1, C, oh, ow};
+  pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){1, k, H, W}));
+  float *wd = malloc(sizeof(float) * (size_t)(C * k));
+  for (int64_t i = 0; i < C * k; i++) wd[i] = (float)((i * 37 % 101) - 50) / 200.0f;
+  pc_value *w1 = pc_const(g, ty(PC_f32, 4, (int64_t[]){C, k, 1, 1}), wd);
+  free(wd);
+  pc_value *b1 = pc_input_add(g, "b1", ty(PC_f32, 1, (int64_t[]){C}));
+  pc_value *w2 = pc_input_add(g, "w2", ty(PC_f32, 4, (int64_t[]){C, 1, 3, 3}));
+  pc_value *b2 = pc_input_add(g, "b2", ty(PC_f32, 1, (int64_t[]){C}));
+  int n0 = g->n_nodes;
+  pc_attr a1[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){0, 0}, 2),
+                   pc_a_ints("pad_hi", (int64_t[]){0, 0}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                   pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", 1)};
+  pc_value *m = pc_build(g, PC_OP_conv, (pc_value *[]){x, w1}, 2, a1, 6);
+  m = pc_add(g, m, pc_broadcast_in_dim(g, b1, 4, md, (int64_t[]){1}));
+  m = pc_max(g, m, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, md));
+  m = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 6), 4, md), m);
+  group_from(g, n0, 0);
+  n0 = g->n_nodes;
+  pc_attr a2[6] = {pc_a_ints("stride", (int64_t[]){stride, stride}, 2), pc_a_ints("pad_lo", (int64_t[]){1, 1}, 2),
+                   pc_a_ints("pad_hi", (int64_t[]){1, 1}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                   pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", C)};
+  pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){m, w2}, 2, a2, 6);
+  y = pc_add(g, y, pc_broadcast_in_dim(g, b2, 4, od, (int64_t[]){1}));
+  y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
+  y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
+  group_from(g, n0, 1);
+  pc_output_add(g, y);
+  char *buf = kernels_text(g);
+  int paired = strstr(buf, "in the same call") != NULL;
+  CHECK_MSG(paired == (want_pair && __builtin_cpu_supports("avx512f")), "k=%lld stride %lld:\n%s", (long long)k,
+            (long long)stride, buf);
+  free(buf);
+  check_graph(g, (range){-1, 1}, "pointwise then depthwise");
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_pointwise_depthwise_pair) {
+  pointwise_depthwise_case(16, 2, 1);
+  pointwise_depthwise_case(8, 1, 1);
+  pointwise_depthwise_case(64, 2, 0); /* 64 input channels: the GEMM's register tile wins */
+}
+
 PC_TEST(codegen_random_fft) {
   pc_graph *g = pc_graph_new();
   for (int normal = 0; normal < 2; normal++) {

@@ -470,6 +470,73 @@ PC_TEST(gemm_conv2d_weight_layout) {
   CHECK(primc_conv2d_scratch_floats(&pw_small) >= 512 * 49 + 49 * 2048);
 }
 
+/* the 1x1 conv then depthwise conv pair run as one, against the double-precision reference of the two
+ * convs with their epilogues; where this CPU cannot run the pair so it says PRIMC_ERR_ARG */
+typedef struct pwdw_case {
+  int64_t n, k, c, h, w, kk, stride, pad;
+  int silu, res;
+} pwdw_case;
+
+static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static int check_pwdw(pwdw_case t) {
+  primc_conv2d pw = {t.n, t.k, t.h, t.w, t.c, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {t.n, t.c, t.h, t.w, t.c, t.kk, t.kk, t.c, t.stride, t.stride, 1, 1, t.pad, t.pad, t.pad, t.pad,
+                     0, 0, 0, 0};
+  int64_t oh, ow, P = t.h * t.w;
+  primc_conv2d_out_hw(&dw, &oh, &ow);
+  int64_t nx = t.n * t.k * P, nm = t.n * t.c * P, ny = t.n * t.c * oh * ow;
+  float *x = rand_buf(nx), *w1 = rand_buf(t.c * t.k), *b1 = rand_buf(t.c), *w2 = rand_buf(t.c * t.kk * t.kk);
+  float *b2 = rand_buf(t.c), *res = rand_buf(ny), *y = rand_buf(ny), *mid = malloc(sizeof(float) * (size_t)nm);
+  double *m = malloc(sizeof(double) * (size_t)nm), *r = malloc(sizeof(double) * (size_t)ny);
+  conv_ref(&pw, x, w1, b1, m);
+  for (int64_t i = 0; i < nm; i++) {
+    double v = t.silu ? m[i] / (1.0 + exp(-m[i])) : m[i];
+    mid[i] = (float)clampd(v, -0.75, 0.9);
+  }
+  conv_ref(&dw, mid, w2, b2, r);
+  primc_conv_epi e1 = {b1, 1, NULL, -0.75f, 0.9f, t.silu}, e2 = {b2, 1, t.res ? res : NULL, -0.5f, 0.6f, 0};
+  int st = primc_conv2d_pwdw_f32(&pw, x, w1, &e1, &dw, w2, &e2, y), ok = 1;
+  if (!__builtin_cpu_supports("avx512f")) {
+    ok = CHECK_INT(st, PRIMC_ERR_ARG);
+  } else if (CHECK_INT(st, PRIMC_OK)) {
+    double tol = 8.0 * (double)(t.k + t.kk * t.kk + 4) * FLT_EPSILON;
+    for (int64_t i = 0; i < ny && ok; i++) {
+      double want = clampd(r[i] + (t.res ? res[i] : 0.0), -0.5, 0.6);
+      ok = CHECK_MSG(fabs(y[i] - want) <= tol, "pwdw k=%lld c=%lld %lldx%lld %lldx%lld/%lld: y[%lld]=%g, want %g",
+                     (long long)t.k, (long long)t.c, (long long)t.h, (long long)t.w, (long long)t.kk, (long long)t.kk,
+                     (long long)t.stride, (long long)i, y[i], want);
+    }
+  } else {
+    ok = 0;
+  }
+  free(x), free(w1), free(b1), free(w2), free(b2), free(res), free(y), free(mid), free(m), free(r);
+  return ok;
+}
+
+PC_TEST(gemm_conv2d_pointwise_depthwise_pair) {
+  static const pwdw_case cases[] = {
+      /* n k  c   h   w  kk s pad silu res */
+      {1, 16, 96, 30, 28, 3, 2, 1, 0, 0},  /* MobileNetV2's widening then 3x3/2 */
+      {1, 24, 40, 17, 19, 3, 1, 1, 0, 1},  /* stride 1, 16 + 16 + 8 channels, a residual */
+      {2, 5, 20, 9, 70, 5, 2, 2, 1, 0},    /* two images, 5x5/2, SiLU, 35 wide */
+      {1, 3, 16, 40, 12, 3, 2, 0, 0, 1},   /* no padding, odd rows */
+      {1, 8, 33, 7, 7, 3, 1, 1, 1, 1},     /* a 7x7 map in one band */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (!check_pwdw(cases[i])) return;
+  /* not such a pair: a 3x3 first conv, or a depthwise conv of other channels */
+  primc_conv2d c3 = {1, 4, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  primc_conv2d pw = {1, 4, 8, 8, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 16, 8, 8, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, dw8 = dw;
+  dw8.c = dw8.o = dw8.groups = 8;
+  float buf[4096] = {0};
+  CHECK_INT(primc_conv2d_pwdw_f32(&c3, buf, buf, NULL, &dw, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
+  CHECK_INT(primc_conv2d_pwdw_f32(&pw, buf, buf, NULL, &dw8, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
+  CHECK_INT(primc_conv2d_pwdw_f32(&pw, buf, buf, NULL, &dw, buf, NULL, buf + 100), PRIMC_ERR_ARG); /* y over x */
+  CHECK_INT(primc_conv2d_pwdw_pays(&c3, &dw), 0);
+}
+
 PC_TEST(gemm_conv2d_rejects_bad_params) {
   primc_conv2d p = {1, 6, 8, 8, 9, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}; /* 6 channels, 4 groups */
   float x[1] = {0}, w[1] = {0}, y[1] = {0};
