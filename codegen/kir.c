@@ -1485,10 +1485,10 @@ static void fuse_conv_epilogues(kir_program *p) {
   }
 }
 
-/* A 1x1 conv whose fused result only a depthwise conv reads (MobileNet's widening then filtering)
+/* A small conv (a 1x1 widening, a stem) whose fused result only a depthwise conv reads (MobileNet)
  * runs with it in one call, which makes the widened map 16 channels at a time while they are in
  * cache. Its weights then stay plain: the call takes a block of weight rows at a time. */
-static void pair_pointwise_depthwise(kir_program *p) {
+static void pair_small_conv_depthwise(kir_program *p) {
   for (int i = 0; i + 2 < p->n_kernels; i++) {
     kir_kernel *a = &p->kernels[i], *b = &p->kernels[i + 2];
     if (a->kind != KK_CALL || strcmp(a->fn, "conv") || !a->epi_in_call || a->epilogue != i + 1) continue;
@@ -1500,7 +1500,7 @@ static void pair_pointwise_depthwise(kir_program *p) {
       if (j != i && j != i + 1 && j != i + 2) other = kernel_touches(&p->kernels[j], mid);
     primc_conv2d pw, dw;
     if (other || !primc_conv2d_of_params(a->params, &pw) || !primc_conv2d_of_params(b->params, &dw) ||
-        !primc_conv2d_pwdw_pays(&pw, &dw))
+        !primc_conv2d_then_dw_pays(&pw, &dw))
       continue;
     for (int j = 0; j < b->n_args; j++) other |= b->args[j] != mid && bufs_overlap(p, b->args[j], mid) && j != 3;
     if (other) continue;
@@ -1587,7 +1587,7 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
   if (s == PC_OK) s = copy_outputs(p);
   if (s == PC_OK) fuse_epilogues(p);
   if (s == PC_OK) fuse_conv_epilogues(p);
-  if (s == PC_OK) pair_pointwise_depthwise(p);
+  if (s == PC_OK) pair_small_conv_depthwise(p);
   for (int i = 0; s == PC_OK && i < p->n_kernels; i++) kernel_collapse(&p->kernels[i]);
   p->workspace_size = align_up(p->workspace_size);
   if (s != PC_OK && !g->status) pc_fail(g, s, "codegen: %s", pc_status_name(s));

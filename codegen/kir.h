@@ -116,7 +116,7 @@ typedef struct kir_kernel {
   /* the call runs its absorbed epilogue itself (from its params and args, see conv): a renderer
    * honouring `absorbed` calls it plainly, one that launches every kernel gets the same result */
   int epi_in_call;
-  /* > 0: this 1x1 conv call runs as one with the depthwise conv call at this index, which reads only
+  /* > 0: this conv call runs as one with the depthwise conv call at this index, which reads only
    * its result (primc_k_conv_pair) and is marked absorbed; again a hint: in order, they compute the same */
   int pair;
   /* provenance: the prims this kernel came from */

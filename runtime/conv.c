@@ -552,14 +552,15 @@ static dwl_geo dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
 }
 
 /* Where a band's tile rows come from: the input planes, transposed (dwl_plain_row), or made from a
- * 1x1 conv's input (pwl_row, primc_conv2d_pwdw_f32). make writes input row ih's columns [0, n) of the
+ * 1x1 conv's input (pwl_row, primc_conv2d_then_dw_f32). make writes input row ih's columns [0, n) of the
  * source's 16 channels at dst[column][16]. */
 typedef struct dwl_src {
   void (*make)(const struct dwl_src *s, int64_t ih, int64_t n, float *dst);
   const float *x; /* the 16 channels' planes (plain), or all of the 1x1 conv's input planes */
   int64_t hw, w;  /* plane size and row width of x */
   int nch;
-  /* the 1x1 conv: k input channels, weights [k][16], its epilogue in lanes */
+  /* the first conv (k taps x input channels), weights [k][16], its epilogue in lanes */
+  const primc_conv2d *first;
   int64_t k;
   const float *wt;
   __m512 bias, lo, hi;
@@ -1475,18 +1476,28 @@ int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, cons
 }
 
 
-/* ---------------------------------------------------------------- 1x1 conv then depthwise, fused */
+/* ---------------------------------------------------------------- a small conv then depthwise, fused */
 
 /*
  * MobileNet's inverted residual widens a map with a 1x1 conv and filters it with a depthwise one.
  * The widened map is the largest tensor of the model (96x112x112, 4.8 MB), written once and read
  * once, and the depthwise conv in the lanes spends most of its time transposing it into its tiles.
- * Fused, the 1x1 conv writes the tile rows itself, 16 channels in the lanes: each pixel's 16 sums are
- * one FMA per input channel, and the widened map never goes to memory.
+ * Fused, the first conv writes the tile rows itself, 16 channels in the lanes: each pixel's 16 sums
+ * are one FMA per input channel and tap, and the widened map never goes to memory. The same holds
+ * for a stem (3 channels, 3x3/2) feeding a depthwise conv.
  */
-#define PWL_MAX_K 256 /* input channels: the 1x1 weights of a block of 16 are [k][16] on the stack */
+#define PWL_MAX_K 256 /* taps x input channels: a block's first-conv weights are [k][16] on the stack */
 
-/* NB pixels from column c of input row ih: 16 channels each, to dst[pixel][16] */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+pwl_store(const dwl_src *s, __m512 *a, float *dst, const int NB) {
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) {
+    __m512 v = s->silu ? silu512(a[b]) : a[b];
+    _mm512_storeu_ps(dst + b * 16, _mm512_min_ps(s->hi, _mm512_max_ps(s->lo, v)));
+  }
+}
+
+/* 1x1: NB pixels from xr (a row of the first input plane), 16 channels each, to dst[pixel][16] */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
 pwl_pixels(const dwl_src *s, const float *xr, float *dst, const int NB) {
   __m512 a[8];
@@ -1498,11 +1509,7 @@ pwl_pixels(const dwl_src *s, const float *xr, float *dst, const int NB) {
 #pragma GCC unroll 8
     for (int b = 0; b < NB; b++) a[b] = _mm512_fmadd_ps(_mm512_set1_ps(xk[b]), wv, a[b]);
   }
-#pragma GCC unroll 8
-  for (int b = 0; b < NB; b++) {
-    __m512 v = s->silu ? silu512(a[b]) : a[b];
-    _mm512_storeu_ps(dst + b * 16, _mm512_min_ps(s->hi, _mm512_max_ps(s->lo, v)));
-  }
+  pwl_store(s, a, dst, NB);
 }
 
 __attribute__((target("avx512f"))) static void pwl_row(const dwl_src *s, int64_t ih, int64_t n, float *dst) {
@@ -1513,12 +1520,66 @@ __attribute__((target("avx512f"))) static void pwl_row(const dwl_src *s, int64_t
   for (; c < n; c++) pwl_pixels(s, xr + c, dst + c * 16, 1);
 }
 
-static int pwdw_can(const primc_conv2d *pw, const primc_conv_epi *e1, const primc_conv2d *dw) {
+/* the input rows a first-conv output row reads: for each (channel, kernel row) inside the input, where
+ * that row starts and its taps' weights */
+typedef struct cl_rows {
+  int n;
+  const float *x[PWL_MAX_K];
+  const float *wt[PWL_MAX_K];
+} cl_rows;
+
+/* any kh x kw conv: NB pixels from column ox (input column col0 = ox stride - pad); taps whose
+ * column is outside are skipped (border pixels, NB = 1), ALL: none is */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+cl_pixels(const dwl_src *s, const cl_rows *r, int64_t col0, float *dst, const int NB, const int ALL) {
+  const primc_conv2d *p = s->first;
+  const int64_t sw = p->stride_w, kw = p->kw, dil = p->dil_w, w = p->w;
+  __m512 a[8];
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) a[b] = s->bias;
+  for (int q = 0; q < r->n; q++) {
+    const float *xr = r->x[q] + col0, *wt = r->wt[q];
+    for (int64_t jx = 0; jx < kw; jx++) {
+      int64_t at = jx * dil;
+      if (!ALL && (col0 + at < 0 || col0 + at >= w)) continue;
+      __m512 wv = _mm512_load_ps(wt + jx * 16);
+#pragma GCC unroll 8
+      for (int b = 0; b < NB; b++) a[b] = _mm512_fmadd_ps(_mm512_set1_ps(xr[at + b * sw]), wv, a[b]);
+    }
+  }
+  pwl_store(s, a, dst, NB);
+}
+
+__attribute__((target("avx512f"))) static void cl_row(const dwl_src *s, int64_t oy, int64_t n, float *dst) {
+  const primc_conv2d *p = s->first;
+  cl_rows r;
+  r.n = 0;
+  for (int64_t c = 0; c < p->c; c++)
+    for (int64_t i = 0; i < p->kh; i++) {
+      int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
+      if (ih < 0 || ih >= p->h) continue;
+      r.x[r.n] = s->x + c * s->hw + ih * p->w;
+      r.wt[r.n++] = s->wt + (c * p->kh + i) * p->kw * 16;
+    }
+  int64_t sw = p->stride_w, reach = (p->kw - 1) * p->dil_w;
+  /* the columns [lo, hi) whose taps all lie inside the row */
+  int64_t lo = (p->pad_l + sw - 1) / sw, hi = p->w - 1 - reach + p->pad_l < 0 ? 0 : (p->w - 1 - reach + p->pad_l) / sw + 1;
+  if (hi > n) hi = n;
+  if (lo > hi) lo = hi;
+  int64_t c = 0;
+  for (; c < lo; c++) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 1, 0);
+  for (; c + 8 <= hi; c += 8) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 8, 1);
+  if (hi - c >= 4) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 4, 1), c += 4;
+  if (hi - c >= 2) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 2, 1), c += 2;
+  for (; c < hi; c++) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 1, 1);
+  for (; c < n; c++) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 1, 0);
+}
+
+static int then_dw_can(const primc_conv2d *pw, const primc_conv_epi *e1, const primc_conv2d *dw) {
   int64_t oh, ow;
-  if (!pw || !dw || !conv_valid(pw) || !conv_valid(dw) || !is_pointwise(pw) || pw->groups != 1 || !is_depthwise(dw))
-    return 0;
+  if (!pw || !dw || !conv_valid(pw) || !conv_valid(dw) || pw->groups != 1 || !is_depthwise(dw)) return 0;
   if (pw->w_packed_mr || pw->w_packed_panels || pw->w_winograd || dw->w_packed_mr || dw->w_packed_panels ||
-      dw->w_winograd || (e1 && e1->res) || pw->c > PWL_MAX_K || !use_avx512())
+      dw->w_winograd || (e1 && e1->res) || pw->c * pw->kh * pw->kw > PWL_MAX_K || !use_avx512())
     return 0;
   primc_conv2d_out_hw(pw, &oh, &ow);
   if (dw->n != pw->n || dw->c != pw->o || dw->h != oh || dw->w != ow) return 0;
@@ -1529,26 +1590,28 @@ static int pwdw_can(const primc_conv2d *pw, const primc_conv_epi *e1, const prim
 /* Each pixel's 16 sums take a broadcast per multiply-add, where the GEMM's 14 x 32 tile takes one per
  * two: past a few dozen input channels the unfused pair is faster (Zen 4, 1 thread, fused vs not:
  * 16->96 at 112x112 then 3x3/2 0.71 -> 0.45 ms, 24->144 at 56x56 0.32 -> 0.23, 40->240 at 28x28
- * 0.19 -> 0.16, but 64->384 at 14x14 0.119 -> 0.130 and 96->576 at 14x14 0.25 -> 0.29) */
+ * 0.19 -> 0.16, but 64->384 at 14x14 0.119 -> 0.130 and 96->576 at 14x14 0.25 -> 0.29). A 3x3/2
+ * stem's 27 taps x channels pay too: 3->32 at 224x224 then 3x3/1 0.50 -> 0.38 ms (0.31 -> 0.22 on 2
+ * threads). */
 #define PWL_PAYS_K 48
 
-int primc_conv2d_pwdw_pays(const primc_conv2d *pw, const primc_conv2d *dw) {
-  return pwdw_can(pw, NULL, dw) && pw->c <= PWL_PAYS_K;
+int primc_conv2d_then_dw_pays(const primc_conv2d *pw, const primc_conv2d *dw) {
+  return then_dw_can(pw, NULL, dw) && pw->c * pw->kh * pw->kw <= PWL_PAYS_K;
 }
 
-typedef struct pwdw_job {
+typedef struct then_dw_job {
   dw_job d;
   const primc_conv2d *pw;
   const float *x, *w1;
   const primc_conv_epi *e1;
   int64_t parts; /* each block's output rows are cut into this many items */
-} pwdw_job;
+} then_dw_job;
 
-__attribute__((target("avx512f"))) static void pwdw_range(void *ctx, int64_t b, int64_t e) {
-  const pwdw_job *j = ctx;
+__attribute__((target("avx512f"))) static void then_dw_range(void *ctx, int64_t b, int64_t e) {
+  const then_dw_job *j = ctx;
   const primc_conv2d *pw = j->pw;
   const primc_conv_epi *e1 = j->e1;
-  int64_t nblk = (pw->o + 15) / 16, P = pw->h * pw->w;
+  int64_t nblk = (pw->o + 15) / 16, P = pw->h * pw->w, K = pw->c * pw->kh * pw->kw;
   float wt[PWL_MAX_K * 16] __attribute__((aligned(64)));
   for (int64_t it = b; it < e; it++) {
     int64_t blk = it / j->parts, part = it % j->parts, n = blk / nblk, c0 = blk % nblk * 16;
@@ -1556,19 +1619,20 @@ __attribute__((target("avx512f"))) static void pwdw_range(void *ctx, int64_t b, 
     float bias[16] = {0};
     for (int l = 0; l < 16; l++) {
       if (l < nch && e1->bias) bias[l] = e1->bias[(c0 + l) * e1->bias_stride];
-      for (int64_t k = 0; k < pw->c; k++) wt[k * 16 + l] = l < nch ? j->w1[(c0 + l) * pw->c + k] : 0.0f;
+      for (int64_t k = 0; k < K; k++) wt[k * 16 + l] = l < nch ? j->w1[(c0 + l) * K + k] : 0.0f;
     }
-    dwl_src src = {.make = pwl_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w, .nch = nch, .k = pw->c, .wt = wt,
+    dwl_src src = {.make = is_pointwise(pw) ? pwl_row : cl_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w,
+                   .nch = nch, .first = pw, .k = K, .wt = wt,
                    .bias = _mm512_loadu_ps(bias), .lo = _mm512_set1_ps(e1->lo), .hi = _mm512_set1_ps(e1->hi),
                    .silu = e1->silu};
     dwl_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
   }
 }
 
-int primc_conv2d_pwdw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
+int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
                           const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
   primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
-  if (!pwdw_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
+  if (!then_dw_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
   int64_t oh, ow;
   primc_conv2d_out_hw(dw, &oh, &ow);
   int64_t nx = pw->n * pw->c * pw->h * pw->w, ny = dw->n * dw->o * oh * ow;
@@ -1580,7 +1644,7 @@ int primc_conv2d_pwdw_f32(const primc_conv2d *pw, const float *x, const float *w
   int64_t blocks = dw->n * ((dw->c + 15) / 16), t = primc_num_threads(), parts = 1;
   while (parts < t && parts < oh && blocks * parts % t) parts++;
   if (blocks * parts % t) parts = 1;
-  pwdw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, 1}, pw, x, w1, e1, parts};
-  primc_parallel_for(blocks * parts, pwdw_range, &j);
+  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, 1}, pw, x, w1, e1, parts};
+  primc_parallel_for(blocks * parts, then_dw_range, &j);
   return PRIMC_OK;
 }

@@ -587,8 +587,8 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
   return PRIMC_OK;
 }
 
-/* two conv calls, a 1x1 conv and the depthwise conv that reads its fused result (bufs[4]), as one where
- * primc_conv2d_pwdw_f32 runs them; otherwise one after the other */
+/* two conv calls, a small conv and the depthwise conv that reads its fused result (bufs[4]), as one where
+ * primc_conv2d_then_dw_f32 runs them; otherwise one after the other */
 int primc_k_conv_pair(const int64_t *pa, void *const *ba, const int64_t *pb, void *const *bb) {
   const int64_t *qa = pa + CONV_EPI_AT, *qb = pb + CONV_EPI_AT;
   primc_conv2d pw, dw;
@@ -597,7 +597,7 @@ int primc_k_conv_pair(const int64_t *pa, void *const *ba, const int64_t *pb, voi
     conv_epi_read(qa, ba, &e1);
     conv_epi_read(qb, bb, &e2);
     /* PRIMC_ERR_ARG: the pair is not one it runs (checked before it writes anything) */
-    int st = primc_conv2d_pwdw_f32(&pw, ba[1], ba[2], &e1, &dw, bb[2], qb[0] ? &e2 : NULL, qb[0] ? bb[4] : bb[0]);
+    int st = primc_conv2d_then_dw_f32(&pw, ba[1], ba[2], &e1, &dw, bb[2], qb[0] ? &e2 : NULL, qb[0] ? bb[4] : bb[0]);
     if (st != PRIMC_ERR_ARG) return st;
   }
   int st = primc_k_conv(pa, ba);

@@ -919,24 +919,27 @@ PC_TEST(codegen_conv_epilogue) {
   conv_epilogue_case((conv_epi_case){1, 2, 64, 0, 1, 0, 1, "in the call"}); /* grouped: strips */
 }
 
-/* conv (1x1, constant weights) + bias + ReLU6, then a depthwise conv of its result + bias + ReLU6, in two
- * groups: with few input channels the two calls run as one (where the CPU has AVX-512), and the 1x1
- * weights stay plain; with many they stay two calls */
-static void pointwise_depthwise_case(int64_t k, int64_t stride, int want_pair) {
+/* conv (fk x fk / fs, constant weights) + bias + ReLU6, then a depthwise conv of its result + bias +
+ * ReLU6, in two groups: with few taps x input channels (a 1x1 widening, a 3-channel stem) the two
+ * calls run as one where the CPU has AVX-512, the first conv's weights staying plain; with many
+ * they stay two calls */
+static void small_conv_depthwise_case(int64_t k, int64_t fk, int64_t fs, int64_t stride, int want_pair) {
   pc_graph *g = pc_graph_new();
-  int64_t C = 24, H = 14, W = 18, oh = (H - 1) / stride + 1, ow = (W - 1) / stride + 1;
-  int64_t md[4] = {1, C, H, W}, od[4] = {1, C, oh, ow};
+  int64_t C = 24, H = 14, W = 18, fp = fk / 2, mh = (H + 2 * fp - fk) / fs + 1, mw = (W + 2 * fp - fk) / fs + 1;
+  int64_t oh = (mh - 1) / stride + 1, ow = (mw - 1) / stride + 1;
+  int64_t md[4] = {1, C, mh, mw}, od[4] = {1, C, oh, ow};
   pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){1, k, H, W}));
-  float *wd = malloc(sizeof(float) * (size_t)(C * k));
-  for (int64_t i = 0; i < C * k; i++) wd[i] = (float)((i * 37 % 101) - 50) / 200.0f;
-  pc_value *w1 = pc_const(g, ty(PC_f32, 4, (int64_t[]){C, k, 1, 1}), wd);
+  int64_t nw = C * k * fk * fk;
+  float *wd = malloc(sizeof(float) * (size_t)nw);
+  for (int64_t i = 0; i < nw; i++) wd[i] = (float)((i * 37 % 101) - 50) / 200.0f;
+  pc_value *w1 = pc_const(g, ty(PC_f32, 4, (int64_t[]){C, k, fk, fk}), wd);
   free(wd);
   pc_value *b1 = pc_input_add(g, "b1", ty(PC_f32, 1, (int64_t[]){C}));
   pc_value *w2 = pc_input_add(g, "w2", ty(PC_f32, 4, (int64_t[]){C, 1, 3, 3}));
   pc_value *b2 = pc_input_add(g, "b2", ty(PC_f32, 1, (int64_t[]){C}));
   int n0 = g->n_nodes;
-  pc_attr a1[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){0, 0}, 2),
-                   pc_a_ints("pad_hi", (int64_t[]){0, 0}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+  pc_attr a1[6] = {pc_a_ints("stride", (int64_t[]){fs, fs}, 2), pc_a_ints("pad_lo", (int64_t[]){fp, fp}, 2),
+                   pc_a_ints("pad_hi", (int64_t[]){fp, fp}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
                    pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", 1)};
   pc_value *m = pc_build(g, PC_OP_conv, (pc_value *[]){x, w1}, 2, a1, 6);
   m = pc_add(g, m, pc_broadcast_in_dim(g, b1, 4, md, (int64_t[]){1}));
@@ -955,17 +958,19 @@ static void pointwise_depthwise_case(int64_t k, int64_t stride, int want_pair) {
   pc_output_add(g, y);
   char *buf = kernels_text(g);
   int paired = strstr(buf, "in the same call") != NULL;
-  CHECK_MSG(paired == (want_pair && __builtin_cpu_supports("avx512f")), "k=%lld stride %lld:\n%s", (long long)k,
-            (long long)stride, buf);
+  CHECK_MSG(paired == (want_pair && __builtin_cpu_supports("avx512f")), "k=%lld %lldx%lld/%lld, stride %lld:\n%s",
+            (long long)k, (long long)fk, (long long)fk, (long long)fs, (long long)stride, buf);
   free(buf);
-  check_graph(g, (range){-1, 1}, "pointwise then depthwise");
+  check_graph(g, (range){-1, 1}, "small conv then depthwise");
   pc_graph_free(g);
 }
 
-PC_TEST(codegen_pointwise_depthwise_pair) {
-  pointwise_depthwise_case(16, 2, 1);
-  pointwise_depthwise_case(8, 1, 1);
-  pointwise_depthwise_case(64, 2, 0); /* 64 input channels: the GEMM's register tile wins */
+PC_TEST(codegen_small_conv_depthwise_pair) {
+  small_conv_depthwise_case(16, 1, 1, 2, 1);
+  small_conv_depthwise_case(8, 1, 1, 1, 1);
+  small_conv_depthwise_case(3, 3, 2, 1, 1);  /* a stem: 27 taps x channels */
+  small_conv_depthwise_case(64, 1, 1, 2, 0); /* 64 input channels: the GEMM's register tile wins */
+  small_conv_depthwise_case(8, 3, 1, 1, 0);  /* 72 taps x channels */
 }
 
 PC_TEST(codegen_random_fft) {

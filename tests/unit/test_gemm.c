@@ -470,23 +470,27 @@ PC_TEST(gemm_conv2d_weight_layout) {
   CHECK(primc_conv2d_scratch_floats(&pw_small) >= 512 * 49 + 49 * 2048);
 }
 
-/* the 1x1 conv then depthwise conv pair run as one, against the double-precision reference of the two
- * convs with their epilogues; where this CPU cannot run the pair so it says PRIMC_ERR_ARG */
-typedef struct pwdw_case {
-  int64_t n, k, c, h, w, kk, stride, pad;
+/* a small conv (1x1, or a 3-channel stem) then depthwise conv pair run as one, against the
+ * double-precision reference of the two convs with their epilogues; where this CPU cannot run the
+ * pair so it says PRIMC_ERR_ARG */
+typedef struct then_dw_case {
+  int64_t n, k, c, h, w;
+  int64_t fk, fs, fp; /* the first conv's kernel, stride and padding */
+  int64_t kk, stride, pad;
   int silu, res;
-} pwdw_case;
+} then_dw_case;
 
 static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-static int check_pwdw(pwdw_case t) {
-  primc_conv2d pw = {t.n, t.k, t.h, t.w, t.c, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d dw = {t.n, t.c, t.h, t.w, t.c, t.kk, t.kk, t.c, t.stride, t.stride, 1, 1, t.pad, t.pad, t.pad, t.pad,
+static int check_then_dw(then_dw_case t) {
+  primc_conv2d pw = {t.n, t.k, t.h, t.w, t.c, t.fk, t.fk, 1, t.fs, t.fs, 1, 1, t.fp, t.fp, t.fp, t.fp, 0, 0, 0, 0};
+  int64_t mh, mw, oh, ow;
+  primc_conv2d_out_hw(&pw, &mh, &mw);
+  primc_conv2d dw = {t.n, t.c, mh, mw, t.c, t.kk, t.kk, t.c, t.stride, t.stride, 1, 1, t.pad, t.pad, t.pad, t.pad,
                      0, 0, 0, 0};
-  int64_t oh, ow, P = t.h * t.w;
   primc_conv2d_out_hw(&dw, &oh, &ow);
-  int64_t nx = t.n * t.k * P, nm = t.n * t.c * P, ny = t.n * t.c * oh * ow;
-  float *x = rand_buf(nx), *w1 = rand_buf(t.c * t.k), *b1 = rand_buf(t.c), *w2 = rand_buf(t.c * t.kk * t.kk);
+  int64_t nx = t.n * t.k * t.h * t.w, nm = t.n * t.c * mh * mw, ny = t.n * t.c * oh * ow, nw1 = t.c * t.k * t.fk * t.fk;
+  float *x = rand_buf(nx), *w1 = rand_buf(nw1), *b1 = rand_buf(t.c), *w2 = rand_buf(t.c * t.kk * t.kk);
   float *b2 = rand_buf(t.c), *res = rand_buf(ny), *y = rand_buf(ny), *mid = malloc(sizeof(float) * (size_t)nm);
   double *m = malloc(sizeof(double) * (size_t)nm), *r = malloc(sizeof(double) * (size_t)ny);
   conv_ref(&pw, x, w1, b1, m);
@@ -496,16 +500,16 @@ static int check_pwdw(pwdw_case t) {
   }
   conv_ref(&dw, mid, w2, b2, r);
   primc_conv_epi e1 = {b1, 1, NULL, -0.75f, 0.9f, t.silu}, e2 = {b2, 1, t.res ? res : NULL, -0.5f, 0.6f, 0};
-  int st = primc_conv2d_pwdw_f32(&pw, x, w1, &e1, &dw, w2, &e2, y), ok = 1;
+  int st = primc_conv2d_then_dw_f32(&pw, x, w1, &e1, &dw, w2, &e2, y), ok = 1;
   if (!__builtin_cpu_supports("avx512f")) {
     ok = CHECK_INT(st, PRIMC_ERR_ARG);
   } else if (CHECK_INT(st, PRIMC_OK)) {
-    double tol = 8.0 * (double)(t.k + t.kk * t.kk + 4) * FLT_EPSILON;
+    double tol = 8.0 * (double)(t.k * t.fk * t.fk + t.kk * t.kk + 4) * FLT_EPSILON;
     for (int64_t i = 0; i < ny && ok; i++) {
       double want = clampd(r[i] + (t.res ? res[i] : 0.0), -0.5, 0.6);
-      ok = CHECK_MSG(fabs(y[i] - want) <= tol, "pwdw k=%lld c=%lld %lldx%lld %lldx%lld/%lld: y[%lld]=%g, want %g",
-                     (long long)t.k, (long long)t.c, (long long)t.h, (long long)t.w, (long long)t.kk, (long long)t.kk,
-                     (long long)t.stride, (long long)i, y[i], want);
+      ok = CHECK_MSG(fabs(y[i] - want) <= tol, "pair k=%lld %lldx%lld/%lld c=%lld %lldx%lld, %lldx%lld/%lld: y[%lld]=%g, want %g",
+                     (long long)t.k, (long long)t.fk, (long long)t.fk, (long long)t.fs, (long long)t.c, (long long)t.h,
+                     (long long)t.w, (long long)t.kk, (long long)t.kk, (long long)t.stride, (long long)i, y[i], want);
     }
   } else {
     ok = 0;
@@ -514,27 +518,33 @@ static int check_pwdw(pwdw_case t) {
   return ok;
 }
 
-PC_TEST(gemm_conv2d_pointwise_depthwise_pair) {
-  static const pwdw_case cases[] = {
-      /* n k  c   h   w  kk s pad silu res */
-      {1, 16, 96, 30, 28, 3, 2, 1, 0, 0},  /* MobileNetV2's widening then 3x3/2 */
-      {1, 24, 40, 17, 19, 3, 1, 1, 0, 1},  /* stride 1, 16 + 16 + 8 channels, a residual */
-      {2, 5, 20, 9, 70, 5, 2, 2, 1, 0},    /* two images, 5x5/2, SiLU, 35 wide */
-      {1, 3, 16, 40, 12, 3, 2, 0, 0, 1},   /* no padding, odd rows */
-      {1, 8, 33, 7, 7, 3, 1, 1, 1, 1},     /* a 7x7 map in one band */
+PC_TEST(gemm_conv2d_small_conv_depthwise_pair) {
+  static const then_dw_case cases[] = {
+      /* n k  c   h   w  fk fs fp kk s pad silu res */
+      {1, 16, 96, 30, 28, 1, 1, 0, 3, 2, 1, 0, 0},  /* MobileNetV2's widening then 3x3/2 */
+      {1, 24, 40, 17, 19, 1, 1, 0, 3, 1, 1, 0, 1},  /* stride 1, 16 + 16 + 8 channels, a residual */
+      {2, 5, 20, 9, 70, 1, 1, 0, 5, 2, 2, 1, 0},    /* two images, 5x5/2, SiLU, 35 wide */
+      {1, 3, 16, 40, 12, 1, 1, 0, 3, 2, 0, 0, 1},   /* no padding, odd rows */
+      {1, 8, 33, 7, 7, 1, 1, 0, 3, 1, 1, 1, 1},     /* a 7x7 map in one band */
+      {1, 3, 32, 46, 42, 3, 2, 1, 3, 1, 1, 0, 0},   /* MobileNetV2's 3x3/2 stem then 3x3/1 */
+      {1, 3, 20, 21, 37, 3, 2, 1, 3, 2, 1, 1, 0},   /* odd sizes: the stem's last column reads padding */
+      {2, 2, 17, 11, 30, 5, 1, 2, 3, 1, 1, 0, 1},   /* 5x5/1 first conv, 20 border columns a row */
+      {1, 4, 16, 12, 13, 3, 1, 0, 3, 2, 1, 0, 0},   /* first conv unpadded */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    if (!check_pwdw(cases[i])) return;
-  /* not such a pair: a 3x3 first conv, or a depthwise conv of other channels */
-  primc_conv2d c3 = {1, 4, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+    if (!check_then_dw(cases[i])) return;
+  /* not such a pair: a grouped first conv, a depthwise conv of other channels, too many taps x channels */
+  primc_conv2d grouped = {1, 4, 8, 8, 16, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d pw = {1, 4, 8, 8, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d big = {1, 64, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
   primc_conv2d dw = {1, 16, 8, 8, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, dw8 = dw;
   dw8.c = dw8.o = dw8.groups = 8;
   float buf[4096] = {0};
-  CHECK_INT(primc_conv2d_pwdw_f32(&c3, buf, buf, NULL, &dw, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
-  CHECK_INT(primc_conv2d_pwdw_f32(&pw, buf, buf, NULL, &dw8, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
-  CHECK_INT(primc_conv2d_pwdw_f32(&pw, buf, buf, NULL, &dw, buf, NULL, buf + 100), PRIMC_ERR_ARG); /* y over x */
-  CHECK_INT(primc_conv2d_pwdw_pays(&c3, &dw), 0);
+  CHECK_INT(primc_conv2d_then_dw_f32(&grouped, buf, buf, NULL, &dw, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
+  CHECK_INT(primc_conv2d_then_dw_f32(&pw, buf, buf, NULL, &dw8, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
+  CHECK_INT(primc_conv2d_then_dw_f32(&big, buf, buf, NULL, &dw, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
+  CHECK_INT(primc_conv2d_then_dw_f32(&pw, buf, buf, NULL, &dw, buf, NULL, buf + 100), PRIMC_ERR_ARG); /* y over x */
+  CHECK_INT(primc_conv2d_then_dw_pays(&grouped, &dw), 0);
 }
 
 PC_TEST(gemm_conv2d_rejects_bad_params) {
