@@ -1475,7 +1475,6 @@ int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, cons
   return primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL);
 }
 
-
 /* ---------------------------------------------------------------- a small conv then depthwise, fused */
 
 /*
@@ -1630,7 +1629,7 @@ __attribute__((target("avx512f"))) static void then_dw_range(void *ctx, int64_t 
 }
 
 int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
-                          const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
+                             const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
   primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
   if (!then_dw_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
   int64_t oh, ow;
@@ -1638,7 +1637,8 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
   int64_t nx = pw->n * pw->c * pw->h * pw->w, ny = dw->n * dw->o * oh * ow;
   if (!e1) e1 = &none;
   if (!e2) e2 = &none;
-  if (overlaps(y, ny, x, nx) || (e2->res && e2->res != y && overlaps(y, ny, e2->res, ny))) return PRIMC_ERR_ARG;
+  /* the sums go to y before the residual is added: a residual in y's place would be overwritten first */
+  if (overlaps(y, ny, x, nx) || (e2->res && overlaps(y, ny, e2->res, ny))) return PRIMC_ERR_ARG;
   /* as many items as make whole rounds of the threads (9 blocks of 144 channels on 2 threads would be
    * 5 + 4): a block's row parts share their edge rows, remade by each */
   int64_t blocks = dw->n * ((dw->c + 15) / 16), t = primc_num_threads(), parts = 1;

@@ -388,11 +388,12 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
 /* A conv of one group with few taps x input channels (pw: a 1x1 widening, a 3-channel stem; plain
  * weights w1, epilogue e1 without a residual) whose result only a depthwise conv (dw, plain weights w2,
  * epilogue e2) reads, run as one: the first conv makes the depthwise conv's input tiles itself, 16
- * channels in the vector lanes, and the map between them is never written. y must not overlap x, nor e2's residual unless it is y. PRIMC_ERR_ARG (before
- * anything is written) when they do or when this CPU does not run the pair so (pays: it does, and
- * faster than the two convs one after the other). */
+ * channels in the vector lanes, and the map between them is never written. y must not overlap x or
+ * e2's residual (the sums are stored before the residual is read). PRIMC_ERR_ARG (before anything is
+ * written) when they do or when this CPU does not run the pair so (pays: it does, and faster than
+ * the two convs one after the other); primc_k_conv_pair then runs the two convs in order. */
 int primc_conv2d_then_dw_pays(const primc_conv2d *pw, const primc_conv2d *dw);
 int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
-                          const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y);
+                             const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y);
 
 #endif

@@ -544,6 +544,8 @@ PC_TEST(gemm_conv2d_small_conv_depthwise_pair) {
   CHECK_INT(primc_conv2d_then_dw_f32(&pw, buf, buf, NULL, &dw8, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
   CHECK_INT(primc_conv2d_then_dw_f32(&big, buf, buf, NULL, &dw, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
   CHECK_INT(primc_conv2d_then_dw_f32(&pw, buf, buf, NULL, &dw, buf, NULL, buf + 100), PRIMC_ERR_ARG); /* y over x */
+  primc_conv_epi in_place = {NULL, 0, buf + 2048, -INFINITY, INFINITY, 0}; /* the residual in y's place */
+  CHECK_INT(primc_conv2d_then_dw_f32(&pw, buf, buf, NULL, &dw, buf, &in_place, buf + 2048), PRIMC_ERR_ARG);
   CHECK_INT(primc_conv2d_then_dw_pays(&grouped, &dw), 0);
 }
 
