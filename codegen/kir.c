@@ -1656,6 +1656,12 @@ int64_t kir_kernel_bytes(const kir_program *p, int idx) {
   const kir_kernel *k = &p->kernels[idx];
   mark_kernel_bufs(k, used);
   if (k->has_epilogue) mark_kernel_bufs(&p->kernels[k->epilogue], used);
+  if (k->pair) { /* the second conv's buffers, not the map between them, which the pair never writes */
+    const kir_kernel *b = &p->kernels[k->pair];
+    mark_kernel_bufs(b, used);
+    if (b->has_epilogue) mark_kernel_bufs(&p->kernels[b->epilogue], used);
+    used[k->args[0]] = used[k->args[4]] = 0;
+  }
   int64_t bytes = 0;
   for (int b = 0; b < p->n_bufs; b++)
     if (used[b]) bytes += p->bufs[b].nbytes;
