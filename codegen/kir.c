@@ -1195,6 +1195,13 @@ static int kernel_touches(const kir_kernel *k, int buf) {
   return 0;
 }
 
+/* whether a kernel outside [first, last] reads or writes buf */
+static int touched_outside(const kir_program *p, int buf, int first, int last) {
+  for (int j = 0; j < p->n_kernels; j++)
+    if ((j < first || j > last) && kernel_touches(&p->kernels[j], buf)) return 1;
+  return 0;
+}
+
 /* A [M, N] dot whose result only the next kernel reads, element for element over the
  * same [M, N] loops: that kernel becomes the GEMM's epilogue. */
 static void fuse_epilogues(kir_program *p) {
@@ -1211,9 +1218,7 @@ static void fuse_epilogues(kir_program *p) {
       reads |= expr_reads(k->stores[j].value, s, N, &other);
       other |= k->stores[j].buf == s;
     }
-    for (int j = 0; !other && j < p->n_kernels; j++)
-      if (j != i && j != i + 1) other = kernel_touches(&p->kernels[j], s);
-    if (!reads || other) continue;
+    if (!reads || other || touched_outside(p, s, i, i + 1)) continue;
     c->has_epilogue = 1;
     c->epilogue = i + 1;
     k->absorbed = 1;
@@ -1467,10 +1472,8 @@ static void fuse_conv_epilogues(kir_program *p) {
     int s = c->args[0], other = 0;
     if (p->bufs[s].place != KP_WORKSPACE) continue;
     for (int j = 0; j < k->n_stores; j++) other |= k->stores[j].buf == s;
-    for (int j = 0; !other && j < p->n_kernels; j++)
-      if (j != i && j != i + 1) other = kernel_touches(&p->kernels[j], s);
     conv_epi e;
-    if (other || !match_conv_epilogue(p, c, k, &e)) continue;
+    if (other || touched_outside(p, s, i, i + 1) || !match_conv_epilogue(p, c, k, &e)) continue;
     int64_t *w = c->params + CONV_EPI_AT;
     w[0] = 1, w[1] = e.bias_off, w[2] = e.bias >= 0 ? e.bias_stride : -1, w[3] = e.res >= 0; /* -1: no bias */
     memcpy(&w[4], &e.lo, 8);
@@ -1495,14 +1498,13 @@ static void pair_small_conv_depthwise(kir_program *p) {
     if (b->kind != KK_CALL || strcmp(b->fn, "conv") || b->pair || b->absorbed) continue;
     int mid = a->args[4];
     if (b->args[1] != mid || p->bufs[mid].place != KP_WORKSPACE || a->params[CONV_EPI_AT + 3]) continue;
-    int other = 0;
-    for (int j = 0; !other && j < p->n_kernels; j++)
-      if (j != i && j != i + 1 && j != i + 2) other = kernel_touches(&p->kernels[j], mid);
     primc_conv2d pw, dw;
-    if (other || !primc_conv2d_of_params(a->params, &pw) || !primc_conv2d_of_params(b->params, &dw) ||
-        !primc_conv2d_then_dw_pays(&pw, &dw))
+    if (touched_outside(p, mid, i, i + 2) || !primc_conv2d_of_params(a->params, &pw) ||
+        !primc_conv2d_of_params(b->params, &dw) || !primc_conv2d_then_dw_pays(&pw, &dw))
       continue;
-    for (int j = 0; j < b->n_args; j++) other |= b->args[j] != mid && bufs_overlap(p, b->args[j], mid) && j != 3;
+    /* nor may the second conv's other buffers (its scratch aside) share the map's memory */
+    int other = 0;
+    for (int j = 0; j < b->n_args; j++) other |= j != 3 && b->args[j] != mid && bufs_overlap(p, b->args[j], mid);
     if (other) continue;
     a->pair = i + 2;
     b->absorbed = 1;
