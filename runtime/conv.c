@@ -551,12 +551,13 @@ static dwl_geo dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
   return g;
 }
 
-/* Where a band's tile rows come from: the input planes, transposed (dwl_plain_row), or made from a
- * 1x1 conv's input (pwl_row, primc_conv2d_then_dw_f32). make writes input row ih's columns [0, n) of the
- * source's 16 channels at dst[column][16]. */
+/* Where a band's tile rows come from: the input planes, transposed (dwl_plain_row), or made by the
+ * first conv of a fused pair from its own input (pwl_row for a 1x1, cl_row for any other,
+ * primc_conv2d_then_dw_f32). make writes input row ih's columns [0, n) of the source's 16 channels
+ * at dst[column][16]. */
 typedef struct dwl_src {
   void (*make)(const struct dwl_src *s, int64_t ih, int64_t n, float *dst);
-  const float *x; /* the 16 channels' planes (plain), or all of the 1x1 conv's input planes */
+  const float *x; /* the 16 channels' planes (plain), or all of the first conv's input planes */
   int64_t hw, w;  /* plane size and row width of x */
   int nch;
   /* the first conv (k taps x input channels), weights [k][16], its epilogue in lanes */

@@ -923,11 +923,27 @@ PC_TEST(codegen_conv_epilogue) {
  * ReLU6, in two groups: with few taps x input channels (a 1x1 widening, a 3-channel stem) the two
  * calls run as one where the CPU has AVX-512, the first conv's weights staying plain; with many
  * they stay two calls */
+/* clamp(conv(x, w) + b, 0, hi) in fused group grp: a kh x kw conv of w's shape, this stride and padding
+ * on each side */
+static pc_value *conv_bias_clamp(pc_graph *g, pc_value *x, pc_value *w, pc_value *b, int64_t stride, int64_t pad,
+                                 int64_t groups, double hi, int grp) {
+  int n0 = g->n_nodes;
+  pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){stride, stride}, 2), pc_a_ints("pad_lo", (int64_t[]){pad, pad}, 2),
+                  pc_a_ints("pad_hi", (int64_t[]){pad, pad}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                  pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", groups)};
+  pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
+  if (!y) return NULL;
+  const int64_t *d = y->type.dims;
+  y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, d, (int64_t[]){1}));
+  y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, d));
+  y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, hi), 4, d), y);
+  group_from(g, n0, grp);
+  return y;
+}
+
 static void small_conv_depthwise_case(int64_t k, int64_t fk, int64_t fs, int64_t stride, int want_pair) {
   pc_graph *g = pc_graph_new();
-  int64_t C = 24, H = 14, W = 18, fp = fk / 2, mh = (H + 2 * fp - fk) / fs + 1, mw = (W + 2 * fp - fk) / fs + 1;
-  int64_t oh = (mh - 1) / stride + 1, ow = (mw - 1) / stride + 1;
-  int64_t md[4] = {1, C, mh, mw}, od[4] = {1, C, oh, ow};
+  int64_t C = 24, H = 14, W = 18;
   pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){1, k, H, W}));
   int64_t nw = C * k * fk * fk;
   float *wd = malloc(sizeof(float) * (size_t)nw);
@@ -937,25 +953,9 @@ static void small_conv_depthwise_case(int64_t k, int64_t fk, int64_t fs, int64_t
   pc_value *b1 = pc_input_add(g, "b1", ty(PC_f32, 1, (int64_t[]){C}));
   pc_value *w2 = pc_input_add(g, "w2", ty(PC_f32, 4, (int64_t[]){C, 1, 3, 3}));
   pc_value *b2 = pc_input_add(g, "b2", ty(PC_f32, 1, (int64_t[]){C}));
-  int n0 = g->n_nodes;
-  pc_attr a1[6] = {pc_a_ints("stride", (int64_t[]){fs, fs}, 2), pc_a_ints("pad_lo", (int64_t[]){fp, fp}, 2),
-                   pc_a_ints("pad_hi", (int64_t[]){fp, fp}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
-                   pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", 1)};
-  pc_value *m = pc_build(g, PC_OP_conv, (pc_value *[]){x, w1}, 2, a1, 6);
-  m = pc_add(g, m, pc_broadcast_in_dim(g, b1, 4, md, (int64_t[]){1}));
-  m = pc_max(g, m, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, md));
-  m = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 6), 4, md), m);
-  group_from(g, n0, 0);
-  n0 = g->n_nodes;
-  pc_attr a2[6] = {pc_a_ints("stride", (int64_t[]){stride, stride}, 2), pc_a_ints("pad_lo", (int64_t[]){1, 1}, 2),
-                   pc_a_ints("pad_hi", (int64_t[]){1, 1}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
-                   pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", C)};
-  pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){m, w2}, 2, a2, 6);
-  y = pc_add(g, y, pc_broadcast_in_dim(g, b2, 4, od, (int64_t[]){1}));
-  y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
-  y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
-  group_from(g, n0, 1);
-  pc_output_add(g, y);
+  pc_value *m = conv_bias_clamp(g, x, w1, b1, fs, fk / 2, 1, 6, 0);
+  pc_value *y = conv_bias_clamp(g, m, w2, b2, stride, 1, C, 0.5, 1);
+  if (y) pc_output_add(g, y);
   char *buf = kernels_text(g);
   int paired = strstr(buf, "in the same call") != NULL;
   CHECK_MSG(paired == (want_pair && __builtin_cpu_supports("avx512f")), "k=%lld %lldx%lld/%lld, stride %lld:\n%s",
