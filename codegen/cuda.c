@@ -687,6 +687,18 @@ static pc_status render_dot(cctx *C, const kir_kernel *k) {
   return PC_OK;
 }
 
+/* the row-major offset of index variables v0..v{n-1} over dims, parenthesized in Horner form:
+ * ((v0 * d1 + v1) * d2 + v2) */
+static void put_row_major(cctx *C, const char *v, const int64_t *dims, int n) {
+  if (n == 0) {
+    fprintf(C->f, "0");
+    return;
+  }
+  for (int d = 1; d < n; d++) fputc('(', C->f);
+  fprintf(C->f, "%s0", v);
+  for (int d = 1; d < n; d++) fprintf(C->f, " * %lldLL + %s%d)", (long long)dims[d], v, d);
+}
+
 /* conv: [dtype, x, w, out shapes, groups, stride, pad_lo, dilation, lhs_dilation (8 each)]; one thread per output */
 static pc_status render_conv(cctx *C, const kir_kernel *k) {
   shp x, w, o;
@@ -718,10 +730,10 @@ static pc_status render_conv(cctx *C, const kir_kernel *k) {
     line(C, 4 + d, "p%d /= %lldLL;", d, (long long)ldil[d]);
     line(C, 4 + d, "if (p%d >= %lldLL) continue;", d, (long long)x.d[2 + d]);
   }
-  fprintf(C->f, "%*sconst long long xi = 0", 2 * (3 + S), "");
-  for (int d = 0; d < S; d++) fprintf(C->f, " * %lldLL + p%d", (long long)x.d[2 + d], d);
-  fprintf(C->f, ", wi = 0");
-  for (int d = 0; d < S; d++) fprintf(C->f, " * %lldLL + k%d", (long long)w.d[2 + d], d);
+  fprintf(C->f, "%*sconst long long xi = ", 2 * (3 + S), "");
+  put_row_major(C, "p", x.d + 2, S);
+  fprintf(C->f, ", wi = ");
+  put_row_major(C, "k", w.d + 2, S);
   fprintf(C->f, ";\n");
   if (fl) line(C, 3 + S, "acc += (%s)%s(xp[xi]) * (%s)%s(wp[wi]);", acc, load_fn(dt), acc, load_fn(dt));
   else line(C, 3 + S, "acc += (unsigned long long)(long long)xp[xi] * (unsigned long long)(long long)wp[wi];");

@@ -41,7 +41,9 @@ static const char *conf_help =
     "  --list-failures    print only FAIL and UNSUPPORTED lines and the summary\n"
     "  --expected FILE    exit 1 when a test listed in FILE (one name a line) does not pass\n"
     "  --compiled [-O0..-O3] [--unfused]  compile each test (passes, LLVM, a shared library) and\n"
-    "                     run that instead of the interpreter (default -O2)\n";
+    "                     run that instead of the interpreter (default -O2)\n"
+    "  --target cuda [--gpu-arch A]  with --compiled: NVRTC-compile the kernels for A (default\n"
+    "                     sm_90) and run them on the GPU ($PRIMC_CUDA_DEVICE, else device 0)\n";
 
 typedef enum { CF_PASS, CF_FAIL, CF_UNSUPPORTED } cf_result;
 static const char *const cf_names[] = {"PASS", "FAIL", "UNSUPPORTED"};
@@ -727,7 +729,7 @@ int pc_cmd_conformance(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return fputs(conf_help, stdout), 0;
     if (strcmp(a, "--list-failures") == 0) list_failures = 1;
-    else if (pc_conf_compiled_flag(a, &cf_compiled)) continue;
+    else if (pc_conf_compiled_flag(argc, argv, &i, &cf_compiled)) continue;
     else if (i + 1 < argc && strcmp(a, "--dir") == 0) dir = argv[++i];
     else if (i + 1 < argc && strcmp(a, "--filter") == 0) filter = argv[++i];
     else if (i + 1 < argc && strcmp(a, "--expected") == 0) expected = argv[++i];

@@ -13,10 +13,13 @@
 
 #define CC_MAX_DIMS 64
 
-int pc_conf_compiled_flag(const char *a, pc_conf_compiled *m) {
+int pc_conf_compiled_flag(int argc, char **argv, int *i, pc_conf_compiled *m) {
+  const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
   if (!strcmp(a, "--compiled")) return m->on = 1;
   if (!strcmp(a, "--unfused")) return m->unfused = 1;
   if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) return m->opt_level = a[2] - '0', 1;
+  if (!strcmp(a, "--target") && v && (!strcmp(v, "cuda") || !strcmp(v, "cpu"))) return m->cuda = !strcmp(v, "cuda"), ++*i, 1;
+  if (!strcmp(a, "--gpu-arch") && v) return m->gpu_arch = v, ++*i, 1;
   return 0;
 }
 
@@ -114,6 +117,72 @@ static pc_status run_library(const char *so, const pc_graph *c, const pc_tensor 
   return PC_OK;
 }
 
+/* ---------------------------------------------------------------- CUDA */
+
+typedef struct cuda_io {
+  primc_cuda *cu;
+  primc_devptr din[64], dout[64], ws;
+} cuda_io;
+
+static void cuda_release(cuda_io *d, int n_in, int n_out) {
+  for (int i = 0; i < n_in; i++) primc_cuda_free(d->cu, d->din[i]);
+  for (int i = 0; i < n_out; i++) primc_cuda_free(d->cu, d->dout[i]);
+  primc_cuda_free(d->cu, d->ws);
+  primc_cuda_close(d->cu);
+}
+
+/* inputs uploaded, outputs and workspace allocated; the outputs poisoned so that one no kernel writes shows */
+static int cuda_buffers(cuda_io *d, const primc_cuda_model_desc *m, const pc_tensor *ins, const pc_tensor *outs) {
+  int st = PRIMC_OK;
+  for (int i = 0; st == PRIMC_OK && i < m->n_inputs; i++) {
+    size_t n = pc_tensor_nbytes(&ins[i]);
+    st = primc_cuda_alloc(d->cu, n, &d->din[i]);
+    if (st == PRIMC_OK && n) st = primc_cuda_upload(d->cu, d->din[i], ins[i].data, n);
+  }
+  for (int i = 0; st == PRIMC_OK && i < m->n_outputs; i++) {
+    size_t n = pc_tensor_nbytes(&outs[i]);
+    st = primc_cuda_alloc(d->cu, n, &d->dout[i]);
+    if (st == PRIMC_OK) st = primc_cuda_memset(d->cu, d->dout[i], 0xff, n);
+  }
+  if (st == PRIMC_OK) st = primc_cuda_alloc(d->cu, (size_t)m->workspace_size, &d->ws);
+  return st;
+}
+
+/* the CUDA library's NAME_run on device copies of ins; outs downloaded from the GPU */
+static pc_status run_cuda_library(const char *so, const pc_graph *c, const pc_tensor *ins, pc_tensor *outs, char *err,
+                                  size_t errlen) {
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return snprintf(err, errlen, "dlopen: %s", dlerror()), PC_ERR_IO;
+  const primc_cuda_model_desc *m = dlsym(h, "m_model");
+  if (!m || m->n_inputs != c->n_inputs || m->n_outputs != c->n_outputs)
+    return snprintf(err, errlen, "m_model missing or with the wrong number of inputs/outputs"), PC_ERR_INTERNAL;
+  if (c->n_inputs > 64 || c->n_outputs > 64) return snprintf(err, errlen, "too many inputs/outputs"), PC_ERR_RANGE;
+  const primc_model_desc shape = {.n_inputs = m->n_inputs, .n_outputs = m->n_outputs, .inputs = m->inputs, .outputs = m->outputs};
+  if (!inputs_match(&shape, ins, err, errlen)) return PC_ERR_SHAPE;
+  void *host[64];
+  if (!alloc_outputs(&shape, outs, host)) return snprintf(err, errlen, "out of memory"), PC_ERR_NOMEM;
+  cuda_io d = {0};
+  char cerr[512] = "";
+  if (primc_cuda_open(getenv("PRIMC_CUDA_DEVICE") ? atoi(getenv("PRIMC_CUDA_DEVICE")) : 0, &d.cu, cerr, sizeof cerr))
+    return snprintf(err, errlen, "no GPU: %s", cerr), PC_ERR_UNSUPPORTED;
+  int st = cuda_buffers(&d, m, ins, outs);
+  const char *what = primc_cuda_error(d.cu);
+  if (st == PRIMC_OK) {
+    const void *in[64];
+    void *out[64];
+    for (int i = 0; i < m->n_inputs; i++) in[i] = (const void *)(uintptr_t)d.din[i];
+    for (int i = 0; i < m->n_outputs; i++) out[i] = (void *)(uintptr_t)d.dout[i];
+    st = m->run(in, out, (void *)(uintptr_t)d.ws, NULL); /* its own stream, waited on, data status read */
+    what = m->error();
+  }
+  for (int i = 0; st == PRIMC_OK && i < m->n_outputs; i++)
+    if ((st = primc_cuda_download(d.cu, outs[i].data, d.dout[i], pc_tensor_nbytes(&outs[i]))) != PRIMC_OK)
+      what = primc_cuda_error(d.cu);
+  if (st != PRIMC_OK) snprintf(err, errlen, "GPU run: status %d: %s", st, what);
+  cuda_release(&d, m->n_inputs, m->n_outputs);
+  return st == PRIMC_OK ? PC_OK : PC_ERR_RANGE;
+}
+
 pc_status pc_conf_compiled_run(const pc_conf_compiled *m, const pc_graph *g, const char *ds, const pc_import_opts *o,
                                const pc_tensor *ins, pc_tensor *outs, char *err, size_t errlen) {
   pc_status st = PC_OK;
@@ -128,12 +197,13 @@ pc_status pc_conf_compiled_run(const pc_conf_compiled *m, const pc_graph *g, con
   }
   snprintf(so, sizeof so, "%s/m.so", dir);
   snprintf(hdr, sizeof hdr, "%s/m.h", dir);
-  pc_codegen_opts co = {.emit = PC_EMIT_LIB, .output = so, .name = "m", .opt_level = m->opt_level};
+  pc_codegen_opts co = {.emit = PC_EMIT_LIB, .output = so, .name = "m", .opt_level = m->opt_level,
+                        .target = m->cuda ? PC_TARGET_CUDA : PC_TARGET_CPU, .gpu_arch = m->gpu_arch};
   if (pc_codegen(c, &co) != PC_OK) {
     st = c->status;
     snprintf(err, errlen, "codegen: %s", pc_error(c));
   } else {
-    st = run_library(so, c, ins, outs, err, errlen);
+    st = m->cuda ? run_cuda_library(so, c, ins, outs, err, errlen) : run_library(so, c, ins, outs, err, errlen);
   }
   unlink(so);
   unlink(hdr);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/suites/cuda.sh: NVRTC compile-check (no GPU needed) of every bundled model and every ONNX node test that passes
-# on the interpreter; with a CUDA driver present, also runs the bundled models compiled with --target cuda.
+# on the interpreter; with a CUDA driver present, also runs the bundled models and the node tests compiled with --target cuda.
 # A model whose kernels NVRTC rejects fails; one holding a prim codegen/cuda.c has no kernel for is unsupported.
 set -u
 B=${B:-build}
@@ -41,7 +41,8 @@ fi
 grep '^nvrtc-check:' "$tmp/check"
 echo "nvrtc time: $((SECONDS - start)) s"
 
-# on a GPU: every bundled model compiled for CUDA matches its ONNX Runtime reference, plain and as a CUDA graph
+# on a GPU: every bundled model compiled for CUDA matches its ONNX Runtime reference, plain and as a CUDA graph,
+# and every expected node test passes compiled for CUDA (known exceptions: "cuda" rows of the xfail list)
 run_fail=0
 if "$B/primc" compile models/mlp/model.onnx --target cuda --gpu-arch "$ARCH" -o "$tmp/probe.exe" >/dev/null 2>&1 &&
   "$tmp/probe.exe" --random-inputs >"$tmp/probe.log" 2>&1; then
@@ -63,6 +64,36 @@ if "$B/primc" compile models/mlp/model.onnx --target cuda --gpu-arch "$ARCH" -o 
     done
   done
   echo "cuda-run: $run_pass passed, $run_fail failed"
+  # every expected node test compiled for CUDA and run on the GPU, in one shard per core
+  if [ -f "$D/.complete" ]; then
+    start_nodes=$SECONDS
+    shards=$(nproc)
+    i=0
+    for t in $(grep -vE '^\s*(#|$)' tests/conformance_expected.txt); do
+      mkdir -p "$tmp/shard$((i % shards))"
+      ln -s "$(cd "$D" && pwd)/$t" "$tmp/shard$((i % shards))/$t"
+      i=$((i + 1))
+    done
+    for s in "$tmp"/shard*/; do
+      "$B/primc" conformance --dir "$s" --compiled --target cuda --gpu-arch "$ARCH" --list-failures >"${s%/}.log" 2>&1 &
+    done
+    wait
+    node_pass=0
+    for t in $(grep -vE '^\s*(#|$)' tests/conformance_expected.txt); do
+      why=$(grep -hE "^(FAIL|UNSUPPORTED) $t:" "$tmp"/shard*.log | head -n 1)
+      reason=$(grep -E "^$t +cuda " tests/conformance_compiled_xfail.txt | head -n 1 | sed -E 's/^[^ ]+ +[^ ]+ +//')
+      if [ -z "$why" ]; then
+        [ -n "$reason" ] && echo "XPASS cuda-node $t: passes now, remove it from tests/conformance_compiled_xfail.txt"
+        node_pass=$((node_pass + 1))
+      elif [ -n "$reason" ]; then
+        echo "XFAIL cuda-node $t: $reason"
+      else
+        echo "FAIL cuda-node $why"
+        run_fail=$((run_fail + 1))
+      fi
+    done
+    echo "cuda-node: $node_pass of $i expected node tests pass on the GPU ($((SECONDS - start_nodes)) s, $shards shards)"
+  fi
 else
   echo "cuda-run: skipped, no usable GPU ($(tail -n 1 "$tmp/probe.log" 2>/dev/null))"
 fi
