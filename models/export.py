@@ -3,6 +3,7 @@
 # with a reference input per model. Run with Debian's /usr/bin/python3 (torch 1.13, torchvision).
 # Usage: /usr/bin/python3 models/export.py [--large] [NAME ...]
 import argparse
+import inspect
 import os
 import sys
 
@@ -224,9 +225,12 @@ def export(name, outdir):
     x = make_input()
     os.makedirs(outdir, exist_ok=True)
     path = os.path.join(outdir, "model.onnx")
+    # torch >= 2.9 defaults to the dynamo exporter; the TorchScript one gives the graphs the zoo was made with,
+    # from opset 14 there, where it first exports scaled_dot_product_attention (ViT's attention)
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     with torch.no_grad():
-        torch.onnx.export(model, (x,), path, opset_version=13, input_names=["input"], output_names=["output"],
-                          do_constant_folding=True)
+        torch.onnx.export(model, (x,), path, opset_version=14 if legacy else 13, input_names=["input"],
+                          output_names=["output"], do_constant_folding=True, **legacy)
     np.save(os.path.join(outdir, "input.npy"), x.numpy())
     print(f"exported {name}: {os.path.getsize(path) / 1e6:.1f} MB")
 

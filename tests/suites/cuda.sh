@@ -44,9 +44,10 @@ echo "nvrtc time: $((SECONDS - start)) s"
 # on a GPU: every bundled model compiled for CUDA matches its ONNX Runtime reference, plain and as a CUDA graph,
 # and every expected node test passes compiled for CUDA (known exceptions: "cuda" rows of the xfail list)
 run_fail=0
+run_pass=0
+node_pass=0
 if "$B/primc" compile models/mlp/model.onnx --target cuda --gpu-arch "$ARCH" -o "$tmp/probe.exe" >/dev/null 2>&1 &&
   "$tmp/probe.exe" --random-inputs >"$tmp/probe.log" 2>&1; then
-  run_pass=0
   for d in models/*/; do
     [ -f "$d/model.onnx" ] || continue
     name=$(basename "$d")
@@ -75,12 +76,13 @@ if "$B/primc" compile models/mlp/model.onnx --target cuda --gpu-arch "$ARCH" -o 
       i=$((i + 1))
     done
     for s in "$tmp"/shard*/; do
-      "$B/primc" conformance --dir "$s" --compiled --target cuda --gpu-arch "$ARCH" --list-failures >"${s%/}.log" 2>&1 &
+      "$B/primc" conformance --dir "$s" --compiled --target cuda --gpu-arch "$ARCH" >"${s%/}.log" 2>&1 &
     done
     wait
-    node_pass=0
     for t in $(grep -vE '^\s*(#|$)' tests/conformance_expected.txt); do
-      why=$(grep -hE "^(FAIL|UNSUPPORTED) $t:" "$tmp"/shard*.log | head -n 1)
+      why=""
+      grep -qhE "^PASS $t( |$)" "$tmp"/shard*.log ||
+        why=$(grep -hE "^(FAIL|UNSUPPORTED) $t:" "$tmp"/shard*.log | head -n 1 | grep . || echo "$t: did not run")
       reason=$(grep -E "^$t +cuda " tests/conformance_compiled_xfail.txt | head -n 1 | sed -E 's/^[^ ]+ +[^ ]+ +//')
       if [ -z "$why" ]; then
         [ -n "$reason" ] && echo "XPASS cuda-node $t: passes now, remove it from tests/conformance_compiled_xfail.txt"
@@ -98,5 +100,5 @@ else
   echo "cuda-run: skipped, no usable GPU ($(tail -n 1 "$tmp/probe.log" 2>/dev/null))"
 fi
 
-echo "cuda-nvrtc: $pass passed, $((fail + run_fail)) failed, $unsup unsupported ($((SECONDS - start)) s)"
+echo "cuda-nvrtc: $((pass + run_pass + node_pass)) passed, $((fail + run_fail)) failed, $unsup unsupported ($((SECONDS - start)) s)"
 [ "$fail" -eq 0 ] && [ "$run_fail" -eq 0 ]

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+# bench/gpu.py: the zoo on a CUDA GPU: primc --target cuda (stream and CUDA graph) against PyTorch eager and
+# torch.compile on the same GPU, same model and input, each output checked against ONNX Runtime on the CPU.
+# Usage: python3 bench/gpu.py PRIMC RUNS OUT.md [NAME ...]   (needs torch with CUDA, onnxruntime, a GPU)
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnxruntime as ort
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+import export  # noqa: E402  (the zoo's constructors and input makers)
+
+
+def primc_times(exe, inp, runs, graphs, outdir):
+    cmd = [exe, inp, "-o", outdir, "--bench", str(runs)] + (["--cuda-graphs"] if graphs else [])
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"min ([0-9.]+) ms, median ([0-9.]+) ms", r.stdout)
+    if r.returncode or not m:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stdout[-300:]} {r.stderr[-300:]}")
+    return float(m.group(1)), float(m.group(2))
+
+
+def torch_times(fn, x, runs):
+    """min / median ms of fn(x) on the GPU, timed with CUDA events after warm-up"""
+    with torch.no_grad():
+        for _ in range(5):
+            fn(x)
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(runs):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn(x)
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b))
+    return min(ts), statistics.median(ts)
+
+
+def bench_model(name, primc, runs, work):
+    ctor, make_input, _ = export.MODELS[name]
+    d = os.path.join(work, name)
+    export.export(name, d)  # seeds torch itself: the same weights as the ONNX file
+    inp = os.path.join(d, "input.npy")
+    x_np = np.load(inp)
+    sess = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {sess.get_inputs()[0].name: x_np})[0]
+    exe = os.path.join(d, "m")
+    t0 = time.time()
+    c = subprocess.run([primc, "compile", os.path.join(d, "model.onnx"), "--target", "cuda", "-o", exe],
+                       capture_output=True, text=True)
+    if c.returncode:
+        raise RuntimeError(f"primc compile: {c.stderr[-400:]}")
+    compile_s = time.time() - t0
+    stream = primc_times(exe, inp, runs, False, os.path.join(d, "out"))
+    got = np.load(os.path.join(d, "out", "out0.npy"))
+    err = float(np.max(np.abs(got.astype(np.float64) - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
+    graph = primc_times(exe, inp, runs, True, os.path.join(d, "out_g"))
+    torch.manual_seed(0)
+    model = ctor().eval().cuda()
+    x = torch.from_numpy(x_np).cuda()
+    eager = torch_times(model, x, runs)
+    try:
+        compiled = torch_times(torch.compile(model), x, runs)
+    except Exception as e:  # reported as missing, not faked
+        print(f"{name}: torch.compile failed: {e}", file=sys.stderr)
+        compiled = None
+    return dict(name=name, stream=stream, graph=graph, eager=eager, compiled=compiled, err=err, compile_s=compile_s)
+
+
+def fmt(t):
+    return "missing" if t is None else f"{t[0]:.3f} / {t[1]:.3f}"
+
+
+def main():
+    primc, runs, out_md = os.path.abspath(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    names = sys.argv[4:] or list(export.MODELS)
+    # fp32 everywhere, as primc computes: no TF32 in cuDNN convolutions or cuBLAS matmuls
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for n in names:
+            try:
+                r = bench_model(n, primc, runs, work)
+            except Exception as e:
+                print(f"{n}: FAILED: {e}", flush=True)
+                continue
+            rows.append(r)
+            print(f"{n}: primc {fmt(r['stream'])} graph {fmt(r['graph'])} eager {fmt(r['eager'])} "
+                  f"compile {fmt(r['compiled'])} ms, rel err {r['err']:.1e}", flush=True)
+    gpu = torch.cuda.get_device_name()
+    lines = [f"GPU: {gpu}, torch {torch.__version__}, onnxruntime {ort.__version__} (CPU, the reference), "
+             f"{time.strftime('%Y-%m-%d')}; min / median ms of {runs} runs after warm-up, fp32 (TF32 off); "
+             "ratio = primc CUDA-graph median / PyTorch eager median", "",
+             "| model | primc (stream) | primc (CUDA graph) | PyTorch eager | torch.compile | ratio | max err / max ref |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['name']} | {fmt(r['stream'])} | {fmt(r['graph'])} | {fmt(r['eager'])} | {fmt(r['compiled'])} "
+                     f"| {r['graph'][1] / r['eager'][1]:.2f} | {r['err']:.1e} |")
+    open(out_md, "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    bad = [r["name"] for r in rows if not r["err"] <= 1e-4]
+    if bad or len(rows) != len(names):
+        sys.exit(f"not matching ONNX Runtime or failed: {bad or 'see above'}")
+
+
+if __name__ == "__main__":
+    main()
