@@ -28,8 +28,16 @@ else
   echo "no $D/.complete: run tests/suites/conformance.sh first for the node tests; checking the bundled models only"
 fi
 
-# shellcheck disable=SC2046
-"$B/primc" compile --target cuda --nvrtc-check --gpu-arch "$ARCH" models/*/model.onnx $(cat "$tmp/node") >"$tmp/check" 2>&1
+# one NVRTC process per core, each on every n-th model
+ls models/*/model.onnx | cat - "$tmp/node" >"$tmp/all"
+cores=$(nproc)
+for k in $(seq 0 $((cores - 1))); do
+  # shellcheck disable=SC2046
+  "$B/primc" compile --target cuda --nvrtc-check --gpu-arch "$ARCH" $(awk -v k="$k" -v n="$cores" 'NR % n == k' "$tmp/all") \
+    >"$tmp/check$k" 2>&1 &
+done
+wait
+cat "$tmp"/check[0-9]* >"$tmp/check"
 grep -v '^PASS ' "$tmp/check" | grep -v '^nvrtc-check:' | grep -v '^UNSUPPORTED '
 pass=$(grep -c '^PASS ' "$tmp/check")
 fail=$(grep -c '^FAIL ' "$tmp/check")
@@ -38,7 +46,7 @@ if [ "$unsup" -gt 0 ]; then
   echo "unsupported on CUDA ($unsup), by reason:"
   sed -n 's/^UNSUPPORTED [^:]*: //p' "$tmp/check" | sed -E 's/^[^:]*"[^"]*": //' | sort | uniq -c | sort -rn
 fi
-grep '^nvrtc-check:' "$tmp/check"
+echo "nvrtc-check: $pass passed, $fail failed, $unsup unsupported of $((pass + fail + unsup)) ($ARCH, $cores processes)"
 echo "nvrtc time: $((SECONDS - start)) s"
 
 # on a GPU: every bundled model compiled for CUDA matches its ONNX Runtime reference, plain and as a CUDA graph,
