@@ -761,38 +761,33 @@ __attribute__((target("avx512f"))) static inline __m512 vmax_nan(__m512 a, __m51
 }
 #define VMAX(a, b) vmax_nan(a, b)
 
-/* 3-wide windows at stride 2 straight from the input rows: per 16 outputs the max of the kh rows'
- * 32 floats (and the 32 two further), then their even, odd and next even lanes */
+/* 3-wide windows at stride 2 from column -1 (one column of left padding, ResNet's stem pool): per 16
+ * outputs the max over the kh rows of 32 input floats read at aligned offsets, whose even lanes are
+ * the windows' centres, odd lanes their right taps, and odd lanes one lane later (the previous block's
+ * last carried in) their left taps: no unaligned loads, which cost twice as much */
 __attribute__((target("avx512f"))) static void pool_k3s2_512(const pool_job *j, const float *x, float *y,
                                                          int64_t oy) {
   const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
   int64_t y0 = oy * j->sh - j->pt, w = j->w;
+  __m512 prev = ninf;
   for (int64_t o = 0; o < j->ow; o += 16) {
-    int64_t p = 2 * o - j->pl;
-    int inner = p >= 0 && p + 34 <= w;
-    __m512 a = ninf, b = ninf, a2 = ninf, b2 = ninf;
+    int64_t p = 2 * o;
+    int inner = p + 32 <= w;
+    __m512 a = ninf, b = ninf;
     for (int64_t dy = 0; dy < j->kh; dy++) {
       int64_t iy = y0 + dy;
       if (iy < 0 || iy >= j->h) continue;
       const float *r = x + iy * w;
-      if (inner) {
-        a = VMAX(a, _mm512_loadu_ps(r + p));
-        b = VMAX(b, _mm512_loadu_ps(r + p + 16));
-        a2 = VMAX(a2, _mm512_loadu_ps(r + p + 2));
-        b2 = VMAX(b2, _mm512_loadu_ps(r + p + 18));
-      } else {
-        a = VMAX(a, row_load(r, p, w));
-        b = VMAX(b, row_load(r, p + 16, w));
-        a2 = VMAX(a2, row_load(r, p + 2, w));
-        b2 = VMAX(b2, row_load(r, p + 18, w));
-      }
+      a = VMAX(a, inner ? _mm512_loadu_ps(r + p) : row_load(r, p, w));
+      b = VMAX(b, inner ? _mm512_loadu_ps(r + p + 16) : row_load(r, p + 16, w));
     }
-    __m512 m = VMAX(VMAX(_mm512_permutex2var_ps(a, ev, b), _mm512_permutex2var_ps(a, od, b)),
-                    _mm512_permutex2var_ps(a2, ev, b2));
+    __m512 e = _mm512_permutex2var_ps(a, ev, b), d = _mm512_permutex2var_ps(a, od, b);
+    __m512 left = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(d), _mm512_castps_si512(prev), 15));
+    prev = d;
     __mmask16 k = (__mmask16)(j->ow - o >= 16 ? 0xFFFF : (1u << (j->ow - o)) - 1);
-    _mm512_mask_storeu_ps(y + o, k, m);
+    _mm512_mask_storeu_ps(y + o, k, VMAX(VMAX(left, e), d));
   }
 }
 
@@ -838,7 +833,7 @@ int primc_k_maxpool(const int64_t *q, void *const *bufs) {
   pool_job j = {bufs[1], bufs[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], 0, 0};
   j.row = primc_maxpool_row(j.w, j.ow, j.kw, j.sw, j.pl);
   if (!j.row || j.kh < 1 || j.kw < 1 || j.sh < 1 || j.sw < 1) return PRIMC_ERR_ARG;
-  j.fast = j.kw == 3 && j.sw == 2 && __builtin_cpu_supports("avx512f");
+  j.fast = j.kw == 3 && j.sw == 2 && j.pl == 1 && __builtin_cpu_supports("avx512f");
   primc_parallel_for(q[0], pool_planes, &j);
   return PRIMC_OK;
 }
