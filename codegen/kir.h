@@ -152,6 +152,9 @@ pc_status kir_build(pc_graph *g, kir_program *p);
  * here once (for this machine's GEMM kernels; another machine reads them row by row), and
  * the weights blob drops constants no kernel reads any more. */
 pc_status kir_pack_weights(kir_program *p);
+/* host code only: max pools over a -inf padded copy become primc_k_maxpool calls that read the map
+ * unpadded; the pad kernels are marked absorbed, the tree kernel turns into the call */
+void kir_pool_calls(kir_program *p);
 /* Human-readable listing of the program: buffers, loops, expressions, origins. */
 void kir_print(const kir_program *p, FILE *f);
 

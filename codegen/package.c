@@ -220,6 +220,7 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   kir_program p;
   pc_status s = kir_build(g, &p);
   if (s == PC_OK && !opts->triple) s = kir_pack_weights(&p); /* panels for this machine's GEMM */
+  if (s == PC_OK && !opts->triple) kir_pool_calls(&p);
   if (s != PC_OK) return g->status ? g->status : s;
   void *blob = kir_weights_blob(&p);
   if (!blob) return pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");

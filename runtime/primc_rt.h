@@ -122,6 +122,10 @@ int primc_k_gather(const int64_t *params, void *const *bufs);
 int primc_k_gather_strided(const int64_t *params, void *const *bufs);
 int primc_k_scatter(const int64_t *params, void *const *bufs);
 int primc_k_cumsum(const int64_t *params, void *const *bufs);
+/* f32 2-D max pool over a -inf padded map, read unpadded: params [planes, h, w, oh, ow, kh, kw, sh, sw,
+ * pad top, pad left], bufs (y, x); primc_maxpool_row says whether a row fits its buffer (0: it does not) */
+int primc_k_maxpool(const int64_t *params, void *const *bufs);
+int64_t primc_maxpool_row(int64_t w, int64_t ow, int64_t kw, int64_t sw, int64_t pl);
 int primc_k_sort(const int64_t *params, void *const *bufs);
 int primc_k_random(const int64_t *params, void *const *bufs);
 int primc_k_fft(const int64_t *params, void *const *bufs);

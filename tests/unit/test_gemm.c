@@ -611,3 +611,43 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
       if (!ok) return;
     }
 }
+
+/* primc_k_maxpool (the call codegen makes of ONNX MaxPool's pad + max tree) against a plain loop
+ * over the -inf padded window: the 3x3/2 fast path with edges on both sides, a NaN that must win,
+ * and a 2x2/1 shape through the row-buffer path */
+static void maxpool_case(int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pt, int64_t pl, int nan_at) {
+  int64_t OH = (H + 2 * pt - k) / s + 1, OW = (W + 2 * pl - k) / s + 1;
+  int64_t q[11] = {C, H, W, OH, OW, k, k, s, s, pt, pl};
+  float *x = malloc(sizeof(float) * (size_t)(C * H * W)), *y = malloc(sizeof(float) * (size_t)(C * OH * OW));
+  for (int64_t i = 0; i < C * H * W; i++) x[i] = (float)((i * 7919) % 1000) - 500.0f;
+  if (nan_at >= 0) x[nan_at] = NAN;
+  void *b[2] = {y, x};
+  CHECK(primc_k_maxpool(q, b) == PRIMC_OK);
+  int bad = 0;
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t oy = 0; oy < OH; oy++)
+      for (int64_t ox = 0; ox < OW; ox++) {
+        double m = -INFINITY;
+        int nan = 0;
+        for (int64_t dy = 0; dy < k; dy++)
+          for (int64_t dx = 0; dx < k; dx++) {
+            int64_t iy = oy * s - pt + dy, ix = ox * s - pl + dx;
+            if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+            double v = x[(c * H + iy) * W + ix];
+            if (isnan(v)) nan = 1;
+            else if (v > m) m = v;
+          }
+        double got = y[(c * OH + oy) * OW + ox];
+        bad += nan ? !isnan(got) : got != m;
+      }
+  CHECK(bad == 0);
+  free(x);
+  free(y);
+}
+
+PC_TEST(maxpool_call) {
+  maxpool_case(3, 112, 112, 3, 2, 1, 1, -1);
+  maxpool_case(2, 37, 41, 3, 2, 1, 1, 5 * 41 + 7);
+  maxpool_case(2, 9, 30, 3, 2, 0, 0, 3 * 30 + 29);
+  maxpool_case(2, 10, 11, 2, 1, 1, 1, 12);
+}
