@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# tools/gpu_bundle.sh: packs the built primc, test_primc and runtime with the shared libraries they load, so the
+# test suite's GPU parts run on a GPU machine that has the CUDA driver and NVRTC but not LLVM or protobuf-c.
+# Usage: tools/gpu_bundle.sh [DIR]   (default .gpu-bundle; then, on the GPU machine, in a checkout holding DIR:
+#   source DIR/env.sh   # unpacks the libraries, puts the binaries in build/, sets LD_LIBRARY_PATH
+#   build/test_primc cuda && bash tests/suites/cuda.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${B:-build}
+DIR=${1:-.gpu-bundle}
+for f in "$B/primc" "$B/test_primc" "$B/libprimc_rt.a"; do
+  [ -f "$f" ] || { echo "gpu_bundle: $f is missing: run make first" >&2; exit 1; }
+done
+rm -rf "$DIR"
+mkdir -p "$DIR/bin" "$DIR/lib"
+cp "$B/primc" "$B/test_primc" "$B/libprimc_rt.a" "$DIR/bin/"
+strip "$DIR/bin/primc" "$DIR/bin/test_primc"
+# every library the binaries load but the C runtime's own, which the GPU machine's newer system has
+ldd "$B/primc" "$B/test_primc" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+  grep -vE '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$DIR/lib/"; done
+tar -C "$DIR/lib" -cf - . | xz -T0 -6 >"$DIR/libs.tar.xz"
+rm -rf "$DIR/lib"
+cat >"$DIR/env.sh" <<'EOF'
+# sourced on the GPU machine from the checkout's root: the bundle's libraries and binaries in place
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mkdir -p /tmp/primc-libs build
+tar -C /tmp/primc-libs -xJf "$here/libs.tar.xz"
+cp "$here/bin/primc" "$here/bin/test_primc" "$here/bin/libprimc_rt.a" build/
+export LD_LIBRARY_PATH=/tmp/primc-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PRIMC_SRC=$PWD
+EOF
+echo "gpu_bundle: $DIR ($(du -sh "$DIR" | cut -f1)): carry it to the GPU machine and source $DIR/env.sh there"
