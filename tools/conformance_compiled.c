@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #define CC_MAX_DIMS 64
+#define CC_MAX_IO 64 /* inputs, and outputs, of a compiled model */
 
 int pc_conf_compiled_flag(int argc, char **argv, int *i, pc_conf_compiled *m) {
   const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -90,19 +91,36 @@ static int inputs_match(const primc_model_desc *d, const pc_tensor *ins, char *e
   return 1;
 }
 
-/* loads the library (never unloaded: its thread pool may still be parked in it) and runs it once */
+/* the library's m_model descriptor (the library is never unloaded: its thread pool may still be
+ * parked in it); NULL with err set */
+static const void *load_model(const char *so, char *err, size_t errlen) {
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return snprintf(err, errlen, "dlopen: %s", dlerror()), NULL;
+  const void *d = dlsym(h, "m_model");
+  if (!d) snprintf(err, errlen, "m_model missing");
+  return d;
+}
+
+/* the compiled signature d (its counts and tensors) against c and the data set's inputs */
+static pc_status signature_ok(const primc_model_desc *d, const pc_graph *c, const pc_tensor *ins, char *err,
+                              size_t errlen) {
+  if (d->n_inputs != c->n_inputs || d->n_outputs != c->n_outputs)
+    return snprintf(err, errlen, "m_model has the wrong number of inputs/outputs"), PC_ERR_INTERNAL;
+  if (c->n_inputs > CC_MAX_IO || c->n_outputs > CC_MAX_IO)
+    return snprintf(err, errlen, "too many inputs/outputs"), PC_ERR_RANGE;
+  return inputs_match(d, ins, err, errlen) ? PC_OK : PC_ERR_SHAPE;
+}
+
+/* runs the CPU library once */
 static pc_status run_library(const char *so, const pc_graph *c, const pc_tensor *ins, pc_tensor *outs, char *err,
                              size_t errlen) {
-  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  if (!h) return snprintf(err, errlen, "dlopen: %s", dlerror()), PC_ERR_IO;
-  const primc_model_desc *d = dlsym(h, "m_model");
-  if (!d || d->n_inputs != c->n_inputs || d->n_outputs != c->n_outputs)
-    return snprintf(err, errlen, "m_model missing or with the wrong number of inputs/outputs"), PC_ERR_INTERNAL;
-  if (!inputs_match(d, ins, err, errlen)) return PC_ERR_SHAPE;
-  const void *in[64];
-  void *out[64];
+  const primc_model_desc *d = load_model(so, err, errlen);
+  if (!d) return PC_ERR_IO;
+  pc_status st = signature_ok(d, c, ins, err, errlen);
+  if (st != PC_OK) return st;
+  const void *in[CC_MAX_IO];
+  void *out[CC_MAX_IO];
   static const int64_t dummy[8]; /* a non-NULL pointer for empty inputs */
-  if (c->n_inputs > 64 || c->n_outputs > 64) return snprintf(err, errlen, "too many inputs/outputs"), PC_ERR_RANGE;
   for (int i = 0; i < c->n_inputs; i++) in[i] = ins[i].data ? ins[i].data : dummy;
   if (!alloc_outputs(d, outs, out)) return snprintf(err, errlen, "out of memory"), PC_ERR_NOMEM;
   void *ws = aligned_alloc(64, (size_t)(d->workspace_size + 127) / 64 * 64);
@@ -121,7 +139,7 @@ static pc_status run_library(const char *so, const pc_graph *c, const pc_tensor 
 
 typedef struct cuda_io {
   primc_cuda *cu;
-  primc_devptr din[64], dout[64], ws;
+  primc_devptr din[CC_MAX_IO], dout[CC_MAX_IO], ws;
 } cuda_io;
 
 static void cuda_release(cuda_io *d, int n_in, int n_out) {
@@ -151,15 +169,13 @@ static int cuda_buffers(cuda_io *d, const primc_cuda_model_desc *m, const pc_ten
 /* the CUDA library's NAME_run on device copies of ins; outs downloaded from the GPU */
 static pc_status run_cuda_library(const char *so, const pc_graph *c, const pc_tensor *ins, pc_tensor *outs, char *err,
                                   size_t errlen) {
-  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  if (!h) return snprintf(err, errlen, "dlopen: %s", dlerror()), PC_ERR_IO;
-  const primc_cuda_model_desc *m = dlsym(h, "m_model");
-  if (!m || m->n_inputs != c->n_inputs || m->n_outputs != c->n_outputs)
-    return snprintf(err, errlen, "m_model missing or with the wrong number of inputs/outputs"), PC_ERR_INTERNAL;
-  if (c->n_inputs > 64 || c->n_outputs > 64) return snprintf(err, errlen, "too many inputs/outputs"), PC_ERR_RANGE;
+  const primc_cuda_model_desc *m = load_model(so, err, errlen);
+  if (!m) return PC_ERR_IO;
+  /* the CPU descriptor's view of the signature, for the shared checks */
   const primc_model_desc shape = {.n_inputs = m->n_inputs, .n_outputs = m->n_outputs, .inputs = m->inputs, .outputs = m->outputs};
-  if (!inputs_match(&shape, ins, err, errlen)) return PC_ERR_SHAPE;
-  void *host[64];
+  pc_status sig = signature_ok(&shape, c, ins, err, errlen);
+  if (sig != PC_OK) return sig;
+  void *host[CC_MAX_IO];
   if (!alloc_outputs(&shape, outs, host)) return snprintf(err, errlen, "out of memory"), PC_ERR_NOMEM;
   cuda_io d = {0};
   char cerr[512] = "";
@@ -168,8 +184,8 @@ static pc_status run_cuda_library(const char *so, const pc_graph *c, const pc_te
   int st = cuda_buffers(&d, m, ins, outs);
   const char *what = primc_cuda_error(d.cu);
   if (st == PRIMC_OK) {
-    const void *in[64];
-    void *out[64];
+    const void *in[CC_MAX_IO];
+    void *out[CC_MAX_IO];
     for (int i = 0; i < m->n_inputs; i++) in[i] = (const void *)(uintptr_t)d.din[i];
     for (int i = 0; i < m->n_outputs; i++) out[i] = (void *)(uintptr_t)d.dout[i];
     st = m->run(in, out, (void *)(uintptr_t)d.ws, NULL); /* its own stream, waited on, data status read */
