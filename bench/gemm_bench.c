@@ -189,6 +189,9 @@ static void bench_conv(const conv_case *c) {
     r.packed.w_winograd = 1;
     r.packed.w_packed_mr = primc_sgemm_mr();
     primc_conv2d_pack_winograd(p, r.w, r.packed.w_packed_mr, r.wp);
+  } else if (layout == PRIMC_CONV_W_LANES) {
+    r.packed.w_lanes = 1;
+    primc_conv2d_pack_lanes(p, r.w, r.wp);
   } else if (layout == PRIMC_CONV_W_PANELS) {
     r.packed.w_packed_panels = 1;
     primc_sgemm_pack_b(1, p->o, K, r.w, K, r.wp);
@@ -203,7 +206,7 @@ static void bench_conv(const conv_case *c) {
   free(r.x), free(r.w), free(r.b), free(r.y), free(r.col), free(r.wp), free(r.scratch);
 }
 
-#define CONV(name, c, hw, o, k, s, pad) {name, {1, c, hw, hw, o, k, k, 1, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0}}
+#define CONV(name, c, hw, o, k, s, pad) {name, {1, c, hw, hw, o, k, k, 1, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0, 0}}
 
 /* OpenBLAS starts its own threads when the library loads, one per core, and they spin for a while
  * after: on one thread they doubled the process CPU time the first timings are taken in (the FMA

@@ -1284,12 +1284,13 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, int *layout_
   if (layout == PRIMC_CONV_W_PLAIN || w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
     return -1;
   int64_t og = c.o / c.groups, kk = c.c / c.groups * c.kh * c.kw;
-  int mr = layout == PRIMC_CONV_W_PANELS ? 0 : primc_sgemm_mr(), wino = layout == PRIMC_CONV_W_WINOGRAD;
+  int mr = layout == PRIMC_CONV_W_PANELS || layout == PRIMC_CONV_W_LANES ? 0 : primc_sgemm_mr();
+  int xform = layout == PRIMC_CONV_W_WINOGRAD || layout == PRIMC_CONV_W_LANES ? layout : 0;
   if (w->nbytes != c.o * kk * 4) return -1;
   *layout_out = layout, *tile_out = mr;
   for (int i = 0; i < p->n_packed; i++) { /* one packed copy per weight and layout */
     const kir_packed *q = &p->packed[i];
-    if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og && q->winograd == wino)
+    if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og && q->xform == xform)
       return q->buf;
   }
   kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
@@ -1297,7 +1298,7 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, int *layout_
   int id = np ? buf_add(p, nb) : -1;
   if (id < 0) return -1;
   if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups, wino, k->params};
+  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups, xform, k->params};
   p->packed = np;
   return id;
 }

@@ -35,7 +35,8 @@ typedef struct kir_packed {
   int64_t n, k;
   int a_mr, groups; /* groups > 0: a conv's weights, each group's [n][k] block as primc_sgemm_pack_a strips
                        (a_mr > 0) or as pack_b panels of its transpose (trans), see primc_conv2d_weight_layout */
-  int winograd;     /* a conv's weights transformed for Winograd F(2x2, 3x3) (conv params in conv) */
+  int xform;        /* PRIMC_CONV_W_WINOGRAD or _LANES: a conv's weights transformed for that path (conv
+                       params in conv); 0 otherwise */
   const int64_t *conv;
 } kir_packed;
 

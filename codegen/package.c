@@ -22,9 +22,13 @@ void *kir_weights_blob(const kir_program *p) {
     if (d && b->nbytes && pk) {
       int st = PRIMC_OK;
       primc_conv2d cv;
-      if (pk->winograd)
-        st = primc_conv2d_of_params(pk->conv, &cv) ? primc_conv2d_pack_winograd(&cv, d, pk->a_mr, (float *)(void *)(blob + b->offset))
-                                                   : PRIMC_ERR_ARG;
+      float *dst = (float *)(void *)(blob + b->offset);
+      if (pk->xform && !primc_conv2d_of_params(pk->conv, &cv))
+        st = PRIMC_ERR_ARG;
+      else if (pk->xform == PRIMC_CONV_W_WINOGRAD)
+        st = primc_conv2d_pack_winograd(&cv, d, pk->a_mr, dst);
+      else if (pk->xform == PRIMC_CONV_W_LANES)
+        st = primc_conv2d_pack_lanes(&cv, d, dst);
       else if (pk->groups && pk->a_mr) /* a conv's groups, each [n][k] at its plain offset */
         for (int g = 0; g < pk->groups && st == PRIMC_OK; g++)
           st = primc_sgemm_pack_a(pk->n, pk->k, (const float *)d + g * pk->n * pk->k, pk->k, pk->a_mr,

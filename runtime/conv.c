@@ -1368,6 +1368,206 @@ static int wino_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float 
   return PRIMC_OK;
 }
 
+/* ---------------------------------------------------------------- direct, output channels in the lanes */
+
+/*
+ * Each sum is one pixel's 32 output channels in two vectors, each tap one broadcast input value and two
+ * weight vectors (PRIMC_CONV_W_LANES: [o / 32][c kh kw][32]): x is read where it lies, at any stride,
+ * with no im2col, phase copy or padding. An output row goes in tiles of up to DL_R pixels, 2 DL_R sums
+ * in registers; a tile at the row's end, some of whose taps fall left or right of x, runs once per run
+ * of kernel columns that lie inside x for the same pixels, and kernel rows above or below x are skipped
+ * for the whole row. The channels are taken in chunks whose weights stay in L1 while every tile of a
+ * band of rows reads them. The band's [pixels][32] sums go to y's rows through lanes_rows (16x16
+ * transposes, the epilogue). This is the register tile of MLAS's NCHWc convs, on NCHW maps.
+ */
+#define DL_R 14                /* pixels per tile: 28 sums, 14 broadcasts and 2 weight loads per tap */
+#define DL_NR 32               /* output channels per sum: two vectors */
+#define DL_BAND_FLOATS 4096    /* the sums of a band of output rows, on the stack: at least a row */
+#define DL_W_BYTES (16 << 10)  /* weights of a chunk of channels: L1 keeps them (24 and 32 KB were slower) */
+#define DL_AVX __attribute__((target("avx512f")))
+
+typedef struct dl_src {
+  const float *x;     /* the tile's pixel 0 at its first tap: first channel, kernel row and column read */
+  int64_t cs, rs, js; /* pitch of a channel, a kernel row and a kernel column in x (dilation included) */
+  int64_t c, ni, nj;  /* channels, kernel rows and kernel columns read */
+  const float *w;     /* the weights of that tap, [c][kh][kw][32] */
+  int64_t wcs, wrs;   /* weight floats per channel and per kernel row */
+} dl_src;
+
+/* R pixels S apart: sums in dst[pixel][32], added to what is there when acc */
+static inline __attribute__((always_inline)) DL_AVX void dl_tile(const dl_src *s, float *dst, int acc, const int R,
+                                                                  const int S) {
+  __m512 a[DL_R][2];
+#pragma GCC unroll 14
+  for (int r = 0; r < R; r++) {
+    a[r][0] = acc ? _mm512_loadu_ps(dst + r * DL_NR) : _mm512_setzero_ps();
+    a[r][1] = acc ? _mm512_loadu_ps(dst + r * DL_NR + 16) : _mm512_setzero_ps();
+  }
+  const float *xc = s->x, *wc = s->w;
+  for (int64_t c = 0; c < s->c; c++, xc += s->cs, wc += s->wcs) {
+    const float *xr = xc, *wr = wc;
+    for (int64_t i = 0; i < s->ni; i++, xr += s->rs, wr += s->wrs) {
+      const float *xj = xr, *wj = wr;
+      for (int64_t j = 0; j < s->nj; j++, xj += s->js, wj += DL_NR) {
+        __m512 w0 = _mm512_load_ps(wj), w1 = _mm512_load_ps(wj + 16);
+#pragma GCC unroll 14
+        for (int r = 0; r < R; r++) {
+          __m512 b = _mm512_set1_ps(xj[r * S]);
+          a[r][0] = _mm512_fmadd_ps(b, w0, a[r][0]);
+          a[r][1] = _mm512_fmadd_ps(b, w1, a[r][1]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < R; r++) {
+    _mm512_storeu_ps(dst + r * DL_NR, a[r][0]);
+    _mm512_storeu_ps(dst + r * DL_NR + 16, a[r][1]);
+  }
+}
+
+#define DL_DEF(R)                                                                                     \
+  static DL_AVX void dl_##R##_1(const dl_src *s, float *d, int acc) { dl_tile(s, d, acc, R, 1); }      \
+  static DL_AVX void dl_##R##_2(const dl_src *s, float *d, int acc) { dl_tile(s, d, acc, R, 2); }
+DL_DEF(1) DL_DEF(2) DL_DEF(3) DL_DEF(4) DL_DEF(5) DL_DEF(6) DL_DEF(7)
+DL_DEF(8) DL_DEF(9) DL_DEF(10) DL_DEF(11) DL_DEF(12) DL_DEF(13) DL_DEF(14)
+#define DL_ROW(R) {dl_##R##_1, dl_##R##_2}
+static void (*const dl_tab[DL_R][2])(const dl_src *, float *, int) = {
+    DL_ROW(1), DL_ROW(2), DL_ROW(3),  DL_ROW(4),  DL_ROW(5),  DL_ROW(6),  DL_ROW(7),
+    DL_ROW(8), DL_ROW(9), DL_ROW(10), DL_ROW(11), DL_ROW(12), DL_ROW(13), DL_ROW(14)};
+
+static int dl_shape(const primc_conv2d *p, int64_t ow) {
+  return use_avx512() && p->groups == 1 && !is_depthwise(p) && (p->stride_w == 1 || p->stride_w == 2) &&
+         ow * DL_NR <= DL_BAND_FLOATS;
+}
+
+/* Where the direct lanes conv is the fastest on this CPU (Zen 5, 1 thread, against the GEMM paths as
+ * compiled, in ResNet-18: 3x3/2 64->128 at 28x28 0.65 -> 0.49 ms, 128->256 at 14x14 0.65 -> 0.50,
+ * 3x3 512->512 at 7x7 1.18 -> 0.99, 64->64 at 56x56 1.05 -> 0.98). Not: 1x1 stride-1 convs (one GEMM
+ * reading x in place), Winograd's, output channels that leave lanes empty, a stem of few channels,
+ * whose rows of few taps make its sums go through memory more often than the GEMM's (7x7/2 3->64
+ * 1.19 -> 1.30 ms in the model), and 1x1s onto rows of fewer than a tile's pixels, which the
+ * transposed GEMM's 14 x 32 tiles fill better (ResNet-50's 1x1/2 1024->2048 at 7x7 0.94 -> 1.16). */
+#define DL_MIN_C 8
+static int dl_pays(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  if (p->kh * p->kw == 1 && ow < DL_R) return 0;
+  return dl_shape(p, ow) && p->o % DL_NR == 0 && p->c >= DL_MIN_C && !is_pointwise(p) && !wino_pays(p, oh, ow);
+}
+
+size_t primc_conv2d_lanes_bytes(const primc_conv2d *p) {
+  return (size_t)((p->o + DL_NR - 1) / DL_NR * DL_NR * p->c * p->kh * p->kw) * sizeof(float);
+}
+
+int primc_conv2d_pack_lanes(const primc_conv2d *p, const float *w, float *dst) {
+  if (!p || !conv_valid(p) || p->groups != 1 || !w || !dst) return PRIMC_ERR_ARG;
+  int64_t kk = p->c * p->kh * p->kw, nob = (p->o + DL_NR - 1) / DL_NR;
+  for (int64_t ob = 0; ob < nob; ob++)
+    for (int64_t k = 0; k < kk; k++)
+      for (int64_t l = 0; l < DL_NR; l++) {
+        int64_t o = ob * DL_NR + l;
+        dst[(ob * kk + k) * DL_NR + l] = o < p->o ? w[o * kk + k] : 0.0f;
+      }
+  return PRIMC_OK;
+}
+
+typedef struct dl_job {
+  const primc_conv2d *p;
+  int64_t oh, ow, nob, bands; /* bands: of output rows, each with its sums on the stack */
+  const float *x, *w;
+  lanes_epi le;
+} dl_job;
+
+/* the pixels [*a, *b) of [t0, t1) whose kernel column j lies inside x's row */
+static void dl_cols(const primc_conv2d *p, int64_t j, int64_t t0, int64_t t1, int64_t *a, int64_t *b) {
+  int64_t off = j * p->dil_w - p->pad_l, S = p->stride_w; /* pixel ox reads column ox S + off */
+  int64_t lo = off >= 0 ? 0 : (-off + S - 1) / S, hi = p->w - 1 - off < 0 ? 0 : (p->w - 1 - off) / S + 1;
+  *a = lo > t0 ? lo : t0;
+  *b = hi < t1 ? hi : t1;
+  if (*b < *a) *b = *a;
+}
+
+/* the tile [t0, t1) of a row: one kernel call when every tap of it lies inside x, else one per run of
+ * kernel columns inside x for the same pixels (at the row's ends: the same FMAs as a full tile) */
+static void dl_tile_at(const dl_job *j, const dl_src *row, int64_t t0, int64_t t1, float *sums, int acc) {
+  const primc_conv2d *p = j->p;
+  int64_t S = p->stride_w, a, b;
+  dl_cols(p, 0, t0, t1, &a, &b);
+  int64_t a1, b1;
+  dl_cols(p, p->kw - 1, t0, t1, &a1, &b1);
+  if (a == t0 && b == t1 && a1 == t0 && b1 == t1) { /* columns are monotonic in j: the ends decide */
+    dl_src s = *row;
+    s.x += t0 * S - p->pad_l;
+    dl_tab[t1 - t0 - 1][S - 1](&s, sums + t0 * DL_NR, acc);
+    return;
+  }
+  if (!acc) memset(sums + t0 * DL_NR, 0, (size_t)((t1 - t0) * DL_NR) * sizeof(float));
+  for (int64_t j0 = 0, j1; j0 < p->kw; j0 = j1) {
+    dl_cols(p, j0, t0, t1, &a, &b);
+    for (j1 = j0 + 1; j1 < p->kw; j1++) {
+      dl_cols(p, j1, t0, t1, &a1, &b1);
+      if (a1 != a || b1 != b) break;
+    }
+    if (a == b) continue;
+    dl_src s = *row;
+    s.x += a * S - p->pad_l + j0 * p->dil_w, s.w += j0 * DL_NR, s.nj = j1 - j0;
+    dl_tab[b - a - 1][S - 1](&s, sums + a * DL_NR, 1);
+  }
+}
+
+/* the source of output row oy's taps for channels [c0, c0 + nc), kernel rows inside x; ni = 0 if none */
+static dl_src dl_row(const dl_job *j, int64_t ob, int64_t oy, int64_t c0, int64_t nc) {
+  const primc_conv2d *p = j->p;
+  int64_t top = oy * p->stride_h - p->pad_t, i0 = 0, i1 = p->kh, wcs = p->kh * p->kw * DL_NR;
+  while (i0 < i1 && top + i0 * p->dil_h < 0) i0++;
+  while (i1 > i0 && top + (i1 - 1) * p->dil_h >= p->h) i1--;
+  dl_src s = {.x = j->x + (c0 * p->h + top + i0 * p->dil_h) * p->w, .cs = p->h * p->w, .rs = p->dil_h * p->w,
+              .js = p->dil_w, .c = nc, .ni = i1 - i0, .nj = p->kw,
+              .w = j->w + (ob * p->c * p->kh * p->kw) * DL_NR + c0 * wcs + i0 * p->kw * DL_NR, .wcs = wcs,
+              .wrs = p->kw * DL_NR};
+  return s;
+}
+
+/* items (output-channel block, band of output rows) [b, e), block-major so threads split the blocks
+ * first. Each chunk of weights is read by every tile of the band before the next: a deep conv's weights
+ * come from memory once per block (ResNet-18's 7x7 layer4, 9 MB of them: row by row, each block's were
+ * read 7 times, and 1.2 -> 2.0 ms). */
+static void dl_range(void *ctx, int64_t b, int64_t e) {
+  const dl_job *j = ctx;
+  const primc_conv2d *p = j->p;
+  float sums[DL_BAND_FLOATS] __attribute__((aligned(64)));
+  int64_t wcs = p->kh * p->kw * DL_NR, tiles = (j->ow + DL_R - 1) / DL_R, row_f = j->ow * DL_NR;
+  int64_t chunk = DL_W_BYTES / (wcs * (int64_t)sizeof(float)) > 0 ? DL_W_BYTES / (wcs * (int64_t)sizeof(float)) : 1;
+  for (int64_t it = b; it < e; it++) {
+    int64_t ob = it / j->bands, band = it % j->bands;
+    int64_t r0 = j->oh * band / j->bands, r1 = j->oh * (band + 1) / j->bands;
+    for (int64_t c0 = 0; c0 < p->c; c0 += chunk) {
+      int64_t nc = p->c - c0 < chunk ? p->c - c0 : chunk;
+      /* the next chunk's weights (the next block's first, past the last) into L2 meanwhile, a share
+       * before each tile: their first reading comes from memory */
+      const char *pf = (const char *)(j->w + (ob * p->c + c0 + nc) * wcs);
+      int64_t lines = nc * wcs * (int64_t)sizeof(float) / 64, per = (lines + (r1 - r0) * tiles - 1) / ((r1 - r0) * tiles);
+      for (int64_t oy = r0; oy < r1; oy++) {
+        dl_src row = dl_row(j, ob, oy, c0, nc);
+        float *rs = sums + (oy - r0) * row_f;
+        if (!row.ni && c0 == 0) memset(rs, 0, (size_t)row_f * sizeof(float));
+        for (int64_t t = 0; t < tiles; t++) {
+          for (int64_t l = 0; l < per && lines > 0; l++, lines--, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
+          if (row.ni) dl_tile_at(j, &row, j->ow * t / tiles, j->ow * (t + 1) / tiles, rs, c0 > 0);
+        }
+      }
+    }
+    int64_t nb = p->o - ob * DL_NR < DL_NR ? p->o - ob * DL_NR : DL_NR;
+    lanes_rows((void *)&j->le, sums, DL_NR, r0 * j->ow, ob * DL_NR, (r1 - r0) * j->ow, nb);
+  }
+}
+
+/* one image: x, y and the residual at the image's start */
+static void dl_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *x, const float *w, const epi_ctx *c) {
+  int64_t rows = DL_BAND_FLOATS / (ow * DL_NR);
+  dl_job j = {p, oh, ow, (p->o + DL_NR - 1) / DL_NR, (oh + rows - 1) / rows, x, w, {*c, oh * ow}};
+  primc_parallel_for(j.nob * j.bands, dl_range, &j);
+}
+
 /* ---------------------------------------------------------------- entry */
 
 int primc_conv2d_weight_layout(const primc_conv2d *p) {
@@ -1375,6 +1575,7 @@ int primc_conv2d_weight_layout(const primc_conv2d *p) {
   if (!p || !conv_valid(p) || is_depthwise(p)) return PRIMC_CONV_W_PLAIN;
   primc_conv2d_out_hw(p, &oh, &ow);
   if (wino_pays(p, oh, ow)) return PRIMC_CONV_W_WINOGRAD;
+  if (dl_pays(p, oh, ow)) return PRIMC_CONV_W_LANES;
   return channels_in_lanes(p, oh, ow) ? PRIMC_CONV_W_PANELS : PRIMC_CONV_W_STRIPS;
 }
 
@@ -1383,6 +1584,7 @@ size_t primc_conv2d_packed_weight_bytes(const primc_conv2d *p, int layout) {
   int64_t og = p->o / p->groups, kk = (p->c / p->groups) * p->kh * p->kw;
   if (layout == PRIMC_CONV_W_PANELS) return (size_t)p->groups * panels_stride(og, kk);
   if (layout == PRIMC_CONV_W_WINOGRAD) return primc_conv2d_winograd_bytes(p);
+  if (layout == PRIMC_CONV_W_LANES) return primc_conv2d_lanes_bytes(p);
   return (size_t)(p->o * kk) * sizeof(float);
 }
 
@@ -1413,7 +1615,7 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
   if (overlaps(y, ny, x, nx) || (e->res && e->res != y && overlaps(y, ny, e->res, ny)) || (e->res == y && y)) acc = spare;
   if (!acc || overlaps(acc, ny, x, nx) || (e->res && overlaps(acc, ny, e->res, ny))) return PRIMC_ERR_ARG;
   if (is_depthwise(p)) {
-    if (p->w_packed_mr || p->w_packed_panels || p->w_winograd) return PRIMC_ERR_ARG;
+    if (p->w_packed_mr || p->w_packed_panels || p->w_winograd || p->w_lanes) return PRIMC_ERR_ARG;
     dw_job j = {p, x, w, e, acc, y, oh, ow, use_avx512()};
     if (j.vec && dwl_fits(p, oh, ow)) primc_parallel_for(p->n * ((p->c + 15) / 16), dwl_range, &j);
     else primc_parallel_for(p->n * p->c, dw_range, &j);
@@ -1425,6 +1627,15 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
    * not overlap x (read by later tiles and groups) or a residual it is not exactly */
   int y_apart = col && !overlaps(y, ny, x, nx) && !(e->res && e->res != y && overlaps(y, ny, e->res, ny));
   if (p->w_packed_panels && (!y_apart || p->w_packed_mr || p->w_winograd)) return PRIMC_ERR_ARG;
+  if (p->w_lanes) { /* writes y row by row from its epilogue, reading x throughout */
+    if (!y_apart || p->w_packed_mr || p->w_packed_panels || p->w_winograd || !dl_shape(p, ow)) return PRIMC_ERR_ARG;
+    for (int64_t n = 0; n < p->n; n++) {
+      int64_t yoff = n * p->o * P;
+      epi_ctx c = {e->bias, e->bias_stride, e->res ? e->res + yoff : NULL, y + yoff, e->lo, e->hi, e->silu};
+      dl_conv(p, oh, ow, x + n * p->c * p->h * p->w, w, &c);
+    }
+    return PRIMC_OK;
+  }
   if (p->w_winograd) { /* writes y in its last step, after reading the whole image */
     if (!y_apart || !wino_shape(p, oh, ow) || !p->w_packed_mr) return PRIMC_ERR_ARG;
     for (int64_t n = 0; n < p->n; n++) {
@@ -1578,8 +1789,8 @@ __attribute__((target("avx512f"))) static void cl_row(const dwl_src *s, int64_t 
 static int then_dw_can(const primc_conv2d *pw, const primc_conv_epi *e1, const primc_conv2d *dw) {
   int64_t oh, ow;
   if (!pw || !dw || !conv_valid(pw) || !conv_valid(dw) || pw->groups != 1 || !is_depthwise(dw)) return 0;
-  if (pw->w_packed_mr || pw->w_packed_panels || pw->w_winograd || dw->w_packed_mr || dw->w_packed_panels ||
-      dw->w_winograd || (e1 && e1->res) || pw->c * pw->kh * pw->kw > PWL_MAX_K || !use_avx512())
+  if (pw->w_packed_mr || pw->w_packed_panels || pw->w_winograd || pw->w_lanes || dw->w_packed_mr ||
+      dw->w_packed_panels || dw->w_winograd || dw->w_lanes || (e1 && e1->res) || pw->c * pw->kh * pw->kw > PWL_MAX_K || !use_avx512())
     return 0;
   primc_conv2d_out_hw(pw, &oh, &ow);
   if (dw->n != pw->n || dw->c != pw->o || dw->h != oh || dw->w != ow) return 0;

@@ -561,6 +561,7 @@ int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p) {
   p->w_packed_mr = layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? (int)tile : 0;
   p->w_packed_panels = layout == PRIMC_CONV_W_PANELS;
   p->w_winograd = layout == PRIMC_CONV_W_WINOGRAD;
+  p->w_lanes = layout == PRIMC_CONV_W_LANES;
   return 1;
 }
 

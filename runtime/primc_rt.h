@@ -350,19 +350,24 @@ typedef struct primc_conv2d {
                           (PRIMC_CONV_W_PANELS) */
   int w_winograd;      /* w is primc_conv2d_pack_winograd's output with tile height w_packed_mr
                           (PRIMC_CONV_W_WINOGRAD) */
+  int w_lanes;         /* w is primc_conv2d_pack_lanes's output (PRIMC_CONV_W_LANES) */
 } primc_conv2d;
 /* How a conv wants its weights packed ahead of time, from its shape and, for Winograd, this CPU's
  * zmm FMA rate (primc_cpu_zmm_fmas); a conv compiled elsewhere runs whatever layout its params name:
  * STRIPS when output pixels go in the vector lanes (the usual case), PANELS when output channels do
  * (few output pixels, e.g. 7x7 maps: the GEMM is transposed, C^T = X_col^T W^T), PLAIN for
  * depthwise convs, which do not run on the GEMM. */
-enum { PRIMC_CONV_W_PLAIN = 0, PRIMC_CONV_W_STRIPS = 1, PRIMC_CONV_W_PANELS = 2, PRIMC_CONV_W_WINOGRAD = 3 };
+enum { PRIMC_CONV_W_PLAIN = 0, PRIMC_CONV_W_STRIPS = 1, PRIMC_CONV_W_PANELS = 2, PRIMC_CONV_W_WINOGRAD = 3, PRIMC_CONV_W_LANES = 4 };
 int primc_conv2d_weight_layout(const primc_conv2d *p);
 /* WINOGRAD (3x3 stride 1, 64 or 128+ channels each side by the CPU, 36+ 2x2 output tiles): the conv runs as Winograd
  * F(2x2, 3x3); its weights are transformed once: the 16 matrices U_xi [o][c] of G g G^T, each packed
  * by primc_sgemm_pack_a with tile height mr, one after the other (primc_conv2d_winograd_bytes) */
 int primc_conv2d_pack_winograd(const primc_conv2d *p, const float *w, int mr, float *dst);
 size_t primc_conv2d_winograd_bytes(const primc_conv2d *p);
+/* LANES (one group, AVX-512): the conv runs direct with 32 output channels in the vector lanes and
+ * pixels broadcast from x in place; weights [ceil(o/32)][c kh kw][32], channels past o zero */
+int primc_conv2d_pack_lanes(const primc_conv2d *p, const float *w, float *dst);
+size_t primc_conv2d_lanes_bytes(const primc_conv2d *p);
 /* bytes of the packed weights of that layout */
 size_t primc_conv2d_packed_weight_bytes(const primc_conv2d *p, int layout);
 /* the 2-D f32 conv a codegen conv call's params describe (primc_k_conv's layout); 0 when they describe
