@@ -1384,6 +1384,7 @@ static int wino_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float 
 #define DL_NR 32               /* output channels per sum: two vectors */
 #define DL_BAND_FLOATS 4096    /* the sums of a band of output rows, on the stack: at least a row */
 #define DL_W_BYTES (16 << 10)  /* weights of a chunk of channels: L1 keeps them (24 and 32 KB were slower) */
+#define DL_MAX_KW 16            /* kernel columns: a tile's runs of them are planned on the stack */
 #define DL_AVX __attribute__((target("avx512f")))
 
 typedef struct dl_src {
@@ -1438,7 +1439,7 @@ static void (*const dl_tab[DL_R][2])(const dl_src *, float *, int) = {
 
 static int dl_shape(const primc_conv2d *p, int64_t ow) {
   return use_avx512() && p->groups == 1 && !is_depthwise(p) && (p->stride_w == 1 || p->stride_w == 2) &&
-         ow * DL_NR <= DL_BAND_FLOATS;
+         ow * DL_NR <= DL_BAND_FLOATS && p->kw <= DL_MAX_KW;
 }
 
 /* Where the direct lanes conv is the fastest on this CPU (Zen 5, 1 thread, against the GEMM paths as
@@ -1486,31 +1487,55 @@ static void dl_cols(const primc_conv2d *p, int64_t j, int64_t t0, int64_t t1, in
   if (*b < *a) *b = *a;
 }
 
-/* the tile [t0, t1) of a row: one kernel call when every tap of it lies inside x, else one per run of
- * kernel columns inside x for the same pixels (at the row's ends: the same FMAs as a full tile) */
-static void dl_tile_at(const dl_job *j, const dl_src *row, int64_t t0, int64_t t1, float *sums, int acc) {
+/* A tile's kernel calls: one when every tap of it lies inside x, else one per run of kernel columns
+ * inside x for the same pixels (at the row's ends: the same FMAs as a full tile). Made once per conv
+ * call, not per row and chunk: the divisions cost a third of a 7-wide row's FMA time. */
+#define DL_MAX_TILES ((DL_BAND_FLOATS / DL_NR + DL_R - 1) / DL_R)
+typedef struct dl_run {
+  int64_t a, b, j0, j1; /* pixels [a, b) over kernel columns [j0, j1) */
+} dl_run;
+typedef struct dl_plan {
+  int64_t tiles, t0[DL_MAX_TILES + 1];
+  int full[DL_MAX_TILES], n[DL_MAX_TILES];
+  dl_run run[DL_MAX_TILES][DL_MAX_KW];
+} dl_plan;
+
+static void dl_plan_make(const primc_conv2d *p, int64_t ow, dl_plan *pl) {
+  pl->tiles = (ow + DL_R - 1) / DL_R;
+  for (int64_t t = 0; t <= pl->tiles; t++) pl->t0[t] = ow * t / pl->tiles;
+  for (int64_t t = 0; t < pl->tiles; t++) {
+    int64_t t0 = pl->t0[t], t1 = pl->t0[t + 1], a, b, a1, b1;
+    dl_cols(p, 0, t0, t1, &a, &b);
+    dl_cols(p, p->kw - 1, t0, t1, &a1, &b1);
+    pl->full[t] = a == t0 && b == t1 && a1 == t0 && b1 == t1; /* columns are monotonic in j: the ends decide */
+    pl->n[t] = 0;
+    for (int64_t j0 = 0, j1; j0 < p->kw && !pl->full[t]; j0 = j1) {
+      dl_cols(p, j0, t0, t1, &a, &b);
+      for (j1 = j0 + 1; j1 < p->kw; j1++) {
+        dl_cols(p, j1, t0, t1, &a1, &b1);
+        if (a1 != a || b1 != b) break;
+      }
+      if (a < b) pl->run[t][pl->n[t]++] = (dl_run){a, b, j0, j1};
+    }
+  }
+}
+
+/* tile t of a row (sums at the row's) */
+static void dl_tile_at(const dl_job *j, const dl_plan *pl, const dl_src *row, int64_t t, float *sums, int acc) {
   const primc_conv2d *p = j->p;
-  int64_t S = p->stride_w, a, b;
-  dl_cols(p, 0, t0, t1, &a, &b);
-  int64_t a1, b1;
-  dl_cols(p, p->kw - 1, t0, t1, &a1, &b1);
-  if (a == t0 && b == t1 && a1 == t0 && b1 == t1) { /* columns are monotonic in j: the ends decide */
+  int64_t S = p->stride_w, t0 = pl->t0[t], t1 = pl->t0[t + 1];
+  if (pl->full[t]) {
     dl_src s = *row;
     s.x += t0 * S - p->pad_l;
     dl_tab[t1 - t0 - 1][S - 1](&s, sums + t0 * DL_NR, acc);
     return;
   }
   if (!acc) memset(sums + t0 * DL_NR, 0, (size_t)((t1 - t0) * DL_NR) * sizeof(float));
-  for (int64_t j0 = 0, j1; j0 < p->kw; j0 = j1) {
-    dl_cols(p, j0, t0, t1, &a, &b);
-    for (j1 = j0 + 1; j1 < p->kw; j1++) {
-      dl_cols(p, j1, t0, t1, &a1, &b1);
-      if (a1 != a || b1 != b) break;
-    }
-    if (a == b) continue;
+  for (int q = 0; q < pl->n[t]; q++) {
+    const dl_run *r = &pl->run[t][q];
     dl_src s = *row;
-    s.x += a * S - p->pad_l + j0 * p->dil_w, s.w += j0 * DL_NR, s.nj = j1 - j0;
-    dl_tab[b - a - 1][S - 1](&s, sums + a * DL_NR, 1);
+    s.x += r->a * S - p->pad_l + r->j0 * p->dil_w, s.w += r->j0 * DL_NR, s.nj = r->j1 - r->j0;
+    dl_tab[r->b - r->a - 1][S - 1](&s, sums + r->a * DL_NR, 1);
   }
 }
 
@@ -1535,7 +1560,9 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
   const dl_job *j = ctx;
   const primc_conv2d *p = j->p;
   float sums[DL_BAND_FLOATS] __attribute__((aligned(64)));
-  int64_t wcs = p->kh * p->kw * DL_NR, tiles = (j->ow + DL_R - 1) / DL_R, row_f = j->ow * DL_NR;
+  dl_plan pl;
+  dl_plan_make(p, j->ow, &pl);
+  int64_t wcs = p->kh * p->kw * DL_NR, tiles = pl.tiles, row_f = j->ow * DL_NR;
   int64_t chunk = DL_W_BYTES / (wcs * (int64_t)sizeof(float)) > 0 ? DL_W_BYTES / (wcs * (int64_t)sizeof(float)) : 1;
   for (int64_t it = b; it < e; it++) {
     int64_t ob = it / j->bands, band = it % j->bands;
@@ -1552,7 +1579,7 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
         if (!row.ni && c0 == 0) memset(rs, 0, (size_t)row_f * sizeof(float));
         for (int64_t t = 0; t < tiles; t++) {
           for (int64_t l = 0; l < per && lines > 0; l++, lines--, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
-          if (row.ni) dl_tile_at(j, &row, j->ow * t / tiles, j->ow * (t + 1) / tiles, rs, c0 > 0);
+          if (row.ni) dl_tile_at(j, &pl, &row, t, rs, c0 > 0);
         }
       }
     }
