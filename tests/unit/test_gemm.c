@@ -591,7 +591,8 @@ PC_TEST(gemm_conv2d_rejects_bad_params) {
 
 /* y = clamp(conv + bias + res, 0, 6), or clamp(silu(conv + bias + res), -0.25, 6), with res separate, and
  * in place (res == y, sums in the spare) */
-static int check_conv_epilogue(const primc_conv2d *p, int silu) {
+/* lanes: weights packed for the direct lanes conv (AVX-512), which applies the epilogue in registers */
+static int check_conv_epilogue(const primc_conv2d *p, int silu, int lanes) {
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
   int64_t nx = p->n * p->c * p->h * p->w, nw = p->o * (p->c / p->groups) * p->kh * p->kw, ny = p->n * p->o * oh * ow;
@@ -609,16 +610,23 @@ static int check_conv_epilogue(const primc_conv2d *p, int silu) {
     r[i] = fmin(fmax(silu ? v / (1.0 + exp(-v)) : v, lo), 6.0);
   }
   primc_conv_epi e = {b, 2, res, (float)lo, 6.0f, silu};
-  int ok = CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL), PRIMC_OK);
+  primc_conv2d pk = *p;
+  float *wl = lanes ? aligned_alloc(64, (primc_conv2d_lanes_bytes(p) + 63) / 64 * 64) : NULL;
+  const float *wk = w;
+  if (lanes) {
+    pk.w_lanes = 1, wk = wl;
+    CHECK_INT(primc_conv2d_pack_lanes(p, w, wl), PRIMC_OK);
+  }
+  int ok = CHECK_INT(primc_conv2d_f32_epi(&pk, x, wk, &e, y, NULL, lanes ? col : NULL), PRIMC_OK);
   double tol = 4.0 * (double)((p->c / p->groups) * p->kh * p->kw + 3) * FLT_EPSILON;
   for (int64_t i = 0; i < ny && ok; i++) ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "y[%lld]=%g, want %g", (long long)i, y[i], r[i]);
   memcpy(y, res, sizeof(float) * (size_t)ny);
   e.res = y;
-  ok = ok && CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL), PRIMC_ERR_ARG); /* in place needs a spare */
-  ok = ok && CHECK_INT(primc_conv2d_f32_epi(p, x, w, &e, y, spare, col), PRIMC_OK);
+  ok = ok && CHECK_INT(primc_conv2d_f32_epi(&pk, x, wk, &e, y, NULL, lanes ? col : NULL), PRIMC_ERR_ARG); /* in place needs a spare */
+  ok = ok && CHECK_INT(primc_conv2d_f32_epi(&pk, x, wk, &e, y, spare, col), PRIMC_OK);
   for (int64_t i = 0; i < ny && ok; i++)
     ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "in place: y[%lld]=%g, want %g", (long long)i, y[i], r[i]);
-  free(x), free(w), free(b), free(res), free(y), free(spare), free(col), free(r), free(bias);
+  free(x), free(w), free(b), free(res), free(y), free(spare), free(col), free(r), free(bias), free(wl);
   return ok;
 }
 
@@ -638,10 +646,19 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
   for (int i = 0; i < n; i++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       primc_sgemm_force_isa(is[i]);
-      int ok = check_conv_epilogue(&cases[c], 0) && check_conv_epilogue(&cases[c], 1);
+      int ok = check_conv_epilogue(&cases[c], 0, 0) && check_conv_epilogue(&cases[c], 1, 0);
       primc_sgemm_force_isa(PRIMC_ISA_AUTO);
       if (!ok) return;
     }
+  /* the direct lanes conv: two images, a partial block of 16 channels, stride 2, a stem's 7x7/2 */
+  static const primc_conv2d lanes[] = {
+      {2, 16, 9, 20, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+      {1, 9, 15, 30, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+      {1, 3, 30, 41, 32, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0},
+  };
+  for (int i = 0; i < n; i++)
+    for (size_t c = 0; c < sizeof lanes / sizeof lanes[0] && is[i] == PRIMC_ISA_AVX512; c++)
+      if (!check_conv_epilogue(&lanes[c], 0, 1) || !check_conv_epilogue(&lanes[c], 1, 1)) return;
 }
 
 /* primc_k_maxpool (the call codegen makes of ONNX MaxPool's pad + max tree) against a plain loop
