@@ -1444,15 +1444,19 @@ static int dl_shape(const primc_conv2d *p, int64_t ow) {
 
 /* Where the direct lanes conv is the fastest on this CPU (Zen 5, 1 thread, against the GEMM paths as
  * compiled, in ResNet-18: 3x3/2 64->128 at 28x28 0.65 -> 0.49 ms, 128->256 at 14x14 0.65 -> 0.50,
- * 3x3 512->512 at 7x7 1.18 -> 0.99, 64->64 at 56x56 1.05 -> 0.98). Not: 1x1 stride-1 convs (one GEMM
- * reading x in place), Winograd's, output channels that leave lanes empty, a stem of few channels,
- * whose rows of few taps make its sums go through memory more often than the GEMM's (7x7/2 3->64
- * 1.19 -> 1.30 ms in the model), and 1x1s onto rows of fewer than a tile's pixels, which the
- * transposed GEMM's 14 x 32 tiles fill better (ResNet-50's 1x1/2 1024->2048 at 7x7 0.94 -> 1.16). */
+ * 3x3 512->512 at 7x7 1.18 -> 0.99, 64->64 at 56x56 1.05 -> 0.98). Not: Winograd's convs, output
+ * channels that leave lanes empty, a stem of few channels, whose rows of few taps make its sums go
+ * through memory more often than the GEMM's (7x7/2 3->64 1.19 -> 1.30 ms in the model), and 1x1s onto
+ * rows of fewer than a tile's pixels, which the transposed GEMM's 14 x 32 tiles fill better (ResNet-50's
+ * 1x1/2 1024->2048 at 7x7 0.94 -> 1.16). Of the 1x1 stride-1 convs, one GEMM reading x in place, only
+ * those narrowing 4x or more gain, and not into 97-128 channels, where the GEMM reads x in place too
+ * (weights cold, 1 and 2 threads: 256->64 at 56x56 0.95 and 0.97, 1024->256 at 14x14 0.93 and 0.87,
+ * 192->32 at 28x28 0.88 and 0.98; 512->128 at 28x28 1.03-1.05 on 1 thread; widening ones 1.04-1.16). */
 #define DL_MIN_C 8
 static int dl_pays(const primc_conv2d *p, int64_t oh, int64_t ow) {
   if (p->kh * p->kw == 1 && ow < DL_R) return 0;
-  return dl_shape(p, ow) && p->o % DL_NR == 0 && p->c >= DL_MIN_C && !is_pointwise(p) && !wino_pays(p, oh, ow);
+  if (is_pointwise(p) && (p->c < 4 * p->o || (p->o > 96 && p->o <= 128))) return 0;
+  return dl_shape(p, ow) && p->o % DL_NR == 0 && p->c >= DL_MIN_C && !wino_pays(p, oh, ow);
 }
 
 size_t primc_conv2d_lanes_bytes(const primc_conv2d *p) {

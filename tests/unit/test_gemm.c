@@ -495,7 +495,10 @@ PC_TEST(gemm_conv2d_weight_layout) {
   CHECK_INT(primc_conv2d_weight_layout(&down), lanes ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&stem), PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&pw_small), PRIMC_CONV_W_PANELS);
-  CHECK_INT(primc_conv2d_weight_layout(&narrow), PRIMC_CONV_W_PANELS);
+  /* narrowing 4x or more, but not into 97-128 channels: the direct lanes conv where there is AVX-512 */
+  primc_conv2d narrow_deep = {1, 1024, 14, 14, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  CHECK_INT(primc_conv2d_weight_layout(&narrow), lanes ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_PANELS);
+  CHECK_INT(primc_conv2d_weight_layout(&narrow_deep), lanes ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&narrow_wide), PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&narrow_many), PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&dw), PRIMC_CONV_W_PLAIN);
