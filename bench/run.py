@@ -45,32 +45,39 @@ def settle():
     time.sleep(0.5)
 
 
-def bench_primc(primc, d, name, threads, runs, outdir):
+# Each peer is set up once (compiled, sessions made) and then timed in ROUNDS interleaved rounds of
+# RUNS / ROUNDS runs: on a shared machine whose speed drifts over minutes, a peer timed in one block could
+# land in a slow or a fast phase the others missed. Per peer and thread count: the min over all rounds and
+# the median of the rounds' medians.
+ROUNDS = 3
+
+
+def primc_timer(primc, d, name, outdir):
     exe = os.path.join(outdir, name)
     t0 = time.perf_counter()
     r = subprocess.run([primc, "compile", os.path.join(d, "model.onnx"), "-o", exe], capture_output=True, text=True)
     compile_s = time.perf_counter() - t0
     if r.returncode != 0:
-        return {"error": (r.stderr or r.stdout).strip().splitlines()[-1:] or ["compile failed"]}
-    res = {"compile_s": compile_s, "size_kb": os.path.getsize(exe) / 1024}
-    for t in threads:
-        settle()
+        return {"error": (r.stderr or r.stdout).strip().splitlines()[-1:] or ["compile failed"]}, None
+    info = {"compile_s": compile_s, "size_kb": os.path.getsize(exe) / 1024}
+
+    def run(t, runs):
         env = dict(os.environ, PRIMC_NUM_THREADS=str(t))
         r = subprocess.run([exe, os.path.join(d, "input.npy"), "--bench", str(runs)], capture_output=True, text=True,
                            env=env)
         mn = re.search(r"min[^0-9]*([0-9.]+)\s*ms", r.stdout)
         md = re.search(r"median[^0-9]*([0-9.]+)\s*ms", r.stdout)
-        res[t] = (float(mn.group(1)), float(md.group(1))) if r.returncode == 0 and mn and md else None
-    return res
+        return (float(mn.group(1)), float(md.group(1))) if r.returncode == 0 and mn and md else None
+    return info, run
 
 
-def bench_ort(d, threads, runs):
+def ort_timer(d, threads):
     try:
         import onnxruntime as ort
     except ImportError:
         return None
     x = np.load(os.path.join(d, "input.npy"))
-    res = {}
+    binds = {}
     for t in threads:
         so = ort.SessionOptions()
         so.intra_op_num_threads = t
@@ -82,12 +89,11 @@ def bench_ort(d, threads, runs):
         b.bind_cpu_input(sess.get_inputs()[0].name, x)
         for o in sess.get_outputs():
             b.bind_output(o.name, "cpu")
-        settle()
-        res[t] = timed_runs(lambda: sess.run_with_iobinding(b), runs)
-    return res
+        binds[t] = (sess, b)
+    return lambda t, runs: timed_runs(lambda: binds[t][0].run_with_iobinding(binds[t][1]), runs)
 
 
-def bench_torch(name, d, threads, runs, compiled):
+def torch_timer(name, d, compiled):
     try:
         import torch
         import export
@@ -103,13 +109,30 @@ def bench_torch(name, d, threads, runs, compiled):
         if not hasattr(torch, "compile"):
             return None
         model = torch.compile(model)
-    res = {}
-    for t in threads:
+
+    def run(t, runs):
         torch.set_num_threads(t)
-        settle()
         with torch.no_grad():
-            res[t] = timed_runs(lambda: model(x), runs)
-    return res
+            return timed_runs(lambda: model(x), runs)
+    return run
+
+
+def interleaved(timers, threads, runs):
+    """{peer: {threads: (min, median of round medians)}} over ROUNDS rounds, peers in turn each round"""
+    per = max(5, -(-runs // ROUNDS))
+    got = {k: {t: [] for t in threads} for k, f in timers.items() if f}
+    for _ in range(ROUNDS):
+        for k, f in timers.items():
+            for t in threads if f else []:
+                settle()
+                v = f(t, per)
+                if v:
+                    got[k][t].append(v)
+    out = {}
+    for k, f in timers.items():
+        out[k] = None if not f else {t: (min(v[0] for v in got[k][t]), statistics.median(v[1] for v in got[k][t]))
+                                     if got[k][t] else None for t in threads}
+    return out
 
 
 def fmt(v):
@@ -130,10 +153,12 @@ def main():
     for d in model_dirs(set(filter(None, a.models.split(",")))):
         name = os.path.basename(d)
         print(f"== {name}", flush=True)
-        p = bench_primc(a.primc, d, name, threads, a.runs, outdir)
-        o = bench_ort(d, threads, a.runs)
-        te = bench_torch(name, d, threads, a.runs, False)
-        tc = bench_torch(name, d, threads, a.runs, True)
+        info, prun = primc_timer(a.primc, d, name, outdir)
+        r = interleaved({"primc": prun, "ort": ort_timer(d, threads), "eager": torch_timer(name, d, False),
+                         "compile": torch_timer(name, d, True)}, threads, a.runs)
+        p = dict(info)
+        p.update(r["primc"] or {})
+        o, te, tc = r["ort"], r["eager"], r["compile"]
         rows.append((name, p, o, te, tc))
         for t in threads:
             print(f"  {t} thread(s): primc {fmt(p.get(t))}  ort {fmt(o and o[t])}  "
@@ -143,8 +168,9 @@ def main():
 
 def write_results(rows, threads):
     lines = ["# primc benchmark", "", f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores "
-             "(min / median latency in ms over repeated runs after warm-up; ratio = primc median / ONNX Runtime median, "
-             "below 1 means primc is faster)", ""]
+             "(min / median latency in ms over repeated runs after warm-up, the peers timed in turn in %d interleaved "
+             "rounds: the min over all runs and the median of the rounds' medians; ratio = primc median / ONNX Runtime "
+             "median, below 1 means primc is faster)" % ROUNDS, ""]
     for t in threads:
         lines += [f"## {t} thread(s)", "",
                   "| model | primc | ONNX Runtime | ratio | PyTorch eager | torch.compile | primc compile s | binary KiB |",
