@@ -45,5 +45,23 @@ if [ -n "$peak_report" ] && [ "$peak_report" = "$peak_dump" ]; then ok "report p
 else bad "report peak" "report '$peak_report' dump '$peak_dump'"; fi
 grep -q '^kernel k0 ' "$tmp/out" && ok "report lists kernels" || bad "report lists kernels" "no kernel k0"
 
+# a compiled model runs without OpenBLAS worker threads (they spin in sched_yield, taking a core from the
+# pool), also where the environment picks OpenBLAS's kernels itself: watched while it runs, one thread
+"$B/primc" compile models/mlp/model.onnx -O2 -o "$tmp/mlp" >/dev/null 2>&1
+OPENBLAS_CORETYPE=Haswell PRIMC_NUM_THREADS=1 "$tmp/mlp" models/mlp/input.npy --bench 3000000 >/dev/null 2>&1 &
+pid=$!
+seen=""
+for _ in $(seq 100); do
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OPENBLAS_NUM_THREADS=1'; then
+    sleep 0.2
+    seen=$(awk '/^Threads:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+    break
+  fi
+  sleep 0.05
+done
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+[ "$seen" = 1 ] && ok "compiled model: no OpenBLAS workers" || bad "compiled model threads" "'$seen' threads (empty: never re-ran with OPENBLAS_NUM_THREADS=1)"
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
