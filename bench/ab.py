@@ -23,7 +23,9 @@ for d in dirs:
     res={i:[] for i in range(len(exes))}; o=[]
     for r in range(3):
         for i,e in enumerate(exes):
+            time.sleep(0.5) # ONNX Runtime's pool spins a while after its last run: wait it out, as bench/run.py does
             out=subprocess.run([e,d+'/input.npy','--bench',str(runs)],capture_output=True,text=True,env=dict(os.environ,PRIMC_NUM_THREADS=str(threads))).stdout
             res[i].append(float(re.search(r'median[^0-9]*([0-9.]+)',out).group(1)))
+        time.sleep(0.5)
         o.append(ortt(d))
     print("%-16s "%name + "  ".join("primc%d %.3f"%(i,min(v)) for i,v in res.items()) + "  ort %.3f ms"%min(o), flush=True)
