@@ -39,10 +39,17 @@ def model_dirs(selected):
     return out
 
 
-def settle():
-    # the previous peer's worker threads spin for a while after its last run (OpenMP's and ONNX Runtime's
-    # pools): wait them out so that the next tool timed gets the cores it asked for
-    time.sleep(0.5)
+# The previous peer's worker threads spin for a while after its last run (OpenMP's and ONNX Runtime's
+# pools): wait them out so that the next tool timed gets the cores it asked for. After PyTorch, half a
+# second is not enough: a 2-thread primc run of resnet_tiny 0.5-1.0 s after 200 torch runs in this
+# process took 0.077 ms (in 7 of 10 tries), 2 s after 0.051 (in 5 of 5), as without torch.
+SETTLE_S = 0.5
+TORCH_SETTLE_S = 2.5
+TORCH_PEERS = ("eager", "compile")
+
+
+def settle(seconds=SETTLE_S):
+    time.sleep(seconds)
 
 
 # Each peer is set up once (compiled, sessions made) and then timed in ROUNDS interleaved rounds of
@@ -121,10 +128,12 @@ def interleaved(timers, threads, runs):
     """{peer: {threads: (min, median of round medians)}} over ROUNDS rounds, peers in turn each round"""
     per = max(5, -(-runs // ROUNDS))
     got = {k: {t: [] for t in threads} for k, f in timers.items() if f}
+    prev = TORCH_PEERS[0]  # the previous model's last peer may have been PyTorch
     for _ in range(ROUNDS):
         for k, f in timers.items():
             for t in threads if f else []:
-                settle()
+                settle(TORCH_SETTLE_S if prev in TORCH_PEERS and k not in TORCH_PEERS else SETTLE_S)
+                prev = k
                 v = f(t, per)
                 if v:
                     got[k][t].append(v)
