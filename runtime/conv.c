@@ -1065,20 +1065,41 @@ typedef struct lanes_epi {
   int64_t P;
 } lanes_epi;
 
-/* 16 channels [o0, o0 + nc) of the C^T tile, pixels [0, mb), turned by 16x16 transposes into rows of
- * tmp and from there through the epilogue into y (a scalar gather down C^T's columns read one cache
- * line per element: a third of MobileNetV2's 7x7 1x1 convs) */
-__attribute__((target("avx512f"))) static void lanes_rows512(const lanes_epi *d, const float *C, int64_t ldc,
-                                                             int64_t m0, int64_t o0, int nc, int64_t mb) {
-  const epi_ctx *e = &d->e;
-  float tmp[16][64] __attribute__((aligned(64)));
-  for (int64_t p0 = 0; p0 < mb; p0 += 64) {
-    int64_t n = mb - p0 < 64 ? mb - p0 : 64;
-    for (int64_t q = 0; q < n; q += 16)
-      primc_tr16_part(C + (p0 + q) * ldc + o0, ldc, (int)(n - q < 16 ? n - q : 16), nc, &tmp[0][q], 64);
-    for (int o = 0; o < nc; o++) {
-      int64_t ch = o0 + o, off = ch * d->P + m0 + p0; /* ch counts from the tile's first channel */
-      epi_row512(e, e->y + off, tmp[o], e->res ? e->res + off : NULL, e->bias ? e->bias[ch * e->bias_stride] : 0.0f, n);
+/* e with y, res and bias moved to channel ch of planes of P pixels */
+static epi_ctx epi_at(const epi_ctx *e, int64_t ch, int64_t P) {
+  epi_ctx c = *e;
+  c.y += ch * P;
+  c.res = e->res ? e->res + ch * P : NULL;
+  c.bias = e->bias ? e->bias + ch * e->bias_stride : NULL;
+  return c;
+}
+
+/* Pixels [0, mb) x channels [0, nb) of a C^T tile (rows ldc apart) into y's channel rows from pixel m0
+ * on (e at the tile's first channel): 16 x 16 blocks through one in-register transpose, each channel's
+ * 16 pixels then one vector for bias, residual, SiLU and clamp and one store. A scalar gather down C^T's
+ * columns read one cache line per element (a third of MobileNetV2's 7x7 1x1 convs), and the transposes
+ * through a buffer and a second pass for the epilogue took a fifth of a 3-channel 7x7 stem's time in
+ * the direct lanes conv. */
+__attribute__((target("avx512f"))) static void ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc,
+                                                        int64_t m0, int64_t mb, int64_t nb) {
+  __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
+  for (int64_t c0 = 0; c0 < nb; c0 += 16) {
+    int64_t nc = nb - c0 < 16 ? nb - c0 : 16;
+    __mmask16 cm = low_mask(nc); /* C^T's columns past the tile are not read */
+    for (int64_t q = 0; q < mb; q += 16) {
+      int rows = mb - q < 16 ? (int)(mb - q) : 16;
+      __mmask16 m = low_mask(rows);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, ct + (q + i) * ldc + c0) : _mm512_setzero_ps();
+      primc_tr16(r);
+      for (int64_t c = 0; c < nc; c++) {
+        int64_t ch = c0 + c, off = ch * P + m0 + q;
+        __m512 v = _mm512_add_ps(r[c], _mm512_set1_ps(e->bias ? e->bias[ch * e->bias_stride] : 0.0f));
+        if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e->res + off));
+        if (e->silu) v = silu512(v);
+        _mm512_mask_storeu_ps(e->y + off, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v))); /* v second: NaN stays */
+      }
     }
   }
 }
@@ -1087,12 +1108,9 @@ __attribute__((target("avx512f"))) static void lanes_rows512(const lanes_epi *d,
 static void lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
   const lanes_epi *d = ctx;
   const epi_ctx *e = &d->e;
-  int vec = use_avx512();
-  if (vec) {
-    lanes_epi dn = *d;
-    dn.e.y += n0 * d->P, dn.e.res = e->res ? e->res + n0 * d->P : NULL;
-    dn.e.bias = e->bias ? e->bias + n0 * e->bias_stride : NULL;
-    for (int64_t o0 = 0; o0 < nb; o0 += 16) lanes_rows512(&dn, C, ldc, m0, o0, (int)(nb - o0 < 16 ? nb - o0 : 16), mb);
+  if (use_avx512()) {
+    epi_ctx en = epi_at(e, n0, d->P);
+    ct_store(&en, d->P, C, ldc, m0, mb, nb);
     return;
   }
   float tmp[64];
@@ -1101,9 +1119,7 @@ static void lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
       int64_t n = mb - p0 < 64 ? mb - p0 : 64, off = (n0 + o) * d->P + m0 + p0;
       for (int64_t i = 0; i < n; i++) tmp[i] = C[(p0 + i) * ldc + o];
       const float *res = e->res ? e->res + off : NULL;
-      float b = e->bias ? e->bias[(n0 + o) * e->bias_stride] : 0.0f;
-      if (vec) epi_row512(e, e->y + off, tmp, res, b, n);
-      else epi_row_scalar(e, e->y + off, tmp, res, b, n);
+      epi_row_scalar(e, e->y + off, tmp, res, e->bias ? e->bias[(n0 + o) * e->bias_stride] : 0.0f, n);
     }
 }
 
@@ -1377,8 +1393,8 @@ static int wino_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float 
  * in registers; a tile at the row's end, some of whose taps fall left or right of x, runs once per run
  * of kernel columns that lie inside x for the same pixels, and kernel rows above or below x are skipped
  * for the whole row. The channels are taken in chunks whose weights stay in L1 while every tile of a
- * band of rows reads them. The band's [pixels][32] sums go to y's rows through dl_store (16x16
- * transposes, the epilogue in registers). This is the register tile of MLAS's NCHWc convs, on NCHW maps.
+ * band of rows reads them. The band's [pixels][32] sums go to y's rows through ct_store (16x16
+ * transposes, the epilogue in registers), as the transposed GEMM's do. This is the register tile of MLAS's NCHWc convs, on NCHW maps.
  */
 #define DL_R 14                /* pixels per tile: 28 sums, 14 broadcasts and 2 weight loads per tap */
 #define DL_NR 32               /* output channels per sum: two vectors */
@@ -1543,32 +1559,6 @@ static void dl_tile_at(const dl_job *j, const dl_plan *pl, const dl_src *row, in
   }
 }
 
-/* The band's sums [pixel][32] into y's channel rows, the epilogue applied in registers: 16 pixels x 16
- * channels at a time through one in-register transpose, each channel's 16 pixels then one vector for
- * bias, residual, SiLU and clamp and one store (through a buffer and a second pass, the epilogue took a
- * fifth of a 3-channel 7x7 stem's time). m0: the band's first pixel; nb: the block's channels. */
-static DL_AVX void dl_store(const dl_job *j, const float *sums, int64_t m0, int64_t mb, int64_t o0, int64_t nb) {
-  const epi_ctx *e = &j->le.e;
-  int64_t P = j->le.P;
-  __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
-  for (int64_t c0 = 0; c0 < nb; c0 += 16)
-    for (int64_t q = 0; q < mb; q += 16) {
-      int rows = mb - q < 16 ? (int)(mb - q) : 16;
-      __mmask16 m = low_mask(rows);
-      __m512 r[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_load_ps(sums + (q + i) * DL_NR + c0) : _mm512_setzero_ps();
-      primc_tr16(r);
-      for (int64_t c = 0; c < 16 && c0 + c < nb; c++) {
-        int64_t ch = o0 + c0 + c, off = ch * P + m0 + q;
-        __m512 v = _mm512_add_ps(r[c], _mm512_set1_ps(e->bias ? e->bias[ch * e->bias_stride] : 0.0f));
-        if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e->res + off));
-        if (e->silu) v = silu512(v);
-        _mm512_mask_storeu_ps(e->y + off, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v))); /* v second: NaN stays */
-      }
-    }
-}
-
 /* the source of output row oy's taps for channels [c0, c0 + nc), kernel rows inside x; ni = 0 if none */
 static dl_src dl_row(const dl_job *j, int64_t ob, int64_t oy, int64_t c0, int64_t nc) {
   const primc_conv2d *p = j->p;
@@ -1593,7 +1583,8 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
   dl_plan pl;
   dl_plan_make(p, j->ow, &pl);
   int64_t wcs = p->kh * p->kw * DL_NR, tiles = pl.tiles, row_f = j->ow * DL_NR;
-  int64_t chunk = DL_W_BYTES / (wcs * (int64_t)sizeof(float)) > 0 ? DL_W_BYTES / (wcs * (int64_t)sizeof(float)) : 1;
+  int64_t chunk = DL_W_BYTES / (wcs * (int64_t)sizeof(float));
+  if (chunk < 1) chunk = 1;
   for (int64_t it = b; it < e; it++) {
     int64_t ob = it / j->bands, band = it % j->bands;
     int64_t r0 = j->oh * band / j->bands, r1 = j->oh * (band + 1) / j->bands;
@@ -1614,7 +1605,8 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
       }
     }
     int64_t nb = p->o - ob * DL_NR < DL_NR ? p->o - ob * DL_NR : DL_NR;
-    dl_store(j, sums, r0 * j->ow, (r1 - r0) * j->ow, ob * DL_NR, nb);
+    epi_ctx eb = epi_at(&j->le.e, ob * DL_NR, j->le.P);
+    ct_store(&eb, j->le.P, sums, DL_NR, r0 * j->ow, (r1 - r0) * j->ow, nb);
   }
 }
 

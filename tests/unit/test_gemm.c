@@ -594,13 +594,15 @@ PC_TEST(gemm_conv2d_rejects_bad_params) {
 
 /* y = clamp(conv + bias + res, 0, 6), or clamp(silu(conv + bias + res), -0.25, 6), with res separate, and
  * in place (res == y, sums in the spare) */
-/* lanes: weights packed for the direct lanes conv (AVX-512), which applies the epilogue in registers */
-static int check_conv_epilogue(const primc_conv2d *p, int silu, int lanes) {
+/* layout: plain weights, or packed for the direct lanes conv (AVX-512) or as the transposed GEMM's W^T
+ * panels (one group), both of which apply the epilogue as they turn C^T back */
+static int check_conv_epilogue(const primc_conv2d *p, int silu, int layout) {
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
   int64_t nx = p->n * p->c * p->h * p->w, nw = p->o * (p->c / p->groups) * p->kh * p->kw, ny = p->n * p->o * oh * ow;
   float *x = rand_buf(nx), *w = rand_buf(nw), *b = rand_buf(2 * p->o), *res = rand_buf(ny), *y = rand_buf(ny);
-  float *spare = rand_buf(ny), *col = rand_buf(primc_conv2d_scratch_floats(p) + 1);
+  int64_t kk = (p->c / p->groups) * p->kh * p->kw, P = oh * ow; /* the transposed GEMM's im2col and C^T */
+  float *spare = rand_buf(ny), *col = rand_buf(primc_conv2d_scratch_floats(p) + kk * P + P * p->o + 1);
   double *r = malloc(sizeof(double) * (size_t)ny);
   float *bias = malloc(sizeof(float) * (size_t)p->o);
   for (int64_t o = 0; o < p->o; o++) bias[o] = b[2 * o]; /* the kernel reads it with stride 2 */
@@ -614,18 +616,22 @@ static int check_conv_epilogue(const primc_conv2d *p, int silu, int lanes) {
   }
   primc_conv_epi e = {b, 2, res, (float)lo, 6.0f, silu};
   primc_conv2d pk = *p;
-  float *wl = lanes ? aligned_alloc(64, (primc_conv2d_lanes_bytes(p) + 63) / 64 * 64) : NULL;
-  const float *wk = w;
-  if (lanes) {
-    pk.w_lanes = 1, wk = wl;
+  int packed = layout != PRIMC_CONV_W_PLAIN;
+  float *wl = packed ? aligned_alloc(64, (primc_conv2d_packed_weight_bytes(p, layout) + 63) / 64 * 64) : NULL;
+  const float *wk = packed ? wl : w;
+  if (layout == PRIMC_CONV_W_LANES) {
+    pk.w_lanes = 1;
     CHECK_INT(primc_conv2d_pack_lanes(p, w, wl), PRIMC_OK);
+  } else if (layout == PRIMC_CONV_W_PANELS) {
+    pk.w_packed_panels = 1;
+    CHECK_INT(primc_sgemm_pack_b(1, p->o, kk, w, kk, wl), PRIMC_OK);
   }
-  int ok = CHECK_INT(primc_conv2d_f32_epi(&pk, x, wk, &e, y, NULL, lanes ? col : NULL), PRIMC_OK);
-  double tol = 4.0 * (double)((p->c / p->groups) * p->kh * p->kw + 3) * FLT_EPSILON;
+  int ok = CHECK_INT(primc_conv2d_f32_epi(&pk, x, wk, &e, y, NULL, packed ? col : NULL), PRIMC_OK);
+  double tol = 4.0 * (double)(kk + 3) * FLT_EPSILON;
   for (int64_t i = 0; i < ny && ok; i++) ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "y[%lld]=%g, want %g", (long long)i, y[i], r[i]);
   memcpy(y, res, sizeof(float) * (size_t)ny);
   e.res = y;
-  ok = ok && CHECK_INT(primc_conv2d_f32_epi(&pk, x, wk, &e, y, NULL, lanes ? col : NULL), PRIMC_ERR_ARG); /* in place needs a spare */
+  ok = ok && CHECK_INT(primc_conv2d_f32_epi(&pk, x, wk, &e, y, NULL, packed ? col : NULL), PRIMC_ERR_ARG); /* in place needs a spare */
   ok = ok && CHECK_INT(primc_conv2d_f32_epi(&pk, x, wk, &e, y, spare, col), PRIMC_OK);
   for (int64_t i = 0; i < ny && ok; i++)
     ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol, "in place: y[%lld]=%g, want %g", (long long)i, y[i], r[i]);
@@ -649,19 +655,26 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
   for (int i = 0; i < n; i++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       primc_sgemm_force_isa(is[i]);
-      int ok = check_conv_epilogue(&cases[c], 0, 0) && check_conv_epilogue(&cases[c], 1, 0);
+      int ok = check_conv_epilogue(&cases[c], 0, PRIMC_CONV_W_PLAIN) && check_conv_epilogue(&cases[c], 1, PRIMC_CONV_W_PLAIN);
       primc_sgemm_force_isa(PRIMC_ISA_AUTO);
       if (!ok) return;
     }
-  /* the direct lanes conv: two images, a partial block of 16 channels, stride 2, a stem's 7x7/2 */
+  /* C^T turned back with the epilogue, by the direct lanes conv (AVX-512) and the transposed GEMM (any
+   * ISA): two images, a partial block of 16 channels, stride 2, a stem's 7x7/2 */
   static const primc_conv2d lanes[] = {
       {2, 16, 9, 20, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
       {1, 9, 15, 30, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
       {1, 3, 30, 41, 32, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0},
   };
   for (int i = 0; i < n; i++)
-    for (size_t c = 0; c < sizeof lanes / sizeof lanes[0] && is[i] == PRIMC_ISA_AVX512; c++)
-      if (!check_conv_epilogue(&lanes[c], 0, 1) || !check_conv_epilogue(&lanes[c], 1, 1)) return;
+    for (size_t c = 0; c < sizeof lanes / sizeof lanes[0]; c++) {
+      primc_sgemm_force_isa(is[i]);
+      int ok = check_conv_epilogue(&lanes[c], 0, PRIMC_CONV_W_PANELS) && check_conv_epilogue(&lanes[c], 1, PRIMC_CONV_W_PANELS) &&
+               (is[i] != PRIMC_ISA_AVX512 ||
+                (check_conv_epilogue(&lanes[c], 0, PRIMC_CONV_W_LANES) && check_conv_epilogue(&lanes[c], 1, PRIMC_CONV_W_LANES)));
+      primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+      if (!ok) return;
+    }
 }
 
 /* primc_k_maxpool (the call codegen makes of ONNX MaxPool's pad + max tree) against a plain loop
