@@ -2,7 +2,7 @@
 # tools/gpu_bundle.sh: packs the built primc, test_primc and runtime with the shared libraries they load, so the
 # test suite's GPU parts run on a GPU machine that has the CUDA driver and NVRTC but not LLVM or protobuf-c.
 # Usage: tools/gpu_bundle.sh [DIR]   (default .gpu-bundle; then, on the GPU machine, in a checkout holding DIR:
-#   source DIR/env.sh   # unpacks the libraries, puts the binaries in build/, sets LD_LIBRARY_PATH
+#   source DIR/env.sh   # unpacks the libraries and node tests, puts the binaries in build/, sets LD_LIBRARY_PATH
 #   build/test_primc cuda && bash tests/suites/cuda.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,12 +21,20 @@ ldd "$B/primc" "$B/test_primc" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sor
   while read -r lib; do cp -L "$lib" "$DIR/lib/"; done
 tar -C "$DIR/lib" -cf - . | xz -T0 -6 >"$DIR/libs.tar.xz"
 rm -rf "$DIR/lib"
+# the node tests (56 MB as files, 2.5 MB packed): with the libraries they would pass a 64 MB transfer limit
+D=${ONNX_NODE_DIR_GEN:-$B/onnx-node-tests}
+if [ -f "$D/.complete" ]; then
+  tar -cf - "$D" | xz -T0 -6 >"$DIR/node-tests.tar.xz"
+else
+  echo "gpu_bundle: no $D/.complete: the bundle holds no node tests (tests/suites/conformance.sh writes them)" >&2
+fi
 cat >"$DIR/env.sh" <<'EOF'
 # sourced on the GPU machine from the checkout's root: the bundle's libraries and binaries in place
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p /tmp/primc-libs build
 tar -C /tmp/primc-libs -xJf "$here/libs.tar.xz"
 cp "$here/bin/primc" "$here/bin/test_primc" "$here/bin/libprimc_rt.a" build/
+[ ! -f "$here/node-tests.tar.xz" ] || tar -xJf "$here/node-tests.tar.xz"
 export LD_LIBRARY_PATH=/tmp/primc-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PRIMC_SRC=$PWD
 EOF
