@@ -120,12 +120,12 @@ static int always(void) { return 1; }
 #define X5_NR 32
 #ifndef X5_DIRECT /* read B in place up to this M (tuning knob like KC_MAX) */
 #define X5_DIRECT (2 * X5_MR)
+#endif
 /* B read in place is K rows a map apart (a 1x1 conv's input channels, 32 of them at 112x112 in
  * MobileNetV2), more streams than the hardware prefetchers follow: the first strip over a panel pulls
  * each row's lines this many panels ahead (1 thread, --profile: 32->16 at 112x112 0.103 -> 0.076 ms,
  * 144->24 at 56x56 0.132 -> 0.102; 1 and 4 panels ahead within noise of 2) */
 #define DIRECT_PF_PANELS 2
-#endif
 
 /* V vectors of 16 across, R rows; FULL: every lane of the last vector is inside nr. UNIT: a(r, k) at
  * a[r + k * aks] (A^T or packed); else rows are ars apart and read through one pointer per three rows,

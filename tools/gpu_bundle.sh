@@ -24,7 +24,7 @@ rm -rf "$DIR/lib"
 # the node tests (56 MB as files, 2.5 MB packed): with the libraries they would pass a 64 MB transfer limit
 D=${ONNX_NODE_DIR_GEN:-$B/onnx-node-tests}
 if [ -f "$D/.complete" ]; then
-  tar -cf - "$D" | xz -T0 -6 >"$DIR/node-tests.tar.xz"
+  tar -C "$D" -cf - . | xz -T0 -6 >"$DIR/node-tests.tar.xz" # unpacked where the suites look by default
 else
   echo "gpu_bundle: no $D/.complete: the bundle holds no node tests (tests/suites/conformance.sh writes them)" >&2
 fi
@@ -34,7 +34,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p /tmp/primc-libs build
 tar -C /tmp/primc-libs -xJf "$here/libs.tar.xz"
 cp "$here/bin/primc" "$here/bin/test_primc" "$here/bin/libprimc_rt.a" build/
-[ ! -f "$here/node-tests.tar.xz" ] || tar -xJf "$here/node-tests.tar.xz"
+[ ! -f "$here/node-tests.tar.xz" ] || { mkdir -p build/onnx-node-tests && tar -C build/onnx-node-tests -xJf "$here/node-tests.tar.xz"; }
 export LD_LIBRARY_PATH=/tmp/primc-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PRIMC_SRC=$PWD
 EOF
