@@ -573,6 +573,15 @@ static void store_tile(const kargs *h, int rows) {
   }
 }
 
+/* K blocks of even length (a multiple of 16 up to the ISA's kc): 320 as 160 + 160, not 256 + 64, whose
+ * short block would spill and reload every C tile for a quarter of the work, and in whose few k steps
+ * the strips cannot prefetch the next block (one line a k step). Packed B records the value. */
+static int64_t k_block(const isa_row *isa, int64_t K) {
+  if (K <= isa->kc) return isa->kc;
+  int64_t kc = (cdiv(K, cdiv(K, isa->kc)) + 15) / 16 * 16;
+  return kc < isa->kc ? kc : isa->kc;
+}
+
 /* rows of strip s: M split evenly into n_strips strips of at most MR rows */
 static int64_t strip_row(const job *j, int64_t s) { return j->M * s / j->n_strips; }
 
@@ -790,7 +799,7 @@ static int run_job(job *j) {
     scale_c(j);
     return PRIMC_OK;
   }
-  if (!j->kc) j->kc = j->isa->kc;
+  if (!j->kc) j->kc = (int)k_block(j->isa, j->K);
   /* few flops but a large B (a classifier's GEMV over 5 MB of weights) is memory-bound: split it too */
   int small = (double)j->M * (double)j->N * (double)j->K < SERIAL_FLOPS && (double)j->N * (double)j->K < SERIAL_B_FLOATS;
   int threads = small ? 1 : primc_num_threads();
@@ -905,13 +914,14 @@ int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_
     return PRIMC_ERR_ARG;
   int isa_id = primc_sgemm_isa();
   const isa_row *isa = &isa_table[isa_id];
-  packed_hdr h = {.magic = PACKED_MAGIC, .isa = isa_id, .nr = isa->nr, .kc = isa->kc, .n = N, .k = K};
+  int64_t kcb = k_block(isa, K);
+  packed_hdr h = {.magic = PACKED_MAGIC, .isa = isa_id, .nr = isa->nr, .kc = (int32_t)kcb, .n = N, .k = K};
   memcpy(packed, &h, sizeof h);
   float *dst = (float *)((char *)packed + sizeof h);
   bsrc s = {.b = B, .ldb = ldb, .trans = trans_b};
   int64_t np = cdiv(N, isa->nr);
-  for (int64_t k0 = 0; k0 < K; k0 += isa->kc) {
-    int64_t kc = min64(isa->kc, K - k0);
+  for (int64_t k0 = 0; k0 < K; k0 += kcb) {
+    int64_t kc = min64(kcb, K - k0);
     for (int64_t p0 = 0; p0 < np; p0 += NC_MAX / isa->nr) {
       int64_t p1 = min64(np, p0 + NC_MAX / isa->nr);
       pack_b(&s, isa, k0, kc, p0, min64(N, p1 * isa->nr), dst + k0 * np * isa->nr + p0 * kc * isa->nr);
