@@ -32,30 +32,37 @@
 extern const primc_model_desc *const primc_main_model;
 
 static const char *usage =
-    "usage: %s [IN0.npy ...] [--random-inputs] [--seed N] [-o OUTDIR] [--bench N] [--weights FILE] [--profile]\n"
+    "usage: %s [IN0.npy ...] [--random-inputs] [--seed N] [-o OUTDIR] [--bench N [--cold]] [--weights FILE] [--profile]\n"
     "  Runs the compiled model on .npy inputs (in the order of the model inputs) or on\n"
     "  deterministic random ones, writes OUTDIR/out0.npy ... (default: prints a summary),\n"
     "  and with --bench N prints the min and median latency of N runs. --profile (when compiled\n"
-    "  with `primc compile --profile`) prints the time of every kernel.\n";
+    "  with `primc compile --profile`) prints the time of every kernel. --cold writes 256 MiB\n"
+    "  before each timed run, so every run reads its weights from memory, not cache.\n";
 
 /* the CPU main's own options beside primc_driver_opts */
 typedef struct cpu_opts {
   int profile;
+  int cold; /* --cold: each timed run starts with the caches flushed of the model's data */
   const char *weights;
 } cpu_opts;
 
 static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
   cpu_opts *c = ctx;
   if (!strcmp(argv[*i], "--profile")) return c->profile = 1;
+  if (!strcmp(argv[*i], "--cold")) return c->cold = 1;
   if (!strcmp(argv[*i], "--weights") && *i + 1 < argc) return c->weights = argv[++*i], 1;
   return 0;
 }
 
-/* median ms per run in *median */
-static int bench(const primc_model_desc *m, const void **in, void **out, void *ws, int n, double *median) {
+/* more than a CPU's last-level cache: writing a byte of each line evicts the model's weights and activations */
+#define COLD_BYTES ((size_t)256 << 20)
+
+/* median ms per run in *median; with a flush buffer, it is written before each run (not timed) */
+static int bench(const primc_model_desc *m, const void **in, void **out, void *ws, int n, char *flush, double *median) {
   double *t = malloc(sizeof *t * (size_t)n);
   if (!t) return 1;
   for (int i = 0; i < n; i++) {
+    for (size_t b = 0; flush && b < COLD_BYTES; b += 64) flush[b] = (char)i; /* a line each: memset streams past the cache */
     double s = primc_now_ms();
     if (m->run(in, out, ws) != 0) return free(t), 1;
     t[i] = primc_now_ms() - s;
@@ -142,6 +149,7 @@ int main(int argc, char **argv) {
   cpu_opts c = {0};
   int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs, &o, cpu_flag, &c);
   if (rc) return rc == 1 ? 0 : 2;
+  if (c.cold && o.bench <= 0) return fprintf(stderr, "error: --cold times --bench runs: give --bench N\n"), 2;
   if (load_weights(m, &c, argv[0])) return 1;
   primc_array *ins = calloc((size_t)m->n_inputs + 1, sizeof *ins), *outs = calloc((size_t)m->n_outputs + 1, sizeof *outs);
   const void **inp = calloc((size_t)m->n_inputs + 1, sizeof *inp);
@@ -160,7 +168,10 @@ int main(int argc, char **argv) {
   run_ms = primc_now_ms() - run_ms;
   if (st != 0) return fprintf(stderr, "error: %s_run returned %d\n", m->name, st), 1;
   if (o.bench > 0 && m->profile) primc_prof_reset(m->profile);
-  if (o.bench > 0 && bench(m, inp, outp, ws, o.bench, &run_ms)) return 1;
+  char *flush = c.cold ? malloc(COLD_BYTES) : NULL;
+  if (c.cold && !flush) return fprintf(stderr, "error: out of memory\n"), 1;
+  if (o.bench > 0 && bench(m, inp, outp, ws, o.bench, flush, &run_ms)) return 1;
+  free(flush);
   if (c.profile) print_profile(m, o.bench > 0 ? o.bench : 1, run_ms);
   for (int i = 0; i < m->n_outputs; i++) /* outputs whose size the data decides are written at that size */
     if (m->output_dims(ws, i, outs[i].dims) != 0) return fprintf(stderr, "error: %s_output_dims failed\n", m->name), 1;

@@ -63,5 +63,12 @@ kill "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 [ "$seen" = 1 ] && ok "compiled model: no OpenBLAS workers" || bad "compiled model threads" "'$seen' threads (empty: never re-ran with OPENBLAS_NUM_THREADS=1)"
 
+# --bench N --cold: every timed run after a cache flush; the outputs are those of a plain run
+expect_exit 0 "compiled model --bench 3 --cold" "$tmp/mlp" models/mlp/input.npy --bench 3 --cold -o "$tmp/cold"
+grep -q '^mlp: 3 runs, min ' "$tmp/out" || bad "--cold bench line" "$(head -n 1 "$tmp/out")"
+"$tmp/mlp" models/mlp/input.npy -o "$tmp/warm" >/dev/null 2>&1
+cmp -s "$tmp/cold/out0.npy" "$tmp/warm/out0.npy" && ok "--cold outputs = plain outputs" || bad "--cold outputs" "differ"
+expect_exit 2 "--cold without --bench is a usage error" "$tmp/mlp" models/mlp/input.npy --cold
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
