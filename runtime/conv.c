@@ -632,6 +632,11 @@ dwl_pixels(const dwl_ctx *d, const float *tile, int64_t oy, int64_t ox, float *o
   dwl_out(d, a, out, NB);
 }
 
+/* the kernels dwl_band_cols runs: 3 or 5 taps across, dilation 1 across, stride 1 or 2 across */
+static int dwl_cols_ok(const primc_conv2d *p) {
+  return (p->kw == 3 || p->kw == 5) && p->dil_w == 1 && (p->stride_w == 1 || p->stride_w == 2);
+}
+
 /* Stride S across, dilation 1, KW taps across: each input column of a tile row is loaded once for the
  * outputs that read it (10 loads for 8 stride-1 outputs of a 3x3 row, where dwl_pixels loads 24).
  * With HOIST (3x3, the same stride down) all 9 weights stay in registers for the band, else a row's
@@ -686,7 +691,7 @@ dwl_band_cols(const dwl_ctx *d, const float *tile, int64_t rows, float *out, con
 __attribute__((target("avx512f"))) static void dwl_band(const dwl_ctx *d, const float *tile, int64_t rows, float *out) {
   const primc_conv2d *p = d->p;
   int s = (int)p->stride_w, k3 = p->kw == 3, hoist = k3 && p->kh == 3 && p->dil_h == 1 && p->stride_h == s;
-  if (p->dil_w == 1 && (k3 || p->kw == 5) && (s == 1 || s == 2)) {
+  if (dwl_cols_ok(p)) {
     if (hoist) s == 1 ? dwl_band_cols(d, tile, rows, out, 1, 3, 1) : dwl_band_cols(d, tile, rows, out, 2, 3, 1);
     else if (k3) s == 1 ? dwl_band_cols(d, tile, rows, out, 1, 3, 0) : dwl_band_cols(d, tile, rows, out, 2, 3, 0);
     else s == 1 ? dwl_band_cols(d, tile, rows, out, 1, 5, 0) : dwl_band_cols(d, tile, rows, out, 2, 5, 0);
@@ -760,16 +765,24 @@ __attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, i
   }
 }
 
-/* Channels in lanes for stride-2 outputs up to 32 wide, where it wins even with its two transposes
- * (MobileNetV2 576x14x14 3x3: 61 -> 27 us, EfficientNet 672x14x14 5x5: 150 -> 67 us, 144x56x56 5x5:
- * 211 -> 184 us); the transposes cost more than they save at stride 1 (960x7x7 3x3: 29 -> 35 us).
- * Wider stride-2 outputs, where rows fill the vectors, differ by CPU: on a Xeon with two zmm FMA pipes
- * the rows won (96x112x112 3x3: 270 -> 344 us in lanes), on Zen 4, whose row loop is bound by its
- * masked loads and permutes, the lanes win up to 64 wide given a full vector of channels (292 -> 231 us) */
+/* Channels in lanes. With the band loading each tile column once (dwl_band_cols) it beats the row
+ * loop at any width, stride 1 too, given a full vector of channels and a block per thread, except
+ * 3x3/1 on 7x7 planes, which the row loop runs as one flat row (Zen 5, 1 thread, in the model:
+ * MobileNetV2 384x14x14 3x3 29 -> 19 us, 576x14x14 44 -> 30, 960x7x7 24 -> 27 (so not taken);
+ * EfficientNet-B0 480x14x14 5x5 142 -> 95, 1152x7x7 5x5 76 -> 68; alone: 192x28x28 3x3 56 -> 33,
+ * 144x56x56 164 -> 95, 32x112x112 149 -> 89, 3x3/2: 96x112x112 236 -> 158, 32x224x224 338 -> 229).
+ * Other kernels take it for stride-2 outputs up to 32 wide, where it wins even with its two
+ * transposes (MobileNetV2 576x14x14 3x3: 61 -> 27 us before the column sharing); wider stride-2
+ * outputs, where rows fill the vectors, differed by CPU: on a Xeon with two zmm FMA pipes the rows
+ * won (96x112x112 3x3: 270 -> 344 us in lanes, before the column sharing), on Zen 4, whose row loop
+ * is bound by its masked loads and permutes, the lanes won up to 64 wide given a full vector of
+ * channels (292 -> 231 us) */
 static int dwl_fits(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  if (p->kh * p->kw > DWL_MAX_TAPS || p->stride_h > 4 || dwl_geometry(p, oh, ow).band <= 0) return 0;
+  int wide = ow >= 8 || p->stride_w == 2 || p->kw == 5; /* a 7-wide 3x3/1 plane is one flat row loop */
+  if (dwl_cols_ok(p) && wide && p->c >= 16 && p->n * ((p->c + 15) / 16) >= primc_num_threads()) return 1;
   int64_t max_ow = primc_cpu_zmm_fmas() == 1 && p->c >= 16 ? 64 : 32;
-  if (p->kh * p->kw > DWL_MAX_TAPS || p->stride_h > 4 || p->stride_w != 2 || ow > max_ow) return 0;
-  return dwl_geometry(p, oh, ow).band > 0;
+  return p->stride_w == 2 && ow <= max_ow;
 }
 
 static void dw_range(void *ctx, int64_t b, int64_t e) {

@@ -909,6 +909,9 @@ PC_TEST(codegen_conv_epilogue) {
   conv_epilogue_case((conv_epi_case){1, 6, 6, 0, 1, 1, 0, "in the call"}); /* depthwise */
   conv_epilogue_case((conv_epi_case){1, 1, 6, 1, 1, 1, 0, "in the call"}); /* SiLU */
   conv_epilogue_case((conv_epi_case){1, 6, 6, 1, 1, 1, 0, "in the call"});
+  /* depthwise with 16+ channels: in the lanes on AVX-512, residual and SiLU after the transposes */
+  conv_epilogue_case((conv_epi_case){1, 20, 20, 0, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 32, 32, 1, 1, 0, 0, "in the call"});
   conv_epilogue_case((conv_epi_case){2, 1, 6, 0, 1, 1, 0, NULL}); /* the bias repeats per image: not one channel stride */
   /* no bias: the epilogue must not read one (its argument slot then holds y) */
   conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 0, 0, 0, "in the call"});

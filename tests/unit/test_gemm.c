@@ -437,6 +437,11 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 2, 3, 150, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},     /* rows too wide for the lanes conv */
       {1, 16, 15, 29, 64, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0},   /* lanes stride 2, uneven pads */
       {1, 24, 10, 30, 32, 3, 5, 1, 1, 1, 2, 3, 2, 6, 2, 5, 0, 0, 0, 0, 0},   /* lanes: dilation 2 x 3, runs of columns */
+      {2, 20, 14, 14, 20, 3, 3, 20, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* depthwise 3x3/1 in lanes: 16 + 4, 2 images */
+      {1, 17, 9, 30, 17, 5, 5, 17, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0},   /* depthwise 5x5/1 in lanes: columns 8 + 8 + 8 + 4 + 1 + 1 */
+      {1, 32, 12, 40, 32, 3, 3, 32, 2, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0},  /* depthwise 3x3, strides 2 x 1, uneven pads */
+      {1, 32, 11, 21, 32, 3, 3, 32, 1, 2, 2, 1, 2, 1, 2, 1, 0, 0, 0, 0, 0},  /* depthwise 3x3, strides 1 x 2, dilation 2 down */
+      {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* depthwise rows too wide for a lanes tile */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
