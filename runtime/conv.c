@@ -1825,10 +1825,14 @@ int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, cons
  * for a stem (3 channels, 3x3/2) feeding a depthwise conv.
  */
 #define PWL_MAX_K 256 /* taps x input channels: a block's first-conv weights are [k][16] on the stack */
+/* pixels per 1x1 call: 16 independent FMA chains, not 8, hide the FMA latency over a K of 16-24 (1
+ * thread, fused pair alone: 16->96 at 112x112 + 3x3/2 0.289 -> 0.265 ms, 24->144 at 56x56 + 3x3/1
+ * 0.180 -> 0.173; cl_pixels, whose inner loop is the taps, lost with 16: 3x3/2 stem pair 0.208 -> 0.218) */
+#define PWL_NB 16
 
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
 pwl_store(const dwl_src *s, __m512 *a, float *dst, const int NB) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int b = 0; b < NB; b++) {
     __m512 v = s->silu ? silu512(a[b]) : a[b];
     _mm512_storeu_ps(dst + b * 16, _mm512_min_ps(s->hi, _mm512_max_ps(s->lo, v)));
@@ -1838,13 +1842,13 @@ pwl_store(const dwl_src *s, __m512 *a, float *dst, const int NB) {
 /* 1x1: NB pixels from xr (a row of the first input plane), 16 channels each, to dst[pixel][16] */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
 pwl_pixels(const dwl_src *s, const float *xr, float *dst, const int NB) {
-  __m512 a[8];
-#pragma GCC unroll 8
+  __m512 a[PWL_NB];
+#pragma GCC unroll 16
   for (int b = 0; b < NB; b++) a[b] = s->bias;
   for (int64_t k = 0; k < s->k; k++) {
     __m512 wv = _mm512_load_ps(s->wt + k * 16);
     const float *xk = xr + k * s->hw;
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int b = 0; b < NB; b++) a[b] = _mm512_fmadd_ps(_mm512_set1_ps(xk[b]), wv, a[b]);
   }
   pwl_store(s, a, dst, NB);
@@ -1853,7 +1857,8 @@ pwl_pixels(const dwl_src *s, const float *xr, float *dst, const int NB) {
 __attribute__((target("avx512f"))) static void pwl_row(const dwl_src *s, int64_t ih, int64_t n, float *dst) {
   const float *xr = s->x + ih * s->w;
   int64_t c = 0;
-  for (; c + 8 <= n; c += 8) pwl_pixels(s, xr + c, dst + c * 16, 8);
+  for (; c + PWL_NB <= n; c += PWL_NB) pwl_pixels(s, xr + c, dst + c * 16, PWL_NB);
+  if (PWL_NB > 8 && n - c >= 8) pwl_pixels(s, xr + c, dst + c * 16, 8), c += 8;
   if (n - c >= 4) pwl_pixels(s, xr + c, dst + c * 16, 4), c += 4;
   for (; c < n; c++) pwl_pixels(s, xr + c, dst + c * 16, 1);
 }

@@ -946,7 +946,7 @@ static pc_value *conv_bias_clamp(pc_graph *g, pc_value *x, pc_value *w, pc_value
 
 static void small_conv_depthwise_case(int64_t k, int64_t fk, int64_t fs, int64_t stride, int want_pair) {
   pc_graph *g = pc_graph_new();
-  int64_t C = 24, H = 14, W = 18;
+  int64_t C = 24, H = 14, W = 29; /* rows of 16 + 8 + 4 + 1 pixels */
   pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){1, k, H, W}));
   int64_t nw = C * k * fk * fk;
   float *wd = malloc(sizeof(float) * (size_t)nw);
