@@ -90,7 +90,7 @@ models: all
 	python3 models/refs.py
 
 # primc against ONNX Runtime, PyTorch eager and torch.compile on every model present, plus roofline figures
-bench: all $(B)/gemm_bench $(B)/stream
+bench: all $(B)/gemm_bench $(B)/stream $(B)/corelat
 	bash tools/setup.sh bench
 	python3 bench/run.py --threads 1,2
 	bash bench/roofline.sh

@@ -144,8 +144,21 @@ def interleaved(timers, threads, runs):
     return out
 
 
+def corelat(exe):
+    """a cache line's round trip between CPUs 0 and 1 in ns (bench/corelat.c), None where it cannot run"""
+    try:
+        r = subprocess.run([exe], capture_output=True, text=True, timeout=10)
+        return int(r.stdout.strip()) if r.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
 def fmt(v):
     return "missing" if v is None else f"{v[0]:.3f} / {v[1]:.3f}"
+
+
+def fmt_lat(v):
+    return " / ".join("-" if x is None else str(x) for x in v) if v else "-"
 
 
 def main():
@@ -154,6 +167,7 @@ def main():
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--models", default="")
     ap.add_argument("--primc", default=os.path.join(ROOT, "build", "primc"))
+    ap.add_argument("--corelat", default=os.path.join(ROOT, "build", "corelat"))
     a = ap.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
     outdir = os.path.join(HERE, "out")
@@ -163,8 +177,11 @@ def main():
         name = os.path.basename(d)
         print(f"== {name}", flush=True)
         info, prun = primc_timer(a.primc, d, name, outdir)
+        lat0 = corelat(a.corelat)
         r = interleaved({"primc": prun, "ort": ort_timer(d, threads), "eager": torch_timer(name, d, False),
                          "compile": torch_timer(name, d, True)}, threads, a.runs)
+        info["corelat"] = (lat0, corelat(a.corelat))
+        print(f"  core-to-core round trip before / after: {fmt_lat(info['corelat'])} ns", flush=True)
         p = dict(info)
         p.update(r["primc"] or {})
         o, te, tc = r["ort"], r["eager"], r["compile"]
@@ -179,11 +196,14 @@ def write_results(rows, threads):
     lines = ["# primc benchmark", "", f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores "
              "(min / median latency in ms over repeated runs after warm-up, the peers timed in turn in %d interleaved "
              "rounds: the min over all runs and the median of the rounds' medians; ratio = primc median / ONNX Runtime "
-             "median, below 1 means primc is faster)" % ROUNDS, ""]
+             "median, below 1 means primc is faster; cores ns = a cache line's round trip between CPUs 0 and 1 "
+             "before / after the model's runs, bench/corelat.c: on a VM whose two vCPUs the host sometimes places "
+             "far apart, it tells which 2-thread figures were taken so)" % ROUNDS, ""]
     for t in threads:
         lines += [f"## {t} thread(s)", "",
-                  "| model | primc | ONNX Runtime | ratio | PyTorch eager | torch.compile | primc compile s | binary KiB |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| model | primc | ONNX Runtime | ratio | PyTorch eager | torch.compile | primc compile s | binary KiB "
+                  "| cores ns |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         ratios = []
         for name, p, o, te, tc in rows:
             pv = p.get(t) if p else None
@@ -195,7 +215,7 @@ def write_results(rows, threads):
             lines.append(f"| {name} | {fmt(pv) if not err else 'failed: ' + err} | {fmt(ov)} | "
                          f"{'%.2f' % ratio if ratio else '-'} | {fmt(te and te[t])} | {fmt(tc and tc[t])} | "
                          f"{'%.2f' % p['compile_s'] if 'compile_s' in p else '-'} | "
-                         f"{'%.0f' % p['size_kb'] if 'size_kb' in p else '-'} |")
+                         f"{'%.0f' % p['size_kb'] if 'size_kb' in p else '-'} | {fmt_lat(p.get('corelat'))} |")
         if ratios:
             gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
             lines += ["", f"geometric mean ratio over {len(ratios)} models: **{gm:.2f}**"]
