@@ -673,37 +673,37 @@ dwl_pixels_cols(const dwl_ctx *d, const __m512 *w9, const float *tile, int64_t o
   dwl_out(d, a, out, NB);
 }
 
+/* NB outputs from (oy, ox): through dwl_pixels_cols for a KW-wide kernel, dwl_pixels for KW = 0 (any) */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
-dwl_band_cols(const dwl_ctx *d, const float *tile, int64_t rows, float *out, const int S, const int KW,
-              const int HOIST) {
+dwl_block(const dwl_ctx *d, const __m512 *w9, const float *tile, int64_t oy, int64_t ox, float *out, const int NB,
+          const int S, const int KW, const int HOIST) {
+  if (KW) dwl_pixels_cols(d, w9, tile, oy, ox, out, NB, S, KW, HOIST);
+  else dwl_pixels(d, tile, oy, ox, out, NB);
+}
+
+/* the band's output rows in blocks of 8, 4 and 1 pixels */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+dwl_band_of(const dwl_ctx *d, const float *tile, int64_t rows, float *out, const int S, const int KW,
+            const int HOIST) {
   __m512 w9[9];
 #pragma GCC unroll 9
   for (int t = 0; t < 9 && HOIST; t++) w9[t] = _mm512_loadu_ps(d->wt + t * 16);
   for (int64_t oy = 0; oy < rows; oy++) {
     float *o = out + oy * d->ow * 16;
     int64_t ox = 0;
-    for (; ox + 8 <= d->ow; ox += 8) dwl_pixels_cols(d, w9, tile, oy, ox, o + ox * 16, 8, S, KW, HOIST);
-    if (d->ow - ox >= 4) dwl_pixels_cols(d, w9, tile, oy, ox, o + ox * 16, 4, S, KW, HOIST), ox += 4;
-    for (; ox < d->ow; ox++) dwl_pixels_cols(d, w9, tile, oy, ox, o + ox * 16, 1, S, KW, HOIST);
+    for (; ox + 8 <= d->ow; ox += 8) dwl_block(d, w9, tile, oy, ox, o + ox * 16, 8, S, KW, HOIST);
+    if (d->ow - ox >= 4) dwl_block(d, w9, tile, oy, ox, o + ox * 16, 4, S, KW, HOIST), ox += 4;
+    for (; ox < d->ow; ox++) dwl_block(d, w9, tile, oy, ox, o + ox * 16, 1, S, KW, HOIST);
   }
 }
 
 __attribute__((target("avx512f"))) static void dwl_band(const dwl_ctx *d, const float *tile, int64_t rows, float *out) {
   const primc_conv2d *p = d->p;
   int s = (int)p->stride_w, k3 = p->kw == 3, hoist = k3 && p->kh == 3 && p->dil_h == 1 && p->stride_h == s;
-  if (dwl_cols_ok(p)) {
-    if (hoist) s == 1 ? dwl_band_cols(d, tile, rows, out, 1, 3, 1) : dwl_band_cols(d, tile, rows, out, 2, 3, 1);
-    else if (k3) s == 1 ? dwl_band_cols(d, tile, rows, out, 1, 3, 0) : dwl_band_cols(d, tile, rows, out, 2, 3, 0);
-    else s == 1 ? dwl_band_cols(d, tile, rows, out, 1, 5, 0) : dwl_band_cols(d, tile, rows, out, 2, 5, 0);
-    return;
-  }
-  for (int64_t oy = 0; oy < rows; oy++) {
-    float *o = out + oy * d->ow * 16;
-    int64_t ox = 0;
-    for (; ox + 8 <= d->ow; ox += 8) dwl_pixels(d, tile, oy, ox, o + ox * 16, 8);
-    if (d->ow - ox >= 4) dwl_pixels(d, tile, oy, ox, o + ox * 16, 4), ox += 4;
-    for (; ox < d->ow; ox++) dwl_pixels(d, tile, oy, ox, o + ox * 16, 1);
-  }
+  if (!dwl_cols_ok(p)) dwl_band_of(d, tile, rows, out, 0, 0, 0);
+  else if (hoist) s == 1 ? dwl_band_of(d, tile, rows, out, 1, 3, 1) : dwl_band_of(d, tile, rows, out, 2, 3, 1);
+  else if (k3) s == 1 ? dwl_band_of(d, tile, rows, out, 1, 3, 0) : dwl_band_of(d, tile, rows, out, 2, 3, 0);
+  else s == 1 ? dwl_band_of(d, tile, rows, out, 1, 5, 0) : dwl_band_of(d, tile, rows, out, 2, 5, 0);
 }
 
 /* the depthwise conv of 16 channels [c0, c0 + nch) of image n, output rows [oy_b, oy_e), their input
@@ -752,6 +752,9 @@ __attribute__((target("avx512f"))) static void dwl_item(const dw_job *j, int64_t
   }
 }
 
+/* dwl_range's items: (image, block of 16 channels) */
+static int64_t dwl_items(const primc_conv2d *p) { return p->n * ((p->c + 15) / 16); }
+
 /* items (image, block of 16 channels) [b, e) of the dw_job in ctx */
 __attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, int64_t e) {
   const dw_job *j = ctx;
@@ -780,7 +783,7 @@ __attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, i
 static int dwl_fits(const primc_conv2d *p, int64_t oh, int64_t ow) {
   if (p->kh * p->kw > DWL_MAX_TAPS || p->stride_h > 4 || dwl_geometry(p, oh, ow).band <= 0) return 0;
   int wide = ow >= 8 || p->stride_w == 2 || p->kw == 5; /* a 7-wide 3x3/1 plane is one flat row loop */
-  if (dwl_cols_ok(p) && wide && p->c >= 16 && p->n * ((p->c + 15) / 16) >= primc_num_threads()) return 1;
+  if (dwl_cols_ok(p) && wide && p->c >= 16 && dwl_items(p) >= primc_num_threads()) return 1;
   int64_t max_ow = primc_cpu_zmm_fmas() == 1 && p->c >= 16 ? 64 : 32;
   return p->stride_w == 2 && ow <= max_ow;
 }
@@ -1744,7 +1747,7 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
   if (is_depthwise(p)) {
     if (p->w_packed_mr || p->w_packed_panels || p->w_winograd || p->w_lanes) return PRIMC_ERR_ARG;
     dw_job j = {p, x, w, e, acc, y, oh, ow, use_avx512()};
-    if (j.vec && dwl_fits(p, oh, ow)) primc_parallel_for(p->n * ((p->c + 15) / 16), dwl_range, &j);
+    if (j.vec && dwl_fits(p, oh, ow)) primc_parallel_for(dwl_items(p), dwl_range, &j);
     else primc_parallel_for(p->n * p->c, dw_range, &j);
     return PRIMC_OK;
   }
@@ -1858,7 +1861,7 @@ __attribute__((target("avx512f"))) static void pwl_row(const dwl_src *s, int64_t
   const float *xr = s->x + ih * s->w;
   int64_t c = 0;
   for (; c + PWL_NB <= n; c += PWL_NB) pwl_pixels(s, xr + c, dst + c * 16, PWL_NB);
-  if (PWL_NB > 8 && n - c >= 8) pwl_pixels(s, xr + c, dst + c * 16, 8), c += 8;
+  if (n - c >= 8) pwl_pixels(s, xr + c, dst + c * 16, 8), c += 8;
   if (n - c >= 4) pwl_pixels(s, xr + c, dst + c * 16, 4), c += 4;
   for (; c < n; c++) pwl_pixels(s, xr + c, dst + c * 16, 1);
 }
