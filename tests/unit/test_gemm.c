@@ -432,6 +432,7 @@ PC_TEST(gemm_conv2d_all_isas) {
       {1, 20, 9, 100, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* stride 2, 50 wide: lanes on Zen 4, rows elsewhere */
       {1, 96, 6, 9, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},     /* narrowing 1x1: channels in the lanes */
       {2, 20, 9, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   /* lanes: 2 blocks (8 lanes padding), 2 chunks */
+      {2, 8, 40, 40, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   /* lanes: weights under x's bytes, threads take bands */
       {1, 4, 5, 6, 8, 3, 3, 1, 1, 1, 1, 1, 4, 4, 3, 5, 0, 0, 0, 0, 0},       /* pads past the kernel: rows, pixels of no taps */
       {1, 9, 6, 128, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},    /* lanes: bands of one 128-wide row */
       {1, 2, 3, 150, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},     /* rows too wide for the lanes conv */
