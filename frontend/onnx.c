@@ -13,6 +13,7 @@
 #define OX_MAX_NUMEL ((int64_t)1 << 31) /* larger tensors are absurd for this compiler */
 #define OX_FOLD_MAX_NUMEL 65536       /* fold all-constant prims only when small (shape math) */
 #define OX_FOLD_MAX_NULLARY 1024      /* and iota only when tiny */
+#define OX_FOLD_MAX_GROWN 64          /* and results larger than their operands (broadcasts) when tiny */
 #define OX_MAX_FILE ((size_t)1 << 32)
 
 /* ---------------------------------------------------------------- op table */
@@ -563,14 +564,19 @@ static void fold_node(pc_graph *g, pc_node *n) {
   if (n->n_in == 0 && pc_type_numel(ot) > OX_FOLD_MAX_NULLARY) return;
   pc_tensor in[16], out;
   if (n->n_in > 16) return;
+  int64_t in_numel = 0;
   for (int i = 0; i < n->n_in; i++) {
     const void *d = pc_const_data(n->in[i]);
     if (!d) return;
+    in_numel += pc_type_numel(&n->in[i]->type);
     in[i].dtype = n->in[i]->type.dtype;
     in[i].rank = n->in[i]->type.rank;
     memcpy(in[i].dims, n->in[i]->type.dims, sizeof in[i].dims);
     in[i].data = (void *)d;
   }
+  /* a conv's bias broadcast over its map (ResNet's 256x14x14) would become a constant of the map's
+   * size: more weights to ship, and an epilogue reading a whole tensor where a value per channel does */
+  if (n->n_in > 0 && pc_type_numel(ot) > OX_FOLD_MAX_GROWN && pc_type_numel(ot) > in_numel) return;
   memset(&out, 0, sizeof out);
   if (pc_interp_node(g, n, in, &out) != PC_OK) {
     /* folding is an optimization: an op the interpreter rejects stays a runtime op */
