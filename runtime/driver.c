@@ -26,6 +26,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -139,6 +140,20 @@ static void openblas_env(char **argv) {
   execv(self, argv); /* on failure, go on as we are */
 }
 
+/* The workspace in 2 MB pages where the kernel gives them on request (transparent huge pages in
+ * "madvise" mode, as on this VM): a ResNet-18 run walks 67 MB of it besides 47 MB of weights, and with
+ * 4 KB pages its TLB misses cost 13.3-14.1 -> 13.1-13.6 ms on 1 thread. Without them, plain pages. */
+#define HUGE_PAGE ((size_t)2 << 20)
+static void *workspace_alloc(size_t n) {
+  if (n < HUGE_PAGE) return aligned_alloc(64, (n + 64) / 64 * 64);
+  size_t size = (n + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  void *p = aligned_alloc(HUGE_PAGE, size);
+#ifdef MADV_HUGEPAGE
+  if (p) (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+#endif
+  return p;
+}
+
 int main(int argc, char **argv) {
   const primc_model_desc *m = primc_main_model;
   openblas_env(argv);
@@ -154,7 +169,7 @@ int main(int argc, char **argv) {
   primc_array *ins = calloc((size_t)m->n_inputs + 1, sizeof *ins), *outs = calloc((size_t)m->n_outputs + 1, sizeof *outs);
   const void **inp = calloc((size_t)m->n_inputs + 1, sizeof *inp);
   void **outp = calloc((size_t)m->n_outputs + 1, sizeof *outp);
-  void *ws = aligned_alloc(64, (size_t)(m->workspace_size + 64) / 64 * 64);
+  void *ws = workspace_alloc((size_t)m->workspace_size);
   if (!ins || !outs || !inp || !outp || !ws) return fprintf(stderr, "error: out of memory\n"), 1;
   if (primc_driver_inputs(m->inputs, m->n_inputs, o.random ? NULL : o.ins, o.seed, ins)) return 1;
   for (int i = 0; i < m->n_inputs; i++) inp[i] = ins[i].data;
