@@ -1966,20 +1966,19 @@ typedef struct then_dw_job {
   const primc_conv2d *pw;
   const float *x, *w1;
   const primc_conv_epi *e1;
-  int64_t parts;     /* each block's output rows are cut into this many items */
-  int64_t blocks;    /* of 16 channels, over the images */
-  int part_major;    /* items part by part: each thread on its own rows of every block */
+  int64_t parts;  /* each block's output rows are cut into this many items */
+  int part_major; /* items part by part: each thread on its own rows of every block */
 } then_dw_job;
 
 __attribute__((target("avx512f"))) static void then_dw_range(void *ctx, int64_t b, int64_t e) {
   const then_dw_job *j = ctx;
   const primc_conv2d *pw = j->pw;
   const primc_conv_epi *e1 = j->e1;
-  int64_t nblk = (pw->o + 15) / 16, P = pw->h * pw->w, K = pw->c * pw->kh * pw->kw;
+  int64_t nblk = (pw->o + 15) / 16, blocks = pw->n * nblk, P = pw->h * pw->w, K = pw->c * pw->kh * pw->kw;
   float wt[PWL_MAX_K * 16] __attribute__((aligned(64)));
   for (int64_t it = b; it < e; it++) {
-    int64_t blk = j->part_major ? it % j->blocks : it / j->parts;
-    int64_t part = j->part_major ? it / j->blocks : it % j->parts, n = blk / nblk, c0 = blk % nblk * 16;
+    int64_t blk = j->part_major ? it % blocks : it / j->parts, part = j->part_major ? it / blocks : it % j->parts;
+    int64_t n = blk / nblk, c0 = blk % nblk * 16;
     int nch = (int)(pw->o - c0 < 16 ? pw->o - c0 : 16);
     float bias[16] = {0};
     for (int l = 0; l < 16; l++) {
@@ -2015,10 +2014,13 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
    * (mostly 2.59-2.65) by parts. Near, the remade edge rows cost about 1% (1.82-1.84 -> 1.83-1.85). */
   int64_t blocks = dw->n * ((dw->c + 15) / 16), t = primc_num_threads(), parts = 1;
   int part_major = t > 1 && oh >= PWL_PART_ROWS;
-  if (part_major) parts = t;
-  while (!part_major && parts < t && parts < oh && blocks * parts % t) parts++;
-  if (blocks * parts % t && !part_major) parts = 1;
-  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, 1}, pw, x, w1, e1, parts, blocks, part_major};
+  if (part_major) {
+    parts = t;
+  } else {
+    while (parts < t && parts < oh && blocks * parts % t) parts++;
+    if (blocks * parts % t) parts = 1;
+  }
+  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, 1}, pw, x, w1, e1, parts, part_major};
   primc_parallel_for(blocks * parts, then_dw_range, &j);
   return PRIMC_OK;
 }
