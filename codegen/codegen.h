@@ -97,6 +97,23 @@ pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t 
 /* where libprimc_rt.a and runtime/primc_rt.h are: o->runtime_dir, else the running program's directory */
 void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n);
 
+/* ---- running the system cc (codegen/spawn.c): an argument vector, no shell */
+
+#define PC_ARGV_MAX 64
+typedef struct pc_argv {
+  const char *v[PC_ARGV_MAX]; /* NULL-terminated */
+  int n, overflow;
+  char store[4096];           /* the words of pc_argv_add_words */
+  size_t store_used;
+} pc_argv;
+
+void pc_argv_add(pc_argv *a, const char *arg);        /* one argument, as it is (a path may hold anything) */
+void pc_argv_add_path(pc_argv *a, const char *path); /* a file: "./" before one that starts with '-' */
+void pc_argv_add_words(pc_argv *a, const char *words); /* each blank-separated word of words ($CC, $PRIMC_LDFLAGS) */
+/* runs a->v[0] found on PATH with a's arguments and waits; PC_ERR_IO on g naming what and the command
+ * when it cannot start, exits non-zero or dies of a signal */
+pc_status pc_argv_run(pc_graph *g, const char *what, const pc_argv *a);
+
 /* NVRTC compile-check without packaging, several graphs per NVRTC program (their kernels renamed
  * apart) for speed: res[i] is PC_OK, or the graph's failure with its message in gs[i] (a kernel
  * cuda.c cannot render comes back as PC_ERR_UNSUPPORTED). Graphs must have run the pipeline. */

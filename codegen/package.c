@@ -172,15 +172,20 @@ void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n) {
 }
 
 static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char *obj, int shared) {
-  char dir[2048], cmd[8192];
+  char dir[2048], rt[2100];
   pc_runtime_dir(o, dir, sizeof dir);
-  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+  snprintf(rt, sizeof rt, "%s/libprimc_rt.a", dir);
+  pc_argv a = {.n = 0};
+  pc_argv_add_words(&a, getenv("CC") && *getenv("CC") ? getenv("CC") : "cc");
+  if (shared) pc_argv_add(&a, "-shared");
   /* PRIMC_LDFLAGS: extra link flags, e.g. the sanitizer a runtime library was built with */
-  const char *ldflags = getenv("PRIMC_LDFLAGS") ? getenv("PRIMC_LDFLAGS") : "";
-  snprintf(cmd, sizeof cmd, "%s %s %s -o '%s' '%s' '%s/libprimc_rt.a' -lopenblas -lm -lpthread", cc,
-           shared ? "-shared" : "", ldflags, o->output, obj, dir);
-  int rc = system(cmd);
-  return rc == 0 ? PC_OK : pc_fail(g, PC_ERR_IO, "linking failed (exit %d): %s", rc, cmd);
+  pc_argv_add_words(&a, getenv("PRIMC_LDFLAGS"));
+  pc_argv_add(&a, "-o");
+  pc_argv_add_path(&a, o->output);
+  pc_argv_add_path(&a, obj);
+  const char *tail[] = {rt, "-lopenblas", "-lm", "-lpthread"};
+  for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) pc_argv_add(&a, tail[i]);
+  return pc_argv_run(g, "linking", &a);
 }
 
 static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *blob) {

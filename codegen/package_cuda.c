@@ -380,28 +380,33 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
 
 /* ---------------------------------------------------------------- building */
 
-static pc_status run_cmd(pc_graph *g, const char *what, const char *cmd) {
-  int rc = system(cmd);
-  return rc == 0 ? PC_OK : pc_fail(g, PC_ERR_IO, "%s failed (exit %d): %s", what, rc, cmd);
-}
-
 /* host C -> object (with main for an executable), then the link */
 static pc_status build(const cuda_pkg *k, const char *obj_out) {
   const pc_codegen_opts *o = k->o;
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-  char host[128], obj[128], dir[2048], cmd[8192];
+  char host[128], obj[128], dir[2048], rt[2100];
   tmp_path(k, "host.c", host, sizeof host);
   tmp_path(k, "host.o", obj, sizeof obj);
   int exe = o->emit == PC_EMIT_EXE, lib = o->emit == PC_EMIT_LIB;
-  snprintf(cmd, sizeof cmd, "%s -std=gnu11 -O2 -fPIC %s -c '%s' -o '%s'", cc, exe ? "-DPRIMC_MAIN" : "", host,
-           exe || lib ? obj : obj_out);
-  pc_status s = run_cmd(k->g, "compiling the host side", cmd);
+  pc_argv a = {.n = 0};
+  pc_argv_add_words(&a, cc);
+  const char *flags[] = {"-std=gnu11", "-O2", "-fPIC", "-c", host, "-o"};
+  for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) pc_argv_add(&a, flags[i]);
+  pc_argv_add_path(&a, exe || lib ? obj : obj_out);
+  if (exe) pc_argv_add(&a, "-DPRIMC_MAIN");
+  pc_status s = pc_argv_run(k->g, "compiling the host side", &a);
   if (s != PC_OK || !(exe || lib)) return s;
   pc_runtime_dir(o, dir, sizeof dir);
-  const char *ldflags = getenv("PRIMC_LDFLAGS") ? getenv("PRIMC_LDFLAGS") : ""; /* as package.c: e.g. a sanitizer */
-  snprintf(cmd, sizeof cmd, "%s %s %s -o '%s' '%s' '%s/libprimc_rt.a' -ldl -lpthread -lm", cc, lib ? "-shared" : "",
-           ldflags, o->output, obj, dir);
-  return run_cmd(k->g, "linking", cmd);
+  snprintf(rt, sizeof rt, "%s/libprimc_rt.a", dir);
+  pc_argv l = {.n = 0};
+  pc_argv_add_words(&l, cc);
+  if (lib) pc_argv_add(&l, "-shared");
+  pc_argv_add_words(&l, getenv("PRIMC_LDFLAGS")); /* as package.c: e.g. a sanitizer */
+  pc_argv_add(&l, "-o");
+  pc_argv_add_path(&l, o->output);
+  const char *tail[] = {obj, rt, "-ldl", "-lpthread", "-lm"};
+  for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) pc_argv_add(&l, tail[i]);
+  return pc_argv_run(k->g, "linking", &l);
 }
 
 static pc_status write_blobs(cuda_pkg *k, const pc_cuda_binary *b, const void *weights) {
