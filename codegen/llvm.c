@@ -807,15 +807,56 @@ static void emit_loop_launch(lctx *L, LLVMValueRef kfn, const kir_kernel *k, LLV
   }
 }
 
-/* base pointer of each place: inputs[i], outputs[i], weights + off, workspace + off */
-static LLVMValueRef buf_pointer(lctx *L, const kir_buf *b, LLVMValueRef in, LLVMValueRef out, LLVMValueRef ws,
-                                LLVMValueRef weights) {
-  LLVMValueRef i = ci64(L, b->place == KP_INPUT || b->place == KP_OUTPUT ? b->index : b->offset);
-  if (b->place == KP_INPUT || b->place == KP_OUTPUT) {
-    LLVMValueRef arr = b->place == KP_INPUT ? in : out;
-    return LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, arr, &i, 1, ""), "");
+/* table[i] = the base pointer of buffer i: inputs[index], outputs[index], weights + offset or
+ * workspace + offset. A loop over a constant (place, index or offset) array: one straight block of
+ * a store per buffer makes LLVM's instruction scheduler quadratic (8,000 MatMuls: 27 s). */
+static void emit_table_fill(lctx *L, LLVMValueRef table, LLVMValueRef in, LLVMValueRef out, LLVMValueRef ws,
+                            LLVMValueRef weights) {
+  const kir_program *p = L->p;
+  if (!p->n_bufs) return;
+  int64_t *desc = malloc(sizeof *desc * 2 * (size_t)p->n_bufs);
+  for (int i = 0; i < p->n_bufs; i++) {
+    const kir_buf *b = &p->bufs[i];
+    desc[2 * i] = b->place;
+    desc[2 * i + 1] = b->place == KP_INPUT || b->place == KP_OUTPUT ? b->index : b->offset;
   }
-  return LLVMBuildGEP2(L->b, L->i8, b->place == KP_CONST ? weights : ws, &i, 1, "");
+  char name[96];
+  snprintf(name, sizeof name, "%s_buf_places", L->name);
+  LLVMValueRef places = const_i64_array(L, desc, 2 * p->n_bufs, name);
+  free(desc);
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(L->b);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(L->c, L->fn, "fill");
+  LLVMBasicBlockRef arr = LLVMAppendBasicBlockInContext(L->c, L->fn, "fill.io");
+  LLVMBasicBlockRef mem = LLVMAppendBasicBlockInContext(L->c, L->fn, "fill.mem");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(L->c, L->fn, "fill.next");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(L->c, L->fn, "filled");
+  LLVMBuildBr(L->b, head);
+  LLVMPositionBuilderAtEnd(L->b, head);
+  LLVMValueRef i = LLVMBuildPhi(L->b, L->i64, "");
+  LLVMValueRef i2 = LLVMBuildMul(L->b, i, ci64(L, 2), "");
+  LLVMValueRef place = LLVMBuildLoad2(L->b, L->i64, LLVMBuildInBoundsGEP2(L->b, L->i64, places, &i2, 1, ""), "");
+  LLVMValueRef i21 = LLVMBuildAdd(L->b, i2, ci64(L, 1), "");
+  LLVMValueRef at = LLVMBuildLoad2(L->b, L->i64, LLVMBuildInBoundsGEP2(L->b, L->i64, places, &i21, 1, ""), "");
+  LLVMValueRef is_in = LLVMBuildICmp(L->b, LLVMIntEQ, place, ci64(L, KP_INPUT), "");
+  LLVMValueRef is_out = LLVMBuildICmp(L->b, LLVMIntEQ, place, ci64(L, KP_OUTPUT), "");
+  LLVMBuildCondBr(L->b, LLVMBuildOr(L->b, is_in, is_out, ""), arr, mem);
+  LLVMPositionBuilderAtEnd(L->b, arr);
+  LLVMValueRef a = LLVMBuildSelect(L->b, is_in, in, out, "");
+  LLVMValueRef pa = LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, a, &at, 1, ""), "");
+  LLVMBuildBr(L->b, next);
+  LLVMPositionBuilderAtEnd(L->b, mem);
+  LLVMValueRef is_const = LLVMBuildICmp(L->b, LLVMIntEQ, place, ci64(L, KP_CONST), "");
+  LLVMValueRef base = LLVMBuildSelect(L->b, is_const, weights, ws, "");
+  LLVMValueRef pm = LLVMBuildGEP2(L->b, L->i8, base, &at, 1, "");
+  LLVMBuildBr(L->b, next);
+  LLVMPositionBuilderAtEnd(L->b, next);
+  LLVMValueRef ptr = LLVMBuildPhi(L->b, L->ptr, "");
+  LLVMAddIncoming(ptr, (LLVMValueRef[]){pa, pm}, (LLVMBasicBlockRef[]){arr, mem}, 2);
+  LLVMBuildStore(L->b, ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, table, &i, 1, ""));
+  LLVMValueRef i1 = LLVMBuildAdd(L->b, i, ci64(L, 1), "");
+  LLVMAddIncoming(i, (LLVMValueRef[]){ci64(L, 0), i1}, (LLVMBasicBlockRef[]){pre, next}, 2);
+  LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntSLT, i1, ci64(L, p->n_bufs), ""), head, done);
+  LLVMPositionBuilderAtEnd(L->b, done);
 }
 
 static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
@@ -874,9 +915,68 @@ static void prof_end(lctx *L, int idx, LLVMValueRef t0) {
   call_fn(L, "primc_prof_end", L->voidt, ps, (LLVMValueRef[]){L->profile, LLVMConstInt(L->i32, (unsigned)idx, 0), t0}, 3);
 }
 
+/* kernels launched by one part of NAME_run: LLVM's CFG passes are quadratic in the status branches
+ * of one function (4,000 kernels in one: 2.8 s; 8,000: 11 s), so the run is a chain of parts */
+#define RUN_PART_KERNELS 64
+
+/* NAME_run_partJ(table): kernels [lo, hi) in order; the first non-zero status, else 0 */
+static LLVMValueRef emit_run_part(lctx *L, LLVMValueRef *kfns, int part, int lo, int hi) {
+  const kir_program *p = L->p;
+  char name[96];
+  snprintf(name, sizeof name, "%s_run_part%d", L->name, part);
+  LLVMValueRef fn = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, &L->ptr, 1, 0));
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(L->c, LLVMGetEnumAttributeKindForName("noinline", 8), 0));
+  L->fn = fn;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, fn, "entry"));
+  LLVMValueRef table = LLVMGetParam(fn, 0);
+  for (int i = lo; i < hi; i++) {
+    const kir_kernel *k = &p->kernels[i];
+    if (k->absorbed) continue; /* run by the call it belongs to */
+    LLVMValueRef t0 = prof_begin(L);
+    if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue && !k->epi_in_call ? kfns[k->epilogue] : NULL);
+    else emit_loop_launch(L, kfns[i], k, table);
+    prof_end(L, i, t0);
+  }
+  LLVMBuildRet(L->b, LLVMConstNull(L->i32));
+  return fn;
+}
+
+/* 1 when arr (inputs or outputs) or any of its n pointers is NULL */
+static LLVMValueRef any_null(lctx *L, LLVMValueRef arr, int n) {
+  LLVMValueRef null = LLVMConstNull(L->ptr), bad = LLVMBuildICmp(L->b, LLVMIntEQ, arr, null, "");
+  if (n == 0) return bad;
+  /* the elements are read only when the array is there */
+  LLVMBasicBlockRef from = LLVMGetInsertBlock(L->b);
+  LLVMBasicBlockRef each = LLVMAppendBasicBlockInContext(L->c, L->fn, "elements");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(L->c, L->fn, "checked");
+  LLVMBuildCondBr(L->b, bad, done, each);
+  LLVMPositionBuilderAtEnd(L->b, each);
+  LLVMValueRef any = LLVMConstInt(L->i1, 0, 0);
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef slot = ci64(L, i);
+    LLVMValueRef v = LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, arr, &slot, 1, ""), "");
+    any = LLVMBuildOr(L->b, any, LLVMBuildICmp(L->b, LLVMIntEQ, v, null, ""), "");
+  }
+  LLVMBasicBlockRef each_end = LLVMGetInsertBlock(L->b);
+  LLVMBuildBr(L->b, done);
+  LLVMPositionBuilderAtEnd(L->b, done);
+  LLVMValueRef phi = LLVMBuildPhi(L->b, L->i1, "");
+  LLVMValueRef vals[2] = {LLVMConstInt(L->i1, 1, 0), any};
+  LLVMBasicBlockRef blocks[2] = {from, each_end};
+  LLVMAddIncoming(phi, vals, blocks, 2);
+  return phi;
+}
+
 static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfns) {
   const kir_program *p = L->p;
   char name[96];
+  int n_parts = (p->n_kernels + RUN_PART_KERNELS - 1) / RUN_PART_KERNELS;
+  LLVMValueRef *parts = calloc((size_t)n_parts + 1, sizeof *parts);
+  for (int j = 0; j < n_parts; j++)
+    parts[j] = emit_run_part(L, kfns, j, j * RUN_PART_KERNELS,
+                             (j + 1) * RUN_PART_KERNELS < p->n_kernels ? (j + 1) * RUN_PART_KERNELS : p->n_kernels);
   snprintf(name, sizeof name, "%s_run", L->name);
   LLVMTypeRef pt[3] = {L->ptr, L->ptr, L->ptr};
   LLVMValueRef run = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, pt, 3, 0));
@@ -889,26 +989,18 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
     LLVMValueRef missing = LLVMBuildICmp(L->b, LLVMIntEQ, weights, LLVMConstNull(L->ptr), "");
     check_status(L, LLVMBuildSelect(L->b, missing, LLVMConstInt(L->i32, 2, 0), LLVMConstNull(L->i32), ""));
   }
-  LLVMValueRef nulls = LLVMBuildOr(L->b, LLVMBuildICmp(L->b, LLVMIntEQ, in, LLVMConstNull(L->ptr), ""),
-                                   LLVMBuildICmp(L->b, LLVMIntEQ, out, LLVMConstNull(L->ptr), ""), "");
+  /* status 1 for a NULL array, a NULL buffer inside one, or a NULL workspace the model needs */
+  LLVMValueRef nulls = any_null(L, in, p->g->n_inputs);
+  nulls = LLVMBuildOr(L->b, nulls, any_null(L, out, p->g->n_outputs), "");
   if (p->workspace_size > 0)
     nulls = LLVMBuildOr(L->b, nulls, LLVMBuildICmp(L->b, LLVMIntEQ, ws, LLVMConstNull(L->ptr), ""), "");
   check_status(L, LLVMBuildSelect(L->b, nulls, LLVMConstInt(L->i32, 1, 0), LLVMConstNull(L->i32), ""));
   LLVMValueRef table = entry_alloca(L, LLVMArrayType2(L->ptr, (uint64_t)(p->n_bufs ? p->n_bufs : 1)));
-  for (int i = 0; i < p->n_bufs; i++) {
-    LLVMValueRef slot = ci64(L, i);
-    LLVMBuildStore(L->b, buf_pointer(L, &p->bufs[i], in, out, ws, weights),
-                   LLVMBuildInBoundsGEP2(L->b, L->ptr, table, &slot, 1, ""));
-  }
-  for (int i = 0; i < p->n_kernels; i++) {
-    const kir_kernel *k = &p->kernels[i];
-    if (k->absorbed) continue; /* run by the call it belongs to */
-    LLVMValueRef t0 = prof_begin(L);
-    if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue && !k->epi_in_call ? kfns[k->epilogue] : NULL);
-    else emit_loop_launch(L, kfns[i], k, table);
-    prof_end(L, i, t0);
-  }
+  emit_table_fill(L, table, in, out, ws, weights);
+  for (int j = 0; j < n_parts; j++)
+    check_status(L, LLVMBuildCall2(L->b, LLVMFunctionType(L->i32, &L->ptr, 1, 0), parts[j], &table, 1, ""));
   LLVMBuildRet(L->b, LLVMConstNull(L->i32));
+  free(parts);
   return run;
 }
 

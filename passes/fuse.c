@@ -81,6 +81,9 @@ typedef struct fuser {
   int n;
   int *parent, *next, *tail, *maxpos;
   int *contract, *red; /* per root: a member contraction / reduction position, or -1 */
+  int *size;           /* per root: members */
+  int64_t *paths;      /* scratch of expanded_size, per node */
+  int *members;        /* scratch of expanded_size: PC_FUSE_MAX_PRIMS positions */
   int *mark, stamp;
   int *stack;
   const char ***reason; /* per node, per operand */
@@ -102,6 +105,7 @@ static void unite(fuser *F, int a, int b) {
   if (F->maxpos[b] > F->maxpos[a]) F->maxpos[a] = F->maxpos[b];
   if (F->contract[a] < 0) F->contract[a] = F->contract[b];
   if (F->red[a] < 0) F->red[a] = F->red[b];
+  F->size[a] += F->size[b];
 }
 
 #define FOR_MEMBERS(F, root, m) for (int m = (root); m >= 0; m = (F)->next[m])
@@ -244,6 +248,39 @@ static const pc_node *path_between(fuser *F, int a, int b, int limit) {
   return NULL;
 }
 
+static int cmp_desc(const void *a, const void *b) { return *(const int *)b - *(const int *)a; }
+
+/* Prims the kernel of groups a and b together would instantiate: codegen inlines a value into every
+ * reader in its kernel, so a prim counts once per path from it to a stored result; x2 = x1 * x1,
+ * x3 = x2 * x2, ... doubles at every step. Saturates at PC_FUSE_MAX_EXPANDED + 1. */
+static int64_t expanded_size(fuser *F, int a, int b) {
+  pc_node **N = F->g->nodes;
+  int n = 0;
+  F->stamp++;
+  for (int pass = 0; pass < 2; pass++)
+    FOR_MEMBERS(F, pass ? b : a, m) F->members[n++] = m, F->mark[m] = F->stamp;
+  qsort(F->members, (size_t)n, sizeof *F->members, cmp_desc); /* readers before what they read */
+  int64_t total = 0, cap = PC_FUSE_MAX_EXPANDED + 1;
+  for (int i = 0; i < n; i++) {
+    const pc_node *x = N[F->members[i]];
+    int64_t paths = 0;
+    for (int k = 0; k < x->n_out; k++) {
+      const pc_value *v = x->out[k];
+      int stored = pcp_is_output(F->g, v) || pcp_users_count(&F->users, v) == 0;
+      for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
+        int w = F->users.list[u]->id;
+        if (F->mark[w] == F->stamp) paths += F->paths[w];
+        else stored = 1;
+      }
+      paths += stored;
+    }
+    F->paths[x->id] = paths < cap ? paths : cap;
+    total += F->paths[x->id];
+    if (total >= cap) return cap;
+  }
+  return total;
+}
+
 static const char *value_ref(pc_graph *g, const pc_value *v) {
   return v->name ? pc_strfmt(g, "%%%s", v->name) : pc_strfmt(g, "%%%d", v->id);
 }
@@ -252,6 +289,13 @@ static const char *value_ref(pc_graph *g, const pc_value *v) {
 static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
   const char *r = edge_rule(F->g, p, c);
   int gp = grp(F, p), gc = grp(F, c);
+  /* codegen walks a kernel's expressions recursively, and the group walks below are linear in its
+   * size: a bound keeps both from growing with the model (a chain of 10,000 prims) */
+  if (!r && F->size[gp] + F->size[gc] > PC_FUSE_MAX_PRIMS)
+    r = pc_strfmt(F->g, "a kernel holds at most %d prims", PC_FUSE_MAX_PRIMS);
+  if (!r && expanded_size(F, gp, gc) > PC_FUSE_MAX_EXPANDED)
+    r = pc_strfmt(F->g, "the kernel's expressions would repeat shared values past %d prims (store one instead)",
+                  PC_FUSE_MAX_EXPANDED);
   if (!r) r = contraction_clash(F, gp, gc);
   if (!r) r = reduction_clash(F, gp, gc);
   if (r) return r;
@@ -378,7 +422,8 @@ static void store_reasons(fuser *F) {
 static void fuser_free(fuser *F) {
   pcp_users_free(&F->users);
   free(F->parent), free(F->next), free(F->tail), free(F->maxpos);
-  free(F->contract), free(F->red), free(F->mark), free(F->stack);
+  free(F->contract), free(F->red), free(F->size), free(F->mark), free(F->stack);
+  free(F->paths), free(F->members);
   free(F->reason);
 }
 
@@ -388,10 +433,12 @@ static pc_status fuser_init(fuser *F, pc_graph *g) {
   int n = F->n = g->n_nodes;
   size_t sz = sizeof(int) * (size_t)(n + 1);
   F->parent = malloc(sz), F->next = malloc(sz), F->tail = malloc(sz), F->maxpos = malloc(sz);
-  F->contract = malloc(sz), F->red = malloc(sz), F->mark = calloc((size_t)n + 1, sizeof(int));
+  F->contract = malloc(sz), F->red = malloc(sz), F->size = malloc(sz), F->mark = calloc((size_t)n + 1, sizeof(int));
   F->stack = malloc(sz);
+  F->paths = malloc(sizeof *F->paths * (size_t)(n + 1));
+  F->members = malloc(sizeof *F->members * (2 * PC_FUSE_MAX_PRIMS + 1));
   F->reason = calloc((size_t)n + 1, sizeof *F->reason);
-  if (!F->parent || !F->next || !F->tail || !F->maxpos || !F->contract || !F->red || !F->mark || !F->stack || !F->reason)
+  if (!F->parent || !F->next || !F->tail || !F->maxpos || !F->contract || !F->red || !F->size || !F->mark || !F->stack || !F->reason || !F->paths || !F->members)
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; i < n; i++) {
     pc_node *c = g->nodes[i];
@@ -399,6 +446,7 @@ static pc_status fuser_init(fuser *F, pc_graph *g) {
     F->next[i] = -1;
     F->contract[i] = kind_of(c->op) == FK_CONTRACT ? i : -1;
     F->red[i] = kind_of(c->op) == FK_RED ? i : -1;
+    F->size[i] = 1;
     c->group = -1;
     F->reason[i] = pc_alloc(g, sizeof(const char *) * (size_t)(c->n_in + 1));
     if (!F->reason[i]) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
@@ -417,7 +465,7 @@ pc_status pc_pass_fuse(pc_graph *g) {
     decide(&F);
     if (order_groups(&F, order) == PC_OK) {
       store_reasons(&F);
-      memcpy(g->nodes, order, sizeof *order * (size_t)g->n_nodes);
+      if (g->n_nodes) memcpy(g->nodes, order, sizeof *order * (size_t)g->n_nodes); /* g->nodes: NULL when empty */
       for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->id = i;
     }
   }

@@ -6,6 +6,12 @@
 
 /* One pass per file, each `pc_status pc_pass_NAME(pc_graph *)`; the table
  * passes/passes.def lists them (name, description) for --print-after. */
+/* Bounds of one fused kernel (passes/fuse.c), so that codegen, which walks a kernel's expressions
+ * recursively, does work and stack linear in the model: its prims, and the prims its expressions
+ * instantiate (a value read twice in the kernel is computed twice) */
+#define PC_FUSE_MAX_PRIMS 256
+#define PC_FUSE_MAX_EXPANDED 2048
+
 #define PC_PASS(name, desc) pc_status pc_pass_##name(pc_graph *g);
 #include "passes/passes.def"
 #undef PC_PASS

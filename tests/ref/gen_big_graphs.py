@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+# tests/ref/gen_big_graphs.py: models that are small files but long or wide graphs (issue 26), each with an
+# input and its numpy-computed output: a chain of 10,000 elementwise ops (no recursion on graph depth), 40
+# squarings of a value read twice each (no expression that doubles per step), and 20,000 MatMuls by a
+# permutation (compile time linear in the number of kernels).
+# Usage: gen_big_graphs.py OUT_DIR
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+out = sys.argv[1]
+
+
+def save(name, nodes, x, y, inits=()):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info("x", T.FLOAT, list(x.shape))],
+                     [h.make_tensor_value_info("y", T.FLOAT, list(y.shape))], list(inits))
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(d, "model.onnx"))
+    np.save(os.path.join(d, "input.npy"), x)
+    np.save(os.path.join(d, "expected.npy"), y.astype(np.float32))
+
+
+def chain(name, n, x, ops):
+    nodes, prev = [], "x"
+    for i in range(n):
+        o = "y" if i == n - 1 else f"v{i}"
+        op, _ = ops[i % len(ops)]
+        nodes.append(h.make_node(op, [prev] * (2 if op == "Mul" else 1), [o], name=f"{op.lower()}{i}"))
+        prev = o
+    y = x.astype(np.float64)
+    for i in range(n):
+        y = ops[i % len(ops)][1](y)
+    return nodes, y
+
+
+rng = np.random.default_rng(26)
+x = rng.standard_normal((4, 8)).astype(np.float32)
+nodes, y = chain("chain", 10000, x, [("Neg", np.negative), ("Abs", np.abs), ("Sigmoid", lambda v: 1 / (1 + np.exp(-v)))])
+save("chain10k", nodes, x, y)
+
+x = np.array([[1, -1, 0, 1], [-1, 1, 1, 0]], np.float32)
+nodes, y = chain("squares", 40, x, [("Mul", lambda v: v * v)])
+save("squares40", nodes, x, y)
+
+n = 20000
+p = np.eye(4, dtype=np.float32)[[1, 2, 3, 0]]  # order 4: x P^n, exact in float32
+x = rng.standard_normal((4, 4)).astype(np.float32)
+nodes, prev = [], "x"
+for i in range(n):
+    o = "y" if i == n - 1 else f"v{i}"
+    nodes.append(h.make_node("MatMul", [prev, "p"], [o], name=f"mm{i}"))
+    prev = o
+save("matmul20k", nodes, x, x @ np.linalg.matrix_power(p, n), [numpy_helper.from_array(p, "p")])

@@ -1,0 +1,70 @@
+/* tests/unit/test_hardening.c: misuse of the compiled entry points and degenerate graphs (issue 26). */
+#include "codegen/codegen.h"
+#include "passes/passes.h"
+#include "tests/test.h"
+#include "tests/unit/helpers.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef int (*run_fn)(const void *const *, void *const *, void *);
+
+static const char *const two_inputs = "graph(%a : f32[4], %b : f32[4]):\n"
+                                      "  %s = add(%a, %b)\n"
+                                      "  %e = exp(%s)\n"
+                                      "  %t = mul(%e, %a)\n"
+                                      "  return (%s, %t)\n";
+
+/* NAME_run answers status 1 for a NULL array or a NULL buffer in one (the header's promise), then runs */
+PC_TEST(run_null_buffers_are_status_1) {
+  pc_graph *g = pc_graph_parse(two_inputs, strlen(two_inputs), "two.txt", NULL);
+  pc_pipeline_opts po = {0};
+  po.opt_level = 2;
+  if (!CHECK_MSG(g && g->status == PC_OK && pc_pipeline_run(g, &po) == PC_OK, "build: %s", g ? pc_error(g) : "")) {
+    pc_graph_free(g);
+    return;
+  }
+  char dir[] = "/tmp/primc-hard-XXXXXX", obj[256], so[256], hdr[256];
+  if (!CHECK(mkdtemp(dir))) return;
+  snprintf(obj, sizeof obj, "%s/m.o", dir);
+  snprintf(so, sizeof so, "%s/m.so", dir);
+  snprintf(hdr, sizeof hdr, "%s/m.h", dir);
+  pc_codegen_opts o = {0};
+  o.emit = PC_EMIT_OBJ, o.output = obj, o.name = "m", o.opt_level = 2;
+  void *h = CHECK_MSG(pc_codegen(g, &o) == PC_OK, "codegen: %s", pc_error(g))
+                ? pc_test_link_open(obj, so, "-lopenblas -lm -lpthread", "null buffers")
+                : NULL;
+  run_fn run = h ? (run_fn)dlsym(h, "m_run") : NULL;
+  const int64_t *wsz = h ? dlsym(h, "m_workspace_size") : NULL;
+  if (CHECK(run && wsz)) {
+    float a[4] = {0, 1, -1, 2}, b[4] = {1, 1, 1, -2}, s[4], t[4];
+    void *ws = aligned_alloc(64, (size_t)*wsz + 64);
+    const void *in_ok[2] = {a, b}, *in_hole[2] = {a, NULL};
+    void *out_ok[2] = {s, t}, *out_hole[2] = {NULL, t};
+    CHECK_INT(run(in_hole, out_ok, ws), 1);
+    CHECK_INT(run(in_ok, out_hole, ws), 1);
+    CHECK_INT(run(NULL, out_ok, ws), 1);
+    CHECK_INT(run(in_ok, NULL, ws), 1);
+    CHECK_INT(run(in_ok, out_ok, ws), 0);
+    for (int i = 0; i < 4; i++) {
+      CHECK_NEAR(s[i], a[i] + b[i], 0);
+      CHECK_NEAR(t[i], expf(a[i] + b[i]) * a[i], 1e-5 * (1 + fabsf(t[i])));
+    }
+    free(ws);
+  }
+  if (h) dlclose(h);
+  unlink(obj), unlink(so), unlink(hdr), rmdir(dir);
+  pc_graph_free(g);
+}
+
+/* a graph with no nodes (its output is its input) goes through every pass, fusion included */
+PC_TEST(empty_graph_passes) {
+  const char *text = "graph(%x : f32[3]):\n  return (%x)\n";
+  pc_graph *g = pc_graph_parse(text, strlen(text), "empty.txt", NULL);
+  pc_pipeline_opts po = {0};
+  po.opt_level = 2;
+  CHECK_MSG(g && g->status == PC_OK && pc_pipeline_run(g, &po) == PC_OK, "%s", g ? pc_error(g) : "no graph");
+  CHECK_INT(g ? g->n_groups : -1, 0);
+  pc_graph_free(g);
+}
