@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 
 #define OX_MAX_OPSET 28               /* newest default-domain opset we accept (onnx 1.23) */
-#define OX_MAX_NUMEL ((int64_t)1 << 31) /* larger tensors are absurd for this compiler */
 #define OX_FOLD_MAX_NUMEL 65536       /* fold all-constant prims only when small (shape math) */
 #define OX_FOLD_MAX_NULLARY 1024      /* and iota only when tiny */
 #define OX_FOLD_MAX_GROWN 64          /* and results larger than their operands (broadcasts) when tiny */
@@ -75,7 +74,7 @@ int ox_dtype_from_onnx(int onnx_type, pc_dtype *out) {
   return 0;
 }
 
-static const char *onnx_type_name(int t) {
+const char *ox_onnx_type_name(int t) {
   static const char *const names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32",
                                       "int64", "string", "bool", "float16", "double", "uint32", "uint64",
                                       "complex64", "complex128", "bfloat16", "float8e4m3fn",
@@ -93,7 +92,7 @@ static pc_status tensor_header(pc_graph *g, const Onnx__TensorProto *tp, pc_tens
   const char *nm = tensor_name(tp);
   if (!ox_dtype_from_onnx(tp->data_type, &t->dtype))
     return pc_fail(g, PC_ERR_UNSUPPORTED, "tensor '%s': element type %s (%d) is not supported", nm,
-                   onnx_type_name(tp->data_type), (int)tp->data_type);
+                   ox_onnx_type_name(tp->data_type), (int)tp->data_type);
   if (tp->n_dims > PC_MAX_RANK)
     return pc_fail(g, PC_ERR_RANGE, "tensor '%s': rank %zu exceeds %d", nm, tp->n_dims, PC_MAX_RANK);
   t->rank = (int)tp->n_dims;
@@ -468,7 +467,7 @@ static pc_status add_const_input(ox_loader *L, const char *nm, const Onnx__TypeP
   pc_dtype dt;
   if (!ox_dtype_from_onnx(tt->elem_type, &dt) || dt != v->dtype)
     return pc_fail(L->g, PC_ERR_TYPE, "input '%s': the constant given for it is %s, the input is %s", nm,
-                   pc_dtype_name(v->dtype), onnx_type_name(tt->elem_type));
+                   pc_dtype_name(v->dtype), ox_onnx_type_name(tt->elem_type));
   const Onnx__TensorShapeProto *sh = tt->shape;
   if (sh && (int)sh->n_dim != v->rank)
     return pc_fail(L->g, PC_ERR_SHAPE, "input '%s': the constant given for it has rank %d, the input %zu", nm,
@@ -530,7 +529,7 @@ static pc_status add_input(ox_loader *L, const Onnx__ValueInfoProto *vi) {
   int et = tp->tensor_type->elem_type;
   if (!ox_dtype_from_onnx(et, &t.dtype))
     return pc_fail(L->g, PC_ERR_UNSUPPORTED, "input '%s': element type %s (%d) is not supported", nm,
-                   onnx_type_name(et), et);
+                   ox_onnx_type_name(et), et);
   const Onnx__TensorShapeProto *sh = tp->tensor_type->shape;
   if (!sh) return pc_fail(L->g, PC_ERR_UNSUPPORTED, "input '%s' has no shape (rank unknown)", nm);
   if (sh->n_dim > PC_MAX_RANK)
@@ -714,6 +713,7 @@ static pc_status read_opsets(ox_loader *L, const Onnx__ModelProto *m) {
 static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
   pc_graph *g = L->g;
   if (gp->n_sparse_initializer) return pc_fail(g, PC_ERR_UNSUPPORTED, "sparse initializers are not supported");
+  if (ox_validate_graph(g, gp, "") != PC_OK) return g->status;
   for (size_t i = 0; i < gp->n_initializer && g->status == PC_OK; i++) {
     pc_set_origin(g, NULL);
     add_initializer(L, gp->initializer[i]);
@@ -783,6 +783,7 @@ pc_status ox_import_body(ox_ctx *c, const Onnx__GraphProto *body, const char *sc
   const char *saved = L->scope;
   L->scope = sc;
   if (body->n_sparse_initializer) ox_fail(c, PC_ERR_UNSUPPORTED, "sparse initializers in a subgraph");
+  if (g->status == PC_OK) ox_validate_graph(g, body, sc);
   for (size_t i = 0; i < body->n_initializer && g->status == PC_OK; i++) add_initializer(L, body->initializer[i]);
   for (size_t i = 0; i < body->n_node && g->status == PC_OK; i++) import_node(L, body->node[i], i);
   L->scope = saved;

@@ -6,6 +6,8 @@
 #include "ir/ir.h"
 #include "onnx.pb-c.h"
 
+#define OX_MAX_NUMEL ((int64_t)1 << 31) /* larger tensors are absurd for this compiler */
+
 /* The state of one ONNX node while it is being decomposed. A decomposition
  * reads inputs and attributes through the ox_ helpers below, builds prims on
  * c->g, and sets every output with ox_out. Inputs given as "" (omitted
@@ -106,6 +108,10 @@ int ox_require_float(ox_ctx *c, const pc_value *x);
 pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *out);
 /* maps an ONNX TensorProto data_type to a prim dtype; 0 when unsupported */
 int ox_dtype_from_onnx(int onnx_type, pc_dtype *out);
+const char *ox_onnx_type_name(int onnx_type); /* "float", "int64", ...; "unknown" */
+/* a value name defined twice, or a graph input whose initializer (its default) has another type:
+ * errors ONNX Runtime gives too (frontend/onnx_validate.c); scope prefixes a subgraph's messages */
+pc_status ox_validate_graph(pc_graph *g, const Onnx__GraphProto *gp, const char *scope);
 
 /* ---- control flow and sequences (frontend/onnx_cf.c; scopes implemented in frontend/onnx.c)
  * A sequence or an optional exists only at import time: a list of values bound to an ONNX name

@@ -909,8 +909,10 @@ static int rs_sizes(ox_ctx *c, const pc_value *x, const int64_t *axes, int na, c
     if (nsc != na) return ox_fail(c, PC_ERR_SHAPE, "scales has %d entries for %d axes", nsc, na), 0;
     for (int i = 0; i < na; i++) {
       if (!(scales[i] > 0)) return ox_fail(c, PC_ERR_ATTR, "scale %g must be positive", scales[i]), 0;
+      double o = floor(scales[i] * (double)x->type.dims[axes[i]]);
+      if (!(o <= (double)OX_MAX_NUMEL)) return ox_fail(c, PC_ERR_RANGE, "scale %g makes dim %lld absurd", scales[i], (long long)axes[i]), 0;
       p->scale[axes[i]] = scales[i];
-      p->out[axes[i]] = (int64_t)floor(scales[i] * (double)x->type.dims[axes[i]]);
+      p->out[axes[i]] = (int64_t)o;
     }
     return 1;
   }
@@ -926,13 +928,20 @@ static int rs_sizes(ox_ctx *c, const pc_value *x, const int64_t *axes, int na, c
   if (!strcmp(pol, "stretch")) return 1;
   if (strcmp(pol, "not_larger") && strcmp(pol, "not_smaller"))
     return ox_fail(c, PC_ERR_ATTR, "keep_aspect_ratio_policy '%s' is not supported", pol), 0;
-  for (int i = 0; i < na; i++)
-    p->scale[axes[i]] = pick, p->out[axes[i]] = (int64_t)(pick * (double)x->type.dims[axes[i]] + 0.5);
+  for (int i = 0; i < na; i++) {
+    double o = pick * (double)x->type.dims[axes[i]] + 0.5;
+    if (!(o <= (double)OX_MAX_NUMEL)) return ox_fail(c, PC_ERR_RANGE, "sizes make dim %lld absurd", (long long)axes[i]), 0;
+    p->scale[axes[i]] = pick, p->out[axes[i]] = (int64_t)o;
+  }
   return 1;
 }
 
 static pc_status resize_run(ox_ctx *c, pc_value *x, const rs_opts *o, const rs_plan *p) {
   int r = x->type.rank;
+  int64_t numel = 1; /* before any per-axis table of out entries is allocated */
+  for (int i = 0; i < r; i++)
+    if (p->out[i] > 0 && (__builtin_mul_overflow(numel, p->out[i], &numel) || numel > OX_MAX_NUMEL))
+      return ox_fail(c, PC_ERR_RANGE, "the result would have more than %lld elements", (long long)OX_MAX_NUMEL);
   for (int i = 0; i < r && x; i++) {
     double rlo = p->roi[i], rhi = p->roi[r + i];
     int identity = fabs(p->scale[i] - 1) < 1e-9 && p->out[i] == x->type.dims[i] &&

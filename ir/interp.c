@@ -419,11 +419,17 @@ static pc_status run_node(pc_ictx *c, const pc_node *n, const pc_tensor *in, pc_
   for (int i = 0; i < n->n_out; i++) out[i].data = NULL; /* callers may free them on failure */
   for (int i = 0; i < n->n_out; i++) {
     if (!resolve_type(c, &n->out[i]->type, &out[i])) continue;
-    int64_t nb = checked_nbytes(&out[i]);
+    int64_t nb = checked_nbytes(&out[i]), lim = c->g->mem_limit;
     if (nb < 0) return free_outputs(out, i), pc_node_fail(c->g, n, PC_ERR_RANGE, "result %d is too large", i);
+    if (lim > 0 && nb > lim - c->live)
+      return free_outputs(out, i),
+             pc_node_fail(c->g, n, PC_ERR_NOMEM,
+                          "result %d needs %lld bytes with %lld held, over the memory limit of %lld bytes "
+                          "(--mem-limit)", i, (long long)nb, (long long)c->live, (long long)lim);
     out[i].data = calloc(1, nb ? (size_t)nb : 1);
     if (!out[i].data) return free_outputs(out, i), pc_node_fail(c->g, n, PC_ERR_NOMEM, "out of memory");
   }
+  for (int i = 0; i < n->n_out; i++) c->live += out[i].data ? (int64_t)pc_tensor_nbytes(&out[i]) : 0;
   pc_status st = iop_table[n->op](c, n, in, out);
   for (int i = 0; st == PC_OK && i < n->n_out; i++) {
     if (!out[i].data) st = pc_node_fail(c->g, n, PC_ERR_INTERNAL, "result %d was not produced", i);
@@ -435,6 +441,7 @@ static pc_status run_node(pc_ictx *c, const pc_node *n, const pc_tensor *in, pc_
 
 static int ictx_init(pc_ictx *c, pc_graph *g) {
   c->g = g;
+  c->live = 0;
   c->n_sym = g->n_syms;
   c->sym = malloc(sizeof *c->sym * (size_t)(g->n_syms ? g->n_syms : 1));
   if (!c->sym) return 0;
@@ -480,6 +487,11 @@ static int *last_uses(const pc_graph *g) {
 
 #define MAX_RESULTS 4
 
+static void slot_release(pc_ictx *c, slot *s) {
+  if (s->t.data) c->live -= (int64_t)pc_tensor_nbytes(&s->t);
+  pc_tensor_free(&s->t);
+}
+
 static pc_status run_graph(pc_ictx *c, slot *vals, const int *last, pc_tensor *in) {
   pc_graph *g = c->g;
   pc_tensor out[MAX_RESULTS];
@@ -498,11 +510,11 @@ static pc_status run_graph(pc_ictx *c, slot *vals, const int *last, pc_tensor *i
       slot *s = &vals[n->out[i]->id];
       s->t = out[i];
       s->owned = s->ready = 1;
-      if (last[n->out[i]->id] < 0) pc_tensor_free(&s->t); /* never read */
+      if (last[n->out[i]->id] < 0) slot_release(c, s); /* never read */
     }
     for (int j = 0; j < n->n_in; j++) {
       slot *s = &vals[n->in[j]->id];
-      if (last[n->in[j]->id] == k && s->owned) pc_tensor_free(&s->t);
+      if (last[n->in[j]->id] == k && s->owned) slot_release(c, s);
     }
   }
   return PC_OK;

@@ -9,6 +9,7 @@ typedef struct pc_ictx {
   pc_graph *g;
   int64_t *sym;
   int n_sym;
+  int64_t live; /* bytes of results held, checked against g->mem_limit */
 } pc_ictx;
 
 /* One prim on concrete tensors. out[i] arrive with dtype and shape resolved

@@ -201,6 +201,7 @@ struct pc_graph {
   int n_syms, cap_syms;
   int n_groups;        /* kernels after fusion: node->group in [0, n_groups), contiguous, topological */
   int64_t workspace_size; /* bytes, after memory planning */
+  int64_t mem_limit;   /* bytes the interpreter may hold at once and a compiled model may need; 0: none */
   const char *origin;  /* stamped on nodes created from now on */
   pc_status status;    /* first error, sticky */
   char error[512];

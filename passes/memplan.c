@@ -243,6 +243,23 @@ static pc_status place(pc_graph *g, const liveness *L) {
   return PC_OK;
 }
 
+/* what the compiled model holds while it runs, against g->mem_limit: a 200-byte model can ask for a
+ * 4 GB tensor, and the standalone driver would only find out when the kernel touches it */
+static pc_status check_limit(pc_graph *g) {
+  int64_t weights = 0, io = 0, lim = g->mem_limit;
+  if (lim <= 0) return PC_OK;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i]->dead && g->nodes[i]->op == PC_OP_constant) weights += value_bytes(g, g->nodes[i]->out[0]);
+  for (int i = 0; i < g->n_inputs; i++) io += value_bytes(g, g->inputs[i]);
+  for (int i = 0; i < g->n_outputs; i++) io += value_bytes(g, g->outputs[i]);
+  int64_t need = g->workspace_size + weights + io;
+  if (need <= lim) return PC_OK;
+  return pc_fail(g, PC_ERR_NOMEM,
+                 "the compiled model needs %lld bytes at run time (workspace %lld, weights %lld, inputs and "
+                 "outputs %lld), over the memory limit of %lld bytes (--mem-limit)",
+                 (long long)need, (long long)g->workspace_size, (long long)weights, (long long)io, (long long)lim);
+}
+
 pc_status pc_pass_memplan(pc_graph *g) {
   if (g->status != PC_OK) return g->status;
   liveness L;
@@ -253,7 +270,7 @@ pc_status pc_pass_memplan(pc_graph *g) {
   classify(g);
   pc_status s = place(g, &L);
   liveness_free(&L);
-  return s;
+  return s == PC_OK ? check_limit(g) : s;
 }
 
 /* ---------------------------------------------------------------- report */

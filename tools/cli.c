@@ -35,6 +35,29 @@ int pc_cli_parse_dim(const char *s, pc_dim_binding *out, char *name, size_t name
   return 1;
 }
 
+int pc_cli_parse_size(const char *s, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || v < 0) return 0;
+  int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+  if (shift) end++;
+  if (*end || v > (INT64_MAX >> shift)) return 0;
+  *out = (int64_t)v << shift;
+  return 1;
+}
+
+int64_t pc_cli_default_mem_limit(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+  fclose(f);
+  return kb > 0 ? (int64_t)kb * 1024 : 0;
+}
+
 /* value of an option that takes one: "--x V" */
 static const char *opt_value(int argc, char **argv, int *i) {
   if (*i + 1 >= argc) return NULL;
@@ -44,6 +67,7 @@ static const char *opt_value(int argc, char **argv, int *i) {
 int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
   memset(cli, 0, sizeof *cli);
   cli->seed = 1;
+  cli->mem_limit = pc_cli_default_mem_limit();
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -56,6 +80,13 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
       if (!(cli->weights = opt_value(argc, argv, &i))) goto missing;
     } else if (!strcmp(a, "--save-weights")) {
       if (!(cli->save_weights = opt_value(argc, argv, &i))) goto missing;
+    } else if (!strcmp(a, "--mem-limit")) {
+      if (!(v = opt_value(argc, argv, &i))) goto missing;
+      if (!pc_cli_parse_size(v, &cli->mem_limit)) {
+        fprintf(stderr, "primc: bad --mem-limit '%s' (bytes, or with K, M, G; 0: none)\n", v);
+        cli->exit_code = 2;
+        return 1;
+      }
     } else if (!strcmp(a, "--random-inputs")) {
       cli->random_inputs = 1;
     } else if (!strcmp(a, "--seed")) {
@@ -102,6 +133,7 @@ pc_graph *pc_cli_load_model(const pc_cli *cli) {
     pc_graph_free(g);
     return NULL;
   }
+  g->mem_limit = cli->mem_limit;
   return g;
 }
 
@@ -172,6 +204,16 @@ static int check_input(const pc_graph *g, int i, const primc_array *a, const cha
 int pc_cli_inputs(const pc_cli *cli, const pc_graph *g, int n, const char *const *paths, pc_tensor *ins) {
   if (cli->random_inputs) {
     uint64_t state = cli->seed;
+    int64_t bytes = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+      const pc_type *t = &g->inputs[i]->type;
+      bytes += pc_type_is_static(t) ? pc_type_numel(t) * (int64_t)pc_dtype_size(t->dtype) : 0;
+    }
+    if (cli->mem_limit > 0 && bytes > cli->mem_limit) {
+      fprintf(stderr, "primc: error: random inputs of %lld bytes are over the memory limit of %lld bytes (--mem-limit)\n",
+              (long long)bytes, (long long)cli->mem_limit);
+      return -1;
+    }
     for (int i = 0; i < g->n_inputs; i++)
       if (random_tensor(&g->inputs[i]->type, &state, &ins[i]) != 0) {
         fprintf(stderr, "primc: error: cannot make a random input for %s (symbolic dims: fix them with --dim)\n",

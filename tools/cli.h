@@ -17,6 +17,7 @@ typedef struct pc_cli {
   pc_dim_binding dims[PC_CLI_MAX];
   char dim_names[PC_CLI_MAX][64];
   int n_dims;
+  int64_t mem_limit;        /* --mem-limit (default: pc_cli_default_mem_limit), 0: none */
   int exit_code;            /* when pc_cli_parse returns non-zero: 0 for --help, 2 for bad usage */
 } pc_cli;
 
@@ -26,6 +27,11 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help);
 int pc_cli_usage_error(const char *help, const char *msg);
 /* parses "name=N" or "name=LO..HI" */
 int pc_cli_parse_dim(const char *s, pc_dim_binding *out, char *name, size_t name_size);
+/* "--mem-limit" values: bytes with an optional K, M or G suffix (powers of 1024), 0 for no limit;
+ * 0 when s is not one */
+int pc_cli_parse_size(const char *s, int64_t *out);
+/* the memory run and compile may plan for unless told: MemAvailable of /proc/meminfo (0: unknown) */
+int64_t pc_cli_default_mem_limit(void);
 /* loads pos[0]; prints the error and returns NULL on failure */
 pc_graph *pc_cli_load_model(const pc_cli *cli);
 /* fills one tensor per graph input from n .npy paths, or random data */

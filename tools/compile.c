@@ -31,7 +31,9 @@ static const char *compile_help =
     "  --name ID           C prefix of the entry points (default: from OUT)\n"
     "  --report            print what was compiled: kernels, workspace, weights, time\n"
     "  --profile           time every kernel: `OUT --profile [--bench N]` prints a per-kernel table\n"
-    "  --dim NAME=N        fix a symbolic dim\n";
+    "  --dim NAME=N        fix a symbolic dim\n"
+    "  --mem-limit SIZE    refuse a model needing more memory at run time (workspace, weights, inputs\n"
+    "                      and outputs); bytes or K/M/G, 0: none (default: the memory available now)\n";
 
 typedef struct compile_opts {
   const char *model, *out, *emit, *weights, *weights_file, *cpu, *triple, *name, *target, *gpu_arch;
@@ -41,6 +43,7 @@ typedef struct compile_opts {
   pc_dim_binding dims[PC_CLI_MAX];
   char dim_names[PC_CLI_MAX][64];
   int n_dims;
+  int64_t mem_limit;
 } compile_opts;
 
 static int emit_kind(const char *s, pc_emit *out) {
@@ -57,6 +60,7 @@ static int parse(int argc, char **argv, compile_opts *o) {
   if (!o->models) return fprintf(stderr, "primc: error: out of memory\n"), 1;
   o->opt = 3;
   o->emit = "exe";
+  o->mem_limit = pc_cli_default_mem_limit();
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char **slot = !strcmp(a, "-o")           ? &o->out
@@ -87,6 +91,9 @@ static int parse(int argc, char **argv, compile_opts *o) {
       o->cuda_graphs = 1;
     } else if (!strcmp(a, "--nvrtc-check")) {
       o->nvrtc_check = 1;
+    } else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
+      if (!pc_cli_parse_size(argv[++i], &o->mem_limit))
+        return pc_cli_usage_error(compile_help, "bad --mem-limit (bytes, or with K, M, G; 0: none)");
     } else if (!strcmp(a, "--dim") && i + 1 < argc) {
       if (o->n_dims >= PC_CLI_MAX ||
           !pc_cli_parse_dim(argv[++i], &o->dims[o->n_dims], o->dim_names[o->n_dims], sizeof o->dim_names[0]))
@@ -174,6 +181,7 @@ static int compile_one(const compile_opts *op) {
   pc_import_opts io = {o.dims, o.n_dims, o.weights_file, NULL, 0, NULL, 0};
   pc_graph *g = pc_model_load(o.model, &io);
   if (!g) return fprintf(stderr, "primc: error: out of memory\n"), 1;
+  g->mem_limit = o.mem_limit;
   pc_pipeline_opts po = {0};
   po.opt_level = o.opt;
   po.unfused = o.unfused;

@@ -53,7 +53,9 @@ static const char *run_help =
     "  --seed N            seed for --random-inputs (default 1)\n"
     "  -o DIR              write outputs as DIR/out0.npy, DIR/out1.npy ... (default: print a summary only)\n"
     "  --weights FILE      .safetensors weights for a text graph\n"
-    "  --dim NAME=N        fix a symbolic dim\n";
+    "  --dim NAME=N        fix a symbolic dim\n"
+    "  --mem-limit SIZE    most bytes of tensors held at once (K/M/G; 0: none; default: the memory\n"
+    "                      available now)\n";
 
 static void print_summary(const pc_graph *g, const pc_tensor *outs) {
   for (int i = 0; i < g->n_outputs; i++) {

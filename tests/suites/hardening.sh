@@ -45,5 +45,68 @@ grep -q 'cannot run /nonexistent/cc' "$tmp/err" && ok "missing cc: error names i
 hits=$(grep -nE '\b(system|popen)\(' ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*.c tools/*.c 2>/dev/null)
 [ -z "$hits" ] && ok "no system() or popen() outside the tests" || bad "system/popen calls" "$hits"
 
+# ---- long and wide graphs: no recursion on graph depth, nothing exponential, compile time linear in kernels
+python3 tests/ref/gen_big_graphs.py "$tmp/big" >"$tmp/gen.log" 2>&1 || bad "gen_big_graphs.py" "$(tail -n 3 "$tmp/gen.log")"
+# big_case NAME LIMIT: compiled -O2 within LIMIT seconds (a hang check: ~5x what it takes here), run, and
+# compared with numpy's output
+big_case() {
+  local name=$1 limit=$2 d=$tmp/big/$1
+  if timeout "$limit" "$P" compile "$d/model.onnx" -O2 -o "$tmp/$name" >"$tmp/err" 2>&1 &&
+    "$tmp/$name" "$d/input.npy" -o "$tmp/$name.out" >/dev/null 2>>"$tmp/err" &&
+    python3 tests/compare_npy.py "$tmp/$name.out/out0.npy" "$d/expected.npy" >>"$tmp/err" 2>&1; then
+    ok "$name compiles within ${limit}s and matches numpy"
+  else
+    bad "$name" "$(tail -n 3 "$tmp/err")"
+  fi
+}
+big_case chain10k 120
+big_case squares40 60
+big_case matmul20k 60
+expect_exit 0 "chain10k interpreted" "$P" run "$tmp/big/chain10k/model.onnx" "$tmp/big/chain10k/input.npy" -o "$tmp/c10"
+python3 tests/compare_npy.py "$tmp/c10/out0.npy" "$tmp/big/chain10k/expected.npy" >/dev/null 2>&1 &&
+  ok "chain10k interpreted matches numpy" || bad "chain10k interpreted" "differs from numpy"
+
+# ---- invalid models ONNX Runtime refuses too, and memory asked for by a tiny model
+python3 tests/ref/gen_invalid_onnx.py "$tmp/inv" >"$tmp/gen.log" 2>&1 || bad "gen_invalid_onnx.py" "$(tail -n 3 "$tmp/gen.log")"
+# invalid NAME 'MESSAGE': run and compile both exit 1 with one error line containing MESSAGE
+invalid() {
+  local m=$tmp/inv/$1.onnx
+  for cmd in run compile; do
+    if [ "$cmd" = run ]; then timeout 60 "$P" run "$m" --random-inputs >"$tmp/out" 2>"$tmp/err"
+    else timeout 60 "$P" compile "$m" -o "$tmp/inv.exe" >"$tmp/out" 2>"$tmp/err"; fi
+    local rc=$?
+    if [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -qF -- "$2" "$tmp/err"; then ok "$cmd $1: $2"
+    else bad "$cmd $1" "exit $rc: $(head -c 300 "$tmp/err")"; fi
+  done
+}
+invalid duplicate_output "Neg \"second\": output 't' is already defined by Relu \"first\""
+invalid output_shadows_input "Relu \"again\": output 'x' is already defined by the graph input"
+invalid initializer_shape_mismatch "initializer 'w' has shape [3], its graph input declares [4]"
+invalid initializer_dtype_mismatch "initializer 'w' has element type double, its graph input declares float"
+expect_exit 0 "an initializer that fits its input is its default" "$P" run "$tmp/inv/initializer_default_ok.onnx" --random-inputs
+# 2^30 floats from a 200-byte model: refused under a limit, with what it needs
+expect_exit 1 "run over --mem-limit" "$P" run "$tmp/inv/constant_of_shape_4g.onnx" --mem-limit 1G
+grep -q 'needs 4294967296 bytes .* over the memory limit of 1073741824 bytes (--mem-limit)' "$tmp/err" &&
+  ok "run over --mem-limit: message" || bad "run --mem-limit message" "$(cat "$tmp/err")"
+expect_exit 1 "compile over --mem-limit" "$P" compile "$tmp/inv/constant_of_shape_4g.onnx" --mem-limit 1G -o "$tmp/big.exe"
+grep -q 'the compiled model needs 4294967300 bytes at run time .* over the memory limit of 1073741824' "$tmp/err" &&
+  ok "compile over --mem-limit: message" || bad "compile --mem-limit message" "$(cat "$tmp/err")"
+expect_exit 2 "bad --mem-limit is a usage error" "$P" run "$tmp/inv/constant_of_shape_4g.onnx" --mem-limit lots
+expect_exit 0 "run under --mem-limit" "$P" run models/mlp/model.onnx --random-inputs --mem-limit 64M
+# a Resize to 2^80 elements: an error before any table of that size is allocated
+python3 - "$tmp/resize.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+nodes = [h.make_node("Constant", [], ["sz"], value=nh.from_array(np.array([1, 1, 1 << 40, 1 << 40], np.int64))),
+         h.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="nearest", name="rs")]
+g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 1, 2, 2])], [h.make_tensor_value_info("y", T.FLOAT, None)])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
+PY
+expect_exit 1 "absurd Resize" "$P" compile "$tmp/resize.onnx" -o "$tmp/rs"
+grep -q 'Resize "rs": the result would have more than 2147483648 elements' "$tmp/err" && ok "absurd Resize: message" ||
+  bad "absurd Resize message" "$(cat "$tmp/err")"
+
 echo "hardening: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
