@@ -15,6 +15,7 @@
 #define OX_FOLD_MAX_NULLARY 1024      /* and iota only when tiny */
 #define OX_FOLD_MAX_GROWN 64          /* and results larger than their operands (broadcasts) when tiny */
 #define OX_MAX_FILE ((size_t)1 << 32)
+#define OX_MAX_BODY_DEPTH 32          /* If/Loop/Scan bodies nested in one another (real models: under 10) */
 
 /* ---------------------------------------------------------------- op table */
 
@@ -333,6 +334,7 @@ typedef struct ox_loader {
   ox_seq_binding *seqs; /* few: searched linearly */
   int n_seqs, cap_seqs;
   const char *scope;    /* prefix of node origins inside subgraph bodies ("" at top level) */
+  int body_depth;       /* bodies being imported one inside the other: ox_import_body recurses */
 } ox_loader;
 
 static size_t map_slot(const ox_loader *L, const char *name) {
@@ -780,12 +782,18 @@ pc_status ox_import_body(ox_ctx *c, const Onnx__GraphProto *body, const char *sc
   char origin[600], sc[600];
   snprintf(origin, sizeof origin, "%s", g->origin ? g->origin : c->op_type);
   if (snprintf(sc, sizeof sc, "%s%s/", origin, scope) >= (int)sizeof sc) sc[sizeof sc - 2] = '/';
+  /* the node named alone: a full origin this deep would fill the message before the limit is named */
+  if (L->body_depth >= OX_MAX_BODY_DEPTH)
+    return pc_fail(g, PC_ERR_RANGE, "%s \"%s\": subgraph bodies nested deeper than %d levels", c->op_type,
+                   c->node->name ? c->node->name : "", OX_MAX_BODY_DEPTH);
   const char *saved = L->scope;
   L->scope = sc;
+  L->body_depth++;
   if (body->n_sparse_initializer) ox_fail(c, PC_ERR_UNSUPPORTED, "sparse initializers in a subgraph");
   for (size_t i = 0; i < body->n_initializer && g->status == PC_OK; i++) add_initializer(L, body->initializer[i]);
   for (size_t i = 0; i < body->n_node && g->status == PC_OK; i++) import_node(L, body->node[i], i);
   L->scope = saved;
+  L->body_depth--;
   if (g->status == PC_OK) pc_set_origin(g, origin);
   return g->status;
 }
@@ -793,6 +801,12 @@ pc_status ox_import_body(ox_ctx *c, const Onnx__GraphProto *body, const char *sc
 pc_graph *pc_onnx_load_buffer(const void *buf, size_t len, const char *dir, const pc_import_opts *opts) {
   pc_graph *g = pc_graph_new();
   if (!g) return NULL;
+  char why[200];
+  pc_status wst = ox_wire_check(buf, len, &onnx__model_proto__descriptor, OX_MAX_MSG_DEPTH, why, sizeof why);
+  if (wst != PC_OK) {
+    pc_fail(g, wst, "not a valid ONNX model: %s", why);
+    return g;
+  }
   Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
   if (!m) {
     pc_fail(g, PC_ERR_PARSE, "not a valid ONNX model (protobuf parse failed, %zu bytes)", len);
