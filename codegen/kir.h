@@ -186,7 +186,14 @@ typedef struct llvm_emit_opts {
 } llvm_emit_opts;
 
 pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);
-/* the constants of p packed at their offsets (malloc'ed, caller frees); NULL when out of memory */
+/* codegen/weights.c: the constants of p packed at their offsets (malloc'ed, caller frees); NULL when out of
+ * memory. kir_weights_write streams the same bytes into fd at base, one constant at a time (a packed
+ * weight through a buffer of its size), and sizes the file to base + weights_size. */
 void *kir_weights_blob(const kir_program *p);
+pc_status kir_weights_write(const kir_program *p, int fd, int64_t base);
+pc_status kir_weights_write_file(const kir_program *p, const char *path);
+/* codegen/elf_weights.c: appends the weights, streamed, to the ELF64 little-endian relocatable object at
+ * path as a section of their own, defining there the undefined symbol sym the code refers to them by */
+pc_status kir_elf_append_weights(const kir_program *p, const char *path, const char *sym);
 
 #endif

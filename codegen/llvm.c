@@ -869,8 +869,15 @@ static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
     LLVMSetLinkage(gv, LLVMInternalLinkage);
     return gv;
   }
-  LLVMValueRef init = LLVMConstStringInContext2(L->c, (const char *)o->weights_blob, (size_t)p->weights_size, 1);
   snprintf(name, sizeof name, "%s_weights", L->name);
+  if (!o->weights_blob) { /* an object: package.c appends the weights after LLVM wrote it (codegen/elf_weights.c) */
+    LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMArrayType2(L->i8, (uint64_t)p->weights_size), name);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetVisibility(gv, LLVMHiddenVisibility);
+    LLVMSetAlignment(gv, 64);
+    return gv;
+  }
+  LLVMValueRef init = LLVMConstStringInContext2(L->c, (const char *)o->weights_blob, (size_t)p->weights_size, 1);
   LLVMValueRef gv = const_global(L, init, name, LLVMInternalLinkage);
   LLVMSetAlignment(gv, 64);
   return gv;

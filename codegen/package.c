@@ -8,48 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-void *kir_weights_blob(const kir_program *p) {
-  size_t size = ((size_t)p->weights_size + 64) / 64 * 64; /* 64-aligned: packed panels need it */
-  char *blob = aligned_alloc(64, size);
-  if (!blob) return NULL;
-  memset(blob, 0, size);
-  for (int i = 0; i < p->n_bufs; i++) {
-    const kir_buf *b = &p->bufs[i];
-    const void *d = b->place == KP_CONST && b->v ? pc_const_data(b->v) : NULL;
-    const kir_packed *pk = NULL;
-    for (int j = 0; j < p->n_packed && !pk; j++)
-      if (p->packed[j].buf == i) pk = &p->packed[j];
-    if (d && b->nbytes && pk) {
-      int st = PRIMC_OK;
-      primc_conv2d cv;
-      float *dst = (float *)(void *)(blob + b->offset);
-      if (pk->xform && !primc_conv2d_of_params(pk->conv, &cv))
-        st = PRIMC_ERR_ARG;
-      else if (pk->xform == PRIMC_CONV_W_WINOGRAD)
-        st = primc_conv2d_pack_winograd(&cv, d, pk->a_mr, dst);
-      else if (pk->xform == PRIMC_CONV_W_LANES)
-        st = primc_conv2d_pack_lanes(&cv, d, dst);
-      else if (pk->groups && pk->a_mr) /* a conv's groups, each [n][k] at its plain offset */
-        for (int g = 0; g < pk->groups && st == PRIMC_OK; g++)
-          st = primc_sgemm_pack_a(pk->n, pk->k, (const float *)d + g * pk->n * pk->k, pk->k, pk->a_mr,
-                                  (float *)(void *)(blob + b->offset) + g * pk->n * pk->k);
-      else if (pk->groups) /* W^T panels per group, as many bytes apart as the runtime conv expects */
-        for (int g = 0; g < pk->groups && st == PRIMC_OK; g++)
-          st = primc_sgemm_pack_b(1, pk->n, pk->k, (const float *)d + g * pk->n * pk->k, pk->k,
-                                  blob + b->offset + g * (b->nbytes / pk->groups));
-      else
-        st = primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, blob + b->offset);
-      if (st != PRIMC_OK) {
-        free(blob);
-        return NULL;
-      }
-    } else if (d && b->nbytes) {
-      memcpy(blob + b->offset, d, (size_t)b->nbytes);
-    }
-  }
-  return blob;
-}
-
 void pc_path_stem(const char *path, char *out, size_t n) {
   snprintf(out, n, "%s", path);
   char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
@@ -208,6 +166,11 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
     lo.path = obj;
   }
   pc_status s = pc_llvm_emit(p, &lo);
+  if (s == PC_OK && lo.kind == LLVM_OUT_OBJ && !o->weights_external) {
+    char sym[300];
+    snprintf(sym, sizeof sym, "%s_weights", name);
+    s = kir_elf_append_weights(p, lo.path, sym);
+  }
   if (s == PC_OK && linked) s = link_with_cc(g, o, obj, o->emit == PC_EMIT_LIB);
   if (linked) unlink(obj);
   if (s == PC_OK && (o->emit == PC_EMIT_OBJ || o->emit == PC_EMIT_LIB)) {
@@ -216,7 +179,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   }
   if (s == PC_OK && o->weights_external) {
     snprintf(aux, sizeof aux, "%s.weights", o->emit == PC_EMIT_EXE ? o->output : stem);
-    s = pc_file_write(p->g, aux, blob, (size_t)p->weights_size);
+    s = kir_weights_write_file(p, aux);
   }
   return s;
 }
@@ -231,8 +194,10 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (s == PC_OK && !opts->triple) s = kir_pack_weights(&p); /* panels for this machine's GEMM */
   if (s == PC_OK && !opts->triple) kir_pool_calls(&p);
   if (s != PC_OK) return g->status ? g->status : s;
-  void *blob = kir_weights_blob(&p);
-  if (!blob) return pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
+  /* the weights go into objects and side files streamed, after LLVM: only IR and assembly hold them inline */
+  int inline_weights = (opts->emit == PC_EMIT_LLVM || opts->emit == PC_EMIT_ASM) && !opts->weights_external;
+  void *blob = inline_weights ? kir_weights_blob(&p) : NULL;
+  if (inline_weights && !blob) return pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
   s = emit_all(&p, opts, blob);
   free(blob);
   return s;

@@ -7,13 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define OX_MAX_OPSET 28               /* newest default-domain opset we accept (onnx 1.23) */
 #define OX_FOLD_MAX_NUMEL 65536       /* fold all-constant prims only when small (shape math) */
 #define OX_FOLD_MAX_NULLARY 1024      /* and iota only when tiny */
 #define OX_FOLD_MAX_GROWN 64          /* and results larger than their operands (broadcasts) when tiny */
 #define OX_MAX_FILE ((size_t)1 << 32)
+#define OX_MAX_BODY_DEPTH 32          /* If/Loop/Scan bodies nested in one another (real models: under 10) */
 
 /* ---------------------------------------------------------------- op table */
 
@@ -332,6 +336,10 @@ typedef struct ox_loader {
   ox_seq_binding *seqs; /* few: searched linearly */
   int n_seqs, cap_seqs;
   const char *scope;    /* prefix of node origins inside subgraph bodies ("" at top level) */
+  int body_depth;       /* bodies being imported one inside the other: ox_import_body recurses */
+  const ox_raw_ref *raw; /* the main graph's initializers' raw_data left out of the unpack (ox_wire_strip) */
+  size_t n_raw;
+  int mapped;           /* raw points into a read-only file mapping, whose pages may be dropped once read */
 } ox_loader;
 
 static size_t map_slot(const ox_loader *L, const char *name) {
@@ -541,9 +549,28 @@ static pc_status add_input(ox_loader *L, const Onnx__ValueInfoProto *vi) {
   return v ? map_put(L, nm, v) : L->g->status;
 }
 
-static pc_status add_initializer(ox_loader *L, const Onnx__TensorProto *tp) {
+/* drops the resident pages of a read-only file mapping's range: read once, they would otherwise stay in the
+ * process's memory beside the copy just made (they read back from the file if touched again) */
+static void drop_pages(const void *p, size_t n) {
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p / page * page;
+  uintptr_t e = ((uintptr_t)p + n + page - 1) / page * page;
+  madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+/* raw: the initializer's raw_data when ox_wire_strip left it out of the unpack (NULL otherwise) */
+static pc_status add_initializer(ox_loader *L, const Onnx__TensorProto *tp, const ox_raw_ref *raw) {
   pc_tensor t;
-  if (ox_tensor_decode(L->g, tp, L->dir, &t) != PC_OK) return L->g->status;
+  Onnx__TensorProto with_raw;
+  if (raw && raw->data) {
+    with_raw = *tp;
+    with_raw.has_raw_data = 1;
+    with_raw.raw_data.data = (uint8_t *)raw->data;
+    with_raw.raw_data.len = raw->len;
+    tp = &with_raw;
+  }
+  pc_status st = ox_tensor_decode(L->g, tp, L->dir, &t);
+  if (raw && raw->data && L->mapped) drop_pages(raw->data, raw->len);
+  if (st != PC_OK) return L->g->status;
   pc_value *v = pc_const(L->g, pc_type_make(t.dtype, t.rank, t.dims), t.data);
   pc_tensor_free(&t);
   if (!v) return L->g->status;
@@ -716,7 +743,7 @@ static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
   if (ox_validate_graph(g, gp, "") != PC_OK) return g->status;
   for (size_t i = 0; i < gp->n_initializer && g->status == PC_OK; i++) {
     pc_set_origin(g, NULL);
-    add_initializer(L, gp->initializer[i]);
+    add_initializer(L, gp->initializer[i], i < L->n_raw ? &L->raw[i] : NULL);
   }
   /* a graph input that is also an initializer is a constant with a default value */
   for (size_t i = 0; i < gp->n_input && g->status == PC_OK; i++)
@@ -780,36 +807,62 @@ pc_status ox_import_body(ox_ctx *c, const Onnx__GraphProto *body, const char *sc
   char origin[600], sc[600];
   snprintf(origin, sizeof origin, "%s", g->origin ? g->origin : c->op_type);
   if (snprintf(sc, sizeof sc, "%s%s/", origin, scope) >= (int)sizeof sc) sc[sizeof sc - 2] = '/';
+  /* the node named alone: a full origin this deep would fill the message before the limit is named */
+  if (L->body_depth >= OX_MAX_BODY_DEPTH)
+    return pc_fail(g, PC_ERR_RANGE, "%s \"%s\": subgraph bodies nested deeper than %d levels", c->op_type,
+                   c->node->name ? c->node->name : "", OX_MAX_BODY_DEPTH);
   const char *saved = L->scope;
   L->scope = sc;
+  L->body_depth++;
   if (body->n_sparse_initializer) ox_fail(c, PC_ERR_UNSUPPORTED, "sparse initializers in a subgraph");
   if (g->status == PC_OK) ox_validate_graph(g, body, sc);
-  for (size_t i = 0; i < body->n_initializer && g->status == PC_OK; i++) add_initializer(L, body->initializer[i]);
+  for (size_t i = 0; i < body->n_initializer && g->status == PC_OK; i++) add_initializer(L, body->initializer[i], NULL);
   for (size_t i = 0; i < body->n_node && g->status == PC_OK; i++) import_node(L, body->node[i], i);
   L->scope = saved;
+  L->body_depth--;
   if (g->status == PC_OK) pc_set_origin(g, origin);
   return g->status;
 }
 
-pc_graph *pc_onnx_load_buffer(const void *buf, size_t len, const char *dir, const pc_import_opts *opts) {
+/* raw_data of at least this many bytes is left out of the unpack (ox_wire_strip): protobuf-c would copy it */
+#define OX_STRIP_MIN_BYTES 4096
+
+/* mapped: buf is a read-only private mapping of the model file */
+static pc_graph *load_wire(const uint8_t *buf, size_t len, const char *dir, const pc_import_opts *opts, int mapped) {
   pc_graph *g = pc_graph_new();
   if (!g) return NULL;
-  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+  char why[200];
+  pc_status wst = ox_wire_check(buf, len, &onnx__model_proto__descriptor, OX_MAX_MSG_DEPTH, why, sizeof why);
+  ox_wire_stripped sw;
+  if (wst == PC_OK) wst = ox_wire_strip(buf, len, OX_STRIP_MIN_BYTES, &sw, why, sizeof why);
+  if (wst != PC_OK) {
+    pc_fail(g, wst, "not a valid ONNX model: %s", why);
+    return g;
+  }
+  Onnx__ModelProto *m = sw.buf ? onnx__model_proto__unpack(NULL, sw.len, sw.buf) : onnx__model_proto__unpack(NULL, len, buf);
+  free(sw.buf);
   if (!m) {
+    free(sw.refs);
     pc_fail(g, PC_ERR_PARSE, "not a valid ONNX model (protobuf parse failed, %zu bytes)", len);
     return g;
   }
   ox_loader L;
   memset(&L, 0, sizeof L);
   L.g = g, L.dir = dir, L.opts = opts, L.scope = "";
+  L.raw = sw.refs, L.n_raw = sw.n_refs, L.mapped = mapped;
   if (!m->graph) pc_fail(g, PC_ERR_PARSE, "model has no graph");
   else if (read_opsets(&L, m) == PC_OK) import_graph(&L, m->graph);
   pc_set_origin(g, NULL);
   free(L.keys);
   free(L.vals);
   free(L.seqs);
+  free(sw.refs);
   onnx__model_proto__free_unpacked(m, NULL);
   return g;
+}
+
+pc_graph *pc_onnx_load_buffer(const void *buf, size_t len, const char *dir, const pc_import_opts *opts) {
+  return load_wire(buf, len, dir, opts, 0);
 }
 
 /* directory part of path ("." when none), malloc'ed */
@@ -820,46 +873,40 @@ static char *dir_of(const char *path) {
   return strndup(path, (size_t)(slash - path));
 }
 
+/* The file is mapped, not read: its large raw_data is copied once, from the mapping into the graph, and its
+ * pages dropped as each tensor is read, so a model costs its weights once in memory (issue 26). */
 pc_graph *pc_onnx_load(const char *path, const pc_import_opts *opts) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    pc_graph *g = pc_graph_new();
-    if (g) pc_fail(g, PC_ERR_IO, "%s: %s", path, strerror(errno));
-    return g;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  const char *why = NULL;
+  if (fd < 0) why = strerror(errno);
+  else if (fstat(fd, &st) != 0) why = strerror(errno);
+  else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+  else if ((uint64_t)st.st_size > OX_MAX_FILE) why = "file too large";
+  void *map = NULL;
+  size_t n = why ? 0 : (size_t)st.st_size;
+  if (!why && n) {
+    map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) map = NULL, why = strerror(errno);
   }
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *buf = malloc(cap);
-  int ok = buf != NULL;
-  while (ok) {
-    if (n == cap) {
-      unsigned char *nb = cap < OX_MAX_FILE ? realloc(buf, cap * 2) : NULL;
-      if (!nb) ok = 0;
-      else buf = nb, cap *= 2;
-      if (!ok) break;
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  int err = ferror(f);
-  fclose(f);
-  char *dir = dir_of(path);
+  if (fd >= 0) close(fd);
+  char *dir = why ? NULL : dir_of(path);
   pc_graph *g;
-  if (!ok || err || !dir) {
+  if (why || !dir) {
     g = pc_graph_new();
-    if (g) pc_fail(g, !ok ? PC_ERR_NOMEM : PC_ERR_IO, "%s: cannot read the file", path);
+    if (g) pc_fail(g, why ? PC_ERR_IO : PC_ERR_NOMEM, "%s: %s", path, why ? why : "out of memory");
   } else {
-    g = pc_onnx_load_buffer(buf, n, dir, opts);
+    g = load_wire(map ? map : (const uint8_t *)"", n, dir, opts, 1);
     if (g && g->status != PC_OK) {
       /* prefix the file name, keeping the node-naming message */
       char msg[2 * sizeof g->error + PATH_MAX];
-      size_t n = (size_t)snprintf(msg, sizeof msg, "%s: %s", path, g->error);
-      if (n >= sizeof g->error) n = sizeof g->error - 1;
-      memcpy(g->error, msg, n);
-      g->error[n] = 0;
+      size_t k = (size_t)snprintf(msg, sizeof msg, "%s: %s", path, g->error);
+      if (k >= sizeof g->error) k = sizeof g->error - 1;
+      memcpy(g->error, msg, k);
+      g->error[k] = 0;
     }
   }
-  free(buf);
+  if (map) munmap(map, n);
   free(dir);
   return g;
 }

@@ -39,6 +39,31 @@ typedef pc_status (*ox_fn)(ox_ctx *c);
 #undef ONNX_PREVIEW_OP
 #undef ONNX_TRAINING_OP
 
+/* ---- the wire format (frontend/onnx_wire.c), checked before protobuf-c unpacks it, whose unpack recurses
+ * once per nested message: a model nests ~3 messages per If/Loop body level and ~2 per sequence type level,
+ * and real models nest bodies 5-10 deep, so 128 levels is generous and keeps protobuf-c's stack small */
+#define OX_MAX_MSG_DEPTH 128
+/* PC_OK when buf is well-formed wire data for message d nesting messages at most max_depth deep; else
+ * PC_ERR_RANGE (too deep) or PC_ERR_PARSE (malformed) with a one-line reason in msg */
+pc_status ox_wire_check(const uint8_t *buf, size_t len, const ProtobufCMessageDescriptor *d, int max_depth,
+                        char *msg, size_t cap);
+
+/* A model's large weights stay where they are (the mapped file) instead of being copied by protobuf-c's unpack:
+ * the main graph's initializers whose raw_data has at least min_len bytes are left out of a copy of the
+ * model, and refs[i] points at initializer i's raw_data in buf (NULL where it was kept). out->buf is NULL
+ * when nothing was left out (or the data is malformed: unpack buf itself then). */
+typedef struct ox_raw_ref {
+  const uint8_t *data;
+  size_t len;
+} ox_raw_ref;
+typedef struct ox_wire_stripped {
+  uint8_t *buf; /* malloc'ed */
+  size_t len;
+  ox_raw_ref *refs; /* malloc'ed, n_refs */
+  size_t n_refs;
+} ox_wire_stripped;
+pc_status ox_wire_strip(const uint8_t *buf, size_t len, size_t min_len, ox_wire_stripped *out, char *msg, size_t cap);
+
 /* ---- errors: the message is prefixed with the node (g->origin, e.g. `Slice "s1"`) */
 pc_status ox_fail(ox_ctx *c, pc_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* returns the graph's status (PC_OK when nothing failed): `return ox_status(c);` ends a decomposition */

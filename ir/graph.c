@@ -307,6 +307,24 @@ pc_value *pc_const(pc_graph *g, pc_type t, const void *data) {
   return n ? n->out[0] : NULL;
 }
 
+/* a constant over bytes the graph already owns (pc_alloc'ed, at least t's size): not copied, so a pass
+ * can rearrange a large weight where it is */
+pc_value *pc_const_view(pc_graph *g, pc_type t, void *data) {
+  if (g->status != PC_OK || !data) return NULL;
+  int64_t numel = pc_type_numel(&t);
+  if (numel < 0) {
+    pc_fail(g, PC_ERR_SHAPE, "constant with a symbolic dim");
+    return NULL;
+  }
+  pc_node *n = node_create(g, PC_OP_constant, NULL, 0, NULL, 0);
+  if (!n) return NULL;
+  n->nbytes = (size_t)numel * pc_dtype_size(t.dtype);
+  n->data = data;
+  n->out[0]->type = t;
+  n = node_commit(g, n);
+  return n ? n->out[0] : NULL;
+}
+
 /* a constant whose data will be bound later by name (weights files) */
 pc_value *pc_const_keyed(pc_graph *g, pc_type t, const char *key) {
   if (g->status != PC_OK) return NULL;

@@ -183,25 +183,71 @@ static pc_value *r_concatenate(pc_graph *g, pc_node *n) {
   return n->n_in == 1 ? n->in[0] : NULL;
 }
 
+/* the number of reads of v: by live nodes, and as a graph output */
+static int uses_of(const pc_graph *g, const pc_value *v) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) n += g->nodes[i]->in[k] == v;
+  for (int i = 0; i < g->n_outputs; i++) n += g->outputs[i] == v;
+  return n;
+}
+
+/* transposes the row-major [n, k] matrix a into [k, n] in place: swaps when square, else follows each
+ * cycle of the permutation i -> (i % k) * n + i / k once (a bit per element marks the visited) */
+static int transpose_in_place(float *a, int64_t n, int64_t k) {
+  if (n == k) {
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = i + 1; j < n; j++) {
+        float t = a[i * n + j];
+        a[i * n + j] = a[j * n + i], a[j * n + i] = t;
+      }
+    return 1;
+  }
+  int64_t total = n * k;
+  uint8_t *seen = calloc((size_t)(total + 7) / 8, 1);
+  if (!seen) return 0;
+  for (int64_t start = 1; start < total - 1; start++) {
+    if (seen[start >> 3] >> (start & 7) & 1) continue;
+    float carry = a[start];
+    int64_t i = start;
+    do { /* the element at i (row i / k, column i % k) goes to i' = (i % k) * n + i / k */
+      int64_t to = (i % k) * n + i / k;
+      float t = a[to];
+      a[to] = carry, carry = t;
+      seen[to >> 3] |= (uint8_t)(1u << (to & 7));
+      i = to;
+    } while (i != start);
+  }
+  free(seen);
+  return 1;
+}
+
 /* A constant matrix operand [N, K] contracted over its last dim (nn.Linear's weight,
  * ONNX Gemm transB): stored transposed once here, so the GEMM reads B's rows in place
- * instead of transposing the weight on every call. Exact: the same numbers, moved. */
+ * instead of transposing the weight on every call. Exact: the same numbers, moved.
+ * A weight only this dot reads is transposed where it is, the old constant then dead:
+ * a large model's weights are not held twice (compile memory, issue 26). */
 static pc_value *r_dot(pc_graph *g, pc_node *n) {
   int nrc = 0, nlc = 0, nrb = 0;
   const int64_t *rc = pc_attr_ints(n, "rhs_contract", &nrc), *lc = pc_attr_ints(n, "lhs_contract", &nlc);
   pc_attr_ints(n, "rhs_batch", &nrb);
-  const pc_value *w = n->in[1];
+  pc_value *w = n->in[1];
   const float *src = pc_const_data(w);
   if (!src || w->type.dtype != PC_f32 || w->type.rank != 2 || nrc != 1 || nlc != 1 || rc[0] != 1 || nrb) return NULL;
   int64_t N = w->type.dims[0], K = w->type.dims[1];
   if (N < 2 || K < 2) return NULL;
-  float *t = malloc(sizeof(float) * (size_t)(N * K));
-  if (!t) return NULL;
-  for (int64_t j0 = 0; j0 < N; j0 += 16) /* blocks of 16 rows: both sides stay in cache */
-    for (int64_t k = 0; k < K; k++)
-      for (int64_t j = j0; j < N && j < j0 + 16; j++) t[k * N + j] = src[j * K + k];
-  pc_value *wt = pc_const(g, pc_type_make(PC_f32, 2, (int64_t[]){K, N}), t);
-  free(t);
+  pc_type tt = pc_type_make(PC_f32, 2, (int64_t[]){K, N});
+  pc_value *wt = NULL;
+  if (uses_of(g, w) == 1 && transpose_in_place((float *)(void *)w->producer->data, N, K)) {
+    wt = pc_const_view(g, tt, w->producer->data);
+    if (wt) w->producer->dead = 1, wt->name = w->name, w->name = NULL; /* its data is wt's now */
+  } else {
+    float *t = pc_alloc(g, sizeof(float) * (size_t)(N * K));
+    wt = t ? pc_const_view(g, tt, t) : NULL;
+    for (int64_t j0 = 0; wt && j0 < N; j0 += 16) /* blocks of 16 rows: both sides stay in cache */
+      for (int64_t k = 0; k < K; k++)
+        for (int64_t j = j0; j < N && j < j0 + 16; j++) t[k * N + j] = src[j * K + k];
+  }
   if (!wt) return NULL;
   wt->producer->origin = w->producer->origin;
   int64_t zero = 0;

@@ -82,6 +82,12 @@ static int is_file(const char *p) {
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* the importer's check of wire data before protobuf-c unpacks it, whose unpack recurses once per nested
+ * message (a TensorProto cannot nest: its files need no check) */
+static int wire_ok(const unsigned char *buf, size_t len, const ProtobufCMessageDescriptor *d, char *why, size_t cap) {
+  return ox_wire_check(buf, len, d, OX_MAX_MSG_DEPTH, why, cap) == PC_OK;
+}
+
 /* reads one TensorProto .pb with the importer's decoder; message in err on failure */
 static int load_pb(const char *path, pc_tensor *t, char **tname, char *err, size_t errlen) {
   size_t len;
@@ -203,7 +209,9 @@ static Onnx__ModelProto *read_model(const char *path) {
   size_t len;
   unsigned char *buf = read_file(path, &len);
   if (!buf) return NULL;
-  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+  char why[200];
+  Onnx__ModelProto *m =
+      wire_ok(buf, len, &onnx__model_proto__descriptor, why, sizeof why) ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
   free(buf);
   if (m && !m->graph) onnx__model_proto__free_unpacked(m, NULL), m = NULL;
   return m;
@@ -256,7 +264,9 @@ static void model_op(const char *path, char *op, size_t cap) {
   snprintf(op, cap, "?");
   unsigned char *buf = read_file(path, &len);
   if (!buf) return;
-  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+  char why[200];
+  Onnx__ModelProto *m =
+      wire_ok(buf, len, &onnx__model_proto__descriptor, why, sizeof why) ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
   free(buf);
   if (m && m->graph && m->graph->n_node && m->graph->node[0]->op_type)
     snprintf(op, cap, "%s", m->graph->node[0]->op_type);

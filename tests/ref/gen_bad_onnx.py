@@ -50,6 +50,78 @@ def external_model(location):
     return model([helper.make_node("Add", ["x", "w"], ["y"], name="add_w")], [vi("x", [4])], [vi("y", [4])], [t])
 
 
+# ---- deep nesting, encoded by hand: the protobuf libraries refuse to build or write messages this deep
+def varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def ld(field, payload):
+    """a length-delimited field: tag, length, payload"""
+    return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+
+def vint(field, n):
+    return varint(field << 3) + varint(n)
+
+
+def wire_model(graph):
+    """ModelProto: ir_version 8, opset 17, the given GraphProto bytes"""
+    return vint(1, 8) + ld(8, vint(2, 17)) + ld(7, graph)
+
+
+def value_info(name, type_bytes):
+    return ld(1, name.encode()) + ld(2, type_bytes)
+
+
+def float_tensor_type():
+    """TypeProto{tensor_type{elem_type FLOAT, shape{dim{dim_value 1}}}}"""
+    return ld(1, vint(1, 1) + ld(2, ld(1, vint(1, 1))))
+
+
+def nested_sequence_model(levels):
+    """a graph input typed sequence(sequence(...(float tensor))) `levels` deep: two messages per level"""
+    t = float_tensor_type()
+    for _ in range(levels):
+        t = ld(4, ld(1, t))  # TypeProto.sequence_type{elem_type: t}
+    node = ld(1, b"x") + ld(2, b"y") + ld(3, b"id") + ld(4, b"Identity")
+    graph = ld(1, node) + ld(2, b"g") + ld(11, value_info("x", t)) + ld(12, value_info("y", t))
+    return wire_model(graph)
+
+
+def nested_if_model(levels, both=False):
+    """If nodes whose then_branch (and else_branch when both, else a leaf) holds the next If, `levels` deep:
+    three messages per level; the innermost body negates x"""
+    leaf = ld(1, ld(1, b"x") + ld(2, b"y0") + ld(4, b"Neg")) + ld(2, b"b0") + ld(12, value_info("y0", float_tensor_type()))
+    body = leaf
+    for k in range(1, levels + 1):
+        y = b"y%d" % k
+        node = ld(1, b"c") + ld(2, y) + ld(3, b"if%d" % k) + ld(4, b"If")
+        for branch, g in (("then_branch", body), ("else_branch", body if both else leaf)):
+            node += ld(5, ld(1, branch.encode()) + vint(20, 5) + ld(6, g))  # AttributeProto{name, type GRAPH, g}
+        body = ld(1, node) + ld(2, b"b%d" % k) + ld(12, value_info(y.decode(), float_tensor_type()))
+    scalar_bool = ld(1, vint(1, 9) + ld(2, b""))
+    graph = body + ld(11, value_info("c", scalar_bool)) + ld(11, value_info("x", float_tensor_type()))
+    return wire_model(graph)
+
+
+def bare_if_model(levels):
+    """If nodes holding only a then_branch holding the next If, `levels` deep, nothing else: small for its depth"""
+    body = b""
+    for _ in range(levels):
+        body = ld(1, ld(4, b"If") + ld(5, vint(20, 5) + ld(6, body)))  # GraphProto{node{op_type, attribute{type, g}}}
+    return wire_model(body)
+
+
+def write_bytes(data, name, d=BAD):
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
 def bad_models():
     os.makedirs(BAD, exist_ok=True)
     good = relu_model().SerializeToString()
@@ -84,6 +156,21 @@ def bad_models():
     save(model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], name="snd")],
                [vi("x", [4]), vi("i", [], TensorProto.INT64), vi("u", [])], [vi("y", [4])]),
          "fuzz_scatternd_scalar_indices.onnx")
+    # protobuf-c unpacks nested messages recursively: these overflowed the stack of every primc command
+    write_bytes(nested_sequence_model(5000), "deep_sequence_type.onnx")
+    write_bytes(bare_if_model(4000), "deep_if.onnx")
+    # 40 If levels are within the wire format's nesting limit but beyond the importer's own
+    write_bytes(nested_if_model(40), "nested_if_40.onnx")
+
+
+def nested_if_good():
+    """nesting a real model may need (6 If levels, both branches) stays accepted: ONNX Runtime checks it is valid"""
+    import onnxruntime as ort
+    data = nested_if_model(6, both=True)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    (y,) = sess.run(None, {"c": np.array(True), "x": np.array([2.0], np.float32)})
+    assert y.tolist() == [-2.0], y
+    write_bytes(data, "nested_if_6.onnx", GOOD)
 
 
 def save_pb(arr, name, path):
@@ -122,4 +209,5 @@ def good_models():
 if __name__ == "__main__":
     bad_models()
     good_models()
+    nested_if_good()
     print("wrote", BAD, "and", GOOD)

@@ -30,7 +30,7 @@ done
 expect_exit 2 "unknown command is a usage error" "$P" frobnicate
 
 # bad models: one line on stderr naming the problem, exit 1, nothing on stdout
-for m in truncated unknown_op shape_mismatch external_dotdot absurd_dims; do
+for m in truncated unknown_op shape_mismatch external_dotdot absurd_dims deep_sequence_type deep_if; do
   expect_exit 1 "run $m.onnx" "$P" run "tests/data/onnx_bad/$m.onnx" --random-inputs -o "$tmp/o"
   [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^primc: error: ' "$tmp/err" || bad "$m error line" "$(cat "$tmp/err")"
   expect_exit 1 "compile $m.onnx" "$P" compile "tests/data/onnx_bad/$m.onnx" -o "$tmp/x"

@@ -7,6 +7,7 @@
 #include "tests/unit/helpers.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -582,6 +583,61 @@ PC_TEST(codegen_emit_kinds_and_aarch64) {
   unlink(path);
   rmdir(dir);
   pc_graph_free(g);
+}
+
+/* the bytes of the defined symbol sym in the ELF64 object at path (malloc'ed, *n of them), NULL when absent */
+static unsigned char *elf_symbol_bytes(const char *path, const char *sym, size_t *n) {
+  size_t len;
+  unsigned char *b = (unsigned char *)pc_test_slurp(path, &len), *out = NULL;
+  if (!b || len < sizeof(Elf64_Ehdr)) return free(b), NULL;
+  const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(void *)b;
+  const Elf64_Shdr *sh = (const Elf64_Shdr *)(void *)(b + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum && !out; i++) {
+    if (sh[i].sh_type != SHT_SYMTAB) continue;
+    const Elf64_Sym *sy = (const Elf64_Sym *)(void *)(b + sh[i].sh_offset);
+    const char *names = (const char *)b + sh[sh[i].sh_link].sh_offset;
+    for (size_t k = 0; k < sh[i].sh_size / sizeof *sy && !out; k++) {
+      if (strcmp(names + sy[k].st_name, sym) != 0 || sy[k].st_shndx == SHN_UNDEF || sy[k].st_shndx >= eh->e_shnum)
+        continue;
+      const Elf64_Shdr *sec = &sh[sy[k].st_shndx];
+      if (sec->sh_type != SHT_PROGBITS || !(sec->sh_flags & SHF_ALLOC) || sy[k].st_value + sy[k].st_size > sec->sh_size)
+        continue;
+      *n = sy[k].st_size;
+      out = malloc(*n + 1);
+      if (out) memcpy(out, b + sec->sh_offset + sy[k].st_value, *n);
+    }
+  }
+  free(b);
+  return out;
+}
+
+/* the weights never go through LLVM: they are appended to the object it wrote, as a section of their own
+ * defining NAME_weights (codegen/elf_weights.c); the symbol's bytes are the constant's, on both targets */
+PC_TEST(codegen_object_weights_appended) {
+  float w[1000];
+  for (int i = 0; i < 1000; i++) w[i] = (float)i * 0.5f + 1.0f;
+  char dir[] = "/tmp/primc-cgw-XXXXXX", path[256];
+  CHECK(mkdtemp(dir) != NULL);
+  const char *triples[] = {NULL, "aarch64-linux-gnu"};
+  for (int t = 0; t < 2; t++) {
+    pc_graph *g = pc_graph_new();
+    pc_value *x = pc_input_add(g, "x", ty(PC_f32, 1, (int64_t[]){1000}));
+    pc_output_add(g, pc_add(g, x, pc_const(g, ty(PC_f32, 1, (int64_t[]){1000}), w)));
+    snprintf(path, sizeof path, "%s/m.o", dir);
+    pc_codegen_opts o = {0};
+    o.emit = PC_EMIT_OBJ, o.output = path, o.name = "m", o.triple = triples[t], o.opt_level = 2;
+    CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s: %s", triples[t] ? triples[t] : "host", pc_error(g));
+    size_t n = 0;
+    unsigned char *got = elf_symbol_bytes(path, "m_weights", &n);
+    CHECK_MSG(got != NULL, "%s: m_weights defined in an allocated section", triples[t] ? triples[t] : "host");
+    CHECK(got && n >= sizeof w && memcmp(got, w, sizeof w) == 0);
+    free(got);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/m.h", dir);
+    unlink(path);
+    pc_graph_free(g);
+  }
+  rmdir(dir);
 }
 
 PC_TEST(codegen_kernel_listing_names_origin) {

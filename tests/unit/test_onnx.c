@@ -43,6 +43,38 @@ PC_TEST(onnx_bad_short_raw) { check_bad("short_raw.onnx", PC_ERR_RANGE, "raw_dat
 PC_TEST(onnx_bad_control_flow) { check_bad("control_flow.onnx", PC_ERR_ATTR, "If \"branch\": graph attribute then_branch"); }
 PC_TEST(onnx_bad_undefined_input) { check_bad("undefined_input.onnx", PC_ERR_PARSE, "'missing'"); }
 
+/* protobuf-c unpacks nested messages recursively: these small models overflowed the stack (SIGSEGV) */
+PC_TEST(onnx_bad_deep_sequence_type) {
+  check_bad("deep_sequence_type.onnx", PC_ERR_RANGE, "messages nested deeper than 128 levels");
+}
+PC_TEST(onnx_bad_deep_if) { check_bad("deep_if.onnx", PC_ERR_RANGE, "messages nested deeper than 128 levels"); }
+/* within the wire limit, the importer's own recursion over bodies has its limit */
+PC_TEST(onnx_bad_nested_if_40) {
+  check_bad("nested_if_40.onnx", PC_ERR_RANGE, "If \"if8\": subgraph bodies nested deeper than 32 levels");
+}
+/* what real models nest stays accepted: 6 If levels, each with both branches, as ONNX Runtime runs it */
+PC_TEST(onnx_nested_if_6) {
+  pc_graph *g = load_data("onnx_good", "nested_if_6.onnx");
+  CHECK_MSG(g && g->status == PC_OK, "%s", pc_error(g));
+  pc_graph_free(g);
+}
+/* malformed wire data: a length past the end, a group, field number 0 */
+PC_TEST(onnx_wire_malformed) {
+  static const struct {
+    unsigned char b[8];
+    size_t n;
+    const char *why;
+  } cases[] = {{{0x3a, 0x05, 0x0a}, 3, "runs past"}, {{0x3b}, 1, "wire type"}, {{0x02, 0x00}, 2, "tag"},
+               {{0x08, 0x80}, 2, "varint"}, {{0x3a, 0x02, 0x0a, 0x05}, 4, "runs past"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char msg[200] = "";
+    pc_status st = ox_wire_check(cases[i].b, cases[i].n, &onnx__model_proto__descriptor, OX_MAX_MSG_DEPTH, msg,
+                                 sizeof msg);
+    CHECK_MSG(st == PC_ERR_PARSE, "case %zu: %s", i, pc_status_name(st));
+    CHECK_CONTAINS(msg, cases[i].why);
+  }
+}
+
 PC_TEST(onnx_missing_file) {
   pc_graph *g = pc_onnx_load("/nonexistent/model.onnx", NULL);
   CHECK(g && g->status == PC_ERR_IO);

@@ -1,0 +1,107 @@
+/* codegen/weights.c: the weights blob, constants at their offsets (packed where kir_pack_weights says), built
+ * whole for LLVM IR and assembly, or streamed one constant at a time into a file so that compiling never holds
+ * a second copy of a large model's weights (issue 26). */
+#include "codegen/kir.h"
+#include "runtime/primc_rt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* kir_pack_weights' entry for buffer i, NULL when it is stored as it is */
+static const kir_packed *packed_of(const kir_program *p, int i) {
+  for (int j = 0; j < p->n_packed; j++)
+    if (p->packed[j].buf == i) return &p->packed[j];
+  return NULL;
+}
+
+/* buffer i's bytes (b->nbytes) packed from its constant d into dst; PRIMC_OK or a runtime status */
+static int pack_into(const kir_buf *b, const kir_packed *pk, const void *d, char *dst) {
+  int st = PRIMC_OK;
+  primc_conv2d cv;
+  if (pk->xform && !primc_conv2d_of_params(pk->conv, &cv))
+    st = PRIMC_ERR_ARG;
+  else if (pk->xform == PRIMC_CONV_W_WINOGRAD)
+    st = primc_conv2d_pack_winograd(&cv, d, pk->a_mr, (float *)(void *)dst);
+  else if (pk->xform == PRIMC_CONV_W_LANES)
+    st = primc_conv2d_pack_lanes(&cv, d, (float *)(void *)dst);
+  else if (pk->groups && pk->a_mr) /* a conv's groups, each [n][k] at its plain offset */
+    for (int g = 0; g < pk->groups && st == PRIMC_OK; g++)
+      st = primc_sgemm_pack_a(pk->n, pk->k, (const float *)d + g * pk->n * pk->k, pk->k, pk->a_mr,
+                              (float *)(void *)dst + g * pk->n * pk->k);
+  else if (pk->groups) /* W^T panels per group, as many bytes apart as the runtime conv expects */
+    for (int g = 0; g < pk->groups && st == PRIMC_OK; g++)
+      st = primc_sgemm_pack_b(1, pk->n, pk->k, (const float *)d + g * pk->n * pk->k, pk->k,
+                              dst + g * (b->nbytes / pk->groups));
+  else
+    st = primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);
+  return st;
+}
+
+static const void *const_data(const kir_buf *b) {
+  return b->place == KP_CONST && b->v && b->nbytes ? pc_const_data(b->v) : NULL;
+}
+
+void *kir_weights_blob(const kir_program *p) {
+  size_t size = ((size_t)p->weights_size + 64) / 64 * 64; /* 64-aligned: packed panels need it */
+  char *blob = aligned_alloc(64, size);
+  if (!blob) return NULL;
+  memset(blob, 0, size);
+  for (int i = 0; i < p->n_bufs; i++) {
+    const kir_buf *b = &p->bufs[i];
+    const void *d = const_data(b);
+    const kir_packed *pk = packed_of(p, i);
+    if (d && pk && pack_into(b, pk, d, blob + b->offset) != PRIMC_OK) {
+      free(blob);
+      return NULL;
+    } else if (d && !pk) {
+      memcpy(blob + b->offset, d, (size_t)b->nbytes);
+    }
+  }
+  return blob;
+}
+
+static int pwrite_all(int fd, const void *data, size_t n, off_t at) {
+  const char *c = data;
+  while (n) {
+    ssize_t w = pwrite(fd, c, n, at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return 0;
+    c += w, n -= (size_t)w, at += w;
+  }
+  return 1;
+}
+
+pc_status kir_weights_write(const kir_program *p, int fd, int64_t base) {
+  pc_graph *g = p->g;
+  for (int i = 0; i < p->n_bufs; i++) {
+    const kir_buf *b = &p->bufs[i];
+    const void *d = const_data(b);
+    if (!d) continue;
+    const kir_packed *pk = packed_of(p, i);
+    /* a packed weight goes through a buffer of its own size, freed before the next one */
+    char *tmp = pk ? aligned_alloc(64, ((size_t)b->nbytes + 63) / 64 * 64) : NULL;
+    if (pk && !tmp) return pc_fail(g, PC_ERR_NOMEM, "out of memory packing a weight of %lld bytes", (long long)b->nbytes);
+    if (pk && pack_into(b, pk, d, tmp) != PRIMC_OK) {
+      free(tmp);
+      return pc_fail(g, PC_ERR_INTERNAL, "packing a weight of %lld bytes failed", (long long)b->nbytes);
+    }
+    int ok = pwrite_all(fd, pk ? tmp : d, (size_t)b->nbytes, (off_t)(base + b->offset));
+    free(tmp);
+    if (!ok) return pc_fail(g, PC_ERR_IO, "cannot write the weights: %s", strerror(errno));
+  }
+  /* the gaps between constants (alignment) and the end: zeros */
+  if (ftruncate(fd, (off_t)(base + p->weights_size)) != 0)
+    return pc_fail(g, PC_ERR_IO, "cannot write the weights: %s", strerror(errno));
+  return PC_OK;
+}
+
+pc_status kir_weights_write_file(const kir_program *p, const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return pc_fail(p->g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  pc_status s = kir_weights_write(p, fd, 0);
+  if (close(fd) != 0 && s == PC_OK) s = pc_fail(p->g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  return s;
+}
