@@ -74,12 +74,15 @@ clean:
 $(ONNX_PROTO): | $(SETUP_STAMP)
 	@test -f $@ || { echo "missing $@ (Debian package libonnx-dev)"; exit 1; }
 
-# the unit suite under AddressSanitizer and UndefinedBehaviorSanitizer, in its own build dir
+# the whole of `make test` (tests/run.sh: the unit binary and every suite) under AddressSanitizer and
+# UndefinedBehaviorSanitizer, in its own build dir: primc, test_primc and libprimc_rt.a are instrumented, and the
+# executables, shared libraries and embedding apps the suites link get the sanitizer runtime through PRIMC_LDFLAGS
+# (codegen/package.c, tests/embed/run.sh), so compiled models run instrumented too
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 check-asan: | $(SETUP_STAMP)
-	$(MAKE) B=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" build-asan/test_primc build-asan/primc
-	PRIMC_SRC=$(CURDIR) PRIMC_LDFLAGS="$(ASAN_FLAGS)" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  build-asan/test_primc
+	$(MAKE) B=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" build-asan/test_primc build-asan/primc build-asan/libprimc_rt.a
+	B=build-asan PRIMC_LDFLAGS="$(ASAN_FLAGS)" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  bash tests/run.sh
 
 -include tests/fuzz/fuzz.mk
 

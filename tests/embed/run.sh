@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # tests/embed/run.sh: builds an app against only m.o, m.h and libprimc_rt.a (weights inside, then external) and checks it against onnxruntime.
+# PRIMC_LDFLAGS (make check-asan: the sanitizers libprimc_rt.a was built with) is added to the link.
 set -u
 cd "$(dirname "$0")/../.."
 B=${B:-build}
@@ -8,12 +9,12 @@ T=$(mktemp -d /tmp/primc-embed-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 pass=0
 fail=0
-"$PY" tests/embed/make_model.py "$T" || { echo "embed: 0 passed, 1 failed"; exit 1; }
+"$PY" tests/embed/make_model.py "$T" || { echo "embed: 0 passed, 1 failed, 0 skipped"; exit 1; }
 for variant in embedded external; do
   name=m_$variant
   if "$B/primc" compile "$T/model.onnx" --emit obj --weights "$variant" --name "$name" -o "$T/$name.o" &&
     cc -std=c11 -O2 -I"$T" -DMODEL_HEADER="\"$name.h\"" -DMODEL="$name" tests/embed/main.c "$T/$name.o" \
-      "$B/libprimc_rt.a" -lopenblas -lm -lpthread -o "$T/app_$variant" &&
+      "$B/libprimc_rt.a" ${PRIMC_LDFLAGS:-} -lopenblas -lm -lpthread -o "$T/app_$variant" &&
     "$T/app_$variant" "$T/input.bin" "$T/ref.bin" "$T/$name.weights"; then
     pass=$((pass + 1))
   else
@@ -21,5 +22,5 @@ for variant in embedded external; do
     fail=$((fail + 1))
   fi
 done
-echo "embed: $pass passed, $fail failed"
+echo "embed: $pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]

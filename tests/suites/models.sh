@@ -48,5 +48,5 @@ if [ "${PRIMC_LARGE:-0}" = 1 ]; then
     rm -f "$tmp/fused-$name.exe"
   done
 fi
-echo "models: $pass passed, $fail failed"
+echo "models: $pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]
