@@ -30,17 +30,6 @@ static int read_whole(int fd, unsigned char **out, size_t *n) {
   return 1;
 }
 
-static int write_at(int fd, const void *p, size_t n, off_t at) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = pwrite(fd, c, n, at);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return 0;
-    c += w, n -= (size_t)w, at += w;
-  }
-  return 1;
-}
-
 /* the undefined symbol named sym in the object's symbol table, NULL when absent or the tables are bad */
 static Elf64_Sym *find_undefined(unsigned char *b, size_t n, const Elf64_Shdr *sh, int nsec, const char *sym) {
   for (int i = 0; i < nsec; i++) {
@@ -102,14 +91,14 @@ pc_status kir_elf_append_weights(const kir_program *p, const char *path, const c
     s->st_value = 0;
     s->st_size = wsize;
     s->st_info = ELF64_ST_INFO(ELF64_ST_BIND(s->st_info), STT_OBJECT);
-    int ok = write_at(fd, b, n, 0) && kir_weights_write(p, fd, woff) == PC_OK;
-    ok = ok && write_at(fd, b + names->sh_offset, names->sh_size, noff) &&
-         write_at(fd, WEIGHTS_SECTION, name_len, noff + (off_t)names->sh_size);
+    int ok = kir_pwrite_all(fd, b, n, 0) && kir_weights_write(p, fd, woff) == PC_OK;
+    ok = ok && kir_pwrite_all(fd, b + names->sh_offset, names->sh_size, noff) &&
+         kir_pwrite_all(fd, WEIGHTS_SECTION, name_len, noff + (off_t)names->sh_size);
     names->sh_offset = (Elf64_Off)noff;
     names->sh_size += name_len;
     eh->e_shoff = (Elf64_Off)shoff;
     eh->e_shnum = (Elf64_Half)(nsec + 1);
-    ok = ok && write_at(fd, sh, sizeof *sh * (size_t)(nsec + 1), shoff) && write_at(fd, eh, sizeof *eh, 0);
+    ok = ok && kir_pwrite_all(fd, sh, sizeof *sh * (size_t)(nsec + 1), shoff) && kir_pwrite_all(fd, eh, sizeof *eh, 0);
     if (!ok) st = g->status != PC_OK ? g->status : pc_fail(g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
   }
   free(sh);

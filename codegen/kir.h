@@ -3,6 +3,7 @@
 #define PRIMC_KIR_H
 
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "ir/ir.h"
 
@@ -191,6 +192,8 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);
  * weight through a buffer of its size), and sizes the file to base + weights_size. */
 void *kir_weights_blob(const kir_program *p);
 pc_status kir_weights_write(const kir_program *p, int fd, int64_t base);
+/* n bytes at offset at of fd, through short writes and EINTR; 0 on failure */
+int kir_pwrite_all(int fd, const void *data, size_t n, off_t at);
 pc_status kir_weights_write_file(const kir_program *p, const char *path);
 /* codegen/elf_weights.c: appends the weights, streamed, to the ELF64 little-endian relocatable object at
  * path as a section of their own, defining there the undefined symbol sym the code refers to them by */

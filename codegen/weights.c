@@ -63,7 +63,7 @@ void *kir_weights_blob(const kir_program *p) {
   return blob;
 }
 
-static int pwrite_all(int fd, const void *data, size_t n, off_t at) {
+int kir_pwrite_all(int fd, const void *data, size_t n, off_t at) {
   const char *c = data;
   while (n) {
     ssize_t w = pwrite(fd, c, n, at);
@@ -88,7 +88,7 @@ pc_status kir_weights_write(const kir_program *p, int fd, int64_t base) {
       free(tmp);
       return pc_fail(g, PC_ERR_INTERNAL, "packing a weight of %lld bytes failed", (long long)b->nbytes);
     }
-    int ok = pwrite_all(fd, pk ? tmp : d, (size_t)b->nbytes, (off_t)(base + b->offset));
+    int ok = kir_pwrite_all(fd, pk ? tmp : d, (size_t)b->nbytes, (off_t)(base + b->offset));
     free(tmp);
     if (!ok) return pc_fail(g, PC_ERR_IO, "cannot write the weights: %s", strerror(errno));
   }

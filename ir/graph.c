@@ -286,43 +286,43 @@ pc_value *pc_build(pc_graph *g, pc_op op, pc_value *const *in, int n_in, const p
   return n ? n->out[0] : NULL;
 }
 
-pc_value *pc_const(pc_graph *g, pc_type t, const void *data) {
-  if (g->status != PC_OK) return NULL;
-  int64_t numel = pc_type_numel(&t);
-  if (numel < 0) {
-    pc_fail(g, PC_ERR_SHAPE, "constant with a symbolic dim");
-    return NULL;
-  }
+/* a constant node of type t over data (owned by g, at least t's size) */
+static pc_value *const_node(pc_graph *g, pc_type t, void *data, size_t nbytes) {
   pc_node *n = node_create(g, PC_OP_constant, NULL, 0, NULL, 0);
   if (!n) return NULL;
-  n->nbytes = (size_t)numel * pc_dtype_size(t.dtype);
-  n->data = pc_alloc(g, n->nbytes);
-  if (!n->data) {
-    pc_fail(g, PC_ERR_NOMEM, "out of memory for a constant of %zu bytes", n->nbytes);
-    return NULL;
-  }
-  if (data) memcpy(n->data, data, n->nbytes);
+  n->nbytes = nbytes;
+  n->data = data;
   n->out[0]->type = t;
   n = node_commit(g, n);
   return n ? n->out[0] : NULL;
+}
+
+/* bytes of a constant of type t; -1 (g failed) for a symbolic dim */
+static int64_t const_bytes(pc_graph *g, const pc_type *t) {
+  int64_t numel = pc_type_numel(t);
+  if (numel < 0) return pc_fail(g, PC_ERR_SHAPE, "constant with a symbolic dim"), -1;
+  return numel * (int64_t)pc_dtype_size(t->dtype);
+}
+
+pc_value *pc_const(pc_graph *g, pc_type t, const void *data) {
+  if (g->status != PC_OK) return NULL;
+  int64_t nbytes = const_bytes(g, &t);
+  if (nbytes < 0) return NULL;
+  void *copy = pc_alloc(g, (size_t)nbytes);
+  if (!copy) {
+    pc_fail(g, PC_ERR_NOMEM, "out of memory for a constant of %lld bytes", (long long)nbytes);
+    return NULL;
+  }
+  if (data) memcpy(copy, data, (size_t)nbytes);
+  return const_node(g, t, copy, (size_t)nbytes);
 }
 
 /* a constant over bytes the graph already owns (pc_alloc'ed, at least t's size): not copied, so a pass
  * can rearrange a large weight where it is */
 pc_value *pc_const_view(pc_graph *g, pc_type t, void *data) {
   if (g->status != PC_OK || !data) return NULL;
-  int64_t numel = pc_type_numel(&t);
-  if (numel < 0) {
-    pc_fail(g, PC_ERR_SHAPE, "constant with a symbolic dim");
-    return NULL;
-  }
-  pc_node *n = node_create(g, PC_OP_constant, NULL, 0, NULL, 0);
-  if (!n) return NULL;
-  n->nbytes = (size_t)numel * pc_dtype_size(t.dtype);
-  n->data = data;
-  n->out[0]->type = t;
-  n = node_commit(g, n);
-  return n ? n->out[0] : NULL;
+  int64_t nbytes = const_bytes(g, &t);
+  return nbytes < 0 ? NULL : const_node(g, t, data, (size_t)nbytes);
 }
 
 /* a constant whose data will be bound later by name (weights files) */

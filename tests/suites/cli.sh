@@ -4,23 +4,8 @@
 set -u
 B=${B:-build}
 P=$B/primc
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-skip=0
+. tests/suite_lib.sh
 
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
-
-# expect_exit CODE NAME CMD...: CMD exits with CODE
-expect_exit() {
-  local want=$1 name=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ "$rc" -eq "$want" ]; then ok "$name"; else bad "$name" "exit $rc, wanted $want: $(head -c 300 "$tmp/err")"; fi
-}
 
 expect_exit 0 "version" "$P" version
 grep -q '^primc ' "$tmp/out" || bad "version text" "$(cat "$tmp/out")"
@@ -96,5 +81,4 @@ else
   bad "compile yolo_tiny" "failed"
 fi
 
-echo "cli: $pass passed, $fail failed, $skip skipped"
-[ "$fail" -eq 0 ]
+suite_end cli

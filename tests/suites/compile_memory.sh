@@ -7,12 +7,7 @@
 set -u
 B=${B:-build}
 P=$(realpath "$B/primc")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
+. tests/suite_lib.sh
 
 width=${PRIMC_MEM_WIDTH:-3584}
 layers=${PRIMC_MEM_LAYERS:-2}
@@ -54,5 +49,4 @@ for exe in m me; do
     bad "$exe matches ONNX Runtime" "$(tail -n 2 "$tmp/cmp" 2>/dev/null)"
   fi
 done
-echo "compile_memory: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+suite_end compile_memory

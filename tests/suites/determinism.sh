@@ -5,10 +5,7 @@
 # must equal the first run's byte for byte.
 set -u
 B=${B:-build}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
+. tests/suite_lib.sh
 
 for d in models/*/; do
   [ -f "$d/model.onnx" ] || continue
@@ -47,5 +44,4 @@ for d in models/*/; do
     fail=$((fail + 1))
   fi
 done
-echo "determinism: $pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+suite_end determinism

@@ -5,12 +5,7 @@
 # suite observing fewer tests than its minimum in tests/suite_min_counts.txt fails. The node test dir given to the
 # suites is an empty one with a valid stamp, so that nothing is generated and the fake runs take seconds.
 set -u
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
+. tests/suite_lib.sh
 
 suites=unit
 for s in tests/suites/*.sh; do
@@ -67,5 +62,4 @@ if [ -x "${B:-build}/primc" ]; then
 else
   bad "minimum count" "no ${B:-build}/primc to run the determinism suite with"
 fi
-echo "fail-closed: $pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+suite_end fail-closed

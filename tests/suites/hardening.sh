@@ -3,24 +3,9 @@
 # no hang, a clear error and a non-zero exit.
 set -u
 B=${B:-build}
-P=$PWD/$B/primc
+P=$(realpath -m "$B/primc")
 SRC=$PWD
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
-
-# expect_exit CODE NAME CMD...: CMD exits with CODE (run with a time limit: a hang is a failure)
-expect_exit() {
-  local want=$1 name=$2
-  shift 2
-  timeout 300 "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ "$rc" -eq "$want" ]; then ok "$name"; else bad "$name" "exit $rc, wanted $want: $(head -c 300 "$tmp/err")"; fi
-}
+. tests/suite_lib.sh
 
 # ---- no shell: the linker runs from an argument vector, so an output path is only a path
 mkdir -p "$tmp/sh"
@@ -108,5 +93,4 @@ expect_exit 1 "absurd Resize" "$P" compile "$tmp/resize.onnx" -o "$tmp/rs"
 grep -q 'Resize "rs": the result would have more than 2147483648 elements' "$tmp/err" && ok "absurd Resize: message" ||
   bad "absurd Resize message" "$(cat "$tmp/err")"
 
-echo "hardening: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+suite_end hardening

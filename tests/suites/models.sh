@@ -6,10 +6,7 @@
 # see tests/compare_npy.py for why.
 set -u
 B=${B:-build}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
+. tests/suite_lib.sh
 
 # check LABEL NAME DIR CMD...: runs CMD (which writes $tmp/LABEL-NAME/out0.npy) and compares with DIR/expected.npy
 check() {
@@ -48,5 +45,4 @@ if [ "${PRIMC_LARGE:-0}" = 1 ]; then
     rm -f "$tmp/fused-$name.exe"
   done
 fi
-echo "models: $pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+suite_end models

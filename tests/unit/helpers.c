@@ -8,6 +8,8 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 char *pc_test_slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -75,4 +77,43 @@ void *pc_test_link_open(const char *obj, const char *so, const char *libs, const
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   CHECK_MSG(h != NULL, "%s: dlopen: %s", tag, dlerror());
   return h;
+}
+
+typedef int (*run_fn)(const void *const *, void *const *, void *);
+
+int pc_test_run_compiled(pc_graph *g, int opt_level, const pc_tensor *ins, pc_tensor *outs, const char *tag) {
+  if (!CHECK_MSG(g->n_inputs <= PC_TEST_MAX_IO && g->n_outputs <= PC_TEST_MAX_IO, "%s: too many inputs/outputs", tag))
+    return 0;
+  char dir[] = "/tmp/primc-cg-XXXXXX", obj[256], so[256], hdr[256];
+  if (!CHECK(mkdtemp(dir) != NULL)) return 0;
+  snprintf(obj, sizeof obj, "%s/m.o", dir);
+  snprintf(so, sizeof so, "%s/m.so", dir);
+  snprintf(hdr, sizeof hdr, "%s/m.h", dir);
+  pc_codegen_opts o = {0};
+  o.emit = PC_EMIT_OBJ;
+  o.output = obj;
+  o.name = "m";
+  o.opt_level = opt_level;
+  int ok = CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s: codegen: %s", tag, pc_error(g));
+  void *h = ok ? pc_test_link_open(obj, so, "-lopenblas -lm -lpthread", tag) : NULL;
+  run_fn run = h ? (run_fn)dlsym(h, "m_run") : NULL;
+  const int64_t *ws_size = h ? dlsym(h, "m_workspace_size") : NULL;
+  ok = ok && h && CHECK_MSG(run && ws_size, "%s: entry points missing", tag);
+  const void *in[PC_TEST_MAX_IO];
+  void *out[PC_TEST_MAX_IO];
+  for (int i = 0; i < g->n_inputs; i++) in[i] = ins[i].data;
+  memset(outs, 0, sizeof *outs * (size_t)g->n_outputs);
+  for (int i = 0; ok && i < g->n_outputs; i++) {
+    const pc_value *v = g->outputs[i];
+    outs[i] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
+    memcpy(outs[i].dims, v->type.dims, sizeof outs[i].dims);
+    outs[i].data = calloc((size_t)pc_tensor_numel(&outs[i]) + 1, pc_dtype_size(v->type.dtype));
+    out[i] = outs[i].data;
+  }
+  void *ws = ok ? aligned_alloc(64, (size_t)(*ws_size + 64)) : NULL;
+  if (ok) ok = CHECK_MSG(run(in, out, ws) == 0, "%s: run failed", tag);
+  free(ws);
+  if (h) dlclose(h);
+  unlink(obj), unlink(so), unlink(hdr), rmdir(dir);
+  return ok;
 }

@@ -45,48 +45,9 @@ static pc_tensor make_input(const pc_value *v, range r) {
 
 /* ---------------------------------------------------------------- compile, load, run */
 
-typedef int (*run_fn)(const void *const *, void *const *, void *);
-
-/* compiles g to an object, links a shared library, runs it on ins into outs (malloc'ed) */
+/* compiles g to an object at -O2, links a shared library, runs it on ins into outs (malloc'ed) */
 static int run_compiled(pc_graph *g, const pc_tensor *ins, pc_tensor *outs, const char *tag) {
-  char dir[] = "/tmp/primc-cg-XXXXXX", obj[256], so[256], cmd[2048];
-  if (!mkdtemp(dir)) return 0;
-  snprintf(obj, sizeof obj, "%s/m.o", dir);
-  snprintf(so, sizeof so, "%s/m.so", dir);
-  pc_codegen_opts o = {0};
-  o.emit = PC_EMIT_OBJ;
-  o.output = obj;
-  o.name = "m";
-  o.opt_level = 2;
-  if (pc_codegen(g, &o) != PC_OK) {
-    CHECK_MSG(0, "%s: codegen: %s", tag, pc_error(g));
-    return 0;
-  }
-  void *h = pc_test_link_open(obj, so, "-lopenblas -lm -lpthread", tag);
-  if (!h) return 0;
-  run_fn run = (run_fn)dlsym(h, "m_run");
-  const int64_t *ws_size = dlsym(h, "m_workspace_size");
-  int ok = CHECK_MSG(run && ws_size, "%s: entry points missing", tag);
-  const void *in[16];
-  void *out[16];
-  for (int i = 0; i < g->n_inputs; i++) in[i] = ins[i].data;
-  for (int i = 0; ok && i < g->n_outputs; i++) {
-    const pc_value *v = g->outputs[i];
-    outs[i] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
-    memcpy(outs[i].dims, v->type.dims, sizeof outs[i].dims);
-    outs[i].data = calloc((size_t)pc_tensor_numel(&outs[i]) + 1, pc_dtype_size(v->type.dtype));
-    out[i] = outs[i].data;
-  }
-  void *ws = ok ? aligned_alloc(64, (size_t)(*ws_size + 64)) : NULL;
-  if (ok) ok = CHECK_MSG(run(in, out, ws) == 0, "%s: run failed", tag);
-  free(ws);
-  dlclose(h);
-  unlink(obj);
-  unlink(so);
-  snprintf(cmd, sizeof cmd, "%s/m.h", dir);
-  unlink(cmd);
-  rmdir(dir);
-  return ok;
+  return pc_test_run_compiled(g, 2, ins, outs, tag);
 }
 
 static int close_enough(pc_dtype dt, double a, double b) {

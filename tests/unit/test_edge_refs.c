@@ -25,8 +25,6 @@ typedef struct mode {
 
 static const mode modes[] = {{"-O0 --unfused", 0, 1}, {"-O2", 2, 0}};
 
-typedef int (*run_fn)(const void *const *, void *const *, void *);
-
 /* runs the pipeline of mode m on g, compiles it to an object, links and runs it on ins; outs are malloc'ed */
 static int compile_run(pc_graph *g, const mode *m, const pc_tensor *ins, pc_tensor *outs, const char *tag) {
   if (!CHECK_MSG(g->n_inputs <= MAXIO && g->n_outputs <= MAXIO, "%s: too many inputs/outputs", tag)) return 0;
@@ -34,38 +32,9 @@ static int compile_run(pc_graph *g, const mode *m, const pc_tensor *ins, pc_tens
   po.opt_level = m->opt;
   po.unfused = m->unfused;
   if (!CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s %s: pipeline: %s", tag, m->name, pc_error(g))) return 0;
-  char dir[] = "/tmp/primc-edge-XXXXXX", obj[256], so[256], hdr[256];
-  if (!CHECK(mkdtemp(dir) != NULL)) return 0;
-  snprintf(obj, sizeof obj, "%s/m.o", dir);
-  snprintf(so, sizeof so, "%s/m.so", dir);
-  snprintf(hdr, sizeof hdr, "%s/m.h", dir);
-  pc_codegen_opts o = {0};
-  o.emit = PC_EMIT_OBJ;
-  o.output = obj;
-  o.name = "m";
-  o.opt_level = m->opt;
-  int ok = CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s %s: codegen: %s", tag, m->name, pc_error(g));
-  void *h = ok ? pc_test_link_open(obj, so, "-lopenblas -lm -lpthread", tag) : NULL;
-  run_fn run = h ? (run_fn)dlsym(h, "m_run") : NULL;
-  const int64_t *ws_size = h ? dlsym(h, "m_workspace_size") : NULL;
-  ok = ok && h && CHECK_MSG(run && ws_size, "%s: entry points missing", tag);
-  const void *in[MAXIO];
-  void *out[MAXIO];
-  for (int i = 0; i < g->n_inputs; i++) in[i] = ins[i].data;
-  memset(outs, 0, sizeof *outs * (size_t)g->n_outputs);
-  for (int i = 0; ok && i < g->n_outputs; i++) {
-    const pc_value *v = g->outputs[i];
-    outs[i] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
-    memcpy(outs[i].dims, v->type.dims, sizeof outs[i].dims);
-    outs[i].data = calloc((size_t)pc_tensor_numel(&outs[i]) + 1, pc_dtype_size(v->type.dtype));
-    out[i] = outs[i].data;
-  }
-  void *ws = ok ? aligned_alloc(64, (size_t)(*ws_size + 64)) : NULL;
-  if (ok) ok = CHECK_MSG(run(in, out, ws) == 0, "%s %s: run failed", tag, m->name);
-  free(ws);
-  if (h) dlclose(h);
-  unlink(obj), unlink(so), unlink(hdr), rmdir(dir);
-  return ok;
+  char what[160];
+  snprintf(what, sizeof what, "%s %s", tag, m->name);
+  return pc_test_run_compiled(g, m->opt, ins, outs, what);
 }
 
 /* ---------------------------------------------------------------- comparisons and max/min on NaN */
