@@ -1,5 +1,6 @@
 /* frontend/onnx.c: ONNX importer: parses a ModelProto with protobuf-c and decomposes every node into prims. */
 #include "frontend/onnx_internal.h"
+#include "runtime/primc_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -820,10 +821,11 @@ static char *dir_of(const char *path) {
 }
 
 pc_graph *pc_onnx_load(const char *path, const pc_import_opts *opts) {
-  FILE *f = fopen(path, "rb");
+  char why[PATH_MAX + 64];
+  FILE *f = primc_file_open(path, NULL, why, sizeof why); /* refuses FIFOs, directories, devices */
   if (!f) {
     pc_graph *g = pc_graph_new();
-    if (g) pc_fail(g, PC_ERR_IO, "%s: %s", path, strerror(errno));
+    if (g) pc_fail(g, PC_ERR_IO, "%s", why);
     return g;
   }
   size_t cap = 1 << 16, n = 0;

@@ -5,6 +5,7 @@
  * then the data; offsets are relative to the end of the header. The JSON reader below is strict
  * and bounds-checks every read: a malformed file is an error, never a crash. */
 #include "frontend/frontend.h"
+#include "runtime/primc_file.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -277,8 +278,9 @@ static int check_extents(st_reader *R, int64_t data_len) {
 }
 
 static unsigned char *read_file(pc_graph *g, const char *path, int64_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return pc_fail(g, PC_ERR_IO, "%s: cannot open", path), NULL;
+  char why[4200];
+  FILE *f = primc_file_open(path, NULL, why, sizeof why); /* refuses FIFOs, directories, devices */
+  if (!f) return pc_fail(g, PC_ERR_IO, "%s", why), NULL;
   unsigned char *buf = NULL;
   long n = -1;
   if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0)

@@ -94,5 +94,20 @@ else
   bad "compile yolo_tiny" "failed"
 fi
 
+# paths that are not regular files (a FIFO would block open() forever, a directory fails obscurely): one
+# error line naming the path, exit 1, at once; for the model, its .safetensors, .npy inputs and the weights
+mkfifo "$tmp/fifo.onnx" "$tmp/fifo.txt" "$tmp/fifo.npy" "$tmp/fifo.safetensors"
+for m in "$tmp/fifo.onnx" "$tmp/fifo.txt" tests; do
+  for c in run dump compile; do
+    expect_exit 1 "$c on $(basename "$m") (not a regular file)" timeout 10 "$P" "$c" "$m" -o "$tmp/nr"
+    grep -q 'not a regular file' "$tmp/err" || bad "$c $(basename "$m") message" "$(head -c 300 "$tmp/err")"
+  done
+done
+printf 'graph(%%x : f32[1,4]):\n  %%w : f32[2,4] = constant(key="fc.weight")\n  %%y = aten::linear(%%x, %%w)\n  return (%%y)\n' >"$tmp/g.txt"
+expect_exit 1 "safetensors weights a FIFO" timeout 10 "$P" run "$tmp/g.txt" --weights "$tmp/fifo.safetensors" --random-inputs
+grep -q 'fifo.safetensors: not a regular file (a FIFO)' "$tmp/err" || bad "safetensors FIFO message" "$(head -c 300 "$tmp/err")"
+expect_exit 1 "run: .npy input a FIFO" timeout 10 "$P" run models/mlp/model.onnx "$tmp/fifo.npy"
+grep -q 'not a regular file (a FIFO)' "$tmp/err" || bad "run .npy FIFO message" "$(head -c 300 "$tmp/err")"
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
