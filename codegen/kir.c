@@ -1416,14 +1416,21 @@ pc_status kir_pack_weights(kir_program *p) {
       int nb = packed_conv_weights(p, k, &layout, &tile);
       if (nb < 0) continue;
       k->args[2] = nb;
-      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 2] = layout;
-      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 1] = tile;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 3] = layout;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 2] = tile;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 1] = p->bufs[nb].nbytes; /* the runtime checks packed headers against it */
       packed++;
       continue;
     }
     if (strcmp(k->fn, "dot")) continue;
     int nb = packed_operand(p, k);
     if (nb < 0) continue;
+    int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 12); /* dot's params, then the packed B's bytes */
+    if (!q) return p->g->status;
+    memcpy(q, k->params, sizeof(int64_t) * 11);
+    q[11] = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
+    k->params = q;
+    k->n_params = 12;
     k->args[2] = nb;
     k->fn = "dot_packed";
     packed++;

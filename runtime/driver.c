@@ -114,7 +114,12 @@ static int load_weights(const primc_model_desc *m, const cpu_opts *o, const char
   if (o->weights) snprintf(path, sizeof path, "%s", o->weights);
   else snprintf(path, sizeof path, "%s.weights", argv0);
   if (m->load_weights(path) == 0) return 0;
-  fprintf(stderr, "error: cannot map weights file %s\n", path);
+  /* why: the same checks without the model's size (a file that passes them is another model's) */
+  char why[4400];
+  void *base;
+  if (primc_weights_map_err(path, -1, &base, why, sizeof why) == PRIMC_OK)
+    snprintf(why, sizeof why, "%s: its size is not this model's weights size (another model's weights?)", path);
+  fprintf(stderr, "error: cannot load weights file: %s\n", why);
   return 1;
 }
 
