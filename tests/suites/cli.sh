@@ -146,5 +146,17 @@ else
   bad "compile mlp --weights external" "failed"
 fi
 
+# the driver frees what it allocated on its error exits too (LeakSanitizer in the executable)
+if PRIMC_LDFLAGS=-fsanitize=address "$P" compile models/mlp/model.onnx -o "$tmp/ml" >/dev/null 2>&1; then
+  for input in models/resnet_tiny/input.npy "$tmp/fifo.npy"; do
+    ASAN_OPTIONS=detect_leaks=1 timeout 20 "$tmp/ml" "$input" >"$tmp/out" 2>"$tmp/err"
+    if grep -q LeakSanitizer "$tmp/err"; then bad "driver error exit leaks ($input)" "$(grep -m3 'Direct leak' "$tmp/err")"
+    elif grep -q '^error: ' "$tmp/err"; then ok "driver error exit frees its buffers ($input)"
+    else bad "driver error exit ($input)" "$(head -c 300 "$tmp/err")"; fi
+  done
+else
+  bad "compile mlp with -fsanitize=address" "failed"
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
