@@ -331,6 +331,15 @@ pc_status pc_safetensors_bind(pc_graph *g, const char *path) {
   int64_t len;
   unsigned char *buf = read_file(g, path, &len);
   if (!buf) return g->status;
+  pc_safetensors_bind_buffer(g, buf, (size_t)len, path);
+  free(buf);
+  return g->status;
+}
+
+pc_status pc_safetensors_bind_buffer(pc_graph *g, const void *data, size_t size, const char *path) {
+  if (g->status != PC_OK) return g->status;
+  const unsigned char *buf = data;
+  int64_t len = (int64_t)size;
   st_reader R = {.g = g, .path = path};
   uint64_t hlen = 0;
   if (len < 8) pc_fail(g, PC_ERR_PARSE, "%s: too short for a safetensors file", path);
@@ -350,7 +359,6 @@ pc_status pc_safetensors_bind(pc_graph *g, const char *path) {
   }
   for (int i = 0; i < R.n_t; i++) free(R.t[i].name);
   free(R.t);
-  free(buf);
   return g->status;
 }
 

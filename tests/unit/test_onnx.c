@@ -1,6 +1,8 @@
 /* tests/unit/test_onnx.c: the ONNX importer on malformed models (status, one-line message, no crash) and tiny good ones. */
+#include "codegen/kir.h"
 #include "frontend/frontend.h"
 #include "frontend/onnx_internal.h"
+#include "passes/passes.h"
 #include "tests/test.h"
 #include "tests/unit/helpers.h"
 
@@ -200,6 +202,13 @@ PC_TEST(onnx_fuzz_regressions) {
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     pc_graph *g = pc_onnx_load(path, NULL);
     CHECK_MSG(g != NULL, "%s", e->d_name);
+    CHECK_MSG(!g || strchr(pc_error(g), '\n') == NULL, "%s: one-line message", e->d_name);
+    /* what imports goes on, as in tests/fuzz/fuzz_mutate.c: the -O2 pipeline and the kernel IR */
+    kir_program p;
+    pc_pipeline_opts po = {.opt_level = 2};
+    if (g && g->status == PC_OK && pc_pipeline_run(g, &po) == PC_OK && kir_build(g, &p) == PC_OK &&
+        kir_pack_weights(&p) == PC_OK)
+      kir_pool_calls(&p);
     CHECK_MSG(!g || strchr(pc_error(g), '\n') == NULL, "%s: one-line message", e->d_name);
     pc_graph_free(g);
     n++;
