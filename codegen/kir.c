@@ -679,7 +679,9 @@ static pc_status fill_box(kir_program *p, const pc_node *n, const int64_t *off, 
   kir_expr *c = k ? kir_expr_new(p, KE_CONST, out->type.dtype) : NULL;
   if (!c) return PC_ERR_NOMEM;
   c->c = pc_attr_float(n, "value", 0);
-  c->ci = (int64_t)c->c;
+  /* ci is read for int dtypes only; a float pad's value may be -inf (MaxPool) or NaN, which converted
+   * to int64 is undefined behaviour (UBSan, found by tests/fuzz/fuzz_mutate.c): saturate */
+  c->ci = c->c != c->c ? 0 : c->c <= -0x1p63 ? INT64_MIN : c->c >= 0x1p63 ? INT64_MAX : (int64_t)c->c;
   k->n_loops = k->n_par = r;
   for (int d = 0; d < r; d++) k->extent[d] = ext[d];
   k->n_stores = 1;
