@@ -115,6 +115,11 @@ static int geom_read(ox_ctx *c, const pc_value *x, const int64_t *kernel, int ce
   for (int i = 0; i < ns; i++) {
     if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1)
       return ox_fail(c, PC_ERR_ATTR, "kernel, strides and dilations must be >= 1"), 0;
+    /* bounded before any product: (kernel - 1) * dilation overflowed int64 (found by fuzz_mutate) */
+    const int64_t lim = (int64_t)1 << 31;
+    if (g->k[i] >= lim || g->s[i] >= lim || g->d[i] >= lim || pads[i] <= -lim || pads[i] >= lim ||
+        pads[ns + i] <= -lim || pads[ns + i] >= lim)
+      return ox_fail(c, PC_ERR_ATTR, "kernel, strides, dilations and pads must be below 2^31 in size"), 0;
     if (!geom_dim(c, g, i, ap, pads, ceil_mode)) return 0;
   }
   return 1;
