@@ -182,6 +182,21 @@ static void check_good(const char *stem) {
 }
 
 PC_TEST(onnx_good_mlp) { check_good("mlp"); }
+
+/* TfIdfVectorizer with max_skip_count 2^62: skips past a row's length add nothing and are not tried (the
+ * import once looped 2^62 times; fuzz_mutate); counts as onnx.reference gives them with skip 5 */
+PC_TEST(onnx_tfidf_huge_skip) {
+  pc_graph *g = load_data("onnx_bad", "fuzz_tfidf_huge_skip.onnx");
+  if (!CHECK_MSG(g && g->status == PC_OK, "%s", pc_error(g))) return pc_graph_free(g);
+  int64_t x[12] = {5, 7, 3, 5, 9, 3, 3, 1, 5, 5, 2, 3};
+  static const float want[6] = {2, 1, 1, 2, 0, 2};
+  pc_tensor in = {PC_i64, 2, {2, 6}, x}, out;
+  memset(&out, 0, sizeof out);
+  if (CHECK_MSG(pc_interp(g, &in, 1, &out, 1) == PC_OK, "%s", pc_error(g)) && CHECK_INT(pc_tensor_numel(&out), 6))
+    for (int i = 0; i < 6; i++) CHECK_NEAR(((float *)out.data)[i], want[i], 0);
+  pc_tensor_free(&out);
+  pc_graph_free(g);
+}
 PC_TEST(onnx_good_shape_chain) {
   check_good("shape_chain");
   /* the shape computation must fold away: nothing but the reshape of x is left at run time */
