@@ -609,6 +609,9 @@ static pc_value *qparam(ox_ctx *c, pc_value *v, const pc_value *x, int axis, int
     int64_t ax = axis;
     return pc_broadcast_in_dim(G, v, r, xd, &ax);
   }
+  /* a block past the axis is one block of the whole axis (block_size near 2^63 overflowed the division's
+   * rounding: fuzz_mutate) */
+  if (block > xd[axis]) block = xd[axis] > 0 ? xd[axis] : 1;
   int64_t nb = (xd[axis] + block - 1) / block, e[PC_MAX_RANK + 1], dims[PC_MAX_RANK], s[PC_MAX_RANK];
   if (v->type.rank != r || r + 1 > PC_MAX_RANK) return ox_fail(c, PC_ERR_SHAPE, "a blocked scale/zero point must have the input's rank"), NULL;
   for (int i = 0; i < r; i++)

@@ -184,6 +184,21 @@ static void check_good(const char *stem) {
 
 PC_TEST(onnx_good_mlp) { check_good("mlp"); }
 
+/* DequantizeLinear with block_size 2^63-1 over an axis of 4: one block of the whole axis (the rounding of
+ * the block count overflowed: fuzz_mutate); values as onnx.reference gives them with block_size 4 */
+PC_TEST(onnx_dequant_huge_block) {
+  pc_graph *g = load_data("onnx_bad", "fuzz_dequant_huge_block.onnx");
+  if (!CHECK_MSG(g && g->status == PC_OK, "%s", pc_error(g))) return pc_graph_free(g);
+  int8_t x[8] = {1, -2, 3, 4, 5, 6, -7, 8};
+  static const float want[8] = {0.5f, -1.0f, 1.5f, 2.0f, 10.0f, 12.0f, -14.0f, 16.0f};
+  pc_tensor in = {PC_i8, 2, {2, 4}, x}, out;
+  memset(&out, 0, sizeof out);
+  if (CHECK_MSG(pc_interp(g, &in, 1, &out, 1) == PC_OK, "%s", pc_error(g)) && CHECK_INT(pc_tensor_numel(&out), 8))
+    for (int i = 0; i < 8; i++) CHECK_NEAR(((float *)out.data)[i], want[i], 0);
+  pc_tensor_free(&out);
+  pc_graph_free(g);
+}
+
 /* TfIdfVectorizer with max_skip_count 2^62: skips past a row's length add nothing and are not tried (the
  * import once looped 2^62 times; fuzz_mutate); counts as onnx.reference gives them with skip 5 */
 PC_TEST(onnx_tfidf_huge_skip) {
