@@ -209,10 +209,15 @@ pc_status ox_op_ConvTranspose(ox_ctx *c) {
   int64_t lo[NS_MAX], hi[NS_MAX], clo[NS_MAX], chi[NS_MAX], ones[NS_MAX], crop_lo[PC_MAX_RANK] = {0},
           crop_hi[PC_MAX_RANK], one_r[PC_MAX_RANK];
   int crop = 0;
+  const int64_t lim = (int64_t)1 << 31; /* bounded before the products below (found by fuzz_mutate) */
+  for (int i = 0; i < ns; i++)
+    if (s[i] >= lim || d[i] >= lim || op[i] <= -lim || op[i] >= lim || pads[i] <= -lim || pads[i] >= lim ||
+        pads[ns + i] <= -lim || pads[ns + i] >= lim || (os && (os[i] <= -lim || os[i] >= lim)))
+      return ox_fail(c, PC_ERR_ATTR, "strides, dilations, pads, output_padding and output_shape must be below 2^31 in size");
   for (int i = 0; i < ns; i++) {
+    if (s[i] < 1 || d[i] < 1) return ox_fail(c, PC_ERR_ATTR, "strides and dilations must be >= 1");
     int64_t in = x->type.dims[2 + i], span = (w->type.dims[2 + i] - 1) * d[i] + 1;
     int64_t full = s[i] * (in - 1) + op[i] + span;
-    if (s[i] < 1 || d[i] < 1) return ox_fail(c, PC_ERR_ATTR, "strides and dilations must be >= 1");
     if (os) ct_pads(ap, full - os[i], &lo[i], &hi[i]);
     else if (same) ct_pads(ap, full - in * s[i], &lo[i], &hi[i]);
     else lo[i] = pads[i], hi[i] = pads[ns + i];
