@@ -262,8 +262,15 @@ static pc_value *pool_pad(ox_ctx *c, pc_value *x, const geom *g, double value) {
 }
 
 /* combines with op the strided slices of the padded input xp, one slice per kernel tap */
+#define POOL_TAPS_LIMIT 65536 /* a 256x256 window: each tap is a slice and an op in the graph */
+
 static pc_value *pool_taps(ox_ctx *c, pc_value *xp, const geom *g, pc_op op) {
   if (!xp) return NULL;
+  double taps = 1; /* bounded: a kernel_shape of 2^31 with pads to fit once built nodes until memory ran out (fuzz_mutate) */
+  for (int i = 0; i < g->ns; i++) taps *= (double)g->k[i];
+  if (taps > POOL_TAPS_LIMIT)
+    return ox_fail(c, PC_ERR_UNSUPPORTED, "pool window of %.0f taps: more than %d are not supported", taps, POOL_TAPS_LIMIT),
+           NULL;
   int64_t t[NS_MAX] = {0}, st[PC_MAX_RANK], lim[PC_MAX_RANK], str[PC_MAX_RANK];
   pc_value *acc = NULL;
   for (;;) {

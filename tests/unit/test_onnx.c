@@ -44,6 +44,7 @@ PC_TEST(onnx_bad_huge_dilation) { check_bad("fuzz_pool_huge_dilation.onnx", PC_E
 PC_TEST(onnx_bad_huge_pads) { check_bad("fuzz_conv_huge_pads.onnx", PC_ERR_ATTR, "Conv \"conv\": kernel, strides, dilations and pads must be below 2^31"); }
 PC_TEST(onnx_bad_huge_hidden) { check_bad("fuzz_lstm_huge_hidden.onnx", PC_ERR_ATTR, "LSTM \"lstm\": hidden_size 9223372036854775807 is outside [1, 2^31)"); }
 PC_TEST(onnx_bad_huge_ct_pads) { check_bad("fuzz_convtranspose_huge_pads.onnx", PC_ERR_ATTR, "ConvTranspose \"convt\": strides, dilations, pads, output_padding and output_shape must be below 2^31"); }
+PC_TEST(onnx_bad_huge_window) { check_bad("fuzz_pool_huge_window.onnx", PC_ERR_UNSUPPORTED, "MaxPool \"pool\": pool window of 90000 taps: more than 65536"); }
 PC_TEST(onnx_bad_negative_dim) { check_bad("negative_dim.onnx", PC_ERR_RANGE, "dim 0 is -3"); }
 PC_TEST(onnx_bad_short_raw) { check_bad("short_raw.onnx", PC_ERR_RANGE, "raw_data has 10 bytes"); }
 /* an If without its branches: the error names the node and the missing attribute */
