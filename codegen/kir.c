@@ -679,7 +679,9 @@ static pc_status fill_box(kir_program *p, const pc_node *n, const int64_t *off, 
   kir_expr *c = k ? kir_expr_new(p, KE_CONST, out->type.dtype) : NULL;
   if (!c) return PC_ERR_NOMEM;
   c->c = pc_attr_float(n, "value", 0);
-  c->ci = (int64_t)c->c;
+  /* ci is read for int dtypes only; a float pad's value may be -inf (MaxPool) or NaN, which converted
+   * to int64 is undefined behaviour (UBSan, found by tests/fuzz/fuzz_mutate.c): saturate */
+  c->ci = c->c != c->c ? 0 : c->c <= -0x1p63 ? INT64_MIN : c->c >= 0x1p63 ? INT64_MAX : (int64_t)c->c;
   k->n_loops = k->n_par = r;
   for (int d = 0; d < r; d++) k->extent[d] = ext[d];
   k->n_stores = 1;
@@ -1416,14 +1418,21 @@ pc_status kir_pack_weights(kir_program *p) {
       int nb = packed_conv_weights(p, k, &layout, &tile);
       if (nb < 0) continue;
       k->args[2] = nb;
-      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 2] = layout;
-      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 1] = tile;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 3] = layout;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 2] = tile;
+      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 1] = p->bufs[nb].nbytes; /* the runtime checks packed headers against it */
       packed++;
       continue;
     }
     if (strcmp(k->fn, "dot")) continue;
     int nb = packed_operand(p, k);
     if (nb < 0) continue;
+    int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 12); /* dot's params, then the packed B's bytes */
+    if (!q) return p->g->status;
+    memcpy(q, k->params, sizeof(int64_t) * 11);
+    q[11] = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
+    k->params = q;
+    k->n_params = 12;
     k->args[2] = nb;
     k->fn = "dot_packed";
     packed++;

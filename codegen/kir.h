@@ -10,7 +10,7 @@
 #define KIR_MAX_LOOPS (PC_MAX_RANK + 1)
 #define KIR_MAX_ARGS 8
 #define CONV_EPI_AT (1 + 27 + 1 + 32) /* where a conv call's fused-epilogue words start in its params */
-#define CONV_EPI_WORDS 9 /* the last two: how the weights were packed and for which tile height (runtime/kernels.c) */
+#define CONV_EPI_WORDS 10 /* the last three: how the weights were packed, for which tile height, and their bytes (runtime/kernels.c) */
 
 /* Where a buffer lives at run time. */
 typedef enum kir_place {
@@ -88,8 +88,10 @@ typedef struct kir_kernel {
   /* KK_CALL: primc_k_<fn>(params, bufs) from the runtime. A "shape" in params is rank then
    * 8 dims (9 values); args are buffer ids, outputs first:
    *   dot      [dtype, B, M, N, K, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn]      (out, a, b); out [B,M,N]
+   *   dot_packed dot's params, then the bytes of b, packed by primc_sgemm_pack_b (kir_pack_weights)
    *   conv     [dtype, x, w, out shapes, groups, stride[8], pad_lo[8], dilation[8], lhs_dilation[8],
-   *             epilogue: fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu]
+   *             epilogue: fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu,
+   *             weights' packed layout, tile height, packed bytes (kir_pack_weights)]
    *                                                      (out, x, w, im2col scratch[, y, bias, residual])
    *            with fused != 0 the call also runs its absorbed epilogue kernel itself:
    *            y = clamp(act(out + bias[offset + stride * channel] + residual), lo, hi),

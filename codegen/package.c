@@ -33,6 +33,8 @@ pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t 
   return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
 }
 
+/* the weights side file: the runtime's header (magic, version, size, checksum: runtime/primc_rt.h), then
+ * the blob; NAME_load_weights checks the header before anything reads the weights */
 static void print_shape(FILE *f, const pc_type *t) {
   fprintf(f, "{");
   for (int d = 0; d < t->rank; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
@@ -97,7 +99,8 @@ static pc_status write_header(const kir_program *p, const char *path, const char
              " * dims, see %s_output_dims); workspace: %s_WORKSPACE_SIZE bytes\n"
              " * aligned to %s_WORKSPACE_ALIGN, owned by the caller, reusable between calls but\n"
              " * not shared by concurrent calls. No allocation. Returns 0, or 1 (a NULL pointer),\n"
-             " * 2 (weights not loaded), 3 (bad data, e.g. an index out of range), 4 (unsupported). */\n",
+             " * 2 (weights missing or corrupt: not loaded, or a packed weight header failing its check),\n"
+             " * 3 (bad data, e.g. an index out of range), 4 (unsupported). */\n",
           name, name, name);
   fprintf(f, "int %s_run(const void *const *inputs, void *const *outputs, void *workspace);\n", name);
   fprintf(f, "extern const int64_t %s_workspace_size;\n", name);
@@ -107,8 +110,10 @@ static pc_status write_header(const kir_program *p, const char *path, const char
              "int %s_output_dims(const void *workspace, int32_t output, int64_t *dims);\n",
           name, name, name);
   if (external)
-    fprintf(f, "\n/* Maps the weights side file (%s.weights, %s_WEIGHTS_SIZE bytes) read-only; call once\n"
-               " * before %s_run. Returns 0, or 2 when the file is missing or has the wrong size. */\n"
+    fprintf(f, "\n/* Maps the weights side file (%s.weights: a 64-byte header, then %s_WEIGHTS_SIZE bytes)\n"
+               " * read-only; call once before %s_run. Returns 0, 1 (path is NULL), or 2 (weights missing or\n"
+               " * corrupt: no such file, not a regular file, wrong size, or its header's magic, version, size\n"
+               " * or checksum wrong; runtime/primc_rt.h's primc_weights_map_err says which). */\n"
                "int %s_load_weights(const char *path);\n",
             name, name, name, name);
   fprintf(f, "\n#ifdef __cplusplus\n}\n#endif\n#endif\n");

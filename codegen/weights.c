@@ -98,10 +98,39 @@ pc_status kir_weights_write(const kir_program *p, int fd, int64_t base) {
   return PC_OK;
 }
 
+/* the checksum of the payload just written at base, read back a chunk at a time: the constants are
+ * written in buffer order, not offset order, and the gaps between them are holes */
+static int payload_checksum(int fd, int64_t base, int64_t size, uint64_t *sum) {
+  enum { CHUNK = 1 << 20 };
+  char *buf = malloc(CHUNK);
+  if (!buf) return 0;
+  primc_checksum_state c;
+  primc_checksum_init(&c);
+  int ok = 1;
+  for (int64_t at = 0; ok && at < size;) {
+    size_t want = size - at < CHUNK ? (size_t)(size - at) : CHUNK;
+    ssize_t r = pread(fd, buf, want, (off_t)(base + at));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) ok = 0;
+    else primc_checksum_update(&c, buf, (size_t)r), at += r;
+  }
+  free(buf);
+  *sum = primc_checksum_final(&c);
+  return ok;
+}
+
 pc_status kir_weights_write_file(const kir_program *p, const char *path) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return pc_fail(p->g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-  pc_status s = kir_weights_write(p, fd, 0);
+  primc_weights_header h;
+  pc_status s = kir_weights_write(p, fd, (int64_t)sizeof h);
+  uint64_t sum = 0;
+  if (s == PC_OK && !payload_checksum(fd, (int64_t)sizeof h, p->weights_size, &sum))
+    s = pc_fail(p->g, PC_ERR_IO, "cannot read back %s: %s", path, strerror(errno));
+  if (s == PC_OK) {
+    primc_weights_header_fill(&h, (uint64_t)p->weights_size, sum);
+    if (!kir_pwrite_all(fd, &h, sizeof h, 0)) s = pc_fail(p->g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  }
   if (close(fd) != 0 && s == PC_OK) s = pc_fail(p->g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
   return s;
 }

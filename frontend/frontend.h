@@ -51,6 +51,8 @@ pc_status pc_aten_hook(void *ctx, pc_graph *g, const char *op, pc_value *const *
 
 /* safetensors: binds every constant(key=...) node of g to the file's tensor of that name */
 pc_status pc_safetensors_bind(pc_graph *g, const char *path);
+/* the same from a safetensors file's bytes in memory; path names it in errors */
+pc_status pc_safetensors_bind_buffer(pc_graph *g, const void *data, size_t size, const char *path);
 /* writes every keyed constant of g to a safetensors file */
 pc_status pc_safetensors_save(const pc_graph *g, const char *path);
 

@@ -1,5 +1,6 @@
 /* frontend/onnx.c: ONNX importer: parses a ModelProto with protobuf-c and decomposes every node into prims. */
 #include "frontend/onnx_internal.h"
+#include "runtime/primc_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -876,15 +877,13 @@ static char *dir_of(const char *path) {
 /* The file is mapped, not read: its large raw_data is copied once, from the mapping into the graph, and its
  * pages dropped as each tensor is read, so a model costs its weights once in memory (issue 26). */
 pc_graph *pc_onnx_load(const char *path, const pc_import_opts *opts) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  const char *why = NULL;
-  if (fd < 0) why = strerror(errno);
-  else if (fstat(fd, &st) != 0) why = strerror(errno);
-  else if (!S_ISREG(st.st_mode)) why = "not a regular file";
-  else if ((uint64_t)st.st_size > OX_MAX_FILE) why = "file too large";
+  char why_buf[PATH_MAX + 64];
+  long long fsize = 0;
+  int fd = primc_file_open_fd(path, &fsize, why_buf, sizeof why_buf); /* refuses FIFOs, directories, devices */
+  const char *why = fd < 0 ? why_buf : NULL;
+  if (!why && (uint64_t)fsize > OX_MAX_FILE) why = "file too large";
   void *map = NULL;
-  size_t n = why ? 0 : (size_t)st.st_size;
+  size_t n = why ? 0 : (size_t)fsize;
   if (!why && n) {
     map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) map = NULL, why = strerror(errno);
@@ -894,7 +893,8 @@ pc_graph *pc_onnx_load(const char *path, const pc_import_opts *opts) {
   pc_graph *g;
   if (why || !dir) {
     g = pc_graph_new();
-    if (g) pc_fail(g, why ? PC_ERR_IO : PC_ERR_NOMEM, "%s: %s", path, why ? why : "out of memory");
+    if (g && why == why_buf) pc_fail(g, PC_ERR_IO, "%s", why_buf); /* it names the path */
+    else if (g) pc_fail(g, why ? PC_ERR_IO : PC_ERR_NOMEM, "%s: %s", path, why ? why : "out of memory");
   } else {
     g = load_wire(map ? map : (const uint8_t *)"", n, dir, opts, 1);
     if (g && g->status != PC_OK) {

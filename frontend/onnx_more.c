@@ -609,6 +609,9 @@ static pc_value *qparam(ox_ctx *c, pc_value *v, const pc_value *x, int axis, int
     int64_t ax = axis;
     return pc_broadcast_in_dim(G, v, r, xd, &ax);
   }
+  /* a block past the axis is one block of the whole axis (block_size near 2^63 overflowed the division's
+   * rounding: fuzz_mutate) */
+  if (block > xd[axis]) block = xd[axis] > 0 ? xd[axis] : 1;
   int64_t nb = (xd[axis] + block - 1) / block, e[PC_MAX_RANK + 1], dims[PC_MAX_RANK], s[PC_MAX_RANK];
   if (v->type.rank != r || r + 1 > PC_MAX_RANK) return ox_fail(c, PC_ERR_SHAPE, "a blocked scale/zero point must have the input's rank"), NULL;
   for (int i = 0; i < r; i++)
@@ -1321,7 +1324,11 @@ pc_status ox_op_TfIdfVectorizer(ox_ctx *c) {
     for (int64_t at = counts[L]; at + n <= end && g_id < ni; at += n, g_id++) {
       if (n < lo || n > hi || index[g_id] < 0) continue;
       pc_value *sum = NULL;
-      for (int64_t d = 1; d <= (n == 1 ? 1 : skip + 1); d++) { /* unigrams do not skip */
+      /* unigrams do not skip; an n-gram's items d apart fit a row of C tokens only while (n - 1) d < C,
+       * so larger skips add nothing (a max_skip_count near 2^63 once looped that many times: fuzz_mutate) */
+      int64_t C = x->type.dims[x->type.rank - 1], dmax = n == 1 ? 1 : (C > 1 ? (C - 1) / (n - 1) : 1);
+      if (n > 1 && skip < dmax) dmax = skip + 1;
+      for (int64_t d = 1; d <= dmax; d++) {
         pc_value *k = tfidf_count(c, x, pool + at, (int)n, d);
         sum = sum && k ? pc_add(G, sum, k) : k ? k : sum;
       }

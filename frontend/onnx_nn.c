@@ -115,6 +115,11 @@ static int geom_read(ox_ctx *c, const pc_value *x, const int64_t *kernel, int ce
   for (int i = 0; i < ns; i++) {
     if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1)
       return ox_fail(c, PC_ERR_ATTR, "kernel, strides and dilations must be >= 1"), 0;
+    /* bounded before any product: (kernel - 1) * dilation overflowed int64 (found by fuzz_mutate) */
+    const int64_t lim = (int64_t)1 << 31;
+    if (g->k[i] >= lim || g->s[i] >= lim || g->d[i] >= lim || pads[i] <= -lim || pads[i] >= lim ||
+        pads[ns + i] <= -lim || pads[ns + i] >= lim)
+      return ox_fail(c, PC_ERR_ATTR, "kernel, strides, dilations and pads must be below 2^31 in size"), 0;
     if (!geom_dim(c, g, i, ap, pads, ceil_mode)) return 0;
   }
   return 1;
@@ -204,10 +209,15 @@ pc_status ox_op_ConvTranspose(ox_ctx *c) {
   int64_t lo[NS_MAX], hi[NS_MAX], clo[NS_MAX], chi[NS_MAX], ones[NS_MAX], crop_lo[PC_MAX_RANK] = {0},
           crop_hi[PC_MAX_RANK], one_r[PC_MAX_RANK];
   int crop = 0;
+  const int64_t lim = (int64_t)1 << 31; /* bounded before the products below (found by fuzz_mutate) */
+  for (int i = 0; i < ns; i++)
+    if (s[i] >= lim || d[i] >= lim || op[i] <= -lim || op[i] >= lim || pads[i] <= -lim || pads[i] >= lim ||
+        pads[ns + i] <= -lim || pads[ns + i] >= lim || (os && (os[i] <= -lim || os[i] >= lim)))
+      return ox_fail(c, PC_ERR_ATTR, "strides, dilations, pads, output_padding and output_shape must be below 2^31 in size");
   for (int i = 0; i < ns; i++) {
+    if (s[i] < 1 || d[i] < 1) return ox_fail(c, PC_ERR_ATTR, "strides and dilations must be >= 1");
     int64_t in = x->type.dims[2 + i], span = (w->type.dims[2 + i] - 1) * d[i] + 1;
     int64_t full = s[i] * (in - 1) + op[i] + span;
-    if (s[i] < 1 || d[i] < 1) return ox_fail(c, PC_ERR_ATTR, "strides and dilations must be >= 1");
     if (os) ct_pads(ap, full - os[i], &lo[i], &hi[i]);
     else if (same) ct_pads(ap, full - in * s[i], &lo[i], &hi[i]);
     else lo[i] = pads[i], hi[i] = pads[ns + i];
@@ -252,8 +262,15 @@ static pc_value *pool_pad(ox_ctx *c, pc_value *x, const geom *g, double value) {
 }
 
 /* combines with op the strided slices of the padded input xp, one slice per kernel tap */
+#define POOL_TAPS_LIMIT 65536 /* a 256x256 window: each tap is a slice and an op in the graph */
+
 static pc_value *pool_taps(ox_ctx *c, pc_value *xp, const geom *g, pc_op op) {
   if (!xp) return NULL;
+  double taps = 1; /* bounded: a kernel_shape of 2^31 with pads to fit once built nodes until memory ran out (fuzz_mutate) */
+  for (int i = 0; i < g->ns; i++) taps *= (double)g->k[i];
+  if (taps > POOL_TAPS_LIMIT)
+    return ox_fail(c, PC_ERR_UNSUPPORTED, "pool window of %.0f taps: more than %d are not supported", taps, POOL_TAPS_LIMIT),
+           NULL;
   int64_t t[NS_MAX] = {0}, st[PC_MAX_RANK], lim[PC_MAX_RANK], str[PC_MAX_RANK];
   pc_value *acc = NULL;
   for (;;) {

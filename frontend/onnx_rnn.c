@@ -128,6 +128,8 @@ static int read_config(ox_ctx *c, rnn *r, cell_kind kind) {
   if (!r->x) return 0;
   r->S = r->x->type.dims[0], r->B = r->x->type.dims[1], r->I = r->x->type.dims[2];
   r->H = ox_attr_int(c, "hidden_size", w->type.dims[1] / r->gates);
+  if (r->H < 1 || r->H >= (int64_t)1 << 31) /* before gates * H could overflow (found by fuzz_mutate) */
+    return ox_fail(c, PC_ERR_ATTR, "hidden_size %lld is outside [1, 2^31)", (long long)r->H), 0;
   int64_t GH = r->gates * r->H;
   if (w->type.rank != 3 || w->type.dims[0] != r->dirs || w->type.dims[1] != GH || w->type.dims[2] != r->I ||
       rr->type.rank != 3 || rr->type.dims[0] != r->dirs || rr->type.dims[1] != GH || rr->type.dims[2] != r->H)

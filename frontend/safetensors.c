@@ -5,6 +5,7 @@
  * then the data; offsets are relative to the end of the header. The JSON reader below is strict
  * and bounds-checks every read: a malformed file is an error, never a crash. */
 #include "frontend/frontend.h"
+#include "runtime/primc_file.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -277,8 +278,9 @@ static int check_extents(st_reader *R, int64_t data_len) {
 }
 
 static unsigned char *read_file(pc_graph *g, const char *path, int64_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return pc_fail(g, PC_ERR_IO, "%s: cannot open", path), NULL;
+  char why[4200];
+  FILE *f = primc_file_open(path, NULL, why, sizeof why); /* refuses FIFOs, directories, devices */
+  if (!f) return pc_fail(g, PC_ERR_IO, "%s", why), NULL;
   unsigned char *buf = NULL;
   long n = -1;
   if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0)
@@ -329,6 +331,15 @@ pc_status pc_safetensors_bind(pc_graph *g, const char *path) {
   int64_t len;
   unsigned char *buf = read_file(g, path, &len);
   if (!buf) return g->status;
+  pc_safetensors_bind_buffer(g, buf, (size_t)len, path);
+  free(buf);
+  return g->status;
+}
+
+pc_status pc_safetensors_bind_buffer(pc_graph *g, const void *data, size_t size, const char *path) {
+  if (g->status != PC_OK) return g->status;
+  const unsigned char *buf = data;
+  int64_t len = (int64_t)size;
   st_reader R = {.g = g, .path = path};
   uint64_t hlen = 0;
   if (len < 8) pc_fail(g, PC_ERR_PARSE, "%s: too short for a safetensors file", path);
@@ -348,7 +359,6 @@ pc_status pc_safetensors_bind(pc_graph *g, const char *path) {
   }
   for (int i = 0; i < R.n_t; i++) free(R.t[i].name);
   free(R.t);
-  free(buf);
   return g->status;
 }
 

@@ -1,12 +1,14 @@
 /* frontend/text.c: loads a TorchScript-like text graph (aten:: ops decomposed) with optional safetensors weights. */
 #include "frontend/frontend.h"
+#include "runtime/primc_file.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static char *read_text(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
+static char *read_text(const char *path, size_t *len, char *why, size_t whylen) {
+  FILE *f = primc_file_open(path, NULL, why, whylen); /* refuses FIFOs, directories, devices */
   if (!f) return NULL;
+  snprintf(why, whylen, "%s: cannot read", path);
   char *buf = NULL;
   long n = -1;
   if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) buf = malloc((size_t)n + 1);
@@ -37,10 +39,11 @@ static pc_status bind_dims(pc_graph *g, const pc_import_opts *opts) {
 
 pc_graph *pc_text_load(const char *path, const pc_import_opts *opts) {
   size_t len = 0;
-  char *text = read_text(path, &len);
+  char why[4200];
+  char *text = read_text(path, &len, why, sizeof why);
   if (!text) {
     pc_graph *g = pc_graph_new();
-    if (g) pc_fail(g, PC_ERR_IO, "%s: cannot read", path);
+    if (g) pc_fail(g, PC_ERR_IO, "%s", why);
     return g;
   }
   pc_parse_opts po = {pc_aten_hook, NULL};

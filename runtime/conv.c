@@ -1207,6 +1207,31 @@ static void lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
 /* bytes from one group's W^T panels to the next: 64-aligned, as primc_sgemm_pack_b wants */
 static size_t panels_stride(int64_t og, int64_t kk) { return (primc_sgemm_packed_b_size(og, kk) + 63) / 64 * 64; }
 
+/* each group's W^T panels' header checked, the stride from one group's to the next's in *stride:
+ * that of the ISA that packed them, as the first header names it */
+static int panels_check(const primc_conv2d *p, const void *w, size_t avail, size_t *stride) {
+  int64_t og = p->o / p->groups, kk = (p->c / p->groups) * p->kh * p->kw;
+  size_t used;
+  if (primc_sgemm_packed_check(w, avail, og, kk, &used) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
+  size_t s = (used + 63) / 64 * 64;
+  for (int64_t g = 1; g < p->groups; g++)
+    if ((size_t)g > avail / s ||
+        primc_sgemm_packed_check((const char *)w + g * s, avail - (size_t)g * s, og, kk, &used) != PRIMC_OK ||
+        (used + 63) / 64 * 64 != s)
+      return PRIMC_ERR_WEIGHTS;
+  *stride = s;
+  return PRIMC_OK;
+}
+
+int primc_conv2d_check_weights(const primc_conv2d *p, const void *w, size_t bytes) {
+  if (!p || !conv_valid(p) || !w) return PRIMC_ERR_WEIGHTS;
+  size_t stride;
+  if (p->w_packed_panels) return panels_check(p, w, bytes, &stride);
+  int layout = p->w_winograd ? PRIMC_CONV_W_WINOGRAD : p->w_lanes ? PRIMC_CONV_W_LANES
+             : p->w_packed_mr ? PRIMC_CONV_W_STRIPS : PRIMC_CONV_W_PLAIN;
+  return primc_conv2d_packed_weight_bytes(p, layout) <= bytes ? PRIMC_OK : PRIMC_ERR_WEIGHTS;
+}
+
 /* one (image, group): X_col^T from x (1x1) or im2col in col, C^T after it in col */
 static int lanes_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *x, const void *w, const epi_ctx *c,
                       float *col) {
@@ -1771,6 +1796,11 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
    * not overlap x (read by later tiles and groups) or a residual it is not exactly */
   int y_apart = col && !overlaps(y, ny, x, nx) && !(e->res && e->res != y && overlaps(y, ny, e->res, ny));
   if (p->w_packed_panels && (!y_apart || p->w_packed_mr || p->w_winograd)) return PRIMC_ERR_ARG;
+  /* each group's panels as their header says they were packed (by the ISA of the machine that packed
+   * them, whose panel width gives the stride from one group to the next); every header's fields are
+   * checked before a read (their size too, where the caller knows it: primc_conv2d_check_weights) */
+  size_t wstride = 0;
+  if (p->w_packed_panels && panels_check(p, w, SIZE_MAX / 2, &wstride) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
   if (p->w_lanes) { /* writes y row by row from its epilogue, reading x throughout */
     if (!y_apart || p->w_packed_mr || p->w_packed_panels || p->w_winograd || !dl_shape(p, ow)) return PRIMC_ERR_ARG;
     for (int64_t n = 0; n < p->n; n++) {
@@ -1806,7 +1836,7 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
       int st;
       if (p->w_packed_panels) {
         c.y = y + yoff; /* the epilogue writes y from C^T in col */
-        st = lanes_conv(p, oh, ow, xg, (const char *)w + g * panels_stride(og, kk), &c, col);
+        st = lanes_conv(p, oh, ow, xg, (const char *)w + g * wstride, &c, col);
       } else if (is_pointwise(p)) {
         gm.b = xg, gm.ldb = P;
         st = primc_sgemm_run(&gm);

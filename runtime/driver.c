@@ -114,7 +114,12 @@ static int load_weights(const primc_model_desc *m, const cpu_opts *o, const char
   if (o->weights) snprintf(path, sizeof path, "%s", o->weights);
   else snprintf(path, sizeof path, "%s.weights", argv0);
   if (m->load_weights(path) == 0) return 0;
-  fprintf(stderr, "error: cannot map weights file %s\n", path);
+  /* why: the same checks without the model's size (a file that passes them is another model's) */
+  char why[4400];
+  void *base;
+  if (primc_weights_map_err(path, -1, &base, why, sizeof why) == PRIMC_OK)
+    snprintf(why, sizeof why, "%s: its size is not this model's weights size (another model's weights?)", path);
+  fprintf(stderr, "error: cannot load weights file: %s\n", why);
   return 1;
 }
 
@@ -155,6 +160,58 @@ static void *workspace_alloc(size_t n) {
   return p;
 }
 
+/* what main allocates, freed on every exit after it (the error exits included) */
+typedef struct run_bufs {
+  primc_array *ins, *outs;
+  const void **inp;
+  void **outp;
+  void *ws;
+  char *flush;
+  int n_ins, n_outs;
+} run_bufs;
+
+static int run_bufs_free(run_bufs *r, int rc) {
+  for (int i = 0; r->ins && i < r->n_ins; i++) free(r->ins[i].data);
+  for (int i = 0; r->outs && i < r->n_outs; i++) free(r->outs[i].data);
+  free(r->ins);
+  free(r->outs);
+  free(r->inp);
+  free(r->outp);
+  free(r->ws);
+  free(r->flush);
+  return rc;
+}
+
+/* loads, runs and reports once the options are parsed and the weights mapped; 0, or 1 after an error */
+static int run_model(const primc_model_desc *m, const primc_driver_opts *o, const cpu_opts *c, run_bufs *r) {
+  r->n_ins = m->n_inputs, r->n_outs = m->n_outputs;
+  r->ins = calloc((size_t)m->n_inputs + 1, sizeof *r->ins), r->outs = calloc((size_t)m->n_outputs + 1, sizeof *r->outs);
+  r->inp = calloc((size_t)m->n_inputs + 1, sizeof *r->inp);
+  r->outp = calloc((size_t)m->n_outputs + 1, sizeof *r->outp);
+  r->ws = workspace_alloc((size_t)m->workspace_size);
+  if (!r->ins || !r->outs || !r->inp || !r->outp || !r->ws) return fprintf(stderr, "error: out of memory\n"), 1;
+  if (primc_driver_inputs(m->inputs, m->n_inputs, o->random ? NULL : o->ins, o->seed, r->ins)) return 1;
+  for (int i = 0; i < m->n_inputs; i++) r->inp[i] = r->ins[i].data;
+  for (int i = 0; i < m->n_outputs; i++) {
+    if (primc_driver_alloc(&m->outputs[i], &r->outs[i])) return 1;
+    r->outp[i] = r->outs[i].data;
+  }
+  double run_ms = primc_now_ms();
+  int st = m->run(r->inp, r->outp, r->ws);
+  run_ms = primc_now_ms() - run_ms;
+  if (st != 0) return fprintf(stderr, "error: %s_run returned %d\n", m->name, st), 1;
+  if (o->bench > 0 && m->profile) primc_prof_reset(m->profile);
+  r->flush = c->cold ? malloc(COLD_BYTES) : NULL;
+  if (c->cold && !r->flush) return fprintf(stderr, "error: out of memory\n"), 1;
+  if (o->bench > 0 && bench(m, r->inp, r->outp, r->ws, o->bench, r->flush, &run_ms)) return 1;
+  if (c->profile) print_profile(m, o->bench > 0 ? o->bench : 1, run_ms);
+  for (int i = 0; i < m->n_outputs; i++) /* outputs whose size the data decides are written at that size */
+    if (m->output_dims(r->ws, i, r->outs[i].dims) != 0) return fprintf(stderr, "error: %s_output_dims failed\n", m->name), 1;
+  if (!o->out_dir) primc_driver_summary(m->outputs, r->outs, m->n_outputs);
+  else if (primc_driver_write(o->out_dir, r->outs, m->n_outputs)) return 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const primc_model_desc *m = primc_main_model;
   openblas_env(argv);
@@ -166,39 +223,8 @@ int main(int argc, char **argv) {
   int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs, &o, cpu_flag, &c);
   if (rc) return rc == 1 ? 0 : 2;
   if (c.cold && o.bench <= 0) return fprintf(stderr, "error: --cold times --bench runs: give --bench N\n"), 2;
-  if (load_weights(m, &c, argv[0])) return 1;
-  primc_array *ins = calloc((size_t)m->n_inputs + 1, sizeof *ins), *outs = calloc((size_t)m->n_outputs + 1, sizeof *outs);
-  const void **inp = calloc((size_t)m->n_inputs + 1, sizeof *inp);
-  void **outp = calloc((size_t)m->n_outputs + 1, sizeof *outp);
-  void *ws = workspace_alloc((size_t)m->workspace_size);
-  if (!ins || !outs || !inp || !outp || !ws) return fprintf(stderr, "error: out of memory\n"), 1;
-  if (primc_driver_inputs(m->inputs, m->n_inputs, o.random ? NULL : o.ins, o.seed, ins)) return 1;
-  for (int i = 0; i < m->n_inputs; i++) inp[i] = ins[i].data;
-  for (int i = 0; i < m->n_outputs; i++) {
-    if (primc_driver_alloc(&m->outputs[i], &outs[i])) return 1;
-    outp[i] = outs[i].data;
-  }
   if (c.profile && !m->profile) return fprintf(stderr, "error: %s was not compiled with --profile\n", m->name), 2;
-  double run_ms = primc_now_ms();
-  int st = m->run(inp, outp, ws);
-  run_ms = primc_now_ms() - run_ms;
-  if (st != 0) return fprintf(stderr, "error: %s_run returned %d\n", m->name, st), 1;
-  if (o.bench > 0 && m->profile) primc_prof_reset(m->profile);
-  char *flush = c.cold ? malloc(COLD_BYTES) : NULL;
-  if (c.cold && !flush) return fprintf(stderr, "error: out of memory\n"), 1;
-  if (o.bench > 0 && bench(m, inp, outp, ws, o.bench, flush, &run_ms)) return 1;
-  free(flush);
-  if (c.profile) print_profile(m, o.bench > 0 ? o.bench : 1, run_ms);
-  for (int i = 0; i < m->n_outputs; i++) /* outputs whose size the data decides are written at that size */
-    if (m->output_dims(ws, i, outs[i].dims) != 0) return fprintf(stderr, "error: %s_output_dims failed\n", m->name), 1;
-  if (!o.out_dir) primc_driver_summary(m->outputs, outs, m->n_outputs);
-  else if (primc_driver_write(o.out_dir, outs, m->n_outputs)) return 1;
-  for (int i = 0; i < m->n_inputs; i++) free(ins[i].data);
-  for (int i = 0; i < m->n_outputs; i++) free(outs[i].data);
-  free(ins);
-  free(outs);
-  free(inp);
-  free(outp);
-  free(ws);
-  return 0;
+  if (load_weights(m, &c, argv[0])) return 1;
+  run_bufs r = {0};
+  return run_bufs_free(&r, run_model(m, &o, &c, &r));
 }

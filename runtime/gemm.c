@@ -903,9 +903,33 @@ typedef struct packed_hdr {
 
 #define PACKED_MAGIC 0x42504d47u /* "GMPB" */
 
-size_t primc_sgemm_packed_b_size(int64_t N, int64_t K) {
-  const isa_row *isa = &isa_table[primc_sgemm_isa()];
-  return sizeof(packed_hdr) + (size_t)(cdiv(N, isa->nr) * isa->nr * K) * sizeof(float);
+/* bytes of an N x K B packed in panels nr wide, header included */
+static size_t packed_bytes(int64_t nr, int64_t N, int64_t K) {
+  return sizeof(packed_hdr) + (size_t)(cdiv(N, nr) * nr * K) * sizeof(float);
+}
+
+size_t primc_sgemm_packed_b_size(int64_t N, int64_t K) { return packed_bytes(isa_table[primc_sgemm_isa()].nr, N, K); }
+
+/* whether h is a header primc_sgemm_pack_b writes for an N x K B on some ISA: a weights file may have
+ * been altered, and the ISA, panel width and K block decide where every later read goes */
+static int hdr_valid(const packed_hdr *h, int64_t N, int64_t K) {
+  if (h->magic != PACKED_MAGIC || h->isa < 0 || h->isa >= N_ISA || h->n != N || h->k != K || N < 0 || K < 0 ||
+      N > ((int64_t)1 << 40) || K > ((int64_t)1 << 40))
+    return 0;
+  const isa_row *isa = &isa_table[h->isa];
+  return h->nr == isa->nr && (K == 0 || h->kc == k_block(isa, K));
+}
+
+int primc_sgemm_packed_check(const void *packed_b, size_t avail, int64_t N, int64_t K, size_t *bytes) {
+  packed_hdr h;
+  if (!packed_b || ((uintptr_t)packed_b & 63) || avail < sizeof h) return PRIMC_ERR_WEIGHTS;
+  memcpy(&h, packed_b, sizeof h);
+  if (!hdr_valid(&h, N, K)) return PRIMC_ERR_WEIGHTS;
+  if (N && K && (double)N * (double)K > (double)avail) return PRIMC_ERR_WEIGHTS; /* before the product can overflow */
+  size_t need = packed_bytes(h.nr, N, K);
+  if (need > avail) return PRIMC_ERR_WEIGHTS;
+  if (bytes) *bytes = need;
+  return PRIMC_OK;
 }
 
 /* for each K block at k0: panels of the whole width, panel p at [k0 * n_panels * NR + p * kc * NR] */
@@ -937,7 +961,7 @@ int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float al
   if (!packed_b || !args_ok(trans_a, M, N, K, A, lda, C, ldc)) return PRIMC_ERR_ARG;
   memcpy(&h, packed_b, sizeof h);
   job j = job_make(trans_a, M, N, K, alpha, A, lda, beta, C, ldc, epi, epi_ctx);
-  if (h.magic != PACKED_MAGIC || h.isa != primc_sgemm_isa() || h.n != N || h.k != K) return PRIMC_ERR_ARG;
+  if (!hdr_valid(&h, N, K) || h.isa != primc_sgemm_isa()) return PRIMC_ERR_ARG;
   j.bs = (bsrc){.packed = (const float *)((const char *)packed_b + sizeof h)};
   j.kc = h.kc;
   return run_job(&j);
@@ -967,7 +991,7 @@ int primc_sgemm_prepacked_any(int trans_a, int64_t M, int64_t N, int64_t K, floa
   packed_hdr h;
   if (!packed_b || ((uintptr_t)packed_b & 63)) return PRIMC_ERR_ARG;
   memcpy(&h, packed_b, sizeof h);
-  if (h.magic != PACKED_MAGIC || h.n != N || h.k != K || h.nr < 1 || h.kc < 1) return PRIMC_ERR_ARG;
+  if (!hdr_valid(&h, N, K)) return PRIMC_ERR_ARG;
   if (h.isa == primc_sgemm_isa())
     return primc_sgemm_prepacked(trans_a, M, N, K, alpha, A, lda, packed_b, beta, C, ldc, epi, epi_ctx);
   packed_reader r = {(const float *)((const char *)packed_b + sizeof h), h.nr, h.kc, cdiv(N, h.nr), K};

@@ -209,21 +209,6 @@ int64_t primc_ipow(int64_t b, int64_t e) {
   return (int64_t)r;
 }
 
-int primc_weights_map(const char *path, int64_t size, void **base) {
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return PRIMC_ERR_WEIGHTS;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size != size) {
-    close(fd);
-    return PRIMC_ERR_WEIGHTS;
-  }
-  void *p = size ? mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)base;
-  close(fd);
-  if (p == MAP_FAILED) return PRIMC_ERR_WEIGHTS;
-  *base = p;
-  return PRIMC_OK;
-}
-
 /* ---------------------------------------------------------------- copy (bitcast, output copies) */
 
 int primc_k_copy(const int64_t *params, void *const *bufs) {
@@ -319,13 +304,15 @@ int primc_k_dot(const int64_t *q, void *const *bufs) {
   return PRIMC_OK;
 }
 
-/* params as dot's (B's strides unused); bufs: out, a, B packed by primc_sgemm_pack_b */
+/* params as dot's (B's strides unused), then the packed B's bytes; bufs: out, a, B packed by primc_sgemm_pack_b */
 int primc_k_dot_packed(const int64_t *q, void *const *bufs) {
   int64_t M = q[2], N = q[3], K = q[4];
   int ta = 0;
   int64_t lda = 0;
   if (M * N == 0) return PRIMC_OK;
   if (q[0] != PRIMC_F32 || q[1] != 1 || K < 1 || !blas_layout(M, K, q[6], q[7], &ta, &lda)) return PRIMC_ERR_RUNTIME;
+  /* B may come from a weights file: its header decides every read, so it is checked first */
+  if (q[11] < 1 || primc_sgemm_packed_check(bufs[2], (size_t)q[11], N, K, NULL) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
   return primc_sgemm_prepacked_any(ta, M, N, K, 1.0f, bufs[1], lda, bufs[2], 0.0f, bufs[0], N, NULL, NULL);
 }
 
@@ -505,10 +492,12 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
 
 /* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
  * [fused, bias offset, bias stride (-1: no bias), has residual, lo, hi (doubles as bits), silu, how the weights are
- * packed (PRIMC_CONV_W_*: 0 plain), the tile height they were packed for]; bufs[4..6] = y, bias, residual */
+ * packed (PRIMC_CONV_W_*: 0 plain), the tile height they were packed for, the packed weights' bytes];
+ * bufs[4..6] = y, bias, residual */
 #define CONV_EPI_AT (1 + 27 + 1 + 32)
 #define CONV_EPI_PACKED 7
 #define CONV_EPI_TILE 8
+#define CONV_EPI_WBYTES 9
 
 static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e) {
   double lo, hi;
@@ -577,6 +566,9 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
   primc_conv2d p;
   int two_d = primc_conv2d_of_params(params, &p);
   if (q[CONV_EPI_PACKED] && !two_d) return PRIMC_ERR_RUNTIME; /* only the 2-D path reads packed weights */
+  /* packed weights may come from a weights file: their headers decide every read, so they are checked first */
+  if (q[CONV_EPI_PACKED] && (q[CONV_EPI_WBYTES] < 1 || primc_conv2d_check_weights(&p, bufs[2], (size_t)q[CONV_EPI_WBYTES])))
+    return PRIMC_ERR_WEIGHTS;
   if (two_d)
     return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
                                 bufs[3]);

@@ -1,5 +1,6 @@
 /* runtime/npy.c: .npy reading and writing (format 1.0-3.0, little-endian, C order) for the standalone driver and tests. */
 #include "runtime/primc_rt.h"
+#include "runtime/primc_file.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -167,8 +168,9 @@ int primc_npy_read_buffer(const void *buf, size_t len, primc_array *out, char *e
 
 int primc_npy_read(const char *path, primc_array *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (!f) return fail(err, errlen, "npy: cannot open %s", path);
+  char why[4200];
+  FILE *f = primc_file_open(path, NULL, why, sizeof why); /* refuses FIFOs, directories, devices */
+  if (!f) return fail(err, errlen, "npy: %s", why);
   long size = -1;
   if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
   if (size < 0 || (int64_t)size > NPY_MAX_BYTES || fseek(f, 0, SEEK_SET) != 0) {

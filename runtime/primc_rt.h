@@ -39,7 +39,9 @@ int primc_npy_write(const char *path, const primc_array *a, char *err, size_t er
 enum {
   PRIMC_OK = 0,
   PRIMC_ERR_ARG = 1,      /* a NULL inputs/outputs/workspace pointer */
-  PRIMC_ERR_WEIGHTS = 2,  /* external weights not loaded, or the side file is wrong */
+  PRIMC_ERR_WEIGHTS = 2,  /* weights missing or corrupt: external weights not loaded, the side file not a
+                             regular file, of the wrong size or failing its header check, or a packed
+                             weight header (GEMM panels) failing its check at run time */
   PRIMC_ERR_RUNTIME = 3,  /* a runtime kernel rejected its operands (e.g. gather index out of range) */
   PRIMC_ERR_UNSUPPORTED = 4
 };
@@ -101,8 +103,51 @@ int primc_output_dims(const int64_t *table, int32_t n_outputs, const void *works
 void primc_parallel_for(int64_t n, void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
 int primc_num_threads(void);
 
-/* Maps a weights side file of exactly `size` bytes read-only; 0 or PRIMC_ERR_WEIGHTS. */
+/* ---------------------------------------------------------------- the weights side file (runtime/weights.c) */
+
+/* `primc compile --weights external` writes NAME.weights: this 64-byte header, then the payload (the
+ * weights blob generated code addresses from NAME_weights_base, 64-byte aligned in the file and in the
+ * mapping). Fields in the host's byte order (little-endian on every target the runtime builds for). */
+#define PRIMC_WEIGHTS_MAGIC "PRIMCWTS"
+#define PRIMC_WEIGHTS_VERSION 1u
+typedef struct primc_weights_header {
+  char magic[8];             /* PRIMC_WEIGHTS_MAGIC, no NUL */
+  uint32_t version;          /* PRIMC_WEIGHTS_VERSION */
+  uint32_t header_size;      /* sizeof(primc_weights_header): 64 */
+  uint64_t payload_size;     /* bytes after the header: the model's weights size */
+  uint64_t payload_checksum; /* primc_checksum of the payload */
+  uint8_t reserved[24];      /* zero */
+  uint64_t header_checksum;  /* primc_checksum of the 56 bytes before it */
+} primc_weights_header;
+
+/* The checksum of weights files: 64 bits, any change within one 8-byte word always detected; about
+ * 10 GB/s on one core. It guards against damage, not an attacker (who can recompute it): the kernels
+ * check every packed header they read regardless. Streamed: init, update with chunks of any size, final. */
+typedef struct primc_checksum_state {
+  uint64_t lane[4], total;
+  unsigned char tail[32];
+  uint32_t n_tail;
+} primc_checksum_state;
+void primc_checksum_init(primc_checksum_state *c);
+void primc_checksum_update(primc_checksum_state *c, const void *data, size_t n);
+uint64_t primc_checksum_final(const primc_checksum_state *c);
+uint64_t primc_checksum(const void *data, size_t n);
+
+/* The header a writer puts before a payload of payload_size bytes whose primc_checksum is given (a writer
+ * streaming the payload can write a placeholder first and this header over it at the end). */
+void primc_weights_header_fill(primc_weights_header *h, uint64_t payload_size, uint64_t payload_checksum);
+/* Checks a whole weights file in memory (file_size bytes): magic, version, header size, header checksum,
+ * payload size (against the file's, and against payload_size unless it is negative), payload checksum.
+ * PRIMC_OK, or PRIMC_ERR_WEIGHTS with the reason in err (may be NULL). */
+int primc_weights_check(const void *file, size_t file_size, int64_t payload_size, char *err, size_t errlen);
+
+/* NAME_load_weights's body: maps the weights file at path (a regular file: a FIFO, directory or device is
+ * refused without blocking) read-only, checks it as primc_weights_check with the model's payload size
+ * (size < 0: any), and sets *base to its payload. PRIMC_OK, PRIMC_ERR_ARG (path or base NULL), or
+ * PRIMC_ERR_WEIGHTS (missing, not a regular file, wrong size, failing its check); _err also says why in
+ * err (may be NULL). */
 int primc_weights_map(const char *path, int64_t size, void **base);
+int primc_weights_map_err(const char *path, int64_t size, void **base, char *err, size_t errlen);
 
 /* Kernels generated code calls (runtime/kernels.c): params are compile-time
  * constants laid out by codegen/kir.c, bufs the operand pointers (outputs first). */
@@ -270,6 +315,12 @@ int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_
 int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                           const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi, void *epi_ctx);
 
+/* Checks packed_b (avail bytes there) before a read: a header primc_sgemm_pack_b writes for an N x K B on
+ * some ISA (magic, ISA, its panel width and K block, N, K), whose panels fit in avail bytes. PRIMC_OK and
+ * the bytes they take in *bytes (may be NULL), or PRIMC_ERR_WEIGHTS: weights read from a file may have
+ * been altered, and the header decides where every later read goes. */
+int primc_sgemm_packed_check(const void *packed_b, size_t avail, int64_t N, int64_t K, size_t *bytes);
+
 /* the same from a packed_b made on any machine (a compiler packing weights ahead of time):
  * prepacked when its ISA is the running one's, else B is read out of the panels row by row */
 int primc_sgemm_prepacked_any(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -368,6 +419,10 @@ size_t primc_conv2d_winograd_bytes(const primc_conv2d *p);
  * pixels broadcast from x in place; weights [ceil(o/32)][c kh kw][32], channels past o zero */
 int primc_conv2d_pack_lanes(const primc_conv2d *p, const float *w, float *dst);
 size_t primc_conv2d_lanes_bytes(const primc_conv2d *p);
+/* Checks weights w (bytes of them) before a conv reads them: p's packed panels (PRIMC_CONV_W_PANELS) one
+ * header per group, each as primc_sgemm_packed_check, the next group's at the stride the first's ISA
+ * gives; other layouts by their size. PRIMC_OK, or PRIMC_ERR_WEIGHTS (a weights file may be altered). */
+int primc_conv2d_check_weights(const primc_conv2d *p, const void *w, size_t bytes);
 /* bytes of the packed weights of that layout */
 size_t primc_conv2d_packed_weight_bytes(const primc_conv2d *p, int layout);
 /* the 2-D f32 conv a codegen conv call's params describe (primc_k_conv's layout); 0 when they describe

@@ -81,4 +81,68 @@ else
   bad "compile yolo_tiny" "failed"
 fi
 
+# paths that are not regular files (a FIFO would block open() forever, a directory fails obscurely): one
+# error line naming the path, exit 1, at once; for the model, its .safetensors, .npy inputs and the weights
+mkfifo "$tmp/fifo.onnx" "$tmp/fifo.txt" "$tmp/fifo.npy" "$tmp/fifo.safetensors"
+for m in "$tmp/fifo.onnx" "$tmp/fifo.txt" tests; do
+  for c in run dump compile; do
+    expect_exit 1 "$c on $(basename "$m") (not a regular file)" timeout 10 "$P" "$c" "$m" -o "$tmp/nr"
+    grep -q 'not a regular file' "$tmp/err" || bad "$c $(basename "$m") message" "$(head -c 300 "$tmp/err")"
+  done
+done
+printf 'graph(%%x : f32[1,4]):\n  %%w : f32[2,4] = constant(key="fc.weight")\n  %%y = aten::linear(%%x, %%w)\n  return (%%y)\n' >"$tmp/g.txt"
+expect_exit 1 "safetensors weights a FIFO" timeout 10 "$P" run "$tmp/g.txt" --weights "$tmp/fifo.safetensors" --random-inputs
+grep -q 'fifo.safetensors: not a regular file (a FIFO)' "$tmp/err" || bad "safetensors FIFO message" "$(head -c 300 "$tmp/err")"
+expect_exit 1 "run: .npy input a FIFO" timeout 10 "$P" run models/mlp/model.onnx "$tmp/fifo.npy"
+grep -q 'not a regular file (a FIFO)' "$tmp/err" || bad "run .npy FIFO message" "$(head -c 300 "$tmp/err")"
+
+# the compiled model's own reads: .npy inputs and the weights file; a weights file is checked before use
+# (header, size, checksum), and a packed header altered behind a good checksum fails the run with status 2
+if "$P" compile models/mlp/model.onnx --weights external -o "$tmp/mx" >/dev/null 2>&1; then
+  expect_exit 0 "external weights run" "$tmp/mx" models/mlp/input.npy
+  expect_exit 1 "compiled: .npy input a FIFO" timeout 10 "$tmp/mx" "$tmp/fifo.npy"
+  grep -q 'not a regular file (a FIFO)' "$tmp/err" || bad "compiled .npy FIFO message" "$(head -c 300 "$tmp/err")"
+  expect_exit 1 "compiled: weights a FIFO" timeout 10 "$tmp/mx" models/mlp/input.npy --weights "$tmp/fifo.npy"
+  grep -q 'not a regular file (a FIFO)' "$tmp/err" || bad "weights FIFO message" "$(head -c 300 "$tmp/err")"
+  expect_exit 1 "compiled: weights a directory" "$tmp/mx" models/mlp/input.npy --weights tests
+  cp "$tmp/mx.weights" "$tmp/w.orig"
+  printf '\x01' | dd of="$tmp/mx.weights" bs=1 seek=100 conv=notrunc 2>/dev/null
+  expect_exit 1 "compiled: a byte of the weights changed" "$tmp/mx" models/mlp/input.npy
+  grep -q 'payload checksum mismatch' "$tmp/err" || bad "weights checksum message" "$(head -c 300 "$tmp/err")"
+  head -c 1000 "$tmp/w.orig" >"$tmp/mx.weights"
+  expect_exit 1 "compiled: truncated weights" "$tmp/mx" models/mlp/input.npy
+  "$P" compile models/resnet_tiny/model.onnx --weights external -o "$tmp/rx" >/dev/null 2>&1
+  expect_exit 1 "compiled: another model's weights" "$tmp/mx" models/mlp/input.npy --weights "$tmp/rx.weights"
+  grep -q "not this model's weights size" "$tmp/err" || bad "other weights message" "$(head -c 300 "$tmp/err")"
+  # the first packed GEMM header's ISA and panel width altered, the file's checksums made right again
+  python3 - "$tmp/w.orig" "$tmp/mx.weights" <<'PY'
+import struct, sys
+sys.path.insert(0, "tests/ref")
+from weights_checksum import checksum
+b = bytearray(open(sys.argv[1], "rb").read())
+o = next(o for o in range(64, len(b), 64) if b[o:o + 4] == b"GMPB")
+struct.pack_into("<ii", b, o + 4, 0, 4096)
+payload = bytes(b[64:])
+struct.pack_into("<Q", b, 24, checksum(payload))
+struct.pack_into("<Q", b, 56, checksum(bytes(b[:56])))
+open(sys.argv[2], "wb").write(b)
+PY
+  expect_exit 1 "compiled: packed header altered behind a good checksum" "$tmp/mx" models/mlp/input.npy
+  grep -q 'mx_run returned 2' "$tmp/err" || bad "altered packed header status" "$(head -c 300 "$tmp/err")"
+else
+  bad "compile mlp --weights external" "failed"
+fi
+
+# the driver frees what it allocated on its error exits too (LeakSanitizer in the executable)
+if PRIMC_LDFLAGS=-fsanitize=address "$P" compile models/mlp/model.onnx -o "$tmp/ml" >/dev/null 2>&1; then
+  for input in models/resnet_tiny/input.npy "$tmp/fifo.npy"; do
+    ASAN_OPTIONS=detect_leaks=1 timeout 20 "$tmp/ml" "$input" >"$tmp/out" 2>"$tmp/err"
+    if grep -q LeakSanitizer "$tmp/err"; then bad "driver error exit leaks ($input)" "$(grep -m3 'Direct leak' "$tmp/err")"
+    elif grep -q '^error: ' "$tmp/err"; then ok "driver error exit frees its buffers ($input)"
+    else bad "driver error exit ($input)" "$(head -c 300 "$tmp/err")"; fi
+  done
+else
+  bad "compile mlp with -fsanitize=address" "failed"
+fi
+
 suite_end cli

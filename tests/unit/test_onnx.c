@@ -1,6 +1,8 @@
 /* tests/unit/test_onnx.c: the ONNX importer on malformed models (status, one-line message, no crash) and tiny good ones. */
+#include "codegen/kir.h"
 #include "frontend/frontend.h"
 #include "frontend/onnx_internal.h"
+#include "passes/passes.h"
 #include "tests/test.h"
 #include "tests/unit/helpers.h"
 
@@ -37,6 +39,12 @@ PC_TEST(onnx_bad_shape_mismatch) { check_bad("shape_mismatch.onnx", PC_ERR_SHAPE
 PC_TEST(onnx_bad_external_dotdot) { check_bad("external_dotdot.onnx", PC_ERR_IO, "leaves the model directory"); }
 PC_TEST(onnx_bad_external_abs) { check_bad("external_abs.onnx", PC_ERR_IO, "leaves the model directory"); }
 PC_TEST(onnx_bad_absurd_dims) { check_bad("absurd_dims.onnx", PC_ERR_RANGE, "2^31"); }
+/* window attributes bounded before their products (UBSan: (kernel - 1) * dilation overflowed; fuzz_mutate) */
+PC_TEST(onnx_bad_huge_dilation) { check_bad("fuzz_pool_huge_dilation.onnx", PC_ERR_ATTR, "MaxPool \"pool\": kernel, strides, dilations and pads must be below 2^31"); }
+PC_TEST(onnx_bad_huge_pads) { check_bad("fuzz_conv_huge_pads.onnx", PC_ERR_ATTR, "Conv \"conv\": kernel, strides, dilations and pads must be below 2^31"); }
+PC_TEST(onnx_bad_huge_hidden) { check_bad("fuzz_lstm_huge_hidden.onnx", PC_ERR_ATTR, "LSTM \"lstm\": hidden_size 9223372036854775807 is outside [1, 2^31)"); }
+PC_TEST(onnx_bad_huge_ct_pads) { check_bad("fuzz_convtranspose_huge_pads.onnx", PC_ERR_ATTR, "ConvTranspose \"convt\": strides, dilations, pads, output_padding and output_shape must be below 2^31"); }
+PC_TEST(onnx_bad_huge_window) { check_bad("fuzz_pool_huge_window.onnx", PC_ERR_UNSUPPORTED, "MaxPool \"pool\": pool window of 90000 taps: more than 65536"); }
 PC_TEST(onnx_bad_negative_dim) { check_bad("negative_dim.onnx", PC_ERR_RANGE, "dim 0 is -3"); }
 PC_TEST(onnx_bad_short_raw) { check_bad("short_raw.onnx", PC_ERR_RANGE, "raw_data has 10 bytes"); }
 /* an If without its branches: the error names the node and the missing attribute */
@@ -209,6 +217,36 @@ static void check_good(const char *stem) {
 }
 
 PC_TEST(onnx_good_mlp) { check_good("mlp"); }
+
+/* DequantizeLinear with block_size 2^63-1 over an axis of 4: one block of the whole axis (the rounding of
+ * the block count overflowed: fuzz_mutate); values as onnx.reference gives them with block_size 4 */
+PC_TEST(onnx_dequant_huge_block) {
+  pc_graph *g = load_data("onnx_bad", "fuzz_dequant_huge_block.onnx");
+  if (!CHECK_MSG(g && g->status == PC_OK, "%s", pc_error(g))) return pc_graph_free(g);
+  int8_t x[8] = {1, -2, 3, 4, 5, 6, -7, 8};
+  static const float want[8] = {0.5f, -1.0f, 1.5f, 2.0f, 10.0f, 12.0f, -14.0f, 16.0f};
+  pc_tensor in = {PC_i8, 2, {2, 4}, x}, out;
+  memset(&out, 0, sizeof out);
+  if (CHECK_MSG(pc_interp(g, &in, 1, &out, 1) == PC_OK, "%s", pc_error(g)) && CHECK_INT(pc_tensor_numel(&out), 8))
+    for (int i = 0; i < 8; i++) CHECK_NEAR(((float *)out.data)[i], want[i], 0);
+  pc_tensor_free(&out);
+  pc_graph_free(g);
+}
+
+/* TfIdfVectorizer with max_skip_count 2^62: skips past a row's length add nothing and are not tried (the
+ * import once looped 2^62 times; fuzz_mutate); counts as onnx.reference gives them with skip 5 */
+PC_TEST(onnx_tfidf_huge_skip) {
+  pc_graph *g = load_data("onnx_bad", "fuzz_tfidf_huge_skip.onnx");
+  if (!CHECK_MSG(g && g->status == PC_OK, "%s", pc_error(g))) return pc_graph_free(g);
+  int64_t x[12] = {5, 7, 3, 5, 9, 3, 3, 1, 5, 5, 2, 3};
+  static const float want[6] = {2, 1, 1, 2, 0, 2};
+  pc_tensor in = {PC_i64, 2, {2, 6}, x}, out;
+  memset(&out, 0, sizeof out);
+  if (CHECK_MSG(pc_interp(g, &in, 1, &out, 1) == PC_OK, "%s", pc_error(g)) && CHECK_INT(pc_tensor_numel(&out), 6))
+    for (int i = 0; i < 6; i++) CHECK_NEAR(((float *)out.data)[i], want[i], 0);
+  pc_tensor_free(&out);
+  pc_graph_free(g);
+}
 PC_TEST(onnx_good_shape_chain) {
   check_good("shape_chain");
   /* the shape computation must fold away: nothing but the reshape of x is left at run time */
@@ -232,6 +270,13 @@ PC_TEST(onnx_fuzz_regressions) {
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     pc_graph *g = pc_onnx_load(path, NULL);
     CHECK_MSG(g != NULL, "%s", e->d_name);
+    CHECK_MSG(!g || strchr(pc_error(g), '\n') == NULL, "%s: one-line message", e->d_name);
+    /* what imports goes on, as in tests/fuzz/fuzz_mutate.c: the -O2 pipeline and the kernel IR */
+    kir_program p;
+    pc_pipeline_opts po = {.opt_level = 2};
+    if (g && g->status == PC_OK && pc_pipeline_run(g, &po) == PC_OK && kir_build(g, &p) == PC_OK &&
+        kir_pack_weights(&p) == PC_OK)
+      kir_pool_calls(&p);
     CHECK_MSG(!g || strchr(pc_error(g), '\n') == NULL, "%s: one-line message", e->d_name);
     pc_graph_free(g);
     n++;
