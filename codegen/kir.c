@@ -299,7 +299,8 @@ static int scalar_const(kir_program *p, const pc_value *v, double *f, int64_t *i
   return 1;
 }
 
-static kir_expr *load_expr(kir_program *p, const pc_value *v, const amap *m) {
+/* v read at m, m indexing v's dims, or (flat) the row-major elements of v as one dim */
+static kir_expr *load_expr_as(kir_program *p, const pc_value *v, const amap *m, int flat) {
   kir_expr *e;
   double f = 0;
   int64_t i = 0;
@@ -312,15 +313,18 @@ static kir_expr *load_expr(kir_program *p, const pc_value *v, const amap *m) {
   if (!e) return NULL;
   e->buf = p->buf_of_value[v->id];
   amap r = *m;
-  int rep = pc_const_data(v) ? const_repeat_mask(p, v) : 0;
+  int rep = pc_const_data(v) && !flat ? const_repeat_mask(p, v) : 0;
   for (int dim = 0; dim < r.rank; dim++) /* read the first slice of a folded broadcast */
     if (rep >> dim & 1) {
       r.off[dim] = 0;
       memset(r.coef[dim], 0, sizeof r.coef[dim]);
     }
-  e->map = linearize(&r, &v->type);
+  pc_type as = flat ? pc_type_make(v->type.dtype, 1, (int64_t[]){pc_type_numel(&v->type)}) : v->type;
+  e->map = linearize(&r, &as);
   return e;
 }
+
+static kir_expr *load_expr(kir_program *p, const pc_value *v, const amap *m) { return load_expr_as(p, v, m, 0); }
 
 static kir_expr *expr_elementwise(kir_program *p, const pc_node *n, const amap *m) {
   kir_expr *e = kir_expr_new(p, KE_PRIM, n->out[0]->type.dtype);
@@ -430,10 +434,7 @@ static kir_expr *expr_reshape(kir_program *p, const pc_node *n, const amap *m) {
   kir_map l = linearize(m, &n->out[0]->type);
   lin.off[0] = l.offset;
   memcpy(lin.coef[0], l.stride, sizeof l.stride);
-  pc_type flat = pc_type_make(x->type.dtype, 1, (int64_t[]){pc_type_numel(&x->type)});
-  kir_expr *e = load_expr(p, x, &lin);
-  if (e && e->kind == KE_LOAD) e->map = linearize(&lin, &flat);
-  return e;
+  return load_expr_as(p, x, &lin, 1);
 }
 
 static kir_expr *expr_iota(kir_program *p, const pc_node *n, const amap *m) {

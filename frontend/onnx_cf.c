@@ -6,7 +6,6 @@
 #include <string.h>
 
 #define G (c->g)
-#define CF_MAX_UNROLL 4096 /* iterations a Loop or Scan may unroll into */
 #define CF_MAX_SEQ 4096    /* elements of one sequence */
 
 /* a value an ONNX name carries: a tensor, or a sequence / optional */
@@ -173,8 +172,8 @@ pc_status ox_op_Loop(ox_ctx *c) {
   for (int j = 0; j < n_carried; j++)
     if (!cf_get(c, c->node->input[2 + j], &carried[j])) return G->status;
   for (int64_t it = 0; it < trips && cond; it++) {
-    if (it >= CF_MAX_UNROLL)
-      return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: more than %d iterations to unroll", CF_MAX_UNROLL);
+    if (it >= OX_MAX_UNROLL)
+      return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: more than %d iterations to unroll", OX_MAX_UNROLL);
     char scope[64];
     snprintf(scope, sizeof scope, "[%lld]", (long long)it);
     if (loop_bind(c, body, it, cond, carried, n_carried) != PC_OK || ox_import_body(c, body, scope) != PC_OK)
@@ -263,7 +262,7 @@ pc_status ox_op_Scan(ox_ctx *c) {
     if (len >= 0 && d != len) return ox_fail(c, PC_ERR_SHAPE, "scan inputs have lengths %lld and %lld", (long long)len, (long long)d);
     len = d;
   }
-  if (len > CF_MAX_UNROLL) return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: more than %d iterations to unroll", CF_MAX_UNROLL);
+  if (len > OX_MAX_UNROLL) return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: more than %d iterations to unroll", OX_MAX_UNROLL);
   cf_val *state = pc_alloc(G, sizeof *state * (size_t)(n_state + 1));
   cf_stack scans[CF_MAX_SCAN];
   memset(scans, 0, sizeof scans);
@@ -297,7 +296,7 @@ pc_status ox_op_Scan8(ox_ctx *c) {
     if (!(all[i] = ox_in_req(c, 1 + i)) || all[i]->type.rank < 1 || PC_DIM_IS_SYM(all[i]->type.dims[0]))
       return G->status != PC_OK ? G->status : ox_fail(c, PC_ERR_SHAPE, "input %d needs a static batch axis", 1 + i);
   int64_t B = all[0]->type.dims[0], T = all[n_state]->type.rank > 1 ? all[n_state]->type.dims[1] : -1, lens[4096];
-  if (T < 0 || PC_DIM_IS_SYM(T) || T > CF_MAX_UNROLL) return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: scan length");
+  if (T < 0 || PC_DIM_IS_SYM(T) || T > OX_MAX_UNROLL) return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: scan length");
   int nl = ox_const_ints(c, 0, lens, 4096);
   if (nl == -2) return G->status;
   for (int i = 0; i < nl; i++)

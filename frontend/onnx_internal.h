@@ -7,6 +7,7 @@
 #include "onnx.pb-c.h"
 
 #define OX_MAX_NUMEL ((int64_t)1 << 31) /* larger tensors are absurd for this compiler */
+#define OX_MAX_UNROLL 4096 /* steps a Loop, Scan, RNN or LinearAttention may unroll into */
 
 /* The state of one ONNX node while it is being decomposed. A decomposition
  * reads inputs and attributes through the ox_ helpers below, builds prims on

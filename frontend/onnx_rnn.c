@@ -130,6 +130,8 @@ static int read_config(ox_ctx *c, rnn *r, cell_kind kind) {
   r->H = ox_attr_int(c, "hidden_size", w->type.dims[1] / r->gates);
   if (r->H < 1 || r->H >= (int64_t)1 << 31) /* before gates * H could overflow (found by fuzz_mutate) */
     return ox_fail(c, PC_ERR_ATTR, "hidden_size %lld is outside [1, 2^31)", (long long)r->H), 0;
+  if (r->S > OX_MAX_UNROLL)
+    return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: more than %d steps to unroll", OX_MAX_UNROLL), 0;
   int64_t GH = r->gates * r->H;
   if (w->type.rank != 3 || w->type.dims[0] != r->dirs || w->type.dims[1] != GH || w->type.dims[2] != r->I ||
       rr->type.rank != 3 || rr->type.dims[0] != r->dirs || rr->type.dims[1] != GH || rr->type.dims[2] != r->H)
@@ -366,6 +368,7 @@ pc_status ox_op_LinearAttention(ox_ctx *c) {
       !pc_type_is_static(&k->type) || !pc_type_is_static(&v->type) || q->type.dims[2] % hq || v->type.dims[2] % hkv)
     return ox_fail(c, PC_ERR_SHAPE, "query, key and value must be static [B, T, heads*D]");
   int64_t B = q->type.dims[0], T = q->type.dims[1], dk = q->type.dims[2] / hq, dv = v->type.dims[2] / hkv;
+  if (T > OX_MAX_UNROLL) return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: more than %d steps to unroll", OX_MAX_UNROLL);
   pc_value *q4 = la_heads(c, q, hq), *k4 = la_heads(c, k, hkv), *v4 = la_heads(c, v, hkv), *g4 = NULL, *b4 = NULL;
   /* decay per head [B, T, Hkv] or per key dim [B, T, Hkv*dk]; beta per head or shared [B, T, 1] */
   if (decay && (decay->type.rank != 3 || (decay->type.dims[2] != hkv && decay->type.dims[2] != hkv * dk)))

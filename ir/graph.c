@@ -177,6 +177,11 @@ pc_value *pc_input_add(pc_graph *g, const char *name, pc_type t) {
     pc_fail(g, PC_ERR_RANGE, "input %s: rank %d exceeds %d", name ? name : "?", t.rank, PC_MAX_RANK);
     return NULL;
   }
+  if (!pc_type_size_ok(&t)) {
+    pc_fail(g, PC_ERR_RANGE, "input %s: its dims multiply past %lld elements", name ? name : "?",
+            (long long)PC_MAX_NUMEL);
+    return NULL;
+  }
   pc_value *v = value_new(g);
   if (!v || !pc_array_grow((void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof *g->inputs)) {
     pc_fail(g, PC_ERR_NOMEM, "out of memory");

@@ -6,8 +6,7 @@
 #include <string.h>
 
 #define MAX_OUT 2
-/* output sizes above this are absurd: bytes would overflow int64 for the widest dtype */
-#define MAX_NUMEL (INT64_MAX / 16)
+#define MAX_NUMEL PC_MAX_NUMEL /* output sizes above this are absurd (ir/ir.h) */
 
 typedef struct ictx {
   pc_graph *g;

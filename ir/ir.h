@@ -87,6 +87,10 @@ pc_type pc_type_make(pc_dtype dt, int rank, const int64_t *dims);
 int pc_type_equal(const pc_type *a, const pc_type *b);
 int pc_type_is_static(const pc_type *t);
 int64_t pc_type_numel(const pc_type *t); /* -1 when a dim is symbolic */
+/* elements a value may have at most: its bytes, and any index into it times a stride, fit int64 */
+#define PC_MAX_NUMEL (INT64_MAX / 16)
+/* 1 when t's concrete dims are non-negative and multiply to at most PC_MAX_NUMEL */
+int pc_type_size_ok(const pc_type *t);
 
 /* ---------------------------------------------------------------- prims */
 

@@ -98,6 +98,15 @@ int pc_type_is_static(const pc_type *t) {
   return 1;
 }
 
+int pc_type_size_ok(const pc_type *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) {
+    if (PC_DIM_IS_SYM(t->dims[i])) continue;
+    if (t->dims[i] < 0 || __builtin_mul_overflow(n, t->dims[i], &n) || n > PC_MAX_NUMEL) return 0;
+  }
+  return 1;
+}
+
 int64_t pc_type_numel(const pc_type *t) {
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) {

@@ -35,7 +35,11 @@ measure() {
   peak=$(python3 tests/ref/peak_rss.py "$@" 2>"$tmp/err" | tail -n 1)
   if [ "${PIPESTATUS[0]}" -ne 0 ] || [ -z "$peak" ]; then bad "$name" "compile failed: $(head -c 300 "$tmp/err")"; return; fi
   local mb=$((peak / 1048576)) wmb=$((weights / 1048576)) bmb=$((bound / 1048576))
-  if [ "$peak" -le "$bound" ]; then ok "$name: peak $mb MiB for $wmb MiB of weights (bound $bmb MiB)"
+  if [[ "${PRIMC_LDFLAGS:-}" == *sanitize* ]]; then
+    # make check-asan: the sanitizers' shadow memory and quarantine are not primc's (433 MiB there)
+    echo "SKIP $name: peak $mb MiB under the sanitizers, bound not applied"
+    skip=$((skip + 1))
+  elif [ "$peak" -le "$bound" ]; then ok "$name: peak $mb MiB for $wmb MiB of weights (bound $bmb MiB)"
   else bad "$name" "peak $mb MiB for $wmb MiB of weights, over 1.5x + 100 MiB = $bmb MiB"; fi
 }
 measure "compile exe" "$P" compile "$tmp/big.onnx" -o "$tmp/m"

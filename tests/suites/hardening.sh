@@ -93,4 +93,24 @@ expect_exit 1 "absurd Resize" "$P" compile "$tmp/resize.onnx" -o "$tmp/rs"
 grep -q 'Resize "rs": the result would have more than 2147483648 elements' "$tmp/err" && ok "absurd Resize: message" ||
   bad "absurd Resize message" "$(cat "$tmp/err")"
 
+# sizes checked before their products (UBSan found both): an input whose dims multiply past int64, and a
+# GridSample over a 2^31 x 6 map whose kernel IR multiplied a flat index by the map's row stride
+python3 - "$tmp" <<'PY'
+import sys
+import onnx
+from onnx import TensorProto as T, helper as h
+d = sys.argv[1]
+g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="r")], "g", [h.make_tensor_value_info("x", T.FLOAT, [1 << 31] * 4)],
+                 [h.make_tensor_value_info("y", T.FLOAT, None)])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), d + "/huge_input.onnx")
+g = h.make_graph([h.make_node("GridSample", ["x", "g"], ["y"], name="gs")], "g",
+                 [h.make_tensor_value_info("x", T.FLOAT, [1, 1, 1 << 31, 6]), h.make_tensor_value_info("g", T.FLOAT, [1, 4, 4, 2])],
+                 [h.make_tensor_value_info("y", T.FLOAT, None)])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 20)]), d + "/gridsample_big.onnx")
+PY
+expect_exit 1 "input dims multiplying past int64" "$P" dump "$tmp/huge_input.onnx"
+grep -q "input x: its dims multiply past 576460752303423487 elements" "$tmp/err" && ok "huge input: message" ||
+  bad "huge input message" "$(cat "$tmp/err")"
+expect_exit 0 "GridSample over a 2^31 x 6 map lowers to kernels" "$P" dump "$tmp/gridsample_big.onnx" --kernels --mem-limit 0
+
 suite_end hardening
