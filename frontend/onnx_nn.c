@@ -52,9 +52,11 @@ static int check_rank(ox_ctx *c, const pc_value *x, int lo, int hi) {
   return 0;
 }
 
+/* product of n dims; OX_MAX_NUMEL + 1 when it is larger (or overflows) */
 static int64_t prod(const int64_t *d, int n) {
   int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= d[i];
+  for (int i = 0; i < n; i++)
+    if (__builtin_mul_overflow(p, d[i], &p) || p > OX_MAX_NUMEL) return OX_MAX_NUMEL + 1;
   return p;
 }
 
@@ -379,6 +381,7 @@ static int64_t window_count(const geom *g, int i, int64_t o, int64_t lo_edge, in
 /* divisor of every window, [1, 1, out...]: taps inside the input, or inside input + pads */
 static pc_value *pool_counts(ox_ctx *c, const geom *g, int include_pad, pc_dtype dt) {
   int64_t n = prod(g->out, g->ns), dims[PC_MAX_RANK] = {1, 1}, idx[NS_MAX] = {0};
+  if (n > OX_MAX_NUMEL) return ox_fail(c, PC_ERR_RANGE, "the pooled map has more than %lld elements", (long long)OX_MAX_NUMEL), NULL;
   double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
   if (!v) return ox_fail(c, PC_ERR_NOMEM, "out of memory"), NULL;
   for (int64_t k = 0; k < n; k++) {

@@ -113,7 +113,7 @@ static void out_put(wire_out *o, const uint8_t *p, size_t n) {
     }
     o->b = nb, o->cap = cap;
   }
-  memcpy(o->b + o->n, p, n);
+  if (n) memcpy(o->b + o->n, p, n); /* p may be NULL when n is 0 */
   o->n += n;
 }
 

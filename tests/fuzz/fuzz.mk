@@ -14,6 +14,7 @@
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= onnx mutate npy safetensors text weights
 FUZZ_NEST    ?= 1
+FUZZ_PARALLEL ?= 0
 FUZZ_B       ?= build-fuzz
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
@@ -60,13 +61,24 @@ fuzz-seeds:
 	@[ -d $(FUZZ_B)/weights ] && cp tests/fuzz/seeds/weights/* $(FUZZ_B)/weights/seeds/ 2>/dev/null; true
 	@[ -d $(FUZZ_B)/mutate ] && printf '\0\0' >$(FUZZ_B)/mutate/seeds/plain; true
 
+# FUZZ_PARALLEL=1: every target at once, each writing $(FUZZ_B)/<target>/fuzz.log (on 2 cores each gets a
+# share of them: say so with the figures); the exit status is the worst of them
 fuzz: | $(SETUP_STAMP)
 	$(MAKE) $(addprefix $(FUZZ_B)/fuzz_,$(FUZZ_TARGETS))
 	$(MAKE) fuzz-seeds
-	@set -e; for t in $(FUZZ_TARGETS); do \
+	@set -e; pids=""; for t in $(FUZZ_TARGETS); do \
 	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
 	  extra=""; [ $$t = onnx ] && extra="-dict=$(CURDIR)/tests/fuzz/onnx.dict -max_len=400000"; \
 	  [ $$t = mutate ] && extra="-max_len=512"; \
-	  ( cd $(FUZZ_B)/$$t && PRIMC_FUZZ_MODELS=$(CURDIR)/tests/data/onnx_good:$(CURDIR)/models:$(abspath $(FUZZ_NODE_DIR)) \
-	    ../fuzz_$$t $(FUZZ_RUN) $$extra corpus seeds ) || exit 1; \
-	done
+	  if [ "$(FUZZ_PARALLEL)" = 1 ]; then \
+	    ( cd $(FUZZ_B)/$$t && PRIMC_FUZZ_MODELS=$(CURDIR)/tests/data/onnx_good:$(CURDIR)/models:$(abspath $(FUZZ_NODE_DIR)) \
+	      ../fuzz_$$t $(FUZZ_RUN) $$extra corpus seeds >fuzz.log 2>&1 ) & pids="$$pids $$!"; \
+	  else \
+	    ( cd $(FUZZ_B)/$$t && PRIMC_FUZZ_MODELS=$(CURDIR)/tests/data/onnx_good:$(CURDIR)/models:$(abspath $(FUZZ_NODE_DIR)) \
+	      ../fuzz_$$t $(FUZZ_RUN) $$extra corpus seeds ) || exit 1; \
+	  fi; \
+	done; \
+	bad=0; for p in $$pids; do wait $$p || bad=1; done; \
+	for t in $(FUZZ_TARGETS); do [ -f $(FUZZ_B)/$$t/fuzz.log ] && [ -n "$$pids" ] && \
+	  echo "$$t: $$(grep -E '^stat::number_of_executed_units' $(FUZZ_B)/$$t/fuzz.log | tail -n 1) $$(grep -cE '^==[0-9]+==ERROR|^SUMMARY' $(FUZZ_B)/$$t/fuzz.log) findings"; done; \
+	exit $$bad
