@@ -1229,8 +1229,15 @@ pc_status ox_op_MaxUnpool(ox_ctx *c) {
   /* the indices count positions in the shape MaxPool came from (without its padding); a larger
    * output_shape extends it with zeros at the end */
   int64_t shape[PC_MAX_RANK] = {x->type.dims[0], x->type.dims[1]}, total = 1, n = pc_type_numel(&x->type);
+  const int64_t lim = (int64_t)1 << 31; /* bounded before the products below (found by fuzz_mutate) */
+  for (int i = 0; i < ns; i++)
+    if (k[i] < 1 || k[i] >= lim || st[i] < 1 || st[i] >= lim || pads[i] < 0 || pads[i] >= lim || pads[ns + i] < 0 ||
+        pads[ns + i] >= lim)
+      return ox_fail(c, PC_ERR_ATTR, "kernel_shape and strides must be in [1, 2^31), pads in [0, 2^31)");
   for (int i = 0; i < ns; i++) shape[2 + i] = (x->type.dims[2 + i] - 1) * st[i] - pads[i] - pads[ns + i] + k[i];
-  for (int i = 0; i < r; i++) total *= shape[i];
+  for (int i = 0; i < r; i++)
+    if (shape[i] < 1 || __builtin_mul_overflow(total, shape[i], &total) || total > OX_MAX_NUMEL)
+      return ox_fail(c, PC_ERR_RANGE, "the unpooled shape is empty or has more than %lld elements", (long long)OX_MAX_NUMEL);
   pc_value *flat_x = ox_reshape(c, x, 1, &n), *flat_i = ox_reshape(c, idx, 1, &n);
   pc_value *in[3] = {pc_full(G, x->type.dtype, 0, 1, &total), flat_i, flat_x};
   pc_attr a[2] = {pc_a_int("axis", 0), pc_a_str("reduce", "none")};

@@ -134,7 +134,7 @@ else
 fi
 
 # the driver frees what it allocated on its error exits too (LeakSanitizer in the executable)
-if PRIMC_LDFLAGS=-fsanitize=address "$P" compile models/mlp/model.onnx -o "$tmp/ml" >/dev/null 2>&1; then
+if PRIMC_LDFLAGS="${PRIMC_LDFLAGS:-} -fsanitize=address" "$P" compile models/mlp/model.onnx -o "$tmp/ml" >/dev/null 2>&1; then
   for input in models/resnet_tiny/input.npy "$tmp/fifo.npy"; do
     ASAN_OPTIONS=detect_leaks=1 timeout 20 "$tmp/ml" "$input" >"$tmp/out" 2>"$tmp/err"
     if grep -q LeakSanitizer "$tmp/err"; then bad "driver error exit leaks ($input)" "$(grep -m3 'Direct leak' "$tmp/err")"
