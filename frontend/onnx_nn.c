@@ -727,7 +727,7 @@ pc_status ox_op_DepthToSpace(ox_ctx *c) {
   int64_t b = ox_attr_int(c, "blocksize", 0);
   if (!check_rank(c, x, 4, 4) || !check_static(c, x)) return ox_status(c);
   int64_t N = x->type.dims[0], C = x->type.dims[1], H = x->type.dims[2], W = x->type.dims[3];
-  if (b < 1 || C % (b * b)) return ox_fail(c, PC_ERR_ATTR, "blocksize %lld does not divide %lld channels", (long long)b, (long long)C);
+  if (b < 1 || C / b < b || C % (b * b)) return ox_fail(c, PC_ERR_ATTR, "blocksize %lld does not divide %lld channels", (long long)b, (long long)C);
   const char *mode = ox_attr_str(c, "mode", "DCR");
   int64_t d4[4] = {N, C / (b * b), H * b, W * b};
   if (strcmp(mode, "DCR") == 0) {
