@@ -306,6 +306,7 @@ static pc_value *const_node(pc_graph *g, pc_type t, void *data, size_t nbytes) {
 static int64_t const_bytes(pc_graph *g, const pc_type *t) {
   int64_t numel = pc_type_numel(t);
   if (numel < 0) return pc_fail(g, PC_ERR_SHAPE, "constant with a symbolic dim"), -1;
+  if (!pc_type_size_ok(t)) return pc_fail(g, PC_ERR_RANGE, "constant's dims multiply past %lld elements", (long long)PC_MAX_NUMEL), -1;
   return numel * (int64_t)pc_dtype_size(t->dtype);
 }
 

@@ -987,7 +987,7 @@ static pc_status check_results(ictx *c) {
     const pc_type *t = &c->out[i];
     if (!type_valid(c->g, t)) return FAIL(c, PC_ERR_INTERNAL, "inferred an invalid type for output %d", i);
     int64_t n;
-    if (!concrete_product(t->dims, t->rank, &n) || n > MAX_NUMEL)
+    if (!concrete_product(t->dims, t->rank, &n) || n > MAX_NUMEL || !pc_type_size_ok(t))
       return FAIL(c, PC_ERR_RANGE, "result %s has too many elements", type_str(c->g, t).s);
   }
   return PC_OK;

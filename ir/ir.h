@@ -89,7 +89,7 @@ int pc_type_is_static(const pc_type *t);
 int64_t pc_type_numel(const pc_type *t); /* -1 when a dim is symbolic */
 /* elements a value may have at most: its bytes, and any index into it times a stride, fit int64 */
 #define PC_MAX_NUMEL (INT64_MAX / 16)
-/* 1 when t's concrete dims are non-negative and multiply to at most PC_MAX_NUMEL */
+/* 1 when t's concrete dims are non-negative and multiply (0s counted as 1s) to at most PC_MAX_NUMEL */
 int pc_type_size_ok(const pc_type *t);
 
 /* ---------------------------------------------------------------- prims */

@@ -134,7 +134,9 @@ static void put_value(printer *P, const pc_value *v) {
 /* ---------------------------------------------------------------- types */
 
 static int ident_ok(const char *s) {
-  if (!*s || (*s >= '0' && *s <= '9') || !strcmp(s, "inf") || !strcmp(s, "nan")) return 0;
+  /* the lexer starts an identifier with a letter or '_' only (".x" came back as punctuation: fuzz_text) */
+  int first = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_';
+  if (!first || !strcmp(s, "inf") || !strcmp(s, "nan")) return 0;
   for (; *s; s++)
     if (!name_char((unsigned char)*s)) return 0;
   return 1;

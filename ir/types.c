@@ -102,7 +102,9 @@ int pc_type_size_ok(const pc_type *t) {
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) {
     if (PC_DIM_IS_SYM(t->dims[i])) continue;
-    if (t->dims[i] < 0 || __builtin_mul_overflow(n, t->dims[i], &n) || n > PC_MAX_NUMEL) return 0;
+    /* a 0 dim does not excuse the others: row strides multiply them (fuzz_mutate: [5,0,2^31-1,2^31-1,2^31-1]) */
+    int64_t d = t->dims[i] ? t->dims[i] : 1;
+    if (t->dims[i] < 0 || __builtin_mul_overflow(n, d, &n) || n > PC_MAX_NUMEL) return 0;
   }
   return 1;
 }
