@@ -33,8 +33,6 @@ pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t 
   return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
 }
 
-/* the weights side file: the runtime's header (magic, version, size, checksum: runtime/primc_rt.h), then
- * the blob; NAME_load_weights checks the header before anything reads the weights */
 static void print_shape(FILE *f, const pc_type *t) {
   fprintf(f, "{");
   for (int d = 0; d < t->rank; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)t->dims[d]);

@@ -711,11 +711,7 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
 
 /* ---------------------------------------------------------------- model */
 
-static int is_initializer(const Onnx__GraphProto *gp, const char *name) {
-  for (size_t i = 0; name && i < gp->n_initializer; i++)
-    if (gp->initializer[i]->name && strcmp(gp->initializer[i]->name, name) == 0) return 1;
-  return 0;
-}
+static int is_initializer(const Onnx__GraphProto *gp, const char *name) { return ox_initializer_of(gp, name) != NULL; }
 
 static int is_graph_input(const Onnx__GraphProto *gp, const char *name) {
   for (size_t i = 0; i < gp->n_input; i++)

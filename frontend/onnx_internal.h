@@ -138,6 +138,8 @@ const char *ox_onnx_type_name(int onnx_type); /* "float", "int64", ...; "unknown
 /* a value name defined twice, or a graph input whose initializer (its default) has another type:
  * errors ONNX Runtime gives too (frontend/onnx_validate.c); scope prefixes a subgraph's messages */
 pc_status ox_validate_graph(pc_graph *g, const Onnx__GraphProto *gp, const char *scope);
+/* gp's initializer named name, NULL when none */
+const Onnx__TensorProto *ox_initializer_of(const Onnx__GraphProto *gp, const char *name);
 
 /* ---- control flow and sequences (frontend/onnx_cf.c; scopes implemented in frontend/onnx.c)
  * A sequence or an optional exists only at import time: a list of values bound to an ONNX name

@@ -59,7 +59,7 @@ static pc_status check_unique(pc_graph *g, const Onnx__GraphProto *gp, const cha
   return s;
 }
 
-static const Onnx__TensorProto *initializer_of(const Onnx__GraphProto *gp, const char *name) {
+const Onnx__TensorProto *ox_initializer_of(const Onnx__GraphProto *gp, const char *name) {
   for (size_t i = 0; name && i < gp->n_initializer; i++)
     if (gp->initializer[i]->name && strcmp(gp->initializer[i]->name, name) == 0) return gp->initializer[i];
   return NULL;
@@ -69,7 +69,7 @@ static const Onnx__TensorProto *initializer_of(const Onnx__GraphProto *gp, const
 static pc_status check_defaults(pc_graph *g, const Onnx__GraphProto *gp, const char *scope) {
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
-    const Onnx__TensorProto *init = initializer_of(gp, vi->name);
+    const Onnx__TensorProto *init = ox_initializer_of(gp, vi->name);
     const Onnx__TypeProto *tp = vi->type;
     if (!init || !tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) continue;
     int et = tp->tensor_type->elem_type;
