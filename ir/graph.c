@@ -390,16 +390,6 @@ const char *pc_attr_str(const pc_node *n, const char *name, const char *dflt) {
 
 /* ---- rewriting support for passes */
 
-void pc_value_replace_uses(pc_graph *g, pc_value *from, pc_value *to) {
-  for (int i = 0; i < g->n_nodes; i++) {
-    pc_node *n = g->nodes[i];
-    for (int j = 0; j < n->n_in; j++)
-      if (n->in[j] == from) n->in[j] = to;
-  }
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i] == from) g->outputs[i] = to;
-}
-
 int pc_value_use_count(const pc_graph *g, const pc_value *v) {
   int c = 0;
   for (int i = 0; i < g->n_nodes; i++) {

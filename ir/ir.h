@@ -248,8 +248,6 @@ const char *pc_attr_str(const pc_node *n, const char *name, const char *dflt);
 
 /* Removes nodes marked dead and renumbers; values of dead nodes must be unused. */
 void pc_graph_compact(pc_graph *g);
-/* Replaces every use of `from` (operands and graph outputs) by `to`. */
-void pc_value_replace_uses(pc_graph *g, pc_value *from, pc_value *to);
 /* number of uses of v as an operand or graph output */
 int pc_value_use_count(const pc_graph *g, const pc_value *v);
 

@@ -43,7 +43,8 @@ static pc_tensor tensor_of(const pc_value *v) {
 }
 
 /* evaluates n and puts one constant per result at n's place; n becomes dead */
-static pc_status fold_node(pc_graph *g, pc_node *n, int idx, int *inserted) {
+static pc_status fold_node(pcp_sweep *sw, pc_node *n) {
+  pc_graph *g = sw->g;
   pc_tensor in[8], out[4];
   if (n->n_in > 8 || n->n_out > 4) return PC_OK;
   for (int k = 0; k < n->n_in; k++) in[k] = tensor_of(n->in[k]);
@@ -57,29 +58,25 @@ static pc_status fold_node(pc_graph *g, pc_node *n, int idx, int *inserted) {
   pc_value *c[4] = {0};
   for (int k = 0; k < n->n_out && g->status == PC_OK; k++) {
     c[k] = pc_const(g, n->out[k]->type, out[k].data);
-    if (c[k]) {
-      c[k]->producer->origin = n->origin;
-      pcp_move_last_to(g, idx + k);
-    }
+    if (c[k]) c[k]->producer->origin = n->origin; /* the sweep places it before n */
   }
   for (int k = 0; k < n->n_out; k++) pc_tensor_free(&out[k]);
   if (g->status != PC_OK) return g->status;
   int replaced = 1;
-  for (int k = 0; k < n->n_out; k++) replaced &= pcp_replace_value(g, n->out[k], c[k]);
+  for (int k = 0; k < n->n_out; k++) replaced &= pcp_sweep_replace(sw, n->out[k], c[k]);
   if (replaced) n->dead = 1;
-  *inserted = n->n_out;
-  return PC_OK;
+  return g->status;
 }
 
 pc_status pc_pass_constfold(pc_graph *g) {
   if (g->status != PC_OK) return g->status;
-  for (int i = 0; i < g->n_nodes; i++) {
-    pc_node *n = g->nodes[i];
-    if (!foldable(n)) continue;
-    int inserted = 0;
-    if (fold_node(g, n, i, &inserted) != PC_OK) return g->status;
-    i += inserted; /* the constants sit at i.., n right after them */
+  pcp_sweep s;
+  if (pcp_sweep_begin(g, &s) != PC_OK) return g->status;
+  for (int i = 0; i < s.n0 && g->status == PC_OK; i++) {
+    pc_node *n = pcp_sweep_visit(&s, i);
+    if (foldable(n)) fold_node(&s, n);
   }
+  if (pcp_sweep_end(&s) != PC_OK) return g->status;
   pc_graph_compact(g);
   return g->status;
 }

@@ -63,9 +63,9 @@ static int node_equal(const pc_node *a, const pc_node *b) {
 }
 
 /* merges n into m (an equal earlier node): every use of n's results goes to m's */
-static void merge(pc_graph *g, pc_node *n, pc_node *m) {
+static void merge(pcp_sweep *s, pc_node *n, pc_node *m) {
   int all = 1;
-  for (int k = 0; k < n->n_out; k++) all &= pcp_replace_value(g, n->out[k], m->out[k]);
+  for (int k = 0; k < n->n_out; k++) all &= pcp_sweep_replace(s, n->out[k], m->out[k]);
   if (all) n->dead = 1;
 }
 
@@ -74,18 +74,21 @@ pc_status pc_pass_cse(pc_graph *g) {
   size_t cap = 64;
   while (cap < (size_t)g->n_nodes * 2) cap *= 2;
   pc_node **slot = calloc(cap, sizeof *slot);
+  pcp_sweep s;
   if (!slot) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  if (pcp_sweep_begin(g, &s) != PC_OK) return free(slot), g->status;
   /* topological order: a node's operands are already merged when it is hashed */
-  for (int i = 0; i < g->n_nodes; i++) {
-    pc_node *n = g->nodes[i];
+  for (int i = 0; i < s.n0; i++) {
+    pc_node *n = pcp_sweep_visit(&s, i);
     if (n->dead || n->n_out == 0) continue;
     size_t j = (size_t)node_hash(n) & (cap - 1);
     for (; slot[j]; j = (j + 1) & (cap - 1))
       if (node_equal(slot[j], n)) break;
-    if (slot[j]) merge(g, n, slot[j]);
+    if (slot[j]) merge(&s, n, slot[j]);
     else slot[j] = n;
   }
   free(slot);
+  if (pcp_sweep_end(&s) != PC_OK) return g->status;
   pc_graph_compact(g);
   return g->status;
 }

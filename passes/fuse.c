@@ -52,25 +52,29 @@ static int cheap(const pc_node *n) {
 
 /* gives every consumer after the first its own copy of a cheap node */
 static pc_status clone_cheap(pc_graph *g) {
-  int n0 = g->n_nodes;
-  for (int i = 0; i < n0; i++) {
-    pc_node *p = g->nodes[i];
-    if (p->dead || p->n_out != 1 || !cheap(p)) continue;
-    int seen = pcp_is_output(g, p->out[0]);
-    for (int j = i + 1; j < g->n_nodes; j++) {
-      pc_node *c = g->nodes[j];
-      for (int k = 0; k < c->n_in; k++) {
-        if (c->in[k] != p->out[0] || !seen++) continue;
-        pc_node *cl = pc_node_add(g, p->op, p->in, p->n_in, p->attrs, p->n_attrs);
-        if (!cl) return g->status;
-        cl->origin = p->origin;
-        c->in[k] = cl->out[0];
-        pcp_move_last_to(g, j); /* operands of a clone are constants or inputs: any earlier place is fine */
-        j++;
+  pcp_sweep s;
+  unsigned char *seen = calloc((size_t)g->n_values + 1, 1); /* by value id: a use is taken */
+  if (!seen) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  if (pcp_sweep_begin(g, &s) != PC_OK) return free(seen), g->status;
+  for (int i = 0; i < g->n_outputs; i++) seen[g->outputs[i]->id] = 1;
+  for (int j = 0; j < s.n0 && g->status == PC_OK; j++) {
+    pc_node *c = pcp_sweep_visit(&s, j);
+    for (int k = 0; k < c->n_in && !c->dead; k++) {
+      pc_node *p = c->in[k]->producer;
+      /* a clone reads constants or inputs only: it lands before c, where they are defined */
+      if (!p || p->dead || p->n_out != 1 || p->id >= s.n0 || !cheap(p)) continue;
+      if (!seen[c->in[k]->id]) {
+        seen[c->in[k]->id] = 1;
+        continue;
       }
+      pc_node *cl = pc_node_add(g, p->op, p->in, p->n_in, p->attrs, p->n_attrs);
+      if (!cl) break;
+      cl->origin = p->origin;
+      c->in[k] = cl->out[0];
     }
   }
-  return g->status;
+  free(seen);
+  return pcp_sweep_end(&s);
 }
 
 /* ---------------------------------------------------------------- groups as union-find over node positions */
@@ -85,6 +89,7 @@ typedef struct fuser {
   int64_t *paths;      /* scratch of expanded_size, per node */
   int *members;        /* scratch of expanded_size: PC_FUSE_MAX_PRIMS positions */
   int *mark, stamp;
+  unsigned char *is_out; /* by value id: a graph output */
   int *stack;
   const char ***reason; /* per node, per operand */
 } fuser;
@@ -266,7 +271,7 @@ static int64_t expanded_size(fuser *F, int a, int b) {
     int64_t paths = 0;
     for (int k = 0; k < x->n_out; k++) {
       const pc_value *v = x->out[k];
-      int stored = pcp_is_output(F->g, v) || pcp_users_count(&F->users, v) == 0;
+      int stored = F->is_out[v->id] || pcp_users_count(&F->users, v) == 0;
       for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
         int w = F->users.list[u]->id;
         if (F->mark[w] == F->stamp) paths += F->paths[w];
@@ -423,7 +428,7 @@ static void fuser_free(fuser *F) {
   pcp_users_free(&F->users);
   free(F->parent), free(F->next), free(F->tail), free(F->maxpos);
   free(F->contract), free(F->red), free(F->size), free(F->mark), free(F->stack);
-  free(F->paths), free(F->members);
+  free(F->paths), free(F->members), free(F->is_out);
   free(F->reason);
 }
 
@@ -438,8 +443,10 @@ static pc_status fuser_init(fuser *F, pc_graph *g) {
   F->paths = malloc(sizeof *F->paths * (size_t)(n + 1));
   F->members = malloc(sizeof *F->members * (2 * PC_FUSE_MAX_PRIMS + 1));
   F->reason = calloc((size_t)n + 1, sizeof *F->reason);
-  if (!F->parent || !F->next || !F->tail || !F->maxpos || !F->contract || !F->red || !F->size || !F->mark || !F->stack || !F->reason || !F->paths || !F->members)
+  F->is_out = calloc((size_t)g->n_values + 1, 1);
+  if (!F->parent || !F->next || !F->tail || !F->maxpos || !F->contract || !F->red || !F->size || !F->mark || !F->stack || !F->reason || !F->paths || !F->members || !F->is_out)
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < g->n_outputs; i++) F->is_out[g->outputs[i]->id] = 1;
   for (int i = 0; i < n; i++) {
     pc_node *c = g->nodes[i];
     F->parent[i] = F->tail[i] = F->maxpos[i] = i;

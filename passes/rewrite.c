@@ -4,38 +4,117 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pcp_is_output(const pc_graph *g, const pc_value *v) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i] == v) return 1;
-  return 0;
+/* fwd and iface cover every value id, growing as the sweep builds values */
+static int cover(pcp_sweep *s) {
+  int need = s->g->n_values;
+  if (need <= s->cap) return 1;
+  int cap = s->cap ? s->cap : 64;
+  while (cap < need) cap *= 2;
+  pc_value **f = realloc(s->fwd, sizeof *f * (size_t)cap);
+  if (f) s->fwd = f;
+  unsigned char *m = realloc(s->iface, (size_t)cap);
+  if (m) s->iface = m;
+  if (!f || !m) return 0;
+  memset(f + s->cap, 0, sizeof *f * (size_t)(cap - s->cap));
+  memset(m + s->cap, 0, (size_t)(cap - s->cap));
+  s->cap = cap;
+  return 1;
 }
 
-static int is_input(const pc_graph *g, const pc_value *v) {
-  for (int i = 0; i < g->n_inputs; i++)
-    if (g->inputs[i] == v) return 1;
-  return 0;
+pc_status pcp_sweep_begin(pc_graph *g, pcp_sweep *s) {
+  memset(s, 0, sizeof *s);
+  s->g = g;
+  s->n0 = s->mark = g->n_nodes;
+  s->cur = -1;
+  if (!cover(s)) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < g->n_inputs; i++) s->iface[g->inputs[i]->id] |= PCP_IN;
+  for (int i = 0; i < g->n_outputs; i++) s->iface[g->outputs[i]->id] |= PCP_OUT;
+  return PC_OK;
 }
 
-int pcp_replace_value(pc_graph *g, pc_value *from, pc_value *to) {
+pc_value *pcp_sweep_resolve(pcp_sweep *s, pc_value *v) {
+  pc_value *r = v;
+  while (r->id < s->cap && s->fwd[r->id]) r = s->fwd[r->id];
+  while (v != r) { /* path compression: chains stay short */
+    pc_value *next = s->fwd[v->id];
+    s->fwd[v->id] = r;
+    v = next;
+  }
+  return r;
+}
+
+static int order_push(pcp_sweep *s, pc_node *n) {
+  if (s->n_order == s->cap_order) {
+    int cap = s->cap_order ? 2 * s->cap_order : s->n0 + 16;
+    pc_node **o = realloc(s->order, sizeof *o * (size_t)cap);
+    if (!o) return 0;
+    s->order = o, s->cap_order = cap;
+  }
+  s->order[s->n_order++] = n;
+  return 1;
+}
+
+/* the nodes built while `cur` was visited, then `cur`, take the next places */
+static void flush(pcp_sweep *s) {
+  pc_graph *g = s->g;
+  if (s->cur < 0) return;
+  for (int k = s->mark; k < g->n_nodes; k++)
+    if (!order_push(s, g->nodes[k])) s->oom = 1;
+  if (!order_push(s, g->nodes[s->cur])) s->oom = 1;
+  s->mark = g->n_nodes;
+}
+
+pc_node *pcp_sweep_visit(pcp_sweep *s, int i) {
+  flush(s);
+  s->cur = i;
+  pc_node *n = s->g->nodes[i];
+  for (int j = 0; j < n->n_in; j++) n->in[j] = pcp_sweep_resolve(s, n->in[j]);
+  return n;
+}
+
+int pcp_sweep_is_output(pcp_sweep *s, const pc_value *v) { return v->id < s->cap && (s->iface[v->id] & PCP_OUT); }
+
+int pcp_sweep_replace(pcp_sweep *s, pc_value *from, pc_value *to) {
+  pc_graph *g = s->g;
+  to = pcp_sweep_resolve(s, to);
   if (from == to) return 0;
-  int interface = from->name && pcp_is_output(g, from);
-  if (interface && (is_input(g, to) || pcp_is_output(g, to)) && (!to->name || strcmp(to->name, from->name) != 0))
-    return 0;
+  if (!cover(s)) return pc_fail(g, PC_ERR_NOMEM, "out of memory"), 0;
+  int is_out = s->iface[from->id] & PCP_OUT;
+  int interface = from->name && is_out;
+  if (interface && s->iface[to->id] && (!to->name || strcmp(to->name, from->name) != 0)) return 0;
   if (from->name && (interface || !to->name)) {
     to->name = from->name;
     from->name = NULL;
   }
-  pc_value_replace_uses(g, from, to);
+  s->fwd[from->id] = to;
+  if (is_out) { /* outputs are few next to uses: rewriting them now keeps is_output exact */
+    for (int i = 0; i < g->n_outputs; i++)
+      if (g->outputs[i] == from) g->outputs[i] = to;
+    s->iface[from->id] &= (unsigned char)~PCP_OUT;
+    s->iface[to->id] |= PCP_OUT;
+  }
   return 1;
 }
 
-void pcp_move_last_to(pc_graph *g, int idx) {
-  int last = g->n_nodes - 1;
-  if (idx >= last) return;
-  pc_node *n = g->nodes[last];
-  memmove(&g->nodes[idx + 1], &g->nodes[idx], sizeof *g->nodes * (size_t)(last - idx));
-  g->nodes[idx] = n;
-  for (int i = idx; i <= last; i++) g->nodes[i]->id = i;
+pc_status pcp_sweep_end(pcp_sweep *s) {
+  pc_graph *g = s->g;
+  flush(s);
+  for (int i = s->cur + 1; i < s->n0; i++) /* not visited: the loop stopped early */
+    if (!order_push(s, g->nodes[i])) s->oom = 1;
+  if (s->oom) pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  else if (s->n_order == g->n_nodes) {
+    memcpy(g->nodes, s->order, sizeof *g->nodes * (size_t)g->n_nodes);
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->id = i;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    pc_node *n = g->nodes[i];
+    for (int j = 0; j < n->n_in; j++) n->in[j] = pcp_sweep_resolve(s, n->in[j]);
+  }
+  free(s->fwd);
+  free(s->iface);
+  free(s->order);
+  memset(s, 0, sizeof *s);
+  return g->status;
 }
 
 pc_status pcp_users_build(pc_graph *g, pcp_users *u) {

@@ -4,18 +4,44 @@
 
 #include "ir/ir.h"
 
-/* 1 when v is one of the graph's outputs */
-int pcp_is_output(const pc_graph *g, const pc_value *v);
+/* A forward sweep that rewrites a graph in place in time linear in its size.
+ * Replacements are recorded, not searched for: a node's operands are brought up
+ * to date when the sweep visits it, the rest (outputs, nodes built during the
+ * sweep) when it ends. Nodes built while node i is visited are placed just
+ * before i, in build order. Only the nodes present at the start are visited.
+ *   pcp_sweep s; pcp_sweep_begin(g, &s);
+ *   for (int i = 0; i < s.n0; i++) { pc_node *n = pcp_sweep_visit(&s, i); ... }
+ *   pcp_sweep_end(&s);   (then pc_graph_compact when nodes died)
+ * Visits go in order, each node at most once. */
+typedef struct pcp_sweep {
+  pc_graph *g;
+  int n0;               /* nodes at the start: the ones visited */
+  int cap;              /* entries of fwd and iface */
+  pc_value **fwd;       /* by value id: what replaced it, or NULL */
+  unsigned char *iface; /* by value id: PCP_IN, PCP_OUT bits */
+  pc_node **order;      /* the node order being built */
+  int n_order, cap_order;
+  int cur;              /* the node being visited, -1 before the first */
+  int mark;             /* g->n_nodes when the current visit began */
+  int oom;
+} pcp_sweep;
 
+enum { PCP_IN = 1, PCP_OUT = 2 };
+
+pc_status pcp_sweep_begin(pc_graph *g, pcp_sweep *s);
+/* brings node i's operands up to date and returns it */
+pc_node *pcp_sweep_visit(pcp_sweep *s, int i);
+/* 1 when v is one of the graph's outputs (as rewritten so far) */
+int pcp_sweep_is_output(pcp_sweep *s, const pc_value *v);
+/* v with the replacements recorded so far applied */
+pc_value *pcp_sweep_resolve(pcp_sweep *s, pc_value *v);
 /* Replaces every use of `from` by `to`, moving from's name onto an unnamed `to`
  * (onto any `to` when `from` is a named graph output: the model's interface
  * keeps its output names). Refuses (returns 0, changes nothing) when `from` is
  * a named graph output and `to` is a graph input or another graph output. */
-int pcp_replace_value(pc_graph *g, pc_value *from, pc_value *to);
-
-/* Moves the last node of g->nodes to position idx (shifting the rest up) and
- * renumbers node ids; builders append, rewrites want the node where it belongs. */
-void pcp_move_last_to(pc_graph *g, int idx);
+int pcp_sweep_replace(pcp_sweep *s, pc_value *from, pc_value *to);
+/* applies what is left, sets the new node order and frees the sweep */
+pc_status pcp_sweep_end(pcp_sweep *s);
 
 /* Consumers of every value, by value id (CSR): users of value v are
  * list[start[v] .. start[v+1]), one entry per operand slot, dead nodes skipped. */

@@ -266,19 +266,15 @@ static const rule_fn rules[PC_OP_COUNT] = {
 
 pc_status pc_pass_simplify(pc_graph *g) {
   if (g->status != PC_OK) return g->status;
-  for (int i = 0; i < g->n_nodes; i++) {
-    pc_node *n = g->nodes[i];
+  pcp_sweep s;
+  if (pcp_sweep_begin(g, &s) != PC_OK) return g->status;
+  for (int i = 0; i < s.n0 && g->status == PC_OK; i++) {
+    pc_node *n = pcp_sweep_visit(&s, i);
     if (n->dead || n->n_out != 1 || !rules[n->op]) continue;
-    int before = g->n_nodes;
-    pc_value *r = rules[n->op](g, n);
-    if (g->status != PC_OK) return g->status;
-    if (g->n_nodes > before) { /* the rule built new nodes: they belong at n's place, in build order */
-      int added = g->n_nodes - before;
-      for (int k = 0; k < added; k++) pcp_move_last_to(g, i);
-      i += added;
-    }
-    if (r && pcp_replace_value(g, n->out[0], r)) n->dead = 1;
+    pc_value *r = rules[n->op](g, n); /* nodes it builds are placed before n */
+    if (r && g->status == PC_OK && pcp_sweep_replace(&s, n->out[0], r)) n->dead = 1;
   }
+  if (pcp_sweep_end(&s) != PC_OK) return g->status;
   pc_graph_compact(g);
   return g->status;
 }
