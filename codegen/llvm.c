@@ -667,6 +667,19 @@ static int same_start(const kir_buf *a, const kir_buf *b) {
 
 /* kN_body(bufs..., begin, end) with noalias where no other buffer of the kernel overlaps;
  * kN(ctx, begin, end) unpacks the buffer table for the thread pool */
+/* Kernels called directly (too little work for the pool) are inlined into NAME_run_partJ by LLVM;
+ * many big ones inlined together make one huge block, on which instruction selection is quadratic
+ * (155 kernels of 256 max prims each: 95 s). Big bodies stay out of line: a call costs nothing next
+ * to them. */
+#define KERNEL_INLINE_MAX 256
+
+static int instruction_count(LLVMValueRef fn) {
+  int n = 0;
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+    for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) n++;
+  return n;
+}
+
 static LLVMValueRef emit_loop_kernel(lctx *L, int idx) {
   const kir_kernel *k = &L->p->kernels[idx];
   const kir_program *p = L->p;
@@ -727,6 +740,9 @@ static LLVMValueRef emit_loop_kernel(lctx *L, int idx) {
   LLVMTypeRef wt[3] = {L->ptr, L->i64, L->i64};
   LLVMValueRef w = LLVMAddFunction(L->m, name, LLVMFunctionType(L->voidt, wt, 3, 0));
   LLVMSetLinkage(w, LLVMInternalLinkage);
+  if (instruction_count(body) > KERNEL_INLINE_MAX)
+    LLVMAddAttributeAtIndex(w, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(L->c, LLVMGetEnumAttributeKindForName("noinline", 8), 0));
   LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, w, "entry"));
   LLVMValueRef *args = calloc((size_t)n + 2, sizeof *args);
   for (int i = 0; i < n; i++) {

@@ -265,6 +265,25 @@ static pc_value *pool_pad(ox_ctx *c, pc_value *x, const geom *g, double value) {
 
 /* combines with op the strided slices of the padded input xp, one slice per kernel tap */
 #define POOL_TAPS_LIMIT 65536 /* a 256x256 window: each tap is a slice and an op in the graph */
+/* Windows up to this many taps are one slice per tap, combined in row-major tap order (the
+ * small windows of CNNs: one fused expression); larger ones go axis by axis. */
+#define POOL_SEPARABLE_TAPS 64
+
+/* combines with op the k strided slices of x along spatial axis i (the other axes whole) */
+static pc_value *pool_axis(ox_ctx *c, pc_value *x, const geom *g, int i, pc_op op) {
+  int64_t st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], str[PC_MAX_RANK];
+  for (int a = 0; a < x->type.rank; a++) lim[a] = x->type.dims[a], str[a] = 1;
+  pc_value *acc = NULL;
+  for (int64_t t = 0; t < g->k[i]; t++) {
+    st[2 + i] = t * g->d[i];
+    lim[2 + i] = st[2 + i] + (g->out[i] - 1) * g->s[i] + 1;
+    str[2 + i] = g->s[i];
+    pc_value *sl = pc_slice(G, x, st, lim, str);
+    acc = acc ? binop(c, op, acc, sl) : sl;
+    if (!acc) return NULL;
+  }
+  return acc;
+}
 
 static pc_value *pool_taps(ox_ctx *c, pc_value *xp, const geom *g, pc_op op) {
   if (!xp) return NULL;
@@ -273,6 +292,11 @@ static pc_value *pool_taps(ox_ctx *c, pc_value *xp, const geom *g, pc_op op) {
   if (taps > POOL_TAPS_LIMIT)
     return ox_fail(c, PC_ERR_UNSUPPORTED, "pool window of %.0f taps: more than %d are not supported", taps, POOL_TAPS_LIMIT),
            NULL;
+  /* max and sum over a box are separable: one axis after the other takes k1+k2+.. slices, not k1*k2*.. */
+  if (taps > POOL_SEPARABLE_TAPS) {
+    for (int i = 0; i < g->ns && xp; i++) xp = pool_axis(c, xp, g, i, op);
+    return xp;
+  }
   int64_t t[NS_MAX] = {0}, st[PC_MAX_RANK], lim[PC_MAX_RANK], str[PC_MAX_RANK];
   pc_value *acc = NULL;
   for (;;) {

@@ -2,7 +2,9 @@
 # tests/ref/gen_big_graphs.py: models that are small files but long or wide graphs (issue 26), each with an
 # input and its numpy-computed output: a chain of 10,000 elementwise ops (no recursion on graph depth), 40
 # squarings of a value read twice each (no expression that doubles per step), and 20,000 MatMuls by a
-# permutation (compile time linear in the number of kernels).
+# permutation (compile time linear in the number of kernels), 100,000 multiplications by one (the simplifier's
+# replacements are linear, not a scan of the graph each), and a 27x27x27 MaxPool (19,683 window slices: the
+# fuser's copies of cheap producers are linear).
 # Usage: gen_big_graphs.py OUT_DIR
 import os
 import sys
@@ -57,3 +59,37 @@ for i in range(n):
     nodes.append(h.make_node("MatMul", [prev, "p"], [o], name=f"mm{i}"))
     prev = o
 save("matmul20k", nodes, x, x @ np.linalg.matrix_power(p, n), [numpy_helper.from_array(p, "p")])
+
+n = 100000
+x = rng.standard_normal((2, 3)).astype(np.float32)
+nodes, prev = [], "x"
+for i in range(n):
+    nodes.append(h.make_node("Mul", [prev, "one"], [f"m{i}"], name=f"mul{i}"))
+    prev = f"m{i}"
+nodes.append(h.make_node("Neg", [prev], ["y"], name="neg"))
+save("mulone100k", nodes, x, -x, [numpy_helper.from_array(np.ones((1,), np.float32), "one")])
+
+x = rng.standard_normal((1, 1, 27, 27, 27)).astype(np.float32)
+nodes = [h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[27, 27, 27], name="pool")]
+save("maxpool27", nodes, x, x.max().reshape(1, 1, 1, 1, 1))
+
+
+def windows(xp, k, s, d):
+    from numpy.lib.stride_tricks import sliding_window_view
+    span = [(k[i] - 1) * d[i] + 1 for i in range(2)]
+    w = sliding_window_view(xp, span, axis=(2, 3))
+    return w[:, :, ::s[0], ::s[1], ::d[0], ::d[1]]
+
+
+# 90 taps, strided, dilated and padded: the pools that go axis by axis match numpy's box windows
+x = rng.standard_normal((1, 3, 30, 31)).astype(np.float32)
+k, s, d, pads = [9, 10], [2, 3], [1, 2], [2, 3, 4, 1]
+xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=-np.inf)
+nodes = [h.make_node("MaxPool", ["x"], ["y"], kernel_shape=k, strides=s, dilations=d, pads=pads, name="pool")]
+save("maxpool90", nodes, x, windows(xp, k, s, d).max(axis=(4, 5)))
+d = [1, 1]
+xz = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+ones = np.pad(np.ones_like(x, np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+avg = windows(xz, k, s, d).sum(axis=(4, 5)) / windows(ones, k, s, d).sum(axis=(4, 5))
+nodes = [h.make_node("AveragePool", ["x"], ["y"], kernel_shape=k, strides=s, pads=pads, name="pool")]
+save("avgpool90", nodes, x, avg)

@@ -47,6 +47,10 @@ big_case() {
 big_case chain10k 120
 big_case squares40 60
 big_case matmul20k 60
+big_case mulone100k 60
+big_case maxpool27 60
+big_case maxpool90 60
+big_case avgpool90 60
 expect_exit 0 "chain10k interpreted" "$P" run "$tmp/big/chain10k/model.onnx" "$tmp/big/chain10k/input.npy" -o "$tmp/c10"
 python3 tests/compare_npy.py "$tmp/c10/out0.npy" "$tmp/big/chain10k/expected.npy" >/dev/null 2>&1 &&
   ok "chain10k interpreted matches numpy" || bad "chain10k interpreted" "differs from numpy"
@@ -78,6 +82,12 @@ grep -q 'the compiled model needs 4294967300 bytes at run time .* over the memor
   ok "compile over --mem-limit: message" || bad "compile --mem-limit message" "$(cat "$tmp/err")"
 expect_exit 2 "bad --mem-limit is a usage error" "$P" run "$tmp/inv/constant_of_shape_4g.onnx" --mem-limit lots
 expect_exit 0 "run under --mem-limit" "$P" run models/mlp/model.onnx --random-inputs --mem-limit 64M
+# constants folded at import count against the limit too: 2,000 folds of 256 KiB from a 320 KB model
+for cmd in run compile; do
+  expect_exit 1 "$cmd: import folding over --mem-limit" "$P" $cmd "$tmp/inv/fold_chain_500m.onnx" --mem-limit 64M -o "$tmp/fold"
+  grep -q 'Add "add256": constants folded at import need more than the memory limit (67108864 bytes' "$tmp/err" &&
+    ok "$cmd: import folding over --mem-limit: message names the node" || bad "$cmd: import folding message" "$(cat "$tmp/err")"
+done
 # a Resize to 2^80 elements: an error before any table of that size is allocated
 python3 - "$tmp/resize.onnx" <<'PY'
 import sys
