@@ -35,6 +35,7 @@ typedef struct pc_import_opts {
   int n_consts;
   const pc_seq_input *seqs;     /* ONNX: sequence / optional graph inputs */
   int n_seqs;
+  int64_t mem_limit;            /* ONNX: bytes of constants folded at import; 0: none */
 } pc_import_opts;
 
 /* Each returns a graph (NULL only when out of memory); on failure the graph's

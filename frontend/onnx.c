@@ -341,6 +341,7 @@ typedef struct ox_loader {
   const ox_raw_ref *raw; /* the main graph's initializers' raw_data left out of the unpack (ox_wire_strip) */
   size_t n_raw;
   int mapped;           /* raw points into a read-only file mapping, whose pages may be dropped once read */
+  int64_t folded;       /* bytes of constants folded so far, against opts->mem_limit */
 } ox_loader;
 
 static size_t map_slot(const ox_loader *L, const char *name) {
@@ -582,7 +583,8 @@ static pc_status add_initializer(ox_loader *L, const Onnx__TensorProto *tp, cons
 
 /* Shape computations (Shape -> Gather -> Concat -> Reshape) must end as constants so that the ops
  * reading them can use their values: evaluate small prims whose operands are all constants. */
-static void fold_node(pc_graph *g, pc_node *n) {
+static void fold_node(ox_loader *L, pc_node *n) {
+  pc_graph *g = L->g;
   /* nullary prims other than constant and random (iota) fold too, when as small as shape math
    * (Range over constants): a large iota is cheaper computed in a fused kernel than loaded */
   if (n->op == PC_OP_constant || n->op == PC_OP_random || n->n_out != 1) return;
@@ -613,6 +615,15 @@ static void fold_node(pc_graph *g, pc_node *n) {
     return;
   }
   size_t nbytes = pc_tensor_nbytes(&out);
+  /* each fold is small, but a small model can chain many, each kept as a constant */
+  int64_t lim = L->opts ? L->opts->mem_limit : 0;
+  if (lim > 0 && L->folded + (int64_t)nbytes > lim) {
+    pc_tensor_free(&out);
+    pc_fail(g, PC_ERR_RANGE, "%s: constants folded at import need more than the memory limit (%lld bytes, --mem-limit)",
+            g->origin, (long long)lim);
+    return;
+  }
+  L->folded += (int64_t)nbytes;
   void *data = pc_alloc(g, nbytes ? nbytes : 1);
   if (!data) {
     pc_tensor_free(&out);
@@ -703,7 +714,10 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
     if (!out[i]) st = pc_fail(g, PC_ERR_UNSUPPORTED, "%s: output %zu ('%s') is not produced", g->origin, i, nd->output[i]);
     else st = map_put(L, nd->output[i], out[i]);
   }
-  for (int i = first; st == PC_OK && i < g->n_nodes; i++) fold_node(g, g->nodes[i]);
+  for (int i = first; st == PC_OK && i < g->n_nodes; i++) {
+    fold_node(L, g->nodes[i]);
+    st = g->status;
+  }
   free(in);
   free(out);
   return st;

@@ -191,7 +191,7 @@ static void drop_dir(const bench_run *b) {
 /* ---------------------------------------------------------------- model, inputs, interpreter */
 
 static pc_graph *load(const bench_opts *o) {
-  pc_import_opts io = {o->dims, o->n_dims, o->weights, NULL, 0, NULL, 0};
+  pc_import_opts io = {o->dims, o->n_dims, o->weights, NULL, 0, NULL, 0, 0};
   pc_graph *g = pc_model_load(o->model, &io);
   if (!g) fprintf(stderr, "primc: error: out of memory loading %s\n", o->model);
   else if (g->status != PC_OK) fprintf(stderr, "primc: error: %s\n", pc_error(g)), pc_graph_free(g), g = NULL;

@@ -122,7 +122,7 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
 }
 
 pc_graph *pc_cli_load_model(const pc_cli *cli) {
-  pc_import_opts o = {cli->dims, cli->n_dims, cli->weights, NULL, 0, NULL, 0};
+  pc_import_opts o = {cli->dims, cli->n_dims, cli->weights, NULL, 0, NULL, 0, cli->mem_limit};
   pc_graph *g = pc_model_load(cli->pos[0], &o);
   if (!g) {
     fprintf(stderr, "primc: error: out of memory loading %s\n", cli->pos[0]);

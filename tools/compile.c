@@ -126,7 +126,7 @@ static double now_s(void) {
 #define CHECK_BATCH 16 /* models per NVRTC program in --nvrtc-check */
 
 static pc_graph *load_and_lower(const compile_opts *o, const char *model) {
-  pc_import_opts io = {o->dims, o->n_dims, o->weights_file, NULL, 0, NULL, 0};
+  pc_import_opts io = {o->dims, o->n_dims, o->weights_file, NULL, 0, NULL, 0, o->mem_limit};
   pc_graph *g = pc_model_load(model, &io);
   pc_pipeline_opts po = {0};
   po.opt_level = o->opt;
@@ -178,7 +178,7 @@ static int compile_one(const compile_opts *op) {
   pc_codegen_opts co = {0};
   if (!emit_kind(o.emit, &co.emit)) return pc_cli_usage_error(compile_help, "bad --emit");
   double t0 = now_s();
-  pc_import_opts io = {o.dims, o.n_dims, o.weights_file, NULL, 0, NULL, 0};
+  pc_import_opts io = {o.dims, o.n_dims, o.weights_file, NULL, 0, NULL, 0, o.mem_limit};
   pc_graph *g = pc_model_load(o.model, &io);
   if (!g) return fprintf(stderr, "primc: error: out of memory\n"), 1;
   g->mem_limit = o.mem_limit;

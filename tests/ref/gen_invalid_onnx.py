@@ -42,3 +42,9 @@ save("constant_of_shape_4g",
 # the same initializer-as-default pattern done right: accepted (shape and type agree)
 save("initializer_default_ok", [h.make_node("Add", ["x", "w"], ["y"], name="add")],
      [x4, h.make_tensor_value_info("w", T.FLOAT, [4])], [y4], [numpy_helper.from_array(np.ones(4, np.float32), "w")])
+# a 256 KiB initializer added to itself 2,000 times: every sum folds to a constant at import, 500 MiB in all
+n = 2000
+save("fold_chain_500m",
+     [h.make_node("Add", ["c" if i == 0 else f"s{i - 1}", "c"], ["y" if i == n - 1 else f"s{i}"], name=f"add{i}")
+      for i in range(n)],
+     [], [h.make_tensor_value_info("y", T.FLOAT, [65536])], [numpy_helper.from_array(np.ones(65536, np.float32), "c")])
