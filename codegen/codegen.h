@@ -33,8 +33,13 @@ typedef struct pc_codegen_opts {
 } pc_codegen_opts;
 
 /* Lowers every fused group of g (after pc_pipeline_run) to kernel IR and
- * renders it to the requested output. */
+ * renders it to the requested output, through the first row of the backend
+ * table (codegen/backend.c) that takes the options. */
 pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts);
+
+/* The CPU backend (codegen/package.c): LLVM object, header, executable or shared library,
+ * for the host or, with opts->triple, another target. */
+pc_status pc_codegen_cpu(pc_graph *g, const pc_codegen_opts *opts);
 
 /* Prints the kernel IR of g (loops, index maps, expressions, origin nodes) for `primc dump --kernels`. */
 pc_status pc_kernels_print(pc_graph *g, FILE *f);
@@ -88,7 +93,7 @@ pc_status pc_codegen_cuda(pc_graph *g, const pc_codegen_opts *opts);
  * header, or shared library as opts->emit says. The host side is C compiled with the system cc. */
 pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts);
 
-/* ---- file names and files, shared by the packagers and the CUDA emitter (codegen/package.c) */
+/* ---- file names and files, shared by the backends (codegen/files.c) */
 
 void pc_path_stem(const char *path, char *out, size_t n);  /* path without its extension */
 void pc_path_ident(const char *path, char *out, size_t n); /* a C identifier from path's base name */

@@ -1,4 +1,4 @@
-/* codegen/package.c: pc_codegen: kernel IR to object, header, executable or shared library (links with the system cc). */
+/* codegen/package.c: the CPU backend: kernel IR through LLVM to an object, header, executable or shared library (links with the system cc). */
 #include "codegen/codegen.h"
 #include "codegen/kir.h"
 #include "runtime/primc_rt.h"
@@ -7,31 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-void pc_path_stem(const char *path, char *out, size_t n) {
-  snprintf(out, n, "%s", path);
-  char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
-  if (dot && (!slash || dot > slash)) *dot = 0;
-}
-
-void pc_path_ident(const char *path, char *out, size_t n) {
-  char stem[1024];
-  pc_path_stem(path, stem, sizeof stem);
-  const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
-  size_t k = 0;
-  if (!isalpha((unsigned char)*base) && *base != '_' && k + 1 < n) out[k++] = 'm';
-  for (; *base && k + 1 < n; base++) out[k++] = isalnum((unsigned char)*base) ? *base : '_';
-  out[k] = 0;
-  if (!k) snprintf(out, n, "model");
-}
-
-pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
-  int bad = n && fwrite(data, 1, n, f) != n;
-  bad |= fclose(f);
-  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
-}
 
 static void print_shape(FILE *f, const pc_type *t) {
   fprintf(f, "{");
@@ -120,18 +95,6 @@ static pc_status write_header(const kir_program *p, const char *path, const char
   return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
 }
 
-void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n) {
-  if (o->runtime_dir) {
-    snprintf(out, n, "%s", o->runtime_dir);
-    return;
-  }
-  ssize_t k = readlink("/proc/self/exe", out, n - 1); /* the running primc (or the test binary) */
-  out[k > 0 ? k : 0] = 0;
-  char *slash = strrchr(out, '/');
-  if (slash) *slash = 0;
-  else snprintf(out, n, ".");
-}
-
 static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char *obj, int shared) {
   char dir[2048], rt[2100];
   pc_runtime_dir(o, dir, sizeof dir);
@@ -187,11 +150,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   return s;
 }
 
-pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
-  if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
-  /* CUDA: the CUDA C text (codegen/cuda.c), or NVRTC binaries with a host side (codegen/package_cuda.c) */
-  if (opts->emit == PC_EMIT_CUDA) return pc_codegen_cuda(g, opts);
-  if (opts->target == PC_TARGET_CUDA) return pc_codegen_cuda_package(g, opts);
+pc_status pc_codegen_cpu(pc_graph *g, const pc_codegen_opts *opts) {
   kir_program p;
   pc_status s = kir_build(g, &p);
   if (s == PC_OK && !opts->triple) s = kir_pack_weights(&p); /* panels for this machine's GEMM */
@@ -203,12 +162,5 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (inline_weights && !blob) return pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
   s = emit_all(&p, opts, blob);
   free(blob);
-  return s;
-}
-
-pc_status pc_kernels_print(pc_graph *g, FILE *f) {
-  kir_program p;
-  pc_status s = kir_build(g, &p);
-  if (s == PC_OK) kir_print(&p, f);
   return s;
 }

@@ -1,0 +1,33 @@
+/* codegen/backend.c: pc_codegen: the backend table (which renderer and packager an output takes) and the kernel dump. */
+#include "codegen/codegen.h"
+#include "codegen/kir.h"
+
+static int is_cuda_c(const pc_codegen_opts *o) { return o->emit == PC_EMIT_CUDA; }
+static int is_cuda(const pc_codegen_opts *o) { return o->target == PC_TARGET_CUDA; }
+static int is_cpu(const pc_codegen_opts *o) { return o->target == PC_TARGET_CPU; }
+
+/* First row that accepts the options wins. The CPU row serves the host and cross targets (--triple):
+ * pc_codegen_cpu leaves out what only the host may do (weight packing for its GEMM, pool calls). */
+static const struct pc_backend {
+  const char *name;
+  int (*accepts)(const pc_codegen_opts *o);
+  pc_status (*emit)(pc_graph *g, const pc_codegen_opts *o);
+} backends[] = {
+    {"cuda-c", is_cuda_c, pc_codegen_cuda},       /* --emit cuda: CUDA C text, or its cubin / PTX (codegen/cuda.c) */
+    {"cuda", is_cuda, pc_codegen_cuda_package},   /* --target cuda: NVRTC binaries with a host side (codegen/package_cuda.c) */
+    {"cpu", is_cpu, pc_codegen_cpu},              /* LLVM objects, executables, libraries (codegen/package.c) */
+};
+
+pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
+  if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
+  for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
+    if (backends[i].accepts(opts)) return backends[i].emit(g, opts);
+  return pc_fail(g, PC_ERR_UNSUPPORTED, "codegen: no backend for target %d", (int)opts->target);
+}
+
+pc_status pc_kernels_print(pc_graph *g, FILE *f) {
+  kir_program p;
+  pc_status s = kir_build(g, &p);
+  if (s == PC_OK) kir_print(&p, f);
+  return s;
+}

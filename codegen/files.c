@@ -1,0 +1,43 @@
+/* codegen/files.c: file names and files, shared by the backends. */
+#include "codegen/codegen.h"
+
+#include <ctype.h>
+#include <string.h>
+#include <unistd.h>
+
+void pc_path_stem(const char *path, char *out, size_t n) {
+  snprintf(out, n, "%s", path);
+  char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
+  if (dot && (!slash || dot > slash)) *dot = 0;
+}
+
+void pc_path_ident(const char *path, char *out, size_t n) {
+  char stem[1024];
+  pc_path_stem(path, stem, sizeof stem);
+  const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
+  size_t k = 0;
+  if (!isalpha((unsigned char)*base) && *base != '_' && k + 1 < n) out[k++] = 'm';
+  for (; *base && k + 1 < n; base++) out[k++] = isalnum((unsigned char)*base) ? *base : '_';
+  out[k] = 0;
+  if (!k) snprintf(out, n, "model");
+}
+
+pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
+  int bad = n && fwrite(data, 1, n, f) != n;
+  bad |= fclose(f);
+  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
+}
+
+void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n) {
+  if (o->runtime_dir) {
+    snprintf(out, n, "%s", o->runtime_dir);
+    return;
+  }
+  ssize_t k = readlink("/proc/self/exe", out, n - 1); /* the running primc (or the test binary) */
+  out[k > 0 ? k : 0] = 0;
+  char *slash = strrchr(out, '/');
+  if (slash) *slash = 0;
+  else snprintf(out, n, ".");
+}
