@@ -448,7 +448,7 @@ static kir_expr *expr_iota(kir_program *p, const pc_node *n, const amap *m) {
 
 typedef kir_expr *(*expr_fn)(kir_program *p, const pc_node *n, const amap *m);
 
-/* prims that are pure index remapping or elementwise: inlinable into any loop kernel */
+/* the prims of prims.def's inline column: inlinable into any loop kernel; NULL for the others */
 static expr_fn expr_rule(pc_op op) {
   static const expr_fn rules[PC_OP_COUNT] = {
       [PC_OP_convert_element_type] = expr_convert, [PC_OP_broadcast_in_dim] = expr_broadcast,
@@ -456,8 +456,8 @@ static expr_fn expr_rule(pc_op op) {
       [PC_OP_rev] = expr_rev,                       [PC_OP_reshape] = expr_reshape,
       [PC_OP_iota] = expr_iota,
   };
-  if (pc_op_is_elementwise(op) || op == PC_OP_where) return expr_elementwise;
-  return rules[op];
+  if (!pc_op_is_inline(op)) return NULL;
+  return pc_op_is_elementwise(op) ? expr_elementwise : rules[op];
 }
 
 static kir_expr *expr_value(kir_program *p, const pc_value *v, const amap *m) {
@@ -1711,9 +1711,9 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
 
 /* ---------------------------------------------------------------- profiler labels */
 
+/* constants, conversions and index maps: not what a kernel is named after */
 static int is_movement(pc_op op) {
-  return op == PC_OP_broadcast_in_dim || op == PC_OP_reshape || op == PC_OP_transpose ||
-         op == PC_OP_convert_element_type || op == PC_OP_slice || op == PC_OP_constant || op == PC_OP_iota;
+  return pc_op_fuse_kind(op) == PC_FUSE_CONST || (pc_op_is_inline(op) && !pc_op_is_elementwise(op));
 }
 
 static void append_word(char *dst, size_t n, const char *w) {

@@ -335,7 +335,7 @@ static pc_status run_elementwise(pc_ictx *c, const pc_node *n, const pc_tensor *
 #define PC_IOP_TERNARY(name) run_elementwise
 #define PC_IOP_OTHER(name) pc_iop_##name
 static const pc_iop_fn iop_table[PC_OP_COUNT] = {
-#define PRIM(name, n_in, n_out, kind, operands, result) [PC_OP_##name] = PC_IOP_##kind(name),
+#define PRIM(name, n_in, n_out, kind, operands, result, fuse, inl) [PC_OP_##name] = PC_IOP_##kind(name),
 #include "ir/prims.def"
 #undef PRIM
 };
