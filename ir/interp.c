@@ -247,6 +247,7 @@ typedef struct ew_row {
   int nonzero_divisor;                      /* int operand 1 must not be 0 */
 } ew_row;
 
+PC_PRIMS_CHECKED(74); /* a row per UNARY/BINARY/TERNARY prim (run_elementwise) */
 static const ew_row ew_rows[PC_OP_COUNT] = {
     [PC_OP_neg] = {f_neg, i_neg, NULL, NULL, 0},
     [PC_OP_abs] = {f_abs, i_abs, NULL, u_abs, 0},

@@ -132,6 +132,14 @@ int pc_op_is_elementwise(pc_op op);                /* UNARY/BINARY/TERNARY kinds
 pc_fuse_kind pc_op_fuse_kind(pc_op op);
 int pc_op_is_inline(pc_op op);
 
+/* Per-prim tables are generated from prims.def where every prim has an entry (names, inference, the
+ * interpreter's dispatch). A table written by hand that must decide an entry for every prim of some
+ * class (elementwise rows, reduction rows, codegen rules) states the prim count it was last checked
+ * against, so a new prim breaks the build there until someone decides its entry. Tables that are
+ * sparse on purpose (simplify's rewrite rules) say so instead. */
+#define PC_PRIMS_CHECKED(n) \
+  _Static_assert(PC_OP_COUNT == (n), "prims.def changed: decide the new prim's entry in this table, then raise the count")
+
 /* ---------------------------------------------------------------- attributes */
 
 typedef enum pc_attr_kind { PC_ATTR_INT, PC_ATTR_INTS, PC_ATTR_FLOAT, PC_ATTR_STRING, PC_ATTR_DTYPE } pc_attr_kind;
