@@ -16,6 +16,7 @@
  * (pc_<prim name>), so the renderer names prims and C++ overloading picks the
  * dtype: integer arithmetic wraps, x/0 is 0, shifts past the width saturate,
  * max/min propagate NaN, f16/bf16 are computed in float and rounded per prim. */
+PC_PRIMS_CHECKED(74); /* a pc_<name> overload set per elementwise prim */
 static const char *const prelude[] = {
     "/* primc CUDA prelude: the prim IR's elementwise semantics; f16/bf16 stored as bits, computed in float */",
     "#define PC_D __device__ __forceinline__",

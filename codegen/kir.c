@@ -448,16 +448,17 @@ static kir_expr *expr_iota(kir_program *p, const pc_node *n, const amap *m) {
 
 typedef kir_expr *(*expr_fn)(kir_program *p, const pc_node *n, const amap *m);
 
-/* prims that are pure index remapping or elementwise: inlinable into any loop kernel */
+/* the prims of prims.def's inline column: inlinable into any loop kernel; NULL for the others */
 static expr_fn expr_rule(pc_op op) {
+  PC_PRIMS_CHECKED(74); /* a rule per INLINE prim that is not elementwise */
   static const expr_fn rules[PC_OP_COUNT] = {
       [PC_OP_convert_element_type] = expr_convert, [PC_OP_broadcast_in_dim] = expr_broadcast,
       [PC_OP_transpose] = expr_transpose,           [PC_OP_slice] = expr_slice,
       [PC_OP_rev] = expr_rev,                       [PC_OP_reshape] = expr_reshape,
       [PC_OP_iota] = expr_iota,
   };
-  if (pc_op_is_elementwise(op) || op == PC_OP_where) return expr_elementwise;
-  return rules[op];
+  if (!pc_op_is_inline(op)) return NULL;
+  return pc_op_is_elementwise(op) ? expr_elementwise : rules[op];
 }
 
 static kir_expr *expr_value(kir_program *p, const pc_value *v, const amap *m) {
@@ -583,6 +584,7 @@ static pc_status build_pointwise(kir_program *p, const pc_node *n) {
 
 /* reduce_* and argmax/argmin: output dims are the parallel loops, reduced axes the inner ones */
 static pc_status build_reduce(kir_program *p, const pc_node *n) {
+  PC_PRIMS_CHECKED(74); /* a combiner per RED prim */
   static const kir_red reds[PC_OP_COUNT] = {
       [PC_OP_reduce_sum] = KR_SUM, [PC_OP_reduce_prod] = KR_PROD, [PC_OP_reduce_max] = KR_MAX,
       [PC_OP_reduce_min] = KR_MIN, [PC_OP_argmax] = KR_ARGMAX,     [PC_OP_argmin] = KR_ARGMIN,
@@ -1005,6 +1007,7 @@ static pc_status build_unsupported(kir_program *p, const pc_node *n) {
 typedef pc_status (*build_fn)(kir_program *p, const pc_node *n);
 
 static build_fn build_rule(pc_op op) {
+  PC_PRIMS_CHECKED(74); /* a builder per STORED prim but constant */
   static const build_fn rules[PC_OP_COUNT] = {
       [PC_OP_reduce_sum] = build_reduce, [PC_OP_reduce_prod] = build_reduce, [PC_OP_reduce_max] = build_reduce,
       [PC_OP_reduce_min] = build_reduce, [PC_OP_argmax] = build_reduce,      [PC_OP_argmin] = build_reduce,
@@ -1711,9 +1714,9 @@ pc_status kir_build(pc_graph *g, kir_program *p) {
 
 /* ---------------------------------------------------------------- profiler labels */
 
+/* constants, conversions and index maps: not what a kernel is named after */
 static int is_movement(pc_op op) {
-  return op == PC_OP_broadcast_in_dim || op == PC_OP_reshape || op == PC_OP_transpose ||
-         op == PC_OP_convert_element_type || op == PC_OP_slice || op == PC_OP_constant || op == PC_OP_iota;
+  return pc_op_fuse_kind(op) == PC_FUSE_CONST || (pc_op_is_inline(op) && !pc_op_is_elementwise(op));
 }
 
 static void append_word(char *dst, size_t n, const char *w) {

@@ -426,6 +426,7 @@ static LLVMValueRef e_clamp(lctx *L, pc_dtype t, LLVMValueRef *a) {
 }
 
 static ew_fn ew_rule(pc_op op) {
+  PC_PRIMS_CHECKED(74); /* a rule per elementwise prim */
   static const ew_fn rules[PC_OP_COUNT] = {
       [PC_OP_neg] = e_neg,     [PC_OP_abs] = e_abs,     [PC_OP_exp] = e_exp,       [PC_OP_log] = e_log,
       [PC_OP_log1p] = e_log1p, [PC_OP_expm1] = e_expm1, [PC_OP_sqrt] = e_sqrt,     [PC_OP_rsqrt] = e_rsqrt,

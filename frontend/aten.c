@@ -1,4 +1,5 @@
 /* frontend/aten.c: decomposes the aten:: ops of text graphs (frontend/aten_ops.def) into prims. */
+#include "frontend/composite.h"
 #include "frontend/frontend.h"
 
 #include <math.h>
@@ -130,17 +131,6 @@ static int require_static(at_ctx *c, const pc_value *x, const char *why) {
 
 static pc_value *like(at_ctx *c, double v, const pc_value *x) { return pc_full_like(c->g, v, x); }
 
-/* reduced y broadcast back over x's shape (reduced axes given sorted) */
-static pc_value *bcast_back(at_ctx *c, pc_value *y, const pc_value *x, int n_axes, const int64_t *axes) {
-  int64_t dims[PC_MAX_RANK];
-  int k = 0;
-  for (int i = 0, j = 0; i < x->type.rank; i++) {
-    if (j < n_axes && axes[j] == i) j++;
-    else dims[k++] = i;
-  }
-  return pc_broadcast_in_dim(c->g, y, x->type.rank, x->type.dims, dims);
-}
-
 /* reduction keeping reduced axes as size 1 when keep */
 static pc_value *reduce_keep(at_ctx *c, pc_op op, pc_value *x, int n_axes, const int64_t *axes, int keep) {
   pc_value *y = pc_reduce(c->g, op, x, n_axes, axes);
@@ -218,18 +208,9 @@ static pc_status at_gelu(at_ctx *c) {
   pc_value *x = c->in[0];
   const char *approx = at_str(c, "approximate", "none");
   if (!require_float(c, x)) return g->status;
-  pc_value *inner;
-  if (!strcmp(approx, "none")) {
-    inner = pc_erf(g, pc_mul(g, x, like(c, M_SQRT1_2, x)));
-  } else if (!strcmp(approx, "tanh")) {
-    pc_value *x3 = pc_mul(g, pc_mul(g, x, x), x);
-    pc_value *u = pc_add(g, x, pc_mul(g, x3, like(c, 0.044715, x)));
-    inner = pc_tanh(g, pc_mul(g, u, like(c, sqrt(2.0 / M_PI), x)));
-  } else {
+  if (strcmp(approx, "none") && strcmp(approx, "tanh"))
     return at_fail(c, PC_ERR_ATTR, "approximate=\"%s\" is not \"none\" or \"tanh\"", approx);
-  }
-  pc_value *half_x = pc_mul(g, x, like(c, 0.5, x));
-  return at_set(c, pc_mul(g, half_x, pc_add(g, inner, like(c, 1.0, x))));
+  return at_set(c, fc_gelu(g, x, !strcmp(approx, "tanh")));
 }
 
 static int dtype_rank(pc_dtype t) { return pc_dtype_is_float(t) ? 100 + (int)pc_dtype_size(t) : (int)pc_dtype_size(t); }
@@ -285,11 +266,7 @@ static pc_status softmax(at_ctx *c, int log) {
   if (!require_float(c, x)) return g->status;
   int64_t ax = at_axis(c, at_int(c, "dim", -1), x->type.rank);
   if (ax < 0 || x->type.rank == 0) return g->status ? g->status : at_fail(c, PC_ERR_SHAPE, "needs rank >= 1");
-  pc_value *m = bcast_back(c, pc_reduce(g, PC_OP_reduce_max, x, 1, &ax), x, 1, &ax);
-  pc_value *z = pc_sub(g, x, m);
-  pc_value *e = pc_exp(g, z);
-  pc_value *s = bcast_back(c, pc_reduce(g, PC_OP_reduce_sum, e, 1, &ax), x, 1, &ax);
-  return at_set(c, log ? pc_sub(g, z, pc_log(g, s)) : pc_div(g, e, s));
+  return at_set(c, fc_softmax(g, x, ax, log));
 }
 
 static pc_status at_softmax(at_ctx *c) { return softmax(c, 0); }
@@ -317,11 +294,7 @@ static pc_status at_layer_norm(at_ctx *c) {
   }
   int64_t n = count_over(x, k, axes);
   if (n <= 0) return at_fail(c, PC_ERR_UNSUPPORTED, "normalized dims must be static and non-empty");
-  pc_value *inv_n = like(c, 1.0 / (double)n, x);
-  pc_value *mean = pc_mul(g, bcast_back(c, pc_reduce(g, PC_OP_reduce_sum, x, k, axes), x, k, axes), inv_n);
-  pc_value *xc = pc_sub(g, x, mean);
-  pc_value *var = pc_mul(g, bcast_back(c, pc_reduce(g, PC_OP_reduce_sum, pc_mul(g, xc, xc), k, axes), x, k, axes), inv_n);
-  pc_value *y = pc_mul(g, xc, pc_rsqrt(g, pc_add(g, var, like(c, at_float(c, "eps", 1e-5), x))));
+  pc_value *y = fc_layer_norm(g, x, k, axes, at_float(c, "eps", 1e-5), NULL, NULL);
   if (w) y = pc_mul(g, y, pc_broadcast_to(g, pc_convert(g, w, x->type.dtype), r, x->type.dims));
   if (b) y = pc_add(g, y, pc_broadcast_to(g, pc_convert(g, b, x->type.dtype), r, x->type.dims));
   return at_set(c, y);
@@ -446,10 +419,7 @@ static pc_status at_sdpa(at_ctx *c) {
     s = mask->type.dtype == PC_bool ? pc_where(g, m, s, like(c, -INFINITY, s)) : pc_add(g, s, pc_convert(g, m, s->type.dtype));
   }
   if (!s) return g->status;
-  pc_value *mx = bcast_back(c, pc_reduce(g, PC_OP_reduce_max, s, 1, &cp), s, 1, &cp);
-  pc_value *ex = pc_exp(g, pc_sub(g, s, mx));
-  pc_value *p = pc_div(g, ex, bcast_back(c, pc_reduce(g, PC_OP_reduce_sum, ex, 1, &cp), ex, 1, &cp));
-  return at_set(c, pc_dot_general(g, p, v, 1, &cp, &cv, r - 2, bd, bd));
+  return at_set(c, pc_dot_general(g, fc_softmax(g, s, cp, 0), v, 1, &cp, &cv, r - 2, bd, bd));
 }
 
 /* ---------------------------------------------------------------- shapes */

@@ -162,16 +162,9 @@ pc_status ox_op_Celu(ox_ctx *c) {
 pc_status ox_op_Gelu(ox_ctx *c) {
   pc_value *x = X0;
   const char *approx = ox_attr_str(c, "approximate", "none");
-  pc_value *inner;
-  if (strcmp(approx, "tanh") == 0) {
-    pc_value *x3 = x ? pc_mul(G, pc_mul(G, x, x), x) : NULL;
-    inner = pc_tanh(G, mul_s(c, pc_add(G, x, mul_s(c, x3, 0.044715)), sqrt(2.0 / M_PI)));
-  } else if (strcmp(approx, "none") == 0) {
-    inner = pc_erf(G, mul_s(c, x, M_SQRT1_2));
-  } else {
+  if (strcmp(approx, "tanh") != 0 && strcmp(approx, "none") != 0)
     return ox_fail(c, PC_ERR_ATTR, "approximate='%s' is not 'none' or 'tanh'", approx);
-  }
-  return ox_out(c, 0, mul_s(c, pc_mul(G, x, add_s(c, inner, 1)), 0.5));
+  return ox_out(c, 0, fc_gelu(G, x, strcmp(approx, "tanh") == 0));
 }
 /* log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)) */
 static pc_value *softplus(ox_ctx *c, pc_value *x) {
@@ -1382,11 +1375,7 @@ static pc_value *softmax_axis(ox_ctx *c, pc_value *x, int axis, sm_kind kind) {
     pc_value *io = iota(c, PC_i64, x->type.rank, x->type.dims, axis);
     return pc_convert(G, ox_binary(c, PC_OP_eq, io, am), x->type.dtype);
   }
-  pc_value *m = ox_reduce(c, PC_OP_reduce_max, x, 1, &ax, 1);
-  pc_value *z = ox_binary(c, PC_OP_sub, x, m);
-  pc_value *s = ox_reduce(c, PC_OP_reduce_sum, pc_exp(G, z), 1, &ax, 1);
-  if (kind == SM_LOG) return ox_binary(c, PC_OP_sub, z, pc_log(G, s));
-  return ox_binary(c, PC_OP_div, pc_exp(G, z), s);
+  return fc_softmax(G, x, ax, kind == SM_LOG);
 }
 
 static pc_status softmax_op(ox_ctx *c, sm_kind kind) {

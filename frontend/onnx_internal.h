@@ -2,6 +2,7 @@
 #ifndef PRIMC_ONNX_INTERNAL_H
 #define PRIMC_ONNX_INTERNAL_H
 
+#include "frontend/composite.h"
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "onnx.pb-c.h"

@@ -69,7 +69,8 @@ static pc_value *sum_last(ox_ctx *c, pc_value *x) {
   return acc;
 }
 
-/* softmax over the last axis; a row that is all -inf gives zeros (ONNX Attention reference) */
+/* softmax over the last axis; a row that is all -inf gives zeros and bf16 rows are summed in order
+ * (ONNX Attention reference), which is why this is not fc_softmax */
 static pc_value *safe_softmax(ox_ctx *c, pc_value *x) {
   if (!x) return NULL;
   int64_t ax = x->type.rank - 1;
@@ -345,9 +346,7 @@ pc_status ox_op_SoftmaxCrossEntropyLoss(ox_ctx *c) {
   pc_value *x = ox_in_req(c, 0), *t = ox_in_req(c, 1);
   if (!check_static(c, x) || !check_static(c, t) || !ox_require_float(c, x)) return ox_status(c);
   if (x->type.rank < 2) return ox_fail(c, PC_ERR_SHAPE, "input must be [N, C, d...]");
-  int64_t ax = 1;
-  pc_value *z = ox_binary(c, PC_OP_sub, x, ox_reduce(c, PC_OP_reduce_max, x, 1, &ax, 1));
-  pc_value *lp = ox_binary(c, PC_OP_sub, z, pc_log(G, ox_reduce(c, PC_OP_reduce_sum, pc_exp(G, z), 1, &ax, 1)));
+  pc_value *lp = fc_softmax(G, x, 1, 1);
   if (ox_out(c, 0, nll_loss(c, lp, t, ox_in(c, 2), 1)) != PC_OK) return ox_status(c);
   return ox_has_out(c, 1) ? ox_out(c, 1, lp) : ox_status(c);
 }

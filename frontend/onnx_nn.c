@@ -490,17 +490,10 @@ pc_status ox_op_GlobalLpPool(ox_ctx *c) {
 
 /* ---------------------------------------------------------------- normalization */
 
-/* mean and population variance of x over axes (kept as size-1 dims); *xc = x - mean */
+/* mean and population variance of x over axes (kept as size-1 dims); *xc = x - mean; x's shape must be static */
 static int moments(ox_ctx *c, pc_value *x, int n, const int64_t *axes, pc_value **mean, pc_value **var,
                    pc_value **xc) {
-  if (!check_static(c, x)) return 0;
-  double cnt = 1;
-  for (int i = 0; i < n; i++) cnt *= (double)x->type.dims[axes[i]];
-  double inv = cnt > 0 ? 1.0 / cnt : 0;
-  *mean = mul_s(c, ox_reduce(c, PC_OP_reduce_sum, x, n, axes, 1), inv);
-  *xc = ox_binary(c, PC_OP_sub, x, *mean);
-  *var = *xc ? mul_s(c, ox_reduce(c, PC_OP_reduce_sum, pc_mul(G, *xc, *xc), n, axes, 1), inv) : NULL;
-  return *var != NULL;
+  return check_static(c, x) && fc_moments(G, x, n, axes, mean, var, xc);
 }
 
 static pc_value *rsqrt_eps(ox_ctx *c, pc_value *var, double eps) { return var ? pc_rsqrt(G, add_s(c, var, eps)) : NULL; }
@@ -571,16 +564,16 @@ static pc_value *affine(ox_ctx *c, pc_value *y, pc_value *scale, pc_value *bias)
 }
 
 pc_status ox_op_LayerNormalization(ox_ctx *c) {
-  pc_value *x = ox_in_req(c, 0), *mean, *var, *xc;
+  pc_value *x = ox_in_req(c, 0), *mean = NULL;
   if (!ox_require_float(c, x)) return ox_status(c);
   int r = x->type.rank, ax = ox_axis(c, ox_attr_int(c, "axis", -1), r);
   if (ax < 0) return ox_status(c);
   int64_t axes[PC_MAX_RANK];
   for (int i = ax; i < r; i++) axes[i - ax] = i;
-  pc_value *xs = pc_convert(G, x, stash_dtype(c, x->type.dtype));
-  if (!moments(c, xs, r - ax, axes, &mean, &var, &xc)) return ox_status(c);
-  pc_value *inv = rsqrt_eps(c, var, ox_attr_float(c, "epsilon", 1e-5));
-  pc_value *y = pc_convert(G, ox_binary(c, PC_OP_mul, xc, inv), x->type.dtype);
+  pc_value *xs = pc_convert(G, x, stash_dtype(c, x->type.dtype)), *inv = NULL;
+  if (!check_static(c, xs)) return ox_status(c);
+  pc_value *y = pc_convert(G, fc_layer_norm(G, xs, r - ax, axes, ox_attr_float(c, "epsilon", 1e-5), &mean, &inv),
+                           x->type.dtype);
   ox_out(c, 0, affine(c, y, ox_in(c, 1), ox_in(c, 2)));
   if (ox_has_out(c, 1)) ox_out(c, 1, mean);
   if (ox_has_out(c, 2)) ox_out(c, 2, inv);

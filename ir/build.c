@@ -17,7 +17,7 @@
     return pc_build(g, PC_OP_##n, in, 3, NULL, 0);                     \
   }
 #define PC_DEF_OTHER(n)
-#define PRIM(name, n_in, n_out, kind, operands, result) PC_DEF_##kind(name)
+#define PRIM(name, n_in, n_out, kind, operands, result, fuse, inl) PC_DEF_##kind(name)
 #include "ir/prims.def"
 #undef PRIM
 

@@ -938,7 +938,7 @@ static pc_status infer_constant(ictx *c) {
 #define INFER_OTHER(name) infer_##name
 
 static const infer_fn infer_table[PC_OP_COUNT] = {
-#define PRIM(name, n_in, n_out, kind, operands, result) [PC_OP_##name] = INFER_##kind(name),
+#define PRIM(name, n_in, n_out, kind, operands, result, fuse, inl) [PC_OP_##name] = INFER_##kind(name),
 #include "ir/prims.def"
 #undef PRIM
 };

@@ -247,6 +247,7 @@ typedef struct ew_row {
   int nonzero_divisor;                      /* int operand 1 must not be 0 */
 } ew_row;
 
+PC_PRIMS_CHECKED(74); /* a row per UNARY/BINARY/TERNARY prim (run_elementwise) */
 static const ew_row ew_rows[PC_OP_COUNT] = {
     [PC_OP_neg] = {f_neg, i_neg, NULL, NULL, 0},
     [PC_OP_abs] = {f_abs, i_abs, NULL, u_abs, 0},
@@ -335,7 +336,7 @@ static pc_status run_elementwise(pc_ictx *c, const pc_node *n, const pc_tensor *
 #define PC_IOP_TERNARY(name) run_elementwise
 #define PC_IOP_OTHER(name) pc_iop_##name
 static const pc_iop_fn iop_table[PC_OP_COUNT] = {
-#define PRIM(name, n_in, n_out, kind, operands, result) [PC_OP_##name] = PC_IOP_##kind(name),
+#define PRIM(name, n_in, n_out, kind, operands, result, fuse, inl) [PC_OP_##name] = PC_IOP_##kind(name),
 #include "ir/prims.def"
 #undef PRIM
 };

@@ -21,7 +21,7 @@ typedef pc_status (*pc_iop_fn)(pc_ictx *c, const pc_node *n, const pc_tensor *in
 #define PC_IOP_DECL_BINARY(name)
 #define PC_IOP_DECL_TERNARY(name)
 #define PC_IOP_DECL_OTHER(name) pc_status pc_iop_##name(pc_ictx *c, const pc_node *n, const pc_tensor *in, pc_tensor *out);
-#define PRIM(name, n_in, n_out, kind, operands, result) PC_IOP_DECL_##kind(name)
+#define PRIM(name, n_in, n_out, kind, operands, result, fuse, inl) PC_IOP_DECL_##kind(name)
 #include "ir/prims.def"
 #undef PRIM
 

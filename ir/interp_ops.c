@@ -364,6 +364,7 @@ typedef struct reduce_row {
   int64_t (*u)(int64_t, int64_t);
 } reduce_row;
 
+PC_PRIMS_CHECKED(74); /* a row per reduce_* prim */
 static const reduce_row reduce_rows[PC_OP_COUNT] = {
     [PC_OP_reduce_sum] = {0.0, 0, sf_add, pc_iadd_wrap, 0, 0, pc_iadd_wrap},
     [PC_OP_reduce_prod] = {1.0, 1, sf_mul, pc_imul_wrap, 0, 1, pc_imul_wrap},

@@ -95,7 +95,7 @@ int pc_type_size_ok(const pc_type *t);
 /* ---------------------------------------------------------------- prims */
 
 typedef enum pc_op {
-#define PRIM(name, n_in, n_out, kind, operands, result) PC_OP_##name,
+#define PRIM(name, n_in, n_out, kind, operands, result, fuse, inl) PC_OP_##name,
 #include "prims.def"
 #undef PRIM
   PC_OP_COUNT
@@ -105,6 +105,16 @@ typedef enum pc_prim_kind { PC_KIND_UNARY, PC_KIND_BINARY, PC_KIND_TERNARY, PC_K
 typedef enum pc_operand_class { PC_CLS_ANY, PC_CLS_NUM, PC_CLS_FLOAT, PC_CLS_INT, PC_CLS_LOGIC } pc_operand_class;
 typedef enum pc_result_class { PC_RES_SAME, PC_RES_BOOL, PC_RES_SPECIAL } pc_result_class;
 
+/* op classes that fusion, memory planning and codegen read (prims.def's fuse column) */
+typedef enum pc_fuse_kind {
+  PC_FUSE_CONST,    /* no kernel */
+  PC_FUSE_ELEM,     /* elementwise, where, convert_element_type */
+  PC_FUSE_MOVE,     /* index remapping */
+  PC_FUSE_RED,      /* reduction over axes */
+  PC_FUSE_CONTRACT, /* dot_general, conv: a call with an elementwise epilogue */
+  PC_FUSE_ALONE,    /* a kernel of its own */
+} pc_fuse_kind;
+
 typedef struct pc_prim_info {
   const char *name;
   int n_in; /* -1: variadic */
@@ -112,11 +122,23 @@ typedef struct pc_prim_info {
   pc_prim_kind kind;
   pc_operand_class operands;
   pc_result_class result;
+  pc_fuse_kind fuse;
+  int inl; /* 1: computed where it is read (an expression of the loop indices), never stored */
 } pc_prim_info;
 
 const pc_prim_info *pc_prim(pc_op op);
 int pc_op_from_name(const char *name, pc_op *out); /* 1 if found */
 int pc_op_is_elementwise(pc_op op);                /* UNARY/BINARY/TERNARY kinds and where */
+pc_fuse_kind pc_op_fuse_kind(pc_op op);
+int pc_op_is_inline(pc_op op);
+
+/* Per-prim tables are generated from prims.def where every prim has an entry (names, inference, the
+ * interpreter's dispatch). A table written by hand that must decide an entry for every prim of some
+ * class (elementwise rows, reduction rows, codegen rules) states the prim count it was last checked
+ * against, so a new prim breaks the build there until someone decides its entry. Tables that are
+ * sparse on purpose (simplify's rewrite rules) say so instead. */
+#define PC_PRIMS_CHECKED(n) \
+  _Static_assert(PC_OP_COUNT == (n), "prims.def changed: decide the new prim's entry in this table, then raise the count")
 
 /* ---------------------------------------------------------------- attributes */
 
@@ -258,7 +280,7 @@ int pc_value_use_count(const pc_graph *g, const pc_value *v);
 #define PC_DECL_BINARY(n) pc_value *pc_##n(pc_graph *g, pc_value *a, pc_value *b);
 #define PC_DECL_TERNARY(n) pc_value *pc_##n(pc_graph *g, pc_value *a, pc_value *b, pc_value *c);
 #define PC_DECL_OTHER(n)
-#define PRIM(name, n_in, n_out, kind, operands, result) PC_DECL_##kind(name)
+#define PRIM(name, n_in, n_out, kind, operands, result, fuse, inl) PC_DECL_##kind(name)
 #include "prims.def"
 #undef PRIM
 

@@ -16,9 +16,12 @@ static const dtype_row dtype_rows[PC_DTYPE_COUNT] = {
 #undef PC_DTYPE
 };
 
+enum { PC_INL_INLINE = 1, PC_INL_STORED = 0 };
+
 static const pc_prim_info prim_rows[PC_OP_COUNT] = {
-#define PRIM(name, n_in, n_out, kind, operands, result) \
-  [PC_OP_##name] = {#name, n_in, n_out, PC_KIND_##kind, PC_CLS_##operands, PC_RES_##result},
+#define PRIM(name, n_in, n_out, kind, operands, result, fuse, inl)                                  \
+  [PC_OP_##name] = {#name, n_in, n_out, PC_KIND_##kind, PC_CLS_##operands, PC_RES_##result,          \
+                    PC_FUSE_##fuse, PC_INL_##inl},
 #include "ir/prims.def"
 #undef PRIM
 };
@@ -75,6 +78,10 @@ int pc_op_is_elementwise(pc_op op) {
   const pc_prim_info *p = pc_prim(op);
   return p && (p->kind != PC_KIND_OTHER || op == PC_OP_where);
 }
+
+pc_fuse_kind pc_op_fuse_kind(pc_op op) { return (unsigned)op < PC_OP_COUNT ? prim_rows[op].fuse : PC_FUSE_ALONE; }
+
+int pc_op_is_inline(pc_op op) { return (unsigned)op < PC_OP_COUNT && prim_rows[op].inl; }
 
 pc_type pc_type_make(pc_dtype dt, int rank, const int64_t *dims) {
   pc_type t;

@@ -11,32 +11,12 @@
  * of the same shape (softmax, layer norm: one pass over the row); a group with
  * a contraction (dot_general, conv) holds it plus an elementwise epilogue over
  * its result's shape; gather, scatter, sort, topk, fft, nonzero, random, cumsum
- * and bitcast stand alone. Groups are greedy unions along producer->consumer
+ * and bitcast stand alone. Each prim's class is the fuse column of
+ * ir/prims.def. Groups are greedy unions along producer->consumer
  * edges in topological order, refused when the union would break a rule or
  * make the group graph cyclic. Cheap index maps of constants and inputs
  * (broadcast_in_dim of a bias, iota) are cloned per consumer first, so each
  * consumer recomputes them instead of reading a materialized copy. */
-
-typedef enum fkind { FK_CONST, FK_ELEM, FK_MOVE, FK_RED, FK_CONTRACT, FK_ALONE } fkind;
-
-static const unsigned char kind_table[PC_OP_COUNT] = {
-    [PC_OP_constant] = FK_CONST,
-    [PC_OP_convert_element_type] = FK_ELEM,
-    [PC_OP_broadcast_in_dim] = FK_MOVE, [PC_OP_reshape] = FK_MOVE, [PC_OP_transpose] = FK_MOVE,
-    [PC_OP_slice] = FK_MOVE,            [PC_OP_pad] = FK_MOVE,     [PC_OP_concatenate] = FK_MOVE,
-    [PC_OP_rev] = FK_MOVE,              [PC_OP_iota] = FK_MOVE,
-    [PC_OP_reduce_sum] = FK_RED,        [PC_OP_reduce_prod] = FK_RED, [PC_OP_reduce_max] = FK_RED,
-    [PC_OP_reduce_min] = FK_RED,        [PC_OP_argmax] = FK_RED,   [PC_OP_argmin] = FK_RED,
-    [PC_OP_dot_general] = FK_CONTRACT,  [PC_OP_conv] = FK_CONTRACT,
-    [PC_OP_gather] = FK_ALONE,          [PC_OP_scatter] = FK_ALONE, [PC_OP_sort] = FK_ALONE,
-    [PC_OP_topk] = FK_ALONE,            [PC_OP_fft] = FK_ALONE,    [PC_OP_nonzero] = FK_ALONE,
-    [PC_OP_random] = FK_ALONE,          [PC_OP_cumsum] = FK_ALONE, [PC_OP_bitcast] = FK_ALONE,
-};
-
-static fkind kind_of(pc_op op) {
-  if (pc_op_is_elementwise(op) || op == PC_OP_where) return FK_ELEM;
-  return (fkind)kind_table[op];
-}
 
 static const char *opname(const pc_node *n) { return pc_prim(n->op)->name; }
 
@@ -45,7 +25,7 @@ static const char *opname(const pc_node *n) { return pc_prim(n->op)->name; }
 /* an index map of something already in memory: recomputing it is a load */
 static int cheap(const pc_node *n) {
   if (n->op == PC_OP_iota) return 1;
-  if (kind_of(n->op) != FK_MOVE || n->n_in != 1 || n->op == PC_OP_pad) return 0;
+  if (pc_op_fuse_kind(n->op) != PC_FUSE_MOVE || n->n_in != 1 || n->op == PC_OP_pad) return 0;
   const pc_node *p = n->in[0]->producer;
   return !p || p->op == PC_OP_constant;
 }
@@ -153,13 +133,13 @@ static int gather_reads_in_place(const pc_node *p, const pc_node *c) {
 
 /* the rule for the edge alone, from the two prims' kinds */
 static const char *edge_rule(pc_graph *g, const pc_node *p, const pc_node *c) {
-  fkind kp = kind_of(p->op), kc = kind_of(c->op);
+  pc_fuse_kind kp = pc_op_fuse_kind(p->op), kc = pc_op_fuse_kind(c->op);
   if (gather_reads_in_place(p, c)) return NULL;
-  if (kp == FK_ALONE) return pc_strfmt(g, "%s is kept alone", opname(p));
-  if (kc == FK_ALONE) return pc_strfmt(g, "%s is kept alone", opname(c));
-  if (kc == FK_CONTRACT) return pc_strfmt(g, "%s reads its operands from memory (no prologue fusion)", opname(c));
-  if (kp == FK_CONTRACT && kc != FK_ELEM) return pc_strfmt(g, "only elementwise epilogues fuse into %s", opname(p));
-  if (c->op == PC_OP_reshape && (kp == FK_ELEM || kp == FK_MOVE) && !reshape_splits(c))
+  if (kp == PC_FUSE_ALONE) return pc_strfmt(g, "%s is kept alone", opname(p));
+  if (kc == PC_FUSE_ALONE) return pc_strfmt(g, "%s is kept alone", opname(c));
+  if (kc == PC_FUSE_CONTRACT) return pc_strfmt(g, "%s reads its operands from memory (no prologue fusion)", opname(c));
+  if (kp == PC_FUSE_CONTRACT && kc != PC_FUSE_ELEM) return pc_strfmt(g, "only elementwise epilogues fuse into %s", opname(p));
+  if (c->op == PC_OP_reshape && (kp == PC_FUSE_ELEM || kp == PC_FUSE_MOVE) && !reshape_splits(c))
     return pc_strdup(g, "reshape merges dims: not an affine index map of its operand");
   return NULL;
 }
@@ -188,7 +168,7 @@ static const char *reduction_clash(fuser *F, int ga, int gb) {
   if (r < 0) return NULL;
   for (int pass = 0; pass < 2; pass++)
     FOR_MEMBERS(F, pass ? gb : ga, m) {
-      if (kind_of(N[m]->op) != FK_RED || same_reduction(N[r], N[m])) continue;
+      if (pc_op_fuse_kind(N[m]->op) != PC_FUSE_RED || same_reduction(N[r], N[m])) continue;
       return pc_strfmt(F->g, "%s over %s and %s over %s reduce different spaces", opname(N[r]),
                        type_str(F->g, &N[r]->in[0]->type), opname(N[m]), type_str(F->g, &N[m]->in[0]->type));
     }
@@ -206,7 +186,7 @@ static const char *contraction_clash(fuser *F, int ga, int gb) {
   const pc_type *t = &anchor->out[0]->type;
   for (int pass = 0; pass < 2; pass++)
     FOR_MEMBERS(F, pass ? gb : ga, m) {
-      if (N[m] == anchor || kind_of(N[m]->op) == FK_CONST) continue;
+      if (N[m] == anchor || pc_op_fuse_kind(N[m]->op) == PC_FUSE_CONST) continue;
       if (!same_dims(&N[m]->out[0]->type, t))
         return pc_strfmt(F->g, "%s is over %s, not the %s result's %s", opname(N[m]), type_str(F->g, &N[m]->out[0]->type),
                          opname(anchor), type_str(F->g, t));
@@ -314,7 +294,7 @@ static void decide(fuser *F) {
   pc_node **N = F->g->nodes;
   for (int i = 0; i < F->n; i++) {
     const pc_node *c = N[i];
-    if (kind_of(c->op) == FK_CONST) continue;
+    if (pc_op_fuse_kind(c->op) == PC_FUSE_CONST) continue;
     for (int k = 0; k < c->n_in; k++) {
       const pc_node *p = c->in[k]->producer;
       if (!p || p->op == PC_OP_constant || grp(F, p) == grp(F, c)) continue;
@@ -451,8 +431,8 @@ static pc_status fuser_init(fuser *F, pc_graph *g) {
     pc_node *c = g->nodes[i];
     F->parent[i] = F->tail[i] = F->maxpos[i] = i;
     F->next[i] = -1;
-    F->contract[i] = kind_of(c->op) == FK_CONTRACT ? i : -1;
-    F->red[i] = kind_of(c->op) == FK_RED ? i : -1;
+    F->contract[i] = pc_op_fuse_kind(c->op) == PC_FUSE_CONTRACT ? i : -1;
+    F->red[i] = pc_op_fuse_kind(c->op) == PC_FUSE_RED ? i : -1;
     F->size[i] = 1;
     c->group = -1;
     F->reason[i] = pc_alloc(g, sizeof(const char *) * (size_t)(c->n_in + 1));

@@ -9,8 +9,8 @@
  *   computed by a kernel is written in place as OUTPUT; an output that is an
  *   input, a constant or listed twice keeps its storage and codegen copies it.
  * - FUSED: computed inline where it is read, never stored: every reader is in
- *   the producer's group, the producer is an inline prim (elementwise, convert,
- *   index maps) and every reader is inline too, a reduction (its prologue) or a
+ *   the producer's group, the producer is an inline prim (prims.def's inline
+ *   column: elementwise, convert, index maps) and every reader is inline too, a reduction (its prologue) or a
  *   gather reading it as its table.
  *   Everything else (results of reductions, contractions, pad, concatenate and
  *   the lone prims, and their operands) is materialized in the WORKSPACE.
@@ -22,22 +22,9 @@
 
 #define ALIGN 64
 
-static int inline_op(pc_op op) {
-  static const unsigned char maps[PC_OP_COUNT] = {
-      [PC_OP_convert_element_type] = 1, [PC_OP_broadcast_in_dim] = 1, [PC_OP_transpose] = 1, [PC_OP_slice] = 1,
-      [PC_OP_rev] = 1, [PC_OP_reshape] = 1, [PC_OP_iota] = 1,
-  };
-  return pc_op_is_elementwise(op) || op == PC_OP_where || maps[op];
-}
-
-static int reduction_op(pc_op op) {
-  return op == PC_OP_reduce_sum || op == PC_OP_reduce_prod || op == PC_OP_reduce_max || op == PC_OP_reduce_min ||
-         op == PC_OP_argmax || op == PC_OP_argmin;
-}
-
-static int elementwise_op(pc_op op) {
-  return pc_op_is_elementwise(op) || op == PC_OP_where || op == PC_OP_convert_element_type;
-}
+/* op classes are prims.def's fuse and inline columns */
+static int reduction_op(pc_op op) { return pc_op_fuse_kind(op) == PC_FUSE_RED; }
+static int elementwise_op(pc_op op) { return pc_op_fuse_kind(op) == PC_FUSE_ELEM; }
 
 /* bytes of v with symbolic dims at their bound; -1 when a dim is unbounded */
 static int64_t value_bytes(const pc_graph *g, const pc_value *v) {
@@ -112,7 +99,7 @@ static void classify(pc_graph *g) {
       const pc_node *p = v->producer;
       int same = p && p->group >= 0 && p->group == n->group;
       int table = n->op == PC_OP_gather && k == 0; /* fused in by fuse.c: read in place (primc_k_gather_strided) */
-      if (!same || !(inline_op(n->op) || reduction_op(n->op) || table)) inl[v->id] = 0;
+      if (!same || !(pc_op_is_inline(n->op) || reduction_op(n->op) || table)) inl[v->id] = 0;
     }
   }
   for (int i = 0; i < g->n_nodes; i++) {
@@ -122,7 +109,7 @@ static void classify(pc_graph *g) {
       v->offset = 0;
       if (n->op == PC_OP_constant) v->storage = PC_STORE_CONST;
       else if (is_output(g, v)) v->storage = PC_STORE_OUTPUT;
-      else if (n->group >= 0 && inline_op(n->op) && n->n_out == 1 && inl[v->id]) v->storage = PC_STORE_FUSED;
+      else if (n->group >= 0 && pc_op_is_inline(n->op) && n->n_out == 1 && inl[v->id]) v->storage = PC_STORE_FUSED;
       else v->storage = PC_STORE_WORKSPACE;
     }
   }
@@ -161,7 +148,7 @@ static int inplace_ok(const pc_graph *g, const liveness *L, int lo, int hi, int 
     const pc_node *n = g->nodes[i];
     if (L->step[i] != t || n == u->producer) continue;
     int elem = elementwise_op(n->op);
-    if (!elem && !(inline_op(n->op) && n->n_in == 1 && !in_kernel(L, n->in[0], t))) return 0;
+    if (!elem && !(pc_op_is_inline(n->op) && n->n_in == 1 && !in_kernel(L, n->in[0], t))) return 0;
     for (int k = 0; k < n->n_in; k++)
       if (n->in[k] == u && !elem) return 0;
     for (int k = 0; k < n->n_out; k++) {

@@ -256,6 +256,7 @@ static pc_value *r_dot(pc_graph *g, pc_node *n) {
   return d;
 }
 
+/* sparse on purpose: NULL means no rewrite for that prim, so a new prim needs nothing here */
 static const rule_fn rules[PC_OP_COUNT] = {
     [PC_OP_mul] = r_mul,           [PC_OP_div] = r_div,         [PC_OP_add] = r_add,
     [PC_OP_sub] = r_sub,           [PC_OP_neg] = r_neg,         [PC_OP_transpose] = r_transpose,

@@ -2,6 +2,8 @@
 #include "ir/ir.h"
 #include "tests/test.h"
 
+#include <string.h>
+
 PC_TEST(dtype_table) {
   pc_dtype t;
   CHECK(pc_dtype_from_name("bf16", &t) && t == PC_bf16);
@@ -19,6 +21,48 @@ PC_TEST(prim_table) {
   CHECK_INT(pc_prim(PC_OP_sort)->n_out, 2);
   CHECK(pc_op_is_elementwise(PC_OP_where) && pc_op_is_elementwise(PC_OP_exp));
   CHECK(!pc_op_is_elementwise(PC_OP_reduce_sum));
+}
+
+/* the names of the prims of fuse kind k (and inline or not, inl >= 0), in table order */
+static void class_names(pc_fuse_kind k, int inl, char *buf, size_t n) {
+  buf[0] = 0;
+  for (int i = 0; i < PC_OP_COUNT; i++) {
+    if (pc_op_fuse_kind((pc_op)i) != k || (inl >= 0 && pc_op_is_inline((pc_op)i) != inl)) continue;
+    if (buf[0]) strncat(buf, " ", n - strlen(buf) - 1);
+    strncat(buf, pc_prim((pc_op)i)->name, n - strlen(buf) - 1);
+  }
+}
+
+/* prims.def's fuse and inline columns agree with the prim kinds, and each class holds what fusion,
+ * memplan and codegen were written for (a new prim must be placed on purpose) */
+PC_TEST(prim_table_op_classes) {
+  for (int i = 0; i < PC_OP_COUNT; i++) {
+    pc_op op = (pc_op)i;
+    const pc_prim_info *p = pc_prim(op);
+    pc_fuse_kind k = pc_op_fuse_kind(op);
+    CHECK_MSG(k >= PC_FUSE_CONST && k <= PC_FUSE_ALONE, "%s: fuse kind %d", p->name, (int)k);
+    CHECK_MSG(p->fuse == k && p->inl == pc_op_is_inline(op), "%s: accessors disagree with the row", p->name);
+    if (pc_op_is_elementwise(op)) CHECK_MSG(k == PC_FUSE_ELEM, "%s is elementwise but not ELEM", p->name);
+    if (k == PC_FUSE_ELEM)
+      CHECK_MSG(pc_op_is_elementwise(op) || op == PC_OP_convert_element_type, "%s: ELEM but not elementwise", p->name);
+    if (k == PC_FUSE_ELEM) CHECK_MSG(pc_op_is_inline(op), "%s: ELEM must be INLINE", p->name);
+    if (pc_op_is_inline(op)) CHECK_MSG(k == PC_FUSE_ELEM || k == PC_FUSE_MOVE, "%s: INLINE but not ELEM/MOVE", p->name);
+    if (pc_op_is_inline(op)) CHECK_MSG(p->n_out == 1, "%s: INLINE with %d results", p->name, p->n_out);
+  }
+  CHECK(!pc_op_is_inline(PC_OP_COUNT) && pc_op_fuse_kind(PC_OP_COUNT) == PC_FUSE_ALONE);
+  char buf[512];
+  class_names(PC_FUSE_MOVE, 1, buf, sizeof buf);
+  CHECK_STR(buf, "broadcast_in_dim reshape transpose slice rev iota");
+  class_names(PC_FUSE_MOVE, 0, buf, sizeof buf);
+  CHECK_STR(buf, "pad concatenate");
+  class_names(PC_FUSE_RED, -1, buf, sizeof buf);
+  CHECK_STR(buf, "reduce_sum reduce_prod reduce_max reduce_min argmax argmin");
+  class_names(PC_FUSE_CONTRACT, -1, buf, sizeof buf);
+  CHECK_STR(buf, "dot_general conv");
+  class_names(PC_FUSE_ALONE, -1, buf, sizeof buf);
+  CHECK_STR(buf, "bitcast gather scatter cumsum fft sort topk random nonzero");
+  class_names(PC_FUSE_CONST, -1, buf, sizeof buf);
+  CHECK_STR(buf, "constant");
 }
 
 /* known IEEE binary16 encodings (from the IEEE 754 tables) */
