@@ -234,7 +234,12 @@ static int snapshot(primc_model *m, const pc_graph *g) {
         t->dims[d] = t->lo[d] = t->hi[d] = x;
         if (!PC_DIM_IS_SYM(x)) continue;
         const pc_sym *s = &g->syms[PC_DIM_SYM_ID(x)];
-        t->dims[d] = -1, t->lo[d] = s->lo, t->hi[d] = s->hi;
+        t->lo[d] = s->lo, t->hi[d] = s->hi;
+        if (s->lo == s->hi) { /* a text graph's symbol fixed by a dim binding */
+          t->dims[d] = s->lo;
+          continue;
+        }
+        t->dims[d] = -1;
         if (!(t->dim_names[d] = strdup(s->name ? s->name : "?"))) return 0;
       }
     }
