@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* the public codes are pc_status's, plus USAGE: a cast maps one to the other */
 _Static_assert(PRIMC_STATUS_PARSE == (int)PC_ERR_PARSE && PRIMC_STATUS_UNSUPPORTED == (int)PC_ERR_UNSUPPORTED &&
@@ -49,7 +51,7 @@ struct primc_model {
   char *dir;
   pc_graph *g; /* imported and not yet lowered; NULL once a compile has used it */
   /* read when compiling */
-  int opt_level, unfused, weights_external, profile;
+  int opt_level, unfused, weights_external, profile, cuda_graphs;
   primc_target target;
   char *cpu, *triple, *gpu_arch, *name, *runtime_dir;
   api_tensor *io[2];
@@ -333,6 +335,12 @@ primc_status primc_model_set_profile(primc_model *m, int profile) {
   return PRIMC_STATUS_OK;
 }
 
+primc_status primc_model_set_cuda_graphs(primc_model *m, int cuda_graphs) {
+  NEED_M(m);
+  m->cuda_graphs = !!cuda_graphs;
+  return PRIMC_STATUS_OK;
+}
+
 primc_status primc_model_set_name(primc_model *m, const char *name) {
   NEED_M(m);
   if (name) {
@@ -389,10 +397,54 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   co.gpu_arch = m->gpu_arch;
   co.target = (pc_target)m->target;
   co.profile = m->profile;
+  co.cuda_graphs = m->cuda_graphs;
   if (s == PC_OK) s = pc_codegen(g, &co);
   primc_status r = s == PC_OK ? PRIMC_STATUS_OK : fail_graph(m, g, s);
   pc_graph_free(g);
   return r;
+}
+
+void primc_free(void *p) { free(p); }
+
+/* the whole file at path into a malloc'ed buffer */
+static primc_status slurp(primc_model *m, const char *path, void **data, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return fail(m, PRIMC_STATUS_IO, "cannot read %s back", path);
+  struct stat st;
+  char *buf = NULL;
+  int ok = fstat(fileno(f), &st) == 0 && (buf = malloc((size_t)st.st_size + 1)) &&
+           fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size;
+  fclose(f);
+  if (!ok) {
+    primc_status s = buf ? PRIMC_STATUS_IO : PRIMC_STATUS_NOMEM;
+    free(buf);
+    return fail(m, s, "cannot read %s back", path);
+  }
+  buf[st.st_size] = 0; /* text outputs read as strings */
+  *data = buf;
+  *size = (size_t)st.st_size;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_compile_to_memory(primc_model *m, primc_emit emit, void **data, size_t *size) {
+  NEED_M(m);
+  if (!data || !size) return fail(m, PRIMC_STATUS_USAGE, "no place for the result");
+  *data = NULL, *size = 0;
+  if (m->weights_external) return fail(m, PRIMC_STATUS_USAGE, "weights in a side file cannot come back in memory");
+  static const char *const ext[] = {"", ".o", ".so", ".ll", ".s", ".cu"};
+  if ((unsigned)emit > PRIMC_EMIT_CUDA) return fail(m, PRIMC_STATUS_USAGE, "emit kind %d is not 0..5", (int)emit);
+  const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char dir[4096], path[4200], aux[4200];
+  snprintf(dir, sizeof dir, "%s/primc-XXXXXX", tmp);
+  if (!mkdtemp(dir)) return fail(m, PRIMC_STATUS_IO, "cannot make a directory in %s: %s", tmp, strerror(errno));
+  snprintf(path, sizeof path, "%s/model%s", dir, ext[emit]);
+  primc_status s = primc_model_compile(m, emit, path);
+  if (s == PRIMC_STATUS_OK) s = slurp(m, path, data, size);
+  unlink(path);
+  snprintf(aux, sizeof aux, "%s/model.h", dir); /* the header of obj and lib */
+  unlink(aux);
+  rmdir(dir);
+  return s;
 }
 
 /* ---------------------------------------------------------------- queries */

@@ -13,7 +13,8 @@
  *   primc_model_free(m);
  *
  * What is compiled is described by the header it writes beside the output (NAME.h for --emit obj / lib):
- * NAME_run(inputs, outputs, workspace), NAME_workspace_size, NAME_output_dims, NAME_load_weights. */
+ * NAME_run(inputs, outputs, workspace), NAME_workspace_size, NAME_output_dims, NAME_load_weights. Compiled
+ * code sizes its thread pool at its first parallel kernel from $PRIMC_NUM_THREADS (default: every CPU). */
 #ifndef PRIMC_H
 #define PRIMC_H
 
@@ -111,6 +112,8 @@ primc_status primc_model_set_weights_external(primc_model *m, int external);
 /* the C prefix of the entry points (NAME_run...): a C identifier; NULL: from the output's file name */
 primc_status primc_model_set_name(primc_model *m, const char *name);
 primc_status primc_model_set_profile(primc_model *m, int profile); /* a per-kernel timer in the output */
+/* CUDA executables replay the model as one captured CUDA graph */
+primc_status primc_model_set_cuda_graphs(primc_model *m, int cuda_graphs);
 /* where libprimc_rt.a is, to link executables and shared libraries; NULL (default): libprimc.so's
  * own directory */
 primc_status primc_model_set_runtime_dir(primc_model *m, const char *dir);
@@ -118,6 +121,11 @@ primc_status primc_model_set_runtime_dir(primc_model *m, const char *dir);
 /* ---- compiling: after a load; may be called several times (each compile reads the model again) */
 
 primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *path);
+/* the same into memory: *data (free it with primc_free) holds what the file would, *size its bytes; the
+ * header of obj / lib is not kept, and weights in a side file are refused. Files are written to a private
+ * directory under $TMPDIR (default /tmp) and removed. */
+primc_status primc_model_compile_to_memory(primc_model *m, primc_emit emit, void **data, size_t *size);
+void primc_free(void *p);
 
 /* ---- inputs and outputs of the loaded model (after a load; an index out of range gives NULL / -1) */
 

@@ -29,6 +29,7 @@ def _parser():
     c.add_argument("--cpu")
     c.add_argument("--triple")
     c.add_argument("--gpu-arch")
+    c.add_argument("--cuda-graphs", action="store_true")
     i = sub.add_parser("inputs", help="list a model's inputs and outputs")
     i.add_argument("model")
     i.add_argument("--dim", action="append", default=[], metavar="NAME=N")
@@ -45,7 +46,8 @@ def main(argv=None):
         if a.cmd == "compile":
             compile_file(a.model, a.output, emit=a.emit, dims=a.dim, opt_level=a.opt_level, target=a.target,
                          name=a.name, weights_external=a.weights == "external", unfused=a.unfused,
-                         profile=a.profile, cpu=a.cpu, triple=a.triple, gpu_arch=a.gpu_arch)
+                         profile=a.profile, cpu=a.cpu, triple=a.triple, gpu_arch=a.gpu_arch,
+                         cuda_graphs=a.cuda_graphs)
             return 0
         if a.cmd == "inputs":
             ins, outs = info(a.model, dims=a.dim)

@@ -267,3 +267,15 @@ def test_primc_lib_env_is_not_silently_ignored(tmp_path):
     r = subprocess.run([sys.executable, "-c", "import primc; primc.version()"], env=env, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode != 0 and "PRIMC_LIB" in r.stderr
+
+
+def test_cuda_target_compiles_to_a_file(tmp_path):
+    so = str(tmp_path / "cumlp.so")
+    try:
+        primc.compile_file(MLP, so, emit="lib", target="cuda")
+    except primc.Error as e:
+        if "nvrtc" in str(e).lower() and "load" in str(e).lower():  # as the unit tests: no NVRTC library here
+            pytest.skip(str(e))
+        raise
+    header = (tmp_path / "cumlp.h").read_text()
+    assert "int cumlp_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream);" in header

@@ -135,3 +135,23 @@ PC_TEST(api_compile_twice_and_run) {
   if (lib) dlclose(lib);
   unlink(so), unlink(obj), unlink(hdr);
 }
+
+PC_TEST(api_compile_to_memory) {
+  char path[4096];
+  primc_model *m = primc_model_new();
+  CHECK_INT(primc_model_load_file(m, src_path("models/mlp/model.onnx", path, sizeof path)), PRIMC_STATUS_OK);
+  void *data = NULL;
+  size_t size = 0;
+  if (!CHECK_INT(primc_model_compile_to_memory(m, PRIMC_EMIT_OBJ, &data, &size), PRIMC_STATUS_OK))
+    printf("  %s\n", primc_model_error(m));
+  CHECK(size > 100000 && data && !memcmp(data, "\177ELF", 4)); /* an ELF object with the weights inside */
+  primc_free(data);
+  CHECK_INT(primc_model_set_name(m, "memmlp"), PRIMC_STATUS_OK);
+  CHECK_INT(primc_model_compile_to_memory(m, PRIMC_EMIT_LLVM, &data, &size), PRIMC_STATUS_OK);
+  CHECK(data && strstr((const char *)data, "memmlp_run") && strlen((const char *)data) == size);
+  primc_free(data);
+  CHECK_INT(primc_model_set_weights_external(m, 1), PRIMC_STATUS_OK);
+  CHECK_INT(primc_model_compile_to_memory(m, PRIMC_EMIT_OBJ, &data, &size), PRIMC_STATUS_USAGE);
+  CHECK(data == NULL && size == 0);
+  primc_model_free(m);
+}
