@@ -274,7 +274,7 @@ def test_cuda_target_compiles_to_a_file(tmp_path):
     try:
         primc.compile_file(MLP, so, emit="lib", target="cuda")
     except primc.Error as e:
-        if "nvrtc" in str(e).lower() and "load" in str(e).lower():  # as the unit tests: no NVRTC library here
+        if "NVRTC not found" in str(e):  # as the unit tests: no NVRTC library on this machine
             pytest.skip(str(e))
         raise
     header = (tmp_path / "cumlp.h").read_text()
