@@ -236,7 +236,15 @@ def _dlopen(path, tmp_dirs):
     return ctypes.CDLL(real, mode=os.RTLD_LOCAL)
 
 
-def _cleanup(dirs):
+def _cleanup(dirs, handles=()):
+    # dlclose: a model's code and weights leave the process with its module (the runtime's pool joins its
+    # threads when the library unloads); ctypes itself never unloads a library
+    for h in handles:
+        try:
+            import _ctypes
+            _ctypes.dlclose(h)
+        except (ImportError, OSError):
+            pass
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -251,8 +259,10 @@ class Module:
         self.path, self.name = path, name
         self.inputs, self.outputs = list(inputs), list(outputs)
         self._tmp = [_remove_dir] if _remove_dir else []
-        self._finalizer = weakref.finalize(self, _cleanup, self._tmp)
+        self._handles = []
+        self._finalizer = weakref.finalize(self, _cleanup, self._tmp, self._handles)
         self._lib = _lib if _lib is not None else _dlopen(path, self._tmp)
+        self._handles.append(self._lib._handle)
         try:
             self._run_fn = self._lib[name + "_run"]
             self._dims_fn = self._lib[name + "_output_dims"]

@@ -198,14 +198,21 @@ def test_out_dir_external_weights_and_recompiling_in_place(tmp_path):
     close(m(x), want)  # the first module still runs its own code
 
 
-def test_temp_dir_removed_with_the_module():
-    m = primc.compile(MLP)
-    d = os.path.dirname(m.path)
-    assert os.path.isdir(d)
+def mapped(path):
+    with open("/proc/self/maps") as f:
+        return any(line.rstrip().endswith(path) or line.rstrip().endswith(path + " (deleted)") for line in f)
+
+
+def test_module_unloads_and_removes_its_temp_dir():
+    m = primc.compile(MLP, threads=2)
+    m(np.load(os.path.join(SRC, "models", "mlp", "input.npy")))
+    d, path = os.path.dirname(m.path), m.path
+    assert os.path.isdir(d) and mapped(path)
     del m
     import gc
     gc.collect()
     assert not os.path.exists(d)
+    assert not mapped(path)  # dlclose'd, its thread pool stopped first
 
 
 def test_threads_do_not_change_results():
