@@ -87,7 +87,8 @@ $(ONNX_PROTO): | $(SETUP_STAMP)
 # (codegen/package.c, tests/embed/run.sh), so compiled models run instrumented too
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 check-asan: | $(SETUP_STAMP)
-	$(MAKE) B=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" build-asan/test_primc build-asan/primc build-asan/libprimc_rt.a
+	$(MAKE) B=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" build-asan/test_primc build-asan/primc build-asan/libprimc_rt.a \
+	  build-asan/libprimc.so
 	B=build-asan PRIMC_LDFLAGS="$(ASAN_FLAGS)" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  bash tests/run.sh
 
