@@ -16,7 +16,7 @@ LLVM_LDFLAGS = $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null)
 ALL_CFLAGS := $(WARN) $(CFLAGS) $(SAN) -fPIC -D_GNU_SOURCE -I. -I$(GEN) -I/usr/local/cuda/include
 LIBS     = $(LLVM_LDFLAGS) -lprotobuf-c -lopenblas -lm -ldl -lpthread
 
-LIB_SRC := $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c)
+LIB_SRC := $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c api/*.c)
 RT_SRC  := $(wildcard runtime/*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := tests/test_main.c $(wildcard tests/unit/*.c)
@@ -27,7 +27,7 @@ TOOL_OBJ := $(TOOL_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 
 .PHONY: all setup test demo clean conformance fuzz check-asan models bench test-large
-all: $(B)/primc $(B)/libprimc_rt.a $(B)/test_primc
+all: $(B)/primc $(B)/libprimc_rt.a $(B)/test_primc $(B)/libprimc.so
 
 setup: $(SETUP_STAMP)
 $(SETUP_STAMP): tools/setup.sh
@@ -53,6 +53,13 @@ $(B)/libprimc.a: $(LIB_OBJ)
 $(B)/libprimc_rt.a: $(RT_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# the public C API (include/primc.h) as a shared library: api.o pulls in what it needs of the compiler and the
+# runtime (codegen packs weights with the runtime's GEMM); the version script exports only the primc_model_*
+# and other names of include/primc.h, so the runtime inside stays private to it
+$(B)/libprimc.so: $(B)/api/api.o $(B)/libprimc.a $(B)/libprimc_rt.a api/libprimc.map
+	$(CC) $(SAN) -shared -o $@ -Wl,--version-script=api/libprimc.map -Wl,-soname,libprimc.so $(B)/api/api.o \
+	  $(B)/libprimc.a $(B)/libprimc_rt.a $(LIBS)
 
 $(B)/primc: $(TOOL_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a
 	$(CC) $(SAN) -o $@ $(TOOL_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a $(LIBS)
@@ -80,7 +87,8 @@ $(ONNX_PROTO): | $(SETUP_STAMP)
 # (codegen/package.c, tests/embed/run.sh), so compiled models run instrumented too
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 check-asan: | $(SETUP_STAMP)
-	$(MAKE) B=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" build-asan/test_primc build-asan/primc build-asan/libprimc_rt.a
+	$(MAKE) B=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" build-asan/test_primc build-asan/primc build-asan/libprimc_rt.a \
+	  build-asan/libprimc.so
 	B=build-asan PRIMC_LDFLAGS="$(ASAN_FLAGS)" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  bash tests/run.sh
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # tools/setup.sh: installs what primc builds and tests with; does nothing when all is present.
+# Python test deps: onnx, onnxruntime, numpy; pytest for python/tests; wheel, so that `pip install
+# --no-build-isolation ./python` (tests/suites/python.sh) builds without the network.
 # Usage: tools/setup.sh [models] [bench]
 #   models: Debian's python3-torch and python3-torchvision (torch 1.13 for /usr/bin/python3) to export the zoo
 #   bench:  PyPI's torch and torchvision (2.x, torch.compile; several GB) and matplotlib, the benchmark peers
 set -euo pipefail
 
 apt_pkgs=(llvm-19-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev libonnx-dev)
-py_pkgs=(onnx onnxruntime numpy)
+py_pkgs=(onnx onnxruntime numpy pytest wheel)
 for extra in "$@"; do
   case $extra in
   models) apt_pkgs+=(python3-torch python3-torchvision) ;;

@@ -1,0 +1,493 @@
+/* api/api.c: the public C API of include/primc.h, a thin layer over frontend, passes and codegen. */
+#include "include/primc.h"
+
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* the public codes are pc_status's, plus USAGE: a cast maps one to the other */
+_Static_assert(PRIMC_STATUS_PARSE == (int)PC_ERR_PARSE && PRIMC_STATUS_UNSUPPORTED == (int)PC_ERR_UNSUPPORTED &&
+                   PRIMC_STATUS_INTERNAL == (int)PC_ERR_INTERNAL,
+               "primc_status mirrors pc_status");
+_Static_assert(PRIMC_EMIT_CUDA == (int)PC_EMIT_CUDA && PRIMC_TARGET_CUDA == (int)PC_TARGET_CUDA,
+               "primc_emit and primc_target mirror codegen's enums");
+
+#define API_MAX_NAME 200 /* package.c holds the entry point prefix in 256 bytes, with suffixes */
+
+typedef struct api_dim {
+  char *name;
+  int64_t lo, hi;
+} api_dim;
+
+/* what the queries report, copied at load so a compile may consume the graph */
+typedef struct api_tensor {
+  char *name;
+  int dtype, rank;
+  int64_t dims[PC_MAX_RANK], lo[PC_MAX_RANK], hi[PC_MAX_RANK];
+  char *dim_names[PC_MAX_RANK];
+} api_tensor;
+
+struct primc_model {
+  /* read when importing */
+  api_dim *dims;
+  int n_dims;
+  char *weights_file;
+  int64_t mem_limit;
+  /* the source, kept so that every compile after the first can import it again */
+  int loaded;
+  char *path;
+  void *bytes;
+  size_t n_bytes;
+  char *dir;
+  pc_graph *g; /* imported and not yet lowered; NULL once a compile has used it */
+  /* read when compiling */
+  int opt_level, unfused, weights_external, profile, cuda_graphs;
+  primc_target target;
+  char *cpu, *triple, *gpu_arch, *name, *runtime_dir;
+  api_tensor *io[2];
+  int n_io[2];
+  char error[1024];
+};
+
+static primc_status fail(primc_model *m, primc_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m->error, sizeof m->error, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+/* a graph's failure as the handle's */
+static primc_status fail_graph(primc_model *m, pc_graph *g, pc_status s) {
+  if (!g) return fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+  if (s == PC_OK) s = g->status ? g->status : PC_ERR_INTERNAL;
+  return fail(m, (primc_status)s, "%s", *pc_error(g) ? pc_error(g) : pc_status_name(s));
+}
+
+/* *slot = a copy of s (NULL stays NULL) */
+static primc_status set_str(primc_model *m, char **slot, const char *s) {
+  char *c = NULL;
+  if (s && !(c = strdup(s))) return fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+  free(*slot);
+  *slot = c;
+  return PRIMC_STATUS_OK;
+}
+
+const char *primc_version(void) { return PC_VERSION; }
+
+const char *primc_status_name(primc_status s) {
+  static const char *const names[] = {"ok", "parse", "type", "shape", "attr", "unsupported",
+                                      "io", "range", "nomem", "internal", "usage"};
+  return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown";
+}
+
+const char *primc_dtype_name(int dtype) {
+  return dtype >= 0 && dtype < PC_DTYPE_COUNT ? pc_dtype_name((pc_dtype)dtype) : NULL;
+}
+
+primc_model *primc_model_new(void) {
+  primc_model *m = calloc(1, sizeof *m);
+  if (m) m->opt_level = 3;
+  return m;
+}
+
+static void free_io(primc_model *m) {
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < m->n_io[k]; i++) {
+      free(m->io[k][i].name);
+      for (int d = 0; d < PC_MAX_RANK; d++) free(m->io[k][i].dim_names[d]);
+    }
+    free(m->io[k]);
+    m->io[k] = NULL;
+    m->n_io[k] = 0;
+  }
+}
+
+static void free_source(primc_model *m) {
+  pc_graph_free(m->g);
+  free(m->path);
+  free(m->bytes);
+  free(m->dir);
+  m->g = NULL, m->path = NULL, m->bytes = NULL, m->dir = NULL, m->n_bytes = 0, m->loaded = 0;
+}
+
+void primc_model_free(primc_model *m) {
+  if (!m) return;
+  free_source(m);
+  free_io(m);
+  for (int i = 0; i < m->n_dims; i++) free(m->dims[i].name);
+  free(m->dims);
+  char **strs[] = {&m->weights_file, &m->cpu, &m->triple, &m->gpu_arch, &m->name, &m->runtime_dir};
+  for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) free(*strs[i]);
+  free(m);
+}
+
+const char *primc_model_error(const primc_model *m) { return m ? m->error : "no model handle (NULL)"; }
+
+/* ---------------------------------------------------------------- import options */
+
+#define NEED_M(m)                                                                                                     \
+  do {                                                                                                                \
+    if (!(m)) return PRIMC_STATUS_USAGE;                                                                              \
+  } while (0)
+
+static primc_status before_load(primc_model *m, const char *what) {
+  if (m->loaded) return fail(m, PRIMC_STATUS_USAGE, "%s: set it before the model is loaded", what);
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_dim_range(primc_model *m, const char *name, int64_t lo, int64_t hi) {
+  NEED_M(m);
+  if (before_load(m, "dim")) return PRIMC_STATUS_USAGE;
+  if (!name || !*name) return fail(m, PRIMC_STATUS_USAGE, "dim: no name");
+  if (lo < 0 || hi < lo) return fail(m, PRIMC_STATUS_USAGE, "dim %s: bad range %lld..%lld", name, (long long)lo, (long long)hi);
+  int at = 0;
+  while (at < m->n_dims && strcmp(m->dims[at].name, name)) at++;
+  if (at == m->n_dims) {
+    api_dim *d = realloc(m->dims, (size_t)(m->n_dims + 1) * sizeof *d);
+    if (!d) return fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+    m->dims = d;
+    if (!(d[at].name = strdup(name))) return fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+    m->n_dims++;
+  }
+  m->dims[at].lo = lo;
+  m->dims[at].hi = hi;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_dim(primc_model *m, const char *name, int64_t value) {
+  return primc_model_set_dim_range(m, name, value, value);
+}
+
+/* "NAME=N" or "NAME=LO..HI" */
+primc_status primc_model_set_dim_spec(primc_model *m, const char *spec) {
+  NEED_M(m);
+  const char *eq = spec ? strchr(spec, '=') : NULL;
+  char name[256];
+  if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof name)
+    return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N or NAME=LO..HI", spec ? spec : "(null)");
+  memcpy(name, spec, (size_t)(eq - spec));
+  name[eq - spec] = 0;
+  char *end;
+  errno = 0;
+  long long lo = strtoll(eq + 1, &end, 10), hi = lo;
+  int bad = errno || end == eq + 1;
+  if (!bad && end[0] == '.' && end[1] == '.') {
+    const char *h = end + 2;
+    hi = strtoll(h, &end, 10);
+    bad = errno || end == h;
+  }
+  if (bad || *end) return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N or NAME=LO..HI", spec);
+  return primc_model_set_dim_range(m, name, lo, hi);
+}
+
+primc_status primc_model_set_weights_file(primc_model *m, const char *path) {
+  NEED_M(m);
+  if (before_load(m, "weights file")) return PRIMC_STATUS_USAGE;
+  return set_str(m, &m->weights_file, path);
+}
+
+primc_status primc_model_set_mem_limit(primc_model *m, int64_t bytes) {
+  NEED_M(m);
+  if (before_load(m, "memory limit")) return PRIMC_STATUS_USAGE;
+  if (bytes < 0) return fail(m, PRIMC_STATUS_USAGE, "memory limit %lld is negative", (long long)bytes);
+  m->mem_limit = bytes;
+  return PRIMC_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static pc_graph *import(const primc_model *m) {
+  pc_dim_binding *b = calloc((size_t)m->n_dims + 1, sizeof *b);
+  if (!b) return NULL;
+  for (int i = 0; i < m->n_dims; i++) b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi};
+  pc_import_opts io = {b, m->n_dims, m->weights_file, NULL, 0, NULL, 0, m->mem_limit};
+  pc_graph *g = m->path ? pc_model_load(m->path, &io) : pc_onnx_load_buffer(m->bytes, m->n_bytes, m->dir, &io);
+  free(b);
+  if (g) g->mem_limit = m->mem_limit;
+  return g;
+}
+
+static int snapshot(primc_model *m, const pc_graph *g) {
+  for (int k = 0; k < 2; k++) {
+    int n = k ? g->n_outputs : g->n_inputs;
+    if (!(m->io[k] = calloc((size_t)n + 1, sizeof *m->io[k]))) return 0;
+    m->n_io[k] = n;
+    for (int i = 0; i < n; i++) {
+      const pc_value *v = k ? g->outputs[i] : g->inputs[i];
+      api_tensor *t = &m->io[k][i];
+      char fallback[32];
+      snprintf(fallback, sizeof fallback, "%s%d", k ? "out" : "in", i); /* as the generated header names it */
+      if (!(t->name = strdup(v->name ? v->name : fallback))) return 0;
+      t->dtype = (int)v->type.dtype;
+      t->rank = v->type.rank;
+      for (int d = 0; d < t->rank; d++) {
+        int64_t x = v->type.dims[d];
+        t->dims[d] = t->lo[d] = t->hi[d] = x;
+        if (!PC_DIM_IS_SYM(x)) continue;
+        const pc_sym *s = &g->syms[PC_DIM_SYM_ID(x)];
+        t->lo[d] = s->lo, t->hi[d] = s->hi;
+        if (s->lo == s->hi) { /* a text graph's symbol fixed by a dim binding */
+          t->dims[d] = s->lo;
+          continue;
+        }
+        t->dims[d] = -1;
+        if (!(t->dim_names[d] = strdup(s->name ? s->name : "?"))) return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+static primc_status finish_load(primc_model *m) {
+  m->loaded = 1;
+  pc_graph *g = import(m);
+  if (!g || g->status) {
+    primc_status s = fail_graph(m, g, PC_OK);
+    pc_graph_free(g);
+    free_source(m);
+    return s;
+  }
+  if (!snapshot(m, g)) {
+    pc_graph_free(g);
+    free_source(m);
+    free_io(m);
+    return fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+  }
+  m->g = g;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_load_file(primc_model *m, const char *path) {
+  NEED_M(m);
+  if (m->loaded) return fail(m, PRIMC_STATUS_USAGE, "a model is already loaded in this handle");
+  if (!path || !*path) return fail(m, PRIMC_STATUS_USAGE, "no model path");
+  if (!(m->path = strdup(path))) return fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+  return finish_load(m);
+}
+
+primc_status primc_model_load_onnx(primc_model *m, const void *data, size_t size, const char *dir) {
+  NEED_M(m);
+  if (m->loaded) return fail(m, PRIMC_STATUS_USAGE, "a model is already loaded in this handle");
+  if (!data || !size) return fail(m, PRIMC_STATUS_USAGE, "no model bytes");
+  if (!(m->bytes = malloc(size)) || (dir && !(m->dir = strdup(dir)))) {
+    free_source(m);
+    return fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+  }
+  memcpy(m->bytes, data, size);
+  m->n_bytes = size;
+  return finish_load(m);
+}
+
+/* ---------------------------------------------------------------- compile options */
+
+primc_status primc_model_set_opt_level(primc_model *m, int level) {
+  NEED_M(m);
+  if (level < 0 || level > 3) return fail(m, PRIMC_STATUS_USAGE, "optimization level %d is not 0..3", level);
+  m->opt_level = level;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_unfused(primc_model *m, int unfused) {
+  NEED_M(m);
+  m->unfused = !!unfused;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_target(primc_model *m, primc_target target) {
+  NEED_M(m);
+  if (target != PRIMC_TARGET_CPU && target != PRIMC_TARGET_CUDA)
+    return fail(m, PRIMC_STATUS_USAGE, "target %d is not cpu (0) or cuda (1)", (int)target);
+  m->target = target;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_cpu(primc_model *m, const char *cpu) { return m ? set_str(m, &m->cpu, cpu) : PRIMC_STATUS_USAGE; }
+primc_status primc_model_set_triple(primc_model *m, const char *triple) {
+  return m ? set_str(m, &m->triple, triple) : PRIMC_STATUS_USAGE;
+}
+primc_status primc_model_set_gpu_arch(primc_model *m, const char *arch) {
+  return m ? set_str(m, &m->gpu_arch, arch) : PRIMC_STATUS_USAGE;
+}
+primc_status primc_model_set_runtime_dir(primc_model *m, const char *dir) {
+  return m ? set_str(m, &m->runtime_dir, dir) : PRIMC_STATUS_USAGE;
+}
+
+primc_status primc_model_set_weights_external(primc_model *m, int external) {
+  NEED_M(m);
+  m->weights_external = !!external;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_profile(primc_model *m, int profile) {
+  NEED_M(m);
+  m->profile = !!profile;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_cuda_graphs(primc_model *m, int cuda_graphs) {
+  NEED_M(m);
+  m->cuda_graphs = !!cuda_graphs;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_name(primc_model *m, const char *name) {
+  NEED_M(m);
+  if (name) {
+    size_t n = strlen(name);
+    int ok = n > 0 && n <= API_MAX_NAME && (isalpha((unsigned char)name[0]) || name[0] == '_');
+    for (size_t i = 0; ok && i < n; i++) ok = isalnum((unsigned char)name[i]) || name[i] == '_';
+    if (!ok)
+      return fail(m, PRIMC_STATUS_USAGE, "name '%.*s' is not a C identifier of at most %d characters", 300, name,
+                  API_MAX_NAME);
+  }
+  return set_str(m, &m->name, name);
+}
+
+/* ---------------------------------------------------------------- compiling */
+
+/* the directory of libprimc.so (or of the program it is linked into): libprimc_rt.a is built beside it */
+static void own_dir(char *out, size_t n) {
+  Dl_info info;
+  out[0] = 0;
+  if (dladdr((void *)primc_model_compile, &info) && info.dli_fname) snprintf(out, n, "%s", info.dli_fname);
+  char *slash = strrchr(out, '/');
+  if (slash) *slash = 0;
+  else snprintf(out, n, ".");
+}
+
+primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *path) {
+  NEED_M(m);
+  if (!m->loaded) return fail(m, PRIMC_STATUS_USAGE, "no model loaded");
+  if (!path || !*path) return fail(m, PRIMC_STATUS_USAGE, "no output path");
+  if ((unsigned)emit > PRIMC_EMIT_CUDA) return fail(m, PRIMC_STATUS_USAGE, "emit kind %d is not 0..5", (int)emit);
+  /* the passes and codegen change the graph: each compile lowers a fresh import */
+  pc_graph *g = m->g ? m->g : import(m);
+  m->g = NULL;
+  if (!g || g->status) {
+    primc_status s = fail_graph(m, g, PC_OK);
+    pc_graph_free(g);
+    return s;
+  }
+  pc_pipeline_opts po = {0};
+  po.opt_level = m->opt_level;
+  po.unfused = m->unfused;
+  pc_status s = pc_pipeline_run(g, &po);
+  char rt_dir[4096];
+  own_dir(rt_dir, sizeof rt_dir);
+  pc_codegen_opts co = {0};
+  co.emit = (pc_emit)emit;
+  co.output = path;
+  co.name = m->name;
+  co.triple = m->triple;
+  co.cpu = m->cpu;
+  co.weights_external = m->weights_external;
+  co.runtime_dir = m->runtime_dir ? m->runtime_dir : rt_dir;
+  co.opt_level = m->opt_level;
+  co.gpu_arch = m->gpu_arch;
+  co.target = (pc_target)m->target;
+  co.profile = m->profile;
+  co.cuda_graphs = m->cuda_graphs;
+  if (s == PC_OK) s = pc_codegen(g, &co);
+  primc_status r = s == PC_OK ? PRIMC_STATUS_OK : fail_graph(m, g, s);
+  pc_graph_free(g);
+  return r;
+}
+
+void primc_free(void *p) { free(p); }
+
+/* the whole file at path into a malloc'ed buffer */
+static primc_status slurp(primc_model *m, const char *path, void **data, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return fail(m, PRIMC_STATUS_IO, "cannot read %s back", path);
+  struct stat st;
+  char *buf = NULL;
+  int ok = fstat(fileno(f), &st) == 0 && (buf = malloc((size_t)st.st_size + 1)) &&
+           fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size;
+  fclose(f);
+  if (!ok) {
+    primc_status s = buf ? PRIMC_STATUS_IO : PRIMC_STATUS_NOMEM;
+    free(buf);
+    return fail(m, s, "cannot read %s back", path);
+  }
+  buf[st.st_size] = 0; /* text outputs read as strings */
+  *data = buf;
+  *size = (size_t)st.st_size;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_compile_to_memory(primc_model *m, primc_emit emit, void **data, size_t *size) {
+  NEED_M(m);
+  if (!data || !size) return fail(m, PRIMC_STATUS_USAGE, "no place for the result");
+  *data = NULL, *size = 0;
+  if (m->weights_external) return fail(m, PRIMC_STATUS_USAGE, "weights in a side file cannot come back in memory");
+  static const char *const ext[] = {"", ".o", ".so", ".ll", ".s", ".cu"};
+  if ((unsigned)emit > PRIMC_EMIT_CUDA) return fail(m, PRIMC_STATUS_USAGE, "emit kind %d is not 0..5", (int)emit);
+  const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char dir[4096], path[4200], aux[4200];
+  snprintf(dir, sizeof dir, "%s/primc-XXXXXX", tmp);
+  if (!mkdtemp(dir)) return fail(m, PRIMC_STATUS_IO, "cannot make a directory in %s: %s", tmp, strerror(errno));
+  snprintf(path, sizeof path, "%s/model%s", dir, ext[emit]);
+  primc_status s = primc_model_compile(m, emit, path);
+  if (s == PRIMC_STATUS_OK) s = slurp(m, path, data, size);
+  unlink(path);
+  snprintf(aux, sizeof aux, "%s/model.h", dir); /* the header of obj and lib */
+  unlink(aux);
+  rmdir(dir);
+  return s;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+static const api_tensor *tensor(const primc_model *m, primc_io io, int i) {
+  if (!m || !m->loaded || (io != PRIMC_INPUT && io != PRIMC_OUTPUT) || i < 0 || i >= m->n_io[io]) return NULL;
+  return &m->io[io][i];
+}
+
+int primc_model_count(const primc_model *m, primc_io io) {
+  if (!m || !m->loaded || (io != PRIMC_INPUT && io != PRIMC_OUTPUT)) return -1;
+  return m->n_io[io];
+}
+
+const char *primc_model_tensor_name(const primc_model *m, primc_io io, int i) {
+  const api_tensor *t = tensor(m, io, i);
+  return t ? t->name : NULL;
+}
+
+int primc_model_tensor_dtype(const primc_model *m, primc_io io, int i) {
+  const api_tensor *t = tensor(m, io, i);
+  return t ? t->dtype : -1;
+}
+
+int primc_model_tensor_rank(const primc_model *m, primc_io io, int i) {
+  const api_tensor *t = tensor(m, io, i);
+  return t ? t->rank : -1;
+}
+
+int64_t primc_model_tensor_dim(const primc_model *m, primc_io io, int i, int d) {
+  const api_tensor *t = tensor(m, io, i);
+  return t && d >= 0 && d < t->rank ? t->dims[d] : -1;
+}
+
+const char *primc_model_tensor_dim_name(const primc_model *m, primc_io io, int i, int d) {
+  const api_tensor *t = tensor(m, io, i);
+  return t && d >= 0 && d < t->rank ? t->dim_names[d] : NULL;
+}
+
+primc_status primc_model_tensor_dim_range(const primc_model *m, primc_io io, int i, int d, int64_t *lo, int64_t *hi) {
+  const api_tensor *t = tensor(m, io, i);
+  if (!t || d < 0 || d >= t->rank || !lo || !hi) return PRIMC_STATUS_USAGE;
+  *lo = t->lo[d];
+  *hi = t->hi[d];
+  return PRIMC_STATUS_OK;
+}

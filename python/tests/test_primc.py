@@ -1,0 +1,288 @@
+"""python/tests/test_primc.py: the Python package against ONNX Runtime on the bundled models, its module contract
+(zero-copy inputs, one workspace, names, dims), python -m primc, and the errors a user meets.
+Run by tests/suites/python.sh on the installed package; nothing here skips: a missing dependency fails."""
+import glob
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import primc
+
+SRC = os.environ.get("PRIMC_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = sorted(glob.glob(os.path.join(SRC, "models", "*", "model.onnx")))
+MLP = os.path.join(SRC, "models", "mlp", "model.onnx")
+
+
+def ort_run(model, feeds):
+    data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def close(got, want, rtol=1e-4, atol=1e-5):
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+def tiny_model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def sym_model():
+    """x[batch,4] @ W -> y, relu(y) -> z: two outputs, a symbolic dim"""
+    w = numpy_helper.from_array((np.arange(12, dtype=np.float32).reshape(4, 3) - 5) / 10, "W")
+    return tiny_model([helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3]),
+                       helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 3])], [w])
+
+
+def test_installed_package_is_used():
+    site = os.environ.get("PRIMC_TEST_SITE")
+    if site:  # the suite installed it there: make sure that copy, with its bundled library, is the one tested
+        assert os.path.realpath(primc.__file__).startswith(os.path.realpath(site))
+        assert os.path.exists(os.path.join(os.path.dirname(primc.__file__), "_lib", "libprimc.so"))
+    assert primc.version().count(".") == 2
+
+
+def test_bundled_models_found():
+    assert len(MODELS) >= 6, MODELS
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: os.path.basename(os.path.dirname(p)))
+def test_model_matches_onnxruntime(path):
+    x = np.load(os.path.join(os.path.dirname(path), "input.npy"))
+    m = primc.compile(path)
+    assert len(m.inputs) == 1 and m.inputs[0].shape == x.shape and m.inputs[0].dtype == x.dtype
+    want = ort_run(onnx.load(path), {m.inputs[0].name: x})
+    got = m(x)
+    got = list(got) if isinstance(got, tuple) else [got]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        close(g, w)
+    close(m(x) if len(got) == 1 else m(x)[0], got[0], rtol=0, atol=0)  # the workspace is reused: same answer
+
+
+def test_modelproto_bytes_and_path_agree():
+    x = np.load(os.path.join(SRC, "models", "mlp", "input.npy"))
+    proto = onnx.load(MLP)
+    a = primc.compile(MLP)(x)
+    b = primc.compile(proto)(x)
+    c = primc.compile(proto.SerializeToString(), opt_level=0, unfused=True)(x)
+    close(b, a, rtol=0, atol=0)
+    close(c, a)
+
+
+def test_inputs_outputs_describe_the_model():
+    m = primc.compile(MLP)
+    (i,), (o,) = m.inputs, m.outputs
+    assert (i.name, i.dtype, i.dtype_name, i.shape) == ("input", np.float32, "f32", (4, 64))
+    assert (o.name, o.shape, o.dim_names, o.ranges) == ("output", (4, 10), (None, None), ((4, 4), (10, 10)))
+    ins, outs = primc.info(sym_model())
+    assert ins[0].shape == (-1, 4) and ins[0].dim_names == ("batch", None) and ins[0].ranges[0] == (1, None)
+    assert [t.name for t in outs] == ["y", "z"]
+
+
+def test_symbolic_dims_fixed_by_dict_or_spec():
+    model = sym_model()
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    want = ort_run(model, {"x": x})
+    for dims in ({"batch": 3}, ["batch=3"], "batch=3"):
+        m = primc.compile(model, dims=dims)
+        assert m.inputs[0].shape == (3, 4)
+        y, z = m(x)
+        close(y, want[0])
+        close(z, want[1])
+    assert primc.info(model, dims={"batch": (2, 8)})[0][0].ranges[0] == (2, 8)
+
+
+def test_unfixed_dim_is_an_error_naming_it():
+    with pytest.raises(primc.Error, match="batch") as e:
+        primc.compile(sym_model())
+    assert e.value.status == "usage"
+
+
+def test_inputs_by_keyword_and_run_with_dict():
+    model = sym_model()
+    m = primc.compile(model, dims={"batch": 2})
+    x = np.ones((2, 4), np.float32)
+    y1, _ = m(x=x)
+    y2, _ = m.run({"x": x})
+    y3, _ = m.run([x])
+    close(y1, y2, rtol=0, atol=0)
+    close(y1, y3, rtol=0, atol=0)
+
+
+def test_contiguous_inputs_are_not_copied_others_are():
+    m = primc.compile(MLP)
+    x = np.load(os.path.join(SRC, "models", "mlp", "input.npy"))
+    assert m._bind((x,), {})[0] is x
+    big = np.zeros((4, 128), np.float32)
+    big[:, ::2] = x
+    view = big[:, ::2]  # strided: copied to a contiguous array
+    bound = m._bind((view,), {})[0]
+    assert bound is not view and bound.flags.c_contiguous
+    close(m(view), m(x), rtol=0, atol=0)
+    ws = m._ws.ctypes.data
+    m(x)
+    assert m._ws.ctypes.data == ws
+
+
+def test_wrong_inputs_raise():
+    m = primc.compile(MLP)
+    with pytest.raises(primc.Error, match="dtype float64"):
+        m(np.zeros((4, 64)))
+    with pytest.raises(primc.Error, match=r"shape \(4, 63\)"):
+        m(np.zeros((4, 63), np.float32))
+    with pytest.raises(primc.Error, match="missing"):
+        m()
+    with pytest.raises(primc.Error, match="no input named"):
+        m(nope=np.zeros((4, 64), np.float32))
+    y = m(np.zeros((4, 64)).tolist())  # a list is converted to the declared dtype
+    assert y.shape == (4, 10)
+
+
+def test_bad_model_raises_with_primcs_message(tmp_path):
+    with pytest.raises(primc.Error) as e:
+        primc.compile(b"\x08\x07 this is not an onnx model")
+    assert e.value.status == "parse" and str(e.value)
+    missing = str(tmp_path / "missing.onnx")
+    with pytest.raises(primc.Error, match="missing.onnx") as e:
+        primc.compile(missing)
+    assert e.value.status == "io"
+    unknown = tiny_model([helper.make_node("FrobnicateTheTensor", ["x"], ["y"], name="frob1")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(primc.Error, match="FrobnicateTheTensor") as e:
+        primc.compile(unknown)
+    assert e.value.status == "unsupported"
+    with pytest.raises(primc.Error, match="C identifier"):
+        primc.compile(MLP, name="not an identifier")
+    with pytest.raises(primc.Error, match="NAME=N"):
+        primc.compile(MLP, dims=["batch"])
+    with pytest.raises(primc.Error, match="cuda"):
+        primc.compile(MLP, target="cuda")
+    with pytest.raises(TypeError):
+        primc.compile(42)
+
+
+def test_nonzero_output_is_cut_to_its_count():
+    model = tiny_model([helper.make_node("NonZero", ["x"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.INT64, [2, "n"])], opset=13)
+    m = primc.compile(model)
+    x = np.array([[0, 1, 0], [2, 0, 3]], np.float32)
+    got = m(x)
+    close(got, ort_run(model, {"x": x})[0], rtol=0, atol=0)
+    assert got.shape == (2, 3)
+
+
+def test_out_dir_external_weights_and_recompiling_in_place(tmp_path):
+    x = np.load(os.path.join(SRC, "models", "mlp", "input.npy"))
+    want = ort_run(onnx.load(MLP), {"input": x})[0]
+    m = primc.compile(MLP, out_dir=tmp_path, weights_external=True, name="mlp")
+    assert sorted(os.listdir(tmp_path)) == ["mlp.h", "mlp.so", "mlp.weights"]
+    close(m(x), want)
+    # another model compiled to the same path in the same process: dlopen would hand back the first one
+    model = sym_model()
+    m2 = primc.compile(model, dims={"batch": 4}, out_dir=tmp_path, name="mlp")
+    xs = np.ones((4, 4), np.float32)
+    close(m2(xs)[0], ort_run(model, {"x": xs})[0])
+    close(m(x), want)  # the first module still runs its own code
+
+
+def mapped(path):
+    with open("/proc/self/maps") as f:
+        return any(line.rstrip().endswith(path) or line.rstrip().endswith(path + " (deleted)") for line in f)
+
+
+def test_module_unloads_and_removes_its_temp_dir():
+    m = primc.compile(MLP, threads=2)
+    m(np.load(os.path.join(SRC, "models", "mlp", "input.npy")))
+    d, path = os.path.dirname(m.path), m.path
+    assert os.path.isdir(d) and mapped(path)
+    del m
+    import gc
+    gc.collect()
+    assert not os.path.exists(d)
+    assert not mapped(path)  # dlclose'd, its thread pool stopped first
+
+
+def test_threads_do_not_change_results():
+    path = os.path.join(SRC, "models", "resnet_tiny", "model.onnx")
+    x = np.load(os.path.join(os.path.dirname(path), "input.npy"))
+    a = primc.compile(path, threads=1)(x)
+    b = primc.compile(path, threads=2)(x)
+    close(a, b, rtol=0, atol=0)  # deterministic across thread counts (README, "Determinism")
+
+
+def test_profile_counts_kernels():
+    m = primc.compile(MLP, profile=True)
+    x = np.load(os.path.join(SRC, "models", "mlp", "input.npy"))
+    m(x)
+    m(x)
+    rows = m.profile()
+    # kernels absorbed into a neighbour's call (an epilogue run by the GEMM) keep 0 calls
+    assert rows and {r["calls"] for r in rows} <= {0, 2} and any(r["calls"] == 2 and r["origin"] for r in rows)
+    with pytest.raises(primc.Error, match="profile=True"):
+        primc.compile(MLP).profile()
+
+
+def test_load_a_library_compiled_earlier(tmp_path):
+    so = str(tmp_path / "my-mlp.so")
+    primc.compile_file(MLP, so, emit="lib")
+    m = primc.load(so)
+    assert m.name == "my_mlp" and m.inputs[0].name == "input" and m.outputs[0].shape == (4, 10)
+    x = np.load(os.path.join(SRC, "models", "mlp", "input.npy"))
+    close(m(x), ort_run(onnx.load(MLP), {"input": x})[0])
+    with pytest.raises(primc.Error, match="not a primc model library"):
+        primc.load(so, name="other")
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "primc", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_python_m_primc_compile_and_inputs(tmp_path):
+    exe = str(tmp_path / "mlp")
+    r = run_cli("compile", MLP, "-o", exe)
+    assert r.returncode == 0, r.stderr
+    inp = os.path.join(SRC, "models", "mlp", "input.npy")
+    r = subprocess.run([exe, inp, "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    close(np.load(tmp_path / "out" / "out0.npy"), np.load(os.path.join(SRC, "models", "mlp", "expected.npy")))
+    r = run_cli("compile", MLP, "-o", str(tmp_path / "m.o"), "--emit", "obj", "--name", "mlp_obj")
+    assert r.returncode == 0 and (tmp_path / "m.h").exists(), r.stderr
+    assert "mlp_obj_run" in (tmp_path / "m.h").read_text()
+    r = run_cli("inputs", MLP)
+    assert r.returncode == 0 and "input 0: input f32[4,64]" in r.stdout and "output 0: output f32[4,10]" in r.stdout
+    r = run_cli("compile", str(tmp_path / "nope.onnx"), "-o", exe)
+    assert r.returncode == 1 and "primc: error:" in r.stderr and "nope.onnx" in r.stderr
+    r = run_cli("compile", MLP)  # no -o
+    assert r.returncode == 2
+
+
+def test_primc_lib_env_is_not_silently_ignored(tmp_path):
+    env = dict(os.environ, PRIMC_LIB=str(tmp_path / "libprimc.so"))
+    r = subprocess.run([sys.executable, "-c", "import primc; primc.version()"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "PRIMC_LIB" in r.stderr
+
+
+def test_cuda_target_compiles_to_a_file(tmp_path):
+    so = str(tmp_path / "cumlp.so")
+    try:
+        primc.compile_file(MLP, so, emit="lib", target="cuda")
+    except primc.Error as e:
+        if "NVRTC not found" in str(e):  # as the unit tests: no NVRTC library on this machine
+            pytest.skip(str(e))
+        raise
+    header = (tmp_path / "cumlp.h").read_text()
+    assert "int cumlp_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream);" in header
