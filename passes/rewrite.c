@@ -102,7 +102,7 @@ pc_status pcp_sweep_end(pcp_sweep *s) {
   for (int i = s->cur + 1; i < s->n0; i++) /* not visited: the loop stopped early */
     if (!order_push(s, g->nodes[i])) s->oom = 1;
   if (s->oom) pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  else if (s->n_order == g->n_nodes) {
+  else if (s->n_order == g->n_nodes && g->n_nodes > 0) { /* an empty graph has no arrays */
     memcpy(g->nodes, s->order, sizeof *g->nodes * (size_t)g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->id = i;
   }
