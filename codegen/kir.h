@@ -6,11 +6,12 @@
 #include <sys/types.h>
 
 #include "ir/ir.h"
+#include "runtime/primc_rt.h"
 
 #define KIR_MAX_LOOPS (PC_MAX_RANK + 1)
 #define KIR_MAX_ARGS 8
-#define CONV_EPI_AT (1 + 27 + 1 + 32) /* where a conv call's fused-epilogue words start in its params */
-#define CONV_EPI_WORDS 10 /* the last three: how the weights were packed, for which tile height, and their bytes (runtime/kernels.c) */
+#define CONV_EPI_AT PRIMC_CONV_EPI_AT /* where a conv call's fused-epilogue words start in its params */
+#define CONV_EPI_WORDS PRIMC_CONV_EPI_WORDS /* the last four: weight layout, tile height, their bytes, the planned row + 1 */
 
 /* Where a buffer lives at run time. */
 typedef enum kir_place {
