@@ -284,7 +284,7 @@ double primc_now_ms(void); /* a monotonic clock */
 /* sorts n run times ascending: t[0] is the min, t[n / 2] the median */
 void primc_sort_ms(double *t, int n);
 
-/* ---------------------------------------------------------------- fp32 GEMM and conv (runtime/gemm.c, runtime/conv.c) */
+/* ---------------------------------------------------------------- fp32 GEMM and conv (runtime/gemm.c, runtime/conv/) */
 
 /* Row-major C[M][N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_*). beta == 0 never
  * reads C. Splits the work over the pool; each C element is summed in the same order whatever the
@@ -405,11 +405,10 @@ typedef struct primc_conv2d {
                           (PRIMC_CONV_W_WINOGRAD) */
   int w_lanes;         /* w is primc_conv2d_pack_lanes's output (PRIMC_CONV_W_LANES) */
 } primc_conv2d;
-/* How a conv wants its weights packed ahead of time, from its shape and, for Winograd, this CPU's
- * zmm FMA rate (primc_cpu_zmm_fmas); a conv compiled elsewhere runs whatever layout its params name:
- * STRIPS when output pixels go in the vector lanes (the usual case), PANELS when output channels do
- * (few output pixels, e.g. 7x7 maps: the GEMM is transposed, C^T = X_col^T W^T), PLAIN for
- * depthwise convs, which do not run on the GEMM. */
+/* How a conv's weights are stored: PLAIN (OIHW), STRIPS (A strips for the GEMM rows), PANELS (W^T panels:
+ * the transposed GEMM, output channels in the lanes), WINOGRAD and LANES (their rows' own layouts). A
+ * conv's plan (primc_conv_plan_make) says which; primc_conv2d_weight_layout gives the layout of the plan
+ * for packable weights on this CPU (PLAIN for depthwise convs, which do not run on the GEMM). */
 enum { PRIMC_CONV_W_PLAIN = 0, PRIMC_CONV_W_STRIPS = 1, PRIMC_CONV_W_PANELS = 2, PRIMC_CONV_W_WINOGRAD = 3, PRIMC_CONV_W_LANES = 4 };
 int primc_conv2d_weight_layout(const primc_conv2d *p);
 /* WINOGRAD (3x3 stride 1, 64 or 128+ channels each side by the CPU, 36+ 2x2 output tiles): the conv runs as Winograd

@@ -422,10 +422,7 @@ int primc_cv_dwl_cols_ok(const primc_conv2d *p) {
  * outputs that read it (10 loads for 8 stride-1 outputs of a 3x3 row, where dwl_pixels loads 24).
  * With HOIST (3x3, the same stride down) all 9 weights stay in registers for the band, else a row's
  * KW (up to 5) for the row. Each output still sums its taps row by row, left to right: the same
- * result. Zen 5, 1 thread, the conv as a one-node model: 16->96 at 112x112 then 3x3/2 fused 0.295 ->
- * 0.282 ms, 24->144 at 56x56 then 3x3/1 0.207 -> 0.176, 24->144 then 3x3/2 0.143 -> 0.134,
- * 144x56x56 5x5/2 0.090 -> 0.070, 672x14x14 5x5/2 0.038 -> 0.031, 576x14x14 3x3/2 0.019 -> 0.015;
- * loading the 3x3 weights per row gave back half of the 3x3 gain. */
+ * result (bench/conv_rows.md). */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
 dwl_pixels_cols(const dwl_ctx *d, const __m512 *w9, const float *tile, int64_t oy, int64_t ox, float *out,
                 const int NB, const int S, const int KW, const int HOIST) {

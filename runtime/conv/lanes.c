@@ -179,8 +179,7 @@ static dl_src dl_row(const dl_job *j, int64_t ob, int64_t oy, int64_t c0, int64_
 
 /* items (output-channel block, band of output rows) [b, e), block-major so threads split the blocks
  * first. Each chunk of weights is read by every tile of the band before the next: a deep conv's weights
- * come from memory once per block (ResNet-18's 7x7 layer4, 9 MB of them: row by row, each block's were
- * read 7 times, and 1.2 -> 2.0 ms). */
+ * come from memory once per block, not once per row (bench/conv_rows.md). */
 static void dl_range(void *ctx, int64_t b, int64_t e) {
   const dl_job *j = ctx;
   const primc_conv2d *p = j->p;
@@ -218,9 +217,8 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
 /* Threads take bands of rows, not blocks of output channels, when every thread can hold all the
  * weights in its L2 and they are fewer bytes than x: each core then reads the rows of x its own core
  * wrote in the conv before (which splits rows too) and writes the rows the next one reads. Split by
- * blocks, each core reads every row of x, half of them from the other core's cache, and on this VM
- * two vCPUs are at times placed where that round trip takes 400 ns instead of 100: ResNet-18's
- * 64-channel 3x3s then ran 0.68-0.74 ms on 2 threads instead of 0.50-0.53. */
+ * blocks, each core reads every row of x, half of them from the other core's cache, slow where two
+ * vCPUs sit far apart (bench/conv_rows.md). */
 #define DL_BAND_W_BYTES (512 << 10)
 static int dl_band_major(const primc_conv2d *p, int64_t nob) {
   int64_t wb = nob * DL_NR * p->c * p->kh * p->kw * (int64_t)sizeof(float);

@@ -168,10 +168,7 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
    * 5 + 4): a block's row parts share their edge rows, remade by each. From PWL_PART_ROWS output rows
    * each thread takes one part of the rows of every block: it then reads the rows of x that the conv
    * before (a GEMM splitting pixels) made on its core, and writes the rows the GEMM after reads there.
-   * By blocks, every core read all of x and wrote all rows, half of them the other core's; while this
-   * VM's two vCPUs are far apart MobileNetV2's pairs ran 0.064-0.069 ms slower each than when they are
-   * near, and the whole model on 2 threads (far, runs in ABBA order) 2.65-2.76 ms by blocks, 2.59-2.79
-   * (mostly 2.59-2.65) by parts. Near, the remade edge rows cost about 1% (1.82-1.84 -> 1.83-1.85). */
+   * By blocks every core reads all of x and writes rows the other core reads (bench/conv_rows.md). */
   int64_t blocks = dw->n * ((dw->c + 15) / 16), t = primc_num_threads(), parts = 1;
   int part_major = t > 1 && oh >= PWL_PART_ROWS;
   if (part_major) {
