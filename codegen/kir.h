@@ -35,10 +35,9 @@ typedef struct kir_buf {
 typedef struct kir_packed {
   int buf, trans;
   int64_t n, k;
-  int a_mr, groups; /* groups > 0: a conv's weights, each group's [n][k] block as primc_sgemm_pack_a strips
-                       (a_mr > 0) or as pack_b panels of its transpose (trans), see primc_conv2d_weight_layout */
-  int xform;        /* PRIMC_CONV_W_WINOGRAD or _LANES: a conv's weights transformed for that path (conv
-                       params in conv); 0 otherwise */
+  int a_mr, groups; /* groups > 0: a conv's weights, packed as its plan's layout says (the layout word of its
+                       params, conv; primc_conv_plan_pack): A strips of a_mr rows, W^T panels (trans), ... */
+  int xform;        /* PRIMC_CONV_W_WINOGRAD or _LANES: a conv's weights transformed for that row; 0 otherwise */
   const int64_t *conv;
 } kir_packed;
 
