@@ -23,6 +23,13 @@ int primc_cv_valid(const primc_conv2d *p) {
 
 /* ---------------------------------------------------------------- epilogue: bias, residual, clamp */
 
+void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb) {
+  for (int64_t n = 0; n < nb; n++) {
+    float v = c[n] + b + (res ? res[n] : 0.0f);
+    y[n] = cv_clampf(e->silu ? cv_siluf(v) : v, e->lo, e->hi);
+  }
+}
+
 __attribute__((target("avx512f"))) void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res,
                                                           float b, int64_t nb) {
   __m512 vb = _mm512_set1_ps(b), lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
@@ -45,7 +52,7 @@ void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
     float *row = C + m * ldc, *y = e->y + off, b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
     const float *res = e->res ? e->res + off : NULL;
     if (vec) primc_cv_epi_row512(e, y, row, res, b, nb);
-    else cv_epi_row_scalar(e, y, row, res, b, nb);
+    else primc_cv_epi_row_scalar(e, y, row, res, b, nb);
   }
 }
 

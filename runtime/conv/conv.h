@@ -81,14 +81,9 @@ static inline float cv_clampf(float v, float lo, float hi) { return v < lo ? lo 
 /* v * sigmoid(v) */
 static inline float cv_siluf(float v) { return v / (1.0f + expf(-v)); }
 
-/* y[n] = clamp(act(c[n] + b + res[n])); NaN stays NaN */
-static inline void cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b,
-                                     int64_t nb) {
-  for (int64_t n = 0; n < nb; n++) {
-    float v = c[n] + b + (res ? res[n] : 0.0f);
-    y[n] = cv_clampf(e->silu ? cv_siluf(v) : v, e->lo, e->hi);
-  }
-}
+/* y[n] = clamp(act(c[n] + b + res[n])); NaN stays NaN (one out-of-line copy: inlined into its callers'
+ * loops it ran slower) */
+void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
 
 /* e^x to about 2e-7 relative: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r, scaled by 2^n */
 __attribute__((target("avx512f"))) static inline __m512 cv_exp512(__m512 x) {

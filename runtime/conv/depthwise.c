@@ -48,7 +48,7 @@ static void dw_plane(const dw_job *j, int64_t plane) {
     epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
     float *dst = out + oy * j->ow;
     if (j->vec) primc_cv_epi_row512(&e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
-    else cv_epi_row_scalar(&e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
+    else primc_cv_epi_row_scalar(&e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
   }
 }
 

@@ -129,7 +129,7 @@ static void direct_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0
       const float *c = C + m * ldc + (q0 - n0), *res = e->res ? e->res + off : NULL;
       float b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
       if (vec) primc_cv_epi_row512(e, e->y + off, c, res, b, q1 - q0);
-      else cv_epi_row_scalar(e, e->y + off, c, res, b, q1 - q0);
+      else primc_cv_epi_row_scalar(e, e->y + off, c, res, b, q1 - q0);
     }
   }
 }
@@ -184,7 +184,7 @@ static void lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
       int64_t n = mb - p0 < 64 ? mb - p0 : 64, off = (n0 + o) * d->P + m0 + p0;
       for (int64_t i = 0; i < n; i++) tmp[i] = C[(p0 + i) * ldc + o];
       const float *res = e->res ? e->res + off : NULL;
-      cv_epi_row_scalar(e, e->y + off, tmp, res, e->bias ? e->bias[(n0 + o) * e->bias_stride] : 0.0f, n);
+      primc_cv_epi_row_scalar(e, e->y + off, tmp, res, e->bias ? e->bias[(n0 + o) * e->bias_stride] : 0.0f, n);
     }
 }
 

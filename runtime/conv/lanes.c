@@ -289,7 +289,7 @@ int primc_cv_lanes_loop_run(const cv_call *k) {
           acc[oy * ow + ox] = s;
         }
       int64_t off = (n * p->o + o) * P;
-      cv_epi_row_scalar(&ec, k->y + off, acc, e->res ? e->res + off : NULL, e->bias ? e->bias[o * e->bias_stride] : 0.0f, P);
+      primc_cv_epi_row_scalar(&ec, k->y + off, acc, e->res ? e->res + off : NULL, e->bias ? e->bias[o * e->bias_stride] : 0.0f, P);
     }
   return PRIMC_OK;
 }

@@ -212,7 +212,7 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
         int64_t off = (o * j->oh + 2 * ty + i) * ow;
         const float *res = e->res ? e->res + off : NULL;
         if (vec) primc_cv_epi_row512(e, e->y + off, out[i], res, b, ow);
-        else cv_epi_row_scalar(e, e->y + off, out[i], res, b, ow);
+        else primc_cv_epi_row_scalar(e, e->y + off, out[i], res, b, ow);
       }
     }
   }
