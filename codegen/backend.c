@@ -28,6 +28,7 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
 pc_status pc_kernels_print(pc_graph *g, FILE *f) {
   kir_program p;
   pc_status s = kir_build(g, &p);
+  if (s == PC_OK) s = kir_pack_weights(&p); /* the conv rows as a host compile plans them */
   if (s == PC_OK) kir_print(&p, f);
   return s;
 }

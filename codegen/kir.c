@@ -3,6 +3,7 @@
 #include "runtime/primc_rt.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A multi-dim affine map: index of dim d = off[d] + sum_k coef[d][k] * i_k. */
@@ -844,6 +845,16 @@ static pc_status build_dot(kir_program *p, const pc_node *n) {
   return PC_OK;
 }
 
+#define CONV_EPI_ROW (CONV_EPI_WORDS - 1) /* the planned row + 1, among the epilogue words */
+
+/* A 2-D f32 conv call's row (runtime/conv/plan.c): for plain weights, or for constant weights packed as
+ * the plan wants (kir_pack_weights); PRIMC_CONV_ROW=NAME in the environment forces a row where it fits. */
+static int conv_plan(const primc_conv2d *c, int packable, primc_conv_plan *plan) {
+  primc_conv_plan_opts o = {.packable = packable, .layout = PRIMC_CONV_W_PLAIN, .tile_mr = packable ? primc_sgemm_mr() : 0,
+                            .has_scratch = 1, .force = getenv("PRIMC_CONV_ROW")};
+  return primc_conv_plan_make(c, &o, plan) == PRIMC_OK;
+}
+
 /* conv -> primc_k_conv: [dtype, x shape(9), w shape(9), out shape(9), groups, stride, pad_lo, dilation,
  * lhs_dilation (8 each), fused epilogue (CONV_EPI_WORDS, zero until fuse_conv_epilogues fills it)] */
 static pc_status build_conv(kir_program *p, const pc_node *n) {
@@ -872,8 +883,15 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
   int64_t cols = w->dims[1];
   for (int d = 2; d < w->rank; d++) cols *= w->dims[d] * o->dims[d];
   primc_conv2d c2;
-  if (primc_conv2d_of_params(k->params, &c2) && primc_conv2d_scratch_floats(&c2) > cols)
-    cols = primc_conv2d_scratch_floats(&c2);
+  primc_conv_plan plain, packed;
+  if (primc_conv2d_of_params(k->params, &c2) && conv_plan(&c2, 0, &plain)) {
+    /* the row for plain weights until kir_pack_weights packs them for its own plan: room for either */
+    k->params[CONV_EPI_AT + CONV_EPI_ROW] = plain.row + 1;
+    int64_t need = primc_conv_plan_scratch_floats(&c2, &plain);
+    if (conv_plan(&c2, 1, &packed) && primc_conv_plan_scratch_floats(&c2, &packed) > need)
+      need = primc_conv_plan_scratch_floats(&c2, &packed);
+    if (need > cols) cols = need;
+  }
   call_arg(k, scratch_buf(p, PC_f32, cols * 4, NULL));
   return PC_OK;
 }
@@ -1280,20 +1298,20 @@ static void place_weights(kir_program *p) {
   }
 }
 
-/* a 2-D f32 conv's constant weights packed as the runtime conv asks (primc_conv2d_weight_layout): A
- * strips for this machine's tile, or W^T panels; -1 when the conv does not run on the GEMM or its
- * weights are not a constant. *word: the params word saying which (runtime/kernels.c). */
-static int packed_conv_weights(kir_program *p, const kir_kernel *k, int *layout_out, int *tile_out) {
+/* a 2-D f32 conv's constant weights packed as its plan wants (conv_plan): A strips for this machine's
+ * tile, W^T panels, Winograd's transform or the lanes layout; -1 when the plan reads plain weights or
+ * the weights are not a constant */
+static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_plan *plan) {
   primc_conv2d c;
   const kir_buf *w = &p->bufs[k->args[2]];
-  int layout = primc_conv2d_of_params(k->params, &c) ? primc_conv2d_weight_layout(&c) : PRIMC_CONV_W_PLAIN;
-  if (layout == PRIMC_CONV_W_PLAIN || w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
+  if (!primc_conv2d_of_params(k->params, &c) || !conv_plan(&c, 1, plan) || plan->layout == PRIMC_CONV_W_PLAIN ||
+      w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
     return -1;
+  int layout = plan->layout;
   int64_t og = c.o / c.groups, kk = c.c / c.groups * c.kh * c.kw;
-  int mr = layout == PRIMC_CONV_W_PANELS || layout == PRIMC_CONV_W_LANES ? 0 : primc_sgemm_mr();
+  int mr = plan->tile_mr;
   int xform = layout == PRIMC_CONV_W_WINOGRAD || layout == PRIMC_CONV_W_LANES ? layout : 0;
   if (w->nbytes != c.o * kk * 4) return -1;
-  *layout_out = layout, *tile_out = mr;
   for (int i = 0; i < p->n_packed; i++) { /* one packed copy per weight and layout */
     const kir_packed *q = &p->packed[i];
     if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og && q->xform == xform)
@@ -1417,14 +1435,15 @@ pc_status kir_pack_weights(kir_program *p) {
     kir_kernel *k = &p->kernels[i];
     if (k->kind != KK_CALL) continue;
     if (!strcmp(k->fn, "conv")) {
-      int layout = 0, tile = 0;
-      if (k->pair) continue;
-      int nb = packed_conv_weights(p, k, &layout, &tile);
+      primc_conv_plan plan;
+      if (k->pair) continue; /* the pair reads plain weights, and so does its first conv's own row */
+      int nb = packed_conv_weights(p, k, &plan);
       if (nb < 0) continue;
       k->args[2] = nb;
-      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 3] = layout;
-      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 2] = tile;
-      k->params[CONV_EPI_AT + CONV_EPI_WORDS - 1] = p->bufs[nb].nbytes; /* the runtime checks packed headers against it */
+      k->params[CONV_EPI_AT + CONV_EPI_ROW - 3] = plan.layout;
+      k->params[CONV_EPI_AT + CONV_EPI_ROW - 2] = plan.tile_mr;
+      k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] = p->bufs[nb].nbytes; /* the runtime checks packed headers against it */
+      k->params[CONV_EPI_AT + CONV_EPI_ROW] = plan.row + 1;
       packed++;
       continue;
     }
@@ -1608,6 +1627,8 @@ static void fuse_conv_epilogues(kir_program *p) {
  * runs with it in one call, which makes the widened map 16 channels at a time while they are in
  * cache. Its weights then stay plain: the call takes a block of weight rows at a time. */
 static void pair_small_conv_depthwise(kir_program *p) {
+  const char *force = getenv("PRIMC_CONV_ROW"); /* a forced row other than the pair's keeps convs apart */
+  if (force && *force && strcmp(force, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW))) return;
   for (int i = 0; i + 2 < p->n_kernels; i++) {
     kir_kernel *a = &p->kernels[i], *b = &p->kernels[i + 2];
     if (a->kind != KK_CALL || strcmp(a->fn, "conv") || !a->epi_in_call || a->epilogue != i + 1) continue;
@@ -1616,7 +1637,7 @@ static void pair_small_conv_depthwise(kir_program *p) {
     if (b->args[1] != mid || p->bufs[mid].place != KP_WORKSPACE || a->params[CONV_EPI_AT + 3]) continue;
     primc_conv2d pw, dw;
     if (touched_outside(p, mid, i, i + 2) || !primc_conv2d_of_params(a->params, &pw) ||
-        !primc_conv2d_of_params(b->params, &dw) || !primc_conv2d_then_dw_pays(&pw, &dw))
+        !primc_conv2d_of_params(b->params, &dw) || !primc_conv_plan_pair(&pw, &dw))
       continue;
     /* nor may the second conv's other buffers (its scratch aside) share the map's memory */
     int other = 0;
@@ -1828,8 +1849,10 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
     fprintf(f, " = call primc_k_%s(", k->fn);
     for (int i = 0; i < k->n_args; i++) fprintf(f, "%sb%d", i ? ", " : "", k->args[i]);
     fprintf(f, ")");
+    if (!strcmp(k->fn, "conv") && k->params[CONV_EPI_AT + CONV_EPI_ROW] > 0)
+      fprintf(f, " conv row %s", primc_conv_row_name((int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1));
     if (k->has_epilogue) fprintf(f, " with epilogue k%d %s", k->epilogue, k->epi_in_call ? "in the call" : "per row block");
-    if (k->pair) fprintf(f, ", then k%d in the same call", k->pair);
+    if (k->pair) fprintf(f, ", then k%d in the same call (conv row %s)", k->pair, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW));
     if (k->absorbed) fprintf(f, " (in k%d's call)", idx - 2);
     fprintf(f, "\n");
   } else {

@@ -6,11 +6,12 @@
 #include <sys/types.h>
 
 #include "ir/ir.h"
+#include "runtime/primc_rt.h"
 
 #define KIR_MAX_LOOPS (PC_MAX_RANK + 1)
 #define KIR_MAX_ARGS 8
-#define CONV_EPI_AT (1 + 27 + 1 + 32) /* where a conv call's fused-epilogue words start in its params */
-#define CONV_EPI_WORDS 10 /* the last three: how the weights were packed, for which tile height, and their bytes (runtime/kernels.c) */
+#define CONV_EPI_AT PRIMC_CONV_EPI_AT /* where a conv call's fused-epilogue words start in its params */
+#define CONV_EPI_WORDS PRIMC_CONV_EPI_WORDS /* the last four: weight layout, tile height, their bytes, the planned row + 1 */
 
 /* Where a buffer lives at run time. */
 typedef enum kir_place {
@@ -34,10 +35,9 @@ typedef struct kir_buf {
 typedef struct kir_packed {
   int buf, trans;
   int64_t n, k;
-  int a_mr, groups; /* groups > 0: a conv's weights, each group's [n][k] block as primc_sgemm_pack_a strips
-                       (a_mr > 0) or as pack_b panels of its transpose (trans), see primc_conv2d_weight_layout */
-  int xform;        /* PRIMC_CONV_W_WINOGRAD or _LANES: a conv's weights transformed for that path (conv
-                       params in conv); 0 otherwise */
+  int a_mr, groups; /* groups > 0: a conv's weights, packed as its plan's layout says (the layout word of its
+                       params, conv; primc_conv_plan_pack): A strips of a_mr rows, W^T panels (trans), ... */
+  int xform;        /* PRIMC_CONV_W_WINOGRAD or _LANES: a conv's weights transformed for that row; 0 otherwise */
   const int64_t *conv;
 } kir_packed;
 

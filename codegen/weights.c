@@ -19,25 +19,14 @@ static const kir_packed *packed_of(const kir_program *p, int i) {
 
 /* buffer i's bytes (b->nbytes) packed from its constant d into dst; PRIMC_OK or a runtime status */
 static int pack_into(const kir_buf *b, const kir_packed *pk, const void *d, char *dst) {
-  int st = PRIMC_OK;
-  primc_conv2d cv;
-  if (pk->xform && !primc_conv2d_of_params(pk->conv, &cv))
-    st = PRIMC_ERR_ARG;
-  else if (pk->xform == PRIMC_CONV_W_WINOGRAD)
-    st = primc_conv2d_pack_winograd(&cv, d, pk->a_mr, (float *)(void *)dst);
-  else if (pk->xform == PRIMC_CONV_W_LANES)
-    st = primc_conv2d_pack_lanes(&cv, d, (float *)(void *)dst);
-  else if (pk->groups && pk->a_mr) /* a conv's groups, each [n][k] at its plain offset */
-    for (int g = 0; g < pk->groups && st == PRIMC_OK; g++)
-      st = primc_sgemm_pack_a(pk->n, pk->k, (const float *)d + g * pk->n * pk->k, pk->k, pk->a_mr,
-                              (float *)(void *)dst + g * pk->n * pk->k);
-  else if (pk->groups) /* W^T panels per group, as many bytes apart as the runtime conv expects */
-    for (int g = 0; g < pk->groups && st == PRIMC_OK; g++)
-      st = primc_sgemm_pack_b(1, pk->n, pk->k, (const float *)d + g * pk->n * pk->k, pk->k,
-                              dst + g * (b->nbytes / pk->groups));
-  else
-    st = primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);
-  return st;
+  if (pk->groups) { /* a conv's weights, as its plan's layout wants (runtime/conv/rows.c) */
+    primc_conv2d cv;
+    if (!primc_conv2d_of_params(pk->conv, &cv)) return PRIMC_ERR_ARG;
+    const int64_t *q = pk->conv + CONV_EPI_AT;
+    primc_conv_plan plan = {(int32_t)(q[CONV_EPI_WORDS - 1] - 1), (int32_t)q[CONV_EPI_WORDS - 4], pk->a_mr};
+    return primc_conv_plan_pack(&cv, &plan, d, dst);
+  }
+  return primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);
 }
 
 static const void *const_data(const kir_buf *b) {

@@ -492,12 +492,14 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
 
 /* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
  * [fused, bias offset, bias stride (-1: no bias), has residual, lo, hi (doubles as bits), silu, how the weights are
- * packed (PRIMC_CONV_W_*: 0 plain), the tile height they were packed for, the packed weights' bytes];
+ * packed (PRIMC_CONV_W_*: 0 plain), the tile height they were packed for, the packed weights' bytes, the
+ * planned conv row + 1 (runtime/conv/plan.c)];
  * bufs[4..6] = y, bias, residual */
-#define CONV_EPI_AT (1 + 27 + 1 + 32)
+#define CONV_EPI_AT PRIMC_CONV_EPI_AT
 #define CONV_EPI_PACKED 7
 #define CONV_EPI_TILE 8
 #define CONV_EPI_WBYTES 9
+#define CONV_EPI_ROW 10 /* the planned row + 1; 0 in params made without a plan */
 
 static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e) {
   double lo, hi;
@@ -569,7 +571,11 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
   /* packed weights may come from a weights file: their headers decide every read, so they are checked first */
   if (q[CONV_EPI_PACKED] && (q[CONV_EPI_WBYTES] < 1 || primc_conv2d_check_weights(&p, bufs[2], (size_t)q[CONV_EPI_WBYTES])))
     return PRIMC_ERR_WEIGHTS;
-  if (two_d)
+  if (two_d && q[CONV_EPI_ROW] > 0 && q[CONV_EPI_ROW] <= PRIMC_CONV_ROW_COUNT) { /* the compiled plan, run as it is */
+    primc_conv_plan plan = {(int32_t)(q[CONV_EPI_ROW] - 1), (int32_t)q[CONV_EPI_PACKED], (int32_t)q[CONV_EPI_TILE]};
+    return primc_conv_run(&p, &plan, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0], bufs[3]);
+  }
+  if (two_d) /* params made without a plan: planned now, for the layout they name */
     return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
                                 bufs[3]);
   if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);

@@ -102,6 +102,8 @@ int primc_output_dims(const int64_t *table, int32_t n_outputs, const void *works
  * microseconds (default 300; 0: never) before sleeping. */
 void primc_parallel_for(int64_t n, void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
 int primc_num_threads(void);
+/* the threads the pool starts (PRIMC_NUM_THREADS, else online CPUs), without starting it (the planner) */
+int primc_threads_wanted(void);
 
 /* ---------------------------------------------------------------- the weights side file (runtime/weights.c) */
 
@@ -282,7 +284,7 @@ double primc_now_ms(void); /* a monotonic clock */
 /* sorts n run times ascending: t[0] is the min, t[n / 2] the median */
 void primc_sort_ms(double *t, int n);
 
-/* ---------------------------------------------------------------- fp32 GEMM and conv (runtime/gemm.c, runtime/conv.c) */
+/* ---------------------------------------------------------------- fp32 GEMM and conv (runtime/gemm.c, runtime/conv/) */
 
 /* Row-major C[M][N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_*). beta == 0 never
  * reads C. Splits the work over the pool; each C element is summed in the same order whatever the
@@ -403,11 +405,10 @@ typedef struct primc_conv2d {
                           (PRIMC_CONV_W_WINOGRAD) */
   int w_lanes;         /* w is primc_conv2d_pack_lanes's output (PRIMC_CONV_W_LANES) */
 } primc_conv2d;
-/* How a conv wants its weights packed ahead of time, from its shape and, for Winograd, this CPU's
- * zmm FMA rate (primc_cpu_zmm_fmas); a conv compiled elsewhere runs whatever layout its params name:
- * STRIPS when output pixels go in the vector lanes (the usual case), PANELS when output channels do
- * (few output pixels, e.g. 7x7 maps: the GEMM is transposed, C^T = X_col^T W^T), PLAIN for
- * depthwise convs, which do not run on the GEMM. */
+/* How a conv's weights are stored: PLAIN (OIHW), STRIPS (A strips for the GEMM rows), PANELS (W^T panels:
+ * the transposed GEMM, output channels in the lanes), WINOGRAD and LANES (their rows' own layouts). A
+ * conv's plan (primc_conv_plan_make) says which; primc_conv2d_weight_layout gives the layout of the plan
+ * for packable weights on this CPU (PLAIN for depthwise convs, which do not run on the GEMM). */
 enum { PRIMC_CONV_W_PLAIN = 0, PRIMC_CONV_W_STRIPS = 1, PRIMC_CONV_W_PANELS = 2, PRIMC_CONV_W_WINOGRAD = 3, PRIMC_CONV_W_LANES = 4 };
 int primc_conv2d_weight_layout(const primc_conv2d *p);
 /* WINOGRAD (3x3 stride 1, 64 or 128+ channels each side by the CPU, 36+ 2x2 output tiles): the conv runs as Winograd
@@ -459,5 +460,68 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
 int primc_conv2d_then_dw_pays(const primc_conv2d *pw, const primc_conv2d *dw);
 int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
                              const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y);
+
+/* ---------------------------------------------------------------- the conv family as rows (runtime/conv/) */
+
+/* Every conv variant is a row of runtime/conv/conv_rows.def. The planner (runtime/conv/plan.c) picks
+ * one at compile time from the shape and one per-CPU tuning table; codegen records it in the call's
+ * params (the words at PRIMC_CONV_EPI_AT) and primc_k_conv runs that row without choosing again: at
+ * run time only the row's instruction set, its buffer needs and its fit are checked, and when one
+ * fails its named fallback row (same weight layout) runs instead. */
+typedef enum primc_conv_row {
+#define PRIMC_CONV_ROW(id, ...) PRIMC_CONV_ROW_##id,
+#include "runtime/conv/conv_rows.def"
+#undef PRIMC_CONV_ROW
+  PRIMC_CONV_ROW_COUNT
+} primc_conv_row;
+enum { PRIMC_CONV_CLASS_CONV2D = 0, PRIMC_CONV_CLASS_DEPTHWISE = 1, PRIMC_CONV_CLASS_PAIR = 2 };
+
+/* the typed call descriptor: what the planner chose and how the weights are stored for it */
+typedef struct primc_conv_plan {
+  int32_t row;     /* a primc_conv_row */
+  int32_t layout;  /* PRIMC_CONV_W_* of the weights the call passes (PLAIN for a STRIPS row not packed) */
+  int32_t tile_mr; /* tile height of STRIPS and WINOGRAD weights, else 0 */
+} primc_conv_plan;
+
+typedef struct primc_conv_plan_opts {
+  int packable;      /* the weights are constants the caller will pack as the plan says: any layout */
+  int layout;        /* when !packable: the layout the weights are in (PRIMC_CONV_W_*; STRIPS needs tile_mr) */
+  int tile_mr;       /* the tile height STRIPS and WINOGRAD weights are (or will be) packed with */
+  int has_scratch;   /* the call passes primc_conv_plan_scratch_floats' col */
+  int threads;       /* threads the call will run on; 0: primc_num_threads() */
+  const char *force; /* a row name (PRIMC_CONV_ROW=) taken when it fits and its ISA is here; NULL: none */
+} primc_conv_plan_opts;
+
+/* the best row for p as o allows; PRIMC_OK, or PRIMC_ERR_ARG (p inconsistent, or no row reads weights in
+ * o's layout) */
+int primc_conv_plan_make(const primc_conv2d *p, const primc_conv_plan_opts *o, primc_conv_plan *plan);
+/* whether the small conv pw then the depthwise conv dw run as the PAIR_DW row on this CPU (and pay) */
+int primc_conv_plan_pair(const primc_conv2d *pw, const primc_conv2d *dw);
+/* row metadata: name (NULL past the table), row of a name (-1), class, ISA, layout, fallback, and
+ * whether the row can run p (next: the depthwise conv of a PAIR row, else NULL) */
+const char *primc_conv_row_name(int row);
+int primc_conv_row_find(const char *name);
+int primc_conv_row_class(int row);
+int primc_conv_row_isa(int row);
+int primc_conv_row_layout(int row);
+int primc_conv_row_fallback(int row);
+int primc_conv_row_fits(int row, const primc_conv2d *p, const primc_conv2d *next);
+/* floats of col the plan's row uses, and bytes of its weights */
+int64_t primc_conv_plan_scratch_floats(const primc_conv2d *p, const primc_conv_plan *plan);
+size_t primc_conv_plan_weight_bytes(const primc_conv2d *p, const primc_conv_plan *plan);
+/* w (plain OIHW) into dst as the plan's layout wants (primc_conv_plan_weight_bytes, 64-byte aligned) */
+int primc_conv_plan_pack(const primc_conv2d *p, const primc_conv_plan *plan, const float *w, void *dst);
+/* runs the plan's row (or its fallback) with primc_conv2d_f32_epi's arguments; p's w_* fields are
+ * ignored (the plan says how w is stored) */
+int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const float *x, const void *w,
+                   const primc_conv_epi *e, float *y, float *spare, float *col);
+/* the row that last ran on this thread (after fallbacks), for tests; -1 before any */
+int primc_conv_last_row(void);
+
+/* where a conv call's fused-epilogue words start in its params (codegen/kir.c writes them,
+ * runtime/kernels.c reads them), and their count: [fused, bias offset, bias stride, has residual, lo, hi,
+ * silu, weight layout, tile height, packed weight bytes, planned row + 1 (0: none)] */
+#define PRIMC_CONV_EPI_AT (1 + 27 + 1 + 32)
+#define PRIMC_CONV_EPI_WORDS 11
 
 #endif

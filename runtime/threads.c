@@ -103,12 +103,16 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-static void pool_start(void) {
-  const char *env = getenv("PRIMC_NUM_THREADS"), *spin = getenv("PRIMC_SPIN_US");
+int primc_threads_wanted(void) {
+  const char *env = getenv("PRIMC_NUM_THREADS");
   long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int)n;
+}
+
+static void pool_start(void) {
+  const char *spin = getenv("PRIMC_SPIN_US");
+  long n = primc_threads_wanted();
   long us = spin && *spin ? strtol(spin, NULL, 10) : DEFAULT_SPIN_US;
-  if (n < 1) n = 1;
-  if (n > MAX_THREADS) n = MAX_THREADS;
   the_pool.spin_ns = us > 0 && us < 1000000 ? (int64_t)us * 1000 : 0;
   int started = 1;
   if (pthread_key_create(&worker_key, NULL) != 0) n = 1;

@@ -31,6 +31,21 @@ if [ -n "$peak_report" ] && [ "$peak_report" = "$peak_dump" ]; then ok "report p
 else bad "report peak" "report '$peak_report' dump '$peak_dump'"; fi
 grep -q '^kernel k0 ' "$tmp/out" && ok "report lists kernels" || bad "report lists kernels" "no kernel k0"
 
+# dump --kernels names every conv call's row; PRIMC_CONV_ROW forces one where it fits, and the forced
+# build still matches the reference
+"$P" dump models/resnet_tiny/model.onnx -O2 --kernels >"$tmp/k" 2>&1
+calls=$(grep -c 'call primc_k_conv(' "$tmp/k"); rows=$(grep -c 'call primc_k_conv(.*conv row [a-z0-9_]' "$tmp/k")
+[ "$calls" -gt 0 ] && [ "$calls" = "$rows" ] && ok "dump --kernels: a row for each of $calls convs" ||
+  bad "dump --kernels rows" "$rows rows for $calls conv calls"
+PRIMC_CONV_ROW=im2col_implicit "$P" dump models/resnet_tiny/model.onnx -O2 --kernels >"$tmp/k" 2>&1
+[ "$(grep -c 'conv row im2col_implicit' "$tmp/k")" = "$calls" ] && ok "PRIMC_CONV_ROW forces the row" ||
+  bad "PRIMC_CONV_ROW" "$(grep -o 'conv row [a-z0-9_]*' "$tmp/k" | sort | uniq -c | tr '\n' ' ')"
+mkdir -p "$tmp/forced"
+if PRIMC_CONV_ROW=lanes_loop "$P" compile models/resnet_tiny/model.onnx -O2 -o "$tmp/forced/m" >/dev/null 2>&1 &&
+  "$tmp/forced/m" models/resnet_tiny/input.npy -o "$tmp/forced" >/dev/null 2>&1 &&
+  python3 tests/compare_npy.py "$tmp/forced/out0.npy" models/resnet_tiny/expected.npy --rtol 1e-4 --atol 1e-5 >/dev/null 2>&1
+then ok "PRIMC_CONV_ROW=lanes_loop build matches the reference"; else bad "forced lanes_loop build" "differs or failed"; fi
+
 # a compiled model runs without OpenBLAS worker threads (they spin in sched_yield, taking a core from the
 # pool), also where the environment picks OpenBLAS's kernels itself: watched while it runs, one thread
 "$B/primc" compile models/mlp/model.onnx -O2 -o "$tmp/mlp" >/dev/null 2>&1

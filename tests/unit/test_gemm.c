@@ -329,9 +329,9 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
     wbytes = primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_WINOGRAD);
   if (primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_LANES) > wbytes)
     wbytes = primc_conv2d_packed_weight_bytes(p, PRIMC_CONV_W_LANES);
-  /* the direct lanes conv runs one group of AVX-512 stride 1 or 2 across, rows of at most 128 */
-  int lanes = isa == PRIMC_ISA_AVX512 && p->groups == 1 && !(p->c == 1 && p->o == 1) &&
-              (p->stride_w == 1 || p->stride_w == 2) && ow <= 128;
+  /* the lanes layout holds one group; where the direct lanes row cannot run it (no AVX-512, rows over 128,
+   * stride 3) its plain-loop fallback does */
+  int lanes = p->groups == 1 && !(p->c == 1 && p->o == 1);
   primc_sgemm_force_isa(PRIMC_ISA_AUTO);
   float *col = rand_buf(scratch), *wp = aligned_alloc(64, (wbytes + 127) / 64 * 64);
   primc_conv_epi e = {with_bias ? b : NULL, 1, NULL, p->relu ? 0.0f : -INFINITY, INFINITY, 0};
@@ -341,7 +341,7 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
     primc_conv2d q = *p;
     if (mode >= 2 && primc_conv2d_weight_layout(p) == PRIMC_CONV_W_PLAIN) break;
     if ((mode == 5 || mode == 6) && !wino) continue; /* a conv compiled where Winograd pays runs it on any CPU */
-    if (mode == 7) { /* direct with output channels in the lanes, where it can run; refused elsewhere */
+    if (mode == 7) { /* output channels in the lanes: the direct row, or its fallback; refused for groups */
       q.w_lanes = 1;
       ok = ok && CHECK_INT(primc_conv2d_pack_lanes(p, w, wp), p->groups == 1 ? PRIMC_OK : PRIMC_ERR_ARG);
       if (!lanes) {

@@ -1,0 +1,278 @@
+/* runtime/conv/common.c: what every conv row shares: output geometry, validation, the fused epilogue, strided copies, im2col. */
+#include "runtime/conv/conv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
+  int64_t span = d * (k - 1) + 1, room = in + p0 + p1 - span;
+  return s > 0 && d > 0 && k > 0 && room >= 0 ? room / s + 1 : 0;
+}
+
+int primc_conv2d_out_hw(const primc_conv2d *p, int64_t *oh, int64_t *ow) {
+  *oh = conv_out(p->h, p->kh, p->stride_h, p->dil_h, p->pad_t, p->pad_b);
+  *ow = conv_out(p->w, p->kw, p->stride_w, p->dil_w, p->pad_l, p->pad_r);
+  return *oh > 0 && *ow > 0;
+}
+
+int primc_cv_valid(const primc_conv2d *p) {
+  int64_t oh, ow;
+  return p->n >= 0 && p->c > 0 && p->o > 0 && p->groups > 0 && p->c % p->groups == 0 && p->o % p->groups == 0 &&
+         p->pad_t >= 0 && p->pad_l >= 0 && p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow);
+}
+
+/* ---------------------------------------------------------------- epilogue: bias, residual, clamp */
+
+void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb) {
+  for (int64_t n = 0; n < nb; n++) {
+    float v = c[n] + b + (res ? res[n] : 0.0f);
+    y[n] = cv_clampf(e->silu ? cv_siluf(v) : v, e->lo, e->hi);
+  }
+}
+
+__attribute__((target("avx512f"))) void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res,
+                                                          float b, int64_t nb) {
+  __m512 vb = _mm512_set1_ps(b), lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
+  int64_t n = 0;
+  for (; n < nb; n += 16) {
+    __mmask16 m = nb - n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nb - n)) - 1);
+    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c + n), vb);
+    if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + n));
+    if (e->silu) v = cv_silu512(v);
+    /* max/min return their second operand when one is NaN: v second keeps NaN */
+    _mm512_mask_storeu_ps(y + n, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
+  }
+}
+
+void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
+  const epi_ctx *e = ctx;
+  int vec = cv_use_avx512();
+  for (int64_t m = 0; m < mb; m++) {
+    int64_t off = (m0 + m) * ldc + n0;
+    float *row = C + m * ldc, *y = e->y + off, b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
+    const float *res = e->res ? e->res + off : NULL;
+    if (vec) primc_cv_epi_row512(e, y, row, res, b, nb);
+    else primc_cv_epi_row_scalar(e, y, row, res, b, nb);
+  }
+}
+
+int primc_cv_epi_needed(const primc_conv_epi *e) {
+  return e && (e->bias || e->res || e->silu || e->lo > -__builtin_inff() || e->hi < __builtin_inff());
+}
+
+/* ---------------------------------------------------------------- strided copies */
+
+/* dst[t] = src[2 t], t < n: 16 outputs from two loads and a permute instead of 16 scalar moves (stride-2
+ * convs spend most of their im2col here); reads no element past src[2 n - 2] */
+__attribute__((target("avx512f"))) void primc_cv_copy_stride2_512(float *dst, const float *src, int64_t n) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  for (int64_t t = 0; t < n; t += 16, src += 32) {
+    int64_t r = n - t, last = 2 * r - 1;
+    __m512 a = _mm512_maskz_loadu_ps(cv_low_mask(last), src), b = _mm512_maskz_loadu_ps(cv_low_mask(last - 16), src + 16);
+    _mm512_mask_storeu_ps(dst + t, cv_low_mask(r), _mm512_permutex2var_ps(a, even, b));
+  }
+}
+
+void primc_cv_copy_strided(float *dst, const float *src, int64_t n, int64_t s) {
+  if (s == 1) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+  } else if (s == 2 && n >= 8 && primc_sgemm_isa() == PRIMC_ISA_AVX512) {
+    primc_cv_copy_stride2_512(dst, src, n);
+  } else {
+    for (int64_t t = 0; t < n; t++) dst[t] = src[t * s];
+  }
+}
+
+/* ---------------------------------------------------------------- implicit im2col */
+
+/* row k = (c, i, j) of the column matrix, output positions [n0, n0 + nc) */
+__attribute__((target("avx512f,bmi2"))) static void im2col_row512(float *dst, const float *src, int64_t ow, int64_t lo,
+                                                                  int64_t hi, int64_t sw);
+
+void primc_cv_col_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
+  const col_src *s = ctx;
+  const primc_conv2d *p = s->p;
+  int64_t taps = p->kh * p->kw, c = k / taps, i = k % taps / p->kw, j = k % p->kw;
+  const float *plane = s->x + c * p->h * p->w;
+  int64_t y = n0 / s->ow, x = n0 % s->ow;
+  int64_t off = j * p->dil_w - p->pad_l; /* input column of output column 0 */
+  for (int64_t done = 0; done < nc; y++, x = 0) {
+    int64_t run = s->ow - x < nc - done ? s->ow - x : nc - done;
+    float *d = dst + done;
+    int64_t ih = y * p->stride_h - p->pad_t + i * p->dil_h;
+    done += run;
+    if (ih < 0 || ih >= p->h) {
+      memset(d, 0, (size_t)run * sizeof(float));
+      continue;
+    }
+    const float *row = plane + ih * p->w;
+    int64_t sw = p->stride_w;
+    /* output columns x + t with 0 <= off + (x + t) * sw < w */
+    int64_t lo = off + x * sw >= 0 ? 0 : (-(off + x * sw) + sw - 1) / sw;
+    int64_t hi = off + x * sw > p->w - 1 ? 0 : (p->w - 1 - (off + x * sw)) / sw + 1;
+    if (lo > run) lo = run;
+    if (hi > run) hi = run;
+    if (hi < lo) hi = lo;
+    if (s->vec) { /* masked vector loads: no libc call per output row */
+      im2col_row512(d, row + off + x * sw, run, lo, hi, sw);
+      continue;
+    }
+    memset(d, 0, (size_t)lo * sizeof(float));
+    if (hi > lo) {
+      primc_cv_copy_strided(d + lo, row + off + (x + lo) * sw, hi - lo, sw);
+    }
+    memset(d + hi, 0, (size_t)(run - hi) * sizeof(float));
+  }
+}
+
+/* ---------------------------------------------------------------- explicit im2col */
+
+/* col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy * sh - pt + i * dh][ox * sw - pl + j * dw], 0 outside */
+/* one im2col row of ow outputs, stride 1 or 2: dst[t] = src[t * sw] for lo <= t < hi, else 0; 16 outputs
+ * per masked load (two and a permute for stride 2) and store; no element outside [lo, hi) is read */
+__attribute__((target("avx512f,bmi2"))) static void im2col_row512(float *dst, const float *src, int64_t ow, int64_t lo,
+                                                                  int64_t hi, int64_t sw) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  for (int64_t t = 0; t < ow; t += 16) {
+    __mmask16 valid = (__mmask16)(cv_low_mask(hi - t) & ~cv_low_mask(lo - t)), out = cv_low_mask(ow - t);
+    __m512 v;
+    if (sw == 1) {
+      v = _mm512_maskz_loadu_ps(valid, src + t);
+    } else {
+      uint32_t e = _pdep_u32(valid, 0x55555555u); /* output lane l reads element 2 l */
+      v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps((__mmask16)e, src + 2 * t), even,
+                                 _mm512_maskz_loadu_ps((__mmask16)(e >> 16), src + 2 * t + 16));
+    }
+    _mm512_mask_storeu_ps(dst + t, out, v);
+  }
+}
+
+/* Below 16 output columns a row call writes a handful of floats: tiny planes are gathered instead, 16
+ * outputs (across output rows) per masked gather, with the indices of each tap computed once for all
+ * channels. GATHER_MAX_IDX bounds taps * P rounded up to 16 (the index table is on the stack). */
+#define GATHER_MAX_OW 16
+#define GATHER_MAX_IDX 8192
+
+static int gather_fits(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  return ow < GATHER_MAX_OW && p->kh * p->kw * ((oh * ow + 15) / 16 * 16) <= GATHER_MAX_IDX;
+}
+
+__attribute__((target("avx512f"))) static void im2col_gather512(const primc_conv2d *p, const float *x, int64_t cg,
+                                                                int64_t oh, int64_t ow, float *col) {
+  int32_t idx[GATHER_MAX_IDX];
+  __mmask16 valid[GATHER_MAX_IDX / 16];
+  int64_t P = oh * ow, taps = p->kh * p->kw, np = (P + 15) / 16 * 16;
+  for (int64_t t = 0; t < taps; t++) {
+    int64_t i = t / p->kw, jx = t % p->kw;
+    for (int64_t q = 0; q < np; q++) {
+      int64_t oy = q / ow, ox = q % ow;
+      int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h, iw = ox * p->stride_w - p->pad_l + jx * p->dil_w;
+      int ok = q < P && ih >= 0 && ih < p->h && iw >= 0 && iw < p->w;
+      idx[t * np + q] = ok ? (int32_t)(ih * p->w + iw) : 0;
+      if (q % 16 == 0) valid[(t * np + q) / 16] = 0;
+      if (ok) valid[(t * np + q) / 16] |= (__mmask16)(1u << (q % 16));
+    }
+  }
+  for (int64_t c = 0; c < cg; c++) {
+    const float *plane = x + c * p->h * p->w;
+    for (int64_t t = 0; t < taps; t++) {
+      float *row = col + (c * taps + t) * P;
+      for (int64_t q = 0; q < np; q += 16) {
+        __m512i vi = _mm512_loadu_si512((const void *)(idx + t * np + q));
+        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid[(t * np + q) / 16], vi, plane, 4);
+        _mm512_mask_storeu_ps(row + q, cv_low_mask(P - q), v);
+      }
+    }
+  }
+}
+
+static void im2col_rows(const primc_conv2d *p, const float *x, int64_t cg, int64_t oh, int64_t ow, float *col) {
+  if (cv_use_avx512() && gather_fits(p, oh, ow)) {
+    im2col_gather512(p, x, cg, oh, ow, col);
+    return;
+  }
+  int64_t sw = p->stride_w;
+  int vec = cv_use_avx512() && (sw == 1 || sw == 2);
+  for (int64_t c = 0; c < cg; c++)
+    for (int64_t i = 0; i < p->kh; i++)
+      for (int64_t jx = 0; jx < p->kw; jx++) {
+        int64_t off = jx * p->dil_w - p->pad_l; /* input column of output column 0 */
+        int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw, hi = off > p->w - 1 ? 0 : (p->w - 1 - off) / sw + 1;
+        if (hi > ow) hi = ow;
+        if (lo > hi) lo = hi;
+        for (int64_t oy = 0; oy < oh; oy++, col += ow) {
+          int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
+          const float *src = x + (c * p->h + ih) * p->w + off;
+          int64_t t = 0;
+          if (vec) {
+            im2col_row512(col, src, ow, ih >= 0 && ih < p->h ? lo : 0, ih >= 0 && ih < p->h ? hi : 0, sw);
+            continue;
+          }
+          if (ih >= 0 && ih < p->h) {
+            for (; t < lo; t++) col[t] = 0.0f;
+            if (sw == 1) {
+              for (; t < hi; t++) col[t] = src[t];
+            } else {
+              primc_cv_copy_strided(col + t, src + t * sw, hi - t, sw);
+              t = hi;
+            }
+          }
+          for (; t < ow; t++) col[t] = 0.0f;
+        }
+      }
+}
+
+typedef struct im2col_job {
+  const primc_conv2d *p;
+  const float *x;
+  int64_t oh, ow;
+  float *col;
+} im2col_job;
+
+static void im2col_range(void *ctx, int64_t c0, int64_t c1) {
+  const im2col_job *j = ctx;
+  const primc_conv2d *p = j->p;
+  im2col_rows(p, j->x + c0 * p->h * p->w, c1 - c0, j->oh, j->ow, j->col + c0 * p->kh * p->kw * j->oh * j->ow);
+}
+
+/* im2col split over the threads by channel when there is enough of it (a 7x7 map's 512-channel 3x3
+ * conv writes 900 KB of it before its GEMM, which otherwise runs on one thread while the other waits) */
+#define IM2COL_SPLIT_FLOATS (1 << 15)
+void primc_cv_im2col_par(const primc_conv2d *p, const float *x, int64_t cg, int64_t oh, int64_t ow, float *col) {
+  im2col_job j = {p, x, oh, ow, col};
+  if (cg > 1 && cg * p->kh * p->kw * oh * ow >= IM2COL_SPLIT_FLOATS) primc_parallel_for(cg, im2col_range, &j);
+  else im2col_rows(p, x, cg, oh, ow, col);
+}
+
+/* ---------------------------------------------------------------- C^T tiles back to channel rows */
+
+/* Pixels [0, mb) x channels [0, nb) of a C^T tile (rows ldc apart) into y's channel rows from pixel m0
+ * on (e at the tile's first channel): 16 x 16 blocks through one in-register transpose, each channel's
+ * 16 pixels then one vector for bias, residual, SiLU and clamp and one store. A scalar gather down C^T's
+ * columns read one cache line per element (a third of MobileNetV2's 7x7 1x1 convs), and the transposes
+ * through a buffer and a second pass for the epilogue took a fifth of a 3-channel 7x7 stem's time in
+ * the direct lanes conv. */
+__attribute__((target("avx512f"))) void primc_cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc,
+                                                        int64_t m0, int64_t mb, int64_t nb) {
+  __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
+  for (int64_t c0 = 0; c0 < nb; c0 += 16) {
+    int64_t nc = nb - c0 < 16 ? nb - c0 : 16;
+    __mmask16 cm = cv_low_mask(nc); /* C^T's columns past the tile are not read */
+    for (int64_t q = 0; q < mb; q += 16) {
+      int rows = mb - q < 16 ? (int)(mb - q) : 16;
+      __mmask16 m = cv_low_mask(rows);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, ct + (q + i) * ldc + c0) : _mm512_setzero_ps();
+      primc_tr16(r);
+      for (int64_t c = 0; c < nc; c++) {
+        int64_t ch = c0 + c, off = ch * P + m0 + q;
+        __m512 v = _mm512_add_ps(r[c], _mm512_set1_ps(e->bias ? e->bias[ch * e->bias_stride] : 0.0f));
+        if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e->res + off));
+        if (e->silu) v = cv_silu512(v);
+        _mm512_mask_storeu_ps(e->y + off, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v))); /* v second: NaN stays */
+      }
+    }
+  }
+}
+

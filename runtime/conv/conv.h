@@ -1,0 +1,190 @@
+/* runtime/conv/conv.h: what the conv family's files share: the row table, the call a row runs, epilogue and im2col helpers. */
+#ifndef PRIMC_CONV_INTERNAL_H
+#define PRIMC_CONV_INTERNAL_H
+
+#include "runtime/avx512.h"
+#include "runtime/primc_rt.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------- shapes */
+
+static inline int cv_is_depthwise(const primc_conv2d *p) { return p->groups == p->c && p->o == p->c; }
+
+static inline int cv_is_pointwise(const primc_conv2d *p) {
+  return p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && !p->pad_t && !p->pad_l && !p->pad_b &&
+         !p->pad_r;
+}
+
+int primc_cv_valid(const primc_conv2d *p);
+
+static inline int cv_overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
+  return a && b && (uintptr_t)a < (uintptr_t)(b + nb) && (uintptr_t)b < (uintptr_t)(a + na);
+}
+
+static inline int cv_use_avx512(void) { return primc_sgemm_isa() == PRIMC_ISA_AVX512; }
+
+static inline __mmask16 cv_low_mask(int64_t n) {
+  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+}
+
+/* ---------------------------------------------------------------- the rows */
+
+enum { CV_NEED_COL = 1, CV_NEED_APART = 2 };
+
+/* one call of a row: p with its w_* fields set from the plan; e never NULL; the sums go to acc (y, or the
+ * spare when y overlaps x or the residual); next, w2, e2: a PAIR row's depthwise conv */
+typedef struct cv_call {
+  const primc_conv2d *p;
+  int64_t oh, ow;
+  const float *x;
+  const void *w;
+  const primc_conv_epi *e;
+  float *y, *acc, *col;
+  const primc_conv2d *next;
+  const float *w2;
+  const primc_conv_epi *e2;
+} cv_call;
+
+typedef struct cv_row {
+  const char *name;
+  int cls, isa, layout, needs, fallback;
+  int (*fits)(const primc_conv2d *p, const primc_conv2d *next);
+  int64_t (*scratch)(const primc_conv2d *p);
+  int (*run)(const cv_call *c);
+} cv_row;
+
+extern const cv_row primc_cv_rows[PRIMC_CONV_ROW_COUNT];
+
+#define PRIMC_CONV_ROW(id, name, cls, isa, layout, needs, fallback, fits, scratch, run) \
+  int fits(const primc_conv2d *p, const primc_conv2d *next);                             \
+  int64_t scratch(const primc_conv2d *p);                                                \
+  int run(const cv_call *c);
+#include "runtime/conv/conv_rows.def"
+#undef PRIMC_CONV_ROW
+
+/* ---------------------------------------------------------------- epilogue: bias, residual, clamp */
+
+typedef struct epi_ctx {
+  const float *bias; /* bias of GEMM row m at bias[m * bias_stride], already offset to the group */
+  int64_t bias_stride;
+  const float *res; /* residual with C's layout (ldc), already offset to the group */
+  float *y;         /* where the result goes, C's layout; may be C itself */
+  float lo, hi;
+  int silu;
+} epi_ctx;
+
+static inline float cv_clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* v * sigmoid(v) */
+static inline float cv_siluf(float v) { return v / (1.0f + expf(-v)); }
+
+/* y[n] = clamp(act(c[n] + b + res[n])); NaN stays NaN (one out-of-line copy: inlined into its callers'
+ * loops it ran slower) */
+void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
+
+/* e^x to about 2e-7 relative: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r, scaled by 2^n */
+__attribute__((target("avx512f"))) static inline __m512 cv_exp512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x); /* ln2 in two parts: exact n * hi */
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* v * sigmoid(v) = v / (1 + e^-v); e^-v overflows to inf for v < -89, giving -0 as it should */
+__attribute__((target("avx512f"))) static inline __m512 cv_silu512(__m512 v) {
+  return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), cv_exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+}
+
+void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
+/* primc_epilogue over a tile of C (rows are output channels, columns pixels) */
+void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb);
+int primc_cv_epi_needed(const primc_conv_epi *e);
+
+/* e with y, res and bias moved to channel ch of planes of P pixels */
+static inline epi_ctx cv_epi_at(const epi_ctx *e, int64_t ch, int64_t P) {
+  epi_ctx c = *e;
+  c.y += ch * P;
+  c.res = e->res ? e->res + ch * P : NULL;
+  c.bias = e->bias ? e->bias + ch * e->bias_stride : NULL;
+  return c;
+}
+
+/* pixels [0, mb) x channels [0, nb) of a C^T tile (rows ldc apart) into y's channel rows from pixel m0 on,
+ * through the epilogue (AVX-512) */
+void primc_cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb);
+
+/* ---------------------------------------------------------------- copies and im2col */
+
+void primc_cv_copy_stride2_512(float *dst, const float *src, int64_t n);
+void primc_cv_copy_strided(float *dst, const float *src, int64_t n, int64_t s);
+
+typedef struct col_src {
+  const primc_conv2d *p;
+  const float *x; /* the group's first input channel */
+  int64_t oh, ow;
+  int vec; /* AVX-512 rows (stride 1 or 2) */
+} col_src;
+/* primc_brow_fn: row k = (c, i, j) of the column matrix, output positions [n0, n0 + nc) */
+void primc_cv_col_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst);
+/* the column matrix of cg channels from x into col, split over the threads when large */
+void primc_cv_im2col_par(const primc_conv2d *p, const float *x, int64_t cg, int64_t oh, int64_t ow, float *col);
+
+/* ---------------------------------------------------------------- what the planner and the pair read */
+
+int64_t primc_cv_direct_wph(const primc_conv2d *p, int64_t ow);
+int primc_cv_direct_can(const primc_conv2d *p);
+int primc_cv_dwl_cols_ok(const primc_conv2d *p);
+/* bytes from one group's W^T panels to the next, as packed on this machine; and the check of packed ones */
+size_t primc_cv_panels_stride(int64_t og, int64_t kk);
+int primc_cv_panels_check(const primc_conv2d *p, const void *w, size_t avail, size_t *stride);
+
+/* a depthwise conv's job, shared by its rows and the pair's second half */
+typedef struct dw_job {
+  const primc_conv2d *p;
+  const float *x, *w;
+  const primc_conv_epi *e;
+  float *acc, *y; /* the sums go to acc, the epilogue's results to y (may be acc) */
+  int64_t oh, ow;
+  int vec;
+} dw_job;
+
+#define DWL_MAX_TAPS 49
+
+typedef struct dwl_geo {
+  int64_t pw;   /* tile columns: padded input columns the outputs read */
+  int64_t band; /* output rows per band */
+  int64_t taps;
+} dwl_geo;
+dwl_geo primc_cv_dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow);
+
+/* Where a band's tile rows come from: the input planes, transposed (plain), or made by the first conv of
+ * a fused pair from its own input (pair.c). make writes input row ih's columns [0, n) of the source's 16
+ * channels at dst[column][16]. */
+typedef struct dwl_src {
+  void (*make)(const struct dwl_src *s, int64_t ih, int64_t n, float *dst);
+  const float *x; /* the 16 channels' planes (plain), or all of the first conv's input planes */
+  int64_t hw, w;  /* plane size and row width of x */
+  int nch;
+  /* the first conv (k taps x input channels), weights [k][16], its epilogue in lanes */
+  const primc_conv2d *first;
+  int64_t k;
+  const float *wt;
+  __m512 bias, lo, hi;
+  int silu;
+} dwl_src;
+/* the depthwise conv of 16 channels [c0, c0 + nch) of image n, output rows [oy_b, oy_e), input rows by src */
+void primc_cv_dwl_item(const dw_job *j, int64_t n, int64_t c0, int nch, const dwl_src *src, int64_t oy_b,
+                       int64_t oy_e);
+
+#endif

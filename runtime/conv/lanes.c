@@ -1,0 +1,295 @@
+/* runtime/conv/lanes.c: the direct lanes row (32 output channels in the vector lanes, x read in place; AVX-512) and its plain-loop fallback. */
+#include "runtime/conv/conv.h"
+
+#include <string.h>
+
+/* ---------------------------------------------------------------- direct, output channels in the lanes */
+
+/*
+ * Each sum is one pixel's 32 output channels in two vectors, each tap one broadcast input value and two
+ * weight vectors (PRIMC_CONV_W_LANES: [o / 32][c kh kw][32]): x is read where it lies, at any stride,
+ * with no im2col, phase copy or padding. An output row goes in tiles of up to DL_R pixels, 2 DL_R sums
+ * in registers; a tile at the row's end, some of whose taps fall left or right of x, runs once per run
+ * of kernel columns that lie inside x for the same pixels, and kernel rows above or below x are skipped
+ * for the whole row. The channels are taken in chunks whose weights stay in L1 while every tile of a
+ * band of rows reads them. The band's [pixels][32] sums go to y's rows through primc_cv_ct_store (16x16
+ * transposes, the epilogue in registers), as the transposed GEMM's do.
+ * This is the register tile of MLAS's NCHWc convs, on NCHW maps.
+ */
+#define DL_R 14                /* pixels per tile: 28 sums, 14 broadcasts and 2 weight loads per tap */
+#define DL_NR 32               /* output channels per sum: two vectors */
+#define DL_BAND_FLOATS 4096    /* the sums of a band of output rows, on the stack: at least a row */
+#define DL_W_BYTES (16 << 10)  /* weights of a chunk of channels: L1 keeps them (24 and 32 KB were slower) */
+#define DL_MAX_KW 16            /* kernel columns: a tile's runs of them are planned on the stack */
+#define DL_AVX __attribute__((target("avx512f")))
+
+typedef struct dl_src {
+  const float *x;     /* the tile's pixel 0 at its first tap: first channel, kernel row and column read */
+  int64_t cs, rs, js; /* pitch of a channel, a kernel row and a kernel column in x (dilation included) */
+  int64_t c, ni, nj;  /* channels, kernel rows and kernel columns read */
+  const float *w;     /* the weights of that tap, [c][kh][kw][32] */
+  int64_t wcs, wrs;   /* weight floats per channel and per kernel row */
+} dl_src;
+
+/* R pixels S apart: sums in dst[pixel][32], added to what is there when acc */
+static inline __attribute__((always_inline)) DL_AVX void dl_tile(const dl_src *s, float *dst, int acc, const int R,
+                                                                  const int S) {
+  __m512 a[DL_R][2];
+#pragma GCC unroll 14
+  for (int r = 0; r < R; r++) {
+    a[r][0] = acc ? _mm512_loadu_ps(dst + r * DL_NR) : _mm512_setzero_ps();
+    a[r][1] = acc ? _mm512_loadu_ps(dst + r * DL_NR + 16) : _mm512_setzero_ps();
+  }
+  const float *xc = s->x, *wc = s->w;
+  for (int64_t c = 0; c < s->c; c++, xc += s->cs, wc += s->wcs) {
+    const float *xr = xc, *wr = wc;
+    for (int64_t i = 0; i < s->ni; i++, xr += s->rs, wr += s->wrs) {
+      const float *xj = xr, *wj = wr;
+      for (int64_t j = 0; j < s->nj; j++, xj += s->js, wj += DL_NR) {
+        __m512 w0 = _mm512_load_ps(wj), w1 = _mm512_load_ps(wj + 16);
+#pragma GCC unroll 14
+        for (int r = 0; r < R; r++) {
+          __m512 b = _mm512_set1_ps(xj[r * S]);
+          a[r][0] = _mm512_fmadd_ps(b, w0, a[r][0]);
+          a[r][1] = _mm512_fmadd_ps(b, w1, a[r][1]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < R; r++) {
+    _mm512_storeu_ps(dst + r * DL_NR, a[r][0]);
+    _mm512_storeu_ps(dst + r * DL_NR + 16, a[r][1]);
+  }
+}
+
+#define DL_DEF(R)                                                                                     \
+  static DL_AVX void dl_##R##_1(const dl_src *s, float *d, int acc) { dl_tile(s, d, acc, R, 1); }      \
+  static DL_AVX void dl_##R##_2(const dl_src *s, float *d, int acc) { dl_tile(s, d, acc, R, 2); }
+DL_DEF(1) DL_DEF(2) DL_DEF(3) DL_DEF(4) DL_DEF(5) DL_DEF(6) DL_DEF(7)
+DL_DEF(8) DL_DEF(9) DL_DEF(10) DL_DEF(11) DL_DEF(12) DL_DEF(13) DL_DEF(14)
+#define DL_ROW(R) {dl_##R##_1, dl_##R##_2}
+static void (*const dl_tab[DL_R][2])(const dl_src *, float *, int) = {
+    DL_ROW(1), DL_ROW(2), DL_ROW(3),  DL_ROW(4),  DL_ROW(5),  DL_ROW(6),  DL_ROW(7),
+    DL_ROW(8), DL_ROW(9), DL_ROW(10), DL_ROW(11), DL_ROW(12), DL_ROW(13), DL_ROW(14)};
+
+static int dl_shape(const primc_conv2d *p, int64_t ow) {
+  return p->groups == 1 && !cv_is_depthwise(p) && (p->stride_w == 1 || p->stride_w == 2) && ow * DL_NR <= DL_BAND_FLOATS &&
+         p->kw <= DL_MAX_KW;
+}
+
+size_t primc_conv2d_lanes_bytes(const primc_conv2d *p) {
+  return (size_t)((p->o + DL_NR - 1) / DL_NR * DL_NR * p->c * p->kh * p->kw) * sizeof(float);
+}
+
+int primc_conv2d_pack_lanes(const primc_conv2d *p, const float *w, float *dst) {
+  if (!p || !primc_cv_valid(p) || p->groups != 1 || !w || !dst) return PRIMC_ERR_ARG;
+  int64_t kk = p->c * p->kh * p->kw, nob = (p->o + DL_NR - 1) / DL_NR;
+  for (int64_t ob = 0; ob < nob; ob++)
+    for (int64_t k = 0; k < kk; k++)
+      for (int64_t l = 0; l < DL_NR; l++) {
+        int64_t o = ob * DL_NR + l;
+        dst[(ob * kk + k) * DL_NR + l] = o < p->o ? w[o * kk + k] : 0.0f;
+      }
+  return PRIMC_OK;
+}
+
+typedef struct dl_job {
+  const primc_conv2d *p;
+  int64_t oh, ow, nob, bands; /* bands: of output rows, each with its sums on the stack */
+  int band_major;             /* items band by band: each thread on its own rows of x and y */
+  const float *x, *w;
+  epi_ctx e; /* at the image's start */
+  int64_t P;
+} dl_job;
+
+/* the pixels [*a, *b) of [t0, t1) whose kernel column j lies inside x's row */
+static void dl_cols(const primc_conv2d *p, int64_t j, int64_t t0, int64_t t1, int64_t *a, int64_t *b) {
+  int64_t off = j * p->dil_w - p->pad_l, S = p->stride_w; /* pixel ox reads column ox S + off */
+  int64_t lo = off >= 0 ? 0 : (-off + S - 1) / S, hi = p->w - 1 - off < 0 ? 0 : (p->w - 1 - off) / S + 1;
+  *a = lo > t0 ? lo : t0;
+  *b = hi < t1 ? hi : t1;
+  if (*b < *a) *b = *a;
+}
+
+/* A tile's kernel calls: one when every tap of it lies inside x, else one per run of kernel columns
+ * inside x for the same pixels (at the row's ends: the same FMAs as a full tile). Made once per conv
+ * call, not per row and chunk: the divisions cost a third of a 7-wide row's FMA time. */
+#define DL_MAX_TILES ((DL_BAND_FLOATS / DL_NR + DL_R - 1) / DL_R)
+typedef struct dl_run {
+  int64_t a, b, j0, j1; /* pixels [a, b) over kernel columns [j0, j1) */
+} dl_run;
+typedef struct dl_plan {
+  int64_t tiles, t0[DL_MAX_TILES + 1];
+  int full[DL_MAX_TILES], n[DL_MAX_TILES];
+  dl_run run[DL_MAX_TILES][DL_MAX_KW];
+} dl_plan;
+
+static void dl_plan_make(const primc_conv2d *p, int64_t ow, dl_plan *pl) {
+  pl->tiles = (ow + DL_R - 1) / DL_R;
+  for (int64_t t = 0; t <= pl->tiles; t++) pl->t0[t] = ow * t / pl->tiles;
+  for (int64_t t = 0; t < pl->tiles; t++) {
+    int64_t t0 = pl->t0[t], t1 = pl->t0[t + 1], a, b, a1, b1;
+    dl_cols(p, 0, t0, t1, &a, &b);
+    dl_cols(p, p->kw - 1, t0, t1, &a1, &b1);
+    pl->full[t] = a == t0 && b == t1 && a1 == t0 && b1 == t1; /* columns are monotonic in j: the ends decide */
+    pl->n[t] = 0;
+    for (int64_t j0 = 0, j1; j0 < p->kw && !pl->full[t]; j0 = j1) {
+      dl_cols(p, j0, t0, t1, &a, &b);
+      for (j1 = j0 + 1; j1 < p->kw; j1++) {
+        dl_cols(p, j1, t0, t1, &a1, &b1);
+        if (a1 != a || b1 != b) break;
+      }
+      if (a < b) pl->run[t][pl->n[t]++] = (dl_run){a, b, j0, j1};
+    }
+  }
+}
+
+/* tile t of a row (sums at the row's) */
+static void dl_tile_at(const dl_job *j, const dl_plan *pl, const dl_src *row, int64_t t, float *sums, int acc) {
+  const primc_conv2d *p = j->p;
+  int64_t S = p->stride_w, t0 = pl->t0[t], t1 = pl->t0[t + 1];
+  if (pl->full[t]) {
+    dl_src s = *row;
+    s.x += t0 * S - p->pad_l;
+    dl_tab[t1 - t0 - 1][S - 1](&s, sums + t0 * DL_NR, acc);
+    return;
+  }
+  if (!acc) memset(sums + t0 * DL_NR, 0, (size_t)((t1 - t0) * DL_NR) * sizeof(float));
+  for (int q = 0; q < pl->n[t]; q++) {
+    const dl_run *r = &pl->run[t][q];
+    dl_src s = *row;
+    s.x += r->a * S - p->pad_l + r->j0 * p->dil_w, s.w += r->j0 * DL_NR, s.nj = r->j1 - r->j0;
+    dl_tab[r->b - r->a - 1][S - 1](&s, sums + r->a * DL_NR, 1);
+  }
+}
+
+/* the source of output row oy's taps for channels [c0, c0 + nc), kernel rows inside x; ni = 0 if none */
+static dl_src dl_row(const dl_job *j, int64_t ob, int64_t oy, int64_t c0, int64_t nc) {
+  const primc_conv2d *p = j->p;
+  int64_t top = oy * p->stride_h - p->pad_t, i0 = 0, i1 = p->kh, wcs = p->kh * p->kw * DL_NR;
+  while (i0 < i1 && top + i0 * p->dil_h < 0) i0++;
+  while (i1 > i0 && top + (i1 - 1) * p->dil_h >= p->h) i1--;
+  dl_src s = {.x = j->x + (c0 * p->h + top + i0 * p->dil_h) * p->w, .cs = p->h * p->w, .rs = p->dil_h * p->w,
+              .js = p->dil_w, .c = nc, .ni = i1 - i0, .nj = p->kw,
+              .w = j->w + (ob * p->c * p->kh * p->kw) * DL_NR + c0 * wcs + i0 * p->kw * DL_NR, .wcs = wcs,
+              .wrs = p->kw * DL_NR};
+  return s;
+}
+
+/* items (output-channel block, band of output rows) [b, e), block-major so threads split the blocks
+ * first. Each chunk of weights is read by every tile of the band before the next: a deep conv's weights
+ * come from memory once per block, not once per row (bench/conv_rows.md). */
+static void dl_range(void *ctx, int64_t b, int64_t e) {
+  const dl_job *j = ctx;
+  const primc_conv2d *p = j->p;
+  float sums[DL_BAND_FLOATS] __attribute__((aligned(64)));
+  dl_plan pl;
+  dl_plan_make(p, j->ow, &pl);
+  int64_t wcs = p->kh * p->kw * DL_NR, tiles = pl.tiles, row_f = j->ow * DL_NR;
+  int64_t chunk = DL_W_BYTES / (wcs * (int64_t)sizeof(float));
+  if (chunk < 1) chunk = 1;
+  for (int64_t it = b; it < e; it++) {
+    int64_t ob = j->band_major ? it % j->nob : it / j->bands, band = j->band_major ? it / j->nob : it % j->bands;
+    int64_t r0 = j->oh * band / j->bands, r1 = j->oh * (band + 1) / j->bands;
+    for (int64_t c0 = 0; c0 < p->c; c0 += chunk) {
+      int64_t nc = p->c - c0 < chunk ? p->c - c0 : chunk;
+      /* the next chunk's weights (the next block's first, past the last) into L2 meanwhile, a share
+       * before each tile: their first reading comes from memory */
+      const char *pf = (const char *)(j->w + (ob * p->c + c0 + nc) * wcs);
+      int64_t lines = nc * wcs * (int64_t)sizeof(float) / 64, per = (lines + (r1 - r0) * tiles - 1) / ((r1 - r0) * tiles);
+      for (int64_t oy = r0; oy < r1; oy++) {
+        dl_src row = dl_row(j, ob, oy, c0, nc);
+        float *rs = sums + (oy - r0) * row_f;
+        if (!row.ni && c0 == 0) memset(rs, 0, (size_t)row_f * sizeof(float));
+        for (int64_t t = 0; t < tiles; t++) {
+          for (int64_t l = 0; l < per && lines > 0; l++, lines--, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
+          if (row.ni) dl_tile_at(j, &pl, &row, t, rs, c0 > 0);
+        }
+      }
+    }
+    int64_t nb = p->o - ob * DL_NR < DL_NR ? p->o - ob * DL_NR : DL_NR;
+    epi_ctx eb = cv_epi_at(&j->e, ob * DL_NR, j->P);
+    primc_cv_ct_store(&eb, j->P, sums, DL_NR, r0 * j->ow, (r1 - r0) * j->ow, nb);
+  }
+}
+
+/* Threads take bands of rows, not blocks of output channels, when every thread can hold all the
+ * weights in its L2 and they are fewer bytes than x: each core then reads the rows of x its own core
+ * wrote in the conv before (which splits rows too) and writes the rows the next one reads. Split by
+ * blocks, each core reads every row of x, half of them from the other core's cache, slow where two
+ * vCPUs sit far apart (bench/conv_rows.md). */
+#define DL_BAND_W_BYTES (512 << 10)
+static int dl_band_major(const primc_conv2d *p, int64_t nob) {
+  int64_t wb = nob * DL_NR * p->c * p->kh * p->kw * (int64_t)sizeof(float);
+  return wb <= DL_BAND_W_BYTES && wb <= p->c * p->h * p->w * (int64_t)sizeof(float);
+}
+
+/* one image: x, y and the residual at the image's start */
+static void dl_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *x, const float *w, const epi_ctx *c) {
+  int64_t rows = DL_BAND_FLOATS / (ow * DL_NR);
+  int64_t nob = (p->o + DL_NR - 1) / DL_NR;
+  dl_job j = {p, oh, ow, nob, (oh + rows - 1) / rows, dl_band_major(p, nob), x, w, *c, oh * ow};
+  primc_parallel_for(j.nob * j.bands, dl_range, &j);
+}
+
+/* ---------------------------------------------------------------- the rows */
+
+static int lanes_weights(const primc_conv2d *p) {
+  return p->w_lanes && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd;
+}
+
+int primc_cv_dl_fits(const primc_conv2d *p, const primc_conv2d *next) {
+  int64_t oh, ow;
+  return lanes_weights(p) && primc_conv2d_out_hw(p, &oh, &ow) && dl_shape(p, ow);
+}
+
+/* writes y row by row from its epilogue, reading x throughout */
+int primc_cv_dl_run(const cv_call *k) {
+  const primc_conv2d *p = k->p;
+  const primc_conv_epi *e = k->e;
+  int64_t P = k->oh * k->ow;
+  for (int64_t n = 0; n < p->n; n++) {
+    int64_t yoff = n * p->o * P;
+    epi_ctx c = {e->bias, e->bias_stride, e->res ? e->res + yoff : NULL, k->y + yoff, e->lo, e->hi, e->silu};
+    dl_conv(p, k->oh, k->ow, k->x + n * p->c * p->h * p->w, k->w, &c);
+  }
+  return PRIMC_OK;
+}
+
+/* The lanes layout on any CPU: a plain loop over [o / 32][c kh kw][32], so that weights packed for the
+ * direct lanes row run where AVX-512 is missing. The sums go to acc, then the epilogue to y. */
+int primc_cv_lanes_loop_fits(const primc_conv2d *p, const primc_conv2d *next) {
+  return lanes_weights(p) && p->groups == 1 && !cv_is_depthwise(p);
+}
+
+int primc_cv_lanes_loop_run(const cv_call *k) {
+  const primc_conv2d *p = k->p;
+  const primc_conv_epi *e = k->e;
+  const float *w = k->w;
+  int64_t oh = k->oh, ow = k->ow, P = oh * ow, kk = p->c * p->kh * p->kw;
+  epi_ctx ec = {.lo = e->lo, .hi = e->hi, .silu = e->silu};
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t o = 0; o < p->o; o++) {
+      const float *wo = w + (o / DL_NR) * kk * DL_NR + o % DL_NR;
+      float *acc = k->acc + (n * p->o + o) * P;
+      for (int64_t oy = 0; oy < oh; oy++)
+        for (int64_t ox = 0; ox < ow; ox++) {
+          float s = 0.0f;
+          for (int64_t c = 0; c < p->c; c++)
+            for (int64_t i = 0; i < p->kh; i++) {
+              int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
+              if (ih < 0 || ih >= p->h) continue;
+              const float *xr = k->x + ((n * p->c + c) * p->h + ih) * p->w;
+              for (int64_t j = 0; j < p->kw; j++) {
+                int64_t iw = ox * p->stride_w - p->pad_l + j * p->dil_w;
+                if (iw >= 0 && iw < p->w) s += xr[iw] * wo[((c * p->kh + i) * p->kw + j) * DL_NR];
+              }
+            }
+          acc[oy * ow + ox] = s;
+        }
+      int64_t off = (n * p->o + o) * P;
+      primc_cv_epi_row_scalar(&ec, k->y + off, acc, e->res ? e->res + off : NULL, e->bias ? e->bias[o * e->bias_stride] : 0.0f, P);
+    }
+  return PRIMC_OK;
+}

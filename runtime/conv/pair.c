@@ -1,0 +1,191 @@
+/* runtime/conv/pair.c: the PAIR_DW row: a small conv (1x1 widening or stem) whose result only a depthwise conv reads, run as one (AVX-512). */
+#include "runtime/conv/conv.h"
+
+#include <string.h>
+
+/* ---------------------------------------------------------------- a small conv then depthwise, fused */
+
+/*
+ * MobileNet's inverted residual widens a map with a 1x1 conv and filters it with a depthwise one.
+ * The widened map is the largest tensor of the model (96x112x112, 4.8 MB), written once and read
+ * once, and the depthwise conv in the lanes spends most of its time transposing it into its tiles.
+ * Fused, the first conv writes the tile rows itself, 16 channels in the lanes: each pixel's 16 sums
+ * are one FMA per input channel and tap, and the widened map never goes to memory. The same holds
+ * for a stem (3 channels, 3x3/2) feeding a depthwise conv.
+ */
+#define PWL_MAX_K 256 /* taps x input channels: a block's first-conv weights are [k][16] on the stack */
+/* pixels per 1x1 call: 16 independent FMA chains, not 8, hide the FMA latency over a K of 16-24 (cl_pixels,
+ * whose inner loop is the taps, stays at 8) */
+#define PWL_NB 16
+
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+pwl_store(const dwl_src *s, __m512 *a, float *dst, const int NB) {
+#pragma GCC unroll 16
+  for (int b = 0; b < NB; b++) {
+    __m512 v = s->silu ? cv_silu512(a[b]) : a[b];
+    _mm512_storeu_ps(dst + b * 16, _mm512_min_ps(s->hi, _mm512_max_ps(s->lo, v)));
+  }
+}
+
+/* 1x1: NB pixels from xr (a row of the first input plane), 16 channels each, to dst[pixel][16] */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+pwl_pixels(const dwl_src *s, const float *xr, float *dst, const int NB) {
+  __m512 a[PWL_NB];
+#pragma GCC unroll 16
+  for (int b = 0; b < NB; b++) a[b] = s->bias;
+  for (int64_t k = 0; k < s->k; k++) {
+    __m512 wv = _mm512_load_ps(s->wt + k * 16);
+    const float *xk = xr + k * s->hw;
+#pragma GCC unroll 16
+    for (int b = 0; b < NB; b++) a[b] = _mm512_fmadd_ps(_mm512_set1_ps(xk[b]), wv, a[b]);
+  }
+  pwl_store(s, a, dst, NB);
+}
+
+__attribute__((target("avx512f"))) static void pwl_row(const dwl_src *s, int64_t ih, int64_t n, float *dst) {
+  const float *xr = s->x + ih * s->w;
+  int64_t c = 0;
+  for (; c + PWL_NB <= n; c += PWL_NB) pwl_pixels(s, xr + c, dst + c * 16, PWL_NB);
+  if (n - c >= 8) pwl_pixels(s, xr + c, dst + c * 16, 8), c += 8;
+  if (n - c >= 4) pwl_pixels(s, xr + c, dst + c * 16, 4), c += 4;
+  for (; c < n; c++) pwl_pixels(s, xr + c, dst + c * 16, 1);
+}
+
+/* the input rows a first-conv output row reads: for each (channel, kernel row) inside the input, where
+ * that row starts and its taps' weights */
+typedef struct cl_rows {
+  int n;
+  const float *x[PWL_MAX_K];
+  const float *wt[PWL_MAX_K];
+} cl_rows;
+
+/* any kh x kw conv: NB pixels from column ox (input column col0 = ox stride - pad); taps whose
+ * column is outside are skipped (border pixels, NB = 1), ALL: none is */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+cl_pixels(const dwl_src *s, const cl_rows *r, int64_t col0, float *dst, const int NB, const int ALL) {
+  const primc_conv2d *p = s->first;
+  const int64_t sw = p->stride_w, kw = p->kw, dil = p->dil_w, w = p->w;
+  __m512 a[8];
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) a[b] = s->bias;
+  for (int q = 0; q < r->n; q++) {
+    const float *xr = r->x[q] + col0, *wt = r->wt[q];
+    for (int64_t jx = 0; jx < kw; jx++) {
+      int64_t at = jx * dil;
+      if (!ALL && (col0 + at < 0 || col0 + at >= w)) continue;
+      __m512 wv = _mm512_load_ps(wt + jx * 16);
+#pragma GCC unroll 8
+      for (int b = 0; b < NB; b++) a[b] = _mm512_fmadd_ps(_mm512_set1_ps(xr[at + b * sw]), wv, a[b]);
+    }
+  }
+  pwl_store(s, a, dst, NB);
+}
+
+__attribute__((target("avx512f"))) static void cl_row(const dwl_src *s, int64_t oy, int64_t n, float *dst) {
+  const primc_conv2d *p = s->first;
+  cl_rows r;
+  r.n = 0;
+  for (int64_t c = 0; c < p->c; c++)
+    for (int64_t i = 0; i < p->kh; i++) {
+      int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
+      if (ih < 0 || ih >= p->h) continue;
+      r.x[r.n] = s->x + c * s->hw + ih * p->w;
+      r.wt[r.n++] = s->wt + (c * p->kh + i) * p->kw * 16;
+    }
+  int64_t sw = p->stride_w, reach = (p->kw - 1) * p->dil_w;
+  /* the columns [lo, hi) whose taps all lie inside the row */
+  int64_t lo = (p->pad_l + sw - 1) / sw, hi = p->w - 1 - reach + p->pad_l < 0 ? 0 : (p->w - 1 - reach + p->pad_l) / sw + 1;
+  if (hi > n) hi = n;
+  if (lo > hi) lo = hi;
+  int64_t c = 0;
+  for (; c < lo; c++) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 1, 0);
+  for (; c + 8 <= hi; c += 8) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 8, 1);
+  if (hi - c >= 4) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 4, 1), c += 4;
+  if (hi - c >= 2) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 2, 1), c += 2;
+  for (; c < hi; c++) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 1, 1);
+  for (; c < n; c++) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 1, 0);
+}
+
+static int pair_can(const primc_conv2d *pw, const primc_conv_epi *e1, const primc_conv2d *dw) {
+  int64_t oh, ow;
+  if (!pw || !dw || !primc_cv_valid(pw) || !primc_cv_valid(dw) || pw->groups != 1 || !cv_is_depthwise(dw)) return 0;
+  if (pw->w_packed_mr || pw->w_packed_panels || pw->w_winograd || pw->w_lanes || dw->w_packed_mr ||
+      dw->w_packed_panels || dw->w_winograd || dw->w_lanes || (e1 && e1->res) || pw->c * pw->kh * pw->kw > PWL_MAX_K)
+    return 0;
+  primc_conv2d_out_hw(pw, &oh, &ow);
+  if (dw->n != pw->n || dw->c != pw->o || dw->h != oh || dw->w != ow) return 0;
+  primc_conv2d_out_hw(dw, &oh, &ow);
+  return dw->kh * dw->kw <= DWL_MAX_TAPS && dw->stride_h <= 4 && primc_cv_dwl_geometry(dw, oh, ow).band > 0;
+}
+
+#define PWL_PART_ROWS 14 /* output rows from which threads split every block by rows (see below) */
+
+typedef struct then_dw_job {
+  dw_job d;
+  const primc_conv2d *pw;
+  const float *x, *w1;
+  const primc_conv_epi *e1;
+  int64_t parts;  /* each block's output rows are cut into this many items */
+  int part_major; /* items part by part: each thread on its own rows of every block */
+} then_dw_job;
+
+__attribute__((target("avx512f"))) static void then_dw_range(void *ctx, int64_t b, int64_t e) {
+  const then_dw_job *j = ctx;
+  const primc_conv2d *pw = j->pw;
+  const primc_conv_epi *e1 = j->e1;
+  int64_t nblk = (pw->o + 15) / 16, blocks = pw->n * nblk, P = pw->h * pw->w, K = pw->c * pw->kh * pw->kw;
+  float wt[PWL_MAX_K * 16] __attribute__((aligned(64)));
+  for (int64_t it = b; it < e; it++) {
+    int64_t blk = j->part_major ? it % blocks : it / j->parts, part = j->part_major ? it / blocks : it % j->parts;
+    int64_t n = blk / nblk, c0 = blk % nblk * 16;
+    int nch = (int)(pw->o - c0 < 16 ? pw->o - c0 : 16);
+    float bias[16] = {0};
+    for (int l = 0; l < 16; l++) {
+      if (l < nch && e1->bias) bias[l] = e1->bias[(c0 + l) * e1->bias_stride];
+      for (int64_t k = 0; k < K; k++) wt[k * 16 + l] = l < nch ? j->w1[(c0 + l) * K + k] : 0.0f;
+    }
+    dwl_src src = {.make = cv_is_pointwise(pw) ? pwl_row : cl_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w,
+                   .nch = nch, .first = pw, .k = K, .wt = wt,
+                   .bias = _mm512_loadu_ps(bias), .lo = _mm512_set1_ps(e1->lo), .hi = _mm512_set1_ps(e1->hi),
+                   .silu = e1->silu};
+    primc_cv_dwl_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
+  }
+}
+
+int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
+                             const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
+  primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
+  /* the AVX-512 check is the row's ISA: without it the caller runs the two convs by their own rows */
+  if (!cv_use_avx512() || !pair_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
+  int64_t oh, ow;
+  primc_conv2d_out_hw(dw, &oh, &ow);
+  int64_t nx = pw->n * pw->c * pw->h * pw->w, ny = dw->n * dw->o * oh * ow;
+  if (!e1) e1 = &none;
+  if (!e2) e2 = &none;
+  /* the sums go to y before the residual is added: a residual in y's place would be overwritten first */
+  if (cv_overlaps(y, ny, x, nx) || (e2->res && cv_overlaps(y, ny, e2->res, ny))) return PRIMC_ERR_ARG;
+  /* as many items as make whole rounds of the threads (9 blocks of 144 channels on 2 threads would be
+   * 5 + 4): a block's row parts share their edge rows, remade by each. From PWL_PART_ROWS output rows
+   * each thread takes one part of the rows of every block: it then reads the rows of x that the conv
+   * before (a GEMM splitting pixels) made on its core, and writes the rows the GEMM after reads there.
+   * By blocks every core reads all of x and writes rows the other core reads (bench/conv_rows.md). */
+  int64_t blocks = dw->n * ((dw->c + 15) / 16), t = primc_num_threads(), parts = 1;
+  int part_major = t > 1 && oh >= PWL_PART_ROWS;
+  if (part_major) {
+    parts = t;
+  } else {
+    while (parts < t && parts < oh && blocks * parts % t) parts++;
+    if (blocks * parts % t) parts = 1;
+  }
+  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, 1}, pw, x, w1, e1, parts, part_major};
+  primc_parallel_for(blocks * parts, then_dw_range, &j);
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- the row */
+
+int primc_cv_pair_fits(const primc_conv2d *p, const primc_conv2d *next) { return pair_can(p, NULL, next); }
+
+int primc_cv_pair_run(const cv_call *c) {
+  return primc_conv2d_then_dw_f32(c->p, c->x, c->w, c->e, c->next, c->w2, c->e2, c->y);
+}

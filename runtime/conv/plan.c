@@ -1,0 +1,207 @@
+/* runtime/conv/plan.c: the conv planner: ranks the rows that fit by one per-CPU tuning table, once, when a call is compiled. */
+#include "runtime/conv/conv.h"
+
+#include <string.h>
+
+/*
+ * Every threshold and CPU-model branch that picks a conv row lives here; the rows' files say only what
+ * they can run. The figures behind the values are in bench/conv_rows.md.
+ */
+typedef struct cv_tuning {
+  const char *cpu;
+  /* Winograd F(2x2, 3x3): its 16 multiply-adds per tile, where the GEMM does 36, beat the GEMM's better
+   * use of the FMAs from this many input and output channels (fewer where zmm FMAs issue one per cycle)
+   * and this many 2x2 tiles */
+  int64_t wino_min_ch, wino_min_tiles;
+  /* direct lanes: output channels a multiple of the 32 lanes, at least dl_min_c input channels; 1x1s only
+   * onto rows of a whole tile of pixels, narrowing dl_1x1_narrow times or more, and not into
+   * (dl_1x1_gap_lo, dl_1x1_gap_hi] channels, where the GEMM reads x in place as well */
+  int64_t dl_nr, dl_min_c, dl_1x1_min_ow, dl_1x1_narrow, dl_1x1_gap_lo, dl_1x1_gap_hi;
+  /* the transposed GEMM (output channels in the lanes): when the share of used lanes over channels beats
+   * the one over pixels by gt_lane_gain; and narrowing 1x1s into at most gt_1x1_max_og channels (a
+   * multiple of the lanes) by gt_1x1_narrow times or more */
+  int64_t lanes, gt_1x1_max_og, gt_1x1_narrow;
+  double gt_lane_gain;
+  /* direct over phase images: at most 1 / direct_waste_den of a row on padding, at least direct_min_k taps x
+   * channels (a 3-channel stem's phase copies cost more than generated im2col rows) */
+  int64_t direct_waste_den, direct_min_k;
+  /* explicit im2col: rows narrower than im2col_max_ow, or few output channels over a column matrix in L2 */
+  int64_t im2col_max_ow, im2col_direct_m, im2col_direct_bytes;
+  /* depthwise in the lanes: 3x3/5x5 with a full vector of channels and a block per thread; other kernels
+   * at stride 2 up to dwl_max_ow_s2 wide (dwl_max_ow_s2_c16 with 16+ channels) */
+  int64_t dwl_min_c, dwl_max_ow_s2, dwl_max_ow_s2_c16;
+  /* the fused pair: first convs of at most this many taps x input channels */
+  int64_t pair_max_k;
+} cv_tuning;
+
+#define CV_TUNING_COMMON                                                                                     \
+  .wino_min_tiles = 36, .dl_nr = 32, .dl_min_c = 8, .dl_1x1_min_ow = 14, .dl_1x1_narrow = 4, .dl_1x1_gap_lo = 96, \
+  .dl_1x1_gap_hi = 128, .lanes = 16, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,              \
+  .direct_waste_den = 8, .direct_min_k = 32, .im2col_max_ow = 24, .im2col_direct_m = 28,                       \
+  .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48
+
+/* indexed by primc_cpu_zmm_fmas(): zmm FMAs a core starts per cycle */
+static const cv_tuning tunings[3] = {
+    {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32},
+    /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
+     * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
+    {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64},
+    {.cpu = "AVX-512, two zmm FMAs per cycle", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32},
+};
+
+static const cv_tuning *tuning(void) {
+  int z = primc_cpu_zmm_fmas();
+  return &tunings[z >= 0 && z <= 2 ? z : 0];
+}
+
+/* what the ranking of one conv reads */
+typedef struct cv_shape {
+  const primc_conv2d *p;
+  int64_t oh, ow, threads;
+  const cv_tuning *t;
+} cv_shape;
+
+/* ---------------------------------------------------------------- what pays, per row */
+
+static int64_t cg_of(const primc_conv2d *p) { return p->c / p->groups; }
+
+static int never(const cv_shape *s) { return 0; }
+static int always(const cv_shape *s) { return 1; }
+
+static int wino_pays(const cv_shape *s) {
+  const primc_conv2d *p = s->p;
+  int64_t ch = s->t->wino_min_ch, tiles = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
+  return p->c >= ch && p->o >= ch && tiles >= s->t->wino_min_tiles;
+}
+
+/* not a stem of few channels (its rows of few taps send the sums through memory more often than the GEMM),
+ * nor 1x1s onto rows shorter than a tile, nor 1x1s that do not narrow enough */
+static int dl_pays(const cv_shape *s) {
+  const primc_conv2d *p = s->p;
+  const cv_tuning *t = s->t;
+  if (p->kh * p->kw == 1 && s->ow < t->dl_1x1_min_ow) return 0;
+  if (cv_is_pointwise(p) && (p->c < t->dl_1x1_narrow * p->o || (p->o > t->dl_1x1_gap_lo && p->o <= t->dl_1x1_gap_hi)))
+    return 0;
+  return p->o % t->dl_nr == 0 && p->c >= t->dl_min_c;
+}
+
+static int direct_pays(const cv_shape *s) {
+  const primc_conv2d *p = s->p;
+  if (!primc_cv_direct_can(p) || cg_of(p) * p->kh * p->kw < s->t->direct_min_k) return 0;
+  int64_t wph = primc_cv_direct_wph(p, s->ow);
+  return (wph - s->ow) * s->t->direct_waste_den <= wph;
+}
+
+/* the share of the vector lanes that hold real columns when n columns are cut into vectors */
+static double lane_use(int64_t n, int64_t lanes) { return (double)n / (double)(lanes * ((n + lanes - 1) / lanes)); }
+
+/* A 1x1 narrowing many channels into few packs its whole input for few multiply-adds per element as a
+ * GEMM over og weight rows, in strips that fit og poorly; with the channels in the lanes it reads the
+ * input in place. Otherwise: when the channels fill the lanes better than the pixels do. */
+static int gemm_t_pays(const cv_shape *s) {
+  const primc_conv2d *p = s->p;
+  const cv_tuning *t = s->t;
+  int64_t og = p->o / p->groups, wph = primc_cv_direct_wph(p, s->ow), L = t->lanes;
+  double pix = direct_pays(s) ? lane_use(s->oh * wph, L) * (double)s->ow / (double)wph : lane_use(s->oh * s->ow, L);
+  if (cv_is_pointwise(p) && p->groups == 1 && og % L == 0 && og <= t->gt_1x1_max_og && p->c >= t->gt_1x1_narrow * og)
+    return 1;
+  return lane_use(og, L) >= pix + t->gt_lane_gain;
+}
+
+/* below this output width the rows the GEMM asks for are too short for generated im2col rows */
+static int explicit_pays(const cv_shape *s) {
+  const primc_conv2d *p = s->p;
+  const cv_tuning *t = s->t;
+  int64_t og = p->o / p->groups, kk = cg_of(p) * p->kh * p->kw, P = s->oh * s->ow;
+  return s->ow < t->im2col_max_ow ||
+         (og <= t->im2col_direct_m && kk * P * (int64_t)sizeof(float) <= t->im2col_direct_bytes);
+}
+
+/* The band loading each tile column once beats the row loop at any width given a full vector of
+ * channels and a block per thread, except 3x3/1 on planes under 8 wide, which the flat row runs better;
+ * other kernels only at stride 2 and narrow rows. */
+static int dwl_pays(const cv_shape *s) {
+  const primc_conv2d *p = s->p;
+  const cv_tuning *t = s->t;
+  int wide = s->ow >= 8 || p->stride_w == 2 || p->kw == 5;
+  int64_t items = p->n * ((p->c + 15) / 16);
+  if (primc_cv_dwl_cols_ok(p) && wide && p->c >= t->dwl_min_c && items >= s->threads) return 1;
+  int64_t max_ow = p->c >= t->dwl_min_c ? t->dwl_max_ow_s2_c16 : t->dwl_max_ow_s2;
+  return p->stride_w == 2 && s->ow <= max_ow;
+}
+
+/* the rank: within a class the first row that fits and pays; a row that never pays is only a fallback or
+ * taken by force */
+static const struct {
+  int row;
+  int (*pays)(const cv_shape *s);
+} rank[] = {
+    {PRIMC_CONV_ROW_WINOGRAD, wino_pays},        {PRIMC_CONV_ROW_DIRECT_LANES, dl_pays},
+    {PRIMC_CONV_ROW_GEMM_T, gemm_t_pays},        {PRIMC_CONV_ROW_GEMM_1X1, always},
+    {PRIMC_CONV_ROW_DIRECT_PHASE, direct_pays},  {PRIMC_CONV_ROW_IM2COL_EXPLICIT, explicit_pays},
+    {PRIMC_CONV_ROW_IM2COL_IMPLICIT, always},    {PRIMC_CONV_ROW_LANES_LOOP, never},
+    {PRIMC_CONV_ROW_DW_LANES, dwl_pays},         {PRIMC_CONV_ROW_DW_FLAT, always},
+    {PRIMC_CONV_ROW_DW_ROWS, always},            {PRIMC_CONV_ROW_DW_PLANE, always},
+    {PRIMC_CONV_ROW_PAIR_DW, never}, /* planned by primc_conv_plan_pair */
+};
+_Static_assert(sizeof rank / sizeof rank[0] == PRIMC_CONV_ROW_COUNT, "every conv row needs its place in plan.c's rank");
+
+/* ---------------------------------------------------------------- the planner */
+
+/* the layout a row's weights take under o: its own when packable, else o's when the row reads that */
+static int row_layout(int row, const primc_conv_plan_opts *o) {
+  int l = primc_cv_rows[row].layout;
+  if (o->packable) return l == PRIMC_CONV_W_STRIPS && o->tile_mr <= 0 ? PRIMC_CONV_W_PLAIN : l;
+  if (l == o->layout || (l == PRIMC_CONV_W_STRIPS && o->layout == PRIMC_CONV_W_PLAIN)) return o->layout;
+  if (l == PRIMC_CONV_W_PLAIN && o->layout == PRIMC_CONV_W_PLAIN) return l;
+  return -1;
+}
+
+/* whether row can run p under o here: its class, weights, ISA, scratch and fit */
+static int row_can(int row, const primc_conv2d *p, const primc_conv_plan_opts *o, int *layout) {
+  const cv_row *r = &primc_cv_rows[row];
+  int cls = cv_is_depthwise(p) ? PRIMC_CONV_CLASS_DEPTHWISE : PRIMC_CONV_CLASS_CONV2D;
+  if (r->cls != cls || primc_sgemm_isa() < r->isa || ((r->needs & CV_NEED_COL) && !o->has_scratch)) return 0;
+  int l = row_layout(row, o);
+  if (l < 0 || (l == PRIMC_CONV_W_WINOGRAD && o->tile_mr <= 0)) return 0;
+  primc_conv2d q = *p;
+  q.w_packed_mr = l == PRIMC_CONV_W_STRIPS || l == PRIMC_CONV_W_WINOGRAD ? o->tile_mr : 0;
+  q.w_packed_panels = l == PRIMC_CONV_W_PANELS;
+  q.w_winograd = l == PRIMC_CONV_W_WINOGRAD;
+  q.w_lanes = l == PRIMC_CONV_W_LANES;
+  *layout = l;
+  return r->fits(&q, NULL);
+}
+
+int primc_conv_plan_make(const primc_conv2d *p, const primc_conv_plan_opts *o, primc_conv_plan *plan) {
+  primc_conv_plan_opts plain = {.layout = PRIMC_CONV_W_PLAIN};
+  if (!o) o = &plain;
+  if (!p || !plan || !primc_cv_valid(p)) return PRIMC_ERR_ARG;
+  cv_shape s = {p, 0, 0, o->threads > 0 ? o->threads : primc_threads_wanted(), tuning()};
+  primc_conv2d_out_hw(p, &s.oh, &s.ow);
+  int best = -1, layout = 0, first = -1, first_layout = 0, l;
+  int forced = o->force ? primc_conv_row_find(o->force) : -1;
+  if (forced >= 0 && row_can(forced, p, o, &l)) best = forced, layout = l;
+  for (size_t i = 0; best < 0 && i < sizeof rank / sizeof rank[0]; i++) {
+    if (!row_can(rank[i].row, p, o, &l)) continue;
+    if (first < 0) first = rank[i].row, first_layout = l;
+    if (rank[i].pays(&s)) best = rank[i].row, layout = l;
+  }
+  /* weights already in a layout no paying row reads: the first row that reads them */
+  if (best < 0) best = first, layout = first_layout;
+  if (best < 0) return PRIMC_ERR_ARG;
+  plan->row = best;
+  plan->layout = layout;
+  plan->tile_mr = layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? o->tile_mr : 0;
+  return PRIMC_OK;
+}
+
+/* Each pixel's 16 sums take a broadcast per multiply-add where the GEMM's tile takes one per two: past a
+ * few dozen input channels x taps the unfused pair is faster. */
+int primc_conv_plan_pair(const primc_conv2d *pw, const primc_conv2d *dw) {
+  const cv_row *r = &primc_cv_rows[PRIMC_CONV_ROW_PAIR_DW];
+  return pw && dw && primc_sgemm_isa() >= r->isa && r->fits(pw, dw) &&
+         pw->c * pw->kh * pw->kw <= tuning()->pair_max_k;
+}
+
+int primc_conv2d_then_dw_pays(const primc_conv2d *pw, const primc_conv2d *dw) { return primc_conv_plan_pair(pw, dw); }

@@ -1,0 +1,237 @@
+/* tests/unit/test_conv_rows.c: every row of runtime/conv/conv_rows.def against a plain reference conv on the shapes it claims to fit, the table's fallbacks, the planner. */
+#include "runtime/primc_rt.h"
+#include "tests/test.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float *rand_floats(int64_t n) {
+  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  for (int64_t i = 0; i < n; i++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = (float)((rng >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f; /* [-1, 1) */
+  }
+  return p;
+}
+
+/* the epilogues a shape is run with (by its index): none; bias, residual and ReLU6; bias, SiLU, clamp */
+enum { EPI_NONE, EPI_RES_RELU6, EPI_SILU, EPI_KINDS };
+
+/* y = epilogue(sum over the taps inside x), in double, by the definition: no code under test */
+static void ref_conv(const primc_conv2d *p, const float *x, const float *w, const float *bias, const float *res,
+                     int epi, double *y) {
+  int64_t oh, ow;
+  primc_conv2d_out_hw(p, &oh, &ow);
+  int64_t cg = p->c / p->groups, og = p->o / p->groups;
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t o = 0; o < p->o; o++)
+      for (int64_t yy = 0; yy < oh; yy++)
+        for (int64_t xx = 0; xx < ow; xx++) {
+          int64_t g = o / og;
+          double acc = 0;
+          for (int64_t c = 0; c < cg; c++)
+            for (int64_t i = 0; i < p->kh; i++)
+              for (int64_t j = 0; j < p->kw; j++) {
+                int64_t ih = yy * p->stride_h - p->pad_t + i * p->dil_h, iw = xx * p->stride_w - p->pad_l + j * p->dil_w;
+                if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w) continue;
+                acc += (double)x[((n * p->c + g * cg + c) * p->h + ih) * p->w + iw] * w[((o * cg + c) * p->kh + i) * p->kw + j];
+              }
+          int64_t at = ((n * p->o + o) * oh + yy) * ow + xx;
+          if (epi == EPI_RES_RELU6) acc = fmin(fmax(acc + bias[o] + res[at], 0.0), 6.0);
+          if (epi == EPI_SILU) {
+            double v = acc + bias[o];
+            acc = fmin(fmax(v / (1.0 + exp(-v)), -0.25), 6.0);
+          }
+          y[at] = acc;
+        }
+}
+
+/* n c h w  o kh kw  groups sh sw dh dw  pt pl pb pr */
+static const primc_conv2d shapes[] = {
+    {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},          /* 3x3 same */
+    {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},          /* stride 2, two images */
+    {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0, 0, 0},         /* dilation, uneven pads */
+    {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},           /* three groups */
+    {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1 */
+    {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},          /* 1x1, two groups */
+    {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 stride 2 */
+    {1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 map, one channel */
+    {1, 7, 1, 1, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},           /* 1x1 map, 3x3 padded */
+    {1, 11, 3, 2, 13, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},         /* odd channels, 2x1 outputs */
+    {1, 32, 4, 4, 64, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1/2 onto 2x2 */
+    {1, 4, 5, 6, 8, 3, 3, 1, 1, 1, 1, 1, 4, 4, 3, 5, 0, 0, 0, 0, 0},           /* pads past the kernel */
+    {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0},        /* 7x7/2 stem */
+    {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},         /* stride 3, even kernel */
+    {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},       /* K = 360 */
+    {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},         /* 7x7 map */
+    {1, 96, 6, 9, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* narrowing 1x1 */
+    {2, 20, 9, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},        /* 40 channels: 32 + 8 */
+    {1, 9, 6, 128, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},        /* rows of 128 */
+    {1, 16, 15, 29, 64, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 0, 0, 0, 0, 0},       /* stride 2, uneven pads */
+    {1, 128, 11, 13, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},     /* wide 3x3, partial tiles */
+    {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* depthwise */
+    {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0, 0},         /* depthwise stride, dilation */
+    {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},           /* depthwise 7x7 plane */
+    {1, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* depthwise stride 2, 16 + 4 */
+    {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0, 0},      /* depthwise 5x5 dilated */
+    {1, 17, 9, 30, 17, 5, 5, 17, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0},       /* depthwise 5x5/1 */
+    {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* depthwise rows of 400 */
+    {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0},          /* depthwise 5x5/2, split columns */
+    {1, 1, 9, 9, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},           /* one channel: depthwise */
+};
+#define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
+
+/* row on shape s with epilogue epi, weights packed as the row reads them; 1 when it fits (and was checked) */
+static int run_one(int row, int s, int want_row) {
+  const primc_conv2d *p = &shapes[s];
+  if (!primc_conv_row_fits(row, p, NULL)) return 0;
+  int64_t oh, ow;
+  primc_conv2d_out_hw(p, &oh, &ow);
+  int64_t nx = p->n * p->c * p->h * p->w, kk = (p->c / p->groups) * p->kh * p->kw, nw = p->o * kk;
+  int64_t ny = p->n * p->o * oh * ow;
+  int epi = s % EPI_KINDS;
+  int layout = primc_conv_row_layout(row);
+  /* STRIPS rows read plain weights too: every other shape runs them plain */
+  if (layout == PRIMC_CONV_W_STRIPS && s % 2) layout = PRIMC_CONV_W_PLAIN;
+  primc_conv_plan plan = {row, layout,
+                          layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? primc_sgemm_mr() : 0};
+  float *x = rand_floats(nx), *w = rand_floats(nw), *bias = rand_floats(p->o), *res = rand_floats(ny);
+  float *y = malloc(sizeof(float) * (size_t)ny), *spare = malloc(sizeof(float) * (size_t)ny);
+  int64_t nc = primc_conv_plan_scratch_floats(p, &plan);
+  float *col = malloc(sizeof(float) * (size_t)(nc > 0 ? nc : 1));
+  size_t wb = primc_conv_plan_weight_bytes(p, &plan);
+  void *wp = aligned_alloc(64, (wb + 63) / 64 * 64);
+  double *r = malloc(sizeof(double) * (size_t)ny);
+  ref_conv(p, x, w, bias, res, epi, r);
+  primc_conv_epi e = {NULL, 0, NULL, -INFINITY, INFINITY, 0};
+  if (epi == EPI_RES_RELU6) e = (primc_conv_epi){bias, 1, res, 0.0f, 6.0f, 0};
+  if (epi == EPI_SILU) e = (primc_conv_epi){bias, 1, NULL, -0.25f, 6.0f, 1};
+  for (int64_t i = 0; i < ny; i++) y[i] = NAN; /* an output the row leaves unwritten fails */
+  int ok = CHECK_INT(primc_conv_plan_pack(p, &plan, w, wp), PRIMC_OK);
+  int st = primc_conv_run(p, &plan, x, wp, &e, y, spare, col);
+  ok = ok && CHECK_MSG(st == PRIMC_OK, "%s on shape %d: status %d", primc_conv_row_name(row), s, st);
+  ok = ok && CHECK_MSG(primc_conv_last_row() == want_row, "%s on shape %d ran %s", primc_conv_row_name(row), s,
+                       primc_conv_row_name(primc_conv_last_row()));
+  double tol = 4.0 * (double)(kk + 3) * FLT_EPSILON;
+  for (int64_t i = 0; i < ny && ok; i++)
+    ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol * fmax(1.0, fabs(r[i])), "%s (%s ISA) on shape %d, epilogue %d: y[%lld] = %g, want %g",
+                   primc_conv_row_name(row), primc_sgemm_isa_name(primc_sgemm_isa()), s, epi, (long long)i, y[i], r[i]);
+  free(x), free(w), free(bias), free(res), free(y), free(spare), free(col), free(wp), free(r);
+  return 1;
+}
+
+/* the row where the running CPU lacks what the row needs: its fallback chain's end */
+static int fallback_of(int row) {
+  while (primc_sgemm_isa() < primc_conv_row_isa(row) && primc_conv_row_fallback(row) != row) row = primc_conv_row_fallback(row);
+  return row;
+}
+
+/* A small conv then a depthwise conv, as the PAIR row runs them, against the reference of the two. */
+static void check_pair(void) {
+  primc_conv2d pw = {1, 8, 12, 14, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 24, 12, 14, 24, 3, 3, 24, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+  int64_t oh, ow, P1 = 12 * 14;
+  primc_conv2d_out_hw(&dw, &oh, &ow);
+  float *x = rand_floats(8 * P1), *w1 = rand_floats(24 * 8), *w2 = rand_floats(24 * 9), *b1 = rand_floats(24);
+  float *b2 = rand_floats(24), *res = rand_floats(24 * oh * ow), *y = malloc(sizeof(float) * (size_t)(24 * oh * ow));
+  float *mid = malloc(sizeof(float) * (size_t)(24 * P1));
+  double *m = malloc(sizeof(double) * (size_t)(24 * P1)), *r = malloc(sizeof(double) * (size_t)(24 * oh * ow));
+  ref_conv(&pw, x, w1, b1, NULL, EPI_SILU, m);
+  for (int64_t i = 0; i < 24 * P1; i++) mid[i] = (float)m[i];
+  ref_conv(&dw, mid, w2, b2, res, EPI_RES_RELU6, r);
+  primc_conv_epi e1 = {b1, 1, NULL, -0.25f, 6.0f, 1}, e2 = {b2, 1, res, 0.0f, 6.0f, 0};
+  int st = primc_conv2d_then_dw_f32(&pw, x, w1, &e1, &dw, w2, &e2, y);
+  if (primc_sgemm_isa() < primc_conv_row_isa(PRIMC_CONV_ROW_PAIR_DW)) {
+    /* PRIMC_ERR_ARG before anything is written: primc_k_conv_pair then runs each conv's own row */
+    CHECK_INT(st, PRIMC_ERR_ARG);
+    CHECK_INT(primc_conv_plan_pair(&pw, &dw), 0);
+    SKIP("pair_dw needs %s", primc_sgemm_isa_name(primc_conv_row_isa(PRIMC_CONV_ROW_PAIR_DW)));
+  } else if (CHECK_INT(st, PRIMC_OK)) {
+    for (int64_t i = 0; i < 24 * oh * ow; i++)
+      if (!CHECK_MSG(fabs(y[i] - r[i]) <= 1e-4 * fmax(1.0, fabs(r[i])), "pair_dw y[%lld] = %g, want %g", (long long)i, y[i], r[i]))
+        break;
+  }
+  free(x), free(w1), free(w2), free(b1), free(b2), free(res), free(y), free(mid), free(m), free(r);
+}
+
+/* Row `row` on every shape it fits, under every ISA this CPU runs from the row's own up (the generic rows
+ * have vector paths inside). A row whose ISA is missing is skipped after its fallback is checked on the
+ * same shapes. Every row must fit some shape here. */
+static void check_row(int row) {
+  if (primc_conv_row_class(row) == PRIMC_CONV_CLASS_PAIR) {
+    check_pair();
+    return;
+  }
+  int fits = 0, best = primc_sgemm_isa(), missing = best < primc_conv_row_isa(row);
+  for (int isa = PRIMC_ISA_SCALAR; isa <= best; isa++) {
+    if (missing ? isa != best : isa < primc_conv_row_isa(row)) continue; /* a fallback once, on the CPU's ISA */
+    if (primc_sgemm_force_isa(isa) != 0) continue;
+    for (int s = 0; s < N_SHAPES; s++) fits += run_one(row, s, fallback_of(row));
+  }
+  primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+  CHECK_MSG(fits > 0, "no shape of the test fits %s: add one", primc_conv_row_name(row));
+  if (missing)
+    SKIP("%s needs %s (its fallback %s was checked)", primc_conv_row_name(row),
+         primc_sgemm_isa_name(primc_conv_row_isa(row)), primc_conv_row_name(fallback_of(row)));
+}
+
+#define PRIMC_CONV_ROW(id, ...) \
+  PC_TEST(conv_row_##id) { check_row(PRIMC_CONV_ROW_##id); }
+#include "runtime/conv/conv_rows.def"
+#undef PRIMC_CONV_ROW
+
+/* Each fallback reads its row's weight layout, needs no more ISA, and a chain ends in a row of its own. */
+PC_TEST(conv_rows_table) {
+  for (int r = 0; r < PRIMC_CONV_ROW_COUNT; r++) {
+    int f = primc_conv_row_fallback(r), lr = primc_conv_row_layout(r), lf = primc_conv_row_layout(f);
+    CHECK_MSG(primc_conv_row_find(primc_conv_row_name(r)) == r, "row %d's name %s", r, primc_conv_row_name(r));
+    CHECK_MSG(lr == lf, "%s falls back to %s, which reads other weights", primc_conv_row_name(r), primc_conv_row_name(f));
+    CHECK_MSG(primc_conv_row_isa(f) <= primc_conv_row_isa(r), "%s's fallback needs more", primc_conv_row_name(r));
+    CHECK_MSG(primc_conv_row_class(f) == primc_conv_row_class(r), "%s's fallback is of another class", primc_conv_row_name(r));
+    CHECK_MSG(f == r || primc_conv_row_isa(r) > PRIMC_ISA_SCALAR || primc_conv_row_fallback(f) == f,
+              "%s's fallback chain is longer than one", primc_conv_row_name(r));
+  }
+  CHECK_INT(primc_conv_row_find("no_such_row"), -1);
+  CHECK(primc_conv_row_name(PRIMC_CONV_ROW_COUNT) == NULL);
+}
+
+/* The planner: a plain plan for plain weights, the forced row where it fits, the ranking where it does not,
+ * and no plan for weights in a layout no row of the conv's class reads. */
+PC_TEST(conv_plan_force_and_layouts) {
+  primc_conv2d c3 = {1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 16, 20, 20, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+  primc_conv_plan plan;
+  primc_conv_plan_opts plain = {.layout = PRIMC_CONV_W_PLAIN, .has_scratch = 1};
+  CHECK_INT(primc_conv_plan_make(&c3, &plain, &plan), PRIMC_OK);
+  CHECK_INT(primc_conv_row_layout(plan.row), PRIMC_CONV_W_STRIPS);
+  CHECK_INT(plan.layout, PRIMC_CONV_W_PLAIN);
+  primc_conv_plan_opts forced = plain;
+  forced.force = "im2col_implicit";
+  CHECK_INT(primc_conv_plan_make(&c3, &forced, &plan), PRIMC_OK);
+  CHECK_INT(plan.row, PRIMC_CONV_ROW_IM2COL_IMPLICIT);
+  forced.force = "dw_plane"; /* not a row this conv's class has: ranked as usual */
+  CHECK_INT(primc_conv_plan_make(&c3, &forced, &plan), PRIMC_OK);
+  CHECK(plan.row != PRIMC_CONV_ROW_DW_PLANE);
+  CHECK_INT(primc_conv_plan_make(&dw, &forced, &plan), PRIMC_OK);
+  CHECK_INT(plan.row, PRIMC_CONV_ROW_DW_PLANE);
+  primc_conv_plan_opts packable = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1, .force = "winograd_f2x3"};
+  CHECK_INT(primc_conv_plan_make(&c3, &packable, &plan), PRIMC_OK);
+  CHECK_INT(plan.row, PRIMC_CONV_ROW_WINOGRAD);
+  CHECK_INT(plan.layout, PRIMC_CONV_W_WINOGRAD);
+  CHECK_INT(plan.tile_mr, primc_sgemm_mr());
+  packable.has_scratch = 0; /* Winograd needs the scratch: not forced then */
+  CHECK_INT(primc_conv_plan_make(&c3, &packable, &plan), PRIMC_OK);
+  CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
+  primc_conv_plan_opts panels = {.layout = PRIMC_CONV_W_PANELS, .has_scratch = 1};
+  CHECK_INT(primc_conv_plan_make(&c3, &panels, &plan), PRIMC_OK);
+  CHECK_INT(plan.row, PRIMC_CONV_ROW_GEMM_T);
+  CHECK_INT(primc_conv_plan_make(&dw, &panels, &plan), PRIMC_ERR_ARG);
+  /* lanes weights: the direct lanes row with AVX-512, else the loop that reads the same layout */
+  primc_conv_plan_opts lanes = {.layout = PRIMC_CONV_W_LANES};
+  CHECK_INT(primc_conv_plan_make(&c3, &lanes, &plan), PRIMC_OK);
+  CHECK_INT(plan.row, primc_sgemm_isa() == PRIMC_ISA_AVX512 ? PRIMC_CONV_ROW_DIRECT_LANES : PRIMC_CONV_ROW_LANES_LOOP);
+}
