@@ -112,6 +112,15 @@ void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
 int primc_cv_epi_needed(const primc_conv_epi *e);
 
 /* e with y, res and bias moved to channel ch of planes of P pixels */
+/* the epilogue of image n of a call: its residual and output offset to that image */
+static inline epi_ctx cv_image_epi(const cv_call *k, int64_t n) {
+  const primc_conv_epi *e = k->e;
+  int64_t yoff = n * k->p->o * k->oh * k->ow;
+  return (epi_ctx){e->bias, e->bias_stride, e->res ? e->res + yoff : NULL, k->y + yoff, e->lo, e->hi, e->silu};
+}
+/* image n of a call's input */
+static inline const float *cv_image_x(const cv_call *k, int64_t n) { return k->x + n * k->p->c * k->p->h * k->p->w; }
+
 static inline epi_ctx cv_epi_at(const epi_ctx *e, int64_t ch, int64_t P) {
   epi_ctx c = *e;
   c.y += ch * P;

@@ -246,13 +246,9 @@ int primc_cv_dl_fits(const primc_conv2d *p, const primc_conv2d *next) {
 
 /* writes y row by row from its epilogue, reading x throughout */
 int primc_cv_dl_run(const cv_call *k) {
-  const primc_conv2d *p = k->p;
-  const primc_conv_epi *e = k->e;
-  int64_t P = k->oh * k->ow;
-  for (int64_t n = 0; n < p->n; n++) {
-    int64_t yoff = n * p->o * P;
-    epi_ctx c = {e->bias, e->bias_stride, e->res ? e->res + yoff : NULL, k->y + yoff, e->lo, e->hi, e->silu};
-    dl_conv(p, k->oh, k->ow, k->x + n * p->c * p->h * p->w, k->w, &c);
+  for (int64_t n = 0; n < k->p->n; n++) {
+    epi_ctx c = cv_image_epi(k, n);
+    dl_conv(k->p, k->oh, k->ow, cv_image_x(k, n), k->w, &c);
   }
   return PRIMC_OK;
 }

@@ -246,13 +246,9 @@ int64_t primc_cv_wino_scratch(const primc_conv2d *p) {
 
 /* writes y in its last step, after reading the whole image */
 int primc_cv_wino_run(const cv_call *k) {
-  const primc_conv2d *p = k->p;
-  const primc_conv_epi *e = k->e;
-  int64_t P = k->oh * k->ow;
-  for (int64_t n = 0; n < p->n; n++) {
-    int64_t yoff = n * p->o * P;
-    epi_ctx c = {e->bias, e->bias_stride, e->res ? e->res + yoff : NULL, k->y + yoff, e->lo, e->hi, e->silu};
-    int st = wino_conv(p, k->oh, k->ow, k->x + n * p->c * p->h * p->w, k->w, &c, k->col);
+  for (int64_t n = 0; n < k->p->n; n++) {
+    epi_ctx c = cv_image_epi(k, n);
+    int st = wino_conv(k->p, k->oh, k->ow, cv_image_x(k, n), k->w, &c, k->col);
     if (st != PRIMC_OK) return st;
   }
   return PRIMC_OK;
