@@ -648,8 +648,9 @@ static pc_value *flat_index(ox_ctx *c, pc_value *x, pc_value *idx, int b) {
 pc_status ox_op_GatherND(ox_ctx *c) {
   pc_value *x = X0, *idx = ox_in_req(c, 1);
   if (!check_static(c, x) || !check_static(c, idx)) return ox_status(c);
-  int b = (int)ox_attr_int(c, "batch_dims", 0), r = x->type.rank, q = idx->type.rank;
-  if (q < 1 || b < 0 || b >= q || b >= r) return ox_fail(c, PC_ERR_ATTR, "batch_dims %d does not fit", b);
+  int64_t b64 = ox_attr_int(c, "batch_dims", 0);
+  int r = x->type.rank, q = idx->type.rank, b = b64 >= 0 && b64 < PC_MAX_RANK ? (int)b64 : -1;
+  if (q < 1 || b < 0 || b >= q || b >= r) return ox_fail(c, PC_ERR_ATTR, "batch_dims %lld does not fit", (long long)b64);
   int k = (int)idx->type.dims[q - 1];
   pc_value *flat = flat_index(c, x, idx, b); /* idx.shape[:-1] */
   if (!flat) return ox_status(c);

@@ -202,6 +202,13 @@ pc_status ox_op_Loop(ox_ctx *c) {
 
 #define CF_MAX_SCAN 64
 
+/* num_scan_inputs, or -1 outside 1..CF_MAX_SCAN (checked as int64: a cast first wrapped 2^31 + 2 to a
+ * negative count, whose differences with the input count overflowed; found by fuzz_mutate) */
+static int scan_inputs(ox_ctx *c) {
+  int64_t m = ox_attr_int(c, "num_scan_inputs", 0);
+  return m < 1 || m > CF_MAX_SCAN ? -1 : (int)m;
+}
+
 /* slice `it` of x along axis, the axis removed */
 static pc_value *scan_slice(ox_ctx *c, pc_value *x, int axis, int64_t it) {
   int64_t start[PC_MAX_RANK] = {0}, limit[PC_MAX_RANK], stride[PC_MAX_RANK], dims[PC_MAX_RANK];
@@ -240,7 +247,7 @@ static pc_status scan_steps(ox_ctx *c, const Onnx__GraphProto *body, int n_state
 
 pc_status ox_op_Scan(ox_ctx *c) {
   const Onnx__GraphProto *body = cf_body(c, "body");
-  int m = (int)ox_attr_int(c, "num_scan_inputs", 0);
+  int m = scan_inputs(c);
   if (!body) return G->status;
   int n_state = c->n_in - m, n_scan_out = c->n_out - n_state;
   if (m < 1 || m > CF_MAX_SCAN || n_state < 0 || n_scan_out < 0 || n_scan_out > CF_MAX_SCAN ||
@@ -280,7 +287,7 @@ pc_status ox_op_Scan(ox_ctx *c) {
  * body runs per batch entry, over the whole length (sequence_lens, when given, must be T) */
 pc_status ox_op_Scan8(ox_ctx *c) {
   const Onnx__GraphProto *body = cf_body(c, "body");
-  int m = (int)ox_attr_int(c, "num_scan_inputs", 0);
+  int m = scan_inputs(c);
   if (!body) return G->status;
   int n_state = c->n_in - 1 - m, n_scan_out = c->n_out - n_state;
   if (m < 1 || m > CF_MAX_SCAN || n_state < 0 || n_scan_out < 0 || n_scan_out > CF_MAX_SCAN ||
