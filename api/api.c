@@ -298,11 +298,14 @@ primc_status primc_model_set_opt_level(primc_model *m, int level) {
   return PRIMC_STATUS_OK;
 }
 
-primc_status primc_model_set_unfused(primc_model *m, int unfused) {
-  NEED_M(m);
-  m->unfused = !!unfused;
-  return PRIMC_STATUS_OK;
-}
+/* the on/off options: any non-zero value is on */
+#define FLAG_SETTER(field)                                      \
+  primc_status primc_model_set_##field(primc_model *m, int on) { \
+    NEED_M(m);                                                  \
+    m->field = !!on;                                            \
+    return PRIMC_STATUS_OK;                                     \
+  }
+FLAG_SETTER(unfused)
 
 primc_status primc_model_set_target(primc_model *m, primc_target target) {
   NEED_M(m);
@@ -323,23 +326,11 @@ primc_status primc_model_set_runtime_dir(primc_model *m, const char *dir) {
   return m ? set_str(m, &m->runtime_dir, dir) : PRIMC_STATUS_USAGE;
 }
 
-primc_status primc_model_set_weights_external(primc_model *m, int external) {
-  NEED_M(m);
-  m->weights_external = !!external;
-  return PRIMC_STATUS_OK;
-}
+FLAG_SETTER(weights_external)
 
-primc_status primc_model_set_profile(primc_model *m, int profile) {
-  NEED_M(m);
-  m->profile = !!profile;
-  return PRIMC_STATUS_OK;
-}
+FLAG_SETTER(profile)
 
-primc_status primc_model_set_cuda_graphs(primc_model *m, int cuda_graphs) {
-  NEED_M(m);
-  m->cuda_graphs = !!cuda_graphs;
-  return PRIMC_STATUS_OK;
-}
+FLAG_SETTER(cuda_graphs)
 
 primc_status primc_model_set_name(primc_model *m, const char *name) {
   NEED_M(m);
