@@ -304,6 +304,10 @@ pc_status ox_op_Scan8(ox_ctx *c) {
       return G->status != PC_OK ? G->status : ox_fail(c, PC_ERR_SHAPE, "input %d needs a static batch axis", 1 + i);
   int64_t B = all[0]->type.dims[0], T = all[n_state]->type.rank > 1 ? all[n_state]->type.dims[1] : -1, lens[4096];
   if (T < 0 || PC_DIM_IS_SYM(T) || T > OX_MAX_UNROLL) return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: scan length");
+  /* the body is unrolled per batch entry and step: a batch of 2^34 once asked for 160 GB here (fuzz_mutate) */
+  if (B > OX_MAX_UNROLL || B * (T > 0 ? T : 1) > OX_MAX_UNROLL)
+    return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: more than %d body instances to unroll (batch %lld x length %lld)",
+                   OX_MAX_UNROLL, (long long)B, (long long)T);
   int nl = ox_const_ints(c, 0, lens, 4096);
   if (nl == -2) return G->status;
   for (int i = 0; i < nl; i++)
