@@ -32,7 +32,8 @@ pc_status pcp_sweep_begin(pc_graph *g, pcp_sweep *s) {
   return PC_OK;
 }
 
-pc_value *pcp_sweep_resolve(pcp_sweep *s, pc_value *v) {
+/* v with the replacements recorded so far applied */
+static pc_value *resolve(pcp_sweep *s, pc_value *v) {
   pc_value *r = v;
   while (r->id < s->cap && s->fwd[r->id]) r = s->fwd[r->id];
   while (v != r) { /* path compression: chains stay short */
@@ -68,15 +69,13 @@ pc_node *pcp_sweep_visit(pcp_sweep *s, int i) {
   flush(s);
   s->cur = i;
   pc_node *n = s->g->nodes[i];
-  for (int j = 0; j < n->n_in; j++) n->in[j] = pcp_sweep_resolve(s, n->in[j]);
+  for (int j = 0; j < n->n_in; j++) n->in[j] = resolve(s, n->in[j]);
   return n;
 }
 
-int pcp_sweep_is_output(pcp_sweep *s, const pc_value *v) { return v->id < s->cap && (s->iface[v->id] & PCP_OUT); }
-
 int pcp_sweep_replace(pcp_sweep *s, pc_value *from, pc_value *to) {
   pc_graph *g = s->g;
-  to = pcp_sweep_resolve(s, to);
+  to = resolve(s, to);
   if (from == to) return 0;
   if (!cover(s)) return pc_fail(g, PC_ERR_NOMEM, "out of memory"), 0;
   int is_out = s->iface[from->id] & PCP_OUT;
@@ -108,7 +107,7 @@ pc_status pcp_sweep_end(pcp_sweep *s) {
   }
   for (int i = 0; i < g->n_nodes; i++) {
     pc_node *n = g->nodes[i];
-    for (int j = 0; j < n->n_in; j++) n->in[j] = pcp_sweep_resolve(s, n->in[j]);
+    for (int j = 0; j < n->n_in; j++) n->in[j] = resolve(s, n->in[j]);
   }
   free(s->fwd);
   free(s->iface);

@@ -31,10 +31,6 @@ enum { PCP_IN = 1, PCP_OUT = 2 };
 pc_status pcp_sweep_begin(pc_graph *g, pcp_sweep *s);
 /* brings node i's operands up to date and returns it */
 pc_node *pcp_sweep_visit(pcp_sweep *s, int i);
-/* 1 when v is one of the graph's outputs (as rewritten so far) */
-int pcp_sweep_is_output(pcp_sweep *s, const pc_value *v);
-/* v with the replacements recorded so far applied */
-pc_value *pcp_sweep_resolve(pcp_sweep *s, pc_value *v);
 /* Replaces every use of `from` by `to`, moving from's name onto an unnamed `to`
  * (onto any `to` when `from` is a named graph output: the model's interface
  * keeps its output names). Refuses (returns 0, changes nothing) when `from` is
