@@ -73,7 +73,7 @@ static const ox_dtype_row ox_dtypes[] = {
     {20, PC_f8e5m2fnuz}, {21, PC_u4}, {22, PC_i4}, {25, PC_u2}, {26, PC_i2}, {23, PC_f4e2m1}, {24, PC_f8e8m0},
 };
 
-int ox_dtype_from_onnx(int onnx_type, pc_dtype *out) {
+int ox_dtype_from_onnx(int64_t onnx_type, pc_dtype *out) {
   for (size_t i = 0; i < sizeof ox_dtypes / sizeof *ox_dtypes; i++)
     if (ox_dtypes[i].onnx == onnx_type) return *out = ox_dtypes[i].dt, 1;
   return 0;
@@ -966,6 +966,13 @@ int ox_has_attr(ox_ctx *c, const char *name) { return find_attr(c, name) != NULL
 int64_t ox_attr_int(ox_ctx *c, const char *name, int64_t dflt) {
   const Onnx__AttributeProto *a = find_attr(c, name);
   return a ? a->i : dflt;
+}
+
+int ox_attr_flag(ox_ctx *c, const char *name, int dflt) {
+  int64_t v = ox_attr_int(c, name, dflt);
+  if (v == 0 || v == 1) return (int)v;
+  ox_fail(c, PC_ERR_ATTR, "attribute %s is %lld; it must be 0 or 1", name, (long long)v);
+  return dflt;
 }
 
 double ox_attr_float(ox_ctx *c, const char *name, double dflt) {

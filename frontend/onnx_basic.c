@@ -193,7 +193,7 @@ pc_status ox_op_Shrink(ox_ctx *c) {
 }
 pc_status ox_op_IsInf(ox_ctx *c) {
   pc_value *x = X0;
-  int pos = (int)ox_attr_int(c, "detect_positive", 1), neg = (int)ox_attr_int(c, "detect_negative", 1);
+  int pos = ox_attr_flag(c, "detect_positive", 1), neg = ox_attr_flag(c, "detect_negative", 1);
   pc_value *inf = pc_isinf(G, x);
   if (!inf || (pos && neg)) return ox_out(c, 0, inf);
   if (!pos && !neg) return ox_out(c, 0, ox_like(c, 0, inf));
@@ -290,13 +290,13 @@ pc_status ox_op_Where(ox_ctx *c) {
 
 pc_status ox_op_Cast(ox_ctx *c) {
   pc_dtype to;
-  int t = (int)ox_attr_int(c, "to", 0);
-  if (!ox_dtype_from_onnx(t, &to)) return ox_fail(c, PC_ERR_UNSUPPORTED, "cast to ONNX type %d is not supported", t);
-  return ox_out(c, 0, ox_convert_rounded(c, X0, to, (int)ox_attr_int(c, "saturate", 1), ox_attr_str(c, "round_mode", "up")));
+  int64_t t = ox_attr_int(c, "to", 0);
+  if (!ox_dtype_from_onnx(t, &to)) return ox_fail(c, PC_ERR_UNSUPPORTED, "cast to ONNX type %lld is not supported", (long long)t);
+  return ox_out(c, 0, ox_convert_rounded(c, X0, to, ox_attr_flag(c, "saturate", 1), ox_attr_str(c, "round_mode", "up")));
 }
 pc_status ox_op_CastLike(ox_ctx *c) {
   pc_value *x = X0, *like = ox_in_req(c, 1);
-  return ox_out(c, 0, like ? ox_convert_rounded(c, x, like->type.dtype, (int)ox_attr_int(c, "saturate", 1),
+  return ox_out(c, 0, like ? ox_convert_rounded(c, x, like->type.dtype, ox_attr_flag(c, "saturate", 1),
                                                 ox_attr_str(c, "round_mode", "up"))
                            : NULL);
 }
@@ -351,7 +351,7 @@ pc_status ox_op_Reshape(ox_ctx *c) {
   int n = ox_const_ints(c, 1, s, PC_MAX_RANK);
   if (!x || n < 0) return n == -1 ? ox_fail(c, PC_ERR_ATTR, "shape input is required") : ox_status(c);
   if (!check_static(c, x)) return ox_status(c);
-  int allowzero = (int)ox_attr_int(c, "allowzero", 0), infer = -1;
+  int allowzero = ox_attr_flag(c, "allowzero", 0), infer = -1;
   int64_t known = 1;
   for (int i = 0; i < n; i++) {
     if (s[i] == 0 && !allowzero) {
@@ -795,7 +795,7 @@ pc_status ox_op_EyeLike(ox_ctx *c) {
   if (!check_static(c, x)) return ox_status(c);
   if (x->type.rank != 2) return ox_fail(c, PC_ERR_SHAPE, "input must be 2-D");
   pc_dtype dt = x->type.dtype;
-  if (ox_has_attr(c, "dtype") && !ox_dtype_from_onnx((int)ox_attr_int(c, "dtype", 1), &dt))
+  if (ox_has_attr(c, "dtype") && !ox_dtype_from_onnx(ox_attr_int(c, "dtype", 1), &dt))
     return ox_fail(c, PC_ERR_UNSUPPORTED, "dtype is not supported");
   pc_value *m = diag_mask(c, x->type.dims[0], x->type.dims[1], ox_attr_int(c, "k", 0), PC_OP_eq);
   return ox_out(c, 0, pc_convert(G, m, dt));
@@ -808,7 +808,7 @@ pc_status ox_op_Trilu(ox_ctx *c) {
   if (r < 2) return ox_fail(c, PC_ERR_SHAPE, "input must have rank >= 2");
   int64_t k = 0;
   if (ox_has_in(c, 1) && ox_const_ints(c, 1, &k, 1) != 1) return ox_status(c) ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "k must be a scalar");
-  int upper = (int)ox_attr_int(c, "upper", 1);
+  int upper = ox_attr_flag(c, "upper", 1);
   pc_value *m = diag_mask(c, x->type.dims[r - 2], x->type.dims[r - 1], k, upper ? PC_OP_ge : PC_OP_le);
   int64_t dims[2] = {r - 2, r - 1};
   m = m ? pc_broadcast_in_dim(G, m, r, x->type.dims, dims) : NULL;
@@ -971,7 +971,7 @@ static pc_status reduce_op(ox_ctx *c, red_kind kind) {
   pc_value *x = X0;
   int64_t axes[PC_MAX_RANK];
   if (!x) return ox_status(c);
-  int n = reduce_axes(c, x, kind == RED_SUM ? 13 : 18, axes), keep = (int)ox_attr_int(c, "keepdims", 1);
+  int n = reduce_axes(c, x, kind == RED_SUM ? 13 : 18, axes), keep = ox_attr_flag(c, "keepdims", 1);
   if (n == -2) return ox_status(c);
   if (n == -1) return ox_out(c, 0, x);
   pc_value *y = reduce_empty(c, kind, x, n, axes, keep);

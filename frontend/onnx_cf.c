@@ -419,7 +419,7 @@ pc_status ox_op_ConcatFromSequence(ox_ctx *c) {
   const ox_seq *s = seq_req(c, 0);
   if (!s) return G->status;
   if (!s->n) return ox_fail(c, PC_ERR_UNSUPPORTED, "concatenating an empty sequence");
-  int new_axis = (int)ox_attr_int(c, "new_axis", 0);
+  int new_axis = ox_attr_flag(c, "new_axis", 0);
   int r = s->items[0]->type.rank;
   int a = ox_axis(c, ox_attr_int(c, "axis", 0), r + (new_axis != 0));
   if (a < 0) return G->status;

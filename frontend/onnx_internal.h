@@ -82,6 +82,8 @@ int ox_has_out(ox_ctx *c, int i);       /* output i is declared and named (not "
 /* ---- attributes: defaults when absent */
 int ox_has_attr(ox_ctx *c, const char *name);
 int64_t ox_attr_int(ox_ctx *c, const char *name, int64_t dflt);
+/* a boolean attribute: any value but 0 or 1 fails the node (a cast to int read 2^32 as 0) */
+int ox_attr_flag(ox_ctx *c, const char *name, int dflt);
 double ox_attr_float(ox_ctx *c, const char *name, double dflt);
 const char *ox_attr_str(ox_ctx *c, const char *name, const char *dflt); /* graph-owned copy */
 /* INTS/FLOATS: copies up to max entries into out, returns the count, -1 when absent (no error),
@@ -134,7 +136,7 @@ int ox_require_float(ox_ctx *c, const pc_value *x);
  * errors go to g with the tensor's name */
 pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *out);
 /* maps an ONNX TensorProto data_type to a prim dtype; 0 when unsupported */
-int ox_dtype_from_onnx(int onnx_type, pc_dtype *out);
+int ox_dtype_from_onnx(int64_t onnx_type, pc_dtype *out);
 const char *ox_onnx_type_name(int onnx_type); /* "float", "int64", ...; "unknown" */
 /* a value name defined twice, or a graph input whose initializer (its default) has another type:
  * errors ONNX Runtime gives too (frontend/onnx_validate.c); scope prefixes a subgraph's messages */

@@ -44,7 +44,7 @@ static int attr_dtype(ox_ctx *c, const char *name, pc_dtype dflt, pc_dtype *out)
   *out = dflt;
   if (!ox_has_attr(c, name)) return 1;
   int64_t t = ox_attr_int(c, name, 0);
-  if (ox_dtype_from_onnx((int)t, out)) return 1;
+  if (ox_dtype_from_onnx(t, out)) return 1;
   ox_fail(c, PC_ERR_UNSUPPORTED, "attribute %s: ONNX type %lld is not supported", name, (long long)t);
   return 0;
 }
@@ -272,7 +272,7 @@ pc_status ox_op_FlexAttention(ox_ctx *c) {
   if (hkv < 1 || hq % hkv || v->type.dims[1] != hkv || k->type.dims[3] != E || v->type.dims[2] != k->type.dims[2])
     return ox_fail(c, PC_ERR_SHAPE, "Q, K and V heads or dims do not fit");
   pc_dtype dt = q->type.dtype, cdt = dt == PC_f16 || dt == PC_bf16 ? PC_f32 : dt;
-  if (ox_has_attr(c, "softmax_precision") && !ox_dtype_from_onnx((int)ox_attr_int(c, "softmax_precision", 1), &cdt))
+  if (ox_has_attr(c, "softmax_precision") && !ox_dtype_from_onnx(ox_attr_int(c, "softmax_precision", 1), &cdt))
     return ox_fail(c, PC_ERR_ATTR, "softmax_precision is not a supported type");
   double scale = ox_attr_float(c, "scale", 1 / sqrt((double)E));
   /* both sides scaled by sqrt(scale), as the reference does, to keep 16-bit products in range */
@@ -671,7 +671,7 @@ pc_status ox_op_QuantizeLinear(ox_ctx *c) {
   pc_value *v = ox_binary(c, PC_OP_div, pc_convert(G, x, prec), s);
   if (pc_dtype_is_f8(out)) { /* no integer rounding: x / scale + zp rounded to the f8 type, saturate by default */
     if (zp) v = ox_binary(c, PC_OP_add, v, pc_convert(G, qparam(c, zp, x, axis, block), v ? v->type.dtype : prec));
-    return ox_out(c, 0, ox_convert(c, v, out, (int)ox_attr_int(c, "saturate", 1)));
+    return ox_out(c, 0, ox_convert(c, v, out, ox_attr_flag(c, "saturate", 1)));
   }
   const q_range *q = q_range_of(c, out);
   if (!q) return ox_status(c);
@@ -1251,7 +1251,7 @@ pc_status ox_op_MelWeightMatrix(ox_ctx *c) {
   int64_t rows = dft / 2 + 1;
   if (bins < 1 || dft < 1 || rate < 1 || rows * bins > MEL_MAX_ELEMS) return ox_fail(c, PC_ERR_ATTR, "bad sizes");
   pc_dtype dt = PC_f32;
-  if (ox_has_attr(c, "output_datatype") && !ox_dtype_from_onnx((int)ox_attr_int(c, "output_datatype", 1), &dt))
+  if (ox_has_attr(c, "output_datatype") && !ox_dtype_from_onnx(ox_attr_int(c, "output_datatype", 1), &dt))
     return ox_fail(c, PC_ERR_ATTR, "output_datatype is not supported");
   float lo_mel = hz_to_mel((float)lo_hz), hi_mel = hz_to_mel((float)hi_hz), step = (hi_mel - lo_mel) / (float)(bins + 2);
   int64_t *f = pc_alloc(G, sizeof *f * (size_t)(bins + 2));

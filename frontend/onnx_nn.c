@@ -387,7 +387,7 @@ static pc_status max_pool_indexed(ox_ctx *c, pc_value *x, const geom *g) {
 pc_status ox_op_MaxPool(ox_ctx *c) {
   pc_value *x = ox_in_req(c, 0);
   geom g;
-  if (!x || !geom_read(c, x, NULL, (int)ox_attr_int(c, "ceil_mode", 0), &g)) return ox_status(c);
+  if (!x || !geom_read(c, x, NULL, ox_attr_flag(c, "ceil_mode", 0), &g)) return ox_status(c);
   if (ox_has_out(c, 1)) return max_pool_indexed(c, x, &g);
   return ox_out(c, 0, pool_taps(c, pool_pad(c, x, &g, lowest(x->type.dtype)), &g, PC_OP_max));
 }
@@ -430,9 +430,9 @@ static pc_value *div_counts(ox_ctx *c, pc_value *sum, const geom *g, int include
 pc_status ox_op_AveragePool(ox_ctx *c) {
   pc_value *x = ox_in_req(c, 0);
   geom g;
-  if (!ox_require_float(c, x) || !geom_read(c, x, NULL, (int)ox_attr_int(c, "ceil_mode", 0), &g)) return ox_status(c);
+  if (!ox_require_float(c, x) || !geom_read(c, x, NULL, ox_attr_flag(c, "ceil_mode", 0), &g)) return ox_status(c);
   pc_value *sum = pool_taps(c, pool_pad(c, x, &g, 0.0), &g, PC_OP_add);
-  return ox_out(c, 0, div_counts(c, sum, &g, (int)ox_attr_int(c, "count_include_pad", 0)));
+  return ox_out(c, 0, div_counts(c, sum, &g, ox_attr_flag(c, "count_include_pad", 0)));
 }
 
 static pc_value *abs_pow(ox_ctx *c, pc_value *x, int64_t p) {
@@ -452,7 +452,7 @@ pc_status ox_op_LpPool(ox_ctx *c) {
   pc_value *x = ox_in_req(c, 0);
   int64_t p = ox_attr_int(c, "p", 2);
   geom g;
-  if (!ox_require_float(c, x) || !geom_read(c, x, NULL, (int)ox_attr_int(c, "ceil_mode", 0), &g)) return ox_status(c);
+  if (!ox_require_float(c, x) || !geom_read(c, x, NULL, ox_attr_flag(c, "ceil_mode", 0), &g)) return ox_status(c);
   if (p < 1) return ox_fail(c, PC_ERR_ATTR, "p=%lld must be >= 1", (long long)p);
   return ox_out(c, 0, root(c, pool_taps(c, pool_pad(c, abs_pow(c, x, p), &g, 0.0), &g, PC_OP_add), p));
 }
@@ -1004,8 +1004,8 @@ pc_status ox_op_Resize(ox_ctx *c) {
   o.nearest = ox_attr_str(c, "nearest_mode", c->opset < 11 ? "floor" : "round_prefer_floor");
   o.a = ox_attr_float(c, "cubic_coeff_a", -0.75);
   o.extrap = ox_attr_float(c, "extrapolation_value", 0);
-  o.exclude = (int)ox_attr_int(c, "exclude_outside", 0);
-  o.antialias = (int)ox_attr_int(c, "antialias", 0);
+  o.exclude = ox_attr_flag(c, "exclude_outside", 0);
+  o.antialias = ox_attr_flag(c, "antialias", 0);
   if (!rs_check_input(c, x, &o)) return ox_status(c);
   int r = x->type.rank, si = c->opset < 11 ? 1 : 2;
   int64_t axes[PC_MAX_RANK] = {0}, sizes[PC_MAX_RANK] = {0};
@@ -1114,7 +1114,7 @@ pc_status ox_op_DFT(ox_ctx *c) {
   if (c->opset >= 20 && ox_has_in(c, 2) && ox_const_ints(c, 2, &axis, 1) == -2) return ox_status(c);
   int ax = (int)(axis < 0 ? axis + r : axis);
   if (ax < 0 || ax >= r - 1) return ox_fail(c, PC_ERR_ATTR, "axis %lld is not a signal dim of rank %d", (long long)axis, r);
-  int inverse = (int)ox_attr_int(c, "inverse", 0), onesided = (int)ox_attr_int(c, "onesided", 0);
+  int inverse = ox_attr_flag(c, "inverse", 0), onesided = ox_attr_flag(c, "onesided", 0);
   int nl = ox_has_in(c, 1) ? ox_const_ints(c, 1, &n, 1) : -1;
   if (nl == -2) return ox_status(c);
   if (nl != 1) n = inverse && onesided ? 2 * (x->type.dims[ax] - 1) : x->type.dims[ax];
@@ -1149,7 +1149,7 @@ pc_status ox_op_STFT(ox_ctx *c) {
   pc_value *xf = pc_convert(G, x, PC_f32), *gin[2] = {xf, ix};
   pc_value *frames = xf && ix ? pc_reshape(G, pc_build(G, PC_OP_gather, gin, 2, &a, 1), 4, fshape) : NULL;
   if (win && frames) frames = pc_mul(G, frames, along(c, pc_convert(G, win, PC_f32), 4, fshape, 2));
-  int onesided = (int)ox_attr_int(c, "onesided", 1);
+  int onesided = ox_attr_flag(c, "onesided", 1);
   return ox_out(c, 0, pc_convert(G, dft_core(c, frames, fl, 0, onesided), x->type.dtype));
 }
 

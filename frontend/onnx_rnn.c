@@ -119,8 +119,8 @@ static int read_config(ox_ctx *c, rnn *r, cell_kind kind) {
   r->reverse_only = !strcmp(dir, "reverse");
   if (r->dirs == 1 && !r->reverse_only && strcmp(dir, "forward"))
     return ox_fail(c, PC_ERR_ATTR, "direction '%s' is not forward, reverse or bidirectional", dir), 0;
-  r->layout = (int)ox_attr_int(c, "layout", 0);
-  r->lbr = (int)ox_attr_int(c, "linear_before_reset", 0);
+  r->layout = ox_attr_flag(c, "layout", 0);
+  r->lbr = ox_attr_flag(c, "linear_before_reset", 0);
   r->clip = ox_has_attr(c, "clip") ? ox_attr_float(c, "clip", 0) : -1;
   if (ox_attr_int(c, "input_forget", 0)) return ox_fail(c, PC_ERR_UNSUPPORTED, "input_forget=1 is not supported"), 0;
   int64_t perm[3] = {1, 0, 2};

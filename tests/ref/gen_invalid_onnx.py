@@ -48,3 +48,10 @@ save("fold_chain_500m",
      [h.make_node("Add", ["c" if i == 0 else f"s{i - 1}", "c"], ["y" if i == n - 1 else f"s{i}"], name=f"add{i}")
       for i in range(n)],
      [], [h.make_tensor_value_info("y", T.FLOAT, [65536])], [numpy_helper.from_array(np.ones(65536, np.float32), "c")])
+# 64-bit attributes once cast to int: keepdims 2^32 read as 0 (a silently different shape), Cast to 2^32 + 1 read
+# as FLOAT (1)
+x23 = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+save("keepdims_2p32", [h.make_node("ReduceSum", ["x"], ["y"], keepdims=1 << 32, name="sum")], [x23],
+     [h.make_tensor_value_info("y", T.FLOAT, None)])
+save("cast_to_2p32", [h.make_node("Cast", ["x"], ["y"], to=(1 << 32) + 1, name="cast")], [x23],
+     [h.make_tensor_value_info("y", T.FLOAT, None)])
