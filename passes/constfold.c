@@ -25,8 +25,12 @@ static int foldable(const pc_node *n) {
   }
   for (int k = 0; k < n->n_out; k++) {
     int64_t numel = pc_type_numel(&n->out[k]->type);
-    if (numel < 0 || numel > FOLD_MAX_NUMEL) return 0; /* symbolic (nonzero) or too big */
-    if (numel > FOLD_GROW_NUMEL && type_bytes(&n->out[k]->type) > in_bytes) return 0;
+    if (numel < 0) return 0; /* symbolic (nonzero) */
+    /* a converted weight is folded at any size: it runs on every call otherwise (f16 weights widened for
+     * the f32 GEMM, passes/widen.c), and it is at most a few times its operand */
+    if (n->op != PC_OP_convert_element_type && numel > FOLD_MAX_NUMEL) return 0;
+    if (n->op != PC_OP_convert_element_type && numel > FOLD_GROW_NUMEL && type_bytes(&n->out[k]->type) > in_bytes)
+      return 0;
     out_bytes += type_bytes(&n->out[k]->type);
   }
   return out_bytes >= 0;

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+# tests/ref/gen_lowp.py: small f16 and bf16 models with float64 numpy references (issue 20), written as
+# OUT_DIR/NAME/{model.onnx, in0.npy ..., expected.npy}. The reference widens the narrow inputs exactly, computes
+# in float64 and rounds once to the output type, which is what the prims define (ir/prims.def: contractions
+# accumulate wider than their operands). Usage: gen_lowp.py OUT_DIR
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+out = sys.argv[1]
+rng = np.random.default_rng(20)
+
+
+def bf16_round(x):
+    """float64 -> nearest bfloat16 (ties to even), returned as float32 holding that value"""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32)
+
+
+def save(name, nodes, inputs, outputs, inits, feeds, expected, opset=17):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    g = h.make_graph(nodes, name, inputs, outputs, inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", opset)]), os.path.join(d, "model.onnx"))
+    for i, f in enumerate(feeds):
+        np.save(os.path.join(d, f"in{i}.npy"), f)
+    np.save(os.path.join(d, "expected.npy"), expected)
+
+
+def conv2d(x, w, b, stride, pad):
+    n, c, hh, ww = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (hh + 2 * pad - kh) // stride + 1, (ww + 2 * pad - kw) // stride + 1
+    y = np.zeros((n, o, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+            y += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
+    return y + b[None, :, None, None]
+
+
+# f16 MatMul: a batch of activations times an f16 weight, shapes off every tile size
+a = rng.standard_normal((3, 37, 70)).astype(np.float16)
+w = (rng.standard_normal((70, 45)) / 8).astype(np.float16)
+save("matmul_f16", [h.make_node("MatMul", ["a", "w"], ["y"], name="mm")], [h.make_tensor_value_info("a", T.FLOAT16, a.shape)],
+     [h.make_tensor_value_info("y", T.FLOAT16, [3, 37, 45])], [nh.from_array(w, "w")], [a],
+     (a.astype(np.float64) @ w.astype(np.float64)).astype(np.float16))
+# f16 MatMul of two activations
+b = rng.standard_normal((70, 29)).astype(np.float16)
+save("matmul_f16_act", [h.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
+     [h.make_tensor_value_info("a", T.FLOAT16, a.shape), h.make_tensor_value_info("b", T.FLOAT16, b.shape)],
+     [h.make_tensor_value_info("y", T.FLOAT16, [3, 37, 29])], [], [a, b],
+     (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16))
+# f16 Gemm with transB and a bias, then Relu (the converts and the bias fuse around the GEMM)
+g_a = rng.standard_normal((9, 130)).astype(np.float16)
+g_w = (rng.standard_normal((66, 130)) / 8).astype(np.float16)
+g_c = rng.standard_normal(66).astype(np.float16)
+ref = (g_a.astype(np.float64) @ g_w.astype(np.float64).T).astype(np.float16).astype(np.float64) + g_c
+save("gemm_f16_relu", [h.make_node("Gemm", ["a", "w", "c"], ["t"], transB=1, name="fc"), h.make_node("Relu", ["t"], ["y"], name="relu")],
+     [h.make_tensor_value_info("a", T.FLOAT16, g_a.shape)], [h.make_tensor_value_info("y", T.FLOAT16, [9, 66])],
+     [nh.from_array(g_w, "w"), nh.from_array(g_c, "c")], [g_a], np.maximum(ref, 0).astype(np.float16))
+# f16 Conv 3x3 stride 1 pad 1 with bias, and a strided one
+for name, stride in (("conv_f16", 1), ("conv_f16_s2", 2)):
+    x = rng.standard_normal((2, 12, 15, 17)).astype(np.float16)
+    cw = (rng.standard_normal((20, 12, 3, 3)) / 6).astype(np.float16)
+    cb = rng.standard_normal(20).astype(np.float16)
+    y = conv2d(x.astype(np.float64), cw.astype(np.float64), np.zeros(20), stride, 1)
+    y = y.astype(np.float16).astype(np.float64) + cb[None, :, None, None]  # ONNX Conv's bias: the prims add it after the conv's rounding
+    save(name, [h.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], strides=[stride, stride], name="conv")],
+         [h.make_tensor_value_info("x", T.FLOAT16, x.shape)], [h.make_tensor_value_info("y", T.FLOAT16, None)],
+         [nh.from_array(cw, "w"), nh.from_array(cb, "b")], [x], y.astype(np.float16))
+# bf16 inside an f32 model: Cast to bf16, MatMul with a bf16 weight, Cast back
+xa = rng.standard_normal((33, 90)).astype(np.float32)
+wb = bf16_round(rng.standard_normal((90, 40)) / 8)
+wt = nh.from_array(wb, "w32")
+save("matmul_bf16", [h.make_node("Cast", ["x"], ["xb"], to=T.BFLOAT16, name="in_bf16"),
+                     h.make_node("Cast", ["w32"], ["wb"], to=T.BFLOAT16, name="w_bf16"),
+                     h.make_node("MatMul", ["xb", "wb"], ["yb"], name="mm"),
+                     h.make_node("Cast", ["yb"], ["y"], to=T.FLOAT, name="out_f32")],
+     [h.make_tensor_value_info("x", T.FLOAT, xa.shape)], [h.make_tensor_value_info("y", T.FLOAT, [33, 40])], [wt], [xa],
+     bf16_round(bf16_round(xa).astype(np.float64) @ wb.astype(np.float64)))
