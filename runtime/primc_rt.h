@@ -151,7 +151,7 @@ int primc_weights_check(const void *file, size_t file_size, int64_t payload_size
 int primc_weights_map(const char *path, int64_t size, void **base);
 int primc_weights_map_err(const char *path, int64_t size, void **base, char *err, size_t errlen);
 
-/* Kernels generated code calls (runtime/kernels.c): params are compile-time
+/* Kernels generated code calls (runtime/kernels_*.c): params are compile-time
  * constants laid out by codegen/kir.c, bufs the operand pointers (outputs first). */
 int primc_k_dot(const int64_t *params, void *const *bufs);
 /* dot whose epilogue (a generated loop over output rows [begin, end)) runs after it, split over the threads by rows */
@@ -537,7 +537,7 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
 int primc_conv_last_row(void);
 
 /* where a conv call's fused-epilogue words start in its params (codegen/kir.c writes them,
- * runtime/kernels.c reads them), and their count: [fused, bias offset, bias stride, has residual, lo, hi,
+ * runtime/kernels_conv.c reads them), and their count: [fused, bias offset, bias stride, has residual, lo, hi,
  * silu, weight layout, tile height, packed weight bytes, planned row + 1 (0: none)] */
 #define PRIMC_CONV_EPI_AT (1 + 27 + 1 + 32)
 #define PRIMC_CONV_EPI_WORDS 11
