@@ -17,7 +17,7 @@ ALL_CFLAGS := $(WARN) $(CFLAGS) $(SAN) -fPIC -D_GNU_SOURCE -I. -I$(GEN) -I/usr/l
 LIBS     = $(LLVM_LDFLAGS) -lprotobuf-c -lopenblas -lm -ldl -lpthread
 
 LIB_SRC := $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c api/*.c)
-RT_SRC  := $(wildcard runtime/*.c runtime/conv/*.c)
+RT_SRC  := $(wildcard runtime/*.c runtime/conv/*.c runtime/gemm/*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := tests/test_main.c $(wildcard tests/unit/*.c)
 

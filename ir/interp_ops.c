@@ -685,7 +685,7 @@ typedef struct sort_line {
   int desc;
 } sort_line;
 
-/* ascending or descending by value; NaN after every number either way (as runtime/kernels.c) */
+/* ascending or descending by value; NaN after every number either way (as runtime/kernels_axis.c) */
 static int sort_before(const sort_line *s, int64_t a, int64_t b) {
   int64_t ia = s->base + a * s->inner, ib = s->base + b * s->inner;
   if (pc_idomain_float(s->dt)) {

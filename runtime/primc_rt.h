@@ -151,7 +151,7 @@ int primc_weights_check(const void *file, size_t file_size, int64_t payload_size
 int primc_weights_map(const char *path, int64_t size, void **base);
 int primc_weights_map_err(const char *path, int64_t size, void **base, char *err, size_t errlen);
 
-/* Kernels generated code calls (runtime/kernels.c): params are compile-time
+/* Kernels generated code calls (runtime/kernels_*.c): params are compile-time
  * constants laid out by codegen/kir.c, bufs the operand pointers (outputs first). */
 int primc_k_dot(const int64_t *params, void *const *bufs);
 /* dot whose epilogue (a generated loop over output rows [begin, end)) runs after it, split over the threads by rows */
@@ -284,7 +284,7 @@ double primc_now_ms(void); /* a monotonic clock */
 /* sorts n run times ascending: t[0] is the min, t[n / 2] the median */
 void primc_sort_ms(double *t, int n);
 
-/* ---------------------------------------------------------------- fp32 GEMM and conv (runtime/gemm.c, runtime/conv/) */
+/* ---------------------------------------------------------------- fp32 GEMM and conv (runtime/gemm/, runtime/conv/) */
 
 /* Row-major C[M][N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_*). beta == 0 never
  * reads C. Splits the work over the pool; each C element is summed in the same order whatever the
@@ -374,12 +374,30 @@ int primc_sgemm_run(const primc_gemm *g);
 int primc_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, int mr, float *dst);
 int primc_sgemm_mr(void);
 
-/* micro-kernel family, chosen once from the CPU; force_isa (tests, benchmarks) returns -1 when the
- * CPU lacks it, PRIMC_ISA_AUTO goes back to the CPU's best */
-enum { PRIMC_ISA_AUTO = -1, PRIMC_ISA_SCALAR = 0, PRIMC_ISA_AVX2 = 1, PRIMC_ISA_AVX512 = 2 };
+/* the instruction set, chosen once from the CPU; it picks the GEMM row (below) and the conv rows' checks.
+ * force_isa (tests, benchmarks) returns -1 when the CPU lacks it, PRIMC_ISA_AUTO goes back to the CPU's best */
+enum { PRIMC_ISA_AUTO = -1, PRIMC_ISA_SCALAR = 0, PRIMC_ISA_AVX2 = 1, PRIMC_ISA_AVX512 = 2, PRIMC_ISA_COUNT = 3 };
 int primc_sgemm_force_isa(int isa);
 int primc_sgemm_isa(void);
 const char *primc_sgemm_isa_name(int isa);
+
+/* Every fp32 GEMM micro-kernel is a row of runtime/gemm/gemm_rows.def (ISA, register tile, kernels); for
+ * each ISA the first row in rank order it runs is the one the GEMM entry points use, picked once. A packed
+ * B is laid out for that row's tile and records its ISA. */
+typedef enum primc_gemm_row {
+#define PRIMC_GEMM_ROW(id, ...) PRIMC_GEMM_ROW_##id,
+#include "runtime/gemm/gemm_rows.def"
+#undef PRIMC_GEMM_ROW
+  PRIMC_GEMM_ROW_COUNT
+} primc_gemm_row;
+/* row metadata: name (NULL past the table), least ISA (-1), register tile (0) */
+const char *primc_gemm_row_name(int row);
+int primc_gemm_row_isa(int row);
+int primc_gemm_row_mr(int row);
+int primc_gemm_row_nr(int row);
+/* the row an ISA runs (-1 for no ISA), and the one primc_sgemm runs now (as primc_sgemm_isa() says) */
+int primc_gemm_row_of_isa(int isa);
+int primc_gemm_row_active(void);
 /* zmm FMAs a core of this CPU starts per cycle: 2 on most AVX-512 CPUs, 1 where 512-bit ops are split
  * into two 256-bit halves (AMD Zen 4), 0 without AVX-512. Kernel choices that trade multiply-adds
  * against memory traffic (Winograd) weigh them by it. */
@@ -519,7 +537,7 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
 int primc_conv_last_row(void);
 
 /* where a conv call's fused-epilogue words start in its params (codegen/kir.c writes them,
- * runtime/kernels.c reads them), and their count: [fused, bias offset, bias stride, has residual, lo, hi,
+ * runtime/kernels_conv.c reads them), and their count: [fused, bias offset, bias stride, has residual, lo, hi,
  * silu, weight layout, tile height, packed weight bytes, planned row + 1 (0: none)] */
 #define PRIMC_CONV_EPI_AT (1 + 27 + 1 + 32)
 #define PRIMC_CONV_EPI_WORDS 11

@@ -19,8 +19,8 @@ FUZZ_B       ?= build-fuzz
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
 FUZZ_NODE_DIR ?= $(or $(ONNX_NODE_DIR),build/onnx-node-tests)
-FUZZ_RT      := $(filter-out runtime/driver.c runtime/cuda_driver.c,$(wildcard runtime/*.c runtime/conv/*.c))
-FUZZ_HDRS    := $(wildcard ir/*.h ir/*.def frontend/*.h frontend/*.def runtime/*.h runtime/conv/*.h runtime/conv/*.def passes/*.h passes/*.def codegen/kir.h)
+FUZZ_RT      := $(filter-out runtime/driver.c runtime/cuda_driver.c,$(wildcard runtime/*.c runtime/conv/*.c runtime/gemm/*.c))
+FUZZ_HDRS    := $(wildcard ir/*.h ir/*.def frontend/*.h frontend/*.def runtime/*.h runtime/conv/*.h runtime/conv/*.def runtime/gemm/*.h runtime/gemm/*.def passes/*.h passes/*.def codegen/kir.h)
 FUZZ_LINK    := -lprotobuf-c -lopenblas -lm -lpthread -ldl
 FUZZ_RUN     := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
 

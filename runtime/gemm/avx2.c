@@ -1,0 +1,94 @@
+/* runtime/gemm/avx2.c: the AVX2 row: 6 x 16 register tiles on ymm with FMA, and its dot product. */
+#include "runtime/gemm/gemm.h"
+
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define X2_MR GM_MR_AVX2
+
+/* same shape as loop512, on ymm */
+static inline __attribute__((always_inline)) AVX2 void loop256(const kargs *g, __m256 acc[X2_MR][2], const int R,
+                                                               const int V, const int FULL, const int UNIT,
+                                                               const int OFF, __m256i lm) {
+  const int64_t ars = UNIT ? 1 : g->ars, aks = g->aks, bks = g->bks;
+  const float *ab[2] = {g->a, g->a + 3 * ars}, *bb = g->b;
+  for (int64_t k = 0; k < g->kc; k++) {
+    const float *b = OFF ? g->b + g->koff[k] : bb;
+    __m256 b0, b1 = _mm256_setzero_ps();
+    if (V == 1) {
+      b0 = FULL ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, lm);
+    } else {
+      b0 = _mm256_loadu_ps(b);
+      b1 = FULL ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, lm);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      __m256 av = _mm256_broadcast_ss(UNIT ? ab[0] + r : ab[r / 3] + (r % 3) * ars);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      if (V == 2) acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+    ab[0] += aks;
+    if (!UNIT && R > 3) ab[1] += aks;
+    bb += bks;
+  }
+}
+
+static inline __attribute__((always_inline)) AVX2 void body256(const kargs *g, const int R, const int V) {
+  __m256 acc[X2_MR][2];
+  int rem = g->nr - 8 * (V - 1);
+  __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i all = _mm256_set1_epi32(-1);
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  if (g->koff)
+    loop256(g, acc, R, V, rem == 8, 1, 1, lm);
+  else if (g->ars == 1 && rem == 8)
+    loop256(g, acc, R, V, 1, 1, 0, lm);
+  else if (g->ars == 1)
+    loop256(g, acc, R, V, 0, 1, 0, lm);
+  else if (rem == 8)
+    loop256(g, acc, R, V, 1, 0, 0, lm);
+  else
+    loop256(g, acc, R, V, 0, 0, 0, lm);
+  __m256 va = _mm256_set1_ps(g->alpha), vb = _mm256_set1_ps(g->beta);
+  int read_c = g->beta != 0;
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    float *c = g->c + r * g->ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < V; v++) {
+      __m256i m = v == V - 1 ? lm : all;
+      __m256 x = _mm256_mul_ps(acc[r][v], va);
+      if (read_c) x = _mm256_fmadd_ps(_mm256_maskload_ps(c + 8 * v, m), vb, x);
+      _mm256_maskstore_ps(c + 8 * v, m, x);
+    }
+  }
+}
+
+#define DEF256(R)                                                              \
+  static AVX2 void k256_##R##_1(const kargs *g) { body256(g, R, 1); }         \
+  static AVX2 void k256_##R##_2(const kargs *g) { body256(g, R, 2); }
+DEF256(1) DEF256(2) DEF256(3) DEF256(4) DEF256(5) DEF256(6)
+_Static_assert(X2_MR == 6 && GM_NR_AVX2 == 16, "a kernel per tile height, one or two ymm wide");
+#define ROW256(R) {k256_##R##_1, k256_##R##_2}
+
+static void (*const tab256[X2_MR][2])(const kargs *) = {ROW256(1), ROW256(2), ROW256(3),
+                                                         ROW256(4), ROW256(5), ROW256(6)};
+
+void primc_gm_kern_avx2(const kargs *g, int mr) { tab256[mr - 1][(g->nr + 7) / 8 - 1](g); }
+
+AVX2 float primc_gm_dot_avx2(const float *x, const float *y, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+  }
+  __m256 s = _mm256_add_ps(a0, a1);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  float acc = _mm_cvtss_f32(h);
+  for (; i < n; i++) acc += x[i] * y[i];
+  return acc;
+}

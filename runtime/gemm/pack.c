@@ -1,0 +1,137 @@
+/* runtime/gemm/pack.c: B packed into a row's panels (per call, and once for weights behind a checked header), B read back out of another ISA's panels, A packed into strips. */
+#include "runtime/gemm/gemm.h"
+
+#include <string.h>
+
+/* columns [p0*NR, n1) of rows [k0, k0+kc) into panels dst[p - p0][k][NR], zero-padded to NR */
+void primc_gm_pack_b(const bsrc *s, const gm_row *kr, int64_t k0, int64_t kc, int64_t p0, int64_t n1, float *dst) {
+  const int NR = kr->nr;
+  int64_t n0 = p0 * NR, np = cdiv(n1 - n0, NR);
+  if (s->trans) {
+    for (int64_t p = 0; p < np; p++) {
+      float *d = dst + p * kc * NR;
+      int64_t nr = min64(NR, n1 - n0 - p * NR), j = 0, kt = kr->trans16 ? kc / 16 * 16 : 0;
+      const float *src = s->b + (n0 + p * NR) * s->ldb + k0;
+      for (; j + 16 <= nr && kt; j += 16)
+        for (int64_t k = 0; k < kt; k += 16) kr->trans16(src + j * s->ldb + k, s->ldb, d + k * NR + j, NR);
+      for (int64_t jj = 0; jj < NR; jj++)
+        for (int64_t k = jj < j ? kt : 0; k < kc; k++) d[k * NR + jj] = jj < nr ? src[jj * s->ldb + k] : 0.0f;
+    }
+    return;
+  }
+  float tmp[NC_MAX];
+  for (int64_t k = 0; k < kc; k++) {
+    const float *src = s->b + (k0 + k) * s->ldb + n0;
+    if (s->row) {
+      s->row(s->row_ctx, k0 + k, n0, n1 - n0, tmp);
+      src = tmp;
+    }
+    for (int64_t p = 0; p < np; p++) {
+      int64_t nr = min64(NR, n1 - n0 - p * NR);
+      float *d = dst + p * kc * NR + k * NR;
+      memcpy(d, src + p * NR, (size_t)nr * sizeof(float));
+      if (nr < NR) memset(d + nr, 0, (size_t)(NR - nr) * sizeof(float));
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- prepacked B */
+
+#define PACKED_MAGIC 0x42504d47u /* "GMPB" */
+
+/* bytes of an N x K B packed in panels nr wide, header included */
+static size_t packed_bytes(int64_t nr, int64_t N, int64_t K) {
+  return sizeof(packed_hdr) + (size_t)(cdiv(N, nr) * nr * K) * sizeof(float);
+}
+
+size_t primc_sgemm_packed_b_size(int64_t N, int64_t K) { return packed_bytes(primc_gm_row()->nr, N, K); }
+
+/* whether h is a header primc_sgemm_pack_b writes for an N x K B on some ISA: a weights file may have
+ * been altered, and the ISA, panel width and K block decide where every later read goes */
+int primc_gm_hdr_valid(const packed_hdr *h, int64_t N, int64_t K) {
+  if (h->magic != PACKED_MAGIC || h->isa < 0 || h->isa >= PRIMC_ISA_COUNT || h->n != N || h->k != K || N < 0 || K < 0 ||
+      N > ((int64_t)1 << 40) || K > ((int64_t)1 << 40))
+    return 0;
+  const gm_row *kr = primc_gm_row_for(h->isa);
+  return h->nr == kr->nr && (K == 0 || h->kc == k_block(kr, K));
+}
+
+int primc_sgemm_packed_check(const void *packed_b, size_t avail, int64_t N, int64_t K, size_t *bytes) {
+  packed_hdr h;
+  if (!packed_b || ((uintptr_t)packed_b & 63) || avail < sizeof h) return PRIMC_ERR_WEIGHTS;
+  memcpy(&h, packed_b, sizeof h);
+  if (!primc_gm_hdr_valid(&h, N, K)) return PRIMC_ERR_WEIGHTS;
+  if (N && K && (double)N * (double)K > (double)avail) return PRIMC_ERR_WEIGHTS; /* before the product can overflow */
+  size_t need = packed_bytes(h.nr, N, K);
+  if (need > avail) return PRIMC_ERR_WEIGHTS;
+  if (bytes) *bytes = need;
+  return PRIMC_OK;
+}
+
+/* for each K block at k0: panels of the whole width, panel p at [k0 * n_panels * NR + p * kc * NR] */
+int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed) {
+  if (!packed || ((uintptr_t)packed & 63) || N < 0 || K < 0 || (N && K && (!B || ldb < (trans_b ? K : N))))
+    return PRIMC_ERR_ARG;
+  int isa_id = primc_sgemm_isa();
+  const gm_row *kr = primc_gm_row_for(isa_id);
+  int64_t kcb = k_block(kr, K);
+  packed_hdr h = {.magic = PACKED_MAGIC, .isa = isa_id, .nr = kr->nr, .kc = (int32_t)kcb, .n = N, .k = K};
+  memcpy(packed, &h, sizeof h);
+  float *dst = (float *)((char *)packed + sizeof h);
+  bsrc s = {.b = B, .ldb = ldb, .trans = trans_b};
+  int64_t np = cdiv(N, kr->nr);
+  for (int64_t k0 = 0; k0 < K; k0 += kcb) {
+    int64_t kc = min64(kcb, K - k0);
+    for (int64_t p0 = 0; p0 < np; p0 += NC_MAX / kr->nr) {
+      int64_t p1 = min64(np, p0 + NC_MAX / kr->nr);
+      primc_gm_pack_b(&s, kr, k0, kc, p0, min64(N, p1 * kr->nr), dst + k0 * np * kr->nr + p0 * kc * kr->nr);
+    }
+  }
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- prepacked B of any ISA */
+
+typedef struct packed_reader {
+  const float *data;
+  int64_t nr, kc, np, k;
+} packed_reader;
+
+/* b(k, n0 .. n0+nc) out of panels laid out by primc_sgemm_pack_b with the reader's nr and kc */
+static void packed_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
+  const packed_reader *r = ctx;
+  int64_t k0 = k / r->kc * r->kc, kcb = min64(r->kc, r->k - k0);
+  const float *base = r->data + k0 * r->np * r->nr + (k - k0) * r->nr;
+  for (int64_t j = 0; j < nc; j++) {
+    int64_t n = n0 + j;
+    dst[j] = base[(n / r->nr) * kcb * r->nr + n % r->nr];
+  }
+}
+
+int primc_sgemm_prepacked_any(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                              const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi,
+                              void *epi_ctx) {
+  packed_hdr h;
+  if (!packed_b || ((uintptr_t)packed_b & 63)) return PRIMC_ERR_ARG;
+  memcpy(&h, packed_b, sizeof h);
+  if (!primc_gm_hdr_valid(&h, N, K)) return PRIMC_ERR_ARG;
+  if (h.isa == primc_sgemm_isa())
+    return primc_sgemm_prepacked(trans_a, M, N, K, alpha, A, lda, packed_b, beta, C, ldc, epi, epi_ctx);
+  packed_reader r = {(const float *)((const char *)packed_b + sizeof h), h.nr, h.kc, cdiv(N, h.nr), K};
+  return primc_sgemm_gen_b(trans_a, M, N, K, alpha, A, lda, packed_row, &r, beta, C, ldc, epi, epi_ctx);
+}
+
+/* ---------------------------------------------------------------- packed A */
+
+/* strips as the driver splits M for a tile of mr rows; strip s holds rows [m0, m1) as [k][m1 - m0] at
+ * dst + m0 * K, so the whole is M * K floats whatever mr is */
+int primc_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, int mr, float *dst) {
+  if (M < 0 || K < 0 || mr < 1 || mr > MR_MAX || (M && K && (!A || !dst || lda < K))) return PRIMC_ERR_ARG;
+  int64_t strips = cdiv(M, mr);
+  for (int64_t s = 0; s < strips; s++) {
+    int64_t m0 = M * s / strips, h = M * (s + 1) / strips - m0;
+    for (int64_t r = 0; r < h; r++)
+      for (int64_t k = 0; k < K; k++) dst[m0 * K + k * h + r] = A[(m0 + r) * lda + k];
+  }
+  return PRIMC_OK;
+}

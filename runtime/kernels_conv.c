@@ -1,0 +1,261 @@
+/* runtime/kernels_conv.c: the conv call: its params decoded, 2-D f32 to the planned conv row (runtime/conv/), N-d by im2col + BLAS, other dtypes element by element, pairs of convs. */
+#include "runtime/kernels.h"
+
+#include <cblas.h>
+
+/* ---------------------------------------------------------------- conv */
+
+typedef struct conv_desc {
+  int dt, S; /* spatial rank */
+  shp x, w, o;
+  int64_t groups, stride[8], pad[8], dil[8], ldil[8];
+} conv_desc;
+
+static void conv_read(const int64_t *q, conv_desc *c) {
+  c->dt = (int)q[0];
+  q = get_shape(get_shape(get_shape(q + 1, &c->x), &c->w), &c->o);
+  c->groups = *q++;
+  int64_t *dst[4] = {c->stride, c->pad, c->dil, c->ldil};
+  for (int l = 0; l < 4; l++)
+    for (int i = 0; i < 8; i++) dst[l][i] = *q++;
+  c->S = c->x.rank - 2;
+}
+
+/* input position of output position o and kernel tap k along spatial dim d; -1 when it falls in padding */
+static int64_t conv_src(const conv_desc *c, int d, int64_t o, int64_t k) {
+  int64_t pos = o * c->stride[d] - c->pad[d] + k * c->dil[d];
+  if (pos < 0 || pos % c->ldil[d]) return -1;
+  pos /= c->ldil[d];
+  return pos < c->x.d[2 + d] ? pos : -1;
+}
+
+/* input offset inside one channel plane of spatial position (o, k); -1 in padding */
+static int64_t conv_offset(const conv_desc *c, const int64_t *o, const int64_t *k) {
+  int64_t off = 0;
+  for (int d = 0; d < c->S; d++) {
+    int64_t s = conv_src(c, d, o[d], k[d]);
+    if (s < 0) return -1;
+    off = off * c->x.d[2 + d] + s;
+  }
+  return off;
+}
+
+static int64_t prod(const int64_t *d, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++) p *= d[i];
+  return p;
+}
+
+static int conv_is_identity(const conv_desc *c) {
+  for (int d = 0; d < c->S; d++)
+    if (c->stride[d] != 1 || c->pad[d] != 0 || c->ldil[d] != 1 || c->o.d[2 + d] != c->x.d[2 + d]) return 0;
+  return 1;
+}
+
+static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t taps, int64_t P, int64_t plane,
+                        float *col);
+
+/* f32: im2col of one (image, group) into col[Cg*taps][P], then one sgemm per group */
+static void conv_f32(const conv_desc *c, float *out, const float *x, const float *w, float *col) {
+  int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
+  int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t g = 0; g < c->groups; g++) {
+      const float *b = col;
+      if (taps == 1 && P == plane && conv_is_identity(c)) {
+        b = x + (n * C + g * Cg) * plane; /* 1x1, stride 1, no padding: the image is the matrix */
+      } else {
+        conv_im2col(c, x + (n * C + g * Cg) * plane, Cg, taps, P, plane, col);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Og, (int)P, (int)(Cg * taps), 1.0f,
+                  w + g * Og * Cg * taps, (int)(Cg * taps), b, (int)P, 0.0f, out + (n * O + g * Og) * P, (int)P);
+    }
+}
+
+/* the common 2-D case without input dilation: no division per element */
+static void im2col_2d(const conv_desc *c, const float *x, int64_t Cg, float *col) {
+  int64_t H = c->x.d[2], W = c->x.d[3], KH = c->w.d[2], KW = c->w.d[3], OH = c->o.d[2], OW = c->o.d[3];
+  for (int64_t ci = 0; ci < Cg; ci++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++) {
+        float *row = col + ((ci * KH + kh) * KW + kw) * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+          int64_t ih = oh * c->stride[0] - c->pad[0] + kh * c->dil[0];
+          float *dst = row + oh * OW;
+          if (ih < 0 || ih >= H) {
+            memset(dst, 0, sizeof *dst * (size_t)OW);
+            continue;
+          }
+          const float *src = x + (ci * H + ih) * W;
+          for (int64_t ow = 0; ow < OW; ow++) {
+            int64_t iw = ow * c->stride[1] - c->pad[1] + kw * c->dil[1];
+            dst[ow] = iw >= 0 && iw < W ? src[iw] : 0.0f;
+          }
+        }
+      }
+}
+
+static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t taps, int64_t P, int64_t plane,
+                        float *col) {
+  if (c->S == 2 && c->ldil[0] == 1 && c->ldil[1] == 1) {
+    im2col_2d(c, x, Cg, col);
+    return;
+  }
+  for (int64_t ci = 0; ci < Cg; ci++) {
+    const float *xp = x + ci * plane;
+    int64_t k[8] = {0};
+    int64_t t = 0;
+    do {
+      int64_t o[8] = {0}, pidx = 0;
+      float *row = col + (ci * taps + t) * P;
+      do {
+        int64_t off = conv_offset(c, o, k);
+        row[pidx++] = off < 0 ? 0.0f : xp[off];
+      } while (next_index(o, c->o.d + 2, c->S));
+      t++;
+    } while (next_index(k, c->w.d + 2, c->S));
+  }
+}
+
+static void conv_generic(const conv_desc *c, char *out, const char *x, const char *w) {
+  int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
+  int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);
+  int f = is_float(c->dt);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t oc = 0; oc < O; oc++) {
+      int64_t g = oc / Og, o[8] = {0}, pidx = 0;
+      do {
+        double accf = 0;
+        uint64_t acci = 0;
+        for (int64_t ci = 0; ci < Cg; ci++) {
+          int64_t k[8] = {0}, t = 0;
+          do {
+            int64_t off = conv_offset(c, o, k);
+            if (off >= 0) {
+              int64_t xi = (n * C + g * Cg + ci) * plane + off, wi = (oc * Cg + ci) * taps + t;
+              if (f) accf += get_f(x, xi, c->dt) * get_f(w, wi, c->dt);
+              else acci += (uint64_t)get_i(x, xi, c->dt) * (uint64_t)get_i(w, wi, c->dt);
+            }
+            t++;
+          } while (next_index(k, c->w.d + 2, c->S));
+        }
+        if (f) set_f(out, (n * O + oc) * P + pidx, c->dt, accf);
+        else set_i(out, (n * O + oc) * P + pidx, c->dt, (int64_t)acci);
+        pidx++;
+      } while (next_index(o, c->o.d + 2, c->S));
+    }
+}
+
+/* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
+ * [fused, bias offset, bias stride (-1: no bias), has residual, lo, hi (doubles as bits), silu, how the weights are
+ * packed (PRIMC_CONV_W_*: 0 plain), the tile height they were packed for, the packed weights' bytes, the
+ * planned conv row + 1 (runtime/conv/plan.c)];
+ * bufs[4..6] = y, bias, residual */
+#define CONV_EPI_AT PRIMC_CONV_EPI_AT
+#define CONV_EPI_PACKED 7
+#define CONV_EPI_TILE 8
+#define CONV_EPI_WBYTES 9
+#define CONV_EPI_ROW 10 /* the planned row + 1; 0 in params made without a plan */
+
+static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e) {
+  double lo, hi;
+  memcpy(&lo, &q[4], 8);
+  memcpy(&hi, &q[5], 8);
+  e->bias = q[0] && q[2] >= 0 && bufs[5] ? (const float *)bufs[5] + q[1] : NULL; /* its arg is y when absent */
+  e->bias_stride = q[2] < 0 ? 0 : q[2];
+  e->res = q[0] && q[3] ? bufs[6] : NULL;
+  e->lo = (float)lo;
+  e->hi = (float)hi;
+  e->silu = q[0] && q[6];
+}
+
+/* the same epilogue after a conv that did not run it: y = clamp(acc + bias + res) over [N, O, P] */
+static void conv_epi_apply(const conv_desc *c, const primc_conv_epi *e, float *y, const float *acc) {
+  int64_t N = c->o.d[0], O = c->o.d[1], P = prod(c->o.d + 2, c->S);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < O; o++) {
+      float b = e->bias ? e->bias[o * e->bias_stride] : 0.0f;
+      for (int64_t i = (n * O + o) * P, end = i + P; i < end; i++) {
+        float v = acc[i] + b + (e->res ? e->res[i] : 0.0f);
+        if (e->silu) v = v / (1.0f + expf(-v));
+        y[i] = v < e->lo ? e->lo : v > e->hi ? e->hi : v;
+      }
+    }
+}
+
+/* the 2-D f32 conv as primc_conv2d; 0 when the bottom/right padding codegen implies is negative */
+static int conv2d_params(const conv_desc *c, primc_conv2d *p) {
+  if (c->dt != PRIMC_F32 || c->S != 2 || c->ldil[0] != 1 || c->ldil[1] != 1) return 0;
+  *p = (primc_conv2d){.n = c->x.d[0], .c = c->x.d[1], .h = c->x.d[2], .w = c->x.d[3], .o = c->w.d[0],
+                      .kh = c->w.d[2], .kw = c->w.d[3], .groups = c->groups, .stride_h = c->stride[0],
+                      .stride_w = c->stride[1], .dil_h = c->dil[0], .dil_w = c->dil[1], .pad_t = c->pad[0],
+                      .pad_l = c->pad[1]};
+  /* the end padding the last output reaches; negative when a strided conv leaves the last input rows
+   * unread (a 1x1/2 downsample of an even map), which is the same conv with none */
+  p->pad_b = (c->o.d[2] - 1) * p->stride_h + p->dil_h * (p->kh - 1) + 1 - p->h - p->pad_t;
+  p->pad_r = (c->o.d[3] - 1) * p->stride_w + p->dil_w * (p->kw - 1) + 1 - p->w - p->pad_l;
+  if (p->pad_b < 0 && p->pad_b > -p->stride_h) p->pad_b = 0;
+  if (p->pad_r < 0 && p->pad_r > -p->stride_w) p->pad_r = 0;
+  int64_t oh, ow;
+  return p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow) && oh == c->o.d[2] && ow == c->o.d[3];
+}
+
+int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p) {
+  conv_desc c;
+  conv_read(params, &c);
+  if (c.S < 0 || c.S > 6 || c.groups < 1 || !conv2d_params(&c, p)) return 0;
+  int64_t layout = params[CONV_EPI_AT + CONV_EPI_PACKED], tile = params[CONV_EPI_AT + CONV_EPI_TILE];
+  p->w_packed_mr = layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? (int)tile : 0;
+  p->w_packed_panels = layout == PRIMC_CONV_W_PANELS;
+  p->w_winograd = layout == PRIMC_CONV_W_WINOGRAD;
+  p->w_lanes = layout == PRIMC_CONV_W_LANES;
+  return 1;
+}
+
+/* bufs: out, x, w, im2col scratch, then with a fused epilogue y, bias, residual (see CONV_EPI_AT) */
+int primc_k_conv(const int64_t *params, void *const *bufs) {
+  conv_desc c;
+  conv_read(params, &c);
+  if (c.S < 0 || c.S > 6 || c.groups < 1) return PRIMC_ERR_RUNTIME;
+  if (numel(&c.o) == 0) return PRIMC_OK;
+  const int64_t *q = params + CONV_EPI_AT;
+  primc_conv_epi e;
+  conv_epi_read(q, bufs, &e);
+  primc_conv2d p;
+  int two_d = primc_conv2d_of_params(params, &p);
+  if (q[CONV_EPI_PACKED] && !two_d) return PRIMC_ERR_RUNTIME; /* only the 2-D path reads packed weights */
+  /* packed weights may come from a weights file: their headers decide every read, so they are checked first */
+  if (q[CONV_EPI_PACKED] && (q[CONV_EPI_WBYTES] < 1 || primc_conv2d_check_weights(&p, bufs[2], (size_t)q[CONV_EPI_WBYTES])))
+    return PRIMC_ERR_WEIGHTS;
+  if (two_d && q[CONV_EPI_ROW] > 0 && q[CONV_EPI_ROW] <= PRIMC_CONV_ROW_COUNT) { /* the compiled plan, run as it is */
+    primc_conv_plan plan = {(int32_t)(q[CONV_EPI_ROW] - 1), (int32_t)q[CONV_EPI_PACKED], (int32_t)q[CONV_EPI_TILE]};
+    return primc_conv_run(&p, &plan, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0], bufs[3]);
+  }
+  if (two_d) /* params made without a plan: planned now, for the layout they name */
+    return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
+                                bufs[3]);
+  if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);
+  else conv_generic(&c, bufs[0], bufs[1], bufs[2]);
+  if (q[0]) {
+    if (c.dt != PRIMC_F32) return PRIMC_ERR_RUNTIME;
+    conv_epi_apply(&c, &e, bufs[4], bufs[0]);
+  }
+  return PRIMC_OK;
+}
+
+/* two conv calls, a small conv and the depthwise conv that reads its fused result (bufs[4]), as one where
+ * primc_conv2d_then_dw_f32 runs them; otherwise one after the other */
+int primc_k_conv_pair(const int64_t *pa, void *const *ba, const int64_t *pb, void *const *bb) {
+  const int64_t *qa = pa + CONV_EPI_AT, *qb = pb + CONV_EPI_AT;
+  primc_conv2d pw, dw;
+  primc_conv_epi e1, e2;
+  if (qa[0] && bb[1] == ba[4] && primc_conv2d_of_params(pa, &pw) && primc_conv2d_of_params(pb, &dw)) {
+    conv_epi_read(qa, ba, &e1);
+    conv_epi_read(qb, bb, &e2);
+    /* PRIMC_ERR_ARG: the pair is not one it runs (checked before it writes anything) */
+    int st = primc_conv2d_then_dw_f32(&pw, ba[1], ba[2], &e1, &dw, bb[2], qb[0] ? &e2 : NULL, qb[0] ? bb[4] : bb[0]);
+    if (st != PRIMC_ERR_ARG) return st;
+  }
+  int st = primc_k_conv(pa, ba);
+  return st != PRIMC_OK ? st : primc_k_conv(pb, bb);
+}

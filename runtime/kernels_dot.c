@@ -1,0 +1,124 @@
+/* runtime/kernels_dot.c: the dot_general call: batched f32 through our GEMM (B packed at compile time or not), f64 through BLAS, other dtypes element by element, then the fused epilogue. */
+#include "runtime/kernels.h"
+
+#include <cblas.h>
+
+/* ---------------------------------------------------------------- dot_general */
+
+/* a strided [R, C] matrix as a BLAS operand; 0 when neither stride is 1 */
+static int blas_layout(int64_t R, int64_t C, int64_t sr, int64_t sc, int *trans, int64_t *ld) {
+  if (sc == 1 || C == 1) {
+    *trans = 0;
+    *ld = R == 1 ? C : sr;
+    if (*ld < C) *ld = C;
+    return 1;
+  }
+  if (sr == 1 || R == 1) {
+    *trans = 1;
+    *ld = sc;
+    if (*ld < R) *ld = R;
+    return 1;
+  }
+  return 0;
+}
+
+static void dot_generic(int dt, int64_t M, int64_t N, int64_t K, const char *a, int64_t sm, int64_t sk,
+                        const char *b, int64_t bk, int64_t bn, char *o) {
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      if (is_float(dt)) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) acc += get_f(a, m * sm + k * sk, dt) * get_f(b, k * bk + n * bn, dt);
+        set_f(o, m * N + n, dt, acc);
+      } else {
+        uint64_t acc = 0;
+        for (int64_t k = 0; k < K; k++)
+          acc += (uint64_t)get_i(a, m * sm + k * sk, dt) * (uint64_t)get_i(b, k * bk + n * bn, dt);
+        set_i(o, m * N + n, dt, (int64_t)acc);
+      }
+    }
+}
+
+/* elements of C below which the epilogue runs on the calling thread */
+#define EPI_SPLIT_ELEMS 32768
+
+/* one batch of a strided dot: f32 through our GEMM, f64 through BLAS, the rest element by element */
+typedef struct dot_job {
+  const int64_t *q;
+  void *const *bufs;
+  int blas, ta, tb;
+  int64_t lda, ldb;
+} dot_job;
+
+static void dot_batch(const dot_job *j, int64_t i) {
+  const int64_t *q = j->q;
+  int dt = (int)q[0];
+  int64_t M = q[2], N = q[3], K = q[4];
+  size_t es = dsize(dt);
+  const char *ai = (const char *)j->bufs[1] + (size_t)(i * q[5]) * es, *bi = (const char *)j->bufs[2] + (size_t)(i * q[8]) * es;
+  char *oi = (char *)j->bufs[0] + (size_t)(i * M * N) * es;
+  if (!j->blas)
+    dot_generic(dt, M, N, K, ai, q[6], q[7], bi, q[9], q[10], oi);
+  else if (dt == PRIMC_F32)
+    primc_sgemm(j->ta, j->tb, M, N, K, 1.0f, (const float *)ai, j->lda, (const float *)bi, j->ldb, 0.0f, (float *)oi, N);
+  else
+    cblas_dgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, 1.0, (const double *)ai, (int)j->lda, (const double *)bi, (int)j->ldb, 0.0, (double *)oi, (int)N);
+}
+
+static void dot_batches(void *ctx, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; i++) dot_batch(ctx, i);
+}
+
+/* below this many multiply-adds per batch, batches (attention heads) go to the threads whole */
+#define DOT_BATCH_SPLIT_FLOPS (1 << 22)
+
+/* params: dtype, B, M, N, K, a strides (batch, m, k), b strides (batch, k, n); out is [B, M, N] */
+int primc_k_dot(const int64_t *q, void *const *bufs) {
+  int dt = (int)q[0];
+  int64_t B = q[1], M = q[2], N = q[3], K = q[4];
+  if (M * N == 0) return PRIMC_OK;
+  dot_job j = {q, bufs, 0, 0, 0, 0, 0};
+  j.blas = (dt == PRIMC_F32 || dt == PRIMC_F64) && K > 0 && blas_layout(M, K, q[6], q[7], &j.ta, &j.lda) &&
+           blas_layout(K, N, q[9], q[10], &j.tb, &j.ldb);
+  double flops = (double)M * (double)N * (double)K;
+  if (B > 1 && j.blas && dt == PRIMC_F32 && flops < DOT_BATCH_SPLIT_FLOPS && flops * (double)B >= (1 << 18))
+    primc_parallel_for(B, dot_batches, &j); /* primc_sgemm runs inline on a pool thread */
+  else
+    dot_batches(&j, 0, B);
+  return PRIMC_OK;
+}
+
+/* params as dot's (B's strides unused), then the packed B's bytes; bufs: out, a, B packed by primc_sgemm_pack_b */
+int primc_k_dot_packed(const int64_t *q, void *const *bufs) {
+  int64_t M = q[2], N = q[3], K = q[4];
+  int ta = 0;
+  int64_t lda = 0;
+  if (M * N == 0) return PRIMC_OK;
+  if (q[0] != PRIMC_F32 || q[1] != 1 || K < 1 || !blas_layout(M, K, q[6], q[7], &ta, &lda)) return PRIMC_ERR_RUNTIME;
+  /* B may come from a weights file: its header decides every read, so it is checked first */
+  if (q[11] < 1 || primc_sgemm_packed_check(bufs[2], (size_t)q[11], N, K, NULL) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
+  return primc_sgemm_prepacked_any(ta, M, N, K, 1.0f, bufs[1], lda, bufs[2], 0.0f, bufs[0], N, NULL, NULL);
+}
+
+/* the GEMM over all of C, then the epilogue split over the threads by rows while C is in cache */
+static int dot_then_epilogue(int (*dot)(const int64_t *, void *const *), const int64_t *q, void *const *bufs,
+                             void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  int64_t M = q[2], N = q[3];
+  int st = dot(q, bufs);
+  if (st != PRIMC_OK || M == 0) return st;
+  if (q[1] == 1 && M > 1 && M * N >= EPI_SPLIT_ELEMS)
+    primc_parallel_for(M, epi, ctx);
+  else
+    epi(ctx, 0, M);
+  return PRIMC_OK;
+}
+
+/* dot with an elementwise epilogue over [M, N] rows [begin, end) */
+int primc_k_dot_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  return dot_then_epilogue(primc_k_dot, q, bufs, epi, ctx);
+}
+
+int primc_k_dot_packed_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  return dot_then_epilogue(primc_k_dot_packed, q, bufs, epi, ctx);
+}

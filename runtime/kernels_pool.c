@@ -1,0 +1,116 @@
+/* runtime/kernels_pool.c: the f32 2-D max pool over a -inf padded map read unpadded (AVX-512 for ResNet's 3x3/2 stem pool). */
+#include "runtime/kernels.h"
+
+#include <immintrin.h>
+
+/* ---------------------------------------------------------------- max pooling */
+
+/*
+ * A 2-D max pool over a -inf padded map, read from the unpadded map: codegen turns the pad kernels
+ * and the max tree over the padded buffer into this call (see kir_pool_calls). Per output row: the
+ * max of its valid input rows into a row buffer with -inf borders, then each output's kw window
+ * along that row. A NaN wins, as in the max prim.
+ */
+#define POOL_ROW_MAX 4096 /* floats of the row buffer, on the stack */
+
+typedef struct pool_job {
+  const float *x;
+  float *y;
+  int64_t h, w, oh, ow, kh, kw, sh, sw, pt, pl, row, fast;
+} pool_job;
+
+static inline float max_nan(float a, float b) { return a > b || a != a ? a : b; }
+
+/* lanes i of a 16-float load at x[p + i] that lie inside [0, w) */
+static inline __mmask16 in_row(int64_t p, int64_t w) {
+  int64_t lo = p < 0 ? -p : 0, hi = w - p < 16 ? w - p : 16;
+  return lo >= hi ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* x[p .. p + 16) with -inf outside the row */
+__attribute__((target("avx512f"))) static inline __m512 row_load(const float *x, int64_t p, int64_t w) {
+  return _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), in_row(p, w), x + p);
+}
+
+/* NaN-keeping max of two vectors: vmaxps returns its second operand when either is NaN */
+__attribute__((target("avx512f"))) static inline __m512 vmax_nan(__m512 a, __m512 b) {
+  return _mm512_mask_mov_ps(_mm512_max_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
+}
+#define VMAX(a, b) vmax_nan(a, b)
+
+/* 3-wide windows at stride 2 from column -1 (one column of left padding, ResNet's stem pool): per 16
+ * outputs the max over the kh rows of 32 input floats read at aligned offsets, whose even lanes are
+ * the windows' centres, odd lanes their right taps, and odd lanes one lane later (the previous block's
+ * last carried in) their left taps: no unaligned loads, which cost twice as much */
+__attribute__((target("avx512f"))) static void pool_k3s2_512(const pool_job *j, const float *x, float *y,
+                                                         int64_t oy) {
+  const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  int64_t y0 = oy * j->sh - j->pt, w = j->w;
+  __m512 prev = ninf;
+  for (int64_t o = 0; o < j->ow; o += 16) {
+    int64_t p = 2 * o;
+    int inner = p + 32 <= w;
+    __m512 a = ninf, b = ninf;
+    for (int64_t dy = 0; dy < j->kh; dy++) {
+      int64_t iy = y0 + dy;
+      if (iy < 0 || iy >= j->h) continue;
+      const float *r = x + iy * w;
+      a = VMAX(a, inner ? _mm512_loadu_ps(r + p) : row_load(r, p, w));
+      b = VMAX(b, inner ? _mm512_loadu_ps(r + p + 16) : row_load(r, p + 16, w));
+    }
+    __m512 e = _mm512_permutex2var_ps(a, ev, b), d = _mm512_permutex2var_ps(a, od, b);
+    __m512 left = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(d), _mm512_castps_si512(prev), 15));
+    prev = d;
+    __mmask16 k = (__mmask16)(j->ow - o >= 16 ? 0xFFFF : (1u << (j->ow - o)) - 1);
+    _mm512_mask_storeu_ps(y + o, k, VMAX(VMAX(left, e), d));
+  }
+}
+
+static void pool_planes(void *ctx, int64_t c0, int64_t c1) {
+  const pool_job *j = ctx;
+  float t[POOL_ROW_MAX];
+  for (int64_t i = 0; i < j->row; i++) t[i] = -INFINITY;
+  for (int64_t c = c0; c < c1; c++)
+    for (int64_t oy = 0; oy < j->oh; oy++) {
+      const float *x = j->x + c * j->h * j->w;
+      float *y = j->y + (c * j->oh + oy) * j->ow, *tr = t + j->pl;
+      if (j->fast) {
+        pool_k3s2_512(j, x, y, oy);
+        continue;
+      }
+      int64_t y0 = oy * j->sh - j->pt, n = 0;
+      for (int64_t dy = 0; dy < j->kh; dy++) {
+        int64_t iy = y0 + dy;
+        if (iy < 0 || iy >= j->h) continue;
+        for (int64_t i = 0; i < j->w; i++) tr[i] = n == 0 ? x[iy * j->w + i] : max_nan(tr[i], x[iy * j->w + i]);
+        n++;
+      }
+      if (n == 0)
+        for (int64_t i = 0; i < j->w; i++) tr[i] = -INFINITY; /* a window wholly in the padding */
+      for (int64_t ox = 0; ox < j->ow; ox++) {
+        const float *r = t + ox * j->sw;
+        float m = r[0];
+        for (int64_t dx = 1; dx < j->kw; dx++) m = max_nan(m, r[dx]);
+        y[ox] = m;
+      }
+    }
+}
+
+/* floats of the row buffer a pool needs (0: too wide for it) */
+int64_t primc_maxpool_row(int64_t w, int64_t ow, int64_t kw, int64_t sw, int64_t pl) {
+  int64_t need = (ow - 1) * sw + kw;
+  if (pl + w > need) need = pl + w;
+  return need <= POOL_ROW_MAX ? need : 0;
+}
+
+/* params: planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl; bufs (y, x), f32 */
+int primc_k_maxpool(const int64_t *q, void *const *bufs) {
+  pool_job j = {bufs[1], bufs[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], 0, 0};
+  j.row = primc_maxpool_row(j.w, j.ow, j.kw, j.sw, j.pl);
+  if (!j.row || j.kh < 1 || j.kw < 1 || j.sh < 1 || j.sw < 1) return PRIMC_ERR_ARG;
+  j.fast = j.kw == 3 && j.sw == 2 && j.pl == 1 && __builtin_cpu_supports("avx512f");
+  primc_parallel_for(q[0], pool_planes, &j);
+  return PRIMC_OK;
+}
