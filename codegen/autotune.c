@@ -178,13 +178,16 @@ static void load(pc_autotune *t) {
     if (no == 1) bad = strcmp(line, AT_HEADER) ? no : 0;
     else if (len && line[0] != '#') bad = read_line(t, line) ? 0 : no;
   }
-  if (ferror(f) && !bad) bad = no ? no : 1;
+  int err = ferror(f) ? errno : 0;
   fclose(f);
-  if (!bad) return;
+  if (!bad && !err) return;
   forget_all(t);
   t->dirty = 1; /* rewritten whole at the next save */
-  snprintf(t->warning, sizeof t->warning, "autotune cache %s: line %d is not a cache line: the cache is ignored and "
-           "will be rewritten", t->path, bad);
+  if (err)
+    snprintf(t->warning, sizeof t->warning, "autotune cache %s cannot be read (%s): ignored", t->path, strerror(err));
+  else
+    snprintf(t->warning, sizeof t->warning, "autotune cache %s: line %d is not a cache line: the cache is ignored "
+             "and will be rewritten", t->path, bad);
 }
 
 pc_autotune *pc_autotune_new(const char *cache_path) {
