@@ -1,5 +1,6 @@
 /* tests/unit/test_autotune.c: --autotune: the planner's candidate rows, a timed choice that runs right, the cache's round trip and its corrupt or stale files. */
 #include "codegen/autotune.h"
+#include "include/primc.h"
 #include "runtime/primc_rt.h"
 #include "tests/test.h"
 
@@ -200,4 +201,24 @@ PC_TEST(autotune_corrupt_or_stale_cache) {
   if (t) CHECK_INT(pc_autotune_plan(t, &shapes[1], &o, &plan), PRIMC_OK);
   pc_autotune_free(t);
   unlink(path);
+}
+
+/* the C API's switch: a compile with it writes the cache it names */
+PC_TEST(autotune_api_writes_the_cache) {
+  char cache[256], model[4096], out[256];
+  temp_path(cache, sizeof cache, "api");
+  snprintf(model, sizeof model, "%s/models/resnet_tiny/model.onnx", pc_test_srcdir());
+  snprintf(out, sizeof out, "/tmp/primc_autotune_api_%ld.ll", (long)getpid());
+  primc_model *m = primc_model_new();
+  CHECK_INT(primc_model_set_autotune(m, 1), PRIMC_STATUS_OK);
+  CHECK_INT(primc_model_set_autotune_cache(m, cache), PRIMC_STATUS_OK);
+  CHECK_INT(primc_model_load_file(m, model), PRIMC_STATUS_OK);
+  if (!CHECK_INT(primc_model_compile(m, PRIMC_EMIT_LLVM, out), PRIMC_STATUS_OK)) printf("  %s\n", primc_model_error(m));
+  primc_model_free(m);
+  char *text = slurp(cache);
+  CHECK_CONTAINS(text, "# primc autotune cache 1");
+  CHECK(text && strchr(text, '\t'));
+  free(text);
+  unlink(cache);
+  unlink(out);
 }
