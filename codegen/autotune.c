@@ -12,9 +12,9 @@
 
 #define AT_HEADER "# primc autotune cache 1: CPU<TAB>conv signature<TAB>row (primc compile --autotune)"
 #define AT_MAX_CANDS 16
-#define AT_MIN_ROUNDS 3
+#define AT_MIN_ROUNDS 5
 #define AT_MAX_ROUNDS 9
-#define AT_MARGIN 0.97 /* another row replaces the heuristic's only when its median is this much of it or less */
+#define AT_MARGIN 0.97 /* another row replaces the heuristic's only when its best time is this much of it or less */
 #define AT_PRUNE 2.0   /* rows this many times slower than the best in the first round are not timed again */
 
 enum { AT_UNUSED, AT_CACHED, AT_TIMED };
@@ -271,7 +271,7 @@ static int by_value(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* the index in cand of the row kept: heur's (an index) unless another's median beats it by AT_MARGIN;
+/* the index in cand of the row kept: heur's (an index) unless another's best round beats it by AT_MARGIN;
  * -1 when buffers could not be had */
 static int time_rows(pc_autotune *t, const primc_conv2d *c, const primc_conv_plan *cand, int n, int heur) {
   int64_t oh, ow, col_n = 0;
@@ -312,16 +312,17 @@ static int time_rows(pc_autotune *t, const primc_conv2d *c, const primc_conv_pla
     if (rounds == 0) /* far slower rows are not timed again */
       for (int j = 0; j < n; j++) live[j] = live[j] && (j == heur || times[j][0] <= AT_PRUNE * first_best);
   }
+  /* each row's fastest round: on a machine shared with other work, load only ever adds time */
   if (ok) {
-    double med[AT_MAX_CANDS];
+    double fast[AT_MAX_CANDS];
     int best = heur;
     for (int i = 0; i < n; i++) {
       if (!live[i]) continue;
       qsort(times[i], (size_t)rounds, sizeof(double), by_value);
-      med[i] = times[i][rounds / 2];
-      if (med[i] < med[best]) best = i;
+      fast[i] = times[i][0];
+      if (fast[i] < fast[best]) best = i;
     }
-    keep = best != heur && med[best] <= AT_MARGIN * med[heur] ? best : heur;
+    keep = best != heur && fast[best] <= AT_MARGIN * fast[heur] ? best : heur;
   }
   for (int i = 0; i < n; i++) free(packed[i]);
   free(x), free(w), free(bias), free(y), free(col);

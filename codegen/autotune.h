@@ -10,7 +10,7 @@
  * One context per compile (or per several compiles sharing a cache). codegen asks it for each conv's plan
  * (pc_autotune_plan) instead of the planner alone: it times every row that can run the conv (primc_conv_
  * plan_candidates) with the conv's real shape, random data and a bias + ReLU epilogue on the threads the
- * artifact will use, and keeps the heuristic plan unless another row's median is faster by the margin.
+ * artifact will use, and keeps the heuristic plan unless another row's best round is faster by the margin.
  * Choices are remembered by the CPU (vendor, family, model, name, the GEMM's ISA) and the conv's whole
  * signature (shape, stride, padding, dilation, groups, threads, weight layout options) in a text cache:
  * one line per choice, "CPU<TAB>signature<TAB>row name", written whole to a temporary file and renamed.
@@ -35,7 +35,7 @@ pc_autotune *pc_autotune_new(const char *cache_path);
 void pc_autotune_free(pc_autotune *t);
 /* why the cache was ignored or could not be written, or NULL */
 const char *pc_autotune_warning(const pc_autotune *t);
-/* at most this long timing one conv signature's rows (default 0.05 s; at least three rounds run) */
+/* at most this long timing one conv signature's rows (default 0.05 s; at least five rounds run) */
 void pc_autotune_set_budget(pc_autotune *t, double seconds);
 /* c's plan under o: a cached or newly timed choice where rows compete, else primc_conv_plan_make's.
  * Plans for the plain weights of a non-depthwise conv (o->packable == 0) and forced rows (o->force) are
