@@ -271,7 +271,7 @@ static int by_value(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* the index in cand of the row kept: heur's (an index) unless another's best round beats it by AT_MARGIN;
+/* the index in cand of the row kept: heur's (an index) unless another clearly beats it by AT_MARGIN;
  * -1 when buffers could not be had */
 static int time_rows(pc_autotune *t, const primc_conv2d *c, const primc_conv_plan *cand, int n, int heur) {
   int64_t oh, ow, col_n = 0;
@@ -312,17 +312,24 @@ static int time_rows(pc_autotune *t, const primc_conv2d *c, const primc_conv_pla
     if (rounds == 0) /* far slower rows are not timed again */
       for (int j = 0; j < n; j++) live[j] = live[j] && (j == heur || times[j][0] <= AT_PRUNE * first_best);
   }
-  /* each row's fastest round: on a machine shared with other work, load only ever adds time */
+  /* The row with the fastest round (on a machine shared with other work, load only ever adds time)
+   * replaces the planner's when it is faster by the margin in its fastest round, in its median round, and
+   * in two thirds of the rounds run side by side: three ways for a spike of load to be outvoted */
   if (ok) {
-    double fast[AT_MAX_CANDS];
-    int best = heur;
+    double fast[AT_MAX_CANDS], med[AT_MAX_CANDS], sorted[AT_MAX_ROUNDS];
+    int best = heur, wins = 0;
     for (int i = 0; i < n; i++) {
       if (!live[i]) continue;
-      qsort(times[i], (size_t)rounds, sizeof(double), by_value);
-      fast[i] = times[i][0];
+      memcpy(sorted, times[i], sizeof(double) * (size_t)rounds);
+      qsort(sorted, (size_t)rounds, sizeof(double), by_value);
+      fast[i] = sorted[0], med[i] = sorted[rounds / 2];
       if (fast[i] < fast[best]) best = i;
     }
-    keep = best != heur && fast[best] <= AT_MARGIN * fast[heur] ? best : heur;
+    for (int r = 0; r < rounds; r++) wins += times[best][r] <= AT_MARGIN * times[heur][r];
+    keep = best != heur && fast[best] <= AT_MARGIN * fast[heur] && med[best] <= AT_MARGIN * med[heur] &&
+                   3 * wins >= 2 * rounds
+               ? best
+               : heur;
   }
   for (int i = 0; i < n; i++) free(packed[i]);
   free(x), free(w), free(bias), free(y), free(col);
