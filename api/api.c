@@ -1,6 +1,7 @@
 /* api/api.c: the public C API of include/primc.h, a thin layer over frontend, passes and codegen. */
 #include "include/primc.h"
 
+#include "codegen/autotune.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -51,9 +52,9 @@ struct primc_model {
   char *dir;
   pc_graph *g; /* imported and not yet lowered; NULL once a compile has used it */
   /* read when compiling */
-  int opt_level, unfused, weights_external, profile, cuda_graphs;
+  int opt_level, unfused, weights_external, profile, cuda_graphs, autotune;
   primc_target target;
-  char *cpu, *triple, *gpu_arch, *name, *runtime_dir;
+  char *cpu, *triple, *gpu_arch, *name, *runtime_dir, *autotune_cache;
   api_tensor *io[2];
   int n_io[2];
   char error[1024];
@@ -127,7 +128,7 @@ void primc_model_free(primc_model *m) {
   free_io(m);
   for (int i = 0; i < m->n_dims; i++) free(m->dims[i].name);
   free(m->dims);
-  char **strs[] = {&m->weights_file, &m->cpu, &m->triple, &m->gpu_arch, &m->name, &m->runtime_dir};
+  char **strs[] = {&m->weights_file, &m->cpu, &m->triple, &m->gpu_arch, &m->name, &m->runtime_dir, &m->autotune_cache};
   for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) free(*strs[i]);
   free(m);
 }
@@ -332,6 +333,12 @@ FLAG_SETTER(profile)
 
 FLAG_SETTER(cuda_graphs)
 
+FLAG_SETTER(autotune)
+
+primc_status primc_model_set_autotune_cache(primc_model *m, const char *path) {
+  return m ? set_str(m, &m->autotune_cache, path) : PRIMC_STATUS_USAGE;
+}
+
 primc_status primc_model_set_name(primc_model *m, const char *name) {
   NEED_M(m);
   if (name) {
@@ -389,7 +396,11 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   co.target = (pc_target)m->target;
   co.profile = m->profile;
   co.cuda_graphs = m->cuda_graphs;
+  if (s == PC_OK && m->autotune && !(co.autotune = pc_autotune_new(m->autotune_cache)))
+    s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (s == PC_OK) s = pc_codegen(g, &co);
+  if (s == PC_OK) pc_autotune_save(co.autotune); /* a cache that cannot be written only costs the next compile time */
+  pc_autotune_free(co.autotune);
   primc_status r = s == PC_OK ? PRIMC_STATUS_OK : fail_graph(m, g, s);
   pc_graph_free(g);
   return r;

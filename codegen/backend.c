@@ -25,9 +25,11 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   return pc_fail(g, PC_ERR_UNSUPPORTED, "codegen: no backend for target %d", (int)opts->target);
 }
 
-pc_status pc_kernels_print(pc_graph *g, FILE *f) {
+pc_status pc_kernels_print(pc_graph *g, FILE *f) { return pc_kernels_print_tuned(g, f, NULL); }
+
+pc_status pc_kernels_print_tuned(pc_graph *g, FILE *f, struct pc_autotune *tune) {
   kir_program p;
-  pc_status s = kir_build(g, &p);
+  pc_status s = kir_build_tuned(g, &p, tune);
   if (s == PC_OK) s = kir_pack_weights(&p); /* the conv rows as a host compile plans them */
   if (s == PC_OK) kir_print(&p, f);
   return s;

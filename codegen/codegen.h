@@ -4,6 +4,8 @@
 
 #include "ir/ir.h"
 
+struct pc_autotune; /* codegen/autotune.h */
+
 typedef enum pc_emit {
   PC_EMIT_EXE,  /* standalone executable: .npy in/out, --bench N */
   PC_EMIT_OBJ,  /* NAME.o + NAME.h */
@@ -30,6 +32,7 @@ typedef struct pc_codegen_opts {
   pc_target target;         /* PC_TARGET_CUDA: NVRTC cubin + PTX with a host side (codegen/package_cuda.c) */
   int cuda_graphs;          /* CUDA executables replay the model as one captured CUDA graph */
   int profile;              /* time every kernel (primc_prof_begin/end): `./OUT --profile` prints the table */
+  struct pc_autotune *autotune; /* host CPU code: conv rows chosen by timing them (codegen/autotune.h); NULL: planner */
 } pc_codegen_opts;
 
 /* Lowers every fused group of g (after pc_pipeline_run) to kernel IR and
@@ -43,6 +46,8 @@ pc_status pc_codegen_cpu(pc_graph *g, const pc_codegen_opts *opts);
 
 /* Prints the kernel IR of g (loops, index maps, expressions, origin nodes) for `primc dump --kernels`. */
 pc_status pc_kernels_print(pc_graph *g, FILE *f);
+/* the same with the conv rows tune chooses (NULL: the planner's), marked "(tuned)" */
+pc_status pc_kernels_print_tuned(pc_graph *g, FILE *f, struct pc_autotune *tune);
 
 /* ---------------------------------------------------------------- CUDA (codegen/cuda.c, codegen/nvrtc.c) */
 

@@ -1,5 +1,6 @@
 /* codegen/kir.c: builds kernel IR (loop nests over affine loads) from the fused groups of a prim graph. */
 #include "codegen/kir.h"
+#include "codegen/autotune.h"
 #include "runtime/primc_rt.h"
 
 #include <math.h>
@@ -849,10 +850,10 @@ static pc_status build_dot(kir_program *p, const pc_node *n) {
 
 /* A 2-D f32 conv call's row (runtime/conv/plan.c): for plain weights, or for constant weights packed as
  * the plan wants (kir_pack_weights); PRIMC_CONV_ROW=NAME in the environment forces a row where it fits. */
-static int conv_plan(const primc_conv2d *c, int packable, primc_conv_plan *plan) {
+static int conv_plan(const kir_program *p, const primc_conv2d *c, int packable, primc_conv_plan *plan) {
   primc_conv_plan_opts o = {.packable = packable, .layout = PRIMC_CONV_W_PLAIN, .tile_mr = packable ? primc_sgemm_mr() : 0,
                             .has_scratch = 1, .force = getenv("PRIMC_CONV_ROW")};
-  return primc_conv_plan_make(c, &o, plan) == PRIMC_OK;
+  return pc_autotune_plan(p->tune, c, &o, plan) == PRIMC_OK; /* the planner's plan when p->tune is NULL */
 }
 
 /* conv -> primc_k_conv: [dtype, x shape(9), w shape(9), out shape(9), groups, stride, pad_lo, dilation,
@@ -884,11 +885,11 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
   for (int d = 2; d < w->rank; d++) cols *= w->dims[d] * o->dims[d];
   primc_conv2d c2;
   primc_conv_plan plain, packed;
-  if (primc_conv2d_of_params(k->params, &c2) && conv_plan(&c2, 0, &plain)) {
+  if (primc_conv2d_of_params(k->params, &c2) && conv_plan(p, &c2, 0, &plain)) {
     /* the row for plain weights until kir_pack_weights packs them for its own plan: room for either */
     k->params[CONV_EPI_AT + CONV_EPI_ROW] = plain.row + 1;
     int64_t need = primc_conv_plan_scratch_floats(&c2, &plain);
-    if (conv_plan(&c2, 1, &packed) && primc_conv_plan_scratch_floats(&c2, &packed) > need)
+    if (conv_plan(p, &c2, 1, &packed) && primc_conv_plan_scratch_floats(&c2, &packed) > need)
       need = primc_conv_plan_scratch_floats(&c2, &packed);
     if (need > cols) cols = need;
   }
@@ -1304,7 +1305,7 @@ static void place_weights(kir_program *p) {
 static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_plan *plan) {
   primc_conv2d c;
   const kir_buf *w = &p->bufs[k->args[2]];
-  if (!primc_conv2d_of_params(k->params, &c) || !conv_plan(&c, 1, plan) || plan->layout == PRIMC_CONV_W_PLAIN ||
+  if (!primc_conv2d_of_params(k->params, &c) || !conv_plan(p, &c, 1, plan) || plan->layout == PRIMC_CONV_W_PLAIN ||
       w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
     return -1;
   int layout = plan->layout;
@@ -1697,9 +1698,12 @@ static void kernel_collapse(kir_kernel *k) {
   }
 }
 
-pc_status kir_build(pc_graph *g, kir_program *p) {
+pc_status kir_build(pc_graph *g, kir_program *p) { return kir_build_tuned(g, p, NULL); }
+
+pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune) {
   memset(p, 0, sizeof *p);
   p->g = g;
+  p->tune = tune;
   if (g->status) return g->status;
   p->buf_of_value = pc_alloc(g, sizeof(int) * (size_t)(g->n_values + 1));
   p->consts = pc_alloc(g, sizeof *p->consts * (size_t)(g->n_nodes + 1));
@@ -1842,6 +1846,15 @@ static void print_expr(const kir_expr *e, int n_loops, FILE *f) {
   }
 }
 
+/* "conv row NAME", with " (tuned)" when --autotune chose it and what the planner would have */
+static void print_conv_row(const kir_program *p, const kir_kernel *k, FILE *f) {
+  int row = (int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1, heur = row;
+  primc_conv2d c;
+  fprintf(f, " conv row %s", primc_conv_row_name(row));
+  if (primc_conv2d_of_params(k->params, &c) && pc_autotune_tuned(p->tune, &c, row, &heur))
+    fprintf(f, " (tuned%s%s)", heur == row ? "" : "; the planner's: ", heur == row ? "" : primc_conv_row_name(heur));
+}
+
 static void print_kernel(const kir_program *p, int idx, FILE *f) {
   const kir_kernel *k = &p->kernels[idx];
   fprintf(f, "kernel k%d", idx);
@@ -1850,7 +1863,7 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
     for (int i = 0; i < k->n_args; i++) fprintf(f, "%sb%d", i ? ", " : "", k->args[i]);
     fprintf(f, ")");
     if (!strcmp(k->fn, "conv") && k->params[CONV_EPI_AT + CONV_EPI_ROW] > 0)
-      fprintf(f, " conv row %s", primc_conv_row_name((int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1));
+      print_conv_row(p, k, f);
     if (k->has_epilogue) fprintf(f, " with epilogue k%d %s", k->epilogue, k->epi_in_call ? "in the call" : "per row block");
     if (k->pair) fprintf(f, ", then k%d in the same call (conv row %s)", k->pair, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW));
     if (k->absorbed) fprintf(f, " (in k%d's call)", idx - 2);

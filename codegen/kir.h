@@ -8,6 +8,8 @@
 #include "ir/ir.h"
 #include "runtime/primc_rt.h"
 
+struct pc_autotune; /* codegen/autotune.h */
+
 #define KIR_MAX_LOOPS (PC_MAX_RANK + 1)
 #define KIR_MAX_ARGS 8
 #define CONV_EPI_AT PRIMC_CONV_EPI_AT /* where a conv call's fused-epilogue words start in its params */
@@ -146,12 +148,15 @@ typedef struct kir_program {
   /* by symbol id: workspace byte offset of the i64 where the run writes the actual size of a
    * data-dependent dim (nonzero's count), -1 for other symbols; read by NAME_output_dims */
   int64_t *sym_slot;
+  struct pc_autotune *tune; /* --autotune: conv plans by timing (codegen/autotune.h); NULL: the planner's */
 } kir_program;
 
 /* Builds kernels for every group of g (node->group; -1 everywhere means one
  * kernel per node) and places buffers (value->storage/offset when planned,
  * else a private plan: one workspace slot per value). */
 pc_status kir_build(pc_graph *g, kir_program *p);
+/* the same with the conv rows chosen by tune (may be NULL), which kir_pack_weights asks again */
+pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune);
 /* CPU codegen for the host: f32 dots whose B is a constant read it as GEMM panels packed
  * here once (for this machine's GEMM kernels; another machine reads them row by row), and
  * the weights blob drops constants no kernel reads any more. */

@@ -152,7 +152,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
 
 pc_status pc_codegen_cpu(pc_graph *g, const pc_codegen_opts *opts) {
   kir_program p;
-  pc_status s = kir_build(g, &p);
+  pc_status s = kir_build_tuned(g, &p, opts->triple ? NULL : opts->autotune); /* rows timed on the host only */
   if (s == PC_OK && !opts->triple) s = kir_pack_weights(&p); /* panels for this machine's GEMM */
   if (s == PC_OK && !opts->triple) kir_pool_calls(&p);
   if (s != PC_OK) return g->status ? g->status : s;

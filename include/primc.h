@@ -114,6 +114,13 @@ primc_status primc_model_set_name(primc_model *m, const char *name);
 primc_status primc_model_set_profile(primc_model *m, int profile); /* a per-kernel timer in the output */
 /* CUDA executables replay the model as one captured CUDA graph */
 primc_status primc_model_set_cuda_graphs(primc_model *m, int cuda_graphs);
+/* conv rows chosen by timing each conv's candidate rows on this machine (on $PRIMC_NUM_THREADS threads,
+ * default every CPU) instead of by the planner's table alone, as `primc compile --autotune`; host CPU code
+ * only. The choices are cached per CPU model in a file (set_autotune_cache; NULL, the default:
+ * $PRIMC_AUTOTUNE_CACHE, else $XDG_CACHE_HOME/primc/autotune.txt, else ~/.cache/primc/autotune.txt; ""
+ * none): a compile reads it and adds what it timed. A cache that cannot be read or written is ignored. */
+primc_status primc_model_set_autotune(primc_model *m, int autotune);
+primc_status primc_model_set_autotune_cache(primc_model *m, const char *path);
 /* where libprimc_rt.a is, to link executables and shared libraries; NULL (default): libprimc.so's
  * own directory */
 primc_status primc_model_set_runtime_dir(primc_model *m, const char *dir);

@@ -513,6 +513,11 @@ typedef struct primc_conv_plan_opts {
 /* the best row for p as o allows; PRIMC_OK, or PRIMC_ERR_ARG (p inconsistent, or no row reads weights in
  * o's layout) */
 int primc_conv_plan_make(const primc_conv2d *p, const primc_conv_plan_opts *o, primc_conv_plan *plan);
+/* every row that can run p under o on this CPU (o->force aside) and may pay, in the planner's rank order,
+ * as plans (rows only ever fallbacks, lanes_loop, and the PAIR row left out): what `primc compile
+ * --autotune` times. Returns their count (only max of them
+ * are written to out, which may be NULL), or -1 when p is inconsistent */
+int primc_conv_plan_candidates(const primc_conv2d *p, const primc_conv_plan_opts *o, primc_conv_plan *out, int max);
 /* whether the small conv pw then the depthwise conv dw run as the PAIR_DW row on this CPU (and pay) */
 int primc_conv_plan_pair(const primc_conv2d *pw, const primc_conv2d *dw);
 /* row metadata: name (NULL past the table), row of a name (-1), class, ISA, layout, fallback, and

@@ -1,4 +1,5 @@
 /* tools/compile.c: `primc compile`: model -> passes -> codegen -> executable, object + header, library, LLVM IR or asm. */
+#include "codegen/autotune.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -31,13 +32,19 @@ static const char *compile_help =
     "  --name ID           C prefix of the entry points (default: from OUT)\n"
     "  --report            print what was compiled: kernels, workspace, weights, time\n"
     "  --profile           time every kernel: `OUT --profile [--bench N]` prints a per-kernel table\n"
+    "  --autotune          time the rows that can run each conv here, with its real shape, on the\n"
+    "                      threads of $PRIMC_NUM_THREADS (default: every CPU), and keep the fastest\n"
+    "                      (the planner's row unless another is steadily 3% faster); choices are\n"
+    "                      cached per CPU model, so a second compile times nothing. Host code only\n"
+    "  --autotune-cache FILE  the cache (default: $PRIMC_AUTOTUNE_CACHE, else\n"
+    "                      $XDG_CACHE_HOME/primc/autotune.txt, else ~/.cache/primc/autotune.txt)\n"
     "  --dim NAME=N        fix a symbolic dim\n"
     "  --mem-limit SIZE    refuse a model needing more memory at run time (workspace, weights, inputs\n"
     "                      and outputs); bytes or K/M/G, 0: none (default: the memory available now)\n";
 
 typedef struct compile_opts {
-  const char *model, *out, *emit, *weights, *weights_file, *cpu, *triple, *name, *target, *gpu_arch;
-  int opt, unfused, report, profile, cuda_graphs, nvrtc_check;
+  const char *model, *out, *emit, *weights, *weights_file, *cpu, *triple, *name, *target, *gpu_arch, *autotune_cache;
+  int opt, unfused, report, profile, cuda_graphs, nvrtc_check, autotune;
   const char **models; /* every MODEL argument (--nvrtc-check takes several) */
   int n_models;
   pc_dim_binding dims[PC_CLI_MAX];
@@ -72,6 +79,7 @@ static int parse(int argc, char **argv, compile_opts *o) {
                         : !strcmp(a, "--name")     ? &o->name
                         : !strcmp(a, "--target")   ? &o->target
                         : !strcmp(a, "--gpu-arch") ? &o->gpu_arch
+                        : !strcmp(a, "--autotune-cache") ? &o->autotune_cache
                                                    : NULL;
     if (slot) {
       if (i + 1 >= argc) return pc_cli_usage_error(compile_help, "option needs a value");
@@ -85,6 +93,8 @@ static int parse(int argc, char **argv, compile_opts *o) {
       o->unfused = 1;
     } else if (!strcmp(a, "--report")) {
       o->report = 1;
+    } else if (!strcmp(a, "--autotune")) {
+      o->autotune = 1;
     } else if (!strcmp(a, "--profile")) {
       o->profile = 1;
     } else if (!strcmp(a, "--cuda-graphs")) {
@@ -173,6 +183,18 @@ int pc_cmd_compile(int argc, char **argv) {
   return rc;
 }
 
+/* --autotune: the cache written back, its warnings, and one line of what was timed */
+static void autotune_report(pc_autotune *t, int compiled) {
+  const char *w = pc_autotune_warning(t); /* a cache read badly: said before it is rewritten */
+  if (w) fprintf(stderr, "primc: warning: %s\n", w);
+  if (compiled && pc_autotune_save(t) && (w = pc_autotune_warning(t))) fprintf(stderr, "primc: warning: %s\n", w);
+  pc_autotune_stats st;
+  pc_autotune_stats_get(t, &st);
+  fprintf(stderr, "primc: autotune: %d conv shapes with rows to choose from, %d timed, %d from the cache, %d not the "
+          "planner's row, %.2f s timing (cache %s)\n", st.shapes, st.timed, st.cached, st.changed, st.seconds,
+          pc_autotune_path(t)[0] ? pc_autotune_path(t) : "none");
+}
+
 static int compile_one(const compile_opts *op) {
   compile_opts o = *op;
   pc_codegen_opts co = {0};
@@ -198,10 +220,15 @@ static int compile_one(const compile_opts *op) {
   co.target = o.target && !strcmp(o.target, "cuda") ? PC_TARGET_CUDA : PC_TARGET_CPU;
   co.gpu_arch = o.gpu_arch;
   co.cuda_graphs = o.cuda_graphs;
+  pc_autotune *tune = NULL;
+  if (s == PC_OK && o.autotune && !(tune = co.autotune = pc_autotune_new(o.autotune_cache)))
+    s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (s == PC_OK) s = pc_codegen(g, &co);
   double t3 = now_s();
+  if (tune) autotune_report(tune, s == PC_OK);
   if (s != PC_OK) {
     fprintf(stderr, "primc: error: %s\n", pc_error(g));
+    pc_autotune_free(tune);
     pc_graph_free(g);
     return 1;
   }
@@ -216,8 +243,9 @@ static int compile_one(const compile_opts *op) {
     char *mem = pc_memplan_report(g);
     if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);
     free(mem);
-    pc_kernels_print(g, stdout);
+    pc_kernels_print_tuned(g, stdout, tune);
   }
+  pc_autotune_free(tune);
   pc_graph_free(g);
   return 0;
 }

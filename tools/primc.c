@@ -1,4 +1,5 @@
 /* tools/primc.c: the primc command line: run, dump, compile, conformance, bench. */
+#include "codegen/autotune.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "ir/ir.h"
@@ -111,6 +112,9 @@ static const char *dump_help =
     "  --print-after PASS  with -O: print the graph after PASS (passes: constfold simplify cse dce fuse\n"
     "                      unfuse memplan)\n"
     "  --kernels           print the kernel IR instead (implies -O2 unless -O is given)\n"
+    "  --autotune          with --kernels: the conv rows `compile --autotune` takes (timed here or read\n"
+    "                      from its cache, which this reads and writes), marked (tuned)\n"
+    "  --autotune-cache FILE  that cache (default: as compile --autotune's)\n"
     "  --explain-fusion    print why neighbouring prims were not fused (implies -O2)\n"
     "  --memory            print the memory plan: live bytes per kernel and the peak (implies -O2)\n"
     "  --weights FILE      .safetensors weights for a text graph\n"
@@ -118,8 +122,8 @@ static const char *dump_help =
     "  --dim NAME=N        fix a symbolic dim\n";
 
 typedef struct dump_flags {
-  int opt, unfused, kernels, explain, memory, print_after_all;
-  const char *print_after;
+  int opt, unfused, kernels, explain, memory, print_after_all, autotune;
+  const char *print_after, *autotune_cache;
 } dump_flags;
 
 /* takes the dump-only flags out of argv, leaving the common ones for pc_cli_parse */
@@ -134,6 +138,11 @@ static int take_dump_flags(int *argc, char **argv, dump_flags *f) {
     else if (!strcmp(a, "--explain-fusion")) f->explain = 1;
     else if (!strcmp(a, "--memory")) f->memory = 1;
     else if (!strcmp(a, "--print-after-all")) f->print_after_all = 1;
+    else if (!strcmp(a, "--autotune")) f->autotune = 1;
+    else if (!strcmp(a, "--autotune-cache")) {
+      if (i + 1 >= *argc) return pc_cli_usage_error(dump_help, "--autotune-cache needs a file");
+      f->autotune_cache = argv[++i];
+    }
     else if (!strcmp(a, "--print-after")) {
       if (i + 1 >= *argc) return pc_cli_usage_error(dump_help, "--print-after needs a pass name");
       f->print_after = argv[++i];
@@ -167,7 +176,14 @@ static int dump_after_pipeline(pc_graph *g, const dump_flags *f) {
   if (f->explain) return print_report(g, pc_explain_fusion(g));
   if (f->memory) return print_report(g, pc_memplan_report(g));
   if (f->kernels) {
-    if (pc_kernels_print(g, stdout) != PC_OK) {
+    pc_autotune *t = f->autotune ? pc_autotune_new(f->autotune_cache) : NULL;
+    if (f->autotune && !t) return fprintf(stderr, "primc: error: out of memory\n"), 1;
+    pc_status s = pc_kernels_print_tuned(g, stdout, t);
+    const char *w = t ? pc_autotune_warning(t) : NULL;
+    if (w) fprintf(stderr, "primc: warning: %s\n", w);
+    if (s == PC_OK && t && pc_autotune_save(t) && (w = pc_autotune_warning(t))) fprintf(stderr, "primc: warning: %s\n", w);
+    pc_autotune_free(t);
+    if (s != PC_OK) {
       fprintf(stderr, "primc: error: %s\n", pc_error(g));
       return 1;
     }

@@ -106,7 +106,7 @@ def _load(h, model):
 
 
 def _configure(h, opt_level=3, target="cpu", name=None, weights_external=False, unfused=False, profile=False,
-               cpu=None, triple=None, gpu_arch=None, cuda_graphs=False):
+               cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, autotune=False):
     if target not in TARGET:
         raise Error(f"target {target!r} is not one of {', '.join(TARGET)}", "usage")
     h.call("primc_model_set_opt_level", int(opt_level))
@@ -115,6 +115,7 @@ def _configure(h, opt_level=3, target="cpu", name=None, weights_external=False, 
     h.call("primc_model_set_unfused", int(bool(unfused)))
     h.call("primc_model_set_profile", int(bool(profile)))
     h.call("primc_model_set_cuda_graphs", int(bool(cuda_graphs)))
+    h.call("primc_model_set_autotune", int(bool(autotune)))
     if name is not None:
         h.call("primc_model_set_name", str(name).encode())
     for fn, v in (("primc_model_set_cpu", cpu), ("primc_model_set_triple", triple), ("primc_model_set_gpu_arch", gpu_arch)):
@@ -146,14 +147,16 @@ def info(model, dims=None):
 
 
 def compile_file(model, output, emit="exe", dims=None, opt_level=3, target="cpu", name=None, weights_external=False,
-                 unfused=False, profile=False, cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, mem_limit=0):
+                 unfused=False, profile=False, cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, mem_limit=0,
+                 autotune=False):
     """Compiles model to a file, as `primc compile` does: emit is exe, obj (OUT.o + OUT.h), lib (a shared library
-    + its header), llvm, asm or cuda; target cpu or cuda (NVRTC at compile time, the driver at run time only).
-    Returns output."""
+    + its header), llvm, asm or cuda; target cpu or cuda (NVRTC at compile time, the driver at run time only);
+    autotune: conv rows timed here, cached per CPU model (`primc compile --autotune`). Returns output."""
     if emit not in EMIT:
         raise Error(f"emit {emit!r} is not one of {', '.join(EMIT)}", "usage")
     with _open(model, dims, mem_limit) as h:
-        _configure(h, opt_level, target, name, weights_external, unfused, profile, cpu, triple, gpu_arch, cuda_graphs)
+        _configure(h, opt_level, target, name, weights_external, unfused, profile, cpu, triple, gpu_arch, cuda_graphs,
+                   autotune)
         h.call("primc_model_compile", EMIT[emit], os.fsencode(output))
     return output
 

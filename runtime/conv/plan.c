@@ -196,6 +196,24 @@ int primc_conv_plan_make(const primc_conv2d *p, const primc_conv_plan_opts *o, p
   return PRIMC_OK;
 }
 
+/* every row that can run p under o here and may pay (the rank's order; rows that never pay are fallbacks
+ * or forced only: lanes_loop is AVX-512's row run without it, 10-50x slower, and the PAIR row is
+ * primc_conv_plan_pair's to decide), as plans; the autotuner times them. The count (it may exceed max:
+ * only max are written), or -1 when p is inconsistent */
+int primc_conv_plan_candidates(const primc_conv2d *p, const primc_conv_plan_opts *o, primc_conv_plan *out, int max) {
+  primc_conv_plan_opts plain = {.layout = PRIMC_CONV_W_PLAIN};
+  if (!o) o = &plain;
+  if (!p || !primc_cv_valid(p)) return -1;
+  int n = 0, l;
+  for (size_t i = 0; i < sizeof rank / sizeof rank[0]; i++) {
+    if (rank[i].pays == never || !row_can(rank[i].row, p, o, &l)) continue;
+    if (out && n < max)
+      out[n] = (primc_conv_plan){rank[i].row, l, l == PRIMC_CONV_W_STRIPS || l == PRIMC_CONV_W_WINOGRAD ? o->tile_mr : 0};
+    n++;
+  }
+  return n;
+}
+
 /* Each pixel's 16 sums take a broadcast per multiply-add where the GEMM's tile takes one per two: past a
  * few dozen input channels x taps the unfused pair is faster. */
 int primc_conv_plan_pair(const primc_conv2d *pw, const primc_conv2d *dw) {

@@ -46,6 +46,31 @@ if PRIMC_CONV_ROW=lanes_loop "$P" compile models/resnet_tiny/model.onnx -O2 -o "
   python3 tests/compare_npy.py "$tmp/forced/out0.npy" models/resnet_tiny/expected.npy --rtol 1e-4 --atol 1e-5 >/dev/null 2>&1
 then ok "PRIMC_CONV_ROW=lanes_loop build matches the reference"; else bad "forced lanes_loop build" "differs or failed"; fi
 
+# --autotune: the conv rows timed here and cached; the tuned build matches the reference (ONNX Runtime's
+# numbers in expected.npy), a second compile reads every choice from the cache, a corrupt cache is
+# ignored with a warning and rewritten, and dump --kernels --autotune marks the rows it took
+mkdir -p "$tmp/tuned"
+expect_exit 0 "compile --autotune" "$P" compile models/resnet_tiny/model.onnx -O2 -o "$tmp/tuned/m" --autotune \
+  --autotune-cache "$tmp/tuned/cache.txt"
+grep -q '^primc: autotune: [1-9][0-9]* conv shapes .*, \([1-9][0-9]*\) timed, 0 from the cache' "$tmp/err" &&
+  [ -s "$tmp/tuned/cache.txt" ] && ok "autotune times the convs and writes the cache" ||
+  bad "autotune first compile" "$(cat "$tmp/err")"
+if "$tmp/tuned/m" models/resnet_tiny/input.npy -o "$tmp/tuned" >/dev/null 2>&1 &&
+  python3 tests/compare_npy.py "$tmp/tuned/out0.npy" models/resnet_tiny/expected.npy --rtol 1e-4 --atol 1e-5 >/dev/null 2>&1
+then ok "the autotuned build matches the reference"; else bad "autotuned build" "differs or failed"; fi
+PRIMC_AUTOTUNE_CACHE="$tmp/tuned/cache.txt" expect_exit 0 "compile --autotune, warm cache" \
+  "$P" compile models/resnet_tiny/model.onnx -O2 -o "$tmp/tuned/m2" --autotune
+grep -q ', 0 timed, [1-9][0-9]* from the cache' "$tmp/err" && ok "the second compile reads the cache" ||
+  bad "autotune second compile" "$(cat "$tmp/err")"
+"$P" dump models/resnet_tiny/model.onnx -O2 --kernels --autotune --autotune-cache "$tmp/tuned/cache.txt" >"$tmp/k" 2>&1
+[ "$(grep -c 'conv row [a-z0-9_]* (tuned' "$tmp/k")" -gt 0 ] && ok "dump --kernels --autotune marks tuned rows" ||
+  bad "dump --autotune" "$(grep -m3 'conv row' "$tmp/k")"
+printf 'garbage\n' >"$tmp/tuned/cache.txt"
+expect_exit 0 "compile --autotune, corrupt cache" "$P" compile models/resnet_tiny/model.onnx -O2 -o "$tmp/tuned/m3" \
+  --autotune --autotune-cache "$tmp/tuned/cache.txt"
+grep -q '^primc: warning: autotune cache .* ignored' "$tmp/err" && head -n 1 "$tmp/tuned/cache.txt" | grep -q '^# primc autotune cache' &&
+  ok "a corrupt cache is ignored with a warning and rewritten" || bad "corrupt autotune cache" "$(cat "$tmp/err")"
+
 # a compiled model runs without OpenBLAS worker threads (they spin in sched_yield, taking a core from the
 # pool), also where the environment picks OpenBLAS's kernels itself: watched while it runs, one thread
 "$B/primc" compile models/mlp/model.onnx -O2 -o "$tmp/mlp" >/dev/null 2>&1
