@@ -742,10 +742,28 @@ static pc_status build_pad(kir_program *p, const pc_node *n) {
 
 /* ---------------------------------------------------------------- runtime-call kernels */
 
-static kir_kernel *call_kernel(kir_program *p, const pc_node *n, const char *fn, int n_params) {
+static const kir_call_row call_rows[KC_COUNT] = {
+#define KIR_CALL(name, n_params, epi, params, args) \
+  [KC_##name] = {#name, "primc_k_" #name, (epi) ? "primc_k_" #name "_epi" : NULL, n_params, params, args},
+#include "codegen/calls.def"
+#undef KIR_CALL
+};
+
+const kir_call_row *kir_call_info(kir_call c) { return &call_rows[c]; }
+
+const char *kir_call_name(kir_call c) { return call_rows[c].name; }
+
+/* a call kernel with its row's params (n_params of them where the row's count varies); NULL with
+ * g's status set when out of memory or when n_params disagrees with the row */
+static kir_kernel *call_kernel(kir_program *p, const pc_node *n, kir_call call, int n_params) {
+  if (call_rows[call].n_params >= 0 && n_params != call_rows[call].n_params) {
+    pc_fail(p->g, PC_ERR_INTERNAL, "codegen: a %s call built with %d params, calls.def says %d", call_rows[call].name,
+            n_params, call_rows[call].n_params);
+    return NULL;
+  }
   kir_kernel *k = kernel_new(p, KK_CALL);
   if (!k) return NULL;
-  k->fn = fn;
+  k->call = call;
   k->params = pc_alloc(p->g, sizeof(int64_t) * (size_t)(n_params ? n_params : 1));
   k->n_params = n_params;
   if (!k->params) return NULL;
@@ -835,7 +853,7 @@ static pc_status build_dot(kir_program *p, const pc_node *n) {
   int ba = operand_mat(p, n, a, lb, nlb, lf, nlf, lc, nlc, &ma);
   int bb = operand_mat(p, n, b, rb, nrb, rc, nrc, rf, nrf, &mb);
   if (ba < 0 || bb < 0) return PC_ERR_NOMEM;
-  kir_kernel *k = call_kernel(p, n, "dot", 11);
+  kir_kernel *k = call_kernel(p, n, KC_dot, 11);
   if (!k) return PC_ERR_NOMEM;
   int64_t prm[11] = {a->type.dtype, ma.B, ma.R, mb.C, ma.C, ma.sb, ma.sr, ma.sc, mb.sb, mb.sr, mb.sc};
   memcpy(k->params, prm, sizeof prm);
@@ -858,7 +876,7 @@ static int conv_plan(const primc_conv2d *c, int packable, primc_conv_plan *plan)
 /* conv -> primc_k_conv: [dtype, x shape(9), w shape(9), out shape(9), groups, stride, pad_lo, dilation,
  * lhs_dilation (8 each), fused epilogue (CONV_EPI_WORDS, zero until fuse_conv_epilogues fills it)] */
 static pc_status build_conv(kir_program *p, const pc_node *n) {
-  kir_kernel *k = call_kernel(p, n, "conv", CONV_EPI_AT + CONV_EPI_WORDS);
+  kir_kernel *k = call_kernel(p, n, KC_conv, CONV_EPI_AT + CONV_EPI_WORDS);
   if (!k) return PC_ERR_NOMEM;
   int64_t *q = k->params;
   *q++ = n->in[0]->type.dtype;
@@ -897,10 +915,10 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
 }
 
 /* generic runtime call: [dtype, in shape, out shape, attrs...]; outputs then inputs as args */
-static pc_status build_generic_call(kir_program *p, const pc_node *n, const char *fn, const int64_t *extra, int n_extra) {
+static pc_status build_generic_call(kir_program *p, const pc_node *n, kir_call call, const int64_t *extra, int n_extra) {
   int np = 1 + 9 * (n->n_in + n->n_out) + n_extra;
-  kir_kernel *k = call_kernel(p, n, fn, np);
-  if (!k) return PC_ERR_NOMEM;
+  kir_kernel *k = call_kernel(p, n, call, np);
+  if (!k) return p->g->status ? p->g->status : PC_ERR_NOMEM;
   int64_t *q = k->params;
   *q++ = n->n_in ? n->in[0]->type.dtype : n->out[0]->type.dtype;
   for (int i = 0; i < n->n_in; i++) q = put_shape(q, &n->in[i]->type);
@@ -927,17 +945,17 @@ static void materialize(kir_program *p, const pc_value *v);
 static pc_status build_gather(kir_program *p, const pc_node *n) {
   const pc_value *x = n->in[0];
   int64_t e[2 + 1 + PC_MAX_RANK] = {pc_attr_int(n, "axis", 0), n->in[1]->type.dtype};
-  if (p->buf_of_value[x->id] >= 0) return build_generic_call(p, n, "gather", e, 2);
+  if (p->buf_of_value[x->id] >= 0) return build_generic_call(p, n, KC_gather, e, 2);
   amap m = amap_identity(x->type.rank, 0);
   kir_expr *ld = expr_value(p, x, &m);
   if (!ld || ld->kind != KE_LOAD) { /* computed: materialize it first */
     materialize(p, x);
     pc_status s = x->producer ? build_pointwise(p, x->producer) : PC_ERR_INTERNAL;
-    return s != PC_OK ? s : build_generic_call(p, n, "gather", e, 2);
+    return s != PC_OK ? s : build_generic_call(p, n, KC_gather, e, 2);
   }
   e[2] = ld->map.offset;
   for (int d = 0; d < PC_MAX_RANK; d++) e[3 + d] = d < x->type.rank ? ld->map.stride[d] : 0;
-  pc_status s = build_generic_call(p, n, "gather_strided", e, 2 + 1 + PC_MAX_RANK);
+  pc_status s = build_generic_call(p, n, KC_gather_strided, e, 2 + 1 + PC_MAX_RANK);
   if (s == PC_OK) p->kernels[p->n_kernels - 1].args[1] = ld->buf; /* the underlying buffer */
   return s;
 }
@@ -945,17 +963,17 @@ static pc_status build_gather(kir_program *p, const pc_node *n) {
 static pc_status build_scatter(kir_program *p, const pc_node *n) {
   int64_t e[3] = {pc_attr_int(n, "axis", 0), n->in[1]->type.dtype, scatter_mode(pc_attr_str(n, "reduce", "none"))};
   if (e[2] < 0) return pc_node_fail(p->g, n, PC_ERR_ATTR, "unknown scatter reduce");
-  return build_generic_call(p, n, "scatter", e, 3);
+  return build_generic_call(p, n, KC_scatter, e, 3);
 }
 
 static pc_status build_cumsum(kir_program *p, const pc_node *n) {
   int64_t e[3] = {pc_attr_int(n, "axis", 0), pc_attr_int(n, "exclusive", 0), pc_attr_int(n, "reverse", 0)};
-  return build_generic_call(p, n, "cumsum", e, 3);
+  return build_generic_call(p, n, KC_cumsum, e, 3);
 }
 
 /* sort and topk share primc_k_sort; its permutation scratch (2 * axis length i64) is in the workspace */
 static pc_status sort_call(kir_program *p, const pc_node *n, const int64_t *e) {
-  pc_status s = build_generic_call(p, n, "sort", e, 3);
+  pc_status s = build_generic_call(p, n, KC_sort, e, 3);
   const pc_type *t = &n->in[0]->type;
   int64_t axis = e[0] < 0 ? e[0] + t->rank : e[0];
   int64_t len = t->rank && axis >= 0 && axis < t->rank ? t->dims[axis] : 1;
@@ -974,7 +992,7 @@ static pc_status build_topk(kir_program *p, const pc_node *n) {
 }
 
 static pc_status build_bitcast(kir_program *p, const pc_node *n) {
-  return build_generic_call(p, n, "copy", NULL, 0);
+  return build_generic_call(p, n, KC_copy, NULL, 0);
 }
 
 static pc_status build_random(kir_program *p, const pc_node *n) {
@@ -983,7 +1001,7 @@ static pc_status build_random(kir_program *p, const pc_node *n) {
   int64_t e[4] = {!strcmp(dist, "normal"), pc_attr_int(n, "seed", 0), 0, 0};
   memcpy(&e[2], &a, 8);
   memcpy(&e[3], &b, 8);
-  return build_generic_call(p, n, "random", e, 4);
+  return build_generic_call(p, n, KC_random, e, 4);
 }
 
 static pc_status build_fft(kir_program *p, const pc_node *n) {
@@ -993,7 +1011,7 @@ static pc_status build_fft(kir_program *p, const pc_node *n) {
   for (int i = 0; i < 4; i++)
     if (!strcmp(t, types[i])) e[0] = i;
   if (e[0] < 0) return pc_node_fail(p->g, n, PC_ERR_ATTR, "unknown fft type \"%s\"", t);
-  pc_status s = build_generic_call(p, n, "fft", e, 2);
+  pc_status s = build_generic_call(p, n, KC_fft, e, 2);
   const pc_type *a = &n->in[0]->type, *b = &n->out[0]->type;
   int64_t w = a->dims[a->rank - 1] > b->dims[b->rank - 1] ? a->dims[a->rank - 1] : b->dims[b->rank - 1];
   if (w < e[1]) w = e[1];
@@ -1004,7 +1022,7 @@ static pc_status build_fft(kir_program *p, const pc_node *n) {
 /* nonzero -> primc_k_nonzero (out, x, count): check_dynamic let it through as a graph output only;
  * the count goes to an i64 in the workspace that NAME_output_dims reads after the run */
 static pc_status build_nonzero(kir_program *p, const pc_node *n) {
-  kir_kernel *k = call_kernel(p, n, "nonzero", 1 + 9);
+  kir_kernel *k = call_kernel(p, n, KC_nonzero, 1 + 9);
   if (!k) return PC_ERR_NOMEM;
   k->params[0] = n->in[0]->type.dtype;
   put_shape(k->params + 1, &n->in[0]->type);
@@ -1188,7 +1206,7 @@ static pc_status copy_outputs(kir_program *p) {
     if (p->bufs[src].place == KP_OUTPUT && p->bufs[src].index == i) continue;
     kir_buf b = {KP_OUTPUT, i, 0, value_bytes(p->g, v), v->type.dtype, v};
     int dst = buf_add(p, b);
-    kir_kernel *k = dst < 0 ? NULL : call_kernel(p, NULL, "copy", 1 + 18);
+    kir_kernel *k = dst < 0 ? NULL : call_kernel(p, NULL, KC_copy, 1 + 18);
     if (!k) return PC_ERR_NOMEM;
     pc_type t = bound_type(g, &v->type); /* a nonzero result listed twice: copied whole */
     k->params[0] = v->type.dtype;
@@ -1231,7 +1249,7 @@ static int touched_outside(const kir_program *p, int buf, int first, int last) {
 static void fuse_epilogues(kir_program *p) {
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
-    if (c->kind != KK_CALL || strcmp(c->fn, "dot") || k->kind != KK_LOOP || c->params[1] != 1) continue;
+    if (c->kind != KK_CALL || c->call != KC_dot || k->kind != KK_LOOP || c->params[1] != 1) continue;
     if (!c->n_nodes || !k->n_nodes || c->nodes[0]->group < 0 || c->nodes[0]->group != k->nodes[0]->group)
       continue; /* only inside a fused group: --unfused stays one launch per prim */
     int64_t M = c->params[2], N = c->params[3];
@@ -1416,9 +1434,9 @@ static int pool_call(kir_program *p, int i) {
   memcpy(q, v, sizeof v);
   for (int j = first; j < i; j++) p->kernels[j].absorbed = 1;
   k->kind = KK_CALL;
-  k->fn = "maxpool";
+  k->call = KC_maxpool;
   k->params = q;
-  k->n_params = 11;
+  k->n_params = kir_call_info(KC_maxpool)->n_params;
   k->n_args = 2;
   k->args[0] = out;
   k->args[1] = sb;
@@ -1434,7 +1452,7 @@ pc_status kir_pack_weights(kir_program *p) {
   for (int i = 0; i < p->n_kernels; i++) {
     kir_kernel *k = &p->kernels[i];
     if (k->kind != KK_CALL) continue;
-    if (!strcmp(k->fn, "conv")) {
+    if (k->call == KC_conv) {
       primc_conv_plan plan;
       if (k->pair) continue; /* the pair reads plain weights, and so does its first conv's own row */
       int nb = packed_conv_weights(p, k, &plan);
@@ -1447,7 +1465,7 @@ pc_status kir_pack_weights(kir_program *p) {
       packed++;
       continue;
     }
-    if (strcmp(k->fn, "dot")) continue;
+    if (k->call != KC_dot) continue;
     int nb = packed_operand(p, k);
     if (nb < 0) continue;
     int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 12); /* dot's params, then the packed B's bytes */
@@ -1457,7 +1475,7 @@ pc_status kir_pack_weights(kir_program *p) {
     k->params = q;
     k->n_params = 12;
     k->args[2] = nb;
-    k->fn = "dot_packed";
+    k->call = KC_dot_packed;
     packed++;
   }
   if (packed) place_weights(p);
@@ -1602,7 +1620,7 @@ static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const 
 static void fuse_conv_epilogues(kir_program *p) {
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
-    if (c->kind != KK_CALL || strcmp(c->fn, "conv") || k->kind != KK_LOOP || c->n_args + 3 > KIR_MAX_ARGS) continue;
+    if (c->kind != KK_CALL || c->call != KC_conv || k->kind != KK_LOOP || c->n_args + 3 > KIR_MAX_ARGS) continue;
     if (!c->n_nodes || !k->n_nodes || c->nodes[0]->group < 0 || c->nodes[0]->group != k->nodes[0]->group) continue;
     int s = c->args[0], other = 0;
     if (p->bufs[s].place != KP_WORKSPACE) continue;
@@ -1631,8 +1649,8 @@ static void pair_small_conv_depthwise(kir_program *p) {
   if (force && *force && strcmp(force, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW))) return;
   for (int i = 0; i + 2 < p->n_kernels; i++) {
     kir_kernel *a = &p->kernels[i], *b = &p->kernels[i + 2];
-    if (a->kind != KK_CALL || strcmp(a->fn, "conv") || !a->epi_in_call || a->epilogue != i + 1) continue;
-    if (b->kind != KK_CALL || strcmp(b->fn, "conv") || b->pair || b->absorbed) continue;
+    if (a->kind != KK_CALL || a->call != KC_conv || !a->epi_in_call || a->epilogue != i + 1) continue;
+    if (b->kind != KK_CALL || b->call != KC_conv || b->pair || b->absorbed) continue;
     int mid = a->args[4];
     if (b->args[1] != mid || p->bufs[mid].place != KP_WORKSPACE || a->params[CONV_EPI_AT + 3]) continue;
     primc_conv2d pw, dw;
@@ -1761,7 +1779,7 @@ static void label_prims(const kir_kernel *k, char *name, size_t n) {
 void kir_kernel_label(const kir_program *p, int idx, char *name, size_t name_len, char *origin, size_t origin_len) {
   const kir_kernel *k = &p->kernels[idx];
   name[0] = origin[0] = 0;
-  if (k->kind == KK_CALL && !k->n_nodes) append_word(name, name_len, k->fn);
+  if (k->kind == KK_CALL && !k->n_nodes) append_word(name, name_len, kir_call_name(k->call));
   label_prims(k, name, name_len);
   if (k->has_epilogue) label_prims(&p->kernels[k->epilogue], name, name_len);
   if (k->pair) append_word(name, name_len, "+depthwise"); /* the pair's second conv, timed with it */
@@ -1846,10 +1864,10 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
   const kir_kernel *k = &p->kernels[idx];
   fprintf(f, "kernel k%d", idx);
   if (k->kind == KK_CALL) {
-    fprintf(f, " = call primc_k_%s(", k->fn);
+    fprintf(f, " = call %s(", kir_call_info(k->call)->symbol);
     for (int i = 0; i < k->n_args; i++) fprintf(f, "%sb%d", i ? ", " : "", k->args[i]);
     fprintf(f, ")");
-    if (!strcmp(k->fn, "conv") && k->params[CONV_EPI_AT + CONV_EPI_ROW] > 0)
+    if (k->call == KC_conv && k->params[CONV_EPI_AT + CONV_EPI_ROW] > 0)
       fprintf(f, " conv row %s", primc_conv_row_name((int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1));
     if (k->has_epilogue) fprintf(f, " with epilogue k%d %s", k->epilogue, k->epi_in_call ? "in the call" : "per row block");
     if (k->pair) fprintf(f, ", then k%d in the same call (conv row %s)", k->pair, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW));

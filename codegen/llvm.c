@@ -806,8 +806,8 @@ static void emit_call_kernel(lctx *L, const kir_kernel *k, int idx, LLVMValueRef
     check_status(L, call_fn(L, "primc_k_conv_pair", L->i32, ps, (LLVMValueRef[]){params, args, params2, args2}, 4));
     return;
   }
-  char name[96];
-  snprintf(name, sizeof name, "primc_k_%s%s", k->fn, epi ? "_epi" : "");
+  const kir_call_row *row = kir_call_info(k->call);
+  const char *name = epi ? row->epi_symbol : row->symbol;
   check_status(L, call_fn(L, name, L->i32, ps, (LLVMValueRef[]){params, args, epi, table}, epi ? 4 : 2));
 }
 
@@ -959,8 +959,11 @@ static LLVMValueRef emit_run_part(lctx *L, LLVMValueRef *kfns, int part, int lo,
     const kir_kernel *k = &p->kernels[i];
     if (k->absorbed) continue; /* run by the call it belongs to */
     LLVMValueRef t0 = prof_begin(L);
-    if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, k->has_epilogue && !k->epi_in_call ? kfns[k->epilogue] : NULL);
+    /* an epilogue per block of rows needs the call's _epi symbol (calls.def); without one it runs after the call */
+    int epi = k->kind == KK_CALL && k->has_epilogue && !k->epi_in_call, by_rows = epi && kir_call_info(k->call)->epi_symbol;
+    if (k->kind == KK_CALL) emit_call_kernel(L, k, i, table, by_rows ? kfns[k->epilogue] : NULL);
     else emit_loop_launch(L, kfns[i], k, table);
+    if (epi && !by_rows) emit_loop_launch(L, kfns[k->epilogue], &p->kernels[k->epilogue], table);
     prof_end(L, i, t0);
   }
   LLVMBuildRet(L->b, LLVMConstNull(L->i32));
