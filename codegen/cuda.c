@@ -1038,23 +1038,20 @@ static pc_status render_nonzero(cctx *C, const kir_kernel *k) {
                      "nonzero");
 }
 
-typedef struct call_rule {
-  const char *fn;
-  call_fn render;
-} call_rule;
-
-/* the runtime kernels of codegen/kir.c (primc_k_<fn> on the CPU) that have a CUDA rendering
- * (or, for nonzero, a refusal saying why) */
-static const call_rule call_rules[] = {
-    {"copy", render_copy},       {"dot", render_dot},       {"conv", render_conv}, {"gather", render_gather},
-    {"scatter", render_scatter}, {"cumsum", render_cumsum}, {"sort", render_sort},  {"fft", render_fft},
-    {"random", render_random},   {"gather_strided", render_gather_strided}, {"nonzero", render_nonzero},
+/* the runtime calls of codegen/calls.def (primc_k_<name> on the CPU) by row: a CUDA rendering (or, for
+ * nonzero, a refusal saying why); NULL for the host-only ones (dot_packed and maxpool, which host
+ * compiles alone make), named in the error */
+static const call_fn call_rules[KC_COUNT] = {
+    [KC_copy] = render_copy,       [KC_dot] = render_dot,       [KC_conv] = render_conv, [KC_gather] = render_gather,
+    [KC_scatter] = render_scatter, [KC_cumsum] = render_cumsum, [KC_sort] = render_sort,  [KC_fft] = render_fft,
+    [KC_random] = render_random,   [KC_gather_strided] = render_gather_strided, [KC_nonzero] = render_nonzero,
 };
+_Static_assert(KC_COUNT == 13, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
+                               "then raise the count");
 
 static pc_status render_call(cctx *C, const kir_kernel *k) {
-  for (size_t i = 0; i < sizeof call_rules / sizeof call_rules[0]; i++)
-    if (!strcmp(call_rules[i].fn, k->fn)) return call_rules[i].render(C, k);
-  const char *what = k->n_nodes ? pc_prim(k->nodes[0]->op)->name : k->fn;
+  if (call_rules[k->call]) return call_rules[k->call](C, k);
+  const char *what = k->n_nodes ? pc_prim(k->nodes[0]->op)->name : kir_call_name(k->call);
   return fail_kernel(C, "%s has no CUDA kernel yet", what);
 }
 
@@ -1069,7 +1066,7 @@ static void put_comment_text(FILE *f, const char *s) {
 }
 
 static void kernel_header(cctx *C, const kir_kernel *k) {
-  const char *what = k->n_nodes ? pc_prim(k->nodes[k->n_nodes - 1]->op)->name : k->kind == KK_CALL ? k->fn : "loop";
+  const char *what = k->n_nodes ? pc_prim(k->nodes[k->n_nodes - 1]->op)->name : k->kind == KK_CALL ? kir_call_name(k->call) : "loop";
   snprintf(C->name, sizeof C->name, "k%d_%s", C->idx, what);
   C->launch->name = pc_strdup(C->g, C->name);
   fprintf(C->f, "\n/* %s", C->name);

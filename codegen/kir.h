@@ -79,6 +79,25 @@ typedef struct kir_store {
 
 typedef enum kir_kkind { KK_LOOP, KK_CALL } kir_kkind;
 
+/* the runtime calls, one row of codegen/calls.def each */
+typedef enum kir_call {
+#define KIR_CALL(name, n_params, epi, params, args) KC_##name,
+#include "codegen/calls.def"
+#undef KIR_CALL
+  KC_COUNT
+} kir_call;
+
+typedef struct kir_call_row {
+  const char *name;            /* as printed and profiled: "dot" */
+  const char *symbol;          /* the runtime's primc_k_<name> */
+  const char *epi_symbol;      /* primc_k_<name>_epi, NULL when there is none */
+  int n_params;                /* -1 when it varies */
+  const char *params, *args;   /* their layout, as calls.def documents it */
+} kir_call_row;
+
+const kir_call_row *kir_call_info(kir_call c);
+const char *kir_call_name(kir_call c);
+
 typedef struct kir_kernel {
   kir_kkind kind;
   /* KK_LOOP: loops [0, n_par) are parallel (loop 0 is split across threads),
@@ -87,30 +106,9 @@ typedef struct kir_kernel {
   int64_t extent[KIR_MAX_LOOPS];
   int n_stores;
   kir_store stores[KIR_MAX_ARGS];
-  /* KK_CALL: primc_k_<fn>(params, bufs) from the runtime. A "shape" in params is rank then
-   * 8 dims (9 values); args are buffer ids, outputs first:
-   *   dot      [dtype, B, M, N, K, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn]      (out, a, b); out [B,M,N]
-   *   dot_packed dot's params, then the bytes of b, packed by primc_sgemm_pack_b (kir_pack_weights)
-   *   conv     [dtype, x, w, out shapes, groups, stride[8], pad_lo[8], dilation[8], lhs_dilation[8],
-   *             epilogue: fused, bias offset, bias stride, has residual, lo, hi (doubles as bits), silu,
-   *             weights' packed layout, tile height, packed bytes (kir_pack_weights)]
-   *                                                      (out, x, w, im2col scratch[, y, bias, residual])
-   *            with fused != 0 the call also runs its absorbed epilogue kernel itself:
-   *            y = clamp(act(out + bias[offset + stride * channel] + residual), lo, hi),
-   *            act = x * sigmoid(x) when silu, else identity
-   *   copy     [dtype, in shape, out shape]: numel(in) * size(dtype) bytes (out, in)
-   *   gather   [dtype, x, idx, out shapes, axis, idx dtype]                 (out, x, idx)
-   *   gather_strided: gather's params then x's element offset and 8 strides; x is read in place
-   *   scatter  [dtype, x, idx, upd, out shapes, axis, idx dtype, mode (none add mul max min)]
-   *                                                                        (out, x, idx, upd)
-   *   cumsum   [dtype, x, out shapes, axis, exclusive, reverse]             (out, x)
-   *   sort     [dtype, x, values, indices shapes, axis, descending|largest, k (-1: sort)]
-   *                                                                        (values, indices, x, scratch)
-   *   random   [dtype, out shape, normal, seed, a, b (doubles as bits)]     (out)
-   *   fft      [dtype, in, out shapes, type (fft ifft rfft irfft), length]  (out, in, scratch)
-   *   nonzero  [dtype, in shape]                                            (out, in, count)
-   *            out sized at the bound rank * numel(in); the count slot is sym_slot's */
-  const char *fn;
+  /* KK_CALL: primc_k_<call>(params, bufs) from the runtime; codegen/calls.def lays out each call's
+   * params and args */
+  kir_call call;
   int n_args;
   int args[KIR_MAX_ARGS];   /* buffer ids, outputs first */
   int n_params;

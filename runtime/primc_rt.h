@@ -152,7 +152,7 @@ int primc_weights_map(const char *path, int64_t size, void **base);
 int primc_weights_map_err(const char *path, int64_t size, void **base, char *err, size_t errlen);
 
 /* Kernels generated code calls (runtime/kernels_*.c): params are compile-time
- * constants laid out by codegen/kir.c, bufs the operand pointers (outputs first). */
+ * constants laid out as codegen/calls.def's rows say, bufs the operand pointers (outputs first). */
 int primc_k_dot(const int64_t *params, void *const *bufs);
 /* dot whose epilogue (a generated loop over output rows [begin, end)) runs after it, split over the threads by rows */
 int primc_k_dot_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
@@ -541,7 +541,7 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
 /* the row that last ran on this thread (after fallbacks), for tests; -1 before any */
 int primc_conv_last_row(void);
 
-/* where a conv call's fused-epilogue words start in its params (codegen/kir.c writes them,
+/* where a conv call's fused-epilogue words start in its params (codegen/kir_rewrites.c writes them,
  * runtime/kernels_conv.c reads them), and their count: [fused, bias offset, bias stride, has residual, lo, hi,
  * silu, weight layout, tile height, packed weight bytes, planned row + 1 (0: none)] */
 #define PRIMC_CONV_EPI_AT (1 + 27 + 1 + 32)

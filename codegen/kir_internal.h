@@ -1,0 +1,75 @@
+/* codegen/kir_internal.h: what the kernel-IR builder's files share (kir.c, kir_expr.c, kir_calls.c,
+ * kir_rewrites.c, kir_print.c); renderers and packagers use codegen/kir.h only. */
+#ifndef PRIMC_KIR_INTERNAL_H
+#define PRIMC_KIR_INTERNAL_H
+
+#include "codegen/kir.h"
+
+/* A multi-dim affine map: index of dim d = off[d] + sum_k coef[d][k] * i_k. */
+typedef struct amap {
+  int rank;
+  int64_t off[PC_MAX_RANK];
+  int64_t coef[PC_MAX_RANK][KIR_MAX_LOOPS];
+} amap;
+
+#define KIR_ALIGN 64 /* of every buffer in the workspace and the weights blob */
+
+static inline int64_t kir_align_up(int64_t x) { return (x + KIR_ALIGN - 1) / KIR_ALIGN * KIR_ALIGN; }
+
+#define CONV_EPI_ROW (CONV_EPI_WORDS - 1) /* the planned row + 1, among a conv call's epilogue words */
+
+/* ---------------------------------------------------------------- buffers and kernels (kir.c) */
+
+/* t with its symbolic dims at their bound */
+pc_type kir_bound_type(const pc_graph *g, const pc_type *t);
+int64_t kir_value_bytes(const pc_graph *g, const pc_value *v);
+int kir_buf_add(kir_program *p, kir_buf b);
+/* scratch space in the workspace past the planned part */
+int kir_scratch_buf(kir_program *p, pc_dtype dt, int64_t nbytes, const pc_value *v);
+/* v gets a buffer of its own (scratch) unless it has one */
+void kir_materialize(kir_program *p, const pc_value *v);
+kir_kernel *kir_kernel_new(kir_program *p, kir_kkind kind);
+void kir_kernel_origin(kir_program *p, kir_kernel *k, const pc_node *const *nodes, int n);
+/* used[b] = 1 for every buffer kernel k reads or writes */
+void kir_mark_kernel_bufs(const kir_kernel *k, char *used);
+/* row-major element strides of a type */
+void kir_row_strides(const pc_type *t, int64_t *s);
+kir_map kir_linearize(const amap *m, const pc_type *t);
+/* identity map of a type's dims onto loops first..first+rank-1 */
+amap kir_amap_identity(int rank, int first);
+/* maps over loops first.. of a tensor's index space: off + scale*i per dim */
+kir_map kir_map_scaled(const pc_type *t, int first, const int64_t *off, const int64_t *scale);
+/* drops loop l from a map: the loops after it move down one */
+void kir_map_drop_loop(kir_map *m, int l);
+/* a plain copy loop kernel: dst[dmap(i)] = src[smap(i)] over extents */
+kir_kernel *kir_copy_kernel(kir_program *p, const pc_node *n, int rank, const int64_t *ext, int dst, kir_map dmap,
+                            int src, kir_map smap, pc_dtype dt);
+/* out[i] = expr(n)(i) over the output's shape */
+pc_status kir_build_pointwise(kir_program *p, const pc_node *n);
+
+/* ---------------------------------------------------------------- expressions (kir_expr.c) */
+
+typedef kir_expr *(*kir_expr_fn)(kir_program *p, const pc_node *n, const amap *m);
+/* the prims of prims.def's inline column: inlinable into any loop kernel; NULL for the others */
+kir_expr_fn kir_expr_rule(pc_op op);
+/* v read at m: a load of its buffer, or its producer's expression inlined; NULL when not affine */
+kir_expr *kir_expr_value(kir_program *p, const pc_value *v, const amap *m);
+
+/* ---------------------------------------------------------------- runtime calls (kir_calls.c) */
+
+typedef pc_status (*kir_build_fn)(kir_program *p, const pc_node *n);
+/* the builder of the runtime call a prim becomes; NULL for prims that are not calls */
+kir_build_fn kir_call_builder(pc_op op);
+/* graph outputs not written in place (inputs, constants, repeated values) get a copy */
+pc_status kir_copy_outputs(kir_program *p);
+/* A 2-D f32 conv call's row (runtime/conv/plan.c), for plain or packed weights */
+int kir_conv_plan(const kir_program *p, const primc_conv2d *c, int packable, primc_conv_plan *plan);
+
+/* ---------------------------------------------------------------- rewrites (kir_rewrites.c) */
+
+/* when a rewrite runs: every kir_build, or on request of a host compile */
+typedef enum kir_stage { KIR_STAGE_BUILD, KIR_STAGE_HOST_WEIGHTS, KIR_STAGE_HOST_POOLS } kir_stage;
+/* runs the rewrites of one stage, in the list's order */
+pc_status kir_rewrites_run(kir_program *p, kir_stage stage);
+
+#endif

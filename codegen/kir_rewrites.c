@@ -1,0 +1,562 @@
+/* codegen/kir_rewrites.c: the kernel-IR rewrites that follow lowering, one section each, run from one list
+ * (the end of this file) in its order: kernels merged into calls, weights packed, loops collapsed. Each
+ * keeps the program's meaning: a renderer that ignores the hints they set (absorbed, epilogue, pair)
+ * and launches every kernel in order computes the same result. */
+#include "codegen/kir_internal.h"
+#include "runtime/primc_rt.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- what kernels read and write */
+
+static int expr_reads(const kir_expr *e, int buf, int64_t n_cols, int *other_map) {
+  int r = 0;
+  if (e->kind == KE_LOAD && e->buf == buf) {
+    r = 1;
+    for (int k = 2; k < KIR_MAX_LOOPS; k++) *other_map |= e->map.stride[k] != 0;
+    *other_map |= e->map.offset != 0 || e->map.stride[0] != n_cols || e->map.stride[1] != 1;
+  }
+  for (int i = 0; i < e->n_args; i++) r |= expr_reads(e->args[i], buf, n_cols, other_map);
+  return r;
+}
+
+static int kernel_touches(const kir_kernel *k, int buf) {
+  int dummy = 0;
+  for (int i = 0; k->kind == KK_CALL && i < k->n_args; i++)
+    if (k->args[i] == buf) return 1;
+  for (int s = 0; k->kind == KK_LOOP && s < k->n_stores; s++)
+    if (k->stores[s].buf == buf || expr_reads(k->stores[s].value, buf, 0, &dummy)) return 1;
+  return 0;
+}
+
+/* whether a kernel outside [first, last] reads or writes buf */
+static int touched_outside(const kir_program *p, int buf, int first, int last) {
+  for (int j = 0; j < p->n_kernels; j++)
+    if ((j < first || j > last) && kernel_touches(&p->kernels[j], buf)) return 1;
+  return 0;
+}
+
+/* workspace buffers a and b share bytes (inputs, outputs and weights are distinct buffers) */
+static int bufs_overlap(const kir_program *p, int a, int b) {
+  const kir_buf *x = &p->bufs[a], *y = &p->bufs[b];
+  if (a == b) return 1;
+  if (x->place != y->place) return 0;
+  if (x->place == KP_INPUT || x->place == KP_OUTPUT) return x->index == y->index;
+  return x->offset < y->offset + y->nbytes && y->offset < x->offset + x->nbytes;
+}
+
+/* ---------------------------------------------------------------- dot epilogues */
+
+/* A [M, N] dot whose result only the next kernel reads, element for element over the
+ * same [M, N] loops: that kernel becomes the GEMM's epilogue. */
+static pc_status fuse_epilogues(kir_program *p) {
+  for (int i = 0; i + 1 < p->n_kernels; i++) {
+    kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
+    if (c->kind != KK_CALL || c->call != KC_dot || k->kind != KK_LOOP || c->params[1] != 1) continue;
+    if (!c->n_nodes || !k->n_nodes || c->nodes[0]->group < 0 || c->nodes[0]->group != k->nodes[0]->group)
+      continue; /* only inside a fused group: --unfused stays one launch per prim */
+    int64_t M = c->params[2], N = c->params[3];
+    int s = c->args[0], other = 0, reads = 0;
+    if (p->bufs[s].place != KP_WORKSPACE || k->n_loops != 2 || k->n_par != 2 || k->extent[0] != M || k->extent[1] != N)
+      continue;
+    for (int j = 0; j < k->n_stores; j++) {
+      reads |= expr_reads(k->stores[j].value, s, N, &other);
+      other |= k->stores[j].buf == s;
+    }
+    if (!reads || other || touched_outside(p, s, i, i + 1)) continue;
+    c->has_epilogue = 1;
+    c->epilogue = i + 1;
+    k->absorbed = 1;
+  }
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- conv epilogues */
+
+/* what a conv's epilogue kernel was recognized as: y = clamp(conv + bias + res, lo, hi) */
+typedef struct conv_epi {
+  const kir_kernel *k;
+  int conv_buf, bias, res; /* buffer ids; -1 when absent */
+  int64_t bias_off, bias_stride, plane;
+  int64_t cstride[KIR_MAX_LOOPS]; /* row-major element strides of k's loops */
+  double lo, hi;
+  int silu;
+} conv_epi;
+
+static int map_is(const kir_map *m, const int64_t *strides, int n, int64_t offset) {
+  if (m->offset != offset) return 0;
+  for (int l = 0; l < KIR_MAX_LOOPS; l++)
+    if (m->stride[l] != (l < n ? strides[l] : 0)) return 0;
+  return 1;
+}
+
+/* a load that depends on the output channel only: offset + bias_stride * channel */
+static int bias_map(conv_epi *e, const kir_map *m) {
+  int64_t bs = -1;
+  for (int l = 0; l < e->k->n_loops; l++) {
+    int64_t cs = e->cstride[l], st = m->stride[l];
+    if (cs >= e->plane) {
+      if (cs % e->plane) return 0;
+      int64_t per = cs / e->plane; /* channels per step of this loop */
+      if (st % per || (bs >= 0 && st / per != bs)) return 0;
+      bs = st / per;
+    } else if (cs * e->k->extent[l] > e->plane || st != 0) {
+      return 0; /* the loop straddles channels, or the value varies inside a plane */
+    }
+  }
+  e->bias_off = m->offset;
+  e->bias_stride = bs < 0 ? 0 : bs;
+  return 1;
+}
+
+/* sum of the conv result, at most one per-channel bias and at most one residual, all f32 loads */
+static int match_sum(conv_epi *e, const kir_expr *x) {
+  if (x->dtype != PC_f32) return 0;
+  if (x->kind == KE_PRIM && x->op == PC_OP_add) return match_sum(e, x->args[0]) && match_sum(e, x->args[1]);
+  if (x->kind != KE_LOAD) return 0;
+  int n = e->k->n_loops;
+  if (x->buf == e->conv_buf) {
+    if (!map_is(&x->map, e->cstride, n, 0) || e->conv_buf < 0) return 0;
+    e->conv_buf = -1 - e->conv_buf; /* seen once */
+    return 1;
+  }
+  if (map_is(&x->map, e->cstride, n, 0) && e->res < 0) return (e->res = x->buf), 1;
+  if (e->bias < 0 && bias_map(e, &x->map)) return (e->bias = x->buf), 1;
+  return 0;
+}
+
+static int is_const(const kir_expr *x, double *v) {
+  if (x->kind != KE_CONST) return 0;
+  *v = x->c;
+  return 1;
+}
+
+static int expr_equal(const kir_expr *a, const kir_expr *b) {
+  if (a->kind != b->kind || a->dtype != b->dtype || a->n_args != b->n_args) return 0;
+  if (a->kind == KE_LOAD) return a->buf == b->buf && !memcmp(&a->map, &b->map, sizeof a->map);
+  if (a->kind == KE_CONST) return a->c == b->c && a->ci == b->ci;
+  if (a->kind == KE_INDEX) return a->loop == b->loop;
+  if (a->kind == KE_PRIM && a->op != b->op) return 0;
+  for (int i = 0; i < a->n_args; i++)
+    if (!expr_equal(a->args[i], b->args[i])) return 0;
+  return 1;
+}
+
+/* the sum, or SiLU of it: mul(s, sigmoid(s)) either way round */
+static int match_act(conv_epi *e, const kir_expr *x) {
+  if (x->kind == KE_PRIM && x->op == PC_OP_mul && x->dtype == PC_f32 && !e->silu)
+    for (int i = 0; i < 2; i++) {
+      const kir_expr *s = x->args[i], *g = x->args[1 - i];
+      if (g->kind == KE_PRIM && g->op == PC_OP_sigmoid && expr_equal(g->args[0], s)) {
+        e->silu = 1;
+        return match_sum(e, s);
+      }
+    }
+  return match_sum(e, x);
+}
+
+/* clamp(x, lo, hi), max(x, lo), min(x, hi) with constant bounds, nested, around the sum */
+static int match_clamp(conv_epi *e, const kir_expr *x) {
+  double c, c2;
+  if (x->kind == KE_PRIM && (x->op == PC_OP_max || x->op == PC_OP_min) && x->dtype == PC_f32) {
+    int ci = is_const(x->args[1], &c) ? 1 : is_const(x->args[0], &c) ? 0 : -1;
+    if (ci < 0) return match_act(e, x);
+    if (x->op == PC_OP_max && c > e->lo) e->lo = c;
+    if (x->op == PC_OP_min && c < e->hi) e->hi = c;
+    return match_clamp(e, x->args[1 - ci]);
+  }
+  if (x->kind == KE_PRIM && x->op == PC_OP_clamp && is_const(x->args[1], &c) && is_const(x->args[2], &c2)) {
+    if (c > e->lo) e->lo = c;
+    if (c2 < e->hi) e->hi = c2;
+    return match_clamp(e, x->args[0]);
+  }
+  return match_act(e, x);
+}
+
+/* k (the loop kernel right after conv call c) as clamp(conv + bias + res); 0 when it is anything else */
+static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const kir_kernel *k, conv_epi *e) {
+  const int64_t *q = c->params;
+  /* f32, 2 spatial dims (rank 4), no input dilation: what primc_conv2d_f32_epi runs */
+  if (q[0] != PC_f32 || q[1] != 4 || q[1 + 27 + 1 + 24] != 1 || q[1 + 27 + 1 + 25] != 1) return 0;
+  if (k->n_stores != 1 || k->n_par != k->n_loops || k->stores[0].red != KR_NONE) return 0;
+  const int64_t *od = q + 1 + 18 + 1; /* out dims */
+  *e = (conv_epi){.k = k, .conv_buf = c->args[0], .bias = -1, .res = -1, .plane = od[2] * od[3], .lo = -INFINITY,
+                  .hi = INFINITY};
+  int64_t total = 1, n = 1;
+  for (int l = k->n_loops - 1; l >= 0; l--) {
+    e->cstride[l] = n;
+    n *= k->extent[l];
+  }
+  for (int d = 0; d < 4; d++) total *= od[d];
+  if (n != total || !map_is(&k->stores[0].map, e->cstride, k->n_loops, 0)) return 0;
+  if (!match_clamp(e, k->stores[0].value) || e->conv_buf >= 0) return 0;
+  int y = k->stores[0].buf, x = c->args[1];
+  /* y must not be written over the conv's input while the conv reads it; the bias is read throughout */
+  return !bufs_overlap(p, y, x) && !(e->bias >= 0 && bufs_overlap(p, y, e->bias));
+}
+
+/* A 2-D f32 conv whose result only the next kernel reads, as clamp(conv + bias + residual): the
+ * conv call applies it on each output tile (primc_conv2d_f32_epi), no second pass over memory. */
+static pc_status fuse_conv_epilogues(kir_program *p) {
+  for (int i = 0; i + 1 < p->n_kernels; i++) {
+    kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
+    if (c->kind != KK_CALL || c->call != KC_conv || k->kind != KK_LOOP || c->n_args + 3 > KIR_MAX_ARGS) continue;
+    if (!c->n_nodes || !k->n_nodes || c->nodes[0]->group < 0 || c->nodes[0]->group != k->nodes[0]->group) continue;
+    int s = c->args[0], other = 0;
+    if (p->bufs[s].place != KP_WORKSPACE) continue;
+    for (int j = 0; j < k->n_stores; j++) other |= k->stores[j].buf == s;
+    conv_epi e;
+    if (other || touched_outside(p, s, i, i + 1) || !match_conv_epilogue(p, c, k, &e)) continue;
+    int64_t *w = c->params + CONV_EPI_AT;
+    w[0] = 1, w[1] = e.bias_off, w[2] = e.bias >= 0 ? e.bias_stride : -1, w[3] = e.res >= 0; /* -1: no bias */
+    memcpy(&w[4], &e.lo, 8);
+    memcpy(&w[5], &e.hi, 8);
+    w[6] = e.silu;
+    c->args[c->n_args++] = k->stores[0].buf;
+    c->args[c->n_args++] = e.bias >= 0 ? e.bias : k->stores[0].buf;
+    c->args[c->n_args++] = e.res >= 0 ? e.res : k->stores[0].buf;
+    c->has_epilogue = c->epi_in_call = 1;
+    c->epilogue = i + 1;
+    k->absorbed = 1;
+  }
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- conv + depthwise pairs */
+
+/* A small conv (a 1x1 widening, a stem) whose fused result only a depthwise conv reads (MobileNet)
+ * runs with it in one call, which makes the widened map 16 channels at a time while they are in
+ * cache. Its weights then stay plain: the call takes a block of weight rows at a time. */
+static pc_status pair_small_conv_depthwise(kir_program *p) {
+  const char *force = getenv("PRIMC_CONV_ROW"); /* a forced row other than the pair's keeps convs apart */
+  if (force && *force && strcmp(force, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW))) return PC_OK;
+  for (int i = 0; i + 2 < p->n_kernels; i++) {
+    kir_kernel *a = &p->kernels[i], *b = &p->kernels[i + 2];
+    if (a->kind != KK_CALL || a->call != KC_conv || !a->epi_in_call || a->epilogue != i + 1) continue;
+    if (b->kind != KK_CALL || b->call != KC_conv || b->pair || b->absorbed) continue;
+    int mid = a->args[4];
+    if (b->args[1] != mid || p->bufs[mid].place != KP_WORKSPACE || a->params[CONV_EPI_AT + 3]) continue;
+    primc_conv2d pw, dw;
+    if (touched_outside(p, mid, i, i + 2) || !primc_conv2d_of_params(a->params, &pw) ||
+        !primc_conv2d_of_params(b->params, &dw) || !primc_conv_plan_pair(&pw, &dw))
+      continue;
+    /* nor may the second conv's other buffers (its scratch aside) share the map's memory */
+    int other = 0;
+    for (int j = 0; j < b->n_args; j++) other |= j != 3 && b->args[j] != mid && bufs_overlap(p, b->args[j], mid);
+    if (other) continue;
+    a->pair = i + 2;
+    b->absorbed = 1;
+  }
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- loop collapsing */
+
+/* loops l and l + 1 walk every map as one loop of extent[l] * extent[l + 1] */
+static int map_collapses(const kir_map *m, const kir_kernel *k, int l) {
+  return m->stride[l] == m->stride[l + 1] * k->extent[l + 1];
+}
+
+static int expr_collapses(const kir_expr *e, const kir_kernel *k, int l) {
+  if ((e->kind == KE_LOAD || e->kind == KE_INDEX) && !map_collapses(&e->map, k, l)) return 0;
+  for (int i = 0; i < e->n_args; i++)
+    if (!expr_collapses(e->args[i], k, l)) return 0;
+  return 1;
+}
+
+static void map_merge(kir_map *m, int l) {
+  m->stride[l] = m->stride[l + 1];
+  kir_map_drop_loop(m, l + 1);
+}
+
+static void expr_merge(kir_expr *e, int l) {
+  if (e->kind == KE_LOAD || e->kind == KE_INDEX) map_merge(&e->map, l);
+  for (int i = 0; i < e->n_args; i++) expr_merge(e->args[i], l);
+}
+
+/* Adjacent loops of the same kind that every load, index and store walks contiguously become
+ * one: a [C, 14, 14] elementwise kernel is one loop of C * 196 the vectorizer fills with full
+ * vectors, where 14-element inner loops ran scalar, and a global average pool reduces 196
+ * elements per channel in one vector loop. Epilogues a call runs on its own row blocks and
+ * argmax/argmin (which store a loop's index) keep their loops. */
+static void kernel_collapse(kir_kernel *k) {
+  if (k->kind != KK_LOOP || k->absorbed) return;
+  for (int s = 0; s < k->n_stores; s++)
+    if (k->stores[s].red >= KR_ARGMAX) return;
+  for (int l = k->n_loops - 2; l >= 0; l--) {
+    int ok = l + 1 != k->n_par;
+    for (int s = 0; ok && s < k->n_stores; s++)
+      ok = map_collapses(&k->stores[s].map, k, l) && expr_collapses(k->stores[s].value, k, l);
+    if (!ok) continue;
+    for (int s = 0; s < k->n_stores; s++) {
+      map_merge(&k->stores[s].map, l);
+      expr_merge(k->stores[s].value, l);
+    }
+    k->extent[l] *= k->extent[l + 1];
+    for (int j = l + 1; j + 1 < k->n_loops; j++) k->extent[j] = k->extent[j + 1];
+    k->n_loops--;
+    if (l + 1 < k->n_par) k->n_par--;
+  }
+}
+
+static pc_status collapse_loops(kir_program *p) {
+  for (int i = 0; i < p->n_kernels; i++) kernel_collapse(&p->kernels[i]);
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- packed weights (host code) */
+
+/* a [R, C] operand with strides (sr, sc) read as a BLAS matrix: row-major or transposed */
+static int gemm_layout(int64_t R, int64_t C, int64_t sr, int64_t sc, int *trans, int64_t *ld) {
+  if (R == 1 && sc == 1) return *trans = 0, *ld = C, 1; /* one row (a GEMV's x): its stride is never stepped */
+  if (sc == 1 && sr >= C) return *trans = 0, *ld = sr, 1;
+  if (sr == 1 && sc >= R) return *trans = 1, *ld = sc, 1;
+  return 0;
+}
+
+/* the dot's constant B as a new packed constant buffer; -1 when it does not qualify */
+static int packed_operand(kir_program *p, const kir_kernel *k) {
+  const int64_t *q = k->params;
+  int64_t M = q[2], N = q[3], K = q[4], lda, ldb;
+  int ta, tb;
+  const kir_buf *b = &p->bufs[k->args[2]];
+  if (q[0] != PC_f32 || q[1] != 1 || M < 1 || N < 1 || K < 1 || b->place != KP_CONST || !b->v ||
+      !pc_const_data(b->v) || !gemm_layout(M, K, q[6], q[7], &ta, &lda) || !gemm_layout(K, N, q[9], q[10], &tb, &ldb))
+    return -1;
+  if (tb ? ldb != K : ldb != N) return -1; /* the constant is exactly B (no slice of a bigger one) */
+  for (int i = 0; i < p->n_packed; i++) /* one packed copy per weight */
+    if (p->bufs[p->packed[i].buf].v == b->v && !p->packed[i].groups && p->packed[i].trans == tb) return p->packed[i].buf;
+  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
+  kir_buf nb = {KP_CONST, -1, 0, (int64_t)primc_sgemm_packed_b_size(N, K), PC_f32, b->v};
+  int id = np ? kir_buf_add(p, nb) : -1;
+  if (id < 0) return -1;
+  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
+  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0, 0, NULL};
+  p->packed = np;
+  return id;
+}
+
+static void place_weights(kir_program *p) {
+  char *used = pc_alloc(p->g, (size_t)p->n_bufs + 1);
+  if (!used) return;
+  memset(used, 0, (size_t)p->n_bufs + 1);
+  for (int i = 0; i < p->n_kernels; i++) kir_mark_kernel_bufs(&p->kernels[i], used);
+  p->weights_size = 0;
+  for (int i = 0; i < p->n_bufs; i++) {
+    kir_buf *b = &p->bufs[i];
+    if (b->place != KP_CONST) continue;
+    if (!used[i]) b->nbytes = 0; /* its only reader now reads the packed copy */
+    b->offset = p->weights_size;
+    p->weights_size = kir_align_up(p->weights_size + b->nbytes);
+  }
+}
+
+/* a 2-D f32 conv's constant weights packed as its plan wants (conv_plan): A strips for this machine's
+ * tile, W^T panels, Winograd's transform or the lanes layout; -1 when the plan reads plain weights or
+ * the weights are not a constant */
+static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_plan *plan) {
+  primc_conv2d c;
+  const kir_buf *w = &p->bufs[k->args[2]];
+  if (!primc_conv2d_of_params(k->params, &c) || !kir_conv_plan(p, &c, 1, plan) || plan->layout == PRIMC_CONV_W_PLAIN ||
+      w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
+    return -1;
+  int layout = plan->layout;
+  int64_t og = c.o / c.groups, kk = c.c / c.groups * c.kh * c.kw;
+  int mr = plan->tile_mr;
+  int xform = layout == PRIMC_CONV_W_WINOGRAD || layout == PRIMC_CONV_W_LANES ? layout : 0;
+  if (w->nbytes != c.o * kk * 4) return -1;
+  for (int i = 0; i < p->n_packed; i++) { /* one packed copy per weight and layout */
+    const kir_packed *q = &p->packed[i];
+    if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og && q->xform == xform)
+      return q->buf;
+  }
+  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
+  kir_buf nb = {KP_CONST, -1, 0, (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), PC_f32, w->v};
+  int id = np ? kir_buf_add(p, nb) : -1;
+  if (id < 0) return -1;
+  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
+  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups, xform, k->params};
+  p->packed = np;
+  return id;
+}
+
+/* f32 dots whose B is a constant become dot_packed calls reading GEMM panels packed once at compile
+ * time, and constant conv weights take the layout their planned row wants: for this machine's kernels
+ * (another machine reads them row by row), so host code only; weights nothing reads any more leave
+ * the blob (place_weights) */
+static pc_status pack_weights(kir_program *p) {
+  int packed = 0;
+  for (int i = 0; i < p->n_kernels; i++) {
+    kir_kernel *k = &p->kernels[i];
+    if (k->kind != KK_CALL) continue;
+    if (k->call == KC_conv) {
+      primc_conv_plan plan;
+      if (k->pair) continue; /* the pair reads plain weights, and so does its first conv's own row */
+      int nb = packed_conv_weights(p, k, &plan);
+      if (nb < 0) continue;
+      k->args[2] = nb;
+      k->params[CONV_EPI_AT + CONV_EPI_ROW - 3] = plan.layout;
+      k->params[CONV_EPI_AT + CONV_EPI_ROW - 2] = plan.tile_mr;
+      k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] = p->bufs[nb].nbytes; /* the runtime checks packed headers against it */
+      k->params[CONV_EPI_AT + CONV_EPI_ROW] = plan.row + 1;
+      packed++;
+      continue;
+    }
+    if (k->call != KC_dot) continue;
+    int nb = packed_operand(p, k);
+    if (nb < 0) continue;
+    int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 12); /* dot's params, then the packed B's bytes */
+    if (!q) return p->g->status;
+    memcpy(q, k->params, sizeof(int64_t) * 11);
+    q[11] = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
+    k->params = q;
+    k->n_params = 12;
+    k->args[2] = nb;
+    k->call = KC_dot_packed;
+    packed++;
+  }
+  if (packed) place_weights(p);
+  return p->g->status;
+}
+
+/* ---------------------------------------------------------------- max pools as calls (host code) */
+
+/* the loads of a tree of f32 max prims, in *n (at most cap); 0 when anything else is in it */
+static int max_tree_loads(const kir_expr *e, const kir_expr **ld, int *n, int cap) {
+  if (e->kind == KE_LOAD) {
+    if (*n >= cap) return 0;
+    ld[(*n)++] = e;
+    return 1;
+  }
+  return e->kind == KE_PRIM && e->op == PC_OP_max && e->n_args == 2 && max_tree_loads(e->args[0], ld, n, cap) &&
+         max_tree_loads(e->args[1], ld, n, cap);
+}
+
+/* kernel k stores -inf into buf and nothing else; its element count in *n */
+static int stores_neg_inf(const kir_kernel *k, int buf, int64_t *n) {
+  if (k->kind != KK_LOOP || k->n_stores != 1 || k->stores[0].buf != buf || k->stores[0].red != KR_NONE) return 0;
+  const kir_expr *v = k->stores[0].value;
+  if (v->kind != KE_CONST || !(isinf(v->c) && v->c < 0)) return 0;
+  *n = 1;
+  for (int l = 0; l < k->n_loops; l++) *n *= k->extent[l];
+  return 1;
+}
+
+/* Loop kernel i as a max pool: the max of kh x kw loads at strides (sh, sw) over a buffer that
+ * kernels [first, i) fill with -inf around a copy of an unpadded map (the pad prim of ONNX MaxPool).
+ * The call reads the map itself: the stride-2 loads of the tree and the padded copy (ResNet-18's
+ * stem pool: 0.43 ms of kernels on 1 thread, where ONNX Runtime takes 0.085) are gone. */
+static int pool_call(kir_program *p, int i) {
+  kir_kernel *k = &p->kernels[i];
+  const kir_expr *ld[64];
+  int n = 0;
+  if (k->kind != KK_LOOP || k->absorbed || k->n_loops != 3 || k->n_par != 3 || k->n_stores != 1 ||
+      k->stores[0].red != KR_NONE || p->bufs[k->stores[0].buf].dtype != PC_f32 ||
+      !max_tree_loads(k->stores[0].value, ld, &n, 64) || n < 2)
+    return 0;
+  int pb = ld[0]->buf;
+  if (p->bufs[pb].place != KP_WORKSPACE || p->bufs[pb].dtype != PC_f32) return 0;
+  /* the kernels before i that write the padded buffer: -inf frames and one copy of the map */
+  int first = i, copy = -1;
+  int64_t frame = 0, cnt;
+  while (first > 0 && p->kernels[first - 1].kind == KK_LOOP && p->kernels[first - 1].n_stores == 1 &&
+         p->kernels[first - 1].stores[0].buf == pb) {
+    const kir_kernel *q = &p->kernels[first - 1];
+    if (stores_neg_inf(q, pb, &cnt)) frame += cnt;
+    else if (copy < 0 && q->n_loops == 3 && q->stores[0].red == KR_NONE && q->stores[0].value->kind == KE_LOAD) copy = first - 1;
+    else return 0;
+    first--;
+  }
+  if (copy < 0) return 0;
+  const kir_kernel *cp = &p->kernels[copy];
+  const kir_map *dst = &cp->stores[0].map, *src = &cp->stores[0].value->map;
+  int sb = cp->stores[0].value->buf;
+  int64_t C = cp->extent[0], H = cp->extent[1], W = cp->extent[2], PW = dst->stride[1];
+  if (p->bufs[sb].dtype != PC_f32 || dst->stride[2] != 1 || PW < W || dst->stride[0] % PW || src->offset ||
+      src->stride[2] != 1 || src->stride[1] != W || src->stride[0] != H * W)
+    return 0;
+  int64_t PH = dst->stride[0] / PW, pt = dst->offset / PW, pl = dst->offset % PW;
+  if (PH < H + pt || pl + W > PW || frame + C * H * W != C * PH * PW) return 0;
+  /* the tree: loads over the padded map at (c, oy * sh + dy, ox * sw + dx), every (dy, dx) once */
+  const kir_map *sm = &k->stores[0].map;
+  int64_t OH = k->extent[1], OW = k->extent[2], kh = 0, kw = 0;
+  if (k->extent[0] != C || sm->offset || sm->stride[2] != 1 || sm->stride[1] != OW || sm->stride[0] != OH * OW) return 0;
+  int64_t sh = ld[0]->map.stride[1] / PW, sw = ld[0]->map.stride[2];
+  if (ld[0]->map.stride[1] % PW || sh < 1 || sw < 1) return 0;
+  for (int t = 0; t < n; t++) {
+    const kir_map *m = &ld[t]->map;
+    if (ld[t]->buf != pb || m->stride[0] != PH * PW || m->stride[1] != sh * PW || m->stride[2] != sw || m->offset < 0)
+      return 0;
+    if (m->offset / PW + 1 > kh) kh = m->offset / PW + 1;
+    if (m->offset % PW + 1 > kw) kw = m->offset % PW + 1;
+  }
+  if (kh * kw != n || (OH - 1) * sh + kh > PH || (OW - 1) * sw + kw > PW) return 0;
+  unsigned char seen[64] = {0};
+  for (int t = 0; t < n; t++) {
+    int64_t o = ld[t]->map.offset, at = o / PW * kw + o % PW;
+    if (seen[at]++) return 0;
+  }
+  if (!primc_maxpool_row(W, OW, kw, sw, pl)) return 0;
+  /* the map must still hold its values at i, and nothing else may read the padded buffer */
+  int out = k->stores[0].buf;
+  if (touched_outside(p, pb, first, i) || bufs_overlap(p, out, sb) || bufs_overlap(p, pb, sb)) return 0;
+  int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 11);
+  if (!q) return 0;
+  int64_t v[11] = {C, H, W, OH, OW, kh, kw, sh, sw, pt, pl};
+  memcpy(q, v, sizeof v);
+  for (int j = first; j < i; j++) p->kernels[j].absorbed = 1;
+  k->kind = KK_CALL;
+  k->call = KC_maxpool;
+  k->params = q;
+  k->n_params = kir_call_info(KC_maxpool)->n_params;
+  k->n_args = 2;
+  k->args[0] = out;
+  k->args[1] = sb;
+  return 1;
+}
+
+static pc_status pool_calls(kir_program *p) {
+  for (int i = 0; i < p->n_kernels; i++) pool_call(p, i);
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- the list */
+
+/* Every rewrite of the kernel IR, in the order it runs. kir_build runs the BUILD rows on every program;
+ * a compile for the host CPU then asks for the HOST_WEIGHTS row (kir_pack_weights: the machine's GEMM
+ * panels and conv layouts; `primc dump --kernels` too, to show the conv rows a host compile plans) and
+ * the HOST_POOLS row (kir_pool_calls). A cross compile (--triple) and CUDA take the BUILD rows only.
+ * (Gather tables read in place are decided before lowering, by build_group in kir.c, not here.) */
+static const struct kir_rewrite {
+  const char *name;
+  kir_stage stage;
+  pc_status (*run)(kir_program *p);
+} rewrites[] = {
+    /* a dot's elementwise consumer runs on each block of GEMM rows while they are in cache */
+    {"dot-epilogues", KIR_STAGE_BUILD, fuse_epilogues},
+    /* a conv's clamp(conv + bias + residual) consumer runs inside the conv call, per output tile */
+    {"conv-epilogues", KIR_STAGE_BUILD, fuse_conv_epilogues},
+    /* needs conv-epilogues' epi_in_call: a small conv and the depthwise conv reading it, one call */
+    {"conv-depthwise-pairs", KIR_STAGE_BUILD, pair_small_conv_depthwise},
+    /* last: contiguous adjacent loops become one, for full vectors (absorbed epilogues keep theirs) */
+    {"collapse-loops", KIR_STAGE_BUILD, collapse_loops},
+    /* constant GEMM B and conv weights packed for this machine's kernels; the plain copies leave the blob */
+    {"pack-weights", KIR_STAGE_HOST_WEIGHTS, pack_weights},
+    /* max trees over a -inf padded copy become primc_k_maxpool calls that read the map unpadded */
+    {"pool-calls", KIR_STAGE_HOST_POOLS, pool_calls},
+};
+
+pc_status kir_rewrites_run(kir_program *p, kir_stage stage) {
+  for (size_t i = 0; i < sizeof rewrites / sizeof *rewrites; i++) {
+    if (rewrites[i].stage != stage) continue;
+    pc_status s = rewrites[i].run(p);
+    if (s != PC_OK) return s;
+  }
+  return PC_OK;
+}
+
+pc_status kir_pack_weights(kir_program *p) { return kir_rewrites_run(p, KIR_STAGE_HOST_WEIGHTS); }
+
+void kir_pool_calls(kir_program *p) { kir_rewrites_run(p, KIR_STAGE_HOST_POOLS); }

@@ -1,0 +1,56 @@
+/* codegen/llvm_internal.h: what the LLVM renderer's files share (llvm.c: module, entry points, driver;
+ * llvm_kernel.c: loop nests and kernel functions; llvm_expr.c: types, values, elementwise prims). */
+#ifndef PRIMC_LLVM_INTERNAL_H
+#define PRIMC_LLVM_INTERNAL_H
+
+#include "codegen/kir.h"
+
+#include <llvm-c/Core.h>
+
+typedef struct lctx {
+  LLVMContextRef c;
+  LLVMModuleRef m;
+  LLVMBuilderRef b;
+  const kir_program *p;
+  const char *name;
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, voidt;
+  LLVMValueRef fn;        /* function being built */
+  LLVMValueRef profile;   /* NAME_profile when compiled with --profile, else NULL */
+  LLVMValueRef *bufp;     /* by buffer id, in the kernel being built */
+  LLVMValueRef iv[KIR_MAX_LOOPS];
+  pc_graph *g;
+} lctx;
+
+static inline int dt_unsigned(pc_dtype t) { return t == PC_bool || (pc_dtype_is_int(t) && !pc_dtype_is_signed(t)); }
+/* floats stored narrower than they are computed: f16, bf16 and the f8 formats live in f32 registers */
+static inline int dt_narrow(pc_dtype t) { return t == PC_f16 || t == PC_bf16 || pc_dtype_is_f8(t); }
+static inline LLVMValueRef ci64(lctx *L, int64_t v) { return LLVMConstInt(L->i64, (unsigned long long)v, 1); }
+static inline LLVMValueRef fconst(LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
+
+/* ---------------------------------------------------------------- values (llvm_expr.c) */
+
+/* register type: half types are computed in float */
+LLVMTypeRef lv_reg_type(lctx *L, pc_dtype t);
+#define T(L, t) lv_reg_type(L, t)
+/* a constant global named name holding init */
+LLVMValueRef lv_const_global(lctx *L, LLVMValueRef init, const char *name, LLVMLinkage linkage);
+/* a call of the overloaded intrinsic name at type t */
+LLVMValueRef lv_intrinsic(lctx *L, const char *name, LLVMTypeRef t, LLVMValueRef *args, unsigned n);
+/* a call of the external function name, declared on first use */
+LLVMValueRef lv_call_fn(lctx *L, const char *name, LLVMTypeRef ret, LLVMTypeRef *params, LLVMValueRef *args,
+                        unsigned n);
+typedef LLVMValueRef (*ew_fn)(lctx *L, pc_dtype t, LLVMValueRef *a);
+/* an elementwise prim's lowering at operand dtype t (NULL for prims that are not elementwise) */
+ew_fn lv_ew_rule(pc_op op);
+/* an expression of a loop kernel at the current loop variables L->iv */
+LLVMValueRef lv_emit_expr(lctx *L, const kir_expr *e, int n_loops);
+void lv_store_value(lctx *L, const kir_store *s, pc_dtype t, LLVMValueRef v, int n_loops);
+
+/* ---------------------------------------------------------------- kernels (llvm_kernel.c) */
+
+/* an alloca in the entry block of the function being built */
+LLVMValueRef lv_entry_alloca(lctx *L, LLVMTypeRef t);
+/* loop kernel idx as kN(table, begin, end), the thread pool's entry, over kN_body */
+LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx);
+
+#endif
