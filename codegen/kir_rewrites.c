@@ -31,11 +31,46 @@ static int kernel_touches(const kir_kernel *k, int buf) {
   return 0;
 }
 
+/* How many kernels read or write each buffer, so that touched_outside looks at its window only: a scan of
+ * every kernel per candidate was quadratic (a GRU of 1,000 steps unrolls to thousands of dots). A rewrite
+ * builds it when it starts and recounts a kernel it changes (touches_recount before and after). */
+typedef struct touches {
+  int *n;    /* by buffer */
+  int *seen; /* by buffer: the stamp of the last kernel counted there */
+  int stamp;
+} touches;
+
+static void count_expr(touches *t, const kir_expr *e, int sign) {
+  if (e->kind == KE_LOAD && t->seen[e->buf] != t->stamp) t->seen[e->buf] = t->stamp, t->n[e->buf] += sign;
+  for (int i = 0; i < e->n_args; i++) count_expr(t, e->args[i], sign);
+}
+
+static void touches_recount(touches *t, const kir_kernel *k, int sign) {
+  t->stamp++;
+  for (int i = 0; k->kind == KK_CALL && i < k->n_args; i++)
+    if (t->seen[k->args[i]] != t->stamp) t->seen[k->args[i]] = t->stamp, t->n[k->args[i]] += sign;
+  for (int s = 0; k->kind == KK_LOOP && s < k->n_stores; s++) {
+    if (t->seen[k->stores[s].buf] != t->stamp) t->seen[k->stores[s].buf] = t->stamp, t->n[k->stores[s].buf] += sign;
+    count_expr(t, k->stores[s].value, sign);
+  }
+}
+
+static pc_status touches_build(kir_program *p, touches *t) {
+  t->n = calloc((size_t)p->n_bufs + 1, sizeof *t->n);
+  t->seen = calloc((size_t)p->n_bufs + 1, sizeof *t->seen);
+  t->stamp = 0;
+  if (!t->n || !t->seen) return free(t->n), free(t->seen), pc_fail(p->g, PC_ERR_NOMEM, "out of memory");
+  for (int j = 0; j < p->n_kernels; j++) touches_recount(t, &p->kernels[j], 1);
+  return PC_OK;
+}
+
+static void touches_free(touches *t) { free(t->n), free(t->seen); }
+
 /* whether a kernel outside [first, last] reads or writes buf */
-static int touched_outside(const kir_program *p, int buf, int first, int last) {
-  for (int j = 0; j < p->n_kernels; j++)
-    if ((j < first || j > last) && kernel_touches(&p->kernels[j], buf)) return 1;
-  return 0;
+static int touched_outside(const kir_program *p, const touches *t, int buf, int first, int last) {
+  int inside = 0;
+  for (int j = first; j <= last && j < p->n_kernels; j++) inside += kernel_touches(&p->kernels[j], buf);
+  return t->n[buf] > inside;
 }
 
 /* workspace buffers a and b share bytes (inputs, outputs and weights are distinct buffers) */
@@ -52,6 +87,8 @@ static int bufs_overlap(const kir_program *p, int a, int b) {
 /* A [M, N] dot whose result only the next kernel reads, element for element over the
  * same [M, N] loops: that kernel becomes the GEMM's epilogue. */
 static pc_status fuse_epilogues(kir_program *p) {
+  touches t;
+  if (touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
     if (c->kind != KK_CALL || c->call != KC_dot || k->kind != KK_LOOP || c->params[1] != 1) continue;
@@ -65,11 +102,12 @@ static pc_status fuse_epilogues(kir_program *p) {
       reads |= expr_reads(k->stores[j].value, s, N, &other);
       other |= k->stores[j].buf == s;
     }
-    if (!reads || other || touched_outside(p, s, i, i + 1)) continue;
+    if (!reads || other || touched_outside(p, &t, s, i, i + 1)) continue;
     c->has_epilogue = 1;
     c->epilogue = i + 1;
     k->absorbed = 1;
   }
+  touches_free(&t);
   return PC_OK;
 }
 
@@ -200,6 +238,8 @@ static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const 
 /* A 2-D f32 conv whose result only the next kernel reads, as clamp(conv + bias + residual): the
  * conv call applies it on each output tile (primc_conv2d_f32_epi), no second pass over memory. */
 static pc_status fuse_conv_epilogues(kir_program *p) {
+  touches t;
+  if (touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
     if (c->kind != KK_CALL || c->call != KC_conv || k->kind != KK_LOOP || c->n_args + 3 > KIR_MAX_ARGS) continue;
@@ -208,7 +248,8 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
     if (p->bufs[s].place != KP_WORKSPACE) continue;
     for (int j = 0; j < k->n_stores; j++) other |= k->stores[j].buf == s;
     conv_epi e;
-    if (other || touched_outside(p, s, i, i + 1) || !match_conv_epilogue(p, c, k, &e)) continue;
+    if (other || touched_outside(p, &t, s, i, i + 1) || !match_conv_epilogue(p, c, k, &e)) continue;
+    touches_recount(&t, c, -1);
     int64_t *w = c->params + CONV_EPI_AT;
     w[0] = 1, w[1] = e.bias_off, w[2] = e.bias >= 0 ? e.bias_stride : -1, w[3] = e.res >= 0; /* -1: no bias */
     memcpy(&w[4], &e.lo, 8);
@@ -220,7 +261,9 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
     c->has_epilogue = c->epi_in_call = 1;
     c->epilogue = i + 1;
     k->absorbed = 1;
+    touches_recount(&t, c, 1);
   }
+  touches_free(&t);
   return PC_OK;
 }
 
@@ -232,6 +275,8 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
 static pc_status pair_small_conv_depthwise(kir_program *p) {
   const char *force = getenv("PRIMC_CONV_ROW"); /* a forced row other than the pair's keeps convs apart */
   if (force && *force && strcmp(force, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW))) return PC_OK;
+  touches t;
+  if (touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 2 < p->n_kernels; i++) {
     kir_kernel *a = &p->kernels[i], *b = &p->kernels[i + 2];
     if (a->kind != KK_CALL || a->call != KC_conv || !a->epi_in_call || a->epilogue != i + 1) continue;
@@ -239,7 +284,7 @@ static pc_status pair_small_conv_depthwise(kir_program *p) {
     int mid = a->args[4];
     if (b->args[1] != mid || p->bufs[mid].place != KP_WORKSPACE || a->params[CONV_EPI_AT + 3]) continue;
     primc_conv2d pw, dw;
-    if (touched_outside(p, mid, i, i + 2) || !primc_conv2d_of_params(a->params, &pw) ||
+    if (touched_outside(p, &t, mid, i, i + 2) || !primc_conv2d_of_params(a->params, &pw) ||
         !primc_conv2d_of_params(b->params, &dw) || !primc_conv_plan_pair(&pw, &dw))
       continue;
     /* nor may the second conv's other buffers (its scratch aside) share the map's memory */
@@ -249,6 +294,7 @@ static pc_status pair_small_conv_depthwise(kir_program *p) {
     a->pair = i + 2;
     b->absorbed = 1;
   }
+  touches_free(&t);
   return PC_OK;
 }
 
@@ -448,7 +494,7 @@ static int stores_neg_inf(const kir_kernel *k, int buf, int64_t *n) {
  * kernels [first, i) fill with -inf around a copy of an unpadded map (the pad prim of ONNX MaxPool).
  * The call reads the map itself: the stride-2 loads of the tree and the padded copy (ResNet-18's
  * stem pool: 0.43 ms of kernels on 1 thread, where ONNX Runtime takes 0.085) are gone. */
-static int pool_call(kir_program *p, int i) {
+static int pool_call(kir_program *p, touches *t, int i) {
   kir_kernel *k = &p->kernels[i];
   const kir_expr *ld[64];
   int n = 0;
@@ -501,12 +547,13 @@ static int pool_call(kir_program *p, int i) {
   if (!primc_maxpool_row(W, OW, kw, sw, pl)) return 0;
   /* the map must still hold its values at i, and nothing else may read the padded buffer */
   int out = k->stores[0].buf;
-  if (touched_outside(p, pb, first, i) || bufs_overlap(p, out, sb) || bufs_overlap(p, pb, sb)) return 0;
+  if (touched_outside(p, t, pb, first, i) || bufs_overlap(p, out, sb) || bufs_overlap(p, pb, sb)) return 0;
   int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 11);
   if (!q) return 0;
   int64_t v[11] = {C, H, W, OH, OW, kh, kw, sh, sw, pt, pl};
   memcpy(q, v, sizeof v);
   for (int j = first; j < i; j++) p->kernels[j].absorbed = 1;
+  touches_recount(t, k, -1);
   k->kind = KK_CALL;
   k->call = KC_maxpool;
   k->params = q;
@@ -514,11 +561,15 @@ static int pool_call(kir_program *p, int i) {
   k->n_args = 2;
   k->args[0] = out;
   k->args[1] = sb;
+  touches_recount(t, k, 1);
   return 1;
 }
 
 static pc_status pool_calls(kir_program *p) {
-  for (int i = 0; i < p->n_kernels; i++) pool_call(p, i);
+  touches t;
+  if (touches_build(p, &t) != PC_OK) return p->g->status;
+  for (int i = 0; i < p->n_kernels; i++) pool_call(p, &t, i);
+  touches_free(&t);
   return PC_OK;
 }
 

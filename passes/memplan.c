@@ -172,38 +172,41 @@ static int donor(const pc_graph *g, const liveness *L, slot *s, const int *act, 
   return -1;
 }
 
-static int cmp_off(const void *a, const void *b) {
-  const slot *x = *(const slot *const *)a, *y = *(const slot *const *)b;
-  return x->off < y->off ? -1 : x->off > y->off;
-}
-
-/* best fit among the gaps left by the slots live at s->def */
-static int64_t best_fit(slot *s, const int *act, int na, const slot *v, const slot **live) {
-  int nl = 0;
-  for (int a = 0; a < na; a++) {
-    int j = act[a];
-    if (s[j].last >= v->def && !(s[j].donated && s[j].last == v->def)) live[nl++] = &s[j];
-  }
-  qsort(live, (size_t)nl, sizeof *live, cmp_off);
+/* best fit among the gaps left by the slots live at v->def; act lists them by offset */
+static int64_t best_fit(const slot *s, const int *act, int na, const slot *v) {
   int64_t best = -1, best_gap = INT64_MAX, end = 0;
-  for (int j = 0; j < nl; j++) {
-    int64_t gap = live[j]->off - end;
+  for (int a = 0; a < na; a++) {
+    const slot *l = &s[act[a]];
+    if (l->last < v->def || (l->donated && l->last == v->def)) continue;
+    int64_t gap = l->off - end;
     if (gap >= v->size && gap < best_gap) best = end, best_gap = gap;
-    if (live[j]->off + align_up(live[j]->size) > end) end = live[j]->off + align_up(live[j]->size);
+    if (l->off + align_up(l->size) > end) end = l->off + align_up(l->size);
   }
   return best >= 0 ? best : end;
+}
+
+/* slot n into act, which stays sorted by offset (a sort per placement was the plan's cost with thousands live) */
+static int act_insert(const slot *s, int *act, int na, int n) {
+  int lo = 0, hi = na;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (s[act[mid]].off <= s[n].off) lo = mid + 1;
+    else hi = mid;
+  }
+  memmove(act + lo + 1, act + lo, sizeof *act * (size_t)(na - lo));
+  act[lo] = n;
+  return na + 1;
 }
 
 static pc_status place(pc_graph *g, const liveness *L) {
   int n = 0, na = 0;
   slot *s = calloc((size_t)g->n_values + 1, sizeof *s);
-  const slot **live = calloc((size_t)g->n_values + 1, sizeof *live);
   /* the slots still live: values come in kernel order, so one that died stays dead, and the searches
    * below look at these only (over every slot placed so far they were quadratic: a 27x27x27 MaxPool's
    * 40,000 prims took 18 s under the sanitizers) */
   int *act = calloc((size_t)g->n_values + 1, sizeof *act);
-  if (!s || !live || !act) {
-    free(s), free(live), free(act);
+  if (!s || !act) {
+    free(s), free(act);
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   }
   int64_t top = 0;
@@ -215,7 +218,7 @@ static pc_status place(pc_graph *g, const liveness *L) {
       if (v->storage != PC_STORE_WORKSPACE) continue;
       int64_t bytes = value_bytes(g, v);
       if (bytes < 0) {
-        free(s), free(live), free(act);
+        free(s), free(act);
         return pc_node_fail(g, nd, PC_ERR_UNSUPPORTED, "result has an unbounded symbolic dim: bound it (--dim NAME=LO..HI)");
       }
       slot *me = &s[n];
@@ -229,16 +232,16 @@ static pc_status place(pc_graph *g, const liveness *L) {
         s[d].donated = 1;
         me->off = s[d].off;
       } else {
-        me->off = best_fit(s, act, na, me, live);
+        me->off = best_fit(s, act, na, me);
       }
-      act[na++] = n;
+      na = act_insert(s, act, na, n);
       v->offset = me->off;
       if (me->off + align_up(bytes) > top) top = me->off + align_up(bytes);
       n++;
     }
   }
   g->workspace_size = top;
-  free(s), free(live), free(act);
+  free(s), free(act);
   return PC_OK;
 }
 

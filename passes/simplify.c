@@ -75,38 +75,47 @@ static int all_are(const int64_t *v, int n, int64_t x) {
 
 /* ---- one rule per prim: the simpler value, an existing one or a new node (appended), or NULL */
 
-typedef pc_value *(*rule_fn)(pc_graph *g, pc_node *n);
+/* what one run of the pass remembers: each shared weight transposed once for all the dots that read it
+ * (an unrolled RNN's 3,000 dots on one R each counted its uses over the whole graph and copied it) */
+typedef struct simp_ctx {
+  pc_value **transposed; /* by value id of a constant [N, K] operand: its [K, N] copy, or NULL */
+  int *uses;             /* by value id: reads when the pass began */
+  unsigned char *gained; /* by value id: a reader added since */
+  int cap;               /* values when the pass began */
+} simp_ctx;
 
-static pc_value *r_mul(pc_graph *g, pc_node *n) {
+typedef pc_value *(*rule_fn)(pc_graph *g, pc_node *n, simp_ctx *cx);
+
+static pc_value *r_mul(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   if (all_equal(n->in[1], 1, 0)) return n->in[0];
   return all_equal(n->in[0], 1, 0) ? n->in[1] : NULL;
 }
 
-static pc_value *r_div(pc_graph *g, pc_node *n) {
+static pc_value *r_div(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   return all_equal(n->in[1], 1, 0) ? n->in[0] : NULL;
 }
 
-static pc_value *r_add(pc_graph *g, pc_node *n) {
+static pc_value *r_add(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   int sign = is_float(n->in[0]) ? -1 : 0;
   if (all_equal(n->in[1], 0, sign)) return n->in[0];
   return all_equal(n->in[0], 0, sign) ? n->in[1] : NULL;
 }
 
-static pc_value *r_sub(pc_graph *g, pc_node *n) {
+static pc_value *r_sub(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   return all_equal(n->in[1], 0, is_float(n->in[0]) ? 1 : 0) ? n->in[0] : NULL;
 }
 
-static pc_value *r_neg(pc_graph *g, pc_node *n) {
+static pc_value *r_neg(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   const pc_node *p = n->in[0]->producer;
   return p && p->op == PC_OP_neg ? p->in[0] : NULL;
 }
 
-static pc_value *r_transpose(pc_graph *g, pc_node *n) {
+static pc_value *r_transpose(pc_graph *g, pc_node *n, simp_ctx *cx) {
   int r = n->out[0]->type.rank, len = 0;
   const int64_t *perm = pc_attr_ints(n, "perm", &len);
   if (!perm || len != r) return NULL;
@@ -119,7 +128,7 @@ static pc_value *r_transpose(pc_graph *g, pc_node *n) {
   return is_iota(q, r) ? p->in[0] : pc_transpose(g, p->in[0], q);
 }
 
-static pc_value *r_reshape(pc_graph *g, pc_node *n) {
+static pc_value *r_reshape(pc_graph *g, pc_node *n, simp_ctx *cx) {
   const pc_type *t = &n->out[0]->type;
   if (same_shape(t, &n->in[0]->type)) return n->in[0];
   const pc_node *p = n->in[0]->producer;
@@ -128,7 +137,7 @@ static pc_value *r_reshape(pc_graph *g, pc_node *n) {
   return pc_reshape(g, p->in[0], t->rank, t->dims);
 }
 
-static pc_value *r_broadcast(pc_graph *g, pc_node *n) {
+static pc_value *r_broadcast(pc_graph *g, pc_node *n, simp_ctx *cx) {
   int len = 0;
   const int64_t *dims = pc_attr_ints(n, "dims", &len);
   const pc_value *x = n->in[0];
@@ -145,12 +154,12 @@ static pc_value *r_broadcast(pc_graph *g, pc_node *n) {
   return pc_broadcast_in_dim(g, p->in[0], t->rank, t->dims, d);
 }
 
-static pc_value *r_convert(pc_graph *g, pc_node *n) {
+static pc_value *r_convert(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   return n->in[0]->type.dtype == n->out[0]->type.dtype ? n->in[0] : NULL;
 }
 
-static pc_value *r_slice(pc_graph *g, pc_node *n) {
+static pc_value *r_slice(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   int r = n->in[0]->type.rank, ls = 0, ll = 0, lt = 0;
   const int64_t *start = pc_attr_ints(n, "start", &ls), *stride = pc_attr_ints(n, "stride", &lt);
@@ -161,7 +170,7 @@ static pc_value *r_slice(pc_graph *g, pc_node *n) {
              : NULL;
 }
 
-static pc_value *r_pad(pc_graph *g, pc_node *n) {
+static pc_value *r_pad(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   int r = n->in[0]->type.rank, a = 0, b = 0, c = 0;
   const int64_t *lo = pc_attr_ints(n, "low", &a), *hi = pc_attr_ints(n, "high", &b), *in = pc_attr_ints(n, "interior", &c);
@@ -169,7 +178,7 @@ static pc_value *r_pad(pc_graph *g, pc_node *n) {
   return all_are(lo, r, 0) && all_are(hi, r, 0) && all_are(in, r, 0) ? n->in[0] : NULL;
 }
 
-static pc_value *r_rev(pc_graph *g, pc_node *n) {
+static pc_value *r_rev(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   int len = 0;
   const int64_t *dims = pc_attr_ints(n, "dims", &len);
@@ -178,18 +187,16 @@ static pc_value *r_rev(pc_graph *g, pc_node *n) {
   return n->in[0];
 }
 
-static pc_value *r_concatenate(pc_graph *g, pc_node *n) {
+static pc_value *r_concatenate(pc_graph *g, pc_node *n, simp_ctx *cx) {
   (void)g;
   return n->n_in == 1 ? n->in[0] : NULL;
 }
 
-/* the number of reads of v: by live nodes, and as a graph output */
-static int uses_of(const pc_graph *g, const pc_value *v) {
-  int n = 0;
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) n += g->nodes[i]->in[k] == v;
-  for (int i = 0; i < g->n_outputs; i++) n += g->outputs[i] == v;
-  return n;
+/* whether n is v's only reader: v was read once (by a live node or as a graph output) when the pass began
+ * and has gained no reader since (a replacement by v, a node built on it); counting the graph per dot was
+ * quadratic in an unrolled RNN */
+static int sole_reader(const simp_ctx *cx, const pc_value *v) {
+  return v->id < cx->cap && cx->uses[v->id] == 1 && !cx->gained[v->id];
 }
 
 /* transposes the row-major [n, k] matrix a into [k, n] in place: swaps when square, else follows each
@@ -227,7 +234,7 @@ static int transpose_in_place(float *a, int64_t n, int64_t k) {
  * instead of transposing the weight on every call. Exact: the same numbers, moved.
  * A weight only this dot reads is transposed where it is, the old constant then dead:
  * a large model's weights are not held twice (compile memory, issue 26). */
-static pc_value *r_dot(pc_graph *g, pc_node *n) {
+static pc_value *r_dot(pc_graph *g, pc_node *n, simp_ctx *cx) {
   int nrc = 0, nlc = 0, nrb = 0;
   const int64_t *rc = pc_attr_ints(n, "rhs_contract", &nrc), *lc = pc_attr_ints(n, "lhs_contract", &nlc);
   pc_attr_ints(n, "rhs_batch", &nrb);
@@ -237,8 +244,10 @@ static pc_value *r_dot(pc_graph *g, pc_node *n) {
   int64_t N = w->type.dims[0], K = w->type.dims[1];
   if (N < 2 || K < 2) return NULL;
   pc_type tt = pc_type_make(PC_f32, 2, (int64_t[]){K, N});
-  pc_value *wt = NULL;
-  if (uses_of(g, w) == 1 && transpose_in_place((float *)(void *)w->producer->data, N, K)) {
+  pc_value *wt = w->id < cx->cap ? cx->transposed[w->id] : NULL;
+  if (wt) {
+    /* transposed for an earlier dot: shared */
+  } else if (sole_reader(cx, w) && transpose_in_place((float *)(void *)w->producer->data, N, K)) {
     wt = pc_const_view(g, tt, w->producer->data);
     if (wt) w->producer->dead = 1, wt->name = w->name, w->name = NULL; /* its data is wt's now */
   } else {
@@ -249,6 +258,7 @@ static pc_value *r_dot(pc_graph *g, pc_node *n) {
         for (int64_t j = j0; j < N && j < j0 + 16; j++) t[k * N + j] = src[j * K + k];
   }
   if (!wt) return NULL;
+  if (w->id < cx->cap) cx->transposed[w->id] = wt;
   wt->producer->origin = w->producer->origin;
   int64_t zero = 0;
   pc_value *d = pc_dot_general(g, n->in[0], wt, 1, lc, &zero, 0, NULL, NULL);
@@ -267,14 +277,30 @@ static const rule_fn rules[PC_OP_COUNT] = {
 
 pc_status pc_pass_simplify(pc_graph *g) {
   if (g->status != PC_OK) return g->status;
+  size_t nv = (size_t)g->n_values + 1;
+  simp_ctx cx = {calloc(nv, sizeof(pc_value *)), calloc(nv, sizeof(int)), calloc(nv, 1), g->n_values};
   pcp_sweep s;
-  if (pcp_sweep_begin(g, &s) != PC_OK) return g->status;
+  if (!cx.transposed || !cx.uses || !cx.gained || pcp_sweep_begin(g, &s) != PC_OK) {
+    free(cx.transposed), free(cx.uses), free(cx.gained);
+    return g->status != PC_OK ? g->status : pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) cx.uses[g->nodes[i]->in[k]->id]++;
+  for (int i = 0; i < g->n_outputs; i++) cx.uses[g->outputs[i]->id]++;
   for (int i = 0; i < s.n0 && g->status == PC_OK; i++) {
     pc_node *n = pcp_sweep_visit(&s, i);
     if (n->dead || n->n_out != 1 || !rules[n->op]) continue;
-    pc_value *r = rules[n->op](g, n); /* nodes it builds are placed before n */
-    if (r && g->status == PC_OK && pcp_sweep_replace(&s, n->out[0], r)) n->dead = 1;
+    int built = g->n_nodes;
+    pc_value *r = rules[n->op](g, n, &cx); /* nodes it builds are placed before n */
+    for (int j = built; j < g->n_nodes; j++)
+      for (int k = 0; k < g->nodes[j]->n_in; k++)
+        if (g->nodes[j]->in[k]->id < cx.cap) cx.gained[g->nodes[j]->in[k]->id] = 1;
+    if (r && g->status == PC_OK && pcp_sweep_replace(&s, n->out[0], r)) {
+      n->dead = 1;
+      if (r->id < cx.cap) cx.gained[r->id] = 1;
+    }
   }
+  free(cx.transposed), free(cx.uses), free(cx.gained);
   if (pcp_sweep_end(&s) != PC_OK) return g->status;
   pc_graph_compact(g);
   return g->status;

@@ -4,7 +4,7 @@
 # squarings of a value read twice each (no expression that doubles per step), and 20,000 MatMuls by a
 # permutation (compile time linear in the number of kernels), 100,000 multiplications by one (the simplifier's
 # replacements are linear, not a scan of the graph each), and a 27x27x27 MaxPool (19,683 window slices: the
-# fuser's copies of cheap producers are linear).
+# fuser's copies of cheap producers are linear), and a GRU of 3,000 steps (kernel-IR rewrites linear in kernels).
 # Usage: gen_big_graphs.py OUT_DIR
 import os
 import sys
@@ -93,3 +93,30 @@ ones = np.pad(np.ones_like(x, np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), 
 avg = windows(xz, k, s, d).sum(axis=(4, 5)) / windows(ones, k, s, d).sum(axis=(4, 5))
 nodes = [h.make_node("AveragePool", ["x"], ["y"], kernel_shape=k, strides=s, pads=pads, name="pool")]
 save("avgpool90", nodes, x, avg)
+# a GRU over 3,000 steps (it unrolls to a dot and its elementwise kernels per step, every step's output live
+# until the last): the kernel-IR rewrites look at a window of kernels per candidate, not every kernel
+S, B, I, H = 3000, 2, 3, 5
+rng = np.random.default_rng(26)
+x = rng.standard_normal((S, B, I)).astype(np.float32)
+w = (rng.standard_normal((1, 3 * H, I)) / 2).astype(np.float32)
+r = (rng.standard_normal((1, 3 * H, H)) / 2).astype(np.float32)
+bias = (rng.standard_normal((1, 6 * H)) / 4).astype(np.float32)
+
+
+def sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+wz, wr, wh = np.split(w[0].astype(np.float64), 3)
+rz, rr, rh = np.split(r[0].astype(np.float64), 3)
+wbz, wbr, wbh, rbz, rbr, rbh = np.split(bias[0].astype(np.float64), 6)
+ht, ys = np.zeros((B, H)), []
+for t in range(S):
+    xt = x[t].astype(np.float64)
+    z = sigmoid(xt @ wz.T + ht @ rz.T + wbz + rbz)
+    rt = sigmoid(xt @ wr.T + ht @ rr.T + wbr + rbr)
+    hh = np.tanh(xt @ wh.T + (rt * ht) @ rh.T + rbh + wbh)
+    ht = (1 - z) * hh + z * ht
+    ys.append(ht)
+save("gru3000", [h.make_node("GRU", ["x", "w", "r", "b"], ["y"], hidden_size=H, name="gru")], x,
+     np.stack(ys)[:, None], [numpy_helper.from_array(w, "w"), numpy_helper.from_array(r, "r"), numpy_helper.from_array(bias, "b")])
