@@ -20,7 +20,7 @@ FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
 FUZZ_NODE_DIR ?= $(or $(ONNX_NODE_DIR),build/onnx-node-tests)
 FUZZ_RT      := $(filter-out runtime/driver.c runtime/cuda_driver.c,$(wildcard runtime/*.c runtime/conv/*.c runtime/gemm/*.c))
-FUZZ_HDRS    := $(wildcard ir/*.h ir/*.def frontend/*.h frontend/*.def runtime/*.h runtime/conv/*.h runtime/conv/*.def runtime/gemm/*.h runtime/gemm/*.def passes/*.h passes/*.def codegen/kir.h)
+FUZZ_HDRS    := $(wildcard ir/*.h ir/*.def frontend/*.h frontend/*.def runtime/*.h runtime/conv/*.h runtime/conv/*.def runtime/gemm/*.h runtime/gemm/*.def passes/*.h passes/*.def codegen/kir*.h codegen/calls.def codegen/autotune.h)
 FUZZ_LINK    := -lprotobuf-c -lopenblas -lm -lpthread -ldl
 FUZZ_RUN     := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
 
@@ -38,7 +38,7 @@ $(FUZZ_B)/obj/gen/onnx.pb-c.o: $(FUZZ_B)/gen/onnx.pb-c.c
 FUZZ_OBJ = $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(1))
 FUZZ_FRONT_O := $(call FUZZ_OBJ,$(wildcard ir/*.c frontend/*.c)) $(FUZZ_B)/obj/gen/onnx.pb-c.o
 FUZZ_RT_O    := $(call FUZZ_OBJ,$(FUZZ_RT))
-FUZZ_PASS_O  := $(call FUZZ_OBJ,$(wildcard passes/*.c) codegen/kir.c)
+FUZZ_PASS_O  := $(call FUZZ_OBJ,$(wildcard passes/*.c codegen/kir*.c) codegen/autotune.c)
 
 $(FUZZ_B)/fuzz_onnx $(FUZZ_B)/fuzz_text $(FUZZ_B)/fuzz_safetensors: $(FUZZ_B)/fuzz_%: $(FUZZ_B)/obj/tests/fuzz/fuzz_%.o $(FUZZ_FRONT_O)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(FUZZ_LINK)
