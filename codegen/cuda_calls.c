@@ -1,0 +1,473 @@
+/* codegen/cuda_calls.c: the CUDA renderings of the runtime calls of codegen/calls.def, one kernel of our own each, and call_rules. */
+#include "codegen/cuda_internal.h"
+
+#include <string.h>
+
+#define TILE 16         /* dot_general tile edge (TILE * TILE == CU_BLOCK) */
+
+/* a shape as kir lays it out in params: rank then 8 dims */
+typedef struct shp {
+  int rank;
+  int64_t d[PC_MAX_RANK];
+} shp;
+
+static const int64_t *get_shape(const int64_t *q, shp *s) {
+  s->rank = (int)q[0];
+  for (int i = 0; i < PC_MAX_RANK; i++) s->d[i] = q[1 + i];
+  return q + 1 + PC_MAX_RANK;
+}
+
+static int64_t numel(const shp *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->d[i];
+  return n;
+}
+
+/* row-major strides, as a C initializer list */
+static void put_strides(cctx *C, const char *name, const shp *s) {
+  int64_t st[PC_MAX_RANK], acc = 1;
+  for (int d = s->rank - 1; d >= 0; d--) st[d] = acc, acc *= s->d[d];
+  fprintf(C->f, "  const long long %s[%d] = {", name, s->rank ? s->rank : 1);
+  for (int d = 0; d < s->rank; d++) fprintf(C->f, "%s%lldLL", d ? ", " : "", (long long)st[d]);
+  fprintf(C->f, "%s};\n", s->rank ? "" : "0");
+}
+
+static void put_dims(cctx *C, const char *name, const shp *s) {
+  fprintf(C->f, "  const long long %s[%d] = {", name, s->rank ? s->rank : 1);
+  for (int d = 0; d < s->rank; d++) fprintf(C->f, "%s%lldLL", d ? ", " : "", (long long)s->d[d]);
+  fprintf(C->f, "%s};\n", s->rank ? "" : "1");
+}
+
+/* the call's buffers as byte pointers a0.. (outputs first), launch args k->args */
+static void call_signature(cctx *C, const kir_kernel *k, int block, int64_t grid) {
+  fprintf(C->f, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, C->name);
+  for (int i = 0; i < k->n_args; i++) fprintf(C->f, "%sunsigned char *a%d", i ? ", " : "", i);
+  fprintf(C->f, ") {\n");
+  C->launch->n_args = k->n_args;
+  C->launch->args = k->args;
+  C->launch->block = block;
+  C->launch->grid = grid;
+}
+
+/* load of element i of a typed pointer as the accumulator type */
+static const char *load_fn(pc_dtype t) { return cu_is_half(t) ? cu_narrows[t].load : ""; }
+static const char *store_fn(pc_dtype t) { return cu_is_half(t) ? cu_narrows[t].store : cu_wrap_fn(t) ? cu_wrap_fn(t) : ""; }
+
+/* copy: dst = src in the widest words that divide the size */
+static pc_status render_copy(cctx *C, const kir_kernel *k) {
+  shp s;
+  get_shape(k->params + 1, &s);
+  int64_t bytes = numel(&s) * (int64_t)pc_dtype_size((pc_dtype)k->params[0]);
+  size_t w = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
+  call_signature(C, k, CU_BLOCK, cu_clamp_grid(bytes / (int64_t)w, CU_BLOCK));
+  cu_line(C, 1, "if (a0 == a1) return;");
+  cu_line(C, 1, "PC_GRID_STRIDE(i, %lldLL) ((%s *)a0)[i] = ((const %s *)a1)[i];", (long long)(bytes / (int64_t)w),
+       cu_bits_type(w), cu_bits_type(w));
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
+/* dot_general: [dtype, B, M, N, K, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn], out contiguous [B, M, N];
+ * TILE x TILE output tiles, the A and B panels staged through shared memory */
+static pc_status render_dot(cctx *C, const kir_kernel *k) {
+  const int64_t *q = k->params;
+  pc_dtype dt = (pc_dtype)q[0];
+  long long B = q[1], M = q[2], N = q[3], K = q[4];
+  if (!cu_types[dt].acc) return cu_fail_kernel(C, "dot_general on %s is not supported by the CUDA renderer", pc_dtype_name(dt));
+  int fl = pc_dtype_is_float(dt);
+  const char *acc = !fl ? "unsigned long long" : dt == PC_f64 ? "double" : "float", *T = cu_types[dt].mem;
+  long long tm = (M + TILE - 1) / TILE, tn = (N + TILE - 1) / TILE;
+  call_signature(C, k, TILE * TILE, cu_clamp_grid(B * tm * tn, 1));
+  const char *cvt = fl ? "" : "(unsigned long long)(long long)";
+  cu_line(C, 1, "__shared__ %s sa[%d][%d], sb[%d][%d];", acc, TILE, TILE + 1, TILE, TILE + 1);
+  cu_line(C, 1, "%s *o = (%s *)a0;", T, T);
+  cu_line(C, 1, "const %s *A = (const %s *)a1, *Bm = (const %s *)a2;", T, T, T);
+  cu_line(C, 1, "const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;", TILE, TILE);
+  cu_line(C, 1, "for (long long tile = blockIdx.x; tile < %lldLL; tile += gridDim.x) {", B * tm * tn);
+  cu_line(C, 2, "const long long bt = tile / %lldLL, rt = tile %% %lldLL;", tm * tn, tm * tn);
+  cu_line(C, 2, "const long long m = rt / %lldLL * %d + ty, n = rt %% %lldLL * %d + tx;", tn, TILE, tn, TILE);
+  cu_line(C, 2, "const long long mr = rt / %lldLL * %d + tx;", tn, TILE); /* the A row this thread stages */
+  cu_line(C, 2, "%s acc = 0;", acc);
+  cu_line(C, 2, "for (long long k0 = 0; k0 < %lldLL; k0 += %d) {", K, TILE);
+  /* A panel stored transposed (sa[k][m]) so both panels are read along rows */
+  cu_line(C, 3, "sa[ty][tx] = (mr < %lldLL && k0 + ty < %lldLL) ? (%s)%s(%s(A[bt * %lldLL + mr * %lldLL + (k0 + ty) * %lldLL])) : (%s)0;",
+       M, K, acc, cvt, load_fn(dt), (long long)q[5], (long long)q[6], (long long)q[7], acc);
+  cu_line(C, 3, "sb[ty][tx] = (n < %lldLL && k0 + ty < %lldLL) ? (%s)%s(%s(Bm[bt * %lldLL + (k0 + ty) * %lldLL + n * %lldLL])) : (%s)0;",
+       N, K, acc, cvt, load_fn(dt), (long long)q[8], (long long)q[9], (long long)q[10], acc);
+  cu_line(C, 3, "__syncthreads();");
+  cu_line(C, 3, "for (int kk = 0; kk < %d; kk++) acc += sa[kk][ty] * sb[kk][tx];", TILE);
+  cu_line(C, 3, "__syncthreads();");
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "if (m < %lldLL && n < %lldLL) o[bt * %lldLL + m * %lldLL + n] = %s(%s%s);", M, N, M * N, N, store_fn(dt),
+       fl ? "" : "(long long)", "acc");
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
+/* the row-major offset of index variables v0..v{n-1} over dims, parenthesized in Horner form:
+ * ((v0 * d1 + v1) * d2 + v2) */
+static void put_row_major(cctx *C, const char *v, const int64_t *dims, int n) {
+  if (n == 0) {
+    fprintf(C->f, "0");
+    return;
+  }
+  for (int d = 1; d < n; d++) fputc('(', C->f);
+  fprintf(C->f, "%s0", v);
+  for (int d = 1; d < n; d++) fprintf(C->f, " * %lldLL + %s%d)", (long long)dims[d], v, d);
+}
+
+/* conv: [dtype, x, w, out shapes, groups, stride, pad_lo, dilation, lhs_dilation (8 each)]; one thread per output */
+static pc_status render_conv(cctx *C, const kir_kernel *k) {
+  shp x, w, o;
+  const int64_t *q = get_shape(get_shape(get_shape(k->params + 1, &x), &w), &o);
+  pc_dtype dt = (pc_dtype)k->params[0];
+  int64_t groups = *q++;
+  const int64_t *stride = q, *pad = q + 8, *dil = q + 16, *ldil = q + 24;
+  int S = x.rank - 2, fl = pc_dtype_is_float(dt);
+  if (S < 0 || groups < 1 || !cu_types[dt].acc) return cu_fail_kernel(C, "%s: conv operands not supported by the CUDA renderer", "conv");
+  const char *acc = !fl ? "unsigned long long" : dt == PC_f64 ? "double" : "float", *T = cu_types[dt].mem;
+  int64_t total = numel(&o), Cg = w.d[1], Og = w.d[0] / groups, plane = 1, taps = 1;
+  for (int d = 0; d < S; d++) plane *= x.d[2 + d], taps *= w.d[2 + d];
+  call_signature(C, k, CU_BLOCK, cu_clamp_grid(total, CU_BLOCK));
+  cu_line(C, 1, "%s *out = (%s *)a0;", T, T);
+  cu_line(C, 1, "const %s *x = (const %s *)a1, *w = (const %s *)a2;", T, T, T);
+  cu_line(C, 1, "PC_GRID_STRIDE(lin, %lldLL) {", (long long)total);
+  cu_line(C, 2, "long long r_ = lin;");
+  for (int d = S - 1; d >= 0; d--) cu_line(C, 2, "const long long o%d = r_ %% %lldLL; r_ /= %lldLL;", d, (long long)o.d[2 + d], (long long)o.d[2 + d]);
+  cu_line(C, 2, "const long long oc = r_ %% %lldLL, n = r_ / %lldLL, g = oc / %lldLL;", (long long)o.d[1], (long long)o.d[1], (long long)Og);
+  cu_line(C, 2, "%s acc = 0;", acc);
+  cu_line(C, 2, "for (long long ci = 0; ci < %lldLL; ci++) {", (long long)Cg);
+  cu_line(C, 3, "const %s *xp = x + (n * %lldLL + g * %lldLL + ci) * %lldLL;", T, (long long)x.d[1], (long long)Cg, (long long)plane);
+  cu_line(C, 3, "const %s *wp = w + (oc * %lldLL + ci) * %lldLL;", T, (long long)Cg, (long long)taps);
+  for (int d = 0; d < S; d++) {
+    cu_line(C, 3 + d, "for (long long k%d = 0; k%d < %lldLL; k%d++) {", d, d, (long long)w.d[2 + d], d);
+    cu_line(C, 4 + d, "long long p%d = o%d * %lldLL - %lldLL + k%d * %lldLL;", d, d, (long long)stride[d], (long long)pad[d], d,
+         (long long)dil[d]);
+    cu_line(C, 4 + d, "if (p%d < 0 || p%d %% %lldLL) continue;", d, d, (long long)ldil[d]);
+    cu_line(C, 4 + d, "p%d /= %lldLL;", d, (long long)ldil[d]);
+    cu_line(C, 4 + d, "if (p%d >= %lldLL) continue;", d, (long long)x.d[2 + d]);
+  }
+  fprintf(C->f, "%*sconst long long xi = ", 2 * (3 + S), "");
+  put_row_major(C, "p", x.d + 2, S);
+  fprintf(C->f, ", wi = ");
+  put_row_major(C, "k", w.d + 2, S);
+  fprintf(C->f, ";\n");
+  if (fl) cu_line(C, 3 + S, "acc += (%s)%s(xp[xi]) * (%s)%s(wp[wi]);", acc, load_fn(dt), acc, load_fn(dt));
+  else cu_line(C, 3 + S, "acc += (unsigned long long)(long long)xp[xi] * (unsigned long long)(long long)wp[wi];");
+  for (int d = S - 1; d >= 0; d--) cu_line(C, 3 + d, "}");
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "out[lin] = %s(%s%s);", store_fn(dt), fl ? "" : "(long long)", "acc");
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
+/* an element of dtype t at p[i] read as a double (floats) or a long long (ints) */
+static void put_get(cctx *C, pc_dtype t, const char *p, const char *i) {
+  if (pc_dtype_is_float(t)) fprintf(C->f, "(double)%s(((const %s *)%s)[%s])", load_fn(t), cu_types[t].mem, p, i);
+  else fprintf(C->f, "(long long)((const %s *)%s)[%s]", cu_types[t].mem, p, i);
+}
+
+static void put_set(cctx *C, int ind, pc_dtype t, const char *p, const char *i, const char *v) {
+  fprintf(C->f, "%*s", 2 * ind, "");
+  if (t == PC_bool) fprintf(C->f, "((unsigned char *)%s)[%s] = (unsigned char)((%s) != 0);\n", p, i, v);
+  else if (pc_dtype_is_float(t)) fprintf(C->f, "((%s *)%s)[%s] = %s((%s)(%s));\n", cu_types[t].mem, p, i, store_fn(t), cu_is_half(t) ? "float" : cu_types[t].mem, v);
+  else fprintf(C->f, "((%s *)%s)[%s] = (%s)(%s);\n", cu_types[t].mem, p, i, cu_types[t].mem, v);
+}
+
+/* gather: [dtype, x, idx, out shapes, axis, idx dtype]; bufs out, x, idx; one thread per index.
+ * gather_strided: then x's element offset and 8 strides (x read in place, e.g. a broadcast). */
+static pc_status render_gather_any(cctx *C, const kir_kernel *k, int strided) {
+  shp x, ix, o;
+  const int64_t *r = get_shape(get_shape(get_shape(k->params + 1, &x), &ix), &o);
+  int axis = (int)r[0];
+  pc_dtype idt = (pc_dtype)r[1];
+  const char *E = cu_bits_type(pc_dtype_size((pc_dtype)k->params[0]));
+  int64_t n = numel(&ix);
+  call_signature(C, k, CU_BLOCK, cu_clamp_grid(n, CU_BLOCK));
+  put_dims(C, "id", &ix);
+  if (strided) {
+    fprintf(C->f, "  const long long xs[%d] = {", x.rank ? x.rank : 1);
+    for (int d = 0; d < x.rank; d++) fprintf(C->f, "%s%lldLL", d ? ", " : "", (long long)r[3 + d]);
+    fprintf(C->f, "%s};\n", x.rank ? "" : "0");
+  } else {
+    put_strides(C, "xs", &x);
+  }
+  cu_line(C, 1, "PC_GRID_STRIDE(i, %lldLL) {", (long long)n);
+  fprintf(C->f, "    long long j = ");
+  put_get(C, idt, "a2", "i");
+  fprintf(C->f, ";\n");
+  cu_line(C, 2, "if (j < 0) j += %lldLL;", (long long)(x.rank ? x.d[axis] : 1));
+  cu_line(C, 2, "if (j < 0 || j >= %lldLL) { primc_status = 3; continue; }", (long long)(x.rank ? x.d[axis] : 1));
+  cu_line(C, 2, "long long r_ = i, src = %lldLL;", (long long)(strided ? r[2] : 0));
+  cu_line(C, 2, "for (int d = %d; d >= 0; d--) {", ix.rank - 1);
+  cu_line(C, 3, "const long long c = r_ %% id[d];");
+  cu_line(C, 3, "r_ /= id[d];");
+  cu_line(C, 3, "src += (d == %d ? j : c) * xs[d];", axis);
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "((%s *)a0)[i] = ((const %s *)a1)[src];", E, E);
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
+static pc_status render_gather(cctx *C, const kir_kernel *k) { return render_gather_any(C, k, 0); }
+static pc_status render_gather_strided(cctx *C, const kir_kernel *k) { return render_gather_any(C, k, 1); }
+
+/* scatter: [dtype, x, idx, upd, out shapes, axis, idx dtype, mode]; bufs out, x, idx, upd.
+ * One thread per line of x along the axis: it copies the line, then applies the
+ * updates that land in it in index order, as the CPU kernel does. */
+static pc_status render_scatter(cctx *C, const kir_kernel *k) {
+  shp x, ix, up, o;
+  const int64_t *r = get_shape(get_shape(get_shape(get_shape(k->params + 1, &x), &ix), &up), &o);
+  pc_dtype dt = (pc_dtype)k->params[0], idt = (pc_dtype)r[1];
+  int axis = (int)r[0], mode = (int)r[2];
+  int64_t len = x.rank ? x.d[axis] : 1, lines = len ? numel(&x) / len : 0;
+  const char *E = cu_bits_type(pc_dtype_size(dt));
+  call_signature(C, k, CU_BLOCK, cu_clamp_grid(lines, CU_BLOCK));
+  put_dims(C, "xd", &x);
+  put_dims(C, "id", &ix);
+  put_strides(C, "xs", &x);
+  put_strides(C, "is", &ix);
+  put_strides(C, "us", &up);
+  cu_line(C, 1, "PC_GRID_STRIDE(l, %lldLL) {", (long long)lines);
+  cu_line(C, 2, "long long r_ = l, xo = 0, io = 0, uo = 0;");
+  cu_line(C, 2, "bool hit = true;");
+  cu_line(C, 2, "for (int d = %d; d >= 0; d--) {", x.rank - 1);
+  cu_line(C, 3, "if (d == %d) continue;", axis);
+  cu_line(C, 3, "const long long c = r_ %% xd[d];");
+  cu_line(C, 3, "r_ /= xd[d];");
+  cu_line(C, 3, "xo += c * xs[d], io += c * is[d], uo += c * us[d];");
+  cu_line(C, 3, "hit = hit && c < id[d];");
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "if (a0 != a1)");
+  cu_line(C, 3, "for (long long a = 0; a < %lldLL; a++) ((%s *)a0)[xo + a * xs[%d]] = ((const %s *)a1)[xo + a * xs[%d]];",
+       (long long)len, E, axis, E, axis);
+  cu_line(C, 2, "if (!hit) continue;");
+  cu_line(C, 2, "for (long long t = 0; t < %lldLL; t++) {", (long long)(ix.rank ? ix.d[axis] : 1));
+  cu_line(C, 3, "const long long ii = io + t * is[%d], ui = uo + t * us[%d];", axis, axis);
+  fprintf(C->f, "      long long j = ");
+  put_get(C, idt, "a2", "ii");
+  fprintf(C->f, ";\n");
+  cu_line(C, 3, "if (j < 0) j += %lldLL;", (long long)len);
+  cu_line(C, 3, "if (j < 0 || j >= %lldLL) { primc_status = 3; break; }", (long long)len);
+  cu_line(C, 3, "const long long di = xo + j * xs[%d];", axis);
+  if (mode == 0) {
+    cu_line(C, 3, "((%s *)a0)[di] = ((const %s *)a3)[ui];", E, E);
+  } else {
+    int fl = pc_dtype_is_float(dt);
+    const char *V = fl ? "double" : "long long";
+    fprintf(C->f, "      const %s a = ", V);
+    put_get(C, dt, "a0", "di");
+    fprintf(C->f, ", b = ");
+    put_get(C, dt, "a3", "ui");
+    fprintf(C->f, ";\n");
+    static const char *const fops[] = {"", "a + b", "a * b", "fmax(a, b)", "fmin(a, b)"};
+    static const char *const iops[] = {"", "(long long)((unsigned long long)a + (unsigned long long)b)",
+                                       "(long long)((unsigned long long)a * (unsigned long long)b)", "a > b ? a : b",
+                                       "a < b ? a : b"};
+    if (mode < 1 || mode > 4) return cu_fail_kernel(C, "%s: unknown scatter reduce", "scatter");
+    put_set(C, 3, dt, "a0", "di", fl ? fops[mode] : iops[mode]);
+  }
+  cu_line(C, 2, "}");
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
+/* outer (dims before axis), len (axis), inner (dims after) */
+static void split_axis(const shp *s, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int i = 0; i < axis; i++) *outer *= s->d[i];
+  for (int i = axis + 1; i < s->rank; i++) *inner *= s->d[i];
+  *len = s->rank ? s->d[axis] : 1;
+}
+
+/* cumsum: [dtype, x, out shapes, axis, exclusive, reverse]; one thread per line, in double / wrapping int64 */
+static pc_status render_cumsum(cctx *C, const kir_kernel *k) {
+  shp x, o;
+  const int64_t *r = get_shape(get_shape(k->params + 1, &x), &o);
+  pc_dtype dt = (pc_dtype)k->params[0];
+  int axis = (int)r[0], excl = (int)r[1], rev = (int)r[2], fl = pc_dtype_is_float(dt);
+  int64_t outer, len, inner;
+  split_axis(&x, axis, &outer, &len, &inner);
+  call_signature(C, k, CU_BLOCK, cu_clamp_grid(outer * inner, CU_BLOCK));
+  cu_line(C, 1, "PC_GRID_STRIDE(l, %lldLL) {", (long long)(outer * inner));
+  cu_line(C, 2, "const long long a = l / %lldLL, c = l %% %lldLL;", (long long)inner, (long long)inner);
+  cu_line(C, 2, "%s s = 0;", fl ? "double" : "unsigned long long");
+  cu_line(C, 2, "for (long long t = 0; t < %lldLL; t++) {", (long long)len);
+  char pos[64];
+  if (rev) snprintf(pos, sizeof pos, "(%lldLL - 1 - t)", (long long)len);
+  else snprintf(pos, sizeof pos, "t");
+  cu_line(C, 3, "const long long i = (a * %lldLL + %s) * %lldLL + c;", (long long)len, pos, (long long)inner);
+  fprintf(C->f, "      const %s v = %s", fl ? "double" : "unsigned long long", fl ? "" : "(unsigned long long)");
+  put_get(C, dt, "a1", "i");
+  fprintf(C->f, ";\n");
+  if (!excl) cu_line(C, 3, "s += v;");
+  put_set(C, 3, dt, "a0", "i", fl ? "s" : "(long long)s");
+  if (excl) cu_line(C, 3, "s += v;");
+  cu_line(C, 2, "}");
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
+/* sort / topk: [dtype, x, values, indices shapes, axis, descending, k (-1: all)]; bufs values, indices, x, scratch.
+ * One thread per element: its rank in the stable order (NaN last either way) is where it goes. */
+static pc_status render_sort(cctx *C, const kir_kernel *k) {
+  shp x, vs, is;
+  const int64_t *r = get_shape(get_shape(get_shape(k->params + 1, &x), &vs), &is);
+  pc_dtype dt = (pc_dtype)k->params[0];
+  int axis = (int)r[0], desc = (int)r[1], fl = pc_dtype_is_float(dt);
+  if (axis < 0) axis += x.rank;
+  int64_t outer, len, inner;
+  split_axis(&x, axis, &outer, &len, &inner);
+  int64_t kk = r[2] < 0 ? len : r[2];
+  const char *V = fl ? "double" : "long long", *E = cu_bits_type(pc_dtype_size(dt));
+  call_signature(C, k, CU_BLOCK, cu_clamp_grid(outer * inner * len, CU_BLOCK));
+  cu_line(C, 1, "PC_GRID_STRIDE(e, %lldLL) {", (long long)(outer * inner * len));
+  cu_line(C, 2, "const long long i = e %% %lldLL, l = e / %lldLL, a = l / %lldLL, c = l %% %lldLL;", (long long)len,
+       (long long)len, (long long)inner, (long long)inner);
+  cu_line(C, 2, "const long long base = a * %lldLL + c, yi = base + i * %lldLL;", (long long)(len * inner), (long long)inner);
+  fprintf(C->f, "    const %s y = ", V);
+  put_get(C, dt, "a2", "yi");
+  fprintf(C->f, ";\n");
+  cu_line(C, 2, "long long rank = 0;");
+  cu_line(C, 2, "for (long long j = 0; j < %lldLL; j++) {", (long long)len);
+  cu_line(C, 3, "if (j == i) continue;");
+  cu_line(C, 3, "const long long zi = base + j * %lldLL;", (long long)inner);
+  fprintf(C->f, "      const %s z = ", V);
+  put_get(C, dt, "a2", "zi");
+  fprintf(C->f, ";\n");
+  cu_line(C, 3, "const bool zn = z != z, yn = y != y;");
+  cu_line(C, 3, "const int cmp = (zn || yn) ? (int)zn - (int)yn : %s((z > y) - (z < y));", desc ? "-" : "");
+  cu_line(C, 3, "rank += cmp < 0 || (cmp == 0 && j < i);");
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "if (rank < %lldLL) {", (long long)kk);
+  cu_line(C, 3, "const long long oi = (a * %lldLL + rank) * %lldLL + c;", (long long)kk, (long long)inner);
+  cu_line(C, 3, "((%s *)a0)[oi] = ((const %s *)a2)[yi];", E, E);
+  cu_line(C, 3, "((long long *)a1)[oi] = i;");
+  cu_line(C, 2, "}");
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
+/* fft: [dtype, in shape, out shape, type (0 fft, 1 ifft, 2 rfft, 3 irfft), length] with numpy's
+ * conventions; one thread per output element, a direct DFT in double */
+static pc_status render_fft(cctx *C, const kir_kernel *k) {
+  shp in, out;
+  const int64_t *r = get_shape(get_shape(k->params + 1, &in), &out);
+  int type = (int)r[0];
+  long long n = r[1], mi = in.rank ? in.d[in.rank - 1] : 1, mo = out.rank ? out.d[out.rank - 1] : 1;
+  long long rows = mi ? numel(&in) / mi : 0, m = type == 3 ? n : mi;
+  if (type < 0 || type > 3 || n < 1) return cu_fail_kernel(C, "%s: bad fft parameters", "fft");
+  int cin = type != 2, cout = type != 3;
+  call_signature(C, k, CU_BLOCK, cu_clamp_grid(rows * mo, CU_BLOCK));
+  cu_line(C, 1, "PC_GRID_STRIDE(e, %lldLL) {", rows * mo);
+  cu_line(C, 2, "const long long row = e / %lldLL, k = e %% %lldLL;", mo, mo);
+  cu_line(C, 2, "const float *src = (const float *)a1 + row * %lldLL;", mi * (cin ? 2 : 1));
+  cu_line(C, 2, "double sr = 0, si = 0;");
+  cu_line(C, 2, "for (long long t = 0; t < %lldLL; t++) {", m < n ? m : n);
+  if (type == 3) { /* hermitian extension of the n/2+1 inputs; X[0] and X[n/2] taken real */
+    cu_line(C, 3, "const bool up = t > %lldLL;", n / 2);
+    cu_line(C, 3, "const long long u = up ? %lldLL - t : t;", n);
+    cu_line(C, 3, "double re = u < %lldLL ? src[2 * u] : 0.0, im = u < %lldLL ? src[2 * u + 1] : 0.0;", mi, mi);
+    cu_line(C, 3, "if (u == 0 || (%d && u == %lldLL)) im = 0.0;", n % 2 == 0, n / 2);
+    cu_line(C, 3, "if (up) im = -im;");
+  } else if (cin) {
+    cu_line(C, 3, "const double re = t < %lldLL ? src[2 * t] : 0.0, im = t < %lldLL ? src[2 * t + 1] : 0.0;", mi, mi);
+  } else {
+    cu_line(C, 3, "const double re = t < %lldLL ? src[t] : 0.0, im = 0.0;", mi);
+  }
+  cu_line(C, 3, "double s_, c_;");
+  cu_line(C, 3, "sincos(%d.0 * 6.283185307179586 * (double)((k * t) %% %lldLL) / %lld.0, &s_, &c_);",
+       type == 1 || type == 3 ? 1 : -1, n, n);
+  cu_line(C, 3, "sr += re * c_ - im * s_;");
+  cu_line(C, 3, "si += re * s_ + im * c_;");
+  cu_line(C, 2, "}");
+  const char *scale = type == 1 || type == 3 ? " / " : "";
+  char sc[32] = "";
+  if (*scale) snprintf(sc, sizeof sc, " / %lld.0", n);
+  if (cout) {
+    cu_line(C, 2, "((float *)a0)[e * 2] = (float)(sr%s);", sc);
+    cu_line(C, 2, "((float *)a0)[e * 2 + 1] = (float)(si%s);", sc);
+  } else {
+    cu_line(C, 2, "((float *)a0)[e] = (float)(sr%s);", sc);
+  }
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
+/* random: [dtype, out shape, normal, seed, a, b (double bits)]; element i draws philox(i, seed) as in
+ * the interpreter: uniform a + (b - a) u kept below b, normal a + b sqrt(-2 ln(1 - u1)) cos(2 pi u2) */
+static pc_status render_random(cctx *C, const kir_kernel *k) {
+  shp o;
+  const int64_t *r = get_shape(k->params + 1, &o);
+  pc_dtype dt = (pc_dtype)k->params[0];
+  int normal = (int)r[0], fl = pc_dtype_is_float(dt);
+  uint64_t seed = (uint64_t)r[1];
+  double a, b;
+  memcpy(&a, &r[2], 8);
+  memcpy(&b, &r[3], 8);
+  if (dt == PC_c64) return cu_fail_kernel(C, "%s: random is not defined on c64", "random");
+  int64_t n = numel(&o);
+  call_signature(C, k, CU_BLOCK, cu_clamp_grid(n, CU_BLOCK));
+  cu_line(C, 1, "const double a = %.17g, b = %.17g;", a, b);
+  cu_line(C, 1, "PC_GRID_STRIDE(i, %lldLL) {", (long long)n);
+  cu_line(C, 2, "unsigned r[4];");
+  cu_line(C, 2, "pc_philox((unsigned)i, (unsigned)((unsigned long long)i >> 32), %uu, %uu, r);", (unsigned)seed,
+       (unsigned)(seed >> 32));
+  cu_line(C, 2, "const double u = pc_unit(r[0], r[1]);");
+  if (normal) cu_line(C, 2, "double v = a + b * sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * pc_unit(r[2], r[3]));");
+  else cu_line(C, 2, "double v = a + (b - a) * u;");
+  if (!fl && !normal) cu_line(C, 2, "v = floor(v) >= b ? ceil(b) - 1.0 : floor(v);");
+  if (!fl && dt != PC_bool) /* saturating, as the interpreter stores doubles into ints */
+    cu_line(C, 2, "v = v != v ? 0.0 : v <= (double)%s ? (double)%s : v >= (double)%s ? (double)%s : v;", cu_types[dt].lo,
+         cu_types[dt].lo, cu_types[dt].hi, cu_types[dt].hi);
+  put_set(C, 2, dt, "a0", "i", fl || dt == PC_bool ? "v" : "(long long)v");
+  if (fl && !normal) { /* rounding may have reached b: the next value down */
+    const char *E = cu_bits_type(pc_dtype_size(dt));
+    fprintf(C->f, "    if (");
+    put_get(C, dt, "a0", "i");
+    fprintf(C->f, " >= b) {\n");
+    cu_line(C, 3, "%s bits = ((%s *)a0)[i];", E, E);
+    cu_line(C, 3, "const %s sign = (%s)((%s)1 << %d);", E, E, E, (int)(8 * pc_dtype_size(dt) - 1));
+    cu_line(C, 3, "bits = ((bits & sign) || (bits & (%s)~sign) == 0) ? (%s)(((bits & (%s)~sign) + 1) | sign) : (%s)(bits - 1);",
+         E, E, E, E);
+    cu_line(C, 3, "((%s *)a0)[i] = bits;", E);
+    cu_line(C, 2, "}");
+  }
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
+typedef pc_status (*call_fn)(cctx *C, const kir_kernel *k);
+
+/* the host side would have to read the count back from the device to report the output's
+ * dims (primc_cuda_model_desc has no output_dims): CPU only for now */
+static pc_status render_nonzero(cctx *C, const kir_kernel *k) {
+  (void)k;
+  return cu_fail_kernel(C, "the size of its result depends on the data: %s compiles for the CPU only, not for CUDA",
+                     "nonzero");
+}
+
+/* the runtime calls of codegen/calls.def (primc_k_<name> on the CPU) by row: a CUDA rendering (or, for
+ * nonzero, a refusal saying why); NULL for the host-only ones (dot_packed and maxpool, which host
+ * compiles alone make), named in the error */
+static const call_fn call_rules[KC_COUNT] = {
+    [KC_copy] = render_copy,       [KC_dot] = render_dot,       [KC_conv] = render_conv, [KC_gather] = render_gather,
+    [KC_scatter] = render_scatter, [KC_cumsum] = render_cumsum, [KC_sort] = render_sort,  [KC_fft] = render_fft,
+    [KC_random] = render_random,   [KC_gather_strided] = render_gather_strided, [KC_nonzero] = render_nonzero,
+};
+_Static_assert(KC_COUNT == 13, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
+                               "then raise the count");
+
+pc_status cu_render_call(cctx *C, const kir_kernel *k) {
+  if (call_rules[k->call]) return call_rules[k->call](C, k);
+  const char *what = k->n_nodes ? pc_prim(k->nodes[0]->op)->name : kir_call_name(k->call);
+  return cu_fail_kernel(C, "%s has no CUDA kernel yet", what);
+}
