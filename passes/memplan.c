@@ -159,13 +159,15 @@ static int inplace_ok(const pc_graph *g, const liveness *L, int lo, int hi, int 
   return 1;
 }
 
-/* a buffer whose value is read last by kernel t, of v's size and element type, that v may take over */
-static int donor(const pc_graph *g, const liveness *L, slot *s, const int *act, int na, const slot *v, int node) {
+/* A buffer whose value is read last by kernel t, of v's size and element type, that v may take over.
+ * by_last[t] chains the slots read last by kernel t (through next_last), earliest first, so the search
+ * looks at those only, not at every live slot (an unrolled RNN keeps thousands live). */
+static int donor(const pc_graph *g, const liveness *L, slot *s, const int *by_last, const int *next_last,
+                 const slot *v, int node) {
   int lo, hi;
   kernel_range(g, L, node, v->def, &lo, &hi);
-  for (int a = 0; a < na; a++) {
-    int j = act[a];
-    if (s[j].donated || s[j].last != v->def || s[j].size != v->size) continue;
+  for (int j = v->def >= 0 ? by_last[v->def] : -1; j >= 0; j = next_last[j]) {
+    if (s[j].donated || s[j].size != v->size) continue;
     if (pc_dtype_size(s[j].v->type.dtype) != pc_dtype_size(v->v->type.dtype)) continue;
     if (inplace_ok(g, L, lo, hi, v->def, s[j].v, v->v)) return j;
   }
@@ -205,10 +207,13 @@ static pc_status place(pc_graph *g, const liveness *L) {
    * below look at these only (over every slot placed so far they were quadratic: a 27x27x27 MaxPool's
    * 40,000 prims took 18 s under the sanitizers) */
   int *act = calloc((size_t)g->n_values + 1, sizeof *act);
-  if (!s || !act) {
-    free(s), free(act);
+  int *next_last = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  int *by_last = malloc(sizeof(int) * ((size_t)g->n_nodes + 1)), *tail = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+  if (!s || !act || !next_last || !by_last || !tail) {
+    free(s), free(act), free(next_last), free(by_last), free(tail);
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   }
+  for (int t = 0; t <= g->n_nodes; t++) by_last[t] = tail[t] = -1;
   int64_t top = 0;
   /* values in kernel order, as the nodes list them */
   for (int i = 0; i < g->n_nodes; i++) {
@@ -218,7 +223,7 @@ static pc_status place(pc_graph *g, const liveness *L) {
       if (v->storage != PC_STORE_WORKSPACE) continue;
       int64_t bytes = value_bytes(g, v);
       if (bytes < 0) {
-        free(s), free(act);
+        free(s), free(act), free(next_last), free(by_last), free(tail);
         return pc_node_fail(g, nd, PC_ERR_UNSUPPORTED, "result has an unbounded symbolic dim: bound it (--dim NAME=LO..HI)");
       }
       slot *me = &s[n];
@@ -227,7 +232,7 @@ static pc_status place(pc_graph *g, const liveness *L) {
       for (int a = 0; a < na; a++)
         if (s[act[a]].last >= me->def) act[kept++] = act[a];
       na = kept;
-      int d = donor(g, L, s, act, na, me, i);
+      int d = donor(g, L, s, by_last, next_last, me, i);
       if (d >= 0) {
         s[d].donated = 1;
         me->off = s[d].off;
@@ -235,13 +240,19 @@ static pc_status place(pc_graph *g, const liveness *L) {
         me->off = best_fit(s, act, na, me);
       }
       na = act_insert(s, act, na, n);
+      next_last[n] = -1;
+      if (me->last >= 0 && me->last <= g->n_nodes) {
+        if (tail[me->last] >= 0) next_last[tail[me->last]] = n;
+        else by_last[me->last] = n;
+        tail[me->last] = n;
+      }
       v->offset = me->off;
       if (me->off + align_up(bytes) > top) top = me->off + align_up(bytes);
       n++;
     }
   }
   g->workspace_size = top;
-  free(s), free(act);
+  free(s), free(act), free(next_last), free(by_last), free(tail);
   return PC_OK;
 }
 
