@@ -167,7 +167,11 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
    * the 2-D runtime conv asks for (a padded copy of the input for stride-1 convs) */
   const pc_type *w = &n->in[1]->type, *o = &n->out[0]->type;
   int64_t cols = w->dims[1];
-  for (int d = 2; d < w->rank; d++) cols *= w->dims[d] * o->dims[d];
+  for (int d = 2; d < w->rank; d++) /* checked: a 2^31-tap ConvTranspose kernel overflowed the product */
+    if (__builtin_mul_overflow(cols, w->dims[d], &cols) || __builtin_mul_overflow(cols, o->dims[d], &cols) ||
+        cols > PC_MAX_NUMEL)
+      return pc_node_fail(p->g, n, PC_ERR_RANGE, "the conv's im2col scratch would hold more than %lld floats",
+                          (long long)PC_MAX_NUMEL);
   primc_conv2d c2;
   primc_conv_plan plain, packed;
   if (primc_conv2d_of_params(k->params, &c2) && kir_conv_plan(p, &c2, 0, &plain)) {
