@@ -42,6 +42,9 @@ struct primc_model {
   /* read when importing */
   api_dim *dims;
   int n_dims;
+  pc_const_input *consts; /* --const: values malloc'ed, names in const_names */
+  char (*const_names)[256];
+  int n_consts;
   char *weights_file;
   int64_t mem_limit;
   /* the source, kept so that every compile after the first can import it again */
@@ -128,6 +131,9 @@ void primc_model_free(primc_model *m) {
   free_io(m);
   for (int i = 0; i < m->n_dims; i++) free(m->dims[i].name);
   free(m->dims);
+  for (int i = 0; i < m->n_consts; i++) pc_tensor_free(&m->consts[i].value);
+  free(m->consts);
+  free(m->const_names);
   char **strs[] = {&m->weights_file, &m->cpu, &m->triple, &m->gpu_arch, &m->name, &m->runtime_dir, &m->autotune_cache};
   for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) free(*strs[i]);
   free(m);
@@ -192,6 +198,32 @@ primc_status primc_model_set_dim_spec(primc_model *m, const char *spec) {
   return primc_model_set_dim_range(m, name, lo, hi);
 }
 
+primc_status primc_model_set_const_spec(primc_model *m, const char *spec) {
+  NEED_M(m);
+  if (before_load(m, "const")) return PRIMC_STATUS_USAGE;
+  pc_const_input c;
+  char name[256], err[512];
+  if (!pc_const_spec_parse(spec, &c, name, sizeof name, err, sizeof err))
+    return fail(m, PRIMC_STATUS_USAGE, "const %s (expected NAME=VALUE: 3, 1.5, true or 1,2,3)", err);
+  int at = 0;
+  while (at < m->n_consts && strcmp(m->const_names[at], name)) at++;
+  if (at == m->n_consts) {
+    pc_const_input *nc = realloc(m->consts, (size_t)(at + 1) * sizeof *nc);
+    if (nc) m->consts = nc;
+    char(*nn)[256] = nc ? realloc(m->const_names, (size_t)(at + 1) * sizeof *nn) : NULL;
+    if (!nn) return pc_tensor_free(&c.value), fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+    m->const_names = nn;
+    m->n_consts++;
+  } else {
+    pc_tensor_free(&m->consts[at].value);
+  }
+  memcpy(m->const_names[at], name, sizeof name);
+  c.name = m->const_names[at];
+  m->consts[at] = c;
+  for (int i = 0; i < m->n_consts; i++) m->consts[i].name = m->const_names[i]; /* the names moved with realloc */
+  return PRIMC_STATUS_OK;
+}
+
 primc_status primc_model_set_weights_file(primc_model *m, const char *path) {
   NEED_M(m);
   if (before_load(m, "weights file")) return PRIMC_STATUS_USAGE;
@@ -212,7 +244,7 @@ static pc_graph *import(const primc_model *m) {
   pc_dim_binding *b = calloc((size_t)m->n_dims + 1, sizeof *b);
   if (!b) return NULL;
   for (int i = 0; i < m->n_dims; i++) b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi};
-  pc_import_opts io = {b, m->n_dims, m->weights_file, NULL, 0, NULL, 0, m->mem_limit};
+  pc_import_opts io = {b, m->n_dims, m->weights_file, m->consts, m->n_consts, NULL, 0, m->mem_limit, 0};
   pc_graph *g = m->path ? pc_model_load(m->path, &io) : pc_onnx_load_buffer(m->bytes, m->n_bytes, m->dir, &io);
   free(b);
   if (g) g->mem_limit = m->mem_limit;

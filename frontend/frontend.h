@@ -13,8 +13,20 @@ typedef struct pc_dim_binding {
  * importer makes it a constant, so ops that need those values at compile time can read them */
 typedef struct pc_const_input {
   const char *name;  /* the graph input's name */
-  pc_tensor value;   /* dtype and rank must match the input's declaration, and every fixed dim */
+  pc_tensor value;   /* rank must match the input's declaration, and every fixed dim; another dtype is
+                        converted when every element converts exactly (floats may round) */
+  int from_numbers;  /* value is f64 numbers as a user spelled them (rank 0 or 1): shaped to the input's
+                        dims (one of them may be unknown) and converted to its dtype */
 } pc_const_input;
+
+/* "NAME=VALUE" of --const: VALUE is a number (3, -0.5, true) or a list (1,2,3 or [1,2,3]); out->value is
+ * malloc'ed f64 (free it with pc_tensor_free), out->name points into name. 1 on success, else 0 with err set */
+int pc_const_spec_parse(const char *spec, pc_const_input *out, char *name, size_t name_size, char *err,
+                        size_t errlen);
+/* the tensor an input declared dt[dims] (rank -1: not declared; a dim < 0: not fixed) takes for ci: *out's
+ * data is ci's own or allocated in g. A value that does not fit fails g naming the input. */
+pc_status pc_const_input_fit(pc_graph *g, const char *name, const pc_const_input *ci, pc_dtype dt, int rank,
+                             const int64_t *dims, pc_tensor *out);
 
 /* a graph input of sequence or optional type: sequences exist only at import time (lists of
  * values), so their length and element types are fixed at compile time; element k becomes the
@@ -36,6 +48,7 @@ typedef struct pc_import_opts {
   const pc_seq_input *seqs;     /* ONNX: sequence / optional graph inputs */
   int n_seqs;
   int64_t mem_limit;            /* ONNX: bytes of constants folded at import; 0: none */
+  int inputs_only;              /* ONNX: read the graph inputs and stop (primc inputs): no nodes, no outputs */
 } pc_import_opts;
 
 /* Each returns a graph (NULL only when out of memory); on failure the graph's

@@ -435,22 +435,28 @@ static const pc_dim_binding *find_binding(const pc_import_opts *o, const char *n
   return NULL;
 }
 
+/* the symbol naming dim k of a graph input, NULL for a fixed dim: its dim_param, else (no dim_param, "?",
+ * or -1 as some exporters write) "INPUT.dimK", the name `primc inputs` shows and --dim takes */
+static const char *dim_symbol(const char *in_name, int k, const Onnx__TensorShapeProto__Dimension *d, char *buf,
+                              size_t n) {
+  if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value != -1) return NULL;
+  if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && *d->dim_param &&
+      strcmp(d->dim_param, "?") != 0)
+    return d->dim_param;
+  snprintf(buf, n, "%s.dim%d", in_name, k);
+  return buf;
+}
+
 /* one dim of a graph input: concrete, or a symbol (bound by --dim when given) */
 static pc_status input_dim(ox_loader *L, const char *in_name, int k, const Onnx__TensorShapeProto__Dimension *d,
                            int64_t *out) {
   char buf[256];
-  const char *sym = NULL;
-  if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+  const char *sym = dim_symbol(in_name, k, d, buf, sizeof buf);
+  if (!sym) {
     if (d->dim_value < 0 || d->dim_value > OX_MAX_NUMEL)
       return pc_fail(L->g, PC_ERR_RANGE, "input '%s': dim %d is %lld", in_name, k, (long long)d->dim_value);
     *out = d->dim_value;
     return PC_OK;
-  }
-  if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && *d->dim_param)
-    sym = d->dim_param;
-  else {
-    snprintf(buf, sizeof buf, "%s_dim%d", in_name, k);
-    sym = buf;
   }
   const pc_dim_binding *b = find_binding(L->opts, sym);
   if (b && b->lo == b->hi) {
@@ -464,6 +470,29 @@ static pc_status input_dim(ox_loader *L, const char *in_name, int k, const Onnx_
   return PC_OK;
 }
 
+/* a --dim naming no dim of any graph input is a typo the user would otherwise learn of far later */
+static pc_status check_bindings(ox_loader *L, const Onnx__GraphProto *gp) {
+  for (int i = 0; L->opts && i < L->opts->n_dims; i++) {
+    const char *want = L->opts->dims[i].name ? L->opts->dims[i].name : "";
+    int found = 0;
+    for (size_t j = 0; j < gp->n_input && !found; j++) {
+      const Onnx__ValueInfoProto *vi = gp->input[j];
+      const Onnx__TypeProto *tp = vi->type;
+      const Onnx__TensorShapeProto *sh =
+          tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type ? tp->tensor_type->shape : NULL;
+      for (size_t k = 0; sh && k < sh->n_dim && !found; k++) {
+        char buf[256];
+        const char *sym = dim_symbol(vi->name ? vi->name : "", (int)k, sh->dim[k], buf, sizeof buf);
+        found = sym && strcmp(sym, want) == 0;
+      }
+    }
+    if (!found)
+      return pc_fail(L->g, PC_ERR_ATTR, "--dim %s: no input of the model has a dim of that name (`primc inputs` "
+                     "lists them)", want);
+  }
+  return PC_OK;
+}
+
 static const pc_const_input *find_const_input(const pc_import_opts *o, const char *name) {
   for (int i = 0; o && i < o->n_consts; i++)
     if (o->consts[i].name && strcmp(o->consts[i].name, name) == 0) return &o->consts[i];
@@ -473,22 +502,22 @@ static const pc_const_input *find_const_input(const pc_import_opts *o, const cha
 /* a graph input specialized to a constant: its value must fit the declared type */
 static pc_status add_const_input(ox_loader *L, const char *nm, const Onnx__TypeProto__Tensor *tt,
                                  const pc_const_input *ci) {
-  const pc_tensor *v = &ci->value;
   pc_dtype dt;
-  if (!ox_dtype_from_onnx(tt->elem_type, &dt) || dt != v->dtype)
-    return pc_fail(L->g, PC_ERR_TYPE, "input '%s': the constant given for it is %s, the input is %s", nm,
-                   pc_dtype_name(v->dtype), ox_onnx_type_name(tt->elem_type));
+  if (!ox_dtype_from_onnx(tt->elem_type, &dt))
+    return pc_fail(L->g, PC_ERR_UNSUPPORTED, "input '%s': element type %s (%d) is not supported", nm,
+                   ox_onnx_type_name(tt->elem_type), tt->elem_type);
   const Onnx__TensorShapeProto *sh = tt->shape;
-  if (sh && (int)sh->n_dim != v->rank)
-    return pc_fail(L->g, PC_ERR_SHAPE, "input '%s': the constant given for it has rank %d, the input %zu", nm,
-                   v->rank, sh->n_dim);
-  for (int k = 0; sh && k < v->rank; k++) {
+  if (sh && sh->n_dim > PC_MAX_RANK)
+    return pc_fail(L->g, PC_ERR_RANGE, "input '%s': rank %zu exceeds %d", nm, sh->n_dim, PC_MAX_RANK);
+  int64_t dims[PC_MAX_RANK];
+  for (int k = 0; sh && k < (int)sh->n_dim; k++) {
     const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
-    if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value != v->dims[k])
-      return pc_fail(L->g, PC_ERR_SHAPE, "input '%s': dim %d of the constant given for it is %lld, the input's %lld",
-                     nm, k, (long long)v->dims[k], (long long)d->dim_value);
+    char buf[256];
+    dims[k] = dim_symbol(nm, k, d, buf, sizeof buf) ? -1 : d->dim_value;
   }
-  pc_value *c = pc_const(L->g, pc_type_make(v->dtype, v->rank, v->dims), v->data);
+  pc_tensor v;
+  if (pc_const_input_fit(L->g, nm, ci, dt, sh ? (int)sh->n_dim : -1, dims, &v) != PC_OK) return L->g->status;
+  pc_value *c = pc_const(L->g, pc_type_make(v.dtype, v.rank, v.dims), v.data);
   return c ? map_put(L, nm, c) : L->g->status;
 }
 
@@ -752,7 +781,8 @@ static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
   pc_graph *g = L->g;
   if (gp->n_sparse_initializer) return pc_fail(g, PC_ERR_UNSUPPORTED, "sparse initializers are not supported");
   if (ox_validate_graph(g, gp, "") != PC_OK) return g->status;
-  for (size_t i = 0; i < gp->n_initializer && g->status == PC_OK; i++) {
+  int only_inputs = L->opts && L->opts->inputs_only;
+  for (size_t i = 0; i < gp->n_initializer && g->status == PC_OK && !only_inputs; i++) {
     pc_set_origin(g, NULL);
     add_initializer(L, gp->initializer[i], i < L->n_raw ? &L->raw[i] : NULL);
   }
@@ -763,6 +793,8 @@ static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
     if (!L->opts->consts[i].name || !is_graph_input(gp, L->opts->consts[i].name))
       return pc_fail(g, PC_ERR_ATTR, "constant input '%s': the model has no graph input of that name",
                      L->opts->consts[i].name ? L->opts->consts[i].name : "");
+  if (g->status == PC_OK) check_bindings(L, gp);
+  if (only_inputs) return g->status;
   for (size_t i = 0; i < gp->n_node && g->status == PC_OK; i++) import_node(L, gp->node[i], i);
   pc_set_origin(g, NULL);
   for (size_t i = 0; i < gp->n_output && g->status == PC_OK; i++) {

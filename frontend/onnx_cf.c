@@ -48,7 +48,35 @@ static const Onnx__GraphProto *cf_body(ox_ctx *c, const char *attr) {
 }
 
 /* the message the conformance runner and users read when an input must be known at compile time */
+/* the first graph input v is computed from, NULL when none (a walk up its producers) */
+static const char *graph_input_of(pc_graph *g, pc_value *v) {
+  unsigned char *seen = v ? calloc((size_t)g->n_values + 1, 1) : NULL;
+  pc_value **stack = seen ? malloc(sizeof *stack * ((size_t)g->n_values + 1)) : NULL;
+  const char *found = NULL;
+  int n = 0;
+  if (stack) stack[n++] = v, seen[v->id] = 1;
+  while (n > 0 && !found) {
+    pc_value *u = stack[--n];
+    if (!u->producer) {
+      for (int i = 0; i < g->n_inputs && !found; i++)
+        if (g->inputs[i] == u) found = u->name;
+      continue;
+    }
+    for (int i = 0; i < u->producer->n_in; i++) {
+      pc_value *w = u->producer->in[i];
+      if (w && w->id < g->n_values && !seen[w->id]) seen[w->id] = 1, stack[n++] = w;
+    }
+  }
+  free(stack);
+  free(seen);
+  return found;
+}
+
 static pc_status need_const(ox_ctx *c, int i, const char *why) {
+  const char *src = graph_input_of(c->g, ox_in(c, i));
+  if (src)
+    return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: %s: input %d ('%s') must be a compile-time constant; it "
+                   "depends on graph input '%s' (fix it with --const %s=VALUE)", why, i, c->node->input[i], src, src);
   return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: %s: input %d ('%s') must be a compile-time constant", why, i,
                  c->node->input[i]);
 }

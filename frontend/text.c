@@ -46,6 +46,11 @@ pc_graph *pc_text_load(const char *path, const pc_import_opts *opts) {
     if (g) pc_fail(g, PC_ERR_IO, "%s", why);
     return g;
   }
+  if (opts && opts->n_consts) {
+    pc_graph *g = pc_graph_new();
+    if (g) pc_fail(g, PC_ERR_UNSUPPORTED, "%s: --const is for ONNX models (a text graph can write the constant)", path);
+    return g;
+  }
   pc_parse_opts po = {pc_aten_hook, NULL};
   pc_graph *g = pc_graph_parse(text, len, path, &po);
   free(text);

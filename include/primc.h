@@ -84,6 +84,10 @@ primc_status primc_model_set_dim(primc_model *m, const char *name, int64_t value
 primc_status primc_model_set_dim_range(primc_model *m, const char *name, int64_t lo, int64_t hi);
 /* the same from the command line's spelling: "NAME=N" or "NAME=LO..HI" */
 primc_status primc_model_set_dim_spec(primc_model *m, const char *spec);
+/* fixes ONNX graph input NAME to a constant, spelled as `primc compile --const` takes it: "mode=1",
+ * "scale=0.5", "flag=true", "axes=0,2" (converted to the input's dtype where exact, shaped to its dims); the
+ * input leaves the compiled code's inputs, and what depends on it (an If on a mode flag) is folded */
+primc_status primc_model_set_const_spec(primc_model *m, const char *spec);
 /* .safetensors weights of a text graph's constant(key=...) nodes */
 primc_status primc_model_set_weights_file(primc_model *m, const char *path);
 /* refuse a model needing more than bytes at run time (workspace, weights, inputs and outputs) or at

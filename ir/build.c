@@ -62,6 +62,14 @@ static int broadcast_dim(int64_t a, int64_t b, int64_t *out) {
   return 1;
 }
 
+/* a dim as a user wrote it: its size, or its symbol's name */
+static const char *dim_text(const pc_graph *g, int64_t d, char *buf, size_t n) {
+  if (PC_DIM_IS_SYM(d) && PC_DIM_SYM_ID(d) < g->n_syms && g->syms[PC_DIM_SYM_ID(d)].name)
+    return g->syms[PC_DIM_SYM_ID(d)].name;
+  snprintf(buf, n, PC_DIM_IS_SYM(d) ? "?" : "%lld", (long long)d);
+  return buf;
+}
+
 int pc_broadcast_pair(pc_graph *g, pc_value **a, pc_value **b) {
   if (!*a || !*b || g->status != PC_OK) return 0;
   const pc_type *ta = &(*a)->type, *tb = &(*b)->type;
@@ -71,8 +79,11 @@ int pc_broadcast_pair(pc_graph *g, pc_value **a, pc_value **b) {
     int ia = i - (rank - ta->rank), ib = i - (rank - tb->rank);
     int64_t da = ia >= 0 ? ta->dims[ia] : 1, db = ib >= 0 ? tb->dims[ib] : 1;
     if (!broadcast_dim(da, db, &shape[i])) {
-      pc_fail(g, PC_ERR_SHAPE, "%s%sshapes of rank %d and %d cannot broadcast (dim %d: %lld vs %lld)",
-              g->origin ? g->origin : "", g->origin ? ": " : "", ta->rank, tb->rank, i, (long long)da, (long long)db);
+      char ba[32], bb[32];
+      int sym = PC_DIM_IS_SYM(da) || PC_DIM_IS_SYM(db);
+      pc_fail(g, PC_ERR_SHAPE, "%s%sshapes of rank %d and %d cannot broadcast (dim %d: %s vs %s)%s",
+              g->origin ? g->origin : "", g->origin ? ": " : "", ta->rank, tb->rank, i, dim_text(g, da, ba, sizeof ba),
+              dim_text(g, db, bb, sizeof bb), sym ? ": symbolic dims that may differ; fix them with --dim" : "");
       return 0;
     }
   }
@@ -134,8 +145,8 @@ static double to_int_range(double v, double lo, double hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* stores v converted to dtype at p */
-static void store_scalar(pc_dtype dt, void *p, double v) {
+void pc_elem_store(pc_dtype dt, void *data, int64_t i, double v) {
+  void *p = (char *)data + (size_t)i * pc_dtype_size(dt);
   switch (dt) { /* one row per storage type; a table would need a function per row anyway */
   case PC_f16: *(uint16_t *)p = pc_f32_to_f16((float)v); break;
   case PC_bf16: *(uint16_t *)p = pc_f32_to_bf16((float)v); break;
@@ -165,7 +176,7 @@ static void store_scalar(pc_dtype dt, void *p, double v) {
 pc_value *pc_scalar(pc_graph *g, pc_dtype dt, double v) {
   unsigned char buf[16];
   memset(buf, 0, sizeof buf);
-  store_scalar(dt, buf, v);
+  pc_elem_store(dt, buf, 0, v);
   return pc_const(g, pc_type_make(dt, 0, NULL), buf);
 }
 

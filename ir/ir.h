@@ -68,6 +68,9 @@ float pc_bits_f32(uint32_t u);
  * and the sub-byte ints as their stored byte); c64: the real part. Code that compares complex data reads
  * it as PC_f32 over twice the element count, so both halves count. */
 double pc_elem_f64(pc_dtype t, const void *data, int64_t i);
+/* stores v as element i of a buffer of dtype t, converted as convert_element_type converts (ints truncated
+ * and saturated, NaN to 0, bool v != 0): pc_elem_f64 reads it back */
+void pc_elem_store(pc_dtype t, void *data, int64_t i, double v);
 
 /* ---------------------------------------------------------------- shapes */
 

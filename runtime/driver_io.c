@@ -53,12 +53,28 @@ static void fill_random(primc_array *a, uint64_t *s) {
   }
 }
 
+static void dims_text(char *buf, size_t n, int rank, const int64_t *dims) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* the first difference named: dtype, rank, then the dim, with what the model was compiled for */
 static int check_input(const primc_tensor_desc *d, const primc_array *a, const char *path) {
-  int ok = (int)a->dtype == d->dtype && a->rank == d->rank;
-  for (int i = 0; ok && i < d->rank; i++) ok = a->dims[i] == d->dims[i];
-  if (!ok) fprintf(stderr, "error: %s does not match input \"%s\" (dtype %d rank %d expected)\n", path, d->name,
-                   d->dtype, d->rank);
-  return ok;
+  char want[160], got[160];
+  dims_text(want, sizeof want, d->rank, d->dims);
+  dims_text(got, sizeof got, a->rank, a->dims);
+  if ((int)a->dtype != d->dtype)
+    return fprintf(stderr, "error: %s: input \"%s\" takes dtype code %d, the file holds code %d (codes as "
+                   "NAME_INPUTi_DTYPE in the header)\n", path, d->name, d->dtype, (int)a->dtype), 0;
+  if (a->rank != d->rank)
+    return fprintf(stderr, "error: %s: input \"%s\" takes rank %d %s, the file holds rank %d %s\n", path, d->name,
+                   d->rank, want, a->rank, got), 0;
+  for (int i = 0; i < d->rank; i++)
+    if (a->dims[i] != d->dims[i])
+      return fprintf(stderr, "error: %s: input \"%s\" dim %d is %lld, the model was compiled for %lld (%s, the file "
+                     "holds %s)\n", path, d->name, i, (long long)a->dims[i], (long long)d->dims[i], want, got), 0;
+  return 1;
 }
 
 int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a) {

@@ -39,7 +39,8 @@ static const char *bench_help =
     "  --top N             kernels shown from the profile (default 10)\n"
     "  --keep DIR          build and run in DIR and keep it (executables, inputs, outputs)\n"
     "  --weights FILE      .safetensors weights for a text graph\n"
-    "  --dim NAME=N        fix a symbolic dim\n";
+    "  --dim NAME=N        fix a symbolic dim\n"
+    "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n";
 
 typedef struct bench_opts {
   const char *model, *target, *keep, *weights;
@@ -48,9 +49,7 @@ typedef struct bench_opts {
   int threads[BN_MAX_THREADS];
   uint64_t seed;
   double rtol, atol;
-  pc_dim_binding dims[PC_CLI_MAX];
-  char dim_names[PC_CLI_MAX][64];
-  int n_dims;
+  pc_cli_model read; /* --dim, --const */
 } bench_opts;
 
 /* a compiled build of the model; speedups are against the first */
@@ -134,7 +133,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
     }
     int has_value = !strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--seed") || !strcmp(a, "--target") ||
                     !strcmp(a, "--rtol") || !strcmp(a, "--atol") || !strcmp(a, "--top") || !strcmp(a, "--keep") ||
-                    !strcmp(a, "--weights") || !strcmp(a, "--dim");
+                    !strcmp(a, "--weights") || !strcmp(a, "--dim") || !strcmp(a, "--const");
     if (has_value && !(v = value(argc, argv, &i))) return 2;
     if (!has_value && a[0] == '-' && a[1]) return fprintf(stderr, "primc bench: unknown option '%s'\n%s", a, bench_help), 2;
     if (!has_value) {
@@ -151,10 +150,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
     else if (!strcmp(a, "--top")) o->top = atoi(v);
     else if (!strcmp(a, "--keep")) o->keep = v;
     else if (!strcmp(a, "--weights")) o->weights = v;
-    else if (o->n_dims >= PC_CLI_MAX ||
-             !pc_cli_parse_dim(v, &o->dims[o->n_dims], o->dim_names[o->n_dims], sizeof o->dim_names[0]))
-      return pc_cli_usage_error(bench_help, "bad --dim (expected NAME=N)");
-    else o->n_dims++;
+    else if (pc_cli_model_option(&o->read, a, v) < 0)
+      return 2;
   }
   if (!o->model) return pc_cli_usage_error(bench_help, "missing MODEL");
   if (strcmp(o->target, "cpu") != 0) {
@@ -191,7 +188,7 @@ static void drop_dir(const bench_run *b) {
 /* ---------------------------------------------------------------- model, inputs, interpreter */
 
 static pc_graph *load(const bench_opts *o) {
-  pc_import_opts io = {o->dims, o->n_dims, o->weights, NULL, 0, NULL, 0, 0};
+  pc_import_opts io = pc_cli_import_opts(&o->read, o->weights, 0);
   pc_graph *g = pc_model_load(o->model, &io);
   if (!g) fprintf(stderr, "primc: error: out of memory loading %s\n", o->model);
   else if (g->status != PC_OK) fprintf(stderr, "primc: error: %s\n", pc_error(g)), pc_graph_free(g), g = NULL;
@@ -502,6 +499,7 @@ int pc_cmd_bench(int argc, char **argv) {
   for (int i = 0; b->g && i < b->g->n_inputs; i++) pc_tensor_free(&b->ins[i]);
   for (int i = 0; b->g && i < b->g->n_outputs; i++) pc_tensor_free(&b->ref[i]);
   pc_graph_free(b->g);
+  pc_cli_model_free(&b->o.read);
   free(b);
   return rc;
 }

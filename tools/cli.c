@@ -58,6 +58,53 @@ int64_t pc_cli_default_mem_limit(void) {
   return kb > 0 ? (int64_t)kb * 1024 : 0;
 }
 
+int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
+  int dim = !strcmp(a, "--dim");
+  if (!dim && strcmp(a, "--const")) return 0;
+  if (!v) return fprintf(stderr, "primc: option '%s' needs a value\n", a), -1;
+  if (dim) {
+    if (m->n_dims >= PC_CLI_MAX || !pc_cli_parse_dim(v, &m->dims[m->n_dims], m->dim_names[m->n_dims], sizeof m->dim_names[0]))
+      return fprintf(stderr, "primc: bad --dim '%s' (expected NAME=N or NAME=LO..HI)\n", v), -1;
+    m->n_dims++;
+    return 1;
+  }
+  if (m->n_consts >= PC_CLI_MAX) return fprintf(stderr, "primc: more than %d --const options\n", PC_CLI_MAX), -1;
+  pc_const_input *c = &m->consts[m->n_consts];
+  char *name = m->const_names[m->n_consts], err[512];
+  size_t len = strlen(v), nl = strcspn(v, "=");
+  if (len > 4 && !strcmp(v + len - 4, ".npy") && v[nl] == '=' && nl > 0 && nl < sizeof m->const_names[0]) {
+    primc_array arr;
+    if (primc_npy_read(v + nl + 1, &arr, err, sizeof err) != 0) return fprintf(stderr, "primc: --const %s\n", err), -1;
+    memset(c, 0, sizeof *c);
+    memcpy(name, v, nl);
+    name[nl] = 0;
+    c->name = name;
+    c->value.dtype = (pc_dtype)arr.dtype;
+    c->value.rank = arr.rank;
+    memcpy(c->value.dims, arr.dims, sizeof c->value.dims);
+    c->value.data = arr.data;
+  } else if (!pc_const_spec_parse(v, c, name, sizeof m->const_names[0], err, sizeof err)) {
+    return fprintf(stderr, "primc: bad --const %s (expected NAME=VALUE: 3, 1.5, true, 1,2,3 or FILE.npy)\n", err), -1;
+  }
+  m->n_consts++;
+  return 1;
+}
+
+void pc_cli_model_free(pc_cli_model *m) {
+  for (int i = 0; i < m->n_consts; i++) pc_tensor_free(&m->consts[i].value);
+  m->n_consts = 0;
+}
+
+void pc_cli_free(pc_cli *cli) { pc_cli_model_free(&cli->model); }
+
+pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, int64_t mem_limit) {
+  pc_import_opts o;
+  memset(&o, 0, sizeof o);
+  o.dims = m->dims, o.n_dims = m->n_dims, o.weights_path = weights;
+  o.consts = m->consts, o.n_consts = m->n_consts, o.mem_limit = mem_limit;
+  return o;
+}
+
 /* value of an option that takes one: "--x V" */
 static const char *opt_value(int argc, char **argv, int *i) {
   if (*i + 1 >= argc) return NULL;
@@ -92,14 +139,11 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
     } else if (!strcmp(a, "--seed")) {
       if (!(v = opt_value(argc, argv, &i))) goto missing;
       cli->seed = strtoull(v, NULL, 10);
-    } else if (!strcmp(a, "--dim")) {
-      if (!(v = opt_value(argc, argv, &i))) goto missing;
-      if (cli->n_dims >= PC_CLI_MAX || !pc_cli_parse_dim(v, &cli->dims[cli->n_dims], cli->dim_names[cli->n_dims], sizeof cli->dim_names[0])) {
-        fprintf(stderr, "primc: bad --dim '%s' (expected NAME=N or NAME=LO..HI)\n", v);
+    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const")) {
+      if (pc_cli_model_option(&cli->model, a, opt_value(argc, argv, &i)) < 0) {
         cli->exit_code = 2;
         return 1;
       }
-      cli->n_dims++;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "primc: unknown option '%s'\n%s", a, help);
       cli->exit_code = 2;
@@ -122,7 +166,7 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
 }
 
 pc_graph *pc_cli_load_model(const pc_cli *cli) {
-  pc_import_opts o = {cli->dims, cli->n_dims, cli->weights, NULL, 0, NULL, 0, cli->mem_limit};
+  pc_import_opts o = pc_cli_import_opts(&cli->model, cli->weights, cli->mem_limit);
   pc_graph *g = pc_model_load(cli->pos[0], &o);
   if (!g) {
     fprintf(stderr, "primc: error: out of memory loading %s\n", cli->pos[0]);

@@ -6,6 +6,22 @@
 
 #define PC_CLI_MAX 64
 
+/* the options that say how a model is read, shared by the subcommands: --dim and --const */
+typedef struct pc_cli_model {
+  pc_dim_binding dims[PC_CLI_MAX];
+  char dim_names[PC_CLI_MAX][64];
+  int n_dims;
+  pc_const_input consts[PC_CLI_MAX]; /* values malloc'ed: pc_cli_model_free */
+  char const_names[PC_CLI_MAX][64];
+  int n_consts;
+} pc_cli_model;
+
+/* option a with its value v (NULL when a was the last argument): 1 when a is --dim or --const and v is
+ * good, 0 when a is neither, -1 when v is bad (the error printed) */
+int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v);
+void pc_cli_model_free(pc_cli_model *m);
+pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, int64_t mem_limit);
+
 typedef struct pc_cli {
   char *pos[PC_CLI_MAX]; /* positional arguments */
   int n_pos;
@@ -14,9 +30,7 @@ typedef struct pc_cli {
   const char *save_weights; /* --save-weights */
   int random_inputs;        /* --random-inputs */
   uint64_t seed;            /* --seed */
-  pc_dim_binding dims[PC_CLI_MAX];
-  char dim_names[PC_CLI_MAX][64];
-  int n_dims;
+  pc_cli_model model;       /* --dim, --const */
   int64_t mem_limit;        /* --mem-limit (default: pc_cli_default_mem_limit), 0: none */
   int exit_code;            /* when pc_cli_parse returns non-zero: 0 for --help, 2 for bad usage */
 } pc_cli;
@@ -32,6 +46,7 @@ int pc_cli_parse_dim(const char *s, pc_dim_binding *out, char *name, size_t name
 int pc_cli_parse_size(const char *s, int64_t *out);
 /* the memory run and compile may plan for unless told: MemAvailable of /proc/meminfo (0: unknown) */
 int64_t pc_cli_default_mem_limit(void);
+void pc_cli_free(pc_cli *cli);
 /* loads pos[0]; prints the error and returns NULL on failure */
 pc_graph *pc_cli_load_model(const pc_cli *cli);
 /* fills one tensor per graph input from n .npy paths, or random data */

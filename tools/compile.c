@@ -38,7 +38,9 @@ static const char *compile_help =
     "                      cached per CPU model, so a second compile times nothing. Host code only\n"
     "  --autotune-cache FILE  the cache (default: $PRIMC_AUTOTUNE_CACHE, else\n"
     "                      $XDG_CACHE_HOME/primc/autotune.txt, else ~/.cache/primc/autotune.txt)\n"
-    "  --dim NAME=N        fix a symbolic dim\n"
+    "  --dim NAME=N        fix a symbolic dim (`primc inputs MODEL` names them)\n"
+    "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy): it is no\n"
+    "                      longer an input, and what depends on it is folded\n"
     "  --mem-limit SIZE    refuse a model needing more memory at run time (workspace, weights, inputs\n"
     "                      and outputs); bytes or K/M/G, 0: none (default: the memory available now)\n";
 
@@ -47,9 +49,7 @@ typedef struct compile_opts {
   int opt, unfused, report, profile, cuda_graphs, nvrtc_check, autotune;
   const char **models; /* every MODEL argument (--nvrtc-check takes several) */
   int n_models;
-  pc_dim_binding dims[PC_CLI_MAX];
-  char dim_names[PC_CLI_MAX][64];
-  int n_dims;
+  pc_cli_model read; /* --dim, --const */
   int64_t mem_limit;
 } compile_opts;
 
@@ -104,11 +104,8 @@ static int parse(int argc, char **argv, compile_opts *o) {
     } else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
       if (!pc_cli_parse_size(argv[++i], &o->mem_limit))
         return pc_cli_usage_error(compile_help, "bad --mem-limit (bytes, or with K, M, G; 0: none)");
-    } else if (!strcmp(a, "--dim") && i + 1 < argc) {
-      if (o->n_dims >= PC_CLI_MAX ||
-          !pc_cli_parse_dim(argv[++i], &o->dims[o->n_dims], o->dim_names[o->n_dims], sizeof o->dim_names[0]))
-        return pc_cli_usage_error(compile_help, "bad --dim (expected NAME=N or NAME=LO..HI)");
-      o->n_dims++;
+    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const")) {
+      if (pc_cli_model_option(&o->read, a, i + 1 < argc ? argv[++i] : NULL) < 0) return 2;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "primc: unknown option '%s'\n", a);
       return 2;
@@ -136,7 +133,7 @@ static double now_s(void) {
 #define CHECK_BATCH 16 /* models per NVRTC program in --nvrtc-check */
 
 static pc_graph *load_and_lower(const compile_opts *o, const char *model) {
-  pc_import_opts io = {o->dims, o->n_dims, o->weights_file, NULL, 0, NULL, 0, o->mem_limit};
+  pc_import_opts io = pc_cli_import_opts(&o->read, o->weights_file, o->mem_limit);
   pc_graph *g = pc_model_load(model, &io);
   pc_pipeline_opts po = {0};
   po.opt_level = o->opt;
@@ -180,6 +177,7 @@ int pc_cmd_compile(int argc, char **argv) {
   int rc = parse(argc, argv, &o);
   if (rc < 0) rc = o.nvrtc_check ? nvrtc_check(&o) : compile_one(&o);
   free(o.models);
+  pc_cli_model_free(&o.read);
   return rc;
 }
 
@@ -200,7 +198,7 @@ static int compile_one(const compile_opts *op) {
   pc_codegen_opts co = {0};
   if (!emit_kind(o.emit, &co.emit)) return pc_cli_usage_error(compile_help, "bad --emit");
   double t0 = now_s();
-  pc_import_opts io = {o.dims, o.n_dims, o.weights_file, NULL, 0, NULL, 0, o.mem_limit};
+  pc_import_opts io = pc_cli_import_opts(&o.read, o.weights_file, o.mem_limit);
   pc_graph *g = pc_model_load(o.model, &io);
   if (!g) return fprintf(stderr, "primc: error: out of memory\n"), 1;
   g->mem_limit = o.mem_limit;

@@ -488,8 +488,8 @@ static int specialize_more(const cf_set *s, const char *need, pc_import_opts *o,
       const pc_tensor *t = shape_input(s, nm);
       if (!named && (pass == 0 ? !pc_dtype_is_int(t->dtype) : pc_dtype_is_int(t->dtype) || pc_tensor_numel(t) != 1)) continue;
       snprintf(names[o->n_consts], sizeof names[0], "%s", nm);
-      consts[o->n_consts].name = names[o->n_consts];
-      consts[o->n_consts++].value = *t;
+      consts[o->n_consts] = (pc_const_input){names[o->n_consts], *t, 0};
+      o->n_consts++;
     }
   return o->n_consts > before;
 }

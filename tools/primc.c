@@ -8,6 +8,7 @@
 #include "tools/cli.h"
 #include "tools/cmds.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 static int cmd_run(int argc, char **argv);
 static int cmd_dump(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
+static int cmd_inputs(int argc, char **argv);
 
 typedef struct command {
   const char *name;
@@ -24,6 +26,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"run", cmd_run, "interpret a model on .npy inputs (or random ones) and write .npy outputs"},
+    {"inputs", cmd_inputs, "list a model's inputs: dtypes, dims, and the name --dim takes for each dim not fixed"},
     {"dump", cmd_dump, "print the prim graph of a model (after passes with -O, kernels with --kernels)"},
     {"compile", pc_cmd_compile, "compile a model to an executable, object + header, shared library or LLVM IR"},
     {"conformance", pc_cmd_conformance, "run the ONNX backend node tests through the importer"},
@@ -44,6 +47,54 @@ static int cmd_version(int argc, char **argv) {
   return 0;
 }
 
+/* ---- inputs */
+
+static const char *inputs_help =
+    "usage: primc inputs MODEL [--dim NAME=N|LO..HI ...] [--const NAME=VALUE ...]\n"
+    "  Lists the model's inputs, each with its dtype and dims, without importing its nodes. A dim the\n"
+    "  model does not fix is shown by the name --dim takes for it: its dim_param, else INPUT.dimK\n"
+    "  (dims written as -1, \"?\" or left unnamed). Then each such dim with its range.\n"
+    "  --dim, --const      as for compile: shows what the model's inputs become with them\n";
+
+static void put_dim(const pc_graph *g, int64_t d) {
+  if (!PC_DIM_IS_SYM(d)) printf("%lld", (long long)d);
+  else if (PC_DIM_SYM_ID(d) < g->n_syms && g->syms[PC_DIM_SYM_ID(d)].name) printf("%s", g->syms[PC_DIM_SYM_ID(d)].name);
+  else printf("?");
+}
+
+static int cmd_inputs(int argc, char **argv) {
+  pc_cli cli;
+  if (pc_cli_parse(&cli, argc, argv, inputs_help) != 0) return pc_cli_free(&cli), cli.exit_code;
+  if (cli.n_pos != 1) return pc_cli_free(&cli), pc_cli_usage_error(inputs_help, "expected one MODEL");
+  pc_import_opts o = pc_cli_import_opts(&cli.model, cli.weights, cli.mem_limit);
+  o.inputs_only = 1;
+  pc_graph *g = pc_model_load(cli.pos[0], &o);
+  int rc = !g || g->status != PC_OK;
+  if (rc) fprintf(stderr, "primc: error: %s\n", g ? pc_error(g) : "out of memory");
+  int width = 4;
+  for (int i = 0; !rc && i < g->n_inputs; i++) {
+    int n = g->inputs[i]->name ? (int)strlen(g->inputs[i]->name) : 0;
+    width = n > width && n < 40 ? n : width;
+  }
+  for (int i = 0; !rc && i < g->n_inputs; i++) {
+    const pc_type *t = &g->inputs[i]->type;
+    printf("input %-*s %s[", width, g->inputs[i]->name ? g->inputs[i]->name : "?", pc_dtype_name(t->dtype));
+    for (int d = 0; d < t->rank; d++) printf("%s", d ? ", " : ""), put_dim(g, t->dims[d]);
+    printf("]\n");
+  }
+  for (int i = 0; !rc && i < cli.model.n_consts; i++) printf("const %s (--const)\n", cli.model.consts[i].name);
+  if (!rc && g->n_syms) printf("dims not fixed (set with --dim NAME=N or NAME=LO..HI):\n");
+  for (int i = 0; !rc && i < g->n_syms; i++) {
+    const pc_sym *s = &g->syms[i];
+    printf("  %-*s %lld..", width + 5, s->name ? s->name : "?", (long long)s->lo);
+    if (s->hi == INT64_MAX) printf("(unbounded)\n");
+    else printf("%lld\n", (long long)s->hi);
+  }
+  pc_graph_free(g);
+  pc_cli_free(&cli);
+  return rc;
+}
+
 /* ---- run */
 
 static const char *run_help =
@@ -54,7 +105,9 @@ static const char *run_help =
     "  --seed N            seed for --random-inputs (default 1)\n"
     "  -o DIR              write outputs as DIR/out0.npy, DIR/out1.npy ... (default: print a summary only)\n"
     "  --weights FILE      .safetensors weights for a text graph\n"
-    "  --dim NAME=N        fix a symbolic dim\n"
+    "  --dim NAME=N        fix a symbolic dim (`primc inputs MODEL` names them)\n"
+    "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy): it is no\n"
+    "                      longer an input, and what depends on it is folded\n"
     "  --mem-limit SIZE    most bytes of tensors held at once (K/M/G; 0: none; default: the memory\n"
     "                      available now)\n";
 
@@ -77,10 +130,10 @@ static void print_summary(const pc_graph *g, const pc_tensor *outs) {
 
 static int cmd_run(int argc, char **argv) {
   pc_cli cli;
-  if (pc_cli_parse(&cli, argc, argv, run_help) != 0) return cli.exit_code;
-  if (cli.n_pos < 1) return pc_cli_usage_error(run_help, "missing MODEL");
+  if (pc_cli_parse(&cli, argc, argv, run_help) != 0) return pc_cli_free(&cli), cli.exit_code;
+  if (cli.n_pos < 1) return pc_cli_free(&cli), pc_cli_usage_error(run_help, "missing MODEL");
   pc_graph *g = pc_cli_load_model(&cli);
-  if (!g) return 1;
+  if (!g) return pc_cli_free(&cli), 1;
   int rc = 1;
   pc_tensor *ins = calloc((size_t)g->n_inputs + 1, sizeof *ins);
   pc_tensor *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
@@ -98,6 +151,7 @@ done:
   free(ins);
   free(outs);
   pc_graph_free(g);
+  pc_cli_free(&cli);
   return rc;
 }
 
@@ -119,7 +173,8 @@ static const char *dump_help =
     "  --memory            print the memory plan: live bytes per kernel and the peak (implies -O2)\n"
     "  --weights FILE      .safetensors weights for a text graph\n"
     "  --save-weights FILE write the graph's named constants to a .safetensors file\n"
-    "  --dim NAME=N        fix a symbolic dim\n";
+    "  --dim NAME=N        fix a symbolic dim\n"
+    "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n";
 
 typedef struct dump_flags {
   int opt, unfused, kernels, explain, memory, print_after_all, autotune;
@@ -198,10 +253,10 @@ static int cmd_dump(int argc, char **argv) {
   pc_cli cli;
   int rc = take_dump_flags(&argc, argv, &f);
   if (rc) return rc;
-  if (pc_cli_parse(&cli, argc, argv, dump_help) != 0) return cli.exit_code;
-  if (cli.n_pos != 1) return pc_cli_usage_error(dump_help, "expected one MODEL");
+  if (pc_cli_parse(&cli, argc, argv, dump_help) != 0) return pc_cli_free(&cli), cli.exit_code;
+  if (cli.n_pos != 1) return pc_cli_free(&cli), pc_cli_usage_error(dump_help, "expected one MODEL");
   pc_graph *g = pc_cli_load_model(&cli);
-  if (!g) return 1;
+  if (!g) return pc_cli_free(&cli), 1;
   if (cli.save_weights && pc_safetensors_save(g, cli.save_weights) != PC_OK) {
     fprintf(stderr, "primc: error: %s\n", pc_error(g));
     rc = 1;
@@ -212,6 +267,7 @@ static int cmd_dump(int argc, char **argv) {
     rc = 1;
   }
   pc_graph_free(g);
+  pc_cli_free(&cli);
   return rc;
 }
 

@@ -92,6 +92,27 @@ def _set_dims(h, dims):
             h.call("primc_model_set_dim_spec", str(spec).encode())
 
 
+def _const_text(v):
+    """a --const value: a number, a bool, or a flat sequence of them (numpy arrays too)"""
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_const_text(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    raise TypeError(f"a const value must be a number, a bool or a flat list of them, not {type(v).__name__}")
+
+
+def _set_consts(h, consts):
+    if not consts:
+        return
+    items = consts.items() if isinstance(consts, dict) else ((None, c) for c in ([consts] if isinstance(consts, str) else consts))
+    for k, v in items:
+        h.call("primc_model_set_const_spec", (str(v) if k is None else f"{k}={_const_text(v)}").encode())
+
+
 def _load(h, model):
     """model: a path, an onnx.ModelProto (serialized) or the bytes of one"""
     if hasattr(model, "SerializeToString"):
@@ -123,10 +144,11 @@ def _configure(h, opt_level=3, target="cpu", name=None, weights_external=False, 
             h.call(fn, str(v).encode())
 
 
-def _open(model, dims, mem_limit):
+def _open(model, dims, mem_limit, consts=None):
     h = Handle()
     try:
         _set_dims(h, dims)
+        _set_consts(h, consts)
         if mem_limit:
             h.call("primc_model_set_mem_limit", int(mem_limit))
         _load(h, model)
@@ -140,21 +162,21 @@ def _infos(h, io):
     return [TensorInfo(n, c, d, dn, r) for n, c, d, dn, r in h.tensors(io)]
 
 
-def info(model, dims=None):
+def info(model, dims=None, consts=None):
     """(inputs, outputs) of a model as TensorInfo lists, without compiling it."""
-    with _open(model, dims, 0) as h:
+    with _open(model, dims, 0, consts) as h:
         return _infos(h, INPUT), _infos(h, OUTPUT)
 
 
 def compile_file(model, output, emit="exe", dims=None, opt_level=3, target="cpu", name=None, weights_external=False,
                  unfused=False, profile=False, cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, mem_limit=0,
-                 autotune=False):
+                 autotune=False, consts=None):
     """Compiles model to a file, as `primc compile` does: emit is exe, obj (OUT.o + OUT.h), lib (a shared library
     + its header), llvm, asm or cuda; target cpu or cuda (NVRTC at compile time, the driver at run time only);
     autotune: conv rows timed here, cached per CPU model (`primc compile --autotune`). Returns output."""
     if emit not in EMIT:
         raise Error(f"emit {emit!r} is not one of {', '.join(EMIT)}", "usage")
-    with _open(model, dims, mem_limit) as h:
+    with _open(model, dims, mem_limit, consts) as h:
         _configure(h, opt_level, target, name, weights_external, unfused, profile, cpu, triple, gpu_arch, cuda_graphs,
                    autotune)
         h.call("primc_model_compile", EMIT[emit], os.fsencode(output))
@@ -162,17 +184,19 @@ def compile_file(model, output, emit="exe", dims=None, opt_level=3, target="cpu"
 
 
 def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=None, *, name="model",
-            weights_external=False, unfused=False, profile=False, mem_limit=0):
+            weights_external=False, unfused=False, profile=False, mem_limit=0, consts=None):
     """Compiles model (an ONNX path, an onnx.ModelProto or its bytes) to a shared library in out_dir (a temporary
     dir, removed with the module, by default) and returns it loaded as a callable Module.
 
     dims: {"batch": 4} or ["batch=4"] fixes symbolic dims (every input dim must be fixed to compile);
+    consts: {"mode": 1} or ["mode=1"] fixes inputs to constants, as `primc compile --const` (they are then
+    no longer inputs of the module);
     threads: the module's thread pool size (default: $PRIMC_NUM_THREADS, else every CPU);
     profile: time every kernel, read back with Module.profile()."""
     if target != "cpu":
         raise Error(f"target {target!r}: a module runs on numpy arrays on the CPU; compile CUDA code to a file "
                     "with primc.compile_file(model, out, target='cuda')", "usage")
-    with _open(model, dims, mem_limit) as h:
+    with _open(model, dims, mem_limit, consts) as h:
         ins = _infos(h, INPUT)
         for t in ins:
             for d, n, (lo, hi) in zip(t.shape, t.dim_names, t.ranges):

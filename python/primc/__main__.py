@@ -21,6 +21,8 @@ def _parser():
     c.add_argument("--emit", choices=list(EMIT), default="exe")
     c.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=3, metavar="0..3")
     c.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="fix a symbolic dim (repeatable)")
+    c.add_argument("--const", action="append", default=[], metavar="NAME=VALUE",
+                   help="fix an input to a constant (repeatable)")
     c.add_argument("--target", choices=["cpu", "cuda"], default="cpu")
     c.add_argument("--weights", choices=["embedded", "external"], default="embedded")
     c.add_argument("--name", help="C prefix of the entry points")
@@ -33,6 +35,7 @@ def _parser():
     i = sub.add_parser("inputs", help="list a model's inputs and outputs")
     i.add_argument("model")
     i.add_argument("--dim", action="append", default=[], metavar="NAME=N")
+    i.add_argument("--const", action="append", default=[], metavar="NAME=VALUE")
     return p
 
 
@@ -47,10 +50,10 @@ def main(argv=None):
             compile_file(a.model, a.output, emit=a.emit, dims=a.dim, opt_level=a.opt_level, target=a.target,
                          name=a.name, weights_external=a.weights == "external", unfused=a.unfused,
                          profile=a.profile, cpu=a.cpu, triple=a.triple, gpu_arch=a.gpu_arch,
-                         cuda_graphs=a.cuda_graphs)
+                         cuda_graphs=a.cuda_graphs, consts=a.const)
             return 0
         if a.cmd == "inputs":
-            ins, outs = info(a.model, dims=a.dim)
+            ins, outs = info(a.model, dims=a.dim, consts=a.const)
             for what, ts in (("input", ins), ("output", outs)):
                 for k, t in enumerate(ts):
                     print(f"{what} {k}: {t.name} {t.dtype_name}[{t._dims_text()}]")

@@ -50,6 +50,7 @@ def _declare(lib):
         "primc_model_set_dim": (c_int, [m, c_char_p, c_int64]),
         "primc_model_set_dim_range": (c_int, [m, c_char_p, c_int64, c_int64]),
         "primc_model_set_dim_spec": (c_int, [m, c_char_p]),
+        "primc_model_set_const_spec": (c_int, [m, c_char_p]),
         "primc_model_set_weights_file": (c_int, [m, c_char_p]),
         "primc_model_set_mem_limit": (c_int, [m, c_int64]),
         "primc_model_load_file": (c_int, [m, c_char_p]),

@@ -103,6 +103,22 @@ def test_symbolic_dims_fixed_by_dict_or_spec():
     assert primc.info(model, dims={"batch": (2, 8)})[0][0].ranges[0] == (2, 8)
 
 
+def test_consts_fix_a_mode_input():
+    """tests/data/inputs/switch.onnx: an If on input 'mode' picks branches of different shapes; the reference is
+    numpy's (tests/ref/gen_inputs_refs.py), one per mode"""
+    d = os.path.join(SRC, "tests", "data", "inputs")
+    x, bias = np.load(os.path.join(d, "x.npy")), np.load(os.path.join(d, "bias.npy"))
+    dims = {"batch": 2, "x.dim2": 4, "x.dim3": 5, "bias.dim0": 5}
+    for consts, mode in (({"mode": 1}, 1), (["mode=0"], 0), ({"mode": np.int64(1)}, 1), ({"mode": False}, 0)):
+        m = primc.compile(os.path.join(d, "switch.onnx"), dims=dims, consts=consts)
+        assert [t.name for t in m.inputs] == ["x", "bias"]
+        close(m(x, bias), np.load(os.path.join(d, f"expected_mode{mode}.npy")), rtol=1e-5, atol=1e-6)
+    with pytest.raises(primc.Error, match="--const mode=VALUE"):
+        primc.compile(os.path.join(d, "switch.onnx"), dims=dims)
+    with pytest.raises(primc.Error, match="is not exactly a i64"):
+        primc.compile(os.path.join(d, "switch.onnx"), dims=dims, consts={"mode": 1.5})
+
+
 def test_unfixed_dim_is_an_error_naming_it():
     with pytest.raises(primc.Error, match="batch") as e:
         primc.compile(sym_model())

@@ -9,7 +9,7 @@ P=$B/primc
 
 expect_exit 0 "version" "$P" version
 grep -q '^primc ' "$tmp/out" || bad "version text" "$(cat "$tmp/out")"
-for c in run dump compile conformance bench; do
+for c in run dump compile conformance bench inputs; do
   expect_exit 0 "$c --help" "$P" "$c" --help
   grep -q "usage: primc $c" "$tmp/out" || bad "$c --help text" "$(head -n 1 "$tmp/out")"
 done
@@ -184,5 +184,55 @@ if PRIMC_LDFLAGS="${PRIMC_LDFLAGS:-} -fsanitize=address" "$P" compile models/mlp
 else
   bad "compile mlp with -fsanitize=address" "failed"
 fi
+
+# primc inputs names every dim the model leaves open (a dim_param, -1, "?" and an empty dim), --dim takes those
+# names and refuses one the model lacks, and --const fixes the mode input that selects between If branches of
+# different shapes; the two builds match numpy's reference for each mode (tests/ref/gen_inputs_refs.py)
+D=tests/data/inputs
+expect_exit 0 "inputs lists the inputs" "$P" inputs $D/switch.onnx
+want='input x    f32[batch, 3, x.dim2, x.dim3]
+input mode i64[]
+input bias f32[bias.dim0]
+dims not fixed (set with --dim NAME=N or NAME=LO..HI):
+  batch     1..(unbounded)
+  x.dim2    1..(unbounded)
+  x.dim3    1..(unbounded)
+  bias.dim0 1..(unbounded)'
+[ "$(cat "$tmp/out")" = "$want" ] && ok "inputs names -1, ? and empty dims" || bad "inputs text" "$(cat "$tmp/out")"
+expect_exit 0 "inputs with --const and --dim" "$P" inputs $D/switch.onnx --const mode=1 --dim batch=1..8
+grep -q '^const mode' "$tmp/out" && grep -q '^  batch     1\.\.8$' "$tmp/out" && ! grep -q '^input mode' "$tmp/out" &&
+  ok "inputs shows --const and --dim applied" || bad "inputs with options" "$(cat "$tmp/out")"
+dims="--dim batch=2 --dim x.dim2=4 --dim x.dim3=5 --dim bias.dim0=5"
+# shellcheck disable=SC2086
+expect_exit 1 "a branch on an input needs --const" "$P" compile $D/switch.onnx $dims -o "$tmp/sw"
+grep -q "depends on graph input 'mode' (fix it with --const mode=VALUE)" "$tmp/err" && ok "the error names --const mode" ||
+  bad "If on an input: error text" "$(cat "$tmp/err")"
+expect_exit 1 "--dim of an unknown name" "$P" compile $D/switch.onnx --dim btach=2 -o "$tmp/sw"
+grep -q -- '--dim btach: no input of the model has a dim of that name' "$tmp/err" && ok "--dim typo named" ||
+  bad "--dim typo text" "$(cat "$tmp/err")"
+for m in 0 1; do
+  mkdir -p "$tmp/sw$m"
+  # shellcheck disable=SC2086
+  if "$P" compile $D/switch.onnx $dims --const mode=$m -o "$tmp/sw$m/m" >/dev/null 2>"$tmp/err" &&
+    "$tmp/sw$m/m" $D/x.npy $D/bias.npy -o "$tmp/sw$m" >/dev/null 2>&1 &&
+    python3 tests/compare_npy.py "$tmp/sw$m/out0.npy" $D/expected_mode$m.npy --rtol 1e-5 --atol 1e-6 >/dev/null 2>&1
+  then ok "--const mode=$m build matches numpy"; else bad "--const mode=$m build" "$(head -c 300 "$tmp/err")"; fi
+done
+# the executable names the input, the dim, the size given and the size it was compiled for
+python3 -c "import numpy as np; np.save('$tmp/x3.npy', np.zeros((3, 3, 4, 5), np.float32))"
+expect_exit 1 "compiled: wrong batch refused" "$tmp/sw1/m" "$tmp/x3.npy" $D/bias.npy -o "$tmp/sw1"
+grep -q 'input "x" dim 0 is 3, the model was compiled for 2 (\[2,3,4,5\], the file holds \[3,3,4,5\])' "$tmp/err" &&
+  ok "wrong input dim: the message names it" || bad "wrong input dim text" "$(cat "$tmp/err")"
+mkdir -p "$tmp/swr"
+if "$P" run $D/switch.onnx $D/x.npy $D/bias.npy --const mode=$D/mode1.npy --dim x.dim3=5 --dim bias.dim0=5 \
+  -o "$tmp/swr" >/dev/null 2>&1 &&
+  python3 tests/compare_npy.py "$tmp/swr/out0.npy" $D/expected_mode1.npy --rtol 1e-5 --atol 1e-6 >/dev/null 2>&1
+then ok "run --const NAME=FILE.npy matches numpy"; else bad "run --const .npy" "failed or differs"; fi
+for c in "mode=1.5:is not exactly a i64" "mode=1,2:2 numbers given" "nosuch=1:no graph input of that name"; do
+  # shellcheck disable=SC2086
+  expect_exit 1 "--const ${c%%:*} refused" "$P" compile $D/switch.onnx $dims --const "${c%%:*}" -o "$tmp/swx"
+  grep -q "${c#*:}" "$tmp/err" || bad "--const ${c%%:*} text" "$(cat "$tmp/err")"
+done
+expect_exit 2 "--const without a value is a usage error" "$P" compile $D/switch.onnx --const mode= -o "$tmp/swx"
 
 suite_end cli

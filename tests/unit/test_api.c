@@ -71,6 +71,29 @@ PC_TEST(api_symbolic_dims) {
   unlink(path);
 }
 
+/* --const through the API: the mode input leaves the inputs, set twice the last value counts, a bad spelling
+ * is a usage error and a value the input cannot hold fails the load naming it */
+PC_TEST(api_const_spec) {
+  char path[4096];
+  src_path("tests/data/inputs/switch.onnx", path, sizeof path);
+  primc_model *m = primc_model_new();
+  CHECK_INT(primc_model_set_const_spec(m, "mode=7"), PRIMC_STATUS_OK);
+  CHECK_INT(primc_model_set_const_spec(m, "mode=1"), PRIMC_STATUS_OK);
+  CHECK_INT(primc_model_set_dim_spec(m, "x.dim3=5"), PRIMC_STATUS_OK);
+  CHECK_INT(primc_model_set_dim_spec(m, "bias.dim0=5"), PRIMC_STATUS_OK);
+  if (!CHECK_INT(primc_model_load_file(m, path), PRIMC_STATUS_OK)) printf("  %s\n", primc_model_error(m));
+  CHECK_INT(primc_model_count(m, PRIMC_INPUT), 2);
+  CHECK_STR(primc_model_tensor_name(m, PRIMC_INPUT, 1), "bias");
+  CHECK_INT(primc_model_tensor_rank(m, PRIMC_OUTPUT, 0), 3); /* mode 1: the ReduceSum branch */
+  primc_model_free(m);
+  m = primc_model_new();
+  CHECK_INT(primc_model_set_const_spec(m, "mode"), PRIMC_STATUS_USAGE);
+  CHECK_INT(primc_model_set_const_spec(m, "mode=2.5"), PRIMC_STATUS_OK);
+  CHECK(primc_model_load_file(m, path) != PRIMC_STATUS_OK);
+  CHECK_CONTAINS(primc_model_error(m), "input 'mode'");
+  primc_model_free(m);
+}
+
 PC_TEST(api_errors_carry_messages) {
   char path[4096];
   primc_model *m = primc_model_new();

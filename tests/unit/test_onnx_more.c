@@ -253,8 +253,8 @@ PC_TEST(onnx_more_cumprod_reverse_exclusive) {
   tm_io in[2] = {{"x", 11, 1, {4}}, {"axis", 6, 0, {0}}}, out[1] = {{"y", 11, 1, {4}}};
   tm_attr a[2] = {{"exclusive", 'i', 1, 0, NULL}, {"reverse", 'i', 1, 0, NULL}};
   int32_t axis = 0;
-  pc_const_input ci = {"axis", tensor(PC_i32, 0, NULL, &axis)};
-  pc_import_opts o = {NULL, 0, NULL, &ci, 1, NULL, 0, 0};
+  pc_const_input ci = {"axis", tensor(PC_i32, 0, NULL, &axis), 0};
+  pc_import_opts o = {NULL, 0, NULL, &ci, 1, NULL, 0, 0, 0};
   pc_graph *g = tm_load("CumProd", 26, in, 2, out, 1, a, 2, &o);
   double x[4] = {1, 2, 3, 4};
   int64_t d[1] = {4};
@@ -275,8 +275,8 @@ static const tm_io do_in[3] = {{"x", 1, 2, {3, 4}}, {"r", 1, 0, {0}}, {"t", 9, 0
 PC_TEST(onnx_more_dropout_seeded_matches_reference) {
   float r = 0.3f;
   uint8_t t = 1;
-  pc_const_input ci[2] = {{"r", tensor(PC_f32, 0, NULL, &r)}, {"t", tensor(PC_bool, 0, NULL, &t)}};
-  pc_import_opts o = {NULL, 0, NULL, ci, 2, NULL, 0, 0};
+  pc_const_input ci[2] = {{"r", tensor(PC_f32, 0, NULL, &r), 0}, {"t", tensor(PC_bool, 0, NULL, &t), 0}};
+  pc_import_opts o = {NULL, 0, NULL, ci, 2, NULL, 0, 0, 0};
   tm_attr a[1] = {{"seed", 'i', 42, 0, NULL}};
   pc_graph *g = tm_load("Dropout", 22, do_in, 3, do_out, 2, a, 1, &o);
   if (!CHECK_MSG(g && g->status == PC_OK, "import: %s", g ? pc_error(g) : "out of memory")) {
@@ -307,8 +307,8 @@ PC_TEST(onnx_more_dropout_seeded_matches_reference) {
 PC_TEST(onnx_more_dropout_training_needs_seed) {
   float r = 0.3f;
   uint8_t t = 1;
-  pc_const_input ci[2] = {{"r", tensor(PC_f32, 0, NULL, &r)}, {"t", tensor(PC_bool, 0, NULL, &t)}};
-  pc_import_opts o = {NULL, 0, NULL, ci, 2, NULL, 0, 0};
+  pc_const_input ci[2] = {{"r", tensor(PC_f32, 0, NULL, &r), 0}, {"t", tensor(PC_bool, 0, NULL, &t), 0}};
+  pc_import_opts o = {NULL, 0, NULL, ci, 2, NULL, 0, 0, 0};
   pc_graph *g = tm_load("Dropout", 22, do_in, 3, do_out, 2, NULL, 0, &o);
   CHECK(g && g->status == PC_ERR_UNSUPPORTED);
   if (g) CHECK_CONTAINS(pc_error(g), "Dropout \"n1\": training-mode Dropout (ratio 0.3) without a seed attribute");
@@ -328,8 +328,8 @@ PC_TEST(onnx_more_const_input_needed) {
 
 PC_TEST(onnx_more_const_input_specialized) {
   int64_t axes = 1, one = 1;
-  pc_const_input ci = {"axes", tensor(PC_i64, 1, &one, &axes)};
-  pc_import_opts o = {NULL, 0, NULL, &ci, 1, NULL, 0, 0};
+  pc_const_input ci = {"axes", tensor(PC_i64, 1, &one, &axes), 0};
+  pc_import_opts o = {NULL, 0, NULL, &ci, 1, NULL, 0, 0, 0};
   pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
   CHECK(g && g->n_inputs == 1); /* the specialized input is gone */
   float x[6] = {1, 2, 3, 4, 5, 6};
@@ -340,15 +340,48 @@ PC_TEST(onnx_more_const_input_specialized) {
   pc_graph_free(g);
 }
 
-PC_TEST(onnx_more_const_input_mismatch) {
+/* the spellings of --const: "axes=1" (rank 0) fills the declared [1]; an int32 array converts to int64.
+ * expected: numpy, np.arange(1, 7).reshape(2, 3).sum(axis=1) */
+PC_TEST(onnx_more_const_input_converted) {
+  char name[16], err[128];
+  pc_const_input spelled;
+  CHECK(pc_const_spec_parse("axes=1", &spelled, name, sizeof name, err, sizeof err));
   int32_t axes32 = 1;
+  int64_t one = 1;
+  pc_const_input given[2] = {spelled, {"axes", tensor(PC_i32, 1, &one, &axes32), 0}};
+  for (int i = 0; i < 2; i++) {
+    pc_import_opts o = {NULL, 0, NULL, &given[i], 1, NULL, 0, 0, 0};
+    pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
+    CHECK_MSG(g && g->status == PC_OK && g->n_inputs == 1, "case %d: %s", i, g ? pc_error(g) : "out of memory");
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    int64_t d[2] = {2, 3};
+    pc_tensor ins[1] = {tensor(PC_f32, 2, d, x)};
+    const double want[2] = {6, 15};
+    if (g && g->status == PC_OK) run_expect(g, ins, 1, want, 2, 0);
+    pc_graph_free(g);
+  }
+  pc_tensor_free(&spelled.value);
+  /* bad spellings: an error naming the part that is wrong */
+  const char *bad[4] = {"axes", "axes=", "axes=1,,2", "axes=one"};
+  for (int i = 0; i < 4; i++) {
+    CHECK_MSG(!pc_const_spec_parse(bad[i], &spelled, name, sizeof name, err, sizeof err), "'%s' parsed", bad[i]);
+    CHECK(err[0] != 0);
+  }
+  CHECK(pc_const_spec_parse("m=[1.5,-2,true]", &spelled, name, sizeof name, err, sizeof err));
+  CHECK(spelled.value.rank == 1 && spelled.value.dims[0] == 3 && ((double *)spelled.value.data)[2] == 1);
+  pc_tensor_free(&spelled.value);
+}
+
+PC_TEST(onnx_more_const_input_mismatch) {
+  float axes_f = 1.5f;
   int64_t axes = 1, one = 1, two = 2, pair[2] = {0, 1};
-  pc_const_input bad[3] = {{"axes", tensor(PC_i32, 1, &one, &axes32)}, {"axes", tensor(PC_i64, 1, &two, pair)},
-                           {"nope", tensor(PC_i64, 1, &one, &axes)}};
-  const pc_status want[3] = {PC_ERR_TYPE, PC_ERR_SHAPE, PC_ERR_ATTR};
-  const char *needle[3] = {"input 'axes'", "input 'axes'", "constant input 'nope'"};
-  for (int i = 0; i < 3; i++) {
-    pc_import_opts o = {NULL, 0, NULL, &bad[i], 1, NULL, 0, 0};
+  double half[1] = {0.5};
+  pc_const_input bad[4] = {{"axes", tensor(PC_f32, 1, &one, &axes_f), 0}, {"axes", tensor(PC_i64, 1, &two, pair), 0},
+                           {"nope", tensor(PC_i64, 1, &one, &axes), 0}, {"axes", tensor(PC_f64, 0, NULL, half), 1}};
+  const pc_status want[4] = {PC_ERR_TYPE, PC_ERR_SHAPE, PC_ERR_ATTR, PC_ERR_RANGE};
+  const char *needle[4] = {"input 'axes'", "input 'axes'", "constant input 'nope'", "0.5, is not exactly a i64"};
+  for (int i = 0; i < 4; i++) {
+    pc_import_opts o = {NULL, 0, NULL, &bad[i], 1, NULL, 0, 0, 0};
     pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
     CHECK_MSG(g && g->status == want[i], "case %d: %s", i, g ? pc_error(g) : "out of memory");
     if (g) CHECK_CONTAINS(pc_error(g), needle[i]);
