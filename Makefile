@@ -14,7 +14,7 @@ SETUP_STAMP := $(B)/.setup-ok
 LLVM_CFLAGS  = $(shell $(LLVM_CONFIG) --cflags 2>/dev/null | sed 's/-D_GNU_SOURCE//')
 LLVM_LDFLAGS = $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null)
 ALL_CFLAGS := $(WARN) $(CFLAGS) $(SAN) -fPIC -D_GNU_SOURCE -I. -I$(GEN) -I/usr/local/cuda/include
-LIBS     = $(LLVM_LDFLAGS) -lprotobuf-c -lopenblas -lm -ldl -lpthread
+LIBS     = $(LLVM_LDFLAGS) -lprotobuf-c -lm -ldl -lpthread
 
 LIB_SRC := $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c api/*.c)
 RT_SRC  := $(wildcard runtime/*.c runtime/conv/*.c runtime/gemm/*.c)

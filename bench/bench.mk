@@ -1,4 +1,4 @@
-# bench/bench.mk: `make bench-gemm`: primc_sgemm and primc_conv2d_f32 against OpenBLAS on 1 and 2 threads (included by the Makefile).
+# bench/bench.mk: `make bench-gemm`: primc_sgemm, primc_dgemm and primc_conv2d_f32 against OpenBLAS on 1 and 2 threads (included by the Makefile).
 .PHONY: bench-gemm
 
 $(B)/gemm_bench: $(B)/bench/gemm_bench.o $(B)/libprimc_rt.a

@@ -72,20 +72,39 @@ __attribute__((target("avx512f"))) static float fma_loop512(long iters) {
   return _mm512_reduce_add_ps(s);
 }
 
+/* the same on ymm, 8 floats a lane group: for AVX2 machines, where the zmm loop would fault */
+__attribute__((target("avx2,fma"))) static float fma_loop256(long iters) {
+  __m256 acc[16], x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(0.9999999f);
+  for (int i = 0; i < 16; i++) acc[i] = _mm256_set1_ps((float)i);
+  for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+  }
+  float out[8], sum = 0;
+  __m256 s = acc[0];
+  for (int i = 1; i < 16; i++) s = _mm256_add_ps(s, acc[i]);
+  _mm256_storeu_ps(out, s);
+  for (int i = 0; i < 8; i++) sum += out[i];
+  return sum;
+}
+
 static volatile float sink;
+static int peak_zmm; /* the CPU has AVX-512 */
 
 static void peak_fn(void *ctx, int64_t b, int64_t e) {
-  for (int64_t i = b; i < e; i++) sink = fma_loop512(PEAK_ITERS / 4);
+  for (int64_t i = b; i < e; i++) sink = peak_zmm ? fma_loop512(PEAK_ITERS / 4) : fma_loop256(PEAK_ITERS / 4);
 }
 
 static void peak_all(void *ctx) { primc_parallel_for(primc_num_threads(), peak_fn, NULL); }
 static void peak_one(void *ctx) { peak_fn(NULL, 0, 1); }
 
 static void report_peak(void) {
-  double flops = 2.0 * 16 * 16 * (double)(PEAK_ITERS / 4);
+  __builtin_cpu_init();
+  peak_zmm = __builtin_cpu_supports("avx512f");
+  double flops = 2.0 * (peak_zmm ? 16 : 8) * 16 * (double)(PEAK_ITERS / 4);
   double t1 = best_time(peak_one, NULL), tn = best_time(peak_all, NULL);
-  printf("fp32 FMA loop (zmm, 16 chains): %.0f GFLOP/s on 1 thread, %.0f on %d\n\n", flops / t1 * 1e-9,
-         flops * primc_num_threads() / tn * 1e-9, primc_num_threads());
+  printf("fp32 FMA loop (%s, 16 chains): %.0f GFLOP/s on 1 thread, %.0f on %d\n\n", peak_zmm ? "zmm" : "ymm",
+         flops / t1 * 1e-9, flops * primc_num_threads() / tn * 1e-9, primc_num_threads());
 }
 
 /* ---------------------------------------------------------------- GEMM */
@@ -118,6 +137,42 @@ static void bench_gemm(const gemm_case *c) {
   gemm_run r = {c, rand_buf((size_t)(c->M * c->K)), rand_buf((size_t)(c->K * c->N)), rand_buf((size_t)(c->M * c->N))};
   double flops = 2.0 * (double)c->M * (double)c->N * (double)c->K;
   double tp = best_time(run_primc, &r), tb = best_time(run_blas, &r);
+  printf("| %-28s | %5lld %5lld %5lld | %7.1f | %7.1f | %5.2fx |\n", c->name, (long long)c->M, (long long)c->N,
+         (long long)c->K, flops / tp * 1e-9, flops / tb * 1e-9, tb / tp);
+  free(r.A), free(r.B), free(r.C);
+}
+
+/* ---------------------------------------------------------------- f64: primc_dgemm vs cblas_dgemm */
+
+typedef struct dgemm_run {
+  const gemm_case *c;
+  double *A, *B, *C;
+} dgemm_run;
+
+static double *rand_dbuf(size_t n) {
+  double *p = aligned_alloc(64, (n * sizeof *p + 63) / 64 * 64);
+  uint32_t s = 12345u + (uint32_t)n;
+  for (size_t i = 0; p && i < n; i++) s = s * 1664525u + 1013904223u, p[i] = (double)(s >> 8) / (1 << 23) - 1;
+  return p;
+}
+
+static void run_primc_d(void *ctx) {
+  dgemm_run *r = ctx;
+  const gemm_case *c = r->c;
+  primc_dgemm(0, c->tb, c->M, c->N, c->K, r->A, c->K, r->B, c->tb ? c->K : c->N, r->C, c->N);
+}
+
+static void run_blas_d(void *ctx) {
+  dgemm_run *r = ctx;
+  const gemm_case *c = r->c;
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, c->tb ? CblasTrans : CblasNoTrans, (int)c->M, (int)c->N, (int)c->K, 1.0,
+              r->A, (int)c->K, r->B, c->tb ? (int)c->K : (int)c->N, 0.0, r->C, (int)c->N);
+}
+
+static void bench_dgemm(const gemm_case *c) {
+  dgemm_run r = {c, rand_dbuf((size_t)(c->M * c->K)), rand_dbuf((size_t)(c->K * c->N)), rand_dbuf((size_t)(c->M * c->N))};
+  double flops = 2.0 * (double)c->M * (double)c->N * (double)c->K;
+  double tp = best_time(run_primc_d, &r), tb = best_time(run_blas_d, &r);
   printf("| %-28s | %5lld %5lld %5lld | %7.1f | %7.1f | %5.2fx |\n", c->name, (long long)c->M, (long long)c->N,
          (long long)c->K, flops / tp * 1e-9, flops / tb * 1e-9, tb / tp);
   free(r.A), free(r.B), free(r.C);
@@ -249,6 +304,14 @@ int main(int argc, char **argv) {
   printf("| GEMM (C = A B, B^T for linears) | M N K | primc GFLOP/s | OpenBLAS GFLOP/s | speedup |\n");
   printf("| --- | --- | ---: | ---: | ---: |\n");
   for (size_t i = 0; i < sizeof gemms / sizeof gemms[0]; i++) bench_gemm(&gemms[i]);
+  static const gemm_case dgemms[] = {
+      {"f64 square 256", 256, 256, 256, 0},
+      {"f64 square 512", 512, 512, 512, 0},
+      {"f64 linear 768->768", 128, 768, 768, 1},
+  };
+  printf("\n| f64 GEMM (primc_dgemm: compiled models link no BLAS) | M N K | primc GFLOP/s | OpenBLAS GFLOP/s | "
+         "speedup |\n| --- | --- | ---: | ---: | ---: |\n");
+  for (size_t i = 0; i < sizeof dgemms / sizeof dgemms[0]; i++) bench_dgemm(&dgemms[i]);
   static const conv_case convs[] = {
       CONV("conv1 7x7/2 3->64", 3, 224, 64, 7, 2, 3),
       CONV("layer1 3x3 64->64", 64, 56, 64, 3, 1, 1),

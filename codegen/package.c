@@ -56,7 +56,7 @@ static pc_status write_header(const kir_program *p, const char *path, const char
   FILE *f = fopen(path, "w");
   pc_graph *g = p->g;
   if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
-  fprintf(f, "/* %s.h: entry points of the model compiled by primc %s; link %s.o with libprimc_rt.a -lopenblas -lm -lpthread. */\n",
+  fprintf(f, "/* %s.h: entry points of the model compiled by primc %s; link %s.o with libprimc_rt.a -lm -lpthread. */\n",
           name, PC_VERSION, name);
   fprintf(f, "#ifndef %s_PRIMC_H\n#define %s_PRIMC_H\n\n#include <stdint.h>\n\n", name, name);
   fprintf(f, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
@@ -107,7 +107,7 @@ static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char 
   pc_argv_add(&a, "-o");
   pc_argv_add_path(&a, o->output);
   pc_argv_add_path(&a, obj);
-  const char *tail[] = {rt, "-lopenblas", "-lm", "-lpthread"};
+  const char *tail[] = {rt, "-lm", "-lpthread"};
   for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) pc_argv_add(&a, tail[i]);
   return pc_argv_run(g, "linking", &a);
 }

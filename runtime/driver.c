@@ -22,7 +22,6 @@
  */
 #include "runtime/primc_rt.h"
 
-#include <cblas.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,28 +122,6 @@ static int load_weights(const primc_model_desc *m, const cpu_opts *o, const char
   return 1;
 }
 
-/* OpenBLAS reads two settings only when it loads, before main: Debian's build picks its AVX2 kernels
- * on AVX-512 CPUs unless OPENBLAS_CORETYPE says otherwise, and it starts a worker per core, which spins
- * in sched_yield for about 0.1 s after it starts and after each call. That spinning took a core from
- * the pool through whole 2-thread benchmarks of small models (an environment that sets
- * OPENBLAS_CORETYPE, as this machine's does, skipped the re-run that set the thread count). So re-run
- * once with no OpenBLAS workers, and its AVX-512 kernels unless the environment chose others. */
-static void openblas_env(char **argv) {
-  if (getenv("PRIMC_NO_REEXEC")) return;
-  const char *threads = getenv("OPENBLAS_NUM_THREADS");
-  __builtin_cpu_init();
-  int set_core = !getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx512f");
-  if (!set_core && threads && strcmp(threads, "1") == 0) return;
-  if (set_core) setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-  setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  setenv("PRIMC_NO_REEXEC", "1", 1);
-  char self[4096]; /* the binary's own path, not /proc/self/exe: the process keeps its name */
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return;
-  self[n] = 0;
-  execv(self, argv); /* on failure, go on as we are */
-}
-
 /* The workspace in 2 MB pages where the kernel gives them on request (transparent huge pages in
  * "madvise" mode, as on this VM): a ResNet-18 run walks 67 MB of it besides 47 MB of weights, and its
  * TLB misses with 4 KB pages cost about 2% on 1 thread and 4% on 2 (runs in ABBA order, mean 14.87 ->
@@ -214,10 +191,6 @@ static int run_model(const primc_model_desc *m, const primc_driver_opts *o, cons
 
 int main(int argc, char **argv) {
   const primc_model_desc *m = primc_main_model;
-  openblas_env(argv);
-  /* our pool parallelizes; OpenBLAS's own workers would spin in sched_yield after each call, taking a
-   * core from the pool (measured: 40% of a ResNet-18 run's CPU samples on this 2-core machine) */
-  openblas_set_num_threads(1);
   primc_driver_opts o;
   cpu_opts c = {0};
   int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs, &o, cpu_flag, &c);

@@ -1,7 +1,6 @@
 /* runtime/kernels_conv.c: the conv call: its params decoded, 2-D f32 to the planned conv row (runtime/conv/), N-d by im2col + BLAS, other dtypes element by element, pairs of convs. */
 #include "runtime/kernels.h"
 
-#include <cblas.h>
 
 /* ---------------------------------------------------------------- conv */
 
@@ -67,8 +66,8 @@ static void conv_f32(const conv_desc *c, float *out, const float *x, const float
       } else {
         conv_im2col(c, x + (n * C + g * Cg) * plane, Cg, taps, P, plane, col);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Og, (int)P, (int)(Cg * taps), 1.0f,
-                  w + g * Og * Cg * taps, (int)(Cg * taps), b, (int)P, 0.0f, out + (n * O + g * Og) * P, (int)P);
+      primc_sgemm(0, 0, Og, P, Cg * taps, 1.0f, w + g * Og * Cg * taps, Cg * taps, b, P, 0.0f,
+                  out + (n * O + g * Og) * P, P);
     }
 }
 

@@ -1,7 +1,6 @@
 /* runtime/kernels_dot.c: the dot_general call: batched f32 through our GEMM (B packed at compile time or not), f64 through BLAS, other dtypes element by element, then the fused epilogue. */
 #include "runtime/kernels.h"
 
-#include <cblas.h>
 
 /* ---------------------------------------------------------------- dot_general */
 
@@ -42,7 +41,7 @@ static void dot_generic(int dt, int64_t M, int64_t N, int64_t K, const char *a, 
 /* elements of C below which the epilogue runs on the calling thread */
 #define EPI_SPLIT_ELEMS 32768
 
-/* one batch of a strided dot: f32 through our GEMM, f64 through BLAS, the rest element by element */
+/* one batch of a strided dot: f32 and f64 through our GEMMs, the rest element by element */
 typedef struct dot_job {
   const int64_t *q;
   void *const *bufs;
@@ -62,8 +61,7 @@ static void dot_batch(const dot_job *j, int64_t i) {
   else if (dt == PRIMC_F32)
     primc_sgemm(j->ta, j->tb, M, N, K, 1.0f, (const float *)ai, j->lda, (const float *)bi, j->ldb, 0.0f, (float *)oi, N);
   else
-    cblas_dgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                (int)K, 1.0, (const double *)ai, (int)j->lda, (const double *)bi, (int)j->ldb, 0.0, (double *)oi, (int)N);
+    primc_dgemm(j->ta, j->tb, M, N, K, (const double *)ai, j->lda, (const double *)bi, j->ldb, (double *)oi, N);
 }
 
 static void dot_batches(void *ctx, int64_t b, int64_t e) {

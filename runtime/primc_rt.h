@@ -295,6 +295,10 @@ void primc_sort_ms(double *t, int n);
 int primc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void primc_sgemm_reserve(void);
+/* Row-major f64 C[M][N] = op(A) * op(B) (runtime/gemm/dgemm.c): k summed in ascending order per element,
+ * whatever the thread count. Returns PRIMC_OK. */
+int primc_dgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
+                const double *B, int64_t ldb, double *C, int64_t ldc);
 
 /* Called once per finished tile of C, while it is hot: rows [m0, m0+mb), columns [n0, n0+nb); C
  * points at element (m0, n0). Tiles do not overlap and cover C; calls may come from several threads. */

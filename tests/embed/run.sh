@@ -14,7 +14,7 @@ for variant in embedded external; do
   name=m_$variant
   if "$B/primc" compile "$T/model.onnx" --emit obj --weights "$variant" --name "$name" -o "$T/$name.o" &&
     cc -std=c11 -O2 -I"$T" -DMODEL_HEADER="\"$name.h\"" -DMODEL="$name" tests/embed/main.c "$T/$name.o" \
-      "$B/libprimc_rt.a" ${PRIMC_LDFLAGS:-} -lopenblas -lm -lpthread -o "$T/app_$variant" &&
+      "$B/libprimc_rt.a" ${PRIMC_LDFLAGS:-} -lm -lpthread -o "$T/app_$variant" &&
     "$T/app_$variant" "$T/input.bin" "$T/ref.bin" "$T/$name.weights"; then
     pass=$((pass + 1))
   else

@@ -24,7 +24,7 @@ FUZZ_FLAGS   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_NODE_DIR ?= $(or $(ONNX_NODE_DIR),build/onnx-node-tests)
 FUZZ_RT      := $(filter-out runtime/driver.c runtime/cuda_driver.c,$(wildcard runtime/*.c runtime/conv/*.c runtime/gemm/*.c))
 FUZZ_HDRS    := $(wildcard ir/*.h ir/*.def frontend/*.h frontend/*.def runtime/*.h runtime/conv/*.h runtime/conv/*.def runtime/gemm/*.h runtime/gemm/*.def passes/*.h passes/*.def codegen/kir*.h codegen/calls.def codegen/autotune.h)
-FUZZ_LINK    := -lprotobuf-c -lopenblas -lm -lpthread -ldl
+FUZZ_LINK    := -lprotobuf-c -lm -lpthread -ldl
 FUZZ_RUN     := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=$(FUZZ_TIMEOUT) -print_final_stats=1
 
 $(FUZZ_B)/gen/onnx.pb-c.c: $(ONNX_PROTO)

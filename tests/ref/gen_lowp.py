@@ -86,3 +86,27 @@ save("matmul_bf16", [h.make_node("Cast", ["x"], ["xb"], to=T.BFLOAT16, name="in_
                      h.make_node("Cast", ["yb"], ["y"], to=T.FLOAT, name="out_f32")],
      [h.make_tensor_value_info("x", T.FLOAT, xa.shape)], [h.make_tensor_value_info("y", T.FLOAT, [33, 40])], [wt], [xa],
      bf16_round(bf16_round(xa).astype(np.float64) @ wb.astype(np.float64)))
+# f64 and the non-2-D f32 conv: contractions run by primc's own GEMMs (runtime/gemm/dgemm.c, primc_sgemm), not
+# a BLAS. Gemm with both operands transposed, and a batched MatMul whose K and N pass dgemm's cache blocks
+ga = rng.standard_normal((70, 37))
+gb = rng.standard_normal((45, 70))
+gc = rng.standard_normal(45)
+save("gemm_f64_trans", [h.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1, name="fc")],
+     [h.make_tensor_value_info("a", T.DOUBLE, ga.shape), h.make_tensor_value_info("b", T.DOUBLE, gb.shape)],
+     [h.make_tensor_value_info("y", T.DOUBLE, [37, 45])], [nh.from_array(gc, "c")], [ga, gb], ga.T @ gb.T + gc)
+ma = rng.standard_normal((3, 37, 300))
+mb = rng.standard_normal((300, 130))
+save("matmul_f64_blocks", [h.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
+     [h.make_tensor_value_info("a", T.DOUBLE, ma.shape), h.make_tensor_value_info("b", T.DOUBLE, mb.shape)],
+     [h.make_tensor_value_info("y", T.DOUBLE, [3, 37, 130])], [], [ma, mb], ma @ mb)
+x3 = rng.standard_normal((2, 4, 5, 6, 7)).astype(np.float32)
+w3 = (rng.standard_normal((6, 4, 3, 3, 3)) / 6).astype(np.float32)
+xp = np.pad(x3.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1), (1, 1)))
+y3 = np.zeros((2, 6, 5, 6, 7))
+for i in range(3):
+    for j in range(3):
+        for k in range(3):
+            y3 += np.einsum("ncdhw,oc->nodhw", xp[:, :, i:i + 5, j:j + 6, k:k + 7], w3[:, :, i, j, k].astype(np.float64))
+save("conv3d_f32", [h.make_node("Conv", ["x", "w"], ["y"], pads=[1] * 6, name="conv3d")],
+     [h.make_tensor_value_info("x", T.FLOAT, x3.shape)], [h.make_tensor_value_info("y", T.FLOAT, None)],
+     [nh.from_array(w3, "w")], [x3], y3.astype(np.float32))

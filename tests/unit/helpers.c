@@ -95,7 +95,7 @@ int pc_test_run_compiled(pc_graph *g, int opt_level, const pc_tensor *ins, pc_te
   o.name = "m";
   o.opt_level = opt_level;
   int ok = CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s: codegen: %s", tag, pc_error(g));
-  void *h = ok ? pc_test_link_open(obj, so, "-lopenblas -lm -lpthread", tag) : NULL;
+  void *h = ok ? pc_test_link_open(obj, so, "-lm -lpthread", tag) : NULL;
   run_fn run = h ? (run_fn)dlsym(h, "m_run") : NULL;
   const int64_t *ws_size = h ? dlsym(h, "m_workspace_size") : NULL;
   ok = ok && h && CHECK_MSG(run && ws_size, "%s: entry points missing", tag);

@@ -33,7 +33,7 @@ PC_TEST(run_null_buffers_are_status_1) {
   pc_codegen_opts o = {0};
   o.emit = PC_EMIT_OBJ, o.output = obj, o.name = "m", o.opt_level = 2;
   void *h = CHECK_MSG(pc_codegen(g, &o) == PC_OK, "codegen: %s", pc_error(g))
-                ? pc_test_link_open(obj, so, "-lopenblas -lm -lpthread", "null buffers")
+                ? pc_test_link_open(obj, so, "-lm -lpthread", "null buffers")
                 : NULL;
   run_fn run = h ? (run_fn)dlsym(h, "m_run") : NULL;
   const int64_t *wsz = h ? dlsym(h, "m_workspace_size") : NULL;

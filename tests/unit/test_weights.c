@@ -218,7 +218,7 @@ PC_TEST(weights_external_file_checked) {
   o.opt_level = 2;
   o.weights_external = 1;
   void *h = NULL;
-  if (CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s", pc_error(g))) h = pc_test_link_open(obj, so, "-lopenblas -lm", "weights");
+  if (CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s", pc_error(g))) h = pc_test_link_open(obj, so, "-lm", "weights");
   run_fn run = h ? (run_fn)dlsym(h, "wm_run") : NULL;
   load_fn load = h ? (load_fn)dlsym(h, "wm_load_weights") : NULL;
   size_t n = 0;
