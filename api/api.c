@@ -23,7 +23,7 @@ _Static_assert(PRIMC_STATUS_PARSE == (int)PC_ERR_PARSE && PRIMC_STATUS_UNSUPPORT
 _Static_assert(PRIMC_EMIT_CUDA == (int)PC_EMIT_CUDA && PRIMC_TARGET_CUDA == (int)PC_TARGET_CUDA,
                "primc_emit and primc_target mirror codegen's enums");
 
-#define API_MAX_NAME 200 /* package.c holds the entry point prefix in 256 bytes, with suffixes */
+#define API_MAX_NAME PC_MAX_ENTRY_NAME
 
 typedef struct api_dim {
   char *name;

@@ -20,6 +20,7 @@ static const struct pc_backend {
 
 pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
+  if (pc_output_check(g, opts) != PC_OK) return g->status;
   for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
     if (backends[i].accepts(opts)) return backends[i].emit(g, opts);
   return pc_fail(g, PC_ERR_UNSUPPORTED, "codegen: no backend for target %d", (int)opts->target);

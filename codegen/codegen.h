@@ -102,6 +102,11 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts);
 
 void pc_path_stem(const char *path, char *out, size_t n);  /* path without its extension */
 void pc_path_ident(const char *path, char *out, size_t n); /* a C identifier from path's base name */
+/* the entry points' prefix at most this long: symbols are built from it in 256 bytes, with suffixes */
+#define PC_MAX_ENTRY_NAME 200
+/* refuses what can be refused before any work: a name that is no C identifier (or too long), an output whose
+ * directory does not exist or cannot be written (named as the user gave it) */
+pc_status pc_output_check(pc_graph *g, const pc_codegen_opts *o);
 /* n bytes of data into path; PC_ERR_IO on g when it cannot be written */
 pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t n);
 /* where libprimc_rt.a and runtime/primc_rt.h are: o->runtime_dir, else the running program's directory */

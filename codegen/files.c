@@ -22,6 +22,28 @@ void pc_path_ident(const char *path, char *out, size_t n) {
   if (!k) snprintf(out, n, "model");
 }
 
+pc_status pc_output_check(pc_graph *g, const pc_codegen_opts *o) {
+  const char *nm = o->name;
+  if (nm) {
+    size_t n = strlen(nm);
+    int ok = n > 0 && n <= PC_MAX_ENTRY_NAME && (isalpha((unsigned char)nm[0]) || nm[0] == '_');
+    for (size_t i = 0; ok && i < n; i++) ok = isalnum((unsigned char)nm[i]) || nm[i] == '_';
+    if (!ok)
+      return pc_fail(g, PC_ERR_ATTR, "--name '%.*s' is not a C identifier of at most %d characters", 300, nm,
+                     PC_MAX_ENTRY_NAME);
+  }
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", o->output);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = 0;
+  else *slash = 0;
+  if (access(dir, W_OK) != 0)
+    return pc_fail(g, PC_ERR_IO, "cannot write %s: its directory %s %s", o->output, dir,
+                   access(dir, F_OK) != 0 ? "does not exist" : "is not writable");
+  return PC_OK;
+}
+
 pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
   if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);

@@ -37,7 +37,7 @@ static void check_status(lctx *L, LLVMValueRef st) {
 /* a call kernel's params (a constant array) and its buffer pointers (from the table) */
 static void call_operands(lctx *L, const kir_kernel *k, int idx, LLVMValueRef table, LLVMValueRef *params,
                           LLVMValueRef *args) {
-  char name[96];
+  char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_k%d_params", L->name, idx);
   *params = const_i64_array(L, k->params, k->n_params, name);
   *args = lv_entry_alloca(L, LLVMArrayType2(L->ptr, KIR_MAX_ARGS));
@@ -89,7 +89,7 @@ static void emit_table_fill(lctx *L, LLVMValueRef table, LLVMValueRef in, LLVMVa
     desc[2 * i] = b->place;
     desc[2 * i + 1] = b->place == KP_INPUT || b->place == KP_OUTPUT ? b->index : b->offset;
   }
-  char name[96];
+  char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_buf_places", L->name);
   LLVMValueRef places = const_i64_array(L, desc, 2 * p->n_bufs, name);
   free(desc);
@@ -130,7 +130,7 @@ static void emit_table_fill(lctx *L, LLVMValueRef table, LLVMValueRef in, LLVMVa
 
 static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
   const kir_program *p = L->p;
-  char name[96];
+  char name[LLVM_SYM_MAX];
   if (o->weights_external) {
     snprintf(name, sizeof name, "%s_weights_base", L->name);
     LLVMValueRef gv = LLVMAddGlobal(L->m, L->ptr, name);
@@ -170,7 +170,7 @@ static LLVMValueRef emit_profile_table(lctx *L) {
   }
   LLVMValueRef init = LLVMConstArray2(rt, rows, (uint64_t)p->n_kernels);
   free(rows);
-  char name[96];
+  char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_prof_kernels", L->name);
   LLVMValueRef tab = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
   LLVMSetInitializer(tab, init);
@@ -198,7 +198,7 @@ static void prof_end(lctx *L, int idx, LLVMValueRef t0) {
 /* NAME_run_partJ(table): kernels [lo, hi) in order; the first non-zero status, else 0 */
 static LLVMValueRef emit_run_part(lctx *L, LLVMValueRef *kfns, int part, int lo, int hi) {
   const kir_program *p = L->p;
-  char name[96];
+  char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_run_part%d", L->name, part);
   LLVMValueRef fn = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, &L->ptr, 1, 0));
   LLVMSetLinkage(fn, LLVMInternalLinkage);
@@ -250,7 +250,7 @@ static LLVMValueRef any_null(lctx *L, LLVMValueRef arr, int n) {
 
 static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfns) {
   const kir_program *p = L->p;
-  char name[96];
+  char name[LLVM_SYM_MAX];
   int n_parts = (p->n_kernels + RUN_PART_KERNELS - 1) / RUN_PART_KERNELS;
   LLVMValueRef *parts = calloc((size_t)n_parts + 1, sizeof *parts);
   for (int j = 0; j < n_parts; j++)
@@ -286,7 +286,7 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
 /* NAME_load_weights(path): maps the side file into NAME_weights_base */
 static LLVMValueRef emit_load_weights(lctx *L, const llvm_emit_opts *o) {
   if (!o->weights_external) return LLVMConstNull(L->ptr);
-  char name[96];
+  char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_load_weights", L->name);
   LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, &L->ptr, 1, 0));
   L->fn = f;
@@ -322,7 +322,7 @@ static LLVMValueRef emit_output_dims(lctx *L) {
       tab[i * w + 1 + d] = PC_DIM_IS_SYM(v) ? -1 - p->sym_slot[PC_DIM_SYM_ID(v)] : v;
     }
   }
-  char name[96];
+  char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_output_dims_table", L->name);
   LLVMValueRef gv = const_i64_array(L, tab, n * w, name);
   free(tab);
@@ -354,7 +354,7 @@ static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char
     els[i] = LLVMConstStructInContext(L->c, f, 4, 0);
   }
   LLVMValueRef init = LLVMConstArray2(dt, els, (uint64_t)n);
-  char name[96];
+  char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_%s_descs", L->name, what);
   LLVMValueRef gv = lv_const_global(L, init, name, LLVMInternalLinkage);
   free(els);
@@ -364,7 +364,7 @@ static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char
 /* NAME_model (a primc_model_desc) and NAME_workspace_size */
 static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, LLVMValueRef lw, LLVMValueRef od) {
   const pc_graph *g = L->p->g;
-  char name[96];
+  char name[LLVM_SYM_MAX];
   LLVMValueRef f[11] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
                         LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
                         emit_descs(L, g->inputs, g->n_inputs, "in"), emit_descs(L, g->outputs, g->n_outputs, "out"),

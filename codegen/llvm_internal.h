@@ -3,9 +3,13 @@
 #ifndef PRIMC_LLVM_INTERNAL_H
 #define PRIMC_LLVM_INTERNAL_H
 
+#include "codegen/codegen.h"
 #include "codegen/kir.h"
 
 #include <llvm-c/Core.h>
+
+/* a symbol: the entry-point prefix (at most PC_MAX_ENTRY_NAME) and a suffix ("_output_dims_table", "_k123_body") */
+#define LLVM_SYM_MAX (PC_MAX_ENTRY_NAME + 64)
 
 typedef struct lctx {
   LLVMContextRef c;

@@ -206,7 +206,7 @@ LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx) {
   }
   pt[n] = L->i64;
   pt[n + 1] = L->i64;
-  char name[64];
+  char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_k%d_body", L->name, idx);
   LLVMValueRef body = LLVMAddFunction(L->m, name, LLVMFunctionType(L->voidt, pt, (unsigned)n + 2, 0));
   LLVMSetLinkage(body, LLVMInternalLinkage);

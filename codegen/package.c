@@ -116,7 +116,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   pc_graph *g = p->g;
   char name[256], stem[1024], obj[1100], aux[1100];
   if (o->name) snprintf(name, sizeof name, "%s", o->name);
-  else pc_path_ident(o->output, name, sizeof name);
+  else pc_path_ident(o->output, name, PC_MAX_ENTRY_NAME + 1);
   pc_path_stem(o->output, stem, sizeof stem);
   int linked = o->emit == PC_EMIT_EXE || o->emit == PC_EMIT_LIB;
   llvm_emit_opts lo = {LLVM_OUT_OBJ, o->output, name, o->triple, o->cpu, o->features, o->opt_level,

@@ -467,7 +467,7 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
   if ((s = kir_build(g, &p)) != PC_OK) return g->status ? g->status : s;
   cuda_pkg k = {g, &p, NULL, opts, opts->gpu_arch && *opts->gpu_arch ? opts->gpu_arch : "sm_90", "", "", 0, 0};
   if (opts->name) snprintf(k.name, sizeof k.name, "%s", opts->name);
-  else pc_path_ident(opts->output, k.name, sizeof k.name);
+  else pc_path_ident(opts->output, k.name, PC_MAX_ENTRY_NAME + 1);
   char *src = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&src, &len);

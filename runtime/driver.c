@@ -197,6 +197,9 @@ int main(int argc, char **argv) {
   if (rc) return rc == 1 ? 0 : 2;
   if (c.cold && o.bench <= 0) return fprintf(stderr, "error: --cold times --bench runs: give --bench N\n"), 2;
   if (c.profile && !m->profile) return fprintf(stderr, "error: %s was not compiled with --profile\n", m->name), 2;
+  if (c.weights && !m->load_weights)
+    return fprintf(stderr, "error: %s holds its weights (compiled without --weights external): --weights %s would "
+                   "not be read\n", m->name, c.weights), 2;
   if (load_weights(m, &c, argv[0])) return 1;
   run_bufs r = {0};
   return run_bufs_free(&r, run_model(m, &o, &c, &r));

@@ -1,6 +1,7 @@
 /* runtime/driver_io.c: what the CPU and CUDA standalone mains share: inputs (.npy or random), output summary and files, timing. */
 #include "runtime/primc_rt.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,18 @@ int primc_driver_parse(int argc, char **argv, const char *usage, const char *mod
     int has = i + 1 < argc;
     if (!strcmp(a, "--random-inputs")) o->random = 1;
     else if (!strcmp(a, "-o") && has) o->out_dir = argv[++i];
-    else if (!strcmp(a, "--bench") && has) o->bench = atoi(argv[++i]);
-    else if (!strcmp(a, "--seed") && has) o->seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--bench") && has) {
+      char *end;
+      long n = strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end || n < 1 || n > INT_MAX)
+        return fprintf(stderr, "error: --bench takes a number of runs (1 or more), not '%s'\n", argv[i]), 2;
+      o->bench = (int)n;
+    } else if (!strcmp(a, "--seed") && has) {
+      char *end;
+      o->seed = strtoull(argv[++i], &end, 10);
+      if (end == argv[i] || *end || argv[i][0] == '-')
+        return fprintf(stderr, "error: --seed takes a number, not '%s'\n", argv[i]), 2;
+    }
     else if (own(ctx, argc, argv, &i)) continue;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return fprintf(stdout, usage, argv[0]), 1;
     else if (a[0] == '-' && a[1]) return fprintf(stderr, usage, argv[0]), 2;

@@ -230,4 +230,22 @@ for c in "mode=1.5:is not exactly a i64" "mode=1,2:2 numbers given" "nosuch=1:no
 done
 expect_exit 2 "--const without a value is a usage error" "$P" compile $D/switch.onnx --const mode= -o "$tmp/swx"
 
+# small things a user trips on: a bad --bench count and --weights on a build that holds its weights are usage
+# errors of the executable; an unwritable -o names the path as given; --name must be a C identifier; a long
+# output name keeps its symbols whole (they were cut at 95 characters, and the cut ones collided)
+expect_exit 2 "exe --bench abc is a usage error" "$tmp/mlp" --random-inputs --bench abc
+grep -q "^error: --bench takes a number of runs (1 or more), not 'abc'" "$tmp/err" || bad "--bench abc text" "$(cat "$tmp/err")"
+expect_exit 2 "exe --weights on embedded weights" "$tmp/mlp" --random-inputs --weights "$tmp/none.weights"
+grep -q 'holds its weights' "$tmp/err" || bad "--weights on embedded text" "$(cat "$tmp/err")"
+expect_exit 1 "unwritable -o" "$P" compile models/mlp/model.onnx -o /nonexistent-dir/m
+grep -q '^primc: error: cannot write /nonexistent-dir/m: its directory /nonexistent-dir does not exist$' "$tmp/err" &&
+  ok "unwritable -o named as given" || bad "unwritable -o text" "$(cat "$tmp/err")"
+expect_exit 1 "--name 9x refused" "$P" compile models/mlp/model.onnx -o "$tmp/n9" --name 9x
+grep -q "is not a C identifier" "$tmp/err" || bad "--name 9x text" "$(cat "$tmp/err")"
+long=$tmp/$(printf 'm%.0s' $(seq 230))
+mkdir -p "$tmp/long"
+if "$P" compile models/mlp/model.onnx -O2 -o "$long" >/dev/null 2>"$tmp/err" && "$long" models/mlp/input.npy -o "$tmp/long" >/dev/null 2>&1 &&
+  python3 tests/compare_npy.py "$tmp/long/out0.npy" models/mlp/expected.npy --rtol 1e-4 --atol 1e-5 >/dev/null 2>&1
+then ok "a 230-character output name links and runs"; else bad "long output name" "$(head -c 300 "$tmp/err")"; fi
+
 suite_end cli
