@@ -39,6 +39,15 @@ typedef struct pc_seq_input {
   int holds_seq;         /* an optional holding a sequence (n elements) rather than one tensor */
 } pc_seq_input;
 
+/* what pc_import_opts.check collects: every node that fails to import, grouped by op and message */
+typedef struct pc_check_result {
+  int n_problems; /* distinct problems */
+  int n_nodes;    /* nodes that failed on their own (not for reading the output of one that failed) */
+  int n_skipped;  /* nodes not imported because they read such an output */
+  char *report;   /* malloc'ed: one line per problem, "N node(s): MESSAGE: \"a\", \"b\" ..."; free() it */
+  void *groups;   /* the importer's own */
+} pc_check_result;
+
 typedef struct pc_import_opts {
   const pc_dim_binding *dims; /* --dim name=N or name=LO..HI */
   int n_dims;
@@ -49,7 +58,12 @@ typedef struct pc_import_opts {
   int n_seqs;
   int64_t mem_limit;            /* ONNX: bytes of constants folded at import; 0: none */
   int inputs_only;              /* ONNX: read the graph inputs and stop (primc inputs): no nodes, no outputs */
+  pc_check_result *check;       /* ONNX: go on past nodes that fail, collecting them here (primc check); the
+                                   graph then fails with the first, and is for reading only */
 } pc_import_opts;
+
+/* frees what a check collected (not the struct) */
+void pc_check_result_free(pc_check_result *r);
 
 /* Each returns a graph (NULL only when out of memory); on failure the graph's
  * status is set and pc_error() names the file and the model node. */

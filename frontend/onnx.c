@@ -342,7 +342,15 @@ typedef struct ox_loader {
   size_t n_raw;
   int mapped;           /* raw points into a read-only file mapping, whose pages may be dropped once read */
   int64_t folded;       /* bytes of constants folded so far, against opts->mem_limit */
+  /* opts->check: the first failure, kept to fail the graph with at the end; whether a lookup met a poisoned
+   * name (the output of a node that failed) since the node began */
+  pc_status first_status;
+  char first_error[sizeof ((pc_graph *)0)->error];
+  int hit_poison;
 } ox_loader;
+
+/* the value a failed node's outputs are bound to under opts->check: lookups answer NULL and note it */
+static pc_value ox_poison;
 
 static size_t map_slot(const ox_loader *L, const char *name) {
   size_t i = pc_str_hash(name) & (L->cap - 1);
@@ -350,10 +358,12 @@ static size_t map_slot(const ox_loader *L, const char *name) {
   return i;
 }
 
-static pc_value *map_get(const ox_loader *L, const char *name) {
+static pc_value *map_get(ox_loader *L, const char *name) {
   if (!L->cap) return NULL;
   size_t i = map_slot(L, name);
-  return L->keys[i] ? L->vals[i] : NULL;
+  pc_value *v = L->keys[i] ? L->vals[i] : NULL;
+  if (v == &ox_poison) L->hit_poison = 1, v = NULL;
+  return v;
 }
 
 static int map_grow(ox_loader *L) {
@@ -399,7 +409,7 @@ static pc_status map_put(ox_loader *L, const char *name, pc_value *v) {
   }
   L->vals[i] = v;
   seq_unbind(L, name);
-  if (!v->name) pc_value_set_name(L->g, v, name);
+  if (v != &ox_poison && !v->name) pc_value_set_name(L->g, v, name);
   return L->g->status;
 }
 
@@ -752,6 +762,31 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
   return st;
 }
 
+/* primc check: a node that fails is noted and its outputs poisoned, so that the nodes reading them are
+ * skipped rather than reported for it; the graph is kept going (it is for reading only) */
+static pc_status import_or_note(ox_loader *L, const Onnx__NodeProto *nd, size_t index) {
+  pc_check_result *r = L->opts ? L->opts->check : NULL;
+  if (!r) return import_node(L, nd, index);
+  L->hit_poison = 0;
+  pc_graph *g = L->g;
+  pc_status st = import_node(L, nd, index);
+  if (st == PC_OK || st == PC_ERR_NOMEM) return st;
+  if (L->hit_poison) {
+    r->n_skipped++;
+  } else {
+    char node[64];
+    snprintf(node, sizeof node, "#%zu", index);
+    if (!L->first_status) L->first_status = st, memcpy(L->first_error, g->error, sizeof L->first_error);
+    if (!ox_check_note(r, g->origin, nd->name && *nd->name ? nd->name : node, g->error))
+      return g->status = PC_OK, pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
+  g->status = PC_OK;
+  g->error[0] = 0;
+  for (size_t i = 0; i < nd->n_output; i++)
+    if (nd->output[i] && *nd->output[i] && map_put(L, nd->output[i], &ox_poison) != PC_OK) return g->status;
+  return PC_OK;
+}
+
 /* ---------------------------------------------------------------- model */
 
 static int is_initializer(const Onnx__GraphProto *gp, const char *name) { return ox_initializer_of(gp, name) != NULL; }
@@ -795,8 +830,11 @@ static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
                      L->opts->consts[i].name ? L->opts->consts[i].name : "");
   if (g->status == PC_OK) check_bindings(L, gp);
   if (only_inputs) return g->status;
-  for (size_t i = 0; i < gp->n_node && g->status == PC_OK; i++) import_node(L, gp->node[i], i);
+  for (size_t i = 0; i < gp->n_node && g->status == PC_OK; i++) import_or_note(L, gp->node[i], i);
   pc_set_origin(g, NULL);
+  pc_check_result *check = L->opts ? L->opts->check : NULL;
+  if (check && g->status == PC_OK && !ox_check_finish(check)) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  if (check && L->first_status) return pc_fail(g, L->first_status, "%s", L->first_error);
   for (size_t i = 0; i < gp->n_output && g->status == PC_OK; i++) {
     const char *nm = gp->output[i]->name ? gp->output[i]->name : "";
     pc_value *v = map_get(L, nm);

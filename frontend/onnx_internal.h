@@ -171,6 +171,11 @@ const Onnx__GraphProto *ox_attr_graph(ox_ctx *c, const char *name);
  * binds its formal inputs first and reads its outputs by name after. Node origins inside read
  * "<this node><scope>/<inner node>". Restores c's node as the origin. */
 pc_status ox_import_body(ox_ctx *c, const Onnx__GraphProto *body, const char *scope);
+
+/* primc check (frontend/onnx_check.c): a node's failure noted, grouped by its message less the origin prefix;
+ * the report written at the end. 0 when out of memory. */
+int ox_check_note(pc_check_result *r, const char *origin, const char *node, const char *message);
+int ox_check_finish(pc_check_result *r);
 /* Identity on a sequence or an optional (ox_op_Identity calls it when its input is one) */
 pc_status ox_op_SequenceIdentity(ox_ctx *c);
 

@@ -165,6 +165,29 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
   return 0;
 }
 
+void pc_cli_print_report(FILE *f, const char *report) {
+  for (const char *l = report; l && *l;) {
+    const char *e = strchr(l, '\n');
+    int n = e ? (int)(e - l) : (int)strlen(l);
+    fprintf(f, "  %.*s\n", n, l);
+    l += n + (e != NULL);
+  }
+}
+
+void pc_cli_more_problems(const char *path, const pc_import_opts *io) {
+  pc_import_opts o = *io;
+  pc_check_result r;
+  memset(&r, 0, sizeof r);
+  o.check = &r;
+  pc_graph *g = pc_model_load(path, &o);
+  if (g && r.n_nodes > 1) {
+    fprintf(stderr, "primc: %d nodes cannot be imported, not only the first (`primc check` lists them):\n", r.n_nodes);
+    pc_cli_print_report(stderr, r.report);
+  }
+  pc_graph_free(g);
+  pc_check_result_free(&r);
+}
+
 pc_graph *pc_cli_load_model(const pc_cli *cli) {
   pc_import_opts o = pc_cli_import_opts(&cli->model, cli->weights, cli->mem_limit);
   pc_graph *g = pc_model_load(cli->pos[0], &o);
@@ -174,6 +197,7 @@ pc_graph *pc_cli_load_model(const pc_cli *cli) {
   }
   if (g->status != PC_OK) {
     fprintf(stderr, "primc: error: %s\n", pc_error(g));
+    if (g->status == PC_ERR_UNSUPPORTED) pc_cli_more_problems(cli->pos[0], &o);
     pc_graph_free(g);
     return NULL;
   }

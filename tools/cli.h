@@ -4,6 +4,8 @@
 
 #include "frontend/frontend.h"
 
+#include <stdio.h>
+
 #define PC_CLI_MAX 64
 
 /* the options that say how a model is read, shared by the subcommands: --dim and --const */
@@ -47,6 +49,11 @@ int pc_cli_parse_size(const char *s, int64_t *out);
 /* the memory run and compile may plan for unless told: MemAvailable of /proc/meminfo (0: unknown) */
 int64_t pc_cli_default_mem_limit(void);
 void pc_cli_free(pc_cli *cli);
+/* report's lines, indented, to f */
+void pc_cli_print_report(FILE *f, const char *report);
+/* after an import of path failed: when more nodes than the one named would fail too, lists them on stderr
+ * (primc check's report) so a user does not fix one op to meet the next */
+void pc_cli_more_problems(const char *path, const pc_import_opts *io);
 /* loads pos[0]; prints the error and returns NULL on failure */
 pc_graph *pc_cli_load_model(const pc_cli *cli);
 /* fills one tensor per graph input from n .npy paths, or random data */

@@ -201,6 +201,12 @@ static int compile_one(const compile_opts *op) {
   pc_import_opts io = pc_cli_import_opts(&o.read, o.weights_file, o.mem_limit);
   pc_graph *g = pc_model_load(o.model, &io);
   if (!g) return fprintf(stderr, "primc: error: out of memory\n"), 1;
+  if (g->status == PC_ERR_UNSUPPORTED) {
+    fprintf(stderr, "primc: error: %s\n", pc_error(g));
+    pc_cli_more_problems(o.model, &io);
+    pc_graph_free(g);
+    return 1;
+  }
   g->mem_limit = o.mem_limit;
   pc_pipeline_opts po = {0};
   po.opt_level = o.opt;

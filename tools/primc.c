@@ -17,6 +17,7 @@ static int cmd_run(int argc, char **argv);
 static int cmd_dump(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 static int cmd_inputs(int argc, char **argv);
+static int cmd_check(int argc, char **argv);
 
 typedef struct command {
   const char *name;
@@ -26,6 +27,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"run", cmd_run, "interpret a model on .npy inputs (or random ones) and write .npy outputs"},
+    {"check", cmd_check, "list everything in a model primc cannot import (every node at once) and the dims to fix"},
     {"inputs", cmd_inputs, "list a model's inputs: dtypes, dims, and the name --dim takes for each dim not fixed"},
     {"dump", cmd_dump, "print the prim graph of a model (after passes with -O, kernels with --kernels)"},
     {"compile", pc_cmd_compile, "compile a model to an executable, object + header, shared library or LLVM IR"},
@@ -91,6 +93,53 @@ static int cmd_inputs(int argc, char **argv) {
     else printf("%lld\n", (long long)s->hi);
   }
   pc_graph_free(g);
+  pc_cli_free(&cli);
+  return rc;
+}
+
+/* ---- check */
+
+static const char *check_help =
+    "usage: primc check MODEL [--dim NAME=N ...] [--const NAME=VALUE ...]\n"
+    "  Imports every node of MODEL it can and lists each that it cannot (unsupported ops, dtypes,\n"
+    "  attribute values, shapes), grouped by what is wrong, with a count and the node names; nodes that\n"
+    "  only read such a node's output are counted apart. Then the dims a compile needs fixed (--dim).\n"
+    "  Exit 0 when the model imports whole with every dim fixed, else 1.\n";
+
+static int cmd_check(int argc, char **argv) {
+  pc_cli cli;
+  if (pc_cli_parse(&cli, argc, argv, check_help) != 0) return pc_cli_free(&cli), cli.exit_code;
+  if (cli.n_pos != 1) return pc_cli_free(&cli), pc_cli_usage_error(check_help, "expected one MODEL");
+  pc_import_opts o = pc_cli_import_opts(&cli.model, cli.weights, cli.mem_limit);
+  pc_check_result r;
+  memset(&r, 0, sizeof r);
+  o.check = &r;
+  pc_graph *g = pc_model_load(cli.pos[0], &o);
+  int rc = 0;
+  if (!g) {
+    fprintf(stderr, "primc: error: out of memory\n");
+    rc = 1;
+  } else if (r.n_nodes) {
+    printf("%s: %d node%s cannot be imported (%d problem%s):\n", cli.pos[0], r.n_nodes, r.n_nodes == 1 ? "" : "s",
+           r.n_problems, r.n_problems == 1 ? "" : "s");
+    pc_cli_print_report(stdout, r.report);
+    if (r.n_skipped)
+      printf("%d more node%s only the output%s of those and %s not imported\n", r.n_skipped,
+             r.n_skipped == 1 ? " reads" : "s read", r.n_skipped == 1 ? "" : "s", r.n_skipped == 1 ? "was" : "were");
+    rc = 1;
+  } else if (g->status != PC_OK) {
+    printf("%s: %s\n", cli.pos[0], pc_error(g));
+    rc = 1;
+  }
+  if (g && g->n_syms) {
+    printf("dims a compile needs fixed (--dim NAME=N):");
+    for (int i = 0; i < g->n_syms; i++) printf("%s %s", i ? "," : "", g->syms[i].name ? g->syms[i].name : "?");
+    printf("\n");
+    rc = 1;
+  }
+  if (!rc) printf("%s: every node imports (%d prims); no dim left open\n", cli.pos[0], g->n_nodes);
+  pc_graph_free(g);
+  pc_check_result_free(&r);
   pc_cli_free(&cli);
   return rc;
 }

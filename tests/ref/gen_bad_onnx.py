@@ -134,6 +134,15 @@ def bad_models():
                [vi("x", [2])], [vi("y", [2])], extra_opsets=[("com.example", 1)]), "unknown_domain.onnx")
     save(model([helper.make_node("NotAnOp", ["x"], ["y"], name="nope")], [vi("x", [2])], [vi("y", [2])]),
          "unknown_op.onnx")
+    # primc check: three different problems over four nodes, one node skipped for reading a failed output
+    save(model([helper.make_node("Relu", ["x"], ["y0"], name="fine"),
+                helper.make_node("NotAnOp", ["x"], ["a"], name="n1"),
+                helper.make_node("NotAnOp", ["x"], ["b"], name="n2"),
+                helper.make_node("Frobnicate", ["x"], ["c"], name="f"),
+                helper.make_node("FooBar", ["x"], ["d"], name="m", domain="com.example"),
+                helper.make_node("Relu", ["a"], ["e"], name="after")],
+               [vi("x", [2])], [vi(n, [2]) for n in ("y0", "b", "c", "d", "e")], extra_opsets=[("com.example", 1)]),
+         "three_unsupported.onnx")
     save(model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=99), "bad_opset.onnx")
     save(model([helper.make_node("Add", ["a", "b"], ["y"], name="plus")], [vi("a", [2, 3]), vi("b", [4, 5])],
                [vi("y", [2, 3])]), "shape_mismatch.onnx")

@@ -9,7 +9,7 @@ P=$B/primc
 
 expect_exit 0 "version" "$P" version
 grep -q '^primc ' "$tmp/out" || bad "version text" "$(cat "$tmp/out")"
-for c in run dump compile conformance bench inputs; do
+for c in run dump compile conformance bench inputs check; do
   expect_exit 0 "$c --help" "$P" "$c" --help
   grep -q "usage: primc $c" "$tmp/out" || bad "$c --help text" "$(head -n 1 "$tmp/out")"
 done
@@ -247,5 +247,19 @@ mkdir -p "$tmp/long"
 if "$P" compile models/mlp/model.onnx -O2 -o "$long" >/dev/null 2>"$tmp/err" && "$long" models/mlp/input.npy -o "$tmp/long" >/dev/null 2>&1 &&
   python3 tests/compare_npy.py "$tmp/long/out0.npy" models/mlp/expected.npy --rtol 1e-4 --atol 1e-5 >/dev/null 2>&1
 then ok "a 230-character output name links and runs"; else bad "long output name" "$(head -c 300 "$tmp/err")"; fi
+
+# primc check lists every node that cannot be imported at once, grouped (three different problems over four
+# nodes; the node reading a failed output is counted apart), and compile lists them after its error
+expect_exit 1 "check: a model with three unsupported ops" "$P" check tests/data/onnx_bad/three_unsupported.onnx
+grep -q '4 nodes cannot be imported (3 problems)' "$tmp/out" && grep -q '2 nodes: unsupported op NotAnOp .*"n1", "n2"' "$tmp/out" &&
+  grep -q '1 node: unsupported op Frobnicate .*"f"' "$tmp/out" && grep -q "op FooBar of domain 'com.example' .*\"m\"" "$tmp/out" &&
+  grep -q '^1 more node reads only the output of those' "$tmp/out" && ok "check names all three" || bad "check text" "$(cat "$tmp/out")"
+expect_exit 1 "compile: a model with three unsupported ops" "$P" compile tests/data/onnx_bad/three_unsupported.onnx -o "$tmp/x3"
+grep -q '^primc: error: .*NotAnOp "n1"' "$tmp/err" && grep -q 'Frobnicate' "$tmp/err" && grep -q 'FooBar' "$tmp/err" &&
+  ok "compile lists every problem, not only the first" || bad "compile problems" "$(cat "$tmp/err")"
+expect_exit 0 "check: a model that imports" "$P" check models/mlp/model.onnx
+grep -q 'every node imports' "$tmp/out" || bad "check ok text" "$(cat "$tmp/out")"
+expect_exit 1 "check: open dims" "$P" check tests/data/inputs/switch.onnx --const mode=0
+grep -q '^dims a compile needs fixed (--dim NAME=N): batch, x.dim2, x.dim3' "$tmp/out" || bad "check dims text" "$(cat "$tmp/out")"
 
 suite_end cli
