@@ -4,13 +4,13 @@
  * (the --bench N runs when given, else the one run), this table on stdout:
  *
  *   # profile MODEL: RUNS runs, THREADS threads, RUN_MS ms/run median, kernels KERNEL_MS ms/run
- *   kernel  name  origin  calls  total_ms  pct  bytes_moved
- *   k12  dot_general+add+max  Gemm:/fc1/Gemm  50  1.234  35.2  524288
+ *   kernel  name  origin  calls  total_ms  pct  bytes_moved  min_ms  median_ms
+ *   k12  dot_general+add+max  Gemm:/fc1/Gemm  50  1.234  35.2  524288  0.0240  0.0245
  *   ...
  *   # total  KERNEL_TOTAL_MS ms over RUNS runs
  *
  * Lines starting with '#' are comments. Each row is one kernel that ran, sorted by
- * total_ms, largest first; its 7 fields are separated by runs of spaces and contain no
+ * total_ms, largest first; its 9 fields are separated by runs of spaces and contain no
  * whitespace themselves (line.split() gives them):
  *   kernel       kN, the kernel's id (the kN of `primc dump --kernels` / `compile --report`)
  *   name         the kernel's prims joined by '+', a GEMM's fused epilogue included
@@ -19,6 +19,11 @@
  *   total_ms     wall time summed over those calls, in ms (%.4f)
  *   pct          share of the sum of all kernels' total_ms, in percent (%.1f)
  *   bytes_moved  bytes of the distinct buffers it reads and writes, per call
+ *   min_ms       its fastest call, in ms (%.4f; "-" when no call was recorded)
+ *   median_ms    its median call, in ms: unlike total_ms, one preempted call does not move it
+ * --trace FILE.json writes the same calls as Chrome trace events ("ph": "X", ts and dur in us, one
+ * track: the calling thread, which runs the kernels one after another over the pool) with each
+ * kernel's model node in args.origin; chrome://tracing and ui.perfetto.dev open it.
  */
 #include "runtime/primc_rt.h"
 
@@ -32,16 +37,19 @@
 extern const primc_model_desc *const primc_main_model;
 
 static const char *usage =
-    "usage: %s [IN0.npy ...] [--random-inputs] [--seed N] [-o OUTDIR] [--bench N [--cold]] [--weights FILE] [--profile]\n"
+    "usage: %s [IN0.npy ...] [--random-inputs] [--seed N] [-o OUTDIR] [--bench N [--cold]] [--weights FILE]\n"
+    "          [--profile] [--trace FILE.json]\n"
     "  Runs the compiled model on .npy inputs (in the order of the model inputs) or on\n"
     "  deterministic random ones, writes OUTDIR/out0.npy ... (default: prints a summary),\n"
     "  and with --bench N prints the min and median latency of N runs. --profile (when compiled\n"
-    "  with `primc compile --profile`) prints the time of every kernel. --cold writes 256 MiB\n"
+    "  with `primc compile --profile`) prints the time of every kernel; --trace FILE.json writes\n"
+    "  every kernel call as a Chrome trace (chrome://tracing, ui.perfetto.dev). --cold writes 256 MiB\n"
     "  before each timed run, so every run reads its weights from memory, not cache.\n";
 
 /* the CPU main's own options beside primc_driver_opts */
 typedef struct cpu_opts {
   int profile;
+  const char *trace; /* --trace FILE */
   int cold; /* --cold: each timed run starts with the caches flushed of the model's data */
   const char *weights;
 } cpu_opts;
@@ -51,11 +59,14 @@ static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(argv[*i], "--profile")) return c->profile = 1;
   if (!strcmp(argv[*i], "--cold")) return c->cold = 1;
   if (!strcmp(argv[*i], "--weights") && *i + 1 < argc) return c->weights = argv[++*i], 1;
+  if (!strcmp(argv[*i], "--trace") && *i + 1 < argc) return c->trace = argv[++*i], 1;
   return 0;
 }
 
 /* more than a CPU's last-level cache: writing a byte of each line evicts the model's weights and activations */
 #define COLD_BYTES ((size_t)256 << 20)
+/* kernel calls recorded for --profile's min and median and --trace: 96 MiB at most */
+#define PROF_MAX_EVENTS ((int64_t)4 << 20)
 
 /* median ms per run in *median; with a flush buffer, it is written before each run (not timed) */
 static int bench(const primc_model_desc *m, const void **in, void **out, void *ws, int n, char *flush, double *median) {
@@ -72,39 +83,6 @@ static int bench(const primc_model_desc *m, const void **in, void **out, void *w
   *median = t[n / 2];
   free(t);
   return 0;
-}
-
-static const primc_profile *prof_table;
-
-static int cmp_prof(const void *a, const void *b) {
-  int64_t x = prof_table->kernels[*(const int *)a].ns, y = prof_table->kernels[*(const int *)b].ns;
-  return (x < y) - (x > y);
-}
-
-/* the table documented at the top of this file */
-static void print_profile(const primc_model_desc *m, int runs, double run_ms) {
-  const primc_profile *p = m->profile;
-  int *order = malloc(sizeof *order * (size_t)(p->n_kernels + 1));
-  if (!order) return;
-  int n = 0;
-  int64_t total = 0;
-  for (int i = 0; i < p->n_kernels; i++)
-    if (p->kernels[i].calls) order[n++] = i, total += p->kernels[i].ns;
-  prof_table = p;
-  qsort(order, (size_t)n, sizeof *order, cmp_prof);
-  printf("# profile %s: %d runs, %d threads, %.4f ms/run median, kernels %.4f ms/run\n", m->name, runs,
-         primc_num_threads(), run_ms, (double)total / 1e6 / (runs > 0 ? runs : 1));
-  printf("%-6s  %-40s  %-32s  %7s  %10s  %5s  %12s\n", "kernel", "name", "origin", "calls", "total_ms", "pct",
-         "bytes_moved");
-  for (int i = 0; i < n; i++) {
-    const primc_prof_kernel *k = &p->kernels[order[i]];
-    char id[16];
-    snprintf(id, sizeof id, "k%d", order[i]);
-    printf("%-6s  %-40s  %-32s  %7lld  %10.4f  %5.1f  %12lld\n", id, k->name, k->origin, (long long)k->calls,
-           (double)k->ns / 1e6, total ? 100.0 * (double)k->ns / (double)total : 0.0, (long long)k->bytes);
-  }
-  printf("# total %.4f ms over %d runs\n", (double)total / 1e6, runs);
-  free(order);
 }
 
 static int load_weights(const primc_model_desc *m, const cpu_opts *o, const char *argv0) {
@@ -144,6 +122,7 @@ typedef struct run_bufs {
   void **outp;
   void *ws;
   char *flush;
+  primc_prof_event *events; /* the recorded kernel calls (--profile, --trace) */
   int n_ins, n_outs;
 } run_bufs;
 
@@ -156,6 +135,8 @@ static int run_bufs_free(run_bufs *r, int rc) {
   free(r->outp);
   free(r->ws);
   free(r->flush);
+  primc_prof_record(NULL, 0);
+  free(r->events);
   return rc;
 }
 
@@ -173,15 +154,24 @@ static int run_model(const primc_model_desc *m, const primc_driver_opts *o, cons
     if (primc_driver_alloc(&m->outputs[i], &r->outs[i])) return 1;
     r->outp[i] = r->outs[i].data;
   }
+  /* every call of the counted runs recorded, for per-call statistics and the trace (a bounded buffer) */
+  int runs = o->bench > 0 ? o->bench : 1;
+  int64_t cap = m->profile ? (int64_t)m->profile->n_kernels * 2 * runs : 0;
+  if (cap > PROF_MAX_EVENTS) cap = PROF_MAX_EVENTS;
+  r->events = cap && (c->profile || c->trace) ? malloc(sizeof *r->events * (size_t)cap) : NULL;
+  primc_prof_record(r->events, cap);
   double run_ms = primc_now_ms();
   int st = m->run(r->inp, r->outp, r->ws);
   run_ms = primc_now_ms() - run_ms;
   if (st != 0) return fprintf(stderr, "error: %s_run returned %d\n", m->name, st), 1;
-  if (o->bench > 0 && m->profile) primc_prof_reset(m->profile);
+  if (o->bench > 0 && m->profile) primc_prof_reset(m->profile), primc_prof_record(r->events, cap);
   r->flush = c->cold ? malloc(COLD_BYTES) : NULL;
   if (c->cold && !r->flush) return fprintf(stderr, "error: out of memory\n"), 1;
   if (o->bench > 0 && bench(m, r->inp, r->outp, r->ws, o->bench, r->flush, &run_ms)) return 1;
-  if (c->profile) print_profile(m, o->bench > 0 ? o->bench : 1, run_ms);
+  int64_t n_ev = primc_prof_recorded();
+  primc_prof_record(NULL, 0);
+  if (c->profile) primc_driver_profile_print(m, runs, run_ms, r->events, n_ev);
+  if (c->trace && primc_driver_trace_write(c->trace, m, r->events, n_ev)) return 1;
   for (int i = 0; i < m->n_outputs; i++) /* outputs whose size the data decides are written at that size */
     if (m->output_dims(r->ws, i, r->outs[i].dims) != 0) return fprintf(stderr, "error: %s_output_dims failed\n", m->name), 1;
   if (!o->out_dir) primc_driver_summary(m->outputs, r->outs, m->n_outputs);
@@ -196,7 +186,9 @@ int main(int argc, char **argv) {
   int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs, &o, cpu_flag, &c);
   if (rc) return rc == 1 ? 0 : 2;
   if (c.cold && o.bench <= 0) return fprintf(stderr, "error: --cold times --bench runs: give --bench N\n"), 2;
-  if (c.profile && !m->profile) return fprintf(stderr, "error: %s was not compiled with --profile\n", m->name), 2;
+  if ((c.profile || c.trace) && !m->profile)
+    return fprintf(stderr, "error: %s was not compiled with --profile (%s needs it)\n", m->name,
+                   c.profile ? "--profile" : "--trace"), 2;
   if (c.weights && !m->load_weights)
     return fprintf(stderr, "error: %s holds its weights (compiled without --weights external): --weights %s would "
                    "not be read\n", m->name, c.weights), 2;

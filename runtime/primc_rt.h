@@ -75,6 +75,15 @@ typedef struct primc_profile {
 int64_t primc_prof_begin(void);
 void primc_prof_end(const primc_profile *p, int32_t kernel, int64_t t0);
 void primc_prof_reset(const primc_profile *p);
+/* one kernel call: which, when it began (primc_prof_begin's clock) and how long it took */
+typedef struct primc_prof_event {
+  int32_t kernel;
+  int64_t t0, ns;
+} primc_prof_event;
+/* from now on every profiled call is also recorded into buf, at most cap of them (buf NULL: none); the
+ * driver's per-call min and median and its --trace file read them. Not for concurrent runs. */
+void primc_prof_record(primc_prof_event *buf, int64_t cap);
+int64_t primc_prof_recorded(void); /* events written into buf since primc_prof_record */
 
 /* exported by every generated object as NAME_model */
 typedef struct primc_model_desc {
@@ -280,6 +289,11 @@ int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a);
 void primc_driver_summary(const primc_tensor_desc *d, const primc_array *outs, int n);
 /* DIR/out0.npy ...; DIR is created when missing */
 int primc_driver_write(const char *dir, const primc_array *outs, int n);
+/* --profile's per-kernel table (runtime/driver.c documents it) with each kernel's per-call min and median
+ * from the recorded events, and --trace's Chrome trace / Perfetto JSON of them (1 on error, said on stderr) */
+void primc_driver_profile_print(const primc_model_desc *m, int runs, double run_ms, const primc_prof_event *ev,
+                                int64_t n_ev);
+int primc_driver_trace_write(const char *path, const primc_model_desc *m, const primc_prof_event *ev, int64_t n_ev);
 double primc_now_ms(void); /* a monotonic clock */
 /* sorts n run times ascending: t[0] is the min, t[n / 2] the median */
 void primc_sort_ms(double *t, int n);

@@ -262,4 +262,34 @@ grep -q 'every node imports' "$tmp/out" || bad "check ok text" "$(cat "$tmp/out"
 expect_exit 1 "check: open dims" "$P" check tests/data/inputs/switch.onnx --const mode=0
 grep -q '^dims a compile needs fixed (--dim NAME=N): batch, x.dim2, x.dim3' "$tmp/out" || bad "check dims text" "$(cat "$tmp/out")"
 
+# --profile: per-kernel min and median beside the totals; --trace: a Chrome trace of the same calls, checked
+# against the trace event format (every X event named, timed, on a track), its durations adding up to the table's
+if "$P" compile models/resnet_tiny/model.onnx -O2 --profile -o "$tmp/prof" >/dev/null 2>"$tmp/err" &&
+  "$tmp/prof" models/resnet_tiny/input.npy --bench 4 --profile --trace "$tmp/trace.json" >"$tmp/prof.txt" 2>"$tmp/err" &&
+  python3 - "$tmp/prof.txt" "$tmp/trace.json" >"$tmp/chk" 2>&1 <<'PY'
+import json, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith(("#", "kernel", "prof:"))]
+rows = [r for r in rows if r[0].startswith("k") and len(r) == 9]
+assert rows, "no profile rows"
+total = {}
+for k, name, origin, calls, tot, pct, moved, lo, med in rows:
+    assert int(calls) == 4, (k, calls)
+    assert 0 <= float(lo) <= float(med) and float(lo) * 4 <= float(tot) * 1.001 + 1e-4, (k, lo, med, tot)
+    total[k] = float(tot)
+d = json.load(open(sys.argv[2]))
+ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+assert len(ev) == 4 * len(rows), (len(ev), len(rows))
+got = {}
+for e in ev:
+    assert isinstance(e["name"], str) and e["ts"] >= 0 and e["dur"] >= 0 and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+    assert "origin" in e["args"]
+    k = e["name"].split()[0]
+    got[k] = got.get(k, 0) + e["dur"] / 1e3
+for k, t in total.items():
+    assert abs(got[k] - t) <= 0.01 * t + 1e-3, (k, got[k], t)
+print("ok", len(rows), "kernels", len(ev), "events")
+PY
+then ok "--profile min/median and --trace JSON agree ($(cat "$tmp/chk"))"; else bad "--profile/--trace" "$(cat "$tmp/chk" "$tmp/err" | tail -n 5)"; fi
+expect_exit 2 "--trace needs a --profile build" "$tmp/mlp" --random-inputs --trace "$tmp/t2.json"
+
 suite_end cli
