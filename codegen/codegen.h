@@ -17,6 +17,11 @@ typedef enum pc_emit {
 
 typedef enum pc_target { PC_TARGET_CPU, PC_TARGET_CUDA } pc_target;
 
+/* progress of a long compile: a phase ("kernel IR", "LLVM IR", "LLVM optimization", "machine code", "link")
+ * and done of total units in it (total 0: not counted). Called on the compiling thread; the library itself
+ * prints nothing. */
+typedef void (*pc_progress_fn)(void *ctx, const char *phase, int64_t done, int64_t total);
+
 typedef struct pc_codegen_opts {
   pc_emit emit;
   const char *output;       /* path of the main output */
@@ -33,7 +38,14 @@ typedef struct pc_codegen_opts {
   int cuda_graphs;          /* CUDA executables replay the model as one captured CUDA graph */
   int profile;              /* time every kernel (primc_prof_begin/end): `./OUT --profile` prints the table */
   struct pc_autotune *autotune; /* host CPU code: conv rows chosen by timing them (codegen/autotune.h); NULL: planner */
+  pc_progress_fn progress;  /* NULL: none */
+  void *progress_ctx;
 } pc_codegen_opts;
+
+/* o->progress, when there is one */
+static inline void pc_progress(const pc_codegen_opts *o, const char *phase, int64_t done, int64_t total) {
+  if (o && o->progress) o->progress(o->progress_ctx, phase, done, total);
+}
 
 /* Lowers every fused group of g (after pc_pipeline_run) to kernel IR and
  * renders it to the requested output, through the first row of the backend

@@ -189,6 +189,7 @@ typedef struct llvm_emit_opts {
   const void *weights_blob;   /* p->weights_size bytes, constants at their offsets */
   int main_alias;             /* also export primc_main_model for the standalone driver */
   int profile;                /* time every kernel into NAME_profile (primc_prof_begin/end) */
+  const struct pc_codegen_opts *report; /* its progress callback, told of each phase (NULL: none) */
 } llvm_emit_opts;
 
 pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);

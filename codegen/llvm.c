@@ -503,8 +503,10 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   LLVMSetModuleDataLayout(L.m, td);
   LLVMDisposeTargetData(td);
   LLVMValueRef *kfns = calloc((size_t)p->n_kernels + 1, sizeof *kfns);
-  for (int i = 0; i < p->n_kernels; i++)
+  for (int i = 0; i < p->n_kernels; i++) {
     if (p->kernels[i].kind == KK_LOOP) kfns[i] = lv_emit_loop_kernel(&L, i);
+    if (i % 64 == 63 || i == p->n_kernels - 1) pc_progress(o->report, "LLVM IR", i + 1, p->n_kernels);
+  }
   if (o->profile) L.profile = emit_profile_table(&L);
   LLVMValueRef run = emit_run(&L, o, kfns);
   LLVMValueRef lw = emit_load_weights(&L, o);
@@ -521,6 +523,7 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
     LLVMPassBuilderOptionsSetSLPVectorization(po, o->opt_level >= 2);
     char pipeline[32];
     snprintf(pipeline, sizeof pipeline, "default<O%d>", o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level);
+    pc_progress(o->report, "LLVM optimization", 0, 0);
     LLVMErrorRef e = LLVMRunPasses(L.m, pipeline, tm, po);
     if (e) {
       char *msg = LLVMGetErrorMessage(e);
@@ -529,6 +532,7 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
     }
     LLVMDisposePassBuilderOptions(po);
   }
+  if (s == PC_OK) pc_progress(o->report, "machine code", 0, 0);
   if (s == PC_OK) s = emit_file(&L, tm, o);
   lctx_free(&L);
   LLVMDisposeTargetMachine(tm);

@@ -120,7 +120,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   pc_path_stem(o->output, stem, sizeof stem);
   int linked = o->emit == PC_EMIT_EXE || o->emit == PC_EMIT_LIB;
   llvm_emit_opts lo = {LLVM_OUT_OBJ, o->output, name, o->triple, o->cpu, o->features, o->opt_level,
-                       o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile};
+                       o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile, o};
   if (o->emit == PC_EMIT_LLVM) lo.kind = LLVM_OUT_IR;
   if (o->emit == PC_EMIT_ASM) lo.kind = LLVM_OUT_ASM;
   if (o->emit == PC_EMIT_OBJ && !strstr(o->output + (strlen(o->output) > 2 ? strlen(o->output) - 2 : 0), ".o")) {
@@ -137,6 +137,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
     snprintf(sym, sizeof sym, "%s_weights", name);
     s = kir_elf_append_weights(p, lo.path, sym);
   }
+  if (s == PC_OK && linked) pc_progress(o, "link", 0, 0);
   if (s == PC_OK && linked) s = link_with_cc(g, o, obj, o->emit == PC_EMIT_LIB);
   if (linked) unlink(obj);
   if (s == PC_OK && (o->emit == PC_EMIT_OBJ || o->emit == PC_EMIT_LIB)) {
@@ -152,6 +153,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
 
 pc_status pc_codegen_cpu(pc_graph *g, const pc_codegen_opts *opts) {
   kir_program p;
+  pc_progress(opts, "kernel IR", 0, 0);
   pc_status s = kir_build_tuned(g, &p, opts->triple ? NULL : opts->autotune); /* rows timed on the host only */
   if (s == PC_OK && !opts->triple) s = kir_pack_weights(&p); /* panels for this machine's GEMM */
   if (s == PC_OK && !opts->triple) kir_pool_calls(&p);

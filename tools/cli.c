@@ -4,9 +4,12 @@
 #include "runtime/primc_rt.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <time.h>
 #include <sys/stat.h>
 
 int pc_cli_usage_error(const char *help, const char *msg) {
@@ -163,6 +166,84 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
     return 1;
   }
   return 0;
+}
+
+static double wall_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef struct progress_impl {
+  pthread_t thread;
+  pthread_mutex_t lock;
+} progress_impl;
+
+static void progress_draw(pc_cli_progress *p, double now) {
+  if (p->total > 0)
+    fprintf(stderr, "\rprimc: %s %lld/%lld (%.1f s)\033[K", p->phase, (long long)p->done, (long long)p->total, now - p->t0);
+  else fprintf(stderr, "\rprimc: %s (%.1f s)\033[K", p->phase, now - p->t0);
+  fflush(stderr);
+  p->printed = 1;
+}
+
+static void *progress_ticker(void *arg) {
+  pc_cli_progress *p = arg;
+  progress_impl *im = p->impl;
+  for (;;) {
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&im->lock);
+    int stop = p->stop;
+    double now = wall_s();
+    if (!stop && p->phase && now - p->t0 >= p->after) progress_draw(p, now);
+    pthread_mutex_unlock(&im->lock);
+    if (stop) return NULL;
+  }
+}
+
+double pc_cli_now(void) { return wall_s(); }
+
+void pc_cli_progress_init(pc_cli_progress *p, int quiet, double t0) {
+  memset(p, 0, sizeof *p);
+  p->t0 = t0;
+  const char *a = getenv("PRIMC_PROGRESS_AFTER");
+  p->after = a && *a ? atof(a) : 1.0;
+  progress_impl *im = !quiet && isatty(2) ? calloc(1, sizeof *im) : NULL;
+  if (!im) return;
+  pthread_mutex_init(&im->lock, NULL);
+  p->impl = im;
+  if (pthread_create(&im->thread, NULL, progress_ticker, p) != 0) {
+    pthread_mutex_destroy(&im->lock);
+    free(im);
+    p->impl = NULL;
+    return;
+  }
+  p->on = 1;
+}
+
+void pc_cli_progress_fn(void *ctx, const char *phase, int64_t done, int64_t total) {
+  pc_cli_progress *p = ctx;
+  if (!p->on) return;
+  progress_impl *im = p->impl;
+  pthread_mutex_lock(&im->lock);
+  p->phase = phase, p->done = done, p->total = total;
+  pthread_mutex_unlock(&im->lock);
+}
+
+void pc_cli_progress_end(pc_cli_progress *p, int ok) {
+  if (!p->on) return;
+  progress_impl *im = p->impl;
+  pthread_mutex_lock(&im->lock);
+  p->stop = 1;
+  pthread_mutex_unlock(&im->lock);
+  pthread_join(im->thread, NULL);
+  pthread_mutex_destroy(&im->lock);
+  free(im);
+  p->impl = NULL, p->on = 0;
+  if (!p->printed) return;
+  if (ok) fprintf(stderr, "\rprimc: compiled in %.1f s\033[K\n", wall_s() - p->t0);
+  else fprintf(stderr, "\r\033[K"); /* the error line follows on a clean line */
 }
 
 void pc_cli_print_report(FILE *f, const char *report) {

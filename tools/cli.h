@@ -49,6 +49,21 @@ int pc_cli_parse_size(const char *s, int64_t *out);
 /* the memory run and compile may plan for unless told: MemAvailable of /proc/meminfo (0: unknown) */
 int64_t pc_cli_default_mem_limit(void);
 void pc_cli_free(pc_cli *cli);
+/* compile progress on stderr when it is a terminal and the compile has taken a second
+ * ($PRIMC_PROGRESS_AFTER seconds): the phase, kernel N of M, the time, redrawn five times a second by a
+ * thread of its own (LLVM's passes report nothing for seconds); quiet: never */
+typedef struct pc_cli_progress {
+  int on, printed, stop;
+  double t0, after;
+  const char *phase;
+  int64_t done, total;
+  void *impl; /* the thread and its lock */
+} pc_cli_progress;
+void pc_cli_progress_init(pc_cli_progress *p, int quiet, double t0); /* t0: when the compile began (wall seconds, as pc_cli_now) */
+double pc_cli_now(void);
+void pc_cli_progress_fn(void *ctx, const char *phase, int64_t done, int64_t total); /* a pc_progress_fn */
+void pc_cli_progress_end(pc_cli_progress *p, int ok);
+
 /* report's lines, indented, to f */
 void pc_cli_print_report(FILE *f, const char *report);
 /* after an import of path failed: when more nodes than the one named would fail too, lists them on stderr

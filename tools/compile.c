@@ -31,6 +31,8 @@ static const char *compile_help =
     "  --triple T          target triple (default: host), e.g. aarch64-linux-gnu\n"
     "  --name ID           C prefix of the entry points (default: from OUT)\n"
     "  --report            print what was compiled: kernels, workspace, weights, time\n"
+    "  --quiet, -q         no progress line (shown on a terminal once a compile takes a second: the\n"
+    "                      phase, kernel N of M, the time)\n"
     "  --profile           time every kernel: `OUT --profile [--bench N]` prints a per-kernel table\n"
     "  --autotune          time the rows that can run each conv here, with its real shape, on the\n"
     "                      threads of $PRIMC_NUM_THREADS (default: every CPU), and keep the fastest\n"
@@ -46,7 +48,7 @@ static const char *compile_help =
 
 typedef struct compile_opts {
   const char *model, *out, *emit, *weights, *weights_file, *cpu, *triple, *name, *target, *gpu_arch, *autotune_cache;
-  int opt, unfused, report, profile, cuda_graphs, nvrtc_check, autotune;
+  int opt, unfused, report, profile, cuda_graphs, nvrtc_check, autotune, quiet;
   const char **models; /* every MODEL argument (--nvrtc-check takes several) */
   int n_models;
   pc_cli_model read; /* --dim, --const */
@@ -93,6 +95,8 @@ static int parse(int argc, char **argv, compile_opts *o) {
       o->unfused = 1;
     } else if (!strcmp(a, "--report")) {
       o->report = 1;
+    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+      o->quiet = 1;
     } else if (!strcmp(a, "--autotune")) {
       o->autotune = 1;
     } else if (!strcmp(a, "--profile")) {
@@ -212,8 +216,13 @@ static int compile_one(const compile_opts *op) {
   po.opt_level = o.opt;
   po.unfused = o.unfused;
   double t1 = now_s();
+  pc_cli_progress prog;
+  pc_cli_progress_init(&prog, o.quiet, t0);
+  pc_cli_progress_fn(&prog, "passes", 0, 0);
   pc_status s = g->status ? g->status : pc_pipeline_run(g, &po);
   double t2 = now_s();
+  co.progress = pc_cli_progress_fn;
+  co.progress_ctx = &prog;
   co.output = o.out;
   co.name = o.name;
   co.triple = o.triple;
@@ -228,6 +237,7 @@ static int compile_one(const compile_opts *op) {
   if (s == PC_OK && o.autotune && !(tune = co.autotune = pc_autotune_new(o.autotune_cache)))
     s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (s == PC_OK) s = pc_codegen(g, &co);
+  pc_cli_progress_end(&prog, s == PC_OK);
   double t3 = now_s();
   if (tune) autotune_report(tune, s == PC_OK);
   if (s != PC_OK) {

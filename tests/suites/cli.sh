@@ -292,4 +292,14 @@ PY
 then ok "--profile min/median and --trace JSON agree ($(cat "$tmp/chk"))"; else bad "--profile/--trace" "$(cat "$tmp/chk" "$tmp/err" | tail -n 5)"; fi
 expect_exit 2 "--trace needs a --profile build" "$tmp/mlp" --random-inputs --trace "$tmp/t2.json"
 
+# progress: on a terminal (script gives one) a compile shows its phases and kernel N of M, then the time;
+# --quiet, and stderr that is not a terminal, show nothing
+PRIMC_PROGRESS_AFTER=0 script -qec "$P compile models/encoder_tiny/model.onnx -o $tmp/pg" /dev/null >"$tmp/tty" 2>&1
+grep -a -q 'primc: [A-Za-z ]* ([0-9.]* s)' "$tmp/tty" && grep -a -q 'primc: compiled in [0-9.]* s' "$tmp/tty" &&
+  ok "progress on a terminal" || bad "progress on a terminal" "$(od -c "$tmp/tty" | head -5)"
+PRIMC_PROGRESS_AFTER=0 script -qec "$P compile models/encoder_tiny/model.onnx -o $tmp/pg --quiet" /dev/null >"$tmp/tty" 2>&1
+! grep -a -q 'primc:' "$tmp/tty" && ok "--quiet: no progress" || bad "--quiet" "$(od -c "$tmp/tty" | head -5)"
+PRIMC_PROGRESS_AFTER=0 "$P" compile models/resnet_tiny/model.onnx -o "$tmp/pg" >/dev/null 2>"$tmp/err"
+[ ! -s "$tmp/err" ] && ok "no progress when stderr is not a terminal" || bad "progress off a terminal" "$(head -c 200 "$tmp/err")"
+
 suite_end cli
