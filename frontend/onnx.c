@@ -1045,6 +1045,16 @@ int ox_attr_flag(ox_ctx *c, const char *name, int dflt) {
   return dflt;
 }
 
+int ox_attr_dtype(ox_ctx *c, const char *name, pc_dtype dflt, pc_dtype *out) {
+  *out = dflt;
+  if (!ox_has_attr(c, name)) return 1;
+  int64_t t = ox_attr_int(c, name, 0);
+  if (ox_dtype_from_onnx(t, out)) return 1;
+  ox_fail(c, PC_ERR_UNSUPPORTED, "attribute %s: ONNX type %lld (%s) is not supported", name, (long long)t,
+          t == (int)t ? ox_onnx_type_name((int)t) : "?");
+  return 0;
+}
+
 double ox_attr_float(ox_ctx *c, const char *name, double dflt) {
   const Onnx__AttributeProto *a = find_attr(c, name);
   return a ? (double)a->f : dflt;

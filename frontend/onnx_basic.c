@@ -290,8 +290,8 @@ pc_status ox_op_Where(ox_ctx *c) {
 
 pc_status ox_op_Cast(ox_ctx *c) {
   pc_dtype to;
-  int64_t t = ox_attr_int(c, "to", 0);
-  if (!ox_dtype_from_onnx(t, &to)) return ox_fail(c, PC_ERR_UNSUPPORTED, "cast to ONNX type %lld is not supported", (long long)t);
+  if (!ox_has_attr(c, "to")) return ox_fail(c, PC_ERR_ATTR, "attribute to is required");
+  if (!ox_attr_dtype(c, "to", PC_f32, &to)) return ox_status(c);
   return ox_out(c, 0, ox_convert_rounded(c, X0, to, ox_attr_flag(c, "saturate", 1), ox_attr_str(c, "round_mode", "up")));
 }
 pc_status ox_op_CastLike(ox_ctx *c) {
@@ -794,9 +794,8 @@ pc_status ox_op_EyeLike(ox_ctx *c) {
   pc_value *x = X0;
   if (!check_static(c, x)) return ox_status(c);
   if (x->type.rank != 2) return ox_fail(c, PC_ERR_SHAPE, "input must be 2-D");
-  pc_dtype dt = x->type.dtype;
-  if (ox_has_attr(c, "dtype") && !ox_dtype_from_onnx(ox_attr_int(c, "dtype", 1), &dt))
-    return ox_fail(c, PC_ERR_UNSUPPORTED, "dtype is not supported");
+  pc_dtype dt;
+  if (!ox_attr_dtype(c, "dtype", x->type.dtype, &dt)) return ox_status(c);
   pc_value *m = diag_mask(c, x->type.dims[0], x->type.dims[1], ox_attr_int(c, "k", 0), PC_OP_eq);
   return ox_out(c, 0, pc_convert(G, m, dt));
 }

@@ -84,6 +84,9 @@ int ox_has_attr(ox_ctx *c, const char *name);
 int64_t ox_attr_int(ox_ctx *c, const char *name, int64_t dflt);
 /* a boolean attribute: any value but 0 or 1 fails the node (a cast to int read 2^32 as 0) */
 int ox_attr_flag(ox_ctx *c, const char *name, int dflt);
+/* a dtype attribute (Cast's to, EyeLike's dtype, ...) read as int64: 1, with dflt when absent; 0 after failing
+ * the node for a type primc does not have */
+int ox_attr_dtype(ox_ctx *c, const char *name, pc_dtype dflt, pc_dtype *out);
 double ox_attr_float(ox_ctx *c, const char *name, double dflt);
 const char *ox_attr_str(ox_ctx *c, const char *name, const char *dflt); /* graph-owned copy */
 /* INTS/FLOATS: copies up to max entries into out, returns the count, -1 when absent (no error),

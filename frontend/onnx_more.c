@@ -40,15 +40,6 @@ static int check_static(ox_ctx *c, const pc_value *x) {
 }
 
 /* onnx dtype attribute `name` as a prim dtype (dflt when absent); 0 on failure */
-static int attr_dtype(ox_ctx *c, const char *name, pc_dtype dflt, pc_dtype *out) {
-  *out = dflt;
-  if (!ox_has_attr(c, name)) return 1;
-  int64_t t = ox_attr_int(c, name, 0);
-  if (ox_dtype_from_onnx(t, out)) return 1;
-  ox_fail(c, PC_ERR_UNSUPPORTED, "attribute %s: ONNX type %lld is not supported", name, (long long)t);
-  return 0;
-}
-
 /* The ONNX reference sums bf16 with numpy (ml_dtypes), one bf16 rounding per added element; a
  * short bf16 row is summed that way, in order, so results match it bit for bit. Longer rows
  * (and other dtypes) accumulate in the reduction's wider precision. */
@@ -188,7 +179,7 @@ static pc_status att_core(ox_ctx *c, att *a, pc_value *q, pc_value *k, pc_value 
   int64_t mode = ox_attr_int(c, "qk_matmul_output_mode", 0);
   pc_value *qk_out = mode == 2 ? with_bias : qk;
   pc_dtype prec;
-  if (!attr_dtype(c, "softmax_precision", T, &prec)) return ox_status(c);
+  if (!ox_attr_dtype(c, "softmax_precision", T, &prec)) return ox_status(c);
   if (!pc_dtype_is_float(prec)) return ox_fail(c, PC_ERR_TYPE, "softmax_precision must be a float type");
   pc_value *p = safe_softmax(c, pc_convert(G, with_bias, prec));
   if (bias) { /* rows with no attendable key give zeros, decided on the bias alone */
@@ -272,8 +263,7 @@ pc_status ox_op_FlexAttention(ox_ctx *c) {
   if (hkv < 1 || hq % hkv || v->type.dims[1] != hkv || k->type.dims[3] != E || v->type.dims[2] != k->type.dims[2])
     return ox_fail(c, PC_ERR_SHAPE, "Q, K and V heads or dims do not fit");
   pc_dtype dt = q->type.dtype, cdt = dt == PC_f16 || dt == PC_bf16 ? PC_f32 : dt;
-  if (ox_has_attr(c, "softmax_precision") && !ox_dtype_from_onnx(ox_attr_int(c, "softmax_precision", 1), &cdt))
-    return ox_fail(c, PC_ERR_ATTR, "softmax_precision is not a supported type");
+  if (!ox_attr_dtype(c, "softmax_precision", cdt, &cdt)) return ox_status(c);
   double scale = ox_attr_float(c, "scale", 1 / sqrt((double)E));
   /* both sides scaled by sqrt(scale), as the reference does, to keep 16-bit products in range */
   pc_value *ss = pc_scalar(G, dt, sqrt((double)(float)scale));
@@ -373,7 +363,7 @@ pc_status ox_op_SwiGLU(ox_ctx *c) {
 pc_status ox_op_BitCast(ox_ctx *c) {
   pc_value *x = ox_in_req(c, 0);
   pc_dtype to;
-  if (!x || !attr_dtype(c, "to", x ? x->type.dtype : PC_f32, &to)) return ox_status(c);
+  if (!x || !ox_attr_dtype(c, "to", x ? x->type.dtype : PC_f32, &to)) return ox_status(c);
   if (!ox_has_attr(c, "to")) return ox_fail(c, PC_ERR_ATTR, "attribute to is required");
   if (pc_dtype_size(to) != pc_dtype_size(x->type.dtype) || to == PC_bool)
     return ox_fail(c, PC_ERR_TYPE, "cannot reinterpret %s as %s", pc_dtype_name(x->type.dtype), pc_dtype_name(to));
@@ -572,7 +562,7 @@ static pc_status window_op(ox_ctx *c, win_kind k) {
   if (ox_const_ints(c, 0, &size, 1) != 1) return ox_status(c) ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "size must be a scalar");
   if (size < 0 || size > ((int64_t)1 << 24)) return ox_fail(c, PC_ERR_RANGE, "window size %lld is out of range", (long long)size);
   pc_dtype dt;
-  if (!attr_dtype(c, "output_datatype", PC_f32, &dt)) return ox_status(c);
+  if (!ox_attr_dtype(c, "output_datatype", PC_f32, &dt)) return ox_status(c);
   double N = ox_attr_int(c, "periodic", 1) ? (double)size : (double)(size - 1);
   double *v = malloc(sizeof *v * (size_t)(size ? size : 1));
   if (!v) return ox_fail(c, PC_ERR_NOMEM, "out of memory");
@@ -664,7 +654,7 @@ pc_status ox_op_QuantizeLinear(ox_ctx *c) {
   int64_t block;
   if (!check_static(c, x) || !sc || !ox_require_float(c, x) || !q_geometry(c, x, sc, &axis, &block)) return ox_status(c);
   pc_dtype out = PC_u8, prec = x->type.dtype;
-  if (!attr_dtype(c, "output_dtype", PC_u8, &out) || !attr_dtype(c, "precision", x->type.dtype, &prec)) return ox_status(c);
+  if (!ox_attr_dtype(c, "output_dtype", PC_u8, &out) || !ox_attr_dtype(c, "precision", x->type.dtype, &prec)) return ox_status(c);
   if (zp && ox_has_attr(c, "output_dtype") && zp->type.dtype != out) return ox_fail(c, PC_ERR_TYPE, "output_dtype and the zero point's type differ");
   if (zp) out = zp->type.dtype;
   pc_value *s = pc_convert(G, qparam(c, sc, x, axis, block), prec);
@@ -687,7 +677,7 @@ pc_status ox_op_DequantizeLinear(ox_ctx *c) {
   if (zp && zp->type.dtype != x->type.dtype) return ox_fail(c, PC_ERR_TYPE, "x and its zero point have different types");
   if (!ox_require_float(c, sc)) return ox_status(c);
   pc_dtype out = sc->type.dtype;
-  if (!attr_dtype(c, "output_dtype", sc->type.dtype, &out)) return ox_status(c);
+  if (!ox_attr_dtype(c, "output_dtype", sc->type.dtype, &out)) return ox_status(c);
   /* the reference works in float32 (float64 for a float64 scale) and rounds once to the output type */
   pc_dtype w = sc->type.dtype == PC_f64 ? PC_f64 : PC_f32;
   pc_value *d = pc_convert(G, x, w);
@@ -1250,9 +1240,8 @@ pc_status ox_op_MelWeightMatrix(ox_ctx *c) {
     return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "all five inputs are required scalars");
   int64_t rows = dft / 2 + 1;
   if (bins < 1 || dft < 1 || rate < 1 || rows * bins > MEL_MAX_ELEMS) return ox_fail(c, PC_ERR_ATTR, "bad sizes");
-  pc_dtype dt = PC_f32;
-  if (ox_has_attr(c, "output_datatype") && !ox_dtype_from_onnx(ox_attr_int(c, "output_datatype", 1), &dt))
-    return ox_fail(c, PC_ERR_ATTR, "output_datatype is not supported");
+  pc_dtype dt;
+  if (!ox_attr_dtype(c, "output_datatype", PC_f32, &dt)) return ox_status(c);
   float lo_mel = hz_to_mel((float)lo_hz), hi_mel = hz_to_mel((float)hi_hz), step = (hi_mel - lo_mel) / (float)(bins + 2);
   int64_t *f = pc_alloc(G, sizeof *f * (size_t)(bins + 2));
   double *w = pc_alloc(G, sizeof *w * (size_t)(rows * bins));

@@ -315,6 +315,20 @@ PC_TEST(onnx_more_dropout_training_needs_seed) {
   pc_graph_free(g);
 }
 
+/* dtype attributes share one reader: a type primc lacks fails the node naming the attribute and the type */
+PC_TEST(onnx_more_dtype_attributes_checked) {
+  tm_io in[1] = {{"x", 1, 2, {3, 3}}}, out[1] = {{"y", 1, 2, {3, 3}}};
+  tm_attr a[1] = {{"dtype", 'i', 8, 0, NULL}}; /* string */
+  pc_graph *g = tm_load("EyeLike", 22, in, 1, out, 1, a, 1, NULL);
+  CHECK(g && g->status == PC_ERR_UNSUPPORTED);
+  if (g) CHECK_CONTAINS(pc_error(g), "attribute dtype: ONNX type 8 (string) is not supported");
+  pc_graph_free(g);
+  tm_attr b[1] = {{"dtype", 'i', 7, 0, NULL}}; /* int64: fine */
+  g = tm_load("EyeLike", 22, in, 1, out, 1, b, 1, NULL);
+  CHECK_MSG(g && g->status == PC_OK, "%s", g ? pc_error(g) : "out of memory");
+  pc_graph_free(g);
+}
+
 /* ---------------------------------------------------------------- compile-time inputs */
 
 static const tm_io rs_in[2] = {{"data", 1, 2, {2, 3}}, {"axes", 7, 1, {1}}}, rs_out[1] = {{"y", 1, 1, {2}}};
