@@ -1,4 +1,4 @@
-/* runtime/kernels_pool.c: the f32 2-D max pool over a -inf padded map read unpadded (AVX-512 for ResNet's 3x3/2 stem pool). */
+/* runtime/kernels_pool.c: the f32 2-D max pool over a -inf padded map read unpadded (AVX-512 for ResNet's 3x3/2 stem pool, AVX2 rows and windows elsewhere). */
 #include "runtime/kernels.h"
 
 #include <immintrin.h>
@@ -12,6 +12,7 @@
  * along that row. A NaN wins, as in the max prim.
  */
 #define POOL_ROW_MAX 4096 /* floats of the row buffer, on the stack */
+#define POOL_ROW_PAD 16   /* floats past a row that vector loads may read (set to -inf, never stored) */
 
 typedef struct pool_job {
   const float *x;
@@ -68,15 +69,51 @@ __attribute__((target("avx512f"))) static void pool_k3s2_512(const pool_job *j, 
   }
 }
 
+/* NaN-keeping max on ymm: vmaxps returns its second operand when either is NaN */
+__attribute__((target("avx2"))) static inline __m256 vmax8(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+
+/* tr[0 .. w) = row (first) or max(tr, row), 8 lanes at a time */
+__attribute__((target("avx2"))) static void row_max_avx2(float *tr, const float *row, int64_t w, int first) {
+  int64_t i = 0;
+  for (; i + 8 <= w; i += 8)
+    _mm256_storeu_ps(tr + i, first ? _mm256_loadu_ps(row + i) : vmax8(_mm256_loadu_ps(tr + i), _mm256_loadu_ps(row + i)));
+  for (; i < w; i++) tr[i] = first ? row[i] : max_nan(tr[i], row[i]);
+}
+
+/* y[ox] = max over dx < kw of t[ox * sw + dx], 8 outputs at a time for strides 1 and 2 (stride 2: two loads
+ * deinterleaved to their even lanes); t holds POOL_ROW_PAD readable floats past the last window */
+__attribute__((target("avx2"))) static int64_t windows_avx2(const float *t, float *y, int64_t ow, int64_t kw, int64_t sw) {
+  if (sw != 1 && sw != 2) return 0;
+  int64_t ox = 0;
+  for (; ox + 8 <= ow; ox += 8) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    for (int64_t dx = 0; dx < kw; dx++) {
+      const float *r = t + ox * sw + dx;
+      __m256 v;
+      if (sw == 1) {
+        v = _mm256_loadu_ps(r);
+      } else {
+        __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(r), _mm256_loadu_ps(r + 8), _MM_SHUFFLE(2, 0, 2, 0));
+        v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+      }
+      m = dx ? vmax8(m, v) : v;
+    }
+    _mm256_storeu_ps(y + ox, m);
+  }
+  return ox;
+}
+
 static void pool_planes(void *ctx, int64_t c0, int64_t c1) {
   const pool_job *j = ctx;
-  float t[POOL_ROW_MAX];
-  for (int64_t i = 0; i < j->row; i++) t[i] = -INFINITY;
+  float t[POOL_ROW_MAX + POOL_ROW_PAD];
+  for (int64_t i = 0; i < j->row + POOL_ROW_PAD; i++) t[i] = -INFINITY;
   for (int64_t c = c0; c < c1; c++)
     for (int64_t oy = 0; oy < j->oh; oy++) {
       const float *x = j->x + c * j->h * j->w;
       float *y = j->y + (c * j->oh + oy) * j->ow, *tr = t + j->pl;
-      if (j->fast) {
+      if (j->fast == 2) {
         pool_k3s2_512(j, x, y, oy);
         continue;
       }
@@ -84,12 +121,15 @@ static void pool_planes(void *ctx, int64_t c0, int64_t c1) {
       for (int64_t dy = 0; dy < j->kh; dy++) {
         int64_t iy = y0 + dy;
         if (iy < 0 || iy >= j->h) continue;
-        for (int64_t i = 0; i < j->w; i++) tr[i] = n == 0 ? x[iy * j->w + i] : max_nan(tr[i], x[iy * j->w + i]);
+        if (j->fast == 1) row_max_avx2(tr, x + iy * j->w, j->w, n == 0);
+        else
+          for (int64_t i = 0; i < j->w; i++) tr[i] = n == 0 ? x[iy * j->w + i] : max_nan(tr[i], x[iy * j->w + i]);
         n++;
       }
       if (n == 0)
         for (int64_t i = 0; i < j->w; i++) tr[i] = -INFINITY; /* a window wholly in the padding */
-      for (int64_t ox = 0; ox < j->ow; ox++) {
+      int64_t ox = j->fast == 1 ? windows_avx2(t, y, j->ow, j->kw, j->sw) : 0;
+      for (; ox < j->ow; ox++) {
         const float *r = t + ox * j->sw;
         float m = r[0];
         for (int64_t dx = 1; dx < j->kw; dx++) m = max_nan(m, r[dx]);
@@ -110,7 +150,10 @@ int primc_k_maxpool(const int64_t *q, void *const *bufs) {
   pool_job j = {bufs[1], bufs[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], 0, 0};
   j.row = primc_maxpool_row(j.w, j.ow, j.kw, j.sw, j.pl);
   if (!j.row || j.kh < 1 || j.kw < 1 || j.sh < 1 || j.sw < 1) return PRIMC_ERR_ARG;
-  j.fast = j.kw == 3 && j.sw == 2 && j.pl == 1 && __builtin_cpu_supports("avx512f");
+  /* 2: the AVX-512 3x3/2 kernel; 1: AVX2 rows and windows; 0: scalar */
+  j.fast = j.kw == 3 && j.sw == 2 && j.pl == 1 && __builtin_cpu_supports("avx512f") ? 2
+           : __builtin_cpu_supports("avx2")                                           ? 1
+                                                                                      : 0;
   primc_parallel_for(q[0], pool_planes, &j);
   return PRIMC_OK;
 }

@@ -721,4 +721,8 @@ PC_TEST(maxpool_call) {
   maxpool_case(2, 37, 41, 3, 2, 1, 1, 5 * 41 + 7);
   maxpool_case(2, 9, 30, 3, 2, 0, 0, 3 * 30 + 29);
   maxpool_case(2, 10, 11, 2, 1, 1, 1, 12);
+  maxpool_case(3, 32, 32, 3, 2, 1, 1, 2 * 32 * 32 + 17 * 32 + 9); /* resnet_tiny's stem pool */
+  maxpool_case(2, 13, 29, 3, 1, 1, 1, 6 * 29 + 28);                /* stride 1, a NaN in the last column */
+  maxpool_case(2, 7, 5, 2, 2, 0, 0, -1);                           /* rows narrower than a vector */
+  maxpool_case(2, 19, 40, 5, 3, 2, 2, 40 + 3);                     /* stride 3: the scalar windows */
 }
