@@ -23,7 +23,6 @@ _Static_assert(PRIMC_STATUS_PARSE == (int)PC_ERR_PARSE && PRIMC_STATUS_UNSUPPORT
 _Static_assert(PRIMC_EMIT_CUDA == (int)PC_EMIT_CUDA && PRIMC_TARGET_CUDA == (int)PC_TARGET_CUDA,
                "primc_emit and primc_target mirror codegen's enums");
 
-#define API_MAX_NAME PC_MAX_ENTRY_NAME
 
 typedef struct api_dim {
   char *name;
@@ -373,14 +372,9 @@ primc_status primc_model_set_autotune_cache(primc_model *m, const char *path) {
 
 primc_status primc_model_set_name(primc_model *m, const char *name) {
   NEED_M(m);
-  if (name) {
-    size_t n = strlen(name);
-    int ok = n > 0 && n <= API_MAX_NAME && (isalpha((unsigned char)name[0]) || name[0] == '_');
-    for (size_t i = 0; ok && i < n; i++) ok = isalnum((unsigned char)name[i]) || name[i] == '_';
-    if (!ok)
-      return fail(m, PRIMC_STATUS_USAGE, "name '%.*s' is not a C identifier of at most %d characters", 300, name,
-                  API_MAX_NAME);
-  }
+  if (name && !pc_entry_name_ok(name))
+    return fail(m, PRIMC_STATUS_USAGE, "name '%.*s' is not a C identifier of at most %d characters", 300, name,
+                PC_MAX_ENTRY_NAME);
   return set_str(m, &m->name, name);
 }
 

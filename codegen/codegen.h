@@ -116,6 +116,7 @@ void pc_path_stem(const char *path, char *out, size_t n);  /* path without its e
 void pc_path_ident(const char *path, char *out, size_t n); /* a C identifier from path's base name */
 /* the entry points' prefix at most this long: symbols are built from it in 256 bytes, with suffixes */
 #define PC_MAX_ENTRY_NAME 200
+int pc_entry_name_ok(const char *name); /* a C identifier of 1 to PC_MAX_ENTRY_NAME characters */
 /* refuses what can be refused before any work: a name that is no C identifier (or too long), an output whose
  * directory does not exist or cannot be written (named as the user gave it) */
 pc_status pc_output_check(pc_graph *g, const pc_codegen_opts *o);

@@ -22,16 +22,17 @@ void pc_path_ident(const char *path, char *out, size_t n) {
   if (!k) snprintf(out, n, "model");
 }
 
+int pc_entry_name_ok(const char *nm) {
+  size_t n = strlen(nm);
+  int ok = n > 0 && n <= PC_MAX_ENTRY_NAME && (isalpha((unsigned char)nm[0]) || nm[0] == '_');
+  for (size_t i = 0; ok && i < n; i++) ok = isalnum((unsigned char)nm[i]) || nm[i] == '_';
+  return ok;
+}
+
 pc_status pc_output_check(pc_graph *g, const pc_codegen_opts *o) {
-  const char *nm = o->name;
-  if (nm) {
-    size_t n = strlen(nm);
-    int ok = n > 0 && n <= PC_MAX_ENTRY_NAME && (isalpha((unsigned char)nm[0]) || nm[0] == '_');
-    for (size_t i = 0; ok && i < n; i++) ok = isalnum((unsigned char)nm[i]) || nm[i] == '_';
-    if (!ok)
-      return pc_fail(g, PC_ERR_ATTR, "--name '%.*s' is not a C identifier of at most %d characters", 300, nm,
-                     PC_MAX_ENTRY_NAME);
-  }
+  if (o->name && !pc_entry_name_ok(o->name))
+    return pc_fail(g, PC_ERR_ATTR, "--name '%.*s' is not a C identifier of at most %d characters", 300, o->name,
+                   PC_MAX_ENTRY_NAME);
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", o->output);
   char *slash = strrchr(dir, '/');
