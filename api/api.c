@@ -6,7 +6,6 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 
-#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
