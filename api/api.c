@@ -177,23 +177,11 @@ primc_status primc_model_set_dim(primc_model *m, const char *name, int64_t value
 /* "NAME=N" or "NAME=LO..HI" */
 primc_status primc_model_set_dim_spec(primc_model *m, const char *spec) {
   NEED_M(m);
-  const char *eq = spec ? strchr(spec, '=') : NULL;
+  pc_dim_binding d;
   char name[256];
-  if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof name)
+  if (!spec || !pc_dim_spec_parse(spec, &d, name, sizeof name))
     return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N or NAME=LO..HI", spec ? spec : "(null)");
-  memcpy(name, spec, (size_t)(eq - spec));
-  name[eq - spec] = 0;
-  char *end;
-  errno = 0;
-  long long lo = strtoll(eq + 1, &end, 10), hi = lo;
-  int bad = errno || end == eq + 1;
-  if (!bad && end[0] == '.' && end[1] == '.') {
-    const char *h = end + 2;
-    hi = strtoll(h, &end, 10);
-    bad = errno || end == h;
-  }
-  if (bad || *end) return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N or NAME=LO..HI", spec);
-  return primc_model_set_dim_range(m, name, lo, hi);
+  return primc_model_set_dim_range(m, name, d.lo, d.hi);
 }
 
 primc_status primc_model_set_const_spec(primc_model *m, const char *spec) {

@@ -1,5 +1,6 @@
-/* frontend/const_input.c: graph inputs fixed to constants (--const NAME=VALUE): how a value is spelled, and
- * fitting a value to the dtype and dims the model declares for the input. */
+/* frontend/const_input.c: what a user fixes of a model's inputs: --dim NAME=N|LO..HI and --const NAME=VALUE as
+ * spelled (the CLI and the C API parse them here), and fitting a constant to the dtype and dims the model
+ * declares for its input. */
 #include "frontend/frontend.h"
 
 #include <errno.h>
@@ -16,6 +17,27 @@ static int bad(char *err, size_t n, const char *fmt, ...) {
   vsnprintf(err, n, fmt, ap);
   va_end(ap);
   return 0;
+}
+
+int pc_dim_spec_parse(const char *s, pc_dim_binding *out, char *name, size_t name_size) {
+  const char *eq = strchr(s, '=');
+  if (!eq || eq == s || (size_t)(eq - s) >= name_size) return 0;
+  memcpy(name, s, (size_t)(eq - s));
+  name[eq - s] = 0;
+  char *end;
+  errno = 0;
+  long long lo = strtoll(eq + 1, &end, 10), hi = lo;
+  if (errno || end == eq + 1 || lo < 0) return 0;
+  if (end[0] == '.' && end[1] == '.') {
+    const char *h = end + 2;
+    hi = strtoll(h, &end, 10);
+    if (errno || end == h || hi < lo) return 0;
+  }
+  if (*end) return 0;
+  out->name = name;
+  out->lo = lo;
+  out->hi = hi;
+  return 1;
 }
 
 int pc_const_spec_parse(const char *spec, pc_const_input *out, char *name, size_t name_size, char *err,

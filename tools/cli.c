@@ -17,27 +17,6 @@ int pc_cli_usage_error(const char *help, const char *msg) {
   return 2;
 }
 
-int pc_cli_parse_dim(const char *s, pc_dim_binding *out, char *name, size_t name_size) {
-  const char *eq = strchr(s, '=');
-  if (!eq || eq == s || (size_t)(eq - s) >= name_size) return 0;
-  memcpy(name, s, (size_t)(eq - s));
-  name[eq - s] = 0;
-  char *end;
-  errno = 0;
-  long long lo = strtoll(eq + 1, &end, 10), hi = lo;
-  if (errno || end == eq + 1 || lo < 0) return 0;
-  if (end[0] == '.' && end[1] == '.') {
-    const char *h = end + 2;
-    hi = strtoll(h, &end, 10);
-    if (errno || end == h || hi < lo) return 0;
-  }
-  if (*end) return 0;
-  out->name = name;
-  out->lo = lo;
-  out->hi = hi;
-  return 1;
-}
-
 int pc_cli_parse_size(const char *s, int64_t *out) {
   char *end;
   errno = 0;
@@ -66,7 +45,7 @@ int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
   if (!dim && strcmp(a, "--const")) return 0;
   if (!v) return fprintf(stderr, "primc: option '%s' needs a value\n", a), -1;
   if (dim) {
-    if (m->n_dims >= PC_CLI_MAX || !pc_cli_parse_dim(v, &m->dims[m->n_dims], m->dim_names[m->n_dims], sizeof m->dim_names[0]))
+    if (m->n_dims >= PC_CLI_MAX || !pc_dim_spec_parse(v, &m->dims[m->n_dims], m->dim_names[m->n_dims], sizeof m->dim_names[0]))
       return fprintf(stderr, "primc: bad --dim '%s' (expected NAME=N or NAME=LO..HI)\n", v), -1;
     m->n_dims++;
     return 1;

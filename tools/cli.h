@@ -41,8 +41,6 @@ typedef struct pc_cli {
  * error and returns 1 for anything unknown (cli->exit_code says which). */
 int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help);
 int pc_cli_usage_error(const char *help, const char *msg);
-/* parses "name=N" or "name=LO..HI" */
-int pc_cli_parse_dim(const char *s, pc_dim_binding *out, char *name, size_t name_size);
 /* "--mem-limit" values: bytes with an optional K, M or G suffix (powers of 1024), 0 for no limit;
  * 0 when s is not one */
 int pc_cli_parse_size(const char *s, int64_t *out);
