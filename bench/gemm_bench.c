@@ -133,12 +133,17 @@ static void run_blas(void *ctx) {
               r->A, (int)c->K, r->B, c->tb ? (int)c->K : (int)c->N, 0.0f, r->C, (int)c->N);
 }
 
-static void bench_gemm(const gemm_case *c) {
-  gemm_run r = {c, rand_buf((size_t)(c->M * c->K)), rand_buf((size_t)(c->K * c->N)), rand_buf((size_t)(c->M * c->N))};
+/* one table row: ours and BLAS's run of case c on the same buffers (ctx), timed in turn */
+static void gemm_row(const gemm_case *c, void (*ours)(void *), void (*blas)(void *), void *ctx) {
   double flops = 2.0 * (double)c->M * (double)c->N * (double)c->K;
-  double tp = best_time(run_primc, &r), tb = best_time(run_blas, &r);
+  double tp = best_time(ours, ctx), tb = best_time(blas, ctx);
   printf("| %-28s | %5lld %5lld %5lld | %7.1f | %7.1f | %5.2fx |\n", c->name, (long long)c->M, (long long)c->N,
          (long long)c->K, flops / tp * 1e-9, flops / tb * 1e-9, tb / tp);
+}
+
+static void bench_gemm(const gemm_case *c) {
+  gemm_run r = {c, rand_buf((size_t)(c->M * c->K)), rand_buf((size_t)(c->K * c->N)), rand_buf((size_t)(c->M * c->N))};
+  gemm_row(c, run_primc, run_blas, &r);
   free(r.A), free(r.B), free(r.C);
 }
 
@@ -171,10 +176,7 @@ static void run_blas_d(void *ctx) {
 
 static void bench_dgemm(const gemm_case *c) {
   dgemm_run r = {c, rand_dbuf((size_t)(c->M * c->K)), rand_dbuf((size_t)(c->K * c->N)), rand_dbuf((size_t)(c->M * c->N))};
-  double flops = 2.0 * (double)c->M * (double)c->N * (double)c->K;
-  double tp = best_time(run_primc_d, &r), tb = best_time(run_blas_d, &r);
-  printf("| %-28s | %5lld %5lld %5lld | %7.1f | %7.1f | %5.2fx |\n", c->name, (long long)c->M, (long long)c->N,
-         (long long)c->K, flops / tp * 1e-9, flops / tb * 1e-9, tb / tp);
+  gemm_row(c, run_primc_d, run_blas_d, &r);
   free(r.A), free(r.B), free(r.C);
 }
 
