@@ -21,9 +21,10 @@
  *   bytes_moved  bytes of the distinct buffers it reads and writes, per call
  *   min_ms       its fastest call, in ms (%.4f; "-" when no call was recorded)
  *   median_ms    its median call, in ms: unlike total_ms, one preempted call does not move it
- * --trace FILE.json writes the same calls as Chrome trace events ("ph": "X", ts and dur in us, one
- * track: the calling thread, which runs the kernels one after another over the pool) with each
- * kernel's model node in args.origin; chrome://tracing and ui.perfetto.dev open it.
+ * --trace FILE.json writes the same calls as Chrome trace events ("ph": "X", ts and dur in us) with
+ * each kernel's model node in args.origin: tid 1 the calling thread, which runs the kernels one after
+ * another, and tid 2.. each pool worker's share of a parallel kernel, named by that kernel;
+ * chrome://tracing and ui.perfetto.dev open it.
  */
 #include "runtime/primc_rt.h"
 
@@ -156,7 +157,7 @@ static int run_model(const primc_model_desc *m, const primc_driver_opts *o, cons
   }
   /* every call of the counted runs recorded, for per-call statistics and the trace (a bounded buffer) */
   int runs = o->bench > 0 ? o->bench : 1;
-  int64_t cap = m->profile ? (int64_t)m->profile->n_kernels * 2 * runs : 0;
+  int64_t cap = m->profile ? (int64_t)m->profile->n_kernels * (2 + 2 * primc_num_threads()) * runs : 0;
   if (cap > PROF_MAX_EVENTS) cap = PROF_MAX_EVENTS;
   r->events = cap && (c->profile || c->trace) ? malloc(sizeof *r->events * (size_t)cap) : NULL;
   primc_prof_record(r->events, cap);

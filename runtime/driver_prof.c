@@ -77,28 +77,60 @@ static void json_text(FILE *f, const char *s) {
   }
 }
 
+/* the kernel call (on the calling thread) whose interval holds t, -1 when none: calls are in time order */
+static int64_t call_at(const primc_prof_event *ev, const int64_t *calls, int64_t n, int64_t t) {
+  int64_t lo = 0, hi = n - 1, at = -1;
+  while (lo <= hi) {
+    int64_t mid = (lo + hi) / 2;
+    if (ev[calls[mid]].t0 <= t) at = mid, lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return at >= 0 && t < ev[calls[at]].t0 + ev[calls[at]].ns ? calls[at] : -1;
+}
+
+static void trace_event(FILE *f, const primc_model_desc *m, const primc_prof_event *call, int tid, int64_t ts,
+                        int64_t ns) {
+  const primc_prof_kernel *k = call ? &m->profile->kernels[call->kernel] : NULL;
+  fprintf(f, ",\n{\"name\": \"");
+  if (k) fprintf(f, "k%d ", (int)call->kernel);
+  json_text(f, k ? k->name : "pool work");
+  fprintf(f, "\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 1, \"tid\": %d, \"args\": "
+             "{\"origin\": \"", tid == 1 ? "kernel" : "share", (double)ts / 1e3, (double)ns / 1e3, tid);
+  json_text(f, k ? k->origin : "-");
+  fprintf(f, "\", \"bytes_moved\": %lld}}", k ? (long long)k->bytes : 0LL);
+}
+
 int primc_driver_trace_write(const char *path, const primc_model_desc *m, const primc_prof_event *ev, int64_t n_ev) {
-  FILE *f = fopen(path, "w");
-  if (!f) return fprintf(stderr, "error: cannot write %s\n", path), 1;
-  int64_t t0 = n_ev ? ev[0].t0 : 0;
-  for (int64_t i = 1; i < n_ev; i++)
+  int64_t *calls = malloc(sizeof *calls * (size_t)(n_ev + 1)), n_calls = 0, t0 = n_ev ? ev[0].t0 : 0;
+  if (!calls) return fprintf(stderr, "error: out of memory\n"), 1;
+  int max_thread = 0;
+  for (int64_t i = 0; i < n_ev; i++) {
+    int ok = ev[i].kernel >= 0 && ev[i].kernel < m->profile->n_kernels;
+    if (ok) calls[n_calls++] = i;
     if (ev[i].t0 < t0) t0 = ev[i].t0;
+    if (!ok && ev[i].thread > max_thread) max_thread = ev[i].thread;
+  }
+  FILE *f = fopen(path, "w");
+  if (!f) return free(calls), fprintf(stderr, "error: cannot write %s\n", path), 1;
   fprintf(f, "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"model\": \"");
   json_text(f, m->name);
   fprintf(f, "\", \"threads\": %d}, \"traceEvents\": [\n", primc_num_threads());
-  fprintf(f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"kernels (calling "
-             "thread; each kernel spreads over the pool)\"}}");
+  fprintf(f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"kernels "
+             "(the calling thread, which also runs share 0 of each parallel kernel)\"}}");
+  for (int t = 1; t <= max_thread; t++)
+    fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"args\": {\"name\": "
+               "\"pool thread %d\"}}", t + 1, t);
   for (int64_t i = 0; i < n_ev; i++) {
     const primc_prof_event *e = &ev[i];
-    const primc_prof_kernel *k = e->kernel >= 0 && e->kernel < m->profile->n_kernels ? &m->profile->kernels[e->kernel] : NULL;
-    fprintf(f, ",\n{\"name\": \"k%d ", (int)e->kernel);
-    json_text(f, k ? k->name : "?");
-    fprintf(f, "\", \"cat\": \"kernel\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 1, \"tid\": 1, \"args\": "
-               "{\"origin\": \"", (double)(e->t0 - t0) / 1e3, (double)e->ns / 1e3);
-    json_text(f, k ? k->origin : "-");
-    fprintf(f, "\", \"bytes_moved\": %lld}}", k ? (long long)k->bytes : 0LL);
+    if (e->kernel >= 0 && e->kernel < m->profile->n_kernels) {
+      trace_event(f, m, e, 1, e->t0 - t0, e->ns);
+    } else if (e->kernel < 0) {
+      int64_t c = call_at(ev, calls, n_calls, e->t0);
+      trace_event(f, m, c >= 0 ? &ev[c] : NULL, e->thread + 1, e->t0 - t0, e->ns);
+    }
   }
   fprintf(f, "\n]}\n");
+  free(calls);
   if (fclose(f) != 0) return fprintf(stderr, "error: cannot write %s\n", path), 1;
   return 0;
 }

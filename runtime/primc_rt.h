@@ -75,15 +75,19 @@ typedef struct primc_profile {
 int64_t primc_prof_begin(void);
 void primc_prof_end(const primc_profile *p, int32_t kernel, int64_t t0);
 void primc_prof_reset(const primc_profile *p);
-/* one kernel call: which, when it began (primc_prof_begin's clock) and how long it took */
+/* one kernel call (kernel >= 0, on the calling thread), or one pool thread's share of a parallel loop
+ * (kernel -1, thread 1..): when it began (primc_prof_begin's clock) and how long it took */
 typedef struct primc_prof_event {
-  int32_t kernel;
+  int32_t kernel, thread;
   int64_t t0, ns;
 } primc_prof_event;
 /* from now on every profiled call is also recorded into buf, at most cap of them (buf NULL: none); the
  * driver's per-call min and median and its --trace file read them. Not for concurrent runs. */
 void primc_prof_record(primc_prof_event *buf, int64_t cap);
 int64_t primc_prof_recorded(void); /* events written into buf since primc_prof_record */
+/* the thread pool's side: whether calls are being recorded, and one worker's share of a parallel loop */
+int primc_prof_recording(void);
+void primc_prof_note_share(int32_t thread, int64_t t0, int64_t ns);
 
 /* exported by every generated object as NAME_model */
 typedef struct primc_model_desc {

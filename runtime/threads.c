@@ -93,7 +93,11 @@ static void *worker(void *arg) {
     seen = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
     int64_t b, e;
     chunk(p->n, p->n_threads, id, &b, &e);
-    if (b < e) p->fn(p->ctx, b, e);
+    if (b < e) {
+      int64_t t0 = primc_prof_recording() ? primc_prof_begin() : -1; /* --trace: each worker's share */
+      p->fn(p->ctx, b, e);
+      if (t0 >= 0) primc_prof_note_share(id, t0, primc_prof_begin() - t0);
+    }
     if (__atomic_sub_fetch(&p->pending, 1, __ATOMIC_ACQ_REL) == 0) {
       pthread_mutex_lock(&p->mu);
       if (p->caller_waits) pthread_cond_signal(&p->done);

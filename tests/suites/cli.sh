@@ -263,7 +263,8 @@ expect_exit 1 "check: open dims" "$P" check tests/data/inputs/switch.onnx --cons
 grep -q '^dims a compile needs fixed (--dim NAME=N): batch, x.dim2, x.dim3' "$tmp/out" || bad "check dims text" "$(cat "$tmp/out")"
 
 # --profile: per-kernel min and median beside the totals; --trace: a Chrome trace of the same calls, checked
-# against the trace event format (every X event named, timed, on a track), its durations adding up to the table's
+# against the trace event format (every X event named, timed, on a track), its durations adding up to the table's,
+# and the pool workers' shares on tracks of their own named by their kernel
 if "$P" compile models/resnet_tiny/model.onnx -O2 --profile -o "$tmp/prof" >/dev/null 2>"$tmp/err" &&
   "$tmp/prof" models/resnet_tiny/input.npy --bench 4 --profile --trace "$tmp/trace.json" >"$tmp/prof.txt" 2>"$tmp/err" &&
   python3 - "$tmp/prof.txt" "$tmp/trace.json" >"$tmp/chk" 2>&1 <<'PY'
@@ -277,8 +278,12 @@ for k, name, origin, calls, tot, pct, moved, lo, med in rows:
     assert 0 <= float(lo) <= float(med) and float(lo) * 4 <= float(tot) * 1.001 + 1e-4, (k, lo, med, tot)
     total[k] = float(tot)
 d = json.load(open(sys.argv[2]))
-ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
-assert len(ev) == 4 * len(rows), (len(ev), len(rows))
+named = {e["tid"] for e in d["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+shares = [e for e in d["traceEvents"] if e["ph"] == "X" and e["tid"] != 1]
+for e in shares:  # pool workers' shares: on a named track of their own, named by the kernel they belong to
+    assert e["tid"] in named and e["cat"] == "share" and e["name"].split()[0] in total or e["name"] == "pool work", e
+ev = [e for e in d["traceEvents"] if e["ph"] == "X" and e["tid"] == 1]
+assert 1 in named and len(ev) == 4 * len(rows), (len(ev), len(rows))
 got = {}
 for e in ev:
     assert isinstance(e["name"], str) and e["ts"] >= 0 and e["dur"] >= 0 and isinstance(e["pid"], int) and isinstance(e["tid"], int)
@@ -287,7 +292,7 @@ for e in ev:
     got[k] = got.get(k, 0) + e["dur"] / 1e3
 for k, t in total.items():
     assert abs(got[k] - t) <= 0.01 * t + 1e-3, (k, got[k], t)
-print("ok", len(rows), "kernels", len(ev), "events")
+print("ok", len(rows), "kernels", len(ev), "calls", len(shares), "pool shares")
 PY
 then ok "--profile min/median and --trace JSON agree ($(cat "$tmp/chk"))"; else bad "--profile/--trace" "$(cat "$tmp/chk" "$tmp/err" | tail -n 5)"; fi
 expect_exit 2 "--trace needs a --profile build" "$tmp/mlp" --random-inputs --trace "$tmp/t2.json"
