@@ -40,8 +40,7 @@ struct primc_model {
   /* read when importing */
   api_dim *dims;
   int n_dims;
-  pc_const_input *consts; /* --const: values malloc'ed, names in const_names */
-  char (*const_names)[256];
+  pc_const_input *consts; /* --const: names and values malloc'ed */
   int n_consts;
   char *weights_file;
   int64_t mem_limit;
@@ -129,9 +128,8 @@ void primc_model_free(primc_model *m) {
   free_io(m);
   for (int i = 0; i < m->n_dims; i++) free(m->dims[i].name);
   free(m->dims);
-  for (int i = 0; i < m->n_consts; i++) pc_tensor_free(&m->consts[i].value);
+  for (int i = 0; i < m->n_consts; i++) free((char *)m->consts[i].name), pc_tensor_free(&m->consts[i].value);
   free(m->consts);
-  free(m->const_names);
   char **strs[] = {&m->weights_file, &m->cpu, &m->triple, &m->gpu_arch, &m->name, &m->runtime_dir, &m->autotune_cache};
   for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) free(*strs[i]);
   free(m);
@@ -192,21 +190,16 @@ primc_status primc_model_set_const_spec(primc_model *m, const char *spec) {
   if (!pc_const_spec_parse(spec, &c, name, sizeof name, err, sizeof err))
     return fail(m, PRIMC_STATUS_USAGE, "const %s (expected NAME=VALUE: 3, 1.5, true or 1,2,3)", err);
   int at = 0;
-  while (at < m->n_consts && strcmp(m->const_names[at], name)) at++;
-  if (at == m->n_consts) {
-    pc_const_input *nc = realloc(m->consts, (size_t)(at + 1) * sizeof *nc);
-    if (nc) m->consts = nc;
-    char(*nn)[256] = nc ? realloc(m->const_names, (size_t)(at + 1) * sizeof *nn) : NULL;
-    if (!nn) return pc_tensor_free(&c.value), fail(m, PRIMC_STATUS_NOMEM, "out of memory");
-    m->const_names = nn;
-    m->n_consts++;
-  } else {
+  while (at < m->n_consts && strcmp(m->consts[at].name, name)) at++;
+  if (at < m->n_consts) { /* set again: the last value counts */
     pc_tensor_free(&m->consts[at].value);
+    m->consts[at].value = c.value;
+    return PRIMC_STATUS_OK;
   }
-  memcpy(m->const_names[at], name, sizeof name);
-  c.name = m->const_names[at];
-  m->consts[at] = c;
-  for (int i = 0; i < m->n_consts; i++) m->consts[i].name = m->const_names[i]; /* the names moved with realloc */
+  pc_const_input *nc = realloc(m->consts, (size_t)(at + 1) * sizeof *nc);
+  if (nc) m->consts = nc;
+  if (!nc || !(c.name = strdup(name))) return pc_tensor_free(&c.value), fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+  m->consts[m->n_consts++] = c;
   return PRIMC_STATUS_OK;
 }
 

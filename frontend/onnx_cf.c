@@ -47,7 +47,6 @@ static const Onnx__GraphProto *cf_body(ox_ctx *c, const char *attr) {
   return b;
 }
 
-/* the message the conformance runner and users read when an input must be known at compile time */
 /* the first graph input v is computed from, NULL when none (a walk up its producers) */
 static const char *graph_input_of(pc_graph *g, pc_value *v) {
   unsigned char *seen = v ? calloc((size_t)g->n_values + 1, 1) : NULL;
@@ -72,6 +71,7 @@ static const char *graph_input_of(pc_graph *g, pc_value *v) {
   return found;
 }
 
+/* the message the conformance runner and users read when an input must be known at compile time */
 static pc_status need_const(ox_ctx *c, int i, const char *why) {
   const char *src = graph_input_of(c->g, ox_in(c, i));
   if (src)

@@ -39,7 +39,6 @@ static int check_static(ox_ctx *c, const pc_value *x) {
   return 0;
 }
 
-/* onnx dtype attribute `name` as a prim dtype (dflt when absent); 0 on failure */
 /* The ONNX reference sums bf16 with numpy (ml_dtypes), one bf16 rounding per added element; a
  * short bf16 row is summed that way, in order, so results match it bit for bit. Longer rows
  * (and other dtypes) accumulate in the reduction's wider precision. */

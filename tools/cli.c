@@ -40,6 +40,17 @@ int64_t pc_cli_default_mem_limit(void) {
   return kb > 0 ? (int64_t)kb * 1024 : 0;
 }
 
+/* an .npy array as the tensor it holds (the data moves over; the dtype codes are the same) */
+static pc_tensor tensor_of(const primc_array *a) {
+  pc_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = (pc_dtype)a->dtype;
+  t.rank = a->rank;
+  memcpy(t.dims, a->dims, sizeof t.dims);
+  t.data = a->data;
+  return t;
+}
+
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
   int dim = !strcmp(a, "--dim");
   if (!dim && strcmp(a, "--const")) return 0;
@@ -61,10 +72,7 @@ int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
     memcpy(name, v, nl);
     name[nl] = 0;
     c->name = name;
-    c->value.dtype = (pc_dtype)arr.dtype;
-    c->value.rank = arr.rank;
-    memcpy(c->value.dims, arr.dims, sizeof c->value.dims);
-    c->value.data = arr.data;
+    c->value = tensor_of(&arr);
   } else if (!pc_const_spec_parse(v, c, name, sizeof m->const_names[0], err, sizeof err)) {
     return fprintf(stderr, "primc: bad --const %s (expected NAME=VALUE: 3, 1.5, true, 1,2,3 or FILE.npy)\n", err), -1;
   }
@@ -366,10 +374,7 @@ int pc_cli_inputs(const pc_cli *cli, const pc_graph *g, int n, const char *const
       free(a.data);
       return -1;
     }
-    ins[i].dtype = (pc_dtype)a.dtype;
-    ins[i].rank = a.rank;
-    memcpy(ins[i].dims, a.dims, sizeof ins[i].dims);
-    ins[i].data = a.data;
+    ins[i] = tensor_of(&a);
   }
   return 0;
 }

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char *compile_help =
     "usage: primc compile MODEL -o OUT [options]\n"
@@ -128,12 +127,6 @@ static int parse(int argc, char **argv, compile_opts *o) {
   return -1;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 #define CHECK_BATCH 16 /* models per NVRTC program in --nvrtc-check */
 
 static pc_graph *load_and_lower(const compile_opts *o, const char *model) {
@@ -201,7 +194,7 @@ static int compile_one(const compile_opts *op) {
   compile_opts o = *op;
   pc_codegen_opts co = {0};
   if (!emit_kind(o.emit, &co.emit)) return pc_cli_usage_error(compile_help, "bad --emit");
-  double t0 = now_s();
+  double t0 = pc_cli_now();
   pc_import_opts io = pc_cli_import_opts(&o.read, o.weights_file, o.mem_limit);
   pc_graph *g = pc_model_load(o.model, &io);
   if (!g) return fprintf(stderr, "primc: error: out of memory\n"), 1;
@@ -215,12 +208,12 @@ static int compile_one(const compile_opts *op) {
   pc_pipeline_opts po = {0};
   po.opt_level = o.opt;
   po.unfused = o.unfused;
-  double t1 = now_s();
+  double t1 = pc_cli_now();
   pc_cli_progress prog;
   pc_cli_progress_init(&prog, o.quiet, t0);
   pc_cli_progress_fn(&prog, "passes", 0, 0);
   pc_status s = g->status ? g->status : pc_pipeline_run(g, &po);
-  double t2 = now_s();
+  double t2 = pc_cli_now();
   co.progress = pc_cli_progress_fn;
   co.progress_ctx = &prog;
   co.output = o.out;
@@ -238,7 +231,7 @@ static int compile_one(const compile_opts *op) {
     s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (s == PC_OK) s = pc_codegen(g, &co);
   pc_cli_progress_end(&prog, s == PC_OK);
-  double t3 = now_s();
+  double t3 = pc_cli_now();
   if (tune) autotune_report(tune, s == PC_OK);
   if (s != PC_OK) {
     fprintf(stderr, "primc: error: %s\n", pc_error(g));
