@@ -52,7 +52,7 @@ struct primc_model {
   char *dir;
   pc_graph *g; /* imported and not yet lowered; NULL once a compile has used it */
   /* read when compiling */
-  int opt_level, unfused, weights_external, profile, cuda_graphs, autotune;
+  int opt_level, unfused, weights_external, profile, cuda_graphs, autotune, matmul_precision;
   primc_target target;
   char *cpu, *triple, *gpu_arch, *name, *runtime_dir, *autotune_cache;
   api_tensor *io[2];
@@ -346,6 +346,14 @@ FLAG_SETTER(cuda_graphs)
 
 FLAG_SETTER(autotune)
 
+primc_status primc_model_set_matmul_precision(primc_model *m, const char *precision) {
+  NEED_M(m);
+  int p = pc_matmul_precision_parse(precision);
+  if (p < 0) return fail(m, PRIMC_STATUS_USAGE, "matmul precision '%.*s' is not highest, high or medium", 100, precision ? precision : "(null)");
+  m->matmul_precision = p;
+  return PRIMC_STATUS_OK;
+}
+
 primc_status primc_model_set_autotune_cache(primc_model *m, const char *path) {
   return m ? set_str(m, &m->autotune_cache, path) : PRIMC_STATUS_USAGE;
 }
@@ -386,6 +394,7 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   pc_pipeline_opts po = {0};
   po.opt_level = m->opt_level;
   po.unfused = m->unfused;
+  g->matmul_precision = m->matmul_precision;
   pc_status s = pc_pipeline_run(g, &po);
   char rt_dir[4096];
   own_dir(rt_dir, sizeof rt_dir);

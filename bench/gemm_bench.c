@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Usage: PRIMC_NUM_THREADS=T gemm_bench [--quick]
+/* Usage: PRIMC_NUM_THREADS=T gemm_bench [--quick | --bf16 (the bf16 table only)]
  * OpenBLAS gets the same thread count; OPENBLAS_CORETYPE picks its kernels (printed in the header).
  * Each figure is the best of several timed runs of at least 40 ms each (20 ms with --quick). */
 
@@ -147,6 +147,105 @@ static void bench_gemm(const gemm_case *c) {
   free(r.A), free(r.B), free(r.C);
 }
 
+/* ---------------------------------------------------------------- bf16: primc_bgemm's rows, the AMX peak */
+
+#define AMX_ITERS 4000000L
+
+/* 4 independent 16x16 C tiles fed by the same A and B tiles: tdpbf16ps's throughput, the AMX peak */
+__attribute__((target("amx-tile,amx-bf16"))) static float amx_loop(long iters) {
+  static const struct {
+    uint8_t palette, start, res[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+  } cfg __attribute__((aligned(64))) = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+  static uint16_t ab[16 * 32] __attribute__((aligned(64)));
+  float out[256] __attribute__((aligned(64)));
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ab, 64);
+  _tile_loadd(5, ab, 64);
+  _tile_loadd(6, ab, 64);
+  _tile_loadd(7, ab, 64);
+  for (long i = 0; i < iters; i++) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return out[0];
+}
+
+static void amx_fn(void *ctx, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; i++) sink = amx_loop(AMX_ITERS);
+}
+static void amx_all(void *ctx) { primc_parallel_for(primc_num_threads(), amx_fn, NULL); }
+static void amx_one(void *ctx) { amx_fn(NULL, 0, 1); }
+
+typedef struct bgemm_run {
+  const gemm_case *c;
+  float *A, *C;
+  void *packed;
+} bgemm_run;
+
+static void run_bgemm(void *ctx) {
+  bgemm_run *r = ctx;
+  primc_bgemm_prepacked(0, r->c->M, r->c->N, r->c->K, r->A, r->c->K, r->packed, r->C, r->c->N);
+}
+
+static void run_sgemm_packed(void *ctx) {
+  bgemm_run *r = ctx;
+  primc_sgemm_prepacked(0, r->c->M, r->c->N, r->c->K, 1.0f, r->A, r->c->K, r->packed, 0.0f, r->C, r->c->N, NULL, NULL);
+}
+
+/* each row the CPU runs, B packed once (as a compiled model's weights), against the f32 GEMM on packed B */
+static void bench_bf16(void) {
+  int amx = primc_bgemm_force_row(PRIMC_BGEMM_ROW_AMX) == 0;
+  double amx_peak = 0;
+  if (amx) {
+    double flops = 4.0 * 16 * 16 * 32 * 2 * (double)AMX_ITERS;
+    double t1 = best_time(amx_one, NULL), tn = best_time(amx_all, NULL);
+    amx_peak = flops / t1 * 1e-9;
+    printf("AMX tdpbf16ps loop (4 C tiles): %.0f GFLOP/s on 1 thread, %.0f on %d\n\n", amx_peak,
+           flops * primc_num_threads() / tn * 1e-9, primc_num_threads());
+  }
+  static const gemm_case cases[] = {
+      {"square 256", 256, 256, 256, 1},           {"square 512", 512, 512, 512, 1},
+      {"square 1024", 1024, 1024, 1024, 1},       {"square 2048", 2048, 2048, 2048, 1},
+      {"bert linear 768->768", 128, 768, 768, 1}, {"bert linear 768->3072", 128, 3072, 768, 1},
+      {"bert linear 3072->768", 128, 768, 3072, 1}, {"resnet18 layer3 3x3 (as GEMM)", 196, 256, 2304, 1},
+  };
+  printf("| bf16 GEMM, B packed (split 1) | M N K | row | bf16 GFLOP/s | of AMX peak | f32 GFLOP/s | bf16 / f32 "
+         "speedup |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n");
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const gemm_case *c = &cases[i];
+    float *B = rand_buf((size_t)(c->K * c->N));
+    bgemm_run r = {c, rand_buf((size_t)(c->M * c->K)), rand_buf((size_t)(c->M * c->N)), NULL},
+              f = {c, r.A, r.C, aligned_alloc(64, (primc_sgemm_packed_b_size(c->N, c->K) + 63) / 64 * 64)};
+    r.packed = aligned_alloc(64, (primc_bgemm_packed_b_size(c->N, c->K, 1) + 63) / 64 * 64);
+    primc_bgemm_pack_b(1, c->N, c->K, B, c->K, 1, r.packed);
+    primc_sgemm_pack_b(1, c->N, c->K, B, c->K, f.packed);
+    double flops = 2.0 * (double)c->M * (double)c->N * (double)c->K;
+    double tf = best_time(run_sgemm_packed, &f);
+    for (int row = 0; row < PRIMC_BGEMM_ROW_COUNT; row++) {
+      if (primc_bgemm_force_row(row) < 0 || row == PRIMC_BGEMM_ROW_GENERIC) continue;
+      double tb = best_time(run_bgemm, &r);
+      char of[16] = "-";
+      if (row == PRIMC_BGEMM_ROW_AMX) snprintf(of, sizeof of, "%.0f%%", 100 * flops / tb * 1e-9 / amx_peak);
+      printf("| %-28s | %5lld %5lld %5lld | %s | %7.1f | %s | %7.1f | %5.2fx |\n", c->name, (long long)c->M,
+             (long long)c->N, (long long)c->K, primc_bgemm_row_name(row), flops / tb * 1e-9, of, flops / tf * 1e-9,
+             tf / tb);
+    }
+    primc_bgemm_force_row(-1);
+    free(B), free(r.A), free(r.C), free(r.packed), free(f.packed);
+  }
+  printf("\n");
+}
+
 /* ---------------------------------------------------------------- f64: primc_dgemm vs cblas_dgemm */
 
 typedef struct dgemm_run {
@@ -279,7 +378,7 @@ static void openblas_threads_from_start(char **argv) {
 
 int main(int argc, char **argv) {
   openblas_threads_from_start(argv);
-  int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  int quick = argc > 1 && strcmp(argv[1], "--quick") == 0, bf16_only = argc > 1 && strcmp(argv[1], "--bf16") == 0;
   if (quick) min_seconds = 0.02;
   openblas_set_num_threads(primc_num_threads());
   if (primc_num_threads() == 1) clock_id = CLOCK_PROCESS_CPUTIME_ID;
@@ -287,6 +386,10 @@ int main(int argc, char **argv) {
   printf("## primc_sgemm (%s kernels) vs OpenBLAS (%s), %d thread(s), %s time\n\n",
          primc_sgemm_isa_name(primc_sgemm_isa()), openblas_get_corename(), primc_num_threads(),
          clock_id == CLOCK_MONOTONIC ? "wall" : "CPU");
+  if (bf16_only) {
+    bench_bf16();
+    return 0;
+  }
   report_peak();
   static const gemm_case gemms[] = {
       {"square 256", 256, 256, 256, 0},
@@ -314,6 +417,8 @@ int main(int argc, char **argv) {
   printf("\n| f64 GEMM (primc_dgemm: compiled models link no BLAS) | M N K | primc GFLOP/s | OpenBLAS GFLOP/s | "
          "speedup |\n| --- | --- | ---: | ---: | ---: |\n");
   for (size_t i = 0; i < sizeof dgemms / sizeof dgemms[0]; i++) bench_dgemm(&dgemms[i]);
+  printf("\n");
+  bench_bf16();
   static const conv_case convs[] = {
       CONV("conv1 7x7/2 3->64", 3, 224, 64, 7, 2, 3),
       CONV("layer1 3x3 64->64", 64, 56, 64, 3, 1, 1),

@@ -41,6 +41,7 @@ typedef struct kir_packed {
                        params, conv; primc_conv_plan_pack): A strips of a_mr rows, W^T panels (trans), ... */
   int xform;        /* PRIMC_CONV_W_WINOGRAD or _LANES: a conv's weights transformed for that row; 0 otherwise */
   const int64_t *conv;
+  int bf16_split;   /* > 0: a dot's B as bf16 panels for that split (primc_bgemm_pack_b), not f32 GEMM panels */
 } kir_packed;
 
 /* element index = offset + sum over loops k of stride[k] * i_k (elements, not bytes) */
@@ -157,7 +158,8 @@ pc_status kir_build(pc_graph *g, kir_program *p);
 pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune);
 /* CPU codegen for the host: f32 dots whose B is a constant read it as GEMM panels packed
  * here once (for this machine's GEMM kernels; another machine reads them row by row), and
- * the weights blob drops constants no kernel reads any more. */
+ * the weights blob drops constants no kernel reads any more. Under g->matmul_precision high or
+ * medium, f32 dots become dot_bf16 calls instead, a constant B packed as bf16 panels. */
 pc_status kir_pack_weights(kir_program *p);
 /* host code only: max pools over a -inf padded copy become primc_k_maxpool calls that read the map
  * unpadded; the pad kernels are marked absorbed, the tree kernel turns into the call */

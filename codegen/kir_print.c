@@ -119,6 +119,11 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
     fprintf(f, ")");
     if (k->call == KC_conv && k->params[CONV_EPI_AT + CONV_EPI_ROW] > 0)
       print_conv_row(p, k, f);
+    if (k->call == KC_dot_bf16)
+      fprintf(f, " (matmul precision %s: %s, f32 sums; B %s; bf16 row here %s)", k->params[12] == 3 ? "high" : "medium",
+              k->params[12] == 3 ? "bf16 hi+lo operands" : "bf16 operands",
+              k->params[11] > 0 ? "packed at compile time" : "packed per call",
+              primc_bgemm_row_name(primc_bgemm_row_active()));
     if (k->has_epilogue) fprintf(f, " with epilogue k%d %s", k->epilogue, k->epi_in_call ? "in the call" : "per row block");
     if (k->pair) fprintf(f, ", then k%d in the same call (conv row %s)", k->pair, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW));
     if (k->absorbed) fprintf(f, " (in k%d's call)", idx - 2);

@@ -125,6 +125,11 @@ primc_status primc_model_set_cuda_graphs(primc_model *m, int cuda_graphs);
  * none): a compile reads it and adds what it timed. A cache that cannot be read or written is ignored. */
 primc_status primc_model_set_autotune(primc_model *m, int autotune);
 primc_status primc_model_set_autotune_cache(primc_model *m, const char *path);
+/* how f32 MatMul/Gemm contractions run, torch.set_float32_matmul_precision's settings: "highest" (f32, the
+ * default), "high" (bf16 hi + lo parts of each operand, about f32), "medium" (bf16 operands); sums in f32.
+ * Host CPU code only (AMX or AVX512-BF16 where the CPU has them, a portable kernel elsewhere); compiling for
+ * another target with high or medium fails UNSUPPORTED */
+primc_status primc_model_set_matmul_precision(primc_model *m, const char *precision);
 /* where libprimc_rt.a is, to link executables and shared libraries; NULL (default): libprimc.so's
  * own directory */
 primc_status primc_model_set_runtime_dir(primc_model *m, const char *dir);

@@ -231,10 +231,23 @@ struct pc_graph {
   int n_groups;        /* kernels after fusion: node->group in [0, n_groups), contiguous, topological */
   int64_t workspace_size; /* bytes, after memory planning */
   int64_t mem_limit;   /* bytes the interpreter may hold at once and a compiled model may need; 0: none */
+  int matmul_precision; /* a pc_matmul_precision: how compiled host code runs f32 contractions */
   const char *origin;  /* stamped on nodes created from now on */
   pc_status status;    /* first error, sticky */
   char error[512];
 };
+
+/* torch.set_float32_matmul_precision's settings for f32 contractions (dot_general) in compiled host code:
+ * HIGHEST in f32; HIGH on bf16 hi + lo splits of the operands, three bf16 products (about 2^-16 relative);
+ * MEDIUM on operands rounded to bf16. Sums are f32 in all three. The interpreter, the reference, is f32. */
+typedef enum pc_matmul_precision {
+  PC_MATMUL_HIGHEST = 0,
+  PC_MATMUL_HIGH,
+  PC_MATMUL_MEDIUM,
+  PC_MATMUL_PRECISION_COUNT
+} pc_matmul_precision;
+const char *pc_matmul_precision_name(int p); /* "highest", "high", "medium"; "?" */
+int pc_matmul_precision_parse(const char *s); /* -1 when s is none of the names */
 
 pc_graph *pc_graph_new(void);
 void pc_graph_free(pc_graph *g);

@@ -298,3 +298,15 @@ double pc_elem_f64(pc_dtype t, const void *p, int64_t i) {
   }
   return 0;
 }
+
+static const char *const matmul_precisions[PC_MATMUL_PRECISION_COUNT] = {"highest", "high", "medium"};
+
+const char *pc_matmul_precision_name(int p) {
+  return p >= 0 && p < PC_MATMUL_PRECISION_COUNT ? matmul_precisions[p] : "?";
+}
+
+int pc_matmul_precision_parse(const char *s) {
+  for (int p = 0; s && p < PC_MATMUL_PRECISION_COUNT; p++)
+    if (!strcmp(s, matmul_precisions[p])) return p;
+  return -1;
+}

@@ -1,4 +1,4 @@
-/* runtime/kernels_dot.c: the dot_general call: batched f32 through our GEMM (B packed at compile time or not), f64 through BLAS, other dtypes element by element, then the fused epilogue. */
+/* runtime/kernels_dot.c: the dot_general call: batched f32 through our GEMM (B packed at compile time or not), or through the bf16 GEMM under a lower matmul precision, f64 through ours, other dtypes element by element, then the fused epilogue. */
 #include "runtime/kernels.h"
 
 
@@ -99,6 +99,48 @@ int primc_k_dot_packed(const int64_t *q, void *const *bufs) {
   return primc_sgemm_prepacked_any(ta, M, N, K, 1.0f, bufs[1], lda, bufs[2], 0.0f, bufs[0], N, NULL, NULL);
 }
 
+/* params as dot's, then the packed B's bytes (0: B plain) and the split; bufs: out, a, B (packed by
+ * primc_bgemm_pack_b when q[11] > 0). A layout the bf16 GEMM cannot read runs as the f32 dot, which is
+ * more precise than asked, never less. */
+typedef struct bf16_job {
+  const int64_t *q;
+  void *const *bufs;
+  int ta, tb;
+  int64_t lda, ldb;
+  int st;
+} bf16_job;
+
+static void bf16_batches(void *ctx, int64_t b, int64_t e) {
+  bf16_job *j = ctx;
+  const int64_t *q = j->q;
+  int64_t M = q[2], N = q[3], K = q[4];
+  for (int64_t i = b; i < e; i++) {
+    const float *a = (const float *)j->bufs[1] + i * q[5], *bb = (const float *)j->bufs[2] + i * q[8];
+    int st = primc_bgemm(j->ta, j->tb, M, N, K, a, j->lda, bb, j->ldb, (int)q[12], (float *)j->bufs[0] + i * M * N, N);
+    if (st != PRIMC_OK) __atomic_store_n(&j->st, st, __ATOMIC_RELAXED);
+  }
+}
+
+int primc_k_dot_bf16(const int64_t *q, void *const *bufs) {
+  int64_t B = q[1], M = q[2], N = q[3], K = q[4];
+  if (M * N == 0) return PRIMC_OK;
+  bf16_job j = {q, bufs, 0, 0, 0, 0, PRIMC_OK};
+  if (q[0] != PRIMC_F32 || K < 1 || (q[12] != 1 && q[12] != 3)) return PRIMC_ERR_RUNTIME;
+  if (q[11] > 0) { /* B from the weights: its header decides every read, so it is checked first */
+    if (B != 1 || !blas_layout(M, K, q[6], q[7], &j.ta, &j.lda)) return PRIMC_ERR_RUNTIME;
+    if (primc_bgemm_packed_check(bufs[2], (size_t)q[11], N, K, (int)q[12]) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
+    return primc_bgemm_prepacked(j.ta, M, N, K, bufs[1], j.lda, bufs[2], bufs[0], N);
+  }
+  if (!blas_layout(M, K, q[6], q[7], &j.ta, &j.lda) || !blas_layout(K, N, q[9], q[10], &j.tb, &j.ldb))
+    return primc_k_dot(q, bufs);
+  double flops = (double)M * (double)N * (double)K;
+  if (B > 1 && flops < DOT_BATCH_SPLIT_FLOPS && flops * (double)B >= (1 << 18))
+    primc_parallel_for(B, bf16_batches, &j); /* primc_bgemm runs inline on a pool thread */
+  else
+    bf16_batches(&j, 0, B);
+  return j.st;
+}
+
 /* the GEMM over all of C, then the epilogue split over the threads by rows while C is in cache */
 static int dot_then_epilogue(int (*dot)(const int64_t *, void *const *), const int64_t *q, void *const *bufs,
                              void (*epi)(void *, int64_t, int64_t), void *ctx) {
@@ -119,4 +161,8 @@ int primc_k_dot_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int
 
 int primc_k_dot_packed_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
   return dot_then_epilogue(primc_k_dot_packed, q, bufs, epi, ctx);
+}
+
+int primc_k_dot_bf16_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  return dot_then_epilogue(primc_k_dot_bf16, q, bufs, epi, ctx);
 }

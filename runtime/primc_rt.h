@@ -175,6 +175,11 @@ int primc_k_dot_epi(const int64_t *params, void *const *bufs, void (*epi)(void *
 int primc_k_dot_packed(const int64_t *params, void *const *bufs);
 int primc_k_dot_packed_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
                            void *ctx);
+/* dot (same params) then the packed B's bytes (0: B plain, packed per call) and the split (1, 3): an f32
+ * dot on the bf16 GEMM, primc_bgemm (--matmul-precision medium and high) */
+int primc_k_dot_bf16(const int64_t *params, void *const *bufs);
+int primc_k_dot_bf16_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
+                         void *ctx);
 int primc_k_conv(const int64_t *params, void *const *bufs);
 int primc_k_conv_pair(const int64_t *params, void *const *bufs, const int64_t *params2, void *const *bufs2);
 int primc_k_copy(const int64_t *params, void *const *bufs);
@@ -317,6 +322,36 @@ void primc_sgemm_reserve(void);
  * whatever the thread count. Returns PRIMC_OK. */
 int primc_dgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
                 const double *B, int64_t ldb, double *C, int64_t ldc);
+
+/* bf16 GEMM (runtime/gemm/bgemm*.c): row-major C[M][N] = op(A) * op(B) for f32 A, B and C, computed on
+ * operands rounded to bf16 (split 1: torch's "medium" matmul precision) or each split into a bf16 hi and
+ * lo part, summed as hi*hi + hi*lo + lo*hi (split 3: "high", about 2^-16 relative per product), products
+ * summed in f32. B packed once by primc_bgemm_pack_b (64-byte aligned, primc_bgemm_packed_b_size bytes)
+ * in one layout that every row reads; A is rounded per call into a buffer the calling thread keeps. Each
+ * C element is summed by one thread in one order: results do not depend on the thread count. */
+size_t primc_bgemm_packed_b_size(int64_t N, int64_t K, int split); /* 0 for a bad shape or split */
+int primc_bgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, int split, void *packed);
+/* PRIMC_OK when packed (avail bytes there) is a header primc_bgemm_pack_b wrote for N x K and split whose
+ * panels fit, else PRIMC_ERR_WEIGHTS */
+int primc_bgemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K, int split);
+int primc_bgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                          const void *packed_b, float *C, int64_t ldc);
+/* B packed on the fly into a buffer the calling thread keeps */
+int primc_bgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                const float *B, int64_t ldb, int split, float *C, int64_t ldc);
+/* The bf16 micro-kernels are rows of runtime/gemm/bgemm_rows.def (AMX tiles, AVX512-BF16, portable C);
+ * the first one the CPU runs is picked once. force_row (tests, benchmarks): -1 when the CPU lacks it, a
+ * negative row goes back to the pick. */
+typedef enum primc_bgemm_row {
+#define PRIMC_BGEMM_ROW(id, ...) PRIMC_BGEMM_ROW_##id,
+#include "runtime/gemm/bgemm_rows.def"
+#undef PRIMC_BGEMM_ROW
+  PRIMC_BGEMM_ROW_COUNT
+} primc_bgemm_row;
+int primc_bgemm_row_active(void);
+int primc_bgemm_force_row(int row);
+int primc_bgemm_row_runs(int row);
+const char *primc_bgemm_row_name(int row); /* NULL past the table */
 
 /* Called once per finished tile of C, while it is hot: rows [m0, m0+mb), columns [n0, n0+nb); C
  * points at element (m0, n0). Tiles do not overlap and cover C; calls may come from several threads. */

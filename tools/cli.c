@@ -52,9 +52,14 @@ static pc_tensor tensor_of(const primc_array *a) {
 }
 
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
-  int dim = !strcmp(a, "--dim");
-  if (!dim && strcmp(a, "--const")) return 0;
+  int dim = !strcmp(a, "--dim"), prec = !strcmp(a, "--matmul-precision");
+  if (!dim && !prec && strcmp(a, "--const")) return 0;
   if (!v) return fprintf(stderr, "primc: option '%s' needs a value\n", a), -1;
+  if (prec) {
+    if ((m->matmul_precision = pc_matmul_precision_parse(v)) < 0)
+      return fprintf(stderr, "primc: bad --matmul-precision '%s' (expected highest, high or medium)\n", v), -1;
+    return 1;
+  }
   if (dim) {
     if (m->n_dims >= PC_CLI_MAX || !pc_dim_spec_parse(v, &m->dims[m->n_dims], m->dim_names[m->n_dims], sizeof m->dim_names[0]))
       return fprintf(stderr, "primc: bad --dim '%s' (expected NAME=N or NAME=LO..HI)\n", v), -1;
@@ -129,7 +134,7 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
     } else if (!strcmp(a, "--seed")) {
       if (!(v = opt_value(argc, argv, &i))) goto missing;
       cli->seed = strtoull(v, NULL, 10);
-    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const")) {
+    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision")) {
       if (pc_cli_model_option(&cli->model, a, opt_value(argc, argv, &i)) < 0) {
         cli->exit_code = 2;
         return 1;
@@ -270,6 +275,7 @@ pc_graph *pc_cli_load_model(const pc_cli *cli) {
     return NULL;
   }
   g->mem_limit = cli->mem_limit;
+  g->matmul_precision = cli->model.matmul_precision;
   return g;
 }
 

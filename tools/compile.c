@@ -42,6 +42,10 @@ static const char *compile_help =
     "  --dim NAME=N        fix a symbolic dim (`primc inputs MODEL` names them)\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy): it is no\n"
     "                      longer an input, and what depends on it is folded\n"
+    "  --matmul-precision highest|high|medium\n"
+    "                      f32 MatMul/Gemm (torch.set_float32_matmul_precision): highest in f32 (default),\n"
+    "                      high on bf16 hi+lo splits (about f32), medium on bf16 operands; f32 sums\n"
+    "                      (host CPU code; AMX or AVX512-BF16 where the CPU has them)\n"
     "  --mem-limit SIZE    refuse a model needing more memory at run time (workspace, weights, inputs\n"
     "                      and outputs); bytes or K/M/G, 0: none (default: the memory available now)\n";
 
@@ -107,7 +111,7 @@ static int parse(int argc, char **argv, compile_opts *o) {
     } else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
       if (!pc_cli_parse_size(argv[++i], &o->mem_limit))
         return pc_cli_usage_error(compile_help, "bad --mem-limit (bytes, or with K, M, G; 0: none)");
-    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const")) {
+    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision")) {
       if (pc_cli_model_option(&o->read, a, i + 1 < argc ? argv[++i] : NULL) < 0) return 2;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "primc: unknown option '%s'\n", a);
@@ -205,6 +209,7 @@ static int compile_one(const compile_opts *op) {
     return 1;
   }
   g->mem_limit = o.mem_limit;
+  g->matmul_precision = o.read.matmul_precision;
   pc_pipeline_opts po = {0};
   po.opt_level = o.opt;
   po.unfused = o.unfused;
@@ -247,6 +252,8 @@ static int compile_one(const compile_opts *op) {
            "  scratch of runtime calls such as im2col, placed after them)\n", nodes, g->n_groups,
            (long long)g->workspace_size);
     printf("  time: load %.3f s, passes %.3f s, codegen %.3f s\n", t1 - t0, t2 - t1, t3 - t2);
+    printf("  matmul precision: %s (f32 contractions%s)\n", pc_matmul_precision_name(g->matmul_precision),
+           g->matmul_precision == PC_MATMUL_HIGHEST ? " in f32" : " are dot_bf16 calls below");
     char *mem = pc_memplan_report(g);
     if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);
     free(mem);

@@ -181,6 +181,10 @@ static int cmd_run(int argc, char **argv) {
   pc_cli cli;
   if (pc_cli_parse(&cli, argc, argv, run_help) != 0) return pc_cli_free(&cli), cli.exit_code;
   if (cli.n_pos < 1) return pc_cli_free(&cli), pc_cli_usage_error(run_help, "missing MODEL");
+  if (cli.model.matmul_precision != PC_MATMUL_HIGHEST) {
+    fprintf(stderr, "primc: error: run interprets in f32; --matmul-precision is for compile, bench and dump\n");
+    return pc_cli_free(&cli), 2;
+  }
   pc_graph *g = pc_cli_load_model(&cli);
   if (!g) return pc_cli_free(&cli), 1;
   int rc = 1;
@@ -223,7 +227,8 @@ static const char *dump_help =
     "  --weights FILE      .safetensors weights for a text graph\n"
     "  --save-weights FILE write the graph's named constants to a .safetensors file\n"
     "  --dim NAME=N        fix a symbolic dim\n"
-    "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n";
+    "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n"
+    "  --matmul-precision P  with --kernels: the f32 contractions as compile's option makes them\n";
 
 typedef struct dump_flags {
   int opt, unfused, kernels, explain, memory, print_after_all, autotune;

@@ -127,7 +127,7 @@ def _load(h, model):
 
 
 def _configure(h, opt_level=3, target="cpu", name=None, weights_external=False, unfused=False, profile=False,
-               cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, autotune=False):
+               cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, autotune=False, matmul_precision="highest"):
     if target not in TARGET:
         raise Error(f"target {target!r} is not one of {', '.join(TARGET)}", "usage")
     h.call("primc_model_set_opt_level", int(opt_level))
@@ -137,6 +137,7 @@ def _configure(h, opt_level=3, target="cpu", name=None, weights_external=False, 
     h.call("primc_model_set_profile", int(bool(profile)))
     h.call("primc_model_set_cuda_graphs", int(bool(cuda_graphs)))
     h.call("primc_model_set_autotune", int(bool(autotune)))
+    h.call("primc_model_set_matmul_precision", str(matmul_precision).encode())
     if name is not None:
         h.call("primc_model_set_name", str(name).encode())
     for fn, v in (("primc_model_set_cpu", cpu), ("primc_model_set_triple", triple), ("primc_model_set_gpu_arch", gpu_arch)):
@@ -170,21 +171,22 @@ def info(model, dims=None, consts=None):
 
 def compile_file(model, output, emit="exe", dims=None, opt_level=3, target="cpu", name=None, weights_external=False,
                  unfused=False, profile=False, cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, mem_limit=0,
-                 autotune=False, consts=None):
+                 autotune=False, consts=None, matmul_precision="highest"):
     """Compiles model to a file, as `primc compile` does: emit is exe, obj (OUT.o + OUT.h), lib (a shared library
     + its header), llvm, asm or cuda; target cpu or cuda (NVRTC at compile time, the driver at run time only);
-    autotune: conv rows timed here, cached per CPU model (`primc compile --autotune`). Returns output."""
+    autotune: conv rows timed here, cached per CPU model (`primc compile --autotune`); matmul_precision:
+    "highest" (f32), "high" or "medium" (bf16 contractions, as torch.set_float32_matmul_precision). Returns output."""
     if emit not in EMIT:
         raise Error(f"emit {emit!r} is not one of {', '.join(EMIT)}", "usage")
     with _open(model, dims, mem_limit, consts) as h:
         _configure(h, opt_level, target, name, weights_external, unfused, profile, cpu, triple, gpu_arch, cuda_graphs,
-                   autotune)
+                   autotune, matmul_precision)
         h.call("primc_model_compile", EMIT[emit], os.fsencode(output))
     return output
 
 
 def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=None, *, name="model",
-            weights_external=False, unfused=False, profile=False, mem_limit=0, consts=None):
+            weights_external=False, unfused=False, profile=False, mem_limit=0, consts=None, matmul_precision="highest"):
     """Compiles model (an ONNX path, an onnx.ModelProto or its bytes) to a shared library in out_dir (a temporary
     dir, removed with the module, by default) and returns it loaded as a callable Module.
 
@@ -192,7 +194,9 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
     consts: {"mode": 1} or ["mode=1"] fixes inputs to constants, as `primc compile --const` (they are then
     no longer inputs of the module);
     threads: the module's thread pool size (default: $PRIMC_NUM_THREADS, else every CPU);
-    profile: time every kernel, read back with Module.profile()."""
+    profile: time every kernel, read back with Module.profile();
+    matmul_precision: "highest" (f32, default), "high" or "medium" (bf16 contractions, f32 sums), as
+    torch.set_float32_matmul_precision."""
     if target != "cpu":
         raise Error(f"target {target!r}: a module runs on numpy arrays on the CPU; compile CUDA code to a file "
                     "with primc.compile_file(model, out, target='cuda')", "usage")
@@ -204,7 +208,7 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
                     raise Error(f"input {t.name!r}: dim {n!r} ({lo}..{'' if hi is None else hi}) is symbolic: give "
                                 f"it a size with dims={{{n!r}: N}}", "usage")
         outs = _infos(h, OUTPUT)
-        _configure(h, opt_level, "cpu", name, weights_external, unfused, profile)
+        _configure(h, opt_level, "cpu", name, weights_external, unfused, profile, matmul_precision=matmul_precision)
         cleanup = out_dir is None
         out_dir = tempfile.mkdtemp(prefix="primc-") if cleanup else os.fspath(out_dir)
         os.makedirs(out_dir, exist_ok=True)

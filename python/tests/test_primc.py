@@ -302,3 +302,20 @@ def test_cuda_target_compiles_to_a_file(tmp_path):
         raise
     header = (tmp_path / "cumlp.h").read_text()
     assert "int cumlp_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream);" in header
+
+
+def test_matmul_precision_medium_is_bf16_and_close():
+    """matmul_precision as torch.set_float32_matmul_precision: medium rounds operands to bf16 (an error well above
+    f32's, within the issue's 3e-2 of max |ref|), high is about f32; float64 numpy is the reference"""
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((256, 96)) / 16).astype(np.float32)
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    model = tiny_model([helper.make_node("MatMul", ["x", "W"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 96])], [numpy_helper.from_array(w, "W")])
+    ref = x.astype(np.float64) @ w.astype(np.float64)
+    err = {p: float(np.abs(primc.compile(model, matmul_precision=p)(x) - ref).max() / np.abs(ref).max())
+           for p in ("highest", "high", "medium")}
+    assert err["highest"] < 1e-5 and err["high"] < 1e-4 and 1e-4 < err["medium"] < 3e-2, err
+    with pytest.raises(primc.Error, match="not highest, high or medium"):
+        primc.compile(model, matmul_precision="low")

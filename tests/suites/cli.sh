@@ -275,7 +275,8 @@ assert rows, "no profile rows"
 total = {}
 for k, name, origin, calls, tot, pct, moved, lo, med in rows:
     assert int(calls) == 4, (k, calls)
-    assert 0 <= float(lo) <= float(med) and float(lo) * 4 <= float(tot) * 1.001 + 1e-4, (k, lo, med, tot)
+    # the table prints 4 decimals: each figure is off by up to 5e-5 ms, four mins by 2e-4
+    assert 0 <= float(lo) <= float(med) and float(lo) * 4 <= float(tot) * 1.001 + 3e-4, (k, lo, med, tot)
     total[k] = float(tot)
 d = json.load(open(sys.argv[2]))
 named = {e["tid"] for e in d["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/suites/precision.sh: f16 and bf16 models (issue 20) compiled and interpreted against float64 numpy
 # references (tests/ref/gen_lowp.py), and their contractions run by the f32 GEMM and conv rows, not elementwise;
+# --matmul-precision's three settings against float64 (tests/ref/gen_matmul_precision.py);
 # f64 contractions and a 3-D f32 conv, run by primc's own GEMMs; and compiled code links no BLAS (issue 24).
 set -u
 B=${B:-build}
@@ -33,6 +34,36 @@ grep -q 'const f32\[70,45\]' "$tmp/k" && grep -q 'call primc_k_dot_packed' "$tmp
 "$P" dump "$tmp/lp/conv_f16/model.onnx" --kernels >"$tmp/k" 2>&1
 grep -q 'call primc_k_conv' "$tmp/k" && grep -q 'const f32\[20,12,3,3\]' "$tmp/k" &&
   ok "f16 Conv: an f32 conv row on widened weights" || bad "f16 Conv kernels" "$(head -c 600 "$tmp/k")"
+
+# --matmul-precision (torch.set_float32_matmul_precision): each setting's error against float64 numpy, per output
+# (packed weights, a transposed Gemm weight, a product of two activations); medium must show bf16's rounding
+# (> 1e-4 of max |ref| on every output, so no path silently stayed f32) and stay within the issue's 3e-2
+python3 tests/ref/gen_matmul_precision.py "$tmp/mp" >"$tmp/gen.log" 2>&1 || bad "gen_matmul_precision.py" "$(tail -n 3 "$tmp/gen.log")"
+for p in highest:0:1e-5 high:0:1e-4 medium:1e-4:3e-2; do
+  IFS=: read -r prec lo hi <<<"$p"
+  if "$P" compile "$tmp/mp/model.onnx" --matmul-precision "$prec" -o "$tmp/mp_$prec" >"$tmp/err" 2>&1 &&
+    "$tmp/mp_$prec" "$tmp/mp/in0.npy" "$tmp/mp/in1.npy" -o "$tmp/mp_$prec.out" >/dev/null 2>>"$tmp/err" &&
+    python3 - "$tmp/mp" "$tmp/mp_$prec.out" "$lo" "$hi" >>"$tmp/err" 2>&1 <<'PY'
+import sys, numpy as np
+ref, got, lo, hi = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+errs = [float(np.abs(np.load(f"{got}/out{i}.npy") - r).max() / np.abs(r).max()) for i in range(3) for r in [np.load(f"{ref}/ref{i}.npy")]]
+print("errors / max |ref|:", errs)
+sys.exit(0 if all(lo < e <= hi for e in errs) else 1)
+PY
+  then ok "--matmul-precision $prec: every output's error in ($lo, $hi] of max |ref|"
+  else bad "--matmul-precision $prec" "$(tail -n 3 "$tmp/err")"; fi
+done
+"$P" dump "$tmp/mp/model.onnx" --kernels --matmul-precision medium >"$tmp/k" 2>&1
+[ "$(grep -c 'call primc_k_dot_bf16' "$tmp/k")" = 4 ] && grep -q 'B packed per call' "$tmp/k" &&
+  grep -q 'matmul precision medium: bf16 operands' "$tmp/k" &&
+  ok "dump --kernels: the four contractions are bf16 calls, one packing its B per call" ||
+  bad "dump --kernels --matmul-precision medium" "$(grep call "$tmp/k" | head -c 600)"
+"$P" run "$tmp/mp/model.onnx" --matmul-precision medium >"$tmp/out" 2>&1
+[ $? = 2 ] && grep -q 'run interprets in f32' "$tmp/out" && ok "run refuses --matmul-precision (it interprets in f32)" ||
+  bad "run --matmul-precision" "$(cat "$tmp/out")"
+"$P" compile "$tmp/mp/model.onnx" --matmul-precision low -o "$tmp/x" >"$tmp/out" 2>&1
+[ $? = 2 ] && grep -q "bad --matmul-precision 'low'" "$tmp/out" && ok "an unknown --matmul-precision is a usage error" ||
+  bad "--matmul-precision low" "$(cat "$tmp/out")"
 
 # what a compiled model needs at run time: libc, libm, libpthread, nothing heavy (no OpenBLAS, no gfortran)
 if [ -x "$tmp/matmul_f64_blocks.exe" ]; then

@@ -113,6 +113,14 @@ PC_TEST(api_errors_carry_messages) {
   CHECK_INT(primc_model_compile(m, PRIMC_EMIT_LIB, "/nonexistent-dir/m.so"), PRIMC_STATUS_IO);
   CHECK_CONTAINS(primc_model_error(m), "/nonexistent-dir/m");
   CHECK_INT(primc_model_set_dim_spec(m, "batch"), PRIMC_STATUS_USAGE);
+  CHECK_INT(primc_model_set_matmul_precision(m, "low"), PRIMC_STATUS_USAGE);
+  CHECK_CONTAINS(primc_model_error(m), "not highest, high or medium");
+  CHECK_INT(primc_model_set_matmul_precision(m, NULL), PRIMC_STATUS_USAGE);
+  /* bf16 contractions are host CPU code: another target with medium is refused, naming it */
+  CHECK_INT(primc_model_set_matmul_precision(m, "medium"), PRIMC_STATUS_OK);
+  CHECK_INT(primc_model_set_triple(m, "aarch64-linux-gnu"), PRIMC_STATUS_OK);
+  CHECK_INT(primc_model_compile(m, PRIMC_EMIT_OBJ, "/tmp/primc_api_mp.o"), PRIMC_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(primc_model_error(m), "matmul precision medium");
   CHECK_STR(primc_status_name(PRIMC_STATUS_UNSUPPORTED), "unsupported");
   CHECK(primc_dtype_name(-1) == NULL && primc_dtype_name(99) == NULL);
   primc_model_free(m);

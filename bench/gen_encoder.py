@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+# bench/gen_encoder.py: a BERT-style post-norm transformer encoder written straight in ONNX (no torch needed),
+# random weights, for timing f32 against --matmul-precision medium/high on models as large as BERT-base.
+# Writes OUT/model.onnx and OUT/input.npy (activations [1, seq, d]; the embedding gather is left out).
+# Usage: gen_encoder.py OUT [--layers 12 --d 768 --heads 12 --ffn 3072 --seq 128]
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--d", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--ffn", type=int, default=3072)
+    ap.add_argument("--seq", type=int, default=128)
+    a = ap.parse_args()
+    rng = np.random.default_rng(0)
+    d, hd, s = a.d, a.d // a.heads, a.seq
+    nodes, inits = [], []
+
+    def const(name, arr):
+        inits.append(nh.from_array(np.asarray(arr, np.float32) if arr.dtype != np.int64 else arr, name))
+        return name
+
+    def node(op, ins, name, **kw):
+        nodes.append(h.make_node(op, ins, [name], name=name, **kw))
+        return name
+
+    def linear(x, n_in, n_out, name):
+        w = const(name + ".w", rng.standard_normal((n_in, n_out)) / np.sqrt(n_in))
+        b = const(name + ".b", rng.standard_normal(n_out) * 0.02)
+        return node("Add", [node("MatMul", [x, w], name + ".mm"), b], name)
+
+    def layer_norm(x, name):
+        g = const(name + ".g", 1 + 0.1 * rng.standard_normal(d))
+        b = const(name + ".b", 0.1 * rng.standard_normal(d))
+        return node("LayerNormalization", [x, g, b], name, axis=-1, epsilon=1e-12)
+
+    heads_shape = const("heads_shape", np.array([1, s, a.heads, hd], np.int64))
+    flat_shape = const("flat_shape", np.array([1, s, d], np.int64))
+    scale = const("scale", np.array(1 / np.sqrt(hd)))
+    half, one, rsqrt2 = const("half", np.array(0.5)), const("one", np.array(1.0)), const("rsqrt2", np.array(2 ** -0.5))
+    x = "input"
+    for i in range(a.layers):
+        p = f"l{i}"
+        q, k, v = (linear(x, d, d, f"{p}.{n}") for n in "qkv")
+        qh = node("Transpose", [node("Reshape", [q, heads_shape], p + ".qr")], p + ".qt", perm=[0, 2, 1, 3])
+        kh = node("Transpose", [node("Reshape", [k, heads_shape], p + ".kr")], p + ".kt", perm=[0, 2, 3, 1])
+        vh = node("Transpose", [node("Reshape", [v, heads_shape], p + ".vr")], p + ".vt", perm=[0, 2, 1, 3])
+        att = node("Softmax", [node("Mul", [node("MatMul", [qh, kh], p + ".qk"), scale], p + ".sc")], p + ".sm", axis=-1)
+        ctx = node("Transpose", [node("MatMul", [att, vh], p + ".av")], p + ".ct", perm=[0, 2, 1, 3])
+        o = linear(node("Reshape", [ctx, flat_shape], p + ".cr"), d, d, p + ".o")
+        x = layer_norm(node("Add", [x, o], p + ".res1"), p + ".ln1")
+        f = linear(x, d, a.ffn, p + ".f1")
+        erf = node("Erf", [node("Mul", [f, rsqrt2], p + ".f1s")], p + ".erf")
+        g = node("Mul", [node("Mul", [f, half], p + ".fh"), node("Add", [erf, one], p + ".e1")], p + ".gelu")
+        x = layer_norm(node("Add", [x, linear(g, a.ffn, d, p + ".f2")], p + ".res2"), p + ".ln2")
+    nodes.append(h.make_node("Identity", [x], ["output"], name="output"))
+    graph = h.make_graph(nodes, "encoder", [h.make_tensor_value_info("input", T.FLOAT, [1, s, d])],
+                         [h.make_tensor_value_info("output", T.FLOAT, [1, s, d])], inits)
+    os.makedirs(a.out, exist_ok=True)
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), os.path.join(a.out, "model.onnx"))
+    np.save(os.path.join(a.out, "input.npy"), rng.standard_normal((1, s, d)).astype(np.float32))
+
+
+if __name__ == "__main__":
+    main()

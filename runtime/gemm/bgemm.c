@@ -1,0 +1,343 @@
+/* runtime/gemm/bgemm.c: the bf16 GEMM: B packed into bf16 pair panels, A rounded to bf16 per call, the row table and the pick, the blocked driver over the pool, the portable row. */
+#include "runtime/gemm/bgemm.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * C[M][N] (f32) = A B with A and B rounded to bf16 and products summed in f32: torch's "medium" matmul
+ * precision. split 3 is its "high": each operand x = hi + lo, two bf16s, and the sum runs over three
+ * K segments, A [hi hi lo] against B [hi; lo; hi] (the lo * lo term, 2^-16 relative, is dropped).
+ *
+ * Layouts (every row reads the same ones):
+ *   B  a 64-byte header, then pairs of 16-column panels (bgemm.h's bg_b_at): a k pair of one column adjacent,
+ *      the AMX and vdpbf16ps operand, and per 32 k both panels' tiles side by side. Kt = split * Kp, Kp = K
+ *      padded with zeros to a multiple of 32; N padded with zero columns to a multiple of 32.
+ *   A  rounded once per call into tiles (bgemm.h: strips of 16 rows, [Kt / 32][16][32] each; M padded with
+ *      zero rows to a multiple of 32), in a per-thread buffer of the calling thread that the pool threads read.
+ * Driver: tasks of up to BG_MB rows by BG_PB panels go to the threads; within one, for each K block, each
+ * pair of panels (BG_KC x 32 bf16) is read by every strip of the task's rows in turn while the next pair
+ * is prefetched into L2 (weights larger than the caches stream from memory). Each C element is summed by one
+ * thread in one order, so results do not depend on the thread count.
+ */
+
+#ifndef BG_KC /* overridable for tuning runs: cc -DBG_KC=256 */
+#define BG_KC 1024 /* K block (bf16 elements) */
+#endif
+#ifndef BG_MB
+#define BG_MB 128 /* rows of A in a task: 128 x BG_KC bf16 is 256 KiB, for L2 */
+#endif
+#ifndef BG_PB
+#define BG_PB 8 /* panels (of 16 columns) in a task, even: pairs */
+#endif
+#define BG_SERIAL (1 << 20) /* below this many multiply-adds a GEMM runs on the calling thread */
+
+_Static_assert(BG_PB % 2 == 0, "a task takes whole pairs of panels");
+
+#define BG_MAGIC 0x36314642u /* "BF16" */
+
+typedef struct bg_hdr {
+  uint32_t magic;
+  int32_t split;
+  int64_t n, k, kt;
+  char pad[64 - 32];
+} bg_hdr;
+_Static_assert(sizeof(bg_hdr) == 64, "panels start 64-byte aligned");
+
+/* ---------------------------------------------------------------- rows */
+
+enum { NEED_ANY, NEED_AVX512BF16, NEED_AMX };
+
+typedef struct bg_row {
+  const char *name;
+  int needs, mr;
+  bg_kern kern;
+  void (*setup)(int on);
+} bg_row;
+
+static const bg_row rows[PRIMC_BGEMM_ROW_COUNT] = {
+#define PRIMC_BGEMM_ROW(id, nm, nd, m, kn, su) [PRIMC_BGEMM_ROW_##id] = {nm, NEED_##nd, m, kn, su},
+#include "runtime/gemm/bgemm_rows.def"
+#undef PRIMC_BGEMM_ROW
+};
+_Static_assert(PRIMC_BGEMM_ROW_COUNT == 3, "rows: AMX, AVX512BF16, GENERIC");
+#define PRIMC_BGEMM_ROW(id, nm, nd, m, ...) _Static_assert((m) == 32 || 16 % (m) == 0, "row " nm ": 32 rows a call, or rows within a 16-row strip");
+#include "runtime/gemm/bgemm_rows.def"
+#undef PRIMC_BGEMM_ROW
+
+static int row_runs(int r) {
+  switch (rows[r].needs) {
+  case NEED_AMX: return primc_bg_has_amx();
+  case NEED_AVX512BF16: return primc_bg_has_avx512bf16();
+  default: return 1;
+  }
+}
+
+static int auto_row = -1, forced_row = -1;
+static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
+
+static void pick(void) {
+  for (int r = PRIMC_BGEMM_ROW_COUNT - 1; r >= 0; r--)
+    if (row_runs(r)) auto_row = r;
+}
+
+int primc_bgemm_row_active(void) {
+  pthread_once(&pick_once, pick);
+  int f = __atomic_load_n(&forced_row, __ATOMIC_RELAXED);
+  return f >= 0 ? f : auto_row;
+}
+
+int primc_bgemm_force_row(int row) {
+  if (row < 0) {
+    __atomic_store_n(&forced_row, -1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  if (row >= PRIMC_BGEMM_ROW_COUNT || !row_runs(row)) return -1;
+  __atomic_store_n(&forced_row, row, __ATOMIC_RELAXED);
+  return 0;
+}
+
+const char *primc_bgemm_row_name(int row) { return row >= 0 && row < PRIMC_BGEMM_ROW_COUNT ? rows[row].name : NULL; }
+int primc_bgemm_row_runs(int row) { return row >= 0 && row < PRIMC_BGEMM_ROW_COUNT && row_runs(row); }
+
+/* ---------------------------------------------------------------- the portable row */
+
+void primc_bg_kern_generic(const bkargs *g) {
+  for (int r = 0; r < g->mr; r++) {
+    float acc[2 * BG_PANEL] = {0};
+    for (int64_t kp = 0; kp < g->kc / 2; kp++) {
+      const uint16_t *a = g->a + bg_a_at(g->lda, r, 2 * kp);
+      float x0 = primc_bf16_to_f32(a[0]), x1 = primc_bf16_to_f32(a[1]);
+      for (int h = 0; h < 2 && h * BG_PANEL < g->nr; h++) {
+        const uint16_t *b = g->b + bg_b_at(kp, h);
+        for (int j = 0; j < BG_PANEL; j++)
+          acc[h * BG_PANEL + j] += x0 * primc_bf16_to_f32(b[2 * j]) + x1 * primc_bf16_to_f32(b[2 * j + 1]);
+      }
+    }
+    float *c = g->c + r * g->ldc;
+    for (int j = 0; j < g->nr; j++) c[j] = g->accumulate ? c[j] + acc[j] : acc[j];
+  }
+}
+
+/* ---------------------------------------------------------------- sizes, packing B */
+
+static int64_t cdiv64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t kpad(int64_t K) { return cdiv64(K, BG_KSTEP) * BG_KSTEP; }
+
+size_t primc_bgemm_packed_b_size(int64_t N, int64_t K, int split) {
+  if (N < 1 || K < 1 || (split != 1 && split != 3)) return 0;
+  return sizeof(bg_hdr) + (size_t)cdiv64(N, 2 * BG_PANEL) * (size_t)(split * kpad(K)) * 2 * BG_PANEL * 2;
+}
+
+/* v rounded into B's packed place for k (within segment s's copy) and columns n0 .. n0 + n of one pair */
+static void put_b(uint16_t *pair, int64_t kk, int64_t j0, const uint16_t *v, int64_t n) {
+  for (int64_t j = 0; j < n; j++) pair[bg_b_at(kk / 2, (int)((j0 + j) / BG_PANEL)) + (j0 + j) % BG_PANEL * 2 + kk % 2] = v[j];
+}
+
+int primc_bgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, int split, void *packed) {
+  size_t size = primc_bgemm_packed_b_size(N, K, split);
+  if (!size || !B || !packed) return PRIMC_ERR_ARG;
+  int64_t Kp = kpad(K), Kt = split * Kp, len = trans_b ? K : 2 * BG_PANEL;
+  uint16_t *hi = malloc((size_t)len * 2 * sizeof *hi), *lo = hi + len;
+  if (!hi) return PRIMC_ERR_RUNTIME;
+  bg_hdr *h = packed;
+  memset(h, 0, sizeof *h);
+  *h = (bg_hdr){.magic = BG_MAGIC, .split = split, .n = N, .k = K, .kt = Kt};
+  uint16_t *pan = (uint16_t *)(h + 1);
+  memset(pan, 0, size - sizeof *h);
+  /* read B the way it is stored: a column at a time when transposed, else a row of 32 columns at a time */
+  for (int64_t n0 = 0; n0 < N; n0 += trans_b ? 1 : 2 * BG_PANEL) {
+    uint16_t *pair = pan + n0 / (2 * BG_PANEL) * Kt * 2 * BG_PANEL;
+    int64_t nn = N - n0 < 2 * BG_PANEL ? N - n0 : 2 * BG_PANEL;
+    for (int64_t k = 0; k < (trans_b ? 1 : K); k++) {
+      const float *src = trans_b ? B + n0 * ldb : B + k * ldb + n0;
+      primc_bg_round(src, trans_b ? K : nn, hi, split == 3 ? lo : NULL);
+      for (int s = 0; s < split; s++) {
+        const uint16_t *seg = s == 1 ? lo : hi;
+        if (!trans_b) {
+          put_b(pair, s * Kp + k, 0, seg, nn);
+          continue;
+        }
+        for (int64_t kk = 0; kk < K; kk++) put_b(pair, s * Kp + kk, n0 % (2 * BG_PANEL), seg + kk, 1);
+      }
+    }
+  }
+  free(hi);
+  return PRIMC_OK;
+}
+
+int primc_bgemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K, int split) {
+  size_t size = primc_bgemm_packed_b_size(N, K, split);
+  if (!packed || !size || avail < size) return PRIMC_ERR_WEIGHTS;
+  const bg_hdr *h = packed;
+  if (h->magic != BG_MAGIC || h->split != split || h->n != N || h->k != K || h->kt != split * kpad(K))
+    return PRIMC_ERR_WEIGHTS;
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- per-thread buffers */
+
+typedef struct scratch {
+  void *p;
+  size_t size;
+} scratch;
+
+static pthread_key_t key;
+static int key_ok;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *v) {
+  scratch *s = v;
+  if (s) free(s[0].p), free(s[1].p);
+  free(s);
+}
+static void key_make(void) { key_ok = pthread_key_create(&key, scratch_free) == 0; }
+
+/* the calling thread's buffer `which` (0: A, 1: B), at least size bytes, 64-byte aligned; kept, grown */
+static void *thread_scratch(int which, size_t size) {
+  pthread_once(&key_once, key_make);
+  if (!key_ok) return NULL;
+  scratch *s = pthread_getspecific(key);
+  if (!s) {
+    if (!(s = calloc(2, sizeof *s))) return NULL;
+    if (pthread_setspecific(key, s) != 0) {
+      free(s);
+      return NULL;
+    }
+  }
+  if (s[which].size < size) {
+    size_t want = (size + 63) / 64 * 64;
+    void *p = aligned_alloc(64, want);
+    if (!p) return NULL;
+    free(s[which].p);
+    s[which] = (scratch){p, want};
+  }
+  return s[which].p;
+}
+
+/* ---------------------------------------------------------------- the driver */
+
+typedef struct job {
+  int trans_a, split;
+  int64_t M, N, K, lda, Kp, Kt, Mp, P, nm, np;
+  const float *A;
+  uint16_t *a; /* tiled, bgemm.h */
+  const uint16_t *pan;
+  float *C;
+  int64_t ldc;
+  const bg_row *row;
+} job;
+
+/* strips [b, e) of 16 rows of A rounded into tiles, by K chunks of 256 */
+static void round_strips(void *ctx, int64_t b, int64_t e) {
+  const job *j = ctx;
+  float tmp[256];
+  uint16_t hi[256], lo[256];
+  for (int64_t st = b; st < e; st++) {
+    uint16_t *strip = j->a + st * 16 * j->Kt;
+    memset(strip, 0, (size_t)(16 * j->Kt) * sizeof *strip);
+    for (int64_t m = st * 16; m < st * 16 + 16 && m < j->M; m++)
+      for (int64_t k0 = 0; k0 < j->K; k0 += 256) {
+        int64_t n = j->K - k0 < 256 ? j->K - k0 : 256;
+        const float *src = j->A + m * j->lda + k0;
+        if (j->trans_a) {
+          for (int64_t k = 0; k < n; k++) tmp[k] = j->A[(k0 + k) * j->lda + m];
+          src = tmp;
+        }
+        primc_bg_round(src, n, hi, j->split == 3 ? lo : NULL);
+        for (int s = 0; s < j->split; s++) {
+          const uint16_t *v = s == 2 ? lo : hi;
+          for (int64_t k = 0; k < n; k += BG_KSTEP) /* k0 is a multiple of 32, and so is Kp */
+            memcpy(strip + bg_a_at(0, m % 16, s * j->Kp + k0 + k), v + k,
+                   (size_t)(n - k < BG_KSTEP ? n - k : BG_KSTEP) * sizeof *v);
+        }
+      }
+  }
+}
+
+static void run_task(const job *j, int64_t t) {
+  const bg_row *row = j->row;
+  int64_t m0 = t / j->np * BG_MB, m1 = m0 + BG_MB < j->M ? m0 + BG_MB : j->M;
+  int64_t p0 = t % j->np * BG_PB, p1 = p0 + BG_PB < j->P ? p0 + BG_PB : j->P;
+  for (int64_t kb = 0; kb < j->Kt; kb += BG_KC) {
+    int64_t kc = j->Kt - kb < BG_KC ? j->Kt - kb : BG_KC;
+    for (int64_t p = p0; p < p1; p += 2) {
+      int64_t n0 = p * BG_PANEL, nr = j->N - n0 < 2 * BG_PANEL ? j->N - n0 : 2 * BG_PANEL;
+      const uint16_t *b = j->pan + p / 2 * j->Kt * 2 * BG_PANEL + kb * 2 * BG_PANEL;
+      /* the next pair's block (kc lines), pulled into L2 while this one runs, a share per call */
+      int64_t calls = (m1 - m0 + row->mr - 1) / row->mr, share = (kc + calls - 1) / calls;
+      const char *next = p + 2 < p1 ? (const char *)(b + j->Kt * 2 * BG_PANEL) : NULL;
+      for (int64_t m = m0; m < m1; m += row->mr) {
+        int64_t i = (m - m0) / row->mr, lines = kc - i * share < share ? kc - i * share : share;
+        bkargs g = {.a = j->a + m / 16 * 16 * j->Kt + bg_a_at(0, m % 16, kb),
+                    .lda = 16 * j->Kt,
+                    .b = b,
+                    .pf = next && lines > 0 ? next + 64 * i * share : NULL,
+                    .pf_lines = lines > 0 ? lines : 0,
+                    .kc = kc,
+                    .mr = (int)(m1 - m < row->mr ? m1 - m : row->mr),
+                    .nr = (int)nr,
+                    .c = j->C + m * j->ldc + n0,
+                    .ldc = j->ldc,
+                    .accumulate = kb > 0};
+        row->kern(&g);
+      }
+    }
+  }
+}
+
+static void run_tasks(void *ctx, int64_t b, int64_t e) {
+  const job *j = ctx;
+  if (j->row->setup) j->row->setup(1);
+  for (int64_t t = b; t < e; t++) run_task(j, t);
+  if (j->row->setup) j->row->setup(0);
+}
+
+static int run(job *j) {
+  j->row = &rows[primc_bgemm_row_active()];
+  j->Kp = kpad(j->K);
+  j->Kt = j->split * j->Kp;
+  j->Mp = cdiv64(j->M, 32) * 32;
+  j->P = cdiv64(j->N, BG_PANEL);
+  j->nm = cdiv64(j->M, BG_MB);
+  j->np = cdiv64(j->P, BG_PB);
+  if (!(j->a = thread_scratch(0, (size_t)(j->Mp * j->Kt) * sizeof *j->a))) return PRIMC_ERR_RUNTIME;
+  int serial = (double)j->M * (double)j->N * (double)j->Kt < BG_SERIAL;
+  if (serial) {
+    round_strips(j, 0, j->Mp / 16);
+    run_tasks(j, 0, j->nm * j->np);
+  } else {
+    primc_parallel_for(j->Mp / 16, round_strips, j);
+    primc_parallel_for(j->nm * j->np, run_tasks, j);
+  }
+  return PRIMC_OK;
+}
+
+int primc_bgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                          const void *packed_b, float *C, int64_t ldc) {
+  if (M < 0 || N < 0 || K < 0 || !C || ldc < N) return PRIMC_ERR_ARG;
+  if (M == 0 || N == 0) return PRIMC_OK;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof *C);
+    return PRIMC_OK;
+  }
+  const bg_hdr *h = packed_b;
+  if (!A || !h || h->magic != BG_MAGIC || h->n != N || h->k != K || (h->split != 1 && h->split != 3) ||
+      h->kt != h->split * kpad(K) || lda < (trans_a ? M : K))
+    return PRIMC_ERR_ARG;
+  job j = {.trans_a = trans_a, .split = h->split, .M = M, .N = N, .K = K, .lda = lda, .A = A,
+           .pan = (const uint16_t *)(h + 1), .C = C, .ldc = ldc};
+  return run(&j);
+}
+
+int primc_bgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                const float *B, int64_t ldb, int split, float *C, int64_t ldc) {
+  if (M < 0 || N < 0 || K < 0 || (split != 1 && split != 3) || !C || ldc < N) return PRIMC_ERR_ARG;
+  if (M == 0 || N == 0 || K == 0) return primc_bgemm_prepacked(trans_a, M, N, K, A, lda, NULL, C, ldc);
+  if (!B || ldb < (trans_b ? K : N)) return PRIMC_ERR_ARG;
+  void *packed = thread_scratch(1, primc_bgemm_packed_b_size(N, K, split));
+  if (!packed) return PRIMC_ERR_RUNTIME;
+  int st = primc_bgemm_pack_b(trans_b, N, K, B, ldb, split, packed);
+  return st != PRIMC_OK ? st : primc_bgemm_prepacked(trans_a, M, N, K, A, lda, packed, C, ldc);
+}

@@ -1,0 +1,83 @@
+/* runtime/gemm/bgemm.h: what the bf16 GEMM's files share: the micro-kernel call, the row table, the packed layout. */
+#ifndef PRIMC_BGEMM_INTERNAL_H
+#define PRIMC_BGEMM_INTERNAL_H
+
+#include "runtime/primc_rt.h"
+
+#include <stdint.h>
+
+/* K is padded to a multiple of BG_KSTEP (an AMX tile's 32 bf16 of k); a panel is BG_PANEL columns */
+#define BG_KSTEP 32
+#define BG_PANEL 16
+
+/* A is rounded into tiles: 16-row strips, each a run of [16 rows][32 k] blocks (an AMX A tile, 1 KiB,
+ * contiguous: rows 64 bytes apart, so a tile load touches 16 consecutive lines rather than 16 lines one
+ * row stride apart in the same cache set). a(r, k) below, for r and k from the call's first row and k. */
+static inline int64_t bg_a_at(int64_t lda, int64_t r, int64_t k) {
+  return r / 16 * lda + (k / BG_KSTEP) * 16 * BG_KSTEP + r % 16 * BG_KSTEP + k % BG_KSTEP;
+}
+
+/* B is packed in pairs of 16-column panels, each pair a run of [2 halves][16 k pairs][16 columns][2] blocks
+ * per 32 k (two AMX B tiles side by side, so a pair's K block is one contiguous stream); the row of k pair
+ * kp (16 columns x 2 k) of half h, from the pair's (or K block's) start: */
+static inline int64_t bg_b_at(int64_t kp, int h) {
+  return ((kp / 16) * 2 + h) * 16 * BG_KSTEP + kp % 16 * 2 * BG_PANEL;
+}
+
+/* one micro-kernel call: C[mr][nr] (+)= A[mr][kc] B[kc][nr] over bf16 operands, f32 sums.
+ * a: the first row's first k in the tiled A (a row within a strip, its k a multiple of 32); lda: elements
+ * from one strip to the next; rows past mr up to the row's own mr are readable (zero padding).
+ * b: a pair of panels (32 columns) at this K block, bg_b_at's layout; the second panel is read only when
+ * nr > 16; kc a multiple of 32. A call's rows lie in one strip, or start one (AMX's 32).
+ * pf: pf_lines cache lines from here on to pull into L2 over the call's k steps (the next pair), or NULL. */
+typedef struct bkargs {
+  const uint16_t *a;
+  int64_t lda;
+  const uint16_t *b;
+  const char *pf;
+  int64_t pf_lines;
+  int64_t kc;
+  int mr, nr;
+  float *c;
+  int64_t ldc;
+  int accumulate; /* 0: C = A B; 1: C += A B */
+} bkargs;
+
+typedef void (*bg_kern)(const bkargs *g);
+
+/* each row's rows per call, for the kernels' register arrays */
+enum {
+#define PRIMC_BGEMM_ROW(id, name, needs, mr, ...) BG_MR_##id = (mr),
+#include "runtime/gemm/bgemm_rows.def"
+#undef PRIMC_BGEMM_ROW
+};
+
+void primc_bg_kern_amx(const bkargs *g);
+void primc_bg_kern_avx512bf16(const bkargs *g);
+void primc_bg_kern_generic(const bkargs *g);
+void primc_bg_setup_amx(int on);
+
+/* x86 feature checks and the AMX permission (bgemm_x86.c), each read once */
+int primc_bg_has_amx(void);
+int primc_bg_has_avx512bf16(void);
+/* n floats to bf16, round to nearest even (NaN stays NaN): hi; and lo = bf16(x - hi) when lo is set */
+void primc_bg_round(const float *x, int64_t n, uint16_t *hi, uint16_t *lo);
+
+static inline float primc_bf16_to_f32(uint16_t h) {
+  union {
+    uint32_t u;
+    float f;
+  } v = {(uint32_t)h << 16};
+  return v.f;
+}
+
+static inline uint16_t primc_f32_to_bf16(float f) {
+  union {
+    float f;
+    uint32_t u;
+  } v = {f};
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* quiet NaN */
+  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1)) >> 16);
+}
+
+#endif

@@ -1,0 +1,248 @@
+/* runtime/gemm/bgemm_x86.c: the bf16 GEMM's x86 rows: AMX tiles, AVX512-BF16 (vdpbf16ps), the CPU checks and AMX permission, and f32 -> bf16 rounding on AVX-512. */
+#include "runtime/gemm/bgemm.h"
+#include "runtime/gemm/gemm.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- what the CPU (and kernel) allow */
+
+static uint64_t xcr0(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t)hi << 32 | lo;
+}
+
+static int amx_ok, bf16_ok;
+static pthread_once_t feat_once = PTHREAD_ONCE_INIT;
+
+#define ARCH_REQ_XCOMP_PERM 0x1023 /* Linux: ask for an XSAVE feature's state in this process */
+#define XFEATURE_XTILEDATA 18
+
+static void feat_detect(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1)) return; /* OSXSAVE: xgetbv is there */
+  uint64_t x = xcr0();
+  int zmm_state = (x & 0xe6) == 0xe6; /* SSE, AVX, opmask, ZMM halves */
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
+  int avx512f = b >> 16 & 1, amx_bf16 = d >> 22 & 1, amx_tile = d >> 24 & 1;
+  unsigned a1 = 0, b1, c1, d1;
+  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) bf16_ok = zmm_state && avx512f && (a1 >> 5 & 1);
+  /* tile data is off for a process until it asks; a kernel that refuses leaves AMX unusable */
+  if (amx_tile && amx_bf16 && (x >> 17 & 3) == 3)
+    amx_ok = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
+int primc_bg_has_amx(void) {
+  pthread_once(&feat_once, feat_detect);
+  return amx_ok;
+}
+
+int primc_bg_has_avx512bf16(void) {
+  pthread_once(&feat_once, feat_detect);
+  return bf16_ok;
+}
+
+/* ---------------------------------------------------------------- rounding */
+
+#define X512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+/* 16 floats to bf16 by the same rule as primc_f32_to_bf16 */
+static inline X512 __m256i round16(__m512 v) {
+  __m512i u = _mm512_castps_si512(v);
+  __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+  __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+static X512 void round_avx512(const float *x, int64_t n, uint16_t *hi, uint16_t *lo) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    __m256i h = round16(v);
+    _mm256_storeu_si256((__m256i *)(hi + i), h);
+    if (lo) {
+      __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      _mm256_storeu_si256((__m256i *)(lo + i), round16(_mm512_sub_ps(v, hv)));
+    }
+  }
+  for (; i < n; i++) {
+    hi[i] = primc_f32_to_bf16(x[i]);
+    if (lo) lo[i] = primc_f32_to_bf16(x[i] - primc_bf16_to_f32(hi[i]));
+  }
+}
+
+void primc_bg_round(const float *x, int64_t n, uint16_t *hi, uint16_t *lo) {
+  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) {
+    round_avx512(x, n, hi, lo);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    hi[i] = primc_f32_to_bf16(x[i]);
+    if (lo) lo[i] = primc_f32_to_bf16(x[i] - primc_bf16_to_f32(hi[i]));
+  }
+}
+
+/* ---------------------------------------------------------------- C tiles at the edges */
+
+/* rows x cols of C into a zero-padded 16 x 16 tile, and back */
+static void edge_in(float *t, const float *c, int64_t ldc, int rows, int cols, int accumulate) {
+  memset(t, 0, 16 * 16 * sizeof *t);
+  for (int r = 0; accumulate && r < rows; r++) memcpy(t + 16 * r, c + r * ldc, (size_t)cols * sizeof *t);
+}
+
+static void edge_out(const float *t, float *c, int64_t ldc, int rows, int cols) {
+  for (int r = 0; r < rows; r++) memcpy(c + r * ldc, t + 16 * r, (size_t)cols * sizeof *t);
+}
+
+/* ---------------------------------------------------------------- AMX: 2 x 2 tiles of 16 x 16 */
+
+#define AMX __attribute__((target("amx-tile,amx-bf16")))
+
+/* every tile 16 rows of 64 bytes: tmm0-3 the C tiles, tmm4-5 A (16 rows x 32 k), tmm6-7 B (16 k pairs x 16 columns) */
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} tile_config;
+
+/* a constant: GCC 12 drops stores to a local config before ldtilecfg as dead */
+static const tile_config amx_cfg __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+AMX void primc_bg_setup_amx(int on) {
+  if (on)
+    _tile_loadconfig(&amx_cfg);
+  else
+    _tile_release();
+}
+
+/* tile numbers are immediates, so each C tile's load and store is spelled out */
+#define C_LOAD(T, c, ldc, rows, cols, acc, buf)                                                                         \
+  do {                                                                                                                 \
+    if (!(acc))                                                                                                        \
+      _tile_zero(T);                                                                                                   \
+    else if ((rows) == 16 && (cols) == 16)                                                                             \
+      _tile_loadd(T, c, (ldc) * 4);                                                                                    \
+    else {                                                                                                             \
+      edge_in(buf, c, ldc, rows, cols, 1);                                                                             \
+      _tile_loadd(T, buf, 64);                                                                                         \
+    }                                                                                                                  \
+  } while (0)
+
+#define C_STORE(T, c, ldc, rows, cols, buf)                                                                            \
+  do {                                                                                                                 \
+    if ((rows) == 16 && (cols) == 16)                                                                                  \
+      _tile_stored(T, c, (ldc) * 4);                                                                                   \
+    else {                                                                                                             \
+      _tile_stored(T, buf, 64);                                                                                        \
+      edge_out(buf, c, ldc, rows, cols);                                                                           \
+    }                                                                                                                  \
+  } while (0)
+
+static inline __attribute__((always_inline)) AMX void amx_loop(const bkargs *g, const int M2, const int N2) {
+  const uint16_t *a0 = g->a, *a1 = g->a + g->lda;
+  const int64_t steps = g->kc / BG_KSTEP, per = g->pf ? (g->pf_lines + steps - 1) / steps : 0;
+  const char *pf = g->pf, *pf_end = g->pf + 64 * g->pf_lines;
+  for (int64_t k = 0; k < g->kc; k += BG_KSTEP) {
+    for (int64_t l = 0; l < per && pf < pf_end; l++, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
+    _tile_loadd(4, a0 + k * 16, 64);
+    _tile_loadd(6, g->b + k * 2 * BG_PANEL, 64);
+    if (N2) _tile_loadd(7, g->b + k * 2 * BG_PANEL + 16 * BG_KSTEP, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if (N2) _tile_dpbf16ps(1, 4, 7);
+    if (M2) {
+      _tile_loadd(5, a1 + k * 16, 64);
+      _tile_dpbf16ps(2, 5, 6);
+      if (N2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+}
+
+AMX void primc_bg_kern_amx(const bkargs *g) {
+  float buf[16 * 16] __attribute__((aligned(64)));
+  const int M2 = g->mr > 16, N2 = g->nr > 16;
+  const int r0 = M2 ? 16 : g->mr, r1 = M2 ? g->mr - 16 : 0, c0 = N2 ? 16 : g->nr, c1 = N2 ? g->nr - 16 : 0;
+  float *c = g->c, *cr = g->c + 16 * g->ldc;
+  const int64_t ldc = g->ldc;
+  C_LOAD(0, c, ldc, r0, c0, g->accumulate, buf);
+  if (N2) C_LOAD(1, c + 16, ldc, r0, c1, g->accumulate, buf);
+  if (M2) C_LOAD(2, cr, ldc, r1, c0, g->accumulate, buf);
+  if (M2 && N2) C_LOAD(3, cr + 16, ldc, r1, c1, g->accumulate, buf);
+  if (M2 && N2)
+    amx_loop(g, 1, 1);
+  else if (M2)
+    amx_loop(g, 1, 0);
+  else if (N2)
+    amx_loop(g, 0, 1);
+  else
+    amx_loop(g, 0, 0);
+  C_STORE(0, c, ldc, r0, c0, buf);
+  if (N2) C_STORE(1, c + 16, ldc, r0, c1, buf);
+  if (M2) C_STORE(2, cr, ldc, r1, c0, buf);
+  if (M2 && N2) C_STORE(3, cr + 16, ldc, r1, c1, buf);
+}
+
+/* ---------------------------------------------------------------- AVX512-BF16: up to 8 rows x 2 zmm */
+
+#define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define BF_MR BG_MR_AVX512BF16
+
+static inline __attribute__((always_inline)) BF16 void bf_tile(const bkargs *g, const int R, const int V) {
+  __m512 acc[BF_MR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const uint16_t *a = g->a, *b = g->b;
+  for (int64_t kp = 0; kp < g->kc / 2; kp++) {
+    if (g->pf && kp % 16 == 0 && kp * 4 < g->pf_lines) /* 4 lines per 32 k: the next pair's lines, spread */
+      for (int l = 0; l < 4 && (kp / 16 * 4 + l) < g->pf_lines; l++) _mm_prefetch(g->pf + 64 * (kp / 16 * 4 + l), _MM_HINT_T1);
+    __m512bh v0 = (__m512bh)_mm512_loadu_si512(b + bg_b_at(kp, 0)), v1 = v0;
+    if (V == 2) v1 = (__m512bh)_mm512_loadu_si512(b + bg_b_at(kp, 1));
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+      int32_t pair;
+      memcpy(&pair, a + bg_a_at(g->lda, r, 2 * kp), sizeof pair);
+      __m512bh x = (__m512bh)_mm512_set1_epi32(pair);
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, v0);
+      if (V == 2) acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, v1);
+    }
+  }
+  const int n0 = V == 2 ? 16 : g->nr, n1 = V == 2 ? g->nr - 16 : 0;
+  const __mmask16 m0 = (__mmask16)((1u << n0) - 1), m1 = (__mmask16)((1u << n1) - 1);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+    float *c = g->c + r * g->ldc;
+    if (g->accumulate) {
+      acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(m0, c));
+      if (V == 2) acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    _mm512_mask_storeu_ps(c, m0, acc[r][0]);
+    if (V == 2) _mm512_mask_storeu_ps(c + 16, m1, acc[r][1]);
+  }
+}
+
+#define BF_CASE(R)                                                                                                     \
+  case R:                                                                                                              \
+    if (g->nr > 16)                                                                                                    \
+      bf_tile(g, R, 2);                                                                                                \
+    else                                                                                                               \
+      bf_tile(g, R, 1);                                                                                                \
+    break;
+
+BF16 void primc_bg_kern_avx512bf16(const bkargs *g) {
+  switch (g->mr) {
+    BF_CASE(1) BF_CASE(2) BF_CASE(3) BF_CASE(4) BF_CASE(5) BF_CASE(6) BF_CASE(7) BF_CASE(8)
+  default:
+    break;
+  }
+}

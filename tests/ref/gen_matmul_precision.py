@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+# tests/ref/gen_matmul_precision.py: an f32 model for --matmul-precision (issue 20) with a float64 numpy reference:
+# MatMuls on constant weights (packed at compile time), a Gemm with transB (a transposed constant), and a large
+# product of two activations (its B packed on every call). Writes OUT/{model.onnx, in0.npy, in1.npy, ref0.npy ...}.
+# Usage: gen_matmul_precision.py OUT
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(7)
+x = rng.standard_normal((2, 40, 300)).astype(np.float32)
+u = rng.standard_normal((1, 256, 128)).astype(np.float32)
+w1 = (rng.standard_normal((300, 200)) / 17).astype(np.float32)
+b1 = rng.standard_normal(200).astype(np.float32)
+w2 = (rng.standard_normal((200, 70)) / 14).astype(np.float32)
+w3 = (rng.standard_normal((64, 300)) / 17).astype(np.float32)  # Gemm's B, transposed
+c3 = rng.standard_normal(64).astype(np.float32)
+shape = np.array([80, 300], np.int64)
+nodes = [
+    h.make_node("MatMul", ["x", "w1"], ["t"], name="fc1"),
+    h.make_node("Add", ["t", "b1"], ["a"], name="bias1"),
+    h.make_node("Relu", ["a"], ["r"], name="relu"),
+    h.make_node("MatMul", ["r", "w2"], ["y"], name="fc2"),
+    h.make_node("Reshape", ["x", "shape"], ["x2"], name="flat"),
+    h.make_node("Gemm", ["x2", "w3", "c3"], ["g"], transB=1, name="gemm"),
+    h.make_node("Transpose", ["u"], ["ut"], perm=[0, 2, 1], name="ut"),
+    h.make_node("MatMul", ["u", "ut"], ["s"], name="gram"),
+]
+inits = [nh.from_array(v, n) for n, v in (("w1", w1), ("b1", b1), ("w2", w2), ("w3", w3), ("c3", c3), ("shape", shape))]
+g = h.make_graph(nodes, "matmul_precision",
+                 [h.make_tensor_value_info("x", T.FLOAT, x.shape), h.make_tensor_value_info("u", T.FLOAT, u.shape)],
+                 [h.make_tensor_value_info(n, T.FLOAT, None) for n in ("y", "g", "s")], inits)
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(out, "model.onnx"))
+np.save(os.path.join(out, "in0.npy"), x)
+np.save(os.path.join(out, "in1.npy"), u)
+xd, ud = x.astype(np.float64), u.astype(np.float64)
+r = np.maximum(xd @ w1 + b1, 0)
+np.save(os.path.join(out, "ref0.npy"), r @ w2)
+np.save(os.path.join(out, "ref1.npy"), xd.reshape(80, 300) @ w3.astype(np.float64).T + c3)
+np.save(os.path.join(out, "ref2.npy"), ud @ ud.transpose(0, 2, 1))

@@ -1,0 +1,141 @@
+/* tests/unit/test_bgemm.c: the bf16 GEMM (runtime/gemm/bgemm*.c), every row the CPU runs, against a long double
+ * reference on operands rounded to bf16 by frexp/ldexp (not the runtime's bit trick), on shapes around the
+ * 32 x 32 tiles, the 32-deep k steps and the 512-deep K blocks, every transpose, both splits. */
+#include "runtime/primc_rt.h"
+#include "tests/test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fill(float *p, int64_t n, uint32_t seed) {
+  for (int64_t i = 0; i < n; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    p[i] = (float)((double)(seed >> 8) / (double)(1u << 23) - 1.0);
+  }
+}
+
+/* x to 8 significant bits, ties to even: the bf16 value (no bf16 here overflows or is subnormal) */
+static double to_bf16(double x) {
+  int e;
+  double m = frexp(x, &e); /* x = m 2^e, 0.5 <= |m| < 1 */
+  return ldexp(nearbyint(ldexp(m, 8)), e - 8);
+}
+
+typedef struct err {
+  double worst; /* max |got - want| / sum |a b|, want from rounded operands (split 1) or exact ones (split 3) */
+  int failed;
+} err;
+
+static err check_one(int64_t M, int64_t N, int64_t K, int ta, int tb, int split, int prepack) {
+  int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+  float *a = malloc(sizeof(float) * (size_t)((ta ? K : M) * lda + 1));
+  float *b = malloc(sizeof(float) * (size_t)((tb ? N : K) * ldb + 1));
+  float *c = malloc(sizeof(float) * (size_t)(M * ldc + 1));
+  fill(a, (ta ? K : M) * lda, (uint32_t)(M * 131 + K));
+  fill(b, (tb ? N : K) * ldb, (uint32_t)(N * 137 + K));
+  fill(c, M * ldc, 7); /* C's old values must not leak in */
+  float *c0 = malloc(sizeof(float) * (size_t)(M * ldc + 1));
+  memcpy(c0, c, sizeof(float) * (size_t)(M * ldc));
+  err r = {0, 0};
+  if (prepack) {
+    size_t sz = primc_bgemm_packed_b_size(N, K, split);
+    void *p = aligned_alloc(64, (sz + 63) / 64 * 64);
+    r.failed = !p || primc_bgemm_pack_b(tb, N, K, b, ldb, split, p) != PRIMC_OK ||
+               primc_bgemm_packed_check(p, sz, N, K, split) != PRIMC_OK ||
+               primc_bgemm_prepacked(ta, M, N, K, a, lda, p, c, ldc) != PRIMC_OK;
+    free(p);
+  } else {
+    r.failed = primc_bgemm(ta, tb, M, N, K, a, lda, b, ldb, split, c, ldc) != PRIMC_OK;
+  }
+  for (int64_t m = 0; m < M && !r.failed; m++)
+    for (int64_t n = 0; n < N; n++) {
+      long double want = 0, mag = 0;
+      for (int64_t k = 0; k < K; k++) {
+        double x = ta ? a[k * lda + m] : a[m * lda + k], y = tb ? b[n * ldb + k] : b[k * ldb + n];
+        if (split == 1) x = to_bf16(x), y = to_bf16(y);
+        want += (long double)x * y;
+        mag += fabsl((long double)x * y);
+      }
+      double e = (double)(fabsl((long double)c[m * ldc + n] - want) / (mag > 0 ? mag : 1));
+      if (e > r.worst) r.worst = e;
+    }
+  for (int64_t m = 0; m < M && !r.failed; m++) /* the padding between rows is untouched */
+    for (int64_t n = N; n < ldc; n++)
+      if (memcmp(&c[m * ldc + n], &c0[m * ldc + n], sizeof *c)) r.failed = 1;
+  free(a);
+  free(b);
+  free(c);
+  free(c0);
+  return r;
+}
+
+static const int64_t shapes[][3] = {{1, 1, 1},    {16, 16, 32},  {32, 32, 32},  {33, 17, 31}, {5, 40, 3},
+                                    {64, 96, 600}, {31, 33, 513}, {70, 50, 64}, {1, 200, 100}, {300, 20, 1030}};
+
+PC_TEST(bgemm_rows_match_reference) {
+  int ran = 0;
+  for (int row = 0; row < PRIMC_BGEMM_ROW_COUNT; row++) {
+    if (primc_bgemm_force_row(row) < 0) continue; /* the CPU lacks it */
+    ran++;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int t = 0; t < 4; t++)
+        for (int split = 1; split <= 3; split += 2) {
+          int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+          err e = check_one(M, N, K, t & 1, t >> 1, split, (int)(s + t) % 2);
+          /* split 1: only the f32 sums' rounding; split 3: the dropped lo * lo term, 2^-16 of each product */
+          double tol = split == 1 ? 1e-5 : 4e-5;
+          CHECK_MSG(!e.failed && e.worst <= tol, "row %s %lldx%lldx%lld ta=%d tb=%d split %d: error %g%s",
+                    primc_bgemm_row_name(row), (long long)M, (long long)N, (long long)K, t & 1, t >> 1, split,
+                    e.worst, e.failed ? " (call failed)" : "");
+        }
+  }
+  primc_bgemm_force_row(-1);
+  CHECK(ran >= 1); /* the portable row runs anywhere */
+}
+
+/* split 3 exists to be near f32: against the exact product it must beat split 1 by orders of magnitude */
+PC_TEST(bgemm_split3_is_near_f32) {
+  err e1 = check_one(40, 40, 256, 0, 0, 1, 1), e3 = check_one(40, 40, 256, 0, 0, 3, 1);
+  /* e1 as measured against rounded operands is small; measure split 1 against the exact product instead */
+  int64_t M = 40, N = 40, K = 256;
+  float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N), *c = malloc(sizeof(float) * M * N);
+  fill(a, M * K, 11);
+  fill(b, K * N, 13);
+  CHECK(primc_bgemm(0, 0, M, N, K, a, K, b, N, 1, c, N) == PRIMC_OK);
+  double worst1 = 0;
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      long double want = 0, mag = 0;
+      for (int64_t k = 0; k < K; k++) want += (long double)a[m * K + k] * b[k * N + n], mag += fabsl((long double)a[m * K + k] * b[k * N + n]);
+      double r = (double)(fabsl(c[m * N + n] - want) / mag);
+      if (r > worst1) worst1 = r;
+    }
+  CHECK(!e1.failed && !e3.failed);
+  CHECK_MSG(worst1 > 1e-4 && e3.worst < worst1 / 30, "split 1 %g against exact, split 3 %g", worst1, e3.worst);
+  free(a);
+  free(b);
+  free(c);
+}
+
+PC_TEST(bgemm_rejects_bad_packed_b) {
+  float b[64 * 8], a[4 * 64], c[4 * 8];
+  fill(b, 64 * 8, 3);
+  fill(a, 4 * 64, 5);
+  size_t sz = primc_bgemm_packed_b_size(8, 64, 1);
+  CHECK(sz > 0 && primc_bgemm_packed_b_size(8, 64, 2) == 0 && primc_bgemm_packed_b_size(0, 64, 1) == 0);
+  char *p = aligned_alloc(64, (sz + 63) / 64 * 64);
+  CHECK(primc_bgemm_pack_b(0, 8, 64, b, 8, 1, p) == PRIMC_OK);
+  CHECK(primc_bgemm_packed_check(p, sz, 8, 64, 1) == PRIMC_OK);
+  CHECK(primc_bgemm_packed_check(p, sz - 1, 8, 64, 1) == PRIMC_ERR_WEIGHTS); /* truncated */
+  CHECK(primc_bgemm_packed_check(p, sz, 9, 64, 1) == PRIMC_ERR_WEIGHTS);     /* another shape */
+  CHECK(primc_bgemm_packed_check(p, sz, 8, 64, 3) == PRIMC_ERR_WEIGHTS);     /* another split */
+  CHECK(primc_bgemm_prepacked(0, 4, 9, 64, a, 64, p, c, 9) == PRIMC_ERR_ARG);
+  p[0] ^= 1;
+  CHECK(primc_bgemm_packed_check(p, sz, 8, 64, 1) == PRIMC_ERR_WEIGHTS); /* bad magic */
+  CHECK(primc_bgemm_prepacked(0, 4, 8, 64, a, 64, p, c, 8) == PRIMC_ERR_ARG);
+  free(p);
+  CHECK(primc_bgemm(0, 0, 4, 8, 64, a, 64, b, 8, 2, c, 8) == PRIMC_ERR_ARG);
+  CHECK(primc_bgemm_force_row(PRIMC_BGEMM_ROW_COUNT) == -1);
+  CHECK(primc_bgemm_row_name(PRIMC_BGEMM_ROW_COUNT) == NULL && primc_bgemm_row_name(PRIMC_BGEMM_ROW_GENERIC));
+}
