@@ -52,7 +52,7 @@ struct primc_model {
   char *dir;
   pc_graph *g; /* imported and not yet lowered; NULL once a compile has used it */
   /* read when compiling */
-  int opt_level, unfused, weights_external, profile, cuda_graphs, autotune, matmul_precision;
+  int opt_level, unfused, weights_external, profile, cuda_graphs, autotune, matmul_precision, autocast;
   primc_target target;
   char *cpu, *triple, *gpu_arch, *name, *runtime_dir, *autotune_cache;
   api_tensor *io[2];
@@ -354,6 +354,14 @@ primc_status primc_model_set_matmul_precision(primc_model *m, const char *precis
   return PRIMC_STATUS_OK;
 }
 
+primc_status primc_model_set_autocast(primc_model *m, const char *autocast) {
+  NEED_M(m);
+  int a = pc_autocast_parse(autocast);
+  if (a < 0) return fail(m, PRIMC_STATUS_USAGE, "autocast '%.*s' is not bf16 or none", 100, autocast ? autocast : "(null)");
+  m->autocast = a;
+  return PRIMC_STATUS_OK;
+}
+
 primc_status primc_model_set_autotune_cache(primc_model *m, const char *path) {
   return m ? set_str(m, &m->autotune_cache, path) : PRIMC_STATUS_USAGE;
 }
@@ -395,6 +403,7 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   po.opt_level = m->opt_level;
   po.unfused = m->unfused;
   g->matmul_precision = m->matmul_precision;
+  g->autocast = m->autocast;
   pc_status s = pc_pipeline_run(g, &po);
   char rt_dir[4096];
   own_dir(rt_dir, sizeof rt_dir);

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-# bench/precision_peers.py: primc's --matmul-precision highest/high/medium builds against ONNX Runtime (f32) and
+# bench/precision_peers.py: primc's --matmul-precision highest/high/medium and --autocast bf16 builds against ONNX
+# Runtime (f32) and
 # OpenVINO at f32 and at its default precision (bf16 on an AMX or AVX512-BF16 CPU), timed interleaved in one
 # run (the machines drift), with each output's error against ONNX Runtime's f32 output.
-# Usage: python3 bench/precision_peers.py [--threads 1,2] [--runs 15] [--primc build/primc] MODEL_DIR...
+# Usage: python3 bench/precision_peers.py [--threads 1,2] [--runs 15] [--primc build/primc]
+#            [--builds highest,high,medium,autocast] MODEL_DIR...
 # (each dir holds model.onnx and input.npy, as models/ and bench/gen_encoder.py write them)
 import argparse
 import os
@@ -15,7 +17,8 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-PRECISIONS = ["highest", "high", "medium"]
+BUILDS = {"highest": [], "high": ["--matmul-precision", "high"], "medium": ["--matmul-precision", "medium"],
+          "autocast": ["--autocast", "bf16"]}
 
 
 def cpu_line():
@@ -52,6 +55,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--primc", default="build/primc")
+    ap.add_argument("--builds", default="highest,high,medium,autocast")
     ap.add_argument("dirs", nargs="+")
     a = ap.parse_args()
     try:
@@ -66,9 +70,9 @@ def main():
         x = np.load(os.path.join(d, "input.npy"))
         model = os.path.join(d, "model.onnx")
         exes = {}
-        for p in PRECISIONS:
+        for p in a.builds.split(","):
             exes[p] = os.path.join(tmp, f"{name}_{p}")
-            subprocess.run([a.primc, "compile", model, "--matmul-precision", p, "-o", exes[p], "--quiet"], check=True)
+            subprocess.run([a.primc, "compile", model, *BUILDS[p], "-o", exes[p], "--quiet"], check=True)
         ref_sess = ort_session(model, 1)
         in_name = ref_sess.get_inputs()[0].name
         ref = ref_sess.run(None, {in_name: x})[0]
@@ -114,7 +118,8 @@ def main():
             for k, v in best.items():
                 ovd = best.get("OpenVINO default")
                 e = errs.get(k)
-                print(f"| {'primc ' + k if k in exes else k} | {v:.2f} | {best['highest'] / v:.2f}x | "
+                vs_f32 = f"{best['highest'] / v:.2f}x" if "highest" in best else "-"
+                print(f"| {'primc ' + k if k in exes else k} | {v:.2f} | {vs_f32} | "
                       f"{(f'{v / ovd:.2f}' if ovd else '-')} | {('%.1e' % e) if e is not None else '-'} |")
 
 

@@ -21,9 +21,12 @@ static const struct pc_backend {
 pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
   if (pc_output_check(g, opts) != PC_OK) return g->status;
-  if (g->matmul_precision != PC_MATMUL_HIGHEST && (opts->triple || opts->target != PC_TARGET_CPU))
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "matmul precision %s: only host CPU code has bf16 contractions (not %s)",
-                   pc_matmul_precision_name(g->matmul_precision), opts->triple ? "a --triple target" : "CUDA");
+  if ((g->matmul_precision != PC_MATMUL_HIGHEST || g->autocast != PC_AUTOCAST_NONE) &&
+      (opts->triple || opts->target != PC_TARGET_CPU))
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "%s %s: only host CPU code has bf16 contractions (not %s)",
+                   g->autocast ? "autocast" : "matmul precision",
+                   g->autocast ? pc_autocast_name(g->autocast) : pc_matmul_precision_name(g->matmul_precision),
+                   opts->triple ? "a --triple target" : "CUDA");
   for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
     if (backends[i].accepts(opts)) return backends[i].emit(g, opts);
   return pc_fail(g, PC_ERR_UNSUPPORTED, "codegen: no backend for target %d", (int)opts->target);

@@ -137,7 +137,8 @@ static pc_status build_dot(kir_program *p, const pc_node *n) {
  * the plan wants (kir_pack_weights); PRIMC_CONV_ROW=NAME in the environment forces a row where it fits. */
 int kir_conv_plan(const kir_program *p, const primc_conv2d *c, int packable, primc_conv_plan *plan) {
   primc_conv_plan_opts o = {.packable = packable, .layout = PRIMC_CONV_W_PLAIN, .tile_mr = packable ? primc_sgemm_mr() : 0,
-                            .has_scratch = 1, .force = getenv("PRIMC_CONV_ROW")};
+                            .has_scratch = 1, .force = getenv("PRIMC_CONV_ROW"),
+                            .bf16 = p->g->autocast == PC_AUTOCAST_BF16};
   return pc_autotune_plan(p->tune, c, &o, plan) == PRIMC_OK; /* the planner's plan when p->tune is NULL */
 }
 

@@ -120,7 +120,8 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
     if (k->call == KC_conv && k->params[CONV_EPI_AT + CONV_EPI_ROW] > 0)
       print_conv_row(p, k, f);
     if (k->call == KC_dot_bf16)
-      fprintf(f, " (matmul precision %s: %s, f32 sums; B %s; bf16 row here %s)", k->params[12] == 3 ? "high" : "medium",
+      fprintf(f, " (%s: %s, f32 sums; B %s; bf16 row here %s)",
+              p->g->autocast == PC_AUTOCAST_BF16 ? "autocast bf16" : k->params[12] == 3 ? "matmul precision high" : "matmul precision medium",
               k->params[12] == 3 ? "bf16 hi+lo operands" : "bf16 operands",
               k->params[11] > 0 ? "packed at compile time" : "packed per call",
               primc_bgemm_row_name(primc_bgemm_row_active()));

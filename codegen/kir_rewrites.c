@@ -437,10 +437,10 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_p
  * took 8.4 ms a run against 5.2 in f32 on an AMX Xeon), and f32 is more precise than asked, never less */
 #define BF16_ACTIVATION_MIN_MACS (1 << 22)
 
-/* an f32 dot under matmul precision high or medium: a dot_bf16 call, its B packed as bf16 panels here when
+/* an f32 dot under matmul precision high or medium (or autocast bf16, as medium): a dot_bf16 call, its B packed as bf16 panels here when
  * it is a constant, else at each call; 0 when it stays an f32 dot */
 static pc_status bf16_dot(kir_program *p, kir_kernel *k, int *changed) {
-  int split = p->g->matmul_precision == PC_MATMUL_HIGH ? 3 : 1;
+  int split = p->g->matmul_precision == PC_MATMUL_HIGH && p->g->autocast != PC_AUTOCAST_BF16 ? 3 : 1;
   int nb = packed_operand(p, k, split);
   *changed = 0;
   if (nb < 0 && (double)k->params[2] * (double)k->params[3] * (double)k->params[4] < BF16_ACTIVATION_MIN_MACS)
@@ -481,7 +481,7 @@ static pc_status pack_weights(kir_program *p) {
       continue;
     }
     if (k->call != KC_dot) continue;
-    if (k->params[0] == PC_f32 && p->g->matmul_precision != PC_MATMUL_HIGHEST) {
+    if (k->params[0] == PC_f32 && (p->g->matmul_precision != PC_MATMUL_HIGHEST || p->g->autocast == PC_AUTOCAST_BF16)) {
       int changed;
       if (bf16_dot(p, k, &changed) != PC_OK) return p->g->status;
       packed += changed;

@@ -232,6 +232,7 @@ struct pc_graph {
   int64_t workspace_size; /* bytes, after memory planning */
   int64_t mem_limit;   /* bytes the interpreter may hold at once and a compiled model may need; 0: none */
   int matmul_precision; /* a pc_matmul_precision: how compiled host code runs f32 contractions */
+  int autocast;         /* a pc_autocast: contractions (dots and convs) on bf16 operands in compiled host code */
   const char *origin;  /* stamped on nodes created from now on */
   pc_status status;    /* first error, sticky */
   char error[512];
@@ -248,6 +249,12 @@ typedef enum pc_matmul_precision {
 } pc_matmul_precision;
 const char *pc_matmul_precision_name(int p); /* "highest", "high", "medium"; "?" */
 int pc_matmul_precision_parse(const char *s); /* -1 when s is none of the names */
+
+/* torch.autocast's choice for compiled host code: NONE, or BF16: f32 dot_generals and convs on bf16
+ * operands with f32 sums (dots as matmul precision MEDIUM), everything else f32. */
+typedef enum pc_autocast { PC_AUTOCAST_NONE = 0, PC_AUTOCAST_BF16, PC_AUTOCAST_COUNT } pc_autocast;
+const char *pc_autocast_name(int a);  /* "none", "bf16"; "?" */
+int pc_autocast_parse(const char *s); /* -1 when s is neither */
 
 pc_graph *pc_graph_new(void);
 void pc_graph_free(pc_graph *g);

@@ -310,3 +310,13 @@ int pc_matmul_precision_parse(const char *s) {
     if (!strcmp(s, matmul_precisions[p])) return p;
   return -1;
 }
+
+static const char *const autocasts[PC_AUTOCAST_COUNT] = {"none", "bf16"};
+
+const char *pc_autocast_name(int a) { return a >= 0 && a < PC_AUTOCAST_COUNT ? autocasts[a] : "?"; }
+
+int pc_autocast_parse(const char *s) {
+  for (int a = 0; s && a < PC_AUTOCAST_COUNT; a++)
+    if (!strcmp(s, autocasts[a])) return a;
+  return -1;
+}

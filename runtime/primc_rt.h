@@ -479,12 +479,22 @@ typedef struct primc_conv2d {
   int w_winograd;      /* w is primc_conv2d_pack_winograd's output with tile height w_packed_mr
                           (PRIMC_CONV_W_WINOGRAD) */
   int w_lanes;         /* w is primc_conv2d_pack_lanes's output (PRIMC_CONV_W_LANES) */
+  int w_bf16;          /* w holds each group's W^T as primc_bgemm_pack_b(1, o/groups, c/groups*kh*kw, ..., 1)
+                          bf16 panels, groups primc_conv2d_packed_weight_bytes / groups apart (PRIMC_CONV_W_BF16) */
 } primc_conv2d;
 /* How a conv's weights are stored: PLAIN (OIHW), STRIPS (A strips for the GEMM rows), PANELS (W^T panels:
- * the transposed GEMM, output channels in the lanes), WINOGRAD and LANES (their rows' own layouts). A
+ * the transposed GEMM, output channels in the lanes), WINOGRAD and LANES (their rows' own layouts), BF16
+ * (W^T as bf16 GEMM panels: the bf16 row, only planned when the plan options ask for bf16). A
  * conv's plan (primc_conv_plan_make) says which; primc_conv2d_weight_layout gives the layout of the plan
  * for packable weights on this CPU (PLAIN for depthwise convs, which do not run on the GEMM). */
-enum { PRIMC_CONV_W_PLAIN = 0, PRIMC_CONV_W_STRIPS = 1, PRIMC_CONV_W_PANELS = 2, PRIMC_CONV_W_WINOGRAD = 3, PRIMC_CONV_W_LANES = 4 };
+enum {
+  PRIMC_CONV_W_PLAIN = 0,
+  PRIMC_CONV_W_STRIPS = 1,
+  PRIMC_CONV_W_PANELS = 2,
+  PRIMC_CONV_W_WINOGRAD = 3,
+  PRIMC_CONV_W_LANES = 4,
+  PRIMC_CONV_W_BF16 = 5
+};
 int primc_conv2d_weight_layout(const primc_conv2d *p);
 /* WINOGRAD (3x3 stride 1, 64 or 128+ channels each side by the CPU, 36+ 2x2 output tiles): the conv runs as Winograd
  * F(2x2, 3x3); its weights are transformed once: the 16 matrices U_xi [o][c] of G g G^T, each packed
@@ -565,6 +575,7 @@ typedef struct primc_conv_plan_opts {
   int has_scratch;   /* the call passes primc_conv_plan_scratch_floats' col */
   int threads;       /* threads the call will run on; 0: primc_num_threads() */
   const char *force; /* a row name (PRIMC_CONV_ROW=) taken when it fits and its ISA is here; NULL: none */
+  int bf16;          /* the conv may run on bf16 operands with f32 sums (--autocast bf16): the bf16 row first */
 } primc_conv_plan_opts;
 
 /* the best row for p as o allows; PRIMC_OK, or PRIMC_ERR_ARG (p inconsistent, or no row reads weights in

@@ -41,7 +41,8 @@ static const char *bench_help =
     "  --weights FILE      .safetensors weights for a text graph\n"
     "  --dim NAME=N        fix a symbolic dim\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n"
-    "  --matmul-precision highest|high|medium  as for compile (loosen --rtol for medium)\n";
+    "  --matmul-precision highest|high|medium  as for compile (loosen --rtol for medium)\n"
+    "  --autocast bf16     as for compile (loosen --rtol)\n";
 
 typedef struct bench_opts {
   const char *model, *target, *keep, *weights;
@@ -135,7 +136,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
     int has_value = !strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--seed") || !strcmp(a, "--target") ||
                     !strcmp(a, "--rtol") || !strcmp(a, "--atol") || !strcmp(a, "--top") || !strcmp(a, "--keep") ||
                     !strcmp(a, "--weights") || !strcmp(a, "--dim") || !strcmp(a, "--const") ||
-                    !strcmp(a, "--matmul-precision");
+                    !strcmp(a, "--matmul-precision") || !strcmp(a, "--autocast");
     if (has_value && !(v = value(argc, argv, &i))) return 2;
     if (!has_value && a[0] == '-' && a[1]) return fprintf(stderr, "primc bench: unknown option '%s'\n%s", a, bench_help), 2;
     if (!has_value) {
@@ -194,7 +195,7 @@ static pc_graph *load(const bench_opts *o) {
   pc_graph *g = pc_model_load(o->model, &io);
   if (!g) fprintf(stderr, "primc: error: out of memory loading %s\n", o->model);
   else if (g->status != PC_OK) fprintf(stderr, "primc: error: %s\n", pc_error(g)), pc_graph_free(g), g = NULL;
-  else g->matmul_precision = o->read.matmul_precision;
+  else g->matmul_precision = o->read.matmul_precision, g->autocast = o->read.autocast;
   return g;
 }
 

@@ -52,9 +52,14 @@ static pc_tensor tensor_of(const primc_array *a) {
 }
 
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
-  int dim = !strcmp(a, "--dim"), prec = !strcmp(a, "--matmul-precision");
-  if (!dim && !prec && strcmp(a, "--const")) return 0;
+  int dim = !strcmp(a, "--dim"), prec = !strcmp(a, "--matmul-precision"), cast = !strcmp(a, "--autocast");
+  if (!dim && !prec && !cast && strcmp(a, "--const")) return 0;
   if (!v) return fprintf(stderr, "primc: option '%s' needs a value\n", a), -1;
+  if (cast) {
+    if ((m->autocast = pc_autocast_parse(v)) < 0)
+      return fprintf(stderr, "primc: bad --autocast '%s' (expected bf16 or none; fp16 has no kernels yet)\n", v), -1;
+    return 1;
+  }
   if (prec) {
     if ((m->matmul_precision = pc_matmul_precision_parse(v)) < 0)
       return fprintf(stderr, "primc: bad --matmul-precision '%s' (expected highest, high or medium)\n", v), -1;
@@ -134,7 +139,8 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
     } else if (!strcmp(a, "--seed")) {
       if (!(v = opt_value(argc, argv, &i))) goto missing;
       cli->seed = strtoull(v, NULL, 10);
-    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision")) {
+    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision") ||
+               !strcmp(a, "--autocast")) {
       if (pc_cli_model_option(&cli->model, a, opt_value(argc, argv, &i)) < 0) {
         cli->exit_code = 2;
         return 1;
@@ -276,6 +282,7 @@ pc_graph *pc_cli_load_model(const pc_cli *cli) {
   }
   g->mem_limit = cli->mem_limit;
   g->matmul_precision = cli->model.matmul_precision;
+  g->autocast = cli->model.autocast;
   return g;
 }
 

@@ -17,10 +17,12 @@ typedef struct pc_cli_model {
   char const_names[PC_CLI_MAX][64];
   int n_consts;
   int matmul_precision; /* --matmul-precision: a pc_matmul_precision, set on the graph once loaded */
+  int autocast;         /* --autocast: a pc_autocast, likewise */
 } pc_cli_model;
 
-/* option a with its value v (NULL when a was the last argument): 1 when a is --dim, --const or
- * --matmul-precision and v is good, 0 when a is none of them, -1 when v is bad (the error printed) */
+/* option a with its value v (NULL when a was the last argument): 1 when a is --dim, --const,
+ * --matmul-precision or --autocast and v is good, 0 when a is none of them, -1 when v is bad (the error
+ * printed) */
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v);
 void pc_cli_model_free(pc_cli_model *m);
 pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, int64_t mem_limit);

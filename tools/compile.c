@@ -46,6 +46,8 @@ static const char *compile_help =
     "                      f32 MatMul/Gemm (torch.set_float32_matmul_precision): highest in f32 (default),\n"
     "                      high on bf16 hi+lo splits (about f32), medium on bf16 operands; f32 sums\n"
     "                      (host CPU code; AMX or AVX512-BF16 where the CPU has them)\n"
+    "  --autocast bf16     torch.autocast's contractions: MatMul/Gemm (as medium) and Conv on bf16\n"
+    "                      operands, f32 sums; everything else f32 (host CPU code)\n"
     "  --mem-limit SIZE    refuse a model needing more memory at run time (workspace, weights, inputs\n"
     "                      and outputs); bytes or K/M/G, 0: none (default: the memory available now)\n";
 
@@ -111,7 +113,8 @@ static int parse(int argc, char **argv, compile_opts *o) {
     } else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
       if (!pc_cli_parse_size(argv[++i], &o->mem_limit))
         return pc_cli_usage_error(compile_help, "bad --mem-limit (bytes, or with K, M, G; 0: none)");
-    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision")) {
+    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision") ||
+               !strcmp(a, "--autocast")) {
       if (pc_cli_model_option(&o->read, a, i + 1 < argc ? argv[++i] : NULL) < 0) return 2;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "primc: unknown option '%s'\n", a);
@@ -210,6 +213,7 @@ static int compile_one(const compile_opts *op) {
   }
   g->mem_limit = o.mem_limit;
   g->matmul_precision = o.read.matmul_precision;
+  g->autocast = o.read.autocast;
   pc_pipeline_opts po = {0};
   po.opt_level = o.opt;
   po.unfused = o.unfused;
@@ -252,8 +256,10 @@ static int compile_one(const compile_opts *op) {
            "  scratch of runtime calls such as im2col, placed after them)\n", nodes, g->n_groups,
            (long long)g->workspace_size);
     printf("  time: load %.3f s, passes %.3f s, codegen %.3f s\n", t1 - t0, t2 - t1, t3 - t2);
-    printf("  matmul precision: %s (f32 contractions%s)\n", pc_matmul_precision_name(g->matmul_precision),
-           g->matmul_precision == PC_MATMUL_HIGHEST ? " in f32" : " are dot_bf16 calls below");
+    printf("  matmul precision: %s, autocast: %s (%s)\n", pc_matmul_precision_name(g->matmul_precision),
+           pc_autocast_name(g->autocast),
+           g->autocast ? "dots are dot_bf16 calls, convs the bf16_t_panels row below"
+           : g->matmul_precision == PC_MATMUL_HIGHEST ? "f32 contractions in f32" : "f32 dots are dot_bf16 calls below");
     char *mem = pc_memplan_report(g);
     if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);
     free(mem);

@@ -181,8 +181,9 @@ static int cmd_run(int argc, char **argv) {
   pc_cli cli;
   if (pc_cli_parse(&cli, argc, argv, run_help) != 0) return pc_cli_free(&cli), cli.exit_code;
   if (cli.n_pos < 1) return pc_cli_free(&cli), pc_cli_usage_error(run_help, "missing MODEL");
-  if (cli.model.matmul_precision != PC_MATMUL_HIGHEST) {
-    fprintf(stderr, "primc: error: run interprets in f32; --matmul-precision is for compile, bench and dump\n");
+  if (cli.model.matmul_precision != PC_MATMUL_HIGHEST || cli.model.autocast != PC_AUTOCAST_NONE) {
+    fprintf(stderr, "primc: error: run interprets in f32; --matmul-precision and --autocast are for compile, bench "
+                    "and dump\n");
     return pc_cli_free(&cli), 2;
   }
   pc_graph *g = pc_cli_load_model(&cli);
@@ -228,7 +229,8 @@ static const char *dump_help =
     "  --save-weights FILE write the graph's named constants to a .safetensors file\n"
     "  --dim NAME=N        fix a symbolic dim\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n"
-    "  --matmul-precision P  with --kernels: the f32 contractions as compile's option makes them\n";
+    "  --matmul-precision P  with --kernels: the f32 contractions as compile's option makes them\n"
+    "  --autocast bf16     with --kernels: likewise\n";
 
 typedef struct dump_flags {
   int opt, unfused, kernels, explain, memory, print_after_all, autotune;

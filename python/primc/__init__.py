@@ -127,7 +127,8 @@ def _load(h, model):
 
 
 def _configure(h, opt_level=3, target="cpu", name=None, weights_external=False, unfused=False, profile=False,
-               cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, autotune=False, matmul_precision="highest"):
+               cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, autotune=False, matmul_precision="highest",
+               autocast="none"):
     if target not in TARGET:
         raise Error(f"target {target!r} is not one of {', '.join(TARGET)}", "usage")
     h.call("primc_model_set_opt_level", int(opt_level))
@@ -138,6 +139,7 @@ def _configure(h, opt_level=3, target="cpu", name=None, weights_external=False, 
     h.call("primc_model_set_cuda_graphs", int(bool(cuda_graphs)))
     h.call("primc_model_set_autotune", int(bool(autotune)))
     h.call("primc_model_set_matmul_precision", str(matmul_precision).encode())
+    h.call("primc_model_set_autocast", str(autocast or "none").encode())
     if name is not None:
         h.call("primc_model_set_name", str(name).encode())
     for fn, v in (("primc_model_set_cpu", cpu), ("primc_model_set_triple", triple), ("primc_model_set_gpu_arch", gpu_arch)):
@@ -171,22 +173,24 @@ def info(model, dims=None, consts=None):
 
 def compile_file(model, output, emit="exe", dims=None, opt_level=3, target="cpu", name=None, weights_external=False,
                  unfused=False, profile=False, cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, mem_limit=0,
-                 autotune=False, consts=None, matmul_precision="highest"):
+                 autotune=False, consts=None, matmul_precision="highest", autocast="none"):
     """Compiles model to a file, as `primc compile` does: emit is exe, obj (OUT.o + OUT.h), lib (a shared library
     + its header), llvm, asm or cuda; target cpu or cuda (NVRTC at compile time, the driver at run time only);
     autotune: conv rows timed here, cached per CPU model (`primc compile --autotune`); matmul_precision:
-    "highest" (f32), "high" or "medium" (bf16 contractions, as torch.set_float32_matmul_precision). Returns output."""
+    "highest" (f32), "high" or "medium" (bf16 contractions, as torch.set_float32_matmul_precision); autocast: "bf16"
+    (MatMul/Gemm and Conv on bf16 operands, f32 sums, the rest f32) or "none". Returns output."""
     if emit not in EMIT:
         raise Error(f"emit {emit!r} is not one of {', '.join(EMIT)}", "usage")
     with _open(model, dims, mem_limit, consts) as h:
         _configure(h, opt_level, target, name, weights_external, unfused, profile, cpu, triple, gpu_arch, cuda_graphs,
-                   autotune, matmul_precision)
+                   autotune, matmul_precision, autocast)
         h.call("primc_model_compile", EMIT[emit], os.fsencode(output))
     return output
 
 
 def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=None, *, name="model",
-            weights_external=False, unfused=False, profile=False, mem_limit=0, consts=None, matmul_precision="highest"):
+            weights_external=False, unfused=False, profile=False, mem_limit=0, consts=None, matmul_precision="highest",
+            autocast="none"):
     """Compiles model (an ONNX path, an onnx.ModelProto or its bytes) to a shared library in out_dir (a temporary
     dir, removed with the module, by default) and returns it loaded as a callable Module.
 
@@ -196,7 +200,8 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
     threads: the module's thread pool size (default: $PRIMC_NUM_THREADS, else every CPU);
     profile: time every kernel, read back with Module.profile();
     matmul_precision: "highest" (f32, default), "high" or "medium" (bf16 contractions, f32 sums), as
-    torch.set_float32_matmul_precision."""
+    torch.set_float32_matmul_precision; autocast: "bf16" (MatMul/Gemm and Conv on bf16 operands, f32 sums, the
+    rest f32) or "none"."""
     if target != "cpu":
         raise Error(f"target {target!r}: a module runs on numpy arrays on the CPU; compile CUDA code to a file "
                     "with primc.compile_file(model, out, target='cuda')", "usage")
@@ -208,7 +213,8 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
                     raise Error(f"input {t.name!r}: dim {n!r} ({lo}..{'' if hi is None else hi}) is symbolic: give "
                                 f"it a size with dims={{{n!r}: N}}", "usage")
         outs = _infos(h, OUTPUT)
-        _configure(h, opt_level, "cpu", name, weights_external, unfused, profile, matmul_precision=matmul_precision)
+        _configure(h, opt_level, "cpu", name, weights_external, unfused, profile, matmul_precision=matmul_precision,
+                   autocast=autocast)
         cleanup = out_dir is None
         out_dir = tempfile.mkdtemp(prefix="primc-") if cleanup else os.fspath(out_dir)
         os.makedirs(out_dir, exist_ok=True)

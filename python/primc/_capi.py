@@ -66,6 +66,7 @@ def _declare(lib):
         "primc_model_set_profile": (c_int, [m, c_int]),
         "primc_model_set_cuda_graphs": (c_int, [m, c_int]),
         "primc_model_set_matmul_precision": (c_int, [m, c_char_p]),
+        "primc_model_set_autocast": (c_int, [m, c_char_p]),
         "primc_model_set_autotune": (c_int, [m, c_int]),
         "primc_model_set_autotune_cache": (c_int, [m, c_char_p]),
         "primc_model_set_runtime_dir": (c_int, [m, c_char_p]),

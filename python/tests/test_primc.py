@@ -319,3 +319,7 @@ def test_matmul_precision_medium_is_bf16_and_close():
     assert err["highest"] < 1e-5 and err["high"] < 1e-4 and 1e-4 < err["medium"] < 3e-2, err
     with pytest.raises(primc.Error, match="not highest, high or medium"):
         primc.compile(model, matmul_precision="low")
+    auto = float(np.abs(primc.compile(model, autocast="bf16")(x) - ref).max() / np.abs(ref).max())
+    assert 1e-4 < auto < 3e-2, auto
+    with pytest.raises(primc.Error, match="not bf16 or none"):
+        primc.compile(model, autocast="fp16")

@@ -32,7 +32,9 @@ static inline __mmask16 cv_low_mask(int64_t n) {
 
 /* ---------------------------------------------------------------- the rows */
 
-enum { CV_NEED_COL = 1, CV_NEED_APART = 2 };
+/* COL: the col scratch; APART: y apart from x and from a residual it is not; BF16: planned only when the plan
+ * options ask for bf16 operands */
+enum { CV_NEED_COL = 1, CV_NEED_APART = 2, CV_NEED_BF16 = 4 };
 
 /* one call of a row: p with its w_* fields set from the plan; e never NULL; the sums go to acc (y, or the
  * spare when y overlaps x or the residual); next, w2, e2: a PAIR row's depthwise conv */
@@ -129,6 +131,16 @@ static inline epi_ctx cv_epi_at(const epi_ctx *e, int64_t ch, int64_t P) {
   return c;
 }
 
+/* the transposed GEMM's C^T [P][og] turned back: primc_cv_lanes_rows is a primc_epilogue over a tile of it
+ * (pixels [m0, m0+mb) x channels [n0, n0+nb)) writing y[channel][pixel] through e; lanes_floats: the col
+ * floats such a conv uses (X_col, then C^T) */
+typedef struct cv_lanes_epi {
+  epi_ctx e; /* y and res in y's layout */
+  int64_t P;
+} cv_lanes_epi;
+void primc_cv_lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb);
+int64_t primc_cv_lanes_floats(const primc_conv2d *p, int64_t oh, int64_t ow);
+
 /* pixels [0, mb) x channels [0, nb) of a C^T tile (rows ldc apart) into y's channel rows from pixel m0 on,
  * through the epilogue (AVX-512) */
 void primc_cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb);
@@ -154,6 +166,10 @@ void primc_cv_im2col_par(const primc_conv2d *p, const float *x, int64_t cg, int6
 int64_t primc_cv_direct_wph(const primc_conv2d *p, int64_t ow);
 int primc_cv_direct_can(const primc_conv2d *p);
 int primc_cv_dwl_cols_ok(const primc_conv2d *p);
+/* the bf16 row (bf16.c): bytes from one group's bf16 W^T panels to the next, and their check */
+size_t primc_cv_bf16_stride(int64_t og, int64_t kk);
+int primc_cv_bf16_check(const primc_conv2d *p, const void *w, size_t bytes);
+
 /* bytes from one group's W^T panels to the next, as packed on this machine; and the check of packed ones */
 size_t primc_cv_panels_stride(int64_t og, int64_t kk);
 int primc_cv_panels_check(const primc_conv2d *p, const void *w, size_t avail, size_t *stride);

@@ -553,7 +553,7 @@ static dw_job dw_job_of(const cv_call *c) {
 }
 
 static int dw_plain(const primc_conv2d *p) {
-  return cv_is_depthwise(p) && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd && !p->w_lanes;
+  return cv_is_depthwise(p) && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
 }
 
 /* 16 channels in the lanes: a band's tile holds every tap, and the sums fit their buffer */

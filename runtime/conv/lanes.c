@@ -236,7 +236,7 @@ static void dl_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *
 /* ---------------------------------------------------------------- the rows */
 
 static int lanes_weights(const primc_conv2d *p) {
-  return p->w_lanes && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd;
+  return p->w_lanes && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd && !p->w_bf16;
 }
 
 int primc_cv_dl_fits(const primc_conv2d *p, const primc_conv2d *next) {

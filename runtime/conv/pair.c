@@ -110,7 +110,8 @@ static int pair_can(const primc_conv2d *pw, const primc_conv_epi *e1, const prim
   int64_t oh, ow;
   if (!pw || !dw || !primc_cv_valid(pw) || !primc_cv_valid(dw) || pw->groups != 1 || !cv_is_depthwise(dw)) return 0;
   if (pw->w_packed_mr || pw->w_packed_panels || pw->w_winograd || pw->w_lanes || dw->w_packed_mr ||
-      dw->w_packed_panels || dw->w_winograd || dw->w_lanes || (e1 && e1->res) || pw->c * pw->kh * pw->kw > PWL_MAX_K)
+      dw->w_packed_panels || dw->w_winograd || dw->w_lanes || pw->w_bf16 || dw->w_bf16 || (e1 && e1->res) ||
+      pw->c * pw->kh * pw->kw > PWL_MAX_K)
     return 0;
   primc_conv2d_out_hw(pw, &oh, &ow);
   if (dw->n != pw->n || dw->c != pw->o || dw->h != oh || dw->w != ow) return 0;

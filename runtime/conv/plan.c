@@ -32,13 +32,18 @@ typedef struct cv_tuning {
   int64_t dwl_min_c, dwl_max_ow_s2, dwl_max_ow_s2_c16;
   /* the fused pair: first convs of at most this many taps x input channels */
   int64_t pair_max_k;
+  /* the bf16 row (when asked for): its operands are rounded and laid out per call, a cost per element that
+   * only deep sums (taps x input channels) over many output channels repay (ResNet-50 on an AMX Xeon: 3.5-4.8x
+   * on layers 2-4, slower than f32 on the stem and layer 1's 64-channel convs) */
+  int64_t bf16_min_k, bf16_min_og;
 } cv_tuning;
 
 #define CV_TUNING_COMMON                                                                                     \
   .wino_min_tiles = 36, .dl_nr = 32, .dl_min_c = 8, .dl_1x1_min_ow = 14, .dl_1x1_narrow = 4, .dl_1x1_gap_lo = 96, \
   .dl_1x1_gap_hi = 128, .lanes = 16, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,              \
   .direct_waste_den = 8, .direct_min_k = 32, .im2col_max_ow = 24, .im2col_direct_m = 28,                       \
-  .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48
+  .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,     \
+  .bf16_min_og = 128
 
 /* indexed by primc_cpu_zmm_fmas(): zmm FMAs a core starts per cycle */
 static const cv_tuning tunings[3] = {
@@ -67,6 +72,11 @@ static int64_t cg_of(const primc_conv2d *p) { return p->c / p->groups; }
 
 static int never(const cv_shape *s) { return 0; }
 static int always(const cv_shape *s) { return 1; }
+
+static int bf16_pays(const cv_shape *s) {
+  const primc_conv2d *p = s->p;
+  return cg_of(p) * p->kh * p->kw >= s->t->bf16_min_k && p->o / p->groups >= s->t->bf16_min_og;
+}
 
 static int wino_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
@@ -136,6 +146,7 @@ static const struct {
   int row;
   int (*pays)(const cv_shape *s);
 } rank[] = {
+    {PRIMC_CONV_ROW_BF16_T, bf16_pays}, /* only where the options ask for bf16 (CV_NEED_BF16) */
     {PRIMC_CONV_ROW_WINOGRAD, wino_pays},        {PRIMC_CONV_ROW_DIRECT_LANES, dl_pays},
     {PRIMC_CONV_ROW_GEMM_T, gemm_t_pays},        {PRIMC_CONV_ROW_GEMM_1X1, always},
     {PRIMC_CONV_ROW_DIRECT_PHASE, direct_pays},  {PRIMC_CONV_ROW_IM2COL_EXPLICIT, explicit_pays},
@@ -161,7 +172,9 @@ static int row_layout(int row, const primc_conv_plan_opts *o) {
 static int row_can(int row, const primc_conv2d *p, const primc_conv_plan_opts *o, int *layout) {
   const cv_row *r = &primc_cv_rows[row];
   int cls = cv_is_depthwise(p) ? PRIMC_CONV_CLASS_DEPTHWISE : PRIMC_CONV_CLASS_CONV2D;
-  if (r->cls != cls || primc_sgemm_isa() < r->isa || ((r->needs & CV_NEED_COL) && !o->has_scratch)) return 0;
+  if (r->cls != cls || primc_sgemm_isa() < r->isa || ((r->needs & CV_NEED_COL) && !o->has_scratch) ||
+      ((r->needs & CV_NEED_BF16) && !o->bf16))
+    return 0;
   int l = row_layout(row, o);
   if (l < 0 || (l == PRIMC_CONV_W_WINOGRAD && o->tile_mr <= 0)) return 0;
   primc_conv2d q = *p;
@@ -169,6 +182,7 @@ static int row_can(int row, const primc_conv2d *p, const primc_conv_plan_opts *o
   q.w_packed_panels = l == PRIMC_CONV_W_PANELS;
   q.w_winograd = l == PRIMC_CONV_W_WINOGRAD;
   q.w_lanes = l == PRIMC_CONV_W_LANES;
+  q.w_bf16 = l == PRIMC_CONV_W_BF16;
   *layout = l;
   return r->fits(&q, NULL);
 }

@@ -32,6 +32,7 @@ static void set_layout(primc_conv2d *p, int layout, int mr) {
   p->w_packed_panels = layout == PRIMC_CONV_W_PANELS;
   p->w_winograd = layout == PRIMC_CONV_W_WINOGRAD;
   p->w_lanes = layout == PRIMC_CONV_W_LANES;
+  p->w_bf16 = layout == PRIMC_CONV_W_BF16;
 }
 
 int primc_conv_row_fits(int row, const primc_conv2d *p, const primc_conv2d *next) {
@@ -49,6 +50,7 @@ size_t primc_conv2d_packed_weight_bytes(const primc_conv2d *p, int layout) {
   if (layout == PRIMC_CONV_W_PANELS) return (size_t)p->groups * primc_cv_panels_stride(og, kk);
   if (layout == PRIMC_CONV_W_WINOGRAD) return primc_conv2d_winograd_bytes(p);
   if (layout == PRIMC_CONV_W_LANES) return primc_conv2d_lanes_bytes(p);
+  if (layout == PRIMC_CONV_W_BF16) return (size_t)p->groups * primc_cv_bf16_stride(og, kk);
   return (size_t)(p->o * kk) * sizeof(float);
 }
 
@@ -72,6 +74,10 @@ int primc_conv_plan_pack(const primc_conv2d *p, const primc_conv_plan *plan, con
     break;
   case PRIMC_CONV_W_WINOGRAD: st = primc_conv2d_pack_winograd(p, w, plan->tile_mr, dst); break;
   case PRIMC_CONV_W_LANES: st = primc_conv2d_pack_lanes(p, w, dst); break;
+  case PRIMC_CONV_W_BF16: /* W^T as bf16 panels per group */
+    for (int64_t g = 0; g < p->groups && st == PRIMC_OK; g++)
+      st = primc_bgemm_pack_b(1, og, kk, w + g * og * kk, kk, 1, (char *)dst + g * primc_cv_bf16_stride(og, kk));
+    break;
   default: st = PRIMC_ERR_ARG;
   }
   return st;
@@ -81,6 +87,7 @@ int primc_conv2d_check_weights(const primc_conv2d *p, const void *w, size_t byte
   if (!p || !primc_cv_valid(p) || !w) return PRIMC_ERR_WEIGHTS;
   size_t stride;
   if (p->w_packed_panels) return primc_cv_panels_check(p, w, bytes, &stride);
+  if (p->w_bf16) return primc_cv_bf16_check(p, w, bytes);
   int layout = p->w_winograd ? PRIMC_CONV_W_WINOGRAD : p->w_lanes ? PRIMC_CONV_W_LANES
              : p->w_packed_mr ? PRIMC_CONV_W_STRIPS : PRIMC_CONV_W_PLAIN;
   return primc_conv2d_packed_weight_bytes(p, layout) <= bytes ? PRIMC_OK : PRIMC_ERR_WEIGHTS;
@@ -145,8 +152,8 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
 /* ---------------------------------------------------------------- callers that do not plan ahead */
 
 static int layout_of(const primc_conv2d *p) {
-  return p->w_winograd ? PRIMC_CONV_W_WINOGRAD : p->w_lanes ? PRIMC_CONV_W_LANES : p->w_packed_panels ? PRIMC_CONV_W_PANELS
-       : p->w_packed_mr ? PRIMC_CONV_W_STRIPS : PRIMC_CONV_W_PLAIN;
+  return p->w_bf16 ? PRIMC_CONV_W_BF16 : p->w_winograd ? PRIMC_CONV_W_WINOGRAD : p->w_lanes ? PRIMC_CONV_W_LANES
+       : p->w_packed_panels ? PRIMC_CONV_W_PANELS : p->w_packed_mr ? PRIMC_CONV_W_STRIPS : PRIMC_CONV_W_PLAIN;
 }
 
 int primc_conv2d_weight_layout(const primc_conv2d *p) {
@@ -159,7 +166,8 @@ int primc_conv2d_weight_layout(const primc_conv2d *p) {
 int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
                          float *spare, float *col) {
   if (!p || !primc_cv_valid(p)) return PRIMC_ERR_ARG;
-  primc_conv_plan_opts o = {.layout = layout_of(p), .tile_mr = p->w_packed_mr, .has_scratch = col != NULL};
+  primc_conv_plan_opts o = {.layout = layout_of(p), .tile_mr = p->w_packed_mr, .has_scratch = col != NULL,
+                            .bf16 = p->w_bf16};
   primc_conv_plan plan;
   if (primc_conv_plan_make(p, &o, &plan) != PRIMC_OK) return PRIMC_ERR_ARG;
   return primc_conv_run(p, &plan, x, w, e, y, spare, col);

@@ -234,7 +234,8 @@ static int wino_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float 
 
 int primc_cv_wino_fits(const primc_conv2d *p, const primc_conv2d *next) {
   int64_t oh, ow;
-  return p->w_winograd && p->w_packed_mr > 0 && !p->w_packed_panels && !p->w_lanes && primc_conv2d_out_hw(p, &oh, &ow) &&
+  return p->w_winograd && p->w_packed_mr > 0 && !p->w_packed_panels && !p->w_lanes && !p->w_bf16 &&
+         primc_conv2d_out_hw(p, &oh, &ow) &&
          wino_shape(p, oh, ow);
 }
 

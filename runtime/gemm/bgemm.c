@@ -229,23 +229,25 @@ typedef struct job {
   const bg_row *row;
 } job;
 
-/* strips [b, e) of 16 rows of A rounded into tiles, by K chunks of 256 */
+/* strips [b, e) of 16 rows of A rounded into tiles: by K chunks of 256 along a row, or, with A transposed
+ * (A^T's rows are the strip's columns), by the strip's 16 contiguous values at each k */
 static void round_strips(void *ctx, int64_t b, int64_t e) {
   const job *j = ctx;
-  float tmp[256];
   uint16_t hi[256], lo[256];
   for (int64_t st = b; st < e; st++) {
     uint16_t *strip = j->a + st * 16 * j->Kt;
     memset(strip, 0, (size_t)(16 * j->Kt) * sizeof *strip);
-    for (int64_t m = st * 16; m < st * 16 + 16 && m < j->M; m++)
+    int64_t m0 = st * 16, rows = j->M - m0 < 16 ? j->M - m0 : 16;
+    if (rows <= 0) continue;
+    if (j->trans_a) {
+      primc_bg_round_strip_t(j->A + m0, j->lda, (int)rows, j->K, j->Kp, strip, 0, j->split == 3 ? 1 : -1,
+                             j->split == 3 ? 2 : -1);
+      continue;
+    }
+    for (int64_t m = m0; m < m0 + rows; m++)
       for (int64_t k0 = 0; k0 < j->K; k0 += 256) {
         int64_t n = j->K - k0 < 256 ? j->K - k0 : 256;
-        const float *src = j->A + m * j->lda + k0;
-        if (j->trans_a) {
-          for (int64_t k = 0; k < n; k++) tmp[k] = j->A[(k0 + k) * j->lda + m];
-          src = tmp;
-        }
-        primc_bg_round(src, n, hi, j->split == 3 ? lo : NULL);
+        primc_bg_round(j->A + m * j->lda + k0, n, hi, j->split == 3 ? lo : NULL);
         for (int s = 0; s < j->split; s++) {
           const uint16_t *v = s == 2 ? lo : hi;
           for (int64_t k = 0; k < n; k += BG_KSTEP) /* k0 is a multiple of 32, and so is Kp */

@@ -62,6 +62,11 @@ int primc_bg_has_amx(void);
 int primc_bg_has_avx512bf16(void);
 /* n floats to bf16, round to nearest even (NaN stays NaN): hi; and lo = bf16(x - hi) when lo is set */
 void primc_bg_round(const float *x, int64_t n, uint16_t *hi, uint16_t *lo);
+/* the strip of rows [0, rows) (rows <= 16) of A^T, a(r, k) = a[k * lda + r] for k < K, rounded into a tiled
+ * strip (bgemm.h's bg_a_at with lda 0) of Kp columns: hi at segment hi_seg (and hi_seg2 when >= 0), lo at lo_seg
+ * when >= 0; segment s starts at k = s * Kp. The strip's other entries are left as they are (zero). */
+void primc_bg_round_strip_t(const float *a, int64_t lda, int rows, int64_t K, int64_t Kp, uint16_t *strip, int hi_seg,
+                            int hi_seg2, int lo_seg);
 
 static inline float primc_bf16_to_f32(uint16_t h) {
   union {

@@ -90,6 +90,66 @@ void primc_bg_round(const float *x, int64_t n, uint16_t *hi, uint16_t *lo) {
   }
 }
 
+static X512 void strip_t_avx512(const float *a, int64_t lda, int rows, int64_t K, int64_t Kp, uint16_t *strip,
+                                 int hi_seg, int hi_seg2, int lo_seg) {
+  const __mmask16 m = (__mmask16)((1u << rows) - 1);
+  uint16_t th[BG_KSTEP][16], tl[BG_KSTEP][16];
+  int64_t k0 = 0;
+  if (rows == 16) /* whole 16 x 16 blocks: transposed as floats in registers, then rounded row by row */
+    for (; k0 + 16 <= K; k0 += 16) {
+      float t[16][16] __attribute__((aligned(64)));
+      primc_gm_trans16_avx512(a + k0 * lda, lda, &t[0][0], 16);
+      for (int r = 0; r < 16; r++) {
+        __m512 v = _mm512_load_ps(t[r]);
+        __m256i h = round16(v);
+        int64_t at = bg_a_at(0, r, k0);
+        _mm256_storeu_si256((__m256i *)(strip + hi_seg * Kp * 16 + at), h);
+        if (hi_seg2 >= 0) _mm256_storeu_si256((__m256i *)(strip + hi_seg2 * Kp * 16 + at), h);
+        if (lo_seg >= 0) {
+          __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+          _mm256_storeu_si256((__m256i *)(strip + lo_seg * Kp * 16 + at), round16(_mm512_sub_ps(v, hv)));
+        }
+      }
+    }
+  for (int kn; k0 < K; k0 += kn) {
+    kn = K - k0 < BG_KSTEP - k0 % BG_KSTEP ? (int)(K - k0) : BG_KSTEP - (int)(k0 % BG_KSTEP);
+    for (int k = 0; k < kn; k++) {
+      __m512 v = _mm512_maskz_loadu_ps(m, a + (k0 + k) * lda);
+      __m256i h = round16(v);
+      _mm256_storeu_si256((__m256i *)th[k], h);
+      if (lo_seg >= 0) {
+        __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        _mm256_storeu_si256((__m256i *)tl[k], round16(_mm512_sub_ps(v, hv)));
+      }
+    }
+    /* [k][row] to the tile's [row][k] */
+    for (int s = 0; s < 3; s++) {
+      int seg = s == 0 ? hi_seg : s == 1 ? hi_seg2 : lo_seg;
+      if (seg < 0) continue;
+      uint16_t(*t)[16] = s == 2 ? tl : th;
+      uint16_t *tile = strip + bg_a_at(0, 0, seg * Kp + k0); /* k0 may sit inside a tile (after whole blocks) */
+      for (int r = 0; r < rows; r++)
+        for (int k = 0; k < kn; k++) tile[r * BG_KSTEP + k] = t[k][r];
+    }
+  }
+}
+
+void primc_bg_round_strip_t(const float *a, int64_t lda, int rows, int64_t K, int64_t Kp, uint16_t *strip, int hi_seg,
+                            int hi_seg2, int lo_seg) {
+  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) {
+    strip_t_avx512(a, lda, rows, K, Kp, strip, hi_seg, hi_seg2, lo_seg);
+    return;
+  }
+  for (int64_t k = 0; k < K; k++)
+    for (int r = 0; r < rows; r++) {
+      float x = a[k * lda + r];
+      uint16_t h = primc_f32_to_bf16(x), l = primc_f32_to_bf16(x - primc_bf16_to_f32(h));
+      strip[bg_a_at(0, r, hi_seg * Kp + k)] = h;
+      if (hi_seg2 >= 0) strip[bg_a_at(0, r, hi_seg2 * Kp + k)] = h;
+      if (lo_seg >= 0) strip[bg_a_at(0, r, lo_seg * Kp + k)] = l;
+    }
+}
+
 /* ---------------------------------------------------------------- C tiles at the edges */
 
 /* rows x cols of C into a zero-padded 16 x 16 tile, and back */

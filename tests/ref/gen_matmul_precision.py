@@ -45,3 +45,44 @@ r = np.maximum(xd @ w1 + b1, 0)
 np.save(os.path.join(out, "ref0.npy"), r @ w2)
 np.save(os.path.join(out, "ref1.npy"), xd.reshape(80, 300) @ w3.astype(np.float64).T + c3)
 np.save(os.path.join(out, "ref2.npy"), ud @ ud.transpose(0, 2, 1))
+
+# --autocast bf16: a batch of 200 images through a conv the bf16 row takes (128 -> 128 channels, 3x3: deep sums into
+# many channels), one it leaves f32 (8 -> 128), global average pool and a classifier Gemm; OUT/cnn/.
+cnn = os.path.join(out, "cnn")
+os.makedirs(cnn, exist_ok=True)
+x = rng.standard_normal((200, 8, 10, 10)).astype(np.float32)
+k1 = (rng.standard_normal((128, 8, 3, 3)) / np.sqrt(72)).astype(np.float32)
+c1 = (0.1 * rng.standard_normal(128)).astype(np.float32)
+k2 = (rng.standard_normal((128, 128, 3, 3)) / np.sqrt(1152)).astype(np.float32)
+c2 = (0.1 * rng.standard_normal(128)).astype(np.float32)
+wf = (rng.standard_normal((10, 128)) / np.sqrt(128)).astype(np.float32)
+bf = (0.1 * rng.standard_normal(10)).astype(np.float32)
+
+
+def conv3x3(v, k, b):
+    """same-padded 3x3 conv in float64, by shifted slices (no code under test)"""
+    vp = np.pad(v, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    y = np.zeros((v.shape[0], k.shape[0], v.shape[2], v.shape[3]))
+    for i in range(3):
+        for j in range(3):
+            y += np.einsum("nchw,oc->nohw", vp[:, :, i:i + v.shape[2], j:j + v.shape[3]], k[:, :, i, j])
+    return y + b[None, :, None, None]
+
+
+nodes = [
+    h.make_node("Conv", ["x", "k1", "c1"], ["t1"], pads=[1] * 4, name="conv_narrow"),
+    h.make_node("Relu", ["t1"], ["r1"], name="relu1"),
+    h.make_node("Conv", ["r1", "k2", "c2"], ["t2"], pads=[1] * 4, name="conv_deep"),
+    h.make_node("Relu", ["t2"], ["r2"], name="relu2"),
+    h.make_node("GlobalAveragePool", ["r2"], ["gap"], name="gap"),
+    h.make_node("Flatten", ["gap"], ["flat"], name="flat"),
+    h.make_node("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1, name="fc"),
+]
+inits = [nh.from_array(v, n) for n, v in (("k1", k1), ("c1", c1), ("k2", k2), ("c2", c2), ("wf", wf), ("bf", bf))]
+g = h.make_graph(nodes, "cnn", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
+                 [h.make_tensor_value_info("logits", T.FLOAT, None)], inits)
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(cnn, "model.onnx"))
+np.save(os.path.join(cnn, "in0.npy"), x)
+r1 = np.maximum(conv3x3(x.astype(np.float64), k1, c1), 0)
+r2 = np.maximum(conv3x3(r1, k2, c2), 0)
+np.save(os.path.join(cnn, "ref0.npy"), r2.mean(axis=(2, 3)) @ wf.astype(np.float64).T + bf)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/suites/precision.sh: f16 and bf16 models (issue 20) compiled and interpreted against float64 numpy
 # references (tests/ref/gen_lowp.py), and their contractions run by the f32 GEMM and conv rows, not elementwise;
-# --matmul-precision's three settings against float64 (tests/ref/gen_matmul_precision.py);
+# --matmul-precision's three settings and --autocast bf16 against float64 (tests/ref/gen_matmul_precision.py);
 # f64 contractions and a 3-D f32 conv, run by primc's own GEMMs; and compiled code links no BLAS (issue 24).
 set -u
 B=${B:-build}
@@ -58,6 +58,27 @@ done
   grep -q 'matmul precision medium: bf16 operands' "$tmp/k" &&
   ok "dump --kernels: the four contractions are bf16 calls, one packing its B per call" ||
   bad "dump --kernels --matmul-precision medium" "$(grep call "$tmp/k" | head -c 600)"
+# --autocast bf16 on a CNN classifier (200 images): the deep conv on the bf16 row, the narrow one f32, the classifier
+# a bf16 dot; logits within (1e-4, 3e-2] of max |ref| of float64 numpy and the same class for >= 99% of the images
+if "$P" compile "$tmp/mp/cnn/model.onnx" --autocast bf16 -o "$tmp/cnn_bf16" >"$tmp/err" 2>&1 &&
+  "$tmp/cnn_bf16" "$tmp/mp/cnn/in0.npy" -o "$tmp/cnn_bf16.out" >/dev/null 2>>"$tmp/err" &&
+  python3 - "$tmp/mp/cnn/ref0.npy" "$tmp/cnn_bf16.out/out0.npy" >>"$tmp/err" 2>&1 <<'PY'
+import sys, numpy as np
+ref, got = np.load(sys.argv[1]), np.load(sys.argv[2])
+err, same = float(np.abs(got - ref).max() / np.abs(ref).max()), float((got.argmax(1) == ref.argmax(1)).mean())
+print(f"error / max |ref| {err:.2e}, same class {same:.3f}")
+sys.exit(0 if 1e-4 < err <= 3e-2 and same >= 0.99 else 1)
+PY
+then ok "--autocast bf16 CNN: $(tail -n 1 "$tmp/err")"
+else bad "--autocast bf16 CNN" "$(tail -n 3 "$tmp/err")"; fi
+"$P" dump "$tmp/mp/cnn/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
+[ "$(grep -c 'conv row bf16_t_panels' "$tmp/k")" = 1 ] && [ "$(grep -c 'call primc_k_conv' "$tmp/k")" = 2 ] &&
+  grep -q 'call primc_k_dot_bf16.*autocast bf16' "$tmp/k" &&
+  ok "dump --kernels --autocast bf16: the deep conv on the bf16 row, the narrow one f32, the classifier a bf16 dot" ||
+  bad "dump --kernels --autocast bf16" "$(grep call "$tmp/k" | head -c 600)"
+"$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp16 -o "$tmp/x" >"$tmp/out" 2>&1
+[ $? = 2 ] && grep -q "bad --autocast 'fp16'" "$tmp/out" && ok "--autocast fp16 is refused (no fp16 kernels yet)" ||
+  bad "--autocast fp16" "$(cat "$tmp/out")"
 "$P" run "$tmp/mp/model.onnx" --matmul-precision medium >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q 'run interprets in f32' "$tmp/out" && ok "run refuses --matmul-precision (it interprets in f32)" ||
   bad "run --matmul-precision" "$(cat "$tmp/out")"

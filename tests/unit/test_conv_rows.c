@@ -50,38 +50,46 @@ static void ref_conv(const primc_conv2d *p, const float *x, const float *w, cons
         }
 }
 
+/* x to bf16 (8 significant bits, ties to even) by frexp/ldexp, not by the runtime's bit trick: the bf16 row's
+ * operands, so its reference is the f64 conv of exactly what it multiplies */
+static float to_bf16(float x) {
+  int e;
+  double m = frexp(x, &e);
+  return (float)ldexp(nearbyint(ldexp(m, 8)), e - 8);
+}
+
 /* n c h w  o kh kw  groups sh sw dh dw  pt pl pb pr */
 static const primc_conv2d shapes[] = {
-    {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},          /* 3x3 same */
-    {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},          /* stride 2, two images */
-    {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0, 0, 0},         /* dilation, uneven pads */
-    {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},           /* three groups */
-    {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1 */
-    {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},          /* 1x1, two groups */
-    {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 stride 2 */
-    {1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 map, one channel */
-    {1, 7, 1, 1, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},           /* 1x1 map, 3x3 padded */
-    {1, 11, 3, 2, 13, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},         /* odd channels, 2x1 outputs */
-    {1, 32, 4, 4, 64, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1/2 onto 2x2 */
-    {1, 4, 5, 6, 8, 3, 3, 1, 1, 1, 1, 1, 4, 4, 3, 5, 0, 0, 0, 0, 0},           /* pads past the kernel */
-    {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0},        /* 7x7/2 stem */
-    {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},         /* stride 3, even kernel */
-    {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},       /* K = 360 */
-    {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},         /* 7x7 map */
-    {1, 96, 6, 9, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* narrowing 1x1 */
-    {2, 20, 9, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},        /* 40 channels: 32 + 8 */
-    {1, 9, 6, 128, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},        /* rows of 128 */
-    {1, 16, 15, 29, 64, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 0, 0, 0, 0, 0},       /* stride 2, uneven pads */
-    {1, 128, 11, 13, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},     /* wide 3x3, partial tiles */
-    {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* depthwise */
-    {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0, 0},         /* depthwise stride, dilation */
-    {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},           /* depthwise 7x7 plane */
-    {1, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* depthwise stride 2, 16 + 4 */
-    {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0, 0},      /* depthwise 5x5 dilated */
-    {1, 17, 9, 30, 17, 5, 5, 17, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0},       /* depthwise 5x5/1 */
-    {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* depthwise rows of 400 */
-    {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0},          /* depthwise 5x5/2, split columns */
-    {1, 1, 9, 9, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},           /* one channel: depthwise */
+    {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},          /* 3x3 same */
+    {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},          /* stride 2, two images */
+    {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0, 0, 0, 0},         /* dilation, uneven pads */
+    {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* three groups */
+    {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1 */
+    {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},          /* 1x1, two groups */
+    {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 stride 2 */
+    {1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 map, one channel */
+    {1, 7, 1, 1, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* 1x1 map, 3x3 padded */
+    {1, 11, 3, 2, 13, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* odd channels, 2x1 outputs */
+    {1, 32, 4, 4, 64, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1/2 onto 2x2 */
+    {1, 4, 5, 6, 8, 3, 3, 1, 1, 1, 1, 1, 4, 4, 3, 5, 0, 0, 0, 0, 0, 0},           /* pads past the kernel */
+    {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0},        /* 7x7/2 stem */
+    {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* stride 3, even kernel */
+    {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},       /* K = 360 */
+    {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* 7x7 map */
+    {1, 96, 6, 9, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* narrowing 1x1 */
+    {2, 20, 9, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* 40 channels: 32 + 8 */
+    {1, 9, 6, 128, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* rows of 128 */
+    {1, 16, 15, 29, 64, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0},       /* stride 2, uneven pads */
+    {1, 128, 11, 13, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},     /* wide 3x3, partial tiles */
+    {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise */
+    {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0, 0, 0},         /* depthwise stride, dilation */
+    {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* depthwise 7x7 plane */
+    {1, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise stride 2, 16 + 4 */
+    {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0, 0, 0},      /* depthwise 5x5 dilated */
+    {1, 17, 9, 30, 17, 5, 5, 17, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},       /* depthwise 5x5/1 */
+    {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise rows of 400 */
+    {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},          /* depthwise 5x5/2, split columns */
+    {1, 1, 9, 9, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* one channel: depthwise */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -106,7 +114,15 @@ static int run_one(int row, int s, int want_row) {
   size_t wb = primc_conv_plan_weight_bytes(p, &plan);
   void *wp = aligned_alloc(64, (wb + 63) / 64 * 64);
   double *r = malloc(sizeof(double) * (size_t)ny);
-  ref_conv(p, x, w, bias, res, epi, r);
+  if (layout == PRIMC_CONV_W_BF16) { /* the reference on the operands rounded as the row rounds them */
+    float *xr = malloc(sizeof(float) * (size_t)nx), *wr = malloc(sizeof(float) * (size_t)nw);
+    for (int64_t i = 0; i < nx; i++) xr[i] = to_bf16(x[i]);
+    for (int64_t i = 0; i < nw; i++) wr[i] = to_bf16(w[i]);
+    ref_conv(p, xr, wr, bias, res, epi, r);
+    free(xr), free(wr);
+  } else {
+    ref_conv(p, x, w, bias, res, epi, r);
+  }
   primc_conv_epi e = {NULL, 0, NULL, -INFINITY, INFINITY, 0};
   if (epi == EPI_RES_RELU6) e = (primc_conv_epi){bias, 1, res, 0.0f, 6.0f, 0};
   if (epi == EPI_SILU) e = (primc_conv_epi){bias, 1, NULL, -0.25f, 6.0f, 1};
@@ -132,8 +148,8 @@ static int fallback_of(int row) {
 
 /* A small conv then a depthwise conv, as the PAIR row runs them, against the reference of the two. */
 static void check_pair(void) {
-  primc_conv2d pw = {1, 8, 12, 14, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d dw = {1, 24, 12, 14, 24, 3, 3, 24, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+  primc_conv2d pw = {1, 8, 12, 14, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 24, 12, 14, 24, 3, 3, 24, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
   int64_t oh, ow, P1 = 12 * 14;
   primc_conv2d_out_hw(&dw, &oh, &ow);
   float *x = rand_floats(8 * P1), *w1 = rand_floats(24 * 8), *w2 = rand_floats(24 * 9), *b1 = rand_floats(24);
@@ -202,8 +218,8 @@ PC_TEST(conv_rows_table) {
 /* The planner: a plain plan for plain weights, the forced row where it fits, the ranking where it does not,
  * and no plan for weights in a layout no row of the conv's class reads. */
 PC_TEST(conv_plan_force_and_layouts) {
-  primc_conv2d c3 = {1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
-  primc_conv2d dw = {1, 16, 20, 20, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+  primc_conv2d c3 = {1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 16, 20, 20, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
   primc_conv_plan plan;
   primc_conv_plan_opts plain = {.layout = PRIMC_CONV_W_PLAIN, .has_scratch = 1};
   CHECK_INT(primc_conv_plan_make(&c3, &plain, &plan), PRIMC_OK);
@@ -234,4 +250,22 @@ PC_TEST(conv_plan_force_and_layouts) {
   primc_conv_plan_opts lanes = {.layout = PRIMC_CONV_W_LANES};
   CHECK_INT(primc_conv_plan_make(&c3, &lanes, &plan), PRIMC_OK);
   CHECK_INT(plan.row, primc_sgemm_isa() == PRIMC_ISA_AVX512 ? PRIMC_CONV_ROW_DIRECT_LANES : PRIMC_CONV_ROW_LANES_LOOP);
+  /* bf16 only when asked (--autocast bf16), and then for deep sums into many channels (packable weights, not
+   * depthwise); a 16-channel conv stays f32 */
+  primc_conv2d deep = {1, 128, 14, 14, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv_plan_opts bf = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1, .bf16 = 1};
+  CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
+  CHECK_INT(plan.row, PRIMC_CONV_ROW_BF16_T);
+  CHECK_INT(plan.layout, PRIMC_CONV_W_BF16);
+  CHECK_INT(primc_conv_plan_make(&c3, &bf, &plan), PRIMC_OK);
+  CHECK(plan.row != PRIMC_CONV_ROW_BF16_T);
+  CHECK_INT(primc_conv_plan_make(&dw, &bf, &plan), PRIMC_OK);
+  CHECK(plan.row != PRIMC_CONV_ROW_BF16_T);
+  bf.bf16 = 0;
+  CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
+  CHECK(plan.row != PRIMC_CONV_ROW_BF16_T && plan.layout != PRIMC_CONV_W_BF16);
+  CHECK(primc_conv_plan_candidates(&deep, &bf, NULL, 0) > 0);
+  primc_conv_plan cands[PRIMC_CONV_ROW_COUNT];
+  int nc = primc_conv_plan_candidates(&deep, &bf, cands, PRIMC_CONV_ROW_COUNT);
+  for (int i = 0; i < nc; i++) CHECK(cands[i].row != PRIMC_CONV_ROW_BF16_T);
 }
