@@ -365,6 +365,15 @@ typedef void (*primc_brow_fn)(void *ctx, int64_t k, int64_t n0, int64_t nc, floa
 int primc_sgemm_gen_b(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                       primc_brow_fn brow, void *brow_ctx, float beta, float *C, int64_t ldc, primc_epilogue epi,
                       void *epi_ctx);
+/* A packed once (a conv's weights), B given by rows: C[M][N] = A B on bf16 operands, f32 sums. packed_a:
+ * primc_bgemm_pack_a's (64-byte aligned, primc_bgemm_packed_a_size bytes; _check as primc_bgemm_packed_check);
+ * B's row k, columns [n0, n0 + nc), from row(row_ctx, k, n0, nc, dst) (an implicit im2col), or when row is
+ * NULL from B[k * ldb + n], rounded and packed per call into a buffer the calling thread keeps */
+size_t primc_bgemm_packed_a_size(int64_t M, int64_t K);
+int primc_bgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, void *packed);
+int primc_bgemm_packed_a_check(const void *packed, size_t avail, int64_t M, int64_t K);
+int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t K, const float *B, int64_t ldb,
+                             primc_brow_fn row, void *row_ctx, float *C, int64_t ldc);
 
 /* B packed once (weights, at load time): the layout depends on the ISA chosen at run time, so pack
  * on the machine that runs. packed: 64-byte aligned, primc_sgemm_packed_b_size(N, K) bytes.
@@ -479,12 +488,12 @@ typedef struct primc_conv2d {
   int w_winograd;      /* w is primc_conv2d_pack_winograd's output with tile height w_packed_mr
                           (PRIMC_CONV_W_WINOGRAD) */
   int w_lanes;         /* w is primc_conv2d_pack_lanes's output (PRIMC_CONV_W_LANES) */
-  int w_bf16;          /* w holds each group's W^T as primc_bgemm_pack_b(1, o/groups, c/groups*kh*kw, ..., 1)
-                          bf16 panels, groups primc_conv2d_packed_weight_bytes / groups apart (PRIMC_CONV_W_BF16) */
+  int w_bf16;          /* w holds each group's [o/groups][c/groups*kh*kw] block as primc_bgemm_pack_a's bf16
+                          tiles, groups primc_conv2d_packed_weight_bytes / groups apart (PRIMC_CONV_W_BF16) */
 } primc_conv2d;
 /* How a conv's weights are stored: PLAIN (OIHW), STRIPS (A strips for the GEMM rows), PANELS (W^T panels:
  * the transposed GEMM, output channels in the lanes), WINOGRAD and LANES (their rows' own layouts), BF16
- * (W^T as bf16 GEMM panels: the bf16 row, only planned when the plan options ask for bf16). A
+ * (bf16 GEMM tiles of W: the bf16 row, only planned when the plan options ask for bf16). A
  * conv's plan (primc_conv_plan_make) says which; primc_conv2d_weight_layout gives the layout of the plan
  * for packable weights on this CPU (PLAIN for depthwise convs, which do not run on the GEMM). */
 enum {

@@ -258,7 +258,7 @@ static int compile_one(const compile_opts *op) {
     printf("  time: load %.3f s, passes %.3f s, codegen %.3f s\n", t1 - t0, t2 - t1, t3 - t2);
     printf("  matmul precision: %s, autocast: %s (%s)\n", pc_matmul_precision_name(g->matmul_precision),
            pc_autocast_name(g->autocast),
-           g->autocast ? "dots are dot_bf16 calls, convs the bf16_t_panels row below"
+           g->autocast ? "dots are dot_bf16 calls, convs the bf16_tiles row below"
            : g->matmul_precision == PC_MATMUL_HIGHEST ? "f32 contractions in f32" : "f32 dots are dot_bf16 calls below");
     char *mem = pc_memplan_report(g);
     if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);

@@ -168,6 +168,7 @@ int primc_cv_direct_can(const primc_conv2d *p);
 int primc_cv_dwl_cols_ok(const primc_conv2d *p);
 /* the bf16 row (bf16.c): bytes from one group's bf16 W^T panels to the next, and their check */
 size_t primc_cv_bf16_stride(int64_t og, int64_t kk);
+int primc_cv_bf16_pack(const primc_conv2d *p, const float *w, void *dst);
 int primc_cv_bf16_check(const primc_conv2d *p, const void *w, size_t bytes);
 
 /* bytes from one group's W^T panels to the next, as packed on this machine; and the check of packed ones */

@@ -32,18 +32,19 @@ typedef struct cv_tuning {
   int64_t dwl_min_c, dwl_max_ow_s2, dwl_max_ow_s2_c16;
   /* the fused pair: first convs of at most this many taps x input channels */
   int64_t pair_max_k;
-  /* the bf16 row (when asked for): its operands are rounded and laid out per call, a cost per element that
-   * only deep sums (taps x input channels) over many output channels repay (ResNet-50 on an AMX Xeon: 3.5-4.8x
-   * on layers 2-4, slower than f32 on the stem and layer 1's 64-channel convs) */
-  int64_t bf16_min_k, bf16_min_og;
+  /* the bf16 row (when asked for): B (X_col) is made, rounded and packed per call, a cost per element of B
+   * that only deep sums (taps x input channels) into enough output channels repay; fewer for a 1x1 stride-1
+   * conv, whose B is x itself (ResNet-50 on an AMX Xeon, per conv: 2-6x faster on layers 2-4 and on
+   * layer 1's 256 -> 64 1x1s, 1.3-2.2x slower on the stem, its 64-channel 3x3s and its 64 -> 256 1x1s) */
+  int64_t bf16_min_k, bf16_min_og, bf16_min_og_1x1;
 } cv_tuning;
 
 #define CV_TUNING_COMMON                                                                                     \
   .wino_min_tiles = 36, .dl_nr = 32, .dl_min_c = 8, .dl_1x1_min_ow = 14, .dl_1x1_narrow = 4, .dl_1x1_gap_lo = 96, \
   .dl_1x1_gap_hi = 128, .lanes = 16, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,              \
   .direct_waste_den = 8, .direct_min_k = 32, .im2col_max_ow = 24, .im2col_direct_m = 28,                       \
-  .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,     \
-  .bf16_min_og = 128
+  .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,    \
+  .bf16_min_og = 128, .bf16_min_og_1x1 = 64
 
 /* indexed by primc_cpu_zmm_fmas(): zmm FMAs a core starts per cycle */
 static const cv_tuning tunings[3] = {
@@ -75,7 +76,9 @@ static int always(const cv_shape *s) { return 1; }
 
 static int bf16_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
-  return cg_of(p) * p->kh * p->kw >= s->t->bf16_min_k && p->o / p->groups >= s->t->bf16_min_og;
+  int64_t og = p->o / p->groups;
+  return cg_of(p) * p->kh * p->kw >= s->t->bf16_min_k &&
+         og >= (cv_is_pointwise(p) ? s->t->bf16_min_og_1x1 : s->t->bf16_min_og);
 }
 
 static int wino_pays(const cv_shape *s) {
@@ -146,7 +149,7 @@ static const struct {
   int row;
   int (*pays)(const cv_shape *s);
 } rank[] = {
-    {PRIMC_CONV_ROW_BF16_T, bf16_pays}, /* only where the options ask for bf16 (CV_NEED_BF16) */
+    {PRIMC_CONV_ROW_BF16, bf16_pays}, /* only where the options ask for bf16 (CV_NEED_BF16) */
     {PRIMC_CONV_ROW_WINOGRAD, wino_pays},        {PRIMC_CONV_ROW_DIRECT_LANES, dl_pays},
     {PRIMC_CONV_ROW_GEMM_T, gemm_t_pays},        {PRIMC_CONV_ROW_GEMM_1X1, always},
     {PRIMC_CONV_ROW_DIRECT_PHASE, direct_pays},  {PRIMC_CONV_ROW_IM2COL_EXPLICIT, explicit_pays},

@@ -74,10 +74,7 @@ int primc_conv_plan_pack(const primc_conv2d *p, const primc_conv_plan *plan, con
     break;
   case PRIMC_CONV_W_WINOGRAD: st = primc_conv2d_pack_winograd(p, w, plan->tile_mr, dst); break;
   case PRIMC_CONV_W_LANES: st = primc_conv2d_pack_lanes(p, w, dst); break;
-  case PRIMC_CONV_W_BF16: /* W^T as bf16 panels per group */
-    for (int64_t g = 0; g < p->groups && st == PRIMC_OK; g++)
-      st = primc_bgemm_pack_b(1, og, kk, w + g * og * kk, kk, 1, (char *)dst + g * primc_cv_bf16_stride(og, kk));
-    break;
+  case PRIMC_CONV_W_BF16: st = primc_cv_bf16_pack(p, w, dst); break;
   default: st = PRIMC_ERR_ARG;
   }
   return st;

@@ -35,7 +35,8 @@
 
 _Static_assert(BG_PB % 2 == 0, "a task takes whole pairs of panels");
 
-#define BG_MAGIC 0x36314642u /* "BF16" */
+#define BG_MAGIC 0x36314642u   /* "BF16": a packed B */
+#define BG_MAGIC_A 0x41314642u /* "BF1A": a packed (tiled) A */
 
 typedef struct bg_hdr {
   uint32_t magic;
@@ -219,7 +220,7 @@ static void *thread_scratch(int which, size_t size) {
 /* ---------------------------------------------------------------- the driver */
 
 typedef struct job {
-  int trans_a, split;
+  int trans_a, split, a_packed; /* a_packed: a points at tiles packed by primc_bgemm_pack_a, not rounded here */
   int64_t M, N, K, lda, Kp, Kt, Mp, P, nm, np;
   const float *A;
   uint16_t *a; /* tiled, bgemm.h */
@@ -304,13 +305,13 @@ static int run(job *j) {
   j->P = cdiv64(j->N, BG_PANEL);
   j->nm = cdiv64(j->M, BG_MB);
   j->np = cdiv64(j->P, BG_PB);
-  if (!(j->a = thread_scratch(0, (size_t)(j->Mp * j->Kt) * sizeof *j->a))) return PRIMC_ERR_RUNTIME;
+  if (!j->a_packed && !(j->a = thread_scratch(0, (size_t)(j->Mp * j->Kt) * sizeof *j->a))) return PRIMC_ERR_RUNTIME;
   int serial = (double)j->M * (double)j->N * (double)j->Kt < BG_SERIAL;
   if (serial) {
-    round_strips(j, 0, j->Mp / 16);
+    if (!j->a_packed) round_strips(j, 0, j->Mp / 16);
     run_tasks(j, 0, j->nm * j->np);
   } else {
-    primc_parallel_for(j->Mp / 16, round_strips, j);
+    if (!j->a_packed) primc_parallel_for(j->Mp / 16, round_strips, j);
     primc_parallel_for(j->nm * j->np, run_tasks, j);
   }
   return PRIMC_OK;
@@ -342,4 +343,80 @@ int primc_bgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const
   if (!packed) return PRIMC_ERR_RUNTIME;
   int st = primc_bgemm_pack_b(trans_b, N, K, B, ldb, split, packed);
   return st != PRIMC_OK ? st : primc_bgemm_prepacked(trans_a, M, N, K, A, lda, packed, C, ldc);
+}
+
+/* ---------------------------------------------------------------- A packed once, B by rows */
+
+size_t primc_bgemm_packed_a_size(int64_t M, int64_t K) {
+  if (M < 1 || K < 1) return 0;
+  return sizeof(bg_hdr) + (size_t)(cdiv64(M, 32) * 32) * (size_t)kpad(K) * 2;
+}
+
+int primc_bgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, void *packed) {
+  size_t size = primc_bgemm_packed_a_size(M, K);
+  if (!size || !A || !packed || lda < K) return PRIMC_ERR_ARG;
+  bg_hdr *h = packed;
+  memset(h, 0, sizeof *h);
+  *h = (bg_hdr){.magic = BG_MAGIC_A, .split = 1, .n = M, .k = K, .kt = kpad(K)};
+  job j = {.split = 1, .M = M, .K = K, .lda = lda, .A = A, .Kp = kpad(K), .Kt = kpad(K), .a = (uint16_t *)(h + 1)};
+  round_strips(&j, 0, cdiv64(M, 32) * 2);
+  return PRIMC_OK;
+}
+
+int primc_bgemm_packed_a_check(const void *packed, size_t avail, int64_t M, int64_t K) {
+  size_t size = primc_bgemm_packed_a_size(M, K);
+  const bg_hdr *h = packed;
+  if (!packed || !size || avail < size || h->magic != BG_MAGIC_A || h->split != 1 || h->n != M || h->k != K ||
+      h->kt != kpad(K))
+    return PRIMC_ERR_WEIGHTS;
+  return PRIMC_OK;
+}
+
+typedef struct rows_job {
+  int64_t N, K, Kt, ldb;
+  const float *B;
+  primc_brow_fn row;
+  void *ctx;
+  uint16_t *pan;
+} rows_job;
+
+/* pairs of panels [b, e) of B, from its rows (plain, or made by row) 32 columns at a time */
+static void pack_rows(void *ctx, int64_t b, int64_t e) {
+  const rows_job *j = ctx;
+  float r0[2 * BG_PANEL], r1[2 * BG_PANEL];
+  for (int64_t p2 = b; p2 < e; p2++) {
+    int64_t n0 = p2 * 2 * BG_PANEL, nn = j->N - n0 < 2 * BG_PANEL ? j->N - n0 : 2 * BG_PANEL;
+    uint16_t *pair = j->pan + p2 * j->Kt * 2 * BG_PANEL;
+    for (int64_t k = 0; k < j->Kt; k += 2) {
+      const float *a0 = NULL, *a1 = NULL;
+      if (k < j->K) {
+        if (j->row) j->row(j->ctx, k, n0, nn, r0), a0 = r0;
+        else a0 = j->B + k * j->ldb + n0;
+      }
+      if (k + 1 < j->K) {
+        if (j->row) j->row(j->ctx, k + 1, n0, nn, r1), a1 = r1;
+        else a1 = j->B + (k + 1) * j->ldb + n0;
+      }
+      uint16_t *d0 = pair + bg_b_at(k / 2, 0), *d1 = pair + bg_b_at(k / 2, 1);
+      if (a0) primc_bg_pack_pair(a0, a1, (int)nn, d0, d1);
+      else memset(d0, 0, 2 * BG_PANEL * sizeof *d0), memset(d1, 0, 2 * BG_PANEL * sizeof *d1);
+    }
+  }
+}
+
+int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t K, const float *B, int64_t ldb,
+                             primc_brow_fn row, void *row_ctx, float *C, int64_t ldc) {
+  if (M < 1 || N < 0 || K < 1 || !C || ldc < N || (!row && (!B || ldb < N))) return PRIMC_ERR_ARG;
+  if (N == 0) return PRIMC_OK;
+  const bg_hdr *h = packed_a;
+  if (!h || h->magic != BG_MAGIC_A || h->n != M || h->k != K || h->kt != kpad(K)) return PRIMC_ERR_ARG;
+  int64_t Kt = kpad(K), pairs = cdiv64(N, 2 * BG_PANEL);
+  uint16_t *pan = thread_scratch(1, sizeof(bg_hdr) + (size_t)(pairs * Kt * 2 * BG_PANEL) * sizeof *pan);
+  if (!pan) return PRIMC_ERR_RUNTIME;
+  pan += sizeof(bg_hdr) / sizeof *pan;
+  rows_job rj = {N, K, Kt, ldb, B, row, row_ctx, pan};
+  if ((double)N * (double)Kt >= (1 << 16)) primc_parallel_for(pairs, pack_rows, &rj);
+  else pack_rows(&rj, 0, pairs);
+  job j = {.split = 1, .a_packed = 1, .M = M, .N = N, .K = K, .a = (uint16_t *)(h + 1), .pan = pan, .C = C, .ldc = ldc};
+  return run(&j);
 }

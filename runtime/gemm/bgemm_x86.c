@@ -90,6 +90,28 @@ void primc_bg_round(const float *x, int64_t n, uint16_t *hi, uint16_t *lo) {
   }
 }
 
+static X512 void pack_pair_avx512(const float *r0, const float *r1, int n, uint16_t *dst0, uint16_t *dst1) {
+  for (int h = 0; h < 2; h++) {
+    int c = n - 16 * h;
+    __mmask16 m = (__mmask16)(c >= 16 ? 0xffff : c <= 0 ? 0 : (1u << c) - 1);
+    __m512i lo = _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(m, r0 + 16 * h)));
+    __m512i hi = r1 ? _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(m, r1 + 16 * h))) : _mm512_setzero_si512();
+    _mm512_storeu_si512(h ? dst1 : dst0, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  }
+}
+
+void primc_bg_pack_pair(const float *r0, const float *r1, int n, uint16_t *dst0, uint16_t *dst1) {
+  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) {
+    pack_pair_avx512(r0, r1, n, dst0, dst1);
+    return;
+  }
+  for (int j = 0; j < 2 * BG_PANEL; j++) {
+    uint16_t *d = (j < BG_PANEL ? dst0 : dst1) + j % BG_PANEL * 2;
+    d[0] = j < n ? primc_f32_to_bf16(r0[j]) : 0;
+    d[1] = j < n && r1 ? primc_f32_to_bf16(r1[j]) : 0;
+  }
+}
+
 static X512 void strip_t_avx512(const float *a, int64_t lda, int rows, int64_t K, int64_t Kp, uint16_t *strip,
                                  int hi_seg, int hi_seg2, int lo_seg) {
   const __mmask16 m = (__mmask16)((1u << rows) - 1);

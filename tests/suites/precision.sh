@@ -72,7 +72,7 @@ PY
 then ok "--autocast bf16 CNN: $(tail -n 1 "$tmp/err")"
 else bad "--autocast bf16 CNN" "$(tail -n 3 "$tmp/err")"; fi
 "$P" dump "$tmp/mp/cnn/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
-[ "$(grep -c 'conv row bf16_t_panels' "$tmp/k")" = 1 ] && [ "$(grep -c 'call primc_k_conv' "$tmp/k")" = 2 ] &&
+[ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = 1 ] && [ "$(grep -c 'call primc_k_conv' "$tmp/k")" = 2 ] &&
   grep -q 'call primc_k_dot_bf16.*autocast bf16' "$tmp/k" &&
   ok "dump --kernels --autocast bf16: the deep conv on the bf16 row, the narrow one f32, the classifier a bf16 dot" ||
   bad "dump --kernels --autocast bf16" "$(grep call "$tmp/k" | head -c 600)"

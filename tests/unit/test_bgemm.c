@@ -139,3 +139,51 @@ PC_TEST(bgemm_rejects_bad_packed_b) {
   CHECK(primc_bgemm_force_row(PRIMC_BGEMM_ROW_COUNT) == -1);
   CHECK(primc_bgemm_row_name(PRIMC_BGEMM_ROW_COUNT) == NULL && primc_bgemm_row_name(PRIMC_BGEMM_ROW_GENERIC));
 }
+
+/* B's rows made by a callback, as the conv's implicit im2col makes them: here row k is b[k * ldb + n] + 1 */
+static void plus_one_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
+  const float *b = ctx;
+  for (int64_t n = 0; n < nc; n++) dst[n] = b[k * 101 + n0 + n] + 1.0f;
+}
+
+/* A packed once (a conv's weights) against B plain or by rows, every row the CPU runs */
+PC_TEST(bgemm_packed_a_matches_reference) {
+  static const int64_t sh[][3] = {{1, 1, 1}, {16, 31, 32}, {33, 100, 70}, {128, 49, 1152}, {70, 101, 300}};
+  int ran = 0;
+  for (int row = 0; row < PRIMC_BGEMM_ROW_COUNT; row++) {
+    if (primc_bgemm_force_row(row) < 0) continue;
+    ran++;
+    for (size_t s = 0; s < sizeof sh / sizeof *sh; s++)
+      for (int by_rows = 0; by_rows < 2; by_rows++) {
+        int64_t M = sh[s][0], N = sh[s][1], K = sh[s][2], ldb = 101, lda = K + 2;
+        float *a = malloc(sizeof(float) * (size_t)(M * lda)), *b = malloc(sizeof(float) * (size_t)(K * ldb));
+        float *c = malloc(sizeof(float) * (size_t)(M * N));
+        fill(a, M * lda, (uint32_t)(M + 3 * K));
+        fill(b, K * ldb, (uint32_t)(N + 5 * K));
+        size_t sz = primc_bgemm_packed_a_size(M, K);
+        void *p = aligned_alloc(64, (sz + 63) / 64 * 64);
+        int ok = CHECK_INT(primc_bgemm_pack_a(M, K, a, lda, p), PRIMC_OK) &&
+                 CHECK_INT(primc_bgemm_packed_a_check(p, sz, M, K), PRIMC_OK) &&
+                 CHECK_INT(primc_bgemm_packed_a_run(p, M, N, K, by_rows ? NULL : b, ldb, by_rows ? plus_one_row : NULL,
+                                                    b, c, N),
+                           PRIMC_OK);
+        double worst = 0;
+        for (int64_t m = 0; ok && m < M; m++)
+          for (int64_t n = 0; n < N; n++) {
+            long double want = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+              long double v = (long double)to_bf16(a[m * lda + k]) * to_bf16(b[k * ldb + n] + (by_rows ? 1.0f : 0.0f));
+              want += v, mag += fabsl(v);
+            }
+            double e = (double)(fabsl(c[m * N + n] - want) / (mag > 0 ? mag : 1));
+            if (e > worst) worst = e;
+          }
+        CHECK_MSG(ok && worst <= 1e-5, "row %s %lldx%lldx%lld %s: error %g", primc_bgemm_row_name(row), (long long)M,
+                  (long long)N, (long long)K, by_rows ? "rows" : "plain", worst);
+        CHECK_INT(primc_bgemm_packed_a_check(p, sz, M + 1, K), PRIMC_ERR_WEIGHTS);
+        free(a), free(b), free(c), free(p);
+      }
+  }
+  primc_bgemm_force_row(-1);
+  CHECK(ran >= 1);
+}

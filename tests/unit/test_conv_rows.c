@@ -255,17 +255,17 @@ PC_TEST(conv_plan_force_and_layouts) {
   primc_conv2d deep = {1, 128, 14, 14, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
   primc_conv_plan_opts bf = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1, .bf16 = 1};
   CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
-  CHECK_INT(plan.row, PRIMC_CONV_ROW_BF16_T);
+  CHECK_INT(plan.row, PRIMC_CONV_ROW_BF16);
   CHECK_INT(plan.layout, PRIMC_CONV_W_BF16);
   CHECK_INT(primc_conv_plan_make(&c3, &bf, &plan), PRIMC_OK);
-  CHECK(plan.row != PRIMC_CONV_ROW_BF16_T);
+  CHECK(plan.row != PRIMC_CONV_ROW_BF16);
   CHECK_INT(primc_conv_plan_make(&dw, &bf, &plan), PRIMC_OK);
-  CHECK(plan.row != PRIMC_CONV_ROW_BF16_T);
+  CHECK(plan.row != PRIMC_CONV_ROW_BF16);
   bf.bf16 = 0;
   CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
-  CHECK(plan.row != PRIMC_CONV_ROW_BF16_T && plan.layout != PRIMC_CONV_W_BF16);
+  CHECK(plan.row != PRIMC_CONV_ROW_BF16 && plan.layout != PRIMC_CONV_W_BF16);
   CHECK(primc_conv_plan_candidates(&deep, &bf, NULL, 0) > 0);
   primc_conv_plan cands[PRIMC_CONV_ROW_COUNT];
   int nc = primc_conv_plan_candidates(&deep, &bf, cands, PRIMC_CONV_ROW_COUNT);
-  for (int i = 0; i < nc; i++) CHECK(cands[i].row != PRIMC_CONV_ROW_BF16_T);
+  for (int i = 0; i < nc; i++) CHECK(cands[i].row != PRIMC_CONV_ROW_BF16);
 }
