@@ -100,11 +100,16 @@ models: all
 	/usr/bin/python3 models/export.py --large resnet18 resnet50 mobilenet_v2 efficientnet_b0 vit_tiny bert_base gpt2_block
 	python3 models/refs.py
 
-# primc against ONNX Runtime, PyTorch eager and torch.compile on every model present, plus roofline figures
+# primc against ONNX Runtime, PyTorch eager and torch.compile on every model present, plus roofline figures;
+# then the precision builds against ONNX Runtime and OpenVINO (f32 and its default precision) on a ResNet-50
+# and a BERT-base-sized encoder written without torch
 bench: all $(B)/gemm_bench $(B)/stream $(B)/corelat
 	bash tools/setup.sh bench
 	python3 bench/run.py --threads 1,2
 	bash bench/roofline.sh
+	python3 bench/gen_resnet.py $(B)/bench-models/resnet50 --depth 50
+	python3 bench/gen_encoder.py $(B)/bench-models/encoder_base
+	python3 bench/precision_peers.py --threads 1,2 $(B)/bench-models/resnet50 $(B)/bench-models/encoder_base
 
 -include bench/bench.mk
 

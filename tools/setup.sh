@@ -4,7 +4,7 @@
 # --no-build-isolation ./python` (tests/suites/python.sh) builds without the network.
 # Usage: tools/setup.sh [models] [bench]
 #   models: Debian's python3-torch and python3-torchvision (torch 1.13 for /usr/bin/python3) to export the zoo
-#   bench:  PyPI's torch and torchvision (2.x, torch.compile; several GB) and matplotlib, the benchmark peers
+#   bench:  PyPI's torch and torchvision (2.x, torch.compile; several GB), openvino and matplotlib, the benchmark peers
 set -euo pipefail
 
 apt_pkgs=(llvm-19-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev libonnx-dev)
@@ -12,7 +12,7 @@ py_pkgs=(onnx onnxruntime numpy pytest wheel)
 for extra in "$@"; do
   case $extra in
   models) apt_pkgs+=(python3-torch python3-torchvision) ;;
-  bench) py_pkgs+=(torch torchvision matplotlib) ;;
+  bench) py_pkgs+=(torch torchvision openvino matplotlib) ;;
   *) echo "setup: unknown extra '$extra' (models, bench)" >&2; exit 2 ;;
   esac
 done
