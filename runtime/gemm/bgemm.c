@@ -380,13 +380,15 @@ typedef struct rows_job {
   uint16_t *pan;
 } rows_job;
 
-/* pairs of panels [b, e) of B, from its rows (plain, or made by row) 32 columns at a time */
+#define ROWS_PAIRS 4 /* pairs of panels an item packs: rows are made 128 columns at a time */
+
+/* items [b, e) of ROWS_PAIRS pairs of panels of B, from its rows (plain, or made by row) */
 static void pack_rows(void *ctx, int64_t b, int64_t e) {
   const rows_job *j = ctx;
-  float r0[2 * BG_PANEL], r1[2 * BG_PANEL];
-  for (int64_t p2 = b; p2 < e; p2++) {
-    int64_t n0 = p2 * 2 * BG_PANEL, nn = j->N - n0 < 2 * BG_PANEL ? j->N - n0 : 2 * BG_PANEL;
-    uint16_t *pair = j->pan + p2 * j->Kt * 2 * BG_PANEL;
+  enum { W = ROWS_PAIRS * 2 * BG_PANEL };
+  float r0[W], r1[W];
+  for (int64_t it = b; it < e; it++) {
+    int64_t n0 = it * W, nn = j->N - n0 < W ? j->N - n0 : W;
     for (int64_t k = 0; k < j->Kt; k += 2) {
       const float *a0 = NULL, *a1 = NULL;
       if (k < j->K) {
@@ -397,9 +399,13 @@ static void pack_rows(void *ctx, int64_t b, int64_t e) {
         if (j->row) j->row(j->ctx, k + 1, n0, nn, r1), a1 = r1;
         else a1 = j->B + (k + 1) * j->ldb + n0;
       }
-      uint16_t *d0 = pair + bg_b_at(k / 2, 0), *d1 = pair + bg_b_at(k / 2, 1);
-      if (a0) primc_bg_pack_pair(a0, a1, (int)nn, d0, d1);
-      else memset(d0, 0, 2 * BG_PANEL * sizeof *d0), memset(d1, 0, 2 * BG_PANEL * sizeof *d1);
+      for (int64_t q = 0; q * 2 * BG_PANEL < nn; q++) {
+        uint16_t *pair = j->pan + (n0 / (2 * BG_PANEL) + q) * j->Kt * 2 * BG_PANEL;
+        uint16_t *d0 = pair + bg_b_at(k / 2, 0), *d1 = pair + bg_b_at(k / 2, 1);
+        int64_t c = q * 2 * BG_PANEL, n = nn - c < 2 * BG_PANEL ? nn - c : 2 * BG_PANEL;
+        if (a0) primc_bg_pack_pair(a0 + c, a1 ? a1 + c : NULL, (int)n, d0, d1);
+        else memset(d0, 0, 2 * BG_PANEL * sizeof *d0), memset(d1, 0, 2 * BG_PANEL * sizeof *d1);
+      }
     }
   }
 }
@@ -415,8 +421,9 @@ int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t
   if (!pan) return PRIMC_ERR_RUNTIME;
   pan += sizeof(bg_hdr) / sizeof *pan;
   rows_job rj = {N, K, Kt, ldb, B, row, row_ctx, pan};
-  if ((double)N * (double)Kt >= (1 << 16)) primc_parallel_for(pairs, pack_rows, &rj);
-  else pack_rows(&rj, 0, pairs);
+  int64_t items = cdiv64(N, ROWS_PAIRS * 2 * BG_PANEL);
+  if ((double)N * (double)Kt >= (1 << 16)) primc_parallel_for(items, pack_rows, &rj);
+  else pack_rows(&rj, 0, items);
   job j = {.split = 1, .a_packed = 1, .M = M, .N = N, .K = K, .a = (uint16_t *)(h + 1), .pan = pan, .C = C, .ldc = ldc};
   return run(&j);
 }
