@@ -1,5 +1,6 @@
 /* runtime/gemm/bgemm.c: the bf16 GEMM: B packed into bf16 pair panels, A rounded to bf16 per call, the row table and the pick, the blocked driver over the pool, the portable row. */
 #include "runtime/gemm/bgemm.h"
+#include "runtime/gemm/gemm.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ _Static_assert(sizeof(bg_hdr) == 64, "panels start 64-byte aligned");
 
 /* ---------------------------------------------------------------- rows */
 
-enum { NEED_ANY, NEED_AVX512BF16, NEED_AMX };
+enum { NEED_ANY, NEED_AVX2, NEED_AVX512, NEED_AVX512BF16, NEED_AMX };
 
 typedef struct bg_row {
   const char *name;
@@ -62,7 +63,7 @@ static const bg_row rows[PRIMC_BGEMM_ROW_COUNT] = {
 #include "runtime/gemm/bgemm_rows.def"
 #undef PRIMC_BGEMM_ROW
 };
-_Static_assert(PRIMC_BGEMM_ROW_COUNT == 3, "rows: AMX, AVX512BF16, GENERIC");
+_Static_assert(PRIMC_BGEMM_ROW_COUNT == 5, "rows: AMX, AVX512BF16, AVX512, AVX2, GENERIC");
 #define PRIMC_BGEMM_ROW(id, nm, nd, m, ...) _Static_assert((m) == 32 || 16 % (m) == 0, "row " nm ": 32 rows a call, or rows within a 16-row strip");
 #include "runtime/gemm/bgemm_rows.def"
 #undef PRIMC_BGEMM_ROW
@@ -71,8 +72,17 @@ static int row_runs(int r) {
   switch (rows[r].needs) {
   case NEED_AMX: return primc_bg_has_amx();
   case NEED_AVX512BF16: return primc_bg_has_avx512bf16();
+  case NEED_AVX512: return primc_sgemm_isa() >= PRIMC_ISA_AVX512;
+  case NEED_AVX2: return primc_sgemm_isa() >= PRIMC_ISA_AVX2;
   default: return 1;
   }
+}
+
+/* whether the pick takes a row the CPU runs: vdpbf16ps issues at half the f32 FMA rate on Intel cores
+ * (the AVX512-BF16 row ran 0.54-0.58x the f32 GEMM on an Emerald Rapids Xeon, the converting AVX-512 row
+ * 0.6-0.8x), so the AVX512-BF16 row is AMD's (Zen 4 and later) */
+static int row_preferred(int r) {
+  return r != PRIMC_BGEMM_ROW_AVX512BF16 || primc_gm_amd_family() >= 0x19;
 }
 
 static int auto_row = -1, forced_row = -1;
@@ -80,7 +90,7 @@ static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 
 static void pick(void) {
   for (int r = PRIMC_BGEMM_ROW_COUNT - 1; r >= 0; r--)
-    if (row_runs(r)) auto_row = r;
+    if (row_runs(r) && row_preferred(r)) auto_row = r;
 }
 
 int primc_bgemm_row_active(void) {
@@ -102,7 +112,7 @@ int primc_bgemm_force_row(int row) {
 const char *primc_bgemm_row_name(int row) { return row >= 0 && row < PRIMC_BGEMM_ROW_COUNT ? rows[row].name : NULL; }
 int primc_bgemm_row_runs(int row) { return row >= 0 && row < PRIMC_BGEMM_ROW_COUNT && row_runs(row); }
 
-/* ---------------------------------------------------------------- the portable row */
+/* ---------------------------------------------------------------- the portable row (no x86 vectors) */
 
 void primc_bg_kern_generic(const bkargs *g) {
   for (int r = 0; r < g->mr; r++) {

@@ -54,6 +54,8 @@ enum {
 
 void primc_bg_kern_amx(const bkargs *g);
 void primc_bg_kern_avx512bf16(const bkargs *g);
+void primc_bg_kern_avx512(const bkargs *g);
+void primc_bg_kern_avx2(const bkargs *g);
 void primc_bg_kern_generic(const bkargs *g);
 void primc_bg_setup_amx(int on);
 
