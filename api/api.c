@@ -346,20 +346,23 @@ FLAG_SETTER(cuda_graphs)
 
 FLAG_SETTER(autotune)
 
-primc_status primc_model_set_matmul_precision(primc_model *m, const char *precision) {
+/* a named choice: parse(s) >= 0 goes into *field, anything else is a usage error naming the choices */
+static primc_status set_choice(primc_model *m, int *field, int (*parse)(const char *), const char *s, const char *what,
+                               const char *choices) {
   NEED_M(m);
-  int p = pc_matmul_precision_parse(precision);
-  if (p < 0) return fail(m, PRIMC_STATUS_USAGE, "matmul precision '%.*s' is not highest, high or medium", 100, precision ? precision : "(null)");
-  m->matmul_precision = p;
+  int v = parse(s);
+  if (v < 0) return fail(m, PRIMC_STATUS_USAGE, "%s '%.*s' is not %s", what, 100, s ? s : "(null)", choices);
+  *field = v;
   return PRIMC_STATUS_OK;
 }
 
+primc_status primc_model_set_matmul_precision(primc_model *m, const char *precision) {
+  return set_choice(m, m ? &m->matmul_precision : NULL, pc_matmul_precision_parse, precision, "matmul precision",
+                    "highest, high or medium");
+}
+
 primc_status primc_model_set_autocast(primc_model *m, const char *autocast) {
-  NEED_M(m);
-  int a = pc_autocast_parse(autocast);
-  if (a < 0) return fail(m, PRIMC_STATUS_USAGE, "autocast '%.*s' is not bf16 or none", 100, autocast ? autocast : "(null)");
-  m->autocast = a;
-  return PRIMC_STATUS_OK;
+  return set_choice(m, m ? &m->autocast : NULL, pc_autocast_parse, autocast, "autocast", "bf16 or none");
 }
 
 primc_status primc_model_set_autotune_cache(primc_model *m, const char *path) {

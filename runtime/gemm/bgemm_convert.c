@@ -1,5 +1,6 @@
 /* runtime/gemm/bgemm_convert.c: the bf16 GEMM's converting rows for CPUs without bf16 arithmetic: bf16 operands widened to f32 in registers (a shift), f32 FMAs, on AVX-512F or AVX2. */
 #include "runtime/gemm/bgemm.h"
+#include "runtime/gemm/bgemm_zmm.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -42,35 +43,10 @@ static inline __attribute__((always_inline)) F512 void tile512(const bkargs *g, 
       for (int h = 0; h < V; h++) acc[r][h] = _mm512_fmadd_ps(ao, bo[h], _mm512_fmadd_ps(ae, be[h], acc[r][h]));
     }
   }
-  const int n0 = V == 2 ? 16 : g->nr, n1 = V == 2 ? g->nr - 16 : 0;
-  const __mmask16 m0 = (__mmask16)((1u << n0) - 1), m1 = (__mmask16)((1u << n1) - 1);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++) {
-    float *c = g->c + r * g->ldc;
-    if (g->accumulate) {
-      acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(m0, c));
-      if (V == 2) acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, c + 16));
-    }
-    _mm512_mask_storeu_ps(c, m0, acc[r][0]);
-    if (V == 2) _mm512_mask_storeu_ps(c + 16, m1, acc[r][1]);
-  }
+  bg_store512(g, acc, R, V);
 }
 
-#define C5_CASE(R)                                                                                                     \
-  case R:                                                                                                              \
-    if (g->nr > 16)                                                                                                    \
-      tile512(g, R, 2);                                                                                                \
-    else                                                                                                               \
-      tile512(g, R, 1);                                                                                                \
-    break;
-
-F512 void primc_bg_kern_avx512(const bkargs *g) {
-  switch (g->mr) {
-    C5_CASE(1) C5_CASE(2) C5_CASE(3) C5_CASE(4) C5_CASE(5) C5_CASE(6) C5_CASE(7) C5_CASE(8)
-  default:
-    break;
-  }
-}
+F512 void primc_bg_kern_avx512(const bkargs *g) { BG_DISPATCH512(tile512) }
 
 /* ---------------------------------------------------------------- AVX2: up to 2 rows x 4 ymm */
 

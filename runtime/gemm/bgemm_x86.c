@@ -1,5 +1,6 @@
 /* runtime/gemm/bgemm_x86.c: the bf16 GEMM's x86 rows: AMX tiles, AVX512-BF16 (vdpbf16ps), the CPU checks and AMX permission, and f32 -> bf16 rounding on AVX-512. */
 #include "runtime/gemm/bgemm.h"
+#include "runtime/gemm/bgemm_zmm.h"
 #include "runtime/gemm/gemm.h"
 
 #include <cpuid.h>
@@ -299,32 +300,7 @@ static inline __attribute__((always_inline)) BF16 void bf_tile(const bkargs *g, 
       if (V == 2) acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, v1);
     }
   }
-  const int n0 = V == 2 ? 16 : g->nr, n1 = V == 2 ? g->nr - 16 : 0;
-  const __mmask16 m0 = (__mmask16)((1u << n0) - 1), m1 = (__mmask16)((1u << n1) - 1);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++) {
-    float *c = g->c + r * g->ldc;
-    if (g->accumulate) {
-      acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(m0, c));
-      if (V == 2) acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, c + 16));
-    }
-    _mm512_mask_storeu_ps(c, m0, acc[r][0]);
-    if (V == 2) _mm512_mask_storeu_ps(c + 16, m1, acc[r][1]);
-  }
+  bg_store512(g, acc, R, V);
 }
 
-#define BF_CASE(R)                                                                                                     \
-  case R:                                                                                                              \
-    if (g->nr > 16)                                                                                                    \
-      bf_tile(g, R, 2);                                                                                                \
-    else                                                                                                               \
-      bf_tile(g, R, 1);                                                                                                \
-    break;
-
-BF16 void primc_bg_kern_avx512bf16(const bkargs *g) {
-  switch (g->mr) {
-    BF_CASE(1) BF_CASE(2) BF_CASE(3) BF_CASE(4) BF_CASE(5) BF_CASE(6) BF_CASE(7) BF_CASE(8)
-  default:
-    break;
-  }
-}
+BF16 void primc_bg_kern_avx512bf16(const bkargs *g) { BG_DISPATCH512(bf_tile) }
