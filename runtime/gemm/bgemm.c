@@ -244,28 +244,18 @@ typedef struct job {
  * (A^T's rows are the strip's columns), by the strip's 16 contiguous values at each k */
 static void round_strips(void *ctx, int64_t b, int64_t e) {
   const job *j = ctx;
-  uint16_t hi[256], lo[256];
+  int hi2 = j->split == 3 ? 1 : -1, lo = j->split == 3 ? 2 : -1;
   for (int64_t st = b; st < e; st++) {
     uint16_t *strip = j->a + st * 16 * j->Kt;
-    memset(strip, 0, (size_t)(16 * j->Kt) * sizeof *strip);
     int64_t m0 = st * 16, rows = j->M - m0 < 16 ? j->M - m0 : 16;
+    if (rows < 16 || j->trans_a) memset(strip, 0, (size_t)(16 * j->Kt) * sizeof *strip);
     if (rows <= 0) continue;
     if (j->trans_a) {
-      primc_bg_round_strip_t(j->A + m0, j->lda, (int)rows, j->K, j->Kp, strip, 0, j->split == 3 ? 1 : -1,
-                             j->split == 3 ? 2 : -1);
+      primc_bg_round_strip_t(j->A + m0, j->lda, (int)rows, j->K, j->Kp, strip, 0, hi2, lo);
       continue;
     }
-    for (int64_t m = m0; m < m0 + rows; m++)
-      for (int64_t k0 = 0; k0 < j->K; k0 += 256) {
-        int64_t n = j->K - k0 < 256 ? j->K - k0 : 256;
-        primc_bg_round(j->A + m * j->lda + k0, n, hi, j->split == 3 ? lo : NULL);
-        for (int s = 0; s < j->split; s++) {
-          const uint16_t *v = s == 2 ? lo : hi;
-          for (int64_t k = 0; k < n; k += BG_KSTEP) /* k0 is a multiple of 32, and so is Kp */
-            memcpy(strip + bg_a_at(0, m % 16, s * j->Kp + k0 + k), v + k,
-                   (size_t)(n - k < BG_KSTEP ? n - k : BG_KSTEP) * sizeof *v);
-        }
-      }
+    /* every tile row of a real row is written whole, its K padding included */
+    for (int64_t r = 0; r < rows; r++) primc_bg_round_row(j->A + (m0 + r) * j->lda, j->K, j->Kp, strip, (int)r, 0, hi2, lo);
   }
 }
 

@@ -67,6 +67,10 @@ void primc_bg_round(const float *x, int64_t n, uint16_t *hi, uint16_t *lo);
 /* the strip of rows [0, rows) (rows <= 16) of A^T, a(r, k) = a[k * lda + r] for k < K, rounded into a tiled
  * strip (bgemm.h's bg_a_at with lda 0) of Kp columns: hi at segment hi_seg (and hi_seg2 when >= 0), lo at lo_seg
  * when >= 0; segment s starts at k = s * Kp. The strip's other entries are left as they are (zero). */
+/* row x (K floats) rounded into row r (< 16) of a tiled strip (bg_a_at with lda 0) of Kp columns, zero past K:
+ * hi at segment hi_seg (and hi_seg2 when >= 0), lo = bf16(x - hi) at lo_seg when >= 0 (segment s at k = s Kp) */
+void primc_bg_round_row(const float *x, int64_t K, int64_t Kp, uint16_t *strip, int r, int hi_seg, int hi_seg2,
+                        int lo_seg);
 /* one k pair of B (rows r0 and r1, r1 NULL past K) over n <= 32 columns rounded into the pair of panels' rows:
  * columns 0..15 to dst0, 16..31 to dst1 (bg_b_at's rows, 16 x 2 each); columns past n are zero */
 void primc_bg_pack_pair(const float *r0, const float *r1, int n, uint16_t *dst0, uint16_t *dst1);

@@ -91,6 +91,38 @@ void primc_bg_round(const float *x, int64_t n, uint16_t *hi, uint16_t *lo) {
   }
 }
 
+static X512 void round_row_avx512(const float *x, int64_t K, int64_t Kp, uint16_t *strip, int r, int hi_seg,
+                                   int hi_seg2, int lo_seg) {
+  for (int64_t k = 0; k < Kp; k += 16) {
+    int64_t c = K - k;
+    __mmask16 m = (__mmask16)(c >= 16 ? 0xffff : c <= 0 ? 0 : (1u << c) - 1);
+    __m512 v = _mm512_maskz_loadu_ps(m, x + k);
+    __m256i h = round16(v);
+    int64_t at = bg_a_at(0, r, k);
+    _mm256_storeu_si256((__m256i *)(strip + hi_seg * Kp * 16 + at), h);
+    if (hi_seg2 >= 0) _mm256_storeu_si256((__m256i *)(strip + hi_seg2 * Kp * 16 + at), h);
+    if (lo_seg >= 0) {
+      __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      _mm256_storeu_si256((__m256i *)(strip + lo_seg * Kp * 16 + at), round16(_mm512_sub_ps(v, hv)));
+    }
+  }
+}
+
+void primc_bg_round_row(const float *x, int64_t K, int64_t Kp, uint16_t *strip, int r, int hi_seg, int hi_seg2,
+                        int lo_seg) {
+  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) {
+    round_row_avx512(x, K, Kp, strip, r, hi_seg, hi_seg2, lo_seg);
+    return;
+  }
+  for (int64_t k = 0; k < Kp; k++) {
+    float v = k < K ? x[k] : 0.0f;
+    uint16_t h = primc_f32_to_bf16(v), l = primc_f32_to_bf16(v - primc_bf16_to_f32(h));
+    strip[bg_a_at(0, r, hi_seg * Kp + k)] = h;
+    if (hi_seg2 >= 0) strip[bg_a_at(0, r, hi_seg2 * Kp + k)] = h;
+    if (lo_seg >= 0) strip[bg_a_at(0, r, lo_seg * Kp + k)] = l;
+  }
+}
+
 static X512 void pack_pair_avx512(const float *r0, const float *r1, int n, uint16_t *dst0, uint16_t *dst1) {
   for (int h = 0; h < 2; h++) {
     int c = n - 16 * h;
