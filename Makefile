@@ -67,7 +67,8 @@ $(B)/primc: $(TOOL_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a
 $(B)/test_primc: $(TEST_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a
 	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a $(LIBS)
 
-test: all
+# gemm_bench is built too, so that a change to the kernels' interfaces cannot break it unnoticed
+test: all $(B)/gemm_bench
 	bash tests/run.sh
 
 demo: all
