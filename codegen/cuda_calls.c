@@ -456,14 +456,14 @@ static pc_status render_nonzero(cctx *C, const kir_kernel *k) {
 }
 
 /* the runtime calls of codegen/calls.def (primc_k_<name> on the CPU) by row: a CUDA rendering (or, for
- * nonzero, a refusal saying why); NULL for the host-only ones (dot_packed, dot_bf16 and maxpool, which
- * host compiles alone make), named in the error */
+ * nonzero, a refusal saying why); NULL for the host-only ones (dot_packed, dot_bf16, dot_int and maxpool,
+ * which host compiles alone make), named in the error */
 static const call_fn call_rules[KC_COUNT] = {
     [KC_copy] = render_copy,       [KC_dot] = render_dot,       [KC_conv] = render_conv, [KC_gather] = render_gather,
     [KC_scatter] = render_scatter, [KC_cumsum] = render_cumsum, [KC_sort] = render_sort,  [KC_fft] = render_fft,
     [KC_random] = render_random,   [KC_gather_strided] = render_gather_strided, [KC_nonzero] = render_nonzero,
 };
-_Static_assert(KC_COUNT == 14, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
+_Static_assert(KC_COUNT == 15, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
                                "then raise the count");
 
 pc_status cu_render_call(cctx *C, const kir_kernel *k) {

@@ -383,7 +383,7 @@ static int packed_operand(kir_program *p, const kir_kernel *k, int split) {
   int id = np ? kir_buf_add(p, nb) : -1;
   if (id < 0) return -1;
   if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0, 0, NULL, split};
+  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0, 0, NULL, split, 0};
   p->packed = np;
   return id;
 }
@@ -427,9 +427,43 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_p
   int id = np ? kir_buf_add(p, nb) : -1;
   if (id < 0) return -1;
   if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups, xform, k->params, 0};
+  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups, xform, k->params, 0, 0};
   p->packed = np;
   return id;
+}
+
+/* An i32 dot with a constant B whose operands are proven within [-256, 256] (the ints a QDQ or MatMulInteger
+ * model's zero points leave: u8 - zp, i8): a dot_int call, exact on the bf16 GEMM in K chunks, B packed here;
+ * 0 in *changed when it does not qualify (it stays the element-by-element dot) */
+#define INT_EXACT_MAX 256
+static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
+  const int64_t *q = k->params;
+  int64_t M = q[2], N = q[3], K = q[4], lda, ldb, lo, hi;
+  int ta, tb;
+  const kir_buf *a = &p->bufs[k->args[1]], *b = &p->bufs[k->args[2]];
+  *changed = 0;
+  if (q[1] != 1 || M < 1 || N < 1 || K < 1 || b->place != KP_CONST || !b->v || !pc_const_data(b->v) || !a->v ||
+      !gemm_layout(M, K, q[6], q[7], &ta, &lda) || !gemm_layout(K, N, q[9], q[10], &tb, &ldb) || (tb ? ldb != K : ldb != N))
+    return PC_OK;
+  if (!pc_value_int_range(a->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
+  if (!pc_value_int_range(b->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
+  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
+  int64_t *nq = pc_alloc(p->g, sizeof(int64_t) * 12); /* dot's params, then the packed B's bytes */
+  kir_buf nb = {KP_CONST, -1, 0, kir_int_chunks_bytes(N, K), PC_f32, b->v};
+  int id = np && nq ? kir_buf_add(p, nb) : -1;
+  if (id < 0) return p->g->status ? p->g->status : PC_ERR_NOMEM;
+  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
+  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0, 0, NULL, 1, 1};
+  p->packed = np;
+  memcpy(nq, q, sizeof(int64_t) * 11);
+  nq[11] = p->bufs[id].nbytes;
+  k->params = nq;
+  k->n_params = 12;
+  k->args[2] = id;
+  k->args[k->n_args++] = kir_scratch_buf(p, PC_f32, M * N * 4, NULL);
+  k->call = KC_dot_int;
+  *changed = 1;
+  return PC_OK;
 }
 
 /* below this many multiply-adds a product of two activations (an attention head's) stays f32: rounding
@@ -481,6 +515,12 @@ static pc_status pack_weights(kir_program *p) {
       continue;
     }
     if (k->call != KC_dot) continue;
+    if (k->params[0] == PC_i32) {
+      int changed;
+      if (int_dot(p, k, &changed) != PC_OK) return p->g->status;
+      packed += changed;
+      continue;
+    }
     if (k->params[0] == PC_f32 && (p->g->matmul_precision != PC_MATMUL_HIGHEST || p->g->autocast == PC_AUTOCAST_BF16)) {
       int changed;
       if (bf16_dot(p, k, &changed) != PC_OK) return p->g->status;

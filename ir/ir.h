@@ -238,6 +238,11 @@ struct pc_graph {
   char error[512];
 };
 
+/* [*lo, *hi]: every value v can take, an integer dtype of at most 32 bits, by interval arithmetic over its
+ * producers (constants' data, converts, add/sub/neg, movement prims), else its dtype's range; 0 for other
+ * dtypes (ir/range.c) */
+int pc_value_int_range(const pc_value *v, int64_t *lo, int64_t *hi);
+
 /* torch.set_float32_matmul_precision's settings for f32 contractions (dot_general) in compiled host code:
  * HIGHEST in f32; HIGH on bf16 hi + lo splits of the operands, three bf16 products (about 2^-16 relative);
  * MEDIUM on operands rounded to bf16. Sums are f32 in all three. The interpreter, the reference, is f32. */

@@ -16,13 +16,24 @@ static int64_t type_bytes(const pc_type *t) {
   return n < 0 ? -1 : n * (int64_t)pc_dtype_size(t->dtype);
 }
 
+/* a broadcast_in_dim of a constant, which stays unfolded (FOLD_GROW_NUMEL) but which an elementwise node may
+ * fold with: a weight minus a broadcast zero point (quantized models) is one constant the size of the weight */
+static int broadcast_const(const pc_value *v) {
+  return v->producer && v->producer->op == PC_OP_broadcast_in_dim && pc_const_data(v->producer->in[0]);
+}
+
 static int foldable(const pc_node *n) {
   if (n->dead || n->op == PC_OP_constant) return 0;
-  int64_t in_bytes = 0, out_bytes = 0;
+  int64_t in_bytes = 0, out_bytes = 0, bcast = 0;
   for (int k = 0; k < n->n_in; k++) {
+    if (pc_op_is_elementwise(n->op) && broadcast_const(n->in[k])) {
+      bcast++; /* materialized for the fold only: not counted as an operand's bytes */
+      continue;
+    }
     if (!pc_const_data(n->in[k])) return 0; /* not a constant, or a weight not bound yet */
     in_bytes += type_bytes(&n->in[k]->type);
   }
+  if (bcast == n->n_in) return 0; /* broadcasts alone: a broadcast still, left to the fuser */
   for (int k = 0; k < n->n_out; k++) {
     int64_t numel = pc_type_numel(&n->out[k]->type);
     if (numel < 0) return 0; /* symbolic (nonzero) */
@@ -49,11 +60,22 @@ static pc_tensor tensor_of(const pc_value *v) {
 /* evaluates n and puts one constant per result at n's place; n becomes dead */
 static pc_status fold_node(pcp_sweep *sw, pc_node *n) {
   pc_graph *g = sw->g;
-  pc_tensor in[8], out[4];
+  pc_tensor in[8], out[4], wide[8];
   if (n->n_in > 8 || n->n_out > 4) return PC_OK;
-  for (int k = 0; k < n->n_in; k++) in[k] = tensor_of(n->in[k]);
+  memset(wide, 0, sizeof wide);
+  pc_status s = PC_OK;
+  for (int k = 0; k < n->n_in && s == PC_OK; k++) {
+    if (pc_const_data(n->in[k])) {
+      in[k] = tensor_of(n->in[k]);
+      continue;
+    }
+    pc_tensor b = tensor_of(n->in[k]->producer->in[0]); /* a broadcast constant, materialized */
+    s = pc_interp_node(g, n->in[k]->producer, &b, &wide[k]);
+    in[k] = wide[k];
+  }
   memset(out, 0, sizeof out);
-  pc_status s = pc_interp_node(g, n, in, out);
+  if (s == PC_OK) s = pc_interp_node(g, n, in, out);
+  for (int k = 0; k < n->n_in; k++) pc_tensor_free(&wide[k]);
   if (s != PC_OK) {
     for (int k = 0; k < n->n_out; k++) pc_tensor_free(&out[k]);
     if (g->status == PC_OK) pc_node_fail(g, n, s, "constant folding failed");

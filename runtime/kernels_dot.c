@@ -141,6 +141,35 @@ int primc_k_dot_bf16(const int64_t *q, void *const *bufs) {
   return j.st;
 }
 
+/* params as dot's, then the packed B's bytes; bufs: out (i32), a (i32 within [-256, 256], as codegen proved),
+ * B packed per K chunk (kir_pack_int_chunks), an f32 scratch of M x N. Each chunk's sums are exact integers in
+ * f32 (primc_bgemm_prepacked_int), added in int32, which wraps as the prims' integer sums do. */
+int primc_k_dot_int(const int64_t *q, void *const *bufs) {
+  int64_t M = q[2], N = q[3], K = q[4], lda;
+  int ta;
+  if (M * N == 0) return PRIMC_OK;
+  if (q[0] != PRIMC_I32 || q[1] != 1 || K < 1 || q[11] < 1 || !blas_layout(M, K, q[6], q[7], &ta, &lda))
+    return PRIMC_ERR_RUNTIME;
+  const char *pk = bufs[2];
+  size_t avail = (size_t)q[11], off = 0;
+  int32_t *out = bufs[0];
+  float *cf = bufs[3];
+  for (int64_t k0 = 0; k0 < K; k0 += PRIMC_BGEMM_INT_K) {
+    int64_t kc = K - k0 < PRIMC_BGEMM_INT_K ? K - k0 : PRIMC_BGEMM_INT_K;
+    size_t sz = (primc_bgemm_packed_b_size(N, kc, 1) + 63) / 64 * 64;
+    /* B may come from a weights file: each chunk's header is checked before it is read */
+    if (off > avail || primc_bgemm_packed_check(pk + off, avail - off, N, kc, 1) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
+    const int32_t *a = (const int32_t *)bufs[1] + (ta ? k0 * lda : k0);
+    int st = primc_bgemm_prepacked_int(ta, M, N, kc, a, lda, pk + off, cf, N);
+    if (st != PRIMC_OK) return st;
+    for (int64_t i = 0; i < M * N; i++)
+      out[i] = k0 ? (int32_t)((uint32_t)out[i] + (uint32_t)(int32_t)cf[i]) : (int32_t)cf[i];
+    off += sz;
+  }
+  return PRIMC_OK;
+}
+
+
 /* the GEMM over all of C, then the epilogue split over the threads by rows while C is in cache */
 static int dot_then_epilogue(int (*dot)(const int64_t *, void *const *), const int64_t *q, void *const *bufs,
                              void (*epi)(void *, int64_t, int64_t), void *ctx) {
@@ -165,4 +194,8 @@ int primc_k_dot_packed_epi(const int64_t *q, void *const *bufs, void (*epi)(void
 
 int primc_k_dot_bf16_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
   return dot_then_epilogue(primc_k_dot_bf16, q, bufs, epi, ctx);
+}
+
+int primc_k_dot_int_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  return dot_then_epilogue(primc_k_dot_int, q, bufs, epi, ctx);
 }

@@ -180,6 +180,10 @@ int primc_k_dot_packed_epi(const int64_t *params, void *const *bufs, void (*epi)
 int primc_k_dot_bf16(const int64_t *params, void *const *bufs);
 int primc_k_dot_bf16_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
                          void *ctx);
+/* an i32 dot on small integers, exact on the bf16 GEMM (codegen/calls.def's dot_int) */
+int primc_k_dot_int(const int64_t *params, void *const *bufs);
+int primc_k_dot_int_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
+                        void *ctx);
 int primc_k_conv(const int64_t *params, void *const *bufs);
 int primc_k_conv_pair(const int64_t *params, void *const *bufs, const int64_t *params2, void *const *bufs2);
 int primc_k_copy(const int64_t *params, void *const *bufs);
@@ -339,6 +343,13 @@ int primc_bgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const fl
 /* B packed on the fly into a buffer the calling thread keeps */
 int primc_bgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                 const float *B, int64_t ldb, int split, float *C, int64_t ldc);
+/* Exact small-integer products on the bf16 GEMM: A's int32 values and B's (packed by primc_bgemm_pack_b from
+ * their f32 values, split 1) within [-256, 256] are exact in bf16, their products in f32, and sums of up to
+ * PRIMC_BGEMM_INT_K of them stay within 2^24, so C holds the exact integer sums as floats. Callers cut K into
+ * chunks of at most PRIMC_BGEMM_INT_K and add the chunks' C in int32 (primc_k_dot_int). */
+#define PRIMC_BGEMM_INT_K 256
+int primc_bgemm_prepacked_int(int trans_a, int64_t M, int64_t N, int64_t K, const int32_t *A, int64_t lda,
+                              const void *packed_b, float *C, int64_t ldc);
 /* The bf16 micro-kernels are rows of runtime/gemm/bgemm_rows.def (AMX tiles, AVX512-BF16, portable C);
  * the first one the CPU runs is picked once. force_row (tests, benchmarks): -1 when the CPU lacks it, a
  * negative row goes back to the pick. */

@@ -233,6 +233,7 @@ typedef struct job {
   int trans_a, split, a_packed; /* a_packed: a points at tiles packed by primc_bgemm_pack_a, not rounded here */
   int64_t M, N, K, lda, Kp, Kt, Mp, P, nm, np;
   const float *A;
+  const int32_t *A_i32; /* instead of A: small integers (primc_bgemm_prepacked_int), K <= PRIMC_BGEMM_INT_K */
   uint16_t *a; /* tiled, bgemm.h */
   const uint16_t *pan;
   float *C;
@@ -250,6 +251,17 @@ static void round_strips(void *ctx, int64_t b, int64_t e) {
     int64_t m0 = st * 16, rows = j->M - m0 < 16 ? j->M - m0 : 16;
     if (rows < 16 || j->trans_a) memset(strip, 0, (size_t)(16 * j->Kt) * sizeof *strip);
     if (rows <= 0) continue;
+    if (j->A_i32) { /* exact in f32, then in bf16 (|a| <= 256): widened here, then rounded as floats */
+      float t[PRIMC_BGEMM_INT_K * 16];
+      for (int64_t k = 0; k < j->K; k++)
+        for (int64_t r = 0; r < rows; r++)
+          t[j->trans_a ? k * 16 + r : r * PRIMC_BGEMM_INT_K + k] =
+              (float)(j->trans_a ? j->A_i32[k * j->lda + m0 + r] : j->A_i32[(m0 + r) * j->lda + k]);
+      if (j->trans_a) primc_bg_round_strip_t(t, 16, (int)rows, j->K, j->Kp, strip, 0, hi2, lo);
+      else
+        for (int64_t r = 0; r < rows; r++) primc_bg_round_row(t + r * PRIMC_BGEMM_INT_K, j->K, j->Kp, strip, (int)r, 0, hi2, lo);
+      continue;
+    }
     if (j->trans_a) {
       primc_bg_round_strip_t(j->A + m0, j->lda, (int)rows, j->K, j->Kp, strip, 0, hi2, lo);
       continue;
@@ -330,6 +342,18 @@ int primc_bgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const fl
       h->kt != h->split * kpad(K) || lda < (trans_a ? M : K))
     return PRIMC_ERR_ARG;
   job j = {.trans_a = trans_a, .split = h->split, .M = M, .N = N, .K = K, .lda = lda, .A = A,
+           .pan = (const uint16_t *)(h + 1), .C = C, .ldc = ldc};
+  return run(&j);
+}
+
+int primc_bgemm_prepacked_int(int trans_a, int64_t M, int64_t N, int64_t K, const int32_t *A, int64_t lda,
+                              const void *packed_b, float *C, int64_t ldc) {
+  if (M < 0 || N < 0 || K < 1 || K > PRIMC_BGEMM_INT_K || !A || !C || ldc < N || lda < (trans_a ? M : K))
+    return PRIMC_ERR_ARG;
+  if (M == 0 || N == 0) return PRIMC_OK;
+  const bg_hdr *h = packed_b;
+  if (!h || h->magic != BG_MAGIC || h->n != N || h->k != K || h->split != 1 || h->kt != kpad(K)) return PRIMC_ERR_ARG;
+  job j = {.trans_a = trans_a, .split = 1, .M = M, .N = N, .K = K, .lda = lda, .A_i32 = A,
            .pan = (const uint16_t *)(h + 1), .C = C, .ldc = ldc};
   return run(&j);
 }

@@ -2,6 +2,7 @@
 # tests/suites/precision.sh: f16 and bf16 models (issue 20) compiled and interpreted against float64 numpy
 # references (tests/ref/gen_lowp.py), and their contractions run by the f32 GEMM and conv rows, not elementwise;
 # --matmul-precision's three settings and --autocast bf16 against float64 (tests/ref/gen_matmul_precision.py);
+# integer dots on the exact bf16 path against numpy and ONNX Runtime (tests/ref/gen_int_dot.py);
 # f64 contractions and a 3-D f32 conv, run by primc's own GEMMs; and compiled code links no BLAS (issue 24).
 set -u
 B=${B:-build}
@@ -79,6 +80,19 @@ else bad "--autocast bf16 CNN" "$(tail -n 3 "$tmp/err")"; fi
 "$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp16 -o "$tmp/x" >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q "bad --autocast 'fp16'" "$tmp/out" && ok "--autocast fp16 is refused (no fp16 kernels yet)" ||
   bad "--autocast fp16" "$(cat "$tmp/out")"
+# integer contractions on the exact bf16 path (tests/ref/gen_int_dot.py): a MatMulInteger with its zero point given
+# at run time, equal to numpy's int64 sums; a dynamically quantized linear layer against ONNX Runtime
+python3 tests/ref/gen_int_dot.py "$tmp/id" >"$tmp/gen.log" 2>&1 || bad "gen_int_dot.py" "$(tail -n 3 "$tmp/gen.log")"
+for m in mmi dyn; do
+  # shellcheck disable=SC2046
+  if "$P" compile "$tmp/id/$m/model.onnx" -o "$tmp/id_$m" >"$tmp/err" 2>&1 &&
+    "$tmp/id_$m" $(ls "$tmp/id/$m"/in*.npy) -o "$tmp/id_$m.out" >/dev/null 2>>"$tmp/err" &&
+    python3 tests/compare_npy.py "$tmp/id_$m.out/out0.npy" "$tmp/id/$m/ref0.npy" --rtol 0 --atol 0 >>"$tmp/err" 2>&1 &&
+    "$P" dump "$tmp/id/$m/model.onnx" --kernels 2>&1 | grep -q 'call primc_k_dot_int'
+  then ok "$m: exact (equal to its reference) on the exact-integer bf16 path"
+  else bad "$m on the exact-integer path" "$(tail -n 3 "$tmp/err")"; fi
+done
+
 "$P" run "$tmp/mp/model.onnx" --matmul-precision medium >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q 'run interprets in f32' "$tmp/out" && ok "run refuses --matmul-precision (it interprets in f32)" ||
   bad "run --matmul-precision" "$(cat "$tmp/out")"

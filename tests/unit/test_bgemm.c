@@ -187,3 +187,52 @@ PC_TEST(bgemm_packed_a_matches_reference) {
   primc_bgemm_force_row(-1);
   CHECK(ran >= 1);
 }
+
+/* small integers at the edges of what is exact: |a|, |b| <= 256, K = 256, every product +-65536 with one sign,
+ * so the sum reaches 2^24; then mixed values over a ragged K; against int64 sums, exactly */
+PC_TEST(bgemm_int_is_exact) {
+  static const int64_t sh[][3] = {{16, 32, 256}, {33, 70, 256}, {5, 17, 3}, {64, 48, 200}};
+  int ran = 0;
+  for (int row = 0; row < PRIMC_BGEMM_ROW_COUNT; row++) {
+    if (primc_bgemm_force_row(row) < 0) continue;
+    ran++;
+    for (size_t s = 0; s < sizeof sh / sizeof *sh; s++)
+      for (int ta = 0; ta < 2; ta++) {
+        int64_t M = sh[s][0], N = sh[s][1], K = sh[s][2];
+        int32_t *a = malloc(sizeof(int32_t) * (size_t)(M * K));
+        float *b = malloc(sizeof(float) * (size_t)(K * N)), *c = malloc(sizeof(float) * (size_t)(M * N));
+        uint32_t seed = (uint32_t)(M * 7 + K);
+        for (int64_t i = 0; i < M * K; i++) {
+          seed = seed * 1664525u + 1013904223u;
+          a[i] = s == 0 ? -256 : (int32_t)(seed >> 23) - 256; /* [-256, 255] */
+        }
+        for (int64_t i = 0; i < K * N; i++) {
+          seed = seed * 1664525u + 1013904223u;
+          b[i] = s == 0 ? 256.0f : (float)((int32_t)(seed >> 23) - 255); /* [-255, 256] */
+        }
+        size_t sz = primc_bgemm_packed_b_size(N, K, 1);
+        void *p = aligned_alloc(64, (sz + 63) / 64 * 64);
+        int ok = CHECK_INT(primc_bgemm_pack_b(0, N, K, b, N, 1, p), PRIMC_OK);
+        /* A as stored: [M][K], or [K][M] when transposed (the same values) */
+        int32_t *at = malloc(sizeof(int32_t) * (size_t)(M * K));
+        for (int64_t m = 0; m < M; m++)
+          for (int64_t k = 0; k < K; k++) at[ta ? k * M + m : m * K + k] = a[m * K + k];
+        ok = ok && CHECK_INT(primc_bgemm_prepacked_int(ta, M, N, K, at, ta ? M : K, p, c, N), PRIMC_OK);
+        int64_t bad = 0;
+        for (int64_t m = 0; ok && m < M; m++)
+          for (int64_t n = 0; n < N; n++) {
+            int64_t want = 0;
+            for (int64_t k = 0; k < K; k++) want += (int64_t)a[m * K + k] * (int64_t)b[k * N + n];
+            bad += (int64_t)c[m * N + n] != want;
+          }
+        CHECK_MSG(ok && bad == 0, "row %s %lldx%lldx%lld ta=%d: %lld sums not exact", primc_bgemm_row_name(row),
+                  (long long)M, (long long)N, (long long)K, ta, (long long)bad);
+        free(a), free(b), free(c), free(p), free(at);
+      }
+  }
+  primc_bgemm_force_row(-1);
+  CHECK(ran >= 1);
+  float c[1];
+  int32_t a[300] = {0};
+  CHECK_INT(primc_bgemm_prepacked_int(0, 1, 1, 300, a, 300, NULL, c, 1), PRIMC_ERR_ARG); /* past one chunk */
+}
