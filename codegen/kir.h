@@ -42,7 +42,7 @@ typedef struct kir_packed {
   int xform;        /* PRIMC_CONV_W_WINOGRAD or _LANES: a conv's weights transformed for that row; 0 otherwise */
   const int64_t *conv;
   int bf16_split;   /* > 0: a dot's B as bf16 panels for that split (primc_bgemm_pack_b), not f32 GEMM panels */
-  int int_chunks;   /* a dot_int's i32 B as bf16 panels per K chunk of PRIMC_BGEMM_INT_K (bf16_split 1) */
+  int int_chunks;   /* > 0: a dot_int's i32 B as bf16 panels per K chunk of this many (bf16_split 1) */
 } kir_packed;
 
 /* element index = offset + sum over loops k of stride[k] * i_k (elements, not bytes) */
@@ -163,7 +163,7 @@ pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune)
  * medium, f32 dots become dot_bf16 calls instead, a constant B packed as bf16 panels. */
 pc_status kir_pack_weights(kir_program *p);
 /* a dot_int's B: its packed bytes, and the packing (codegen/weights.c) */
-int64_t kir_int_chunks_bytes(int64_t N, int64_t K);
+int64_t kir_int_chunks_bytes(int64_t N, int64_t K, int64_t chunk);
 int kir_pack_int_chunks(const kir_packed *pk, const void *d, char *dst);
 /* host code only: max pools over a -inf padded copy become primc_k_maxpool calls that read the map
  * unpadded; the pad kernels are marked absorbed, the tree kernel turns into the call */

@@ -446,19 +446,25 @@ static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
       !gemm_layout(M, K, q[6], q[7], &ta, &lda) || !gemm_layout(K, N, q[9], q[10], &tb, &ldb) || (tb ? ldb != K : ldb != N))
     return PC_OK;
   if (!pc_value_int_range(a->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
+  int64_t amax = -lo > hi ? -lo : hi;
   if (!pc_value_int_range(b->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
+  int64_t bmax = -lo > hi ? -lo : hi, prod = amax * bmax > 0 ? amax * bmax : 1;
+  /* the longest K chunk (a multiple of 32) whose sums stay within 2^24, where f32 holds every integer */
+  int64_t chunk = ((int64_t)1 << 24) / prod / 32 * 32;
+  if (chunk > PRIMC_BGEMM_INT_K) chunk = PRIMC_BGEMM_INT_K;
   kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
-  int64_t *nq = pc_alloc(p->g, sizeof(int64_t) * 12); /* dot's params, then the packed B's bytes */
-  kir_buf nb = {KP_CONST, -1, 0, kir_int_chunks_bytes(N, K), PC_f32, b->v};
+  int64_t *nq = pc_alloc(p->g, sizeof(int64_t) * 13); /* dot's params, then the packed B's bytes, the chunk */
+  kir_buf nb = {KP_CONST, -1, 0, kir_int_chunks_bytes(N, K, chunk), PC_f32, b->v};
   int id = np && nq ? kir_buf_add(p, nb) : -1;
   if (id < 0) return p->g->status ? p->g->status : PC_ERR_NOMEM;
   if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0, 0, NULL, 1, 1};
+  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0, 0, NULL, 1, (int)chunk};
   p->packed = np;
   memcpy(nq, q, sizeof(int64_t) * 11);
   nq[11] = p->bufs[id].nbytes;
+  nq[12] = chunk;
   k->params = nq;
-  k->n_params = 12;
+  k->n_params = 13;
   k->args[2] = id;
   k->args[k->n_args++] = kir_scratch_buf(p, PC_f32, M * N * 4, NULL);
   k->call = KC_dot_int;

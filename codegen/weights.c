@@ -18,10 +18,10 @@ static const kir_packed *packed_of(const kir_program *p, int i) {
 }
 
 /* bytes of an i32 B [k][n] (or [n][k] when trans) packed per K chunk, each chunk 64-byte aligned */
-int64_t kir_int_chunks_bytes(int64_t N, int64_t K) {
+int64_t kir_int_chunks_bytes(int64_t N, int64_t K, int64_t chunk) {
   int64_t total = 0;
-  for (int64_t k0 = 0; k0 < K; k0 += PRIMC_BGEMM_INT_K) {
-    int64_t kc = K - k0 < PRIMC_BGEMM_INT_K ? K - k0 : PRIMC_BGEMM_INT_K;
+  for (int64_t k0 = 0; k0 < K; k0 += chunk) {
+    int64_t kc = K - k0 < chunk ? K - k0 : chunk;
     total += ((int64_t)primc_bgemm_packed_b_size(N, kc, 1) + 63) / 64 * 64;
   }
   return total;
@@ -34,8 +34,8 @@ int kir_pack_int_chunks(const kir_packed *pk, const void *d, char *dst) {
   if (!f) return PRIMC_ERR_RUNTIME;
   for (int64_t i = 0; i < N * K; i++) f[i] = (float)((const int32_t *)d)[i];
   int st = PRIMC_OK;
-  for (int64_t k0 = 0; k0 < K && st == PRIMC_OK; k0 += PRIMC_BGEMM_INT_K) {
-    int64_t kc = K - k0 < PRIMC_BGEMM_INT_K ? K - k0 : PRIMC_BGEMM_INT_K;
+  for (int64_t k0 = 0; k0 < K && st == PRIMC_OK; k0 += pk->int_chunks) {
+    int64_t kc = K - k0 < pk->int_chunks ? K - k0 : pk->int_chunks;
     st = primc_bgemm_pack_b(pk->trans, N, kc, pk->trans ? f + k0 : f + k0 * ld, ld, 1, dst);
     dst += (primc_bgemm_packed_b_size(N, kc, 1) + 63) / 64 * 64;
   }

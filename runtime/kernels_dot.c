@@ -1,6 +1,8 @@
 /* runtime/kernels_dot.c: the dot_general call: batched f32 through our GEMM (B packed at compile time or not), or through the bf16 GEMM under a lower matmul precision, f64 through ours, other dtypes element by element, then the fused epilogue. */
 #include "runtime/kernels.h"
 
+#include <immintrin.h>
+
 
 /* ---------------------------------------------------------------- dot_general */
 
@@ -141,29 +143,64 @@ int primc_k_dot_bf16(const int64_t *q, void *const *bufs) {
   return j.st;
 }
 
-/* params as dot's, then the packed B's bytes; bufs: out (i32), a (i32 within [-256, 256], as codegen proved),
- * B packed per K chunk (kir_pack_int_chunks), an f32 scratch of M x N. Each chunk's sums are exact integers in
- * f32 (primc_bgemm_prepacked_int), added in int32, which wraps as the prims' integer sums do. */
+/* out[i] (+)= (int32) cf[i] for i < n, cf holding exact integers; the add wraps as int32 arithmetic does */
+typedef struct int_add_job {
+  int32_t *out;
+  const float *cf;
+  int64_t n;
+  int first;
+} int_add_job;
+
+__attribute__((target("avx512f"))) static void int_add_512(int32_t *out, const float *cf, int64_t n, int first) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i v = _mm512_cvttps_epi32(_mm512_loadu_ps(cf + i));
+    if (!first) v = _mm512_add_epi32(v, _mm512_loadu_si512(out + i));
+    _mm512_storeu_si512(out + i, v);
+  }
+  for (; i < n; i++) out[i] = first ? (int32_t)cf[i] : (int32_t)((uint32_t)out[i] + (uint32_t)(int32_t)cf[i]);
+}
+
+#define INT_ADD_BLOCK 4096 /* elements of one item of the split over the pool */
+
+static void int_add(void *ctx, int64_t b, int64_t e) {
+  const int_add_job *j = ctx;
+  int64_t i0 = b * INT_ADD_BLOCK, i1 = e * INT_ADD_BLOCK < j->n ? e * INT_ADD_BLOCK : j->n;
+  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) {
+    int_add_512(j->out + i0, j->cf + i0, i1 - i0, j->first);
+    return;
+  }
+  for (int64_t i = i0; i < i1; i++)
+    j->out[i] = j->first ? (int32_t)j->cf[i] : (int32_t)((uint32_t)j->out[i] + (uint32_t)(int32_t)j->cf[i]);
+}
+
+/* params as dot's, then the packed B's bytes and the K chunk; bufs: out (i32), a (i32 within [-256, 256], as
+ * codegen proved), B packed per K chunk (kir_pack_int_chunks), an f32 scratch of M x N. Each chunk's sums are
+ * exact integers in f32 (primc_bgemm_prepacked_int; codegen sized the chunk from the operands' ranges), added
+ * in int32, which wraps as the prims' integer sums do. */
 int primc_k_dot_int(const int64_t *q, void *const *bufs) {
-  int64_t M = q[2], N = q[3], K = q[4], lda;
+  int64_t M = q[2], N = q[3], K = q[4], chunk = q[12], lda;
   int ta;
   if (M * N == 0) return PRIMC_OK;
-  if (q[0] != PRIMC_I32 || q[1] != 1 || K < 1 || q[11] < 1 || !blas_layout(M, K, q[6], q[7], &ta, &lda))
+  if (q[0] != PRIMC_I32 || q[1] != 1 || K < 1 || q[11] < 1 || chunk < 1 || chunk > PRIMC_BGEMM_INT_K ||
+      !blas_layout(M, K, q[6], q[7], &ta, &lda))
     return PRIMC_ERR_RUNTIME;
   const char *pk = bufs[2];
   size_t avail = (size_t)q[11], off = 0;
   int32_t *out = bufs[0];
   float *cf = bufs[3];
-  for (int64_t k0 = 0; k0 < K; k0 += PRIMC_BGEMM_INT_K) {
-    int64_t kc = K - k0 < PRIMC_BGEMM_INT_K ? K - k0 : PRIMC_BGEMM_INT_K;
+  for (int64_t k0 = 0; k0 < K; k0 += chunk) {
+    int64_t kc = K - k0 < chunk ? K - k0 : chunk;
     size_t sz = (primc_bgemm_packed_b_size(N, kc, 1) + 63) / 64 * 64;
     /* B may come from a weights file: each chunk's header is checked before it is read */
     if (off > avail || primc_bgemm_packed_check(pk + off, avail - off, N, kc, 1) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
     const int32_t *a = (const int32_t *)bufs[1] + (ta ? k0 * lda : k0);
     int st = primc_bgemm_prepacked_int(ta, M, N, kc, a, lda, pk + off, cf, N);
     if (st != PRIMC_OK) return st;
-    for (int64_t i = 0; i < M * N; i++)
-      out[i] = k0 ? (int32_t)((uint32_t)out[i] + (uint32_t)(int32_t)cf[i]) : (int32_t)cf[i];
+    int_add_job aj = {out, cf, M * N, k0 == 0};
+    int64_t items = (M * N + INT_ADD_BLOCK - 1) / INT_ADD_BLOCK;
+    if (items > 1) primc_parallel_for(items, int_add, &aj);
+    else int_add(&aj, 0, items);
     off += sz;
   }
   return PRIMC_OK;

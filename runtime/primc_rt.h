@@ -344,10 +344,10 @@ int primc_bgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const fl
 int primc_bgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                 const float *B, int64_t ldb, int split, float *C, int64_t ldc);
 /* Exact small-integer products on the bf16 GEMM: A's int32 values and B's (packed by primc_bgemm_pack_b from
- * their f32 values, split 1) within [-256, 256] are exact in bf16, their products in f32, and sums of up to
- * PRIMC_BGEMM_INT_K of them stay within 2^24, so C holds the exact integer sums as floats. Callers cut K into
- * chunks of at most PRIMC_BGEMM_INT_K and add the chunks' C in int32 (primc_k_dot_int). */
-#define PRIMC_BGEMM_INT_K 256
+ * their f32 values, split 1) within [-256, 256] are exact in bf16 and their products in f32; a sum of K of them
+ * is exact while K * max|a| * max|b| <= 2^24, so C holds the exact integer sums as floats. Callers cut K into
+ * chunks that keep that bound, at most PRIMC_BGEMM_INT_K, and add the chunks' C in int32 (primc_k_dot_int). */
+#define PRIMC_BGEMM_INT_K 1024
 int primc_bgemm_prepacked_int(int trans_a, int64_t M, int64_t N, int64_t K, const int32_t *A, int64_t lda,
                               const void *packed_b, float *C, int64_t ldc);
 /* The bf16 micro-kernels are rows of runtime/gemm/bgemm_rows.def (AMX tiles, AVX512-BF16, portable C);

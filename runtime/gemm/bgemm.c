@@ -253,13 +253,19 @@ static void round_strips(void *ctx, int64_t b, int64_t e) {
     if (rows <= 0) continue;
     if (j->A_i32) { /* exact in f32, then in bf16 (|a| <= 256): widened here, then rounded as floats */
       float t[PRIMC_BGEMM_INT_K * 16];
-      for (int64_t k = 0; k < j->K; k++)
-        for (int64_t r = 0; r < rows; r++)
-          t[j->trans_a ? k * 16 + r : r * PRIMC_BGEMM_INT_K + k] =
-              (float)(j->trans_a ? j->A_i32[k * j->lda + m0 + r] : j->A_i32[(m0 + r) * j->lda + k]);
-      if (j->trans_a) primc_bg_round_strip_t(t, 16, (int)rows, j->K, j->Kp, strip, 0, hi2, lo);
-      else
-        for (int64_t r = 0; r < rows; r++) primc_bg_round_row(t + r * PRIMC_BGEMM_INT_K, j->K, j->Kp, strip, (int)r, 0, hi2, lo);
+      if (j->trans_a) {
+        for (int64_t k = 0; k < j->K; k++) {
+          const int32_t *src = j->A_i32 + k * j->lda + m0;
+          for (int64_t r = 0; r < rows; r++) t[k * 16 + r] = (float)src[r];
+        }
+        primc_bg_round_strip_t(t, 16, (int)rows, j->K, j->Kp, strip, 0, hi2, lo);
+        continue;
+      }
+      for (int64_t r = 0; r < rows; r++) {
+        const int32_t *src = j->A_i32 + (m0 + r) * j->lda;
+        for (int64_t k = 0; k < j->K; k++) t[k] = (float)src[k];
+        primc_bg_round_row(t, j->K, j->Kp, strip, (int)r, 0, hi2, lo);
+      }
       continue;
     }
     if (j->trans_a) {

@@ -233,6 +233,7 @@ PC_TEST(bgemm_int_is_exact) {
   primc_bgemm_force_row(-1);
   CHECK(ran >= 1);
   float c[1];
-  int32_t a[300] = {0};
-  CHECK_INT(primc_bgemm_prepacked_int(0, 1, 1, 300, a, 300, NULL, c, 1), PRIMC_ERR_ARG); /* past one chunk */
+  static int32_t a[PRIMC_BGEMM_INT_K + 1];
+  CHECK_INT(primc_bgemm_prepacked_int(0, 1, 1, PRIMC_BGEMM_INT_K + 1, a, PRIMC_BGEMM_INT_K + 1, NULL, c, 1),
+            PRIMC_ERR_ARG); /* past the longest chunk */
 }
