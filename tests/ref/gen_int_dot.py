@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # tests/ref/gen_int_dot.py: integer contractions on the exact bf16 path (issue 20): a MatMulInteger with a zero point
-# given at run time (numpy int64 reference, compared exactly) and a dynamically quantized linear layer,
-# DynamicQuantizeLinear + MatMulInteger + rescale (ONNX Runtime's output as the reference).
-# Writes OUT/mmi/ and OUT/dyn/: model.onnx, in*.npy, ref0.npy. Usage: gen_int_dot.py OUT
+# given at run time (numpy int64 reference, compared exactly), a dynamically quantized linear layer
+# (DynamicQuantizeLinear + MatMulInteger + rescale) and a QLinearMatMul (ONNX Runtime's outputs as their references).
+# Writes OUT/mmi/, OUT/dyn/, OUT/qlm/: model.onnx, in*.npy, ref0.npy. Usage: gen_int_dot.py OUT
 import os
 import sys
 
@@ -55,3 +55,17 @@ m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
 y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 save("dyn", nodes, [h.make_tensor_value_info("x", T.FLOAT, x.shape)], [h.make_tensor_value_info("y", T.FLOAT, None)],
      model_inits, [x], y)
+
+# QLinearMatMul (QOperator format): the i32 dot inside on the exact path, requantized to u8; ONNX Runtime's output
+qa = rng.integers(0, 256, (64, 300), dtype=np.uint8)
+qb = rng.integers(-128, 128, (300, 48), dtype=np.int8)
+q_inits = [nh.from_array(np.array(0.05, np.float32), "as"), nh.from_array(np.array(120, np.uint8), "az"),
+           nh.from_array(qb, "b"), nh.from_array(np.array(0.01, np.float32), "bs"),
+           nh.from_array(np.array(0, np.int8), "bz"), nh.from_array(np.array(2.0, np.float32), "ys"),
+           nh.from_array(np.array(128, np.uint8), "yz")]
+q_nodes = [h.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"], name="qlm")]
+q_in = [h.make_tensor_value_info("a", T.UINT8, qa.shape)]
+q_out = [h.make_tensor_value_info("y", T.UINT8, None)]
+qm = h.make_model(h.make_graph(q_nodes, "qlm", q_in, q_out, q_inits), opset_imports=[h.make_opsetid("", 17)])
+qy = ort.InferenceSession(qm.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": qa})[0]
+save("qlm", q_nodes, q_in, q_out, q_inits, [qa], qy)

@@ -2,7 +2,8 @@
 # tests/suites/precision.sh: f16 and bf16 models (issue 20) compiled and interpreted against float64 numpy
 # references (tests/ref/gen_lowp.py), and their contractions run by the f32 GEMM and conv rows, not elementwise;
 # --matmul-precision's three settings and --autocast bf16 against float64 (tests/ref/gen_matmul_precision.py);
-# integer dots on the exact bf16 path against numpy and ONNX Runtime (tests/ref/gen_int_dot.py);
+# integer dots (MatMulInteger, DynamicQuantizeLinear, QLinearMatMul) on the exact bf16 path against numpy and ONNX
+# Runtime (tests/ref/gen_int_dot.py);
 # f64 contractions and a 3-D f32 conv, run by primc's own GEMMs; and compiled code links no BLAS (issue 24).
 set -u
 B=${B:-build}
@@ -81,9 +82,9 @@ else bad "--autocast bf16 CNN" "$(tail -n 3 "$tmp/err")"; fi
 [ $? = 2 ] && grep -q "bad --autocast 'fp16'" "$tmp/out" && ok "--autocast fp16 is refused (no fp16 kernels yet)" ||
   bad "--autocast fp16" "$(cat "$tmp/out")"
 # integer contractions on the exact bf16 path (tests/ref/gen_int_dot.py): a MatMulInteger with its zero point given
-# at run time, equal to numpy's int64 sums; a dynamically quantized linear layer against ONNX Runtime
+# at run time, equal to numpy's int64 sums; a dynamically quantized linear layer and a QLinearMatMul, equal to ONNX Runtime
 python3 tests/ref/gen_int_dot.py "$tmp/id" >"$tmp/gen.log" 2>&1 || bad "gen_int_dot.py" "$(tail -n 3 "$tmp/gen.log")"
-for m in mmi dyn; do
+for m in mmi dyn qlm; do
   # shellcheck disable=SC2046
   if "$P" compile "$tmp/id/$m/model.onnx" -o "$tmp/id_$m" >"$tmp/err" 2>&1 &&
     "$tmp/id_$m" $(ls "$tmp/id/$m"/in*.npy) -o "$tmp/id_$m.out" >/dev/null 2>>"$tmp/err" &&
