@@ -162,9 +162,6 @@ pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune)
  * the weights blob drops constants no kernel reads any more. Under g->matmul_precision high or
  * medium, f32 dots become dot_bf16 calls instead, a constant B packed as bf16 panels. */
 pc_status kir_pack_weights(kir_program *p);
-/* a dot_int's B: its packed bytes, and the packing (codegen/weights.c) */
-int64_t kir_int_chunks_bytes(int64_t N, int64_t K, int64_t chunk);
-int kir_pack_int_chunks(const kir_packed *pk, const void *d, char *dst);
 /* host code only: max pools over a -inf padded copy become primc_k_maxpool calls that read the map
  * unpadded; the pad kernels are marked absorbed, the tree kernel turns into the call */
 void kir_pool_calls(kir_program *p);

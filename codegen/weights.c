@@ -17,32 +17,6 @@ static const kir_packed *packed_of(const kir_program *p, int i) {
   return NULL;
 }
 
-/* bytes of an i32 B [k][n] (or [n][k] when trans) packed per K chunk, each chunk 64-byte aligned */
-int64_t kir_int_chunks_bytes(int64_t N, int64_t K, int64_t chunk) {
-  int64_t total = 0;
-  for (int64_t k0 = 0; k0 < K; k0 += chunk) {
-    int64_t kc = K - k0 < chunk ? K - k0 : chunk;
-    total += ((int64_t)primc_bgemm_packed_b_size(N, kc, 1) + 63) / 64 * 64;
-  }
-  return total;
-}
-
-/* the i32 constant d as floats (exact: its values are within [-256, 256]), packed chunk by chunk */
-int kir_pack_int_chunks(const kir_packed *pk, const void *d, char *dst) {
-  int64_t N = pk->n, K = pk->k, ld = pk->trans ? K : N;
-  float *f = malloc(sizeof(float) * (size_t)(N * K));
-  if (!f) return PRIMC_ERR_RUNTIME;
-  for (int64_t i = 0; i < N * K; i++) f[i] = (float)((const int32_t *)d)[i];
-  int st = PRIMC_OK;
-  for (int64_t k0 = 0; k0 < K && st == PRIMC_OK; k0 += pk->int_chunks) {
-    int64_t kc = K - k0 < pk->int_chunks ? K - k0 : pk->int_chunks;
-    st = primc_bgemm_pack_b(pk->trans, N, kc, pk->trans ? f + k0 : f + k0 * ld, ld, 1, dst);
-    dst += (primc_bgemm_packed_b_size(N, kc, 1) + 63) / 64 * 64;
-  }
-  free(f);
-  return st;
-}
-
 /* buffer i's bytes (b->nbytes) packed from its constant d into dst; PRIMC_OK or a runtime status */
 static int pack_into(const kir_buf *b, const kir_packed *pk, const void *d, char *dst) {
   if (pk->groups) { /* a conv's weights, as its plan's layout wants (runtime/conv/rows.c) */
@@ -52,7 +26,7 @@ static int pack_into(const kir_buf *b, const kir_packed *pk, const void *d, char
     primc_conv_plan plan = {(int32_t)(q[CONV_EPI_WORDS - 1] - 1), (int32_t)q[CONV_EPI_WORDS - 4], pk->a_mr};
     return primc_conv_plan_pack(&cv, &plan, d, dst);
   }
-  if (pk->int_chunks) return kir_pack_int_chunks(pk, d, dst);
+  if (pk->int_chunks) return primc_bgemm_pack_b_int(pk->trans, pk->n, pk->k, d, pk->int_chunks, dst);
   if (pk->bf16_split) return primc_bgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, pk->bf16_split, dst);
   return primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);
 }

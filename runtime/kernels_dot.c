@@ -3,7 +3,6 @@
 
 #include <immintrin.h>
 
-
 /* ---------------------------------------------------------------- dot_general */
 
 /* a strided [R, C] matrix as a BLAS operand; 0 when neither stride is 1 */
@@ -151,6 +150,10 @@ typedef struct int_add_job {
   int first;
 } int_add_job;
 
+static void int_add_scalar(int32_t *out, const float *cf, int64_t n, int first) {
+  for (int64_t i = 0; i < n; i++) out[i] = first ? (int32_t)cf[i] : (int32_t)((uint32_t)out[i] + (uint32_t)(int32_t)cf[i]);
+}
+
 __attribute__((target("avx512f"))) static void int_add_512(int32_t *out, const float *cf, int64_t n, int first) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -158,7 +161,7 @@ __attribute__((target("avx512f"))) static void int_add_512(int32_t *out, const f
     if (!first) v = _mm512_add_epi32(v, _mm512_loadu_si512(out + i));
     _mm512_storeu_si512(out + i, v);
   }
-  for (; i < n; i++) out[i] = first ? (int32_t)cf[i] : (int32_t)((uint32_t)out[i] + (uint32_t)(int32_t)cf[i]);
+  int_add_scalar(out + i, cf + i, n - i, first);
 }
 
 #define INT_ADD_BLOCK 4096 /* elements of one item of the split over the pool */
@@ -166,16 +169,12 @@ __attribute__((target("avx512f"))) static void int_add_512(int32_t *out, const f
 static void int_add(void *ctx, int64_t b, int64_t e) {
   const int_add_job *j = ctx;
   int64_t i0 = b * INT_ADD_BLOCK, i1 = e * INT_ADD_BLOCK < j->n ? e * INT_ADD_BLOCK : j->n;
-  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) {
-    int_add_512(j->out + i0, j->cf + i0, i1 - i0, j->first);
-    return;
-  }
-  for (int64_t i = i0; i < i1; i++)
-    j->out[i] = j->first ? (int32_t)j->cf[i] : (int32_t)((uint32_t)j->out[i] + (uint32_t)(int32_t)j->cf[i]);
+  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) int_add_512(j->out + i0, j->cf + i0, i1 - i0, j->first);
+  else int_add_scalar(j->out + i0, j->cf + i0, i1 - i0, j->first);
 }
 
 /* params as dot's, then the packed B's bytes and the K chunk; bufs: out (i32), a (i32 within [-256, 256], as
- * codegen proved), B packed per K chunk (kir_pack_int_chunks), an f32 scratch of M x N. Each chunk's sums are
+ * codegen proved), B packed per K chunk (primc_bgemm_pack_b_int), an f32 scratch of M x N. Each chunk's sums are
  * exact integers in f32 (primc_bgemm_prepacked_int; codegen sized the chunk from the operands' ranges), added
  * in int32, which wraps as the prims' integer sums do. */
 int primc_k_dot_int(const int64_t *q, void *const *bufs) {
@@ -191,7 +190,7 @@ int primc_k_dot_int(const int64_t *q, void *const *bufs) {
   float *cf = bufs[3];
   for (int64_t k0 = 0; k0 < K; k0 += chunk) {
     int64_t kc = K - k0 < chunk ? K - k0 : chunk;
-    size_t sz = (primc_bgemm_packed_b_size(N, kc, 1) + 63) / 64 * 64;
+    size_t sz = primc_bgemm_packed_b_size(N, kc, 1); /* primc_bgemm_pack_b_int's chunk */
     /* B may come from a weights file: each chunk's header is checked before it is read */
     if (off > avail || primc_bgemm_packed_check(pk + off, avail - off, N, kc, 1) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
     const int32_t *a = (const int32_t *)bufs[1] + (ta ? k0 * lda : k0);

@@ -350,6 +350,10 @@ int primc_bgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const
 #define PRIMC_BGEMM_INT_K 1024
 int primc_bgemm_prepacked_int(int trans_a, int64_t M, int64_t N, int64_t K, const int32_t *A, int64_t lda,
                               const void *packed_b, float *C, int64_t ldc);
+/* an int32 B [K][N] ([N][K] when trans_b) of such values packed chunk after chunk of chunk rows, each chunk
+ * primc_bgemm_packed_b_size(N, rows, 1) bytes (a multiple of 64); the total is 0 for a bad shape or chunk */
+size_t primc_bgemm_int_b_size(int64_t N, int64_t K, int64_t chunk);
+int primc_bgemm_pack_b_int(int trans_b, int64_t N, int64_t K, const int32_t *B, int64_t chunk, void *packed);
 /* The bf16 micro-kernels are rows of runtime/gemm/bgemm_rows.def (AMX tiles, AVX512-BF16, portable C);
  * the first one the CPU runs is picked once. force_row (tests, benchmarks): -1 when the CPU lacks it, a
  * negative row goes back to the pick. */
@@ -361,7 +365,6 @@ typedef enum primc_bgemm_row {
 } primc_bgemm_row;
 int primc_bgemm_row_active(void);
 int primc_bgemm_force_row(int row);
-int primc_bgemm_row_runs(int row);
 const char *primc_bgemm_row_name(int row); /* NULL past the table */
 
 /* Called once per finished tile of C, while it is hot: rows [m0, m0+mb), columns [n0, n0+nb); C

@@ -164,9 +164,14 @@ static int direct_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const floa
  * runs transposed: C^T[P][Og] = X_col^T[P][K] W^T[K][Og], pixels as the broadcast rows and output
  * channels in the lanes, W^T packed once as B panels. The epilogue turns each finished tile back.
  */
+typedef struct lanes_epi {
+  epi_ctx e; /* y and res in y's layout */
+  int64_t P;
+} lanes_epi;
+
 /* the tile of C^T (pixels [m0, m0+mb) x channels [n0, n0+nb)) into y[channel][pixel] */
-void primc_cv_lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
-  const cv_lanes_epi *d = ctx;
+static void lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
+  const lanes_epi *d = ctx;
   const epi_ctx *e = &d->e;
   if (cv_use_avx512()) {
     epi_ctx en = cv_epi_at(e, n0, d->P);
@@ -211,13 +216,13 @@ static int lanes_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float
     primc_cv_im2col_par(p, x, p->c / p->groups, oh, ow, col);
     a = col;
   }
-  cv_lanes_epi le = {*c, P};
+  lanes_epi le = {*c, P};
   primc_gemm g = {.M = P, .N = og, .K = kk, .a = a, .lda = P, .trans_a = 1, .b_packed = w, .c = col + kk * P,
-                  .ldc = og, .epi = primc_cv_lanes_rows, .epi_ctx = &le};
+                  .ldc = og, .epi = lanes_rows, .epi_ctx = &le};
   return primc_sgemm_run(&g);
 }
 
-int64_t primc_cv_lanes_floats(const primc_conv2d *p, int64_t oh, int64_t ow) {
+static int64_t lanes_floats(const primc_conv2d *p, int64_t oh, int64_t ow) {
   int64_t og = p->o / p->groups, kk = (p->c / p->groups) * p->kh * p->kw, P = oh * ow;
   return kk * P + P * og;
 }
@@ -276,7 +281,7 @@ static int gemm_groups(const cv_call *k, int path) {
 
 /* the GEMM rows read plain weights or A strips; not depthwise convs, which have their own rows */
 static int gemm_weights(const primc_conv2d *p) {
-  return !cv_is_depthwise(p) && !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
+  return !cv_is_depthwise(p) && !p->w_packed_panels && !p->w_winograd && !p->w_lanes;
 }
 
 int64_t primc_cv_no_scratch(const primc_conv2d *p) { return 0; }
@@ -292,7 +297,7 @@ int primc_cv_direct_fits(const primc_conv2d *p, const primc_conv2d *next) {
 }
 
 int primc_cv_gemm_t_fits(const primc_conv2d *p, const primc_conv2d *next) {
-  return !cv_is_depthwise(p) && p->w_packed_panels && !p->w_packed_mr && !p->w_winograd && !p->w_lanes && !p->w_bf16;
+  return !cv_is_depthwise(p) && p->w_packed_panels && !p->w_packed_mr && !p->w_winograd && !p->w_lanes;
 }
 
 int64_t primc_cv_im2col_scratch(const primc_conv2d *p) {
@@ -310,7 +315,7 @@ int64_t primc_cv_direct_scratch(const primc_conv2d *p) {
 int64_t primc_cv_gemm_t_scratch(const primc_conv2d *p) {
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
-  return primc_cv_lanes_floats(p, oh, ow);
+  return lanes_floats(p, oh, ow);
 }
 
 int primc_cv_gemm_1x1_run(const cv_call *c) { return gemm_groups(c, GP_1X1); }

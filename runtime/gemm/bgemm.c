@@ -110,7 +110,6 @@ int primc_bgemm_force_row(int row) {
 }
 
 const char *primc_bgemm_row_name(int row) { return row >= 0 && row < PRIMC_BGEMM_ROW_COUNT ? rows[row].name : NULL; }
-int primc_bgemm_row_runs(int row) { return row >= 0 && row < PRIMC_BGEMM_ROW_COUNT && row_runs(row); }
 
 /* ---------------------------------------------------------------- the portable row (no x86 vectors) */
 
@@ -133,12 +132,17 @@ void primc_bg_kern_generic(const bkargs *g) {
 
 /* ---------------------------------------------------------------- sizes, packing B */
 
-static int64_t cdiv64(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t kpad(int64_t K) { return cdiv64(K, BG_KSTEP) * BG_KSTEP; }
+static int64_t kpad(int64_t K) { return cdiv(K, BG_KSTEP) * BG_KSTEP; }
+
+/* whether h is the header of an n x k operand packed here with that magic and split (0: 1 or 3) */
+static int hdr_ok(const bg_hdr *h, uint32_t magic, int64_t n, int64_t k, int split) {
+  return h && h->magic == magic && h->n == n && h->k == k && (split ? h->split == split : h->split == 1 || h->split == 3) &&
+         h->kt == h->split * kpad(k);
+}
 
 size_t primc_bgemm_packed_b_size(int64_t N, int64_t K, int split) {
   if (N < 1 || K < 1 || (split != 1 && split != 3)) return 0;
-  return sizeof(bg_hdr) + (size_t)cdiv64(N, 2 * BG_PANEL) * (size_t)(split * kpad(K)) * 2 * BG_PANEL * 2;
+  return sizeof(bg_hdr) + (size_t)cdiv(N, 2 * BG_PANEL) * (size_t)(split * kpad(K)) * 2 * BG_PANEL * 2;
 }
 
 /* v rounded into B's packed place for k (within segment s's copy) and columns n0 .. n0 + n of one pair */
@@ -180,11 +184,7 @@ int primc_bgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_
 
 int primc_bgemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K, int split) {
   size_t size = primc_bgemm_packed_b_size(N, K, split);
-  if (!packed || !size || avail < size) return PRIMC_ERR_WEIGHTS;
-  const bg_hdr *h = packed;
-  if (h->magic != BG_MAGIC || h->split != split || h->n != N || h->k != K || h->kt != split * kpad(K))
-    return PRIMC_ERR_WEIGHTS;
-  return PRIMC_OK;
+  return packed && size && avail >= size && hdr_ok(packed, BG_MAGIC, N, K, split) ? PRIMC_OK : PRIMC_ERR_WEIGHTS;
 }
 
 /* ---------------------------------------------------------------- per-thread buffers */
@@ -241,8 +241,8 @@ typedef struct job {
   const bg_row *row;
 } job;
 
-/* strips [b, e) of 16 rows of A rounded into tiles: by K chunks of 256 along a row, or, with A transposed
- * (A^T's rows are the strip's columns), by the strip's 16 contiguous values at each k */
+/* strips [b, e) of 16 rows of A rounded into tiles: row by row, or, with A transposed (A^T's rows are the
+ * strip's columns), by 16 x 16 blocks; int32 A (small integers) widened to floats first */
 static void round_strips(void *ctx, int64_t b, int64_t e) {
   const job *j = ctx;
   int hi2 = j->split == 3 ? 1 : -1, lo = j->split == 3 ? 2 : -1;
@@ -319,10 +319,10 @@ static int run(job *j) {
   j->row = &rows[primc_bgemm_row_active()];
   j->Kp = kpad(j->K);
   j->Kt = j->split * j->Kp;
-  j->Mp = cdiv64(j->M, 32) * 32;
-  j->P = cdiv64(j->N, BG_PANEL);
-  j->nm = cdiv64(j->M, BG_MB);
-  j->np = cdiv64(j->P, BG_PB);
+  j->Mp = cdiv(j->M, 32) * 32;
+  j->P = cdiv(j->N, BG_PANEL);
+  j->nm = cdiv(j->M, BG_MB);
+  j->np = cdiv(j->P, BG_PB);
   if (!j->a_packed && !(j->a = thread_scratch(0, (size_t)(j->Mp * j->Kt) * sizeof *j->a))) return PRIMC_ERR_RUNTIME;
   int serial = (double)j->M * (double)j->N * (double)j->Kt < BG_SERIAL;
   if (serial) {
@@ -344,9 +344,7 @@ int primc_bgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const fl
     return PRIMC_OK;
   }
   const bg_hdr *h = packed_b;
-  if (!A || !h || h->magic != BG_MAGIC || h->n != N || h->k != K || (h->split != 1 && h->split != 3) ||
-      h->kt != h->split * kpad(K) || lda < (trans_a ? M : K))
-    return PRIMC_ERR_ARG;
+  if (!A || !hdr_ok(h, BG_MAGIC, N, K, 0) || lda < (trans_a ? M : K)) return PRIMC_ERR_ARG;
   job j = {.trans_a = trans_a, .split = h->split, .M = M, .N = N, .K = K, .lda = lda, .A = A,
            .pan = (const uint16_t *)(h + 1), .C = C, .ldc = ldc};
   return run(&j);
@@ -358,7 +356,7 @@ int primc_bgemm_prepacked_int(int trans_a, int64_t M, int64_t N, int64_t K, cons
     return PRIMC_ERR_ARG;
   if (M == 0 || N == 0) return PRIMC_OK;
   const bg_hdr *h = packed_b;
-  if (!h || h->magic != BG_MAGIC || h->n != N || h->k != K || h->split != 1 || h->kt != kpad(K)) return PRIMC_ERR_ARG;
+  if (!hdr_ok(h, BG_MAGIC, N, K, 1)) return PRIMC_ERR_ARG;
   job j = {.trans_a = trans_a, .split = 1, .M = M, .N = N, .K = K, .lda = lda, .A_i32 = A,
            .pan = (const uint16_t *)(h + 1), .C = C, .ldc = ldc};
   return run(&j);
@@ -379,7 +377,7 @@ int primc_bgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const
 
 size_t primc_bgemm_packed_a_size(int64_t M, int64_t K) {
   if (M < 1 || K < 1) return 0;
-  return sizeof(bg_hdr) + (size_t)(cdiv64(M, 32) * 32) * (size_t)kpad(K) * 2;
+  return sizeof(bg_hdr) + (size_t)(cdiv(M, 32) * 32) * (size_t)kpad(K) * 2;
 }
 
 int primc_bgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, void *packed) {
@@ -389,17 +387,13 @@ int primc_bgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, void *
   memset(h, 0, sizeof *h);
   *h = (bg_hdr){.magic = BG_MAGIC_A, .split = 1, .n = M, .k = K, .kt = kpad(K)};
   job j = {.split = 1, .M = M, .K = K, .lda = lda, .A = A, .Kp = kpad(K), .Kt = kpad(K), .a = (uint16_t *)(h + 1)};
-  round_strips(&j, 0, cdiv64(M, 32) * 2);
+  round_strips(&j, 0, cdiv(M, 32) * 2);
   return PRIMC_OK;
 }
 
 int primc_bgemm_packed_a_check(const void *packed, size_t avail, int64_t M, int64_t K) {
   size_t size = primc_bgemm_packed_a_size(M, K);
-  const bg_hdr *h = packed;
-  if (!packed || !size || avail < size || h->magic != BG_MAGIC_A || h->split != 1 || h->n != M || h->k != K ||
-      h->kt != kpad(K))
-    return PRIMC_ERR_WEIGHTS;
-  return PRIMC_OK;
+  return packed && size && avail >= size && hdr_ok(packed, BG_MAGIC_A, M, K, 1) ? PRIMC_OK : PRIMC_ERR_WEIGHTS;
 }
 
 typedef struct rows_job {
@@ -445,15 +439,44 @@ int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t
   if (M < 1 || N < 0 || K < 1 || !C || ldc < N || (!row && (!B || ldb < N))) return PRIMC_ERR_ARG;
   if (N == 0) return PRIMC_OK;
   const bg_hdr *h = packed_a;
-  if (!h || h->magic != BG_MAGIC_A || h->n != M || h->k != K || h->kt != kpad(K)) return PRIMC_ERR_ARG;
-  int64_t Kt = kpad(K), pairs = cdiv64(N, 2 * BG_PANEL);
-  uint16_t *pan = thread_scratch(1, sizeof(bg_hdr) + (size_t)(pairs * Kt * 2 * BG_PANEL) * sizeof *pan);
+  if (!hdr_ok(h, BG_MAGIC_A, M, K, 1)) return PRIMC_ERR_ARG;
+  int64_t Kt = kpad(K), pairs = cdiv(N, 2 * BG_PANEL);
+  uint16_t *pan = thread_scratch(1, (size_t)(pairs * Kt * 2 * BG_PANEL) * sizeof *pan); /* panels only: no header */
   if (!pan) return PRIMC_ERR_RUNTIME;
-  pan += sizeof(bg_hdr) / sizeof *pan;
   rows_job rj = {N, K, Kt, ldb, B, row, row_ctx, pan};
-  int64_t items = cdiv64(N, ROWS_PAIRS * 2 * BG_PANEL);
+  int64_t items = cdiv(N, ROWS_PAIRS * 2 * BG_PANEL);
   if ((double)N * (double)Kt >= (1 << 16)) primc_parallel_for(items, pack_rows, &rj);
   else pack_rows(&rj, 0, items);
   job j = {.split = 1, .a_packed = 1, .M = M, .N = N, .K = K, .a = (uint16_t *)(h + 1), .pan = pan, .C = C, .ldc = ldc};
   return run(&j);
+}
+
+/* ---------------------------------------------------------------- small-integer B in K chunks */
+
+/* one chunk of kc rows is primc_bgemm_packed_b_size(N, kc, 1) bytes, a multiple of 64: the next one stays aligned */
+static size_t int_chunk_bytes(int64_t N, int64_t kc) { return primc_bgemm_packed_b_size(N, kc, 1); }
+_Static_assert(sizeof(bg_hdr) % 64 == 0 && 2 * BG_PANEL * BG_KSTEP * 2 % 64 == 0, "packed B sizes are multiples of 64");
+
+size_t primc_bgemm_int_b_size(int64_t N, int64_t K, int64_t chunk) {
+  if (N < 1 || K < 1 || chunk < 1 || chunk > PRIMC_BGEMM_INT_K) return 0;
+  size_t total = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += chunk) total += int_chunk_bytes(N, K - k0 < chunk ? K - k0 : chunk);
+  return total;
+}
+
+int primc_bgemm_pack_b_int(int trans_b, int64_t N, int64_t K, const int32_t *B, int64_t chunk, void *packed) {
+  if (!primc_bgemm_int_b_size(N, K, chunk) || !B || !packed) return PRIMC_ERR_ARG;
+  int64_t ld = trans_b ? K : N;
+  float *f = malloc(sizeof(float) * (size_t)(N * K));
+  if (!f) return PRIMC_ERR_RUNTIME;
+  for (int64_t i = 0; i < N * K; i++) f[i] = (float)B[i]; /* exact: the caller's values are small */
+  int st = PRIMC_OK;
+  char *dst = packed;
+  for (int64_t k0 = 0; k0 < K && st == PRIMC_OK; k0 += chunk) {
+    int64_t kc = K - k0 < chunk ? K - k0 : chunk;
+    st = primc_bgemm_pack_b(trans_b, N, kc, trans_b ? f + k0 : f + k0 * ld, ld, 1, dst);
+    dst += int_chunk_bytes(N, kc);
+  }
+  free(f);
+  return st;
 }

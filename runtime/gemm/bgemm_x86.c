@@ -63,32 +63,50 @@ static inline X512 __m256i round16(__m512 v) {
   return _mm512_cvtepi32_epi16(r);
 }
 
+/* the bf16 of x - hi (hi: x's bf16, widened back): the lo part of a split */
+static inline X512 __m256i lo16(__m512 x, __m256i hi) {
+  return round16(_mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16))));
+}
+
+/* 16 values rounded into a tiled strip at element at of segment hi_seg (and hi_seg2), their lo parts at lo_seg
+ * (a segment is skipped when < 0; segment s starts Kp * 16 elements after the last) */
+static inline X512 void store16(uint16_t *strip, int64_t Kp, int64_t at, __m512 v, int hi_seg, int hi_seg2,
+                                int lo_seg) {
+  __m256i h = round16(v);
+  _mm256_storeu_si256((__m256i *)(strip + hi_seg * Kp * 16 + at), h);
+  if (hi_seg2 >= 0) _mm256_storeu_si256((__m256i *)(strip + hi_seg2 * Kp * 16 + at), h);
+  if (lo_seg >= 0) _mm256_storeu_si256((__m256i *)(strip + lo_seg * Kp * 16 + at), lo16(v, h));
+}
+
+/* store16's one-value form, for CPUs without AVX-512: x at row r, column k of the strip's segments */
+static void put1(uint16_t *strip, int64_t Kp, int r, int64_t k, float x, int hi_seg, int hi_seg2, int lo_seg) {
+  uint16_t h = primc_f32_to_bf16(x);
+  strip[bg_a_at(0, r, hi_seg * Kp + k)] = h;
+  if (hi_seg2 >= 0) strip[bg_a_at(0, r, hi_seg2 * Kp + k)] = h;
+  if (lo_seg >= 0) strip[bg_a_at(0, r, lo_seg * Kp + k)] = primc_f32_to_bf16(x - primc_bf16_to_f32(h));
+}
+
+static void round_scalar(const float *x, int64_t n, uint16_t *hi, uint16_t *lo) {
+  for (int64_t i = 0; i < n; i++) {
+    hi[i] = primc_f32_to_bf16(x[i]);
+    if (lo) lo[i] = primc_f32_to_bf16(x[i] - primc_bf16_to_f32(hi[i]));
+  }
+}
+
 static X512 void round_avx512(const float *x, int64_t n, uint16_t *hi, uint16_t *lo) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m512 v = _mm512_loadu_ps(x + i);
     __m256i h = round16(v);
     _mm256_storeu_si256((__m256i *)(hi + i), h);
-    if (lo) {
-      __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-      _mm256_storeu_si256((__m256i *)(lo + i), round16(_mm512_sub_ps(v, hv)));
-    }
+    if (lo) _mm256_storeu_si256((__m256i *)(lo + i), lo16(v, h));
   }
-  for (; i < n; i++) {
-    hi[i] = primc_f32_to_bf16(x[i]);
-    if (lo) lo[i] = primc_f32_to_bf16(x[i] - primc_bf16_to_f32(hi[i]));
-  }
+  round_scalar(x + i, n - i, hi + i, lo ? lo + i : NULL);
 }
 
 void primc_bg_round(const float *x, int64_t n, uint16_t *hi, uint16_t *lo) {
-  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) {
-    round_avx512(x, n, hi, lo);
-    return;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    hi[i] = primc_f32_to_bf16(x[i]);
-    if (lo) lo[i] = primc_f32_to_bf16(x[i] - primc_bf16_to_f32(hi[i]));
-  }
+  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) round_avx512(x, n, hi, lo);
+  else round_scalar(x, n, hi, lo);
 }
 
 static X512 void round_row_avx512(const float *x, int64_t K, int64_t Kp, uint16_t *strip, int r, int hi_seg,
@@ -96,15 +114,7 @@ static X512 void round_row_avx512(const float *x, int64_t K, int64_t Kp, uint16_
   for (int64_t k = 0; k < Kp; k += 16) {
     int64_t c = K - k;
     __mmask16 m = (__mmask16)(c >= 16 ? 0xffff : c <= 0 ? 0 : (1u << c) - 1);
-    __m512 v = _mm512_maskz_loadu_ps(m, x + k);
-    __m256i h = round16(v);
-    int64_t at = bg_a_at(0, r, k);
-    _mm256_storeu_si256((__m256i *)(strip + hi_seg * Kp * 16 + at), h);
-    if (hi_seg2 >= 0) _mm256_storeu_si256((__m256i *)(strip + hi_seg2 * Kp * 16 + at), h);
-    if (lo_seg >= 0) {
-      __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-      _mm256_storeu_si256((__m256i *)(strip + lo_seg * Kp * 16 + at), round16(_mm512_sub_ps(v, hv)));
-    }
+    store16(strip, Kp, bg_a_at(0, r, k), _mm512_maskz_loadu_ps(m, x + k), hi_seg, hi_seg2, lo_seg);
   }
 }
 
@@ -115,11 +125,7 @@ void primc_bg_round_row(const float *x, int64_t K, int64_t Kp, uint16_t *strip, 
     return;
   }
   for (int64_t k = 0; k < Kp; k++) {
-    float v = k < K ? x[k] : 0.0f;
-    uint16_t h = primc_f32_to_bf16(v), l = primc_f32_to_bf16(v - primc_bf16_to_f32(h));
-    strip[bg_a_at(0, r, hi_seg * Kp + k)] = h;
-    if (hi_seg2 >= 0) strip[bg_a_at(0, r, hi_seg2 * Kp + k)] = h;
-    if (lo_seg >= 0) strip[bg_a_at(0, r, lo_seg * Kp + k)] = l;
+    put1(strip, Kp, r, k, k < K ? x[k] : 0.0f, hi_seg, hi_seg2, lo_seg);
   }
 }
 
@@ -154,17 +160,7 @@ static X512 void strip_t_avx512(const float *a, int64_t lda, int rows, int64_t K
     for (; k0 + 16 <= K; k0 += 16) {
       float t[16][16] __attribute__((aligned(64)));
       primc_gm_trans16_avx512(a + k0 * lda, lda, &t[0][0], 16);
-      for (int r = 0; r < 16; r++) {
-        __m512 v = _mm512_load_ps(t[r]);
-        __m256i h = round16(v);
-        int64_t at = bg_a_at(0, r, k0);
-        _mm256_storeu_si256((__m256i *)(strip + hi_seg * Kp * 16 + at), h);
-        if (hi_seg2 >= 0) _mm256_storeu_si256((__m256i *)(strip + hi_seg2 * Kp * 16 + at), h);
-        if (lo_seg >= 0) {
-          __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-          _mm256_storeu_si256((__m256i *)(strip + lo_seg * Kp * 16 + at), round16(_mm512_sub_ps(v, hv)));
-        }
-      }
+      for (int r = 0; r < 16; r++) store16(strip, Kp, bg_a_at(0, r, k0), _mm512_load_ps(t[r]), hi_seg, hi_seg2, lo_seg);
     }
   for (int kn; k0 < K; k0 += kn) {
     kn = K - k0 < BG_KSTEP - k0 % BG_KSTEP ? (int)(K - k0) : BG_KSTEP - (int)(k0 % BG_KSTEP);
@@ -172,10 +168,7 @@ static X512 void strip_t_avx512(const float *a, int64_t lda, int rows, int64_t K
       __m512 v = _mm512_maskz_loadu_ps(m, a + (k0 + k) * lda);
       __m256i h = round16(v);
       _mm256_storeu_si256((__m256i *)th[k], h);
-      if (lo_seg >= 0) {
-        __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-        _mm256_storeu_si256((__m256i *)tl[k], round16(_mm512_sub_ps(v, hv)));
-      }
+      if (lo_seg >= 0) _mm256_storeu_si256((__m256i *)tl[k], lo16(v, h));
     }
     /* [k][row] to the tile's [row][k] */
     for (int s = 0; s < 3; s++) {
@@ -196,13 +189,7 @@ void primc_bg_round_strip_t(const float *a, int64_t lda, int rows, int64_t K, in
     return;
   }
   for (int64_t k = 0; k < K; k++)
-    for (int r = 0; r < rows; r++) {
-      float x = a[k * lda + r];
-      uint16_t h = primc_f32_to_bf16(x), l = primc_f32_to_bf16(x - primc_bf16_to_f32(h));
-      strip[bg_a_at(0, r, hi_seg * Kp + k)] = h;
-      if (hi_seg2 >= 0) strip[bg_a_at(0, r, hi_seg2 * Kp + k)] = h;
-      if (lo_seg >= 0) strip[bg_a_at(0, r, lo_seg * Kp + k)] = l;
-    }
+    for (int r = 0; r < rows; r++) put1(strip, Kp, r, k, a[k * lda + r], hi_seg, hi_seg2, lo_seg);
 }
 
 /* ---------------------------------------------------------------- C tiles at the edges */

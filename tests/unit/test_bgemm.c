@@ -237,3 +237,22 @@ PC_TEST(bgemm_int_is_exact) {
   CHECK_INT(primc_bgemm_prepacked_int(0, 1, 1, PRIMC_BGEMM_INT_K + 1, a, PRIMC_BGEMM_INT_K + 1, NULL, c, 1),
             PRIMC_ERR_ARG); /* past the longest chunk */
 }
+
+/* the rounding and packing paths below AVX-512 (scalar, as a CPU without it takes them), both splits, both layouts */
+PC_TEST(bgemm_rounding_without_avx512) {
+  static const int64_t sh[][3] = {{33, 17, 31}, {20, 40, 300}};
+  int ran = 0;
+  for (int isa = PRIMC_ISA_SCALAR; isa < PRIMC_ISA_AVX512; isa++) {
+    if (primc_sgemm_force_isa(isa) != 0) continue;
+    ran++;
+    for (size_t s = 0; s < sizeof sh / sizeof *sh; s++)
+      for (int t = 0; t < 4; t++)
+        for (int split = 1; split <= 3; split += 2) {
+          err e = check_one(sh[s][0], sh[s][1], sh[s][2], t & 1, t >> 1, split, t % 2);
+          CHECK_MSG(!e.failed && e.worst <= (split == 1 ? 1e-5 : 4e-5), "isa %d shape %zu ta=%d tb=%d split %d: %g", isa,
+                    s, t & 1, t >> 1, split, e.worst);
+        }
+  }
+  primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+  CHECK(ran >= 1);
+}
