@@ -362,30 +362,50 @@ static int gemm_layout(int64_t R, int64_t C, int64_t sr, int64_t sc, int *trans,
   return 0;
 }
 
-/* the dot's constant B as a new packed constant buffer: f32 GEMM panels, or bf16 ones for split (> 0); -1
- * when it does not qualify */
-static int packed_operand(kir_program *p, const kir_kernel *k, int split) {
+/* a new constant buffer of bytes for v, packed as pk says (pk.buf set here); its id, or -1 */
+static int add_packed(kir_program *p, kir_packed pk, int64_t bytes, const pc_value *v) {
+  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
+  kir_buf nb = {KP_CONST, -1, 0, bytes, PC_f32, v};
+  int id = np ? kir_buf_add(p, nb) : -1;
+  if (id < 0) return -1;
+  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
+  pk.buf = id;
+  np[p->n_packed++] = pk;
+  p->packed = np;
+  return id;
+}
+
+/* the dot's constant B as a new packed constant buffer: f32 GEMM panels; bf16 ones for split (> 0); or, with
+ * chunk (> 0), an i32 B's values as bf16 panels per K chunk; -1 when it does not qualify */
+static int packed_operand(kir_program *p, const kir_kernel *k, int split, int chunk) {
   const int64_t *q = k->params;
   int64_t M = q[2], N = q[3], K = q[4], lda, ldb;
   int ta, tb;
   const kir_buf *b = &p->bufs[k->args[2]];
-  if (q[0] != PC_f32 || q[1] != 1 || M < 1 || N < 1 || K < 1 || b->place != KP_CONST || !b->v ||
+  if (q[0] != (chunk ? PC_i32 : PC_f32) || q[1] != 1 || M < 1 || N < 1 || K < 1 || b->place != KP_CONST || !b->v ||
       !pc_const_data(b->v) || !gemm_layout(M, K, q[6], q[7], &ta, &lda) || !gemm_layout(K, N, q[9], q[10], &tb, &ldb))
     return -1;
   if (tb ? ldb != K : ldb != N) return -1; /* the constant is exactly B (no slice of a bigger one) */
   for (int i = 0; i < p->n_packed; i++) /* one packed copy per weight */
     if (p->bufs[p->packed[i].buf].v == b->v && !p->packed[i].groups && p->packed[i].trans == tb &&
-        p->packed[i].bf16_split == split)
+        p->packed[i].bf16_split == split && p->packed[i].int_chunks == chunk)
       return p->packed[i].buf;
-  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
-  size_t bytes = split ? primc_bgemm_packed_b_size(N, K, split) : primc_sgemm_packed_b_size(N, K);
-  kir_buf nb = {KP_CONST, -1, 0, (int64_t)bytes, PC_f32, b->v};
-  int id = np ? kir_buf_add(p, nb) : -1;
-  if (id < 0) return -1;
-  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0, 0, NULL, split, 0};
-  p->packed = np;
-  return id;
+  size_t bytes = chunk   ? primc_bgemm_int_b_size(N, K, chunk)
+                 : split ? primc_bgemm_packed_b_size(N, K, split)
+                         : primc_sgemm_packed_b_size(N, K);
+  return add_packed(p, (kir_packed){-1, tb, N, K, 0, 0, 0, NULL, split, chunk}, (int64_t)bytes, b->v);
+}
+
+/* k becomes call c: its dot params, then the n words of extra (the packed B's bytes first) */
+static pc_status dot_call(kir_program *p, kir_kernel *k, kir_call c, const int64_t *extra, int n) {
+  int64_t *q = pc_alloc(p->g, sizeof(int64_t) * (size_t)(11 + n));
+  if (!q) return p->g->status ? p->g->status : PC_ERR_NOMEM;
+  memcpy(q, k->params, sizeof(int64_t) * 11);
+  memcpy(q + 11, extra, sizeof(int64_t) * (size_t)n);
+  k->params = q;
+  k->n_params = 11 + n;
+  k->call = c;
+  return PC_OK;
 }
 
 static void place_weights(kir_program *p) {
@@ -422,14 +442,8 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_p
     if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og && q->xform == xform)
       return q->buf;
   }
-  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
-  kir_buf nb = {KP_CONST, -1, 0, (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), PC_f32, w->v};
-  int id = np ? kir_buf_add(p, nb) : -1;
-  if (id < 0) return -1;
-  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, !mr, og, kk, mr, (int)c.groups, xform, k->params, 0, 0};
-  p->packed = np;
-  return id;
+  return add_packed(p, (kir_packed){-1, !mr, og, kk, mr, (int)c.groups, xform, k->params, 0, 0},
+                    (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), w->v);
 }
 
 /* An i32 dot with a constant B whose operands are proven within [-256, 256] (the ints a QDQ or MatMulInteger
@@ -437,37 +451,22 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_p
  * 0 in *changed when it does not qualify (it stays the element-by-element dot) */
 #define INT_EXACT_MAX 256
 static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
-  const int64_t *q = k->params;
-  int64_t M = q[2], N = q[3], K = q[4], lda, ldb, lo, hi;
-  int ta, tb;
+  int64_t lo, hi;
   const kir_buf *a = &p->bufs[k->args[1]], *b = &p->bufs[k->args[2]];
   *changed = 0;
-  if (q[1] != 1 || M < 1 || N < 1 || K < 1 || b->place != KP_CONST || !b->v || !pc_const_data(b->v) || !a->v ||
-      !gemm_layout(M, K, q[6], q[7], &ta, &lda) || !gemm_layout(K, N, q[9], q[10], &tb, &ldb) || (tb ? ldb != K : ldb != N))
-    return PC_OK;
-  if (!pc_value_int_range(a->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
+  if (!a->v || !pc_value_int_range(a->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
   int64_t amax = -lo > hi ? -lo : hi;
-  if (!pc_value_int_range(b->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
+  if (!b->v || !pc_value_int_range(b->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
   int64_t bmax = -lo > hi ? -lo : hi, prod = amax * bmax > 0 ? amax * bmax : 1;
   /* the longest K chunk (a multiple of 32) whose sums stay within 2^24, where f32 holds every integer */
   int64_t chunk = ((int64_t)1 << 24) / prod / 32 * 32;
   if (chunk > PRIMC_BGEMM_INT_K) chunk = PRIMC_BGEMM_INT_K;
-  kir_packed *np = pc_alloc(p->g, sizeof *np * (size_t)(p->n_packed + 1));
-  int64_t *nq = pc_alloc(p->g, sizeof(int64_t) * 13); /* dot's params, then the packed B's bytes, the chunk */
-  kir_buf nb = {KP_CONST, -1, 0, kir_int_chunks_bytes(N, K, chunk), PC_f32, b->v};
-  int id = np && nq ? kir_buf_add(p, nb) : -1;
-  if (id < 0) return p->g->status ? p->g->status : PC_ERR_NOMEM;
-  if (p->n_packed) memcpy(np, p->packed, sizeof *np * (size_t)p->n_packed);
-  np[p->n_packed++] = (kir_packed){id, tb, N, K, 0, 0, 0, NULL, 1, (int)chunk};
-  p->packed = np;
-  memcpy(nq, q, sizeof(int64_t) * 11);
-  nq[11] = p->bufs[id].nbytes;
-  nq[12] = chunk;
-  k->params = nq;
-  k->n_params = 13;
-  k->args[2] = id;
-  k->args[k->n_args++] = kir_scratch_buf(p, PC_f32, M * N * 4, NULL);
-  k->call = KC_dot_int;
+  int nb = packed_operand(p, k, 1, (int)chunk);
+  if (nb < 0) return PC_OK;
+  int64_t extra[2] = {p->bufs[nb].nbytes, chunk};
+  if (dot_call(p, k, KC_dot_int, extra, 2) != PC_OK) return p->g->status;
+  k->args[2] = nb;
+  k->args[k->n_args++] = kir_scratch_buf(p, PC_f32, k->params[2] * k->params[3] * 4, NULL);
   *changed = 1;
   return PC_OK;
 }
@@ -477,24 +476,18 @@ static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
  * took 8.4 ms a run against 5.2 in f32 on an AMX Xeon), and f32 is more precise than asked, never less */
 #define BF16_ACTIVATION_MIN_MACS (1 << 22)
 
-/* an f32 dot under matmul precision high or medium (or autocast bf16, as medium): a dot_bf16 call, its B packed as bf16 panels here when
- * it is a constant, else at each call; 0 when it stays an f32 dot */
+/* an f32 dot under matmul precision high or medium (or autocast bf16, as medium): a dot_bf16 call, its B packed
+ * as bf16 panels here when it is a constant, else at each call; 0 in *changed when it stays an f32 dot */
 static pc_status bf16_dot(kir_program *p, kir_kernel *k, int *changed) {
   int split = p->g->matmul_precision == PC_MATMUL_HIGH && p->g->autocast != PC_AUTOCAST_BF16 ? 3 : 1;
-  int nb = packed_operand(p, k, split);
+  int nb = packed_operand(p, k, split, 0);
   *changed = 0;
   if (nb < 0 && (double)k->params[2] * (double)k->params[3] * (double)k->params[4] < BF16_ACTIVATION_MIN_MACS)
     return PC_OK;
-  *changed = 1;
-  int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 13); /* dot's params, the packed B's bytes, the split */
-  if (!q) return p->g->status;
-  memcpy(q, k->params, sizeof(int64_t) * 11);
-  q[11] = nb >= 0 ? p->bufs[nb].nbytes : 0;
-  q[12] = split;
-  k->params = q;
-  k->n_params = 13;
+  int64_t extra[2] = {nb >= 0 ? p->bufs[nb].nbytes : 0, split};
+  if (dot_call(p, k, KC_dot_bf16, extra, 2) != PC_OK) return p->g->status;
   if (nb >= 0) k->args[2] = nb;
-  k->call = KC_dot_bf16;
+  *changed = 1;
   return PC_OK;
 }
 
@@ -533,16 +526,11 @@ static pc_status pack_weights(kir_program *p) {
       packed += changed;
       if (changed) continue;
     }
-    int nb = packed_operand(p, k, 0);
+    int nb = packed_operand(p, k, 0, 0);
     if (nb < 0) continue;
-    int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 12); /* dot's params, then the packed B's bytes */
-    if (!q) return p->g->status;
-    memcpy(q, k->params, sizeof(int64_t) * 11);
-    q[11] = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
-    k->params = q;
-    k->n_params = 12;
+    int64_t bytes = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
+    if (dot_call(p, k, KC_dot_packed, &bytes, 1) != PC_OK) return p->g->status;
     k->args[2] = nb;
-    k->call = KC_dot_packed;
     packed++;
   }
   if (packed) place_weights(p);
