@@ -131,16 +131,6 @@ static inline epi_ctx cv_epi_at(const epi_ctx *e, int64_t ch, int64_t P) {
   return c;
 }
 
-/* the transposed GEMM's C^T [P][og] turned back: primc_cv_lanes_rows is a primc_epilogue over a tile of it
- * (pixels [m0, m0+mb) x channels [n0, n0+nb)) writing y[channel][pixel] through e; lanes_floats: the col
- * floats such a conv uses (X_col, then C^T) */
-typedef struct cv_lanes_epi {
-  epi_ctx e; /* y and res in y's layout */
-  int64_t P;
-} cv_lanes_epi;
-void primc_cv_lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb);
-int64_t primc_cv_lanes_floats(const primc_conv2d *p, int64_t oh, int64_t ow);
-
 /* pixels [0, mb) x channels [0, nb) of a C^T tile (rows ldc apart) into y's channel rows from pixel m0 on,
  * through the epilogue (AVX-512) */
 void primc_cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb);
@@ -166,7 +156,7 @@ void primc_cv_im2col_par(const primc_conv2d *p, const float *x, int64_t cg, int6
 int64_t primc_cv_direct_wph(const primc_conv2d *p, int64_t ow);
 int primc_cv_direct_can(const primc_conv2d *p);
 int primc_cv_dwl_cols_ok(const primc_conv2d *p);
-/* the bf16 row (bf16.c): bytes from one group's bf16 W^T panels to the next, and their check */
+/* the bf16 row (bf16.c): bytes from one group's bf16 weight tiles to the next, the packing, and their check */
 size_t primc_cv_bf16_stride(int64_t og, int64_t kk);
 int primc_cv_bf16_pack(const primc_conv2d *p, const float *w, void *dst);
 int primc_cv_bf16_check(const primc_conv2d *p, const void *w, size_t bytes);

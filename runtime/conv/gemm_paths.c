@@ -281,7 +281,7 @@ static int gemm_groups(const cv_call *k, int path) {
 
 /* the GEMM rows read plain weights or A strips; not depthwise convs, which have their own rows */
 static int gemm_weights(const primc_conv2d *p) {
-  return !cv_is_depthwise(p) && !p->w_packed_panels && !p->w_winograd && !p->w_lanes;
+  return !cv_is_depthwise(p) && !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
 }
 
 int64_t primc_cv_no_scratch(const primc_conv2d *p) { return 0; }
@@ -297,7 +297,7 @@ int primc_cv_direct_fits(const primc_conv2d *p, const primc_conv2d *next) {
 }
 
 int primc_cv_gemm_t_fits(const primc_conv2d *p, const primc_conv2d *next) {
-  return !cv_is_depthwise(p) && p->w_packed_panels && !p->w_packed_mr && !p->w_winograd && !p->w_lanes;
+  return !cv_is_depthwise(p) && p->w_packed_panels && !p->w_packed_mr && !p->w_winograd && !p->w_lanes && !p->w_bf16;
 }
 
 int64_t primc_cv_im2col_scratch(const primc_conv2d *p) {
