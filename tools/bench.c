@@ -135,8 +135,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
     }
     int has_value = !strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--seed") || !strcmp(a, "--target") ||
                     !strcmp(a, "--rtol") || !strcmp(a, "--atol") || !strcmp(a, "--top") || !strcmp(a, "--keep") ||
-                    !strcmp(a, "--weights") || !strcmp(a, "--dim") || !strcmp(a, "--const") ||
-                    !strcmp(a, "--matmul-precision") || !strcmp(a, "--autocast");
+                    !strcmp(a, "--weights") || pc_cli_model_takes(a);
     if (has_value && !(v = value(argc, argv, &i))) return 2;
     if (!has_value && a[0] == '-' && a[1]) return fprintf(stderr, "primc bench: unknown option '%s'\n%s", a, bench_help), 2;
     if (!has_value) {
@@ -195,7 +194,7 @@ static pc_graph *load(const bench_opts *o) {
   pc_graph *g = pc_model_load(o->model, &io);
   if (!g) fprintf(stderr, "primc: error: out of memory loading %s\n", o->model);
   else if (g->status != PC_OK) fprintf(stderr, "primc: error: %s\n", pc_error(g)), pc_graph_free(g), g = NULL;
-  else g->matmul_precision = o->read.matmul_precision, g->autocast = o->read.autocast;
+  else pc_cli_model_apply(&o->read, g);
   return g;
 }
 

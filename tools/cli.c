@@ -51,9 +51,18 @@ static pc_tensor tensor_of(const primc_array *a) {
   return t;
 }
 
+int pc_cli_model_takes(const char *a) {
+  return !strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision") || !strcmp(a, "--autocast");
+}
+
+void pc_cli_model_apply(const pc_cli_model *m, pc_graph *g) {
+  g->matmul_precision = m->matmul_precision;
+  g->autocast = m->autocast;
+}
+
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
   int dim = !strcmp(a, "--dim"), prec = !strcmp(a, "--matmul-precision"), cast = !strcmp(a, "--autocast");
-  if (!dim && !prec && !cast && strcmp(a, "--const")) return 0;
+  if (!pc_cli_model_takes(a)) return 0;
   if (!v) return fprintf(stderr, "primc: option '%s' needs a value\n", a), -1;
   if (cast) {
     if ((m->autocast = pc_autocast_parse(v)) < 0)
@@ -139,8 +148,7 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
     } else if (!strcmp(a, "--seed")) {
       if (!(v = opt_value(argc, argv, &i))) goto missing;
       cli->seed = strtoull(v, NULL, 10);
-    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision") ||
-               !strcmp(a, "--autocast")) {
+    } else if (pc_cli_model_takes(a)) {
       if (pc_cli_model_option(&cli->model, a, opt_value(argc, argv, &i)) < 0) {
         cli->exit_code = 2;
         return 1;
@@ -281,8 +289,7 @@ pc_graph *pc_cli_load_model(const pc_cli *cli) {
     return NULL;
   }
   g->mem_limit = cli->mem_limit;
-  g->matmul_precision = cli->model.matmul_precision;
-  g->autocast = cli->model.autocast;
+  pc_cli_model_apply(&cli->model, g);
   return g;
 }
 

@@ -24,6 +24,10 @@ typedef struct pc_cli_model {
  * --matmul-precision or --autocast and v is good, 0 when a is none of them, -1 when v is bad (the error
  * printed) */
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v);
+/* whether a is one of those options (each takes a value) */
+int pc_cli_model_takes(const char *a);
+/* the options that apply to the loaded graph (matmul precision, autocast) set on g */
+void pc_cli_model_apply(const pc_cli_model *m, pc_graph *g);
 void pc_cli_model_free(pc_cli_model *m);
 pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, int64_t mem_limit);
 

@@ -113,8 +113,7 @@ static int parse(int argc, char **argv, compile_opts *o) {
     } else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
       if (!pc_cli_parse_size(argv[++i], &o->mem_limit))
         return pc_cli_usage_error(compile_help, "bad --mem-limit (bytes, or with K, M, G; 0: none)");
-    } else if (!strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision") ||
-               !strcmp(a, "--autocast")) {
+    } else if (pc_cli_model_takes(a)) {
       if (pc_cli_model_option(&o->read, a, i + 1 < argc ? argv[++i] : NULL) < 0) return 2;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "primc: unknown option '%s'\n", a);
@@ -212,8 +211,7 @@ static int compile_one(const compile_opts *op) {
     return 1;
   }
   g->mem_limit = o.mem_limit;
-  g->matmul_precision = o.read.matmul_precision;
-  g->autocast = o.read.autocast;
+  pc_cli_model_apply(&o.read, g);
   pc_pipeline_opts po = {0};
   po.opt_level = o.opt;
   po.unfused = o.unfused;
