@@ -223,7 +223,7 @@ static pc_graph *import(const primc_model *m) {
   pc_dim_binding *b = calloc((size_t)m->n_dims + 1, sizeof *b);
   if (!b) return NULL;
   for (int i = 0; i < m->n_dims; i++) b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi};
-  pc_import_opts io = {b, m->n_dims, m->weights_file, m->consts, m->n_consts, NULL, 0, m->mem_limit, 0, NULL};
+  pc_import_opts io = {b, m->n_dims, m->weights_file, m->consts, m->n_consts, NULL, 0, m->mem_limit, 0, NULL, 0};
   pc_graph *g = m->path ? pc_model_load(m->path, &io) : pc_onnx_load_buffer(m->bytes, m->n_bytes, m->dir, &io);
   free(b);
   if (g) g->mem_limit = m->mem_limit;

@@ -2,7 +2,8 @@
 # bench/gen_encoder.py: a BERT-style post-norm transformer encoder written straight in ONNX (no torch needed),
 # random weights, for timing f32 against --matmul-precision medium/high on models as large as BERT-base.
 # Writes OUT/model.onnx and OUT/input.npy (activations [1, seq, d]; the embedding gather is left out).
-# Usage: gen_encoder.py OUT [--layers 12 --d 768 --heads 12 --ffn 3072 --seq 128]
+# Usage: gen_encoder.py OUT [--layers 12 --d 768 --heads 12 --ffn 3072 --seq 128] [--dynamic]
+# --dynamic: batch and sequence are dim_params "batch" and "seq" (reshapes copy them with 0), for --dim ranges.
 import argparse
 import os
 
@@ -21,6 +22,7 @@ def main():
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--ffn", type=int, default=3072)
     ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--dynamic", action="store_true")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     d, hd, s = a.d, a.d // a.heads, a.seq
@@ -44,8 +46,9 @@ def main():
         b = const(name + ".b", 0.1 * rng.standard_normal(d))
         return node("LayerNormalization", [x, g, b], name, axis=-1, epsilon=1e-12)
 
-    heads_shape = const("heads_shape", np.array([1, s, a.heads, hd], np.int64))
-    flat_shape = const("flat_shape", np.array([1, s, d], np.int64))
+    lead = [0, 0] if a.dynamic else [1, s]
+    heads_shape = const("heads_shape", np.array(lead + [a.heads, hd], np.int64))
+    flat_shape = const("flat_shape", np.array(lead + [d], np.int64))
     scale = const("scale", np.array(1 / np.sqrt(hd)))
     half, one, rsqrt2 = const("half", np.array(0.5)), const("one", np.array(1.0)), const("rsqrt2", np.array(2 ** -0.5))
     x = "input"
@@ -64,8 +67,9 @@ def main():
         g = node("Mul", [node("Mul", [f, half], p + ".fh"), node("Add", [erf, one], p + ".e1")], p + ".gelu")
         x = layer_norm(node("Add", [x, linear(g, a.ffn, d, p + ".f2")], p + ".res2"), p + ".ln2")
     nodes.append(h.make_node("Identity", [x], ["output"], name="output"))
-    graph = h.make_graph(nodes, "encoder", [h.make_tensor_value_info("input", T.FLOAT, [1, s, d])],
-                         [h.make_tensor_value_info("output", T.FLOAT, [1, s, d])], inits)
+    io_shape = ["batch", "seq", d] if a.dynamic else [1, s, d]
+    graph = h.make_graph(nodes, "encoder", [h.make_tensor_value_info("input", T.FLOAT, io_shape)],
+                         [h.make_tensor_value_info("output", T.FLOAT, io_shape)], inits)
     os.makedirs(a.out, exist_ok=True)
     onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), os.path.join(a.out, "model.onnx"))
     np.save(os.path.join(a.out, "input.npy"), rng.standard_normal((1, s, d)).astype(np.float32))

@@ -27,6 +27,10 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
                    g->autocast ? "autocast" : "matmul precision",
                    g->autocast ? pc_autocast_name(g->autocast) : pc_matmul_precision_name(g->matmul_precision),
                    opts->triple ? "a --triple target" : "CUDA");
+  if (opts->dyn && (opts->target != PC_TARGET_CPU || opts->emit == PC_EMIT_CUDA || opts->autotune))
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s given as a range (%lld..%lld): run-time dims are CPU code without "
+                   "--autotune so far; give it one value (--dim %s=N)", opts->dyn->name[0], (long long)opts->dyn->lo[0],
+                   (long long)opts->dyn->hi[0], opts->dyn->name[0]);
   for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
     if (backends[i].accepts(opts)) return backends[i].emit(g, opts);
   return pc_fail(g, PC_ERR_UNSUPPORTED, "codegen: no backend for target %d", (int)opts->target);

@@ -22,6 +22,21 @@ typedef enum pc_target { PC_TARGET_CPU, PC_TARGET_CUDA } pc_target;
  * prints nothing. */
 typedef void (*pc_progress_fn)(void *ctx, const char *phase, int64_t done, int64_t total);
 
+/* Run-time dims (--dim NAME=LO..HI): the graph given to pc_codegen is the model at every symbol's hi; build
+ * returns the model compiled the same way (imported, options applied, pipeline run) with symbol s at
+ * values[s], or NULL when out of memory (a failed build comes back with its error in the graph). */
+#define PC_DYN_MAX_SYMS 3
+typedef struct pc_dyn_spec {
+  int n_syms;
+  const char *name[PC_DYN_MAX_SYMS];
+  int64_t lo[PC_DYN_MAX_SYMS], hi[PC_DYN_MAX_SYMS];
+  pc_graph *(*build)(void *ctx, const int64_t *values);
+  void *ctx;
+  /* written by codegen, for --report */
+  int n_builds, n_sizes;
+  char probes[256];
+} pc_dyn_spec;
+
 typedef struct pc_codegen_opts {
   pc_emit emit;
   const char *output;       /* path of the main output */
@@ -38,6 +53,7 @@ typedef struct pc_codegen_opts {
   int cuda_graphs;          /* CUDA executables replay the model as one captured CUDA graph */
   int profile;              /* time every kernel (primc_prof_begin/end): `./OUT --profile` prints the table */
   struct pc_autotune *autotune; /* host CPU code: conv rows chosen by timing them (codegen/autotune.h); NULL: planner */
+  pc_dyn_spec *dyn;         /* NULL: every dim fixed */
   pc_progress_fn progress;  /* NULL: none */
   void *progress_ctx;
 } pc_codegen_opts;

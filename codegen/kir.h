@@ -149,7 +149,48 @@ typedef struct kir_program {
    * data-dependent dim (nonzero's count), -1 for other symbols; read by NAME_output_dims */
   int64_t *sym_slot;
   struct pc_autotune *tune; /* --autotune: conv plans by timing (codegen/autotune.h); NULL: the planner's */
+  struct kir_dyn *dyn;      /* run-time dims (codegen/dynamic.c); NULL: every size is the one written here */
 } kir_program;
+
+/* ---------------------------------------------------------------- run-time dims (codegen/dynamic.c) */
+
+#define KIR_DYN_MAX_SYMS 3
+#define KIR_DYN_TERMS 27 /* 3^KIR_DYN_MAX_SYMS */
+
+/* sum over terms t of c[t] * prod_s sym_s^e_s, e_s the base-3 digit s of t: every symbol to the power 0..2 */
+typedef struct kir_poly {
+  int64_t c[KIR_DYN_TERMS];
+} kir_poly;
+
+/* A program built at the symbols' bounds whose sizes follow the symbols at run time: each size that
+ * changes with them (a loop extent, an index map's offset or stride, a runtime call's param, an integer
+ * constant, a graph output's dim) is a polynomial of them, found by dynamic.c; the rest is as written. */
+typedef struct kir_dyn {
+  int n_syms;
+  const char *name[KIR_DYN_MAX_SYMS];
+  int64_t lo[KIR_DYN_MAX_SYMS], hi[KIR_DYN_MAX_SYMS];
+  int64_t offset;        /* workspace bytes where the run keeps the symbols' values (i64 each), then the output dims */
+  int buf;               /* the kernel-IR buffer over them: loop kernels read the symbols from it */
+  int n_fields;          /* the sizes that follow the symbols, sorted by address (kir_dyn_poly) */
+  const int64_t **field;
+  kir_poly *poly;
+  int *in_sym;           /* [input * PC_MAX_RANK + d]: the symbol input dim d is, -1 when fixed */
+  int64_t *out_slot;     /* [output * PC_MAX_RANK + d]: workspace offset of that output dim's i64, -1 when fixed */
+  int n_builds;          /* programs built to find the polynomials, the one that runs included */
+  char probes[256];      /* "N at 16, 11, 5; checked at 8, 2" */
+} kir_dyn;
+
+/* the polynomial of a size of p that follows the symbols, NULL for one that does not (or a static program) */
+const kir_poly *kir_dyn_poly(const kir_program *p, const int64_t *field);
+int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym);
+
+struct pc_codegen_opts;
+/* the kernel IR the CPU backend renders for g (codegen/package.c): built, and for the host its weights
+ * packed and its pool calls made */
+pc_status kir_build_cpu(pc_graph *g, const struct pc_codegen_opts *opts, kir_program *p);
+/* p, built by kir_build_cpu from the graph at opts->dyn's bounds, made to follow the symbols at run time:
+ * p->dyn set, its dims area added to the workspace; a failure names the symbol and the kernel */
+pc_status kir_dyn_fit(kir_program *p, const struct pc_codegen_opts *opts);
 
 /* Builds kernels for every group of g (node->group; -1 everywhere means one
  * kernel per node) and places buffers (value->storage/offset when planned,

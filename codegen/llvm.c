@@ -40,6 +40,18 @@ static void call_operands(lctx *L, const kir_kernel *k, int idx, LLVMValueRef ta
   char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_k%d_params", L->name, idx);
   *params = const_i64_array(L, k->params, k->n_params, name);
+  int dyn = 0;
+  for (int i = 0; i < k->n_params; i++) dyn |= kir_dyn_poly(L->p, &k->params[i]) != NULL;
+  if (dyn) { /* a copy with the params that follow the symbols computed */
+    LLVMValueRef copy = lv_entry_alloca(L, LLVMArrayType2(L->i64, (uint64_t)k->n_params));
+    LLVMBuildMemCpy(L->b, copy, 8, *params, 8, ci64(L, 8 * (int64_t)k->n_params));
+    for (int i = 0; i < k->n_params; i++) {
+      if (!kir_dyn_poly(L->p, &k->params[i])) continue;
+      LLVMValueRef at = ci64(L, i);
+      LLVMBuildStore(L->b, lv_size(L, &k->params[i]), LLVMBuildInBoundsGEP2(L->b, L->i64, copy, &at, 1, ""));
+    }
+    *params = copy;
+  }
   *args = lv_entry_alloca(L, LLVMArrayType2(L->ptr, KIR_MAX_ARGS));
   for (int i = 0; i < k->n_args; i++) {
     LLVMValueRef slot = ci64(L, k->args[i]);
@@ -69,10 +81,10 @@ static void emit_loop_launch(lctx *L, LLVMValueRef kfn, const kir_kernel *k, LLV
   LLVMTypeRef wt[3] = {L->ptr, L->i64, L->i64};
   if (work >= PAR_MIN_WORK && k->extent[0] > 1) {
     LLVMTypeRef ps[3] = {L->i64, L->ptr, L->ptr};
-    lv_call_fn(L, "primc_parallel_for", L->voidt, ps, (LLVMValueRef[]){ci64(L, k->extent[0]), kfn, table}, 3);
+    lv_call_fn(L, "primc_parallel_for", L->voidt, ps, (LLVMValueRef[]){lv_size(L, &k->extent[0]), kfn, table}, 3);
   } else {
     LLVMBuildCall2(L->b, LLVMFunctionType(L->voidt, wt, 3, 0), kfn,
-                   (LLVMValueRef[]){table, ci64(L, 0), ci64(L, k->extent[0])}, 3, "");
+                   (LLVMValueRef[]){table, ci64(L, 0), lv_size(L, &k->extent[0])}, 3, "");
   }
 }
 
@@ -207,6 +219,10 @@ static LLVMValueRef emit_run_part(lctx *L, LLVMValueRef *kfns, int part, int lo,
   L->fn = fn;
   LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, fn, "entry"));
   LLVMValueRef table = LLVMGetParam(fn, 0);
+  if (p->dyn) {
+    LLVMValueRef at = ci64(L, p->dyn->buf);
+    lv_dyn_begin(L, LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, table, &at, 1, ""), ""));
+  }
   for (int i = lo; i < hi; i++) {
     const kir_kernel *k = &p->kernels[i];
     if (k->absorbed) continue; /* run by the call it belongs to */
@@ -256,9 +272,11 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
   for (int j = 0; j < n_parts; j++)
     parts[j] = emit_run_part(L, kfns, j, j * RUN_PART_KERNELS,
                              (j + 1) * RUN_PART_KERNELS < p->n_kernels ? (j + 1) * RUN_PART_KERNELS : p->n_kernels);
-  snprintf(name, sizeof name, "%s_run", L->name);
+  /* with run-time dims, NAME_run_dims binds them and calls this, NAME_run_at_bound */
+  snprintf(name, sizeof name, p->dyn ? "%s_run_at_bound" : "%s_run", L->name);
   LLVMTypeRef pt[3] = {L->ptr, L->ptr, L->ptr};
   LLVMValueRef run = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, pt, 3, 0));
+  if (p->dyn) LLVMSetLinkage(run, LLVMInternalLinkage);
   L->fn = run;
   LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, run, "entry"));
   LLVMValueRef in = LLVMGetParam(run, 0), out = LLVMGetParam(run, 1), ws = LLVMGetParam(run, 2);
@@ -281,6 +299,93 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
   LLVMBuildRet(L->b, LLVMConstNull(L->i32));
   free(parts);
   return run;
+}
+
+/* ---------------------------------------------------------------- run-time dims */
+
+static LLVMValueRef cstring(lctx *L, const char *s);
+
+/* NAME_dims, a primc_dims_desc: the symbols, the symbol of each input dim, where the run keeps their values */
+static LLVMValueRef emit_dims_desc(lctx *L, LLVMValueRef in_descs) {
+  const kir_program *p = L->p;
+  const kir_dyn *d = p->dyn;
+  int n_in = p->g->n_inputs, n_syms = d ? d->n_syms : 0;
+  LLVMTypeRef st[3] = {L->ptr, L->i64, L->i64};
+  LLVMTypeRef symt = LLVMStructTypeInContext(L->c, st, 3, 0);
+  LLVMValueRef syms[KIR_DYN_MAX_SYMS + 1];
+  for (int s = 0; s < n_syms; s++) {
+    LLVMValueRef f[3] = {cstring(L, d->name[s]), ci64(L, d->lo[s]), ci64(L, d->hi[s])};
+    syms[s] = LLVMConstStructInContext(L->c, f, 3, 0);
+  }
+  char name[LLVM_SYM_MAX];
+  snprintf(name, sizeof name, "%s_dim_syms", L->name);
+  LLVMValueRef symtab = lv_const_global(L, LLVMConstArray2(symt, syms, (uint64_t)n_syms), name, LLVMPrivateLinkage);
+  LLVMValueRef *ids = calloc((size_t)(n_in + 1) * PC_MAX_RANK, sizeof *ids);
+  for (int i = 0; i < n_in * PC_MAX_RANK; i++) ids[i] = LLVMConstInt(L->i32, (unsigned long long)(d ? d->in_sym[i] : -1), 1);
+  snprintf(name, sizeof name, "%s_input_syms", L->name);
+  LLVMValueRef idtab = lv_const_global(L, LLVMConstArray2(L->i32, ids, (uint64_t)n_in * PC_MAX_RANK), name,
+                                       LLVMPrivateLinkage);
+  free(ids);
+  LLVMValueRef f[6] = {LLVMConstInt(L->i32, (unsigned)n_syms, 0), symtab, idtab, ci64(L, d ? d->offset : -1),
+                       LLVMConstInt(L->i32, (unsigned)n_in, 0), in_descs};
+  snprintf(name, sizeof name, "%s_dims", L->name);
+  return lv_const_global(L, LLVMConstStructInContext(L->c, f, 6, 0), name, LLVMInternalLinkage);
+}
+
+/* NAME_run_dims(inputs, input_dims, outputs, workspace): the symbols bound (primc_dims_bind), each output dim
+ * that follows them written to its slot for NAME_output_dims, then the run; with run-time dims NAME_run is
+ * NAME_run_dims at the bounds */
+static LLVMValueRef emit_run_dims(lctx *L, LLVMValueRef run, LLVMValueRef dims_desc) {
+  const kir_program *p = L->p;
+  const kir_dyn *d = p->dyn;
+  char name[LLVM_SYM_MAX];
+  snprintf(name, sizeof name, "%s_run_dims", L->name);
+  LLVMTypeRef pt[4] = {L->ptr, L->ptr, L->ptr, L->ptr};
+  LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, pt, 4, 0));
+  L->fn = f;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, f, "entry"));
+  LLVMValueRef in = LLVMGetParam(f, 0), dims = LLVMGetParam(f, 1), out = LLVMGetParam(f, 2), ws = LLVMGetParam(f, 3);
+  if (d) /* the values go into the workspace: a NULL one is status 1 before anything is read */
+    check_status(L, LLVMBuildSelect(L->b, LLVMBuildICmp(L->b, LLVMIntEQ, ws, LLVMConstNull(L->ptr), ""),
+                                    LLVMConstInt(L->i32, 1, 0), LLVMConstNull(L->i32), ""));
+  LLVMTypeRef bt[3] = {L->ptr, L->ptr, L->ptr};
+  check_status(L, lv_call_fn(L, "primc_dims_bind", L->i32, bt, (LLVMValueRef[]){dims_desc, dims, ws}, 3));
+  if (d) {
+    LLVMValueRef off = ci64(L, d->offset);
+    lv_dyn_begin(L, LLVMBuildGEP2(L->b, L->i8, ws, &off, 1, ""));
+    const pc_graph *g = p->g;
+    for (int i = 0; i < g->n_outputs; i++)
+      for (int k = 0; k < g->outputs[i]->type.rank; k++) {
+        int64_t slot = d->out_slot[i * PC_MAX_RANK + k];
+        if (slot < 0) continue;
+        LLVMValueRef at = ci64(L, slot);
+        LLVMBuildStore(L->b, lv_size(L, &g->outputs[i]->type.dims[k]), LLVMBuildGEP2(L->b, L->i8, ws, &at, 1, ""));
+      }
+  }
+  LLVMValueRef args[3] = {in, out, ws};
+  LLVMBuildRet(L->b, LLVMBuildCall2(L->b, LLVMFunctionType(L->i32, pt, 3, 0), run, args, 3, ""));
+  if (!d) return f;
+  snprintf(name, sizeof name, "%s_run", L->name);
+  LLVMValueRef r = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, pt, 3, 0));
+  L->fn = r;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, r, "entry"));
+  LLVMValueRef a4[4] = {LLVMGetParam(r, 0), LLVMConstNull(L->ptr), LLVMGetParam(r, 1), LLVMGetParam(r, 2)};
+  LLVMBuildRet(L->b, LLVMBuildCall2(L->b, LLVMFunctionType(L->i32, pt, 4, 0), f, a4, 4, ""));
+  return f;
+}
+
+/* NAME_check_dims(input_dims, msg, len): primc_dims_check's verdict and message, nothing run */
+static void emit_check_dims(lctx *L, LLVMValueRef dims_desc) {
+  char name[LLVM_SYM_MAX];
+  snprintf(name, sizeof name, "%s_check_dims", L->name);
+  LLVMTypeRef pt[3] = {L->ptr, L->ptr, L->i64};
+  LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, pt, 3, 0));
+  L->fn = f;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, f, "entry"));
+  LLVMValueRef values = lv_entry_alloca(L, LLVMArrayType2(L->i64, KIR_DYN_MAX_SYMS));
+  LLVMTypeRef ct[5] = {L->ptr, L->ptr, L->ptr, L->ptr, L->i64};
+  LLVMValueRef args[5] = {dims_desc, LLVMGetParam(f, 0), values, LLVMGetParam(f, 1), LLVMGetParam(f, 2)};
+  LLVMBuildRet(L->b, lv_call_fn(L, "primc_dims_check", L->i32, ct, args, 5));
 }
 
 /* NAME_load_weights(path): maps the side file into NAME_weights_base */
@@ -320,6 +425,7 @@ static LLVMValueRef emit_output_dims(lctx *L) {
     for (int d = 0; d < t->rank; d++) {
       int64_t v = t->dims[d];
       tab[i * w + 1 + d] = PC_DIM_IS_SYM(v) ? -1 - p->sym_slot[PC_DIM_SYM_ID(v)] : v;
+      if (p->dyn && p->dyn->out_slot[i * PC_MAX_RANK + d] >= 0) tab[i * w + 1 + d] = -1 - p->dyn->out_slot[i * PC_MAX_RANK + d];
     }
   }
   char name[LLVM_SYM_MAX];
@@ -365,11 +471,19 @@ static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char
 static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, LLVMValueRef lw, LLVMValueRef od) {
   const pc_graph *g = L->p->g;
   char name[LLVM_SYM_MAX];
-  LLVMValueRef f[11] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
+  LLVMValueRef in_descs = emit_descs(L, g->inputs, g->n_inputs, "in");
+  LLVMValueRef dims = emit_dims_desc(L, in_descs);
+  LLVMValueRef run_dims = emit_run_dims(L, run, dims);
+  emit_check_dims(L, dims);
+  if (L->p->dyn) { /* NAME_run is now NAME_run_dims at the bounds */
+    snprintf(name, sizeof name, "%s_run", L->name);
+    run = LLVMGetNamedFunction(L->m, name);
+  }
+  LLVMValueRef f[13] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
                         LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
-                        emit_descs(L, g->inputs, g->n_inputs, "in"), emit_descs(L, g->outputs, g->n_outputs, "out"),
-                        L->profile ? L->profile : LLVMConstNull(L->ptr), od};
-  LLVMValueRef init = LLVMConstStructInContext(L->c, f, 11, 0);
+                        in_descs, emit_descs(L, g->outputs, g->n_outputs, "out"),
+                        L->profile ? L->profile : LLVMConstNull(L->ptr), od, dims, run_dims};
+  LLVMValueRef init = LLVMConstStructInContext(L->c, f, 13, 0);
   snprintf(name, sizeof name, "%s_model", L->name);
   LLVMValueRef gv = lv_const_global(L, init, name, LLVMExternalLinkage);
   snprintf(name, sizeof name, "%s_workspace_size", L->name);

@@ -431,10 +431,33 @@ static LLVMValueRef convert(lctx *L, LLVMValueRef v, pc_dtype from, pc_dtype to)
 
 /* ---------------------------------------------------------------- expressions */
 
+void lv_dyn_begin(lctx *L, LLVMValueRef dims) {
+  const kir_dyn *d = L->p->dyn;
+  for (int s = 0; d && s < d->n_syms; s++) {
+    LLVMValueRef at = ci64(L, s);
+    L->symv[s] = LLVMBuildLoad2(L->b, L->i64, LLVMBuildInBoundsGEP2(L->b, L->i64, dims, &at, 1, ""), "sym");
+  }
+}
+
+LLVMValueRef lv_size(lctx *L, const int64_t *field) {
+  const kir_poly *q = kir_dyn_poly(L->p, field);
+  if (!q) return ci64(L, *field);
+  LLVMValueRef sum = NULL;
+  for (int t = 0; t < KIR_DYN_TERMS; t++) {
+    if (!q->c[t]) continue;
+    LLVMValueRef term = ci64(L, q->c[t]);
+    for (int s = 0, r = t; s < L->p->dyn->n_syms; s++, r /= 3)
+      for (int e = 0; e < r % 3; e++) term = LLVMBuildNSWMul(L->b, term, L->symv[s], "");
+    sum = sum ? LLVMBuildNSWAdd(L->b, sum, term, "") : term;
+  }
+  return sum ? sum : ci64(L, 0);
+}
+
 static LLVMValueRef map_index(lctx *L, const kir_map *m, int n_loops) {
-  LLVMValueRef idx = ci64(L, m->offset);
+  LLVMValueRef idx = lv_size(L, &m->offset);
   for (int k = 0; k < n_loops; k++)
-    if (m->stride[k]) idx = LLVMBuildAdd(L->b, idx, LLVMBuildMul(L->b, L->iv[k], ci64(L, m->stride[k]), ""), "");
+    if (m->stride[k] || kir_dyn_poly(L->p, &m->stride[k]))
+      idx = LLVMBuildAdd(L->b, idx, LLVMBuildMul(L->b, L->iv[k], lv_size(L, &m->stride[k]), ""), "");
   return idx;
 }
 
@@ -451,6 +474,8 @@ LLVMValueRef lv_emit_expr(lctx *L, const kir_expr *e, int n_loops) {
     return dt_narrow(e->dtype) ? half_to_float(L, e->dtype, v) : v;
   }
   case KE_CONST:
+    if (!pc_dtype_is_float(e->dtype) && kir_dyn_poly(L->p, &e->ci)) /* an int that follows the symbols */
+      return LLVMBuildIntCast2(L->b, lv_size(L, &e->ci), T(L, e->dtype), 1, "");
     return pc_dtype_is_float(e->dtype) ? fconst(T(L, e->dtype), e->c)
                                        : LLVMConstInt(T(L, e->dtype), (unsigned long long)e->ci, 1);
   case KE_INDEX: return convert(L, map_index(L, &e->map, n_loops), PC_i64, e->dtype);

@@ -22,6 +22,7 @@ typedef struct lctx {
   LLVMValueRef profile;   /* NAME_profile when compiled with --profile, else NULL */
   LLVMValueRef *bufp;     /* by buffer id, in the kernel being built */
   LLVMValueRef iv[KIR_MAX_LOOPS];
+  LLVMValueRef symv[KIR_DYN_MAX_SYMS]; /* run-time dims: the symbols' values in the function being built */
   pc_graph *g;
 } lctx;
 
@@ -49,6 +50,12 @@ ew_fn lv_ew_rule(pc_op op);
 /* an expression of a loop kernel at the current loop variables L->iv */
 LLVMValueRef lv_emit_expr(lctx *L, const kir_expr *e, int n_loops);
 void lv_store_value(lctx *L, const kir_store *s, pc_dtype t, LLVMValueRef v, int n_loops);
+
+/* run-time dims: the symbols' values loaded from dims (the buffer over them) into L->symv for the function
+ * being built; then a size of the program (an extent, a map's offset or stride, a param) as its constant, or as
+ * its polynomial of the symbols where it follows them (no-ops for a program without run-time dims) */
+void lv_dyn_begin(lctx *L, LLVMValueRef dims);
+LLVMValueRef lv_size(lctx *L, const int64_t *field);
 
 /* ---------------------------------------------------------------- kernels (llvm_kernel.c) */
 

@@ -117,7 +117,7 @@ static void emit_reduction(lctx *L, const kir_kernel *k) {
     LLVMBuildStore(L->b, ci64(L, 0), idx[s]);
   }
   loop loops[KIR_MAX_LOOPS];
-  for (int l = k->n_par; l < k->n_loops; l++) loops[l] = loop_begin(L, l, ci64(L, 0), ci64(L, k->extent[l]));
+  for (int l = k->n_par; l < k->n_loops; l++) loops[l] = loop_begin(L, l, ci64(L, 0), lv_size(L, &k->extent[l]));
   for (int s = 0; s < k->n_stores; s++) {
     const kir_store *st = &k->stores[s];
     pc_dtype t = st->value->dtype;
@@ -193,6 +193,7 @@ LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx) {
     used[k->stores[s].buf] = 1;
     mark_loads(k->stores[s].value, used);
   }
+  if (p->dyn) used[p->dyn->buf] = 1; /* the symbols' values */
   /* buffers starting at the same address (an elementwise result written in place over its
    * operand) share one pointer: LLVM then sees x[i] = f(x[i]) and vectorizes without the
    * runtime overlap check that would send exact aliasing down the scalar loop */
@@ -223,10 +224,11 @@ LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx) {
   for (int b = 0; b < p->n_bufs; b++)
     if (used[b]) L->bufp[b] = LLVMGetParam(body, (unsigned)same[b]);
   free(same);
+  if (p->dyn) lv_dyn_begin(L, L->bufp[p->dyn->buf]);
   loop loops[KIR_MAX_LOOPS];
   for (int l = 0; l < k->n_par; l++)
     loops[l] = l == 0 ? loop_begin(L, 0, LLVMGetParam(body, (unsigned)n), LLVMGetParam(body, (unsigned)n + 1))
-                      : loop_begin(L, l, ci64(L, 0), ci64(L, k->extent[l]));
+                      : loop_begin(L, l, ci64(L, 0), lv_size(L, &k->extent[l]));
   if (k->n_loops > k->n_par) {
     emit_reduction(L, k);
   } else {

@@ -23,27 +23,46 @@ static pc_type header_bound(const pc_graph *g, const pc_type *t, int *mask) {
   return b;
 }
 
-static void header_tensor(FILE *f, const pc_graph *g, const char *name, const char *what, int i, const pc_value *v) {
+/* one input's or output's macros; a dim that follows the run-time dims is marked with its symbol (an input's)
+ * or "<=" (an output's, whose dims NAME_output_dims gives after a run) */
+static void header_tensor(FILE *f, const kir_program *p, const char *name, const char *what, int i, const pc_value *v) {
+  const pc_graph *g = p->g;
   int dynamic;
   pc_type t = header_bound(g, &v->type, &dynamic);
   int64_t n = pc_type_numel(&t);
   char vname[256], upper[16];
+  int in = what[0] == 'i', sym[PC_MAX_RANK], follows = 0;
+  for (int d = 0; d < t.rank; d++) {
+    sym[d] = p->dyn && in ? p->dyn->in_sym[i * PC_MAX_RANK + d] : -1;
+    if (p->dyn && !in && p->dyn->out_slot[i * PC_MAX_RANK + d] >= 0) dynamic |= 1 << d;
+    follows |= sym[d] >= 0;
+  }
   /* the same fallback names as the descriptors in the object (codegen/llvm.c) */
   snprintf(vname, sizeof vname, "%s", v->name ? v->name : "");
-  if (!v->name) snprintf(vname, sizeof vname, "%s%d", what[0] == 'i' ? "in" : "out", i);
+  if (!v->name) snprintf(vname, sizeof vname, "%s%d", in ? "in" : "out", i);
   snprintf(upper, sizeof upper, "%s", pc_dtype_name(v->type.dtype));
   for (char *c = upper; *c; c++) *c = (char)toupper((unsigned char)*c);
   fprintf(f, "\n/* %s %d: \"%s\" %s[", what, i, vname, pc_dtype_name(v->type.dtype));
-  for (int d = 0; d < t.rank; d++) fprintf(f, "%s%s%lld", d ? "," : "", dynamic >> d & 1 ? "<=" : "", (long long)t.dims[d]);
+  for (int d = 0; d < t.rank; d++) {
+    if (sym[d] >= 0) fprintf(f, "%s%s=%lld..%lld", d ? "," : "", p->dyn->name[sym[d]], (long long)p->dyn->lo[sym[d]],
+                             (long long)p->dyn->hi[sym[d]]);
+    else fprintf(f, "%s%s%lld", d ? "," : "", dynamic >> d & 1 ? "<=" : "", (long long)t.dims[d]);
+  }
   fprintf(f, "] */\n");
-  const char *W = what[0] == 'i' ? "INPUT" : "OUTPUT";
+  const char *W = in ? "INPUT" : "OUTPUT";
   fprintf(f, "#define %s_%s%d_NAME \"%s\"\n", name, W, i, vname);
   fprintf(f, "#define %s_%s%d_DTYPE %d /* PRIMC_%s in runtime/primc_rt.h */\n", name, W, i, (int)v->type.dtype,
           upper);
   fprintf(f, "#define %s_%s%d_RANK %d\n", name, W, i, v->type.rank);
+  if (follows) {
+    fprintf(f, "#define %s_%s%d_DIM_SYMS {", name, W, i);
+    for (int d = 0; d < t.rank; d++) fprintf(f, "%s%d", d ? ", " : "", sym[d]);
+    fprintf(f, "} /* the run-time dim (NAME_DIMk) each dim is, -1 when fixed */\n");
+  }
   if (dynamic)
-    fprintf(f, "/* dims marked <= depend on the data: SHAPE, NUMEL and BYTES hold their bound, the size of\n"
-               " * the buffer to pass; the run writes the result row-major in its actual dims (%s_output_dims) */\n"
+    fprintf(f, "/* dims marked <= depend on the data or on the run-time dims: SHAPE, NUMEL and BYTES hold their\n"
+               " * bound, the size of the buffer to pass; the run writes the result row-major in its actual dims\n"
+               " * (%s_output_dims) */\n"
                "#define %s_%s%d_DATA_DEPENDENT_DIMS 0x%x /* bit d: dim d */\n",
             name, name, W, i, dynamic);
   fprintf(f, "#define %s_%s%d_SHAPE ", name, W, i);
@@ -58,15 +77,23 @@ static pc_status write_header(const kir_program *p, const char *path, const char
   if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
   fprintf(f, "/* %s.h: entry points of the model compiled by primc %s; link %s.o with libprimc_rt.a -lm -lpthread. */\n",
           name, PC_VERSION, name);
-  fprintf(f, "#ifndef %s_PRIMC_H\n#define %s_PRIMC_H\n\n#include <stdint.h>\n\n", name, name);
+  fprintf(f, "#ifndef %s_PRIMC_H\n#define %s_PRIMC_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n", name, name);
   fprintf(f, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
   fprintf(f, "/* bytes of scratch memory %s_run needs, and its alignment */\n", name);
   fprintf(f, "#define %s_WORKSPACE_SIZE %lldLL\n#define %s_WORKSPACE_ALIGN 64\n", name, (long long)p->workspace_size, name);
   fprintf(f, "#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n", name, g->n_inputs, name, g->n_outputs);
   fprintf(f, "#define %s_WEIGHTS_EXTERNAL %d\n#define %s_WEIGHTS_SIZE %lldLL\n", name, external, name,
           (long long)p->weights_size);
-  for (int i = 0; i < g->n_inputs; i++) header_tensor(f, g, name, "input", i, g->inputs[i]);
-  for (int i = 0; i < g->n_outputs; i++) header_tensor(f, g, name, "output", i, g->outputs[i]);
+  if (p->dyn) {
+    fprintf(f, "\n/* run-time dims (--dim NAME=LO..HI): the binary takes every value in range; the inputs' SHAPE,\n"
+               " * NUMEL and BYTES and the workspace size hold the bounds (HI) */\n#define %s_NUM_DIMS %d\n",
+            name, p->dyn->n_syms);
+    for (int s = 0; s < p->dyn->n_syms; s++)
+      fprintf(f, "#define %s_DIM%d_NAME \"%s\"\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n", name, s,
+              p->dyn->name[s], name, s, (long long)p->dyn->lo[s], name, s, (long long)p->dyn->hi[s]);
+  }
+  for (int i = 0; i < g->n_inputs; i++) header_tensor(f, p, name, "input", i, g->inputs[i]);
+  for (int i = 0; i < g->n_outputs; i++) header_tensor(f, p, name, "output", i, g->outputs[i]);
   fprintf(f, "\n/* Runs the model. inputs[i] / outputs[i]: row-major buffers of the shapes above\n"
              " * (inputs are read, outputs fully written, those with dims marked <= in their actual\n"
              " * dims, see %s_output_dims); workspace: %s_WORKSPACE_SIZE bytes\n"
@@ -76,6 +103,15 @@ static pc_status write_header(const kir_program *p, const char *path, const char
              " * 3 (bad data, e.g. an index out of range), 4 (unsupported). */\n",
           name, name, name);
   fprintf(f, "int %s_run(const void *const *inputs, void *const *outputs, void *workspace);\n", name);
+  fprintf(f, "\n/* %s_run with each input's actual dims: input_dims[i] points at input i's %s_INPUTi_RANK dims (an\n"
+             " * entry or input_dims NULL: that input at its SHAPE). Dims outside the compiled ranges, or two inputs\n"
+             " * disagreeing on a run-time dim, return 7 (PRIMC_ERR_SHAPE) before anything is read or written;\n"
+             " * %s_check_dims says why. %s_run is %s_run_dims with every input at its SHAPE. */\n"
+             "int %s_run_dims(const void *const *inputs, const int64_t *const *input_dims, void *const *outputs,\n"
+             "    void *workspace);\n"
+             "/* 0 when %s_run_dims takes input_dims, else 7 with a message (input, dim, value, range) in msg */\n"
+             "int %s_check_dims(const int64_t *const *input_dims, char *msg, size_t len);\n",
+          name, name, name, name, name, name, name, name);
   fprintf(f, "extern const int64_t %s_workspace_size;\n", name);
   fprintf(f, "\n/* The dims (%s_OUTPUTi_RANK of them) of output i as the last %s_run on this workspace wrote it:\n"
              " * its SHAPE, except for the dims marked <= above, whose size the data decides. Returns 0, or 1\n"
@@ -151,12 +187,18 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   return s;
 }
 
+pc_status kir_build_cpu(pc_graph *g, const pc_codegen_opts *opts, kir_program *p) {
+  pc_status s = kir_build_tuned(g, p, opts->triple ? NULL : opts->autotune); /* rows timed on the host only */
+  if (s == PC_OK && !opts->triple) s = kir_pack_weights(p); /* panels for this machine's GEMM */
+  if (s == PC_OK && !opts->triple) kir_pool_calls(p);
+  return s != PC_OK && g->status ? g->status : s;
+}
+
 pc_status pc_codegen_cpu(pc_graph *g, const pc_codegen_opts *opts) {
   kir_program p;
   pc_progress(opts, "kernel IR", 0, 0);
-  pc_status s = kir_build_tuned(g, &p, opts->triple ? NULL : opts->autotune); /* rows timed on the host only */
-  if (s == PC_OK && !opts->triple) s = kir_pack_weights(&p); /* panels for this machine's GEMM */
-  if (s == PC_OK && !opts->triple) kir_pool_calls(&p);
+  pc_status s = kir_build_cpu(g, opts, &p);
+  if (s == PC_OK && opts->dyn) s = kir_dyn_fit(&p, opts);
   if (s != PC_OK) return g->status ? g->status : s;
   /* the weights go into objects and side files streamed, after LLVM: only IR and assembly hold them inline */
   int inline_weights = (opts->emit == PC_EMIT_LLVM || opts->emit == PC_EMIT_ASM) && !opts->weights_external;

@@ -62,6 +62,8 @@ typedef struct pc_import_opts {
   int inputs_only;              /* ONNX: read the graph inputs and stop (primc inputs): no nodes, no outputs */
   pc_check_result *check;       /* ONNX: go on past nodes that fail, collecting them here (primc check); the
                                    graph then fails with the first, and is for reading only */
+  int run_time_dims;            /* ONNX: built for codegen's run-time dims: sets the graph's run_time_dims and
+                                   folds nothing whose size or value could follow the dims (a Range, a broadcast) */
 } pc_import_opts;
 
 /* frees what a check collected (not the struct) */

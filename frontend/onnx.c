@@ -645,6 +645,10 @@ static void fold_node(ox_loader *L, pc_node *n) {
   /* a conv's bias broadcast over its map (ResNet's 256x14x14) would become a constant of the map's
    * size: more weights to ship, and an epilogue reading a whole tensor where a value per channel does */
   if (n->n_in > 0 && pc_type_numel(ot) > OX_FOLD_MAX_GROWN && pc_type_numel(ot) > in_numel) return;
+  /* With run-time dims no iota is folded, nor anything that grows but shape math (integers, at most a rank's
+   * worth): a bias broadcast over the batch folded or not, and the constant made, would follow the dims */
+  int shape_math = pc_dtype_is_int(ot->dtype) && pc_type_numel(ot) <= PC_MAX_RANK;
+  if (g->run_time_dims && (n->n_in == 0 || (!shape_math && pc_type_numel(ot) > in_numel))) return;
   memset(&out, 0, sizeof out);
   if (pc_interp_node(g, n, in, &out) != PC_OK) {
     /* folding is an optimization: an op the interpreter rejects stays a runtime op */
@@ -912,6 +916,7 @@ pc_status ox_import_body(ox_ctx *c, const Onnx__GraphProto *body, const char *sc
 static pc_graph *load_wire(const uint8_t *buf, size_t len, const char *dir, const pc_import_opts *opts, int mapped) {
   pc_graph *g = pc_graph_new();
   if (!g) return NULL;
+  g->run_time_dims = opts && opts->run_time_dims;
   char why[200];
   pc_status wst = ox_wire_check(buf, len, &onnx__model_proto__descriptor, OX_MAX_MSG_DEPTH, why, sizeof why);
   ox_wire_stripped sw;

@@ -232,6 +232,8 @@ struct pc_graph {
   int64_t workspace_size; /* bytes, after memory planning */
   int64_t mem_limit;   /* bytes the interpreter may hold at once and a compiled model may need; 0: none */
   int matmul_precision; /* a pc_matmul_precision: how compiled host code runs f32 contractions */
+  int run_time_dims;    /* built for codegen's run-time dims (codegen/dynamic.c): passes keep every decision
+                           independent of the dims' values (constfold materializes no broadcast) */
   int autocast;         /* a pc_autocast: contractions (dots and convs) on bf16 operands in compiled host code */
   const char *origin;  /* stamped on nodes created from now on */
   pc_status status;    /* first error, sticky */

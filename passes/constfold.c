@@ -22,7 +22,9 @@ static int broadcast_const(const pc_value *v) {
   return v->producer && v->producer->op == PC_OP_broadcast_in_dim && pc_const_data(v->producer->in[0]);
 }
 
-static int foldable(const pc_node *n) {
+static int foldable(const pc_graph *g, const pc_node *n) {
+  /* a program with run-time dims folds no growing result: whether it fits would depend on the dims */
+  int64_t grow_max = g->run_time_dims ? 0 : FOLD_GROW_NUMEL;
   if (n->dead || n->op == PC_OP_constant) return 0;
   int64_t in_bytes = 0, out_bytes = 0, bcast = 0;
   for (int k = 0; k < n->n_in; k++) {
@@ -34,13 +36,14 @@ static int foldable(const pc_node *n) {
     in_bytes += type_bytes(&n->in[k]->type);
   }
   if (bcast == n->n_in) return 0; /* broadcasts alone: a broadcast still, left to the fuser */
+  if (g->run_time_dims && (n->n_in == 0 || bcast)) return 0; /* an iota or a broadcast: its size follows the dims */
   for (int k = 0; k < n->n_out; k++) {
     int64_t numel = pc_type_numel(&n->out[k]->type);
     if (numel < 0) return 0; /* symbolic (nonzero) */
     /* a converted weight is folded at any size: it runs on every call otherwise (f16 weights widened for
      * the f32 GEMM, passes/widen.c), and it is at most a few times its operand */
     if (n->op != PC_OP_convert_element_type && numel > FOLD_MAX_NUMEL) return 0;
-    if (n->op != PC_OP_convert_element_type && numel > FOLD_GROW_NUMEL && type_bytes(&n->out[k]->type) > in_bytes)
+    if (n->op != PC_OP_convert_element_type && numel > grow_max && type_bytes(&n->out[k]->type) > in_bytes)
       return 0;
     out_bytes += type_bytes(&n->out[k]->type);
   }
@@ -100,7 +103,7 @@ pc_status pc_pass_constfold(pc_graph *g) {
   if (pcp_sweep_begin(g, &s) != PC_OK) return g->status;
   for (int i = 0; i < s.n0 && g->status == PC_OK; i++) {
     pc_node *n = pcp_sweep_visit(&s, i);
-    if (foldable(n)) fold_node(&s, n);
+    if (foldable(g, n)) fold_node(&s, n);
   }
   if (pcp_sweep_end(&s) != PC_OK) return g->status;
   pc_graph_compact(g);

@@ -41,7 +41,7 @@ static int cuda_flag(void *ctx, int argc, char **argv, int *i) {
 static size_t nbytes(const primc_array *a) { return (size_t)primc_array_numel(a) * primc_dtype_size(a->dtype); }
 
 static int read_inputs(run *r, const opts *o) {
-  if (primc_driver_inputs(r->m->inputs, r->m->n_inputs, o->c.random ? NULL : o->c.ins, o->c.seed, r->ins)) return 1;
+  if (primc_driver_inputs(r->m->inputs, r->m->n_inputs, o->c.random ? NULL : o->c.ins, o->c.seed, r->ins, NULL)) return 1;
   for (int i = 0; i < r->m->n_outputs; i++)
     if (primc_driver_alloc(&r->m->outputs[i], &r->outs[i])) return 1;
   return 0;

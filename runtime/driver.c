@@ -70,13 +70,14 @@ static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
 #define PROF_MAX_EVENTS ((int64_t)4 << 20)
 
 /* median ms per run in *median; with a flush buffer, it is written before each run (not timed) */
-static int bench(const primc_model_desc *m, const void **in, void **out, void *ws, int n, char *flush, double *median) {
+static int bench(const primc_model_desc *m, const void **in, const int64_t *const *dims, void **out, void *ws, int n,
+                 char *flush, double *median) {
   double *t = malloc(sizeof *t * (size_t)n);
   if (!t) return 1;
   for (int i = 0; i < n; i++) {
     for (size_t b = 0; flush && b < COLD_BYTES; b += 64) flush[b] = (char)i; /* a line each: memset streams past the cache */
     double s = primc_now_ms();
-    if (m->run(in, out, ws) != 0) return free(t), 1;
+    if (m->run_dims(in, dims, out, ws) != 0) return free(t), 1;
     t[i] = primc_now_ms() - s;
   }
   primc_sort_ms(t, n);
@@ -120,6 +121,7 @@ static void *workspace_alloc(size_t n) {
 typedef struct run_bufs {
   primc_array *ins, *outs;
   const void **inp;
+  const int64_t **dims; /* each input's dims */
   void **outp;
   void *ws;
   char *flush;
@@ -133,6 +135,7 @@ static int run_bufs_free(run_bufs *r, int rc) {
   free(r->ins);
   free(r->outs);
   free(r->inp);
+  free(r->dims);
   free(r->outp);
   free(r->ws);
   free(r->flush);
@@ -146,11 +149,18 @@ static int run_model(const primc_model_desc *m, const primc_driver_opts *o, cons
   r->n_ins = m->n_inputs, r->n_outs = m->n_outputs;
   r->ins = calloc((size_t)m->n_inputs + 1, sizeof *r->ins), r->outs = calloc((size_t)m->n_outputs + 1, sizeof *r->outs);
   r->inp = calloc((size_t)m->n_inputs + 1, sizeof *r->inp);
+  r->dims = calloc((size_t)m->n_inputs + 1, sizeof *r->dims);
   r->outp = calloc((size_t)m->n_outputs + 1, sizeof *r->outp);
   r->ws = workspace_alloc((size_t)m->workspace_size);
-  if (!r->ins || !r->outs || !r->inp || !r->outp || !r->ws) return fprintf(stderr, "error: out of memory\n"), 1;
-  if (primc_driver_inputs(m->inputs, m->n_inputs, o->random ? NULL : o->ins, o->seed, r->ins)) return 1;
-  for (int i = 0; i < m->n_inputs; i++) r->inp[i] = r->ins[i].data;
+  if (!r->ins || !r->outs || !r->inp || !r->dims || !r->outp || !r->ws) return fprintf(stderr, "error: out of memory\n"), 1;
+  if (primc_driver_inputs(m->inputs, m->n_inputs, o->random ? NULL : o->ins, o->seed, r->ins, m->dims->input_syms))
+    return 1;
+  for (int i = 0; i < m->n_inputs; i++) r->inp[i] = r->ins[i].data, r->dims[i] = r->ins[i].dims;
+  /* run-time dims: the inputs' dims within the ranges compiled in, and agreeing on each symbol */
+  int64_t values[PRIMC_MAX_RANK * 4];
+  char msg[512];
+  if (primc_dims_check(m->dims, r->dims, values, msg, sizeof msg) != PRIMC_OK)
+    return fprintf(stderr, "error: %s\n", msg), 1;
   for (int i = 0; i < m->n_outputs; i++) {
     if (primc_driver_alloc(&m->outputs[i], &r->outs[i])) return 1;
     r->outp[i] = r->outs[i].data;
@@ -162,13 +172,13 @@ static int run_model(const primc_model_desc *m, const primc_driver_opts *o, cons
   r->events = cap && (c->profile || c->trace) ? malloc(sizeof *r->events * (size_t)cap) : NULL;
   primc_prof_record(r->events, cap);
   double run_ms = primc_now_ms();
-  int st = m->run(r->inp, r->outp, r->ws);
+  int st = m->run_dims(r->inp, r->dims, r->outp, r->ws);
   run_ms = primc_now_ms() - run_ms;
   if (st != 0) return fprintf(stderr, "error: %s_run returned %d\n", m->name, st), 1;
   if (o->bench > 0 && m->profile) primc_prof_reset(m->profile), primc_prof_record(r->events, cap);
   r->flush = c->cold ? malloc(COLD_BYTES) : NULL;
   if (c->cold && !r->flush) return fprintf(stderr, "error: out of memory\n"), 1;
-  if (o->bench > 0 && bench(m, r->inp, r->outp, r->ws, o->bench, r->flush, &run_ms)) return 1;
+  if (o->bench > 0 && bench(m, r->inp, r->dims, r->outp, r->ws, o->bench, r->flush, &run_ms)) return 1;
   int64_t n_ev = primc_prof_recorded();
   primc_prof_record(NULL, 0);
   if (c->profile) primc_driver_profile_print(m, runs, run_ms, r->events, n_ev);

@@ -71,7 +71,8 @@ static void dims_text(char *buf, size_t n, int rank, const int64_t *dims) {
 }
 
 /* the first difference named: dtype, rank, then the dim, with what the model was compiled for */
-static int check_input(const primc_tensor_desc *d, const primc_array *a, const char *path) {
+/* syms: the symbol of each dim (run-time dims, checked by primc_dims_check), NULL when every dim is fixed */
+static int check_input(const primc_tensor_desc *d, const primc_array *a, const char *path, const int32_t *syms) {
   char want[160], got[160];
   dims_text(want, sizeof want, d->rank, d->dims);
   dims_text(got, sizeof got, a->rank, a->dims);
@@ -82,7 +83,7 @@ static int check_input(const primc_tensor_desc *d, const primc_array *a, const c
     return fprintf(stderr, "error: %s: input \"%s\" takes rank %d %s, the file holds rank %d %s\n", path, d->name,
                    d->rank, want, a->rank, got), 0;
   for (int i = 0; i < d->rank; i++)
-    if (a->dims[i] != d->dims[i])
+    if (a->dims[i] != d->dims[i] && !(syms && syms[i] >= 0))
       return fprintf(stderr, "error: %s: input \"%s\" dim %d is %lld, the model was compiled for %lld (%s, the file "
                      "holds %s)\n", path, d->name, i, (long long)a->dims[i], (long long)d->dims[i], want, got), 0;
   return 1;
@@ -100,7 +101,7 @@ int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a) {
 }
 
 int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *paths, unsigned long long seed,
-                        primc_array *ins) {
+                        primc_array *ins, const int32_t *syms) {
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
   char err[256];
   for (int i = 0; i < n; i++) {
@@ -109,7 +110,7 @@ int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *pa
       fill_random(&ins[i], &s);
     } else if (primc_npy_read(paths[i], &ins[i], err, sizeof err) != 0) {
       return fprintf(stderr, "error: %s: %s\n", paths[i], err), 1;
-    } else if (!check_input(&d[i], &ins[i], paths[i])) {
+    } else if (!check_input(&d[i], &ins[i], paths[i], syms ? syms + i * PRIMC_MAX_RANK : NULL)) {
       return 1;
     }
   }

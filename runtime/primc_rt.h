@@ -43,7 +43,8 @@ enum {
                              regular file, of the wrong size or failing its header check, or a packed
                              weight header (GEMM panels) failing its check at run time */
   PRIMC_ERR_RUNTIME = 3,  /* a runtime kernel rejected its operands (e.g. gather index out of range) */
-  PRIMC_ERR_UNSUPPORTED = 4
+  PRIMC_ERR_UNSUPPORTED = 4,
+  PRIMC_ERR_SHAPE = 7     /* input dims outside the compiled range, or inconsistent (5 and 6 are CUDA's) */
 };
 
 typedef struct primc_tensor_desc {
@@ -90,6 +91,31 @@ int primc_prof_recording(void);
 void primc_prof_note_share(int32_t thread, int64_t t0, int64_t ns);
 
 /* exported by every generated object as NAME_model */
+/* Run-time dims (compiled with --dim NAME=LO..HI): the symbols, and which input dims they are. A model with
+ * every dim fixed has n_syms 0; its inputs' dims are still checked. */
+typedef struct primc_sym_desc {
+  const char *name;
+  int64_t lo, hi;
+} primc_sym_desc;
+
+typedef struct primc_dims_desc {
+  int32_t n_syms;
+  const primc_sym_desc *syms;
+  const int32_t *input_syms; /* [input * PRIMC_MAX_RANK + d]: the symbol dim d of input is, -1 when fixed */
+  int64_t offset;            /* workspace bytes where the run keeps the symbols' values (int64 each); -1: none */
+  int32_t n_inputs;
+  const primc_tensor_desc *inputs; /* dims at the bounds */
+} primc_dims_desc;
+
+/* The symbols' values from the inputs' dims (input_dims[i]: input i's dims; input_dims NULL, or an entry
+ * NULL, for inputs at the bounds, the SHAPE the header declares): PRIMC_OK with values[s] set (n_syms of
+ * them; a symbol no input names stays at its bound), or PRIMC_ERR_SHAPE with msg naming the input, the
+ * dim, its value and the range (msg may be NULL). */
+int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims, int64_t *values, char *msg,
+                     size_t len);
+/* the same, the values then written where the run reads them: what NAME_run_dims does first */
+int primc_dims_bind(const primc_dims_desc *d, const int64_t *const *input_dims, void *workspace);
+
 typedef struct primc_model_desc {
   const char *name;
   int (*run)(const void *const *inputs, void *const *outputs, void *workspace);
@@ -103,6 +129,9 @@ typedef struct primc_model_desc {
    * of the buffer the caller passes; the run writes it row-major in its actual dims, which this
    * gives. Other outputs get their dims. 0, or PRIMC_ERR_ARG (NULL pointer, no such output). */
   int (*output_dims)(const void *workspace, int32_t output, int64_t *dims);
+  const primc_dims_desc *dims;
+  /* NAME_run_dims: NAME_run with each input's actual dims (see primc_dims_check) */
+  int (*run_dims)(const void *const *inputs, const int64_t *const *input_dims, void *const *outputs, void *workspace);
 } primc_model_desc;
 
 /* NAME_output_dims's body: table holds n_outputs rows of rank then 8 dims, a dim >= 0 fixed, a
@@ -292,10 +321,12 @@ typedef int (*primc_driver_flag)(void *ctx, int argc, char **argv, int *i);
  * .npy inputs is not the model's n_inputs and --random-inputs is not given. */
 int primc_driver_parse(int argc, char **argv, const char *usage, const char *model, int n_inputs,
                        primc_driver_opts *o, primc_driver_flag own, void *ctx);
-/* the n model inputs: read from paths[i] and checked against d[i], or when paths is NULL drawn from seed:
- * f32/f64 uniform in [-1, 1), i32/i64 0..9, bools 0/1, other types 0..9 in their lowest byte */
+/* the n model inputs: read from paths[i] and checked against d[i] (but for the dims syms, a primc_dims_desc's
+ * input_syms, gives a symbol: run-time dims, checked by primc_dims_check; syms may be NULL), or when paths is
+ * NULL drawn from seed at d's dims: f32/f64 uniform in [-1, 1), i32/i64 0..9, bools 0/1, other types 0..9 in
+ * their lowest byte */
 int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *paths, unsigned long long seed,
-                        primc_array *ins);
+                        primc_array *ins, const int32_t *syms);
 /* a zeroed, 64-byte aligned array of d's dtype and shape */
 int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a);
 /* one line per output: name, dims and, for f32, the sum */

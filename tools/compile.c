@@ -1,4 +1,5 @@
 /* tools/compile.c: `primc compile`: model -> passes -> codegen -> executable, object + header, library, LLVM IR or asm. */
+#include "api/dyn_source.h"
 #include "codegen/autotune.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
@@ -202,6 +203,19 @@ static int compile_one(const compile_opts *op) {
   if (!emit_kind(o.emit, &co.emit)) return pc_cli_usage_error(compile_help, "bad --emit");
   double t0 = pc_cli_now();
   pc_import_opts io = pc_cli_import_opts(&o.read, o.weights_file, o.mem_limit);
+  /* dims given as ranges: one binary that takes them at run time, built at their bounds (codegen/dynamic.c) */
+  static pc_dyn_source src;
+  pc_dyn_spec spec;
+  int n_syms = pc_dyn_source_init(&src, &spec, &io);
+  if (n_syms < 0)
+    return fprintf(stderr, "primc: error: more than %d dims given as ranges (--dim NAME=LO..HI)\n", PC_DYN_MAX_SYMS), 1;
+  if (n_syms) {
+    src.path = o.model;
+    src.po = (pc_pipeline_opts){.opt_level = o.opt, .unfused = o.unfused};
+    src.matmul_precision = o.read.matmul_precision, src.autocast = o.read.autocast, src.mem_limit = o.mem_limit;
+    io = src.io;
+    co.dyn = &spec;
+  }
   pc_graph *g = pc_model_load(o.model, &io);
   if (!g) return fprintf(stderr, "primc: error: out of memory\n"), 1;
   if (g->status == PC_ERR_UNSUPPORTED) {
@@ -211,6 +225,7 @@ static int compile_one(const compile_opts *op) {
     return 1;
   }
   g->mem_limit = o.mem_limit;
+  g->run_time_dims = n_syms > 0;
   pc_cli_model_apply(&o.read, g);
   pc_pipeline_opts po = {0};
   po.opt_level = o.opt;
@@ -254,6 +269,9 @@ static int compile_one(const compile_opts *op) {
            "  scratch of runtime calls such as im2col, placed after them)\n", nodes, g->n_groups,
            (long long)g->workspace_size);
     printf("  time: load %.3f s, passes %.3f s, codegen %.3f s\n", t1 - t0, t2 - t1, t3 - t2);
+    if (co.dyn)
+      printf("  run-time dims: %d sizes follow them, found from %d builds (%s)\n", spec.n_sizes, spec.n_builds,
+             spec.probes);
     printf("  matmul precision: %s, autocast: %s (%s)\n", pc_matmul_precision_name(g->matmul_precision),
            pc_autocast_name(g->autocast),
            g->autocast ? "dots are dot_bf16 calls, convs the bf16_tiles row below"

@@ -1,0 +1,501 @@
+/* codegen/dynamic.c: run-time dims. The program built at the symbols' bounds is the one that runs. It is
+ * built again with each symbol at other values, and every size in it (loop extents, index maps, runtime
+ * call params, integer constants, the graph's input and output dims) is fitted as a polynomial of the
+ * symbols, of degree at most 2 in each, then checked at values the fit did not use. The builds must agree
+ * on everything else (kernels, buffers, rows chosen, weights); where they do not, one binary cannot follow
+ * the symbol and the compile fails naming it and the kernel. No frontend or pass needs to reason about
+ * symbols: shape arithmetic (Shape, Gather, Concat, Reshape with 0 and -1, Range ...) runs on numbers in
+ * every build, and sizes that are no polynomial (a tile count rounded up) show up as failed checks. */
+#include "codegen/codegen.h"
+#include "codegen/kir_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- a program as structure and sizes */
+
+/* sig: what must be equal in every build (with the kernel each entry belongs to, for messages); val: the
+ * sizes, at[] their addresses in the program walked (the one that runs, for the first walk) */
+typedef struct walk {
+  int64_t *sig;
+  int *sig_kernel;
+  int n_sig, cap_sig;
+  int64_t *val;
+  const int64_t **at;
+  int *val_kernel;
+  int n_val, cap_val;
+  int kernel;
+  int oom;
+} walk;
+
+static void sig(walk *w, int64_t v) {
+  if (w->n_sig == w->cap_sig) {
+    int cap = w->cap_sig ? 2 * w->cap_sig : 1024;
+    int64_t *s = realloc(w->sig, sizeof *s * (size_t)cap);
+    int *k = s ? realloc(w->sig_kernel, sizeof *k * (size_t)cap) : NULL;
+    if (s) w->sig = s;
+    if (k) w->sig_kernel = k;
+    if (!s || !k) return (void)(w->oom = 1);
+    w->cap_sig = cap;
+  }
+  w->sig_kernel[w->n_sig] = w->kernel;
+  w->sig[w->n_sig++] = v;
+}
+
+static void val(walk *w, const int64_t *v) {
+  if (w->n_val == w->cap_val) {
+    int cap = w->cap_val ? 2 * w->cap_val : 1024;
+    int64_t *s = realloc(w->val, sizeof *s * (size_t)cap);
+    const int64_t **a = s ? realloc((void *)w->at, sizeof *a * (size_t)cap) : NULL;
+    int *k = a ? realloc(w->val_kernel, sizeof *k * (size_t)cap) : NULL;
+    if (s) w->val = s;
+    if (a) w->at = a;
+    if (k) w->val_kernel = k;
+    if (!s || !a || !k) return (void)(w->oom = 1);
+    w->cap_val = cap;
+  }
+  w->val_kernel[w->n_val] = w->kernel;
+  w->at[w->n_val] = v;
+  w->val[w->n_val++] = *v;
+}
+
+static void walk_free(walk *w) {
+  free(w->sig);
+  free(w->sig_kernel);
+  free(w->val);
+  free((void *)w->at);
+  free(w->val_kernel);
+  memset(w, 0, sizeof *w);
+}
+
+static void walk_map(walk *w, const kir_map *m, int n_loops) {
+  val(w, &m->offset);
+  for (int l = 0; l < n_loops; l++) val(w, &m->stride[l]);
+}
+
+static void walk_expr(walk *w, const kir_expr *e, int n_loops) {
+  sig(w, e->kind), sig(w, e->dtype), sig(w, e->op), sig(w, e->n_args);
+  if (e->kind == KE_LOAD) sig(w, e->buf);
+  if (e->kind == KE_LOAD || e->kind == KE_INDEX) walk_map(w, &e->map, n_loops);
+  if (e->kind == KE_CONST && pc_dtype_is_float(e->dtype)) {
+    int64_t bits;
+    memcpy(&bits, &e->c, sizeof bits);
+    sig(w, bits); /* a float that follows a symbol (a mean's 1/n) is no polynomial: refused */
+  }
+  if (e->kind == KE_CONST && !pc_dtype_is_float(e->dtype)) val(w, &e->ci);
+  for (int i = 0; i < e->n_args; i++) walk_expr(w, e->args[i], n_loops);
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t n) {
+  const unsigned char *b = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static void walk_program(walk *w, const kir_program *p) {
+  const pc_graph *g = p->g;
+  w->kernel = -1;
+  sig(w, p->n_bufs);
+  for (int i = 0; i < p->n_bufs; i++) sig(w, p->bufs[i].place), sig(w, p->bufs[i].index), sig(w, p->bufs[i].dtype);
+  sig(w, g->n_inputs), sig(w, g->n_outputs);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < (k ? g->n_outputs : g->n_inputs); i++) {
+      const pc_type *t = &(k ? g->outputs[i] : g->inputs[i])->type;
+      sig(w, t->dtype), sig(w, t->rank);
+      for (int d = 0; d < t->rank; d++) val(w, &t->dims[d]);
+    }
+  /* the weights: constants derived from a symbol (a Range over it, folded) would differ */
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < p->n_consts; i++) {
+    const pc_value *v = p->consts[i];
+    int64_t n = pc_type_numel(&v->type);
+    const void *data = pc_const_data(v);
+    if (data && n > 0) h = hash_bytes(h, data, (size_t)n * pc_dtype_size(v->type.dtype));
+  }
+  sig(w, (int64_t)h), sig(w, p->weights_size), sig(w, p->n_consts), sig(w, p->n_packed);
+  for (int i = 0; i < p->n_packed; i++) {
+    const kir_packed *k = &p->packed[i];
+    int64_t f[] = {k->buf, k->trans, k->n, k->k, k->a_mr, k->groups, k->xform, k->bf16_split, k->int_chunks};
+    for (size_t j = 0; j < sizeof f / sizeof *f; j++) sig(w, f[j]);
+  }
+  sig(w, p->n_kernels);
+  for (int i = 0; i < p->n_kernels; i++) {
+    const kir_kernel *k = &p->kernels[i];
+    w->kernel = i;
+    int64_t f[] = {k->kind, k->has_epilogue, k->epilogue, k->absorbed, k->epi_in_call, k->pair};
+    for (size_t j = 0; j < sizeof f / sizeof *f; j++) sig(w, f[j]);
+    if (k->kind == KK_CALL) {
+      sig(w, k->call), sig(w, k->n_args), sig(w, k->n_params);
+      for (int a = 0; a < k->n_args; a++) sig(w, k->args[a]);
+      for (int a = 0; a < k->n_params; a++) val(w, &k->params[a]);
+      continue;
+    }
+    sig(w, k->n_loops), sig(w, k->n_par), sig(w, k->n_stores);
+    for (int l = 0; l < k->n_loops; l++) val(w, &k->extent[l]);
+    for (int s = 0; s < k->n_stores; s++) {
+      const kir_store *st = &k->stores[s];
+      sig(w, st->buf), sig(w, st->red), sig(w, st->arg_loop), sig(w, st->arg_last);
+      walk_map(w, &st->map, k->n_loops);
+      walk_expr(w, st->value, k->n_loops);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- where to probe */
+
+typedef struct plan {
+  int n_syms;
+  int64_t x[KIR_DYN_MAX_SYMS][3]; /* fit points; x[s][0] = hi */
+  int npts[KIR_DYN_MAX_SYMS];
+  int64_t check[KIR_DYN_MAX_SYMS][3]; /* checks, the others at hi; soft ones may build differently */
+  int n_check[KIR_DYN_MAX_SYMS], soft[KIR_DYN_MAX_SYMS][3];
+} plan;
+
+static int used(const int64_t *v, int n, int64_t x) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == x) return 1;
+  return 0;
+}
+
+/* Values at least 2 (a dim of 1 can change the build: loops of one iteration are dropped) spread over the
+ * range, so that sizes rounded to a tile do not look polynomial; lo itself is checked when it is below. */
+static void plan_sym(plan *P, int s, int64_t lo, int64_t hi) {
+  int64_t a = lo > 2 ? lo : 2, span = hi - a;
+  int64_t *x = P->x[s], *c = P->check[s];
+  int n = 0, nc = 0;
+  x[n++] = hi;
+  if (span >= 4) {
+    int64_t cand[] = {a + span * 5 / 8, a + span / 4, a + span * 3 / 8, a + span * 7 / 8, a, hi - 1};
+    for (size_t i = 0; i < sizeof cand / sizeof *cand && n < 3; i++)
+      if (!used(x, n, cand[i])) x[n++] = cand[i];
+    for (size_t i = 0; i < sizeof cand / sizeof *cand && nc < 2; i++)
+      if (!used(x, n, cand[i]) && !used(c, nc, cand[i])) P->soft[s][nc] = 0, c[nc++] = cand[i];
+  } else {
+    for (int64_t v = hi - 1; v >= a && n < 3; v--) x[n++] = v;
+    if (n < 3 && lo < a) x[n++] = lo; /* too few values of 2 or more: 1 (or 0) must fit too */
+  }
+  if (lo < a && !used(x, n, lo)) P->soft[s][nc] = 1, c[nc++] = lo;
+  P->npts[s] = n;
+  P->n_check[s] = nc;
+}
+
+/* ---------------------------------------------------------------- fitting */
+
+typedef __int128 i128;
+
+/* values y at the points x (n of them, 1..3) as coefficients c[0..n) of 1, x, x^2; 0 when no polynomial with
+ * integer coefficients goes through them. For one, x - x' divides p(x) - p(x'), so every divided difference
+ * of Newton's form is an integer too and each division must be exact. */
+static int fit1(const int64_t *x, int n, const i128 *y, i128 *c) {
+  if (n == 1) return c[0] = y[0], 1;
+  i128 d01 = (i128)x[1] - x[0], f01 = y[1] - y[0];
+  if (f01 % d01) return 0;
+  i128 b = f01 / d01; /* y = y0 + b (x - x0) [+ a2 (x - x0)(x - x1)] */
+  i128 a2 = 0;
+  if (n == 3) {
+    i128 d12 = (i128)x[2] - x[1], f12 = y[2] - y[1], d02 = (i128)x[2] - x[0];
+    if (f12 % d12 || (f12 / d12 - b) % d02) return 0;
+    a2 = (f12 / d12 - b) / d02;
+    c[2] = a2;
+  }
+  c[1] = b - a2 * ((i128)x[0] + x[1]);
+  c[0] = y[0] - b * x[0] + a2 * x[0] * x[1];
+  return 1;
+}
+
+static i128 ipow(i128 b, int e) { return e == 0 ? 1 : e == 1 ? b : b * b; }
+
+static i128 poly_eval(const kir_poly *q, int n_syms, const int64_t *v) {
+  i128 sum = 0;
+  for (int t = 0; t < KIR_DYN_TERMS; t++) {
+    if (!q->c[t]) continue;
+    i128 term = q->c[t];
+    for (int s = 0, r = t; s < KIR_DYN_MAX_SYMS; s++, r /= 3) term *= s < n_syms ? ipow(v[s], r % 3) : (r % 3 ? 0 : 1);
+    sum += term;
+  }
+  return sum;
+}
+
+int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym) { return (int64_t)poly_eval(q, n_syms, sym); }
+
+/* y over the grid (index sum_s i_s * stride_s, i_s < npts[s]) as a polynomial: one 1-D fit per symbol in turn */
+static int fit(const plan *P, const i128 *grid, int n_grid, kir_poly *q) {
+  i128 a[243], line[3], c[3];
+  memcpy(a, grid, sizeof *a * (size_t)n_grid);
+  int stride = 1;
+  for (int s = 0; s < P->n_syms; s++) {
+    int n = P->npts[s];
+    for (int base = 0; base < n_grid; base++) {
+      if ((base / stride) % n) continue; /* the first point of each line along s */
+      for (int j = 0; j < n; j++) line[j] = a[base + j * stride];
+      if (!fit1(P->x[s], n, line, c)) return 0;
+      for (int j = 0; j < n; j++) a[base + j * stride] = c[j];
+    }
+    stride *= n;
+  }
+  memset(q, 0, sizeof *q);
+  for (int i = 0; i < n_grid; i++) {
+    int t = 0, r = i, p3 = 1;
+    for (int s = 0; s < P->n_syms; s++, p3 *= 3) t += (r % P->npts[s]) * p3, r /= P->npts[s];
+    if (a[i] > INT64_MAX || a[i] < INT64_MIN) return 0;
+    q->c[t] = (int64_t)a[i];
+  }
+  return 1;
+}
+
+/* ---------------------------------------------------------------- the builds */
+
+typedef struct point {
+  int64_t v[KIR_DYN_MAX_SYMS];
+  int soft;          /* a check that may build differently (a dim of 1): skipped then */
+  int64_t *vals;     /* the sizes of its build, NULL when skipped */
+} point;
+
+static pc_status kernel_fail(kir_program *p, int kernel, const char *sym, const char *why) {
+  pc_graph *g = p->g;
+  if (kernel >= 0 && kernel < p->n_kernels && p->kernels[kernel].n_nodes)
+    return pc_node_fail(g, p->kernels[kernel].nodes[0], PC_ERR_UNSUPPORTED,
+                        "dim %s: %s (kernel %d); compile with a fixed --dim %s=VALUE", sym, why, kernel, sym);
+  return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s: %s%s; compile with a fixed --dim %s=VALUE", sym, why,
+                 kernel == -1 ? " (in the buffers, weights or graph inputs and outputs)" : "", sym);
+}
+
+/* the symbol a point differs in from the bounds (the first, for points that move several) */
+static int moved_sym(const pc_dyn_spec *d, const point *pt) {
+  for (int s = 0; s < d->n_syms; s++)
+    if (pt->v[s] != d->hi[s]) return s;
+  return 0;
+}
+
+static const char *moved(const pc_dyn_spec *d, const point *pt) { return d->name[moved_sym(d, pt)]; }
+
+/* builds the program at pt and keeps its sizes; a structure unlike base's fails, or skips a soft point */
+static pc_status probe(kir_program *p, const pc_codegen_opts *o, const walk *base, point *pt) {
+  pc_dyn_spec *d = o->dyn;
+  pc_graph *g2 = d->build(d->ctx, pt->v);
+  if (!g2) return pc_fail(p->g, PC_ERR_NOMEM, "out of memory");
+  d->n_builds++;
+  pc_status s = g2->status;
+  kir_program p2;
+  if (s == PC_OK) s = kir_build_cpu(g2, o, &p2);
+  if (s != PC_OK) {
+    if (pt->soft) return pc_graph_free(g2), PC_OK;
+    char why[600] = "";
+    for (int k = 0; k < d->n_syms; k++)
+      if (pt->v[k] != d->hi[k])
+        snprintf(why, sizeof why, "the model does not build at %s=%lld: %.480s", d->name[k], (long long)pt->v[k],
+                 pc_error(g2));
+    pc_graph_free(g2);
+    return pc_fail(p->g, PC_ERR_UNSUPPORTED, "%s", why);
+  }
+  walk w = {0};
+  walk_program(&w, &p2);
+  s = w.oom ? pc_fail(p->g, PC_ERR_NOMEM, "out of memory") : PC_OK;
+  int differ = s == PC_OK && (w.n_sig != base->n_sig || w.n_val != base->n_val);
+  int at = -1, n = w.n_sig < base->n_sig ? w.n_sig : base->n_sig;
+  for (int i = 0; s == PC_OK && at < 0 && i < n; i++)
+    if (w.sig[i] != base->sig[i]) differ = 1, at = i;
+  for (int i = 0; s == PC_OK && !differ && i < p->n_bufs; i++)
+    if (p2.bufs[i].nbytes > p->bufs[i].nbytes) differ = 1; /* the plan at the bounds must hold every size */
+  if (s == PC_OK && differ && !pt->soft) {
+    int kernel = at >= 0 ? base->sig_kernel[at] : -1;
+    char why[200];
+    int k = moved_sym(d, pt);
+    const char *sym = d->name[k];
+    long long v = (long long)pt->v[k];
+    if (p2.n_kernels != p->n_kernels) /* a loop unrolled over the dim (an RNN over its sequence) */
+      snprintf(why, sizeof why, "the number of kernels follows it (%d at %s=%lld, %d at %lld)", p->n_kernels, sym,
+               (long long)d->hi[k], p2.n_kernels, v);
+    else
+      snprintf(why, sizeof why, "the program compiled at %s=%lld differs from the one at the bound, not only in its "
+               "sizes (another kernel or row, a constant that follows it)", sym, v);
+    s = kernel_fail(p, p2.n_kernels != p->n_kernels ? -2 : kernel, sym, why);
+  }
+  if (s == PC_OK && !differ) {
+    pt->vals = w.val;
+    w.val = NULL;
+  }
+  walk_free(&w);
+  pc_graph_free(g2);
+  return s;
+}
+
+static int cmp_field(const void *a, const void *b) {
+  const int64_t *x = *(const int64_t *const *)a, *y = *(const int64_t *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+const kir_poly *kir_dyn_poly(const kir_program *p, const int64_t *field) {
+  const kir_dyn *d = p->dyn;
+  if (!d || !d->n_fields) return NULL;
+  int lo = 0, hi = d->n_fields - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (d->field[mid] == field) return &d->poly[mid];
+    if (d->field[mid] < field) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return NULL;
+}
+
+/* the fitted sizes into p->dyn, sorted by address; the symbols of the input dims; the workspace area */
+static pc_status install(kir_program *p, const pc_dyn_spec *ds, const walk *base, kir_poly *polys, const char *moves) {
+  pc_graph *g = p->g;
+  kir_dyn *d = pc_alloc(g, sizeof *d);
+  int n = 0;
+  for (int f = 0; f < base->n_val; f++) n += moves[f];
+  int n_io = (g->n_inputs + g->n_outputs + 1) * PC_MAX_RANK;
+  if (!d) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  memset(d, 0, sizeof *d);
+  d->field = pc_alloc(g, sizeof *d->field * (size_t)(n + 1));
+  d->poly = pc_alloc(g, sizeof *d->poly * (size_t)(n + 1));
+  d->in_sym = pc_alloc(g, sizeof *d->in_sym * (size_t)n_io);
+  d->out_slot = pc_alloc(g, sizeof *d->out_slot * (size_t)n_io);
+  const int64_t **order = malloc(sizeof *order * (size_t)(n + 1));
+  if (!d->field || !d->poly || !d->in_sym || !d->out_slot || !order) return free(order), pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  d->n_syms = ds->n_syms;
+  for (int s = 0; s < ds->n_syms; s++) d->name[s] = ds->name[s], d->lo[s] = ds->lo[s], d->hi[s] = ds->hi[s];
+  /* sorted by address, each with its polynomial: sort the addresses, then look each up among the fields */
+  int k = 0;
+  for (int f = 0; f < base->n_val; f++)
+    if (moves[f]) order[k++] = base->at[f];
+  qsort(order, (size_t)n, sizeof *order, cmp_field);
+  for (int f = 0, j; f < base->n_val; f++) {
+    if (!moves[f]) continue;
+    const int64_t **hit = bsearch(&base->at[f], order, (size_t)n, sizeof *order, cmp_field);
+    j = (int)(hit - order);
+    d->field[j] = base->at[f];
+    d->poly[j] = polys[f];
+  }
+  free(order);
+  d->n_fields = n;
+  p->dyn = d;
+  /* the symbols an input's dims are, and a slot for every output dim that follows them */
+  int64_t off = kir_align_up(p->workspace_size), slot = off + 8 * KIR_DYN_MAX_SYMS;
+  for (int i = 0; i < g->n_inputs; i++)
+    for (int dd = 0; dd < PC_MAX_RANK; dd++) {
+      const kir_poly *q = dd < g->inputs[i]->type.rank ? kir_dyn_poly(p, &g->inputs[i]->type.dims[dd]) : NULL;
+      int sym = -1;
+      for (int s = 0; q && s < ds->n_syms; s++) {
+        int t = 1;
+        for (int r = 0; r < s; r++) t *= 3;
+        kir_poly just = {{0}};
+        just.c[t] = 1;
+        if (!memcmp(q, &just, sizeof just)) sym = s;
+      }
+      if (q && sym < 0)
+        return pc_fail(g, PC_ERR_UNSUPPORTED, "input \"%s\" dim %d follows the dims given by --dim but is none of them",
+                       g->inputs[i]->name ? g->inputs[i]->name : "?", dd);
+      d->in_sym[i * PC_MAX_RANK + dd] = sym;
+    }
+  for (int i = 0; i < g->n_outputs; i++)
+    for (int dd = 0; dd < PC_MAX_RANK; dd++) {
+      int dyn = dd < g->outputs[i]->type.rank && kir_dyn_poly(p, &g->outputs[i]->type.dims[dd]);
+      d->out_slot[i * PC_MAX_RANK + dd] = dyn ? slot : -1;
+      slot += dyn ? 8 : 0;
+    }
+  d->offset = off;
+  kir_buf b = {KP_WORKSPACE, 0, off, slot - off, PC_i64, NULL};
+  d->buf = kir_buf_add(p, b);
+  if (d->buf < 0) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  p->workspace_size = kir_align_up(slot);
+  return PC_OK;
+}
+
+static int n_grid_points(const plan *P) {
+  int n = 1;
+  for (int s = 0; s < P->n_syms; s++) n *= P->npts[s];
+  return n;
+}
+
+static void append_probes_text(char *buf, size_t n, const pc_dyn_spec *d, const plan *P) {
+  size_t k = 0;
+  for (int s = 0; s < P->n_syms && k < n; s++) {
+    k += (size_t)snprintf(buf + k, n - k, "%s%s at", s ? "; " : "", d->name[s]);
+    for (int j = 0; j < P->npts[s] && k < n; j++) k += (size_t)snprintf(buf + k, n - k, "%s %lld", j ? "," : "", (long long)P->x[s][j]);
+    for (int j = 0; j < P->n_check[s] && k < n; j++)
+      k += (size_t)snprintf(buf + k, n - k, "%s %lld", j ? "," : ", checked at", (long long)P->check[s][j]);
+  }
+}
+
+pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
+  pc_dyn_spec *ds = o->dyn;
+  pc_graph *g = p->g;
+  if (ds->n_syms < 1 || ds->n_syms > KIR_DYN_MAX_SYMS)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "%d dims given as ranges: one binary follows at most %d", ds->n_syms,
+                   KIR_DYN_MAX_SYMS);
+  for (int i = 0; i < p->n_kernels; i++) /* nonzero's count is a symbol of its own, written by the run */
+    if (p->kernels[i].kind == KK_CALL && p->kernels[i].call == KC_nonzero)
+      return kernel_fail(p, i, ds->name[0], "a data-dependent size (NonZero) with dims given as ranges is not supported yet");
+  plan P = {.n_syms = ds->n_syms};
+  for (int s = 0; s < ds->n_syms; s++) plan_sym(&P, s, ds->lo[s], ds->hi[s]);
+  append_probes_text(ds->probes, sizeof ds->probes, ds, &P);
+  int n_grid = n_grid_points(&P), n_check = 0;
+  for (int s = 0; s < ds->n_syms; s++) n_check += P.n_check[s];
+  n_check += ds->n_syms > 1; /* every symbol moved at once: catches products the grid alone would miss */
+  point *pts = calloc((size_t)(n_grid + n_check), sizeof *pts);
+  walk base = {0};
+  walk_program(&base, p);
+  ds->n_builds = 1;
+  pc_status s = pts && !base.oom ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; s == PC_OK && i < n_grid; i++) {
+    for (int k = 0, r = i; k < ds->n_syms; k++) pts[i].v[k] = P.x[k][r % P.npts[k]], r /= P.npts[k];
+    pts[i].soft = 0;
+    if (i == 0) { /* the bounds: the program that runs */
+      pts[i].vals = malloc(sizeof *pts[i].vals * (size_t)(base.n_val + 1));
+      if (!pts[i].vals) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+      else memcpy(pts[i].vals, base.val, sizeof *base.val * (size_t)base.n_val);
+      continue;
+    }
+    pc_progress(o, "run-time dims", i, n_grid + n_check);
+    s = probe(p, o, &base, &pts[i]);
+  }
+  int c = n_grid;
+  for (int k = 0; s == PC_OK && k < ds->n_syms; k++)
+    for (int j = 0; s == PC_OK && j < P.n_check[k]; j++, c++) {
+      for (int q = 0; q < ds->n_syms; q++) pts[c].v[q] = ds->hi[q];
+      pts[c].v[k] = P.check[k][j];
+      pts[c].soft = P.soft[k][j];
+      pc_progress(o, "run-time dims", c, n_grid + n_check);
+      s = probe(p, o, &base, &pts[c]);
+    }
+  if (s == PC_OK && ds->n_syms > 1) {
+    for (int q = 0; q < ds->n_syms; q++) pts[c].v[q] = P.x[q][P.npts[q] > 1 ? 1 : 0];
+    for (int q = 0; q < ds->n_syms; q++)
+      if (P.n_check[q] && !P.soft[q][0]) pts[c].v[q] = P.check[q][0];
+    s = probe(p, o, &base, &pts[c++]);
+  }
+  for (int i = n_grid; s == PC_OK && i < c; i++)
+    if (pts[i].soft && !pts[i].vals) { /* said in --report: that value runs code fitted at the others */
+      size_t k = strlen(ds->probes);
+      int y = moved_sym(ds, &pts[i]);
+      snprintf(ds->probes + k, sizeof ds->probes - k, " (%s=%lld builds another program: not checked)", ds->name[y],
+               (long long)pts[i].v[y]);
+    }
+  kir_poly *polys = s == PC_OK ? calloc((size_t)base.n_val + 1, sizeof *polys) : NULL;
+  char *moves = s == PC_OK ? calloc((size_t)base.n_val + 1, 1) : NULL;
+  if (s == PC_OK && (!polys || !moves)) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  i128 grid[243];
+  for (int f = 0; s == PC_OK && f < base.n_val; f++) {
+    int same = 1;
+    for (int i = 0; i < n_grid; i++) grid[i] = pts[i].vals[f], same &= pts[i].vals[f] == base.val[f];
+    for (int i = n_grid; i < c; i++) same &= !pts[i].vals || pts[i].vals[f] == base.val[f];
+    if (same) continue;
+    int kernel = base.val_kernel[f];
+    if (!fit(&P, grid, n_grid, &polys[f]))
+      s = kernel_fail(p, kernel, ds->name[0], "a size follows it in no polynomial way (rounded to a tile?)");
+    for (int i = n_grid; s == PC_OK && i < c; i++)
+      if (pts[i].vals && poly_eval(&polys[f], ds->n_syms, pts[i].v) != pts[i].vals[f])
+        s = kernel_fail(p, kernel, moved(ds, &pts[i]), "a size follows it in no polynomial way (a check failed)");
+    moves[f] = 1;
+    ds->n_sizes++;
+  }
+  if (s == PC_OK) s = install(p, ds, &base, polys, moves);
+  for (int i = 0; pts && i < n_grid + n_check; i++) free(pts[i].vals);
+  free(pts);
+  free(polys);
+  free(moves);
+  walk_free(&base);
+  return s;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+# models/dynamic/make.py: the models with run-time dims (--dim NAME=LO..HI) that tests/suites/dynamic.sh compiles
+# once and runs at several sizes, with ONNX Runtime's outputs at each size as the reference.
+#   batch_cnn/    models/resnet_tiny with its batch a dim_param N (dims.txt: N=1..8)
+#   seq_encoder/  bench/gen_encoder.py --dynamic, 2 layers of d 64: batch and seq dim_params (batch=1..4 seq=1..32)
+# Each DIR holds model.onnx, dims.txt (the --dim arguments) and per case TAG: in_TAG.npy, expected_TAG.npy.
+# Usage: python3 models/dynamic/make.py
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def cases(d, shapes, seed):
+    sess = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    rng = np.random.default_rng(seed)
+    for shape in shapes:
+        tag = "x".join(str(s) for s in shape)
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.save(os.path.join(d, f"in_{tag}.npy"), x)
+        np.save(os.path.join(d, f"expected_{tag}.npy"), sess.run(None, {name: x})[0])
+    print(f"{os.path.relpath(d, ROOT)}: {len(shapes)} cases")
+
+
+def batch_cnn():
+    d = os.path.join(HERE, "batch_cnn")
+    os.makedirs(d, exist_ok=True)
+    m = onnx.load(os.path.join(ROOT, "models", "resnet_tiny", "model.onnx"))
+    for v in list(m.graph.input) + list(m.graph.output):
+        dim = v.type.tensor_type.shape.dim[0]
+        dim.ClearField("dim_value")
+        dim.dim_param = "N"
+    onnx.save(m, os.path.join(d, "model.onnx"))
+    with open(os.path.join(d, "dims.txt"), "w") as f:
+        f.write("--dim N=1..8\n")
+    cases(d, [(1, 3, 64, 64), (3, 3, 64, 64), (8, 3, 64, 64)], 1)
+
+
+def seq_encoder():
+    d = os.path.join(HERE, "seq_encoder")
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_encoder.py"), d, "--layers", "2", "--d", "64",
+                    "--heads", "4", "--ffn", "128", "--seq", "16", "--dynamic"], check=True)
+    os.remove(os.path.join(d, "input.npy"))
+    with open(os.path.join(d, "dims.txt"), "w") as f:
+        f.write("--dim batch=1..4 --dim seq=1..32\n")
+    cases(d, [(1, 1, 64), (1, 7, 64), (2, 13, 64), (3, 32, 64), (4, 32, 64)], 2)
+
+
+batch_cnn()
+seq_encoder()

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# tests/suites/dynamic.sh: run-time dims (--dim NAME=LO..HI). Each model of models/dynamic/ is compiled once with
+# the ranges in its dims.txt and run at every size it has a case for (in_TAG.npy), as an executable and embedded
+# through its header (tests/embed/dynamic.c), each output compared with ONNX Runtime's at that size
+# (expected_TAG.npy, models/dynamic/make.py). Sizes outside the range, a fixed dim given another value, a model
+# whose program changes with the dim (an RNN unrolled over it) and a range on CUDA code are refused with messages
+# that name them.
+set -u
+B=${B:-build}
+. tests/suite_lib.sh
+
+compare() { python3 tests/compare_npy.py "$1" "$2" --rtol 1e-4 --atol 1e-5 >"$tmp/cmp" 2>&1; }
+
+for d in models/dynamic/*/; do
+  [ -f "$d/model.onnx" ] || continue
+  name=$(basename "$d")
+  # shellcheck disable=SC2046
+  if ! "$B/primc" compile "$d/model.onnx" $(cat "$d/dims.txt") -o "$tmp/$name" --report >"$tmp/report" 2>&1; then
+    bad "$name compiles once" "$(tail -n 3 "$tmp/report")"
+    continue
+  fi
+  if grep -q 'run-time dims: [0-9]* sizes follow them' "$tmp/report"; then ok "$name: --report names the run-time dims"
+  else bad "$name: --report" "no run-time dims line"; fi
+  # shellcheck disable=SC2046
+  "$B/primc" compile "$d/model.onnx" $(cat "$d/dims.txt") --emit obj --name dm -o "$tmp/dm.o" >"$tmp/log" 2>&1 &&
+    cc -std=c11 -O2 -I"$tmp" -I. -DMODEL_HEADER='"dm.h"' -DMODEL=dm tests/embed/dynamic.c "$tmp/dm.o" \
+      "$B/libprimc_rt.a" ${PRIMC_LDFLAGS:-} -lm -lpthread -o "$tmp/app" >>"$tmp/log" 2>&1 || bad "$name embedded" "$(tail -n 3 "$tmp/log")"
+  for x in "$d"/in_*.npy; do
+    tag=$(basename "$x" .npy)
+    tag=${tag#in_}
+    if "$tmp/$name" "$x" -o "$tmp/out-$tag" >"$tmp/log" 2>&1 && compare "$tmp/out-$tag/out0.npy" "$d/expected_$tag.npy"; then
+      ok "$name at $tag: $(tail -n 1 "$tmp/cmp")"
+    else
+      bad "$name at $tag" "$(tail -n 2 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
+    fi
+    if [ -x "$tmp/app" ] && "$tmp/app" "$x" "$tmp/emb-$tag.npy" >"$tmp/log" 2>&1 && compare "$tmp/emb-$tag.npy" "$d/expected_$tag.npy"; then
+      ok "$name embedded at $tag: $(tail -n 1 "$tmp/log")"
+    else
+      bad "$name embedded at $tag" "$(tail -n 2 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
+    fi
+  done
+done
+
+# refusals: one past a bound, a fixed dim changed (the executable names the input, the dim, the value, the range)
+python3 -c "import numpy as np; np.save('$tmp/big.npy', np.zeros((9, 3, 64, 64), np.float32)); np.save('$tmp/wide.npy', np.zeros((2, 3, 64, 65), np.float32))"
+if [ -x "$tmp/batch_cnn" ]; then
+  expect_exit 1 "batch 9 of 1..8 refused" "$tmp/batch_cnn" "$tmp/big.npy"
+  grep -q 'input "input" dim 0 (N) is 9, outside the range 1..8' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+  expect_exit 1 "a fixed dim changed refused" "$tmp/batch_cnn" "$tmp/wide.npy"
+  grep -q 'dim 3 is 65, the model was compiled for 64' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+fi
+
+# a program that is not the same at every size: the LSTM unrolled over its sequence
+python3 - "$tmp/lstm.onnx" <<'PY'
+import sys, onnx
+m = onnx.load("models/lstm/model.onnx")
+for v in list(m.graph.input) + list(m.graph.output):
+    d = v.type.tensor_type.shape.dim[0]
+    d.ClearField("dim_value")
+    d.dim_param = "T"
+onnx.save(m, sys.argv[1])
+PY
+expect_exit 1 "an RNN over a run-time dim refused" "$B/primc" compile "$tmp/lstm.onnx" --dim T=1..6 -o "$tmp/lstm"
+grep -q 'dim T: the number of kernels follows it' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+expect_exit 1 "run-time dims on CUDA refused" "$B/primc" compile models/dynamic/batch_cnn/model.onnx --dim N=1..8 --target cuda -o "$tmp/c"
+grep -q 'run-time dims are CPU code' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+suite_end dynamic
