@@ -1,6 +1,7 @@
 /* api/api.c: the public C API of include/primc.h, a thin layer over frontend, passes and codegen. */
 #include "include/primc.h"
 
+#include "api/dyn_source.h"
 #include "codegen/autotune.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
@@ -219,19 +220,32 @@ primc_status primc_model_set_mem_limit(primc_model *m, int64_t bytes) {
 
 /* ---------------------------------------------------------------- loading */
 
-static pc_graph *import(const primc_model *m) {
-  pc_dim_binding *b = calloc((size_t)m->n_dims + 1, sizeof *b);
-  if (!b) return NULL;
+/* the import options of m, its dim bindings in b (m->n_dims + 1 of them) */
+static pc_import_opts import_opts(const primc_model *m, pc_dim_binding *b) {
   for (int i = 0; i < m->n_dims; i++) b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi};
   pc_import_opts io = {b, m->n_dims, m->weights_file, m->consts, m->n_consts, NULL, 0, m->mem_limit, 0, NULL, 0};
-  pc_graph *g = m->path ? pc_model_load(m->path, &io) : pc_onnx_load_buffer(m->bytes, m->n_bytes, m->dir, &io);
-  free(b);
+  return io;
+}
+
+static pc_graph *import_with(const primc_model *m, const pc_import_opts *io) {
+  pc_graph *g = m->path ? pc_model_load(m->path, io) : pc_onnx_load_buffer(m->bytes, m->n_bytes, m->dir, io);
   if (g) g->mem_limit = m->mem_limit;
   return g;
 }
 
-static int snapshot(primc_model *m, const pc_graph *g) {
+static pc_graph *import(const primc_model *m) {
+  pc_dim_binding *b = calloc((size_t)m->n_dims + 1, sizeof *b);
+  if (!b) return NULL;
+  pc_import_opts io = import_opts(m, b);
+  pc_graph *g = import_with(m, &io);
+  free(b);
+  return g;
+}
+
+/* the inputs as gi has them, the outputs as go has them */
+static int snapshot2(primc_model *m, const pc_graph *gi, const pc_graph *go) {
   for (int k = 0; k < 2; k++) {
+    const pc_graph *g = k ? go : gi;
     int n = k ? g->n_outputs : g->n_inputs;
     if (!(m->io[k] = calloc((size_t)n + 1, sizeof *m->io[k]))) return 0;
     m->n_io[k] = n;
@@ -261,9 +275,37 @@ static int snapshot(primc_model *m, const pc_graph *g) {
   return 1;
 }
 
+static int snapshot(primc_model *m, const pc_graph *g) { return snapshot2(m, g, g); }
+
+/* A model whose import with symbols fails (shape arithmetic on a dim given as a range) may still compile with
+ * run-time dims, which import at the bounds: its inputs are read without the nodes, its outputs at the bounds */
+static pc_graph *import_at_bounds(primc_model *m, pc_graph **inputs) {
+  pc_dim_binding *b = calloc((size_t)m->n_dims + 1, sizeof *b);
+  pc_dyn_source *src = calloc(1, sizeof *src);
+  pc_graph *g = NULL;
+  pc_dyn_spec spec;
+  pc_import_opts io = b ? import_opts(m, b) : (pc_import_opts){0};
+  if (b && src && pc_dyn_source_init(src, &spec, &io) > 0) {
+    g = import_with(m, &src->io);
+    io.inputs_only = 1;
+    *inputs = g && !g->status ? import_with(m, &io) : NULL;
+  }
+  free(b);
+  free(src);
+  return g;
+}
+
 static primc_status finish_load(primc_model *m) {
   m->loaded = 1;
   pc_graph *g = import(m);
+  if (g && g->status == PC_ERR_UNSUPPORTED) {
+    pc_graph *ins = NULL, *gb = import_at_bounds(m, &ins);
+    int ok = gb && !gb->status && ins && !ins->status && snapshot2(m, ins, gb);
+    pc_graph_free(gb);
+    pc_graph_free(ins);
+    if (ok) return pc_graph_free(g), PRIMC_STATUS_OK; /* each compile imports again */
+    free_io(m);
+  }
   if (!g || g->status) {
     primc_status s = fail_graph(m, g, PC_OK);
     pc_graph_free(g);
@@ -394,12 +436,29 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   if (!m->loaded) return fail(m, PRIMC_STATUS_USAGE, "no model loaded");
   if (!path || !*path) return fail(m, PRIMC_STATUS_USAGE, "no output path");
   if ((unsigned)emit > PRIMC_EMIT_CUDA) return fail(m, PRIMC_STATUS_USAGE, "emit kind %d is not 0..5", (int)emit);
+  /* dims given as ranges: one binary that takes them at run time, built at their bounds (codegen/dynamic.c) */
+  pc_dim_binding *b = calloc((size_t)m->n_dims + 1, sizeof *b);
+  pc_dyn_source *src = calloc(1, sizeof *src);
+  pc_dyn_spec spec;
+  if (!b || !src) return free(b), free(src), fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+  pc_import_opts io = import_opts(m, b);
+  int n_syms = pc_dyn_source_init(src, &spec, &io);
+  if (n_syms < 0) {
+    free(b), free(src);
+    return fail(m, PRIMC_STATUS_UNSUPPORTED, "more than %d dims given as ranges", PC_DYN_MAX_SYMS);
+  }
+  src->path = m->path, src->bytes = m->bytes, src->n_bytes = m->n_bytes, src->dir = m->dir;
+  src->po = (pc_pipeline_opts){.opt_level = m->opt_level, .unfused = m->unfused};
+  src->matmul_precision = m->matmul_precision, src->autocast = m->autocast, src->mem_limit = m->mem_limit;
   /* the passes and codegen change the graph: each compile lowers a fresh import */
-  pc_graph *g = m->g ? m->g : import(m);
+  pc_graph *g = n_syms ? import_with(m, &src->io) : m->g ? m->g : import(m);
+  if (n_syms) pc_graph_free(m->g); /* imported with symbols: the queries' snapshot has what they need of it */
+  if (n_syms && g) g->run_time_dims = 1;
   m->g = NULL;
   if (!g || g->status) {
     primc_status s = fail_graph(m, g, PC_OK);
     pc_graph_free(g);
+    free(b), free(src);
     return s;
   }
   pc_pipeline_opts po = {0};
@@ -423,6 +482,7 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   co.target = (pc_target)m->target;
   co.profile = m->profile;
   co.cuda_graphs = m->cuda_graphs;
+  co.dyn = n_syms ? &spec : NULL;
   if (s == PC_OK && m->autotune && !(co.autotune = pc_autotune_new(m->autotune_cache)))
     s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (s == PC_OK) s = pc_codegen(g, &co);
@@ -430,6 +490,7 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   pc_autotune_free(co.autotune);
   primc_status r = s == PC_OK ? PRIMC_STATUS_OK : fail_graph(m, g, s);
   pc_graph_free(g);
+  free(b), free(src);
   return r;
 }
 

@@ -31,7 +31,7 @@ _NP = {0: np.float16, 1: "bfloat16", 2: np.float32, 3: np.float64, 4: np.int8, 5
 _DTYPE_NAMES = ["f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool", "c64", "u16", "u32", "u64",
                 "f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "i4", "u4", "i2", "u2", "f4e2m1", "f8e8m0"]
 _RUN_STATUS = {1: "a NULL pointer", 2: "weights missing or corrupt", 3: "bad data (e.g. an index out of range)",
-               4: "unsupported"}
+               4: "unsupported", 7: "input dims outside the compiled range"}
 _UNBOUNDED = 2**63 - 1
 
 
@@ -194,7 +194,8 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
     """Compiles model (an ONNX path, an onnx.ModelProto or its bytes) to a shared library in out_dir (a temporary
     dir, removed with the module, by default) and returns it loaded as a callable Module.
 
-    dims: {"batch": 4} or ["batch=4"] fixes symbolic dims (every input dim must be fixed to compile);
+    dims: {"batch": 4} or ["batch=4"] fixes symbolic dims; {"batch": (1, 8)} or ["batch=1..8"] gives a range: the
+    module then takes every batch size 1..8 (run-time dims, one compiled program);
     consts: {"mode": 1} or ["mode=1"] fixes inputs to constants, as `primc compile --const` (they are then
     no longer inputs of the module);
     threads: the module's thread pool size (default: $PRIMC_NUM_THREADS, else every CPU);
@@ -209,9 +210,9 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
         ins = _infos(h, INPUT)
         for t in ins:
             for d, n, (lo, hi) in zip(t.shape, t.dim_names, t.ranges):
-                if d < 0:
-                    raise Error(f"input {t.name!r}: dim {n!r} ({lo}..{'' if hi is None else hi}) is symbolic: give "
-                                f"it a size with dims={{{n!r}: N}}", "usage")
+                if d < 0 and hi is None:
+                    raise Error(f"input {t.name!r}: dim {n!r} ({lo}..) is unbounded: give it a size with "
+                                f"dims={{{n!r}: N}} or a range with dims={{{n!r}: (LO, HI)}}", "usage")
         outs = _infos(h, OUTPUT)
         _configure(h, opt_level, "cpu", name, weights_external, unfused, profile, matmul_precision=matmul_precision,
                    autocast=autocast)
@@ -303,6 +304,8 @@ class Module:
         try:
             self._run_fn = self._lib[name + "_run"]
             self._dims_fn = self._lib[name + "_output_dims"]
+            self._run_dims_fn = self._lib[name + "_run_dims"]
+            self._check_dims_fn = self._lib[name + "_check_dims"]
             ws_size = ctypes.c_int64.in_dll(self._lib, name + "_workspace_size").value
         except (AttributeError, ValueError) as e:
             raise Error(f"{path}: not a primc model library named {name!r} ({e})", "io") from None
@@ -310,6 +313,10 @@ class Module:
         self._run_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self._dims_fn.restype = ctypes.c_int
         self._dims_fn.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_int64)]
+        self._run_dims_fn.restype = ctypes.c_int
+        self._run_dims_fn.argtypes = [ctypes.c_void_p] * 4
+        self._check_dims_fn.restype = ctypes.c_int
+        self._check_dims_fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
         raw = np.empty(ws_size + 64, np.uint8)
         off = (-raw.ctypes.data) % 64
         self._ws = raw[off:off + ws_size + 1]  # 64-byte aligned, never empty
@@ -372,8 +379,8 @@ class Module:
                 a = np.asarray(a, dtype=t.dtype)
             if a.dtype != t.dtype:
                 raise Error(f"input {t.name!r}: dtype {a.dtype}, the model takes {t.dtype} ({t.dtype_name})", "type")
-            if a.shape != t.shape:
-                raise Error(f"input {t.name!r}: shape {a.shape}, the model takes {t.shape}", "shape")
+            if a.ndim != len(t.shape) or any(d >= 0 and x != d for x, d in zip(a.shape, t.shape)):
+                raise Error(f"input {t.name!r}: shape {a.shape}, the model takes [{t._dims_text()}]", "shape")
             if not (a.flags.c_contiguous and a.flags.aligned):
                 a = np.ascontiguousarray(a)
             arrays.append(a)
@@ -395,8 +402,14 @@ class Module:
         ins = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
         ptrs = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data for o in outs])
         dims = (ctypes.c_int64 * 8)()
+        # each input's actual dims: a dim given as a range takes any size in it (NAME_check_dims says why not)
+        shapes = [(ctypes.c_int64 * 8)(*a.shape) for a in arrays]
+        in_dims = (ctypes.c_void_p * max(1, len(arrays)))(*[ctypes.addressof(x) for x in shapes])
+        msg = ctypes.create_string_buffer(512)
+        if self._check_dims_fn(in_dims, msg, len(msg)):
+            raise Error(msg.value.decode(errors="replace"), "shape")
         with self._lock:
-            st = self._run_fn(ins, ptrs, self._ws.ctypes.data)
+            st = self._run_dims_fn(ins, in_dims, ptrs, self._ws.ctypes.data)
             if st:
                 raise Error(f"{self.name}_run returned {st}: {_RUN_STATUS.get(st, 'failed')}", "runtime")
             for i, o in enumerate(outs):  # an output sized by the data (NonZero) is cut to what the run wrote

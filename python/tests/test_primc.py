@@ -103,6 +103,24 @@ def test_symbolic_dims_fixed_by_dict_or_spec():
     assert primc.info(model, dims={"batch": (2, 8)})[0][0].ranges[0] == (2, 8)
 
 
+def test_dims_given_as_ranges_take_every_size_in_them():
+    """one compile for batch 1..4 and seq 1..32 (models/dynamic/seq_encoder); each size against ONNX Runtime"""
+    path = os.path.join(SRC, "models", "dynamic", "seq_encoder", "model.onnx")
+    m = primc.compile(path, dims={"batch": (1, 4), "seq": (1, 32)})
+    assert m.inputs[0].ranges[:2] == ((1, 4), (1, 32))
+    rng = np.random.default_rng(3)
+    for shape in ((1, 1, 64), (2, 9, 64), (4, 32, 64)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        y = m(x)
+        assert y.shape == shape
+        close(y, ort_run(path, {"input": x})[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(primc.Error, match=r"dim 1 \(seq\) is 33, outside the range 1..32") as e:
+        m(np.zeros((1, 33, 64), np.float32))
+    assert e.value.status == "shape"
+    with pytest.raises(primc.Error, match="shape"):
+        m(np.zeros((1, 8, 65), np.float32))
+
+
 def test_consts_fix_a_mode_input():
     """tests/data/inputs/switch.onnx: an If on input 'mode' picks branches of different shapes; the reference is
     numpy's (tests/ref/gen_inputs_refs.py), one per mode"""

@@ -1,0 +1,128 @@
+/* tests/unit/test_dynamic.c: run-time dims: the runtime's check of the inputs' dims (primc_dims_check), and
+ * codegen's fit of a program's sizes as polynomials of the dims (kir_dyn_fit) on text graphs built at each
+ * value asked: sizes linear and quadratic in a dim, a size rounded up (no polynomial), a program that changes. */
+#include "codegen/codegen.h"
+#include "codegen/kir.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "runtime/primc_rt.h"
+#include "tests/test.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- primc_dims_check */
+
+PC_TEST(dims_check_names_input_dim_value_and_range) {
+  /* x: f32[N, 4], y: f32[N], N in 1..8 */
+  static const primc_sym_desc syms[] = {{"N", 1, 8}};
+  static const int32_t in_syms[2 * PRIMC_MAX_RANK] = {0, -1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, -1, -1, -1, -1};
+  static const primc_tensor_desc ins[] = {{"x", PRIMC_F32, 2, {8, 4}}, {"y", PRIMC_F32, 1, {8}}};
+  primc_dims_desc d = {1, syms, in_syms, 0, 2, ins};
+  int64_t v[4], x[2] = {3, 4}, y[1] = {3};
+  char msg[256];
+  CHECK_INT(primc_dims_check(&d, NULL, v, msg, sizeof msg), PRIMC_OK);
+  CHECK_INT(v[0], 8); /* no dims: the bounds */
+  const int64_t *both[2] = {x, y};
+  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_OK);
+  CHECK_INT(v[0], 3);
+  x[0] = 9;
+  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
+  CHECK_STR(msg, "input \"x\" dim 0 (N) is 9, outside the range 1..8 compiled in");
+  x[0] = 3, x[1] = 5;
+  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
+  CHECK_STR(msg, "input \"x\" dim 1 is 5; the model was compiled for 4");
+  x[1] = 4, y[0] = 2;
+  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
+  CHECK_STR(msg, "input \"y\" dim 0 is 2, but input \"x\" made N 3");
+  /* bind writes the values where the run reads them, and only when they pass */
+  int64_t ws[4] = {-1, -1, -1, -1};
+  d.offset = 8;
+  CHECK_INT(primc_dims_bind(&d, both, ws), PRIMC_ERR_SHAPE);
+  CHECK_INT(ws[1], -1);
+  y[0] = 3;
+  CHECK_INT(primc_dims_bind(&d, both, ws), PRIMC_OK);
+  CHECK_INT(ws[1], 3);
+}
+
+/* ---------------------------------------------------------------- kir_dyn_fit */
+
+/* a text graph with %V (and %H, half of V rounded up) replaced by the value asked */
+typedef struct text_model {
+  const char *text;
+  int changes_below; /* values below this build a program with one more kernel */
+} text_model;
+
+static pc_graph *build_text(void *ctx, const int64_t *values) {
+  const text_model *t = ctx;
+  char src[1024], *o = src;
+  for (const char *s = t->text; *s && o < src + sizeof src - 32; s++) {
+    if (s[0] == '%' && (s[1] == 'V' || s[1] == 'H')) {
+      o += sprintf(o, "%lld", (long long)(s[1] == 'V' ? values[0] : (values[0] + 1) / 2));
+      s++;
+    } else {
+      *o++ = *s;
+    }
+  }
+  *o = 0;
+  if (values[0] < t->changes_below) { /* another result: a negation after the exp */
+    char *ret = strstr(src, "  return");
+    if (ret) snprintf(ret, sizeof src - (size_t)(ret - src), "  %%2 : f32[%lld,8] = neg(%%1)\n  return (%%2)\n",
+                      (long long)values[0]);
+  }
+  pc_graph *g = pc_graph_parse(src, strlen(src), "dyn", NULL);
+  if (g && !g->status) pc_pipeline_run(g, &(pc_pipeline_opts){.opt_level = 2});
+  return g;
+}
+
+/* fits the program of t with V in lo..hi; the first loop kernel's extent 0 polynomial into *q (when there is one) */
+static pc_status fit_text(const text_model *t, int64_t lo, int64_t hi, char *err, size_t n, kir_poly *q) {
+  pc_dyn_spec spec = {1, {"V"}, {lo}, {hi}, build_text, (void *)t, 0, 0, ""};
+  int64_t v = hi;
+  pc_graph *g = build_text((void *)t, &v);
+  kir_program p;
+  pc_codegen_opts o = {0};
+  o.dyn = &spec;
+  pc_status s = g->status ? g->status : kir_build_cpu(g, &o, &p);
+  if (s == PC_OK) s = kir_dyn_fit(&p, &o);
+  snprintf(err, n, "%s", s == PC_OK ? "" : pc_error(g));
+  memset(q, 0, sizeof *q);
+  for (int i = 0; s == PC_OK && i < p.n_kernels; i++)
+    if (p.kernels[i].kind == KK_LOOP && kir_dyn_poly(&p, &p.kernels[i].extent[0])) {
+      *q = *kir_dyn_poly(&p, &p.kernels[i].extent[0]);
+      break;
+    }
+  pc_graph_free(g);
+  return s;
+}
+
+PC_TEST(dyn_fit_linear_and_quadratic_sizes) {
+  char err[512];
+  kir_poly q;
+  text_model lin = {"graph(%x : f32[%V,8]):\n  %1 : f32[%V,8] = exp(%x)\n  return (%1)\n", 0};
+  CHECK_INT(fit_text(&lin, 1, 16, err, sizeof err, &q), PC_OK);
+  CHECK_MSG(!err[0], "%s", err);
+  for (int64_t v = 1; v <= 16; v++) { /* the loops run V * 8 elements, however they are split */
+    int64_t e = kir_poly_eval(&q, 1, &v);
+    CHECK_MSG(e == v || e == 8 * v, "extent at V=%lld: %lld", (long long)v, (long long)e);
+  }
+  text_model sq = {"graph(%x : f32[%V,%V]):\n  %1 : f32[%V,%V] = exp(%x)\n  return (%1)\n", 0};
+  CHECK_INT(fit_text(&sq, 1, 16, err, sizeof err, &q), PC_OK);
+  int64_t seven = 7, e7 = kir_poly_eval(&q, 1, &seven);
+  CHECK_MSG(e7 == 7 || e7 == 49, "extent at V=7: %lld", (long long)e7);
+}
+
+PC_TEST(dyn_fit_refuses_what_no_polynomial_follows) {
+  char err[512];
+  kir_poly q;
+  /* rows 0..ceil(V/2): no polynomial of V */
+  text_model half = {"graph(%x : f32[%V,8]):\n  %s : f32[%H,8] = slice(%x, start=[0,0], limit=[%H,8], stride=[1,1])\n"
+                     "  %1 : f32[%H,8] = exp(%s)\n  return (%1)\n", 0};
+  CHECK_INT(fit_text(&half, 1, 16, err, sizeof err, &q), PC_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(err, "dim V: a size follows it in no polynomial way");
+  /* one more kernel below 10: the program itself changes */
+  text_model grows = {"graph(%x : f32[%V,8]):\n  %1 : f32[%V,8] = exp(%x)\n  return (%1)\n", 10};
+  CHECK_INT(fit_text(&grows, 1, 16, err, sizeof err, &q), PC_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(err, "dim V:");
+  CHECK_CONTAINS(err, "compile with a fixed --dim V=VALUE");
+}
