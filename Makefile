@@ -117,3 +117,4 @@ bench: all $(B)/gemm_bench $(B)/stream $(B)/corelat
 # the large zoo (after `make models`) compiled and checked against ONNX Runtime
 test-large: all
 	PRIMC_LARGE=1 bash tests/suites/models.sh
+	PRIMC_LARGE=1 bash tests/suites/dynamic.sh

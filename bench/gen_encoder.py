@@ -4,6 +4,9 @@
 # Writes OUT/model.onnx and OUT/input.npy (activations [1, seq, d]; the embedding gather is left out).
 # Usage: gen_encoder.py OUT [--layers 12 --d 768 --heads 12 --ffn 3072 --seq 128] [--dynamic]
 # --dynamic: batch and sequence are dim_params "batch" and "seq" (reshapes copy them with 0), for --dim ranges.
+# --embed V: BERT's front as Hugging Face exports it: inputs input_ids and attention_mask (i64 [batch, seq]), word
+# embeddings of a V-token vocabulary, position ids from Shape -> Gather -> Range, the mask as (1 - m) * -10000 added
+# to the scores; input.npy then holds the ids (the mask is all ones: pass it with --const or a second file).
 import argparse
 import os
 
@@ -23,6 +26,7 @@ def main():
     ap.add_argument("--ffn", type=int, default=3072)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--dynamic", action="store_true")
+    ap.add_argument("--embed", type=int, default=0)
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     d, hd, s = a.d, a.d // a.heads, a.seq
@@ -51,14 +55,30 @@ def main():
     flat_shape = const("flat_shape", np.array(lead + [d], np.int64))
     scale = const("scale", np.array(1 / np.sqrt(hd)))
     half, one, rsqrt2 = const("half", np.array(0.5)), const("one", np.array(1.0)), const("rsqrt2", np.array(2 ** -0.5))
-    x = "input"
+    x, mask = "input", None
+    if a.embed:
+        words = const("word_embeddings", rng.standard_normal((a.embed, d)) * 0.5)
+        positions = const("position_embeddings", rng.standard_normal((512, d)) * 0.5)
+        one_i, zero_i = const("one_i", np.array(1, np.int64)), const("zero_i", np.array(0, np.int64))
+        seq_len = node("Gather", [node("Shape", ["input_ids"], "ids_shape"), one_i], "seq_len", axis=0)
+        pos_ids = node("Unsqueeze", [node("Range", [zero_i, seq_len, one_i], "pos_range"),
+                                     const("axes0", np.array([0], np.int64))], "pos_ids")
+        emb = node("Add", [node("Gather", [words, "input_ids"], "word_emb"), node("Gather", [positions, pos_ids],
+                                                                                 "pos_emb")], "emb")
+        x = layer_norm(emb, "emb_ln")
+        m = node("Cast", [node("Unsqueeze", ["attention_mask", const("axes12", np.array([1, 2], np.int64))],
+                               "mask4")], "maskf", to=T.FLOAT)
+        mask = node("Mul", [node("Sub", [one, m], "mask_inv"), const("neg_big", np.array(-10000.0))], "mask_add")
     for i in range(a.layers):
         p = f"l{i}"
         q, k, v = (linear(x, d, d, f"{p}.{n}") for n in "qkv")
         qh = node("Transpose", [node("Reshape", [q, heads_shape], p + ".qr")], p + ".qt", perm=[0, 2, 1, 3])
         kh = node("Transpose", [node("Reshape", [k, heads_shape], p + ".kr")], p + ".kt", perm=[0, 2, 3, 1])
         vh = node("Transpose", [node("Reshape", [v, heads_shape], p + ".vr")], p + ".vt", perm=[0, 2, 1, 3])
-        att = node("Softmax", [node("Mul", [node("MatMul", [qh, kh], p + ".qk"), scale], p + ".sc")], p + ".sm", axis=-1)
+        scores = node("Mul", [node("MatMul", [qh, kh], p + ".qk"), scale], p + ".sc")
+        if mask:
+            scores = node("Add", [scores, mask], p + ".masked")
+        att = node("Softmax", [scores], p + ".sm", axis=-1)
         ctx = node("Transpose", [node("MatMul", [att, vh], p + ".av")], p + ".ct", perm=[0, 2, 1, 3])
         o = linear(node("Reshape", [ctx, flat_shape], p + ".cr"), d, d, p + ".o")
         x = layer_norm(node("Add", [x, o], p + ".res1"), p + ".ln1")
@@ -68,11 +88,16 @@ def main():
         x = layer_norm(node("Add", [x, linear(g, a.ffn, d, p + ".f2")], p + ".res2"), p + ".ln2")
     nodes.append(h.make_node("Identity", [x], ["output"], name="output"))
     io_shape = ["batch", "seq", d] if a.dynamic else [1, s, d]
-    graph = h.make_graph(nodes, "encoder", [h.make_tensor_value_info("input", T.FLOAT, io_shape)],
-                         [h.make_tensor_value_info("output", T.FLOAT, io_shape)], inits)
+    inputs = [h.make_tensor_value_info("input", T.FLOAT, io_shape)]
+    if a.embed:
+        inputs = [h.make_tensor_value_info(n, T.INT64, io_shape[:2]) for n in ("input_ids", "attention_mask")]
+    graph = h.make_graph(nodes, "encoder", inputs, [h.make_tensor_value_info("output", T.FLOAT, io_shape)], inits)
     os.makedirs(a.out, exist_ok=True)
     onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), os.path.join(a.out, "model.onnx"))
-    np.save(os.path.join(a.out, "input.npy"), rng.standard_normal((1, s, d)).astype(np.float32))
+    if a.embed:
+        np.save(os.path.join(a.out, "input.npy"), rng.integers(0, a.embed, (1, s)).astype(np.int64))
+    else:
+        np.save(os.path.join(a.out, "input.npy"), rng.standard_normal((1, s, d)).astype(np.float32))
 
 
 if __name__ == "__main__":

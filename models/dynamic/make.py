@@ -2,8 +2,10 @@
 # models/dynamic/make.py: the models with run-time dims (--dim NAME=LO..HI) that tests/suites/dynamic.sh compiles
 # once and runs at several sizes, with ONNX Runtime's outputs at each size as the reference.
 #   batch_cnn/    models/resnet_tiny with its batch a dim_param N (dims.txt: N=1..8)
-#   seq_encoder/  bench/gen_encoder.py --dynamic, 2 layers of d 64: batch and seq dim_params (batch=1..4 seq=1..32)
-# Each DIR holds model.onnx, dims.txt (the --dim arguments) and per case TAG: in_TAG.npy, expected_TAG.npy.
+#   seq_encoder/  bench/gen_encoder.py --dynamic --embed 100, 2 layers of d 64 with BERT's front (input_ids and
+#                 attention_mask [batch, seq], position ids from Shape -> Gather -> Range): batch=1..4 seq=1..32
+# Each DIR holds model.onnx, dims.txt (the --dim arguments) and per case TAG: in_TAG_K.npy for input K and
+# expected_TAG.npy.
 # Usage: python3 models/dynamic/make.py
 import os
 import subprocess
@@ -19,13 +21,21 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 def cases(d, shapes, seed):
     sess = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
     rng = np.random.default_rng(seed)
     for shape in shapes:
         tag = "x".join(str(s) for s in shape)
-        x = rng.standard_normal(shape).astype(np.float32)
-        np.save(os.path.join(d, f"in_{tag}.npy"), x)
-        np.save(os.path.join(d, f"expected_{tag}.npy"), sess.run(None, {name: x})[0])
+        feeds = {}
+        for k, inp in enumerate(sess.get_inputs()):
+            if "float" in inp.type:
+                x = rng.standard_normal(shape).astype(np.float32)
+            elif "mask" in inp.name:  # the last third of each row is padding
+                x = np.ones(shape, np.int64)
+                x[..., shape[-1] - shape[-1] // 3:] = 0
+            else:
+                x = rng.integers(0, 100, shape).astype(np.int64)
+            feeds[inp.name] = x
+            np.save(os.path.join(d, f"in_{tag}_{k}.npy"), x)
+        np.save(os.path.join(d, f"expected_{tag}.npy"), sess.run(None, feeds)[0])
     print(f"{os.path.relpath(d, ROOT)}: {len(shapes)} cases")
 
 
@@ -46,11 +56,11 @@ def batch_cnn():
 def seq_encoder():
     d = os.path.join(HERE, "seq_encoder")
     subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_encoder.py"), d, "--layers", "2", "--d", "64",
-                    "--heads", "4", "--ffn", "128", "--seq", "16", "--dynamic"], check=True)
+                    "--heads", "4", "--ffn", "128", "--seq", "16", "--dynamic", "--embed", "100"], check=True)
     os.remove(os.path.join(d, "input.npy"))
     with open(os.path.join(d, "dims.txt"), "w") as f:
         f.write("--dim batch=1..4 --dim seq=1..32\n")
-    cases(d, [(1, 1, 64), (1, 7, 64), (2, 13, 64), (3, 32, 64), (4, 32, 64)], 2)
+    cases(d, [(1, 1), (1, 7), (2, 13), (3, 32), (4, 32)], 2)
 
 
 batch_cnn()

@@ -4,7 +4,7 @@
 # through its header (tests/embed/dynamic.c), each output compared with ONNX Runtime's at that size
 # (expected_TAG.npy, models/dynamic/make.py). Sizes outside the range, a fixed dim given another value, a model
 # whose program changes with the dim (an RNN unrolled over it) and a range on CUDA code are refused with messages
-# that name them.
+# that name them. With PRIMC_LARGE=1 (make test-large) also BERT-base and ResNet-50 sized models (below).
 set -u
 B=${B:-build}
 . tests/suite_lib.sh
@@ -25,20 +25,22 @@ for d in models/dynamic/*/; do
   "$B/primc" compile "$d/model.onnx" $(cat "$d/dims.txt") --emit obj --name dm -o "$tmp/dm.o" >"$tmp/log" 2>&1 &&
     cc -std=c11 -O2 -I"$tmp" -I. -DMODEL_HEADER='"dm.h"' -DMODEL=dm tests/embed/dynamic.c "$tmp/dm.o" \
       "$B/libprimc_rt.a" ${PRIMC_LDFLAGS:-} -lm -lpthread -o "$tmp/app" >>"$tmp/log" 2>&1 || bad "$name embedded" "$(tail -n 3 "$tmp/log")"
-  for x in "$d"/in_*.npy; do
-    tag=$(basename "$x" .npy)
-    tag=${tag#in_}
-    if "$tmp/$name" "$x" -o "$tmp/out-$tag" >"$tmp/log" 2>&1 && compare "$tmp/out-$tag/out0.npy" "$d/expected_$tag.npy"; then
+  for e in "$d"/expected_*.npy; do
+    tag=$(basename "$e" .npy)
+    tag=${tag#expected_}
+    ins=("$d"/in_"$tag"_*.npy)
+    if "$tmp/$name" "${ins[@]}" -o "$tmp/out-$tag" >"$tmp/log" 2>&1 && compare "$tmp/out-$tag/out0.npy" "$e"; then
       ok "$name at $tag: $(tail -n 1 "$tmp/cmp")"
     else
       bad "$name at $tag" "$(tail -n 2 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
     fi
-    if [ -x "$tmp/app" ] && "$tmp/app" "$x" "$tmp/emb-$tag.npy" >"$tmp/log" 2>&1 && compare "$tmp/emb-$tag.npy" "$d/expected_$tag.npy"; then
+    if [ -x "$tmp/app" ] && "$tmp/app" "$tmp/emb-$tag.npy" "${ins[@]}" >"$tmp/log" 2>&1 && compare "$tmp/emb-$tag.npy" "$e"; then
       ok "$name embedded at $tag: $(tail -n 1 "$tmp/log")"
     else
       bad "$name embedded at $tag" "$(tail -n 2 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
     fi
   done
+  rm -f "$tmp/app"
 done
 
 # refusals: one past a bound, a fixed dim changed (the executable names the input, the dim, the value, the range)
@@ -48,6 +50,14 @@ if [ -x "$tmp/batch_cnn" ]; then
   grep -q 'input "input" dim 0 (N) is 9, outside the range 1..8' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
   expect_exit 1 "a fixed dim changed refused" "$tmp/batch_cnn" "$tmp/wide.npy"
   grep -q 'dim 3 is 65, the model was compiled for 64' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+fi
+
+# two inputs disagreeing on a run-time dim
+if [ -x "$tmp/seq_encoder" ]; then
+  expect_exit 1 "inputs disagreeing on seq refused" "$tmp/seq_encoder" models/dynamic/seq_encoder/in_1x7_0.npy \
+    models/dynamic/seq_encoder/in_1x1_1.npy
+  grep -q 'input "attention_mask" dim 1 is 1, but input "input_ids" made seq 7' "$tmp/err" && ok "its message" ||
+    bad "its message" "$(cat "$tmp/err")"
 fi
 
 # a program that is not the same at every size: the LSTM unrolled over its sequence
@@ -64,4 +74,41 @@ expect_exit 1 "an RNN over a run-time dim refused" "$B/primc" compile "$tmp/lstm
 grep -q 'dim T: the number of kernels follows it' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
 expect_exit 1 "run-time dims on CUDA refused" "$B/primc" compile models/dynamic/batch_cnn/model.onnx --dim N=1..8 --target cuda -o "$tmp/c"
 grep -q 'run-time dims are CPU code' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+# make test-large: BERT-base (12 layers of d 768 with its front: a 30522-token vocabulary, position ids from the
+# sequence length, the attention mask; batch 1..8, seq 1..512) and ResNet-50 (batch 1..16), random weights
+# (bench/gen_encoder.py, bench/gen_resnet.py), each compiled once and run at 5 sizes against ONNX Runtime
+large() { # NAME ONNX DIMS SHAPES...
+  local name=$1 model=$2 dims=$3
+  shift 3
+  local start=$SECONDS
+  # shellcheck disable=SC2086
+  if ! "$B/primc" compile "$model" $dims -o "$tmp/$name" --report >"$tmp/report" 2>&1; then
+    bad "$name compiles once" "$(tail -n 3 "$tmp/report")"
+    return
+  fi
+  echo "  ($name: $(grep 'time:' "$tmp/report" | sed 's/^ *//'); $(grep 'run-time dims' "$tmp/report" | sed 's/^ *//'))"
+  mkdir -p "$tmp/sizes"
+  python3 tests/run_sizes.py "$model" "$tmp/$name" "$tmp/sizes" "$@" >"$tmp/sizes.log" 2>&1
+  while read -r verdict rest; do
+    case $verdict in PASS) ok "$name $rest" ;; FAIL) bad "$name" "$rest" ;; esac
+  done <"$tmp/sizes.log"
+  echo "  ($name: $((SECONDS - start)) s)"
+  rm -f "$tmp/$name"
+}
+if [ "${PRIMC_LARGE:-0}" = 1 ]; then
+  python3 bench/gen_encoder.py "$tmp/bert" --dynamic --embed 30522 >/dev/null
+  large bert_base "$tmp/bert/model.onnx" "--dim batch=1..8 --dim seq=1..512" 1x1,1x1 1x37,1x37 3x128,3x128 \
+    8x512,8x512 2x16,2x16
+  python3 bench/gen_resnet.py "$tmp/r50" --depth 50 >/dev/null
+  python3 - "$tmp/r50/model.onnx" <<'PY'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+for v in list(m.graph.input) + list(m.graph.output):
+    d = v.type.tensor_type.shape.dim[0]
+    d.ClearField("dim_value")
+    d.dim_param = "N"
+onnx.save(m, sys.argv[1])
+PY
+  large resnet50 "$tmp/r50/model.onnx" "--dim N=1..16" 1x3x224x224 2x3x224x224 7x3x224x224 13x3x224x224 16x3x224x224
+fi
 suite_end dynamic
