@@ -111,6 +111,7 @@ bench: all $(B)/gemm_bench $(B)/stream $(B)/corelat
 	python3 bench/gen_resnet.py $(B)/bench-models/resnet50 --depth 50
 	python3 bench/gen_encoder.py $(B)/bench-models/encoder_base
 	python3 bench/precision_peers.py --threads 1,2 $(B)/bench-models/resnet50 $(B)/bench-models/encoder_base
+	python3 bench/dynamic_peers.py --threads 1 --dir $(B)/bench-models
 
 -include bench/bench.mk
 
