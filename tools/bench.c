@@ -190,6 +190,14 @@ static void drop_dir(const bench_run *b) {
 /* ---------------------------------------------------------------- model, inputs, interpreter */
 
 static pc_graph *load(const bench_opts *o) {
+  for (int i = 0; i < o->read.n_dims; i++) /* the builds compared run one size; a range is compile's */
+    if (o->read.dims[i].lo != o->read.dims[i].hi) {
+      fprintf(stderr, "primc: error: bench times one size: give --dim %s=VALUE; one binary for the range "
+              "%lld..%lld is `primc compile --dim %s=%lld..%lld` (bench/dynamic_peers.py times it)\n",
+              o->read.dims[i].name, (long long)o->read.dims[i].lo, (long long)o->read.dims[i].hi,
+              o->read.dims[i].name, (long long)o->read.dims[i].lo, (long long)o->read.dims[i].hi);
+      return NULL;
+    }
   pc_import_opts io = pc_cli_import_opts(&o->read, o->weights, 0);
   pc_graph *g = pc_model_load(o->model, &io);
   if (!g) fprintf(stderr, "primc: error: out of memory loading %s\n", o->model);

@@ -41,6 +41,8 @@ static const char *compile_help =
     "  --autotune-cache FILE  the cache (default: $PRIMC_AUTOTUNE_CACHE, else\n"
     "                      $XDG_CACHE_HOME/primc/autotune.txt, else ~/.cache/primc/autotune.txt)\n"
     "  --dim NAME=N        fix a symbolic dim (`primc inputs MODEL` names them)\n"
+    "  --dim NAME=LO..HI   one binary for every value in LO..HI (up to 3 such dims): run-time dims, the\n"
+    "                      program planned at HI; --report says how its sizes were found\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy): it is no\n"
     "                      longer an input, and what depends on it is folded\n"
     "  --matmul-precision highest|high|medium\n"

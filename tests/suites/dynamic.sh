@@ -52,6 +52,9 @@ if [ -x "$tmp/batch_cnn" ]; then
   grep -q 'dim 3 is 65, the model was compiled for 64' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
 fi
 
+expect_exit 1 "bench with a range refused" "$B/primc" bench models/dynamic/batch_cnn/model.onnx --dim N=1..8
+grep -q 'bench times one size: give --dim N=VALUE' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+
 # two inputs disagreeing on a run-time dim
 if [ -x "$tmp/seq_encoder" ]; then
   expect_exit 1 "inputs disagreeing on seq refused" "$tmp/seq_encoder" models/dynamic/seq_encoder/in_1x7_0.npy \
