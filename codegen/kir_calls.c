@@ -286,7 +286,7 @@ static pc_status build_fft(kir_program *p, const pc_node *n) {
   const pc_type *a = &n->in[0]->type, *b = &n->out[0]->type;
   int64_t w = a->dims[a->rank - 1] > b->dims[b->rank - 1] ? a->dims[a->rank - 1] : b->dims[b->rank - 1];
   if (w < e[1]) w = e[1];
-  if (s == PC_OK) call_arg(&p->kernels[p->n_kernels - 1], kir_scratch_buf(p, PC_f64, 32 * (w + 1), NULL));
+  if (s == PC_OK) call_arg(&p->kernels[p->n_kernels - 1], kir_scratch_buf(p, PC_f64, primc_fft_scratch_bytes(w), NULL));
   return s;
 }
 

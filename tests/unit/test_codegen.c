@@ -53,7 +53,7 @@ static int run_compiled(pc_graph *g, const pc_tensor *ins, pc_tensor *outs, cons
 static int close_enough(pc_dtype dt, double a, double b) {
   if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
   if (isinf(a) || isinf(b)) return a == b;
-  double tol = dt == PC_f16 ? 2e-3 : dt == PC_bf16 ? 1e-2 : dt == PC_f32 ? 2e-5 : dt == PC_f64 ? 1e-12 : 0;
+  double tol = dt == PC_f16 ? 2e-3 : dt == PC_bf16 ? 1e-2 : dt == PC_f32 || dt == PC_c64 ? 2e-5 : dt == PC_f64 ? 1e-12 : 0;
   return fabs(a - b) <= tol * (1 + fabs(b));
 }
 
