@@ -178,6 +178,23 @@ static pc_value *transpose_weight(ox_ctx *c, pc_value *w, int64_t groups) {
   return t ? pc_build(G, PC_OP_rev, &t, 1, &a, 1) : NULL;
 }
 
+/* k = s with no padding, dilation, output padding or groups (the upsampling heads of U-Nets and text detectors):
+ * each input pixel writes its own k-sized output tile, so the transposed conv is one GEMM [O k.., C] x [C, pixels]
+ * (the weight as A, the input's maps as they lie as B) and one loop that interleaves the k-sized tiles into the
+ * output with the bias added, instead of a conv over a zero-stuffed input */
+static pc_value *ct_tiles(ox_ctx *c, pc_value *x, pc_value *w, pc_value *b) {
+  int r = x->type.rank, ns = r - 2;
+  int64_t lc = 0, rc = 1, perm[PC_MAX_RANK], shape[PC_MAX_RANK];
+  pc_value *y = pc_dot_general(G, w, x, 1, &lc, &rc, 0, NULL, NULL); /* [O, k.., N, H..] */
+  perm[0] = 1 + ns, perm[1] = 0;
+  shape[0] = x->type.dims[0], shape[1] = w->type.dims[1];
+  for (int i = 0; i < ns; i++) {
+    perm[2 + 2 * i] = 2 + ns + i, perm[3 + 2 * i] = 1 + i; /* [N, O, H1, k1, H2, k2, ..] */
+    shape[2 + i] = x->type.dims[2 + i] * w->type.dims[2 + i];
+  }
+  return pc_reshape(G, add_bias(c, pc_transpose(G, y, perm), b), r, shape);
+}
+
 /* begin/end padding of one ConvTranspose dim from output_shape or auto_pad */
 static void ct_pads(const char *ap, int64_t total, int64_t *lo, int64_t *hi) {
   int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor: a negative total means output padding */
@@ -232,6 +249,10 @@ pc_status ox_op_ConvTranspose(ox_ctx *c) {
     ones[i] = 1;
   }
   if (w->type.dtype != x->type.dtype) return ox_fail(c, PC_ERR_TYPE, "input and weight dtypes differ");
+  int tiles = groups == 1 && 2 + 2 * ns <= PC_MAX_RANK;
+  for (int i = 0; i < ns; i++)
+    tiles &= s[i] == w->type.dims[2 + i] && d[i] == 1 && op[i] == 0 && lo[i] == 0 && hi[i] == 0;
+  if (tiles) return ox_out(c, 0, ct_tiles(c, x, w, b));
   pc_value *y = conv_prim(c, x, transpose_weight(c, w, groups), ns, ones, clo, chi, d, s, groups);
   if (y && crop) {
     int64_t lim[PC_MAX_RANK];

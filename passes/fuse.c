@@ -131,6 +131,19 @@ static int gather_reads_in_place(const pc_node *p, const pc_node *c) {
   return c->op == PC_OP_gather && c->in[0]->producer == p && c->in[1]->producer != p && p->op != PC_OP_iota && cheap(p);
 }
 
+/* a reshape whose result is a graph output that nothing else reads: merging dims or not, its kernel loops over
+ * the operand's shape and stores in the same row-major order (codegen/kir.c, via_operand), so the loop that
+ * computes the operand writes the output directly (a ConvTranspose tile transpose, a final Flatten) */
+static int reshape_is_last(const pc_graph *g, const pc_node *c) {
+  const pc_value *v = c->out[0];
+  int out = 0;
+  for (int i = 0; i < g->n_outputs; i++) out |= g->outputs[i] == v;
+  for (int i = 0; out && i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++)
+      if (g->nodes[i]->in[k] == v) return 0;
+  return out;
+}
+
 /* the rule for the edge alone, from the two prims' kinds */
 static const char *edge_rule(pc_graph *g, const pc_node *p, const pc_node *c) {
   pc_fuse_kind kp = pc_op_fuse_kind(p->op), kc = pc_op_fuse_kind(c->op);
@@ -139,7 +152,8 @@ static const char *edge_rule(pc_graph *g, const pc_node *p, const pc_node *c) {
   if (kc == PC_FUSE_ALONE) return pc_strfmt(g, "%s is kept alone", opname(c));
   if (kc == PC_FUSE_CONTRACT) return pc_strfmt(g, "%s reads its operands from memory (no prologue fusion)", opname(c));
   if (kp == PC_FUSE_CONTRACT && kc != PC_FUSE_ELEM) return pc_strfmt(g, "only elementwise epilogues fuse into %s", opname(p));
-  if (c->op == PC_OP_reshape && (kp == PC_FUSE_ELEM || kp == PC_FUSE_MOVE) && !reshape_splits(c))
+  if (c->op == PC_OP_reshape && (kp == PC_FUSE_ELEM || kp == PC_FUSE_MOVE) && !reshape_splits(c) &&
+      !reshape_is_last(g, c))
     return pc_strdup(g, "reshape merges dims: not an affine index map of its operand");
   return NULL;
 }

@@ -91,6 +91,13 @@ def main():
     case("depthtospace_crd", "DepthToSpace", f32(1, 8, 2, 3), {}, dict(blocksize=2, mode="CRD"))
     # a window wider than twice the channels: the importer clamps it (the fuzzer's size=2^40 hung it)
     case("lrn_size_beyond_channels", "LRN", f32(1, 3, 2, 2), {}, dict(size=11, alpha=0.02, beta=0.75, bias=1.0))
+    # ConvTranspose with k = s: one GEMM and a transpose (onnx_nn.c ct_tiles); SAME_UPPER at k = s pads nothing
+    case("convtranspose_k2s2_bias", "ConvTranspose", f32(2, 5, 3, 4), {"w": f32(5, 3, 2, 2), "b": f32(3)},
+         dict(strides=[2, 2]))
+    case("convtranspose_k3s3_same_1d", "ConvTranspose", f32(1, 4, 5), {"w": f32(4, 2, 3)},
+         dict(strides=[3], auto_pad="SAME_UPPER"))
+    case("convtranspose_k2x1x3_3d", "ConvTranspose", f32(1, 2, 2, 3, 2), {"w": f32(2, 3, 2, 1, 3), "b": f32(3)},
+         dict(strides=[2, 1, 3]))
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ static void run_case(const char *name) {
 
 static const char *const nn_cases[] = {
     "conv_group_dilated_asym", "conv1d_same_lower", "conv3d_depthwise", "convtranspose_group_outpad",
+    "convtranspose_k2s2_bias", "convtranspose_k3s3_same_1d", "convtranspose_k2x1x3_3d",
     "maxpool_int8_ceil", "avgpool_ceil_include_pad", "avgpool_same_upper_exclude", "lppool_p3",
     "layernorm_outputs", "instancenorm_3d", "lrn_size5", "lstm_bidir_full", "gru_lbr_reverse_clip",
     "rnn_relu_bidir_h0", "resize_linear_sizes", "resize_cubic_asym_exclude", "resize_nearest_ceil_align",
