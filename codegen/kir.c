@@ -672,6 +672,12 @@ static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n)
     for (int k = 0; k < nd->n_out; k++) kir_materialize(p, nd->out[k]);
     pc_status s = flush_pointwise(p, pend, np);
     if (s != PC_OK) return s;
+    /* the results just stored are not stored again by a later flush (YOLO's SPP recomputed each pool in the
+     * next pool's kernel); the others stay pending, to be inlined or stored once something materializes them */
+    int kept = 0;
+    for (int j = 0; j < np; j++)
+      if (p->buf_of_value[pend[j]->out[0]->id] < 0) pend[kept++] = pend[j];
+    np = kept;
     int before = p->n_kernels;
     pc_status saved = p->g->status;
     s = build_rule(nd->op)(p, nd);

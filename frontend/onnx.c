@@ -347,7 +347,32 @@ typedef struct ox_loader {
   pc_status first_status;
   char first_error[sizeof ((pc_graph *)0)->error];
   int hit_poison;
+  ox_pool_memo pools[OX_POOL_MEMO]; /* stride-1 "same" max pools imported so far (ox_pool_find) */
+  int n_pools;
 } ox_loader;
+
+int ox_pool_find(ox_ctx *c, const pc_value *x, int ns, const int64_t *k, ox_pool_memo *found) {
+  ox_loader *L = c->L;
+  int best = -1;
+  int64_t best_sum = 0;
+  for (int i = 0; L && i < L->n_pools; i++) {
+    const ox_pool_memo *m = &L->pools[i];
+    int fits = m->x == x && m->ns == ns;
+    int64_t sum = 0;
+    for (int d = 0; fits && d < ns; d++) fits = m->k[d] <= k[d], sum += m->k[d];
+    if (fits && sum > best_sum) best = i, best_sum = sum;
+  }
+  if (best >= 0) *found = L->pools[best];
+  return best >= 0;
+}
+
+void ox_pool_note(ox_ctx *c, const pc_value *x, int ns, const int64_t *k, pc_value *y) {
+  ox_loader *L = c->L;
+  if (!L || !y || L->n_pools == OX_POOL_MEMO || ns > PC_MAX_RANK) return;
+  ox_pool_memo *m = &L->pools[L->n_pools++];
+  m->x = x, m->y = y, m->ns = ns;
+  for (int d = 0; d < ns; d++) m->k[d] = k[d];
+}
 
 /* the value a failed node's outputs are bound to under opts->check: lookups answer NULL and note it */
 static pc_value ox_poison;

@@ -27,6 +27,20 @@ typedef struct ox_ctx {
   struct ox_loader *L; /* the importer's name scope (control flow and sequences, frontend/onnx_cf.c) */
 } ox_ctx;
 
+/* Max pools of stride 1 with "same" padding compose: pool_a(pool_b(x)) = pool_{a+b-1}(x), exactly (the windows'
+ * union, -inf outside). The importer remembers those it imported per operand, so that SPP's pools 5, 9 and 13
+ * of one map become 5, then 5 of that, then 5 of that (frontend/onnx_nn.c, ox_op_MaxPool). */
+#define OX_POOL_MEMO 16
+typedef struct ox_pool_memo {
+  const pc_value *x;
+  pc_value *y;
+  int ns;
+  int64_t k[PC_MAX_RANK];
+} ox_pool_memo;
+/* the remembered pool of x with the largest kernel no larger than k in every dim: 1 and *found, else 0 */
+int ox_pool_find(ox_ctx *c, const pc_value *x, int ns, const int64_t *k, ox_pool_memo *found);
+void ox_pool_note(ox_ctx *c, const pc_value *x, int ns, const int64_t *k, pc_value *y);
+
 /* A decomposition: returns PC_OK or the graph's error status. */
 typedef pc_status (*ox_fn)(ox_ctx *c);
 

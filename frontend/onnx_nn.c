@@ -405,12 +405,33 @@ static pc_status max_pool_indexed(ox_ctx *c, pc_value *x, const geom *g) {
   return ox_out(c, 1, at);
 }
 
+/* stride 1, no dilation, an odd kernel centred by its padding: the output is the input's size */
+static int same_stride1(const geom *g) {
+  int ok = 1;
+  for (int i = 0; i < g->ns; i++)
+    ok &= g->s[i] == 1 && g->d[i] == 1 && g->k[i] % 2 == 1 && g->lo[i] == g->k[i] / 2 && g->hi[i] == g->k[i] / 2;
+  return ok;
+}
+
 pc_status ox_op_MaxPool(ox_ctx *c) {
   pc_value *x = ox_in_req(c, 0);
   geom g;
   if (!x || !geom_read(c, x, NULL, ox_attr_flag(c, "ceil_mode", 0), &g)) return ox_status(c);
   if (ox_has_out(c, 1)) return max_pool_indexed(c, x, &g);
-  return ox_out(c, 0, pool_taps(c, pool_pad(c, x, &g, lowest(x->type.dtype)), &g, PC_OP_max));
+  if (!same_stride1(&g)) return ox_out(c, 0, pool_taps(c, pool_pad(c, x, &g, lowest(x->type.dtype)), &g, PC_OP_max));
+  /* a smaller pool of x imported before: this one is the rest of the window over its result (ox_pool_memo) */
+  ox_pool_memo prev;
+  pc_value *from = x;
+  geom h = g;
+  if (ox_pool_find(c, x, g.ns, g.k, &prev)) {
+    from = prev.y;
+    for (int i = 0; i < g.ns; i++) h.k[i] = g.k[i] - prev.k[i] + 1, h.lo[i] = h.hi[i] = h.k[i] / 2;
+  }
+  int rest = 0;
+  for (int i = 0; i < g.ns; i++) rest |= h.k[i] > 1;
+  pc_value *y = rest ? pool_taps(c, pool_pad(c, from, &h, lowest(x->type.dtype)), &h, PC_OP_max) : from;
+  ox_pool_note(c, x, g.ns, g.k, y);
+  return ox_out(c, 0, y);
 }
 
 /* taps of window o of dim i that land in [lo_edge, hi_edge) of the unpadded coordinates */

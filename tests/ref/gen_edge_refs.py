@@ -96,6 +96,31 @@ def args(name, x):
     write(name, nodes, x, {}, refs)
 
 
+def max_pool_same(x, k):
+    """stride-1 max pool over the last two dims, windows centred, -inf outside (numpy)"""
+    kh, kw = k
+    p = np.pad(x, ((0, 0), (0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2)), constant_values=-np.inf)
+    out = np.full(x.shape, -np.inf, x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out = np.maximum(out, p[:, :, i:i + x.shape[2], j:j + x.shape[3]])
+    return out
+
+
+def pools():
+    """max pools of one map whose windows grow (YOLO's SPP, and unequal kernels): the importer builds each bigger
+    one from the smaller one's result (pool_a o pool_b = pool_(a+b-1)), which must equal the direct pool; a pool
+    met twice is built once"""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 3, 9, 8)).astype(np.float32)
+    x[0, 1, 4, 4] = np.inf
+    for name, ks in (("maxpool_spp_5_9_13", [(5, 5), (9, 9), (13, 13), (5, 5)]),
+                     ("maxpool_growing_unequal", [(3, 5), (7, 5), (7, 9), (1, 1)])):
+        nodes = [helper.make_node("MaxPool", ["x"], [f"y{i}"], kernel_shape=list(k), strides=[1, 1],
+                                  pads=[k[0] // 2, k[1] // 2, k[0] // 2, k[1] // 2]) for i, k in enumerate(ks)]
+        write(name, nodes, x, {}, [max_pool_same(x, k) for k in ks])
+
+
 def main():
     slices()
     # ties everywhere: a row of equal values, maxima and minima tied at both ends and in the middle, 19 columns so
@@ -106,6 +131,7 @@ def main():
                    [7, 0, 1, 2, 3, 4, 5, 6, -1, 0, 1, 2, 3, 4, 5, 6, 7, -1, -1]], dtype=np.float32)
     args("argmax_ties_f32", xf)
     args("argmax_ties_i32", xf.astype(np.int32))
+    pools()
 
 
 if __name__ == "__main__":

@@ -193,6 +193,12 @@ static void run_onnx_case(const char *name) {
  * before it), on both axes and a negative axis */
 PC_TEST(edge_slice_negative_step_to_axis_start) { run_onnx_case("slice_neg_step_to_start"); }
 
+/* growing max pools of one map, built from each other by the importer (SPP) */
+PC_TEST(edge_max_pools_grown_from_smaller_ones) {
+  run_onnx_case("maxpool_spp_5_9_13");
+  run_onnx_case("maxpool_growing_unequal");
+}
+
 /* ArgMax/ArgMin on rows with tied extremes, select_last_index 0 and 1, both axes, float and int32 inputs */
 PC_TEST(edge_argmax_argmin_ties) {
   run_onnx_case("argmax_ties_f32");
