@@ -183,7 +183,13 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
       need = primc_conv_plan_scratch_floats(&c2, &packed);
     if (need > cols) cols = need;
   }
-  call_arg(k, kir_scratch_buf(p, PC_f32, cols * 4, NULL));
+  int64_t bytes = cols * 4;
+  if (n->out[0]->type.dtype == PC_i32) { /* the f64 GEMM path of integer convs: doubles for im2col, W and the sums */
+    int64_t og = w->dims[0] / pc_attr_int(n, "groups", 1), kk = w->dims[1], pix = 1;
+    for (int d = 2; d < w->rank; d++) kk *= w->dims[d], pix *= o->dims[d];
+    bytes = 8 * (cols + og * kk + og * pix);
+  }
+  call_arg(k, kir_scratch_buf(p, PC_f32, bytes, NULL));
   return PC_OK;
 }
 

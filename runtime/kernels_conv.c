@@ -116,6 +116,56 @@ static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t 
   }
 }
 
+/* int32 conv (ConvInteger, QLinearConv: u8/i8 operands minus zero points) as an f64 GEMM per group over an f64
+ * im2col, when every sum is exact in a double: max|x| * max|w| * Cg * taps < 2^53. The exact sum then wraps to
+ * int32 as the integer loop's would. scratch: Cg*taps*P + Og*Cg*taps + Og*P doubles. 0 when it does not apply. */
+static int conv_i32_f64(const conv_desc *c, int32_t *out, const int32_t *x, const int32_t *w, double *scratch) {
+  int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
+  int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S), K = Cg * taps;
+  double mx = 0, mw = 0;
+  for (int64_t i = 0; i < N * C * plane; i++) mx = fmax(mx, fabs((double)x[i]));
+  for (int64_t i = 0; i < O * K; i++) mw = fmax(mw, fabs((double)w[i]));
+  if (!scratch || mx * mw * (double)K >= 9007199254740992.0) return 0;
+  double *col = scratch, *wd = col + K * P, *acc = wd + Og * K;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t g = 0; g < c->groups; g++) {
+      const int32_t *xg = x + (n * C + g * Cg) * plane;
+      if (c->S == 2 && c->ldil[0] == 1 && c->ldil[1] == 1) { /* 2-D: rows by direct index, a zero row where out */
+        int64_t H = c->x.d[2], W = c->x.d[3], OH = c->o.d[2], OW = c->o.d[3], KH = c->w.d[2], KW = c->w.d[3];
+        for (int64_t ci = 0; ci < Cg; ci++)
+          for (int64_t ky = 0; ky < KH; ky++)
+            for (int64_t kx = 0; kx < KW; kx++) {
+              double *row = col + ((ci * KH + ky) * KW + kx) * P;
+              for (int64_t oy = 0; oy < OH; oy++) {
+                int64_t iy = oy * c->stride[0] - c->pad[0] + ky * c->dil[0];
+                const int32_t *xr = xg + ci * plane + iy * W;
+                for (int64_t ox = 0; ox < OW; ox++) {
+                  int64_t ix = ox * c->stride[1] - c->pad[1] + kx * c->dil[1];
+                  row[oy * OW + ox] = iy >= 0 && iy < H && ix >= 0 && ix < W ? (double)xr[ix] : 0.0;
+                }
+              }
+            }
+      }
+      for (int64_t ci = 0; c->S != 2 && ci < Cg; ci++) { /* im2col rows (ci, tap) of P output positions, 0 in the padding */
+        int64_t k[8] = {0}, t = 0;
+        do {
+          int64_t o[8] = {0}, pidx = 0;
+          double *row = col + (ci * taps + t) * P;
+          do {
+            int64_t off = conv_offset(c, o, k);
+            row[pidx++] = off < 0 ? 0.0 : (double)xg[ci * plane + off];
+          } while (next_index(o, c->o.d + 2, c->S));
+          t++;
+        } while (next_index(k, c->w.d + 2, c->S));
+      }
+      for (int64_t i = 0; i < Og * K; i++) wd[i] = (double)w[g * Og * K + i];
+      primc_dgemm(0, 0, Og, P, K, wd, K, col, P, acc, P);
+      int32_t *og = out + (n * O + g * Og) * P;
+      for (int64_t i = 0; i < Og * P; i++) og[i] = (int32_t)(uint32_t)(uint64_t)(int64_t)acc[i];
+    }
+  return 1;
+}
+
 static void conv_generic(const conv_desc *c, char *out, const char *x, const char *w) {
   int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
   int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);
@@ -235,7 +285,7 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
     return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
                                 bufs[3]);
   if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);
-  else conv_generic(&c, bufs[0], bufs[1], bufs[2]);
+  else if (c.dt != PRIMC_I32 || !conv_i32_f64(&c, bufs[0], bufs[1], bufs[2], bufs[3])) conv_generic(&c, bufs[0], bufs[1], bufs[2]);
   if (q[0]) {
     if (c.dt != PRIMC_F32) return PRIMC_ERR_RUNTIME;
     conv_epi_apply(&c, &e, bufs[4], bufs[0]);

@@ -1238,3 +1238,32 @@ PC_TEST(codegen_nonzero_unsupported_uses) {
   CHECK_CONTAINS(pc_error(g), "the size of its result depends on the data: nonzero compiles for the CPU only");
   pc_graph_free(g);
 }
+
+/* int32 convs: operands of quantized models (|x| <= 255) run as an f64 GEMM, exact; huge ones (sums past 2^53)
+ * take the integer loop, which wraps; both equal the interpreter's int64 sums wrapped to int32. Strided, padded,
+ * dilated, grouped and 1-D shapes. */
+PC_TEST(codegen_int32_conv_exact_and_wrapping) {
+  static const struct {
+    int s;
+    int64_t c, o, h, w, kh, kw, stride, pad, dil, groups;
+  } cases[] = {{2, 6, 4, 9, 11, 3, 3, 1, 1, 1, 1}, {2, 8, 6, 10, 7, 3, 2, 2, 1, 1, 2}, {2, 4, 4, 8, 8, 3, 3, 1, 2, 2, 4},
+               {1, 5, 3, 1, 17, 1, 5, 3, 2, 1, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (int huge = 0; huge < 2; huge++) {
+      pc_graph *g = pc_graph_new();
+      int s = cases[i].s;
+      int64_t xd[4] = {2, cases[i].c, cases[i].h, cases[i].w}, wd[4] = {cases[i].o, cases[i].c / cases[i].groups,
+                                                                        cases[i].kh, cases[i].kw};
+      if (s == 1) xd[2] = cases[i].w, wd[2] = cases[i].kw;
+      pc_value *x = pc_input_add(g, "x", ty(PC_i32, 2 + s, xd)), *w = pc_input_add(g, "w", ty(PC_i32, 2 + s, wd));
+      int64_t st[2] = {cases[i].stride, cases[i].stride}, pd[2] = {cases[i].pad, cases[i].pad},
+              dl[2] = {cases[i].dil, cases[i].dil}, one[2] = {1, 1};
+      pc_attr a[6] = {pc_a_ints("stride", st, s), pc_a_ints("pad_lo", pd, s), pc_a_ints("pad_hi", pd, s),
+                      pc_a_ints("dilation", dl, s), pc_a_ints("lhs_dilation", one, s), pc_a_int("groups", cases[i].groups)};
+      pc_output_add(g, pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6));
+      char tag[64];
+      snprintf(tag, sizeof tag, "int32 conv case %zu%s", i, huge ? " (wrapping)" : "");
+      check_graph(g, huge ? (range){-2e9, 2e9} : (range){-255, 255}, tag);
+      pc_graph_free(g);
+    }
+}
