@@ -116,48 +116,78 @@ static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t 
   }
 }
 
-/* int32 conv (ConvInteger, QLinearConv: u8/i8 operands minus zero points) as an f64 GEMM per group over an f64
- * im2col, when every sum is exact in a double: max|x| * max|w| * Cg * taps < 2^53. The exact sum then wraps to
- * int32 as the integer loop's would. scratch: Cg*taps*P + Og*Cg*taps + Og*P doubles. 0 when it does not apply. */
-static int conv_i32_f64(const conv_desc *c, int32_t *out, const int32_t *x, const int32_t *w, double *scratch) {
+/* the im2col rows (ci, tap) of one group's Cg input planes xg over P output positions, 0 in the padding, as T */
+#define IM2COL_INT(T)                                                                                                 \
+  static void im2col_i32_##T(const conv_desc *c, const int32_t *xg, int64_t Cg, T *col) {                            \
+    int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);              \
+    if (c->S == 2 && c->ldil[0] == 1 && c->ldil[1] == 1) { /* rows by direct index */                                   \
+      int64_t H = c->x.d[2], W = c->x.d[3], OH = c->o.d[2], OW = c->o.d[3], KH = c->w.d[2], KW = c->w.d[3];          \
+      for (int64_t ci = 0; ci < Cg; ci++)                                                                          \
+        for (int64_t ky = 0; ky < KH; ky++)                                                                        \
+          for (int64_t kx = 0; kx < KW; kx++) {                                                                    \
+            T *row = col + ((ci * KH + ky) * KW + kx) * P;                                                         \
+            for (int64_t oy = 0; oy < OH; oy++) {                                                                  \
+              int64_t iy = oy * c->stride[0] - c->pad[0] + ky * c->dil[0];                                         \
+              const int32_t *xr = xg + ci * plane + iy * W;                                                        \
+              for (int64_t ox = 0; ox < OW; ox++) {                                                                \
+                int64_t ix = ox * c->stride[1] - c->pad[1] + kx * c->dil[1];                                       \
+                row[oy * OW + ox] = iy >= 0 && iy < H && ix >= 0 && ix < W ? (T)xr[ix] : (T)0;                     \
+              }                                                                                                    \
+            }                                                                                                      \
+          }                                                                                                        \
+      return;                                                                                                      \
+    }                                                                                                              \
+    for (int64_t ci = 0; ci < Cg; ci++) {                                                                          \
+      int64_t k[8] = {0}, t = 0;                                                                                   \
+      do {                                                                                                         \
+        int64_t o[8] = {0}, pidx = 0;                                                                              \
+        T *row = col + (ci * taps + t) * P;                                                                        \
+        do {                                                                                                       \
+          int64_t off = conv_offset(c, o, k);                                                                      \
+          row[pidx++] = off < 0 ? (T)0 : (T)xg[ci * plane + off];                                                  \
+        } while (next_index(o, c->o.d + 2, c->S));                                                                 \
+        t++;                                                                                                       \
+      } while (next_index(k, c->w.d + 2, c->S));                                                                   \
+    }                                                                                                              \
+  }
+IM2COL_INT(float)
+IM2COL_INT(double)
+
+/* int32 conv (ConvInteger, QLinearConv: u8/i8 operands minus zero points) through a floating-point GEMM per group
+ * over an im2col, where every sum is exact: f32 GEMMs over chunks of K short enough that each chunk's sum stays
+ * below 2^24 (u8 x i8: 518 taps), added up in int32; else, while the whole sum stays below 2^53, one f64 GEMM. The
+ * exact sum wraps to int32 as the integer loop's would. scratch: Cg*taps*P + Og*Cg*taps + Og*P doubles. 0 when
+ * neither applies (the caller's integer loop runs). */
+static int conv_i32_gemm(const conv_desc *c, int32_t *out, const int32_t *x, const int32_t *w, void *scratch) {
   int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
   int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S), K = Cg * taps;
   double mx = 0, mw = 0;
   for (int64_t i = 0; i < N * C * plane; i++) mx = fmax(mx, fabs((double)x[i]));
   for (int64_t i = 0; i < O * K; i++) mw = fmax(mw, fabs((double)w[i]));
-  if (!scratch || mx * mw * (double)K >= 9007199254740992.0) return 0;
+  if (!scratch) return 0;
+  int64_t chunk = mx * mw > 0 ? (int64_t)(16777215.0 / (mx * mw)) : K;
+  if (chunk >= 1) {
+    if (chunk > K) chunk = K;
+    float *col = scratch, *wf = col + K * P, *acc = wf + Og * K;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t g = 0; g < c->groups; g++) {
+        im2col_i32_float(c, x + (n * C + g * Cg) * plane, Cg, col);
+        for (int64_t i = 0; i < Og * K; i++) wf[i] = (float)w[g * Og * K + i];
+        uint32_t *og = (uint32_t *)out + (n * O + g * Og) * P;
+        for (int64_t i = 0; i < Og * P; i++) og[i] = 0;
+        for (int64_t k0 = 0; k0 < K; k0 += chunk) {
+          int64_t kc = K - k0 < chunk ? K - k0 : chunk;
+          if (primc_sgemm(0, 0, Og, P, kc, 1.0f, wf + k0, K, col + k0 * P, P, 0.0f, acc, P) != PRIMC_OK) return 0;
+          for (int64_t i = 0; i < Og * P; i++) og[i] += (uint32_t)(int32_t)acc[i];
+        }
+      }
+    return 1;
+  }
+  if (mx * mw * (double)K >= 9007199254740992.0) return 0;
   double *col = scratch, *wd = col + K * P, *acc = wd + Og * K;
   for (int64_t n = 0; n < N; n++)
     for (int64_t g = 0; g < c->groups; g++) {
-      const int32_t *xg = x + (n * C + g * Cg) * plane;
-      if (c->S == 2 && c->ldil[0] == 1 && c->ldil[1] == 1) { /* 2-D: rows by direct index, a zero row where out */
-        int64_t H = c->x.d[2], W = c->x.d[3], OH = c->o.d[2], OW = c->o.d[3], KH = c->w.d[2], KW = c->w.d[3];
-        for (int64_t ci = 0; ci < Cg; ci++)
-          for (int64_t ky = 0; ky < KH; ky++)
-            for (int64_t kx = 0; kx < KW; kx++) {
-              double *row = col + ((ci * KH + ky) * KW + kx) * P;
-              for (int64_t oy = 0; oy < OH; oy++) {
-                int64_t iy = oy * c->stride[0] - c->pad[0] + ky * c->dil[0];
-                const int32_t *xr = xg + ci * plane + iy * W;
-                for (int64_t ox = 0; ox < OW; ox++) {
-                  int64_t ix = ox * c->stride[1] - c->pad[1] + kx * c->dil[1];
-                  row[oy * OW + ox] = iy >= 0 && iy < H && ix >= 0 && ix < W ? (double)xr[ix] : 0.0;
-                }
-              }
-            }
-      }
-      for (int64_t ci = 0; c->S != 2 && ci < Cg; ci++) { /* im2col rows (ci, tap) of P output positions, 0 in the padding */
-        int64_t k[8] = {0}, t = 0;
-        do {
-          int64_t o[8] = {0}, pidx = 0;
-          double *row = col + (ci * taps + t) * P;
-          do {
-            int64_t off = conv_offset(c, o, k);
-            row[pidx++] = off < 0 ? 0.0 : (double)xg[ci * plane + off];
-          } while (next_index(o, c->o.d + 2, c->S));
-          t++;
-        } while (next_index(k, c->w.d + 2, c->S));
-      }
+      im2col_i32_double(c, x + (n * C + g * Cg) * plane, Cg, col);
       for (int64_t i = 0; i < Og * K; i++) wd[i] = (double)w[g * Og * K + i];
       primc_dgemm(0, 0, Og, P, K, wd, K, col, P, acc, P);
       int32_t *og = out + (n * O + g * Og) * P;
@@ -285,7 +315,7 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
     return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
                                 bufs[3]);
   if (c.dt == PRIMC_F32) conv_f32(&c, bufs[0], bufs[1], bufs[2], bufs[3]);
-  else if (c.dt != PRIMC_I32 || !conv_i32_f64(&c, bufs[0], bufs[1], bufs[2], bufs[3])) conv_generic(&c, bufs[0], bufs[1], bufs[2]);
+  else if (c.dt != PRIMC_I32 || !conv_i32_gemm(&c, bufs[0], bufs[1], bufs[2], bufs[3])) conv_generic(&c, bufs[0], bufs[1], bufs[2]);
   if (q[0]) {
     if (c.dt != PRIMC_F32) return PRIMC_ERR_RUNTIME;
     conv_epi_apply(&c, &e, bufs[4], bufs[0]);

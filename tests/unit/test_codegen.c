@@ -1239,17 +1239,19 @@ PC_TEST(codegen_nonzero_unsupported_uses) {
   pc_graph_free(g);
 }
 
-/* int32 convs: operands of quantized models (|x| <= 255) run as an f64 GEMM, exact; huge ones (sums past 2^53)
- * take the integer loop, which wraps; both equal the interpreter's int64 sums wrapped to int32. Strided, padded,
- * dilated, grouped and 1-D shapes. */
+/* int32 convs: operands of quantized models (|x| <= 255) run as f32 GEMMs over chunks of K (two chunks at 32 x 3 x 3
+ * taps), exact; larger ones (|x| <= 5000) as one f64 GEMM, exact; huge ones (sums past 2^53) take the integer
+ * loop, which wraps; all equal the interpreter's int64 sums wrapped to int32. Strided, padded, dilated, grouped
+ * and 1-D shapes. */
 PC_TEST(codegen_int32_conv_exact_and_wrapping) {
   static const struct {
     int s;
     int64_t c, o, h, w, kh, kw, stride, pad, dil, groups;
   } cases[] = {{2, 6, 4, 9, 11, 3, 3, 1, 1, 1, 1}, {2, 8, 6, 10, 7, 3, 2, 2, 1, 1, 2}, {2, 4, 4, 8, 8, 3, 3, 1, 2, 2, 4},
-               {1, 5, 3, 1, 17, 1, 5, 3, 2, 1, 1}};
+               {1, 5, 3, 1, 17, 1, 5, 3, 2, 1, 1}, {2, 32, 4, 6, 6, 3, 3, 1, 1, 1, 1}};
+  static const range ranges[3] = {{-255, 255}, {-5000, 5000}, {-2e9, 2e9}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    for (int huge = 0; huge < 2; huge++) {
+    for (int huge = 0; huge < 3; huge++) {
       pc_graph *g = pc_graph_new();
       int s = cases[i].s;
       int64_t xd[4] = {2, cases[i].c, cases[i].h, cases[i].w}, wd[4] = {cases[i].o, cases[i].c / cases[i].groups,
@@ -1262,8 +1264,8 @@ PC_TEST(codegen_int32_conv_exact_and_wrapping) {
                       pc_a_ints("dilation", dl, s), pc_a_ints("lhs_dilation", one, s), pc_a_int("groups", cases[i].groups)};
       pc_output_add(g, pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6));
       char tag[64];
-      snprintf(tag, sizeof tag, "int32 conv case %zu%s", i, huge ? " (wrapping)" : "");
-      check_graph(g, huge ? (range){-2e9, 2e9} : (range){-255, 255}, tag);
+      snprintf(tag, sizeof tag, "int32 conv case %zu, |x| <= %.0f", i, ranges[huge].hi);
+      check_graph(g, ranges[huge], tag);
       pc_graph_free(g);
     }
 }
