@@ -129,10 +129,14 @@ static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t 
             for (int64_t oy = 0; oy < OH; oy++) {                                                                  \
               int64_t iy = oy * c->stride[0] - c->pad[0] + ky * c->dil[0];                                         \
               const int32_t *xr = xg + ci * plane + iy * W;                                                        \
-              for (int64_t ox = 0; ox < OW; ox++) {                                                                \
-                int64_t ix = ox * c->stride[1] - c->pad[1] + kx * c->dil[1];                                       \
-                row[oy * OW + ox] = iy >= 0 && iy < H && ix >= 0 && ix < W ? (T)xr[ix] : (T)0;                     \
-              }                                                                                                    \
+              T *r = row + oy * OW;                                                                                \
+              int64_t sw = c->stride[1], x0 = kx * c->dil[1] - c->pad[1], a = 0, b = OW; /* ix = x0 + ox * sw */   \
+              if (iy < 0 || iy >= H) a = b = OW;                                                                   \
+              while (a < b && x0 + a * sw < 0) a++;                                                                \
+              while (b > a && x0 + (b - 1) * sw >= W) b--;                                                         \
+              for (int64_t ox = 0; ox < a; ox++) r[ox] = (T)0;                                                     \
+              for (int64_t ox = a; ox < b; ox++) r[ox] = (T)xr[x0 + ox * sw];                                      \
+              for (int64_t ox = b; ox < OW; ox++) r[ox] = (T)0;                                                    \
             }                                                                                                      \
           }                                                                                                        \
       return;                                                                                                      \
@@ -153,6 +157,18 @@ static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t 
 IM2COL_INT(float)
 IM2COL_INT(double)
 
+/* the largest |v| of n int32 values, as int64 (|INT32_MIN| fits) */
+static int64_t abs_max_i32(const int32_t *v, int64_t n) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t a = v[i] < 0 ? -(int64_t)v[i] : v[i];
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+int64_t primc_conv_i32_scratch_bytes(int64_t K, int64_t P, int64_t Og) { return 8 * (K * P + Og * K + Og * P); }
+
 /* int32 conv (ConvInteger, QLinearConv: u8/i8 operands minus zero points) through a floating-point GEMM per group
  * over an im2col, where every sum is exact: f32 GEMMs over chunks of K short enough that each chunk's sum stays
  * below 2^24 (u8 x i8: 518 taps), added up in int32; else, while the whole sum stays below 2^53, one f64 GEMM. The
@@ -161,9 +177,7 @@ IM2COL_INT(double)
 static int conv_i32_gemm(const conv_desc *c, int32_t *out, const int32_t *x, const int32_t *w, void *scratch) {
   int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
   int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S), K = Cg * taps;
-  double mx = 0, mw = 0;
-  for (int64_t i = 0; i < N * C * plane; i++) mx = fmax(mx, fabs((double)x[i]));
-  for (int64_t i = 0; i < O * K; i++) mw = fmax(mw, fabs((double)w[i]));
+  double mx = (double)abs_max_i32(x, N * C * plane), mw = (double)abs_max_i32(w, O * K);
   if (!scratch) return 0;
   int64_t chunk = mx * mw > 0 ? (int64_t)(16777215.0 / (mx * mw)) : K;
   if (chunk >= 1) {

@@ -227,6 +227,8 @@ int64_t primc_maxpool_row(int64_t w, int64_t ow, int64_t kw, int64_t sw, int64_t
 int primc_k_sort(const int64_t *params, void *const *bufs);
 int primc_k_random(const int64_t *params, void *const *bufs);
 int primc_k_fft(const int64_t *params, void *const *bufs);
+/* the scratch an int32 conv of K = Cg * taps, P output positions and Og channels a group needs (codegen sizes it) */
+int64_t primc_conv_i32_scratch_bytes(int64_t K, int64_t P, int64_t Og);
 /* the scratch primc_k_fft needs for transforms of length up to n (codegen sizes its workspace slot with it) */
 int64_t primc_fft_scratch_bytes(int64_t n);
 /* params [dtype, x shape], bufs (out, x, count): the indices of x's nonzeros as an i64 [rank, n] array
