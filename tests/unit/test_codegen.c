@@ -1,5 +1,7 @@
 /* tests/unit/test_codegen.c: compiles small prim graphs to objects, links and dlopens them, and compares with pc_interp. */
 #include "codegen/codegen.h"
+#include "codegen/kir.h"
+#include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "runtime/primc_rt.h"
@@ -1268,4 +1270,36 @@ PC_TEST(codegen_int32_conv_exact_and_wrapping) {
       check_graph(g, ranges[huge], tag);
       pc_graph_free(g);
     }
+}
+
+/* Each materialized result is stored by one kernel: no two stores anywhere in the program write the same buffer
+ * through the same index map (a fused group's pointwise results were stored again at every later flush: YOLO's
+ * SPP pools were recomputed in the next pool's kernel and after the concat). Pad kernels write one buffer in
+ * pieces, through different maps, and pass. */
+PC_TEST(codegen_no_result_stored_twice) {
+  static const char *const models[] = {"tests/data/onnx_edge/maxpool_spp_5_9_13/model.onnx",
+                                       "models/yolo_tiny/model.onnx"};
+  for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", pc_test_srcdir(), models[m]);
+    pc_graph *g = pc_onnx_load(path, NULL);
+    if (!CHECK_MSG(g && g->status == PC_OK, "%s: %s", models[m], g ? pc_error(g) : "out of memory")) {
+      pc_graph_free(g);
+      continue;
+    }
+    pc_pipeline_run(g, &(pc_pipeline_opts){.opt_level = 2});
+    kir_program p;
+    int twice = 0, stores = 0;
+    if (CHECK(kir_build(g, &p) == PC_OK))
+      for (int a = 0; a < p.n_kernels; a++)
+        for (int sa = 0; p.kernels[a].kind == KK_LOOP && sa < p.kernels[a].n_stores; sa++, stores++)
+          for (int b = a + 1; b < p.n_kernels; b++)
+            for (int sb = 0; p.kernels[b].kind == KK_LOOP && sb < p.kernels[b].n_stores; sb++) {
+              const kir_store *x = &p.kernels[a].stores[sa], *y = &p.kernels[b].stores[sb];
+              if (x->buf == y->buf && !memcmp(&x->map, &y->map, sizeof x->map))
+                CHECK_MSG(twice++ < 0, "%s: kernels %d and %d both store buffer %d", models[m], a, b, x->buf);
+            }
+    CHECK_MSG(stores > 10 && !twice, "%s: %d stores, %d twice", models[m], stores, twice);
+    pc_graph_free(g);
+  }
 }

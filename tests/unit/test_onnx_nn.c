@@ -73,6 +73,30 @@ PC_TEST(onnx_nn_reference_cases) {
   for (size_t i = 0; i < sizeof nn_cases / sizeof *nn_cases; i++) run_case(nn_cases[i]);
 }
 
+/* ConvTranspose with kernel = stride imports as one GEMM and a tile-interleaving loop whose final reshape the fuser
+ * lets write the output: compiled at -O2 (fused) and -O0 (a kernel per prim), against onnxruntime's outputs */
+PC_TEST(onnx_nn_convtranspose_tiles_compiled) {
+  static const char *const cases[] = {"convtranspose_k2s2_bias", "convtranspose_k3s3_same_1d", "convtranspose_k2x1x3_3d"};
+  char path[1024];
+  const char *src = pc_test_srcdir();
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (int opt = 0; opt <= 2; opt += 2) {
+      snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/model.onnx", src, cases[i]);
+      pc_graph *g = pc_onnx_load(path, NULL);
+      pc_tensor in, want, got;
+      memset(&got, 0, sizeof got);
+      snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/input_0.pb", src, cases[i]);
+      int ok = CHECK_MSG(g && g->status == PC_OK, "%s", cases[i]) && CHECK(pc_test_read_pb(path, &in));
+      snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/output_0.pb", src, cases[i]);
+      ok = ok && CHECK(pc_test_read_pb(path, &want));
+      char tag[128];
+      snprintf(tag, sizeof tag, "%s -O%d", cases[i], opt);
+      if (ok && CHECK_MSG(pc_test_run_compiled(g, opt, &in, &got, tag), "%s: compiled", tag)) close_enough(tag, 0, &got, &want);
+      if (ok) pc_tensor_free(&in), pc_tensor_free(&want), pc_tensor_free(&got);
+      pc_graph_free(g);
+    }
+}
+
 /* a one-node model from text built by hand: protobuf-c packs it */
 static pc_graph *one_node(const char *op, const char *const *outs, int n_out, Onnx__AttributeProto **attrs,
                           int n_attrs, int opset) {
