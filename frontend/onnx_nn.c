@@ -195,6 +195,63 @@ static pc_value *ct_tiles(ox_ctx *c, pc_value *x, pc_value *w, pc_value *b) {
   return pc_reshape(G, add_bias(c, pc_transpose(G, y, perm), b), r, shape);
 }
 
+/* Strided ConvTranspose without dilation by stride phases: output position o (offset by the begin padding lo)
+ * with (o + lo) mod s = r only meets kernel taps r, r + s, ..; so each phase is a plain conv of x with every s-th
+ * tap of the flipped kernel (padded by its tap count - 1, the full correlation), and the phases interleave into the
+ * output: [N, O, Q0, s0, Q1, s1, ..] reshaped to [N, O, Q0*s0, ..] and cut at lo. The conv over a zero-stuffed
+ * input did s^ns times the work. wc: the weight as a conv's (transpose_weight); out: the output's spatial dims. */
+static pc_value *ct_phases(ox_ctx *c, pc_value *x, pc_value *wc, int64_t groups, const int64_t *s, const int64_t *lo,
+                           const int64_t *out) {
+  int r = x->type.rank, ns = r - 2;
+  int64_t n_ph = 1, Q[NS_MAX], ph[NS_MAX] = {0};
+  for (int i = 0; i < ns; i++) n_ph *= s[i], Q[i] = (out[i] + lo[i] + s[i] - 1) / s[i];
+  pc_value **parts = malloc(sizeof *parts * (size_t)n_ph);
+  if (!parts) return ox_fail(c, PC_ERR_NOMEM, "out of memory"), NULL;
+  int64_t N = x->type.dims[0], O = wc->type.dims[0], one[NS_MAX], z[PC_MAX_RANK], split[PC_MAX_RANK];
+  for (int64_t p = 0; p < n_ph; p++) { /* phases in row-major order of (r0, r1, ..) */
+    int64_t kr[NS_MAX], st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], str[PC_MAX_RANK], plo[NS_MAX], phi[NS_MAX];
+    int empty = 0;
+    for (int d = 0; d < r; d++) lim[d] = wc->type.dims[d], str[d] = 1;
+    for (int i = 0; i < ns; i++) {
+      int64_t k = wc->type.dims[2 + i];
+      kr[i] = k > ph[i] ? (k - ph[i] + s[i] - 1) / s[i] : 0;
+      empty |= kr[i] == 0;
+      st[2 + i] = (k - 1 - ph[i]) % s[i];
+      lim[2 + i] = st[2 + i] + (kr[i] ? (kr[i] - 1) * s[i] + 1 : 0);
+      str[2 + i] = s[i];
+      int64_t len = x->type.dims[2 + i] + kr[i] - 1; /* the full correlation's length */
+      plo[i] = kr[i] - 1, phi[i] = kr[i] - 1 + (Q[i] > len ? Q[i] - len : 0), one[i] = 1;
+    }
+    pc_value *y;
+    z[0] = N, z[1] = O;
+    for (int i = 0; i < ns; i++) z[2 + i] = Q[i];
+    if (empty) {
+      y = pc_broadcast_in_dim(G, pc_scalar(G, x->type.dtype, 0), r, z, NULL);
+    } else {
+      y = conv_prim(c, x, pc_slice(G, wc, st, lim, str), ns, one, plo, phi, one, one, groups);
+      int64_t s0[PC_MAX_RANK] = {0}, ones[PC_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1};
+      y = y ? pc_slice(G, y, s0, z, ones) : NULL; /* the first Q of each spatial dim */
+    }
+    split[0] = N, split[1] = O; /* [N, O, Q0, 1, Q1, 1, ..] */
+    for (int i = 0; i < ns; i++) split[2 + 2 * i] = Q[i], split[3 + 2 * i] = 1;
+    parts[p] = y ? pc_reshape(G, y, 2 + 2 * ns, split) : NULL;
+    if (!parts[p]) return free(parts), NULL;
+    for (int i = ns - 1; i >= 0 && ++ph[i] == s[i]; i--) ph[i] = 0;
+  }
+  /* the last phase dim varies fastest: concatenate runs of s[i] along that dim's phase axis, innermost first */
+  int64_t n = n_ph;
+  for (int i = ns - 1; i >= 0; i--) {
+    for (int64_t j = 0; j < n / s[i]; j++) parts[j] = pc_concatenate(G, parts + j * s[i], (int)s[i], 3 + 2 * i);
+    n /= s[i];
+  }
+  pc_value *y = parts[0];
+  free(parts);
+  int64_t full[PC_MAX_RANK], st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], str[PC_MAX_RANK];
+  full[0] = N, full[1] = O, lim[0] = N, lim[1] = O, str[0] = str[1] = 1;
+  for (int i = 0; i < ns; i++) full[2 + i] = Q[i] * s[i], st[2 + i] = lo[i], lim[2 + i] = lo[i] + out[i], str[2 + i] = 1;
+  return y ? pc_slice(G, pc_reshape(G, y, r, full), st, lim, str) : NULL;
+}
+
 /* begin/end padding of one ConvTranspose dim from output_shape or auto_pad */
 static void ct_pads(const char *ap, int64_t total, int64_t *lo, int64_t *hi) {
   int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor: a negative total means output padding */
@@ -253,6 +310,16 @@ pc_status ox_op_ConvTranspose(ox_ctx *c) {
   for (int i = 0; i < ns; i++)
     tiles &= s[i] == w->type.dims[2 + i] && d[i] == 1 && op[i] == 0 && lo[i] == 0 && hi[i] == 0;
   if (tiles) return ox_out(c, 0, ct_tiles(c, x, w, b));
+  int phases = 2 + 2 * ns <= PC_MAX_RANK, strided = 0;
+  int64_t out[NS_MAX], n_ph = 1;
+  for (int i = 0; i < ns; i++) {
+    phases &= d[i] == 1 && lo[i] >= 0;
+    strided |= s[i] > 1;
+    n_ph *= s[i];
+    out[i] = s[i] * (x->type.dims[2 + i] - 1) + op[i] + w->type.dims[2 + i] - lo[i] - hi[i];
+  }
+  if (phases && strided && n_ph <= 64)
+    return ox_out(c, 0, add_bias(c, ct_phases(c, x, transpose_weight(c, w, groups), groups, s, lo, out), b));
   pc_value *y = conv_prim(c, x, transpose_weight(c, w, groups), ns, ones, clo, chi, d, s, groups);
   if (y && crop) {
     int64_t lim[PC_MAX_RANK];

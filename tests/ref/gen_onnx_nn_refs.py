@@ -98,6 +98,17 @@ def main():
          dict(strides=[3], auto_pad="SAME_UPPER"))
     case("convtranspose_k2x1x3_3d", "ConvTranspose", f32(1, 2, 2, 3, 2), {"w": f32(2, 3, 2, 1, 3), "b": f32(3)},
          dict(strides=[2, 1, 3]))
+    # strided ConvTranspose by stride phases (onnx_nn.c ct_phases): k > s with pads, output padding, groups,
+    # k < s (phases without taps), SAME_UPPER
+    case("convtranspose_k4s2p1_bias", "ConvTranspose", f32(1, 3, 5, 6), {"w": f32(3, 4, 4, 4), "b": f32(4)},
+         dict(strides=[2, 2], pads=[1, 1, 1, 1]))
+    case("convtranspose_k3s2_outpad_1d", "ConvTranspose", f32(2, 3, 7), {"w": f32(3, 2, 3)},
+         dict(strides=[2], output_padding=[1], pads=[1, 0]))
+    case("convtranspose_k5s3_group2", "ConvTranspose", f32(1, 4, 4, 5), {"w": f32(4, 3, 5, 2), "b": f32(6)},
+         dict(group=2, strides=[3, 2], pads=[2, 0, 1, 1]))
+    case("convtranspose_k1s3_gaps", "ConvTranspose", f32(1, 2, 3, 3), {"w": f32(2, 2, 1, 2)}, dict(strides=[3, 2]))
+    case("convtranspose_k4s2_same_upper", "ConvTranspose", f32(1, 2, 4, 3), {"w": f32(2, 3, 4, 4)},
+         dict(strides=[2, 2], auto_pad="SAME_UPPER"))
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ static void run_case(const char *name) {
 
 static const char *const nn_cases[] = {
     "conv_group_dilated_asym", "conv1d_same_lower", "conv3d_depthwise", "convtranspose_group_outpad",
-    "convtranspose_k2s2_bias", "convtranspose_k3s3_same_1d", "convtranspose_k2x1x3_3d",
+    "convtranspose_k2s2_bias", "convtranspose_k3s3_same_1d", "convtranspose_k2x1x3_3d", "convtranspose_k4s2p1_bias",
+    "convtranspose_k3s2_outpad_1d", "convtranspose_k5s3_group2", "convtranspose_k1s3_gaps", "convtranspose_k4s2_same_upper",
     "maxpool_int8_ceil", "avgpool_ceil_include_pad", "avgpool_same_upper_exclude", "lppool_p3",
     "layernorm_outputs", "instancenorm_3d", "lrn_size5", "lstm_bidir_full", "gru_lbr_reverse_clip",
     "rnn_relu_bidir_h0", "resize_linear_sizes", "resize_cubic_asym_exclude", "resize_nearest_ceil_align",
@@ -74,9 +75,13 @@ PC_TEST(onnx_nn_reference_cases) {
 }
 
 /* ConvTranspose with kernel = stride imports as one GEMM and a tile-interleaving loop whose final reshape the fuser
- * lets write the output: compiled at -O2 (fused) and -O0 (a kernel per prim), against onnxruntime's outputs */
+ * lets write the output, other strided ones as one conv per stride phase interleaved: compiled at -O2 (fused) and
+ * -O0 (a kernel per prim), against onnxruntime's outputs */
 PC_TEST(onnx_nn_convtranspose_tiles_compiled) {
-  static const char *const cases[] = {"convtranspose_k2s2_bias", "convtranspose_k3s3_same_1d", "convtranspose_k2x1x3_3d"};
+  static const char *const cases[] = {"convtranspose_k2s2_bias",      "convtranspose_k3s3_same_1d",
+                                      "convtranspose_k2x1x3_3d",      "convtranspose_k4s2p1_bias",
+                                      "convtranspose_k3s2_outpad_1d", "convtranspose_k5s3_group2",
+                                      "convtranspose_k1s3_gaps",      "convtranspose_k4s2_same_upper"};
   char path[1024];
   const char *src = pc_test_srcdir();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
