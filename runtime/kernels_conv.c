@@ -276,21 +276,25 @@ static void conv_epi_apply(const conv_desc *c, const primc_conv_epi *e, float *y
     }
 }
 
-/* the 2-D f32 conv as primc_conv2d; 0 when the bottom/right padding codegen implies is negative */
+/* the 2-D f32 conv as primc_conv2d, a 1-D one as 2-D of height 1 (a long strided audio kernel then gets the 2-D
+ * rows); 0 when the bottom/right padding codegen implies is negative */
 static int conv2d_params(const conv_desc *c, primc_conv2d *p) {
-  if (c->dt != PRIMC_F32 || c->S != 2 || c->ldil[0] != 1 || c->ldil[1] != 1) return 0;
-  *p = (primc_conv2d){.n = c->x.d[0], .c = c->x.d[1], .h = c->x.d[2], .w = c->x.d[3], .o = c->w.d[0],
-                      .kh = c->w.d[2], .kw = c->w.d[3], .groups = c->groups, .stride_h = c->stride[0],
-                      .stride_w = c->stride[1], .dil_h = c->dil[0], .dil_w = c->dil[1], .pad_t = c->pad[0],
-                      .pad_l = c->pad[1]};
+  if (c->dt != PRIMC_F32 || (c->S != 2 && c->S != 1) || c->ldil[0] != 1 || (c->S == 2 && c->ldil[1] != 1)) return 0;
+  int two = c->S == 2; /* dim h is the 2-D conv's first spatial dim, or a dim of 1 */
+  int64_t oh_want = two ? c->o.d[2] : 1, ow_want = c->o.d[1 + c->S];
+  *p = (primc_conv2d){.n = c->x.d[0], .c = c->x.d[1], .h = two ? c->x.d[2] : 1, .w = c->x.d[1 + c->S],
+                      .o = c->w.d[0], .kh = two ? c->w.d[2] : 1, .kw = c->w.d[1 + c->S], .groups = c->groups,
+                      .stride_h = two ? c->stride[0] : 1, .stride_w = c->stride[c->S - 1],
+                      .dil_h = two ? c->dil[0] : 1, .dil_w = c->dil[c->S - 1], .pad_t = two ? c->pad[0] : 0,
+                      .pad_l = c->pad[c->S - 1]};
   /* the end padding the last output reaches; negative when a strided conv leaves the last input rows
    * unread (a 1x1/2 downsample of an even map), which is the same conv with none */
-  p->pad_b = (c->o.d[2] - 1) * p->stride_h + p->dil_h * (p->kh - 1) + 1 - p->h - p->pad_t;
-  p->pad_r = (c->o.d[3] - 1) * p->stride_w + p->dil_w * (p->kw - 1) + 1 - p->w - p->pad_l;
+  p->pad_b = (oh_want - 1) * p->stride_h + p->dil_h * (p->kh - 1) + 1 - p->h - p->pad_t;
+  p->pad_r = (ow_want - 1) * p->stride_w + p->dil_w * (p->kw - 1) + 1 - p->w - p->pad_l;
   if (p->pad_b < 0 && p->pad_b > -p->stride_h) p->pad_b = 0;
   if (p->pad_r < 0 && p->pad_r > -p->stride_w) p->pad_r = 0;
   int64_t oh, ow;
-  return p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow) && oh == c->o.d[2] && ow == c->o.d[3];
+  return p->pad_b >= 0 && p->pad_r >= 0 && primc_conv2d_out_hw(p, &oh, &ow) && oh == oh_want && ow == ow_want;
 }
 
 int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p) {

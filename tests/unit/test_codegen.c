@@ -1303,3 +1303,29 @@ PC_TEST(codegen_no_result_stored_twice) {
     pc_graph_free(g);
   }
 }
+
+/* f32 1-D convs run as 2-D ones of height 1 through the planned conv rows (and their packed weights): a 512-tap
+ * kernel at stride 160 (a mel front end), a padded dilated one, a grouped one; against the interpreter */
+PC_TEST(codegen_conv1d_as_2d_rows) {
+  static const struct {
+    int64_t c, o, l, k, stride, pad, dil, groups;
+  } cases[] = {{1, 24, 4000, 512, 160, 0, 1, 1}, {8, 16, 301, 5, 2, 3, 2, 1}, {12, 12, 97, 3, 1, 1, 1, 4}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    pc_graph *g = pc_graph_new();
+    int64_t wd[3] = {cases[i].o, cases[i].c / cases[i].groups, cases[i].k};
+    int64_t nw = wd[0] * wd[1] * wd[2];
+    float *wv = malloc(sizeof(float) * (size_t)nw);
+    for (int64_t j = 0; j < nw; j++) wv[j] = (float)((j * 37 % 101) - 50) / 400.0f;
+    pc_value *x = pc_input_add(g, "x", ty(PC_f32, 3, (int64_t[]){2, cases[i].c, cases[i].l}));
+    pc_value *w = pc_const(g, ty(PC_f32, 3, wd), wv);
+    free(wv);
+    pc_attr a[6] = {pc_a_ints("stride", &cases[i].stride, 1), pc_a_ints("pad_lo", &cases[i].pad, 1),
+                    pc_a_ints("pad_hi", &cases[i].pad, 1), pc_a_ints("dilation", &cases[i].dil, 1),
+                    pc_a_ints("lhs_dilation", (int64_t[]){1}, 1), pc_a_int("groups", cases[i].groups)};
+    pc_output_add(g, pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6));
+    char tag[64];
+    snprintf(tag, sizeof tag, "conv1d case %zu", i);
+    check_graph(g, (range){-1, 1}, tag);
+    pc_graph_free(g);
+  }
+}
