@@ -117,7 +117,7 @@ static pc_status fuse_epilogues(kir_program *p) {
 typedef struct conv_epi {
   const kir_kernel *k;
   int conv_buf, bias, res; /* buffer ids; -1 when absent */
-  int64_t bias_off, bias_stride, plane;
+  int64_t bias_off, bias_stride, plane, chans; /* plane: output pixels per channel; chans: output channels */
   int64_t cstride[KIR_MAX_LOOPS]; /* row-major element strides of k's loops */
   double lo, hi;
   int silu;
@@ -135,6 +135,10 @@ static int bias_map(conv_epi *e, const kir_map *m) {
   int64_t bs = -1;
   for (int l = 0; l < e->k->n_loops; l++) {
     int64_t cs = e->cstride[l], st = m->stride[l];
+    if (cs >= e->plane * e->chans) { /* a loop over images: the same channels again */
+      if (st != 0) return 0;
+      continue;
+    }
     if (cs >= e->plane) {
       if (cs % e->plane) return 0;
       int64_t per = cs / e->plane; /* channels per step of this loop */
@@ -216,18 +220,20 @@ static int match_clamp(conv_epi *e, const kir_expr *x) {
 /* k (the loop kernel right after conv call c) as clamp(conv + bias + res); 0 when it is anything else */
 static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const kir_kernel *k, conv_epi *e) {
   const int64_t *q = c->params;
-  /* f32, 2 spatial dims (rank 4), no input dilation: what primc_conv2d_f32_epi runs */
-  if (q[0] != PC_f32 || q[1] != 4 || q[1 + 27 + 1 + 24] != 1 || q[1 + 27 + 1 + 25] != 1) return 0;
+  /* f32, 2 spatial dims (rank 4) or 1 (rank 3, run as 2-D of height 1), no input dilation: what
+   * primc_conv2d_f32_epi runs */
+  if (q[0] != PC_f32 || (q[1] != 4 && q[1] != 3) || q[1 + 27 + 1 + 24] != 1 || q[1 + 27 + 1 + 25] != 1) return 0;
   if (k->n_stores != 1 || k->n_par != k->n_loops || k->stores[0].red != KR_NONE) return 0;
   const int64_t *od = q + 1 + 18 + 1; /* out dims */
-  *e = (conv_epi){.k = k, .conv_buf = c->args[0], .bias = -1, .res = -1, .plane = od[2] * od[3], .lo = -INFINITY,
-                  .hi = INFINITY};
+  int rank = (int)q[1];
+  *e = (conv_epi){.k = k, .conv_buf = c->args[0], .bias = -1, .res = -1, .plane = od[2] * (rank == 4 ? od[3] : 1),
+                  .chans = od[1], .lo = -INFINITY, .hi = INFINITY};
   int64_t total = 1, n = 1;
   for (int l = k->n_loops - 1; l >= 0; l--) {
     e->cstride[l] = n;
     n *= k->extent[l];
   }
-  for (int d = 0; d < 4; d++) total *= od[d];
+  for (int d = 0; d < rank; d++) total *= od[d];
   if (n != total || !map_is(&k->stores[0].map, e->cstride, k->n_loops, 0)) return 0;
   if (!match_clamp(e, k->stores[0].value) || e->conv_buf >= 0) return 0;
   int y = k->stores[0].buf, x = c->args[1];

@@ -931,7 +931,12 @@ PC_TEST(codegen_conv_epilogue) {
   /* depthwise with 16+ channels: in the lanes on AVX-512, residual and SiLU after the transposes */
   conv_epilogue_case((conv_epi_case){1, 20, 20, 0, 1, 1, 0, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 32, 32, 1, 1, 0, 0, "in the call"});
-  conv_epilogue_case((conv_epi_case){2, 1, 6, 0, 1, 1, 0, NULL}); /* the bias repeats per image: not one channel stride */
+  /* two images: the bias repeats per image (the loop over images steps it by 0), every row that runs them */
+  conv_epilogue_case((conv_epi_case){2, 1, 6, 0, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 6, 6, 1, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 32, 32, 1, 1, 0, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 1, 128, 1, 1, 1, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 2, 64, 0, 1, 0, 1, "in the call"});
   /* no bias: the epilogue must not read one (its argument slot then holds y) */
   conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 0, 0, 0, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 6, 6, 0, 0, 1, 0, "in the call"});
@@ -1322,10 +1327,25 @@ PC_TEST(codegen_conv1d_as_2d_rows) {
     pc_attr a[6] = {pc_a_ints("stride", &cases[i].stride, 1), pc_a_ints("pad_lo", &cases[i].pad, 1),
                     pc_a_ints("pad_hi", &cases[i].pad, 1), pc_a_ints("dilation", &cases[i].dil, 1),
                     pc_a_ints("lhs_dilation", (int64_t[]){1}, 1), pc_a_int("groups", cases[i].groups)};
-    pc_output_add(g, pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6));
+    int n0 = g->n_nodes;
+    pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
+    if (i == 1) { /* clamp(conv + bias, 0, 6) in one group runs inside the conv call */
+      const int64_t *d = y->type.dims;
+      pc_value *b = pc_input_add(g, "b", ty(PC_f32, 1, (int64_t[]){cases[i].o}));
+      y = pc_add(g, y, pc_broadcast_in_dim(g, b, 3, d, (int64_t[]){1}));
+      y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 3, d));
+      y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 6), 3, d), y);
+      group_from(g, n0, 0);
+    }
+    pc_output_add(g, y);
     char tag[64];
     snprintf(tag, sizeof tag, "conv1d case %zu", i);
     check_graph(g, (range){-1, 1}, tag);
+    if (i == 1) {
+      char *listing = kernels_text(g);
+      CHECK_MSG(listing && strstr(listing, "epilogue") , "conv1d epilogue not fused:\n%s", listing ? listing : "");
+      free(listing);
+    }
     pc_graph_free(g);
   }
 }
