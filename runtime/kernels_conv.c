@@ -51,74 +51,11 @@ static int conv_is_identity(const conv_desc *c) {
   return 1;
 }
 
-static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t taps, int64_t P, int64_t plane,
-                        float *col);
 
-/* f32: im2col of one (image, group) into col[Cg*taps][P], then one sgemm per group */
-static void conv_f32(const conv_desc *c, float *out, const float *x, const float *w, float *col) {
-  int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
-  int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t g = 0; g < c->groups; g++) {
-      const float *b = col;
-      if (taps == 1 && P == plane && conv_is_identity(c)) {
-        b = x + (n * C + g * Cg) * plane; /* 1x1, stride 1, no padding: the image is the matrix */
-      } else {
-        conv_im2col(c, x + (n * C + g * Cg) * plane, Cg, taps, P, plane, col);
-      }
-      primc_sgemm(0, 0, Og, P, Cg * taps, 1.0f, w + g * Og * Cg * taps, Cg * taps, b, P, 0.0f,
-                  out + (n * O + g * Og) * P, P);
-    }
-}
-
-/* the common 2-D case without input dilation: no division per element */
-static void im2col_2d(const conv_desc *c, const float *x, int64_t Cg, float *col) {
-  int64_t H = c->x.d[2], W = c->x.d[3], KH = c->w.d[2], KW = c->w.d[3], OH = c->o.d[2], OW = c->o.d[3];
-  for (int64_t ci = 0; ci < Cg; ci++)
-    for (int64_t kh = 0; kh < KH; kh++)
-      for (int64_t kw = 0; kw < KW; kw++) {
-        float *row = col + ((ci * KH + kh) * KW + kw) * OH * OW;
-        for (int64_t oh = 0; oh < OH; oh++) {
-          int64_t ih = oh * c->stride[0] - c->pad[0] + kh * c->dil[0];
-          float *dst = row + oh * OW;
-          if (ih < 0 || ih >= H) {
-            memset(dst, 0, sizeof *dst * (size_t)OW);
-            continue;
-          }
-          const float *src = x + (ci * H + ih) * W;
-          for (int64_t ow = 0; ow < OW; ow++) {
-            int64_t iw = ow * c->stride[1] - c->pad[1] + kw * c->dil[1];
-            dst[ow] = iw >= 0 && iw < W ? src[iw] : 0.0f;
-          }
-        }
-      }
-}
-
-static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t taps, int64_t P, int64_t plane,
-                        float *col) {
-  if (c->S == 2 && c->ldil[0] == 1 && c->ldil[1] == 1) {
-    im2col_2d(c, x, Cg, col);
-    return;
-  }
-  for (int64_t ci = 0; ci < Cg; ci++) {
-    const float *xp = x + ci * plane;
-    int64_t k[8] = {0};
-    int64_t t = 0;
-    do {
-      int64_t o[8] = {0}, pidx = 0;
-      float *row = col + (ci * taps + t) * P;
-      do {
-        int64_t off = conv_offset(c, o, k);
-        row[pidx++] = off < 0 ? 0.0f : xp[off];
-      } while (next_index(o, c->o.d + 2, c->S));
-      t++;
-    } while (next_index(k, c->w.d + 2, c->S));
-  }
-}
-
-/* the im2col rows (ci, tap) of one group's Cg input planes xg over P output positions, 0 in the padding, as T */
-#define IM2COL_INT(T)                                                                                                 \
-  static void im2col_i32_##T(const conv_desc *c, const int32_t *xg, int64_t Cg, T *col) {                            \
+/* NAME: the im2col rows (ci, tap) of one group's Cg input planes xg (of type SRC) over P output positions, 0 in the
+ * padding, as T; the 2-D case without input dilation by direct index, each row copied over its valid range */
+#define IM2COL(NAME, SRC, T)                                                                                              \
+  static void NAME(const conv_desc *c, const SRC *xg, int64_t Cg, T *col) {                                          \
     int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);              \
     if (c->S == 2 && c->ldil[0] == 1 && c->ldil[1] == 1) { /* rows by direct index */                                   \
       int64_t H = c->x.d[2], W = c->x.d[3], OH = c->o.d[2], OW = c->o.d[3], KH = c->w.d[2], KW = c->w.d[3];          \
@@ -128,10 +65,10 @@ static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t 
             T *row = col + ((ci * KH + ky) * KW + kx) * P;                                                         \
             for (int64_t oy = 0; oy < OH; oy++) {                                                                  \
               int64_t iy = oy * c->stride[0] - c->pad[0] + ky * c->dil[0];                                         \
-              const int32_t *xr = xg + ci * plane + iy * W;                                                        \
               T *r = row + oy * OW;                                                                                \
               int64_t sw = c->stride[1], x0 = kx * c->dil[1] - c->pad[1], a = 0, b = OW; /* ix = x0 + ox * sw */   \
               if (iy < 0 || iy >= H) a = b = OW;                                                                   \
+              const SRC *xr = xg + ci * plane + (a < b ? iy : 0) * W; /* a row of the map: never read off it */    \
               while (a < b && x0 + a * sw < 0) a++;                                                                \
               while (b > a && x0 + (b - 1) * sw >= W) b--;                                                         \
               for (int64_t ox = 0; ox < a; ox++) r[ox] = (T)0;                                                     \
@@ -154,8 +91,27 @@ static void conv_im2col(const conv_desc *c, const float *x, int64_t Cg, int64_t 
       } while (next_index(k, c->w.d + 2, c->S));                                                                   \
     }                                                                                                              \
   }
-IM2COL_INT(float)
-IM2COL_INT(double)
+IM2COL(conv_im2col, float, float)
+IM2COL(im2col_i32_float, int32_t, float)
+IM2COL(im2col_i32_double, int32_t, double)
+
+/* f32: im2col of one (image, group) into col[Cg*taps][P], then one sgemm per group */
+static void conv_f32(const conv_desc *c, float *out, const float *x, const float *w, float *col) {
+  int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
+  int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t g = 0; g < c->groups; g++) {
+      const float *b = col;
+      if (taps == 1 && P == plane && conv_is_identity(c)) {
+        b = x + (n * C + g * Cg) * plane; /* 1x1, stride 1, no padding: the image is the matrix */
+      } else {
+        conv_im2col(c, x + (n * C + g * Cg) * plane, Cg, col);
+      }
+      primc_sgemm(0, 0, Og, P, Cg * taps, 1.0f, w + g * Og * Cg * taps, Cg * taps, b, P, 0.0f,
+                  out + (n * O + g * Og) * P, P);
+    }
+}
+
 
 /* the largest |v| of n int32 values, as int64 (|INT32_MIN| fits) */
 static int64_t abs_max_i32(const int32_t *v, int64_t n) {

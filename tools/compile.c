@@ -206,7 +206,7 @@ static int compile_one(const compile_opts *op) {
   double t0 = pc_cli_now();
   pc_import_opts io = pc_cli_import_opts(&o.read, o.weights_file, o.mem_limit);
   /* dims given as ranges: one binary that takes them at run time, built at their bounds (codegen/dynamic.c) */
-  static pc_dyn_source src;
+  pc_dyn_source src;
   pc_dyn_spec spec;
   int n_syms = pc_dyn_source_init(&src, &spec, &io);
   if (n_syms < 0)
