@@ -223,7 +223,8 @@ primc_status primc_model_set_mem_limit(primc_model *m, int64_t bytes) {
 /* the import options of m, its dim bindings in b (m->n_dims + 1 of them) */
 static pc_import_opts import_opts(const primc_model *m, pc_dim_binding *b) {
   for (int i = 0; i < m->n_dims; i++) b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi};
-  pc_import_opts io = {b, m->n_dims, m->weights_file, m->consts, m->n_consts, NULL, 0, m->mem_limit, 0, NULL, 0};
+  pc_import_opts io = {.dims = b, .n_dims = m->n_dims, .weights_path = m->weights_file, .consts = m->consts,
+                       .n_consts = m->n_consts, .mem_limit = m->mem_limit};
   return io;
 }
 

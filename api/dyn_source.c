@@ -39,6 +39,7 @@ pc_graph *pc_dyn_source_build(void *ctx, const int64_t *values) {
   g->run_time_dims = 1;
   g->matmul_precision = src->matmul_precision;
   g->autocast = src->autocast;
-  pc_pipeline_run(g, &src->po);
+  if (src->grad) pc_grad(g, NULL);
+  if (g->status == PC_OK) pc_pipeline_run(g, &src->po);
   return g;
 }

@@ -64,6 +64,8 @@ typedef struct pc_import_opts {
                                    graph then fails with the first, and is for reading only */
   int run_time_dims;            /* ONNX: built for codegen's run-time dims: sets the graph's run_time_dims and
                                    folds nothing whose size or value could follow the dims (a Range, a broadcast) */
+  int keep_weights;             /* ONNX: for the grad transform (pc_grad): initializers become constants named as in
+                                   the model, and import-time folding goes through no float one */
 } pc_import_opts;
 
 /* frees what a check collected (not the struct) */

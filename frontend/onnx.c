@@ -637,7 +637,9 @@ static pc_status add_initializer(ox_loader *L, const Onnx__TensorProto *tp, cons
   pc_status st = ox_tensor_decode(L->g, tp, L->dir, &t);
   if (raw && raw->data && L->mapped) drop_pages(raw->data, raw->len);
   if (st != PC_OK) return L->g->status;
-  pc_value *v = pc_const(L->g, pc_type_make(t.dtype, t.rank, t.dims), t.data);
+  pc_type ty = pc_type_make(t.dtype, t.rank, t.dims);
+  int weight = L->opts && L->opts->keep_weights && tp->name && *tp->name && pc_dtype_is_float(t.dtype);
+  pc_value *v = weight ? pc_const_weight(L->g, ty, t.data, tp->name) : pc_const(L->g, ty, t.data);
   pc_tensor_free(&t);
   if (!v) return L->g->status;
   return map_put(L, tp->name ? tp->name : "", v);
@@ -661,6 +663,8 @@ static void fold_node(ox_loader *L, pc_node *n) {
   for (int i = 0; i < n->n_in; i++) {
     const void *d = pc_const_data(n->in[i]);
     if (!d) return;
+    /* a weight to differentiate stays an operand: the gradient must reach it */
+    if (pc_attr_find(n->in[i]->producer, "key")) return;
     in_numel += pc_type_numel(&n->in[i]->type);
     in[i].dtype = n->in[i]->type.dtype;
     in[i].rank = n->in[i]->type.rank;

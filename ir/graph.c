@@ -342,6 +342,20 @@ pc_value *pc_const_keyed(pc_graph *g, pc_type t, const char *key) {
   return n ? n->out[0] : NULL;
 }
 
+pc_value *pc_const_weight(pc_graph *g, pc_type t, const void *data, const char *key) {
+  pc_value *v = pc_const_keyed(g, t, key);
+  int64_t nbytes = v ? const_bytes(g, &t) : -1;
+  void *copy = nbytes >= 0 ? pc_alloc(g, (size_t)nbytes) : NULL;
+  if (!copy) {
+    if (v) pc_fail(g, PC_ERR_NOMEM, "out of memory for a constant of %lld bytes", (long long)nbytes);
+    return NULL;
+  }
+  memcpy(copy, data, (size_t)nbytes);
+  v->producer->data = copy;
+  v->producer->nbytes = (size_t)nbytes;
+  return v;
+}
+
 const void *pc_const_data(const pc_value *v) {
   if (!v || !v->producer || v->producer->op != PC_OP_constant) return NULL;
   return v->producer->data;

@@ -337,6 +337,8 @@ pc_value *pc_full_like(pc_graph *g, double v, const pc_value *like);
 pc_value *pc_full(pc_graph *g, pc_dtype dt, double v, int rank, const int64_t *shape);
 /* a constant bound later by name (weights files): data NULL, attribute key */
 pc_value *pc_const_keyed(pc_graph *g, pc_type t, const char *key);
+/* a weight: a constant with its data (copied) and a key naming it, as a bound key= constant */
+pc_value *pc_const_weight(pc_graph *g, pc_type t, const void *data, const char *key);
 /* a constant over bytes g already owns (pc_alloc'ed, t's size): no copy, so a pass can move a weight in place */
 pc_value *pc_const_view(pc_graph *g, pc_type t, void *data);
 /* data of a constant value, or NULL when v is not produced by a constant */

@@ -48,6 +48,19 @@ char *pc_explain_fusion(const pc_graph *g);
  *   reductions); everything else WORKSPACE at a 64-byte aligned offset, planned
  *   by liveness over the group order (in-place reuse by elementwise kernels). */
 
+/* Reverse mode (passes/autodiff.c): rewrites g in place into its vector-Jacobian product, before the
+ * pipeline. After the model's inputs come one cotangent input per float output ("grad_<output>"); after
+ * the model's outputs, one gradient output per differentiated value ("grad_<value>"). wrt names the
+ * values to differentiate (graph inputs, or weights by key); none given: every float input, then every
+ * float weight in graph order. A weight is a constant with a key: a text graph's key= constants, ONNX
+ * initializers imported with keep_weights. A gradient that must pass a prim with no
+ * rule (passes/vjp.def) fails the graph naming the model node. */
+typedef struct pc_grad_opts {
+  const char *const *wrt;
+  int n_wrt;
+} pc_grad_opts;
+pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts);
+
 /* Per-kernel table of live workspace bytes, then the peak and the tensors live
  * at it (for `primc compile --report`); malloc'ed, caller frees; NULL when out of memory. */
 char *pc_memplan_report(const pc_graph *g);

@@ -202,7 +202,7 @@ static pc_graph *load(const bench_opts *o) {
   pc_graph *g = pc_model_load(o->model, &io);
   if (!g) fprintf(stderr, "primc: error: out of memory loading %s\n", o->model);
   else if (g->status != PC_OK) fprintf(stderr, "primc: error: %s\n", pc_error(g)), pc_graph_free(g), g = NULL;
-  else pc_cli_model_apply(&o->read, g);
+  else if (pc_cli_model_apply(&o->read, g) != PC_OK) pc_graph_free(g), g = NULL;
   return g;
 }
 

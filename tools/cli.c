@@ -1,6 +1,7 @@
 /* tools/cli.c: the option parsing, model loading and .npy handling every subcommand shares. */
 #include "tools/cli.h"
 
+#include "passes/passes.h"
 #include "runtime/primc_rt.h"
 
 #include <errno.h>
@@ -55,9 +56,17 @@ int pc_cli_model_takes(const char *a) {
   return !strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision") || !strcmp(a, "--autocast");
 }
 
-void pc_cli_model_apply(const pc_cli_model *m, pc_graph *g) {
+int pc_cli_model_flag(pc_cli_model *m, const char *a) {
+  if (strcmp(a, "--grad")) return 0;
+  m->grad = 1;
+  return 1;
+}
+
+pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g) {
   g->matmul_precision = m->matmul_precision;
   g->autocast = m->autocast;
+  if (m->grad && pc_grad(g, NULL) != PC_OK) fprintf(stderr, "primc: error: --grad: %s\n", pc_error(g));
+  return g->status;
 }
 
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
@@ -111,6 +120,7 @@ pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, in
   memset(&o, 0, sizeof o);
   o.dims = m->dims, o.n_dims = m->n_dims, o.weights_path = weights;
   o.consts = m->consts, o.n_consts = m->n_consts, o.mem_limit = mem_limit;
+  o.keep_weights = m->grad;
   return o;
 }
 
@@ -148,6 +158,7 @@ int pc_cli_parse(pc_cli *cli, int argc, char **argv, const char *help) {
     } else if (!strcmp(a, "--seed")) {
       if (!(v = opt_value(argc, argv, &i))) goto missing;
       cli->seed = strtoull(v, NULL, 10);
+    } else if (pc_cli_model_flag(&cli->model, a)) {
     } else if (pc_cli_model_takes(a)) {
       if (pc_cli_model_option(&cli->model, a, opt_value(argc, argv, &i)) < 0) {
         cli->exit_code = 2;
@@ -289,7 +300,10 @@ pc_graph *pc_cli_load_model(const pc_cli *cli) {
     return NULL;
   }
   g->mem_limit = cli->mem_limit;
-  pc_cli_model_apply(&cli->model, g);
+  if (pc_cli_model_apply(&cli->model, g) != PC_OK) {
+    pc_graph_free(g);
+    return NULL;
+  }
   return g;
 }
 

@@ -18,6 +18,7 @@ typedef struct pc_cli_model {
   int n_consts;
   int matmul_precision; /* --matmul-precision: a pc_matmul_precision, set on the graph once loaded */
   int autocast;         /* --autocast: a pc_autocast, likewise */
+  int grad;             /* --grad: the model's vector-Jacobian product (pc_grad) is compiled */
 } pc_cli_model;
 
 /* option a with its value v (NULL when a was the last argument): 1 when a is --dim, --const,
@@ -26,8 +27,11 @@ typedef struct pc_cli_model {
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v);
 /* whether a is one of those options (each takes a value) */
 int pc_cli_model_takes(const char *a);
-/* the options that apply to the loaded graph (matmul precision, autocast) set on g */
-void pc_cli_model_apply(const pc_cli_model *m, pc_graph *g);
+/* 1 when a is a model option without a value (--grad), now set in m; else 0 */
+int pc_cli_model_flag(pc_cli_model *m, const char *a);
+/* the options that apply to the loaded graph (matmul precision, autocast) set on g, and --grad's
+ * transform applied; g's status (the error printed) */
+pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g);
 void pc_cli_model_free(pc_cli_model *m);
 pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, int64_t mem_limit);
 

@@ -51,6 +51,10 @@ static const char *compile_help =
     "                      (host CPU code; AMX or AVX512-BF16 where the CPU has them)\n"
     "  --autocast bf16     torch.autocast's contractions: MatMul/Gemm (as medium) and Conv on bf16\n"
     "                      operands, f32 sums; everything else f32 (host CPU code)\n"
+    "  --grad              compile the model's vector-Jacobian product: after the model's inputs, one\n"
+    "                      cotangent grad_OUT per float output; after its outputs, the gradient grad_W of\n"
+    "                      every float input and weight (initializer), in that order (`primc inputs\n"
+    "                      --grad MODEL` lists them)\n"
     "  --mem-limit SIZE    refuse a model needing more memory at run time (workspace, weights, inputs\n"
     "                      and outputs); bytes or K/M/G, 0: none (default: the memory available now)\n";
 
@@ -116,6 +120,7 @@ static int parse(int argc, char **argv, compile_opts *o) {
     } else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
       if (!pc_cli_parse_size(argv[++i], &o->mem_limit))
         return pc_cli_usage_error(compile_help, "bad --mem-limit (bytes, or with K, M, G; 0: none)");
+    } else if (pc_cli_model_flag(&o->read, a)) {
     } else if (pc_cli_model_takes(a)) {
       if (pc_cli_model_option(&o->read, a, i + 1 < argc ? argv[++i] : NULL) < 0) return 2;
     } else if (a[0] == '-' && a[1]) {
@@ -215,6 +220,7 @@ static int compile_one(const compile_opts *op) {
     src.path = o.model;
     src.po = (pc_pipeline_opts){.opt_level = o.opt, .unfused = o.unfused};
     src.matmul_precision = o.read.matmul_precision, src.autocast = o.read.autocast, src.mem_limit = o.mem_limit;
+    src.grad = o.read.grad;
     io = src.io;
     co.dyn = &spec;
   }
@@ -228,7 +234,10 @@ static int compile_one(const compile_opts *op) {
   }
   g->mem_limit = o.mem_limit;
   g->run_time_dims = n_syms > 0;
-  pc_cli_model_apply(&o.read, g);
+  if (g->status == PC_OK && pc_cli_model_apply(&o.read, g) != PC_OK) {
+    pc_graph_free(g);
+    return 1;
+  }
   pc_pipeline_opts po = {0};
   po.opt_level = o.opt;
   po.unfused = o.unfused;

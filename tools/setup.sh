@@ -3,7 +3,8 @@
 # Python test deps: onnx, onnxruntime, numpy; pytest for python/tests; wheel, so that `pip install
 # --no-build-isolation ./python` (tests/suites/python.sh) builds without the network.
 # Usage: tools/setup.sh [models] [bench]
-#   models: Debian's python3-torch and python3-torchvision (torch 1.13 for /usr/bin/python3) to export the zoo
+#   models: Debian's python3-torch, python3-torchvision and python3-onnx (torch 1.13 for /usr/bin/python3) to
+#           export the zoo and write the gradient references (tests/ref/gen_grad_refs.py)
 #   bench:  PyPI's torch and torchvision (2.x, torch.compile; several GB), openvino and matplotlib, the benchmark peers
 set -euo pipefail
 
@@ -11,7 +12,7 @@ apt_pkgs=(llvm-19-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev libo
 py_pkgs=(onnx onnxruntime numpy pytest wheel)
 for extra in "$@"; do
   case $extra in
-  models) apt_pkgs+=(python3-torch python3-torchvision) ;;
+  models) apt_pkgs+=(python3-torch python3-torchvision python3-onnx) ;;
   bench) py_pkgs+=(torch torchvision openvino matplotlib) ;;
   *) echo "setup: unknown extra '$extra' (models, bench)" >&2; exit 2 ;;
   esac

@@ -51,7 +51,7 @@ static void run_case(const char *dir, const char *name) {
   char path[4096], wpath[4096];
   snprintf(path, sizeof path, "%s/%s.txt", dir, name);
   snprintf(wpath, sizeof wpath, "%s/%s.safetensors", dir, name);
-  pc_import_opts o = {NULL, 0, access(wpath, R_OK) == 0 ? wpath : NULL, NULL, 0, NULL, 0, 0, 0, NULL, 0};
+  pc_import_opts o = {.weights_path = access(wpath, R_OK) == 0 ? wpath : NULL};
   pc_graph *g = pc_text_load(path, &o);
   pc_tensor in[MAX_IO], want[MAX_IO], got[MAX_IO];
   int n_in = 0, n_out = 0;

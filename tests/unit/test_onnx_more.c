@@ -254,7 +254,7 @@ PC_TEST(onnx_more_cumprod_reverse_exclusive) {
   tm_attr a[2] = {{"exclusive", 'i', 1, 0, NULL}, {"reverse", 'i', 1, 0, NULL}};
   int32_t axis = 0;
   pc_const_input ci = {"axis", tensor(PC_i32, 0, NULL, &axis), 0};
-  pc_import_opts o = {NULL, 0, NULL, &ci, 1, NULL, 0, 0, 0, NULL, 0};
+  pc_import_opts o = {.consts = &ci, .n_consts = 1};
   pc_graph *g = tm_load("CumProd", 26, in, 2, out, 1, a, 2, &o);
   double x[4] = {1, 2, 3, 4};
   int64_t d[1] = {4};
@@ -276,7 +276,7 @@ PC_TEST(onnx_more_dropout_seeded_matches_reference) {
   float r = 0.3f;
   uint8_t t = 1;
   pc_const_input ci[2] = {{"r", tensor(PC_f32, 0, NULL, &r), 0}, {"t", tensor(PC_bool, 0, NULL, &t), 0}};
-  pc_import_opts o = {NULL, 0, NULL, ci, 2, NULL, 0, 0, 0, NULL, 0};
+  pc_import_opts o = {.consts = ci, .n_consts = 2};
   tm_attr a[1] = {{"seed", 'i', 42, 0, NULL}};
   pc_graph *g = tm_load("Dropout", 22, do_in, 3, do_out, 2, a, 1, &o);
   if (!CHECK_MSG(g && g->status == PC_OK, "import: %s", g ? pc_error(g) : "out of memory")) {
@@ -308,7 +308,7 @@ PC_TEST(onnx_more_dropout_training_needs_seed) {
   float r = 0.3f;
   uint8_t t = 1;
   pc_const_input ci[2] = {{"r", tensor(PC_f32, 0, NULL, &r), 0}, {"t", tensor(PC_bool, 0, NULL, &t), 0}};
-  pc_import_opts o = {NULL, 0, NULL, ci, 2, NULL, 0, 0, 0, NULL, 0};
+  pc_import_opts o = {.consts = ci, .n_consts = 2};
   pc_graph *g = tm_load("Dropout", 22, do_in, 3, do_out, 2, NULL, 0, &o);
   CHECK(g && g->status == PC_ERR_UNSUPPORTED);
   if (g) CHECK_CONTAINS(pc_error(g), "Dropout \"n1\": training-mode Dropout (ratio 0.3) without a seed attribute");
@@ -343,7 +343,7 @@ PC_TEST(onnx_more_const_input_needed) {
 PC_TEST(onnx_more_const_input_specialized) {
   int64_t axes = 1, one = 1;
   pc_const_input ci = {"axes", tensor(PC_i64, 1, &one, &axes), 0};
-  pc_import_opts o = {NULL, 0, NULL, &ci, 1, NULL, 0, 0, 0, NULL, 0};
+  pc_import_opts o = {.consts = &ci, .n_consts = 1};
   pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
   CHECK(g && g->n_inputs == 1); /* the specialized input is gone */
   float x[6] = {1, 2, 3, 4, 5, 6};
@@ -364,7 +364,7 @@ PC_TEST(onnx_more_const_input_converted) {
   int64_t one = 1;
   pc_const_input given[2] = {spelled, {"axes", tensor(PC_i32, 1, &one, &axes32), 0}};
   for (int i = 0; i < 2; i++) {
-    pc_import_opts o = {NULL, 0, NULL, &given[i], 1, NULL, 0, 0, 0, NULL, 0};
+    pc_import_opts o = {.consts = &given[i], .n_consts = 1};
     pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
     CHECK_MSG(g && g->status == PC_OK && g->n_inputs == 1, "case %d: %s", i, g ? pc_error(g) : "out of memory");
     float x[6] = {1, 2, 3, 4, 5, 6};
@@ -395,7 +395,7 @@ PC_TEST(onnx_more_const_input_mismatch) {
   const pc_status want[4] = {PC_ERR_TYPE, PC_ERR_SHAPE, PC_ERR_ATTR, PC_ERR_RANGE};
   const char *needle[4] = {"input 'axes'", "input 'axes'", "constant input 'nope'", "0.5, is not exactly a i64"};
   for (int i = 0; i < 4; i++) {
-    pc_import_opts o = {NULL, 0, NULL, &bad[i], 1, NULL, 0, 0, 0, NULL, 0};
+    pc_import_opts o = {.consts = &bad[i], .n_consts = 1};
     pc_graph *g = tm_load("ReduceSum", 13, rs_in, 2, rs_out, 1, NULL, 0, &o);
     CHECK_MSG(g && g->status == want[i], "case %d: %s", i, g ? pc_error(g) : "out of memory");
     if (g) CHECK_CONTAINS(pc_error(g), needle[i]);

@@ -413,7 +413,7 @@ PC_TEST(text_load_file_with_weights) {
   const char *text = "graph(%x : f32[2]):\n  %b : f32[2] = constant(key=\"bias\")\n  %y = aten::add(%x, %b)\n  return (%y)\n";
   write_file(tp, text, strlen(text));
   write_st(wp, "{\"bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, -1);
-  pc_import_opts o = {NULL, 0, wp, NULL, 0, NULL, 0, 0, 0, NULL, 0};
+  pc_import_opts o = {.weights_path = wp};
   pc_graph *g = pc_text_load(tp, &o);
   CHECK_MSG(g && g->status == PC_OK, "%s", pc_error(g));
   CHECK(g && g->nodes[0]->data != NULL);

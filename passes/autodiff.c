@@ -1,0 +1,172 @@
+/* passes/autodiff.c: reverse mode on the prim graph (pc_grad, passes/passes.h).
+ *
+ * The forward graph stays as it is; the backward nodes are appended after it, so the combined graph is
+ * still in topological order and goes through the passes, fusion and the memory plan like any other.
+ * Cotangents are accumulated per forward value by adding; a value that no differentiated value reaches
+ * (integer and boolean paths, shape math, constants) never gets one, so its producer's rule is not
+ * asked. */
+#include "passes/autodiff.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the graph's value names, to give new interface names that do not clash */
+typedef struct name_set {
+  const char **slot;
+  size_t cap;
+} name_set;
+
+static int names_put(name_set *s, const char *name) {
+  size_t i = pc_str_hash(name) & (s->cap - 1);
+  while (s->slot[i]) {
+    if (!strcmp(s->slot[i], name)) return 0;
+    i = (i + 1) & (s->cap - 1);
+  }
+  s->slot[i] = name;
+  return 1;
+}
+
+static int names_init(name_set *s, const pc_graph *g, int extra) {
+  s->cap = 16;
+  while (s->cap < 2 * ((size_t)g->n_values + (size_t)extra)) s->cap *= 2;
+  if (!(s->slot = calloc(s->cap, sizeof *s->slot))) return 0;
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i]->name) names_put(s, g->values[i]->name);
+  return 1;
+}
+
+/* "grad_<base>", or with a numeric suffix when that is taken; owned by g */
+static const char *fresh_name(pc_graph *g, name_set *s, const char *base) {
+  char *name = pc_strfmt(g, "grad_%s", base);
+  for (int k = 2; name && !names_put(s, name); k++) name = pc_strfmt(g, "grad_%s_%d", base, k);
+  return name;
+}
+
+/* a weight: a constant with a key (an ONNX initializer imported with keep_weights, a text graph's key=) */
+static const char *weight_key(const pc_node *n) {
+  return n->op == PC_OP_constant ? pc_attr_str(n, "key", NULL) : NULL;
+}
+
+static pc_value *find_named(const pc_graph *g, const char *name) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (g->inputs[i]->name && !strcmp(g->inputs[i]->name, name)) return g->inputs[i];
+  for (int i = 0; i < g->n_nodes; i++) {
+    const char *k = weight_key(g->nodes[i]);
+    if (k && !strcmp(k, name)) return g->nodes[i]->out[0];
+  }
+  return NULL;
+}
+
+static int is_float(const pc_value *v) { return pc_dtype_is_float(v->type.dtype); }
+
+/* the values to differentiate, in the order their gradients are returned */
+static int pick_wrt(pc_graph *g, const pc_grad_opts *o, pc_value **wrt) {
+  int n = 0;
+  if (o && o->n_wrt > 0) {
+    for (int i = 0; i < o->n_wrt; i++) {
+      pc_value *v = find_named(g, o->wrt[i]);
+      if (!v) return pc_fail(g, PC_ERR_ATTR, "grad: no input or weight (keyed constant) is named '%s'", o->wrt[i]), -1;
+      if (!is_float(v))
+        return pc_fail(g, PC_ERR_TYPE, "grad: '%s' is %s; only float values have gradients", o->wrt[i],
+                       pc_dtype_name(v->type.dtype)), -1;
+      for (int j = 0; j < n; j++)
+        if (wrt[j] == v) return pc_fail(g, PC_ERR_ATTR, "grad: '%s' is named twice", o->wrt[i]), -1;
+      wrt[n++] = v;
+    }
+    return n;
+  }
+  for (int i = 0; i < g->n_inputs; i++)
+    if (is_float(g->inputs[i])) wrt[n++] = g->inputs[i];
+  for (int i = 0; i < g->n_nodes; i++) {
+    pc_value *v = g->nodes[i]->out[0];
+    if (weight_key(g->nodes[i]) && is_float(v)) wrt[n++] = v;
+  }
+  return n;
+}
+
+static void accumulate(pc_graph *g, pc_value **ct, const pc_value *v, pc_value *c) {
+  if (!c) return;
+  ct[v->id] = ct[v->id] ? pc_add(g, ct[v->id], c) : c;
+}
+
+/* the node's operands' cotangents from its results' */
+static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, const unsigned char *active) {
+  pc_value *ct_out[8] = {0}, *ct_in_small[8] = {0}, **ct_in = ct_in_small;
+  int need_small[8], *need = need_small, any_out = 0, any_in = 0;
+  for (int i = 0; i < n->n_out && i < 8; i++) any_out |= (ct_out[i] = ct[n->out[i]->id]) != NULL;
+  if (!any_out) return PC_OK;
+  if (n->n_in > 8) { /* concatenate */
+    ct_in = calloc((size_t)n->n_in, sizeof *ct_in);
+    need = calloc((size_t)n->n_in, sizeof *need);
+    if (!ct_in || !need) {
+      free(ct_in), free(need);
+      return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+    }
+  }
+  for (int i = 0; i < n->n_in; i++) any_in |= need[i] = active[n->in[i]->id];
+  const ad_row *row = pc_ad_row(n->op);
+  if (any_in && row->how == AD_NONE)
+    pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "%s has no gradient rule, and a differentiated value reaches it",
+                 pc_prim(n->op)->name);
+  else if (any_in && row->how == AD_RULE && row->vjp(g, n, ct_out, need, ct_in) == PC_OK) {
+    for (int i = 0; i < n->n_in && g->status == PC_OK; i++) {
+      if (!need[i] || !ct_in[i]) continue;
+      if (!pc_type_equal(&ct_in[i]->type, &n->in[i]->type))
+        pc_node_fail(g, n, PC_ERR_INTERNAL, "the gradient rule of %s gave operand %d a cotangent of another type",
+                     pc_prim(n->op)->name, i);
+      else accumulate(g, ct, n->in[i], ct_in[i]);
+    }
+  }
+  if (ct_in != ct_in_small) free(ct_in), free(need);
+  return g->status;
+}
+
+pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts) {
+  if (g->status) return g->status;
+  int n0 = g->n_nodes, nv = g->n_values, n_out0 = g->n_outputs;
+  pc_value **wrt = malloc(sizeof *wrt * (size_t)(g->n_inputs + n0 + 1));
+  pc_value **ct = calloc((size_t)nv + 1, sizeof *ct);
+  unsigned char *active = calloc((size_t)nv + 1, 1);
+  name_set names = {0};
+  if (!wrt || !ct || !active || !names_init(&names, g, n_out0 + g->n_inputs + n0)) {
+    pc_fail(g, PC_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  int nw = pick_wrt(g, opts, wrt);
+  if (nw < 0) goto done;
+  /* active: float values that depend on a differentiated one */
+  for (int i = 0; i < nw; i++) active[wrt[i]->id] = 1;
+  for (int i = 0; i < n0; i++) {
+    pc_node *n = g->nodes[i];
+    int dep = 0;
+    for (int k = 0; k < n->n_in; k++) dep |= active[n->in[k]->id];
+    for (int k = 0; dep && k < n->n_out; k++) active[n->out[k]->id] = is_float(n->out[k]);
+  }
+  for (int j = 0; j < n_out0 && g->status == PC_OK; j++) {
+    pc_value *y = g->outputs[j];
+    if (!is_float(y)) continue;
+    char base[32];
+    snprintf(base, sizeof base, "output%d", j);
+    pc_value *c = pc_input_add(g, fresh_name(g, &names, y->name ? y->name : base), y->type);
+    if (c) accumulate(g, ct, y, c);
+  }
+  for (int i = n0 - 1; i >= 0 && g->status == PC_OK; i--) backprop(g, g->nodes[i], ct, active);
+  for (int i = 0; i < nw && g->status == PC_OK; i++) {
+    pc_value *v = wrt[i], *d = ct[v->id] ? ct[v->id] : ad_zeros(g, v);
+    /* an interface value keeps its name: its gradient is a new value */
+    if (d && d->name) {
+      pc_attr a = pc_a_ints("shape", d->type.dims, d->type.rank);
+      d = pc_build(g, PC_OP_reshape, &d, 1, &a, 1);
+    }
+    if (!d) break;
+    char base[32];
+    snprintf(base, sizeof base, "value%d", v->id);
+    const char *k = v->producer ? weight_key(v->producer) : NULL;
+    pc_value_set_name(g, d, fresh_name(g, &names, k ? k : v->name ? v->name : base));
+    pc_output_add(g, d);
+  }
+done:
+  free(wrt), free(ct), free(active), free(names.slot);
+  return g->status;
+}

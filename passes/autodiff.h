@@ -1,0 +1,32 @@
+/* passes/autodiff.h: what the reverse-mode transform (autodiff.c) and the per-prim rules (vjp_rules.c)
+ * share; private to passes/. */
+#ifndef PRIMC_PASSES_AUTODIFF_H
+#define PRIMC_PASSES_AUTODIFF_H
+
+#include "passes/passes.h"
+
+/* A rule reads node n (its operands and results are the forward values), the cotangent of each result
+ * (ct_out[i], NULL where zero) and which operands want one (need[i]), and sets ct_in[i] for those it can
+ * (NULL: zero). Cotangents have their value's type. It builds prims into the graph with the ad_* helpers
+ * and returns PC_OK, or fails the graph naming the node. */
+typedef pc_status (*ad_vjp_fn)(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                               pc_value **ct_in);
+
+/* vjp.def's `how` column */
+typedef enum ad_how { AD_RULE, AD_ZERO, AD_INT, AD_NONE } ad_how;
+
+typedef struct ad_row {
+  ad_how how;
+  ad_vjp_fn vjp; /* AD_RULE only */
+} ad_row;
+
+/* the row of op (vjp_rules.c, generated from vjp.def) */
+const ad_row *pc_ad_row(pc_op op);
+
+/* helpers the rules build with (vjp_rules.c) */
+pc_value *ad_zeros(pc_graph *g, const pc_value *like);        /* zeros of like's type */
+pc_value *ad_scalar(pc_graph *g, double v, const pc_value *like); /* v broadcast to like's type */
+/* where(cond, v, 0) */
+pc_value *ad_select(pc_graph *g, pc_value *cond, pc_value *v);
+
+#endif

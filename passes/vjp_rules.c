@@ -1,0 +1,537 @@
+/* passes/vjp_rules.c: each prim's vector-Jacobian product, built from prims (the rows of vjp.def).
+ *
+ * Conventions follow torch.autograd where a derivative is a choice: max/min split a tie's gradient in
+ * halves, reduce_max/min share it among the tied elements, clamp passes it to x on the closed range,
+ * pow's exponent gets no gradient where the base is 0 and the exponent >= 0. */
+#include "passes/autodiff.h"
+
+#include <math.h>
+#include <string.h>
+
+pc_value *ad_zeros(pc_graph *g, const pc_value *like) { return pc_full_like(g, 0, like); }
+pc_value *ad_scalar(pc_graph *g, double v, const pc_value *like) { return pc_full_like(g, v, like); }
+pc_value *ad_select(pc_graph *g, pc_value *cond, pc_value *v) { return pc_where(g, cond, v, ad_zeros(g, v)); }
+
+#define X(i) (n->in[i])
+#define Y (n->out[0])
+#define GY (ct_out[0])
+/* a rule's local: the graph and the constant v shaped like x */
+#define K(v, like) ad_scalar(g, (v), (like))
+
+static pc_value *rebuild(pc_graph *g, const pc_node *n, pc_value *x, const pc_attr *a, int na) {
+  return pc_build(g, n->op, &x, 1, a, na);
+}
+
+/* ---------------------------------------------------------------- elementwise unary */
+
+static pc_status vjp_neg(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_neg(g, GY);
+  return g->status;
+}
+static pc_status vjp_abs(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_mul(g, GY, pc_sign(g, X(0)));
+  return g->status;
+}
+static pc_status vjp_exp(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_mul(g, GY, Y);
+  return g->status;
+}
+static pc_status vjp_log(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_div(g, GY, X(0));
+  return g->status;
+}
+static pc_status vjp_log1p(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_div(g, GY, pc_add(g, X(0), K(1, X(0))));
+  return g->status;
+}
+static pc_status vjp_expm1(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_mul(g, GY, pc_add(g, Y, K(1, Y)));
+  return g->status;
+}
+static pc_status vjp_sqrt(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_div(g, GY, pc_mul(g, Y, K(2, Y)));
+  return g->status;
+}
+/* d x^-1/2 = -1/2 x^-3/2 = -1/2 y / x */
+static pc_status vjp_rsqrt(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_mul(g, GY, pc_mul(g, K(-0.5, Y), pc_div(g, Y, X(0))));
+  return g->status;
+}
+static pc_status vjp_reciprocal(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                                pc_value **ct_in) {
+  ct_in[0] = pc_neg(g, pc_mul(g, GY, pc_mul(g, Y, Y)));
+  return g->status;
+}
+static pc_status vjp_sin(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_mul(g, GY, pc_cos(g, X(0)));
+  return g->status;
+}
+static pc_status vjp_cos(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_neg(g, pc_mul(g, GY, pc_sin(g, X(0))));
+  return g->status;
+}
+static pc_status vjp_tan(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_mul(g, GY, pc_add(g, K(1, Y), pc_mul(g, Y, Y)));
+  return g->status;
+}
+static pc_status vjp_tanh(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_mul(g, GY, pc_sub(g, K(1, Y), pc_mul(g, Y, Y)));
+  return g->status;
+}
+static pc_status vjp_erf(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  pc_value *x = X(0);
+  pc_value *e = pc_exp(g, pc_neg(g, pc_mul(g, x, x)));
+  ct_in[0] = pc_mul(g, GY, pc_mul(g, K(1.1283791670955126, x), e)); /* 2 / sqrt(pi) */
+  return g->status;
+}
+static pc_status vjp_sigmoid(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = pc_mul(g, GY, pc_mul(g, Y, pc_sub(g, K(1, Y), Y)));
+  return g->status;
+}
+
+/* ---------------------------------------------------------------- elementwise binary, ternary */
+
+static pc_status vjp_add(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = ct_in[1] = GY;
+  return g->status;
+}
+static pc_status vjp_sub(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = GY;
+  if (need[1]) ct_in[1] = pc_neg(g, GY);
+  return g->status;
+}
+static pc_status vjp_mul(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  if (need[0]) ct_in[0] = pc_mul(g, GY, X(1));
+  if (need[1]) ct_in[1] = pc_mul(g, GY, X(0));
+  return g->status;
+}
+/* y = a / b: da = gy / b, db = -gy a / b^2 = -da y */
+static pc_status vjp_div(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  pc_value *ga = pc_div(g, GY, X(1));
+  if (need[0]) ct_in[0] = ga;
+  if (need[1]) ct_in[1] = pc_neg(g, pc_mul(g, ga, Y));
+  return g->status;
+}
+static pc_status vjp_pow(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  pc_value *a = X(0), *b = X(1);
+  if (need[0]) {
+    pc_value *d = pc_mul(g, b, pc_pow(g, a, pc_sub(g, b, K(1, b))));
+    ct_in[0] = pc_where(g, pc_eq(g, b, K(0, b)), K(0, a), pc_mul(g, GY, d));
+  }
+  if (need[1]) {
+    pc_value *flat = pc_and(g, pc_eq(g, a, K(0, a)), pc_ge(g, b, K(0, b)));
+    ct_in[1] = pc_where(g, flat, K(0, b), pc_mul(g, GY, pc_mul(g, Y, pc_log(g, a))));
+  }
+  return g->status;
+}
+/* fmod: y = a - trunc(a / b) b */
+static pc_status vjp_rem(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = GY;
+  if (need[1]) {
+    pc_value *q = pc_div(g, X(0), X(1));
+    pc_value *t = pc_where(g, pc_lt(g, q, K(0, q)), pc_ceil(g, q), pc_floor(g, q));
+    ct_in[1] = pc_neg(g, pc_mul(g, GY, t));
+  }
+  return g->status;
+}
+/* max and min: the chosen operand takes the gradient, a tie gives each half */
+static pc_status minmax(pc_graph *g, const pc_node *n, pc_value *gy, int is_max, const int *need, pc_value **ct_in) {
+  pc_value *a = X(0), *b = X(1);
+  pc_value *half = pc_mul(g, gy, K(0.5, gy)), *tie = pc_eq(g, a, b);
+  pc_value *a_wins = is_max ? pc_gt(g, a, b) : pc_lt(g, a, b), *b_wins = is_max ? pc_lt(g, a, b) : pc_gt(g, a, b);
+  if (need[0]) ct_in[0] = pc_where(g, a_wins, gy, ad_select(g, tie, half));
+  if (need[1]) ct_in[1] = pc_where(g, b_wins, gy, ad_select(g, tie, half));
+  return g->status;
+}
+static pc_status vjp_max(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  return minmax(g, n, GY, 1, need, ct_in);
+}
+static pc_status vjp_min(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  return minmax(g, n, GY, 0, need, ct_in);
+}
+static pc_status vjp_atan2(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  pc_value *a = X(0), *b = X(1);
+  pc_value *s = pc_div(g, GY, pc_add(g, pc_mul(g, a, a), pc_mul(g, b, b)));
+  if (need[0]) ct_in[0] = pc_mul(g, s, b);
+  if (need[1]) ct_in[1] = pc_neg(g, pc_mul(g, s, a));
+  return g->status;
+}
+static pc_status vjp_where(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  if (need[1]) ct_in[1] = ad_select(g, X(0), GY);
+  if (need[2]) ct_in[2] = pc_where(g, X(0), ad_zeros(g, GY), GY);
+  return g->status;
+}
+/* y = min(max(x, lo), hi) */
+static pc_status vjp_clamp(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  pc_value *x = X(0), *lo = X(1), *hi = X(2);
+  if (need[0]) ct_in[0] = ad_select(g, pc_and(g, pc_ge(g, x, lo), pc_le(g, x, hi)), GY);
+  if (need[1]) ct_in[1] = ad_select(g, pc_and(g, pc_lt(g, x, lo), pc_le(g, lo, hi)), GY);
+  if (need[2]) ct_in[2] = ad_select(g, pc_lt(g, hi, pc_max(g, x, lo)), GY);
+  return g->status;
+}
+
+/* ---------------------------------------------------------------- type */
+
+static pc_status vjp_convert_element_type(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                                          pc_value **ct_in) {
+  /* a float cast to an integer is piecewise constant: no gradient */
+  if (pc_dtype_is_float(Y->type.dtype)) ct_in[0] = pc_convert(g, GY, X(0)->type.dtype);
+  return g->status;
+}
+
+/* ---------------------------------------------------------------- movement */
+
+/* sums over the result dims the operand was broadcast along, then takes the operand's shape */
+static pc_status vjp_broadcast_in_dim(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                                      pc_value **ct_in) {
+  const pc_type *x = &X(0)->type, *y = &Y->type;
+  int nd;
+  const int64_t *dims = pc_attr_ints(n, "dims", &nd);
+  int kept[PC_MAX_RANK] = {0};
+  for (int i = 0; i < x->rank; i++) kept[dims[i]] = x->dims[i] == y->dims[dims[i]] ? 1 : 0;
+  int64_t axes[PC_MAX_RANK];
+  int na = 0;
+  for (int d = 0; d < y->rank; d++)
+    if (!kept[d]) axes[na++] = d;
+  pc_value *s = na ? pc_reduce(g, PC_OP_reduce_sum, GY, na, axes) : GY;
+  ct_in[0] = pc_reshape(g, s, x->rank, x->dims);
+  return g->status;
+}
+static pc_status vjp_reshape(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                             pc_value **ct_in) {
+  ct_in[0] = pc_reshape(g, GY, X(0)->type.rank, X(0)->type.dims);
+  return g->status;
+}
+static pc_status vjp_transpose(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                               pc_value **ct_in) {
+  int r;
+  const int64_t *perm = pc_attr_ints(n, "perm", &r);
+  int64_t inv[PC_MAX_RANK];
+  for (int i = 0; i < r; i++) inv[perm[i]] = i;
+  ct_in[0] = pc_transpose(g, GY, inv);
+  return g->status;
+}
+static pc_value *pad_zero(pc_graph *g, pc_value *x, const int64_t *lo, const int64_t *hi, const int64_t *in) {
+  int r = x->type.rank;
+  pc_attr a[4] = {pc_a_ints("low", lo, r), pc_a_ints("high", hi, r), pc_a_ints("interior", in, r),
+                  pc_a_float("value", 0)};
+  return pc_build(g, PC_OP_pad, &x, 1, a, 4);
+}
+/* the sliced elements' gradients put back in place: a zero pad with stride - 1 between them */
+static pc_status vjp_slice(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                           pc_value **ct_in) {
+  const pc_type *x = &X(0)->type, *y = &Y->type;
+  const int64_t *st = pc_attr_ints(n, "start", NULL), *sd = pc_attr_ints(n, "stride", NULL);
+  int64_t lo[PC_MAX_RANK], hi[PC_MAX_RANK], in[PC_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) {
+    if (y->dims[i] == 0) {
+      ct_in[0] = ad_zeros(g, X(0));
+      return g->status;
+    }
+    lo[i] = st[i], in[i] = sd[i] - 1;
+    hi[i] = x->dims[i] - (st[i] + (y->dims[i] - 1) * sd[i] + 1);
+  }
+  ct_in[0] = pad_zero(g, GY, lo, hi, in);
+  return g->status;
+}
+/* undo the edges (a negative pad crops, a crop pads zeros back), then step over the interior */
+static pc_status vjp_pad(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  const pc_type *x = &X(0)->type;
+  const int64_t *lo = pc_attr_ints(n, "low", NULL), *hi = pc_attr_ints(n, "high", NULL);
+  const int64_t *in = pc_attr_ints(n, "interior", NULL);
+  int64_t nlo[PC_MAX_RANK], nhi[PC_MAX_RANK], zero[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], step[PC_MAX_RANK];
+  int strided = 0;
+  for (int i = 0; i < x->rank; i++) {
+    if (x->dims[i] == 0) {
+      ct_in[0] = ad_zeros(g, X(0));
+      return g->status;
+    }
+    nlo[i] = -lo[i], nhi[i] = -hi[i], step[i] = in[i] + 1;
+    lim[i] = x->dims[i] + (x->dims[i] - 1) * in[i];
+    strided |= in[i] != 0;
+  }
+  pc_value *core = pad_zero(g, GY, nlo, nhi, zero);
+  ct_in[0] = strided ? pc_slice(g, core, zero, lim, step) : core;
+  return g->status;
+}
+static pc_status vjp_concatenate(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                                 pc_value **ct_in) {
+  const pc_type *y = &Y->type;
+  int axis = (int)pc_attr_int(n, "axis", 0);
+  int64_t st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], one[PC_MAX_RANK];
+  for (int d = 0; d < y->rank; d++) lim[d] = y->dims[d], one[d] = 1;
+  int64_t at = 0;
+  for (int i = 0; i < n->n_in; i++) {
+    int64_t len = X(i)->type.dims[axis];
+    st[axis] = at, lim[axis] = at + len;
+    if (need[i]) ct_in[i] = pc_slice(g, GY, st, lim, one);
+    at += len;
+  }
+  return g->status;
+}
+static pc_status vjp_rev(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  ct_in[0] = rebuild(g, n, GY, n->attrs, n->n_attrs);
+  return g->status;
+}
+
+static pc_value *scatter_add(pc_graph *g, pc_value *into, pc_value *idx, pc_value *upd, int64_t axis) {
+  pc_value *in[3] = {into, idx, upd};
+  pc_attr a[2] = {pc_a_int("axis", axis), pc_a_str("reduce", "add")};
+  return pc_build(g, PC_OP_scatter, in, 3, a, 2);
+}
+static pc_value *gather(pc_graph *g, pc_value *x, pc_value *idx, int64_t axis) {
+  pc_value *in[2] = {x, idx};
+  pc_attr a = pc_a_int("axis", axis);
+  return pc_build(g, PC_OP_gather, in, 2, &a, 1);
+}
+static pc_status vjp_gather(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                            pc_value **ct_in) {
+  if (need[0]) ct_in[0] = scatter_add(g, ad_zeros(g, X(0)), X(1), GY, pc_attr_int(n, "axis", 0));
+  return g->status;
+}
+/* "none": the written places lose the operand's gradient, the updates gather it (with repeated indices
+ * every copy gets it, as in torch); "add": the operand keeps all of it */
+static pc_status vjp_scatter(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                             pc_value **ct_in) {
+  const char *red = pc_attr_str(n, "reduce", "none");
+  int64_t axis = pc_attr_int(n, "axis", 0);
+  int add = !strcmp(red, "add");
+  if (!add && strcmp(red, "none"))
+    return pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "no gradient rule for scatter with reduce \"%s\"", red);
+  if (need[0]) {
+    if (add) ct_in[0] = GY;
+    else {
+      pc_value *in[3] = {GY, X(1), ad_zeros(g, X(2))};
+      ct_in[0] = pc_build(g, PC_OP_scatter, in, 3, n->attrs, n->n_attrs);
+    }
+  }
+  if (need[2]) ct_in[2] = gather(g, GY, X(1), axis);
+  return g->status;
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+/* a reduction's result (or its cotangent) broadcast back over the reduced axes */
+static pc_value *unreduce(pc_graph *g, const pc_node *n, pc_value *v) {
+  int na;
+  const int64_t *axes = pc_attr_ints(n, "axes", &na);
+  const pc_type *x = &X(0)->type;
+  unsigned mask = 0;
+  for (int i = 0; i < na; i++) mask |= 1u << axes[i];
+  int64_t dims[PC_MAX_RANK];
+  int r = 0;
+  for (int d = 0; d < x->rank; d++)
+    if (!(mask & (1u << d))) dims[r++] = d;
+  return pc_broadcast_in_dim(g, v, x->rank, x->dims, dims);
+}
+static pc_status vjp_reduce_sum(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                                pc_value **ct_in) {
+  ct_in[0] = unreduce(g, n, GY);
+  return g->status;
+}
+/* the product of the others, exact with zeros: one zero gets the product of the rest, the rest get 0;
+ * two zeros or more give 0 everywhere */
+static pc_status vjp_reduce_prod(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                                 pc_value **ct_in) {
+  pc_value *x = X(0);
+  int na;
+  const int64_t *axes = pc_attr_ints(n, "axes", &na);
+  pc_value *zero = pc_eq(g, x, K(0, x));
+  pc_value *nz = pc_where(g, zero, K(1, x), x);
+  pc_value *p = unreduce(g, n, pc_reduce(g, PC_OP_reduce_prod, nz, na, axes));
+  pc_value *cnt = unreduce(g, n, pc_reduce(g, PC_OP_reduce_sum, pc_convert(g, zero, x->type.dtype), na, axes));
+  pc_value *at_zero = ad_select(g, pc_eq(g, cnt, K(1, cnt)), p);
+  pc_value *elsewhere = ad_select(g, pc_eq(g, cnt, K(0, cnt)), pc_div(g, p, nz));
+  ct_in[0] = pc_mul(g, unreduce(g, n, GY), pc_where(g, zero, at_zero, elsewhere));
+  return g->status;
+}
+static pc_status reduce_extreme(pc_graph *g, const pc_node *n, pc_value *gy, pc_value **ct_in) {
+  pc_value *x = X(0);
+  int na;
+  const int64_t *axes = pc_attr_ints(n, "axes", &na);
+  pc_value *hit = pc_convert(g, pc_eq(g, x, unreduce(g, n, Y)), x->type.dtype);
+  pc_value *cnt = pc_reduce(g, PC_OP_reduce_sum, hit, na, axes);
+  ct_in[0] = pc_mul(g, hit, unreduce(g, n, pc_div(g, gy, cnt)));
+  return g->status;
+}
+static pc_status vjp_reduce_max(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                                pc_value **ct_in) {
+  return reduce_extreme(g, n, GY, ct_in);
+}
+static pc_status vjp_reduce_min(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                                pc_value **ct_in) {
+  return reduce_extreme(g, n, GY, ct_in);
+}
+static pc_status vjp_cumsum(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                            pc_value **ct_in) {
+  pc_attr a[3] = {pc_a_int("axis", pc_attr_int(n, "axis", 0)), pc_a_int("exclusive", pc_attr_int(n, "exclusive", 0)),
+                  pc_a_int("reverse", !pc_attr_int(n, "reverse", 0))};
+  ct_in[0] = rebuild(g, n, GY, a, 3);
+  return g->status;
+}
+
+/* ---------------------------------------------------------------- contractions */
+
+/* out = [batch, lhs free, rhs free]. The operand's cotangent contracts gy's free dims of the other
+ * operand with that operand's free dims; its result is [batch, own free, own contracted dims in the
+ * order of the other's contracted dims], transposed back to the operand's order. */
+static pc_value *dot_operand_ct(pc_graph *g, pc_value *gy, pc_value *other, int rank, const int64_t *batch,
+                                const int64_t *contract, const int64_t *other_batch, const int64_t *other_contract,
+                                int nb, int nc, int other_rank, int gy_free_at) {
+  /* the operand's and the other's free dims, in order */
+  int64_t free_own[PC_MAX_RANK], free_oth[PC_MAX_RANK];
+  int nfo = 0, nfx = 0;
+  for (int d = 0; d < rank; d++) {
+    int used = 0;
+    for (int i = 0; i < nb; i++) used |= batch[i] == d;
+    for (int i = 0; i < nc; i++) used |= contract[i] == d;
+    if (!used) free_own[nfo++] = d;
+  }
+  for (int d = 0; d < other_rank; d++) {
+    int used = 0;
+    for (int i = 0; i < nb; i++) used |= other_batch[i] == d;
+    for (int i = 0; i < nc; i++) used |= other_contract[i] == d;
+    if (!used) free_oth[nfx++] = d;
+  }
+  /* gy dims of the other's free dims: after batch and the lhs free dims */
+  int64_t gy_c[PC_MAX_RANK] = {0}, gy_b[PC_MAX_RANK] = {0};
+  for (int i = 0; i < nfx; i++) gy_c[i] = gy_free_at + i;
+  for (int i = 0; i < nb; i++) gy_b[i] = i;
+  pc_value *r = pc_dot_general(g, gy, other, nfx, gy_c, free_oth, nb, gy_b, other_batch);
+  /* result axes as operand dims: batch, own free, then own contracted dims ordered by the other's
+   * contracted dim (the other's dims left over come in increasing order) */
+  int64_t axis_dim[PC_MAX_RANK];
+  int k = 0;
+  for (int i = 0; i < nb; i++) axis_dim[k++] = batch[i];
+  for (int i = 0; i < nfo; i++) axis_dim[k++] = free_own[i];
+  for (int d = 0; d < other_rank; d++)
+    for (int i = 0; i < nc; i++)
+      if (other_contract[i] == d) axis_dim[k++] = contract[i];
+  int64_t perm[PC_MAX_RANK];
+  for (int a = 0; a < rank; a++) perm[axis_dim[a]] = a;
+  int id = 1;
+  for (int d = 0; d < rank; d++) id &= perm[d] == d;
+  return id ? r : pc_transpose(g, r, perm);
+}
+static pc_status vjp_dot_general(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                                 pc_value **ct_in) {
+  int nc, nb;
+  const int64_t *lc = pc_attr_ints(n, "lhs_contract", &nc), *rc = pc_attr_ints(n, "rhs_contract", NULL);
+  const int64_t *lb = pc_attr_ints(n, "lhs_batch", &nb), *rb = pc_attr_ints(n, "rhs_batch", NULL);
+  int rl = X(0)->type.rank, rr = X(1)->type.rank;
+  int lfree = rl - nb - nc;
+  if (need[0]) ct_in[0] = dot_operand_ct(g, GY, X(1), rl, lb, lc, rb, rc, nb, nc, rr, nb + lfree);
+  if (need[1]) ct_in[1] = dot_operand_ct(g, GY, X(0), rr, rb, rc, lb, lc, nb, nc, rl, nb);
+  return g->status;
+}
+
+static pc_value *conv_build(pc_graph *g, pc_value *x, pc_value *w, int ns, const int64_t *stride, const int64_t *lo,
+                            const int64_t *hi, const int64_t *dil, const int64_t *ldil, int64_t groups) {
+  pc_value *in[2] = {x, w};
+  pc_attr a[6] = {pc_a_ints("stride", stride, ns), pc_a_ints("pad_lo", lo, ns), pc_a_ints("pad_hi", hi, ns),
+                  pc_a_ints("dilation", dil, ns), pc_a_ints("lhs_dilation", ldil, ns), pc_a_int("groups", groups)};
+  return pc_build(g, PC_OP_conv, in, 2, a, 6);
+}
+/* a conv whose pads may be negative (which crop): then the input is padded, dilated and cropped by a pad
+ * prim first and convolved without padding */
+static pc_value *conv_any_pad(pc_graph *g, pc_value *x, pc_value *w, int ns, const int64_t *stride,
+                              const int64_t *lo, const int64_t *hi, const int64_t *dil, const int64_t *ldil,
+                              int64_t groups) {
+  int neg = 0;
+  for (int s = 0; s < ns; s++) neg |= lo[s] < 0 || hi[s] < 0;
+  if (!neg) return conv_build(g, x, w, ns, stride, lo, hi, dil, ldil, groups);
+  int64_t pl[PC_MAX_RANK] = {0}, ph[PC_MAX_RANK] = {0}, pi[PC_MAX_RANK] = {0}, z[PC_MAX_RANK] = {0}, one[PC_MAX_RANK];
+  for (int s = 0; s < ns; s++) pl[2 + s] = lo[s], ph[2 + s] = hi[s], pi[2 + s] = ldil[s] - 1, one[s] = 1;
+  return conv_build(g, pad_zero(g, x, pl, ph, pi), w, ns, stride, z, z, dil, one, groups);
+}
+/* x [N, C, sp], w [O, C/G, k], y [N, O, o]. dx: the transposed conv of gy (stride as lhs dilation, the
+ * kernel flipped, in and out channels swapped per group). dw: per group, the conv of x's channels (as the
+ * batch) with gy's channels (as kernels), the batch summed as the channels, stride and dilation swapped. */
+static pc_status vjp_conv(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  pc_value *x = X(0), *w = X(1), *gy = GY;
+  int r = x->type.rank, ns = r - 2;
+  const int64_t *st = pc_attr_ints(n, "stride", NULL), *lo = pc_attr_ints(n, "pad_lo", NULL);
+  const int64_t *dil = pc_attr_ints(n, "dilation", NULL);
+  const int64_t *ld = pc_attr_ints(n, "lhs_dilation", NULL);
+  int64_t G = pc_attr_int(n, "groups", 1);
+  int64_t N = x->type.dims[0], C = x->type.dims[1], O = w->type.dims[0], Cg = C / G, Og = O / G;
+  int64_t ones[PC_MAX_RANK], nd[PC_MAX_RANK], kd[PC_MAX_RANK], od[PC_MAX_RANK];
+  for (int s = 0; s < ns; s++) {
+    ones[s] = 1;
+    nd[s] = (x->type.dims[2 + s] - 1) * ld[s] + 1; /* the lhs-dilated input */
+    kd[s] = w->type.dims[2 + s];
+    od[s] = gy->type.dims[2 + s];
+  }
+  if (need[0]) {
+    /* w [G, Og, Cg, k] -> [G, Cg, Og, k] -> [C, Og, k], flipped */
+    int64_t s5[PC_MAX_RANK + 1] = {G, Og, Cg}, p5[PC_MAX_RANK + 1] = {0, 2, 1}, s3[PC_MAX_RANK] = {C, Og};
+    for (int s = 0; s < ns; s++) s5[3 + s] = kd[s], p5[3 + s] = 3 + s, s3[2 + s] = kd[s];
+    pc_value *wt = pc_reshape(g, pc_transpose(g, pc_reshape(g, w, r + 1, s5), p5), r, s3);
+    int64_t sp[PC_MAX_RANK];
+    for (int s = 0; s < ns; s++) sp[s] = 2 + s;
+    pc_attr ra = pc_a_ints("dims", sp, ns);
+    wt = pc_build(g, PC_OP_rev, &wt, 1, &ra, 1);
+    int64_t blo[PC_MAX_RANK], bhi[PC_MAX_RANK];
+    for (int s = 0; s < ns; s++) {
+      int64_t span = dil[s] * (kd[s] - 1);
+      blo[s] = span - lo[s];
+      bhi[s] = nd[s] + lo[s] - (od[s] - 1) * st[s] - 1;
+    }
+    pc_value *dxd = conv_any_pad(g, gy, wt, ns, ones, blo, bhi, dil, st, G);
+    int stepped = 0;
+    int64_t z[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], step[PC_MAX_RANK];
+    lim[0] = N, lim[1] = C, step[0] = step[1] = 1;
+    for (int s = 0; s < ns; s++) lim[2 + s] = nd[s], step[2 + s] = ld[s], stepped |= ld[s] != 1;
+    ct_in[0] = stepped ? pc_slice(g, dxd, z, lim, step) : dxd;
+  }
+  if (need[1]) {
+    /* x [N, G, Cg, sp] -> [Cg, G, N, sp] -> [Cg, G*N, sp]; gy [N, G, Og, o] -> [G, Og, N, o] -> [O, N, o] */
+    int64_t xs[PC_MAX_RANK + 1] = {N, G, Cg}, xp[PC_MAX_RANK + 1] = {2, 1, 0}, x3[PC_MAX_RANK] = {Cg, G * N};
+    int64_t gs[PC_MAX_RANK + 1] = {N, G, Og}, gp[PC_MAX_RANK + 1] = {1, 2, 0}, g3[PC_MAX_RANK] = {O, N};
+    for (int s = 0; s < ns; s++) {
+      xs[3 + s] = x->type.dims[2 + s], xp[3 + s] = 3 + s, x3[2 + s] = x->type.dims[2 + s];
+      gs[3 + s] = od[s], gp[3 + s] = 3 + s, g3[2 + s] = od[s];
+    }
+    pc_value *xt = pc_reshape(g, pc_transpose(g, pc_reshape(g, x, r + 1, xs), xp), r, x3);
+    pc_value *gt = pc_reshape(g, pc_transpose(g, pc_reshape(g, gy, r + 1, gs), gp), r, g3);
+    /* the far pad that makes the result exactly the kernel's size (negative where the forward's window
+     * stopped short of its padded input) */
+    int64_t whi[PC_MAX_RANK];
+    for (int s = 0; s < ns; s++) whi[s] = (kd[s] - 1) * dil[s] + (od[s] - 1) * st[s] + 1 - nd[s] - lo[s];
+    pc_value *dw = conv_any_pad(g, xt, gt, ns, dil, lo, whi, st, ld, G); /* [Cg, O, k] */
+    int64_t tp[PC_MAX_RANK] = {1, 0};
+    for (int s = 0; s < ns; s++) tp[2 + s] = 2 + s;
+    ct_in[1] = pc_transpose(g, dw, tp);
+  }
+  return g->status;
+}
+
+/* ---------------------------------------------------------------- others */
+
+/* the values' gradient goes back to where each value came from: the indices result says where */
+static pc_status vjp_sort(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+                          pc_value **ct_in) {
+  if (GY) ct_in[0] = scatter_add(g, ad_zeros(g, X(0)), n->out[1], GY, pc_attr_int(n, "axis", 0));
+  return g->status;
+}
+#define vjp_topk vjp_sort
+
+/* ---------------------------------------------------------------- the table */
+
+#define RULE_FN(name) vjp_##name
+#define ZERO_FN(name) NULL
+#define INT_FN(name) NULL
+#define NONE_FN(name) NULL
+#define VJP(name, how) [PC_OP_##name] = {AD_##how, how##_FN(name)},
+static const ad_row rows[PC_OP_COUNT] = {
+#include "passes/vjp.def"
+};
+#undef VJP
+#define VJP(name, how) +1
+_Static_assert(0
+#include "passes/vjp.def"
+                   == PC_OP_COUNT,
+               "passes/vjp.def needs one row per prim of ir/prims.def");
+#undef VJP
+
+const ad_row *pc_ad_row(pc_op op) { return (unsigned)op < PC_OP_COUNT ? &rows[op] : NULL; }

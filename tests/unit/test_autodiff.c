@@ -1,0 +1,229 @@
+/* tests/unit/test_autodiff.c: every gradient rule of passes/vjp.def against central finite differences of
+ * the interpreter in f64. Elementwise prims get a case generated from ir/prims.def; the others have one or
+ * more cases below, and a rule with no case fails the coverage test. */
+#include "passes/autodiff.h"
+#include "tests/test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct grad_case {
+  const char *prim; /* the prim the case covers */
+  const char *text; /* a graph whose float inputs are differentiated */
+  int positive;     /* float inputs drawn from [0.5, 2] (else +-[0.2, 1.5]) */
+  const char *zeros; /* flat indices of input 0 set to 0, comma separated, or NULL */
+  double eps, tol;   /* 0: 1e-6 and 1e-6 */
+} grad_case;
+
+static const grad_case cases[] = {
+    {"where", "graph(%c : bool[2,3], %a : f64[2,3], %b : f64[2,3]):\n  %y : f64[2,3] = where(%c, %a, %b)\n"
+              "  return (%y)\n", 0, NULL, 0, 0},
+    {"convert_element_type", "graph(%x : f64[2,3]):\n  %t : f32[2,3] = convert_element_type(%x, dtype=f32)\n"
+                             "  %y : f64[2,3] = convert_element_type(%t, dtype=f64)\n  return (%y)\n", 0, NULL, 1e-2, 1e-4},
+    {"broadcast_in_dim", "graph(%x : f64[3,1]):\n  %y : f64[2,3,4] = broadcast_in_dim(%x, shape=[2,3,4], dims=[1,2])\n"
+                         "  return (%y)\n", 0, NULL, 0, 0},
+    {"reshape", "graph(%x : f64[2,3]):\n  %y : f64[3,2] = reshape(%x, shape=[3,2])\n  return (%y)\n", 0, NULL, 0, 0},
+    {"transpose", "graph(%x : f64[2,3,4]):\n  %y : f64[4,2,3] = transpose(%x, perm=[2,0,1])\n  return (%y)\n", 0, NULL, 0, 0},
+    {"slice", "graph(%x : f64[5,6]):\n  %y : f64[2,3] = slice(%x, start=[1,0], limit=[5,5], stride=[2,2])\n"
+              "  return (%y)\n", 0, NULL, 0, 0},
+    {"pad", "graph(%x : f64[3,4]):\n  %y : f64[5,5] = pad(%x, low=[1,-1], high=[-1,2], interior=[1,0], value=0.5)\n"
+            "  return (%y)\n", 0, NULL, 0, 0},
+    {"concatenate", "graph(%a : f64[2,3], %b : f64[2,2]):\n  %y : f64[2,5] = concatenate(%a, %b, axis=1)\n"
+                    "  return (%y)\n", 0, NULL, 0, 0},
+    {"rev", "graph(%x : f64[3,4]):\n  %y : f64[3,4] = rev(%x, dims=[1])\n  return (%y)\n", 0, NULL, 0, 0},
+    {"gather", "graph(%x : f64[4,3]):\n  %i : i64[2,3] = constant(value=[3, 0, 1, 3, 2, 1])\n"
+               "  %y : f64[2,3] = gather(%x, %i, axis=0)\n  return (%y)\n", 0, NULL, 0, 0},
+    {"scatter", "graph(%x : f64[4,3], %u : f64[2,3]):\n  %i : i64[2,3] = constant(value=[3, 0, 1, 2, 2, 0])\n"
+                "  %y : f64[4,3] = scatter(%x, %i, %u, axis=0, reduce=\"none\")\n  return (%y)\n", 0, NULL, 0, 0},
+    {"scatter", "graph(%x : f64[4,3], %u : f64[2,3]):\n  %i : i64[2,3] = constant(value=[3, 0, 1, 3, 0, 1])\n"
+                "  %y : f64[4,3] = scatter(%x, %i, %u, axis=0, reduce=\"add\")\n  return (%y)\n", 0, NULL, 0, 0},
+    {"reduce_sum", "graph(%x : f64[2,3,4]):\n  %y : f64[3] = reduce_sum(%x, axes=[0,2])\n  return (%y)\n", 0, NULL, 0, 0},
+    {"reduce_prod", "graph(%x : f64[3,4]):\n  %y : f64[3] = reduce_prod(%x, axes=[1])\n  return (%y)\n", 0, "0,4,5", 0, 0},
+    {"reduce_max", "graph(%x : f64[3,4]):\n  %y : f64[3] = reduce_max(%x, axes=[1])\n  return (%y)\n", 0, NULL, 0, 0},
+    {"reduce_min", "graph(%x : f64[3,4]):\n  %y : f64[4] = reduce_min(%x, axes=[0])\n  return (%y)\n", 0, NULL, 0, 0},
+    {"cumsum", "graph(%x : f64[3,4]):\n  %y : f64[3,4] = cumsum(%x, axis=1, exclusive=1, reverse=0)\n"
+               "  return (%y)\n", 0, NULL, 0, 0},
+    {"cumsum", "graph(%x : f64[3,4]):\n  %y : f64[3,4] = cumsum(%x, axis=0, exclusive=0, reverse=1)\n"
+               "  return (%y)\n", 0, NULL, 0, 0},
+    {"dot_general", "graph(%a : f64[2,3], %b : f64[3,4]):\n  %y : f64[2,4] = dot_general(%a, %b, lhs_contract=[1], "
+                    "rhs_contract=[0], lhs_batch=[], rhs_batch=[])\n  return (%y)\n", 0, NULL, 0, 0},
+    {"dot_general", "graph(%a : f64[2,3,5], %b : f64[5,2,4]):\n  %y : f64[2,3,4] = dot_general(%a, %b, "
+                    "lhs_contract=[2], rhs_contract=[0], lhs_batch=[0], rhs_batch=[1])\n  return (%y)\n", 0, NULL, 0, 0},
+    {"dot_general", "graph(%a : f64[3,2,4], %b : f64[4,5,3]):\n  %y : f64[2,5] = dot_general(%a, %b, "
+                    "lhs_contract=[0,2], rhs_contract=[2,0], lhs_batch=[], rhs_batch=[])\n  return (%y)\n", 0, NULL, 0, 0},
+    {"conv", "graph(%x : f64[2,4,5,6], %w : f64[6,2,3,2]):\n  %y : f64[2,6,2,5] = conv(%x, %w, stride=[2,1], "
+             "pad_lo=[1,0], pad_hi=[0,1], dilation=[1,2], lhs_dilation=[1,1], groups=2)\n  return (%y)\n", 0, NULL, 0, 0},
+    {"conv", "graph(%x : f64[1,3,7], %w : f64[3,1,3]):\n  %y : f64[1,3,4] = conv(%x, %w, stride=[2], pad_lo=[1], "
+             "pad_hi=[1], dilation=[1], lhs_dilation=[1], groups=3)\n  return (%y)\n", 0, NULL, 0, 0},
+    {"conv", "graph(%x : f64[1,2,4,3], %w : f64[3,2,3,3]):\n  %y : f64[1,3,8,1] = conv(%x, %w, stride=[1,1], "
+             "pad_lo=[2,1], pad_hi=[1,-1], dilation=[1,1], lhs_dilation=[2,1], groups=1)\n  return (%y)\n", 0, NULL, 0, 0},
+    {"sort", "graph(%x : f64[3,4]):\n  %v : f64[3,4], %i : i64[3,4] = sort(%x, axis=1, descending=0)\n"
+             "  return (%v, %i)\n", 0, NULL, 0, 0},
+    {"topk", "graph(%x : f64[3,5]):\n  %v : f64[3,2], %i : i64[3,2] = topk(%x, k=2, axis=1, largest=1)\n"
+             "  return (%v, %i)\n", 0, NULL, 0, 0},
+};
+
+/* elementwise prims whose operands must stay positive (logs, roots, pow's base) */
+static int wants_positive(pc_op op) {
+  return op == PC_OP_log || op == PC_OP_sqrt || op == PC_OP_rsqrt || op == PC_OP_pow || op == PC_OP_log1p;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double uniform(void) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void fill(pc_tensor *t, const pc_type *ty, int positive, const char *zeros) {
+  memset(t, 0, sizeof *t);
+  t->dtype = ty->dtype, t->rank = ty->rank;
+  memcpy(t->dims, ty->dims, sizeof t->dims);
+  int64_t n = pc_type_numel(ty);
+  t->data = calloc((size_t)(n ? n : 1), pc_dtype_size(ty->dtype));
+  for (int64_t i = 0; i < n; i++) {
+    double u = uniform();
+    double v = positive ? 0.5 + 1.5 * u : (uniform() < 0.5 ? -1 : 1) * (0.2 + 1.3 * u);
+    if (ty->dtype == PC_bool) v = uniform() < 0.5;
+    pc_elem_store(ty->dtype, t->data, i, v);
+  }
+  for (const char *z = zeros; z && *z; z = strchr(z, ',') ? strchr(z, ',') + 1 : "") pc_elem_store(ty->dtype, t->data, atoi(z), 0);
+}
+
+/* sum over float outputs of <ct, y> at the given inputs; NAN when the interpreter fails */
+static double objective(pc_graph *g, pc_tensor *ins, const pc_tensor *cts) {
+  pc_tensor outs[4];
+  memset(outs, 0, sizeof outs);
+  if (g->n_outputs > 4 || pc_interp(g, ins, g->n_inputs, outs, g->n_outputs) != PC_OK) return NAN;
+  double s = 0;
+  for (int j = 0, k = 0; j < g->n_outputs; j++) {
+    if (pc_dtype_is_float(outs[j].dtype)) {
+      for (int64_t i = 0; i < pc_tensor_numel(&outs[j]); i++)
+        s += pc_elem_f64(outs[j].dtype, outs[j].data, i) * pc_elem_f64(cts[k].dtype, cts[k].data, i);
+      k++;
+    }
+    pc_tensor_free(&outs[j]);
+  }
+  return s;
+}
+
+/* the gradient graph of text against finite differences; 1 when they agree */
+static int check_case(const grad_case *c, const char *tag) {
+  pc_graph *g = pc_graph_parse(c->text, strlen(c->text), tag, NULL);
+  pc_graph *d = pc_graph_parse(c->text, strlen(c->text), tag, NULL);
+  int ok = CHECK_MSG(g && d && !g->status && !d->status, "%s: %s", tag, g ? pc_error(g) : "no graph");
+  const char *wrt[8];
+  int nw = 0, ni = ok ? g->n_inputs : 0;
+  for (int i = 0; i < ni && nw < 8; i++)
+    if (pc_dtype_is_float(g->inputs[i]->type.dtype)) wrt[nw++] = g->inputs[i]->name;
+  pc_grad_opts o = {wrt, nw};
+  if (ok) ok = CHECK_MSG(pc_grad(d, &o) == PC_OK, "%s: grad: %s", tag, pc_error(d));
+  if (ok) ok = CHECK_MSG(pc_verify(d) == PC_OK, "%s: verify: %s", tag, pc_error(d));
+  pc_tensor ins[16], outs[16];
+  int nd_in = ok ? d->n_inputs : 0, nd_out = ok ? d->n_outputs : 0;
+  if (ok) ok = CHECK(nd_in <= 16 && nd_out <= 16);
+  for (int i = 0; ok && i < nd_in; i++)
+    fill(&ins[i], &d->inputs[i]->type, i < ni && c->positive, i == 0 ? c->zeros : NULL);
+  memset(outs, 0, sizeof outs);
+  if (ok) ok = CHECK_MSG(pc_interp(d, ins, nd_in, outs, nd_out) == PC_OK, "%s: interp: %s", tag, pc_error(d));
+  double eps = c->eps ? c->eps : 1e-6, tol = c->tol ? c->tol : 1e-6;
+  for (int w = 0, k = 0; ok && w < ni; w++) {
+    if (!pc_dtype_is_float(g->inputs[w]->type.dtype)) continue;
+    const pc_tensor *grad = &outs[g->n_outputs + k++];
+    pc_tensor *x = &ins[w];
+    for (int64_t i = 0; ok && i < pc_tensor_numel(x); i++) {
+      double x0 = pc_elem_f64(x->dtype, x->data, i);
+      pc_elem_store(x->dtype, x->data, i, x0 + eps);
+      double up = objective(g, ins, ins + ni);
+      pc_elem_store(x->dtype, x->data, i, x0 - eps);
+      double down = objective(g, ins, ins + ni);
+      pc_elem_store(x->dtype, x->data, i, x0);
+      double fd = (up - down) / (2 * eps), an = pc_elem_f64(grad->dtype, grad->data, i);
+      ok = CHECK_MSG(fabs(fd - an) <= tol * (1 + fabs(fd)), "%s: d/d%s[%lld]: rule %.9g, finite differences %.9g",
+                     tag, g->inputs[w]->name, (long long)i, an, fd);
+    }
+  }
+  for (int i = 0; i < nd_in; i++) free(ins[i].data);
+  for (int i = 0; i < nd_out; i++) pc_tensor_free(&outs[i]);
+  pc_graph_free(g), pc_graph_free(d);
+  return ok;
+}
+
+static const char *kind_args[] = {"", "(%a)", "(%a, %b)", "(%a, %b, %c)"};
+
+PC_TEST(autodiff_rules_match_finite_differences) {
+  int covered[PC_OP_COUNT] = {0};
+  for (int op = 0; op < PC_OP_COUNT; op++) {
+    const pc_prim_info *p = pc_prim((pc_op)op);
+    int arity = p->kind == PC_KIND_UNARY ? 1 : p->kind == PC_KIND_BINARY ? 2 : p->kind == PC_KIND_TERNARY ? 3 : 0;
+    if (!arity || p->result == PC_RES_BOOL || p->operands == PC_CLS_INT || p->operands == PC_CLS_LOGIC) continue;
+    char text[512];
+    int k = snprintf(text, sizeof text, "graph(");
+    for (int i = 0; i < arity; i++) k += snprintf(text + k, sizeof text - (size_t)k, "%s%%%c : f64[2,3]", i ? ", " : "", 'a' + i);
+    snprintf(text + k, sizeof text - (size_t)k, "):\n  %%y : f64[2,3] = %s%s\n  return (%%y)\n", p->name, kind_args[arity]);
+    grad_case c = {p->name, text, wants_positive((pc_op)op), NULL, 0, 0};
+    covered[op] = check_case(&c, p->name);
+  }
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pc_op op;
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s case %zu", cases[i].prim, i);
+    if (CHECK_MSG(pc_op_from_name(cases[i].prim, &op), "%s: no such prim", tag)) covered[op] |= check_case(&cases[i], tag);
+  }
+  /* every prim whose row is a rule is checked by some case */
+  for (int op = 0; op < PC_OP_COUNT; op++)
+    if (pc_ad_row((pc_op)op)->how == AD_RULE)
+      CHECK_MSG(covered[op], "%s has a gradient rule and no finite-difference case", pc_prim((pc_op)op)->name);
+}
+
+/* a gradient that must pass a prim with no rule stops the transform, naming the node; one that only reaches
+ * such a prim's integer side does not */
+PC_TEST(autodiff_no_rule_fails_naming_the_node) {
+  const char *text = "graph(%x : f64[3], %k : i32[3]):\n"
+                     "  %b : f32[3,2] = bitcast(%x, dtype=f32)\n"
+                     "  %y : f32[] = reduce_sum(%b, axes=[0,1])\n"
+                     "  %m : i32[3] = mul(%k, %k)\n"
+                     "  return (%y, %m)\n";
+  pc_graph *g = pc_graph_parse(text, strlen(text), "norule", NULL);
+  CHECK(g && g->status == PC_OK);
+  CHECK(pc_grad(g, NULL) == PC_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(pc_error(g), "bitcast has no gradient rule");
+  pc_graph_free(g);
+  const char *red = "graph(%x : f64[4], %u : f64[2]):\n"
+                    "  %i : i64[2] = constant(value=[1, 1])\n"
+                    "  %y : f64[4] = scatter(%x, %i, %u, axis=0, reduce=\"max\")\n"
+                    "  return (%y)\n";
+  g = pc_graph_parse(red, strlen(red), "scattermax", NULL);
+  CHECK(g && g->status == PC_OK);
+  CHECK(pc_grad(g, NULL) == PC_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(pc_error(g), "reduce \"max\"");
+  pc_graph_free(g);
+}
+
+/* the interface: cotangent inputs after the model's, gradient outputs after the model's, named; the
+ * integer input gets none, and a value used twice sums its cotangents */
+PC_TEST(autodiff_interface_and_accumulation) {
+  const char *text = "graph(%x : f64[2], %n : i64[2]):\n"
+                     "  %w : f64[2] = constant(key=\"w\", value=[3.0, -2.0])\n"
+                     "  %a : f64[2] = mul(%x, %w)\n"
+                     "  %y : f64[2] = add(%a, %x)\n"
+                     "  return (%y, %n)\n";
+  pc_graph *g = pc_graph_parse(text, strlen(text), "iface", NULL);
+  CHECK(g && pc_grad(g, NULL) == PC_OK);
+  CHECK_INT(g->n_inputs, 3);
+  CHECK_INT(g->n_outputs, 4);
+  if (g->n_inputs != 3 || g->n_outputs != 4) return pc_graph_free(g);
+  CHECK_STR(g->inputs[2]->name, "grad_y");
+  CHECK_STR(g->outputs[2]->name, "grad_x");
+  CHECK_STR(g->outputs[3]->name, "grad_w");
+  double x[2] = {1.5, -0.5}, ct[2] = {2, 10};
+  int64_t n[2] = {7, 8};
+  pc_tensor ins[3] = {{PC_f64, 1, {2}, x}, {PC_i64, 1, {2}, n}, {PC_f64, 1, {2}, ct}}, outs[4];
+  memset(outs, 0, sizeof outs);
+  CHECK(pc_interp(g, ins, 3, outs, 4) == PC_OK);
+  const double *gx = outs[2].data, *gw = outs[3].data;
+  CHECK(gx && gw && gx[0] == 2 * (3 + 1) && gx[1] == 10 * (-2 + 1)); /* d/dx (x w + x) = w + 1 */
+  CHECK(gw && gw[0] == 2 * 1.5 && gw[1] == 10 * -0.5);                  /* d/dw = x */
+  for (int i = 0; i < 4; i++) pc_tensor_free(&outs[i]);
+  pc_graph_free(g);
+}
