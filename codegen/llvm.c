@@ -467,6 +467,35 @@ static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char
   return gv;
 }
 
+/* NAME_state (a primc_state_desc) of a training step: each state's first value as a constant, zeros as NULL;
+ * a null pointer for any other model */
+static LLVMValueRef emit_state_desc(lctx *L) {
+  const pc_graph *g = L->p->g;
+  int n = g->n_state;
+  if (!n) return LLVMConstNull(L->ptr);
+  LLVMValueRef *init = calloc((size_t)n, sizeof *init);
+  char name[LLVM_SYM_MAX];
+  for (int i = 0; init && i < n; i++) {
+    const pc_value *v = g->inputs[g->n_inputs - n + i];
+    size_t bytes = (size_t)pc_type_numel(&v->type) * pc_dtype_size(v->type.dtype);
+    if (!g->state_init[i] || !bytes) {
+      init[i] = LLVMConstNull(L->ptr);
+      continue;
+    }
+    snprintf(name, sizeof name, "%s_state%d", L->name, i);
+    init[i] = lv_const_global(L, LLVMConstStringInContext(L->c, g->state_init[i], (unsigned)bytes, 1), name,
+                              LLVMPrivateLinkage);
+    LLVMSetAlignment(init[i], 64);
+  }
+  if (!init) return LLVMConstNull(L->ptr);
+  snprintf(name, sizeof name, "%s_state_init", L->name);
+  LLVMValueRef tab = lv_const_global(L, LLVMConstArray2(L->ptr, init, (uint64_t)n), name, LLVMExternalLinkage);
+  free(init);
+  LLVMValueRef f[3] = {LLVMConstInt(L->i32, (unsigned)n, 0), LLVMConstInt(L->i32, (unsigned)g->n_state_weights, 0), tab};
+  snprintf(name, sizeof name, "%s_state", L->name);
+  return lv_const_global(L, LLVMConstStructInContext(L->c, f, 3, 0), name, LLVMInternalLinkage);
+}
+
 /* NAME_model (a primc_model_desc) and NAME_workspace_size */
 static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, LLVMValueRef lw, LLVMValueRef od) {
   const pc_graph *g = L->p->g;
@@ -479,11 +508,11 @@ static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, 
     snprintf(name, sizeof name, "%s_run", L->name);
     run = LLVMGetNamedFunction(L->m, name);
   }
-  LLVMValueRef f[13] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
+  LLVMValueRef f[14] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
                         LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
                         in_descs, emit_descs(L, g->outputs, g->n_outputs, "out"),
-                        L->profile ? L->profile : LLVMConstNull(L->ptr), od, dims, run_dims};
-  LLVMValueRef init = LLVMConstStructInContext(L->c, f, 13, 0);
+                        L->profile ? L->profile : LLVMConstNull(L->ptr), od, dims, run_dims, emit_state_desc(L)};
+  LLVMValueRef init = LLVMConstStructInContext(L->c, f, 14, 0);
   snprintf(name, sizeof name, "%s_model", L->name);
   LLVMValueRef gv = lv_const_global(L, init, name, LLVMExternalLinkage);
   snprintf(name, sizeof name, "%s_workspace_size", L->name);

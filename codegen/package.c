@@ -92,6 +92,13 @@ static pc_status write_header(const kir_program *p, const char *path, const char
       fprintf(f, "#define %s_DIM%d_NAME \"%s\"\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n", name, s,
               p->dyn->name[s], name, s, (long long)p->dyn->lo[s], name, s, (long long)p->dyn->hi[s]);
   }
+  if (g->n_state)
+    fprintf(f, "\n/* a training step (--train): its last %s_NUM_STATE inputs are state (the model's %s_NUM_STATE_WEIGHTS\n"
+               " * weights, then the optimizer's buffers), each replaced after a run by the output in the same place\n"
+               " * among the last %s_NUM_STATE outputs: pass them back in (or swap buffers) for the next step. Output 0\n"
+               " * is the loss. %s_state_init[i]: the first value of state i (NULL: zeros) */\n"
+               "#define %s_NUM_STATE %d\n#define %s_NUM_STATE_WEIGHTS %d\nextern const void *const %s_state_init[%d];\n",
+            name, name, name, name, name, g->n_state, name, g->n_state_weights, name, g->n_state);
   for (int i = 0; i < g->n_inputs; i++) header_tensor(f, p, name, "input", i, g->inputs[i]);
   for (int i = 0; i < g->n_outputs; i++) header_tensor(f, p, name, "output", i, g->outputs[i]);
   fprintf(f, "\n/* Runs the model. inputs[i] / outputs[i]: row-major buffers of the shapes above\n"

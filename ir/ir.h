@@ -235,6 +235,11 @@ struct pc_graph {
   int run_time_dims;    /* built for codegen's run-time dims (codegen/dynamic.c): passes keep every decision
                            independent of the dims' values (constfold materializes no broadcast) */
   int autocast;         /* a pc_autocast: contractions (dots and convs) on bf16 operands in compiled host code */
+  /* a training step (passes/train.c): the last n_state inputs are state (the model's n_state_weights weights
+   * first, then optimizer state), each replaced after a step by the output in the same place among the last
+   * n_state outputs; state_init[i] its initial data (NULL: zeros) */
+  int n_state, n_state_weights;
+  const void **state_init;
   const char *origin;  /* stamped on nodes created from now on */
   pc_status status;    /* first error, sticky */
   char error[512];

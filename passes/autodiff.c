@@ -43,8 +43,7 @@ static const char *fresh_name(pc_graph *g, name_set *s, const char *base) {
   return name;
 }
 
-/* a weight: a constant with a key (an ONNX initializer imported with keep_weights, a text graph's key=) */
-static const char *weight_key(const pc_node *n) {
+const char *ad_weight_key(const pc_node *n) {
   return n->op == PC_OP_constant ? pc_attr_str(n, "key", NULL) : NULL;
 }
 
@@ -52,7 +51,7 @@ static pc_value *find_named(const pc_graph *g, const char *name) {
   for (int i = 0; i < g->n_inputs; i++)
     if (g->inputs[i]->name && !strcmp(g->inputs[i]->name, name)) return g->inputs[i];
   for (int i = 0; i < g->n_nodes; i++) {
-    const char *k = weight_key(g->nodes[i]);
+    const char *k = ad_weight_key(g->nodes[i]);
     if (k && !strcmp(k, name)) return g->nodes[i]->out[0];
   }
   return NULL;
@@ -80,7 +79,7 @@ static int pick_wrt(pc_graph *g, const pc_grad_opts *o, pc_value **wrt) {
     if (is_float(g->inputs[i])) wrt[n++] = g->inputs[i];
   for (int i = 0; i < g->n_nodes; i++) {
     pc_value *v = g->nodes[i]->out[0];
-    if (weight_key(g->nodes[i]) && is_float(v)) wrt[n++] = v;
+    if (ad_weight_key(g->nodes[i]) && is_float(v)) wrt[n++] = v;
   }
   return n;
 }
@@ -122,19 +121,16 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, const unsigned
   return g->status;
 }
 
-pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts) {
+pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const *ys, pc_value *const *cts, int ny,
+                      pc_value **grads) {
   if (g->status) return g->status;
-  int n0 = g->n_nodes, nv = g->n_values, n_out0 = g->n_outputs;
-  pc_value **wrt = malloc(sizeof *wrt * (size_t)(g->n_inputs + n0 + 1));
+  int n0 = g->n_nodes, nv = g->n_values;
   pc_value **ct = calloc((size_t)nv + 1, sizeof *ct);
   unsigned char *active = calloc((size_t)nv + 1, 1);
-  name_set names = {0};
-  if (!wrt || !ct || !active || !names_init(&names, g, n_out0 + g->n_inputs + n0)) {
-    pc_fail(g, PC_ERR_NOMEM, "out of memory");
-    goto done;
+  if (!ct || !active) {
+    free(ct), free(active);
+    return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   }
-  int nw = pick_wrt(g, opts, wrt);
-  if (nw < 0) goto done;
   /* active: float values that depend on a differentiated one */
   for (int i = 0; i < nw; i++) active[wrt[i]->id] = 1;
   for (int i = 0; i < n0; i++) {
@@ -143,30 +139,52 @@ pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts) {
     for (int k = 0; k < n->n_in; k++) dep |= active[n->in[k]->id];
     for (int k = 0; dep && k < n->n_out; k++) active[n->out[k]->id] = is_float(n->out[k]);
   }
+  for (int j = 0; j < ny; j++)
+    if (ys[j]->id < nv) accumulate(g, ct, ys[j], cts[j]);
+  for (int i = n0 - 1; i >= 0 && g->status == PC_OK; i--) backprop(g, g->nodes[i], ct, active);
+  for (int i = 0; i < nw && g->status == PC_OK; i++) grads[i] = ct[wrt[i]->id] ? ct[wrt[i]->id] : ad_zeros(g, wrt[i]);
+  free(ct), free(active);
+  return g->status;
+}
+
+pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts) {
+  if (g->status) return g->status;
+  int n0 = g->n_nodes, n_out0 = g->n_outputs;
+  pc_value **wrt = malloc(sizeof *wrt * (size_t)(g->n_inputs + n0 + 1));
+  pc_value **grads = calloc((size_t)(g->n_inputs + n0 + 1), sizeof *grads);
+  pc_value **ys = calloc((size_t)n_out0 + 1, sizeof *ys), **cts = calloc((size_t)n_out0 + 1, sizeof *cts);
+  name_set names = {0};
+  int ny = 0;
+  if (!wrt || !grads || !ys || !cts || !names_init(&names, g, n_out0 + g->n_inputs + n0)) {
+    pc_fail(g, PC_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  int nw = pick_wrt(g, opts, wrt);
+  if (nw < 0) goto done;
   for (int j = 0; j < n_out0 && g->status == PC_OK; j++) {
     pc_value *y = g->outputs[j];
     if (!is_float(y)) continue;
     char base[32];
     snprintf(base, sizeof base, "output%d", j);
-    pc_value *c = pc_input_add(g, fresh_name(g, &names, y->name ? y->name : base), y->type);
-    if (c) accumulate(g, ct, y, c);
+    ys[ny] = y;
+    cts[ny++] = pc_input_add(g, fresh_name(g, &names, y->name ? y->name : base), y->type);
   }
-  for (int i = n0 - 1; i >= 0 && g->status == PC_OK; i--) backprop(g, g->nodes[i], ct, active);
+  if (ad_backward(g, wrt, nw, ys, cts, ny, grads) != PC_OK) goto done;
   for (int i = 0; i < nw && g->status == PC_OK; i++) {
-    pc_value *v = wrt[i], *d = ct[v->id] ? ct[v->id] : ad_zeros(g, v);
+    pc_value *v = wrt[i], *d = grads[i];
     /* an interface value keeps its name: its gradient is a new value */
-    if (d && d->name) {
+    if (d->name) {
       pc_attr a = pc_a_ints("shape", d->type.dims, d->type.rank);
       d = pc_build(g, PC_OP_reshape, &d, 1, &a, 1);
     }
     if (!d) break;
     char base[32];
     snprintf(base, sizeof base, "value%d", v->id);
-    const char *k = v->producer ? weight_key(v->producer) : NULL;
+    const char *k = v->producer ? ad_weight_key(v->producer) : NULL;
     pc_value_set_name(g, d, fresh_name(g, &names, k ? k : v->name ? v->name : base));
     pc_output_add(g, d);
   }
 done:
-  free(wrt), free(ct), free(active), free(names.slot);
+  free(wrt), free(grads), free(ys), free(cts), free(names.slot);
   return g->status;
 }

@@ -23,6 +23,15 @@ typedef struct ad_row {
 /* the row of op (vjp_rules.c, generated from vjp.def) */
 const ad_row *pc_ad_row(pc_op op);
 
+/* Builds the backward of g's nodes so far: the gradient of sum_j <cts[j], ys[j]> with respect to each of
+ * wrt[0..nw) into grads[i] (zeros where none reaches it). Appends nodes; fails the graph naming a node
+ * with no rule on the way. */
+pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const *ys, pc_value *const *cts, int ny,
+                      pc_value **grads);
+/* the key of a weight (a constant with a key: an ONNX initializer imported with keep_weights, a text graph's
+ * key=), else NULL */
+const char *ad_weight_key(const pc_node *n);
+
 /* helpers the rules build with (vjp_rules.c) */
 pc_value *ad_zeros(pc_graph *g, const pc_value *like);        /* zeros of like's type */
 pc_value *ad_scalar(pc_graph *g, double v, const pc_value *like); /* v broadcast to like's type */

@@ -61,6 +61,26 @@ typedef struct pc_grad_opts {
 } pc_grad_opts;
 pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts);
 
+/* A training step (passes/train.c), after import (with keep_weights) and before the pipeline: the float
+ * weights become state inputs, the loss reads the first output against a new input named opts->label (the
+ * output's type for mse, i64 class indices [N] for cross_entropy over logits [N, C]), and the optimizer's
+ * update gives each state its next value. Inputs: the model's, the label, then the state (weights, the
+ * optimizer's buffers per weight, Adam's step). Outputs: "loss", the model's, then "next.NAME" per state.
+ * g->n_state, n_state_weights and state_init describe the state (ir/ir.h). */
+typedef enum pc_loss { PC_LOSS_MSE, PC_LOSS_CROSS_ENTROPY, PC_LOSS_COUNT } pc_loss;
+typedef enum pc_optim { PC_OPTIM_SGD, PC_OPTIM_MOMENTUM, PC_OPTIM_ADAM, PC_OPTIM_ADAMW, PC_OPTIM_COUNT } pc_optim;
+typedef struct pc_train_opts {
+  int loss, optimizer;  /* a pc_loss, a pc_optim */
+  const char *label;    /* the label input's name */
+  double lr, weight_decay, momentum, beta1, beta2, eps;
+} pc_train_opts;
+void pc_train_opts_default(pc_train_opts *o); /* mse, sgd, "label", lr 1e-3, momentum 0.9, betas 0.9 0.999, eps 1e-8 */
+pc_status pc_train(pc_graph *g, const pc_train_opts *opts);
+int pc_loss_parse(const char *s);  /* -1 when s names none */
+int pc_optim_parse(const char *s); /* -1 when s names none */
+const char *pc_loss_name(int l);
+const char *pc_optim_name(int o);
+
 /* Per-kernel table of live workspace bytes, then the peak and the tensors live
  * at it (for `primc compile --report`); malloc'ed, caller frees; NULL when out of memory. */
 char *pc_memplan_report(const pc_graph *g);

@@ -45,7 +45,11 @@ static const char *usage =
     "  and with --bench N prints the min and median latency of N runs. --profile (when compiled\n"
     "  with `primc compile --profile`) prints the time of every kernel; --trace FILE.json writes\n"
     "  every kernel call as a Chrome trace (chrome://tracing, ui.perfetto.dev). --cold writes 256 MiB\n"
-    "  before each timed run, so every run reads its weights from memory, not cache.\n";
+    "  before each timed run, so every run reads its weights from memory, not cache.\n"
+    "A training step (primc compile --train) takes one .npy dataset per input before its state (rows of\n"
+    "the input's shape without the batch dim) and runs --steps N (default 1) steps on consecutive batches\n"
+    "of them, printing the loss every --log-every K steps (default 1); --save FILE.safetensors writes the\n"
+    "trained weights, -o OUTDIR the last step's outputs and state.\n";
 
 /* the CPU main's own options beside primc_driver_opts */
 typedef struct cpu_opts {
@@ -53,7 +57,16 @@ typedef struct cpu_opts {
   const char *trace; /* --trace FILE */
   int cold; /* --cold: each timed run starts with the caches flushed of the model's data */
   const char *weights;
+  primc_train_opts train; /* --steps, --log-every, --save */
+  int train_flag;         /* one of them was given */
+  int bad;                /* a bad value, said on stderr */
 } cpu_opts;
+
+static int64_t count_arg(const char *s) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  return end != s && !*end && v >= 1 ? (int64_t)v : -1;
+}
 
 static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
   cpu_opts *c = ctx;
@@ -61,6 +74,14 @@ static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(argv[*i], "--cold")) return c->cold = 1;
   if (!strcmp(argv[*i], "--weights") && *i + 1 < argc) return c->weights = argv[++*i], 1;
   if (!strcmp(argv[*i], "--trace") && *i + 1 < argc) return c->trace = argv[++*i], 1;
+  if (!strcmp(argv[*i], "--save") && *i + 1 < argc) return c->train.save = argv[++*i], c->train_flag = 1;
+  if ((!strcmp(argv[*i], "--steps") || !strcmp(argv[*i], "--log-every")) && *i + 1 < argc) {
+    int64_t *dst = argv[*i][2] == 's' ? &c->train.steps : &c->train.log_every;
+    if ((*dst = count_arg(argv[*i + 1])) < 0)
+      c->bad = fprintf(stderr, "error: %s takes a count >= 1, not '%s'\n", argv[*i], argv[*i + 1]) > 0;
+    ++*i;
+    return c->train_flag = 1;
+  }
   return 0;
 }
 
@@ -194,8 +215,18 @@ int main(int argc, char **argv) {
   const primc_model_desc *m = primc_main_model;
   primc_driver_opts o;
   cpu_opts c = {0};
-  int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs, &o, cpu_flag, &c);
-  if (rc) return rc == 1 ? 0 : 2;
+  c.train.steps = 1, c.train.log_every = 1;
+  int n_state = m->state ? m->state->n : 0;
+  int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs - n_state, &o, cpu_flag, &c);
+  if (rc || c.bad) return rc == 1 ? 0 : 2;
+  if (c.train_flag && !m->state)
+    return fprintf(stderr, "error: %s is not a training step (compiled without --train): --steps, --log-every and "
+                   "--save are for one\n", m->name), 2;
+  if (m->state) {
+    if (o.bench > 0 || c.profile || c.trace || c.weights)
+      return fprintf(stderr, "error: a training step takes --steps, --log-every, --save, -o and its datasets\n"), 2;
+    return primc_train_main(m, &o, &c.train);
+  }
   if (c.cold && o.bench <= 0) return fprintf(stderr, "error: --cold times --bench runs: give --bench N\n"), 2;
   if ((c.profile || c.trace) && !m->profile)
     return fprintf(stderr, "error: %s was not compiled with --profile (%s needs it)\n", m->name,

@@ -116,6 +116,15 @@ int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims,
 /* the same, the values then written where the run reads them: what NAME_run_dims does first */
 int primc_dims_bind(const primc_dims_desc *d, const int64_t *const *input_dims, void *workspace);
 
+/* A training step's state (`primc compile --train`): the model's last n inputs, each replaced after a run
+ * by the output at the same place among its last n outputs (the next weights, the optimizer's buffers);
+ * init[i] the first value of state i (NULL: zeros). The first n_weights are the model's weights, named as
+ * their inputs. */
+typedef struct primc_state_desc {
+  int32_t n, n_weights;
+  const void *const *init;
+} primc_state_desc;
+
 typedef struct primc_model_desc {
   const char *name;
   int (*run)(const void *const *inputs, void *const *outputs, void *workspace);
@@ -132,6 +141,7 @@ typedef struct primc_model_desc {
   const primc_dims_desc *dims;
   /* NAME_run_dims: NAME_run with each input's actual dims (see primc_dims_check) */
   int (*run_dims)(const void *const *inputs, const int64_t *const *input_dims, void *const *outputs, void *workspace);
+  const primc_state_desc *state; /* a training step's state, else NULL */
 } primc_model_desc;
 
 /* NAME_output_dims's body: table holds n_outputs rows of rank then 8 dims, a dim >= 0 fixed, a
@@ -342,6 +352,15 @@ int primc_driver_write(const char *dir, const primc_array *outs, int n);
 void primc_driver_profile_print(const primc_model_desc *m, int runs, double run_ms, const primc_prof_event *ev,
                                 int64_t n_ev);
 int primc_driver_trace_write(const char *path, const primc_model_desc *m, const primc_prof_event *ev, int64_t n_ev);
+/* a training step's executable (runtime/train.c): `--steps N` steps, each on the next batch of rows of the
+ * .npy datasets in o->ins (one per non-state input: rows of its shape without the batch dim, wrapping
+ * around), the state carried from step to step, the loss printed every log_every steps, the weights saved
+ * to save (safetensors) when given, and with o->out_dir the last step's outputs and state written */
+typedef struct primc_train_opts {
+  int64_t steps, log_every;
+  const char *save;
+} primc_train_opts;
+int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, const primc_train_opts *t);
 double primc_now_ms(void); /* a monotonic clock */
 /* sorts n run times ascending: t[0] is the min, t[n / 2] the median */
 void primc_sort_ms(double *t, int n);

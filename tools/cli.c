@@ -52,20 +52,68 @@ static pc_tensor tensor_of(const primc_array *a) {
   return t;
 }
 
+static const char *const train_options[] = {"--loss", "--label", "--optimizer", "--lr", "--weight-decay", "--momentum", "--eps"};
+
+static int train_option(const char *a) {
+  for (size_t i = 0; i < sizeof train_options / sizeof *train_options; i++)
+    if (!strcmp(a, train_options[i])) return (int)i;
+  return -1;
+}
+
 int pc_cli_model_takes(const char *a) {
-  return !strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision") || !strcmp(a, "--autocast");
+  return !strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision") || !strcmp(a, "--autocast") ||
+         train_option(a) >= 0;
+}
+
+/* a number for --lr and friends: finite, and >= 0 */
+static int parse_rate(const char *v, double *out) {
+  char *end;
+  double x = strtod(v, &end);
+  if (end == v || *end || !(x >= 0) || x > 1e30) return 0;
+  *out = x;
+  return 1;
+}
+
+static int train_option_set(pc_cli_model *m, int which, const char *a, const char *v) {
+  pc_train_opts *t = &m->train_opts;
+  if (!m->train_opts_set) pc_train_opts_default(t), m->train_opts_set = 1;
+  switch (which) { /* the rows of train_options */
+  case 0:
+    if ((t->loss = pc_loss_parse(v)) < 0) return fprintf(stderr, "primc: bad --loss '%s' (expected mse or cross_entropy)\n", v), -1;
+    return 1;
+  case 1: t->label = v; return 1;
+  case 2:
+    if ((t->optimizer = pc_optim_parse(v)) < 0)
+      return fprintf(stderr, "primc: bad --optimizer '%s' (expected sgd, momentum, adam or adamw)\n", v), -1;
+    return 1;
+  default: {
+    double *dst = which == 3 ? &t->lr : which == 4 ? &t->weight_decay : which == 5 ? &t->momentum : &t->eps;
+    if (!parse_rate(v, dst)) return fprintf(stderr, "primc: bad %s '%s' (expected a number >= 0)\n", a, v), -1;
+    return 1;
+  }
+  }
 }
 
 int pc_cli_model_flag(pc_cli_model *m, const char *a) {
-  if (strcmp(a, "--grad")) return 0;
-  m->grad = 1;
-  return 1;
+  if (!strcmp(a, "--grad")) return m->grad = 1;
+  if (!strcmp(a, "--train")) return m->train = 1;
+  return 0;
 }
 
 pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g) {
   g->matmul_precision = m->matmul_precision;
   g->autocast = m->autocast;
-  if (m->grad && pc_grad(g, NULL) != PC_OK) fprintf(stderr, "primc: error: --grad: %s\n", pc_error(g));
+  if (m->grad && m->train) pc_fail(g, PC_ERR_ATTR, "--grad and --train: give one");
+  else if (m->train_opts_set && !m->train)
+    pc_fail(g, PC_ERR_ATTR, "--loss, --label, --optimizer, --lr, --weight-decay, --momentum and --eps need --train");
+  else if (m->grad) pc_grad(g, NULL);
+  else if (m->train) {
+    pc_train_opts t;
+    if (m->train_opts_set) t = m->train_opts;
+    else pc_train_opts_default(&t);
+    pc_train(g, &t);
+  }
+  if (g->status) fprintf(stderr, "primc: error: %s\n", pc_error(g));
   return g->status;
 }
 
@@ -73,6 +121,7 @@ int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
   int dim = !strcmp(a, "--dim"), prec = !strcmp(a, "--matmul-precision"), cast = !strcmp(a, "--autocast");
   if (!pc_cli_model_takes(a)) return 0;
   if (!v) return fprintf(stderr, "primc: option '%s' needs a value\n", a), -1;
+  if (train_option(a) >= 0) return train_option_set(m, train_option(a), a, v);
   if (cast) {
     if ((m->autocast = pc_autocast_parse(v)) < 0)
       return fprintf(stderr, "primc: bad --autocast '%s' (expected bf16 or none; fp16 has no kernels yet)\n", v), -1;
@@ -120,7 +169,7 @@ pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, in
   memset(&o, 0, sizeof o);
   o.dims = m->dims, o.n_dims = m->n_dims, o.weights_path = weights;
   o.consts = m->consts, o.n_consts = m->n_consts, o.mem_limit = mem_limit;
-  o.keep_weights = m->grad;
+  o.keep_weights = m->grad || m->train;
   return o;
 }
 
@@ -371,7 +420,27 @@ static int check_input(const pc_graph *g, int i, const primc_array *a, const cha
   return -1;
 }
 
+/* a training step's state input i (of g's last n_state) at its first value */
+static int state_tensor(const pc_graph *g, int i, pc_tensor *out) {
+  const pc_type *t = &g->inputs[g->n_inputs - g->n_state + i]->type;
+  size_t bytes = (size_t)pc_type_numel(t) * pc_dtype_size(t->dtype);
+  out->dtype = t->dtype, out->rank = t->rank;
+  memcpy(out->dims, t->dims, sizeof out->dims);
+  if (!(out->data = calloc(1, bytes + 1))) return -1;
+  if (g->state_init[i]) memcpy(out->data, g->state_init[i], bytes);
+  return 0;
+}
+
 int pc_cli_inputs(const pc_cli *cli, const pc_graph *g, int n, const char *const *paths, pc_tensor *ins) {
+  /* a training step's state starts at its first values unless given */
+  int n_data = g->n_inputs - g->n_state;
+  if (g->n_state && (cli->random_inputs || n == n_data)) {
+    for (int i = 0; i < g->n_state; i++)
+      if (state_tensor(g, i, &ins[n_data + i]) != 0) return fprintf(stderr, "primc: error: out of memory\n"), -1;
+    pc_graph view = *g;
+    view.n_inputs = n_data, view.n_state = 0;
+    return pc_cli_inputs(cli, &view, n, paths, ins);
+  }
   if (cli->random_inputs) {
     uint64_t state = cli->seed;
     int64_t bytes = 0;

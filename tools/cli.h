@@ -3,6 +3,7 @@
 #define PRIMC_CLI_H
 
 #include "frontend/frontend.h"
+#include "passes/passes.h"
 
 #include <stdio.h>
 
@@ -19,18 +20,21 @@ typedef struct pc_cli_model {
   int matmul_precision; /* --matmul-precision: a pc_matmul_precision, set on the graph once loaded */
   int autocast;         /* --autocast: a pc_autocast, likewise */
   int grad;             /* --grad: the model's vector-Jacobian product (pc_grad) is compiled */
+  int train;            /* --train: a training step (pc_train) with train_opts */
+  int train_opts_set;   /* train_opts holds its defaults or more (any of the options below was given) */
+  pc_train_opts train_opts; /* --loss, --label, --optimizer, --lr, --weight-decay, --momentum, --eps */
 } pc_cli_model;
 
 /* option a with its value v (NULL when a was the last argument): 1 when a is --dim, --const,
- * --matmul-precision or --autocast and v is good, 0 when a is none of them, -1 when v is bad (the error
- * printed) */
+ * --matmul-precision, --autocast or a training option and v is good, 0 when a is none of them, -1 when v
+ * is bad (the error printed) */
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v);
 /* whether a is one of those options (each takes a value) */
 int pc_cli_model_takes(const char *a);
-/* 1 when a is a model option without a value (--grad), now set in m; else 0 */
+/* 1 when a is a model option without a value (--grad, --train), now set in m; else 0 */
 int pc_cli_model_flag(pc_cli_model *m, const char *a);
-/* the options that apply to the loaded graph (matmul precision, autocast) set on g, and --grad's
- * transform applied; g's status (the error printed) */
+/* the options that apply to the loaded graph (matmul precision, autocast) set on g, and --grad's or
+ * --train's transform applied; g's status (the error printed) */
 pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g);
 void pc_cli_model_free(pc_cli_model *m);
 pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, int64_t mem_limit);

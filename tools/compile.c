@@ -238,6 +238,12 @@ static int compile_one(const compile_opts *op) {
     pc_graph_free(g);
     return 1;
   }
+  if (g->n_state && (n_syms || (o.target && !strcmp(o.target, "cuda")))) {
+    fprintf(stderr, "primc: error: --train compiles host CPU code at fixed dims for now (no --target cuda, no "
+                    "--dim ranges)\n");
+    pc_graph_free(g);
+    return 1;
+  }
   pc_pipeline_opts po = {0};
   po.opt_level = o.opt;
   po.unfused = o.unfused;

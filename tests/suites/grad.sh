@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/suites/grad.sh: `--grad` (passes/autodiff.c) on every bundled model against PyTorch autograd
 # (models/NAME/grad.npz, tests/ref/gen_grad_refs.py): the gradient of every input and weight, interpreted
-# and compiled, and the interface `primc inputs --grad` reports.
+# and compiled, and the interface `primc inputs --grad` reports; `--train` (passes/train.c) executables
+# against torch.optim (tests/data/train/, tests/ref/gen_train_refs.py): losses per step and trained weights.
 set -u
 B=${B:-build}
 . tests/suite_lib.sh
@@ -28,6 +29,29 @@ for d in models/*/; do
   check compiled "$name" bash -c "'$B/primc' compile --grad '$d/model.onnx' -o '$tmp/$name.exe' &&
     '$tmp/$name.exe' '$d/input.npy' '$tmp/ct-$name.npy' -o '$tmp/compiled-$name'"
 done
+
+for c in tests/data/train/*.npz; do
+  name=$(basename "$c" .npz)
+  mkdir -p "$tmp/train-$name"
+  if python3 tests/compare_train.py "$B/primc" "$c" "$tmp/train-$name" >"$tmp/train-$name.log" 2>&1; then
+    ok "train $name: $(tail -n 1 "$tmp/train-$name.log")"
+  else bad "train $name" "$(tail -n 4 "$tmp/train-$name.log")"; fi
+done
+"$B/primc" compile --train --loss cross_entropy models/mlp/model.onnx -o "$tmp/mlp-train" >"$tmp/c.log" 2>&1 || bad "compile --train" "$(cat "$tmp/c.log")"
+python3 -c "import numpy as np; np.save('$tmp/x5.npy', np.zeros((3, 5), np.float32)); np.save('$tmp/y3.npy', np.zeros(3, np.int64))"
+expect_exit 1 "a dataset of the wrong row shape is refused" "$tmp/mlp-train" "$tmp/x5.npy" "$tmp/y3.npy"
+grep -q "rows of its shape without the batch dim" "$tmp/err" && ok "the error says what a dataset holds" || bad "the error says what a dataset holds" "$(cat "$tmp/err")"
+expect_exit 2 "--steps 0 is a usage error" "$tmp/mlp-train" --random-inputs --steps 0
+expect_exit 2 "--steps on a model that does not train" "$tmp/mlp.exe" --random-inputs --steps 1
+# one step interpreted: the first loss is torch's
+python3 -c "import numpy as np; d = np.load('tests/data/train/mlp_ce_adamw.npz'); np.save('$tmp/x4.npy', d['x'][:4]); np.save('$tmp/y4.npy', d['y'][:4]); print(d['losses'][0])" >"$tmp/want" 2>&1
+got=$("$B/primc" run --train --loss cross_entropy --optimizer adamw --lr 0.01 --weight-decay 0.1 models/mlp/model.onnx "$tmp/x4.npy" "$tmp/y4.npy" 2>&1 | awk '/^out0 loss/ {sub("sum=", "", $4); print $4}')
+if python3 -c "import sys; a, b = float('$got'), float(open('$tmp/want').read()); sys.exit(abs(a - b) > 1e-4 * abs(b))" 2>/dev/null; then
+  ok "run --train: the first step's loss is torch's ($got)"
+else bad "run --train: the first step's loss is torch's" "got '$got', torch $(cat "$tmp/want")"; fi
+expect_exit 1 "--train for cuda is refused" "$B/primc" compile models/mlp/model.onnx --train --target cuda -o "$tmp/x"
+expect_exit 1 "--optimizer without --train" "$B/primc" compile models/mlp/model.onnx --optimizer adam -o "$tmp/x"
+expect_exit 2 "an unknown --optimizer" "$B/primc" compile models/mlp/model.onnx --train --optimizer rmsprop -o "$tmp/x"
 
 # the interface: cotangents after the inputs, gradients after the outputs, named for what they belong to
 got=$("$B/primc" inputs --grad models/mlp/model.onnx 2>&1 | awk '{print $1, $2}' | tr '\n' ' ')

@@ -1,0 +1,161 @@
+/* runtime/train.c: the training loop of `primc compile --train` executables (runtime/driver.c calls it):
+ * batches cut from .npy datasets, the state passed from each step's outputs to the next one's inputs by
+ * swapping two buffer sets, the loss printed, and the weights saved as safetensors. */
+#include "runtime/primc_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* safetensors' dtype names of the state dtypes */
+static const char *st_dtype(primc_dtype t) {
+  switch (t) { /* the float types a state can have */
+  case PRIMC_F32: return "F32";
+  case PRIMC_F64: return "F64";
+  case PRIMC_F16: return "F16";
+  case PRIMC_BF16: return "BF16";
+  default: return NULL;
+  }
+}
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+/* safetensors: an 8-byte little-endian header length, the JSON header (padded with spaces to 8 bytes),
+ * the tensors back to back */
+static int save_safetensors(const char *path, const primc_tensor_desc *d, void *const *data, int n) {
+  char *hdr = NULL;
+  size_t hlen = 0;
+  FILE *h = open_memstream(&hdr, &hlen);
+  if (!h) return fprintf(stderr, "error: out of memory\n"), 1;
+  int64_t at = 0;
+  fputc('{', h);
+  for (int i = 0; i < n; i++) {
+    const char *dt = st_dtype(d[i].dtype);
+    int64_t bytes = primc_dtype_size(d[i].dtype);
+    for (int k = 0; k < d[i].rank; k++) bytes *= d[i].dims[k];
+    if (!dt) return fclose(h), free(hdr), fprintf(stderr, "error: %s: no safetensors dtype\n", d[i].name), 1;
+    if (i) fputc(',', h);
+    json_string(h, d[i].name);
+    fprintf(h, ":{\"dtype\":\"%s\",\"shape\":[", dt);
+    for (int k = 0; k < d[i].rank; k++) fprintf(h, "%s%lld", k ? "," : "", (long long)d[i].dims[k]);
+    fprintf(h, "],\"data_offsets\":[%lld,%lld]}", (long long)at, (long long)(at + bytes));
+    at += bytes;
+  }
+  fputc('}', h);
+  while ((ftell(h) & 7) != 0) fputc(' ', h);
+  if (fclose(h) != 0) return free(hdr), fprintf(stderr, "error: out of memory\n"), 1;
+  FILE *f = fopen(path, "wb");
+  if (!f) return free(hdr), fprintf(stderr, "error: cannot write %s\n", path), 1;
+  unsigned char len[8];
+  for (int k = 0; k < 8; k++) len[k] = (unsigned char)((uint64_t)hlen >> (8 * k));
+  int bad = fwrite(len, 1, 8, f) != 8 || fwrite(hdr, 1, hlen, f) != hlen;
+  for (int i = 0; i < n && !bad; i++) {
+    size_t bytes = primc_dtype_size(d[i].dtype);
+    for (int k = 0; k < d[i].rank; k++) bytes *= (size_t)d[i].dims[k];
+    bad = fwrite(data[i], 1, bytes, f) != bytes;
+  }
+  bad |= fclose(f) != 0;
+  free(hdr);
+  if (bad) return fprintf(stderr, "error: cannot write %s\n", path), 1;
+  return 0;
+}
+
+static int64_t row_bytes(const primc_tensor_desc *d) {
+  int64_t b = primc_dtype_size(d->dtype);
+  for (int k = 1; k < d->rank; k++) b *= d->dims[k];
+  return b;
+}
+
+/* dataset i: rows of input i's shape without its first dim */
+static int check_dataset(const primc_tensor_desc *d, const primc_array *a, const char *path) {
+  int ok = d->rank >= 1 && a->rank == d->rank && (int)a->dtype == (int)d->dtype && a->dims[0] >= 1;
+  for (int k = 1; ok && k < d->rank; k++) ok = a->dims[k] == d->dims[k];
+  if (ok) return 0;
+  fprintf(stderr, "error: %s: a dataset for input %s needs rows of its shape without the batch dim (dtype %d,"
+          " rank %d), one or more of them\n", path, d->name, (int)d->dtype, d->rank);
+  return 1;
+}
+
+int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, const primc_train_opts *t) {
+  const primc_state_desc *s = m->state;
+  int n_data = m->n_inputs - s->n, n = s->n, rc = 1;
+  primc_array *data = calloc(2 * (size_t)m->n_inputs + 1, sizeof *data), *outs = calloc((size_t)m->n_outputs + 1, sizeof *outs);
+  primc_array *st[2] = {calloc((size_t)n + 1, sizeof *st[0]), calloc((size_t)n + 1, sizeof *st[1])};
+  const void **in = calloc((size_t)m->n_inputs + 1, sizeof *in);
+  void **out = calloc((size_t)m->n_outputs + 1, sizeof *out), **saved = calloc((size_t)n + 1, sizeof *saved);
+  void *ws = aligned_alloc(64, ((size_t)m->workspace_size + 63) / 64 * 64 + 64);
+  if (!data || !outs || !st[0] || !st[1] || !in || !out || !saved || !ws) {
+    fprintf(stderr, "error: out of memory\n");
+    goto done;
+  }
+  if (o->random) {
+    if (primc_driver_inputs(m->inputs, n_data, NULL, o->seed, data, NULL)) goto done;
+  } else {
+    for (int i = 0; i < n_data; i++) {
+      char err[256];
+      if (primc_npy_read(o->ins[i], &data[i], err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s: %s\n", o->ins[i], err);
+        goto done;
+      }
+      if (check_dataset(&m->inputs[i], &data[i], o->ins[i])) goto done;
+    }
+  }
+  primc_array *batch = data + n_data; /* n_data batch buffers after the datasets */
+  for (int i = 0; i < n_data; i++) {
+    if (primc_driver_alloc(&m->inputs[i], &batch[i])) goto done;
+    in[i] = batch[i].data;
+  }
+  for (int i = 0; i < n; i++) {
+    const primc_tensor_desc *d = &m->inputs[n_data + i];
+    if (primc_driver_alloc(d, &st[0][i]) || primc_driver_alloc(d, &st[1][i])) goto done;
+    if (s->init[i]) memcpy(st[0][i].data, s->init[i], (size_t)primc_array_numel(&st[0][i]) * primc_dtype_size(d->dtype));
+  }
+  for (int i = 0; i < m->n_outputs - n; i++) {
+    if (primc_driver_alloc(&m->outputs[i], &outs[i])) goto done;
+    out[i] = outs[i].data;
+  }
+  int cur = 0;
+  for (int64_t step = 0; step < t->steps; step++) {
+    for (int i = 0; i < n_data; i++) { /* rows step*B .. step*B + B - 1 of the dataset, wrapping */
+      const primc_tensor_desc *d = &m->inputs[i];
+      int64_t b = d->rank ? d->dims[0] : 1, rb = row_bytes(d), rows = data[i].dims[0];
+      for (int64_t j = 0; j < b; j++)
+        memcpy((char *)batch[i].data + j * rb, (const char *)data[i].data + ((step * b + j) % rows) * rb, (size_t)rb);
+    }
+    for (int i = 0; i < n; i++) in[n_data + i] = st[cur][i].data, out[m->n_outputs - n + i] = st[!cur][i].data;
+    int r = m->run(in, out, ws);
+    if (r != 0) {
+      fprintf(stderr, "error: %s_run returned %d at step %lld\n", m->name, r, (long long)step);
+      goto done;
+    }
+    cur = !cur;
+    double loss = m->outputs[0].dtype == PRIMC_F64 ? *(const double *)out[0] : *(const float *)out[0];
+    if (t->log_every > 0 && ((step + 1) % t->log_every == 0 || step + 1 == t->steps))
+      printf("step %lld loss %.7g\n", (long long)(step + 1), loss);
+  }
+  for (int i = 0; i < n; i++) saved[i] = st[cur][i].data;
+  if (t->save && save_safetensors(t->save, m->inputs + n_data, saved, s->n_weights)) goto done;
+  if (o->out_dir) { /* the last step's loss and model outputs, then the state it left */
+    for (int i = 0; i < n; i++) outs[m->n_outputs - n + i] = st[cur][i];
+    rc = primc_driver_write(o->out_dir, outs, m->n_outputs);
+    for (int i = 0; i < n; i++) outs[m->n_outputs - n + i].data = NULL;
+    if (rc) goto done;
+  }
+  rc = 0;
+done:
+  for (int i = 0; data && i < 2 * n_data; i++) free(data[i].data);
+  for (int i = 0; outs && i < m->n_outputs; i++) free(outs[i].data);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; st[k] && i < n; i++) free(st[k][i].data);
+  free(data), free(outs), free(st[0]), free(st[1]), free(in), free(out), free(saved), free(ws);
+  return rc;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+# tests/ref/gen_train_refs.py: PyTorch references for `primc compile --train`: a few steps of torch.optim
+# (SGD, SGD with momentum, Adam, AdamW) with torch's MSELoss or CrossEntropyLoss on a bundled model's ONNX
+# graph, evaluated with torch ops in float64 (tests/ref/onnx_torch.py). For each case tests/data/train/CASE.npz
+# holds the dataset (x, y: consecutive batches of the model's batch size, wrapping), the loss of every step
+# and the weights after the last, named as the model's initializers.
+# Run with Debian's /usr/bin/python3 (python3-torch, python3-onnx: `tools/setup.sh models`).
+# Usage: /usr/bin/python3 tests/ref/gen_train_refs.py
+import os
+import sys
+
+import numpy as np
+import onnx
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_torch import FLOAT, evaluate, load_params  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+OUT = os.path.join(ROOT, "tests", "data", "train")
+
+# name, model, loss, optimizer, primc's options, torch.optim's class and arguments, steps, dataset rows
+CASES = [
+    ("mlp_mse_sgd", "mlp", "mse", "--optimizer sgd --lr 0.1 --weight-decay 0.01",
+     lambda p: torch.optim.SGD(p, lr=0.1, weight_decay=0.01), 3, 8),
+    ("mlp_mse_momentum", "mlp", "mse", "--optimizer momentum --lr 0.05 --momentum 0.9",
+     lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), 3, 8),
+    # eps 1e-4: with torch's 1e-8 a gradient element near 1e-8 moves its weight by a good part of lr, from a
+    # value whose f32 sum has lost most of its digits (f64 and f32 then differ by up to 1% of lr)
+    ("mlp_ce_adam", "mlp", "cross_entropy", "--optimizer adam --lr 0.01 --weight-decay 0.01 --eps 1e-4",
+     lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.01, eps=1e-4), 3, 8),
+    ("mlp_ce_adamw", "mlp", "cross_entropy", "--optimizer adamw --lr 0.01 --weight-decay 0.1",
+     lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1), 3, 12),
+    ("resnet_tiny_ce_momentum", "resnet_tiny", "cross_entropy", "--optimizer momentum --lr 0.01 --momentum 0.9",
+     lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9), 3, 2),
+]
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name, model, loss_kind, opts, make_opt, steps, rows in CASES:
+        m = onnx.load(os.path.join(ROOT, "models", model, "model.onnx"))
+        env, params = load_params(m)
+        inp = [i for i in m.graph.input if i.name not in env][0]
+        shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+        rng = np.random.default_rng(1)
+        x = rng.standard_normal([rows] + shape[1:]).astype(np.float32)
+        out_shape = tuple(evaluate(m, {**env, inp.name: torch.tensor(x[:shape[0]]).to(FLOAT)})[0].shape)
+        if loss_kind == "mse":
+            y = rng.standard_normal((rows,) + out_shape[1:]).astype(np.float32)
+        else:
+            y = rng.integers(0, out_shape[1], rows).astype(np.int64)
+        opt = make_opt([t for _, t in params])
+        b, losses = shape[0], []
+        for step in range(steps):
+            idx = [(step * b + j) % rows for j in range(b)]
+            pred = evaluate(m, {**env, inp.name: torch.tensor(x[idx]).to(FLOAT)})[0]
+            if loss_kind == "mse":
+                loss = torch.nn.functional.mse_loss(pred, torch.tensor(y[idx]).to(FLOAT))
+            else:
+                loss = torch.nn.functional.cross_entropy(pred, torch.tensor(y[idx]))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        out = {"x": x, "y": y, "losses": np.array(losses)}
+        for pname, t in params:
+            out["w:" + pname] = t.detach().numpy().astype(np.float32)
+        with open(os.path.join(OUT, name + ".txt"), "w") as f:
+            f.write(f"{model} --loss {loss_kind} {opts} {steps}\n")
+        np.savez_compressed(os.path.join(OUT, name + ".npz"), **out)
+        print(f"{name}: losses {', '.join(f'{v:.6g}' for v in losses)}")
+
+
+if __name__ == "__main__":
+    main()
