@@ -333,6 +333,12 @@ pc_value *pc_concatenate(pc_graph *g, pc_value *const *xs, int n, int64_t axis);
 pc_value *pc_reduce(pc_graph *g, pc_op op, pc_value *x, int n_axes, const int64_t *axes);
 pc_value *pc_dot_general(pc_graph *g, pc_value *a, pc_value *b, int n_contract, const int64_t *lhs_contract,
                          const int64_t *rhs_contract, int n_batch, const int64_t *lhs_batch, const int64_t *rhs_batch);
+/* The transposed conv (ONNX ConvTranspose, a conv's gradient by its input; ir/conv_transpose.c) of x [N, C, sp]
+ * with w [C, O/groups, k] (ConvTranspose's layout; a conv weight [O', C'/groups, k] read so gives the conv's
+ * input gradient): y[n, o, i*s + j*d - lo] += x[n, c, i] w[c, o, j], y [N, O, out], plus b [O] when not NULL.
+ * k = s as one GEMM and an interleave, other strides by stride phases, else a conv of the stride-dilated input. */
+pc_value *pc_conv_transpose(pc_graph *g, pc_value *x, pc_value *w, pc_value *b, int64_t groups, const int64_t *stride,
+                            const int64_t *dil, const int64_t *lo, const int64_t *out);
 /* a constant of the given type; data (row-major, pc_type_numel * size bytes) is copied */
 pc_value *pc_const(pc_graph *g, pc_type t, const void *data);
 /* rank-0 constant of dtype holding v (converted) */

@@ -105,6 +105,9 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, const unsigned
   }
   for (int i = 0; i < n->n_in; i++) any_in |= need[i] = active[n->in[i]->id];
   const ad_row *row = pc_ad_row(n->op);
+  /* the backward's nodes name the model node they differentiate (profiles, errors) */
+  const char *saved = g->origin;
+  g->origin = n->origin ? pc_strfmt(g, "%s (backward)", n->origin) : NULL;
   if (any_in && row->how == AD_NONE)
     pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "%s has no gradient rule, and a differentiated value reaches it",
                  pc_prim(n->op)->name);
@@ -117,6 +120,7 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, const unsigned
       else accumulate(g, ct, n->in[i], ct_in[i]);
     }
   }
+  g->origin = saved;
   if (ct_in != ct_in_small) free(ct_in), free(need);
   return g->status;
 }

@@ -444,9 +444,9 @@ static pc_value *conv_any_pad(pc_graph *g, pc_value *x, pc_value *w, int ns, con
   for (int s = 0; s < ns; s++) pl[2 + s] = lo[s], ph[2 + s] = hi[s], pi[2 + s] = ldil[s] - 1, one[s] = 1;
   return conv_build(g, pad_zero(g, x, pl, ph, pi), w, ns, stride, z, z, dil, one, groups);
 }
-/* x [N, C, sp], w [O, C/G, k], y [N, O, o]. dx: the transposed conv of gy (stride as lhs dilation, the
- * kernel flipped, in and out channels swapped per group). dw: per group, the conv of x's channels (as the
- * batch) with gy's channels (as kernels), the batch summed as the channels, stride and dilation swapped. */
+/* x [N, C, sp], w [O, C/G, k], y [N, O, o]. dx: the transposed conv of gy (pc_conv_transpose: stride phases,
+ * in and out channels swapped per group). dw: per group, the conv of x's channels (as the batch) with gy's
+ * channels (as kernels), the batch summed as the channels, stride and dilation swapped. */
 static pc_status vjp_conv(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   pc_value *x = X(0), *w = X(1), *gy = GY;
   int r = x->type.rank, ns = r - 2;
@@ -455,29 +455,16 @@ static pc_status vjp_conv(pc_graph *g, const pc_node *n, pc_value *const *ct_out
   const int64_t *ld = pc_attr_ints(n, "lhs_dilation", NULL);
   int64_t G = pc_attr_int(n, "groups", 1);
   int64_t N = x->type.dims[0], C = x->type.dims[1], O = w->type.dims[0], Cg = C / G, Og = O / G;
-  int64_t ones[PC_MAX_RANK], nd[PC_MAX_RANK], kd[PC_MAX_RANK], od[PC_MAX_RANK];
+  int64_t nd[PC_MAX_RANK], kd[PC_MAX_RANK], od[PC_MAX_RANK];
   for (int s = 0; s < ns; s++) {
-    ones[s] = 1;
     nd[s] = (x->type.dims[2 + s] - 1) * ld[s] + 1; /* the lhs-dilated input */
     kd[s] = w->type.dims[2 + s];
     od[s] = gy->type.dims[2 + s];
   }
   if (need[0]) {
-    /* w [G, Og, Cg, k] -> [G, Cg, Og, k] -> [C, Og, k], flipped */
-    int64_t s5[PC_MAX_RANK + 1] = {G, Og, Cg}, p5[PC_MAX_RANK + 1] = {0, 2, 1}, s3[PC_MAX_RANK] = {C, Og};
-    for (int s = 0; s < ns; s++) s5[3 + s] = kd[s], p5[3 + s] = 3 + s, s3[2 + s] = kd[s];
-    pc_value *wt = pc_reshape(g, pc_transpose(g, pc_reshape(g, w, r + 1, s5), p5), r, s3);
-    int64_t sp[PC_MAX_RANK];
-    for (int s = 0; s < ns; s++) sp[s] = 2 + s;
-    pc_attr ra = pc_a_ints("dims", sp, ns);
-    wt = pc_build(g, PC_OP_rev, &wt, 1, &ra, 1);
-    int64_t blo[PC_MAX_RANK], bhi[PC_MAX_RANK];
-    for (int s = 0; s < ns; s++) {
-      int64_t span = dil[s] * (kd[s] - 1);
-      blo[s] = span - lo[s];
-      bhi[s] = nd[s] + lo[s] - (od[s] - 1) * st[s] - 1;
-    }
-    pc_value *dxd = conv_any_pad(g, gy, wt, ns, ones, blo, bhi, dil, st, G);
+    /* the transposed conv of gy with w read as ConvTranspose's weight [O, C/G, k] gives the gradient of the
+     * lhs-dilated input; its every ld-th element is x's */
+    pc_value *dxd = pc_conv_transpose(g, gy, w, NULL, G, st, dil, lo, nd);
     int stepped = 0;
     int64_t z[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], step[PC_MAX_RANK];
     lim[0] = N, lim[1] = C, step[0] = step[1] = 1;

@@ -48,8 +48,9 @@ static const char *usage =
     "  before each timed run, so every run reads its weights from memory, not cache.\n"
     "A training step (primc compile --train) takes one .npy dataset per input before its state (rows of\n"
     "the input's shape without the batch dim) and runs --steps N (default 1) steps on consecutive batches\n"
-    "of them, printing the loss every --log-every K steps (default 1); --save FILE.safetensors writes the\n"
-    "trained weights, -o OUTDIR the last step's outputs and state.\n";
+    "of them, printing the loss every --log-every K steps (default 1) and the time per step; --save\n"
+    "FILE.safetensors writes the trained weights, -o OUTDIR the last step's outputs and state, --profile the\n"
+    "time of every kernel over the steps.\n";
 
 /* the CPU main's own options beside primc_driver_opts */
 typedef struct cpu_opts {
@@ -223,8 +224,10 @@ int main(int argc, char **argv) {
     return fprintf(stderr, "error: %s is not a training step (compiled without --train): --steps, --log-every and "
                    "--save are for one\n", m->name), 2;
   if (m->state) {
-    if (o.bench > 0 || c.profile || c.trace || c.weights)
-      return fprintf(stderr, "error: a training step takes --steps, --log-every, --save, -o and its datasets\n"), 2;
+    if (o.bench > 0 || c.trace || c.weights)
+      return fprintf(stderr, "error: a training step takes --steps, --log-every, --save, --profile, -o and its "
+                     "datasets\n"), 2;
+    c.train.profile = c.profile;
     return primc_train_main(m, &o, &c.train);
   }
   if (c.cold && o.bench <= 0) return fprintf(stderr, "error: --cold times --bench runs: give --bench N\n"), 2;

@@ -354,11 +354,13 @@ void primc_driver_profile_print(const primc_model_desc *m, int runs, double run_
 int primc_driver_trace_write(const char *path, const primc_model_desc *m, const primc_prof_event *ev, int64_t n_ev);
 /* a training step's executable (runtime/train.c): `--steps N` steps, each on the next batch of rows of the
  * .npy datasets in o->ins (one per non-state input: rows of its shape without the batch dim, wrapping
- * around), the state carried from step to step, the loss printed every log_every steps, the weights saved
- * to save (safetensors) when given, and with o->out_dir the last step's outputs and state written */
+ * around), the state carried from step to step, the loss printed every log_every steps and the time per
+ * step at the end, the weights saved to save (safetensors) when given, and with o->out_dir the last step's
+ * outputs and state written */
 typedef struct primc_train_opts {
   int64_t steps, log_every;
   const char *save;
+  int profile; /* --profile: the per-kernel table over all steps (min and median not recorded) */
 } primc_train_opts;
 int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, const primc_train_opts *t);
 double primc_now_ms(void); /* a monotonic clock */

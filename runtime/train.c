@@ -124,6 +124,7 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
     out[i] = outs[i].data;
   }
   int cur = 0;
+  double t0 = primc_now_ms();
   for (int64_t step = 0; step < t->steps; step++) {
     for (int i = 0; i < n_data; i++) { /* rows step*B .. step*B + B - 1 of the dataset, wrapping */
       const primc_tensor_desc *d = &m->inputs[i];
@@ -142,6 +143,9 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
     if (t->log_every > 0 && ((step + 1) % t->log_every == 0 || step + 1 == t->steps))
       printf("step %lld loss %.7g\n", (long long)(step + 1), loss);
   }
+  double ms = (primc_now_ms() - t0) / (double)t->steps;
+  printf("%lld steps, %.3f ms per step (batches cut from the datasets included)\n", (long long)t->steps, ms);
+  if (t->profile) primc_driver_profile_print(m, (int)t->steps, ms, NULL, 0);
   for (int i = 0; i < n; i++) saved[i] = st[cur][i].data;
   if (t->save && save_safetensors(t->save, m->inputs + n_data, saved, s->n_weights)) goto done;
   if (o->out_dir) { /* the last step's loss and model outputs, then the state it left */

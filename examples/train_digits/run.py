@@ -67,7 +67,7 @@ def main():
     run = subprocess.run([exe, os.path.join(a.out, "x_train.npy"), os.path.join(a.out, "y_train.npy"),
                           "--steps", str(a.steps), "--log-every", "10", "--save", saved],
                          check=True, capture_output=True, text=True)
-    curve = [(int(s), float(v)) for _, s, _, v in (line.split() for line in run.stdout.splitlines())]
+    curve = [(int(f[1]), float(f[3])) for f in (line.split() for line in run.stdout.splitlines()) if f[0] == "step"]
     with open(os.path.join(a.out, "loss.csv"), "w") as f:
         f.write("step,loss\n" + "".join(f"{s},{v}\n" for s, v in curve))
     w = read_safetensors(saved)
