@@ -108,10 +108,10 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, const unsigned
   /* the backward's nodes name the model node they differentiate (profiles, errors) */
   const char *saved = g->origin;
   g->origin = n->origin ? pc_strfmt(g, "%s (backward)", n->origin) : NULL;
-  if (any_in && row->how == AD_NONE)
+  if (any_in && row->vjp_how == AD_NONE)
     pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "%s has no gradient rule, and a differentiated value reaches it",
                  pc_prim(n->op)->name);
-  else if (any_in && row->how == AD_RULE && row->vjp(g, n, ct_out, need, ct_in) == PC_OK) {
+  else if (any_in && row->vjp_how == AD_RULE && row->vjp(g, n, ct_out, need, ct_in) == PC_OK) {
     for (int i = 0; i < n->n_in && g->status == PC_OK; i++) {
       if (!need[i] || !ct_in[i]) continue;
       if (!pc_type_equal(&ct_in[i]->type, &n->in[i]->type))

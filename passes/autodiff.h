@@ -12,16 +12,38 @@
 typedef pc_status (*ad_vjp_fn)(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                pc_value **ct_in);
 
-/* vjp.def's `how` column */
-typedef enum ad_how { AD_RULE, AD_ZERO, AD_INT, AD_NONE } ad_how;
+/* A forward-mode rule reads node n and its operands' tangents (t_in[i], NULL where zero or not float) and sets
+ * the tangent of each float result (t_out[i]; NULL: zero), built with prims. */
+typedef pc_status (*ad_jvp_fn)(pc_graph *g, const pc_node *n, pc_value *const *t_in, pc_value **t_out);
+
+/* autodiff.def's columns */
+typedef enum ad_how { AD_RULE, AD_ZERO, AD_INT, AD_NONE, AD_ELEM, AD_LINEAR, AD_BILINEAR } ad_how;
 
 typedef struct ad_row {
-  ad_how how;
-  ad_vjp_fn vjp; /* AD_RULE only */
+  ad_how vjp_how, jvp_how;
+  ad_vjp_fn vjp; /* vjp_how AD_RULE only */
+  ad_jvp_fn jvp; /* jvp_how AD_RULE only */
 } ad_row;
 
-/* the row of op (vjp_rules.c, generated from vjp.def) */
+/* the row of op (ad_table.c, generated from autodiff.def) */
 const ad_row *pc_ad_row(pc_op op);
+
+/* the rules autodiff.def names: ad_vjp_<prim> (vjp_rules.c), ad_jvp_<prim> (jvp.c) */
+#define AD_VJP_DECL_RULE(name) \
+  pc_status ad_vjp_##name(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in);
+#define AD_JVP_DECL_RULE(name) pc_status ad_jvp_##name(pc_graph *g, const pc_node *n, pc_value *const *t_in, pc_value **t_out);
+#define AD_VJP_DECL_ZERO(name)
+#define AD_VJP_DECL_INT(name)
+#define AD_VJP_DECL_NONE(name)
+#define AD_JVP_DECL_ZERO(name)
+#define AD_JVP_DECL_INT(name)
+#define AD_JVP_DECL_NONE(name)
+#define AD_JVP_DECL_ELEM(name)
+#define AD_JVP_DECL_LINEAR(name)
+#define AD_JVP_DECL_BILINEAR(name)
+#define AD(name, vjp, jvp) AD_VJP_DECL_##vjp(name) AD_JVP_DECL_##jvp(name)
+#include "passes/autodiff.def"
+#undef AD
 
 /* Builds the backward of g's nodes so far: the gradient of sum_j <cts[j], ys[j]> with respect to each of
  * wrt[0..nw) into grads[i] (zeros where none reaches it). Appends nodes; fails the graph naming a node

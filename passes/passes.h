@@ -54,12 +54,17 @@ char *pc_explain_fusion(const pc_graph *g);
  * values to differentiate (graph inputs, or weights by key); none given: every float input, then every
  * float weight in graph order. A weight is a constant with a key: a text graph's key= constants, ONNX
  * initializers imported with keep_weights. A gradient that must pass a prim with no
- * rule (passes/vjp.def) fails the graph naming the model node. */
+ * rule (passes/autodiff.def) fails the graph naming the model node. */
 typedef struct pc_grad_opts {
   const char *const *wrt;
   int n_wrt;
 } pc_grad_opts;
 pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts);
+/* Forward mode (passes/jvp.c): rewrites g in place into its Jacobian-vector product. After the model's
+ * inputs come one tangent input per differentiated input ("tangent_<input>": opts->wrt names them, else every
+ * float input); after its outputs, one tangent output per float output ("tangent_<output>"). Composes with
+ * pc_grad: pc_jvp of a gradient graph gives Hessian-vector products. */
+pc_status pc_jvp(pc_graph *g, const pc_grad_opts *opts);
 
 /* A training step (passes/train.c), after import (with keep_weights) and before the pipeline: the float
  * weights become state inputs, the loss reads the first output against a new input named opts->label (the

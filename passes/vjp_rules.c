@@ -1,4 +1,5 @@
-/* passes/vjp_rules.c: each prim's vector-Jacobian product, built from prims (the rows of vjp.def).
+/* passes/vjp_rules.c: each prim's vector-Jacobian product, built from prims (the vjp RULE rows of
+ * passes/autodiff.def).
  *
  * Conventions follow torch.autograd where a derivative is a choice: max/min split a tie's gradient in
  * halves, reduce_max/min share it among the tied elements, clamp passes it to x on the closed range,
@@ -24,95 +25,95 @@ static pc_value *rebuild(pc_graph *g, const pc_node *n, pc_value *x, const pc_at
 
 /* ---------------------------------------------------------------- elementwise unary */
 
-static pc_status vjp_neg(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_neg(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_neg(g, GY);
   return g->status;
 }
-static pc_status vjp_abs(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_abs(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_mul(g, GY, pc_sign(g, X(0)));
   return g->status;
 }
-static pc_status vjp_exp(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_exp(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_mul(g, GY, Y);
   return g->status;
 }
-static pc_status vjp_log(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_log(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_div(g, GY, X(0));
   return g->status;
 }
-static pc_status vjp_log1p(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_log1p(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_div(g, GY, pc_add(g, X(0), K(1, X(0))));
   return g->status;
 }
-static pc_status vjp_expm1(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_expm1(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_mul(g, GY, pc_add(g, Y, K(1, Y)));
   return g->status;
 }
-static pc_status vjp_sqrt(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_sqrt(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_div(g, GY, pc_mul(g, Y, K(2, Y)));
   return g->status;
 }
 /* d x^-1/2 = -1/2 x^-3/2 = -1/2 y / x */
-static pc_status vjp_rsqrt(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_rsqrt(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_mul(g, GY, pc_mul(g, K(-0.5, Y), pc_div(g, Y, X(0))));
   return g->status;
 }
-static pc_status vjp_reciprocal(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_reciprocal(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                 pc_value **ct_in) {
   ct_in[0] = pc_neg(g, pc_mul(g, GY, pc_mul(g, Y, Y)));
   return g->status;
 }
-static pc_status vjp_sin(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_sin(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_mul(g, GY, pc_cos(g, X(0)));
   return g->status;
 }
-static pc_status vjp_cos(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_cos(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_neg(g, pc_mul(g, GY, pc_sin(g, X(0))));
   return g->status;
 }
-static pc_status vjp_tan(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_tan(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_mul(g, GY, pc_add(g, K(1, Y), pc_mul(g, Y, Y)));
   return g->status;
 }
-static pc_status vjp_tanh(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_tanh(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_mul(g, GY, pc_sub(g, K(1, Y), pc_mul(g, Y, Y)));
   return g->status;
 }
-static pc_status vjp_erf(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_erf(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   pc_value *x = X(0);
   pc_value *e = pc_exp(g, pc_neg(g, pc_mul(g, x, x)));
   ct_in[0] = pc_mul(g, GY, pc_mul(g, K(1.1283791670955126, x), e)); /* 2 / sqrt(pi) */
   return g->status;
 }
-static pc_status vjp_sigmoid(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_sigmoid(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = pc_mul(g, GY, pc_mul(g, Y, pc_sub(g, K(1, Y), Y)));
   return g->status;
 }
 
 /* ---------------------------------------------------------------- elementwise binary, ternary */
 
-static pc_status vjp_add(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_add(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = ct_in[1] = GY;
   return g->status;
 }
-static pc_status vjp_sub(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_sub(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = GY;
   if (need[1]) ct_in[1] = pc_neg(g, GY);
   return g->status;
 }
-static pc_status vjp_mul(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_mul(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   if (need[0]) ct_in[0] = pc_mul(g, GY, X(1));
   if (need[1]) ct_in[1] = pc_mul(g, GY, X(0));
   return g->status;
 }
 /* y = a / b: da = gy / b, db = -gy a / b^2 = -da y */
-static pc_status vjp_div(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_div(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   pc_value *ga = pc_div(g, GY, X(1));
   if (need[0]) ct_in[0] = ga;
   if (need[1]) ct_in[1] = pc_neg(g, pc_mul(g, ga, Y));
   return g->status;
 }
-static pc_status vjp_pow(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_pow(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   pc_value *a = X(0), *b = X(1);
   if (need[0]) {
     pc_value *d = pc_mul(g, b, pc_pow(g, a, pc_sub(g, b, K(1, b))));
@@ -125,7 +126,7 @@ static pc_status vjp_pow(pc_graph *g, const pc_node *n, pc_value *const *ct_out,
   return g->status;
 }
 /* fmod: y = a - trunc(a / b) b */
-static pc_status vjp_rem(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_rem(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = GY;
   if (need[1]) {
     pc_value *q = pc_div(g, X(0), X(1));
@@ -143,26 +144,26 @@ static pc_status minmax(pc_graph *g, const pc_node *n, pc_value *gy, int is_max,
   if (need[1]) ct_in[1] = pc_where(g, b_wins, gy, ad_select(g, tie, half));
   return g->status;
 }
-static pc_status vjp_max(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_max(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   return minmax(g, n, GY, 1, need, ct_in);
 }
-static pc_status vjp_min(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_min(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   return minmax(g, n, GY, 0, need, ct_in);
 }
-static pc_status vjp_atan2(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_atan2(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   pc_value *a = X(0), *b = X(1);
   pc_value *s = pc_div(g, GY, pc_add(g, pc_mul(g, a, a), pc_mul(g, b, b)));
   if (need[0]) ct_in[0] = pc_mul(g, s, b);
   if (need[1]) ct_in[1] = pc_neg(g, pc_mul(g, s, a));
   return g->status;
 }
-static pc_status vjp_where(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_where(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   if (need[1]) ct_in[1] = ad_select(g, X(0), GY);
   if (need[2]) ct_in[2] = pc_where(g, X(0), ad_zeros(g, GY), GY);
   return g->status;
 }
 /* y = min(max(x, lo), hi) */
-static pc_status vjp_clamp(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_clamp(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   pc_value *x = X(0), *lo = X(1), *hi = X(2);
   if (need[0]) ct_in[0] = ad_select(g, pc_and(g, pc_ge(g, x, lo), pc_le(g, x, hi)), GY);
   if (need[1]) ct_in[1] = ad_select(g, pc_and(g, pc_lt(g, x, lo), pc_le(g, lo, hi)), GY);
@@ -172,7 +173,7 @@ static pc_status vjp_clamp(pc_graph *g, const pc_node *n, pc_value *const *ct_ou
 
 /* ---------------------------------------------------------------- type */
 
-static pc_status vjp_convert_element_type(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_convert_element_type(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                           pc_value **ct_in) {
   /* a float cast to an integer is piecewise constant: no gradient */
   if (pc_dtype_is_float(Y->type.dtype)) ct_in[0] = pc_convert(g, GY, X(0)->type.dtype);
@@ -182,7 +183,7 @@ static pc_status vjp_convert_element_type(pc_graph *g, const pc_node *n, pc_valu
 /* ---------------------------------------------------------------- movement */
 
 /* sums over the result dims the operand was broadcast along, then takes the operand's shape */
-static pc_status vjp_broadcast_in_dim(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_broadcast_in_dim(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                       pc_value **ct_in) {
   const pc_type *x = &X(0)->type, *y = &Y->type;
   int nd;
@@ -197,12 +198,12 @@ static pc_status vjp_broadcast_in_dim(pc_graph *g, const pc_node *n, pc_value *c
   ct_in[0] = pc_reshape(g, s, x->rank, x->dims);
   return g->status;
 }
-static pc_status vjp_reshape(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_reshape(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                              pc_value **ct_in) {
   ct_in[0] = pc_reshape(g, GY, X(0)->type.rank, X(0)->type.dims);
   return g->status;
 }
-static pc_status vjp_transpose(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_transpose(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                pc_value **ct_in) {
   int r;
   const int64_t *perm = pc_attr_ints(n, "perm", &r);
@@ -218,7 +219,7 @@ static pc_value *pad_zero(pc_graph *g, pc_value *x, const int64_t *lo, const int
   return pc_build(g, PC_OP_pad, &x, 1, a, 4);
 }
 /* the sliced elements' gradients put back in place: a zero pad with stride - 1 between them */
-static pc_status vjp_slice(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_slice(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                            pc_value **ct_in) {
   const pc_type *x = &X(0)->type, *y = &Y->type;
   const int64_t *st = pc_attr_ints(n, "start", NULL), *sd = pc_attr_ints(n, "stride", NULL);
@@ -235,7 +236,7 @@ static pc_status vjp_slice(pc_graph *g, const pc_node *n, pc_value *const *ct_ou
   return g->status;
 }
 /* undo the edges (a negative pad crops, a crop pads zeros back), then step over the interior */
-static pc_status vjp_pad(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_pad(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   const pc_type *x = &X(0)->type;
   const int64_t *lo = pc_attr_ints(n, "low", NULL), *hi = pc_attr_ints(n, "high", NULL);
   const int64_t *in = pc_attr_ints(n, "interior", NULL);
@@ -254,7 +255,7 @@ static pc_status vjp_pad(pc_graph *g, const pc_node *n, pc_value *const *ct_out,
   ct_in[0] = strided ? pc_slice(g, core, zero, lim, step) : core;
   return g->status;
 }
-static pc_status vjp_concatenate(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_concatenate(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                  pc_value **ct_in) {
   const pc_type *y = &Y->type;
   int axis = (int)pc_attr_int(n, "axis", 0);
@@ -269,7 +270,7 @@ static pc_status vjp_concatenate(pc_graph *g, const pc_node *n, pc_value *const 
   }
   return g->status;
 }
-static pc_status vjp_rev(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_rev(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   ct_in[0] = rebuild(g, n, GY, n->attrs, n->n_attrs);
   return g->status;
 }
@@ -284,14 +285,14 @@ static pc_value *gather(pc_graph *g, pc_value *x, pc_value *idx, int64_t axis) {
   pc_attr a = pc_a_int("axis", axis);
   return pc_build(g, PC_OP_gather, in, 2, &a, 1);
 }
-static pc_status vjp_gather(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_gather(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                             pc_value **ct_in) {
   if (need[0]) ct_in[0] = scatter_add(g, ad_zeros(g, X(0)), X(1), GY, pc_attr_int(n, "axis", 0));
   return g->status;
 }
 /* "none": the written places lose the operand's gradient, the updates gather it (with repeated indices
  * every copy gets it, as in torch); "add": the operand keeps all of it */
-static pc_status vjp_scatter(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_scatter(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                              pc_value **ct_in) {
   const char *red = pc_attr_str(n, "reduce", "none");
   int64_t axis = pc_attr_int(n, "axis", 0);
@@ -324,14 +325,14 @@ static pc_value *unreduce(pc_graph *g, const pc_node *n, pc_value *v) {
     if (!(mask & (1u << d))) dims[r++] = d;
   return pc_broadcast_in_dim(g, v, x->rank, x->dims, dims);
 }
-static pc_status vjp_reduce_sum(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_reduce_sum(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                 pc_value **ct_in) {
   ct_in[0] = unreduce(g, n, GY);
   return g->status;
 }
 /* the product of the others, exact with zeros: one zero gets the product of the rest, the rest get 0;
  * two zeros or more give 0 everywhere */
-static pc_status vjp_reduce_prod(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_reduce_prod(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                  pc_value **ct_in) {
   pc_value *x = X(0);
   int na;
@@ -354,15 +355,15 @@ static pc_status reduce_extreme(pc_graph *g, const pc_node *n, pc_value *gy, pc_
   ct_in[0] = pc_mul(g, hit, unreduce(g, n, pc_div(g, gy, cnt)));
   return g->status;
 }
-static pc_status vjp_reduce_max(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_reduce_max(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                 pc_value **ct_in) {
   return reduce_extreme(g, n, GY, ct_in);
 }
-static pc_status vjp_reduce_min(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_reduce_min(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                 pc_value **ct_in) {
   return reduce_extreme(g, n, GY, ct_in);
 }
-static pc_status vjp_cumsum(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_cumsum(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                             pc_value **ct_in) {
   pc_attr a[3] = {pc_a_int("axis", pc_attr_int(n, "axis", 0)), pc_a_int("exclusive", pc_attr_int(n, "exclusive", 0)),
                   pc_a_int("reverse", !pc_attr_int(n, "reverse", 0))};
@@ -413,7 +414,7 @@ static pc_value *dot_operand_ct(pc_graph *g, pc_value *gy, pc_value *other, int 
   for (int d = 0; d < rank; d++) id &= perm[d] == d;
   return id ? r : pc_transpose(g, r, perm);
 }
-static pc_status vjp_dot_general(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_dot_general(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                  pc_value **ct_in) {
   int nc, nb;
   const int64_t *lc = pc_attr_ints(n, "lhs_contract", &nc), *rc = pc_attr_ints(n, "rhs_contract", NULL);
@@ -447,7 +448,7 @@ static pc_value *conv_any_pad(pc_graph *g, pc_value *x, pc_value *w, int ns, con
 /* x [N, C, sp], w [O, C/G, k], y [N, O, o]. dx: the transposed conv of gy (pc_conv_transpose: stride phases,
  * in and out channels swapped per group). dw: per group, the conv of x's channels (as the batch) with gy's
  * channels (as kernels), the batch summed as the channels, stride and dilation swapped. */
-static pc_status vjp_conv(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+pc_status ad_vjp_conv(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
   pc_value *x = X(0), *w = X(1), *gy = GY;
   int r = x->type.rank, ns = r - 2;
   const int64_t *st = pc_attr_ints(n, "stride", NULL), *lo = pc_attr_ints(n, "pad_lo", NULL);
@@ -496,29 +497,11 @@ static pc_status vjp_conv(pc_graph *g, const pc_node *n, pc_value *const *ct_out
 /* ---------------------------------------------------------------- others */
 
 /* the values' gradient goes back to where each value came from: the indices result says where */
-static pc_status vjp_sort(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
+pc_status ad_vjp_sort(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                           pc_value **ct_in) {
   if (GY) ct_in[0] = scatter_add(g, ad_zeros(g, X(0)), n->out[1], GY, pc_attr_int(n, "axis", 0));
   return g->status;
 }
-#define vjp_topk vjp_sort
-
-/* ---------------------------------------------------------------- the table */
-
-#define RULE_FN(name) vjp_##name
-#define ZERO_FN(name) NULL
-#define INT_FN(name) NULL
-#define NONE_FN(name) NULL
-#define VJP(name, how) [PC_OP_##name] = {AD_##how, how##_FN(name)},
-static const ad_row rows[PC_OP_COUNT] = {
-#include "passes/vjp.def"
-};
-#undef VJP
-#define VJP(name, how) +1
-_Static_assert(0
-#include "passes/vjp.def"
-                   == PC_OP_COUNT,
-               "passes/vjp.def needs one row per prim of ir/prims.def");
-#undef VJP
-
-const ad_row *pc_ad_row(pc_op op) { return (unsigned)op < PC_OP_COUNT ? &rows[op] : NULL; }
+pc_status ad_vjp_topk(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
+  return ad_vjp_sort(g, n, ct_out, need, ct_in);
+}

@@ -6,7 +6,8 @@
 # reference's largest |value|, but at least 1% of the largest |gradient| of the model (a gradient sums
 # many products, and an f32 sum cancels where f64 does not: the gradient of attention's key bias is
 # exactly zero, which f64 gets to 1e-16 and f32 to 1e-8).
-# Usage: compare_grads.py OUTDIR REF.npz N_OUT
+# With PREFIX jt, the outputs after the model's are `--jvp`'s tangents against jt0, jt1, ... instead.
+# Usage: compare_grads.py OUTDIR REF.npz N_OUT [PREFIX]
 import os
 import sys
 
@@ -15,8 +16,10 @@ import numpy as np
 
 def main():
     outdir, ref_path, n_out = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    prefix = sys.argv[4] if len(sys.argv) > 4 else "g"
     ref = np.load(ref_path)
-    keys = sorted((k for k in ref.files if k.startswith("g")), key=lambda k: int(k[1:]))
+    keys = sorted((k for k in ref.files if k.startswith(prefix) and k[len(prefix):].isdigit()),
+                  key=lambda k: int(k[len(prefix):]))
     worst, bad = 0.0, []
     floor = 1e-2 * max((float(np.abs(ref[k]).max()) for k in keys if ref[k].size), default=0.0)
     for i, k in enumerate(keys):
@@ -40,7 +43,8 @@ def main():
         bad.append(f"more outputs than the {len(keys)} gradients expected")
     for b in bad:
         print(b)
-    print(f"{len(keys)} gradients, worst error {worst:.2g} of a gradient's scale beyond rtol 1e-4")
+    what = "tangents" if prefix == "jt" else "gradients"
+    print(f"{len(keys)} {what}, worst error {worst:.2g} of their scale beyond rtol 1e-4")
     return 1 if bad else 0
 
 

@@ -96,6 +96,7 @@ static int train_option_set(pc_cli_model *m, int which, const char *a, const cha
 
 int pc_cli_model_flag(pc_cli_model *m, const char *a) {
   if (!strcmp(a, "--grad")) return m->grad = 1;
+  if (!strcmp(a, "--jvp")) return m->jvp = 1;
   if (!strcmp(a, "--train")) return m->train = 1;
   return 0;
 }
@@ -103,10 +104,14 @@ int pc_cli_model_flag(pc_cli_model *m, const char *a) {
 pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g) {
   g->matmul_precision = m->matmul_precision;
   g->autocast = m->autocast;
-  if (m->grad && m->train) pc_fail(g, PC_ERR_ATTR, "--grad and --train: give one");
+  if ((m->grad || m->jvp) && m->train) pc_fail(g, PC_ERR_ATTR, "--train takes neither --grad nor --jvp");
   else if (m->train_opts_set && !m->train)
     pc_fail(g, PC_ERR_ATTR, "--loss, --label, --optimizer, --lr, --weight-decay, --momentum and --eps need --train");
-  else if (m->grad) pc_grad(g, NULL);
+  else if (m->grad || m->jvp) {
+    /* both: the jvp of the gradient, Hessian-vector products */
+    if (m->grad) pc_grad(g, NULL);
+    if (m->jvp) pc_jvp(g, NULL);
+  }
   else if (m->train) {
     pc_train_opts t;
     if (m->train_opts_set) t = m->train_opts;

@@ -20,6 +20,7 @@ typedef struct pc_cli_model {
   int matmul_precision; /* --matmul-precision: a pc_matmul_precision, set on the graph once loaded */
   int autocast;         /* --autocast: a pc_autocast, likewise */
   int grad;             /* --grad: the model's vector-Jacobian product (pc_grad) is compiled */
+  int jvp;              /* --jvp: its Jacobian-vector product (pc_jvp), after pc_grad when both */
   int train;            /* --train: a training step (pc_train) with train_opts */
   int train_opts_set;   /* train_opts holds its defaults or more (any of the options below was given) */
   pc_train_opts train_opts; /* --loss, --label, --optimizer, --lr, --weight-decay, --momentum, --eps */
@@ -31,7 +32,7 @@ typedef struct pc_cli_model {
 int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v);
 /* whether a is one of those options (each takes a value) */
 int pc_cli_model_takes(const char *a);
-/* 1 when a is a model option without a value (--grad, --train), now set in m; else 0 */
+/* 1 when a is a model option without a value (--grad, --jvp, --train), now set in m; else 0 */
 int pc_cli_model_flag(pc_cli_model *m, const char *a);
 /* the options that apply to the loaded graph (matmul precision, autocast) set on g, and --grad's or
  * --train's transform applied; g's status (the error printed) */

@@ -55,6 +55,12 @@ static const char *compile_help =
     "                      cotangent grad_OUT per float output; after its outputs, the gradient grad_W of\n"
     "                      every float input and weight (initializer), in that order (`primc inputs\n"
     "                      --grad MODEL` lists them)\n"
+    "  --jvp               compile its Jacobian-vector product: a tangent input tangent_IN per float\n"
+    "                      input after the inputs, a tangent output per float output after the outputs;\n"
+    "                      with --grad, the jvp of the gradient (Hessian-vector products)\n"
+    "  --train             compile a training step (see README): --loss mse|cross_entropy, --label NAME,\n"
+    "                      --optimizer sgd|momentum|adam|adamw, --lr X, --weight-decay W, --momentum M,\n"
+    "                      --eps E; the executable runs --steps N over .npy datasets\n"
     "  --mem-limit SIZE    refuse a model needing more memory at run time (workspace, weights, inputs\n"
     "                      and outputs); bytes or K/M/G, 0: none (default: the memory available now)\n";
 

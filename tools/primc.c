@@ -59,7 +59,7 @@ static const char *inputs_help =
     "  --dim, --const      as for compile: shows what the model's inputs become with them\n"
     "  --grad              the inputs and outputs of compile --grad, in order: the model's inputs, a\n"
     "                      cotangent per float output, the model's outputs, a gradient per float input\n"
-    "                      and weight (imports the whole model)\n";
+    "                      and weight (imports the whole model); likewise --jvp and --train\n";
 
 static void put_dim(const pc_graph *g, int64_t d) {
   if (!PC_DIM_IS_SYM(d)) printf("%lld", (long long)d);
@@ -72,12 +72,13 @@ static int cmd_inputs(int argc, char **argv) {
   if (pc_cli_parse(&cli, argc, argv, inputs_help) != 0) return pc_cli_free(&cli), cli.exit_code;
   if (cli.n_pos != 1) return pc_cli_free(&cli), pc_cli_usage_error(inputs_help, "expected one MODEL");
   pc_import_opts o = pc_cli_import_opts(&cli.model, cli.weights, cli.mem_limit);
-  o.inputs_only = !cli.model.grad;
-  pc_graph *g = cli.model.grad ? pc_cli_load_model(&cli) : pc_model_load(cli.pos[0], &o);
+  int whole = cli.model.grad || cli.model.jvp || cli.model.train; /* the transformed graph's interface */
+  o.inputs_only = !whole;
+  pc_graph *g = whole ? pc_cli_load_model(&cli) : pc_model_load(cli.pos[0], &o);
   int rc = !g || g->status != PC_OK;
-  if (rc && (g || !cli.model.grad)) fprintf(stderr, "primc: error: %s\n", g ? pc_error(g) : "out of memory");
+  if (rc && (g || !whole)) fprintf(stderr, "primc: error: %s\n", g ? pc_error(g) : "out of memory");
   int width = 4;
-  for (int i = 0; !rc && i < g->n_inputs + (cli.model.grad ? g->n_outputs : 0); i++) {
+  for (int i = 0; !rc && i < g->n_inputs + (whole ? g->n_outputs : 0); i++) {
     const pc_value *v = i < g->n_inputs ? g->inputs[i] : g->outputs[i - g->n_inputs];
     int n = v->name ? (int)strlen(v->name) : 0;
     width = n > width && n < 40 ? n : width;
@@ -88,7 +89,7 @@ static int cmd_inputs(int argc, char **argv) {
     for (int d = 0; d < t->rank; d++) printf("%s", d ? ", " : ""), put_dim(g, t->dims[d]);
     printf("]\n");
   }
-  for (int i = 0; !rc && cli.model.grad && i < g->n_outputs; i++) {
+  for (int i = 0; !rc && whole && i < g->n_outputs; i++) {
     const pc_type *t = &g->outputs[i]->type;
     printf("output %-*s %s[", width, g->outputs[i]->name ? g->outputs[i]->name : "?", pc_dtype_name(t->dtype));
     for (int d = 0; d < t->rank; d++) printf("%s", d ? ", " : ""), put_dim(g, t->dims[d]);
@@ -167,7 +168,8 @@ static const char *run_help =
     "  --dim NAME=N        fix a symbolic dim (`primc inputs MODEL` names them)\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy): it is no\n"
     "                      longer an input, and what depends on it is folded\n"
-    "  --grad              interpret the model's vector-Jacobian product (as compile --grad)\n"
+    "  --grad, --jvp, --train  interpret the model's vector-Jacobian product, its Jacobian-vector\n"
+    "                      product, one training step (as compile's options)\n"
     "  --mem-limit SIZE    most bytes of tensors held at once (K/M/G; 0: none; default: the memory\n"
     "                      available now)\n";
 
@@ -242,7 +244,8 @@ static const char *dump_help =
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n"
     "  --matmul-precision P  with --kernels: the f32 contractions as compile's option makes them\n"
     "  --autocast bf16     with --kernels: likewise\n"
-    "  --grad              the graph of the model's vector-Jacobian product (as compile --grad)\n";
+    "  --grad, --jvp, --train  the graph of the model's vector-Jacobian product, Jacobian-vector\n"
+    "                      product, training step (as compile's options)\n";
 
 typedef struct dump_flags {
   int opt, unfused, kernels, explain, memory, print_after_all, autotune;

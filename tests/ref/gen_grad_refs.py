@@ -3,7 +3,9 @@
 # Each model's ONNX graph is evaluated node by node with torch ops (float64), a seeded random cotangent is
 # pulled back by torch.autograd, and models/NAME/grad.npz gets the cotangents (ct0, ...) and the gradients
 # (g0, ...) in primc's order: every float graph input, then every float initializer in file order (zeros
-# where torch has none: an initializer the graph reads only as a constant, such as Resize's scales).
+# where torch has none: an initializer the graph reads only as a constant, such as Resize's scales); and for
+# forward mode (`--jvp`) a random tangent per float input (t0, ...) and the outputs' tangents (jt0, ...) from
+# torch.autograd.functional.jvp.
 # Run with Debian's /usr/bin/python3 (python3-torch, python3-onnx: `tools/setup.sh models`).
 # Usage: /usr/bin/python3 tests/ref/gen_grad_refs.py [NAME ...]
 import os
@@ -45,6 +47,19 @@ def main():
         out = {f"ct{i}": c for i, c in enumerate(cts)}
         for i, (w, gr) in enumerate(zip(wrt, grads)):
             out[f"g{i}"] = (gr if gr is not None else torch.zeros_like(w)).detach().numpy().astype(np.float32)
+        # forward mode: a random tangent of each float input, the outputs' tangents (weights held fixed)
+        xs = [env[i.name] for i in m.graph.input if i.name not in inits and env[i.name].is_floating_point()]
+        if xs:
+            ts = [torch.tensor(rng.standard_normal(tuple(v.shape)).astype(np.float32)).to(FLOAT) for v in xs]
+            names = [i.name for i in m.graph.input if i.name not in inits and env[i.name].is_floating_point()]
+
+            def f(*vals):
+                return tuple(evaluate(m, {**env, **dict(zip(names, vals))}))
+            _, tan = torch.autograd.functional.jvp(f, tuple(v.detach() for v in xs), tuple(ts))
+            for i, t in enumerate(ts):
+                out[f"t{i}"] = t.numpy().astype(np.float32)
+            for j, t in enumerate(tan):
+                out[f"jt{j}"] = t.detach().numpy().astype(np.float32)
         y_ref = np.load(os.path.join(d, "expected.npy"))
         err = np.abs(ys[0].detach().numpy() - y_ref).max()
         assert err < 1e-4, f"{name}: the torch evaluation is off the model's expected output by {err}"

@@ -28,6 +28,15 @@ for d in models/*/; do
   check interp "$name" "$B/primc" run --grad "$d/model.onnx" "$d/input.npy" "$tmp/ct-$name.npy" -o "$tmp/interp-$name"
   check compiled "$name" bash -c "'$B/primc' compile --grad '$d/model.onnx' -o '$tmp/$name.exe' &&
     '$tmp/$name.exe' '$d/input.npy' '$tmp/ct-$name.npy' -o '$tmp/compiled-$name'"
+  # forward mode, where the model has a float input: its tangent through the compiled --jvp
+  python3 -c "import numpy as np; d = np.load('$d/grad.npz'); 't0' in d.files and np.save('$tmp/t-$name.npy', d['t0'])"
+  [ -f "$tmp/t-$name.npy" ] || continue
+  log=$tmp/jvp-$name.log
+  if "$B/primc" compile --jvp "$d/model.onnx" -o "$tmp/$name-jvp.exe" >"$log" 2>&1 &&
+    "$tmp/$name-jvp.exe" "$d/input.npy" "$tmp/t-$name.npy" -o "$tmp/jvp-$name" >>"$log" 2>&1 &&
+    python3 tests/compare_grads.py "$tmp/jvp-$name" "$d/grad.npz" 1 jt >>"$log" 2>&1; then
+    ok "jvp $name: $(tail -n 1 "$log")"
+  else bad "jvp $name" "$(tail -n 3 "$log")"; fi
 done
 
 for c in tests/data/train/*.npz; do

@@ -1,6 +1,7 @@
-/* tests/unit/test_autodiff.c: every gradient rule of passes/vjp.def against central finite differences of
- * the interpreter in f64. Elementwise prims get a case generated from ir/prims.def; the others have one or
- * more cases below, and a rule with no case fails the coverage test. */
+/* tests/unit/test_autodiff.c: every row of passes/autodiff.def, reverse mode (pc_grad) and forward mode
+ * (pc_jvp), against central finite differences of the interpreter in f64. Elementwise prims get a case
+ * generated from ir/prims.def; the others have one or more cases below, and a rule with no case fails the
+ * coverage test. Then the transforms composed: the jvp of a gradient against differences of gradients. */
 #include "passes/autodiff.h"
 #include "tests/test.h"
 
@@ -149,10 +150,62 @@ static int check_case(const grad_case *c, const char *tag) {
   return ok;
 }
 
+/* the forward-mode graph of text against finite differences along random tangents; 1 when they agree */
+static int check_jvp(const grad_case *c, const char *tag) {
+  pc_graph *g = pc_graph_parse(c->text, strlen(c->text), tag, NULL);
+  pc_graph *d = pc_graph_parse(c->text, strlen(c->text), tag, NULL);
+  int ok = CHECK_MSG(g && d && !g->status && !d->status, "%s: %s", tag, g ? pc_error(g) : "no graph");
+  if (ok) ok = CHECK_MSG(pc_jvp(d, NULL) == PC_OK, "%s: jvp: %s", tag, pc_error(d));
+  if (ok) ok = CHECK_MSG(pc_verify(d) == PC_OK, "%s: verify: %s", tag, pc_error(d));
+  int ni = ok ? g->n_inputs : 0, nd_in = ok ? d->n_inputs : 0, nd_out = ok ? d->n_outputs : 0;
+  pc_tensor ins[16], outs[16], plus[16], minus[16];
+  if (ok) ok = CHECK(nd_in <= 16 && nd_out <= 16 && g->n_outputs <= 4);
+  for (int i = 0; ok && i < nd_in; i++)
+    fill(&ins[i], &d->inputs[i]->type, i < ni && c->positive, i == 0 ? c->zeros : NULL);
+  memset(outs, 0, sizeof outs), memset(plus, 0, sizeof plus), memset(minus, 0, sizeof minus);
+  if (ok) ok = CHECK_MSG(pc_interp(d, ins, nd_in, outs, nd_out) == PC_OK, "%s: interp: %s", tag, pc_error(d));
+  double eps = c->eps ? c->eps : 1e-6, tol = c->tol ? c->tol : 1e-6;
+  /* x +- eps t for every float input, t the tangent input that follows the inputs in order */
+  for (int s = 0; ok && s < 2; s++) {
+    pc_tensor *at = s ? minus : plus;
+    for (int i = 0, k = ni; i < ni; i++) {
+      at[i] = ins[i];
+      if (!pc_dtype_is_float(ins[i].dtype)) continue;
+      size_t bytes = pc_tensor_nbytes(&ins[i]);
+      at[i].data = malloc(bytes + 1);
+      for (int64_t e = 0; at[i].data && e < pc_tensor_numel(&ins[i]); e++)
+        pc_elem_store(ins[i].dtype, at[i].data, e, pc_elem_f64(ins[i].dtype, ins[i].data, e) +
+                      (s ? -eps : eps) * pc_elem_f64(ins[k].dtype, ins[k].data, e));
+      k++;
+    }
+  }
+  pc_tensor yp[4], ym[4];
+  memset(yp, 0, sizeof yp), memset(ym, 0, sizeof ym);
+  if (ok) ok = CHECK(pc_interp(g, plus, ni, yp, g->n_outputs) == PC_OK && pc_interp(g, minus, ni, ym, g->n_outputs) == PC_OK);
+  for (int j = 0, k = g->n_outputs; ok && j < g->n_outputs; j++) {
+    if (!pc_dtype_is_float(yp[j].dtype)) continue;
+    const pc_tensor *tan = &outs[k++];
+    for (int64_t e = 0; ok && e < pc_tensor_numel(&yp[j]); e++) {
+      double fd = (pc_elem_f64(yp[j].dtype, yp[j].data, e) - pc_elem_f64(ym[j].dtype, ym[j].data, e)) / (2 * eps);
+      double an = pc_elem_f64(tan->dtype, tan->data, e);
+      ok = CHECK_MSG(fabs(fd - an) <= tol * (1 + fabs(fd)), "%s: tangent of output %d [%lld]: rule %.9g, finite "
+                     "differences %.9g", tag, j, (long long)e, an, fd);
+    }
+  }
+  for (int i = 0; i < ni; i++) {
+    if (pc_dtype_is_float(ins[i].dtype)) free(plus[i].data), free(minus[i].data);
+  }
+  for (int j = 0; ok && j < g->n_outputs; j++) pc_tensor_free(&yp[j]), pc_tensor_free(&ym[j]);
+  for (int i = 0; i < nd_in; i++) free(ins[i].data);
+  for (int i = 0; i < nd_out; i++) pc_tensor_free(&outs[i]);
+  pc_graph_free(g), pc_graph_free(d);
+  return ok;
+}
+
 static const char *kind_args[] = {"", "(%a)", "(%a, %b)", "(%a, %b, %c)"};
 
 PC_TEST(autodiff_rules_match_finite_differences) {
-  int covered[PC_OP_COUNT] = {0};
+  int covered[PC_OP_COUNT] = {0}, jvp_covered[PC_OP_COUNT] = {0};
   for (int op = 0; op < PC_OP_COUNT; op++) {
     const pc_prim_info *p = pc_prim((pc_op)op);
     int arity = p->kind == PC_KIND_UNARY ? 1 : p->kind == PC_KIND_BINARY ? 2 : p->kind == PC_KIND_TERNARY ? 3 : 0;
@@ -163,17 +216,26 @@ PC_TEST(autodiff_rules_match_finite_differences) {
     snprintf(text + k, sizeof text - (size_t)k, "):\n  %%y : f64[2,3] = %s%s\n  return (%%y)\n", p->name, kind_args[arity]);
     grad_case c = {p->name, text, wants_positive((pc_op)op), NULL, 0, 0};
     covered[op] = check_case(&c, p->name);
+    jvp_covered[op] = check_jvp(&c, p->name);
   }
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pc_op op;
     char tag[64];
     snprintf(tag, sizeof tag, "%s case %zu", cases[i].prim, i);
-    if (CHECK_MSG(pc_op_from_name(cases[i].prim, &op), "%s: no such prim", tag)) covered[op] |= check_case(&cases[i], tag);
+    if (CHECK_MSG(pc_op_from_name(cases[i].prim, &op), "%s: no such prim", tag)) {
+      covered[op] |= check_case(&cases[i], tag);
+      jvp_covered[op] |= check_jvp(&cases[i], tag);
+    }
   }
   /* every prim whose row is a rule is checked by some case */
   for (int op = 0; op < PC_OP_COUNT; op++)
-    if (pc_ad_row((pc_op)op)->how == AD_RULE)
+    if (pc_ad_row((pc_op)op)->vjp_how == AD_RULE)
       CHECK_MSG(covered[op], "%s has a gradient rule and no finite-difference case", pc_prim((pc_op)op)->name);
+  for (int op = 0; op < PC_OP_COUNT; op++) {
+    ad_how h = pc_ad_row((pc_op)op)->jvp_how;
+    if (h == AD_RULE || h == AD_ELEM || h == AD_LINEAR || h == AD_BILINEAR)
+      CHECK_MSG(jvp_covered[op], "%s has a forward-mode row and no finite-difference case", pc_prim((pc_op)op)->name);
+  }
 }
 
 /* a gradient that must pass a prim with no rule stops the transform, naming the node; one that only reaches
@@ -225,5 +287,28 @@ PC_TEST(autodiff_interface_and_accumulation) {
   CHECK(gx && gw && gx[0] == 2 * (3 + 1) && gx[1] == 10 * (-2 + 1)); /* d/dx (x w + x) = w + 1 */
   CHECK(gw && gw[0] == 2 * 1.5 && gw[1] == 10 * -0.5);                  /* d/dw = x */
   for (int i = 0; i < 4; i++) pc_tensor_free(&outs[i]);
+  pc_graph_free(g);
+}
+
+/* transforms compose: the jvp of a gradient graph is the Hessian-vector product, checked by central
+ * differences of the gradient graph along the tangents */
+PC_TEST(autodiff_jvp_of_grad_is_hessian_vector_product) {
+  const char *text = "graph(%x : f64[2,3]):\n"
+                     "  %w : f64[3,4] = constant(key=\"w\", value=[0.3, -0.2, 0.5, 0.1, -0.4, 0.2, 0.7, -0.6, 0.25, "
+                     "0.15, -0.35, 0.45])\n"
+                     "  %h : f64[2,4] = dot_general(%x, %w, lhs_contract=[1], rhs_contract=[0], lhs_batch=[], rhs_batch=[])\n"
+                     "  %t : f64[2,4] = tanh(%h)\n"
+                     "  %e : f64[2,4] = exp(%t)\n"
+                     "  %m : f64[2] = reduce_max(%e, axes=[1])\n"
+                     "  return (%m)\n";
+  pc_graph *g = pc_graph_parse(text, strlen(text), "hvp", NULL);
+  CHECK(g && pc_grad(g, NULL) == PC_OK);
+  char *grad_text = g ? pc_graph_to_string(g) : NULL;
+  CHECK(grad_text != NULL);
+  if (grad_text) {
+    grad_case c = {"hvp", grad_text, 0, NULL, 1e-5, 1e-5};
+    CHECK(check_jvp(&c, "jvp of grad"));
+  }
+  free(grad_text);
   pc_graph_free(g);
 }
