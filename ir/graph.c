@@ -422,12 +422,17 @@ void pc_graph_compact(pc_graph *g) {
   for (int i = 0; i < g->n_nodes; i++)
     if (!g->nodes[i]->dead) g->nodes[nn++] = g->nodes[i];
   g->n_nodes = nn;
+  /* a value no live node produces goes, and so does one without a producer that is no longer a graph input
+   * (a transform replaced the input, passes/vmap.c) */
+  unsigned char *input = calloc((size_t)g->n_values + 1, 1);
+  for (int i = 0; input && i < g->n_inputs; i++) input[g->inputs[i]->id] = 1;
   int nv = 0;
   for (int i = 0; i < g->n_values; i++) {
     pc_value *v = g->values[i];
-    if (v->producer && v->producer->dead) continue;
+    if ((v->producer && v->producer->dead) || (!v->producer && input && !input[i])) continue;
     g->values[nv++] = v;
   }
+  free(input);
   g->n_values = nv;
   /* values of dropped nodes were removed above; renumber the rest */
   for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->id = i;

@@ -16,19 +16,26 @@ typedef pc_status (*ad_vjp_fn)(pc_graph *g, const pc_node *n, pc_value *const *c
  * the tangent of each float result (t_out[i]; NULL: zero), built with prims. */
 typedef pc_status (*ad_jvp_fn)(pc_graph *g, const pc_node *n, pc_value *const *t_in, pc_value **t_out);
 
-/* autodiff.def's columns */
+/* A batching rule reads node n whose operands in[i] are the batched graph's values (batched[i]: with a leading
+ * batch dim of size b) and sets out[i] to each result's value in the batched graph, out_batched[i] whether
+ * it has the batch dim. */
+typedef pc_status (*ad_vmap_fn)(pc_graph *g, const pc_node *n, pc_value *const *in, const int *batched, int64_t b,
+                                pc_value **out, int *out_batched);
+
+/* transforms.def's columns */
 typedef enum ad_how { AD_RULE, AD_ZERO, AD_INT, AD_NONE, AD_ELEM, AD_LINEAR, AD_BILINEAR } ad_how;
 
 typedef struct ad_row {
-  ad_how vjp_how, jvp_how;
-  ad_vjp_fn vjp; /* vjp_how AD_RULE only */
-  ad_jvp_fn jvp; /* jvp_how AD_RULE only */
+  ad_how vjp_how, jvp_how, vmap_how;
+  ad_vjp_fn vjp;   /* vjp_how AD_RULE only */
+  ad_jvp_fn jvp;   /* jvp_how AD_RULE only */
+  ad_vmap_fn vmap; /* vmap_how AD_RULE only */
 } ad_row;
 
-/* the row of op (ad_table.c, generated from autodiff.def) */
+/* the row of op (ad_table.c, generated from transforms.def) */
 const ad_row *pc_ad_row(pc_op op);
 
-/* the rules autodiff.def names: ad_vjp_<prim> (vjp_rules.c), ad_jvp_<prim> (jvp.c) */
+/* the rules transforms.def names: ad_vjp_<prim> (vjp_rules.c), ad_jvp_<prim> (jvp.c), ad_vmap_<prim> (vmap.c) */
 #define AD_VJP_DECL_RULE(name) \
   pc_status ad_vjp_##name(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in);
 #define AD_JVP_DECL_RULE(name) pc_status ad_jvp_##name(pc_graph *g, const pc_node *n, pc_value *const *t_in, pc_value **t_out);
@@ -41,9 +48,15 @@ const ad_row *pc_ad_row(pc_op op);
 #define AD_JVP_DECL_ELEM(name)
 #define AD_JVP_DECL_LINEAR(name)
 #define AD_JVP_DECL_BILINEAR(name)
-#define AD(name, vjp, jvp) AD_VJP_DECL_##vjp(name) AD_JVP_DECL_##jvp(name)
-#include "passes/autodiff.def"
-#undef AD
+#define AD_VMAP_DECL_RULE(name)                                                                                   \
+  pc_status ad_vmap_##name(pc_graph *g, const pc_node *n, pc_value *const *in, const int *batched, int64_t b, \
+                           pc_value **out, int *out_batched);
+#define AD_VMAP_DECL_ELEM(name)
+#define AD_VMAP_DECL_INT(name)
+#define AD_VMAP_DECL_NONE(name)
+#define TR(name, vjp, jvp, vmap) AD_VJP_DECL_##vjp(name) AD_JVP_DECL_##jvp(name) AD_VMAP_DECL_##vmap(name)
+#include "passes/transforms.def"
+#undef TR
 
 /* Builds the backward of g's nodes so far: the gradient of sum_j <cts[j], ys[j]> with respect to each of
  * wrt[0..nw) into grads[i] (zeros where none reaches it). Appends nodes; fails the graph naming a node

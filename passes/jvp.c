@@ -1,6 +1,6 @@
 /* passes/jvp.c: forward mode on the prim graph (pc_jvp, passes/passes.h) and its rules.
  *
- * Tangents go along with the forward values, node by node, by the jvp column of passes/autodiff.def. Most
+ * Tangents go along with the forward values, node by node, by the jvp column of passes/transforms.def. Most
  * prims need no rule of their own: an elementwise prim's Jacobian is diagonal, so its VJP rule applied to a
  * tangent is the JVP; a linear prim is applied to the tangents; dot_general and conv are bilinear. */
 #include "passes/autodiff.h"
@@ -114,7 +114,7 @@ static pc_status push(pc_graph *g, pc_node *n, pc_value **t) {
   if (any && float_out) {
     const char *saved = g->origin;
     g->origin = n->origin ? pc_strfmt(g, "%s (jvp)", n->origin) : NULL;
-    switch (row->jvp_how) { /* autodiff.def's jvp column */
+    switch (row->jvp_how) { /* transforms.def's jvp column */
     case AD_NONE: pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "%s has no forward-mode rule, and a tangent reaches it",
                                pc_prim(n->op)->name); break;
     case AD_ELEM: jvp_elem(g, n, t_in, t_out); break;

@@ -54,7 +54,7 @@ char *pc_explain_fusion(const pc_graph *g);
  * values to differentiate (graph inputs, or weights by key); none given: every float input, then every
  * float weight in graph order. A weight is a constant with a key: a text graph's key= constants, ONNX
  * initializers imported with keep_weights. A gradient that must pass a prim with no
- * rule (passes/autodiff.def) fails the graph naming the model node. */
+ * rule (passes/transforms.def) fails the graph naming the model node. */
 typedef struct pc_grad_opts {
   const char *const *wrt;
   int n_wrt;
@@ -65,6 +65,15 @@ pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts);
  * float input); after its outputs, one tangent output per float output ("tangent_<output>"). Composes with
  * pc_grad: pc_jvp of a gradient graph gives Hessian-vector products. */
 pc_status pc_jvp(pc_graph *g, const pc_grad_opts *opts);
+/* Batching (passes/vmap.c): the named inputs take a leading batch dim of size batch, every prim they reach
+ * is rebuilt to carry it (passes/transforms.def's vmap column), and every output gets it (an output no
+ * batched input reaches is broadcast): one run computes the model for each batch entry. */
+typedef struct pc_vmap_opts {
+  const char *const *inputs;
+  int n_inputs;
+  int64_t batch;
+} pc_vmap_opts;
+pc_status pc_vmap(pc_graph *g, const pc_vmap_opts *opts);
 
 /* A training step (passes/train.c), after import (with keep_weights) and before the pipeline: the float
  * weights become state inputs, the loss reads the first output against a new input named opts->label (the

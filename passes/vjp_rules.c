@@ -1,5 +1,5 @@
 /* passes/vjp_rules.c: each prim's vector-Jacobian product, built from prims (the vjp RULE rows of
- * passes/autodiff.def).
+ * passes/transforms.def).
  *
  * Conventions follow torch.autograd where a derivative is a choice: max/min split a tie's gradient in
  * halves, reduce_max/min share it among the tied elements, clamp passes it to x on the closed range,

@@ -52,17 +52,17 @@ static pc_tensor tensor_of(const primc_array *a) {
   return t;
 }
 
-static const char *const train_options[] = {"--loss", "--label", "--optimizer", "--lr", "--weight-decay", "--momentum", "--eps"};
+static const char *const transform_options[] = {"--loss", "--label", "--optimizer", "--lr", "--weight-decay", "--momentum", "--eps", "--vmap"};
 
-static int train_option(const char *a) {
-  for (size_t i = 0; i < sizeof train_options / sizeof *train_options; i++)
-    if (!strcmp(a, train_options[i])) return (int)i;
+static int transform_option(const char *a) {
+  for (size_t i = 0; i < sizeof transform_options / sizeof *transform_options; i++)
+    if (!strcmp(a, transform_options[i])) return (int)i;
   return -1;
 }
 
 int pc_cli_model_takes(const char *a) {
   return !strcmp(a, "--dim") || !strcmp(a, "--const") || !strcmp(a, "--matmul-precision") || !strcmp(a, "--autocast") ||
-         train_option(a) >= 0;
+         transform_option(a) >= 0;
 }
 
 /* a number for --lr and friends: finite, and >= 0 */
@@ -74,14 +74,25 @@ static int parse_rate(const char *v, double *out) {
   return 1;
 }
 
-static int train_option_set(pc_cli_model *m, int which, const char *a, const char *v) {
+static int transform_option_set(pc_cli_model *m, int which, const char *a, const char *v) {
   pc_train_opts *t = &m->train_opts;
-  if (!m->train_opts_set) pc_train_opts_default(t), m->train_opts_set = 1;
-  switch (which) { /* the rows of train_options */
+  if (which != 7 && !m->train_opts_set) pc_train_opts_default(t), m->train_opts_set = 1;
+  switch (which) { /* the rows of transform_options */
   case 0:
     if ((t->loss = pc_loss_parse(v)) < 0) return fprintf(stderr, "primc: bad --loss '%s' (expected mse or cross_entropy)\n", v), -1;
     return 1;
   case 1: t->label = v; return 1;
+  case 7: { /* --vmap NAME[,NAME]=B */
+    const char *eq = strrchr(v, '=');
+    char *end;
+    long long b = eq ? strtoll(eq + 1, &end, 10) : 0;
+    if (!eq || eq == v || b < 1 || *end || (size_t)(eq - v) >= sizeof m->vmap_names)
+      return fprintf(stderr, "primc: bad --vmap '%s' (expected NAME[,NAME...]=B)\n", v), -1;
+    memcpy(m->vmap_names, v, (size_t)(eq - v));
+    m->vmap_names[eq - v] = 0;
+    m->vmap_batch = b;
+    return 1;
+  }
   case 2:
     if ((t->optimizer = pc_optim_parse(v)) < 0)
       return fprintf(stderr, "primc: bad --optimizer '%s' (expected sgd, momentum, adam or adamw)\n", v), -1;
@@ -107,8 +118,19 @@ pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g) {
   if ((m->grad || m->jvp) && m->train) pc_fail(g, PC_ERR_ATTR, "--train takes neither --grad nor --jvp");
   else if (m->train_opts_set && !m->train)
     pc_fail(g, PC_ERR_ATTR, "--loss, --label, --optimizer, --lr, --weight-decay, --momentum and --eps need --train");
-  else if (m->grad || m->jvp) {
-    /* both: the jvp of the gradient, Hessian-vector products */
+  else if (m->vmap_batch && m->train) pc_fail(g, PC_ERR_ATTR, "--train takes no --vmap");
+  else if (m->grad || m->jvp || m->vmap_batch) {
+    /* vmap first, so that --grad and --jvp take the batched model: per-example gradients; both of those:
+     * the jvp of the gradient, Hessian-vector products */
+    if (m->vmap_batch) {
+      char names[sizeof m->vmap_names];
+      const char *list[PC_CLI_MAX];
+      int n = 0;
+      memcpy(names, m->vmap_names, sizeof names);
+      for (char *s = strtok(names, ","); s && n < PC_CLI_MAX; s = strtok(NULL, ",")) list[n++] = s;
+      pc_vmap_opts vo = {list, n, m->vmap_batch};
+      pc_vmap(g, &vo);
+    }
     if (m->grad) pc_grad(g, NULL);
     if (m->jvp) pc_jvp(g, NULL);
   }
@@ -126,7 +148,7 @@ int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
   int dim = !strcmp(a, "--dim"), prec = !strcmp(a, "--matmul-precision"), cast = !strcmp(a, "--autocast");
   if (!pc_cli_model_takes(a)) return 0;
   if (!v) return fprintf(stderr, "primc: option '%s' needs a value\n", a), -1;
-  if (train_option(a) >= 0) return train_option_set(m, train_option(a), a, v);
+  if (transform_option(a) >= 0) return transform_option_set(m, transform_option(a), a, v);
   if (cast) {
     if ((m->autocast = pc_autocast_parse(v)) < 0)
       return fprintf(stderr, "primc: bad --autocast '%s' (expected bf16 or none; fp16 has no kernels yet)\n", v), -1;

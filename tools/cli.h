@@ -21,6 +21,8 @@ typedef struct pc_cli_model {
   int autocast;         /* --autocast: a pc_autocast, likewise */
   int grad;             /* --grad: the model's vector-Jacobian product (pc_grad) is compiled */
   int jvp;              /* --jvp: its Jacobian-vector product (pc_jvp), after pc_grad when both */
+  char vmap_names[512]; /* --vmap NAME[,NAME]=B: those inputs batched (pc_vmap), before --grad and --jvp */
+  int64_t vmap_batch;   /* B; 0: no --vmap */
   int train;            /* --train: a training step (pc_train) with train_opts */
   int train_opts_set;   /* train_opts holds its defaults or more (any of the options below was given) */
   pc_train_opts train_opts; /* --loss, --label, --optimizer, --lr, --weight-decay, --momentum, --eps */

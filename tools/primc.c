@@ -72,7 +72,7 @@ static int cmd_inputs(int argc, char **argv) {
   if (pc_cli_parse(&cli, argc, argv, inputs_help) != 0) return pc_cli_free(&cli), cli.exit_code;
   if (cli.n_pos != 1) return pc_cli_free(&cli), pc_cli_usage_error(inputs_help, "expected one MODEL");
   pc_import_opts o = pc_cli_import_opts(&cli.model, cli.weights, cli.mem_limit);
-  int whole = cli.model.grad || cli.model.jvp || cli.model.train; /* the transformed graph's interface */
+  int whole = cli.model.grad || cli.model.jvp || cli.model.train || cli.model.vmap_batch; /* the transformed interface */
   o.inputs_only = !whole;
   pc_graph *g = whole ? pc_cli_load_model(&cli) : pc_model_load(cli.pos[0], &o);
   int rc = !g || g->status != PC_OK;
@@ -168,8 +168,8 @@ static const char *run_help =
     "  --dim NAME=N        fix a symbolic dim (`primc inputs MODEL` names them)\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy): it is no\n"
     "                      longer an input, and what depends on it is folded\n"
-    "  --grad, --jvp, --train  interpret the model's vector-Jacobian product, its Jacobian-vector\n"
-    "                      product, one training step (as compile's options)\n"
+    "  --grad, --jvp, --train, --vmap NAME=B  interpret the model's vector-Jacobian product, its\n"
+    "                      Jacobian-vector product, one training step, its batched form (as compile's)\n"
     "  --mem-limit SIZE    most bytes of tensors held at once (K/M/G; 0: none; default: the memory\n"
     "                      available now)\n";
 
@@ -244,8 +244,8 @@ static const char *dump_help =
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n"
     "  --matmul-precision P  with --kernels: the f32 contractions as compile's option makes them\n"
     "  --autocast bf16     with --kernels: likewise\n"
-    "  --grad, --jvp, --train  the graph of the model's vector-Jacobian product, Jacobian-vector\n"
-    "                      product, training step (as compile's options)\n";
+    "  --grad, --jvp, --train, --vmap NAME=B  the graph of the model's vector-Jacobian product,\n"
+    "                      Jacobian-vector product, training step, batched form (as compile's options)\n";
 
 typedef struct dump_flags {
   int opt, unfused, kernels, explain, memory, print_after_all, autotune;

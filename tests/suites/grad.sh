@@ -52,6 +52,15 @@ expect_exit 1 "a dataset of the wrong row shape is refused" "$tmp/mlp-train" "$t
 grep -q "rows of its shape without the batch dim" "$tmp/err" && ok "the error says what a dataset holds" || bad "the error says what a dataset holds" "$(cat "$tmp/err")"
 expect_exit 2 "--steps 0 is a usage error" "$tmp/mlp-train" --random-inputs --steps 0
 expect_exit 2 "--steps on a model that does not train" "$tmp/mlp.exe" --random-inputs --steps 1
+# vmap: one compiled run over three inputs at once, each entry against ONNX Runtime on its own
+for name in mlp resnet_tiny encoder_tiny lstm; do
+  mkdir -p "$tmp/vmap-$name"
+  if "$B/primc" compile "models/$name/model.onnx" --vmap input=3 -o "$tmp/vmap-$name/m" >"$tmp/vmap-$name.log" 2>&1 &&
+    python3 tests/compare_vmap.py "models/$name" "$tmp/vmap-$name/m" "$tmp/vmap-$name" >>"$tmp/vmap-$name.log" 2>&1; then
+    ok "vmap $name: $(tail -n 1 "$tmp/vmap-$name.log")"
+  else bad "vmap $name" "$(tail -n 3 "$tmp/vmap-$name.log")"; fi
+done
+
 # the README's worked example: an MLP trained on the digits reaches 95% test accuracy (numpy measures it)
 if python3 examples/train_digits/run.py --primc "$B/primc" --out "$tmp/digits" >"$tmp/digits.log" 2>&1; then
   ok "train_digits: $(tail -n 1 "$tmp/digits.log")"

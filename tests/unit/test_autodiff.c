@@ -1,4 +1,4 @@
-/* tests/unit/test_autodiff.c: every row of passes/autodiff.def, reverse mode (pc_grad) and forward mode
+/* tests/unit/test_autodiff.c: every row of passes/transforms.def, reverse mode (pc_grad) and forward mode
  * (pc_jvp), against central finite differences of the interpreter in f64. Elementwise prims get a case
  * generated from ir/prims.def; the others have one or more cases below, and a rule with no case fails the
  * coverage test. Then the transforms composed: the jvp of a gradient against differences of gradients. */
@@ -63,6 +63,14 @@ static const grad_case cases[] = {
              "  return (%v, %i)\n", 0, NULL, 0, 0},
     {"topk", "graph(%x : f64[3,5]):\n  %v : f64[3,2], %i : i64[3,2] = topk(%x, k=2, axis=1, largest=1)\n"
              "  return (%v, %i)\n", 0, NULL, 0, 0},
+};
+
+/* prims with no derivative, batched only */
+static const grad_case vmap_cases[] = {
+    {"bitcast", "graph(%x : f64[2,3]):\n  %y : f32[2,3,2] = bitcast(%x, dtype=f32)\n  return (%y)\n", 0, NULL, 0, 0},
+    {"argmax", "graph(%x : f64[2,3]):\n  %y : i64[2] = argmax(%x, axis=1, last=0)\n  return (%y)\n", 0, NULL, 0, 0},
+    {"argmin", "graph(%x : f64[2,3]):\n  %y : i64[3] = argmin(%x, axis=0, last=1)\n  return (%y)\n", 0, NULL, 0, 0},
+    {"fft", "graph(%x : f32[2,8]):\n  %y : c64[2,5] = fft(%x, type=\"rfft\", length=8)\n  return (%y)\n", 0, NULL, 0, 0},
 };
 
 /* elementwise prims whose operands must stay positive (logs, roots, pow's base) */
@@ -202,10 +210,70 @@ static int check_jvp(const grad_case *c, const char *tag) {
   return ok;
 }
 
+/* the batched graph (pc_vmap with B = 3 over the inputs in mask) against the graph run on each batch entry */
+static int check_vmap(const grad_case *c, const char *tag, unsigned mask) {
+  enum { B = 3 };
+  pc_graph *g = pc_graph_parse(c->text, strlen(c->text), tag, NULL);
+  pc_graph *d = pc_graph_parse(c->text, strlen(c->text), tag, NULL);
+  int ok = CHECK_MSG(g && d && !g->status && !d->status, "%s: %s", tag, g ? pc_error(g) : "no graph");
+  const char *names[8];
+  int nn = 0, ni = ok ? g->n_inputs : 0;
+  for (int i = 0; i < ni && i < 8; i++)
+    if (mask & (1u << i)) names[nn++] = g->inputs[i]->name;
+  if (!nn) {
+    pc_graph_free(g), pc_graph_free(d);
+    return ok;
+  }
+  pc_vmap_opts o = {names, nn, B};
+  if (ok) ok = CHECK_MSG(pc_vmap(d, &o) == PC_OK, "%s: vmap: %s", tag, pc_error(d));
+  if (ok) ok = CHECK_MSG(pc_verify(d) == PC_OK, "%s: verify: %s", tag, pc_error(d));
+  int no = ok ? g->n_outputs : 0;
+  if (ok) ok = CHECK(ni <= 8 && no <= 4 && d->n_outputs == no);
+  pc_tensor ins[8], outs[4], one[8], ref[4];
+  memset(outs, 0, sizeof outs);
+  for (int i = 0; ok && i < ni; i++) fill(&ins[i], &d->inputs[i]->type, c->positive, i == 0 ? c->zeros : NULL);
+  if (ok) ok = CHECK_MSG(pc_interp(d, ins, ni, outs, no) == PC_OK, "%s: interp: %s", tag, pc_error(d));
+  for (int k = 0; ok && k < B; k++) {
+    for (int i = 0; i < ni; i++) { /* batch entry k of the batched inputs */
+      one[i] = ins[i];
+      if (!(mask & (1u << i))) continue;
+      one[i].rank--;
+      memmove(one[i].dims, one[i].dims + 1, sizeof one[i].dims[0] * (size_t)one[i].rank);
+      one[i].data = (char *)ins[i].data + (size_t)k * pc_tensor_nbytes(&one[i]);
+    }
+    memset(ref, 0, sizeof ref);
+    ok = CHECK_MSG(pc_interp(g, one, ni, ref, no) == PC_OK, "%s: interp entry %d: %s", tag, k, pc_error(g));
+    for (int j = 0; ok && j < no; j++) {
+      int64_t m = pc_tensor_numel(&ref[j]);
+      ok = CHECK_MSG(outs[j].rank == ref[j].rank + 1 && outs[j].dims[0] == B, "%s: output %d is not batched", tag, j);
+      for (int64_t e = 0; ok && e < m; e++) {
+        double a = pc_elem_f64(outs[j].dtype, outs[j].data, k * m + e), r = pc_elem_f64(ref[j].dtype, ref[j].data, e);
+        ok = CHECK_MSG(a == r || fabs(a - r) <= 1e-12 * (1 + fabs(r)), "%s (inputs %#x): entry %d output %d [%lld]: "
+                       "batched %.17g, alone %.17g", tag, mask, k, j, (long long)e, a, r);
+      }
+    }
+    for (int j = 0; j < no; j++) pc_tensor_free(&ref[j]);
+  }
+  for (int i = 0; ok && i < ni; i++) free(ins[i].data);
+  for (int j = 0; j < no; j++) pc_tensor_free(&outs[j]);
+  pc_graph_free(g), pc_graph_free(d);
+  return ok;
+}
+
+/* every input batched, the first alone, the last alone */
+static int check_vmaps(const grad_case *c, const char *tag) {
+  pc_graph *g = pc_graph_parse(c->text, strlen(c->text), tag, NULL);
+  int ni = g && !g->status ? g->n_inputs : 0;
+  pc_graph_free(g);
+  int ok = check_vmap(c, tag, (1u << ni) - 1);
+  if (ni > 1) ok &= check_vmap(c, tag, 1u) & check_vmap(c, tag, 1u << (ni - 1));
+  return ok;
+}
+
 static const char *kind_args[] = {"", "(%a)", "(%a, %b)", "(%a, %b, %c)"};
 
 PC_TEST(autodiff_rules_match_finite_differences) {
-  int covered[PC_OP_COUNT] = {0}, jvp_covered[PC_OP_COUNT] = {0};
+  int covered[PC_OP_COUNT] = {0}, jvp_covered[PC_OP_COUNT] = {0}, vmap_covered[PC_OP_COUNT] = {0};
   for (int op = 0; op < PC_OP_COUNT; op++) {
     const pc_prim_info *p = pc_prim((pc_op)op);
     int arity = p->kind == PC_KIND_UNARY ? 1 : p->kind == PC_KIND_BINARY ? 2 : p->kind == PC_KIND_TERNARY ? 3 : 0;
@@ -217,6 +285,26 @@ PC_TEST(autodiff_rules_match_finite_differences) {
     grad_case c = {p->name, text, wants_positive((pc_op)op), NULL, 0, 0};
     covered[op] = check_case(&c, p->name);
     jvp_covered[op] = check_jvp(&c, p->name);
+    vmap_covered[op] = check_vmaps(&c, p->name);
+  }
+  /* batching covers the integer and boolean elementwise prims too */
+  for (int op = 0; op < PC_OP_COUNT; op++) {
+    const pc_prim_info *p = pc_prim((pc_op)op);
+    int arity = p->kind == PC_KIND_UNARY ? 1 : p->kind == PC_KIND_BINARY ? 2 : p->kind == PC_KIND_TERNARY ? 3 : 0;
+    if (!arity || vmap_covered[op]) continue;
+    const char *dt = p->operands == PC_CLS_INT || p->operands == PC_CLS_LOGIC ? "i64" : "f64";
+    const char *rt = p->result == PC_RES_BOOL ? "bool" : dt;
+    char text[512];
+    int k = snprintf(text, sizeof text, "graph(");
+    for (int i = 0; i < arity; i++) k += snprintf(text + k, sizeof text - (size_t)k, "%s%%%c : %s[2,3]", i ? ", " : "", 'a' + i, dt);
+    snprintf(text + k, sizeof text - (size_t)k, "):\n  %%y : %s[2,3] = %s%s\n  return (%%y)\n", rt, p->name, kind_args[arity]);
+    grad_case c = {p->name, text, 0, NULL, 0, 0};
+    vmap_covered[op] = check_vmaps(&c, p->name);
+  }
+  for (size_t i = 0; i < sizeof vmap_cases / sizeof vmap_cases[0]; i++) {
+    pc_op op;
+    if (CHECK_MSG(pc_op_from_name(vmap_cases[i].prim, &op), "%s: no such prim", vmap_cases[i].prim))
+      vmap_covered[op] |= check_vmaps(&vmap_cases[i], vmap_cases[i].prim);
   }
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pc_op op;
@@ -225,6 +313,7 @@ PC_TEST(autodiff_rules_match_finite_differences) {
     if (CHECK_MSG(pc_op_from_name(cases[i].prim, &op), "%s: no such prim", tag)) {
       covered[op] |= check_case(&cases[i], tag);
       jvp_covered[op] |= check_jvp(&cases[i], tag);
+      vmap_covered[op] |= check_vmaps(&cases[i], tag);
     }
   }
   /* every prim whose row is a rule is checked by some case */
@@ -235,6 +324,9 @@ PC_TEST(autodiff_rules_match_finite_differences) {
     ad_how h = pc_ad_row((pc_op)op)->jvp_how;
     if (h == AD_RULE || h == AD_ELEM || h == AD_LINEAR || h == AD_BILINEAR)
       CHECK_MSG(jvp_covered[op], "%s has a forward-mode row and no finite-difference case", pc_prim((pc_op)op)->name);
+    h = pc_ad_row((pc_op)op)->vmap_how;
+    if (h == AD_RULE || h == AD_ELEM)
+      CHECK_MSG(vmap_covered[op], "%s has a batching row and no case", pc_prim((pc_op)op)->name);
   }
 }
 
@@ -311,4 +403,33 @@ PC_TEST(autodiff_jvp_of_grad_is_hessian_vector_product) {
   }
   free(grad_text);
   pc_graph_free(g);
+}
+
+/* grad and jvp of a batched graph against finite differences, and a batched gradient graph against a loop
+ * over the batch, on the contraction and conv cases */
+PC_TEST(autodiff_transforms_compose_with_vmap) {
+  int n = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (strcmp(cases[i].prim, "dot_general") && strcmp(cases[i].prim, "conv")) continue;
+    pc_graph *g = pc_graph_parse(cases[i].text, strlen(cases[i].text), "compose", NULL);
+    const char *names[2] = {g->inputs[0]->name, g->inputs[1]->name};
+    pc_vmap_opts o = {names, 2, 2};
+    CHECK(g && pc_vmap(g, &o) == PC_OK);
+    char *batched = pc_graph_to_string(g);
+    pc_graph_free(g);
+    g = pc_graph_parse(cases[i].text, strlen(cases[i].text), "compose", NULL);
+    CHECK(g && pc_grad(g, NULL) == PC_OK);
+    char *grad = pc_graph_to_string(g);
+    pc_graph_free(g);
+    if (CHECK(batched && grad)) {
+      grad_case b = cases[i], gr = cases[i];
+      b.text = batched, gr.text = grad;
+      CHECK_MSG(check_case(&b, "grad of vmap"), "case %zu", i);
+      CHECK_MSG(check_jvp(&b, "jvp of vmap"), "case %zu", i);
+      CHECK_MSG(check_vmaps(&gr, "vmap of grad"), "case %zu", i);
+      n++;
+    }
+    free(batched), free(grad);
+  }
+  CHECK_INT(n, 6);
 }
