@@ -22,5 +22,16 @@ for variant in embedded external; do
     fail=$((fail + 1))
   fi
 done
+# a training step embedded: the state swapped by the application, the losses against torch.optim's
+"$PY" -c "import numpy as np; d = np.load('tests/data/train/mlp_mse_sgd.npz'); d['x'].tofile('$T/x.bin'); d['y'].tofile('$T/y.bin'); d['losses'].astype(np.float64).tofile('$T/losses.bin')"
+if "$B/primc" compile models/mlp/model.onnx --train --optimizer sgd --lr 0.1 --weight-decay 0.01 --emit obj --name mlp_train -o "$T/mlp_train.o" &&
+  cc -std=c11 -O2 -I"$T" -DMODEL_HEADER='"mlp_train.h"' -DMODEL=mlp_train tests/embed/train.c "$T/mlp_train.o" \
+    "$B/libprimc_rt.a" ${PRIMC_LDFLAGS:-} -lm -lpthread -o "$T/app_train" &&
+  "$T/app_train" "$T/x.bin" "$T/y.bin" "$T/losses.bin"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL embed (training step)"
+  fail=$((fail + 1))
+fi
 echo "embed: $pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]
