@@ -129,15 +129,6 @@ static int geom_read(ox_ctx *c, const pc_value *x, const int64_t *kernel, int ce
 
 /* ---------------------------------------------------------------- Conv, ConvTranspose */
 
-static pc_value *conv_prim(ox_ctx *c, pc_value *x, pc_value *w, int ns, const int64_t *stride, const int64_t *lo,
-                           const int64_t *hi, const int64_t *dil, const int64_t *ldil, int64_t groups) {
-  if (!x || !w) return NULL;
-  pc_attr a[6] = {pc_a_ints("stride", stride, ns), pc_a_ints("pad_lo", lo, ns), pc_a_ints("pad_hi", hi, ns),
-                  pc_a_ints("dilation", dil, ns), pc_a_ints("lhs_dilation", ldil, ns), pc_a_int("groups", groups)};
-  pc_value *in[2] = {x, w};
-  return pc_build(G, PC_OP_conv, in, 2, a, 6);
-}
-
 static pc_value *add_bias(ox_ctx *c, pc_value *y, pc_value *b) {
   if (!y || !b) return y;
   return pc_add(G, y, per_channel(c, b, y, "bias"));
@@ -156,7 +147,7 @@ pc_status ox_op_Conv(ox_ctx *c) {
                    (long long)C, (long long)O, (long long)w->type.dims[1], (long long)groups);
   if (w->type.dtype != x->type.dtype) return ox_fail(c, PC_ERR_TYPE, "input and weight dtypes differ");
   int64_t ones[NS_MAX] = {1, 1, 1, 1, 1, 1};
-  pc_value *y = conv_prim(c, x, w, g.ns, g.s, g.lo, g.hi, g.d, ones, groups);
+  pc_value *y = pc_conv(G, x, w, g.ns, g.s, g.lo, g.hi, g.d, ones, groups);
   return ox_out(c, 0, add_bias(c, y, b));
 }
 
@@ -1179,7 +1170,7 @@ pc_status ox_op_CausalConvWithState(ox_ctx *c) {
   pc_value *parts[2] = {past, x};
   pc_value *padded = k > 1 ? pc_concatenate(G, parts, 2, 2) : x;
   int64_t one[1] = {1}, zero[1] = {0};
-  pc_value *y = add_bias(c, conv_prim(c, padded, w, 1, one, zero, zero, one, one, C), b);
+  pc_value *y = add_bias(c, pc_conv(G, padded, w, 1, one, zero, zero, one, one, C), b);
   if (silu && y) y = pc_mul(G, y, pc_sigmoid(G, y));
   ox_out(c, 0, y);
   if (!ox_has_out(c, 1) || !padded) return ox_status(c);

@@ -129,6 +129,15 @@ pc_value *pc_reduce(pc_graph *g, pc_op op, pc_value *x, int n_axes, const int64_
   return pc_build(g, op, &x, 1, &a, 1);
 }
 
+pc_value *pc_conv(pc_graph *g, pc_value *x, pc_value *w, int ns, const int64_t *stride, const int64_t *pad_lo,
+                  const int64_t *pad_hi, const int64_t *dilation, const int64_t *lhs_dilation, int64_t groups) {
+  if (!x || !w) return NULL;
+  pc_attr a[6] = {pc_a_ints("stride", stride, ns), pc_a_ints("pad_lo", pad_lo, ns), pc_a_ints("pad_hi", pad_hi, ns),
+                  pc_a_ints("dilation", dilation, ns), pc_a_ints("lhs_dilation", lhs_dilation, ns), pc_a_int("groups", groups)};
+  pc_value *in[2] = {x, w};
+  return pc_build(g, PC_OP_conv, in, 2, a, 6);
+}
+
 pc_value *pc_dot_general(pc_graph *g, pc_value *a, pc_value *b, int n_contract, const int64_t *lhs_contract,
                          const int64_t *rhs_contract, int n_batch, const int64_t *lhs_batch, const int64_t *rhs_batch) {
   pc_value *in[2] = {a, b};

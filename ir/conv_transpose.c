@@ -6,15 +6,6 @@
 
 #define NS_MAX (PC_MAX_RANK - 2)
 
-static pc_value *conv(pc_graph *g, pc_value *x, pc_value *w, int ns, const int64_t *stride, const int64_t *lo,
-                      const int64_t *hi, const int64_t *dil, const int64_t *ldil, int64_t groups) {
-  if (!x || !w) return NULL;
-  pc_attr a[6] = {pc_a_ints("stride", stride, ns), pc_a_ints("pad_lo", lo, ns), pc_a_ints("pad_hi", hi, ns),
-                  pc_a_ints("dilation", dil, ns), pc_a_ints("lhs_dilation", ldil, ns), pc_a_int("groups", groups)};
-  pc_value *in[2] = {x, w};
-  return pc_build(g, PC_OP_conv, in, 2, a, 6);
-}
-
 /* b [O] broadcast along dim 1 of a value shaped like y, added */
 static pc_value *add_bias(pc_graph *g, pc_value *y, pc_value *b) {
   if (!y || !b) return y;
@@ -90,7 +81,7 @@ static pc_value *phases(pc_graph *g, pc_value *x, pc_value *wc, int64_t groups, 
     if (empty) {
       y = pc_broadcast_in_dim(g, pc_scalar(g, x->type.dtype, 0), r, z, NULL);
     } else {
-      y = conv(g, x, pc_slice(g, wc, st, lim, str), ns, one, plo, phi, one, one, groups);
+      y = pc_conv(g, x, pc_slice(g, wc, st, lim, str), ns, one, plo, phi, one, one, groups);
       int64_t s0[PC_MAX_RANK] = {0}, ones[PC_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1};
       y = y ? pc_slice(g, y, s0, z, ones) : NULL; /* the first Q of each spatial dim */
     }
@@ -145,7 +136,7 @@ pc_value *pc_conv_transpose(pc_graph *g, pc_value *x, pc_value *w, pc_value *b, 
     clo[i] = clo[i] < 0 ? 0 : clo[i], chi[i] = chi[i] < 0 ? 0 : chi[i];
     ones[i] = 1;
   }
-  pc_value *y = conv(g, x, conv_weight(g, w, groups), ns, ones, clo, chi, d, s, groups);
+  pc_value *y = pc_conv(g, x, conv_weight(g, w, groups), ns, ones, clo, chi, d, s, groups);
   if (y && crop) {
     lim[0] = y->type.dims[0], lim[1] = y->type.dims[1];
     for (int i = 0; i < r; i++) one_r[i] = 1;

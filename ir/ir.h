@@ -333,6 +333,9 @@ pc_value *pc_concatenate(pc_graph *g, pc_value *const *xs, int n, int64_t axis);
 pc_value *pc_reduce(pc_graph *g, pc_op op, pc_value *x, int n_axes, const int64_t *axes);
 pc_value *pc_dot_general(pc_graph *g, pc_value *a, pc_value *b, int n_contract, const int64_t *lhs_contract,
                          const int64_t *rhs_contract, int n_batch, const int64_t *lhs_batch, const int64_t *rhs_batch);
+/* the conv prim with its attributes, one per spatial dim (ns of them) */
+pc_value *pc_conv(pc_graph *g, pc_value *x, pc_value *w, int ns, const int64_t *stride, const int64_t *pad_lo,
+                  const int64_t *pad_hi, const int64_t *dilation, const int64_t *lhs_dilation, int64_t groups);
 /* The transposed conv (ONNX ConvTranspose, a conv's gradient by its input; ir/conv_transpose.c) of x [N, C, sp]
  * with w [C, O/groups, k] (ConvTranspose's layout; a conv weight [O', C'/groups, k] read so gives the conv's
  * input gradient): y[n, o, i*s + j*d - lo] += x[n, c, i] w[c, o, j], y [N, O, out], plus b [O] when not NULL.

@@ -426,13 +426,6 @@ pc_status ad_vjp_dot_general(pc_graph *g, const pc_node *n, pc_value *const *ct_
   return g->status;
 }
 
-static pc_value *conv_build(pc_graph *g, pc_value *x, pc_value *w, int ns, const int64_t *stride, const int64_t *lo,
-                            const int64_t *hi, const int64_t *dil, const int64_t *ldil, int64_t groups) {
-  pc_value *in[2] = {x, w};
-  pc_attr a[6] = {pc_a_ints("stride", stride, ns), pc_a_ints("pad_lo", lo, ns), pc_a_ints("pad_hi", hi, ns),
-                  pc_a_ints("dilation", dil, ns), pc_a_ints("lhs_dilation", ldil, ns), pc_a_int("groups", groups)};
-  return pc_build(g, PC_OP_conv, in, 2, a, 6);
-}
 /* a conv whose pads may be negative (which crop): then the input is padded, dilated and cropped by a pad
  * prim first and convolved without padding */
 static pc_value *conv_any_pad(pc_graph *g, pc_value *x, pc_value *w, int ns, const int64_t *stride,
@@ -440,10 +433,10 @@ static pc_value *conv_any_pad(pc_graph *g, pc_value *x, pc_value *w, int ns, con
                               int64_t groups) {
   int neg = 0;
   for (int s = 0; s < ns; s++) neg |= lo[s] < 0 || hi[s] < 0;
-  if (!neg) return conv_build(g, x, w, ns, stride, lo, hi, dil, ldil, groups);
+  if (!neg) return pc_conv(g, x, w, ns, stride, lo, hi, dil, ldil, groups);
   int64_t pl[PC_MAX_RANK] = {0}, ph[PC_MAX_RANK] = {0}, pi[PC_MAX_RANK] = {0}, z[PC_MAX_RANK] = {0}, one[PC_MAX_RANK];
   for (int s = 0; s < ns; s++) pl[2 + s] = lo[s], ph[2 + s] = hi[s], pi[2 + s] = ldil[s] - 1, one[s] = 1;
-  return conv_build(g, pad_zero(g, x, pl, ph, pi), w, ns, stride, z, z, dil, one, groups);
+  return pc_conv(g, pad_zero(g, x, pl, ph, pi), w, ns, stride, z, z, dil, one, groups);
 }
 /* x [N, C, sp], w [O, C/G, k], y [N, O, o]. dx: the transposed conv of gy (pc_conv_transpose: stride phases,
  * in and out channels swapped per group). dw: per group, the conv of x's channels (as the batch) with gy's

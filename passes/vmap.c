@@ -105,16 +105,19 @@ RULE(reshape) {
   return g->status;
 }
 RULE(transpose) { return ALL(k_perm, zero1, one1, 1, NULL, 0); }
-RULE(rev) {
-  int nd;
-  const int64_t *dims = pc_attr_ints(n, "dims", &nd);
+/* the node on its batched operand with the positions of its int-list attribute name moved past the batch dim */
+static pc_status raised(pc_graph *g, const pc_node *n, pc_value *const *in, const char *name, pc_value **out,
+                        int *out_batched) {
+  int k;
+  const int64_t *v = pc_attr_ints(n, name, &k);
   int64_t d[PC_MAX_RANK + 1];
-  for (int i = 0; i < nd; i++) d[i] = dims[i] + 1;
-  pc_attr repl = pc_a_ints("dims", d, nd);
+  for (int i = 0; i < k; i++) d[i] = v[i] + 1;
+  pc_attr repl = pc_a_ints(name, d, k);
   pc_node *m = rebuild(g, n, in, 1, &repl, 1);
   if (m) out[0] = m->out[0], out_batched[0] = 1;
   return g->status;
 }
+RULE(rev) { return raised(g, n, in, "dims", out, out_batched); }
 RULE(slice) {
   static const char *const names[] = {"start", "limit", "stride"};
   const int64_t first[] = {0, b, 1}, add[] = {0, 0, 0};
@@ -136,21 +139,10 @@ RULE(sort) { return ALL(NULL, NULL, NULL, 0, k_axis, 1); }
 RULE(topk) { return ALL(NULL, NULL, NULL, 0, k_axis, 1); }
 
 /* reductions: the reduced axes move past the batch dim (which is never reduced) */
-static pc_status reduce(pc_graph *g, const pc_node *n, pc_value *const *in, int64_t b, pc_value **out, int *out_batched) {
-  int na;
-  const int64_t *axes = pc_attr_ints(n, "axes", &na);
-  int64_t a[PC_MAX_RANK + 1];
-  for (int i = 0; i < na; i++) a[i] = axes[i] + 1;
-  pc_attr repl = pc_a_ints("axes", a, na);
-  pc_node *m = rebuild(g, n, in, 1, &repl, 1);
-  if (m) out[0] = m->out[0], out_batched[0] = 1;
-  (void)b;
-  return g->status;
-}
-RULE(reduce_sum) { return reduce(g, n, in, b, out, out_batched); }
-RULE(reduce_prod) { return reduce(g, n, in, b, out, out_batched); }
-RULE(reduce_max) { return reduce(g, n, in, b, out, out_batched); }
-RULE(reduce_min) { return reduce(g, n, in, b, out, out_batched); }
+RULE(reduce_sum) { return raised(g, n, in, "axes", out, out_batched); }
+RULE(reduce_prod) { return raised(g, n, in, "axes", out, out_batched); }
+RULE(reduce_max) { return raised(g, n, in, "axes", out, out_batched); }
+RULE(reduce_min) { return raised(g, n, in, "axes", out, out_batched); }
 
 /* out = [batch, lhs free, rhs free]. Both batched: the batch dim is one more batch pair. One batched: it is
  * that side's first free dim, moved to the front after. */
