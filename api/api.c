@@ -45,6 +45,7 @@ struct primc_model {
   int n_consts;
   char *weights_file;
   int64_t mem_limit;
+  pc_transforms tr; /* vmap_inputs malloc'ed */
   /* the source, kept so that every compile after the first can import it again */
   int loaded;
   char *path;
@@ -131,6 +132,7 @@ void primc_model_free(primc_model *m) {
   free(m->dims);
   for (int i = 0; i < m->n_consts; i++) free((char *)m->consts[i].name), pc_tensor_free(&m->consts[i].value);
   free(m->consts);
+  free((char *)m->tr.vmap_inputs);
   char **strs[] = {&m->weights_file, &m->cpu, &m->triple, &m->gpu_arch, &m->name, &m->runtime_dir, &m->autotune_cache};
   for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) free(*strs[i]);
   free(m);
@@ -224,13 +226,15 @@ primc_status primc_model_set_mem_limit(primc_model *m, int64_t bytes) {
 static pc_import_opts import_opts(const primc_model *m, pc_dim_binding *b) {
   for (int i = 0; i < m->n_dims; i++) b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi};
   pc_import_opts io = {.dims = b, .n_dims = m->n_dims, .weights_path = m->weights_file, .consts = m->consts,
-                       .n_consts = m->n_consts, .mem_limit = m->mem_limit};
+                       .n_consts = m->n_consts, .mem_limit = m->mem_limit, .keep_weights = m->tr.grad || m->tr.train};
   return io;
 }
 
+/* the model read with io, its transforms applied (not to an inputs-only read) */
 static pc_graph *import_with(const primc_model *m, const pc_import_opts *io) {
   pc_graph *g = m->path ? pc_model_load(m->path, io) : pc_onnx_load_buffer(m->bytes, m->n_bytes, m->dir, io);
   if (g) g->mem_limit = m->mem_limit;
+  if (g && !g->status && !io->inputs_only) pc_apply_transforms(g, &m->tr);
   return g;
 }
 
@@ -399,6 +403,48 @@ static primc_status set_choice(primc_model *m, int *field, int (*parse)(const ch
   return PRIMC_STATUS_OK;
 }
 
+primc_status primc_model_set_grad(primc_model *m, int grad) {
+  NEED_M(m);
+  if (before_load(m, "grad")) return PRIMC_STATUS_USAGE;
+  m->tr.grad = grad != 0;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_jvp(primc_model *m, int jvp) {
+  NEED_M(m);
+  if (before_load(m, "jvp")) return PRIMC_STATUS_USAGE;
+  m->tr.jvp = jvp != 0;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_vmap(primc_model *m, const char *names, int64_t batch) {
+  NEED_M(m);
+  if (before_load(m, "vmap")) return PRIMC_STATUS_USAGE;
+  if (!names || !*names || batch < 1) return fail(m, PRIMC_STATUS_USAGE, "vmap: name inputs and a batch size >= 1");
+  char *copy = strdup(names);
+  if (!copy) return fail(m, PRIMC_STATUS_NOMEM, "out of memory");
+  free((char *)m->tr.vmap_inputs);
+  m->tr.vmap_inputs = copy, m->tr.vmap_batch = batch;
+  return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_train(primc_model *m, const char *loss, const char *optimizer, double lr,
+                                   double weight_decay) {
+  NEED_M(m);
+  if (before_load(m, "train")) return PRIMC_STATUS_USAGE;
+  pc_train_opts t;
+  pc_train_opts_default(&t);
+  if ((t.loss = pc_loss_parse(loss)) < 0)
+    return fail(m, PRIMC_STATUS_USAGE, "train: loss '%.*s' is not mse or cross_entropy", 100, loss ? loss : "(null)");
+  if ((t.optimizer = pc_optim_parse(optimizer)) < 0)
+    return fail(m, PRIMC_STATUS_USAGE, "train: optimizer '%.*s' is not sgd, momentum, adam or adamw", 100,
+                optimizer ? optimizer : "(null)");
+  if (!(lr >= 0) || !(weight_decay >= 0)) return fail(m, PRIMC_STATUS_USAGE, "train: lr and weight_decay must be >= 0");
+  t.lr = lr, t.weight_decay = weight_decay;
+  m->tr.train = 1, m->tr.train_opts = t;
+  return PRIMC_STATUS_OK;
+}
+
 primc_status primc_model_set_matmul_precision(primc_model *m, const char *precision) {
   return set_choice(m, m ? &m->matmul_precision : NULL, pc_matmul_precision_parse, precision, "matmul precision",
                     "highest, high or medium");
@@ -451,11 +497,14 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   src->path = m->path, src->bytes = m->bytes, src->n_bytes = m->n_bytes, src->dir = m->dir;
   src->po = (pc_pipeline_opts){.opt_level = m->opt_level, .unfused = m->unfused};
   src->matmul_precision = m->matmul_precision, src->autocast = m->autocast, src->mem_limit = m->mem_limit;
+  src->tr = m->tr;
   /* the passes and codegen change the graph: each compile lowers a fresh import */
   pc_graph *g = n_syms ? import_with(m, &src->io) : m->g ? m->g : import(m);
   if (n_syms) pc_graph_free(m->g); /* imported with symbols: the queries' snapshot has what they need of it */
   if (n_syms && g) g->run_time_dims = 1;
   m->g = NULL;
+  if (g && !g->status && g->n_state && (n_syms || m->target != PRIMC_TARGET_CPU))
+    pc_fail(g, PC_ERR_UNSUPPORTED, "a training step compiles host CPU code at fixed dims for now");
   if (!g || g->status) {
     primc_status s = fail_graph(m, g, PC_OK);
     pc_graph_free(g);

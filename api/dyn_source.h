@@ -19,7 +19,7 @@ typedef struct pc_dyn_source {
   int n_syms, sym_binding[PC_DYN_MAX_SYMS]; /* the binding each symbol of the spec is */
   pc_pipeline_opts po;
   int matmul_precision, autocast;   /* set on each graph before the passes */
-  int grad;                         /* each graph taken through pc_grad first */
+  pc_transforms tr;                 /* applied to each graph first (its strings outlive the source) */
   int64_t mem_limit;
 } pc_dyn_source;
 

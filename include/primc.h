@@ -94,6 +94,19 @@ primc_status primc_model_set_weights_file(primc_model *m, const char *path);
  * import (constants folded); 0: no limit (the default) */
 primc_status primc_model_set_mem_limit(primc_model *m, int64_t bytes);
 
+/* Graph transforms, applied to the model as it is read, so its inputs and outputs below are the transformed
+ * ones (see README "Gradients and training"). grad: the vector-Jacobian product (a cotangent input per float
+ * output, a gradient output per float input and weight). jvp: the Jacobian-vector product (a tangent input
+ * per float input, a tangent output per float output). vmap: the inputs named in names ("x" or "x,y") take
+ * a leading batch dim of size batch. Several: vmap, then grad, then jvp. train: a training step, with loss
+ * "mse" or "cross_entropy" (a label input "label") and optimizer "sgd", "momentum", "adam" or "adamw" (its
+ * weights and buffers become state inputs and outputs: the header's NAME_NUM_STATE); no other transform. */
+primc_status primc_model_set_grad(primc_model *m, int grad);
+primc_status primc_model_set_jvp(primc_model *m, int jvp);
+primc_status primc_model_set_vmap(primc_model *m, const char *names, int64_t batch);
+primc_status primc_model_set_train(primc_model *m, const char *loss, const char *optimizer, double lr,
+                                   double weight_decay);
+
 /* ---- loading: once per handle */
 
 /* a model file: .onnx is ONNX, anything else primc's text graph; external data next to the file */

@@ -95,6 +95,17 @@ int pc_optim_parse(const char *s); /* -1 when s names none */
 const char *pc_loss_name(int l);
 const char *pc_optim_name(int o);
 
+/* The transforms a compile asks for (passes/transforms.c), applied after import and before the pipeline in
+ * one order: vmap, then grad, then jvp; or a training step alone. Import with keep_weights when grad or
+ * train is set. */
+typedef struct pc_transforms {
+  const char *vmap_inputs; /* "x,y": inputs to batch, vmap_batch > 0 */
+  int64_t vmap_batch;
+  int grad, jvp, train;
+  pc_train_opts train_opts; /* train only */
+} pc_transforms;
+pc_status pc_apply_transforms(pc_graph *g, const pc_transforms *t);
+
 /* Per-kernel table of live workspace bytes, then the peak and the tensors live
  * at it (for `primc compile --report`); malloc'ed, caller frees; NULL when out of memory. */
 char *pc_memplan_report(const pc_graph *g);

@@ -112,34 +112,23 @@ int pc_cli_model_flag(pc_cli_model *m, const char *a) {
   return 0;
 }
 
+pc_transforms pc_cli_transforms(const pc_cli_model *m) {
+  pc_transforms t;
+  memset(&t, 0, sizeof t);
+  t.vmap_inputs = m->vmap_names, t.vmap_batch = m->vmap_batch;
+  t.grad = m->grad, t.jvp = m->jvp, t.train = m->train;
+  if (m->train_opts_set) t.train_opts = m->train_opts;
+  else pc_train_opts_default(&t.train_opts);
+  return t;
+}
+
 pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g) {
   g->matmul_precision = m->matmul_precision;
   g->autocast = m->autocast;
-  if ((m->grad || m->jvp) && m->train) pc_fail(g, PC_ERR_ATTR, "--train takes neither --grad nor --jvp");
-  else if (m->train_opts_set && !m->train)
+  pc_transforms t = pc_cli_transforms(m);
+  if (m->train_opts_set && !m->train)
     pc_fail(g, PC_ERR_ATTR, "--loss, --label, --optimizer, --lr, --weight-decay, --momentum and --eps need --train");
-  else if (m->vmap_batch && m->train) pc_fail(g, PC_ERR_ATTR, "--train takes no --vmap");
-  else if (m->grad || m->jvp || m->vmap_batch) {
-    /* vmap first, so that --grad and --jvp take the batched model: per-example gradients; both of those:
-     * the jvp of the gradient, Hessian-vector products */
-    if (m->vmap_batch) {
-      char names[sizeof m->vmap_names];
-      const char *list[PC_CLI_MAX];
-      int n = 0;
-      memcpy(names, m->vmap_names, sizeof names);
-      for (char *s = strtok(names, ","); s && n < PC_CLI_MAX; s = strtok(NULL, ",")) list[n++] = s;
-      pc_vmap_opts vo = {list, n, m->vmap_batch};
-      pc_vmap(g, &vo);
-    }
-    if (m->grad) pc_grad(g, NULL);
-    if (m->jvp) pc_jvp(g, NULL);
-  }
-  else if (m->train) {
-    pc_train_opts t;
-    if (m->train_opts_set) t = m->train_opts;
-    else pc_train_opts_default(&t);
-    pc_train(g, &t);
-  }
+  else pc_apply_transforms(g, &t);
   if (g->status) fprintf(stderr, "primc: error: %s\n", pc_error(g));
   return g->status;
 }

@@ -39,6 +39,8 @@ int pc_cli_model_flag(pc_cli_model *m, const char *a);
 /* the options that apply to the loaded graph (matmul precision, autocast) set on g, and --grad's or
  * --train's transform applied; g's status (the error printed) */
 pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g);
+/* the transforms the options ask for (pc_apply_transforms), pointing into m */
+pc_transforms pc_cli_transforms(const pc_cli_model *m);
 void pc_cli_model_free(pc_cli_model *m);
 pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, int64_t mem_limit);
 

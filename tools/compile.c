@@ -229,7 +229,7 @@ static int compile_one(const compile_opts *op) {
     src.path = o.model;
     src.po = (pc_pipeline_opts){.opt_level = o.opt, .unfused = o.unfused};
     src.matmul_precision = o.read.matmul_precision, src.autocast = o.read.autocast, src.mem_limit = o.mem_limit;
-    src.grad = o.read.grad;
+    src.tr = pc_cli_transforms(&o.read);
     io = src.io;
     co.dyn = &spec;
   }

@@ -147,11 +147,33 @@ def _configure(h, opt_level=3, target="cpu", name=None, weights_external=False, 
             h.call(fn, str(v).encode())
 
 
-def _open(model, dims, mem_limit, consts=None):
+def _set_transforms(h, grad=False, jvp=False, vmap=None, train=None):
+    """grad, jvp: bools; vmap: {"x": 4} or {"x": 4, "y": 4} (one batch size); train: {"loss": "mse" or
+    "cross_entropy", "optimizer": "sgd", "momentum", "adam" or "adamw", "lr": 1e-3, "weight_decay": 0}"""
+    if grad:
+        h.call("primc_model_set_grad", 1)
+    if jvp:
+        h.call("primc_model_set_jvp", 1)
+    if vmap:
+        sizes = set(vmap.values())
+        if len(sizes) != 1:
+            raise Error(f"vmap: one batch size for every input, not {sorted(sizes)}", "usage")
+        h.call("primc_model_set_vmap", ",".join(vmap).encode(), int(sizes.pop()))
+    if train:
+        t = {"loss": "mse", "optimizer": "sgd", "lr": 1e-3, "weight_decay": 0.0, **train}
+        unknown = set(t) - {"loss", "optimizer", "lr", "weight_decay"}
+        if unknown:
+            raise Error(f"train: unknown option(s) {', '.join(sorted(unknown))}", "usage")
+        h.call("primc_model_set_train", str(t["loss"]).encode(), str(t["optimizer"]).encode(), float(t["lr"]),
+               float(t["weight_decay"]))
+
+
+def _open(model, dims, mem_limit, consts=None, transforms=None):
     h = Handle()
     try:
         _set_dims(h, dims)
         _set_consts(h, consts)
+        _set_transforms(h, **(transforms or {}))
         if mem_limit:
             h.call("primc_model_set_mem_limit", int(mem_limit))
         _load(h, model)
@@ -173,15 +195,17 @@ def info(model, dims=None, consts=None):
 
 def compile_file(model, output, emit="exe", dims=None, opt_level=3, target="cpu", name=None, weights_external=False,
                  unfused=False, profile=False, cpu=None, triple=None, gpu_arch=None, cuda_graphs=False, mem_limit=0,
-                 autotune=False, consts=None, matmul_precision="highest", autocast="none"):
+                 autotune=False, consts=None, matmul_precision="highest", autocast="none", grad=False, jvp=False,
+                 vmap=None, train=None):
     """Compiles model to a file, as `primc compile` does: emit is exe, obj (OUT.o + OUT.h), lib (a shared library
     + its header), llvm, asm or cuda; target cpu or cuda (NVRTC at compile time, the driver at run time only);
     autotune: conv rows timed here, cached per CPU model (`primc compile --autotune`); matmul_precision:
     "highest" (f32), "high" or "medium" (bf16 contractions, as torch.set_float32_matmul_precision); autocast: "bf16"
-    (MatMul/Gemm and Conv on bf16 operands, f32 sums, the rest f32) or "none". Returns output."""
+    (MatMul/Gemm and Conv on bf16 operands, f32 sums, the rest f32) or "none"; grad, jvp, vmap, train: the
+    graph transforms, as compile() takes them. Returns output."""
     if emit not in EMIT:
         raise Error(f"emit {emit!r} is not one of {', '.join(EMIT)}", "usage")
-    with _open(model, dims, mem_limit, consts) as h:
+    with _open(model, dims, mem_limit, consts, dict(grad=grad, jvp=jvp, vmap=vmap, train=train)) as h:
         _configure(h, opt_level, target, name, weights_external, unfused, profile, cpu, triple, gpu_arch, cuda_graphs,
                    autotune, matmul_precision, autocast)
         h.call("primc_model_compile", EMIT[emit], os.fsencode(output))
@@ -190,7 +214,7 @@ def compile_file(model, output, emit="exe", dims=None, opt_level=3, target="cpu"
 
 def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=None, *, name="model",
             weights_external=False, unfused=False, profile=False, mem_limit=0, consts=None, matmul_precision="highest",
-            autocast="none"):
+            autocast="none", grad=False, jvp=False, vmap=None, train=None):
     """Compiles model (an ONNX path, an onnx.ModelProto or its bytes) to a shared library in out_dir (a temporary
     dir, removed with the module, by default) and returns it loaded as a callable Module.
 
@@ -202,11 +226,17 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
     profile: time every kernel, read back with Module.profile();
     matmul_precision: "highest" (f32, default), "high" or "medium" (bf16 contractions, f32 sums), as
     torch.set_float32_matmul_precision; autocast: "bf16" (MatMul/Gemm and Conv on bf16 operands, f32 sums, the
-    rest f32) or "none"."""
+    rest f32) or "none";
+    grad=True: the module computes the vector-Jacobian product (it takes a cotangent per float output after the
+    inputs and returns a gradient per float input and weight after the outputs); jvp=True: the Jacobian-vector
+    product (tangents per float input, tangents of the outputs); vmap={"x": 8}: x takes a leading batch dim;
+    train={"loss": "cross_entropy", "optimizer": "adam", "lr": 1e-3, "weight_decay": 0}: one training step per
+    call (the weights and optimizer buffers are its last inputs and outputs: pass the outputs back).
+    .inputs and .outputs name them all."""
     if target != "cpu":
         raise Error(f"target {target!r}: a module runs on numpy arrays on the CPU; compile CUDA code to a file "
                     "with primc.compile_file(model, out, target='cuda')", "usage")
-    with _open(model, dims, mem_limit, consts) as h:
+    with _open(model, dims, mem_limit, consts, dict(grad=grad, jvp=jvp, vmap=vmap, train=train)) as h:
         ins = _infos(h, INPUT)
         for t in ins:
             for d, n, (lo, hi) in zip(t.shape, t.dim_names, t.ranges):

@@ -345,3 +345,35 @@ def test_matmul_precision_medium_is_bf16_and_close():
     assert 1e-4 < auto < 3e-2, auto
     with pytest.raises(primc.Error, match="not bf16 or none"):
         primc.compile(model, autocast="fp16")
+
+
+def test_grad_module_matches_torch_autograd():
+    """grad=True: the module takes a cotangent after the input and returns the gradients after the output; they
+    match PyTorch's (models/mlp/grad.npz, tests/ref/gen_grad_refs.py)"""
+    x = np.load(os.path.join(SRC, "models", "mlp", "input.npy"))
+    ref = np.load(os.path.join(SRC, "models", "mlp", "grad.npz"))
+    m = primc.compile(MLP, grad=True)
+    assert [t.name for t in m.inputs] == ["input", "grad_output"]
+    assert [t.name for t in m.outputs][:3] == ["output", "grad_input", "grad_net.0.weight"]
+    got = m(x, ref["ct0"])
+    for k in range(7):
+        close(got[1 + k], ref[f"g{k}"], rtol=1e-4, atol=1e-4 * float(np.abs(ref[f"g{k}"]).max()))
+
+
+def test_vmap_and_train_modules():
+    """vmap={"input": 3}: one call for three inputs, each as ONNX Runtime gives it alone; train=...: a step whose
+    loss is torch.optim's first (tests/data/train/mlp_ce_adamw.npz)"""
+    x = np.load(os.path.join(SRC, "models", "mlp", "input.npy"))
+    xs = np.stack([x, 0.5 * x, -x]).astype(np.float32)
+    got = primc.compile(MLP, vmap={"input": 3})(xs)
+    for k in range(3):
+        close(got[k], ort_run(onnx.load(MLP), {"input": xs[k]})[0])
+    d = np.load(os.path.join(SRC, "tests", "data", "train", "mlp_ce_adamw.npz"))
+    m = primc.compile(MLP, train={"loss": "cross_entropy", "optimizer": "adamw", "lr": 0.01, "weight_decay": 0.1})
+    assert m.inputs[1].name == "label" and m.outputs[0].name == "loss"
+    weights = {i.name: numpy_helper.to_array(i) for i in onnx.load(MLP).graph.initializer}
+    state = [weights[t.name] if t.name in weights else np.zeros(t.shape, np.float32) for t in m.inputs[2:]]
+    out = m(d["x"][:4], d["y"][:4], *state)
+    assert abs(float(out[0]) - d["losses"][0]) <= 1e-4 * abs(d["losses"][0])
+    with pytest.raises(primc.Error, match="optimizer 'rmsprop'"):
+        primc.compile(MLP, train={"optimizer": "rmsprop"})
