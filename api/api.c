@@ -226,7 +226,8 @@ primc_status primc_model_set_mem_limit(primc_model *m, int64_t bytes) {
 static pc_import_opts import_opts(const primc_model *m, pc_dim_binding *b) {
   for (int i = 0; i < m->n_dims; i++) b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi};
   pc_import_opts io = {.dims = b, .n_dims = m->n_dims, .weights_path = m->weights_file, .consts = m->consts,
-                       .n_consts = m->n_consts, .mem_limit = m->mem_limit, .keep_weights = m->tr.grad || m->tr.train};
+                       .n_consts = m->n_consts, .mem_limit = m->mem_limit, .keep_weights = m->tr.grad || m->tr.train,
+                       .gradient = pc_grad_values};
   return io;
 }
 

@@ -66,6 +66,9 @@ typedef struct pc_import_opts {
                                    folds nothing whose size or value could follow the dims (a Range, a broadcast) */
   int keep_weights;             /* ONNX: for the grad transform (pc_grad): initializers become constants named as in
                                    the model, and import-time folding goes through no float one */
+  /* ONNX: the Gradient op's transform, given by a caller that links passes/ (pc_grad_values): the gradient of the
+   * sum of y's elements with respect to each wrt[i] into grads[i], built from the graph's nodes so far */
+  pc_status (*gradient)(pc_graph *g, pc_value *const *wrt, int nw, pc_value *y, pc_value **grads);
 } pc_import_opts;
 
 /* frees what a check collected (not the struct) */

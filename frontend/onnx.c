@@ -348,6 +348,7 @@ typedef struct ox_loader {
   char first_error[sizeof ((pc_graph *)0)->error];
   int hit_poison;
   ox_pool_memo pools[OX_POOL_MEMO]; /* stride-1 "same" max pools imported so far (ox_pool_find) */
+  int keep_weights;                 /* initializers as keyed constants that import-time folding stops at */
   int n_pools;
 } ox_loader;
 
@@ -638,7 +639,7 @@ static pc_status add_initializer(ox_loader *L, const Onnx__TensorProto *tp, cons
   if (raw && raw->data && L->mapped) drop_pages(raw->data, raw->len);
   if (st != PC_OK) return L->g->status;
   pc_type ty = pc_type_make(t.dtype, t.rank, t.dims);
-  int weight = L->opts && L->opts->keep_weights && tp->name && *tp->name && pc_dtype_is_float(t.dtype);
+  int weight = L->keep_weights && tp->name && *tp->name && pc_dtype_is_float(t.dtype);
   pc_value *v = weight ? pc_const_weight(L->g, ty, t.data, tp->name) : pc_const(L->g, ty, t.data);
   pc_tensor_free(&t);
   if (!v) return L->g->status;
@@ -850,6 +851,10 @@ static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
   if (gp->n_sparse_initializer) return pc_fail(g, PC_ERR_UNSUPPORTED, "sparse initializers are not supported");
   if (ox_validate_graph(g, gp, "") != PC_OK) return g->status;
   int only_inputs = L->opts && L->opts->inputs_only;
+  /* weights stay operands for the grad transform, and for a Gradient node of the model itself */
+  L->keep_weights = L->opts && L->opts->keep_weights;
+  for (size_t i = 0; i < gp->n_node; i++)
+    L->keep_weights |= gp->node[i]->op_type && !strcmp(gp->node[i]->op_type, "Gradient");
   for (size_t i = 0; i < gp->n_initializer && g->status == PC_OK && !only_inputs; i++) {
     pc_set_origin(g, NULL);
     add_initializer(L, gp->initializer[i], i < L->n_raw ? &L->raw[i] : NULL);
@@ -882,6 +887,8 @@ static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
 }
 
 /* ---------------------------------------------------------------- scopes (control flow, sequences) */
+
+const pc_import_opts *ox_import_opts(ox_ctx *c) { return c->L ? c->L->opts : NULL; }
 
 pc_value *ox_name_get(ox_ctx *c, const char *name) { return map_get(c->L, name); }
 

@@ -174,6 +174,8 @@ typedef struct ox_seq {
 
 /* the tensor / sequence bound to an ONNX name; NULL when none */
 pc_value *ox_name_get(ox_ctx *c, const char *name);
+/* the options the model is imported with (NULL: none) */
+const pc_import_opts *ox_import_opts(ox_ctx *c);
 const ox_seq *ox_seq_get(ox_ctx *c, const char *name);
 /* binds a name to a tensor, or to a sequence (items copied), unbinding the other kind */
 pc_status ox_name_put(ox_ctx *c, const char *name, pc_value *v);

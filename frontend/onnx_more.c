@@ -998,6 +998,32 @@ pc_status ox_op_Adagrad(ox_ctx *c) {
   return ox_status(c);
 }
 
+/* Gradient (ai.onnx.preview.training): the gradient of the sum of y's elements with respect to each input named
+ * in xs (the node's first inputs; those in zs follow and only feed y), by the caller's reverse mode */
+pc_status ox_op_Gradient(ox_ctx *c) {
+  const pc_import_opts *o = ox_import_opts(c);
+  const char *yname = ox_attr_str(c, "y", NULL);
+  const Onnx__AttributeProto *xs = NULL;
+  for (size_t i = 0; i < c->node->n_attribute; i++)
+    if (c->node->attribute[i]->name && !strcmp(c->node->attribute[i]->name, "xs")) xs = c->node->attribute[i];
+  if (!yname || !xs || !xs->n_strings) return ox_fail(c, PC_ERR_ATTR, "needs attributes xs and y");
+  int nx = (int)xs->n_strings;
+  if (nx > c->n_in || nx != c->n_out)
+    return ox_fail(c, PC_ERR_SHAPE, "%d xs, %d inputs and %d outputs: every x is an input and has an output", nx,
+                   c->n_in, c->n_out);
+  if (!o || !o->gradient)
+    return ox_fail(c, PC_ERR_UNSUPPORTED, "the importer was called without a gradient transform (pc_grad_values)");
+  pc_value *y = ox_name_get(c, yname);
+  if (!y) return ox_fail(c, PC_ERR_ATTR, "y names '%s', which no earlier node computes", yname);
+  pc_value *wrt[64], *grads[64];
+  if (nx > 64) return ox_fail(c, PC_ERR_UNSUPPORTED, "more than 64 xs");
+  for (int i = 0; i < nx; i++)
+    if (!(wrt[i] = ox_in_req(c, i)) || !ox_require_float(c, wrt[i])) return ox_status(c);
+  if (!ox_require_float(c, y) || o->gradient(c->g, wrt, nx, y, grads) != PC_OK) return ox_status(c);
+  for (int i = 0; i < nx; i++) ox_out(c, i, grads[i]);
+  return ox_status(c);
+}
+
 pc_status ox_op_Momentum(ox_ctx *c) {
   int n = optim_count(c, 3);
   if (!n) return ox_status(c);

@@ -192,3 +192,9 @@ done:
   free(wrt), free(grads), free(ys), free(cts), free(names.slot);
   return g->status;
 }
+
+pc_status pc_grad_values(pc_graph *g, pc_value *const *wrt, int nw, pc_value *y, pc_value **grads) {
+  pc_value *ones = y ? pc_full_like(g, 1, y) : NULL;
+  if (!ones) return g->status ? g->status : pc_fail(g, PC_ERR_INTERNAL, "no y to differentiate");
+  return ad_backward(g, wrt, nw, &y, &ones, 1, grads);
+}

@@ -60,6 +60,9 @@ typedef struct pc_grad_opts {
   int n_wrt;
 } pc_grad_opts;
 pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts);
+/* the gradient of the sum of y's elements with respect to each wrt[i] into grads[i] (zeros where y does not
+ * depend on it), built from the graph's nodes so far: ONNX's Gradient op (pc_import_opts.gradient) */
+pc_status pc_grad_values(pc_graph *g, pc_value *const *wrt, int nw, pc_value *y, pc_value **grads);
 /* Forward mode (passes/jvp.c): rewrites g in place into its Jacobian-vector product. After the model's
  * inputs come one tangent input per differentiated input ("tangent_<input>": opts->wrt names them, else every
  * float input); after its outputs, one tangent output per float output ("tangent_<output>"). Composes with

@@ -186,6 +186,7 @@ pc_import_opts pc_cli_import_opts(const pc_cli_model *m, const char *weights, in
   o.dims = m->dims, o.n_dims = m->n_dims, o.weights_path = weights;
   o.consts = m->consts, o.n_consts = m->n_consts, o.mem_limit = mem_limit;
   o.keep_weights = m->grad || m->train;
+  o.gradient = pc_grad_values;
   return o;
 }
 

@@ -2,6 +2,7 @@
 #include "frontend/frontend.h"
 #include "frontend/onnx_internal.h"
 #include "ir/ir.h"
+#include "passes/passes.h"
 #include "tools/cmds.h"
 #include "tools/conformance_compiled.h"
 
@@ -529,7 +530,7 @@ static cf_result run_specialized(const char *dir, const char *model, const cf_io
     char cname[CF_MAX_IO][128];
     pc_import_opts o;
     memset(&o, 0, sizeof o);
-    o.consts = consts;
+    o.consts = consts, o.gradient = pc_grad_values;
     o.seqs = set.seq, o.n_seqs = set.n_seqs; /* sequence inputs: their lengths are this data set's */
     /* their elements come with concrete shapes: the tensor inputs' symbolic dims take the data set's
      * sizes too (as --dim would), so that the two can meet in one op */
@@ -571,7 +572,8 @@ static cf_result run_test(const char *dir, char *err, size_t errlen) {
   if (!model_io(model, 0, &in_io) || !model_io(model, 1, &out_io)) return snprintf(err, errlen, "cannot read %.900s", model), CF_FAIL;
   /* sequence inputs have a length per data set: import once per data set */
   if (has_lists(&in_io)) return run_specialized(dir, model, &in_io, &out_io, err, errlen);
-  pc_graph *g = pc_onnx_load(model, NULL);
+  pc_import_opts plain = {.gradient = pc_grad_values};
+  pc_graph *g = pc_onnx_load(model, &plain);
   if (!g) return snprintf(err, errlen, "out of memory"), CF_FAIL;
   cf_result res = CF_PASS;
   if (g->status != PC_OK) {

@@ -56,7 +56,7 @@ static pc_graph *prepare(const pc_conf_compiled *m, const pc_graph *g, const cha
   pc_dim_binding dims[CC_MAX_DIMS];
   int n_dims = bind_dims(g, ins, dims);
   for (int i = 0; o && i < o->n_dims && n_dims < CC_MAX_DIMS; i++) dims[n_dims++] = o->dims[i]; /* the runner's own */
-  pc_import_opts io = {.dims = dims, .n_dims = n_dims};
+  pc_import_opts io = {.dims = dims, .n_dims = n_dims, .gradient = pc_grad_values};
   if (o) io.consts = o->consts, io.n_consts = o->n_consts, io.seqs = o->seqs, io.n_seqs = o->n_seqs;
   pc_graph *c = pc_onnx_load(model, &io);
   if (!c) return *st = PC_ERR_NOMEM, snprintf(err, errlen, "out of memory"), NULL;

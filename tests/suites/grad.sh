@@ -61,6 +61,20 @@ for name in mlp resnet_tiny encoder_tiny lstm; do
   else bad "vmap $name" "$(tail -n 3 "$tmp/vmap-$name.log")"; fi
 done
 
+# ONNX's Gradient op (ai.onnx.preview.training) by the same reverse mode, interpreted and compiled, against
+# derivatives written out in numpy (tests/ref/gen_gradient_op.py)
+G=tests/data/grad
+for how in interp compiled; do
+  if [ $how = interp ]; then run=("$B/primc" run "$G/gradient_op.onnx" "$G/a.npy" "$G/b.npy" -o "$tmp/gop-$how")
+  else "$B/primc" compile "$G/gradient_op.onnx" -o "$tmp/gop.exe" >"$tmp/gop.log" 2>&1; run=("$tmp/gop.exe" "$G/a.npy" "$G/b.npy" -o "$tmp/gop-$how"); fi
+  okk=1
+  "${run[@]}" >>"$tmp/gop.log" 2>&1 || okk=0
+  for k in 0:y 1:da 2:dW; do
+    [ $okk = 1 ] && python3 tests/compare_npy.py "$tmp/gop-$how/out${k%%:*}.npy" "$G/${k#*:}.npy" --rtol 1e-4 --atol 1e-5 >>"$tmp/gop.log" 2>&1 || okk=0
+  done
+  if [ $okk = 1 ]; then ok "Gradient op $how: y, dy/da, dy/dW as numpy's"; else bad "Gradient op $how" "$(tail -n 3 "$tmp/gop.log")"; fi
+done
+
 # the README's worked example: an MLP trained on the digits reaches 95% test accuracy (numpy measures it)
 if python3 examples/train_digits/run.py --primc "$B/primc" --out "$tmp/digits" >"$tmp/digits.log" 2>&1; then
   ok "train_digits: $(tail -n 1 "$tmp/digits.log")"
