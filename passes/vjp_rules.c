@@ -7,7 +7,12 @@
 #include "passes/autodiff.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* kernel taps up to which a conv's weight gradient is one GEMM over gathered columns (dw_by_columns): their
+ * copy of the input grows with the taps */
+#define PC_DW_COLUMNS_MAX_TAPS 64
 
 pc_value *ad_zeros(pc_graph *g, const pc_value *like) { return pc_full_like(g, 0, like); }
 pc_value *ad_scalar(pc_graph *g, double v, const pc_value *like) { return pc_full_like(g, v, like); }
@@ -438,6 +443,39 @@ static pc_value *conv_any_pad(pc_graph *g, pc_value *x, pc_value *w, int ns, con
   for (int s = 0; s < ns; s++) pl[2 + s] = lo[s], ph[2 + s] = hi[s], pi[2 + s] = ldil[s] - 1, one[s] = 1;
   return pc_conv(g, pad_zero(g, x, pl, ph, pi), w, ns, stride, z, z, dil, one, groups);
 }
+/* The weight gradient of an ungrouped conv as one GEMM: dw [O, C k..] = gy [O, N o..] x cols [C k.., N o..]^T,
+ * cols holding for each kernel tap the input pixels that tap met (x padded, then one strided slice per tap).
+ * whi: the far pad that ends the windows exactly (negative where the forward's stopped short of its input). */
+static pc_value *dw_by_columns(pc_graph *g, pc_value *x, pc_value *gy, int ns, const int64_t *st, const int64_t *lo,
+                               const int64_t *whi, const int64_t *dil, const int64_t *kd, const int64_t *od) {
+  int r = x->type.rank;
+  int64_t N = x->type.dims[0], C = x->type.dims[1], O = gy->type.dims[1], taps = 1, pix = 1;
+  int64_t perm[PC_MAX_RANK] = {1, 0}, plo[PC_MAX_RANK] = {0}, phi[PC_MAX_RANK] = {0}, pin[PC_MAX_RANK] = {0};
+  for (int s = 0; s < ns; s++) perm[2 + s] = 2 + s, plo[2 + s] = lo[s], phi[2 + s] = whi[s], taps *= kd[s], pix *= od[s];
+  pc_value *xp = pad_zero(g, pc_transpose(g, x, perm), plo, phi, pin); /* [C, N, padded sp] */
+  pc_value **cols = calloc((size_t)taps, sizeof *cols);
+  if (!cols || !xp) return free(cols), pc_fail(g, PC_ERR_NOMEM, "out of memory"), NULL;
+  int64_t tap[PC_MAX_RANK] = {0}, one_shape[PC_MAX_RANK + 1];
+  one_shape[0] = C, one_shape[1] = 1, one_shape[2] = N;
+  for (int s = 0; s < ns; s++) one_shape[3 + s] = od[s];
+  for (int64_t t = 0; t < taps && g->status == PC_OK; t++) { /* taps in row-major order, as w stores them */
+    int64_t start[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK] = {C, N}, step[PC_MAX_RANK] = {1, 1};
+    for (int s = 0; s < ns; s++) {
+      start[2 + s] = tap[s] * dil[s], lim[2 + s] = start[2 + s] + (od[s] - 1) * st[s] + 1, step[2 + s] = st[s];
+    }
+    cols[t] = pc_reshape(g, pc_slice(g, xp, start, lim, step), r + 1, one_shape);
+    for (int s = ns - 1; s >= 0 && ++tap[s] == kd[s]; s--) tap[s] = 0;
+  }
+  pc_value *cat = g->status ? NULL : pc_concatenate(g, cols, (int)taps, 1); /* [C, taps, N, o..] */
+  free(cols);
+  int64_t cs[2] = {C * taps, N * pix}, gs[2] = {O, N * pix}, c1 = 1;
+  pc_value *gt = pc_reshape(g, pc_transpose(g, gy, perm), 2, gs);
+  pc_value *dw = pc_dot_general(g, gt, pc_reshape(g, cat, 2, cs), 1, &c1, &c1, 0, NULL, NULL); /* [O, C taps] */
+  int64_t ws[PC_MAX_RANK] = {O, C};
+  for (int s = 0; s < ns; s++) ws[2 + s] = kd[s];
+  return pc_reshape(g, dw, r, ws);
+}
+
 /* x [N, C, sp], w [O, C/G, k], y [N, O, o]. dx: the transposed conv of gy (pc_conv_transpose: stride phases,
  * in and out channels swapped per group). dw: per group, the conv of x's channels (as the batch) with gy's
  * channels (as kernels), the batch summed as the channels, stride and dilation swapped. */
@@ -465,7 +503,16 @@ pc_status ad_vjp_conv(pc_graph *g, const pc_node *n, pc_value *const *ct_out, co
     for (int s = 0; s < ns; s++) lim[2 + s] = nd[s], step[2 + s] = ld[s], stepped |= ld[s] != 1;
     ct_in[0] = stepped ? pc_slice(g, dxd, z, lim, step) : dxd;
   }
-  if (need[1]) {
+  /* the far pad that makes the windows end exactly (negative where the forward's stopped short of its input) */
+  int64_t whi[PC_MAX_RANK], taps = 1;
+  int plain = G == 1;
+  for (int s = 0; s < ns; s++) {
+    whi[s] = (kd[s] - 1) * dil[s] + (od[s] - 1) * st[s] + 1 - nd[s] - lo[s];
+    taps *= kd[s], plain &= ld[s] == 1;
+  }
+  if (need[1] && plain && taps <= PC_DW_COLUMNS_MAX_TAPS) {
+    ct_in[1] = dw_by_columns(g, x, gy, ns, st, lo, whi, dil, kd, od);
+  } else if (need[1]) {
     /* x [N, G, Cg, sp] -> [Cg, G, N, sp] -> [Cg, G*N, sp]; gy [N, G, Og, o] -> [G, Og, N, o] -> [O, N, o] */
     int64_t xs[PC_MAX_RANK + 1] = {N, G, Cg}, xp[PC_MAX_RANK + 1] = {2, 1, 0}, x3[PC_MAX_RANK] = {Cg, G * N};
     int64_t gs[PC_MAX_RANK + 1] = {N, G, Og}, gp[PC_MAX_RANK + 1] = {1, 2, 0}, g3[PC_MAX_RANK] = {O, N};
@@ -475,10 +522,6 @@ pc_status ad_vjp_conv(pc_graph *g, const pc_node *n, pc_value *const *ct_out, co
     }
     pc_value *xt = pc_reshape(g, pc_transpose(g, pc_reshape(g, x, r + 1, xs), xp), r, x3);
     pc_value *gt = pc_reshape(g, pc_transpose(g, pc_reshape(g, gy, r + 1, gs), gp), r, g3);
-    /* the far pad that makes the result exactly the kernel's size (negative where the forward's window
-     * stopped short of its padded input) */
-    int64_t whi[PC_MAX_RANK];
-    for (int s = 0; s < ns; s++) whi[s] = (kd[s] - 1) * dil[s] + (od[s] - 1) * st[s] + 1 - nd[s] - lo[s];
     pc_value *dw = conv_any_pad(g, xt, gt, ns, dil, lo, whi, st, ld, G); /* [Cg, O, k] */
     int64_t tp[PC_MAX_RANK] = {1, 0};
     for (int s = 0; s < ns; s++) tp[2 + s] = 2 + s;

@@ -59,6 +59,10 @@ static const grad_case cases[] = {
              "pad_hi=[1], dilation=[1], lhs_dilation=[1], groups=3)\n  return (%y)\n", 0, NULL, 0, 0},
     {"conv", "graph(%x : f64[1,2,4,3], %w : f64[3,2,3,3]):\n  %y : f64[1,3,8,1] = conv(%x, %w, stride=[1,1], "
              "pad_lo=[2,1], pad_hi=[1,-1], dilation=[1,1], lhs_dilation=[2,1], groups=1)\n  return (%y)\n", 0, NULL, 0, 0},
+    {"conv", "graph(%x : f64[2,3,6,5], %w : f64[4,3,3,2]):\n  %y : f64[2,4,3,4] = conv(%x, %w, stride=[2,1], "
+             "pad_lo=[1,0], pad_hi=[0,1], dilation=[1,2], lhs_dilation=[1,1], groups=1)\n  return (%y)\n", 0, NULL, 0, 0},
+    {"conv", "graph(%x : f64[1,2,7], %w : f64[3,2,3]):\n  %y : f64[1,3,2] = conv(%x, %w, stride=[2], pad_lo=[0], "
+             "pad_hi=[-1], dilation=[1], lhs_dilation=[1], groups=1)\n  return (%y)\n", 0, NULL, 0, 0},
     {"sort", "graph(%x : f64[3,4]):\n  %v : f64[3,4], %i : i64[3,4] = sort(%x, axis=1, descending=0)\n"
              "  return (%v, %i)\n", 0, NULL, 0, 0},
     {"topk", "graph(%x : f64[3,5]):\n  %v : f64[3,2], %i : i64[3,2] = topk(%x, k=2, axis=1, largest=1)\n"
@@ -431,5 +435,5 @@ PC_TEST(autodiff_transforms_compose_with_vmap) {
     }
     free(batched), free(grad);
   }
-  CHECK_INT(n, 6);
+  CHECK_INT(n, 8);
 }
