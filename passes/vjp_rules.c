@@ -140,13 +140,16 @@ pc_status ad_vjp_rem(pc_graph *g, const pc_node *n, pc_value *const *ct_out, con
   }
   return g->status;
 }
-/* max and min: the chosen operand takes the gradient, a tie gives each half */
+/* max and min: the chosen operand takes the gradient, a tie gives each half; one weight for a, the rest to b
+ * (fewer masks: a max pool's backward is a chain of these) */
 static pc_status minmax(pc_graph *g, const pc_node *n, pc_value *gy, int is_max, const int *need, pc_value **ct_in) {
   pc_value *a = X(0), *b = X(1);
-  pc_value *half = pc_mul(g, gy, K(0.5, gy)), *tie = pc_eq(g, a, b);
-  pc_value *a_wins = is_max ? pc_gt(g, a, b) : pc_lt(g, a, b), *b_wins = is_max ? pc_lt(g, a, b) : pc_gt(g, a, b);
-  if (need[0]) ct_in[0] = pc_where(g, a_wins, gy, ad_select(g, tie, half));
-  if (need[1]) ct_in[1] = pc_where(g, b_wins, gy, ad_select(g, tie, half));
+  pc_value *a_wins = is_max ? pc_gt(g, a, b) : pc_lt(g, a, b);
+  pc_value *wa = pc_where(g, a_wins, K(1, gy), pc_where(g, pc_eq(g, a, b), K(0.5, gy), K(0, gy)));
+  pc_value *ga = pc_mul(g, gy, wa);
+  if (need[0]) ct_in[0] = ga;
+  /* where either is NaN the result is NaN and neither wins: b's share is 0 too */
+  if (need[1]) ct_in[1] = pc_where(g, pc_or(g, pc_ne(g, a, a), pc_ne(g, b, b)), K(0, gy), pc_sub(g, gy, ga));
   return g->status;
 }
 pc_status ad_vjp_max(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
