@@ -103,7 +103,7 @@ models: all
 
 # primc against ONNX Runtime, PyTorch eager and torch.compile on every model present, plus roofline figures;
 # then the precision builds against ONNX Runtime and OpenVINO (f32 and its default precision) on a ResNet-50
-# and a BERT-base-sized encoder written without torch
+# and a BERT-base-sized encoder written without torch; run-time dims; training steps against PyTorch
 bench: all $(B)/gemm_bench $(B)/stream $(B)/corelat
 	bash tools/setup.sh bench
 	python3 bench/run.py --threads 1,2
@@ -112,6 +112,7 @@ bench: all $(B)/gemm_bench $(B)/stream $(B)/corelat
 	python3 bench/gen_encoder.py $(B)/bench-models/encoder_base
 	python3 bench/precision_peers.py --threads 1,2 $(B)/bench-models/resnet50 $(B)/bench-models/encoder_base
 	python3 bench/dynamic_peers.py --threads 1 --dir $(B)/bench-models
+	python3 bench/train_peers.py --threads 1,2 --primc $(B)/primc
 
 -include bench/bench.mk
 

@@ -581,6 +581,18 @@ static pc_value *take_nd(ox_ctx *c, pc_value *x, pc_value *idx, int axis) {
   for (int i = 0; i < q; i++) idims[i] = axis + i;
   pc_value *xi = to_i64(c, idx);
   xi = wrap_index_n(c, xi, x->type.dims[axis]);
+  if (xi && pc_type_is_static(&xi->type) && pc_type_is_static(&x->type)) {
+    /* the indices flattened into the axis and spread over the other dims: the gather reads x itself, not x
+     * broadcast over the index dims, so the gradient (a scatter-add) goes into x's shape, not that broadcast's
+     * (an embedding table times the tokens) */
+    int64_t nq = pc_type_numel(&xi->type), ishape[PC_MAX_RANK], ax = axis;
+    for (int i = 0; i < r; i++) ishape[i] = i == axis ? nq : x->type.dims[i];
+    pc_value *ib = pc_broadcast_in_dim(G, ox_reshape(c, xi, 1, &nq), r, ishape, &ax);
+    pc_value *in[2] = {x, ib};
+    pc_attr a = pc_a_int("axis", axis);
+    pc_value *y = ib ? pc_build(G, PC_OP_gather, in, 2, &a, 1) : NULL;
+    return ox_reshape(c, y, orank, oshape);
+  }
   pc_value *xb = bcast_dims(c, x, orank, xshape, xdims), *ib = bcast_dims(c, xi, orank, oshape, idims);
   pc_value *in[2] = {xb, ib};
   pc_attr a = pc_a_int("axis", axis);
