@@ -30,8 +30,14 @@ static int cheap(const pc_node *n) {
   return !p || p->op == PC_OP_constant;
 }
 
-/* gives every consumer after the first its own copy of a cheap node */
-static pc_status clone_cheap(pc_graph *g) {
+/* a broadcast to more elements than its operand: each reader reading the operand in place beats one copy of
+ * the larger result in memory (an attention mask [B, 1, 1, S] that every layer adds to its [B, H, S, S] scores) */
+static int expanding_broadcast(const pc_node *n) {
+  return n->op == PC_OP_broadcast_in_dim && pc_type_numel(&n->out[0]->type) > pc_type_numel(&n->in[0]->type);
+}
+
+/* gives every consumer after the first its own copy of a cheap node (with wide, of an expanding broadcast too) */
+static pc_status clone_cheap(pc_graph *g, int wide) {
   pcp_sweep s;
   unsigned char *seen = calloc((size_t)g->n_values + 1, 1); /* by value id: a use is taken */
   if (!seen) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
@@ -41,8 +47,8 @@ static pc_status clone_cheap(pc_graph *g) {
     pc_node *c = pcp_sweep_visit(&s, j);
     for (int k = 0; k < c->n_in && !c->dead; k++) {
       pc_node *p = c->in[k]->producer;
-      /* a clone reads constants or inputs only: it lands before c, where they are defined */
-      if (!p || p->dead || p->n_out != 1 || p->id >= s.n0 || !cheap(p)) continue;
+      /* a clone lands before c, where its operands (defined before p) are defined */
+      if (!p || p->dead || p->n_out != 1 || p->id >= s.n0 || !(cheap(p) || (wide && expanding_broadcast(p)))) continue;
       if (!seen[c->in[k]->id]) {
         seen[c->in[k]->id] = 1;
         continue;
@@ -469,7 +475,7 @@ static pc_status fuser_init(fuser *F, pc_graph *g) {
 static pc_status fuse(pc_graph *g, int attention) {
   if (g->status != PC_OK) return g->status;
   pc_graph_compact(g);
-  if (clone_cheap(g) != PC_OK) return g->status;
+  if (clone_cheap(g, attention) != PC_OK) return g->status;
   fuser F;
   pc_node **order = malloc(sizeof *order * (size_t)(g->n_nodes + 1));
   if (!order) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
