@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#define QT 32 /* queries per task: each K and V tile packed serves this many rows */
+#define QT 64 /* queries per task: each K and V tile packed serves this many rows */
 #define KT 64 /* keys per tile: the scores tile stays in L1 */
 
 /* params (codegen/calls.def): the shape, then per operand an element offset and strides */
@@ -64,6 +64,11 @@ static float exp_row_c(float *s, float mx) {
   return sum;
 }
 
+static float row_max_c(const float *s, float mx) {
+  for (int n = 0; n < KT; n++) mx = s[n] > mx ? s[n] : mx;
+  return mx;
+}
+
 static void pv_c(tile *t, int rows) {
   for (int i = 0; i < rows; i++) {
     float *acc = t->acc + i * t->dvp;
@@ -106,6 +111,14 @@ AVX512 static float exp_row_512(float *s, float mx) {
   }
   return _mm512_reduce_add_ps(acc);
 }
+
+AVX512 static float row_max_512(const float *s, float mx) {
+  __m512 a = _mm512_max_ps(_mm512_loadu_ps(s), _mm512_loadu_ps(s + 16));
+  __m512 b = _mm512_max_ps(_mm512_loadu_ps(s + 32), _mm512_loadu_ps(s + 48));
+  float r = _mm512_reduce_max_ps(_mm512_max_ps(a, b));
+  return r > mx ? r : mx;
+}
+_Static_assert(KT == 64, "row_max_512 reads 4 vectors");
 
 /* 4 query rows x 32 keys a block: 8 accumulators, per d two K loads and four broadcasts */
 AVX512 static void scores_512(tile *t) {
@@ -183,14 +196,23 @@ static void run_block(const att_job *j, tile *t, int64_t b0, int64_t b1, int64_t
   int64_t kend = causal && m0 + rows < Sk ? m0 + rows : Sk;
   for (int64_t n0 = 0; n0 < kend; n0 += KT) {
     int64_t nk = kend - n0 < KT ? kend - n0 : KT;
-    for (int64_t d = 0; d < D; d++) {
-      float *kt = t->kt + d * KT;
-      for (int64_t n = 0; n < nk; n++) kt[n] = Kp[(n0 + n) * q[A_K + 3] + d * q[A_K + 4]];
-      for (int64_t n = nk; n < KT; n++) kt[n] = 0;
+    /* K^T: along each key's row (contiguous in the usual layouts), scattered into the L1-resident tile */
+    int64_t ksd = q[A_K + 4], vsd = q[A_V + 4];
+    for (int64_t n = 0; n < KT; n++) {
+      const float *k = Kp + (n0 + n) * q[A_K + 3];
+      if (n >= nk)
+        for (int64_t d = 0; d < D; d++) t->kt[d * KT + n] = 0;
+      else if (ksd == 1)
+        for (int64_t d = 0; d < D; d++) t->kt[d * KT + n] = k[d];
+      else
+        for (int64_t d = 0; d < D; d++) t->kt[d * KT + n] = k[d * ksd];
     }
     for (int64_t n = 0; n < KT; n++) {
       float *v = t->vb + n * dvp;
-      for (int64_t c = 0; c < dvp; c++) v[c] = n < nk && c < Dv ? Vp[(n0 + n) * q[A_V + 3] + c * q[A_V + 4]] : 0;
+      const float *src = Vp + (n0 + n) * q[A_V + 3];
+      int64_t c = 0;
+      if (n < nk && vsd == 1) memcpy(v, src, sizeof(float) * (size_t)(c = Dv));
+      for (; c < dvp; c++) v[c] = n < nk && c < Dv ? src[c * vsd] : 0;
     }
     if (j->avx512) scores_512(t);
     else scores_c(t);
@@ -201,8 +223,7 @@ static void run_block(const att_job *j, tile *t, int64_t b0, int64_t b1, int64_t
         for (int64_t n = 0; n < nk; n++) s[n] += Mp[m * q[A_M + 3] + (n0 + n) * q[A_M + 4]];
       for (int64_t n = causal ? (m + 1 - n0 > 0 ? m + 1 - n0 : 0) : nk; n < KT; n++) s[n] = -INFINITY;
       for (int64_t n = nk; n < KT; n++) s[n] = -INFINITY;
-      float mx = t->mx[i];
-      for (int n = 0; n < KT; n++) mx = s[n] > mx ? s[n] : mx;
+      float mx = j->avx512 ? row_max_512(s, t->mx[i]) : row_max_c(s, t->mx[i]);
       if (mx == -INFINITY) { /* nothing attendable yet in this row: it adds nothing */
         memset(s, 0, sizeof(float) * KT);
         continue;
