@@ -94,15 +94,6 @@ static int stores_scores(const pc_graph *g, const shape *s) {
   return 0;
 }
 
-static char *kernels(pc_graph *g) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CHECK(f && pc_kernels_print(g, f) == PC_OK);
-  if (f) fclose(f);
-  return buf;
-}
-
 /* compiled at opt/unfused against the interpreter; *fused: whether the program holds the attention call */
 static int check_shape(const shape *s, int opt, int unfused, int *fused) {
   pc_graph *g = build(s);
@@ -113,7 +104,7 @@ static int check_shape(const shape *s, int opt, int unfused, int *fused) {
   int ok = CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, 1) == PC_OK, "%s: interp: %s", s->tag, pc_error(g));
   pc_pipeline_opts po = {.opt_level = opt, .unfused = unfused};
   ok = ok && CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s: passes: %s", s->tag, pc_error(g));
-  char *text = ok ? kernels(g) : NULL;
+  char *text = ok ? pc_test_kernels_text(g) : NULL;
   *fused = text && strstr(text, "primc_k_attention") != NULL;
   free(text);
   if (*fused) ok = CHECK_MSG(!stores_scores(g, s), "%s: an Sq x Sk value is stored beside the attention call", s->tag) && ok;
@@ -174,7 +165,7 @@ PC_TEST(attention_scores_read_twice_stay_apart) {
   pc_output_add(g, p->producer->in[0]);
   pc_pipeline_opts po = {.opt_level = 2};
   CHECK(pc_pipeline_run(g, &po) == PC_OK);
-  char *text = kernels(g);
+  char *text = pc_test_kernels_text(g);
   CHECK(text && !strstr(text, "primc_k_attention"));
   free(text);
   pc_graph_free(g);
