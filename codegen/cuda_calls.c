@@ -475,7 +475,7 @@ static pc_status render_attention(cctx *C, const kir_kernel *k) {
     cu_line(C, 2, "const long long %s0 = %lldLL + b0 * %lldLL + b1 * %lldLL;", names[o], (long long)s[0], (long long)s[1],
             (long long)s[2]);
   }
-  cu_line(C, 2, "float acc[%lld], mx = -INFINITY, sum = 0.0f;", Dv);
+  cu_line(C, 2, "float acc[%lld], mx = -PC_INF_F, sum = 0.0f;", Dv);
   cu_line(C, 2, "for (int c = 0; c < %lld; c++) acc[c] = 0.0f;", Dv);
   cu_line(C, 2, "for (long long n = 0; n < %lldLL; n++) {", q[32] & 2 ? 0 : Sk);
   if (q[32] & 2) cu_line(C, 3, "if (n > m || n >= %lldLL) break;", Sk);
@@ -483,8 +483,8 @@ static pc_status render_attention(cctx *C, const kir_kernel *k) {
   cu_line(C, 3, "for (long long d = 0; d < %lldLL; d++) s += Q[q0 + m * %lldLL + d * %lldLL] * %.9gf * K[k0 + n * %lldLL + d * %lldLL];",
           D, (long long)q[10], (long long)q[11], scale, (long long)q[15], (long long)q[16]);
   if (q[32] & 1) cu_line(C, 3, "s += Mk[mk0 + m * %lldLL + n * %lldLL];", (long long)q[25], (long long)q[26]);
-  cu_line(C, 3, "if (s == -INFINITY) continue;");
-  cu_line(C, 3, "const float nm = fmaxf(mx, s), alpha = mx == -INFINITY ? 0.0f : expf(mx - nm), p = expf(s - nm);");
+  cu_line(C, 3, "if (s == -PC_INF_F) continue;");
+  cu_line(C, 3, "const float nm = fmaxf(mx, s), alpha = mx == -PC_INF_F ? 0.0f : expf(mx - nm), p = expf(s - nm);");
   cu_line(C, 3, "mx = nm, sum = sum * alpha + p;");
   cu_line(C, 3, "for (int c = 0; c < %lld; c++) acc[c] = acc[c] * alpha + p * V[v0 + n * %lldLL + c * %lldLL];", Dv,
           (long long)q[20], (long long)q[21]);

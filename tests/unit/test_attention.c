@@ -23,7 +23,8 @@ typedef struct shape {
   const char *tag;
   int64_t B, H, Sq, Sk, D, Dv;
   int heads_split; /* Q, K, V arrive as [B, S, H*D] and are split and transposed (the encoder's form) */
-  int mask;        /* 1: an additive [B, 1, 1, Sk] padding mask broadcast; 2: a full [B, H, Sq, Sk] one */
+  int mask;        /* 1: an additive [B, 1, 1, Sk] padding mask broadcast; 2: a full [B, H, Sq, Sk] one; 3: a
+                      uniform constant (ONNX FlexAttention's score_mod test) */
   int causal;
   int rank3;       /* [B*H, S, D] operands, no head dims */
 } shape;
@@ -67,6 +68,7 @@ static pc_graph *build(const shape *s) {
     pc_value *ninf = pc_broadcast_to(g, pc_scalar(g, PC_f32, -INFINITY), r, sc->type.dims);
     sc = pc_where(g, pc_broadcast_to(g, keep, r, sc->type.dims), sc, ninf);
   }
+  if (s->mask == 3) m = pc_full_like(g, 0.5, sc); /* a constant codegen reads as one value, not a load */
   if (m) sc = pc_add(g, sc, pc_broadcast_to(g, m, r, sc->type.dims));
   pc_output_add(g, pc_dot_general(g, fc_softmax(g, sc, r - 1, 0), v, 1, &pc, &vc, r - 2, bd, bd));
   return g;
@@ -136,6 +138,7 @@ static const shape shapes[] = {
     {"one query over 130 keys, mask", 1, 4, 1, 130, 64, 64, 1, 1, 0, 0},
     {"causal, more queries than keys", 1, 1, 40, 20, 8, 8, 0, 0, 1, 0},
     {"seq 129, d 17 into dv 33", 1, 1, 129, 129, 17, 33, 0, 0, 0, 0},
+    {"uniform constant mask", 1, 2, 6, 6, 4, 4, 0, 3, 0, 0},
 };
 
 PC_TEST(attention_fused_against_interpreter) {
