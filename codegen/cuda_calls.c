@@ -480,7 +480,7 @@ static pc_status render_attention(cctx *C, const kir_kernel *k) {
   cu_line(C, 2, "for (long long n = 0; n < %lldLL; n++) {", q[32] & 2 ? 0 : Sk);
   if (q[32] & 2) cu_line(C, 3, "if (n > m || n >= %lldLL) break;", Sk);
   cu_line(C, 3, "float s = 0.0f;");
-  cu_line(C, 3, "for (long long d = 0; d < %lldLL; d++) s += Q[q0 + m * %lldLL + d * %lldLL] * %.9gf * K[k0 + n * %lldLL + d * %lldLL];",
+  cu_line(C, 3, "for (long long d = 0; d < %lldLL; d++) s += Q[q0 + m * %lldLL + d * %lldLL] * (float)(%.17g) * K[k0 + n * %lldLL + d * %lldLL];",
           D, (long long)q[10], (long long)q[11], scale, (long long)q[15], (long long)q[16]);
   if (q[32] & 1) cu_line(C, 3, "s += Mk[mk0 + m * %lldLL + n * %lldLL];", (long long)q[25], (long long)q[26]);
   cu_line(C, 3, "if (s == -PC_INF_F) continue;");
