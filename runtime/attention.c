@@ -1,16 +1,33 @@
 /* runtime/attention.c: y = softmax(Q K^T * scale + mask) V in one pass over key tiles (online softmax: a
- * running row max and sum, the accumulator rescaled when the max grows), so the Sq x Sk scores never exist
- * beyond one QT x KT tile. Threads take (batch, head, block of QT queries); each packs the block's Q (scaled),
- * then per tile of KT keys K^T and V into its stack, and runs the tile on AVX-512 where the CPU has it,
- * else in plain C. */
+ * running max and sum per query, the accumulator rescaled when the max grows), so the Sq x Sk scores never
+ * exist beyond one KT x QB tile. Threads take (batch, head, block of QB queries). Everything is computed
+ * transposed, queries along the vector lanes: the scores tile S^T[key][query] = K Q^T with Q^T packed once
+ * per block (scaled) and K's elements broadcast where they lie, then the softmax down the tile's columns
+ * (a lane's max, exp and sum are plain vector ops, no reduction across lanes), then the accumulator
+ * O^T[dv][query] += V^T P^T with V's elements broadcast where they lie: K and V are never packed or
+ * copied. Register blocks as the GEMM's rows (runtime/gemm/avx512.c): RK broadcast rows x VQ vectors of
+ * queries accumulated in zmm. AVX-512 where the CPU has it, else the same steps in plain C. */
 #include "runtime/primc_rt.h"
+#include "runtime/avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
-#define QT 64 /* queries per task: each K and V tile packed serves this many rows */
-#define KT 64 /* keys per tile: the scores tile stays in L1 */
+#ifndef VQ
+#define VQ 4 /* vectors of 16 queries a task */
+#endif
+#define QB (16 * VQ) /* queries a task: the lanes of every tile */
+#ifndef KT
+#define KT 128 /* keys a tile: the scores tile, KT x QB floats, stays in L1 */
+#endif
+#ifndef PFV
+#define PFV 16
+#endif
+#ifndef RK
+#define RK 6 /* broadcast rows a register block: keys in K Q^T, dv columns in V^T P^T */
+#endif
 
 /* params (codegen/calls.def): the shape, then per operand an element offset and strides */
 enum {
@@ -28,54 +45,66 @@ typedef struct att_job {
   const int64_t *q;
   const float *Q, *K, *V, *M;
   float *O;
-  int64_t nqt;
+  int64_t nqb;
   int avx512;
 } att_job;
 
-/* one tile's buffers: dp = D and dvp = Dv rounded up to 16 lanes */
-typedef struct tile {
-  int64_t d, dv, dvp;
-  float *qb;  /* [QT][d], scaled */
-  float *kt;  /* [d][KT] */
-  float *vb;  /* [KT][dvp] */
-  float *s;   /* [QT][KT] */
-  float *acc; /* [QT][dvp] */
-  float mx[QT], sum[QT];
-} tile;
+/* one task's view: the head's operands, its QB queries from m0 (rows of them real) and its buffers */
+typedef struct blk {
+  int64_t d, dv, m0, rows;
+  const float *K, *V, *M; /* at the head */
+  int64_t ksk, ksd, vsk, vsd, msq, msk;
+  int causal;
+  float *qt;  /* [d][QB]: Q^T, scaled, lanes past rows 0 */
+  float *s;   /* [KT][QB]: S^T, then P^T */
+  float *acc; /* [dv][QB]: O^T, unnormalized */
+  float mx[QB], sum[QB];
+} blk;
 
 /* ---------------------------------------------------------------- plain C rows */
 
-static void scores_c(tile *t) {
-  for (int i = 0; i < QT; i++) {
-    float *s = t->s + i * KT;
-    for (int j = 0; j < KT; j++) s[j] = 0;
-    for (int64_t d = 0; d < t->d; d++) {
-      float a = t->qb[i * t->d + d];
-      const float *k = t->kt + d * KT;
-      for (int j = 0; j < KT; j++) s[j] += a * k[j];
+static void scores_c(const blk *b, int64_t n0, int64_t nk) {
+  for (int64_t n = 0; n < nk; n++) {
+    float *s = b->s + n * QB;
+    const float *k = b->K + (n0 + n) * b->ksk;
+    for (int l = 0; l < QB; l++) s[l] = 0;
+    for (int64_t d = 0; d < b->d; d++) {
+      float a = k[d * b->ksd];
+      for (int l = 0; l < QB; l++) s[l] += a * b->qt[d * QB + l];
     }
   }
 }
 
-/* s = exp(s - mx) for row i with the new max, returns its sum */
-static float exp_row_c(float *s, float mx) {
-  float sum = 0;
-  for (int j = 0; j < KT; j++) sum += s[j] = expf(s[j] - mx);
-  return sum;
+/* mask, causal cut, the new running max, P^T = exp(S^T - max), the sums, the accumulator rescaled */
+static void softmax_c(blk *b, int64_t n0, int64_t nk) {
+  float mx[QB];
+  memcpy(mx, b->mx, sizeof mx);
+  for (int64_t n = 0; n < nk; n++) {
+    float *s = b->s + n * QB;
+    for (int l = 0; l < b->rows; l++) {
+      if (b->M) s[l] += b->M[(b->m0 + l) * b->msq + (n0 + n) * b->msk];
+      if (b->causal && n0 + n > b->m0 + l) s[l] = -INFINITY;
+      mx[l] = s[l] > mx[l] ? s[l] : mx[l];
+    }
+  }
+  for (int l = 0; l < QB; l++) {
+    float use = mx[l] == -INFINITY ? 0 : mx[l]; /* nothing attendable yet: every p and alpha is 0 */
+    float alpha = expf(b->mx[l] - use);
+    b->mx[l] = mx[l];
+    float sum = 0;
+    for (int64_t n = 0; n < nk; n++) sum += b->s[n * QB + l] = expf(b->s[n * QB + l] - use);
+    b->sum[l] = b->sum[l] * alpha + sum;
+    if (alpha != 1)
+      for (int64_t c = 0; c < b->dv; c++) b->acc[c * QB + l] *= alpha;
+  }
 }
 
-static float row_max_c(const float *s, float mx) {
-  for (int n = 0; n < KT; n++) mx = s[n] > mx ? s[n] : mx;
-  return mx;
-}
-
-static void pv_c(tile *t, int rows) {
-  for (int i = 0; i < rows; i++) {
-    float *acc = t->acc + i * t->dvp;
-    const float *p = t->s + i * KT;
-    for (int j = 0; j < KT; j++) {
-      const float *v = t->vb + j * t->dvp;
-      for (int64_t c = 0; c < t->dvp; c++) acc[c] += p[j] * v[c];
+static void pv_c(const blk *b, int64_t n0, int64_t nk) {
+  for (int64_t n = 0; n < nk; n++) {
+    const float *p = b->s + n * QB, *v = b->V + (n0 + n) * b->vsk;
+    for (int64_t c = 0; c < b->dv; c++) {
+      float a = v[c * b->vsd];
+      for (int l = 0; l < QB; l++) b->acc[c * QB + l] += a * p[l];
     }
   }
 }
@@ -83,9 +112,10 @@ static void pv_c(tile *t, int rows) {
 /* ---------------------------------------------------------------- AVX-512 rows */
 
 #define AVX512 __attribute__((target("avx512f,fma")))
+#define INLINE static inline __attribute__((always_inline))
 
 /* e^x, within 2 ulp on [-87, 88]; 0 below -87.3 (masked scores are -inf) */
-AVX512 static inline __m512 exp512(__m512 x) {
+AVX512 INLINE __m512 exp512(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.3f);
   __mmask16 live = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
   x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.0f));
@@ -102,158 +132,253 @@ AVX512 static inline __m512 exp512(__m512 x) {
   return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
 }
 
-AVX512 static float exp_row_512(float *s, float mx) {
-  __m512 m = _mm512_set1_ps(mx), acc = _mm512_setzero_ps();
-  for (int j = 0; j < KT; j += 16) {
-    __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
-    _mm512_storeu_ps(s + j, e);
-    acc = _mm512_add_ps(acc, e);
+/* S^T rows [n, n + R): R keys broadcast from K where they lie, against Q^T's VQ vectors, per d */
+AVX512 INLINE void qk_block(const blk *b, int64_t n, const int R) {
+  __m512 c[RK][VQ];
+  const float *kp[RK];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+    kp[r] = b->K + (n + r) * b->ksk;
+#pragma GCC unroll 4
+    for (int v = 0; v < VQ; v++) c[r][v] = _mm512_setzero_ps();
   }
-  return _mm512_reduce_add_ps(acc);
-}
-
-AVX512 static float row_max_512(const float *s, float mx) {
-  __m512 a = _mm512_max_ps(_mm512_loadu_ps(s), _mm512_loadu_ps(s + 16));
-  __m512 b = _mm512_max_ps(_mm512_loadu_ps(s + 32), _mm512_loadu_ps(s + 48));
-  float r = _mm512_reduce_max_ps(_mm512_max_ps(a, b));
-  return r > mx ? r : mx;
-}
-_Static_assert(KT == 64, "row_max_512 reads 4 vectors");
-
-/* 4 query rows x 32 keys a block: 8 accumulators, per d two K loads and four broadcasts */
-AVX512 static void scores_512(tile *t) {
-  for (int i = 0; i < QT; i += 4) {
-    const float *q0 = t->qb + i * t->d, *q1 = q0 + t->d, *q2 = q1 + t->d, *q3 = q2 + t->d;
-    for (int j = 0; j < KT; j += 32) {
-      __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-      const float *k = t->kt + j;
-      for (int64_t d = 0; d < t->d; d++, k += KT) {
-        __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16), a;
-        a = _mm512_set1_ps(q0[d]), c00 = _mm512_fmadd_ps(a, k0, c00), c01 = _mm512_fmadd_ps(a, k1, c01);
-        a = _mm512_set1_ps(q1[d]), c10 = _mm512_fmadd_ps(a, k0, c10), c11 = _mm512_fmadd_ps(a, k1, c11);
-        a = _mm512_set1_ps(q2[d]), c20 = _mm512_fmadd_ps(a, k0, c20), c21 = _mm512_fmadd_ps(a, k1, c21);
-        a = _mm512_set1_ps(q3[d]), c30 = _mm512_fmadd_ps(a, k0, c30), c31 = _mm512_fmadd_ps(a, k1, c31);
-      }
-      float *s = t->s + i * KT + j;
-      _mm512_storeu_ps(s, c00), _mm512_storeu_ps(s + 16, c01);
-      _mm512_storeu_ps(s + KT, c10), _mm512_storeu_ps(s + KT + 16, c11);
-      _mm512_storeu_ps(s + 2 * KT, c20), _mm512_storeu_ps(s + 2 * KT + 16, c21);
-      _mm512_storeu_ps(s + 3 * KT, c30), _mm512_storeu_ps(s + 3 * KT + 16, c31);
+  const float *qt = b->qt;
+  for (int64_t d = 0, off = 0; d < b->d; d++, off += b->ksd, qt += QB) {
+    __m512 x[VQ];
+#pragma GCC unroll 4
+    for (int v = 0; v < VQ; v++) x[v] = _mm512_load_ps(qt + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+      __m512 a = _mm512_set1_ps(kp[r][off]);
+#pragma GCC unroll 4
+      for (int v = 0; v < VQ; v++) c[r][v] = _mm512_fmadd_ps(a, x[v], c[r][v]);
     }
   }
+  float *s = b->s + (n % KT) * QB;
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < VQ; v++) _mm512_store_ps(s + r * QB + 16 * v, c[r][v]);
 }
 
-/* acc[i] += P[i] V over the tile: 4 rows x 32 columns a block (16 for the last odd block of columns) */
-AVX512 static void pv_512(tile *t, int rows) {
-  int64_t dvp = t->dvp;
-  for (int i = 0; i < rows; i += 4) {
-    const float *p0 = t->s + i * KT, *p1 = p0 + KT, *p2 = p1 + KT, *p3 = p2 + KT;
-    for (int64_t c = 0; c < dvp; c += 32) {
-      int two = c + 32 <= dvp;
-      float *a = t->acc + i * dvp + c;
-      __m512 c00 = _mm512_loadu_ps(a), c10 = _mm512_loadu_ps(a + dvp), c20 = _mm512_loadu_ps(a + 2 * dvp),
-             c30 = _mm512_loadu_ps(a + 3 * dvp);
-      __m512 c01 = two ? _mm512_loadu_ps(a + 16) : c00, c11 = two ? _mm512_loadu_ps(a + dvp + 16) : c00;
-      __m512 c21 = two ? _mm512_loadu_ps(a + 2 * dvp + 16) : c00, c31 = two ? _mm512_loadu_ps(a + 3 * dvp + 16) : c00;
-      const float *v = t->vb + c;
-      for (int j = 0; j < KT; j++, v += dvp) {
-        __m512 v0 = _mm512_loadu_ps(v), v1 = two ? _mm512_loadu_ps(v + 16) : v0, x;
-        x = _mm512_set1_ps(p0[j]), c00 = _mm512_fmadd_ps(x, v0, c00), c01 = _mm512_fmadd_ps(x, v1, c01);
-        x = _mm512_set1_ps(p1[j]), c10 = _mm512_fmadd_ps(x, v0, c10), c11 = _mm512_fmadd_ps(x, v1, c11);
-        x = _mm512_set1_ps(p2[j]), c20 = _mm512_fmadd_ps(x, v0, c20), c21 = _mm512_fmadd_ps(x, v1, c21);
-        x = _mm512_set1_ps(p3[j]), c30 = _mm512_fmadd_ps(x, v0, c30), c31 = _mm512_fmadd_ps(x, v1, c31);
-      }
-      _mm512_storeu_ps(a, c00), _mm512_storeu_ps(a + dvp, c10);
-      _mm512_storeu_ps(a + 2 * dvp, c20), _mm512_storeu_ps(a + 3 * dvp, c30);
-      if (two) {
-        _mm512_storeu_ps(a + 16, c01), _mm512_storeu_ps(a + dvp + 16, c11);
-        _mm512_storeu_ps(a + 2 * dvp + 16, c21), _mm512_storeu_ps(a + 3 * dvp + 16, c31);
+AVX512 static void scores_512(const blk *b, int64_t n0, int64_t nk) {
+  int64_t n = n0, end = n0 + nk;
+  for (; n + RK <= end; n += RK) qk_block(b, n, RK);
+  switch (end - n) { /* the remainder: R < RK rows (R_ keeps every call's block inside the arrays) */
+#define R_(r) ((r) < RK ? (r) : 1)
+  case 7: qk_block(b, n, R_(7)); break;
+  case 6: qk_block(b, n, R_(6)); break;
+  case 5: qk_block(b, n, R_(5)); break;
+  case 4: qk_block(b, n, R_(4)); break;
+  case 3: qk_block(b, n, R_(3)); break;
+  case 2: qk_block(b, n, R_(2)); break;
+  case 1: qk_block(b, n, 1); break;
+  }
+}
+_Static_assert(RK <= 8, "the remainders' switches");
+
+AVX512 static void softmax_512(blk *b, int64_t n0, int64_t nk) {
+  __m512 mx[VQ], use[VQ], sum[VQ], alpha[VQ];
+  __m512i lane[VQ];
+  __mmask16 live[VQ];
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+#pragma GCC unroll 4
+  for (int v = 0; v < VQ; v++) {
+    mx[v] = _mm512_loadu_ps(b->mx + 16 * v);
+    lane[v] = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                               _mm512_set1_epi32(16 * v));
+    int64_t left = b->rows - 16 * v;
+    live[v] = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1);
+  }
+  if (b->M || b->causal) {
+    __m512i gidx = _mm512_setzero_si512();
+    int gather = b->M && b->msq != 0;
+    if (gather) gidx = _mm512_mullo_epi32(lane[0], _mm512_set1_epi32((int32_t)b->msq));
+    for (int64_t n = 0; n < nk; n++) {
+      float *s = b->s + n * QB;
+      const float *m = b->M ? b->M + b->m0 * b->msq + (n0 + n) * b->msk : NULL;
+#pragma GCC unroll 4
+      for (int v = 0; v < VQ; v++) {
+        __m512 x = _mm512_load_ps(s + 16 * v);
+        if (m)
+          x = _mm512_add_ps(x, gather ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live[v], gidx, m + 16 * v * b->msq, 4)
+                                      : _mm512_set1_ps(*m));
+        if (b->causal) /* key n0 + n masked for the queries before it */
+          x = _mm512_mask_mov_ps(x, _mm512_cmplt_epi32_mask(lane[v], _mm512_set1_epi32((int32_t)(n0 + n - b->m0))), ninf);
+        _mm512_store_ps(s + 16 * v, x);
+        mx[v] = _mm512_max_ps(mx[v], x);
       }
     }
+  } else {
+    for (int64_t n = 0; n < nk; n++)
+#pragma GCC unroll 4
+      for (int v = 0; v < VQ; v++) mx[v] = _mm512_max_ps(mx[v], _mm512_load_ps(b->s + n * QB + 16 * v));
+  }
+  int rescale = 0;
+#pragma GCC unroll 4
+  for (int v = 0; v < VQ; v++) {
+    use[v] = _mm512_mask_mov_ps(mx[v], _mm512_cmpeq_ps_mask(mx[v], ninf), _mm512_setzero_ps());
+    alpha[v] = exp512(_mm512_sub_ps(_mm512_loadu_ps(b->mx + 16 * v), use[v]));
+    rescale |= _mm512_cmpneq_ps_mask(alpha[v], _mm512_set1_ps(1.0f)) != 0;
+    _mm512_storeu_ps(b->mx + 16 * v, mx[v]);
+    sum[v] = _mm512_setzero_ps();
+  }
+  for (int64_t n = 0; n < nk; n++)
+#pragma GCC unroll 4
+    for (int v = 0; v < VQ; v++) {
+      float *s = b->s + n * QB + 16 * v;
+      __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(s), use[v]));
+      _mm512_store_ps(s, p);
+      sum[v] = _mm512_add_ps(sum[v], p);
+    }
+#pragma GCC unroll 4
+  for (int v = 0; v < VQ; v++)
+    _mm512_storeu_ps(b->sum + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(b->sum + 16 * v), alpha[v], sum[v]));
+  if (rescale)
+    for (int64_t c = 0; c < b->dv; c++)
+#pragma GCC unroll 4
+      for (int v = 0; v < VQ; v++)
+        _mm512_store_ps(b->acc + c * QB + 16 * v, _mm512_mul_ps(_mm512_load_ps(b->acc + c * QB + 16 * v), alpha[v]));
+}
+
+/* O^T rows [c, c + R) += V^T P^T over the tile's keys: R dv columns broadcast from V where they lie. UNIT:
+ * V's dv stride is 1, so the R broadcasts are fixed offsets from one pointer. */
+AVX512 INLINE void pv_block(const blk *b, int64_t n0, int64_t nk, int64_t c, const int R, const int UNIT) {
+  __m512 a[RK][VQ];
+  int64_t vo[RK];
+  float *acc = b->acc + c * QB;
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+    vo[r] = UNIT ? r : r * b->vsd;
+#pragma GCC unroll 4
+    for (int v = 0; v < VQ; v++) a[r][v] = _mm512_load_ps(acc + r * QB + 16 * v);
+  }
+  const float *vp = b->V + n0 * b->vsk + c * b->vsd, *p = b->s;
+  for (int64_t n = 0; n < nk; n++, vp += b->vsk, p += QB) {
+    __m512 x[VQ];
+#ifndef NOPF
+    _mm_prefetch((const char *)(vp + PFV * b->vsk), _MM_HINT_T0);
+#endif
+#pragma GCC unroll 4
+    for (int v = 0; v < VQ; v++) x[v] = _mm512_load_ps(p + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+      __m512 w = _mm512_set1_ps(vp[vo[r]]);
+#pragma GCC unroll 4
+      for (int v = 0; v < VQ; v++) a[r][v] = _mm512_fmadd_ps(w, x[v], a[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < VQ; v++) _mm512_store_ps(acc + r * QB + 16 * v, a[r][v]);
+}
+
+AVX512 static void pv_512(const blk *b, int64_t n0, int64_t nk) {
+  int64_t c = 0;
+  if (b->vsd == 1) {
+    for (; c + RK <= b->dv; c += RK) pv_block(b, n0, nk, c, RK, 1);
+  } else {
+    for (; c + RK <= b->dv; c += RK) pv_block(b, n0, nk, c, RK, 0);
+  }
+  switch (b->dv - c) {
+  case 7: pv_block(b, n0, nk, c, R_(7), 0); break;
+  case 6: pv_block(b, n0, nk, c, R_(6), 0); break;
+  case 5: pv_block(b, n0, nk, c, R_(5), 0); break;
+  case 4: pv_block(b, n0, nk, c, R_(4), 0); break;
+  case 3: pv_block(b, n0, nk, c, R_(3), 0); break;
+  case 2: pv_block(b, n0, nk, c, R_(2), 0); break;
+  case 1: pv_block(b, n0, nk, c, 1, 0); break;
   }
 }
 
-/* ---------------------------------------------------------------- one task: QT queries of one head */
+/* Q^T = Q's rows [m0, m0 + rows) scaled, 16 x 16 blocks through registers (Q's d stride 1) */
+AVX512 static void pack_q_512(blk *b, const float *Q, int64_t ld, float scale) {
+  for (int v = 0; v < VQ && 16 * v < b->rows; v++)
+    for (int64_t d = 0; d < b->d; d += 16)
+      primc_tr16_part(Q + 16 * v * ld + d, ld, (int)(b->rows - 16 * v < 16 ? b->rows - 16 * v : 16),
+                      (int)(b->d - d < 16 ? b->d - d : 16), b->qt + d * QB + 16 * v, QB);
+  __m512 sc = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < b->d * QB; i += 16) _mm512_store_ps(b->qt + i, _mm512_mul_ps(_mm512_load_ps(b->qt + i), sc));
+}
 
-static void run_block(const att_job *j, tile *t, int64_t b0, int64_t b1, int64_t m0) {
+/* y's rows [m0, m0 + rows) = O^T / sum, transposed back the same way (y's dv stride 1) */
+AVX512 static void store_o_512(blk *b, float *y, int64_t ld) {
+  for (int v = 0; v < VQ; v++) {
+    __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_loadu_ps(b->sum + 16 * v));
+    for (int64_t c = 0; c < b->dv; c++)
+      _mm512_store_ps(b->acc + c * QB + 16 * v, _mm512_mul_ps(_mm512_load_ps(b->acc + c * QB + 16 * v), inv));
+  }
+  for (int v = 0; v < VQ && 16 * v < b->rows; v++)
+    for (int64_t c = 0; c < b->dv; c += 16)
+      primc_tr16_part(b->acc + c * QB + 16 * v, QB, (int)(b->dv - c < 16 ? b->dv - c : 16),
+                      (int)(b->rows - 16 * v < 16 ? b->rows - 16 * v : 16), y + 16 * v * ld + c, ld);
+}
+
+/* ---------------------------------------------------------------- one task: QB queries of one head */
+
+static void run_block(const att_job *j, blk *b, int64_t b0, int64_t b1, int64_t m0) {
   const int64_t *q = j->q;
-  int64_t Sq = q[A_SQ], Sk = q[A_SK], D = t->d, Dv = t->dv, dvp = t->dvp;
-  int rows = (int)(Sq - m0 < QT ? Sq - m0 : QT), rows4 = (rows + 3) & ~3, causal = (int)(q[A_FLAGS] & 2);
+  int64_t Sq = q[A_SQ], Sk = q[A_SK], D = b->d, Dv = b->dv;
   double sc; /* the scale word holds a double's bits */
   memcpy(&sc, &q[A_SCALE], sizeof sc);
   float scale = (float)sc;
   const float *Qp = j->Q + q[A_Q] + b0 * q[A_Q + 1] + b1 * q[A_Q + 2];
-  const float *Kp = j->K + q[A_K] + b0 * q[A_K + 1] + b1 * q[A_K + 2];
-  const float *Vp = j->V + q[A_V] + b0 * q[A_V + 1] + b1 * q[A_V + 2];
-  const float *Mp = j->M ? j->M + q[A_M] + b0 * q[A_M + 1] + b1 * q[A_M + 2] : NULL;
   float *Op = j->O + q[A_O] + b0 * q[A_O + 1] + b1 * q[A_O + 2];
-  memset(t->qb, 0, sizeof(float) * (size_t)(QT * D));
-  for (int i = 0; i < rows; i++)
-    for (int64_t d = 0; d < D; d++) t->qb[i * D + d] = Qp[(m0 + i) * q[A_Q + 3] + d * q[A_Q + 4]] * scale;
-  memset(t->acc, 0, sizeof(float) * (size_t)(QT * dvp));
-  for (int i = 0; i < QT; i++) t->mx[i] = -INFINITY, t->sum[i] = 0;
+  b->K = j->K + q[A_K] + b0 * q[A_K + 1] + b1 * q[A_K + 2];
+  b->V = j->V + q[A_V] + b0 * q[A_V + 1] + b1 * q[A_V + 2];
+  b->M = j->M ? j->M + q[A_M] + b0 * q[A_M + 1] + b1 * q[A_M + 2] : NULL;
+  b->m0 = m0;
+  b->rows = Sq - m0 < QB ? Sq - m0 : QB;
+  memset(b->qt, 0, sizeof(float) * (size_t)(D * QB));
+  if (j->avx512 && q[A_Q + 4] == 1)
+    pack_q_512(b, Qp + m0 * q[A_Q + 3], q[A_Q + 3], scale);
+  else
+    for (int64_t l = 0; l < b->rows; l++) {
+      const float *x = Qp + (m0 + l) * q[A_Q + 3];
+      for (int64_t d = 0; d < D; d++) b->qt[d * QB + l] = x[d * q[A_Q + 4]] * scale;
+    }
+  memset(b->acc, 0, sizeof(float) * (size_t)(Dv * QB));
+  for (int l = 0; l < QB; l++) b->mx[l] = -INFINITY, b->sum[l] = 0;
   /* with a causal mask, keys past the block's last query are never read */
-  int64_t kend = causal && m0 + rows < Sk ? m0 + rows : Sk;
+  int64_t kend = b->causal && m0 + b->rows < Sk ? m0 + b->rows : Sk;
   for (int64_t n0 = 0; n0 < kend; n0 += KT) {
     int64_t nk = kend - n0 < KT ? kend - n0 : KT;
-    /* K^T: along each key's row (contiguous in the usual layouts), scattered into the L1-resident tile */
-    int64_t ksd = q[A_K + 4], vsd = q[A_V + 4];
-    for (int64_t n = 0; n < KT; n++) {
-      const float *k = Kp + (n0 + n) * q[A_K + 3];
-      if (n >= nk)
-        for (int64_t d = 0; d < D; d++) t->kt[d * KT + n] = 0;
-      else if (ksd == 1)
-        for (int64_t d = 0; d < D; d++) t->kt[d * KT + n] = k[d];
-      else
-        for (int64_t d = 0; d < D; d++) t->kt[d * KT + n] = k[d * ksd];
+    if (j->avx512) {
+      scores_512(b, n0, nk);
+      softmax_512(b, n0, nk);
+      pv_512(b, n0, nk);
+    } else {
+      scores_c(b, n0, nk);
+      softmax_c(b, n0, nk);
+      pv_c(b, n0, nk);
     }
-    for (int64_t n = 0; n < KT; n++) {
-      float *v = t->vb + n * dvp;
-      const float *src = Vp + (n0 + n) * q[A_V + 3];
-      int64_t c = 0;
-      if (n < nk && vsd == 1) memcpy(v, src, sizeof(float) * (size_t)(c = Dv));
-      for (; c < dvp; c++) v[c] = n < nk && c < Dv ? src[c * vsd] : 0;
-    }
-    if (j->avx512) scores_512(t);
-    else scores_c(t);
-    for (int i = 0; i < rows; i++) {
-      float *s = t->s + i * KT;
-      int64_t m = m0 + i;
-      if (Mp)
-        for (int64_t n = 0; n < nk; n++) s[n] += Mp[m * q[A_M + 3] + (n0 + n) * q[A_M + 4]];
-      for (int64_t n = causal ? (m + 1 - n0 > 0 ? m + 1 - n0 : 0) : nk; n < KT; n++) s[n] = -INFINITY;
-      for (int64_t n = nk; n < KT; n++) s[n] = -INFINITY;
-      float mx = j->avx512 ? row_max_512(s, t->mx[i]) : row_max_c(s, t->mx[i]);
-      if (mx == -INFINITY) { /* nothing attendable yet in this row: it adds nothing */
-        memset(s, 0, sizeof(float) * KT);
-        continue;
-      }
-      float alpha = t->mx[i] == -INFINITY ? 0 : expf(t->mx[i] - mx);
-      t->mx[i] = mx;
-      float sum = j->avx512 ? exp_row_512(s, mx) : exp_row_c(s, mx);
-      t->sum[i] = t->sum[i] * alpha + sum;
-      if (alpha != 1)
-        for (int64_t c = 0; c < dvp; c++) t->acc[i * dvp + c] *= alpha;
-    }
-    for (int i = rows; i < rows4; i++) memset(t->s + i * KT, 0, sizeof(float) * KT);
-    if (j->avx512) pv_512(t, rows4);
-    else pv_c(t, rows);
   }
-  for (int i = 0; i < rows; i++) {
-    float inv = 1.0f / t->sum[i]; /* a row with no attendable key: 0 / 0, as the softmax's prims give */
-    for (int64_t c = 0; c < Dv; c++) Op[(m0 + i) * q[A_O + 3] + c * q[A_O + 4]] = t->acc[i * dvp + c] * inv;
+  /* a row with no attendable key: 0 / 0, as the softmax's prims give */
+  if (j->avx512 && q[A_O + 4] == 1) {
+    store_o_512(b, Op + m0 * q[A_O + 3], q[A_O + 3]);
+    return;
+  }
+  for (int64_t l = 0; l < b->rows; l++) {
+    float inv = 1.0f / b->sum[l];
+    float *y = Op + (m0 + l) * q[A_O + 3];
+    for (int64_t c = 0; c < Dv; c++) y[c * q[A_O + 4]] = b->acc[c * QB + l] * inv;
   }
 }
+
+static float *align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
 static void att_tasks(void *ctx, int64_t begin, int64_t end) {
   const att_job *j = ctx;
   const int64_t *q = j->q;
-  int64_t D = q[A_D], Dv = q[A_DV], dvp = (Dv + 15) / 16 * 16;
-  float qb[QT * D], kt[D * KT], vb[KT * dvp], s[QT * KT], acc[QT * dvp];
-  tile t = {D, Dv, dvp, qb, kt, vb, s, acc, {0}, {0}};
+  int64_t D = q[A_D], Dv = q[A_DV];
+  float qt[D * QB + 16], s[KT * QB + 16], acc[Dv * QB + 16];
+  blk b = {.d = D, .dv = Dv, .ksk = q[A_K + 3], .ksd = q[A_K + 4], .vsk = q[A_V + 3], .vsd = q[A_V + 4],
+           .msq = q[A_M + 3], .msk = q[A_M + 4], .causal = (int)(q[A_FLAGS] & 2), .qt = align64(qt),
+           .s = align64(s), .acc = align64(acc)};
   for (int64_t task = begin; task < end; task++) {
-    int64_t head = task / j->nqt, m0 = task % j->nqt * QT;
-    run_block(j, &t, head / q[A_B1], head % q[A_B1], m0);
+    int64_t head = task / j->nqb;
+    run_block(j, &b, head / q[A_B1], head % q[A_B1], task % j->nqb * QB);
   }
 }
 
@@ -264,8 +389,10 @@ int primc_k_attention(const int64_t *q, void *const *bufs) {
     return PRIMC_ERR_RUNTIME;
   int64_t heads = q[A_B0] * q[A_B1];
   if (heads == 0 || q[A_SQ] == 0) return PRIMC_OK;
-  att_job j = {q, bufs[1], bufs[2], bufs[3], (q[A_FLAGS] & 1) ? bufs[4] : NULL, bufs[0], (q[A_SQ] + QT - 1) / QT,
+  att_job j = {q, bufs[1], bufs[2], bufs[3], (q[A_FLAGS] & 1) ? bufs[4] : NULL, bufs[0], (q[A_SQ] + QB - 1) / QB,
                primc_attention_avx512()};
+  /* the gathered mask's lane offsets are 32-bit */
+  if (j.M && (q[A_M + 3] > INT32_MAX / QB || q[A_M + 3] < INT32_MIN / QB)) j.avx512 = 0;
   if (q[A_SK] == 0) { /* softmax over no keys: 0 / 0 */
     for (int64_t h = 0; h < heads; h++)
       for (int64_t m = 0; m < q[A_SQ]; m++)
@@ -273,7 +400,7 @@ int primc_k_attention(const int64_t *q, void *const *bufs) {
           j.O[q[A_O] + h / q[A_B1] * q[A_O + 1] + h % q[A_B1] * q[A_O + 2] + m * q[A_O + 3] + c * q[A_O + 4]] = NAN;
     return PRIMC_OK;
   }
-  primc_parallel_for(heads * j.nqt, att_tasks, &j);
+  primc_parallel_for(heads * j.nqb, att_tasks, &j);
   return PRIMC_OK;
 }
 

@@ -206,17 +206,26 @@ static void reference(const int64_t *p, const float *Q, const float *K, const fl
   free(s);
 }
 
-/* Q, K, V stored [B0, S, B1, D] (heads inside rows), K read transposed, the mask [B0, 1, 1, Sk] broadcast */
+/* Q, K, V stored [B0, S, B1, D] (heads inside rows), K read transposed, the mask [B0, 1, 1, Sk] broadcast;
+ * mask 2: a full [B0, Sq, Sk] mask whose rows start with long runs of -inf (a row with nothing attendable
+ * in its first key tiles, one with nothing at all); tr: Q, K, V and y stored d-major, [B0, B1, D, S] */
 static void row_case(int generic, int64_t B0, int64_t B1, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv, int mask,
-                     int causal) {
+                     int causal, int tr) {
   int64_t nq = B0 * Sq * B1 * D, nk = B0 * Sk * B1 * D, nv = B0 * Sk * B1 * Dv, ny = B0 * B1 * Sq * Dv;
+  int64_t nm = mask == 2 ? B0 * Sq * Sk : B0 * Sk;
   float *Q = malloc(sizeof *Q * (size_t)nq), *K = malloc(sizeof *K * (size_t)nk), *V = malloc(sizeof *V * (size_t)nv);
-  float *M = malloc(sizeof *M * (size_t)(B0 * Sk)), *Y = malloc(sizeof *Y * (size_t)ny);
+  float *M = malloc(sizeof *M * (size_t)nm), *Y = malloc(sizeof *Y * (size_t)ny);
   double *R = malloc(sizeof *R * (size_t)ny), scale = 1 / sqrt((double)D);
   for (int64_t i = 0; i < nq; i++) Q[i] = frand();
   for (int64_t i = 0; i < nk; i++) K[i] = frand();
   for (int64_t i = 0; i < nv; i++) V[i] = frand();
-  for (int64_t i = 0; i < B0 * Sk; i++) M[i] = i % Sk > Sk / 2 && i % 3 == 0 ? -INFINITY : frand();
+  if (mask == 2)
+    for (int64_t i = 0; i < nm; i++) {
+      int64_t m = i / Sk % Sq, n = i % Sk;
+      M[i] = m % 5 == 4 || n < m * 7 % (Sk + 1) ? -INFINITY : frand(); /* every fifth row: nothing attendable */
+    }
+  else
+    for (int64_t i = 0; i < nm; i++) M[i] = i % Sk > Sk / 2 && i % 3 == 0 ? -INFINITY : frand();
   int64_t p[PRIMC_ATTENTION_PARAMS] = {PRIMC_F32, B0, B1, Sq, Sk, D, Dv,
                                        0, Sq * B1 * D, D, B1 * D, 1,
                                        0, Sk * B1 * D, D, B1 * D, 1,
@@ -224,6 +233,11 @@ static void row_case(int generic, int64_t B0, int64_t B1, int64_t Sq, int64_t Sk
                                        0, Sk, 0, 0, 1,
                                        0, B1 * Sq * Dv, Sq * Dv, Dv, 1,
                                        (mask ? 1 : 0) | (causal ? 2 : 0), 0};
+  if (mask == 2) p[23] = Sq * Sk, p[25] = Sk;
+  if (tr) { /* [B0, B1, D, S]: the row stride 1, the d stride S */
+    int64_t S[4] = {Sq, Sk, Sk, Sq}, W[4] = {D, D, Dv, Dv}, at[4] = {7, 12, 17, 27};
+    for (int o = 0; o < 4; o++) p[at[o] + 1] = S[o] * B1 * W[o], p[at[o] + 2] = S[o] * W[o], p[at[o] + 3] = 1, p[at[o] + 4] = S[o];
+  }
   memcpy(&p[33], &scale, 8);
   void *bufs[5] = {Y, Q, K, V, M};
   primc_attention_force_generic(generic);
@@ -231,21 +245,28 @@ static void row_case(int generic, int64_t B0, int64_t B1, int64_t Sq, int64_t Sk
   primc_attention_force_generic(-1);
   reference(p, Q, K, V, M, R);
   int ok = CHECK_MSG(st == PRIMC_OK, "status %d", st);
-  for (int64_t i = 0; ok && i < ny; i++)
-    if (!(fabs(Y[i] - R[i]) <= 1e-5 * (1 + fabs(R[i]))))
-      ok = CHECK_MSG(0, "%s %lldx%lld heads, %lld x %lld, d %lld/%lld%s%s: y[%lld] = %.9g, reference %.9g",
-                     generic ? "plain C" : "AVX-512", (long long)B0, (long long)B1, (long long)Sq, (long long)Sk,
-                     (long long)D, (long long)Dv, mask ? ", mask" : "", causal ? ", causal" : "", (long long)i, Y[i], R[i]);
+  for (int64_t b = 0; ok && b < B0 * B1; b++)
+    for (int64_t m = 0; ok && m < Sq; m++)
+      for (int64_t c = 0; ok && c < Dv; c++) {
+        int64_t i = (b * Sq + m) * Dv + c;
+        float y = Y[p[27] + b / B1 * p[28] + b % B1 * p[29] + m * p[30] + c * p[31]];
+        if (!(isnan(y) && isnan(R[i])) && !(fabs(y - R[i]) <= 1e-5 * (1 + fabs(R[i]))))
+          ok = CHECK_MSG(0, "%s %lldx%lld heads, %lld x %lld, d %lld/%lld%s%s%s: y[%lld] = %.9g, reference %.9g",
+                         generic ? "plain C" : "AVX-512", (long long)B0, (long long)B1, (long long)Sq, (long long)Sk,
+                         (long long)D, (long long)Dv, mask == 2 ? ", full mask" : mask ? ", mask" : "",
+                         causal ? ", causal" : "", tr ? ", d-major" : "", (long long)i, y, R[i]);
+      }
   free(Q), free(K), free(V), free(M), free(Y), free(R);
 }
 
 static void row_cases(int generic) {
-  static const int64_t c[][8] = {
-      {1, 1, 1, 1, 1, 1, 0, 0},      {2, 3, 31, 33, 64, 64, 1, 0}, {1, 2, 64, 64, 80, 80, 0, 1},
-      {1, 1, 97, 200, 7, 40, 1, 1},  {2, 1, 1, 257, 256, 256, 1, 0}, {1, 1, 50, 30, 16, 16, 0, 1},
+  static const int64_t c[][9] = {
+      {1, 1, 1, 1, 1, 1, 0, 0, 0},       {2, 3, 31, 33, 64, 64, 1, 0, 0}, {1, 2, 64, 64, 80, 80, 0, 1, 0},
+      {1, 1, 97, 200, 7, 40, 1, 1, 0},   {2, 1, 1, 257, 256, 256, 1, 0, 0}, {1, 1, 50, 30, 16, 16, 0, 1, 0},
+      {2, 2, 70, 300, 24, 20, 2, 0, 0},  {1, 2, 45, 140, 19, 13, 2, 1, 1}, {2, 1, 33, 70, 64, 64, 1, 0, 1},
   };
   for (size_t i = 0; i < sizeof c / sizeof *c; i++)
-    row_case(generic, c[i][0], c[i][1], c[i][2], c[i][3], c[i][4], c[i][5], (int)c[i][6], (int)c[i][7]);
+    row_case(generic, c[i][0], c[i][1], c[i][2], c[i][3], c[i][4], c[i][5], (int)c[i][6], (int)c[i][7], (int)c[i][8]);
 }
 
 PC_TEST(attention_row_generic) { row_cases(1); }
