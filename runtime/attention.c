@@ -59,6 +59,7 @@ typedef struct blk {
   float *s;   /* [KT][QB]: S^T, then P^T */
   float *acc; /* [dv][QB]: O^T, unnormalized */
   float mx[QB], sum[QB];
+  float tmx[QB]; /* AVX-512: the running max with the current tile's scores, kept as they are stored */
 } blk;
 
 /* ---------------------------------------------------------------- plain C rows */
@@ -114,11 +115,11 @@ static void pv_c(const blk *b, int64_t n0, int64_t nk) {
 #define AVX512 __attribute__((target("avx512f,fma")))
 #define INLINE static inline __attribute__((always_inline))
 
-/* e^x, within 2 ulp on [-87, 88]; 0 below -87.3 (masked scores are -inf) */
+/* e^x for x <= 0 (scores less their max), within 2 ulp down to -87; 0 below -87.3 (masked scores are -inf) */
 AVX512 INLINE __m512 exp512(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.3f);
   __mmask16 live = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.0f));
+  x = _mm512_max_ps(x, lo);
   __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
@@ -132,8 +133,30 @@ AVX512 INLINE __m512 exp512(__m512 x) {
   return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
 }
 
-/* S^T rows [n, n + R): R keys broadcast from K where they lie, against Q^T's VQ vectors, per d */
-AVX512 INLINE void qk_block(const blk *b, int64_t n, const int R) {
+/* the scores of key n for lanes [16 v, 16 v + 16) with the mask added (gathered when it varies along the
+ * queries, only the live lanes read) and the causal cut (-inf for the queries before the key) */
+AVX512 INLINE __m512 masked512(const blk *b, int64_t n, int v, __m512 x) {
+  const __m512i lane = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                        _mm512_set1_epi32(16 * v));
+  if (b->M) {
+    const float *m = b->M + b->m0 * b->msq + n * b->msk;
+    if (b->msq) {
+      __mmask16 live = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32((int32_t)b->rows));
+      __m512i at = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int32_t)b->msq));
+      x = _mm512_add_ps(x, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, at, m, 4));
+    } else {
+      x = _mm512_add_ps(x, _mm512_set1_ps(*m));
+    }
+  }
+  if (b->causal)
+    x = _mm512_mask_mov_ps(x, _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32((int32_t)(n - b->m0))),
+                           _mm512_set1_ps(-INFINITY));
+  return x;
+}
+
+/* S^T rows [n, n + R): R keys broadcast from K where they lie, against Q^T's VQ vectors, per d; stored with
+ * the mask applied, into the tile's running max */
+AVX512 INLINE void qk_block(blk *b, int64_t n, const int R) {
   __m512 c[RK][VQ];
   const float *kp[RK];
 #pragma GCC unroll 8
@@ -155,13 +178,23 @@ AVX512 INLINE void qk_block(const blk *b, int64_t n, const int R) {
     }
   }
   float *s = b->s + (n % KT) * QB;
+  __m512 mx[VQ];
+#pragma GCC unroll 4
+  for (int v = 0; v < VQ; v++) mx[v] = _mm512_loadu_ps(b->tmx + 16 * v);
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-    for (int v = 0; v < VQ; v++) _mm512_store_ps(s + r * QB + 16 * v, c[r][v]);
+    for (int v = 0; v < VQ; v++) {
+      __m512 x = b->M || b->causal ? masked512(b, n + r, v, c[r][v]) : c[r][v];
+      _mm512_store_ps(s + r * QB + 16 * v, x);
+      mx[v] = _mm512_max_ps(mx[v], x);
+    }
+#pragma GCC unroll 4
+  for (int v = 0; v < VQ; v++) _mm512_storeu_ps(b->tmx + 16 * v, mx[v]);
 }
 
-AVX512 static void scores_512(const blk *b, int64_t n0, int64_t nk) {
+AVX512 static void scores_512(blk *b, int64_t n0, int64_t nk) {
+  memcpy(b->tmx, b->mx, sizeof b->tmx);
   int64_t n = n0, end = n0 + nk;
   for (; n + RK <= end; n += RK) qk_block(b, n, RK);
   switch (end - n) { /* the remainder: R < RK rows (R_ keeps every call's block inside the arrays) */
@@ -177,43 +210,12 @@ AVX512 static void scores_512(const blk *b, int64_t n0, int64_t nk) {
 }
 _Static_assert(RK <= 8, "the remainders' switches");
 
-AVX512 static void softmax_512(blk *b, int64_t n0, int64_t nk) {
+/* P^T = exp(S^T - the new max), the sums; the accumulator rescaled where the max grew */
+AVX512 static void softmax_512(blk *b, int64_t nk) {
   __m512 mx[VQ], use[VQ], sum[VQ], alpha[VQ];
-  __m512i lane[VQ];
-  __mmask16 live[VQ];
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
 #pragma GCC unroll 4
-  for (int v = 0; v < VQ; v++) {
-    mx[v] = _mm512_loadu_ps(b->mx + 16 * v);
-    lane[v] = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                               _mm512_set1_epi32(16 * v));
-    int64_t left = b->rows - 16 * v;
-    live[v] = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1);
-  }
-  if (b->M || b->causal) {
-    __m512i gidx = _mm512_setzero_si512();
-    int gather = b->M && b->msq != 0;
-    if (gather) gidx = _mm512_mullo_epi32(lane[0], _mm512_set1_epi32((int32_t)b->msq));
-    for (int64_t n = 0; n < nk; n++) {
-      float *s = b->s + n * QB;
-      const float *m = b->M ? b->M + b->m0 * b->msq + (n0 + n) * b->msk : NULL;
-#pragma GCC unroll 4
-      for (int v = 0; v < VQ; v++) {
-        __m512 x = _mm512_load_ps(s + 16 * v);
-        if (m)
-          x = _mm512_add_ps(x, gather ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live[v], gidx, m + 16 * v * b->msq, 4)
-                                      : _mm512_set1_ps(*m));
-        if (b->causal) /* key n0 + n masked for the queries before it */
-          x = _mm512_mask_mov_ps(x, _mm512_cmplt_epi32_mask(lane[v], _mm512_set1_epi32((int32_t)(n0 + n - b->m0))), ninf);
-        _mm512_store_ps(s + 16 * v, x);
-        mx[v] = _mm512_max_ps(mx[v], x);
-      }
-    }
-  } else {
-    for (int64_t n = 0; n < nk; n++)
-#pragma GCC unroll 4
-      for (int v = 0; v < VQ; v++) mx[v] = _mm512_max_ps(mx[v], _mm512_load_ps(b->s + n * QB + 16 * v));
-  }
+  for (int v = 0; v < VQ; v++) mx[v] = _mm512_loadu_ps(b->tmx + 16 * v);
   int rescale = 0;
 #pragma GCC unroll 4
   for (int v = 0; v < VQ; v++) {
@@ -346,7 +348,7 @@ static void run_block(const att_job *j, blk *b, int64_t b0, int64_t b1, int64_t 
     int64_t nk = kend - n0 < KT ? kend - n0 : KT;
     if (j->avx512) {
       scores_512(b, n0, nk);
-      softmax_512(b, n0, nk);
+      softmax_512(b, nk);
       pv_512(b, n0, nk);
     } else {
       scores_c(b, n0, nk);
