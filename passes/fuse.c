@@ -1,6 +1,7 @@
 /* passes/fuse.c: groups prims into kernels (node->group): vertical, reduction and contraction-epilogue fusion. */
 #include "passes/passes.h"
 #include "passes/rewrite.h"
+#include "runtime/primc_rt.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -298,9 +299,10 @@ static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
   return NULL;
 }
 
-/* Each softmax(Q K^T * scale + mask) V chain (ir/attention.c) becomes one group before any other
- * decision: codegen makes it one primc_k_attention call, which never stores the Sq x Sk scores, and reads
- * Q, K, V and the mask through the transposes and head splits the chain took in. */
+/* Each softmax(Q K^T * scale + mask) V chain (ir/attention.c) where the call pays on this CPU
+ * (primc_attention_pays: enough queries) becomes one group before any other decision: codegen makes it one
+ * primc_k_attention call, which never stores the Sq x Sk scores, and reads Q, K, V and the mask through
+ * the transposes and head splits the chain took in. */
 static pc_status attention_groups(fuser *F) {
   pc_graph *g = F->g;
   int *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
@@ -310,6 +312,9 @@ static pc_status attention_groups(fuser *F) {
   for (int i = 0; i < F->n; i++) {
     const pc_node *n = g->nodes[i];
     if (n->op != PC_OP_dot_general || !pc_attention_match(g, n, uses, &a)) continue;
+    /* the one decision between the call and the stored-scores kernels (runtime/attention.c's tuning) */
+    const pc_type *st = &a.qk->out[0]->type;
+    if (!primc_attention_pays(st->dims[st->rank - 2], st->dims[st->rank - 1])) continue;
     int taken = 0;
     for (int j = 0; j < a.n_nodes; j++) taken |= F->size[find(F, a.nodes[j]->id)] > 1;
     if (taken) continue;

@@ -15,19 +15,17 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifndef VQ
-#define VQ 4 /* vectors of 16 queries a task */
-#endif
-#define QB (16 * VQ) /* queries a task: the lanes of every tile */
+#define VQ 4         /* vectors of 16 queries a task at most (b->vq: fewer for short query blocks) */
+#define QB (16 * VQ) /* the lanes of every tile, of which a task uses 16 * b->vq */
 #ifndef KT
 #define KT 128 /* keys a tile: the scores tile, KT x QB floats, stays in L1 */
 #endif
 #ifndef PFV
 #define PFV 16
 #endif
-#ifndef RK
-#define RK 6 /* broadcast rows a register block: keys in K Q^T, dv columns in V^T P^T */
-#endif
+#define RK 8 /* broadcast rows a register block at most: keys in K Q^T, dv columns in V^T P^T */
+/* the rows a block of V vectors takes: 6 x 4 or 8 x 3 zmm accumulators, 16 or 8 for fewer queries */
+#define RK_OF(V) ((V) == 4 ? 6 : 8)
 
 /* params (codegen/calls.def): the shape, then per operand an element offset and strides */
 enum {
@@ -45,19 +43,20 @@ typedef struct att_job {
   const int64_t *q;
   const float *Q, *K, *V, *M;
   float *O;
-  int64_t nqb;
+  int64_t nqb, qbs; /* query blocks a head, queries a block (the last may have fewer) */
   int avx512;
 } att_job;
 
 /* one task's view: the head's operands, its QB queries from m0 (rows of them real) and its buffers */
 typedef struct blk {
   int64_t d, dv, m0, rows;
+  int vq; /* vectors of queries: 16 * vq >= rows */
   const float *K, *V, *M; /* at the head */
   int64_t ksk, ksd, vsk, vsd, msq, msk;
   int causal;
-  float *qt;  /* [d][QB]: Q^T, scaled, lanes past rows 0 */
-  float *s;   /* [KT][QB]: S^T, then P^T */
-  float *acc; /* [dv][QB]: O^T, unnormalized */
+  float *qt;  /* [d][16 vq]: Q^T, scaled, lanes past rows 0 */
+  float *s;   /* [KT][16 vq]: S^T, then P^T */
+  float *acc; /* [dv][16 vq]: O^T, unnormalized */
   float mx[QB], sum[QB];
   float tmx[QB]; /* AVX-512: the running max with the current tile's scores, kept as they are stored */
 } blk;
@@ -65,47 +64,50 @@ typedef struct blk {
 /* ---------------------------------------------------------------- plain C rows */
 
 static void scores_c(const blk *b, int64_t n0, int64_t nk) {
+  int64_t ld = 16 * b->vq;
   for (int64_t n = 0; n < nk; n++) {
-    float *s = b->s + n * QB;
+    float *s = b->s + n * ld;
     const float *k = b->K + (n0 + n) * b->ksk;
-    for (int l = 0; l < QB; l++) s[l] = 0;
+    for (int l = 0; l < b->rows; l++) s[l] = 0;
     for (int64_t d = 0; d < b->d; d++) {
       float a = k[d * b->ksd];
-      for (int l = 0; l < QB; l++) s[l] += a * b->qt[d * QB + l];
+      for (int l = 0; l < b->rows; l++) s[l] += a * b->qt[d * ld + l];
     }
   }
 }
 
 /* mask, causal cut, the new running max, P^T = exp(S^T - max), the sums, the accumulator rescaled */
 static void softmax_c(blk *b, int64_t n0, int64_t nk) {
+  int64_t ld = 16 * b->vq;
   float mx[QB];
   memcpy(mx, b->mx, sizeof mx);
   for (int64_t n = 0; n < nk; n++) {
-    float *s = b->s + n * QB;
+    float *s = b->s + n * ld;
     for (int l = 0; l < b->rows; l++) {
       if (b->M) s[l] += b->M[(b->m0 + l) * b->msq + (n0 + n) * b->msk];
       if (b->causal && n0 + n > b->m0 + l) s[l] = -INFINITY;
       mx[l] = s[l] > mx[l] ? s[l] : mx[l];
     }
   }
-  for (int l = 0; l < QB; l++) {
+  for (int l = 0; l < b->rows; l++) {
     float use = mx[l] == -INFINITY ? 0 : mx[l]; /* nothing attendable yet: every p and alpha is 0 */
     float alpha = expf(b->mx[l] - use);
     b->mx[l] = mx[l];
     float sum = 0;
-    for (int64_t n = 0; n < nk; n++) sum += b->s[n * QB + l] = expf(b->s[n * QB + l] - use);
+    for (int64_t n = 0; n < nk; n++) sum += b->s[n * ld + l] = expf(b->s[n * ld + l] - use);
     b->sum[l] = b->sum[l] * alpha + sum;
     if (alpha != 1)
-      for (int64_t c = 0; c < b->dv; c++) b->acc[c * QB + l] *= alpha;
+      for (int64_t c = 0; c < b->dv; c++) b->acc[c * ld + l] *= alpha;
   }
 }
 
 static void pv_c(const blk *b, int64_t n0, int64_t nk) {
+  int64_t ld = 16 * b->vq;
   for (int64_t n = 0; n < nk; n++) {
-    const float *p = b->s + n * QB, *v = b->V + (n0 + n) * b->vsk;
+    const float *p = b->s + n * ld, *v = b->V + (n0 + n) * b->vsk;
     for (int64_t c = 0; c < b->dv; c++) {
       float a = v[c * b->vsd];
-      for (int l = 0; l < QB; l++) b->acc[c * QB + l] += a * p[l];
+      for (int l = 0; l < b->rows; l++) b->acc[c * ld + l] += a * p[l];
     }
   }
 }
@@ -156,69 +158,68 @@ AVX512 INLINE __m512 masked512(const blk *b, int64_t n, int v, __m512 x) {
 
 /* S^T rows [n, n + R): R keys broadcast from K where they lie, against Q^T's VQ vectors, per d; stored with
  * the mask applied, into the tile's running max */
-AVX512 INLINE void qk_block(blk *b, int64_t n, const int R) {
+AVX512 INLINE void qk_block(blk *b, int64_t n, const int R, const int V) {
   __m512 c[RK][VQ];
   const float *kp[RK];
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++) {
     kp[r] = b->K + (n + r) * b->ksk;
 #pragma GCC unroll 4
-    for (int v = 0; v < VQ; v++) c[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; v++) c[r][v] = _mm512_setzero_ps();
   }
   const float *qt = b->qt;
-  for (int64_t d = 0, off = 0; d < b->d; d++, off += b->ksd, qt += QB) {
+  for (int64_t d = 0, off = 0; d < b->d; d++, off += b->ksd, qt += (16 * V)) {
     __m512 x[VQ];
 #pragma GCC unroll 4
-    for (int v = 0; v < VQ; v++) x[v] = _mm512_load_ps(qt + 16 * v);
+    for (int v = 0; v < V; v++) x[v] = _mm512_load_ps(qt + 16 * v);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
       __m512 a = _mm512_set1_ps(kp[r][off]);
 #pragma GCC unroll 4
-      for (int v = 0; v < VQ; v++) c[r][v] = _mm512_fmadd_ps(a, x[v], c[r][v]);
+      for (int v = 0; v < V; v++) c[r][v] = _mm512_fmadd_ps(a, x[v], c[r][v]);
     }
   }
-  float *s = b->s + (n % KT) * QB;
+  float *s = b->s + (n % KT) * (16 * V);
   __m512 mx[VQ];
 #pragma GCC unroll 4
-  for (int v = 0; v < VQ; v++) mx[v] = _mm512_loadu_ps(b->tmx + 16 * v);
+  for (int v = 0; v < V; v++) mx[v] = _mm512_loadu_ps(b->tmx + 16 * v);
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-    for (int v = 0; v < VQ; v++) {
+    for (int v = 0; v < V; v++) {
       __m512 x = b->M || b->causal ? masked512(b, n + r, v, c[r][v]) : c[r][v];
-      _mm512_store_ps(s + r * QB + 16 * v, x);
+      _mm512_store_ps(s + r * (16 * V) + 16 * v, x);
       mx[v] = _mm512_max_ps(mx[v], x);
     }
 #pragma GCC unroll 4
-  for (int v = 0; v < VQ; v++) _mm512_storeu_ps(b->tmx + 16 * v, mx[v]);
+  for (int v = 0; v < V; v++) _mm512_storeu_ps(b->tmx + 16 * v, mx[v]);
 }
 
-AVX512 static void scores_512(blk *b, int64_t n0, int64_t nk) {
+AVX512 INLINE void scores_512(blk *b, int64_t n0, int64_t nk, const int V) {
   memcpy(b->tmx, b->mx, sizeof b->tmx);
   int64_t n = n0, end = n0 + nk;
-  for (; n + RK <= end; n += RK) qk_block(b, n, RK);
-  switch (end - n) { /* the remainder: R < RK rows (R_ keeps every call's block inside the arrays) */
-#define R_(r) ((r) < RK ? (r) : 1)
-  case 7: qk_block(b, n, R_(7)); break;
-  case 6: qk_block(b, n, R_(6)); break;
-  case 5: qk_block(b, n, R_(5)); break;
-  case 4: qk_block(b, n, R_(4)); break;
-  case 3: qk_block(b, n, R_(3)); break;
-  case 2: qk_block(b, n, R_(2)); break;
-  case 1: qk_block(b, n, 1); break;
+  for (; n + RK_OF(V) <= end; n += RK_OF(V)) qk_block(b, n, RK_OF(V), V);
+  switch (end - n) { /* the remainder, fewer rows */
+  case 7: qk_block(b, n, 7, V); break;
+  case 6: qk_block(b, n, 6, V); break;
+  case 5: qk_block(b, n, 5, V); break;
+  case 4: qk_block(b, n, 4, V); break;
+  case 3: qk_block(b, n, 3, V); break;
+  case 2: qk_block(b, n, 2, V); break;
+  case 1: qk_block(b, n, 1, V); break;
   }
 }
-_Static_assert(RK <= 8, "the remainders' switches");
+_Static_assert(RK == 8, "the remainders' switches");
 
 /* P^T = exp(S^T - the new max), the sums; the accumulator rescaled where the max grew */
-AVX512 static void softmax_512(blk *b, int64_t nk) {
+AVX512 INLINE void softmax_512(blk *b, int64_t nk, const int V) {
   __m512 mx[VQ], use[VQ], sum[VQ], alpha[VQ];
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
 #pragma GCC unroll 4
-  for (int v = 0; v < VQ; v++) mx[v] = _mm512_loadu_ps(b->tmx + 16 * v);
+  for (int v = 0; v < V; v++) mx[v] = _mm512_loadu_ps(b->tmx + 16 * v);
   int rescale = 0;
 #pragma GCC unroll 4
-  for (int v = 0; v < VQ; v++) {
+  for (int v = 0; v < V; v++) {
     use[v] = _mm512_mask_mov_ps(mx[v], _mm512_cmpeq_ps_mask(mx[v], ninf), _mm512_setzero_ps());
     alpha[v] = exp512(_mm512_sub_ps(_mm512_loadu_ps(b->mx + 16 * v), use[v]));
     rescale |= _mm512_cmpneq_ps_mask(alpha[v], _mm512_set1_ps(1.0f)) != 0;
@@ -227,93 +228,105 @@ AVX512 static void softmax_512(blk *b, int64_t nk) {
   }
   for (int64_t n = 0; n < nk; n++)
 #pragma GCC unroll 4
-    for (int v = 0; v < VQ; v++) {
-      float *s = b->s + n * QB + 16 * v;
+    for (int v = 0; v < V; v++) {
+      float *s = b->s + n * (16 * V) + 16 * v;
       __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(s), use[v]));
       _mm512_store_ps(s, p);
       sum[v] = _mm512_add_ps(sum[v], p);
     }
 #pragma GCC unroll 4
-  for (int v = 0; v < VQ; v++)
+  for (int v = 0; v < V; v++)
     _mm512_storeu_ps(b->sum + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(b->sum + 16 * v), alpha[v], sum[v]));
   if (rescale)
     for (int64_t c = 0; c < b->dv; c++)
 #pragma GCC unroll 4
-      for (int v = 0; v < VQ; v++)
-        _mm512_store_ps(b->acc + c * QB + 16 * v, _mm512_mul_ps(_mm512_load_ps(b->acc + c * QB + 16 * v), alpha[v]));
+      for (int v = 0; v < V; v++)
+        _mm512_store_ps(b->acc + c * (16 * V) + 16 * v, _mm512_mul_ps(_mm512_load_ps(b->acc + c * (16 * V) + 16 * v), alpha[v]));
 }
 
 /* O^T rows [c, c + R) += V^T P^T over the tile's keys: R dv columns broadcast from V where they lie. UNIT:
  * V's dv stride is 1, so the R broadcasts are fixed offsets from one pointer. */
-AVX512 INLINE void pv_block(const blk *b, int64_t n0, int64_t nk, int64_t c, const int R, const int UNIT) {
+AVX512 INLINE void pv_block(const blk *b, int64_t n0, int64_t nk, int64_t c, const int R, const int UNIT, const int V) {
   __m512 a[RK][VQ];
   int64_t vo[RK];
-  float *acc = b->acc + c * QB;
+  float *acc = b->acc + c * (16 * V);
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++) {
     vo[r] = UNIT ? r : r * b->vsd;
 #pragma GCC unroll 4
-    for (int v = 0; v < VQ; v++) a[r][v] = _mm512_load_ps(acc + r * QB + 16 * v);
+    for (int v = 0; v < V; v++) a[r][v] = _mm512_load_ps(acc + r * (16 * V) + 16 * v);
   }
   const float *vp = b->V + n0 * b->vsk + c * b->vsd, *p = b->s;
-  for (int64_t n = 0; n < nk; n++, vp += b->vsk, p += QB) {
+  for (int64_t n = 0; n < nk; n++, vp += b->vsk, p += (16 * V)) {
     __m512 x[VQ];
 #ifndef NOPF
     _mm_prefetch((const char *)(vp + PFV * b->vsk), _MM_HINT_T0);
 #endif
 #pragma GCC unroll 4
-    for (int v = 0; v < VQ; v++) x[v] = _mm512_load_ps(p + 16 * v);
+    for (int v = 0; v < V; v++) x[v] = _mm512_load_ps(p + 16 * v);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
       __m512 w = _mm512_set1_ps(vp[vo[r]]);
 #pragma GCC unroll 4
-      for (int v = 0; v < VQ; v++) a[r][v] = _mm512_fmadd_ps(w, x[v], a[r][v]);
+      for (int v = 0; v < V; v++) a[r][v] = _mm512_fmadd_ps(w, x[v], a[r][v]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-    for (int v = 0; v < VQ; v++) _mm512_store_ps(acc + r * QB + 16 * v, a[r][v]);
+    for (int v = 0; v < V; v++) _mm512_store_ps(acc + r * (16 * V) + 16 * v, a[r][v]);
 }
 
-AVX512 static void pv_512(const blk *b, int64_t n0, int64_t nk) {
+AVX512 INLINE void pv_512(const blk *b, int64_t n0, int64_t nk, const int V) {
   int64_t c = 0;
   if (b->vsd == 1) {
-    for (; c + RK <= b->dv; c += RK) pv_block(b, n0, nk, c, RK, 1);
+    for (; c + RK_OF(V) <= b->dv; c += RK_OF(V)) pv_block(b, n0, nk, c, RK_OF(V), 1, V);
   } else {
-    for (; c + RK <= b->dv; c += RK) pv_block(b, n0, nk, c, RK, 0);
+    for (; c + RK_OF(V) <= b->dv; c += RK_OF(V)) pv_block(b, n0, nk, c, RK_OF(V), 0, V);
   }
   switch (b->dv - c) {
-  case 7: pv_block(b, n0, nk, c, R_(7), 0); break;
-  case 6: pv_block(b, n0, nk, c, R_(6), 0); break;
-  case 5: pv_block(b, n0, nk, c, R_(5), 0); break;
-  case 4: pv_block(b, n0, nk, c, R_(4), 0); break;
-  case 3: pv_block(b, n0, nk, c, R_(3), 0); break;
-  case 2: pv_block(b, n0, nk, c, R_(2), 0); break;
-  case 1: pv_block(b, n0, nk, c, 1, 0); break;
+  case 7: pv_block(b, n0, nk, c, 7, 0, V); break;
+  case 6: pv_block(b, n0, nk, c, 6, 0, V); break;
+  case 5: pv_block(b, n0, nk, c, 5, 0, V); break;
+  case 4: pv_block(b, n0, nk, c, 4, 0, V); break;
+  case 3: pv_block(b, n0, nk, c, 3, 0, V); break;
+  case 2: pv_block(b, n0, nk, c, 2, 0, V); break;
+  case 1: pv_block(b, n0, nk, c, 1, 0, V); break;
   }
 }
+
+/* one key tile on AVX-512 for blocks of V vectors of queries */
+#define TILE512(V)                                                      \
+  static AVX512 void tile512_##V(blk *b, int64_t n0, int64_t nk) {     \
+    scores_512(b, n0, nk, V);                                           \
+    softmax_512(b, nk, V);                                              \
+    pv_512(b, n0, nk, V);                                               \
+  }
+TILE512(1) TILE512(2) TILE512(3) TILE512(4)
+_Static_assert(VQ == 4, "a tile512_V for each V up to VQ");
 
 /* Q^T = Q's rows [m0, m0 + rows) scaled, 16 x 16 blocks through registers (Q's d stride 1) */
 AVX512 static void pack_q_512(blk *b, const float *Q, int64_t ld, float scale) {
-  for (int v = 0; v < VQ && 16 * v < b->rows; v++)
+  int64_t lanes = 16 * b->vq;
+  for (int v = 0; v < b->vq; v++)
     for (int64_t d = 0; d < b->d; d += 16)
       primc_tr16_part(Q + 16 * v * ld + d, ld, (int)(b->rows - 16 * v < 16 ? b->rows - 16 * v : 16),
-                      (int)(b->d - d < 16 ? b->d - d : 16), b->qt + d * QB + 16 * v, QB);
+                      (int)(b->d - d < 16 ? b->d - d : 16), b->qt + d * lanes + 16 * v, lanes);
   __m512 sc = _mm512_set1_ps(scale);
-  for (int64_t i = 0; i < b->d * QB; i += 16) _mm512_store_ps(b->qt + i, _mm512_mul_ps(_mm512_load_ps(b->qt + i), sc));
+  for (int64_t i = 0; i < b->d * lanes; i += 16) _mm512_store_ps(b->qt + i, _mm512_mul_ps(_mm512_load_ps(b->qt + i), sc));
 }
 
 /* y's rows [m0, m0 + rows) = O^T / sum, transposed back the same way (y's dv stride 1) */
 AVX512 static void store_o_512(blk *b, float *y, int64_t ld) {
-  for (int v = 0; v < VQ; v++) {
+  int64_t lanes = 16 * b->vq;
+  for (int v = 0; v < b->vq; v++) {
     __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_loadu_ps(b->sum + 16 * v));
     for (int64_t c = 0; c < b->dv; c++)
-      _mm512_store_ps(b->acc + c * QB + 16 * v, _mm512_mul_ps(_mm512_load_ps(b->acc + c * QB + 16 * v), inv));
+      _mm512_store_ps(b->acc + c * lanes + 16 * v, _mm512_mul_ps(_mm512_load_ps(b->acc + c * lanes + 16 * v), inv));
   }
-  for (int v = 0; v < VQ && 16 * v < b->rows; v++)
+  for (int v = 0; v < b->vq; v++)
     for (int64_t c = 0; c < b->dv; c += 16)
-      primc_tr16_part(b->acc + c * QB + 16 * v, QB, (int)(b->dv - c < 16 ? b->dv - c : 16),
+      primc_tr16_part(b->acc + c * lanes + 16 * v, lanes, (int)(b->dv - c < 16 ? b->dv - c : 16),
                       (int)(b->rows - 16 * v < 16 ? b->rows - 16 * v : 16), y + 16 * v * ld + c, ld);
 }
 
@@ -331,25 +344,26 @@ static void run_block(const att_job *j, blk *b, int64_t b0, int64_t b1, int64_t 
   b->V = j->V + q[A_V] + b0 * q[A_V + 1] + b1 * q[A_V + 2];
   b->M = j->M ? j->M + q[A_M] + b0 * q[A_M + 1] + b1 * q[A_M + 2] : NULL;
   b->m0 = m0;
-  b->rows = Sq - m0 < QB ? Sq - m0 : QB;
-  memset(b->qt, 0, sizeof(float) * (size_t)(D * QB));
+  b->rows = Sq - m0 < j->qbs ? Sq - m0 : j->qbs;
+  b->vq = (int)((b->rows + 15) / 16);
+  int64_t lanes = 16 * b->vq; /* the tiles' row length */
+  memset(b->qt, 0, sizeof(float) * (size_t)(D * lanes));
   if (j->avx512 && q[A_Q + 4] == 1)
     pack_q_512(b, Qp + m0 * q[A_Q + 3], q[A_Q + 3], scale);
   else
     for (int64_t l = 0; l < b->rows; l++) {
       const float *x = Qp + (m0 + l) * q[A_Q + 3];
-      for (int64_t d = 0; d < D; d++) b->qt[d * QB + l] = x[d * q[A_Q + 4]] * scale;
+      for (int64_t d = 0; d < D; d++) b->qt[d * lanes + l] = x[d * q[A_Q + 4]] * scale;
     }
-  memset(b->acc, 0, sizeof(float) * (size_t)(Dv * QB));
+  memset(b->acc, 0, sizeof(float) * (size_t)(Dv * lanes));
   for (int l = 0; l < QB; l++) b->mx[l] = -INFINITY, b->sum[l] = 0;
   /* with a causal mask, keys past the block's last query are never read */
   int64_t kend = b->causal && m0 + b->rows < Sk ? m0 + b->rows : Sk;
   for (int64_t n0 = 0; n0 < kend; n0 += KT) {
     int64_t nk = kend - n0 < KT ? kend - n0 : KT;
     if (j->avx512) {
-      scores_512(b, n0, nk);
-      softmax_512(b, nk);
-      pv_512(b, n0, nk);
+      static void (*const tile512[VQ])(blk *, int64_t, int64_t) = {tile512_1, tile512_2, tile512_3, tile512_4};
+      tile512[b->vq - 1](b, n0, nk);
     } else {
       scores_c(b, n0, nk);
       softmax_c(b, n0, nk);
@@ -364,7 +378,7 @@ static void run_block(const att_job *j, blk *b, int64_t b0, int64_t b1, int64_t 
   for (int64_t l = 0; l < b->rows; l++) {
     float inv = 1.0f / b->sum[l];
     float *y = Op + (m0 + l) * q[A_O + 3];
-    for (int64_t c = 0; c < Dv; c++) y[c * q[A_O + 4]] = b->acc[c * QB + l] * inv;
+    for (int64_t c = 0; c < Dv; c++) y[c * q[A_O + 4]] = b->acc[c * lanes + l] * inv;
   }
 }
 
@@ -380,7 +394,7 @@ static void att_tasks(void *ctx, int64_t begin, int64_t end) {
            .s = align64(s), .acc = align64(acc)};
   for (int64_t task = begin; task < end; task++) {
     int64_t head = task / j->nqb;
-    run_block(j, &b, head / q[A_B1], head % q[A_B1], task % j->nqb * QB);
+    run_block(j, &b, head / q[A_B1], head % q[A_B1], task % j->nqb * j->qbs);
   }
 }
 
@@ -391,7 +405,10 @@ int primc_k_attention(const int64_t *q, void *const *bufs) {
     return PRIMC_ERR_RUNTIME;
   int64_t heads = q[A_B0] * q[A_B1];
   if (heads == 0 || q[A_SQ] == 0) return PRIMC_OK;
-  att_job j = {q, bufs[1], bufs[2], bufs[3], (q[A_FLAGS] & 1) ? bufs[4] : NULL, bufs[0], (q[A_SQ] + QB - 1) / QB,
+  /* blocks of at most QB queries, as even as whole vectors make them: 70 queries as 48 + 22, not 64 + 6 */
+  int64_t nqb = (q[A_SQ] + QB - 1) / QB, qbs = ((q[A_SQ] + nqb - 1) / nqb + 15) / 16 * 16;
+  nqb = (q[A_SQ] + qbs - 1) / qbs;
+  att_job j = {q, bufs[1], bufs[2], bufs[3], (q[A_FLAGS] & 1) ? bufs[4] : NULL, bufs[0], nqb, qbs,
                primc_attention_avx512()};
   /* the gathered mask's lane offsets are 32-bit */
   if (j.M && (q[A_M + 3] > INT32_MAX / QB || q[A_M + 3] < INT32_MIN / QB)) j.avx512 = 0;
@@ -404,6 +421,39 @@ int primc_k_attention(const int64_t *q, void *const *bufs) {
   }
   primc_parallel_for(heads * j.nqb, att_tasks, &j);
   return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- the planner */
+
+/* Every threshold that picks the fused call over the stored-scores kernels (QK^T and PV on the GEMM, the
+ * softmax as loop kernels) lives here, decided once per chain when it is compiled (passes/fuse.c), one
+ * tuning row per CPU kind as runtime/conv/plan.c's. A task's queries fill whole vectors of 16, so below
+ * min_queries the call computes lanes no query uses (up to 16x the GEMM's multiply-adds for one query)
+ * and the GEMM's rows win; from there the call, which neither stores nor rereads the scores, wins.
+ * Figures: bench/attention.md. */
+typedef struct att_tuning {
+  const char *cpu;
+  int64_t min_queries;
+} att_tuning;
+
+/* indexed by primc_cpu_zmm_fmas(): zmm FMAs a core starts per cycle */
+static const att_tuning tunings[3] = {
+    {"no AVX-512: the plain C row, far slower than the GEMM's vector rows", INT64_MAX},
+    {"AVX-512, one zmm FMA per cycle (not measured: as two)", 32},
+    /* Emerald Rapids, 12 heads of 64, Sk 64 to 2048: the GEMMs win up to 24 queries (Sk 2048: 2.4 ms
+     * against 3.2), the call from 32 (3.4 ms against 3.9) */
+    {"AVX-512, two zmm FMAs per cycle", 32},
+};
+
+static int force_fuse = -1;
+
+void primc_attention_force_fuse(int on) { force_fuse = on; }
+
+int primc_attention_pays(int64_t sq, int64_t sk) {
+  (void)sk;
+  if (force_fuse >= 0) return force_fuse;
+  int z = primc_cpu_zmm_fmas();
+  return sq >= tunings[z >= 0 && z <= 2 ? z : 0].min_queries;
 }
 
 static int force_generic = -1;

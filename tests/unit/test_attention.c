@@ -142,26 +142,45 @@ static const shape shapes[] = {
 };
 
 PC_TEST(attention_fused_against_interpreter) {
+  primc_attention_force_fuse(1); /* the edge shapes are mostly below the planner's query count */
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
     int fused = 0;
     check_shape(&shapes[i], 2, 0, &fused);
     /* over one key, simplify drops the softmax's reductions (each is the element itself): no chain is left */
     CHECK_MSG(fused == (shapes[i].Sk > 1), "%s: %s", shapes[i].tag, fused ? "fused over one key" : "not fused into one attention call");
   }
+  primc_attention_force_fuse(-1);
+}
+
+/* the planner: few queries stay on the stored-scores kernels (the call's 16-query vectors would be mostly
+ * idle lanes), many take the call, where the CPU has AVX-512; both compute the same */
+PC_TEST(attention_planner_query_count) {
+  shape few = {"8 queries over 200 keys", 1, 2, 8, 200, 16, 16, 0, 0, 0, 0};
+  shape many = {"seq 70", 1, 2, 70, 70, 16, 16, 0, 0, 0, 0};
+  int avx512 = primc_cpu_zmm_fmas() > 0;
+  CHECK(!primc_attention_pays(8, 200) && primc_attention_pays(70, 70) == avx512);
+  int fused = 1;
+  check_shape(&few, 2, 0, &fused);
+  CHECK_MSG(!fused, "8 queries fused");
+  check_shape(&many, 2, 0, &fused);
+  CHECK_MSG(fused == avx512, "70 queries: %s", fused ? "fused without AVX-512" : "not fused");
 }
 
 PC_TEST(attention_off_at_O0_and_unfused) {
+  primc_attention_force_fuse(1);
   int fused = 1;
   check_shape(&shapes[2], 0, 0, &fused);
   CHECK_MSG(!fused, "-O0 made an attention call");
   fused = 1;
   check_shape(&shapes[4], 2, 1, &fused);
   CHECK_MSG(!fused, "--unfused made an attention call");
+  primc_attention_force_fuse(-1);
 }
 
 /* a second reader of the scores keeps the chain on today's kernels */
 PC_TEST(attention_scores_read_twice_stay_apart) {
   shape s = {"scores read twice", 1, 2, 9, 9, 4, 4, 0, 0, 0, 0};
+  primc_attention_force_fuse(1);
   pc_graph *g = build(&s);
   const pc_value *y = g->outputs[0], *p = y->producer->in[0];
   /* p = e / sum: output the sum of the scores too */
@@ -172,6 +191,7 @@ PC_TEST(attention_scores_read_twice_stay_apart) {
   CHECK(text && !strstr(text, "primc_k_attention"));
   free(text);
   pc_graph_free(g);
+  primc_attention_force_fuse(-1);
 }
 
 /* ---------------------------------------------------------------- the runtime's rows */
