@@ -1,12 +1,13 @@
 /* runtime/attention.c: y = softmax(Q K^T * scale + mask) V in one pass over key tiles (online softmax: a
  * running max and sum per query, the accumulator rescaled when the max grows), so the Sq x Sk scores never
- * exist beyond one KT x QB tile. Threads take (batch, head, block of QB queries). Everything is computed
+ * exist beyond one KT x QB tile. Threads take (batch, head, block of up to QB queries). Everything is computed
  * transposed, queries along the vector lanes: the scores tile S^T[key][query] = K Q^T with Q^T packed once
  * per block (scaled) and K's elements broadcast where they lie, then the softmax down the tile's columns
  * (a lane's max, exp and sum are plain vector ops, no reduction across lanes), then the accumulator
  * O^T[dv][query] += V^T P^T with V's elements broadcast where they lie: K and V are never packed or
- * copied. Register blocks as the GEMM's rows (runtime/gemm/avx512.c): RK broadcast rows x VQ vectors of
- * queries accumulated in zmm. AVX-512 where the CPU has it, else the same steps in plain C. */
+ * copied. Register blocks as the GEMM's rows (runtime/gemm/avx512.c): up to RK broadcast rows x the block's
+ * vectors of queries (1 to VQ) accumulated in zmm. AVX-512 where the CPU has it, else the same steps in
+ * plain C. primc_attention_pays, at the end, is where the fuser learns whether the call pays. */
 #include "runtime/primc_rt.h"
 #include "runtime/avx512.h"
 
