@@ -455,6 +455,47 @@ static pc_status render_nonzero(cctx *C, const kir_kernel *k) {
                      "nonzero");
 }
 
+/* attention: a thread per (head, query row), online softmax over the keys with the row's Dv sums in its
+ * own array (the scores never stored), the same arithmetic as runtime/attention.c's plain rows */
+static pc_status render_attention(cctx *C, const kir_kernel *k) {
+  const int64_t *q = k->params;
+  long long B1 = q[2], Sq = q[3], Sk = q[4], D = q[5], Dv = q[6], rows = (long long)(q[1] * q[2] * q[3]);
+  double scale;
+  memcpy(&scale, &q[33], sizeof scale);
+  call_signature(C, k, 128, cu_clamp_grid(rows, 128));
+  cu_line(C, 1, "float *y = (float *)a0;");
+  cu_line(C, 1, "const float *Q = (const float *)a1, *K = (const float *)a2, *V = (const float *)a3;");
+  if (q[32] & 1) cu_line(C, 1, "const float *Mk = (const float *)a4;");
+  cu_line(C, 1, "for (long long t = blockIdx.x * 128LL + threadIdx.x; t < %lldLL; t += gridDim.x * 128LL) {", rows);
+  cu_line(C, 2, "const long long h = t / %lldLL, m = t %% %lldLL, b0 = h / %lldLL, b1 = h %% %lldLL;", Sq, Sq, B1, B1);
+  static const char *const names[5] = {"q", "k", "v", "mk", "o"};
+  for (int o = 0; o < 5; o++) {
+    const int64_t *s = q + 7 + 5 * o;
+    if (o == 3 && !(q[32] & 1)) continue;
+    cu_line(C, 2, "const long long %s0 = %lldLL + b0 * %lldLL + b1 * %lldLL;", names[o], (long long)s[0], (long long)s[1],
+            (long long)s[2]);
+  }
+  cu_line(C, 2, "float acc[%lld], mx = -PC_INF_F, sum = 0.0f;", Dv);
+  cu_line(C, 2, "for (int c = 0; c < %lld; c++) acc[c] = 0.0f;", Dv);
+  cu_line(C, 2, "for (long long n = 0; n < %lldLL; n++) {", q[32] & 2 ? 0 : Sk);
+  if (q[32] & 2) cu_line(C, 3, "if (n > m || n >= %lldLL) break;", Sk);
+  cu_line(C, 3, "float s = 0.0f;");
+  cu_line(C, 3, "for (long long d = 0; d < %lldLL; d++) s += Q[q0 + m * %lldLL + d * %lldLL] * (float)(%.17g) * K[k0 + n * %lldLL + d * %lldLL];",
+          D, (long long)q[10], (long long)q[11], scale, (long long)q[15], (long long)q[16]);
+  if (q[32] & 1) cu_line(C, 3, "s += Mk[mk0 + m * %lldLL + n * %lldLL];", (long long)q[25], (long long)q[26]);
+  cu_line(C, 3, "if (s == -PC_INF_F) continue;");
+  cu_line(C, 3, "const float nm = fmaxf(mx, s), alpha = mx == -PC_INF_F ? 0.0f : expf(mx - nm), p = expf(s - nm);");
+  cu_line(C, 3, "mx = nm, sum = sum * alpha + p;");
+  cu_line(C, 3, "for (int c = 0; c < %lld; c++) acc[c] = acc[c] * alpha + p * V[v0 + n * %lldLL + c * %lldLL];", Dv,
+          (long long)q[20], (long long)q[21]);
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "for (int c = 0; c < %lld; c++) y[o0 + m * %lldLL + c * %lldLL] = acc[c] / sum;", Dv, (long long)q[30],
+          (long long)q[31]);
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
 /* the runtime calls of codegen/calls.def (primc_k_<name> on the CPU) by row: a CUDA rendering (or, for
  * nonzero, a refusal saying why); NULL for the host-only ones (dot_packed, dot_bf16, dot_int and maxpool,
  * which host compiles alone make), named in the error */
@@ -462,8 +503,9 @@ static const call_fn call_rules[KC_COUNT] = {
     [KC_copy] = render_copy,       [KC_dot] = render_dot,       [KC_conv] = render_conv, [KC_gather] = render_gather,
     [KC_scatter] = render_scatter, [KC_cumsum] = render_cumsum, [KC_sort] = render_sort,  [KC_fft] = render_fft,
     [KC_random] = render_random,   [KC_gather_strided] = render_gather_strided, [KC_nonzero] = render_nonzero,
+    [KC_attention] = render_attention,
 };
-_Static_assert(KC_COUNT == 15, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
+_Static_assert(KC_COUNT == 16, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
                                "then raise the count");
 
 pc_status cu_render_call(cctx *C, const kir_kernel *k) {

@@ -656,6 +656,9 @@ static void unmaterialize_gather_tables(kir_program *p, const pc_node *const *no
 }
 
 static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n) {
+  int dots = 0; /* two contractions in one group: only fuse.c's attention rule makes such a group */
+  for (int i = 0; i < n; i++) dots += pc_op_fuse_kind(nodes[i]->op) == PC_FUSE_CONTRACT;
+  if (dots > 1) return kir_build_attention(p, nodes, n);
   const pc_node **pend = pc_alloc(p->g, sizeof *pend * (size_t)n);
   if (!pend) return PC_ERR_NOMEM;
   unmaterialize_gather_tables(p, nodes, n);

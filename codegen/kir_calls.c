@@ -344,3 +344,73 @@ pc_status kir_copy_outputs(kir_program *p) {
   }
   return PC_OK;
 }
+
+/* ---------------------------------------------------------------- attention */
+
+_Static_assert(PRIMC_ATTENTION_MAX_DIM == PC_ATTENTION_MAX_DIM, "the matcher's head dims are the runtime's");
+
+/* x read in place through the index maps its group took in: offset and strides of its dims b0, b1 (the
+ * last two batch dims; 0 when absent), row and col into q; its buffer, or -1 when x is not one load */
+static int strided_operand(kir_program *p, const pc_value *x, int row, int col, int64_t *q) {
+  int r = x->type.rank;
+  amap m = kir_amap_identity(r, 0);
+  kir_expr *e = kir_expr_value(p, x, &m);
+  if (e && e->kind != KE_LOAD) { /* a constant the builder reads as an expression (one value, say): stored */
+    pc_type t = kir_bound_type(p->g, &x->type);
+    int buf = kir_scratch_buf(p, x->type.dtype, kir_value_bytes(p->g, x), NULL);
+    kir_kernel *k = buf < 0 || t.rank < 1 ? NULL : kir_kernel_new(p, KK_LOOP);
+    if (!k) return -1;
+    k->n_loops = k->n_par = t.rank;
+    memcpy(k->extent, t.dims, sizeof *t.dims * (size_t)t.rank);
+    k->n_stores = 1;
+    k->stores[0] = (kir_store){buf, kir_map_scaled(&t, 0, NULL, NULL), e, KR_NONE, 0, 0};
+    kir_kernel_origin(p, k, (const pc_node *const *)&x->producer, x->producer ? 1 : 0);
+    e = kir_expr_new(p, KE_LOAD, x->type.dtype);
+    if (!e) return -1;
+    e->buf = buf, e->map = k->stores[0].map;
+  }
+  if (!e || e->kind != KE_LOAD) return -1;
+  q[0] = e->map.offset;
+  q[1] = r >= 4 ? e->map.stride[r - 4] : 0;
+  q[2] = r >= 3 ? e->map.stride[r - 3] : 0;
+  q[3] = e->map.stride[row];
+  q[4] = e->map.stride[col];
+  return e->buf;
+}
+
+/* a group that fuse.c made of one attention chain (two dot_generals): one primc_k_attention call reading
+ * Q, K, V and the mask in place; the scores, softmax and index maps between them are never stored */
+pc_status kir_build_attention(kir_program *p, const pc_node *const *nodes, int n) {
+  const pc_node *pv = NULL;
+  for (int i = 0; i < n; i++)
+    if (nodes[i]->op == PC_OP_dot_general) pv = nodes[i];
+  pc_attention a;
+  if (!pv || !pc_attention_match(p->g, pv, NULL, &a))
+    return pc_fail(p->g, PC_ERR_INTERNAL, "codegen: a group with two contractions is not an attention chain");
+  const pc_value *Q = a.qk->in[0], *K = a.qk->in[1], *V = pv->in[1], *Y = pv->out[0];
+  int r = Y->type.rank;
+  kir_materialize(p, Y);
+  /* the operands first: one that is not a load is stored by a loop kernel, which must run before the call */
+  int64_t q[PRIMC_ATTENTION_PARAMS];
+  q[0] = PC_f32;
+  q[1] = r >= 4 ? Y->type.dims[r - 4] : 1;
+  q[2] = r >= 3 ? Y->type.dims[r - 3] : 1;
+  q[3] = Q->type.dims[r - 2], q[4] = V->type.dims[r - 2], q[5] = Q->type.dims[r - 1], q[6] = V->type.dims[r - 1];
+  int bq = strided_operand(p, Q, r - 2, r - 1, q + 7);
+  int bk = strided_operand(p, K, a.k_trans ? r - 1 : r - 2, a.k_trans ? r - 2 : r - 1, q + 12);
+  int bv = strided_operand(p, V, r - 2, r - 1, q + 17);
+  int bm = a.mask ? strided_operand(p, a.mask, r - 2, r - 1, q + 22) : -2;
+  int by = strided_operand(p, Y, r - 2, r - 1, q + 27);
+  if (!a.mask) memset(q + 22, 0, sizeof *q * 5);
+  if (bq < 0 || bk < 0 || bv < 0 || bm == -1 || by < 0)
+    return pc_node_fail(p->g, pv, PC_ERR_INTERNAL, "codegen: an attention operand is not read in place");
+  q[32] = (a.mask ? 1 : 0) | (a.causal ? 2 : 0);
+  memcpy(&q[33], &a.scale, sizeof a.scale);
+  kir_kernel *k = call_kernel(p, pv, KC_attention, PRIMC_ATTENTION_PARAMS);
+  if (!k) return PC_ERR_NOMEM;
+  kir_kernel_origin(p, k, nodes, n);
+  memcpy(k->params, q, sizeof q);
+  call_arg(k, by), call_arg(k, bq), call_arg(k, bk), call_arg(k, bv);
+  if (a.mask) call_arg(k, bm);
+  return PC_OK;
+}

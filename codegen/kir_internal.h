@@ -60,6 +60,8 @@ kir_expr *kir_expr_value(kir_program *p, const pc_value *v, const amap *m);
 typedef pc_status (*kir_build_fn)(kir_program *p, const pc_node *n);
 /* the builder of the runtime call a prim becomes; NULL for prims that are not calls */
 kir_build_fn kir_call_builder(pc_op op);
+/* the one primc_k_attention call of a group fuse.c made of an attention chain (two dot_generals) */
+pc_status kir_build_attention(kir_program *p, const pc_node *const *nodes, int n);
 /* graph outputs not written in place (inputs, constants, repeated values) get a copy */
 pc_status kir_copy_outputs(kir_program *p);
 /* A 2-D f32 conv call's row (runtime/conv/plan.c), for plain or packed weights */

@@ -250,6 +250,28 @@ struct pc_graph {
  * dtypes (ir/range.c) */
 int pc_value_int_range(const pc_value *v, int64_t *lo, int64_t *hi);
 
+/* ir/attention.c: y = softmax(Q K^T * scale + mask) V as prims: a dot_general S of Q [.., Sq, D] and K
+ * ([.., Sk, D], or [.., D, Sk] when k_trans), optionally times a uniform constant, where(lower triangle, s,
+ * -inf) (causal, top-left aligned) and + an f32 mask of S's shape, in that order from S out; softmax over
+ * the last dim as composite.c builds it; a dot_general of that with V [.., Sk, Dv]; f32, at most 2 batch
+ * dims, head dims up to PC_ATTENTION_MAX_DIM. pc_attention_match recognizes the chain ending at the dot pv. With uses (reads per value id) it
+ * also requires every value between the two dots to be read only by the chain and to be no graph output,
+ * and lists in nodes the chain's prims plus the index maps (transpose, splitting reshape,
+ * broadcast_in_dim) read only by it that feed Q, K, V and the mask; without, it finds the roles only. */
+#define PC_ATTENTION_MAX_NODES 64
+#define PC_ATTENTION_MAX_DIM 256 /* head dims (D, Dv) the runtime's call takes (its tiles live on the stack) */
+typedef struct pc_attention {
+  const pc_node *qk, *pv;
+  int k_trans, causal;
+  double scale;
+  const pc_value *mask; /* NULL: none */
+  int n_nodes;
+  const pc_node *nodes[PC_ATTENTION_MAX_NODES];
+} pc_attention;
+int pc_attention_match(const pc_graph *g, const pc_node *pv, const int *uses, pc_attention *a);
+/* a reshape that only splits operand dims (and adds or drops 1s): its index map stays affine */
+int pc_reshape_splits(const pc_node *n);
+
 /* torch.set_float32_matmul_precision's settings for f32 contractions (dot_general) in compiled host code:
  * HIGHEST in f32; HIGH on bf16 hi + lo splits of the operands, three bf16 products (about 2^-16 relative);
  * MEDIUM on operands rounded to bf16. Sums are f32 in all three. The interpreter, the reference, is f32. */

@@ -1,6 +1,7 @@
 /* passes/fuse.c: groups prims into kernels (node->group): vertical, reduction and contraction-epilogue fusion. */
 #include "passes/passes.h"
 #include "passes/rewrite.h"
+#include "runtime/primc_rt.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,14 @@ static int cheap(const pc_node *n) {
   return !p || p->op == PC_OP_constant;
 }
 
-/* gives every consumer after the first its own copy of a cheap node */
-static pc_status clone_cheap(pc_graph *g) {
+/* a broadcast to more elements than its operand: each reader reading the operand in place beats one copy of
+ * the larger result in memory (an attention mask [B, 1, 1, S] that every layer adds to its [B, H, S, S] scores) */
+static int expanding_broadcast(const pc_node *n) {
+  return n->op == PC_OP_broadcast_in_dim && pc_type_numel(&n->out[0]->type) > pc_type_numel(&n->in[0]->type);
+}
+
+/* gives every consumer after the first its own copy of a cheap node (with wide, of an expanding broadcast too) */
+static pc_status clone_cheap(pc_graph *g, int wide) {
   pcp_sweep s;
   unsigned char *seen = calloc((size_t)g->n_values + 1, 1); /* by value id: a use is taken */
   if (!seen) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
@@ -41,8 +48,8 @@ static pc_status clone_cheap(pc_graph *g) {
     pc_node *c = pcp_sweep_visit(&s, j);
     for (int k = 0; k < c->n_in && !c->dead; k++) {
       pc_node *p = c->in[k]->producer;
-      /* a clone reads constants or inputs only: it lands before c, where they are defined */
-      if (!p || p->dead || p->n_out != 1 || p->id >= s.n0 || !cheap(p)) continue;
+      /* a clone lands before c, where its operands (defined before p) are defined */
+      if (!p || p->dead || p->n_out != 1 || p->id >= s.n0 || !(cheap(p) || (wide && expanding_broadcast(p)))) continue;
       if (!seen[c->in[k]->id]) {
         seen[c->in[k]->id] = 1;
         continue;
@@ -65,6 +72,7 @@ typedef struct fuser {
   int n;
   int *parent, *next, *tail, *maxpos;
   int *contract, *red; /* per root: a member contraction / reduction position, or -1 */
+  unsigned char *attn; /* per root: an attention chain, one call (pc_attention_match), closed to other unions */
   int *size;           /* per root: members */
   int64_t *paths;      /* scratch of expanded_size, per node */
   int *members;        /* scratch of expanded_size: PC_FUSE_MAX_PRIMS positions */
@@ -90,6 +98,7 @@ static void unite(fuser *F, int a, int b) {
   if (F->maxpos[b] > F->maxpos[a]) F->maxpos[a] = F->maxpos[b];
   if (F->contract[a] < 0) F->contract[a] = F->contract[b];
   if (F->red[a] < 0) F->red[a] = F->red[b];
+  F->attn[a] |= F->attn[b];
   F->size[a] += F->size[b];
 }
 
@@ -107,21 +116,6 @@ static const char *type_str(pc_graph *g, const pc_type *t) {
   for (int i = 0; i < t->rank && o < 140; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, i ? ",%lld" : "%lld", (long long)t->dims[i]);
   snprintf(buf + o, sizeof buf - (size_t)o, "]");
   return pc_strdup(g, buf);
-}
-
-/* reshape that only splits operand dims (and adds or drops 1s): each operand
- * dim is a run of consecutive result dims, so the index map stays affine */
-static int reshape_splits(const pc_node *n) {
-  const pc_type *a = &n->in[0]->type, *b = &n->out[0]->type;
-  int j = 0;
-  for (int i = 0; i < a->rank; i++) {
-    if (a->dims[i] == 1) continue;
-    while (j < b->rank && b->dims[j] == 1) j++;
-    int64_t prod = 1;
-    while (j < b->rank && prod < a->dims[i]) prod *= b->dims[j++];
-    if (prod != a->dims[i]) return 0;
-  }
-  return 1;
 }
 
 /* a gather's table that is an index map of a constant or input (ONNX Gather's broadcast):
@@ -152,7 +146,7 @@ static const char *edge_rule(pc_graph *g, const pc_node *p, const pc_node *c) {
   if (kc == PC_FUSE_ALONE) return pc_strfmt(g, "%s is kept alone", opname(c));
   if (kc == PC_FUSE_CONTRACT) return pc_strfmt(g, "%s reads its operands from memory (no prologue fusion)", opname(c));
   if (kp == PC_FUSE_CONTRACT && kc != PC_FUSE_ELEM) return pc_strfmt(g, "only elementwise epilogues fuse into %s", opname(p));
-  if (c->op == PC_OP_reshape && (kp == PC_FUSE_ELEM || kp == PC_FUSE_MOVE) && !reshape_splits(c) &&
+  if (c->op == PC_OP_reshape && (kp == PC_FUSE_ELEM || kp == PC_FUSE_MOVE) && !pc_reshape_splits(c) &&
       !reshape_is_last(g, c))
     return pc_strdup(g, "reshape merges dims: not an affine index map of its operand");
   return NULL;
@@ -288,6 +282,7 @@ static const char *value_ref(pc_graph *g, const pc_value *v) {
 static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
   const char *r = edge_rule(F->g, p, c);
   int gp = grp(F, p), gc = grp(F, c);
+  if (F->attn[gp] || F->attn[gc]) return "attention runs as one call (primc_k_attention)";
   /* codegen walks a kernel's expressions recursively, and the group walks below are linear in its
    * size: a bound keeps both from growing with the model (a chain of 10,000 prims) */
   if (!r && F->size[gp] + F->size[gc] > PC_FUSE_MAX_PRIMS)
@@ -302,6 +297,32 @@ static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
   if (!x) x = path_between(F, gc, gp, c->id);
   if (x) return pc_strfmt(F->g, "a path runs through %s = %s outside both kernels", value_ref(F->g, x->out[0]), opname(x));
   return NULL;
+}
+
+/* Each softmax(Q K^T * scale + mask) V chain (ir/attention.c) where the call pays on this CPU
+ * (primc_attention_pays: enough queries) becomes one group before any other decision: codegen makes it one
+ * primc_k_attention call, which never stores the Sq x Sk scores, and reads Q, K, V and the mask through
+ * the transposes and head splits the chain took in. */
+static pc_status attention_groups(fuser *F) {
+  pc_graph *g = F->g;
+  int *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
+  if (!uses) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int v = 0; v < g->n_values; v++) uses[v] = pcp_users_count(&F->users, g->values[v]);
+  pc_attention a;
+  for (int i = 0; i < F->n; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->op != PC_OP_dot_general || !pc_attention_match(g, n, uses, &a)) continue;
+    /* the one decision between the call and the stored-scores kernels (runtime/attention.c's tuning) */
+    const pc_type *st = &a.qk->out[0]->type;
+    if (!primc_attention_pays(st->dims[st->rank - 2], st->dims[st->rank - 1])) continue;
+    int taken = 0;
+    for (int j = 0; j < a.n_nodes; j++) taken |= F->size[find(F, a.nodes[j]->id)] > 1;
+    if (taken) continue;
+    for (int j = 0; j < a.n_nodes; j++) unite(F, n->id, a.nodes[j]->id);
+    F->attn[find(F, n->id)] = 1;
+  }
+  free(uses);
+  return PC_OK;
 }
 
 static void decide(fuser *F) {
@@ -421,7 +442,7 @@ static void store_reasons(fuser *F) {
 static void fuser_free(fuser *F) {
   pcp_users_free(&F->users);
   free(F->parent), free(F->next), free(F->tail), free(F->maxpos);
-  free(F->contract), free(F->red), free(F->size), free(F->mark), free(F->stack);
+  free(F->contract), free(F->red), free(F->size), free(F->mark), free(F->stack), free(F->attn);
   free(F->paths), free(F->members), free(F->is_out);
   free(F->reason);
 }
@@ -434,11 +455,12 @@ static pc_status fuser_init(fuser *F, pc_graph *g) {
   F->parent = malloc(sz), F->next = malloc(sz), F->tail = malloc(sz), F->maxpos = malloc(sz);
   F->contract = malloc(sz), F->red = malloc(sz), F->size = malloc(sz), F->mark = calloc((size_t)n + 1, sizeof(int));
   F->stack = malloc(sz);
+  F->attn = calloc((size_t)n + 1, 1);
   F->paths = malloc(sizeof *F->paths * (size_t)(n + 1));
   F->members = malloc(sizeof *F->members * (2 * PC_FUSE_MAX_PRIMS + 1));
   F->reason = calloc((size_t)n + 1, sizeof *F->reason);
   F->is_out = calloc((size_t)g->n_values + 1, 1);
-  if (!F->parent || !F->next || !F->tail || !F->maxpos || !F->contract || !F->red || !F->size || !F->mark || !F->stack || !F->reason || !F->paths || !F->members || !F->is_out)
+  if (!F->parent || !F->next || !F->tail || !F->maxpos || !F->contract || !F->red || !F->size || !F->mark || !F->stack || !F->reason || !F->paths || !F->members || !F->is_out || !F->attn)
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; i < g->n_outputs; i++) F->is_out[g->outputs[i]->id] = 1;
   for (int i = 0; i < n; i++) {
@@ -455,15 +477,15 @@ static pc_status fuser_init(fuser *F, pc_graph *g) {
   return pcp_users_build(g, &F->users);
 }
 
-pc_status pc_pass_fuse(pc_graph *g) {
+static pc_status fuse(pc_graph *g, int attention) {
   if (g->status != PC_OK) return g->status;
   pc_graph_compact(g);
-  if (clone_cheap(g) != PC_OK) return g->status;
+  if (clone_cheap(g, attention) != PC_OK) return g->status;
   fuser F;
   pc_node **order = malloc(sizeof *order * (size_t)(g->n_nodes + 1));
   if (!order) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (fuser_init(&F, g) == PC_OK) {
-    decide(&F);
+    if (!attention || attention_groups(&F) == PC_OK) decide(&F);
     if (order_groups(&F, order) == PC_OK) {
       store_reasons(&F);
       if (g->n_nodes) memcpy(g->nodes, order, sizeof *order * (size_t)g->n_nodes); /* g->nodes: NULL when empty */
@@ -474,3 +496,7 @@ pc_status pc_pass_fuse(pc_graph *g) {
   free(order);
   return g->status;
 }
+
+pc_status pc_pass_fuse(pc_graph *g) { return fuse(g, 1); }
+
+pc_status pc_pass_fuse0(pc_graph *g) { return fuse(g, 0); }

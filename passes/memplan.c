@@ -90,8 +90,17 @@ static void classify(pc_graph *g) {
   for (int i = 0; i < g->n_inputs; i++) g->inputs[i]->storage = PC_STORE_INPUT, g->inputs[i]->offset = 0;
   /* fusable[v]: every reader so far keeps v inline */
   char *inl = malloc((size_t)g->n_values + 1);
-  if (!inl) return;
+  /* by group: an attention call (two contractions, which only fuse.c's attention rule puts in one group),
+   * whose values inside stay in the call's registers and tiles */
+  char *attn = calloc((size_t)g->n_groups + 1, 1);
+  if (!inl || !attn) return free(inl), free(attn);
   memset(inl, 1, (size_t)g->n_values + 1);
+  for (int i = 0, seen = -1; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->dead || n->group < 0 || n->group >= g->n_groups || pc_op_fuse_kind(n->op) != PC_FUSE_CONTRACT) continue;
+    if (seen == n->group) attn[n->group] = 1;
+    seen = n->group;
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     const pc_node *n = g->nodes[i];
     for (int k = 0; !n->dead && k < n->n_in; k++) {
@@ -99,7 +108,7 @@ static void classify(pc_graph *g) {
       const pc_node *p = v->producer;
       int same = p && p->group >= 0 && p->group == n->group;
       int table = n->op == PC_OP_gather && k == 0; /* fused in by fuse.c: read in place (primc_k_gather_strided) */
-      if (!same || !(pc_op_is_inline(n->op) || reduction_op(n->op) || table)) inl[v->id] = 0;
+      if (!same || !(pc_op_is_inline(n->op) || reduction_op(n->op) || table || attn[n->group])) inl[v->id] = 0;
     }
   }
   for (int i = 0; i < g->n_nodes; i++) {
@@ -109,11 +118,12 @@ static void classify(pc_graph *g) {
       v->offset = 0;
       if (n->op == PC_OP_constant) v->storage = PC_STORE_CONST;
       else if (is_output(g, v)) v->storage = PC_STORE_OUTPUT;
-      else if (n->group >= 0 && pc_op_is_inline(n->op) && n->n_out == 1 && inl[v->id]) v->storage = PC_STORE_FUSED;
+      else if (n->group >= 0 && (pc_op_is_inline(n->op) || attn[n->group]) && n->n_out == 1 && inl[v->id])
+        v->storage = PC_STORE_FUSED;
       else v->storage = PC_STORE_WORKSPACE;
     }
   }
-  free(inl);
+  free(inl), free(attn);
 }
 
 /* ---------------------------------------------------------------- placement */

@@ -206,6 +206,21 @@ int primc_weights_map_err(const char *path, int64_t size, void **base, char *err
 /* Kernels generated code calls (runtime/kernels_*.c): params are compile-time
  * constants laid out as codegen/calls.def's rows say, bufs the operand pointers (outputs first). */
 int primc_k_dot(const int64_t *params, void *const *bufs);
+/* y = softmax(Q K^T * scale + mask) V per (b0, b1) with online softmax over key tiles, never the Sq x Sk
+ * scores (runtime/attention.c). params: [f32 dtype, B0, B1, Sq, Sk, D, Dv, then for Q, K, V, mask and y an
+ * element offset and strides (b0, b1, row, column: Q [query, d], K [key, d], V [key, dv], mask [query, key],
+ * y [query, dv]), flags (1: mask, 2: causal, keys after the query's index masked), scale (a double's bits)];
+ * bufs: y, q, k, v[, mask]. D and Dv at most PRIMC_ATTENTION_MAX_DIM (the tiles live on the stack). */
+#define PRIMC_ATTENTION_PARAMS 34
+#define PRIMC_ATTENTION_MAX_DIM 256
+int primc_k_attention(const int64_t *params, void *const *bufs);
+/* whether the fused call beats the stored-scores kernels for Sq queries over Sk keys on this CPU (the
+ * fuser asks, per chain); force_fuse(1) or (0) answers that instead (tests), -1 undoes */
+int primc_attention_pays(int64_t sq, int64_t sk);
+void primc_attention_force_fuse(int on);
+/* AVX-512 tiles when the CPU has them (else plain C); force_generic(1) takes the C rows (tests), -1 undoes */
+int primc_attention_avx512(void);
+void primc_attention_force_generic(int on);
 /* dot whose epilogue (a generated loop over output rows [begin, end)) runs after it, split over the threads by rows */
 int primc_k_dot_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
                     void *ctx);

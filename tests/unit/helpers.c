@@ -117,3 +117,12 @@ int pc_test_run_compiled(pc_graph *g, int opt_level, const pc_tensor *ins, pc_te
   unlink(obj), unlink(so), unlink(hdr), rmdir(dir);
   return ok;
 }
+
+char *pc_test_kernels_text(pc_graph *g) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(f && pc_kernels_print(g, f) == PC_OK);
+  if (f) fclose(f);
+  return buf;
+}

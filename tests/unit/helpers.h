@@ -18,6 +18,9 @@ void pc_test_put(pc_dtype dt, void *p, int64_t i, double v);
  * and dlopens it; NULL after a failed check naming tag */
 void *pc_test_link_open(const char *obj, const char *so, const char *libs, const char *tag);
 
+/* pc_kernels_print's listing of g, malloc'ed (NULL after a failed check) */
+char *pc_test_kernels_text(pc_graph *g);
+
 #define PC_TEST_MAX_IO 16
 /* g (after the pipeline) compiled to an object at opt_level, linked, loaded and run on ins; outs[i] are
  * malloc'ed in the outputs' shapes; 0 after a failed check naming tag */

@@ -59,16 +59,6 @@ static int close_enough(pc_dtype dt, double a, double b) {
   return fabs(a - b) <= tol * (1 + fabs(b));
 }
 
-/* pc_kernels_print's listing of g, malloc'ed */
-static char *kernels_text(pc_graph *g) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  CHECK(f && pc_kernels_print(g, f) == PC_OK);
-  if (f) fclose(f);
-  return buf;
-}
-
 /* interpreter vs compiled code on random inputs in range r */
 static int check_graph(pc_graph *g, range r, const char *tag) {
   if (!CHECK_MSG(g->status == PC_OK, "%s: build: %s", tag, pc_error(g))) return 0;
@@ -123,7 +113,7 @@ static char *llvm_text(pc_graph *g, int opt) {
 
 /* the kernel listing of g shows `want`; then g compiled agrees with the interpreter; g is freed */
 static void listing_has_then_run(pc_graph *g, const char *want, range r, const char *tag) {
-  char *buf = kernels_text(g);
+  char *buf = pc_test_kernels_text(g);
   CHECK_CONTAINS(buf, want);
   free(buf);
   check_graph(g, r, tag);
@@ -608,7 +598,7 @@ PC_TEST(codegen_kernel_listing_names_origin) {
   pc_value *x = pc_input_add(g, "x", ty(PC_f32, 2, (int64_t[]){2, 3}));
   pc_set_origin(g, "Relu \"act1\"");
   pc_output_add(g, pc_max(g, x, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 2, (int64_t[]){2, 3})));
-  char *buf = kernels_text(g);
+  char *buf = pc_test_kernels_text(g);
   CHECK_CONTAINS(buf, "loops(i0<6)"); /* [2, 3] walked contiguously: one loop */
   CHECK_CONTAINS(buf, "max(");
   CHECK_CONTAINS(buf, "Relu \"act1\"");
@@ -649,7 +639,7 @@ PC_TEST(codegen_fused_groups) {
   pc_output_add(g, z);
   pc_output_add(g, s);
   pc_output_add(g, r);
-  char *buf = kernels_text(g);
+  char *buf = pc_test_kernels_text(g);
   CHECK_CONTAINS(buf, "sum mul(");                /* the prologue is inside the reduction */
   CHECK_CONTAINS(buf, "= exp(sub(");              /* the broadcast is a stride-0 load */
   free(buf);
@@ -680,7 +670,7 @@ PC_TEST(codegen_reshape_split_and_merge_fuse) {
   pc_value *back = pc_reshape(g, pc_transpose(g, e, (int64_t[]){1, 0, 2}), 2, (int64_t[]){7, 8});
   group_from(g, n0, 2);
   pc_output_add(g, back);
-  char *buf = kernels_text(g);
+  char *buf = pc_test_kernels_text(g);
   CHECK_INT(count_lines_starting(buf, "kernel "), 3); /* one per group, no copy in between */
   CHECK_CONTAINS(buf, "= div(b");               /* the slice and split reshape are the load's map */
   free(buf);
@@ -700,7 +690,7 @@ PC_TEST(codegen_collapses_contiguous_loops) {
   pc_output_add(g, y);
   pc_output_add(g, pc_reduce(g, PC_OP_reduce_sum, x, 2, (int64_t[]){1, 2}));
   pc_output_add(g, pc_transpose(g, x, (int64_t[]){0, 2, 1}));
-  char *buf = kernels_text(g);
+  char *buf = pc_test_kernels_text(g);
   CHECK_CONTAINS(buf, "loops(i0<4, i1<196)\n  b2[0 +196*i0 +1*i1] = mul(");
   CHECK_CONTAINS(buf, "loops(i0<4, i1<196 reduce)");
   CHECK_CONTAINS(buf, "loops(i0<4, i1<14, i2<14)");
@@ -754,7 +744,7 @@ PC_TEST(codegen_max_chain_balanced) {
   for (int i = 1; i < 5; i++) m = pc_max(g, m, x[i]);
   group_from(g, n0, 0);
   pc_output_add(g, m);
-  char *buf = kernels_text(g);
+  char *buf = pc_test_kernels_text(g);
   CHECK_CONTAINS(buf, "= max(max(b0[0 +1*i0], b1[0 +1*i0]), max(b2[0 +1*i0], max(b3[0 +1*i0], b4[0 +1*i0])))");
   free(buf);
   pc_tensor in[5], out[1];
@@ -787,7 +777,7 @@ PC_TEST(codegen_pad_fills_only_the_frame) {
   pc_attr pad[4] = {pc_a_ints("low", (int64_t[]){0, 1, 1}, 3), pc_a_ints("high", (int64_t[]){0, 0, 2}, 3),
                     pc_a_ints("interior", (int64_t[]){0, 0, 0}, 3), pc_a_float("value", -INFINITY)};
   pc_output_add(g, pc_build(g, PC_OP_pad, &x, 1, pad, 4));
-  char *buf = kernels_text(g);
+  char *buf = pc_test_kernels_text(g);
   CHECK_CONTAINS(buf, "loops(i0<2, i1<9)\n  b1[0 +54*i0 +1*i1] = -inf");           /* row 0 */
   CHECK_CONTAINS(buf, "loops(i0<2, i1<5)\n  b1[9 +54*i0 +9*i1] = -inf");           /* column 0 */
   CHECK_CONTAINS(buf, "loops(i0<2, i1<5, i2<2)\n  b1[16 +54*i0 +9*i1 +1*i2] = -inf"); /* columns 7, 8 */
@@ -915,7 +905,7 @@ static void conv_epilogue_case(conv_epi_case t) {
   y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
   group_from(g, n0, 0);
   pc_output_add(g, y);
-  char *buf = kernels_text(g);
+  char *buf = pc_test_kernels_text(g);
   CHECK_MSG((strstr(buf, "in the call") != NULL) == (t.want != NULL), "n=%lld groups=%lld:\n%s", (long long)t.n,
             (long long)t.groups, buf);
   free(buf);
@@ -983,7 +973,7 @@ static void small_conv_depthwise_case(int64_t k, int64_t fk, int64_t fs, int64_t
   pc_value *m = conv_bias_clamp(g, x, w1, b1, fs, fk / 2, 1, 6, 0);
   pc_value *y = conv_bias_clamp(g, m, w2, b2, stride, 1, C, 0.5, 1);
   if (y) pc_output_add(g, y);
-  char *buf = kernels_text(g);
+  char *buf = pc_test_kernels_text(g);
   int paired = strstr(buf, "in the same call") != NULL;
   CHECK_MSG(paired == (want_pair && __builtin_cpu_supports("avx512f")), "k=%lld %lldx%lld/%lld, stride %lld:\n%s",
             (long long)k, (long long)fk, (long long)fk, (long long)fs, (long long)stride, buf);
@@ -1342,7 +1332,7 @@ PC_TEST(codegen_conv1d_as_2d_rows) {
     snprintf(tag, sizeof tag, "conv1d case %zu", i);
     check_graph(g, (range){-1, 1}, tag);
     if (i == 1) {
-      char *listing = kernels_text(g);
+      char *listing = pc_test_kernels_text(g);
       CHECK_MSG(listing && strstr(listing, "epilogue") , "conv1d epilogue not fused:\n%s", listing ? listing : "");
       free(listing);
     }
