@@ -312,9 +312,11 @@ static pc_status attention_groups(fuser *F) {
   for (int i = 0; i < F->n; i++) {
     const pc_node *n = g->nodes[i];
     if (n->op != PC_OP_dot_general || !pc_attention_match(g, n, uses, &a)) continue;
-    /* the one decision between the call and the stored-scores kernels (runtime/attention.c's tuning) */
+    /* the one decision between the call and the stored-scores kernels (runtime/attention.c's tuning). With
+     * run-time dims every build of the range must decide alike: as at sizes large enough to pay */
     const pc_type *st = &a.qk->out[0]->type;
-    if (!primc_attention_pays(st->dims[st->rank - 2], st->dims[st->rank - 1])) continue;
+    int64_t sq = g->run_time_dims ? INT64_MAX / 2 : st->dims[st->rank - 2];
+    if (!primc_attention_pays(sq, st->dims[st->rank - 1])) continue;
     int taken = 0;
     for (int j = 0; j < a.n_nodes; j++) taken |= F->size[find(F, a.nodes[j]->id)] > 1;
     if (taken) continue;
