@@ -54,7 +54,11 @@ static pc_status all_batched(pc_graph *g, const pc_node *n, pc_value *const *in,
   for (int k = 0; k < n_names && k < 4; k++) {
     int len;
     const int64_t *v = pc_attr_ints(n, names[k], &len);
-    if (!v || len + 1 > PC_MAX_RANK + 1) continue;
+    if (!v) continue;
+    if (len + 1 > PC_MAX_RANK) {
+      if (bi != small) free(bi);
+      return pc_fail(g, PC_ERR_UNSUPPORTED, "vmap: a batched value would exceed rank %d", PC_MAX_RANK);
+    }
     shifted(v, len, first[k], add[k], vals[nr]);
     repl[nr] = pc_a_ints(names[k], vals[nr], len + 1);
     nr++;
@@ -79,30 +83,14 @@ RULE(bitcast) { return ALL(NULL, NULL, NULL, 0, NULL, 0); }
 RULE(where) { return ALL(NULL, NULL, NULL, 0, NULL, 0); }
 RULE(fft) { return ALL(NULL, NULL, NULL, 0, NULL, 0); }
 RULE(broadcast_in_dim) {
-  int r;
-  const int64_t *shape = pc_attr_ints(n, "shape", &r);
-  int64_t s[PC_MAX_RANK + 1];
-  if (r + 1 > PC_MAX_RANK) return pc_fail(g, PC_ERR_UNSUPPORTED, "vmap: a batched value would exceed rank %d", PC_MAX_RANK);
-  shifted(shape, r, b, 0, s);
-  int nd;
-  const int64_t *dims = pc_attr_ints(n, "dims", &nd);
-  int64_t d[PC_MAX_RANK + 1];
-  shifted(dims, nd, 0, 1, d);
-  pc_attr repl[2] = {pc_a_ints("shape", s, r + 1), pc_a_ints("dims", d, nd + 1)};
-  pc_node *m = rebuild(g, n, in, 1, repl, 2);
-  if (m) out[0] = m->out[0], out_batched[0] = 1;
-  return g->status;
+  static const char *const names[] = {"shape", "dims"};
+  const int64_t first[] = {b, 0}, add[] = {0, 1};
+  return ALL(names, first, add, 2, NULL, 0);
 }
 RULE(reshape) {
-  int r;
-  const int64_t *shape = pc_attr_ints(n, "shape", &r);
-  int64_t s[PC_MAX_RANK + 1];
-  if (r + 1 > PC_MAX_RANK) return pc_fail(g, PC_ERR_UNSUPPORTED, "vmap: a batched value would exceed rank %d", PC_MAX_RANK);
-  shifted(shape, r, b, 0, s);
-  pc_attr repl = pc_a_ints("shape", s, r + 1);
-  pc_node *m = rebuild(g, n, in, 1, &repl, 1);
-  if (m) out[0] = m->out[0], out_batched[0] = 1;
-  return g->status;
+  static const char *const names[] = {"shape"};
+  const int64_t first[] = {b}, add[] = {0};
+  return ALL(names, first, add, 1, NULL, 0);
 }
 RULE(transpose) { return ALL(k_perm, zero1, one1, 1, NULL, 0); }
 /* the node on its batched operand with the positions of its int-list attribute name moved past the batch dim */
