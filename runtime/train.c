@@ -75,13 +75,22 @@ static int64_t row_bytes(const primc_tensor_desc *d) {
   return b;
 }
 
+static void put_dims(char *buf, size_t n, const int64_t *dims, int from, int rank) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = from; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i > from ? ", " : "", (long long)dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
 /* dataset i: rows of input i's shape without its first dim */
 static int check_dataset(const primc_tensor_desc *d, const primc_array *a, const char *path) {
   int ok = d->rank >= 1 && a->rank == d->rank && (int)a->dtype == (int)d->dtype && a->dims[0] >= 1;
   for (int k = 1; ok && k < d->rank; k++) ok = a->dims[k] == d->dims[k];
   if (ok) return 0;
-  fprintf(stderr, "error: %s: a dataset for input %s needs rows of its shape without the batch dim (dtype %d,"
-          " rank %d), one or more of them\n", path, d->name, (int)d->dtype, d->rank);
+  char want[160], got[160];
+  put_dims(want, sizeof want, d->dims, 1, d->rank);
+  put_dims(got, sizeof got, a->dims, 0, a->rank);
+  fprintf(stderr, "error: %s: a dataset for input %s holds rows of its shape without the batch dim, %s (dtype code %d, "
+          "one or more rows); the file holds %s (dtype code %d)\n", path, d->name, want, (int)d->dtype, got, (int)a->dtype);
   return 1;
 }
 
