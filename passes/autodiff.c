@@ -11,13 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the graph's value names, to give new interface names that do not clash */
-typedef struct name_set {
-  const char **slot;
-  size_t cap;
-} name_set;
-
-static int names_put(name_set *s, const char *name) {
+static int names_put(ad_names *s, const char *name) {
   size_t i = pc_str_hash(name) & (s->cap - 1);
   while (s->slot[i]) {
     if (!strcmp(s->slot[i], name)) return 0;
@@ -27,7 +21,7 @@ static int names_put(name_set *s, const char *name) {
   return 1;
 }
 
-static int names_init(name_set *s, const pc_graph *g, int extra) {
+int ad_names_init(ad_names *s, const pc_graph *g, int extra) {
   s->cap = 16;
   while (s->cap < 2 * ((size_t)g->n_values + (size_t)extra)) s->cap *= 2;
   if (!(s->slot = calloc(s->cap, sizeof *s->slot))) return 0;
@@ -36,11 +30,44 @@ static int names_init(name_set *s, const pc_graph *g, int extra) {
   return 1;
 }
 
-/* "grad_<base>", or with a numeric suffix when that is taken; owned by g */
-static const char *fresh_name(pc_graph *g, name_set *s, const char *base) {
-  char *name = pc_strfmt(g, "grad_%s", base);
-  for (int k = 2; name && !names_put(s, name); k++) name = pc_strfmt(g, "grad_%s_%d", base, k);
+void ad_names_free(ad_names *s) { free(s->slot), s->slot = NULL; }
+
+const char *ad_fresh_name(pc_graph *g, ad_names *s, const char *prefix, const char *base) {
+  char *name = pc_strfmt(g, "%s%s", prefix, base);
+  for (int k = 2; name && !names_put(s, name); k++) name = pc_strfmt(g, "%s%s_%d", prefix, base, k);
   return name;
+}
+
+pc_status ad_add_output(pc_graph *g, ad_names *s, pc_value *v, const char *prefix, const char *base) {
+  /* an interface value (named, or an input) keeps its name: the output is a new value */
+  if (v && (v->name || !v->producer)) {
+    pc_attr a = pc_a_ints("shape", v->type.dims, v->type.rank);
+    v = pc_build(g, PC_OP_reshape, &v, 1, &a, 1);
+  }
+  if (!v) return g->status ? g->status : pc_fail(g, PC_ERR_INTERNAL, "no value for output %s%s", prefix, base);
+  pc_value_set_name(g, v, ad_fresh_name(g, s, prefix, base));
+  return pc_output_add(g, v);
+}
+
+pc_value *ad_input_named(const pc_graph *g, const char *name) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (g->inputs[i]->name && !strcmp(g->inputs[i]->name, name)) return g->inputs[i];
+  return NULL;
+}
+
+pc_node *ad_rebuild(pc_graph *g, const pc_node *n, pc_value *const *in, int n_in, const pc_attr *repl, int n_repl) {
+  for (int i = 0; i < n_in; i++)
+    if (!in[i]) return NULL; /* an operand failed to build: the graph holds the error */
+  pc_attr small[8] = {{0}}, *a = n->n_attrs <= 8 ? small : malloc(sizeof *a * (size_t)n->n_attrs);
+  if (!a) return pc_fail(g, PC_ERR_NOMEM, "out of memory"), NULL;
+  for (int i = 0; i < n->n_attrs; i++) {
+    a[i] = n->attrs[i];
+    for (int k = 0; k < n_repl; k++)
+      if (!strcmp(a[i].name, repl[k].name)) a[i] = repl[k];
+  }
+  pc_node *m = pc_node_add(g, n->op, in, n_in, a, n->n_attrs);
+  if (a != small) free(a);
+  return m;
 }
 
 const char *ad_weight_key(const pc_node *n) {
@@ -48,8 +75,8 @@ const char *ad_weight_key(const pc_node *n) {
 }
 
 static pc_value *find_named(const pc_graph *g, const char *name) {
-  for (int i = 0; i < g->n_inputs; i++)
-    if (g->inputs[i]->name && !strcmp(g->inputs[i]->name, name)) return g->inputs[i];
+  pc_value *x = ad_input_named(g, name);
+  if (x) return x;
   for (int i = 0; i < g->n_nodes; i++) {
     const char *k = ad_weight_key(g->nodes[i]);
     if (k && !strcmp(k, name)) return g->nodes[i]->out[0];
@@ -157,9 +184,9 @@ pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts) {
   pc_value **wrt = malloc(sizeof *wrt * (size_t)(g->n_inputs + n0 + 1));
   pc_value **grads = calloc((size_t)(g->n_inputs + n0 + 1), sizeof *grads);
   pc_value **ys = calloc((size_t)n_out0 + 1, sizeof *ys), **cts = calloc((size_t)n_out0 + 1, sizeof *cts);
-  name_set names = {0};
+  ad_names names = {0};
   int ny = 0;
-  if (!wrt || !grads || !ys || !cts || !names_init(&names, g, n_out0 + g->n_inputs + n0)) {
+  if (!wrt || !grads || !ys || !cts || !ad_names_init(&names, g, n_out0 + g->n_inputs + n0)) {
     pc_fail(g, PC_ERR_NOMEM, "out of memory");
     goto done;
   }
@@ -171,25 +198,19 @@ pc_status pc_grad(pc_graph *g, const pc_grad_opts *opts) {
     char base[32];
     snprintf(base, sizeof base, "output%d", j);
     ys[ny] = y;
-    cts[ny++] = pc_input_add(g, fresh_name(g, &names, y->name ? y->name : base), y->type);
+    cts[ny++] = pc_input_add(g, ad_fresh_name(g, &names, "grad_", y->name ? y->name : base), y->type);
   }
   if (ad_backward(g, wrt, nw, ys, cts, ny, grads) != PC_OK) goto done;
   for (int i = 0; i < nw && g->status == PC_OK; i++) {
-    pc_value *v = wrt[i], *d = grads[i];
-    /* an interface value keeps its name: its gradient is a new value */
-    if (d->name) {
-      pc_attr a = pc_a_ints("shape", d->type.dims, d->type.rank);
-      d = pc_build(g, PC_OP_reshape, &d, 1, &a, 1);
-    }
-    if (!d) break;
+    pc_value *v = wrt[i];
     char base[32];
     snprintf(base, sizeof base, "value%d", v->id);
     const char *k = v->producer ? ad_weight_key(v->producer) : NULL;
-    pc_value_set_name(g, d, fresh_name(g, &names, k ? k : v->name ? v->name : base));
-    pc_output_add(g, d);
+    ad_add_output(g, &names, grads[i], "grad_", k ? k : v->name ? v->name : base);
   }
 done:
-  free(wrt), free(grads), free(ys), free(cts), free(names.slot);
+  free(wrt), free(grads), free(ys), free(cts);
+  ad_names_free(&names);
   return g->status;
 }
 

@@ -67,6 +67,23 @@ pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const
  * key=), else NULL */
 const char *ad_weight_key(const pc_node *n);
 
+/* What the transforms share for their interfaces: the graph's value names, to give new inputs and outputs
+ * names that do not clash ("<prefix><base>", then "<prefix><base>_2", ...; owned by g) */
+typedef struct ad_names {
+  const char **slot;
+  size_t cap;
+} ad_names;
+int ad_names_init(ad_names *s, const pc_graph *g, int extra); /* 0 when out of memory; extra: names to come */
+void ad_names_free(ad_names *s);
+const char *ad_fresh_name(pc_graph *g, ad_names *s, const char *prefix, const char *base);
+/* v as a new graph output named "<prefix><base>" (a copy when v is named or an input, which keep theirs) */
+pc_status ad_add_output(pc_graph *g, ad_names *s, pc_value *v, const char *prefix, const char *base);
+/* the graph input named name, else NULL */
+pc_value *ad_input_named(const pc_graph *g, const char *name);
+/* node n built again on operands in, its attributes kept but for those named in repl, replaced; NULL (the
+ * graph failed) when an operand is NULL */
+pc_node *ad_rebuild(pc_graph *g, const pc_node *n, pc_value *const *in, int n_in, const pc_attr *repl, int n_repl);
+
 /* helpers the rules build with (vjp_rules.c) */
 pc_value *ad_zeros(pc_graph *g, const pc_value *like);        /* zeros of like's type */
 pc_value *ad_scalar(pc_graph *g, double v, const pc_value *like); /* v broadcast to like's type */

@@ -59,17 +59,11 @@ static pc_status jvp_elem(pc_graph *g, const pc_node *n, pc_value *const *t_in, 
   return g->status;
 }
 
-/* the node again with tangents for its float operands (zeros where none); a pad pads them with 0 */
+/* the node again on tangents: linear in them (a pad pads with 0) */
 static pc_value *apply_to(pc_graph *g, const pc_node *n, pc_value *const *in) {
-  pc_attr small[8] = {{0}}, *a = n->n_attrs <= 8 ? small : malloc(sizeof *a * (size_t)n->n_attrs);
-  if (!a) return pc_fail(g, PC_ERR_NOMEM, "out of memory"), NULL;
-  for (int i = 0; i < n->n_attrs; i++) {
-    a[i] = n->attrs[i];
-    if (n->op == PC_OP_pad && !strcmp(a[i].name, "value")) a[i].f = 0;
-  }
-  pc_value *y = pc_build(g, n->op, in, n->n_in, a, n->n_attrs);
-  if (a != small) free(a);
-  return y;
+  pc_attr zero = pc_a_float("value", 0);
+  pc_node *m = ad_rebuild(g, n, in, n->n_in, &zero, n->op == PC_OP_pad);
+  return m ? m->out[0] : NULL;
 }
 
 static pc_status jvp_linear(pc_graph *g, const pc_node *n, pc_value *const *t_in, pc_value **t_out) {
@@ -136,25 +130,17 @@ static pc_status push(pc_graph *g, pc_node *n, pc_value **t) {
   return g->status;
 }
 
-static int name_taken(const pc_graph *g, const char *name) {
-  for (int i = 0; i < g->n_values; i++)
-    if (g->values[i]->name && !strcmp(g->values[i]->name, name)) return 1;
-  return 0;
-}
-
-/* "tangent_<base>", with a numeric suffix when taken */
-static const char *tangent_name(pc_graph *g, const char *base) {
-  char *name = pc_strfmt(g, "tangent_%s", base);
-  for (int k = 2; name && name_taken(g, name); k++) name = pc_strfmt(g, "tangent_%s_%d", base, k);
-  return name;
-}
-
 pc_status pc_jvp(pc_graph *g, const pc_grad_opts *opts) {
   if (g->status) return g->status;
   int n0 = g->n_nodes, n_out0 = g->n_outputs, n_in0 = g->n_inputs;
   pc_value **t = calloc((size_t)g->n_values + 1, sizeof *t);
   if (!t) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   int nv = g->n_values;
+  ad_names names = {0};
+  if (!ad_names_init(&names, g, n_in0 + n_out0)) {
+    free(t);
+    return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
   /* the primals given tangents: the named inputs, or every float input */
   for (int i = 0; i < n_in0 && g->status == PC_OK; i++) {
     pc_value *x = g->inputs[i];
@@ -162,28 +148,19 @@ pc_status pc_jvp(pc_graph *g, const pc_grad_opts *opts) {
     for (int k = 0; opts && k < opts->n_wrt; k++) want |= x->name && !strcmp(x->name, opts->wrt[k]);
     if (want && !is_float(x)) pc_fail(g, PC_ERR_TYPE, "jvp: input '%s' is %s; only float values have tangents",
                                       x->name, pc_dtype_name(x->type.dtype));
-    else if (want) t[x->id] = pc_input_add(g, tangent_name(g, x->name ? x->name : "input"), x->type);
+    else if (want) t[x->id] = pc_input_add(g, ad_fresh_name(g, &names, "tangent_", x->name ? x->name : "input"), x->type);
   }
-  for (int k = 0; opts && k < opts->n_wrt && g->status == PC_OK; k++) {
-    int found = 0;
-    for (int i = 0; i < n_in0; i++) found |= g->inputs[i]->name && !strcmp(g->inputs[i]->name, opts->wrt[k]);
-    if (!found) pc_fail(g, PC_ERR_ATTR, "jvp: no input is named '%s'", opts->wrt[k]);
-  }
+  for (int k = 0; opts && k < opts->n_wrt && g->status == PC_OK; k++)
+    if (!ad_input_named(g, opts->wrt[k])) pc_fail(g, PC_ERR_ATTR, "jvp: no input is named '%s'", opts->wrt[k]);
   for (int i = 0; i < n0 && g->status == PC_OK; i++) push(g, g->nodes[i], t);
   for (int j = 0; j < n_out0 && g->status == PC_OK; j++) {
     pc_value *y = g->outputs[j];
     if (!is_float(y)) continue;
-    pc_value *d = y->id < nv && t[y->id] ? t[y->id] : pc_full_like(g, 0, y);
-    if (d && d->name) { /* an interface value keeps its name: the tangent is a new value */
-      pc_attr a = pc_a_ints("shape", d->type.dims, d->type.rank);
-      d = pc_build(g, PC_OP_reshape, &d, 1, &a, 1);
-    }
-    if (!d) break;
     char base[32];
     snprintf(base, sizeof base, "output%d", j);
-    pc_value_set_name(g, d, tangent_name(g, y->name ? y->name : base));
-    pc_output_add(g, d);
+    ad_add_output(g, &names, y->id < nv && t[y->id] ? t[y->id] : pc_full_like(g, 0, y), "tangent_", y->name ? y->name : base);
   }
   free(t);
+  ad_names_free(&names);
   return g->status;
 }

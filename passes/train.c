@@ -161,25 +161,16 @@ pc_status pc_train(pc_graph *g, const pc_train_opts *o) {
   }
   if (step) next[n_state - 1] = t;
   /* outputs: the loss, the model's outputs, then each state's next value in its input's order */
-  int n_model = g->n_outputs;
-  pc_value **model = malloc(sizeof *model * (size_t)(n_model + 1));
-  if (!model) pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  for (int j = 0; model && j < n_model; j++) model[j] = g->outputs[j];
-  g->n_outputs = 0;
   if (loss) pc_value_set_name(g, loss, "loss");
-  pc_output_add(g, loss);
-  for (int j = 0; model && j < n_model; j++) pc_output_add(g, model[j]);
-  for (int i = 0; i < n_state && g->status == PC_OK; i++) {
-    pc_value *v = next[i];
-    if (v->name || v->producer == NULL) { /* a fresh value for the interface name */
-      pc_attr a = pc_a_ints("shape", v->type.dims, v->type.rank);
-      v = pc_build(g, PC_OP_reshape, &v, 1, &a, 1);
-    }
-    if (!v) break;
-    pc_value_set_name(g, v, pc_strfmt(g, "next.%s", w[i]->name));
-    pc_output_add(g, v);
+  if (pc_output_add(g, loss) == PC_OK) {
+    memmove(g->outputs + 1, g->outputs, sizeof *g->outputs * (size_t)(g->n_outputs - 1));
+    g->outputs[0] = loss;
   }
-  free(model), free(next);
+  ad_names names = {0};
+  if (g->status == PC_OK && !ad_names_init(&names, g, n_state)) pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n_state && g->status == PC_OK; i++) ad_add_output(g, &names, next[i], "next.", w[i]->name);
+  ad_names_free(&names);
+  free(next);
   if (g->status == PC_OK) {
     g->n_state = n_state, g->n_state_weights = nw, g->state_init = inits;
     pc_graph_compact(g);

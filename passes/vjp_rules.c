@@ -24,9 +24,6 @@ pc_value *ad_select(pc_graph *g, pc_value *cond, pc_value *v) { return pc_where(
 /* a rule's local: the graph and the constant v shaped like x */
 #define K(v, like) ad_scalar(g, (v), (like))
 
-static pc_value *rebuild(pc_graph *g, const pc_node *n, pc_value *x, const pc_attr *a, int na) {
-  return pc_build(g, n->op, &x, 1, a, na);
-}
 
 /* ---------------------------------------------------------------- elementwise unary */
 
@@ -279,7 +276,8 @@ pc_status ad_vjp_concatenate(pc_graph *g, const pc_node *n, pc_value *const *ct_
   return g->status;
 }
 pc_status ad_vjp_rev(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
-  ct_in[0] = rebuild(g, n, GY, n->attrs, n->n_attrs);
+  pc_node *m = ad_rebuild(g, n, &GY, 1, NULL, 0);
+  ct_in[0] = m ? m->out[0] : NULL;
   return g->status;
 }
 
@@ -375,7 +373,8 @@ pc_status ad_vjp_cumsum(pc_graph *g, const pc_node *n, pc_value *const *ct_out, 
                             pc_value **ct_in) {
   pc_attr a[3] = {pc_a_int("axis", pc_attr_int(n, "axis", 0)), pc_a_int("exclusive", pc_attr_int(n, "exclusive", 0)),
                   pc_a_int("reverse", !pc_attr_int(n, "reverse", 0))};
-  ct_in[0] = rebuild(g, n, GY, a, 3);
+  pc_node *m = ad_rebuild(g, n, &GY, 1, a, 3);
+  ct_in[0] = m ? m->out[0] : NULL;
   return g->status;
 }
 

@@ -23,22 +23,6 @@ static void shifted(const int64_t *v, int n, int64_t first, int64_t add, int64_t
   for (int i = 0; i < n; i++) out[1 + i] = v[i] + add;
 }
 
-/* the node rebuilt on operands in with its attributes, those named in names[] replaced by repl[] */
-static pc_node *rebuild(pc_graph *g, const pc_node *n, pc_value *const *in, int n_in, const pc_attr *repl, int n_repl) {
-  pc_attr small[8] = {{0}}, *a = n->n_attrs <= 8 ? small : malloc(sizeof *a * (size_t)n->n_attrs);
-  if (!a) return pc_fail(g, PC_ERR_NOMEM, "out of memory"), NULL;
-  for (int i = 0; i < n->n_attrs; i++) {
-    a[i] = n->attrs[i];
-    for (int k = 0; k < n_repl; k++)
-      if (!strcmp(a[i].name, repl[k].name)) a[i] = repl[k];
-  }
-  for (int i = 0; i < n_in; i++)
-    if (!in[i]) return a != small ? free(a) : (void)0, NULL;
-  pc_node *m = pc_node_add(g, n->op, in, n_in, a, n->n_attrs);
-  if (a != small) free(a);
-  return m;
-}
-
 /* every operand batched, the node rebuilt with its int-list attributes named in names[k] given a leading
  * entry first[k] and the rest raised by add[k] (positions move past the batch dim; sizes and steps do not), and
  * its int attributes named in axes raised by one */
@@ -64,7 +48,7 @@ static pc_status all_batched(pc_graph *g, const pc_node *n, pc_value *const *in,
     nr++;
   }
   for (int k = 0; k < n_axes && nr < 8; k++) repl[nr] = pc_a_int(axes[k], pc_attr_int(n, axes[k], 0) + 1), nr++;
-  pc_node *m = rebuild(g, n, bi, n->n_in, repl, nr);
+  pc_node *m = ad_rebuild(g, n, bi, n->n_in, repl, nr);
   if (bi != small) free(bi);
   for (int i = 0; m && i < n->n_out; i++) out[i] = m->out[i], out_batched[i] = 1;
   return g->status;
@@ -101,7 +85,7 @@ static pc_status raised(pc_graph *g, const pc_node *n, pc_value *const *in, cons
   int64_t d[PC_MAX_RANK + 1];
   for (int i = 0; i < k; i++) d[i] = v[i] + 1;
   pc_attr repl = pc_a_ints(name, d, k);
-  pc_node *m = rebuild(g, n, in, 1, &repl, 1);
+  pc_node *m = ad_rebuild(g, n, in, 1, &repl, 1);
   if (m) out[0] = m->out[0], out_batched[0] = 1;
   return g->status;
 }
@@ -162,7 +146,7 @@ RULE(dot_general) {
 static pc_value *conv_build(pc_graph *g, const pc_node *n, pc_value *x, pc_value *w, int64_t groups) {
   pc_value *in[2] = {x, w};
   pc_attr repl = pc_a_int("groups", groups);
-  pc_node *m = rebuild(g, n, in, 2, &repl, 1);
+  pc_node *m = ad_rebuild(g, n, in, 2, &repl, 1);
   return m ? m->out[0] : NULL;
 }
 
@@ -220,14 +204,11 @@ pc_status pc_vmap(pc_graph *g, const pc_vmap_opts *o) {
   }
   for (int i = 0; i < nv; i++) map[i] = g->values[i];
   for (int k = 0; k < o->n_inputs && g->status == PC_OK; k++) {
-    int found = -1;
-    for (int i = 0; i < g->n_inputs; i++)
-      if (g->inputs[i]->name && !strcmp(g->inputs[i]->name, o->inputs[k])) found = i;
-    if (found < 0) {
+    pc_value *x = ad_input_named(g, o->inputs[k]);
+    if (!x) {
       pc_fail(g, PC_ERR_ATTR, "vmap: no input is named '%s'", o->inputs[k]);
       break;
     }
-    pc_value *x = g->inputs[found];
     if (bat[x->id]) continue;
     if (x->type.rank + 1 > PC_MAX_RANK) {
       pc_fail(g, PC_ERR_UNSUPPORTED, "vmap: input '%s' has rank %d already", x->name, x->type.rank);
@@ -239,7 +220,9 @@ pc_status pc_vmap(pc_graph *g, const pc_vmap_opts *o) {
     t.dims[0] = o->batch, t.rank++;
     pc_value *y = pc_input_add(g, NULL, t);
     if (!y) break;
-    g->inputs[found] = y, g->n_inputs--;
+    g->n_inputs--;
+    for (int i = 0; i < g->n_inputs; i++)
+      if (g->inputs[i] == x) g->inputs[i] = y;
     y->name = x->name, x->name = NULL;
     map[x->id] = y, bat[x->id] = 1;
   }
