@@ -3,16 +3,13 @@
  * NAME_output_dims reports; and dims outside the range refused by NAME_check_dims and NAME_run_dims with
  * status 7, the output untouched. Usage: app OUT.npy IN0.npy [IN1.npy ...] (one per model input) */
 #include MODEL_HEADER
+#include "app.h"
 
 #include "runtime/primc_rt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CAT2(a, b) a##b
-#define CAT(a, b) CAT2(a, b)
-#define M(x) CAT(MODEL, x)
 
 static float y[M(_OUTPUT0_NUMEL)];
 static _Alignas(M(_WORKSPACE_ALIGN)) unsigned char workspace[M(_WORKSPACE_SIZE) + 1];

@@ -1,20 +1,10 @@
 /* tests/embed/main.c: an application embedding a primc-compiled model through its generated header only. */
 #include MODEL_HEADER
+#include "app.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#define CAT2(a, b) a##b
-#define CAT(a, b) CAT2(a, b)
-#define M(x) CAT(MODEL, x)
-
-static int read_raw(const char *path, void *buf, size_t n) {
-  FILE *f = fopen(path, "rb");
-  size_t got = f ? fread(buf, 1, n, f) : 0;
-  if (f) fclose(f);
-  return got == n ? 0 : -1;
-}
 
 int main(int argc, char **argv) {
   if (argc < 3) return fprintf(stderr, "usage: %s input.bin ref.bin [weights]\n", argv[0]), 2;

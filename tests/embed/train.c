@@ -3,22 +3,12 @@
  * 4 rows, the state passed from each step's outputs to the next one's inputs by swapping buffers; the losses
  * are checked against torch.optim's (tests/data/train/mlp_mse_sgd.npz). */
 #include MODEL_HEADER
+#include "app.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CAT2(a, b) a##b
-#define CAT(a, b) CAT2(a, b)
-#define M(x) CAT(MODEL, x)
-
-static int read_raw(const char *path, void *buf, size_t n) {
-  FILE *f = fopen(path, "rb");
-  size_t got = f ? fread(buf, 1, n, f) : 0;
-  if (f) fclose(f);
-  return got == n ? 0 : -1;
-}
 
 _Static_assert(M(_NUM_STATE) == 6 && M(_NUM_STATE_WEIGHTS) == 6 && M(_NUM_INPUTS) == 8, "the MLP with SGD");
 
