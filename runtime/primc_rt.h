@@ -2,6 +2,8 @@
 #ifndef PRIMC_RT_H
 #define PRIMC_RT_H
 
+#include "runtime/arch.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -527,7 +529,19 @@ int primc_sgemm_mr(void);
 
 /* the instruction set, chosen once from the CPU; it picks the GEMM row (below) and the conv rows' checks.
  * force_isa (tests, benchmarks) returns -1 when the CPU lacks it, PRIMC_ISA_AUTO goes back to the CPU's best */
-enum { PRIMC_ISA_AUTO = -1, PRIMC_ISA_SCALAR = 0, PRIMC_ISA_AVX2 = 1, PRIMC_ISA_AVX512 = 2, PRIMC_ISA_COUNT = 3 };
+enum {
+  PRIMC_ISA_AUTO = -1,
+  PRIMC_ISA_SCALAR = 0,
+  PRIMC_ISA_AVX2 = 1,
+  PRIMC_ISA_AVX512 = 2,
+  PRIMC_ISA_NEON = 3,
+  PRIMC_ISA_COUNT = 4
+};
+/* whether a CPU whose ISA is cpu runs code written for need: SCALAR runs anywhere, x86's levels are a ladder
+ * (AVX-512 runs AVX2 code), NEON is a ladder of its own */
+static inline int primc_isa_covers(int cpu, int need) {
+  return need == PRIMC_ISA_SCALAR || need == cpu || (need == PRIMC_ISA_AVX2 && cpu == PRIMC_ISA_AVX512);
+}
 int primc_sgemm_force_isa(int isa);
 int primc_sgemm_isa(void);
 const char *primc_sgemm_isa_name(int isa);

@@ -175,7 +175,7 @@ static int row_layout(int row, const primc_conv_plan_opts *o) {
 static int row_can(int row, const primc_conv2d *p, const primc_conv_plan_opts *o, int *layout) {
   const cv_row *r = &primc_cv_rows[row];
   int cls = cv_is_depthwise(p) ? PRIMC_CONV_CLASS_DEPTHWISE : PRIMC_CONV_CLASS_CONV2D;
-  if (r->cls != cls || primc_sgemm_isa() < r->isa || ((r->needs & CV_NEED_COL) && !o->has_scratch) ||
+  if (r->cls != cls || !primc_isa_covers(primc_sgemm_isa(), r->isa) || ((r->needs & CV_NEED_COL) && !o->has_scratch) ||
       ((r->needs & CV_NEED_BF16) && !o->bf16))
     return 0;
   int l = row_layout(row, o);
@@ -235,7 +235,7 @@ int primc_conv_plan_candidates(const primc_conv2d *p, const primc_conv_plan_opts
  * few dozen input channels x taps the unfused pair is faster. */
 int primc_conv_plan_pair(const primc_conv2d *pw, const primc_conv2d *dw) {
   const cv_row *r = &primc_cv_rows[PRIMC_CONV_ROW_PAIR_DW];
-  return pw && dw && primc_sgemm_isa() >= r->isa && r->fits(pw, dw) &&
+  return pw && dw && primc_isa_covers(primc_sgemm_isa(), r->isa) && r->fits(pw, dw) &&
          pw->c * pw->kh * pw->kw <= tuning()->pair_max_k;
 }
 

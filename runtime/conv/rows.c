@@ -135,7 +135,7 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
   int row = plan->row;
   for (int hops = 0;; hops++) {
     const cv_row *r = &primc_cv_rows[row];
-    if (primc_sgemm_isa() >= r->isa && (!(r->needs & CV_NEED_COL) || col) && (!(r->needs & CV_NEED_APART) || apart) &&
+    if (primc_isa_covers(primc_sgemm_isa(), r->isa) && (!(r->needs & CV_NEED_COL) || col) && (!(r->needs & CV_NEED_APART) || apart) &&
         r->fits(&q, NULL))
       break;
     if (r->fallback == row || hops >= PRIMC_CONV_ROW_COUNT) return PRIMC_ERR_ARG;

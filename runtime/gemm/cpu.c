@@ -1,10 +1,14 @@
 /* runtime/gemm/cpu.c: what this CPU runs: the instruction set primc_sgemm_isa() reports (detected once, forceable), its AMD family, its zmm FMA rate. */
 #include "runtime/gemm/gemm.h"
 
-#include <cpuid.h>
 #include <pthread.h>
+#if PRIMC_X86
+#include <cpuid.h>
+#endif
 
 static int always(void) { return 1; }
+
+#if PRIMC_X86
 
 static int has_avx2(void) {
   __builtin_cpu_init();
@@ -15,6 +19,13 @@ static int has_avx512(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
 }
+#else
+static int has_avx2(void) { return 0; }
+static int has_avx512(void) { return 0; }
+#endif
+
+/* Advanced SIMD is part of every AArch64 CPU */
+static int has_neon(void) { return PRIMC_ARM64; }
 
 static const struct {
   const char *name;
@@ -23,6 +34,7 @@ static const struct {
     [PRIMC_ISA_SCALAR] = {"scalar", always},
     [PRIMC_ISA_AVX2] = {"avx2", has_avx2},
     [PRIMC_ISA_AVX512] = {"avx512", has_avx512},
+    [PRIMC_ISA_NEON] = {"neon", has_neon},
 };
 
 static int auto_isa = -1, forced_isa = -1;
@@ -56,11 +68,13 @@ const char *primc_sgemm_isa_name(int isa) { return isa >= 0 && isa < PRIMC_ISA_C
 static int amd_fam;
 static pthread_once_t fam_once = PTHREAD_ONCE_INIT;
 static void fam_detect(void) {
+#if PRIMC_X86
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) return;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return;
   unsigned base = (a >> 8) & 0xf;
   amd_fam = (int)(base == 0xf ? base + ((a >> 20) & 0xff) : base);
+#endif
 }
 int primc_gm_amd_family(void) {
   pthread_once(&fam_once, fam_detect);

@@ -21,11 +21,12 @@ _Static_assert(PRIMC_GEMM_ROW_COUNT == 3, "a row per ISA: AVX512, AVX2, SCALAR")
 static const gm_row *picked[PRIMC_ISA_COUNT];
 static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 
-/* for each ISA the first row in rank order it runs (the SCALAR row runs on any) */
+/* for each ISA the first row in rank order it runs (the SCALAR row runs on any; an ISA with no row of its
+ * family built here runs the SCALAR row) */
 static void pick(void) {
   for (int isa = 0; isa < PRIMC_ISA_COUNT; isa++)
     for (int r = 0; r < PRIMC_GEMM_ROW_COUNT && !picked[isa]; r++)
-      if (primc_gm_rows[r].isa <= isa) picked[isa] = &primc_gm_rows[r];
+      if (primc_isa_covers(isa, primc_gm_rows[r].isa)) picked[isa] = &primc_gm_rows[r];
 }
 
 const gm_row *primc_gm_row_for(int isa) {
