@@ -656,7 +656,8 @@ static pc_status pool_calls(kir_program *p) {
 /* Every rewrite of the kernel IR, in the order it runs. kir_build runs the BUILD rows on every program;
  * a compile for the host CPU then asks for the HOST_WEIGHTS row (kir_pack_weights: the machine's GEMM
  * panels and conv layouts; `primc dump --kernels` too, to show the conv rows a host compile plans) and
- * the HOST_POOLS row (kir_pool_calls). A cross compile (--triple) and CUDA take the BUILD rows only.
+ * the HOST_POOLS row (kir_pool_calls). A cross compile (--triple) takes the BUILD and HOST_POOLS rows (the
+ * panels are laid out for the host's GEMM row), CUDA the BUILD rows only.
  * (Gather tables read in place are decided before lowering, by build_group in kir.c, not here.) */
 static const struct kir_rewrite {
   const char *name;
