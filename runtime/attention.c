@@ -461,12 +461,13 @@ static int force_fuse = -1;
 
 void primc_attention_force_fuse(int on) { force_fuse = on; }
 
-int primc_attention_pays(int64_t sq, int64_t sk) {
+int primc_attention_pays_for(int zmm_fmas, int64_t sq, int64_t sk) {
   (void)sk;
   if (force_fuse >= 0) return force_fuse;
-  int z = primc_cpu_zmm_fmas();
-  return sq >= tunings[z >= 0 && z <= 2 ? z : 0].min_queries;
+  return sq >= tunings[zmm_fmas >= 0 && zmm_fmas <= 2 ? zmm_fmas : 0].min_queries;
 }
+
+int primc_attention_pays(int64_t sq, int64_t sk) { return primc_attention_pays_for(primc_cpu_zmm_fmas(), sq, sk); }
 
 static int force_generic = -1;
 

@@ -219,6 +219,9 @@ int primc_k_attention(const int64_t *params, void *const *bufs);
 /* whether the fused call beats the stored-scores kernels for Sq queries over Sk keys on this CPU (the
  * fuser asks, per chain); force_fuse(1) or (0) answers that instead (tests), -1 undoes */
 int primc_attention_pays(int64_t sq, int64_t sk);
+/* the same for a CPU that starts zmm_fmas zmm FMAs a cycle (primc_cpu_zmm_fmas(); 0 for one without AVX-512,
+ * which includes every other family: a cross compile asks for 0) */
+int primc_attention_pays_for(int zmm_fmas, int64_t sq, int64_t sk);
 void primc_attention_force_fuse(int on);
 /* AVX-512 tiles when the CPU has them (else plain C); force_generic(1) takes the C rows (tests), -1 undoes */
 int primc_attention_avx512(void);

@@ -54,6 +54,16 @@ for d in models/*/; do
   rm -f "$exe"
 done
 
+# the attention planner decides for the target: the host fuses encoder_tiny's attention where its AVX-512 row
+# pays, a cross compile keeps the GEMMs (the call's plain C row is all AArch64 has)
+host_calls=$("$B/primc" compile models/encoder_tiny/model.onnx -o "$tmp/enc" -q --report | grep -c primc_k_attention)
+a64_calls=$("$B/primc" compile models/encoder_tiny/model.onnx --triple $T -o "$tmp/enc" -q --report | grep -c primc_k_attention)
+if [ "$a64_calls" -eq 0 ] && { [ "$host_calls" -gt 0 ] || ! grep -qw avx512f /proc/cpuinfo; }; then
+  ok "attention planned for the target: $host_calls fused calls on this host, $a64_calls for aarch64"
+else
+  bad "attention planned for the target" "$host_calls fused calls on this host, $a64_calls for aarch64"
+fi
+
 # a missing cross runtime is an error that says where it looks, not a link failure
 expect_exit 1 "a triple without a runtime names what is missing" "$B/primc" compile models/mlp/model.onnx \
   --triple riscv64-linux-gnu -o "$tmp/rv" -q
