@@ -470,6 +470,9 @@ int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t
  * primc_sgemm_prepacked returns PRIMC_ERR_ARG when packed_b was packed for another ISA or shape. */
 size_t primc_sgemm_packed_b_size(int64_t N, int64_t K);
 int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed);
+/* the same for the row another ISA runs (a cross compile packs for its target's row: PRIMC_ISA_NEON) */
+size_t primc_sgemm_packed_b_size_isa(int isa, int64_t N, int64_t K);
+int primc_sgemm_pack_b_isa(int isa, int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed);
 int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                           const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi, void *epi_ctx);
 
