@@ -135,6 +135,7 @@ bench: all $(B)/gemm_bench $(B)/stream $(B)/corelat
 	python3 bench/precision_peers.py --threads 1,2 $(B)/bench-models/resnet50 $(B)/bench-models/encoder_base
 	python3 bench/dynamic_peers.py --threads 1 --dir $(B)/bench-models
 	python3 bench/train_peers.py --threads 1,2 --primc $(B)/primc
+	python3 bench/torch_backend.py --threads 1,2
 
 -include bench/bench.mk
 

@@ -5,7 +5,8 @@
 # Usage: tools/setup.sh [models] [bench]
 #   models: Debian's python3-torch, python3-torchvision and python3-onnx (torch 1.13 for /usr/bin/python3) to
 #           export the zoo and write the gradient references (tests/ref/gen_grad_refs.py)
-#   bench:  PyPI's torch and torchvision (2.x, torch.compile; several GB), openvino and matplotlib, the benchmark peers
+#   bench:  PyPI's torch and torchvision (2.x, torch.compile; several GB), transformers, openvino and matplotlib, the
+#           benchmark peers (and what python/tests/test_torch.py needs to run rather than skip)
 set -euo pipefail
 
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user: the AArch64 runtime and its tests under emulation
@@ -15,7 +16,7 @@ py_pkgs=(onnx onnxruntime numpy pytest wheel)
 for extra in "$@"; do
   case $extra in
   models) apt_pkgs+=(python3-torch python3-torchvision python3-onnx) ;;
-  bench) py_pkgs+=(torch torchvision openvino matplotlib) ;;
+  bench) py_pkgs+=(torch torchvision transformers openvino matplotlib) ;;
   *) echo "setup: unknown extra '$extra' (models, bench)" >&2; exit 2 ;;
   esac
 done
