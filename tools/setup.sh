@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/setup.sh: installs what primc builds and tests with; does nothing when all is present.
 # Python test deps: onnx, onnxruntime, numpy; pytest for python/tests; wheel, so that `pip install
-# --no-build-isolation ./python` (tests/suites/python.sh) builds without the network.
+# --no-build-isolation ./python` (tests/suites/python.sh) builds without the network; jsonschema, which
+# tests/suites/cli.sh validates --trace files with.
 # Usage: tools/setup.sh [models] [bench]
 #   models: Debian's python3-torch, python3-torchvision and python3-onnx (torch 1.13 for /usr/bin/python3) to
 #           export the zoo and write the gradient references (tests/ref/gen_grad_refs.py)
@@ -12,7 +13,7 @@ set -euo pipefail
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user: the AArch64 runtime and its tests under emulation
 apt_pkgs=(llvm-19-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev libonnx-dev gcc-aarch64-linux-gnu
   libc6-dev-arm64-cross qemu-user)
-py_pkgs=(onnx onnxruntime numpy pytest wheel)
+py_pkgs=(onnx onnxruntime numpy pytest wheel jsonschema)
 for extra in "$@"; do
   case $extra in
   models) apt_pkgs+=(python3-torch python3-torchvision python3-onnx) ;;

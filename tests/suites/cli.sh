@@ -298,6 +298,31 @@ PY
 then ok "--profile min/median and --trace JSON agree ($(cat "$tmp/chk"))"; else bad "--profile/--trace" "$(cat "$tmp/chk" "$tmp/err" | tail -n 5)"; fi
 expect_exit 2 "--trace needs a --profile build" "$tmp/mlp" --random-inputs --trace "$tmp/t2.json"
 
+# a ResNet-18 (bench/gen_resnet.py) traced at 2 threads validates against the Trace Event Format's schema
+# (tests/data/trace/trace_event.schema.json), with the pool's shares on a second track; a trace missing an X
+# event's duration does not
+if python3 bench/gen_resnet.py "$tmp/r18" --depth 18 >/dev/null 2>"$tmp/err" &&
+  "$P" compile "$tmp/r18/model.onnx" --profile -o "$tmp/r18/m" -q 2>"$tmp/err" &&
+  PRIMC_NUM_THREADS=2 "$tmp/r18/m" "$tmp/r18/input.npy" --profile --trace "$tmp/r18/t.json" >/dev/null 2>"$tmp/err" &&
+  python3 - "$tmp/r18/t.json" tests/data/trace/trace_event.schema.json >"$tmp/chk" 2>&1 <<'PY'
+import copy, json, sys
+import jsonschema
+trace, schema = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+jsonschema.validate(trace, schema)
+tids = {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"}
+assert len(tids) >= 2, tids
+broken = copy.deepcopy(trace)
+next(e for e in broken["traceEvents"] if e["ph"] == "X").pop("dur")
+try:
+    jsonschema.validate(broken, schema)
+    sys.exit("a trace without an X event's dur validated")
+except jsonschema.ValidationError:
+    pass
+print("ok", len(trace["traceEvents"]), "events on", len(tids), "tracks")
+PY
+then ok "ResNet-18's 2-thread trace validates against the trace event schema ($(cat "$tmp/chk"))"
+else bad "ResNet-18 trace schema" "$(cat "$tmp/chk" "$tmp/err" | tail -n 5)"; fi
+
 # progress: on a terminal (script gives one) a compile shows its phases and kernel N of M, then the time;
 # --quiet, and stderr that is not a terminal, show nothing
 PRIMC_PROGRESS_AFTER=0 script -qec "$P compile models/encoder_tiny/model.onnx -o $tmp/pg" /dev/null >"$tmp/tty" 2>&1
