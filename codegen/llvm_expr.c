@@ -492,6 +492,10 @@ LLVMValueRef lv_emit_expr(lctx *L, const kir_expr *e, int n_loops) {
   return NULL;
 }
 
+LLVMValueRef lv_store_load(lctx *L, const kir_store *s, pc_dtype t, int n_loops) {
+  return LLVMBuildLoad2(L->b, mem_type(L, t), elem_ptr(L, s->buf, t, &s->map, n_loops), "");
+}
+
 void lv_store_value(lctx *L, const kir_store *s, pc_dtype t, LLVMValueRef v, int n_loops) {
   if (dt_narrow(t)) v = float_to_half(L, t, v);
   if (pc_dtype_subbyte_bits(t)) v = LLVMBuildIntCast2(L->b, v, L->i8, !dt_unsigned(t), ""); /* held extended in a byte */

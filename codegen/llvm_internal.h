@@ -50,6 +50,8 @@ ew_fn lv_ew_rule(pc_op op);
 /* an expression of a loop kernel at the current loop variables L->iv */
 LLVMValueRef lv_emit_expr(lctx *L, const kir_expr *e, int n_loops);
 void lv_store_value(lctx *L, const kir_store *s, pc_dtype t, LLVMValueRef v, int n_loops);
+/* what the store's element holds now (f32 or f64: a reduction accumulating in its output) */
+LLVMValueRef lv_store_load(lctx *L, const kir_store *s, pc_dtype t, int n_loops);
 
 /* run-time dims: the symbols' values loaded from dims (the buffer over them) into L->symv for the function
  * being built; then a size of the program (an extent, a map's offset or stride, a param) as its constant, or as

@@ -167,6 +167,70 @@ static int same_start(const kir_buf *a, const kir_buf *b) {
   return a->place == KP_WORKSPACE || a->place == KP_CONST ? a->offset == b->offset : a->index == b->index;
 }
 
+/* ---------------------------------------------------------------- column reductions */
+
+/* the loads of e whose stride along loop l is unit (*unit) or neither 0 nor 1 (*other) */
+static void load_strides(const kir_expr *e, int l, int *unit, int *other) {
+  if (e->kind == KE_LOAD) {
+    *unit |= e->map.stride[l] == 1;
+    *other |= e->map.stride[l] != 0 && e->map.stride[l] != 1;
+  }
+  for (int i = 0; i < e->n_args; i++) load_strides(e->args[i], l, unit, other);
+}
+
+static int reads_buf(const kir_program *p, const kir_expr *e, int buf) {
+  if (e->kind == KE_LOAD && bufs_overlap(&p->bufs[e->buf], &p->bufs[buf])) return 1;
+  for (int i = 0; i < e->n_args; i++)
+    if (reads_buf(p, e->args[i], buf)) return 1;
+  return 0;
+}
+
+/* A reduction over rows whose columns are the innermost parallel loop P: a bias's gradient, [rows][cols] summed
+ * over rows. Reduced innermost, each output walks a column at the row pitch, a scalar load per element that
+ * every cache set of a power-of-two pitch conflicts on (1024 x 1024 f32: 6.7 ms). This form keeps the outputs
+ * in memory instead: a pass sets them to the start value, then the reduced loops go outside and P inside,
+ * each row added to the outputs a vector at a time, contiguous. Each output still takes its terms in the same
+ * order. Taken when every load and store moves by 0 or 1 along P (some load by 1), some load strides along
+ * the innermost reduced loop (a row reduction keeps its accumulators), sums, products, max or min of f32 or
+ * f64 into a buffer no expression reads, and sizes fixed at compile time. */
+static int column_reduction(const kir_program *p, const kir_kernel *k) {
+  int P = k->n_par - 1, R = k->n_loops - 1;
+  if (p->dyn || P < 0 || R <= P || k->extent[P] < 16) return 0;
+  for (int s = 0; s < k->n_stores; s++) {
+    const kir_store *st = &k->stores[s];
+    pc_dtype t = st->value->dtype;
+    int unit_p = 0, other_p = 0, unit_r = 0, other_r = 0;
+    load_strides(st->value, P, &unit_p, &other_p);
+    load_strides(st->value, R, &unit_r, &other_r);
+    if ((st->red != KR_SUM && st->red != KR_PROD && st->red != KR_MAX && st->red != KR_MIN) ||
+        (t != PC_f32 && t != PC_f64) || p->bufs[st->buf].dtype != t || st->map.stride[P] != 1 || !unit_p ||
+        other_p || !other_r || unit_r || reads_buf(p, st->value, st->buf))
+      return 0;
+  }
+  return 1;
+}
+
+static void emit_column_reduction(lctx *L, const kir_kernel *k, LLVMValueRef lo, LLVMValueRef hi) {
+  int P = k->n_par - 1;
+  loop c = loop_begin(L, P, lo, hi);
+  for (int s = 0; s < k->n_stores; s++) {
+    pc_dtype t = k->stores[s].value->dtype;
+    lv_store_value(L, &k->stores[s], t, red_init(L, k->stores[s].red, t), k->n_par);
+  }
+  loop_end(L, &c);
+  loop loops[KIR_MAX_LOOPS];
+  for (int l = k->n_par; l < k->n_loops; l++) loops[l] = loop_begin(L, l, ci64(L, 0), lv_size(L, &k->extent[l]));
+  c = loop_begin(L, P, lo, hi);
+  for (int s = 0; s < k->n_stores; s++) {
+    const kir_store *st = &k->stores[s];
+    pc_dtype t = st->value->dtype;
+    LLVMValueRef x = lv_emit_expr(L, st->value, k->n_loops);
+    lv_store_value(L, st, t, red_combine(L, st->red, t, lv_store_load(L, st, t, k->n_par), x), k->n_par);
+  }
+  loop_end(L, &c);
+  for (int l = k->n_loops - 1; l >= k->n_par; l--) loop_end(L, &loops[l]);
+}
+
 /* kN_body(bufs..., begin, end) with noalias where no other buffer of the kernel overlaps;
  * kN(ctx, begin, end) unpacks the buffer table for the thread pool */
 /* Kernels called directly (too little work for the pool) are inlined into NAME_run_partJ by LLVM;
@@ -226,17 +290,22 @@ LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx) {
   free(same);
   if (p->dyn) lv_dyn_begin(L, L->bufp[p->dyn->buf]);
   loop loops[KIR_MAX_LOOPS];
-  for (int l = 0; l < k->n_par; l++)
+  int columns = column_reduction(p, k), n_open = columns ? k->n_par - 1 : k->n_par;
+  for (int l = 0; l < n_open; l++)
     loops[l] = l == 0 ? loop_begin(L, 0, LLVMGetParam(body, (unsigned)n), LLVMGetParam(body, (unsigned)n + 1))
                       : loop_begin(L, l, ci64(L, 0), lv_size(L, &k->extent[l]));
-  if (k->n_loops > k->n_par) {
+  if (columns) {
+    int P = k->n_par - 1;
+    emit_column_reduction(L, k, P == 0 ? LLVMGetParam(body, (unsigned)n) : ci64(L, 0),
+                          P == 0 ? LLVMGetParam(body, (unsigned)n + 1) : lv_size(L, &k->extent[P]));
+  } else if (k->n_loops > k->n_par) {
     emit_reduction(L, k);
   } else {
     for (int s = 0; s < k->n_stores; s++)
       lv_store_value(L, &k->stores[s], k->stores[s].value->dtype, lv_emit_expr(L, k->stores[s].value, k->n_loops),
                   k->n_loops);
   }
-  for (int l = k->n_par - 1; l >= 0; l--) loop_end(L, &loops[l]);
+  for (int l = n_open - 1; l >= 0; l--) loop_end(L, &loops[l]);
   LLVMBuildRetVoid(L->b);
 
   /* the thread-pool entry */
