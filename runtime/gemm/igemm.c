@@ -1,0 +1,339 @@
+/* runtime/gemm/igemm.c: the int8 GEMM: B packed as s8 panels with its offset and column sums, A cut into u8 tiles per call, the row table and the pick, the driver over the pool, the exact fallback, the portable row, the dot_i8 call. */
+#include "runtime/gemm/igemm.h"
+#include "runtime/gemm/gemm.h"
+
+#include <pthread.h>
+#include <string.h>
+
+/*
+ * C = A B exactly, in int32 that wraps. B's values b lie within 256 of each other: b = b' + ob with b' in
+ * [-128, 127] (ob 0 when b already is). Row m of A: a = a' + oa[m], oa[m] its minimum, a' in [0, 255]
+ * when the row spans at most 256 values. Then, per element,
+ *   sum_k a b = sum_k a' b' + ob ra[m] + oa[m] cb[n] + K oa[m] ob,   ra = sum_k a', cb = sum_k b'
+ * and the first sum is what tdpbusd / vpdpbusd compute (u8 x s8, int32 sums); the others are the store's
+ * rterm[m] = ob ra[m] + K oa[m] ob and roff[m] * csum[n]. All of it mod 2^32, as the reference's int32 wraps.
+ *
+ * Layouts (every row reads the same ones):
+ *   B  a 64-byte header, cb as int32 [Np] (N padded to 32), then pairs of 16-column panels (igemm.h's ig_b_at),
+ *      Kp = K padded with zeros to a multiple of 64.
+ *   A  in the caller's scratch: tiles (igemm.h's ig_a_at; M padded with zero rows to a multiple of 32), then
+ *      oa and rterm as int32 [Mp] each.
+ * Driver: tasks of up to IG_MB rows by IG_PP pairs of panels go to the threads; within one, each pair (Kp x 32
+ * bytes) is read by every call of the task's rows in turn, and each call runs the whole K, so C is written once.
+ */
+
+#ifndef IG_MB
+#define IG_MB 128 /* rows of A in a task, a multiple of 32 */
+#endif
+#ifndef IG_PP
+#define IG_PP 4 /* pairs of panels (32 columns each) in a task */
+#endif
+#define IG_SERIAL (1 << 20) /* below this many multiply-adds a GEMM runs on the calling thread */
+
+_Static_assert(IG_MB % 32 == 0, "a task's rows are whole AMX calls");
+
+#define IG_MAGIC 0x42384749u /* "IG8B": a packed B */
+
+typedef struct ig_hdr {
+  uint32_t magic;
+  int32_t ob;
+  int64_t n, k, kp;
+  char pad[64 - 32];
+} ig_hdr;
+_Static_assert(sizeof(ig_hdr) == 64, "column sums and panels start 64-byte aligned");
+
+/* ---------------------------------------------------------------- rows */
+
+enum { NEED_ANY, NEED_AVXVNNI, NEED_AVX512VNNI, NEED_AMX_INT8 };
+
+typedef struct ig_row {
+  const char *name;
+  int needs, mr;
+  ig_kern kern;
+  void (*setup)(int on);
+} ig_row;
+
+static const ig_row rows[PRIMC_IGEMM_ROW_COUNT] = {
+#define PRIMC_IGEMM_ROW(id, nm, nd, m, kn, su) [PRIMC_IGEMM_ROW_##id] = {nm, NEED_##nd, m, kn, su},
+#include "runtime/gemm/igemm_rows.def"
+#undef PRIMC_IGEMM_ROW
+};
+_Static_assert(PRIMC_IGEMM_ROW_COUNT == (PRIMC_X86 ? 4 : 1), "rows: AMX, AVX512VNNI, AVXVNNI (x86), GENERIC");
+#define PRIMC_IGEMM_ROW(id, nm, nd, m, ...) _Static_assert((m) == 32 || 16 % (m) == 0, "row " nm ": 32 rows a call, or rows within a 16-row strip");
+#include "runtime/gemm/igemm_rows.def"
+#undef PRIMC_IGEMM_ROW
+
+static int row_runs(int r) {
+  switch (rows[r].needs) {
+#if PRIMC_X86
+  case NEED_AMX_INT8: return primc_ig_has_amx_int8();
+  case NEED_AVX512VNNI: return primc_ig_has_avx512vnni();
+  case NEED_AVXVNNI: return primc_ig_has_avxvnni();
+#endif
+  case NEED_ANY: return 1;
+  default: return 0;
+  }
+}
+
+static int auto_row = -1, forced_row = -1;
+static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
+
+static void pick(void) {
+  for (int r = PRIMC_IGEMM_ROW_COUNT - 1; r >= 0; r--)
+    if (row_runs(r)) auto_row = r;
+}
+
+int primc_igemm_row_active(void) {
+  pthread_once(&pick_once, pick);
+  int f = __atomic_load_n(&forced_row, __ATOMIC_RELAXED);
+  return f >= 0 ? f : auto_row;
+}
+
+int primc_igemm_force_row(int row) {
+  if (row < 0) {
+    __atomic_store_n(&forced_row, -1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  if (row >= PRIMC_IGEMM_ROW_COUNT || !row_runs(row)) return -1;
+  __atomic_store_n(&forced_row, row, __ATOMIC_RELAXED);
+  return 0;
+}
+
+const char *primc_igemm_row_name(int row) { return row >= 0 && row < PRIMC_IGEMM_ROW_COUNT ? rows[row].name : NULL; }
+
+/* ---------------------------------------------------------------- the portable row */
+
+void primc_ig_kern_generic(const ikargs *g) {
+  for (int r = 0; r < g->mr; r++) {
+    int32_t acc[2 * IG_PANEL] = {0};
+    for (int64_t kq = 0; kq < g->kp / 4; kq++) {
+      const uint8_t *a = g->a + ig_a_at(g->lda, r, 4 * kq);
+      for (int h = 0; h < 2 && h * IG_PANEL < g->nr; h++) {
+        const int8_t *b = g->b + ig_b_at(kq, h);
+        for (int j = 0; j < IG_PANEL; j++)
+          acc[h * IG_PANEL + j] += a[0] * b[4 * j] + a[1] * b[4 * j + 1] + a[2] * b[4 * j + 2] + a[3] * b[4 * j + 3];
+      }
+    }
+    int32_t *c = g->c + r * g->ldc;
+    for (int j = 0; j < g->nr; j++) c[j] = ig_fix(acc[j], g->rterm[r], g->roff[r], g->csum[j]);
+  }
+}
+
+/* ---------------------------------------------------------------- sizes, packing B */
+
+static int64_t kpad(int64_t K) { return cdiv(K, IG_KSTEP) * IG_KSTEP; }
+static int64_t npad(int64_t N) { return cdiv(N, 2 * IG_PANEL) * 2 * IG_PANEL; }
+
+size_t primc_igemm_packed_b_size(int64_t N, int64_t K) {
+  if (N < 1 || K < 1) return 0;
+  return sizeof(ig_hdr) + (size_t)npad(N) * 4 + (size_t)npad(N) * (size_t)kpad(K);
+}
+
+int primc_igemm_pack_b(int trans_b, int64_t N, int64_t K, const int32_t *B, void *packed) {
+  size_t size = primc_igemm_packed_b_size(N, K);
+  if (!size || !B || !packed) return PRIMC_ERR_ARG;
+  int32_t lo = B[0], hi = B[0];
+  for (int64_t i = 1; i < N * K; i++) lo = B[i] < lo ? B[i] : lo, hi = B[i] > hi ? B[i] : hi;
+  if ((int64_t)hi - lo > 255) return PRIMC_ERR_ARG;
+  int32_t ob = lo >= -128 && hi <= 127 ? 0 : lo + 128;
+  int64_t Kp = kpad(K), Np = npad(N);
+  ig_hdr *h = packed;
+  memset(packed, 0, size);
+  *h = (ig_hdr){.magic = IG_MAGIC, .ob = ob, .n = N, .k = K, .kp = Kp};
+  uint32_t *cs = (uint32_t *)(h + 1);
+  int8_t *pan = (int8_t *)(cs + Np);
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t n = 0; n < N; n++) {
+      int32_t v = (trans_b ? B[n * K + k] : B[k * N + n]) - ob;
+      pan[n / (2 * IG_PANEL) * Kp * 2 * IG_PANEL + ig_b_at(k / 4, (int)(n % (2 * IG_PANEL) / IG_PANEL)) + n % IG_PANEL * 4 +
+          k % 4] = (int8_t)v;
+      cs[n] += (uint32_t)v;
+    }
+  return PRIMC_OK;
+}
+
+static int hdr_ok(const ig_hdr *h, int64_t N, int64_t K) {
+  return h && h->magic == IG_MAGIC && h->n == N && h->k == K && h->kp == kpad(K) && h->ob >= -128 - 255 &&
+         h->ob <= 255 + 128;
+}
+
+int primc_igemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K) {
+  size_t size = primc_igemm_packed_b_size(N, K);
+  return packed && size && avail >= size && hdr_ok(packed, N, K) ? PRIMC_OK : PRIMC_ERR_WEIGHTS;
+}
+
+/* ---------------------------------------------------------------- A, per call */
+
+size_t primc_igemm_scratch_size(int64_t M, int64_t K) {
+  if (M < 1 || K < 1) return 0;
+  int64_t Mp = cdiv(M, 32) * 32;
+  return (size_t)(Mp * kpad(K)) + (size_t)Mp * 8;
+}
+
+typedef struct job {
+  int trans_a, wide;
+  int64_t M, N, K, lda, Kp, Mp, pairs, nm, np;
+  const int32_t *A;
+  const ig_hdr *h;
+  const int32_t *csum;
+  const int8_t *pan;
+  uint8_t *a; /* tiles */
+  int32_t *roff, *rterm;
+  int32_t *C;
+  int64_t ldc;
+  const ig_row *row;
+} job;
+
+/* row r of a strip (its values v(k) for k < K) less its minimum into the tile rows; the row's offset and rterm */
+#define STRIP_ROW(vk)                                                                                                  \
+  do {                                                                                                                 \
+    int32_t lo = INT32_MAX, hi = INT32_MIN;                                                                            \
+    for (int64_t k = 0; k < j->K; k++) {                                                                               \
+      int32_t v = vk;                                                                                                  \
+      lo = v < lo ? v : lo, hi = v > hi ? v : hi;                                                                      \
+    }                                                                                                                  \
+    if ((int64_t)hi - lo > 255) wide = 1;                                                                              \
+    uint32_t ra = 0;                                                                                                   \
+    for (int64_t k = 0; k < j->K; k++) {                                                                               \
+      uint32_t v = (uint32_t)(vk) - (uint32_t)lo;                                                                      \
+      t[(k / IG_KSTEP) * 16 * IG_KSTEP + r * IG_KSTEP + k % IG_KSTEP] = (uint8_t)v;                                    \
+      ra += v;                                                                                                         \
+    }                                                                                                                  \
+    j->roff[m] = lo;                                                                                                   \
+    j->rterm[m] = (int32_t)((uint32_t)j->h->ob * ra + (uint32_t)j->K * (uint32_t)lo * (uint32_t)j->h->ob);             \
+  } while (0)
+
+/* strips [b, e) of 16 rows of A into tiles, offsets and rterms; rows past M zero */
+static void pack_strips(void *ctx, int64_t b, int64_t e) {
+  job *j = ctx;
+  int wide = 0;
+  for (int64_t st = b; st < e; st++) {
+    uint8_t *t = j->a + st * 16 * j->Kp;
+    memset(t, 0, (size_t)(16 * j->Kp));
+    for (int r = 0; r < 16; r++) {
+      int64_t m = st * 16 + r;
+      if (m >= j->M) {
+        j->roff[m] = j->rterm[m] = 0;
+        continue;
+      }
+      if (j->trans_a)
+        STRIP_ROW(j->A[k * j->lda + m]);
+      else
+        STRIP_ROW(j->A[m * j->lda + k]);
+    }
+  }
+  if (wide) __atomic_store_n(&j->wide, 1, __ATOMIC_RELAXED);
+}
+
+/* ---------------------------------------------------------------- the driver */
+
+static void run_task(const job *j, int64_t t) {
+  const ig_row *row = j->row;
+  int64_t m0 = t / j->np * IG_MB, m1 = m0 + IG_MB < j->M ? m0 + IG_MB : j->M;
+  int64_t q0 = t % j->np * IG_PP, q1 = q0 + IG_PP < j->pairs ? q0 + IG_PP : j->pairs;
+  for (int64_t q = q0; q < q1; q++) {
+    int64_t n0 = q * 2 * IG_PANEL, nr = j->N - n0 < 2 * IG_PANEL ? j->N - n0 : 2 * IG_PANEL;
+    for (int64_t m = m0; m < m1; m += row->mr) {
+      ikargs g = {.a = j->a + ig_a_at(16 * j->Kp, m, 0),
+                  .lda = 16 * j->Kp,
+                  .b = j->pan + q * j->Kp * 2 * IG_PANEL,
+                  .kp = j->Kp,
+                  .mr = (int)(m1 - m < row->mr ? m1 - m : row->mr),
+                  .nr = (int)nr,
+                  .c = j->C + m * j->ldc + n0,
+                  .ldc = j->ldc,
+                  .roff = j->roff + m,
+                  .rterm = j->rterm + m,
+                  .csum = j->csum + n0};
+      row->kern(&g);
+    }
+  }
+}
+
+static void run_tasks(void *ctx, int64_t b, int64_t e) {
+  const job *j = ctx;
+  if (j->row->setup) j->row->setup(1);
+  for (int64_t t = b; t < e; t++) run_task(j, t);
+  if (j->row->setup) j->row->setup(0);
+}
+
+/* a row of A too wide for u8: every element summed exactly (b = b' + ob read back from the panels) */
+static void fallback_rows(void *ctx, int64_t b, int64_t e) {
+  const job *j = ctx;
+  for (int64_t m = b; m < e; m++)
+    for (int64_t n = 0; n < j->N; n++) {
+      const int8_t *p = j->pan + n / (2 * IG_PANEL) * j->Kp * 2 * IG_PANEL;
+      int h = (int)(n % (2 * IG_PANEL) / IG_PANEL);
+      uint32_t acc = 0;
+      for (int64_t k = 0; k < j->K; k++) {
+        int32_t a = j->trans_a ? j->A[k * j->lda + m] : j->A[m * j->lda + k];
+        int32_t bv = p[ig_b_at(k / 4, h) + n % IG_PANEL * 4 + k % 4] + j->h->ob;
+        acc += (uint32_t)a * (uint32_t)bv;
+      }
+      j->C[m * j->ldc + n] = (int32_t)acc;
+    }
+}
+
+int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const int32_t *A, int64_t lda,
+                          const void *packed_b, int32_t *C, int64_t ldc, void *scratch) {
+  if (M < 0 || N < 0 || K < 1 || !A || !C || !scratch || ldc < N || lda < (trans_a ? M : K)) return PRIMC_ERR_ARG;
+  if (M == 0 || N == 0) return PRIMC_OK;
+  const ig_hdr *h = packed_b;
+  if (!hdr_ok(h, N, K)) return PRIMC_ERR_ARG;
+  job j = {.trans_a = trans_a, .M = M, .N = N, .K = K, .lda = lda, .A = A, .h = h, .C = C, .ldc = ldc};
+  j.row = &rows[primc_igemm_row_active()];
+  j.Kp = kpad(K);
+  j.Mp = cdiv(M, 32) * 32;
+  j.pairs = cdiv(N, 2 * IG_PANEL);
+  j.nm = cdiv(M, IG_MB);
+  j.np = cdiv(j.pairs, IG_PP);
+  j.csum = (const int32_t *)(h + 1);
+  j.pan = (const int8_t *)(j.csum + npad(N));
+  j.a = scratch;
+  j.roff = (int32_t *)(j.a + j.Mp * j.Kp);
+  j.rterm = j.roff + j.Mp;
+  int serial = (double)M * (double)N * (double)j.Kp < IG_SERIAL;
+  if (serial) pack_strips(&j, 0, j.Mp / 16);
+  else primc_parallel_for(j.Mp / 16, pack_strips, &j);
+  if (j.wide) {
+    if (serial) fallback_rows(&j, 0, M);
+    else primc_parallel_for(M, fallback_rows, &j);
+  } else if (serial) {
+    run_tasks(&j, 0, j.nm * j.np);
+  } else {
+    primc_parallel_for(j.nm * j.np, run_tasks, &j);
+  }
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- the dot_i8 call */
+
+/* params: dot's (dtype, B, M, N, K, a strides (batch, m, k), b strides), then the packed B's bytes; bufs: out
+ * (i32 [M, N]), a (i32), B packed by primc_igemm_pack_b, scratch (primc_igemm_scratch_size(M, K) bytes) */
+int primc_k_dot_i8(const int64_t *q, void *const *bufs) {
+  int64_t M = q[2], N = q[3], K = q[4], sm = q[6], sk = q[7], lda;
+  int ta;
+  if (M * N == 0) return PRIMC_OK;
+  if (q[0] != PRIMC_I32 || q[1] != 1 || K < 1) return PRIMC_ERR_RUNTIME;
+  if (sk == 1 || K == 1) /* A as a BLAS operand: row-major or transposed */
+    ta = 0, lda = M == 1 ? K : sm < K ? K : sm;
+  else if (sm == 1 || M == 1)
+    ta = 1, lda = sk < M ? M : sk;
+  else
+    return PRIMC_ERR_RUNTIME;
+  /* B may come from a weights file: its header decides every read, so it is checked first */
+  if (q[11] < 1 || primc_igemm_packed_check(bufs[2], (size_t)q[11], N, K) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
+  return primc_igemm_prepacked(ta, M, N, K, bufs[1], lda, bufs[2], bufs[0], N, bufs[3]);
+}
+
+/* elements of C below which the epilogue runs on the calling thread (kernels_dot.c's figure) */
+#define EPI_SPLIT_ELEMS 32768
+
+int primc_k_dot_i8_epi(const int64_t *q, void *const *bufs, void (*epi)(void *, int64_t, int64_t), void *ctx) {
+  int64_t M = q[2], N = q[3];
+  int st = primc_k_dot_i8(q, bufs);
+  if (st != PRIMC_OK || M == 0) return st;
+  if (M > 1 && M * N >= EPI_SPLIT_ELEMS) primc_parallel_for(M, epi, ctx);
+  else epi(ctx, 0, M);
+  return PRIMC_OK;
+}

@@ -1,0 +1,204 @@
+/* runtime/gemm/igemm_x86.c: the int8 GEMM's x86 rows: AMX-INT8 tiles (tdpbusd), AVX512-VNNI and AVX-VNNI (vpdpbusd), and the CPU checks. */
+#include "runtime/gemm/igemm.h"
+
+#if PRIMC_X86
+
+#include "runtime/gemm/gemm.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- what the CPU allows */
+
+static int amx_ok, vnni512_ok, vnni256_ok;
+static pthread_once_t feat_once = PTHREAD_ONCE_INIT;
+
+static void feat_detect(void) {
+  unsigned a, b, c, d, a1 = 0, b1, c1, d1;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
+  /* the bf16 family's check holds the tile state and Linux's permission for tile data; AMX-INT8 is its own bit */
+  amx_ok = (d >> 25 & 1) && primc_bg_has_amx();
+  vnni512_ok = (c >> 11 & 1) && primc_sgemm_isa() >= PRIMC_ISA_AVX512; /* the ISA check holds the zmm state */
+  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) vnni256_ok = (a1 >> 4 & 1) && primc_sgemm_isa() >= PRIMC_ISA_AVX2;
+}
+
+int primc_ig_has_amx_int8(void) {
+  pthread_once(&feat_once, feat_detect);
+  return amx_ok;
+}
+
+int primc_ig_has_avx512vnni(void) {
+  pthread_once(&feat_once, feat_detect);
+  return vnni512_ok;
+}
+
+int primc_ig_has_avxvnni(void) {
+  pthread_once(&feat_once, feat_detect);
+  return vnni256_ok;
+}
+
+/* ---------------------------------------------------------------- storing with the fold */
+
+#define Z512 __attribute__((target("avx512f")))
+
+/* rows r < rows of a 16 x 16 int32 tile (t, 16 apart) into C's columns < cols, each v + rterm + roff * csum */
+static inline __attribute__((always_inline)) Z512 void fix_tile(const int32_t *t, int32_t *c, int64_t ldc, int rows,
+                                                                 int cols, const int32_t *rterm, const int32_t *roff,
+                                                                 const int32_t *csum) {
+  const __mmask16 mk = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
+  const __m512i cs = _mm512_maskz_loadu_epi32(mk, csum);
+  for (int r = 0; r < rows; r++) {
+    __m512i v = _mm512_add_epi32(_mm512_load_si512(t + 16 * r), _mm512_set1_epi32(rterm[r]));
+    v = _mm512_add_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(roff[r]), cs));
+    _mm512_mask_storeu_epi32(c + r * ldc, mk, v);
+  }
+}
+
+/* ---------------------------------------------------------------- AMX-INT8: 2 x 2 tiles of 16 x 16 */
+
+#define AMX __attribute__((target("amx-tile,amx-int8,avx512f")))
+
+/* tmm0-3 the C tiles, tmm4-5 A (16 rows x 64 k), tmm6-7 B (16 k quads x 16 columns); bgemm_x86.c's configuration */
+static inline __attribute__((always_inline)) AMX void amx_loop(const ikargs *g, const int M2, const int N2) {
+  const uint8_t *a0 = g->a, *a1 = g->a + g->lda;
+  for (int64_t k = 0; k < g->kp; k += IG_KSTEP) {
+    _tile_loadd(4, a0 + k * 16, 64);
+    _tile_loadd(6, g->b + k * 2 * IG_PANEL, 64);
+    if (N2) _tile_loadd(7, g->b + k * 2 * IG_PANEL + 16 * IG_KSTEP, 64);
+    _tile_dpbusd(0, 4, 6);
+    if (N2) _tile_dpbusd(1, 4, 7);
+    if (M2) {
+      _tile_loadd(5, a1 + k * 16, 64);
+      _tile_dpbusd(2, 5, 6);
+      if (N2) _tile_dpbusd(3, 5, 7);
+    }
+  }
+}
+
+AMX void primc_ig_kern_amx(const ikargs *g) {
+  int32_t t[4][16 * 16] __attribute__((aligned(64)));
+  const int M2 = g->mr > 16, N2 = g->nr > 16;
+  const int r0 = M2 ? 16 : g->mr, r1 = M2 ? g->mr - 16 : 0, c0 = N2 ? 16 : g->nr, c1 = N2 ? g->nr - 16 : 0;
+  _tile_zero(0);
+  if (N2) _tile_zero(1);
+  if (M2) _tile_zero(2);
+  if (M2 && N2) _tile_zero(3);
+  if (M2 && N2)
+    amx_loop(g, 1, 1);
+  else if (M2)
+    amx_loop(g, 1, 0);
+  else if (N2)
+    amx_loop(g, 0, 1);
+  else
+    amx_loop(g, 0, 0);
+  /* tile numbers are immediates: each store spelled out */
+  _tile_stored(0, t[0], 64);
+  if (N2) _tile_stored(1, t[1], 64);
+  if (M2) _tile_stored(2, t[2], 64);
+  if (M2 && N2) _tile_stored(3, t[3], 64);
+  int32_t *c = g->c, *cr = g->c + 16 * g->ldc;
+  fix_tile(t[0], c, g->ldc, r0, c0, g->rterm, g->roff, g->csum);
+  if (N2) fix_tile(t[1], c + 16, g->ldc, r0, c1, g->rterm, g->roff, g->csum + 16);
+  if (M2) fix_tile(t[2], cr, g->ldc, r1, c0, g->rterm + 16, g->roff + 16, g->csum);
+  if (M2 && N2) fix_tile(t[3], cr + 16, g->ldc, r1, c1, g->rterm + 16, g->roff + 16, g->csum + 16);
+}
+
+/* ---------------------------------------------------------------- AVX512-VNNI: up to 8 rows x 2 zmm */
+
+#define VNNI __attribute__((target("avx512f,avx512vnni")))
+#define VN_MR IG_MR_AVX512VNNI
+
+static inline __attribute__((always_inline)) VNNI void vn_tile(const ikargs *g, const int R, const int V) {
+  __m512i acc[VN_MR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  for (int64_t kq = 0; kq < g->kp / 4; kq++) {
+    __m512i b0 = _mm512_loadu_si512(g->b + ig_b_at(kq, 0)), b1 = b0;
+    if (V == 2) b1 = _mm512_loadu_si512(g->b + ig_b_at(kq, 1));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+      int32_t quad;
+      memcpy(&quad, g->a + ig_a_at(g->lda, r, 4 * kq), sizeof quad);
+      __m512i x = _mm512_set1_epi32(quad);
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, b0);
+      if (V == 2) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, b1);
+    }
+  }
+  const int n0 = V == 2 ? 16 : g->nr, n1 = V == 2 ? g->nr - 16 : 0;
+  const __mmask16 m0 = (__mmask16)((1u << n0) - 1), m1 = (__mmask16)((1u << n1) - 1);
+  const __m512i cs0 = _mm512_maskz_loadu_epi32(m0, g->csum), cs1 = _mm512_maskz_loadu_epi32(m1, g->csum + 16);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+    int32_t *c = g->c + r * g->ldc;
+    const __m512i rt = _mm512_set1_epi32(g->rterm[r]), ro = _mm512_set1_epi32(g->roff[r]);
+    _mm512_mask_storeu_epi32(c, m0, _mm512_add_epi32(_mm512_add_epi32(acc[r][0], rt), _mm512_mullo_epi32(ro, cs0)));
+    if (V == 2)
+      _mm512_mask_storeu_epi32(c + 16, m1, _mm512_add_epi32(_mm512_add_epi32(acc[r][1], rt), _mm512_mullo_epi32(ro, cs1)));
+  }
+}
+
+#define IG_CASE(tile, R)                                                                                               \
+  case R:                                                                                                              \
+    if (g->nr > 16)                                                                                                    \
+      tile(g, R, 2);                                                                                                   \
+    else                                                                                                               \
+      tile(g, R, 1);                                                                                                   \
+    break;
+
+VNNI void primc_ig_kern_avx512vnni(const ikargs *g) {
+  switch (g->mr) {
+    IG_CASE(vn_tile, 1) IG_CASE(vn_tile, 2) IG_CASE(vn_tile, 3) IG_CASE(vn_tile, 4)
+    IG_CASE(vn_tile, 5) IG_CASE(vn_tile, 6) IG_CASE(vn_tile, 7) IG_CASE(vn_tile, 8)
+  default: break;
+  }
+}
+
+/* ---------------------------------------------------------------- AVX-VNNI: up to 4 rows x 4 ymm */
+
+#define AVNNI __attribute__((target("avx2,avxvnni")))
+#define AV_MR IG_MR_AVXVNNI
+
+static inline __attribute__((always_inline)) AVNNI void av_tile(const ikargs *g, const int R, const int V) {
+  __m256i acc[AV_MR][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_si256();
+  for (int64_t kq = 0; kq < g->kp / 4; kq++) {
+    __m256i b[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) b[v] = _mm256_loadu_si256((const __m256i *)(g->b + ig_b_at(kq, v / 2) + 32 * (v % 2)));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      int32_t quad;
+      memcpy(&quad, g->a + ig_a_at(g->lda, r, 4 * kq), sizeof quad);
+      __m256i x = _mm256_set1_epi32(quad);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; v++) acc[r][v] = _mm256_dpbusd_avx_epi32(acc[r][v], x, b[v]);
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    int32_t s[32];
+    for (int v = 0; v < V; v++) _mm256_storeu_si256((__m256i *)(s + 8 * v), acc[r][v]);
+    int32_t *c = g->c + r * g->ldc;
+    for (int jn = 0; jn < g->nr; jn++) c[jn] = ig_fix(s[jn], g->rterm[r], g->roff[r], g->csum[jn]);
+  }
+}
+
+/* V: ymm of columns holding any (2: the first panel only) */
+#define AV_CASE(R)                                                                                                     \
+  case R:                                                                                                              \
+    if (g->nr > 16)                                                                                                    \
+      av_tile(g, R, 4);                                                                                                \
+    else                                                                                                               \
+      av_tile(g, R, 2);                                                                                                \
+    break;
+
+AVNNI void primc_ig_kern_avxvnni(const ikargs *g) {
+  switch (g->mr) {
+    AV_CASE(1) AV_CASE(2) AV_CASE(3) AV_CASE(4)
+  default: break;
+  }
+}
+
+#endif
