@@ -723,14 +723,16 @@ int primc_conv_last_row(void);
 #define PRIMC_CONV_EPI_AT (1 + 27 + 1 + 32)
 #define PRIMC_CONV_EPI_WORDS 11
 
-/* int8 GEMM (runtime/gemm/igemm*.c): exact int32 C[M][N] = A B for int32 A and a constant int32 B whose values span
- * at most 256 (a u8 or s8 weight less its zero point), wrapping as the prims' integer sums do. B is packed once by
- * primc_igemm_pack_b as s8 less one offset, with its column sums; A is cut per call into u8 less a per-row offset
- * (its minimum) and multiplied as u8 x s8 (AMX-INT8 tdpbusd, VNNI vpdpbusd); the offsets fold back in at the store:
- * sum (a'+oa)(b'+ob) = sum a'b' + ob sum a' + oa sum b' + K oa ob. A call with a row of A spanning more than 256
- * values runs on an exact plain loop instead. scratch: primc_igemm_scratch_size(M, K) bytes, 64-byte aligned. */
+/* int8 GEMM (runtime/gemm/igemm*.c): exact int32 C[M][N] = A B for int32 A and a constant int32 B each of whose
+ * columns spans at most 256 values (a u8 or s8 weight less its zero points), wrapping as the prims' integer sums
+ * do. B is packed once by primc_igemm_pack_b as s8 less a per-column offset, with its column sums; A is cut per
+ * call into u8 less a per-row offset (its minimum) and multiplied as u8 x s8 (AMX-INT8 tdpbusd, VNNI vpdpbusd);
+ * the offsets fold back in at the store: sum (a'+oa)(b'+ob) = sum a'b' + ob sum a' + oa sum b' + K oa ob. A call
+ * with a row of A spanning more than 256 values runs on an exact plain loop instead. scratch:
+ * primc_igemm_scratch_size(M, K) bytes, 64-byte aligned. */
 size_t primc_igemm_packed_b_size(int64_t N, int64_t K); /* 0 for a bad shape */
-/* PRIMC_ERR_ARG also when B's values span more than 256 */
+/* 1 when every column of B ([K][N], [N][K] when trans_b) spans at most 256 values, which pack_b requires */
+int primc_igemm_b_fits(int trans_b, int64_t N, int64_t K, const int32_t *B);
 int primc_igemm_pack_b(int trans_b, int64_t N, int64_t K, const int32_t *B, void *packed);
 int primc_igemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K); /* PRIMC_OK or _ERR_WEIGHTS */
 size_t primc_igemm_scratch_size(int64_t M, int64_t K);

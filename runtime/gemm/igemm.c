@@ -6,20 +6,21 @@
 #include <string.h>
 
 /*
- * C = A B exactly, in int32 that wraps. B's values b lie within 256 of each other: b = b' + ob with b' in
- * [-128, 127] (ob 0 when b already is). Row m of A: a = a' + oa[m], oa[m] its minimum, a' in [0, 255]
- * when the row spans at most 256 values. Then, per element,
- *   sum_k a b = sum_k a' b' + ob ra[m] + oa[m] cb[n] + K oa[m] ob,   ra = sum_k a', cb = sum_k b'
+ * C = A B exactly, in int32 that wraps. Column n of B spans at most 256 values: b = b' + ob[n] with b' in
+ * [-128, 127] (ob[n] 0 when b already is; a per-column offset takes per-column zero points). Row m of A:
+ * a = a' + oa[m], oa[m] its minimum, a' in [0, 255] when the row spans at most 256 values. Then
+ *   sum_k a b = sum_k a' b' + ra[m] ob[n] + oa[m] (cb[n] + K ob[n]),   ra = sum_k a', cb = sum_k b'
  * and the first sum is what tdpbusd / vpdpbusd compute (u8 x s8, int32 sums); the others are the store's
- * rterm[m] = ob ra[m] + K oa[m] ob and roff[m] * csum[n]. All of it mod 2^32, as the reference's int32 wraps.
+ * rsum[m] cob[n] + roff[m] csum[n]. All of it mod 2^32, as the reference's int32 sums wrap.
  *
  * Layouts (every row reads the same ones):
- *   B  a 64-byte header, cb as int32 [Np] (N padded to 32), then pairs of 16-column panels (igemm.h's ig_b_at),
- *      Kp = K padded with zeros to a multiple of 64.
+ *   B  a 64-byte header, ob and cb + K ob as int32 [Np] each (N padded to 32), then pairs of 16-column panels
+ *      (igemm.h's ig_b_at), Kp = K padded with zeros to a multiple of 64.
  *   A  in the caller's scratch: tiles (igemm.h's ig_a_at; M padded with zero rows to a multiple of 32), then
- *      oa and rterm as int32 [Mp] each.
- * Driver: tasks of up to IG_MB rows by IG_PP pairs of panels go to the threads; within one, each pair (Kp x 32
- * bytes) is read by every call of the task's rows in turn, and each call runs the whole K, so C is written once.
+ *      oa and ra as int32 [Mp] each.
+ * Driver: tasks of up to IG_MB rows by IG_PP pairs of panels go to the threads; within one, for each K block,
+ * each pair's block (IG_KC x 32 bytes, for L1) is read by every call of the task's rows in turn. C holds raw sums
+ * between K blocks and the folded result after the last.
  */
 
 #ifndef IG_MB
@@ -28,19 +29,22 @@
 #ifndef IG_PP
 #define IG_PP 4 /* pairs of panels (32 columns each) in a task */
 #endif
+#ifndef IG_KC
+#define IG_KC 1024 /* K block (bytes of k), a multiple of 64: a pair's block is 32 KiB */
+#endif
 #define IG_SERIAL (1 << 20) /* below this many multiply-adds a GEMM runs on the calling thread */
 
-_Static_assert(IG_MB % 32 == 0, "a task's rows are whole AMX calls");
+_Static_assert(IG_MB % 32 == 0 && IG_KC % IG_KSTEP == 0, "a task's rows are whole AMX calls, K blocks whole k steps");
 
 #define IG_MAGIC 0x42384749u /* "IG8B": a packed B */
 
 typedef struct ig_hdr {
   uint32_t magic;
-  int32_t ob;
+  int32_t reserved;
   int64_t n, k, kp;
   char pad[64 - 32];
 } ig_hdr;
-_Static_assert(sizeof(ig_hdr) == 64, "column sums and panels start 64-byte aligned");
+_Static_assert(sizeof(ig_hdr) == 64, "column terms and panels start 64-byte aligned");
 
 /* ---------------------------------------------------------------- rows */
 
@@ -106,7 +110,7 @@ const char *primc_igemm_row_name(int row) { return row >= 0 && row < PRIMC_IGEMM
 void primc_ig_kern_generic(const ikargs *g) {
   for (int r = 0; r < g->mr; r++) {
     int32_t acc[2 * IG_PANEL] = {0};
-    for (int64_t kq = 0; kq < g->kp / 4; kq++) {
+    for (int64_t kq = 0; kq < g->kc / 4; kq++) {
       const uint8_t *a = g->a + ig_a_at(g->lda, r, 4 * kq);
       for (int h = 0; h < 2 && h * IG_PANEL < g->nr; h++) {
         const int8_t *b = g->b + ig_b_at(kq, h);
@@ -114,8 +118,7 @@ void primc_ig_kern_generic(const ikargs *g) {
           acc[h * IG_PANEL + j] += a[0] * b[4 * j] + a[1] * b[4 * j + 1] + a[2] * b[4 * j + 2] + a[3] * b[4 * j + 3];
       }
     }
-    int32_t *c = g->c + r * g->ldc;
-    for (int j = 0; j < g->nr; j++) c[j] = ig_fix(acc[j], g->rterm[r], g->roff[r], g->csum[j]);
+    for (int j = 0; j < g->nr; j++) ig_store(g, r, j, acc[j]);
   }
 }
 
@@ -126,35 +129,57 @@ static int64_t npad(int64_t N) { return cdiv(N, 2 * IG_PANEL) * 2 * IG_PANEL; }
 
 size_t primc_igemm_packed_b_size(int64_t N, int64_t K) {
   if (N < 1 || K < 1) return 0;
-  return sizeof(ig_hdr) + (size_t)npad(N) * 4 + (size_t)npad(N) * (size_t)kpad(K);
+  return sizeof(ig_hdr) + (size_t)npad(N) * 8 + (size_t)npad(N) * (size_t)kpad(K);
+}
+
+/* column n's lowest and highest value */
+static void col_range(int trans_b, int64_t N, int64_t K, const int32_t *B, int64_t n, int32_t *lo, int32_t *hi) {
+  *lo = INT32_MAX, *hi = INT32_MIN;
+  for (int64_t k = 0; k < K; k++) {
+    int32_t v = trans_b ? B[n * K + k] : B[k * N + n];
+    *lo = v < *lo ? v : *lo, *hi = v > *hi ? v : *hi;
+  }
+}
+
+int primc_igemm_b_fits(int trans_b, int64_t N, int64_t K, const int32_t *B) {
+  if (N < 1 || K < 1 || !B) return 0;
+  for (int64_t n = 0; n < N; n++) {
+    int32_t lo, hi;
+    col_range(trans_b, N, K, B, n, &lo, &hi);
+    if ((int64_t)hi - lo > 255) return 0;
+  }
+  return 1;
 }
 
 int primc_igemm_pack_b(int trans_b, int64_t N, int64_t K, const int32_t *B, void *packed) {
   size_t size = primc_igemm_packed_b_size(N, K);
-  if (!size || !B || !packed) return PRIMC_ERR_ARG;
-  int32_t lo = B[0], hi = B[0];
-  for (int64_t i = 1; i < N * K; i++) lo = B[i] < lo ? B[i] : lo, hi = B[i] > hi ? B[i] : hi;
-  if ((int64_t)hi - lo > 255) return PRIMC_ERR_ARG;
-  int32_t ob = lo >= -128 && hi <= 127 ? 0 : lo + 128;
+  if (!size || !B || !packed || !primc_igemm_b_fits(trans_b, N, K, B)) return PRIMC_ERR_ARG;
   int64_t Kp = kpad(K), Np = npad(N);
   ig_hdr *h = packed;
   memset(packed, 0, size);
-  *h = (ig_hdr){.magic = IG_MAGIC, .ob = ob, .n = N, .k = K, .kp = Kp};
-  uint32_t *cs = (uint32_t *)(h + 1);
+  *h = (ig_hdr){.magic = IG_MAGIC, .n = N, .k = K, .kp = Kp};
+  int32_t *ob = (int32_t *)(h + 1);
+  uint32_t *cs = (uint32_t *)(ob + Np);
   int8_t *pan = (int8_t *)(cs + Np);
-  for (int64_t k = 0; k < K; k++)
-    for (int64_t n = 0; n < N; n++) {
-      int32_t v = (trans_b ? B[n * K + k] : B[k * N + n]) - ob;
-      pan[n / (2 * IG_PANEL) * Kp * 2 * IG_PANEL + ig_b_at(k / 4, (int)(n % (2 * IG_PANEL) / IG_PANEL)) + n % IG_PANEL * 4 +
-          k % 4] = (int8_t)v;
-      cs[n] += (uint32_t)v;
+  for (int64_t n = 0; n < N; n++) {
+    int32_t lo, hi;
+    col_range(trans_b, N, K, B, n, &lo, &hi);
+    ob[n] = lo >= -128 && hi <= 127 ? 0 : lo + 128;
+    int8_t *p = pan + n / (2 * IG_PANEL) * Kp * 2 * IG_PANEL + n % IG_PANEL * 4;
+    int h2 = (int)(n % (2 * IG_PANEL) / IG_PANEL);
+    uint32_t sum = 0;
+    for (int64_t k = 0; k < K; k++) {
+      int32_t v = (trans_b ? B[n * K + k] : B[k * N + n]) - ob[n];
+      p[ig_b_at(k / 4, h2) + k % 4] = (int8_t)v;
+      sum += (uint32_t)v;
     }
+    cs[n] = sum + (uint32_t)K * (uint32_t)ob[n];
+  }
   return PRIMC_OK;
 }
 
 static int hdr_ok(const ig_hdr *h, int64_t N, int64_t K) {
-  return h && h->magic == IG_MAGIC && h->n == N && h->k == K && h->kp == kpad(K) && h->ob >= -128 - 255 &&
-         h->ob <= 255 + 128;
+  return h && h->magic == IG_MAGIC && h->n == N && h->k == K && h->kp == kpad(K);
 }
 
 int primc_igemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K) {
@@ -171,20 +196,20 @@ size_t primc_igemm_scratch_size(int64_t M, int64_t K) {
 }
 
 typedef struct job {
-  int trans_a, wide;
+  int trans_a, wide, avx512; /* avx512: A's rows packed by primc_ig_pack_row_avx512 */
   int64_t M, N, K, lda, Kp, Mp, pairs, nm, np;
   const int32_t *A;
   const ig_hdr *h;
-  const int32_t *csum;
+  const int32_t *cob, *csum;
   const int8_t *pan;
   uint8_t *a; /* tiles */
-  int32_t *roff, *rterm;
+  int32_t *roff, *rsum;
   int32_t *C;
   int64_t ldc;
   const ig_row *row;
 } job;
 
-/* row r of a strip (its values v(k) for k < K) less its minimum into the tile rows; the row's offset and rterm */
+/* row r of a strip (its values v(k) for k < K) less its minimum into the tile rows; the row's offset and sum */
 #define STRIP_ROW(vk)                                                                                                  \
   do {                                                                                                                 \
     int32_t lo = INT32_MAX, hi = INT32_MIN;                                                                            \
@@ -200,22 +225,32 @@ typedef struct job {
       ra += v;                                                                                                         \
     }                                                                                                                  \
     j->roff[m] = lo;                                                                                                   \
-    j->rterm[m] = (int32_t)((uint32_t)j->h->ob * ra + (uint32_t)j->K * (uint32_t)lo * (uint32_t)j->h->ob);             \
+    j->rsum[m] = (int32_t)ra;                                                                                          \
   } while (0)
 
-/* strips [b, e) of 16 rows of A into tiles, offsets and rterms; rows past M zero */
+/* strips [b, e) of 16 rows of A into tiles, offsets and sums; rows past M zero */
 static void pack_strips(void *ctx, int64_t b, int64_t e) {
   job *j = ctx;
   int wide = 0;
   for (int64_t st = b; st < e; st++) {
     uint8_t *t = j->a + st * 16 * j->Kp;
-    memset(t, 0, (size_t)(16 * j->Kp));
+    if (st * 16 + 16 > j->M || !j->avx512 || j->trans_a) memset(t, 0, (size_t)(16 * j->Kp)); /* else written whole */
     for (int r = 0; r < 16; r++) {
       int64_t m = st * 16 + r;
       if (m >= j->M) {
-        j->roff[m] = j->rterm[m] = 0;
+        j->roff[m] = j->rsum[m] = 0;
         continue;
       }
+#if PRIMC_X86
+      if (!j->trans_a && j->avx512) {
+        int32_t lo;
+        uint32_t ra;
+        wide |= primc_ig_pack_row_avx512(j->A + m * j->lda, j->K, j->Kp, t, r, &lo, &ra);
+        j->roff[m] = lo;
+        j->rsum[m] = (int32_t)ra;
+        continue;
+      }
+#endif
       if (j->trans_a)
         STRIP_ROW(j->A[k * j->lda + m]);
       else
@@ -231,23 +266,27 @@ static void run_task(const job *j, int64_t t) {
   const ig_row *row = j->row;
   int64_t m0 = t / j->np * IG_MB, m1 = m0 + IG_MB < j->M ? m0 + IG_MB : j->M;
   int64_t q0 = t % j->np * IG_PP, q1 = q0 + IG_PP < j->pairs ? q0 + IG_PP : j->pairs;
-  for (int64_t q = q0; q < q1; q++) {
-    int64_t n0 = q * 2 * IG_PANEL, nr = j->N - n0 < 2 * IG_PANEL ? j->N - n0 : 2 * IG_PANEL;
-    for (int64_t m = m0; m < m1; m += row->mr) {
-      ikargs g = {.a = j->a + ig_a_at(16 * j->Kp, m, 0),
-                  .lda = 16 * j->Kp,
-                  .b = j->pan + q * j->Kp * 2 * IG_PANEL,
-                  .kp = j->Kp,
-                  .mr = (int)(m1 - m < row->mr ? m1 - m : row->mr),
-                  .nr = (int)nr,
-                  .c = j->C + m * j->ldc + n0,
-                  .ldc = j->ldc,
-                  .roff = j->roff + m,
-                  .rterm = j->rterm + m,
-                  .csum = j->csum + n0};
-      row->kern(&g);
+  for (int64_t kb = 0; kb < j->Kp; kb += IG_KC)
+    for (int64_t q = q0; q < q1; q++) {
+      int64_t n0 = q * 2 * IG_PANEL, nr = j->N - n0 < 2 * IG_PANEL ? j->N - n0 : 2 * IG_PANEL;
+      for (int64_t m = m0; m < m1; m += row->mr) {
+        ikargs g = {.a = j->a + ig_a_at(16 * j->Kp, m, kb),
+                    .lda = 16 * j->Kp,
+                    .b = j->pan + q * j->Kp * 2 * IG_PANEL + kb * 2 * IG_PANEL,
+                    .kc = j->Kp - kb < IG_KC ? j->Kp - kb : IG_KC,
+                    .mr = (int)(m1 - m < row->mr ? m1 - m : row->mr),
+                    .nr = (int)nr,
+                    .first = kb == 0,
+                    .last = kb + IG_KC >= j->Kp,
+                    .c = j->C + m * j->ldc + n0,
+                    .ldc = j->ldc,
+                    .roff = j->roff + m,
+                    .rsum = j->rsum + m,
+                    .cob = j->cob + n0,
+                    .csum = j->csum + n0};
+        row->kern(&g);
+      }
     }
-  }
 }
 
 static void run_tasks(void *ctx, int64_t b, int64_t e) {
@@ -257,7 +296,7 @@ static void run_tasks(void *ctx, int64_t b, int64_t e) {
   if (j->row->setup) j->row->setup(0);
 }
 
-/* a row of A too wide for u8: every element summed exactly (b = b' + ob read back from the panels) */
+/* a row of A too wide for u8: every element summed exactly (b = b' + ob[n] read back from the panels) */
 static void fallback_rows(void *ctx, int64_t b, int64_t e) {
   const job *j = ctx;
   for (int64_t m = b; m < e; m++)
@@ -267,7 +306,7 @@ static void fallback_rows(void *ctx, int64_t b, int64_t e) {
       uint32_t acc = 0;
       for (int64_t k = 0; k < j->K; k++) {
         int32_t a = j->trans_a ? j->A[k * j->lda + m] : j->A[m * j->lda + k];
-        int32_t bv = p[ig_b_at(k / 4, h) + n % IG_PANEL * 4 + k % 4] + j->h->ob;
+        int32_t bv = p[ig_b_at(k / 4, h) + n % IG_PANEL * 4 + k % 4] + j->cob[n];
         acc += (uint32_t)a * (uint32_t)bv;
       }
       j->C[m * j->ldc + n] = (int32_t)acc;
@@ -282,16 +321,20 @@ int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const in
   if (!hdr_ok(h, N, K)) return PRIMC_ERR_ARG;
   job j = {.trans_a = trans_a, .M = M, .N = N, .K = K, .lda = lda, .A = A, .h = h, .C = C, .ldc = ldc};
   j.row = &rows[primc_igemm_row_active()];
+#if PRIMC_X86
+  j.avx512 = primc_sgemm_isa() >= PRIMC_ISA_AVX512;
+#endif
   j.Kp = kpad(K);
   j.Mp = cdiv(M, 32) * 32;
   j.pairs = cdiv(N, 2 * IG_PANEL);
   j.nm = cdiv(M, IG_MB);
   j.np = cdiv(j.pairs, IG_PP);
-  j.csum = (const int32_t *)(h + 1);
+  j.cob = (const int32_t *)(h + 1);
+  j.csum = j.cob + npad(N);
   j.pan = (const int8_t *)(j.csum + npad(N));
   j.a = scratch;
   j.roff = (int32_t *)(j.a + j.Mp * j.Kp);
-  j.rterm = j.roff + j.Mp;
+  j.rsum = j.roff + j.Mp;
   int serial = (double)M * (double)N * (double)j.Kp < IG_SERIAL;
   if (serial) pack_strips(&j, 0, j.Mp / 16);
   else primc_parallel_for(j.Mp / 16, pack_strips, &j);

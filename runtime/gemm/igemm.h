@@ -23,21 +23,22 @@ static inline int64_t ig_b_at(int64_t kq, int h) {
   return ((kq / 16) * 2 + h) * 16 * IG_KSTEP + kq % 16 * 4 * IG_PANEL;
 }
 
-/* one micro-kernel call: C[mr][nr] = A'[mr][K] B'[K][nr] + rterm[r] + roff[r] * csum[j], in int32 arithmetic
- * that wraps. A' (u8) and B' (s8) are the operands less their offsets (igemm.c's fold).
- * a: the first row at k 0 in the tiled A (a row within a strip, or a strip's first for AMX's 32); lda: bytes
- * from one strip to the next; rows past mr up to the row's own mr are readable (zero). b: the pair of panels at
- * k 0; its second panel is read only when nr > 16. kp: K padded, a multiple of 64. */
+/* one micro-kernel call over one K block: S = A'[mr][kc] B'[kc][nr] (A' u8, B' s8: the operands less their offsets,
+ * igemm.c's fold), added to the raw sums C holds unless first; C = S when not last, else
+ * C = S + rsum[r] * cob[j] + roff[r] * csum[j], all in int32 arithmetic that wraps.
+ * a: the first row at the block's first k in the tiled A (a row within a strip, or a strip's first for AMX's
+ * 32); lda: bytes from one strip to the next; rows past mr up to the row's own mr are readable (zero). b: the
+ * pair of panels at the block's first k; its second panel is read only when nr > 16. kc: a multiple of 64. */
 typedef struct ikargs {
   const uint8_t *a;
   int64_t lda;
   const int8_t *b;
-  int64_t kp;
-  int mr, nr;
+  int64_t kc;
+  int mr, nr, first, last;
   int32_t *c;
   int64_t ldc;
-  const int32_t *roff, *rterm; /* the call's rows */
-  const int32_t *csum;         /* the call's 32 columns (zero past N) */
+  const int32_t *roff, *rsum; /* the call's rows */
+  const int32_t *cob, *csum;  /* the call's 32 columns (zero past N) */
 } ikargs;
 
 typedef void (*ig_kern)(const ikargs *g);
@@ -62,11 +63,21 @@ int primc_bg_has_amx(void);
 int primc_ig_has_amx_int8(void);
 int primc_ig_has_avx512vnni(void);
 int primc_ig_has_avxvnni(void);
+/* row r (< 16) of a tiled strip from x[0 .. K) less its minimum (*lo), zero past K up to Kp; the sum of what it
+ * stored in *ra; 1 when x spans more than 256 values (the stored bytes then mean nothing) */
+int primc_ig_pack_row_avx512(const int32_t *x, int64_t K, int64_t Kp, uint8_t *strip, int r, int32_t *lo, uint32_t *ra);
 #endif
 
-/* the fold's store: v + rterm + roff * csum, wrapping */
-static inline int32_t ig_fix(int32_t v, int32_t rterm, int32_t roff, int32_t csum) {
-  return (int32_t)((uint32_t)v + (uint32_t)rterm + (uint32_t)roff * (uint32_t)csum);
+/* the fold's store: v + rsum cob + roff csum, wrapping */
+static inline int32_t ig_fix(int32_t v, int32_t rsum, int32_t roff, int32_t cob, int32_t csum) {
+  return (int32_t)((uint32_t)v + (uint32_t)rsum * (uint32_t)cob + (uint32_t)roff * (uint32_t)csum);
+}
+
+/* the call's C element (r, j): raw sums between K blocks, the fold at the last */
+static inline void ig_store(const ikargs *g, int r, int j, int32_t v) {
+  int32_t *c = g->c + r * g->ldc + j;
+  if (!g->first) v = (int32_t)((uint32_t)v + (uint32_t)*c);
+  *c = g->last ? ig_fix(v, g->rsum[r], g->roff[r], g->cob[j], g->csum[j]) : v;
 }
 
 #endif

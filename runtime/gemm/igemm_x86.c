@@ -39,21 +39,59 @@ int primc_ig_has_avxvnni(void) {
   return vnni256_ok;
 }
 
+/* ---------------------------------------------------------------- A's rows to u8 */
+
+#define BW512 __attribute__((target("avx512f,avx512bw")))
+
+BW512 int primc_ig_pack_row_avx512(const int32_t *x, int64_t K, int64_t Kp, uint8_t *strip, int r, int32_t *lo,
+                                   uint32_t *ra) {
+  __m512i vlo = _mm512_set1_epi32(INT32_MAX), vhi = _mm512_set1_epi32(INT32_MIN);
+  for (int64_t k = 0; k < K; k += 16) {
+    __mmask16 m = (__mmask16)(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1);
+    __m512i v = _mm512_maskz_loadu_epi32(m, x + k);
+    vlo = _mm512_mask_min_epi32(vlo, m, vlo, v);
+    vhi = _mm512_mask_max_epi32(vhi, m, vhi, v);
+  }
+  int32_t l = _mm512_reduce_min_epi32(vlo), h = _mm512_reduce_max_epi32(vhi);
+  __m512i off = _mm512_set1_epi32(l), sum = _mm512_setzero_si512();
+  for (int64_t k = 0; k < Kp; k += 16) {
+    __mmask16 m = (__mmask16)(K - k >= 16 ? 0xffff : K - k <= 0 ? 0 : (1u << (K - k)) - 1);
+    __m512i v = _mm512_maskz_sub_epi32(m, _mm512_maskz_loadu_epi32(m, x + k), off);
+    sum = _mm512_add_epi32(sum, v);
+    _mm_storeu_si128((__m128i *)(strip + (k / IG_KSTEP) * 16 * IG_KSTEP + r * IG_KSTEP + k % IG_KSTEP),
+                     _mm512_cvtepi32_epi8(v));
+  }
+  *lo = l;
+  *ra = (uint32_t)_mm512_reduce_add_epi32(sum);
+  return (int64_t)h - l > 255;
+}
+
 /* ---------------------------------------------------------------- storing with the fold */
 
 #define Z512 __attribute__((target("avx512f")))
 
-/* rows r < rows of a 16 x 16 int32 tile (t, 16 apart) into C's columns < cols, each v + rterm + roff * csum */
-static inline __attribute__((always_inline)) Z512 void fix_tile(const int32_t *t, int32_t *c, int64_t ldc, int rows,
-                                                                 int cols, const int32_t *rterm, const int32_t *roff,
-                                                                 const int32_t *csum) {
+/* v (16 columns' sums of row r) with the fold when the call is the last K block's: v + rsum cob + roff csum */
+static inline __attribute__((always_inline)) Z512 __m512i fold16(const ikargs *g, int r, __m512i v, __m512i cob,
+                                                                 __m512i csum) {
+  if (!g->last) return v;
+  v = _mm512_add_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(g->rsum[r]), cob));
+  return _mm512_add_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(g->roff[r]), csum));
+}
+
+/* rows r0 .. r0 + rows of a 16 x 16 int32 tile (t, 16 apart) into C's columns j0 .. j0 + cols, folded at the last
+ * K block (the tile already holds the earlier blocks' sums) */
+static inline __attribute__((always_inline)) Z512 void tile_out(const ikargs *g, const int32_t *t, int r0, int rows,
+                                                                 int j0, int cols) {
   const __mmask16 mk = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
-  const __m512i cs = _mm512_maskz_loadu_epi32(mk, csum);
-  for (int r = 0; r < rows; r++) {
-    __m512i v = _mm512_add_epi32(_mm512_load_si512(t + 16 * r), _mm512_set1_epi32(rterm[r]));
-    v = _mm512_add_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(roff[r]), cs));
-    _mm512_mask_storeu_epi32(c + r * ldc, mk, v);
-  }
+  const __m512i cob = _mm512_maskz_loadu_epi32(mk, g->cob + j0), cs = _mm512_maskz_loadu_epi32(mk, g->csum + j0);
+  for (int r = 0; r < rows; r++)
+    _mm512_mask_storeu_epi32(g->c + (r0 + r) * g->ldc + j0, mk, fold16(g, r0 + r, _mm512_load_si512(t + 16 * r), cob, cs));
+}
+
+/* C's raw sums (rows x cols from c) into a zero-padded 16 x 16 tile buffer */
+static void tile_in(int32_t *t, const int32_t *c, int64_t ldc, int rows, int cols) {
+  memset(t, 0, 16 * 16 * sizeof *t);
+  for (int r = 0; r < rows; r++) memcpy(t + 16 * r, c + r * ldc, (size_t)cols * sizeof *t);
 }
 
 /* ---------------------------------------------------------------- AMX-INT8: 2 x 2 tiles of 16 x 16 */
@@ -63,7 +101,7 @@ static inline __attribute__((always_inline)) Z512 void fix_tile(const int32_t *t
 /* tmm0-3 the C tiles, tmm4-5 A (16 rows x 64 k), tmm6-7 B (16 k quads x 16 columns); bgemm_x86.c's configuration */
 static inline __attribute__((always_inline)) AMX void amx_loop(const ikargs *g, const int M2, const int N2) {
   const uint8_t *a0 = g->a, *a1 = g->a + g->lda;
-  for (int64_t k = 0; k < g->kp; k += IG_KSTEP) {
+  for (int64_t k = 0; k < g->kc; k += IG_KSTEP) {
     _tile_loadd(4, a0 + k * 16, 64);
     _tile_loadd(6, g->b + k * 2 * IG_PANEL, 64);
     if (N2) _tile_loadd(7, g->b + k * 2 * IG_PANEL + 16 * IG_KSTEP, 64);
@@ -81,10 +119,28 @@ AMX void primc_ig_kern_amx(const ikargs *g) {
   int32_t t[4][16 * 16] __attribute__((aligned(64)));
   const int M2 = g->mr > 16, N2 = g->nr > 16;
   const int r0 = M2 ? 16 : g->mr, r1 = M2 ? g->mr - 16 : 0, c0 = N2 ? 16 : g->nr, c1 = N2 ? g->nr - 16 : 0;
-  _tile_zero(0);
-  if (N2) _tile_zero(1);
-  if (M2) _tile_zero(2);
-  if (M2 && N2) _tile_zero(3);
+  int32_t *c = g->c, *cr = g->c + 16 * g->ldc;
+  if (g->first) {
+    _tile_zero(0);
+    if (N2) _tile_zero(1);
+    if (M2) _tile_zero(2);
+    if (M2 && N2) _tile_zero(3);
+  } else { /* the earlier K blocks' raw sums */
+    tile_in(t[0], c, g->ldc, r0, c0);
+    _tile_loadd(0, t[0], 64);
+    if (N2) {
+      tile_in(t[1], c + 16, g->ldc, r0, c1);
+      _tile_loadd(1, t[1], 64);
+    }
+    if (M2) {
+      tile_in(t[2], cr, g->ldc, r1, c0);
+      _tile_loadd(2, t[2], 64);
+    }
+    if (M2 && N2) {
+      tile_in(t[3], cr + 16, g->ldc, r1, c1);
+      _tile_loadd(3, t[3], 64);
+    }
+  }
   if (M2 && N2)
     amx_loop(g, 1, 1);
   else if (M2)
@@ -98,11 +154,10 @@ AMX void primc_ig_kern_amx(const ikargs *g) {
   if (N2) _tile_stored(1, t[1], 64);
   if (M2) _tile_stored(2, t[2], 64);
   if (M2 && N2) _tile_stored(3, t[3], 64);
-  int32_t *c = g->c, *cr = g->c + 16 * g->ldc;
-  fix_tile(t[0], c, g->ldc, r0, c0, g->rterm, g->roff, g->csum);
-  if (N2) fix_tile(t[1], c + 16, g->ldc, r0, c1, g->rterm, g->roff, g->csum + 16);
-  if (M2) fix_tile(t[2], cr, g->ldc, r1, c0, g->rterm + 16, g->roff + 16, g->csum);
-  if (M2 && N2) fix_tile(t[3], cr + 16, g->ldc, r1, c1, g->rterm + 16, g->roff + 16, g->csum + 16);
+  tile_out(g, t[0], 0, r0, 0, c0);
+  if (N2) tile_out(g, t[1], 0, r0, 16, c1);
+  if (M2) tile_out(g, t[2], 16, r1, 0, c0);
+  if (M2 && N2) tile_out(g, t[3], 16, r1, 16, c1);
 }
 
 /* ---------------------------------------------------------------- AVX512-VNNI: up to 8 rows x 2 zmm */
@@ -114,7 +169,7 @@ static inline __attribute__((always_inline)) VNNI void vn_tile(const ikargs *g, 
   __m512i acc[VN_MR][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
-  for (int64_t kq = 0; kq < g->kp / 4; kq++) {
+  for (int64_t kq = 0; kq < g->kc / 4; kq++) {
     __m512i b0 = _mm512_loadu_si512(g->b + ig_b_at(kq, 0)), b1 = b0;
     if (V == 2) b1 = _mm512_loadu_si512(g->b + ig_b_at(kq, 1));
 #pragma GCC unroll 8
@@ -128,14 +183,17 @@ static inline __attribute__((always_inline)) VNNI void vn_tile(const ikargs *g, 
   }
   const int n0 = V == 2 ? 16 : g->nr, n1 = V == 2 ? g->nr - 16 : 0;
   const __mmask16 m0 = (__mmask16)((1u << n0) - 1), m1 = (__mmask16)((1u << n1) - 1);
+  const __m512i ob0 = _mm512_maskz_loadu_epi32(m0, g->cob), ob1 = _mm512_maskz_loadu_epi32(m1, g->cob + 16);
   const __m512i cs0 = _mm512_maskz_loadu_epi32(m0, g->csum), cs1 = _mm512_maskz_loadu_epi32(m1, g->csum + 16);
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++) {
     int32_t *c = g->c + r * g->ldc;
-    const __m512i rt = _mm512_set1_epi32(g->rterm[r]), ro = _mm512_set1_epi32(g->roff[r]);
-    _mm512_mask_storeu_epi32(c, m0, _mm512_add_epi32(_mm512_add_epi32(acc[r][0], rt), _mm512_mullo_epi32(ro, cs0)));
-    if (V == 2)
-      _mm512_mask_storeu_epi32(c + 16, m1, _mm512_add_epi32(_mm512_add_epi32(acc[r][1], rt), _mm512_mullo_epi32(ro, cs1)));
+    if (!g->first) {
+      acc[r][0] = _mm512_add_epi32(acc[r][0], _mm512_maskz_loadu_epi32(m0, c));
+      if (V == 2) acc[r][1] = _mm512_add_epi32(acc[r][1], _mm512_maskz_loadu_epi32(m1, c + 16));
+    }
+    _mm512_mask_storeu_epi32(c, m0, fold16(g, r, acc[r][0], ob0, cs0));
+    if (V == 2) _mm512_mask_storeu_epi32(c + 16, m1, fold16(g, r, acc[r][1], ob1, cs1));
   }
 }
 
@@ -164,7 +222,7 @@ static inline __attribute__((always_inline)) AVNNI void av_tile(const ikargs *g,
   __m256i acc[AV_MR][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_si256();
-  for (int64_t kq = 0; kq < g->kp / 4; kq++) {
+  for (int64_t kq = 0; kq < g->kc / 4; kq++) {
     __m256i b[4];
 #pragma GCC unroll 4
     for (int v = 0; v < V; v++) b[v] = _mm256_loadu_si256((const __m256i *)(g->b + ig_b_at(kq, v / 2) + 32 * (v % 2)));
@@ -180,8 +238,7 @@ static inline __attribute__((always_inline)) AVNNI void av_tile(const ikargs *g,
   for (int r = 0; r < R; r++) {
     int32_t s[32];
     for (int v = 0; v < V; v++) _mm256_storeu_si256((__m256i *)(s + 8 * v), acc[r][v]);
-    int32_t *c = g->c + r * g->ldc;
-    for (int jn = 0; jn < g->nr; jn++) c[jn] = ig_fix(s[jn], g->rterm[r], g->roff[r], g->csum[jn]);
+    for (int jn = 0; jn < g->nr; jn++) ig_store(g, r, jn, s[jn]);
   }
 }
 

@@ -1,4 +1,4 @@
-/* tests/unit/test_igemm.c: the int8 GEMM (runtime/gemm/igemm*.c), every row the CPU runs, against a plain int64 loop reduced mod 2^32, on shapes around each row's tile and the task blocks, with zero points of u8 x s8, u8 x u8 and s8 x s8 models, and rows too wide for u8. */
+/* tests/unit/test_igemm.c: the int8 GEMM (runtime/gemm/igemm*.c), every row the CPU runs, against a plain int64 loop reduced mod 2^32, on shapes around each row's tile and the task blocks, with zero points of u8 x s8, u8 x u8 and s8 x s8 models and per-column ones, and rows too wide for u8. */
 #include "runtime/gemm/igemm.h"
 #include "runtime/primc_rt.h"
 #include "tests/test.h"
@@ -11,19 +11,21 @@ static uint32_t next(uint32_t *s) {
   return *s >> 8;
 }
 
-/* operand kinds: what a quantized model's dot sees once its zero points are subtracted */
-enum { U8_S8, U8_U8, S8_S8, WIDE, KINDS };
+/* operand kinds: what a quantized model's dot sees once its zero points are subtracted (PER_COL: u8 weights with
+ * a zero point per column, together spanning more than 256 values) */
+enum { U8_S8, U8_U8, S8_S8, PER_COL, WIDE, KINDS };
 
-/* A (M x K, or K x M when ta) and B (K x N, or N x K when tb) as int32 of the kind */
-static void fill(int kind, int32_t *a, int64_t na, int32_t *b, int64_t nb, uint32_t seed) {
+/* A (na int32s) and B (K x N, or N x K when tb) as int32 of the kind */
+static void fill(int kind, int32_t *a, int64_t na, int32_t *b, int64_t N, int64_t K, int tb, uint32_t seed) {
   int32_t za = kind == S8_S8 ? -7 : 131, zb = kind == U8_U8 ? 100 : kind == S8_S8 ? 0 : -3;
   for (int64_t i = 0; i < na; i++) {
     int32_t q = kind == S8_S8 ? (int32_t)(next(&seed) % 256) - 128 : (int32_t)(next(&seed) % 256);
     a[i] = kind == WIDE ? (int32_t)(next(&seed) % 601) - 300 : q - za;
   }
-  for (int64_t i = 0; i < nb; i++) {
-    int32_t q = kind == U8_U8 ? (int32_t)(next(&seed) % 256) : (int32_t)(next(&seed) % 256) - 128;
-    b[i] = q - zb;
+  for (int64_t i = 0; i < N * K; i++) {
+    int64_t n = tb ? i / K : i % N;
+    int32_t q = kind == U8_U8 || kind == PER_COL ? (int32_t)(next(&seed) % 256) : (int32_t)(next(&seed) % 256) - 128;
+    b[i] = q - (kind == PER_COL ? (int32_t)(n * 37 % 256) : zb);
   }
 }
 
@@ -35,7 +37,7 @@ static int check_one(int row, int kind, int64_t M, int64_t N, int64_t K, int ta,
   int32_t *c = malloc(sizeof(int32_t) * (size_t)(M * ldc));
   size_t bs = primc_igemm_packed_b_size(N, K), ss = primc_igemm_scratch_size(M, K);
   void *pb = aligned_alloc(64, (bs + 63) / 64 * 64), *sc = aligned_alloc(64, (ss + 63) / 64 * 64);
-  fill(kind, a, (ta ? K : M) * lda, b, N * K, (uint32_t)(M * 7919 + N * 31 + K + kind));
+  fill(kind, a, (ta ? K : M) * lda, b, N, K, tb, (uint32_t)(M * 7919 + N * 31 + K + kind));
   for (int64_t i = 0; i < M * ldc; i++) c[i] = 0x5a5a5a5a; /* old values must not leak in, padding must stay */
   int ok = CHECK_INT(primc_igemm_pack_b(tb, N, K, b, pb), PRIMC_OK) &&
            CHECK_INT(primc_igemm_packed_check(pb, bs, N, K), PRIMC_OK) &&
@@ -67,7 +69,7 @@ static void check_row(int row, int mr) {
   CHECK_INT(primc_igemm_row_active(), row);
   const int64_t ms[] = {1, mr - 1 > 0 ? mr - 1 : 2, mr + 1, 2 * mr + 3, 133};
   const int64_t ns[] = {1, 31, 33, 3 * 32 + 5, 161};
-  const int64_t ks[] = {1, 63, 65, 300, 1030};
+  const int64_t ks[] = {1, 63, 65, 300, 2100}; /* 2100: three K blocks, the last short */
   int ok = 1, i = 0;
   for (int x = 0; x < 5 && ok; x++)
     for (int y = 0; y < 5 && ok; y++)
@@ -115,7 +117,9 @@ PC_TEST(igemm_rejects_bad_input) {
   p[0] ^= 1;
   CHECK_INT(primc_igemm_packed_check(p, sz, 8, 64), PRIMC_ERR_WEIGHTS); /* bad magic */
   CHECK_INT(primc_igemm_prepacked(0, 4, 8, 64, a, 64, p, c, 8, s), PRIMC_ERR_ARG);
-  b[5] = 156; /* [-100, 156]: 257 values, more than s8 less an offset holds */
+  CHECK(primc_igemm_b_fits(0, 8, 64, b));
+  b[5] = 170; /* column 5 within [-95, 170]: 266 values, more than s8 less an offset holds */
+  CHECK(!primc_igemm_b_fits(0, 8, 64, b));
   CHECK_INT(primc_igemm_pack_b(0, 8, 64, b, p), PRIMC_ERR_ARG);
   free(p), free(s);
 }
