@@ -266,14 +266,24 @@ static void run_task(const job *j, int64_t t) {
   const ig_row *row = j->row;
   int64_t m0 = t / j->np * IG_MB, m1 = m0 + IG_MB < j->M ? m0 + IG_MB : j->M;
   int64_t q0 = t % j->np * IG_PP, q1 = q0 + IG_PP < j->pairs ? q0 + IG_PP : j->pairs;
+  int64_t calls = (m1 - m0 + row->mr - 1) / row->mr;
   for (int64_t kb = 0; kb < j->Kp; kb += IG_KC)
     for (int64_t q = q0; q < q1; q++) {
       int64_t n0 = q * 2 * IG_PANEL, nr = j->N - n0 < 2 * IG_PANEL ? j->N - n0 : 2 * IG_PANEL;
+      int64_t kc = j->Kp - kb < IG_KC ? j->Kp - kb : IG_KC;
+      /* B's next block (the next pair's, or the first pair's next K block after the last pair) pulled into L2 while
+       * this one runs, a share per call: weights larger than the caches stream from memory */
+      int64_t nq = q + 1 < q1 ? q + 1 : q0, nkb = q + 1 < q1 ? kb : kb + IG_KC;
+      const char *next = nkb < j->Kp ? (const char *)(j->pan + nq * j->Kp * 2 * IG_PANEL + nkb * 2 * IG_PANEL) : NULL;
+      int64_t nlines = next ? (j->Kp - nkb < IG_KC ? j->Kp - nkb : IG_KC) / 2 : 0, share = (nlines + calls - 1) / calls;
       for (int64_t m = m0; m < m1; m += row->mr) {
+        int64_t i = (m - m0) / row->mr, lines = nlines - i * share < share ? nlines - i * share : share;
         ikargs g = {.a = j->a + ig_a_at(16 * j->Kp, m, kb),
                     .lda = 16 * j->Kp,
                     .b = j->pan + q * j->Kp * 2 * IG_PANEL + kb * 2 * IG_PANEL,
-                    .kc = j->Kp - kb < IG_KC ? j->Kp - kb : IG_KC,
+                    .pf = lines > 0 ? next + 64 * i * share : NULL,
+                    .pf_lines = lines > 0 ? lines : 0,
+                    .kc = kc,
                     .mr = (int)(m1 - m < row->mr ? m1 - m : row->mr),
                     .nr = (int)nr,
                     .first = kb == 0,

@@ -28,11 +28,14 @@ static inline int64_t ig_b_at(int64_t kq, int h) {
  * C = S + rsum[r] * cob[j] + roff[r] * csum[j], all in int32 arithmetic that wraps.
  * a: the first row at the block's first k in the tiled A (a row within a strip, or a strip's first for AMX's
  * 32); lda: bytes from one strip to the next; rows past mr up to the row's own mr are readable (zero). b: the
- * pair of panels at the block's first k; its second panel is read only when nr > 16. kc: a multiple of 64. */
+ * pair of panels at the block's first k; its second panel is read only when nr > 16. kc: a multiple of 64.
+ * pf: pf_lines cache lines from here on to pull into L2 over the call's k steps (B's next block), or NULL. */
 typedef struct ikargs {
   const uint8_t *a;
   int64_t lda;
   const int8_t *b;
+  const char *pf;
+  int64_t pf_lines;
   int64_t kc;
   int mr, nr, first, last;
   int32_t *c;

@@ -101,7 +101,10 @@ static void tile_in(int32_t *t, const int32_t *c, int64_t ldc, int rows, int col
 /* tmm0-3 the C tiles, tmm4-5 A (16 rows x 64 k), tmm6-7 B (16 k quads x 16 columns); bgemm_x86.c's configuration */
 static inline __attribute__((always_inline)) AMX void amx_loop(const ikargs *g, const int M2, const int N2) {
   const uint8_t *a0 = g->a, *a1 = g->a + g->lda;
+  const int64_t steps = g->kc / IG_KSTEP, per = g->pf ? (g->pf_lines + steps - 1) / steps : 0;
+  const char *pf = g->pf, *pf_end = g->pf + 64 * g->pf_lines;
   for (int64_t k = 0; k < g->kc; k += IG_KSTEP) {
+    for (int64_t l = 0; l < per && pf < pf_end; l++, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
     _tile_loadd(4, a0 + k * 16, 64);
     _tile_loadd(6, g->b + k * 2 * IG_PANEL, 64);
     if (N2) _tile_loadd(7, g->b + k * 2 * IG_PANEL + 16 * IG_KSTEP, 64);
@@ -169,7 +172,10 @@ static inline __attribute__((always_inline)) VNNI void vn_tile(const ikargs *g, 
   __m512i acc[VN_MR][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  const int64_t per = g->pf ? (g->pf_lines + g->kc / 64 - 1) / (g->kc / 64) : 0; /* lines per 64 k */
   for (int64_t kq = 0; kq < g->kc / 4; kq++) {
+    if (per && kq % 16 == 0)
+      for (int64_t l = kq / 16 * per; l < (kq / 16 + 1) * per && l < g->pf_lines; l++) _mm_prefetch(g->pf + 64 * l, _MM_HINT_T1);
     __m512i b0 = _mm512_loadu_si512(g->b + ig_b_at(kq, 0)), b1 = b0;
     if (V == 2) b1 = _mm512_loadu_si512(g->b + ig_b_at(kq, 1));
 #pragma GCC unroll 8
