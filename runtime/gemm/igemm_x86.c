@@ -118,6 +118,28 @@ static inline __attribute__((always_inline)) AMX void amx_loop(const ikargs *g, 
   }
 }
 
+/* tile numbers are immediates, so each C tile's load and store is spelled out: whole tiles straight from and to C,
+ * edge tiles through a zero-padded buffer; after the last K block every tile goes through the fold */
+#define C_IN(T, cp, rows, cols, buf)                                                                                   \
+  do {                                                                                                                 \
+    if ((rows) == 16 && (cols) == 16)                                                                                  \
+      _tile_loadd(T, cp, g->ldc * 4);                                                                                  \
+    else {                                                                                                             \
+      tile_in(buf, cp, g->ldc, rows, cols);                                                                            \
+      _tile_loadd(T, buf, 64);                                                                                         \
+    }                                                                                                                  \
+  } while (0)
+
+#define C_OUT(T, cp, rows, cols, buf, r0, j0)                                                                          \
+  do {                                                                                                                 \
+    if (!g->last && (rows) == 16 && (cols) == 16)                                                                      \
+      _tile_stored(T, cp, g->ldc * 4);                                                                                 \
+    else {                                                                                                             \
+      _tile_stored(T, buf, 64);                                                                                        \
+      tile_out(g, buf, r0, rows, j0, cols);                                                                            \
+    }                                                                                                                  \
+  } while (0)
+
 AMX void primc_ig_kern_amx(const ikargs *g) {
   int32_t t[4][16 * 16] __attribute__((aligned(64)));
   const int M2 = g->mr > 16, N2 = g->nr > 16;
@@ -129,20 +151,10 @@ AMX void primc_ig_kern_amx(const ikargs *g) {
     if (M2) _tile_zero(2);
     if (M2 && N2) _tile_zero(3);
   } else { /* the earlier K blocks' raw sums */
-    tile_in(t[0], c, g->ldc, r0, c0);
-    _tile_loadd(0, t[0], 64);
-    if (N2) {
-      tile_in(t[1], c + 16, g->ldc, r0, c1);
-      _tile_loadd(1, t[1], 64);
-    }
-    if (M2) {
-      tile_in(t[2], cr, g->ldc, r1, c0);
-      _tile_loadd(2, t[2], 64);
-    }
-    if (M2 && N2) {
-      tile_in(t[3], cr + 16, g->ldc, r1, c1);
-      _tile_loadd(3, t[3], 64);
-    }
+    C_IN(0, c, r0, c0, t[0]);
+    if (N2) C_IN(1, c + 16, r0, c1, t[1]);
+    if (M2) C_IN(2, cr, r1, c0, t[2]);
+    if (M2 && N2) C_IN(3, cr + 16, r1, c1, t[3]);
   }
   if (M2 && N2)
     amx_loop(g, 1, 1);
@@ -152,15 +164,10 @@ AMX void primc_ig_kern_amx(const ikargs *g) {
     amx_loop(g, 0, 1);
   else
     amx_loop(g, 0, 0);
-  /* tile numbers are immediates: each store spelled out */
-  _tile_stored(0, t[0], 64);
-  if (N2) _tile_stored(1, t[1], 64);
-  if (M2) _tile_stored(2, t[2], 64);
-  if (M2 && N2) _tile_stored(3, t[3], 64);
-  tile_out(g, t[0], 0, r0, 0, c0);
-  if (N2) tile_out(g, t[1], 0, r0, 16, c1);
-  if (M2) tile_out(g, t[2], 16, r1, 0, c0);
-  if (M2 && N2) tile_out(g, t[3], 16, r1, 16, c1);
+  C_OUT(0, c, r0, c0, t[0], 0, 0);
+  if (N2) C_OUT(1, c + 16, r0, c1, t[1], 0, 16);
+  if (M2) C_OUT(2, cr, r1, c0, t[2], 16, 0);
+  if (M2 && N2) C_OUT(3, cr + 16, r1, c1, t[3], 16, 16);
 }
 
 /* ---------------------------------------------------------------- AVX512-VNNI: up to 8 rows x 2 zmm */
