@@ -197,7 +197,7 @@ size_t primc_igemm_scratch_size(int64_t M, int64_t K) {
 
 typedef struct job {
   int trans_a, wide, avx512; /* avx512: A's rows packed by primc_ig_pack_row_avx512 */
-  int64_t M, N, K, lda, Kp, Mp, pairs, nm, np;
+  int64_t M, N, K, lda, Kp, Mp, pairs, nm, np, next; /* next: the first task no thread has claimed */
   const int32_t *A;
   const ig_hdr *h;
   const int32_t *cob, *csum;
@@ -299,10 +299,13 @@ static void run_task(const job *j, int64_t t) {
     }
 }
 
-static void run_tasks(void *ctx, int64_t b, int64_t e) {
-  const job *j = ctx;
+/* each of the pool's threads claims tasks one at a time until none is left: a core slowed by a neighbour (a VM's
+ * shared AMX unit) takes fewer of them instead of holding up the others; every C element is still one task's */
+static void claim_tasks(void *ctx, int64_t b, int64_t e) {
+  job *j = ctx;
+  (void)b, (void)e;
   if (j->row->setup) j->row->setup(1);
-  for (int64_t t = b; t < e; t++) run_task(j, t);
+  for (int64_t t; (t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nm * j->np;) run_task(j, t);
   if (j->row->setup) j->row->setup(0);
 }
 
@@ -351,10 +354,8 @@ int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const in
   if (j.wide) {
     if (serial) fallback_rows(&j, 0, M);
     else primc_parallel_for(M, fallback_rows, &j);
-  } else if (serial) {
-    run_tasks(&j, 0, j.nm * j.np);
   } else {
-    primc_parallel_for(j.nm * j.np, run_tasks, &j);
+    primc_parallel_for(serial ? 1 : primc_num_threads(), claim_tasks, &j);
   }
   return PRIMC_OK;
 }
