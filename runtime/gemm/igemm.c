@@ -48,7 +48,7 @@ _Static_assert(sizeof(ig_hdr) == 64, "column terms and panels start 64-byte alig
 
 /* ---------------------------------------------------------------- rows */
 
-enum { NEED_ANY, NEED_AVXVNNI, NEED_AVX512VNNI, NEED_AMX_INT8 };
+enum { NEED_ANY, NEED_AVX2, NEED_AVXVNNI, NEED_AVX512VNNI, NEED_AMX_INT8 };
 
 typedef struct ig_row {
   const char *name;
@@ -62,7 +62,7 @@ static const ig_row rows[PRIMC_IGEMM_ROW_COUNT] = {
 #include "runtime/gemm/igemm_rows.def"
 #undef PRIMC_IGEMM_ROW
 };
-_Static_assert(PRIMC_IGEMM_ROW_COUNT == (PRIMC_X86 ? 4 : 1), "rows: AMX, AVX512VNNI, AVXVNNI (x86), GENERIC");
+_Static_assert(PRIMC_IGEMM_ROW_COUNT == (PRIMC_X86 ? 5 : 1), "rows: AMX, AVX512VNNI, AVXVNNI, AVX2 (x86), GENERIC");
 #define PRIMC_IGEMM_ROW(id, nm, nd, m, ...) _Static_assert((m) == 32 || 16 % (m) == 0, "row " nm ": 32 rows a call, or rows within a 16-row strip");
 #include "runtime/gemm/igemm_rows.def"
 #undef PRIMC_IGEMM_ROW
@@ -73,6 +73,7 @@ static int row_runs(int r) {
   case NEED_AMX_INT8: return primc_ig_has_amx_int8();
   case NEED_AVX512VNNI: return primc_ig_has_avx512vnni();
   case NEED_AVXVNNI: return primc_ig_has_avxvnni();
+  case NEED_AVX2: return primc_sgemm_isa() >= PRIMC_ISA_AVX2;
 #endif
   case NEED_ANY: return 1;
   default: return 0;

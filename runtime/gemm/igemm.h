@@ -58,6 +58,7 @@ void primc_ig_kern_generic(const ikargs *g);
 void primc_ig_kern_amx(const ikargs *g);
 void primc_ig_kern_avx512vnni(const ikargs *g);
 void primc_ig_kern_avxvnni(const ikargs *g);
+void primc_ig_kern_avx2(const ikargs *g);
 /* bgemm_x86.c's: the tile configuration (the same eight 16 x 64-byte tiles serve both families), and the check for
  * AMX tiles with Linux's permission for tile data */
 void primc_bg_setup_amx(int on);

@@ -271,4 +271,50 @@ AVNNI void primc_ig_kern_avxvnni(const ikargs *g) {
   }
 }
 
+/* ---------------------------------------------------------------- AVX2: up to 2 rows x 4 ymm, no VNNI */
+
+/* vpmaddubsw adds two u8 x s8 products in int16 and saturates past 32767 (255 * 128 * 2 would); A's bytes are
+ * split into 7 bits and the top bit, a = al + 128 ah, whose pair sums (at most 127 * 128 * 2 and 2 * 128) cannot,
+ * and vpmaddwd widens each to int32 exactly (ah's times 128) */
+#define X2 __attribute__((target("avx2")))
+#define A2_MR IG_MR_AVX2
+
+static inline __attribute__((always_inline)) X2 void a2_tile(const ikargs *g, const int R, const int V) {
+  __m256i acc[A2_MR][4];
+  const __m256i lo7 = _mm256_set1_epi8(0x7f), one = _mm256_set1_epi8(1), w1 = _mm256_set1_epi16(1),
+                w128 = _mm256_set1_epi16(128);
+#pragma GCC unroll 2
+  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_si256();
+  for (int64_t kq = 0; kq < g->kc / 4; kq++) {
+    __m256i b[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) b[v] = _mm256_loadu_si256((const __m256i *)(g->b + ig_b_at(kq, v / 2) + 32 * (v % 2)));
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++) {
+      int32_t quad;
+      memcpy(&quad, g->a + ig_a_at(g->lda, r, 4 * kq), sizeof quad);
+      __m256i x = _mm256_set1_epi32(quad);
+      __m256i xl = _mm256_and_si256(x, lo7), xh = _mm256_and_si256(_mm256_srli_epi16(x, 7), one);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; v++) {
+        __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(xl, b[v]), w1);
+        __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(xh, b[v]), w128);
+        acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_add_epi32(pl, ph));
+      }
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    int32_t s[32];
+    for (int v = 0; v < V; v++) _mm256_storeu_si256((__m256i *)(s + 8 * v), acc[r][v]);
+    for (int jn = 0; jn < g->nr; jn++) ig_store(g, r, jn, s[jn]);
+  }
+}
+
+X2 void primc_ig_kern_avx2(const ikargs *g) {
+  if (g->mr == 2)
+    g->nr > 16 ? a2_tile(g, 2, 4) : a2_tile(g, 2, 2);
+  else
+    g->nr > 16 ? a2_tile(g, 1, 4) : a2_tile(g, 1, 2);
+}
+
 #endif
