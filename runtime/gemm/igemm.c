@@ -210,24 +210,20 @@ typedef struct job {
   const ig_row *row;
 } job;
 
-/* row r of a strip (its values v(k) for k < K) less its minimum into the tile rows; the row's offset and sum */
-#define STRIP_ROW(vk)                                                                                                  \
-  do {                                                                                                                 \
-    int32_t lo = INT32_MAX, hi = INT32_MIN;                                                                            \
-    for (int64_t k = 0; k < j->K; k++) {                                                                               \
-      int32_t v = vk;                                                                                                  \
-      lo = v < lo ? v : lo, hi = v > hi ? v : hi;                                                                      \
-    }                                                                                                                  \
-    if ((int64_t)hi - lo > 255) wide = 1;                                                                              \
-    uint32_t ra = 0;                                                                                                   \
-    for (int64_t k = 0; k < j->K; k++) {                                                                               \
-      uint32_t v = (uint32_t)(vk) - (uint32_t)lo;                                                                      \
-      t[(k / IG_KSTEP) * 16 * IG_KSTEP + r * IG_KSTEP + k % IG_KSTEP] = (uint8_t)v;                                    \
-      ra += v;                                                                                                         \
-    }                                                                                                                  \
-    j->roff[m] = lo;                                                                                                   \
-    j->rsum[m] = (int32_t)ra;                                                                                          \
-  } while (0)
+/* a row of A (x[k * sk] for k < K) less its minimum (*lo) into row r of a zeroed tiled strip, the sum of what it
+ * stored in *ra; 1 when it spans more than 256 values (the stored bytes then mean nothing) */
+static int pack_row(const int32_t *x, int64_t sk, int64_t K, uint8_t *strip, int r, int32_t *lo, uint32_t *ra) {
+  int32_t l = INT32_MAX, h = INT32_MIN;
+  for (int64_t k = 0; k < K; k++) l = x[k * sk] < l ? x[k * sk] : l, h = x[k * sk] > h ? x[k * sk] : h;
+  uint32_t sum = 0;
+  for (int64_t k = 0; k < K; k++) {
+    uint32_t v = (uint32_t)x[k * sk] - (uint32_t)l;
+    strip[ig_a_at(0, r, k)] = (uint8_t)v;
+    sum += v;
+  }
+  *lo = l, *ra = sum;
+  return (int64_t)h - l > 255;
+}
 
 /* strips [b, e) of 16 rows of A into tiles, offsets and sums; rows past M zero */
 static void pack_strips(void *ctx, int64_t b, int64_t e) {
@@ -242,20 +238,16 @@ static void pack_strips(void *ctx, int64_t b, int64_t e) {
         j->roff[m] = j->rsum[m] = 0;
         continue;
       }
+      int32_t lo;
+      uint32_t ra;
 #if PRIMC_X86
-      if (!j->trans_a && j->avx512) {
-        int32_t lo;
-        uint32_t ra;
+      if (!j->trans_a && j->avx512)
         wide |= primc_ig_pack_row_avx512(j->A + m * j->lda, j->K, j->Kp, t, r, &lo, &ra);
-        j->roff[m] = lo;
-        j->rsum[m] = (int32_t)ra;
-        continue;
-      }
-#endif
-      if (j->trans_a)
-        STRIP_ROW(j->A[k * j->lda + m]);
       else
-        STRIP_ROW(j->A[m * j->lda + k]);
+#endif
+        wide |= pack_row(j->trans_a ? j->A + m : j->A + m * j->lda, j->trans_a ? j->lda : 1, j->K, t, r, &lo, &ra);
+      j->roff[m] = lo;
+      j->rsum[m] = (int32_t)ra;
     }
   }
   if (wide) __atomic_store_n(&j->wide, 1, __ATOMIC_RELAXED);

@@ -67,6 +67,9 @@ static void check_row(int row, int mr) {
     return;
   }
   CHECK_INT(primc_igemm_row_active(), row);
+  /* the portable row packs A with the portable loop too, as a machine without AVX-512 does (the CPU checks were
+   * read above, with the real instruction set) */
+  if (row == PRIMC_IGEMM_ROW_GENERIC) primc_sgemm_force_isa(PRIMC_ISA_SCALAR);
   const int64_t ms[] = {1, mr - 1 > 0 ? mr - 1 : 2, mr + 1, 2 * mr + 3, 133};
   const int64_t ns[] = {1, 31, 33, 3 * 32 + 5, 161};
   const int64_t ks[] = {1, 63, 65, 300, 2100}; /* 2100: three K blocks, the last short */
@@ -80,6 +83,7 @@ static void check_row(int row, int mr) {
   /* sums past 2^31 wrap as int32 does: 255 x 127 (after the offsets) over 70,000 k */
   if (ok) check_one(row, U8_S8, 3, 40, 70000, 0, 0);
   primc_igemm_force_row(-1);
+  primc_sgemm_force_isa(PRIMC_ISA_AUTO);
 }
 
 #define PRIMC_IGEMM_ROW(id, name, needs, mr, ...) \
