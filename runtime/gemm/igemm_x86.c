@@ -102,7 +102,7 @@ static void tile_in(int32_t *t, const int32_t *c, int64_t ldc, int rows, int col
 static inline __attribute__((always_inline)) AMX void amx_loop(const ikargs *g, const int M2, const int N2) {
   const uint8_t *a0 = g->a, *a1 = g->a + g->lda;
   const int64_t steps = g->kc / IG_KSTEP, per = g->pf ? (g->pf_lines + steps - 1) / steps : 0;
-  const char *pf = g->pf, *pf_end = g->pf + 64 * g->pf_lines;
+  const char *pf = g->pf, *pf_end = pf ? pf + 64 * g->pf_lines : NULL;
   for (int64_t k = 0; k < g->kc; k += IG_KSTEP) {
     for (int64_t l = 0; l < per && pf < pf_end; l++, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
     _tile_loadd(4, a0 + k * 16, 64);
