@@ -54,6 +54,28 @@ $(B)/libprimc_rt.a: $(RT_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The runtime for AArch64 (`--triple aarch64-linux-gnu` links against it: codegen/package.c) and a runner of the
+# runtime's own unit tests (the kernel rows against their references) for qemu-aarch64, cross-built with Debian's
+# gcc-aarch64-linux-gnu (tools/setup.sh installs it, and qemu-user that runs them: tests/suites/aarch64.sh)
+AARCH64_CC ?= aarch64-linux-gnu-gcc
+AARCH64_AR ?= aarch64-linux-gnu-ar
+A64 := $(B)/aarch64
+A64_RT_OBJ := $(RT_SRC:%.c=$(A64)/%.o)
+A64_TEST_SRC := tests/test_main.c tests/unit/test_gemm.c tests/unit/test_gemm_rows.c tests/unit/test_conv_rows.c \
+  tests/unit/test_dgemm.c
+A64_TEST_OBJ := $(A64_TEST_SRC:%.c=$(A64)/%.o)
+all: $(A64)/libprimc_rt.a $(A64)/test_rt
+$(A64)/%.o: %.c | $(SETUP_STAMP)
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(WARN) $(CFLAGS) -fPIC -D_GNU_SOURCE -I. -I/usr/local/cuda/include -MMD -MP -c $< -o $@
+
+$(A64)/libprimc_rt.a: $(A64_RT_OBJ)
+	@rm -f $@
+	$(AARCH64_AR) rcs $@ $^
+
+$(A64)/test_rt: $(A64_TEST_OBJ) $(A64)/libprimc_rt.a
+	$(AARCH64_CC) -static -o $@ $(A64_TEST_OBJ) $(A64)/libprimc_rt.a -lm -lpthread
+
 # the public C API (include/primc.h) as a shared library: api.o pulls in what it needs of the compiler and the
 # runtime (codegen packs weights with the runtime's GEMM); the version script exports only the primc_model_*
 # and other names of include/primc.h, so the runtime inside stays private to it
@@ -89,7 +111,7 @@ $(ONNX_PROTO): | $(SETUP_STAMP)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 check-asan: | $(SETUP_STAMP)
 	$(MAKE) B=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" build-asan/test_primc build-asan/primc build-asan/libprimc_rt.a \
-	  build-asan/libprimc.so
+	  build-asan/libprimc.so build-asan/aarch64/libprimc_rt.a build-asan/aarch64/test_rt
 	B=build-asan PRIMC_LDFLAGS="$(ASAN_FLAGS)" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  bash tests/run.sh
 

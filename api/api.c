@@ -498,6 +498,7 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   src->path = m->path, src->bytes = m->bytes, src->n_bytes = m->n_bytes, src->dir = m->dir;
   src->po = (pc_pipeline_opts){.opt_level = m->opt_level, .unfused = m->unfused};
   src->matmul_precision = m->matmul_precision, src->autocast = m->autocast, src->mem_limit = m->mem_limit;
+  src->foreign_cpu = m->triple != NULL;
   src->tr = m->tr;
   /* the passes and codegen change the graph: each compile lowers a fresh import */
   pc_graph *g = n_syms ? import_with(m, &src->io) : m->g ? m->g : import(m);
@@ -517,6 +518,7 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   po.unfused = m->unfused;
   g->matmul_precision = m->matmul_precision;
   g->autocast = m->autocast;
+  g->foreign_cpu = m->triple != NULL;
   pc_status s = pc_pipeline_run(g, &po);
   char rt_dir[4096];
   own_dir(rt_dir, sizeof rt_dir);

@@ -19,6 +19,7 @@ typedef struct pc_dyn_source {
   int n_syms, sym_binding[PC_DYN_MAX_SYMS]; /* the binding each symbol of the spec is */
   pc_pipeline_opts po;
   int matmul_precision, autocast;   /* set on each graph before the passes */
+  int foreign_cpu;                  /* likewise: a --triple target */
   pc_transforms tr;                 /* applied to each graph first (its strings outlive the source) */
   int64_t mem_limit;
 } pc_dyn_source;

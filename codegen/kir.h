@@ -144,6 +144,7 @@ typedef struct kir_program {
   int64_t weights_size;   /* bytes of the weights blob */
   const pc_value **consts;/* the constant values in the blob, by order */
   int n_packed;           /* kir_pack_weights' panels */
+  int cross_isa;          /* > 0: a cross compile's GEMM ISA (PRIMC_ISA_NEON): its dots' panels are that row's */
   kir_packed *packed;
   int n_consts;
   /* by symbol id: workspace byte offset of the i64 where the run writes the actual size of a
@@ -189,6 +190,8 @@ struct pc_codegen_opts;
 /* the kernel IR the CPU backend renders for g (codegen/package.c): built, and for the host its weights
  * packed and its pool calls made */
 pc_status kir_build_cpu(pc_graph *g, const struct pc_codegen_opts *opts, kir_program *p);
+/* constant f32 dot operands packed for the GEMM row of p->cross_isa (kir_build_cpu, for a cross target) */
+pc_status kir_pack_cross_weights(kir_program *p);
 /* p, built by kir_build_cpu from the graph at opts->dyn's bounds, made to follow the symbols at run time:
  * p->dyn set, its dims area added to the workspace; a failure names the symbol and the kernel */
 pc_status kir_dyn_fit(kir_program *p, const struct pc_codegen_opts *opts);

@@ -69,8 +69,8 @@ int kir_conv_plan(const kir_program *p, const primc_conv2d *c, int packable, pri
 
 /* ---------------------------------------------------------------- rewrites (kir_rewrites.c) */
 
-/* when a rewrite runs: every kir_build, or on request of a host compile */
-typedef enum kir_stage { KIR_STAGE_BUILD, KIR_STAGE_HOST_WEIGHTS, KIR_STAGE_HOST_POOLS } kir_stage;
+/* when a rewrite runs: every kir_build, or on request of a host or cross CPU compile */
+typedef enum kir_stage { KIR_STAGE_BUILD, KIR_STAGE_HOST_WEIGHTS, KIR_STAGE_CROSS_WEIGHTS, KIR_STAGE_HOST_POOLS } kir_stage;
 /* runs the rewrites of one stage, in the list's order */
 pc_status kir_rewrites_run(kir_program *p, kir_stage stage);
 

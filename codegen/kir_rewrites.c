@@ -398,10 +398,11 @@ static int packed_operand(kir_program *p, const kir_kernel *k, int split, int ch
     if (p->bufs[p->packed[i].buf].v == b->v && !p->packed[i].groups && p->packed[i].trans == tb &&
         p->packed[i].bf16_split == split && p->packed[i].int_chunks == chunk && p->packed[i].i8 == i8)
       return p->packed[i].buf;
-  size_t bytes = i8      ? primc_igemm_packed_b_size(N, K)
-                 : chunk ? primc_bgemm_int_b_size(N, K, chunk)
-                 : split ? primc_bgemm_packed_b_size(N, K, split)
-                         : primc_sgemm_packed_b_size(N, K);
+  size_t bytes = i8             ? primc_igemm_packed_b_size(N, K)
+                 : chunk        ? primc_bgemm_int_b_size(N, K, chunk)
+                 : split        ? primc_bgemm_packed_b_size(N, K, split)
+                 : p->cross_isa ? primc_sgemm_packed_b_size_isa(p->cross_isa, N, K)
+                                : primc_sgemm_packed_b_size(N, K);
   return add_packed(p, (kir_packed){-1, tb, N, K, 0, 0, 0, NULL, split, chunk, i8}, (int64_t)bytes, b->v);
 }
 
@@ -563,7 +564,26 @@ static pc_status pack_weights(kir_program *p) {
   return p->g->status;
 }
 
-/* ---------------------------------------------------------------- max pools as calls (host code) */
+/* A cross compile's f32 dots with a constant B read it as panels of the target's row (p->cross_isa), packed
+ * here: its runtime would otherwise pack them on every call. Its convs keep plain weights (their rows are
+ * planned on the target), and bf16 and integer dots are host code only. */
+static pc_status pack_cross_weights(kir_program *p) {
+  int packed = 0;
+  for (int i = 0; p->cross_isa > 0 && i < p->n_kernels; i++) {
+    kir_kernel *k = &p->kernels[i];
+    if (k->kind != KK_CALL || k->call != KC_dot || k->params[0] != PC_f32) continue;
+    int nb = packed_operand(p, k, 0, 0, 0);
+    if (nb < 0) continue;
+    int64_t bytes = p->bufs[nb].nbytes;
+    if (dot_call(p, k, KC_dot_packed, &bytes, 1) != PC_OK) return p->g->status;
+    k->args[2] = nb;
+    packed++;
+  }
+  if (packed) place_weights(p);
+  return p->g->status;
+}
+
+/* ---------------------------------------------------------------- max pools as calls (CPU code) */
 
 /* the loads of a tree of f32 max prims, in *n (at most cap); 0 when anything else is in it */
 static int max_tree_loads(const kir_expr *e, const kir_expr **ld, int *n, int cap) {
@@ -676,7 +696,8 @@ static pc_status pool_calls(kir_program *p) {
 /* Every rewrite of the kernel IR, in the order it runs. kir_build runs the BUILD rows on every program;
  * a compile for the host CPU then asks for the HOST_WEIGHTS row (kir_pack_weights: the machine's GEMM
  * panels and conv layouts; `primc dump --kernels` too, to show the conv rows a host compile plans) and
- * the HOST_POOLS row (kir_pool_calls). A cross compile (--triple) and CUDA take the BUILD rows only.
+ * the HOST_POOLS row (kir_pool_calls). A cross compile (--triple) takes the CROSS_WEIGHTS row (its dots'
+ * panels for the target's GEMM row) instead of HOST_WEIGHTS, CUDA the BUILD rows only.
  * (Gather tables read in place are decided before lowering, by build_group in kir.c, not here.) */
 static const struct kir_rewrite {
   const char *name;
@@ -693,6 +714,8 @@ static const struct kir_rewrite {
     {"collapse-loops", KIR_STAGE_BUILD, collapse_loops},
     /* constant GEMM B and conv weights packed for this machine's kernels; the plain copies leave the blob */
     {"pack-weights", KIR_STAGE_HOST_WEIGHTS, pack_weights},
+    /* a cross target's dots: B as its GEMM row's panels */
+    {"pack-cross-weights", KIR_STAGE_CROSS_WEIGHTS, pack_cross_weights},
     /* max trees over a -inf padded copy become primc_k_maxpool calls that read the map unpadded */
     {"pool-calls", KIR_STAGE_HOST_POOLS, pool_calls},
 };
@@ -707,5 +730,7 @@ pc_status kir_rewrites_run(kir_program *p, kir_stage stage) {
 }
 
 pc_status kir_pack_weights(kir_program *p) { return kir_rewrites_run(p, KIR_STAGE_HOST_WEIGHTS); }
+
+pc_status kir_pack_cross_weights(kir_program *p) { return kir_rewrites_run(p, KIR_STAGE_CROSS_WEIGHTS); }
 
 void kir_pool_calls(kir_program *p) { kir_rewrites_run(p, KIR_STAGE_HOST_POOLS); }

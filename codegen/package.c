@@ -138,15 +138,46 @@ static pc_status write_header(const kir_program *p, const char *path, const char
   return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
 }
 
+#if defined(__x86_64__)
+#define HOST_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define HOST_ARCH "aarch64"
+#else
+#define HOST_ARCH ""
+#endif
+
+/* the architecture of a --triple that is not the host's ("aarch64" of "aarch64-linux-gnu"), or 0 */
+static int cross_arch(const pc_codegen_opts *o, char *arch, size_t n) {
+  if (!o->triple) return 0;
+  size_t k = strcspn(o->triple, "-");
+  if (k == 0 || k >= n) return 0;
+  memcpy(arch, o->triple, k);
+  arch[k] = 0;
+  return strcmp(arch, HOST_ARCH) != 0;
+}
+
+/* A host link takes CC (or cc) and the runtime beside primc; a cross link (--triple of another architecture)
+ * takes PRIMC_CROSS_CC (or ARCH-linux-gnu-gcc, Debian's cross compiler) and the runtime built for ARCH in
+ * DIR/ARCH/ (`make` builds build/aarch64/ where the cross compiler is installed). A cross executable is
+ * static, so that it runs under qemu-user or on the target without the target's libraries. */
 static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char *obj, int shared) {
-  char dir[2048], rt[2100];
+  char dir[2048], rt[2200], arch[32], cc[128];
   pc_runtime_dir(o, dir, sizeof dir);
-  snprintf(rt, sizeof rt, "%s/libprimc_rt.a", dir);
+  int cross = cross_arch(o, arch, sizeof arch);
+  if (cross) snprintf(rt, sizeof rt, "%s/%s/libprimc_rt.a", dir, arch);
+  else snprintf(rt, sizeof rt, "%s/libprimc_rt.a", dir);
+  if (cross && access(rt, R_OK) != 0)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "no primc runtime for %s: %s is missing (it is built by `make` where "
+                   "%s-linux-gnu-gcc is installed; tools/setup.sh installs it)", o->triple, rt, arch);
+  snprintf(cc, sizeof cc, "%s-linux-gnu-gcc", arch);
+  const char *env = getenv(cross ? "PRIMC_CROSS_CC" : "CC");
   pc_argv a = {.n = 0};
-  pc_argv_add_words(&a, getenv("CC") && *getenv("CC") ? getenv("CC") : "cc");
+  pc_argv_add_words(&a, env && *env ? env : cross ? cc : "cc");
   if (shared) pc_argv_add(&a, "-shared");
-  /* PRIMC_LDFLAGS: extra link flags, e.g. the sanitizer a runtime library was built with */
-  pc_argv_add_words(&a, getenv("PRIMC_LDFLAGS"));
+  else if (cross) pc_argv_add(&a, "-static");
+  /* PRIMC_LDFLAGS: extra link flags, e.g. the sanitizer a runtime library was built with (PRIMC_CROSS_LDFLAGS
+   * for a cross link: the host's sanitizer is not the target's) */
+  pc_argv_add_words(&a, getenv(cross ? "PRIMC_CROSS_LDFLAGS" : "PRIMC_LDFLAGS"));
   pc_argv_add(&a, "-o");
   pc_argv_add_path(&a, o->output);
   pc_argv_add_path(&a, obj);
@@ -197,7 +228,9 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
 pc_status kir_build_cpu(pc_graph *g, const pc_codegen_opts *opts, kir_program *p) {
   pc_status s = kir_build_tuned(g, p, opts->triple ? NULL : opts->autotune); /* rows timed on the host only */
   if (s == PC_OK && !opts->triple) s = kir_pack_weights(p); /* panels for this machine's GEMM */
-  if (s == PC_OK && !opts->triple) kir_pool_calls(p);
+  p->cross_isa = opts->triple && !strncmp(opts->triple, "aarch64", 7) ? PRIMC_ISA_NEON : 0;
+  if (s == PC_OK && p->cross_isa) s = kir_pack_cross_weights(p); /* ... or for the target's */
+  if (s == PC_OK) kir_pool_calls(p); /* every CPU's runtime has primc_k_maxpool */
   return s != PC_OK && g->status ? g->status : s;
 }
 

@@ -18,7 +18,7 @@ static const kir_packed *packed_of(const kir_program *p, int i) {
 }
 
 /* buffer i's bytes (b->nbytes) packed from its constant d into dst; PRIMC_OK or a runtime status */
-static int pack_into(const kir_buf *b, const kir_packed *pk, const void *d, char *dst) {
+static int pack_into(const kir_program *p, const kir_packed *pk, const void *d, char *dst) {
   if (pk->groups) { /* a conv's weights, as its plan's layout wants (runtime/conv/rows.c) */
     primc_conv2d cv;
     if (!primc_conv2d_of_params(pk->conv, &cv)) return PRIMC_ERR_ARG;
@@ -29,6 +29,7 @@ static int pack_into(const kir_buf *b, const kir_packed *pk, const void *d, char
   if (pk->i8) return primc_igemm_pack_b(pk->trans, pk->n, pk->k, d, dst);
   if (pk->int_chunks) return primc_bgemm_pack_b_int(pk->trans, pk->n, pk->k, d, pk->int_chunks, dst);
   if (pk->bf16_split) return primc_bgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, pk->bf16_split, dst);
+  if (p->cross_isa > 0) return primc_sgemm_pack_b_isa(p->cross_isa, pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);
   return primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);
 }
 
@@ -45,7 +46,7 @@ void *kir_weights_blob(const kir_program *p) {
     const kir_buf *b = &p->bufs[i];
     const void *d = const_data(b);
     const kir_packed *pk = packed_of(p, i);
-    if (d && pk && pack_into(b, pk, d, blob + b->offset) != PRIMC_OK) {
+    if (d && pk && pack_into(p, pk, d, blob + b->offset) != PRIMC_OK) {
       free(blob);
       return NULL;
     } else if (d && !pk) {
@@ -76,7 +77,7 @@ pc_status kir_weights_write(const kir_program *p, int fd, int64_t base) {
     /* a packed weight goes through a buffer of its own size, freed before the next one */
     char *tmp = pk ? aligned_alloc(64, ((size_t)b->nbytes + 63) / 64 * 64) : NULL;
     if (pk && !tmp) return pc_fail(g, PC_ERR_NOMEM, "out of memory packing a weight of %lld bytes", (long long)b->nbytes);
-    if (pk && pack_into(b, pk, d, tmp) != PRIMC_OK) {
+    if (pk && pack_into(p, pk, d, tmp) != PRIMC_OK) {
       free(tmp);
       return pc_fail(g, PC_ERR_INTERNAL, "packing a weight of %lld bytes failed", (long long)b->nbytes);
     }

@@ -235,6 +235,8 @@ struct pc_graph {
   int run_time_dims;    /* built for codegen's run-time dims (codegen/dynamic.c): passes keep every decision
                            independent of the dims' values (constfold materializes no broadcast) */
   int autocast;         /* a pc_autocast: contractions (dots and convs) on bf16 operands in compiled host code */
+  int foreign_cpu;      /* compiled for another CPU (--triple): passes that would ask this CPU what pays (the
+                           attention planner) decide as for a CPU with no vector rows of its own */
   /* a training step (passes/train.c): the last n_state inputs are state (the model's n_state_weights weights
    * first, then optimizer state), each replaced after a step by the output in the same place among the last
    * n_state outputs; state_init[i] its initial data (NULL: zeros) */

@@ -9,9 +9,11 @@
  * vectors of queries (1 to VQ) accumulated in zmm. AVX-512 where the CPU has it, else the same steps in
  * plain C. primc_attention_pays, at the end, is where the fuser learns whether the call pays. */
 #include "runtime/primc_rt.h"
+#if PRIMC_X86
 #include "runtime/avx512.h"
 
 #include <immintrin.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -113,6 +115,7 @@ static void pv_c(const blk *b, int64_t n0, int64_t nk) {
   }
 }
 
+#if PRIMC_X86
 /* ---------------------------------------------------------------- AVX-512 rows */
 
 #define AVX512 __attribute__((target("avx512f,fma")))
@@ -331,6 +334,8 @@ AVX512 static void store_o_512(blk *b, float *y, int64_t ld) {
                       (int)(b->rows - 16 * v < 16 ? b->rows - 16 * v : 16), y + 16 * v * ld + c, ld);
 }
 
+#endif
+
 /* ---------------------------------------------------------------- one task: QB queries of one head */
 
 static void run_block(const att_job *j, blk *b, int64_t b0, int64_t b1, int64_t m0) {
@@ -349,9 +354,11 @@ static void run_block(const att_job *j, blk *b, int64_t b0, int64_t b1, int64_t 
   b->vq = (int)((b->rows + 15) / 16);
   int64_t lanes = 16 * b->vq; /* the tiles' row length */
   memset(b->qt, 0, sizeof(float) * (size_t)(D * lanes));
+#if PRIMC_X86
   if (j->avx512 && q[A_Q + 4] == 1)
     pack_q_512(b, Qp + m0 * q[A_Q + 3], q[A_Q + 3], scale);
   else
+#endif
     for (int64_t l = 0; l < b->rows; l++) {
       const float *x = Qp + (m0 + l) * q[A_Q + 3];
       for (int64_t d = 0; d < D; d++) b->qt[d * lanes + l] = x[d * q[A_Q + 4]] * scale;
@@ -362,20 +369,24 @@ static void run_block(const att_job *j, blk *b, int64_t b0, int64_t b1, int64_t 
   int64_t kend = b->causal && m0 + b->rows < Sk ? m0 + b->rows : Sk;
   for (int64_t n0 = 0; n0 < kend; n0 += KT) {
     int64_t nk = kend - n0 < KT ? kend - n0 : KT;
+#if PRIMC_X86
     if (j->avx512) {
       static void (*const tile512[VQ])(blk *, int64_t, int64_t) = {tile512_1, tile512_2, tile512_3, tile512_4};
       tile512[b->vq - 1](b, n0, nk);
-    } else {
-      scores_c(b, n0, nk);
-      softmax_c(b, n0, nk);
-      pv_c(b, n0, nk);
+      continue;
     }
+#endif
+    scores_c(b, n0, nk);
+    softmax_c(b, n0, nk);
+    pv_c(b, n0, nk);
   }
   /* a row with no attendable key: 0 / 0, as the softmax's prims give */
+#if PRIMC_X86
   if (j->avx512 && q[A_O + 4] == 1) {
     store_o_512(b, Op + m0 * q[A_O + 3], q[A_O + 3]);
     return;
   }
+#endif
   for (int64_t l = 0; l < b->rows; l++) {
     float inv = 1.0f / b->sum[l];
     float *y = Op + (m0 + l) * q[A_O + 3];
@@ -450,12 +461,13 @@ static int force_fuse = -1;
 
 void primc_attention_force_fuse(int on) { force_fuse = on; }
 
-int primc_attention_pays(int64_t sq, int64_t sk) {
+int primc_attention_pays_for(int zmm_fmas, int64_t sq, int64_t sk) {
   (void)sk;
   if (force_fuse >= 0) return force_fuse;
-  int z = primc_cpu_zmm_fmas();
-  return sq >= tunings[z >= 0 && z <= 2 ? z : 0].min_queries;
+  return sq >= tunings[zmm_fmas >= 0 && zmm_fmas <= 2 ? zmm_fmas : 0].min_queries;
 }
+
+int primc_attention_pays(int64_t sq, int64_t sk) { return primc_attention_pays_for(primc_cpu_zmm_fmas(), sq, sk); }
 
 static int force_generic = -1;
 
@@ -463,5 +475,9 @@ void primc_attention_force_generic(int on) { force_generic = on; }
 
 int primc_attention_avx512(void) {
   if (force_generic > 0) return 0;
+#if PRIMC_X86
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+#else
+  return 0;
+#endif
 }

@@ -1,7 +1,9 @@
 /* runtime/kernels_dot.c: the dot_general call: batched f32 through our GEMM (B packed at compile time or not), or through the bf16 GEMM under a lower matmul precision, f64 through ours, other dtypes element by element, then the fused epilogue. */
 #include "runtime/kernels.h"
 
+#if PRIMC_X86
 #include <immintrin.h>
+#endif
 
 /* ---------------------------------------------------------------- dot_general */
 
@@ -154,6 +156,7 @@ static void int_add_scalar(int32_t *out, const float *cf, int64_t n, int first) 
   for (int64_t i = 0; i < n; i++) out[i] = first ? (int32_t)cf[i] : (int32_t)((uint32_t)out[i] + (uint32_t)(int32_t)cf[i]);
 }
 
+#if PRIMC_X86
 __attribute__((target("avx512f"))) static void int_add_512(int32_t *out, const float *cf, int64_t n, int first) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -163,14 +166,20 @@ __attribute__((target("avx512f"))) static void int_add_512(int32_t *out, const f
   }
   int_add_scalar(out + i, cf + i, n - i, first);
 }
+#endif
 
 #define INT_ADD_BLOCK 4096 /* elements of one item of the split over the pool */
 
 static void int_add(void *ctx, int64_t b, int64_t e) {
   const int_add_job *j = ctx;
   int64_t i0 = b * INT_ADD_BLOCK, i1 = e * INT_ADD_BLOCK < j->n ? e * INT_ADD_BLOCK : j->n;
-  if (primc_sgemm_isa() >= PRIMC_ISA_AVX512) int_add_512(j->out + i0, j->cf + i0, i1 - i0, j->first);
-  else int_add_scalar(j->out + i0, j->cf + i0, i1 - i0, j->first);
+#if PRIMC_X86
+  if (primc_sgemm_isa() == PRIMC_ISA_AVX512) {
+    int_add_512(j->out + i0, j->cf + i0, i1 - i0, j->first);
+    return;
+  }
+#endif
+  int_add_scalar(j->out + i0, j->cf + i0, i1 - i0, j->first);
 }
 
 /* params as dot's, then the packed B's bytes and the K chunk; bufs: out (i32), a (i32 within [-256, 256], as

@@ -1,7 +1,9 @@
 /* runtime/kernels_pool.c: the f32 2-D max pool over a -inf padded map read unpadded (AVX-512 for ResNet's 3x3/2 stem pool, AVX2 rows and windows elsewhere). */
 #include "runtime/kernels.h"
 
+#if PRIMC_X86
 #include <immintrin.h>
+#endif
 
 /* ---------------------------------------------------------------- max pooling */
 
@@ -22,6 +24,7 @@ typedef struct pool_job {
 
 static inline float max_nan(float a, float b) { return a > b || a != a ? a : b; }
 
+#if PRIMC_X86
 /* lanes i of a 16-float load at x[p + i] that lie inside [0, w) */
 static inline __mmask16 in_row(int64_t p, int64_t w) {
   int64_t lo = p < 0 ? -p : 0, hi = w - p < 16 ? w - p : 16;
@@ -105,6 +108,8 @@ __attribute__((target("avx2"))) static int64_t windows_avx2(const float *t, floa
   return ox;
 }
 
+#endif
+
 static void pool_planes(void *ctx, int64_t c0, int64_t c1) {
   const pool_job *j = ctx;
   float t[POOL_ROW_MAX + POOL_ROW_PAD];
@@ -113,22 +118,32 @@ static void pool_planes(void *ctx, int64_t c0, int64_t c1) {
     for (int64_t oy = 0; oy < j->oh; oy++) {
       const float *x = j->x + c * j->h * j->w;
       float *y = j->y + (c * j->oh + oy) * j->ow, *tr = t + j->pl;
+#if PRIMC_X86
       if (j->fast == 2) {
         pool_k3s2_512(j, x, y, oy);
         continue;
       }
+#endif
       int64_t y0 = oy * j->sh - j->pt, n = 0;
       for (int64_t dy = 0; dy < j->kh; dy++) {
         int64_t iy = y0 + dy;
         if (iy < 0 || iy >= j->h) continue;
-        if (j->fast == 1) row_max_avx2(tr, x + iy * j->w, j->w, n == 0);
-        else
-          for (int64_t i = 0; i < j->w; i++) tr[i] = n == 0 ? x[iy * j->w + i] : max_nan(tr[i], x[iy * j->w + i]);
+#if PRIMC_X86
+        if (j->fast == 1) {
+          row_max_avx2(tr, x + iy * j->w, j->w, n == 0);
+          n++;
+          continue;
+        }
+#endif
+        for (int64_t i = 0; i < j->w; i++) tr[i] = n == 0 ? x[iy * j->w + i] : max_nan(tr[i], x[iy * j->w + i]);
         n++;
       }
       if (n == 0)
         for (int64_t i = 0; i < j->w; i++) tr[i] = -INFINITY; /* a window wholly in the padding */
-      int64_t ox = j->fast == 1 ? windows_avx2(t, y, j->ow, j->kw, j->sw) : 0;
+      int64_t ox = 0;
+#if PRIMC_X86
+      if (j->fast == 1) ox = windows_avx2(t, y, j->ow, j->kw, j->sw);
+#endif
       for (; ox < j->ow; ox++) {
         const float *r = t + ox * j->sw;
         float m = r[0];
@@ -151,9 +166,11 @@ int primc_k_maxpool(const int64_t *q, void *const *bufs) {
   j.row = primc_maxpool_row(j.w, j.ow, j.kw, j.sw, j.pl);
   if (!j.row || j.kh < 1 || j.kw < 1 || j.sh < 1 || j.sw < 1) return PRIMC_ERR_ARG;
   /* 2: the AVX-512 3x3/2 kernel; 1: AVX2 rows and windows; 0: scalar */
+#if PRIMC_X86
   j.fast = j.kw == 3 && j.sw == 2 && j.pl == 1 && __builtin_cpu_supports("avx512f") ? 2
            : __builtin_cpu_supports("avx2")                                           ? 1
                                                                                       : 0;
+#endif
   primc_parallel_for(q[0], pool_planes, &j);
   return PRIMC_OK;
 }

@@ -219,6 +219,9 @@ int primc_k_attention(const int64_t *params, void *const *bufs);
 /* whether the fused call beats the stored-scores kernels for Sq queries over Sk keys on this CPU (the
  * fuser asks, per chain); force_fuse(1) or (0) answers that instead (tests), -1 undoes */
 int primc_attention_pays(int64_t sq, int64_t sk);
+/* the same for a CPU that starts zmm_fmas zmm FMAs a cycle (primc_cpu_zmm_fmas(); 0 for one without AVX-512,
+ * which includes every other family: a cross compile asks for 0) */
+int primc_attention_pays_for(int zmm_fmas, int64_t sq, int64_t sk);
 void primc_attention_force_fuse(int on);
 /* AVX-512 tiles when the CPU has them (else plain C); force_generic(1) takes the C rows (tests), -1 undoes */
 int primc_attention_avx512(void);
@@ -467,6 +470,9 @@ int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t
  * primc_sgemm_prepacked returns PRIMC_ERR_ARG when packed_b was packed for another ISA or shape. */
 size_t primc_sgemm_packed_b_size(int64_t N, int64_t K);
 int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed);
+/* the same for the row another ISA runs (a cross compile packs for its target's row: PRIMC_ISA_NEON) */
+size_t primc_sgemm_packed_b_size_isa(int isa, int64_t N, int64_t K);
+int primc_sgemm_pack_b_isa(int isa, int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed);
 int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                           const void *packed_b, float beta, float *C, int64_t ldc, primc_epilogue epi, void *epi_ctx);
 

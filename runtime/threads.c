@@ -1,7 +1,9 @@
 /* runtime/threads.c: the small pthread pool that splits generated kernels' outer loops (no OpenMP). */
 #include "runtime/primc_rt.h"
 
+#if PRIMC_X86
 #include <immintrin.h>
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -56,7 +58,7 @@ static int64_t now_ns(void) {
 }
 
 static void relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
+#if PRIMC_X86
   _mm_pause();
 #endif
 }

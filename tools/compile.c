@@ -229,6 +229,7 @@ static int compile_one(const compile_opts *op) {
     src.path = o.model;
     src.po = (pc_pipeline_opts){.opt_level = o.opt, .unfused = o.unfused};
     src.matmul_precision = o.read.matmul_precision, src.autocast = o.read.autocast, src.mem_limit = o.mem_limit;
+    src.foreign_cpu = o.triple != NULL;
     src.tr = pc_cli_transforms(&o.read);
     io = src.io;
     co.dyn = &spec;
@@ -243,6 +244,7 @@ static int compile_one(const compile_opts *op) {
   }
   g->mem_limit = o.mem_limit;
   g->run_time_dims = n_syms > 0;
+  g->foreign_cpu = o.triple != NULL;
   if (g->status == PC_OK && pc_cli_model_apply(&o.read, g) != PC_OK) {
     pc_graph_free(g);
     return 1;
@@ -305,7 +307,7 @@ static int compile_one(const compile_opts *op) {
     char *mem = pc_memplan_report(g);
     if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);
     free(mem);
-    pc_kernels_print_tuned(g, stdout, tune);
+    pc_kernels_print_target(g, stdout, tune, co.triple);
   }
   pc_autotune_free(tune);
   pc_graph_free(g);

@@ -43,6 +43,8 @@ static const char *conf_help =
     "  --expected FILE    exit 1 when a test listed in FILE (one name a line) does not pass\n"
     "  --compiled [-O0..-O3] [--unfused]  compile each test (passes, LLVM, a shared library) and\n"
     "                     run that instead of the interpreter (default -O2)\n"
+    "  --triple T [--runner CMD]  with --compiled: an executable for target T (linked against\n"
+    "                     the runtime built for it) run through CMD (e.g. qemu-aarch64) on .npy files\n"
     "  --target cuda [--gpu-arch A]  with --compiled: NVRTC-compile the kernels for A (default\n"
     "                     sm_90) and run them on the GPU ($PRIMC_CUDA_DEVICE, else device 0)\n";
 

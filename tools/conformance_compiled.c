@@ -21,6 +21,8 @@ int pc_conf_compiled_flag(int argc, char **argv, int *i, pc_conf_compiled *m) {
   if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) return m->opt_level = a[2] - '0', 1;
   if (!strcmp(a, "--target") && v && (!strcmp(v, "cuda") || !strcmp(v, "cpu"))) return m->cuda = !strcmp(v, "cuda"), ++*i, 1;
   if (!strcmp(a, "--gpu-arch") && v) return m->gpu_arch = v, ++*i, 1;
+  if (!strcmp(a, "--triple") && v) return m->triple = v, ++*i, 1;
+  if (!strcmp(a, "--runner") && v) return m->runner = v, ++*i, 1;
   return 0;
 }
 
@@ -136,6 +138,49 @@ static pc_status run_library(const char *so, const pc_graph *c, const pc_tensor 
   return PC_OK;
 }
 
+/* ---------------------------------------------------------------- an executable for another target */
+
+/* exe (for m->triple) run through m->runner on ins written to dir/inI.npy, its outputs read back from
+ * dir/out/outI.npy (their actual dims: a data-dependent dim as the run gives it); the files are removed */
+static pc_status run_executable(const pc_conf_compiled *m, pc_graph *c, const char *dir, const char *exe,
+                                const pc_tensor *ins, pc_tensor *outs, char *err, size_t errlen) {
+  char path[CC_MAX_IO][1100], out_dir[1100], npy_err[256];
+  if (c->n_inputs > CC_MAX_IO || c->n_outputs > CC_MAX_IO || c->n_inputs > PC_ARGV_MAX - 8)
+    return snprintf(err, errlen, "too many inputs/outputs"), PC_ERR_RANGE;
+  pc_argv a = {.n = 0};
+  pc_argv_add_words(&a, m->runner);
+  pc_argv_add_path(&a, exe);
+  pc_status st = PC_OK;
+  for (int i = 0; i < c->n_inputs && st == PC_OK; i++) {
+    snprintf(path[i], sizeof path[i], "%s/in%d.npy", dir, i);
+    primc_array arr = {(primc_dtype)ins[i].dtype, ins[i].rank, {0}, ins[i].data};
+    memcpy(arr.dims, ins[i].dims, sizeof arr.dims);
+    if (primc_npy_write(path[i], &arr, npy_err, sizeof npy_err) != 0)
+      st = PC_ERR_IO, snprintf(err, errlen, "input %d: %s", i, npy_err);
+    pc_argv_add_path(&a, path[i]);
+  }
+  snprintf(out_dir, sizeof out_dir, "%s/out", dir);
+  pc_argv_add(&a, "-o");
+  pc_argv_add_path(&a, out_dir);
+  if (st == PC_OK && pc_argv_run(c, "running the executable", &a) != PC_OK)
+    st = c->status, snprintf(err, errlen, "%s", pc_error(c));
+  for (int i = 0; i < c->n_outputs; i++) {
+    char o[1200];
+    snprintf(o, sizeof o, "%s/out%d.npy", out_dir, i);
+    primc_array arr = {0};
+    if (st == PC_OK && primc_npy_read(o, &arr, npy_err, sizeof npy_err) != 0)
+      st = PC_ERR_IO, snprintf(err, errlen, "output %d: %s", i, npy_err);
+    else if (st == PC_OK && arr.rank > PC_MAX_RANK)
+      st = PC_ERR_RANGE, snprintf(err, errlen, "output %d: rank %d", i, arr.rank), free(arr.data);
+    else if (st == PC_OK)
+      outs[i] = (pc_tensor){(pc_dtype)arr.dtype, arr.rank, {0}, arr.data}, memcpy(outs[i].dims, arr.dims, sizeof arr.dims);
+    unlink(o);
+  }
+  for (int i = 0; i < c->n_inputs; i++) unlink(path[i]);
+  rmdir(out_dir);
+  return st;
+}
+
 /* ---------------------------------------------------------------- CUDA */
 
 typedef struct cuda_io {
@@ -212,13 +257,16 @@ pc_status pc_conf_compiled_run(const pc_conf_compiled *m, const pc_graph *g, con
     pc_graph_free(c);
     return snprintf(err, errlen, "cannot create a folder in %s", tmp), PC_ERR_IO;
   }
-  snprintf(so, sizeof so, "%s/m.so", dir);
+  snprintf(so, sizeof so, "%s/m.%s", dir, m->triple ? "exe" : "so");
   snprintf(hdr, sizeof hdr, "%s/m.h", dir);
-  pc_codegen_opts co = {.emit = PC_EMIT_LIB, .output = so, .name = "m", .opt_level = m->opt_level,
-                        .target = m->cuda ? PC_TARGET_CUDA : PC_TARGET_CPU, .gpu_arch = m->gpu_arch};
+  pc_codegen_opts co = {.emit = m->triple ? PC_EMIT_EXE : PC_EMIT_LIB, .output = so, .name = "m",
+                        .opt_level = m->opt_level, .target = m->cuda ? PC_TARGET_CUDA : PC_TARGET_CPU,
+                        .gpu_arch = m->gpu_arch, .triple = m->triple};
   if (pc_codegen(c, &co) != PC_OK) {
     st = c->status;
     snprintf(err, errlen, "codegen: %s", pc_error(c));
+  } else if (m->triple) {
+    st = run_executable(m, c, dir, so, ins, outs, err, errlen);
   } else {
     st = m->cuda ? run_cuda_library(so, c, ins, outs, err, errlen) : run_library(so, c, ins, outs, err, errlen);
   }

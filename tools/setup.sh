@@ -8,7 +8,9 @@
 #   bench:  PyPI's torch and torchvision (2.x, torch.compile; several GB), openvino and matplotlib, the benchmark peers
 set -euo pipefail
 
-apt_pkgs=(llvm-19-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev libonnx-dev)
+# gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user: the AArch64 runtime and its tests under emulation
+apt_pkgs=(llvm-19-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev libonnx-dev gcc-aarch64-linux-gnu
+  libc6-dev-arm64-cross qemu-user)
 py_pkgs=(onnx onnxruntime numpy pytest wheel)
 for extra in "$@"; do
   case $extra in

@@ -30,6 +30,7 @@ void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const f
   }
 }
 
+#if PRIMC_X86
 __attribute__((target("avx512f"))) void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res,
                                                           float b, int64_t nb) {
   __m512 vb = _mm512_set1_ps(b), lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
@@ -43,6 +44,7 @@ __attribute__((target("avx512f"))) void primc_cv_epi_row512(const epi_ctx *e, fl
     _mm512_mask_storeu_ps(y + n, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
   }
 }
+#endif
 
 void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
   const epi_ctx *e = ctx;
@@ -51,8 +53,7 @@ void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
     int64_t off = (m0 + m) * ldc + n0;
     float *row = C + m * ldc, *y = e->y + off, b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
     const float *res = e->res ? e->res + off : NULL;
-    if (vec) primc_cv_epi_row512(e, y, row, res, b, nb);
-    else primc_cv_epi_row_scalar(e, y, row, res, b, nb);
+    cv_epi_row(vec, e, y, row, res, b, nb);
   }
 }
 
@@ -64,6 +65,7 @@ int primc_cv_epi_needed(const primc_conv_epi *e) {
 
 /* dst[t] = src[2 t], t < n: 16 outputs from two loads and a permute instead of 16 scalar moves (stride-2
  * convs spend most of their im2col here); reads no element past src[2 n - 2] */
+#if PRIMC_X86
 __attribute__((target("avx512f"))) void primc_cv_copy_stride2_512(float *dst, const float *src, int64_t n) {
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   for (int64_t t = 0; t < n; t += 16, src += 32) {
@@ -72,12 +74,15 @@ __attribute__((target("avx512f"))) void primc_cv_copy_stride2_512(float *dst, co
     _mm512_mask_storeu_ps(dst + t, cv_low_mask(r), _mm512_permutex2var_ps(a, even, b));
   }
 }
+#endif
 
 void primc_cv_copy_strided(float *dst, const float *src, int64_t n, int64_t s) {
   if (s == 1) {
     memcpy(dst, src, (size_t)n * sizeof(float));
+#if PRIMC_X86
   } else if (s == 2 && n >= 8 && primc_sgemm_isa() == PRIMC_ISA_AVX512) {
     primc_cv_copy_stride2_512(dst, src, n);
+#endif
   } else {
     for (int64_t t = 0; t < n; t++) dst[t] = src[t * s];
   }
@@ -85,9 +90,12 @@ void primc_cv_copy_strided(float *dst, const float *src, int64_t n, int64_t s) {
 
 /* ---------------------------------------------------------------- implicit im2col */
 
-/* row k = (c, i, j) of the column matrix, output positions [n0, n0 + nc) */
+#if PRIMC_X86
 __attribute__((target("avx512f,bmi2"))) static void im2col_row512(float *dst, const float *src, int64_t ow, int64_t lo,
                                                                   int64_t hi, int64_t sw);
+#endif
+
+/* row k = (c, i, j) of the column matrix, output positions [n0, n0 + nc) */
 
 void primc_cv_col_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
   const col_src *s = ctx;
@@ -113,10 +121,12 @@ void primc_cv_col_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) 
     if (lo > run) lo = run;
     if (hi > run) hi = run;
     if (hi < lo) hi = lo;
+#if PRIMC_X86
     if (s->vec) { /* masked vector loads: no libc call per output row */
       im2col_row512(d, row + off + x * sw, run, lo, hi, sw);
       continue;
     }
+#endif
     memset(d, 0, (size_t)lo * sizeof(float));
     if (hi > lo) {
       primc_cv_copy_strided(d + lo, row + off + (x + lo) * sw, hi - lo, sw);
@@ -128,6 +138,7 @@ void primc_cv_col_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) 
 /* ---------------------------------------------------------------- explicit im2col */
 
 /* col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy * sh - pt + i * dh][ox * sw - pl + j * dw], 0 outside */
+#if PRIMC_X86
 /* one im2col row of ow outputs, stride 1 or 2: dst[t] = src[t * sw] for lo <= t < hi, else 0; 16 outputs
  * per masked load (two and a permute for stride 2) and store; no element outside [lo, hi) is read */
 __attribute__((target("avx512f,bmi2"))) static void im2col_row512(float *dst, const float *src, int64_t ow, int64_t lo,
@@ -185,14 +196,17 @@ __attribute__((target("avx512f"))) static void im2col_gather512(const primc_conv
     }
   }
 }
+#endif
 
 static void im2col_rows(const primc_conv2d *p, const float *x, int64_t cg, int64_t oh, int64_t ow, float *col) {
+  int64_t sw = p->stride_w;
+#if PRIMC_X86
   if (cv_use_avx512() && gather_fits(p, oh, ow)) {
     im2col_gather512(p, x, cg, oh, ow, col);
     return;
   }
-  int64_t sw = p->stride_w;
   int vec = cv_use_avx512() && (sw == 1 || sw == 2);
+#endif
   for (int64_t c = 0; c < cg; c++)
     for (int64_t i = 0; i < p->kh; i++)
       for (int64_t jx = 0; jx < p->kw; jx++) {
@@ -204,10 +218,12 @@ static void im2col_rows(const primc_conv2d *p, const float *x, int64_t cg, int64
           int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
           const float *src = x + (c * p->h + ih) * p->w + off;
           int64_t t = 0;
+#if PRIMC_X86
           if (vec) {
             im2col_row512(col, src, ow, ih >= 0 && ih < p->h ? lo : 0, ih >= 0 && ih < p->h ? hi : 0, sw);
             continue;
           }
+#endif
           if (ih >= 0 && ih < p->h) {
             for (; t < lo; t++) col[t] = 0.0f;
             if (sw == 1) {
@@ -246,6 +262,7 @@ void primc_cv_im2col_par(const primc_conv2d *p, const float *x, int64_t cg, int6
 
 /* ---------------------------------------------------------------- C^T tiles back to channel rows */
 
+#if PRIMC_X86
 /* Pixels [0, mb) x channels [0, nb) of a C^T tile (rows ldc apart) into y's channel rows from pixel m0
  * on (e at the tile's first channel): 16 x 16 blocks through one in-register transpose, each channel's
  * 16 pixels then one vector for bias, residual, SiLU and clamp and one store. A scalar gather down C^T's
@@ -275,4 +292,4 @@ __attribute__((target("avx512f"))) void primc_cv_ct_store(const epi_ctx *e, int6
     }
   }
 }
-
+#endif

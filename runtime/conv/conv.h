@@ -2,10 +2,13 @@
 #ifndef PRIMC_CONV_INTERNAL_H
 #define PRIMC_CONV_INTERNAL_H
 
-#include "runtime/avx512.h"
 #include "runtime/primc_rt.h"
 
+#if PRIMC_X86
+#include "runtime/avx512.h"
+
 #include <immintrin.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 
@@ -26,9 +29,11 @@ static inline int cv_overlaps(const float *a, int64_t na, const float *b, int64_
 
 static inline int cv_use_avx512(void) { return primc_sgemm_isa() == PRIMC_ISA_AVX512; }
 
+#if PRIMC_X86
 static inline __mmask16 cv_low_mask(int64_t n) {
   return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
+#endif
 
 /* ---------------------------------------------------------------- the rows */
 
@@ -87,6 +92,7 @@ static inline float cv_siluf(float v) { return v / (1.0f + expf(-v)); }
  * loops it ran slower) */
 void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
 
+#if PRIMC_X86
 /* e^x to about 2e-7 relative: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r, scaled by 2^n */
 __attribute__((target("avx512f"))) static inline __m512 cv_exp512(__m512 x) {
   x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
@@ -109,6 +115,20 @@ __attribute__((target("avx512f"))) static inline __m512 cv_silu512(__m512 v) {
 }
 
 void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
+#endif
+
+/* one row of the epilogue: AVX-512 when vec (cv_use_avx512()), else plain C */
+static inline void cv_epi_row(int vec, const epi_ctx *e, float *y, const float *c, const float *res, float b,
+                              int64_t nb) {
+#if PRIMC_X86
+  if (vec) {
+    primc_cv_epi_row512(e, y, c, res, b, nb);
+    return;
+  }
+#endif
+  (void)vec;
+  primc_cv_epi_row_scalar(e, y, c, res, b, nb);
+}
 /* primc_epilogue over a tile of C (rows are output channels, columns pixels) */
 void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb);
 int primc_cv_epi_needed(const primc_conv_epi *e);
@@ -131,6 +151,7 @@ static inline epi_ctx cv_epi_at(const epi_ctx *e, int64_t ch, int64_t P) {
   return c;
 }
 
+#if PRIMC_X86
 /* pixels [0, mb) x channels [0, nb) of a C^T tile (rows ldc apart) into y's channel rows from pixel m0 on,
  * through the epilogue (AVX-512) */
 void primc_cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb);
@@ -138,6 +159,7 @@ void primc_cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc
 /* ---------------------------------------------------------------- copies and im2col */
 
 void primc_cv_copy_stride2_512(float *dst, const float *src, int64_t n);
+#endif
 void primc_cv_copy_strided(float *dst, const float *src, int64_t n, int64_t s);
 
 typedef struct col_src {
@@ -184,6 +206,7 @@ typedef struct dwl_geo {
 } dwl_geo;
 dwl_geo primc_cv_dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow);
 
+#if PRIMC_X86
 /* Where a band's tile rows come from: the input planes, transposed (plain), or made by the first conv of
  * a fused pair from its own input (pair.c). make writes input row ih's columns [0, n) of the source's 16
  * channels at dst[column][16]. */
@@ -202,5 +225,6 @@ typedef struct dwl_src {
 /* the depthwise conv of 16 channels [c0, c0 + nch) of image n, output rows [oy_b, oy_e), input rows by src */
 void primc_cv_dwl_item(const dw_job *j, int64_t n, int64_t c0, int nch, const dwl_src *src, int64_t oy_b,
                        int64_t oy_e);
+#endif
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#if PRIMC_X86
 __attribute__((target("avx512f"))) static void axpy512(float *y, const float *x, float a, int64_t n) {
   __m512 va = _mm512_set1_ps(a);
   int64_t i = 0;
@@ -12,6 +13,7 @@ __attribute__((target("avx512f"))) static void axpy512(float *y, const float *x,
     _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
   }
 }
+#endif
 
 static void axpy_strided(float *y, const float *x, int64_t sx, float a, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] += a * x[i * sx];
@@ -39,16 +41,18 @@ static void dw_plane(const dw_job *j, int64_t plane) {
         if (hi <= lo) continue;
         const float *xr = x + ih * p->w + off + lo * sw;
         float wv = w[i * p->kw + jx];
-        if (sw == 1 && j->vec)
+#if PRIMC_X86
+        if (sw == 1 && j->vec) {
           axpy512(yr + lo, xr, wv, hi - lo);
-        else
-          axpy_strided(yr + lo, xr, sw, wv, hi - lo);
+          continue;
+        }
+#endif
+        axpy_strided(yr + lo, xr, sw, wv, hi - lo);
       }
     }
     epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
     float *dst = out + oy * j->ow;
-    if (j->vec) primc_cv_epi_row512(&e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
-    else primc_cv_epi_row_scalar(&e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
+    cv_epi_row(j->vec, &e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
   }
 }
 
@@ -58,6 +62,7 @@ static void dw_plane(const dw_job *j, int64_t plane) {
  * (a: elements 0..15 of a load, b: 16..31 for stride 2), which outputs exist (st), and where tap jx's
  * first load starts in a source row (col): the borders run the same vector code as the interior,
  * padding read as zeros */
+#if PRIMC_X86
 typedef struct dw_masks {
   __mmask16 a[DW_MAX_KW][4], b[DW_MAX_KW][4], st[4];
   int64_t col[DW_MAX_KW];
@@ -125,11 +130,13 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
   }
   _mm512_mask_storeu_ps(o->dst + 16 * c, m, v);
 }
+#endif
 
 /* rows of zeros that taps above or below the input read instead of branching per row: only lanes whose
  * column exists are loaded, so DW_ZERO_ROW floats serve any input up to that width */
 #define DW_ZERO_ROW 4096
 #define DW_SPLIT_FLOATS 32768 /* stride 2: a plane split into even and odd columns, on the stack */
+#if PRIMC_X86
 static const float dw_zero_row[DW_ZERO_ROW] __attribute__((aligned(64)));
 
 /* outputs [ox, ox + 16 CH) (those in m->st) of R rows from oy, R * CH <= 8 vectors side by side in
@@ -219,6 +226,7 @@ __attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int6
   for (int64_t oy = 0; !fused && oy < j->oh; oy++)
     primc_cv_epi_row512(&e, out + oy * ow, acc + oy * ow, res ? res + oy * ow : NULL, b, ow);
 }
+#endif
 
 /* Stride 1 with ow == w: output element p = oy*w + ox reads input p + (i dil_h - pad_t) w + (j dil_w - pad_l),
  * so a plane is one flat row of vectors, none wasted at row ends (a 7x7 plane is 4 vectors, not 7 rows of
@@ -228,12 +236,14 @@ __attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int6
 #define DW_FLAT_MASKS 2048
 #define DW_FLAT_TAPS 64
 
+#if PRIMC_X86
 typedef struct dw_flat {
   const dw_job *j;
   int64_t off[DW_FLAT_TAPS];     /* input offset of each tap */
   __mmask16 m[DW_FLAT_MASKS];    /* [vector - v0][tap] */
   int64_t v0, nv, taps, nvalid; /* nvalid: output elements of a plane */
 } dw_flat;
+#endif
 
 static int dw_flat_ok(const primc_conv2d *p, int64_t ow) {
   int64_t lim = 1 << 24; /* the masks compute rows and columns in 32-bit lanes */
@@ -241,6 +251,7 @@ static int dw_flat_ok(const primc_conv2d *p, int64_t ow) {
          p->w < lim && p->pad_t < lim && p->pad_l < lim && p->kh * p->dil_h < lim && p->kw * p->dil_w < lim;
 }
 
+#if PRIMC_X86
 /* bit l of row[i] / col[jx]: lane l of vector v reads an existing input row / column at that tap
  * (lanes' output rows and columns in vectors, one division per vector: this runs for every vector of
  * a plane once per conv, as much work as the conv itself when it has few channels) */
@@ -329,6 +340,7 @@ __attribute__((target("avx512f"))) static void dw_flat_range(const dw_job *j, in
     primc_cv_epi_row512(&ec, j->y + off, j->acc + off, j->e->res ? j->e->res + off : NULL, bias, f.nvalid);
   }
 }
+#endif
 
 /* Depthwise convs with 16 channels in the vector lanes, for planes whose rows fill vectors poorly: a
  * 7-wide output row fills 7 of 16 lanes, and at stride 2 each of its taps costs two loads and a
@@ -349,6 +361,7 @@ dwl_geo primc_cv_dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
   return g;
 }
 
+#if PRIMC_X86
 __attribute__((target("avx512f"))) static void dwl_plain_row(const dwl_src *s, int64_t ih, int64_t n, float *dst) {
   for (int64_t q = 0; q < n; q += 16)
     primc_tr16_part(s->x + ih * s->w + q, s->hw, s->nch, (int)(n - q < 16 ? n - q : 16), dst + q * 16, 16);
@@ -412,12 +425,14 @@ dwl_pixels(const dwl_ctx *d, const float *tile, int64_t oy, int64_t ox, float *o
   }
   dwl_out(d, a, out, NB);
 }
+#endif
 
 /* the kernels dwl_band_cols runs: 3 or 5 taps across, dilation 1 across, stride 1 or 2 across */
 int primc_cv_dwl_cols_ok(const primc_conv2d *p) {
   return (p->kw == 3 || p->kw == 5) && p->dil_w == 1 && (p->stride_w == 1 || p->stride_w == 2);
 }
 
+#if PRIMC_X86
 /* Stride S across, dilation 1, KW taps across: each input column of a tile row is loaded once for the
  * outputs that read it (10 loads for 8 stride-1 outputs of a 3x3 row, where dwl_pixels loads 24).
  * With HOIST (3x3, the same stride down) all 9 weights stay in registers for the band, else a row's
@@ -529,7 +544,9 @@ __attribute__((target("avx512f"))) void primc_cv_dwl_item(const dw_job *j, int64
     primc_cv_epi_row512(&ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL, bias[l], (oy_e - oy_b) * j->ow);
   }
 }
+#endif
 
+#if PRIMC_X86
 /* dwl_range's items: (image, block of 16 channels) */
 static int64_t dwl_items(const primc_conv2d *p) { return p->n * ((p->c + 15) / 16); }
 
@@ -545,6 +562,7 @@ __attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, i
     primc_cv_dwl_item(j, n, c0, src.nch, &src, 0, j->oh);
   }
 }
+#endif
 
 /* ---------------------------------------------------------------- the rows */
 
@@ -564,9 +582,13 @@ int primc_cv_dwl_fits(const primc_conv2d *p, const primc_conv2d *next) {
 }
 
 int primc_cv_dwl_run(const cv_call *c) {
+#if PRIMC_X86
   dw_job j = dw_job_of(c);
   primc_parallel_for(dwl_items(c->p), dwl_range, &j);
   return PRIMC_OK;
+#else
+  return PRIMC_ERR_ARG; /* an AVX-512 row: never planned here */
+#endif
 }
 
 int primc_cv_dw_flat_fits(const primc_conv2d *p, const primc_conv2d *next) {
@@ -574,12 +596,18 @@ int primc_cv_dw_flat_fits(const primc_conv2d *p, const primc_conv2d *next) {
   return dw_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && dw_flat_ok(p, ow);
 }
 
+#if PRIMC_X86
 __attribute__((target("avx512f"))) static void dw_flat_items(void *ctx, int64_t b, int64_t e) { dw_flat_range(ctx, b, e); }
+#endif
 
 int primc_cv_dw_flat_run(const cv_call *c) {
+#if PRIMC_X86
   dw_job j = dw_job_of(c);
   primc_parallel_for(c->p->n * c->p->c, dw_flat_items, &j);
   return PRIMC_OK;
+#else
+  return PRIMC_ERR_ARG;
+#endif
 }
 
 /* stride 1 or 2 across, kernels up to DW_MAX_KW wide, rows within the zero row */
@@ -589,6 +617,7 @@ int primc_cv_dw_rows_fits(const primc_conv2d *p, const primc_conv2d *next) {
          p->kw <= DW_MAX_KW && p->w <= DW_ZERO_ROW && ow <= DW_ZERO_ROW;
 }
 
+#if PRIMC_X86
 __attribute__((target("avx512f"))) static void dw_rows_items(void *ctx, int64_t b, int64_t e) {
   const dw_job *j = ctx;
   const primc_conv2d *p = j->p;
@@ -607,11 +636,16 @@ __attribute__((target("avx512f"))) static void dw_rows_items(void *ctx, int64_t 
   }
   for (int64_t i = b; i < e; i++) dw_plane512(j, i, ms, s2 ? split : NULL, wp);
 }
+#endif
 
 int primc_cv_dw_rows_run(const cv_call *c) {
+#if PRIMC_X86
   dw_job j = dw_job_of(c);
   primc_parallel_for(c->p->n * c->p->c, dw_rows_items, &j);
   return PRIMC_OK;
+#else
+  return PRIMC_ERR_ARG;
+#endif
 }
 
 int primc_cv_dw_plane_fits(const primc_conv2d *p, const primc_conv2d *next) { return dw_plain(p); }

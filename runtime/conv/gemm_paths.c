@@ -128,8 +128,7 @@ static void direct_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0
       int64_t off = (m0 + m) * d->oh * d->ow + oy * d->ow + (q0 - oy * d->wp);
       const float *c = C + m * ldc + (q0 - n0), *res = e->res ? e->res + off : NULL;
       float b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
-      if (vec) primc_cv_epi_row512(e, e->y + off, c, res, b, q1 - q0);
-      else primc_cv_epi_row_scalar(e, e->y + off, c, res, b, q1 - q0);
+      cv_epi_row(vec, e, e->y + off, c, res, b, q1 - q0);
     }
   }
 }
@@ -173,11 +172,13 @@ typedef struct lanes_epi {
 static void lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
   const lanes_epi *d = ctx;
   const epi_ctx *e = &d->e;
+#if PRIMC_X86
   if (cv_use_avx512()) {
     epi_ctx en = cv_epi_at(e, n0, d->P);
     primc_cv_ct_store(&en, d->P, C, ldc, m0, mb, nb);
     return;
   }
+#endif
   float tmp[64];
   for (int64_t o = 0; o < nb; o++)
     for (int64_t p0 = 0; p0 < mb; p0 += 64) {

@@ -23,6 +23,7 @@
 #define DL_MAX_KW 16            /* kernel columns: a tile's runs of them are planned on the stack */
 #define DL_AVX __attribute__((target("avx512f")))
 
+#if PRIMC_X86
 typedef struct dl_src {
   const float *x;     /* the tile's pixel 0 at its first tap: first channel, kernel row and column read */
   int64_t cs, rs, js; /* pitch of a channel, a kernel row and a kernel column in x (dilation included) */
@@ -72,6 +73,7 @@ DL_DEF(8) DL_DEF(9) DL_DEF(10) DL_DEF(11) DL_DEF(12) DL_DEF(13) DL_DEF(14)
 static void (*const dl_tab[DL_R][2])(const dl_src *, float *, int) = {
     DL_ROW(1), DL_ROW(2), DL_ROW(3),  DL_ROW(4),  DL_ROW(5),  DL_ROW(6),  DL_ROW(7),
     DL_ROW(8), DL_ROW(9), DL_ROW(10), DL_ROW(11), DL_ROW(12), DL_ROW(13), DL_ROW(14)};
+#endif
 
 static int dl_shape(const primc_conv2d *p, int64_t ow) {
   return p->groups == 1 && !cv_is_depthwise(p) && (p->stride_w == 1 || p->stride_w == 2) && ow * DL_NR <= DL_BAND_FLOATS &&
@@ -94,6 +96,7 @@ int primc_conv2d_pack_lanes(const primc_conv2d *p, const float *w, float *dst) {
   return PRIMC_OK;
 }
 
+#if PRIMC_X86
 typedef struct dl_job {
   const primc_conv2d *p;
   int64_t oh, ow, nob, bands; /* bands: of output rows, each with its sums on the stack */
@@ -232,6 +235,7 @@ static void dl_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *
   dl_job j = {p, oh, ow, nob, (oh + rows - 1) / rows, dl_band_major(p, nob), x, w, *c, oh * ow};
   primc_parallel_for(j.nob * j.bands, dl_range, &j);
 }
+#endif
 
 /* ---------------------------------------------------------------- the rows */
 
@@ -246,11 +250,15 @@ int primc_cv_dl_fits(const primc_conv2d *p, const primc_conv2d *next) {
 
 /* writes y row by row from its epilogue, reading x throughout */
 int primc_cv_dl_run(const cv_call *k) {
+#if PRIMC_X86
   for (int64_t n = 0; n < k->p->n; n++) {
     epi_ctx c = cv_image_epi(k, n);
     dl_conv(k->p, k->oh, k->ow, cv_image_x(k, n), k->w, &c);
   }
   return PRIMC_OK;
+#else
+  return PRIMC_ERR_ARG; /* an AVX-512 row: never planned here */
+#endif
 }
 
 /* The lanes layout on any CPU: a plain loop over [o / 32][c kh kw][32], so that weights packed for the

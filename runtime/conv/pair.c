@@ -18,6 +18,7 @@
  * whose inner loop is the taps, stays at 8) */
 #define PWL_NB 16
 
+#if PRIMC_X86
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
 pwl_store(const dwl_src *s, __m512 *a, float *dst, const int NB) {
 #pragma GCC unroll 16
@@ -106,6 +107,8 @@ __attribute__((target("avx512f"))) static void cl_row(const dwl_src *s, int64_t 
   for (; c < n; c++) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 1, 0);
 }
 
+#endif
+
 static int pair_can(const primc_conv2d *pw, const primc_conv_epi *e1, const primc_conv2d *dw) {
   int64_t oh, ow;
   if (!pw || !dw || !primc_cv_valid(pw) || !primc_cv_valid(dw) || pw->groups != 1 || !cv_is_depthwise(dw)) return 0;
@@ -130,6 +133,7 @@ typedef struct then_dw_job {
   int part_major; /* items part by part: each thread on its own rows of every block */
 } then_dw_job;
 
+#if PRIMC_X86
 __attribute__((target("avx512f"))) static void then_dw_range(void *ctx, int64_t b, int64_t e) {
   const then_dw_job *j = ctx;
   const primc_conv2d *pw = j->pw;
@@ -152,12 +156,14 @@ __attribute__((target("avx512f"))) static void then_dw_range(void *ctx, int64_t 
     primc_cv_dwl_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
   }
 }
+#endif
 
 int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
                              const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
-  primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
   /* the AVX-512 check is the row's ISA: without it the caller runs the two convs by their own rows */
-  if (!cv_use_avx512() || !pair_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
+  if (!PRIMC_X86 || !cv_use_avx512() || !pair_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
+#if PRIMC_X86
+  primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
   int64_t oh, ow;
   primc_conv2d_out_hw(dw, &oh, &ow);
   int64_t nx = pw->n * pw->c * pw->h * pw->w, ny = dw->n * dw->o * oh * ow;
@@ -181,6 +187,7 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
   then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, 1}, pw, x, w1, e1, parts, part_major};
   primc_parallel_for(blocks * parts, then_dw_range, &j);
   return PRIMC_OK;
+#endif
 }
 
 /* ---------------------------------------------------------------- the row */

@@ -111,6 +111,7 @@ static void wino_in_tile(float rows[4][WINO_ROW], int64_t tx, float v[16]) {
 }
 
 /* the same for 16 tiles [tx0, tx0 + 16) at once: even and odd columns split by permutes */
+#if PRIMC_X86
 __attribute__((target("avx512f"))) static void wino_in16(float rows[4][WINO_ROW], int64_t tx0, float *v, int64_t xs,
                                                          __mmask16 m) {
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -134,18 +135,24 @@ __attribute__((target("avx512f"))) static void wino_in16(float rows[4][WINO_ROW]
   }
 }
 
+#endif
+
 /* V[xi][c][t] = (B^T d B)[xi] for every tile t of channels [c0, c1) */
 static void wino_input(void *ctx, int64_t c0, int64_t c1) {
   const wino_job *j = ctx;
   int64_t T = j->g.t, xs = j->p->c * T; /* floats from one xi's matrix to the next */
+#if PRIMC_X86
   int vec = cv_use_avx512();
+#endif
   float rows[4][WINO_ROW];
   for (int64_t c = c0; c < c1; c++)
     for (int64_t ty = 0; ty < j->g.ty; ty++) {
       wino_rows(j, c, ty, rows);
       float *v = j->v + c * T + ty * j->g.tx;
       int64_t tx = 0;
+#if PRIMC_X86
       for (; vec && tx < j->g.tx; tx += 16) wino_in16(rows, tx, v + tx, xs, cv_low_mask(j->g.tx - tx));
+#endif
       for (; tx < j->g.tx; tx++) {
         float t[16];
         wino_in_tile(rows, tx, t);
@@ -166,6 +173,7 @@ static void wino_gemms(void *ctx, int64_t x0, int64_t x1) {
 }
 
 /* the 2x2 outputs A^T m A of 16 tiles [tx0, tx0 + 16), interleaved into two output rows */
+#if PRIMC_X86
 __attribute__((target("avx512f"))) static void wino_out16(const float *mt, int64_t xs, __mmask16 msk, float *row0,
                                                           float *row1) {
   const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
@@ -185,6 +193,8 @@ __attribute__((target("avx512f"))) static void wino_out16(const float *mt, int64
   }
 }
 
+#endif
+
 /* y tiles of channels [o0, o1) = A^T M A, then the epilogue on each output row */
 static void wino_output(void *ctx, int64_t o0, int64_t o1) {
   const wino_job *j = ctx;
@@ -197,8 +207,10 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
     for (int64_t ty = 0; ty < j->g.ty; ty++) {
       const float *mt = j->m + o * T + ty * j->g.tx;
       int64_t tx = 0;
+#if PRIMC_X86
       for (; vec && tx < j->g.tx; tx += 16)
         wino_out16(mt + tx, xs, cv_low_mask(j->g.tx - tx), out[0] + 2 * tx, out[1] + 2 * tx);
+#endif
       for (; tx < j->g.tx; tx++) {
         float m[4][4], s2[2][4];
         for (int xi = 0; xi < 16; xi++) m[xi / 4][xi % 4] = mt[xi * xs + tx];
@@ -211,8 +223,7 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
       for (int i = 0; i < 2 && 2 * ty + i < j->oh; i++) {
         int64_t off = (o * j->oh + 2 * ty + i) * ow;
         const float *res = e->res ? e->res + off : NULL;
-        if (vec) primc_cv_epi_row512(e, e->y + off, out[i], res, b, ow);
-        else primc_cv_epi_row_scalar(e, e->y + off, out[i], res, b, ow);
+        cv_epi_row(vec, e, e->y + off, out[i], res, b, ow);
       }
     }
   }

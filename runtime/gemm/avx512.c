@@ -1,5 +1,7 @@
 /* runtime/gemm/avx512.c: the AVX512 row: 14 x 32 register tiles on zmm, the fused (and compacting) store, dot, transposes for packing. */
 #include "runtime/gemm/gemm.h"
+
+#if PRIMC_X86
 #include "runtime/avx512.h"
 
 #include <immintrin.h>
@@ -178,3 +180,11 @@ AVX512 void primc_gm_pack_a_avx512(const float *a, int64_t ars, int64_t mr, int6
   for (int64_t k = 0; k < kc; k += 16)
     primc_tr16_part(a + k, ars, (int)mr, (int)min64(16, kc - k), dst + k * mr, mr);
 }
+
+#else
+/* not x86: the AVX512 row never runs here (its ISA is never covered), but the row table names it */
+void primc_gm_kern_avx512(const kargs *g, int mr) { __builtin_trap(); }
+float primc_gm_dot_avx512(const float *x, const float *y, int64_t n) { __builtin_trap(); }
+void primc_gm_trans16_avx512(const float *src, int64_t ld, float *dst, int64_t ldd) { __builtin_trap(); }
+void primc_gm_pack_a_avx512(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst) { __builtin_trap(); }
+#endif

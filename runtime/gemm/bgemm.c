@@ -72,8 +72,8 @@ static int row_runs(int r) {
   switch (rows[r].needs) {
   case NEED_AMX: return primc_bg_has_amx();
   case NEED_AVX512BF16: return primc_bg_has_avx512bf16();
-  case NEED_AVX512: return primc_sgemm_isa() >= PRIMC_ISA_AVX512;
-  case NEED_AVX2: return primc_sgemm_isa() >= PRIMC_ISA_AVX2;
+  case NEED_AVX512: return primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
+  case NEED_AVX2: return primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2);
   default: return 1;
   }
 }

@@ -97,7 +97,7 @@ typedef void (*dg_tile_fn)(const dg_args *g, int64_t i, int64_t j, int64_t k0, i
 /* the tile this CPU runs, and its rows */
 static dg_tile_fn dg_pick(int *mr) {
 #if defined(__x86_64__)
-  if (primc_sgemm_isa() >= PRIMC_ISA_AVX2) return *mr = 6, dg_tile_avx2;
+  if (primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2)) return *mr = 6, dg_tile_avx2;
 #endif
   return *mr = 4, dg_tile_any;
 }

@@ -44,7 +44,11 @@ static size_t packed_bytes(int64_t nr, int64_t N, int64_t K) {
   return sizeof(packed_hdr) + (size_t)(cdiv(N, nr) * nr * K) * sizeof(float);
 }
 
-size_t primc_sgemm_packed_b_size(int64_t N, int64_t K) { return packed_bytes(primc_gm_row()->nr, N, K); }
+size_t primc_sgemm_packed_b_size(int64_t N, int64_t K) { return primc_sgemm_packed_b_size_isa(primc_sgemm_isa(), N, K); }
+
+size_t primc_sgemm_packed_b_size_isa(int isa, int64_t N, int64_t K) {
+  return isa >= 0 && isa < PRIMC_ISA_COUNT ? packed_bytes(primc_gm_row_for(isa)->nr, N, K) : 0;
+}
 
 /* whether h is a header primc_sgemm_pack_b writes for an N x K B on some ISA: a weights file may have
  * been altered, and the ISA, panel width and K block decide where every later read goes */
@@ -70,10 +74,17 @@ int primc_sgemm_packed_check(const void *packed_b, size_t avail, int64_t N, int6
 
 /* for each K block at k0: panels of the whole width, panel p at [k0 * n_panels * NR + p * kc * NR] */
 int primc_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed) {
-  if (!packed || ((uintptr_t)packed & 63) || N < 0 || K < 0 || (N && K && (!B || ldb < (trans_b ? K : N))))
+  return primc_sgemm_pack_b_isa(primc_sgemm_isa(), trans_b, N, K, B, ldb, packed);
+}
+
+/* the panels need no code of the row's ISA (a row without trans16 packs B^T in plain C): any machine packs them */
+int primc_sgemm_pack_b_isa(int isa_id, int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, void *packed) {
+  if (!packed || ((uintptr_t)packed & 63) || N < 0 || K < 0 || (N && K && (!B || ldb < (trans_b ? K : N))) ||
+      isa_id < 0 || isa_id >= PRIMC_ISA_COUNT)
     return PRIMC_ERR_ARG;
-  int isa_id = primc_sgemm_isa();
   const gm_row *kr = primc_gm_row_for(isa_id);
+  gm_row plain = {.nr = kr->nr, .kc = kr->kc}; /* another family's row: its panels by plain C copies */
+  if (!primc_isa_covers(primc_sgemm_isa(), kr->isa)) kr = &plain;
   int64_t kcb = k_block(kr, K);
   packed_hdr h = {.magic = PACKED_MAGIC, .isa = isa_id, .nr = kr->nr, .kc = (int32_t)kcb, .n = N, .k = K};
   memcpy(packed, &h, sizeof h);

@@ -12,7 +12,7 @@ const gm_row primc_gm_rows[PRIMC_GEMM_ROW_COUNT] = {
 #undef PRIMC_GEMM_ROW
 };
 
-_Static_assert(PRIMC_GEMM_ROW_COUNT == 3, "a row per ISA: AVX512, AVX2, SCALAR");
+_Static_assert(PRIMC_GEMM_ROW_COUNT == 4, "a row per ISA: AVX512, AVX2, NEON, SCALAR");
 #define PRIMC_GEMM_ROW(id, nm, is, m, n, ...)                                                                          \
   _Static_assert((m) <= MR_MAX && NC_MAX % (n) == 0, "row " nm ": tile within the driver's buffers");
 #include "runtime/gemm/gemm_rows.def"

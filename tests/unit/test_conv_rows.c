@@ -142,7 +142,8 @@ static int run_one(int row, int s, int want_row) {
 
 /* the row where the running CPU lacks what the row needs: its fallback chain's end */
 static int fallback_of(int row) {
-  while (primc_sgemm_isa() < primc_conv_row_isa(row) && primc_conv_row_fallback(row) != row) row = primc_conv_row_fallback(row);
+  while (!primc_isa_covers(primc_sgemm_isa(), primc_conv_row_isa(row)) && primc_conv_row_fallback(row) != row)
+    row = primc_conv_row_fallback(row);
   return row;
 }
 
@@ -161,7 +162,7 @@ static void check_pair(void) {
   ref_conv(&dw, mid, w2, b2, res, EPI_RES_RELU6, r);
   primc_conv_epi e1 = {b1, 1, NULL, -0.25f, 6.0f, 1}, e2 = {b2, 1, res, 0.0f, 6.0f, 0};
   int st = primc_conv2d_then_dw_f32(&pw, x, w1, &e1, &dw, w2, &e2, y);
-  if (primc_sgemm_isa() < primc_conv_row_isa(PRIMC_CONV_ROW_PAIR_DW)) {
+  if (!primc_isa_covers(primc_sgemm_isa(), primc_conv_row_isa(PRIMC_CONV_ROW_PAIR_DW))) {
     /* PRIMC_ERR_ARG before anything is written: primc_k_conv_pair then runs each conv's own row */
     CHECK_INT(st, PRIMC_ERR_ARG);
     CHECK_INT(primc_conv_plan_pair(&pw, &dw), 0);
@@ -182,9 +183,10 @@ static void check_row(int row) {
     check_pair();
     return;
   }
-  int fits = 0, best = primc_sgemm_isa(), missing = best < primc_conv_row_isa(row);
-  for (int isa = PRIMC_ISA_SCALAR; isa <= best; isa++) {
-    if (missing ? isa != best : isa < primc_conv_row_isa(row)) continue; /* a fallback once, on the CPU's ISA */
+  int fits = 0, best = primc_sgemm_isa(), missing = !primc_isa_covers(best, primc_conv_row_isa(row));
+  for (int isa = PRIMC_ISA_SCALAR; isa < PRIMC_ISA_COUNT; isa++) {
+    /* a fallback once, on the CPU's ISA; else every ISA this CPU runs that covers the row's */
+    if (missing ? isa != best : !primc_isa_covers(isa, primc_conv_row_isa(row)) || !primc_isa_covers(best, isa)) continue;
     if (primc_sgemm_force_isa(isa) != 0) continue;
     for (int s = 0; s < N_SHAPES; s++) fits += run_one(row, s, fallback_of(row));
   }
@@ -206,7 +208,7 @@ PC_TEST(conv_rows_table) {
     int f = primc_conv_row_fallback(r), lr = primc_conv_row_layout(r), lf = primc_conv_row_layout(f);
     CHECK_MSG(primc_conv_row_find(primc_conv_row_name(r)) == r, "row %d's name %s", r, primc_conv_row_name(r));
     CHECK_MSG(lr == lf, "%s falls back to %s, which reads other weights", primc_conv_row_name(r), primc_conv_row_name(f));
-    CHECK_MSG(primc_conv_row_isa(f) <= primc_conv_row_isa(r), "%s's fallback needs more", primc_conv_row_name(r));
+    CHECK_MSG(primc_isa_covers(primc_conv_row_isa(r), primc_conv_row_isa(f)), "%s's fallback needs more", primc_conv_row_name(r));
     CHECK_MSG(primc_conv_row_class(f) == primc_conv_row_class(r), "%s's fallback is of another class", primc_conv_row_name(r));
     CHECK_MSG(f == r || primc_conv_row_isa(r) > PRIMC_ISA_SCALAR || primc_conv_row_fallback(f) == f,
               "%s's fallback chain is longer than one", primc_conv_row_name(r));

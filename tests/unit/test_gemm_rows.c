@@ -139,3 +139,30 @@ PC_TEST(gemm_rows_table) {
   CHECK_INT(primc_sgemm_mr(), primc_gemm_row_mr(active));
   CHECK_INT(primc_sgemm_packed_b_size(nr + 1, 3), 64 + 2 * nr * 3 * sizeof(float));
 }
+
+/* Panels packed for every row's ISA, on whatever machine runs the test (a cross compile packs a NEON target's
+ * weights on x86): each passes the header check and multiplies right through primc_sgemm_prepacked_any, directly
+ * where the ISA is the running one's, else read out of the panels row by row. Sizes and tile edges vary. */
+PC_TEST(gemm_pack_for_any_isa) {
+  const int64_t shapes[][3] = {{5, 37, 300}, {13, 8, 1}, {1, 33, 517}};
+  float *c = malloc(sizeof(float) * 13 * 37);
+  for (int r = 0; r < PRIMC_GEMM_ROW_COUNT; r++) {
+    int isa = primc_gemm_row_isa(r), ok = 1;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes && ok; s++)
+      for (int tb = 0; tb < 2 && ok; tb++) {
+        int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        prob p = prob_make(M, N, K, 0, tb);
+        size_t bytes = primc_sgemm_packed_b_size_isa(isa, N, K), checked = 0;
+        void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        ok = CHECK_MSG(bytes >= (size_t)(N * K) * sizeof(float), "%s: %zu bytes", primc_gemm_row_name(r), bytes) &&
+             CHECK_INT(primc_sgemm_pack_b_isa(isa, tb, N, K, p.b, p.ldb, packed), PRIMC_OK) &&
+             CHECK_INT(primc_sgemm_packed_check(packed, bytes, N, K, &checked), PRIMC_OK) && CHECK(checked == bytes) &&
+             CHECK_INT(primc_sgemm_prepacked_any(0, M, N, K, 1.0f, p.a, p.lda, packed, 0.0f, c, N, NULL, NULL), PRIMC_OK) &&
+             prob_check(&p, c, primc_gemm_row_name(r), "packed for its ISA", NULL, 0, 0);
+        free(packed);
+        prob_free(&p);
+      }
+  }
+  CHECK_INT(primc_sgemm_packed_b_size_isa(PRIMC_ISA_COUNT, 8, 8), 0);
+  free(c);
+}
