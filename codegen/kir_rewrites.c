@@ -566,11 +566,18 @@ static pc_status pack_weights(kir_program *p) {
 
 /* A cross compile's f32 dots with a constant B read it as panels of the target's row (p->cross_isa), packed
  * here: its runtime would otherwise pack them on every call. Its convs keep plain weights (their rows are
- * planned on the target), and bf16 and integer dots are host code only. */
+ * planned on the target), and bf16 dots and dot_int are host code only. Integer dots take the int8 GEMM as on the
+ * host: its packed B is the same on every machine, and the target runs whichever of its rows it has. */
 static pc_status pack_cross_weights(kir_program *p) {
   int packed = 0;
   for (int i = 0; p->cross_isa > 0 && i < p->n_kernels; i++) {
     kir_kernel *k = &p->kernels[i];
+    if (k->kind == KK_CALL && k->call == KC_dot && k->params[0] == PC_i32) { /* the int8 GEMM's layout is every machine's */
+      int changed;
+      if (i8_dot(p, k, &changed) != PC_OK) return p->g->status;
+      packed += changed;
+      continue;
+    }
     if (k->kind != KK_CALL || k->call != KC_dot || k->params[0] != PC_f32) continue;
     int nb = packed_operand(p, k, 0, 0, 0);
     if (nb < 0) continue;

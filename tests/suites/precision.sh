@@ -96,6 +96,21 @@ for m in mmi dyn qlm pcz qd qdpc; do
   then ok "$m: exact (equal to its reference), every integer dot on the int8 GEMM"
   else bad "$m on the int8 GEMM" "$(tail -n 3 "$tmp/err")"; fi
 done
+# the same packed weights on AArch64 (--triple, under qemu-aarch64), where the int8 GEMM runs its portable row
+if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null && [ -f "$B/aarch64/libprimc_rt.a" ]; then
+  for m in pcz qd; do
+    # shellcheck disable=SC2046
+    if "$P" compile "$tmp/id/$m/model.onnx" --triple aarch64-linux-gnu -o "$tmp/a64_$m" >"$tmp/err" 2>&1 &&
+      qemu-aarch64 "$tmp/a64_$m" $(ls "$tmp/id/$m"/in*.npy) -o "$tmp/a64_$m.out" >/dev/null 2>>"$tmp/err" &&
+      python3 tests/compare_npy.py "$tmp/a64_$m.out/out0.npy" "$tmp/id/$m/ref0.npy" --rtol 0 --atol 0 >>"$tmp/err" 2>&1 &&
+      nm "$tmp/a64_$m" | grep -q ' primc_k_dot_i8'
+    then ok "$m for aarch64 under qemu: exact, on the int8 GEMM"
+    else bad "$m for aarch64" "$(tail -n 3 "$tmp/err")"; fi
+  done
+else
+  echo "SKIP int8 dots for aarch64: no qemu-aarch64, cross compiler or $B/aarch64/libprimc_rt.a"
+  skip=$((skip + 1))
+fi
 
 "$P" run "$tmp/mp/model.onnx" --matmul-precision medium >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q 'run interprets in f32' "$tmp/out" && ok "run refuses --matmul-precision (it interprets in f32)" ||
