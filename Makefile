@@ -62,7 +62,7 @@ AARCH64_AR ?= aarch64-linux-gnu-ar
 A64 := $(B)/aarch64
 A64_RT_OBJ := $(RT_SRC:%.c=$(A64)/%.o)
 A64_TEST_SRC := tests/test_main.c tests/unit/test_gemm.c tests/unit/test_gemm_rows.c tests/unit/test_conv_rows.c \
-  tests/unit/test_dgemm.c
+  tests/unit/test_dgemm.c tests/unit/test_igemm.c
 A64_TEST_OBJ := $(A64_TEST_SRC:%.c=$(A64)/%.o)
 all: $(A64)/libprimc_rt.a $(A64)/test_rt
 $(A64)/%.o: %.c | $(SETUP_STAMP)

@@ -3,8 +3,10 @@
 # Runtime (f32) and
 # OpenVINO at f32 and at its default precision (bf16 on an AMX or AVX512-BF16 CPU), timed interleaved in one
 # run (the machines drift), with each output's error against ONNX Runtime's f32 output.
-# Usage: python3 bench/precision_peers.py [--threads 1,2] [--runs 15] [--primc build/primc]
-#            [--builds highest,high,medium,autocast] MODEL_DIR...
+# Usage: python3 bench/precision_peers.py [--threads 1,2] [--runs 15] [--primc build/primc] [--base OTHER/primc]
+#            [--builds highest,high,medium,autocast] [--no-openvino] MODEL_DIR...
+# --base: one more build, "base", by another primc (another commit's checkout) at its defaults, timed in the same
+# rounds (before/after figures from one run).
 # (each dir holds model.onnx and input.npy, as models/ and bench/gen_encoder.py write them)
 import argparse
 import os
@@ -56,11 +58,13 @@ def main():
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--primc", default="build/primc")
     ap.add_argument("--builds", default="highest,high,medium,autocast")
+    ap.add_argument("--base", default="")
+    ap.add_argument("--no-openvino", action="store_true")
     ap.add_argument("dirs", nargs="+")
     a = ap.parse_args()
     try:
         import openvino as ov
-        core = ov.Core()
+        core = None if a.no_openvino else ov.Core()
     except ImportError:
         ov = core = None
     print(f"CPU: {cpu_line()}")
@@ -73,6 +77,9 @@ def main():
         for p in a.builds.split(","):
             exes[p] = os.path.join(tmp, f"{name}_{p}")
             subprocess.run([a.primc, "compile", model, *BUILDS[p], "-o", exes[p], "--quiet"], check=True)
+        if a.base:
+            exes["base"] = os.path.join(tmp, f"{name}_base")
+            subprocess.run([a.base, "compile", model, "-o", exes["base"], "--quiet"], check=True)
         ref_sess = ort_session(model, 1)
         in_name = ref_sess.get_inputs()[0].name
         ref = ref_sess.run(None, {in_name: x})[0]

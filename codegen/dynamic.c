@@ -122,7 +122,7 @@ static void walk_program(walk *w, const kir_program *p) {
   sig(w, (int64_t)h), sig(w, p->weights_size), sig(w, p->n_consts), sig(w, p->n_packed);
   for (int i = 0; i < p->n_packed; i++) {
     const kir_packed *k = &p->packed[i];
-    int64_t f[] = {k->buf, k->trans, k->n, k->k, k->a_mr, k->groups, k->xform, k->bf16_split, k->int_chunks};
+    int64_t f[] = {k->buf, k->trans, k->n, k->k, k->a_mr, k->groups, k->xform, k->bf16_split, k->int_chunks, k->i8};
     for (size_t j = 0; j < sizeof f / sizeof *f; j++) sig(w, f[j]);
   }
   sig(w, p->n_kernels);

@@ -43,6 +43,7 @@ typedef struct kir_packed {
   const int64_t *conv;
   int bf16_split;   /* > 0: a dot's B as bf16 panels for that split (primc_bgemm_pack_b), not f32 GEMM panels */
   int int_chunks;   /* > 0: a dot_int's i32 B as bf16 panels per K chunk of this many (bf16_split 1) */
+  int i8;           /* 1: a dot_i8's i32 B as s8 panels less an offset (primc_igemm_pack_b) */
 } kir_packed;
 
 /* element index = offset + sum over loops k of stride[k] * i_k (elements, not bytes) */
@@ -204,7 +205,8 @@ pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune)
 /* CPU codegen for the host: f32 dots whose B is a constant read it as GEMM panels packed
  * here once (for this machine's GEMM kernels; another machine reads them row by row), and
  * the weights blob drops constants no kernel reads any more. Under g->matmul_precision high or
- * medium, f32 dots become dot_bf16 calls instead, a constant B packed as bf16 panels. */
+ * medium, f32 dots become dot_bf16 calls instead, a constant B packed as bf16 panels. i32 dots with a constant B
+ * become dot_i8 calls on the int8 GEMM (B packed as s8 panels) or, where B does not fit s8, dot_int calls. */
 pc_status kir_pack_weights(kir_program *p);
 /* host code only: max pools over a -inf padded copy become primc_k_maxpool calls that read the map
  * unpadded; the pad kernels are marked absorbed, the tree kernel turns into the call */

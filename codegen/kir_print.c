@@ -122,6 +122,10 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
     if (k->call == KC_dot_int)
       fprintf(f, " (i32 operands proven within [-256, 256]: exact on the bf16 GEMM in K chunks of %lld; bf16 row here %s)",
               (long long)k->params[12], primc_bgemm_row_name(primc_bgemm_row_active()));
+    if (k->call == KC_dot_i8)
+      fprintf(f, " (i32 dot on the int8 GEMM: B packed as s8 less an offset, A as u8 less a per-row offset at run time, "
+                 "exact; int8 row here %s)",
+              primc_igemm_row_name(primc_igemm_row_active()));
     if (k->call == KC_dot_bf16)
       fprintf(f, " (%s: %s, f32 sums; B %s; bf16 row here %s)",
               p->g->autocast == PC_AUTOCAST_BF16 ? "autocast bf16" : k->params[12] == 3 ? "matmul precision high" : "matmul precision medium",

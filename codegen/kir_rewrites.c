@@ -381,26 +381,29 @@ static int add_packed(kir_program *p, kir_packed pk, int64_t bytes, const pc_val
   return id;
 }
 
-/* the dot's constant B as a new packed constant buffer: f32 GEMM panels; bf16 ones for split (> 0); or, with
- * chunk (> 0), an i32 B's values as bf16 panels per K chunk; -1 when it does not qualify */
-static int packed_operand(kir_program *p, const kir_kernel *k, int split, int chunk) {
+/* the dot's constant B as a new packed constant buffer: f32 GEMM panels; bf16 ones for split (> 0); with
+ * chunk (> 0), an i32 B's values as bf16 panels per K chunk; with i8, an i32 B as the int8 GEMM's s8 panels;
+ * -1 when it does not qualify */
+static int packed_operand(kir_program *p, const kir_kernel *k, int split, int chunk, int i8) {
   const int64_t *q = k->params;
   int64_t M = q[2], N = q[3], K = q[4], lda, ldb;
   int ta, tb;
   const kir_buf *b = &p->bufs[k->args[2]];
-  if (q[0] != (chunk ? PC_i32 : PC_f32) || q[1] != 1 || M < 1 || N < 1 || K < 1 || b->place != KP_CONST || !b->v ||
+  if (q[0] != (chunk || i8 ? PC_i32 : PC_f32) || q[1] != 1 || M < 1 || N < 1 || K < 1 || b->place != KP_CONST || !b->v ||
       !pc_const_data(b->v) || !gemm_layout(M, K, q[6], q[7], &ta, &lda) || !gemm_layout(K, N, q[9], q[10], &tb, &ldb))
     return -1;
   if (tb ? ldb != K : ldb != N) return -1; /* the constant is exactly B (no slice of a bigger one) */
+  if (i8 && !primc_igemm_b_fits(tb, N, K, pc_const_data(b->v))) return -1;
   for (int i = 0; i < p->n_packed; i++) /* one packed copy per weight */
     if (p->bufs[p->packed[i].buf].v == b->v && !p->packed[i].groups && p->packed[i].trans == tb &&
-        p->packed[i].bf16_split == split && p->packed[i].int_chunks == chunk)
+        p->packed[i].bf16_split == split && p->packed[i].int_chunks == chunk && p->packed[i].i8 == i8)
       return p->packed[i].buf;
-  size_t bytes = chunk          ? primc_bgemm_int_b_size(N, K, chunk)
+  size_t bytes = i8             ? primc_igemm_packed_b_size(N, K)
+                 : chunk        ? primc_bgemm_int_b_size(N, K, chunk)
                  : split        ? primc_bgemm_packed_b_size(N, K, split)
                  : p->cross_isa ? primc_sgemm_packed_b_size_isa(p->cross_isa, N, K)
                                 : primc_sgemm_packed_b_size(N, K);
-  return add_packed(p, (kir_packed){-1, tb, N, K, 0, 0, 0, NULL, split, chunk}, (int64_t)bytes, b->v);
+  return add_packed(p, (kir_packed){-1, tb, N, K, 0, 0, 0, NULL, split, chunk, i8}, (int64_t)bytes, b->v);
 }
 
 /* k becomes call c: its dot params, then the n words of extra (the packed B's bytes first) */
@@ -449,18 +452,35 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_p
     if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og && q->xform == xform)
       return q->buf;
   }
-  return add_packed(p, (kir_packed){-1, !mr, og, kk, mr, (int)c.groups, xform, k->params, 0, 0},
+  return add_packed(p, (kir_packed){-1, !mr, og, kk, mr, (int)c.groups, xform, k->params, 0, 0, 0},
                     (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), w->v);
 }
 
+/* An i32 dot with a constant B each of whose columns spans at most 256 values (a u8 or s8 weight less its zero
+ * points, as a QDQ, MatMulInteger or QLinearMatMul model leaves it): a dot_i8 call on the int8 GEMM, exact for any
+ * A (a row of A too wide for u8 runs the GEMM's exact plain loop), B packed here; 0 in *changed when it does not
+ * qualify */
+static pc_status i8_dot(kir_program *p, kir_kernel *k, int *changed) {
+  *changed = 0;
+  int nb = packed_operand(p, k, 0, 0, 1);
+  if (nb < 0) return PC_OK;
+  int64_t bytes = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
+  if (dot_call(p, k, KC_dot_i8, &bytes, 1) != PC_OK) return p->g->status;
+  k->args[2] = nb;
+  k->args[k->n_args++] = kir_scratch_buf(p, PC_u8, (int64_t)primc_igemm_scratch_size(k->params[2], k->params[4]), NULL);
+  *changed = 1;
+  return PC_OK;
+}
+
 /* An i32 dot with a constant B whose operands are proven within [-256, 256] (the ints a QDQ or MatMulInteger
- * model's zero points leave: u8 - zp, i8): a dot_int call, exact on the bf16 GEMM in K chunks, B packed here;
- * 0 in *changed when it does not qualify (it stays the element-by-element dot) */
+ * model's zero points leave: u8 - zp, i8) but that the int8 GEMM does not take: a dot_int call, exact on the
+ * bf16 GEMM in K chunks, B packed here; 0 in *changed when it does not qualify (it stays the element-by-element
+ * dot) */
 #define INT_EXACT_MAX 256
 static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
   int64_t lo, hi;
   const kir_buf *a = &p->bufs[k->args[1]], *b = &p->bufs[k->args[2]];
-  *changed = 0;
+  if (i8_dot(p, k, changed) != PC_OK || *changed) return p->g->status;
   if (!a->v || !pc_value_int_range(a->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
   int64_t amax = -lo > hi ? -lo : hi;
   if (!b->v || !pc_value_int_range(b->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
@@ -468,7 +488,7 @@ static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
   /* the longest K chunk (a multiple of 32) whose sums stay within 2^24, where f32 holds every integer */
   int64_t chunk = ((int64_t)1 << 24) / prod / 32 * 32;
   if (chunk > PRIMC_BGEMM_INT_K) chunk = PRIMC_BGEMM_INT_K;
-  int nb = packed_operand(p, k, 1, (int)chunk);
+  int nb = packed_operand(p, k, 1, (int)chunk, 0);
   if (nb < 0) return PC_OK;
   int64_t extra[2] = {p->bufs[nb].nbytes, chunk};
   if (dot_call(p, k, KC_dot_int, extra, 2) != PC_OK) return p->g->status;
@@ -487,7 +507,7 @@ static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
  * as bf16 panels here when it is a constant, else at each call; 0 in *changed when it stays an f32 dot */
 static pc_status bf16_dot(kir_program *p, kir_kernel *k, int *changed) {
   int split = p->g->matmul_precision == PC_MATMUL_HIGH && p->g->autocast != PC_AUTOCAST_BF16 ? 3 : 1;
-  int nb = packed_operand(p, k, split, 0);
+  int nb = packed_operand(p, k, split, 0, 0);
   *changed = 0;
   if (nb < 0 && (double)k->params[2] * (double)k->params[3] * (double)k->params[4] < BF16_ACTIVATION_MIN_MACS)
     return PC_OK;
@@ -533,7 +553,7 @@ static pc_status pack_weights(kir_program *p) {
       packed += changed;
       if (changed) continue;
     }
-    int nb = packed_operand(p, k, 0, 0);
+    int nb = packed_operand(p, k, 0, 0, 0);
     if (nb < 0) continue;
     int64_t bytes = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
     if (dot_call(p, k, KC_dot_packed, &bytes, 1) != PC_OK) return p->g->status;
@@ -546,13 +566,20 @@ static pc_status pack_weights(kir_program *p) {
 
 /* A cross compile's f32 dots with a constant B read it as panels of the target's row (p->cross_isa), packed
  * here: its runtime would otherwise pack them on every call. Its convs keep plain weights (their rows are
- * planned on the target), and bf16 and integer dots are host code only. */
+ * planned on the target), and bf16 dots and dot_int are host code only. Integer dots take the int8 GEMM as on the
+ * host: its packed B is the same on every machine, and the target runs whichever of its rows it has. */
 static pc_status pack_cross_weights(kir_program *p) {
   int packed = 0;
   for (int i = 0; p->cross_isa > 0 && i < p->n_kernels; i++) {
     kir_kernel *k = &p->kernels[i];
+    if (k->kind == KK_CALL && k->call == KC_dot && k->params[0] == PC_i32) { /* the int8 GEMM's layout is every machine's */
+      int changed;
+      if (i8_dot(p, k, &changed) != PC_OK) return p->g->status;
+      packed += changed;
+      continue;
+    }
     if (k->kind != KK_CALL || k->call != KC_dot || k->params[0] != PC_f32) continue;
-    int nb = packed_operand(p, k, 0, 0);
+    int nb = packed_operand(p, k, 0, 0, 0);
     if (nb < 0) continue;
     int64_t bytes = p->bufs[nb].nbytes;
     if (dot_call(p, k, KC_dot_packed, &bytes, 1) != PC_OK) return p->g->status;

@@ -729,4 +729,36 @@ int primc_conv_last_row(void);
 #define PRIMC_CONV_EPI_AT (1 + 27 + 1 + 32)
 #define PRIMC_CONV_EPI_WORDS 11
 
+/* int8 GEMM (runtime/gemm/igemm*.c): exact int32 C[M][N] = A B for int32 A and a constant int32 B each of whose
+ * columns spans at most 256 values (a u8 or s8 weight less its zero points), wrapping as the prims' integer sums
+ * do. B is packed once by primc_igemm_pack_b as s8 less a per-column offset, with its column sums; A is cut per
+ * call into u8 less a per-row offset (its minimum) and multiplied as u8 x s8 (AMX-INT8 tdpbusd, VNNI vpdpbusd);
+ * the offsets fold back in at the store: sum (a'+oa)(b'+ob) = sum a'b' + ob sum a' + oa sum b' + K oa ob. A call
+ * with a row of A spanning more than 256 values runs on an exact plain loop instead. scratch:
+ * primc_igemm_scratch_size(M, K) bytes, 64-byte aligned. */
+size_t primc_igemm_packed_b_size(int64_t N, int64_t K); /* 0 for a bad shape */
+/* 1 when every column of B ([K][N], [N][K] when trans_b) spans at most 256 values, which pack_b requires */
+int primc_igemm_b_fits(int trans_b, int64_t N, int64_t K, const int32_t *B);
+int primc_igemm_pack_b(int trans_b, int64_t N, int64_t K, const int32_t *B, void *packed);
+int primc_igemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K); /* PRIMC_OK or _ERR_WEIGHTS */
+size_t primc_igemm_scratch_size(int64_t M, int64_t K);
+int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const int32_t *A, int64_t lda,
+                          const void *packed_b, int32_t *C, int64_t ldc, void *scratch);
+/* The int8 micro-kernels are rows of runtime/gemm/igemm_rows.def; the first the CPU runs is picked once.
+ * force_row (tests, benchmarks): -1 when the CPU lacks it, a negative row goes back to the pick. */
+typedef enum primc_igemm_row {
+#define PRIMC_IGEMM_ROW(id, ...) PRIMC_IGEMM_ROW_##id,
+#include "runtime/gemm/igemm_rows.def"
+#undef PRIMC_IGEMM_ROW
+  PRIMC_IGEMM_ROW_COUNT
+} primc_igemm_row;
+int primc_igemm_row_active(void);
+int primc_igemm_force_row(int row);
+const char *primc_igemm_row_name(int row);
+/* dot's params, then the packed B's bytes; bufs: out (i32), a (i32), B packed by primc_igemm_pack_b, scratch of
+ * primc_igemm_scratch_size(M, K) bytes (codegen/calls.def's dot_i8) */
+int primc_k_dot_i8(const int64_t *params, void *const *bufs);
+int primc_k_dot_i8_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
+                       void *ctx);
+
 #endif

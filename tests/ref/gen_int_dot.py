@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-# tests/ref/gen_int_dot.py: integer contractions on the exact bf16 path (issue 20): a MatMulInteger with a zero point
-# given at run time (numpy int64 reference, compared exactly), a dynamically quantized linear layer
-# (DynamicQuantizeLinear + MatMulInteger + rescale) and a QLinearMatMul (ONNX Runtime's outputs as their references).
-# Writes OUT/mmi/, OUT/dyn/, OUT/qlm/: model.onnx, in*.npy, ref0.npy. Usage: gen_int_dot.py OUT
+# tests/ref/gen_int_dot.py: integer contractions on the int8 GEMM (issue 20): MatMulIntegers with a zero point given at
+# run time and with per-column zero points (numpy int64 references, compared exactly), a dynamically quantized linear
+# layer (DynamicQuantizeLinear + MatMulInteger + rescale), a QLinearMatMul and two MLPs through
+# onnxruntime.quantization.quantize_dynamic (ONNX Runtime's outputs as their references).
+# Writes OUT/mmi/, dyn/, qlm/, pcz/, qd/, qdpc/: model.onnx, in*.npy, ref0.npy. Usage: gen_int_dot.py OUT
 import os
 import sys
 
@@ -69,3 +70,46 @@ q_out = [h.make_tensor_value_info("y", T.UINT8, None)]
 qm = h.make_model(h.make_graph(q_nodes, "qlm", q_in, q_out, q_inits), opset_imports=[h.make_opsetid("", 17)])
 qy = ort.InferenceSession(qm.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": qa})[0]
 save("qlm", q_nodes, q_in, q_out, q_inits, [qa], qy)
+
+# MatMulInteger with u8 weights and a zero point per column: together the columns span more than 256 values, each
+# column at most 256 (the int8 GEMM's per-column offsets); numpy int64 reference
+pa = rng.integers(0, 256, (50, 200), dtype=np.uint8)
+pb = rng.integers(0, 256, (200, 40), dtype=np.uint8)
+pzb = rng.integers(0, 256, (40,), dtype=np.uint8)
+pref = ((pa.astype(np.int64) - 7) @ (pb.astype(np.int64) - pzb.astype(np.int64))).astype(np.int32)
+save("pcz", [h.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"], name="pcz")],
+     [h.make_tensor_value_info("a", T.UINT8, pa.shape)], [h.make_tensor_value_info("y", T.INT32, None)],
+     [nh.from_array(pb, "b"), nh.from_array(np.array(7, np.uint8), "za"), nh.from_array(pzb, "zb")], [pa], pref)
+
+
+# a two-layer MLP through onnxruntime.quantization.quantize_dynamic, as users quantize models: QInt8 weights, and
+# QUInt8 weights with per-channel zero points; ONNX Runtime's outputs of the quantized models as references
+def quantized_mlp(name, **kw):
+    import tempfile
+    from onnxruntime.quantization import quantize_dynamic
+    xm = rng.standard_normal((32, 96)).astype(np.float32)
+    w1 = (rng.standard_normal((96, 128)) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((128, 64)) * 0.1).astype(np.float32)
+    nodes = [h.make_node("MatMul", ["x", "w1"], ["h0"]), h.make_node("Add", ["h0", "b1"], ["h1"]),
+             h.make_node("Relu", ["h1"], ["h2"]), h.make_node("MatMul", ["h2", "w2"], ["h3"]),
+             h.make_node("Add", ["h3", "b2"], ["y"])]
+    inits = [nh.from_array(w1, "w1"), nh.from_array(w2, "w2"),
+             nh.from_array(rng.standard_normal(128).astype(np.float32), "b1"),
+             nh.from_array(rng.standard_normal(64).astype(np.float32), "b2")]
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info("x", T.FLOAT, xm.shape)],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    with tempfile.TemporaryDirectory() as t:
+        f = os.path.join(t, "f32.onnx")
+        onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), f)
+        quantize_dynamic(f, os.path.join(d, "model.onnx"), **kw)
+    s = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
+    np.save(os.path.join(d, "in0.npy"), xm)
+    np.save(os.path.join(d, "ref0.npy"), s.run(None, {"x": xm})[0])
+
+
+from onnxruntime.quantization import QuantType  # noqa: E402
+
+quantized_mlp("qd", weight_type=QuantType.QInt8)
+quantized_mlp("qdpc", weight_type=QuantType.QUInt8, per_channel=True)

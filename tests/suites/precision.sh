@@ -2,8 +2,8 @@
 # tests/suites/precision.sh: f16 and bf16 models (issue 20) compiled and interpreted against float64 numpy
 # references (tests/ref/gen_lowp.py), and their contractions run by the f32 GEMM and conv rows, not elementwise;
 # --matmul-precision's three settings and --autocast bf16 against float64 (tests/ref/gen_matmul_precision.py);
-# integer dots (MatMulInteger, DynamicQuantizeLinear, QLinearMatMul) on the exact bf16 path against numpy and ONNX
-# Runtime (tests/ref/gen_int_dot.py);
+# integer dots (MatMulInteger, DynamicQuantizeLinear, QLinearMatMul, quantize_dynamic's models) on the int8 GEMM
+# against numpy and ONNX Runtime (tests/ref/gen_int_dot.py);
 # f64 contractions and a 3-D f32 conv, run by primc's own GEMMs; and compiled code links no BLAS (issue 24).
 set -u
 B=${B:-build}
@@ -81,18 +81,36 @@ else bad "--autocast bf16 CNN" "$(tail -n 3 "$tmp/err")"; fi
 "$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp16 -o "$tmp/x" >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q "bad --autocast 'fp16'" "$tmp/out" && ok "--autocast fp16 is refused (no fp16 kernels yet)" ||
   bad "--autocast fp16" "$(cat "$tmp/out")"
-# integer contractions on the exact bf16 path (tests/ref/gen_int_dot.py): a MatMulInteger with its zero point given
-# at run time, equal to numpy's int64 sums; a dynamically quantized linear layer and a QLinearMatMul, equal to ONNX Runtime
+# integer contractions on the int8 GEMM (tests/ref/gen_int_dot.py): MatMulIntegers with a zero point given at run
+# time and with u8 weights' per-column zero points, equal to numpy's int64 sums; a dynamically quantized linear
+# layer, a QLinearMatMul and two MLPs through onnxruntime.quantization.quantize_dynamic (QInt8; QUInt8 per channel),
+# equal to ONNX Runtime's outputs
 python3 tests/ref/gen_int_dot.py "$tmp/id" >"$tmp/gen.log" 2>&1 || bad "gen_int_dot.py" "$(tail -n 3 "$tmp/gen.log")"
-for m in mmi dyn qlm; do
+for m in mmi dyn qlm pcz qd qdpc; do
   # shellcheck disable=SC2046
   if "$P" compile "$tmp/id/$m/model.onnx" -o "$tmp/id_$m" >"$tmp/err" 2>&1 &&
     "$tmp/id_$m" $(ls "$tmp/id/$m"/in*.npy) -o "$tmp/id_$m.out" >/dev/null 2>>"$tmp/err" &&
     python3 tests/compare_npy.py "$tmp/id_$m.out/out0.npy" "$tmp/id/$m/ref0.npy" --rtol 0 --atol 0 >>"$tmp/err" 2>&1 &&
-    "$P" dump "$tmp/id/$m/model.onnx" --kernels 2>&1 | grep -q 'call primc_k_dot_int'
-  then ok "$m: exact (equal to its reference) on the exact-integer bf16 path"
-  else bad "$m on the exact-integer path" "$(tail -n 3 "$tmp/err")"; fi
+    [ "$("$P" dump "$tmp/id/$m/model.onnx" --kernels 2>&1 | grep -c 'call primc_k_dot_int\|call primc_k_dot(')" = 0 ] &&
+    "$P" dump "$tmp/id/$m/model.onnx" --kernels 2>&1 | grep -q 'call primc_k_dot_i8'
+  then ok "$m: exact (equal to its reference), every integer dot on the int8 GEMM"
+  else bad "$m on the int8 GEMM" "$(tail -n 3 "$tmp/err")"; fi
 done
+# the same packed weights on AArch64 (--triple, under qemu-aarch64), where the int8 GEMM runs its portable row
+if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null && [ -f "$B/aarch64/libprimc_rt.a" ]; then
+  for m in pcz qd; do
+    # shellcheck disable=SC2046
+    if "$P" compile "$tmp/id/$m/model.onnx" --triple aarch64-linux-gnu -o "$tmp/a64_$m" >"$tmp/err" 2>&1 &&
+      qemu-aarch64 "$tmp/a64_$m" $(ls "$tmp/id/$m"/in*.npy) -o "$tmp/a64_$m.out" >/dev/null 2>>"$tmp/err" &&
+      python3 tests/compare_npy.py "$tmp/a64_$m.out/out0.npy" "$tmp/id/$m/ref0.npy" --rtol 0 --atol 0 >>"$tmp/err" 2>&1 &&
+      nm "$tmp/a64_$m" | grep -q ' primc_k_dot_i8'
+    then ok "$m for aarch64 under qemu: exact, on the int8 GEMM"
+    else bad "$m for aarch64" "$(tail -n 3 "$tmp/err")"; fi
+  done
+else
+  echo "SKIP int8 dots for aarch64: no qemu-aarch64, cross compiler or $B/aarch64/libprimc_rt.a"
+  skip=$((skip + 1))
+fi
 
 "$P" run "$tmp/mp/model.onnx" --matmul-precision medium >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q 'run interprets in f32' "$tmp/out" && ok "run refuses --matmul-precision (it interprets in f32)" ||

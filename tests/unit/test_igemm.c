@@ -1,0 +1,129 @@
+/* tests/unit/test_igemm.c: the int8 GEMM (runtime/gemm/igemm*.c), every row the CPU runs, against a plain int64 loop reduced mod 2^32, on shapes around each row's tile and the task blocks, with zero points of u8 x s8, u8 x u8 and s8 x s8 models and per-column ones, and rows too wide for u8. */
+#include "runtime/gemm/igemm.h"
+#include "runtime/primc_rt.h"
+#include "tests/test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t next(uint32_t *s) {
+  *s = *s * 1664525u + 1013904223u;
+  return *s >> 8;
+}
+
+/* operand kinds: what a quantized model's dot sees once its zero points are subtracted (PER_COL: u8 weights with
+ * a zero point per column, together spanning more than 256 values) */
+enum { U8_S8, U8_U8, S8_S8, PER_COL, WIDE, KINDS };
+
+/* A (na int32s) and B (K x N, or N x K when tb) as int32 of the kind */
+static void fill(int kind, int32_t *a, int64_t na, int32_t *b, int64_t N, int64_t K, int tb, uint32_t seed) {
+  int32_t za = kind == S8_S8 ? -7 : 131, zb = kind == U8_U8 ? 100 : kind == S8_S8 ? 0 : -3;
+  for (int64_t i = 0; i < na; i++) {
+    int32_t q = kind == S8_S8 ? (int32_t)(next(&seed) % 256) - 128 : (int32_t)(next(&seed) % 256);
+    a[i] = kind == WIDE ? (int32_t)(next(&seed) % 601) - 300 : q - za;
+  }
+  for (int64_t i = 0; i < N * K; i++) {
+    int64_t n = tb ? i / K : i % N;
+    int32_t q = kind == U8_U8 || kind == PER_COL ? (int32_t)(next(&seed) % 256) : (int32_t)(next(&seed) % 256) - 128;
+    b[i] = q - (kind == PER_COL ? (int32_t)(n * 37 % 256) : zb);
+  }
+}
+
+/* C = A B through pack + prepacked against int64 sums reduced mod 2^32; 1 when equal */
+static int check_one(int row, int kind, int64_t M, int64_t N, int64_t K, int ta, int tb) {
+  int64_t lda = (ta ? M : K) + 3, ldc = N + 2;
+  int32_t *a = malloc(sizeof(int32_t) * (size_t)((ta ? K : M) * lda));
+  int32_t *b = malloc(sizeof(int32_t) * (size_t)(N * K));
+  int32_t *c = malloc(sizeof(int32_t) * (size_t)(M * ldc));
+  size_t bs = primc_igemm_packed_b_size(N, K), ss = primc_igemm_scratch_size(M, K);
+  void *pb = aligned_alloc(64, (bs + 63) / 64 * 64), *sc = aligned_alloc(64, (ss + 63) / 64 * 64);
+  fill(kind, a, (ta ? K : M) * lda, b, N, K, tb, (uint32_t)(M * 7919 + N * 31 + K + kind));
+  for (int64_t i = 0; i < M * ldc; i++) c[i] = 0x5a5a5a5a; /* old values must not leak in, padding must stay */
+  int ok = CHECK_INT(primc_igemm_pack_b(tb, N, K, b, pb), PRIMC_OK) &&
+           CHECK_INT(primc_igemm_packed_check(pb, bs, N, K), PRIMC_OK) &&
+           CHECK_INT(primc_igemm_prepacked(ta, M, N, K, a, lda, pb, c, ldc, sc), PRIMC_OK);
+  for (int64_t m = 0; m < M && ok; m++)
+    for (int64_t n = 0; n < ldc && ok; n++) {
+      int64_t want = 0x5a5a5a5a;
+      if (n < N) {
+        want = 0;
+        for (int64_t k = 0; k < K; k++)
+          want += (int64_t)(ta ? a[k * lda + m] : a[m * lda + k]) * (tb ? b[n * K + k] : b[k * N + n]);
+      }
+      ok = CHECK_MSG(c[m * ldc + n] == (int32_t)(uint32_t)(uint64_t)want,
+                     "row %s kind %d %lldx%lldx%lld ta=%d tb=%d: C[%lld][%lld] = %d, want %d", primc_igemm_row_name(row),
+                     kind, (long long)M, (long long)N, (long long)K, ta, tb, (long long)m, (long long)n, c[m * ldc + n],
+                     (int32_t)(uint32_t)(uint64_t)want);
+    }
+  free(a), free(b), free(c), free(pb), free(sc);
+  return ok;
+}
+
+/* M, N, K around the row's tile: 1, one short, one over, several with a remainder, past a task's 128 rows and
+ * 128 columns; K around the 64-deep k step and long; every kind and transpose along the way */
+static void check_row(int row, int mr) {
+  if (primc_igemm_force_row(row) != 0) {
+    SKIP("int8 GEMM row %s: this CPU lacks what it needs, not run", primc_igemm_row_name(row));
+    return;
+  }
+  CHECK_INT(primc_igemm_row_active(), row);
+  /* the portable row packs A with the portable loop too, as a machine without AVX-512 does (the CPU checks were
+   * read above, with the real instruction set) */
+  if (row == PRIMC_IGEMM_ROW_GENERIC) primc_sgemm_force_isa(PRIMC_ISA_SCALAR);
+  const int64_t ms[] = {1, mr - 1 > 0 ? mr - 1 : 2, mr + 1, 2 * mr + 3, 133};
+  const int64_t ns[] = {1, 31, 33, 3 * 32 + 5, 161};
+  const int64_t ks[] = {1, 63, 65, 300, 2100}; /* 2100: three K blocks, the last short */
+  int ok = 1, i = 0;
+  for (int x = 0; x < 5 && ok; x++)
+    for (int y = 0; y < 5 && ok; y++)
+      for (int z = 0; z < 5 && ok; z++, i++) {
+        if (ms[x] * ns[y] * ks[z] > 4000000 && (x + y + z) % 2) continue; /* the biggest shapes once in two */
+        ok = check_one(row, i % KINDS, ms[x], ns[y], ks[z], i / KINDS % 2, i / (2 * KINDS) % 2);
+      }
+  /* sums past 2^31 wrap as int32 does: 255 x 127 (after the offsets) over 70,000 k */
+  if (ok) check_one(row, U8_S8, 3, 40, 70000, 0, 0);
+  primc_igemm_force_row(-1);
+  primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+}
+
+#define PRIMC_IGEMM_ROW(id, name, needs, mr, ...) \
+  PC_TEST(igemm_row_##id) { check_row(PRIMC_IGEMM_ROW_##id, mr); }
+#include "runtime/gemm/igemm_rows.def"
+#undef PRIMC_IGEMM_ROW
+
+/* the portable row runs anywhere, the pick is the first row the CPU runs, names are distinct */
+PC_TEST(igemm_rows_table) {
+  int first = -1;
+  for (int r = 0; r < PRIMC_IGEMM_ROW_COUNT; r++) {
+    if (first < 0 && primc_igemm_force_row(r) == 0) first = r;
+    for (int q = 0; q < r; q++) CHECK(strcmp(primc_igemm_row_name(q), primc_igemm_row_name(r)) != 0);
+  }
+  primc_igemm_force_row(-1);
+  CHECK_INT(primc_igemm_row_active(), first);
+  CHECK_INT(primc_igemm_force_row(PRIMC_IGEMM_ROW_GENERIC), 0);
+  CHECK_INT(primc_igemm_force_row(PRIMC_IGEMM_ROW_COUNT), -1);
+  primc_igemm_force_row(-1);
+  CHECK(primc_igemm_row_name(PRIMC_IGEMM_ROW_COUNT) == NULL);
+}
+
+PC_TEST(igemm_rejects_bad_input) {
+  int32_t b[64 * 8], a[4 * 64], c[4 * 8];
+  for (int i = 0; i < 64 * 8; i++) b[i] = i % 200 - 100;
+  for (int i = 0; i < 4 * 64; i++) a[i] = i % 256;
+  size_t sz = primc_igemm_packed_b_size(8, 64), ss = primc_igemm_scratch_size(4, 64);
+  CHECK(sz > 0 && primc_igemm_packed_b_size(0, 64) == 0 && primc_igemm_scratch_size(4, 0) == 0);
+  char *p = aligned_alloc(64, (sz + 63) / 64 * 64), *s = aligned_alloc(64, (ss + 63) / 64 * 64);
+  CHECK_INT(primc_igemm_pack_b(0, 8, 64, b, p), PRIMC_OK);
+  CHECK_INT(primc_igemm_packed_check(p, sz, 8, 64), PRIMC_OK);
+  CHECK_INT(primc_igemm_packed_check(p, sz - 1, 8, 64), PRIMC_ERR_WEIGHTS); /* truncated */
+  CHECK_INT(primc_igemm_packed_check(p, sz, 9, 64), PRIMC_ERR_WEIGHTS);     /* another shape */
+  CHECK_INT(primc_igemm_prepacked(0, 4, 9, 64, a, 64, p, c, 9, s), PRIMC_ERR_ARG);
+  p[0] ^= 1;
+  CHECK_INT(primc_igemm_packed_check(p, sz, 8, 64), PRIMC_ERR_WEIGHTS); /* bad magic */
+  CHECK_INT(primc_igemm_prepacked(0, 4, 8, 64, a, 64, p, c, 8, s), PRIMC_ERR_ARG);
+  CHECK(primc_igemm_b_fits(0, 8, 64, b));
+  b[5] = 170; /* column 5 within [-95, 170]: 266 values, more than s8 less an offset holds */
+  CHECK(!primc_igemm_b_fits(0, 8, 64, b));
+  CHECK_INT(primc_igemm_pack_b(0, 8, 64, b, p), PRIMC_ERR_ARG);
+  free(p), free(s);
+}
