@@ -6,6 +6,7 @@
 # executable's own (`--steps N` prints it; cutting each batch from the dataset included).
 # Usage: python3 bench/train_peers.py [--threads 1,2] [--rounds 3] [--steps 20] [--primc build/primc]
 import argparse
+import inspect
 import os
 import platform
 import re
@@ -78,7 +79,10 @@ def main():
         d = os.path.join(tmp, name.split()[0])
         os.makedirs(d, exist_ok=True)
         onnx_path = os.path.join(d, "model.onnx")
-        torch.onnx.export(model, (x,), onnx_path, opset_version=14, input_names=["input"], output_names=["output"])
+        # torch 2.9+ defaults to the torch.export-based exporter (it needs onnxscript): the TorchScript one, as 1.13's
+        legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+        torch.onnx.export(model, (x,), onnx_path, opset_version=14, input_names=["input"], output_names=["output"],
+                          **legacy)
         np.save(os.path.join(d, "x.npy"), x.numpy())
         np.save(os.path.join(d, "y.npy"), y.numpy())
         exe = os.path.join(d, "train")
