@@ -1,6 +1,7 @@
 /* runtime/gemm/bgemm_x86.c: the bf16 GEMM's x86 rows: AMX tiles, AVX512-BF16 (vdpbf16ps), the CPU checks and AMX permission, and f32 -> bf16 rounding on AVX-512. */
 #include "runtime/gemm/bgemm.h"
 #if PRIMC_X86
+#include "runtime/gemm/amx.h"
 #include "runtime/gemm/bgemm_zmm.h"
 #endif
 #include "runtime/gemm/gemm.h"
@@ -286,22 +287,7 @@ AMX void primc_bg_setup_amx(int on) {
   } while (0)
 
 static inline __attribute__((always_inline)) AMX void amx_loop(const bkargs *g, const int M2, const int N2) {
-  const uint16_t *a0 = g->a, *a1 = g->a + g->lda;
-  const int64_t steps = g->kc / BG_KSTEP, per = g->pf ? (g->pf_lines + steps - 1) / steps : 0;
-  const char *pf = g->pf, *pf_end = g->pf + 64 * g->pf_lines;
-  for (int64_t k = 0; k < g->kc; k += BG_KSTEP) {
-    for (int64_t l = 0; l < per && pf < pf_end; l++, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
-    _tile_loadd(4, a0 + k * 16, 64);
-    _tile_loadd(6, g->b + k * 2 * BG_PANEL, 64);
-    if (N2) _tile_loadd(7, g->b + k * 2 * BG_PANEL + 16 * BG_KSTEP, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    if (N2) _tile_dpbf16ps(1, 4, 7);
-    if (M2) {
-      _tile_loadd(5, a1 + k * 16, 64);
-      _tile_dpbf16ps(2, 5, 6);
-      if (N2) _tile_dpbf16ps(3, 5, 7);
-    }
-  }
+  PRIMC_AMX_LOOP(g, M2, N2, BG_KSTEP, BG_PANEL, _tile_dpbf16ps);
 }
 
 AMX void primc_bg_kern_amx(const bkargs *g) {

@@ -4,6 +4,8 @@
 #if PRIMC_X86
 
 #include "runtime/gemm/gemm.h"
+#include "runtime/gemm/amx.h"
+#include "runtime/gemm/bgemm_zmm.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -100,22 +102,7 @@ static void tile_in(int32_t *t, const int32_t *c, int64_t ldc, int rows, int col
 
 /* tmm0-3 the C tiles, tmm4-5 A (16 rows x 64 k), tmm6-7 B (16 k quads x 16 columns); bgemm_x86.c's configuration */
 static inline __attribute__((always_inline)) AMX void amx_loop(const ikargs *g, const int M2, const int N2) {
-  const uint8_t *a0 = g->a, *a1 = g->a + g->lda;
-  const int64_t steps = g->kc / IG_KSTEP, per = g->pf ? (g->pf_lines + steps - 1) / steps : 0;
-  const char *pf = g->pf, *pf_end = pf ? pf + 64 * g->pf_lines : NULL;
-  for (int64_t k = 0; k < g->kc; k += IG_KSTEP) {
-    for (int64_t l = 0; l < per && pf < pf_end; l++, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
-    _tile_loadd(4, a0 + k * 16, 64);
-    _tile_loadd(6, g->b + k * 2 * IG_PANEL, 64);
-    if (N2) _tile_loadd(7, g->b + k * 2 * IG_PANEL + 16 * IG_KSTEP, 64);
-    _tile_dpbusd(0, 4, 6);
-    if (N2) _tile_dpbusd(1, 4, 7);
-    if (M2) {
-      _tile_loadd(5, a1 + k * 16, 64);
-      _tile_dpbusd(2, 5, 6);
-      if (N2) _tile_dpbusd(3, 5, 7);
-    }
-  }
+  PRIMC_AMX_LOOP(g, M2, N2, IG_KSTEP, IG_PANEL, _tile_dpbusd);
 }
 
 /* tile numbers are immediates, so each C tile's load and store is spelled out: whole tiles straight from and to C,
@@ -210,20 +197,8 @@ static inline __attribute__((always_inline)) VNNI void vn_tile(const ikargs *g, 
   }
 }
 
-#define IG_CASE(tile, R)                                                                                               \
-  case R:                                                                                                              \
-    if (g->nr > 16)                                                                                                    \
-      tile(g, R, 2);                                                                                                   \
-    else                                                                                                               \
-      tile(g, R, 1);                                                                                                   \
-    break;
-
 VNNI void primc_ig_kern_avx512vnni(const ikargs *g) {
-  switch (g->mr) {
-    IG_CASE(vn_tile, 1) IG_CASE(vn_tile, 2) IG_CASE(vn_tile, 3) IG_CASE(vn_tile, 4)
-    IG_CASE(vn_tile, 5) IG_CASE(vn_tile, 6) IG_CASE(vn_tile, 7) IG_CASE(vn_tile, 8)
-  default: break;
-  }
+  BG_DISPATCH512(vn_tile) /* bgemm_zmm.h's: the call's rows as a constant, one or two zmm of columns */
 }
 
 /* ---------------------------------------------------------------- AVX-VNNI: up to 4 rows x 4 ymm */
