@@ -73,7 +73,7 @@ static int row_runs(int r) {
   case NEED_AMX_INT8: return primc_ig_has_amx_int8();
   case NEED_AVX512VNNI: return primc_ig_has_avx512vnni();
   case NEED_AVXVNNI: return primc_ig_has_avxvnni();
-  case NEED_AVX2: return primc_sgemm_isa() >= PRIMC_ISA_AVX2;
+  case NEED_AVX2: return primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2);
 #endif
   case NEED_ANY: return 1;
   default: return 0;
@@ -328,7 +328,7 @@ int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const in
   job j = {.trans_a = trans_a, .M = M, .N = N, .K = K, .lda = lda, .A = A, .h = h, .C = C, .ldc = ldc};
   j.row = &rows[primc_igemm_row_active()];
 #if PRIMC_X86
-  j.avx512 = primc_sgemm_isa() >= PRIMC_ISA_AVX512;
+  j.avx512 = primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
 #endif
   j.Kp = kpad(K);
   j.Mp = cdiv(M, 32) * 32;

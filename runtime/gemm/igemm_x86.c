@@ -22,8 +22,8 @@ static void feat_detect(void) {
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
   /* the bf16 family's check holds the tile state and Linux's permission for tile data; AMX-INT8 is its own bit */
   amx_ok = (d >> 25 & 1) && primc_bg_has_amx();
-  vnni512_ok = (c >> 11 & 1) && primc_sgemm_isa() >= PRIMC_ISA_AVX512; /* the ISA check holds the zmm state */
-  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) vnni256_ok = (a1 >> 4 & 1) && primc_sgemm_isa() >= PRIMC_ISA_AVX2;
+  vnni512_ok = (c >> 11 & 1) && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512); /* the ISA check holds the zmm state */
+  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) vnni256_ok = (a1 >> 4 & 1) && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2);
 }
 
 int primc_ig_has_amx_int8(void) {
