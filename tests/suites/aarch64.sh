@@ -5,7 +5,8 @@
 # ONNX Runtime's (1e-5 relative); one compiled ONNX node test per op (the first the expected list holds for it,
 # bfloat16 tests left out: .npy, the executable's format, has no bfloat16);
 # an application embedding a cross-compiled .o; and the NEON GEMM inner loop's fmla share in the emitted code
-# (tests/neon_fma.py, >= 75%). Where the cross compiler, qemu-user or the cross runtime is missing, one skip says so.
+# (tests/neon_fma.py, >= 75%). Where the cross compiler or qemu-user is missing, one skip says so; a missing cross
+# runtime (make builds it beside them) fails.
 set -u
 B=${B:-build}
 . tests/suite_lib.sh
@@ -16,10 +17,15 @@ QEMU=${QEMU_AARCH64:-qemu-aarch64}
 missing=""
 command -v "$T-gcc" >/dev/null || missing="$T-gcc"
 command -v "$QEMU" >/dev/null || missing="$missing $QEMU"
-[ -f "$A64/libprimc_rt.a" ] && [ -x "$A64/test_rt" ] || missing="$missing $A64/libprimc_rt.a (make)"
 if [ -n "$missing" ]; then
   echo "SKIP aarch64: missing $missing (tools/setup.sh installs gcc-aarch64-linux-gnu and qemu-user)"
   skip=1
+  suite_end aarch64
+  exit
+fi
+# with the cross compiler there, make builds the cross runtime: its absence is a failure, not a skip
+if [ ! -f "$A64/libprimc_rt.a" ] || [ ! -x "$A64/test_rt" ]; then
+  bad "cross runtime" "no $A64/libprimc_rt.a or $A64/test_rt: make builds them"
   suite_end aarch64
   exit
 fi
