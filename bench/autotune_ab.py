@@ -17,11 +17,11 @@ R, dirs = int(args[0]), args[1:]
 env = dict(os.environ, PRIMC_NUM_THREADS='1')
 tune = ['--autotune', '--autotune-cache', cache]
 
-def parse(out):  # kernel -> ms per run, from the --profile table
+def parse(out):  # kernel -> ms per call, from the --profile table (..., calls, total ms, %, moved, min, median)
     d = {}
     for l in out.splitlines():
         p = l.split()
-        if len(p) > 6 and re.fullmatch(r'k\d+', p[0]): d[p[0]] = float(p[-3]) / float(p[-4])
+        if len(p) > 8 and re.fullmatch(r'k\d+', p[0]): d[p[0]] = float(p[-5]) / float(p[-6])
     return d
 
 lr = []
