@@ -167,8 +167,11 @@ static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char 
   if (cross) snprintf(rt, sizeof rt, "%s/%s/libprimc_rt.a", dir, arch);
   else snprintf(rt, sizeof rt, "%s/libprimc_rt.a", dir);
   if (cross && access(rt, R_OK) != 0)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "no primc runtime for %s: %s is missing (it is built by `make` where "
-                   "%s-linux-gnu-gcc is installed; tools/setup.sh installs it)", o->triple, rt, arch);
+    return !strcmp(arch, "aarch64")
+               ? pc_fail(g, PC_ERR_UNSUPPORTED, "no primc runtime for %s: %s is missing (`make` builds it with "
+                         "aarch64-linux-gnu-gcc, which tools/setup.sh installs)", o->triple, rt)
+               : pc_fail(g, PC_ERR_UNSUPPORTED, "no primc runtime for %s: %s is missing (primc builds its runtime "
+                         "for x86-64 and aarch64)", o->triple, rt);
   snprintf(cc, sizeof cc, "%s-linux-gnu-gcc", arch);
   const char *env = getenv(cross ? "PRIMC_CROSS_CC" : "CC");
   pc_argv a = {.n = 0};
