@@ -161,7 +161,7 @@ static int cross_arch(const pc_codegen_opts *o, char *arch, size_t n) {
  * DIR/ARCH/ (`make` builds build/aarch64/ where the cross compiler is installed). A cross executable is
  * static, so that it runs under qemu-user or on the target without the target's libraries. */
 static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char *obj, int shared) {
-  char dir[2048], rt[2200], arch[32], cc[128];
+  char dir[2048], rt[2200], arch[32] = "", cc[128] = "";
   pc_runtime_dir(o, dir, sizeof dir);
   int cross = cross_arch(o, arch, sizeof arch);
   if (cross) snprintf(rt, sizeof rt, "%s/%s/libprimc_rt.a", dir, arch);
@@ -172,7 +172,7 @@ static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char 
                          "aarch64-linux-gnu-gcc, which tools/setup.sh installs)", o->triple, rt)
                : pc_fail(g, PC_ERR_UNSUPPORTED, "no primc runtime for %s: %s is missing (primc builds its runtime "
                          "for x86-64 and aarch64)", o->triple, rt);
-  snprintf(cc, sizeof cc, "%s-linux-gnu-gcc", arch);
+  if (cross) snprintf(cc, sizeof cc, "%s-linux-gnu-gcc", arch);
   const char *env = getenv(cross ? "PRIMC_CROSS_CC" : "CC");
   pc_argv a = {.n = 0};
   pc_argv_add_words(&a, env && *env ? env : cross ? cc : "cc");
