@@ -190,6 +190,8 @@ struct pc_codegen_opts;
 /* the kernel IR the CPU backend renders for g (codegen/package.c): built, and for the host its weights
  * packed and its pool calls made */
 pc_status kir_build_cpu(pc_graph *g, const struct pc_codegen_opts *opts, kir_program *p);
+/* the ISA whose GEMM row reads p's f32 dot panels: a cross compile's target's, else this machine's */
+static inline int kir_gemm_isa(const kir_program *p) { return p->cross_isa > 0 ? p->cross_isa : primc_sgemm_isa(); }
 /* constant f32 dot operands packed for the GEMM row of p->cross_isa (kir_build_cpu, for a cross target) */
 pc_status kir_pack_cross_weights(kir_program *p);
 /* p, built by kir_build_cpu from the graph at opts->dyn's bounds, made to follow the symbols at run time:

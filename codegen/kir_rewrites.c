@@ -398,11 +398,10 @@ static int packed_operand(kir_program *p, const kir_kernel *k, int split, int ch
     if (p->bufs[p->packed[i].buf].v == b->v && !p->packed[i].groups && p->packed[i].trans == tb &&
         p->packed[i].bf16_split == split && p->packed[i].int_chunks == chunk && p->packed[i].i8 == i8)
       return p->packed[i].buf;
-  size_t bytes = i8             ? primc_igemm_packed_b_size(N, K)
-                 : chunk        ? primc_bgemm_int_b_size(N, K, chunk)
-                 : split        ? primc_bgemm_packed_b_size(N, K, split)
-                 : p->cross_isa ? primc_sgemm_packed_b_size_isa(p->cross_isa, N, K)
-                                : primc_sgemm_packed_b_size(N, K);
+  size_t bytes = i8      ? primc_igemm_packed_b_size(N, K)
+                 : chunk ? primc_bgemm_int_b_size(N, K, chunk)
+                 : split ? primc_bgemm_packed_b_size(N, K, split)
+                         : primc_sgemm_packed_b_size_isa(kir_gemm_isa(p), N, K);
   return add_packed(p, (kir_packed){-1, tb, N, K, 0, 0, 0, NULL, split, chunk, i8}, (int64_t)bytes, b->v);
 }
 
@@ -454,6 +453,19 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_p
   }
   return add_packed(p, (kir_packed){-1, !mr, og, kk, mr, (int)c.groups, xform, k->params, 0, 0, 0},
                     (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), w->v);
+}
+
+/* An f32 dot with a constant B: a dot_packed call reading B as GEMM panels (kir_gemm_isa's row), packed here;
+ * 0 in *changed when B does not qualify */
+static pc_status f32_dot(kir_program *p, kir_kernel *k, int *changed) {
+  *changed = 0;
+  int nb = packed_operand(p, k, 0, 0, 0);
+  if (nb < 0) return PC_OK;
+  int64_t bytes = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
+  if (dot_call(p, k, KC_dot_packed, &bytes, 1) != PC_OK) return p->g->status;
+  k->args[2] = nb;
+  *changed = 1;
+  return PC_OK;
 }
 
 /* An i32 dot with a constant B each of whose columns spans at most 256 values (a u8 or s8 weight less its zero
@@ -553,12 +565,9 @@ static pc_status pack_weights(kir_program *p) {
       packed += changed;
       if (changed) continue;
     }
-    int nb = packed_operand(p, k, 0, 0, 0);
-    if (nb < 0) continue;
-    int64_t bytes = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
-    if (dot_call(p, k, KC_dot_packed, &bytes, 1) != PC_OK) return p->g->status;
-    k->args[2] = nb;
-    packed++;
+    int changed;
+    if (f32_dot(p, k, &changed) != PC_OK) return p->g->status;
+    packed += changed;
   }
   if (packed) place_weights(p);
   return p->g->status;
@@ -572,19 +581,12 @@ static pc_status pack_cross_weights(kir_program *p) {
   int packed = 0;
   for (int i = 0; p->cross_isa > 0 && i < p->n_kernels; i++) {
     kir_kernel *k = &p->kernels[i];
-    if (k->kind == KK_CALL && k->call == KC_dot && k->params[0] == PC_i32) { /* the int8 GEMM's layout is every machine's */
-      int changed;
-      if (i8_dot(p, k, &changed) != PC_OK) return p->g->status;
-      packed += changed;
-      continue;
-    }
-    if (k->kind != KK_CALL || k->call != KC_dot || k->params[0] != PC_f32) continue;
-    int nb = packed_operand(p, k, 0, 0, 0);
-    if (nb < 0) continue;
-    int64_t bytes = p->bufs[nb].nbytes;
-    if (dot_call(p, k, KC_dot_packed, &bytes, 1) != PC_OK) return p->g->status;
-    k->args[2] = nb;
-    packed++;
+    if (k->kind != KK_CALL || k->call != KC_dot) continue;
+    int changed = 0;
+    /* the int8 GEMM's layout is every machine's */
+    pc_status s = k->params[0] == PC_i32 ? i8_dot(p, k, &changed) : k->params[0] == PC_f32 ? f32_dot(p, k, &changed) : PC_OK;
+    if (s != PC_OK) return p->g->status;
+    packed += changed;
   }
   if (packed) place_weights(p);
   return p->g->status;

@@ -231,7 +231,8 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
 pc_status kir_build_cpu(pc_graph *g, const pc_codegen_opts *opts, kir_program *p) {
   pc_status s = kir_build_tuned(g, p, opts->triple ? NULL : opts->autotune); /* rows timed on the host only */
   if (s == PC_OK && !opts->triple) s = kir_pack_weights(p); /* panels for this machine's GEMM */
-  p->cross_isa = opts->triple && !strncmp(opts->triple, "aarch64", 7) ? PRIMC_ISA_NEON : 0;
+  char arch[32] = "";
+  p->cross_isa = cross_arch(opts, arch, sizeof arch) && !strcmp(arch, "aarch64") ? PRIMC_ISA_NEON : 0;
   if (s == PC_OK && p->cross_isa) s = kir_pack_cross_weights(p); /* ... or for the target's */
   if (s == PC_OK) kir_pool_calls(p); /* every CPU's runtime has primc_k_maxpool */
   return s != PC_OK && g->status ? g->status : s;

@@ -29,8 +29,7 @@ static int pack_into(const kir_program *p, const kir_packed *pk, const void *d, 
   if (pk->i8) return primc_igemm_pack_b(pk->trans, pk->n, pk->k, d, dst);
   if (pk->int_chunks) return primc_bgemm_pack_b_int(pk->trans, pk->n, pk->k, d, pk->int_chunks, dst);
   if (pk->bf16_split) return primc_bgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, pk->bf16_split, dst);
-  if (p->cross_isa > 0) return primc_sgemm_pack_b_isa(p->cross_isa, pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);
-  return primc_sgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);
+  return primc_sgemm_pack_b_isa(kir_gemm_isa(p), pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);
 }
 
 static const void *const_data(const kir_buf *b) {
