@@ -700,6 +700,8 @@ int primc_conv_plan_make(const primc_conv2d *p, const primc_conv_plan_opts *o, p
  * --autotune` times. Returns their count (only max of them
  * are written to out, which may be NULL), or -1 when p is inconsistent */
 int primc_conv_plan_candidates(const primc_conv2d *p, const primc_conv_plan_opts *o, primc_conv_plan *out, int max);
+/* the planner's tuning row for this CPU (e.g. "AVX-512, two zmm FMAs per cycle (Intel)") */
+const char *primc_conv_tuning_name(void);
 /* whether the small conv pw then the depthwise conv dw run as the PAIR_DW row on this CPU (and pay) */
 int primc_conv_plan_pair(const primc_conv2d *pw, const primc_conv2d *dw);
 /* row metadata: name (NULL past the table), row of a name (-1), class, ISA, layout, fallback, and

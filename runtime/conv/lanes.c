@@ -180,6 +180,43 @@ static dl_src dl_row(const dl_job *j, int64_t ob, int64_t oy, int64_t c0, int64_
   return s;
 }
 
+/* the input rows that output rows [r0, r1) read, inside x */
+static void dl_band_in_rows(const primc_conv2d *p, int64_t r0, int64_t r1, int64_t *i0, int64_t *i1) {
+  int64_t a = r0 * p->stride_h - p->pad_t, b = (r1 - 1) * p->stride_h - p->pad_t + (p->kh - 1) * p->dil_h + 1;
+  *i0 = a < 0 ? 0 : a;
+  *i1 = b > p->h ? p->h : b;
+  if (*i1 < *i0) *i1 = *i0;
+}
+
+/* The band's x is every channel's few rows, a map apart: more streams than the prefetchers follow, so
+ * each tile would wait on lines of x from L3. Taking bands in turn (band-major items), a thread's next
+ * band is pulled into L2 meanwhile, channel by channel, a share before each tile. (Block-major items
+ * read the whole of x once per block: there it is in L2 or too large for it, and prefetching it
+ * again cost 40% on a 512 -> 1024 1x1 downsample.) */
+typedef struct dl_xpf {
+  const char *row; /* the current channel's rows */
+  int64_t c, cs, bytes, at, per;
+} dl_xpf;
+
+static dl_xpf dl_xpf_make(const dl_job *j, int64_t r0, int64_t r1, int64_t calls) {
+  const primc_conv2d *p = j->p;
+  int64_t i0, i1;
+  dl_band_in_rows(p, r0, r1, &i0, &i1);
+  dl_xpf f = {(const char *)(j->x + i0 * p->w), p->c, p->h * p->w * (int64_t)sizeof(float),
+              (i1 - i0) * p->w * (int64_t)sizeof(float), 0, 0};
+  int64_t lines = p->c * ((f.bytes + 63) / 64);
+  f.per = calls > 0 ? (lines + calls - 1) / calls : lines;
+  if (f.bytes == 0) f.c = 0;
+  return f;
+}
+
+static void dl_xpf_step(dl_xpf *f) {
+  for (int64_t l = 0; l < f->per && f->c > 0; l++) {
+    _mm_prefetch(f->row + f->at, _MM_HINT_T1);
+    if ((f->at += 64) >= f->bytes) f->at = 0, f->row += f->cs, f->c--;
+  }
+}
+
 /* items (output-channel block, band of output rows) [b, e), block-major so threads split the blocks
  * first. Each chunk of weights is read by every tile of the band before the next: a deep conv's weights
  * come from memory once per block, not once per row (bench/conv_rows.md). */
@@ -195,6 +232,13 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
   for (int64_t it = b; it < e; it++) {
     int64_t ob = j->band_major ? it % j->nob : it / j->bands, band = j->band_major ? it / j->nob : it % j->bands;
     int64_t r0 = j->oh * band / j->bands, r1 = j->oh * (band + 1) / j->bands;
+    dl_xpf xpf = {0};
+    if (j->band_major && it + 1 < e) {
+      int64_t nband = (it + 1) / j->nob;
+      if (nband != band)
+        xpf = dl_xpf_make(j, j->oh * nband / j->bands, j->oh * (nband + 1) / j->bands,
+                          (p->c + chunk - 1) / chunk * (r1 - r0) * tiles);
+    }
     for (int64_t c0 = 0; c0 < p->c; c0 += chunk) {
       int64_t nc = p->c - c0 < chunk ? p->c - c0 : chunk;
       /* the next chunk's weights (the next block's first, past the last) into L2 meanwhile, a share
@@ -207,6 +251,7 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
         if (!row.ni && c0 == 0) memset(rs, 0, (size_t)row_f * sizeof(float));
         for (int64_t t = 0; t < tiles; t++) {
           for (int64_t l = 0; l < per && lines > 0; l++, lines--, pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
+          dl_xpf_step(&xpf);
           if (row.ni) dl_tile_at(j, &pl, &row, t, rs, c0 > 0);
         }
       }

@@ -1,5 +1,6 @@
 /* runtime/conv/plan.c: the conv planner: ranks the rows that fit by one per-CPU tuning table, once, when a call is compiled. */
 #include "runtime/conv/conv.h"
+#include "runtime/gemm/gemm.h"
 
 #include <string.h>
 
@@ -19,8 +20,9 @@ typedef struct cv_tuning {
   int64_t dl_nr, dl_min_c, dl_1x1_min_ow, dl_1x1_narrow, dl_1x1_gap_lo, dl_1x1_gap_hi;
   /* the transposed GEMM (output channels in the lanes): when the share of used lanes over channels beats
    * the one over pixels by gt_lane_gain; and narrowing 1x1s into at most gt_1x1_max_og channels (a
-   * multiple of the lanes) by gt_1x1_narrow times or more */
-  int64_t lanes, gt_1x1_max_og, gt_1x1_narrow;
+   * multiple of the lanes) by gt_1x1_narrow times or more, on maps of at most gt_1x1_max_pix pixels
+   * (0: any) */
+  int64_t lanes, gt_1x1_max_og, gt_1x1_narrow, gt_1x1_max_pix;
   double gt_lane_gain;
   /* direct over phase images: at most 1 / direct_waste_den of a row on padding, at least direct_min_k taps x
    * channels (a 3-channel stem's phase copies cost more than generated im2col rows) */
@@ -40,25 +42,37 @@ typedef struct cv_tuning {
 } cv_tuning;
 
 #define CV_TUNING_COMMON                                                                                     \
-  .wino_min_tiles = 36, .dl_nr = 32, .dl_min_c = 8, .dl_1x1_min_ow = 14, .dl_1x1_narrow = 4, .dl_1x1_gap_lo = 96, \
+  .wino_min_tiles = 36, .dl_nr = 32, .dl_min_c = 8, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                   \
   .dl_1x1_gap_hi = 128, .lanes = 16, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,              \
   .direct_waste_den = 8, .direct_min_k = 32, .im2col_max_ow = 24, .im2col_direct_m = 28,                       \
   .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,    \
   .bf16_min_og = 128, .bf16_min_og_1x1 = 64
 
-/* indexed by primc_cpu_zmm_fmas(): zmm FMAs a core starts per cycle */
-static const cv_tuning tunings[3] = {
-    {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32},
+#define CV_NEVER INT64_MAX /* a threshold no conv reaches */
+
+/* the first three indexed by primc_cpu_zmm_fmas() (zmm FMAs a core starts per cycle); the last for
+ * Intel's cores of two */
+static const cv_tuning tunings[4] = {
+    {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_1x1_narrow = 4},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
-    {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64},
-    {.cpu = "AVX-512, two zmm FMAs per cycle", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32},
+    {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64,
+     .dl_1x1_narrow = 4},
+    {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32,
+     .dl_1x1_narrow = 4},
+    /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
+     * pixels the GEMM reading x in place beats the transposed one too */
+    {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
+     .dwl_max_ow_s2_c16 = 32, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024},
 };
 
 static const cv_tuning *tuning(void) {
   int z = primc_cpu_zmm_fmas();
+  if (z == 2 && primc_gm_amd_family() == 0) return &tunings[3];
   return &tunings[z >= 0 && z <= 2 ? z : 0];
 }
+
+const char *primc_conv_tuning_name(void) { return tuning()->cpu; }
 
 /* what the ranking of one conv reads */
 typedef struct cv_shape {
@@ -93,7 +107,7 @@ static int dl_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   const cv_tuning *t = s->t;
   if (p->kh * p->kw == 1 && s->ow < t->dl_1x1_min_ow) return 0;
-  if (cv_is_pointwise(p) && (p->c < t->dl_1x1_narrow * p->o || (p->o > t->dl_1x1_gap_lo && p->o <= t->dl_1x1_gap_hi)))
+  if (cv_is_pointwise(p) && (p->c / t->dl_1x1_narrow < p->o || (p->o > t->dl_1x1_gap_lo && p->o <= t->dl_1x1_gap_hi)))
     return 0;
   return p->o % t->dl_nr == 0 && p->c >= t->dl_min_c;
 }
@@ -116,7 +130,8 @@ static int gemm_t_pays(const cv_shape *s) {
   const cv_tuning *t = s->t;
   int64_t og = p->o / p->groups, wph = primc_cv_direct_wph(p, s->ow), L = t->lanes;
   double pix = direct_pays(s) ? lane_use(s->oh * wph, L) * (double)s->ow / (double)wph : lane_use(s->oh * s->ow, L);
-  if (cv_is_pointwise(p) && p->groups == 1 && og % L == 0 && og <= t->gt_1x1_max_og && p->c >= t->gt_1x1_narrow * og)
+  if (cv_is_pointwise(p) && p->groups == 1 && og % L == 0 && og <= t->gt_1x1_max_og && p->c >= t->gt_1x1_narrow * og &&
+      (!t->gt_1x1_max_pix || s->oh * s->ow <= t->gt_1x1_max_pix))
     return 1;
   return lane_use(og, L) >= pix + t->gt_lane_gain;
 }
