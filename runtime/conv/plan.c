@@ -42,7 +42,7 @@ typedef struct cv_tuning {
 } cv_tuning;
 
 #define CV_TUNING_COMMON                                                                                     \
-  .wino_min_tiles = 36, .dl_nr = 32, .dl_min_c = 8, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                   \
+  .wino_min_tiles = 36, .dl_nr = 32, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                                 \
   .dl_1x1_gap_hi = 128, .lanes = 16, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,              \
   .direct_waste_den = 8, .direct_min_k = 32, .im2col_max_ow = 24, .im2col_direct_m = 28,                       \
   .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,    \
@@ -53,17 +53,19 @@ typedef struct cv_tuning {
 /* the first three indexed by primc_cpu_zmm_fmas() (zmm FMAs a core starts per cycle); the last for
  * Intel's cores of two */
 static const cv_tuning tunings[4] = {
-    {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_1x1_narrow = 4},
+    {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8,
+     .dl_1x1_narrow = 4},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
     {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64,
-     .dl_1x1_narrow = 4},
+     .dl_min_c = 8, .dl_1x1_narrow = 4},
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32,
-     .dl_1x1_narrow = 4},
+     .dl_min_c = 8, .dl_1x1_narrow = 4},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
-     * pixels the GEMM reading x in place beats the transposed one too */
+     * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
+     * the lanes than over phase images */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
-     .dwl_max_ow_s2_c16 = 32, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024},
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024},
 };
 
 static const cv_tuning *tuning(void) {
