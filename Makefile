@@ -117,10 +117,13 @@ check-asan: | $(SETUP_STAMP)
 
 -include tests/fuzz/fuzz.mk
 
-# the large models of the zoo (models/large/, not committed), exported with Debian's torch, with ORT references
+# the large models of the zoo (models/large/) and the extended zoo (models/extended/: issue 25's families), not
+# committed, exported with Debian's torch, with ORT references
 models: all
 	bash tools/setup.sh models
 	/usr/bin/python3 models/export.py --large resnet18 resnet50 mobilenet_v2 efficientnet_b0 vit_tiny bert_base gpt2_block
+	/usr/bin/python3 models/export.py --extended squeezenet1_1 densenet121 mnasnet1_0 shufflenet_v2 regnet_y_400mf \
+	  textdet yolo_sppf audio_frontend wav2vec_features gpt2_small
 	python3 models/refs.py
 
 # primc against ONNX Runtime, PyTorch eager and torch.compile on every model present, plus roofline figures;

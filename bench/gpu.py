@@ -81,7 +81,7 @@ def fmt(t):
 
 def main():
     primc, runs, out_md = os.path.abspath(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    names = sys.argv[4:] or list(export.MODELS)
+    names = sys.argv[4:] or [n for n, (_, _, tier) in export.MODELS.items() if tier != "extended"]
     # fp32 everywhere, as primc computes: no TF32 in cuDNN convolutions or cuBLAS matmuls
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # models/export.py: exports the model zoo from PyTorch with random weights (no downloads) to ONNX,
 # with a reference input per model. Run with Debian's /usr/bin/python3 (torch 1.13, torchvision).
-# Usage: /usr/bin/python3 models/export.py [--large] [NAME ...]
+# Usage: /usr/bin/python3 models/export.py [--large] [--extended] [NAME ...]
 import argparse
 import inspect
 import os
@@ -151,19 +151,21 @@ class C2f(nn.Module):
 
 
 class YoloTiny(nn.Module):
-    """A YOLOv8-style detector at toy width: backbone, SPPF, a top-down neck with upsampling and concat,
-    and a detection head on two scales giving (batch, anchors, 4 box + classes) with sigmoid scores."""
+    """A YOLOv8-style detector at toy width (w = 1; the extended zoo's yolo_sppf has w = 4): backbone, SPPF, a
+    top-down neck with upsampling and concat, and a detection head on two scales giving (batch, anchors,
+    4 box + classes) with sigmoid scores."""
 
-    def __init__(self, nc=8):
+    def __init__(self, nc=8, w=1):
         super().__init__()
-        self.stem = nn.Sequential(ConvBnSiLU(3, 16, 3, 2), ConvBnSiLU(16, 32, 3, 2), C2f(32, 1))
-        self.down = nn.Sequential(ConvBnSiLU(32, 64, 3, 2), C2f(64, 1))
-        self.sppf_in, self.sppf_out = ConvBnSiLU(64, 32, 1), ConvBnSiLU(128, 64, 1)
+        self.stem = nn.Sequential(ConvBnSiLU(3, 16 * w, 3, 2), ConvBnSiLU(16 * w, 32 * w, 3, 2), C2f(32 * w, 1))
+        self.down = nn.Sequential(ConvBnSiLU(32 * w, 64 * w, 3, 2), C2f(64 * w, 1))
+        self.sppf_in, self.sppf_out = ConvBnSiLU(64 * w, 32 * w, 1), ConvBnSiLU(128 * w, 64 * w, 1)
         self.pool = nn.MaxPool2d(5, 1, 2)
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
-        self.neck = C2f(96, 1)
+        self.neck = C2f(96 * w, 1)
         self.nc = nc
-        self.heads = nn.ModuleList(nn.Sequential(ConvBnSiLU(c, 32), nn.Conv2d(32, 4 + nc, 1)) for c in (96, 64))
+        self.heads = nn.ModuleList(nn.Sequential(ConvBnSiLU(c * w, 32 * w), nn.Conv2d(32 * w, 4 + nc, 1))
+                                   for c in (96, 64))
 
     def forward(self, x):
         p3 = self.stem(x)
@@ -175,6 +177,91 @@ class YoloTiny(nn.Module):
         outs = [h(f).flatten(2) for h, f in zip(self.heads, (n3, p4))]
         o = torch.cat(outs, 2).transpose(1, 2)
         return torch.cat([o[..., :4], torch.sigmoid(o[..., 4:])], 2)
+
+
+class TextDet(nn.Module):
+    """A DBNet-style text detector: ResNet-18 features, an FPN (lateral 1x1s, nearest upsampling, 3x3
+    smoothing, the four maps brought to stride 4 and concatenated) and the probability head that ends in
+    two ConvTranspose with kernel = stride = 2."""
+
+    def __init__(self):
+        super().__init__()
+        import torchvision
+        r = torchvision.models.resnet18(weights=None)
+        self.stem = nn.Sequential(r.conv1, r.bn1, r.relu, r.maxpool)
+        self.layers = nn.ModuleList([r.layer1, r.layer2, r.layer3, r.layer4])
+        self.lat = nn.ModuleList(nn.Conv2d(c, 64, 1, bias=False) for c in (64, 128, 256, 512))
+        self.smooth = nn.ModuleList(nn.Conv2d(64, 16, 3, 1, 1, bias=False) for _ in range(4))
+        self.head = nn.Sequential(nn.Conv2d(64, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.ConvTranspose2d(16, 16, 2, 2), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.ConvTranspose2d(16, 1, 2, 2), nn.Sigmoid())
+
+    def forward(self, x):
+        x = self.stem(x)
+        feats = []
+        for layer in self.layers:
+            x = layer(x)
+            feats.append(x)
+        lat = [conv(f) for conv, f in zip(self.lat, feats)]
+        for i in (2, 1, 0):
+            lat[i] = lat[i] + nn.functional.interpolate(lat[i + 1], scale_factor=2, mode="nearest")
+        maps = [conv(p) for conv, p in zip(self.smooth, lat)]
+        maps = [m if i == 0 else nn.functional.interpolate(m, scale_factor=2 ** i, mode="nearest")
+                for i, m in enumerate(maps)]
+        return self.head(torch.cat(maps, 1))
+
+
+class AudioFrontEnd(nn.Module):
+    """A spectrogram as a conv (1 -> 80 filters of 512 taps, stride 160), its log power, and Whisper's conv
+    stem (80 -> 384, k3, GELU; 384 -> 384, k3 stride 2, GELU) over 10 s of 16 kHz audio."""
+
+    def __init__(self):
+        super().__init__()
+        self.spec = nn.Conv1d(1, 80, 512, 160, 256, bias=False)
+        self.c1 = nn.Conv1d(80, 384, 3, 1, 1)
+        self.c2 = nn.Conv1d(384, 384, 3, 2, 1)
+
+    def forward(self, x):
+        s = torch.log(self.spec(x) ** 2 + 1e-6)
+        return nn.functional.gelu(self.c2(nn.functional.gelu(self.c1(s))))
+
+
+class Wav2VecFeatures(nn.Module):
+    """wav2vec 2.0's feature encoder: seven Conv1d of 512 channels (kernels 10, 3, 3, 3, 3, 2, 2; strides 5, 2,
+    2, 2, 2, 2, 2), group norm after the first, GELU after each, over 1 s of 16 kHz audio."""
+
+    def __init__(self):
+        super().__init__()
+        ks, ss = (10, 3, 3, 3, 3, 2, 2), (5, 2, 2, 2, 2, 2, 2)
+        self.convs = nn.ModuleList(nn.Conv1d(1 if i == 0 else 512, 512, k, s, bias=False)
+                                   for i, (k, s) in enumerate(zip(ks, ss)))
+        self.norm = nn.GroupNorm(512, 512)
+        nn.init.uniform_(self.norm.weight, 0.5, 1.5)
+        nn.init.uniform_(self.norm.bias, -0.2, 0.2)
+
+    def forward(self, x):
+        for i, conv in enumerate(self.convs):
+            x = conv(x)
+            x = nn.functional.gelu(self.norm(x) if i == 0 else x)
+        return x
+
+
+class GPT2Small(nn.Module):
+    """GPT-2 at half depth: token and position embeddings, 6 pre-norm blocks of 768 (12 heads, causal), the final
+    norm and the 50257-token head tied to the embedding, over 64 tokens."""
+
+    def __init__(self, vocab=50257, d=768, heads=12, layers=6, seq=64):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+        nn.init.normal_(self.wte.weight, std=0.02)
+        nn.init.normal_(self.wpe.weight, std=0.01)
+        self.blocks = nn.Sequential(*(GPTBlock(d, heads, seq) for _ in range(layers)))
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+        return self.ln(self.blocks(x)) @ self.wte.weight.t()
 
 
 def randomize_bn(m):
@@ -200,21 +287,32 @@ def vit_tiny():
     return m
 
 
-# name: (constructor, input maker, large)
+# name: (constructor, input maker, tier): "" the committed zoo (models/NAME), "large" (models/large/NAME, --large),
+# "extended" (models/extended/NAME, --extended: the families issue 25 names beyond the classic set)
 MODELS = {
-    "mlp": (MLP, lambda: torch.randn(4, 64), False),
-    "resnet_tiny": (lambda: randomize_bn(ResNetTiny()), lambda: torch.randn(1, 3, 64, 64), False),
-    "encoder_tiny": (lambda: Encoder(1000, 64, 4, 2, 256, 32), lambda: torch.randint(0, 1000, (1, 32)), False),
-    "gpt_block_tiny": (lambda: GPTBlock(64, 4, 32), lambda: torch.randn(1, 32, 64), False),
-    "lstm": (LSTMModel, lambda: torch.randn(12, 2, 16), False),
-    "yolo_tiny": (lambda: randomize_bn(YoloTiny()), lambda: torch.randn(1, 3, 64, 64), False),
-    "resnet18": (lambda: torchvision_model("resnet18"), lambda: torch.randn(1, 3, 224, 224), True),
-    "resnet50": (lambda: torchvision_model("resnet50"), lambda: torch.randn(1, 3, 224, 224), True),
-    "mobilenet_v2": (lambda: torchvision_model("mobilenet_v2"), lambda: torch.randn(1, 3, 224, 224), True),
-    "efficientnet_b0": (lambda: torchvision_model("efficientnet_b0"), lambda: torch.randn(1, 3, 224, 224), True),
-    "vit_tiny": (vit_tiny, lambda: torch.randn(1, 3, 224, 224), True),
-    "bert_base": (lambda: Encoder(30522, 768, 12, 12, 3072, 128), lambda: torch.randint(0, 30522, (1, 128)), True),
-    "gpt2_block": (lambda: GPTBlock(768, 12, 128), lambda: torch.randn(1, 128, 768), True),
+    "mlp": (MLP, lambda: torch.randn(4, 64), ""),
+    "resnet_tiny": (lambda: randomize_bn(ResNetTiny()), lambda: torch.randn(1, 3, 64, 64), ""),
+    "encoder_tiny": (lambda: Encoder(1000, 64, 4, 2, 256, 32), lambda: torch.randint(0, 1000, (1, 32)), ""),
+    "gpt_block_tiny": (lambda: GPTBlock(64, 4, 32), lambda: torch.randn(1, 32, 64), ""),
+    "lstm": (LSTMModel, lambda: torch.randn(12, 2, 16), ""),
+    "yolo_tiny": (lambda: randomize_bn(YoloTiny()), lambda: torch.randn(1, 3, 64, 64), ""),
+    "resnet18": (lambda: torchvision_model("resnet18"), lambda: torch.randn(1, 3, 224, 224), "large"),
+    "resnet50": (lambda: torchvision_model("resnet50"), lambda: torch.randn(1, 3, 224, 224), "large"),
+    "mobilenet_v2": (lambda: torchvision_model("mobilenet_v2"), lambda: torch.randn(1, 3, 224, 224), "large"),
+    "efficientnet_b0": (lambda: torchvision_model("efficientnet_b0"), lambda: torch.randn(1, 3, 224, 224), "large"),
+    "vit_tiny": (vit_tiny, lambda: torch.randn(1, 3, 224, 224), "large"),
+    "bert_base": (lambda: Encoder(30522, 768, 12, 12, 3072, 128), lambda: torch.randint(0, 30522, (1, 128)), "large"),
+    "gpt2_block": (lambda: GPTBlock(768, 12, 128), lambda: torch.randn(1, 128, 768), "large"),
+    "squeezenet1_1": (lambda: torchvision_model("squeezenet1_1"), lambda: torch.randn(1, 3, 224, 224), "extended"),
+    "densenet121": (lambda: torchvision_model("densenet121"), lambda: torch.randn(1, 3, 224, 224), "extended"),
+    "mnasnet1_0": (lambda: torchvision_model("mnasnet1_0"), lambda: torch.randn(1, 3, 224, 224), "extended"),
+    "shufflenet_v2": (lambda: torchvision_model("shufflenet_v2_x1_0"), lambda: torch.randn(1, 3, 224, 224), "extended"),
+    "regnet_y_400mf": (lambda: torchvision_model("regnet_y_400mf"), lambda: torch.randn(1, 3, 224, 224), "extended"),
+    "textdet": (lambda: randomize_bn(TextDet()), lambda: torch.randn(1, 3, 320, 448), "extended"),
+    "yolo_sppf": (lambda: randomize_bn(YoloTiny(80, 4)), lambda: torch.randn(1, 3, 320, 320), "extended"),
+    "audio_frontend": (AudioFrontEnd, lambda: torch.randn(1, 1, 160000), "extended"),
+    "wav2vec_features": (Wav2VecFeatures, lambda: torch.randn(1, 1, 16000), "extended"),
+    "gpt2_small": (GPT2Small, lambda: torch.randint(0, 50257, (1, 64)), "extended"),
 }
 
 
@@ -238,13 +336,20 @@ def export(name, outdir):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--large", action="store_true", help="also export the large models (into models/large/)")
+    ap.add_argument("--extended", action="store_true", help="also export the extended zoo (into models/extended/)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
-    names = args.names or [n for n, (_, _, large) in MODELS.items() if args.large or not large]
+    tiers = {"", *(["large"] if args.large else []), *(["extended"] if args.extended else [])}
+    names = args.names or [n for n, (_, _, tier) in MODELS.items() if tier in tiers]
     for n in names:
         if n not in MODELS:
             sys.exit(f"unknown model {n}; known: {' '.join(MODELS)}")
-        export(n, os.path.join(HERE, "large" if MODELS[n][2] else "", n))
+        try:
+            export(n, os.path.join(HERE, MODELS[n][2], n))
+        except ImportError as e:  # torchvision, where this Python lacks it
+            if args.names:
+                raise
+            print(f"skipped {n}: {e}")
 
 
 if __name__ == "__main__":

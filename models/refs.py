@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # models/refs.py: runs each exported model under ONNX Runtime on its input.npy and saves expected.npy beside it.
-# Usage: python3 models/refs.py [DIR ...]   (default: every models/*/ and models/large/*/ holding model.onnx)
+# Usage: python3 models/refs.py [DIR ...]   (default: every models/*/, models/large/*/ and models/extended/*/ holding
+# model.onnx)
 import glob
 import os
 import sys
@@ -20,6 +21,7 @@ def ref(d):
 
 
 dirs = sys.argv[1:] or sorted(os.path.dirname(p) for p in glob.glob(os.path.join(HERE, "*", "model.onnx"))
-                              + glob.glob(os.path.join(HERE, "large", "*", "model.onnx")))
+                              + glob.glob(os.path.join(HERE, "large", "*", "model.onnx"))
+                              + glob.glob(os.path.join(HERE, "extended", "*", "model.onnx")))
 for d in dirs:
     ref(d)

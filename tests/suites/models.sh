@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/suites/models.sh: every bundled model matches its ONNX Runtime reference (1e-4 relative), interpreted
 # by primc and compiled to a standalone executable fused (-O2) and unfused (-O0 --unfused).
-# With PRIMC_LARGE=1 (make test-large) also the large zoo of `make models` (models/large/), compiled fused only:
+# With PRIMC_LARGE=1 (make test-large) also the large and extended zoos of `make models` (models/large/,
+# models/extended/), compiled fused only:
 # interpreting BERT-base takes minutes. Their outputs are checked normwise (1e-4 of the largest |output|):
 # see tests/compare_npy.py for why.
 set -u
@@ -35,7 +36,7 @@ for d in models/*/; do
 done
 if [ "${PRIMC_LARGE:-0}" = 1 ]; then
   ls models/large/*/model.onnx >/dev/null 2>&1 || echo "no models/large: run make models first"
-  for d in models/large/*/; do
+  for d in models/large/*/ models/extended/*/; do
     [ -f "$d/model.onnx" ] || continue
     name=$(basename "$d")
     start=$SECONDS
