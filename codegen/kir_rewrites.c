@@ -157,6 +157,9 @@ static int bias_map(conv_epi *e, const kir_map *m) {
 static int match_sum(conv_epi *e, const kir_expr *x) {
   if (x->dtype != PC_f32) return 0;
   if (x->kind == KE_PRIM && x->op == PC_OP_add) return match_sum(e, x->args[0]) && match_sum(e, x->args[1]);
+  /* a bias of zeros (freshly initialized layers; exporters share one zero initializer among them): none
+   * (conv + 0 differs from conv only in -0's sign) */
+  if (x->kind == KE_CONST && x->c == 0.0) return 1;
   if (x->kind != KE_LOAD) return 0;
   int n = e->k->n_loops;
   if (x->buf == e->conv_buf) {

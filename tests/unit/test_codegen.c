@@ -891,7 +891,7 @@ static void conv_epilogue_case(conv_epi_case t) {
   } else {
     w = pc_input_add(g, "w", wt);
   }
-  pc_value *b = t.bias ? pc_input_add(g, "b", ty(PC_f32, 1, (int64_t[]){C})) : NULL;
+  pc_value *b = t.bias == 1 ? pc_input_add(g, "b", ty(PC_f32, 1, (int64_t[]){C})) : NULL;
   pc_value *r = t.res ? pc_input_add(g, "r", ty(PC_f32, 4, od)) : NULL;
   int n0 = g->n_nodes;
   pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){1, 1}, 2),
@@ -899,6 +899,7 @@ static void conv_epilogue_case(conv_epi_case t) {
                   pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", t.groups)};
   pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
   if (b) y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, od, (int64_t[]){1}));
+  if (t.bias == 2) y = pc_add(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od)); /* a bias of zeros */
   if (r) y = pc_add(g, r, y);
   if (t.silu) y = pc_mul(g, y, pc_sigmoid(g, y)); /* EfficientNet's SiLU */
   y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
@@ -930,6 +931,9 @@ PC_TEST(codegen_conv_epilogue) {
   /* no bias: the epilogue must not read one (its argument slot then holds y) */
   conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 0, 0, 0, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 6, 6, 0, 0, 1, 0, "in the call"});
+  /* a bias of zeros (exporters share one zero initializer among fresh layers): as no bias */
+  conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 2, 0, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 1, 32, 1, 2, 1, 1, "in the call"});
   /* constant weights packed at compile time: Winograd (128 channels, 3x3, 6x6 tiles), with and without bias */
   conv_epilogue_case((conv_epi_case){1, 1, 128, 0, 0, 0, 1, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 1, 128, 1, 1, 1, 1, "in the call"});
