@@ -442,6 +442,19 @@ kir_map kir_map_scaled(const pc_type *t, int first, const int64_t *off, const in
   return kir_linearize(&m, t);
 }
 
+/* whether the copy dst[dm(i)] = src[sm(i)] over ext reads and writes the same bytes: a part of a
+ * concatenate that the memory plan put in place inside it (passes/memplan.c) */
+static int copy_onto_itself(const kir_program *p, int rank, const int64_t *ext, int dst, const kir_map *dm, int src,
+                            const kir_map *sm, pc_dtype dt) {
+  const kir_buf *d = &p->bufs[dst], *s = &p->bufs[src];
+  int64_t es = (int64_t)pc_dtype_size(dt);
+  if (d->place != KP_WORKSPACE || s->place != KP_WORKSPACE || s->offset + sm->offset * es != d->offset + dm->offset * es)
+    return 0;
+  for (int l = 0; l < rank; l++)
+    if (ext[l] > 1 && dm->stride[l] != sm->stride[l]) return 0;
+  return 1;
+}
+
 static pc_status build_concatenate(kir_program *p, const pc_node *n) {
   const pc_value *out = n->out[0];
   int axis = (int)pc_attr_int(n, "axis", 0);
@@ -450,8 +463,12 @@ static pc_status build_concatenate(kir_program *p, const pc_node *n) {
   for (int i = 0; i < n->n_in; i++) {
     const pc_value *x = n->in[i];
     kir_map dm = kir_map_scaled(&out->type, first, off, NULL), sm = kir_map_scaled(&x->type, first, NULL, NULL);
-    if (!kir_copy_kernel(p, n, x->type.rank, x->type.dims, p->buf_of_value[out->id], dm, p->buf_of_value[x->id], sm,
-                     x->type.dtype))
+    int dst = p->buf_of_value[out->id], src = p->buf_of_value[x->id];
+    if (!first && copy_onto_itself(p, x->type.rank, x->type.dims, dst, &dm, src, &sm, x->type.dtype)) {
+      off[axis] += x->type.dims[axis];
+      continue;
+    }
+    if (!kir_copy_kernel(p, n, x->type.rank, x->type.dims, dst, dm, src, sm, x->type.dtype))
       return PC_ERR_NOMEM;
     off[axis] += x->type.dims[axis];
   }

@@ -18,7 +18,11 @@
  *   last reader's; buffers are placed best-fit, 64-byte aligned. A value read
  *   last by a purely elementwise kernel that stores one result of the same
  *   size and element type may hand its buffer to that result (in place).
- * - symbolic dims are planned at their upper bound. */
+ * - symbolic dims are planned at their upper bound.
+ * - a concatenate whose parts lie one after another in its result (every dim before the axis is 1) and
+ *   that is the only concatenate reading each of them is planned as one buffer from its first part's
+ *   kernel on: each part is written in place inside it, and codegen's copy of a part onto itself is
+ *   no copy at all (kir.c). The SPPF block, SqueezeNet's fire modules and FPN heads concatenate so. */
 
 #define ALIGN 64
 
@@ -126,12 +130,43 @@ static void classify(pc_graph *g) {
   free(inl), free(attn);
 }
 
+/* ---------------------------------------------------------------- concatenations in place */
+
+/* in_cat[v]: index + 1 of the concatenate node whose buffer part v is placed in, 0 for none */
+static int cat_static(const pc_graph *g, const pc_value *v) { return value_bytes(g, v) >= 0 && pc_type_is_static(&v->type); }
+
+static int *cat_parts(const pc_graph *g) {
+  int *in_cat = calloc((size_t)g->n_values + 1, sizeof *in_cat), *seen = calloc((size_t)g->n_values + 1, sizeof *seen);
+  if (!in_cat || !seen) return free(in_cat), free(seen), NULL;
+  for (int i = 0; i < g->n_nodes; i++) { /* values read by more than one concatenate: in none */
+    const pc_node *n = g->nodes[i];
+    for (int k = 0; !n->dead && n->op == PC_OP_concatenate && k < n->n_in; k++) seen[n->in[k]->id]++;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->dead || n->op != PC_OP_concatenate || n->n_in < 2) continue;
+    const pc_value *y = n->out[0];
+    int axis = (int)pc_attr_int(n, "axis", 0), ok = y->storage == PC_STORE_WORKSPACE && cat_static(g, y);
+    for (int d = 0; ok && d < axis; d++) ok = y->type.dims[d] == 1;
+    for (int k = 0; ok && k < n->n_in; k++) {
+      const pc_value *x = n->in[k];
+      ok = x->storage == PC_STORE_WORKSPACE && x->producer && seen[x->id] == 1 && cat_static(g, x) &&
+           x->type.dtype == y->type.dtype && !in_cat[x->id];
+      for (int j = 0; ok && j < k; j++) ok = n->in[j] != x;
+    }
+    for (int k = 0; ok && k < n->n_in; k++) in_cat[n->in[k]->id] = i + 1;
+  }
+  free(seen);
+  return in_cat;
+}
+
 /* ---------------------------------------------------------------- placement */
 
 typedef struct slot {
   pc_value *v;
   int64_t off, size;
   int def, last, donated;
+  int whole; /* a concatenate's buffer with its parts: its last reader may read a part, never give it away */
 } slot;
 
 /* nodes [*lo, *hi) of kernel t (constants may sit between them) */
@@ -177,7 +212,7 @@ static int donor(const pc_graph *g, const liveness *L, slot *s, const int *by_la
   int lo, hi;
   kernel_range(g, L, node, v->def, &lo, &hi);
   for (int j = v->def >= 0 ? by_last[v->def] : -1; j >= 0; j = next_last[j]) {
-    if (s[j].donated || s[j].size != v->size) continue;
+    if (s[j].donated || s[j].whole || s[j].size != v->size) continue;
     if (pc_dtype_size(s[j].v->type.dtype) != pc_dtype_size(v->v->type.dtype)) continue;
     if (inplace_ok(g, L, lo, hi, v->def, s[j].v, v->v)) return j;
   }
@@ -225,6 +260,14 @@ static pc_status place(pc_graph *g, const liveness *L) {
   }
   for (int t = 0; t <= g->n_nodes; t++) by_last[t] = tail[t] = -1;
   int64_t top = 0;
+  /* cat_off[node]: the offset of that concatenate's buffer once its first part placed it, else -1 */
+  int *in_cat = cat_parts(g);
+  int64_t *cat_off = malloc(sizeof(int64_t) * ((size_t)g->n_nodes + 1));
+  if (!in_cat || !cat_off) {
+    free(s), free(act), free(next_last), free(by_last), free(tail), free(in_cat), free(cat_off);
+    return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
+  for (int i = 0; i <= g->n_nodes; i++) cat_off[i] = -1;
   /* values in kernel order, as the nodes list them */
   for (int i = 0; i < g->n_nodes; i++) {
     pc_node *nd = g->nodes[i];
@@ -233,16 +276,34 @@ static pc_status place(pc_graph *g, const liveness *L) {
       if (v->storage != PC_STORE_WORKSPACE) continue;
       int64_t bytes = value_bytes(g, v);
       if (bytes < 0) {
-        free(s), free(act), free(next_last), free(by_last), free(tail);
+        free(s), free(act), free(next_last), free(by_last), free(tail), free(in_cat), free(cat_off);
         return pc_node_fail(g, nd, PC_ERR_UNSUPPORTED, "result has an unbounded symbolic dim: bound it (--dim NAME=LO..HI)");
       }
+      /* a part of a concatenate planned in place, or that concatenate: inside its one buffer */
+      int ci = in_cat[v->id] ? in_cat[v->id] - 1
+               : nd->op == PC_OP_concatenate && nd->n_in > 1 && in_cat[nd->in[0]->id] == i + 1 ? i : -1;
+      const pc_node *cat = ci >= 0 ? g->nodes[ci] : NULL;
+      if (cat && cat_off[ci] >= 0) {
+        int64_t part = 0;
+        for (int k = 0; k < cat->n_in && cat->in[k] != v; k++) part += value_bytes(g, cat->in[k]);
+        v->offset = cat_off[ci] + (cat->out[0] == v ? 0 : part);
+        continue;
+      }
       slot *me = &s[n];
-      *me = (slot){v, 0, bytes, L->def[v->id], L->last[v->id], 0};
+      *me = (slot){v, 0, bytes, L->def[v->id], L->last[v->id], 0, 0};
+      int64_t part = 0;
+      if (cat) { /* its first part: the whole buffer, live until the last reader of it or of a part */
+        const pc_value *y = cat->out[0];
+        *me = (slot){(pc_value *)y, 0, value_bytes(g, y), L->def[v->id], L->last[y->id], 0, 1};
+        for (int k = 0; k < cat->n_in && cat->in[k] != v; k++) part += value_bytes(g, cat->in[k]);
+        for (int k = 0; k < cat->n_in; k++)
+          if (L->last[cat->in[k]->id] > me->last) me->last = L->last[cat->in[k]->id];
+      }
       int kept = 0;
       for (int a = 0; a < na; a++)
         if (s[act[a]].last >= me->def) act[kept++] = act[a];
       na = kept;
-      int d = donor(g, L, s, by_last, next_last, me, i);
+      int d = cat ? -1 : donor(g, L, s, by_last, next_last, me, i);
       if (d >= 0) {
         s[d].donated = 1;
         me->off = s[d].off;
@@ -256,13 +317,14 @@ static pc_status place(pc_graph *g, const liveness *L) {
         else by_last[me->last] = n;
         tail[me->last] = n;
       }
-      v->offset = me->off;
-      if (me->off + align_up(bytes) > top) top = me->off + align_up(bytes);
+      v->offset = me->off + part;
+      if (cat) cat_off[ci] = me->off;
+      if (me->off + align_up(me->size) > top) top = me->off + align_up(me->size);
       n++;
     }
   }
   g->workspace_size = top;
-  free(s), free(act), free(next_last), free(by_last), free(tail);
+  free(s), free(act), free(next_last), free(by_last), free(tail), free(in_cat), free(cat_off);
   return PC_OK;
 }
 

@@ -1,0 +1,77 @@
+/* tests/unit/test_concat_in_place.c: concatenations planned in place (passes/memplan.c): the parts written inside
+ * the result's buffer, no copy kernels, and every value still right against the interpreter, including a part
+ * read again after the result has died and a value planned while it still lives. */
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "tests/test.h"
+#include "tests/unit/helpers.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pc_type ty3(int64_t a, int64_t b, int64_t c) {
+  pc_type t = {PC_f32, 3, {a, b, c}};
+  return t;
+}
+
+static void group_from(pc_graph *g, int from, int grp) {
+  for (int i = from; i < g->n_nodes; i++) g->nodes[i]->group = grp;
+  if (g->n_groups < grp + 1) g->n_groups = grp + 1;
+}
+
+static pc_value *scaled(pc_graph *g, pc_value *x, double k, int grp) {
+  int n0 = g->n_nodes;
+  pc_value *y = pc_mul(g, x, pc_broadcast_to(g, pc_scalar(g, PC_f32, k), x->type.rank, x->type.dims));
+  group_from(g, n0, grp);
+  return y;
+}
+
+/* p = 17x, a = 2x, b = 3x, a' = 13x (own kernels), y = concat(a, b, a') on axis 1 (its own kernel), t = 5y; then
+ * v = 7 t[:, :3], planned after y's last reader with p below it, where a lies unless a's reader after y
+ * keeps the buffer (w = 11a), and the outputs p v and w. With batch n = 1 the parts lie one after another in y:
+ * no copy kernel; with n = 2 they do not. */
+static void concat_case(int64_t n) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", ty3(n, 3, 40));
+  pc_value *p = scaled(g, x, 17, 0), *a = scaled(g, x, 2, 1), *b = scaled(g, x, 3, 2), *a2 = scaled(g, x, 13, 3);
+  int n0 = g->n_nodes;
+  pc_value *y = pc_concatenate(g, (pc_value *[]){a, b, a2}, 3, 1);
+  group_from(g, n0, 4);
+  pc_value *t = scaled(g, y, 5, 5);
+  n0 = g->n_nodes;
+  pc_value *ts = pc_slice(g, t, (int64_t[]){0, 0, 0}, (int64_t[]){n, 3, 40}, NULL);
+  group_from(g, n0, 6);
+  pc_value *v = scaled(g, ts, 7, 6);
+  pc_value *w = scaled(g, a, 11, 7);
+  n0 = g->n_nodes;
+  pc_value *pv = pc_mul(g, p, v);
+  group_from(g, n0, 8);
+  pc_output_add(g, pv);
+  pc_output_add(g, w);
+  CHECK_MSG(g->status == PC_OK && pc_pass_memplan(g) == PC_OK, "build: %s", pc_error(g));
+  char *buf = pc_test_kernels_text(g);
+  CHECK_MSG((strstr(buf ? buf : "", "concatenate") == NULL) == (n == 1), "batch %lld:\n%s", (long long)n, buf);
+  free(buf);
+  pc_tensor in = {PC_f32, 3, {n, 3, 40}, malloc(sizeof(float) * (size_t)(n * 120))}, got[2], ref[2];
+  for (int64_t i = 0; i < n * 120; i++) ((float *)in.data)[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+  memset(ref, 0, sizeof ref);
+  int ok = CHECK(pc_interp(g, &in, 1, ref, 2) == PC_OK) && pc_test_run_compiled(g, 2, &in, got, "concat in place");
+  for (int o = 0; ok && o < 2; o++)
+    for (int64_t i = 0; i < pc_tensor_numel(&ref[o]); i++) {
+      float r = ((float *)ref[o].data)[i], c = ((float *)got[o].data)[i];
+      if (!CHECK_MSG(fabsf(r - c) <= 1e-5f * fabsf(r), "batch %lld: out%d[%lld] = %g, interpreter %g", (long long)n, o,
+                     (long long)i, c, r))
+        break;
+    }
+  for (int o = 0; ok && o < 2; o++) free(got[o].data);
+  for (int o = 0; o < 2; o++) pc_tensor_free(&ref[o]);
+  free(in.data);
+  pc_graph_free(g);
+}
+
+PC_TEST(memplan_concat_in_place) {
+  concat_case(1);
+  concat_case(2);
+}
