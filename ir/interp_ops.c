@@ -1,5 +1,6 @@
 /* ir/interp_ops.c: the reference interpreter's non-elementwise prims, one plain-loop function each (the semantic definition). */
 #include "ir/interp_impl.h"
+#include "runtime/primc_philox.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -742,39 +743,8 @@ pc_status pc_iop_topk(pc_ictx *c, const pc_node *n, const pc_tensor *in, pc_tens
 
 /* ---------------------------------------------------------------- random */
 
-/* Philox4x32-10 (Salmon et al., SC'11): ten rounds of two 32x32->64 multiplies,
- * the key bumped by the Weyl constants between rounds. */
-void pc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
-  uint32_t x0 = ctr[0], x1 = ctr[1], x2 = ctr[2], x3 = ctr[3], k0 = key[0], k1 = key[1];
-  for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * x0, p1 = (uint64_t)0xCD9E8D57u * x2;
-    uint32_t y0 = (uint32_t)(p1 >> 32) ^ x1 ^ k0, y1 = (uint32_t)p1, y2 = (uint32_t)(p0 >> 32) ^ x3 ^ k1, y3 = (uint32_t)p0;
-    x0 = y0, x1 = y1, x2 = y2, x3 = y3;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  out[0] = x0, out[1] = x1, out[2] = x2, out[3] = x3;
-}
-
-/* 53 random bits as a double in [0, 1) */
-static double unit_double(uint32_t hi, uint32_t lo) {
-  return (double)((((uint64_t)hi << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* the largest value of a float dtype below the one stored at element i */
-static void float_step_down(pc_dtype dt, void *p, int64_t i) {
-  size_t es = pc_dtype_size(dt);
-  uint64_t bits = 0, sign = (uint64_t)1 << (8 * es - 1);
-  memcpy(&bits, (char *)p + (size_t)i * es, es); /* little-endian host, as everywhere in primc */
-  if ((bits & sign) || (bits & ~sign) == 0) bits = ((bits & ~sign) + 1) | sign; /* <= 0: magnitude grows */
-  else bits -= 1;
-  memcpy((char *)p + (size_t)i * es, &bits, es);
-}
-
-/* Element i draws philox(counter = (i lo, i hi, 0, 0), key = (seed lo, seed hi)):
- * uniform: a + (b - a) * u, u from words 0-1 (53 bits), kept below b after rounding
- *          (int dtypes, which pc_infer rejects today: its floor);
- * normal:  a + b * sqrt(-2 ln(1 - u1)) * cos(2 pi u2), u1 from words 0-1, u2 from 2-3. */
+/* Element i draws primc_philox_draw (runtime/primc_philox.h, the compiled kernel's stream too); a uniform float
+ * is kept below b after rounding; int dtypes (which pc_infer rejects today) take its floor. */
 pc_status pc_iop_random(pc_ictx *c, const pc_node *n, const pc_tensor *in, pc_tensor *out) {
   const char *dist = pc_attr_str(n, "dist", "uniform");
   int normal = strcmp(dist, "normal") == 0;
@@ -785,17 +755,12 @@ pc_status pc_iop_random(pc_ictx *c, const pc_node *n, const pc_tensor *in, pc_te
   if (dt == PC_c64) return FAIL(PC_ERR_TYPE, "not defined on c64");
   int fl = pc_dtype_is_float(dt);
   if (!normal && !(b >= a)) return FAIL(PC_ERR_ATTR, "uniform needs a <= b (a = %g, b = %g)", a, b);
-  uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)}, r[4];
   int64_t numel = pc_tensor_numel(&out[0]);
   for (int64_t i = 0; i < numel; i++) {
-    uint32_t ctr[4] = {(uint32_t)(uint64_t)i, (uint32_t)((uint64_t)i >> 32), 0, 0};
-    pc_philox4x32_10(ctr, key, r);
-    double u = unit_double(r[0], r[1]), v;
-    if (normal) v = a + b * sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * M_PI * unit_double(r[2], r[3]));
-    else v = a + (b - a) * u;
+    double v = primc_philox_draw(seed, i, normal, a, b);
     if (fl || normal) {
       pc_ist_d(dt, out[0].data, i, v);
-      if (fl && !normal && b > a && pc_ild_d(dt, out[0].data, i) >= b) float_step_down(dt, out[0].data, i);
+      if (fl && !normal && b > a && pc_ild_d(dt, out[0].data, i) >= b) primc_philox_below(pc_dtype_size(dt), out[0].data, i);
     } else {
       double f = floor(v);
       pc_ist_d(dt, out[0].data, i, f >= b ? ceil(b) - 1 : f);

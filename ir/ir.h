@@ -451,8 +451,6 @@ void pc_tensor_free(pc_tensor *t); /* frees data, keeps metadata */
 pc_status pc_interp(pc_graph *g, const pc_tensor *inputs, int n_inputs, pc_tensor *outputs, int n_outputs);
 /* Evaluates one node on concrete operand tensors (used by constant folding). */
 pc_status pc_interp_node(pc_graph *g, const pc_node *n, const pc_tensor *in, pc_tensor *out);
-/* the random prim's generator, Philox4x32-10 (exposed for codegen and known-answer tests) */
-void pc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 /* numpy's legacy generator (np.random.RandomState(int seed)), MT19937 with its single-integer seeding
  * (ir/mt19937.c): ONNX's reference draws seeded random masks (Dropout) with it, so the importer can draw the

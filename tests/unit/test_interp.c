@@ -1,5 +1,6 @@
 /* tests/unit/test_interp.c: the reference interpreter against numpy (tests/data/prims), its error paths, symbols and random's statistics. */
 #include "ir/ir.h"
+#include "runtime/primc_philox.h"
 #include "runtime/primc_rt.h"
 #include "tests/test.h"
 
@@ -398,7 +399,7 @@ PC_TEST(philox_known_answers) {
   };
   for (int k = 0; k < 3; k++) {
     uint32_t out[4];
-    pc_philox4x32_10(kat[k], kat[k] + 4, out);
+    primc_philox4x32_10(kat[k], kat[k] + 4, out);
     for (int i = 0; i < 4; i++) CHECK_MSG(out[i] == kat[k][6 + i], "vector %d word %d: %08x", k, i, out[i]);
   }
 }
