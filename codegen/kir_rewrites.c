@@ -458,31 +458,19 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_p
                     (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), w->v);
 }
 
-/* An f32 dot with a constant B: a dot_packed call reading B as GEMM panels (kir_gemm_isa's row), packed here;
- * 0 in *changed when B does not qualify */
-static pc_status f32_dot(kir_program *p, kir_kernel *k, int *changed) {
+/* A dot with a constant B as a call on GEMM panels packed here (kir_gemm_isa's row): f32 as dot_packed; i32
+ * (i8) whose B columns each span at most 256 values (a u8 or s8 weight less its zero points, as a QDQ,
+ * MatMulInteger or QLinearMatMul model leaves it) as dot_i8 on the int8 GEMM, exact for any A (a row of A too
+ * wide for u8 runs the GEMM's exact plain loop). 0 in *changed when B does not qualify. */
+static pc_status packed_dot(kir_program *p, kir_kernel *k, int i8, int *changed) {
   *changed = 0;
-  int nb = packed_operand(p, k, 0, 0, 0);
+  int nb = packed_operand(p, k, 0, 0, i8);
   if (nb < 0) return PC_OK;
   int64_t bytes = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
-  if (dot_call(p, k, KC_dot_packed, &bytes, 1) != PC_OK) return p->g->status;
+  if (dot_call(p, k, i8 ? KC_dot_i8 : KC_dot_packed, &bytes, 1) != PC_OK) return p->g->status;
   k->args[2] = nb;
-  *changed = 1;
-  return PC_OK;
-}
-
-/* An i32 dot with a constant B each of whose columns spans at most 256 values (a u8 or s8 weight less its zero
- * points, as a QDQ, MatMulInteger or QLinearMatMul model leaves it): a dot_i8 call on the int8 GEMM, exact for any
- * A (a row of A too wide for u8 runs the GEMM's exact plain loop), B packed here; 0 in *changed when it does not
- * qualify */
-static pc_status i8_dot(kir_program *p, kir_kernel *k, int *changed) {
-  *changed = 0;
-  int nb = packed_operand(p, k, 0, 0, 1);
-  if (nb < 0) return PC_OK;
-  int64_t bytes = p->bufs[nb].nbytes; /* the runtime checks the packed header against it */
-  if (dot_call(p, k, KC_dot_i8, &bytes, 1) != PC_OK) return p->g->status;
-  k->args[2] = nb;
-  k->args[k->n_args++] = kir_scratch_buf(p, PC_u8, (int64_t)primc_igemm_scratch_size(k->params[2], k->params[4]), NULL);
+  if (i8)
+    k->args[k->n_args++] = kir_scratch_buf(p, PC_u8, (int64_t)primc_igemm_scratch_size(k->params[2], k->params[4]), NULL);
   *changed = 1;
   return PC_OK;
 }
@@ -495,7 +483,7 @@ static pc_status i8_dot(kir_program *p, kir_kernel *k, int *changed) {
 static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
   int64_t lo, hi;
   const kir_buf *a = &p->bufs[k->args[1]], *b = &p->bufs[k->args[2]];
-  if (i8_dot(p, k, changed) != PC_OK || *changed) return p->g->status;
+  if (packed_dot(p, k, 1, changed) != PC_OK || *changed) return p->g->status;
   if (!a->v || !pc_value_int_range(a->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
   int64_t amax = -lo > hi ? -lo : hi;
   if (!b->v || !pc_value_int_range(b->v, &lo, &hi) || lo < -INT_EXACT_MAX || hi > INT_EXACT_MAX) return PC_OK;
@@ -569,7 +557,7 @@ static pc_status pack_weights(kir_program *p) {
       if (changed) continue;
     }
     int changed;
-    if (f32_dot(p, k, &changed) != PC_OK) return p->g->status;
+    if (packed_dot(p, k, 0, &changed) != PC_OK) return p->g->status;
     packed += changed;
   }
   if (packed) place_weights(p);
@@ -587,7 +575,9 @@ static pc_status pack_cross_weights(kir_program *p) {
     if (k->kind != KK_CALL || k->call != KC_dot) continue;
     int changed = 0;
     /* the int8 GEMM's layout is every machine's */
-    pc_status s = k->params[0] == PC_i32 ? i8_dot(p, k, &changed) : k->params[0] == PC_f32 ? f32_dot(p, k, &changed) : PC_OK;
+    pc_status s = k->params[0] == PC_i32   ? packed_dot(p, k, 1, &changed)
+                   : k->params[0] == PC_f32 ? packed_dot(p, k, 0, &changed)
+                                            : PC_OK;
     if (s != PC_OK) return p->g->status;
     packed += changed;
   }
