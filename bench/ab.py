@@ -27,7 +27,7 @@ while args and args[0].startswith("--"):
     else:
         sys.exit("unknown option " + args[0])
 if len(args) < 3:
-    sys.exit(__doc__ or "usage: bench/ab.py [--threads N] [--rounds R] [--no-ort] RUNS primcA[,primcB...] MODEL_DIR...")
+    sys.exit("usage: bench/ab.py [--threads N] [--rounds R] [--no-ort] RUNS primcA[,primcB...] MODEL_DIR...")
 runs, primcs, dirs = int(args[0]), args[1].split(","), args[2:]
 env = dict(os.environ, PRIMC_NUM_THREADS=str(threads))
 

@@ -160,6 +160,13 @@ static int *cat_parts(const pc_graph *g) {
   return in_cat;
 }
 
+/* bytes from the start of concatenate cat's result to part v (0 for the result itself) */
+static int64_t part_offset(const pc_graph *g, const pc_node *cat, const pc_value *v) {
+  int64_t off = 0;
+  for (int k = 0; k < cat->n_in && cat->in[k] != v; k++) off += value_bytes(g, cat->in[k]);
+  return cat->out[0] == v ? 0 : off;
+}
+
 /* ---------------------------------------------------------------- placement */
 
 typedef struct slot {
@@ -284,9 +291,7 @@ static pc_status place(pc_graph *g, const liveness *L) {
                : nd->op == PC_OP_concatenate && nd->n_in > 1 && in_cat[nd->in[0]->id] == i + 1 ? i : -1;
       const pc_node *cat = ci >= 0 ? g->nodes[ci] : NULL;
       if (cat && cat_off[ci] >= 0) {
-        int64_t part = 0;
-        for (int k = 0; k < cat->n_in && cat->in[k] != v; k++) part += value_bytes(g, cat->in[k]);
-        v->offset = cat_off[ci] + (cat->out[0] == v ? 0 : part);
+        v->offset = cat_off[ci] + part_offset(g, cat, v);
         continue;
       }
       slot *me = &s[n];
@@ -295,7 +300,7 @@ static pc_status place(pc_graph *g, const liveness *L) {
       if (cat) { /* its first part: the whole buffer, live until the last reader of it or of a part */
         const pc_value *y = cat->out[0];
         *me = (slot){(pc_value *)y, 0, value_bytes(g, y), L->def[v->id], L->last[y->id], 0, 1};
-        for (int k = 0; k < cat->n_in && cat->in[k] != v; k++) part += value_bytes(g, cat->in[k]);
+        part = part_offset(g, cat, v);
         for (int k = 0; k < cat->n_in; k++)
           if (L->last[cat->in[k]->id] > me->last) me->last = L->last[cat->in[k]->id];
       }

@@ -180,6 +180,12 @@ static dl_src dl_row(const dl_job *j, int64_t ob, int64_t oy, int64_t c0, int64_
   return s;
 }
 
+/* the output rows [*r0, *r1) of band */
+static void dl_band(const dl_job *j, int64_t band, int64_t *r0, int64_t *r1) {
+  *r0 = j->oh * band / j->bands;
+  *r1 = j->oh * (band + 1) / j->bands;
+}
+
 /* the input rows that output rows [r0, r1) read, inside x */
 static void dl_band_in_rows(const primc_conv2d *p, int64_t r0, int64_t r1, int64_t *i0, int64_t *i1) {
   int64_t a = r0 * p->stride_h - p->pad_t, b = (r1 - 1) * p->stride_h - p->pad_t + (p->kh - 1) * p->dil_h + 1;
@@ -198,9 +204,10 @@ typedef struct dl_xpf {
   int64_t c, cs, bytes, at, per;
 } dl_xpf;
 
-static dl_xpf dl_xpf_make(const dl_job *j, int64_t r0, int64_t r1, int64_t calls) {
+static dl_xpf dl_xpf_make(const dl_job *j, int64_t band, int64_t calls) {
   const primc_conv2d *p = j->p;
-  int64_t i0, i1;
+  int64_t r0, r1, i0, i1;
+  dl_band(j, band, &r0, &r1);
   dl_band_in_rows(p, r0, r1, &i0, &i1);
   dl_xpf f = {(const char *)(j->x + i0 * p->w), p->c, p->h * p->w * (int64_t)sizeof(float),
               (i1 - i0) * p->w * (int64_t)sizeof(float), 0, 0};
@@ -231,14 +238,11 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
   if (chunk < 1) chunk = 1;
   for (int64_t it = b; it < e; it++) {
     int64_t ob = j->band_major ? it % j->nob : it / j->bands, band = j->band_major ? it / j->nob : it % j->bands;
-    int64_t r0 = j->oh * band / j->bands, r1 = j->oh * (band + 1) / j->bands;
+    int64_t r0, r1;
+    dl_band(j, band, &r0, &r1);
     dl_xpf xpf = {0};
-    if (j->band_major && it + 1 < e) {
-      int64_t nband = (it + 1) / j->nob;
-      if (nband != band)
-        xpf = dl_xpf_make(j, j->oh * nband / j->bands, j->oh * (nband + 1) / j->bands,
-                          (p->c + chunk - 1) / chunk * (r1 - r0) * tiles);
-    }
+    if (j->band_major && it + 1 < e && (it + 1) / j->nob != band)
+      xpf = dl_xpf_make(j, (it + 1) / j->nob, (p->c + chunk - 1) / chunk * (r1 - r0) * tiles);
     for (int64_t c0 = 0; c0 < p->c; c0 += chunk) {
       int64_t nc = p->c - c0 < chunk ? p->c - c0 : chunk;
       /* the next chunk's weights (the next block's first, past the last) into L2 meanwhile, a share
