@@ -497,7 +497,7 @@ static pc_status render_attention(cctx *C, const kir_kernel *k) {
 }
 
 /* the runtime calls of codegen/calls.def (primc_k_<name> on the CPU) by row: a CUDA rendering (or, for
- * nonzero, a refusal saying why); NULL for the host-only ones (dot_packed, dot_bf16, dot_int, dot_i8 and maxpool,
+ * nonzero, a refusal saying why); NULL for the host-only ones (dot_packed, dot_bf16, dot_int, dot_i8, conv_i8 and maxpool,
  * which host compiles alone make), named in the error */
 static const call_fn call_rules[KC_COUNT] = {
     [KC_copy] = render_copy,       [KC_dot] = render_dot,       [KC_conv] = render_conv, [KC_gather] = render_gather,
@@ -505,7 +505,7 @@ static const call_fn call_rules[KC_COUNT] = {
     [KC_random] = render_random,   [KC_gather_strided] = render_gather_strided, [KC_nonzero] = render_nonzero,
     [KC_attention] = render_attention,
 };
-_Static_assert(KC_COUNT == 17, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
+_Static_assert(KC_COUNT == 18, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
                                "then raise the count");
 
 pc_status cu_render_call(cctx *C, const kir_kernel *k) {

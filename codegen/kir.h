@@ -43,7 +43,8 @@ typedef struct kir_packed {
   const int64_t *conv;
   int bf16_split;   /* > 0: a dot's B as bf16 panels for that split (primc_bgemm_pack_b), not f32 GEMM panels */
   int int_chunks;   /* > 0: a dot_int's i32 B as bf16 panels per K chunk of this many (bf16_split 1) */
-  int i8;           /* 1: a dot_i8's i32 B as s8 panels less an offset (primc_igemm_pack_b) */
+  int i8;           /* 1: a dot_i8's i32 B as s8 panels less an offset (primc_igemm_pack_b); 2: a conv_i8's
+                       weights (primc_conv_i8_pack of its params, conv) */
 } kir_packed;
 
 /* element index = offset + sum over loops k of stride[k] * i_k (elements, not bytes) */

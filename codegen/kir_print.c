@@ -126,6 +126,10 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
       fprintf(f, " (i32 dot on the int8 GEMM: B packed as s8 less an offset, A as u8 less a per-row offset at run time, "
                  "exact; int8 row here %s)",
               primc_igemm_row_name(primc_igemm_row_active()));
+    if (k->call == KC_conv_i8)
+      fprintf(f, " (i32 conv on the int8 GEMM: weights packed as s8 less an offset, input as u8 less %lld from a padded "
+                 "channels-last copy, exact; int8 row here %s)",
+              (long long)k->params[CONV_EPI_AT], primc_igemm_row_name(primc_igemm_row_active()));
     if (k->call == KC_dot_bf16)
       fprintf(f, " (%s: %s, f32 sums; B %s; bf16 row here %s)",
               p->g->autocast == PC_AUTOCAST_BF16 ? "autocast bf16" : k->params[12] == 3 ? "matmul precision high" : "matmul precision medium",

@@ -501,6 +501,42 @@ static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
   return PC_OK;
 }
 
+/* An i32 conv (ConvInteger, QLinearConv) whose input is proven within [lo, lo + 255] for some lo <= 0 (u8 or s8
+ * less a zero point, with the padding's 0) and whose constant weights span at most 256 values per output channel:
+ * a conv_i8 call on the int8 GEMM, the weights packed here. 0 in *changed when it does not qualify (it stays the
+ * exact floating-point im2col path). */
+static pc_status conv_i8(kir_program *p, kir_kernel *k, int *changed) {
+  int64_t lo, hi;
+  const kir_buf *x = &p->bufs[k->args[1]], *w = &p->bufs[k->args[2]];
+  *changed = 0;
+  if (k->has_epilogue || k->pair || !x->v || !pc_value_int_range(x->v, &lo, &hi)) return PC_OK;
+  lo = lo < 0 ? lo : 0;
+  hi = hi > 0 ? hi : 0;
+  if (hi - lo > 255 || w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_i32 ||
+      !primc_conv_i8_fits(k->params, pc_const_data(w->v)))
+    return PC_OK;
+  int nb = -1;
+  for (int i = 0; i < p->n_packed && nb < 0; i++) /* one packed copy per weight and conv shape */
+    if (p->packed[i].i8 == 2 && p->bufs[p->packed[i].buf].v == w->v &&
+        !memcmp(p->packed[i].conv, k->params, sizeof(int64_t) * CONV_EPI_AT))
+      nb = p->packed[i].buf;
+  if (nb < 0)
+    nb = add_packed(p, (kir_packed){-1, 1, 0, 0, 0, 0, 0, k->params, 0, 0, 2},
+                    (int64_t)primc_conv_i8_weight_bytes(k->params), w->v);
+  int64_t scratch = primc_conv_i8_scratch_bytes(k->params), *q = pc_alloc(p->g, sizeof(int64_t) * (CONV_EPI_AT + 2));
+  if (nb < 0 || !q || scratch < 1) return p->g->status ? p->g->status : PC_ERR_NOMEM;
+  memcpy(q, k->params, sizeof(int64_t) * CONV_EPI_AT);
+  q[CONV_EPI_AT] = lo;
+  q[CONV_EPI_AT + 1] = p->bufs[nb].nbytes;
+  k->params = q;
+  k->n_params = CONV_EPI_AT + 2;
+  k->call = KC_conv_i8;
+  k->args[2] = nb;
+  k->args[3] = kir_scratch_buf(p, PC_u8, scratch, NULL);
+  *changed = 1;
+  return PC_OK;
+}
+
 /* below this many multiply-adds a product of two activations (an attention head's) stays f32: rounding
  * and packing its B on every call costs more than the bf16 GEMM saves (BERT-base's heads, 128 x 128 x 64,
  * took 8.4 ms a run against 5.2 in f32 on an AMX Xeon), and f32 is more precise than asked, never less */
@@ -530,6 +566,12 @@ static pc_status pack_weights(kir_program *p) {
   for (int i = 0; i < p->n_kernels; i++) {
     kir_kernel *k = &p->kernels[i];
     if (k->kind != KK_CALL) continue;
+    if (k->call == KC_conv && k->params[0] == PC_i32) {
+      int changed;
+      if (conv_i8(p, k, &changed) != PC_OK) return p->g->status;
+      packed += changed;
+      continue;
+    }
     if (k->call == KC_conv) {
       primc_conv_plan plan;
       if (k->pair) continue; /* the pair reads plain weights, and so does its first conv's own row */

@@ -746,6 +746,28 @@ int primc_igemm_packed_check(const void *packed, size_t avail, int64_t N, int64_
 size_t primc_igemm_scratch_size(int64_t M, int64_t K);
 int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const int32_t *A, int64_t lda,
                           const void *packed_b, int32_t *C, int64_t ldc, void *scratch);
+/* the same GEMM on an A its caller writes straight into the GEMM's tiles (a conv's patches, read from its input
+ * without an int32 im2col): fill(ctx, strip, tiles, Kp, roff, rsum) writes rows strip * 16 .. + 15 of A (rows past
+ * M zero) as u8 tiles of 16 * Kp bytes (Kp: K rounded up to 64, zero past K; byte (r, k) at (k / 64) * 1024 +
+ * r * 64 + k % 64), each row's offset (subtracted before the row was stored as u8) and the sum of its stored
+ * bytes; strips are filled in parallel. scratch as primc_igemm_prepacked's. */
+typedef void (*primc_igemm_fill_fn)(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, int32_t *roff, int32_t *rsum);
+int primc_igemm_filled(int64_t M, int64_t N, int64_t K, primc_igemm_fill_fn fill, void *ctx, const void *packed_b,
+                       int32_t *C, int64_t ldc, void *scratch);
+/* int32 convs (ConvInteger, QLinearConv: u8 or s8 operands less their zero points) on the int8 GEMM
+ * (runtime/kernels_conv_i8.c). params: the conv call's first PRIMC_CONV_EPI_AT words (codegen/calls.def), then
+ * for the call lo (x's values are proven within [lo, lo + 255], lo <= 0: the padding's 0 is one of them) and the
+ * packed weights' bytes. The weights are packed once per group as B = W [Og][KH][KW][Cg] (primc_igemm_pack_b,
+ * transposed); the input goes per image into a padded channels-last u8 copy (x - lo) whose patches fill A's
+ * tiles directly. fits: a 1-D or 2-D conv without input dilation whose every output channel's weights span at
+ * most 256 values. */
+int primc_conv_i8_fits(const int64_t *params, const int32_t *w);
+size_t primc_conv_i8_weight_bytes(const int64_t *params);
+int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst);
+int64_t primc_conv_i8_scratch_bytes(const int64_t *params);
+/* bufs: out (i32), x (i32), the packed weights, scratch of primc_conv_i8_scratch_bytes; PRIMC_ERR_WEIGHTS on a
+ * packed header that does not match, PRIMC_ERR_RUNTIME when x leaves [lo, lo + 255] (nothing proven it then) */
+int primc_k_conv_i8(const int64_t *params, void *const *bufs);
 /* The int8 micro-kernels are rows of runtime/gemm/igemm_rows.def; the first the CPU runs is picked once.
  * force_row (tests, benchmarks): -1 when the CPU lacks it, a negative row goes back to the pick. */
 typedef enum primc_igemm_row {

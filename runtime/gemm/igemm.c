@@ -319,29 +319,40 @@ static void fallback_rows(void *ctx, int64_t b, int64_t e) {
     }
 }
 
+/* j's header, panels, A tiles and row offsets from the call's arguments; 0 on a bad shape or packed B */
+static int job_init(job *j, int64_t M, int64_t N, int64_t K, const void *packed_b, int32_t *C, int64_t ldc,
+                    void *scratch) {
+  const ig_hdr *h = packed_b;
+  if (!hdr_ok(h, N, K)) return 0;
+  *j = (job){.M = M, .N = N, .K = K, .h = h, .C = C, .ldc = ldc};
+  j->row = &rows[primc_igemm_row_active()];
+#if PRIMC_X86
+  j->avx512 = primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
+#endif
+  j->Kp = kpad(K);
+  j->Mp = cdiv(M, 32) * 32;
+  j->pairs = cdiv(N, 2 * IG_PANEL);
+  j->nm = cdiv(M, IG_MB);
+  j->np = cdiv(j->pairs, IG_PP);
+  j->cob = (const int32_t *)(h + 1);
+  j->csum = j->cob + npad(N);
+  j->pan = (const int8_t *)(j->csum + npad(N));
+  j->a = scratch;
+  j->roff = (int32_t *)(j->a + j->Mp * j->Kp);
+  j->rsum = j->roff + j->Mp;
+  return 1;
+}
+
+static int job_serial(const job *j) { return (double)j->M * (double)j->N * (double)j->Kp < IG_SERIAL; }
+
 int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const int32_t *A, int64_t lda,
                           const void *packed_b, int32_t *C, int64_t ldc, void *scratch) {
   if (M < 0 || N < 0 || K < 1 || !A || !C || !scratch || ldc < N || lda < (trans_a ? M : K)) return PRIMC_ERR_ARG;
   if (M == 0 || N == 0) return PRIMC_OK;
-  const ig_hdr *h = packed_b;
-  if (!hdr_ok(h, N, K)) return PRIMC_ERR_ARG;
-  job j = {.trans_a = trans_a, .M = M, .N = N, .K = K, .lda = lda, .A = A, .h = h, .C = C, .ldc = ldc};
-  j.row = &rows[primc_igemm_row_active()];
-#if PRIMC_X86
-  j.avx512 = primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
-#endif
-  j.Kp = kpad(K);
-  j.Mp = cdiv(M, 32) * 32;
-  j.pairs = cdiv(N, 2 * IG_PANEL);
-  j.nm = cdiv(M, IG_MB);
-  j.np = cdiv(j.pairs, IG_PP);
-  j.cob = (const int32_t *)(h + 1);
-  j.csum = j.cob + npad(N);
-  j.pan = (const int8_t *)(j.csum + npad(N));
-  j.a = scratch;
-  j.roff = (int32_t *)(j.a + j.Mp * j.Kp);
-  j.rsum = j.roff + j.Mp;
-  int serial = (double)M * (double)N * (double)j.Kp < IG_SERIAL;
+  job j;
+  if (!job_init(&j, M, N, K, packed_b, C, ldc, scratch)) return PRIMC_ERR_ARG;
+  j.trans_a = trans_a, j.A = A, j.lda = lda;
+  int serial = job_serial(&j);
   if (serial) pack_strips(&j, 0, j.Mp / 16);
   else primc_parallel_for(j.Mp / 16, pack_strips, &j);
   if (j.wide) {
@@ -350,6 +361,34 @@ int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const in
   } else {
     primc_parallel_for(serial ? 1 : primc_num_threads(), claim_tasks, &j);
   }
+  return PRIMC_OK;
+}
+
+typedef struct fill_job {
+  job *j;
+  primc_igemm_fill_fn fill;
+  void *ctx;
+} fill_job;
+
+static void fill_strips(void *ctx, int64_t b, int64_t e) {
+  fill_job *f = ctx;
+  for (int64_t st = b; st < e; st++)
+    f->fill(f->ctx, st, f->j->a + st * 16 * f->j->Kp, f->j->Kp, f->j->roff + st * 16, f->j->rsum + st * 16);
+}
+
+int primc_igemm_filled(int64_t M, int64_t N, int64_t K, primc_igemm_fill_fn fill, void *ctx, const void *packed_b,
+                       int32_t *C, int64_t ldc, void *scratch) {
+  if (M < 0 || N < 0 || K < 1 || !fill || !C || !scratch || ldc < N) return PRIMC_ERR_ARG;
+  if (M == 0 || N == 0) return PRIMC_OK;
+  job j;
+  if (!job_init(&j, M, N, K, packed_b, C, ldc, scratch)) return PRIMC_ERR_ARG;
+  fill_job f = {&j, fill, ctx};
+  int serial = job_serial(&j);
+  for (int64_t st = j.Mp / 16 - 1; st >= cdiv(M, 16); st--) /* strips wholly past M: zero, no fill */
+    memset(j.a + st * 16 * j.Kp, 0, (size_t)(16 * j.Kp)), memset(j.roff + st * 16, 0, 64), memset(j.rsum + st * 16, 0, 64);
+  if (serial) fill_strips(&f, 0, cdiv(M, 16));
+  else primc_parallel_for(cdiv(M, 16), fill_strips, &f);
+  primc_parallel_for(serial ? 1 : primc_num_threads(), claim_tasks, &j);
   return PRIMC_OK;
 }
 

@@ -1,0 +1,308 @@
+/* runtime/kernels_conv_i8.c: int32 convs (ConvInteger, QLinearConv) on the int8 GEMM: the input once per image as
+ * a padded channels-last u8 map, its patches copied straight into the GEMM's A tiles, the weights packed at compile
+ * time as B; the GEMM's [pixels][channels] sums transposed into the NCHW result. */
+#include "runtime/kernels.h"
+
+#include <stdlib.h>
+
+/* the params' conv as 2-D (a 1-D one as height 1): what every function here reads */
+typedef struct ci8 {
+  int64_t n, c, h, w, o, g, cg, og, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
+  int64_t hp, wp; /* the padded map: exactly what the outputs reach */
+  int64_t k, p;   /* taps x Cg, output pixels */
+} ci8;
+
+static int ci8_read(const int64_t *q, ci8 *c) {
+  shp x, w, o;
+  q = get_shape(get_shape(get_shape(q + 1, &x), &w), &o);
+  int64_t groups = *q++;
+  const int64_t *stride = q, *pad = q + 8, *dil = q + 16, *ldil = q + 24;
+  int S = x.rank - 2;
+  if ((S != 1 && S != 2) || w.rank != x.rank || o.rank != x.rank || groups < 1 || x.d[1] % groups || w.d[0] % groups)
+    return 0;
+  for (int d = 0; d < S; d++)
+    if (ldil[d] != 1 || stride[d] < 1 || dil[d] < 1 || pad[d] < 0) return 0;
+  int two = S == 2;
+  *c = (ci8){.n = x.d[0], .c = x.d[1], .h = two ? x.d[2] : 1, .w = x.d[1 + S], .o = w.d[0], .g = groups,
+             .cg = w.d[1], .og = w.d[0] / groups, .kh = two ? w.d[2] : 1, .kw = w.d[1 + S],
+             .sh = two ? stride[0] : 1, .sw = stride[S - 1], .dh = two ? dil[0] : 1, .dw = dil[S - 1],
+             .pt = two ? pad[0] : 0, .pl = pad[S - 1], .oh = two ? o.d[2] : 1, .ow = o.d[1 + S]};
+  if (c->cg * groups != c->c || o.d[0] != c->n || o.d[1] != c->o || c->oh < 1 || c->ow < 1 || c->kh < 1 || c->kw < 1)
+    return 0;
+  c->hp = (c->oh - 1) * c->sh + (c->kh - 1) * c->dh + 1;
+  c->wp = (c->ow - 1) * c->sw + (c->kw - 1) * c->dw + 1;
+  c->k = c->kh * c->kw * c->cg;
+  c->p = c->oh * c->ow;
+  /* every size below is a product of these: bounded so none overflows */
+  return c->hp <= (1 << 20) && c->wp <= (1 << 20) && c->k <= (1 << 24) && c->p <= (1 << 28) && c->c <= (1 << 20) &&
+         (double)c->hp * (double)c->wp * (double)c->c < (double)(1ll << 40);
+}
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* one group's packed B, padded to 64 bytes */
+static size_t group_bytes(const ci8 *c) { return align64(primc_igemm_packed_b_size(c->og, c->k)); }
+
+size_t primc_conv_i8_weight_bytes(const int64_t *params) {
+  ci8 c;
+  return ci8_read(params, &c) && primc_igemm_packed_b_size(c.og, c.k) ? group_bytes(&c) * (size_t)c.g : 0;
+}
+
+/* group g's weights as B [Og][KH][KW][Cg] (the patches' order) into wr */
+static void reorder_group(const ci8 *c, const int32_t *w, int64_t g, int32_t *wr) {
+  for (int64_t o = 0; o < c->og; o++)
+    for (int64_t ci = 0; ci < c->cg; ci++)
+      for (int64_t t = 0; t < c->kh * c->kw; t++)
+        wr[o * c->k + t * c->cg + ci] = w[((g * c->og + o) * c->cg + ci) * c->kh * c->kw + t];
+}
+
+int primc_conv_i8_fits(const int64_t *params, const int32_t *w) {
+  ci8 c;
+  if (!ci8_read(params, &c) || !w || !primc_conv_i8_weight_bytes(params)) return 0;
+  int32_t *wr = malloc(sizeof *wr * (size_t)(c.og * c.k));
+  int ok = wr != NULL;
+  for (int64_t g = 0; ok && g < c.g; g++) {
+    reorder_group(&c, w, g, wr);
+    ok = primc_igemm_b_fits(1, c.og, c.k, wr);
+  }
+  free(wr);
+  return ok;
+}
+
+int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst) {
+  ci8 c;
+  if (!ci8_read(params, &c) || !w || !dst) return PRIMC_ERR_ARG;
+  int32_t *wr = malloc(sizeof *wr * (size_t)(c.og * c.k));
+  if (!wr) return PRIMC_ERR_RUNTIME;
+  int st = PRIMC_OK;
+  for (int64_t g = 0; st == PRIMC_OK && g < c.g; g++) {
+    reorder_group(&c, w, g, wr);
+    st = primc_igemm_pack_b(1, c.og, c.k, wr, (char *)dst + g * group_bytes(&c));
+  }
+  free(wr);
+  return st;
+}
+
+/* scratch: the padded u8 map [hp][wp][c], one group's per-pixel sums [hp][wp], the GEMM's A, its C [P][Og] */
+static size_t map_bytes(const ci8 *c) { return align64((size_t)(c->hp * c->wp * c->c)); }
+static size_t sums_bytes(const ci8 *c) { return align64((size_t)(c->hp * c->wp) * 4); }
+static size_t a_bytes(const ci8 *c) { return align64(primc_igemm_scratch_size(c->p, c->k)); }
+
+int64_t primc_conv_i8_scratch_bytes(const int64_t *params) {
+  ci8 c;
+  if (!ci8_read(params, &c)) return 0;
+  return (int64_t)(map_bytes(&c) + sums_bytes(&c) + a_bytes(&c) + align64((size_t)(c.p * c.og) * 4));
+}
+
+#if PRIMC_X86
+#include <immintrin.h>
+
+/* r[c] holds byte p of channel c for 16 pixels; afterwards r[p] holds pixel p's 16 channels (four unpack rounds) */
+static inline void transpose16(__m128i *r) {
+  __m128i a[8][2], b[4][4], c[2][8];
+  for (int i = 0; i < 8; i++) a[i][0] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]), a[i][1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+  for (int i = 0; i < 4; i++)
+    for (int h = 0; h < 2; h++)
+      b[i][2 * h] = _mm_unpacklo_epi16(a[2 * i][h], a[2 * i + 1][h]),
+      b[i][2 * h + 1] = _mm_unpackhi_epi16(a[2 * i][h], a[2 * i + 1][h]);
+  for (int i = 0; i < 2; i++)
+    for (int q = 0; q < 4; q++)
+      c[i][2 * q] = _mm_unpacklo_epi32(b[2 * i][q], b[2 * i + 1][q]),
+      c[i][2 * q + 1] = _mm_unpackhi_epi32(b[2 * i][q], b[2 * i + 1][q]);
+  for (int pp = 0; pp < 8; pp++) r[2 * pp] = _mm_unpacklo_epi64(c[0][pp], c[1][pp]), r[2 * pp + 1] = _mm_unpackhi_epi64(c[0][pp], c[1][pp]);
+}
+
+/* fill_map's blocks of 16 channels by up to 16 pixels (a row's last block masked), each pixel's sum over the
+ * channels added to sums: the bytes made 16 a vector and transposed in registers */
+__attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const int32_t *x, int32_t lo, uint8_t *map,
+                                                             int32_t *sums, int64_t y0, int64_t y1, int64_t x1) {
+  __m512i vlo = _mm512_set1_epi32(lo), top = _mm512_set1_epi32(255);
+  __mmask16 bad = 0;
+  /* 64 channels at a time: 64 streams of x, and each pixel's 64 bytes of the map (a line) written at once */
+  for (int64_t c0 = 0; c0 + 16 <= c->c; c0 += 64)
+  for (int64_t y = y0; y < y1; y++)
+    for (int64_t i = 0; i < x1; i += 16) {
+      int np = x1 - i < 16 ? (int)(x1 - i) : 16;
+      __mmask16 m = (__mmask16)((1u << np) - 1);
+      int64_t at = (y + c->pt) * c->wp + c->pl + i;
+      __m512i s = _mm512_setzero_si512();
+      for (int64_t ch = c0; ch + 16 <= c->c && ch < c0 + 64; ch += 16) {
+        __m128i r[16];
+        for (int k = 0; k < 16; k++) { /* lanes past the row: 0, which passes the check and adds nothing */
+          __m512i v = _mm512_maskz_sub_epi32(m, _mm512_maskz_loadu_epi32(m, x + ((ch + k) * c->h + y) * c->w + i), vlo);
+          bad |= _mm512_cmpgt_epu32_mask(v, top);
+          s = _mm512_add_epi32(s, v);
+          r[k] = _mm512_cvtepi32_epi8(v);
+        }
+        transpose16(r);
+        for (int p = 0; p < np; p++) _mm_storeu_si128((__m128i *)(map + (at + p) * c->c + ch), r[p]);
+      }
+      _mm512_mask_storeu_epi32(sums + at, m, _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, sums + at), s));
+    }
+  return !bad;
+}
+#endif
+
+typedef struct map_job {
+  const ci8 *c;
+  const int32_t *x;
+  int32_t lo;
+  uint8_t *map;
+  int32_t *sums;
+  int64_t x1;
+  int vec;
+  uint32_t bad;
+} map_job;
+
+/* rows [y0, y1) of the image into the map (fill_map's share of a thread) */
+static void map_rows(void *ctx, int64_t y0, int64_t y1) {
+  map_job *j = ctx;
+  const ci8 *c = j->c;
+  int64_t vec_ch = 0; /* the vector blocks wrote channels [0, vec_ch) */
+  uint32_t bad = 0;
+  if (j->sums)
+    for (int64_t y = y0; y < y1; y++) memset(j->sums + (y + c->pt) * c->wp + c->pl, 0, sizeof(int32_t) * (size_t)j->x1);
+#if PRIMC_X86
+  if (j->vec) {
+    bad |= !map_blocks512(c, j->x, j->lo, j->map, j->sums, y0, y1, j->x1);
+    vec_ch = c->c / 16 * 16;
+  }
+#endif
+  for (int64_t ch = vec_ch; ch < c->c; ch++)
+    for (int64_t y = y0; y < y1; y++) {
+      const int32_t *row = j->x + (ch * c->h + y) * c->w;
+      int64_t at = (y + c->pt) * c->wp + c->pl;
+      for (int64_t i = 0; i < j->x1; i++) {
+        uint32_t v = (uint32_t)row[i] - (uint32_t)j->lo;
+        bad |= v >> 8;
+        j->map[(at + i) * c->c + ch] = (uint8_t)v;
+        if (j->sums) j->sums[at + i] += (int32_t)v;
+      }
+    }
+  if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+}
+
+/* image x ([c][h][w] int32) less lo into the padded channels-last map, and (sums not NULL) each padded pixel's sum
+ * over all channels, rows split over the pool; 0 when a value leaves [lo, lo + 255] */
+static int fill_map(const ci8 *c, const int32_t *x, int32_t lo, uint8_t *map, int32_t *sums) {
+  uint8_t pad = (uint8_t)(0u - (uint32_t)lo); /* the padding: 0 less lo */
+  memset(map, pad, (size_t)(c->hp * c->wp * c->c));
+  int64_t y1 = c->h < c->hp - c->pt ? c->h : c->hp - c->pt, x1 = c->w < c->wp - c->pl ? c->w : c->wp - c->pl;
+  if (sums)
+    for (int64_t i = 0; i < c->hp * c->wp; i++) sums[i] = (int32_t)pad * (int32_t)c->c;
+  if (y1 < 1 || x1 < 1) return 1;
+  map_job j = {c, x, lo, map, sums, x1, 0, 0};
+#if PRIMC_X86
+  j.vec = sums && c->c >= 16 && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
+#endif
+  if ((double)y1 * (double)x1 * (double)c->c < (1 << 16)) map_rows(&j, 0, y1);
+  else primc_parallel_for(y1, map_rows, &j);
+  return !j.bad;
+}
+
+/* the sums over group g's channels of each padded pixel */
+static void pixel_sums(const ci8 *c, const uint8_t *map, int64_t g, int32_t *sums) {
+  for (int64_t i = 0; i < c->hp * c->wp; i++) {
+    const uint8_t *px = map + i * c->c + g * c->cg;
+    int32_t s = 0;
+    for (int64_t ch = 0; ch < c->cg; ch++) s += px[ch];
+    sums[i] = s;
+  }
+}
+
+typedef struct patches {
+  const ci8 *c;
+  const uint8_t *map; /* at group g's first channel */
+  const int32_t *sums;
+  int32_t lo;
+} patches;
+
+/* n bytes from src into row r of a strip's tiles from k on, across its 64-byte blocks */
+static void put_run(uint8_t *tiles, int r, int64_t k, const uint8_t *src, int64_t n) {
+  while (n > 0) {
+    int64_t off = k % 64, seg = 64 - off < n ? 64 - off : n;
+    memcpy(tiles + (k / 64) * 1024 + r * 64 + off, src, (size_t)seg);
+    k += seg, src += seg, n -= seg;
+  }
+}
+
+/* rows strip * 16 .. + 15 of A: output pixel m's patch, tap by tap, each tap's Cg channels one run of the map */
+static void fill_patches(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, int32_t *roff, int32_t *rsum) {
+  const patches *pt = ctx;
+  const ci8 *c = pt->c;
+  for (int r = 0; r < 16; r++) {
+    int64_t m = strip * 16 + r;
+    if (m >= c->p) {
+      for (int64_t kb = 0; kb < Kp; kb += 64) memset(tiles + (kb / 64) * 1024 + r * 64, 0, 64);
+      roff[r] = rsum[r] = 0;
+      continue;
+    }
+    int64_t oy = m / c->ow, ox = m % c->ow, k = 0;
+    int32_t s = 0;
+    for (int64_t ky = 0; ky < c->kh; ky++) {
+      int64_t at = (oy * c->sh + ky * c->dh) * c->wp + ox * c->sw;
+      for (int64_t kx = 0; kx < c->kw; kx++, at += c->dw, k += c->cg) {
+        const uint8_t *src = pt->map + at * c->c;
+        if (c->cg % 64 == 0) /* whole 64-byte blocks: copies of a constant size, inlined */
+          for (int64_t b = 0; b < c->cg; b += 64) memcpy(tiles + (k + b) / 64 * 1024 + r * 64, src + b, 64);
+        else
+          put_run(tiles, r, k, src, c->cg);
+        s += pt->sums[at];
+      }
+    }
+    if (k % 64) memset(tiles + (k / 64) * 1024 + r * 64 + k % 64, 0, (size_t)(64 - k % 64));
+    for (int64_t kb = (k + 63) / 64 * 64; kb < Kp; kb += 64) memset(tiles + (kb / 64) * 1024 + r * 64, 0, 64);
+    roff[r] = pt->lo;
+    rsum[r] = s;
+  }
+}
+
+typedef struct out_job {
+  const int32_t *acc;
+  int64_t p, og;
+  int32_t *y;
+} out_job;
+
+/* the GEMM's [p][og] sums into the result's [og][p] for pixel blocks [b, e) of 64 (their sums stay in L1 across
+ * channels) */
+static void out_blocks(void *ctx, int64_t b, int64_t e) {
+  const out_job *j = ctx;
+  for (int64_t m0 = b * 64; m0 < e * 64 && m0 < j->p; m0 += 64) {
+    int64_t m1 = m0 + 64 < j->p ? m0 + 64 : j->p;
+    for (int64_t o = 0; o < j->og; o++)
+      for (int64_t m = m0; m < m1; m++) j->y[o * j->p + m] = j->acc[m * j->og + o];
+  }
+}
+
+static void transpose_out(const int32_t *acc, int64_t p, int64_t og, int32_t *y) {
+  out_job j = {acc, p, og, y};
+  if ((double)p * (double)og < (1 << 16)) out_blocks(&j, 0, (p + 63) / 64);
+  else primc_parallel_for((p + 63) / 64, out_blocks, &j);
+}
+
+int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
+  ci8 c;
+  if (!ci8_read(params, &c) || params[0] != PRIMC_I32) return PRIMC_ERR_RUNTIME;
+  const int64_t *q = params + PRIMC_CONV_EPI_AT;
+  int64_t lo = q[0], wbytes = q[1];
+  if (lo > 0 || lo < -255 || wbytes < (int64_t)primc_conv_i8_weight_bytes(params)) return PRIMC_ERR_RUNTIME;
+  for (int64_t g = 0; g < c.g; g++)
+    if (primc_igemm_packed_check((const char *)bufs[2] + g * group_bytes(&c), group_bytes(&c), c.og, c.k) != PRIMC_OK)
+      return PRIMC_ERR_WEIGHTS;
+  int32_t *out = bufs[0];
+  const int32_t *x = bufs[1];
+  uint8_t *map = bufs[3], *a = map + map_bytes(&c) + sums_bytes(&c);
+  int32_t *sums = (int32_t *)(map + map_bytes(&c)), *acc = (int32_t *)(a + a_bytes(&c));
+  for (int64_t n = 0; n < c.n; n++) {
+    if (!fill_map(&c, x + n * c.c * c.h * c.w, (int32_t)lo, map, c.g == 1 ? sums : NULL)) return PRIMC_ERR_RUNTIME;
+    for (int64_t g = 0; g < c.g; g++) {
+      if (c.g > 1) pixel_sums(&c, map, g, sums);
+      patches pt = {&c, map + g * c.cg, sums, (int32_t)lo};
+      int st = primc_igemm_filled(c.p, c.og, c.k, fill_patches, &pt, (const char *)bufs[2] + g * group_bytes(&c), acc,
+                                  c.og, a);
+      if (st != PRIMC_OK) return st;
+      transpose_out(acc, c.p, c.og, out + (n * c.o + g * c.og) * c.p);
+    }
+  }
+  return PRIMC_OK;
+}

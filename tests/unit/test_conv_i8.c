@@ -1,0 +1,116 @@
+/* tests/unit/test_conv_i8.c: int32 convs of quantized models (u8 or s8 input less a constant zero point, constant
+ * weights less theirs) through the -O2 pipeline: the conv_i8 call on the int8 GEMM, results equal to int64 sums
+ * computed here and wrapped to int32; weights too wide for s8 keep the exact floating-point path. */
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "tests/test.h"
+#include "tests/unit/helpers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ci8_case {
+  int s;  /* spatial rank: 1 or 2 */
+  int s8; /* the input is s8 (else u8) */
+  int64_t n, c, o, h, w, kh, kw, stride, pad, dil, groups, zx;
+} ci8_case;
+
+static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u, *s >> 24; }
+
+/* y = conv(i32(x) - zx, w) for a constant w whose values per output channel span wspan; the listing must name
+ * call and not not_call, and y equal the int64 sums */
+static void check_conv(const ci8_case *t, int wspan, const char *call, const char *not_call, const char *tag) {
+  int s = t->s;
+  int64_t xd[4] = {t->n, t->c, t->h, t->w}, wd[4] = {t->o, t->c / t->groups, t->kh, t->kw};
+  if (s == 1) xd[2] = t->w, wd[2] = t->kw;
+  int64_t nx = t->n * t->c * t->h * t->w, nw = t->o * (t->c / t->groups) * t->kh * t->kw;
+  int8_t *xs = malloc((size_t)nx);
+  int32_t *w = malloc(sizeof *w * (size_t)nw);
+  uint32_t seed = 11;
+  for (int64_t i = 0; i < nx; i++) xs[i] = (int8_t)lcg(&seed);
+  for (int64_t i = 0; i < nw; i++) /* each output channel its own zero point */
+    w[i] = (int32_t)(lcg(&seed) * (uint32_t)wspan / 256) - (int32_t)(i / (nw / t->o) % 7) * 9 - wspan / 2;
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", pc_type_make(t->s8 ? PC_i8 : PC_u8, 2 + s, xd));
+  int32_t zx = (int32_t)t->zx;
+  pc_value *z = pc_broadcast_in_dim(g, pc_const(g, pc_type_make(PC_i32, 0, NULL), &zx), 2 + s, xd, NULL);
+  pc_value *xi = pc_sub(g, pc_convert(g, x, PC_i32), z);
+  pc_value *wc = pc_const(g, pc_type_make(PC_i32, 2 + s, wd), w);
+  int64_t st[2] = {t->stride, t->stride}, pd[2] = {t->pad, t->pad}, dl[2] = {t->dil, t->dil}, one[2] = {1, 1};
+  pc_attr a[6] = {pc_a_ints("stride", st, s), pc_a_ints("pad_lo", pd, s), pc_a_ints("pad_hi", pd, s),
+                  pc_a_ints("dilation", dl, s), pc_a_ints("lhs_dilation", one, s), pc_a_int("groups", t->groups)};
+  pc_output_add(g, pc_build(g, PC_OP_conv, (pc_value *[]){xi, wc}, 2, a, 6));
+  pc_pipeline_opts po = {.opt_level = 2};
+  if (CHECK_MSG(g->status == PC_OK && pc_pipeline_run(g, &po) == PC_OK, "%s: %s", tag, pc_error(g))) {
+    char *text = pc_test_kernels_text(g);
+    CHECK_MSG(text && strstr(text, call), "%s: no %s in the listing", tag, call);
+    CHECK_MSG(text && !strstr(text, not_call), "%s: %s in the listing", tag, not_call);
+    free(text);
+    pc_tensor in = {t->s8 ? PC_i8 : PC_u8, 2 + s, {xd[0], xd[1], xd[2], xd[3]}, xs}, out;
+    if (pc_test_run_compiled(g, 2, &in, &out, tag)) {
+      const int32_t *y = out.data;
+      int64_t H = s == 2 ? t->h : 1, KH = s == 2 ? t->kh : 1, cg = t->c / t->groups, og = t->o / t->groups;
+      int64_t oh = s == 2 ? (H + 2 * t->pad - t->dil * (KH - 1) - 1) / t->stride + 1 : 1;
+      int64_t ow = (t->w + 2 * t->pad - t->dil * (t->kw - 1) - 1) / t->stride + 1;
+      int64_t ph = s == 2 ? t->pad : 0, bad = 0;
+      for (int64_t n = 0; n < t->n && !bad; n++)
+        for (int64_t o = 0; o < t->o && !bad; o++)
+          for (int64_t oy = 0; oy < oh && !bad; oy++)
+            for (int64_t ox = 0; ox < ow && !bad; ox++) {
+              int64_t want = 0, g0 = o / og * cg;
+              for (int64_t ci = 0; ci < cg; ci++)
+                for (int64_t ky = 0; ky < KH; ky++)
+                  for (int64_t kx = 0; kx < t->kw; kx++) {
+                    int64_t iy = oy * (s == 2 ? t->stride : 1) - ph + ky * (s == 2 ? t->dil : 1);
+                    int64_t ix = ox * t->stride - t->pad + kx * t->dil;
+                    if (iy < 0 || iy >= H || ix < 0 || ix >= t->w) continue;
+                    int8_t raw = xs[((n * t->c + g0 + ci) * H + iy) * t->w + ix];
+                    int64_t xv = (t->s8 ? (int64_t)raw : (int64_t)(uint8_t)raw) - t->zx;
+                    want += xv * w[((o * cg + ci) * KH + ky) * t->kw + kx];
+                  }
+              int64_t at = ((n * t->o + o) * oh + oy) * ow + ox;
+              bad = !CHECK_MSG(y[at] == (int32_t)(uint32_t)(uint64_t)want, "%s: y[%lld] = %d, want %lld", tag,
+                               (long long)at, y[at], (long long)want);
+            }
+      free(out.data);
+    }
+  }
+  pc_graph_free(g);
+  free(xs);
+  free(w);
+}
+
+static const ci8_case cases[] = {
+    {2, 0, 1, 16, 32, 12, 12, 3, 3, 1, 1, 1, 1, 128}, /* ResNet's 3x3, padded */
+    {2, 0, 2, 24, 40, 9, 11, 3, 3, 2, 1, 1, 1, 3},    /* stride 2, batch 2, 25 pixels: a partial strip */
+    {2, 1, 1, 70, 20, 7, 7, 1, 1, 1, 0, 1, 1, -5},    /* 1x1, K = 70 past one 64-byte block, s8 input */
+    {2, 0, 1, 3, 16, 19, 19, 7, 7, 2, 3, 1, 1, 100},  /* a 3-channel stem, K = 147 */
+    {2, 0, 1, 8, 12, 10, 10, 3, 3, 1, 2, 2, 2, 0},    /* dilation 2, two groups */
+    {1, 0, 1, 10, 18, 1, 40, 1, 5, 3, 2, 1, 1, 77},   /* 1-D, kernel 5, stride 3 */
+    {2, 1, 1, 32, 33, 5, 6, 3, 3, 1, 1, 1, 1, 127},   /* s8 less 127: [-255, 0] */
+    {2, 0, 2, 40, 24, 5, 37, 3, 3, 1, 1, 1, 1, 128},  /* 16 x 16 vector blocks and the channels and pixels past them */
+    {1, 1, 1, 16, 8, 1, 50, 1, 3, 2, 0, 1, 1, -100}, /* 1-D, vector blocks, s8 less -100 */
+    {2, 0, 1, 64, 16, 9, 18, 3, 3, 1, 1, 1, 1, 128},  /* taps of whole 64-byte blocks */
+    {2, 0, 1, 128, 24, 10, 10, 1, 1, 2, 0, 1, 1, 7},  /* a 1x1/2 downsample, two blocks a tap */
+};
+
+PC_TEST(conv_i8_quantized_convs_take_int8_gemm) {
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "int8 conv case %zu", i);
+    check_conv(&cases[i], 256, "call primc_k_conv_i8(", "call primc_k_conv(", tag);
+  }
+}
+
+/* an output channel's weights spanning 300 values are not s8 less an offset: the floating-point im2col path */
+PC_TEST(conv_i8_wide_weights_stay_on_exact_path) {
+  check_conv(&cases[0], 300, "call primc_k_conv(", "call primc_k_conv_i8(", "wide weights");
+}
+
+/* u8 less 0 and a padding 0: the span is [0, 255]; u8 less 300 would not fit with the padding's 0 in u8 */
+PC_TEST(conv_i8_input_range_decides) {
+  ci8_case t = cases[0];
+  t.zx = 300;
+  check_conv(&t, 256, "call primc_k_conv(", "call primc_k_conv_i8(", "input less 300");
+}
