@@ -234,3 +234,244 @@ pc_status ox_op_QLinearMatMul(ox_ctx *c) {
   pc_value *d = ox_binary(c, PC_OP_mul, pc_convert(G, acc, PC_f64), pc_convert(G, s, PC_f64));
   return ox_out(c, 0, q_saturate(c, d, yz, q));
 }
+
+/* ---------------------------------------------------------------- com.microsoft
+ * ONNX Runtime's contrib ops, as its CPU kernels compute them: the quantized inputs dequantized to float32
+ * (scale * (q - zero point)), the op in float32, the result quantized (round half to even of y / y_scale, plus
+ * the zero point, saturated to the zero point's type). Scales and zero points are per tensor (one element),
+ * except QGemm's b_scale and b_zero_point, which may have one entry per output column. */
+
+/* input i, required: named in the error */
+static pc_value *ms_req(ox_ctx *c, int i, const char *name) {
+  pc_value *v = ox_in(c, i);
+  if (!v && c->g->status == PC_OK) ox_fail(c, PC_ERR_ATTR, "input %d (%s) is required", i, name);
+  return v;
+}
+
+static int ms_one(const pc_value *v) { return pc_type_is_static(&v->type) && pc_type_numel(&v->type) == 1; }
+
+/* a per-tensor float32 scale (input i, required) as a rank-0 value */
+static pc_value *ms_scale(ox_ctx *c, int i, const char *name) {
+  pc_value *s = ms_req(c, i, name);
+  if (!s) return NULL;
+  if (s->type.dtype != PC_f32) return ox_fail(c, PC_ERR_TYPE, "%s must be float32, not %s", name, pc_dtype_name(s->type.dtype)), NULL;
+  if (!ms_one(s)) return ox_fail(c, PC_ERR_SHAPE, "%s must be a scalar or a 1-element tensor", name), NULL;
+  return ox_reshape(c, s, 0, NULL);
+}
+
+/* a per-tensor zero point of type dt (input i, optional) as a rank-0 value; NULL when absent or failed */
+static pc_value *ms_zp(ox_ctx *c, int i, const char *name, pc_dtype dt) {
+  pc_value *z = ox_in(c, i);
+  if (!z || c->g->status != PC_OK) return NULL;
+  if (z->type.dtype != dt)
+    return ox_fail(c, PC_ERR_TYPE, "%s is %s, the quantized data %s", name, pc_dtype_name(z->type.dtype), pc_dtype_name(dt)), NULL;
+  if (!ms_one(z)) return ox_fail(c, PC_ERR_SHAPE, "%s must be a scalar or a 1-element tensor", name), NULL;
+  return ox_reshape(c, z, 0, NULL);
+}
+
+/* the quantized type of x (u8 or i8; u16 too when wide) */
+static int ms_qtype(ox_ctx *c, const pc_value *x, const char *name, int wide) {
+  if (!x) return 0;
+  pc_dtype dt = x->type.dtype;
+  if (dt == PC_u8 || dt == PC_i8 || (wide && dt == PC_u16)) return 1;
+  ox_fail(c, PC_ERR_TYPE, "%s must be uint8 or int8%s, not %s", name, wide ? " (or uint16)" : "", pc_dtype_name(dt));
+  return 0;
+}
+
+/* scale * (x - zp) in float32 (zp NULL: 0) */
+static pc_value *ms_deq(ox_ctx *c, pc_value *x, pc_value *s, pc_value *zp) {
+  if (!x || !s) return NULL;
+  pc_value *d = zp ? ox_binary(c, PC_OP_sub, pc_convert(G, x, PC_i32), pc_convert(G, zp, PC_i32)) : x;
+  return ox_binary(c, PC_OP_mul, pc_convert(G, d, PC_f32), s);
+}
+
+/* round-half-even(v / s) + zp, saturated to dt */
+static pc_value *ms_quant(ox_ctx *c, pc_value *v, pc_value *s, pc_value *zp, pc_dtype dt) {
+  const q_range *q = q_range_of(c, dt);
+  return v && s && q ? q_saturate(c, ox_binary(c, PC_OP_div, v, s), zp, q) : NULL;
+}
+
+/* QLinearAdd, QLinearMul: (A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point), numpy
+ * broadcasting; (dequant(A) op dequant(B)) / C_scale rounded (MLAS's QLinearAdd/QLinearMul) */
+static pc_status ms_binary(ox_ctx *c, pc_op op) {
+  pc_value *a = ms_req(c, 0, "A"), *as = ms_scale(c, 1, "A_scale"), *b = ms_req(c, 3, "B"),
+           *bs = ms_scale(c, 4, "B_scale"), *cs = ms_scale(c, 6, "C_scale");
+  if (!a || !as || !b || !bs || !cs || !ms_qtype(c, a, "A", op == PC_OP_add)) return ox_status(c);
+  pc_dtype dt = a->type.dtype;
+  if (b->type.dtype != dt) return ox_fail(c, PC_ERR_TYPE, "A is %s, B %s", pc_dtype_name(dt), pc_dtype_name(b->type.dtype));
+  pc_value *az = ms_zp(c, 2, "A_zero_point", dt), *bz = ms_zp(c, 5, "B_zero_point", dt), *cz = ms_zp(c, 7, "C_zero_point", dt);
+  if (ox_status(c) != PC_OK) return ox_status(c);
+  pc_value *v = ox_binary(c, op, ms_deq(c, a, as, az), ms_deq(c, b, bs, bz));
+  return ox_out(c, 0, ms_quant(c, v, cs, cz, dt));
+}
+
+pc_status ox_op_ms_QLinearAdd(ox_ctx *c) { return ms_binary(c, PC_OP_add); }
+pc_status ox_op_ms_QLinearMul(ox_ctx *c) { return ms_binary(c, PC_OP_mul); }
+
+/* QLinearConcat: (Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input), axis: each input requantized
+ * to Y's scale and zero point (ONNX Runtime's lookup table of the same float32 arithmetic), then concatenated */
+pc_status ox_op_ms_QLinearConcat(ox_ctx *c) {
+  pc_value *ys = ms_scale(c, 0, "Y_scale"), *yzr = ms_req(c, 1, "Y_zero_point");
+  if (!ys || !yzr || !ms_qtype(c, yzr, "Y_zero_point", 0)) return ox_status(c);
+  if (c->n_in < 5 || (c->n_in - 2) % 3)
+    return ox_fail(c, PC_ERR_ATTR, "inputs must be Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) triples; the node has %d", c->n_in);
+  if (!ox_has_attr(c, "axis")) return ox_fail(c, PC_ERR_ATTR, "attribute axis is required");
+  pc_dtype dt = yzr->type.dtype;
+  pc_value *yz = ms_zp(c, 1, "Y_zero_point", dt);
+  int n = (c->n_in - 2) / 3;
+  pc_value **parts = calloc((size_t)n, sizeof *parts);
+  if (!parts) return ox_fail(c, PC_ERR_NOMEM, "out of memory");
+  for (int k = 0; k < n && ox_status(c) == PC_OK; k++) {
+    int i = 2 + 3 * k;
+    pc_value *x = ms_req(c, i, "X"), *xs = ms_scale(c, i + 1, "X_scale"), *xz = ms_zp(c, i + 2, "X_zero_point", dt);
+    if (!x || !xs || ox_status(c) != PC_OK) break;
+    if (x->type.dtype != dt) {
+      ox_fail(c, PC_ERR_TYPE, "input %d is %s, Y_zero_point %s", i, pc_dtype_name(x->type.dtype), pc_dtype_name(dt));
+      break;
+    }
+    /* the same scale and zero point as Y's: a copy (requantizing would give the same values) */
+    int same = ox_in(c, i + 1) == ox_in(c, 0) && ox_in(c, i + 2) == ox_in(c, 1);
+    parts[k] = same ? x : ms_quant(c, ms_deq(c, x, xs, xz), ys, yz, dt);
+  }
+  pc_value *y = ox_status(c) == PC_OK ? call_op(c, ox_op_Concat, parts, n) : NULL;
+  free(parts);
+  return y ? ox_out(c, 0, y) : ox_status(c);
+}
+
+/* the permutation taking channels-last [N, d..., C] to [N, C, d...] (to_first) or back */
+static pc_value *ms_channels(ox_ctx *c, pc_value *x, int to_first) {
+  if (!x) return NULL;
+  int r = x->type.rank;
+  int64_t perm[PC_MAX_RANK];
+  perm[0] = 0;
+  for (int i = 1; i < r; i++) perm[i] = to_first ? (i == 1 ? r - 1 : i - 1) : (i == r - 1 ? 1 : i + 1);
+  return pc_transpose(G, x, perm);
+}
+
+/* QLinearGlobalAveragePool: (X, x_scale, x_zero_point, y_scale, y_zero_point), channels_last. MLAS sums the
+ * integers of each channel's map exactly, less x_zero_point * size, and requantizes the sum by
+ * x_scale / (y_scale * size) */
+pc_status ox_op_ms_QLinearGlobalAveragePool(ox_ctx *c) {
+  pc_value *x = ms_req(c, 0, "X"), *xs = ms_scale(c, 1, "x_scale"), *ys = ms_scale(c, 3, "y_scale");
+  int cl = ox_attr_flag(c, "channels_last", 0);
+  if (!x || !xs || !ys || !check_static(c, x) || !ms_qtype(c, x, "X", 0)) return ox_status(c);
+  pc_dtype dt = x->type.dtype;
+  pc_value *xz = ms_zp(c, 2, "x_zero_point", dt), *yz = ms_zp(c, 4, "y_zero_point", dt);
+  int r = x->type.rank;
+  if (ox_status(c) != PC_OK) return ox_status(c);
+  if (r < 3) return ox_fail(c, PC_ERR_SHAPE, "X has rank %d, needs [N, C, spatial...] (rank >= 3)", r);
+  int64_t axes[PC_MAX_RANK], size = 1;
+  for (int i = 0; i < r - 2; i++) axes[i] = cl ? i + 1 : i + 2, size *= x->type.dims[axes[i]];
+  if (size <= 0 || size >= (1 << 24)) return ox_fail(c, PC_ERR_SHAPE, "the pooled map has %lld elements (1..2^24)", (long long)size);
+  pc_value *acc = ox_reduce(c, PC_OP_reduce_sum, pc_convert(G, x, PC_i32), r - 2, axes, 1);
+  if (xz) acc = ox_binary(c, PC_OP_sub, acc, ox_binary(c, PC_OP_mul, pc_convert(G, xz, PC_i32), scalar(c, PC_i32, (double)size)));
+  pc_value *s = ox_binary(c, PC_OP_div, xs, ox_binary(c, PC_OP_mul, ys, scalar(c, PC_f32, (double)size)));
+  pc_value *v = ox_binary(c, PC_OP_mul, pc_convert(G, acc, PC_f32), s);
+  return ox_out(c, 0, q_saturate(c, v, yz, q_range_of(c, dt)));
+}
+
+/* QLinearAveragePool: (X, x_scale, x_zero_point, y_scale, y_zero_point), AveragePool's attributes and
+ * channels_last: the float32 average pool of the dequantized input, quantized as ONNX Runtime's kernel does
+ * (the zero point added before rounding: round-half-even(y / y_scale + y_zero_point), saturated) */
+pc_status ox_op_ms_QLinearAveragePool(ox_ctx *c) {
+  pc_value *x = ms_req(c, 0, "X"), *xs = ms_scale(c, 1, "x_scale"), *ys = ms_scale(c, 3, "y_scale");
+  int cl = ox_attr_flag(c, "channels_last", 0);
+  if (!x || !xs || !ys || !check_static(c, x) || !ms_qtype(c, x, "X", 0)) return ox_status(c);
+  pc_dtype dt = x->type.dtype;
+  pc_value *xz = ms_zp(c, 2, "x_zero_point", dt), *yz = ms_zp(c, 4, "y_zero_point", dt);
+  if (ox_status(c) != PC_OK) return ox_status(c);
+  if (x->type.rank < 3) return ox_fail(c, PC_ERR_SHAPE, "X has rank %d, needs [N, C, spatial...] (rank >= 3)", x->type.rank);
+  pc_value *in[1] = {ms_deq(c, x, xs, xz)};
+  if (cl) in[0] = ms_channels(c, in[0], 1);
+  pc_value *p = in[0] ? call_op(c, ox_op_AveragePool, in, 1) : NULL;
+  if (cl) p = ms_channels(c, p, 0);
+  pc_value *v = p ? ox_binary(c, PC_OP_div, p, ys) : NULL;
+  if (v && yz) v = ox_binary(c, PC_OP_add, v, pc_convert(G, yz, PC_f32));
+  return ox_out(c, 0, v ? q_saturate(c, v, NULL, q_range_of(c, dt)) : NULL);
+}
+
+/* QLinearSigmoid, QLinearLeakyRelu: (X, X_scale, X_zero_point, Y_scale, Y_zero_point); ONNX Runtime builds a
+ * table of the 256 inputs' results with the same float32 arithmetic, so elementwise gives the same values */
+static pc_status ms_activation(ox_ctx *c, int leaky) {
+  pc_value *x = ms_req(c, 0, "X"), *xs = ms_scale(c, 1, "X_scale"), *ys = ms_scale(c, 3, "Y_scale");
+  if (!x || !xs || !ys || !ms_qtype(c, x, "X", 0)) return ox_status(c);
+  pc_dtype dt = x->type.dtype;
+  pc_value *xz = ms_zp(c, 2, "X_zero_point", dt), *yz = ms_zp(c, 4, "Y_zero_point", dt);
+  if (ox_status(c) != PC_OK) return ox_status(c);
+  pc_value *v = ms_deq(c, x, xs, xz);
+  if (leaky && v) {
+    float alpha = (float)ox_attr_float(c, "alpha", 0.01);
+    pc_value *zero = pc_full_like(G, 0, v), *neg = ox_binary(c, PC_OP_mul, v, scalar(c, PC_f32, alpha));
+    v = neg ? pc_where(G, pc_ge(G, v, zero), v, neg) : NULL;
+  } else if (v) {
+    v = pc_sigmoid(G, v);
+  }
+  return ox_out(c, 0, ms_quant(c, v, ys, yz, dt));
+}
+
+pc_status ox_op_ms_QLinearSigmoid(ox_ctx *c) { return ms_activation(c, 0); }
+pc_status ox_op_ms_QLinearLeakyRelu(ox_ctx *c) { return ms_activation(c, 1); }
+
+/* QGemm: (A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale, y_zero_point), transA, transB, alpha.
+ * The int32 product of (A - a_zero_point) and (B - b_zero_point) plus C (int32), scaled by
+ * alpha * a_scale * b_scale (per column when b_scale is) / y_scale in float32: quantized to y_zero_point's type,
+ * or float32 when y_scale is absent */
+pc_status ox_op_ms_QGemm(ox_ctx *c) {
+  pc_value *a = ms_req(c, 0, "A"), *as = ms_scale(c, 1, "a_scale"), *b = ms_req(c, 3, "B"), *bs = ms_req(c, 4, "b_scale"),
+           *cc = ox_in(c, 6), *ys = ox_in(c, 7) ? ms_scale(c, 7, "y_scale") : NULL;
+  if (!a || !as || !b || !bs || ox_status(c) != PC_OK || !check_static(c, a) || !check_static(c, b) ||
+      !ms_qtype(c, a, "A", 0) || !ms_qtype(c, b, "B", 0))
+    return ox_status(c);
+  if (a->type.rank != 2 || b->type.rank != 2) return ox_fail(c, PC_ERR_SHAPE, "A and B must be 2-D");
+  int64_t t[2] = {1, 0};
+  if (ox_attr_flag(c, "transA", 0)) a = pc_transpose(G, a, t);
+  if (ox_attr_flag(c, "transB", 0)) b = pc_transpose(G, b, t);
+  if (!a || !b) return ox_status(c);
+  int64_t M = a->type.dims[0], K = a->type.dims[1], N = b->type.dims[1];
+  if (b->type.dims[0] != K)
+    return ox_fail(c, PC_ERR_SHAPE, "A is [%lld, %lld], B [%lld, %lld]: inner dims differ", (long long)M, (long long)K,
+                   (long long)b->type.dims[0], (long long)N);
+  pc_value *az = ms_zp(c, 2, "a_zero_point", a->type.dtype), *bz = ox_in(c, 5), *yz = ox_in(c, 8);
+  if (ox_status(c) != PC_OK) return ox_status(c);
+  int per_col = !ms_one(bs);
+  if (bs->type.dtype != PC_f32) return ox_fail(c, PC_ERR_TYPE, "b_scale must be float32, not %s", pc_dtype_name(bs->type.dtype));
+  if (per_col && (bs->type.rank != 1 || bs->type.dims[0] != N))
+    return ox_fail(c, PC_ERR_SHAPE, "b_scale must be a scalar or have N = %lld entries", (long long)N);
+  if (bz && (bz->type.dtype != b->type.dtype || !(ms_one(bz) || (bz->type.rank == 1 && bz->type.dims[0] == N))))
+    return ox_fail(c, PC_ERR_SHAPE, "b_zero_point must be a scalar or have N = %lld entries of B's type", (long long)N);
+  if (cc && cc->type.dtype != PC_i32) return ox_fail(c, PC_ERR_TYPE, "C must be int32, not %s", pc_dtype_name(cc->type.dtype));
+  if (yz && !ys) return ox_fail(c, PC_ERR_ATTR, "y_zero_point is given without y_scale");
+  pc_dtype ydt = yz ? yz->type.dtype : a->type.dtype;
+  if (yz && !ms_qtype(c, yz, "y_zero_point", 0)) return ox_status(c);
+  if (yz && !ms_one(yz)) return ox_fail(c, PC_ERR_SHAPE, "y_zero_point must be a scalar or a 1-element tensor");
+  pc_value *in[2] = {int_shift(c, a, az, 2), int_shift(c, b, bz && ms_one(bz) ? ox_reshape(c, bz, 0, NULL) : bz, 1)};
+  if (!in[0] || !in[1]) return ox_status(c);
+  pc_value *acc = call_op(c, ox_op_MatMul, in, 2);
+  if (acc && cc) {
+    pc_value *sum = ox_binary(c, PC_OP_add, acc, cc);
+    if (sum && !pc_type_equal(&sum->type, &acc->type)) return ox_fail(c, PC_ERR_SHAPE, "C does not broadcast to [M, N] = [%lld, %lld]", (long long)M, (long long)N);
+    acc = sum;
+  }
+  pc_value *s = ox_binary(c, PC_OP_mul, ox_binary(c, PC_OP_mul, scalar(c, PC_f32, (float)ox_attr_float(c, "alpha", 1.0)), as),
+                          per_col ? bs : ox_reshape(c, bs, 0, NULL));
+  if (ys) s = ox_binary(c, PC_OP_div, s, ys);
+  pc_value *v = acc ? ox_binary(c, PC_OP_mul, pc_convert(G, acc, PC_f32), s) : NULL;
+  if (!ys) return ox_out(c, 0, v);
+  return ox_out(c, 0, q_saturate(c, v, yz ? ox_reshape(c, yz, 0, NULL) : NULL, q_range_of(c, ydt)));
+}
+
+/* QLinearConv of com.microsoft (ONNX Runtime's NHWC transformer writes it): ai.onnx's QLinearConv, on a
+ * channels-last X and Y when channels_last = 1 (W stays [M, C/group, k...]) */
+pc_status ox_op_ms_QLinearConv(ox_ctx *c) {
+  if (!ox_attr_flag(c, "channels_last", 0)) return ox_status(c) != PC_OK ? ox_status(c) : ox_op_QLinearConv(c);
+  pc_value *x = ms_req(c, 0, "X");
+  if (!x || !check_static(c, x)) return ox_status(c);
+  if (x->type.rank < 3) return ox_fail(c, PC_ERR_SHAPE, "X has rank %d, needs [N, spatial..., C] (rank >= 3)", x->type.rank);
+  pc_value **in = calloc((size_t)c->n_in, sizeof *in);
+  if (!in) return ox_fail(c, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < c->n_in; i++) in[i] = c->in[i];
+  in[0] = ms_channels(c, x, 1);
+  pc_value *y = in[0] ? call_op(c, ox_op_QLinearConv, in, c->n_in) : NULL;
+  free(in);
+  return y ? ox_out(c, 0, ms_channels(c, y, 0)) : ox_status(c);
+}
