@@ -23,7 +23,7 @@
 /* ---------------------------------------------------------------- op table */
 
 /* the domains whose ops primc imports: ai.onnx, then the others in ox_domains' order */
-typedef enum ox_dom { OX_DOM_ONNX = -1, OX_DOM_ML, OX_DOM_PREVIEW, OX_DOM_TRAINING } ox_dom;
+typedef enum ox_dom { OX_DOM_ONNX = -1, OX_DOM_ML, OX_DOM_PREVIEW, OX_DOM_TRAINING, OX_DOM_MS } ox_dom;
 
 typedef struct ox_row {
   const char *name;
@@ -38,16 +38,18 @@ static const ox_row ox_rows[] = {
 #define ONNX_ML_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_ML},
 #define ONNX_PREVIEW_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_PREVIEW},
 #define ONNX_TRAINING_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_TRAINING},
+#define ONNX_MS_OP(name, min_opset, max_opset, fn) {#name, min_opset, max_opset, fn, OX_DOM_MS},
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
 #undef ONNX_ML_OP
 #undef ONNX_PREVIEW_OP
 #undef ONNX_TRAINING_OP
+#undef ONNX_MS_OP
     {NULL, 0, 0, NULL, OX_DOM_ONNX},
 };
 
 /* names of the domains beside ai.onnx, indexed by ox_dom; opset index into ox_loader.dom_opset */
-static const char *const ox_domains[] = {"ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training"};
+static const char *const ox_domains[] = {"ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training", "com.microsoft"};
 #define OX_N_DOMAINS (int)(sizeof ox_domains / sizeof *ox_domains)
 
 /* index of a non-default domain primc knows; -1 otherwise */

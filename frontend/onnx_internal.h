@@ -49,11 +49,13 @@ typedef pc_status (*ox_fn)(ox_ctx *c);
 #define ONNX_ML_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
 #define ONNX_PREVIEW_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
 #define ONNX_TRAINING_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
+#define ONNX_MS_OP(name, min_opset, max_opset, fn) pc_status fn(ox_ctx *c);
 #include "frontend/onnx_ops.def"
 #undef ONNX_OP
 #undef ONNX_ML_OP
 #undef ONNX_PREVIEW_OP
 #undef ONNX_TRAINING_OP
+#undef ONNX_MS_OP
 
 /* ---- the wire format (frontend/onnx_wire.c), checked before protobuf-c unpacks it, whose unpack recurses
  * once per nested message: a model nests ~3 messages per If/Loop body level and ~2 per sequence type level,

@@ -3,7 +3,8 @@
 # references (tests/ref/gen_lowp.py), and their contractions run by the f32 GEMM and conv rows, not elementwise;
 # --matmul-precision's three settings and --autocast bf16 against float64 (tests/ref/gen_matmul_precision.py);
 # integer dots (MatMulInteger, DynamicQuantizeLinear, QLinearMatMul, quantize_dynamic's models) on the int8 GEMM
-# against numpy and ONNX Runtime (tests/ref/gen_int_dot.py);
+# against numpy and ONNX Runtime (tests/ref/gen_int_dot.py); ONNX Runtime's com.microsoft quantized ops and
+# quantize_static'd (QOperator) zoo models against ONNX Runtime (tests/ref/gen_ms_quant.py);
 # f64 contractions and a 3-D f32 conv, run by primc's own GEMMs; and compiled code links no BLAS (issue 24).
 set -u
 B=${B:-build}
@@ -118,6 +119,38 @@ fi
 "$P" compile "$tmp/mp/model.onnx" --matmul-precision low -o "$tmp/x" >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q "bad --matmul-precision 'low'" "$tmp/out" && ok "an unknown --matmul-precision is a usage error" ||
   bad "--matmul-precision low" "$(cat "$tmp/out")"
+
+# com.microsoft quantized ops (tests/ref/gen_ms_quant.py), compiled and interpreted, against ONNX Runtime: the
+# single-op models equal to its output where the arithmetic is the same (tol.txt "exact": QLinearAdd, Mul, Concat,
+# GlobalAveragePool, LeakyRelu, QGemm to u8 and to float, Quantize/DequantizeLinear), within one step where it is
+# not (QLinearAveragePool sums floats in another order, QLinearSigmoid's MLAS logistic is approximate, the
+# channels-last QLinearConv requantizes in float64 as ai.onnx's reference does, ONNX Runtime in float32);
+# the quantize_static'd resnet_tiny, mlp and yolo_tiny within one step of the output's scale on >= 99% of elements
+python3 tests/ref/gen_ms_quant.py "$tmp/ms" models >"$tmp/gen.log" 2>&1 || bad "gen_ms_quant.py" "$(tail -n 3 "$tmp/gen.log")"
+for d in "$tmp"/ms/*/; do
+  n=$(basename "$d")
+  [ "$n" = bad ] && continue
+  ins=$(ls "$d"/in*.npy)
+  # shellcheck disable=SC2086
+  if "$P" compile "$d/model.onnx" -o "$tmp/ms_$n" >"$tmp/err" 2>&1 && "$tmp/ms_$n" $ins -o "$tmp/ms_$n.c" >/dev/null 2>>"$tmp/err" &&
+    python3 tests/compare_quant.py "$tmp/ms_$n.c/out0.npy" "$d" >>"$tmp/err" 2>&1; then ok "$n compiled vs ONNX Runtime ($(cat "$d/tol.txt")): $(tail -n 1 "$tmp/err")"
+  else bad "$n compiled" "$(tail -n 3 "$tmp/err")"; fi
+  # shellcheck disable=SC2086
+  if "$P" run "$d/model.onnx" $ins -o "$tmp/ms_$n.i" >/dev/null 2>"$tmp/err" &&
+    python3 tests/compare_quant.py "$tmp/ms_$n.i/out0.npy" "$d" >>"$tmp/err" 2>&1; then ok "$n interpreted vs ONNX Runtime: $(tail -n 1 "$tmp/err")"
+  else bad "$n interpreted" "$(tail -n 3 "$tmp/err")"; fi
+done
+# QGemm's dots (alone, to float, in the quantized resnet) run on the int8 GEMM
+for m in qgemm_u8 qgemm_float q_resnet_tiny; do
+  "$P" dump "$tmp/ms/$m/model.onnx" --kernels >"$tmp/k" 2>&1
+  grep -q 'call primc_k_dot_i8' "$tmp/k" && ! grep -q 'call primc_k_dot(' "$tmp/k" && ok "$m: QGemm's dot on the int8 GEMM" ||
+    bad "$m kernels" "$(grep call "$tmp/k" | head -c 600)"
+done
+# a QLinearAdd without its C_scale: one line naming the node, a non-zero exit
+"$P" run "$tmp/ms/bad/model.onnx" "$tmp/ms/bad/in0.npy" -o "$tmp/ms_bad" >"$tmp/out" 2>&1
+rc=$?
+[ $rc != 0 ] && [ "$(wc -l <"$tmp/out")" = 1 ] && grep -q 'QLinearAdd "add_no_c_scale": input 6 (C_scale) is required' "$tmp/out" &&
+  ok "QLinearAdd without C_scale: refused naming the node (exit $rc)" || bad "QLinearAdd without C_scale" "exit $rc: $(cat "$tmp/out")"
 
 # what a compiled model needs at run time: libc, libm, libpthread, nothing heavy (no OpenBLAS, no gfortran)
 if [ -x "$tmp/matmul_f64_blocks.exe" ]; then

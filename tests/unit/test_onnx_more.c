@@ -1,4 +1,4 @@
-/* tests/unit/test_onnx_more.c: Attention, losses, quantization, Cast to FLOAT8E8M0, CumProd, seeded training-mode Dropout and compile-time input specialization of the ONNX importer. */
+/* tests/unit/test_onnx_more.c: Attention, losses, quantization (ai.onnx and com.microsoft), Cast to FLOAT8E8M0, CumProd, seeded training-mode Dropout and compile-time input specialization of the ONNX importer. */
 #include "frontend/frontend.h"
 #include "frontend/onnx_internal.h"
 #include "ir/ir.h"
@@ -33,7 +33,7 @@ typedef struct tm_model {
   Onnx__ModelProto model;
   Onnx__GraphProto graph;
   Onnx__NodeProto node;
-  Onnx__OperatorSetIdProto opset, *opsets[1];
+  Onnx__OperatorSetIdProto opset, onnx_opset, *opsets[2];
   Onnx__ValueInfoProto vi[2 * TM_IO], *ins[TM_IO], *outs[TM_IO];
   Onnx__TypeProto type[2 * TM_IO];
   Onnx__TypeProto__Tensor tensor[2 * TM_IO];
@@ -72,16 +72,17 @@ static void tm_attribute(tm_model *m, int k, const tm_attr *a) {
   m->attrp[k] = &m->attr[k];
 }
 
-/* a model of one node `op` named "n1" reading every input and writing every output; malloc'ed bytes */
-static unsigned char *tm_pack(const char *op, int opset, const tm_io *in, int n_in, const tm_io *out, int n_out,
-                              const tm_attr *attrs, int n_attrs, size_t *len) {
+/* a model of one node `op` named "n1" reading every input and writing every output; malloc'ed bytes. With a
+ * domain, the node is of that domain at version opset, and the model imports ai.onnx 17 beside it. */
+static unsigned char *tm_pack_dom(const char *domain, const char *op, int opset, const tm_io *in, int n_in,
+                                  const tm_io *out, int n_out, const tm_attr *attrs, int n_attrs, size_t *len) {
   tm_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
   Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
   Onnx__GraphProto gp = ONNX__GRAPH_PROTO__INIT;
   Onnx__NodeProto np = ONNX__NODE_PROTO__INIT;
   Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
-  m->model = mp, m->graph = gp, m->node = np, m->opset = os;
+  m->model = mp, m->graph = gp, m->node = np, m->opset = os, m->onnx_opset = os;
   for (int i = 0; i < n_in; i++) tm_value(m, i, &in[i]), m->ins[i] = &m->vi[i], m->in_names[i] = (char *)in[i].name;
   for (int i = 0; i < n_out; i++)
     tm_value(m, TM_IO + i, &out[i]), m->outs[i] = &m->vi[TM_IO + i], m->out_names[i] = (char *)out[i].name;
@@ -97,6 +98,11 @@ static unsigned char *tm_pack(const char *op, int opset, const tm_io *in, int n_
   m->opset.has_version = 1, m->opset.version = opset, m->opsets[0] = &m->opset;
   m->model.has_ir_version = 1, m->model.ir_version = 9, m->model.graph = &m->graph;
   m->model.n_opset_import = 1, m->model.opset_import = m->opsets;
+  if (domain) {
+    m->node.domain = (char *)domain, m->opset.domain = (char *)domain;
+    m->onnx_opset.has_version = 1, m->onnx_opset.version = 17, m->opsets[1] = &m->onnx_opset;
+    m->model.n_opset_import = 2;
+  }
   *len = onnx__model_proto__get_packed_size(&m->model);
   unsigned char *buf = malloc(*len ? *len : 1);
   if (buf) onnx__model_proto__pack(&m->model, buf);
@@ -104,13 +110,18 @@ static unsigned char *tm_pack(const char *op, int opset, const tm_io *in, int n_
   return buf;
 }
 
-static pc_graph *tm_load(const char *op, int opset, const tm_io *in, int n_in, const tm_io *out, int n_out,
-                         const tm_attr *attrs, int n_attrs, const pc_import_opts *o) {
+static pc_graph *tm_load_dom(const char *domain, const char *op, int opset, const tm_io *in, int n_in, const tm_io *out,
+                             int n_out, const tm_attr *attrs, int n_attrs, const pc_import_opts *o) {
   size_t len;
-  unsigned char *buf = tm_pack(op, opset, in, n_in, out, n_out, attrs, n_attrs, &len);
+  unsigned char *buf = tm_pack_dom(domain, op, opset, in, n_in, out, n_out, attrs, n_attrs, &len);
   pc_graph *g = buf ? pc_onnx_load_buffer(buf, len, NULL, o) : NULL;
   free(buf);
   return g;
+}
+
+static pc_graph *tm_load(const char *op, int opset, const tm_io *in, int n_in, const tm_io *out, int n_out,
+                         const tm_attr *attrs, int n_attrs, const pc_import_opts *o) {
+  return tm_load_dom(NULL, op, opset, in, n_in, out, n_out, attrs, n_attrs, o);
 }
 
 static pc_tensor tensor(pc_dtype dt, int rank, const int64_t *dims, void *data) {
@@ -130,7 +141,8 @@ static void run_expect(pc_graph *g, pc_tensor *ins, int n_in, const double *want
   if (CHECK(pc_tensor_numel(&out) == n)) {
     for (int64_t k = 0; k < n; k++) {
       double got = out.dtype == PC_f32 ? ((float *)out.data)[k] : out.dtype == PC_f64 ? ((double *)out.data)[k]
-                 : out.dtype == PC_i8 ? ((int8_t *)out.data)[k] : (double)((int64_t *)out.data)[k];
+                 : out.dtype == PC_i8 ? ((int8_t *)out.data)[k] : out.dtype == PC_u8 ? ((uint8_t *)out.data)[k]
+                 : (double)((int64_t *)out.data)[k];
       CHECK_MSG(fabs(got - want[k]) <= 1e-6 + rtol * fabs(want[k]), "element %lld: %.9g, expected %.9g", (long long)k, got, want[k]);
     }
   }
@@ -185,6 +197,41 @@ PC_TEST(onnx_more_quantize_half_even) {
   pc_tensor ins[3] = {tensor(PC_f32, 1, d, x), tensor(PC_f32, 0, NULL, &s), tensor(PC_i8, 0, NULL, &z)};
   const double want[7] = {0, 2, 2, 0, -2, 127, -128};
   run_expect(g, ins, 3, want, 7, 0);
+  pc_graph_free(g);
+}
+
+/* com.microsoft QLinearAdd (ONNX Runtime's contrib op): (0.5 (a - 128) + 0) / 1 rounded half to even, plus 200,
+ * saturated to uint8: 0.5 1 1.5 2.5 63.5 -> 0 1 2 2 64 -> 200 201 202 202 255 (nearbyintf, as MLAS rounds) */
+PC_TEST(onnx_more_ms_qlinear_add_half_even) {
+  tm_io in[8] = {{"a", 2, 1, {5}}, {"as", 1, 0, {0}}, {"az", 2, 0, {0}}, {"b", 2, 1, {1}},
+                 {"bs", 1, 0, {0}}, {"bz", 2, 0, {0}}, {"cs", 1, 0, {0}}, {"cz", 2, 0, {0}}},
+        out[1] = {{"y", 2, 1, {5}}};
+  pc_graph *g = tm_load_dom("com.microsoft", "QLinearAdd", 1, in, 8, out, 1, NULL, 0, NULL);
+  uint8_t a[5] = {129, 130, 131, 133, 255}, az = 128, b = 128, bz = 128, cz = 200;
+  float as = 0.5f, bs = 0.5f, cs = 1;
+  int64_t d[1] = {5}, d1[1] = {1};
+  pc_tensor ins[8] = {tensor(PC_u8, 1, d, a), tensor(PC_f32, 0, NULL, &as), tensor(PC_u8, 0, NULL, &az), tensor(PC_u8, 1, d1, &b),
+                      tensor(PC_f32, 0, NULL, &bs), tensor(PC_u8, 0, NULL, &bz), tensor(PC_f32, 0, NULL, &cs), tensor(PC_u8, 0, NULL, &cz)};
+  const double want[5] = {200, 201, 202, 202, 255};
+  run_expect(g, ins, 8, want, 5, 0);
+  pc_graph_free(g);
+}
+
+/* ONNX Runtime's QLinear kernels take per-tensor scales only: a per-channel one is refused naming the node */
+PC_TEST(onnx_more_ms_qlinear_per_tensor_scales) {
+  tm_io in[7] = {{"a", 2, 1, {2}}, {"as", 1, 1, {2}}, {"az", 2, 0, {0}}, {"b", 2, 1, {2}}, {"bs", 1, 0, {0}}, {"bz", 2, 0, {0}},
+                 {"cs", 1, 0, {0}}},
+        out[1] = {{"y", 2, 1, {2}}};
+  pc_graph *g = tm_load_dom("com.microsoft", "QLinearMul", 1, in, 7, out, 1, NULL, 0, NULL);
+  CHECK(g && g->status == PC_ERR_SHAPE);
+  if (g) CHECK_CONTAINS(pc_error(g), "QLinearMul \"n1\": A_scale must be a scalar or a 1-element tensor");
+  pc_graph_free(g);
+  /* a zero point of another type than the data */
+  in[2].elem = 3;
+  in[1].rank = 0;
+  g = tm_load_dom("com.microsoft", "QLinearMul", 1, in, 7, out, 1, NULL, 0, NULL);
+  CHECK(g && g->status == PC_ERR_TYPE);
+  if (g) CHECK_CONTAINS(pc_error(g), "QLinearMul \"n1\": A_zero_point is i8, the quantized data u8");
   pc_graph_free(g);
 }
 
