@@ -348,18 +348,32 @@ static pc_value *ms_channels(ox_ctx *c, pc_value *x, int to_first) {
   return pc_transpose(G, x, perm);
 }
 
+/* the (X, x_scale, x_zero_point, y_scale, y_zero_point) inputs of the quantized pools, X of rank >= 3; 0 after a
+ * failure named on the node */
+typedef struct ms_pool_in {
+  pc_value *x, *xs, *xz, *ys, *yz;
+} ms_pool_in;
+
+static int ms_pool_inputs(ox_ctx *c, ms_pool_in *in) {
+  in->x = ms_req(c, 0, "X"), in->xs = ms_scale(c, 1, "x_scale"), in->ys = ms_scale(c, 3, "y_scale");
+  if (!in->x || !in->xs || !in->ys || !check_static(c, in->x) || !ms_qtype(c, in->x, "X", 0)) return 0;
+  in->xz = ms_zp(c, 2, "x_zero_point", in->x->type.dtype), in->yz = ms_zp(c, 4, "y_zero_point", in->x->type.dtype);
+  if (ox_status(c) != PC_OK) return 0;
+  if (in->x->type.rank < 3)
+    return ox_fail(c, PC_ERR_SHAPE, "X has rank %d, needs [N, C, spatial...] (rank >= 3)", in->x->type.rank), 0;
+  return 1;
+}
+
 /* QLinearGlobalAveragePool: (X, x_scale, x_zero_point, y_scale, y_zero_point), channels_last. MLAS sums the
  * integers of each channel's map exactly, less x_zero_point * size, and requantizes the sum by
  * x_scale / (y_scale * size) */
 pc_status ox_op_ms_QLinearGlobalAveragePool(ox_ctx *c) {
-  pc_value *x = ms_req(c, 0, "X"), *xs = ms_scale(c, 1, "x_scale"), *ys = ms_scale(c, 3, "y_scale");
+  ms_pool_in in;
   int cl = ox_attr_flag(c, "channels_last", 0);
-  if (!x || !xs || !ys || !check_static(c, x) || !ms_qtype(c, x, "X", 0)) return ox_status(c);
+  if (!ms_pool_inputs(c, &in)) return ox_status(c);
+  pc_value *x = in.x, *xs = in.xs, *ys = in.ys, *xz = in.xz, *yz = in.yz;
   pc_dtype dt = x->type.dtype;
-  pc_value *xz = ms_zp(c, 2, "x_zero_point", dt), *yz = ms_zp(c, 4, "y_zero_point", dt);
   int r = x->type.rank;
-  if (ox_status(c) != PC_OK) return ox_status(c);
-  if (r < 3) return ox_fail(c, PC_ERR_SHAPE, "X has rank %d, needs [N, C, spatial...] (rank >= 3)", r);
   int64_t axes[PC_MAX_RANK], size = 1;
   for (int i = 0; i < r - 2; i++) axes[i] = cl ? i + 1 : i + 2, size *= x->type.dims[axes[i]];
   if (size <= 0 || size >= (1 << 24)) return ox_fail(c, PC_ERR_SHAPE, "the pooled map has %lld elements (1..2^24)", (long long)size);
@@ -374,14 +388,11 @@ pc_status ox_op_ms_QLinearGlobalAveragePool(ox_ctx *c) {
  * channels_last: the float32 average pool of the dequantized input, quantized as ONNX Runtime's kernel does
  * (the zero point added before rounding: round-half-even(y / y_scale + y_zero_point), saturated) */
 pc_status ox_op_ms_QLinearAveragePool(ox_ctx *c) {
-  pc_value *x = ms_req(c, 0, "X"), *xs = ms_scale(c, 1, "x_scale"), *ys = ms_scale(c, 3, "y_scale");
+  ms_pool_in q;
   int cl = ox_attr_flag(c, "channels_last", 0);
-  if (!x || !xs || !ys || !check_static(c, x) || !ms_qtype(c, x, "X", 0)) return ox_status(c);
-  pc_dtype dt = x->type.dtype;
-  pc_value *xz = ms_zp(c, 2, "x_zero_point", dt), *yz = ms_zp(c, 4, "y_zero_point", dt);
-  if (ox_status(c) != PC_OK) return ox_status(c);
-  if (x->type.rank < 3) return ox_fail(c, PC_ERR_SHAPE, "X has rank %d, needs [N, C, spatial...] (rank >= 3)", x->type.rank);
-  pc_value *in[1] = {ms_deq(c, x, xs, xz)};
+  if (!ms_pool_inputs(c, &q)) return ox_status(c);
+  pc_dtype dt = q.x->type.dtype;
+  pc_value *ys = q.ys, *yz = q.yz, *in[1] = {ms_deq(c, q.x, q.xs, q.xz)};
   if (cl) in[0] = ms_channels(c, in[0], 1);
   pc_value *p = in[0] ? call_op(c, ox_op_AveragePool, in, 1) : NULL;
   if (cl) p = ms_channels(c, p, 0);
