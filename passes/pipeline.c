@@ -80,7 +80,8 @@ pc_status pc_pipeline_run(pc_graph *g, const pc_pipeline_opts *opts) {
   const char *const *cleanup = level <= 0 ? o0 : level == 1 ? o1 : o2;
   int rounds = level >= 2 ? MAX_ROUNDS : 1;
   /* before the cleanup rounds, so constant folding converts narrow weights once */
-  pc_status s = run_one(g, "widen", opts, verify);
+  pc_status s = run_one(g, "qdq", opts, verify); /* before folding turns the dequantized weights into f32 */
+  if (s == PC_OK) s = run_one(g, "widen", opts, verify);
   for (int r = 0; s == PC_OK && r < rounds; r++) {
     uint64_t before = fingerprint(g);
     s = run_list(g, cleanup, opts, verify);

@@ -155,8 +155,9 @@ g = h.make_graph(nodes, "msqdq", [h.make_tensor_value_info("x", T.FLOAT, x.shape
 save("ms_qdq", h.make_model(g, opset_imports=[h.make_opsetid("", 17), MS]), [x], "exact")
 
 
-# the zoo models through quantize_static, QOperator format; tolerance: one step of the output's DequantizeLinear
-def quantized(name, act, weight):
+# the zoo models through quantize_static, QOperator format (q_NAME), or QDQ with per-channel weight scales
+# (qdq_NAME: primc's qdq pass runs their convs on the integers); tolerance: one step of the output's DequantizeLinear
+def quantized(name, act, weight, qdq=False):
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
     src = os.path.join(models, name, "model.onnx")
     inp = onnx.load(src).graph.input[0]
@@ -169,11 +170,12 @@ def quantized(name, act, weight):
         def get_next(self):
             return next(self.it, None)
 
-    d = os.path.join(out, f"q_{name}")
+    d = os.path.join(out, f"{'qdq' if qdq else 'q'}_{name}")
     os.makedirs(d, exist_ok=True)
     with tempfile.TemporaryDirectory() as t:
         f = os.path.join(t, "model.onnx")
-        quantize_static(src, f, Reader(), quant_format=QuantFormat.QOperator, activation_type=act, weight_type=weight)
+        quantize_static(src, f, Reader(), quant_format=QuantFormat.QDQ if qdq else QuantFormat.QOperator,
+                        activation_type=act, weight_type=weight, per_channel=qdq)
         m = onnx.load(f)
     outname = m.graph.output[0].name
     dq = [n for n in m.graph.node if outname in n.output][0]
@@ -182,7 +184,7 @@ def quantized(name, act, weight):
     ops = sorted({(n.domain or "ai.onnx") + ":" + n.op_type for n in m.graph.node})
     print(name, ops)
     x = np.load(os.path.join(models, name, "input.npy")).astype(np.float32)
-    save(f"q_{name}", m, [x], f"step {step!r}")
+    save(os.path.basename(d), m, [x], f"step {step!r}")
 
 
 from onnxruntime.quantization import QuantType  # noqa: E402
@@ -190,3 +192,5 @@ from onnxruntime.quantization import QuantType  # noqa: E402
 quantized("resnet_tiny", QuantType.QUInt8, QuantType.QInt8)
 quantized("mlp", QuantType.QInt8, QuantType.QInt8)
 quantized("yolo_tiny", QuantType.QUInt8, QuantType.QInt8)
+quantized("resnet_tiny", QuantType.QUInt8, QuantType.QInt8, qdq=True)
+quantized("yolo_tiny", QuantType.QUInt8, QuantType.QInt8, qdq=True)

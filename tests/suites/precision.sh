@@ -125,7 +125,7 @@ fi
 # GlobalAveragePool, LeakyRelu, QGemm to u8 and to float, Quantize/DequantizeLinear), within one step where it is
 # not (QLinearAveragePool sums floats in another order, QLinearSigmoid's MLAS logistic is approximate, the
 # channels-last QLinearConv requantizes in float64 as ai.onnx's reference does, ONNX Runtime in float32);
-# the quantize_static'd resnet_tiny, mlp and yolo_tiny within one step of the output's scale on >= 99% of elements
+# the quantize_static'd resnet_tiny, mlp and yolo_tiny (and the QDQ resnet_tiny and yolo_tiny) within one step of the output's scale on >= 99% of elements
 python3 tests/ref/gen_ms_quant.py "$tmp/ms" models >"$tmp/gen.log" 2>&1 || bad "gen_ms_quant.py" "$(tail -n 3 "$tmp/gen.log")"
 for d in "$tmp"/ms/*/; do
   n=$(basename "$d")
@@ -145,6 +145,12 @@ for m in qgemm_u8 qgemm_float q_resnet_tiny; do
   "$P" dump "$tmp/ms/$m/model.onnx" --kernels >"$tmp/k" 2>&1
   grep -q 'call primc_k_dot_i8' "$tmp/k" && ! grep -q 'call primc_k_dot(' "$tmp/k" && ok "$m: QGemm's dot on the int8 GEMM" ||
     bad "$m kernels" "$(grep call "$tmp/k" | head -c 600)"
+done
+# QLinearConv (QOperator) and the QDQ form's convs (the qdq pass) run on the int8 GEMM (conv_i8), none as an f32 conv
+for m in q_resnet_tiny qdq_resnet_tiny qdq_yolo_tiny; do
+  "$P" dump "$tmp/ms/$m/model.onnx" --kernels >"$tmp/k" 2>&1
+  grep -q 'call primc_k_conv_i8' "$tmp/k" && ! grep -q 'call primc_k_conv(' "$tmp/k" && ok "$m: its convs on the int8 GEMM" ||
+    bad "$m conv kernels" "$(grep call "$tmp/k" | head -c 600)"
 done
 # a QLinearAdd without its C_scale: one line naming the node, a non-zero exit
 "$P" run "$tmp/ms/bad/model.onnx" "$tmp/ms/bad/in0.npy" -o "$tmp/ms_bad" >"$tmp/out" 2>&1

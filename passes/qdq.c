@@ -1,0 +1,165 @@
+/* passes/qdq.c: convs of dequantized integers (the QDQ format: conv(DequantizeLinear(x), DequantizeLinear(w)))
+ * computed on the integers.
+ *
+ * A QDQ model's conv reads x_f = (f32(qx) - zx) * sx and w_f = (wq - zw[o]) * sw[o]; run as written it is an f32
+ * conv on fake-quantized values, slower than the fp32 model (it also pays the dequantization). The same sum is
+ * sx * sw[o] * conv(qx - zx, wq - zw) with an exact int32 conv, which codegen runs on the int8 GEMM (conv_i8):
+ * the conv becomes that, its i32 result scaled per output channel. Only a per-tensor activation scale and zero
+ * point, per-tensor or per-output-channel weight scales and zero points, 8-bit integers and sums that cannot
+ * overflow int32 qualify; anything else stays as it is. */
+#include "passes/passes.h"
+#include "passes/rewrite.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* v is a constant, or a broadcast of one of rank 0 or 1 (through converts): its values along *axis (-1: one
+ * value for all) in vals (at most cap; *n of them). 0 otherwise. */
+static int axis_const(const pc_value *v, int *axis, double *vals, int64_t cap, int64_t *n) {
+  const pc_node *p = v->producer;
+  if (p && p->op == PC_OP_convert_element_type && p->n_in == 1) {
+    pc_dtype from = p->in[0]->type.dtype;
+    if (!pc_dtype_is_int(from) && !pc_dtype_is_float(from)) return 0;
+    return axis_const(p->in[0], axis, vals, cap, n);
+  }
+  const void *d = pc_const_data(v);
+  if (d) { /* a constant: one value repeated (a folded broadcast of a scalar) */
+    int64_t total = pc_type_numel(&v->type);
+    if (total < 1 || cap < 1) return 0;
+    double first = pc_elem_f64(v->type.dtype, d, 0);
+    for (int64_t i = 1; i < total; i++)
+      if (pc_elem_f64(v->type.dtype, d, i) != first) return 0;
+    return *axis = -1, vals[0] = first, *n = 1, 1;
+  }
+  if (!p || p->op != PC_OP_broadcast_in_dim || p->n_in != 1) return 0;
+  const pc_value *c = p->in[0];
+  const void *cd = pc_const_data(c);
+  int len = 0;
+  const int64_t *dims = pc_attr_ints(p, "dims", &len);
+  if (!cd || c->type.rank > 1 || len != c->type.rank) return 0;
+  int64_t cnt = pc_type_numel(&c->type);
+  if (cnt > cap) return 0;
+  for (int64_t i = 0; i < cnt; i++) vals[i] = pc_elem_f64(c->type.dtype, cd, i);
+  *axis = c->type.rank ? (int)dims[0] : -1;
+  *n = cnt;
+  return 1;
+}
+
+#define QDQ_MAX_CH 65536
+
+/* a dequantized value: (q - z) * s, z and s constant along axis (-1: per tensor); q an 8-bit integer value, or
+ * (qc) a constant of integers in [-128, 255] */
+typedef struct dq {
+  pc_value *q;        /* the integer value (NULL for a constant q) */
+  const pc_value *qc; /* the constant q, f32 or integer typed */
+  int z_axis, s_axis;
+  int64_t nz, ns;
+  double *z, *s;
+} dq;
+
+static void dq_free(dq *d) {
+  free(d->z);
+  free(d->s);
+}
+
+/* c holds integers of 8 bits: a convert of a u8/i8 value, or an integral constant within [-128, 255] */
+static int int_source(pc_value *c, dq *d) {
+  const pc_node *p = c->producer;
+  if (p && p->op == PC_OP_convert_element_type && p->n_in == 1 &&
+      (p->in[0]->type.dtype == PC_u8 || p->in[0]->type.dtype == PC_i8)) {
+    if (pc_const_data(p->in[0])) return d->qc = p->in[0], 1; /* a weight not folded yet */
+    return d->q = p->in[0], 1;
+  }
+  const void *data = pc_const_data(c);
+  if (!data) return 0;
+  for (int64_t i = 0, n = pc_type_numel(&c->type); i < n; i++) {
+    double v = pc_elem_f64(c->type.dtype, data, i);
+    if (v != floor(v) || v < -128 || v > 255) return 0;
+  }
+  return d->qc = c, 1;
+}
+
+static int match_dq(pc_value *v, dq *d) {
+  memset(d, 0, sizeof *d);
+  const pc_node *m = v->producer;
+  if (!m || m->op != PC_OP_mul || m->n_in != 2 || v->type.dtype != PC_f32) return 0;
+  d->z = malloc(sizeof(double) * QDQ_MAX_CH);
+  d->s = malloc(sizeof(double) * QDQ_MAX_CH);
+  if (!d->z || !d->s) return 0;
+  for (int k = 0; k < 2; k++) {
+    if (!axis_const(m->in[1 - k], &d->s_axis, d->s, QDQ_MAX_CH, &d->ns)) continue;
+    pc_value *r = m->in[k];
+    const pc_node *sb = r->producer;
+    if (sb && sb->op == PC_OP_sub && sb->n_in == 2 && axis_const(sb->in[1], &d->z_axis, d->z, QDQ_MAX_CH, &d->nz) &&
+        int_source(sb->in[0], d))
+      return 1;
+    d->q = NULL, d->qc = NULL;
+    if (int_source(r, d)) return d->z_axis = -1, d->z[0] = 0, d->nz = 1, 1;
+  }
+  return 0;
+}
+
+/* the scale or zero point of channel o (per tensor: the one value) */
+static double at(const double *v, int axis, int64_t o) { return axis < 0 ? v[0] : v[o]; }
+
+/* conv n of QDQ operands as the scaled int32 conv; NULL when it does not qualify */
+static pc_value *integer_conv(pc_graph *g, pc_node *n) {
+  pc_value *xv = n->in[0], *wv = n->in[1];
+  const pc_type *wt = &wv->type;
+  int len = 0;
+  const int64_t *ld = pc_attr_ints(n, "lhs_dilation", &len);
+  for (int i = 0; ld && i < len; i++)
+    if (ld[i] != 1) return NULL;
+  int64_t o = wt->dims[0], k = pc_type_numel(wt) / (o > 0 ? o : 1);
+  if (n->out[0]->type.dtype != PC_f32 || o < 1 || o > QDQ_MAX_CH || k > 33000) return NULL; /* 255 * 255 * k < 2^31 */
+  dq x = {0}, w = {0};
+  pc_value *y = NULL;
+  if (!match_dq(xv, &x) || !x.q || x.s_axis >= 0 || x.z_axis >= 0 || !match_dq(wv, &w) || !w.qc ||
+      (w.s_axis >= 0 && (w.s_axis != 0 || w.ns != o)) || (w.z_axis >= 0 && (w.z_axis != 0 || w.nz != o)))
+    goto done;
+  int32_t *wi = malloc(sizeof *wi * (size_t)(o * k));
+  float *sc = malloc(sizeof *sc * (size_t)o);
+  int ok = wi && sc && x.z[0] == floor(x.z[0]) && fabs(x.z[0]) <= 255;
+  const void *wd = pc_const_data(w.qc);
+  for (int64_t c = 0; ok && c < o; c++) {
+    double z = at(w.z, w.z_axis, c);
+    ok = z == floor(z) && fabs(z) <= 255;
+    for (int64_t i = 0; ok && i < k; i++) wi[c * k + i] = (int32_t)(pc_elem_f64(w.qc->type.dtype, wd, c * k + i) - z);
+    sc[c] = (float)(x.s[0] * at(w.s, w.s_axis, c));
+  }
+  if (ok) {
+    pc_value *q32 = pc_convert(g, x.q, PC_i32);
+    pc_value *xi = q32 ? pc_sub(g, q32, pc_full_like(g, x.z[0], q32)) : NULL;
+    pc_value *wc = pc_const(g, pc_type_make(PC_i32, wt->rank, wt->dims), wi);
+    pc_value *ci = xi && wc ? pc_build(g, PC_OP_conv, (pc_value *[]){xi, wc}, 2, n->attrs, n->n_attrs) : NULL;
+    pc_value *s = pc_const(g, pc_type_make(PC_f32, 1, &o), sc);
+    const pc_type *ot = &n->out[0]->type;
+    int64_t one = 1;
+    pc_value *sb = s ? pc_broadcast_in_dim(g, s, ot->rank, ot->dims, &one) : NULL;
+    y = ci && sb ? pc_mul(g, pc_convert(g, ci, PC_f32), sb) : NULL;
+  }
+  free(wi);
+  free(sc);
+done:
+  dq_free(&x);
+  dq_free(&w);
+  return y;
+}
+
+pc_status pc_pass_qdq(pc_graph *g) {
+  if (g->status != PC_OK) return g->status;
+  pcp_sweep s;
+  if (pcp_sweep_begin(g, &s) != PC_OK) return g->status;
+  for (int i = 0; i < s.n0 && g->status == PC_OK; i++) {
+    pc_node *n = pcp_sweep_visit(&s, i);
+    if (n->dead || n->op != PC_OP_conv || n->n_in != 2 || n->n_out != 1) continue;
+    int first = g->n_nodes;
+    pc_value *y = integer_conv(g, n); /* nodes it builds are placed before n */
+    for (int j = first; y && j < g->n_nodes; j++) g->nodes[j]->origin = n->origin;
+    if (y && g->status == PC_OK && pcp_sweep_replace(&s, n->out[0], y)) n->dead = 1;
+  }
+  if (pcp_sweep_end(&s) != PC_OK) return g->status;
+  pc_graph_compact(g);
+  return g->status;
+}

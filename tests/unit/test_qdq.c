@@ -1,0 +1,83 @@
+/* tests/unit/test_qdq.c: the qdq pass: a conv of dequantized u8 activations and s8 weights (QDQ) compiled as an int32
+ * conv on the int8 GEMM scaled per output channel, its result within f32 rounding of the interpreter running the
+ * f32 graph as written; dequantizations the pass must not take (a per-channel activation scale, a weight scale
+ * along the input channels) stay f32 convs. */
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "tests/test.h"
+#include "tests/unit/helpers.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { C = 12, O = 20, H = 9, W = 10, KS = 3 };
+
+/* (f32(q) - z) * s with z and s constants broadcast along axis of q's shape (-1: scalars), as ONNX's
+ * DequantizeLinear imports */
+static pc_value *dequant(pc_graph *g, pc_value *q, int axis, const float *z, const float *s, int64_t n) {
+  const pc_type *t = &q->type;
+  int64_t ax = axis, len = axis < 0 ? 0 : n;
+  pc_value *zc = pc_const(g, pc_type_make(PC_f32, axis < 0 ? 0 : 1, &len), z);
+  pc_value *sc = pc_const(g, pc_type_make(PC_f32, axis < 0 ? 0 : 1, &len), s);
+  pc_value *zb = pc_broadcast_in_dim(g, zc, t->rank, t->dims, axis < 0 ? NULL : &ax);
+  pc_value *sb = pc_broadcast_in_dim(g, sc, t->rank, t->dims, axis < 0 ? NULL : &ax);
+  return pc_mul(g, pc_sub(g, pc_convert(g, q, PC_f32), zb), sb);
+}
+
+/* conv(dequant(x), dequant(w)) with the activation's scale along x_axis and the weight's along w_axis */
+static pc_graph *qdq_conv(int x_axis, int w_axis, const int8_t *wq) {
+  static float xz[C], xs[C], wz[O > C ? O : C], ws[O > C ? O : C];
+  for (int i = 0; i < C; i++) xz[i] = 128, xs[i] = 0.02f + 0.001f * (float)i;
+  for (int i = 0; i < (O > C ? O : C); i++) wz[i] = (float)(i % 3) - 1, ws[i] = 0.003f + 0.0005f * (float)i;
+  pc_graph *g = pc_graph_new();
+  int64_t xd[4] = {1, C, H, W}, wd[4] = {O, C, KS, KS};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_u8, 4, xd));
+  pc_value *w = pc_const(g, pc_type_make(PC_i8, 4, wd), wq);
+  pc_value *xf = dequant(g, x, x_axis, xz, xs, C), *wf = dequant(g, w, w_axis, wz, ws, w_axis == 1 ? C : O);
+  int64_t one[2] = {1, 1}, pad[2] = {1, 1};
+  pc_output_add(g, pc_conv(g, xf, wf, 2, one, pad, pad, one, one, 1));
+  return g;
+}
+
+static void check(int x_axis, int w_axis, int want_int8, const char *tag) {
+  static int8_t wq[O * C * KS * KS];
+  static uint8_t xs[C * H * W];
+  uint32_t s = 5;
+  for (size_t i = 0; i < sizeof wq; i++) s = s * 1664525u + 1013904223u, wq[i] = (int8_t)(s >> 24);
+  for (size_t i = 0; i < sizeof xs; i++) s = s * 1664525u + 1013904223u, xs[i] = (uint8_t)(s >> 24);
+  pc_tensor in = {PC_u8, 4, {1, C, H, W}, xs}, ref, got;
+  pc_graph *r = qdq_conv(x_axis, w_axis, wq), *g = qdq_conv(x_axis, w_axis, wq);
+  memset(&ref, 0, sizeof ref);
+  int ok = CHECK_MSG(pc_interp(r, &in, 1, &ref, 1) == PC_OK, "%s: interp: %s", tag, pc_error(r));
+  pc_pipeline_opts po = {.opt_level = 2};
+  ok = ok && CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s: %s", tag, pc_error(g));
+  if (ok) {
+    char *text = pc_test_kernels_text(g);
+    int has = text && strstr(text, "call primc_k_conv_i8(") != NULL;
+    CHECK_MSG(has == want_int8, "%s: conv_i8 %s in the listing", tag, has ? "" : "not");
+    free(text);
+  }
+  if (ok && pc_test_run_compiled(g, 2, &in, &got, tag)) {
+    const float *a = got.data, *b = ref.data;
+    int64_t n = pc_tensor_numel(&ref);
+    double mx = 0, err = 0;
+    for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(b[i])), err = fmax(err, fabs(a[i] - b[i]));
+    CHECK_MSG(mx > 0 && err <= 2e-6 * mx, "%s: max error %g of max |ref| %g", tag, err, mx);
+    free(got.data);
+  }
+  pc_tensor_free(&ref);
+  pc_graph_free(r);
+  pc_graph_free(g);
+}
+
+PC_TEST(qdq_conv_per_tensor_activation_per_channel_weights_on_int8_gemm) {
+  check(-1, 0, 1, "per-channel weights");
+  check(-1, -1, 1, "per-tensor weights");
+}
+
+PC_TEST(qdq_conv_other_scales_stay_f32) {
+  check(1, 0, 0, "per-channel activation scale");
+  check(-1, 1, 0, "weight scale along the input channels");
+}
