@@ -215,6 +215,7 @@ typedef struct patches {
   const uint8_t *map; /* at group g's first channel */
   const int32_t *sums;
   int32_t lo;
+  int bw; /* AVX512-BW: put_run_bw */
 } patches;
 
 /* n bytes from src into row r of a strip's tiles from k on, across its 64-byte blocks */
@@ -225,6 +226,19 @@ static void put_run(uint8_t *tiles, int r, int64_t k, const uint8_t *src, int64_
     k += seg, src += seg, n -= seg;
   }
 }
+
+#if PRIMC_X86
+/* put_run with masked 64-byte moves: a run shorter than a block (a stem's 21 bytes) is one load and one store */
+__attribute__((target("avx512f,avx512bw"))) static void put_run_bw(uint8_t *tiles, int r, int64_t k, const uint8_t *src,
+                                                                    int64_t n) {
+  while (n > 0) {
+    int64_t off = k % 64, seg = 64 - off < n ? 64 - off : n;
+    __mmask64 m = seg == 64 ? ~(__mmask64)0 : (((__mmask64)1 << seg) - 1);
+    _mm512_mask_storeu_epi8(tiles + (k / 64) * 1024 + r * 64 + off, m, _mm512_maskz_loadu_epi8(m, src));
+    k += seg, src += seg, n -= seg;
+  }
+}
+#endif
 
 /* rows strip * 16 .. + 15 of A: output pixel m's patch, tap by tap, each tap's Cg channels one run of the map */
 static void fill_patches(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, int32_t *roff, int32_t *rsum) {
@@ -241,10 +255,24 @@ static void fill_patches(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, i
     int32_t s = 0;
     for (int64_t ky = 0; ky < c->kh; ky++) {
       int64_t at = (oy * c->sh + ky * c->dh) * c->wp + ox * c->sw;
+      if (c->cg % 64 && c->g == 1 && c->dw == 1) { /* the row of taps is one run of the map (a 3-channel stem's 21 bytes) */
+#if PRIMC_X86
+        if (pt->bw) put_run_bw(tiles, r, k, pt->map + at * c->c, c->kw * c->cg);
+        else
+#endif
+          put_run(tiles, r, k, pt->map + at * c->c, c->kw * c->cg);
+        for (int64_t kx = 0; kx < c->kw; kx++) s += pt->sums[at + kx];
+        k += c->kw * c->cg;
+        continue;
+      }
       for (int64_t kx = 0; kx < c->kw; kx++, at += c->dw, k += c->cg) {
         const uint8_t *src = pt->map + at * c->c;
         if (c->cg % 64 == 0) /* whole 64-byte blocks: copies of a constant size, inlined */
           for (int64_t b = 0; b < c->cg; b += 64) memcpy(tiles + (k + b) / 64 * 1024 + r * 64, src + b, 64);
+#if PRIMC_X86
+        else if (pt->bw)
+          put_run_bw(tiles, r, k, src, c->cg);
+#endif
         else
           put_run(tiles, r, k, src, c->cg);
         s += pt->sums[at];
@@ -274,10 +302,32 @@ static void out_blocks(void *ctx, int64_t b, int64_t e) {
   }
 }
 
+#if PRIMC_X86
+/* out_blocks with 16 pixels of a channel gathered at a time (the sums' stride is og) */
+__attribute__((target("avx512f"))) static void out_blocks512(void *ctx, int64_t b, int64_t e) {
+  const out_job *j = ctx;
+  __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                   _mm512_set1_epi32((int)j->og));
+  for (int64_t m0 = b * 64; m0 < e * 64 && m0 < j->p; m0 += 64) {
+    int64_t m1 = m0 + 64 < j->p ? m0 + 64 : j->p;
+    for (int64_t o = 0; o < j->og; o++) {
+      int64_t m = m0;
+      for (; m + 16 <= m1; m += 16)
+        _mm512_storeu_si512(j->y + o * j->p + m, _mm512_i32gather_epi32(idx, j->acc + m * j->og + o, 4));
+      for (; m < m1; m++) j->y[o * j->p + m] = j->acc[m * j->og + o];
+    }
+  }
+}
+#endif
+
 static void transpose_out(const int32_t *acc, int64_t p, int64_t og, int32_t *y) {
   out_job j = {acc, p, og, y};
-  if ((double)p * (double)og < (1 << 16)) out_blocks(&j, 0, (p + 63) / 64);
-  else primc_parallel_for((p + 63) / 64, out_blocks, &j);
+  void (*fn)(void *, int64_t, int64_t) = out_blocks;
+#if PRIMC_X86
+  if (og * 16 < (1 << 30) && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512)) fn = out_blocks512;
+#endif
+  if ((double)p * (double)og < (1 << 16)) fn(&j, 0, (p + 63) / 64);
+  else primc_parallel_for((p + 63) / 64, fn, &j);
 }
 
 int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
@@ -297,7 +347,10 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
     if (!fill_map(&c, x + n * c.c * c.h * c.w, (int32_t)lo, map, c.g == 1 ? sums : NULL)) return PRIMC_ERR_RUNTIME;
     for (int64_t g = 0; g < c.g; g++) {
       if (c.g > 1) pixel_sums(&c, map, g, sums);
-      patches pt = {&c, map + g * c.cg, sums, (int32_t)lo};
+      patches pt = {&c, map + g * c.cg, sums, (int32_t)lo, 0};
+#if PRIMC_X86
+      pt.bw = __builtin_cpu_supports("avx512bw");
+#endif
       int st = primc_igemm_filled(c.p, c.og, c.k, fill_patches, &pt, (const char *)bufs[2] + g * group_bytes(&c), acc,
                                   c.og, a);
       if (st != PRIMC_OK) return st;
