@@ -126,10 +126,14 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
       fprintf(f, " (i32 dot on the int8 GEMM: B packed as s8 less an offset, A as u8 less a per-row offset at run time, "
                  "exact; int8 row here %s)",
               primc_igemm_row_name(primc_igemm_row_active()));
-    if (k->call == KC_conv_i8)
-      fprintf(f, " (i32 conv on the int8 GEMM: weights packed as s8 less an offset, input as u8 less %lld from a padded "
-                 "channels-last copy, exact; int8 row here %s)",
-              (long long)k->params[CONV_EPI_AT], primc_igemm_row_name(primc_igemm_row_active()));
+    if (k->call == KC_conv_i8) {
+      static const char *const xs[3] = {"i32", "u8", "s8"};
+      int64_t xk = k->params[CONV_EPI_AT + 2];
+      fprintf(f, " (i32 conv on the int8 GEMM: weights packed as s8 less an offset, input stored as %s less %lld, "
+                 "less %lld again into a padded channels-last u8 copy, exact; int8 row here %s)",
+              xk >= 0 && xk < 3 ? xs[xk] : "?", (long long)k->params[CONV_EPI_AT + 3], (long long)k->params[CONV_EPI_AT],
+              primc_igemm_row_name(primc_igemm_row_active()));
+    }
     if (k->call == KC_dot_bf16)
       fprintf(f, " (%s: %s, f32 sums; B %s; bf16 row here %s)",
               p->g->autocast == PC_AUTOCAST_BF16 ? "autocast bf16" : k->params[12] == 3 ? "matmul precision high" : "matmul precision medium",

@@ -501,11 +501,50 @@ static pc_status int_dot(kir_program *p, kir_kernel *k, int *changed) {
   return PC_OK;
 }
 
+/* e as [sub(] i32(q) [, constant)] with q's expression u8 or s8: q in *q, the constant in *zp */
+static int narrowed(kir_expr *e, kir_expr **q, int64_t *zp) {
+  *zp = 0;
+  if (e->kind == KE_PRIM && e->op == PC_OP_sub && e->n_args == 2 && e->args[1]->kind == KE_CONST &&
+      e->args[1]->dtype == PC_i32)
+    *zp = e->args[1]->ci, e = e->args[0];
+  if (e->kind != KE_CONVERT || e->dtype != PC_i32 || e->n_args != 1) return 0;
+  *q = e->args[0];
+  return (*q)->dtype == PC_u8 || (*q)->dtype == PC_i8;
+}
+
+/* conv_i8 call k (kernel i) reads an i32 input that the loop kernel before it computes, alone, as i32(q) - zp from
+ * an 8-bit q (a QuantizeLinear's result, ConvInteger's u8 input): that kernel stores q itself, in the same buffer
+ * made 8-bit, and the call widens it (x stored as PRIMC_CONV_I8_X_U8 / _S8 with its zero point): a quarter of
+ * the bytes written and read */
+static void narrow_input(kir_program *p, int i) {
+  kir_kernel *k = &p->kernels[i], *w = i > 0 ? &p->kernels[i - 1] : NULL;
+  int xb = k->args[1];
+  kir_buf *b = &p->bufs[xb];
+  kir_expr *q;
+  int64_t zp, numel = b->nbytes / 4, total = 1, strides[KIR_MAX_LOOPS];
+  if (!w || w->kind != KK_LOOP || w->n_stores != 1 || w->stores[0].buf != xb || w->stores[0].red != KR_NONE ||
+      b->place != KP_WORKSPACE || b->dtype != PC_i32 || !narrowed(w->stores[0].value, &q, &zp) || zp < -512 || zp > 512)
+    return;
+  for (int l = w->n_loops - 1; l >= 0; l--) strides[l] = total, total *= w->extent[l];
+  if (total != numel || !map_is(&w->stores[0].map, strides, w->n_loops, 0)) return; /* every element, in order */
+  touches t;
+  if (touches_build(p, &t) != PC_OK) return;
+  int alone = !touched_outside(p, &t, xb, i - 1, i);
+  touches_free(&t);
+  if (!alone) return;
+  w->stores[0].value = q;
+  b->dtype = q->dtype;
+  b->nbytes = numel;
+  k->params[CONV_EPI_AT + 2] = q->dtype == PC_u8 ? PRIMC_CONV_I8_X_U8 : PRIMC_CONV_I8_X_S8;
+  k->params[CONV_EPI_AT + 3] = zp;
+}
+
 /* An i32 conv (ConvInteger, QLinearConv) whose input is proven within [lo, lo + 255] for some lo <= 0 (u8 or s8
  * less a zero point, with the padding's 0) and whose constant weights span at most 256 values per output channel:
  * a conv_i8 call on the int8 GEMM, the weights packed here. 0 in *changed when it does not qualify (it stays the
  * exact floating-point im2col path). */
-static pc_status conv_i8(kir_program *p, kir_kernel *k, int *changed) {
+static pc_status conv_i8(kir_program *p, int i, int *changed) {
+  kir_kernel *k = &p->kernels[i];
   int64_t lo, hi;
   const kir_buf *x = &p->bufs[k->args[1]], *w = &p->bufs[k->args[2]];
   *changed = 0;
@@ -523,16 +562,19 @@ static pc_status conv_i8(kir_program *p, kir_kernel *k, int *changed) {
   if (nb < 0)
     nb = add_packed(p, (kir_packed){-1, 1, 0, 0, 0, 0, 0, k->params, 0, 0, 2},
                     (int64_t)primc_conv_i8_weight_bytes(k->params), w->v);
-  int64_t scratch = primc_conv_i8_scratch_bytes(k->params), *q = pc_alloc(p->g, sizeof(int64_t) * (CONV_EPI_AT + 2));
+  int64_t scratch = primc_conv_i8_scratch_bytes(k->params), *q = pc_alloc(p->g, sizeof(int64_t) * (CONV_EPI_AT + 4));
   if (nb < 0 || !q || scratch < 1) return p->g->status ? p->g->status : PC_ERR_NOMEM;
   memcpy(q, k->params, sizeof(int64_t) * CONV_EPI_AT);
   q[CONV_EPI_AT] = lo;
   q[CONV_EPI_AT + 1] = p->bufs[nb].nbytes;
+  q[CONV_EPI_AT + 2] = PRIMC_CONV_I8_X_I32;
+  q[CONV_EPI_AT + 3] = 0;
   k->params = q;
-  k->n_params = CONV_EPI_AT + 2;
+  k->n_params = CONV_EPI_AT + 4;
   k->call = KC_conv_i8;
   k->args[2] = nb;
   k->args[3] = kir_scratch_buf(p, PC_u8, scratch, NULL);
+  narrow_input(p, i);
   *changed = 1;
   return PC_OK;
 }
@@ -568,7 +610,7 @@ static pc_status pack_weights(kir_program *p) {
     if (k->kind != KK_CALL) continue;
     if (k->call == KC_conv && k->params[0] == PC_i32) {
       int changed;
-      if (conv_i8(p, k, &changed) != PC_OK) return p->g->status;
+      if (conv_i8(p, i, &changed) != PC_OK) return p->g->status;
       packed += changed;
       continue;
     }

@@ -98,7 +98,7 @@ int64_t primc_conv_i8_scratch_bytes(const int64_t *params) {
 #include <immintrin.h>
 
 /* r[c] holds byte p of channel c for 16 pixels; afterwards r[p] holds pixel p's 16 channels (four unpack rounds) */
-static inline void transpose16(__m128i *r) {
+__attribute__((always_inline)) static inline void transpose16(__m128i *r) {
   __m128i a[8][2], b[4][4], c[2][8];
   for (int i = 0; i < 8; i++) a[i][0] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]), a[i][1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
   for (int i = 0; i < 4; i++)
@@ -114,9 +114,26 @@ static inline void transpose16(__m128i *r) {
 
 /* fill_map's blocks of 16 channels by up to 16 pixels (a row's last block masked), each pixel's sum over the
  * channels added to sums: the bytes made 16 a vector and transposed in registers */
-__attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const int32_t *x, int32_t lo, uint8_t *map,
-                                                             int32_t *sums, int64_t y0, int64_t y1, int64_t x1) {
-  __m512i vlo = _mm512_set1_epi32(lo), top = _mm512_set1_epi32(255);
+/* 16 elements of x from element at on (np of them, the rest 0) as int32: i32, or u8 / s8 widened */
+__attribute__((target("avx512f"))) static inline __m512i load16(const void *x, int kind, int64_t at, int np, __mmask16 m) {
+  if (kind == PRIMC_CONV_I8_X_I32) return _mm512_maskz_loadu_epi32(m, (const int32_t *)x + at);
+  __m128i b;
+  if (np == 16) {
+    b = _mm_loadu_si128((const __m128i *)((const uint8_t *)x + at));
+  } else { /* a row's last pixels: never read past them */
+    uint8_t tmp[16] = {0};
+    for (int i = 0; i < np; i++) tmp[i] = ((const uint8_t *)x)[at + i];
+    b = _mm_loadu_si128((const __m128i *)tmp);
+  }
+  return kind == PRIMC_CONV_I8_X_U8 ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b);
+}
+
+/* fill_map's blocks of 16 channels by up to 16 pixels (a row's last block masked), each pixel's sum over the
+ * channels added to sums: the bytes made 16 a vector and transposed in registers */
+__attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const void *x, int kind, int32_t bias,
+                                                             uint8_t *map, int32_t *sums, int64_t y0, int64_t y1,
+                                                             int64_t x1) {
+  __m512i vb = _mm512_set1_epi32(bias), top = _mm512_set1_epi32(255);
   __mmask16 bad = 0;
   /* 64 channels at a time: 64 streams of x, and each pixel's 64 bytes of the map (a line) written at once */
   for (int64_t c0 = 0; c0 + 16 <= c->c; c0 += 64)
@@ -129,7 +146,7 @@ __attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const 
       for (int64_t ch = c0; ch + 16 <= c->c && ch < c0 + 64; ch += 16) {
         __m128i r[16];
         for (int k = 0; k < 16; k++) { /* lanes past the row: 0, which passes the check and adds nothing */
-          __m512i v = _mm512_maskz_sub_epi32(m, _mm512_maskz_loadu_epi32(m, x + ((ch + k) * c->h + y) * c->w + i), vlo);
+          __m512i v = _mm512_maskz_sub_epi32(m, load16(x, kind, ((ch + k) * c->h + y) * c->w + i, np, m), vb);
           bad |= _mm512_cmpgt_epu32_mask(v, top);
           s = _mm512_add_epi32(s, v);
           r[k] = _mm512_cvtepi32_epi8(v);
@@ -143,10 +160,51 @@ __attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const 
 }
 #endif
 
+#if PRIMC_X86
+/* map_blocks512 for 8-bit x whose map bytes are x's own (u8 less 0, s8 less -128: a flip of the top bit): no widening
+ * and no check, the bytes transposed 16 x 16; then each written pixel's sum over the first vec_ch channels */
+__attribute__((target("avx512f"))) static void map_bytes512(const ci8 *c, const uint8_t *x, uint8_t flip, uint8_t *map,
+                                                            int32_t *sums, int64_t y0, int64_t y1, int64_t x1) {
+  __m128i vf = _mm_set1_epi8((char)flip), zero = _mm_setzero_si128();
+  int64_t vec_ch = c->c / 16 * 16;
+  for (int64_t c0 = 0; c0 < vec_ch; c0 += 64)
+    for (int64_t y = y0; y < y1; y++)
+      for (int64_t i = 0; i < x1; i += 16) {
+        int np = x1 - i < 16 ? (int)(x1 - i) : 16;
+        int64_t at = (y + c->pt) * c->wp + c->pl + i;
+        for (int64_t ch = c0; ch < vec_ch && ch < c0 + 64; ch += 16) {
+          __m128i r[16];
+          for (int k = 0; k < 16; k++) {
+            const uint8_t *src = x + ((ch + k) * c->h + y) * c->w + i;
+            if (np == 16) {
+              r[k] = _mm_loadu_si128((const __m128i *)src);
+            } else { /* a row's last pixels: never read past them */
+              uint8_t tmp[16] = {0};
+              for (int q = 0; q < np; q++) tmp[q] = src[q];
+              r[k] = _mm_loadu_si128((const __m128i *)tmp);
+            }
+            r[k] = _mm_xor_si128(r[k], vf);
+          }
+          transpose16(r);
+          for (int q = 0; q < np; q++) _mm_storeu_si128((__m128i *)(map + (at + q) * c->c + ch), r[q]);
+        }
+      }
+  for (int64_t y = y0; y < y1; y++)
+    for (int64_t i = 0; i < x1; i++) {
+      int64_t at = (y + c->pt) * c->wp + c->pl + i;
+      __m128i acc = zero;
+      for (int64_t ch = 0; ch < vec_ch; ch += 16)
+        acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(map + at * c->c + ch)), zero));
+      sums[at] += (int32_t)(_mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1));
+    }
+}
+#endif
+
 typedef struct map_job {
   const ci8 *c;
-  const int32_t *x;
-  int32_t lo;
+  const void *x;
+  int kind;     /* PRIMC_CONV_I8_X_*: how x is stored */
+  int32_t bias; /* subtracted from x's stored values: lo, plus the zero point for u8 and s8 */
   uint8_t *map;
   int32_t *sums;
   int64_t x1;
@@ -164,16 +222,23 @@ static void map_rows(void *ctx, int64_t y0, int64_t y1) {
     for (int64_t y = y0; y < y1; y++) memset(j->sums + (y + c->pt) * c->wp + c->pl, 0, sizeof(int32_t) * (size_t)j->x1);
 #if PRIMC_X86
   if (j->vec) {
-    bad |= !map_blocks512(c, j->x, j->lo, j->map, j->sums, y0, y1, j->x1);
+    if (j->kind == PRIMC_CONV_I8_X_U8 && j->bias == 0)
+      map_bytes512(c, j->x, 0, j->map, j->sums, y0, y1, j->x1);
+    else if (j->kind == PRIMC_CONV_I8_X_S8 && j->bias == -128)
+      map_bytes512(c, j->x, 0x80, j->map, j->sums, y0, y1, j->x1);
+    else
+      bad |= !map_blocks512(c, j->x, j->kind, j->bias, j->map, j->sums, y0, y1, j->x1);
     vec_ch = c->c / 16 * 16;
   }
 #endif
   for (int64_t ch = vec_ch; ch < c->c; ch++)
     for (int64_t y = y0; y < y1; y++) {
-      const int32_t *row = j->x + (ch * c->h + y) * c->w;
-      int64_t at = (y + c->pt) * c->wp + c->pl;
+      int64_t row = (ch * c->h + y) * c->w, at = (y + c->pt) * c->wp + c->pl;
       for (int64_t i = 0; i < j->x1; i++) {
-        uint32_t v = (uint32_t)row[i] - (uint32_t)j->lo;
+        int32_t raw = j->kind == PRIMC_CONV_I8_X_I32  ? ((const int32_t *)j->x)[row + i]
+                      : j->kind == PRIMC_CONV_I8_X_U8 ? ((const uint8_t *)j->x)[row + i]
+                                                       : ((const int8_t *)j->x)[row + i];
+        uint32_t v = (uint32_t)raw - (uint32_t)j->bias;
         bad |= v >> 8;
         j->map[(at + i) * c->c + ch] = (uint8_t)v;
         if (j->sums) j->sums[at + i] += (int32_t)v;
@@ -182,16 +247,17 @@ static void map_rows(void *ctx, int64_t y0, int64_t y1) {
   if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 
-/* image x ([c][h][w] int32) less lo into the padded channels-last map, and (sums not NULL) each padded pixel's sum
- * over all channels, rows split over the pool; 0 when a value leaves [lo, lo + 255] */
-static int fill_map(const ci8 *c, const int32_t *x, int32_t lo, uint8_t *map, int32_t *sums) {
+/* image x ([c][h][w], stored as kind says, the values its stored ones less zp) less lo into the padded channels-last
+ * map, and (sums not NULL) each padded pixel's sum over all channels, rows split over the pool; 0 when a value
+ * leaves [lo, lo + 255] */
+static int fill_map(const ci8 *c, const void *x, int kind, int32_t zp, int32_t lo, uint8_t *map, int32_t *sums) {
   uint8_t pad = (uint8_t)(0u - (uint32_t)lo); /* the padding: 0 less lo */
   memset(map, pad, (size_t)(c->hp * c->wp * c->c));
   int64_t y1 = c->h < c->hp - c->pt ? c->h : c->hp - c->pt, x1 = c->w < c->wp - c->pl ? c->w : c->wp - c->pl;
   if (sums)
     for (int64_t i = 0; i < c->hp * c->wp; i++) sums[i] = (int32_t)pad * (int32_t)c->c;
   if (y1 < 1 || x1 < 1) return 1;
-  map_job j = {c, x, lo, map, sums, x1, 0, 0};
+  map_job j = {c, x, kind, (int32_t)((uint32_t)zp + (uint32_t)lo), map, sums, x1, 0, 0};
 #if PRIMC_X86
   j.vec = sums && c->c >= 16 && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
 #endif
@@ -334,17 +400,21 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
   ci8 c;
   if (!ci8_read(params, &c) || params[0] != PRIMC_I32) return PRIMC_ERR_RUNTIME;
   const int64_t *q = params + PRIMC_CONV_EPI_AT;
-  int64_t lo = q[0], wbytes = q[1];
-  if (lo > 0 || lo < -255 || wbytes < (int64_t)primc_conv_i8_weight_bytes(params)) return PRIMC_ERR_RUNTIME;
+  int64_t lo = q[0], wbytes = q[1], kind = q[2], zp = q[3];
+  if (lo > 0 || lo < -255 || wbytes < (int64_t)primc_conv_i8_weight_bytes(params) || kind < PRIMC_CONV_I8_X_I32 ||
+      kind > PRIMC_CONV_I8_X_S8 || (kind == PRIMC_CONV_I8_X_I32 && zp) || zp < -512 || zp > 512)
+    return PRIMC_ERR_RUNTIME;
   for (int64_t g = 0; g < c.g; g++)
     if (primc_igemm_packed_check((const char *)bufs[2] + g * group_bytes(&c), group_bytes(&c), c.og, c.k) != PRIMC_OK)
       return PRIMC_ERR_WEIGHTS;
   int32_t *out = bufs[0];
-  const int32_t *x = bufs[1];
+  const char *x = bufs[1];
+  int64_t esize = kind == PRIMC_CONV_I8_X_I32 ? 4 : 1;
   uint8_t *map = bufs[3], *a = map + map_bytes(&c) + sums_bytes(&c);
   int32_t *sums = (int32_t *)(map + map_bytes(&c)), *acc = (int32_t *)(a + a_bytes(&c));
   for (int64_t n = 0; n < c.n; n++) {
-    if (!fill_map(&c, x + n * c.c * c.h * c.w, (int32_t)lo, map, c.g == 1 ? sums : NULL)) return PRIMC_ERR_RUNTIME;
+    if (!fill_map(&c, x + n * c.c * c.h * c.w * esize, (int)kind, (int32_t)zp, (int32_t)lo, map, c.g == 1 ? sums : NULL))
+      return PRIMC_ERR_RUNTIME;
     for (int64_t g = 0; g < c.g; g++) {
       if (c.g > 1) pixel_sums(&c, map, g, sums);
       patches pt = {&c, map + g * c.cg, sums, (int32_t)lo, 0};

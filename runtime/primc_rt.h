@@ -756,11 +756,14 @@ int primc_igemm_filled(int64_t M, int64_t N, int64_t K, primc_igemm_fill_fn fill
                        int32_t *C, int64_t ldc, void *scratch);
 /* int32 convs (ConvInteger, QLinearConv: u8 or s8 operands less their zero points) on the int8 GEMM
  * (runtime/kernels_conv_i8.c). params: the conv call's first PRIMC_CONV_EPI_AT words (codegen/calls.def), then
- * for the call lo (x's values are proven within [lo, lo + 255], lo <= 0: the padding's 0 is one of them) and the
- * packed weights' bytes. The weights are packed once per group as B = W [Og][KH][KW][Cg] (primc_igemm_pack_b,
+ * for the call lo (x's values are proven within [lo, lo + 255], lo <= 0: the padding's 0 is one of them), the
+ * packed weights' bytes, how x is stored and its zero point (PRIMC_CONV_I8_X_*). The weights are packed once per group as B = W [Og][KH][KW][Cg] (primc_igemm_pack_b,
  * transposed); the input goes per image into a padded channels-last u8 copy (x - lo) whose patches fill A's
  * tiles directly. fits: a 1-D or 2-D conv without input dilation whose every output channel's weights span at
  * most 256 values. */
+/* how a conv_i8 call's x is stored (params word PRIMC_CONV_EPI_AT + 2; the next word is zp): int32 values, or u8 / s8
+ * whose values are the stored ones less zp (codegen narrows the kernel that computed i32(q) - zp to store q) */
+enum { PRIMC_CONV_I8_X_I32 = 0, PRIMC_CONV_I8_X_U8 = 1, PRIMC_CONV_I8_X_S8 = 2 };
 int primc_conv_i8_fits(const int64_t *params, const int32_t *w);
 size_t primc_conv_i8_weight_bytes(const int64_t *params);
 int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst);

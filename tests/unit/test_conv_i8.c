@@ -18,9 +18,11 @@ typedef struct ci8_case {
 
 static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u, *s >> 24; }
 
-/* y = conv(i32(x) - zx, w) for a constant w whose values per output channel span wspan; the listing must name
- * call and not not_call, and y equal the int64 sums */
-static void check_conv(const ci8_case *t, int wspan, const char *call, const char *not_call, const char *tag) {
+/* y = conv(i32(x) - zx, w) for a constant w whose values per output channel span wspan (with keep_i32, i32(x) - zx
+ * is a graph output too, so the call reads it as i32; else the kernel computing it stores x's bytes and the call
+ * reads those); the listing must name call and not not_call, and y equal the int64 sums */
+static void check_conv_x(const ci8_case *t, int wspan, const char *call, const char *not_call, int keep_i32,
+                         const char *tag) {
   int s = t->s;
   int64_t xd[4] = {t->n, t->c, t->h, t->w}, wd[4] = {t->o, t->c / t->groups, t->kh, t->kw};
   if (s == 1) xd[2] = t->w, wd[2] = t->kw;
@@ -41,14 +43,21 @@ static void check_conv(const ci8_case *t, int wspan, const char *call, const cha
   pc_attr a[6] = {pc_a_ints("stride", st, s), pc_a_ints("pad_lo", pd, s), pc_a_ints("pad_hi", pd, s),
                   pc_a_ints("dilation", dl, s), pc_a_ints("lhs_dilation", one, s), pc_a_int("groups", t->groups)};
   pc_output_add(g, pc_build(g, PC_OP_conv, (pc_value *[]){xi, wc}, 2, a, 6));
+  if (keep_i32) pc_output_add(g, xi);
   pc_pipeline_opts po = {.opt_level = 2};
   if (CHECK_MSG(g->status == PC_OK && pc_pipeline_run(g, &po) == PC_OK, "%s: %s", tag, pc_error(g))) {
     char *text = pc_test_kernels_text(g);
     CHECK_MSG(text && strstr(text, call), "%s: no %s in the listing", tag, call);
     CHECK_MSG(text && !strstr(text, not_call), "%s: %s in the listing", tag, not_call);
+    if (strstr(call, "conv_i8")) {
+      const char *want = keep_i32 ? "input stored as i32" : t->s8 ? "input stored as s8" : "input stored as u8";
+      CHECK_MSG(text && strstr(text, want), "%s: no '%s' in the listing", tag, want);
+    }
     free(text);
-    pc_tensor in = {t->s8 ? PC_i8 : PC_u8, 2 + s, {xd[0], xd[1], xd[2], xd[3]}, xs}, out;
-    if (pc_test_run_compiled(g, 2, &in, &out, tag)) {
+    pc_tensor in = {t->s8 ? PC_i8 : PC_u8, 2 + s, {xd[0], xd[1], xd[2], xd[3]}, xs}, outs[2];
+    if (pc_test_run_compiled(g, 2, &in, outs, tag)) {
+      pc_tensor out = outs[0];
+      if (keep_i32) free(outs[1].data);
       const int32_t *y = out.data;
       int64_t H = s == 2 ? t->h : 1, KH = s == 2 ? t->kh : 1, cg = t->c / t->groups, og = t->o / t->groups;
       int64_t oh = s == 2 ? (H + 2 * t->pad - t->dil * (KH - 1) - 1) / t->stride + 1 : 1;
@@ -81,6 +90,10 @@ static void check_conv(const ci8_case *t, int wspan, const char *call, const cha
   free(w);
 }
 
+static void check_conv(const ci8_case *t, int wspan, const char *call, const char *not_call, const char *tag) {
+  check_conv_x(t, wspan, call, not_call, 0, tag);
+}
+
 static const ci8_case cases[] = {
     {2, 0, 1, 16, 32, 12, 12, 3, 3, 1, 1, 1, 1, 128}, /* ResNet's 3x3, padded */
     {2, 0, 2, 24, 40, 9, 11, 3, 3, 2, 1, 1, 1, 3},    /* stride 2, batch 2, 25 pixels: a partial strip */
@@ -101,6 +114,12 @@ PC_TEST(conv_i8_quantized_convs_take_int8_gemm) {
     snprintf(tag, sizeof tag, "int8 conv case %zu", i);
     check_conv(&cases[i], 256, "call primc_k_conv_i8(", "call primc_k_conv(", tag);
   }
+}
+
+/* i32(x) - zx also a graph output: the call reads it as int32 (the path of inputs no kernel narrows) */
+PC_TEST(conv_i8_int32_input) {
+  check_conv_x(&cases[1], 256, "call primc_k_conv_i8(", "call primc_k_conv(", 1, "i32 input");
+  check_conv_x(&cases[8], 256, "call primc_k_conv_i8(", "call primc_k_conv(", 1, "i32 input, vector blocks");
 }
 
 /* an output channel's weights spanning 300 values are not s8 less an offset: the floating-point im2col path */
