@@ -252,11 +252,20 @@ static void map_rows(void *ctx, int64_t y0, int64_t y1) {
  * leaves [lo, lo + 255] */
 static int fill_map(const ci8 *c, const void *x, int kind, int32_t zp, int32_t lo, uint8_t *map, int32_t *sums) {
   uint8_t pad = (uint8_t)(0u - (uint32_t)lo); /* the padding: 0 less lo */
-  memset(map, pad, (size_t)(c->hp * c->wp * c->c));
   int64_t y1 = c->h < c->hp - c->pt ? c->h : c->hp - c->pt, x1 = c->w < c->wp - c->pl ? c->w : c->wp - c->pl;
-  if (sums)
-    for (int64_t i = 0; i < c->hp * c->wp; i++) sums[i] = (int32_t)pad * (int32_t)c->c;
-  if (y1 < 1 || x1 < 1) return 1;
+  if (y1 < 1 || x1 < 1) y1 = x1 = 0;
+  /* the padding pixels alone (map_rows writes the others): rows above and below the image, columns beside it */
+  for (int64_t py = 0; py < c->hp; py++) {
+    int inside = py >= c->pt && py < c->pt + y1;
+    int64_t spans[2][2] = {{0, inside ? c->pl : c->wp}, {inside ? c->pl + x1 : c->wp, c->wp}};
+    for (int s = 0; s < 2; s++) {
+      int64_t a = py * c->wp + spans[s][0], n = spans[s][1] - spans[s][0];
+      if (n <= 0) continue;
+      memset(map + a * c->c, pad, (size_t)(n * c->c));
+      for (int64_t i = 0; sums && i < n; i++) sums[a + i] = (int32_t)pad * (int32_t)c->c;
+    }
+  }
+  if (y1 < 1) return 1;
   map_job j = {c, x, kind, (int32_t)((uint32_t)zp + (uint32_t)lo), map, sums, x1, 0, 0};
 #if PRIMC_X86
   j.vec = sums && c->c >= 16 && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
