@@ -512,29 +512,47 @@ static int narrowed(kir_expr *e, kir_expr **q, int64_t *zp) {
   return (*q)->dtype == PC_u8 || (*q)->dtype == PC_i8;
 }
 
+/* whether e loads a buffer that shares bytes with buf */
+static int reads_overlapping(const kir_program *p, const kir_expr *e, int buf) {
+  if (e->kind == KE_LOAD && bufs_overlap(p, e->buf, buf)) return 1;
+  for (int a = 0; a < e->n_args; a++)
+    if (reads_overlapping(p, e->args[a], buf)) return 1;
+  return 0;
+}
+
 /* conv_i8 call k (kernel i) reads an i32 input that the loop kernel before it computes, alone, as i32(q) - zp from
  * an 8-bit q (a QuantizeLinear's result, ConvInteger's u8 input): that kernel stores q itself, in the same buffer
- * made 8-bit, and the call widens it (x stored as PRIMC_CONV_I8_X_U8 / _S8 with its zero point): a quarter of
+ * made 8-bit (or, when that buffer shares bytes with what the kernel reads, in a workspace region of its own),
+ * and the call widens it (x stored as PRIMC_CONV_I8_X_U8 / _S8 with its zero point): a quarter of
  * the bytes written and read */
 static void narrow_input(kir_program *p, int i) {
   kir_kernel *k = &p->kernels[i], *w = i > 0 ? &p->kernels[i - 1] : NULL;
-  int xb = k->args[1];
+  int xb = k->args[1], si = -1, overlap = 0;
   kir_buf *b = &p->bufs[xb];
   kir_expr *q;
   int64_t zp, numel = b->nbytes / 4, total = 1, strides[KIR_MAX_LOOPS];
-  if (!w || w->kind != KK_LOOP || w->n_stores != 1 || w->stores[0].buf != xb || w->stores[0].red != KR_NONE ||
-      b->place != KP_WORKSPACE || b->dtype != PC_i32 || !narrowed(w->stores[0].value, &q, &zp) || zp < -512 || zp > 512)
-    return;
+  if (!w || w->kind != KK_LOOP || b->place != KP_WORKSPACE || b->dtype != PC_i32) return;
+  for (int st = 0; st < w->n_stores; st++) { /* the one store of x (the kernel may store other results beside it) */
+    if (w->stores[st].buf == xb) si = si < 0 ? st : -2;
+    overlap |= reads_overlapping(p, w->stores[st].value, xb);
+  }
+  if (si < 0 || w->stores[si].red != KR_NONE || !narrowed(w->stores[si].value, &q, &zp) || zp < -512 || zp > 512) return;
   for (int l = w->n_loops - 1; l >= 0; l--) strides[l] = total, total *= w->extent[l];
-  if (total != numel || !map_is(&w->stores[0].map, strides, w->n_loops, 0)) return; /* every element, in order */
+  if (total != numel || !map_is(&w->stores[si].map, strides, w->n_loops, 0)) return; /* every element, in order */
   touches t;
   if (touches_build(p, &t) != PC_OK) return;
   int alone = !touched_outside(p, &t, xb, i - 1, i);
   touches_free(&t);
   if (!alone) return;
-  w->stores[0].value = q;
-  b->dtype = q->dtype;
-  b->nbytes = numel;
+  if (overlap) { /* written in place over what the kernel reads: bytes would land on elements not read yet */
+    int nb = kir_scratch_buf(p, q->dtype, numel, NULL); /* a region of its own */
+    if (nb < 0) return;
+    w->stores[si].buf = k->args[1] = nb;
+  } else {
+    b->dtype = q->dtype;
+    b->nbytes = numel;
+  }
+  w->stores[si].value = q;
   k->params[CONV_EPI_AT + 2] = q->dtype == PC_u8 ? PRIMC_CONV_I8_X_U8 : PRIMC_CONV_I8_X_S8;
   k->params[CONV_EPI_AT + 3] = zp;
 }

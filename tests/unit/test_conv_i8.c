@@ -133,3 +133,47 @@ PC_TEST(conv_i8_input_range_decides) {
   t.zx = 300;
   check_conv(&t, 256, "call primc_k_conv(", "call primc_k_conv_i8(", "input less 300");
 }
+
+/* The kernel that quantizes an f32 conv's result (exact here: small integers) for the next conv, as ResNet's QDQ
+ * blocks do, writes over that result's memory: its narrowed u8 store must not land on elements it has not read
+ * (it goes to a region of its own), or the pool's threads corrupt each other's inputs. Compiled equals the
+ * interpreter exactly. */
+PC_TEST(conv_i8_narrowed_input_written_in_place) {
+  enum { CH = 64, HW = 40 };
+  static float xs[CH * HW * HW], w1[CH * CH];
+  static int32_t w2[CH * CH * 9];
+  uint32_t s = 9;
+  for (int i = 0; i < CH * HW * HW; i++) xs[i] = (float)(lcg(&s) % 4);
+  for (int i = 0; i < CH * CH; i++) w1[i] = (float)((int)(lcg(&s) % 3) - 1);
+  for (int i = 0; i < CH * CH * 9; i++) w2[i] = (int32_t)(lcg(&s) % 255) - 127;
+  pc_tensor in = {PC_f32, 4, {1, CH, HW, HW}, xs}, ref, got;
+  pc_graph *gs[2];
+  for (int v = 0; v < 2; v++) {
+    pc_graph *g = gs[v] = pc_graph_new();
+    int64_t xd[4] = {1, CH, HW, HW}, wd1[4] = {CH, CH, 1, 1}, wd2[4] = {CH, CH, 3, 3}, one[2] = {1, 1}, zero[2] = {0, 0};
+    pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 4, xd));
+    pc_value *y1 = pc_conv(g, x, pc_const(g, pc_type_make(PC_f32, 4, wd1), w1), 2, one, zero, zero, one, one, 1);
+    pc_value *q = pc_convert(g, pc_clamp(g, pc_add(g, pc_round(g, y1), pc_full_like(g, 128, y1)), pc_full_like(g, 0, y1),
+                                         pc_full_like(g, 255, y1)), PC_u8);
+    pc_value *qi = pc_convert(g, q, PC_i32);
+    pc_value *xi = pc_sub(g, qi, pc_full_like(g, 128, qi));
+    pc_output_add(g, pc_conv(g, xi, pc_const(g, pc_type_make(PC_i32, 4, wd2), w2), 2, one, one, one, one, one, 1));
+  }
+  memset(&ref, 0, sizeof ref);
+  pc_pipeline_opts po = {.opt_level = 2};
+  if (CHECK_MSG(pc_interp(gs[0], &in, 1, &ref, 1) == PC_OK, "interp: %s", pc_error(gs[0])) &&
+      CHECK_MSG(pc_pipeline_run(gs[1], &po) == PC_OK, "%s", pc_error(gs[1]))) {
+    char *text = pc_test_kernels_text(gs[1]);
+    CHECK_MSG(text && strstr(text, "input stored as u8"), "the quantized input is not narrowed");
+    free(text);
+    if (pc_test_run_compiled(gs[1], 2, &in, &got, "in place")) {
+      const int32_t *a = got.data, *b = ref.data;
+      for (int64_t i = 0, bad = 0; i < pc_tensor_numel(&ref) && !bad; i++)
+        bad = !CHECK_MSG(a[i] == b[i], "y[%lld] = %d, interpreter %d", (long long)i, a[i], b[i]);
+      free(got.data);
+    }
+  }
+  pc_tensor_free(&ref);
+  pc_graph_free(gs[0]);
+  pc_graph_free(gs[1]);
+}
