@@ -1,10 +1,11 @@
-/* passes/qdq.c: convs of dequantized integers (the QDQ format: conv(DequantizeLinear(x), DequantizeLinear(w)))
- * computed on the integers.
+/* passes/qdq.c: convs and dots of dequantized integers (the QDQ format: Conv, MatMul or Gemm of DequantizeLinear(x)
+ * and DequantizeLinear(w)) computed on the integers.
  *
  * A QDQ model's conv reads x_f = (f32(qx) - zx) * sx and w_f = (wq - zw[o]) * sw[o]; run as written it is an f32
  * conv on fake-quantized values, slower than the fp32 model (it also pays the dequantization). The same sum is
  * sx * sw[o] * conv(qx - zx, wq - zw) with an exact int32 conv, which codegen runs on the int8 GEMM (conv_i8):
- * the conv becomes that, its i32 result scaled per output channel. Only a per-tensor activation scale and zero
+ * the conv becomes that, its i32 result scaled per output channel; a dot_general of a dequantized activation
+ * and a dequantized constant likewise (dot_i8), scaled along the weight's free dim its scales follow. Only a per-tensor activation scale and zero
  * point, per-tensor or per-output-channel weight scales and zero points, 8-bit integers and sums that cannot
  * overflow int32 qualify; anything else stays as it is. */
 #include "passes/passes.h"
@@ -147,15 +148,84 @@ done:
   return y;
 }
 
+/* the output axis of b's dim `axis` in dot_general n (batch dims, a's free dims, b's free dims); -1 when it is a
+ * batch or contracting dim of b */
+static int dot_out_axis(const pc_node *n, int axis) {
+  int nb = 0, nc = 0, nlb = 0;
+  const int64_t *rb = pc_attr_ints(n, "rhs_batch", &nb), *rc = pc_attr_ints(n, "rhs_contract", &nc);
+  pc_attr_ints(n, "lhs_batch", &nlb);
+  int free_before = 0;
+  for (int d = 0; d < n->in[1]->type.rank; d++) {
+    int taken = 0;
+    for (int i = 0; i < nb; i++) taken |= rb[i] == d;
+    for (int i = 0; i < nc; i++) taken |= rc[i] == d;
+    if (d == axis) return taken ? -1 : nlb + (n->in[0]->type.rank - nlb - nc) + free_before;
+    free_before += !taken;
+  }
+  return -1;
+}
+
+/* dot_general n of a dequantized activation and a dequantized constant (a QDQ MatMul or Gemm) as the scaled int32
+ * dot, which codegen runs on the int8 GEMM (dot_i8); NULL when it does not qualify */
+static pc_value *integer_dot(pc_graph *g, pc_node *n) {
+  pc_value *av = n->in[0], *bv = n->in[1];
+  const pc_type *bt = &bv->type;
+  int nc = 0;
+  const int64_t *rc = pc_attr_ints(n, "rhs_contract", &nc);
+  int64_t k = 1;
+  for (int i = 0; rc && i < nc; i++) k *= bt->dims[rc[i]];
+  if (n->out[0]->type.dtype != PC_f32 || k > 33000) return NULL; /* 255 * 255 * k < 2^31 */
+  dq x = {0}, w = {0};
+  pc_value *y = NULL;
+  int out_axis = -1;
+  if (!match_dq(av, &x) || !x.q || x.s_axis >= 0 || x.z_axis >= 0 || !match_dq(bv, &w) || !w.qc ||
+      (w.s_axis >= 0 && w.z_axis >= 0 && w.s_axis != w.z_axis))
+    goto done;
+  int axis = w.s_axis >= 0 ? w.s_axis : w.z_axis;
+  if (axis >= 0 && ((out_axis = dot_out_axis(n, axis)) < 0 || (w.s_axis >= 0 && w.ns != bt->dims[axis]) ||
+                    (w.z_axis >= 0 && w.nz != bt->dims[axis])))
+    goto done;
+  int64_t total = pc_type_numel(bt), inner = 1, len = axis >= 0 ? bt->dims[axis] : 1;
+  for (int d = axis + 1; axis >= 0 && d < bt->rank; d++) inner *= bt->dims[d];
+  int32_t *wi = malloc(sizeof *wi * (size_t)total);
+  float *sc = malloc(sizeof *sc * (size_t)len);
+  int ok = wi && sc && x.z[0] == floor(x.z[0]) && fabs(x.z[0]) <= 255;
+  const void *wd = pc_const_data(w.qc);
+  for (int64_t i = 0; ok && i < total; i++) {
+    int64_t c = axis >= 0 ? i / inner % len : 0;
+    double z = at(w.z, w.z_axis, c);
+    ok = z == floor(z) && fabs(z) <= 255;
+    wi[i] = (int32_t)(pc_elem_f64(w.qc->type.dtype, wd, i) - z);
+  }
+  for (int64_t c = 0; ok && c < len; c++) sc[c] = (float)(x.s[0] * at(w.s, w.s_axis, c));
+  if (ok) {
+    pc_value *q32 = pc_convert(g, x.q, PC_i32);
+    pc_value *xi = q32 ? pc_sub(g, q32, pc_full_like(g, x.z[0], q32)) : NULL;
+    pc_value *wc = pc_const(g, pc_type_make(PC_i32, bt->rank, bt->dims), wi);
+    pc_value *di = xi && wc ? pc_build(g, PC_OP_dot_general, (pc_value *[]){xi, wc}, 2, n->attrs, n->n_attrs) : NULL;
+    const pc_type *ot = &n->out[0]->type;
+    int64_t oa = out_axis;
+    pc_value *s = pc_const(g, pc_type_make(PC_f32, axis >= 0 ? 1 : 0, &len), sc);
+    pc_value *sb = s ? pc_broadcast_in_dim(g, s, ot->rank, ot->dims, axis >= 0 ? &oa : NULL) : NULL;
+    y = di && sb ? pc_mul(g, pc_convert(g, di, PC_f32), sb) : NULL;
+  }
+  free(wi);
+  free(sc);
+done:
+  dq_free(&x);
+  dq_free(&w);
+  return y;
+}
+
 pc_status pc_pass_qdq(pc_graph *g) {
   if (g->status != PC_OK) return g->status;
   pcp_sweep s;
   if (pcp_sweep_begin(g, &s) != PC_OK) return g->status;
   for (int i = 0; i < s.n0 && g->status == PC_OK; i++) {
     pc_node *n = pcp_sweep_visit(&s, i);
-    if (n->dead || n->op != PC_OP_conv || n->n_in != 2 || n->n_out != 1) continue;
+    if (n->dead || (n->op != PC_OP_conv && n->op != PC_OP_dot_general) || n->n_in != 2 || n->n_out != 1) continue;
     int first = g->n_nodes;
-    pc_value *y = integer_conv(g, n); /* nodes it builds are placed before n */
+    pc_value *y = n->op == PC_OP_conv ? integer_conv(g, n) : integer_dot(g, n); /* built before n */
     for (int j = first; y && j < g->n_nodes; j++) g->nodes[j]->origin = n->origin;
     if (y && g->status == PC_OK && pcp_sweep_replace(&s, n->out[0], y)) n->dead = 1;
   }

@@ -140,8 +140,8 @@ for d in "$tmp"/ms/*/; do
     python3 tests/compare_quant.py "$tmp/ms_$n.i/out0.npy" "$d" >>"$tmp/err" 2>&1; then ok "$n interpreted vs ONNX Runtime: $(tail -n 1 "$tmp/err")"
   else bad "$n interpreted" "$(tail -n 3 "$tmp/err")"; fi
 done
-# QGemm's dots (alone, to float, in the quantized resnet) run on the int8 GEMM
-for m in qgemm_u8 qgemm_float q_resnet_tiny; do
+# QGemm's dots (alone, to float, in the quantized resnet) and the QDQ resnet's Gemm (the qdq pass) run on the int8 GEMM
+for m in qgemm_u8 qgemm_float q_resnet_tiny qdq_resnet_tiny; do
   "$P" dump "$tmp/ms/$m/model.onnx" --kernels >"$tmp/k" 2>&1
   grep -q 'call primc_k_dot_i8' "$tmp/k" && ! grep -q 'call primc_k_dot(' "$tmp/k" && ok "$m: QGemm's dot on the int8 GEMM" ||
     bad "$m kernels" "$(grep call "$tmp/k" | head -c 600)"

@@ -81,3 +81,54 @@ PC_TEST(qdq_conv_other_scales_stay_f32) {
   check(1, 0, 0, "per-channel activation scale");
   check(-1, 1, 0, "weight scale along the input channels");
 }
+
+/* dot_general(dequant(a), dequant(b)) with b [K, N] (scale per column: axis 1) or [N, K] (contracting its dim 1, a
+ * Gemm with transB: axis 0); per-tensor; and a scale along the contracting dim, which must stay f32 */
+static void check_dot(int trans_b, int w_axis, int want_int8, const char *tag) {
+  enum { M = 7, K = 40, N = 24 };
+  static int8_t wq[K * N];
+  static uint8_t xs[M * K];
+  static float xz = 120, xsc = 0.05f, wz[K > N ? K : N], ws[K > N ? K : N];
+  uint32_t s = 3;
+  for (int i = 0; i < K * N; i++) s = s * 1664525u + 1013904223u, wq[i] = (int8_t)(s >> 24);
+  for (int i = 0; i < M * K; i++) s = s * 1664525u + 1013904223u, xs[i] = (uint8_t)(s >> 24);
+  for (int i = 0; i < (K > N ? K : N); i++) wz[i] = (float)(i % 5) - 2, ws[i] = 0.002f + 0.0003f * (float)i;
+  pc_tensor in = {PC_u8, 2, {M, K}, xs}, ref, got;
+  pc_graph *gs[2];
+  for (int v = 0; v < 2; v++) {
+    pc_graph *g = gs[v] = pc_graph_new();
+    int64_t bd[2] = {trans_b ? N : K, trans_b ? K : N};
+    pc_value *x = pc_input_add(g, "x", pc_type_make(PC_u8, 2, (int64_t[]){M, K}));
+    pc_value *w = pc_const(g, pc_type_make(PC_i8, 2, bd), wq);
+    pc_value *xf = dequant(g, x, -1, &xz, &xsc, 1), *wf = dequant(g, w, w_axis, wz, ws, w_axis >= 0 ? bd[w_axis] : 1);
+    int64_t lc = 1, rc = trans_b ? 1 : 0;
+    pc_output_add(g, pc_dot_general(g, xf, wf, 1, &lc, &rc, 0, NULL, NULL));
+  }
+  memset(&ref, 0, sizeof ref);
+  pc_pipeline_opts po = {.opt_level = 2};
+  int ok = CHECK_MSG(pc_interp(gs[0], &in, 1, &ref, 1) == PC_OK, "%s: interp: %s", tag, pc_error(gs[0])) &&
+           CHECK_MSG(pc_pipeline_run(gs[1], &po) == PC_OK, "%s: %s", tag, pc_error(gs[1]));
+  if (ok) {
+    char *text = pc_test_kernels_text(gs[1]);
+    int has = text && strstr(text, "call primc_k_dot_i8(") != NULL;
+    CHECK_MSG(has == want_int8, "%s: dot_i8 %s in the listing", tag, has ? "" : "not");
+    free(text);
+  }
+  if (ok && pc_test_run_compiled(gs[1], 2, &in, &got, tag)) {
+    const float *a = got.data, *b = ref.data;
+    double mx = 0, err = 0;
+    for (int64_t i = 0; i < pc_tensor_numel(&ref); i++) mx = fmax(mx, fabs(b[i])), err = fmax(err, fabs(a[i] - b[i]));
+    CHECK_MSG(mx > 0 && err <= 2e-6 * mx, "%s: max error %g of max |ref| %g", tag, err, mx);
+    free(got.data);
+  }
+  pc_tensor_free(&ref);
+  pc_graph_free(gs[0]);
+  pc_graph_free(gs[1]);
+}
+
+PC_TEST(qdq_dot_on_int8_gemm) {
+  check_dot(0, 1, 1, "MatMul, per-column weights");
+  check_dot(1, 0, 1, "Gemm transB, per-row weights");
+  check_dot(0, -1, 1, "per-tensor weights");
+  check_dot(0, 0, 0, "a scale along the contracting dim");
+}
