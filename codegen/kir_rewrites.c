@@ -520,41 +520,62 @@ static int reads_overlapping(const kir_program *p, const kir_expr *e, int buf) {
   return 0;
 }
 
-/* conv_i8 call k (kernel i) reads an i32 input that the loop kernel before it computes, alone, as i32(q) - zp from
- * an 8-bit q (a QuantizeLinear's result, ConvInteger's u8 input): that kernel stores q itself, in the same buffer
- * made 8-bit (or, when that buffer shares bytes with what the kernel reads, in a workspace region of its own),
- * and the call widens it (x stored as PRIMC_CONV_I8_X_U8 / _S8 with its zero point): a quarter of
- * the bytes written and read */
-static void narrow_input(kir_program *p, int i) {
-  kir_kernel *k = &p->kernels[i], *w = i > 0 ? &p->kernels[i - 1] : NULL;
-  int xb = k->args[1], si = -1, overlap = 0;
-  kir_buf *b = &p->bufs[xb];
-  kir_expr *q;
-  int64_t zp, numel = b->nbytes / 4, total = 1, strides[KIR_MAX_LOOPS];
-  if (!w || w->kind != KK_LOOP || b->place != KP_WORKSPACE || b->dtype != PC_i32) return;
-  for (int st = 0; st < w->n_stores; st++) { /* the one store of x (the kernel may store other results beside it) */
-    if (w->stores[st].buf == xb) si = si < 0 ? st : -2;
-    overlap |= reads_overlapping(p, w->stores[st].value, xb);
+/* a conv_i8 call reading xb as its i32 input, and xb nowhere else */
+static int i32_reader(const kir_kernel *k, int xb) {
+  if (k->kind != KK_CALL || k->call != KC_conv_i8 || k->args[1] != xb || k->params[CONV_EPI_AT + 2] != PRIMC_CONV_I8_X_I32)
+    return 0;
+  for (int a = 0; a < k->n_args; a++)
+    if (a != 1 && k->args[a] == xb) return 0;
+  return 1;
+}
+
+/* conv_i8 calls that read an i32 input which one loop kernel before them computes as i32(q) - zp from an 8-bit q (a
+ * QuantizeLinear's result, ConvInteger's u8 input), and which nothing else touches (two convs of a ResNet block's
+ * input may share it): that kernel stores q itself, in the same buffer made 8-bit (or, when that buffer shares bytes
+ * with what the kernel reads, in a workspace region of its own), and the calls widen it (PRIMC_CONV_I8_X_U8 / _S8
+ * with zp): a quarter of the bytes written and read. The kernel may store other results beside x (the dequantized
+ * value a residual reads). */
+static void narrow_inputs(kir_program *p) {
+  for (int i = 0; i < p->n_kernels; i++) {
+    int xb = p->kernels[i].args[1], wi = -1, si = -1, ok = i32_reader(&p->kernels[i], xb);
+    kir_buf *b = &p->bufs[xb];
+    if (!ok || b->place != KP_WORKSPACE || b->dtype != PC_i32) continue;
+    for (int j = 0; ok && j < p->n_kernels; j++) { /* the one writer before i; every other toucher a reader */
+      const kir_kernel *w = &p->kernels[j];
+      if (!kernel_touches(w, xb) || i32_reader(w, xb)) continue;
+      ok = wi < 0 && j < i && w->kind == KK_LOOP;
+      wi = j;
+    }
+    if (!ok || wi < 0) continue;
+    kir_kernel *w = &p->kernels[wi];
+    int overlap = 0;
+    for (int st = 0; st < w->n_stores; st++) {
+      if (w->stores[st].buf == xb) si = si == -1 ? st : -2;
+      overlap |= reads_overlapping(p, w->stores[st].value, xb);
+    }
+    kir_expr *q;
+    int64_t zp, numel = b->nbytes / 4, total = 1, strides[KIR_MAX_LOOPS];
+    if (si < 0 || w->stores[si].red != KR_NONE || !narrowed(w->stores[si].value, &q, &zp) || zp < -512 || zp > 512)
+      continue;
+    for (int l = w->n_loops - 1; l >= 0; l--) strides[l] = total, total *= w->extent[l];
+    if (total != numel || !map_is(&w->stores[si].map, strides, w->n_loops, 0)) continue; /* every element, in order */
+    int nb = xb;
+    if (overlap) { /* written in place over what the kernel reads: bytes would land on elements not read yet */
+      if ((nb = kir_scratch_buf(p, q->dtype, numel, NULL)) < 0) return; /* a region of its own */
+      w->stores[si].buf = nb;
+    } else {
+      b->dtype = q->dtype;
+      b->nbytes = numel;
+    }
+    w->stores[si].value = q;
+    for (int j = 0; j < p->n_kernels; j++) {
+      kir_kernel *k = &p->kernels[j];
+      if (!i32_reader(k, xb)) continue;
+      k->args[1] = nb;
+      k->params[CONV_EPI_AT + 2] = q->dtype == PC_u8 ? PRIMC_CONV_I8_X_U8 : PRIMC_CONV_I8_X_S8;
+      k->params[CONV_EPI_AT + 3] = zp;
+    }
   }
-  if (si < 0 || w->stores[si].red != KR_NONE || !narrowed(w->stores[si].value, &q, &zp) || zp < -512 || zp > 512) return;
-  for (int l = w->n_loops - 1; l >= 0; l--) strides[l] = total, total *= w->extent[l];
-  if (total != numel || !map_is(&w->stores[si].map, strides, w->n_loops, 0)) return; /* every element, in order */
-  touches t;
-  if (touches_build(p, &t) != PC_OK) return;
-  int alone = !touched_outside(p, &t, xb, i - 1, i);
-  touches_free(&t);
-  if (!alone) return;
-  if (overlap) { /* written in place over what the kernel reads: bytes would land on elements not read yet */
-    int nb = kir_scratch_buf(p, q->dtype, numel, NULL); /* a region of its own */
-    if (nb < 0) return;
-    w->stores[si].buf = k->args[1] = nb;
-  } else {
-    b->dtype = q->dtype;
-    b->nbytes = numel;
-  }
-  w->stores[si].value = q;
-  k->params[CONV_EPI_AT + 2] = q->dtype == PC_u8 ? PRIMC_CONV_I8_X_U8 : PRIMC_CONV_I8_X_S8;
-  k->params[CONV_EPI_AT + 3] = zp;
 }
 
 /* An i32 conv (ConvInteger, QLinearConv) whose input is proven within [lo, lo + 255] for some lo <= 0 (u8 or s8
@@ -592,7 +613,6 @@ static pc_status conv_i8(kir_program *p, int i, int *changed) {
   k->call = KC_conv_i8;
   k->args[2] = nb;
   k->args[3] = kir_scratch_buf(p, PC_u8, scratch, NULL);
-  narrow_input(p, i);
   *changed = 1;
   return PC_OK;
 }
@@ -663,6 +683,7 @@ static pc_status pack_weights(kir_program *p) {
     packed += changed;
   }
   if (packed) place_weights(p);
+  narrow_inputs(p);
   return p->g->status;
 }
 

@@ -136,9 +136,9 @@ PC_TEST(conv_i8_input_range_decides) {
 
 /* The kernel that quantizes an f32 conv's result (exact here: small integers) for the next conv, as ResNet's QDQ
  * blocks do, writes over that result's memory: its narrowed u8 store must not land on elements it has not read
- * (it goes to a region of its own), or the pool's threads corrupt each other's inputs. Compiled equals the
- * interpreter exactly. */
-PC_TEST(conv_i8_narrowed_input_written_in_place) {
+ * (it goes to a region of its own), or the pool's threads corrupt each other's inputs. With two_readers a 1x1/2
+ * conv (a downsample) reads the same input: both calls read the u8. Compiled equals the interpreter exactly. */
+static void check_in_place(int two_readers, const char *tag) {
   enum { CH = 64, HW = 40 };
   static float xs[CH * HW * HW], w1[CH * CH];
   static int32_t w2[CH * CH * 9];
@@ -146,7 +146,7 @@ PC_TEST(conv_i8_narrowed_input_written_in_place) {
   for (int i = 0; i < CH * HW * HW; i++) xs[i] = (float)(lcg(&s) % 4);
   for (int i = 0; i < CH * CH; i++) w1[i] = (float)((int)(lcg(&s) % 3) - 1);
   for (int i = 0; i < CH * CH * 9; i++) w2[i] = (int32_t)(lcg(&s) % 255) - 127;
-  pc_tensor in = {PC_f32, 4, {1, CH, HW, HW}, xs}, ref, got;
+  pc_tensor in = {PC_f32, 4, {1, CH, HW, HW}, xs}, ref[2], got[2];
   pc_graph *gs[2];
   for (int v = 0; v < 2; v++) {
     pc_graph *g = gs[v] = pc_graph_new();
@@ -158,22 +158,34 @@ PC_TEST(conv_i8_narrowed_input_written_in_place) {
     pc_value *qi = pc_convert(g, q, PC_i32);
     pc_value *xi = pc_sub(g, qi, pc_full_like(g, 128, qi));
     pc_output_add(g, pc_conv(g, xi, pc_const(g, pc_type_make(PC_i32, 4, wd2), w2), 2, one, one, one, one, one, 1));
+    int64_t two[2] = {2, 2}, wd3[4] = {CH / 2, CH, 1, 1};
+    if (two_readers) /* a ResNet block's downsample beside its first conv */
+      pc_output_add(g, pc_conv(g, xi, pc_const(g, pc_type_make(PC_i32, 4, wd3), w2), 2, two, zero, zero, one, one, 1));
   }
-  memset(&ref, 0, sizeof ref);
+  memset(ref, 0, sizeof ref);
   pc_pipeline_opts po = {.opt_level = 2};
-  if (CHECK_MSG(pc_interp(gs[0], &in, 1, &ref, 1) == PC_OK, "interp: %s", pc_error(gs[0])) &&
+  if (CHECK_MSG(pc_interp(gs[0], &in, 1, ref, 1 + two_readers) == PC_OK, "interp: %s", pc_error(gs[0])) &&
       CHECK_MSG(pc_pipeline_run(gs[1], &po) == PC_OK, "%s", pc_error(gs[1]))) {
     char *text = pc_test_kernels_text(gs[1]);
-    CHECK_MSG(text && strstr(text, "input stored as u8"), "the quantized input is not narrowed");
+    int n = 0;
+    for (const char *t = text; t && (t = strstr(t, "input stored as u8")); t++) n++;
+    CHECK_MSG(n == 1 + two_readers, "%s: %d calls read the quantized input as u8", tag, n);
     free(text);
-    if (pc_test_run_compiled(gs[1], 2, &in, &got, "in place")) {
-      const int32_t *a = got.data, *b = ref.data;
-      for (int64_t i = 0, bad = 0; i < pc_tensor_numel(&ref) && !bad; i++)
-        bad = !CHECK_MSG(a[i] == b[i], "y[%lld] = %d, interpreter %d", (long long)i, a[i], b[i]);
-      free(got.data);
+    if (pc_test_run_compiled(gs[1], 2, &in, got, tag)) {
+      for (int o = 0; o < 1 + two_readers; o++) {
+        const int32_t *a = got[o].data, *b = ref[o].data;
+        for (int64_t i = 0, bad = 0; i < pc_tensor_numel(&ref[o]) && !bad; i++)
+          bad = !CHECK_MSG(a[i] == b[i], "%s: y%d[%lld] = %d, interpreter %d", tag, o, (long long)i, a[i], b[i]);
+        free(got[o].data);
+      }
     }
   }
-  pc_tensor_free(&ref);
+  for (int o = 0; o < 2; o++) pc_tensor_free(&ref[o]);
   pc_graph_free(gs[0]);
   pc_graph_free(gs[1]);
+}
+
+PC_TEST(conv_i8_narrowed_input_written_in_place) {
+  check_in_place(0, "in place");
+  check_in_place(1, "in place, two convs reading it");
 }
