@@ -612,7 +612,8 @@ static pc_status conv_i8(kir_program *p, int i, int *changed) {
   k->n_params = CONV_EPI_AT + 4;
   k->call = KC_conv_i8;
   k->args[2] = nb;
-  k->args[3] = kir_scratch_buf(p, PC_u8, scratch, NULL);
+  if (p->bufs[k->args[3]].nbytes < scratch) /* the exact path's scratch (codegen sized it for doubles) usually serves */
+    k->args[3] = kir_scratch_buf(p, PC_u8, scratch, NULL);
   *changed = 1;
   return PC_OK;
 }
