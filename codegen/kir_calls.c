@@ -184,7 +184,7 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
     if (need > cols) cols = need;
   }
   int64_t bytes = cols * 4;
-  if (n->out[0]->type.dtype == PC_i32) { /* the f64 GEMM path of integer convs: doubles for im2col, W and the sums */
+  if (n->out[0]->type.dtype == PC_i32) { /* the exact paths of integer convs: im2col, W and the sums (f64 in chunks) */
     int64_t og = w->dims[0] / pc_attr_int(n, "groups", 1), kk = w->dims[1], pix = 1;
     for (int d = 2; d < w->rank; d++) kk *= w->dims[d], pix *= o->dims[d];
     bytes = primc_conv_i32_scratch_bytes(kk, pix, og);

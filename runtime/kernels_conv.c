@@ -93,7 +93,6 @@ static int conv_is_identity(const conv_desc *c) {
   }
 IM2COL(conv_im2col, float, float)
 IM2COL(im2col_i32_float, int32_t, float)
-IM2COL(im2col_i32_double, int32_t, double)
 
 /* f32: im2col of one (image, group) into col[Cg*taps][P], then one sgemm per group */
 static void conv_f32(const conv_desc *c, float *out, const float *x, const float *w, float *col) {
@@ -123,13 +122,31 @@ static int64_t abs_max_i32(const int32_t *v, int64_t n) {
   return m;
 }
 
-int64_t primc_conv_i32_scratch_bytes(int64_t K, int64_t P, int64_t Og) { return 8 * (K * P + Og * K + Og * P); }
+int64_t primc_conv_i32_scratch_bytes(int64_t K, int64_t P, int64_t Og) { return 4 * (K * P + Og * K + Og * P); }
+
+/* columns [p0, p1) of the im2col rows (ci, tap) of one group's Cg planes xg, as doubles, into col[Cg*taps][p1-p0] */
+static void im2col_i32_double_cols(const conv_desc *c, const int32_t *xg, int64_t Cg, int64_t p0, int64_t p1, double *col) {
+  int64_t taps = prod(c->w.d + 2, c->S), plane = prod(c->x.d + 2, c->S), w = p1 - p0;
+  for (int64_t ci = 0; ci < Cg; ci++) {
+    int64_t k[8] = {0}, t = 0;
+    do {
+      double *row = col + (ci * taps + t) * w;
+      for (int64_t pi = p0; pi < p1; pi++) {
+        int64_t o[8], rest = pi;
+        for (int d = c->S - 1; d >= 0; d--) o[d] = rest % c->o.d[2 + d], rest /= c->o.d[2 + d];
+        int64_t off = conv_offset(c, o, k);
+        row[pi - p0] = off < 0 ? 0.0 : (double)xg[ci * plane + off];
+      }
+      t++;
+    } while (next_index(k, c->w.d + 2, c->S));
+  }
+}
 
 /* int32 conv (ConvInteger, QLinearConv: u8/i8 operands minus zero points) through a floating-point GEMM per group
  * over an im2col, where every sum is exact: f32 GEMMs over chunks of K short enough that each chunk's sum stays
  * below 2^24 (u8 x i8: 518 taps), added up in int32; else, while the whole sum stays below 2^53, one f64 GEMM. The
- * exact sum wraps to int32 as the integer loop's would. scratch: Cg*taps*P + Og*Cg*taps + Og*P doubles. 0 when
- * neither applies (the caller's integer loop runs). */
+ * exact sum wraps to int32 as the integer loop's would. scratch: Cg*taps*P + Og*Cg*taps + Og*P floats (the f64 GEMMs
+ * take the output positions in chunks that fit it). 0 when neither applies (the caller's integer loop runs). */
 static int conv_i32_gemm(const conv_desc *c, int32_t *out, const int32_t *x, const int32_t *w, void *scratch) {
   int64_t N = c->x.d[0], C = c->x.d[1], O = c->w.d[0], Cg = c->w.d[1], Og = O / c->groups;
   int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S), K = Cg * taps;
@@ -154,14 +171,22 @@ static int conv_i32_gemm(const conv_desc *c, int32_t *out, const int32_t *x, con
     return 1;
   }
   if (mx * mw * (double)K >= 9007199254740992.0) return 0;
-  double *col = scratch, *wd = col + K * P, *acc = wd + Og * K;
+  /* one f64 GEMM per chunk of output positions, in the scratch sized for floats (primc_conv_i32_scratch_bytes) */
+  int64_t doubles = (K * P + Og * K + Og * P) / 2, pc = (doubles - Og * K) / (K + Og);
+  if (pc < 1) return 0;
+  if (pc > P) pc = P;
+  double *wd = scratch, *col = wd + Og * K, *acc = col + K * pc;
   for (int64_t n = 0; n < N; n++)
     for (int64_t g = 0; g < c->groups; g++) {
-      im2col_i32_double(c, x + (n * C + g * Cg) * plane, Cg, col);
       for (int64_t i = 0; i < Og * K; i++) wd[i] = (double)w[g * Og * K + i];
-      primc_dgemm(0, 0, Og, P, K, wd, K, col, P, acc, P);
       int32_t *og = out + (n * O + g * Og) * P;
-      for (int64_t i = 0; i < Og * P; i++) og[i] = (int32_t)(uint32_t)(uint64_t)(int64_t)acc[i];
+      for (int64_t p0 = 0; p0 < P; p0 += pc) {
+        int64_t w1 = P - p0 < pc ? P - p0 : pc;
+        im2col_i32_double_cols(c, x + (n * C + g * Cg) * plane, Cg, p0, p0 + w1, col);
+        primc_dgemm(0, 0, Og, w1, K, wd, K, col, w1, acc, w1);
+        for (int64_t o = 0; o < Og; o++)
+          for (int64_t i = 0; i < w1; i++) og[o * P + p0 + i] = (int32_t)(uint32_t)(uint64_t)(int64_t)acc[o * w1 + i];
+      }
     }
   return 1;
 }
