@@ -104,10 +104,42 @@ static int match_dq(pc_value *v, dq *d) {
 /* the scale or zero point of channel o (per tensor: the one value) */
 static double at(const double *v, int axis, int64_t o) { return axis < 0 ? v[0] : v[o]; }
 
+/* n (a conv or a dot_general of dequantized x and w) as op(i32(qx) - zx, wq - zw) * sx * sw: the int32 op, its result
+ * scaled along out_axis by w's scales, which lie along w's dim axis (-1: one scale); NULL when a zero point is not a
+ * small integer */
+static pc_value *scaled_integer(pc_graph *g, const pc_node *n, const dq *x, const dq *w, int axis, int out_axis) {
+  const pc_type *wt = &n->in[1]->type;
+  int64_t total = pc_type_numel(wt), inner = 1, len = axis >= 0 ? wt->dims[axis] : 1, oa = out_axis;
+  for (int d = axis + 1; axis >= 0 && d < wt->rank; d++) inner *= wt->dims[d];
+  int32_t *wi = malloc(sizeof *wi * (size_t)total);
+  float *sc = malloc(sizeof *sc * (size_t)len);
+  int ok = wi && sc && x->z[0] == floor(x->z[0]) && fabs(x->z[0]) <= 255;
+  const void *wd = pc_const_data(w->qc);
+  for (int64_t i = 0; ok && i < total; i++) {
+    double z = at(w->z, w->z_axis, axis >= 0 ? i / inner % len : 0);
+    ok = z == floor(z) && fabs(z) <= 255;
+    wi[i] = (int32_t)(pc_elem_f64(w->qc->type.dtype, wd, i) - z);
+  }
+  for (int64_t c = 0; ok && c < len; c++) sc[c] = (float)(x->s[0] * at(w->s, w->s_axis, c));
+  pc_value *y = NULL;
+  if (ok) {
+    pc_value *q32 = pc_convert(g, x->q, PC_i32);
+    pc_value *xi = q32 ? pc_sub(g, q32, pc_full_like(g, x->z[0], q32)) : NULL;
+    pc_value *wc = pc_const(g, pc_type_make(PC_i32, wt->rank, wt->dims), wi);
+    pc_value *r = xi && wc ? pc_build(g, n->op, (pc_value *[]){xi, wc}, 2, n->attrs, n->n_attrs) : NULL;
+    const pc_type *ot = &n->out[0]->type;
+    pc_value *s = pc_const(g, pc_type_make(PC_f32, axis >= 0 ? 1 : 0, &len), sc);
+    pc_value *sb = s ? pc_broadcast_in_dim(g, s, ot->rank, ot->dims, axis >= 0 ? &oa : NULL) : NULL;
+    y = r && sb ? pc_mul(g, pc_convert(g, r, PC_f32), sb) : NULL;
+  }
+  free(wi);
+  free(sc);
+  return y;
+}
+
 /* conv n of QDQ operands as the scaled int32 conv; NULL when it does not qualify */
 static pc_value *integer_conv(pc_graph *g, pc_node *n) {
-  pc_value *xv = n->in[0], *wv = n->in[1];
-  const pc_type *wt = &wv->type;
+  const pc_type *wt = &n->in[1]->type;
   int len = 0;
   const int64_t *ld = pc_attr_ints(n, "lhs_dilation", &len);
   for (int i = 0; ld && i < len; i++)
@@ -116,33 +148,9 @@ static pc_value *integer_conv(pc_graph *g, pc_node *n) {
   if (n->out[0]->type.dtype != PC_f32 || o < 1 || o > QDQ_MAX_CH || k > 33000) return NULL; /* 255 * 255 * k < 2^31 */
   dq x = {0}, w = {0};
   pc_value *y = NULL;
-  if (!match_dq(xv, &x) || !x.q || x.s_axis >= 0 || x.z_axis >= 0 || !match_dq(wv, &w) || !w.qc ||
-      (w.s_axis >= 0 && (w.s_axis != 0 || w.ns != o)) || (w.z_axis >= 0 && (w.z_axis != 0 || w.nz != o)))
-    goto done;
-  int32_t *wi = malloc(sizeof *wi * (size_t)(o * k));
-  float *sc = malloc(sizeof *sc * (size_t)o);
-  int ok = wi && sc && x.z[0] == floor(x.z[0]) && fabs(x.z[0]) <= 255;
-  const void *wd = pc_const_data(w.qc);
-  for (int64_t c = 0; ok && c < o; c++) {
-    double z = at(w.z, w.z_axis, c);
-    ok = z == floor(z) && fabs(z) <= 255;
-    for (int64_t i = 0; ok && i < k; i++) wi[c * k + i] = (int32_t)(pc_elem_f64(w.qc->type.dtype, wd, c * k + i) - z);
-    sc[c] = (float)(x.s[0] * at(w.s, w.s_axis, c));
-  }
-  if (ok) {
-    pc_value *q32 = pc_convert(g, x.q, PC_i32);
-    pc_value *xi = q32 ? pc_sub(g, q32, pc_full_like(g, x.z[0], q32)) : NULL;
-    pc_value *wc = pc_const(g, pc_type_make(PC_i32, wt->rank, wt->dims), wi);
-    pc_value *ci = xi && wc ? pc_build(g, PC_OP_conv, (pc_value *[]){xi, wc}, 2, n->attrs, n->n_attrs) : NULL;
-    pc_value *s = pc_const(g, pc_type_make(PC_f32, 1, &o), sc);
-    const pc_type *ot = &n->out[0]->type;
-    int64_t one = 1;
-    pc_value *sb = s ? pc_broadcast_in_dim(g, s, ot->rank, ot->dims, &one) : NULL;
-    y = ci && sb ? pc_mul(g, pc_convert(g, ci, PC_f32), sb) : NULL;
-  }
-  free(wi);
-  free(sc);
-done:
+  if (match_dq(n->in[0], &x) && x.q && x.s_axis < 0 && x.z_axis < 0 && match_dq(n->in[1], &w) && w.qc &&
+      (w.s_axis < 0 || (w.s_axis == 0 && w.ns == o)) && (w.z_axis < 0 || (w.z_axis == 0 && w.nz == o)))
+    y = scaled_integer(g, n, &x, &w, w.s_axis >= 0 || w.z_axis >= 0 ? 0 : -1, 1); /* channels: w's dim 0, y's dim 1 */
   dq_free(&x);
   dq_free(&w);
   return y;
@@ -168,8 +176,7 @@ static int dot_out_axis(const pc_node *n, int axis) {
 /* dot_general n of a dequantized activation and a dequantized constant (a QDQ MatMul or Gemm) as the scaled int32
  * dot, which codegen runs on the int8 GEMM (dot_i8); NULL when it does not qualify */
 static pc_value *integer_dot(pc_graph *g, pc_node *n) {
-  pc_value *av = n->in[0], *bv = n->in[1];
-  const pc_type *bt = &bv->type;
+  const pc_type *bt = &n->in[1]->type;
   int nc = 0;
   const int64_t *rc = pc_attr_ints(n, "rhs_contract", &nc);
   int64_t k = 1;
@@ -177,41 +184,12 @@ static pc_value *integer_dot(pc_graph *g, pc_node *n) {
   if (n->out[0]->type.dtype != PC_f32 || k > 33000) return NULL; /* 255 * 255 * k < 2^31 */
   dq x = {0}, w = {0};
   pc_value *y = NULL;
-  int out_axis = -1;
-  if (!match_dq(av, &x) || !x.q || x.s_axis >= 0 || x.z_axis >= 0 || !match_dq(bv, &w) || !w.qc ||
-      (w.s_axis >= 0 && w.z_axis >= 0 && w.s_axis != w.z_axis))
-    goto done;
-  int axis = w.s_axis >= 0 ? w.s_axis : w.z_axis;
-  if (axis >= 0 && ((out_axis = dot_out_axis(n, axis)) < 0 || (w.s_axis >= 0 && w.ns != bt->dims[axis]) ||
-                    (w.z_axis >= 0 && w.nz != bt->dims[axis])))
-    goto done;
-  int64_t total = pc_type_numel(bt), inner = 1, len = axis >= 0 ? bt->dims[axis] : 1;
-  for (int d = axis + 1; axis >= 0 && d < bt->rank; d++) inner *= bt->dims[d];
-  int32_t *wi = malloc(sizeof *wi * (size_t)total);
-  float *sc = malloc(sizeof *sc * (size_t)len);
-  int ok = wi && sc && x.z[0] == floor(x.z[0]) && fabs(x.z[0]) <= 255;
-  const void *wd = pc_const_data(w.qc);
-  for (int64_t i = 0; ok && i < total; i++) {
-    int64_t c = axis >= 0 ? i / inner % len : 0;
-    double z = at(w.z, w.z_axis, c);
-    ok = z == floor(z) && fabs(z) <= 255;
-    wi[i] = (int32_t)(pc_elem_f64(w.qc->type.dtype, wd, i) - z);
+  if (match_dq(n->in[0], &x) && x.q && x.s_axis < 0 && x.z_axis < 0 && match_dq(n->in[1], &w) && w.qc &&
+      (w.s_axis < 0 || w.z_axis < 0 || w.s_axis == w.z_axis)) {
+    int axis = w.s_axis >= 0 ? w.s_axis : w.z_axis, out_axis = axis >= 0 ? dot_out_axis(n, axis) : -1;
+    if (axis < 0 || (out_axis >= 0 && (w.s_axis < 0 || w.ns == bt->dims[axis]) && (w.z_axis < 0 || w.nz == bt->dims[axis])))
+      y = scaled_integer(g, n, &x, &w, axis, out_axis);
   }
-  for (int64_t c = 0; ok && c < len; c++) sc[c] = (float)(x.s[0] * at(w.s, w.s_axis, c));
-  if (ok) {
-    pc_value *q32 = pc_convert(g, x.q, PC_i32);
-    pc_value *xi = q32 ? pc_sub(g, q32, pc_full_like(g, x.z[0], q32)) : NULL;
-    pc_value *wc = pc_const(g, pc_type_make(PC_i32, bt->rank, bt->dims), wi);
-    pc_value *di = xi && wc ? pc_build(g, PC_OP_dot_general, (pc_value *[]){xi, wc}, 2, n->attrs, n->n_attrs) : NULL;
-    const pc_type *ot = &n->out[0]->type;
-    int64_t oa = out_axis;
-    pc_value *s = pc_const(g, pc_type_make(PC_f32, axis >= 0 ? 1 : 0, &len), sc);
-    pc_value *sb = s ? pc_broadcast_in_dim(g, s, ot->rank, ot->dims, axis >= 0 ? &oa : NULL) : NULL;
-    y = di && sb ? pc_mul(g, pc_convert(g, di, PC_f32), sb) : NULL;
-  }
-  free(wi);
-  free(sc);
-done:
   dq_free(&x);
   dq_free(&w);
   return y;
