@@ -112,19 +112,18 @@ __attribute__((always_inline)) static inline void transpose16(__m128i *r) {
   for (int pp = 0; pp < 8; pp++) r[2 * pp] = _mm_unpacklo_epi64(c[0][pp], c[1][pp]), r[2 * pp + 1] = _mm_unpackhi_epi64(c[0][pp], c[1][pp]);
 }
 
-/* fill_map's blocks of 16 channels by up to 16 pixels (a row's last block masked), each pixel's sum over the
- * channels added to sums: the bytes made 16 a vector and transposed in registers */
+/* np (<= 16) bytes from src, the rest 0: a row's last pixels never read past them */
+static inline __m128i load_bytes16(const uint8_t *src, int np) {
+  if (np == 16) return _mm_loadu_si128((const __m128i *)src);
+  uint8_t tmp[16] = {0};
+  for (int i = 0; i < np; i++) tmp[i] = src[i];
+  return _mm_loadu_si128((const __m128i *)tmp);
+}
+
 /* 16 elements of x from element at on (np of them, the rest 0) as int32: i32, or u8 / s8 widened */
 __attribute__((target("avx512f"))) static inline __m512i load16(const void *x, int kind, int64_t at, int np, __mmask16 m) {
   if (kind == PRIMC_CONV_I8_X_I32) return _mm512_maskz_loadu_epi32(m, (const int32_t *)x + at);
-  __m128i b;
-  if (np == 16) {
-    b = _mm_loadu_si128((const __m128i *)((const uint8_t *)x + at));
-  } else { /* a row's last pixels: never read past them */
-    uint8_t tmp[16] = {0};
-    for (int i = 0; i < np; i++) tmp[i] = ((const uint8_t *)x)[at + i];
-    b = _mm_loadu_si128((const __m128i *)tmp);
-  }
+  __m128i b = load_bytes16((const uint8_t *)x + at, np);
   return kind == PRIMC_CONV_I8_X_U8 ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b);
 }
 
@@ -158,9 +157,7 @@ __attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const 
     }
   return !bad;
 }
-#endif
 
-#if PRIMC_X86
 /* map_blocks512 for 8-bit x whose map bytes are x's own (u8 less 0, s8 less -128: a flip of the top bit): no widening
  * and no check, the bytes transposed 16 x 16; then each written pixel's sum over the first vec_ch channels */
 __attribute__((target("avx512f"))) static void map_bytes512(const ci8 *c, const uint8_t *x, uint8_t flip, uint8_t *map,
@@ -174,17 +171,7 @@ __attribute__((target("avx512f"))) static void map_bytes512(const ci8 *c, const 
         int64_t at = (y + c->pt) * c->wp + c->pl + i;
         for (int64_t ch = c0; ch < vec_ch && ch < c0 + 64; ch += 16) {
           __m128i r[16];
-          for (int k = 0; k < 16; k++) {
-            const uint8_t *src = x + ((ch + k) * c->h + y) * c->w + i;
-            if (np == 16) {
-              r[k] = _mm_loadu_si128((const __m128i *)src);
-            } else { /* a row's last pixels: never read past them */
-              uint8_t tmp[16] = {0};
-              for (int q = 0; q < np; q++) tmp[q] = src[q];
-              r[k] = _mm_loadu_si128((const __m128i *)tmp);
-            }
-            r[k] = _mm_xor_si128(r[k], vf);
-          }
+          for (int k = 0; k < 16; k++) r[k] = _mm_xor_si128(load_bytes16(x + ((ch + k) * c->h + y) * c->w + i, np), vf);
           transpose16(r);
           for (int q = 0; q < np; q++) _mm_storeu_si128((__m128i *)(map + (at + q) * c->c + ch), r[q]);
         }
@@ -315,6 +302,18 @@ __attribute__((target("avx512f,avx512bw"))) static void put_run_bw(uint8_t *tile
 }
 #endif
 
+/* put_run, as masked moves where the CPU has AVX512-BW */
+static inline void copy_run(const patches *pt, uint8_t *tiles, int r, int64_t k, const uint8_t *src, int64_t n) {
+#if PRIMC_X86
+  if (pt->bw) {
+    put_run_bw(tiles, r, k, src, n);
+    return;
+  }
+#endif
+  (void)pt;
+  put_run(tiles, r, k, src, n);
+}
+
 /* rows strip * 16 .. + 15 of A: output pixel m's patch, tap by tap, each tap's Cg channels one run of the map */
 static void fill_patches(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, int32_t *roff, int32_t *rsum) {
   const patches *pt = ctx;
@@ -331,11 +330,7 @@ static void fill_patches(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, i
     for (int64_t ky = 0; ky < c->kh; ky++) {
       int64_t at = (oy * c->sh + ky * c->dh) * c->wp + ox * c->sw;
       if (c->cg % 64 && c->g == 1 && c->dw == 1) { /* the row of taps is one run of the map (a 3-channel stem's 21 bytes) */
-#if PRIMC_X86
-        if (pt->bw) put_run_bw(tiles, r, k, pt->map + at * c->c, c->kw * c->cg);
-        else
-#endif
-          put_run(tiles, r, k, pt->map + at * c->c, c->kw * c->cg);
+        copy_run(pt, tiles, r, k, pt->map + at * c->c, c->kw * c->cg);
         for (int64_t kx = 0; kx < c->kw; kx++) s += pt->sums[at + kx];
         k += c->kw * c->cg;
         continue;
@@ -344,12 +339,8 @@ static void fill_patches(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, i
         const uint8_t *src = pt->map + at * c->c;
         if (c->cg % 64 == 0) /* whole 64-byte blocks: copies of a constant size, inlined */
           for (int64_t b = 0; b < c->cg; b += 64) memcpy(tiles + (k + b) / 64 * 1024 + r * 64, src + b, 64);
-#if PRIMC_X86
-        else if (pt->bw)
-          put_run_bw(tiles, r, k, src, c->cg);
-#endif
         else
-          put_run(tiles, r, k, src, c->cg);
+          copy_run(pt, tiles, r, k, src, c->cg);
         s += pt->sums[at];
       }
     }
@@ -421,15 +412,16 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
   int64_t esize = kind == PRIMC_CONV_I8_X_I32 ? 4 : 1;
   uint8_t *map = bufs[3], *a = map + map_bytes(&c) + sums_bytes(&c);
   int32_t *sums = (int32_t *)(map + map_bytes(&c)), *acc = (int32_t *)(a + a_bytes(&c));
+  int bw = 0;
+#if PRIMC_X86
+  bw = __builtin_cpu_supports("avx512bw");
+#endif
   for (int64_t n = 0; n < c.n; n++) {
     if (!fill_map(&c, x + n * c.c * c.h * c.w * esize, (int)kind, (int32_t)zp, (int32_t)lo, map, c.g == 1 ? sums : NULL))
       return PRIMC_ERR_RUNTIME;
     for (int64_t g = 0; g < c.g; g++) {
       if (c.g > 1) pixel_sums(&c, map, g, sums);
-      patches pt = {&c, map + g * c.cg, sums, (int32_t)lo, 0};
-#if PRIMC_X86
-      pt.bw = __builtin_cpu_supports("avx512bw");
-#endif
+      patches pt = {&c, map + g * c.cg, sums, (int32_t)lo, bw};
       int st = primc_igemm_filled(c.p, c.og, c.k, fill_patches, &pt, (const char *)bufs[2] + g * group_bytes(&c), acc,
                                   c.og, a);
       if (st != PRIMC_OK) return st;
