@@ -52,12 +52,13 @@ static int conv_is_identity(const conv_desc *c) {
 }
 
 
-/* NAME: the im2col rows (ci, tap) of one group's Cg input planes xg (of type SRC) over P output positions, 0 in the
- * padding, as T; the 2-D case without input dilation by direct index, each row copied over its valid range */
+/* NAME: columns [p0, p1) of the im2col rows (ci, tap) of one group's Cg input planes xg (of type SRC) over the P
+ * output positions, 0 in the padding, as T into col[Cg*taps][p1 - p0]; all of them in the 2-D case without input
+ * dilation by direct index, each row copied over its valid range */
 #define IM2COL(NAME, SRC, T)                                                                                              \
-  static void NAME(const conv_desc *c, const SRC *xg, int64_t Cg, T *col) {                                          \
+  static void NAME(const conv_desc *c, const SRC *xg, int64_t Cg, int64_t p0, int64_t p1, T *col) {                  \
     int64_t taps = prod(c->w.d + 2, c->S), P = prod(c->o.d + 2, c->S), plane = prod(c->x.d + 2, c->S);              \
-    if (c->S == 2 && c->ldil[0] == 1 && c->ldil[1] == 1) { /* rows by direct index */                                   \
+    if (c->S == 2 && c->ldil[0] == 1 && c->ldil[1] == 1 && p0 == 0 && p1 == P) { /* rows by direct index */          \
       int64_t H = c->x.d[2], W = c->x.d[3], OH = c->o.d[2], OW = c->o.d[3], KH = c->w.d[2], KW = c->w.d[3];          \
       for (int64_t ci = 0; ci < Cg; ci++)                                                                          \
         for (int64_t ky = 0; ky < KH; ky++)                                                                        \
@@ -81,18 +82,20 @@ static int conv_is_identity(const conv_desc *c) {
     for (int64_t ci = 0; ci < Cg; ci++) {                                                                          \
       int64_t k[8] = {0}, t = 0;                                                                                   \
       do {                                                                                                         \
-        int64_t o[8] = {0}, pidx = 0;                                                                              \
-        T *row = col + (ci * taps + t) * P;                                                                        \
-        do {                                                                                                       \
+        int64_t o[8] = {0}, rest = p0;                                                                             \
+        for (int d = c->S - 1; d >= 0; d--) o[d] = rest % c->o.d[2 + d], rest /= c->o.d[2 + d];                   \
+        T *row = col + (ci * taps + t) * (p1 - p0);                                                                \
+        for (int64_t pidx = 0; pidx < p1 - p0; pidx++, next_index(o, c->o.d + 2, c->S)) {                         \
           int64_t off = conv_offset(c, o, k);                                                                      \
-          row[pidx++] = off < 0 ? (T)0 : (T)xg[ci * plane + off];                                                  \
-        } while (next_index(o, c->o.d + 2, c->S));                                                                 \
+          row[pidx] = off < 0 ? (T)0 : (T)xg[ci * plane + off];                                                    \
+        }                                                                                                          \
         t++;                                                                                                       \
       } while (next_index(k, c->w.d + 2, c->S));                                                                   \
     }                                                                                                              \
   }
 IM2COL(conv_im2col, float, float)
 IM2COL(im2col_i32_float, int32_t, float)
+IM2COL(im2col_i32_double, int32_t, double)
 
 /* f32: im2col of one (image, group) into col[Cg*taps][P], then one sgemm per group */
 static void conv_f32(const conv_desc *c, float *out, const float *x, const float *w, float *col) {
@@ -104,7 +107,7 @@ static void conv_f32(const conv_desc *c, float *out, const float *x, const float
       if (taps == 1 && P == plane && conv_is_identity(c)) {
         b = x + (n * C + g * Cg) * plane; /* 1x1, stride 1, no padding: the image is the matrix */
       } else {
-        conv_im2col(c, x + (n * C + g * Cg) * plane, Cg, col);
+        conv_im2col(c, x + (n * C + g * Cg) * plane, Cg, 0, P, col);
       }
       primc_sgemm(0, 0, Og, P, Cg * taps, 1.0f, w + g * Og * Cg * taps, Cg * taps, b, P, 0.0f,
                   out + (n * O + g * Og) * P, P);
@@ -124,23 +127,6 @@ static int64_t abs_max_i32(const int32_t *v, int64_t n) {
 
 int64_t primc_conv_i32_scratch_bytes(int64_t K, int64_t P, int64_t Og) { return 4 * (K * P + Og * K + Og * P); }
 
-/* columns [p0, p1) of the im2col rows (ci, tap) of one group's Cg planes xg, as doubles, into col[Cg*taps][p1-p0] */
-static void im2col_i32_double_cols(const conv_desc *c, const int32_t *xg, int64_t Cg, int64_t p0, int64_t p1, double *col) {
-  int64_t taps = prod(c->w.d + 2, c->S), plane = prod(c->x.d + 2, c->S), w = p1 - p0;
-  for (int64_t ci = 0; ci < Cg; ci++) {
-    int64_t k[8] = {0}, t = 0;
-    do {
-      double *row = col + (ci * taps + t) * w;
-      for (int64_t pi = p0; pi < p1; pi++) {
-        int64_t o[8], rest = pi;
-        for (int d = c->S - 1; d >= 0; d--) o[d] = rest % c->o.d[2 + d], rest /= c->o.d[2 + d];
-        int64_t off = conv_offset(c, o, k);
-        row[pi - p0] = off < 0 ? 0.0 : (double)xg[ci * plane + off];
-      }
-      t++;
-    } while (next_index(k, c->w.d + 2, c->S));
-  }
-}
 
 /* int32 conv (ConvInteger, QLinearConv: u8/i8 operands minus zero points) through a floating-point GEMM per group
  * over an im2col, where every sum is exact: f32 GEMMs over chunks of K short enough that each chunk's sum stays
@@ -158,7 +144,7 @@ static int conv_i32_gemm(const conv_desc *c, int32_t *out, const int32_t *x, con
     float *col = scratch, *wf = col + K * P, *acc = wf + Og * K;
     for (int64_t n = 0; n < N; n++)
       for (int64_t g = 0; g < c->groups; g++) {
-        im2col_i32_float(c, x + (n * C + g * Cg) * plane, Cg, col);
+        im2col_i32_float(c, x + (n * C + g * Cg) * plane, Cg, 0, P, col);
         for (int64_t i = 0; i < Og * K; i++) wf[i] = (float)w[g * Og * K + i];
         uint32_t *og = (uint32_t *)out + (n * O + g * Og) * P;
         for (int64_t i = 0; i < Og * P; i++) og[i] = 0;
@@ -182,7 +168,7 @@ static int conv_i32_gemm(const conv_desc *c, int32_t *out, const int32_t *x, con
       int32_t *og = out + (n * O + g * Og) * P;
       for (int64_t p0 = 0; p0 < P; p0 += pc) {
         int64_t w1 = P - p0 < pc ? P - p0 : pc;
-        im2col_i32_double_cols(c, x + (n * C + g * Cg) * plane, Cg, p0, p0 + w1, col);
+        im2col_i32_double(c, x + (n * C + g * Cg) * plane, Cg, p0, p0 + w1, col);
         primc_dgemm(0, 0, Og, w1, K, wd, K, col, w1, acc, w1);
         for (int64_t o = 0; o < Og; o++)
           for (int64_t i = 0; i < w1; i++) og[o * P + p0 + i] = (int32_t)(uint32_t)(uint64_t)(int64_t)acc[o * w1 + i];
