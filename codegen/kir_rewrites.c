@@ -594,10 +594,10 @@ static pc_status conv_i8(kir_program *p, int i, int *changed) {
       !primc_conv_i8_fits(k->params, pc_const_data(w->v)))
     return PC_OK;
   int nb = -1;
-  for (int i = 0; i < p->n_packed && nb < 0; i++) /* one packed copy per weight and conv shape */
-    if (p->packed[i].i8 == 2 && p->bufs[p->packed[i].buf].v == w->v &&
-        !memcmp(p->packed[i].conv, k->params, sizeof(int64_t) * CONV_EPI_AT))
-      nb = p->packed[i].buf;
+  for (int j = 0; j < p->n_packed && nb < 0; j++) /* one packed copy per weight and conv shape */
+    if (p->packed[j].i8 == 2 && p->bufs[p->packed[j].buf].v == w->v &&
+        !memcmp(p->packed[j].conv, k->params, sizeof(int64_t) * CONV_EPI_AT))
+      nb = p->packed[j].buf;
   if (nb < 0)
     nb = add_packed(p, (kir_packed){-1, 1, 0, 0, 0, 0, 0, k->params, 0, 0, 2},
                     (int64_t)primc_conv_i8_weight_bytes(k->params), w->v);

@@ -15,54 +15,54 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* v is a constant, or a broadcast of one of rank 0 or 1 (through converts): its values along *axis (-1: one
- * value for all) in vals (at most cap; *n of them). 0 otherwise. */
-static int axis_const(const pc_value *v, int *axis, double *vals, int64_t cap, int64_t *n) {
+#define QDQ_MAX_CH 65536
+
+/* a scale or zero point: a constant read in place, one value per index along axis of the value it feeds (-1: one
+ * value for all; c NULL: none, 0) */
+typedef struct qparam {
+  const pc_value *c;
+  int axis;
+  int64_t n;
+} qparam;
+
+/* the value of index i along the parameter's axis */
+static double qp_at(const qparam *q, int64_t i) {
+  return q->c ? pc_elem_f64(q->c->type.dtype, pc_const_data(q->c), q->axis < 0 ? 0 : i) : 0;
+}
+
+/* v is a constant holding one value, or a broadcast of a constant of rank 0 or 1 (of at most QDQ_MAX_CH values),
+ * through converts: it as *q. 0 otherwise. */
+static int axis_const(const pc_value *v, qparam *q) {
   const pc_node *p = v->producer;
   if (p && p->op == PC_OP_convert_element_type && p->n_in == 1) {
     pc_dtype from = p->in[0]->type.dtype;
     if (!pc_dtype_is_int(from) && !pc_dtype_is_float(from)) return 0;
-    return axis_const(p->in[0], axis, vals, cap, n);
+    return axis_const(p->in[0], q);
   }
   const void *d = pc_const_data(v);
   if (d) { /* a constant: one value repeated (a folded broadcast of a scalar) */
     int64_t total = pc_type_numel(&v->type);
-    if (total < 1 || cap < 1) return 0;
+    if (total < 1) return 0;
     double first = pc_elem_f64(v->type.dtype, d, 0);
     for (int64_t i = 1; i < total; i++)
       if (pc_elem_f64(v->type.dtype, d, i) != first) return 0;
-    return *axis = -1, vals[0] = first, *n = 1, 1;
+    return *q = (qparam){v, -1, 1}, 1;
   }
   if (!p || p->op != PC_OP_broadcast_in_dim || p->n_in != 1) return 0;
   const pc_value *c = p->in[0];
-  const void *cd = pc_const_data(c);
   int len = 0;
   const int64_t *dims = pc_attr_ints(p, "dims", &len);
-  if (!cd || c->type.rank > 1 || len != c->type.rank) return 0;
-  int64_t cnt = pc_type_numel(&c->type);
-  if (cnt > cap) return 0;
-  for (int64_t i = 0; i < cnt; i++) vals[i] = pc_elem_f64(c->type.dtype, cd, i);
-  *axis = c->type.rank ? (int)dims[0] : -1;
-  *n = cnt;
-  return 1;
+  if (!pc_const_data(c) || c->type.rank > 1 || len != c->type.rank || pc_type_numel(&c->type) > QDQ_MAX_CH) return 0;
+  return *q = (qparam){c, c->type.rank ? (int)dims[0] : -1, pc_type_numel(&c->type)}, 1;
 }
 
-#define QDQ_MAX_CH 65536
-
-/* a dequantized value: (q - z) * s, z and s constant along axis (-1: per tensor); q an 8-bit integer value, or
- * (qc) a constant of integers in [-128, 255] */
+/* a dequantized value: (q - z) * s, z and s constant along their axes; q an 8-bit integer value, or (qc) a constant
+ * of integers in [-128, 255] */
 typedef struct dq {
   pc_value *q;        /* the integer value (NULL for a constant q) */
   const pc_value *qc; /* the constant q, f32 or integer typed */
-  int z_axis, s_axis;
-  int64_t nz, ns;
-  double *z, *s;
+  qparam z, s;
 } dq;
-
-static void dq_free(dq *d) {
-  free(d->z);
-  free(d->s);
-}
 
 /* c holds integers of 8 bits: a convert of a u8/i8 value, or an integral constant within [-128, 255] */
 static int int_source(pc_value *c, dq *d) {
@@ -85,24 +85,17 @@ static int match_dq(pc_value *v, dq *d) {
   memset(d, 0, sizeof *d);
   const pc_node *m = v->producer;
   if (!m || m->op != PC_OP_mul || m->n_in != 2 || v->type.dtype != PC_f32) return 0;
-  d->z = malloc(sizeof(double) * QDQ_MAX_CH);
-  d->s = malloc(sizeof(double) * QDQ_MAX_CH);
-  if (!d->z || !d->s) return 0;
   for (int k = 0; k < 2; k++) {
-    if (!axis_const(m->in[1 - k], &d->s_axis, d->s, QDQ_MAX_CH, &d->ns)) continue;
+    if (!axis_const(m->in[1 - k], &d->s)) continue;
     pc_value *r = m->in[k];
     const pc_node *sb = r->producer;
-    if (sb && sb->op == PC_OP_sub && sb->n_in == 2 && axis_const(sb->in[1], &d->z_axis, d->z, QDQ_MAX_CH, &d->nz) &&
-        int_source(sb->in[0], d))
+    if (sb && sb->op == PC_OP_sub && sb->n_in == 2 && axis_const(sb->in[1], &d->z) && int_source(sb->in[0], d))
       return 1;
     d->q = NULL, d->qc = NULL;
-    if (int_source(r, d)) return d->z_axis = -1, d->z[0] = 0, d->nz = 1, 1;
+    if (int_source(r, d)) return d->z = (qparam){NULL, -1, 1}, 1;
   }
   return 0;
 }
-
-/* the scale or zero point of channel o (per tensor: the one value) */
-static double at(const double *v, int axis, int64_t o) { return axis < 0 ? v[0] : v[o]; }
 
 /* n (a conv or a dot_general of dequantized x and w) as op(i32(qx) - zx, wq - zw) * sx * sw: the int32 op, its result
  * scaled along out_axis by w's scales, which lie along w's dim axis (-1: one scale); NULL when a zero point is not a
@@ -113,18 +106,19 @@ static pc_value *scaled_integer(pc_graph *g, const pc_node *n, const dq *x, cons
   for (int d = axis + 1; axis >= 0 && d < wt->rank; d++) inner *= wt->dims[d];
   int32_t *wi = malloc(sizeof *wi * (size_t)total);
   float *sc = malloc(sizeof *sc * (size_t)len);
-  int ok = wi && sc && x->z[0] == floor(x->z[0]) && fabs(x->z[0]) <= 255;
+  double zx = qp_at(&x->z, 0);
+  int ok = wi && sc && zx == floor(zx) && fabs(zx) <= 255;
   const void *wd = pc_const_data(w->qc);
   for (int64_t i = 0; ok && i < total; i++) {
-    double z = at(w->z, w->z_axis, axis >= 0 ? i / inner % len : 0);
+    double z = qp_at(&w->z, axis >= 0 ? i / inner % len : 0);
     ok = z == floor(z) && fabs(z) <= 255;
     wi[i] = (int32_t)(pc_elem_f64(w->qc->type.dtype, wd, i) - z);
   }
-  for (int64_t c = 0; ok && c < len; c++) sc[c] = (float)(x->s[0] * at(w->s, w->s_axis, c));
+  for (int64_t c = 0; ok && c < len; c++) sc[c] = (float)(qp_at(&x->s, 0) * qp_at(&w->s, c));
   pc_value *y = NULL;
   if (ok) {
     pc_value *q32 = pc_convert(g, x->q, PC_i32);
-    pc_value *xi = q32 ? pc_sub(g, q32, pc_full_like(g, x->z[0], q32)) : NULL;
+    pc_value *xi = q32 ? pc_sub(g, q32, pc_full_like(g, zx, q32)) : NULL;
     pc_value *wc = pc_const(g, pc_type_make(PC_i32, wt->rank, wt->dims), wi);
     pc_value *r = xi && wc ? pc_build(g, n->op, (pc_value *[]){xi, wc}, 2, n->attrs, n->n_attrs) : NULL;
     const pc_type *ot = &n->out[0]->type;
@@ -146,13 +140,11 @@ static pc_value *integer_conv(pc_graph *g, pc_node *n) {
     if (ld[i] != 1) return NULL;
   int64_t o = wt->dims[0], k = pc_type_numel(wt) / (o > 0 ? o : 1);
   if (n->out[0]->type.dtype != PC_f32 || o < 1 || o > QDQ_MAX_CH || k > 33000) return NULL; /* 255 * 255 * k < 2^31 */
-  dq x = {0}, w = {0};
+  dq x, w;
   pc_value *y = NULL;
-  if (match_dq(n->in[0], &x) && x.q && x.s_axis < 0 && x.z_axis < 0 && match_dq(n->in[1], &w) && w.qc &&
-      (w.s_axis < 0 || (w.s_axis == 0 && w.ns == o)) && (w.z_axis < 0 || (w.z_axis == 0 && w.nz == o)))
-    y = scaled_integer(g, n, &x, &w, w.s_axis >= 0 || w.z_axis >= 0 ? 0 : -1, 1); /* channels: w's dim 0, y's dim 1 */
-  dq_free(&x);
-  dq_free(&w);
+  if (match_dq(n->in[0], &x) && x.q && x.s.axis < 0 && x.z.axis < 0 && match_dq(n->in[1], &w) && w.qc &&
+      (w.s.axis < 0 || (w.s.axis == 0 && w.s.n == o)) && (w.z.axis < 0 || (w.z.axis == 0 && w.z.n == o)))
+    y = scaled_integer(g, n, &x, &w, w.s.axis >= 0 || w.z.axis >= 0 ? 0 : -1, 1); /* channels: w's dim 0, y's dim 1 */
   return y;
 }
 
@@ -182,16 +174,14 @@ static pc_value *integer_dot(pc_graph *g, pc_node *n) {
   int64_t k = 1;
   for (int i = 0; rc && i < nc; i++) k *= bt->dims[rc[i]];
   if (n->out[0]->type.dtype != PC_f32 || k > 33000) return NULL; /* 255 * 255 * k < 2^31 */
-  dq x = {0}, w = {0};
+  dq x, w;
   pc_value *y = NULL;
-  if (match_dq(n->in[0], &x) && x.q && x.s_axis < 0 && x.z_axis < 0 && match_dq(n->in[1], &w) && w.qc &&
-      (w.s_axis < 0 || w.z_axis < 0 || w.s_axis == w.z_axis)) {
-    int axis = w.s_axis >= 0 ? w.s_axis : w.z_axis, out_axis = axis >= 0 ? dot_out_axis(n, axis) : -1;
-    if (axis < 0 || (out_axis >= 0 && (w.s_axis < 0 || w.ns == bt->dims[axis]) && (w.z_axis < 0 || w.nz == bt->dims[axis])))
+  if (match_dq(n->in[0], &x) && x.q && x.s.axis < 0 && x.z.axis < 0 && match_dq(n->in[1], &w) && w.qc &&
+      (w.s.axis < 0 || w.z.axis < 0 || w.s.axis == w.z.axis)) {
+    int axis = w.s.axis >= 0 ? w.s.axis : w.z.axis, out_axis = axis >= 0 ? dot_out_axis(n, axis) : -1;
+    if (axis < 0 || (out_axis >= 0 && (w.s.axis < 0 || w.s.n == bt->dims[axis]) && (w.z.axis < 0 || w.z.n == bt->dims[axis])))
       y = scaled_integer(g, n, &x, &w, axis, out_axis);
   }
-  dq_free(&x);
-  dq_free(&w);
   return y;
 }
 
