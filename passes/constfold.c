@@ -42,7 +42,11 @@ static int foldable(const pc_graph *g, const pc_node *n) {
     if (numel < 0) return 0; /* symbolic (nonzero) */
     /* a converted weight is folded at any size: it runs on every call otherwise (f16 weights widened for
      * the f32 GEMM, passes/widen.c), and it is at most a few times its operand */
-    if (n->op != PC_OP_convert_element_type && numel > FOLD_MAX_NUMEL) return 0;
+    /* a result no larger than its operands (a weight transposed, sliced or offset by a zero point) too: it
+     * replaces them, and left unfolded it runs on every call (a QGemm's 1000 x 1280 weight, transposed and
+     * widened per run, cost as much as the dot) */
+    if (n->op != PC_OP_convert_element_type && numel > FOLD_MAX_NUMEL && type_bytes(&n->out[k]->type) > in_bytes)
+      return 0;
     if (n->op != PC_OP_convert_element_type && numel > grow_max && type_bytes(&n->out[k]->type) > in_bytes)
       return 0;
     out_bytes += type_bytes(&n->out[k]->type);

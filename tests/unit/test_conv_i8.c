@@ -94,16 +94,17 @@ static void check_conv(const ci8_case *t, int wspan, const char *call, const cha
   check_conv_x(t, wspan, call, not_call, 0, tag);
 }
 
+/* each of at least 64 taps x channels per group: fewer run as exact f32 convs (passes/widen.c, tests/unit/test_widen_int.c) */
 static const ci8_case cases[] = {
     {2, 0, 1, 16, 32, 12, 12, 3, 3, 1, 1, 1, 1, 128}, /* ResNet's 3x3, padded */
     {2, 0, 2, 24, 40, 9, 11, 3, 3, 2, 1, 1, 1, 3},    /* stride 2, batch 2, 25 pixels: a partial strip */
     {2, 1, 1, 70, 20, 7, 7, 1, 1, 1, 0, 1, 1, -5},    /* 1x1, K = 70 past one 64-byte block, s8 input */
     {2, 0, 1, 3, 16, 19, 19, 7, 7, 2, 3, 1, 1, 100},  /* a 3-channel stem, K = 147 */
-    {2, 0, 1, 8, 12, 10, 10, 3, 3, 1, 2, 2, 2, 0},    /* dilation 2, two groups */
-    {1, 0, 1, 10, 18, 1, 40, 1, 5, 3, 2, 1, 1, 77},   /* 1-D, kernel 5, stride 3 */
+    {2, 0, 1, 16, 12, 10, 10, 3, 3, 1, 2, 2, 2, 0},   /* dilation 2, two groups */
+    {1, 0, 1, 14, 18, 1, 40, 1, 5, 3, 2, 1, 1, 77},   /* 1-D, kernel 5, stride 3 */
     {2, 1, 1, 32, 33, 5, 6, 3, 3, 1, 1, 1, 1, 127},   /* s8 less 127: [-255, 0] */
     {2, 0, 2, 40, 24, 5, 37, 3, 3, 1, 1, 1, 1, 128},  /* 16 x 16 vector blocks and the channels and pixels past them */
-    {1, 1, 1, 16, 8, 1, 50, 1, 3, 2, 0, 1, 1, -100}, /* 1-D, vector blocks, s8 less -100 */
+    {1, 1, 1, 32, 8, 1, 50, 1, 3, 2, 0, 1, 1, -100}, /* 1-D, vector blocks, s8 less -100 */
     {2, 0, 1, 64, 16, 9, 18, 3, 3, 1, 1, 1, 1, 128},  /* taps of whole 64-byte blocks */
     {2, 0, 1, 128, 24, 10, 10, 1, 1, 2, 0, 1, 1, 7},  /* a 1x1/2 downsample, two blocks a tap */
 };

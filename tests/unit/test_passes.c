@@ -408,6 +408,36 @@ PC_TEST(constfold_matches_interpreter) {
   pc_graph_free(a), pc_graph_free(b);
 }
 
+/* an i8 weight of 1100 x 1000 (past the fold size cap) transposed and widened, as a QGemm with transB imports:
+ * the transpose is no larger than its operand, so it folds (and the convert after it) and no kernel is left to
+ * redo them on every call; a broadcast of a scalar to that size, which grows, does not */
+PC_TEST(constfold_large_transpose_of_weight) {
+  enum { R = 1100, S = 1000 };
+  int8_t *w = malloc(R * S);
+  for (int i = 0; i < R * S; i++) w[i] = (int8_t)(i * 7);
+  pc_graph *g = pc_graph_new();
+  pc_value *wc = pc_const(g, pc_type_make(PC_i8, 2, (int64_t[]){R, S}), w);
+  int64_t perm[2] = {1, 0};
+  pc_value *t = pc_convert(g, pc_transpose(g, wc, perm), PC_i32);
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_i32, 2, (int64_t[]){S, R}));
+  pc_output_add(g, pc_add(g, x, t));
+  float one = 1;
+  pc_value *b = pc_broadcast_in_dim(g, pc_const(g, pc_type_make(PC_f32, 0, NULL), &one), 2, (int64_t[]){R, S}, NULL);
+  pc_output_add(g, b);
+  CHECK(pc_pass_constfold(g) == PC_OK && pc_pass_dce(g) == PC_OK);
+  int kept = 0, bcast = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    kept += g->nodes[i]->op == PC_OP_transpose || g->nodes[i]->op == PC_OP_convert_element_type;
+    bcast += g->nodes[i]->op == PC_OP_broadcast_in_dim;
+  }
+  CHECK_INT(kept, 0);
+  CHECK_INT(bcast, 1);
+  const int32_t *folded = pc_const_data(g->outputs[0]->producer->in[1]);
+  CHECK(folded && folded[1] == w[S] && folded[(int64_t)3 * R + 5] == w[(int64_t)5 * S + 3]);
+  pc_graph_free(g);
+  free(w);
+}
+
 /* x [3,4] . W^T with W a constant [5,4] (nn.Linear): simplify stores W as [4,5] once, the
  * result is unchanged (same products, same order) */
 static pc_graph *linear_graph(void) {
