@@ -10,6 +10,10 @@ typedef struct ci8 {
   int64_t n, c, h, w, o, g, cg, og, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
   int64_t hp, wp; /* the padded map: exactly what the outputs reach */
   int64_t k, p;   /* taps x Cg, output pixels */
+  /* B's rows: kk of them. A row of taps shorter than a 64-byte block (a 3-channel stem's 7 x 3 bytes) is one run of
+   * the map; rpb > 0: rpb such runs per block, none across two, the rest of the block zero (in A and in B), which
+   * is done when it costs no more blocks than k's (the stem's 7 runs: 3 blocks of 3, 3 and 1, as 147 bytes take) */
+  int64_t run, rpb, kk;
 } ci8;
 
 static int ci8_read(const int64_t *q, ci8 *c) {
@@ -33,6 +37,10 @@ static int ci8_read(const int64_t *q, ci8 *c) {
   c->wp = (c->ow - 1) * c->sw + (c->kw - 1) * c->dw + 1;
   c->k = c->kh * c->kw * c->cg;
   c->p = c->oh * c->ow;
+  c->run = c->kw * c->cg, c->rpb = 0, c->kk = c->k;
+  if (c->g == 1 && c->dw == 1 && c->kh > 1 && c->run < 64 && c->run > 0 &&
+      (c->kh + 64 / c->run - 1) / (64 / c->run) <= (c->k + 63) / 64)
+    c->rpb = 64 / c->run, c->kk = (c->kh + c->rpb - 1) / c->rpb * 64;
   /* every size below is a product of these: bounded so none overflows */
   return c->hp <= (1 << 20) && c->wp <= (1 << 20) && c->k <= (1 << 24) && c->p <= (1 << 28) && c->c <= (1 << 20) &&
          (double)c->hp * (double)c->wp * (double)c->c < (double)(1ll << 40);
@@ -41,29 +49,37 @@ static int ci8_read(const int64_t *q, ci8 *c) {
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 /* one group's packed B, padded to 64 bytes */
-static size_t group_bytes(const ci8 *c) { return align64(primc_igemm_packed_b_size(c->og, c->k)); }
+static size_t group_bytes(const ci8 *c) { return align64(primc_igemm_packed_b_size(c->og, c->kk)); }
 
 size_t primc_conv_i8_weight_bytes(const int64_t *params) {
   ci8 c;
-  return ci8_read(params, &c) && primc_igemm_packed_b_size(c.og, c.k) ? group_bytes(&c) * (size_t)c.g : 0;
+  return ci8_read(params, &c) && primc_igemm_packed_b_size(c.og, c.kk) ? group_bytes(&c) * (size_t)c.g : 0;
 }
 
-/* group g's weights as B [Og][KH][KW][Cg] (the patches' order) into wr */
+/* the row of B (the byte of A's row) of tap t's channel ci */
+static int64_t k_at(const ci8 *c, int64_t t, int64_t ci) {
+  if (!c->rpb) return t * c->cg + ci;
+  int64_t ky = t / c->kw, kx = t % c->kw;
+  return ky / c->rpb * 64 + ky % c->rpb * c->run + kx * c->cg + ci;
+}
+
+/* group g's weights as B [Og][KH][KW][Cg] (the patches' order; with rpb, runs of taps within blocks) into wr */
 static void reorder_group(const ci8 *c, const int32_t *w, int64_t g, int32_t *wr) {
+  if (c->rpb) memset(wr, 0, sizeof *wr * (size_t)(c->og * c->kk));
   for (int64_t o = 0; o < c->og; o++)
     for (int64_t ci = 0; ci < c->cg; ci++)
       for (int64_t t = 0; t < c->kh * c->kw; t++)
-        wr[o * c->k + t * c->cg + ci] = w[((g * c->og + o) * c->cg + ci) * c->kh * c->kw + t];
+        wr[o * c->kk + k_at(c, t, ci)] = w[((g * c->og + o) * c->cg + ci) * c->kh * c->kw + t];
 }
 
 int primc_conv_i8_fits(const int64_t *params, const int32_t *w) {
   ci8 c;
   if (!ci8_read(params, &c) || !w || !primc_conv_i8_weight_bytes(params)) return 0;
-  int32_t *wr = malloc(sizeof *wr * (size_t)(c.og * c.k));
+  int32_t *wr = malloc(sizeof *wr * (size_t)(c.og * c.kk));
   int ok = wr != NULL;
   for (int64_t g = 0; ok && g < c.g; g++) {
     reorder_group(&c, w, g, wr);
-    ok = primc_igemm_b_fits(1, c.og, c.k, wr);
+    ok = primc_igemm_b_fits(1, c.og, c.kk, wr);
   }
   free(wr);
   return ok;
@@ -72,12 +88,12 @@ int primc_conv_i8_fits(const int64_t *params, const int32_t *w) {
 int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst) {
   ci8 c;
   if (!ci8_read(params, &c) || !w || !dst) return PRIMC_ERR_ARG;
-  int32_t *wr = malloc(sizeof *wr * (size_t)(c.og * c.k));
+  int32_t *wr = malloc(sizeof *wr * (size_t)(c.og * c.kk));
   if (!wr) return PRIMC_ERR_RUNTIME;
   int st = PRIMC_OK;
   for (int64_t g = 0; st == PRIMC_OK && g < c.g; g++) {
     reorder_group(&c, w, g, wr);
-    st = primc_igemm_pack_b(1, c.og, c.k, wr, (char *)dst + g * group_bytes(&c));
+    st = primc_igemm_pack_b(1, c.og, c.kk, wr, (char *)dst + g * group_bytes(&c));
   }
   free(wr);
   return st;
@@ -86,7 +102,7 @@ int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst) {
 /* scratch: the padded u8 map [hp][wp][c], one group's per-pixel sums [hp][wp], the GEMM's A, its C [P][Og] */
 static size_t map_bytes(const ci8 *c) { return align64((size_t)(c->hp * c->wp * c->c)); }
 static size_t sums_bytes(const ci8 *c) { return align64((size_t)(c->hp * c->wp) * 4); }
-static size_t a_bytes(const ci8 *c) { return align64(primc_igemm_scratch_size(c->p, c->k)); }
+static size_t a_bytes(const ci8 *c) { return align64(primc_igemm_scratch_size(c->p, c->kk)); }
 
 int64_t primc_conv_i8_scratch_bytes(const int64_t *params) {
   ci8 c;
@@ -199,6 +215,34 @@ typedef struct map_job {
   uint32_t bad;
 } map_job;
 
+/* channels [ch0, c) of rows [y0, y1) into the map, pixel by pixel, each pixel's sum of them added to sums (a stem's
+ * 3 channels; the channels past the vector blocks); kind a constant where it is inlined. Nonzero when a value
+ * leaves [0, 255]. */
+__attribute__((always_inline)) static inline uint32_t map_tail(const ci8 *c, const map_job *j, int64_t y0, int64_t y1,
+                                                                int64_t ch0, int kind) {
+  uint32_t bad = 0;
+  int64_t plane = c->h * c->w;
+  for (int64_t y = y0; y < y1; y++) {
+    int64_t row = y * c->w, at = (y + c->pt) * c->wp + c->pl;
+    for (int64_t i = 0; i < j->x1; i++) {
+      uint8_t *px = j->map + (at + i) * c->c;
+      int32_t s = 0;
+      for (int64_t ch = ch0; ch < c->c; ch++) {
+        int64_t e = ch * plane + row + i;
+        int32_t raw = kind == PRIMC_CONV_I8_X_I32  ? ((const int32_t *)j->x)[e]
+                      : kind == PRIMC_CONV_I8_X_U8 ? ((const uint8_t *)j->x)[e]
+                                                   : ((const int8_t *)j->x)[e];
+        uint32_t v = (uint32_t)raw - (uint32_t)j->bias;
+        bad |= v >> 8;
+        px[ch] = (uint8_t)v;
+        s += (int32_t)v;
+      }
+      if (j->sums) j->sums[at + i] += s;
+    }
+  }
+  return bad;
+}
+
 /* rows [y0, y1) of the image into the map (fill_map's share of a thread) */
 static void map_rows(void *ctx, int64_t y0, int64_t y1) {
   map_job *j = ctx;
@@ -218,19 +262,11 @@ static void map_rows(void *ctx, int64_t y0, int64_t y1) {
     vec_ch = c->c / 16 * 16;
   }
 #endif
-  for (int64_t ch = vec_ch; ch < c->c; ch++)
-    for (int64_t y = y0; y < y1; y++) {
-      int64_t row = (ch * c->h + y) * c->w, at = (y + c->pt) * c->wp + c->pl;
-      for (int64_t i = 0; i < j->x1; i++) {
-        int32_t raw = j->kind == PRIMC_CONV_I8_X_I32  ? ((const int32_t *)j->x)[row + i]
-                      : j->kind == PRIMC_CONV_I8_X_U8 ? ((const uint8_t *)j->x)[row + i]
-                                                       : ((const int8_t *)j->x)[row + i];
-        uint32_t v = (uint32_t)raw - (uint32_t)j->bias;
-        bad |= v >> 8;
-        j->map[(at + i) * c->c + ch] = (uint8_t)v;
-        if (j->sums) j->sums[at + i] += (int32_t)v;
-      }
-    }
+  if (vec_ch < c->c) {
+    if (j->kind == PRIMC_CONV_I8_X_I32) bad |= map_tail(c, j, y0, y1, vec_ch, PRIMC_CONV_I8_X_I32);
+    else if (j->kind == PRIMC_CONV_I8_X_U8) bad |= map_tail(c, j, y0, y1, vec_ch, PRIMC_CONV_I8_X_U8);
+    else bad |= map_tail(c, j, y0, y1, vec_ch, PRIMC_CONV_I8_X_S8);
+  }
   if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 
@@ -351,6 +387,56 @@ static void fill_patches(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, i
   }
 }
 
+#if PRIMC_X86
+/* fill_runs' row r: each block's runs as masked loads placed at their offsets (a masked load reads only its bytes),
+ * one store of the block, the row's sum by psadbw over the blocks (the rest of each block is 0) */
+__attribute__((target("avx512f,avx512bw"))) static int32_t runs_row_bw(const ci8 *c, const uint8_t *map, int64_t at0,
+                                                                       uint8_t *tiles, int r, int64_t Kp) {
+  __m512i acc = _mm512_setzero_si512(), zero = _mm512_setzero_si512();
+  __mmask64 m = ((__mmask64)1 << c->run) - 1;
+  for (int64_t ky = 0, kb = 0; kb < Kp; kb += 64) {
+    __m512i v = zero;
+    for (int64_t j = 0; j < c->rpb && ky < c->kh; j++, ky++) {
+      const uint8_t *src = map + (at0 + ky * c->dh * c->wp) * c->c - j * c->run;
+      v = _mm512_or_si512(v, _mm512_maskz_loadu_epi8(m << (j * c->run), src));
+    }
+    _mm512_storeu_si512(tiles + (kb / 64) * 1024 + r * 64, v);
+    acc = _mm512_add_epi64(acc, _mm512_sad_epu8(v, zero));
+  }
+  return (int32_t)_mm512_reduce_add_epi64(acc);
+}
+#endif
+
+/* rows strip * 16 .. + 15 of A in the rpb layout: each row of taps one run, rpb runs a block, the rest 0 */
+static void fill_runs(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, int32_t *roff, int32_t *rsum) {
+  const patches *pt = ctx;
+  const ci8 *c = pt->c;
+  for (int r = 0; r < 16; r++) {
+    int64_t m = strip * 16 + r;
+    roff[r] = m < c->p ? pt->lo : 0;
+    if (m >= c->p) {
+      for (int64_t kb = 0; kb < Kp; kb += 64) memset(tiles + (kb / 64) * 1024 + r * 64, 0, 64);
+      rsum[r] = 0;
+      continue;
+    }
+    int64_t at0 = m / c->ow * c->sh * c->wp + m % c->ow * c->sw; /* the patch's top-left pixel */
+#if PRIMC_X86
+    if (pt->bw) {
+      rsum[r] = runs_row_bw(c, pt->map, at0, tiles, r, Kp);
+      continue;
+    }
+#endif
+    int32_t s = 0;
+    for (int64_t kb = 0; kb < Kp; kb += 64) memset(tiles + (kb / 64) * 1024 + r * 64, 0, 64);
+    for (int64_t ky = 0; ky < c->kh; ky++) {
+      int64_t at = at0 + ky * c->dh * c->wp;
+      memcpy(tiles + (ky / c->rpb) * 1024 + r * 64 + ky % c->rpb * c->run, pt->map + at * c->c, (size_t)c->run);
+      for (int64_t kx = 0; kx < c->kw; kx++) s += pt->sums[at + kx];
+    }
+    rsum[r] = s;
+  }
+}
+
 typedef struct out_job {
   const int32_t *acc;
   int64_t p, og;
@@ -369,18 +455,42 @@ static void out_blocks(void *ctx, int64_t b, int64_t e) {
 }
 
 #if PRIMC_X86
-/* out_blocks with 16 pixels of a channel gathered at a time (the sums' stride is og) */
+/* r[i] holds row i of a 16 x 16 int32 block; afterwards r[j] holds column j (unpacks within 128-bit lanes, then
+ * the lanes moved across registers) */
+__attribute__((target("avx512f"), always_inline)) static inline void transpose16x16_epi32(__m512i *r) {
+  __m512i t[16], u[16];
+  for (int a = 0; a < 8; a++)
+    t[2 * a] = _mm512_unpacklo_epi32(r[2 * a], r[2 * a + 1]), t[2 * a + 1] = _mm512_unpackhi_epi32(r[2 * a], r[2 * a + 1]);
+  /* u[4b + c], lane L: column 4L + c of rows 4b .. 4b + 3 */
+  for (int b = 0; b < 4; b++) {
+    u[4 * b] = _mm512_unpacklo_epi64(t[4 * b], t[4 * b + 2]);
+    u[4 * b + 1] = _mm512_unpackhi_epi64(t[4 * b], t[4 * b + 2]);
+    u[4 * b + 2] = _mm512_unpacklo_epi64(t[4 * b + 1], t[4 * b + 3]);
+    u[4 * b + 3] = _mm512_unpackhi_epi64(t[4 * b + 1], t[4 * b + 3]);
+  }
+  for (int c = 0; c < 4; c++) {
+    __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+    __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_i32x4(v0, v2, 0x88), r[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+    r[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88), r[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+  }
+}
+
+/* out_blocks as 16 x 16 blocks transposed in registers (masked at the last pixels and channels) */
 __attribute__((target("avx512f"))) static void out_blocks512(void *ctx, int64_t b, int64_t e) {
   const out_job *j = ctx;
-  __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                   _mm512_set1_epi32((int)j->og));
-  for (int64_t m0 = b * 64; m0 < e * 64 && m0 < j->p; m0 += 64) {
-    int64_t m1 = m0 + 64 < j->p ? m0 + 64 : j->p;
-    for (int64_t o = 0; o < j->og; o++) {
-      int64_t m = m0;
-      for (; m + 16 <= m1; m += 16)
-        _mm512_storeu_si512(j->y + o * j->p + m, _mm512_i32gather_epi32(idx, j->acc + m * j->og + o, 4));
-      for (; m < m1; m++) j->y[o * j->p + m] = j->acc[m * j->og + o];
+  int64_t end = e * 64 < j->p ? e * 64 : j->p;
+  for (int64_t m = b * 64; m < end; m += 16) {
+    int np = end - m < 16 ? (int)(end - m) : 16;
+    __mmask16 pm = (__mmask16)((1u << np) - 1);
+    for (int64_t o0 = 0; o0 < j->og; o0 += 16) {
+      int no = j->og - o0 < 16 ? (int)(j->og - o0) : 16;
+      __mmask16 om = (__mmask16)((1u << no) - 1);
+      __m512i r[16];
+      for (int i = 0; i < 16; i++)
+        r[i] = i < np ? _mm512_maskz_loadu_epi32(om, j->acc + (m + i) * j->og + o0) : _mm512_setzero_si512();
+      transpose16x16_epi32(r);
+      for (int c = 0; c < no; c++) _mm512_mask_storeu_epi32(j->y + (o0 + c) * j->p + m, pm, r[c]);
     }
   }
 }
@@ -390,7 +500,7 @@ static void transpose_out(const int32_t *acc, int64_t p, int64_t og, int32_t *y)
   out_job j = {acc, p, og, y};
   void (*fn)(void *, int64_t, int64_t) = out_blocks;
 #if PRIMC_X86
-  if (og * 16 < (1 << 30) && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512)) fn = out_blocks512;
+  if (primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512)) fn = out_blocks512;
 #endif
   if ((double)p * (double)og < (1 << 16)) fn(&j, 0, (p + 63) / 64);
   else primc_parallel_for((p + 63) / 64, fn, &j);
@@ -405,7 +515,7 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
       kind > PRIMC_CONV_I8_X_S8 || (kind == PRIMC_CONV_I8_X_I32 && zp) || zp < -512 || zp > 512)
     return PRIMC_ERR_RUNTIME;
   for (int64_t g = 0; g < c.g; g++)
-    if (primc_igemm_packed_check((const char *)bufs[2] + g * group_bytes(&c), group_bytes(&c), c.og, c.k) != PRIMC_OK)
+    if (primc_igemm_packed_check((const char *)bufs[2] + g * group_bytes(&c), group_bytes(&c), c.og, c.kk) != PRIMC_OK)
       return PRIMC_ERR_WEIGHTS;
   int32_t *out = bufs[0];
   const char *x = bufs[1];
@@ -422,7 +532,7 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
     for (int64_t g = 0; g < c.g; g++) {
       if (c.g > 1) pixel_sums(&c, map, g, sums);
       patches pt = {&c, map + g * c.cg, sums, (int32_t)lo, bw};
-      int st = primc_igemm_filled(c.p, c.og, c.k, fill_patches, &pt, (const char *)bufs[2] + g * group_bytes(&c), acc,
+      int st = primc_igemm_filled(c.p, c.og, c.kk, c.rpb ? fill_runs : fill_patches, &pt, (const char *)bufs[2] + g * group_bytes(&c), acc,
                                   c.og, a);
       if (st != PRIMC_OK) return st;
       transpose_out(acc, c.p, c.og, out + (n * c.o + g * c.og) * c.p);
