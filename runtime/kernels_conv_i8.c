@@ -506,6 +506,9 @@ static void transpose_out(const int32_t *acc, int64_t p, int64_t og, int32_t *y)
   else primc_parallel_for((p + 63) / 64, fn, &j);
 }
 
+static int force_portable;
+void primc_conv_i8_force_portable(int on) { __atomic_store_n(&force_portable, on != 0, __ATOMIC_RELAXED); }
+
 int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
   ci8 c;
   if (!ci8_read(params, &c) || params[0] != PRIMC_I32) return PRIMC_ERR_RUNTIME;
@@ -524,7 +527,7 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
   int32_t *sums = (int32_t *)(map + map_bytes(&c)), *acc = (int32_t *)(a + a_bytes(&c));
   int bw = 0;
 #if PRIMC_X86
-  bw = __builtin_cpu_supports("avx512bw");
+  bw = __builtin_cpu_supports("avx512bw") && !__atomic_load_n(&force_portable, __ATOMIC_RELAXED);
 #endif
   for (int64_t n = 0; n < c.n; n++) {
     if (!fill_map(&c, x + n * c.c * c.h * c.w * esize, (int)kind, (int32_t)zp, (int32_t)lo, map, c.g == 1 ? sums : NULL))

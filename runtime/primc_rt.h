@@ -771,6 +771,8 @@ int64_t primc_conv_i8_scratch_bytes(const int64_t *params);
 /* bufs: out (i32), x (i32), the packed weights, scratch of primc_conv_i8_scratch_bytes; PRIMC_ERR_WEIGHTS on a
  * packed header that does not match, PRIMC_ERR_RUNTIME when x leaves [lo, lo + 255] (nothing proven it then) */
 int primc_k_conv_i8(const int64_t *params, void *const *bufs);
+/* tests: on (1) makes primc_k_conv_i8 fill A without AVX512-BW moves, as a CPU without them does; 0 goes back */
+void primc_conv_i8_force_portable(int on);
 /* The int8 micro-kernels are rows of runtime/gemm/igemm_rows.def; the first the CPU runs is picked once.
  * force_row (tests, benchmarks): -1 when the CPU lacks it, a negative row goes back to the pick. */
 typedef enum primc_igemm_row {

@@ -81,6 +81,8 @@ void *pc_test_link_open(const char *obj, const char *so, const char *libs, const
 
 typedef int (*run_fn)(const void *const *, void *const *, void *);
 
+void (*pc_test_before_run)(void *so);
+
 int pc_test_run_compiled(pc_graph *g, int opt_level, const pc_tensor *ins, pc_tensor *outs, const char *tag) {
   if (!CHECK_MSG(g->n_inputs <= PC_TEST_MAX_IO && g->n_outputs <= PC_TEST_MAX_IO, "%s: too many inputs/outputs", tag))
     return 0;
@@ -111,6 +113,7 @@ int pc_test_run_compiled(pc_graph *g, int opt_level, const pc_tensor *ins, pc_te
     out[i] = outs[i].data;
   }
   void *ws = ok ? aligned_alloc(64, (size_t)(*ws_size + 64)) : NULL;
+  if (ok && pc_test_before_run) pc_test_before_run(h);
   if (ok) ok = CHECK_MSG(run(in, out, ws) == 0, "%s: run failed", tag);
   free(ws);
   if (h) dlclose(h);

@@ -7,6 +7,7 @@
 #include "tests/test.h"
 #include "tests/unit/helpers.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,19 @@ PC_TEST(conv_i8_quantized_convs_take_int8_gemm) {
     snprintf(tag, sizeof tag, "int8 conv case %zu", i);
     check_conv(&cases[i], 256, "call primc_k_conv_i8(", "call primc_k_conv(", tag);
   }
+}
+
+/* the A fill without AVX512-BW moves (an AVX2 or Arm CPU's): the stem's runs of taps within blocks, the patches */
+static void portable_in(void *so) {
+  void (*force)(int) = (void (*)(int))dlsym(so, "primc_conv_i8_force_portable");
+  if (CHECK_MSG(force != NULL, "primc_conv_i8_force_portable not in the compiled library")) force(1);
+}
+
+PC_TEST(conv_i8_portable_fill) {
+  pc_test_before_run = portable_in;
+  check_conv(&cases[3], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "portable fill, 3-channel stem");
+  check_conv(&cases[0], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "portable fill, 3x3");
+  pc_test_before_run = NULL;
 }
 
 /* i32(x) - zx also a graph output: the call reads it as int32 (the path of inputs no kernel narrows) */
