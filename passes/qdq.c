@@ -185,18 +185,151 @@ static pc_value *integer_dot(pc_graph *g, pc_node *n) {
   return y;
 }
 
+/* ---------------------------------------------------------------- max pools of dequantized values
+ *
+ * DequantizeLinear with one scale s > 0 and one zero point z is increasing, so a max pool of it (MaxPool imports as a
+ * pad with -inf, strided slices and a tree of max) is the dequantization of the max pool of the 8-bit values, with
+ * the pad value the type's least (every window holds a real element, which is never below it); and QuantizeLinear
+ * with the same s and z gives the 8-bit values back exactly: round(((q - z) s) / s) + z = q, as (q - z) s / s is
+ * within 2^-22 |q - z| of q - z. A QDQ ResNet's stem pool then runs on u8, a quarter of the bytes, with no f32
+ * map padded and requantized around it. */
+
+#define MEMO_MAX 512
+
+/* values already rebuilt on the integers, and the one dequantization they share */
+typedef struct pool_int {
+  pc_value *from[MEMO_MAX], *to[MEMO_MAX];
+  dq under[MEMO_MAX]; /* the dequantization of each to */
+  int n, have;
+  dq p;
+  const pcp_users *users;
+} pool_int;
+
+/* v = (f32(q) - z) * s with one s > 0 and one integer z, q 8-bit: *d */
+static int dq_tensor(pc_value *v, dq *d) {
+  if (!match_dq(v, d) || !d->q || d->s.axis >= 0 || d->z.axis >= 0 || d->q->type.rank != v->type.rank) return 0;
+  double z = qp_at(&d->z, 0);
+  return qp_at(&d->s, 0) > 0 && z == floor(z) && fabs(z) <= 255;
+}
+
+static int same_dq(const dq *a, const dq *b) {
+  return qp_at(&a->s, 0) == qp_at(&b->s, 0) && qp_at(&a->z, 0) == qp_at(&b->z, 0) && a->q->type.dtype == b->q->type.dtype;
+}
+
+/* every user of v is a slice, and every user of those a max */
+static int feeds_max_only(const pcp_users *u, const pc_value *v) {
+  for (int i = u->start[v->id]; i < u->start[v->id + 1]; i++) {
+    const pc_node *sl = u->list[i];
+    if (sl->op != PC_OP_slice) return 0;
+    for (int j = u->start[sl->out[0]->id]; j < u->start[sl->out[0]->id + 1]; j++)
+      if (u->list[j]->op != PC_OP_max) return 0;
+  }
+  return u->start[v->id + 1] > u->start[v->id];
+}
+
+/* the integer value w with v = DQ(w) under the dequantization every leaf shares (built before the node visited),
+ * through slices, pads of -inf that only a max reads and max; NULL when v is not such a value */
+static pc_value *int_of(pc_graph *g, pc_value *v, pool_int *m, int depth) {
+  for (int i = 0; i < m->n; i++)
+    if (m->from[i] == v) {
+      if (m->have && !same_dq(&m->p, &m->under[i])) return NULL;
+      m->p = m->under[i], m->have = 1;
+      return m->to[i];
+    }
+  const pc_node *n = v->producer;
+  pc_value *w = NULL, *a, *b;
+  dq d;
+  if (depth > 32 || !n) return NULL;
+  if (dq_tensor(v, &d)) {
+    if (m->have && !same_dq(&m->p, &d)) return NULL;
+    m->p = d, m->have = 1;
+    w = d.q;
+  } else if (n->op == PC_OP_slice && n->n_in == 1 && (a = int_of(g, n->in[0], m, depth + 1))) {
+    w = pc_build(g, PC_OP_slice, &a, 1, n->attrs, n->n_attrs);
+  } else if (n->op == PC_OP_pad && n->n_in == 1 && isinf(pc_attr_float(n, "value", 0)) &&
+             pc_attr_float(n, "value", 0) < 0 && v->id < g->n_values && feeds_max_only(m->users, v) &&
+             (a = int_of(g, n->in[0], m, depth + 1))) {
+    pc_attr at[4];
+    int k = 0;
+    for (int i = 0; i < n->n_attrs && k < 3; i++)
+      if (strcmp(n->attrs[i].name, "value")) at[k++] = n->attrs[i];
+    at[k++] = pc_a_float("value", a->type.dtype == PC_u8 ? 0 : -128);
+    w = pc_build(g, PC_OP_pad, &a, 1, at, k);
+  } else if (n->op == PC_OP_max && n->n_in == 2 && (a = int_of(g, n->in[0], m, depth + 1)) &&
+             (b = int_of(g, n->in[1], m, depth + 1))) {
+    w = pc_max(g, a, b);
+  }
+  if (w && m->n < MEMO_MAX) m->from[m->n] = v, m->under[m->n] = m->p, m->to[m->n++] = w;
+  return w;
+}
+
+/* a max of dequantized values as the dequantization of the max of their integers; NULL when it is not one */
+static pc_value *integer_max(pc_graph *g, pc_node *n, pool_int *m) {
+  m->have = 0;
+  pc_value *w = int_of(g, n->out[0], m, 0);
+  if (!w || w == m->p.q) return NULL;
+  pc_value *f = pc_convert(g, w, PC_f32);
+  double z = qp_at(&m->p.z, 0);
+  if (z != 0) f = pc_sub(g, f, pc_full_like(g, z, f));
+  return pc_mul(g, f, pc_full_like(g, qp_at(&m->p.s, 0), f));
+}
+
+/* x with a constant operand of one value: the other operand, the value in *c */
+static pc_value *with_const(const pc_node *x, pc_op op, double *c) {
+  qparam q;
+  if (!x || x->op != op || x->n_in != 2 || !axis_const(x->in[1], &q) || q.axis >= 0) return NULL;
+  *c = qp_at(&q, 0);
+  return x->in[0];
+}
+
+/* n = QuantizeLinear(DQ(q)) with DQ's s and z, to q's type (convert(clamp(round(x / s) + z, lo, hi))): q */
+static pc_value *requantized(pc_node *n) {
+  const pc_node *cl = n->in[0]->producer;
+  double s, z = 0, lo, hi;
+  qparam ql, qh;
+  if (n->op != PC_OP_convert_element_type || !cl || cl->op != PC_OP_clamp || cl->n_in != 3 ||
+      !axis_const(cl->in[1], &ql) || !axis_const(cl->in[2], &qh) || ql.axis >= 0 || qh.axis >= 0)
+    return NULL;
+  lo = qp_at(&ql, 0), hi = qp_at(&qh, 0);
+  const pc_node *r = cl->in[0]->producer;
+  pc_value *added = r && r->op == PC_OP_add ? with_const(r, PC_OP_add, &z) : NULL;
+  if (added) r = added->producer;
+  pc_value *x = r && r->op == PC_OP_round && r->n_in == 1 ? with_const(r->in[0]->producer, PC_OP_div, &s) : NULL;
+  dq d;
+  if (!x || !dq_tensor(x, &d) || d.q->type.dtype != n->out[0]->type.dtype || qp_at(&d.s, 0) != s ||
+      qp_at(&d.z, 0) != z || lo != (d.q->type.dtype == PC_u8 ? 0 : -128) || hi != (d.q->type.dtype == PC_u8 ? 255 : 127))
+    return NULL;
+  return d.q;
+}
+
 pc_status pc_pass_qdq(pc_graph *g) {
   if (g->status != PC_OK) return g->status;
+  pcp_users users;
+  if (pcp_users_build(g, &users) != PC_OK) return g->status;
+  pool_int *m = calloc(1, sizeof *m);
   pcp_sweep s;
-  if (pcp_sweep_begin(g, &s) != PC_OK) return g->status;
+  if (!m || pcp_sweep_begin(g, &s) != PC_OK) {
+    free(m);
+    pcp_users_free(&users);
+    return g->status ? g->status : (g->status = PC_ERR_NOMEM);
+  }
+  m->users = &users;
   for (int i = 0; i < s.n0 && g->status == PC_OK; i++) {
     pc_node *n = pcp_sweep_visit(&s, i);
-    if (n->dead || (n->op != PC_OP_conv && n->op != PC_OP_dot_general) || n->n_in != 2 || n->n_out != 1) continue;
+    if (n->dead || n->n_out != 1) continue;
     int first = g->n_nodes;
-    pc_value *y = n->op == PC_OP_conv ? integer_conv(g, n) : integer_dot(g, n); /* built before n */
+    pc_value *y = NULL;
+    if ((n->op == PC_OP_conv || n->op == PC_OP_dot_general) && n->n_in == 2)
+      y = n->op == PC_OP_conv ? integer_conv(g, n) : integer_dot(g, n); /* built before n */
+    else if (n->op == PC_OP_max && n->n_in == 2 && n->out[0]->type.dtype == PC_f32)
+      y = integer_max(g, n, m);
+    else if (n->op == PC_OP_convert_element_type && n->n_in == 1)
+      y = requantized(n);
     for (int j = first; y && j < g->n_nodes; j++) g->nodes[j]->origin = n->origin;
     if (y && g->status == PC_OK && pcp_sweep_replace(&s, n->out[0], y)) n->dead = 1;
   }
+  free(m);
+  pcp_users_free(&users);
   if (pcp_sweep_end(&s) != PC_OK) return g->status;
   pc_graph_compact(g);
   return g->status;

@@ -132,3 +132,70 @@ PC_TEST(qdq_dot_on_int8_gemm) {
   check_dot(0, -1, 1, "per-tensor weights");
   check_dot(0, 0, 0, "a scale along the contracting dim");
 }
+
+/* QuantizeLinear(MaxPool(DequantizeLinear(x))) as ONNX imports it (a pad of -inf, strided slices, a tree of max),
+ * with the pool's dequantized value also an output: with one scale and zero point the pool runs on the u8 values
+ * (its padded map u8, not f32), requantized with the same ones or others; both outputs equal the interpreter's on the
+ * graph as written. A per-channel dequantization keeps the pool f32. */
+static pc_graph *qdq_pool(float requant_scale, float requant_z, int per_channel) {
+  enum { PC = 4, PH = 9 };
+  static float z = 100, s = 0.05f, zc[PC] = {100, 90, 80, 70}, sc[PC] = {0.05f, 0.04f, 0.03f, 0.02f};
+  pc_graph *g = pc_graph_new();
+  int64_t xd[4] = {1, PC, PH, PH};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_u8, 4, xd));
+  pc_value *f = per_channel ? dequant(g, x, 1, zc, sc, PC) : dequant(g, x, -1, &z, &s, 1);
+  int64_t lo[4] = {0, 0, 1, 1}, hi[4] = {0, 0, 1, 1}, in[4] = {0, 0, 0, 0};
+  pc_attr pa[4] = {pc_a_ints("low", lo, 4), pc_a_ints("high", hi, 4), pc_a_ints("interior", in, 4),
+                   pc_a_float("value", -INFINITY)};
+  pc_value *p = pc_build(g, PC_OP_pad, &f, 1, pa, 4), *m = NULL;
+  for (int dy = 0; dy < 3; dy++)
+    for (int dx = 0; dx < 3; dx++) {
+      int64_t st[4] = {0, 0, dy, dx}, li[4] = {1, PC, dy + 9, dx + 9}, sd[4] = {1, 1, 2, 2};
+      pc_value *sl = pc_slice(g, p, st, li, sd);
+      m = m ? pc_max(g, m, sl) : sl;
+    }
+  pc_value *q = pc_div(g, m, pc_full_like(g, requant_scale, m));
+  q = pc_add(g, pc_round(g, q), pc_full_like(g, requant_z, m));
+  q = pc_convert(g, pc_clamp(g, q, pc_full_like(g, 0, m), pc_full_like(g, 255, m)), PC_u8);
+  pc_output_add(g, q);
+  pc_output_add(g, m);
+  return g;
+}
+
+static void check_pool(float requant_scale, float requant_z, int per_channel, const char *tag) {
+  int want_u8 = !per_channel;
+  static uint8_t xs[4 * 9 * 9];
+  uint32_t s = 9;
+  for (size_t i = 0; i < sizeof xs; i++) s = s * 1664525u + 1013904223u, xs[i] = (uint8_t)(s >> 24);
+  for (int c = 0; c < 4; c++) /* a corner window of zeros: only the type's least pads it */
+    xs[c * 81] = xs[c * 81 + 1] = xs[c * 81 + 9] = xs[c * 81 + 10] = 0;
+  pc_tensor in = {PC_u8, 4, {1, 4, 9, 9}, xs}, ref[2], got[2];
+  pc_graph *r = qdq_pool(requant_scale, requant_z, per_channel), *g = qdq_pool(requant_scale, requant_z, per_channel);
+  memset(ref, 0, sizeof ref);
+  pc_pipeline_opts po = {.opt_level = 2};
+  int ok = CHECK_MSG(pc_interp(r, &in, 1, ref, 2) == PC_OK, "%s: interp: %s", tag, pc_error(r)) &&
+           CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s: %s", tag, pc_error(g));
+  if (ok) {
+    char *text = pc_test_kernels_text(g);
+    int u8 = text && strstr(text, "u8[1,4,11,11]") != NULL, f32 = text && strstr(text, "f32[1,4,11,11]") != NULL;
+    CHECK_MSG(u8 == want_u8 && f32 == !want_u8, "%s: the padded map is %s", tag, u8 ? "u8" : f32 ? "f32" : "absent");
+    free(text);
+  }
+  if (ok && pc_test_run_compiled(g, 2, &in, got, tag)) {
+    CHECK_MSG(!memcmp(got[0].data, ref[0].data, 4 * 5 * 5), "%s: the requantized pool differs", tag);
+    CHECK_MSG(!memcmp(got[1].data, ref[1].data, 4 * 5 * 5 * sizeof(float)), "%s: the dequantized pool differs", tag);
+    free(got[0].data);
+    free(got[1].data);
+  }
+  pc_tensor_free(&ref[0]);
+  pc_tensor_free(&ref[1]);
+  pc_graph_free(r);
+  pc_graph_free(g);
+}
+
+PC_TEST(qdq_max_pool_on_u8) {
+  check_pool(0.05f, 100, 0, "requantized with the same scale and zero point");
+  check_pool(0.07f, 100, 0, "requantized with another scale");
+  check_pool(0.05f, 90, 0, "requantized with another zero point");
+  check_pool(0.05f, 100, 1, "dequantized per channel");
+}
