@@ -388,6 +388,34 @@ static void fill_patches(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, i
 }
 
 #if PRIMC_X86
+/* fill_patches for Cg a multiple of 64 (every conv of a ResNet past its stem): each tap's channels whole blocks,
+ * moved a zmm at a time */
+__attribute__((target("avx512f"))) static void fill_blocks512(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp,
+                                                               int32_t *roff, int32_t *rsum) {
+  const patches *pt = ctx;
+  const ci8 *c = pt->c;
+  int64_t nb = c->cg / 64, kb_end = Kp / 64;
+  for (int r = 0; r < 16; r++) {
+    int64_t m = strip * 16 + r, kb = 0;
+    uint8_t *dst = tiles + r * 64;
+    int32_t s = 0;
+    if (m < c->p) {
+      int64_t oy = m / c->ow, ox = m % c->ow;
+      for (int64_t ky = 0; ky < c->kh; ky++) {
+        int64_t at = (oy * c->sh + ky * c->dh) * c->wp + ox * c->sw;
+        for (int64_t kx = 0; kx < c->kw; kx++, at += c->dw) {
+          const uint8_t *src = pt->map + at * c->c;
+          for (int64_t b = 0; b < nb; b++, kb++) _mm512_storeu_si512(dst + kb * 1024, _mm512_loadu_si512(src + b * 64));
+          s += pt->sums[at];
+        }
+      }
+    }
+    for (; kb < kb_end; kb++) _mm512_storeu_si512(dst + kb * 1024, _mm512_setzero_si512());
+    roff[r] = m < c->p ? pt->lo : 0;
+    rsum[r] = s;
+  }
+}
+
 /* fill_runs' row r: each block's runs as masked loads placed at their offsets (a masked load reads only its bytes),
  * one store of the block, the row's sum by psadbw over the blocks (the rest of each block is 0) */
 __attribute__((target("avx512f,avx512bw"))) static int32_t runs_row_bw(const ci8 *c, const uint8_t *map, int64_t at0,
@@ -535,7 +563,11 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
     for (int64_t g = 0; g < c.g; g++) {
       if (c.g > 1) pixel_sums(&c, map, g, sums);
       patches pt = {&c, map + g * c.cg, sums, (int32_t)lo, bw};
-      int st = primc_igemm_filled(c.p, c.og, c.kk, c.rpb ? fill_runs : fill_patches, &pt, (const char *)bufs[2] + g * group_bytes(&c), acc,
+      primc_igemm_fill_fn fill = c.rpb ? fill_runs : fill_patches;
+#if PRIMC_X86
+      if (c.cg % 64 == 0 && bw) fill = fill_blocks512;
+#endif
+      int st = primc_igemm_filled(c.p, c.og, c.kk, fill, &pt, (const char *)bufs[2] + g * group_bytes(&c), acc,
                                   c.og, a);
       if (st != PRIMC_OK) return st;
       transpose_out(acc, c.p, c.og, out + (n * c.o + g * c.og) * c.p);
