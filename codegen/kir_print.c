@@ -126,7 +126,12 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
       fprintf(f, " (i32 dot on the int8 GEMM: B packed as s8 less an offset, A as u8 less a per-row offset at run time, "
                  "exact; int8 row here %s)",
               primc_igemm_row_name(primc_igemm_row_active()));
-    if (k->call == KC_conv_i8) {
+    if (k->call == KC_conv_i8 && k->params[CONV_EPI_AT + 2] == PRIMC_CONV_I8_X_I32_ANY)
+      fprintf(f, " (i32 conv on the int8 GEMM: weights packed as s8 less an offset, input stored as i32 with no range "
+                 "proven: each image's least value found at run time, an image spanning more than a byte exact from the "
+                 "packed weights; int8 row here %s)",
+              primc_igemm_row_name(primc_igemm_row_active()));
+    else if (k->call == KC_conv_i8) {
       static const char *const xs[3] = {"i32", "u8", "s8"};
       int64_t xk = k->params[CONV_EPI_AT + 2];
       fprintf(f, " (i32 conv on the int8 GEMM: weights packed as s8 less an offset, input stored as %s less %lld, "

@@ -587,10 +587,11 @@ static pc_status conv_i8(kir_program *p, int i, int *changed) {
   int64_t lo, hi;
   const kir_buf *x = &p->bufs[k->args[1]], *w = &p->bufs[k->args[2]];
   *changed = 0;
-  if (k->has_epilogue || k->pair || !x->v || !pc_value_int_range(x->v, &lo, &hi)) return PC_OK;
-  lo = lo < 0 ? lo : 0;
-  hi = hi > 0 ? hi : 0;
-  if (hi - lo > 255 || w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_i32 ||
+  if (k->has_epilogue || k->pair || !x->v) return PC_OK;
+  /* no range proven within a byte (a zero point computed at run time): the call finds each image's */
+  int any = !pc_value_int_range(x->v, &lo, &hi) || (lo < 0 ? lo : 0) < (hi > 0 ? hi : 0) - 255;
+  lo = any || lo > 0 ? 0 : lo;
+  if ((any && x->dtype != PC_i32) || w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_i32 ||
       !primc_conv_i8_fits(k->params, pc_const_data(w->v)))
     return PC_OK;
   int nb = -1;
@@ -606,7 +607,7 @@ static pc_status conv_i8(kir_program *p, int i, int *changed) {
   memcpy(q, k->params, sizeof(int64_t) * CONV_EPI_AT);
   q[CONV_EPI_AT] = lo;
   q[CONV_EPI_AT + 1] = p->bufs[nb].nbytes;
-  q[CONV_EPI_AT + 2] = PRIMC_CONV_I8_X_I32;
+  q[CONV_EPI_AT + 2] = any ? PRIMC_CONV_I8_X_I32_ANY : PRIMC_CONV_I8_X_I32;
   q[CONV_EPI_AT + 3] = 0;
   k->params = q;
   k->n_params = CONV_EPI_AT + 4;

@@ -534,6 +534,34 @@ static void transpose_out(const int32_t *acc, int64_t p, int64_t og, int32_t *y)
   else primc_parallel_for((p + 63) / 64, fn, &j);
 }
 
+/* the least and greatest of an image's n int32 values (with 0 when the conv reads padding) */
+static void image_range(const ci8 *c, const int32_t *x, int64_t n, int32_t *lo, int32_t *hi) {
+  int pad = c->pt > 0 || c->pl > 0 || c->hp > c->pt + c->h || c->wp > c->pl + c->w;
+  int32_t l = pad ? 0 : INT32_MAX, h = pad ? 0 : INT32_MIN;
+  for (int64_t i = 0; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
+  *lo = l, *hi = h;
+}
+
+/* image x's conv straight from the packed weights, exact (int32 sums that wrap, as the reference's): an image of
+ * PRIMC_CONV_I8_X_I32_ANY values spanning more than a byte */
+static void exact_image(const ci8 *c, const int32_t *x, const char *packed, int32_t *y) {
+  for (int64_t g = 0; g < c->g; g++) {
+    const char *pb = packed + g * group_bytes(c);
+    for (int64_t o = 0; o < c->og; o++)
+      for (int64_t m = 0; m < c->p; m++) {
+        int64_t oy = m / c->ow, ox = m % c->ow;
+        uint32_t acc = 0;
+        for (int64_t t = 0; t < c->kh * c->kw; t++) {
+          int64_t iy = oy * c->sh + t / c->kw * c->dh - c->pt, ix = ox * c->sw + t % c->kw * c->dw - c->pl;
+          if (iy < 0 || iy >= c->h || ix < 0 || ix >= c->w) continue;
+          for (int64_t ci = 0; ci < c->cg; ci++)
+            acc += (uint32_t)x[((g * c->cg + ci) * c->h + iy) * c->w + ix] * (uint32_t)primc_igemm_packed_b_at(pb, o, k_at(c, t, ci));
+        }
+        y[(g * c->og + o) * c->p + m] = (int32_t)acc;
+      }
+  }
+}
+
 static int force_portable;
 void primc_conv_i8_force_portable(int on) { __atomic_store_n(&force_portable, on != 0, __ATOMIC_RELAXED); }
 
@@ -542,15 +570,16 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
   if (!ci8_read(params, &c) || params[0] != PRIMC_I32) return PRIMC_ERR_RUNTIME;
   const int64_t *q = params + PRIMC_CONV_EPI_AT;
   int64_t lo = q[0], wbytes = q[1], kind = q[2], zp = q[3];
+  int any = kind == PRIMC_CONV_I8_X_I32_ANY;
   if (lo > 0 || lo < -255 || wbytes < (int64_t)primc_conv_i8_weight_bytes(params) || kind < PRIMC_CONV_I8_X_I32 ||
-      kind > PRIMC_CONV_I8_X_S8 || (kind == PRIMC_CONV_I8_X_I32 && zp) || zp < -512 || zp > 512)
+      kind > PRIMC_CONV_I8_X_I32_ANY || ((kind == PRIMC_CONV_I8_X_I32 || any) && zp) || zp < -512 || zp > 512)
     return PRIMC_ERR_RUNTIME;
   for (int64_t g = 0; g < c.g; g++)
     if (primc_igemm_packed_check((const char *)bufs[2] + g * group_bytes(&c), group_bytes(&c), c.og, c.kk) != PRIMC_OK)
       return PRIMC_ERR_WEIGHTS;
   int32_t *out = bufs[0];
   const char *x = bufs[1];
-  int64_t esize = kind == PRIMC_CONV_I8_X_I32 ? 4 : 1;
+  int64_t esize = kind == PRIMC_CONV_I8_X_I32 || any ? 4 : 1;
   uint8_t *map = bufs[3], *a = map + map_bytes(&c) + sums_bytes(&c);
   int32_t *sums = (int32_t *)(map + map_bytes(&c)), *acc = (int32_t *)(a + a_bytes(&c));
   int bw = 0;
@@ -558,7 +587,17 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
   bw = __builtin_cpu_supports("avx512bw") && !__atomic_load_n(&force_portable, __ATOMIC_RELAXED);
 #endif
   for (int64_t n = 0; n < c.n; n++) {
-    if (!fill_map(&c, x + n * c.c * c.h * c.w * esize, (int)kind, (int32_t)zp, (int32_t)lo, map, c.g == 1 ? sums : NULL))
+    const char *xn = x + n * c.c * c.h * c.w * esize;
+    if (any) { /* this image's range, found now */
+      int32_t l, h;
+      image_range(&c, (const int32_t *)xn, c.c * c.h * c.w, &l, &h);
+      if ((int64_t)h - l > 255) {
+        exact_image(&c, (const int32_t *)xn, bufs[2], out + n * c.o * c.p);
+        continue;
+      }
+      lo = l;
+    }
+    if (!fill_map(&c, xn, any ? PRIMC_CONV_I8_X_I32 : (int)kind, (int32_t)zp, (int32_t)lo, map, c.g == 1 ? sums : NULL))
       return PRIMC_ERR_RUNTIME;
     for (int64_t g = 0; g < c.g; g++) {
       if (c.g > 1) pixel_sums(&c, map, g, sums);

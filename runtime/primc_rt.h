@@ -741,6 +741,8 @@ int primc_conv_last_row(void);
 size_t primc_igemm_packed_b_size(int64_t N, int64_t K); /* 0 for a bad shape */
 /* 1 when every column of B ([K][N], [N][K] when trans_b) spans at most 256 values, which pack_b requires */
 int primc_igemm_b_fits(int trans_b, int64_t N, int64_t K, const int32_t *B);
+/* B[k][n] read back from a B packed by primc_igemm_pack_b (checked by primc_igemm_packed_check; n < N, k < K) */
+int32_t primc_igemm_packed_b_at(const void *packed, int64_t n, int64_t k);
 int primc_igemm_pack_b(int trans_b, int64_t N, int64_t K, const int32_t *B, void *packed);
 int primc_igemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K); /* PRIMC_OK or _ERR_WEIGHTS */
 size_t primc_igemm_scratch_size(int64_t M, int64_t K);
@@ -763,7 +765,10 @@ int primc_igemm_filled(int64_t M, int64_t N, int64_t K, primc_igemm_fill_fn fill
  * most 256 values. */
 /* how a conv_i8 call's x is stored (params word PRIMC_CONV_EPI_AT + 2; the next word is zp): int32 values, or u8 / s8
  * whose values are the stored ones less zp (codegen narrows the kernel that computed i32(q) - zp to store q) */
-enum { PRIMC_CONV_I8_X_I32 = 0, PRIMC_CONV_I8_X_U8 = 1, PRIMC_CONV_I8_X_S8 = 2 };
+enum { PRIMC_CONV_I8_X_I32 = 0, PRIMC_CONV_I8_X_U8 = 1, PRIMC_CONV_I8_X_S8 = 2, PRIMC_CONV_I8_X_I32_ANY = 3 };
+/* PRIMC_CONV_I8_X_I32_ANY: int32 values no range was proven for (ConvInteger's input less a zero point computed at
+ * run time, as quantize_dynamic writes): each image's lo is its least value (0 when the padding is lower), and an
+ * image whose values (with the padding's 0) span more than 256 runs an exact direct conv from the packed weights */
 int primc_conv_i8_fits(const int64_t *params, const int32_t *w);
 size_t primc_conv_i8_weight_bytes(const int64_t *params);
 int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst);

@@ -253,6 +253,14 @@ static void pack_strips(void *ctx, int64_t b, int64_t e) {
   if (wide) __atomic_store_n(&j->wide, 1, __ATOMIC_RELAXED);
 }
 
+int32_t primc_igemm_packed_b_at(const void *packed, int64_t n, int64_t k) {
+  const ig_hdr *h = packed;
+  const int32_t *ob = (const int32_t *)(h + 1);
+  const int8_t *pan = (const int8_t *)(ob + 2 * npad(h->n));
+  const int8_t *p = pan + n / (2 * IG_PANEL) * h->kp * 2 * IG_PANEL + n % IG_PANEL * 4;
+  return p[ig_b_at(k / 4, (int)(n % (2 * IG_PANEL) / IG_PANEL)) + k % 4] + ob[n];
+}
+
 /* ---------------------------------------------------------------- the driver */
 
 static void run_task(const job *j, int64_t t) {

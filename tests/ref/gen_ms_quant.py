@@ -3,7 +3,8 @@
 # (QLinearAdd, QLinearMul, QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool, QLinearSigmoid,
 # QLinearLeakyRelu, QGemm, a channels-last QLinearConv, com.microsoft Quantize/DequantizeLinear), and the committed
 # zoo models (models/resnet_tiny, mlp, yolo_tiny) through onnxruntime.quantization.quantize_static in QOperator
-# format (QLinearConv, QLinearAdd, QLinearGlobalAveragePool, QGemm, QLinearMul, QLinearConcat, QLinearSigmoid).
+# format (QLinearConv, QLinearAdd, QLinearGlobalAveragePool, QGemm, QLinearMul, QLinearConcat, QLinearSigmoid), and
+# resnet_tiny through quantize_dynamic (ConvInteger with DynamicQuantizeLinear's run-time zero points).
 # ONNX Runtime's (CPU) outputs are the references. Writes OUT/<name>/: model.onnx, in*.npy, ref0.npy and tol.txt,
 # "exact" (equal to ONNX Runtime's output) or "step S" (within S, one quantization step of the output, on >= 99%
 # of the elements). OUT/bad/ is a QLinearAdd without its C_scale (model.onnx and in0.npy, no reference).
@@ -187,6 +188,22 @@ def quantized(name, act, weight, qdq=False):
     save(os.path.basename(d), m, [x], f"step {step!r}")
 
 
+# the zoo model through quantize_dynamic (dyn_NAME: ConvInteger on DynamicQuantizeLinear's u8 and its run-time zero
+# point); its output is float: tolerance one step of what DynamicQuantizeLinear would give ONNX Runtime's output
+def dynamic(name):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    d = os.path.join(out, f"dyn_{name}")
+    os.makedirs(d, exist_ok=True)
+    with tempfile.TemporaryDirectory() as t:
+        f = os.path.join(t, "model.onnx")
+        quantize_dynamic(os.path.join(models, name, "model.onnx"), f, weight_type=QuantType.QInt8, per_channel=True)
+        m = onnx.load(f)
+    x = np.load(os.path.join(models, name, "input.npy")).astype(np.float32)
+    ref = session(m.SerializeToString()).run(None, {m.graph.input[0].name: x})[0]
+    print(name, sorted({(n.domain or "ai.onnx") + ":" + n.op_type for n in m.graph.node}))
+    save(os.path.basename(d), m, [x], f"step {float((max(ref.max(), 0) - min(ref.min(), 0)) / 255)!r}")
+
+
 from onnxruntime.quantization import QuantType  # noqa: E402
 
 quantized("resnet_tiny", QuantType.QUInt8, QuantType.QInt8)
@@ -194,3 +211,4 @@ quantized("mlp", QuantType.QInt8, QuantType.QInt8)
 quantized("yolo_tiny", QuantType.QUInt8, QuantType.QInt8)
 quantized("resnet_tiny", QuantType.QUInt8, QuantType.QInt8, qdq=True)
 quantized("yolo_tiny", QuantType.QUInt8, QuantType.QInt8, qdq=True)
+dynamic("resnet_tiny")

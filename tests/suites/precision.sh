@@ -125,7 +125,8 @@ fi
 # GlobalAveragePool, LeakyRelu, QGemm to u8 and to float, Quantize/DequantizeLinear), within one step where it is
 # not (QLinearAveragePool sums floats in another order, QLinearSigmoid's MLAS logistic is approximate, the
 # channels-last QLinearConv requantizes in float64 as ai.onnx's reference does, ONNX Runtime in float32);
-# the quantize_static'd resnet_tiny, mlp and yolo_tiny (and the QDQ resnet_tiny and yolo_tiny) within one step of the output's scale on >= 99% of elements
+# the quantize_static'd resnet_tiny, mlp and yolo_tiny (and the QDQ resnet_tiny and yolo_tiny) within one step of the output's scale on >= 99% of elements,
+# the quantize_dynamic'd resnet_tiny within one step of what DynamicQuantizeLinear would make of ONNX Runtime's output
 python3 tests/ref/gen_ms_quant.py "$tmp/ms" models >"$tmp/gen.log" 2>&1 || bad "gen_ms_quant.py" "$(tail -n 3 "$tmp/gen.log")"
 for d in "$tmp"/ms/*/; do
   n=$(basename "$d")
@@ -146,10 +147,11 @@ for m in qgemm_u8 qgemm_float q_resnet_tiny qdq_resnet_tiny; do
   grep -q 'call primc_k_dot_i8' "$tmp/k" && ! grep -q 'call primc_k_dot(' "$tmp/k" && ok "$m: QGemm's dot on the int8 GEMM" ||
     bad "$m kernels" "$(grep call "$tmp/k" | head -c 600)"
 done
-# QLinearConv (QOperator) and the QDQ form's convs (the qdq pass) run on the int8 GEMM (conv_i8), those of fewer taps x
+# QLinearConv (QOperator), the QDQ form's convs (the qdq pass) and quantize_dynamic's ConvInteger (its zero point known
+# only at run time: the call finds each image's range) run on the int8 GEMM (conv_i8), those of fewer taps x
 # channels than the int8 tile's depth (stems, narrow 1x1s: passes/widen.c) as exact f32 convs on an f32 row; none on
 # the int32 path that has no row
-for m in q_resnet_tiny qdq_resnet_tiny qdq_yolo_tiny; do
+for m in q_resnet_tiny qdq_resnet_tiny qdq_yolo_tiny dyn_resnet_tiny; do
   "$P" dump "$tmp/ms/$m/model.onnx" --kernels >"$tmp/k" 2>&1
   grep -q 'call primc_k_conv_i8' "$tmp/k" && ! grep 'call primc_k_conv(' "$tmp/k" | grep -v -q ' conv row ' &&
     ok "$m: its convs on the int8 GEMM ($(grep -c 'call primc_k_conv_i8' "$tmp/k")) or small on f32 rows ($(grep -c 'call primc_k_conv(' "$tmp/k"))" ||

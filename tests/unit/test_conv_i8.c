@@ -19,11 +19,16 @@ typedef struct ci8_case {
 
 static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u, *s >> 24; }
 
+/* 1: zx is a run-time input (a u8 scalar "z"), as quantize_dynamic's ConvInteger reads DynamicQuantizeLinear's zero
+ * point: no range is proven, the call finds each image's */
+static int zx_input;
+
 /* y = conv(i32(x) - zx, w) for a constant w whose values per output channel span wspan (with keep_i32, i32(x) - zx
  * is a graph output too, so the call reads it as i32; else the kernel computing it stores x's bytes and the call
  * reads those); the listing must name call and not not_call, and y equal the int64 sums */
 static void check_conv_x(const ci8_case *t, int wspan, const char *call, const char *not_call, int keep_i32,
                          const char *tag) {
+  int any_range = zx_input || t->zx > 255 || t->zx < -128;
   int s = t->s;
   int64_t xd[4] = {t->n, t->c, t->h, t->w}, wd[4] = {t->o, t->c / t->groups, t->kh, t->kw};
   if (s == 1) xd[2] = t->w, wd[2] = t->kw;
@@ -37,7 +42,10 @@ static void check_conv_x(const ci8_case *t, int wspan, const char *call, const c
   pc_graph *g = pc_graph_new();
   pc_value *x = pc_input_add(g, "x", pc_type_make(t->s8 ? PC_i8 : PC_u8, 2 + s, xd));
   int32_t zx = (int32_t)t->zx;
-  pc_value *z = pc_broadcast_in_dim(g, pc_const(g, pc_type_make(PC_i32, 0, NULL), &zx), 2 + s, xd, NULL);
+  uint8_t zx8 = (uint8_t)t->zx;
+  pc_value *zv = zx_input ? pc_convert(g, pc_input_add(g, "z", pc_type_make(PC_u8, 0, NULL)), PC_i32)
+                          : pc_const(g, pc_type_make(PC_i32, 0, NULL), &zx);
+  pc_value *z = pc_broadcast_in_dim(g, zv, 2 + s, xd, NULL);
   pc_value *xi = pc_sub(g, pc_convert(g, x, PC_i32), z);
   pc_value *wc = pc_const(g, pc_type_make(PC_i32, 2 + s, wd), w);
   int64_t st[2] = {t->stride, t->stride}, pd[2] = {t->pad, t->pad}, dl[2] = {t->dil, t->dil}, one[2] = {1, 1};
@@ -51,12 +59,13 @@ static void check_conv_x(const ci8_case *t, int wspan, const char *call, const c
     CHECK_MSG(text && strstr(text, call), "%s: no %s in the listing", tag, call);
     CHECK_MSG(text && !strstr(text, not_call), "%s: %s in the listing", tag, not_call);
     if (strstr(call, "conv_i8")) {
-      const char *want = keep_i32 ? "input stored as i32" : t->s8 ? "input stored as s8" : "input stored as u8";
+      const char *want = any_range ? "input stored as i32 with no range proven"
+                         : keep_i32 ? "input stored as i32" : t->s8 ? "input stored as s8" : "input stored as u8";
       CHECK_MSG(text && strstr(text, want), "%s: no '%s' in the listing", tag, want);
     }
     free(text);
-    pc_tensor in = {t->s8 ? PC_i8 : PC_u8, 2 + s, {xd[0], xd[1], xd[2], xd[3]}, xs}, outs[2];
-    if (pc_test_run_compiled(g, 2, &in, outs, tag)) {
+    pc_tensor in[2] = {{t->s8 ? PC_i8 : PC_u8, 2 + s, {xd[0], xd[1], xd[2], xd[3]}, xs}, {PC_u8, 0, {0}, &zx8}}, outs[2];
+    if (pc_test_run_compiled(g, 2, in, outs, tag)) {
       pc_tensor out = outs[0];
       if (keep_i32) free(outs[1].data);
       const int32_t *y = out.data;
@@ -142,11 +151,24 @@ PC_TEST(conv_i8_wide_weights_stay_on_exact_path) {
   check_conv(&cases[0], 300, "call primc_k_conv(", "call primc_k_conv_i8(", "wide weights");
 }
 
-/* u8 less 0 and a padding 0: the span is [0, 255]; u8 less 300 would not fit with the padding's 0 in u8 */
-PC_TEST(conv_i8_input_range_decides) {
-  ci8_case t = cases[0];
+/* u8 less 300: no byte range is proven, so the call finds it per image: with the padding's 0 it spans 301 values,
+ * which the exact direct conv from the packed weights takes; without padding [-300, -45] is a byte's span less 300 */
+PC_TEST(conv_i8_input_range_at_run_time) {
+  ci8_case t = cases[0], u = cases[2];
   t.zx = 300;
-  check_conv(&t, 256, "call primc_k_conv(", "call primc_k_conv_i8(", "input less 300");
+  check_conv(&t, 256, "call primc_k_conv_i8(", "call primc_k_conv(", "input less 300, padded: exact direct conv");
+  u.s8 = 0, u.zx = 300;
+  check_conv(&u, 256, "call primc_k_conv_i8(", "call primc_k_conv(", "input less 300, no padding: the GEMM");
+}
+
+/* a zero point given at run time (ConvInteger after DynamicQuantizeLinear): u8 less it spans [-255, 255] as far as
+ * anything can prove; each image's own span is a byte's */
+PC_TEST(conv_i8_zero_point_at_run_time) {
+  zx_input = 1;
+  check_conv(&cases[0], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "run-time zero point, 3x3");
+  check_conv(&cases[3], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "run-time zero point, stem");
+  check_conv(&cases[9], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "run-time zero point, 64 channels");
+  zx_input = 0;
 }
 
 /* The kernel that quantizes an f32 conv's result (exact here: small integers) for the next conv, as ResNet's QDQ
