@@ -1,10 +1,11 @@
 /* frontend/onnx_quant.c: quantized ops decomposed into prims: ai.onnx's QuantizeLinear, DequantizeLinear,
  * DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearConv and QLinearMatMul, and com.microsoft's (ONNX
  * Runtime's contrib ops, as its CPU kernels compute them) QLinearAdd, QLinearMul, QLinearConcat,
- * QLinearGlobalAveragePool, QLinearAveragePool, QLinearSigmoid, QLinearLeakyRelu, QGemm, QLinearConv,
+ * QLinearGlobalAveragePool, QLinearAveragePool, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QGemm, QLinearConv,
  * QuantizeLinear and DequantizeLinear. */
 #include "frontend/onnx_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,6 +423,44 @@ static pc_status ms_activation(ox_ctx *c, int leaky) {
 
 pc_status ox_op_ms_QLinearSigmoid(ox_ctx *c) { return ms_activation(c, 0); }
 pc_status ox_op_ms_QLinearLeakyRelu(ox_ctx *c) { return ms_activation(c, 1); }
+
+/* QLinearSoftmax: (X, X_scale, X_zero_point, Y_scale, Y_zero_point), axis, opset (below 13: over the dims from axis
+ * on, as Softmax-1 flattens them; from 13 over axis alone). As ONNX Runtime's CPU kernel: with D the reduced
+ * length, shift = max(0, ln(FLT_MAX / D) - 5) / X_scale; each x's term is the float32 of
+ * exp((x - max + shift) X_scale) (its table, in double); the row's sum of them in float32; y = round half even of
+ * term * floor(1 / Y_scale) / sum, in float32, plus Y_zero_point, saturated. X_zero_point cancels out. */
+pc_status ox_op_ms_QLinearSoftmax(ox_ctx *c) {
+  pc_value *x = ms_req(c, 0, "X"), *xs = ms_scale(c, 1, "X_scale"), *ys = ms_scale(c, 3, "Y_scale");
+  if (!x || !xs || !ys || !ms_qtype(c, x, "X", 0) || !check_static(c, x)) return ox_status(c);
+  pc_dtype dt = x->type.dtype;
+  pc_value *yz = ms_zp(c, 4, "Y_zero_point", dt);
+  int64_t opset = ox_attr_int(c, "opset", -1), rank = x->type.rank;
+  if (opset < 1) return ox_fail(c, PC_ERR_ATTR, "attribute opset is required");
+  int64_t axis = ox_axis(c, ox_attr_int(c, "axis", opset < 13 ? 1 : -1), (int)rank), axes[PC_MAX_RANK], dims[PC_MAX_RANK];
+  if (axis < 0 || ox_status(c) != PC_OK) return ox_status(c);
+  int n = 0;
+  double d_len = 1;
+  for (int64_t a = axis; a < (opset < 13 ? rank : axis + 1); a++) axes[n++] = a, d_len *= (double)x->type.dims[a];
+  for (int64_t i = 0; i < rank; i++) {
+    dims[i] = x->type.dims[i];
+    for (int j = 0; j < n; j++)
+      if (axes[j] == i) dims[i] = 1;
+  }
+  if (d_len < 1) return ox_out(c, 0, x);
+  /* as ONNX Runtime computes it: FLT_MAX / D in float32, its log in double */
+  double shift = fmax(0.0, log((double)(FLT_MAX / (float)d_len)) - 5);
+  pc_value *xi = pc_convert(G, x, PC_i32);
+  pc_value *mx = pc_reshape(G, pc_reduce(G, PC_OP_reduce_max, xi, n, axes), (int)rank, dims);
+  pc_value *d = pc_convert(G, ox_binary(c, PC_OP_sub, xi, mx), PC_f64), *s64 = pc_convert(G, xs, PC_f64);
+  pc_value *t = ox_binary(c, PC_OP_add, d, ox_binary(c, PC_OP_div, scalar(c, PC_f64, shift), s64));
+  pc_value *e = pc_convert(G, pc_exp(G, ox_binary(c, PC_OP_mul, t, s64)), PC_f32);
+  pc_value *sum = pc_reshape(G, pc_reduce(G, PC_OP_reduce_sum, e, n, axes), (int)rank, dims);
+  pc_value *inv = pc_floor(G, ox_binary(c, PC_OP_div, scalar(c, PC_f32, 1), ys));
+  pc_value *v = ox_binary(c, PC_OP_div, ox_binary(c, PC_OP_mul, e, inv), sum);
+  v = v ? pc_round(G, v) : NULL;
+  if (v && yz) v = ox_binary(c, PC_OP_add, v, pc_convert(G, yz, PC_f32));
+  return ox_out(c, 0, v ? q_saturate(c, v, NULL, q_range_of(c, dt)) : NULL);
+}
 
 /* QGemm: (A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale, y_zero_point), transA, transB, alpha.
  * The int32 product of (A - a_zero_point) and (B - b_zero_point) plus C (int32), scaled by

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # tests/ref/gen_ms_quant.py: ONNX Runtime's com.microsoft quantized ops (issue 20): one small model per op
-# (QLinearAdd, QLinearMul, QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool, QLinearSigmoid,
+# (QLinearAdd, QLinearMul, QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool, QLinearSigmoid, QLinearSoftmax,
 # QLinearLeakyRelu, QGemm, a channels-last QLinearConv, com.microsoft Quantize/DequantizeLinear), and the committed
 # zoo models (models/resnet_tiny, mlp, yolo_tiny) through onnxruntime.quantization.quantize_static in QOperator
 # format (QLinearConv, QLinearAdd, QLinearGlobalAveragePool, QGemm, QLinearMul, QLinearConcat, QLinearSigmoid), and
@@ -123,6 +123,16 @@ for opn, dt, kw, yq, tol in [("QLinearSigmoid", np.uint8, {}, (1 / 256, 0), "ste
     inits = qparams("x", dt, 0.05, 5 if dt == np.int8 else 128) + qparams("y", dt, *yq)
     node = h.make_node(opn, ["x", "x_s", "x_z", "y_s", "y_z"], ["y"], domain="com.microsoft", name=opn.lower(), **kw)
     op_model(f"{opn.lower()}_{dt.__name__}", node, [("x", x)], ONNX_T[dt], inits, [x], tol)
+
+# QLinearSoftmax (ONNX Runtime's table of exp in double, its float32 sums): u8 over the last axis (opset 13), u8 over
+# the dims from axis 1 on (opset 12, flattened), i8 over a middle axis (opset 13); within a step (primc's sums
+# round once, ONNX Runtime's at every add)
+for dt, opset, axis, yq in [(np.uint8, 13, -1, (1 / 256, 0)), (np.uint8, 12, 1, (1 / 256, 0)), (np.int8, 13, 1, (1 / 256, -128))]:
+    x = q((2, 12, 10, 16), dt) if opset == 13 else q((3, 4, 5), dt)
+    inits = qparams("x", dt, 0.08, 3 if dt == np.int8 else 128) + qparams("y", dt, *yq)
+    node = h.make_node("QLinearSoftmax", ["x", "x_s", "x_z", "y_s", "y_z"], ["y"], domain="com.microsoft",
+                       name=f"qlsoftmax_{opset}", axis=axis, opset=opset)
+    op_model(f"qlinearsoftmax_{dt.__name__}_{opset}", node, [("x", x)], ONNX_T[dt], inits, [x], "step 1")
 
 # QGemm: u8 x s8 with transB, an int32 bias, alpha and per-column b_scale, to u8; and s8 x s8 with transA to float32
 a, b = q((17, 40), np.uint8), q((24, 40), np.int8)

@@ -2,7 +2,7 @@
 # tests/ref/gen_zoo_quant.py: issue 20's int8 accuracy check on the large zoo (`make models`): ResNet-18 and
 # MobileNetV2 through onnxruntime.quantization.quantize_static in QOperator and QDQ formats (u8 activations, s8
 # per-channel weights, calibrated on 8 perturbed copies of the reference input) and through quantize_dynamic
-# (ConvInteger), BERT-base through quantize_dynamic (MatMulInteger) and quantize_static QDQ. ONNX Runtime's CPU output
+# (ConvInteger), BERT-base through quantize_dynamic (MatMulInteger) and quantize_static QDQ (and QOperator, named). ONNX Runtime's CPU output
 # of each quantized model is the reference. Writes OUT/<model>_<form>/: model.onnx, in0.npy, ref0.npy and tol.txt:
 # "step S", S one quantization step of the output: the scale of the output's DequantizeLinear where the model ends
 # in one, else the step DynamicQuantizeLinear would give ONNX Runtime's output ((max - min) / 255); and "within P"
@@ -29,6 +29,12 @@ rng = np.random.default_rng(21)
 ort.set_default_logger_severity(3)
 ALL = ["resnet18_qop", "resnet18_qdq", "resnet18_dyn", "mobilenet_v2_qop", "mobilenet_v2_qdq", "mobilenet_v2_dyn",
        "bert_base_dyn", "bert_base_qdq"]
+# generated only when named: BERT-base through quantize_static QOperator (QLinearMatMul, com.microsoft QLinearAdd,
+# QLinearMul, QLinearSoftmax) is bit-exact with ONNX Runtime through layer 0, then drifts: ai.onnx QLinearMatMul
+# requantizes in float64 here, as the spec's reference does, in float32 in ONNX Runtime, and MLAS's QLinearAdd
+# computes a (sa / sc) + b (sb / sc) + fixed instead of (a sa + b sb) / sc; the rare ties those flip compound over 12
+# layers to 71% of the outputs within one step (bench/precision.md), short of the 99% bar
+EXTRA = ["bert_base_qop"]
 
 
 def calibration(x):
@@ -91,8 +97,8 @@ def make(name, form):
         t.write(f"step {step!r}{within}\n")
 
 
-for nf in ALL:
-    if only and nf not in only:
+for nf in ALL + EXTRA:
+    if (only and nf not in only) or (not only and nf in EXTRA):
         continue
     name, form = nf.rsplit("_", 1)
     if not os.path.exists(os.path.join(models, name, "model.onnx")):
