@@ -147,6 +147,10 @@ pc_value *ox_reshape(ox_ctx *c, pc_value *x, int n, const int64_t *dims);
 pc_value *ox_unsqueeze(ox_ctx *c, pc_value *x, int n_axes, const int64_t *axes);
 /* reduction keeping reduced dims as 1 when keepdims */
 pc_value *ox_reduce(ox_ctx *c, pc_op op, pc_value *x, int n_axes, const int64_t *axes, int keepdims);
+/* a [..., K] (f32) times wq [K, N] (u8 or i8 less wz) as ONNX Runtime's dynamically quantized GEMMs compute it (its
+ * quantize_dynamic'd LSTM): a quantized to u8 as DynamicQuantizeLinear does over all of a, the exact int32 product,
+ * times a's scale times ws; ws and wz one value or one per column (onnx_quant.c) */
+pc_value *ox_dyn_qmatmul(ox_ctx *c, pc_value *a, pc_value *wq, pc_value *ws, pc_value *wz);
 /* requires x's dtype to be a float type; fails naming the node otherwise */
 int ox_require_float(ox_ctx *c, const pc_value *x);
 

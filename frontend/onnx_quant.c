@@ -131,10 +131,8 @@ pc_status ox_op_DequantizeLinear(ox_ctx *c) {
   return ox_out(c, 0, pc_convert(G, y, out));
 }
 
-pc_status ox_op_DynamicQuantizeLinear(ox_ctx *c) {
-  pc_value *x = ox_in_req(c, 0);
-  if (!check_static(c, x)) return ox_status(c);
-  if (x->type.dtype != PC_f32) return ox_fail(c, PC_ERR_TYPE, "input must be float32");
+/* x (f32) as u8 with the scale and zero point that map [min(x, 0), max(x, 0)] onto [0, 255] (DynamicQuantizeLinear) */
+static pc_value *dyn_quant(ox_ctx *c, pc_value *x, pc_value **scale_out, pc_value **zp_out) {
   int r = x->type.rank;
   int64_t all[PC_MAX_RANK];
   for (int i = 0; i < r; i++) all[i] = i;
@@ -146,9 +144,33 @@ pc_status ox_op_DynamicQuantizeLinear(ox_ctx *c) {
   pc_value *zp = pc_sub(G, zero, pc_div(G, mn, scale));
   zp = pc_round(G, pc_clamp(G, zp, zero, scalar(c, PC_f32, 255)));
   pc_value *y = ox_binary(c, PC_OP_add, pc_round(G, ox_binary(c, PC_OP_div, x, scale)), zp);
-  y = pc_convert(G, y ? pc_clamp(G, y, pc_full_like(G, 0, y), pc_full_like(G, 255, y)) : NULL, PC_u8);
+  *scale_out = scale, *zp_out = zp;
+  return pc_convert(G, y ? pc_clamp(G, y, pc_full_like(G, 0, y), pc_full_like(G, 255, y)) : NULL, PC_u8);
+}
+
+pc_status ox_op_DynamicQuantizeLinear(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *scale, *zp;
+  if (!check_static(c, x)) return ox_status(c);
+  if (x->type.dtype != PC_f32) return ox_fail(c, PC_ERR_TYPE, "input must be float32");
+  pc_value *y = dyn_quant(c, x, &scale, &zp);
   if (ox_out(c, 0, y) != PC_OK || ox_out(c, 1, scale) != PC_OK) return ox_status(c);
   return ox_out(c, 2, pc_convert(G, zp, PC_u8));
+}
+
+pc_value *ox_dyn_qmatmul(ox_ctx *c, pc_value *a, pc_value *wq, pc_value *ws, pc_value *wz) {
+  if (!a || !wq || !ws || !check_static(c, a)) return NULL;
+  int64_t n = wq->type.dims[1];
+  pc_value *as, *az, *aq = dyn_quant(c, a, &as, &az);
+  pc_value *ai = aq ? ox_binary(c, PC_OP_sub, pc_convert(G, aq, PC_i32), pc_convert(G, az, PC_i32)) : NULL;
+  pc_value *wi = pc_convert(G, wq, PC_i32);
+  if (wz && pc_type_numel(&wz->type) == 1) wi = ox_binary(c, PC_OP_sub, wi, ox_reshape(c, pc_convert(G, wz, PC_i32), 0, NULL));
+  else if (wz) wi = ox_binary(c, PC_OP_sub, wi, pc_convert(G, wz, PC_i32)); /* [N] broadcasts along the columns */
+  int64_t lc = a->type.rank - 1, rc = 0;
+  pc_value *acc = ai && wi ? pc_dot_general(G, ai, wi, 1, &lc, &rc, 0, NULL, NULL) : NULL;
+  pc_value *s = ox_binary(c, PC_OP_mul, as, pc_type_numel(&ws->type) == 1 ? ox_reshape(c, ws, 0, NULL) : ws);
+  if (s && s->type.rank == 1 && s->type.dims[0] != n)
+    return ox_fail(c, PC_ERR_SHAPE, "a per-column scale must have %lld entries", (long long)n), NULL;
+  return acc ? ox_binary(c, PC_OP_mul, pc_convert(G, acc, PC_f32), s) : NULL;
 }
 
 /* v - zp in int32, zp a scalar or (per row of a / per column of b) vector */

@@ -1,4 +1,5 @@
-/* frontend/onnx_rnn.c: ONNX RNN, GRU, LSTM and LinearAttention unrolled into prims over the static sequence length. */
+/* frontend/onnx_rnn.c: ONNX RNN, GRU, LSTM, com.microsoft DynamicQuantizeLSTM and LinearAttention unrolled into prims
+ * over the static sequence length. */
 #include "frontend/onnx_internal.h"
 
 #include <math.h>
@@ -74,6 +75,7 @@ typedef struct rnn {
   double clip; /* <= 0: none */
   act acts[RNN_MAX_ACTS];
   pc_value *x; /* [S, B, I] */
+  int quant;   /* DynamicQuantizeLSTM: W [D, I, GH] and R [D, H, GH] 8-bit, with scales and zero points (inputs 8-11) */
 } rnn;
 
 static const char *const default_acts[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
@@ -107,9 +109,9 @@ static int read_acts(ox_ctx *c, rnn *r) {
   return 1;
 }
 
-static int read_config(ox_ctx *c, rnn *r, cell_kind kind) {
+static int read_config(ox_ctx *c, rnn *r, cell_kind kind, int quant) {
   static const int gates[] = {1, 3, 4}, n_acts[] = {1, 2, 3};
-  r->kind = kind, r->gates = gates[kind], r->n_acts = n_acts[kind];
+  r->kind = kind, r->gates = gates[kind], r->n_acts = n_acts[kind], r->quant = quant;
   pc_value *x = ox_in_req(c, 0), *w = ox_in_req(c, 1), *rr = ox_in_req(c, 2);
   if (!x || !w || !rr) return 0;
   if (x->type.rank != 3 || !pc_type_is_static(&x->type) || !ox_require_float(c, x))
@@ -127,14 +129,17 @@ static int read_config(ox_ctx *c, rnn *r, cell_kind kind) {
   r->x = r->layout ? pc_transpose(G, x, perm) : x;
   if (!r->x) return 0;
   r->S = r->x->type.dims[0], r->B = r->x->type.dims[1], r->I = r->x->type.dims[2];
-  r->H = ox_attr_int(c, "hidden_size", w->type.dims[1] / r->gates);
+  r->H = ox_attr_int(c, "hidden_size", w->type.dims[quant ? 2 : 1] / r->gates);
   if (r->H < 1 || r->H >= (int64_t)1 << 31) /* before gates * H could overflow (found by fuzz_mutate) */
     return ox_fail(c, PC_ERR_ATTR, "hidden_size %lld is outside [1, 2^31)", (long long)r->H), 0;
   if (r->S > OX_MAX_UNROLL)
     return ox_fail(c, PC_ERR_UNSUPPORTED, "unsupported: more than %d steps to unroll", OX_MAX_UNROLL), 0;
   int64_t GH = r->gates * r->H;
-  if (w->type.rank != 3 || w->type.dims[0] != r->dirs || w->type.dims[1] != GH || w->type.dims[2] != r->I ||
-      rr->type.rank != 3 || rr->type.dims[0] != r->dirs || rr->type.dims[1] != GH || rr->type.dims[2] != r->H)
+  int gd = quant ? 2 : 1, kd = quant ? 1 : 2; /* the quantized op stores W and R as [D, K, GH] */
+  if (quant && ((w->type.dtype != PC_u8 && w->type.dtype != PC_i8) || (rr->type.dtype != PC_u8 && rr->type.dtype != PC_i8)))
+    return ox_fail(c, PC_ERR_TYPE, "W and R must be uint8 or int8"), 0;
+  if (w->type.rank != 3 || w->type.dims[0] != r->dirs || w->type.dims[gd] != GH || w->type.dims[kd] != r->I ||
+      rr->type.rank != 3 || rr->type.dims[0] != r->dirs || rr->type.dims[gd] != GH || rr->type.dims[kd] != r->H)
     return ox_fail(c, PC_ERR_SHAPE, "W or R does not match %d direction(s), hidden_size %lld, input size %lld", r->dirs,
                    (long long)r->H, (long long)r->I), 0;
   if (ox_has_in(c, 4)) {
@@ -204,12 +209,25 @@ static pc_value *initial(ox_ctx *c, const rnn *r, int i, int d) {
   return take_dir(c, h0, d);
 }
 
-/* one direction's weights: W, R and the bias rows (Wb, Rb) */
+/* one direction's weights: W, R and the bias rows (Wb, Rb); quantized, W's and R's scales and zero points */
 typedef struct dir_w {
   pc_value *w, *r, *wb, *rb, *p;
+  pc_value *ws, *wz, *rs, *rz;
 } dir_w;
 
+/* a quantization parameter (input i) of direction d: one value ([D]) or one per gate column ([D, GH]) */
+static pc_value *dir_qparam(ox_ctx *c, const rnn *r, int i, int d, int required) {
+  pc_value *v = required ? ox_in_req(c, i) : ox_in(c, i);
+  if (!v) return NULL;
+  int64_t GH = r->gates * r->H;
+  if (!((v->type.rank == 1 && v->type.dims[0] == r->dirs) ||
+        (v->type.rank == 2 && v->type.dims[0] == r->dirs && v->type.dims[1] == GH)))
+    return ox_fail(c, PC_ERR_SHAPE, "input %d must be [%d] or [%d, %lld]", i, r->dirs, r->dirs, (long long)GH), NULL;
+  return take_dir(c, v, d);
+}
+
 static void dir_weights(ox_ctx *c, const rnn *r, int d, dir_w *dw) {
+  memset(dw, 0, sizeof *dw);
   dw->w = take_dir(c, ox_in(c, 1), d);
   dw->r = take_dir(c, ox_in(c, 2), d);
   pc_value *b = take_dir(c, ox_in(c, 3), d);
@@ -217,6 +235,17 @@ static void dir_weights(ox_ctx *c, const rnn *r, int d, dir_w *dw) {
   dw->wb = b ? cols(c, b, 0, GH) : NULL;
   dw->rb = b ? cols(c, b, 1, GH) : NULL;
   dw->p = r->kind == CELL_LSTM ? take_dir(c, ox_in(c, 7), d) : NULL;
+  if (r->quant) {
+    dw->ws = dir_qparam(c, r, 8, d, 1), dw->wz = dir_qparam(c, r, 9, d, 0);
+    dw->rs = dir_qparam(c, r, 10, d, 1), dw->rz = dir_qparam(c, r, 11, d, 0);
+  }
+}
+
+/* v [..., K] times a direction's W or R (m, [GH, K], or quantized [K, GH] with scale s and zero point z) */
+static pc_value *project(ox_ctx *c, const rnn *r, pc_value *v, pc_value *m, pc_value *s, pc_value *z) {
+  if (r->quant) return ox_dyn_qmatmul(c, v, m, s, z);
+  int64_t lc = v ? v->type.rank - 1 : 0, rc = 1;
+  return pc_dot_general(G, v, m, 1, &lc, &rc, 0, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------- cells */
@@ -228,7 +257,7 @@ typedef struct state {
 /* one step; xw = x_t W^T + Wb, [B, GH] */
 static state step(ox_ctx *c, const rnn *r, const dir_w *dw, const act *acts, pc_value *xw, state s) {
   int64_t H = r->H;
-  pc_value *hr = matmul_t(c, s.h, dw->r);
+  pc_value *hr = project(c, r, s.h, dw->r, dw->rs, dw->rz);
   if (r->kind == CELL_RNN) return (state){apply(c, r, &acts[0], add_row(c, pc_add(G, xw, hr), dw->rb)), NULL};
   if (r->kind == CELL_GRU) {
     pc_value *rbz = dw->rb ? cols(c, dw->rb, 0, H) : NULL, *rbr = dw->rb ? cols(c, dw->rb, 1, H) : NULL,
@@ -266,9 +295,9 @@ static pc_value *run_dir(ox_ctx *c, const rnn *r, int d, state *s) {
   dir_weights(c, r, d, &dw);
   int reverse = r->reverse_only || d == 1;
   int64_t GH = r->gates * r->H, bgh[2] = {r->B, GH}, one4[4] = {1, 1, r->B, r->H};
-  /* the input projection of every step at once: [S, B, GH] */
-  int64_t lc = 2, rc = 1;
-  pc_value *xw = pc_dot_general(G, r->x, dw.w, 1, &lc, &rc, 0, NULL, NULL);
+  /* the input projection of every step at once: [S, B, GH] (quantized: x quantized as a whole, as ONNX Runtime's
+   * one GEMM over every step does) */
+  pc_value *xw = project(c, r, r->x, dw.w, dw.ws, dw.wz);
   xw = add_row(c, xw, dw.wb);
   s->h = initial(c, r, 5, d);
   s->cell = r->kind == CELL_LSTM ? initial(c, r, 6, d) : NULL;
@@ -287,10 +316,10 @@ static pc_value *run_dir(ox_ctx *c, const rnn *r, int d, state *s) {
   return y;
 }
 
-static pc_status rnn_op(ox_ctx *c, cell_kind kind) {
+static pc_status rnn_op(ox_ctx *c, cell_kind kind, int quant) {
   rnn r;
   memset(&r, 0, sizeof r);
-  if (!read_config(c, &r, kind)) return ox_status(c);
+  if (!read_config(c, &r, kind, quant)) return ox_status(c);
   if (r.S < 1) return ox_fail(c, PC_ERR_SHAPE, "empty sequence");
   pc_value *ys[2] = {NULL, NULL}, *hs[2], *cs[2];
   int64_t one3[3] = {1, r.B, r.H};
@@ -316,9 +345,14 @@ static pc_status rnn_op(ox_ctx *c, cell_kind kind) {
   return ox_status(c);
 }
 
-pc_status ox_op_RNN(ox_ctx *c) { return rnn_op(c, CELL_RNN); }
-pc_status ox_op_GRU(ox_ctx *c) { return rnn_op(c, CELL_GRU); }
-pc_status ox_op_LSTM(ox_ctx *c) { return rnn_op(c, CELL_LSTM); }
+pc_status ox_op_RNN(ox_ctx *c) { return rnn_op(c, CELL_RNN, 0); }
+pc_status ox_op_GRU(ox_ctx *c) { return rnn_op(c, CELL_GRU, 0); }
+pc_status ox_op_LSTM(ox_ctx *c) { return rnn_op(c, CELL_LSTM, 0); }
+/* onnxruntime.quantization.quantize_dynamic's LSTM: (X, W, R, B, sequence_lens, initial_h, initial_c, P, W_scale,
+ * W_zero_point, R_scale, R_zero_point), W [D, I, 4H] and R [D, H, 4H] 8-bit; each product as ONNX Runtime's
+ * quantized GEMMs compute it: the float operand (every step's x at once, each step's h) quantized to u8 over all of
+ * it, the exact int32 product, scaled back (ox_dyn_qmatmul) */
+pc_status ox_op_ms_DynamicQuantizeLSTM(ox_ctx *c) { return rnn_op(c, CELL_LSTM, 1); }
 
 /* ---------------------------------------------------------------- LinearAttention */
 

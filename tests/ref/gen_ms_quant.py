@@ -4,7 +4,8 @@
 # QLinearLeakyRelu, QGemm, a channels-last QLinearConv, com.microsoft Quantize/DequantizeLinear), and the committed
 # zoo models (models/resnet_tiny, mlp, yolo_tiny) through onnxruntime.quantization.quantize_static in QOperator
 # format (QLinearConv, QLinearAdd, QLinearGlobalAveragePool, QGemm, QLinearMul, QLinearConcat, QLinearSigmoid), and
-# resnet_tiny through quantize_dynamic (ConvInteger with DynamicQuantizeLinear's run-time zero points).
+# resnet_tiny through quantize_dynamic (ConvInteger with DynamicQuantizeLinear's run-time zero points), the zoo's lstm and
+# a bidirectional LSTM through quantize_dynamic (com.microsoft DynamicQuantizeLSTM).
 # ONNX Runtime's (CPU) outputs are the references. Writes OUT/<name>/: model.onnx, in*.npy, ref0.npy and tol.txt,
 # "exact" (equal to ONNX Runtime's output) or "step S" (within S, one quantization step of the output, on >= 99%
 # of the elements). OUT/bad/ is a QLinearAdd without its C_scale (model.onnx and in0.npy, no reference).
@@ -198,20 +199,39 @@ def quantized(name, act, weight, qdq=False):
     save(os.path.basename(d), m, [x], f"step {step!r}")
 
 
-# the zoo model through quantize_dynamic (dyn_NAME: ConvInteger on DynamicQuantizeLinear's u8 and its run-time zero
-# point); its output is float: tolerance one step of what DynamicQuantizeLinear would give ONNX Runtime's output
-def dynamic(name):
+# a model through quantize_dynamic (dyn_NAME: ConvInteger on DynamicQuantizeLinear's u8 and its run-time zero point,
+# com.microsoft DynamicQuantizeLSTM); its output is float: tolerance one step of what DynamicQuantizeLinear would give
+# ONNX Runtime's output
+def dynamic(name, src=None, x=None, per_channel=True):
     from onnxruntime.quantization import QuantType, quantize_dynamic
     d = os.path.join(out, f"dyn_{name}")
     os.makedirs(d, exist_ok=True)
     with tempfile.TemporaryDirectory() as t:
         f = os.path.join(t, "model.onnx")
-        quantize_dynamic(os.path.join(models, name, "model.onnx"), f, weight_type=QuantType.QInt8, per_channel=True)
+        quantize_dynamic(src or os.path.join(models, name, "model.onnx"), f, weight_type=QuantType.QInt8,
+                         per_channel=per_channel)
         m = onnx.load(f)
-    x = np.load(os.path.join(models, name, "input.npy")).astype(np.float32)
+    x = x if x is not None else np.load(os.path.join(models, name, "input.npy")).astype(np.float32)
     ref = session(m.SerializeToString()).run(None, {m.graph.input[0].name: x})[0]
     print(name, sorted({(n.domain or "ai.onnx") + ":" + n.op_type for n in m.graph.node}))
     save(os.path.basename(d), m, [x], f"step {float((max(ref.max(), 0) - min(ref.min(), 0)) / 255)!r}")
+
+
+# a bidirectional float LSTM (initial states given), for quantize_dynamic to turn into DynamicQuantizeLSTM
+def bidir_lstm(path):
+    S, B, I, H = 7, 3, 10, 12
+    w = (rng.standard_normal((2, 4 * H, I)) * 0.3).astype(np.float32)
+    r = (rng.standard_normal((2, 4 * H, H)) * 0.3).astype(np.float32)
+    b = (rng.standard_normal((2, 8 * H)) * 0.1).astype(np.float32)
+    h0 = (rng.standard_normal((2, B, H)) * 0.5).astype(np.float32)
+    c0 = (rng.standard_normal((2, B, H)) * 0.5).astype(np.float32)
+    node = h.make_node("LSTM", ["x", "w", "r", "b", "", "h0", "c0"], ["y", "yh"], direction="bidirectional",
+                       hidden_size=H, name="lstm_bidir")
+    g = h.make_graph([node], "lstm_bidir", [h.make_tensor_value_info("x", T.FLOAT, [S, B, I])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None), h.make_tensor_value_info("yh", T.FLOAT, None)],
+                     [nh.from_array(v, n) for v, n in [(w, "w"), (r, "r"), (b, "b"), (h0, "h0"), (c0, "c0")]])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 14)]), path)
+    return rng.standard_normal((S, B, I)).astype(np.float32)
 
 
 from onnxruntime.quantization import QuantType  # noqa: E402
@@ -222,3 +242,7 @@ quantized("yolo_tiny", QuantType.QUInt8, QuantType.QInt8)
 quantized("resnet_tiny", QuantType.QUInt8, QuantType.QInt8, qdq=True)
 quantized("yolo_tiny", QuantType.QUInt8, QuantType.QInt8, qdq=True)
 dynamic("resnet_tiny")
+dynamic("lstm")
+with tempfile.TemporaryDirectory() as tmpd:
+    xb = bidir_lstm(os.path.join(tmpd, "lstm_bidir.onnx"))
+    dynamic("lstm_bidir", os.path.join(tmpd, "lstm_bidir.onnx"), xb, per_channel=False)
