@@ -3,6 +3,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/onnx_internal.h"
+#include "passes/passes.h"
 #include "tests/test.h"
 
 #include <dlfcn.h>
@@ -80,6 +81,14 @@ void *pc_test_link_open(const char *obj, const char *so, const char *libs, const
 }
 
 typedef int (*run_fn)(const void *const *, void *const *, void *);
+
+int pc_test_ref_and_plan(pc_graph *r, pc_graph *g, const pc_tensor *ins, int n_in, pc_tensor *ref, int n_ref,
+                         const char *tag) {
+  memset(ref, 0, sizeof *ref * (size_t)n_ref);
+  int ok = CHECK_MSG(pc_interp(r, ins, n_in, ref, n_ref) == PC_OK, "%s: interp: %s", tag, pc_error(r));
+  pc_pipeline_opts po = {.opt_level = 2};
+  return ok && CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s: %s", tag, pc_error(g));
+}
 
 void (*pc_test_before_run)(void *so);
 

@@ -25,6 +25,10 @@ char *pc_test_kernels_text(pc_graph *g);
 /* g (after the pipeline) compiled to an object at opt_level, linked, loaded and run on ins; outs[i] are
  * malloc'ed in the outputs' shapes; 0 after a failed check naming tag */
 int pc_test_run_compiled(pc_graph *g, int opt_level, const pc_tensor *ins, pc_tensor *outs, const char *tag);
+/* the reference graph r interpreted on ins (its n_ref outputs into ref, zeroed first) and g through the -O2 pipeline:
+ * 1 when both worked, else 0 with the failure checked, naming tag */
+int pc_test_ref_and_plan(pc_graph *r, pc_graph *g, const pc_tensor *ins, int n_in, pc_tensor *ref, int n_ref,
+                         const char *tag);
 /* when set, pc_test_run_compiled calls it with the compiled library's dlopen handle before running it (the library
  * holds its own copy of the runtime: a test hook of the runtime is reached through dlsym) */
 extern void (*pc_test_before_run)(void *so);

@@ -49,10 +49,7 @@ static void check(int x_axis, int w_axis, int want_int8, const char *tag) {
   for (size_t i = 0; i < sizeof xs; i++) s = s * 1664525u + 1013904223u, xs[i] = (uint8_t)(s >> 24);
   pc_tensor in = {PC_u8, 4, {1, C, H, W}, xs}, ref, got;
   pc_graph *r = qdq_conv(x_axis, w_axis, wq), *g = qdq_conv(x_axis, w_axis, wq);
-  memset(&ref, 0, sizeof ref);
-  int ok = CHECK_MSG(pc_interp(r, &in, 1, &ref, 1) == PC_OK, "%s: interp: %s", tag, pc_error(r));
-  pc_pipeline_opts po = {.opt_level = 2};
-  ok = ok && CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s: %s", tag, pc_error(g));
+  int ok = pc_test_ref_and_plan(r, g, &in, 1, &ref, 1, tag);
   if (ok) {
     char *text = pc_test_kernels_text(g);
     int has = text && strstr(text, "call primc_k_conv_i8(") != NULL;
@@ -104,10 +101,7 @@ static void check_dot(int trans_b, int w_axis, int want_int8, const char *tag) {
     int64_t lc = 1, rc = trans_b ? 1 : 0;
     pc_output_add(g, pc_dot_general(g, xf, wf, 1, &lc, &rc, 0, NULL, NULL));
   }
-  memset(&ref, 0, sizeof ref);
-  pc_pipeline_opts po = {.opt_level = 2};
-  int ok = CHECK_MSG(pc_interp(gs[0], &in, 1, &ref, 1) == PC_OK, "%s: interp: %s", tag, pc_error(gs[0])) &&
-           CHECK_MSG(pc_pipeline_run(gs[1], &po) == PC_OK, "%s: %s", tag, pc_error(gs[1]));
+  int ok = pc_test_ref_and_plan(gs[0], gs[1], &in, 1, &ref, 1, tag);
   if (ok) {
     char *text = pc_test_kernels_text(gs[1]);
     int has = text && strstr(text, "call primc_k_dot_i8(") != NULL;
@@ -171,10 +165,7 @@ static void check_pool(float requant_scale, float requant_z, int per_channel, co
     xs[c * 81] = xs[c * 81 + 1] = xs[c * 81 + 9] = xs[c * 81 + 10] = 0;
   pc_tensor in = {PC_u8, 4, {1, 4, 9, 9}, xs}, ref[2], got[2];
   pc_graph *r = qdq_pool(requant_scale, requant_z, per_channel), *g = qdq_pool(requant_scale, requant_z, per_channel);
-  memset(ref, 0, sizeof ref);
-  pc_pipeline_opts po = {.opt_level = 2};
-  int ok = CHECK_MSG(pc_interp(r, &in, 1, ref, 2) == PC_OK, "%s: interp: %s", tag, pc_error(r)) &&
-           CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s: %s", tag, pc_error(g));
+  int ok = pc_test_ref_and_plan(r, g, &in, 1, ref, 2, tag);
   if (ok) {
     char *text = pc_test_kernels_text(g);
     int u8 = text && strstr(text, "u8[1,4,11,11]") != NULL, f32 = text && strstr(text, "f32[1,4,11,11]") != NULL;

@@ -36,10 +36,7 @@ static void check(int64_t c, int64_t o, int64_t groups, int64_t k, int64_t h, in
   for (int64_t i = 0; i < nx; i++) s = s * 1664525u + 1013904223u, xs[i] = want == NOT_F32 ? 0 : (uint8_t)(s >> 24);
   pc_tensor in = {PC_u8, 4, {1, c, h, h}, xs}, ref, got;
   pc_graph *r = int_conv(c, o, groups, k, h, h, wq), *g = int_conv(c, o, groups, k, h, h, wq);
-  memset(&ref, 0, sizeof ref);
-  int ok = CHECK_MSG(pc_interp(r, &in, 1, &ref, 1) == PC_OK, "%s: interp: %s", tag, pc_error(r));
-  pc_pipeline_opts po = {.opt_level = 2};
-  ok = ok && CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s: %s", tag, pc_error(g));
+  int ok = pc_test_ref_and_plan(r, g, &in, 1, &ref, 1, tag);
   if (ok) {
     char *text = pc_test_kernels_text(g);
     const char *call = text ? strstr(text, "call primc_k_conv") : NULL;
