@@ -203,6 +203,7 @@ typedef struct pool_int {
   int n, have;
   dq p;
   const pcp_users *users;
+  int n_values0; /* values the users index covers (those present when it was built) */
 } pool_int;
 
 /* v = (f32(q) - z) * s with one s > 0 and one integer z, q 8-bit: *d */
@@ -247,7 +248,7 @@ static pc_value *int_of(pc_graph *g, pc_value *v, pool_int *m, int depth) {
   } else if (n->op == PC_OP_slice && n->n_in == 1 && (a = int_of(g, n->in[0], m, depth + 1))) {
     w = pc_build(g, PC_OP_slice, &a, 1, n->attrs, n->n_attrs);
   } else if (n->op == PC_OP_pad && n->n_in == 1 && isinf(pc_attr_float(n, "value", 0)) &&
-             pc_attr_float(n, "value", 0) < 0 && v->id < g->n_values && feeds_max_only(m->users, v) &&
+             pc_attr_float(n, "value", 0) < 0 && v->id < m->n_values0 && feeds_max_only(m->users, v) &&
              (a = int_of(g, n->in[0], m, depth + 1))) {
     pc_attr at[4];
     int k = 0;
@@ -313,7 +314,7 @@ pc_status pc_pass_qdq(pc_graph *g) {
     pcp_users_free(&users);
     return g->status ? g->status : (g->status = PC_ERR_NOMEM);
   }
-  m->users = &users;
+  m->users = &users, m->n_values0 = g->n_values;
   for (int i = 0; i < s.n0 && g->status == PC_OK; i++) {
     pc_node *n = pcp_sweep_visit(&s, i);
     if (n->dead || n->n_out != 1) continue;
