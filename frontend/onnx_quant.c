@@ -157,22 +157,6 @@ pc_status ox_op_DynamicQuantizeLinear(ox_ctx *c) {
   return ox_out(c, 2, pc_convert(G, zp, PC_u8));
 }
 
-pc_value *ox_dyn_qmatmul(ox_ctx *c, pc_value *a, pc_value *wq, pc_value *ws, pc_value *wz) {
-  if (!a || !wq || !ws || !check_static(c, a)) return NULL;
-  int64_t n = wq->type.dims[1];
-  pc_value *as, *az, *aq = dyn_quant(c, a, &as, &az);
-  pc_value *ai = aq ? ox_binary(c, PC_OP_sub, pc_convert(G, aq, PC_i32), pc_convert(G, az, PC_i32)) : NULL;
-  pc_value *wi = pc_convert(G, wq, PC_i32);
-  if (wz && pc_type_numel(&wz->type) == 1) wi = ox_binary(c, PC_OP_sub, wi, ox_reshape(c, pc_convert(G, wz, PC_i32), 0, NULL));
-  else if (wz) wi = ox_binary(c, PC_OP_sub, wi, pc_convert(G, wz, PC_i32)); /* [N] broadcasts along the columns */
-  int64_t lc = a->type.rank - 1, rc = 0;
-  pc_value *acc = ai && wi ? pc_dot_general(G, ai, wi, 1, &lc, &rc, 0, NULL, NULL) : NULL;
-  pc_value *s = ox_binary(c, PC_OP_mul, as, pc_type_numel(&ws->type) == 1 ? ox_reshape(c, ws, 0, NULL) : ws);
-  if (s && s->type.rank == 1 && s->type.dims[0] != n)
-    return ox_fail(c, PC_ERR_SHAPE, "a per-column scale must have %lld entries", (long long)n), NULL;
-  return acc ? ox_binary(c, PC_OP_mul, pc_convert(G, acc, PC_f32), s) : NULL;
-}
-
 /* v - zp in int32, zp a scalar or (per row of a / per column of b) vector */
 static pc_value *int_shift(ox_ctx *c, pc_value *v, pc_value *zp, int zp_axis_from_end) {
   if (!v) return NULL;
@@ -186,6 +170,19 @@ static pc_value *int_shift(ox_ctx *c, pc_value *v, pc_value *zp, int zp_axis_fro
     z = pc_broadcast_in_dim(G, z, r, v->type.dims, &ax);
   } else return ox_fail(c, PC_ERR_SHAPE, "zero point shape does not fit its operand"), NULL;
   return ox_binary(c, PC_OP_sub, vi, z);
+}
+
+pc_value *ox_dyn_qmatmul(ox_ctx *c, pc_value *a, pc_value *wq, pc_value *ws, pc_value *wz) {
+  if (!a || !wq || !ws || !check_static(c, a)) return NULL;
+  int64_t n = wq->type.dims[1];
+  pc_value *as, *az, *aq = dyn_quant(c, a, &as, &az);
+  pc_value *ai = aq ? int_shift(c, aq, az, 2) : NULL, *wi = int_shift(c, wq, wz, 1);
+  int64_t lc = a->type.rank - 1, rc = 0;
+  pc_value *acc = ai && wi ? pc_dot_general(G, ai, wi, 1, &lc, &rc, 0, NULL, NULL) : NULL;
+  pc_value *s = ox_binary(c, PC_OP_mul, as, pc_type_numel(&ws->type) == 1 ? ox_reshape(c, ws, 0, NULL) : ws);
+  if (s && s->type.rank == 1 && s->type.dims[0] != n)
+    return ox_fail(c, PC_ERR_SHAPE, "a per-column scale must have %lld entries", (long long)n), NULL;
+  return acc ? ox_binary(c, PC_OP_mul, pc_convert(G, acc, PC_f32), s) : NULL;
 }
 
 pc_status ox_op_MatMulInteger(ox_ctx *c) {
@@ -458,25 +455,20 @@ pc_status ox_op_ms_QLinearSoftmax(ox_ctx *c) {
   pc_value *yz = ms_zp(c, 4, "Y_zero_point", dt);
   int64_t opset = ox_attr_int(c, "opset", -1), rank = x->type.rank;
   if (opset < 1) return ox_fail(c, PC_ERR_ATTR, "attribute opset is required");
-  int64_t axis = ox_axis(c, ox_attr_int(c, "axis", opset < 13 ? 1 : -1), (int)rank), axes[PC_MAX_RANK], dims[PC_MAX_RANK];
+  int64_t axis = ox_axis(c, ox_attr_int(c, "axis", opset < 13 ? 1 : -1), (int)rank), axes[PC_MAX_RANK];
   if (axis < 0 || ox_status(c) != PC_OK) return ox_status(c);
   int n = 0;
   double d_len = 1;
   for (int64_t a = axis; a < (opset < 13 ? rank : axis + 1); a++) axes[n++] = a, d_len *= (double)x->type.dims[a];
-  for (int64_t i = 0; i < rank; i++) {
-    dims[i] = x->type.dims[i];
-    for (int j = 0; j < n; j++)
-      if (axes[j] == i) dims[i] = 1;
-  }
   if (d_len < 1) return ox_out(c, 0, x);
   /* as ONNX Runtime computes it: FLT_MAX / D in float32, its log in double */
   double shift = fmax(0.0, log((double)(FLT_MAX / (float)d_len)) - 5);
   pc_value *xi = pc_convert(G, x, PC_i32);
-  pc_value *mx = pc_reshape(G, pc_reduce(G, PC_OP_reduce_max, xi, n, axes), (int)rank, dims);
+  pc_value *mx = ox_reduce(c, PC_OP_reduce_max, xi, n, axes, 1);
   pc_value *d = pc_convert(G, ox_binary(c, PC_OP_sub, xi, mx), PC_f64), *s64 = pc_convert(G, xs, PC_f64);
   pc_value *t = ox_binary(c, PC_OP_add, d, ox_binary(c, PC_OP_div, scalar(c, PC_f64, shift), s64));
   pc_value *e = pc_convert(G, pc_exp(G, ox_binary(c, PC_OP_mul, t, s64)), PC_f32);
-  pc_value *sum = pc_reshape(G, pc_reduce(G, PC_OP_reduce_sum, e, n, axes), (int)rank, dims);
+  pc_value *sum = ox_reduce(c, PC_OP_reduce_sum, e, n, axes, 1);
   pc_value *inv = pc_floor(G, ox_binary(c, PC_OP_div, scalar(c, PC_f32, 1), ys));
   pc_value *v = ox_binary(c, PC_OP_div, ox_binary(c, PC_OP_mul, e, inv), sum);
   v = v ? pc_round(G, v) : NULL;

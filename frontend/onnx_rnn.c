@@ -243,9 +243,7 @@ static void dir_weights(ox_ctx *c, const rnn *r, int d, dir_w *dw) {
 
 /* v [..., K] times a direction's W or R (m, [GH, K], or quantized [K, GH] with scale s and zero point z) */
 static pc_value *project(ox_ctx *c, const rnn *r, pc_value *v, pc_value *m, pc_value *s, pc_value *z) {
-  if (r->quant) return ox_dyn_qmatmul(c, v, m, s, z);
-  int64_t lc = v ? v->type.rank - 1 : 0, rc = 1;
-  return pc_dot_general(G, v, m, 1, &lc, &rc, 0, NULL, NULL);
+  return r->quant ? ox_dyn_qmatmul(c, v, m, s, z) : matmul_t(c, v, m);
 }
 
 /* ---------------------------------------------------------------- cells */
