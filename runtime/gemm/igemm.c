@@ -310,18 +310,15 @@ static void claim_tasks(void *ctx, int64_t b, int64_t e) {
   if (j->row->setup) j->row->setup(0);
 }
 
-/* a row of A too wide for u8: every element summed exactly (b = b' + ob[n] read back from the panels) */
+/* a row of A too wide for u8: every element summed exactly (b read back from the panels) */
 static void fallback_rows(void *ctx, int64_t b, int64_t e) {
   const job *j = ctx;
   for (int64_t m = b; m < e; m++)
     for (int64_t n = 0; n < j->N; n++) {
-      const int8_t *p = j->pan + n / (2 * IG_PANEL) * j->Kp * 2 * IG_PANEL;
-      int h = (int)(n % (2 * IG_PANEL) / IG_PANEL);
       uint32_t acc = 0;
       for (int64_t k = 0; k < j->K; k++) {
         int32_t a = j->trans_a ? j->A[k * j->lda + m] : j->A[m * j->lda + k];
-        int32_t bv = p[ig_b_at(k / 4, h) + n % IG_PANEL * 4 + k % 4] + j->cob[n];
-        acc += (uint32_t)a * (uint32_t)bv;
+        acc += (uint32_t)a * (uint32_t)primc_igemm_packed_b_at(j->h, n, k);
       }
       j->C[m * j->ldc + n] = (int32_t)acc;
     }
