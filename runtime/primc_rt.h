@@ -517,6 +517,7 @@ typedef struct primc_gemm {
   int trans_a, a_packed_mr;
   const float *b;
   int64_t ldb;
+  int trans_b; /* b(k, n) = b[n * ldb + k]; rows may overlap (ldb < K: a 1-D conv's strided windows) */
   const void *b_packed;
   const int64_t *koff;
   primc_brow_fn brow;

@@ -1,4 +1,4 @@
-/* runtime/conv/gemm_paths.c: the rows that run on primc_sgemm: 1x1 GEMM, direct over phase images, explicit and implicit im2col, the transposed GEMM. */
+/* runtime/conv/gemm_paths.c: the rows that run on primc_sgemm: 1x1 GEMM, direct over phase images, 1-D windows, explicit and implicit im2col, the transposed GEMM. */
 #include "runtime/conv/conv.h"
 
 #include <stdint.h>
@@ -229,9 +229,31 @@ static int64_t lanes_floats(const primc_conv2d *p, int64_t oh, int64_t ow) {
 }
 
 
+/* ---------------------------------------------------------------- 1-D windows of one channel */
+
+/*
+ * A 1-D conv of one input channel per group (raw audio: a spectrogram as a 512-tap conv at stride 160,
+ * wav2vec's 10-tap first layer) has im2col columns that are windows of its input: X_col^T[q][j] =
+ * xp[s q + j], rows of B^T s floats apart, overlapping where s < kw. The GEMM packs its panels from
+ * them by 16x16 transposes where the other paths gather each B row at stride s. xp, x with its
+ * padding, is the only copy.
+ */
+static int windows_can(const primc_conv2d *p) {
+  return p->c == p->groups && p->h == 1 && p->kh == 1 && p->pad_t == 0 && p->pad_b == 0 && p->dil_w == 1;
+}
+
+static int64_t windows_floats(const primc_conv2d *p, int64_t ow) { return (ow - 1) * p->stride_w + p->kw; }
+
+static void windows_pad(const primc_conv2d *p, const float *x, int64_t n, float *xp) {
+  for (int64_t i = 0; i < n; i++) {
+    int64_t at = i - p->pad_l;
+    xp[i] = at >= 0 && at < p->w ? x[at] : 0.0f;
+  }
+}
+
 /* ---------------------------------------------------------------- the rows */
 
-enum { GP_1X1, GP_DIRECT, GP_EXPLICIT, GP_IMPLICIT, GP_PANELS };
+enum { GP_1X1, GP_DIRECT, GP_EXPLICIT, GP_IMPLICIT, GP_PANELS, GP_WINDOWS };
 
 /* One GEMM per (image, group): Y_g[Og][P] = W_g[Og][Cg kh kw] X_col[Cg kh kw][P], with the weights as A
  * (strips or plain) and the epilogue on each finished tile; the paths differ in where B comes from. */
@@ -267,6 +289,10 @@ static int gemm_groups(const cv_call *k, int path) {
         st = primc_sgemm_run(&gm);
       } else if (path == GP_DIRECT) { /* the epilogue writes y from the padded sums: acc is not used */
         st = direct_conv(p, oh, ow, xg, wg, &c, col);
+      } else if (path == GP_WINDOWS) {
+        windows_pad(p, xg, windows_floats(p, ow), col);
+        gm.b = col, gm.ldb = p->stride_w, gm.trans_b = 1;
+        st = primc_sgemm_run(&gm);
       } else if (path == GP_EXPLICIT) {
         primc_cv_im2col_par(p, xg, cg, oh, ow, col);
         gm.b = col, gm.ldb = P;
@@ -297,6 +323,8 @@ int primc_cv_direct_fits(const primc_conv2d *p, const primc_conv2d *next) {
   return gemm_weights(p) && primc_cv_direct_can(p);
 }
 
+int primc_cv_windows_fits(const primc_conv2d *p, const primc_conv2d *next) { return gemm_weights(p) && windows_can(p); }
+
 int primc_cv_gemm_t_fits(const primc_conv2d *p, const primc_conv2d *next) {
   return !cv_is_depthwise(p) && p->w_packed_panels && !p->w_packed_mr && !p->w_winograd && !p->w_lanes && !p->w_bf16;
 }
@@ -313,6 +341,12 @@ int64_t primc_cv_direct_scratch(const primc_conv2d *p) {
   return direct_floats(p, oh, ow);
 }
 
+int64_t primc_cv_windows_scratch(const primc_conv2d *p) {
+  int64_t oh, ow;
+  primc_conv2d_out_hw(p, &oh, &ow);
+  return windows_floats(p, ow);
+}
+
 int64_t primc_cv_gemm_t_scratch(const primc_conv2d *p) {
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
@@ -321,6 +355,7 @@ int64_t primc_cv_gemm_t_scratch(const primc_conv2d *p) {
 
 int primc_cv_gemm_1x1_run(const cv_call *c) { return gemm_groups(c, GP_1X1); }
 int primc_cv_direct_run(const cv_call *c) { return gemm_groups(c, GP_DIRECT); }
+int primc_cv_windows_run(const cv_call *c) { return gemm_groups(c, GP_WINDOWS); }
 int primc_cv_im2col_explicit_run(const cv_call *c) { return gemm_groups(c, GP_EXPLICIT); }
 int primc_cv_im2col_implicit_run(const cv_call *c) { return gemm_groups(c, GP_IMPLICIT); }
 int primc_cv_gemm_t_run(const cv_call *c) { return gemm_groups(c, GP_PANELS); }

@@ -25,8 +25,12 @@ typedef struct cv_tuning {
   int64_t lanes, gt_1x1_max_og, gt_1x1_narrow, gt_1x1_max_pix;
   double gt_lane_gain;
   /* direct over phase images: at most 1 / direct_waste_den of a row on padding, at least direct_min_k taps x
-   * channels (a 3-channel stem's phase copies cost more than generated im2col rows) */
-  int64_t direct_waste_den, direct_min_k;
+   * channels (a 3-channel stem's phase copies cost more than generated im2col rows), at least direct_min_oh
+   * output rows (1-D convs: their B rows read in place ran slower than packed im2col panels on a Xeon) */
+  int64_t direct_waste_den, direct_min_k, direct_min_oh;
+  /* 1-D windows of one channel: kernels of at least windows_min_kw taps (B^T packs by 16x16 transposes; the
+   * 10-tap first conv of wav2vec ran 1.05x faster on 1 thread and 0.85x on 2 than generated im2col rows) */
+  int64_t windows_min_kw;
   /* explicit im2col: rows narrower than im2col_max_ow, or few output channels over a column matrix in L2 */
   int64_t im2col_max_ow, im2col_direct_m, im2col_direct_bytes;
   /* depthwise in the lanes: 3x3/5x5 with a full vector of channels and a block per thread; other kernels
@@ -44,7 +48,7 @@ typedef struct cv_tuning {
 #define CV_TUNING_COMMON                                                                                     \
   .wino_min_tiles = 36, .dl_nr = 32, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                                 \
   .dl_1x1_gap_hi = 128, .lanes = 16, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,              \
-  .direct_waste_den = 8, .direct_min_k = 32, .im2col_max_ow = 24, .im2col_direct_m = 28,                       \
+  .direct_waste_den = 8, .direct_min_k = 32, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28, \
   .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,    \
   .bf16_min_og = 128, .bf16_min_og_1x1 = 64
 
@@ -65,7 +69,7 @@ static const cv_tuning tunings[4] = {
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
-     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024},
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2},
 };
 
 static const cv_tuning *tuning(void) {
@@ -116,10 +120,12 @@ static int dl_pays(const cv_shape *s) {
 
 static int direct_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
-  if (!primc_cv_direct_can(p) || cg_of(p) * p->kh * p->kw < s->t->direct_min_k) return 0;
+  if (!primc_cv_direct_can(p) || cg_of(p) * p->kh * p->kw < s->t->direct_min_k || s->oh < s->t->direct_min_oh) return 0;
   int64_t wph = primc_cv_direct_wph(p, s->ow);
   return (wph - s->ow) * s->t->direct_waste_den <= wph;
 }
+
+static int windows_pays(const cv_shape *s) { return s->p->kw >= s->t->windows_min_kw; }
 
 /* the share of the vector lanes that hold real columns when n columns are cut into vectors */
 static double lane_use(int64_t n, int64_t lanes) { return (double)n / (double)(lanes * ((n + lanes - 1) / lanes)); }
@@ -169,6 +175,7 @@ static const struct {
     {PRIMC_CONV_ROW_BF16, bf16_pays}, /* only where the options ask for bf16 (CV_NEED_BF16) */
     {PRIMC_CONV_ROW_WINOGRAD, wino_pays},        {PRIMC_CONV_ROW_DIRECT_LANES, dl_pays},
     {PRIMC_CONV_ROW_GEMM_T, gemm_t_pays},        {PRIMC_CONV_ROW_GEMM_1X1, always},
+    {PRIMC_CONV_ROW_WINDOWS, windows_pays},
     {PRIMC_CONV_ROW_DIRECT_PHASE, direct_pays},  {PRIMC_CONV_ROW_IM2COL_EXPLICIT, explicit_pays},
     {PRIMC_CONV_ROW_IM2COL_IMPLICIT, always},    {PRIMC_CONV_ROW_LANES_LOOP, never},
     {PRIMC_CONV_ROW_DW_LANES, dwl_pays},         {PRIMC_CONV_ROW_DW_FLAT, always},

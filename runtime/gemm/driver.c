@@ -429,7 +429,8 @@ int primc_sgemm_run(const primc_gemm *g) {
   int sources = !!g->b + !!g->brow + !!g->b_packed;
   if (!g->c || g->ldc < g->N || sources != 1 || (g->koff && !g->b) || g->a_packed_mr < 0 ||
       g->a_packed_mr > MR_MAX || (g->a_packed_mr && g->trans_a) || (g->K && !g->a) ||
-      (!g->a_packed_mr && g->lda < (g->trans_a ? g->M : g->K)) || (g->b && !g->koff && g->K && g->ldb < g->N))
+      (!g->a_packed_mr && g->lda < (g->trans_a ? g->M : g->K)) ||
+      (g->b && !g->koff && g->K && (g->trans_b ? g->ldb < 0 : g->ldb < g->N)) || (g->trans_b && (g->koff || !g->b)))
     return PRIMC_ERR_ARG;
   if (g->store && (g->b_packed || (g->store->row && (g->K < 1 || !g->store->y || g->store->keep < 1 ||
                                                        g->store->keep > g->store->row || g->N % g->store->row))))
@@ -438,10 +439,10 @@ int primc_sgemm_run(const primc_gemm *g) {
     return primc_sgemm_prepacked_any(g->trans_a, g->M, g->N, g->K, 1.0f, g->a, g->lda, g->b_packed, 0.0f, g->c,
                                      g->ldc, g->epi, g->epi_ctx);
   job j = job_make(g->trans_a, g->M, g->N, g->K, 1.0f, g->a, g->lda, 0.0f, g->c, g->ldc, g->epi, g->epi_ctx);
-  j.bs = g->brow ? (bsrc){.row = g->brow, .row_ctx = g->brow_ctx} : (bsrc){.b = g->b, .ldb = g->ldb};
+  j.bs = g->brow ? (bsrc){.row = g->brow, .row_ctx = g->brow_ctx} : (bsrc){.b = g->b, .ldb = g->ldb, .trans = g->trans_b};
   j.koff = g->koff;
   j.st = g->store;
   j.a_mr = g->a_packed_mr;
-  j.direct = g->b && !g->koff && g->M <= direct_rows(j.kr);
+  j.direct = g->b && !g->koff && !g->trans_b && g->M <= direct_rows(j.kr);
   return run_job(&j);
 }

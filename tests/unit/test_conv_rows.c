@@ -90,6 +90,9 @@ static const primc_conv2d shapes[] = {
     {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise rows of 400 */
     {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},          /* depthwise 5x5/2, split columns */
     {1, 1, 9, 9, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* one channel: depthwise */
+    {2, 1, 1, 700, 20, 1, 33, 1, 1, 7, 1, 1, 0, 16, 0, 16, 0, 0, 0, 0, 0, 0},     /* 1-D, 33 taps at stride 7 */
+    {1, 3, 1, 300, 6, 1, 40, 3, 1, 10, 1, 1, 0, 5, 0, 3, 0, 0, 0, 0, 0, 0},       /* 1-D, a channel per group */
+    {1, 1, 1, 90, 17, 1, 5, 1, 1, 12, 1, 1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0},        /* 1-D, gaps between windows */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -270,4 +273,24 @@ PC_TEST(conv_plan_force_and_layouts) {
   primc_conv_plan cands[PRIMC_CONV_ROW_COUNT];
   int nc = primc_conv_plan_candidates(&deep, &bf, cands, PRIMC_CONV_ROW_COUNT);
   for (int i = 0; i < nc; i++) CHECK(cands[i].row != PRIMC_CONV_ROW_BF16);
+}
+
+/* 1-D convs: a long kernel over one input channel runs on its windows (a spectrogram as a conv), a short one
+ * (wav2vec's 10 taps) on generated im2col rows; on Intel's two-FMA cores a deep 1-D conv takes those rows
+ * rather than the phase images */
+PC_TEST(conv_plan_1d) {
+  primc_conv2d spec = {1, 1, 1, 16000, 80, 1, 512, 1, 1, 160, 1, 1, 0, 256, 0, 256, 0, 0, 0, 0, 0, 0};
+  primc_conv2d short_k = {1, 1, 1, 16000, 512, 1, 10, 1, 1, 5, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d deep = {1, 384, 1, 1001, 384, 1, 3, 1, 1, 2, 1, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv_plan_opts o = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1};
+  primc_conv_plan plan;
+  CHECK_INT(primc_conv_plan_make(&spec, &o, &plan), PRIMC_OK);
+  CHECK_INT(plan.row, PRIMC_CONV_ROW_WINDOWS);
+  CHECK_INT(primc_conv_plan_make(&short_k, &o, &plan), PRIMC_OK);
+  CHECK_INT(plan.row, PRIMC_CONV_ROW_IM2COL_IMPLICIT);
+  CHECK_INT(primc_conv_plan_make(&deep, &o, &plan), PRIMC_OK);
+  if (strstr(primc_conv_tuning_name(), "(Intel)"))
+    CHECK_INT(plan.row, PRIMC_CONV_ROW_IM2COL_IMPLICIT);
+  else
+    CHECK(plan.row != PRIMC_CONV_ROW_WINDOWS);
 }
