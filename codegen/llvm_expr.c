@@ -222,7 +222,48 @@ static LLVMValueRef fast_tanhf(lctx *L, LLVMValueRef x) {
 static LLVMValueRef e_tanh(lctx *L, pc_dtype t, LLVMValueRef *a) {
   return T(L, t) == L->f32 ? fast_tanhf(L, a[0]) : libm(L, "tanh", T(L, t), a, 1);
 }
-FINTR(log, "llvm.log")
+/* c[0] v^(n-1) + ... + c[n-1], by fused multiply-adds */
+static LLVMValueRef horner(lctx *L, const double *c, int n, LLVMValueRef v) {
+  LLVMValueRef r = fconst(L->f32, c[0]);
+  for (int i = 1; i < n; i++) r = lv_intrinsic(L, "llvm.fmuladd", L->f32, (LLVMValueRef[]){r, v, fconst(L->f32, c[i])}, 3);
+  return r;
+}
+/* log on f32 as straight-line IR, vectorizable (llvm.log is a scalar logf call per lane): x = 2^k m with
+ * m in [sqrt(2)/2, sqrt(2)), log(m) = f - (f^2/2 - s (f^2/2 + R(z))) with f = m - 1, s = f / (2 + f), z = s^2
+ * and R(z) = Lg1 z + Lg2 z^2 + Lg3 z^3 + Lg4 z^4 (the minimax coefficients of FreeBSD's e_logf.c); ln 2 in
+ * two parts so that k ln 2 is exact; subnormals scaled by 2^23 first. About 1 ulp. */
+static LLVMValueRef fast_logf(lctx *L, LLVMValueRef x) {
+  static const double lg[4] = {0.24279078841, 0.28498786688, 0.40000972152, 0.66666662693}; /* Lg4..Lg1 */
+  LLVMTypeRef f = L->f32;
+  LLVMBuilderRef b = L->b;
+  LLVMValueRef sub = LLVMBuildFCmp(b, LLVMRealOLT, x, fconst(f, 0x1p-126), "");
+  LLVMValueRef xs = LLVMBuildSelect(b, sub, LLVMBuildFMul(b, x, fconst(f, 0x1p23), ""), x, "");
+  LLVMValueRef bits = LLVMBuildBitCast(b, xs, L->i32, "");
+  LLVMValueRef k = LLVMBuildSub(b, LLVMBuildLShr(b, bits, ci32(L, 23), ""), ci32(L, 127), "");
+  k = LLVMBuildSelect(b, sub, LLVMBuildSub(b, k, ci32(L, 23), ""), k, "");
+  LLVMValueRef m = LLVMBuildBitCast(b, LLVMBuildOr(b, LLVMBuildAnd(b, bits, ci32(L, 0x7fffff), ""), ci32(L, 0x3f800000), ""), f, "");
+  LLVMValueRef big = LLVMBuildFCmp(b, LLVMRealOGT, m, fconst(f, 1.41421356237309505), "");
+  m = LLVMBuildSelect(b, big, LLVMBuildFMul(b, m, fconst(f, 0.5), ""), m, "");
+  k = LLVMBuildSelect(b, big, LLVMBuildAdd(b, k, ci32(L, 1), ""), k, "");
+  LLVMValueRef fr = LLVMBuildFSub(b, m, fconst(f, 1), "");
+  LLVMValueRef sv = LLVMBuildFDiv(b, fr, LLVMBuildFAdd(b, fr, fconst(f, 2), ""), "");
+  LLVMValueRef z = LLVMBuildFMul(b, sv, sv, ""), w = LLVMBuildFMul(b, z, z, "");
+  LLVMValueRef t1 = LLVMBuildFMul(b, w, horner(L, (const double[]){lg[0], lg[2]}, 2, w), "");
+  LLVMValueRef t2 = LLVMBuildFMul(b, z, horner(L, (const double[]){lg[1], lg[3]}, 2, w), "");
+  LLVMValueRef R = LLVMBuildFAdd(b, t2, t1, ""), hfsq = LLVMBuildFMul(b, LLVMBuildFMul(b, fr, fr, ""), fconst(f, 0.5), "");
+  LLVMValueRef dk = LLVMBuildSIToFP(b, k, f, "");
+  LLVMValueRef lo = LLVMBuildFAdd(b, LLVMBuildFMul(b, sv, LLVMBuildFAdd(b, hfsq, R, ""), ""),
+                                  LLVMBuildFMul(b, dk, fconst(f, 9.0580006145e-06), ""), "");
+  LLVMValueRef y = LLVMBuildFSub(b, LLVMBuildFMul(b, dk, fconst(f, 6.9313812256e-01), ""),
+                                 LLVMBuildFSub(b, LLVMBuildFSub(b, hfsq, lo, ""), fr, ""), "");
+  y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, x, fconst(f, 0), ""), fconst(f, -__builtin_inf()), y, "");
+  y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, x, fconst(f, __builtin_inf()), ""), x, y, "");
+  /* negative and NaN: NaN */
+  return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealULT, x, fconst(f, 0), ""), fconst(f, __builtin_nan("")), y, "");
+}
+static LLVMValueRef e_log(lctx *L, pc_dtype t, LLVMValueRef *a) {
+  return T(L, t) == L->f32 ? fast_logf(L, a[0]) : lv_intrinsic(L, "llvm.log", T(L, t), a, 1);
+}
 FINTR(sqrt, "llvm.sqrt")
 FINTR(sin, "llvm.sin")
 FINTR(cos, "llvm.cos")
@@ -237,11 +278,6 @@ FLIBM(tan)
 /* erf on f32, vectorizable: |x| < 1: x * P(x^2); 1 <= |x| < 4: 1 - e^(-x^2) * Q(1/x);
  * beyond, +-1. P (degree 6) and Q (degree 10) were least-squares fits to erf(x)/x and
  * erfc(x) e^(x^2) in double precision, made for primc; within 3 ulp of the exact erf */
-static LLVMValueRef horner(lctx *L, const double *c, int n, LLVMValueRef v) {
-  LLVMValueRef r = fconst(L->f32, c[0]);
-  for (int i = 1; i < n; i++) r = lv_intrinsic(L, "llvm.fmuladd", L->f32, (LLVMValueRef[]){r, v, fconst(L->f32, c[i])}, 3);
-  return r;
-}
 static LLVMValueRef fast_erff(lctx *L, LLVMValueRef x) {
   static const double p[7] = {8.00618654e-05, -0.000805356714, 0.00519293966, -0.0268560611, 0.112836346, -0.376126289, 1.12837923};
   static const double q[11] = {-0.0367993936, 0.255393296, -0.783952355, 1.37965894, -1.47681844, 0.865867436, -0.05309375, -0.290376276, 0.0040775938, 0.563594103, 3.24047032e-05};
