@@ -222,6 +222,9 @@ typedef struct dwl_src {
   __m512 bias, lo, hi;
   int silu;
 } dwl_src;
+/* weights of nch <= 16 channels, rows of k floats from w, as wt[k][16] (lanes past nch zero), by register
+ * transposes: a scalar copy was a quarter of a 5x5 depthwise conv on 7x7 planes */
+void primc_cv_lanes_weights(const float *w, int64_t k, int nch, float *wt);
 /* the depthwise conv of 16 channels [c0, c0 + nch) of image n, output rows [oy_b, oy_e), input rows by src */
 void primc_cv_dwl_item(const dw_job *j, int64_t n, int64_t c0, int nch, const dwl_src *src, int64_t oy_b,
                        int64_t oy_e);

@@ -474,7 +474,8 @@ dwl_block(const dwl_ctx *d, const __m512 *w9, const float *tile, int64_t oy, int
   else dwl_pixels(d, tile, oy, ox, out, NB);
 }
 
-/* the band's output rows in blocks of 8, 4 and 1 pixels */
+/* the band's output rows in blocks of 8, 4 and the rest (1-3 pixels: one block, not a chain of dependent
+ * FMAs per pixel) */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
 dwl_band_of(const dwl_ctx *d, const float *tile, int64_t rows, float *out, const int S, const int KW,
             const int HOIST) {
@@ -486,7 +487,9 @@ dwl_band_of(const dwl_ctx *d, const float *tile, int64_t rows, float *out, const
     int64_t ox = 0;
     for (; ox + 8 <= d->ow; ox += 8) dwl_block(d, w9, tile, oy, ox, o + ox * 16, 8, S, KW, HOIST);
     if (d->ow - ox >= 4) dwl_block(d, w9, tile, oy, ox, o + ox * 16, 4, S, KW, HOIST), ox += 4;
-    for (; ox < d->ow; ox++) dwl_block(d, w9, tile, oy, ox, o + ox * 16, 1, S, KW, HOIST);
+    if (d->ow - ox == 3) dwl_block(d, w9, tile, oy, ox, o + ox * 16, 3, S, KW, HOIST);
+    else if (d->ow - ox == 2) dwl_block(d, w9, tile, oy, ox, o + ox * 16, 2, S, KW, HOIST);
+    else if (d->ow - ox == 1) dwl_block(d, w9, tile, oy, ox, o + ox * 16, 1, S, KW, HOIST);
   }
 }
 
@@ -497,6 +500,11 @@ __attribute__((target("avx512f"))) static void dwl_band(const dwl_ctx *d, const 
   else if (hoist) s == 1 ? dwl_band_of(d, tile, rows, out, 1, 3, 1) : dwl_band_of(d, tile, rows, out, 2, 3, 1);
   else if (k3) s == 1 ? dwl_band_of(d, tile, rows, out, 1, 3, 0) : dwl_band_of(d, tile, rows, out, 2, 3, 0);
   else s == 1 ? dwl_band_of(d, tile, rows, out, 1, 5, 0) : dwl_band_of(d, tile, rows, out, 2, 5, 0);
+}
+
+__attribute__((target("avx512f"))) void primc_cv_lanes_weights(const float *w, int64_t k, int nch, float *wt) {
+  if (nch < 16) memset(wt, 0, (size_t)(k * 16) * sizeof(float));
+  for (int64_t t0 = 0; t0 < k; t0 += 16) primc_tr16_part(w + t0, k, nch, (int)(k - t0 < 16 ? k - t0 : 16), wt + t0 * 16, 16);
 }
 
 /* the depthwise conv of 16 channels [c0, c0 + nch) of image n, output rows [oy_b, oy_e), their input
@@ -511,10 +519,8 @@ __attribute__((target("avx512f"))) void primc_cv_dwl_item(const dw_job *j, int64
   float out[DWL_OUT_FLOATS] __attribute__((aligned(64)));
   float wt[DWL_MAX_TAPS * 16] __attribute__((aligned(64)));
   float bias[16] = {0};
-  for (int l = 0; l < 16; l++) {
-    if (l < nch && ep->bias) bias[l] = ep->bias[(c0 + l) * ep->bias_stride];
-    for (int64_t t = 0; t < g.taps; t++) wt[t * 16 + l] = l < nch ? j->w[(c0 + l) * g.taps + t] : 0.0f;
-  }
+  for (int l = 0; l < nch && ep->bias; l++) bias[l] = ep->bias[(c0 + l) * ep->bias_stride];
+  primc_cv_lanes_weights(j->w + c0 * g.taps, g.taps, nch, wt);
   /* the epilogue runs in the lanes unless it needs the residual, which is laid out per plane */
   int lanes_epi = j->acc == j->y && !ep->res;
   dwl_ctx d = {p, wt, _mm512_loadu_ps(bias), _mm512_set1_ps(ep->lo), _mm512_set1_ps(ep->hi), g.pw, j->ow,

@@ -145,10 +145,8 @@ __attribute__((target("avx512f"))) static void then_dw_range(void *ctx, int64_t 
     int64_t n = blk / nblk, c0 = blk % nblk * 16;
     int nch = (int)(pw->o - c0 < 16 ? pw->o - c0 : 16);
     float bias[16] = {0};
-    for (int l = 0; l < 16; l++) {
-      if (l < nch && e1->bias) bias[l] = e1->bias[(c0 + l) * e1->bias_stride];
-      for (int64_t k = 0; k < K; k++) wt[k * 16 + l] = l < nch ? j->w1[(c0 + l) * K + k] : 0.0f;
-    }
+    for (int l = 0; l < nch && e1->bias; l++) bias[l] = e1->bias[(c0 + l) * e1->bias_stride];
+    primc_cv_lanes_weights(j->w1 + c0 * K, K, nch, wt);
     dwl_src src = {.make = cv_is_pointwise(pw) ? pwl_row : cl_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w,
                    .nch = nch, .first = pw, .k = K, .wt = wt,
                    .bias = _mm512_loadu_ps(bias), .lo = _mm512_set1_ps(e1->lo), .hi = _mm512_set1_ps(e1->hi),
