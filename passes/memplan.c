@@ -18,6 +18,8 @@
  *   last reader's; buffers are placed best-fit, 64-byte aligned. A value read
  *   last by a purely elementwise kernel that stores one result of the same
  *   size and element type may hand its buffer to that result (in place).
+ * - the input of a conv whose result only a depthwise conv reads lives until that conv's kernel (the two
+ *   may run as one call, extend_for_pairs).
  * - symbolic dims are planned at their upper bound.
  * - a concatenate whose parts lie one after another in its result (every dim before the axis is 1) and
  *   that is the only concatenate reading each of them is planned as one buffer from its first part's
@@ -52,6 +54,33 @@ typedef struct liveness {
   int *step, *def, *last, n_steps;
 } liveness;
 
+/* A conv whose result (after its group's elementwise epilogue) only a depthwise conv reads may run with it
+ * as one call (codegen's conv-depthwise pairs): the first conv's input is then read until the depthwise
+ * conv's results are written, and must not share their memory (the call refuses, and the two convs run
+ * apart). Its life is extended to the depthwise conv's kernel; a chain that does not pair costs a little
+ * workspace. */
+static void extend_for_pairs(const pc_graph *g, liveness *L) {
+  int *readers = calloc((size_t)g->n_values + 1, sizeof(int));
+  if (!readers) return;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) readers[g->nodes[i]->in[k]->id]++;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *b = g->nodes[i];
+    if (b->dead || b->op != PC_OP_conv || b->n_in < 2 || b->in[0]->type.rank < 3) continue;
+    const pc_value *mid = b->in[0];
+    int64_t ch = mid->type.dims[1];
+    const pc_node *prod = mid->producer;
+    if (pc_attr_int(b, "groups", 1) != ch || ch < 2 || !prod || prod->group < 0 || readers[mid->id] != 1) continue;
+    for (int j = 0; j < g->n_nodes; j++) {
+      const pc_node *a = g->nodes[j];
+      if (a->dead || a->op != PC_OP_conv || a->group != prod->group) continue;
+      int x = a->in[0]->id;
+      if (L->last[x] >= 0 && L->last[x] < L->step[i]) L->last[x] = L->step[i];
+    }
+  }
+  free(readers);
+}
+
 static int liveness_build(const pc_graph *g, liveness *L) {
   L->step = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
   L->def = malloc(sizeof(int) * (size_t)(g->n_values + 1));
@@ -77,6 +106,7 @@ static int liveness_build(const pc_graph *g, liveness *L) {
     for (int k = 0; k < n->n_in; k++)
       if (L->last[n->in[k]->id] < L->step[i]) L->last[n->in[k]->id] = L->step[i];
   }
+  extend_for_pairs(g, L);
   return 1;
 }
 
