@@ -189,7 +189,7 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
     for (int d = 2; d < w->rank; d++) kk *= w->dims[d], pix *= o->dims[d];
     bytes = primc_conv_i32_scratch_bytes(kk, pix, og);
   }
-  call_arg(k, kir_scratch_buf(p, PC_f32, bytes, NULL));
+  call_arg(k, kir_call_scratch_buf(p, PC_f32, bytes));
   return PC_OK;
 }
 

@@ -125,7 +125,7 @@ static int load_weights(const primc_model_desc *m, const cpu_opts *o, const char
 }
 
 /* The workspace in 2 MB pages where the kernel gives them on request (transparent huge pages in
- * "madvise" mode, as on this VM): a ResNet-18 run walks 67 MB of it besides 47 MB of weights, and its
+ * "madvise" mode, as on this VM): a ResNet-18 run walked 67 MB of it besides 47 MB of weights, and its
  * TLB misses with 4 KB pages cost about 2% on 1 thread and 4% on 2 (runs in ABBA order, mean 14.87 ->
  * 14.59 ms and 7.78 -> 7.49). Where they are refused, the pages stay small. */
 #define HUGE_PAGE ((size_t)2 << 20)
