@@ -113,14 +113,14 @@ static pc_status fuse_epilogues(kir_program *p) {
 
 /* ---------------------------------------------------------------- conv epilogues */
 
-/* what a conv's epilogue kernel was recognized as: y = clamp(conv + bias + res, lo, hi) */
+/* what a conv's epilogue kernel was recognized as: y = clamp(act(conv + bias + res), lo, hi) */
 typedef struct conv_epi {
   const kir_kernel *k;
   int conv_buf, bias, res; /* buffer ids; -1 when absent */
   int64_t bias_off, bias_stride, plane, chans; /* plane: output pixels per channel; chans: output channels */
   int64_t cstride[KIR_MAX_LOOPS]; /* row-major element strides of k's loops */
   double lo, hi;
-  int silu;
+  int act; /* PRIMC_ACT_* */
 } conv_epi;
 
 static int map_is(const kir_map *m, const int64_t *strides, int n, int64_t offset) {
@@ -189,16 +189,65 @@ static int expr_equal(const kir_expr *a, const kir_expr *b) {
   return 1;
 }
 
-/* the sum, or SiLU of it: mul(s, sigmoid(s)) either way round */
+static int is_prim(const kir_expr *x, pc_op op) { return x->kind == KE_PRIM && x->op == op && x->dtype == PC_f32; }
+
+static int const_near(const kir_expr *x, double want) {
+  double c;
+  return is_const(x, &c) && fabs(c - want) <= 1e-6 * fabs(want);
+}
+
+/* s where x is 1 + erf(s / sqrt 2), the division either way (s * 0.7071..., s / 1.4142...), the sum either
+ * way round; NULL otherwise */
+static const kir_expr *one_plus_erf(const kir_expr *x) {
+  if (!is_prim(x, PC_OP_add)) return NULL;
+  for (int i = 0; i < 2; i++) {
+    const kir_expr *t = x->args[i];
+    if (!const_near(x->args[1 - i], 1.0) || !is_prim(t, PC_OP_erf)) continue;
+    const kir_expr *u = t->args[0];
+    if (is_prim(u, PC_OP_div) && const_near(u->args[1], M_SQRT2)) return u->args[0];
+    for (int j = 0; is_prim(u, PC_OP_mul) && j < 2; j++)
+      if (const_near(u->args[1 - j], M_SQRT1_2)) return u->args[j];
+  }
+  return NULL;
+}
+
+/* the factors of a product tree of f32 muls, up to max; -1 when there are more */
+static int factors(const kir_expr *x, const kir_expr **f, int n, int max) {
+  if (!is_prim(x, PC_OP_mul)) return n < max ? (f[n] = x, n + 1) : -1;
+  n = factors(x->args[0], f, n, max);
+  return n < 0 ? -1 : factors(x->args[1], f, n, max);
+}
+
+/* GELU of the sum, erf form, as the ONNX composite (s / 2 (1 + erf(s / sqrt 2))) and PyTorch's export
+ * (s (1 + erf(s / sqrt 2)) / 2) write it: the factors s, 1/2 and 1 + erf(s / sqrt 2) in any grouping */
+static int match_gelu(conv_epi *e, const kir_expr *x) {
+  const kir_expr *f[3], *s = NULL, *se = NULL;
+  int half = 0;
+  if (factors(x, f, 0, 3) != 3) return 0;
+  for (int i = 0; i < 3; i++) {
+    const kir_expr *t;
+    if (const_near(f[i], 0.5)) half++;
+    else if (!se && (t = one_plus_erf(f[i]))) se = t;
+    else if (!s) s = f[i];
+    else return 0;
+  }
+  if (half != 1 || !s || !se || !expr_equal(s, se)) return 0;
+  e->act = PRIMC_ACT_GELU;
+  return match_sum(e, s);
+}
+
+/* the sum, SiLU of it (mul(s, sigmoid(s)) either way round) or GELU of it */
 static int match_act(conv_epi *e, const kir_expr *x) {
-  if (x->kind == KE_PRIM && x->op == PC_OP_mul && x->dtype == PC_f32 && !e->silu)
+  if (is_prim(x, PC_OP_mul) && !e->act) {
     for (int i = 0; i < 2; i++) {
       const kir_expr *s = x->args[i], *g = x->args[1 - i];
       if (g->kind == KE_PRIM && g->op == PC_OP_sigmoid && expr_equal(g->args[0], s)) {
-        e->silu = 1;
+        e->act = PRIMC_ACT_SILU;
         return match_sum(e, s);
       }
     }
+    if (match_gelu(e, x)) return 1;
+  }
   return match_sum(e, x);
 }
 
@@ -263,7 +312,7 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
     w[0] = 1, w[1] = e.bias_off, w[2] = e.bias >= 0 ? e.bias_stride : -1, w[3] = e.res >= 0; /* -1: no bias */
     memcpy(&w[4], &e.lo, 8);
     memcpy(&w[5], &e.hi, 8);
-    w[6] = e.silu;
+    w[6] = e.act;
     c->args[c->n_args++] = k->stores[0].buf;
     c->args[c->n_args++] = e.bias >= 0 ? e.bias : k->stores[0].buf;
     c->args[c->n_args++] = e.res >= 0 ? e.res : k->stores[0].buf;

@@ -207,7 +207,7 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
 }
 
 /* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
- * [fused, bias offset, bias stride (-1: no bias), has residual, lo, hi (doubles as bits), silu, how the weights are
+ * [fused, bias offset, bias stride (-1: no bias), has residual, lo, hi (doubles as bits), act (PRIMC_ACT_*), how the weights are
  * packed (PRIMC_CONV_W_*: 0 plain), the tile height they were packed for, the packed weights' bytes, the
  * planned conv row + 1 (runtime/conv/plan.c)];
  * bufs[4..6] = y, bias, residual */
@@ -226,7 +226,7 @@ static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e
   e->res = q[0] && q[3] ? bufs[6] : NULL;
   e->lo = (float)lo;
   e->hi = (float)hi;
-  e->silu = q[0] && q[6];
+  e->act = q[0] && q[6] > 0 && q[6] < PRIMC_ACT_COUNT ? (int)q[6] : PRIMC_ACT_NONE;
 }
 
 /* the same epilogue after a conv that did not run it: y = clamp(acc + bias + res) over [N, O, P] */
@@ -237,7 +237,7 @@ static void conv_epi_apply(const conv_desc *c, const primc_conv_epi *e, float *y
       float b = e->bias ? e->bias[o * e->bias_stride] : 0.0f;
       for (int64_t i = (n * O + o) * P, end = i + P; i < end; i++) {
         float v = acc[i] + b + (e->res ? e->res[i] : 0.0f);
-        if (e->silu) v = v / (1.0f + expf(-v));
+        v = primc_conv_act(e->act, v);
         y[i] = v < e->lo ? e->lo : v > e->hi ? e->hi : v;
       }
     }

@@ -646,8 +646,12 @@ typedef struct primc_conv_epi {
   int64_t bias_stride;
   const float *res;
   float lo, hi;
-  int silu; /* x * sigmoid(x) of the sum before the clamp (EfficientNet's SiLU) */
+  int act; /* PRIMC_ACT_*: applied to the sum before the clamp */
 } primc_conv_epi;
+/* a conv epilogue's activation: SiLU x sigmoid(x) (EfficientNet), GELU x/2 (1 + erf(x / sqrt 2)) (wav2vec,
+ * Whisper's conv stem) */
+enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_COUNT };
+float primc_conv_act(int act, float v);
 int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
                          float *spare, float *col);
 /* A conv of one group with few taps x input channels (pw: a 1x1 widening, a 3-channel stem; plain
@@ -728,7 +732,7 @@ int primc_conv_last_row(void);
 
 /* where a conv call's fused-epilogue words start in its params (codegen/kir_rewrites.c writes them,
  * runtime/kernels_conv.c reads them), and their count: [fused, bias offset, bias stride, has residual, lo, hi,
- * silu, weight layout, tile height, packed weight bytes, planned row + 1 (0: none)] */
+ * act (PRIMC_ACT_*), weight layout, tile height, packed weight bytes, planned row + 1 (0: none)] */
 #define PRIMC_CONV_EPI_AT (1 + 27 + 1 + 32)
 #define PRIMC_CONV_EPI_WORDS 11
 

@@ -23,10 +23,12 @@ int primc_cv_valid(const primc_conv2d *p) {
 
 /* ---------------------------------------------------------------- epilogue: bias, residual, clamp */
 
+float primc_conv_act(int act, float v) { return cv_actf(act, v); }
+
 void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb) {
   for (int64_t n = 0; n < nb; n++) {
     float v = c[n] + b + (res ? res[n] : 0.0f);
-    y[n] = cv_clampf(e->silu ? cv_siluf(v) : v, e->lo, e->hi);
+    y[n] = cv_clampf(cv_actf(e->act, v), e->lo, e->hi);
   }
 }
 
@@ -39,7 +41,7 @@ __attribute__((target("avx512f"))) void primc_cv_epi_row512(const epi_ctx *e, fl
     __mmask16 m = nb - n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nb - n)) - 1);
     __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c + n), vb);
     if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + n));
-    if (e->silu) v = cv_silu512(v);
+    if (e->act) v = cv_act512(e->act, v);
     /* max/min return their second operand when one is NaN: v second keeps NaN */
     _mm512_mask_storeu_ps(y + n, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
   }
@@ -58,7 +60,7 @@ void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
 }
 
 int primc_cv_epi_needed(const primc_conv_epi *e) {
-  return e && (e->bias || e->res || e->silu || e->lo > -__builtin_inff() || e->hi < __builtin_inff());
+  return e && (e->bias || e->res || e->act || e->lo > -__builtin_inff() || e->hi < __builtin_inff());
 }
 
 /* ---------------------------------------------------------------- strided copies */
@@ -286,7 +288,7 @@ __attribute__((target("avx512f"))) void primc_cv_ct_store(const epi_ctx *e, int6
         int64_t ch = c0 + c, off = ch * P + m0 + q;
         __m512 v = _mm512_add_ps(r[c], _mm512_set1_ps(e->bias ? e->bias[ch * e->bias_stride] : 0.0f));
         if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e->res + off));
-        if (e->silu) v = cv_silu512(v);
+        if (e->act) v = cv_act512(e->act, v);
         _mm512_mask_storeu_ps(e->y + off, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v))); /* v second: NaN stays */
       }
     }

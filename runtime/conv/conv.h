@@ -80,13 +80,17 @@ typedef struct epi_ctx {
   const float *res; /* residual with C's layout (ldc), already offset to the group */
   float *y;         /* where the result goes, C's layout; may be C itself */
   float lo, hi;
-  int silu;
+  int act;
 } epi_ctx;
 
 static inline float cv_clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* v * sigmoid(v) */
 static inline float cv_siluf(float v) { return v / (1.0f + expf(-v)); }
+/* the activation act (PRIMC_ACT_*) of v */
+static inline float cv_actf(int act, float v) {
+  return act == PRIMC_ACT_SILU ? cv_siluf(v) : act == PRIMC_ACT_GELU ? 0.5f * v * (1.0f + erff(v * 0.70710678f)) : v;
+}
 
 /* y[n] = clamp(act(c[n] + b + res[n])); NaN stays NaN (one out-of-line copy: inlined into its callers'
  * loops it ran slower) */
@@ -114,6 +118,35 @@ __attribute__((target("avx512f"))) static inline __m512 cv_silu512(__m512 v) {
   return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), cv_exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
 }
 
+/* erf to a few ulp, as codegen's vectorized erf: |x| < 1 x P(x^2), 1 <= |x| < 4 1 - e^(-x^2) Q(1/x), else +-1
+ * (P and Q are codegen/llvm_expr.c's fits) */
+__attribute__((target("avx512f"))) static inline __m512 cv_erf512(__m512 x) {
+  static const float p[7] = {8.00618654e-05f, -0.000805356714f, 0.00519293966f, -0.0268560611f, 0.112836346f,
+                             -0.376126289f, 1.12837923f};
+  static const float q[11] = {-0.0367993936f, 0.255393296f, -0.783952355f, 1.37965894f, -1.47681844f, 0.865867436f,
+                              -0.05309375f, -0.290376276f, 0.0040775938f, 0.563594103f, 3.24047032e-05f};
+  __m512 ax = _mm512_abs_ps(x), one = _mm512_set1_ps(1.0f), x2 = _mm512_mul_ps(ax, ax);
+  __m512 ps = _mm512_set1_ps(p[0]);
+  for (int i = 1; i < 7; i++) ps = _mm512_fmadd_ps(ps, x2, _mm512_set1_ps(p[i]));
+  __m512 axc = _mm512_max_ps(ax, one), r = _mm512_div_ps(one, axc), qs = _mm512_set1_ps(q[0]);
+  for (int i = 1; i < 11; i++) qs = _mm512_fmadd_ps(qs, r, _mm512_set1_ps(q[i]));
+  __m512 mid = _mm512_fnmadd_ps(cv_exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), axc), axc)), qs, one);
+  __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(4.0f), _CMP_LT_OQ), one, mid);
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, one, _CMP_LT_OQ), y, _mm512_mul_ps(ax, ps));
+  /* the sign back; NaN stays NaN */
+  __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u));
+  y = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+
+/* the activation act (PRIMC_ACT_*) of v */
+__attribute__((target("avx512f"))) static inline __m512 cv_act512(int act, __m512 v) {
+  if (act == PRIMC_ACT_SILU) return cv_silu512(v);
+  if (act != PRIMC_ACT_GELU) return v;
+  __m512 h = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
+  return _mm512_fmadd_ps(h, cv_erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678f))), h);
+}
+
 void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
 #endif
 
@@ -138,7 +171,7 @@ int primc_cv_epi_needed(const primc_conv_epi *e);
 static inline epi_ctx cv_image_epi(const cv_call *k, int64_t n) {
   const primc_conv_epi *e = k->e;
   int64_t yoff = n * k->p->o * k->oh * k->ow;
-  return (epi_ctx){e->bias, e->bias_stride, e->res ? e->res + yoff : NULL, k->y + yoff, e->lo, e->hi, e->silu};
+  return (epi_ctx){e->bias, e->bias_stride, e->res ? e->res + yoff : NULL, k->y + yoff, e->lo, e->hi, e->act};
 }
 /* image n of a call's input */
 static inline const float *cv_image_x(const cv_call *k, int64_t n) { return k->x + n * k->p->c * k->p->h * k->p->w; }
@@ -220,7 +253,7 @@ typedef struct dwl_src {
   int64_t k;
   const float *wt;
   __m512 bias, lo, hi;
-  int silu;
+  int act;
 } dwl_src;
 /* weights of nch <= 16 channels, rows of k floats from w, as wt[k][16] (lanes past nch zero), by register
  * transposes: a scalar copy was a quarter of a 5x5 depthwise conv on 7x7 planes */

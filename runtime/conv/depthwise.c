@@ -50,7 +50,7 @@ static void dw_plane(const dw_job *j, int64_t plane) {
         axpy_strided(yr + lo, xr, sw, wv, hi - lo);
       }
     }
-    epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
+    epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .act = j->e->act};
     float *dst = out + oy * j->ow;
     cv_epi_row(j->vec, &e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
   }
@@ -117,7 +117,7 @@ typedef struct dw_out {
   float *dst;
   const float *res;
   float b, lo, hi;
-  int fused, silu;
+  int fused, act;
 } dw_out;
 
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void dw_store(const dw_out *o, int c,
@@ -125,7 +125,7 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
   if (o->fused) {
     v = _mm512_add_ps(v, _mm512_set1_ps(o->b));
     if (o->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, o->res + 16 * c));
-    if (o->silu) v = cv_silu512(v);
+    if (o->act) v = cv_act512(o->act, v);
     v = _mm512_min_ps(_mm512_set1_ps(o->hi), _mm512_max_ps(_mm512_set1_ps(o->lo), v)); /* NaN stays */
   }
   _mm512_mask_storeu_ps(o->dst + 16 * c, m, v);
@@ -218,11 +218,11 @@ __attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int6
     int64_t rmax = n > 32 ? 2 : n > 16 ? 4 : 8;
     for (int64_t oy = 0; oy < j->oh; oy += rmax) {
       int rows = (int)(j->oh - oy < rmax ? j->oh - oy : rmax);
-      dw_out o = {acc + oy * ow + ox, res ? res + oy * ow + ox : NULL, b, j->e->lo, j->e->hi, fused, j->e->silu};
+      dw_out o = {acc + oy * ow + ox, res ? res + oy * ow + ox : NULL, b, j->e->lo, j->e->hi, fused, j->e->act};
       dw_block512(p, x, pitch, S, w, oy, n, rows, m, &o, ow);
     }
   }
-  epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
+  epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .act = j->e->act};
   for (int64_t oy = 0; !fused && oy < j->oh; oy++)
     primc_cv_epi_row512(&e, out + oy * ow, acc + oy * ow, res ? res + oy * ow : NULL, b, ow);
 }
@@ -308,7 +308,7 @@ __attribute__((target("avx512f"))) static void dw_flat_plane(const dw_flat *f, i
   int fused = acc == out;
   for (int64_t v = 0; v < f->nv;) {
     int64_t e0 = (f->v0 + v) * 16;
-    dw_out o = {acc + e0, res ? res + e0 : NULL, b, j->e->lo, j->e->hi, fused, j->e->silu};
+    dw_out o = {acc + e0, res ? res + e0 : NULL, b, j->e->lo, j->e->hi, fused, j->e->act};
     int64_t left = f->nv - v;
     if (left >= 8) dw_flat_block(f, x, w, v, &o, 8), v += 8;
     else if (left >= 4) dw_flat_block(f, x, w, v, &o, 4), v += 4;
@@ -333,7 +333,7 @@ __attribute__((target("avx512f"))) static void dw_flat_range(const dw_job *j, in
     for (int64_t i = b; i < e; i++) dw_flat_plane(&f, i);
   }
   if (j->acc == j->y) return;
-  epi_ctx ec = {.lo = j->e->lo, .hi = j->e->hi, .silu = j->e->silu};
+  epi_ctx ec = {.lo = j->e->lo, .hi = j->e->hi, .act = j->e->act};
   for (int64_t i = b; i < e; i++) {
     int64_t c = i % p->c, off = i * f.nvalid;
     float bias = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
@@ -389,7 +389,7 @@ typedef struct dwl_ctx {
   const float *wt;   /* [tap][16] */
   __m512 b, lo, hi;  /* the epilogue in lanes */
   int64_t pw, ow;
-  int lanes_epi, silu;
+  int lanes_epi, act;
 } dwl_ctx;
 
 /* NB sums of a[] to out[pixel][16], through the epilogue when it runs in the lanes */
@@ -400,7 +400,7 @@ dwl_out(const dwl_ctx *d, const __m512 *a, float *out, const int NB) {
     __m512 v = a[b];
     if (d->lanes_epi) {
       v = _mm512_add_ps(v, d->b);
-      if (d->silu) v = cv_silu512(v);
+      if (d->act) v = cv_act512(d->act, v);
       v = _mm512_min_ps(d->hi, _mm512_max_ps(d->lo, v));
     }
     _mm512_storeu_ps(out + b * 16, v);
@@ -524,7 +524,7 @@ __attribute__((target("avx512f"))) void primc_cv_dwl_item(const dw_job *j, int64
   /* the epilogue runs in the lanes unless it needs the residual, which is laid out per plane */
   int lanes_epi = j->acc == j->y && !ep->res;
   dwl_ctx d = {p, wt, _mm512_loadu_ps(bias), _mm512_set1_ps(ep->lo), _mm512_set1_ps(ep->hi), g.pw, j->ow,
-               lanes_epi, ep->silu};
+               lanes_epi, ep->act};
   float *acc = j->acc + (n * p->c + c0) * P;
   int64_t have0 = 0, have = 0; /* the tile holds input rows [have0, have0 + have) */
   for (int64_t oy0 = oy_b; oy0 < oy_e; oy0 += g.band) {
@@ -544,7 +544,7 @@ __attribute__((target("avx512f"))) void primc_cv_dwl_item(const dw_job *j, int64
     }
   }
   if (lanes_epi) return;
-  epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .silu = ep->silu};
+  epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .act = ep->act};
   for (int l = 0; l < nch; l++) {
     int64_t off = (n * p->c + c0 + l) * P + oy_b * j->ow;
     primc_cv_epi_row512(&ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL, bias[l], (oy_e - oy_b) * j->ow);

@@ -152,7 +152,7 @@ static int direct_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const floa
                   .koff = koff, .c = sums, .ldc = oh * d.wph, .epi = direct_rows, .epi_ctx = &de};
   /* the micro-kernel drops the padding columns as it stores the outputs: no second pass over the sums */
   primc_gemm_store gs = {c->bias, c->bias_stride, c->res, c->lo, c->hi, d.wph, ow, c->y, oh * ow};
-  if (!c->silu) g.store = &gs, g.epi = NULL;
+  if (!c->act) g.store = &gs, g.epi = NULL;
   return primc_sgemm_run(&g);
 }
 
@@ -276,12 +276,12 @@ static int gemm_groups(const cv_call *k, int path) {
       const float *xg = k->x + (n * p->c + g * cg) * p->h * p->w, *wg = path == GP_PANELS ? NULL : w + g * og * kk;
       int64_t yoff = (n * p->o + g * og) * P;
       epi_ctx c = {e->bias ? e->bias + g * og * e->bias_stride : NULL, e->bias_stride, e->res ? e->res + yoff : NULL,
-                   y + yoff, e->lo, e->hi, e->silu};
+                   y + yoff, e->lo, e->hi, e->act};
       primc_gemm gm = {.M = og, .N = P, .K = kk, .a = wg, .lda = kk, .a_packed_mr = p->w_packed_mr, .c = acc + yoff,
                        .ldc = P, .epi = epi, .epi_ctx = &c};
       /* the micro-kernel adds bias and residual and clamps as it stores, when the sums go to y itself */
       primc_gemm_store gs = {c.bias, c.bias_stride, c.res, e->lo, e->hi, 0, 0, NULL, 0};
-      if (epi && acc == y && !e->silu) gm.store = &gs, gm.epi = NULL;
+      if (epi && acc == y && !e->act) gm.store = &gs, gm.epi = NULL;
       col_src s = {p, xg, oh, ow, cv_use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
       int st;
       if (path == GP_PANELS) { /* the epilogue writes y from C^T in col */

@@ -321,7 +321,7 @@ int primc_cv_lanes_loop_run(const cv_call *k) {
   const primc_conv_epi *e = k->e;
   const float *w = k->w;
   int64_t oh = k->oh, ow = k->ow, P = oh * ow, kk = p->c * p->kh * p->kw;
-  epi_ctx ec = {.lo = e->lo, .hi = e->hi, .silu = e->silu};
+  epi_ctx ec = {.lo = e->lo, .hi = e->hi, .act = e->act};
   for (int64_t n = 0; n < p->n; n++)
     for (int64_t o = 0; o < p->o; o++) {
       const float *wo = w + (o / DL_NR) * kk * DL_NR + o % DL_NR;

@@ -23,7 +23,7 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
 pwl_store(const dwl_src *s, __m512 *a, float *dst, const int NB) {
 #pragma GCC unroll 16
   for (int b = 0; b < NB; b++) {
-    __m512 v = s->silu ? cv_silu512(a[b]) : a[b];
+    __m512 v = s->act ? cv_act512(s->act, a[b]) : a[b];
     _mm512_storeu_ps(dst + b * 16, _mm512_min_ps(s->hi, _mm512_max_ps(s->lo, v)));
   }
 }
@@ -150,7 +150,7 @@ __attribute__((target("avx512f"))) static void then_dw_range(void *ctx, int64_t 
     dwl_src src = {.make = cv_is_pointwise(pw) ? pwl_row : cl_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w,
                    .nch = nch, .first = pw, .k = K, .wt = wt,
                    .bias = _mm512_loadu_ps(bias), .lo = _mm512_set1_ps(e1->lo), .hi = _mm512_set1_ps(e1->hi),
-                   .silu = e1->silu};
+                   .act = e1->act};
     primc_cv_dwl_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
   }
 }

@@ -868,13 +868,20 @@ PC_TEST(codegen_gemv_constant_weights_packed) {
   pc_graph_free(g);
 }
 
-/* conv (+ per-channel bias) (+ residual) + ReLU6 in one group: the conv call runs the epilogue itself.
- * const_w: the weights are constants, packed at compile time (128 channels: Winograd, strips or panels) */
+/* conv (+ per-channel bias) (+ residual) (+ act) + ReLU6 in one group: the conv call runs the epilogue itself.
+ * const_w: the weights are constants, packed at compile time (128 channels: Winograd, strips or panels).
+ * act: ACT_SILU, ACT_GELU (the ONNX composite's form), ACT_GELU_DIV (PyTorch's export), ACT_NEAR_GELU (erf of
+ * s * 0.7: not GELU, not fused) */
+enum { ACT_NONE, ACT_SILU, ACT_GELU, ACT_GELU_DIV, ACT_NEAR_GELU };
 typedef struct conv_epi_case {
   int64_t n, groups, ch;
-  int silu, bias, res, const_w;
+  int act, bias, res, const_w;
   const char *want;
 } conv_epi_case;
+
+static pc_value *mul_c(pc_graph *g, pc_value *y, double c) {
+  return pc_mul(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, c), y->type.rank, y->type.dims));
+}
 
 static void conv_epilogue_case(conv_epi_case t) {
   pc_graph *g = pc_graph_new();
@@ -901,14 +908,21 @@ static void conv_epilogue_case(conv_epi_case t) {
   if (b) y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, od, (int64_t[]){1}));
   if (t.bias == 2) y = pc_add(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od)); /* a bias of zeros */
   if (r) y = pc_add(g, r, y);
-  if (t.silu) y = pc_mul(g, y, pc_sigmoid(g, y)); /* EfficientNet's SiLU */
+  if (t.act == ACT_SILU) y = pc_mul(g, y, pc_sigmoid(g, y)); /* EfficientNet's SiLU */
+  pc_value *one = pc_broadcast_to(g, pc_scalar(g, PC_f32, 1), 4, od);
+  if (t.act == ACT_GELU || t.act == ACT_NEAR_GELU)
+    y = pc_mul(g, mul_c(g, y, 0.5), pc_add(g, pc_erf(g, mul_c(g, y, t.act == ACT_GELU ? M_SQRT1_2 : 0.7)), one));
+  if (t.act == ACT_GELU_DIV) {
+    pc_value *q = pc_div(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, M_SQRT2), 4, od));
+    y = mul_c(g, pc_mul(g, y, pc_add(g, one, pc_erf(g, q))), 0.5);
+  }
   y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
   y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
   group_from(g, n0, 0);
   pc_output_add(g, y);
   char *buf = pc_test_kernels_text(g);
-  CHECK_MSG((strstr(buf, "in the call") != NULL) == (t.want != NULL), "n=%lld groups=%lld:\n%s", (long long)t.n,
-            (long long)t.groups, buf);
+  CHECK_MSG((strstr(buf, "in the call") != NULL) == (t.want != NULL), "n=%lld groups=%lld act %d:\n%s", (long long)t.n,
+            (long long)t.groups, t.act, buf);
   free(buf);
   check_graph(g, (range){-1, 1}, "conv epilogue");
   pc_graph_free(g);
@@ -938,6 +952,12 @@ PC_TEST(codegen_conv_epilogue) {
   conv_epilogue_case((conv_epi_case){1, 1, 128, 0, 0, 0, 1, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 1, 128, 1, 1, 1, 1, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 2, 64, 0, 1, 0, 1, "in the call"}); /* grouped: strips */
+  /* GELU (erf) as ONNX's composite and as PyTorch's export write it; erf of s * 0.7 stays a loop of its own */
+  conv_epilogue_case((conv_epi_case){1, 1, 6, ACT_GELU, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 1, 6, ACT_GELU_DIV, 1, 0, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 20, 20, ACT_GELU, 1, 1, 0, "in the call"}); /* depthwise in the lanes */
+  conv_epilogue_case((conv_epi_case){1, 1, 128, ACT_GELU_DIV, 1, 1, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 1, 6, ACT_NEAR_GELU, 1, 0, 0, NULL});
 }
 
 /* conv (fk x fk / fs, constant weights) + bias + ReLU6, then a depthwise conv of its result + bias +

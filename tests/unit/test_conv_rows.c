@@ -18,8 +18,9 @@ static float *rand_floats(int64_t n) {
   return p;
 }
 
-/* the epilogues a shape is run with (by its index): none; bias, residual and ReLU6; bias, SiLU, clamp */
-enum { EPI_NONE, EPI_RES_RELU6, EPI_SILU, EPI_KINDS };
+/* the epilogues a shape is run with (by its index): none; bias, residual and ReLU6; bias, SiLU, clamp; bias,
+ * residual, GELU (erf), clamp */
+enum { EPI_NONE, EPI_RES_RELU6, EPI_SILU, EPI_RES_GELU, EPI_KINDS };
 
 /* y = epilogue(sum over the taps inside x), in double, by the definition: no code under test */
 static void ref_conv(const primc_conv2d *p, const float *x, const float *w, const float *bias, const float *res,
@@ -45,6 +46,10 @@ static void ref_conv(const primc_conv2d *p, const float *x, const float *w, cons
           if (epi == EPI_SILU) {
             double v = acc + bias[o];
             acc = fmin(fmax(v / (1.0 + exp(-v)), -0.25), 6.0);
+          }
+          if (epi == EPI_RES_GELU) {
+            double v = acc + bias[o] + res[at];
+            acc = fmin(fmax(0.5 * v * (1.0 + erf(v / sqrt(2.0))), -0.1), 5.0);
           }
           y[at] = acc;
         }
@@ -128,7 +133,8 @@ static int run_one(int row, int s, int want_row) {
   }
   primc_conv_epi e = {NULL, 0, NULL, -INFINITY, INFINITY, 0};
   if (epi == EPI_RES_RELU6) e = (primc_conv_epi){bias, 1, res, 0.0f, 6.0f, 0};
-  if (epi == EPI_SILU) e = (primc_conv_epi){bias, 1, NULL, -0.25f, 6.0f, 1};
+  if (epi == EPI_SILU) e = (primc_conv_epi){bias, 1, NULL, -0.25f, 6.0f, PRIMC_ACT_SILU};
+  if (epi == EPI_RES_GELU) e = (primc_conv_epi){bias, 1, res, -0.1f, 5.0f, PRIMC_ACT_GELU};
   for (int64_t i = 0; i < ny; i++) y[i] = NAN; /* an output the row leaves unwritten fails */
   int ok = CHECK_INT(primc_conv_plan_pack(p, &plan, w, wp), PRIMC_OK);
   int st = primc_conv_run(p, &plan, x, wp, &e, y, spare, col);
