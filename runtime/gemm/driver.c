@@ -247,11 +247,15 @@ static void run_item(job *j, int64_t item, int64_t last_item, float *buf) {
       int64_t m0 = strip_row(j, s), mr = strip_row(j, s + 1) - m0, per = cdiv(share.pf_n, p1 - p0);
       strip_a(j, m0, mr, k0, kc, p1 - p0 >= PACK_A_PANELS || j->koff, &g, abuf);
       g.pfd = j->direct && s == s0 ? DIRECT_PF_PANELS * NR * (int64_t)sizeof(float) : 0;
+      /* the strip that reads a block of prepacked B first (nothing prefetched it) pulls the next panel as it goes,
+       * unless it is the only strip (a GEMV streams its panels in order) */
+      int ahead = j->bs.packed && !share.pf && s == s0 && s1 - s0 > 1;
       for (int64_t p = p0; p < p1; p++) {
         g.b = bb + (p - p0) * pstep;
         g.nr = (int)min64(NR, j->N - p * NR);
         int64_t done = min64(share.pf_n, (p - p0) * per); /* this call's lines */
         g.pf = share.pf ? share.pf + 64 * done : NULL, g.pf_n = min64(per, share.pf_n - done);
+        if (ahead && p + 1 < p1) g.pf = (const char *)(g.b + pstep), g.pf_n = min64(kc, pstep * (int64_t)sizeof(float) / 64);
         run_tile(j, &g, m0, mr, p, last);
       }
       g.pf = NULL, g.pf_n = 0;
