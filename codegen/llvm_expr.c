@@ -275,12 +275,9 @@ FINTR(round, "llvm.roundeven")
 FLIBM(log1p)
 FLIBM(expm1)
 FLIBM(tan)
-/* erf on f32, vectorizable: |x| < 1: x * P(x^2); 1 <= |x| < 4: 1 - e^(-x^2) * Q(1/x);
- * beyond, +-1. P (degree 6) and Q (degree 10) were least-squares fits to erf(x)/x and
- * erfc(x) e^(x^2) in double precision, made for primc; within 3 ulp of the exact erf */
+/* erf on f32, vectorizable: primc_rt.h's PRIMC_ERF_P and PRIMC_ERF_Q, both branches computed */
 static LLVMValueRef fast_erff(lctx *L, LLVMValueRef x) {
-  static const double p[7] = {8.00618654e-05, -0.000805356714, 0.00519293966, -0.0268560611, 0.112836346, -0.376126289, 1.12837923};
-  static const double q[11] = {-0.0367993936, 0.255393296, -0.783952355, 1.37965894, -1.47681844, 0.865867436, -0.05309375, -0.290376276, 0.0040775938, 0.563594103, 3.24047032e-05};
+  static const double p[7] = {PRIMC_ERF_P}, q[11] = {PRIMC_ERF_Q};
   LLVMTypeRef f = L->f32;
   LLVMValueRef ax = lv_intrinsic(L, "llvm.fabs", f, &x, 1), x2 = LLVMBuildFMul(L->b, ax, ax, "");
   LLVMValueRef small = LLVMBuildFMul(L->b, ax, horner(L, p, 7, x2), "");

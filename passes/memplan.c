@@ -60,25 +60,28 @@ typedef struct liveness {
  * apart). Its life is extended to the depthwise conv's kernel; a chain that does not pair costs a little
  * workspace. */
 static void extend_for_pairs(const pc_graph *g, liveness *L) {
-  int *readers = calloc((size_t)g->n_values + 1, sizeof(int));
-  if (!readers) return;
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) readers[g->nodes[i]->in[k]->id]++;
+  /* readers of each value; the input of each group's conv (a group holds one contraction: fuse.c) */
+  int *readers = calloc((size_t)g->n_values + 1, sizeof(int)), *conv_in = malloc(sizeof(int) * (size_t)(g->n_groups + 1));
+  if (!readers || !conv_in) return free(readers), free(conv_in);
+  for (int k = 0; k < g->n_groups; k++) conv_in[k] = -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    for (int k = 0; !n->dead && k < n->n_in; k++) readers[n->in[k]->id]++;
+    if (!n->dead && n->op == PC_OP_conv && n->group >= 0 && n->group < g->n_groups) conv_in[n->group] = n->in[0]->id;
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     const pc_node *b = g->nodes[i];
     if (b->dead || b->op != PC_OP_conv || b->n_in < 2 || b->in[0]->type.rank < 3) continue;
     const pc_value *mid = b->in[0];
     int64_t ch = mid->type.dims[1];
     const pc_node *prod = mid->producer;
-    if (pc_attr_int(b, "groups", 1) != ch || ch < 2 || !prod || prod->group < 0 || readers[mid->id] != 1) continue;
-    for (int j = 0; j < g->n_nodes; j++) {
-      const pc_node *a = g->nodes[j];
-      if (a->dead || a->op != PC_OP_conv || a->group != prod->group) continue;
-      int x = a->in[0]->id;
-      if (L->last[x] >= 0 && L->last[x] < L->step[i]) L->last[x] = L->step[i];
-    }
+    if (pc_attr_int(b, "groups", 1) != ch || ch < 2 || !prod || prod->group < 0 || prod->group >= g->n_groups ||
+        readers[mid->id] != 1)
+      continue;
+    int x = conv_in[prod->group];
+    if (x >= 0 && L->last[x] >= 0 && L->last[x] < L->step[i]) L->last[x] = L->step[i];
   }
-  free(readers);
+  free(readers), free(conv_in);
 }
 
 static int liveness_build(const pc_graph *g, liveness *L) {

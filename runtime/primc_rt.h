@@ -651,6 +651,13 @@ typedef struct primc_conv_epi {
 /* a conv epilogue's activation: SiLU x sigmoid(x) (EfficientNet), GELU x/2 (1 + erf(x / sqrt 2)) (wav2vec,
  * Whisper's conv stem) */
 enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_COUNT };
+/* erf on f32 as codegen's vectorized erf and the conv epilogue's compute it: |x| < 1: x P(x^2); 1 <= |x| < 4:
+ * 1 - e^(-x^2) Q(1/x); beyond, +-1. P (degree 6) and Q (degree 10), highest power first, were least-squares
+ * fits to erf(x)/x and erfc(x) e^(x^2) in double precision, made for primc; within 3 ulp of the exact erf */
+#define PRIMC_ERF_P 8.00618654e-05, -0.000805356714, 0.00519293966, -0.0268560611, 0.112836346, -0.376126289, 1.12837923
+#define PRIMC_ERF_Q                                                                                             \
+  -0.0367993936, 0.255393296, -0.783952355, 1.37965894, -1.47681844, 0.865867436, -0.05309375, -0.290376276,  \
+      0.0040775938, 0.563594103, 3.24047032e-05
 float primc_conv_act(int act, float v);
 int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
                          float *spare, float *col);

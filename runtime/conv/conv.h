@@ -118,13 +118,9 @@ __attribute__((target("avx512f"))) static inline __m512 cv_silu512(__m512 v) {
   return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), cv_exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
 }
 
-/* erf to a few ulp, as codegen's vectorized erf: |x| < 1 x P(x^2), 1 <= |x| < 4 1 - e^(-x^2) Q(1/x), else +-1
- * (P and Q are codegen/llvm_expr.c's fits) */
+/* erf to a few ulp, as codegen's vectorized erf computes it (primc_rt.h's PRIMC_ERF_P and PRIMC_ERF_Q) */
 __attribute__((target("avx512f"))) static inline __m512 cv_erf512(__m512 x) {
-  static const float p[7] = {8.00618654e-05f, -0.000805356714f, 0.00519293966f, -0.0268560611f, 0.112836346f,
-                             -0.376126289f, 1.12837923f};
-  static const float q[11] = {-0.0367993936f, 0.255393296f, -0.783952355f, 1.37965894f, -1.47681844f, 0.865867436f,
-                              -0.05309375f, -0.290376276f, 0.0040775938f, 0.563594103f, 3.24047032e-05f};
+  static const float p[7] = {PRIMC_ERF_P}, q[11] = {PRIMC_ERF_Q};
   __m512 ax = _mm512_abs_ps(x), one = _mm512_set1_ps(1.0f), x2 = _mm512_mul_ps(ax, ax);
   __m512 ps = _mm512_set1_ps(p[0]);
   for (int i = 1; i < 7; i++) ps = _mm512_fmadd_ps(ps, x2, _mm512_set1_ps(p[i]));

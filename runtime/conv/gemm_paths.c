@@ -246,8 +246,7 @@ static int64_t windows_floats(const primc_conv2d *p, int64_t ow) { return (ow - 
 
 /* xp[i] = x[i - pad_l] inside x, else 0, for i < n */
 static void windows_pad(const primc_conv2d *p, const float *x, int64_t n, float *xp) {
-  int64_t lo = p->pad_l < n ? p->pad_l : n, hi = p->pad_l + p->w < n ? p->pad_l + p->w : n;
-  if (hi < lo) hi = lo;
+  int64_t lo = p->pad_l < n ? p->pad_l : n, hi = p->pad_l + p->w < n ? p->pad_l + p->w : n; /* lo <= hi: w > 0 */
   memset(xp, 0, (size_t)lo * sizeof(float));
   if (hi > lo) memcpy(xp + lo, x + (lo - p->pad_l), (size_t)(hi - lo) * sizeof(float));
   memset(xp + hi, 0, (size_t)(n - hi) * sizeof(float));
