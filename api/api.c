@@ -452,7 +452,7 @@ primc_status primc_model_set_matmul_precision(primc_model *m, const char *precis
 }
 
 primc_status primc_model_set_autocast(primc_model *m, const char *autocast) {
-  return set_choice(m, m ? &m->autocast : NULL, pc_autocast_parse, autocast, "autocast", "bf16 or none");
+  return set_choice(m, m ? &m->autocast : NULL, pc_autocast_parse, autocast, "autocast", "bf16, fp16 or none");
 }
 
 primc_status primc_model_set_autotune_cache(primc_model *m, const char *path) {

@@ -21,7 +21,7 @@ static const struct pc_backend {
 pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
   if (pc_output_check(g, opts) != PC_OK) return g->status;
-  if ((g->matmul_precision != PC_MATMUL_HIGHEST || g->autocast != PC_AUTOCAST_NONE) &&
+  if ((g->matmul_precision != PC_MATMUL_HIGHEST || g->autocast == PC_AUTOCAST_BF16) &&
       (opts->triple || opts->target != PC_TARGET_CPU))
     return pc_fail(g, PC_ERR_UNSUPPORTED, "%s %s: only host CPU code has bf16 contractions (not %s)",
                    g->autocast ? "autocast" : "matmul precision",

@@ -269,7 +269,25 @@ static int match_clamp(conv_epi *e, const kir_expr *x) {
   return match_act(e, x);
 }
 
-/* k (the loop kernel right after conv call c) as clamp(conv + bias + res); 0 when it is anything else */
+/* x is exact in f16 (infinities included): a clamp bound that commutes with rounding to f16 */
+static int f16_exact(double x) {
+  if (isinf(x)) return 1;
+  int e;
+  double m = frexp(fabs(x), &e); /* x = m 2^e, 1/2 <= m < 1 */
+  if (x == 0) return 1;
+  if (e > 16) return 0;
+  double q = ldexp(m, e < -13 ? 24 + e : 11); /* 11 significant bits, fewer below f16's normal range */
+  return e >= -23 && q == floor(q);
+}
+
+/* the value under f32(f16(v)) (--autocast fp16's rounding of an activation), or NULL */
+static const kir_expr *f16_rounded(const kir_expr *x) {
+  if (x->kind != KE_CONVERT || x->dtype != PC_f32 || x->args[0]->kind != KE_CONVERT || x->args[0]->dtype != PC_f16) return NULL;
+  return x->args[0]->args[0]->dtype == PC_f32 ? x->args[0]->args[0] : NULL;
+}
+
+/* k (the loop kernel right after conv call c) as clamp(conv + bias + res), or that rounded to f16 (act F16, when
+ * no other activation is there and the bounds are f16 values); 0 when it is anything else */
 static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const kir_kernel *k, conv_epi *e) {
   const int64_t *q = c->params;
   /* f32, 2 spatial dims (rank 4) or 1 (rank 3, run as 2-D of height 1), no input dilation: what
@@ -287,7 +305,10 @@ static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const 
   }
   for (int d = 0; d < rank; d++) total *= od[d];
   if (n != total || !map_is(&k->stores[0].map, e->cstride, k->n_loops, 0)) return 0;
-  if (!match_clamp(e, k->stores[0].value) || e->conv_buf >= 0) return 0;
+  const kir_expr *v = k->stores[0].value, *r = f16_rounded(v);
+  if (!match_clamp(e, r ? r : v) || e->conv_buf >= 0) return 0;
+  if (r && (e->act || !f16_exact(e->lo) || !f16_exact(e->hi))) return 0;
+  if (r) e->act = PRIMC_ACT_F16;
   int y = k->stores[0].buf, x = c->args[1];
   /* y must not be written over the conv's input while the conv reads it; the bias is read throughout */
   return !bufs_overlap(p, y, x) && !(e->bias >= 0 && bufs_overlap(p, y, e->bias));

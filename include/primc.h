@@ -143,8 +143,9 @@ primc_status primc_model_set_autotune_cache(primc_model *m, const char *path);
  * Host CPU code only (AMX or AVX512-BF16 where the CPU has them, a portable kernel elsewhere); compiling for
  * another target with high or medium fails UNSUPPORTED */
 primc_status primc_model_set_matmul_precision(primc_model *m, const char *precision);
-/* torch.autocast for compiled host code: "bf16" runs MatMul/Gemm (as "medium" above) and Conv on bf16 operands
- * with f32 sums, everything else in f32; "none" (the default) leaves them f32 */
+/* torch.autocast: "bf16" (compiled host code) runs MatMul/Gemm (as "medium" above) and Conv on bf16 operands
+ * with f32 sums, everything else in f32; "fp16" (any target) runs MatMul/Gemm/Conv with a weight on both
+ * operands rounded to f16, f32 sums and results; "none" (the default) leaves them f32 */
 primc_status primc_model_set_autocast(primc_model *m, const char *autocast);
 /* where libprimc_rt.a is, to link executables and shared libraries; NULL (default): libprimc.so's
  * own directory */

@@ -234,7 +234,7 @@ struct pc_graph {
   int matmul_precision; /* a pc_matmul_precision: how compiled host code runs f32 contractions */
   int run_time_dims;    /* built for codegen's run-time dims (codegen/dynamic.c): passes keep every decision
                            independent of the dims' values (constfold materializes no broadcast) */
-  int autocast;         /* a pc_autocast: contractions (dots and convs) on bf16 operands in compiled host code */
+  int autocast;         /* a pc_autocast: contractions (dots and convs) on bf16 or f16 operands */
   int foreign_cpu;      /* compiled for another CPU (--triple): passes that would ask this CPU what pays (the
                            attention planner) decide as for a CPU with no vector rows of its own */
   /* a training step (passes/train.c): the last n_state inputs are state (the model's n_state_weights weights
@@ -286,10 +286,11 @@ typedef enum pc_matmul_precision {
 const char *pc_matmul_precision_name(int p); /* "highest", "high", "medium"; "?" */
 int pc_matmul_precision_parse(const char *s); /* -1 when s is none of the names */
 
-/* torch.autocast's choice for compiled host code: NONE, or BF16: f32 dot_generals and convs on bf16
- * operands with f32 sums (dots as matmul precision MEDIUM), everything else f32. */
-typedef enum pc_autocast { PC_AUTOCAST_NONE = 0, PC_AUTOCAST_BF16, PC_AUTOCAST_COUNT } pc_autocast;
-const char *pc_autocast_name(int a);  /* "none", "bf16"; "?" */
+/* torch.autocast's choice: NONE; BF16 (compiled host code): f32 dot_generals and convs on bf16 operands with f32
+ * sums (dots as matmul precision MEDIUM), everything else f32; FP16 (passes/autocast.c, any target): f32
+ * dot_generals and convs with a weight operand read both operands rounded to f16, f32 sums and results. */
+typedef enum pc_autocast { PC_AUTOCAST_NONE = 0, PC_AUTOCAST_BF16, PC_AUTOCAST_FP16, PC_AUTOCAST_COUNT } pc_autocast;
+const char *pc_autocast_name(int a);  /* "none", "bf16", "fp16"; "?" */
 int pc_autocast_parse(const char *s); /* -1 when s is neither */
 
 pc_graph *pc_graph_new(void);

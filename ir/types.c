@@ -311,7 +311,7 @@ int pc_matmul_precision_parse(const char *s) {
   return -1;
 }
 
-static const char *const autocasts[PC_AUTOCAST_COUNT] = {"none", "bf16"};
+static const char *const autocasts[PC_AUTOCAST_COUNT] = {"none", "bf16", "fp16"};
 
 const char *pc_autocast_name(int a) { return a >= 0 && a < PC_AUTOCAST_COUNT ? autocasts[a] : "?"; }
 

@@ -81,6 +81,7 @@ pc_status pc_pipeline_run(pc_graph *g, const pc_pipeline_opts *opts) {
   int rounds = level >= 2 ? MAX_ROUNDS : 1;
   /* before the cleanup rounds, so constant folding converts narrow weights once */
   pc_status s = run_one(g, "qdq", opts, verify); /* before folding turns the dequantized weights into f32 */
+  if (s == PC_OK) s = run_one(g, "autocast", opts, verify); /* its converts are widen's to leave alone */
   if (s == PC_OK) s = run_one(g, "widen", opts, verify);
   for (int r = 0; s == PC_OK && r < rounds; r++) {
     uint64_t before = fingerprint(g);

@@ -649,8 +649,9 @@ typedef struct primc_conv_epi {
   int act; /* PRIMC_ACT_*: applied to the sum before the clamp */
 } primc_conv_epi;
 /* a conv epilogue's activation: SiLU x sigmoid(x) (EfficientNet), GELU x/2 (1 + erf(x / sqrt 2)) (wav2vec,
- * Whisper's conv stem) */
-enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_COUNT };
+ * Whisper's conv stem), F16: x rounded to the nearest f16 (ties to even) and back (--autocast fp16's rounded
+ * activations; rounding is monotone, so with f16 bounds it commutes with the clamp applied after it) */
+enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_F16, PRIMC_ACT_COUNT };
 /* erf on f32 as codegen's vectorized erf and the conv epilogue's compute it: |x| < 1: x P(x^2); 1 <= |x| < 4:
  * 1 - e^(-x^2) Q(1/x); beyond, +-1. P (degree 6) and Q (degree 10), highest power first, were least-squares
  * fits to erf(x)/x and erfc(x) e^(x^2) in double precision, made for primc; within 3 ulp of the exact erf */

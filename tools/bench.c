@@ -42,7 +42,7 @@ static const char *bench_help =
     "  --dim NAME=N        fix a symbolic dim\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n"
     "  --matmul-precision highest|high|medium  as for compile (loosen --rtol for medium)\n"
-    "  --autocast bf16     as for compile (loosen --rtol)\n";
+    "  --autocast bf16|fp16  as for compile (loosen --rtol)\n";
 
 typedef struct bench_opts {
   const char *model, *target, *keep, *weights;

@@ -140,7 +140,7 @@ int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
   if (transform_option(a) >= 0) return transform_option_set(m, transform_option(a), a, v);
   if (cast) {
     if ((m->autocast = pc_autocast_parse(v)) < 0)
-      return fprintf(stderr, "primc: bad --autocast '%s' (expected bf16 or none; fp16 has no kernels yet)\n", v), -1;
+      return fprintf(stderr, "primc: bad --autocast '%s' (expected bf16, fp16 or none)\n", v), -1;
     return 1;
   }
   if (prec) {

@@ -51,6 +51,8 @@ static const char *compile_help =
     "                      (host CPU code; AMX or AVX512-BF16 where the CPU has them)\n"
     "  --autocast bf16     torch.autocast's contractions: MatMul/Gemm (as medium) and Conv on bf16\n"
     "                      operands, f32 sums; everything else f32 (host CPU code)\n"
+    "  --autocast fp16     likewise on f16 operands: MatMul/Gemm/Conv with a weight read both operands\n"
+    "                      rounded to f16 and run on the f32 rows (f32 sums); any target\n"
     "  --grad              compile the model's vector-Jacobian product: after the model's inputs, one\n"
     "                      cotangent grad_OUT per float output; after its outputs, the gradient grad_W of\n"
     "                      every float input and weight (initializer), in that order (`primc inputs\n"
@@ -302,7 +304,8 @@ static int compile_one(const compile_opts *op) {
              spec.probes);
     printf("  matmul precision: %s, autocast: %s (%s)\n", pc_matmul_precision_name(g->matmul_precision),
            pc_autocast_name(g->autocast),
-           g->autocast ? "dots are dot_bf16 calls, convs the bf16_tiles row below"
+           g->autocast == PC_AUTOCAST_BF16   ? "dots are dot_bf16 calls, convs the bf16_tiles row below"
+           : g->autocast == PC_AUTOCAST_FP16 ? "dots and convs with a weight read f16-rounded operands: the f16 converts below"
            : g->matmul_precision == PC_MATMUL_HIGHEST ? "f32 contractions in f32" : "f32 dots are dot_bf16 calls below");
     char *mem = pc_memplan_report(g);
     if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);

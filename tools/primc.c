@@ -243,7 +243,7 @@ static const char *dump_help =
     "  --dim NAME=N        fix a symbolic dim\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy)\n"
     "  --matmul-precision P  with --kernels: the f32 contractions as compile's option makes them\n"
-    "  --autocast bf16     with --kernels: likewise\n"
+    "  --autocast bf16|fp16  with --kernels: likewise\n"
     "  --grad, --jvp, --train, --vmap NAME=B  the graph of the model's vector-Jacobian product,\n"
     "                      Jacobian-vector product, training step, batched form (as compile's options)\n";
 

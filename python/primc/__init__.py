@@ -201,7 +201,8 @@ def compile_file(model, output, emit="exe", dims=None, opt_level=3, target="cpu"
     + its header), llvm, asm or cuda; target cpu or cuda (NVRTC at compile time, the driver at run time only);
     autotune: conv rows timed here, cached per CPU model (`primc compile --autotune`); matmul_precision:
     "highest" (f32), "high" or "medium" (bf16 contractions, as torch.set_float32_matmul_precision); autocast: "bf16"
-    (MatMul/Gemm and Conv on bf16 operands, f32 sums, the rest f32) or "none"; grad, jvp, vmap, train: the
+    (MatMul/Gemm and Conv on bf16 operands, f32 sums, the rest f32), "fp16" (the same with a weight on f16-rounded
+    operands) or "none"; grad, jvp, vmap, train: the
     graph transforms, as compile() takes them. Returns output."""
     if emit not in EMIT:
         raise Error(f"emit {emit!r} is not one of {', '.join(EMIT)}", "usage")
@@ -226,7 +227,7 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
     profile: time every kernel, read back with Module.profile();
     matmul_precision: "highest" (f32, default), "high" or "medium" (bf16 contractions, f32 sums), as
     torch.set_float32_matmul_precision; autocast: "bf16" (MatMul/Gemm and Conv on bf16 operands, f32 sums, the
-    rest f32) or "none";
+    rest f32), "fp16" (the same with a weight on f16-rounded operands) or "none";
     grad=True: the module computes the vector-Jacobian product (it takes a cotangent per float output after the
     inputs and returns a gradient per float input and weight after the outputs); jvp=True: the Jacobian-vector
     product (tangents per float input, tangents of the outputs); vmap={"x": 8}: x takes a leading batch dim;

@@ -343,8 +343,13 @@ def test_matmul_precision_medium_is_bf16_and_close():
         primc.compile(model, matmul_precision="low")
     auto = float(np.abs(primc.compile(model, autocast="bf16")(x) - ref).max() / np.abs(ref).max())
     assert 1e-4 < auto < 3e-2, auto
-    with pytest.raises(primc.Error, match="not bf16 or none"):
-        primc.compile(model, autocast="fp16")
+    # fp16: exactly the product of f16-rounded operands, summed in f32
+    ref16 = x.astype(np.float16).astype(np.float64) @ w.astype(np.float16).astype(np.float64)
+    got16 = primc.compile(model, autocast="fp16")(x)
+    assert float(np.abs(got16 - ref16).max() / np.abs(ref16).max()) < 1e-5
+    assert 1e-4 < float(np.abs(got16 - ref).max() / np.abs(ref).max()) < 3e-2
+    with pytest.raises(primc.Error, match="not bf16, fp16 or none"):
+        primc.compile(model, autocast="fp32")
 
 
 def test_grad_module_matches_torch_autograd():

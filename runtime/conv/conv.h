@@ -3,6 +3,7 @@
 #define PRIMC_CONV_INTERNAL_H
 
 #include "runtime/primc_rt.h"
+#include "runtime/kernels.h"
 
 #if PRIMC_X86
 #include "runtime/avx512.h"
@@ -89,7 +90,10 @@ static inline float cv_clampf(float v, float lo, float hi) { return v < lo ? lo 
 static inline float cv_siluf(float v) { return v / (1.0f + expf(-v)); }
 /* the activation act (PRIMC_ACT_*) of v */
 static inline float cv_actf(int act, float v) {
-  return act == PRIMC_ACT_SILU ? cv_siluf(v) : act == PRIMC_ACT_GELU ? 0.5f * v * (1.0f + erff(v * 0.70710678f)) : v;
+  return act == PRIMC_ACT_SILU   ? cv_siluf(v)
+         : act == PRIMC_ACT_GELU ? 0.5f * v * (1.0f + erff(v * 0.70710678f))
+         : act == PRIMC_ACT_F16  ? f16_to_f32(f32_to_f16(v))
+                                 : v;
 }
 
 /* y[n] = clamp(act(c[n] + b + res[n])); NaN stays NaN (one out-of-line copy: inlined into its callers'
@@ -138,6 +142,7 @@ __attribute__((target("avx512f"))) static inline __m512 cv_erf512(__m512 x) {
 /* the activation act (PRIMC_ACT_*) of v */
 __attribute__((target("avx512f"))) static inline __m512 cv_act512(int act, __m512 v) {
   if (act == PRIMC_ACT_SILU) return cv_silu512(v);
+  if (act == PRIMC_ACT_F16) return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   if (act != PRIMC_ACT_GELU) return v;
   __m512 h = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
   return _mm512_fmadd_ps(h, cv_erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678f))), h);

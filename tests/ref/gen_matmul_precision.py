@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # tests/ref/gen_matmul_precision.py: an f32 model for --matmul-precision (issue 20) with a float64 numpy reference:
 # MatMuls on constant weights (packed at compile time), a Gemm with transB (a transposed constant), and a large
-# product of two activations (its B packed on every call). Writes OUT/{model.onnx, in0.npy, in1.npy, ref0.npy ...}.
+# product of two activations (its B packed on every call). Writes OUT/{model.onnx, in0.npy, in1.npy, ref0.npy ...}
+# and, for --autocast fp16, f16_ref0.npy ...: the same in float64 on operands rounded to f16 where a contraction has
+# a weight (torch.autocast's fp16 products with f32 sums; the product of two activations stays f32).
 # Usage: gen_matmul_precision.py OUT
 import os
 import sys
@@ -46,6 +48,17 @@ np.save(os.path.join(out, "ref0.npy"), r @ w2)
 np.save(os.path.join(out, "ref1.npy"), xd.reshape(80, 300) @ w3.astype(np.float64).T + c3)
 np.save(os.path.join(out, "ref2.npy"), ud @ ud.transpose(0, 2, 1))
 
+
+def f16(v):
+    """float64 of v rounded to float16 (round to nearest even, as a convert)"""
+    return np.asarray(v).astype(np.float16).astype(np.float64)
+
+
+r16 = np.maximum(f16(xd) @ f16(w1) + b1, 0)
+np.save(os.path.join(out, "f16_ref0.npy"), f16(r16) @ f16(w2))
+np.save(os.path.join(out, "f16_ref1.npy"), f16(xd.reshape(80, 300)) @ f16(w3).T + c3)
+np.save(os.path.join(out, "f16_ref2.npy"), ud @ ud.transpose(0, 2, 1))
+
 # --autocast bf16: a batch of 200 images through a conv the bf16 row takes (128 -> 128 channels, 3x3: deep sums into
 # many channels), one it leaves f32 (8 -> 128), global average pool and a classifier Gemm; OUT/cnn/.
 cnn = os.path.join(out, "cnn")
@@ -86,3 +99,6 @@ np.save(os.path.join(cnn, "in0.npy"), x)
 r1 = np.maximum(conv3x3(x.astype(np.float64), k1, c1), 0)
 r2 = np.maximum(conv3x3(r1, k2, c2), 0)
 np.save(os.path.join(cnn, "ref0.npy"), r2.mean(axis=(2, 3)) @ wf.astype(np.float64).T + bf)
+r1 = np.maximum(conv3x3(f16(x), f16(k1), c1), 0)
+r2 = np.maximum(conv3x3(f16(r1), f16(k2), c2), 0)
+np.save(os.path.join(cnn, "f16_ref0.npy"), f16(r2.mean(axis=(2, 3))) @ f16(wf).T + bf)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/suites/precision.sh: f16 and bf16 models (issue 20) compiled and interpreted against float64 numpy
 # references (tests/ref/gen_lowp.py), and their contractions run by the f32 GEMM and conv rows, not elementwise;
-# --matmul-precision's three settings and --autocast bf16 against float64 (tests/ref/gen_matmul_precision.py);
+# --matmul-precision's three settings and --autocast bf16 and fp16 against float64 (tests/ref/gen_matmul_precision.py);
 # integer dots (MatMulInteger, DynamicQuantizeLinear, QLinearMatMul, quantize_dynamic's models) on the int8 GEMM
 # against numpy and ONNX Runtime (tests/ref/gen_int_dot.py); ONNX Runtime's com.microsoft quantized ops and
 # quantize_static'd (QOperator) zoo models against ONNX Runtime (tests/ref/gen_ms_quant.py);
@@ -79,9 +79,36 @@ else bad "--autocast bf16 CNN" "$(tail -n 3 "$tmp/err")"; fi
   grep -q 'call primc_k_dot_bf16.*autocast bf16' "$tmp/k" &&
   ok "dump --kernels --autocast bf16: the deep conv on the bf16 row, the narrow one f32, the classifier a bf16 dot" ||
   bad "dump --kernels --autocast bf16" "$(grep call "$tmp/k" | head -c 600)"
-"$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp16 -o "$tmp/x" >"$tmp/out" 2>&1
-[ $? = 2 ] && grep -q "bad --autocast 'fp16'" "$tmp/out" && ok "--autocast fp16 is refused (no fp16 kernels yet)" ||
-  bad "--autocast fp16" "$(cat "$tmp/out")"
+# --autocast fp16: contractions with a weight read both operands rounded to f16 and sum in f32; the product of two
+# activations stays f32. Against float64 on f16-rounded operands (f16_ref*.npy): the Gemm on the input and the
+# activation product within f32 rounding; outputs behind a rounded activation within 2e-4 (an f32 value and its
+# float64 reference may round to neighbouring f16s); against the unrounded float64 reference every product with
+# a weight shows f16's rounding (> 1e-4 of max |ref|, within 3e-2), the activation product none
+if "$P" compile "$tmp/mp/model.onnx" --autocast fp16 -o "$tmp/mp_f16" >"$tmp/err" 2>&1 &&
+  "$tmp/mp_f16" "$tmp/mp/in0.npy" "$tmp/mp/in1.npy" -o "$tmp/mp_f16.out" >/dev/null 2>>"$tmp/err" &&
+  "$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp16 -o "$tmp/cnn_f16" >>"$tmp/err" 2>&1 &&
+  "$tmp/cnn_f16" "$tmp/mp/cnn/in0.npy" -o "$tmp/cnn_f16.out" >/dev/null 2>>"$tmp/err" &&
+  python3 - "$tmp/mp" "$tmp/mp_f16.out" "$tmp/cnn_f16.out" >>"$tmp/err" 2>&1 <<'PY'
+import sys, numpy as np
+ref, got, cnn = sys.argv[1], sys.argv[2], sys.argv[3]
+def err(a, b): return float(np.abs(np.load(a) - np.load(b)).max() / np.abs(np.load(b)).max())
+e16 = [err(f"{got}/out{i}.npy", f"{ref}/f16_ref{i}.npy") for i in range(3)] + [err(f"{cnn}/out0.npy", f"{ref}/cnn/f16_ref0.npy")]
+e64 = [err(f"{got}/out{i}.npy", f"{ref}/ref{i}.npy") for i in range(3)] + [err(f"{cnn}/out0.npy", f"{ref}/cnn/ref0.npy")]
+same = float((np.load(f"{cnn}/out0.npy").argmax(1) == np.load(f"{ref}/cnn/ref0.npy").argmax(1)).mean())
+print("errors vs f16 operands:", e16, "vs float64:", e64, "same class", same)
+ok = e16[1] <= 1e-5 and e16[2] <= 1e-5 and e16[0] <= 2e-4 and e16[3] <= 2e-4 and e64[2] <= 1e-5
+ok = ok and all(1e-4 < e64[i] <= 3e-2 for i in (0, 1, 3)) and same >= 0.99
+sys.exit(0 if ok else 1)
+PY
+then ok "--autocast fp16: products with a weight on f16 operands, f32 sums; activation products f32"
+else bad "--autocast fp16" "$(tail -n 3 "$tmp/err")"; fi
+"$P" dump "$tmp/mp/cnn/model.onnx" --kernels --autocast fp16 >"$tmp/k" 2>&1
+[ "$(grep -c 'call primc_k_conv' "$tmp/k")" = 2 ] && ! grep -q 'bf16' "$tmp/k" && grep -q '= f32(f16(' "$tmp/k" &&
+  ok "dump --kernels --autocast fp16: f32 conv rows, activations rounded to f16 in kernels" ||
+  bad "dump --kernels --autocast fp16" "$(grep -E 'call|f16' "$tmp/k" | head -c 600)"
+"$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp32 -o "$tmp/x" >"$tmp/out" 2>&1
+[ $? = 2 ] && grep -q "bad --autocast 'fp32' (expected bf16, fp16 or none)" "$tmp/out" && ok "--autocast fp32 is refused" ||
+  bad "--autocast fp32" "$(cat "$tmp/out")"
 # integer contractions on the int8 GEMM (tests/ref/gen_int_dot.py): MatMulIntegers with a zero point given at run
 # time and with u8 weights' per-column zero points, equal to numpy's int64 sums; a dynamically quantized linear
 # layer, a QLinearMatMul and two MLPs through onnxruntime.quantization.quantize_dynamic (QInt8; QUInt8 per channel),

@@ -59,8 +59,16 @@ static int close_enough(pc_dtype dt, double a, double b) {
   return fabs(a - b) <= tol * (1 + fabs(b));
 }
 
-/* interpreter vs compiled code on random inputs in range r */
-static int check_graph(pc_graph *g, range r, const char *tag) {
+/* a is a value of f16 (11 significant bits, or a multiple of 2^-24 below 2^-14), found by frexp */
+static int is_f16_value(double a) {
+  int e;
+  double m = frexp(a, &e);
+  return a == 0 || isinf(a) || isnan(a) || (e <= 16 && ldexp(m, e < -13 ? 24 + e : 11) == nearbyint(ldexp(m, e < -13 ? 24 + e : 11)));
+}
+
+/* interpreter vs compiled code on random inputs in range r, outputs compared within the tolerance of dtype tol_as
+ * (theirs when PC_DTYPE_COUNT); with tol_as f16, f32 outputs must also hold f16 values */
+static int check_graph_as(pc_graph *g, range r, const char *tag, pc_dtype tol_as) {
   if (!CHECK_MSG(g->status == PC_OK, "%s: build: %s", tag, pc_error(g))) return 0;
   pc_tensor ins[16], ref[16], got[16];
   for (int i = 0; i < g->n_inputs; i++) ins[i] = make_input(g->inputs[i], r);
@@ -73,7 +81,7 @@ static int check_graph(pc_graph *g, range r, const char *tag) {
     int64_t n = pc_tensor_numel(&ref[o]) * (dt == PC_c64 ? 2 : 1);
     for (int64_t i = 0; i < n; i++) {
       double a = pc_elem_f64(lane, got[o].data, i), b = pc_elem_f64(lane, ref[o].data, i);
-      if (!close_enough(ref[o].dtype, a, b)) {
+      if (!close_enough(tol_as == PC_DTYPE_COUNT ? ref[o].dtype : tol_as, a, b) || (tol_as == PC_f16 && !is_f16_value(a))) {
         CHECK_MSG(0, "%s: out%d[%lld] = %.9g, interpreter %.9g", tag, o, (long long)i, a, b);
         ok = 0;
         break;
@@ -87,6 +95,8 @@ static int check_graph(pc_graph *g, range r, const char *tag) {
   }
   return ok;
 }
+
+static int check_graph(pc_graph *g, range r, const char *tag) { return check_graph_as(g, r, tag, PC_DTYPE_COUNT); }
 
 /* g compiled to LLVM IR text at opt level `opt` (caller frees); NULL on failure */
 static char *llvm_text(pc_graph *g, int opt) {
@@ -871,7 +881,8 @@ PC_TEST(codegen_gemv_constant_weights_packed) {
 /* conv (+ per-channel bias) (+ residual) (+ act) + ReLU6 in one group: the conv call runs the epilogue itself.
  * const_w: the weights are constants, packed at compile time (128 channels: Winograd, strips or panels).
  * act: ACT_SILU, ACT_GELU (the ONNX composite's form), ACT_GELU_DIV (PyTorch's export), ACT_NEAR_GELU (erf of
- * s * 0.7: not GELU, not fused) */
+ * s * 0.7: not GELU, not fused). f16 (conv_epilogue_f16_case): the result rounded to f16 and back (--autocast
+ * fp16's rounded activation) after a clamp to [0, hi] */
 enum { ACT_NONE, ACT_SILU, ACT_GELU, ACT_GELU_DIV, ACT_NEAR_GELU };
 typedef struct conv_epi_case {
   int64_t n, groups, ch;
@@ -883,7 +894,7 @@ static pc_value *mul_c(pc_graph *g, pc_value *y, double c) {
   return pc_mul(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, c), y->type.rank, y->type.dims));
 }
 
-static void conv_epilogue_case(conv_epi_case t) {
+static void conv_epilogue_rounded(conv_epi_case t, int f16, double hi) {
   pc_graph *g = pc_graph_new();
   int64_t C = t.ch, od[4] = {t.n, C, 12, 12};
   pc_value *x = pc_input_add(g, "x", ty(PC_f32, 4, (int64_t[]){t.n, C, 12, 12}));
@@ -917,16 +928,20 @@ static void conv_epilogue_case(conv_epi_case t) {
     y = mul_c(g, pc_mul(g, y, pc_add(g, one, pc_erf(g, q))), 0.5);
   }
   y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
-  y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0.5), 4, od), y);
+  y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, hi), 4, od), y);
+  if (f16) y = pc_convert(g, pc_convert(g, y, PC_f16), PC_f32);
   group_from(g, n0, 0);
   pc_output_add(g, y);
   char *buf = pc_test_kernels_text(g);
   CHECK_MSG((strstr(buf, "in the call") != NULL) == (t.want != NULL), "n=%lld groups=%lld act %d:\n%s", (long long)t.n,
             (long long)t.groups, t.act, buf);
   free(buf);
-  check_graph(g, (range){-1, 1}, "conv epilogue");
+  /* rounded to f16: the f32 sum and the interpreter's may round to neighbouring f16 values */
+  check_graph_as(g, (range){-1, 1}, "conv epilogue", f16 ? PC_f16 : PC_DTYPE_COUNT);
   pc_graph_free(g);
 }
+
+static void conv_epilogue_case(conv_epi_case t) { conv_epilogue_rounded(t, 0, 0.5); }
 
 PC_TEST(codegen_conv_epilogue) {
   conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 1, 1, 0, "in the call"});
@@ -958,6 +973,13 @@ PC_TEST(codegen_conv_epilogue) {
   conv_epilogue_case((conv_epi_case){1, 20, 20, ACT_GELU, 1, 1, 0, "in the call"}); /* depthwise in the lanes */
   conv_epilogue_case((conv_epi_case){1, 1, 128, ACT_GELU_DIV, 1, 1, 1, "in the call"});
   conv_epilogue_case((conv_epi_case){1, 1, 6, ACT_NEAR_GELU, 1, 0, 0, NULL});
+  /* rounded to f16 after the clamp (--autocast fp16): in the call where no other activation is and the bounds are
+   * f16 values (rounding then commutes with the clamp); 0.1 is no f16 value, and SiLU takes the activation's slot */
+  conv_epilogue_rounded((conv_epi_case){1, 1, 6, 0, 1, 1, 0, "in the call"}, 1, 0.5);
+  conv_epilogue_rounded((conv_epi_case){2, 20, 20, 0, 1, 1, 0, "in the call"}, 1, 6);
+  conv_epilogue_rounded((conv_epi_case){1, 1, 128, 0, 1, 0, 1, "in the call"}, 1, 0.5);
+  conv_epilogue_rounded((conv_epi_case){1, 1, 6, 0, 1, 1, 0, NULL}, 1, 0.1);
+  conv_epilogue_rounded((conv_epi_case){1, 1, 6, ACT_SILU, 1, 1, 0, NULL}, 1, 0.5);
 }
 
 /* conv (fk x fk / fs, constant weights) + bias + ReLU6, then a depthwise conv of its result + bias +

@@ -20,7 +20,7 @@ static float *rand_floats(int64_t n) {
 
 /* the epilogues a shape is run with (by its index): none; bias, residual and ReLU6; bias, SiLU, clamp; bias,
  * residual, GELU (erf), clamp */
-enum { EPI_NONE, EPI_RES_RELU6, EPI_SILU, EPI_RES_GELU, EPI_KINDS };
+enum { EPI_NONE, EPI_RES_RELU6, EPI_SILU, EPI_RES_GELU, EPI_RES_F16, EPI_KINDS };
 
 /* y = epilogue(sum over the taps inside x), in double, by the definition: no code under test */
 static void ref_conv(const primc_conv2d *p, const float *x, const float *w, const float *bias, const float *res,
@@ -51,8 +51,18 @@ static void ref_conv(const primc_conv2d *p, const float *x, const float *w, cons
             double v = acc + bias[o] + res[at];
             acc = fmin(fmax(0.5 * v * (1.0 + erf(v / sqrt(2.0))), -0.1), 5.0);
           }
+          if (epi == EPI_RES_F16) acc = fmin(fmax(acc + bias[o] + res[at], 0.0), 6.0);
           y[at] = acc;
         }
+}
+
+/* x rounded to f16 (11 significant bits, ties to even; 2^-24 steps below 2^-14) by frexp/ldexp, not by the
+ * runtime's bit trick or instruction */
+static double to_f16(double x) {
+  int e;
+  double m = frexp(x, &e);
+  int bits = e < -13 ? 24 + e : 11;
+  return ldexp(nearbyint(ldexp(m, bits)), e - bits);
 }
 
 /* x to bf16 (8 significant bits, ties to even) by frexp/ldexp, not by the runtime's bit trick: the bf16 row's
@@ -135,6 +145,7 @@ static int run_one(int row, int s, int want_row) {
   if (epi == EPI_RES_RELU6) e = (primc_conv_epi){bias, 1, res, 0.0f, 6.0f, 0};
   if (epi == EPI_SILU) e = (primc_conv_epi){bias, 1, NULL, -0.25f, 6.0f, PRIMC_ACT_SILU};
   if (epi == EPI_RES_GELU) e = (primc_conv_epi){bias, 1, res, -0.1f, 5.0f, PRIMC_ACT_GELU};
+  if (epi == EPI_RES_F16) e = (primc_conv_epi){bias, 1, res, 0.0f, 6.0f, PRIMC_ACT_F16};
   for (int64_t i = 0; i < ny; i++) y[i] = NAN; /* an output the row leaves unwritten fails */
   int ok = CHECK_INT(primc_conv_plan_pack(p, &plan, w, wp), PRIMC_OK);
   int st = primc_conv_run(p, &plan, x, wp, &e, y, spare, col);
@@ -142,9 +153,13 @@ static int run_one(int row, int s, int want_row) {
   ok = ok && CHECK_MSG(primc_conv_last_row() == want_row, "%s on shape %d ran %s", primc_conv_row_name(row), s,
                        primc_conv_row_name(primc_conv_last_row()));
   double tol = 4.0 * (double)(kk + 3) * FLT_EPSILON;
+  /* rounded to f16: an f16 value, the reference's or a neighbour (the f32 sum and the f64 one may straddle a
+   * rounding boundary) */
+  if (epi == EPI_RES_F16) tol += 1.0 / 1024;
   for (int64_t i = 0; i < ny && ok; i++)
-    ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol * fmax(1.0, fabs(r[i])), "%s (%s ISA) on shape %d, epilogue %d: y[%lld] = %g, want %g",
-                   primc_conv_row_name(row), primc_sgemm_isa_name(primc_sgemm_isa()), s, epi, (long long)i, y[i], r[i]);
+    ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol * fmax(1.0, fabs(r[i])) && (epi != EPI_RES_F16 || to_f16(y[i]) == y[i]),
+                   "%s (%s ISA) on shape %d, epilogue %d: y[%lld] = %g, want %g", primc_conv_row_name(row),
+                   primc_sgemm_isa_name(primc_sgemm_isa()), s, epi, (long long)i, y[i], r[i]);
   free(x), free(w), free(bias), free(res), free(y), free(spare), free(col), free(wp), free(r);
   return 1;
 }
