@@ -18,15 +18,19 @@ static const struct pc_backend {
     {"cpu", is_cpu, pc_codegen_cpu},              /* LLVM objects, executables, libraries (codegen/package.c) */
 };
 
+pc_status pc_codegen_host_only_check(pc_graph *g, const char *target) {
+  if (g->matmul_precision == PC_MATMUL_HIGHEST && g->autocast != PC_AUTOCAST_BF16) return PC_OK;
+  return pc_fail(g, PC_ERR_UNSUPPORTED, "%s %s: only host CPU code has bf16 contractions (not %s)",
+                 g->autocast ? "autocast" : "matmul precision",
+                 g->autocast ? pc_autocast_name(g->autocast) : pc_matmul_precision_name(g->matmul_precision), target);
+}
+
 pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
   if (pc_output_check(g, opts) != PC_OK) return g->status;
-  if ((g->matmul_precision != PC_MATMUL_HIGHEST || g->autocast == PC_AUTOCAST_BF16) &&
-      (opts->triple || opts->target != PC_TARGET_CPU))
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "%s %s: only host CPU code has bf16 contractions (not %s)",
-                   g->autocast ? "autocast" : "matmul precision",
-                   g->autocast ? pc_autocast_name(g->autocast) : pc_matmul_precision_name(g->matmul_precision),
-                   opts->triple ? "a --triple target" : "CUDA");
+  if ((opts->triple || opts->target != PC_TARGET_CPU) &&
+      pc_codegen_host_only_check(g, opts->triple ? "a --triple target" : "CUDA") != PC_OK)
+    return g->status;
   if (opts->dyn && (opts->target != PC_TARGET_CPU || opts->emit == PC_EMIT_CUDA || opts->autotune))
     return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s given as a range (%lld..%lld): run-time dims are CPU code without "
                    "--autotune so far; give it one value (--dim %s=N)", opts->dyn->name[0], (long long)opts->dyn->lo[0],

@@ -22,7 +22,8 @@ static const char *compile_help =
     "  --gpu-arch ARCH     the cubin's architecture: sm_80, sm_90 (default), ...; compute_NN: PTX only\n"
     "  --cuda-graphs       the CUDA executable replays the model as one captured CUDA graph\n"
     "  --nvrtc-check       no output: NVRTC-compiles each MODEL given (several per NVRTC call) and\n"
-    "                      prints PASS / FAIL / UNSUPPORTED per model and a summary\n"
+    "                      prints PASS / FAIL / UNSUPPORTED per model and a summary (the model\n"
+    "                      options below, --autocast, --grad, ..., apply to each)\n"
     "  --weights external  weights in OUT.weights (mmapped by NAME_load_weights) instead of .rodata\n"
     "  --weights-file FILE .safetensors weights for a text graph\n"
     "  -O0 .. -O3          optimization level of the graph passes and of LLVM (default -O3)\n"
@@ -160,6 +161,8 @@ static pc_graph *load_and_lower(const compile_opts *o, const char *model) {
   pc_pipeline_opts po = {0};
   po.opt_level = o->opt;
   po.unfused = o->unfused;
+  /* the model options (--autocast, --grad, ...) apply as to a compile; a refusal is the model's FAIL line */
+  if (g && !g->status) pc_cli_model_apply(&o->read, g);
   if (g && !g->status) pc_pipeline_run(g, &po);
   return g;
 }

@@ -106,6 +106,21 @@ else bad "--autocast fp16" "$(tail -n 3 "$tmp/err")"; fi
 [ "$(grep -c 'call primc_k_conv' "$tmp/k")" = 2 ] && ! grep -q 'bf16' "$tmp/k" && grep -q '= f32(f16(' "$tmp/k" &&
   ok "dump --kernels --autocast fp16: f32 conv rows, activations rounded to f16 in kernels" ||
   bad "dump --kernels --autocast fp16" "$(grep -E 'call|f16' "$tmp/k" | head -c 600)"
+# fp16's rounding is graph converts, so CUDA renders it (cvt.rn.f16.f32 round trips); bf16 contractions are host
+# code, and --nvrtc-check applies the model options as a compile does (it checked plain f32 code before)
+"$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp16 --emit cuda -o "$tmp/cnn16.cu" >"$tmp/out" 2>&1 &&
+  [ "$(grep -c 'pc_rh(' "$tmp/cnn16.cu")" -ge 3 ] && ok "--autocast fp16 --emit cuda rounds the contractions' operands" ||
+  bad "--autocast fp16 --emit cuda" "$(tail -n 3 "$tmp/out")"
+if "$P" compile --target cuda --nvrtc-check models/mlp/model.onnx >"$tmp/out" 2>&1; then
+  "$P" compile --target cuda --nvrtc-check "$tmp/mp/cnn/model.onnx" --autocast fp16 >"$tmp/out" 2>&1 &&
+    "$P" compile --target cuda --nvrtc-check "$tmp/mp/cnn/model.onnx" --autocast bf16 >>"$tmp/out" 2>&1 &&
+    grep -q "^PASS .*cnn/model.onnx$" "$tmp/out" &&
+    grep -q "^UNSUPPORTED .*cnn/model.onnx: autocast bf16: only host CPU code has bf16 contractions (not CUDA)" "$tmp/out" &&
+    ok "--nvrtc-check: --autocast fp16 compiles for CUDA, bf16 is unsupported there" || bad "--nvrtc-check --autocast" "$(cat "$tmp/out")"
+else
+  skip=$((skip + 1))
+  echo "SKIP --nvrtc-check --autocast: no NVRTC ($(tail -n 1 "$tmp/out"))"
+fi
 "$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp32 -o "$tmp/x" >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q "bad --autocast 'fp32' (expected bf16, fp16 or none)" "$tmp/out" && ok "--autocast fp32 is refused" ||
   bad "--autocast fp32" "$(cat "$tmp/out")"
