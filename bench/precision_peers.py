@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-# bench/precision_peers.py: primc's --matmul-precision highest/high/medium and --autocast bf16 builds against ONNX
+# bench/precision_peers.py: primc's --matmul-precision highest/high/medium and --autocast bf16/fp16 builds against ONNX
 # Runtime (f32) and
 # OpenVINO at f32 and at its default precision (bf16 on an AMX or AVX512-BF16 CPU), timed interleaved in one
 # run (the machines drift), with each output's error against ONNX Runtime's f32 output.
 # Usage: python3 bench/precision_peers.py [--threads 1,2] [--runs 15] [--primc build/primc] [--base OTHER/primc]
-#            [--builds highest,high,medium,autocast] [--no-openvino] MODEL_DIR...
+#            [--builds highest,high,medium,autocast,autocast16] [--no-openvino] MODEL_DIR...
 # --base: one more build, "base", by another primc (another commit's checkout) at its defaults, timed in the same
 # rounds (before/after figures from one run).
 # (each dir holds model.onnx and input.npy, as models/ and bench/gen_encoder.py write them)
@@ -22,7 +22,7 @@ import onnxruntime as ort
 ort.set_default_logger_severity(3)
 
 BUILDS = {"highest": [], "high": ["--matmul-precision", "high"], "medium": ["--matmul-precision", "medium"],
-          "autocast": ["--autocast", "bf16"]}
+          "autocast": ["--autocast", "bf16"], "autocast16": ["--autocast", "fp16"]}
 
 
 def cpu_line():

@@ -271,13 +271,12 @@ static int match_clamp(conv_epi *e, const kir_expr *x) {
 
 /* x is exact in f16 (infinities included): a clamp bound that commutes with rounding to f16 */
 static int f16_exact(double x) {
-  if (isinf(x)) return 1;
+  if (isinf(x) || x == 0) return 1;
   int e;
-  double m = frexp(fabs(x), &e); /* x = m 2^e, 1/2 <= m < 1 */
-  if (x == 0) return 1;
-  if (e > 16) return 0;
+  double m = frexp(fabs(x), &e); /* |x| = m 2^e, 1/2 <= m < 1 */
+  if (e > 16 || e < -23) return 0;
   double q = ldexp(m, e < -13 ? 24 + e : 11); /* 11 significant bits, fewer below f16's normal range */
-  return e >= -23 && q == floor(q);
+  return q == floor(q);
 }
 
 /* the value under f32(f16(v)) (--autocast fp16's rounding of an activation), or NULL */

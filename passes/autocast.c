@@ -20,7 +20,7 @@ static pc_value *rounded(pc_graph *g, pc_value *x) {
   return h ? pc_convert(g, h, PC_f32) : NULL;
 }
 
-/* the contraction a rounds: an f32 dot_general or conv of which some operand no graph input reaches */
+/* a contraction the pass rounds: an f32 dot_general or conv of which some operand no graph input reaches */
 static int wanted(const pc_node *n, const unsigned char *act) {
   if (n->dead || n->n_in != 2 || n->n_out != 1 || (n->op != PC_OP_dot_general && n->op != PC_OP_conv)) return 0;
   if (n->out[0]->type.dtype != PC_f32 || n->in[0]->type.dtype != PC_f32 || n->in[1]->type.dtype != PC_f32) return 0;
