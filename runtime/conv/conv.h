@@ -86,8 +86,9 @@ typedef struct epi_ctx {
 
 static inline float cv_clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* v * sigmoid(v) */
-static inline float cv_siluf(float v) { return v / (1.0f + expf(-v)); }
+/* v * sigmoid(v); v itself above 87, where 1 + e^-v is 1 in f32 and e^-v would underflow (libm raises the flag,
+ * the hardware may take an assist) */
+static inline float cv_siluf(float v) { return v > 87.0f ? v : v / (1.0f + expf(-v)); }
 /* the activation act (PRIMC_ACT_*) of v */
 static inline float cv_actf(int act, float v) {
   return act == PRIMC_ACT_SILU   ? cv_siluf(v)
