@@ -31,6 +31,10 @@ typedef struct cv_tuning {
   /* 1-D windows of one channel: kernels of at least windows_min_kw taps (B^T packs by 16x16 transposes; the
    * 10-tap first conv of wav2vec ran 1.05x faster on 1 thread and 0.85x on 2 than generated im2col rows) */
   int64_t windows_min_kw;
+  /* 1x1 convs of stride > 1 (ResNet's downsampling shortcuts) run as im2col GEMMs, whose column matrix is the
+   * subsampled map, and not by the direct rows (1: so; on a Xeon the lanes ran them 1.3-1.7x and phase
+   * images 1.2-1.4x slower, the strided pixel loads feeding each FMA) */
+  int64_t strided_1x1_gemm;
   /* explicit im2col: rows narrower than im2col_max_ow, or few output channels over a column matrix in L2 */
   int64_t im2col_max_ow, im2col_direct_m, im2col_direct_bytes;
   /* depthwise in the lanes: 3x3/5x5 with a full vector of channels and a block per thread; other kernels
@@ -67,9 +71,10 @@ static const cv_tuning tunings[4] = {
      .dl_min_c = 8, .dl_1x1_narrow = 4},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
-     * the lanes than over phase images */
+     * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
-     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2},
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
+     .strided_1x1_gemm = 1},
 };
 
 static const cv_tuning *tuning(void) {
@@ -90,6 +95,12 @@ typedef struct cv_shape {
 /* ---------------------------------------------------------------- what pays, per row */
 
 static int64_t cg_of(const primc_conv2d *p) { return p->c / p->groups; }
+
+/* a 1x1 conv of stride > 1 the tuning runs as an im2col GEMM, not by a direct row */
+static int strided_1x1_as_gemm(const cv_shape *s) {
+  const primc_conv2d *p = s->p;
+  return s->t->strided_1x1_gemm && p->kh == 1 && p->kw == 1 && (p->stride_h > 1 || p->stride_w > 1);
+}
 
 static int never(const cv_shape *s) { return 0; }
 static int always(const cv_shape *s) { return 1; }
@@ -112,7 +123,7 @@ static int wino_pays(const cv_shape *s) {
 static int dl_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   const cv_tuning *t = s->t;
-  if (p->kh * p->kw == 1 && s->ow < t->dl_1x1_min_ow) return 0;
+  if ((p->kh * p->kw == 1 && s->ow < t->dl_1x1_min_ow) || strided_1x1_as_gemm(s)) return 0;
   if (cv_is_pointwise(p) && (p->c / t->dl_1x1_narrow < p->o || (p->o > t->dl_1x1_gap_lo && p->o <= t->dl_1x1_gap_hi)))
     return 0;
   return p->o % t->dl_nr == 0 && p->c >= t->dl_min_c;
@@ -120,7 +131,9 @@ static int dl_pays(const cv_shape *s) {
 
 static int direct_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
-  if (!primc_cv_direct_can(p) || cg_of(p) * p->kh * p->kw < s->t->direct_min_k || s->oh < s->t->direct_min_oh) return 0;
+  if (!primc_cv_direct_can(p) || cg_of(p) * p->kh * p->kw < s->t->direct_min_k || s->oh < s->t->direct_min_oh ||
+      strided_1x1_as_gemm(s))
+    return 0;
   int64_t wph = primc_cv_direct_wph(p, s->ow);
   return (wph - s->ow) * s->t->direct_waste_den <= wph;
 }

@@ -317,6 +317,24 @@ PC_TEST(conv_plan_1d) {
     CHECK(plan.row != PRIMC_CONV_ROW_WINDOWS);
 }
 
+/* ResNet's downsampling shortcuts, 1x1 at stride 2: the Intel tuning runs them as im2col GEMMs (both direct rows
+ * ran them slower on a Xeon); elsewhere they may take a direct row, but never the stride-1-only GEMM rows */
+PC_TEST(conv_plan_strided_1x1) {
+  primc_conv2d c28 = {1, 512, 28, 28, 1024, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d c15 = {1, 256, 56, 56, 512, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv_plan_opts o = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1};
+  const primc_conv2d *cs[2] = {&c28, &c15};
+  for (int i = 0; i < 2; i++) {
+    primc_conv_plan plan;
+    if (!CHECK_INT(primc_conv_plan_make(cs[i], &o, &plan), PRIMC_OK)) continue;
+    int im2col = plan.row == PRIMC_CONV_ROW_IM2COL_EXPLICIT || plan.row == PRIMC_CONV_ROW_IM2COL_IMPLICIT;
+    if (strstr(primc_conv_tuning_name(), "(Intel)"))
+      CHECK_MSG(im2col, "conv %d: %s", i, primc_conv_row_name(plan.row));
+    else
+      CHECK_MSG(plan.row != PRIMC_CONV_ROW_GEMM_1X1, "conv %d: %s", i, primc_conv_row_name(plan.row));
+  }
+}
+
 /* SiLU and GELU in the conv epilogue of sums far from 0 (+-20 .. +-400): e^-v and e^(-v^2) below f32's
  * normal range are 0 without a subnormal on the way (each a microcode assist on x86), which the underflow flag
  * would show; the values against the f64 formulas. 16 outputs of one channel: one task, on this thread. */

@@ -491,8 +491,8 @@ PC_TEST(gemm_conv2d_weight_layout) {
 #else
   CHECK_INT(primc_cpu_zmm_fmas(), 0);
 #endif
-  /* with AVX-512, the direct lanes conv takes the 3x3s that Winograd does not and the strided 1x1s,
-   * but not a stem of 3 channels (but on Intel) */
+  /* with AVX-512, the direct lanes conv takes the 3x3s that Winograd does not and the strided 1x1s (but on
+   * Intel, below), but not a stem of 3 channels (but on Intel) */
   int lanes = primc_cpu_zmm_fmas() > 0;
   primc_conv2d stem = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0};
   primc_conv2d down = {1, 64, 56, 56, 128, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -503,10 +503,10 @@ PC_TEST(gemm_conv2d_weight_layout) {
   /* 16 tiles: Winograd would read 16/9 the weights */
   CHECK_INT(primc_conv2d_weight_layout(&small), lanes ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_PANELS);
   CHECK_INT(primc_conv2d_weight_layout(&strided), lanes ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
-  CHECK_INT(primc_conv2d_weight_layout(&down), lanes ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
-  /* Intel's two-FMA cores: narrowing 1x1s as GEMMs (below), 3-channel stems in the lanes */
+  /* Intel's two-FMA cores: narrowing 1x1s and strided 1x1s as GEMMs (below), 3-channel stems in the lanes */
   int intel = strstr(primc_conv_tuning_name(), "(Intel)") != NULL, dl1 = lanes && !intel;
   CHECK_INT(intel, primc_cpu_zmm_fmas() == 2 && primc_gm_amd_family() == 0);
+  CHECK_INT(primc_conv2d_weight_layout(&down), dl1 ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&stem), intel ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&pw_small), PRIMC_CONV_W_PANELS);
   /* narrowing 4x or more, but not into 97-128 channels: the direct lanes conv where there is AVX-512,
