@@ -398,6 +398,7 @@ int primc_bgemm_packed_a_check(const void *packed, size_t avail, int64_t M, int6
 
 typedef struct rows_job {
   int64_t N, K, Kt, ldb;
+  int64_t kparts, kstep; /* each column item's K rows in kparts parts of kstep (even) rows */
   const float *B;
   primc_brow_fn row;
   void *ctx;
@@ -406,14 +407,15 @@ typedef struct rows_job {
 
 #define ROWS_PAIRS 4 /* pairs of panels an item packs: rows are made 128 columns at a time */
 
-/* items [b, e) of ROWS_PAIRS pairs of panels of B, from its rows (plain, or made by row) */
+/* items [b, e) of ROWS_PAIRS pairs of panels of B by a part of K, from its rows (plain, or made by row) */
 static void pack_rows(void *ctx, int64_t b, int64_t e) {
   const rows_job *j = ctx;
   enum { W = ROWS_PAIRS * 2 * BG_PANEL };
   float r0[W], r1[W];
   for (int64_t it = b; it < e; it++) {
-    int64_t n0 = it * W, nn = j->N - n0 < W ? j->N - n0 : W;
-    for (int64_t k = 0; k < j->Kt; k += 2) {
+    int64_t n0 = it / j->kparts * W, nn = j->N - n0 < W ? j->N - n0 : W;
+    int64_t k0 = it % j->kparts * j->kstep, k1 = k0 + j->kstep < j->Kt ? k0 + j->kstep : j->Kt;
+    for (int64_t k = k0; k < k1; k += 2) {
       const float *a0 = NULL, *a1 = NULL;
       if (k < j->K) {
         if (j->row) j->row(j->ctx, k, n0, nn, r0), a0 = r0;
@@ -443,8 +445,11 @@ int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t
   int64_t Kt = kpad(K), pairs = cdiv(N, 2 * BG_PANEL);
   uint16_t *pan = thread_scratch(1, (size_t)(pairs * Kt * 2 * BG_PANEL) * sizeof *pan); /* panels only: no header */
   if (!pan) return PRIMC_ERR_RUNTIME;
-  rows_job rj = {N, K, Kt, ldb, B, row, row_ctx, pan};
-  int64_t items = cdiv(N, ROWS_PAIRS * 2 * BG_PANEL);
+  /* a narrow B (a 7x7 map's 49 columns, K in the thousands) is one column item: its K then splits too, so that
+   * the threads share making and rounding the rows */
+  int64_t citems = cdiv(N, ROWS_PAIRS * 2 * BG_PANEL), kparts = citems >= 4 || Kt < 1024 ? 1 : Kt / 512 > 4 ? 4 : Kt / 512;
+  int64_t kstep = (cdiv(Kt, kparts) + 1) / 2 * 2, items = citems * kparts;
+  rows_job rj = {N, K, Kt, ldb, kparts, kstep, B, row, row_ctx, pan};
   if ((double)N * (double)Kt >= (1 << 16)) primc_parallel_for(items, pack_rows, &rj);
   else pack_rows(&rj, 0, items);
   job j = {.split = 1, .a_packed = 1, .M = M, .N = N, .K = K, .a = (uint16_t *)(h + 1), .pan = pan, .C = C, .ldc = ldc};
