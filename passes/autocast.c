@@ -29,6 +29,10 @@ static int wanted(const pc_node *n, const unsigned char *act) {
 
 pc_status pc_pass_autocast(pc_graph *g) {
   if (g->status != PC_OK || g->autocast != PC_AUTOCAST_FP16) return g->status;
+  /* a training step's weights are state inputs: by the rule above it would round nothing, silently */
+  if (g->n_state)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "--autocast fp16: a training step's weights are inputs of the step, which "
+                                          "the pass does not round yet; train without it");
   /* by value id: reached from a graph input (an activation), the nodes being in topological order; then by node
    * index: the contractions to round, decided before the sweep replaces any operand */
   unsigned char *act = calloc((size_t)g->n_values + (size_t)g->n_nodes + 1, 1), *want = act + g->n_values;

@@ -121,6 +121,10 @@ else
   skip=$((skip + 1))
   echo "SKIP --nvrtc-check --autocast: no NVRTC ($(tail -n 1 "$tmp/out"))"
 fi
+# a training step's weights are its inputs, which the fp16 pass does not round: refused, not silently f32
+"$P" compile --train --loss cross_entropy models/mlp/model.onnx --autocast fp16 -o "$tmp/x" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "autocast fp16: a training step's weights are inputs of the step" "$tmp/out" &&
+  ok "--train --autocast fp16 is refused with a reason" || bad "--train --autocast fp16" "$(cat "$tmp/out")"
 "$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp32 -o "$tmp/x" >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q "bad --autocast 'fp32' (expected bf16, fp16 or none)" "$tmp/out" && ok "--autocast fp32 is refused" ||
   bad "--autocast fp32" "$(cat "$tmp/out")"
