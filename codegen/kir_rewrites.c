@@ -271,12 +271,8 @@ static int match_clamp(conv_epi *e, const kir_expr *x) {
 
 /* x is exact in f16 (infinities included): a clamp bound that commutes with rounding to f16 */
 static int f16_exact(double x) {
-  if (isinf(x) || x == 0) return 1;
-  int e;
-  double m = frexp(fabs(x), &e); /* |x| = m 2^e, 1/2 <= m < 1 */
-  if (e > 16 || e < -23) return 0;
-  double q = ldexp(m, e < -13 ? 24 + e : 11); /* 11 significant bits, fewer below f16's normal range */
-  return q == floor(q);
+  float f = (float)x;
+  return (double)f == x && pc_f16_to_f32(pc_f32_to_f16(f)) == f;
 }
 
 /* the value under f32(f16(v)) (--autocast fp16's rounding of an activation), or NULL */
