@@ -20,9 +20,10 @@ static const struct pc_backend {
 
 pc_status pc_codegen_host_only_check(pc_graph *g, const char *target) {
   if (g->matmul_precision == PC_MATMUL_HIGHEST && g->autocast != PC_AUTOCAST_BF16) return PC_OK;
+  int cast = g->autocast == PC_AUTOCAST_BF16; /* the option that asked for bf16 */
   return pc_fail(g, PC_ERR_UNSUPPORTED, "%s %s: only host CPU code has bf16 contractions (not %s)",
-                 g->autocast ? "autocast" : "matmul precision",
-                 g->autocast ? pc_autocast_name(g->autocast) : pc_matmul_precision_name(g->matmul_precision), target);
+                 cast ? "autocast" : "matmul precision",
+                 cast ? pc_autocast_name(g->autocast) : pc_matmul_precision_name(g->matmul_precision), target);
 }
 
 pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {

@@ -117,6 +117,10 @@ if "$P" compile --target cuda --nvrtc-check models/mlp/model.onnx >"$tmp/out" 2>
     grep -q "^PASS .*cnn/model.onnx$" "$tmp/out" &&
     grep -q "^UNSUPPORTED .*cnn/model.onnx: autocast bf16: only host CPU code has bf16 contractions (not CUDA)" "$tmp/out" &&
     ok "--nvrtc-check: --autocast fp16 compiles for CUDA, bf16 is unsupported there" || bad "--nvrtc-check --autocast" "$(cat "$tmp/out")"
+  # with fp16 autocast, the refusal names the option that asked for bf16
+  "$P" compile --target cuda --nvrtc-check "$tmp/mp/cnn/model.onnx" --autocast fp16 --matmul-precision medium >"$tmp/out" 2>&1
+  grep -q "^UNSUPPORTED .*: matmul precision medium: only host CPU code" "$tmp/out" &&
+    ok "--nvrtc-check: the bf16 refusal names --matmul-precision under --autocast fp16" || bad "--nvrtc-check refusal" "$(cat "$tmp/out")"
 else
   skip=$((skip + 1))
   echo "SKIP --nvrtc-check --autocast: no NVRTC ($(tail -n 1 "$tmp/out"))"
