@@ -2,7 +2,8 @@
 # tests/ref/gen_int_dot.py: integer contractions on the int8 GEMM (issue 20): MatMulIntegers with a zero point given at
 # run time and with per-column zero points (numpy int64 references, compared exactly), a dynamically quantized linear
 # layer (DynamicQuantizeLinear + MatMulInteger + rescale), a QLinearMatMul and two MLPs through
-# onnxruntime.quantization.quantize_dynamic (ONNX Runtime's outputs as their references).
+# onnxruntime.quantization.quantize_dynamic (ONNX Runtime's outputs as their references, run on its exact u8 x u8
+# path: tests/ref/ort_exact.py).
 # Writes OUT/mmi/, dyn/, qlm/, pcz/, qd/, qdpc/: model.onnx, in*.npy, ref0.npy. Usage: gen_int_dot.py OUT
 import os
 import sys
@@ -10,6 +11,7 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
+from ort_exact import unsaturated
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
@@ -53,7 +55,7 @@ model_inits = [nh.from_array(w, "w"), nh.from_array(ws, "ws")]
 g = h.make_graph(nodes, "dyn", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
                  [h.make_tensor_value_info("y", T.FLOAT, None)], model_inits)
 m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+y = ort.InferenceSession(unsaturated(m).SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 save("dyn", nodes, [h.make_tensor_value_info("x", T.FLOAT, x.shape)], [h.make_tensor_value_info("y", T.FLOAT, None)],
      model_inits, [x], y)
 
@@ -68,7 +70,7 @@ q_nodes = [h.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys",
 q_in = [h.make_tensor_value_info("a", T.UINT8, qa.shape)]
 q_out = [h.make_tensor_value_info("y", T.UINT8, None)]
 qm = h.make_model(h.make_graph(q_nodes, "qlm", q_in, q_out, q_inits), opset_imports=[h.make_opsetid("", 17)])
-qy = ort.InferenceSession(qm.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": qa})[0]
+qy = ort.InferenceSession(unsaturated(qm).SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": qa})[0]
 save("qlm", q_nodes, q_in, q_out, q_inits, [qa], qy)
 
 # MatMulInteger with u8 weights and a zero point per column: together the columns span more than 256 values, each
@@ -104,7 +106,8 @@ def quantized_mlp(name, **kw):
         f = os.path.join(t, "f32.onnx")
         onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), f)
         quantize_dynamic(f, os.path.join(d, "model.onnx"), **kw)
-    s = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
+    s = ort.InferenceSession(unsaturated(onnx.load(os.path.join(d, "model.onnx"))).SerializeToString(),
+                             providers=["CPUExecutionProvider"])
     np.save(os.path.join(d, "in0.npy"), xm)
     np.save(os.path.join(d, "ref0.npy"), s.run(None, {"x": xm})[0])
 

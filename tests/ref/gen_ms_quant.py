@@ -6,7 +6,8 @@
 # format (QLinearConv, QLinearAdd, QLinearGlobalAveragePool, QGemm, QLinearMul, QLinearConcat, QLinearSigmoid), and
 # resnet_tiny through quantize_dynamic (ConvInteger with DynamicQuantizeLinear's run-time zero points), the zoo's lstm and
 # a bidirectional LSTM through quantize_dynamic (com.microsoft DynamicQuantizeLSTM).
-# ONNX Runtime's (CPU) outputs are the references. Writes OUT/<name>/: model.onnx, in*.npy, ref0.npy and tol.txt,
+# ONNX Runtime's (CPU) outputs are the references, its integer contractions on its exact u8 x u8 path
+# (tests/ref/ort_exact.py). Writes OUT/<name>/: model.onnx, in*.npy, ref0.npy and tol.txt,
 # "exact" (equal to ONNX Runtime's output) or "step S" (within S, one quantization step of the output, on >= 99%
 # of the elements). OUT/bad/ is a QLinearAdd without its C_scale (model.onnx and in0.npy, no reference).
 # Usage: gen_ms_quant.py OUT [MODELS_DIR]
@@ -20,6 +21,7 @@ import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
+from ort_exact import unsaturated
 
 out = sys.argv[1]
 models = sys.argv[2] if len(sys.argv) > 2 else "models"
@@ -28,15 +30,15 @@ MS = h.make_opsetid("com.microsoft", 1)
 ONNX_T = {np.uint8: T.UINT8, np.int8: T.INT8, np.float32: T.FLOAT, np.int32: T.INT32}
 
 
-def session(path_or_bytes):
-    return ort.InferenceSession(path_or_bytes, providers=["CPUExecutionProvider"])
+def session(model):
+    return ort.InferenceSession(unsaturated(model).SerializeToString(), providers=["CPUExecutionProvider"])
 
 
 def save(name, model, feeds, tol):
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     onnx.save(model, os.path.join(d, "model.onnx"))
-    s = session(os.path.join(d, "model.onnx"))
+    s = session(model)
     names = [i.name for i in s.get_inputs()]
     ref = s.run(None, dict(zip(names, feeds)))[0]
     for i, f in enumerate(feeds):
@@ -212,7 +214,7 @@ def dynamic(name, src=None, x=None, per_channel=True):
                          per_channel=per_channel)
         m = onnx.load(f)
     x = x if x is not None else np.load(os.path.join(models, name, "input.npy")).astype(np.float32)
-    ref = session(m.SerializeToString()).run(None, {m.graph.input[0].name: x})[0]
+    ref = session(m).run(None, {m.graph.input[0].name: x})[0]
     print(name, sorted({(n.domain or "ai.onnx") + ":" + n.op_type for n in m.graph.node}))
     save(os.path.basename(d), m, [x], f"step {float((max(ref.max(), 0) - min(ref.min(), 0)) / 255)!r}")
 

@@ -3,7 +3,7 @@
 # MobileNetV2 through onnxruntime.quantization.quantize_static in QOperator and QDQ formats (u8 activations, s8
 # per-channel weights, calibrated on 8 perturbed copies of the reference input) and through quantize_dynamic
 # (ConvInteger), BERT-base through quantize_dynamic (MatMulInteger) and quantize_static QDQ (and QOperator, named). ONNX Runtime's CPU output
-# of each quantized model is the reference. Writes OUT/<model>_<form>/: model.onnx, in0.npy, ref0.npy and tol.txt:
+# of each quantized model is the reference (its integer contractions on its exact u8 x u8 path: tests/ref/ort_exact.py). Writes OUT/<model>_<form>/: model.onnx, in0.npy, ref0.npy and tol.txt:
 # "step S", S one quantization step of the output: the scale of the output's DequantizeLinear where the model ends
 # in one, else the step DynamicQuantizeLinear would give ONNX Runtime's output ((max - min) / 255); and "within P"
 # where ONNX Runtime's own run of the model with its graph optimizations off (the graph as written, in float) is
@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import numpy_helper as nh
+from ort_exact import unsaturated
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
                                       quantize_static)
 
@@ -75,7 +76,7 @@ def make(name, form):
                             extra_options={"CalibTensorRangeSymmetric": False})
         del t
     m = onnx.load(f)
-    s = ort.InferenceSession(f, providers=["CPUExecutionProvider"])
+    s = ort.InferenceSession(unsaturated(m).SerializeToString(), providers=["CPUExecutionProvider"])
     ref = s.run(None, {s.get_inputs()[0].name: x})[0]
     outname = m.graph.output[0].name
     prod = [n for n in m.graph.node if outname in n.output][0]
@@ -85,7 +86,7 @@ def make(name, form):
         step = float((max(ref.max(), 0) - min(ref.min(), 0)) / 255)
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s0 = ort.InferenceSession(f, so, providers=["CPUExecutionProvider"])
+    s0 = ort.InferenceSession(unsaturated(m).SerializeToString(), so, providers=["CPUExecutionProvider"])
     y0 = s0.run(None, {s0.get_inputs()[0].name: x})[0]
     share = float(np.mean(np.abs(y0.astype(np.float64) - ref) <= step * (1 + 1e-4)))
     within = f" within {share - 0.05:.4f}" if share < 0.99 else ""
