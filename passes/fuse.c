@@ -300,7 +300,7 @@ static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
 }
 
 /* Each softmax(Q K^T * scale + mask) V chain (ir/attention.c) where the call pays on the target CPU (this one;
- * for a cross compile, one without AVX-512)
+ * for a cross compile, as if it ran the plain C row)
  * (primc_attention_pays: enough queries) becomes one group before any other decision: codegen makes it one
  * primc_k_attention call, which never stores the Sq x Sk scores, and reads Q, K, V and the mask through
  * the transposes and head splits the chain took in. */
@@ -317,7 +317,8 @@ static pc_status attention_groups(fuser *F) {
      * run-time dims every build of the range must decide alike: as at sizes large enough to pay */
     const pc_type *st = &a.qk->out[0]->type;
     int64_t sq = g->run_time_dims ? INT64_MAX / 2 : st->dims[st->rank - 2];
-    if (!primc_attention_pays_for(g->foreign_cpu ? 0 : primc_cpu_zmm_fmas(), sq, st->dims[st->rank - 1])) continue;
+    int row = g->foreign_cpu ? PRIMC_ATTENTION_ROW_GENERIC : primc_attention_row_active();
+    if (!primc_attention_pays_for(row, sq, st->dims[st->rank - 1])) continue;
     int taken = 0;
     for (int j = 0; j < a.n_nodes; j++) taken |= F->size[find(F, a.nodes[j]->id)] > 1;
     if (taken) continue;

@@ -216,16 +216,23 @@ int primc_k_dot(const int64_t *params, void *const *bufs);
 #define PRIMC_ATTENTION_PARAMS 34
 #define PRIMC_ATTENTION_MAX_DIM 256
 int primc_k_attention(const int64_t *params, void *const *bufs);
+/* The call's vector code is a row of runtime/attention_rows.def per instruction set; the first the CPU runs
+ * is the one that runs. force_row (tests, benchmarks): -1 when the CPU lacks it, a negative row goes back. */
+typedef enum primc_attention_row {
+#define PRIMC_ATTENTION_ROW(id, ...) PRIMC_ATTENTION_ROW_##id,
+#include "runtime/attention_rows.def"
+#undef PRIMC_ATTENTION_ROW
+  PRIMC_ATTENTION_ROW_COUNT
+} primc_attention_row;
+int primc_attention_row_active(void);
+int primc_attention_force_row(int row);
+const char *primc_attention_row_name(int row);
 /* whether the fused call beats the stored-scores kernels for Sq queries over Sk keys on this CPU (the
  * fuser asks, per chain); force_fuse(1) or (0) answers that instead (tests), -1 undoes */
 int primc_attention_pays(int64_t sq, int64_t sk);
-/* the same for a CPU that starts zmm_fmas zmm FMAs a cycle (primc_cpu_zmm_fmas(); 0 for one without AVX-512,
- * which includes every other family: a cross compile asks for 0) */
-int primc_attention_pays_for(int zmm_fmas, int64_t sq, int64_t sk);
+/* the same where the call would run by attention row `row` (a cross compile asks for the generic row) */
+int primc_attention_pays_for(int row, int64_t sq, int64_t sk);
 void primc_attention_force_fuse(int on);
-/* AVX-512 tiles when the CPU has them (else plain C); force_generic(1) takes the C rows (tests), -1 undoes */
-int primc_attention_avx512(void);
-void primc_attention_force_generic(int on);
 /* dot whose epilogue (a generated loop over output rows [begin, end)) runs after it, split over the threads by rows */
 int primc_k_dot_epi(const int64_t *params, void *const *bufs, void (*epi)(void *ctx, int64_t begin, int64_t end),
                     void *ctx);

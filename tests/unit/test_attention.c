@@ -153,17 +153,26 @@ PC_TEST(attention_fused_against_interpreter) {
 }
 
 /* the planner: few queries stay on the stored-scores kernels (the call's 16-query vectors would be mostly
- * idle lanes), many take the call, where the CPU has AVX-512; both compute the same */
+ * idle lanes), many take the call where the CPU has a vector row (the plain C row never pays; on AVX2 the call
+ * pays from one query); both compute the same */
 PC_TEST(attention_planner_query_count) {
-  shape few = {"8 queries over 200 keys", 1, 2, 8, 200, 16, 16, 0, 0, 0, 0};
+  shape few_q = {"8 queries over 200 keys", 1, 2, 8, 200, 16, 16, 0, 0, 0, 0};
   shape many = {"seq 70", 1, 2, 70, 70, 16, 16, 0, 0, 0, 0};
-  int avx512 = primc_cpu_zmm_fmas() > 0;
-  CHECK(!primc_attention_pays(8, 200) && primc_attention_pays(70, 70) == avx512);
-  int fused = 1;
-  check_shape(&few, 2, 0, &fused);
-  CHECK_MSG(!fused, "8 queries fused");
+  int row = primc_attention_row_active(), vec = row != PRIMC_ATTENTION_ROW_GENERIC, few = 0;
+#if PRIMC_X86
+  few = row == PRIMC_ATTENTION_ROW_AVX2; /* the AVX2 row pays from one query */
+  CHECK(primc_attention_pays_for(PRIMC_ATTENTION_ROW_AVX2, 1, 512) && !primc_attention_pays_for(PRIMC_ATTENTION_ROW_AVX512, 8, 200));
+#endif
+  CHECK(primc_attention_pays(8, 200) == few && primc_attention_pays(70, 70) == vec);
+  CHECK(!primc_attention_pays_for(PRIMC_ATTENTION_ROW_GENERIC, 512, 512));
+#if PRIMC_X86
+  CHECK(primc_attention_pays_for(PRIMC_ATTENTION_ROW_AVX2, 70, 70) && primc_attention_pays_for(PRIMC_ATTENTION_ROW_AVX512, 70, 70));
+#endif
+  int fused = !few;
+  check_shape(&few_q, 2, 0, &fused);
+  CHECK_MSG(fused == few, "8 queries: %s", fused ? "fused" : "not fused");
   check_shape(&many, 2, 0, &fused);
-  CHECK_MSG(fused == avx512, "70 queries: %s", fused ? "fused without AVX-512" : "not fused");
+  CHECK_MSG(fused == vec, "70 queries: %s", fused ? "fused without a vector row" : "not fused");
 }
 
 PC_TEST(attention_off_at_O0_and_unfused) {
@@ -229,7 +238,7 @@ static void reference(const int64_t *p, const float *Q, const float *K, const fl
 /* Q, K, V stored [B0, S, B1, D] (heads inside rows), K read transposed, the mask [B0, 1, 1, Sk] broadcast;
  * mask 2: a full [B0, Sq, Sk] mask whose rows start with long runs of -inf (a row with nothing attendable
  * in its first key tiles, one with nothing at all); tr: Q, K, V and y stored d-major, [B0, B1, D, S] */
-static void row_case(int generic, int64_t B0, int64_t B1, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv, int mask,
+static void row_case(int row, int64_t B0, int64_t B1, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv, int mask,
                      int causal, int tr) {
   int64_t nq = B0 * Sq * B1 * D, nk = B0 * Sk * B1 * D, nv = B0 * Sk * B1 * Dv, ny = B0 * B1 * Sq * Dv;
   int64_t nm = mask == 2 ? B0 * Sq * Sk : B0 * Sk;
@@ -260,9 +269,8 @@ static void row_case(int generic, int64_t B0, int64_t B1, int64_t Sq, int64_t Sk
   }
   memcpy(&p[33], &scale, 8);
   void *bufs[5] = {Y, Q, K, V, M};
-  primc_attention_force_generic(generic);
-  int st = primc_k_attention(p, bufs);
-  primc_attention_force_generic(-1);
+  int st = primc_attention_force_row(row) == 0 ? primc_k_attention(p, bufs) : -100;
+  primc_attention_force_row(-1);
   reference(p, Q, K, V, M, R);
   int ok = CHECK_MSG(st == PRIMC_OK, "status %d", st);
   for (int64_t b = 0; ok && b < B0 * B1; b++)
@@ -272,29 +280,37 @@ static void row_case(int generic, int64_t B0, int64_t B1, int64_t Sq, int64_t Sk
         float y = Y[p[27] + b / B1 * p[28] + b % B1 * p[29] + m * p[30] + c * p[31]];
         if (!(isnan(y) && isnan(R[i])) && !(fabs(y - R[i]) <= 1e-5 * (1 + fabs(R[i]))))
           ok = CHECK_MSG(0, "%s %lldx%lld heads, %lld x %lld, d %lld/%lld%s%s%s: y[%lld] = %.9g, reference %.9g",
-                         generic ? "plain C" : "AVX-512", (long long)B0, (long long)B1, (long long)Sq, (long long)Sk,
+                         primc_attention_row_name(row), (long long)B0, (long long)B1, (long long)Sq, (long long)Sk,
                          (long long)D, (long long)Dv, mask == 2 ? ", full mask" : mask ? ", mask" : "",
                          causal ? ", causal" : "", tr ? ", d-major" : "", (long long)i, y, R[i]);
       }
   free(Q), free(K), free(V), free(M), free(Y), free(R);
 }
 
-static void row_cases(int generic) {
+static void row_cases(int row) {
   static const int64_t c[][9] = {
       {1, 1, 1, 1, 1, 1, 0, 0, 0},       {2, 3, 31, 33, 64, 64, 1, 0, 0}, {1, 2, 64, 64, 80, 80, 0, 1, 0},
       {1, 1, 97, 200, 7, 40, 1, 1, 0},   {2, 1, 1, 257, 256, 256, 1, 0, 0}, {1, 1, 50, 30, 16, 16, 0, 1, 0},
       {2, 2, 70, 300, 24, 20, 2, 0, 0},  {1, 2, 45, 140, 19, 13, 2, 1, 1}, {2, 1, 33, 70, 64, 64, 1, 0, 1},
+      /* every remainder of a register block's 6 (AVX2) or 8 (AVX-512) dv columns */
+      {1, 3, 40, 90, 33, 33, 1, 1, 0},   {2, 1, 17, 50, 9, 11, 2, 0, 1},  {1, 1, 20, 20, 8, 15, 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof c / sizeof *c; i++)
-    row_case(generic, c[i][0], c[i][1], c[i][2], c[i][3], c[i][4], c[i][5], (int)c[i][6], (int)c[i][7], (int)c[i][8]);
+    row_case(row, c[i][0], c[i][1], c[i][2], c[i][3], c[i][4], c[i][5], (int)c[i][6], (int)c[i][7], (int)c[i][8]);
 }
 
-PC_TEST(attention_row_generic) { row_cases(1); }
-
-PC_TEST(attention_row_avx512) {
-  if (!primc_attention_avx512()) {
-    SKIP("no AVX-512 on this CPU (the plain C row is attention_row_generic)");
-    return;
+/* every row of runtime/attention_rows.def this CPU runs */
+PC_TEST(attention_rows) {
+  int ran = 0;
+  for (int r = 0; r < PRIMC_ATTENTION_ROW_COUNT; r++) {
+    if (primc_attention_force_row(r) != 0) {
+      printf("  %s: not run on this CPU\n", primc_attention_row_name(r));
+      continue;
+    }
+    primc_attention_force_row(-1);
+    row_cases(r);
+    ran++;
   }
-  row_cases(0);
+  CHECK(ran >= 1 && primc_attention_force_row(PRIMC_ATTENTION_ROW_GENERIC) == 0);
+  primc_attention_force_row(-1);
 }
