@@ -46,6 +46,20 @@ __attribute__((target("avx512f"))) void primc_cv_epi_row512(const epi_ctx *e, fl
     _mm512_mask_storeu_ps(y + n, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
   }
 }
+
+__attribute__((target("avx2,fma"))) void primc_cv_epi_row256(const epi_ctx *e, float *y, const float *c,
+                                                             const float *res, float b, int64_t nb) {
+  __m256 vb = _mm256_set1_ps(b), lo = _mm256_set1_ps(e->lo), hi = _mm256_set1_ps(e->hi), one = _mm256_set1_ps(1.0f);
+  int64_t n = 0;
+  for (; n + 8 <= nb; n += 8) {
+    __m256 v = _mm256_add_ps(_mm256_loadu_ps(c + n), vb);
+    if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + n));
+    /* SiLU: v / (1 + e^-v); e^-v is inf below -89, giving -0 */
+    if (e->act == PRIMC_ACT_SILU) v = _mm256_div_ps(v, _mm256_add_ps(one, cv_exp256(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+    _mm256_storeu_ps(y + n, _mm256_min_ps(hi, _mm256_max_ps(lo, v))); /* v second: NaN stays */
+  }
+  if (n < nb) primc_cv_epi_row_scalar(e, y + n, c + n, res ? res + n : NULL, b, nb - n);
+}
 #endif
 
 void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {

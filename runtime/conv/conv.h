@@ -153,14 +153,41 @@ __attribute__((target("avx512f"))) static inline __m512 cv_act512(int act, __m51
 }
 
 void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
+
+/* cv_exp512 on ymm: the same steps, 2^n made in the exponent bits (n in [-126, 128] after the clamps: a normal
+ * float, or inf at 128 as scalef gives) */
+__attribute__((target("avx2,fma"))) static inline __m256 cv_exp256(__m256 x) {
+  __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_GE_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(89.0f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(live, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* the AVX2 epilogue row: none or SiLU as the activation (the caller runs others in plain C) */
+void primc_cv_epi_row256(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
 #endif
 
-/* one row of the epilogue: AVX-512 when vec (cv_use_avx512()), else plain C */
+/* one row of the epilogue: AVX-512 when vec (cv_use_avx512()), AVX2 where the CPU has it and the activation is
+ * none or SiLU, else plain C */
 static inline void cv_epi_row(int vec, const epi_ctx *e, float *y, const float *c, const float *res, float b,
                               int64_t nb) {
 #if PRIMC_X86
   if (vec) {
     primc_cv_epi_row512(e, y, c, res, b, nb);
+    return;
+  }
+  if ((e->act == PRIMC_ACT_NONE || e->act == PRIMC_ACT_SILU) && primc_sgemm_isa() == PRIMC_ISA_AVX2) {
+    primc_cv_epi_row256(e, y, c, res, b, nb);
     return;
   }
 #endif
@@ -232,7 +259,8 @@ typedef struct dw_job {
   const primc_conv_epi *e;
   float *acc, *y; /* the sums go to acc, the epilogue's results to y (may be acc) */
   int64_t oh, ow;
-  int vec;
+  int vec;  /* AVX-512 */
+  int avx2; /* AVX2 and no AVX-512 */
 } dw_job;
 
 #define DWL_MAX_TAPS 49

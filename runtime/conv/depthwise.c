@@ -19,6 +19,24 @@ static void axpy_strided(float *y, const float *x, int64_t sx, float a, int64_t 
   for (int64_t i = 0; i < n; i++) y[i] += a * x[i * sx];
 }
 
+#if PRIMC_X86
+/* y[i] += a x[i sx] on ymm for sx 1 or 2 (stride 2: the even floats of two loads; the last vector stops short of
+ * the row's end, so that its second load reads no float past x[2 (n - 1)]) */
+__attribute__((target("avx2,fma"))) static void axpy256(float *y, const float *x, int64_t sx, float a, int64_t n) {
+  __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  if (sx == 1)
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  else
+    for (; i + 9 <= n; i += 8) {
+      __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(x + 2 * i), _mm256_loadu_ps(x + 2 * i + 8), _MM_SHUFFLE(2, 0, 2, 0));
+      e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+      _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, e, _mm256_loadu_ps(y + i)));
+    }
+  for (; i < n; i++) y[i] += a * x[i * sx];
+}
+#endif
+
 /* one output plane: for each output row, every tap adds a shifted input row */
 static void dw_plane(const dw_job *j, int64_t plane) {
   const primc_conv2d *p = j->p;
@@ -44,6 +62,10 @@ static void dw_plane(const dw_job *j, int64_t plane) {
 #if PRIMC_X86
         if (sw == 1 && j->vec) {
           axpy512(yr + lo, xr, wv, hi - lo);
+          continue;
+        }
+        if (sw <= 2 && j->avx2) {
+          axpy256(yr + lo, xr, sw, wv, hi - lo);
           continue;
         }
 #endif
@@ -573,7 +595,8 @@ __attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, i
 /* ---------------------------------------------------------------- the rows */
 
 static dw_job dw_job_of(const cv_call *c) {
-  return (dw_job){c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, cv_use_avx512()};
+  return (dw_job){c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, cv_use_avx512(),
+                  primc_sgemm_isa() == PRIMC_ISA_AVX2};
 }
 
 static int dw_plain(const primc_conv2d *p) {
