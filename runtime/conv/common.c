@@ -309,3 +309,21 @@ __attribute__((target("avx512f"))) void primc_cv_ct_store(const epi_ctx *e, int6
   }
 }
 #endif
+
+void cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb) {
+#if PRIMC_X86
+  if (cv_use_avx512()) {
+    primc_cv_ct_store(e, P, ct, ldc, m0, mb, nb);
+    return;
+  }
+#endif
+  float tmp[64];
+  for (int64_t o = 0; o < nb; o++) {
+    epi_ctx eo = cv_epi_at(e, o, P);
+    for (int64_t p0 = 0; p0 < mb; p0 += 64) {
+      int64_t n = mb - p0 < 64 ? mb - p0 : 64, off = m0 + p0;
+      for (int64_t i = 0; i < n; i++) tmp[i] = ct[(p0 + i) * ldc + o];
+      cv_epi_row(0, &eo, eo.y + off, tmp, eo.res ? eo.res + off : NULL, eo.bias ? eo.bias[0] : 0.0f, n);
+    }
+  }
+}

@@ -220,6 +220,10 @@ static inline epi_ctx cv_epi_at(const epi_ctx *e, int64_t ch, int64_t P) {
 /* pixels [0, mb) x channels [0, nb) of a C^T tile (rows ldc apart) into y's channel rows from pixel m0 on,
  * through the epilogue (AVX-512) */
 void primc_cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb);
+#endif
+/* the same on any CPU: primc_cv_ct_store with AVX-512, else each channel's pixels gathered, then cv_epi_row */
+void cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb);
+#if PRIMC_X86
 
 /* ---------------------------------------------------------------- copies and im2col */
 

@@ -171,22 +171,8 @@ typedef struct lanes_epi {
 /* the tile of C^T (pixels [m0, m0+mb) x channels [n0, n0+nb)) into y[channel][pixel] */
 static void lanes_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
   const lanes_epi *d = ctx;
-  const epi_ctx *e = &d->e;
-#if PRIMC_X86
-  if (cv_use_avx512()) {
-    epi_ctx en = cv_epi_at(e, n0, d->P);
-    primc_cv_ct_store(&en, d->P, C, ldc, m0, mb, nb);
-    return;
-  }
-#endif
-  float tmp[64];
-  for (int64_t o = 0; o < nb; o++)
-    for (int64_t p0 = 0; p0 < mb; p0 += 64) {
-      int64_t n = mb - p0 < 64 ? mb - p0 : 64, off = (n0 + o) * d->P + m0 + p0;
-      for (int64_t i = 0; i < n; i++) tmp[i] = C[(p0 + i) * ldc + o];
-      const float *res = e->res ? e->res + off : NULL;
-      primc_cv_epi_row_scalar(e, e->y + off, tmp, res, e->bias ? e->bias[(n0 + o) * e->bias_stride] : 0.0f, n);
-    }
+  epi_ctx en = cv_epi_at(&d->e, n0, d->P);
+  cv_ct_store(&en, d->P, C, ldc, m0, mb, nb);
 }
 
 /* bytes from one group's W^T panels to the next: 64-aligned, as primc_sgemm_pack_b wants */

@@ -1,4 +1,4 @@
-/* runtime/conv/lanes.c: the direct lanes row (32 output channels in the vector lanes, x read in place; AVX-512) and its plain-loop fallback. */
+/* runtime/conv/lanes.c: the direct lanes row (32 output channels in the vector lanes, x read in place; AVX-512 or AVX2) and its plain-loop fallback. */
 #include "runtime/conv/conv.h"
 
 #include <string.h>
@@ -73,6 +73,65 @@ DL_DEF(8) DL_DEF(9) DL_DEF(10) DL_DEF(11) DL_DEF(12) DL_DEF(13) DL_DEF(14)
 static void (*const dl_tab[DL_R][2])(const dl_src *, float *, int) = {
     DL_ROW(1), DL_ROW(2), DL_ROW(3),  DL_ROW(4),  DL_ROW(5),  DL_ROW(6),  DL_ROW(7),
     DL_ROW(8), DL_ROW(9), DL_ROW(10), DL_ROW(11), DL_ROW(12), DL_ROW(13), DL_ROW(14)};
+
+/* AVX2: half the 32 channels a call (16: two ymm), up to DL2_R pixels, 12 sums in registers, as the AVX2 GEMM
+ * row's 6 x 16 tile; a tile of the plan's runs as sub-tiles of at most DL2_R pixels, each for both halves */
+#define DL2_R 6
+#define DL2_AVX __attribute__((target("avx2,fma")))
+static inline __attribute__((always_inline)) DL2_AVX void dl_tile256(const dl_src *s, float *dst, int acc, int half,
+                                                                     const int R, const int S) {
+  __m256 a[DL2_R][2];
+  float *d = dst + 16 * half;
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    a[r][0] = acc ? _mm256_loadu_ps(d + r * DL_NR) : _mm256_setzero_ps();
+    a[r][1] = acc ? _mm256_loadu_ps(d + r * DL_NR + 8) : _mm256_setzero_ps();
+  }
+  const float *xc = s->x, *wc = s->w + 16 * half;
+  for (int64_t c = 0; c < s->c; c++, xc += s->cs, wc += s->wcs) {
+    const float *xr = xc, *wr = wc;
+    for (int64_t i = 0; i < s->ni; i++, xr += s->rs, wr += s->wrs) {
+      const float *xj = xr, *wj = wr;
+      for (int64_t j = 0; j < s->nj; j++, xj += s->js, wj += DL_NR) {
+        __m256 w0 = _mm256_load_ps(wj), w1 = _mm256_load_ps(wj + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+          __m256 b = _mm256_broadcast_ss(xj + r * S);
+          a[r][0] = _mm256_fmadd_ps(b, w0, a[r][0]);
+          a[r][1] = _mm256_fmadd_ps(b, w1, a[r][1]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    _mm256_storeu_ps(d + r * DL_NR, a[r][0]);
+    _mm256_storeu_ps(d + r * DL_NR + 8, a[r][1]);
+  }
+}
+
+#define DL2_DEF(R)                                                                                              \
+  static DL2_AVX void dl2_##R##_1(const dl_src *s, float *d, int acc, int h) { dl_tile256(s, d, acc, h, R, 1); } \
+  static DL2_AVX void dl2_##R##_2(const dl_src *s, float *d, int acc, int h) { dl_tile256(s, d, acc, h, R, 2); }
+DL2_DEF(1) DL2_DEF(2) DL2_DEF(3) DL2_DEF(4) DL2_DEF(5) DL2_DEF(6)
+#define DL2_ROW(R) {dl2_##R##_1, dl2_##R##_2}
+static void (*const dl2_tab[DL2_R][2])(const dl_src *, float *, int, int) = {DL2_ROW(1), DL2_ROW(2), DL2_ROW(3),
+                                                                           DL2_ROW(4), DL2_ROW(5), DL2_ROW(6)};
+
+/* n pixels of the tile at s (sums at d): the AVX-512 tile, or AVX2 sub-tiles as even as DL2_R makes them */
+static void dl_call(const dl_src *s, float *d, int acc, int64_t n, int64_t S) {
+  if (cv_use_avx512()) {
+    dl_tab[n - 1][S - 1](s, d, acc);
+    return;
+  }
+  int64_t parts = (n + DL2_R - 1) / DL2_R;
+  for (int64_t q = 0; q < parts; q++) {
+    int64_t a = n * q / parts, b = n * (q + 1) / parts;
+    dl_src t = *s;
+    t.x += a * S;
+    for (int h = 0; h < 2; h++) dl2_tab[b - a - 1][S - 1](&t, d + a * DL_NR, acc, h);
+  }
+}
 #endif
 
 static int dl_shape(const primc_conv2d *p, int64_t ow) {
@@ -155,7 +214,7 @@ static void dl_tile_at(const dl_job *j, const dl_plan *pl, const dl_src *row, in
   if (pl->full[t]) {
     dl_src s = *row;
     s.x += t0 * S - p->pad_l;
-    dl_tab[t1 - t0 - 1][S - 1](&s, sums + t0 * DL_NR, acc);
+    dl_call(&s, sums + t0 * DL_NR, acc, t1 - t0, S);
     return;
   }
   if (!acc) memset(sums + t0 * DL_NR, 0, (size_t)((t1 - t0) * DL_NR) * sizeof(float));
@@ -163,7 +222,7 @@ static void dl_tile_at(const dl_job *j, const dl_plan *pl, const dl_src *row, in
     const dl_run *r = &pl->run[t][q];
     dl_src s = *row;
     s.x += r->a * S - p->pad_l + r->j0 * p->dil_w, s.w += r->j0 * DL_NR, s.nj = r->j1 - r->j0;
-    dl_tab[r->b - r->a - 1][S - 1](&s, sums + r->a * DL_NR, 1);
+    dl_call(&s, sums + r->a * DL_NR, 1, r->b - r->a, S);
   }
 }
 
@@ -262,7 +321,7 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
     }
     int64_t nb = p->o - ob * DL_NR < DL_NR ? p->o - ob * DL_NR : DL_NR;
     epi_ctx eb = cv_epi_at(&j->e, ob * DL_NR, j->P);
-    primc_cv_ct_store(&eb, j->P, sums, DL_NR, r0 * j->ow, (r1 - r0) * j->ow, nb);
+    cv_ct_store(&eb, j->P, sums, DL_NR, r0 * j->ow, (r1 - r0) * j->ow, nb);
   }
 }
 
@@ -306,12 +365,12 @@ int primc_cv_dl_run(const cv_call *k) {
   }
   return PRIMC_OK;
 #else
-  return PRIMC_ERR_ARG; /* an AVX-512 row: never planned here */
+  return PRIMC_ERR_ARG; /* an x86 row: never planned here */
 #endif
 }
 
 /* The lanes layout on any CPU: a plain loop over [o / 32][c kh kw][32], so that weights packed for the
- * direct lanes row run where AVX-512 is missing. The sums go to acc, then the epilogue to y. */
+ * direct lanes row run where AVX2 is missing. The sums go to acc, then the epilogue to y. */
 int primc_cv_lanes_loop_fits(const primc_conv2d *p, const primc_conv2d *next) {
   return lanes_weights(p) && p->groups == 1 && !cv_is_depthwise(p);
 }

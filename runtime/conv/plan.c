@@ -18,6 +18,8 @@ typedef struct cv_tuning {
    * onto rows of a whole tile of pixels, narrowing dl_1x1_narrow times or more, and not into
    * (dl_1x1_gap_lo, dl_1x1_gap_hi] channels, where the GEMM reads x in place as well */
   int64_t dl_nr, dl_min_c, dl_1x1_min_ow, dl_1x1_narrow, dl_1x1_gap_lo, dl_1x1_gap_hi;
+  /* ... and 1x1s that widen (or keep) the channels onto maps of at least dl_1x1_min_pix pixels */
+  int64_t dl_1x1_min_pix;
   /* the transposed GEMM (output channels in the lanes): when the share of used lanes over channels beats
    * the one over pixels by gt_lane_gain; and narrowing 1x1s into at most gt_1x1_max_og channels (a
    * multiple of the lanes) by gt_1x1_narrow times or more, on maps of at most gt_1x1_max_pix pixels
@@ -51,35 +53,42 @@ typedef struct cv_tuning {
 
 #define CV_TUNING_COMMON                                                                                     \
   .wino_min_tiles = 36, .dl_nr = 32, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                                 \
-  .dl_1x1_gap_hi = 128, .lanes = 16, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,              \
+  .dl_1x1_gap_hi = 128, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,                          \
   .direct_waste_den = 8, .direct_min_k = 32, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28, \
   .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,    \
   .bf16_min_og = 128, .bf16_min_og_1x1 = 64
 
 #define CV_NEVER INT64_MAX /* a threshold no conv reaches */
 
-/* the first three indexed by primc_cpu_zmm_fmas() (zmm FMAs a core starts per cycle); the last for
- * Intel's cores of two */
-static const cv_tuning tunings[4] = {
+/* the first three indexed by primc_cpu_zmm_fmas() (zmm FMAs a core starts per cycle; 0: no AVX-512, and no
+ * AVX2 either: plain C and NEON); then Intel's cores of two, and AVX2 without AVX-512 */
+static const cv_tuning tunings[5] = {
     {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8,
-     .dl_1x1_narrow = 4},
+     .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
     {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64,
-     .dl_min_c = 8, .dl_1x1_narrow = 4},
+     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16},
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32,
-     .dl_min_c = 8, .dl_1x1_narrow = 4},
+     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
-     .strided_1x1_gemm = 1},
+     .strided_1x1_gemm = 1, .dl_1x1_min_pix = CV_NEVER, .lanes = 16},
+    /* AVX2 (Zen 3; the direct lanes row in ymm): 3-channel stems in the lanes (MobileNetV2's 3.8 -> 0.64 ms,
+     * ResNet-18's 11.3 -> 3.4), and widening 1x1s onto maps of 28x28 or more (16 -> 96 at 112x112 3.8 ->
+     * 1.8 ms; at 14x14 the GEMM wins); narrowing 1x1s as the GEMM reading x in place (0.16-0.19 ms against
+     * 0.19-0.25 in the lanes), the transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes */
+    {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
+     .dl_1x1_narrow = CV_NEVER, .dl_1x1_min_pix = 784, .lanes = 8, .gt_1x1_max_pix = 64},
 };
 
 static const cv_tuning *tuning(void) {
   int z = primc_cpu_zmm_fmas();
   if (z == 2 && primc_gm_amd_family() == 0) return &tunings[3];
+  if (z <= 0 && primc_sgemm_isa() == PRIMC_ISA_AVX2) return &tunings[4];
   return &tunings[z >= 0 && z <= 2 ? z : 0];
 }
 
@@ -119,13 +128,16 @@ static int wino_pays(const cv_shape *s) {
 }
 
 /* not a stem of few channels (its rows of few taps send the sums through memory more often than the GEMM),
- * nor 1x1s onto rows shorter than a tile, nor 1x1s that do not narrow enough */
+ * nor 1x1s onto rows shorter than a tile, nor 1x1s that neither narrow enough nor widen onto a large map */
 static int dl_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   const cv_tuning *t = s->t;
   if ((p->kh * p->kw == 1 && s->ow < t->dl_1x1_min_ow) || strided_1x1_as_gemm(s)) return 0;
-  if (cv_is_pointwise(p) && (p->c / t->dl_1x1_narrow < p->o || (p->o > t->dl_1x1_gap_lo && p->o <= t->dl_1x1_gap_hi)))
-    return 0;
+  if (cv_is_pointwise(p)) {
+    int narrows = p->c / t->dl_1x1_narrow >= p->o && !(p->o > t->dl_1x1_gap_lo && p->o <= t->dl_1x1_gap_hi);
+    int widens_big = p->o >= p->c && s->oh * s->ow >= t->dl_1x1_min_pix;
+    if (!narrows && !widens_big) return 0;
+  }
   return p->o % t->dl_nr == 0 && p->c >= t->dl_min_c;
 }
 

@@ -274,10 +274,11 @@ PC_TEST(conv_plan_force_and_layouts) {
   CHECK_INT(primc_conv_plan_make(&c3, &panels, &plan), PRIMC_OK);
   CHECK_INT(plan.row, PRIMC_CONV_ROW_GEMM_T);
   CHECK_INT(primc_conv_plan_make(&dw, &panels, &plan), PRIMC_ERR_ARG);
-  /* lanes weights: the direct lanes row with AVX-512, else the loop that reads the same layout */
+  /* lanes weights: the direct lanes row with AVX-512 or AVX2, else the loop that reads the same layout */
   primc_conv_plan_opts lanes = {.layout = PRIMC_CONV_W_LANES};
   CHECK_INT(primc_conv_plan_make(&c3, &lanes, &plan), PRIMC_OK);
-  CHECK_INT(plan.row, primc_sgemm_isa() == PRIMC_ISA_AVX512 ? PRIMC_CONV_ROW_DIRECT_LANES : PRIMC_CONV_ROW_LANES_LOOP);
+  CHECK_INT(plan.row, primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2) ? PRIMC_CONV_ROW_DIRECT_LANES
+                                                                           : PRIMC_CONV_ROW_LANES_LOOP);
   /* bf16 only when asked (--autocast bf16), and then for deep sums into many channels (packable weights, not
    * depthwise); a 16-channel conv stays f32 */
   primc_conv2d deep = {1, 128, 14, 14, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
