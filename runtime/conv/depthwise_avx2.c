@@ -1,0 +1,191 @@
+/* runtime/conv/depthwise_avx2.c: the depthwise row with 8 channels in the lanes of a ymm (AVX2). */
+#include "runtime/conv/conv.h"
+
+#include <string.h>
+
+/*
+ * dw_lanes' scheme on ymm: a band of 8 channels' input rows is transposed into a zero-bordered
+ * [row][col][8] tile, each output pixel is then one full-width FMA per tap at any stride, with no masks
+ * and no row tails (a 7-wide output row is 7 full vectors, not 7 scalar tails), and the [pixel][8] sums
+ * are transposed back (8 x 8 in registers) into the output planes, whose rows the AVX2 epilogue row
+ * then finishes.
+ */
+#define DW8_TILE_FLOATS 16384 /* a band's input tile, on the stack (64 KiB) */
+#define DW8_OUT_FLOATS 4096   /* its sums: 512 pixels x 8 channels */
+
+typedef struct dw8_geo {
+  int64_t pw, band, taps; /* tile row width (pixels), output rows a band, taps */
+} dw8_geo;
+
+/* the band: the most output rows whose tile rows and sums fit their buffers; 0 when not even one row's do */
+static dw8_geo dw8_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  dw8_geo g = {(ow - 1) * p->stride_w + (p->kw - 1) * p->dil_w + 1, 0, p->kh * p->kw};
+  int64_t reach = (p->kh - 1) * p->dil_h + 1, tile_rows = DW8_TILE_FLOATS / (g.pw * 8);
+  if (tile_rows < reach) return g;
+  int64_t band = (tile_rows - reach) / p->stride_h + 1, out_rows = DW8_OUT_FLOATS / (ow * 8);
+  g.band = band < out_rows ? band : out_rows;
+  if (g.band > oh) g.band = oh;
+  return g;
+}
+
+static int dw8_plain(const primc_conv2d *p) {
+  return cv_is_depthwise(p) && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
+}
+
+int primc_cv_dwl8_fits(const primc_conv2d *p, const primc_conv2d *next) {
+  int64_t oh, ow;
+  return dw8_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && p->kh * p->kw <= DWL_MAX_TAPS &&
+         dw8_geometry(p, oh, ow).band > 0;
+}
+
+#if PRIMC_X86
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* dst row k (k < cols) = column k of the rows x cols block at src (rows ld apart): all 8 lanes (those past rows
+ * 0) when full, else its first rows */
+AVX2 static void tr8_part(const float *src, int64_t ld, int rows, int cols, float *dst, int64_t ldd, int full) {
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), iota), rm = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), iota);
+  __m256 r[8], t[8], s[8];
+  for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_maskload_ps(src + i * ld, cm) : _mm256_setzero_ps();
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; h++) { /* rows 0-3, then 4-7 */
+    s[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; k++) { /* columns k and k + 4: the low and high 128-bit halves */
+    r[k] = _mm256_permute2f128_ps(s[k], s[4 + k], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(s[k], s[4 + k], 0x31);
+  }
+  for (int k = 0; k < cols; k++) {
+    if (full) _mm256_storeu_ps(dst + k * ldd, r[k]);
+    else _mm256_maskstore_ps(dst + k * ldd, rm, r[k]);
+  }
+}
+
+typedef struct dw8_ctx {
+  const primc_conv2d *p;
+  const float *wt; /* [tap][8] */
+  int64_t pw, ow;
+} dw8_ctx;
+
+/* NB output pixels from (oy, ox) of the band (oy relative to its first row) into out[pixel][8] */
+INLINE AVX2 void dw8_pixels(const dw8_ctx *d, const float *tile, int64_t oy, int64_t ox, float *out, const int NB) {
+  const primc_conv2d *p = d->p;
+  __m256 a[8];
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) a[b] = _mm256_setzero_ps();
+  int64_t sw = p->stride_w * 8;
+  for (int64_t i = 0; i < p->kh; i++) {
+    const float *row = tile + ((oy * p->stride_h + i * p->dil_h) * d->pw + ox * p->stride_w) * 8;
+    for (int64_t jx = 0; jx < p->kw; jx++) {
+      __m256 wv = _mm256_load_ps(d->wt + (i * p->kw + jx) * 8);
+      const float *src = row + jx * p->dil_w * 8;
+#pragma GCC unroll 8
+      for (int b = 0; b < NB; b++) a[b] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + b * sw), a[b]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) _mm256_store_ps(out + b * 8, a[b]);
+}
+
+AVX2 static void dw8_band(const dw8_ctx *d, const float *tile, int64_t rows, float *out) {
+  for (int64_t oy = 0; oy < rows; oy++) {
+    float *o = out + oy * d->ow * 8;
+    int64_t ox = 0;
+    for (; ox + 8 <= d->ow; ox += 8) dw8_pixels(d, tile, oy, ox, o + ox * 8, 8);
+    switch (d->ow - ox) { /* the rest as one block: independent sums, not a chain per pixel */
+    case 7: dw8_pixels(d, tile, oy, ox, o + ox * 8, 7); break;
+    case 6: dw8_pixels(d, tile, oy, ox, o + ox * 8, 6); break;
+    case 5: dw8_pixels(d, tile, oy, ox, o + ox * 8, 5); break;
+    case 4: dw8_pixels(d, tile, oy, ox, o + ox * 8, 4); break;
+    case 3: dw8_pixels(d, tile, oy, ox, o + ox * 8, 3); break;
+    case 2: dw8_pixels(d, tile, oy, ox, o + ox * 8, 2); break;
+    case 1: dw8_pixels(d, tile, oy, ox, o + ox * 8, 1); break;
+    }
+  }
+}
+
+/* tile rows [r0, rows) of the band whose first output row is oy0, channels [0, nch) of the planes at x: zeros
+ * outside the input */
+AVX2 static void dw8_fill(const primc_conv2d *p, const float *x, int nch, int64_t oy0, int64_t r0, int64_t rows,
+                          int64_t pw, float *tile) {
+  int64_t in_end = p->pad_l + p->w < pw ? p->pad_l + p->w : pw, hw = p->h * p->w;
+  for (int64_t r = r0; r < rows; r++) {
+    int64_t ih = oy0 * p->stride_h - p->pad_t + r;
+    float *t = tile + r * pw * 8;
+    if (ih < 0 || ih >= p->h || in_end <= p->pad_l) {
+      memset(t, 0, (size_t)(pw * 8) * sizeof(float));
+      continue;
+    }
+    memset(t, 0, (size_t)(p->pad_l * 8) * sizeof(float));
+    if (in_end < pw) memset(t + in_end * 8, 0, (size_t)((pw - in_end) * 8) * sizeof(float));
+    int64_t n = in_end - p->pad_l;
+    for (int64_t q = 0; q < n; q += 8)
+      tr8_part(x + ih * p->w + q, hw, nch, (int)(n - q < 8 ? n - q : 8), t + (p->pad_l + q) * 8, 8, 1);
+  }
+}
+
+/* the depthwise conv of channels [c0, c0 + nch) of image n */
+AVX2 static void dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch) {
+  const primc_conv2d *p = j->p;
+  const primc_conv_epi *ep = j->e;
+  dw8_geo g = dw8_geometry(p, j->oh, j->ow);
+  int64_t P = j->oh * j->ow, reach = (p->kh - 1) * p->dil_h + 1;
+  float tile[DW8_TILE_FLOATS] __attribute__((aligned(32)));
+  float out[DW8_OUT_FLOATS] __attribute__((aligned(32)));
+  float wt[DWL_MAX_TAPS * 8] __attribute__((aligned(32)));
+  for (int64_t t = 0; t < g.taps; t++)
+    for (int l = 0; l < 8; l++) wt[t * 8 + l] = l < nch ? j->w[(c0 + l) * g.taps + t] : 0.0f;
+  dw8_ctx d = {p, wt, g.pw, j->ow};
+  const float *x = j->x + (n * p->c + c0) * p->h * p->w;
+  float *acc = j->acc + (n * p->c + c0) * P;
+  int64_t have0 = 0, have = 0; /* the tile holds input rows [have0, have0 + have) */
+  for (int64_t oy0 = 0; oy0 < j->oh; oy0 += g.band) {
+    int64_t rows = j->oh - oy0 < g.band ? j->oh - oy0 : g.band, need = (rows - 1) * p->stride_h + reach;
+    int64_t ih0 = oy0 * p->stride_h - p->pad_t, keep = 0;
+    /* rows the last band read too move up, not remade */
+    if (have > 0 && ih0 >= have0 && ih0 < have0 + have) {
+      keep = have0 + have - ih0 < need ? have0 + have - ih0 : need;
+      memmove(tile, tile + (ih0 - have0) * g.pw * 8, (size_t)(keep * g.pw * 8) * sizeof(float));
+    }
+    dw8_fill(p, x, nch, oy0, keep, need, g.pw, tile);
+    have0 = ih0, have = need;
+    dw8_band(&d, tile, rows, out);
+    for (int64_t q = 0; q < rows * j->ow; q += 8)
+      tr8_part(out + q * 8, 8, (int)(rows * j->ow - q < 8 ? rows * j->ow - q : 8), nch, acc + oy0 * j->ow + q, P, 0);
+  }
+  epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .act = ep->act};
+  for (int l = 0; l < nch; l++) {
+    int64_t off = (n * p->c + c0 + l) * P, c = c0 + l;
+    cv_epi_row(0, &ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL,
+               ep->bias ? ep->bias[c * ep->bias_stride] : 0.0f, P);
+  }
+}
+
+/* items (image, block of 8 channels) [b, e) of the dw_job in ctx */
+static void dw8_range(void *ctx, int64_t b, int64_t e) {
+  const dw_job *j = ctx;
+  int64_t nblk = (j->p->c + 7) / 8;
+  for (int64_t it = b; it < e; it++) {
+    int64_t c0 = it % nblk * 8;
+    dw8_item(j, it / nblk, c0, (int)(j->p->c - c0 < 8 ? j->p->c - c0 : 8));
+  }
+}
+#endif
+
+int primc_cv_dwl8_run(const cv_call *c) {
+#if PRIMC_X86
+  dw_job j = {c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, 0, 1};
+  primc_parallel_for(c->p->n * ((c->p->c + 7) / 8), dw8_range, &j);
+  return PRIMC_OK;
+#else
+  return PRIMC_ERR_ARG; /* an x86 row: never planned here */
+#endif
+}
