@@ -53,18 +53,27 @@ static inline __attribute__((always_inline)) AVX2 void body256(const kargs *g, c
   else
     loop256(g, acc, R, V, 0, 0, 0, lm);
   __m256 va = _mm256_set1_ps(g->alpha), vb = _mm256_set1_ps(g->beta);
-  int read_c = g->beta != 0;
+  int read_c = g->beta != 0, fuse = g->st && !g->st->row;
+  /* the fused store: bias, residual and clamp while the tile is in registers, in store_tile's order */
+  __m256 lo = _mm256_set1_ps(fuse ? g->st->lo : 0.0f), hi = _mm256_set1_ps(fuse ? g->st->hi : 0.0f);
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++) {
     float *c = g->c + r * g->ldc;
+    __m256 b = _mm256_set1_ps(fuse && g->st_bias ? g->st_bias[r * g->st->bias_stride] : 0.0f);
 #pragma GCC unroll 2
     for (int v = 0; v < V; v++) {
       __m256i m = v == V - 1 ? lm : all;
       __m256 x = _mm256_mul_ps(acc[r][v], va);
       if (read_c) x = _mm256_fmadd_ps(_mm256_maskload_ps(c + 8 * v, m), vb, x);
+      if (fuse) {
+        x = _mm256_add_ps(x, b);
+        if (g->st_res) x = _mm256_add_ps(x, _mm256_maskload_ps(g->st_res + r * g->ldc + 8 * v, m));
+        x = _mm256_min_ps(hi, _mm256_max_ps(lo, x)); /* x second: NaN stays */
+      }
       _mm256_maskstore_ps(c + 8 * v, m, x);
     }
   }
+  if (g->st && g->st->row) primc_gm_store_tile(g, R); /* the compacting store: in plain C */
 }
 
 #define DEF256(R)                                                              \

@@ -91,8 +91,8 @@ typedef struct job {
 /* the fused store's clamp in scalar code, as the vector code does it: NaN stays NaN */
 static float store_clamp(const primc_gemm_store *s, float v) { return v < s->lo ? s->lo : v > s->hi ? s->hi : v; }
 
-/* kargs.st on a stored tile, for kernels that do not apply it themselves */
-static void store_tile(const kargs *h, int rows) {
+/* kargs.st on a stored tile, for kernels that do not apply it themselves (or not the compacting form) */
+void primc_gm_store_tile(const kargs *h, int rows) {
   const primc_gemm_store *s = h->st;
   for (int r = 0; s->row && r < rows; r++) {
     float b = h->st_bias ? h->st_bias[r * s->bias_stride] : 0.0f;
@@ -174,7 +174,7 @@ static void run_part(const job *j, kargs *g, int64_t row, int rows, int64_t p, i
     g->st = NULL;
     kr->kern(g, rows);
     g->st = j->st;
-    store_tile(g, rows);
+    primc_gm_store_tile(g, rows);
   } else {
     kr->kern(g, rows);
   }
