@@ -62,15 +62,21 @@ static inline __attribute__((always_inline)) AVX2 void body256(const kargs *g, c
     __m256 b = _mm256_set1_ps(fuse && g->st_bias ? g->st_bias[r * g->st->bias_stride] : 0.0f);
 #pragma GCC unroll 2
     for (int v = 0; v < V; v++) {
-      __m256i m = v == V - 1 ? lm : all;
+      /* whole vectors move unmasked: vmaskmovps is microcoded on AMD's cores, a store of it many cycles */
+      int whole = v < V - 1 || rem == 8;
+      __m256i m = whole ? all : lm;
       __m256 x = _mm256_mul_ps(acc[r][v], va);
-      if (read_c) x = _mm256_fmadd_ps(_mm256_maskload_ps(c + 8 * v, m), vb, x);
+      if (read_c) x = _mm256_fmadd_ps(whole ? _mm256_loadu_ps(c + 8 * v) : _mm256_maskload_ps(c + 8 * v, m), vb, x);
       if (fuse) {
         x = _mm256_add_ps(x, b);
-        if (g->st_res) x = _mm256_add_ps(x, _mm256_maskload_ps(g->st_res + r * g->ldc + 8 * v, m));
+        if (g->st_res) {
+          const float *res = g->st_res + r * g->ldc + 8 * v;
+          x = _mm256_add_ps(x, whole ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, m));
+        }
         x = _mm256_min_ps(hi, _mm256_max_ps(lo, x)); /* x second: NaN stays */
       }
-      _mm256_maskstore_ps(c + 8 * v, m, x);
+      if (whole) _mm256_storeu_ps(c + 8 * v, x);
+      else _mm256_maskstore_ps(c + 8 * v, m, x);
     }
   }
   if (g->st && g->st->row) primc_gm_store_tile(g, R); /* the compacting store: in plain C */
