@@ -35,6 +35,24 @@ typedef void att_tile(att_blk *b, int64_t n0, int64_t nk);
 typedef void att_pack_q(att_blk *b, const float *Q, int64_t ld, float scale);
 typedef void att_store_o(att_blk *b, float *y, int64_t ld);
 
+/* a vector row's att_tile: its scores, softmax and pv steps for the block's vq, a constant V in each case so
+ * that the register blocks unroll (ATTR: the row's target attribute) */
+#define ATT_TILE_ENTRY(ATTR, fn, scores, softmax, pv)                                                            \
+  ATTR static inline __attribute__((always_inline)) void fn##_of(att_blk *b, int64_t n0, int64_t nk, const int V) { \
+    scores(b, n0, nk, V);                                                                                       \
+    softmax(b, nk, V);                                                                                          \
+    pv(b, n0, nk, V);                                                                                           \
+  }                                                                                                             \
+  ATTR void fn(att_blk *b, int64_t n0, int64_t nk) {                                                            \
+    switch (b->vq) {                                                                                            \
+    case 1: fn##_of(b, n0, nk, 1); break;                                                                       \
+    case 2: fn##_of(b, n0, nk, 2); break;                                                                       \
+    case 3: fn##_of(b, n0, nk, 3); break;                                                                       \
+    default: fn##_of(b, n0, nk, 4); break;                                                                      \
+    }                                                                                                           \
+  }                                                                                                             \
+  _Static_assert(VQ == 4, "a case for each V up to VQ")
+
 #define PRIMC_ATTENTION_ROW(id, name, isa, tile, pack_q, store_o) att_tile tile;
 #include "runtime/attention_rows.def"
 #undef PRIMC_ATTENTION_ROW

@@ -191,20 +191,7 @@ AVX2 INLINE void pv_256(const att_blk *b, int64_t n0, int64_t nk, const int V) {
   }
 }
 
-AVX2 INLINE void tile_of(att_blk *b, int64_t n0, int64_t nk, const int V) {
-  scores_256(b, n0, nk, V);
-  softmax_256(b, nk, V);
-  pv_256(b, n0, nk, V);
-}
-
-AVX2 void primc_att_tile_avx2(att_blk *b, int64_t n0, int64_t nk) {
-  switch (b->vq) {
-  case 1: tile_of(b, n0, nk, 1); break;
-  case 2: tile_of(b, n0, nk, 2); break;
-  case 3: tile_of(b, n0, nk, 3); break;
-  default: tile_of(b, n0, nk, 4); break;
-  }
-}
-_Static_assert(VQ == 4, "a case for each V up to VQ");
+/* one key tile for blocks of V vectors of queries */
+ATT_TILE_ENTRY(AVX2, primc_att_tile_avx2, scores_256, softmax_256, pv_256);
 
 #endif

@@ -196,21 +196,7 @@ AVX512 INLINE void pv_512(const att_blk *b, int64_t n0, int64_t nk, const int V)
 }
 
 /* one key tile for blocks of V vectors of queries */
-AVX512 INLINE void tile_of(att_blk *b, int64_t n0, int64_t nk, const int V) {
-  scores_512(b, n0, nk, V);
-  softmax_512(b, nk, V);
-  pv_512(b, n0, nk, V);
-}
-
-AVX512 void primc_att_tile_avx512(att_blk *b, int64_t n0, int64_t nk) {
-  switch (b->vq) {
-  case 1: tile_of(b, n0, nk, 1); break;
-  case 2: tile_of(b, n0, nk, 2); break;
-  case 3: tile_of(b, n0, nk, 3); break;
-  default: tile_of(b, n0, nk, 4); break;
-  }
-}
-_Static_assert(VQ == 4, "a case for each V up to VQ");
+ATT_TILE_ENTRY(AVX512, primc_att_tile_avx512, scores_512, softmax_512, pv_512);
 
 /* Q^T = Q's rows [m0, m0 + rows) scaled, 16 x 16 blocks through registers (Q's d stride 1) */
 AVX512 void primc_att_pack_q_avx512(att_blk *b, const float *Q, int64_t ld, float scale) {
