@@ -17,6 +17,11 @@
 
 static inline int cv_is_depthwise(const primc_conv2d *p) { return p->groups == p->c && p->o == p->c; }
 
+/* a depthwise conv whose weights are plain (the depthwise rows' layout) */
+static inline int cv_dw_plain(const primc_conv2d *p) {
+  return cv_is_depthwise(p) && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
+}
+
 static inline int cv_is_pointwise(const primc_conv2d *p) {
   return p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && !p->pad_t && !p->pad_l && !p->pad_b &&
          !p->pad_r;
@@ -274,7 +279,10 @@ typedef struct dwl_geo {
   int64_t band; /* output rows per band */
   int64_t taps;
 } dwl_geo;
-dwl_geo primc_cv_dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow);
+#define DWL_TILE_FLOATS 16384 /* a band's input tile, on the stack (64 KiB) */
+#define DWL_OUT_FLOATS 4096   /* its sums: 4096 / lanes pixels */
+/* for channels in `lanes` lanes (16: dw_lanes, 8: dw_lanes8) */
+dwl_geo primc_cv_dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow, int lanes);
 
 #if PRIMC_X86
 /* Where a band's tile rows come from: the input planes, transposed (plain), or made by the first conv of

@@ -369,15 +369,13 @@ __attribute__((target("avx512f"))) static void dw_flat_range(const dw_job *j, in
  * permute. A band of 16 channels' input rows is transposed into a zero-bordered [row][col][16] tile;
  * each output pixel is then one full-width FMA per tap, with no masks and at any stride; the
  * [pixel][16] sums are transposed back. The transposes are 16x16 in registers. */
-#define DWL_TILE_FLOATS 16384 /* a band's input tile, on the stack (64 KiB) */
-#define DWL_OUT_FLOATS 4096   /* its sums: 256 pixels x 16 channels */
 /* the band: the most output rows, up to oh, whose tile rows ((band - 1) stride_h + reach of them) and
  * sums fit their buffers; 0 when not even one row's do */
-dwl_geo primc_cv_dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
+dwl_geo primc_cv_dwl_geometry(const primc_conv2d *p, int64_t oh, int64_t ow, int lanes) {
   dwl_geo g = {(ow - 1) * p->stride_w + (p->kw - 1) * p->dil_w + 1, 0, p->kh * p->kw};
-  int64_t reach = (p->kh - 1) * p->dil_h + 1, tile_rows = DWL_TILE_FLOATS / (g.pw * 16);
+  int64_t reach = (p->kh - 1) * p->dil_h + 1, tile_rows = DWL_TILE_FLOATS / (g.pw * lanes);
   if (tile_rows < reach) return g;
-  int64_t band = (tile_rows - reach) / p->stride_h + 1, out_rows = DWL_OUT_FLOATS / (ow * 16);
+  int64_t band = (tile_rows - reach) / p->stride_h + 1, out_rows = DWL_OUT_FLOATS / (ow * lanes);
   g.band = band < out_rows ? band : out_rows;
   if (g.band > oh) g.band = oh;
   return g;
@@ -535,7 +533,7 @@ __attribute__((target("avx512f"))) void primc_cv_dwl_item(const dw_job *j, int64
                                                         const dwl_src *src, int64_t oy_b, int64_t oy_e) {
   const primc_conv2d *p = j->p;
   const primc_conv_epi *ep = j->e;
-  dwl_geo g = primc_cv_dwl_geometry(p, j->oh, j->ow);
+  dwl_geo g = primc_cv_dwl_geometry(p, j->oh, j->ow, 16);
   int64_t P = j->oh * j->ow, reach = (p->kh - 1) * p->dil_h + 1;
   float tile[DWL_TILE_FLOATS] __attribute__((aligned(64)));
   float out[DWL_OUT_FLOATS] __attribute__((aligned(64)));
@@ -599,15 +597,12 @@ static dw_job dw_job_of(const cv_call *c) {
                   primc_sgemm_isa() == PRIMC_ISA_AVX2};
 }
 
-static int dw_plain(const primc_conv2d *p) {
-  return cv_is_depthwise(p) && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
-}
 
 /* 16 channels in the lanes: a band's tile holds every tap, and the sums fit their buffer */
 int primc_cv_dwl_fits(const primc_conv2d *p, const primc_conv2d *next) {
   int64_t oh, ow;
-  return dw_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && p->kh * p->kw <= DWL_MAX_TAPS && p->stride_h <= 4 &&
-         primc_cv_dwl_geometry(p, oh, ow).band > 0;
+  return cv_dw_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && p->kh * p->kw <= DWL_MAX_TAPS && p->stride_h <= 4 &&
+         primc_cv_dwl_geometry(p, oh, ow, 16).band > 0;
 }
 
 int primc_cv_dwl_run(const cv_call *c) {
@@ -622,7 +617,7 @@ int primc_cv_dwl_run(const cv_call *c) {
 
 int primc_cv_dw_flat_fits(const primc_conv2d *p, const primc_conv2d *next) {
   int64_t oh, ow;
-  return dw_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && dw_flat_ok(p, ow);
+  return cv_dw_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && dw_flat_ok(p, ow);
 }
 
 #if PRIMC_X86
@@ -642,7 +637,7 @@ int primc_cv_dw_flat_run(const cv_call *c) {
 /* stride 1 or 2 across, kernels up to DW_MAX_KW wide, rows within the zero row */
 int primc_cv_dw_rows_fits(const primc_conv2d *p, const primc_conv2d *next) {
   int64_t oh, ow;
-  return dw_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && (p->stride_w == 1 || p->stride_w == 2) &&
+  return cv_dw_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && (p->stride_w == 1 || p->stride_w == 2) &&
          p->kw <= DW_MAX_KW && p->w <= DW_ZERO_ROW && ow <= DW_ZERO_ROW;
 }
 
@@ -677,7 +672,7 @@ int primc_cv_dw_rows_run(const cv_call *c) {
 #endif
 }
 
-int primc_cv_dw_plane_fits(const primc_conv2d *p, const primc_conv2d *next) { return dw_plain(p); }
+int primc_cv_dw_plane_fits(const primc_conv2d *p, const primc_conv2d *next) { return cv_dw_plain(p); }
 
 static void dw_plane_items(void *ctx, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; i++) dw_plane(ctx, i);

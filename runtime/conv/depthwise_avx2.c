@@ -10,32 +10,10 @@
  * are transposed back (8 x 8 in registers) into the output planes, whose rows the AVX2 epilogue row
  * then finishes.
  */
-#define DW8_TILE_FLOATS 16384 /* a band's input tile, on the stack (64 KiB) */
-#define DW8_OUT_FLOATS 4096   /* its sums: 512 pixels x 8 channels */
-
-typedef struct dw8_geo {
-  int64_t pw, band, taps; /* tile row width (pixels), output rows a band, taps */
-} dw8_geo;
-
-/* the band: the most output rows whose tile rows and sums fit their buffers; 0 when not even one row's do */
-static dw8_geo dw8_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
-  dw8_geo g = {(ow - 1) * p->stride_w + (p->kw - 1) * p->dil_w + 1, 0, p->kh * p->kw};
-  int64_t reach = (p->kh - 1) * p->dil_h + 1, tile_rows = DW8_TILE_FLOATS / (g.pw * 8);
-  if (tile_rows < reach) return g;
-  int64_t band = (tile_rows - reach) / p->stride_h + 1, out_rows = DW8_OUT_FLOATS / (ow * 8);
-  g.band = band < out_rows ? band : out_rows;
-  if (g.band > oh) g.band = oh;
-  return g;
-}
-
-static int dw8_plain(const primc_conv2d *p) {
-  return cv_is_depthwise(p) && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
-}
-
 int primc_cv_dwl8_fits(const primc_conv2d *p, const primc_conv2d *next) {
   int64_t oh, ow;
-  return dw8_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && p->kh * p->kw <= DWL_MAX_TAPS &&
-         dw8_geometry(p, oh, ow).band > 0;
+  return cv_dw_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && p->kh * p->kw <= DWL_MAX_TAPS &&
+         primc_cv_dwl_geometry(p, oh, ow, 8).band > 0;
 }
 
 #if PRIMC_X86
@@ -136,10 +114,10 @@ AVX2 static void dw8_fill(const primc_conv2d *p, const float *x, int nch, int64_
 AVX2 static void dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch) {
   const primc_conv2d *p = j->p;
   const primc_conv_epi *ep = j->e;
-  dw8_geo g = dw8_geometry(p, j->oh, j->ow);
+  dwl_geo g = primc_cv_dwl_geometry(p, j->oh, j->ow, 8);
   int64_t P = j->oh * j->ow, reach = (p->kh - 1) * p->dil_h + 1;
-  float tile[DW8_TILE_FLOATS] __attribute__((aligned(32)));
-  float out[DW8_OUT_FLOATS] __attribute__((aligned(32)));
+  float tile[DWL_TILE_FLOATS] __attribute__((aligned(32)));
+  float out[DWL_OUT_FLOATS] __attribute__((aligned(32)));
   float wt[DWL_MAX_TAPS * 8] __attribute__((aligned(32)));
   for (int64_t t = 0; t < g.taps; t++)
     for (int l = 0; l < 8; l++) wt[t * 8 + l] = l < nch ? j->w[(c0 + l) * g.taps + t] : 0.0f;

@@ -119,8 +119,8 @@ static void (*const dl2_tab[DL2_R][2])(const dl_src *, float *, int, int) = {DL2
                                                                            DL2_ROW(4), DL2_ROW(5), DL2_ROW(6)};
 
 /* n pixels of the tile at s (sums at d): the AVX-512 tile, or AVX2 sub-tiles as even as DL2_R makes them */
-static void dl_call(const dl_src *s, float *d, int acc, int64_t n, int64_t S) {
-  if (cv_use_avx512()) {
+static void dl_call(const dl_src *s, float *d, int acc, int64_t n, int64_t S, int avx512) {
+  if (avx512) {
     dl_tab[n - 1][S - 1](s, d, acc);
     return;
   }
@@ -163,6 +163,7 @@ typedef struct dl_job {
   const float *x, *w;
   epi_ctx e; /* at the image's start */
   int64_t P;
+  int avx512; /* the AVX-512 tiles, else the AVX2 ones */
 } dl_job;
 
 /* the pixels [*a, *b) of [t0, t1) whose kernel column j lies inside x's row */
@@ -214,7 +215,7 @@ static void dl_tile_at(const dl_job *j, const dl_plan *pl, const dl_src *row, in
   if (pl->full[t]) {
     dl_src s = *row;
     s.x += t0 * S - p->pad_l;
-    dl_call(&s, sums + t0 * DL_NR, acc, t1 - t0, S);
+    dl_call(&s, sums + t0 * DL_NR, acc, t1 - t0, S, j->avx512);
     return;
   }
   if (!acc) memset(sums + t0 * DL_NR, 0, (size_t)((t1 - t0) * DL_NR) * sizeof(float));
@@ -222,7 +223,7 @@ static void dl_tile_at(const dl_job *j, const dl_plan *pl, const dl_src *row, in
     const dl_run *r = &pl->run[t][q];
     dl_src s = *row;
     s.x += r->a * S - p->pad_l + r->j0 * p->dil_w, s.w += r->j0 * DL_NR, s.nj = r->j1 - r->j0;
-    dl_call(&s, sums + r->a * DL_NR, 1, r->b - r->a, S);
+    dl_call(&s, sums + r->a * DL_NR, 1, r->b - r->a, S, j->avx512);
   }
 }
 
@@ -340,7 +341,7 @@ static int dl_band_major(const primc_conv2d *p, int64_t nob) {
 static void dl_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *x, const float *w, const epi_ctx *c) {
   int64_t rows = DL_BAND_FLOATS / (ow * DL_NR);
   int64_t nob = (p->o + DL_NR - 1) / DL_NR;
-  dl_job j = {p, oh, ow, nob, (oh + rows - 1) / rows, dl_band_major(p, nob), x, w, *c, oh * ow};
+  dl_job j = {p, oh, ow, nob, (oh + rows - 1) / rows, dl_band_major(p, nob), x, w, *c, oh * ow, cv_use_avx512()};
   primc_parallel_for(j.nob * j.bands, dl_range, &j);
 }
 #endif

@@ -119,7 +119,7 @@ static int pair_can(const primc_conv2d *pw, const primc_conv_epi *e1, const prim
   primc_conv2d_out_hw(pw, &oh, &ow);
   if (dw->n != pw->n || dw->c != pw->o || dw->h != oh || dw->w != ow) return 0;
   primc_conv2d_out_hw(dw, &oh, &ow);
-  return dw->kh * dw->kw <= DWL_MAX_TAPS && dw->stride_h <= 4 && primc_cv_dwl_geometry(dw, oh, ow).band > 0;
+  return dw->kh * dw->kw <= DWL_MAX_TAPS && dw->stride_h <= 4 && primc_cv_dwl_geometry(dw, oh, ow, 16).band > 0;
 }
 
 #define PWL_PART_ROWS 14 /* output rows from which threads split every block by rows (see below) */
