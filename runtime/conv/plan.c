@@ -81,11 +81,13 @@ static const cv_tuning tunings[5] = {
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
      .strided_1x1_gemm = 1, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_in_w = INT64_MAX},
     /* AVX2 (Zen 3; the direct lanes row in ymm): 3-channel stems in the lanes (MobileNetV2's 3.8 -> 0.64 ms,
-     * ResNet-18's 11.3 -> 3.4), and widening 1x1s onto maps of 28x28 or more (16 -> 96 at 112x112 3.8 ->
-     * 1.8 ms; at 14x14 the GEMM wins); narrowing 1x1s as the GEMM reading x in place (0.16-0.19 ms against
-     * 0.19-0.25 in the lanes), the transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes */
+     * ResNet-18's 11.3 -> 3.4); no 1x1 in the lanes: the GEMM reading x in place, its store fused, runs them
+     * 1.1-3x faster (16 -> 96 at 112x112 0.76 ms against 2.3, ResNet-50's 64 -> 256 at 56x56 1.5 against 3.7),
+     * strided ones as im2col GEMMs (ResNet-50's shortcuts 3.0 ms against 5.7 in the lanes); the transposed
+     * GEMM only on maps of 7x7 and below; ymm's 8 lanes */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
-     .dl_1x1_narrow = CV_NEVER, .dl_1x1_min_pix = 784, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_in_w = 56},
+     .dl_1x1_narrow = CV_NEVER, .dl_1x1_min_pix = CV_NEVER, .strided_1x1_gemm = 1, .lanes = 8,
+     .gt_1x1_max_pix = 64, .dw8_max_in_w = 56},
 };
 
 static const cv_tuning *tuning(void) {
