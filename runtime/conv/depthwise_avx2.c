@@ -21,12 +21,15 @@ int primc_cv_dwl8_fits(const primc_conv2d *p, const primc_conv2d *next) {
 #define INLINE static inline __attribute__((always_inline))
 
 /* dst row k (k < cols) = column k of the rows x cols block at src (rows ld apart): all 8 lanes (those past rows
- * 0) when full, else its first rows */
+ * 0) when full or rows is 8, else its first rows. Whole rows and columns move unmasked: a masked store
+ * (vmaskmovps) is microcoded on AMD's cores, many cycles each. */
 AVX2 static void tr8_part(const float *src, int64_t ld, int rows, int cols, float *dst, int64_t ldd, int full) {
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), iota), rm = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), iota);
   __m256 r[8], t[8], s[8];
-  for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_maskload_ps(src + i * ld, cm) : _mm256_setzero_ps();
+  full |= rows == 8;
+  for (int i = 0; i < 8; i++)
+    r[i] = i >= rows ? _mm256_setzero_ps() : cols == 8 ? _mm256_loadu_ps(src + i * ld) : _mm256_maskload_ps(src + i * ld, cm);
   for (int i = 0; i < 4; i++) {
     t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -51,7 +54,14 @@ typedef struct dw8_ctx {
   const primc_conv2d *p;
   const float *wt; /* [tap][8] */
   int64_t pw, ow;
+  int fused;                 /* the epilogue in the lanes: bias (per channel, so per lane), act, clamp */
+  const float *bias;         /* [8] */
+  float lo, hi;
+  int act;
 } dw8_ctx;
+
+/* the fused epilogue's acts: those cv_epi_row256 has on ymm */
+static int dw8_act_fusable(int act) { return act == PRIMC_ACT_NONE || act == PRIMC_ACT_SILU; }
 
 /* NB output pixels from (oy, ox) of the band (oy relative to its first row) into out[pixel][8] */
 INLINE AVX2 void dw8_pixels(const dw8_ctx *d, const float *tile, int64_t oy, int64_t ox, float *out, const int NB) {
@@ -67,6 +77,15 @@ INLINE AVX2 void dw8_pixels(const dw8_ctx *d, const float *tile, int64_t oy, int
       const float *src = row + jx * p->dil_w * 8;
 #pragma GCC unroll 8
       for (int b = 0; b < NB; b++) a[b] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + b * sw), a[b]);
+    }
+  }
+  if (d->fused) { /* as cv_epi_row256: clamp(act(sum + bias)), NaN kept */
+    __m256 vb = _mm256_load_ps(d->bias), lo = _mm256_set1_ps(d->lo), hi = _mm256_set1_ps(d->hi), one = _mm256_set1_ps(1.0f);
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; b++) {
+      __m256 v = _mm256_add_ps(a[b], vb);
+      if (d->act == PRIMC_ACT_SILU) v = _mm256_div_ps(v, _mm256_add_ps(one, cv_exp256(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+      a[b] = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
     }
   }
 #pragma GCC unroll 8
@@ -118,12 +137,16 @@ AVX2 static void dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch) {
   int64_t P = j->oh * j->ow, reach = (p->kh - 1) * p->dil_h + 1;
   float tile[DWL_TILE_FLOATS] __attribute__((aligned(32)));
   float out[DWL_OUT_FLOATS] __attribute__((aligned(32)));
-  float wt[DWL_MAX_TAPS * 8] __attribute__((aligned(32)));
+  float wt[DWL_MAX_TAPS * 8] __attribute__((aligned(32))), bias[8] __attribute__((aligned(32)));
   for (int64_t t = 0; t < g.taps; t++)
     for (int l = 0; l < 8; l++) wt[t * 8 + l] = l < nch ? j->w[(c0 + l) * g.taps + t] : 0.0f;
-  dw8_ctx d = {p, wt, g.pw, j->ow};
+  for (int l = 0; l < 8; l++) bias[l] = l < nch && ep->bias ? ep->bias[(c0 + l) * ep->bias_stride] : 0.0f;
+  /* without a residual (NCHW, not the lanes' layout) the epilogue runs on the sums in registers and the
+   * transposes write y: no pass over the planes after */
+  int fused = !ep->res && dw8_act_fusable(ep->act);
+  dw8_ctx d = {p, wt, g.pw, j->ow, fused, bias, ep->lo, ep->hi, ep->act};
   const float *x = j->x + (n * p->c + c0) * p->h * p->w;
-  float *acc = j->acc + (n * p->c + c0) * P;
+  float *acc = (fused ? j->y : j->acc) + (n * p->c + c0) * P;
   int64_t have0 = 0, have = 0; /* the tile holds input rows [have0, have0 + have) */
   for (int64_t oy0 = 0; oy0 < j->oh; oy0 += g.band) {
     int64_t rows = j->oh - oy0 < g.band ? j->oh - oy0 : g.band, need = (rows - 1) * p->stride_h + reach;
@@ -139,6 +162,7 @@ AVX2 static void dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch) {
     for (int64_t q = 0; q < rows * j->ow; q += 8)
       tr8_part(out + q * 8, 8, (int)(rows * j->ow - q < 8 ? rows * j->ow - q : 8), nch, acc + oy0 * j->ow + q, P, 0);
   }
+  if (fused) return;
   epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .act = ep->act};
   for (int l = 0; l < nch; l++) {
     int64_t off = (n * p->c + c0 + l) * P, c = c0 + l;

@@ -42,9 +42,9 @@ typedef struct cv_tuning {
   /* depthwise in the lanes: 3x3/5x5 with a full vector of channels and a block per thread; other kernels
    * at stride 2 up to dwl_max_ow_s2 wide (dwl_max_ow_s2_c16 with 16+ channels) */
   int64_t dwl_min_c, dwl_max_ow_s2, dwl_max_ow_s2_c16;
-  /* depthwise with 8 channels in ymm's lanes: outputs reading rows of at most dw8_max_in_w input columns (ow x
-   * stride across); the row loop's long vectors win over wider rows */
-  int64_t dw8_max_in_w;
+  /* depthwise with 8 channels in ymm's lanes: output rows of at most dw8_max_ow pixels; the row loop's long
+   * vectors win over wider rows at stride 1 */
+  int64_t dw8_max_ow;
   /* the fused pair: first convs of at most this many taps x input channels */
   int64_t pair_max_k;
   /* the bf16 row (when asked for): B (X_col) is made, rounded and packed per call, a cost per element of B
@@ -67,19 +67,19 @@ typedef struct cv_tuning {
  * AVX2 either: plain C and NEON); then Intel's cores of two, and AVX2 without AVX-512 */
 static const cv_tuning tunings[5] = {
     {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8,
-     .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_in_w = INT64_MAX},
+     .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_ow = INT64_MAX},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
     {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64,
-     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_in_w = INT64_MAX},
+     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_ow = INT64_MAX},
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32,
-     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_in_w = INT64_MAX},
+     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_ow = INT64_MAX},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
-     .strided_1x1_gemm = 1, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_in_w = INT64_MAX},
+     .strided_1x1_gemm = 1, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_ow = INT64_MAX},
     /* AVX2 (Zen 3; the direct lanes row in ymm): 3-channel stems in the lanes (MobileNetV2's 3.8 -> 0.64 ms,
      * ResNet-18's 11.3 -> 3.4); no 1x1 in the lanes: the GEMM reading x in place, its store fused, runs them
      * 1.1-3x faster (16 -> 96 at 112x112 0.76 ms against 2.3, ResNet-50's 64 -> 256 at 56x56 1.5 against 3.7),
@@ -87,7 +87,7 @@ static const cv_tuning tunings[5] = {
      * GEMM only on maps of 7x7 and below; ymm's 8 lanes */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
      .dl_1x1_narrow = CV_NEVER, .dl_1x1_min_pix = CV_NEVER, .strided_1x1_gemm = 1, .lanes = 8,
-     .gt_1x1_max_pix = 64, .dw8_max_in_w = 56},
+     .gt_1x1_max_pix = 64, .dw8_max_ow = 56},
 };
 
 static const cv_tuning *tuning(void) {
@@ -196,9 +196,9 @@ static int dwl_pays(const cv_shape *s) {
   return p->stride_w == 2 && s->ow <= max_ow;
 }
 
-/* MobileNetV2 on Zen 3: 0.22-0.56x dw_plane's time on maps of 7 to 28 columns, 0.89x at 56 (stride 1), 1.3-1.45x
- * where rows of 112 are read */
-static int dw8_pays(const cv_shape *s) { return s->ow * s->p->stride_w <= s->t->dw8_max_in_w; }
+/* MobileNetV2 on Zen 3, the epilogue in the lanes: 0.15-0.4x dw_plane's time on output rows of 7 to 28 pixels,
+ * 0.55-0.65x on 56 (stride 1 and 2), 0.94x on 56 at stride 2 from 112 columns, 1.03x on 112 */
+static int dw8_pays(const cv_shape *s) { return s->ow <= s->t->dw8_max_ow; }
 
 /* the rank: within a class the first row that fits and pays; a row that never pays is only a fallback or
  * taken by force */
