@@ -43,12 +43,12 @@ static inline __mmask16 cv_low_mask(int64_t n) {
 
 /* ---------------------------------------------------------------- the rows */
 
-/* COL: the col scratch; APART: y apart from x and from a residual it is not; BF16: planned only when the plan
- * options ask for bf16 operands */
-enum { CV_NEED_COL = 1, CV_NEED_APART = 2, CV_NEED_BF16 = 4 };
+/* COL: the col scratch; BF16: planned only when the plan options ask for bf16 operands. Every row may write y
+ * while it reads x and a residual: the executor keeps y apart from both (but a residual that is y exactly) */
+enum { CV_NEED_COL = 1, CV_NEED_BF16 = 4 };
 
 /* one call of a row: p with its w_* fields set from the plan; e never NULL; the sums go to acc (y, or the
- * spare when y overlaps x or the residual); next, w2, e2: a PAIR row's depthwise conv */
+ * spare when y is the residual); y is apart from x; next, w2, e2: a PAIR row's depthwise conv */
 typedef struct cv_call {
   const primc_conv2d *p;
   int64_t oh, ow;

@@ -122,20 +122,22 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
   int64_t ny = p->n * p->o * oh * ow, nx = p->n * p->c * p->h * p->w;
-  float *acc = y; /* the sums: y itself unless writing y early would clobber x or the residual */
-  if (cv_overlaps(y, ny, x, nx) || (e->res && e->res != y && cv_overlaps(y, ny, e->res, ny)) || (e->res == y && y))
-    acc = spare;
+  /* y over x (in place, or partly), or partly over the residual: the rows write y by images, planes or bands
+   * while later ones still read those, so the result is made in spare and copied to y at the end */
+  float *out = y;
+  if (y && (cv_overlaps(y, ny, x, nx) || (e->res && e->res != y && cv_overlaps(y, ny, e->res, ny)))) {
+    if (!spare || cv_overlaps(spare, ny, y, ny)) return PRIMC_ERR_ARG;
+    y = spare, spare = NULL;
+  }
+  float *acc = e->res == y && y ? spare : y; /* the sums: y itself unless y is the residual */
   if (!acc || cv_overlaps(acc, ny, x, nx) || (e->res && cv_overlaps(acc, ny, e->res, ny))) return PRIMC_ERR_ARG;
-  /* rows that write y from their epilogue while still reading x need it apart from x, and from a
-   * residual unless y is that residual exactly */
-  int apart = !cv_overlaps(y, ny, x, nx) && !(e->res && e->res != y && cv_overlaps(y, ny, e->res, ny));
   primc_conv2d q = *p;
   set_layout(&q, plan->layout, plan->tile_mr);
   /* the planned row, or where its ISA, buffers or fit are missing its fallback: never a ranking again */
   int row = plan->row;
   for (int hops = 0;; hops++) {
     const cv_row *r = &primc_cv_rows[row];
-    if (primc_isa_covers(primc_sgemm_isa(), r->isa) && (!(r->needs & CV_NEED_COL) || col) && (!(r->needs & CV_NEED_APART) || apart) &&
+    if (primc_isa_covers(primc_sgemm_isa(), r->isa) && (!(r->needs & CV_NEED_COL) || col) &&
         r->fits(&q, NULL))
       break;
     if (r->fallback == row || hops >= PRIMC_CONV_ROW_COUNT) return PRIMC_ERR_ARG;
@@ -143,7 +145,9 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
   }
   last_row = row;
   cv_call c = {&q, oh, ow, x, w, e, y, acc, col, NULL, NULL, NULL};
-  return primc_cv_rows[row].run(&c);
+  int st = primc_cv_rows[row].run(&c);
+  if (st == PRIMC_OK && out != y) memcpy(out, y, (size_t)ny * sizeof(float));
+  return st;
 }
 
 /* ---------------------------------------------------------------- callers that do not plan ahead */

@@ -387,3 +387,37 @@ PC_TEST(conv_epilogue_act_no_subnormal) {
     }
   }
 }
+
+/* Depthwise rows with y over x (in place, or a row further on): the rows write y by planes and bands while later
+ * ones still read x (dw_plane and dw_lanes8 both gave wrong sums), so the executor makes the result in the spare
+ * buffer and copies it. Each depthwise row this CPU runs, a bias + SiLU + clamp epilogue (the one the lanes rows
+ * fuse), against the reference on the original x. */
+PC_TEST(conv_dw_in_place) {
+  primc_conv2d p = {1, 20, 9, 30, 20, 3, 3, 20, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  int64_t n = 20 * 9 * 30;
+  float *x = rand_floats(n), *w = rand_floats(20 * 9), *bias = rand_floats(20), *buf = malloc(sizeof(float) * (size_t)(n + 30));
+  float *spare = malloc(sizeof(float) * (size_t)n);
+  double *r = malloc(sizeof(double) * (size_t)n);
+  ref_conv(&p, x, w, bias, NULL, EPI_SILU, r);
+  primc_conv_epi e = {bias, 1, NULL, -0.25f, 6.0f, PRIMC_ACT_SILU};
+  int ran = 0;
+  for (int row = 0; row < PRIMC_CONV_ROW_COUNT; row++) {
+    if (primc_conv_row_class(row) != PRIMC_CONV_CLASS_DEPTHWISE || !primc_isa_covers(primc_sgemm_isa(), primc_conv_row_isa(row)))
+      continue;
+    for (int64_t at = 0; at <= 30; at += 30) { /* y at x, or one input row on */
+      primc_conv_plan plan = {row, PRIMC_CONV_W_PLAIN, 0};
+      memcpy(buf, x, sizeof(float) * (size_t)n);
+      float *y = buf + at;
+      if (!CHECK_INT(primc_conv_run(&p, &plan, buf, w, &e, y, spare, NULL), PRIMC_OK) ||
+          !CHECK_STR(primc_conv_row_name(primc_conv_last_row()), primc_conv_row_name(row)))
+        continue;
+      ran++;
+      for (int64_t i = 0; i < n; i++)
+        if (!CHECK_MSG(fabs(y[i] - r[i]) <= 1e-5 * fmax(1.0, fabs(r[i])), "%s, y at x + %lld: y[%lld] = %g, want %g",
+                       primc_conv_row_name(row), (long long)at, (long long)i, y[i], r[i]))
+          break;
+    }
+  }
+  CHECK(ran > 0);
+  free(x), free(w), free(bias), free(buf), free(spare), free(r);
+}
