@@ -180,6 +180,34 @@ __attribute__((target("avx2,fma"))) static inline __m256 cv_exp256(__m256 x) {
 
 /* the AVX2 epilogue row: none or SiLU as the activation (the caller runs others in plain C) */
 void primc_cv_epi_row256(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
+
+/* The 8-lane rows (dw_lanes8, group_lanes8: depthwise_avx2.c, grouped_avx2.c): an item's input channels as
+ * zero-bordered [row][col][8] band tiles, a band's sums as [pixel][8] for up to 8 output channels */
+typedef struct t8_ctx {
+  const primc_conv2d *p;
+  const float *wt; /* the row's weights for the item */
+  int64_t pw, ow;  /* tile columns, output row width */
+  int fused;       /* the epilogue in the lanes: bias (a lane per output channel), act, clamp */
+  const float *bias;
+  float lo, hi;
+  int act;
+} t8_ctx;
+typedef void (*t8_band_fn)(const t8_ctx *d, const float *tile, int64_t rows, float *out);
+struct dw_job;
+void primc_cv_t8_item(const struct dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, int nci, int64_t co0, int nco,
+                      t8_band_fn band);
+
+/* the fused epilogue on NB pixels' sums, as primc_cv_epi_row256: clamp(act(sum + bias)), NaN kept */
+__attribute__((target("avx2,fma"))) static inline void cv_t8_epi(const t8_ctx *d, __m256 *a, const int NB) {
+  if (!d->fused) return;
+  __m256 vb = _mm256_load_ps(d->bias), lo = _mm256_set1_ps(d->lo), hi = _mm256_set1_ps(d->hi), one = _mm256_set1_ps(1.0f);
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) {
+    __m256 v = _mm256_add_ps(a[b], vb);
+    if (d->act == PRIMC_ACT_SILU) v = _mm256_div_ps(v, _mm256_add_ps(one, cv_exp256(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+    a[b] = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+  }
+}
 #endif
 
 /* one row of the epilogue: AVX-512 when vec (cv_use_avx512()), AVX2 where the CPU has it and the activation is
@@ -261,7 +289,7 @@ int primc_cv_bf16_check(const primc_conv2d *p, const void *w, size_t bytes);
 size_t primc_cv_panels_stride(int64_t og, int64_t kk);
 int primc_cv_panels_check(const primc_conv2d *p, const void *w, size_t avail, size_t *stride);
 
-/* a depthwise conv's job, shared by its rows and the pair's second half */
+/* a depthwise conv's job, shared by its rows and the pair's second half (and the grouped 8-lane row) */
 typedef struct dw_job {
   const primc_conv2d *p;
   const float *x, *w;

@@ -1,4 +1,4 @@
-/* runtime/conv/depthwise_avx2.c: the depthwise row with 8 channels in the lanes of a ymm (AVX2). */
+/* runtime/conv/depthwise_avx2.c: the depthwise row with 8 channels in the lanes of a ymm (AVX2), and the 8-lane band tiles it shares with the grouped row. */
 #include "runtime/conv/conv.h"
 
 #include <string.h>
@@ -50,21 +50,8 @@ AVX2 static void tr8_part(const float *src, int64_t ld, int rows, int cols, floa
   }
 }
 
-typedef struct dw8_ctx {
-  const primc_conv2d *p;
-  const float *wt; /* [tap][8] */
-  int64_t pw, ow;
-  int fused;                 /* the epilogue in the lanes: bias (per channel, so per lane), act, clamp */
-  const float *bias;         /* [8] */
-  float lo, hi;
-  int act;
-} dw8_ctx;
-
-/* the fused epilogue's acts: those cv_epi_row256 has on ymm */
-static int dw8_act_fusable(int act) { return act == PRIMC_ACT_NONE || act == PRIMC_ACT_SILU; }
-
 /* NB output pixels from (oy, ox) of the band (oy relative to its first row) into out[pixel][8] */
-INLINE AVX2 void dw8_pixels(const dw8_ctx *d, const float *tile, int64_t oy, int64_t ox, float *out, const int NB) {
+INLINE AVX2 void dw8_pixels(const t8_ctx *d, const float *tile, int64_t oy, int64_t ox, float *out, const int NB) {
   const primc_conv2d *p = d->p;
   __m256 a[8];
 #pragma GCC unroll 8
@@ -79,20 +66,12 @@ INLINE AVX2 void dw8_pixels(const dw8_ctx *d, const float *tile, int64_t oy, int
       for (int b = 0; b < NB; b++) a[b] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + b * sw), a[b]);
     }
   }
-  if (d->fused) { /* as cv_epi_row256: clamp(act(sum + bias)), NaN kept */
-    __m256 vb = _mm256_load_ps(d->bias), lo = _mm256_set1_ps(d->lo), hi = _mm256_set1_ps(d->hi), one = _mm256_set1_ps(1.0f);
-#pragma GCC unroll 8
-    for (int b = 0; b < NB; b++) {
-      __m256 v = _mm256_add_ps(a[b], vb);
-      if (d->act == PRIMC_ACT_SILU) v = _mm256_div_ps(v, _mm256_add_ps(one, cv_exp256(_mm256_sub_ps(_mm256_setzero_ps(), v))));
-      a[b] = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
-    }
-  }
+  cv_t8_epi(d, a, NB);
 #pragma GCC unroll 8
   for (int b = 0; b < NB; b++) _mm256_store_ps(out + b * 8, a[b]);
 }
 
-AVX2 static void dw8_band(const dw8_ctx *d, const float *tile, int64_t rows, float *out) {
+AVX2 static void dw8_band(const t8_ctx *d, const float *tile, int64_t rows, float *out) {
   for (int64_t oy = 0; oy < rows; oy++) {
     float *o = out + oy * d->ow * 8;
     int64_t ox = 0;
@@ -129,24 +108,23 @@ AVX2 static void dw8_fill(const primc_conv2d *p, const float *x, int nch, int64_
   }
 }
 
-/* the depthwise conv of channels [c0, c0 + nch) of image n */
-AVX2 static void dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch) {
+/* Input channels [ci0, ci0 + nci) of image n as band tiles, band(d, tile, rows, out) making each band's [pixel][8]
+ * sums, which go to output channels [co0, co0 + nco): the item of the 8-lane rows. d->wt is the row's; the
+ * epilogue runs in the lanes (d->fused, set here) unless it needs the residual, laid out per plane */
+AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, int nci, int64_t co0, int nco,
+                           t8_band_fn band) {
   const primc_conv2d *p = j->p;
   const primc_conv_epi *ep = j->e;
   dwl_geo g = primc_cv_dwl_geometry(p, j->oh, j->ow, 8);
   int64_t P = j->oh * j->ow, reach = (p->kh - 1) * p->dil_h + 1;
   float tile[DWL_TILE_FLOATS] __attribute__((aligned(32)));
   float out[DWL_OUT_FLOATS] __attribute__((aligned(32)));
-  float wt[DWL_MAX_TAPS * 8] __attribute__((aligned(32))), bias[8] __attribute__((aligned(32)));
-  for (int64_t t = 0; t < g.taps; t++)
-    for (int l = 0; l < 8; l++) wt[t * 8 + l] = l < nch ? j->w[(c0 + l) * g.taps + t] : 0.0f;
-  for (int l = 0; l < 8; l++) bias[l] = l < nch && ep->bias ? ep->bias[(c0 + l) * ep->bias_stride] : 0.0f;
-  /* without a residual (NCHW, not the lanes' layout) the epilogue runs on the sums in registers and the
-   * transposes write y: no pass over the planes after */
-  int fused = !ep->res && dw8_act_fusable(ep->act);
-  dw8_ctx d = {p, wt, g.pw, j->ow, fused, bias, ep->lo, ep->hi, ep->act};
-  const float *x = j->x + (n * p->c + c0) * p->h * p->w;
-  float *acc = (fused ? j->y : j->acc) + (n * p->c + c0) * P;
+  float bias[8] __attribute__((aligned(32)));
+  for (int l = 0; l < 8; l++) bias[l] = l < nco && ep->bias ? ep->bias[(co0 + l) * ep->bias_stride] : 0.0f;
+  d->p = p, d->pw = g.pw, d->ow = j->ow, d->bias = bias, d->lo = ep->lo, d->hi = ep->hi, d->act = ep->act;
+  d->fused = !ep->res && (ep->act == PRIMC_ACT_NONE || ep->act == PRIMC_ACT_SILU);
+  const float *x = j->x + (n * p->c + ci0) * p->h * p->w;
+  float *acc = (d->fused ? j->y : j->acc) + (n * p->o + co0) * P;
   int64_t have0 = 0, have = 0; /* the tile holds input rows [have0, have0 + have) */
   for (int64_t oy0 = 0; oy0 < j->oh; oy0 += g.band) {
     int64_t rows = j->oh - oy0 < g.band ? j->oh - oy0 : g.band, need = (rows - 1) * p->stride_h + reach;
@@ -156,19 +134,29 @@ AVX2 static void dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch) {
       keep = have0 + have - ih0 < need ? have0 + have - ih0 : need;
       memmove(tile, tile + (ih0 - have0) * g.pw * 8, (size_t)(keep * g.pw * 8) * sizeof(float));
     }
-    dw8_fill(p, x, nch, oy0, keep, need, g.pw, tile);
+    dw8_fill(p, x, nci, oy0, keep, need, g.pw, tile);
     have0 = ih0, have = need;
-    dw8_band(&d, tile, rows, out);
+    band(d, tile, rows, out);
     for (int64_t q = 0; q < rows * j->ow; q += 8)
-      tr8_part(out + q * 8, 8, (int)(rows * j->ow - q < 8 ? rows * j->ow - q : 8), nch, acc + oy0 * j->ow + q, P, 0);
+      tr8_part(out + q * 8, 8, (int)(rows * j->ow - q < 8 ? rows * j->ow - q : 8), nco, acc + oy0 * j->ow + q, P, 0);
   }
-  if (fused) return;
+  if (d->fused) return;
   epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .act = ep->act};
-  for (int l = 0; l < nch; l++) {
-    int64_t off = (n * p->c + c0 + l) * P, c = c0 + l;
+  for (int l = 0; l < nco; l++) {
+    int64_t off = (n * p->o + co0 + l) * P, c = co0 + l;
     cv_epi_row(0, &ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL,
                ep->bias ? ep->bias[c * ep->bias_stride] : 0.0f, P);
   }
+}
+
+/* the depthwise conv of channels [c0, c0 + nch) of image n: per-lane weights [tap][8] */
+AVX2 static void dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch) {
+  int64_t taps = j->p->kh * j->p->kw;
+  float wt[DWL_MAX_TAPS * 8] __attribute__((aligned(32)));
+  for (int64_t t = 0; t < taps; t++)
+    for (int l = 0; l < 8; l++) wt[t * 8 + l] = l < nch ? j->w[(c0 + l) * taps + t] : 0.0f;
+  t8_ctx d = {.wt = wt};
+  primc_cv_t8_item(j, &d, n, c0, nch, c0, nch, dw8_band);
 }
 
 /* items (image, block of 8 channels) [b, e) of the dw_job in ctx */

@@ -110,6 +110,10 @@ static const primc_conv2d shapes[] = {
     {2, 1, 1, 700, 20, 1, 33, 1, 1, 7, 1, 1, 0, 16, 0, 16, 0, 0, 0, 0, 0, 0},     /* 1-D, 33 taps at stride 7 */
     {1, 3, 1, 300, 6, 1, 40, 3, 1, 10, 1, 1, 0, 5, 0, 3, 0, 0, 0, 0, 0, 0},       /* 1-D, a channel per group */
     {1, 1, 1, 90, 17, 1, 5, 1, 1, 12, 1, 1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0},        /* 1-D, gaps between windows */
+    {1, 16, 13, 11, 16, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},       /* groups of 8, stride 2 */
+    {2, 24, 9, 10, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* groups of 8, two images */
+    {1, 12, 8, 9, 18, 3, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},         /* groups of 4 -> 6, dilated */
+    {1, 40, 7, 7, 40, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* groups of 8 on a 7x7 map */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -341,7 +345,7 @@ PC_TEST(conv_plan_strided_1x1) {
 /* On AVX2 every stride-1 1x1 runs as the GEMM reading x in place (in the ymm lanes they ran 1.1-3x slower on
  * Zen 3): MobileNetV2's widening 16 -> 96 at 112x112, ResNet-50's 64 -> 256 at 56x56 and 256 -> 64; the stem
  * keeps the lanes. Depthwise convs onto rows of up to 56 pixels (at stride 2 from 112 columns too) take
- * dw_lanes8, onto rows of 112 the row loop. */
+ * dw_lanes8, onto rows of 112 the row loop; groups of 8 channels group_lanes8. */
 PC_TEST(conv_plan_avx2) {
   primc_conv2d mb = {1, 16, 112, 112, 96, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d wide = {1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -366,6 +370,10 @@ PC_TEST(conv_plan_avx2) {
   CHECK_STR(primc_conv_row_name(plan.row), "dw_lanes8");
   CHECK_INT(primc_conv_plan_make(&dw_s1, &dwo, &plan), PRIMC_OK);
   CHECK_STR(primc_conv_row_name(plan.row), "dw_plane");
+  /* RegNet-Y 400MF's first grouped conv: groups of 8 channels in the ymm lanes */
+  primc_conv2d g8 = {1, 48, 112, 112, 48, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  CHECK_INT(primc_conv_plan_make(&g8, &o, &plan), PRIMC_OK);
+  CHECK_STR(primc_conv_row_name(plan.row), "group_lanes8");
 }
 
 /* SiLU and GELU in the conv epilogue of sums far from 0 (+-20 .. +-400): e^-v and e^(-v^2) below f32's
