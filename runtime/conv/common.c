@@ -64,12 +64,12 @@ __attribute__((target("avx2,fma"))) void primc_cv_epi_row256(const epi_ctx *e, f
 
 void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
   const epi_ctx *e = ctx;
-  int vec = cv_use_avx512();
+  int isa = primc_sgemm_isa();
   for (int64_t m = 0; m < mb; m++) {
     int64_t off = (m0 + m) * ldc + n0;
     float *row = C + m * ldc, *y = e->y + off, b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
     const float *res = e->res ? e->res + off : NULL;
-    cv_epi_row(vec, e, y, row, res, b, nb);
+    cv_epi_row(isa, e, y, row, res, b, nb);
   }
 }
 
@@ -318,12 +318,13 @@ void cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int6
   }
 #endif
   float tmp[64];
+  int isa = primc_sgemm_isa();
   for (int64_t o = 0; o < nb; o++) {
     epi_ctx eo = cv_epi_at(e, o, P);
     for (int64_t p0 = 0; p0 < mb; p0 += 64) {
       int64_t n = mb - p0 < 64 ? mb - p0 : 64, off = m0 + p0;
       for (int64_t i = 0; i < n; i++) tmp[i] = ct[(p0 + i) * ldc + o];
-      cv_epi_row(0, &eo, eo.y + off, tmp, eo.res ? eo.res + off : NULL, eo.bias ? eo.bias[0] : 0.0f, n);
+      cv_epi_row(isa, &eo, eo.y + off, tmp, eo.res ? eo.res + off : NULL, eo.bias ? eo.bias[0] : 0.0f, n);
     }
   }
 }

@@ -210,21 +210,21 @@ __attribute__((target("avx2,fma"))) static inline void cv_t8_epi(const t8_ctx *d
 }
 #endif
 
-/* one row of the epilogue: AVX-512 when vec (cv_use_avx512()), AVX2 where the CPU has it and the activation is
- * none or SiLU, else plain C */
-static inline void cv_epi_row(int vec, const epi_ctx *e, float *y, const float *c, const float *res, float b,
+/* one row of the epilogue on isa (PRIMC_ISA_*, the caller's primc_sgemm_isa() read once, or the ISA its row runs
+ * on): AVX-512, AVX2 when the activation is none or SiLU, else plain C */
+static inline void cv_epi_row(int isa, const epi_ctx *e, float *y, const float *c, const float *res, float b,
                               int64_t nb) {
 #if PRIMC_X86
-  if (vec) {
+  if (isa == PRIMC_ISA_AVX512) {
     primc_cv_epi_row512(e, y, c, res, b, nb);
     return;
   }
-  if ((e->act == PRIMC_ACT_NONE || e->act == PRIMC_ACT_SILU) && primc_sgemm_isa() == PRIMC_ISA_AVX2) {
+  if ((e->act == PRIMC_ACT_NONE || e->act == PRIMC_ACT_SILU) && isa == PRIMC_ISA_AVX2) {
     primc_cv_epi_row256(e, y, c, res, b, nb);
     return;
   }
 #endif
-  (void)vec;
+  (void)isa;
   primc_cv_epi_row_scalar(e, y, c, res, b, nb);
 }
 /* primc_epilogue over a tile of C (rows are output channels, columns pixels) */
@@ -296,8 +296,7 @@ typedef struct dw_job {
   const primc_conv_epi *e;
   float *acc, *y; /* the sums go to acc, the epilogue's results to y (may be acc) */
   int64_t oh, ow;
-  int vec;  /* AVX-512 */
-  int avx2; /* AVX2 and no AVX-512 */
+  int isa; /* PRIMC_ISA_*: what the row's code and epilogue may use */
 } dw_job;
 
 #define DWL_MAX_TAPS 49

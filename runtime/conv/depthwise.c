@@ -60,11 +60,11 @@ static void dw_plane(const dw_job *j, int64_t plane) {
         const float *xr = x + ih * p->w + off + lo * sw;
         float wv = w[i * p->kw + jx];
 #if PRIMC_X86
-        if (sw == 1 && j->vec) {
+        if (sw == 1 && j->isa == PRIMC_ISA_AVX512) {
           axpy512(yr + lo, xr, wv, hi - lo);
           continue;
         }
-        if (sw <= 2 && j->avx2) {
+        if (sw <= 2 && primc_isa_covers(j->isa, PRIMC_ISA_AVX2)) {
           axpy256(yr + lo, xr, sw, wv, hi - lo);
           continue;
         }
@@ -74,7 +74,7 @@ static void dw_plane(const dw_job *j, int64_t plane) {
     }
     epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .act = j->e->act};
     float *dst = out + oy * j->ow;
-    cv_epi_row(j->vec, &e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
+    cv_epi_row(j->isa, &e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
   }
 }
 
@@ -593,8 +593,7 @@ __attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, i
 /* ---------------------------------------------------------------- the rows */
 
 static dw_job dw_job_of(const cv_call *c) {
-  return (dw_job){c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, cv_use_avx512(),
-                  primc_sgemm_isa() == PRIMC_ISA_AVX2};
+  return (dw_job){c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, primc_sgemm_isa()};
 }
 
 

@@ -144,7 +144,7 @@ AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, i
   epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .act = ep->act};
   for (int l = 0; l < nco; l++) {
     int64_t off = (n * p->o + co0 + l) * P, c = co0 + l;
-    cv_epi_row(0, &ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL,
+    cv_epi_row(PRIMC_ISA_AVX2, &ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL,
                ep->bias ? ep->bias[c * ep->bias_stride] : 0.0f, P);
   }
 }
@@ -172,7 +172,7 @@ static void dw8_range(void *ctx, int64_t b, int64_t e) {
 
 int primc_cv_dwl8_run(const cv_call *c) {
 #if PRIMC_X86
-  dw_job j = {c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, 0, 1};
+  dw_job j = {c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, PRIMC_ISA_AVX2};
   primc_parallel_for(c->p->n * ((c->p->c + 7) / 8), dw8_range, &j);
   return PRIMC_OK;
 #else

@@ -120,7 +120,7 @@ typedef struct direct_epi {
 static void direct_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
   const direct_epi *d = ctx;
   const epi_ctx *e = &d->e;
-  int vec = cv_use_avx512();
+  int isa = primc_sgemm_isa();
   for (int64_t oy = n0 / d->wp; oy < d->oh && oy * d->wp < n0 + nb; oy++) {
     int64_t q0 = oy * d->wp > n0 ? oy * d->wp : n0, q1 = oy * d->wp + d->ow < n0 + nb ? oy * d->wp + d->ow : n0 + nb;
     if (q1 <= q0) continue;
@@ -128,7 +128,7 @@ static void direct_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0
       int64_t off = (m0 + m) * d->oh * d->ow + oy * d->ow + (q0 - oy * d->wp);
       const float *c = C + m * ldc + (q0 - n0), *res = e->res ? e->res + off : NULL;
       float b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
-      cv_epi_row(vec, e, e->y + off, c, res, b, q1 - q0);
+      cv_epi_row(isa, e, e->y + off, c, res, b, q1 - q0);
     }
   }
 }

@@ -182,7 +182,7 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
     while (parts < t && parts < oh && blocks * parts % t) parts++;
     if (blocks * parts % t) parts = 1;
   }
-  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, 1, 0}, pw, x, w1, e1, parts, part_major};
+  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, PRIMC_ISA_AVX512}, pw, x, w1, e1, parts, part_major};
   primc_parallel_for(blocks * parts, then_dw_range, &j);
   return PRIMC_OK;
 #endif

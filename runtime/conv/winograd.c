@@ -200,7 +200,7 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
   const wino_job *j = ctx;
   const epi_ctx *e = j->e;
   int64_t T = j->g.t, xs = j->p->o * T, ow = j->ow;
-  int vec = cv_use_avx512();
+  int isa = primc_sgemm_isa();
   float out[2][2 * WINO_MAX_TX + 32];
   for (int64_t o = o0; o < o1; o++) {
     float b = e->bias ? e->bias[o * e->bias_stride] : 0.0f;
@@ -208,7 +208,7 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
       const float *mt = j->m + o * T + ty * j->g.tx;
       int64_t tx = 0;
 #if PRIMC_X86
-      for (; vec && tx < j->g.tx; tx += 16)
+      for (; isa == PRIMC_ISA_AVX512 && tx < j->g.tx; tx += 16)
         wino_out16(mt + tx, xs, cv_low_mask(j->g.tx - tx), out[0] + 2 * tx, out[1] + 2 * tx);
 #endif
       for (; tx < j->g.tx; tx++) {
@@ -223,7 +223,7 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
       for (int i = 0; i < 2 && 2 * ty + i < j->oh; i++) {
         int64_t off = (o * j->oh + 2 * ty + i) * ow;
         const float *res = e->res ? e->res + off : NULL;
-        cv_epi_row(vec, e, e->y + off, out[i], res, b, ow);
+        cv_epi_row(isa, e, e->y + off, out[i], res, b, ow);
       }
     }
   }
