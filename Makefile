@@ -89,8 +89,8 @@ $(B)/primc: $(TOOL_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a
 $(B)/test_primc: $(TEST_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a
 	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a $(LIBS)
 
-# gemm_bench is built too, so that a change to the kernels' interfaces cannot break it unnoticed
-test: all $(B)/gemm_bench
+# gemm_bench and conv_ab are built too, so that a change to the kernels' interfaces cannot break them unnoticed
+test: all $(B)/gemm_bench $(B)/conv_ab
 	bash tests/run.sh
 
 demo: all
@@ -129,7 +129,7 @@ models: all
 # primc against ONNX Runtime, PyTorch eager and torch.compile on every model present, plus roofline figures;
 # then the precision builds against ONNX Runtime and OpenVINO (f32 and its default precision) on a ResNet-50
 # and a BERT-base-sized encoder written without torch; run-time dims; training steps against PyTorch
-bench: all $(B)/gemm_bench $(B)/stream $(B)/corelat
+bench: all $(B)/gemm_bench $(B)/conv_ab $(B)/stream $(B)/corelat
 	bash tools/setup.sh bench
 	python3 bench/run.py --threads 1,2
 	bash bench/roofline.sh

@@ -11,6 +11,9 @@ bench-gemm: $(B)/gemm_bench
 	OPENBLAS_CORETYPE=Haswell PRIMC_NUM_THREADS=1 $(B)/gemm_bench --quick
 	OPENBLAS_CORETYPE=Haswell PRIMC_NUM_THREADS=2 $(B)/gemm_bench --quick
 
+$(B)/conv_ab: $(B)/bench/conv_ab.o $(B)/libprimc_rt.a
+	$(CC) $(SAN) -o $@ $(B)/bench/conv_ab.o $(B)/libprimc_rt.a -lm -ldl -lpthread
+
 $(B)/corelat: bench/corelat.c
 	@mkdir -p $(B)
 	$(CC) -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -o $@ $< -lpthread

@@ -89,7 +89,7 @@ static const cv_tuning tunings[5] = {
      * GEMM only on maps of 7x7 and below; ymm's 8 lanes */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
      .dl_1x1_narrow = CV_NEVER, .dl_1x1_min_pix = CV_NEVER, .strided_1x1_gemm = 1, .lanes = 8,
-     .gt_1x1_max_pix = 64, .dw8_max_ow = 56, .g8 = 1},
+     .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1},
 };
 
 static const cv_tuning *tuning(void) {
@@ -202,8 +202,8 @@ static int dwl_pays(const cv_shape *s) {
  * took before (direct_phase, im2col_explicit), 112x112 at stride 2 2.05 -> 0.64 ms, 7x7 0.28 -> 0.10 */
 static int g8_pays(const cv_shape *s) { return s->t->g8 != 0; }
 
-/* MobileNetV2 on Zen 3, the epilogue in the lanes: 0.15-0.4x dw_plane's time on output rows of 7 to 28 pixels,
- * 0.55-0.65x on 56 (stride 1 and 2), 0.94x on 56 at stride 2 from 112 columns, 1.03x on 112 */
+/* Zen 3, the epilogue in the lanes, the two rows alternated in one process: 0.15-0.4x dw_plane's time on output
+ * rows of 7 to 28 pixels, 0.2-0.6x on 56, 0.5-0.8x on 112 (3x3 and 5x5, stride 1 and 2), 1.2x on 224 */
 static int dw8_pays(const cv_shape *s) { return s->ow <= s->t->dw8_max_ow; }
 
 /* the rank: within a class the first row that fits and pays; a row that never pays is only a fallback or

@@ -344,8 +344,8 @@ PC_TEST(conv_plan_strided_1x1) {
 
 /* On AVX2 every stride-1 1x1 runs as the GEMM reading x in place (in the ymm lanes they ran 1.1-3x slower on
  * Zen 3): MobileNetV2's widening 16 -> 96 at 112x112, ResNet-50's 64 -> 256 at 56x56 and 256 -> 64; the stem
- * keeps the lanes. Depthwise convs onto rows of up to 56 pixels (at stride 2 from 112 columns too) take
- * dw_lanes8, onto rows of 112 the row loop; groups of 8 channels group_lanes8. */
+ * keeps the lanes. Depthwise convs onto rows of up to 112 pixels take dw_lanes8, onto rows of 224 the row loop;
+ * groups of 8 channels group_lanes8. */
 PC_TEST(conv_plan_avx2) {
   primc_conv2d mb = {1, 16, 112, 112, 96, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d wide = {1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -364,12 +364,15 @@ PC_TEST(conv_plan_avx2) {
   CHECK_INT(primc_conv_plan_make(&stem, &o, &plan), PRIMC_OK);
   CHECK_INT(plan.row, PRIMC_CONV_ROW_DIRECT_LANES);
   primc_conv2d dw_s2 = {1, 96, 112, 112, 96, 3, 3, 96, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d dw_s1 = {1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw_s1 = {1, 16, 224, 224, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
   primc_conv_plan_opts dwo = {.layout = PRIMC_CONV_W_PLAIN, .threads = 1};
   CHECK_INT(primc_conv_plan_make(&dw_s2, &dwo, &plan), PRIMC_OK);
   CHECK_STR(primc_conv_row_name(plan.row), "dw_lanes8");
   CHECK_INT(primc_conv_plan_make(&dw_s1, &dwo, &plan), PRIMC_OK);
   CHECK_STR(primc_conv_row_name(plan.row), "dw_plane");
+  primc_conv2d dw_112 = {1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  CHECK_INT(primc_conv_plan_make(&dw_112, &dwo, &plan), PRIMC_OK);
+  CHECK_STR(primc_conv_row_name(plan.row), "dw_lanes8");
   /* RegNet-Y 400MF's first grouped conv: groups of 8 channels in the ymm lanes */
   primc_conv2d g8 = {1, 48, 112, 112, 48, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
   CHECK_INT(primc_conv_plan_make(&g8, &o, &plan), PRIMC_OK);

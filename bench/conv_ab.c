@@ -1,0 +1,92 @@
+/* bench/conv_ab.c: conv rows on one shape, alternated call by call in one process: the least time of each (for
+ * tuning the planner on machines whose speed moves between minutes, where timing builds or models in turn does
+ * not resolve 10%).
+ *
+ * Usage: conv_ab ROWS C H W O K STRIDE GROUPS [REPS]
+ *   ROWS: row names joined by commas (`primc dump --kernels` prints them), "plan" for the planner's choice; one
+ *   image, a K x K kernel padded K/2 each side, bias + ReLU as the epilogue, weights packed as each row reads
+ *   them; REPS rounds (default 50) of 3 calls per row. Threads: PRIMC_NUM_THREADS (pin with taskset). */
+#include "runtime/primc_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_ROWS 8
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static float *buf(int64_t n) {
+  float *p = aligned_alloc(64, ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) / 64 * 64);
+  for (int64_t i = 0; p && i < n; i++) p[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+  return p;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 9 || argc > 10) {
+    fprintf(stderr, "usage: conv_ab ROWS C H W O K STRIDE GROUPS [REPS]\n");
+    return 2;
+  }
+  int64_t v[7];
+  for (int i = 0; i < 7; i++) v[i] = atoll(argv[2 + i]);
+  int reps = argc == 10 ? atoi(argv[9]) : 50;
+  int64_t c = v[0], h = v[1], w = v[2], o = v[3], k = v[4], s = v[5], g = v[6], pad = k / 2;
+  primc_conv2d p = {1, c, h, w, o, k, k, g, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0, 0, 0};
+  int64_t oh, ow;
+  if (c < 1 || h < 1 || w < 1 || o < 1 || k < 1 || s < 1 || g < 1 || c % g || o % g || reps < 1 ||
+      !primc_conv2d_out_hw(&p, &oh, &ow)) {
+    fprintf(stderr, "conv_ab: not a conv shape\n");
+    return 2;
+  }
+  float *x = buf(c * h * w), *wt = buf(o * c / g * k * k), *bias = buf(o), *y = buf(o * oh * ow),
+        *spare = buf(o * oh * ow);
+  primc_conv_epi e = {bias, 1, NULL, 0.0f, __builtin_inff(), PRIMC_ACT_NONE};
+  char names[256];
+  snprintf(names, sizeof names, "%s", argv[1]);
+  const char *row[MAX_ROWS];
+  int n = 0;
+  for (char *t = strtok(names, ","); t && n < MAX_ROWS; t = strtok(NULL, ",")) row[n++] = t;
+  primc_conv_plan plan[MAX_ROWS];
+  void *packed[MAX_ROWS];
+  float *col[MAX_ROWS];
+  double best[MAX_ROWS];
+  for (int i = 0; i < n; i++) {
+    primc_conv_plan_opts op = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1,
+                               .force = strcmp(row[i], "plan") ? row[i] : NULL, .threads = primc_num_threads()};
+    if (primc_conv_plan_make(&p, &op, &plan[i]) != PRIMC_OK) {
+      fprintf(stderr, "conv_ab: no plan for %s\n", row[i]);
+      return 1;
+    }
+    if (op.force && strcmp(primc_conv_row_name(plan[i].row), row[i]))
+      fprintf(stderr, "conv_ab: %s does not fit: the planner's %s runs\n", row[i], primc_conv_row_name(plan[i].row));
+    size_t wb = primc_conv_plan_weight_bytes(&p, &plan[i]);
+    col[i] = buf(primc_conv_plan_scratch_floats(&p, &plan[i]));
+    packed[i] = aligned_alloc(64, (wb + 63) / 64 * 64 + 64);
+    if (!packed[i] || primc_conv_plan_pack(&p, &plan[i], wt, packed[i]) != PRIMC_OK) {
+      fprintf(stderr, "conv_ab: packing for %s failed\n", row[i]);
+      return 1;
+    }
+    best[i] = 1e30;
+  }
+  for (int r = 0; r < reps; r++)
+    for (int i = 0; i < n; i++) {
+      double t0 = now();
+      for (int q = 0; q < 3; q++)
+        if (primc_conv_run(&p, &plan[i], x, packed[i], &e, y, spare, col[i]) != PRIMC_OK) {
+          fprintf(stderr, "conv_ab: %s failed\n", row[i]);
+          return 1;
+        }
+      double t = (now() - t0) / 3;
+      if (t < best[i]) best[i] = t;
+    }
+  printf("%lld->%lld k%lld s%lld g%lld %lldx%lld, %d thread(s), ms:", (long long)c, (long long)o, (long long)k,
+         (long long)s, (long long)g, (long long)h, (long long)w, primc_num_threads());
+  for (int i = 0; i < n; i++) printf("  %s(%s) %.3f", row[i], primc_conv_row_name(plan[i].row), best[i] * 1e3);
+  printf("\n");
+  return 0;
+}
