@@ -18,8 +18,9 @@ typedef struct cv_tuning {
    * onto rows of a whole tile of pixels, narrowing dl_1x1_narrow times or more, and not into
    * (dl_1x1_gap_lo, dl_1x1_gap_hi] channels, where the GEMM reads x in place as well */
   int64_t dl_nr, dl_min_c, dl_1x1_min_ow, dl_1x1_narrow, dl_1x1_gap_lo, dl_1x1_gap_hi;
-  /* ... and 1x1s that widen (or keep) the channels onto maps of at least dl_1x1_min_pix pixels */
-  int64_t dl_1x1_min_pix;
+  /* ... and 1x1s that widen (or keep) the channels onto maps of at least dl_1x1_min_pix pixels; other convs at
+   * stride 1 only when they widen the channels fewer than dl_max_widen times */
+  int64_t dl_1x1_min_pix, dl_max_widen;
   /* the transposed GEMM (output channels in the lanes): when the share of used lanes over channels beats
    * the one over pixels by gt_lane_gain; and narrowing 1x1s into at most gt_1x1_max_og channels (a
    * multiple of the lanes) by gt_1x1_narrow times or more, on maps of at most gt_1x1_max_pix pixels
@@ -59,7 +60,7 @@ typedef struct cv_tuning {
 #define CV_TUNING_COMMON                                                                                     \
   .wino_min_tiles = 36, .dl_nr = 32, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                                 \
   .dl_1x1_gap_hi = 128, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,                          \
-  .direct_waste_den = 8, .direct_min_k = 32, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28, \
+  .direct_waste_den = 8, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28, \
   .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,    \
   .bf16_min_og = 128, .bf16_min_og_1x1 = 64
 
@@ -69,26 +70,33 @@ typedef struct cv_tuning {
  * AVX2 either: plain C and NEON); then Intel's cores of two, and AVX2 without AVX-512 */
 static const cv_tuning tunings[5] = {
     {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8,
-     .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_ow = INT64_MAX},
+     .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
+     .dw8_max_ow = INT64_MAX},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
     {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64,
-     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_ow = INT64_MAX},
+     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
+     .lanes = 16, .dw8_max_ow = INT64_MAX},
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32,
-     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_ow = INT64_MAX},
+     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
+     .lanes = 16, .dw8_max_ow = INT64_MAX},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
-     .strided_1x1_gemm = 1, .dl_1x1_min_pix = CV_NEVER, .lanes = 16, .dw8_max_ow = INT64_MAX},
+     .strided_1x1_gemm = 1, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
+     .dw8_max_ow = INT64_MAX},
     /* AVX2 (Zen 3; the direct lanes row in ymm): 3-channel stems in the lanes (MobileNetV2's 3.8 -> 0.64 ms,
      * ResNet-18's 11.3 -> 3.4); no 1x1 in the lanes: the GEMM reading x in place, its store fused, runs them
      * 1.1-3x faster (16 -> 96 at 112x112 0.76 ms against 2.3, ResNet-50's 64 -> 256 at 56x56 1.5 against 3.7),
-     * strided ones as im2col GEMMs (ResNet-50's shortcuts 3.0 ms against 5.7 in the lanes); the transposed
-     * GEMM only on maps of 7x7 and below; ymm's 8 lanes */
+     * strided ones as im2col GEMMs (ResNet-50's shortcuts 3.0 ms against 5.7 in the lanes); stride-1 convs that
+     * widen the channels 2x or more as im2col GEMMs too (SqueezeNet's 4x expand 3x3s 10-40% faster, 2x 6%), and
+     * none over phase images, which never beat both im2col rows (bench/conv_rows.md, build/conv_ab); the
+     * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
-     .dl_1x1_narrow = CV_NEVER, .dl_1x1_min_pix = CV_NEVER, .strided_1x1_gemm = 1, .lanes = 8,
+     .dl_1x1_narrow = CV_NEVER, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = 2, .direct_min_k = CV_NEVER,
+     .strided_1x1_gemm = 1, .lanes = 8,
      .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1},
 };
 
@@ -144,6 +152,8 @@ static int dl_pays(const cv_shape *s) {
     int narrows = p->c / t->dl_1x1_narrow >= p->o && !(p->o > t->dl_1x1_gap_lo && p->o <= t->dl_1x1_gap_hi);
     int widens_big = p->o >= p->c && s->oh * s->ow >= t->dl_1x1_min_pix;
     if (!narrows && !widens_big) return 0;
+  } else if (p->stride_h == 1 && p->stride_w == 1 && p->o / p->c >= t->dl_max_widen) {
+    return 0;
   }
   return p->o % t->dl_nr == 0 && p->c >= t->dl_min_c;
 }

@@ -344,8 +344,8 @@ PC_TEST(conv_plan_strided_1x1) {
 
 /* On AVX2 every stride-1 1x1 runs as the GEMM reading x in place (in the ymm lanes they ran 1.1-3x slower on
  * Zen 3): MobileNetV2's widening 16 -> 96 at 112x112, ResNet-50's 64 -> 256 at 56x56 and 256 -> 64; the stem
- * keeps the lanes. Depthwise convs onto rows of up to 112 pixels take dw_lanes8, onto rows of 224 the row loop;
- * groups of 8 channels group_lanes8. */
+ * keeps the lanes. 3x3s widening 2x or more run as im2col GEMMs. Depthwise convs onto rows of up to 112 pixels
+ * take dw_lanes8, onto rows of 224 the row loop; groups of 8 channels group_lanes8. */
 PC_TEST(conv_plan_avx2) {
   primc_conv2d mb = {1, 16, 112, 112, 96, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d wide = {1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -373,6 +373,17 @@ PC_TEST(conv_plan_avx2) {
   primc_conv2d dw_112 = {1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
   CHECK_INT(primc_conv_plan_make(&dw_112, &dwo, &plan), PRIMC_OK);
   CHECK_STR(primc_conv_row_name(plan.row), "dw_lanes8");
+  /* 3x3s widening 2x or more at stride 1 as im2col GEMMs (SqueezeNet's expand convs), never over phase images;
+   * ResNet's 64 -> 64 in the lanes */
+  primc_conv2d sq13 = {1, 64, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d sq55 = {1, 16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d r64 = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  CHECK_INT(primc_conv_plan_make(&sq13, &o, &plan), PRIMC_OK);
+  CHECK_STR(primc_conv_row_name(plan.row), "im2col_explicit");
+  CHECK_INT(primc_conv_plan_make(&sq55, &o, &plan), PRIMC_OK);
+  CHECK_STR(primc_conv_row_name(plan.row), "im2col_implicit");
+  CHECK_INT(primc_conv_plan_make(&r64, &o, &plan), PRIMC_OK);
+  CHECK_STR(primc_conv_row_name(plan.row), "direct_lanes");
   /* RegNet-Y 400MF's first grouped conv: groups of 8 channels in the ymm lanes */
   primc_conv2d g8 = {1, 48, 112, 112, 48, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
   CHECK_INT(primc_conv_plan_make(&g8, &o, &plan), PRIMC_OK);
