@@ -342,52 +342,41 @@ PC_TEST(conv_plan_strided_1x1) {
   }
 }
 
-/* On AVX2 every stride-1 1x1 runs as the GEMM reading x in place (in the ymm lanes they ran 1.1-3x slower on
- * Zen 3): MobileNetV2's widening 16 -> 96 at 112x112, ResNet-50's 64 -> 256 at 56x56 and 256 -> 64; the stem
- * keeps the lanes. 3x3s widening 2x or more run as im2col GEMMs. Depthwise convs onto rows of up to 112 pixels
- * take dw_lanes8, onto rows of 224 the row loop; groups of 8 channels group_lanes8. */
+/* The AVX2 tuning's choices, a row per conv (figures: bench/conv_rows.md): every stride-1 1x1 on the GEMM reading
+ * x in place (1.1-3x slower in the ymm lanes), the stem in the lanes, 3x3s widening 2x or more as im2col GEMMs,
+ * unwidened ones in the lanes, depthwise convs onto rows of up to 112 pixels in dw_lanes8 (224: the row loop),
+ * groups of 8 channels in group_lanes8. */
 PC_TEST(conv_plan_avx2) {
-  primc_conv2d mb = {1, 16, 112, 112, 96, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d wide = {1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d narrow = {1, 256, 56, 56, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d stem = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0};
-  primc_conv_plan_opts o = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1, .threads = 1};
-  const primc_conv2d *cs[3] = {&mb, &wide, &narrow};
-  primc_conv_plan plan;
+  static const struct {
+    primc_conv2d p;
+    const char *row;
+  } want[] = {
+      {{1, 16, 112, 112, 96, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},         /* MobileNetV2 */
+      {{1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},          /* ResNet-50 */
+      {{1, 256, 56, 56, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},
+      {{1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* stem */
+      {{1, 64, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_explicit"},   /* SqueezeNet */
+      {{1, 16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_implicit"},
+      {{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* ResNet */
+      {{1, 96, 112, 112, 96, 3, 3, 96, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
+      {{1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
+      {{1, 16, 224, 224, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_plane"},
+      {{1, 48, 112, 112, 48, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "group_lanes8"},     /* RegNet */
+  };
   if (strcmp(primc_conv_tuning_name(), "AVX2")) {
     SKIP("tuning %s, not AVX2", primc_conv_tuning_name());
     return;
   }
-  for (int i = 0; i < 3; i++)
-    if (CHECK_INT(primc_conv_plan_make(cs[i], &o, &plan), PRIMC_OK))
-      CHECK_MSG(plan.row == PRIMC_CONV_ROW_GEMM_1X1, "1x1 %d: %s", i, primc_conv_row_name(plan.row));
-  CHECK_INT(primc_conv_plan_make(&stem, &o, &plan), PRIMC_OK);
-  CHECK_INT(plan.row, PRIMC_CONV_ROW_DIRECT_LANES);
-  primc_conv2d dw_s2 = {1, 96, 112, 112, 96, 3, 3, 96, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d dw_s1 = {1, 16, 224, 224, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv_plan_opts dwo = {.layout = PRIMC_CONV_W_PLAIN, .threads = 1};
-  CHECK_INT(primc_conv_plan_make(&dw_s2, &dwo, &plan), PRIMC_OK);
-  CHECK_STR(primc_conv_row_name(plan.row), "dw_lanes8");
-  CHECK_INT(primc_conv_plan_make(&dw_s1, &dwo, &plan), PRIMC_OK);
-  CHECK_STR(primc_conv_row_name(plan.row), "dw_plane");
-  primc_conv2d dw_112 = {1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  CHECK_INT(primc_conv_plan_make(&dw_112, &dwo, &plan), PRIMC_OK);
-  CHECK_STR(primc_conv_row_name(plan.row), "dw_lanes8");
-  /* 3x3s widening 2x or more at stride 1 as im2col GEMMs (SqueezeNet's expand convs), never over phase images;
-   * ResNet's 64 -> 64 in the lanes */
-  primc_conv2d sq13 = {1, 64, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d sq55 = {1, 16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d r64 = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  CHECK_INT(primc_conv_plan_make(&sq13, &o, &plan), PRIMC_OK);
-  CHECK_STR(primc_conv_row_name(plan.row), "im2col_explicit");
-  CHECK_INT(primc_conv_plan_make(&sq55, &o, &plan), PRIMC_OK);
-  CHECK_STR(primc_conv_row_name(plan.row), "im2col_implicit");
-  CHECK_INT(primc_conv_plan_make(&r64, &o, &plan), PRIMC_OK);
-  CHECK_STR(primc_conv_row_name(plan.row), "direct_lanes");
-  /* RegNet-Y 400MF's first grouped conv: groups of 8 channels in the ymm lanes */
-  primc_conv2d g8 = {1, 48, 112, 112, 48, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  CHECK_INT(primc_conv_plan_make(&g8, &o, &plan), PRIMC_OK);
-  CHECK_STR(primc_conv_row_name(plan.row), "group_lanes8");
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const primc_conv2d *p = &want[i].p;
+    /* depthwise weights stay plain; the others packed as the row reads them */
+    primc_conv_plan_opts o = {.packable = p->groups != p->c, .tile_mr = primc_sgemm_mr(), .has_scratch = 1,
+                              .threads = 1};
+    primc_conv_plan plan;
+    if (CHECK_INT(primc_conv_plan_make(p, &o, &plan), PRIMC_OK))
+      CHECK_MSG(!strcmp(primc_conv_row_name(plan.row), want[i].row), "conv %zu: %s, want %s", i,
+                primc_conv_row_name(plan.row), want[i].row);
+  }
 }
 
 /* SiLU and GELU in the conv epilogue of sums far from 0 (+-20 .. +-400): e^-v and e^(-v^2) below f32's
