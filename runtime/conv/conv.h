@@ -6,6 +6,7 @@
 #include "runtime/kernels.h"
 
 #if PRIMC_X86
+#include "runtime/avx2.h"
 #include "runtime/avx512.h"
 
 #include <immintrin.h>

@@ -26,24 +26,11 @@ int primc_cv_dwl8_fits(const primc_conv2d *p, const primc_conv2d *next) {
 AVX2 static void tr8_part(const float *src, int64_t ld, int rows, int cols, float *dst, int64_t ldd, int full) {
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), iota), rm = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), iota);
-  __m256 r[8], t[8], s[8];
+  __m256 r[8];
   full |= rows == 8;
   for (int i = 0; i < 8; i++)
     r[i] = i >= rows ? _mm256_setzero_ps() : cols == 8 ? _mm256_loadu_ps(src + i * ld) : _mm256_maskload_ps(src + i * ld, cm);
-  for (int i = 0; i < 4; i++) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; h++) { /* rows 0-3, then 4-7 */
-    s[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    s[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    s[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    s[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int k = 0; k < 4; k++) { /* columns k and k + 4: the low and high 128-bit halves */
-    r[k] = _mm256_permute2f128_ps(s[k], s[4 + k], 0x20);
-    r[k + 4] = _mm256_permute2f128_ps(s[k], s[4 + k], 0x31);
-  }
+  primc_tr8(r);
   for (int k = 0; k < cols; k++) {
     if (full) _mm256_storeu_ps(dst + k * ldd, r[k]);
     else _mm256_maskstore_ps(dst + k * ldd, rm, r[k]);

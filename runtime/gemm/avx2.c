@@ -3,6 +3,8 @@
 
 #if PRIMC_X86
 
+#include "runtime/avx2.h"
+
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,fma")))
@@ -110,8 +112,23 @@ AVX2 float primc_gm_dot_avx2(const float *x, const float *y, int64_t n) {
   return acc;
 }
 
+/* B^T's 16 x 16 blocks into packed panels: four 8 x 8 transposes in registers (the scalar copy ran a per-call
+ * packed B^T GEMM at 0.6-0.7x of the same GEMM on prepacked B) */
+AVX2 void primc_gm_trans16_avx2(const float *src, int64_t ld, float *dst, int64_t ldd) {
+  for (int jb = 0; jb < 16; jb += 8)
+    for (int kb = 0; kb < 16; kb += 8) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + (jb + i) * ld + kb);
+      primc_tr8(r);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (kb + i) * ldd + jb, r[i]);
+    }
+}
+
 #else
 /* not x86: the AVX2 row never runs here (its ISA is never covered), but the row table names it */
 void primc_gm_kern_avx2(const kargs *g, int mr) { __builtin_trap(); }
 float primc_gm_dot_avx2(const float *x, const float *y, int64_t n) { __builtin_trap(); }
+void primc_gm_trans16_avx2(const float *src, int64_t ld, float *dst, int64_t ldd) { __builtin_trap(); }
 #endif
