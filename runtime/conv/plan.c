@@ -60,7 +60,7 @@ typedef struct cv_tuning {
 #define CV_TUNING_COMMON                                                                                     \
   .wino_min_tiles = 36, .dl_nr = 32, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                                 \
   .dl_1x1_gap_hi = 128, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,                          \
-  .direct_waste_den = 8, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28, \
+  .direct_waste_den = 8, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28,                     \
   .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,    \
   .bf16_min_og = 128, .bf16_min_og_1x1 = 64
 
@@ -96,8 +96,7 @@ static const cv_tuning tunings[5] = {
      * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
      .dl_1x1_narrow = CV_NEVER, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = 2, .direct_min_k = CV_NEVER,
-     .strided_1x1_gemm = 1, .lanes = 8,
-     .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1},
+     .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1},
 };
 
 static const cv_tuning *tuning(void) {
@@ -224,8 +223,8 @@ static const struct {
 } rank[] = {
     {PRIMC_CONV_ROW_BF16, bf16_pays}, /* only where the options ask for bf16 (CV_NEED_BF16) */
     {PRIMC_CONV_ROW_WINOGRAD, wino_pays},        {PRIMC_CONV_ROW_DIRECT_LANES, dl_pays},
-    {PRIMC_CONV_ROW_GROUP_LANES8, g8_pays},      {PRIMC_CONV_ROW_GEMM_T, gemm_t_pays},        {PRIMC_CONV_ROW_GEMM_1X1, always},
-    {PRIMC_CONV_ROW_WINDOWS, windows_pays},
+    {PRIMC_CONV_ROW_GROUP_LANES8, g8_pays},      {PRIMC_CONV_ROW_GEMM_T, gemm_t_pays},
+    {PRIMC_CONV_ROW_GEMM_1X1, always},           {PRIMC_CONV_ROW_WINDOWS, windows_pays},
     {PRIMC_CONV_ROW_DIRECT_PHASE, direct_pays},  {PRIMC_CONV_ROW_IM2COL_EXPLICIT, explicit_pays},
     {PRIMC_CONV_ROW_IM2COL_IMPLICIT, always},    {PRIMC_CONV_ROW_LANES_LOOP, never},
     {PRIMC_CONV_ROW_DW_LANES, dwl_pays},         {PRIMC_CONV_ROW_DW_FLAT, always},
