@@ -18,10 +18,18 @@
 
 static inline int cv_is_depthwise(const primc_conv2d *p) { return p->groups == p->c && p->o == p->c; }
 
+/* weights plain or in GEMM strips (primc_sgemm_pack_a's), the layouts the GEMM rows read */
+static inline int cv_w_strips_or_plain(const primc_conv2d *p) {
+  return !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
+}
+
 /* a depthwise conv whose weights are plain (the depthwise rows' layout) */
 static inline int cv_dw_plain(const primc_conv2d *p) {
-  return cv_is_depthwise(p) && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
+  return cv_is_depthwise(p) && !p->w_packed_mr && cv_w_strips_or_plain(p);
 }
+
+/* the activations the AVX2 epilogue computes in ymm (the others in plain C) */
+static inline int cv_act_ymm(int act) { return act == PRIMC_ACT_NONE || act == PRIMC_ACT_SILU; }
 
 static inline int cv_is_pointwise(const primc_conv2d *p) {
   return p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && !p->pad_t && !p->pad_l && !p->pad_b &&
@@ -220,7 +228,7 @@ static inline void cv_epi_row(int isa, const epi_ctx *e, float *y, const float *
     primc_cv_epi_row512(e, y, c, res, b, nb);
     return;
   }
-  if ((e->act == PRIMC_ACT_NONE || e->act == PRIMC_ACT_SILU) && isa == PRIMC_ISA_AVX2) {
+  if (cv_act_ymm(e->act) && isa == PRIMC_ISA_AVX2) {
     primc_cv_epi_row256(e, y, c, res, b, nb);
     return;
   }

@@ -109,7 +109,7 @@ AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, i
   float bias[8] __attribute__((aligned(32)));
   for (int l = 0; l < 8; l++) bias[l] = l < nco && ep->bias ? ep->bias[(co0 + l) * ep->bias_stride] : 0.0f;
   d->p = p, d->pw = g.pw, d->ow = j->ow, d->bias = bias, d->lo = ep->lo, d->hi = ep->hi, d->act = ep->act;
-  d->fused = !ep->res && (ep->act == PRIMC_ACT_NONE || ep->act == PRIMC_ACT_SILU);
+  d->fused = !ep->res && cv_act_ymm(ep->act);
   const float *x = j->x + (n * p->c + ci0) * p->h * p->w;
   float *acc = (d->fused ? j->y : j->acc) + (n * p->o + co0) * P;
   int64_t have0 = 0, have = 0; /* the tile holds input rows [have0, have0 + have) */

@@ -294,9 +294,7 @@ static int gemm_groups(const cv_call *k, int path) {
 }
 
 /* the GEMM rows read plain weights or A strips; not depthwise convs, which have their own rows */
-static int gemm_weights(const primc_conv2d *p) {
-  return !cv_is_depthwise(p) && !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16;
-}
+static int gemm_weights(const primc_conv2d *p) { return !cv_is_depthwise(p) && cv_w_strips_or_plain(p); }
 
 int64_t primc_cv_no_scratch(const primc_conv2d *p) { return 0; }
 

@@ -12,8 +12,8 @@
 int primc_cv_g8_fits(const primc_conv2d *p, const primc_conv2d *next) {
   int64_t oh, ow;
   return p->groups > 1 && !cv_is_depthwise(p) && p->c / p->groups <= 8 && p->o / p->groups <= 8 &&
-         !p->w_packed_panels && !p->w_winograd && !p->w_lanes && !p->w_bf16 && primc_conv2d_out_hw(p, &oh, &ow) &&
-         p->kh * p->kw <= DWL_MAX_TAPS && primc_cv_dwl_geometry(p, oh, ow, 8).band > 0;
+         cv_w_strips_or_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && p->kh * p->kw <= DWL_MAX_TAPS &&
+         primc_cv_dwl_geometry(p, oh, ow, 8).band > 0;
 }
 
 #if PRIMC_X86

@@ -18,9 +18,8 @@ typedef struct cv_tuning {
    * onto rows of a whole tile of pixels, narrowing dl_1x1_narrow times or more, and not into
    * (dl_1x1_gap_lo, dl_1x1_gap_hi] channels, where the GEMM reads x in place as well */
   int64_t dl_nr, dl_min_c, dl_1x1_min_ow, dl_1x1_narrow, dl_1x1_gap_lo, dl_1x1_gap_hi;
-  /* ... and 1x1s that widen (or keep) the channels onto maps of at least dl_1x1_min_pix pixels; other convs at
-   * stride 1 only when they widen the channels fewer than dl_max_widen times */
-  int64_t dl_1x1_min_pix, dl_max_widen;
+  /* ... and other convs at stride 1 only when they widen the channels fewer than dl_max_widen times */
+  int64_t dl_max_widen;
   /* the transposed GEMM (output channels in the lanes): when the share of used lanes over channels beats
    * the one over pixels by gt_lane_gain; and narrowing 1x1s into at most gt_1x1_max_og channels (a
    * multiple of the lanes) by gt_1x1_narrow times or more, on maps of at most gt_1x1_max_pix pixels
@@ -70,22 +69,22 @@ typedef struct cv_tuning {
  * AVX2 either: plain C and NEON); then Intel's cores of two, and AVX2 without AVX-512 */
 static const cv_tuning tunings[5] = {
     {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8,
-     .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
+     .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
      .dw8_max_ow = INT64_MAX},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
     {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64,
-     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
-     .lanes = 16, .dw8_max_ow = INT64_MAX},
+     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
+     .dw8_max_ow = INT64_MAX},
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32,
-     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
-     .lanes = 16, .dw8_max_ow = INT64_MAX},
+     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
+     .dw8_max_ow = INT64_MAX},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
-     .strided_1x1_gemm = 1, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
+     .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
      .dw8_max_ow = INT64_MAX},
     /* AVX2 (Zen 3; the direct lanes row in ymm): 3-channel stems in the lanes (MobileNetV2's 3.8 -> 0.64 ms,
      * ResNet-18's 11.3 -> 3.4); no 1x1 in the lanes: the GEMM reading x in place, its store fused, runs them
@@ -95,7 +94,7 @@ static const cv_tuning tunings[5] = {
      * none over phase images, which never beat both im2col rows (bench/conv_rows.md, build/conv_ab); the
      * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
-     .dl_1x1_narrow = CV_NEVER, .dl_1x1_min_pix = CV_NEVER, .dl_max_widen = 2, .direct_min_k = CV_NEVER,
+     .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .direct_min_k = CV_NEVER,
      .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1},
 };
 
@@ -142,15 +141,14 @@ static int wino_pays(const cv_shape *s) {
 }
 
 /* not a stem of few channels (its rows of few taps send the sums through memory more often than the GEMM),
- * nor 1x1s onto rows shorter than a tile, nor 1x1s that neither narrow enough nor widen onto a large map */
+ * nor 1x1s onto rows shorter than a tile or that do not narrow enough, nor stride-1 convs that widen too much */
 static int dl_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   const cv_tuning *t = s->t;
   if ((p->kh * p->kw == 1 && s->ow < t->dl_1x1_min_ow) || strided_1x1_as_gemm(s)) return 0;
   if (cv_is_pointwise(p)) {
     int narrows = p->c / t->dl_1x1_narrow >= p->o && !(p->o > t->dl_1x1_gap_lo && p->o <= t->dl_1x1_gap_hi);
-    int widens_big = p->o >= p->c && s->oh * s->ow >= t->dl_1x1_min_pix;
-    if (!narrows && !widens_big) return 0;
+    if (!narrows) return 0;
   } else if (p->stride_h == 1 && p->stride_w == 1 && p->o / p->c >= t->dl_max_widen) {
     return 0;
   }
