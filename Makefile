@@ -129,7 +129,7 @@ models: all
 # primc against ONNX Runtime, PyTorch eager and torch.compile on every model present, plus roofline figures;
 # then the precision builds against ONNX Runtime and OpenVINO (f32 and its default precision) on a ResNet-50
 # and a BERT-base-sized encoder written without torch; run-time dims; training steps against PyTorch
-bench: all $(B)/gemm_bench $(B)/conv_ab $(B)/stream $(B)/corelat
+bench: all $(B)/gemm_bench $(B)/conv_ab $(B)/stream $(B)/corelat $(B)/coreshare
 	bash tools/setup.sh bench
 	python3 bench/run.py --threads 1,2
 	bash bench/roofline.sh

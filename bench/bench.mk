@@ -21,3 +21,7 @@ $(B)/corelat: bench/corelat.c
 $(B)/stream: bench/stream.c
 	@mkdir -p $(B)
 	$(CC) -std=c11 -O2 -D_GNU_SOURCE -o $@ $< -lpthread
+
+$(B)/coreshare: bench/coreshare.c
+	@mkdir -p $(B)
+	$(CC) -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -o $@ $<

@@ -4,6 +4,14 @@
 
 #include <immintrin.h>
 
+/* *acc += w * b as one vfmadd231ps on acc's register. In unrolled loops GCC rotates the sums through vfmadd132ps,
+ * moves and spills instead, each a slot of an issue width that a core shared with another thread (these VMs'
+ * vCPUs) runs short of (bench/gemm_rows.md) */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void primc_fma231(__m256 *acc, __m256 w,
+                                                                                                 __m256 b) {
+  __asm__("vfmadd231ps %1, %2, %0" : "+x"(*acc) : "x"(w), "x"(b));
+}
+
 /* r[j] = column j of the 8 x 8 block in r: rows interleaved in pairs, then pairs of pairs, then 128-bit halves */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void primc_tr8(__m256 r[8]) {
   __m256 t[8], s[8];

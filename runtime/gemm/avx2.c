@@ -10,31 +10,44 @@
 #define AVX2 __attribute__((target("avx2,fma")))
 #define X2_MR GM_MR_AVX2
 
-/* same shape as loop512, on ymm */
+/* One k step of the tile; the pointers then move to the next. The empty asm hides the pointers' values, else GCC
+ * kept a register per unrolled address. */
+static inline __attribute__((always_inline)) AVX2 void step256(const kargs *g, int64_t k, __m256 acc[X2_MR][2],
+                                                                const float **a0, const float **a1, const float **bb,
+                                                                const int R, const int V, const int FULL,
+                                                                const int UNIT, const int OFF, __m256i lm) {
+  const int64_t ars = UNIT ? 1 : g->ars;
+  const float *b = OFF ? g->b + g->koff[k] : *bb;
+  __m256 b0, b1 = _mm256_setzero_ps();
+  if (V == 1) {
+    b0 = FULL ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, lm);
+  } else {
+    b0 = _mm256_loadu_ps(b);
+    b1 = FULL ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, lm);
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    __m256 av = _mm256_broadcast_ss(UNIT ? *a0 + r : (r < 3 ? *a0 : *a1) + (r % 3) * ars);
+    primc_fma231(&acc[r][0], b0, av);
+    if (V == 2) primc_fma231(&acc[r][1], b1, av);
+  }
+  *a0 += g->aks;
+  if (!UNIT && R > 3) *a1 += g->aks;
+  *bb += g->bks;
+  __asm__("" : "+r"(*a0), "+r"(*a1), "+r"(*bb));
+}
+
+/* same shape as loop512, on ymm, k unrolled by 4: a core shared with another thread (these VMs' vCPUs) issues
+ * fewer instructions a cycle, and the loop's own then cost 10-15% (bench/gemm_rows.md) */
 static inline __attribute__((always_inline)) AVX2 void loop256(const kargs *g, __m256 acc[X2_MR][2], const int R,
                                                                const int V, const int FULL, const int UNIT,
                                                                const int OFF, __m256i lm) {
-  const int64_t ars = UNIT ? 1 : g->ars, aks = g->aks, bks = g->bks;
-  const float *ab[2] = {g->a, g->a + 3 * ars}, *bb = g->b;
-  for (int64_t k = 0; k < g->kc; k++) {
-    const float *b = OFF ? g->b + g->koff[k] : bb;
-    __m256 b0, b1 = _mm256_setzero_ps();
-    if (V == 1) {
-      b0 = FULL ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, lm);
-    } else {
-      b0 = _mm256_loadu_ps(b);
-      b1 = FULL ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, lm);
-    }
-#pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-      __m256 av = _mm256_broadcast_ss(UNIT ? ab[0] + r : ab[r / 3] + (r % 3) * ars);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      if (V == 2) acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
-    }
-    ab[0] += aks;
-    if (!UNIT && R > 3) ab[1] += aks;
-    bb += bks;
-  }
+  const float *a0 = g->a, *a1 = g->a + 3 * (UNIT ? 1 : g->ars), *bb = g->b;
+  int64_t k = 0;
+  for (; k + 4 <= g->kc; k += 4)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; u++) step256(g, k + u, acc, &a0, &a1, &bb, R, V, FULL, UNIT, OFF, lm);
+  for (; k < g->kc; k++) step256(g, k, acc, &a0, &a1, &bb, R, V, FULL, UNIT, OFF, lm);
 }
 
 static inline __attribute__((always_inline)) AVX2 void body256(const kargs *g, const int R, const int V) {
@@ -44,8 +57,10 @@ static inline __attribute__((always_inline)) AVX2 void body256(const kargs *g, c
   __m256i all = _mm256_set1_epi32(-1);
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  if (g->koff)
-    loop256(g, acc, R, V, rem == 8, 1, 1, lm);
+  if (g->koff && rem == 8)
+    loop256(g, acc, R, V, 1, 1, 1, lm);
+  else if (g->koff)
+    loop256(g, acc, R, V, 0, 1, 1, lm);
   else if (g->ars == 1 && rem == 8)
     loop256(g, acc, R, V, 1, 1, 0, lm);
   else if (g->ars == 1)
@@ -126,9 +141,27 @@ AVX2 void primc_gm_trans16_avx2(const float *src, int64_t ld, float *dst, int64_
     }
 }
 
+/* rows of A (unit k stride) into [k][mr], 8 k at a time through an 8 x 8 transpose (the scalar copy was 15% of
+ * a 1024^3 GEMM's time). Each k's mr floats are stored as 8, the next k's store overwriting the extra: dst has
+ * room for 8 - mr floats past kc * mr (the driver's A buffer holds MR_MAX rows). */
+AVX2 void primc_gm_pack_a_avx2(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst) {
+  int64_t k = 0;
+  for (; mr <= 8 && k + 8 <= kc; k += 8) {
+    __m256 r[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) r[i] = i < mr ? _mm256_loadu_ps(a + i * ars + k) : _mm256_setzero_ps();
+    primc_tr8(r);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (k + i) * mr, r[i]);
+  }
+  for (; k < kc; k++)
+    for (int64_t i = 0; i < mr; i++) dst[k * mr + i] = a[i * ars + k];
+}
+
 #else
 /* not x86: the AVX2 row never runs here (its ISA is never covered), but the row table names it */
 void primc_gm_kern_avx2(const kargs *g, int mr) { __builtin_trap(); }
 float primc_gm_dot_avx2(const float *x, const float *y, int64_t n) { __builtin_trap(); }
 void primc_gm_trans16_avx2(const float *src, int64_t ld, float *dst, int64_t ldd) { __builtin_trap(); }
+void primc_gm_pack_a_avx2(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst) { __builtin_trap(); }
 #endif

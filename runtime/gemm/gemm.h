@@ -77,6 +77,7 @@ void primc_gm_kern_avx512(const kargs *g, int mr);
 float primc_gm_dot_avx512(const float *x, const float *y, int64_t n);
 void primc_gm_trans16_avx512(const float *src, int64_t ld, float *dst, int64_t ldd);
 void primc_gm_trans16_avx2(const float *src, int64_t ld, float *dst, int64_t ldd);
+void primc_gm_pack_a_avx2(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst);
 void primc_gm_pack_a_avx512(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst);
 void primc_gm_kern_neon(const kargs *g, int mr);
 float primc_gm_dot_neon(const float *x, const float *y, int64_t n);
