@@ -1,4 +1,4 @@
-/* runtime/conv/depthwise_avx2.c: the depthwise row with 8 channels in the lanes of a ymm (AVX2), and the 8-lane band tiles it shares with the grouped row. */
+/* runtime/conv/depthwise_avx2.c: the AVX2 depthwise rows (8 channels in the lanes of a ymm; 8 columns of a plane), and the 8-lane band tiles the first shares with the grouped row. */
 #include "runtime/conv/conv.h"
 
 #include <string.h>
@@ -156,6 +156,182 @@ static void dw8_range(void *ctx, int64_t b, int64_t e) {
   }
 }
 #endif
+
+/*
+ * dw_rows8: depthwise on the planes themselves, 8 output columns a ymm and no transposes (dw_lanes8 spent half
+ * its time moving channels into and out of the lanes). A band of one plane's input rows is copied into a
+ * zero-bordered tile (at stride 2 each row as its even columns, then its odd ones, so that every tap reads 8
+ * neighbours), blocks of up to 12 vectors (output rows x columns) take every tap in registers, and each output
+ * row's sums go through the AVX2 epilogue row into y.
+ */
+#define DR8_TILE 6144 /* floats of a band's input tile, on the stack */
+#define DR8_OUT 4096  /* floats of a band's sums */
+#define DR8_MAX_KW 16
+
+typedef struct dr8_geo {
+  int64_t pw;   /* a tile row's floats: padded columns (stride 2: even ones, then as many odd ones) */
+  int64_t half; /* stride 2: where a tile row's odd columns start */
+  int64_t owr;  /* output columns rounded up to whole vectors */
+  int64_t band; /* output rows per band (0: does not fit) */
+} dr8_geo;
+
+static dr8_geo dr8_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  dr8_geo g = {0, 0, (ow + 7) / 8 * 8, 0};
+  int64_t reach = (p->kw - 1) * p->dil_w, in = p->pad_l + p->w;
+  if (p->stride_w == 1) {
+    g.pw = (in > g.owr + reach ? in : g.owr + reach) + 7;
+    g.pw -= g.pw % 8;
+  } else {
+    int64_t need = g.owr + reach / 2 + 1, have = (in + 1) / 2;
+    g.half = ((need > have ? need : have) + 7) / 8 * 8;
+    g.pw = 2 * g.half;
+  }
+  for (int64_t rows = oh; rows > 0; rows--)
+    if (((rows - 1) * p->stride_h + (p->kh - 1) * p->dil_h + 1) * g.pw <= DR8_TILE && (rows - 1) * ow + g.owr <= DR8_OUT) {
+      g.band = rows;
+      break;
+    }
+  return g;
+}
+
+int primc_cv_dr8_fits(const primc_conv2d *p, const primc_conv2d *next) {
+  int64_t oh, ow;
+  return cv_dw_plain(p) && primc_conv2d_out_hw(p, &oh, &ow) && (p->stride_w == 1 || p->stride_w == 2) &&
+         p->kw <= DR8_MAX_KW && dr8_geometry(p, oh, ow).band > 0;
+}
+
+#if PRIMC_X86
+/* input row ih of the plane x into a tile row of g->pw floats: zeros outside the input; stride 2 split into even
+ * and odd padded columns (column q of the padded row is x[q - pad_l]) */
+AVX2 static void dr8_fill_row(const primc_conv2d *p, const dr8_geo *g, const float *x, int64_t ih, float *t) {
+  if (ih < 0 || ih >= p->h) {
+    memset(t, 0, (size_t)g->pw * sizeof(float));
+    return;
+  }
+  const float *xr = x + ih * p->w;
+  if (p->stride_w == 1) {
+    memset(t, 0, (size_t)p->pad_l * sizeof(float));
+    memcpy(t + p->pad_l, xr, (size_t)p->w * sizeof(float));
+    memset(t + p->pad_l + p->w, 0, (size_t)(g->pw - p->pad_l - p->w) * sizeof(float));
+    return;
+  }
+  float *ev = t, *od = t + g->half;
+  int64_t k = 0;
+  for (; k < g->half; k++) { /* the left border, scalar up to the first block wholly inside x */
+    int64_t q = 2 * k - p->pad_l;
+    if (q >= 0 && q + 16 <= p->w) break;
+    ev[k] = q >= 0 && q < p->w ? xr[q] : 0.0f;
+    od[k] = q + 1 >= 0 && q + 1 < p->w ? xr[q + 1] : 0.0f;
+  }
+  for (; k + 8 <= g->half && 2 * k - p->pad_l + 16 <= p->w; k += 8) {
+    __m256 a = _mm256_loadu_ps(xr + 2 * k - p->pad_l), b = _mm256_loadu_ps(xr + 2 * k - p->pad_l + 8);
+    /* shuffle_ps takes elements 0 2 (0x88) or 1 3 (0xDD) of each 128-bit half of a, then of b; the 64-bit
+     * permute puts a's pairs before b's */
+    __m256d e = _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), o = _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD));
+    _mm256_storeu_ps(ev + k, _mm256_castpd_ps(_mm256_permute4x64_pd(e, 0xD8)));
+    _mm256_storeu_ps(od + k, _mm256_castpd_ps(_mm256_permute4x64_pd(o, 0xD8)));
+  }
+  int64_t kend = (p->pad_l + p->w + 1) / 2 < g->half ? (p->pad_l + p->w + 1) / 2 : g->half; /* then zeros only */
+  for (; k < kend; k++) {
+    int64_t q = 2 * k - p->pad_l;
+    ev[k] = q >= 0 && q < p->w ? xr[q] : 0.0f;
+    od[k] = q + 1 >= 0 && q + 1 < p->w ? xr[q + 1] : 0.0f;
+  }
+  memset(ev + kend, 0, (size_t)(g->half - kend) * sizeof(float));
+  memset(od + kend, 0, (size_t)(g->half - kend) * sizeof(float));
+}
+
+typedef struct dr8_ctx {
+  const primc_conv2d *p;
+  const float *w;            /* the plane's taps [kh][kw] */
+  int64_t rs, ts;            /* tile floats from one output row's taps to the next row's, and per kernel row */
+  int64_t col[DR8_MAX_KW];   /* tile column of tap jx for output column 0 */
+} dr8_ctx;
+
+/* R output rows x CH vectors from the tile at t (output row 0, column 0 of the block) into sums (rows ow apart) */
+INLINE AVX2 void dr8_block(const dr8_ctx *d, const float *t, float *sums, int64_t ow, const int R, const int CH) {
+  __m256 a[12];
+#pragma GCC unroll 12
+  for (int k = 0; k < R * CH; k++) a[k] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < d->p->kh; i++, t += d->ts) {
+    const float *wr = d->w + i * d->p->kw;
+    for (int64_t jx = 0; jx < d->p->kw; jx++) {
+      __m256 wv = _mm256_broadcast_ss(wr + jx);
+      const float *src = t + d->col[jx];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < CH; c++)
+          a[r * CH + c] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + r * d->rs + 8 * c), a[r * CH + c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int c = 0; c < CH; c++) _mm256_storeu_ps(sums + r * ow + 8 * c, a[r * CH + c]);
+}
+
+/* rows [0, rows) x vectors [v, v + CH) of a band: blocks of as many rows as the registers hold */
+AVX2 static void dr8_cols(const dr8_ctx *d, const float *tile, float *sums, int64_t rows, int64_t v, int64_t ow, int CH) {
+  static const int rmax[5] = {0, 8, 6, 4, 3};
+  for (int64_t r0 = 0; r0 < rows;) {
+    int R = rows - r0 < rmax[CH] ? (int)(rows - r0) : rmax[CH];
+    const float *t = tile + r0 * d->rs + 8 * v;
+    float *s = sums + r0 * ow + 8 * v;
+    switch (CH * 16 + R) {
+#define DR8_CASE(C, N) \
+  case C * 16 + N: dr8_block(d, t, s, ow, N, C); break;
+      DR8_CASE(1, 1) DR8_CASE(1, 2) DR8_CASE(1, 3) DR8_CASE(1, 4) DR8_CASE(1, 5) DR8_CASE(1, 6) DR8_CASE(1, 7)
+      DR8_CASE(1, 8) DR8_CASE(2, 1) DR8_CASE(2, 2) DR8_CASE(2, 3) DR8_CASE(2, 4) DR8_CASE(2, 5) DR8_CASE(2, 6)
+      DR8_CASE(3, 1) DR8_CASE(3, 2) DR8_CASE(3, 3) DR8_CASE(3, 4) DR8_CASE(4, 1) DR8_CASE(4, 2) DR8_CASE(4, 3)
+#undef DR8_CASE
+    }
+    r0 += R;
+  }
+}
+
+/* one plane (image n's channel c) */
+AVX2 static void dr8_plane(const dw_job *j, int64_t plane) {
+  const primc_conv2d *p = j->p;
+  dr8_geo g = dr8_geometry(p, j->oh, j->ow);
+  int64_t c = plane % p->c, P = j->oh * j->ow;
+  float tile[DR8_TILE] __attribute__((aligned(32)));
+  float sums[DR8_OUT + 8] __attribute__((aligned(32)));
+  dr8_ctx d = {.p = p, .w = j->w + c * p->kh * p->kw, .rs = p->stride_h * g.pw, .ts = p->dil_h * g.pw};
+  for (int64_t jx = 0; jx < p->kw; jx++) {
+    int64_t q = jx * p->dil_w; /* padded column of output 0's tap jx */
+    d.col[jx] = p->stride_w == 1 ? q : (q & 1) * g.half + q / 2;
+  }
+  const float *x = j->x + plane * p->h * p->w, *res = j->e->res ? j->e->res + plane * P : NULL;
+  float *y = j->y + plane * P, b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
+  epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .act = j->e->act};
+  int64_t nv = g.owr / 8;
+  for (int64_t oy0 = 0; oy0 < j->oh; oy0 += g.band) {
+    int64_t rows = j->oh - oy0 < g.band ? j->oh - oy0 : g.band, need = (rows - 1) * p->stride_h + (p->kh - 1) * p->dil_h + 1;
+    for (int64_t r = 0; r < need; r++) dr8_fill_row(p, &g, x, oy0 * p->stride_h - p->pad_t + r, tile + r * g.pw);
+    /* the sums rows ow apart, blocks right to left: a row's last vector spills into the next row's first
+     * columns, which the blocks after it then write; one epilogue call for the band */
+    if (nv % 4) dr8_cols(&d, tile, sums, rows, nv / 4 * 4, j->ow, (int)(nv % 4));
+    for (int64_t v = nv / 4 * 4 - 4; v >= 0; v -= 4) dr8_cols(&d, tile, sums, rows, v, j->ow, 4);
+    int64_t o = oy0 * j->ow;
+    cv_epi_row(PRIMC_ISA_AVX2, &e, y + o, sums, res ? res + o : NULL, b, rows * j->ow);
+  }
+}
+
+static void dr8_range(void *ctx, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; i++) dr8_plane(ctx, i);
+}
+#endif
+
+int primc_cv_dr8_run(const cv_call *c) {
+#if PRIMC_X86
+  dw_job j = {c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, PRIMC_ISA_AVX2};
+  primc_parallel_for(c->p->n * c->p->c, dr8_range, &j);
+  return PRIMC_OK;
+#else
+  return PRIMC_ERR_ARG; /* an x86 row: never planned here */
+#endif
+}
 
 int primc_cv_dwl8_run(const cv_call *c) {
 #if PRIMC_X86

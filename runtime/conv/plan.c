@@ -47,6 +47,8 @@ typedef struct cv_tuning {
   /* depthwise with 8 channels in ymm's lanes: output rows of at most dw8_max_ow pixels; the row loop's long
    * vectors win over wider rows at stride 1 */
   int64_t dw8_max_ow;
+  /* depthwise on the planes with 8 columns in ymm: output rows of at least dr8_min_ow pixels */
+  int64_t dr8_min_ow;
   /* the fused pair: first convs of at most this many taps x input channels */
   int64_t pair_max_k;
   /* the bf16 row (when asked for): B (X_col) is made, rounded and packed per call, a cost per element of B
@@ -70,32 +72,34 @@ typedef struct cv_tuning {
 static const cv_tuning tunings[5] = {
     {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8,
      .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX},
+     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
     {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64,
      .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX},
+     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER},
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32,
      .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX},
+     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
      .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX},
+     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER},
     /* AVX2 (Zen 3; the direct lanes row in ymm): 3-channel stems in the lanes (MobileNetV2's 3.8 -> 0.64 ms,
      * ResNet-18's 11.3 -> 3.4); no 1x1 in the lanes: the GEMM reading x in place, its store fused, runs them
      * 1.1-3x faster (16 -> 96 at 112x112 0.76 ms against 2.3, ResNet-50's 64 -> 256 at 56x56 1.5 against 3.7),
      * strided ones as im2col GEMMs (ResNet-50's shortcuts 3.0 ms against 5.7 in the lanes); stride-1 convs that
      * widen the channels 2x or more as im2col GEMMs too (SqueezeNet's 4x expand 3x3s 10-40% faster, 2x 6%), and
      * none over phase images, which never beat both im2col rows (bench/conv_rows.md, build/conv_ab); the
-     * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes */
+     * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes; depthwise on the planes from output rows of
+     * 20 pixels (3x3 and 5x5, stride 1 and 2: 0.55-0.95x dw_lanes8's time, whose transposes cost more than
+     * the per-plane setup from there; 1.2-3.6x its time on rows of 14 and 7) */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
      .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .direct_min_k = CV_NEVER,
-     .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1},
+     .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1, .dr8_min_ow = 20},
 };
 
 static const cv_tuning *tuning(void) {
@@ -213,6 +217,8 @@ static int g8_pays(const cv_shape *s) { return s->t->g8 != 0; }
  * rows of 7 to 28 pixels, 0.2-0.6x on 56, 0.5-0.8x on 112 (3x3 and 5x5, stride 1 and 2), 1.2x on 224 */
 static int dw8_pays(const cv_shape *s) { return s->ow <= s->t->dw8_max_ow; }
 
+static int dr8_pays(const cv_shape *s) { return s->ow >= s->t->dr8_min_ow; }
+
 /* the rank: within a class the first row that fits and pays; a row that never pays is only a fallback or
  * taken by force */
 static const struct {
@@ -226,7 +232,8 @@ static const struct {
     {PRIMC_CONV_ROW_DIRECT_PHASE, direct_pays},  {PRIMC_CONV_ROW_IM2COL_EXPLICIT, explicit_pays},
     {PRIMC_CONV_ROW_IM2COL_IMPLICIT, always},    {PRIMC_CONV_ROW_LANES_LOOP, never},
     {PRIMC_CONV_ROW_DW_LANES, dwl_pays},         {PRIMC_CONV_ROW_DW_FLAT, always},
-    {PRIMC_CONV_ROW_DW_ROWS, always},            {PRIMC_CONV_ROW_DW_LANES8, dw8_pays},
+    {PRIMC_CONV_ROW_DW_ROWS, always},            {PRIMC_CONV_ROW_DW_ROWS8, dr8_pays},
+    {PRIMC_CONV_ROW_DW_LANES8, dw8_pays},
     {PRIMC_CONV_ROW_DW_PLANE, always},
     {PRIMC_CONV_ROW_PAIR_DW, never}, /* planned by primc_conv_plan_pair */
 };

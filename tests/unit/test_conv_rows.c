@@ -105,6 +105,7 @@ static const primc_conv2d shapes[] = {
     {1, 17, 9, 30, 17, 5, 5, 17, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},       /* depthwise 5x5/1 */
     {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise rows of 400 */
     {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},          /* depthwise 5x5/2, split columns */
+    {1, 3, 5, 60, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},          /* depthwise rows of 7.5 vectors */
     {1, 1, 9, 9, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* one channel: depthwise */
     {1, 256, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* deep sums on a 7x7 map */
     {2, 1, 1, 700, 20, 1, 33, 1, 1, 7, 1, 1, 0, 16, 0, 16, 0, 0, 0, 0, 0, 0},     /* 1-D, 33 taps at stride 7 */
@@ -344,8 +345,8 @@ PC_TEST(conv_plan_strided_1x1) {
 
 /* The AVX2 tuning's choices, a row per conv (figures: bench/conv_rows.md): every stride-1 1x1 on the GEMM reading
  * x in place (1.1-3x slower in the ymm lanes), the stem in the lanes, 3x3s widening 2x or more as im2col GEMMs,
- * unwidened ones in the lanes, depthwise convs onto rows of up to 112 pixels in dw_lanes8 (224: the row loop),
- * groups of 8 channels in group_lanes8. */
+ * unwidened ones in the lanes, depthwise convs on the planes from output rows of 20 pixels (dw_rows8), narrower
+ * ones in dw_lanes8, groups of 8 channels in group_lanes8. */
 PC_TEST(conv_plan_avx2) {
   static const struct {
     primc_conv2d p;
@@ -358,9 +359,12 @@ PC_TEST(conv_plan_avx2) {
       {{1, 64, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_explicit"},   /* SqueezeNet */
       {{1, 16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_implicit"},
       {{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* ResNet */
-      {{1, 96, 112, 112, 96, 3, 3, 96, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
-      {{1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
-      {{1, 16, 224, 224, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_plane"},
+      {{1, 96, 112, 112, 96, 3, 3, 96, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_rows8"},      /* MobileNetV2 */
+      {{1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_rows8"},
+      {{1, 16, 224, 224, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_rows8"},
+      {{1, 240, 28, 28, 240, 5, 5, 240, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0}, "dw_rows8"},     /* EfficientNet */
+      {{1, 240, 28, 28, 240, 3, 3, 240, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
+      {{1, 960, 7, 7, 960, 3, 3, 960, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
       {{1, 48, 112, 112, 48, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "group_lanes8"},     /* RegNet */
   };
   if (strcmp(primc_conv_tuning_name(), "AVX2")) {
