@@ -308,6 +308,15 @@ typedef struct dw_job {
   int isa; /* PRIMC_ISA_*: what the row's code and epilogue may use */
 } dw_job;
 
+#if PRIMC_X86
+/* an AVX2 row's run: items [0, items) of the call's dw_job over the pool */
+static inline int cv_run_avx2(const cv_call *c, int64_t items, void (*range)(void *ctx, int64_t b, int64_t e)) {
+  dw_job j = {c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, PRIMC_ISA_AVX2};
+  primc_parallel_for(items, range, &j);
+  return PRIMC_OK;
+}
+#endif
+
 #define DWL_MAX_TAPS 49
 
 typedef struct dwl_geo {

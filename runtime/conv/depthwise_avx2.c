@@ -325,9 +325,7 @@ static void dr8_range(void *ctx, int64_t b, int64_t e) {
 
 int primc_cv_dr8_run(const cv_call *c) {
 #if PRIMC_X86
-  dw_job j = {c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, PRIMC_ISA_AVX2};
-  primc_parallel_for(c->p->n * c->p->c, dr8_range, &j);
-  return PRIMC_OK;
+  return cv_run_avx2(c, c->p->n * c->p->c, dr8_range);
 #else
   return PRIMC_ERR_ARG; /* an x86 row: never planned here */
 #endif
@@ -335,9 +333,7 @@ int primc_cv_dr8_run(const cv_call *c) {
 
 int primc_cv_dwl8_run(const cv_call *c) {
 #if PRIMC_X86
-  dw_job j = {c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, PRIMC_ISA_AVX2};
-  primc_parallel_for(c->p->n * ((c->p->c + 7) / 8), dw8_range, &j);
-  return PRIMC_OK;
+  return cv_run_avx2(c, c->p->n * ((c->p->c + 7) / 8), dw8_range);
 #else
   return PRIMC_ERR_ARG; /* an x86 row: never planned here */
 #endif
