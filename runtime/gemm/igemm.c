@@ -263,7 +263,7 @@ int32_t primc_igemm_packed_b_at(const void *packed, int64_t n, int64_t k) {
 
 /* ---------------------------------------------------------------- the driver */
 
-static void run_task(const job *j, int64_t t) {
+static void run_task(const job *j, int64_t t, int16_t *wb) {
   const ig_row *row = j->row;
   int64_t m0 = t / j->np * IG_MB, m1 = m0 + IG_MB < j->M ? m0 + IG_MB : j->M;
   int64_t q0 = t % j->np * IG_PP, q1 = q0 + IG_PP < j->pairs ? q0 + IG_PP : j->pairs;
@@ -294,7 +294,9 @@ static void run_task(const job *j, int64_t t) {
                     .roff = j->roff + m,
                     .rsum = j->rsum + m,
                     .cob = j->cob + n0,
-                    .csum = j->csum + n0};
+                    .csum = j->csum + n0,
+                    .wb = wb,
+                    .fresh = m == m0};
         row->kern(&g);
       }
     }
@@ -305,8 +307,9 @@ static void run_task(const job *j, int64_t t) {
 static void claim_tasks(void *ctx, int64_t b, int64_t e) {
   job *j = ctx;
   (void)b, (void)e;
+  int16_t wb[IG_KC * 2 * IG_PANEL] __attribute__((aligned(64)));
   if (j->row->setup) j->row->setup(1);
-  for (int64_t t; (t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nm * j->np;) run_task(j, t);
+  for (int64_t t; (t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nm * j->np;) run_task(j, t, wb);
   if (j->row->setup) j->row->setup(0);
 }
 

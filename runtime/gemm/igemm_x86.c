@@ -246,50 +246,56 @@ AVNNI void primc_ig_kern_avxvnni(const ikargs *g) {
   }
 }
 
-/* ---------------------------------------------------------------- AVX2: up to 2 rows x 4 ymm, no VNNI */
+/* ---------------------------------------------------------------- AVX2: a row x 32 columns a pass, no VNNI */
 
-/* vpmaddubsw adds two u8 x s8 products in int16 and saturates past 32767 (255 * 128 * 2 would); A's bytes are
- * split into 7 bits and the top bit, a = al + 128 ah, whose pair sums (at most 127 * 128 * 2 and 2 * 128) cannot,
- * and vpmaddwd widens each to int32 exactly (ah's times 128) */
+/* vpmaddubsw would add two u8 x s8 products in int16 and saturate past 32767 (255 * 127 * 2 can reach 64770).
+ * So both operands go to int16 and vpmaddwd adds each pair into int32, exactly: 4 columns x 4 k of B's quads,
+ * widened once per block of B into the thread's wb (a ymm each) and read by every row of its calls, against the
+ * row's 4 bytes of A widened and repeated, give each column's two half sums (k 0-1, k 2-3) side by side; they are
+ * added at the store. One multiply per 16 products, where splitting A into 7-bit and top-bit halves for
+ * vpmaddubsw took four per 32. */
 #define X2 __attribute__((target("avx2")))
-#define A2_MR IG_MR_AVX2
 
-static inline __attribute__((always_inline)) X2 void a2_tile(const ikargs *g, const int R, const int V) {
-  __m256i acc[A2_MR][4];
-  const __m256i lo7 = _mm256_set1_epi8(0x7f), one = _mm256_set1_epi8(1), w1 = _mm256_set1_epi16(1),
-                w128 = _mm256_set1_epi16(128);
-#pragma GCC unroll 2
-  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_si256();
-  for (int64_t kq = 0; kq < g->kc / 4; kq++) {
-    __m256i b[4];
-#pragma GCC unroll 4
-    for (int v = 0; v < V; v++) b[v] = _mm256_loadu_si256((const __m256i *)(g->b + ig_b_at(kq, v / 2) + 32 * (v % 2)));
-#pragma GCC unroll 2
-    for (int r = 0; r < R; r++) {
+/* row r of the call: C columns 0 .. 4 * CH, CH chunks of 4 columns (8: both panels, 4: the first) */
+static inline __attribute__((always_inline)) X2 void a2_row(const ikargs *g, int r, const int CH) {
+  __m256i acc[8];
+#pragma GCC unroll 8
+  for (int u = 0; u < CH; u++) acc[u] = _mm256_setzero_si256();
+  const __m256i *w = (const __m256i *)g->wb;
+  for (int64_t k0 = 0; k0 < g->kc; k0 += IG_KSTEP) { /* A's row: 64 bytes of k a tile, tiles 1 KiB apart */
+    const uint8_t *a = g->a + ig_a_at(g->lda, r, k0);
+    for (int q = 0; q < IG_KSTEP / 4; q++, w += 8) {
       int32_t quad;
-      memcpy(&quad, g->a + ig_a_at(g->lda, r, 4 * kq), sizeof quad);
-      __m256i x = _mm256_set1_epi32(quad);
-      __m256i xl = _mm256_and_si256(x, lo7), xh = _mm256_and_si256(_mm256_srli_epi16(x, 7), one);
-#pragma GCC unroll 4
-      for (int v = 0; v < V; v++) {
-        __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(xl, b[v]), w1);
-        __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(xh, b[v]), w128);
-        acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_add_epi32(pl, ph));
+      memcpy(&quad, a + 4 * q, sizeof quad);
+      __m256i x = _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128(quad))); /* a0 a1 a2 a3, 4 times */
+#pragma GCC unroll 8
+      for (int u = 0; u < CH; u++) { /* the add as asm: GCC otherwise rotated the sums through moves */
+        __m256i t = _mm256_madd_epi16(x, _mm256_load_si256(w + u));
+        __asm__("vpaddd %1, %0, %0" : "+x"(acc[u]) : "x"(t));
       }
     }
   }
-  for (int r = 0; r < R; r++) {
-    int32_t s[32];
-    for (int v = 0; v < V; v++) _mm256_storeu_si256((__m256i *)(s + 8 * v), acc[r][v]);
-    for (int jn = 0; jn < g->nr; jn++) ig_store(g, r, jn, s[jn]);
+  int32_t s[32];
+#pragma GCC unroll 4
+  for (int u = 0; u < CH; u += 2) { /* [c0 c0' c1 c1' | c2 c2' c3 c3'] pairs added, two chunks into 8 columns */
+    __m256i h = _mm256_hadd_epi32(acc[u], acc[u + 1]); /* c0 c1 c4 c5 | c2 c3 c6 c7 */
+    _mm256_storeu_si256((__m256i *)(s + 4 * u), _mm256_permute4x64_epi64(h, 0xD8));
   }
+  for (int jn = 0; jn < g->nr; jn++) ig_store(g, r, jn, s[jn]);
 }
 
 X2 void primc_ig_kern_avx2(const ikargs *g) {
-  if (g->mr == 2)
-    g->nr > 16 ? a2_tile(g, 2, 4) : a2_tile(g, 2, 2);
-  else
-    g->nr > 16 ? a2_tile(g, 1, 4) : a2_tile(g, 1, 2);
+  int ch = g->nr > 16 ? 8 : 4;
+  if (g->fresh) /* chunk u of k quad kq (columns 4u .. 4u + 3) at wb[(8 kq + u) * 16] */
+    for (int64_t kq = 0; kq < g->kc / 4; kq++)
+      for (int u = 0; u < ch; u++)
+        _mm256_store_si256((__m256i *)(g->wb + (8 * kq + u) * 16),
+                           _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g->b + ig_b_at(kq, u / 4) + 16 * (u % 4)))));
+  for (int r = 0; r < g->mr; r++)
+    if (ch == 8)
+      a2_row(g, r, 8);
+    else
+      a2_row(g, r, 4);
 }
 
 #endif
