@@ -44,7 +44,8 @@ void primc_gm_store_tile(const kargs *h, int rows);
 typedef float (*gm_dot)(const float *x, const float *y, int64_t n);
 /* 16 x 16 block of B^T rows (16 floats each, ld apart) into dst[k * ldd + j] */
 typedef void (*gm_trans16)(const float *src, int64_t ld, float *dst, int64_t ldd);
-/* mr rows of A (unit k stride, ars apart) into dst[k * mr + r] */
+/* mr rows of A (unit k stride, ars apart) into dst[k * mr + r]; it may write up to 8 floats past kc * mr (the
+ * driver's buffer holds MR_MAX * KC_MAX) */
 typedef void (*gm_pack_a)(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst);
 
 typedef struct gm_row {
