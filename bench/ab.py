@@ -80,3 +80,5 @@ for d in dirs:
     for i in range(1, len(res)):
         line += "  primc%d/primc0 paired %.3f" % (i, statistics.median(res[i][k] / res[0][k] for k in range(rounds)))
     print(line, flush=True)
+    for e in exes:  # a BERT-sized executable is 400 MB
+        os.remove(e)
