@@ -161,8 +161,8 @@ static void dw8_range(void *ctx, int64_t b, int64_t e) {
  * dw_rows8: depthwise on the planes themselves, 8 output columns a ymm and no transposes (dw_lanes8 spent half
  * its time moving channels into and out of the lanes). A band of one plane's input rows is copied into a
  * zero-bordered tile (at stride 2 each row as its even columns, then its odd ones, so that every tap reads 8
- * neighbours), blocks of up to 12 vectors (output rows x columns) take every tap in registers, and each output
- * row's sums go through the AVX2 epilogue row into y.
+ * neighbours), blocks of up to 12 vectors (output rows x columns) take every tap in registers, and each band's
+ * sums go through the AVX2 epilogue row into y.
  */
 #define DR8_TILE 6144 /* floats of a band's input tile, on the stack */
 #define DR8_OUT 4096  /* floats of a band's sums */
@@ -186,11 +186,13 @@ static dr8_geo dr8_geometry(const primc_conv2d *p, int64_t oh, int64_t ow) {
     g.half = ((need > have ? need : have) + 7) / 8 * 8;
     g.pw = 2 * g.half;
   }
-  for (int64_t rows = oh; rows > 0; rows--)
-    if (((rows - 1) * p->stride_h + (p->kh - 1) * p->dil_h + 1) * g.pw <= DR8_TILE && (rows - 1) * ow + g.owr <= DR8_OUT) {
-      g.band = rows;
-      break;
-    }
+  /* the most rows r whose input rows, (r - 1) stride_h + reach_h, fit the tile and whose sums, (r - 1) ow + owr
+   * (the last row's spill), fit theirs */
+  int64_t tile_rows = DR8_TILE / g.pw, reach_h = (p->kh - 1) * p->dil_h + 1;
+  int64_t by_tile = tile_rows >= reach_h ? (tile_rows - reach_h) / p->stride_h + 1 : 0;
+  int64_t by_out = DR8_OUT >= g.owr ? (DR8_OUT - g.owr) / ow + 1 : 0;
+  g.band = by_tile < by_out ? by_tile : by_out;
+  if (g.band > oh) g.band = oh;
   return g;
 }
 
