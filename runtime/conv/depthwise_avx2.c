@@ -203,6 +203,13 @@ int primc_cv_dr8_fits(const primc_conv2d *p, const primc_conv2d *next) {
 }
 
 #if PRIMC_X86
+/* padded columns 2k and 2k + 1 of the row xr into ev[k] and od[k], zeros outside it */
+static inline void dr8_split_col(const primc_conv2d *p, const float *xr, int64_t k, float *ev, float *od) {
+  int64_t q = 2 * k - p->pad_l;
+  ev[k] = q >= 0 && q < p->w ? xr[q] : 0.0f;
+  od[k] = q + 1 >= 0 && q + 1 < p->w ? xr[q + 1] : 0.0f;
+}
+
 /* input row ih of the plane x into a tile row of g->pw floats: zeros outside the input; stride 2 split into even
  * and odd padded columns (column q of the padded row is x[q - pad_l]) */
 AVX2 static void dr8_fill_row(const primc_conv2d *p, const dr8_geo *g, const float *x, int64_t ih, float *t) {
@@ -219,12 +226,8 @@ AVX2 static void dr8_fill_row(const primc_conv2d *p, const dr8_geo *g, const flo
   }
   float *ev = t, *od = t + g->half;
   int64_t k = 0;
-  for (; k < g->half; k++) { /* the left border, scalar up to the first block wholly inside x */
-    int64_t q = 2 * k - p->pad_l;
-    if (q >= 0 && q + 16 <= p->w) break;
-    ev[k] = q >= 0 && q < p->w ? xr[q] : 0.0f;
-    od[k] = q + 1 >= 0 && q + 1 < p->w ? xr[q + 1] : 0.0f;
-  }
+  for (; k < g->half && !(2 * k - p->pad_l >= 0 && 2 * k - p->pad_l + 16 <= p->w); k++) /* up to the first whole block */
+    dr8_split_col(p, xr, k, ev, od);
   for (; k + 8 <= g->half && 2 * k - p->pad_l + 16 <= p->w; k += 8) {
     __m256 a = _mm256_loadu_ps(xr + 2 * k - p->pad_l), b = _mm256_loadu_ps(xr + 2 * k - p->pad_l + 8);
     /* shuffle_ps takes elements 0 2 (0x88) or 1 3 (0xDD) of each 128-bit half of a, then of b; the 64-bit
@@ -234,11 +237,7 @@ AVX2 static void dr8_fill_row(const primc_conv2d *p, const dr8_geo *g, const flo
     _mm256_storeu_ps(od + k, _mm256_castpd_ps(_mm256_permute4x64_pd(o, 0xD8)));
   }
   int64_t kend = (p->pad_l + p->w + 1) / 2 < g->half ? (p->pad_l + p->w + 1) / 2 : g->half; /* then zeros only */
-  for (; k < kend; k++) {
-    int64_t q = 2 * k - p->pad_l;
-    ev[k] = q >= 0 && q < p->w ? xr[q] : 0.0f;
-    od[k] = q + 1 >= 0 && q + 1 < p->w ? xr[q + 1] : 0.0f;
-  }
+  for (; k < kend; k++) dr8_split_col(p, xr, k, ev, od);
   memset(ev + kend, 0, (size_t)(g->half - kend) * sizeof(float));
   memset(od + kend, 0, (size_t)(g->half - kend) * sizeof(float));
 }
@@ -292,18 +291,14 @@ AVX2 static void dr8_cols(const dr8_ctx *d, const float *tile, float *sums, int6
   }
 }
 
-/* one plane (image n's channel c) */
-AVX2 static void dr8_plane(const dw_job *j, int64_t plane) {
+/* one plane (image n's channel c), the tile's geometry g and tap columns d (every plane's) made by the caller */
+AVX2 static void dr8_plane(const dw_job *j, const dr8_geo *gp, dr8_ctx d, int64_t plane) {
   const primc_conv2d *p = j->p;
-  dr8_geo g = dr8_geometry(p, j->oh, j->ow);
+  const dr8_geo g = *gp;
   int64_t c = plane % p->c, P = j->oh * j->ow;
   float tile[DR8_TILE] __attribute__((aligned(32)));
   float sums[DR8_OUT + 8] __attribute__((aligned(32)));
-  dr8_ctx d = {.p = p, .w = j->w + c * p->kh * p->kw, .rs = p->stride_h * g.pw, .ts = p->dil_h * g.pw};
-  for (int64_t jx = 0; jx < p->kw; jx++) {
-    int64_t q = jx * p->dil_w; /* padded column of output 0's tap jx */
-    d.col[jx] = p->stride_w == 1 ? q : (q & 1) * g.half + q / 2;
-  }
+  d.w = j->w + c * p->kh * p->kw;
   const float *x = j->x + plane * p->h * p->w, *res = j->e->res ? j->e->res + plane * P : NULL;
   float *y = j->y + plane * P, b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
   epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .act = j->e->act};
@@ -321,7 +316,15 @@ AVX2 static void dr8_plane(const dw_job *j, int64_t plane) {
 }
 
 static void dr8_range(void *ctx, int64_t b, int64_t e) {
-  for (int64_t i = b; i < e; i++) dr8_plane(ctx, i);
+  const dw_job *j = ctx;
+  const primc_conv2d *p = j->p;
+  dr8_geo g = dr8_geometry(p, j->oh, j->ow);
+  dr8_ctx d = {.p = p, .rs = p->stride_h * g.pw, .ts = p->dil_h * g.pw};
+  for (int64_t jx = 0; jx < p->kw; jx++) {
+    int64_t q = jx * p->dil_w; /* padded column of output 0's tap jx */
+    d.col[jx] = p->stride_w == 1 ? q : (q & 1) * g.half + q / 2;
+  }
+  for (int64_t i = b; i < e; i++) dr8_plane(j, &g, d, i);
 }
 #endif
 
