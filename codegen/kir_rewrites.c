@@ -798,21 +798,19 @@ static int stores_neg_inf(const kir_kernel *k, int buf, int64_t *n) {
   return 1;
 }
 
-/* Loop kernel i as a max pool: the max of kh x kw loads at strides (sh, sw) over a buffer that
- * kernels [first, i) fill with -inf around a copy of an unpadded map (the pad prim of ONNX MaxPool).
- * The call reads the map itself: the stride-2 loads of the tree and the padded copy (ResNet-18's
- * stem pool: 0.43 ms of kernels on 1 thread, where ONNX Runtime takes 0.085) are gone. */
-static int pool_call(kir_program *p, touches *t, int i) {
-  kir_kernel *k = &p->kernels[i];
-  const kir_expr *ld[64];
-  int n = 0;
-  if (k->kind != KK_LOOP || k->absorbed || k->n_loops != 3 || k->n_par != 3 || k->n_stores != 1 ||
-      k->stores[0].red != KR_NONE || p->bufs[k->stores[0].buf].dtype != PC_f32 ||
-      !max_tree_loads(k->stores[0].value, ld, &n, 64) || n < 2)
-    return 0;
-  int pb = ld[0]->buf;
-  if (p->bufs[pb].place != KP_WORKSPACE || p->bufs[pb].dtype != PC_f32) return 0;
-  /* the kernels before i that write the padded buffer: -inf frames and one copy of the map */
+/* the map a pool call reads: buffer sb as [C][H][W]; the tree's loads read it at rows and columns (pt, pl) into a
+ * PH x PW buffer, the map itself or a -inf padded copy that kernels [first, i) fill (first == i: none) */
+typedef struct pool_map {
+  int sb, first;
+  int64_t C, H, W, PH, PW, pt, pl;
+} pool_map;
+
+/* Loop kernel i's loads read pb, a workspace buffer that kernels [first, i) fill with -inf around a copy of an
+ * unpadded map (the pad prim of ONNX MaxPool). The call reads the map itself: the stride-2 loads of the tree and
+ * the padded copy (ResNet-18's stem pool: 0.43 ms of kernels on 1 thread, where ONNX Runtime takes 0.085) are
+ * gone. */
+static int padded_map(const kir_program *p, int i, int pb, pool_map *m) {
+  if (p->bufs[pb].place != KP_WORKSPACE) return 0;
   int first = i, copy = -1;
   int64_t frame = 0, cnt;
   while (first > 0 && p->kernels[first - 1].kind == KK_LOOP && p->kernels[first - 1].n_stores == 1 &&
@@ -833,6 +831,48 @@ static int pool_call(kir_program *p, touches *t, int i) {
     return 0;
   int64_t PH = dst->stride[0] / PW, pt = dst->offset / PW, pl = dst->offset % PW;
   if (PH < H + pt || pl + W > PW || frame + C * H * W != C * PH * PW) return 0;
+  *m = (pool_map){sb, first, C, H, W, PH, PW, pt, pl};
+  return 1;
+}
+
+/* Loop kernel i's loads read the map pb in place (MaxPool without pads: SqueezeNet's 3x3/2 pools ran as scalar
+ * loops at 5-10x ONNX Runtime's time). The row width is in the taps' offsets dy * W + dx: the least offset past
+ * row 0's run 0, 1, .., kw - 1 (a one-row window does not show it and stays a loop). */
+static int unpadded_map(const kir_program *p, const kir_kernel *k, const kir_expr *const *ld, int n, int pb,
+                        pool_map *m) {
+  int64_t kw = 0, w = INT64_MAX, plane = ld[0]->map.stride[0];
+  for (int found = 1; found;) {
+    found = 0;
+    for (int t = 0; t < n && !found; t++) found = ld[t]->map.offset == kw;
+    kw += found;
+  }
+  for (int t = 0; t < n; t++)
+    if (ld[t]->map.offset > kw && ld[t]->map.offset < w) w = ld[t]->map.offset;
+  if (!kw || w == INT64_MAX || plane <= 0 || plane % w || p->bufs[pb].dtype != PC_f32 ||
+      p->bufs[pb].nbytes / (int64_t)sizeof(float) / plane < k->extent[0])
+    return 0;
+  *m = (pool_map){pb, 0, k->extent[0], plane / w, w, plane / w, w, 0, 0};
+  return 1;
+}
+
+/* Loop kernel i as a max pool call: the max of kh x kw loads at strides (sh, sw) over a padded buffer or the
+ * map itself */
+static int pool_call(kir_program *p, touches *t, int i) {
+  kir_kernel *k = &p->kernels[i];
+  const kir_expr *ld[64];
+  int n = 0;
+  if (k->kind != KK_LOOP || k->absorbed || k->n_loops != 3 || k->n_par != 3 || k->n_stores != 1 ||
+      k->stores[0].red != KR_NONE || p->bufs[k->stores[0].buf].dtype != PC_f32 ||
+      !max_tree_loads(k->stores[0].value, ld, &n, 64) || n < 2)
+    return 0;
+  int pb = ld[0]->buf, padded = 1;
+  if (p->bufs[pb].dtype != PC_f32) return 0;
+  pool_map pm;
+  if (!padded_map(p, i, pb, &pm)) {
+    if (!unpadded_map(p, k, ld, n, pb, &pm)) return 0;
+    pm.first = i, padded = 0;
+  }
+  int64_t C = pm.C, PH = pm.PH, PW = pm.PW;
   /* the tree: loads over the padded map at (c, oy * sh + dy, ox * sw + dx), every (dy, dx) once */
   const kir_map *sm = &k->stores[0].map;
   int64_t OH = k->extent[1], OW = k->extent[2], kh = 0, kw = 0;
@@ -854,15 +894,17 @@ static int pool_call(kir_program *p, touches *t, int i) {
   }
   /* stride 1 stays a loop kernel: LLVM's vectorized max tree beat the call's row and window passes on YOLO's
    * 5x5 pools (192 x 13 x 13, three of them: 0.27 ms against 0.97) */
-  if (!primc_maxpool_row(W, OW, kw, sw, pl) || (sh == 1 && sw == 1)) return 0;
+  if (!primc_maxpool_row(pm.W, OW, kw, sw, pm.pl) || (sh == 1 && sw == 1)) return 0;
   /* the map must still hold its values at i, and nothing else may read the padded buffer */
   int out = k->stores[0].buf;
-  if (touched_outside(p, t, pb, first, i) || bufs_overlap(p, out, sb) || bufs_overlap(p, pb, sb)) return 0;
+  if (bufs_overlap(p, out, pm.sb) ||
+      (padded && (touched_outside(p, t, pb, pm.first, i) || bufs_overlap(p, pb, pm.sb))))
+    return 0;
   int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 11);
   if (!q) return 0;
-  int64_t v[11] = {C, H, W, OH, OW, kh, kw, sh, sw, pt, pl};
+  int64_t v[11] = {C, pm.H, pm.W, OH, OW, kh, kw, sh, sw, pm.pt, pm.pl};
   memcpy(q, v, sizeof v);
-  for (int j = first; j < i; j++) p->kernels[j].absorbed = 1;
+  for (int j = pm.first; j < i; j++) p->kernels[j].absorbed = 1;
   touches_recount(t, k, -1);
   k->kind = KK_CALL;
   k->call = KC_maxpool;
@@ -870,7 +912,7 @@ static int pool_call(kir_program *p, touches *t, int i) {
   k->n_params = kir_call_info(KC_maxpool)->n_params;
   k->n_args = 2;
   k->args[0] = out;
-  k->args[1] = sb;
+  k->args[1] = pm.sb;
   touches_recount(t, k, 1);
   return 1;
 }

@@ -80,8 +80,13 @@ __attribute__((target("avx2"))) static inline __m256 vmax8(__m256 a, __m256 b) {
 /* tr[0 .. w) = row (first) or max(tr, row), 8 lanes at a time */
 __attribute__((target("avx2"))) static void row_max_avx2(float *tr, const float *row, int64_t w, int first) {
   int64_t i = 0;
-  for (; i + 8 <= w; i += 8)
+  for (; i < w; i += 8) {
+    if (i + 8 > w) {
+      if (w < 8) break;
+      i = w - 8; /* the last vector again over the tail: max(max(t, r), r) = max(t, r) */
+    }
     _mm256_storeu_ps(tr + i, first ? _mm256_loadu_ps(row + i) : vmax8(_mm256_loadu_ps(tr + i), _mm256_loadu_ps(row + i)));
+  }
   for (; i < w; i++) tr[i] = first ? row[i] : max_nan(tr[i], row[i]);
 }
 
@@ -90,7 +95,11 @@ __attribute__((target("avx2"))) static void row_max_avx2(float *tr, const float 
 __attribute__((target("avx2"))) static int64_t windows_avx2(const float *t, float *y, int64_t ow, int64_t kw, int64_t sw) {
   if (sw != 1 && sw != 2) return 0;
   int64_t ox = 0;
-  for (; ox + 8 <= ow; ox += 8) {
+  for (; ox < ow; ox += 8) {
+    if (ox + 8 > ow) {
+      if (ow < 8) break;
+      ox = ow - 8; /* the last 8 outputs again: the same values */
+    }
     __m256 m = _mm256_set1_ps(-INFINITY);
     for (int64_t dx = 0; dx < kw; dx++) {
       const float *r = t + ox * sw + dx;

@@ -6,7 +6,8 @@
 #   slice_neg_step_*: Slice with negative steps whose end runs past the start of the axis (INT64_MIN, -len-1, -big),
 #     where a wrong end clamp drops or repeats the first element;
 #   argmax_ties_* / argmin_ties_*: rows with tied extremes, first index (select_last_index=0) and last index (=1),
-#     on float and int inputs, along inner and outer axes.
+#     on float and int inputs, along inner and outer axes;
+#   maxpool_*: growing stride-1 pools (SPP) and strided pools without pads.
 import os
 import sys
 
@@ -121,6 +122,32 @@ def pools():
         write(name, nodes, x, {}, [max_pool_same(x, k) for k in ks])
 
 
+def max_pool_valid(x, k, s):
+    """max pool over the last two dims without padding, windows k at strides s (numpy)"""
+    (kh, kw), (sh, sw) = k, s
+    oh, ow = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
+    out = np.full(x.shape[:2] + (oh, ow), -np.inf, x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out = np.maximum(out, x[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw])
+    return out
+
+
+def unpadded_pools():
+    """strided max pools without pads (SqueezeNet's 3x3/2, exact under ceil_mode): codegen turns them into calls
+    that read the map in place; rows and outputs wider than a vector with tails, and narrower than one"""
+    rng = np.random.default_rng(12)
+    for name, shape, specs in (
+            ("maxpool_unpadded_strided", (1, 3, 23, 37),
+             [((3, 3), (2, 2), 0), ((3, 2), (2, 1), 0), ((5, 5), (3, 3), 0), ((2, 2), (2, 2), 0), ((1, 3), (1, 2), 0)]),
+            ("maxpool_unpadded_narrow", (2, 2, 9, 7), [((3, 3), (2, 2), 1), ((3, 2), (2, 2), 0), ((2, 2), (2, 2), 0)])):
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[0, 1, 4, 5], x[-1, 0, 2, 6], x[0, 0, 0, 0] = np.inf, -np.inf, 50.0
+        nodes = [helper.make_node("MaxPool", ["x"], [f"y{i}"], kernel_shape=list(k), strides=list(st), ceil_mode=c)
+                 for i, (k, st, c) in enumerate(specs)]
+        write(name, nodes, x, {}, [max_pool_valid(x, k, st) for k, st, _ in specs])
+
+
 def main():
     slices()
     # ties everywhere: a row of equal values, maxima and minima tied at both ends and in the middle, 19 columns so
@@ -132,6 +159,7 @@ def main():
     args("argmax_ties_f32", xf)
     args("argmax_ties_i32", xf.astype(np.int32))
     pools()
+    unpadded_pools()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 /* tests/unit/test_edge_refs.c: edge cases mutation testing found untested, on the interpreter and compiled through
  * LLVM (-O0 --unfused and -O2), against references computed outside primc: the comparison prims and max/min on
  * NaN, infinities and signed zeros (IEEE truth tables written out by hand), Slice with negative steps running to
- * the start of an axis, and ArgMax/ArgMin ties with and without select_last_index (numpy references from
+ * the start of an axis, ArgMax/ArgMin ties with and without select_last_index, and max pools (numpy references from
  * tests/ref/gen_edge_refs.py in tests/data/onnx_edge, checked against onnxruntime there). */
 #include "codegen/codegen.h"
+#include "codegen/kir.h"
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
@@ -192,6 +193,30 @@ static void run_onnx_case(const char *name) {
 /* Slice with steps -1, -2, -3 whose ends are INT64_MIN, -len-1 and -100 (through index 0) and -len (stopping
  * before it), on both axes and a negative axis */
 PC_TEST(edge_slice_negative_step_to_axis_start) { run_onnx_case("slice_neg_step_to_start"); }
+
+/* the max pool calls codegen makes of case name's pools (kir_pool_calls, as a host compile runs it) */
+static int pool_calls(const char *name) {
+  pc_graph *g = load_case(name);
+  kir_program p;
+  int n = -1;
+  if (g && CHECK(pc_pipeline_run(g, &(pc_pipeline_opts){.opt_level = 2}) == PC_OK) && CHECK(kir_build(g, &p) == PC_OK) &&
+      CHECK(kir_pack_weights(&p) == PC_OK)) {
+    kir_pool_calls(&p);
+    n = 0;
+    for (int k = 0; k < p.n_kernels; k++) n += p.kernels[k].kind == KK_CALL && p.kernels[k].call == KC_maxpool;
+  }
+  pc_graph_free(g);
+  return n;
+}
+
+/* strided max pools without pads read their map in place through the pool call (one-row windows stay loops),
+ * against numpy */
+PC_TEST(edge_max_pools_unpadded) {
+  run_onnx_case("maxpool_unpadded_strided");
+  run_onnx_case("maxpool_unpadded_narrow");
+  CHECK_INT(pool_calls("maxpool_unpadded_strided"), 3);
+  CHECK_INT(pool_calls("maxpool_unpadded_narrow"), 2);
+}
 
 /* growing max pools of one map, built from each other by the importer (SPP) */
 PC_TEST(edge_max_pools_grown_from_smaller_ones) {
