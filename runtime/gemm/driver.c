@@ -91,19 +91,37 @@ typedef struct job {
 /* the fused store's clamp in scalar code, as the vector code does it: NaN stays NaN */
 static float store_clamp(const primc_gemm_store *s, float v) { return v < s->lo ? s->lo : v > s->hi ? s->hi : v; }
 
+/* The compacting store's runs: C columns [n0, n0 + nr) lie on padded rows `row` wide whose first `keep` are outputs;
+ * each run of outputs within one row is (C column, y column, length), found once per tile (two divisions per
+ * element made this store 60% of a 16 -> 64 3x3 conv's time on AVX2). */
+int primc_gm_compact_runs(const primc_gemm_store *s, int64_t n0, int nr, int64_t run[GM_STORE_RUNS][3]) {
+  int64_t y = n0 / s->row, x = n0 % s->row;
+  int n = 0;
+  for (int64_t c = 0; c < nr && n < GM_STORE_RUNS; y++, x = 0) {
+    int64_t len = min64(nr - c, s->row - x);
+    if (x < s->keep) run[n][0] = c, run[n][1] = y * s->keep + x, run[n][2] = min64(len, s->keep - x), n++;
+    c += len;
+  }
+  return n;
+}
+
 /* kargs.st on a stored tile, for kernels that do not apply it themselves (or not the compacting form) */
 void primc_gm_store_tile(const kargs *h, int rows) {
   const primc_gemm_store *s = h->st;
-  for (int r = 0; s->row && r < rows; r++) {
-    float b = h->st_bias ? h->st_bias[r * s->bias_stride] : 0.0f;
-    for (int n = 0; n < h->nr; n++) {
-      int64_t col = h->st_n0 + n, yc = col / s->row * s->keep + col % s->row;
-      if (col % s->row >= s->keep) continue;
-      float v = h->c[r * h->ldc + n] + b + (h->st_res ? h->st_res[r * s->ldy + yc] : 0.0f);
-      h->st_y[r * s->ldy + yc] = store_clamp(s, v);
+  if (s->row) {
+    int64_t run[GM_STORE_RUNS][3];
+    int n = primc_gm_compact_runs(s, h->st_n0, h->nr, run);
+    for (int r = 0; r < rows; r++) {
+      float b = h->st_bias ? h->st_bias[r * s->bias_stride] : 0.0f;
+      for (int i = 0; i < n; i++) {
+        const float *c = h->c + r * h->ldc + run[i][0], *res = h->st_res ? h->st_res + r * s->ldy + run[i][1] : NULL;
+        float *y = h->st_y + r * s->ldy + run[i][1];
+        for (int64_t t = 0; t < run[i][2]; t++) y[t] = store_clamp(s, c[t] + b + (res ? res[t] : 0.0f));
+      }
     }
+    return;
   }
-  for (int r = 0; !s->row && r < rows; r++) {
+  for (int r = 0; r < rows; r++) {
     float b = h->st_bias ? h->st_bias[r * s->bias_stride] : 0.0f, *c = h->c + r * h->ldc;
     for (int n = 0; n < h->nr; n++) c[n] = store_clamp(s, c[n] + b + (h->st_res ? h->st_res[r * h->ldc + n] : 0.0f));
   }

@@ -41,6 +41,9 @@ typedef void (*gm_kern)(const kargs *g, int mr);
 /* kargs.st applied in plain C to a tile already stored in C (kernels without a fused store, or without its
  * compacting form) */
 void primc_gm_store_tile(const kargs *h, int rows);
+/* the compacting store's runs of outputs among C columns [n0, n0 + nr): (C column, y column, length) each */
+#define GM_STORE_RUNS 64
+int primc_gm_compact_runs(const primc_gemm_store *s, int64_t n0, int nr, int64_t run[GM_STORE_RUNS][3]);
 typedef float (*gm_dot)(const float *x, const float *y, int64_t n);
 /* 16 x 16 block of B^T rows (16 floats each, ld apart) into dst[k * ldd + j] */
 typedef void (*gm_trans16)(const float *src, int64_t ld, float *dst, int64_t ldd);
