@@ -47,15 +47,15 @@ __attribute__((target("avx512f"))) void primc_cv_epi_row512(const epi_ctx *e, fl
   }
 }
 
-__attribute__((target("avx2,fma"))) void primc_cv_epi_row256(const epi_ctx *e, float *y, const float *c,
-                                                             const float *res, float b, int64_t nb) {
-  __m256 vb = _mm256_set1_ps(b), lo = _mm256_set1_ps(e->lo), hi = _mm256_set1_ps(e->hi), one = _mm256_set1_ps(1.0f);
+__attribute__((target("avx2,fma,f16c"))) void primc_cv_epi_row256(const epi_ctx *e, float *y, const float *c,
+                                                                  const float *res, float b, int64_t nb) {
+  __m256 vb = _mm256_set1_ps(b), lo = _mm256_set1_ps(e->lo), hi = _mm256_set1_ps(e->hi);
   int64_t n = 0;
   for (; n + 8 <= nb; n += 8) {
     __m256 v = _mm256_add_ps(_mm256_loadu_ps(c + n), vb);
     if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + n));
     /* SiLU: v / (1 + e^-v); e^-v is inf below -89, giving -0 */
-    if (e->act == PRIMC_ACT_SILU) v = _mm256_div_ps(v, _mm256_add_ps(one, cv_exp256(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+    if (e->act) v = cv_act256(e->act, v);
     _mm256_storeu_ps(y + n, _mm256_min_ps(hi, _mm256_max_ps(lo, v))); /* v second: NaN stays */
   }
   if (n < nb) primc_cv_epi_row_scalar(e, y + n, c + n, res ? res + n : NULL, b, nb - n);
