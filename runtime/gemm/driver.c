@@ -33,7 +33,7 @@
 #define BUF_FLOATS (KC_MAX * NC_MAX)
 #define STRIP_SPLIT_ROWS 8 /* tiles of rows from which threads may split M even when each packs all of B */
 #define PACK_A_PANELS 4 /* pack an A strip when this many B panels reuse it */
-#define SERIAL_FLOPS (1 << 21) /* below this many multiply-adds (~10 us) a GEMM runs on the calling thread: waking the pool costs more */
+#define SERIAL_FLOPS (1 << 18) /* below this many multiply-adds (4-10 us) a GEMM runs on the calling thread: waking the pool costs more */
 #define SERIAL_B_FLOATS (1 << 17) /* ... unless B is larger than this (512 KiB): then reading it takes longer */
 
 /* B read in place is K rows a map apart (a 1x1 conv's input channels), more streams than the hardware
