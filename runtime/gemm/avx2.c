@@ -104,15 +104,18 @@ static inline __attribute__((always_inline)) AVX2 void body256(const kargs *g, c
   __m256i all = _mm256_set1_epi32(-1);
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  /* B loaded whole where its rows hold the vectors (vmaskmovps loads made a 14x14 map's 4-column tile cost
+   * most of a full one) */
+  int whole_b = rem == 8 || g->b_full;
   if (g->koff && rem == 8)
     loop256(g, acc, R, V, 1, 1, 1, lm);
   else if (g->koff)
     loop256(g, acc, R, V, 0, 1, 1, lm);
-  else if (g->ars == 1 && rem == 8)
+  else if (g->ars == 1 && whole_b)
     loop256(g, acc, R, V, 1, 1, 0, lm);
   else if (g->ars == 1)
     loop256(g, acc, R, V, 0, 1, 0, lm);
-  else if (rem == 8)
+  else if (whole_b)
     loop256(g, acc, R, V, 1, 0, 0, lm);
   else
     loop256(g, acc, R, V, 0, 0, 0, lm);

@@ -257,6 +257,7 @@ static void run_item(job *j, int64_t item, int64_t last_item, float *buf) {
       bks = NR, pstep = kc * NR;
     }
     kargs g = {.kc = kc, .ars = j->ars, .aks = j->aks, .bks = bks, .koff = j->koff ? j->koff + k0 : NULL,
+               .b_full = j->bs.packed || (!j->koff && !j->direct),
                .ldc = j->ldc, .alpha = j->alpha, .beta = k0 == 0 ? j->beta : 1.0f};
     int last = k0 + kc >= j->K;
     for (int64_t s = s0; s < s1; s++) {

@@ -22,6 +22,7 @@ typedef struct kargs {
   const float *b;
   int64_t bks; /* b(k, j) = b[k * bks + j], j < nr; reading past nr is never done */
   const int64_t *koff; /* when set, b(k, j) = b[koff[k] + j] instead (a conv's taps read in place); A is UNIT */
+  int b_full;          /* B's rows are packed panels, zero past nr: a tile of fewer columns may load them whole */
   float *c;
   int64_t ldc;
   float alpha, beta; /* beta == 0: C is not read */
