@@ -212,7 +212,7 @@ __attribute__((target("avx2,fma"))) static inline __m256 cv_erf256(__m256 x) {
 
 /* the activation act (PRIMC_ACT_*) of v on ymm; F16 (rounding through half) where the CPU has F16C */
 __attribute__((target("avx2,fma,f16c"))) static inline __m256 cv_act256(int act, __m256 v) {
-  if (act == PRIMC_ACT_SILU)
+  if (act == PRIMC_ACT_SILU) /* v / (1 + e^-v); e^-v is inf below -89, giving -0 */
     return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), cv_exp256(_mm256_sub_ps(_mm256_setzero_ps(), v))));
   if (act == PRIMC_ACT_F16) return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   if (act != PRIMC_ACT_GELU) return v;
@@ -240,7 +240,7 @@ void primc_cv_t8_item(const struct dw_job *j, t8_ctx *d, int64_t n, int64_t ci0,
                       t8_band_fn band);
 
 /* the fused epilogue on NB pixels' sums, as primc_cv_epi_row256: clamp(act(sum + bias)), NaN kept */
-__attribute__((target("avx2,fma"))) static inline void cv_t8_epi(const t8_ctx *d, __m256 *a, const int NB) {
+__attribute__((target("avx2,fma,f16c"))) static inline void cv_t8_epi(const t8_ctx *d, __m256 *a, const int NB) {
   if (!d->fused) return;
   __m256 vb = _mm256_load_ps(d->bias), lo = _mm256_set1_ps(d->lo), hi = _mm256_set1_ps(d->hi);
 #pragma GCC unroll 8

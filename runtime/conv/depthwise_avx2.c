@@ -17,7 +17,7 @@ int primc_cv_dwl8_fits(const primc_conv2d *p, const primc_conv2d *next) {
 }
 
 #if PRIMC_X86
-#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2 __attribute__((target("avx2,fma,f16c"))) /* f16c: cv_t8_epi inlines the epilogue, f16 rounding included */
 #define INLINE static inline __attribute__((always_inline))
 
 /* dst row k (k < cols) = column k of the rows x cols block at src (rows ld apart): all 8 lanes (those past rows

@@ -19,7 +19,7 @@ int primc_cv_g8_fits(const primc_conv2d *p, const primc_conv2d *next) {
 #if PRIMC_X86
 #include <immintrin.h>
 
-#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2 __attribute__((target("avx2,fma,f16c"))) /* f16c: cv_t8_epi inlines the epilogue, f16 rounding included */
 #define INLINE static inline __attribute__((always_inline))
 
 /* NB output pixels from (oy, ox) of the band into out[pixel][8]; d->wt is [tap][c][8], cg input channels */
