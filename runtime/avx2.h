@@ -31,4 +31,12 @@ __attribute__((target("avx2"))) static inline __attribute__((always_inline)) voi
   }
 }
 
+/* the even and the odd lanes of the 16 floats a, b (a's first): one shuffle and one permute each */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) __m256 primc_even8(__m256 a, __m256 b) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
+}
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) __m256 primc_odd8(__m256 a, __m256 b) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
+}
+
 #endif

@@ -136,20 +136,13 @@ __attribute__((target("avx512f"))) static void wino_in16(float rows[4][WINO_ROW]
 }
 
 /* wino_in16 on ymm for 8 tiles [tx0, tx0 + 8) (the scalar transforms were 41-56% of a 128-channel conv's time at
- * 28x28 and 40x56 on Zen 3); even and odd columns split by a shuffle and a permute */
-__attribute__((target("avx2"))) static inline __m256 wino_even8(__m256 a, __m256 b) {
-  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
-}
-__attribute__((target("avx2"))) static inline __m256 wino_odd8(__m256 a, __m256 b) {
-  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
-}
-
+ * 28x28 and 40x56 on Zen 3) */
 __attribute__((target("avx2"))) static void wino_in8(float rows[4][WINO_ROW], int64_t tx0, float *v, int64_t xs) {
   __m256 d[4][4], t[4][4];
   for (int i = 0; i < 4; i++) {
     const float *r = rows[i] + 2 * tx0;
     __m256 a = _mm256_loadu_ps(r), b = _mm256_loadu_ps(r + 8), a2 = _mm256_loadu_ps(r + 2), b2 = _mm256_loadu_ps(r + 10);
-    d[i][0] = wino_even8(a, b), d[i][1] = wino_odd8(a, b), d[i][2] = wino_even8(a2, b2), d[i][3] = wino_odd8(a2, b2);
+    d[i][0] = primc_even8(a, b), d[i][1] = primc_odd8(a, b), d[i][2] = primc_even8(a2, b2), d[i][3] = primc_odd8(a2, b2);
   }
   for (int k = 0; k < 4; k++) {
     t[0][k] = _mm256_sub_ps(d[0][k], d[2][k]), t[1][k] = _mm256_add_ps(d[1][k], d[2][k]);
