@@ -2,6 +2,8 @@
 #include "runtime/kernels.h"
 
 #if PRIMC_X86
+#include "runtime/avx2.h"
+
 #include <immintrin.h>
 #endif
 
@@ -103,13 +105,7 @@ __attribute__((target("avx2"))) static int64_t windows_avx2(const float *t, floa
     __m256 m = _mm256_set1_ps(-INFINITY);
     for (int64_t dx = 0; dx < kw; dx++) {
       const float *r = t + ox * sw + dx;
-      __m256 v;
-      if (sw == 1) {
-        v = _mm256_loadu_ps(r);
-      } else {
-        __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(r), _mm256_loadu_ps(r + 8), _MM_SHUFFLE(2, 0, 2, 0));
-        v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
-      }
+      __m256 v = sw == 1 ? _mm256_loadu_ps(r) : primc_even8(_mm256_loadu_ps(r), _mm256_loadu_ps(r + 8));
       m = dx ? vmax8(m, v) : v;
     }
     _mm256_storeu_ps(y + ox, m);

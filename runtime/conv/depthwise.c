@@ -29,8 +29,7 @@ __attribute__((target("avx2,fma"))) static void axpy256(float *y, const float *x
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   else
     for (; i + 9 <= n; i += 8) {
-      __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(x + 2 * i), _mm256_loadu_ps(x + 2 * i + 8), _MM_SHUFFLE(2, 0, 2, 0));
-      e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+      __m256 e = primc_even8(_mm256_loadu_ps(x + 2 * i), _mm256_loadu_ps(x + 2 * i + 8));
       _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, e, _mm256_loadu_ps(y + i)));
     }
   for (; i < n; i++) y[i] += a * x[i * sx];

@@ -230,11 +230,8 @@ AVX2 static void dr8_fill_row(const primc_conv2d *p, const dr8_geo *g, const flo
     dr8_split_col(p, xr, k, ev, od);
   for (; k + 8 <= g->half && 2 * k - p->pad_l + 16 <= p->w; k += 8) {
     __m256 a = _mm256_loadu_ps(xr + 2 * k - p->pad_l), b = _mm256_loadu_ps(xr + 2 * k - p->pad_l + 8);
-    /* shuffle_ps takes elements 0 2 (0x88) or 1 3 (0xDD) of each 128-bit half of a, then of b; the 64-bit
-     * permute puts a's pairs before b's */
-    __m256d e = _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), o = _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD));
-    _mm256_storeu_ps(ev + k, _mm256_castpd_ps(_mm256_permute4x64_pd(e, 0xD8)));
-    _mm256_storeu_ps(od + k, _mm256_castpd_ps(_mm256_permute4x64_pd(o, 0xD8)));
+    _mm256_storeu_ps(ev + k, primc_even8(a, b));
+    _mm256_storeu_ps(od + k, primc_odd8(a, b));
   }
   int64_t kend = (p->pad_l + p->w + 1) / 2 < g->half ? (p->pad_l + p->w + 1) / 2 : g->half; /* then zeros only */
   for (; k < kend; k++) dr8_split_col(p, xr, k, ev, od);
