@@ -29,9 +29,6 @@
 #ifndef IG_PP
 #define IG_PP 4 /* pairs of panels (32 columns each) in a task */
 #endif
-#ifndef IG_KC
-#define IG_KC 1024 /* K block (bytes of k), a multiple of 64: a pair's block is 32 KiB */
-#endif
 #define IG_SERIAL (1 << 20) /* below this many multiply-adds a GEMM runs on the calling thread */
 
 _Static_assert(IG_MB % 32 == 0 && IG_KC % IG_KSTEP == 0, "a task's rows are whole AMX calls, K blocks whole k steps");

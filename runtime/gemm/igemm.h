@@ -9,6 +9,9 @@
 /* K is padded to a multiple of IG_KSTEP (an AMX tile row: 64 bytes of k); a panel is IG_PANEL columns */
 #define IG_KSTEP 64
 #define IG_PANEL 16
+#ifndef IG_KC
+#define IG_KC 1024 /* the driver's K block (bytes of k), a multiple of 64: a pair's block is 32 KiB; a call's kc <= IG_KC */
+#endif
 
 /* A (u8) in strips of 16 rows, each a run of [16 rows][64 k] blocks of 1 KiB (an AMX A tile, contiguous);
  * a(r, k) from a call's first row and k 0, lda bytes from one strip to the next */

@@ -246,56 +246,82 @@ AVNNI void primc_ig_kern_avxvnni(const ikargs *g) {
   }
 }
 
-/* ---------------------------------------------------------------- AVX2: a row x 32 columns a pass, no VNNI */
+/* ---------------------------------------------------------------- AVX2: 4 rows x 8 columns a pass, no VNNI */
 
 /* vpmaddubsw would add two u8 x s8 products in int16 and saturate past 32767 (255 * 127 * 2 can reach 64770).
  * So both operands go to int16 and vpmaddwd adds each pair into int32, exactly: 4 columns x 4 k of B's quads,
- * widened once per block of B into the thread's wb (a ymm each) and read by every row of its calls, against the
- * row's 4 bytes of A widened and repeated, give each column's two half sums (k 0-1, k 2-3) side by side; they are
- * added at the store. One multiply per 16 products, where splitting A into 7-bit and top-bit halves for
- * vpmaddubsw took four per 32. */
+ * widened once per block of B into the thread's wb (a ymm each), against a row's 4 k of A widened and repeated,
+ * give each column's two half sums (k 0-1, k 2-3) side by side; they are added at the store. One multiply per
+ * 16 products, two a cycle on Zen 3. A pass keeps 4 rows x 2 chunks of sums in registers, so each chunk of B is
+ * loaded once per k quad for 4 rows (one row a pass read B's 64-byte quads from L2 for every row: 12 products a
+ * cycle where the multiplies allow 32), and the call's rows of A are widened first, so that a row's quad is one
+ * vpbroadcastq from memory. */
 #define X2 __attribute__((target("avx2")))
+enum { A2_ROWS = 4 };
+_Static_assert((int)IG_MR_AVX2 == (int)A2_ROWS, "the AVX2 row's table entry and its kernel agree on the rows of a call");
 
-/* row r of the call: C columns 0 .. 4 * CH, CH chunks of 4 columns (8: both panels, 4: the first) */
-static inline __attribute__((always_inline)) X2 void a2_row(const ikargs *g, int r, const int CH) {
-  __m256i acc[8];
-#pragma GCC unroll 8
-  for (int u = 0; u < CH; u++) acc[u] = _mm256_setzero_si256();
-  const __m256i *w = (const __m256i *)g->wb;
-  for (int64_t k0 = 0; k0 < g->kc; k0 += IG_KSTEP) { /* A's row: 64 bytes of k a tile, tiles 1 KiB apart */
-    const uint8_t *a = g->a + ig_a_at(g->lda, r, k0);
-    for (int q = 0; q < IG_KSTEP / 4; q++, w += 8) {
-      int32_t quad;
-      memcpy(&quad, a + 4 * q, sizeof quad);
-      __m256i x = _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128(quad))); /* a0 a1 a2 a3, 4 times */
-#pragma GCC unroll 8
-      for (int u = 0; u < CH; u++) { /* the add as asm: GCC otherwise rotated the sums through moves */
-        __m256i t = _mm256_madd_epi16(x, _mm256_load_si256(w + u));
-        __asm__("vpaddd %1, %0, %0" : "+x"(acc[u]) : "x"(t));
-      }
+/* the 4 rows' sums of columns 8p .. 8p + 7 into C (rows below mr, columns below nr) */
+static X2 void a2_store(const ikargs *g, const __m256i *v, int p) {
+  int n = g->nr - 8 * p < 8 ? g->nr - 8 * p : 8;
+  for (int r = 0; r < g->mr; r++) {
+    int32_t *c = g->c + r * g->ldc + 8 * p;
+    __m256i x = v[r];
+    if (n < 8) {
+      int32_t s[8];
+      _mm256_storeu_si256((__m256i *)s, x);
+      for (int jn = 0; jn < n; jn++) ig_store(g, r, 8 * p + jn, s[jn]);
+      continue;
+    }
+    if (!g->first) x = _mm256_add_epi32(x, _mm256_loadu_si256((const __m256i *)c));
+    if (g->last) { /* ig_fix on 8 columns: the products wrap in int32 as the scalar's uint32 ones */
+      __m256i cob = _mm256_loadu_si256((const __m256i *)(g->cob + 8 * p)), csum = _mm256_loadu_si256((const __m256i *)(g->csum + 8 * p));
+      x = _mm256_add_epi32(x, _mm256_mullo_epi32(_mm256_set1_epi32(g->rsum[r]), cob));
+      x = _mm256_add_epi32(x, _mm256_mullo_epi32(_mm256_set1_epi32(g->roff[r]), csum));
+    }
+    _mm256_storeu_si256((__m256i *)c, x);
+  }
+}
+
+/* columns 8p .. 8p + 7 of the call's 4 rows over its kc; wa: the rows widened, kc apart */
+static inline __attribute__((always_inline)) X2 void a2_pass(const ikargs *g, const int16_t *wa, int p) {
+  __m256i acc[A2_ROWS][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < A2_ROWS; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  const __m256i *w = (const __m256i *)g->wb + 2 * p * (g->kc / 4);
+  for (int64_t kq = 0; kq < g->kc / 4; kq++, w += 2) {
+    __m256i b0 = _mm256_load_si256(w), b1 = _mm256_load_si256(w + 1);
+#pragma GCC unroll 4
+    for (int r = 0; r < A2_ROWS; r++) { /* the adds as asm: GCC otherwise rotated the sums through moves */
+      int64_t quad;
+      memcpy(&quad, wa + r * g->kc + 4 * kq, sizeof quad);
+      __m256i x = _mm256_set1_epi64x(quad), t0 = _mm256_madd_epi16(x, b0), t1 = _mm256_madd_epi16(x, b1);
+      __asm__("vpaddd %1, %0, %0" : "+x"(acc[r][0]) : "x"(t0));
+      __asm__("vpaddd %1, %0, %0" : "+x"(acc[r][1]) : "x"(t1));
     }
   }
-  int32_t s[32];
+  __m256i v[A2_ROWS];
 #pragma GCC unroll 4
-  for (int u = 0; u < CH; u += 2) { /* [c0 c0' c1 c1' | c2 c2' c3 c3'] pairs added, two chunks into 8 columns */
-    __m256i h = _mm256_hadd_epi32(acc[u], acc[u + 1]); /* c0 c1 c4 c5 | c2 c3 c6 c7 */
-    _mm256_storeu_si256((__m256i *)(s + 4 * u), _mm256_permute4x64_epi64(h, 0xD8));
-  }
-  for (int jn = 0; jn < g->nr; jn++) ig_store(g, r, jn, s[jn]);
+  for (int r = 0; r < A2_ROWS; r++) /* [c0 c0' c1 c1' | c2 c2' c3 c3'] pairs added: c0 c1 c4 c5 | c2 c3 c6 c7 */
+    v[r] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
+  a2_store(g, v, p);
 }
 
 X2 void primc_ig_kern_avx2(const ikargs *g) {
   int ch = g->nr > 16 ? 8 : 4;
-  if (g->fresh) /* chunk u of k quad kq (columns 4u .. 4u + 3) at wb[(8 kq + u) * 16] */
-    for (int64_t kq = 0; kq < g->kc / 4; kq++)
+  int64_t nq = g->kc / 4;
+  if (g->fresh) /* chunk u of k quad kq (columns 4u .. 4u + 3) at wb[((u / 2 * nq + kq) * 2 + u % 2) * 16]: a pass's
+                 * two chunks one after the other along k */
+    for (int64_t kq = 0; kq < nq; kq++)
       for (int u = 0; u < ch; u++)
-        _mm256_store_si256((__m256i *)(g->wb + (8 * kq + u) * 16),
+        _mm256_store_si256((__m256i *)(g->wb + ((u / 2 * nq + kq) * 2 + u % 2) * 16),
                            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g->b + ig_b_at(kq, u / 4) + 16 * (u % 4)))));
-  for (int r = 0; r < g->mr; r++)
-    if (ch == 8)
-      a2_row(g, r, 8);
-    else
-      a2_row(g, r, 4);
+  /* the call's rows (those past mr are zero rows of the strip) widened, row r at wa[r * kc] */
+  int16_t wa[A2_ROWS * IG_KC] __attribute__((aligned(32)));
+  for (int r = 0; r < A2_ROWS; r++)
+    for (int64_t k = 0; k < g->kc; k += 16)
+      _mm256_store_si256((__m256i *)(wa + r * g->kc + k),
+                         _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g->a + ig_a_at(g->lda, r, k)))));
+  for (int p = 0; 8 * p < g->nr; p++) a2_pass(g, wa, p);
 }
 
 #endif
