@@ -96,12 +96,12 @@ static const cv_tuning tunings[5] = {
      * 1/8 of a row on maps of 8 rows or more (SqueezeNet's 16 -> 64 at 55x55 and 32 -> 128 at 27x27 0.92x the
      * im2col rows' time, textdet's 64 -> 16 3x3s 0.55-0.75x; 1-D convs 1.25x slower), else as im2col GEMMs
      * (SqueezeNet's 13x13 expand 3x3s; bench/conv_rows.md, build/conv_ab); the
-     * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes; depthwise on the planes from output rows of
-     * 20 pixels (3x3 and 5x5, stride 1 and 2: 0.55-0.95x dw_lanes8's time, whose transposes cost more than
-     * the per-plane setup from there; 1.2-3.6x its time on rows of 14 and 7) */
+     * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes; depthwise in the lanes up to output rows of
+     * 112 (once its 8x8 transposes stayed in registers, 0.35-0.95x dw_rows8's time on MobileNet's and
+     * EfficientNet's maps, 3x3 and 5x5, stride 1 and 2; about even at 112-224 wide, stride 1), on the planes past */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
      .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .direct_min_k = 32, .direct_min_oh = 8,
-     .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1, .dr8_min_ow = 20},
+     .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1, .dr8_min_ow = 113},
 };
 
 static const cv_tuning *tuning(void) {
