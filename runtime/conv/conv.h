@@ -235,9 +235,25 @@ typedef struct t8_ctx {
   int act;
 } t8_ctx;
 typedef void (*t8_band_fn)(const t8_ctx *d, const float *tile, int64_t rows, float *out);
+/* Where an 8-lane item's tile rows come from when not from its input planes: the first conv of a fused pair
+ * (pair.c), which makes input row ih's columns [0, n) of the item's 8 channels at dst[column][8] from its own
+ * input x (hw, w: its planes' size and row width), k input channels, weights wt[k][8], bias[8] and clamp [lo,
+ * hi] after act in the lanes */
+typedef struct t8_src {
+  void (*make)(const struct t8_src *s, int64_t ih, int64_t n, float *dst);
+  const float *x;
+  int64_t hw, w, k;
+  const float *wt, *bias;
+  float lo, hi;
+  int act;
+} t8_src;
 struct dw_job;
+/* output rows [oy_b, oy_e) of an item; src NULL: tiles from channels [ci0, ci0 + nci) of image n's planes */
 void primc_cv_t8_item(const struct dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, int nci, int64_t co0, int nco,
-                      t8_band_fn band);
+                      t8_band_fn band, const t8_src *src, int64_t oy_b, int64_t oy_e);
+/* dw_lanes8's item: the depthwise conv of channels [c0, c0 + nch) of image n, output rows [oy_b, oy_e) */
+void primc_cv_dw8_item(const struct dw_job *j, int64_t n, int64_t c0, int nch, const t8_src *src, int64_t oy_b,
+                       int64_t oy_e);
 
 /* the fused epilogue on NB pixels' sums, as primc_cv_epi_row256: clamp(act(sum + bias)), NaN kept */
 __attribute__((target("avx2,fma,f16c"))) static inline void cv_t8_epi(const t8_ctx *d, __m256 *a, const int NB) {

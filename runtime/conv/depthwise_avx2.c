@@ -81,8 +81,8 @@ AVX2 static void dw8_band(const t8_ctx *d, const float *tile, int64_t rows, floa
 
 /* tile rows [r0, rows) of the band whose first output row is oy0, channels [0, nch) of the planes at x: zeros
  * outside the input */
-AVX2 static void dw8_fill(const primc_conv2d *p, const float *x, int nch, int64_t oy0, int64_t r0, int64_t rows,
-                          int64_t pw, float *tile) {
+AVX2 static void dw8_fill(const primc_conv2d *p, const float *x, int nch, const t8_src *src, int64_t oy0, int64_t r0,
+                          int64_t rows, int64_t pw, float *tile) {
   int64_t in_end = p->pad_l + p->w < pw ? p->pad_l + p->w : pw, hw = p->h * p->w;
   for (int64_t r = r0; r < rows; r++) {
     int64_t ih = oy0 * p->stride_h - p->pad_t + r;
@@ -94,6 +94,10 @@ AVX2 static void dw8_fill(const primc_conv2d *p, const float *x, int nch, int64_
     memset(t, 0, (size_t)(p->pad_l * 8) * sizeof(float));
     if (in_end < pw) memset(t + in_end * 8, 0, (size_t)((pw - in_end) * 8) * sizeof(float));
     int64_t n = in_end - p->pad_l;
+    if (src) {
+      src->make(src, ih, n, t + p->pad_l * 8);
+      continue;
+    }
     for (int64_t q = 0; q < n; q += 8)
       tr8_part(x + ih * p->w + q, hw, nch, (int)(n - q < 8 ? n - q : 8), t + (p->pad_l + q) * 8, 8, 1);
   }
@@ -103,7 +107,7 @@ AVX2 static void dw8_fill(const primc_conv2d *p, const float *x, int nch, int64_
  * sums, which go to output channels [co0, co0 + nco): the item of the 8-lane rows. d->wt is the row's; the
  * epilogue runs in the lanes (d->fused, set here) unless it needs the residual, laid out per plane */
 AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, int nci, int64_t co0, int nco,
-                           t8_band_fn band) {
+                           t8_band_fn band, const t8_src *src, int64_t oy_b, int64_t oy_e) {
   const primc_conv2d *p = j->p;
   const primc_conv_epi *ep = j->e;
   dwl_geo g = primc_cv_dwl_geometry(p, j->oh, j->ow, 8);
@@ -117,15 +121,15 @@ AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, i
   const float *x = j->x + (n * p->c + ci0) * p->h * p->w;
   float *acc = (d->fused ? j->y : j->acc) + (n * p->o + co0) * P;
   int64_t have0 = 0, have = 0; /* the tile holds input rows [have0, have0 + have) */
-  for (int64_t oy0 = 0; oy0 < j->oh; oy0 += g.band) {
-    int64_t rows = j->oh - oy0 < g.band ? j->oh - oy0 : g.band, need = (rows - 1) * p->stride_h + reach;
+  for (int64_t oy0 = oy_b; oy0 < oy_e; oy0 += g.band) {
+    int64_t rows = oy_e - oy0 < g.band ? oy_e - oy0 : g.band, need = (rows - 1) * p->stride_h + reach;
     int64_t ih0 = oy0 * p->stride_h - p->pad_t, keep = 0;
     /* rows the last band read too move up, not remade */
     if (have > 0 && ih0 >= have0 && ih0 < have0 + have) {
       keep = have0 + have - ih0 < need ? have0 + have - ih0 : need;
       memmove(tile, tile + (ih0 - have0) * g.pw * 8, (size_t)(keep * g.pw * 8) * sizeof(float));
     }
-    dw8_fill(p, x, nci, oy0, keep, need, g.pw, tile);
+    dw8_fill(p, x, nci, src, oy0, keep, need, g.pw, tile);
     have0 = ih0, have = need;
     band(d, tile, rows, out);
     for (int64_t q = 0; q < rows * j->ow; q += 8)
@@ -134,20 +138,21 @@ AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, i
   if (d->fused) return;
   epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .act = ep->act};
   for (int l = 0; l < nco; l++) {
-    int64_t off = (n * p->o + co0 + l) * P, c = co0 + l;
+    int64_t off = (n * p->o + co0 + l) * P + oy_b * j->ow, c = co0 + l;
     cv_epi_row(PRIMC_ISA_AVX2, &ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL,
-               ep->bias ? ep->bias[c * ep->bias_stride] : 0.0f, P);
+               ep->bias ? ep->bias[c * ep->bias_stride] : 0.0f, (oy_e - oy_b) * j->ow);
   }
 }
 
 /* the depthwise conv of channels [c0, c0 + nch) of image n: per-lane weights [tap][8] */
-AVX2 static void dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch) {
+AVX2 void primc_cv_dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch, const t8_src *src, int64_t oy_b,
+                            int64_t oy_e) {
   int64_t taps = j->p->kh * j->p->kw;
   float wt[DWL_MAX_TAPS * 8] __attribute__((aligned(32)));
   for (int64_t t = 0; t < taps; t++)
     for (int l = 0; l < 8; l++) wt[t * 8 + l] = l < nch ? j->w[(c0 + l) * taps + t] : 0.0f;
   t8_ctx d = {.wt = wt};
-  primc_cv_t8_item(j, &d, n, c0, nch, c0, nch, dw8_band);
+  primc_cv_t8_item(j, &d, n, c0, nch, c0, nch, dw8_band, src, oy_b, oy_e);
 }
 
 /* items (image, block of 8 channels) [b, e) of the dw_job in ctx */
@@ -156,7 +161,7 @@ static void dw8_range(void *ctx, int64_t b, int64_t e) {
   int64_t nblk = (j->p->c + 7) / 8;
   for (int64_t it = b; it < e; it++) {
     int64_t c0 = it % nblk * 8;
-    dw8_item(j, it / nblk, c0, (int)(j->p->c - c0 < 8 ? j->p->c - c0 : 8));
+    primc_cv_dw8_item(j, it / nblk, c0, (int)(j->p->c - c0 < 8 ? j->p->c - c0 : 8), NULL, 0, j->oh);
   }
 }
 #endif

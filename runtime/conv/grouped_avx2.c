@@ -90,7 +90,7 @@ AVX2 static void g8_item(const dw_job *j, int64_t n, int64_t g) {
       for (int64_t t = 0; t < taps; t++) wt[(t * cg + c) * 8 + l] = l < og ? src[(c * taps + t) * ks] : 0.0f;
   }
   t8_ctx d = {.wt = wt};
-  primc_cv_t8_item(j, &d, n, g * cg, (int)cg, g * og, (int)og, g8_band);
+  primc_cv_t8_item(j, &d, n, g * cg, (int)cg, g * og, (int)og, g8_band, NULL, 0, j->oh);
 }
 
 static void g8_range(void *ctx, int64_t b, int64_t e) {

@@ -1,4 +1,4 @@
-/* runtime/conv/pair.c: the PAIR_DW row: a small conv (1x1 widening or stem) whose result only a depthwise conv reads, run as one (AVX-512). */
+/* runtime/conv/pair.c: the PAIR_DW row: a small conv (1x1 widening or stem) whose result only a depthwise conv reads, run as one (AVX-512; 1x1s on AVX2). */
 #include "runtime/conv/conv.h"
 
 #include <string.h>
@@ -107,11 +107,55 @@ __attribute__((target("avx512f"))) static void cl_row(const dwl_src *s, int64_t 
   for (; c < n; c++) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 1, 0);
 }
 
+/*
+ * On AVX2 the same for a 1x1 first conv, 8 channels in the lanes: the 1x1 makes dw_lanes8's tile rows, and the
+ * widened map (MobileNet's expand convs: a small K, a large map written at memory speed, which a second thread
+ * hardly sped up) never goes to memory.
+ */
+#define PW8_NB 12 /* pixels per 1x1 call: 12 sums, a weight vector and a broadcast fill 14 of the 16 ymm */
+#define AVX2P __attribute__((target("avx2,fma,f16c")))
+
+static inline __attribute__((always_inline)) AVX2P void pw8_pixels(const t8_src *s, const float *xr, float *dst,
+                                                                  const int NB) {
+  __m256 a[PW8_NB], bias = _mm256_load_ps(s->bias);
+#pragma GCC unroll 12
+  for (int b = 0; b < NB; b++) a[b] = bias;
+  for (int64_t k = 0; k < s->k; k++) {
+    __m256 wv = _mm256_load_ps(s->wt + k * 8);
+    const float *xk = xr + k * s->hw;
+#pragma GCC unroll 12
+    for (int b = 0; b < NB; b++) a[b] = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + b), wv, a[b]);
+  }
+  __m256 lo = _mm256_set1_ps(s->lo), hi = _mm256_set1_ps(s->hi);
+#pragma GCC unroll 12
+  for (int b = 0; b < NB; b++) {
+    __m256 v = s->act ? cv_act256(s->act, a[b]) : a[b];
+    _mm256_store_ps(dst + b * 8, _mm256_min_ps(hi, _mm256_max_ps(lo, v)));
+  }
+}
+
+AVX2P static void pw8_row(const t8_src *s, int64_t ih, int64_t n, float *dst) {
+  const float *xr = s->x + ih * s->w;
+  int64_t c = 0;
+  for (; c + PW8_NB <= n; c += PW8_NB) pw8_pixels(s, xr + c, dst + c * 8, PW8_NB);
+  if (n - c >= 8) pw8_pixels(s, xr + c, dst + c * 8, 8), c += 8;
+  if (n - c >= 4) pw8_pixels(s, xr + c, dst + c * 8, 4), c += 4;
+  for (; c < n; c++) pw8_pixels(s, xr + c, dst + c * 8, 1);
+}
 #endif
+
+/* channels in the lanes of the pair's code on this CPU: 16 (AVX-512), 8 (AVX2: 1x1 first convs), 0 (none) */
+static int pair_lanes(const primc_conv2d *pw) {
+  if (!PRIMC_X86) return 0;
+  if (cv_use_avx512()) return 16;
+  return primc_sgemm_isa() == PRIMC_ISA_AVX2 && cv_is_pointwise(pw) ? 8 : 0;
+}
 
 static int pair_can(const primc_conv2d *pw, const primc_conv_epi *e1, const primc_conv2d *dw) {
   int64_t oh, ow;
   if (!pw || !dw || !primc_cv_valid(pw) || !primc_cv_valid(dw) || pw->groups != 1 || !cv_is_depthwise(dw)) return 0;
+  int lanes = pair_lanes(pw);
+  if (!lanes) return 0;
   if (pw->w_packed_mr || pw->w_packed_panels || pw->w_winograd || pw->w_lanes || dw->w_packed_mr ||
       dw->w_packed_panels || dw->w_winograd || dw->w_lanes || pw->w_bf16 || dw->w_bf16 || (e1 && e1->res) ||
       pw->c * pw->kh * pw->kw > PWL_MAX_K)
@@ -119,7 +163,7 @@ static int pair_can(const primc_conv2d *pw, const primc_conv_epi *e1, const prim
   primc_conv2d_out_hw(pw, &oh, &ow);
   if (dw->n != pw->n || dw->c != pw->o || dw->h != oh || dw->w != ow) return 0;
   primc_conv2d_out_hw(dw, &oh, &ow);
-  return dw->kh * dw->kw <= DWL_MAX_TAPS && dw->stride_h <= 4 && primc_cv_dwl_geometry(dw, oh, ow, 16).band > 0;
+  return dw->kh * dw->kw <= DWL_MAX_TAPS && dw->stride_h <= 4 && primc_cv_dwl_geometry(dw, oh, ow, lanes).band > 0;
 }
 
 #define PWL_PART_ROWS 14 /* output rows from which threads split every block by rows (see below) */
@@ -154,12 +198,32 @@ __attribute__((target("avx512f"))) static void then_dw_range(void *ctx, int64_t 
     primc_cv_dwl_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
   }
 }
+
+AVX2P static void then_dw_range8(void *ctx, int64_t b, int64_t e) {
+  const then_dw_job *j = ctx;
+  const primc_conv2d *pw = j->pw;
+  const primc_conv_epi *e1 = j->e1;
+  int64_t nblk = (pw->o + 7) / 8, blocks = pw->n * nblk, P = pw->h * pw->w, K = pw->c;
+  float wt[PWL_MAX_K * 8] __attribute__((aligned(32)));
+  float bias[8] __attribute__((aligned(32)));
+  for (int64_t it = b; it < e; it++) {
+    int64_t blk = j->part_major ? it % blocks : it / j->parts, part = j->part_major ? it / blocks : it % j->parts;
+    int64_t n = blk / nblk, c0 = blk % nblk * 8;
+    int nch = (int)(pw->o - c0 < 8 ? pw->o - c0 : 8);
+    for (int l = 0; l < 8; l++) bias[l] = l < nch && e1->bias ? e1->bias[(c0 + l) * e1->bias_stride] : 0.0f;
+    for (int64_t k = 0; k < K; k++)
+      for (int l = 0; l < 8; l++) wt[k * 8 + l] = l < nch ? j->w1[(c0 + l) * K + k] : 0.0f;
+    t8_src src = {.make = pw8_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w, .k = K, .wt = wt, .bias = bias,
+                  .lo = e1->lo, .hi = e1->hi, .act = e1->act};
+    primc_cv_dw8_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
+  }
+}
 #endif
 
 int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
                              const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
-  /* the AVX-512 check is the row's ISA: without it the caller runs the two convs by their own rows */
-  if (!PRIMC_X86 || !cv_use_avx512() || !pair_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
+  /* pair_can holds the ISA check: without AVX2 (AVX-512 for a stem) the caller runs the two convs by their own rows */
+  if (!pair_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
 #if PRIMC_X86
   primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
   int64_t oh, ow;
@@ -174,7 +238,8 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
    * each thread takes one part of the rows of every block: it then reads the rows of x that the conv
    * before (a GEMM splitting pixels) made on its core, and writes the rows the GEMM after reads there.
    * By blocks every core reads all of x and writes rows the other core reads (bench/conv_rows.md). */
-  int64_t blocks = dw->n * ((dw->c + 15) / 16), t = primc_num_threads(), parts = 1;
+  int lanes = pair_lanes(pw);
+  int64_t blocks = dw->n * ((dw->c + lanes - 1) / lanes), t = primc_num_threads(), parts = 1;
   int part_major = t > 1 && oh >= PWL_PART_ROWS;
   if (part_major) {
     parts = t;
@@ -182,9 +247,12 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
     while (parts < t && parts < oh && blocks * parts % t) parts++;
     if (blocks * parts % t) parts = 1;
   }
-  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, PRIMC_ISA_AVX512}, pw, x, w1, e1, parts, part_major};
-  primc_parallel_for(blocks * parts, then_dw_range, &j);
+  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, lanes == 16 ? PRIMC_ISA_AVX512 : PRIMC_ISA_AVX2}, pw, x, w1, e1,
+                   parts, part_major};
+  primc_parallel_for(blocks * parts, lanes == 16 ? then_dw_range : then_dw_range8, &j);
   return PRIMC_OK;
+#else
+  return PRIMC_ERR_ARG;
 #endif
 }
 

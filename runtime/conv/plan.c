@@ -62,7 +62,7 @@ typedef struct cv_tuning {
   .wino_min_tiles = 36, .dl_nr = 32, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                                 \
   .dl_1x1_gap_hi = 128, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,                          \
   .direct_waste_den = 8, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28,                     \
-  .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .pair_max_k = 48, .bf16_min_k = 256,    \
+  .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .bf16_min_k = 256,                       \
   .bf16_min_og = 128, .bf16_min_og_1x1 = 64
 
 #define CV_NEVER INT64_MAX /* a threshold no conv reaches */
@@ -72,22 +72,22 @@ typedef struct cv_tuning {
 static const cv_tuning tunings[5] = {
     {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8,
      .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER},
+     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
     {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64,
      .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER},
+     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32,
      .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER},
+     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
      .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER},
+     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* AVX2 (Zen 3; the direct lanes row in ymm): 3-channel stems in the lanes (MobileNetV2's 3.8 -> 0.64 ms,
      * ResNet-18's 11.3 -> 3.4); no 1x1 in the lanes: the GEMM reading x in place, its store fused, runs them
      * 1.1-3x faster (16 -> 96 at 112x112 0.76 ms against 2.3, ResNet-50's 64 -> 256 at 56x56 1.5 against 3.7),
@@ -98,10 +98,14 @@ static const cv_tuning tunings[5] = {
      * (SqueezeNet's 13x13 expand 3x3s; bench/conv_rows.md, build/conv_ab); the
      * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes; depthwise in the lanes up to output rows of
      * 112 (once its 8x8 transposes stayed in registers, 0.35-0.95x dw_rows8's time on MobileNet's and
-     * EfficientNet's maps, 3x3 and 5x5, stride 1 and 2; about even at 112-224 wide, stride 1), on the planes past */
+     * EfficientNet's maps, 3x3 and 5x5, stride 1 and 2; about even at 112-224 wide, stride 1), on the planes past;
+     * a 1x1 fused with the depthwise conv after it only from 16 input channels (a broadcast per FMA on 8 lanes:
+     * 16 -> 96 at 112x112 then 3x3/2 0.89x the two rows' time on 1 thread, 0.85x on 2; 24 -> 144 1.01-1.08x,
+     * 32 -> 192 1.05-1.20x; bench/conv_rows.md) */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
      .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .direct_min_k = 32, .direct_min_oh = 8,
-     .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1, .dr8_min_ow = 113},
+     .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1, .dr8_min_ow = 113,
+     .pair_max_k = 16},
 };
 
 static const cv_tuning *tuning(void) {
