@@ -120,11 +120,12 @@ static inline __attribute__((always_inline)) AVX2P void pw8_pixels(const t8_src 
   __m256 a[PW8_NB], bias = _mm256_load_ps(s->bias);
 #pragma GCC unroll 12
   for (int b = 0; b < NB; b++) a[b] = bias;
-  for (int64_t k = 0; k < s->k; k++) {
-    __m256 wv = _mm256_load_ps(s->wt + k * 8);
-    const float *xk = xr + k * s->hw;
+  const float *xk = xr, *wk = s->wt;
+  for (int64_t k = 0; k < s->k; k++, xk += s->hw, wk += 8) {
+    __m256 wv = _mm256_load_ps(wk);
 #pragma GCC unroll 12
     for (int b = 0; b < NB; b++) a[b] = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + b), wv, a[b]);
+    __asm__("" : "+r"(xk)); /* the pixels at immediate offsets from one pointer: GCC kept an index per pixel */
   }
   __m256 lo = _mm256_set1_ps(s->lo), hi = _mm256_set1_ps(s->hi);
 #pragma GCC unroll 12
