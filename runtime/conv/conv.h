@@ -237,11 +237,12 @@ typedef struct t8_ctx {
 typedef void (*t8_band_fn)(const t8_ctx *d, const float *tile, int64_t rows, float *out);
 /* Where an 8-lane item's tile rows come from when not from its input planes: the first conv of a fused pair
  * (pair.c), which makes input row ih's columns [0, n) of the item's 8 channels at dst[column][8] from its own
- * input x (hw, w: its planes' size and row width), k input channels, weights wt[k][8], bias[8] and clamp [lo,
- * hi] after act in the lanes */
+ * input x (hw, w: its planes' size and row width), k taps x input channels, weights wt[k][8], bias[8] and clamp
+ * [lo, hi] after act in the lanes */
 typedef struct t8_src {
   void (*make)(const struct t8_src *s, int64_t ih, int64_t n, float *dst);
   const float *x;
+  const primc_conv2d *first; /* the first conv */
   int64_t hw, w, k;
   const float *wt, *bias;
   float lo, hi;

@@ -1,4 +1,4 @@
-/* runtime/conv/pair.c: the PAIR_DW row: a small conv (1x1 widening or stem) whose result only a depthwise conv reads, run as one (AVX-512; 1x1s on AVX2). */
+/* runtime/conv/pair.c: the PAIR_DW row: a small conv (1x1 widening or stem) whose result only a depthwise conv reads, run as one (AVX-512, AVX2). */
 #include "runtime/conv/conv.h"
 
 #include <string.h>
@@ -82,23 +82,29 @@ cl_pixels(const dwl_src *s, const cl_rows *r, int64_t col0, float *dst, const in
   pwl_store(s, a, dst, NB);
 }
 
-__attribute__((target("avx512f"))) static void cl_row(const dwl_src *s, int64_t oy, int64_t n, float *dst) {
-  const primc_conv2d *p = s->first;
-  cl_rows r;
-  r.n = 0;
+/* output row oy of the first conv p: the rows it reads in *r (weights wt[k][lanes]), and the columns [*lo, *hi)
+ * of the n made whose taps all lie inside the row */
+static void cl_rows_of(const primc_conv2d *p, const float *x, int64_t hw, const float *wt, int lanes, int64_t oy,
+                       int64_t n, cl_rows *r, int64_t *lo, int64_t *hi) {
+  r->n = 0;
   for (int64_t c = 0; c < p->c; c++)
     for (int64_t i = 0; i < p->kh; i++) {
       int64_t ih = oy * p->stride_h - p->pad_t + i * p->dil_h;
       if (ih < 0 || ih >= p->h) continue;
-      r.x[r.n] = s->x + c * s->hw + ih * p->w;
-      r.wt[r.n++] = s->wt + (c * p->kh + i) * p->kw * 16;
+      r->x[r->n] = x + c * hw + ih * p->w;
+      r->wt[r->n++] = wt + (c * p->kh + i) * p->kw * lanes;
     }
   int64_t sw = p->stride_w, reach = (p->kw - 1) * p->dil_w;
-  /* the columns [lo, hi) whose taps all lie inside the row */
-  int64_t lo = (p->pad_l + sw - 1) / sw, hi = p->w - 1 - reach + p->pad_l < 0 ? 0 : (p->w - 1 - reach + p->pad_l) / sw + 1;
-  if (hi > n) hi = n;
-  if (lo > hi) lo = hi;
-  int64_t c = 0;
+  *lo = (p->pad_l + sw - 1) / sw, *hi = p->w - 1 - reach + p->pad_l < 0 ? 0 : (p->w - 1 - reach + p->pad_l) / sw + 1;
+  if (*hi > n) *hi = n;
+  if (*lo > *hi) *lo = *hi;
+}
+
+__attribute__((target("avx512f"))) static void cl_row(const dwl_src *s, int64_t oy, int64_t n, float *dst) {
+  const primc_conv2d *p = s->first;
+  cl_rows r;
+  int64_t lo, hi, sw = p->stride_w, c = 0;
+  cl_rows_of(p, s->x, s->hw, s->wt, 16, oy, n, &r, &lo, &hi);
   for (; c < lo; c++) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 1, 0);
   for (; c + 8 <= hi; c += 8) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 8, 1);
   if (hi - c >= 4) cl_pixels(s, &r, c * sw - p->pad_l, dst + c * 16, 4, 1), c += 4;
@@ -108,7 +114,7 @@ __attribute__((target("avx512f"))) static void cl_row(const dwl_src *s, int64_t 
 }
 
 /*
- * On AVX2 the same for a 1x1 first conv, 8 channels in the lanes: the 1x1 makes dw_lanes8's tile rows, and the
+ * On AVX2 the same with 8 channels in the lanes: the first conv makes dw_lanes8's tile rows, and the
  * widened map (MobileNet's expand convs: a small K, a large map written at memory speed, which a second thread
  * hardly sped up) never goes to memory.
  */
@@ -143,19 +149,65 @@ AVX2P static void pw8_row(const t8_src *s, int64_t ih, int64_t n, float *dst) {
   if (n - c >= 4) pw8_pixels(s, xr + c, dst + c * 8, 4), c += 4;
   for (; c < n; c++) pw8_pixels(s, xr + c, dst + c * 8, 1);
 }
+
+/* any kh x kw first conv on 8 lanes, as cl_pixels; SW: the stride when constant (the pixels' taps then at
+ * immediate offsets), 0 when read from p */
+static inline __attribute__((always_inline)) AVX2P void cl8_pixels(const t8_src *s, const cl_rows *r, int64_t col0,
+                                                                  float *dst, const int NB, const int ALL,
+                                                                  const int SW) {
+  const primc_conv2d *p = s->first;
+  const int64_t sw = SW ? SW : p->stride_w, kw = p->kw, dil = p->dil_w, w = p->w;
+  __m256 a[8], bias = _mm256_load_ps(s->bias);
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) a[b] = bias;
+  for (int q = 0; q < r->n; q++) {
+    const float *xr = r->x[q] + col0, *wt = r->wt[q];
+    for (int64_t jx = 0; jx < kw; jx++) {
+      int64_t at = jx * dil;
+      if (!ALL && (col0 + at < 0 || col0 + at >= w)) continue;
+      __m256 wv = _mm256_load_ps(wt + jx * 8);
+#pragma GCC unroll 8
+      for (int b = 0; b < NB; b++) a[b] = _mm256_fmadd_ps(_mm256_broadcast_ss(xr + at + b * sw), wv, a[b]);
+    }
+  }
+  __m256 lo = _mm256_set1_ps(s->lo), hi = _mm256_set1_ps(s->hi);
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; b++) {
+    __m256 v = s->act ? cv_act256(s->act, a[b]) : a[b];
+    _mm256_store_ps(dst + b * 8, _mm256_min_ps(hi, _mm256_max_ps(lo, v)));
+  }
+}
+
+static inline __attribute__((always_inline)) AVX2P void cl8_row_s(const t8_src *s, int64_t oy, int64_t n, float *dst,
+                                                                 const int SW) {
+  const primc_conv2d *p = s->first;
+  cl_rows r;
+  int64_t lo, hi, sw = p->stride_w, c = 0;
+  cl_rows_of(p, s->x, s->hw, s->wt, 8, oy, n, &r, &lo, &hi);
+  for (; c < lo; c++) cl8_pixels(s, &r, c * sw - p->pad_l, dst + c * 8, 1, 0, SW);
+  for (; c + 8 <= hi; c += 8) cl8_pixels(s, &r, c * sw - p->pad_l, dst + c * 8, 8, 1, SW);
+  if (hi - c >= 4) cl8_pixels(s, &r, c * sw - p->pad_l, dst + c * 8, 4, 1, SW), c += 4;
+  for (; c < hi; c++) cl8_pixels(s, &r, c * sw - p->pad_l, dst + c * 8, 1, 1, SW);
+  for (; c < n; c++) cl8_pixels(s, &r, c * sw - p->pad_l, dst + c * 8, 1, 0, SW);
+}
+
+AVX2P static void cl8_row(const t8_src *s, int64_t oy, int64_t n, float *dst) {
+  if (s->first->stride_w == 2) cl8_row_s(s, oy, n, dst, 2); /* the stems' */
+  else cl8_row_s(s, oy, n, dst, 0);
+}
 #endif
 
-/* channels in the lanes of the pair's code on this CPU: 16 (AVX-512), 8 (AVX2: 1x1 first convs), 0 (none) */
-static int pair_lanes(const primc_conv2d *pw) {
+/* channels in the lanes of the pair's code on this CPU: 16 (AVX-512), 8 (AVX2), 0 (none) */
+static int pair_lanes(void) {
   if (!PRIMC_X86) return 0;
   if (cv_use_avx512()) return 16;
-  return primc_sgemm_isa() == PRIMC_ISA_AVX2 && cv_is_pointwise(pw) ? 8 : 0;
+  return primc_sgemm_isa() == PRIMC_ISA_AVX2 ? 8 : 0;
 }
 
 static int pair_can(const primc_conv2d *pw, const primc_conv_epi *e1, const primc_conv2d *dw) {
   int64_t oh, ow;
   if (!pw || !dw || !primc_cv_valid(pw) || !primc_cv_valid(dw) || pw->groups != 1 || !cv_is_depthwise(dw)) return 0;
-  int lanes = pair_lanes(pw);
+  int lanes = pair_lanes();
   if (!lanes) return 0;
   if (pw->w_packed_mr || pw->w_packed_panels || pw->w_winograd || pw->w_lanes || dw->w_packed_mr ||
       dw->w_packed_panels || dw->w_winograd || dw->w_lanes || pw->w_bf16 || dw->w_bf16 || (e1 && e1->res) ||
@@ -204,7 +256,7 @@ AVX2P static void then_dw_range8(void *ctx, int64_t b, int64_t e) {
   const then_dw_job *j = ctx;
   const primc_conv2d *pw = j->pw;
   const primc_conv_epi *e1 = j->e1;
-  int64_t nblk = (pw->o + 7) / 8, blocks = pw->n * nblk, P = pw->h * pw->w, K = pw->c;
+  int64_t nblk = (pw->o + 7) / 8, blocks = pw->n * nblk, P = pw->h * pw->w, K = pw->c * pw->kh * pw->kw;
   float wt[PWL_MAX_K * 8] __attribute__((aligned(32)));
   float bias[8] __attribute__((aligned(32)));
   for (int64_t it = b; it < e; it++) {
@@ -214,8 +266,8 @@ AVX2P static void then_dw_range8(void *ctx, int64_t b, int64_t e) {
     for (int l = 0; l < 8; l++) bias[l] = l < nch && e1->bias ? e1->bias[(c0 + l) * e1->bias_stride] : 0.0f;
     for (int64_t k = 0; k < K; k++)
       for (int l = 0; l < 8; l++) wt[k * 8 + l] = l < nch ? j->w1[(c0 + l) * K + k] : 0.0f;
-    t8_src src = {.make = pw8_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w, .k = K, .wt = wt, .bias = bias,
-                  .lo = e1->lo, .hi = e1->hi, .act = e1->act};
+    t8_src src = {.make = cv_is_pointwise(pw) ? pw8_row : cl8_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w,
+                  .first = pw, .k = K, .wt = wt, .bias = bias, .lo = e1->lo, .hi = e1->hi, .act = e1->act};
     primc_cv_dw8_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
   }
 }
@@ -223,7 +275,7 @@ AVX2P static void then_dw_range8(void *ctx, int64_t b, int64_t e) {
 
 int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
                              const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
-  /* pair_can holds the ISA check: without AVX2 (AVX-512 for a stem) the caller runs the two convs by their own rows */
+  /* pair_can holds the ISA check: without AVX2 the caller runs the two convs by their own rows */
   if (!pair_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
 #if PRIMC_X86
   primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
@@ -239,7 +291,7 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
    * each thread takes one part of the rows of every block: it then reads the rows of x that the conv
    * before (a GEMM splitting pixels) made on its core, and writes the rows the GEMM after reads there.
    * By blocks every core reads all of x and writes rows the other core reads (bench/conv_rows.md). */
-  int lanes = pair_lanes(pw);
+  int lanes = pair_lanes();
   int64_t blocks = dw->n * ((dw->c + lanes - 1) / lanes), t = primc_num_threads(), parts = 1;
   int part_major = t > 1 && oh >= PWL_PART_ROWS;
   if (part_major) {

@@ -99,10 +99,10 @@ static const cv_tuning tunings[5] = {
      * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes; depthwise in the lanes up to output rows of
      * 112 (once its 8x8 transposes stayed in registers, 0.35-0.95x dw_rows8's time on MobileNet's and
      * EfficientNet's maps, 3x3 and 5x5, stride 1 and 2; about even at 112-224 wide, stride 1), on the planes past;
-     * a 1x1 of up to 32 input channels fused with the depthwise conv after it (a broadcast per FMA on 8 lanes:
-     * pair / the two rows, 1 and 2 threads: 16 -> 96 at 112x112 then 3x3/2 0.68 / 0.46, 24 -> 144 at 56x56
-     * 0.92 / 0.61, 32 -> 192 at 28x28 0.86-0.92 / 0.63-0.73, 40 -> 240 0.96 / 1.01, 48 -> 288 1.00 / 1.04;
-     * bench/conv_rows.md) */
+     * a first conv of up to 32 taps x input channels fused with the depthwise conv after it (a broadcast per FMA
+     * on 8 lanes: pair / the two rows, 1 and 2 threads: 16 -> 96 1x1 at 112x112 then 3x3/2 0.68 / 0.46, 24 ->
+     * 144 at 56x56 0.92 / 0.61, 32 -> 192 at 28x28 0.86-0.92 / 0.63-0.73, 40 -> 240 0.96 / 1.01, 48 -> 288 1.00 /
+     * 1.04; the 3 -> 32 3x3/2 stem then 3x3 0.89 / 0.74; bench/conv_rows.md) */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
      .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .direct_min_k = 32, .direct_min_oh = 8,
      .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1, .dr8_min_ow = 113,

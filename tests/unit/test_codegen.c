@@ -1022,7 +1022,7 @@ static void small_conv_depthwise_case(int64_t k, int64_t fk, int64_t fs, int64_t
   if (y) pc_output_add(g, y);
   char *buf = pc_test_kernels_text(g);
   int paired = strstr(buf, "in the same call") != NULL;
-  int here = primc_sgemm_isa() == PRIMC_ISA_AVX512 || (primc_sgemm_isa() == PRIMC_ISA_AVX2 && fk == 1);
+  int here = primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2); /* the pair's AVX-512 or AVX2 code */
   CHECK_MSG(paired == (want_pair && here), "k=%lld %lldx%lld/%lld, stride %lld:\n%s",
             (long long)k, (long long)fk, (long long)fk, (long long)fs, (long long)stride, buf);
   free(buf);
