@@ -252,6 +252,9 @@ struct dw_job;
 /* output rows [oy_b, oy_e) of an item; src NULL: tiles from channels [ci0, ci0 + nci) of image n's planes */
 void primc_cv_t8_item(const struct dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, int nci, int64_t co0, int nco,
                       t8_band_fn band, const t8_src *src, int64_t oy_b, int64_t oy_e);
+/* weights of nch <= 8 channels, rows of k floats from w, as wt[k][8] (lanes past nch zero): primc_cv_lanes_weights'
+ * 8-lane form */
+void primc_cv_lanes8_weights(const float *w, int64_t k, int nch, float *wt);
 /* dw_lanes8's item: the depthwise conv of channels [c0, c0 + nch) of image n, output rows [oy_b, oy_e) */
 void primc_cv_dw8_item(const struct dw_job *j, int64_t n, int64_t c0, int nch, const t8_src *src, int64_t oy_b,
                        int64_t oy_e);

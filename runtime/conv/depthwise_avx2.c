@@ -144,13 +144,17 @@ AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, i
   }
 }
 
+void primc_cv_lanes8_weights(const float *w, int64_t k, int nch, float *wt) {
+  for (int64_t t = 0; t < k; t++)
+    for (int l = 0; l < 8; l++) wt[t * 8 + l] = l < nch ? w[l * k + t] : 0.0f;
+}
+
 /* the depthwise conv of channels [c0, c0 + nch) of image n: per-lane weights [tap][8] */
 AVX2 void primc_cv_dw8_item(const dw_job *j, int64_t n, int64_t c0, int nch, const t8_src *src, int64_t oy_b,
                             int64_t oy_e) {
   int64_t taps = j->p->kh * j->p->kw;
   float wt[DWL_MAX_TAPS * 8] __attribute__((aligned(32)));
-  for (int64_t t = 0; t < taps; t++)
-    for (int l = 0; l < 8; l++) wt[t * 8 + l] = l < nch ? j->w[(c0 + l) * taps + t] : 0.0f;
+  primc_cv_lanes8_weights(j->w + c0 * taps, taps, nch, wt);
   t8_ctx d = {.wt = wt};
   primc_cv_t8_item(j, &d, n, c0, nch, c0, nch, dw8_band, src, oy_b, oy_e);
 }

@@ -264,8 +264,7 @@ AVX2P static void then_dw_range8(void *ctx, int64_t b, int64_t e) {
     int64_t n = blk / nblk, c0 = blk % nblk * 8;
     int nch = (int)(pw->o - c0 < 8 ? pw->o - c0 : 8);
     for (int l = 0; l < 8; l++) bias[l] = l < nch && e1->bias ? e1->bias[(c0 + l) * e1->bias_stride] : 0.0f;
-    for (int64_t k = 0; k < K; k++)
-      for (int l = 0; l < 8; l++) wt[k * 8 + l] = l < nch ? j->w1[(c0 + l) * K + k] : 0.0f;
+    primc_cv_lanes8_weights(j->w1 + c0 * K, K, nch, wt);
     t8_src src = {.make = cv_is_pointwise(pw) ? pw8_row : cl8_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w,
                   .first = pw, .k = K, .wt = wt, .bias = bias, .lo = e1->lo, .hi = e1->hi, .act = e1->act};
     primc_cv_dw8_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
