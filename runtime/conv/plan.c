@@ -12,8 +12,9 @@ typedef struct cv_tuning {
   const char *cpu;
   /* Winograd F(2x2, 3x3): its 16 multiply-adds per tile, where the GEMM does 36, beat the GEMM's better
    * use of the FMAs from this many input and output channels (fewer where zmm FMAs issue one per cycle)
-   * and this many 2x2 tiles */
-  int64_t wino_min_ch, wino_min_tiles;
+   * and this many 2x2 tiles, of whose outputs at least wino_min_fill percent lie inside the map (an odd
+   * side's last tiles compute outputs past it) */
+  int64_t wino_min_ch, wino_min_tiles, wino_min_fill;
   /* direct lanes: output channels a multiple of the 32 lanes, at least dl_min_c input channels; 1x1s only
    * onto rows of a whole tile of pixels, narrowing dl_1x1_narrow times or more, and not into
    * (dl_1x1_gap_lo, dl_1x1_gap_hi] channels, where the GEMM reads x in place as well */
@@ -59,7 +60,7 @@ typedef struct cv_tuning {
 } cv_tuning;
 
 #define CV_TUNING_COMMON                                                                                     \
-  .wino_min_tiles = 36, .dl_nr = 32, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                                 \
+  .dl_nr = 32, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                                 \
   .dl_1x1_gap_hi = 128, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,                          \
   .direct_waste_den = 8, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28,                     \
   .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .bf16_min_k = 256,                       \
@@ -70,24 +71,24 @@ typedef struct cv_tuning {
 /* the first three indexed by primc_cpu_zmm_fmas() (zmm FMAs a core starts per cycle; 0: no AVX-512, and no
  * AVX2 either: plain C and NEON); then Intel's cores of two, and AVX2 without AVX-512 */
 static const cv_tuning tunings[5] = {
-    {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8,
-     .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
+    {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 36,
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
+     .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
-    {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .dwl_max_ow_s2_c16 = 64,
-     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
-    {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32,
-     .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
+    {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .wino_min_tiles = 36,
+     .dwl_max_ow_s2_c16 = 64, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
+     .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
+    {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 36,
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
+     .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
-    {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128,
+    {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 36,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
-     .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32, .lanes = 16,
-     .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
+     .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
+     .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* AVX2 (Zen 3; the direct lanes row in ymm): 3-channel stems in the lanes (MobileNetV2's 3.8 -> 0.64 ms,
      * ResNet-18's 11.3 -> 3.4); no 1x1 in the lanes: the GEMM reading x in place, its store fused, runs them
      * 1.1-3x faster (16 -> 96 at 112x112 0.76 ms against 2.3, ResNet-50's 64 -> 256 at 56x56 1.5 against 3.7),
@@ -102,11 +103,13 @@ static const cv_tuning tunings[5] = {
      * a first conv of up to 32 taps x input channels fused with the depthwise conv after it (a broadcast per FMA
      * on 8 lanes: pair / the two rows, 1 and 2 threads: 16 -> 96 1x1 at 112x112 then 3x3/2 0.68 / 0.46, 24 ->
      * 144 at 56x56 0.92 / 0.61, 32 -> 192 at 28x28 0.86-0.92 / 0.63-0.73, 40 -> 240 0.96 / 1.01, 48 -> 288 1.00 /
-     * 1.04; the 3 -> 32 3x3/2 stem then 3x3 0.89 / 0.74; bench/conv_rows.md) */
-    {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1,
-     .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .direct_min_k = 32, .direct_min_oh = 8,
-     .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1, .dr8_min_ow = 113,
-     .pair_max_k = 32},
+     * 1.04; the 3 -> 32 3x3/2 stem then 3x3 0.89 / 0.74; bench/conv_rows.md); Winograd from 16 tiles on maps of
+     * even sides or nearly (the text detector's 512 -> 512 3x3s at 10x14 0.65-0.79 of the lanes' time, 256 at
+     * 8x8 0.60, at 10x10 0.76; 512 at 7x7, a quarter of its tiles' outputs past the map, 0.8-1.1) */
+    {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 16, .wino_min_fill = 80,
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .direct_min_k = 32,
+     .direct_min_oh = 8, .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1,
+     .dr8_min_ow = 113, .pair_max_k = 32},
 };
 
 static const cv_tuning *tuning(void) {
@@ -148,7 +151,8 @@ static int bf16_pays(const cv_shape *s) {
 static int wino_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   int64_t ch = s->t->wino_min_ch, tiles = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
-  return p->c >= ch && p->o >= ch && tiles >= s->t->wino_min_tiles;
+  return p->c >= ch && p->o >= ch && tiles >= s->t->wino_min_tiles &&
+         100 * s->oh * s->ow >= s->t->wino_min_fill * 4 * tiles;
 }
 
 /* not a stem of few channels (its rows of few taps send the sums through memory more often than the GEMM),

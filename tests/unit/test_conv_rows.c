@@ -346,7 +346,8 @@ PC_TEST(conv_plan_strided_1x1) {
 /* The AVX2 tuning's choices, a row per conv (figures: bench/conv_rows.md): every stride-1 1x1 on the GEMM reading
  * x in place (1.1-3x slower in the ymm lanes), the stem in the lanes, 3x3s widening 2x or more, or onto fewer
  * channels than the lanes' 32, over phase images where the padding columns are at most 1/8 of a row (else as im2col
- * GEMMs; 1-D convs too), unwidened ones in the lanes, depthwise convs in dw_lanes8 up to output rows of 112 pixels, on
+ * GEMMs; 1-D convs too), unwidened ones in the lanes (Winograd from 128 channels on maps of 16 2x2 tiles or more
+ * whose outputs lie 80% inside the map), depthwise convs in dw_lanes8 up to output rows of 112 pixels, on
  * the planes past them (dw_rows8), groups of 8 channels in group_lanes8. */
 PC_TEST(conv_plan_avx2) {
   static const struct {
@@ -362,6 +363,9 @@ PC_TEST(conv_plan_avx2) {
       {{1, 64, 80, 112, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_phase"},      /* textdet */
       {{1, 64, 1, 400, 64, 1, 5, 1, 1, 1, 1, 1, 0, 2, 0, 2, 0, 0, 0, 0, 0, 0}, "im2col_implicit"},  /* 1-D */
       {{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* ResNet */
+      {{1, 512, 10, 14, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "winograd_f2x3"},   /* textdet */
+      {{1, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "winograd_f2x3"},
+      {{1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* odd side */
       {{1, 96, 112, 112, 96, 3, 3, 96, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},     /* MobileNetV2 */
       {{1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
       {{1, 16, 224, 224, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_rows8"},
