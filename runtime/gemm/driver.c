@@ -25,12 +25,15 @@
  * Each C element is summed in the same order whatever the thread count (K blocks in order, one
  * thread per element): results are bitwise identical across thread counts for a given ISA.
  *
- * Memory: one B buffer per thread (KC x NC floats, 512 KiB), allocated at the thread's first call and
- * kept until it exits; primc_sgemm_reserve() makes the pool threads allocate theirs up front, so the
+ * Memory: one buffer per thread (KC x NC floats for B, 512 KiB, then room for a group of A^T's strips),
+ * allocated at the thread's first call and kept until it exits; primc_sgemm_reserve() makes the pool threads allocate theirs up front, so the
  * inference path itself never allocates.
  */
 
-#define BUF_FLOATS (KC_MAX * NC_MAX)
+#define AT_ROWS 64   /* A^T's strips are packed in groups of up to this many rows (at least one strip) */
+#define AT_PF 16       /* ... reading each k's rows this many k ahead into the cache */
+#define BUF_FLOATS (KC_MAX * NC_MAX + AT_ROWS * KC_MAX)
+#define AT_BUF(buf) ((buf) + KC_MAX * NC_MAX)
 #define STRIP_SPLIT_ROWS 8 /* tiles of rows from which threads may split M even when each packs all of B */
 #define PACK_A_PANELS 4 /* pack an A strip when this many B panels reuse it */
 #define SERIAL_FLOPS (1 << 18) /* below this many multiply-adds (4-10 us) a GEMM runs on the calling thread: waking the pool costs more */
@@ -131,7 +134,7 @@ void primc_gm_store_tile(const kargs *h, int rows) {
 static int64_t strip_row(const job *j, int64_t s) { return j->M * s / j->n_strips; }
 
 /* the strip's a(r, k) into dst[k * mr + r]: one contiguous stream for the kernel, free of the cache-set
- * conflicts that rows a power-of-two apart (or A^T's columns) cause */
+ * conflicts that rows a power-of-two apart cause (A^T's strips: pack_at_group) */
 static void pack_a(const float *a, int64_t ars, int64_t aks, int64_t mr, int64_t kc, float *dst, gm_pack_a vec) {
   if (aks == 1 && vec && mr <= 16) {
     vec(a, ars, mr, kc, dst);
@@ -214,6 +217,40 @@ static void run_tile(const job *j, kargs *g, int64_t m0, int64_t mr, int64_t p, 
   }
 }
 
+/* the strips after s, from s, whose rows fit a group of AT_ROWS (s itself always), below s1 */
+static int64_t at_group_end(const job *j, int64_t s, int64_t s1) {
+  int64_t e = s + 1;
+  while (e < s1 && strip_row(j, e + 1) - strip_row(j, s) <= AT_ROWS) e++;
+  return e;
+}
+
+/* A^T's strips [s, e) at k0 into at, strip t's [kc][mr] block at (its first row - s's) * kc. A strip's own mr rows
+ * at each k lie in one or two cache lines aks floats apart: packed one strip at a time, kc such lines a power of
+ * two apart share a few cache sets and are read again from L3 by the strip after (a memcpy per k: 30% of a
+ * 1024 x 256 x 1024 dW = X^T dY GEMM on Zen 3). So k by k, the group's rows at k are read once, each strip's
+ * share copied by whole vectors where the rows and the block allow (the next k's copy writes over the excess). */
+static void pack_at_group(const job *j, int64_t s, int64_t e, int64_t k0, int64_t kc, float *at) {
+  const int64_t mg = strip_row(j, s), rows = strip_row(j, e) - mg;
+  int64_t off[AT_ROWS], mr[AT_ROWS]; /* each strip's first row from mg, and its rows */
+  for (int64_t t = s; t < e; t++) off[t - s] = strip_row(j, t) - mg, mr[t - s] = strip_row(j, t + 1) - strip_row(j, t);
+  for (int64_t k = 0; k < kc; k++) {
+    const float *src = j->a + (k0 + k) * j->aks + mg;
+    /* each k's rows are a page or more apart: no hardware prefetcher follows them */
+    if (k + AT_PF < kc)
+      for (int64_t l = 0; l < rows; l += 16) __builtin_prefetch(src + AT_PF * j->aks + l);
+    for (int64_t t = 0; t < e - s; t++) {
+      int64_t room = (kc - k) * mr[t]; /* floats to the end of the strip's block */
+      float *d = at + off[t] * kc + k * mr[t];
+      if (mr[t] <= 8 && room >= 8 && mg + off[t] + 8 <= j->M)
+        memcpy(d, src + off[t], 8 * sizeof(float));
+      else if (mr[t] <= 16 && room >= 16 && mg + off[t] + 16 <= j->M)
+        memcpy(d, src + off[t], 16 * sizeof(float));
+      else
+        memcpy(d, src + off[t], (size_t)mr[t] * sizeof(float));
+    }
+  }
+}
+
 /* g's A for the strip of rows [m0, m0 + mr) at k0: the prepacked panel, a packed copy in abuf, or A in place */
 static void strip_a(const job *j, int64_t m0, int64_t mr, int64_t k0, int64_t kc, int pack, kargs *g, float *abuf) {
   if (j->a_mr) { /* the strip's panel [k][mr] starts at row m0 of a [M][K] block */
@@ -259,12 +296,18 @@ static void run_item(job *j, int64_t item, int64_t last_item, float *buf) {
     kargs g = {.kc = kc, .ars = j->ars, .aks = j->aks, .bks = bks, .koff = j->koff ? j->koff + k0 : NULL,
                .b_full = j->bs.packed || (!j->koff && !j->direct),
                .ldc = j->ldc, .alpha = j->alpha, .beta = k0 == 0 ? j->beta : 1.0f};
-    int last = k0 + kc >= j->K;
+    int last = k0 + kc >= j->K, pack = p1 - p0 >= PACK_A_PANELS || j->koff;
+    int64_t gs = s0, ge = s0; /* the group of A^T's strips packed in the buffer */
     for (int64_t s = s0; s < s1; s++) {
       kargs share;
       next_share(j, item, last_item, s, s0, s1, k0, &share);
       int64_t m0 = strip_row(j, s), mr = strip_row(j, s + 1) - m0, per = cdiv(share.pf_n, p1 - p0);
-      strip_a(j, m0, mr, k0, kc, p1 - p0 >= PACK_A_PANELS || j->koff, &g, abuf);
+      if (pack && !j->a_mr && j->aks != 1) {
+        if (s >= ge) pack_at_group(j, gs = s, ge = at_group_end(j, s, s1), k0, kc, AT_BUF(buf));
+        g.a = AT_BUF(buf) + (m0 - strip_row(j, gs)) * kc, g.ars = 1, g.aks = mr;
+      } else {
+        strip_a(j, m0, mr, k0, kc, pack, &g, abuf);
+      }
       g.pfd = j->direct && s == s0 ? DIRECT_PF_PANELS * NR * (int64_t)sizeof(float) : 0;
       /* the strip that reads a block of prepacked B first (nothing prefetched it) pulls the next panel as it goes,
        * unless it is the only strip (a GEMV streams its panels in order) */
@@ -286,7 +329,7 @@ static void run_item(job *j, int64_t item, int64_t last_item, float *buf) {
 static void run_items(void *ctx, int64_t begin, int64_t end) {
   job *j = ctx;
   float *buf = NULL;
-  if (!j->bs.packed && !j->direct && !j->koff && !(buf = thread_buf())) {
+  if (((!j->bs.packed && !j->direct && !j->koff) || (!j->a_mr && j->aks != 1)) && !(buf = thread_buf())) {
     __atomic_store_n(&j->status, PRIMC_ERR_RUNTIME, __ATOMIC_RELAXED);
     return;
   }
