@@ -474,24 +474,57 @@ static int copy_onto_itself(const kir_program *p, int rank, const int64_t *ext, 
   return 1;
 }
 
+/* A part with no buffer (computed inline where read: an index map or elementwise prim of its group) is computed by
+ * a kernel of its own straight into the result, parts of one shape by one kernel: a conv's weight gradient gathers
+ * its columns so, a strided slice per kernel tap, which were stored apart and then copied (ResNet-tiny's training
+ * step: 250 of its kernels). parts[i] is written at dm[i]. */
+static pc_status parts_inline(kir_program *p, const pc_node *n, const pc_value **parts, const kir_map *dm, int np) {
+  int dst = p->buf_of_value[n->out[0]->id];
+  char *done = pc_alloc(p->g, (size_t)np + 1);
+  if (!done) return PC_ERR_NOMEM;
+  for (int lead = 0; lead < np; lead++) {
+    if (done[lead]) continue;
+    const pc_type *t = &parts[lead]->type;
+    kir_kernel *k = kir_kernel_new(p, KK_LOOP);
+    if (!k) return PC_ERR_NOMEM;
+    k->n_loops = k->n_par = t->rank;
+    for (int d = 0; d < t->rank; d++) k->extent[d] = t->dims[d];
+    for (int i = lead; i < np && k->n_stores < KIR_MAX_ARGS; i++) {
+      const pc_type *u = &parts[i]->type;
+      if (done[i] || u->rank != t->rank || memcmp(u->dims, t->dims, sizeof(int64_t) * (size_t)t->rank)) continue;
+      amap m = kir_amap_identity(t->rank, t->rank == 0 ? 1 : 0);
+      kir_expr *e = kir_expr_value(p, parts[i], &m);
+      if (!e) return p->g->status ? p->g->status : fail_unfusable(p, parts[i]->producer ? parts[i]->producer : n);
+      store_init(&k->stores[k->n_stores++], dst, dm[i], e);
+      done[i] = 1;
+    }
+    kernel_normalize(k);
+    kir_kernel_origin(p, k, &n, 1);
+  }
+  return PC_OK;
+}
+
 static pc_status build_concatenate(kir_program *p, const pc_node *n) {
   const pc_value *out = n->out[0];
   int axis = (int)pc_attr_int(n, "axis", 0);
   int64_t off[PC_MAX_RANK] = {0};
-  int first = out->type.rank == 0 ? 1 : 0;
+  int first = out->type.rank == 0 ? 1 : 0, np = 0;
+  const pc_value **parts = pc_alloc(p->g, sizeof *parts * (size_t)(n->n_in + 1));
+  kir_map *pm = pc_alloc(p->g, sizeof *pm * (size_t)(n->n_in + 1));
+  if (!parts || !pm) return PC_ERR_NOMEM;
   for (int i = 0; i < n->n_in; i++) {
     const pc_value *x = n->in[i];
     kir_map dm = kir_map_scaled(&out->type, first, off, NULL), sm = kir_map_scaled(&x->type, first, NULL, NULL);
     int dst = p->buf_of_value[out->id], src = p->buf_of_value[x->id];
-    if (!first && copy_onto_itself(p, x->type.rank, x->type.dims, dst, &dm, src, &sm, x->type.dtype)) {
-      off[axis] += x->type.dims[axis];
+    off[axis] += x->type.dims[axis];
+    if (src < 0) {
+      parts[np] = x, pm[np++] = dm;
       continue;
     }
-    if (!kir_copy_kernel(p, n, x->type.rank, x->type.dims, dst, dm, src, sm, x->type.dtype))
-      return PC_ERR_NOMEM;
-    off[axis] += x->type.dims[axis];
+    if (!first && copy_onto_itself(p, x->type.rank, x->type.dims, dst, &dm, src, &sm, x->type.dtype)) continue;
+    if (!kir_copy_kernel(p, n, x->type.rank, x->type.dims, dst, dm, src, sm, x->type.dtype)) return PC_ERR_NOMEM;
   }
-  return PC_OK;
+  return parts_inline(p, n, parts, pm, np);
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
@@ -585,69 +618,75 @@ static kir_build_fn build_rule(pc_op op) {
 
 /* ---------------------------------------------------------------- groups */
 
-/* A group of pointwise prims whose materialized results share one shape: one loop kernel with a store each. */
-static int fused_pointwise_stores(kir_program *p, const pc_node *const *nodes, int n, int *root_buf, kir_kernel *tmp,
-                                  const pc_type **shape);
+static int is_pointwise(const pc_node *n) { return kir_expr_rule(n->op) && n->n_out == 1; }
 
-static int try_fused_pointwise(kir_program *p, const pc_node *const *nodes, int n) {
-  int *root_buf = pc_alloc(p->g, sizeof(int) * (size_t)n);
-  if (!root_buf) return 0;
-  for (int i = 0; i < n; i++) {
-    root_buf[i] = nodes[i]->n_out == 1 ? p->buf_of_value[nodes[i]->out[0]->id] : -1;
-    if (nodes[i]->n_out == 1) p->buf_of_value[nodes[i]->out[0]->id] = -1;
-  }
-  const pc_type *shape = NULL;
-  kir_kernel tmp;
-  memset(&tmp, 0, sizeof tmp);
-  int ok = fused_pointwise_stores(p, nodes, n, root_buf, &tmp, &shape);
-  for (int i = 0; i < n; i++)
-    if (nodes[i]->n_out == 1) p->buf_of_value[nodes[i]->out[0]->id] = root_buf[i];
-  if (!ok || !shape) return 0;
-  kir_kernel *k = kir_kernel_new(p, KK_LOOP);
-  if (!k) return 0;
-  k->n_loops = k->n_par = shape->rank;
-  for (int d = 0; d < shape->rank; d++) k->extent[d] = shape->dims[d];
-  k->n_stores = tmp.n_stores;
-  memcpy(k->stores, tmp.stores, sizeof tmp.stores);
-  kernel_normalize(k);
-  kir_kernel_origin(p, k, nodes, n);
-  return 1;
+/* the loop shape of a pointwise root's kernel: a reshape that merges dims, stored from an unmaterialized operand,
+ * loops over the operand's shape (row-major order is the same, so the store's linear map is too) */
+static const pc_type *root_loops(const kir_program *p, const pc_node *nd, int *via_operand) {
+  *via_operand = nd->op == PC_OP_reshape && p->buf_of_value[nd->in[0]->id] < 0;
+  return *via_operand ? &nd->in[0]->type : &nd->out[0]->type;
 }
 
-static int fused_pointwise_stores(kir_program *p, const pc_node *const *nodes, int n, int *root_buf, kir_kernel *tmp,
-                                  const pc_type **shape_out) {
-  const pc_type *shape = NULL;
-  kir_kernel *t = tmp;
+/* A group's pending pointwise prims whose results are materialized (roots): one loop kernel per loop shape, with a
+ * store per root of that shape. Roots not stored yet are recomputed inline where read; those stored by an earlier
+ * shape's kernel are loaded. (All or nothing across shapes had made a training step's max-pool masks, in a group
+ * with the conv gradients' gathers, sixteen kernels each recomputing its prefix of the window's maxima.) */
+static int try_fused_pointwise(kir_program *p, const pc_node *const *nodes, int n) {
+  int *root_buf = pc_alloc(p->g, sizeof(int) * (size_t)n);
+  char *done = pc_alloc(p->g, (size_t)n + 1);
+  if (!root_buf || !done) return 0;
   for (int i = 0; i < n; i++) {
-    const pc_node *nd = nodes[i];
-    if (!kir_expr_rule(nd->op) || nd->n_out != 1) return 0;
-    if (root_buf[i] < 0) continue;
-    /* a reshape that merges dims, stored from an unmaterialized operand: loop over the operand's
-     * shape instead; row-major order is the same, so the store's linear map is too */
-    int via_operand = nd->op == PC_OP_reshape && p->buf_of_value[nd->in[0]->id] < 0;
-    const pc_type *lt = via_operand ? &nd->in[0]->type : &nd->out[0]->type;
-    if (shape && (shape->rank != lt->rank || memcmp(shape->dims, lt->dims, sizeof(int64_t) * (size_t)shape->rank)))
-      return 0;
-    shape = lt;
-    if (t->n_stores == KIR_MAX_ARGS) return 0;
-    int first = lt->rank == 0 ? 1 : 0;
-    amap m = kir_amap_identity(lt->rank, first);
-    kir_expr *e = via_operand ? kir_expr_value(p, nd->in[0], &m) : kir_expr_rule(nd->op)(p, nd, &m);
-    if (!e) return 0;
-    store_init(&t->stores[t->n_stores++], root_buf[i], kir_linearize(&m, lt), e);
+    if (!is_pointwise(nodes[i])) return 0;
+    root_buf[i] = p->buf_of_value[nodes[i]->out[0]->id];
+    done[i] = root_buf[i] < 0;
   }
-  *shape_out = shape;
-  return 1;
+  int before = p->n_kernels, ok = 1;
+  for (int lead = 0; ok && lead < n;) {
+    if (done[lead]) {
+      lead++;
+      continue;
+    }
+    for (int i = 0; i < n; i++)
+      if (!done[i]) p->buf_of_value[nodes[i]->out[0]->id] = -1;
+    int via;
+    const pc_type *shape = root_loops(p, nodes[lead], &via);
+    kir_kernel tmp;
+    memset(&tmp, 0, sizeof tmp);
+    char *took = pc_alloc(p->g, (size_t)n + 1);
+    ok = took != NULL;
+    for (int i = lead; ok && i < n && tmp.n_stores < KIR_MAX_ARGS; i++) {
+      const pc_type *lt = done[i] ? NULL : root_loops(p, nodes[i], &via);
+      if (!lt || lt->rank != shape->rank || memcmp(lt->dims, shape->dims, sizeof(int64_t) * (size_t)lt->rank)) continue;
+      amap m = kir_amap_identity(lt->rank, lt->rank == 0 ? 1 : 0);
+      kir_expr *e = via ? kir_expr_value(p, nodes[i]->in[0], &m) : kir_expr_rule(nodes[i]->op)(p, nodes[i], &m);
+      if (!(ok = e != NULL)) break;
+      store_init(&tmp.stores[tmp.n_stores++], root_buf[i], kir_linearize(&m, lt), e);
+      took[i] = 1;
+    }
+    for (int i = 0; i < n; i++) { /* the roots stored now are read from memory from here on */
+      done[i] |= ok && took[i];
+      if (root_buf[i] >= 0) p->buf_of_value[nodes[i]->out[0]->id] = root_buf[i];
+    }
+    kir_kernel *k = ok ? kir_kernel_new(p, KK_LOOP) : NULL;
+    if (!(ok = k != NULL)) break;
+    k->n_loops = k->n_par = shape->rank;
+    for (int d = 0; d < shape->rank; d++) k->extent[d] = shape->dims[d];
+    k->n_stores = tmp.n_stores;
+    memcpy(k->stores, tmp.stores, sizeof tmp.stores);
+    kernel_normalize(k);
+    kir_kernel_origin(p, k, nodes, n);
+  }
+  if (!ok) p->n_kernels = before;
+  return ok;
 }
 
 void kir_materialize(kir_program *p, const pc_value *v) {
   if (p->buf_of_value[v->id] < 0) p->buf_of_value[v->id] = kir_scratch_buf(p, v->type.dtype, kir_value_bytes(p->g, v), v);
 }
 
-static int is_pointwise(const pc_node *n) { return kir_expr_rule(n->op) && n->n_out == 1; }
 
-/* Emits the pending pointwise prims' materialized results: one loop nest when they
- * share a shape, else one per result (inner values recomputed inline), else prim by prim. */
+/* Emits the pending pointwise prims' materialized results: one loop nest per shape they are computed over, else
+ * one per result (inner values recomputed inline), else prim by prim. */
 static pc_status flush_pointwise(kir_program *p, const pc_node **pend, int n) {
   int roots = 0;
   for (int i = 0; i < n; i++) roots += p->buf_of_value[pend[i]->out[0]->id] >= 0;
@@ -706,8 +745,13 @@ static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n)
       continue;
     }
     int red = build_rule(nd->op) == build_reduce, gather = nd->op == PC_OP_gather;
-    for (int k = 0; !red && k < nd->n_in; k++)
-      if (!(gather && k == 0)) kir_materialize(p, nd->in[k]); /* build_gather decides for its table */
+    for (int k = 0; !red && k < nd->n_in; k++) {
+      const pc_value *x = nd->in[k];
+      /* build_gather decides for its table; a concatenate's part inline in the group is computed into the result */
+      int part = nd->op == PC_OP_concatenate && p->buf_of_value[x->id] < 0 && x->producer && is_pointwise(x->producer) &&
+                 x->producer->group == nd->group && nd->group >= 0;
+      if (!(gather && k == 0) && !part) kir_materialize(p, x);
+    }
     for (int k = 0; k < nd->n_out; k++) kir_materialize(p, nd->out[k]);
     pc_status s = flush_pointwise(p, pend, np);
     if (s != PC_OK) return s;

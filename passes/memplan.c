@@ -10,8 +10,9 @@
  *   input, a constant or listed twice keeps its storage and codegen copies it.
  * - FUSED: computed inline where it is read, never stored: every reader is in
  *   the producer's group, the producer is an inline prim (prims.def's inline
- *   column: elementwise, convert, index maps) and every reader is inline too, a reduction (its prologue) or a
- *   gather reading it as its table.
+ *   column: elementwise, convert, index maps) and every reader is inline too, a reduction (its prologue), a
+ *   gather reading it as its table or a concatenate that alone reads it (the kernel that copied the part
+ *   computes it into the result instead).
  *   Everything else (results of reductions, contractions, pad, concatenate and
  *   the lone prims, and their operands) is materialized in the WORKSPACE.
  * - time is the kernel order; a value lives from its producer's kernel to its
@@ -22,8 +23,8 @@
  *   may run as one call, extend_for_pairs).
  * - symbolic dims are planned at their upper bound.
  * - a concatenate whose parts lie one after another in its result (every dim before the axis is 1) and
- *   that is the only concatenate reading each of them is planned as one buffer from its first part's
- *   kernel on: each part is written in place inside it, and codegen's copy of a part onto itself is
+ *   that is the only concatenate reading each of them is planned as one buffer from its first stored part's
+ *   kernel on (its FUSED parts are computed into it by its own kernel): each part is written in place inside it, and codegen's copy of a part onto itself is
  *   no copy at all (kir.c). The SPPF block, SqueezeNet's fire modules and FPN heads concatenate so. */
 
 #define ALIGN 64
@@ -130,7 +131,10 @@ static void classify(pc_graph *g) {
   /* by group: an attention call (two contractions, which only fuse.c's attention rule puts in one group),
    * whose values inside stay in the call's registers and tiles */
   char *attn = calloc((size_t)g->n_groups + 1, 1);
-  if (!inl || !attn) return free(inl), free(attn);
+  int *reads = calloc((size_t)g->n_values + 1, sizeof *reads); /* by value id: inputs of live nodes reading it */
+  if (!inl || !attn || !reads) return free(inl), free(attn), free(reads);
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) reads[g->nodes[i]->in[k]->id]++;
   memset(inl, 1, (size_t)g->n_values + 1);
   for (int i = 0, seen = -1; i < g->n_nodes; i++) {
     const pc_node *n = g->nodes[i];
@@ -145,7 +149,9 @@ static void classify(pc_graph *g) {
       const pc_node *p = v->producer;
       int same = p && p->group >= 0 && p->group == n->group;
       int table = n->op == PC_OP_gather && k == 0; /* fused in by fuse.c: read in place (primc_k_gather_strided) */
-      if (!same || !(pc_op_is_inline(n->op) || reduction_op(n->op) || table || attn[n->group])) inl[v->id] = 0;
+      /* a part only the concatenate reads: computed into the result by the part's kernel (kir.c), not twice */
+      int part = n->op == PC_OP_concatenate && reads[v->id] == 1;
+      if (!same || !(pc_op_is_inline(n->op) || reduction_op(n->op) || table || part || attn[n->group])) inl[v->id] = 0;
     }
   }
   for (int i = 0; i < g->n_nodes; i++) {
@@ -160,7 +166,7 @@ static void classify(pc_graph *g) {
       else v->storage = PC_STORE_WORKSPACE;
     }
   }
-  free(inl), free(attn);
+  free(inl), free(attn), free(reads);
 }
 
 /* ---------------------------------------------------------------- concatenations in place */
@@ -181,16 +187,25 @@ static int *cat_parts(const pc_graph *g) {
     const pc_value *y = n->out[0];
     int axis = (int)pc_attr_int(n, "axis", 0), ok = y->storage == PC_STORE_WORKSPACE && cat_static(g, y);
     for (int d = 0; ok && d < axis; d++) ok = y->type.dims[d] == 1;
-    for (int k = 0; ok && k < n->n_in; k++) {
+    for (int k = 0; ok && k < n->n_in; k++) { /* a FUSED part is computed into the result by the part's kernel */
       const pc_value *x = n->in[k];
-      ok = x->storage == PC_STORE_WORKSPACE && x->producer && seen[x->id] == 1 && cat_static(g, x) &&
-           x->type.dtype == y->type.dtype && !in_cat[x->id];
+      ok = x->storage == PC_STORE_FUSED ||
+           (x->storage == PC_STORE_WORKSPACE && x->producer && seen[x->id] == 1 && cat_static(g, x) &&
+            x->type.dtype == y->type.dtype && !in_cat[x->id]);
       for (int j = 0; ok && j < k; j++) ok = n->in[j] != x;
     }
-    for (int k = 0; ok && k < n->n_in; k++) in_cat[n->in[k]->id] = i + 1;
+    for (int k = 0; ok && k < n->n_in; k++)
+      if (n->in[k]->storage == PC_STORE_WORKSPACE) in_cat[n->in[k]->id] = i + 1;
   }
   free(seen);
   return in_cat;
+}
+
+/* whether concatenate node i (nd) has parts planned inside its buffer (its FUSED parts are computed into it) */
+static int cat_has_parts(const int *in_cat, const pc_node *nd, int i) {
+  for (int k = 0; k < nd->n_in; k++)
+    if (in_cat[nd->in[k]->id] == i + 1) return 1;
+  return 0;
 }
 
 /* bytes from the start of concatenate cat's result to part v (0 for the result itself) */
@@ -320,8 +335,7 @@ static pc_status place(pc_graph *g, const liveness *L) {
         return pc_node_fail(g, nd, PC_ERR_UNSUPPORTED, "result has an unbounded symbolic dim: bound it (--dim NAME=LO..HI)");
       }
       /* a part of a concatenate planned in place, or that concatenate: inside its one buffer */
-      int ci = in_cat[v->id] ? in_cat[v->id] - 1
-               : nd->op == PC_OP_concatenate && nd->n_in > 1 && in_cat[nd->in[0]->id] == i + 1 ? i : -1;
+      int ci = in_cat[v->id] ? in_cat[v->id] - 1 : nd->op == PC_OP_concatenate && cat_has_parts(in_cat, nd, i) ? i : -1;
       const pc_node *cat = ci >= 0 ? g->nodes[ci] : NULL;
       if (cat && cat_off[ci] >= 0) {
         v->offset = cat_off[ci] + part_offset(g, cat, v);

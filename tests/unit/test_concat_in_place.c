@@ -75,3 +75,57 @@ PC_TEST(memplan_concat_in_place) {
   concat_case(1);
   concat_case(2);
 }
+
+/* the kernels' text less its lines of provenance ("  from ..."): how many kernel lines it holds */
+static int kernel_count(const char *text) {
+  int n = 0;
+  for (const char *s = text; s && (s = strstr(s, "kernel k")); s++) n++;
+  return n;
+}
+
+/* the graph's two outputs compiled against the interpreter, within 1e-5 relative */
+static void outputs_match(pc_graph *g, const pc_tensor *in, int n_out, const char *tag) {
+  pc_tensor got[2], ref[2];
+  memset(ref, 0, sizeof ref);
+  int ok = CHECK(pc_interp(g, in, 1, ref, n_out) == PC_OK) && pc_test_run_compiled(g, 2, in, got, tag);
+  for (int o = 0; ok && o < n_out; o++)
+    for (int64_t i = 0; i < pc_tensor_numel(&ref[o]); i++) {
+      float r = ((float *)ref[o].data)[i], c = ((float *)got[o].data)[i];
+      if (!CHECK_MSG(fabsf(r - c) <= 1e-5f * fabsf(r), "%s: out%d[%lld] = %g, interpreter %g", tag, o, (long long)i, c, r))
+        break;
+    }
+  for (int o = 0; ok && o < n_out; o++) free(got[o].data);
+  for (int o = 0; o < n_out; o++) pc_tensor_free(&ref[o]);
+}
+
+/* Parts computed in the concatenate's own group and read by it alone (a = 2x, b = 3x, d = x[:, :2]) are computed
+ * into the result, one kernel per shape (a and b together, d), not stored and copied: with batch 2 (parts not one
+ * after another in y) the group is two kernels and y's reader (t = 5y) a third; the result against the
+ * interpreter. A part also read elsewhere (c = 7x, read by w = 11c too) is stored once and copied: c's kernel, its
+ * copy and w's make six. */
+PC_TEST(concat_parts_computed_into_result) {
+  for (int shared = 0; shared < 2; shared++) {
+    pc_graph *g = pc_graph_new();
+    pc_value *x = pc_input_add(g, "x", ty3(2, 3, 40));
+    int n0 = g->n_nodes;
+    pc_value *a = pc_mul(g, x, pc_broadcast_to(g, pc_scalar(g, PC_f32, 2), 3, (int64_t[]){2, 3, 40}));
+    pc_value *b = pc_mul(g, x, pc_broadcast_to(g, pc_scalar(g, PC_f32, 3), 3, (int64_t[]){2, 3, 40}));
+    pc_value *d = pc_slice(g, x, (int64_t[]){0, 0, 0}, (int64_t[]){2, 2, 40}, NULL);
+    pc_value *c = shared ? pc_mul(g, x, pc_broadcast_to(g, pc_scalar(g, PC_f32, 7), 3, (int64_t[]){2, 3, 40})) : NULL;
+    pc_value *y = pc_concatenate(g, shared ? (pc_value *[]){a, b, d, c} : (pc_value *[]){a, b, d}, shared ? 4 : 3, 1);
+    group_from(g, n0, 0);
+    pc_output_add(g, scaled(g, y, 5, 1));
+    if (shared) pc_output_add(g, scaled(g, c, 11, 2));
+    CHECK_MSG(g->status == PC_OK && pc_pass_memplan(g) == PC_OK, "build: %s", pc_error(g));
+    char *text = pc_test_kernels_text(g);
+    int want = shared ? 6 : 3;
+    CHECK_MSG(kernel_count(text) == want, "shared %d: %d kernels, want %d:\n%s", shared, kernel_count(text), want,
+              text ? text : "");
+    free(text);
+    pc_tensor in = {PC_f32, 3, {2, 3, 40}, malloc(sizeof(float) * 240)};
+    for (int64_t i = 0; i < 240; i++) ((float *)in.data)[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+    outputs_match(g, &in, shared ? 2 : 1, shared ? "shared part" : "parts in the group");
+    free(in.data);
+    pc_graph_free(g);
+  }
+}
