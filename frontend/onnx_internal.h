@@ -82,6 +82,8 @@ typedef struct ox_wire_stripped {
 } ox_wire_stripped;
 pc_status ox_wire_strip(const uint8_t *buf, size_t len, size_t min_len, ox_wire_stripped *out, char *msg, size_t cap);
 
+/* The helpers from here to the tensors are defined in frontend/onnx_helpers.c (ox_dyn_qmatmul: onnx_quant.c). */
+
 /* ---- errors: the message is prefixed with the node (g->origin, e.g. `Slice "s1"`) */
 pc_status ox_fail(ox_ctx *c, pc_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* returns the graph's status (PC_OK when nothing failed): `return ox_status(c);` ends a decomposition */
@@ -154,7 +156,7 @@ pc_value *ox_dyn_qmatmul(ox_ctx *c, pc_value *a, pc_value *wq, pc_value *ws, pc_
 /* requires x's dtype to be a float type; fails naming the node otherwise */
 int ox_require_float(ox_ctx *c, const pc_value *x);
 
-/* ---- tensors (importer + conformance runner share this decoding) */
+/* ---- tensors (frontend/onnx_tensor.c; importer + conformance runner share this decoding) */
 /* decodes a TensorProto (all storage forms, external data under dir) into a malloc'ed pc_tensor;
  * errors go to g with the tensor's name */
 pc_status ox_tensor_decode(pc_graph *g, const Onnx__TensorProto *tp, const char *dir, pc_tensor *out);
