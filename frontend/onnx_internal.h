@@ -1,4 +1,4 @@
-/* frontend/onnx_internal.h: the API ONNX op decompositions (onnx_basic.c, onnx_nn.c) are written against. */
+/* frontend/onnx_internal.h: the API the ONNX op decompositions (frontend/onnx_<concern>.c) are written against. */
 #ifndef PRIMC_ONNX_INTERNAL_H
 #define PRIMC_ONNX_INTERNAL_H
 
@@ -155,6 +155,19 @@ pc_value *ox_reduce(ox_ctx *c, pc_op op, pc_value *x, int n_axes, const int64_t 
 pc_value *ox_dyn_qmatmul(ox_ctx *c, pc_value *a, pc_value *wq, pc_value *ws, pc_value *wz);
 /* requires x's dtype to be a float type; fails naming the node otherwise */
 int ox_require_float(ox_ctx *c, const pc_value *x);
+
+/* ---- small builders the op files share (frontend/onnx_builders.c) */
+/* x * s and x + s with s a constant of x's dtype; NULL when x is NULL */
+pc_value *ox_mul_s(ox_ctx *c, pc_value *x, double s);
+pc_value *ox_add_s(ox_ctx *c, pc_value *x, double s);
+/* the iota prim: each element's index along axis of a tensor of the given shape, in dtype dt */
+pc_value *ox_iota(ox_ctx *c, pc_dtype dt, int rank, const int64_t *shape, int axis);
+/* the axes of a reduction-like op: an attribute before opset input_from, input 1 from then on (ox_attr_ints' counts) */
+int ox_read_axes(ox_ctx *c, int input_from, int64_t *axes);
+/* the product of n dims */
+int64_t ox_shape_numel(int n, const int64_t *d);
+/* 1 when x's shape is static; else 0, failing the node ("needs a static shape") unless x is NULL */
+int ox_check_static(ox_ctx *c, const pc_value *x);
 
 /* ---- tensors (frontend/onnx_tensor.c; importer + conformance runner share this decoding) */
 /* decodes a TensorProto (all storage forms, external data under dir) into a malloc'ed pc_tensor;
