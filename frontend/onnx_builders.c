@@ -1,5 +1,5 @@
 /* frontend/onnx_builders.c: small prim builders the ONNX op files share: arithmetic with a scalar, iota,
- * reading axes, shape checks. */
+ * constants, broadcasts along an axis, per-channel parameters, reading axes, shape and rank checks. */
 #include "frontend/onnx_internal.h"
 
 #define G (c->g)
@@ -31,4 +31,45 @@ int ox_check_static(ox_ctx *c, const pc_value *x) {
   if (pc_type_is_static(&x->type)) return 1;
   ox_fail(c, PC_ERR_UNSUPPORTED, "needs a static shape, the input has a symbolic dim");
   return 0;
+}
+
+/* a constant of dtype dt from doubles: built as f64 and converted, so every float dtype works */
+pc_value *ox_const_of(ox_ctx *c, pc_dtype dt, int rank, const int64_t *dims, const double *v) {
+  return pc_convert(G, pc_const(G, pc_type_make(PC_f64, rank, dims), v), dt);
+}
+
+/* v, a vector, broadcast along dim `axis` of a tensor of the given shape */
+pc_value *ox_along(ox_ctx *c, pc_value *v, int rank, const int64_t *dims, int64_t axis) {
+  return v ? pc_broadcast_in_dim(G, v, rank, dims, &axis) : NULL;
+}
+
+/* per-channel parameter p ([C]) broadcast to x's shape on dim 1, checked */
+pc_value *ox_per_channel(ox_ctx *c, pc_value *p, const pc_value *x, const char *what) {
+  if (!p || !x) return NULL;
+  if (p->type.rank != 1 || p->type.dims[0] != x->type.dims[1])
+    return ox_fail(c, PC_ERR_SHAPE, "%s must have shape [%lld]", what, (long long)x->type.dims[1]), NULL;
+  if (p->type.dtype != x->type.dtype) p = pc_convert(G, p, x->type.dtype);
+  return ox_along(c, p, x->type.rank, x->type.dims, 1);
+}
+
+int ox_check_static_input(ox_ctx *c, const pc_value *x) {
+  if (!x) return 0;
+  if (pc_type_is_static(&x->type)) return 1;
+  ox_fail(c, PC_ERR_UNSUPPORTED, "needs a static input shape, the input has a symbolic dim");
+  return 0;
+}
+
+int ox_check_rank(ox_ctx *c, const pc_value *x, int lo, int hi) {
+  if (!x) return 0;
+  if (x->type.rank >= lo && x->type.rank <= hi) return 1;
+  ox_fail(c, PC_ERR_SHAPE, "input has rank %d, expected %d to %d", x->type.rank, lo, hi);
+  return 0;
+}
+
+/* product of n dims; OX_MAX_NUMEL + 1 when it is larger (or overflows) */
+int64_t ox_dims_prod(const int64_t *d, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++)
+    if (__builtin_mul_overflow(p, d[i], &p) || p > OX_MAX_NUMEL) return OX_MAX_NUMEL + 1;
+  return p;
 }

@@ -29,7 +29,7 @@ typedef struct ox_ctx {
 
 /* Max pools of stride 1 with "same" padding compose: pool_a(pool_b(x)) = pool_{a+b-1}(x), exactly (the windows'
  * union, -inf outside). The importer remembers those it imported per operand, so that SPP's pools 5, 9 and 13
- * of one map become 5, then 5 of that, then 5 of that (frontend/onnx_nn.c, ox_op_MaxPool). */
+ * of one map become 5, then 5 of that, then 5 of that (frontend/onnx_pool.c, ox_op_MaxPool). */
 #define OX_POOL_MEMO 16
 typedef struct ox_pool_memo {
   const pc_value *x;
@@ -168,6 +168,37 @@ int ox_read_axes(ox_ctx *c, int input_from, int64_t *axes);
 int64_t ox_shape_numel(int n, const int64_t *d);
 /* 1 when x's shape is static; else 0, failing the node ("needs a static shape") unless x is NULL */
 int ox_check_static(ox_ctx *c, const pc_value *x);
+
+/* a constant of dtype dt from the doubles v: built as f64 and converted, so every float dtype works */
+pc_value *ox_const_of(ox_ctx *c, pc_dtype dt, int rank, const int64_t *dims, const double *v);
+/* v, a vector, broadcast along dim axis of a tensor of the given shape; NULL when v is NULL */
+pc_value *ox_along(ox_ctx *c, pc_value *v, int rank, const int64_t *dims, int64_t axis);
+/* a per-channel parameter p ([C]) broadcast to x's shape on dim 1 in x's dtype; fails the node when p is no [C] */
+pc_value *ox_per_channel(ox_ctx *c, pc_value *p, const pc_value *x, const char *what);
+/* ox_check_static, failing with the wording most op files use: "needs a static input shape" */
+int ox_check_static_input(ox_ctx *c, const pc_value *x);
+/* 1 when x's rank is in [lo, hi]; else 0, failing the node unless x is NULL */
+int ox_check_rank(ox_ctx *c, const pc_value *x, int lo, int hi);
+/* the product of n dims; OX_MAX_NUMEL + 1 when it is larger (or overflows) */
+int64_t ox_dims_prod(const int64_t *d, int n);
+
+/* ---- the sliding-window geometry of Conv and the pools (frontend/onnx_window.c) */
+#define OX_NS_MAX (PC_MAX_RANK - 2) /* spatial dims after N and C */
+typedef struct ox_geom {
+  int ns;
+  int64_t in[OX_NS_MAX], k[OX_NS_MAX], s[OX_NS_MAX], d[OX_NS_MAX], lo[OX_NS_MAX], hi[OX_NS_MAX], out[OX_NS_MAX];
+} ox_geom;
+/* the extent of the dilated kernel along spatial dim i */
+int64_t ox_span_of(const ox_geom *g, int i);
+/* reads x's window (kernel given, or the kernel_shape attribute), strides, dilations, pads and auto_pad into g;
+ * 0 after failing the node */
+int ox_geom_read(ox_ctx *c, const pc_value *x, const int64_t *kernel, int ceil_mode, ox_geom *g);
+/* the p-norm pieces LpPool and GlobalLpPool share with LpNormalization, and the spatial axes InstanceNormalization
+ * reads too (frontend/onnx_pool.c) */
+pc_value *ox_abs_pow(ox_ctx *c, pc_value *x, int64_t p); /* |x|^p (x * x for p = 2) */
+pc_value *ox_root(ox_ctx *c, pc_value *x, int64_t p);    /* the p-th root of x (x itself for p = 1) */
+/* axes 2 .. rank-1 of x into axes, their count returned; -1 after failing the node when x's rank is below 2 */
+int ox_spatial_axes(ox_ctx *c, const pc_value *x, int64_t *axes);
 
 /* ---- tensors (frontend/onnx_tensor.c; importer + conformance runner share this decoding) */
 /* decodes a TensorProto (all storage forms, external data under dir) into a malloc'ed pc_tensor;

@@ -1,6 +1,6 @@
 /* frontend/onnx_shape.c: decompositions of the ONNX shape and movement ops into prims: Shape, Size, Reshape,
- * Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split, Slice, Expand, Tile, Pad, and the generators Range,
- * ConstantOfShape, EyeLike and Trilu. */
+ * Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split, Slice, Expand, Tile, Pad, DepthToSpace and
+ * SpaceToDepth, and the generators Range, ConstantOfShape, EyeLike and Trilu. */
 #include "frontend/onnx_internal.h"
 
 #include <math.h>
@@ -404,4 +404,42 @@ pc_status ox_op_Pad(ox_ctx *c) {
   pad_mode pm = !strcmp(mode, "edge") ? PAD_EDGE : !strcmp(mode, "reflect") ? PAD_REFLECT : PAD_WRAP;
   if (pm == PAD_WRAP && strcmp(mode, "wrap") != 0) return ox_fail(c, PC_ERR_UNSUPPORTED, "mode '%s' is not supported", mode);
   return ox_out(c, 0, pad_copy_mode(c, x, lo, hi, pm));
+}
+
+/* ---------------------------------------------------------------- DepthToSpace, SpaceToDepth */
+
+static pc_value *shuffle(ox_ctx *c, pc_value *x, int n6, const int64_t *d6, const int64_t *perm, const int64_t *d4) {
+  return pc_reshape(G, pc_transpose(G, pc_reshape(G, x, n6, d6), perm), 4, d4);
+}
+
+pc_status ox_op_DepthToSpace(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  int64_t b = ox_attr_int(c, "blocksize", 0);
+  if (!ox_check_rank(c, x, 4, 4) || !ox_check_static_input(c, x)) return ox_status(c);
+  int64_t N = x->type.dims[0], C = x->type.dims[1], H = x->type.dims[2], W = x->type.dims[3];
+  if (b < 1 || C / b < b || C % (b * b)) return ox_fail(c, PC_ERR_ATTR, "blocksize %lld does not divide %lld channels", (long long)b, (long long)C);
+  const char *mode = ox_attr_str(c, "mode", "DCR");
+  int64_t d4[4] = {N, C / (b * b), H * b, W * b};
+  if (strcmp(mode, "DCR") == 0) {
+    int64_t d6[6] = {N, b, b, C / (b * b), H, W}, perm[6] = {0, 3, 4, 1, 5, 2};
+    return ox_out(c, 0, shuffle(c, x, 6, d6, perm, d4));
+  }
+  if (strcmp(mode, "CRD") == 0) {
+    int64_t d6[6] = {N, C / (b * b), b, b, H, W}, perm[6] = {0, 1, 4, 2, 5, 3};
+    return ox_out(c, 0, shuffle(c, x, 6, d6, perm, d4));
+  }
+  return ox_fail(c, PC_ERR_ATTR, "mode '%s' is not DCR or CRD", mode);
+}
+
+pc_status ox_op_SpaceToDepth(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  int64_t b = ox_attr_int(c, "blocksize", 0);
+  if (!ox_check_rank(c, x, 4, 4) || !ox_check_static_input(c, x)) return ox_status(c);
+  int64_t N = x->type.dims[0], C = x->type.dims[1], H = x->type.dims[2], W = x->type.dims[3];
+  if (b < 1 || H % b || W % b) return ox_fail(c, PC_ERR_ATTR, "blocksize %lld does not divide %lldx%lld", (long long)b, (long long)H, (long long)W);
+  const char *mode = ox_attr_str(c, "mode", "DCR");
+  int64_t d6[6] = {N, C, H / b, b, W / b, b}, dcr[6] = {0, 3, 5, 1, 2, 4}, crd[6] = {0, 1, 3, 5, 2, 4},
+          d4[4] = {N, C * b * b, H / b, W / b};
+  if (strcmp(mode, "DCR") && strcmp(mode, "CRD")) return ox_fail(c, PC_ERR_ATTR, "mode '%s' is not DCR or CRD", mode);
+  return ox_out(c, 0, shuffle(c, x, 6, d6, mode[0] == 'D' ? dcr : crd, d4));
 }
