@@ -1,5 +1,6 @@
 /* frontend/onnx_builders.c: small prim builders the ONNX op files share: arithmetic with a scalar, iota,
- * constants, broadcasts along an axis, per-channel parameters, reading axes, shape and rank checks. */
+ * constants, broadcasts along an axis, per-channel parameters, a broadcasting where, reading axes, shape
+ * and rank checks. */
 #include "frontend/onnx_internal.h"
 
 #define G (c->g)
@@ -72,4 +73,17 @@ int64_t ox_dims_prod(const int64_t *d, int n) {
   for (int i = 0; i < n; i++)
     if (__builtin_mul_overflow(p, d[i], &p) || p > OX_MAX_NUMEL) return OX_MAX_NUMEL + 1;
   return p;
+}
+
+pc_value *ox_scalar(ox_ctx *c, pc_dtype dt, double v) { return pc_scalar(G, dt, v); }
+
+/* numpy-broadcast binary op where the second operand is a scalar of a's dtype */
+pc_value *ox_binary_s(ox_ctx *c, pc_op op, pc_value *a, double s) {
+  return a ? ox_binary(c, op, a, ox_scalar(c, a->type.dtype, s)) : NULL;
+}
+
+/* where(cond, a, b) with numpy broadcasting of all three */
+pc_value *ox_where(ox_ctx *c, pc_value *cond, pc_value *a, pc_value *b) {
+  if (!ox_broadcast3(c, &cond, &a, &b)) return NULL;
+  return pc_where(G, cond, a, b);
 }

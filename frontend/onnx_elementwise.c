@@ -1,6 +1,6 @@
-/* frontend/onnx_elementwise.c: decompositions of the elementwise ONNX ops into prims: unary math, activations,
- * arithmetic, comparisons, logic and bitwise ops, variadic Max/Min/Sum/Mean, Clip, Where, Cast and CastLike,
- * Identity and Constant. */
+/* frontend/onnx_elementwise.c: decompositions of the elementwise ONNX ops into prims: unary math, activations
+ * (Swish and SwiGLU too), arithmetic, comparisons, logic and bitwise ops, variadic Max/Min/Sum/Mean, Clip,
+ * Where, Cast, CastLike and BitCast, Identity and Constant. */
 #include "frontend/onnx_internal.h"
 
 #include <math.h>
@@ -161,6 +161,21 @@ pc_status ox_op_IsInf(ox_ctx *c) {
   return ox_out(c, 0, pc_and(G, inf, side));
 }
 
+/* x * sigmoid(alpha * x) */
+static pc_value *swish(ox_ctx *c, pc_value *x, double alpha) {
+  if (!ox_require_float(c, x)) return NULL;
+  return pc_mul(G, x, pc_sigmoid(G, alpha == 1 ? x : ox_binary_s(c, PC_OP_mul, x, alpha)));
+}
+
+pc_status ox_op_Swish(ox_ctx *c) { return ox_out(c, 0, swish(c, ox_in_req(c, 0), ox_attr_float(c, "alpha", 1))); }
+
+pc_status ox_op_SwiGLU(ox_ctx *c) {
+  pc_value *a = ox_in_req(c, 0), *b = ox_in_req(c, 1);
+  if (!a || !b) return ox_status(c);
+  if (!pc_type_equal(&a->type, &b->type)) return ox_fail(c, PC_ERR_SHAPE, "A and B must have one shape and type");
+  return ox_out(c, 0, pc_mul(G, swish(c, a, ox_attr_float(c, "alpha", 1)), b));
+}
+
 /* ---------------------------------------------------------------- elementwise binary */
 
 #define OX_BINARY(Name, prim) \
@@ -281,4 +296,15 @@ pc_status ox_op_Constant(ox_ctx *c) {
     return ox_out(c, 0, pc_const(G, t, is_f ? (const void *)a->floats : (const void *)a->ints));
   }
   return ox_fail(c, PC_ERR_UNSUPPORTED, "only tensor, float(s) and int(s) values are supported");
+}
+
+pc_status ox_op_BitCast(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  pc_dtype to;
+  if (!x || !ox_attr_dtype(c, "to", x ? x->type.dtype : PC_f32, &to)) return ox_status(c);
+  if (!ox_has_attr(c, "to")) return ox_fail(c, PC_ERR_ATTR, "attribute to is required");
+  if (pc_dtype_size(to) != pc_dtype_size(x->type.dtype) || to == PC_bool)
+    return ox_fail(c, PC_ERR_TYPE, "cannot reinterpret %s as %s", pc_dtype_name(x->type.dtype), pc_dtype_name(to));
+  pc_attr a = pc_a_dtype("dtype", to);
+  return ox_out(c, 0, pc_build(G, PC_OP_bitcast, &x, 1, &a, 1));
 }

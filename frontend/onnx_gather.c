@@ -1,5 +1,6 @@
 /* frontend/onnx_gather.c: decompositions of the ONNX indexing ops into the gather and scatter prims: Gather,
- * Compress, GatherElements, GatherND, ScatterElements, ScatterND and OneHot. */
+ * Compress, GatherElements, GatherND, ScatterElements, ScatterND, OneHot, ReverseSequence, Scatter and
+ * TensorScatter. */
 #include "frontend/onnx_internal.h"
 
 #include <string.h>
@@ -231,4 +232,53 @@ pc_status ox_op_OneHot(ox_ctx *c) {
   pc_value *onb = on ? pc_broadcast_in_dim(G, on, r, shape, NULL) : NULL;
   pc_value *offb = off ? pc_broadcast_in_dim(G, off, r, shape, NULL) : NULL;
   return ox_out(c, 0, pc_where(G, hit, onb, offb));
+}
+
+/* ---------------------------------------------------------------- ReverseSequence, Scatter, TensorScatter */
+
+/* out[t, b] = x[L[b] - 1 - t, b] for t < L[b], else x[t, b] (time and batch axes 0/1 either way) */
+pc_status ox_op_ReverseSequence(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *len = ox_in_req(c, 1);
+  if (!ox_check_static_input(c, x) || !len) return ox_status(c);
+  int r = x->type.rank;
+  int64_t ba = ox_attr_int(c, "batch_axis", 1), ta = ox_attr_int(c, "time_axis", 0);
+  if (r < 2 || !((ba == 0 && ta == 1) || (ba == 1 && ta == 0))) return ox_fail(c, PC_ERR_ATTR, "batch_axis and time_axis must be 0 and 1");
+  if (len->type.rank != 1 || len->type.dims[0] != x->type.dims[ba]) return ox_fail(c, PC_ERR_SHAPE, "sequence_lens must be [batch]");
+  pc_value *t = ox_iota(c, PC_i64, r, x->type.dims, (int)ta);
+  pc_value *lb = pc_broadcast_in_dim(G, pc_convert(G, len, PC_i64), r, x->type.dims, &ba);
+  pc_value *rt = ox_binary(c, PC_OP_sub, ox_binary_s(c, PC_OP_sub, lb, 1), t);
+  pc_value *idx = ox_where(c, ox_binary(c, PC_OP_lt, t, lb), rt, t);
+  pc_value *in[2] = {x, idx};
+  pc_attr a = pc_a_int("axis", ta);
+  return ox_out(c, 0, idx ? pc_build(G, PC_OP_gather, in, 2, &a, 1) : NULL);
+}
+
+/* Scatter (opset 9-10) is ScatterElements under its old name */
+pc_status ox_op_Scatter(ox_ctx *c) { return ox_op_ScatterElements(c); }
+
+/* present = past with update written at write_indices[b] + s along axis (mod its length when circular) */
+pc_status ox_op_TensorScatter(ox_ctx *c) {
+  pc_value *past = ox_in_req(c, 0), *upd = ox_in_req(c, 1), *wi = ox_in(c, 2);
+  if (!ox_check_static_input(c, past) || !ox_check_static_input(c, upd)) return ox_status(c);
+  int r = past->type.rank, a = ox_axis(c, ox_attr_int(c, "axis", -2), r);
+  if (a < 0) return ox_status(c);
+  if (a == 0) return ox_fail(c, PC_ERR_ATTR, "axis must not be the batch axis");
+  const char *mode = ox_attr_str(c, "mode", "linear");
+  int circ = strcmp(mode, "circular") == 0;
+  if (!circ && strcmp(mode, "linear")) return ox_fail(c, PC_ERR_ATTR, "mode '%s' is not linear or circular", mode);
+  if (upd->type.rank != r || upd->type.dtype != past->type.dtype) return ox_fail(c, PC_ERR_SHAPE, "update must match past_cache's rank and type");
+  for (int i = 0; i < r; i++)
+    if (i != a ? upd->type.dims[i] != past->type.dims[i] : upd->type.dims[i] > past->type.dims[i])
+      return ox_fail(c, PC_ERR_SHAPE, "update's dim %d does not fit past_cache", i);
+  const int64_t *us = upd->type.dims;
+  pc_value *idx = ox_iota(c, PC_i64, r, us, a);
+  if (wi) {
+    if (wi->type.rank != 1 || wi->type.dims[0] != us[0]) return ox_fail(c, PC_ERR_SHAPE, "write_indices must be [batch]");
+    int64_t zero = 0;
+    idx = ox_binary(c, PC_OP_add, idx, pc_broadcast_in_dim(G, pc_convert(G, wi, PC_i64), r, us, &zero));
+  }
+  if (circ) idx = ox_binary_s(c, PC_OP_rem, idx, (double)past->type.dims[a]);
+  pc_value *in[3] = {past, idx, upd};
+  pc_attr at[2] = {pc_a_int("axis", a), pc_a_str("reduce", "none")};
+  return ox_out(c, 0, idx ? pc_build(G, PC_OP_scatter, in, 3, at, 2) : NULL);
 }

@@ -181,6 +181,12 @@ int ox_check_static_input(ox_ctx *c, const pc_value *x);
 int ox_check_rank(ox_ctx *c, const pc_value *x, int lo, int hi);
 /* the product of n dims; OX_MAX_NUMEL + 1 when it is larger (or overflows) */
 int64_t ox_dims_prod(const int64_t *d, int n);
+/* a scalar constant of dtype dt */
+pc_value *ox_scalar(ox_ctx *c, pc_dtype dt, double v);
+/* the binary prim op on a and a scalar s of a's dtype (numpy-broadcast); NULL when a is NULL */
+pc_value *ox_binary_s(ox_ctx *c, pc_op op, pc_value *a, double s);
+/* where(cond, a, b) with numpy broadcasting of all three */
+pc_value *ox_where(ox_ctx *c, pc_value *cond, pc_value *a, pc_value *b);
 
 /* ---- the sliding-window geometry of Conv and the pools (frontend/onnx_window.c) */
 #define OX_NS_MAX (PC_MAX_RANK - 2) /* spatial dims after N and C */

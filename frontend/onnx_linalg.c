@@ -1,4 +1,5 @@
-/* frontend/onnx_linalg.c: decompositions of the ONNX contractions into dot_general: MatMul, Gemm and Einsum. */
+/* frontend/onnx_linalg.c: decompositions of the ONNX contractions and linear algebra into prims: MatMul, Gemm
+ * and Einsum into dot_general, and Det by cofactor expansion. */
 #include "frontend/onnx_internal.h"
 
 #include <stdlib.h>
@@ -295,4 +296,41 @@ pc_status ox_op_Einsum(ox_ctx *c) {
   }
   free(t);
   return ox_out(c, 0, y);
+}
+
+/* ---------------------------------------------------------------- Det */
+
+#define DET_MAX_N 5 /* cofactor expansion: n! products */
+
+/* determinant of the rows from `row` on and the columns in `cols` (bit set) by cofactor expansion */
+static pc_value *det_minor(ox_ctx *c, pc_value *const *e, int n, int row, unsigned cols) {
+  if (row == n) return NULL;
+  pc_value *sum = NULL;
+  int sign = 1;
+  for (int j = 0; j < n; j++) {
+    if (!(cols & (1u << j))) continue;
+    pc_value *rest = det_minor(c, e, n, row + 1, cols & ~(1u << j));
+    pc_value *t = rest ? pc_mul(G, e[row * n + j], rest) : e[row * n + j];
+    sum = !sum ? t : sign > 0 ? pc_add(G, sum, t) : pc_sub(G, sum, t);
+    sign = -sign;
+  }
+  return sum;
+}
+
+pc_status ox_op_Det(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  if (!x || !ox_check_static_input(c, x) || !ox_require_float(c, x)) return ox_status(c);
+  int r = x->type.rank;
+  if (r < 2 || x->type.dims[r - 1] != x->type.dims[r - 2]) return ox_fail(c, PC_ERR_SHAPE, "needs [..., n, n] matrices");
+  int64_t n = x->type.dims[r - 1];
+  if (n < 1 || n > DET_MAX_N) return ox_fail(c, PC_ERR_UNSUPPORTED, "determinants of %lld x %lld matrices (at most %d)", (long long)n, (long long)n, DET_MAX_N);
+  pc_value *e[DET_MAX_N * DET_MAX_N];
+  int64_t start[PC_MAX_RANK] = {0}, limit[PC_MAX_RANK], one[PC_MAX_RANK];
+  for (int i = 0; i < r; i++) limit[i] = x->type.dims[i], one[i] = 1;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      start[r - 2] = i, limit[r - 2] = i + 1, start[r - 1] = j, limit[r - 1] = j + 1;
+      e[i * n + j] = ox_reshape(c, pc_slice(G, x, start, limit, one), r - 2, x->type.dims);
+    }
+  return ox_out(c, 0, det_minor(c, e, (int)n, 0, (1u << n) - 1));
 }

@@ -1,5 +1,5 @@
 /* frontend/onnx_reduce.c: decompositions of the ONNX reductions into prims: the Reduce ops, ArgMax and ArgMin,
- * CumSum, TopK, NonZero, and the softmax family (Softmax, LogSoftmax, Hardmax). */
+ * CumSum and CumProd, TopK, NonZero, and the softmax family (Softmax, LogSoftmax, Hardmax). */
 #include "frontend/onnx_internal.h"
 
 #include <math.h>
@@ -136,6 +136,28 @@ pc_status ox_op_CumSum(ox_ctx *c) {
   pc_attr at[3] = {pc_a_int("axis", a), pc_a_int("exclusive", ox_attr_int(c, "exclusive", 0) != 0),
                    pc_a_int("reverse", ox_attr_int(c, "reverse", 0) != 0)};
   return ox_out(c, 0, pc_build(G, PC_OP_cumsum, &x, 1, at, 3));
+}
+
+/* CumProd: y[i] = prod of x[j] over the j a triangular mask keeps, as reduce_prod over a new axis */
+pc_status ox_op_CumProd(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  int64_t axis;
+  if (!ox_check_static_input(c, x)) return ox_status(c);
+  if (ox_const_ints(c, 1, &axis, 1) != 1) return ox_status(c) ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "axis must be a scalar");
+  int r = x->type.rank, a = ox_axis(c, axis, r);
+  if (a < 0) return ox_status(c);
+  if (r + 1 > PC_MAX_RANK) return ox_fail(c, PC_ERR_RANGE, "rank %d is too large", r);
+  int64_t e[PC_MAX_RANK], dims[PC_MAX_RANK];
+  for (int i = 0, k = 0; i <= r; i++) e[i] = i == a ? x->type.dims[a] : x->type.dims[k++];
+  for (int i = 0; i < r; i++) dims[i] = i < a ? i : i + 1; /* x's axis becomes the source index j at a + 1 */
+  pc_value *xb = pc_broadcast_in_dim(G, x, r + 1, e, dims);
+  pc_value *ii = ox_iota(c, PC_i64, r + 1, e, a), *jj = ox_iota(c, PC_i64, r + 1, e, a + 1);
+  int excl = ox_attr_int(c, "exclusive", 0) != 0, rev = ox_attr_int(c, "reverse", 0) != 0;
+  static const pc_op masks[2][2] = {{PC_OP_le, PC_OP_lt}, {PC_OP_ge, PC_OP_gt}}; /* [reverse][exclusive]: j vs i */
+  pc_value *keep = ox_binary(c, masks[rev][excl], jj, ii);
+  pc_value *v = xb ? pc_where(G, keep, xb, pc_full_like(G, 1, xb)) : NULL;
+  int64_t red = a + 1;
+  return ox_out(c, 0, pc_reduce(G, PC_OP_reduce_prod, v, 1, &red));
 }
 
 pc_status ox_op_TopK(ox_ctx *c) {

@@ -1,4 +1,5 @@
-/* frontend/onnx_resample.c: decompositions of the ONNX resampling ops into prims: Resize and Upsample. */
+/* frontend/onnx_resample.c: decompositions of the ONNX resampling ops into prims: Resize, Upsample, GridSample
+ * and AffineGrid. */
 #include "frontend/onnx_internal.h"
 
 #include <math.h>
@@ -282,4 +283,167 @@ pc_status ox_op_Upsample(ox_ctx *c) {
   if (!rs_sizes(c, x, axes, r, scales, nsc < 0 ? 0 : nsc, NULL, 0, &p)) return ox_status(c);
   for (int i = 0; i < r; i++) p.roi[i] = 0, p.roi[r + i] = 1;
   return resize_run(c, x, &o, &p);
+}
+
+/* ---------------------------------------------------------------- GridSample (opset 16+) */
+
+enum { GS_ZEROS, GS_BORDER, GS_REFLECT };
+enum { GS_MAX_DIMS = 3, GS_MAX_TAPS = 4 };
+
+/* folds v into [lo, hi] by reflecting at the borders (the reference's _gs_reflect) */
+static pc_value *gs_reflect(ox_ctx *c, pc_value *v, double lo, double hi) {
+  double rng = hi - lo;
+  pc_value *dlo = ox_binary_s(c, PC_OP_sub, pc_neg(G, v), -lo), *dhi = ox_binary_s(c, PC_OP_sub, v, hi);
+  pc_value *nlo = pc_floor(G, ox_binary_s(c, PC_OP_div, dlo, rng)), *nhi = pc_floor(G, ox_binary_s(c, PC_OP_div, dhi, rng));
+  pc_value *rlo = ox_binary(c, PC_OP_sub, dlo, ox_binary_s(c, PC_OP_mul, nlo, rng));
+  pc_value *rhi = ox_binary(c, PC_OP_sub, dhi, ox_binary_s(c, PC_OP_mul, nhi, rng));
+  pc_value *elo = ox_binary_s(c, PC_OP_eq, ox_binary_s(c, PC_OP_rem, nlo, 2), 0), *ehi = ox_binary_s(c, PC_OP_eq, ox_binary_s(c, PC_OP_rem, nhi, 2), 0);
+  pc_value *below = ox_where(c, elo, ox_binary_s(c, PC_OP_add, rlo, lo), pc_neg(G, ox_binary_s(c, PC_OP_sub, rlo, hi)));
+  pc_value *above = ox_where(c, ehi, pc_neg(G, ox_binary_s(c, PC_OP_sub, rhi, hi)), ox_binary_s(c, PC_OP_add, rhi, lo));
+  return ox_where(c, ox_binary_s(c, PC_OP_lt, v, lo), below, ox_where(c, ox_binary_s(c, PC_OP_gt, v, hi), above, v));
+}
+
+/* Keys cubic weight k (0..3) of the tap at offset k-1 from floor, t the fraction */
+static pc_value *gs_cubic(ox_ctx *c, pc_value *t, int k) {
+  const double A = -0.75;
+  pc_value *u = k == 0 ? ox_binary_s(c, PC_OP_add, t, 1) : k == 1 ? t : k == 2 ? pc_neg(G, ox_binary_s(c, PC_OP_sub, t, 1)) : pc_neg(G, ox_binary_s(c, PC_OP_sub, t, 2));
+  if (k == 1 || k == 2) /* ((A+2)u - (A+3)) u^2 + 1 */
+    return ox_binary_s(c, PC_OP_add, pc_mul(G, ox_binary_s(c, PC_OP_sub, ox_binary_s(c, PC_OP_mul, u, A + 2), A + 3), pc_mul(G, u, u)), 1);
+  /* ((A u - 5A) u + 8A) u - 4A */
+  pc_value *p = ox_binary_s(c, PC_OP_add, pc_mul(G, ox_binary_s(c, PC_OP_sub, ox_binary_s(c, PC_OP_mul, u, A), 5 * A), u), 8 * A);
+  return ox_binary_s(c, PC_OP_sub, pc_mul(G, p, u), 4 * A);
+}
+
+typedef struct gs_dim {
+  int64_t L;
+  double lo, hi;               /* the border of the coordinate range */
+  pc_value *idx[GS_MAX_TAPS];  /* i64 tap index, in range */
+  pc_value *ok[GS_MAX_TAPS];   /* bool: the tap is inside (zeros padding), else NULL */
+  pc_value *w[GS_MAX_TAPS];    /* tap weight, NULL for nearest */
+} gs_dim;
+
+/* a tap at float position p resolved by the padding mode into an index and a validity mask */
+static void gs_tap(ox_ctx *c, gs_dim *d, int k, pc_value *p, int pad) {
+  if (pad == GS_REFLECT) p = gs_reflect(c, p, d->lo, d->hi);
+  d->ok[k] = pad == GS_ZEROS ? ox_binary(c, PC_OP_and, ox_binary_s(c, PC_OP_ge, p, 0), ox_binary_s(c, PC_OP_lt, p, (double)d->L)) : NULL;
+  pc_value *i = pc_convert(G, p, PC_i64); /* truncates, as the reference's int() */
+  d->idx[k] = i ? pc_clamp(G, i, pc_full_like(G, 0, i), pc_full_like(G, (double)(d->L - 1), i)) : NULL;
+}
+
+pc_status ox_op_GridSample(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0), *grid = ox_in_req(c, 1);
+  if (!ox_check_static_input(c, x) || !ox_check_static_input(c, grid) || !ox_require_float(c, x)) return ox_status(c);
+  int r = x->type.rank, k = r - 2;
+  if (k < 1 || k > GS_MAX_DIMS || grid->type.rank != r || grid->type.dims[r - 1] != k || grid->type.dims[0] != x->type.dims[0])
+    return ox_fail(c, PC_ERR_SHAPE, "X must be [N, C, D1..Dk] (k <= %d) and grid [N, O1..Ok, k]", GS_MAX_DIMS);
+  const char *mode = ox_attr_str(c, "mode", c->opset >= 20 ? "linear" : "bilinear"), *pm = ox_attr_str(c, "padding_mode", "zeros");
+  int taps = !strcmp(mode, "nearest") ? 1 : (!strcmp(mode, "linear") || !strcmp(mode, "bilinear")) ? 2 : (!strcmp(mode, "cubic") || !strcmp(mode, "bicubic")) ? 4 : 0;
+  int pad = !strcmp(pm, "zeros") ? GS_ZEROS : !strcmp(pm, "border") ? GS_BORDER : !strcmp(pm, "reflection") ? GS_REFLECT : -1;
+  if (!taps || pad < 0) return ox_fail(c, PC_ERR_ATTR, "mode '%s' / padding_mode '%s' is not supported", mode, pm);
+  int align = ox_attr_int(c, "align_corners", 0) != 0;
+  pc_dtype T = x->type.dtype;
+  grid = pc_convert(G, grid, T);
+  const int64_t *gd = grid->type.dims;
+  int64_t N = x->type.dims[0], C = x->type.dims[1], Q = 1, P = 1;
+  for (int i = 1; i < r - 1; i++) Q *= gd[i];
+  for (int i = 0; i < k; i++) P *= x->type.dims[2 + i];
+  gs_dim dims[GS_MAX_DIMS];
+  for (int i = 0; i < k; i++) {
+    gs_dim *d = &dims[i];
+    d->L = x->type.dims[2 + i];
+    d->lo = align ? 0 : -0.5, d->hi = align ? (double)d->L - 1 : (double)d->L - 0.5;
+    int64_t st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], one[PC_MAX_RANK];
+    for (int j = 0; j < r; j++) lim[j] = gd[j], one[j] = 1;
+    st[r - 1] = k - 1 - i, lim[r - 1] = k - i; /* grid's last dim lists the coordinates innermost first */
+    pc_value *u = ox_reshape(c, pc_slice(G, grid, st, lim, one), 2, (int64_t[]){N, Q});
+    pc_value *v = align ? ox_binary_s(c, PC_OP_mul, ox_binary_s(c, PC_OP_add, u, 1), ((double)d->L - 1) / 2)
+                        : ox_binary_s(c, PC_OP_div, ox_binary_s(c, PC_OP_sub, ox_binary_s(c, PC_OP_mul, ox_binary_s(c, PC_OP_add, u, 1), (double)d->L), 1), 2);
+    if (taps == 1) v = pc_round(G, v);
+    if (pad == GS_BORDER) v = pc_clamp(G, v, pc_full_like(G, 0, v), pc_full_like(G, (double)d->L - 1, v));
+    else if (pad == GS_REFLECT) v = gs_reflect(c, v, d->lo, d->hi);
+    if (taps == 1) {
+      gs_tap(c, d, 0, v, pad);
+      d->w[0] = NULL;
+      continue;
+    }
+    pc_value *f = pc_floor(G, v), *t = ox_binary(c, PC_OP_sub, v, f);
+    for (int j = 0; j < taps; j++) {
+      int off = taps == 2 ? j : j - 1;
+      gs_tap(c, d, j, ox_binary_s(c, PC_OP_add, f, off), pad);
+      d->w[j] = taps == 2 ? (j ? t : pc_neg(G, ox_binary_s(c, PC_OP_sub, t, 1))) : gs_cubic(c, t, j);
+    }
+  }
+  if (ox_status(c) != PC_OK) return ox_status(c);
+  pc_value *xf = ox_reshape(c, x, 3, (int64_t[]){N, C, P}), *acc = NULL;
+  int64_t s3[3] = {N, C, Q}, bd[2] = {0, 2};
+  int combos = 1;
+  for (int i = 0; i < k; i++) combos *= taps;
+  for (int m = 0; m < combos; m++) {
+    pc_value *flat = NULL, *ok = NULL, *w = NULL;
+    for (int i = 0, rest = m; i < k; i++, rest /= taps) {
+      gs_dim *d = &dims[k - 1 - i];
+      int j = rest % taps;
+      int64_t stride = 1;
+      for (int q = k - i; q < k; q++) stride *= dims[q].L;
+      pc_value *term = ox_binary_s(c, PC_OP_mul, d->idx[j], (double)stride);
+      flat = flat ? pc_add(G, flat, term) : term;
+      if (d->ok[j]) ok = ok ? pc_and(G, ok, d->ok[j]) : d->ok[j];
+      if (d->w[j]) w = w ? pc_mul(G, w, d->w[j]) : d->w[j];
+    }
+    pc_value *gin[2] = {xf, pc_broadcast_in_dim(G, flat, 3, s3, bd)};
+    pc_attr ax = pc_a_int("axis", 2);
+    pc_value *val = gin[1] ? pc_build(G, PC_OP_gather, gin, 2, &ax, 1) : NULL;
+    if (ok) val = ox_where(c, pc_broadcast_in_dim(G, ok, 3, s3, bd), val, ox_scalar(c, T, 0));
+    if (w) val = pc_mul(G, val, pc_broadcast_in_dim(G, w, 3, s3, bd));
+    acc = acc ? pc_add(G, acc, val) : val;
+  }
+  int64_t ys[PC_MAX_RANK] = {N, C};
+  for (int i = 1; i < r - 1; i++) ys[1 + i] = gd[i];
+  return ox_out(c, 0, ox_reshape(c, acc, r, ys));
+}
+
+/* ---------------------------------------------------------------- AffineGrid (opset 20) */
+
+/* normalized coordinate i of a dim of length L, in [-1, 1] */
+static double ag_coord(int64_t i, int64_t L, int align) {
+  if (align) return L > 1 ? -1 + 2.0 * (double)i / (double)(L - 1) : -1;
+  return -1 + (2.0 * (double)i + 1) / (double)L;
+}
+
+pc_status ox_op_AffineGrid(ox_ctx *c) {
+  pc_value *theta = ox_in_req(c, 0);
+  int64_t size[5];
+  int n = ox_const_ints(c, 1, size, 5);
+  if (!ox_check_static_input(c, theta) || n < 0 || !ox_require_float(c, theta)) return ox_status(c);
+  int k = n - 2;
+  if (k != 2 && k != 3) return ox_fail(c, PC_ERR_SHAPE, "size must be [N, C, H, W] or [N, C, D, H, W]");
+  const int64_t *td = theta->type.dims;
+  if (theta->type.rank != 3 || td[0] != size[0] || td[1] != k || td[2] != k + 1)
+    return ox_fail(c, PC_ERR_SHAPE, "theta must be [%lld, %d, %d]", (long long)size[0], k, k + 1);
+  int64_t P = 1;
+  for (int i = 0; i < k; i++) {
+    if (size[2 + i] < 1 || size[2 + i] > (1 << 20)) return ox_fail(c, PC_ERR_RANGE, "size entries must be in 1..2^20");
+    P *= size[2 + i];
+  }
+  if (P > ((int64_t)1 << 24)) return ox_fail(c, PC_ERR_RANGE, "the grid has more than 2^24 points");
+  /* homogeneous base grid [P, k+1]: (x, y[, z], 1) with x along the last spatial dim */
+  int align = ox_attr_int(c, "align_corners", 0) != 0;
+  double *base = malloc(sizeof *base * (size_t)(P * (k + 1)));
+  if (!base) return ox_fail(c, PC_ERR_NOMEM, "out of memory");
+  for (int64_t p = 0; p < P; p++) {
+    int64_t rest = p;
+    for (int j = 0; j < k; j++) { /* j = 0 is x, the fastest-varying dim */
+      int64_t L = size[1 + k - j];
+      base[p * (k + 1) + j] = ag_coord(rest % L, L, align);
+      rest /= L;
+    }
+    base[p * (k + 1) + k] = 1;
+  }
+  pc_value *b = pc_const(G, pc_type_make(PC_f64, 2, (int64_t[]){P, k + 1}), base);
+  free(base);
+  int64_t lc = 2, rc = 1, perm[3] = {0, 2, 1}, ys[5] = {size[0]};
+  pc_value *g = pc_dot_general(G, pc_convert(G, theta, PC_f64), b, 1, &lc, &rc, 0, NULL, NULL); /* [N, k, P] */
+  for (int i = 0; i < k; i++) ys[1 + i] = size[2 + i];
+  ys[1 + k] = k;
+  return ox_out(c, 0, pc_convert(G, ox_reshape(c, pc_transpose(G, g, perm), k + 2, ys), theta->type.dtype));
 }

@@ -1,6 +1,6 @@
 /* frontend/onnx_shape.c: decompositions of the ONNX shape and movement ops into prims: Shape, Size, Reshape,
  * Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split, Slice, Expand, Tile, Pad, DepthToSpace and
- * SpaceToDepth, and the generators Range, ConstantOfShape, EyeLike and Trilu. */
+ * SpaceToDepth, CenterCropPad, and the generators Range, ConstantOfShape, EyeLike and Trilu. */
 #include "frontend/onnx_internal.h"
 
 #include <math.h>
@@ -442,4 +442,33 @@ pc_status ox_op_SpaceToDepth(ox_ctx *c) {
           d4[4] = {N, C * b * b, H / b, W / b};
   if (strcmp(mode, "DCR") && strcmp(mode, "CRD")) return ox_fail(c, PC_ERR_ATTR, "mode '%s' is not DCR or CRD", mode);
   return ox_out(c, 0, shuffle(c, x, 6, d6, mode[0] == 'D' ? dcr : crd, d4));
+}
+
+/* ---------------------------------------------------------------- CenterCropPad */
+
+/* crop (centered, extra element dropped at the end) or zero-pad (extra at the end) each axis to shape */
+pc_status ox_op_CenterCropPad(ox_ctx *c) {
+  pc_value *x = ox_in_req(c, 0);
+  if (!ox_check_static_input(c, x)) return ox_status(c);
+  int r = x->type.rank;
+  int64_t shape[PC_MAX_RANK], axes[PC_MAX_RANK];
+  int n = ox_const_ints(c, 1, shape, PC_MAX_RANK);
+  if (n < 0) return ox_status(c) ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "input shape is required");
+  int na = ox_attr_ints(c, "axes", axes, PC_MAX_RANK);
+  if (na == -2) return ox_status(c);
+  if (na < 0)
+    for (na = 0; na < r; na++) axes[na] = na;
+  if (na != n) return ox_fail(c, PC_ERR_SHAPE, "shape has %d entries for %d axes", n, na);
+  if (!ox_axes(c, axes, na, r)) return ox_status(c);
+  int64_t st[PC_MAX_RANK] = {0}, lim[PC_MAX_RANK], one[PC_MAX_RANK], lo[PC_MAX_RANK] = {0}, hi[PC_MAX_RANK] = {0}, in[PC_MAX_RANK] = {0};
+  for (int i = 0; i < r; i++) lim[i] = x->type.dims[i], one[i] = 1;
+  for (int k = 0; k < na; k++) {
+    int64_t ax = axes[k], dim = x->type.dims[ax], sh = shape[k];
+    if (sh < 0) return ox_fail(c, PC_ERR_SHAPE, "shape entry %lld is negative", (long long)sh);
+    if (sh < dim) st[ax] = (dim - sh) / 2, lim[ax] = st[ax] + sh;
+    else lo[ax] = (sh - dim) / 2, hi[ax] = sh - dim - lo[ax];
+  }
+  pc_value *y = pc_slice(G, x, st, lim, one);
+  pc_attr pa[4] = {pc_a_ints("low", lo, r), pc_a_ints("high", hi, r), pc_a_ints("interior", in, r), pc_a_float("value", 0)};
+  return ox_out(c, 0, y ? pc_build(G, PC_OP_pad, &y, 1, pa, 4) : NULL);
 }

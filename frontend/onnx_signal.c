@@ -1,6 +1,8 @@
-/* frontend/onnx_signal.c: decompositions of the ONNX signal ops into prims: DFT and STFT. */
+/* frontend/onnx_signal.c: decompositions of the ONNX signal ops into prims: DFT, STFT, the windows (Hann,
+ * Hamming, Blackman) and MelWeightMatrix. */
 #include "frontend/onnx_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,4 +111,74 @@ pc_status ox_op_STFT(ox_ctx *c) {
   if (win && frames) frames = pc_mul(G, frames, ox_along(c, pc_convert(G, win, PC_f32), 4, fshape, 2));
   int onesided = ox_attr_flag(c, "onesided", 1);
   return ox_out(c, 0, pc_convert(G, dft_core(c, frames, fl, 0, onesided), x->type.dtype));
+}
+
+/* ---------------------------------------------------------------- windows (opset 17) */
+
+typedef enum { WIN_HANN, WIN_HAMMING, WIN_BLACKMAN } win_kind;
+
+static double win_value(win_kind k, double n, double N) {
+  const double pi = 3.14159265358979323846;
+  switch (k) { /* the three cosine-sum windows of the spec */
+  case WIN_HANN: return sin(pi * n / N) * sin(pi * n / N);
+  case WIN_HAMMING: return 25.0 / 46.0 - (21.0 / 46.0) * cos(2 * pi * n / N);
+  case WIN_BLACKMAN: return 0.42 - 0.5 * cos(2 * pi * n / N) + 0.08 * cos(4 * pi * n / N);
+  }
+  return 0;
+}
+
+static pc_status window_op(ox_ctx *c, win_kind k) {
+  int64_t size;
+  if (ox_const_ints(c, 0, &size, 1) != 1) return ox_status(c) ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "size must be a scalar");
+  if (size < 0 || size > ((int64_t)1 << 24)) return ox_fail(c, PC_ERR_RANGE, "window size %lld is out of range", (long long)size);
+  pc_dtype dt;
+  if (!ox_attr_dtype(c, "output_datatype", PC_f32, &dt)) return ox_status(c);
+  double N = ox_attr_int(c, "periodic", 1) ? (double)size : (double)(size - 1);
+  double *v = malloc(sizeof *v * (size_t)(size ? size : 1));
+  if (!v) return ox_fail(c, PC_ERR_NOMEM, "out of memory");
+  for (int64_t i = 0; i < size; i++) v[i] = win_value(k, (double)i, N);
+  pc_value *w = pc_convert(G, pc_const(G, pc_type_make(PC_f64, 1, &size), v), dt);
+  free(v);
+  return ox_out(c, 0, w);
+}
+
+pc_status ox_op_HannWindow(ox_ctx *c) { return window_op(c, WIN_HANN); }
+pc_status ox_op_HammingWindow(ox_ctx *c) { return window_op(c, WIN_HAMMING); }
+pc_status ox_op_BlackmanWindow(ox_ctx *c) { return window_op(c, WIN_BLACKMAN); }
+
+/* ---------------------------------------------------------------- MelWeightMatrix */
+
+#define MEL_MAX_ELEMS ((int64_t)1 << 22)
+
+/* a frequency in hertz on the mel scale, in float32 like the reference's float inputs */
+static float hz_to_mel(float hz) { return 2595.0f * (float)log1p(hz / 700.0f) / (float)log(10.0); }
+
+/* the triangular filter bank [dft_length / 2 + 1, num_mel_bins]: a constant of the (compile-time) inputs */
+pc_status ox_op_MelWeightMatrix(ox_ctx *c) {
+  int64_t bins, dft, rate;
+  double lo_hz, hi_hz;
+  if (ox_const_ints(c, 0, &bins, 1) != 1 || ox_const_ints(c, 1, &dft, 1) != 1 || ox_const_ints(c, 2, &rate, 1) != 1 ||
+      ox_const_floats(c, 3, &lo_hz, 1) != 1 || ox_const_floats(c, 4, &hi_hz, 1) != 1)
+    return ox_status(c) != PC_OK ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "all five inputs are required scalars");
+  int64_t rows = dft / 2 + 1;
+  if (bins < 1 || dft < 1 || rate < 1 || rows * bins > MEL_MAX_ELEMS) return ox_fail(c, PC_ERR_ATTR, "bad sizes");
+  pc_dtype dt;
+  if (!ox_attr_dtype(c, "output_datatype", PC_f32, &dt)) return ox_status(c);
+  float lo_mel = hz_to_mel((float)lo_hz), hi_mel = hz_to_mel((float)hi_hz), step = (hi_mel - lo_mel) / (float)(bins + 2);
+  int64_t *f = pc_alloc(G, sizeof *f * (size_t)(bins + 2));
+  double *w = pc_alloc(G, sizeof *w * (size_t)(rows * bins));
+  if (!f || !w) return ox_status(c);
+  for (int64_t i = 0; i < bins + 2; i++) { /* bin edges in DFT bins */
+    double hz = 700.0 * expm1(((double)i * step + lo_mel) / 2595.0 * log(10.0));
+    f[i] = (int64_t)floor((double)(dft + 1) * hz / (double)rate);
+  }
+  for (int64_t i = 0; i < bins; i++) {
+    int64_t l = f[i], m = f[i + 1], h = f[i + 2];
+    if (l < 0 || h >= rows || m < l || h < m) return ox_fail(c, PC_ERR_RANGE, "mel band %lld falls outside the DFT bins", (long long)i);
+    if (m == l) w[m * bins + i] = 1;
+    for (int64_t j = l; m > l && j <= m; j++) w[j * bins + i] = (double)(j - l) / (double)(m - l);
+    for (int64_t j = m; h > m && j < h; j++) w[j * bins + i] = (double)(h - j) / (double)(h - m);
+  }
+  int64_t shape[2] = {rows, bins};
+  return ox_out(c, 0, pc_convert(G, pc_const(G, pc_type_make(PC_f64, 2, shape), w), dt));
 }
