@@ -1,0 +1,381 @@
+/* tests/unit/test_codegen_contractions.c: dot_general and conv compiled and compared with pc_interp: GEMM and conv
+ * epilogues run inside the call, weights packed at compile time, a small conv paired with a depthwise one,
+ * int32 convs, the conv scratch all calls share, 1-D convs as 2-D rows. */
+#include "codegen/kir.h"
+#include "frontend/frontend.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "runtime/primc_rt.h"
+#include "tests/test.h"
+#include "tests/unit/codegen_check.h"
+#include "tests/unit/helpers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---------------------------------------------------------------- contractions */
+
+PC_TEST(codegen_dot_general) {
+  static const pc_dtype types[] = {PC_f32, PC_f64, PC_i32, PC_f16};
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+    pc_dtype dt = types[t];
+    pc_graph *g = pc_graph_new();
+    pc_value *a = pc_input_add(g, "a", cg_ty(dt, 2, (int64_t[]){17, 33}));
+    pc_value *b = pc_input_add(g, "b", cg_ty(dt, 2, (int64_t[]){33, 9}));
+    pc_value *bt = pc_input_add(g, "bt", cg_ty(dt, 2, (int64_t[]){9, 33}));
+    pc_value *x = pc_input_add(g, "x", cg_ty(dt, 4, (int64_t[]){2, 5, 3, 7}));
+    pc_value *w = pc_input_add(g, "w", cg_ty(dt, 3, (int64_t[]){7, 2, 4}));
+    /* plain, transposed rhs, transposed lhs */
+    pc_output_add(g, pc_dot_general(g, a, b, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL));
+    pc_output_add(g, pc_dot_general(g, a, bt, 1, (int64_t[]){1}, (int64_t[]){1}, 0, NULL, NULL));
+    pc_output_add(g, pc_dot_general(g, b, a, 1, (int64_t[]){0}, (int64_t[]){1}, 0, NULL, NULL));
+    /* batch dim 0 of x with dim 1 of w, contract x dim 3 with w dim 0: needs a copy of w */
+    pc_output_add(g, pc_dot_general(g, x, w, 1, (int64_t[]){3}, (int64_t[]){0}, 1, (int64_t[]){0}, (int64_t[]){1}));
+    char tag[64];
+    snprintf(tag, sizeof tag, "dot/%s", pc_dtype_name(dt));
+    cg_check_graph(g, pc_dtype_is_float(dt) ? (cg_range){-1, 1} : (cg_range){-5, 6}, tag);
+    pc_graph_free(g);
+  }
+}
+
+static void conv_case(pc_dtype dt, int64_t groups, const int64_t *stride, const int64_t *pad, const int64_t *dil) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", cg_ty(dt, 4, (int64_t[]){2, 4, 9, 8}));
+  pc_value *w = pc_input_add(g, "w", cg_ty(dt, 4, (int64_t[]){6, 4 / groups, 3, 2}));
+  pc_attr a[6] = {pc_a_ints("stride", stride, 2), pc_a_ints("pad_lo", pad, 2), pc_a_ints("pad_hi", pad, 2),
+                  pc_a_ints("dilation", dil, 2), pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2),
+                  pc_a_int("groups", groups)};
+  pc_value *in[2] = {x, w};
+  pc_value *y = pc_build(g, PC_OP_conv, in, 2, a, 6);
+  if (y) pc_output_add(g, y);
+  char tag[64];
+  snprintf(tag, sizeof tag, "conv/%s/g%lld", pc_dtype_name(dt), (long long)groups);
+  cg_check_graph(g, pc_dtype_is_float(dt) ? (cg_range){-1, 1} : (cg_range){-3, 4}, tag);
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_conv) {
+  conv_case(PC_f32, 1, (int64_t[]){1, 1}, (int64_t[]){1, 1}, (int64_t[]){1, 1});
+  conv_case(PC_f32, 2, (int64_t[]){2, 1}, (int64_t[]){1, 0}, (int64_t[]){1, 2});
+  conv_case(PC_f64, 1, (int64_t[]){1, 2}, (int64_t[]){0, 1}, (int64_t[]){1, 1});
+  conv_case(PC_i32, 2, (int64_t[]){1, 1}, (int64_t[]){1, 1}, (int64_t[]){1, 1});
+}
+
+PC_TEST(codegen_gemm_epilogue) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 2, (int64_t[]){70, 24}));
+  pc_value *w = pc_input_add(g, "w", cg_ty(PC_f32, 2, (int64_t[]){24, 600}));
+  pc_value *b = pc_input_add(g, "b", cg_ty(PC_f32, 1, (int64_t[]){600}));
+  int n0 = g->n_nodes;
+  pc_value *y = pc_dot_general(g, x, w, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL);
+  y = pc_add(g, y, pc_broadcast_in_dim(g, b, 2, (int64_t[]){70, 600}, (int64_t[]){1}));
+  y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 2, (int64_t[]){70, 600}));
+  cg_group_from(g, n0, 0);
+  pc_output_add(g, y);
+  cg_listing_has_then_run(g, "with epilogue k1 per row block", (cg_range){-1, 1}, "gemm+bias+relu");
+}
+
+/* dots with constant B (plain and transposed, with an epilogue) read GEMM panels packed at
+ * compile time; results match the interpreter */
+PC_TEST(codegen_dot_constant_weights_packed) {
+  pc_graph *g = pc_graph_new();
+  static float w[24 * 70], wt[70 * 24], bias[70];
+  for (int i = 0; i < 24 * 70; i++) w[i] = (float)cg_urand(-1, 1), wt[i] = (float)cg_urand(-1, 1);
+  for (int i = 0; i < 70; i++) bias[i] = (float)cg_urand(-1, 1);
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 2, (int64_t[]){40, 24}));
+  pc_value *wc = pc_const(g, cg_ty(PC_f32, 2, (int64_t[]){24, 70}), w);
+  pc_value *wtc = pc_const(g, cg_ty(PC_f32, 2, (int64_t[]){70, 24}), wt);
+  pc_value *bc = pc_const(g, cg_ty(PC_f32, 1, (int64_t[]){70}), bias);
+  int n0 = g->n_nodes;
+  pc_value *y = pc_dot_general(g, x, wc, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL);
+  y = pc_add(g, y, pc_broadcast_in_dim(g, bc, 2, (int64_t[]){40, 70}, (int64_t[]){1}));
+  cg_group_from(g, n0, 0);
+  pc_output_add(g, y);
+  pc_output_add(g, pc_dot_general(g, x, wtc, 1, (int64_t[]){1}, (int64_t[]){1}, 0, NULL, NULL));
+  char *buf = cg_llvm_text(g, 0);
+  CHECK_CONTAINS(buf ? buf : "", "@primc_k_dot_packed_epi(");
+  CHECK_CONTAINS(buf ? buf : "", "@primc_k_dot_packed(");
+  free(buf);
+  cg_check_graph(g, (cg_range){-1, 1}, "packed weights");
+  pc_graph_free(g);
+}
+
+/* a GEMV (x of one row, a classifier's input) reads packed panels too: x's row stride is never
+ * stepped, so it qualifies whatever it says (it was 0 and sent MobileNetV2's classifier down the
+ * unpacked path, reading B's rows 4 KB apart: 0.57 -> 0.17 ms) */
+PC_TEST(codegen_gemv_constant_weights_packed) {
+  pc_graph *g = pc_graph_new();
+  static float w[200 * 70];
+  for (int i = 0; i < 200 * 70; i++) w[i] = (float)cg_urand(-1, 1);
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 2, (int64_t[]){1, 200}));
+  pc_value *wc = pc_const(g, cg_ty(PC_f32, 2, (int64_t[]){200, 70}), w);
+  pc_output_add(g, pc_dot_general(g, x, wc, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL));
+  char *buf = cg_llvm_text(g, 0);
+  CHECK_CONTAINS(buf ? buf : "", "@primc_k_dot_packed(");
+  free(buf);
+  cg_check_graph(g, (cg_range){-1, 1}, "packed GEMV");
+  pc_graph_free(g);
+}
+
+/* conv (+ per-channel bias) (+ residual) (+ act) + ReLU6 in one group: the conv call runs the epilogue itself.
+ * const_w: the weights are constants, packed at compile time (128 channels: Winograd, strips or panels).
+ * act: ACT_SILU, ACT_GELU (the ONNX composite's form), ACT_GELU_DIV (PyTorch's export), ACT_NEAR_GELU (erf of
+ * s * 0.7: not GELU, not fused). f16 (conv_epilogue_f16_case): the result rounded to f16 and back (--autocast
+ * fp16's rounded activation) after a clamp to [0, hi] */
+enum { ACT_NONE, ACT_SILU, ACT_GELU, ACT_GELU_DIV, ACT_NEAR_GELU };
+typedef struct conv_epi_case {
+  int64_t n, groups, ch;
+  int act, bias, res, const_w;
+  const char *want;
+} conv_epi_case;
+
+static pc_value *mul_c(pc_graph *g, pc_value *y, double c) {
+  return pc_mul(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, c), y->type.rank, y->type.dims));
+}
+
+static void conv_epilogue_rounded(conv_epi_case t, int f16, double hi) {
+  pc_graph *g = pc_graph_new();
+  int64_t C = t.ch, od[4] = {t.n, C, 12, 12};
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 4, (int64_t[]){t.n, C, 12, 12}));
+  pc_type wt = cg_ty(PC_f32, 4, (int64_t[]){C, C / t.groups, 3, 3});
+  pc_value *w;
+  if (t.const_w) {
+    int64_t nw = pc_type_numel(&wt);
+    float *wd = malloc(sizeof(float) * (size_t)nw);
+    for (int64_t i = 0; i < nw; i++) wd[i] = (float)((i * 37 % 101) - 50) / 400.0f;
+    w = pc_const(g, wt, wd);
+    free(wd);
+  } else {
+    w = pc_input_add(g, "w", wt);
+  }
+  pc_value *b = t.bias == 1 ? pc_input_add(g, "b", cg_ty(PC_f32, 1, (int64_t[]){C})) : NULL;
+  pc_value *r = t.res ? pc_input_add(g, "r", cg_ty(PC_f32, 4, od)) : NULL;
+  int n0 = g->n_nodes;
+  pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){1, 1}, 2),
+                  pc_a_ints("pad_hi", (int64_t[]){1, 1}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                  pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", t.groups)};
+  pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
+  if (b) y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, od, (int64_t[]){1}));
+  if (t.bias == 2) y = pc_add(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od)); /* a bias of zeros */
+  if (r) y = pc_add(g, r, y);
+  if (t.act == ACT_SILU) y = pc_mul(g, y, pc_sigmoid(g, y)); /* EfficientNet's SiLU */
+  pc_value *one = pc_broadcast_to(g, pc_scalar(g, PC_f32, 1), 4, od);
+  if (t.act == ACT_GELU || t.act == ACT_NEAR_GELU)
+    y = pc_mul(g, mul_c(g, y, 0.5), pc_add(g, pc_erf(g, mul_c(g, y, t.act == ACT_GELU ? M_SQRT1_2 : 0.7)), one));
+  if (t.act == ACT_GELU_DIV) {
+    pc_value *q = pc_div(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, M_SQRT2), 4, od));
+    y = mul_c(g, pc_mul(g, y, pc_add(g, one, pc_erf(g, q))), 0.5);
+  }
+  y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, od));
+  y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, hi), 4, od), y);
+  if (f16) y = pc_convert(g, pc_convert(g, y, PC_f16), PC_f32);
+  cg_group_from(g, n0, 0);
+  pc_output_add(g, y);
+  char *buf = pc_test_kernels_text(g);
+  CHECK_MSG((strstr(buf, "in the call") != NULL) == (t.want != NULL), "n=%lld groups=%lld act %d:\n%s", (long long)t.n,
+            (long long)t.groups, t.act, buf);
+  free(buf);
+  /* rounded to f16: the f32 sum and the interpreter's may round to neighbouring f16 values */
+  cg_check_graph_as(g, (cg_range){-1, 1}, "conv epilogue", f16 ? PC_f16 : PC_DTYPE_COUNT);
+  pc_graph_free(g);
+}
+
+static void conv_epilogue_case(conv_epi_case t) { conv_epilogue_rounded(t, 0, 0.5); }
+
+PC_TEST(codegen_conv_epilogue) {
+  conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 6, 6, 0, 1, 1, 0, "in the call"}); /* depthwise */
+  conv_epilogue_case((conv_epi_case){1, 1, 6, 1, 1, 1, 0, "in the call"}); /* SiLU */
+  conv_epilogue_case((conv_epi_case){1, 6, 6, 1, 1, 1, 0, "in the call"});
+  /* depthwise with 16+ channels: in the lanes on AVX-512, residual and SiLU after the transposes */
+  conv_epilogue_case((conv_epi_case){1, 20, 20, 0, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 32, 32, 1, 1, 0, 0, "in the call"});
+  /* two images: the bias repeats per image (the loop over images steps it by 0), every row that runs them */
+  conv_epilogue_case((conv_epi_case){2, 1, 6, 0, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 6, 6, 1, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 32, 32, 1, 1, 0, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 1, 128, 1, 1, 1, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 2, 64, 0, 1, 0, 1, "in the call"});
+  /* no bias: the epilogue must not read one (its argument slot then holds y) */
+  conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 0, 0, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 6, 6, 0, 0, 1, 0, "in the call"});
+  /* a bias of zeros (exporters share one zero initializer among fresh layers): as no bias */
+  conv_epilogue_case((conv_epi_case){1, 1, 6, 0, 2, 0, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 1, 32, 1, 2, 1, 1, "in the call"});
+  /* constant weights packed at compile time: Winograd (128 channels, 3x3, 6x6 tiles), with and without bias */
+  conv_epilogue_case((conv_epi_case){1, 1, 128, 0, 0, 0, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 1, 128, 1, 1, 1, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 2, 64, 0, 1, 0, 1, "in the call"}); /* grouped: strips */
+  /* GELU (erf) as ONNX's composite and as PyTorch's export write it; erf of s * 0.7 stays a loop of its own */
+  conv_epilogue_case((conv_epi_case){1, 1, 6, ACT_GELU, 1, 1, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){2, 1, 6, ACT_GELU_DIV, 1, 0, 0, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 20, 20, ACT_GELU, 1, 1, 0, "in the call"}); /* depthwise in the lanes */
+  conv_epilogue_case((conv_epi_case){1, 1, 128, ACT_GELU_DIV, 1, 1, 1, "in the call"});
+  conv_epilogue_case((conv_epi_case){1, 1, 6, ACT_NEAR_GELU, 1, 0, 0, NULL});
+  /* rounded to f16 after the clamp (--autocast fp16): in the call where no other activation is and the bounds are
+   * f16 values (rounding then commutes with the clamp); 0.1 is no f16 value, and SiLU takes the activation's slot */
+  conv_epilogue_rounded((conv_epi_case){1, 1, 6, 0, 1, 1, 0, "in the call"}, 1, 0.5);
+  conv_epilogue_rounded((conv_epi_case){2, 20, 20, 0, 1, 1, 0, "in the call"}, 1, 6);
+  conv_epilogue_rounded((conv_epi_case){1, 1, 128, 0, 1, 0, 1, "in the call"}, 1, 0.5);
+  conv_epilogue_rounded((conv_epi_case){1, 1, 6, 0, 1, 1, 0, NULL}, 1, 0.1);
+  conv_epilogue_rounded((conv_epi_case){1, 1, 6, ACT_SILU, 1, 1, 0, NULL}, 1, 0.5);
+}
+
+/* conv (fk x fk / fs, constant weights) + bias + ReLU6, then a depthwise conv of its result + bias +
+ * ReLU6, in two groups: with few taps x input channels (a 1x1 widening, a 3-channel stem) the two
+ * calls run as one where the CPU has AVX-512, the first conv's weights staying plain; with many
+ * they stay two calls */
+/* clamp(conv(x, w) + b, 0, hi) in fused group grp: a kh x kw conv of w's shape, this stride and padding
+ * on each side */
+static pc_value *conv_bias_clamp(pc_graph *g, pc_value *x, pc_value *w, pc_value *b, int64_t stride, int64_t pad,
+                                 int64_t groups, double hi, int grp) {
+  int n0 = g->n_nodes;
+  pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){stride, stride}, 2), pc_a_ints("pad_lo", (int64_t[]){pad, pad}, 2),
+                  pc_a_ints("pad_hi", (int64_t[]){pad, pad}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                  pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", groups)};
+  pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
+  if (!y) return NULL;
+  const int64_t *d = y->type.dims;
+  y = pc_add(g, y, pc_broadcast_in_dim(g, b, 4, d, (int64_t[]){1}));
+  y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, d));
+  y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, hi), 4, d), y);
+  cg_group_from(g, n0, grp);
+  return y;
+}
+
+static void small_conv_depthwise_case(int64_t k, int64_t fk, int64_t fs, int64_t stride, int want_pair) {
+  pc_graph *g = pc_graph_new();
+  int64_t C = 24, H = 14, W = 29; /* rows of 16 + 8 + 4 + 1 pixels */
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 4, (int64_t[]){1, k, H, W}));
+  int64_t nw = C * k * fk * fk;
+  float *wd = malloc(sizeof(float) * (size_t)nw);
+  for (int64_t i = 0; i < nw; i++) wd[i] = (float)((i * 37 % 101) - 50) / 200.0f;
+  pc_value *w1 = pc_const(g, cg_ty(PC_f32, 4, (int64_t[]){C, k, fk, fk}), wd);
+  free(wd);
+  pc_value *b1 = pc_input_add(g, "b1", cg_ty(PC_f32, 1, (int64_t[]){C}));
+  pc_value *w2 = pc_input_add(g, "w2", cg_ty(PC_f32, 4, (int64_t[]){C, 1, 3, 3}));
+  pc_value *b2 = pc_input_add(g, "b2", cg_ty(PC_f32, 1, (int64_t[]){C}));
+  pc_value *m = conv_bias_clamp(g, x, w1, b1, fs, fk / 2, 1, 6, 0);
+  pc_value *y = conv_bias_clamp(g, m, w2, b2, stride, 1, C, 0.5, 1);
+  if (y) pc_output_add(g, y);
+  char *buf = pc_test_kernels_text(g);
+  int paired = strstr(buf, "in the same call") != NULL;
+  int here = primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2); /* the pair's AVX-512 or AVX2 code */
+  CHECK_MSG(paired == (want_pair && here), "k=%lld %lldx%lld/%lld, stride %lld:\n%s",
+            (long long)k, (long long)fk, (long long)fk, (long long)fs, (long long)stride, buf);
+  free(buf);
+  cg_check_graph(g, (cg_range){-1, 1}, "small conv then depthwise");
+  pc_graph_free(g);
+}
+
+PC_TEST(codegen_small_conv_depthwise_pair) {
+  small_conv_depthwise_case(16, 1, 1, 2, 1);
+  small_conv_depthwise_case(8, 1, 1, 1, 1);
+  small_conv_depthwise_case(3, 3, 2, 1, 1);  /* a stem: 27 taps x channels */
+  small_conv_depthwise_case(64, 1, 1, 2, 0); /* 64 input channels: the GEMM's register tile wins */
+  small_conv_depthwise_case(8, 3, 1, 1, 0);  /* 72 taps x channels */
+}
+
+/* int32 convs: operands of quantized models (|x| <= 255) run as f32 GEMMs over chunks of K (two chunks at 32 x 3 x 3
+ * taps), exact; larger ones (|x| <= 5000) as one f64 GEMM, exact; huge ones (sums past 2^53) take the integer
+ * loop, which wraps; all equal the interpreter's int64 sums wrapped to int32. Strided, padded, dilated, grouped
+ * and 1-D shapes. */
+PC_TEST(codegen_int32_conv_exact_and_wrapping) {
+  static const struct {
+    int s;
+    int64_t c, o, h, w, kh, kw, stride, pad, dil, groups;
+  } cases[] = {{2, 6, 4, 9, 11, 3, 3, 1, 1, 1, 1}, {2, 8, 6, 10, 7, 3, 2, 2, 1, 1, 2}, {2, 4, 4, 8, 8, 3, 3, 1, 2, 2, 4},
+               {1, 5, 3, 1, 17, 1, 5, 3, 2, 1, 1}, {2, 32, 4, 6, 6, 3, 3, 1, 1, 1, 1}};
+  static const cg_range ranges[3] = {{-255, 255}, {-5000, 5000}, {-2e9, 2e9}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (int huge = 0; huge < 3; huge++) {
+      pc_graph *g = pc_graph_new();
+      int s = cases[i].s;
+      int64_t xd[4] = {2, cases[i].c, cases[i].h, cases[i].w}, wd[4] = {cases[i].o, cases[i].c / cases[i].groups,
+                                                                        cases[i].kh, cases[i].kw};
+      if (s == 1) xd[2] = cases[i].w, wd[2] = cases[i].kw;
+      pc_value *x = pc_input_add(g, "x", cg_ty(PC_i32, 2 + s, xd)), *w = pc_input_add(g, "w", cg_ty(PC_i32, 2 + s, wd));
+      int64_t st[2] = {cases[i].stride, cases[i].stride}, pd[2] = {cases[i].pad, cases[i].pad},
+              dl[2] = {cases[i].dil, cases[i].dil}, one[2] = {1, 1};
+      pc_attr a[6] = {pc_a_ints("stride", st, s), pc_a_ints("pad_lo", pd, s), pc_a_ints("pad_hi", pd, s),
+                      pc_a_ints("dilation", dl, s), pc_a_ints("lhs_dilation", one, s), pc_a_int("groups", cases[i].groups)};
+      pc_output_add(g, pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6));
+      char tag[64];
+      snprintf(tag, sizeof tag, "int32 conv case %zu, |x| <= %.0f", i, ranges[huge].hi);
+      cg_check_graph(g, ranges[huge], tag);
+      pc_graph_free(g);
+    }
+}
+
+/* Every conv call's scratch (im2col, phase images, the transposed GEMM's sums) is dead outside the call: all
+ * of them share one region past the planned workspace, sized for the largest (ResNet-18's workspace was 67 MB,
+ * 52 of them a region per conv touched once a run; now 14.7 MB) */
+PC_TEST(codegen_conv_scratch_shared) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/models/resnet_tiny/model.onnx", pc_test_srcdir());
+  pc_graph *g = pc_onnx_load(path, NULL);
+  if (!CHECK_MSG(g && g->status == PC_OK, "resnet_tiny: %s", g ? pc_error(g) : "out of memory")) {
+    pc_graph_free(g);
+    return;
+  }
+  pc_pipeline_run(g, &(pc_pipeline_opts){.opt_level = 2});
+  kir_program p;
+  int convs = 0;
+  int64_t at = -1, most = 0;
+  if (CHECK(kir_build(g, &p) == PC_OK))
+    for (int k = 0; k < p.n_kernels; k++) {
+      const kir_kernel *c = &p.kernels[k];
+      if (c->kind != KK_CALL || c->call != KC_conv) continue;
+      const kir_buf *b = &p.bufs[c->args[3]];
+      convs++;
+      if (at < 0) at = b->offset;
+      CHECK_MSG(b->place == KP_WORKSPACE && b->offset == at, "conv %d's scratch at %lld, the first's at %lld", k,
+                (long long)b->offset, (long long)at);
+      CHECK(b->offset >= g->workspace_size && b->offset + b->nbytes <= p.workspace_size);
+      if (b->nbytes > most) most = b->nbytes;
+    }
+  CHECK_MSG(convs >= 5, "%d conv calls", convs);
+  CHECK(p.workspace_size <= at + most + 128);
+  pc_graph_free(g);
+}
+
+/* f32 1-D convs run as 2-D ones of height 1 through the planned conv rows (and their packed weights): a 512-tap
+ * kernel at stride 160 (a mel front end), a padded dilated one, a grouped one; against the interpreter */
+PC_TEST(codegen_conv1d_as_2d_rows) {
+  static const struct {
+    int64_t c, o, l, k, stride, pad, dil, groups;
+  } cases[] = {{1, 24, 4000, 512, 160, 0, 1, 1}, {8, 16, 301, 5, 2, 3, 2, 1}, {12, 12, 97, 3, 1, 1, 1, 4}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    pc_graph *g = pc_graph_new();
+    int64_t wd[3] = {cases[i].o, cases[i].c / cases[i].groups, cases[i].k};
+    int64_t nw = wd[0] * wd[1] * wd[2];
+    float *wv = malloc(sizeof(float) * (size_t)nw);
+    for (int64_t j = 0; j < nw; j++) wv[j] = (float)((j * 37 % 101) - 50) / 400.0f;
+    pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 3, (int64_t[]){2, cases[i].c, cases[i].l}));
+    pc_value *w = pc_const(g, cg_ty(PC_f32, 3, wd), wv);
+    free(wv);
+    pc_attr a[6] = {pc_a_ints("stride", &cases[i].stride, 1), pc_a_ints("pad_lo", &cases[i].pad, 1),
+                    pc_a_ints("pad_hi", &cases[i].pad, 1), pc_a_ints("dilation", &cases[i].dil, 1),
+                    pc_a_ints("lhs_dilation", (int64_t[]){1}, 1), pc_a_int("groups", cases[i].groups)};
+    int n0 = g->n_nodes;
+    pc_value *y = pc_build(g, PC_OP_conv, (pc_value *[]){x, w}, 2, a, 6);
+    if (i == 1) { /* clamp(conv + bias, 0, 6) in one group runs inside the conv call */
+      const int64_t *d = y->type.dims;
+      pc_value *b = pc_input_add(g, "b", cg_ty(PC_f32, 1, (int64_t[]){cases[i].o}));
+      y = pc_add(g, y, pc_broadcast_in_dim(g, b, 3, d, (int64_t[]){1}));
+      y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 3, d));
+      y = pc_min(g, pc_broadcast_to(g, pc_scalar(g, PC_f32, 6), 3, d), y);
+      cg_group_from(g, n0, 0);
+    }
+    pc_output_add(g, y);
+    char tag[64];
+    snprintf(tag, sizeof tag, "conv1d case %zu", i);
+    cg_check_graph(g, (cg_range){-1, 1}, tag);
+    if (i == 1) {
+      char *listing = pc_test_kernels_text(g);
+      CHECK_MSG(listing && strstr(listing, "epilogue") , "conv1d epilogue not fused:\n%s", listing ? listing : "");
+      free(listing);
+    }
+    pc_graph_free(g);
+  }
+}
