@@ -91,14 +91,14 @@ def main():
     case("depthtospace_crd", "DepthToSpace", f32(1, 8, 2, 3), {}, dict(blocksize=2, mode="CRD"))
     # a window wider than twice the channels: the importer clamps it (the fuzzer's size=2^40 hung it)
     case("lrn_size_beyond_channels", "LRN", f32(1, 3, 2, 2), {}, dict(size=11, alpha=0.02, beta=0.75, bias=1.0))
-    # ConvTranspose with k = s: one GEMM and a transpose (onnx_nn.c ct_tiles); SAME_UPPER at k = s pads nothing
+    # ConvTranspose with k = s: one GEMM and a transpose (ir/conv_transpose.c tiles); SAME_UPPER at k = s pads nothing
     case("convtranspose_k2s2_bias", "ConvTranspose", f32(2, 5, 3, 4), {"w": f32(5, 3, 2, 2), "b": f32(3)},
          dict(strides=[2, 2]))
     case("convtranspose_k3s3_same_1d", "ConvTranspose", f32(1, 4, 5), {"w": f32(4, 2, 3)},
          dict(strides=[3], auto_pad="SAME_UPPER"))
     case("convtranspose_k2x1x3_3d", "ConvTranspose", f32(1, 2, 2, 3, 2), {"w": f32(2, 3, 2, 1, 3), "b": f32(3)},
          dict(strides=[2, 1, 3]))
-    # strided ConvTranspose by stride phases (onnx_nn.c ct_phases): k > s with pads, output padding, groups,
+    # strided ConvTranspose by stride phases (ir/conv_transpose.c phases): k > s with pads, output padding, groups,
     # k < s (phases without taps), SAME_UPPER
     case("convtranspose_k4s2p1_bias", "ConvTranspose", f32(1, 3, 5, 6), {"w": f32(3, 4, 4, 4), "b": f32(4)},
          dict(strides=[2, 2], pads=[1, 1, 1, 1]))
