@@ -7,6 +7,7 @@
 #include "tests/test.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,4 +138,19 @@ char *pc_test_kernels_text(pc_graph *g) {
   CHECK(f && pc_kernels_print(g, f) == PC_OK);
   if (f) fclose(f);
   return buf;
+}
+
+int pc_test_compiled_matches_interp(pc_graph *g, const pc_tensor *in, int n_out, float rtol, const char *tag) {
+  pc_tensor got[PC_TEST_MAX_IO], ref[PC_TEST_MAX_IO];
+  if (!CHECK(n_out > 0 && n_out <= PC_TEST_MAX_IO)) return 0;
+  memset(ref, 0, sizeof ref);
+  int ok = CHECK(pc_interp(g, in, 1, ref, n_out) == PC_OK) && pc_test_run_compiled(g, 2, in, got, tag), ran = ok;
+  for (int o = 0; ok && o < n_out; o++)
+    for (int64_t i = 0; ok && i < pc_tensor_numel(&ref[o]); i++) {
+      float r = ((float *)ref[o].data)[i], c = ((float *)got[o].data)[i];
+      ok = CHECK_MSG(fabsf(r - c) <= rtol * fabsf(r), "%s: out%d[%lld] = %g, interpreter %g", tag, o, (long long)i, c, r);
+    }
+  for (int o = 0; ran && o < n_out; o++) free(got[o].data);
+  for (int o = 0; o < n_out; o++) pc_tensor_free(&ref[o]);
+  return ok;
 }

@@ -29,6 +29,9 @@ int pc_test_run_compiled(pc_graph *g, int opt_level, const pc_tensor *ins, pc_te
  * 1 when both worked, else 0 with the failure checked, naming tag */
 int pc_test_ref_and_plan(pc_graph *r, pc_graph *g, const pc_tensor *ins, int n_in, pc_tensor *ref, int n_ref,
                          const char *tag);
+/* g's f32 outputs (n_out of them) interpreted and compiled at -O2 on the one input in: 1 when every element of each
+ * lies within rtol relative of the interpreter's, else 0 after a failed check naming tag and the element */
+int pc_test_compiled_matches_interp(pc_graph *g, const pc_tensor *in, int n_out, float rtol, const char *tag);
 /* when set, pc_test_run_compiled calls it with the compiled library's dlopen handle before running it (the library
  * holds its own copy of the runtime: a test hook of the runtime is reached through dlsym) */
 extern void (*pc_test_before_run)(void *so);

@@ -7,7 +7,6 @@
 #include "tests/test.h"
 #include "tests/unit/helpers.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,19 +53,9 @@ static void concat_case(int64_t n) {
   char *buf = pc_test_kernels_text(g);
   CHECK_MSG((strstr(buf ? buf : "", "concatenate") == NULL) == (n == 1), "batch %lld:\n%s", (long long)n, buf);
   free(buf);
-  pc_tensor in = {PC_f32, 3, {n, 3, 40}, malloc(sizeof(float) * (size_t)(n * 120))}, got[2], ref[2];
+  pc_tensor in = {PC_f32, 3, {n, 3, 40}, malloc(sizeof(float) * (size_t)(n * 120))};
   for (int64_t i = 0; i < n * 120; i++) ((float *)in.data)[i] = (float)((i * 37 % 101) - 50) / 25.0f;
-  memset(ref, 0, sizeof ref);
-  int ok = CHECK(pc_interp(g, &in, 1, ref, 2) == PC_OK) && pc_test_run_compiled(g, 2, &in, got, "concat in place");
-  for (int o = 0; ok && o < 2; o++)
-    for (int64_t i = 0; i < pc_tensor_numel(&ref[o]); i++) {
-      float r = ((float *)ref[o].data)[i], c = ((float *)got[o].data)[i];
-      if (!CHECK_MSG(fabsf(r - c) <= 1e-5f * fabsf(r), "batch %lld: out%d[%lld] = %g, interpreter %g", (long long)n, o,
-                     (long long)i, c, r))
-        break;
-    }
-  for (int o = 0; ok && o < 2; o++) free(got[o].data);
-  for (int o = 0; o < 2; o++) pc_tensor_free(&ref[o]);
+  pc_test_compiled_matches_interp(g, &in, 2, 1e-5f, n == 1 ? "concat in place, batch 1" : "concat in place, batch 2");
   free(in.data);
   pc_graph_free(g);
 }
@@ -76,26 +65,11 @@ PC_TEST(memplan_concat_in_place) {
   concat_case(2);
 }
 
-/* the kernels' text less its lines of provenance ("  from ..."): how many kernel lines it holds */
+/* how many kernels a listing of pc_test_kernels_text holds */
 static int kernel_count(const char *text) {
   int n = 0;
   for (const char *s = text; s && (s = strstr(s, "kernel k")); s++) n++;
   return n;
-}
-
-/* the graph's two outputs compiled against the interpreter, within 1e-5 relative */
-static void outputs_match(pc_graph *g, const pc_tensor *in, int n_out, const char *tag) {
-  pc_tensor got[2], ref[2];
-  memset(ref, 0, sizeof ref);
-  int ok = CHECK(pc_interp(g, in, 1, ref, n_out) == PC_OK) && pc_test_run_compiled(g, 2, in, got, tag);
-  for (int o = 0; ok && o < n_out; o++)
-    for (int64_t i = 0; i < pc_tensor_numel(&ref[o]); i++) {
-      float r = ((float *)ref[o].data)[i], c = ((float *)got[o].data)[i];
-      if (!CHECK_MSG(fabsf(r - c) <= 1e-5f * fabsf(r), "%s: out%d[%lld] = %g, interpreter %g", tag, o, (long long)i, c, r))
-        break;
-    }
-  for (int o = 0; ok && o < n_out; o++) free(got[o].data);
-  for (int o = 0; o < n_out; o++) pc_tensor_free(&ref[o]);
 }
 
 /* Parts computed in the concatenate's own group and read by it alone (a = 2x, b = 3x, d = x[:, :2]) are computed
@@ -124,7 +98,7 @@ PC_TEST(concat_parts_computed_into_result) {
     free(text);
     pc_tensor in = {PC_f32, 3, {2, 3, 40}, malloc(sizeof(float) * 240)};
     for (int64_t i = 0; i < 240; i++) ((float *)in.data)[i] = (float)((i * 37 % 101) - 50) / 25.0f;
-    outputs_match(g, &in, shared ? 2 : 1, shared ? "shared part" : "parts in the group");
+    pc_test_compiled_matches_interp(g, &in, shared ? 2 : 1, 1e-5f, shared ? "shared part" : "parts in the group");
     free(in.data);
     pc_graph_free(g);
   }
