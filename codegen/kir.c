@@ -667,6 +667,14 @@ static int try_fused_pointwise(kir_program *p, const pc_node *const *nodes, int 
       done[i] |= ok && took[i];
       if (root_buf[i] >= 0) p->buf_of_value[nodes[i]->out[0]->id] = root_buf[i];
     }
+    int moves = 0; /* stores that copy bytes onto themselves: a reshape the memory plan put over its operand */
+    for (int st = 0; ok && pc_type_is_static(shape) && st < tmp.n_stores; st++) {
+      const kir_store *q = &tmp.stores[st];
+      moves += q->value->kind == KE_LOAD && q->value->dtype == p->bufs[q->buf].dtype &&
+               copy_onto_itself(p, shape->rank, shape->dims, q->buf, &q->map, q->value->buf, &q->value->map,
+                                q->value->dtype);
+    }
+    if (ok && moves == tmp.n_stores) continue;
     kir_kernel *k = ok ? kir_kernel_new(p, KK_LOOP) : NULL;
     if (!(ok = k != NULL)) break;
     k->n_loops = k->n_par = shape->rank;

@@ -241,13 +241,16 @@ static int in_kernel(const liveness *L, const pc_value *v, int t) {
  * computed from u's element at the same index, after it is read: u is read
  * in t by elementwise prims only; every other prim of t is elementwise, u's
  * producer (a reduction or contraction that fills u first), or an index map of
- * something outside t (a bias broadcast); and w is t's only other stored result. */
+ * something outside t (a bias broadcast); and w is t's only other stored result. A reshape of u counts as
+ * elementwise: it reads u's element at w's linear index. */
 static int inplace_ok(const pc_graph *g, const liveness *L, int lo, int hi, int t, const pc_value *u, const pc_value *w) {
-  if (!elementwise_op(w->producer->op)) return 0;
+  /* a reshape of u is u's bytes in the same order: w over u makes its kernel a copy onto itself (none, kir.c) */
+  const pc_node *alias = w->producer->op == PC_OP_reshape && w->producer->in[0] == u ? w->producer : NULL;
+  if (!elementwise_op(w->producer->op) && !alias) return 0;
   for (int i = lo; i < hi; i++) {
     const pc_node *n = g->nodes[i];
     if (L->step[i] != t || n == u->producer) continue;
-    int elem = elementwise_op(n->op);
+    int elem = elementwise_op(n->op) || n == alias;
     if (!elem && !(pc_op_is_inline(n->op) && n->n_in == 1 && !in_kernel(L, n->in[0], t))) return 0;
     for (int k = 0; k < n->n_in; k++)
       if (n->in[k] == u && !elem) return 0;
