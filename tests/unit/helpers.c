@@ -154,3 +154,21 @@ int pc_test_compiled_matches_interp(pc_graph *g, const pc_tensor *in, int n_out,
   for (int o = 0; o < n_out; o++) pc_tensor_free(&ref[o]);
   return ok;
 }
+
+int pc_test_kernels_count_is(pc_graph *g, int want, const char *tag) {
+  char *text = pc_test_kernels_text(g);
+  int n = 0;
+  for (const char *s = text; s && (s = strstr(s, "kernel k")); s++) n++;
+  int ok = CHECK_MSG(n == want, "%s: %d kernels, want %d:\n%s", tag, n, want, text ? text : "");
+  free(text);
+  return ok;
+}
+
+pc_tensor pc_test_pattern_f32(int rank, const int64_t *dims) {
+  pc_tensor t = {PC_f32, rank, {0}, NULL};
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++) t.dims[d] = dims[d], n *= dims[d];
+  t.data = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  for (int64_t i = 0; t.data && i < n; i++) ((float *)t.data)[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+  return t;
+}

@@ -29,6 +29,11 @@ int pc_test_run_compiled(pc_graph *g, int opt_level, const pc_tensor *ins, pc_te
  * 1 when both worked, else 0 with the failure checked, naming tag */
 int pc_test_ref_and_plan(pc_graph *r, pc_graph *g, const pc_tensor *ins, int n_in, pc_tensor *ref, int n_ref,
                          const char *tag);
+/* the kernels g compiles to (after pc_pass_memplan) counted: 1 when there are want of them, else 0 after a failed
+ * check naming tag and printing the listing */
+int pc_test_kernels_count_is(pc_graph *g, int want, const char *tag);
+/* an f32 tensor of dims with a fixed pattern in [-2, 2] (element i: ((37 i) mod 101 - 50) / 25), data malloc'ed */
+pc_tensor pc_test_pattern_f32(int rank, const int64_t *dims);
 /* g's f32 outputs (n_out of them) interpreted and compiled at -O2 on the one input in: 1 when every element of each
  * lies within rtol relative of the interpreter's, else 0 after a failed check naming tag and the element */
 int pc_test_compiled_matches_interp(pc_graph *g, const pc_tensor *in, int n_out, float rtol, const char *tag);

@@ -53,8 +53,7 @@ static void concat_case(int64_t n) {
   char *buf = pc_test_kernels_text(g);
   CHECK_MSG((strstr(buf ? buf : "", "concatenate") == NULL) == (n == 1), "batch %lld:\n%s", (long long)n, buf);
   free(buf);
-  pc_tensor in = {PC_f32, 3, {n, 3, 40}, malloc(sizeof(float) * (size_t)(n * 120))};
-  for (int64_t i = 0; i < n * 120; i++) ((float *)in.data)[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+  pc_tensor in = pc_test_pattern_f32(3, (int64_t[]){n, 3, 40});
   pc_test_compiled_matches_interp(g, &in, 2, 1e-5f, n == 1 ? "concat in place, batch 1" : "concat in place, batch 2");
   free(in.data);
   pc_graph_free(g);
@@ -63,13 +62,6 @@ static void concat_case(int64_t n) {
 PC_TEST(memplan_concat_in_place) {
   concat_case(1);
   concat_case(2);
-}
-
-/* how many kernels a listing of pc_test_kernels_text holds */
-static int kernel_count(const char *text) {
-  int n = 0;
-  for (const char *s = text; s && (s = strstr(s, "kernel k")); s++) n++;
-  return n;
 }
 
 /* Parts computed in the concatenate's own group and read by it alone (a = 2x, b = 3x, d = x[:, :2]) are computed
@@ -91,13 +83,8 @@ PC_TEST(concat_parts_computed_into_result) {
     pc_output_add(g, scaled(g, y, 5, 1));
     if (shared) pc_output_add(g, scaled(g, c, 11, 2));
     CHECK_MSG(g->status == PC_OK && pc_pass_memplan(g) == PC_OK, "build: %s", pc_error(g));
-    char *text = pc_test_kernels_text(g);
-    int want = shared ? 6 : 3;
-    CHECK_MSG(kernel_count(text) == want, "shared %d: %d kernels, want %d:\n%s", shared, kernel_count(text), want,
-              text ? text : "");
-    free(text);
-    pc_tensor in = {PC_f32, 3, {2, 3, 40}, malloc(sizeof(float) * 240)};
-    for (int64_t i = 0; i < 240; i++) ((float *)in.data)[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+    pc_test_kernels_count_is(g, shared ? 6 : 3, shared ? "shared part" : "parts in the group");
+    pc_tensor in = pc_test_pattern_f32(3, (int64_t[]){2, 3, 40});
     pc_test_compiled_matches_interp(g, &in, shared ? 2 : 1, 1e-5f, shared ? "shared part" : "parts in the group");
     free(in.data);
     pc_graph_free(g);
