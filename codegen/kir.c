@@ -756,8 +756,8 @@ static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n)
     for (int k = 0; !red && k < nd->n_in; k++) {
       const pc_value *x = nd->in[k];
       /* build_gather decides for its table; a concatenate's part inline in the group is computed into the result */
-      int part = nd->op == PC_OP_concatenate && p->buf_of_value[x->id] < 0 && x->producer && is_pointwise(x->producer) &&
-                 x->producer->group == nd->group && nd->group >= 0;
+      int part = nd->op == PC_OP_concatenate && p->buf_of_value[x->id] < 0 && x->producer &&
+                 is_pointwise(x->producer) && x->producer->group == nd->group && nd->group >= 0;
       if (!(gather && k == 0) && !part) kir_materialize(p, x);
     }
     for (int k = 0; k < nd->n_out; k++) kir_materialize(p, nd->out[k]);

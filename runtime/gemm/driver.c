@@ -26,12 +26,12 @@
  * thread per element): results are bitwise identical across thread counts for a given ISA.
  *
  * Memory: one buffer per thread (KC x NC floats for B, 512 KiB, then room for a group of A^T's strips),
- * allocated at the thread's first call and kept until it exits; primc_sgemm_reserve() makes the pool threads allocate theirs up front, so the
- * inference path itself never allocates.
+ * allocated at the thread's first call and kept until it exits; primc_sgemm_reserve() makes the pool threads
+ * allocate theirs up front, so the inference path itself never allocates.
  */
 
-#define AT_ROWS 64   /* A^T's strips are packed in groups of up to this many rows (at least one strip) */
-#define AT_PF 16       /* ... reading each k's rows this many k ahead into the cache */
+#define AT_ROWS 64 /* A^T's strips are packed in groups of up to this many rows (at least one strip) */
+#define AT_PF 16   /* ... pulling each k's rows into the cache this many k ahead */
 #define BUF_FLOATS (KC_MAX * NC_MAX + AT_ROWS * KC_MAX)
 #define AT_BUF(buf) ((buf) + KC_MAX * NC_MAX)
 #define STRIP_SPLIT_ROWS 8 /* tiles of rows from which threads may split M even when each packs all of B */

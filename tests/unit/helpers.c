@@ -148,7 +148,8 @@ int pc_test_compiled_matches_interp(pc_graph *g, const pc_tensor *in, int n_out,
   for (int o = 0; ok && o < n_out; o++)
     for (int64_t i = 0; ok && i < pc_tensor_numel(&ref[o]); i++) {
       float r = ((float *)ref[o].data)[i], c = ((float *)got[o].data)[i];
-      ok = CHECK_MSG(fabsf(r - c) <= rtol * fabsf(r), "%s: out%d[%lld] = %g, interpreter %g", tag, o, (long long)i, c, r);
+      ok = CHECK_MSG(fabsf(r - c) <= rtol * fabsf(r), "%s: out%d[%lld] = %g, interpreter %g", tag, o, (long long)i, c,
+                     r);
     }
   for (int o = 0; ran && o < n_out; o++) free(got[o].data);
   for (int o = 0; o < n_out; o++) pc_tensor_free(&ref[o]);
