@@ -369,24 +369,44 @@ static pc_status fail_unfusable(kir_program *p, const pc_node *n) {
   return pc_node_fail(p->g, n, PC_ERR_UNSUPPORTED, "%s cannot be expressed as a loop kernel", pc_prim(n->op)->name);
 }
 
+static int copy_onto_itself(const kir_program *p, int rank, const int64_t *ext, int dst, const kir_map *dm, int src,
+                            const kir_map *sm, pc_dtype dt);
+
+/* A loop kernel over shape's index space with t's stores, from nodes; none when every store copies bytes onto
+ * themselves (a reshape the memory plan put over its operand: passes/memplan.c, inplace_ok). */
+static pc_status emit_loop_kernel(kir_program *p, const pc_type *shape, const kir_kernel *t,
+                                  const pc_node *const *nodes, int n) {
+  int moves = 0;
+  for (int st = 0; pc_type_is_static(shape) && st < t->n_stores; st++) {
+    const kir_store *q = &t->stores[st];
+    moves += q->value->kind == KE_LOAD && q->value->dtype == p->bufs[q->buf].dtype &&
+             copy_onto_itself(p, shape->rank, shape->dims, q->buf, &q->map, q->value->buf, &q->value->map,
+                              q->value->dtype);
+  }
+  if (moves == t->n_stores) return PC_OK;
+  kir_kernel *k = kir_kernel_new(p, KK_LOOP);
+  if (!k) return PC_ERR_NOMEM;
+  k->n_loops = k->n_par = shape->rank;
+  for (int d = 0; d < shape->rank; d++) k->extent[d] = shape->dims[d];
+  k->n_stores = t->n_stores;
+  memcpy(k->stores, t->stores, sizeof t->stores);
+  kernel_normalize(k);
+  kir_kernel_origin(p, k, nodes, n);
+  return PC_OK;
+}
+
 /* out[i] = expr(n)(i) over the output's shape */
 pc_status kir_build_pointwise(kir_program *p, const pc_node *n) {
   const pc_value *out = n->out[0];
-  kir_kernel *k = kir_kernel_new(p, KK_LOOP);
-  if (!k) return PC_ERR_NOMEM;
-  int first = out->type.rank == 0 ? 1 : 0;
-  k->n_loops = out->type.rank;
-  for (int d = 0; d < out->type.rank; d++) k->extent[d] = out->type.dims[d];
-  k->n_par = out->type.rank;
-  amap m = kir_amap_identity(out->type.rank, first);
+  amap m = kir_amap_identity(out->type.rank, out->type.rank == 0 ? 1 : 0);
   kir_expr_fn f = kir_expr_rule(n->op);
   kir_expr *e = f ? f(p, n, &m) : NULL;
   if (!e) return p->g->status ? p->g->status : fail_unfusable(p, n);
-  k->n_stores = 1;
-  store_init(&k->stores[0], p->buf_of_value[out->id], kir_linearize(&m, &out->type), e);
-  kernel_normalize(k);
-  kir_kernel_origin(p, k, &n, 1);
-  return PC_OK;
+  kir_kernel t;
+  memset(&t, 0, sizeof t);
+  t.n_stores = 1;
+  store_init(&t.stores[0], p->buf_of_value[out->id], kir_linearize(&m, &out->type), e);
+  return emit_loop_kernel(p, &out->type, &t, &n, 1);
 }
 
 /* reduce_* and argmax/argmin: output dims are the parallel loops, reduced axes the inner ones */
@@ -485,21 +505,19 @@ static pc_status parts_inline(kir_program *p, const pc_node *n, const pc_value *
   for (int lead = 0; lead < np; lead++) {
     if (done[lead]) continue;
     const pc_type *t = &parts[lead]->type;
-    kir_kernel *k = kir_kernel_new(p, KK_LOOP);
-    if (!k) return PC_ERR_NOMEM;
-    k->n_loops = k->n_par = t->rank;
-    for (int d = 0; d < t->rank; d++) k->extent[d] = t->dims[d];
-    for (int i = lead; i < np && k->n_stores < KIR_MAX_ARGS; i++) {
+    kir_kernel k;
+    memset(&k, 0, sizeof k);
+    for (int i = lead; i < np && k.n_stores < KIR_MAX_ARGS; i++) {
       const pc_type *u = &parts[i]->type;
       if (done[i] || u->rank != t->rank || memcmp(u->dims, t->dims, sizeof(int64_t) * (size_t)t->rank)) continue;
       amap m = kir_amap_identity(t->rank, t->rank == 0 ? 1 : 0);
       kir_expr *e = kir_expr_value(p, parts[i], &m);
       if (!e) return p->g->status ? p->g->status : fail_unfusable(p, parts[i]->producer ? parts[i]->producer : n);
-      store_init(&k->stores[k->n_stores++], dst, dm[i], e);
+      store_init(&k.stores[k.n_stores++], dst, dm[i], e);
       done[i] = 1;
     }
-    kernel_normalize(k);
-    kir_kernel_origin(p, k, &n, 1);
+    pc_status s = emit_loop_kernel(p, t, &k, &n, 1);
+    if (s != PC_OK) return s;
   }
   return PC_OK;
 }
@@ -633,8 +651,8 @@ static const pc_type *root_loops(const kir_program *p, const pc_node *nd, int *v
  * with the conv gradients' gathers, sixteen kernels each recomputing its prefix of the window's maxima.) */
 static int try_fused_pointwise(kir_program *p, const pc_node *const *nodes, int n) {
   int *root_buf = pc_alloc(p->g, sizeof(int) * (size_t)n);
-  char *done = pc_alloc(p->g, (size_t)n + 1);
-  if (!root_buf || !done) return 0;
+  char *done = pc_alloc(p->g, (size_t)n + 1), *took = pc_alloc(p->g, (size_t)n + 1);
+  if (!root_buf || !done || !took) return 0;
   for (int i = 0; i < n; i++) {
     if (!is_pointwise(nodes[i])) return 0;
     root_buf[i] = p->buf_of_value[nodes[i]->out[0]->id];
@@ -652,9 +670,8 @@ static int try_fused_pointwise(kir_program *p, const pc_node *const *nodes, int 
     const pc_type *shape = root_loops(p, nodes[lead], &via);
     kir_kernel tmp;
     memset(&tmp, 0, sizeof tmp);
-    char *took = pc_alloc(p->g, (size_t)n + 1);
-    ok = took != NULL;
-    for (int i = lead; ok && i < n && tmp.n_stores < KIR_MAX_ARGS; i++) {
+    memset(took, 0, (size_t)n);
+    for (int i = lead; i < n && tmp.n_stores < KIR_MAX_ARGS; i++) {
       const pc_type *lt = done[i] ? NULL : root_loops(p, nodes[i], &via);
       if (!lt || lt->rank != shape->rank || memcmp(lt->dims, shape->dims, sizeof(int64_t) * (size_t)lt->rank)) continue;
       amap m = kir_amap_identity(lt->rank, lt->rank == 0 ? 1 : 0);
@@ -667,22 +684,7 @@ static int try_fused_pointwise(kir_program *p, const pc_node *const *nodes, int 
       done[i] |= ok && took[i];
       if (root_buf[i] >= 0) p->buf_of_value[nodes[i]->out[0]->id] = root_buf[i];
     }
-    int moves = 0; /* stores that copy bytes onto themselves: a reshape the memory plan put over its operand */
-    for (int st = 0; ok && pc_type_is_static(shape) && st < tmp.n_stores; st++) {
-      const kir_store *q = &tmp.stores[st];
-      moves += q->value->kind == KE_LOAD && q->value->dtype == p->bufs[q->buf].dtype &&
-               copy_onto_itself(p, shape->rank, shape->dims, q->buf, &q->map, q->value->buf, &q->value->map,
-                                q->value->dtype);
-    }
-    if (ok && moves == tmp.n_stores) continue;
-    kir_kernel *k = ok ? kir_kernel_new(p, KK_LOOP) : NULL;
-    if (!(ok = k != NULL)) break;
-    k->n_loops = k->n_par = shape->rank;
-    for (int d = 0; d < shape->rank; d++) k->extent[d] = shape->dims[d];
-    k->n_stores = tmp.n_stores;
-    memcpy(k->stores, tmp.stores, sizeof tmp.stores);
-    kernel_normalize(k);
-    kir_kernel_origin(p, k, nodes, n);
+    if (ok) ok = emit_loop_kernel(p, shape, &tmp, nodes, n) == PC_OK;
   }
   if (!ok) p->n_kernels = before;
   return ok;
