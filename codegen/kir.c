@@ -67,6 +67,14 @@ int kir_call_scratch_buf(kir_program *p, pc_dtype dt, int64_t nbytes) {
   return kir_buf_add(p, b);
 }
 
+int kir_bufs_overlap(const kir_program *p, int a, int b) {
+  const kir_buf *x = &p->bufs[a], *y = &p->bufs[b];
+  if (a == b) return 1;
+  if (x->place != y->place) return 0;
+  if (x->place == KP_INPUT || x->place == KP_OUTPUT) return x->index == y->index;
+  return x->offset < y->offset + y->nbytes && y->offset < x->offset + x->nbytes;
+}
+
 /* the calls' scratch region after everything the kernels placed: each call's scratch is dead outside its
  * call, so one region serves them all and stays in cache from call to call (MnasNet's convs had 14.5 MB
  * of regions of their own, each touched once a run) */

@@ -204,6 +204,8 @@ pc_status kir_dyn_fit(kir_program *p, const struct pc_codegen_opts *opts);
  * kernel per node) and places buffers (value->storage/offset when planned,
  * else a private plan: one workspace slot per value). */
 pc_status kir_build(pc_graph *g, kir_program *p);
+/* buffers a and b share bytes: the same input or output, or overlapping workspace or weight ranges */
+int kir_bufs_overlap(const kir_program *p, int a, int b);
 /* the same with the conv rows chosen by tune (may be NULL), which kir_pack_weights asks again */
 pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune);
 /* CPU codegen for the host: f32 dots whose B is a constant read it as GEMM panels packed

@@ -73,15 +73,6 @@ static int touched_outside(const kir_program *p, const touches *t, int buf, int 
   return t->n[buf] > inside;
 }
 
-/* workspace buffers a and b share bytes (inputs, outputs and weights are distinct buffers) */
-static int bufs_overlap(const kir_program *p, int a, int b) {
-  const kir_buf *x = &p->bufs[a], *y = &p->bufs[b];
-  if (a == b) return 1;
-  if (x->place != y->place) return 0;
-  if (x->place == KP_INPUT || x->place == KP_OUTPUT) return x->index == y->index;
-  return x->offset < y->offset + y->nbytes && y->offset < x->offset + x->nbytes;
-}
-
 /* ---------------------------------------------------------------- dot epilogues */
 
 /* A [M, N] dot whose result only the next kernel reads, element for element over the
@@ -306,7 +297,7 @@ static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const 
   if (r) e->act = PRIMC_ACT_F16;
   int y = k->stores[0].buf, x = c->args[1];
   /* y must not be written over the conv's input while the conv reads it; the bias is read throughout */
-  return !bufs_overlap(p, y, x) && !(e->bias >= 0 && bufs_overlap(p, y, e->bias));
+  return !kir_bufs_overlap(p, y, x) && !(e->bias >= 0 && kir_bufs_overlap(p, y, e->bias));
 }
 
 /* A 2-D f32 conv whose result only the next kernel reads, as clamp(conv + bias + residual): the
@@ -363,7 +354,7 @@ static pc_status pair_small_conv_depthwise(kir_program *p) {
       continue;
     /* nor may the second conv's other buffers (its scratch aside) share the map's memory */
     int other = 0;
-    for (int j = 0; j < b->n_args; j++) other |= j != 3 && b->args[j] != mid && bufs_overlap(p, b->args[j], mid);
+    for (int j = 0; j < b->n_args; j++) other |= j != 3 && b->args[j] != mid && kir_bufs_overlap(p, b->args[j], mid);
     if (other) continue;
     a->pair = i + 2;
     b->absorbed = 1;
@@ -579,7 +570,7 @@ static int narrowed(kir_expr *e, kir_expr **q, int64_t *zp) {
 
 /* whether e loads a buffer that shares bytes with buf */
 static int reads_overlapping(const kir_program *p, const kir_expr *e, int buf) {
-  if (e->kind == KE_LOAD && bufs_overlap(p, e->buf, buf)) return 1;
+  if (e->kind == KE_LOAD && kir_bufs_overlap(p, e->buf, buf)) return 1;
   for (int a = 0; a < e->n_args; a++)
     if (reads_overlapping(p, e->args[a], buf)) return 1;
   return 0;
@@ -897,8 +888,8 @@ static int pool_call(kir_program *p, touches *t, int i) {
   if (!primc_maxpool_row(pm.W, OW, kw, sw, pm.pl) || (sh == 1 && sw == 1)) return 0;
   /* the map must still hold its values at i, and nothing else may read the padded buffer */
   int out = k->stores[0].buf;
-  if (bufs_overlap(p, out, pm.sb) ||
-      (padded && (touched_outside(p, t, pb, pm.first, i) || bufs_overlap(p, pb, pm.sb))))
+  if (kir_bufs_overlap(p, out, pm.sb) ||
+      (padded && (touched_outside(p, t, pb, pm.first, i) || kir_bufs_overlap(p, pb, pm.sb))))
     return 0;
   int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 11);
   if (!q) return 0;

@@ -155,13 +155,6 @@ static void mark_loads(const kir_expr *e, char *used) {
   for (int i = 0; i < e->n_args; i++) mark_loads(e->args[i], used);
 }
 
-static int bufs_overlap(const kir_buf *a, const kir_buf *b) {
-  if (a->place != b->place) return 0;
-  if (a->place == KP_WORKSPACE || a->place == KP_CONST)
-    return a->offset < b->offset + b->nbytes && b->offset < a->offset + a->nbytes;
-  return a->index == b->index;
-}
-
 static int same_start(const kir_buf *a, const kir_buf *b) {
   if (a->place != b->place) return 0;
   return a->place == KP_WORKSPACE || a->place == KP_CONST ? a->offset == b->offset : a->index == b->index;
@@ -179,7 +172,7 @@ static void load_strides(const kir_expr *e, int l, int *unit, int *other) {
 }
 
 static int reads_buf(const kir_program *p, const kir_expr *e, int buf) {
-  if (e->kind == KE_LOAD && bufs_overlap(&p->bufs[e->buf], &p->bufs[buf])) return 1;
+  if (e->kind == KE_LOAD && kir_bufs_overlap(p, e->buf, buf)) return 1;
   for (int i = 0; i < e->n_args; i++)
     if (reads_buf(p, e->args[i], buf)) return 1;
   return 0;
@@ -279,7 +272,7 @@ LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx) {
   for (int i = 0; i < n; i++) {
     int alone = 1;
     for (int j = 0; j < n; j++)
-      if (j != i && bufs_overlap(&p->bufs[ids[i]], &p->bufs[ids[j]])) alone = 0;
+      if (j != i && kir_bufs_overlap(p, ids[i], ids[j])) alone = 0;
     if (alone)
       LLVMAddAttributeAtIndex(body, (unsigned)i + 1, LLVMCreateEnumAttribute(L->c, noalias, 0));
   }
