@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 # bench/gpu.py: the zoo on a CUDA GPU: primc --target cuda (stream and CUDA graph) against PyTorch eager and
 # torch.compile on the same GPU, same model and input, each output checked against ONNX Runtime on the CPU.
-# Usage: python3 bench/gpu.py PRIMC RUNS OUT.md [NAME ...]   (needs torch with CUDA, onnxruntime, a GPU)
+# Usage: python3 bench/gpu.py PRIMC RUNS OUT.md [--tf32] [--batch N] [--no-compile] [--direct] [NAME ...]
+#   (needs torch with CUDA, onnxruntime, a GPU). --tf32: primc --matmul-precision high and PyTorch's TF32 switches
+#   on (cuBLAS and cuDNN), outputs checked to 1e-2 of max |ref| instead of 1e-4. --direct: also primc compiled
+#   with PRIMC_CUDA_GEMM=direct (the dot and conv kernels before the tiled GEMMs), timed in the same run.
+import argparse
 import os
 import re
 import statistics
@@ -44,21 +48,28 @@ def torch_times(fn, x, runs):
     return min(ts), statistics.median(ts)
 
 
-def bench_model(name, primc, runs, work):
+def bench_model(name, primc, runs, work, args):
     ctor, make_input, _ = export.MODELS[name]
-    d = os.path.join(work, name)
-    export.export(name, d)  # seeds torch itself: the same weights as the ONNX file
+    d = os.path.join(work, f"{name}_b{args.batch}")
+    export.export(name, d, args.batch)  # seeds torch itself: the same weights as the ONNX file
     inp = os.path.join(d, "input.npy")
     x_np = np.load(inp)
     sess = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
     ref = sess.run(None, {sess.get_inputs()[0].name: x_np})[0]
     exe = os.path.join(d, "m")
     t0 = time.time()
-    c = subprocess.run([primc, "compile", os.path.join(d, "model.onnx"), "--target", "cuda", "-o", exe],
-                       capture_output=True, text=True)
+    c = subprocess.run([primc, "compile", os.path.join(d, "model.onnx"), "--target", "cuda", "-o", exe] +
+                       (["--matmul-precision", "high"] if args.tf32 else []), capture_output=True, text=True)
     if c.returncode:
         raise RuntimeError(f"primc compile: {c.stderr[-400:]}")
     compile_s = time.time() - t0
+    direct = None
+    if args.direct:
+        c = subprocess.run([primc, "compile", os.path.join(d, "model.onnx"), "--target", "cuda", "-o", exe + "_direct"],
+                           capture_output=True, text=True, env={**os.environ, "PRIMC_CUDA_GEMM": "direct"})
+        if c.returncode:
+            raise RuntimeError(f"primc compile (direct): {c.stderr[-400:]}")
+        direct = primc_times(exe + "_direct", inp, runs, True, os.path.join(d, "out_d"))
     stream = primc_times(exe, inp, runs, False, os.path.join(d, "out"))
     got = np.load(os.path.join(d, "out", "out0.npy"))
     err = float(np.max(np.abs(got.astype(np.float64) - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
@@ -67,47 +78,66 @@ def bench_model(name, primc, runs, work):
     model = ctor().eval().cuda()
     x = torch.from_numpy(x_np).cuda()
     eager = torch_times(model, x, runs)
-    try:
-        compiled = torch_times(torch.compile(model), x, runs)
-    except Exception as e:  # reported as missing, not faked
-        print(f"{name}: torch.compile failed: {e}", file=sys.stderr)
-        compiled = None
-    return dict(name=name, stream=stream, graph=graph, eager=eager, compiled=compiled, err=err, compile_s=compile_s)
+    compiled = None
+    if args.compile:
+        try:
+            compiled = torch_times(torch.compile(model), x, runs)
+        except Exception as e:  # reported as missing, not faked
+            print(f"{name}: torch.compile failed: {e}", file=sys.stderr)
+    return dict(name=name, stream=stream, graph=graph, eager=eager, compiled=compiled, err=err, compile_s=compile_s,
+                direct=direct)
 
 
 def fmt(t):
-    return "missing" if t is None else f"{t[0]:.3f} / {t[1]:.3f}"
+    return "-" if t is None else f"{t[0]:.3f} / {t[1]:.3f}"
+
+
+def ratio(a, b):
+    return "-" if b is None else f"{a[1] / b[1]:.2f}"
 
 
 def main():
-    primc, runs, out_md = os.path.abspath(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    names = sys.argv[4:] or [n for n, (_, _, tier) in export.MODELS.items() if tier != "extended"]
-    # fp32 everywhere, as primc computes: no TF32 in cuDNN convolutions or cuBLAS matmuls
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    ap = argparse.ArgumentParser()
+    ap.add_argument("primc")
+    ap.add_argument("runs", type=int)
+    ap.add_argument("out_md")
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
+    ap.add_argument("--direct", action="store_true", help="also time primc's kernels before the tiled GEMMs")
+    args = ap.parse_args()
+    primc = os.path.abspath(args.primc)
+    names = args.names or [n for n, (_, _, tier) in export.MODELS.items() if tier != "extended"]
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    tol = 1e-2 if args.tf32 else 1e-4
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for n in names:
             try:
-                r = bench_model(n, primc, runs, work)
+                r = bench_model(n, primc, args.runs, work, args)
             except Exception as e:
                 print(f"{n}: FAILED: {e}", flush=True)
                 continue
             rows.append(r)
-            print(f"{n}: primc {fmt(r['stream'])} graph {fmt(r['graph'])} eager {fmt(r['eager'])} "
-                  f"compile {fmt(r['compiled'])} ms, rel err {r['err']:.1e}", flush=True)
+            print(f"{n}: primc {fmt(r['stream'])} graph {fmt(r['graph'])} direct-kernels graph {fmt(r['direct'])} "
+                  f"eager {fmt(r['eager'])} compile {fmt(r['compiled'])} ms, rel err {r['err']:.1e}", flush=True)
     gpu = torch.cuda.get_device_name()
+    prec = "TF32 (primc --matmul-precision high; PyTorch allow_tf32 in cuBLAS and cuDNN)" if args.tf32 else "fp32 (TF32 off)"
     lines = [f"GPU: {gpu}, torch {torch.__version__}, onnxruntime {ort.__version__} (CPU, the reference), "
-             f"{time.strftime('%Y-%m-%d')}; min / median ms of {runs} runs after warm-up, fp32 (TF32 off); "
-             "ratio = primc CUDA-graph median / PyTorch eager median", "",
-             "| model | primc (stream) | primc (CUDA graph) | PyTorch eager | torch.compile | ratio | max err / max ref |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             f"{time.strftime('%Y-%m-%d')}; batch {args.batch}, {prec}; min / median ms of {args.runs} runs after "
+             "warm-up; ratios = primc CUDA-graph median / PyTorch median", "",
+             "| model | primc (stream) | primc (CUDA graph) | primc direct kernels (CUDA graph) | PyTorch eager "
+             "| torch.compile | vs eager | vs compile | max err / max ref |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        lines.append(f"| {r['name']} | {fmt(r['stream'])} | {fmt(r['graph'])} | {fmt(r['eager'])} | {fmt(r['compiled'])} "
-                     f"| {r['graph'][1] / r['eager'][1]:.2f} | {r['err']:.1e} |")
-    open(out_md, "w").write("\n".join(lines) + "\n")
+        lines.append(f"| {r['name']} | {fmt(r['stream'])} | {fmt(r['graph'])} | {fmt(r['direct'])} | {fmt(r['eager'])} "
+                     f"| {fmt(r['compiled'])} | {ratio(r['graph'], r['eager'])} | {ratio(r['graph'], r['compiled'])} "
+                     f"| {r['err']:.1e} |")
+    open(args.out_md, "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
-    bad = [r["name"] for r in rows if not r["err"] <= 1e-4]
+    bad = [r["name"] for r in rows if not r["err"] <= tol]
     if bad or len(rows) != len(names):
         sys.exit(f"not matching ONNX Runtime or failed: {bad or 'see above'}")
 

@@ -2,6 +2,8 @@
 #include "codegen/codegen.h"
 #include "codegen/kir.h"
 
+#include <string.h>
+
 static int is_cuda_c(const pc_codegen_opts *o) { return o->emit == PC_EMIT_CUDA; }
 static int is_cuda(const pc_codegen_opts *o) { return o->target == PC_TARGET_CUDA; }
 static int is_cpu(const pc_codegen_opts *o) { return o->target == PC_TARGET_CPU; }
@@ -19,7 +21,8 @@ static const struct pc_backend {
 };
 
 pc_status pc_codegen_host_only_check(pc_graph *g, const char *target) {
-  if (g->matmul_precision == PC_MATMUL_HIGHEST && g->autocast != PC_AUTOCAST_BF16) return PC_OK;
+  int cuda = !strcmp(target, "CUDA"); /* CUDA runs matmul precision high and medium on TF32 tensor cores */
+  if ((g->matmul_precision == PC_MATMUL_HIGHEST || cuda) && g->autocast != PC_AUTOCAST_BF16) return PC_OK;
   int cast = g->autocast == PC_AUTOCAST_BF16; /* the option that asked for bf16 */
   return pc_fail(g, PC_ERR_UNSUPPORTED, "%s %s: only host CPU code has bf16 contractions (not %s)",
                  cast ? "autocast" : "matmul precision",

@@ -38,8 +38,7 @@ static void put_dims(cctx *C, const char *name, const shp *s) {
   fprintf(C->f, "%s};\n", s->rank ? "" : "1");
 }
 
-/* the call's buffers as byte pointers a0.. (outputs first), launch args k->args */
-static void call_signature(cctx *C, const kir_kernel *k, int block, int64_t grid) {
+void cu_call_signature(cctx *C, const kir_kernel *k, int block, int64_t grid) {
   fprintf(C->f, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, C->name);
   for (int i = 0; i < k->n_args; i++) fprintf(C->f, "%sunsigned char *a%d", i ? ", " : "", i);
   fprintf(C->f, ") {\n");
@@ -59,7 +58,7 @@ static pc_status render_copy(cctx *C, const kir_kernel *k) {
   get_shape(k->params + 1, &s);
   int64_t bytes = numel(&s) * (int64_t)pc_dtype_size((pc_dtype)k->params[0]);
   size_t w = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
-  call_signature(C, k, CU_BLOCK, cu_clamp_grid(bytes / (int64_t)w, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(bytes / (int64_t)w, CU_BLOCK));
   cu_line(C, 1, "if (a0 == a1) return;");
   cu_line(C, 1, "PC_GRID_STRIDE(i, %lldLL) ((%s *)a0)[i] = ((const %s *)a1)[i];", (long long)(bytes / (int64_t)w),
        cu_bits_type(w), cu_bits_type(w));
@@ -74,10 +73,11 @@ static pc_status render_dot(cctx *C, const kir_kernel *k) {
   pc_dtype dt = (pc_dtype)q[0];
   long long B = q[1], M = q[2], N = q[3], K = q[4];
   if (!cu_types[dt].acc) return cu_fail_kernel(C, "dot_general on %s is not supported by the CUDA renderer", pc_dtype_name(dt));
+  if (cu_gemm_dot(C, k)) return PC_OK;
   int fl = pc_dtype_is_float(dt);
   const char *acc = !fl ? "unsigned long long" : dt == PC_f64 ? "double" : "float", *T = cu_types[dt].mem;
   long long tm = (M + TILE - 1) / TILE, tn = (N + TILE - 1) / TILE;
-  call_signature(C, k, TILE * TILE, cu_clamp_grid(B * tm * tn, 1));
+  cu_call_signature(C, k, TILE * TILE, cu_clamp_grid(B * tm * tn, 1));
   const char *cvt = fl ? "" : "(unsigned long long)(long long)";
   cu_line(C, 1, "__shared__ %s sa[%d][%d], sb[%d][%d];", acc, TILE, TILE + 1, TILE, TILE + 1);
   cu_line(C, 1, "%s *o = (%s *)a0;", T, T);
@@ -126,10 +126,14 @@ static pc_status render_conv(cctx *C, const kir_kernel *k) {
   const int64_t *stride = q, *pad = q + 8, *dil = q + 16, *ldil = q + 24;
   int S = x.rank - 2, fl = pc_dtype_is_float(dt);
   if (S < 0 || groups < 1 || !cu_types[dt].acc) return cu_fail_kernel(C, "%s: conv operands not supported by the CUDA renderer", "conv");
+  /* the fused epilogue (kir_rewrites.c's conv-epilogues) runs here, its loop kernel is not launched */
+  int epi = k->epi_in_call && k->params[CONV_EPI_AT] == 1 && k->n_args >= 7 && k->epilogue > C->idx;
+  if (epi) C->skip[k->epilogue] = 1;
+  if (cu_gemm_conv(C, k, epi)) return PC_OK;
   const char *acc = !fl ? "unsigned long long" : dt == PC_f64 ? "double" : "float", *T = cu_types[dt].mem;
   int64_t total = numel(&o), Cg = w.d[1], Og = w.d[0] / groups, plane = 1, taps = 1;
   for (int d = 0; d < S; d++) plane *= x.d[2 + d], taps *= w.d[2 + d];
-  call_signature(C, k, CU_BLOCK, cu_clamp_grid(total, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(total, CU_BLOCK));
   cu_line(C, 1, "%s *out = (%s *)a0;", T, T);
   cu_line(C, 1, "const %s *x = (const %s *)a1, *w = (const %s *)a2;", T, T, T);
   cu_line(C, 1, "PC_GRID_STRIDE(lin, %lldLL) {", (long long)total);
@@ -157,7 +161,13 @@ static pc_status render_conv(cctx *C, const kir_kernel *k) {
   else cu_line(C, 3 + S, "acc += (unsigned long long)(long long)xp[xi] * (unsigned long long)(long long)wp[wi];");
   for (int d = S - 1; d >= 0; d--) cu_line(C, 3 + d, "}");
   cu_line(C, 2, "}");
-  cu_line(C, 2, "out[lin] = %s(%s%s);", store_fn(dt), fl ? "" : "(long long)", "acc");
+  if (epi) {
+    cu_line(C, 2, "const long long idx = lin;");
+    cu_line(C, 2, "float s_ = acc;");
+    cu_put_conv_epi(C, k->params + CONV_EPI_AT, 2);
+  } else {
+    cu_line(C, 2, "out[lin] = %s(%s%s);", store_fn(dt), fl ? "" : "(long long)", "acc");
+  }
   cu_line(C, 1, "}");
   fprintf(C->f, "}\n");
   return PC_OK;
@@ -185,7 +195,7 @@ static pc_status render_gather_any(cctx *C, const kir_kernel *k, int strided) {
   pc_dtype idt = (pc_dtype)r[1];
   const char *E = cu_bits_type(pc_dtype_size((pc_dtype)k->params[0]));
   int64_t n = numel(&ix);
-  call_signature(C, k, CU_BLOCK, cu_clamp_grid(n, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(n, CU_BLOCK));
   put_dims(C, "id", &ix);
   if (strided) {
     fprintf(C->f, "  const long long xs[%d] = {", x.rank ? x.rank : 1);
@@ -225,7 +235,7 @@ static pc_status render_scatter(cctx *C, const kir_kernel *k) {
   int axis = (int)r[0], mode = (int)r[2];
   int64_t len = x.rank ? x.d[axis] : 1, lines = len ? numel(&x) / len : 0;
   const char *E = cu_bits_type(pc_dtype_size(dt));
-  call_signature(C, k, CU_BLOCK, cu_clamp_grid(lines, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(lines, CU_BLOCK));
   put_dims(C, "xd", &x);
   put_dims(C, "id", &ix);
   put_strides(C, "xs", &x);
@@ -292,7 +302,7 @@ static pc_status render_cumsum(cctx *C, const kir_kernel *k) {
   int axis = (int)r[0], excl = (int)r[1], rev = (int)r[2], fl = pc_dtype_is_float(dt);
   int64_t outer, len, inner;
   split_axis(&x, axis, &outer, &len, &inner);
-  call_signature(C, k, CU_BLOCK, cu_clamp_grid(outer * inner, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(outer * inner, CU_BLOCK));
   cu_line(C, 1, "PC_GRID_STRIDE(l, %lldLL) {", (long long)(outer * inner));
   cu_line(C, 2, "const long long a = l / %lldLL, c = l %% %lldLL;", (long long)inner, (long long)inner);
   cu_line(C, 2, "%s s = 0;", fl ? "double" : "unsigned long long");
@@ -325,7 +335,7 @@ static pc_status render_sort(cctx *C, const kir_kernel *k) {
   split_axis(&x, axis, &outer, &len, &inner);
   int64_t kk = r[2] < 0 ? len : r[2];
   const char *V = fl ? "double" : "long long", *E = cu_bits_type(pc_dtype_size(dt));
-  call_signature(C, k, CU_BLOCK, cu_clamp_grid(outer * inner * len, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(outer * inner * len, CU_BLOCK));
   cu_line(C, 1, "PC_GRID_STRIDE(e, %lldLL) {", (long long)(outer * inner * len));
   cu_line(C, 2, "const long long i = e %% %lldLL, l = e / %lldLL, a = l / %lldLL, c = l %% %lldLL;", (long long)len,
        (long long)len, (long long)inner, (long long)inner);
@@ -364,7 +374,7 @@ static pc_status render_fft(cctx *C, const kir_kernel *k) {
   long long rows = mi ? numel(&in) / mi : 0, m = type == 3 ? n : mi;
   if (type < 0 || type > 3 || n < 1) return cu_fail_kernel(C, "%s: bad fft parameters", "fft");
   int cin = type != 2, cout = type != 3;
-  call_signature(C, k, CU_BLOCK, cu_clamp_grid(rows * mo, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(rows * mo, CU_BLOCK));
   cu_line(C, 1, "PC_GRID_STRIDE(e, %lldLL) {", rows * mo);
   cu_line(C, 2, "const long long row = e / %lldLL, k = e %% %lldLL;", mo, mo);
   cu_line(C, 2, "const float *src = (const float *)a1 + row * %lldLL;", mi * (cin ? 2 : 1));
@@ -414,7 +424,7 @@ static pc_status render_random(cctx *C, const kir_kernel *k) {
   memcpy(&b, &r[3], 8);
   if (dt == PC_c64) return cu_fail_kernel(C, "%s: random is not defined on c64", "random");
   int64_t n = numel(&o);
-  call_signature(C, k, CU_BLOCK, cu_clamp_grid(n, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(n, CU_BLOCK));
   cu_line(C, 1, "const double a = %.17g, b = %.17g;", a, b);
   cu_line(C, 1, "PC_GRID_STRIDE(i, %lldLL) {", (long long)n);
   cu_line(C, 2, "unsigned r[4];");
@@ -462,7 +472,7 @@ static pc_status render_attention(cctx *C, const kir_kernel *k) {
   long long B1 = q[2], Sq = q[3], Sk = q[4], D = q[5], Dv = q[6], rows = (long long)(q[1] * q[2] * q[3]);
   double scale;
   memcpy(&scale, &q[33], sizeof scale);
-  call_signature(C, k, 128, cu_clamp_grid(rows, 128));
+  cu_call_signature(C, k, 128, cu_clamp_grid(rows, 128));
   cu_line(C, 1, "float *y = (float *)a0;");
   cu_line(C, 1, "const float *Q = (const float *)a1, *K = (const float *)a2, *V = (const float *)a3;");
   if (q[32] & 1) cu_line(C, 1, "const float *Mk = (const float *)a4;");

@@ -1,5 +1,6 @@
 /* codegen/cuda_internal.h: what the CUDA renderer's files share (cuda.c: dtypes, render context, expressions,
- * loop kernels, program; cuda_calls.c: the runtime-call kernels; cuda_prelude.c: the device prelude). */
+ * loop kernels, program; cuda_calls.c: the runtime-call kernels; cuda_gemm.c: f32 dots and convs as tiled GEMMs;
+ * cuda_prelude.c: the device prelude). */
 #ifndef PRIMC_CUDA_INTERNAL_H
 #define PRIMC_CUDA_INTERNAL_H
 
@@ -45,6 +46,9 @@ typedef struct cctx {
   int idx;                /* kernel being rendered */
   char name[96];          /* its symbol */
   pc_cuda_launch *launch; /* its launch */
+  unsigned char *skip;    /* per kernel: run by an earlier kernel (a conv's epilogue), rendered empty, not launched */
+  const char *subst;      /* while set, loads of buffer subst_buf read this variable instead (a call's epilogue) */
+  int subst_buf;
 } cctx;
 
 /* one line of the kernel at indent ind */
@@ -54,10 +58,37 @@ int64_t cu_clamp_grid(int64_t work, int64_t per_block);
 /* PC_ERR_UNSUPPORTED for the kernel being rendered, at its first node where it has one */
 pc_status cu_fail_kernel(cctx *C, const char *fmt, const char *what);
 
+/* ---------------------------------------------------------------- loop kernels inside others (cuda.c) */
+
+/* loop kernel k's values and stores at its loop indices i0.. (defined by the caller), at indent ind */
+void cu_emit_stores(cctx *C, const kir_kernel *k, int ind);
+/* 0 when k computes what the renderer has no CUDA for (c64 arithmetic) */
+int cu_loop_supported(const kir_kernel *k);
+/* typed parameters ("const float *b7") for the buffers k reads and writes but skip (-1: none), printed after the
+ * n_before a0.. parameters of a call; the launch's arguments become before[] then those buffers. The count, or
+ * -1 (out of memory, failed on C->g) */
+int cu_put_loop_params(cctx *C, const kir_kernel *k, int skip, const int *before, int n_before);
+
 /* ---------------------------------------------------------------- runtime-call kernels (cuda_calls.c) */
 
 /* a call kernel by its calls.def row, or the error saying why it has no CUDA kernel */
 pc_status cu_render_call(cctx *C, const kir_kernel *k);
+/* the call's buffers as byte pointers a0.. (outputs first) in the kernel's signature, and its launch */
+void cu_call_signature(cctx *C, const kir_kernel *k, int block, int64_t grid);
+
+/* ---------------------------------------------------------------- contraction kernels (cuda_gemm.c) */
+
+/* f32 dot_general / conv as a tiled GEMM (TF32 tensor cores under --matmul-precision high or medium); 0 when the
+ * call is not one (other dtypes, depthwise and transposed convs keep cuda_calls.c's direct kernels). epi: apply
+ * the conv's fused epilogue (stored to a4) */
+int cu_gemm_dot(cctx *C, const kir_kernel *k);
+int cu_gemm_conv(cctx *C, const kir_kernel *k, int epi);
+/* the i-th tile row of the precision (tf32 1: tensor cores): its name, or NULL past the last */
+const char *cu_gemm_tile_name(int tf32, int i);
+/* "" when row i's sizes fit the kernel's thread maps and shared memory, else its name; NULL past the last row */
+const char *cu_gemm_tiles_invalid(int tf32, int i);
+/* a conv's fused epilogue words applied to float s_ of channel oc, stored to ((float *)a4)[idx] */
+void cu_put_conv_epi(cctx *C, const int64_t *w, int ind);
 
 /* ---------------------------------------------------------------- the device prelude (cuda_prelude.c) */
 

@@ -243,6 +243,7 @@ static const char *const host_run[] = {
     "  primc_devptr ptr[NB + 1];",
     "  for (int b = 0; b < NB; b++) ptr[b] = where(b, inputs, outputs, workspace);",
     "  for (int k = 0; k < NK; k++) {",
+    "    if (!kgrid[k]) continue; /* run by the kernel before it (a conv's epilogue) */",
     "    void *a[MAX_ARGS];",
     "    for (int j = kfirst[k]; j < kfirst[k + 1]; j++) a[j - kfirst[k]] = &ptr[kargs[j]];",
     "    int s = primc_cuda_launch_on(cu, stream, fn[k], kname[k], kgrid[k], kblock[k], 0, a);",

@@ -316,11 +316,12 @@ MODELS = {
 }
 
 
-def export(name, outdir):
+def export(name, outdir, batch=1):
+    """batch > 1: that many of the input maker's samples along dim 0 (bench/gpu.py --batch)"""
     ctor, make_input, _ = MODELS[name]
     torch.manual_seed(0)
     model = ctor().eval()
-    x = make_input()
+    x = make_input() if batch == 1 else torch.cat([make_input() for _ in range(batch)])
     os.makedirs(outdir, exist_ok=True)
     path = os.path.join(outdir, "model.onnx")
     # torch >= 2.9 defaults to the dynamo exporter; the TorchScript one gives the graphs the zoo was made with,

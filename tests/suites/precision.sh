@@ -117,10 +117,12 @@ if "$P" compile --target cuda --nvrtc-check models/mlp/model.onnx >"$tmp/out" 2>
     grep -q "^PASS .*cnn/model.onnx$" "$tmp/out" &&
     grep -q "^UNSUPPORTED .*cnn/model.onnx: autocast bf16: only host CPU code has bf16 contractions (not CUDA)" "$tmp/out" &&
     ok "--nvrtc-check: --autocast fp16 compiles for CUDA, bf16 is unsupported there" || bad "--nvrtc-check --autocast" "$(cat "$tmp/out")"
-  # with fp16 autocast, the refusal names the option that asked for bf16
-  "$P" compile --target cuda --nvrtc-check "$tmp/mp/cnn/model.onnx" --autocast fp16 --matmul-precision medium >"$tmp/out" 2>&1
-  grep -q "^UNSUPPORTED .*: matmul precision medium: only host CPU code" "$tmp/out" &&
-    ok "--nvrtc-check: the bf16 refusal names --matmul-precision under --autocast fp16" || bad "--nvrtc-check refusal" "$(cat "$tmp/out")"
+  # CUDA runs matmul precision high and medium on TF32 tensor cores (mma.sync), with fp16 autocast too
+  "$P" compile --target cuda --nvrtc-check "$tmp/mp/cnn/model.onnx" --autocast fp16 --matmul-precision medium >"$tmp/out" 2>&1 &&
+    grep -q "^PASS .*cnn/model.onnx$" "$tmp/out" &&
+    "$P" compile "$tmp/mp/cnn/model.onnx" --matmul-precision medium --emit cuda -o "$tmp/cnn32.cu" >>"$tmp/out" 2>&1 &&
+    grep -q "/\* gemm tf32_" "$tmp/cnn32.cu" && grep -q "mma.sync.aligned.m16n8k8.row.col.f32.tf32" "$tmp/cnn32.cu" &&
+    ok "--nvrtc-check --matmul-precision medium: CUDA convs on TF32 tensor cores" || bad "--nvrtc-check TF32" "$(cat "$tmp/out")"
 else
   skip=$((skip + 1))
   echo "SKIP --nvrtc-check --autocast: no NVRTC ($(tail -n 1 "$tmp/out"))"

@@ -1,9 +1,11 @@
 /* tests/unit/test_cuda.c: renders small prim graphs (every prim) as CUDA C, NVRTC-compiles them for sm_90, runs them on a GPU when there is one. */
 #include "codegen/codegen.h"
+#include "codegen/cuda_internal.h"
 #include "codegen/kir.h"
 #include "ir/ir.h"
 #include "runtime/primc_rt.h"
 #include "tests/test.h"
+#include "tests/unit/cuda_emu.h"
 #include "tests/unit/helpers.h"
 
 #include <stdio.h>
@@ -230,6 +232,71 @@ static void build_conv(pc_graph *g) {
   out(g, pc_build(g, PC_OP_conv, zs, 2, c, 6));
 }
 
+/* f32 dots as tiled GEMMs (cuda_gemm.c): several tiles with ragged edges, A and B read k-fast or m/n-fast, batched */
+static void build_gemm_dot(pc_graph *g) {
+  pc_value *a = in(g, PC_f32, 2, I64S(300, 257)), *b = in(g, PC_f32, 2, I64S(257, 130));
+  out(g, pc_dot_general(g, a, b, 1, I64S(1), I64S(0), 0, NULL, NULL));
+  pc_value *at = in(g, PC_f32, 2, I64S(61, 70)), *bt = in(g, PC_f32, 2, I64S(45, 61)); /* a^T . b^T */
+  out(g, pc_dot_general(g, at, bt, 1, I64S(0), I64S(1), 0, NULL, NULL));
+  pc_value *x = in(g, PC_f32, 3, I64S(3, 70, 45)), *y = in(g, PC_f32, 3, I64S(3, 45, 33));
+  out(g, pc_dot_general(g, x, y, 1, I64S(2), I64S(1), 1, I64S(0), I64S(0)));
+}
+
+/* a dot + bias, then GELU (erf form): the loop kernel runs at the GEMM's store (one group) */
+static void build_dot_bias_gelu(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 2, I64S(70, 96)), *w = in(g, PC_f32, 2, I64S(96, 80)), *b = in(g, PC_f32, 1, I64S(80));
+  pc_value *d = pc_dot_general(g, x, w, 1, I64S(1), I64S(0), 0, NULL, NULL);
+  pc_value *s = bin(g, PC_OP_add, d, pc_broadcast_in_dim(g, b, 2, I64S(70, 80), I64S(1)));
+  pc_value *e = un(g, PC_OP_erf, bin(g, PC_OP_mul, s, pc_full(g, PC_f32, 0.70710678118654752, 2, I64S(70, 80))));
+  pc_value *h = bin(g, PC_OP_add, e, pc_full(g, PC_f32, 1.0, 2, I64S(70, 80)));
+  out(g, bin(g, PC_OP_mul, bin(g, PC_OP_mul, s, pc_full(g, PC_f32, 0.5, 2, I64S(70, 80))), h));
+}
+
+static pc_value *conv(pc_graph *g, pc_value *x, pc_value *w, int s, const int64_t *stride, const int64_t *pad,
+                      const int64_t *dil, int64_t groups) {
+  pc_value *xs[2] = {x, w};
+  static const int64_t ones[3] = {1, 1, 1};
+  pc_attr a[6] = {pc_a_ints("stride", stride, s), pc_a_ints("pad_lo", pad, s), pc_a_ints("pad_hi", pad, s),
+                  pc_a_ints("dilation", dil, s), pc_a_ints("lhs_dilation", ones, s), pc_a_int("groups", groups)};
+  return pc_build(g, PC_OP_conv, xs, 2, a, 6);
+}
+
+/* conv + bias, then relu: the epilogue runs in the implicit-GEMM conv (run as one group) */
+static void build_conv_bias_relu(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 4, I64S(2, 16, 13, 11)), *w = in(g, PC_f32, 4, I64S(24, 16, 3, 3));
+  pc_value *b = in(g, PC_f32, 1, I64S(24));
+  pc_value *c = conv(g, x, w, 2, I64S(1, 1), I64S(1, 1), I64S(1, 1), 1);
+  pc_value *s = bin(g, PC_OP_add, c, pc_broadcast_in_dim(g, b, 4, I64S(2, 24, 13, 11), I64S(1)));
+  out(g, bin(g, PC_OP_max, s, pc_full(g, PC_f32, 0.0, 4, I64S(2, 24, 13, 11))));
+}
+
+/* a strided conv with a long K (split across blocks), a residual and a clamp in its epilogue */
+static void build_conv_split_res(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 4, I64S(1, 64, 14, 14)), *w = in(g, PC_f32, 4, I64S(48, 64, 3, 3));
+  pc_value *r = in(g, PC_f32, 4, I64S(1, 48, 7, 7));
+  pc_value *c = conv(g, x, w, 2, I64S(2, 2), I64S(1, 1), I64S(1, 1), 1);
+  pc_value *s = bin(g, PC_OP_add, c, r);
+  out(g, bin(g, PC_OP_min, bin(g, PC_OP_max, s, pc_full(g, PC_f32, 0.0, 4, I64S(1, 48, 7, 7))),
+             pc_full(g, PC_f32, 6.0, 4, I64S(1, 48, 7, 7))));
+}
+
+/* grouped (8 channels a group) and dilated 2-D, and 1-D strided: the implicit GEMM without an epilogue */
+static void build_conv_gemm_shapes(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 4, I64S(1, 32, 9, 10)), *w = in(g, PC_f32, 4, I64S(32, 8, 3, 3));
+  out(g, conv(g, x, w, 2, I64S(1, 1), I64S(2, 1), I64S(2, 1), 4));
+  pc_value *y = in(g, PC_f32, 3, I64S(2, 8, 50)), *v = in(g, PC_f32, 3, I64S(16, 8, 5));
+  out(g, conv(g, y, v, 1, I64S(2), I64S(1), I64S(1), 1));
+}
+
+/* a depthwise conv + bias + relu: the direct kernel with the fused epilogue */
+static void build_conv_dw_relu(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 4, I64S(1, 16, 10, 10)), *w = in(g, PC_f32, 4, I64S(16, 1, 3, 3));
+  pc_value *b = in(g, PC_f32, 1, I64S(16));
+  pc_value *c = conv(g, x, w, 2, I64S(1, 1), I64S(1, 1), I64S(1, 1), 16);
+  pc_value *s = bin(g, PC_OP_add, c, pc_broadcast_in_dim(g, b, 4, I64S(1, 16, 10, 10), I64S(1)));
+  out(g, bin(g, PC_OP_max, s, pc_full(g, PC_f32, 0.0, 4, I64S(1, 16, 10, 10))));
+}
+
 static void build_fft(pc_graph *g) {
   pc_value *x = in(g, PC_f32, 2, I64S(3, 8));
   pc_attr r[2] = {pc_a_str("type", "rfft"), pc_a_int("length", 8)};
@@ -306,32 +373,47 @@ typedef struct gcase {
   int fused;        /* every node in one group, else one group per node */
   const char *fails;/* NULL: must compile; else the error must contain this */
   int nonzero;      /* integer inputs avoid 0 (the interpreter rejects x / 0) */
+  int mp;           /* the graph's matmul precision (high, medium: TF32 tensor cores) */
+  double tol;       /* f32 relative tolerance when not the default */
 } gcase;
 
 static const gcase cases[] = {
-    {"unary_float", build_unary_float, 0.1, 1.4, 0, NULL, 0},
-    {"unary_num", build_unary_num, -9, 9, 0, NULL, 0},
-    {"binary_float", build_binary_float, 0.5, 3, 0, NULL, 0},
-    {"binary_int", build_binary_int, -20, 20, 0, NULL, 1},
-    {"shift_pow", build_shift_pow, 0, 7, 0, NULL, 0},
-    {"logic", build_logic, 0, 1, 0, NULL, 0},
-    {"where_clamp", build_where_clamp, -2, 2, 0, NULL, 0},
-    {"convert", build_convert, 0.5, 100, 0, NULL, 0},
-    {"dtypes", build_dtypes, 0, 9, 0, NULL, 0},
-    {"bitcast", build_bitcast, -3, 3, 0, NULL, 0},
-    {"movement", build_movement, -3, 3, 0, NULL, 0},
-    {"gather_scatter", build_gather_scatter, 0, 5.99, 0, NULL, 0},
-    {"gather_broadcast", build_gather_broadcast, 0, 9.99, 1, NULL, 0},
-    {"reduce", build_reduce, 0.5, 1.5, 0, NULL, 0},
-    {"reduce_big", build_reduce_big, -1, 1, 0, NULL, 0},
-    {"dot", build_dot, -2, 2, 0, NULL, 0},
-    {"conv", build_conv, -1, 1, 0, NULL, 0},
-    {"fft", build_fft, -1, 1, 0, NULL, 0},
-    {"sort", build_sort, -5, 5, 0, NULL, 0},
-    {"constant", build_constant, -1, 1, 0, NULL, 0},
-    {"fused", build_fused, -3, 3, 1, NULL, 0},
-    {"random", build_random, 0, 1, 0, NULL, 0},
-    {"nonzero", build_nonzero, -1, 1, 0, "nonzero", 0},
+    {"unary_float", build_unary_float, 0.1, 1.4, 0, NULL, 0, 0, 0},
+    {"unary_num", build_unary_num, -9, 9, 0, NULL, 0, 0, 0},
+    {"binary_float", build_binary_float, 0.5, 3, 0, NULL, 0, 0, 0},
+    {"binary_int", build_binary_int, -20, 20, 0, NULL, 1, 0, 0},
+    {"shift_pow", build_shift_pow, 0, 7, 0, NULL, 0, 0, 0},
+    {"logic", build_logic, 0, 1, 0, NULL, 0, 0, 0},
+    {"where_clamp", build_where_clamp, -2, 2, 0, NULL, 0, 0, 0},
+    {"convert", build_convert, 0.5, 100, 0, NULL, 0, 0, 0},
+    {"dtypes", build_dtypes, 0, 9, 0, NULL, 0, 0, 0},
+    {"bitcast", build_bitcast, -3, 3, 0, NULL, 0, 0, 0},
+    {"movement", build_movement, -3, 3, 0, NULL, 0, 0, 0},
+    {"gather_scatter", build_gather_scatter, 0, 5.99, 0, NULL, 0, 0, 0},
+    {"gather_broadcast", build_gather_broadcast, 0, 9.99, 1, NULL, 0, 0, 0},
+    {"reduce", build_reduce, 0.5, 1.5, 0, NULL, 0, 0, 0},
+    {"reduce_big", build_reduce_big, -1, 1, 0, NULL, 0, 0, 0},
+    {"dot", build_dot, -2, 2, 0, NULL, 0, 0, 0},
+    {"conv", build_conv, -1, 1, 0, NULL, 0, 0, 0},
+    {"fft", build_fft, -1, 1, 0, NULL, 0, 0, 0},
+    {"sort", build_sort, -5, 5, 0, NULL, 0, 0, 0},
+    {"constant", build_constant, -1, 1, 0, NULL, 0, 0, 0},
+    {"fused", build_fused, -3, 3, 1, NULL, 0, 0, 0},
+    {"random", build_random, 0, 1, 0, NULL, 0, 0, 0},
+    {"nonzero", build_nonzero, -1, 1, 0, "nonzero", 0, 0, 0},
+    {"conv_dw_relu", build_conv_dw_relu, -1, 1, 1, NULL, 0, 0, 0},
+    {"gemm_dot", build_gemm_dot, -1, 1, 0, NULL, 0, 0, 0},
+    {"gemm_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, 0, 0},
+    {"gemm_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, 0, 0},
+    {"gemm_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, 0, 0},
+    {"gemm_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, 0, 0},
+    /* TF32 keeps 10 of f32's 23 mantissa bits: a sum of a few hundred products of numbers in [-1, 1] is within
+     * 1e-2 (|sum| + 1); a misplaced fragment is off by the size of a product */
+    {"tf32_dot", build_gemm_dot, -1, 1, 0, NULL, 0, PC_MATMUL_HIGH, 1e-2},
+    {"tf32_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2},
+    {"tf32_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, PC_MATMUL_MEDIUM, 1e-2},
+    {"tf32_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2},
+    {"tf32_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, PC_MATMUL_HIGH, 1e-2},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -340,6 +422,7 @@ static pc_graph *case_graph(const gcase *c) {
   c->build(g);
   for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->group = c->fused ? 0 : i;
   g->n_groups = c->fused ? 1 : g->n_nodes;
+  g->matmul_precision = c->mp;
   return g;
 }
 
@@ -351,20 +434,26 @@ typedef struct compiled {
   pc_cuda_binary bin;
 } compiled;
 
-/* kernel IR -> CUDA C -> cubin; 1 when it compiled */
-static int compile_graph(pc_graph *g, pc_nvrtc *nv, compiled *c) {
+/* kernel IR -> CUDA C (*src, malloc'ed); 1 when it rendered */
+static int render_graph(pc_graph *g, compiled *c, char **src) {
   memset(c, 0, sizeof *c);
+  *src = NULL;
   if (g->status || kir_build(g, &c->p) != PC_OK) return 0;
-  char *src = NULL;
   size_t len = 0;
-  FILE *f = open_memstream(&src, &len);
+  FILE *f = open_memstream(src, &len);
   if (!f) return 0;
   pc_status s = pc_cuda_render_program(&c->p, f, &c->launches);
   fclose(f);
-  if (s == PC_OK) s = pc_nvrtc_compile(g, nv, src, "sm_90", &c->bin);
-  if (s == PC_OK && getenv("PRIMC_CUDA_DUMP")) fputs(src, stderr);
-  free(src);
+  if (s == PC_OK && getenv("PRIMC_CUDA_DUMP")) fputs(*src, stderr);
   return s == PC_OK;
+}
+
+/* kernel IR -> CUDA C -> cubin; 1 when it compiled */
+static int compile_graph(pc_graph *g, pc_nvrtc *nv, compiled *c) {
+  char *src;
+  int ok = render_graph(g, c, &src) && pc_nvrtc_compile(g, nv, src, "sm_90", &c->bin) == PC_OK;
+  free(src);
+  return ok;
 }
 
 static pc_nvrtc *open_nvrtc(void) {
@@ -442,6 +531,47 @@ PC_TEST(cuda_render_names_and_origins) {
   pc_graph_free(g);
 }
 
+/* the tile rows fit their kernel's thread maps and shared memory, 3 or more of each precision */
+PC_TEST(cuda_gemm_tile_rows_valid) {
+  for (int tf32 = 0; tf32 < 2; tf32++) {
+    int n = 0;
+    for (const char *bad; (bad = cu_gemm_tiles_invalid(tf32, n)); n++)
+      CHECK_MSG(!*bad, "tile row %s does not fit its kernel", bad);
+    CHECK_MSG(n >= 3, "%d %s rows", n, tf32 ? "TF32" : "SIMT");
+  }
+}
+
+/* f32 dots and convs render as tiled GEMMs of the precision's rows; a fused conv or dot epilogue runs in the
+ * call's kernel, its loop kernel rendered empty and not launched (grid 0); the long strided conv splits K */
+PC_TEST(cuda_gemm_render) {
+  for (int i = 0; i < N_CASES; i++) {
+    const gcase *c = &cases[i];
+    if (strncmp(c->name, "gemm_", 5) && strncmp(c->name, "tf32_", 5)) continue;
+    pc_graph *g = case_graph(c);
+    kir_program p;
+    pc_cuda_launch *L = NULL;
+    char *src = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&src, &len);
+    int ok = CHECK_MSG(kir_build(g, &p) == PC_OK && pc_cuda_render_program(&p, f, &L) == PC_OK, "%s: %s", c->name,
+                       pc_error(g));
+    fclose(f);
+    if (ok) {
+      CHECK_CONTAINS(src, c->mp ? "/* gemm tf32_" : "/* gemm simt_");
+      CHECK_MSG(!strstr(src, c->mp ? "/* gemm simt_" : "/* gemm tf32_"), "%s: a row of the other precision", c->name);
+      int skipped = 0;
+      for (int k = 0; k < p.n_kernels; k++) skipped += L[k].grid == 0;
+      int epi = strstr(c->name, "relu") || strstr(c->name, "res") || strstr(c->name, "gelu");
+      CHECK_MSG(skipped == epi, "%s: %d kernels not launched, want %d", c->name, skipped, epi);
+      if (epi) CHECK_CONTAINS(src, "/* run by the call before it */");
+      if (strstr(c->name, "split")) CHECK_MSG(!strstr(src, ", split 1 */"), "%s: K not split", c->name);
+      if (strstr(c->name, "split")) CHECK_CONTAINS(src, "atomicAdd(&k0_conv_count[tmn], 1u)");
+    }
+    free(src);
+    pc_graph_free(g);
+  }
+}
+
 /* --emit cuda writes the text; .cubin / .ptx outputs get NVRTC's binaries */
 PC_TEST(cuda_codegen_emit) {
   pc_graph *g = pc_graph_new();
@@ -498,10 +628,10 @@ static pc_tensor make_input(const pc_value *v, double lo, double hi, int nonzero
   return t;
 }
 
-static int close_enough(pc_dtype dt, double a, double b) {
+static int close_enough(pc_dtype dt, double a, double b, double f32_tol) {
   if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
   if (isinf(a) || isinf(b)) return a == b;
-  double tol = dt == PC_f16 ? 3e-3 : dt == PC_bf16 ? 1.6e-2 : dt == PC_f32 || dt == PC_c64 ? 2e-5 : dt == PC_f64 ? 1e-12 : 0;
+  double tol = dt == PC_f16 ? 3e-3 : dt == PC_bf16 ? 1.6e-2 : dt == PC_f32 || dt == PC_c64 ? f32_tol : dt == PC_f64 ? 1e-12 : 0;
   return fabs(a - b) <= tol * (1 + fabs(b));
 }
 
@@ -542,6 +672,7 @@ static int run_on_gpu(gpu *d, pc_graph *g, compiled *c, const pc_tensor *ins, pc
   }
   for (int k = 0; ok && k < c->p.n_kernels; k++) {
     const pc_cuda_launch *L = &c->launches[k];
+    if (!L->grid) continue; /* run by the kernel before it */
     primc_devptr vals[64];
     void *args[64], *fn = NULL;
     for (int a = 0; a < L->n_args && a < 64; a++) {
@@ -568,18 +699,46 @@ static int run_on_gpu(gpu *d, pc_graph *g, compiled *c, const pc_tensor *ins, pc
   return ok;
 }
 
-static int compare(pc_graph *g, const pc_tensor *ref, const pc_tensor *got, const char *tag) {
+static int compare(pc_graph *g, const pc_tensor *ref, const pc_tensor *got, const char *tag, double f32_tol) {
   for (int o = 0; o < g->n_outputs; o++) {
     pc_dtype dt = ref[o].dtype, lane = dt == PC_c64 ? PC_f32 : dt; /* complex: both halves */
     int64_t n = pc_tensor_numel(&ref[o]) * (dt == PC_c64 ? 2 : 1);
     for (int64_t i = 0; i < n; i++) {
       double a = pc_elem_f64(lane, got[o].data, i), b = pc_elem_f64(lane, ref[o].data, i);
-      if (!close_enough(dt, a, b))
+      if (!close_enough(dt, a, b, f32_tol))
         return CHECK_MSG(0, "%s: out%d (%s) [%lld] = %.9g on the GPU, interpreter %.9g", tag, o, pc_dtype_name(dt),
                          (long long)i, a, b);
     }
   }
   return CHECK_MSG(1, "%s", tag);
+}
+
+/* compiles case c, runs it on the GPU and the interpreter; 1 when every output matched */
+static int run_case(gpu *d, pc_nvrtc *nv, const gcase *c, const char *how) {
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s%s%s", c->name, *how ? " " : "", how);
+  pc_graph *g = case_graph(c);
+  if (!CHECK_MSG(g->n_inputs <= MAXT && g->n_outputs <= MAXT, "%s: %d inputs, %d outputs: raise MAXT", tag, g->n_inputs,
+                 g->n_outputs)) {
+    pc_graph_free(g);
+    return 0;
+  }
+  compiled cc;
+  pc_tensor ins[MAXT], ref[MAXT], got[MAXT];
+  memset(ref, 0, sizeof ref);
+  memset(got, 0, sizeof got);
+  for (int k = 0; k < g->n_inputs; k++) ins[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero);
+  int ok = CHECK_MSG(compile_graph(g, nv, &cc), "%s: %s", tag, pc_error(g));
+  ok = ok && CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
+  int status = -1;
+  ok = ok && run_on_gpu(d, g, &cc, ins, got, &status, tag);
+  ok = ok && CHECK_MSG(status == 0, "%s: a kernel reported bad data (%d)", tag, status);
+  ok = ok && compare(g, ref, got, tag, c->tol ? c->tol : 2e-5);
+  for (int k = 0; k < g->n_inputs; k++) free(ins[k].data);
+  for (int k = 0; k < g->n_outputs; k++) pc_tensor_free(&ref[k]), free(got[k].data);
+  pc_cuda_binary_free(&cc.bin);
+  pc_graph_free(g);
+  return ok;
 }
 
 PC_TEST(cuda_gpu_matches_interpreter) {
@@ -597,35 +756,125 @@ PC_TEST(cuda_gpu_matches_interpreter) {
   }
   pc_nvrtc *nv = open_nvrtc();
   int ran = 0;
-  for (int i = 0; nv && i < N_CASES; i++) {
-    const gcase *c = &cases[i];
-    if (c->fails) continue;
-    pc_graph *g = case_graph(c);
-    if (!CHECK_MSG(g->n_inputs <= MAXT && g->n_outputs <= MAXT, "%s: %d inputs, %d outputs: raise MAXT", c->name,
-                   g->n_inputs, g->n_outputs)) {
-      pc_graph_free(g);
-      continue;
-    }
-    compiled cc;
-    pc_tensor ins[MAXT], ref[MAXT], got[MAXT];
-    memset(ref, 0, sizeof ref);
-    memset(got, 0, sizeof got);
-    for (int k = 0; k < g->n_inputs; k++) ins[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero);
-    int ok = CHECK_MSG(compile_graph(g, nv, &cc), "%s: %s", c->name, pc_error(g));
-    ok = ok && CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", c->name,
-                         pc_error(g));
-    int status = -1;
-    ok = ok && run_on_gpu(&d, g, &cc, ins, got, &status, c->name);
-    ok = ok && CHECK_MSG(status == 0, "%s: a kernel reported bad data (%d)", c->name, status);
-    if (ok && compare(g, ref, got, c->name)) ran++;
-    for (int k = 0; k < g->n_inputs; k++) free(ins[k].data);
-    for (int k = 0; k < g->n_outputs; k++) pc_tensor_free(&ref[k]), free(got[k].data);
-    pc_cuda_binary_free(&cc.bin);
-    pc_graph_free(g);
-  }
+  for (int i = 0; nv && i < N_CASES; i++)
+    if (!cases[i].fails) ran += run_case(&d, nv, &cases[i], "");
   fprintf(stderr, "  cuda: %d graphs ran on the GPU and matched the interpreter\n", ran);
   pc_nvrtc_close(nv);
   primc_cuda_close(d.cu);
+}
+
+/* every tile row of cuda_gemm.c's table, forced (PRIMC_CUDA_GEMM), on the dot and conv cases of its precision;
+ * the conv cases also split K in 4 */
+PC_TEST(cuda_gpu_gemm_rows) {
+  char err[512] = "";
+  gpu d;
+  memset(&d, 0, sizeof d);
+  if (primc_cuda_open(0, &d.cu, err, sizeof err) != PRIMC_OK) {
+    SKIP("GPU execution: %s", err);
+    CHECK_MSG(strstr(err, "cuInit") || strstr(err, "libcuda.so.1"), "skip reason names cuInit or libcuda: %s", err);
+    return;
+  }
+  pc_nvrtc *nv = open_nvrtc();
+  int ran = 0, rows = 0;
+  for (int tf32 = 0; nv && tf32 < 2; tf32++)
+    for (int r = 0; cu_gemm_tile_name(tf32, r); r++, rows++)
+      for (int i = 0; i < N_CASES; i++) {
+        const gcase *c = &cases[i];
+        if (strncmp(c->name, tf32 ? "tf32_" : "gemm_", 5)) continue;
+        char force[64];
+        snprintf(force, sizeof force, "%s%s", cu_gemm_tile_name(tf32, r), strstr(c->name, "conv") ? ":4" : "");
+        setenv("PRIMC_CUDA_GEMM", force, 1);
+        ran += run_case(&d, nv, c, force);
+      }
+  unsetenv("PRIMC_CUDA_GEMM");
+  fprintf(stderr, "  cuda: %d graphs on %d forced tile rows matched the interpreter\n", ran, rows);
+  pc_nvrtc_close(nv);
+  primc_cuda_close(d.cu);
+}
+
+/* ---------------------------------------------------------------- the same kernels on the CPU emulator */
+
+/* case c rendered, run kernel by kernel on the CPU emulator (tests/unit/cuda_emu.h) over host buffers laid out as
+ * on the GPU, and compared with the interpreter; 1 when it matched, -1 when there is no compiler for it */
+static int run_case_emu(const gcase *c, const char *how) {
+  char tag[160], err[512] = "";
+  snprintf(tag, sizeof tag, "%s%s%s (emulated)", c->name, *how ? " " : "", how);
+  pc_graph *g = case_graph(c);
+  compiled cc;
+  char *src;
+  int ok = CHECK_MSG(render_graph(g, &cc, &src), "%s: %s", tag, pc_error(g)), no_cc = 0;
+  pc_emu *e = ok ? pc_emu_compile(src, err, sizeof err, &no_cc) : NULL;
+  free(src);
+  if (no_cc) {
+    pc_graph_free(g);
+    return -1;
+  }
+  ok = ok && CHECK_MSG(e != NULL, "%s: %s", tag, err);
+  pc_tensor ins[MAXT], ref[MAXT], got[MAXT];
+  memset(ref, 0, sizeof ref);
+  memset(got, 0, sizeof got);
+  for (int k = 0; k < g->n_inputs; k++) ins[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero);
+  for (int k = 0; k < g->n_outputs; k++) {
+    const pc_value *v = g->outputs[k];
+    got[k] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
+    memcpy(got[k].dims, v->type.dims, sizeof got[k].dims);
+    got[k].data = calloc(1, pc_tensor_nbytes(&got[k]) + 1);
+  }
+  ok = ok && CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
+  unsigned char *ws = ok ? calloc(1, (size_t)cc.p.workspace_size + 1) : NULL, *wt = ok ? kir_weights_blob(&cc.p) : NULL;
+  for (int k = 0; ok && k < cc.p.n_kernels; k++) {
+    const pc_cuda_launch *L = &cc.launches[k];
+    if (!L->grid) continue;
+    void *args[64];
+    for (int a = 0; a < L->n_args && a < 64; a++) {
+      const kir_buf *b = &cc.p.bufs[L->args[a]];
+      args[a] = b->place == KP_INPUT ? ins[b->index].data : b->place == KP_OUTPUT ? got[b->index].data
+                : b->place == KP_CONST ? (void *)(wt + b->offset) : (void *)(ws + b->offset);
+    }
+    ok = CHECK_MSG(pc_emu_launch(e, L->name, L->grid, L->block, args, L->n_args, err, sizeof err), "%s: %s", tag, err);
+  }
+  ok = ok && CHECK_MSG(pc_emu_status(e) == 0, "%s: a kernel reported bad data", tag);
+  ok = ok && compare(g, ref, got, tag, c->tol ? c->tol : 2e-5);
+  free(ws);
+  free(wt);
+  pc_emu_close(e);
+  for (int k = 0; k < g->n_inputs; k++) free(ins[k].data);
+  for (int k = 0; k < g->n_outputs; k++) pc_tensor_free(&ref[k]), free(got[k].data);
+  pc_graph_free(g);
+  return ok;
+}
+
+/* the contraction kernels run on the CPU emulator against the interpreter: every case of cuda_gemm.c's paths as
+ * the wave model picks, and every tile row forced on a dot and a split conv; with the direct dot and conv and the
+ * depthwise conv's fused epilogue */
+PC_TEST(cuda_emu_gemm_rows) {
+  static const char *const picked[] = {"dot", "conv", "conv_dw_relu"};
+  int ran = 0, rows = 0;
+  for (int i = 0; i < N_CASES; i++) {
+    const gcase *c = &cases[i];
+    int mine = !strncmp(c->name, "gemm_", 5) || !strncmp(c->name, "tf32_", 5);
+    for (size_t j = 0; j < sizeof picked / sizeof *picked; j++) mine |= !strcmp(c->name, picked[j]);
+    if (!mine) continue;
+    int r = run_case_emu(c, "");
+    if (r < 0) {
+      SKIP("no g++ for the CUDA emulator");
+      return;
+    }
+    ran += r;
+  }
+  for (int tf32 = 0; tf32 < 2; tf32++)
+    for (int r = 0; cu_gemm_tile_name(tf32, r); r++, rows++)
+      for (int i = 0; i < N_CASES; i++) {
+        const gcase *c = &cases[i];
+        if (strcmp(c->name, tf32 ? "tf32_dot" : "gemm_dot") && strcmp(c->name, tf32 ? "tf32_conv_split_res" : "gemm_conv_split_res"))
+          continue;
+        char force[64];
+        snprintf(force, sizeof force, "%s%s", cu_gemm_tile_name(tf32, r), strstr(c->name, "conv") ? ":4" : "");
+        setenv("PRIMC_CUDA_GEMM", force, 1);
+        ran += run_case_emu(c, force) > 0;
+      }
+  unsetenv("PRIMC_CUDA_GEMM");
+  fprintf(stderr, "  cuda emulator: %d graphs matched the interpreter (%d tile rows forced)\n", ran, rows);
 }
 
 /* an out-of-range gather index is reported through primc_status, not a crash */

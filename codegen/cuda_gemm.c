@@ -1,0 +1,445 @@
+/* codegen/cuda_gemm.c: f32 dot_general and conv as tiled GEMMs on CUDA. A block computes a BM x BN tile of
+ * C = A B, staging BK-deep slices of A and B through shared memory in two buffers (the next slice is read into
+ * registers while the current one is multiplied); the products run on the SIMT cores (each thread a TM x TN
+ * register block) or, under --matmul-precision high or medium, on the tensor cores (TF32 mma.sync, each warp a
+ * WM x WN tile). A conv is the implicit GEMM W[o][c,taps] x im2col(x)[c,taps][n,pixels], its im2col gathered
+ * while staging, its fused epilogue (bias, residual, activation, clamp) applied at the store. A conv with too few
+ * tiles to fill the GPU splits K: each split stores a partial tile, the last to finish (a counter per tile) sums
+ * them in split order, so results do not depend on timing. The tile row and split count are chosen here, at
+ * compile time, by a wave model of the GPU (gemm_pick), and named in the kernel's comment. */
+#include "codegen/cuda_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GPU_SMS 132       /* H100 / H200 multiprocessors: the wave model's GPU */
+#define MAX_SPLITS 16
+
+/* a tile row: SIMT (tm, tn: the thread's block, 4 or 8) or TF32 (wm, wn: the warp's tile) */
+typedef struct gemm_tile {
+  const char *name;
+  int tf32;
+  int bm, bn, bk;
+  int tm, tn;
+  int wm, wn;
+  int threads;
+  double eff; /* throughput at full occupancy, relative to the largest tile of its kind */
+  int per_sm; /* blocks resident on one multiprocessor */
+} gemm_tile;
+
+static const gemm_tile tiles[] = {
+    {"simt_128x128", 0, 128, 128, 8, 8, 8, 0, 0, 256, 1.00, 2},
+    {"simt_64x64", 0, 64, 64, 8, 8, 8, 0, 0, 64, 0.85, 8},
+    {"simt_32x32", 0, 32, 32, 8, 4, 4, 0, 0, 64, 0.55, 12},
+    {"tf32_128x128", 1, 128, 128, 16, 0, 0, 64, 32, 256, 1.00, 2},
+    {"tf32_64x64", 1, 64, 64, 16, 0, 0, 32, 32, 128, 0.80, 4},
+    {"tf32_32x32", 1, 32, 32, 16, 0, 0, 16, 16, 128, 0.50, 8},
+};
+#define N_TILES ((int)(sizeof tiles / sizeof tiles[0]))
+
+/* the problem a kernel renders: batch (dot batch or conv groups) of M x N x K */
+typedef struct gemm {
+  int64_t batch, M, N, K;
+  const gemm_tile *t;
+  int splits;
+  int64_t kchunk; /* K per split, a multiple of bk */
+  int conv;
+  /* dot: A(b, m, k) = A[b sb + m sm + k sk], B(b, k, n) = B[b sb + k sk + n sn] */
+  int64_t a_sb, a_sm, a_sk, b_sb, b_sk, b_sn;
+  /* conv, 2-D (1-D as height 1) */
+  int64_t cin, h, w, o, og, cg, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
+  int epi;  /* the conv's epilogue words are applied here (a4 y, a5 bias, a6 res) */
+  const int64_t *ew; /* the epilogue words */
+  /* dot: the loop kernel that reads its result element for element (kir_rewrites.c's dot-epilogues), run at the
+   * store with the result in a register; its buffers follow the call's in the signature */
+  const kir_kernel *loop_epi;
+  int result_buf;
+} gemm;
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* seconds, roughly: rounds of concurrent blocks at the tile's rate, and a split's partial sums through memory */
+static double gemm_time(const gemm_tile *t, const gemm *g, int splits) {
+  int64_t kc = cdiv(cdiv(g->K, splits), t->bk) * t->bk;
+  int64_t blocks = g->batch * cdiv(g->M, t->bm) * cdiv(g->N, t->bn) * splits;
+  int64_t conc = cdiv(blocks, GPU_SMS);
+  if (conc > t->per_sm) conc = t->per_sm;
+  double occ = conc * t->threads / 512.0, rate = t->tf32 ? 1.5e12 : 2.0e11; /* FMA/s of one multiprocessor */
+  if (occ > 1) occ = 1;
+  double s = (double)cdiv(blocks, GPU_SMS * conc) * conc * t->bm * t->bn * kc / (t->eff * occ * rate);
+  if (splits > 1) s += 8.0 * splits * g->batch * g->M * g->N / 3e12 + 2e-6;
+  return s;
+}
+
+static int split_fits(const gemm_tile *t, const gemm *g, int s, int64_t scratch_floats) {
+  int64_t tiles_mn = g->batch * cdiv(g->M, t->bm) * cdiv(g->N, t->bn);
+  return s == 1 || (g->conv && s <= MAX_SPLITS && g->K >= s * 4 * t->bk && s * tiles_mn * t->bm * t->bn <= scratch_floats);
+}
+
+/* the fastest (tile, splits) of the precision's rows by the model; splits only where scratch holds the partials.
+ * PRIMC_CUDA_GEMM=NAME[:SPLITS] in the environment forces a row of the precision (tests run every row), and
+ * PRIMC_CUDA_GEMM=direct the kernels before the tiled ones (cuda_calls.c's), for a comparison. */
+static void gemm_pick(gemm *g, int tf32, int64_t scratch_floats) {
+  double best = INFINITY;
+  const char *force = getenv("PRIMC_CUDA_GEMM");
+  for (int i = 0; i < N_TILES; i++) {
+    const gemm_tile *t = &tiles[i];
+    size_t len = strlen(t->name);
+    if (t->tf32 != tf32) continue;
+    if (force && *force && !strncmp(force, t->name, len) && (!force[len] || force[len] == ':')) {
+      int s = force[len] ? atoi(force + len + 1) : 1;
+      g->t = t, g->splits = s >= 1 && split_fits(t, g, s, scratch_floats) ? s : 1;
+      break;
+    }
+    for (int s = 1; split_fits(t, g, s, scratch_floats); s *= 2) {
+      double c = gemm_time(t, g, s);
+      if (c < best * 0.97) best = c, g->t = t, g->splits = s;
+    }
+  }
+  g->kchunk = cdiv(cdiv(g->K, g->splits), g->t->bk) * g->t->bk;
+}
+
+const char *cu_gemm_tiles_invalid(int tf32, int i) {
+  int n = 0;
+  for (int j = 0; j < N_TILES; j++) {
+    const gemm_tile *t = &tiles[j];
+    if (t->tf32 != tf32 || n++ != i) continue;
+    int T = t->threads, ok = T % 32 == 0 && T % t->bm == 0 && T % t->bn == 0 && T % t->bk == 0 &&
+                             (t->bm * t->bk) % T == 0 && (t->bk * t->bn) % T == 0 && T / t->bn <= t->bk && T / t->bm <= t->bk;
+    if (tf32) ok = ok && t->bk % 8 == 0 && t->wm % 16 == 0 && t->wn % 8 == 0 && (t->bm / t->wm) * (t->bn / t->wn) * 32 == T;
+    else ok = ok && (t->tm == 4 || t->tm == 8) && (t->tn == 4 || t->tn == 8) && (t->bm / t->tm) * (t->bn / t->tn) == T;
+    /* two stages of both tiles in the 48 KB of static shared memory */
+    ok = ok && 2 * t->bk * (t->bm + t->bn + 16) * 4 <= 48 * 1024;
+    return ok ? "" : t->name;
+  }
+  return NULL;
+}
+
+const char *cu_gemm_tile_name(int tf32, int i) {
+  for (int j = 0, n = 0; j < N_TILES; j++)
+    if (tiles[j].tf32 == tf32 && n++ == i) return tiles[j].name;
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- rendering */
+
+/* ra[i] / rb[i] of the next slice from global memory (k0: its first k) */
+static void put_loads(cctx *C, const gemm *g, int ind) {
+  const gemm_tile *t = g->t;
+  int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
+  /* A: k-fast when its k stride is 1 (the conv's weight rows always), else m-fast */
+  int a_kfast = g->conv || g->a_sk == 1;
+  cu_line(C, ind, "#pragma unroll");
+  cu_line(C, ind, "for (int i = 0; i < %d; i++) {", la);
+  if (a_kfast) cu_line(C, ind + 1, "const int mm = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
+  else cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, mm = tid %% %d;", t->bm, T / t->bm, t->bm);
+  cu_line(C, ind + 1, "const long long m = m0 + mm, k = k0 + kk;");
+  if (g->conv)
+    cu_line(C, ind + 1, "ra[i] = (m < %lldLL && k < kend) ? A[(bt * %lldLL + m) * %lldLL + k] : 0.0f;", (long long)g->M,
+            (long long)g->og, (long long)g->K);
+  else
+    cu_line(C, ind + 1, "ra[i] = (m < %lldLL && k < kend) ? A[bt * %lldLL + m * %lldLL + k * %lldLL] : 0.0f;", (long long)g->M,
+            (long long)g->a_sb, (long long)g->a_sm, (long long)g->a_sk);
+  cu_line(C, ind, "}");
+  /* B: n-fast (conv columns are output pixels, dot columns usually contiguous), else k-fast */
+  int b_nfast = g->conv || g->b_sn == 1 || g->b_sk != 1;
+  cu_line(C, ind, "#pragma unroll");
+  cu_line(C, ind, "for (int i = 0; i < %d; i++) {", lb);
+  if (b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d;", t->bn, T / t->bn);
+  else cu_line(C, ind + 1, "const int nn = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
+  cu_line(C, ind + 1, "const long long k = k0 + kk;");
+  if (g->conv) { /* the column's pixel was decoded once per tile: xb, ih0, iw0, ncol_ok */
+    long long taps = g->kh * g->kw;
+    cu_line(C, ind + 1, "const long long ci = k / %lldLL, r = k %% %lldLL;", taps, taps);
+    cu_line(C, ind + 1, "const long long ih = ih0 + r / %lldLL * %lldLL, iw = iw0 + r %% %lldLL * %lldLL;", (long long)g->kw,
+            (long long)g->dh, (long long)g->kw, (long long)g->dw);
+    cu_line(C, ind + 1, "rb[i] = (ncol_ok && k < kend && ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) ? "
+            "xb[(ci * %lldLL + ih) * %lldLL + iw] : 0.0f;", (long long)g->h, (long long)g->w, (long long)g->h, (long long)g->w);
+  } else {
+    if (b_nfast) cu_line(C, ind + 1, "const long long n = n0 + ncol;");
+    else cu_line(C, ind + 1, "const long long n = n0 + nn;");
+    cu_line(C, ind + 1, "rb[i] = (n < %lldLL && k < kend) ? Bm[bt * %lldLL + k * %lldLL + n * %lldLL] : 0.0f;", (long long)g->N,
+            (long long)g->b_sb, (long long)g->b_sk, (long long)g->b_sn);
+  }
+  cu_line(C, ind, "}");
+}
+
+/* the registers into shared buffer `nb`, as TF32 for the tensor cores */
+static void put_stores(cctx *C, const gemm *g, int ind) {
+  const gemm_tile *t = g->t;
+  int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
+  int a_kfast = g->conv || g->a_sk == 1, b_nfast = g->conv || g->b_sn == 1 || g->b_sk != 1;
+  const char *cv = t->tf32 ? "pc_tf32" : "";
+  cu_line(C, ind, "#pragma unroll");
+  cu_line(C, ind, "for (int i = 0; i < %d; i++) {", la);
+  if (a_kfast) cu_line(C, ind + 1, "As[nb][tid %% %d][tid / %d + i * %d] = %s(ra[i]);", t->bk, t->bk, T / t->bk, cv);
+  else cu_line(C, ind + 1, "As[nb][tid / %d + i * %d][tid %% %d] = %s(ra[i]);", t->bm, T / t->bm, t->bm, cv);
+  cu_line(C, ind, "}");
+  cu_line(C, ind, "#pragma unroll");
+  cu_line(C, ind, "for (int i = 0; i < %d; i++) {", lb);
+  if (b_nfast) cu_line(C, ind + 1, "Bs[nb][tid / %d + i * %d][tid %% %d] = %s(rb[i]);", t->bn, T / t->bn, t->bn, cv);
+  else cu_line(C, ind + 1, "Bs[nb][tid %% %d][tid / %d + i * %d] = %s(rb[i]);", t->bk, t->bk, T / t->bk, cv);
+  cu_line(C, ind, "}");
+}
+
+/* one BK slice of shared buffer `cb` into the accumulators */
+static void put_compute(cctx *C, const gemm *g, int ind) {
+  const gemm_tile *t = g->t;
+  if (!t->tf32) {
+    int gm = t->tm / 4, gn = t->tn / 4;
+    cu_line(C, ind, "#pragma unroll");
+    cu_line(C, ind, "for (int kk = 0; kk < %d; kk++) {", t->bk);
+    cu_line(C, ind + 1, "float a[%d], b[%d];", t->tm, t->tn);
+    for (int q = 0; q < gm; q++)
+      cu_line(C, ind + 1, "*(float4 *)&a[%d] = *(const float4 *)&As[cb][kk][%d + ty * 4];", 4 * q, q * t->bm / gm);
+    for (int q = 0; q < gn; q++)
+      cu_line(C, ind + 1, "*(float4 *)&b[%d] = *(const float4 *)&Bs[cb][kk][%d + tx * 4];", 4 * q, q * t->bn / gn);
+    cu_line(C, ind + 1, "#pragma unroll");
+    cu_line(C, ind + 1, "for (int i = 0; i < %d; i++)", t->tm);
+    cu_line(C, ind + 2, "#pragma unroll");
+    cu_line(C, ind + 2, "for (int j = 0; j < %d; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);", t->tn);
+    cu_line(C, ind, "}");
+    return;
+  }
+  int mt = t->wm / 16, nt = t->wn / 8;
+  cu_line(C, ind, "#pragma unroll");
+  cu_line(C, ind, "for (int ks = 0; ks < %d; ks += 8) {", t->bk);
+  cu_line(C, ind + 1, "unsigned af[%d][4], bf[%d][2];", mt, nt);
+  cu_line(C, ind + 1, "#pragma unroll");
+  cu_line(C, ind + 1, "for (int i = 0; i < %d; i++) {", mt);
+  cu_line(C, ind + 2, "const int r = wm0 + i * 16 + gq;");
+  cu_line(C, ind + 2, "af[i][0] = __float_as_uint(As[cb][ks + tq][r]), af[i][1] = __float_as_uint(As[cb][ks + tq][r + 8]);");
+  cu_line(C, ind + 2, "af[i][2] = __float_as_uint(As[cb][ks + tq + 4][r]), af[i][3] = __float_as_uint(As[cb][ks + tq + 4][r + 8]);");
+  cu_line(C, ind + 1, "}");
+  cu_line(C, ind + 1, "#pragma unroll");
+  cu_line(C, ind + 1, "for (int j = 0; j < %d; j++) {", nt);
+  cu_line(C, ind + 2, "const int c = wn0 + j * 8 + gq;");
+  cu_line(C, ind + 2, "bf[j][0] = __float_as_uint(Bs[cb][ks + tq][c]), bf[j][1] = __float_as_uint(Bs[cb][ks + tq + 4][c]);");
+  cu_line(C, ind + 1, "}");
+  cu_line(C, ind + 1, "#pragma unroll");
+  cu_line(C, ind + 1, "for (int i = 0; i < %d; i++)", mt);
+  cu_line(C, ind + 2, "#pragma unroll");
+  cu_line(C, ind + 2, "for (int j = 0; j < %d; j++) pc_mma_tf32<0>(acc[i][j], af[i], bf[j]);", nt);
+  cu_line(C, ind, "}");
+}
+
+/* for each accumulator: its tile row mm, column nn and value v, as a loop nest ending in an open block */
+static int put_acc_loop(cctx *C, const gemm *g, int ind) {
+  const gemm_tile *t = g->t;
+  if (!t->tf32) {
+    cu_line(C, ind, "#pragma unroll");
+    cu_line(C, ind, "for (int i = 0; i < %d; i++)", t->tm);
+    cu_line(C, ind + 1, "#pragma unroll");
+    cu_line(C, ind + 1, "for (int j = 0; j < %d; j++) {", t->tn);
+    cu_line(C, ind + 2, "const int mm = i / 4 * %d + ty * 4 + i %% 4, nn = j / 4 * %d + tx * 4 + j %% 4;", t->bm / (t->tm / 4),
+            t->bn / (t->tn / 4));
+    cu_line(C, ind + 2, "const float v = acc[i][j];");
+    return 2;
+  }
+  cu_line(C, ind, "#pragma unroll");
+  cu_line(C, ind, "for (int i = 0; i < %d; i++)", t->wm / 16);
+  cu_line(C, ind + 1, "#pragma unroll");
+  cu_line(C, ind + 1, "for (int j = 0; j < %d; j++)", t->wn / 8);
+  cu_line(C, ind + 2, "#pragma unroll");
+  cu_line(C, ind + 2, "for (int e = 0; e < 4; e++) {");
+  cu_line(C, ind + 3, "const int mm = wm0 + i * 16 + gq + (e >> 1) * 8, nn = wn0 + j * 8 + 2 * tq + (e & 1);");
+  cu_line(C, ind + 3, "const float v = acc[i][j][e];");
+  return 3;
+}
+
+/* the conv's epilogue on s_ (channel oc, output element idx), stored to y (a4) */
+void cu_put_conv_epi(cctx *C, const int64_t *w, int ind) {
+  double lo, hi;
+  memcpy(&lo, &w[4], 8);
+  memcpy(&hi, &w[5], 8);
+  if (w[2] >= 0) cu_line(C, ind, "s_ += ((const float *)a5)[%lldLL + oc * %lldLL];", (long long)w[1], (long long)w[2]);
+  if (w[3]) cu_line(C, ind, "s_ += ((const float *)a6)[idx];");
+  if (w[6] == PRIMC_ACT_SILU) cu_line(C, ind, "s_ = s_ * (1.0f / (1.0f + expf(-s_)));");
+  if (w[6] == PRIMC_ACT_GELU) cu_line(C, ind, "s_ = s_ * 0.5f * (1.0f + erff(s_ * 0.707106781186547524f));");
+  if (w[6] == PRIMC_ACT_F16) cu_line(C, ind, "s_ = pc_rh(s_);");
+  if (lo > -INFINITY) cu_line(C, ind, "s_ = pc_max(s_, (float)(%.17g));", lo);
+  if (hi < INFINITY) cu_line(C, ind, "s_ = pc_min(s_, (float)(%.17g));", hi);
+  cu_line(C, ind, "((float *)a4)[idx] = s_;");
+}
+
+/* the final value s_ of row m, column n (both in range) to the output */
+static void put_final_store(cctx *C, const gemm *g, int ind) {
+  if (g->loop_epi) { /* its two loops are the dot's rows and columns */
+    cu_line(C, ind, "{");
+    cu_line(C, ind + 1, "const long long i0 = m, i1 = n;");
+    C->subst = "s_", C->subst_buf = g->result_buf;
+    cu_emit_stores(C, g->loop_epi, ind + 1);
+    C->subst = NULL;
+    cu_line(C, ind, "}");
+    return;
+  }
+  if (!g->conv) {
+    cu_line(C, ind, "out[bt * %lldLL + m * %lldLL + n] = s_;", (long long)(g->M * g->N), (long long)g->N);
+    return;
+  }
+  long long P = g->oh * g->ow;
+  cu_line(C, ind, "const long long oc = bt * %lldLL + m, idx = (n / %lldLL * %lldLL + oc) * %lldLL + n %% %lldLL;",
+          (long long)g->og, P, (long long)g->o, P, P);
+  if (g->epi) cu_put_conv_epi(C, g->ew, ind);
+  else cu_line(C, ind, "out[idx] = s_;");
+}
+
+static void put_epilogue(cctx *C, const gemm *g, int ind) {
+  const gemm_tile *t = g->t;
+  if (g->splits == 1) {
+    int d = put_acc_loop(C, g, ind);
+    cu_line(C, ind + d, "const long long m = m0 + mm, n = n0 + nn;");
+    cu_line(C, ind + d, "if (m >= %lldLL || n >= %lldLL) continue;", (long long)g->M, (long long)g->N);
+    cu_line(C, ind + d, "float s_ = v;");
+    put_final_store(C, g, ind + d);
+    cu_line(C, ind + d - 1, "}");
+    return;
+  }
+  /* this split's tile to its slot of the scratch; the last split of the tile to arrive sums all in order */
+  int d = put_acc_loop(C, g, ind);
+  cu_line(C, ind + d, "part[((tmn * %dLL + sp) * %d + mm) * %d + nn] = v;", g->splits, t->bm, t->bn);
+  cu_line(C, ind + d - 1, "}");
+  cu_line(C, ind, "__threadfence();");
+  cu_line(C, ind, "__syncthreads();");
+  cu_line(C, ind, "if (tid == 0) last_ = atomicAdd(&%s_count[tmn], 1u) == %du;", C->name, g->splits - 1);
+  cu_line(C, ind, "__syncthreads();");
+  cu_line(C, ind, "if (last_) {");
+  cu_line(C, ind + 1, "__threadfence();");
+  cu_line(C, ind + 1, "for (int e = tid; e < %d; e += %d) {", t->bm * t->bn, t->threads);
+  cu_line(C, ind + 2, "const int mm = e / %d, nn = e %% %d;", t->bn, t->bn);
+  cu_line(C, ind + 2, "const long long m = m0 + mm, n = n0 + nn;");
+  cu_line(C, ind + 2, "if (m >= %lldLL || n >= %lldLL) continue;", (long long)g->M, (long long)g->N);
+  cu_line(C, ind + 2, "float s_ = 0.0f;");
+  cu_line(C, ind + 2, "for (int q = 0; q < %d; q++) s_ += __ldcg(&part[((tmn * %dLL + q) * %d + mm) * %d + nn]);", g->splits,
+          g->splits, t->bm, t->bn);
+  put_final_store(C, g, ind + 2);
+  cu_line(C, ind + 1, "}");
+  cu_line(C, ind + 1, "if (tid == 0) %s_count[tmn] = 0u;", C->name);
+  cu_line(C, ind, "}");
+  cu_line(C, ind, "__syncthreads();");
+}
+
+static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
+  const gemm_tile *t = g->t;
+  int64_t tm = cdiv(g->M, t->bm), tn = cdiv(g->N, t->bn), tmn = g->batch * tm * tn, total = tmn * g->splits;
+  int pa = t->tf32 ? 8 : 4; /* row padding: conflict-free fragment reads (TF32), aligned float4 reads (SIMT) */
+  fprintf(C->f, "/* gemm %s: %lld x [%lld x %lld x %lld], split %d */\n", t->name, (long long)g->batch, (long long)g->M,
+          (long long)g->N, (long long)g->K, g->splits);
+  if (g->splits > 1) fprintf(C->f, "__device__ unsigned %s_count[%lld];\n", C->name, (long long)tmn);
+  if (g->loop_epi) {
+    fprintf(C->f, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", t->threads, C->name);
+    for (int i = 0; i < k->n_args; i++) fprintf(C->f, "%sunsigned char *a%d", i ? ", " : "", i);
+    cu_put_loop_params(C, g->loop_epi, g->result_buf, k->args, k->n_args);
+    fprintf(C->f, ") {\n");
+    C->launch->block = t->threads;
+    C->launch->grid = cu_clamp_grid(total, 1);
+  } else {
+    cu_call_signature(C, k, t->threads, cu_clamp_grid(total, 1));
+  }
+  cu_line(C, 1, "__shared__ __align__(16) float As[2][%d][%d], Bs[2][%d][%d];", t->bk, t->bm + pa, t->bk, t->bn + pa);
+  if (g->splits > 1) cu_line(C, 1, "__shared__ bool last_;");
+  if (g->conv) cu_line(C, 1, "const float *A = (const float *)a2, *X = (const float *)a1;");
+  else cu_line(C, 1, "const float *A = (const float *)a1, *Bm = (const float *)a2;");
+  cu_line(C, 1, "float *out = (float *)a0;");
+  if (g->splits > 1) cu_line(C, 1, "float *part = (float *)a3;");
+  cu_line(C, 1, "const int tid = threadIdx.x;");
+  if (t->tf32) {
+    cu_line(C, 1, "const int lane = tid & 31, wid = tid >> 5, gq = lane >> 2, tq = lane & 3;");
+    cu_line(C, 1, "const int wm0 = wid / %d * %d, wn0 = wid %% %d * %d;", t->bn / t->wn, t->wm, t->bn / t->wn, t->wn);
+  } else {
+    cu_line(C, 1, "const int tx = tid %% %d, ty = tid / %d;", t->bn / t->tn, t->bn / t->tn);
+  }
+  cu_line(C, 1, "for (long long tile = blockIdx.x; tile < %lldLL; tile += gridDim.x) {", (long long)total);
+  cu_line(C, 2, "const long long sp = tile %% %d, tmn = tile / %d;", g->splits, g->splits);
+  cu_line(C, 2, "const long long bt = tmn / %lldLL, m0 = tmn %% %lldLL / %lldLL * %d, n0 = tmn %% %lldLL * %d;",
+          (long long)(tm * tn), (long long)(tm * tn), (long long)tn, t->bm, (long long)tn, t->bn);
+  cu_line(C, 2, "const long long kbeg = sp * %lldLL, kend = kbeg + %lldLL < %lldLL ? kbeg + %lldLL : %lldLL;",
+          (long long)g->kchunk, (long long)g->kchunk, (long long)g->K, (long long)g->kchunk, (long long)g->K);
+  cu_line(C, 2, "(void)sp;");
+  if (g->conv) { /* this thread's B column: one output pixel, decoded once per tile */
+    long long P = g->oh * g->ow;
+    cu_line(C, 2, "const long long ncol = n0 + tid %% %d, img = ncol / %lldLL, pix = ncol %% %lldLL;", t->bn, P, P);
+    cu_line(C, 2, "const bool ncol_ok = ncol < %lldLL;", (long long)g->N);
+    cu_line(C, 2, "const long long ih0 = pix / %lldLL * %lldLL - %lldLL, iw0 = pix %% %lldLL * %lldLL - %lldLL;", (long long)g->ow,
+            (long long)g->sh, (long long)g->ph, (long long)g->ow, (long long)g->sw, (long long)g->pw);
+    cu_line(C, 2, "const float *xb = X + (img * %lldLL + bt * %lldLL) * %lldLL;", (long long)g->cin, (long long)g->cg,
+            (long long)(g->h * g->w));
+  } else if (g->b_sn == 1 || g->b_sk != 1) {
+    cu_line(C, 2, "const int ncol = tid %% %d;", t->bn);
+  }
+  if (t->tf32) cu_line(C, 2, "float acc[%d][%d][4] = {};", t->wm / 16, t->wn / 8);
+  else cu_line(C, 2, "float acc[%d][%d] = {};", t->tm, t->tn);
+  cu_line(C, 2, "float ra[%d], rb[%d];", t->bm * t->bk / t->threads, t->bk * t->bn / t->threads);
+  cu_line(C, 2, "{");
+  cu_line(C, 3, "const long long k0 = kbeg;");
+  put_loads(C, g, 3);
+  cu_line(C, 3, "const int nb = 0;");
+  put_stores(C, g, 3);
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "__syncthreads();");
+  cu_line(C, 2, "int cb = 0;");
+  cu_line(C, 2, "for (long long kc = kbeg; kc < kend; kc += %d) {", t->bk);
+  cu_line(C, 3, "const bool more = kc + %d < kend;", t->bk);
+  cu_line(C, 3, "if (more) {");
+  cu_line(C, 4, "const long long k0 = kc + %d;", t->bk);
+  put_loads(C, g, 4);
+  cu_line(C, 3, "}");
+  put_compute(C, g, 3);
+  cu_line(C, 3, "if (more) {");
+  cu_line(C, 4, "const int nb = cb ^ 1;");
+  put_stores(C, g, 4);
+  cu_line(C, 3, "}");
+  cu_line(C, 3, "__syncthreads();");
+  cu_line(C, 3, "cb ^= 1;");
+  cu_line(C, 2, "}");
+  put_epilogue(C, g, 2);
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+}
+
+static int tf32_of(const cctx *C) { return C->g->matmul_precision != PC_MATMUL_HIGHEST; }
+
+/* PRIMC_CUDA_GEMM=direct: the kernels of before (a dot's 16 x 16 tile, a conv's thread per output), to compare */
+static int direct_asked(void) {
+  const char *f = getenv("PRIMC_CUDA_GEMM");
+  return f && !strcmp(f, "direct");
+}
+
+int cu_gemm_dot(cctx *C, const kir_kernel *k) {
+  const int64_t *q = k->params;
+  if (q[0] != PC_f32 || q[2] < 1 || q[3] < 1 || q[4] < 1 || direct_asked()) return 0;
+  gemm g = {.batch = q[1], .M = q[2], .N = q[3], .K = q[4], .a_sb = q[5], .a_sm = q[6], .a_sk = q[7], .b_sb = q[8],
+            .b_sk = q[9], .b_sn = q[10], .result_buf = k->args[0]};
+  const kir_kernel *e = k->has_epilogue && !k->epi_in_call ? &C->p->kernels[k->epilogue] : NULL;
+  /* blocks store while others still read A and B: the epilogue must not write over them */
+  int fits = e && k->epilogue > C->idx && e->kind == KK_LOOP && e->n_loops == 2 && g.batch == 1 && cu_loop_supported(e);
+  for (int s = 0; fits && s < e->n_stores; s++)
+    fits = !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[1]) && !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[2]);
+  if (fits) g.loop_epi = e, C->skip[k->epilogue] = 1;
+  gemm_pick(&g, tf32_of(C), 0);
+  render_gemm(C, k, &g);
+  return 1;
+}
+
+/* a 2-D (or 1-D) f32 conv without input dilation and with at least 8 output channels a group; the rest (depthwise,
+ * transposed) keeps the direct kernel */
+int cu_gemm_conv(cctx *C, const kir_kernel *k, int epi) {
+  /* params: dtype, then x, w and out shapes (rank and 8 dims each), groups, stride, pad_lo, dilation, lhs_dilation */
+  const int64_t *q = k->params, *xs = q + 1, *ws = q + 10, *os = q + 19, *st = q + 29, *pd = q + 37, *dl = q + 45, *ld = q + 53;
+  int rank = (int)xs[0], two = rank == 4;
+  int64_t groups = q[28];
+  if (q[0] != PC_f32 || (rank != 4 && rank != 3) || groups < 1 || ws[1] / groups < 8 || direct_asked()) return 0;
+  for (int d = 0; d < rank - 2; d++)
+    if (ld[d] != 1) return 0;
+  gemm g = {.conv = 1, .epi = epi, .ew = q + CONV_EPI_AT, .o = ws[1], .og = ws[1] / groups, .cg = ws[2], .cin = xs[2]};
+  g.h = two ? xs[3] : 1, g.w = xs[3 + two];
+  g.kh = two ? ws[3] : 1, g.kw = ws[3 + two];
+  g.oh = two ? os[3] : 1, g.ow = os[3 + two];
+  g.sh = two ? st[0] : 1, g.sw = st[two], g.ph = two ? pd[0] : 0, g.pw = pd[two], g.dh = two ? dl[0] : 1, g.dw = dl[two];
+  g.batch = groups, g.M = g.og, g.N = os[1] * g.oh * g.ow, g.K = g.cg * g.kh * g.kw;
+  if (g.N < 1 || g.K < 1) return 0;
+  gemm_pick(&g, tf32_of(C), C->p->call_scratch / 4);
+  render_gemm(C, k, &g);
+  return 1;
+}

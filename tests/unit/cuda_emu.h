@@ -1,0 +1,23 @@
+/* tests/unit/cuda_emu.h: runs rendered CUDA C on the CPU, for tests on machines without a GPU. The source is
+ * compiled as C++ by g++ with a shim (the block's threads as fibers on one host thread that switch at __syncthreads,
+ * __shared__ as a function's statics, the TF32 mma.sync of a warp by its fragment layout in the PTX ISA); blocks
+ * run one after another. What it checks is the kernels' indexing,
+ * tiling, staging and epilogues against the interpreter; timing and the memory model across blocks are the GPU's. */
+#ifndef PRIMC_TESTS_CUDA_EMU_H
+#define PRIMC_TESTS_CUDA_EMU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pc_emu pc_emu;
+
+/* compiles src (a rendered CUDA C program) for the emulator in a temporary directory; NULL with the reason in
+ * err (*no_compiler set when there is no g++ to do it) */
+pc_emu *pc_emu_compile(const char *src, char *err, size_t errlen, int *no_compiler);
+/* runs kernel `name` over grid blocks of block threads with its pointer arguments; 0 with the reason in err */
+int pc_emu_launch(pc_emu *e, const char *name, int64_t grid, int block, void **args, int nargs, char *err, size_t errlen);
+/* the program's primc_status (3 once a kernel found bad data) */
+int pc_emu_status(pc_emu *e);
+void pc_emu_close(pc_emu *e);
+
+#endif
