@@ -465,42 +465,58 @@ static pc_status render_nonzero(cctx *C, const kir_kernel *k) {
                      "nonzero");
 }
 
-/* attention: a thread per (head, query row), online softmax over the keys with the row's Dv sums in its
- * own array (the scores never stored), the same arithmetic as runtime/attention.c's plain rows */
+/* attention: a warp per (head, query row), its lanes over the head dims (the score's dot product summed across
+ * the warp by shuffles, each lane keeping Dv / 32 of the output sums); online softmax over the keys, the scores
+ * never stored; the same arithmetic as runtime/attention.c's plain rows */
 static pc_status render_attention(cctx *C, const kir_kernel *k) {
   const int64_t *q = k->params;
   long long B1 = q[2], Sq = q[3], Sk = q[4], D = q[5], Dv = q[6], rows = (long long)(q[1] * q[2] * q[3]);
+  long long dl = (D + 31) / 32, vl = (Dv + 31) / 32;
   double scale;
   memcpy(&scale, &q[33], sizeof scale);
-  cu_call_signature(C, k, 128, cu_clamp_grid(rows, 128));
+  cu_call_signature(C, k, 128, cu_clamp_grid(rows, 4));
   cu_line(C, 1, "float *y = (float *)a0;");
   cu_line(C, 1, "const float *Q = (const float *)a1, *K = (const float *)a2, *V = (const float *)a3;");
   if (q[32] & 1) cu_line(C, 1, "const float *Mk = (const float *)a4;");
-  cu_line(C, 1, "for (long long t = blockIdx.x * 128LL + threadIdx.x; t < %lldLL; t += gridDim.x * 128LL) {", rows);
+  cu_line(C, 1, "const int lane = threadIdx.x & 31;");
+  cu_line(C, 1, "for (long long t = (blockIdx.x * 128LL + threadIdx.x) >> 5; t < %lldLL; t += gridDim.x * 4LL) {", rows);
   cu_line(C, 2, "const long long h = t / %lldLL, m = t %% %lldLL, b0 = h / %lldLL, b1 = h %% %lldLL;", Sq, Sq, B1, B1);
   static const char *const names[5] = {"q", "k", "v", "mk", "o"};
   for (int o = 0; o < 5; o++) {
-    const int64_t *s = q + 7 + 5 * o;
+    const int64_t *st = q + 7 + 5 * o;
     if (o == 3 && !(q[32] & 1)) continue;
-    cu_line(C, 2, "const long long %s0 = %lldLL + b0 * %lldLL + b1 * %lldLL;", names[o], (long long)s[0], (long long)s[1],
-            (long long)s[2]);
+    cu_line(C, 2, "const long long %s0 = %lldLL + b0 * %lldLL + b1 * %lldLL;", names[o], (long long)st[0], (long long)st[1],
+            (long long)st[2]);
   }
-  cu_line(C, 2, "float acc[%lld], mx = -PC_INF_F, sum = 0.0f;", Dv);
-  cu_line(C, 2, "for (int c = 0; c < %lld; c++) acc[c] = 0.0f;", Dv);
-  cu_line(C, 2, "for (long long n = 0; n < %lldLL; n++) {", q[32] & 2 ? 0 : Sk);
-  if (q[32] & 2) cu_line(C, 3, "if (n > m || n >= %lldLL) break;", Sk);
+  cu_line(C, 2, "float qv[%lld], acc[%lld], mx = -PC_INF_F, sum = 0.0f;", dl, vl);
+  cu_line(C, 2, "for (int j = 0; j < %lld; j++) {", dl);
+  cu_line(C, 3, "const long long d = lane + 32 * j;");
+  cu_line(C, 3, "qv[j] = d < %lldLL ? Q[q0 + m * %lldLL + d * %lldLL] * (float)(%.17g) : 0.0f;", D, (long long)q[10],
+          (long long)q[11], scale);
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "for (int j = 0; j < %lld; j++) acc[j] = 0.0f;", vl);
+  cu_line(C, 2, "for (long long n = 0; n < %lldLL; n++) {", Sk);
+  if (q[32] & 2) cu_line(C, 3, "if (n > m) break; /* causal */");
   cu_line(C, 3, "float s = 0.0f;");
-  cu_line(C, 3, "for (long long d = 0; d < %lldLL; d++) s += Q[q0 + m * %lldLL + d * %lldLL] * (float)(%.17g) * K[k0 + n * %lldLL + d * %lldLL];",
-          D, (long long)q[10], (long long)q[11], scale, (long long)q[15], (long long)q[16]);
+  cu_line(C, 3, "for (int j = 0; j < %lld; j++) {", dl);
+  cu_line(C, 4, "const long long d = lane + 32 * j;");
+  cu_line(C, 4, "if (d < %lldLL) s += qv[j] * K[k0 + n * %lldLL + d * %lldLL];", D, (long long)q[15], (long long)q[16]);
+  cu_line(C, 3, "}");
+  cu_line(C, 3, "for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);");
   if (q[32] & 1) cu_line(C, 3, "s += Mk[mk0 + m * %lldLL + n * %lldLL];", (long long)q[25], (long long)q[26]);
   cu_line(C, 3, "if (s == -PC_INF_F) continue;");
   cu_line(C, 3, "const float nm = fmaxf(mx, s), alpha = mx == -PC_INF_F ? 0.0f : expf(mx - nm), p = expf(s - nm);");
   cu_line(C, 3, "mx = nm, sum = sum * alpha + p;");
-  cu_line(C, 3, "for (int c = 0; c < %lld; c++) acc[c] = acc[c] * alpha + p * V[v0 + n * %lldLL + c * %lldLL];", Dv,
-          (long long)q[20], (long long)q[21]);
+  cu_line(C, 3, "for (int j = 0; j < %lld; j++) {", vl);
+  cu_line(C, 4, "const long long c = lane + 32 * j;");
+  cu_line(C, 4, "acc[j] = acc[j] * alpha + (c < %lldLL ? p * V[v0 + n * %lldLL + c * %lldLL] : 0.0f);", Dv, (long long)q[20],
+          (long long)q[21]);
+  cu_line(C, 3, "}");
   cu_line(C, 2, "}");
-  cu_line(C, 2, "for (int c = 0; c < %lld; c++) y[o0 + m * %lldLL + c * %lldLL] = acc[c] / sum;", Dv, (long long)q[30],
-          (long long)q[31]);
+  cu_line(C, 2, "for (int j = 0; j < %lld; j++) {", vl);
+  cu_line(C, 3, "const long long c = lane + 32 * j;");
+  cu_line(C, 3, "if (c < %lldLL) y[o0 + m * %lldLL + c * %lldLL] = acc[j] / sum;", Dv, (long long)q[30], (long long)q[31]);
+  cu_line(C, 2, "}");
   cu_line(C, 1, "}");
   fprintf(C->f, "}\n");
   return PC_OK;

@@ -2,6 +2,10 @@
  * g++ to a shared object, and its launcher called through dlopen. */
 #include "tests/unit/cuda_emu.h"
 
+#include "codegen/codegen.h"
+#include "codegen/kir.h"
+#include "ir/ir.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +45,15 @@ static const char *const shim[] = {
     "  pc_emu_yield(2);",
     "  T r = v;",
     "  if (lane + o < 32 && t + o < blockDim.x) memcpy(&r, &pc_emu_slot[t + o], sizeof r);",
+    "  pc_emu_yield(2);",
+    "  return r;",
+    "}",
+    "template <class T> static T __shfl_xor_sync(unsigned, T v, int o) {",
+    "  const unsigned t = threadIdx.x, p = (t & ~31u) | ((t & 31u) ^ (unsigned)o);",
+    "  memcpy(&pc_emu_slot[t], &v, sizeof v);",
+    "  pc_emu_yield(2);",
+    "  T r = v;",
+    "  if (p < blockDim.x) memcpy(&r, &pc_emu_slot[p], sizeof r);",
     "  pc_emu_yield(2);",
     "  return r;",
     "}",
@@ -203,4 +216,38 @@ void pc_emu_close(pc_emu *e) {
   if (system(cmd) != 0) { /* a temporary directory left behind */
   }
   free(e);
+}
+
+int pc_emu_graph(pc_graph *g, void *const *ins, void *const *outs, int *n_kernels, char *err, size_t errlen) {
+  kir_program p;
+  pc_cuda_launch *L = NULL;
+  char *src = NULL;
+  size_t len = 0;
+  if (g->status || kir_build(g, &p) != PC_OK) return snprintf(err, errlen, "kernel IR: %s", pc_error(g)), 0;
+  FILE *f = open_memstream(&src, &len);
+  pc_status st = f ? pc_cuda_render_program(&p, f, &L) : PC_ERR_NOMEM;
+  if (f) fclose(f);
+  if (st != PC_OK) return free(src), snprintf(err, errlen, "render: %s", pc_error(g)), 0;
+  if (n_kernels) *n_kernels = p.n_kernels;
+  int no_cc = 0;
+  pc_emu *e = pc_emu_compile(src, err, errlen, &no_cc);
+  free(src);
+  if (!e) return no_cc ? -1 : 0;
+  unsigned char *ws = calloc(1, (size_t)p.workspace_size + 1), *wt = kir_weights_blob(&p);
+  int ok = ws != NULL;
+  for (int k = 0; ok && k < p.n_kernels; k++) {
+    if (!L[k].grid) continue; /* run by the kernel before it */
+    void *args[64];
+    for (int a = 0; a < L[k].n_args && a < 64; a++) {
+      const kir_buf *b = &p.bufs[L[k].args[a]];
+      args[a] = b->place == KP_INPUT ? ins[b->index] : b->place == KP_OUTPUT ? outs[b->index]
+                : b->place == KP_CONST ? (void *)(wt + b->offset) : (void *)(ws + b->offset);
+    }
+    ok = pc_emu_launch(e, L[k].name, L[k].grid, L[k].block, args, L[k].n_args, err, errlen);
+  }
+  if (ok && pc_emu_status(e)) ok = 0, snprintf(err, errlen, "a kernel reported bad data (primc_status %d)", pc_emu_status(e));
+  free(ws);
+  free(wt);
+  pc_emu_close(e);
+  return ok;
 }

@@ -20,4 +20,11 @@ int pc_emu_launch(pc_emu *e, const char *name, int64_t grid, int block, void **a
 int pc_emu_status(pc_emu *e);
 void pc_emu_close(pc_emu *e);
 
+struct pc_graph;
+/* g (its groups set: after pc_pipeline_run, or by hand) built to kernel IR, rendered as CUDA and run on the
+ * emulator over host buffers laid out as on the GPU: ins[i] holds input i, outs[i] receives output i (the
+ * caller's, in its type). 1 when it ran (and no kernel found bad data), 0 with the reason in err, -1 when there
+ * is no g++; *n_kernels (may be NULL) gets the program's kernel count */
+int pc_emu_graph(struct pc_graph *g, void *const *ins, void *const *outs, int *n_kernels, char *err, size_t errlen);
+
 #endif

@@ -7,6 +7,7 @@
 #include "passes/passes.h"
 #include "runtime/primc_rt.h"
 #include "tests/test.h"
+#include "tests/unit/cuda_emu.h"
 #include "tests/unit/helpers.h"
 
 #include <math.h>
@@ -148,6 +149,49 @@ PC_TEST(attention_fused_against_interpreter) {
     check_shape(&shapes[i], 2, 0, &fused);
     /* over one key, simplify drops the softmax's reductions (each is the element itself): no chain is left */
     CHECK_MSG(fused == (shapes[i].Sk > 1), "%s: %s", shapes[i].tag, fused ? "fused over one key" : "not fused into one attention call");
+  }
+  primc_attention_force_fuse(-1);
+}
+
+/* the CUDA attention kernel (a warp per query row) on the CPU emulator of rendered CUDA C against the
+ * interpreter: head dims above and below a warp's 32 lanes, padding and full masks, causal, rank 3 */
+PC_TEST(attention_cuda_emulated) {
+  static const shape cuda_shapes[] = {
+      {"cuda: d 40 into dv 70, heads split, padding mask", 1, 2, 20, 24, 40, 70, 1, 1, 0, 0},
+      {"cuda: causal + full mask", 1, 2, 17, 17, 16, 24, 0, 2, 1, 0},
+      {"cuda: rank 3, 5 x 7 keys, d 3", 2, 3, 5, 7, 3, 5, 0, 0, 0, 1},
+      {"cuda: uniform constant mask", 1, 2, 6, 6, 4, 4, 0, 3, 0, 0},
+  };
+  primc_attention_force_fuse(1);
+  for (size_t i = 0; i < sizeof cuda_shapes / sizeof *cuda_shapes; i++) {
+    const shape *sh = &cuda_shapes[i];
+    pc_graph *g = build(sh);
+    pc_tensor ins[4], ref[1];
+    void *in[4], *out[1];
+    memset(ref, 0, sizeof ref);
+    for (int k = 0; k < g->n_inputs; k++) ins[k] = input_of(g->inputs[k], sh->mask && k == 3), in[k] = ins[k].data;
+    int ok = CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, 1) == PC_OK, "%s: interp: %s", sh->tag, pc_error(g));
+    pc_pipeline_opts po = {.opt_level = 2};
+    ok = ok && CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s: passes: %s", sh->tag, pc_error(g));
+    char *text = ok ? pc_test_kernels_text(g) : NULL, err[512] = "";
+    ok = ok && CHECK_MSG(text && strstr(text, "primc_k_attention"), "%s: no attention call", sh->tag);
+    free(text);
+    int64_t n = ok ? pc_tensor_numel(&ref[0]) : 0;
+    float *got = calloc((size_t)n + 1, sizeof *got);
+    out[0] = got;
+    int r = ok ? pc_emu_graph(g, in, out, NULL, err, sizeof err) : 0;
+    if (r < 0) SKIP("%s", err);
+    else ok = CHECK_MSG(r == 1, "%s: %s", sh->tag, err);
+    for (int64_t e = 0; ok && r > 0 && e < n; e++) {
+      double a = got[e], b = ((float *)ref[0].data)[e];
+      if (!(isnan(a) && isnan(b)) && !(fabs(a - b) <= 2e-5 * (1 + fabs(b))))
+        ok = CHECK_MSG(0, "%s: y[%lld] = %.9g on the emulated GPU, interpreter %.9g", sh->tag, (long long)e, a, b);
+    }
+    free(got);
+    for (int k = 0; k < g->n_inputs; k++) free(ins[k].data);
+    pc_tensor_free(&ref[0]);
+    pc_graph_free(g);
+    if (r < 0) break;
   }
   primc_attention_force_fuse(-1);
 }

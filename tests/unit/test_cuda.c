@@ -794,54 +794,29 @@ PC_TEST(cuda_gpu_gemm_rows) {
 
 /* ---------------------------------------------------------------- the same kernels on the CPU emulator */
 
-/* case c rendered, run kernel by kernel on the CPU emulator (tests/unit/cuda_emu.h) over host buffers laid out as
- * on the GPU, and compared with the interpreter; 1 when it matched, -1 when there is no compiler for it */
+/* case c run on the CPU emulator (tests/unit/cuda_emu.h) and compared with the interpreter; 1 when it matched,
+ * -1 when there is no compiler for it */
 static int run_case_emu(const gcase *c, const char *how) {
   char tag[160], err[512] = "";
   snprintf(tag, sizeof tag, "%s%s%s (emulated)", c->name, *how ? " " : "", how);
   pc_graph *g = case_graph(c);
-  compiled cc;
-  char *src;
-  int ok = CHECK_MSG(render_graph(g, &cc, &src), "%s: %s", tag, pc_error(g)), no_cc = 0;
-  pc_emu *e = ok ? pc_emu_compile(src, err, sizeof err, &no_cc) : NULL;
-  free(src);
-  if (no_cc) {
-    pc_graph_free(g);
-    return -1;
-  }
-  ok = ok && CHECK_MSG(e != NULL, "%s: %s", tag, err);
   pc_tensor ins[MAXT], ref[MAXT], got[MAXT];
+  void *in[MAXT], *outs[MAXT];
   memset(ref, 0, sizeof ref);
-  memset(got, 0, sizeof got);
-  for (int k = 0; k < g->n_inputs; k++) ins[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero);
+  for (int k = 0; k < g->n_inputs; k++) ins[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero), in[k] = ins[k].data;
   for (int k = 0; k < g->n_outputs; k++) {
     const pc_value *v = g->outputs[k];
     got[k] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
     memcpy(got[k].dims, v->type.dims, sizeof got[k].dims);
-    got[k].data = calloc(1, pc_tensor_nbytes(&got[k]) + 1);
+    outs[k] = got[k].data = calloc(1, pc_tensor_nbytes(&got[k]) + 1);
   }
-  ok = ok && CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
-  unsigned char *ws = ok ? calloc(1, (size_t)cc.p.workspace_size + 1) : NULL, *wt = ok ? kir_weights_blob(&cc.p) : NULL;
-  for (int k = 0; ok && k < cc.p.n_kernels; k++) {
-    const pc_cuda_launch *L = &cc.launches[k];
-    if (!L->grid) continue;
-    void *args[64];
-    for (int a = 0; a < L->n_args && a < 64; a++) {
-      const kir_buf *b = &cc.p.bufs[L->args[a]];
-      args[a] = b->place == KP_INPUT ? ins[b->index].data : b->place == KP_OUTPUT ? got[b->index].data
-                : b->place == KP_CONST ? (void *)(wt + b->offset) : (void *)(ws + b->offset);
-    }
-    ok = CHECK_MSG(pc_emu_launch(e, L->name, L->grid, L->block, args, L->n_args, err, sizeof err), "%s: %s", tag, err);
-  }
-  ok = ok && CHECK_MSG(pc_emu_status(e) == 0, "%s: a kernel reported bad data", tag);
-  ok = ok && compare(g, ref, got, tag, c->tol ? c->tol : 2e-5);
-  free(ws);
-  free(wt);
-  pc_emu_close(e);
+  int ok = CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
+  int r = ok ? pc_emu_graph(g, in, outs, NULL, err, sizeof err) : 0;
+  if (r >= 0) ok = CHECK_MSG(r == 1, "%s: %s", tag, err) && compare(g, ref, got, tag, c->tol ? c->tol : 2e-5);
   for (int k = 0; k < g->n_inputs; k++) free(ins[k].data);
   for (int k = 0; k < g->n_outputs; k++) pc_tensor_free(&ref[k]), free(got[k].data);
   pc_graph_free(g);
-  return ok;
+  return r < 0 ? -1 : ok;
 }
 
 /* the contraction kernels run on the CPU emulator against the interpreter: every case of cuda_gemm.c's paths as
