@@ -55,6 +55,7 @@ typedef struct gemm {
    * store with the result in a register; its buffers follow the call's in the signature */
   const kir_kernel *loop_epi;
   int result_buf;
+  int exact; /* TF32 rows because the operands are TF32 values, not by the matmul precision */
 } gemm;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -324,8 +325,8 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   const gemm_tile *t = g->t;
   int64_t tm = cdiv(g->M, t->bm), tn = cdiv(g->N, t->bn), tmn = g->batch * tm * tn, total = tmn * g->splits;
   int pa = t->tf32 ? 8 : 4; /* row padding: conflict-free fragment reads (TF32), aligned float4 reads (SIMT) */
-  fprintf(C->f, "/* gemm %s: %lld x [%lld x %lld x %lld], split %d */\n", t->name, (long long)g->batch, (long long)g->M,
-          (long long)g->N, (long long)g->K, g->splits);
+  fprintf(C->f, "/* gemm %s%s: %lld x [%lld x %lld x %lld], split %d */\n", t->name, g->exact ? " (TF32-exact operands)" : "",
+          (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K, g->splits);
   if (g->splits > 1) fprintf(C->f, "__device__ unsigned %s_count[%lld];\n", C->name, (long long)tmn);
   if (g->loop_epi) {
     fprintf(C->f, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", t->threads, C->name);
@@ -398,7 +399,32 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   fprintf(C->f, "}\n");
 }
 
-static int tf32_of(const cctx *C) { return C->g->matmul_precision != PC_MATMUL_HIGHEST; }
+/* every value of v has 10 or fewer mantissa bits, so TF32 holds it exactly: converted from f16, bf16 or an 8-bit
+ * float (a narrow model widened by passes/widen.c, --autocast fp16's rounding), or a constant all of whose elements
+ * do, through movements of it */
+static int tf32_exact(const pc_value *v) {
+  for (int hops = 0; hops < 4 && v->producer; hops++) {
+    const pc_node *p = v->producer;
+    if (p->op == PC_OP_convert_element_type && pc_dtype_is_float(p->in[0]->type.dtype) && pc_dtype_size(p->in[0]->type.dtype) < 4)
+      return 1;
+    if (p->op != PC_OP_reshape && p->op != PC_OP_transpose && p->op != PC_OP_broadcast_in_dim) break;
+    v = p->in[0];
+  }
+  const uint32_t *u = pc_const_data(v);
+  int64_t n = pc_type_numel(&v->type);
+  if (!u || v->type.dtype != PC_f32 || n < 0) return 0;
+  for (int64_t i = 0; i < n; i++)
+    if (u[i] & 0x1fffu) return 0;
+  return 1;
+}
+
+/* TF32 tensor cores: asked for (--matmul-precision high or medium), or exact because both operands are TF32
+ * values (the products are exact then, and only the order of the f32 sums differs from the SIMT rows) */
+static int tf32_of(cctx *C, const kir_kernel *k, int *exact) {
+  const pc_node *n = k->n_nodes ? k->nodes[0] : NULL;
+  *exact = n && n->n_in >= 2 && tf32_exact(n->in[0]) && tf32_exact(n->in[1]);
+  return C->g->matmul_precision != PC_MATMUL_HIGHEST || *exact;
+}
 
 /* PRIMC_CUDA_GEMM=direct: the kernels of before (a dot's 16 x 16 tile, a conv's thread per output), to compare */
 static int direct_asked(void) {
@@ -417,7 +443,7 @@ int cu_gemm_dot(cctx *C, const kir_kernel *k) {
   for (int s = 0; fits && s < e->n_stores; s++)
     fits = !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[1]) && !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[2]);
   if (fits) g.loop_epi = e, C->skip[k->epilogue] = 1;
-  gemm_pick(&g, tf32_of(C), 0);
+  gemm_pick(&g, tf32_of(C, k, &g.exact), 0);
   render_gemm(C, k, &g);
   return 1;
 }
@@ -439,7 +465,7 @@ int cu_gemm_conv(cctx *C, const kir_kernel *k, int epi) {
   g.sh = two ? st[0] : 1, g.sw = st[two], g.ph = two ? pd[0] : 0, g.pw = pd[two], g.dh = two ? dl[0] : 1, g.dw = dl[two];
   g.batch = groups, g.M = g.og, g.N = os[1] * g.oh * g.ow, g.K = g.cg * g.kh * g.kw;
   if (g.N < 1 || g.K < 1) return 0;
-  gemm_pick(&g, tf32_of(C), C->p->call_scratch / 4);
+  gemm_pick(&g, tf32_of(C, k, &g.exact), C->p->call_scratch / 4);
   render_gemm(C, k, &g);
   return 1;
 }

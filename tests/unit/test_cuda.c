@@ -252,6 +252,16 @@ static void build_dot_bias_gelu(pc_graph *g) {
   out(g, bin(g, PC_OP_mul, bin(g, PC_OP_mul, s, pc_full(g, PC_f32, 0.5, 2, I64S(70, 80))), h));
 }
 
+/* operands that are TF32 values: an f16 input widened to f32 and a constant of f16-exact values (a narrow model
+ * after passes/widen.c): the TF32 rows at matmul precision highest, exact products, f32 sums */
+static void build_dot_f16_operands(pc_graph *g) {
+  static float w[90 * 40];
+  for (int i = 0; i < 90 * 40; i++) w[i] = (float)((i * 37 % 41) - 20) / 16.0f;
+  pc_value *x = cvt(g, in(g, PC_f16, 2, I64S(50, 90)), PC_f32);
+  pc_value *c = pc_const(g, pc_type_make(PC_f32, 2, I64S(90, 40)), w);
+  out(g, pc_dot_general(g, x, c, 1, I64S(1), I64S(0), 0, NULL, NULL));
+}
+
 static pc_value *conv(pc_graph *g, pc_value *x, pc_value *w, int s, const int64_t *stride, const int64_t *pad,
                       const int64_t *dil, int64_t groups) {
   pc_value *xs[2] = {x, w};
@@ -405,6 +415,7 @@ static const gcase cases[] = {
     {"gemm_dot", build_gemm_dot, -1, 1, 0, NULL, 0, 0, 0},
     {"gemm_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, 0, 0},
     {"gemm_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, 0, 0},
+    {"tf32_exact_dot_f16", build_dot_f16_operands, -1, 1, 0, NULL, 0, 0, 0},
     {"gemm_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, 0, 0},
     {"gemm_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, 0, 0},
     /* TF32 keeps 10 of f32's 23 mantissa bits: a sum of a few hundred products of numbers in [-1, 1] is within
@@ -557,8 +568,10 @@ PC_TEST(cuda_gemm_render) {
                        pc_error(g));
     fclose(f);
     if (ok) {
-      CHECK_CONTAINS(src, c->mp ? "/* gemm tf32_" : "/* gemm simt_");
-      CHECK_MSG(!strstr(src, c->mp ? "/* gemm simt_" : "/* gemm tf32_"), "%s: a row of the other precision", c->name);
+      int tf32 = c->mp || strstr(c->name, "exact");
+      CHECK_CONTAINS(src, tf32 ? "/* gemm tf32_" : "/* gemm simt_");
+      CHECK_MSG(!strstr(src, tf32 ? "/* gemm simt_" : "/* gemm tf32_"), "%s: a row of the other precision", c->name);
+      if (strstr(c->name, "exact")) CHECK_CONTAINS(src, "(TF32-exact operands)");
       int skipped = 0;
       for (int k = 0; k < p.n_kernels; k++) skipped += L[k].grid == 0;
       int epi = strstr(c->name, "relu") || strstr(c->name, "res") || strstr(c->name, "gelu");
