@@ -125,14 +125,19 @@ const char *cu_gemm_tile_name(int tf32, int i) {
 
 /* ---------------------------------------------------------------- rendering */
 
+/* an unrolled counted loop's head: "for (int V = 0; V < N; V++)" then rest (" {", or a statement) */
+static void put_for(cctx *C, int ind, const char *v, int n, const char *rest) {
+  cu_line(C, ind, "#pragma unroll");
+  cu_line(C, ind, "for (int %s = 0; %s < %d; %s++)%s", v, v, n, v, rest);
+}
+
 /* ra[i] / rb[i] of the next slice from global memory (k0: its first k) */
 static void put_loads(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
   int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
   /* A: k-fast when its k stride is 1 (the conv's weight rows always), else m-fast */
   int a_kfast = g->conv || g->a_sk == 1;
-  cu_line(C, ind, "#pragma unroll");
-  cu_line(C, ind, "for (int i = 0; i < %d; i++) {", la);
+  put_for(C, ind, "i", la, " {");
   if (a_kfast) cu_line(C, ind + 1, "const int mm = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
   else cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, mm = tid %% %d;", t->bm, T / t->bm, t->bm);
   cu_line(C, ind + 1, "const long long m = m0 + mm, k = k0 + kk;");
@@ -145,8 +150,7 @@ static void put_loads(cctx *C, const gemm *g, int ind) {
   cu_line(C, ind, "}");
   /* B: n-fast (conv columns are output pixels, dot columns usually contiguous), else k-fast */
   int b_nfast = g->conv || g->b_sn == 1 || g->b_sk != 1;
-  cu_line(C, ind, "#pragma unroll");
-  cu_line(C, ind, "for (int i = 0; i < %d; i++) {", lb);
+  put_for(C, ind, "i", lb, " {");
   if (b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d;", t->bn, T / t->bn);
   else cu_line(C, ind + 1, "const int nn = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
   cu_line(C, ind + 1, "const long long k = k0 + kk;");
@@ -172,13 +176,11 @@ static void put_stores(cctx *C, const gemm *g, int ind) {
   int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
   int a_kfast = g->conv || g->a_sk == 1, b_nfast = g->conv || g->b_sn == 1 || g->b_sk != 1;
   const char *cv = t->tf32 ? "pc_tf32" : "";
-  cu_line(C, ind, "#pragma unroll");
-  cu_line(C, ind, "for (int i = 0; i < %d; i++) {", la);
+  put_for(C, ind, "i", la, " {");
   if (a_kfast) cu_line(C, ind + 1, "As[nb][tid %% %d][tid / %d + i * %d] = %s(ra[i]);", t->bk, t->bk, T / t->bk, cv);
   else cu_line(C, ind + 1, "As[nb][tid / %d + i * %d][tid %% %d] = %s(ra[i]);", t->bm, T / t->bm, t->bm, cv);
   cu_line(C, ind, "}");
-  cu_line(C, ind, "#pragma unroll");
-  cu_line(C, ind, "for (int i = 0; i < %d; i++) {", lb);
+  put_for(C, ind, "i", lb, " {");
   if (b_nfast) cu_line(C, ind + 1, "Bs[nb][tid / %d + i * %d][tid %% %d] = %s(rb[i]);", t->bn, T / t->bn, t->bn, cv);
   else cu_line(C, ind + 1, "Bs[nb][tid %% %d][tid / %d + i * %d] = %s(rb[i]);", t->bk, t->bk, T / t->bk, cv);
   cu_line(C, ind, "}");
@@ -189,39 +191,32 @@ static void put_compute(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
   if (!t->tf32) {
     int gm = t->tm / 4, gn = t->tn / 4;
-    cu_line(C, ind, "#pragma unroll");
-    cu_line(C, ind, "for (int kk = 0; kk < %d; kk++) {", t->bk);
+    put_for(C, ind, "kk", t->bk, " {");
     cu_line(C, ind + 1, "float a[%d], b[%d];", t->tm, t->tn);
     for (int q = 0; q < gm; q++)
       cu_line(C, ind + 1, "*(float4 *)&a[%d] = *(const float4 *)&As[cb][kk][%d + ty * 4];", 4 * q, q * t->bm / gm);
     for (int q = 0; q < gn; q++)
       cu_line(C, ind + 1, "*(float4 *)&b[%d] = *(const float4 *)&Bs[cb][kk][%d + tx * 4];", 4 * q, q * t->bn / gn);
-    cu_line(C, ind + 1, "#pragma unroll");
-    cu_line(C, ind + 1, "for (int i = 0; i < %d; i++)", t->tm);
-    cu_line(C, ind + 2, "#pragma unroll");
-    cu_line(C, ind + 2, "for (int j = 0; j < %d; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);", t->tn);
+    put_for(C, ind + 1, "i", t->tm, "");
+    put_for(C, ind + 2, "j", t->tn, " acc[i][j] = fmaf(a[i], b[j], acc[i][j]);");
     cu_line(C, ind, "}");
     return;
   }
   int mt = t->wm / 16, nt = t->wn / 8;
-  cu_line(C, ind, "#pragma unroll");
-  cu_line(C, ind, "for (int ks = 0; ks < %d; ks += 8) {", t->bk);
+  put_for(C, ind, "s8", t->bk / 8, " {");
+  cu_line(C, ind + 1, "const int ks = s8 * 8;");
   cu_line(C, ind + 1, "unsigned af[%d][4], bf[%d][2];", mt, nt);
-  cu_line(C, ind + 1, "#pragma unroll");
-  cu_line(C, ind + 1, "for (int i = 0; i < %d; i++) {", mt);
+  put_for(C, ind + 1, "i", mt, " {");
   cu_line(C, ind + 2, "const int r = wm0 + i * 16 + gq;");
   cu_line(C, ind + 2, "af[i][0] = __float_as_uint(As[cb][ks + tq][r]), af[i][1] = __float_as_uint(As[cb][ks + tq][r + 8]);");
   cu_line(C, ind + 2, "af[i][2] = __float_as_uint(As[cb][ks + tq + 4][r]), af[i][3] = __float_as_uint(As[cb][ks + tq + 4][r + 8]);");
   cu_line(C, ind + 1, "}");
-  cu_line(C, ind + 1, "#pragma unroll");
-  cu_line(C, ind + 1, "for (int j = 0; j < %d; j++) {", nt);
+  put_for(C, ind + 1, "j", nt, " {");
   cu_line(C, ind + 2, "const int c = wn0 + j * 8 + gq;");
   cu_line(C, ind + 2, "bf[j][0] = __float_as_uint(Bs[cb][ks + tq][c]), bf[j][1] = __float_as_uint(Bs[cb][ks + tq + 4][c]);");
   cu_line(C, ind + 1, "}");
-  cu_line(C, ind + 1, "#pragma unroll");
-  cu_line(C, ind + 1, "for (int i = 0; i < %d; i++)", mt);
-  cu_line(C, ind + 2, "#pragma unroll");
-  cu_line(C, ind + 2, "for (int j = 0; j < %d; j++) pc_mma_tf32<0>(acc[i][j], af[i], bf[j]);", nt);
+  put_for(C, ind + 1, "i", mt, "");
+  put_for(C, ind + 2, "j", nt, " pc_mma_tf32<0>(acc[i][j], af[i], bf[j]);");
   cu_line(C, ind, "}");
 }
 
@@ -229,21 +224,16 @@ static void put_compute(cctx *C, const gemm *g, int ind) {
 static int put_acc_loop(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
   if (!t->tf32) {
-    cu_line(C, ind, "#pragma unroll");
-    cu_line(C, ind, "for (int i = 0; i < %d; i++)", t->tm);
-    cu_line(C, ind + 1, "#pragma unroll");
-    cu_line(C, ind + 1, "for (int j = 0; j < %d; j++) {", t->tn);
+    put_for(C, ind, "i", t->tm, "");
+    put_for(C, ind + 1, "j", t->tn, " {");
     cu_line(C, ind + 2, "const int mm = i / 4 * %d + ty * 4 + i %% 4, nn = j / 4 * %d + tx * 4 + j %% 4;", t->bm / (t->tm / 4),
             t->bn / (t->tn / 4));
     cu_line(C, ind + 2, "const float v = acc[i][j];");
     return 2;
   }
-  cu_line(C, ind, "#pragma unroll");
-  cu_line(C, ind, "for (int i = 0; i < %d; i++)", t->wm / 16);
-  cu_line(C, ind + 1, "#pragma unroll");
-  cu_line(C, ind + 1, "for (int j = 0; j < %d; j++)", t->wn / 8);
-  cu_line(C, ind + 2, "#pragma unroll");
-  cu_line(C, ind + 2, "for (int e = 0; e < 4; e++) {");
+  put_for(C, ind, "i", t->wm / 16, "");
+  put_for(C, ind + 1, "j", t->wn / 8, "");
+  put_for(C, ind + 2, "e", 4, " {");
   cu_line(C, ind + 3, "const int mm = wm0 + i * 16 + gq + (e >> 1) * 8, nn = wn0 + j * 8 + 2 * tq + (e & 1);");
   cu_line(C, ind + 3, "const float v = acc[i][j][e];");
   return 3;

@@ -271,14 +271,17 @@ static pc_value *conv(pc_graph *g, pc_value *x, pc_value *w, int s, const int64_
   return pc_build(g, PC_OP_conv, xs, 2, a, 6);
 }
 
-/* conv + bias, then relu: the epilogue runs in the implicit-GEMM conv (run as one group) */
-static void build_conv_bias_relu(pc_graph *g) {
-  pc_value *x = in(g, PC_f32, 4, I64S(2, 16, 13, 11)), *w = in(g, PC_f32, 4, I64S(24, 16, 3, 3));
-  pc_value *b = in(g, PC_f32, 1, I64S(24));
-  pc_value *c = conv(g, x, w, 2, I64S(1, 1), I64S(1, 1), I64S(1, 1), 1);
-  pc_value *s = bin(g, PC_OP_add, c, pc_broadcast_in_dim(g, b, 4, I64S(2, 24, 13, 11), I64S(1)));
-  out(g, bin(g, PC_OP_max, s, pc_full(g, PC_f32, 0.0, 4, I64S(2, 24, 13, 11))));
+/* relu(conv(x, w) + b) of a 3x3 conv, stride and padding 1, over an input of dims xd */
+static void conv3_bias_relu(pc_graph *g, const int64_t *xd, int64_t o, int64_t groups) {
+  pc_value *x = in(g, PC_f32, 4, xd), *w = in(g, PC_f32, 4, I64S(o, xd[1] / groups, 3, 3)), *b = in(g, PC_f32, 1, &o);
+  pc_value *c = conv(g, x, w, 2, I64S(1, 1), I64S(1, 1), I64S(1, 1), groups);
+  const int64_t *od = c->type.dims;
+  pc_value *s = bin(g, PC_OP_add, c, pc_broadcast_in_dim(g, b, 4, od, I64S(1)));
+  out(g, bin(g, PC_OP_max, s, pc_full(g, PC_f32, 0.0, 4, od)));
 }
+
+/* conv + bias, then relu: the epilogue runs in the implicit-GEMM conv (run as one group) */
+static void build_conv_bias_relu(pc_graph *g) { conv3_bias_relu(g, I64S(2, 16, 13, 11), 24, 1); }
 
 /* a strided conv with a long K (split across blocks), a residual and a clamp in its epilogue */
 static void build_conv_split_res(pc_graph *g) {
@@ -299,13 +302,7 @@ static void build_conv_gemm_shapes(pc_graph *g) {
 }
 
 /* a depthwise conv + bias + relu: the direct kernel with the fused epilogue */
-static void build_conv_dw_relu(pc_graph *g) {
-  pc_value *x = in(g, PC_f32, 4, I64S(1, 16, 10, 10)), *w = in(g, PC_f32, 4, I64S(16, 1, 3, 3));
-  pc_value *b = in(g, PC_f32, 1, I64S(16));
-  pc_value *c = conv(g, x, w, 2, I64S(1, 1), I64S(1, 1), I64S(1, 1), 16);
-  pc_value *s = bin(g, PC_OP_add, c, pc_broadcast_in_dim(g, b, 4, I64S(1, 16, 10, 10), I64S(1)));
-  out(g, bin(g, PC_OP_max, s, pc_full(g, PC_f32, 0.0, 4, I64S(1, 16, 10, 10))));
-}
+static void build_conv_dw_relu(pc_graph *g) { conv3_bias_relu(g, I64S(1, 16, 10, 10), 16, 16); }
 
 static void build_fft(pc_graph *g) {
   pc_value *x = in(g, PC_f32, 2, I64S(3, 8));
