@@ -101,8 +101,11 @@ typedef struct pc_cuda_launch {
  * Kernels that find bad data (an index out of range) set the module's
  * `__device__ int primc_status` to PRIMC_ERR_RUNTIME. */
 pc_status pc_cuda_render_program(const struct kir_program *p, FILE *f, pc_cuda_launch **launches);
-/* Builds the kernel IR of g (its fusion groups) and renders it as CUDA C. */
+/* Builds the kernel IR of g (its fusion groups) and renders it as CUDA C (for sm_90). */
 pc_status pc_cuda_render(pc_graph *g, FILE *f);
+/* the compute capability x 10 an NVRTC architecture names ("sm_90", "sm_90a", "compute_80"): 90 for NULL or
+ * anything without one */
+int pc_cuda_sm(const char *arch);
 
 /* NVRTC, loaded with dlopen: libnvrtc.so from the default path or /usr/local/cuda/lib64 */
 typedef struct pc_nvrtc pc_nvrtc;

@@ -421,12 +421,21 @@ pc_status pc_cuda_render_program(const struct kir_program *p, FILE *f, pc_cuda_l
   return s;
 }
 
-pc_status pc_cuda_render(pc_graph *g, FILE *f) {
+int pc_cuda_sm(const char *arch) {
+  const char *d = arch ? strpbrk(arch, "0123456789") : NULL;
+  int sm = d ? atoi(d) : 0;
+  return sm > 0 ? sm : 90;
+}
+
+static pc_status render_for(pc_graph *g, FILE *f, const char *arch) {
   kir_program p;
   pc_status s = kir_build(g, &p);
   if (s != PC_OK) return g->status ? g->status : s;
+  p.gpu_sm = pc_cuda_sm(arch);
   return pc_cuda_render_program(&p, f, NULL);
 }
+
+pc_status pc_cuda_render(pc_graph *g, FILE *f) { return render_for(g, f, NULL); }
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -454,7 +463,7 @@ pc_status pc_codegen_cuda(pc_graph *g, const pc_codegen_opts *opts) {
   size_t len = 0;
   FILE *f = open_memstream(&src, &len);
   if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  pc_status s = pc_cuda_render(g, f);
+  pc_status s = render_for(g, f, opts->gpu_arch);
   if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (s == PC_OK) {
     if (ends_with(opts->output, ".cubin") || ends_with(opts->output, ".ptx")) s = emit_binary(g, opts, src);

@@ -408,10 +408,12 @@ static int tf32_exact(const pc_value *v) {
   return 1;
 }
 
-/* TF32 tensor cores: asked for (--matmul-precision high or medium), or exact because both operands are TF32
- * values (the products are exact then, and only the order of the f32 sums differs from the SIMT rows) */
+/* TF32 tensor cores (sm_80 and later; before, the SIMT rows, which are as exact or more): asked for
+ * (--matmul-precision high or medium), or exact because both operands are TF32 values (the products are exact
+ * then, and only the order of the f32 sums differs from the SIMT rows) */
 static int tf32_of(cctx *C, const kir_kernel *k, int *exact) {
   const pc_node *n = k->n_nodes ? k->nodes[0] : NULL;
+  if ((C->p->gpu_sm ? C->p->gpu_sm : 90) < 80) return *exact = 0;
   *exact = n && n->n_in >= 2 && tf32_exact(n->in[0]) && tf32_exact(n->in[1]);
   return C->g->matmul_precision != PC_MATMUL_HIGHEST || *exact;
 }

@@ -154,6 +154,7 @@ typedef struct kir_program {
   int64_t *sym_slot;
   struct pc_autotune *tune; /* --autotune: conv plans by timing (codegen/autotune.h); NULL: the planner's */
   struct kir_dyn *dyn;      /* run-time dims (codegen/dynamic.c); NULL: every size is the one written here */
+  int gpu_sm;               /* CUDA: the target's compute capability x 10 (pc_cuda_sm); 0: sm_90 */
 } kir_program;
 
 /* ---------------------------------------------------------------- run-time dims (codegen/dynamic.c) */

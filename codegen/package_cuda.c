@@ -474,6 +474,7 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
   FILE *f = open_memstream(&src, &len);
   if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   pc_cuda_launch *L = NULL;
+  p.gpu_sm = pc_cuda_sm(k.arch);
   s = pc_cuda_render_program(&p, f, &L);
   if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   k.L = L;
@@ -495,11 +496,12 @@ static const char *kernels_of(const char *src) {
 }
 
 /* renders gs[i]; NULL with res[i] set when it cannot be rendered */
-static char *render_one(pc_graph *g, pc_status *res) {
+static char *render_one(pc_graph *g, const char *arch, pc_status *res) {
   kir_program p;
   if (g->status || pc_codegen_host_only_check(g, "CUDA") != PC_OK) return *res = g->status, NULL;
   pc_status s = kir_build(g, &p);
   if (s != PC_OK) return *res = g->status ? g->status : s, NULL;
+  p.gpu_sm = pc_cuda_sm(arch);
   char *src = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&src, &len);
@@ -545,7 +547,7 @@ void pc_cuda_check_many(pc_graph *const *gs, int n, pc_nvrtc *nv, const char *ar
   int live = 0;
   for (int i = 0; i < n; i++) {
     res[i] = PC_OK;
-    if (srcs) srcs[i] = render_one(gs[i], &res[i]);
+    if (srcs) srcs[i] = render_one(gs[i], arch, &res[i]);
     if (!srcs) res[i] = pc_fail(gs[i], PC_ERR_NOMEM, "out of memory");
     live += srcs && srcs[i];
   }

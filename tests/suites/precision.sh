@@ -123,6 +123,11 @@ if "$P" compile --target cuda --nvrtc-check models/mlp/model.onnx >"$tmp/out" 2>
     "$P" compile "$tmp/mp/cnn/model.onnx" --matmul-precision medium --emit cuda -o "$tmp/cnn32.cu" >>"$tmp/out" 2>&1 &&
     grep -q "/\* gemm tf32_" "$tmp/cnn32.cu" && grep -q "mma.sync.aligned.m16n8k8.row.col.f32.tf32" "$tmp/cnn32.cu" &&
     ok "--nvrtc-check --matmul-precision medium: CUDA convs on TF32 tensor cores" || bad "--nvrtc-check TF32" "$(cat "$tmp/out")"
+  # TF32 needs sm_80: an older target runs the same options on the SIMT rows
+  "$P" compile --target cuda --nvrtc-check --gpu-arch sm_75 "$tmp/mp/cnn/model.onnx" --matmul-precision medium >"$tmp/out" 2>&1 &&
+    "$P" compile "$tmp/mp/cnn/model.onnx" --matmul-precision medium --gpu-arch sm_75 --emit cuda -o "$tmp/cnn75.cu" >>"$tmp/out" 2>&1 &&
+    grep -q "/\* gemm simt_" "$tmp/cnn75.cu" && ! grep -q "pc_mma_tf32<0>(" "$tmp/cnn75.cu" &&
+    ok "--gpu-arch sm_75 --matmul-precision medium: SIMT rows, NVRTC compiles" || bad "sm_75 TF32 fallback" "$(cat "$tmp/out")"
 else
   skip=$((skip + 1))
   echo "SKIP --nvrtc-check --autocast: no NVRTC ($(tail -n 1 "$tmp/out"))"

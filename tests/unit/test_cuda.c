@@ -582,6 +582,33 @@ PC_TEST(cuda_gemm_render) {
   }
 }
 
+/* TF32 needs sm_80: for an older target the same precision renders the SIMT rows (as exact or more) */
+PC_TEST(cuda_gemm_tf32_needs_sm80) {
+  CHECK_INT(pc_cuda_sm("sm_90a"), 90);
+  CHECK_INT(pc_cuda_sm("compute_80"), 80);
+  CHECK_INT(pc_cuda_sm("sm_75"), 75);
+  CHECK_INT(pc_cuda_sm(NULL), 90);
+  CHECK_INT(pc_cuda_sm("bogus"), 90);
+  for (int sm = 75; sm <= 80; sm += 5)
+    for (int i = 0; i < N_CASES; i++) {
+      const gcase *c = &cases[i];
+      if (strcmp(c->name, "tf32_dot") && strcmp(c->name, "tf32_exact_dot_f16")) continue;
+      pc_graph *g = case_graph(c);
+      kir_program p;
+      char *src = NULL;
+      size_t len = 0;
+      FILE *f = open_memstream(&src, &len);
+      int ok = CHECK(kir_build(g, &p) == PC_OK);
+      p.gpu_sm = sm;
+      ok = ok && CHECK(pc_cuda_render_program(&p, f, NULL) == PC_OK);
+      fclose(f);
+      if (ok) CHECK_CONTAINS(src, sm < 80 ? "/* gemm simt_" : "/* gemm tf32_");
+      if (ok) CHECK_MSG(!strstr(src, sm < 80 ? "/* gemm tf32_" : "/* gemm simt_"), "%s at sm_%d", c->name, sm);
+      free(src);
+      pc_graph_free(g);
+    }
+}
+
 /* --emit cuda writes the text; .cubin / .ptx outputs get NVRTC's binaries */
 PC_TEST(cuda_codegen_emit) {
   pc_graph *g = pc_graph_new();
