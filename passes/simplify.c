@@ -120,6 +120,16 @@ static pc_value *r_transpose(pc_graph *g, pc_node *n, simp_ctx *cx) {
   const int64_t *perm = pc_attr_ints(n, "perm", &len);
   if (!perm || len != r) return NULL;
   if (is_iota(perm, r)) return n->in[0];
+  /* moving only dims of 1 keeps every element where it is: a reshape, which views and buffer reuse take as it
+   * is (a conv's weight gradient transposed [1, C, H, W] into [C, 1, H, W], a copy each step) */
+  const pc_type *xt = &n->in[0]->type;
+  int64_t last = -1, known = 1;
+  for (int i = 0; i < r && known; i++) {
+    known = xt->dims[perm[i]] >= 0;
+    if (xt->dims[perm[i]] != 1 && perm[i] < last) break;
+    if (xt->dims[perm[i]] != 1) last = perm[i];
+    if (i == r - 1 && known) return pc_reshape(g, n->in[0], r, n->out[0]->type.dims);
+  }
   const pc_node *p = n->in[0]->producer;
   const int64_t *inner = p && p->op == PC_OP_transpose ? pc_attr_ints(p, "perm", &len) : NULL;
   if (!inner || len != r) return NULL;

@@ -501,6 +501,31 @@ PC_TEST(simplify_linear_weight_stored_transposed) {
   pc_graph_free(a), pc_graph_free(b);
 }
 
+/* a transpose that moves only dims of 1 ([1, 6, 5, 1] -> [6, 1, 1, 5]) keeps every element where it is: simplify
+ * makes it a reshape (no copy kernel); one that reorders two dims above 1 stays a transpose */
+PC_TEST(simplify_unit_dim_transpose_is_reshape) {
+  for (int swap = 0; swap < 2; swap++) {
+    pc_graph *g = pc_graph_new();
+    pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 4, (int64_t[]){1, 6, 5, 1}));
+    const int64_t keep[4] = {1, 0, 3, 2}, cross[4] = {2, 0, 3, 1};
+    pc_output_add(g, pc_exp(g, pc_transpose(g, x, swap ? cross : keep)));
+    pc_graph *ref = pc_graph_new();
+    pc_value *xr = pc_input_add(ref, "x", pc_type_make(PC_f32, 4, (int64_t[]){1, 6, 5, 1}));
+    pc_output_add(ref, pc_exp(ref, pc_transpose(ref, xr, swap ? cross : keep)));
+    CHECK(pc_pass_simplify(g) == PC_OK && pc_pass_dce(g) == PC_OK && pc_verify(g) == PC_OK);
+    const pc_node *e = g->outputs[0]->producer, *t = e ? e->in[0]->producer : NULL;
+    CHECK_MSG(t && t->op == (swap ? PC_OP_transpose : PC_OP_reshape), "%s: %s", swap ? "5 and 6 swapped" : "unit dims moved",
+              t ? pc_prim(t->op)->name : "none");
+    float xs[30];
+    for (int i = 0; i < 30; i++) xs[i] = 0.1f * (float)i - 1.5f;
+    pc_tensor in = {PC_f32, 4, {1, 6, 5, 1}, xs}, oa = {0}, ob = {0};
+    CHECK(pc_interp(ref, &in, 1, &oa, 1) == PC_OK && pc_interp(g, &in, 1, &ob, 1) == PC_OK);
+    CHECK(oa.data && ob.data && memcmp(oa.data, ob.data, 30 * sizeof(float)) == 0);
+    pc_tensor_free(&oa), pc_tensor_free(&ob);
+    pc_graph_free(g), pc_graph_free(ref);
+  }
+}
+
 PC_TEST(constfold_error_names_node) {
   pc_graph *g = pc_graph_new();
   int64_t d[1] = {3};
