@@ -294,24 +294,26 @@ static void put_red_init(cctx *C, kir_red r, pc_dtype t) {
   else fprintf(C->f, "(%s)(%s)", d->acc, r == KR_MAX ? d->lo : d->hi);
 }
 
-/* one block per output row (the parallel loops), its threads striding over the reduced loops */
-static pc_status render_reduction(cctx *C, const kir_kernel *k) {
-  int64_t rows = extent_product(k, 0, k->n_par), red = extent_product(k, k->n_par, k->n_loops);
-  C->launch->grid = cu_clamp_grid(rows, 1);
+static pc_status reduction_shared(cctx *C, const kir_kernel *k, int sbase) {
   for (int s = 0; s < k->n_stores; s++) {
     const kir_store *st = &k->stores[s];
     if (st->red == KR_NONE || !cu_types[st->value->dtype].acc)
       return cu_fail_kernel(C, "%s: reduction not supported by the CUDA renderer", kir_red_name(st->red));
-    cu_line(C, 1, "__shared__ %s sh%d[32];", cu_types[st->value->dtype].acc, s);
-    if (st->red == KR_ARGMAX || st->red == KR_ARGMIN) cu_line(C, 1, "__shared__ long long shi%d[32];", s);
+    cu_line(C, 1, "__shared__ %s sh%d[32];", cu_types[st->value->dtype].acc, sbase + s);
+    if (st->red == KR_ARGMAX || st->red == KR_ARGMIN) cu_line(C, 1, "__shared__ long long shi%d[32];", sbase + s);
   }
-  cu_line(C, 1, "for (long long row = blockIdx.x; row < %lldLL; row += gridDim.x) {", (long long)rows);
-  decompose(C, 2, k, 0, k->n_par, "row");
+  return PC_OK;
+}
+
+/* k's reductions of the current row (its row loops decomposed): the block's threads stride over the reduced loops,
+ * then a block reduction; thread 0 stores. Accumulators and shared slots numbered from sbase */
+static void reduction_row(cctx *C, const kir_kernel *k, int sbase) {
+  int64_t red = extent_product(k, k->n_par, k->n_loops);
   for (int s = 0; s < k->n_stores; s++) {
-    fprintf(C->f, "    %s acc%d = ", cu_types[k->stores[s].value->dtype].acc, s);
+    fprintf(C->f, "    %s acc%d = ", cu_types[k->stores[s].value->dtype].acc, sbase + s);
     put_red_init(C, k->stores[s].red, k->stores[s].value->dtype);
     fprintf(C->f, ";\n");
-    if (k->stores[s].red == KR_ARGMAX || k->stores[s].red == KR_ARGMIN) cu_line(C, 2, "long long ai%d = -1;", s);
+    if (k->stores[s].red == KR_ARGMAX || k->stores[s].red == KR_ARGMIN) cu_line(C, 2, "long long ai%d = -1;", sbase + s);
   }
   cu_line(C, 2, "for (long long red = threadIdx.x; red < %lldLL; red += blockDim.x) {", (long long)red);
   cu_line(C, 3, "{");
@@ -319,11 +321,11 @@ static pc_status render_reduction(cctx *C, const kir_kernel *k) {
   for (int s = 0; s < k->n_stores; s++) {
     const kir_store *st = &k->stores[s];
     const char *acc = cu_types[st->value->dtype].acc;
-    int t = emit_expr(C, st->value, k->n_loops, 4);
+    int t = emit_expr(C, st->value, k->n_loops, 4), a = sbase + s;
     if (st->red == KR_ARGMAX || st->red == KR_ARGMIN)
-      cu_line(C, 4, "if (pc_arg_better((%s)t%d, red, acc%d, ai%d, %d, %d)) acc%d = (%s)t%d, ai%d = red;", acc, t, s, s,
-           st->red == KR_ARGMAX, st->arg_last, s, acc, t, s);
-    else cu_line(C, 4, "acc%d = %s()(acc%d, (%s)t%d);", s, red_functor(st->red), s, acc, t);
+      cu_line(C, 4, "if (pc_arg_better((%s)t%d, red, acc%d, ai%d, %d, %d)) acc%d = (%s)t%d, ai%d = red;", acc, t, a, a,
+           st->red == KR_ARGMAX, st->arg_last, a, acc, t, a);
+    else cu_line(C, 4, "acc%d = %s()(acc%d, (%s)t%d);", a, red_functor(st->red), a, acc, t);
   }
   cu_line(C, 3, "}");
   cu_line(C, 2, "}");
@@ -331,24 +333,146 @@ static pc_status render_reduction(cctx *C, const kir_kernel *k) {
     const kir_store *st = &k->stores[s];
     pc_dtype t = st->value->dtype;
     char v[160];
+    int a = sbase + s;
     if (st->red == KR_ARGMAX || st->red == KR_ARGMIN) {
-      cu_line(C, 2, "pc_block_arg(acc%d, ai%d, sh%d, shi%d, %d, %d);", s, s, s, s, st->red == KR_ARGMAX, st->arg_last);
+      cu_line(C, 2, "pc_block_arg(acc%d, ai%d, sh%d, shi%d, %d, %d);", a, a, a, a, st->red == KR_ARGMAX, st->arg_last);
       /* the linear reduced index back to the index along the arg loop */
       int64_t div = extent_product(k, st->arg_loop + 1, k->n_loops);
-      snprintf(v, sizeof v, "ai%d < 0 ? 0LL : (ai%d / %lldLL) %% %lldLL", s, s, (long long)div,
+      snprintf(v, sizeof v, "ai%d < 0 ? 0LL : (ai%d / %lldLL) %% %lldLL", a, a, (long long)div,
                (long long)k->extent[st->arg_loop]);
       t = PC_i64;
     } else {
-      fprintf(C->f, "    acc%d = pc_block_reduce(acc%d, sh%d, ", s, s, s);
+      fprintf(C->f, "    acc%d = pc_block_reduce(acc%d, sh%d, ", a, a, a);
       put_red_init(C, st->red, t);
       fprintf(C->f, ", %s());\n", red_functor(st->red));
-      snprintf(v, sizeof v, "acc%d", s);
+      snprintf(v, sizeof v, "acc%d", a);
     }
     cu_line(C, 2, "if (threadIdx.x == 0) {");
     put_store(C, 3, st, t, v, k->n_par);
     cu_line(C, 2, "}");
   }
+}
+
+/* one block per output row (the parallel loops), its threads striding over the reduced loops */
+static pc_status render_reduction(cctx *C, const kir_kernel *k) {
+  int64_t rows = extent_product(k, 0, k->n_par);
+  C->launch->grid = cu_clamp_grid(rows, 1);
+  pc_status st = reduction_shared(C, k, 0);
+  if (st != PC_OK) return st;
+  cu_line(C, 1, "for (long long row = blockIdx.x; row < %lldLL; row += gridDim.x) {", (long long)rows);
+  decompose(C, 2, k, 0, k->n_par, "row");
+  reduction_row(C, k, 0);
   cu_line(C, 1, "}");
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- row chains */
+
+/* A row chain: reductions over the same rows and reduced loops (a layer norm's mean and variance, a softmax's max and
+ * sum), optionally ending in a pointwise kernel over the same loops (the normalization), run as one kernel with a
+ * block per row: each reduction's result is stored by thread 0 and read back by the block after a __syncthreads.
+ * Safe when every read of what the chain writes stays in its row: a reduction's result read at its own row (no
+ * stride along the other loops), the pointwise kernel's stores read only at the very element it stores. */
+
+static int same_loops(const kir_kernel *a, const kir_kernel *b) {
+  if (a->n_loops != b->n_loops) return 0;
+  for (int l = 0; l < a->n_loops; l++)
+    if (a->extent[l] != b->extent[l]) return 0;
+  return 1;
+}
+
+static int map_equal(const kir_map *a, const kir_map *b) {
+  if (a->offset != b->offset) return 0;
+  for (int l = 0; l < KIR_MAX_LOOPS; l++)
+    if (a->stride[l] != b->stride[l]) return 0;
+  return 1;
+}
+
+/* the load of buf at map m by chain kernel `self` against every store of the chain ch[0..n) */
+static int load_in_row(const kir_program *p, const kir_kernel *ch, int n, int self, int buf, const kir_map *m) {
+  for (int j = 0; j < n; j++)
+    for (int s = 0; s < ch[j].n_stores; s++) {
+      const kir_store *st = &ch[j].stores[s];
+      if (!kir_bufs_overlap(p, buf, st->buf)) continue;
+      if (buf != st->buf) return 0;
+      if (ch[j].n_loops == ch[j].n_par) { /* the pointwise end: only the element it stores */
+        if (!map_equal(m, &st->map)) return 0;
+        continue;
+      }
+      if (j >= self || m->offset != st->map.offset) return 0; /* a result read before it is made */
+      for (int l = 0; l < KIR_MAX_LOOPS; l++)
+        if (m->stride[l] != (l < ch[j].n_par ? st->map.stride[l] : 0)) return 0;
+    }
+  return 1;
+}
+
+static int expr_in_row(const kir_program *p, const kir_kernel *ch, int n, int self, const kir_expr *e) {
+  if (e->kind == KE_LOAD && !load_in_row(p, ch, n, self, e->buf, &e->map)) return 0;
+  for (int i = 0; i < e->n_args; i++)
+    if (!expr_in_row(p, ch, n, self, e->args[i])) return 0;
+  return 1;
+}
+
+/* how many kernels from i form a row chain (2 or more), else 0 */
+static int row_chain(const cctx *C, int i) {
+  const kir_program *p = C->p;
+  const kir_kernel *a = &p->kernels[i];
+  int stores = 0, n = 0;
+  if (a->kind != KK_LOOP || a->n_loops == a->n_par || !a->n_nodes || a->nodes[0]->group < 0) return 0;
+  for (int j = i; j < p->n_kernels; j++) {
+    const kir_kernel *k = &p->kernels[j];
+    int red = k->n_loops > k->n_par;
+    if (k->kind != KK_LOOP || k->absorbed || k->has_epilogue || C->skip[j] || !k->n_nodes ||
+        k->nodes[0]->group != a->nodes[0]->group || !same_loops(k, a) || (red && k->n_par != a->n_par) ||
+        stores + k->n_stores > KIR_MAX_ARGS || !cu_loop_supported(k))
+      break;
+    for (int s = 0; s < k->n_stores; s++)
+      if (k->stores[s].red == KR_ARGMAX || k->stores[s].red == KR_ARGMIN) return n >= 2 ? n : 0;
+    stores += k->n_stores;
+    n++;
+    if (!red) break;
+  }
+  for (int j = 0; j < n; j++)
+    for (int s = 0; s < p->kernels[i + j].n_stores; s++)
+      if (!expr_in_row(p, &p->kernels[i], n, j, p->kernels[i + j].stores[s].value)) return 0;
+  return n >= 2 ? n : 0;
+}
+
+static pc_status render_row_chain(cctx *C, int i, int n) {
+  const kir_kernel *a = &C->p->kernels[i], *last = &C->p->kernels[i + n - 1];
+  kir_kernel all = *a; /* the signature: every buffer of the chain */
+  for (int j = 1; j < n; j++)
+    for (int s = 0; s < C->p->kernels[i + j].n_stores; s++) all.stores[all.n_stores++] = C->p->kernels[i + j].stores[s];
+  fprintf(C->f, "/* row chain: kernels %d..%d, a block per row */\n", i, i + n - 1);
+  pc_status st = loop_signature(C, &all);
+  if (st != PC_OK) return st;
+  int64_t rows = extent_product(a, 0, a->n_par);
+  C->launch->block = CU_BLOCK;
+  C->launch->grid = cu_clamp_grid(rows, 1);
+  for (int j = 0, sb = 0; j < n; sb += C->p->kernels[i + j].n_stores, j++)
+    if (C->p->kernels[i + j].n_loops > C->p->kernels[i + j].n_par && (st = reduction_shared(C, &C->p->kernels[i + j], sb)) != PC_OK)
+      return st;
+  cu_line(C, 1, "for (long long row = blockIdx.x; row < %lldLL; row += gridDim.x) {", (long long)rows);
+  decompose(C, 2, a, 0, a->n_par, "row");
+  for (int j = 0, sb = 0; j < n; sb += C->p->kernels[i + j].n_stores, j++) {
+    const kir_kernel *k = &C->p->kernels[i + j];
+    if (j) C->skip[i + j] = 1;
+    if (k->n_loops == k->n_par) break;
+    cu_line(C, 2, "{");
+    reduction_row(C, k, sb);
+    cu_line(C, 2, "}");
+    cu_line(C, 2, "__syncthreads(); /* the results thread 0 stored, for the block */");
+  }
+  if (last->n_loops == last->n_par) {
+    cu_line(C, 2, "for (long long red = threadIdx.x; red < %lldLL; red += blockDim.x) {",
+            (long long)extent_product(last, a->n_par, last->n_loops));
+    decompose(C, 3, last, a->n_par, last->n_loops, "red");
+    cu_emit_stores(C, last, 3);
+    cu_line(C, 2, "}");
+    cu_line(C, 2, "__syncthreads(); /* the next row's reductions reuse the shared slots */");
+  }
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
   return PC_OK;
 }
 
@@ -414,7 +538,8 @@ pc_status pc_cuda_render_program(const struct kir_program *p, FILE *f, pc_cuda_l
       fprintf(f, "/* run by the call before it */\nextern \"C\" __global__ void %s() {}\n", C.name);
       continue;
     }
-    s = k->kind == KK_CALL ? cu_render_call(&C, k) : render_loop(&C, k);
+    int chain = k->kind == KK_LOOP ? row_chain(&C, i) : 0;
+    s = chain ? render_row_chain(&C, i, chain) : k->kind == KK_CALL ? cu_render_call(&C, k) : render_loop(&C, k);
   }
   if (s == PC_OK && ferror(f)) s = pc_fail(g, PC_ERR_IO, "cannot write the CUDA C");
   if (launches) *launches = L;

@@ -2,6 +2,7 @@
 #include "codegen/codegen.h"
 #include "codegen/cuda_internal.h"
 #include "codegen/kir.h"
+#include "frontend/composite.h"
 #include "ir/ir.h"
 #include "runtime/primc_rt.h"
 #include "tests/test.h"
@@ -354,6 +355,17 @@ static void build_fused(pc_graph *g) {
   out(g, bin(g, PC_OP_mul, t, t));
 }
 
+/* a layer norm over rows of 300 (gamma, beta) and a softmax over rows of 37, each one group: reductions over the
+ * same rows then the pointwise kernel, rendered as one row-chain kernel each */
+static void build_row_chains(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 3, I64S(2, 5, 300)), *gm = in(g, PC_f32, 1, I64S(300)), *bt = in(g, PC_f32, 1, I64S(300));
+  pc_value *n = fc_layer_norm(g, x, 1, I64S(2), 1e-5, NULL, NULL);
+  n = bin(g, PC_OP_add, bin(g, PC_OP_mul, n, pc_broadcast_in_dim(g, gm, 3, I64S(2, 5, 300), I64S(2))),
+          pc_broadcast_in_dim(g, bt, 3, I64S(2, 5, 300), I64S(2)));
+  out(g, n);
+  out(g, fc_softmax(g, in(g, PC_f32, 2, I64S(9, 37)), 1, 0));
+}
+
 static void build_random(pc_graph *g) {
   static const struct {
     pc_dtype dt;
@@ -377,7 +389,7 @@ typedef struct gcase {
   const char *name;
   void (*build)(pc_graph *g);
   double lo, hi;    /* input range */
-  int fused;        /* every node in one group, else one group per node */
+  int fused;        /* 1: every node in one group; 2: a group per output's nodes; 0: one group per node */
   const char *fails;/* NULL: must compile; else the error must contain this */
   int nonzero;      /* integer inputs avoid 0 (the interpreter rejects x / 0) */
   int mp;           /* the graph's matmul precision (high, medium: TF32 tensor cores) */
@@ -409,6 +421,7 @@ static const gcase cases[] = {
     {"random", build_random, 0, 1, 0, NULL, 0, 0, 0},
     {"nonzero", build_nonzero, -1, 1, 0, "nonzero", 0, 0, 0},
     {"conv_dw_relu", build_conv_dw_relu, -1, 1, 1, NULL, 0, 0, 0},
+    {"row_chains", build_row_chains, -2, 2, 2, NULL, 0, 0, 0},
     {"gemm_dot", build_gemm_dot, -1, 1, 0, NULL, 0, 0, 0},
     {"gemm_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, 0, 0},
     {"gemm_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, 0, 0},
@@ -428,8 +441,21 @@ static const gcase cases[] = {
 static pc_graph *case_graph(const gcase *c) {
   pc_graph *g = pc_graph_new();
   c->build(g);
-  for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->group = c->fused ? 0 : i;
-  g->n_groups = c->fused ? 1 : g->n_nodes;
+  for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->group = c->fused == 1 ? 0 : i;
+  g->n_groups = c->fused == 1 ? 1 : g->n_nodes;
+  if (c->fused == 2) { /* each output's producers (not yet in a group of an earlier output) its own group */
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->group = -2;
+    for (int o = 0; o < g->n_outputs; o++)
+      for (int i = g->n_nodes - 1; i >= 0; i--) {
+        pc_node *nd = g->nodes[i];
+        int feeds = nd->out[0] == g->outputs[o];
+        for (int u = i + 1; !feeds && u < g->n_nodes; u++)
+          for (int a = 0; a < g->nodes[u]->n_in && !feeds; a++)
+            feeds = g->nodes[u]->group == o && g->nodes[u]->in[a] == nd->out[0];
+        if (nd->group == -2 && feeds) nd->group = o;
+      }
+    g->n_groups = g->n_outputs;
+  }
   g->matmul_precision = c->mp;
   return g;
 }
@@ -576,6 +602,28 @@ PC_TEST(cuda_gemm_render) {
       if (epi) CHECK_CONTAINS(src, "/* run by the call before it */");
       if (strstr(c->name, "split")) CHECK_MSG(!strstr(src, ", split 1 */"), "%s: K not split", c->name);
       if (strstr(c->name, "split")) CHECK_CONTAINS(src, "atomicAdd(&k0_conv_count[tmn], 1u)");
+    }
+    free(src);
+    pc_graph_free(g);
+  }
+}
+
+/* a layer norm's and a softmax's reductions and their pointwise kernel render as one kernel each (a block per row),
+ * the kernels they absorbed empty and not launched */
+PC_TEST(cuda_row_chains_render) {
+  for (int i = 0; i < N_CASES; i++) {
+    const gcase *c = &cases[i];
+    if (strcmp(c->name, "row_chains") && strcmp(c->name, "fused")) continue;
+    pc_graph *g = case_graph(c);
+    compiled cc;
+    char *src;
+    if (CHECK_MSG(render_graph(g, &cc, &src), "%s: %s", c->name, pc_error(g))) {
+      int chains = 0, idle = 0;
+      for (const char *q = src; (q = strstr(q, "/* row chain: kernels ")); q++) chains++;
+      for (int k = 0; k < cc.p.n_kernels; k++) idle += cc.launches[k].grid == 0;
+      int want = strcmp(c->name, "fused") ? 2 : 1;
+      CHECK_MSG(chains == want, "%s: %d row chains, want %d", c->name, chains, want);
+      CHECK_MSG(idle >= 2 * want, "%s: %d kernels not launched", c->name, idle);
     }
     free(src);
     pc_graph_free(g);
@@ -860,7 +908,7 @@ static int run_case_emu(const gcase *c, const char *how) {
  * the wave model picks, and every tile row forced on a dot and a split conv; with the direct dot and conv and the
  * depthwise conv's fused epilogue */
 PC_TEST(cuda_emu_gemm_rows) {
-  static const char *const picked[] = {"dot", "conv", "conv_dw_relu"};
+  static const char *const picked[] = {"dot", "conv", "conv_dw_relu", "row_chains", "fused"};
   int ran = 0, rows = 0;
   for (int i = 0; i < N_CASES; i++) {
     const gcase *c = &cases[i];
