@@ -23,7 +23,7 @@ import export  # noqa: E402  (the zoo's constructors and input makers)
 
 
 def primc_times(exe, inp, runs, graphs, outdir):
-    cmd = [exe, inp, "-o", outdir, "--bench", str(runs)] + (["--cuda-graphs"] if graphs else [])
+    cmd = [exe, inp, "-o", outdir, "--bench", str(runs)] + ([] if graphs else ["--no-cuda-graphs"])
     r = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"min ([0-9.]+) ms, median ([0-9.]+) ms", r.stdout)
     if r.returncode or not m:

@@ -8,17 +8,19 @@
 #define MAX_IO PRIMC_DRIVER_MAX_IO
 
 static const char *usage =
-    "usage: %s [IN0.npy ...] [--random-inputs] [--seed N] [-o OUTDIR] [--bench N] [--cuda-graphs]\n"
+    "usage: %s [IN0.npy ...] [--random-inputs] [--seed N] [-o OUTDIR] [--bench N] [--no-cuda-graphs]\n"
     "  Runs the CUDA-compiled model on the GPU (device 0, or $PRIMC_CUDA_DEVICE) on .npy inputs (in\n"
     "  the order of the model inputs) or deterministic random ones, writes OUTDIR/out0.npy ...\n"
     "  (default: prints a summary), and with --bench N prints the min and median latency of N runs\n"
-    "  (the clock read after the stream is idle). --cuda-graphs captures the model once as a CUDA\n"
-    "  graph and replays it. PRIMC_CUDA_SYNC=1 waits after each kernel to name a failing one.\n";
+    "  (the clock read after the stream is idle). The model is captured once as a CUDA graph and\n"
+    "  replayed; --no-cuda-graphs launches its kernels one by one on a stream instead (--cuda-graphs,\n"
+    "  the default, is accepted). PRIMC_CUDA_SYNC=1 (with --no-cuda-graphs) waits after each kernel\n"
+    "  to name a failing one.\n";
 
-/* the CUDA main's options: the common ones and --cuda-graphs */
+/* the CUDA main's options: the common ones and --no-cuda-graphs */
 typedef struct opts {
   primc_driver_opts c;
-  int graphs;
+  int no_graphs;
 } opts;
 
 /* the run's state: host arrays, device buffers, the stream's owner */
@@ -32,8 +34,9 @@ typedef struct run {
 
 static int cuda_flag(void *ctx, int argc, char **argv, int *i) {
   opts *o = ctx;
-  if (strcmp(argv[*i], "--cuda-graphs") != 0) return 0;
-  return o->graphs = 1;
+  if (!strcmp(argv[*i], "--cuda-graphs")) return o->no_graphs = 0, 1;
+  if (!strcmp(argv[*i], "--no-cuda-graphs")) return o->no_graphs = 1;
+  return 0;
 }
 
 /* ---------------------------------------------------------------- host arrays */
@@ -95,7 +98,7 @@ static int capture(run *r) {
   int rs = r->m->run(in, out, (void *)(uintptr_t)r->ws, primc_cuda_stream(r->cu));
   st = primc_cuda_capture_end(r->cu, &r->graph);
   if (rs != PRIMC_OK) return model_failed(r, rs);
-  return st == PRIMC_OK ? 0 : cuda_failed(r, st, "graph capture");
+  return st == PRIMC_OK ? 0 : cuda_failed(r, st, "graph capture (--no-cuda-graphs runs without one)");
 }
 
 static int bench(run *r, int n) {
@@ -140,7 +143,7 @@ static int run_model(run *r, const opts *o) {
   int st = primc_cuda_open(dev ? atoi(dev) : 0, &r->cu, err, sizeof err);
   if (st != PRIMC_OK) return fprintf(stderr, "error: %s needs a CUDA GPU: %s\n", r->m->name, err), 1;
   if (read_inputs(r, o) || to_device(r) || run_once(r)) return 1; /* the first run also loads the module */
-  if ((o->graphs || r->m->cuda_graphs) && capture(r)) return 1;
+  if (!o->no_graphs && capture(r)) return 1;
   if (r->graph && run_once(r)) return 1;
   if (o->c.bench > 0 && bench(r, o->c.bench)) return 1;
   if (from_device(r)) return 1;

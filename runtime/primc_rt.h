@@ -334,7 +334,8 @@ typedef struct primc_cuda_model_desc {
   int32_t n_inputs, n_outputs;
   const primc_tensor_desc *inputs, *outputs;
   int32_t n_kernels;
-  int32_t cuda_graphs; /* compiled with --cuda-graphs: the standalone driver replays one captured graph */
+  int32_t cuda_graphs; /* compiled with --cuda-graphs (the standalone driver replays one captured graph either way,
+                        * unless run with --no-cuda-graphs) */
 } primc_cuda_model_desc;
 
 /* the standalone main of --target cuda executables (runtime/cuda_driver.c): .npy in, .npy out, --bench */

@@ -110,7 +110,7 @@ if [ "$gpu" = 1 ]; then
   for d in models/*/; do
     [ -f "$d/model.onnx" ] || continue
     name=$(basename "$d")
-    for graphs in "" "--cuda-graphs"; do
+    for graphs in "--no-cuda-graphs" ""; do # a stream, then the default: a CUDA graph
       log=$tmp/run-$name.log
       rm -rf "$tmp/out-$name"
       if "$B/primc" compile "$d/model.onnx" --target cuda --gpu-arch "$ARCH" -o "$tmp/$name.exe" >"$log" 2>&1 &&
