@@ -1,9 +1,10 @@
 /* codegen/cuda_gemm.c: f32 dot_general and conv as tiled GEMMs on CUDA. A block computes a BM x BN tile of
  * C = A B, staging BK-deep slices of A and B through shared memory in two buffers (the next slice is read into
  * registers while the current one is multiplied); the products run on the SIMT cores (each thread a TM x TN
- * register block) or, under --matmul-precision high or medium, on the tensor cores (TF32 mma.sync, each warp a
- * WM x WN tile). A conv is the implicit GEMM W[o][c,taps] x im2col(x)[c,taps][n,pixels], its im2col gathered
- * while staging, its fused epilogue (bias, residual, activation, clamp) applied at the store. A conv with too few
+ * register block) or on the tensor cores (TF32 mma.sync, each warp a WM x WN tile: under --matmul-precision
+ * high or medium, or where both operands hold TF32 values; sm_80 and later). A conv is the implicit GEMM
+ * W[o][c,taps] x im2col(x)[c,taps][n,pixels], its im2col gathered while staging, its fused epilogue (bias,
+ * residual, activation, clamp) applied at the store, as a dot's epilogue loop kernel is. A conv with too few
  * tiles to fill the GPU splits K: each split stores a partial tile, the last to finish (a counter per tile) sums
  * them in split order, so results do not depend on timing. The tile row and split count are chosen here, at
  * compile time, by a wave model of the GPU (gemm_pick), and named in the kernel's comment. */
