@@ -67,7 +67,8 @@ static pc_status render_copy(cctx *C, const kir_kernel *k) {
 }
 
 /* dot_general: [dtype, B, M, N, K, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn], out contiguous [B, M, N];
- * TILE x TILE output tiles, the A and B panels staged through shared memory */
+ * f32 as a tiled GEMM (cuda_gemm.c); other dtypes TILE x TILE output tiles, the A and B panels staged through
+ * shared memory */
 static pc_status render_dot(cctx *C, const kir_kernel *k) {
   const int64_t *q = k->params;
   pc_dtype dt = (pc_dtype)q[0];
@@ -117,7 +118,9 @@ static void put_row_major(cctx *C, const char *v, const int64_t *dims, int n) {
   for (int d = 1; d < n; d++) fprintf(C->f, " * %lldLL + %s%d)", (long long)dims[d], v, d);
 }
 
-/* conv: [dtype, x, w, out shapes, groups, stride, pad_lo, dilation, lhs_dilation (8 each)]; one thread per output */
+/* conv: [dtype, x, w, out shapes, groups, stride, pad_lo, dilation, lhs_dilation (8 each), epilogue words]; f32 2-D
+ * and 1-D convs with 8 or more output channels a group as implicit GEMMs (cuda_gemm.c), the rest one thread per
+ * output; the fused epilogue applied by either */
 static pc_status render_conv(cctx *C, const kir_kernel *k) {
   shp x, w, o;
   const int64_t *q = get_shape(get_shape(get_shape(k->params + 1, &x), &w), &o);
