@@ -14,8 +14,7 @@ static const char *usage =
     "  (default: prints a summary), and with --bench N prints the min and median latency of N runs\n"
     "  (the clock read after the stream is idle). The model is captured once as a CUDA graph and\n"
     "  replayed; --no-cuda-graphs launches its kernels one by one on a stream instead (--cuda-graphs,\n"
-    "  the default, is accepted). PRIMC_CUDA_SYNC=1 (with --no-cuda-graphs) waits after each kernel\n"
-    "  to name a failing one.\n";
+    "  the default, is accepted).\n";
 
 /* the CUDA main's options: the common ones and --no-cuda-graphs */
 typedef struct opts {
