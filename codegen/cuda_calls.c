@@ -38,14 +38,22 @@ static void put_dims(cctx *C, const char *name, const shp *s) {
   fprintf(C->f, "%s};\n", s->rank ? "" : "1");
 }
 
-void cu_call_signature(cctx *C, const kir_kernel *k, int block, int64_t grid) {
+void cu_call_signature_with(cctx *C, const kir_kernel *k, int block, int64_t grid, const kir_kernel *loop, int skip) {
   fprintf(C->f, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, C->name);
   for (int i = 0; i < k->n_args; i++) fprintf(C->f, "%sunsigned char *a%d", i ? ", " : "", i);
+  if (loop) {
+    cu_put_loop_params(C, loop, skip, k->args, k->n_args);
+  } else {
+    C->launch->n_args = k->n_args;
+    C->launch->args = k->args;
+  }
   fprintf(C->f, ") {\n");
-  C->launch->n_args = k->n_args;
-  C->launch->args = k->args;
   C->launch->block = block;
   C->launch->grid = grid;
+}
+
+void cu_call_signature(cctx *C, const kir_kernel *k, int block, int64_t grid) {
+  cu_call_signature_with(C, k, block, grid, NULL, -1);
 }
 
 /* load of element i of a typed pointer as the accumulator type */

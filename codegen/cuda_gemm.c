@@ -57,13 +57,19 @@ typedef struct gemm {
   const kir_kernel *loop_epi;
   int result_buf;
   int exact; /* TF32 rows because the operands are TF32 values, not by the matmul precision */
+  /* how the staging threads walk the operands: A along k when its k stride is 1 (a conv's weight rows always),
+   * else along m; B along n (conv columns are output pixels, dot columns usually contiguous), else along k */
+  int a_kfast, b_nfast;
 } gemm;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* the K of one split, whole slices of t's depth */
+static int64_t k_per_split(const gemm_tile *t, int64_t K, int splits) { return cdiv(cdiv(K, splits), t->bk) * t->bk; }
+
 /* seconds, roughly: rounds of concurrent blocks at the tile's rate, and a split's partial sums through memory */
 static double gemm_time(const gemm_tile *t, const gemm *g, int splits) {
-  int64_t kc = cdiv(cdiv(g->K, splits), t->bk) * t->bk;
+  int64_t kc = k_per_split(t, g->K, splits);
   int64_t blocks = g->batch * cdiv(g->M, t->bm) * cdiv(g->N, t->bn) * splits;
   int64_t conc = cdiv(blocks, GPU_SMS);
   if (conc > t->per_sm) conc = t->per_sm;
@@ -99,7 +105,9 @@ static void gemm_pick(gemm *g, int tf32, int64_t scratch_floats) {
       if (c < best * 0.97) best = c, g->t = t, g->splits = s;
     }
   }
-  g->kchunk = cdiv(cdiv(g->K, g->splits), g->t->bk) * g->t->bk;
+  g->kchunk = k_per_split(g->t, g->K, g->splits);
+  g->a_kfast = g->conv || g->a_sk == 1;
+  g->b_nfast = g->conv || g->b_sn == 1 || g->b_sk != 1;
 }
 
 const char *cu_gemm_tiles_invalid(int tf32, int i) {
@@ -136,10 +144,8 @@ static void put_for(cctx *C, int ind, const char *v, int n, const char *rest) {
 static void put_loads(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
   int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
-  /* A: k-fast when its k stride is 1 (the conv's weight rows always), else m-fast */
-  int a_kfast = g->conv || g->a_sk == 1;
   put_for(C, ind, "i", la, " {");
-  if (a_kfast) cu_line(C, ind + 1, "const int mm = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
+  if (g->a_kfast) cu_line(C, ind + 1, "const int mm = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
   else cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, mm = tid %% %d;", t->bm, T / t->bm, t->bm);
   cu_line(C, ind + 1, "const long long m = m0 + mm, k = k0 + kk;");
   if (g->conv)
@@ -149,10 +155,8 @@ static void put_loads(cctx *C, const gemm *g, int ind) {
     cu_line(C, ind + 1, "ra[i] = (m < %lldLL && k < kend) ? A[bt * %lldLL + m * %lldLL + k * %lldLL] : 0.0f;", (long long)g->M,
             (long long)g->a_sb, (long long)g->a_sm, (long long)g->a_sk);
   cu_line(C, ind, "}");
-  /* B: n-fast (conv columns are output pixels, dot columns usually contiguous), else k-fast */
-  int b_nfast = g->conv || g->b_sn == 1 || g->b_sk != 1;
   put_for(C, ind, "i", lb, " {");
-  if (b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d;", t->bn, T / t->bn);
+  if (g->b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d;", t->bn, T / t->bn);
   else cu_line(C, ind + 1, "const int nn = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
   cu_line(C, ind + 1, "const long long k = k0 + kk;");
   if (g->conv) { /* the column's pixel was decoded once per tile: xb, ih0, iw0, ncol_ok */
@@ -163,7 +167,7 @@ static void put_loads(cctx *C, const gemm *g, int ind) {
     cu_line(C, ind + 1, "rb[i] = (ncol_ok && k < kend && ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) ? "
             "xb[(ci * %lldLL + ih) * %lldLL + iw] : 0.0f;", (long long)g->h, (long long)g->w, (long long)g->h, (long long)g->w);
   } else {
-    if (b_nfast) cu_line(C, ind + 1, "const long long n = n0 + ncol;");
+    if (g->b_nfast) cu_line(C, ind + 1, "const long long n = n0 + ncol;");
     else cu_line(C, ind + 1, "const long long n = n0 + nn;");
     cu_line(C, ind + 1, "rb[i] = (n < %lldLL && k < kend) ? Bm[bt * %lldLL + k * %lldLL + n * %lldLL] : 0.0f;", (long long)g->N,
             (long long)g->b_sb, (long long)g->b_sk, (long long)g->b_sn);
@@ -175,14 +179,13 @@ static void put_loads(cctx *C, const gemm *g, int ind) {
 static void put_stores(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
   int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
-  int a_kfast = g->conv || g->a_sk == 1, b_nfast = g->conv || g->b_sn == 1 || g->b_sk != 1;
   const char *cv = t->tf32 ? "pc_tf32" : "";
   put_for(C, ind, "i", la, " {");
-  if (a_kfast) cu_line(C, ind + 1, "As[nb][tid %% %d][tid / %d + i * %d] = %s(ra[i]);", t->bk, t->bk, T / t->bk, cv);
+  if (g->a_kfast) cu_line(C, ind + 1, "As[nb][tid %% %d][tid / %d + i * %d] = %s(ra[i]);", t->bk, t->bk, T / t->bk, cv);
   else cu_line(C, ind + 1, "As[nb][tid / %d + i * %d][tid %% %d] = %s(ra[i]);", t->bm, T / t->bm, t->bm, cv);
   cu_line(C, ind, "}");
   put_for(C, ind, "i", lb, " {");
-  if (b_nfast) cu_line(C, ind + 1, "Bs[nb][tid / %d + i * %d][tid %% %d] = %s(rb[i]);", t->bn, T / t->bn, t->bn, cv);
+  if (g->b_nfast) cu_line(C, ind + 1, "Bs[nb][tid / %d + i * %d][tid %% %d] = %s(rb[i]);", t->bn, T / t->bn, t->bn, cv);
   else cu_line(C, ind + 1, "Bs[nb][tid %% %d][tid / %d + i * %d] = %s(rb[i]);", t->bk, t->bk, T / t->bk, cv);
   cu_line(C, ind, "}");
 }
@@ -319,16 +322,7 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   fprintf(C->f, "/* gemm %s%s: %lld x [%lld x %lld x %lld], split %d */\n", t->name, g->exact ? " (TF32-exact operands)" : "",
           (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K, g->splits);
   if (g->splits > 1) fprintf(C->f, "__device__ unsigned %s_count[%lld];\n", C->name, (long long)tmn);
-  if (g->loop_epi) {
-    fprintf(C->f, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", t->threads, C->name);
-    for (int i = 0; i < k->n_args; i++) fprintf(C->f, "%sunsigned char *a%d", i ? ", " : "", i);
-    cu_put_loop_params(C, g->loop_epi, g->result_buf, k->args, k->n_args);
-    fprintf(C->f, ") {\n");
-    C->launch->block = t->threads;
-    C->launch->grid = cu_clamp_grid(total, 1);
-  } else {
-    cu_call_signature(C, k, t->threads, cu_clamp_grid(total, 1));
-  }
+  cu_call_signature_with(C, k, t->threads, cu_clamp_grid(total, 1), g->loop_epi, g->result_buf);
   cu_line(C, 1, "__shared__ __align__(16) float As[2][%d][%d], Bs[2][%d][%d];", t->bk, t->bm + pa, t->bk, t->bn + pa);
   if (g->splits > 1) cu_line(C, 1, "__shared__ bool last_;");
   if (g->conv) cu_line(C, 1, "const float *A = (const float *)a2, *X = (const float *)a1;");
@@ -357,7 +351,7 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
             (long long)g->sh, (long long)g->ph, (long long)g->ow, (long long)g->sw, (long long)g->pw);
     cu_line(C, 2, "const float *xb = X + (img * %lldLL + bt * %lldLL) * %lldLL;", (long long)g->cin, (long long)g->cg,
             (long long)(g->h * g->w));
-  } else if (g->b_sn == 1 || g->b_sk != 1) {
+  } else if (g->b_nfast) {
     cu_line(C, 2, "const int ncol = tid %% %d;", t->bn);
   }
   if (t->tf32) cu_line(C, 2, "float acc[%d][%d][4] = {};", t->wm / 16, t->wn / 8);

@@ -75,6 +75,9 @@ int cu_put_loop_params(cctx *C, const kir_kernel *k, int skip, const int *before
 pc_status cu_render_call(cctx *C, const kir_kernel *k);
 /* the call's buffers as byte pointers a0.. (outputs first) in the kernel's signature, and its launch */
 void cu_call_signature(cctx *C, const kir_kernel *k, int block, int64_t grid);
+/* the same, then the typed parameters of loop kernel `loop`'s buffers but skip (an epilogue run in the call's
+ * kernel), which the launch passes after the call's */
+void cu_call_signature_with(cctx *C, const kir_kernel *k, int block, int64_t grid, const kir_kernel *loop, int skip);
 
 /* ---------------------------------------------------------------- contraction kernels (cuda_gemm.c) */
 
