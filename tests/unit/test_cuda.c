@@ -735,7 +735,17 @@ static primc_devptr buf_ptr(const gpu *d, const kir_buf *b) {
   return 0;
 }
 
-/* uploads, launches every kernel in order, downloads the outputs into got (malloc'ed) */
+/* got[i]: output i's type, its data zeroed (malloc'ed) */
+static void alloc_outputs(const pc_graph *g, pc_tensor *got) {
+  for (int i = 0; i < g->n_outputs; i++) {
+    const pc_value *v = g->outputs[i];
+    got[i] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
+    memcpy(got[i].dims, v->type.dims, sizeof got[i].dims);
+    got[i].data = calloc(1, pc_tensor_nbytes(&got[i]) + 1);
+  }
+}
+
+/* uploads, launches every kernel in order, downloads the outputs into got (alloc_outputs') */
 static int run_on_gpu(gpu *d, pc_graph *g, compiled *c, const pc_tensor *ins, pc_tensor *got, int *status,
                       const char *tag) {
   primc_cuda *cu = d->cu;
@@ -749,12 +759,7 @@ static int run_on_gpu(gpu *d, pc_graph *g, compiled *c, const pc_tensor *ins, pc
     size_t n = pc_tensor_nbytes(&ins[i]);
     ok = primc_cuda_alloc(cu, n, &d->din[i]) == PRIMC_OK && primc_cuda_upload(cu, d->din[i], ins[i].data, n) == PRIMC_OK;
   }
-  for (int i = 0; ok && i < g->n_outputs; i++) {
-    const pc_value *v = g->outputs[i];
-    got[i] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
-    memcpy(got[i].dims, v->type.dims, sizeof got[i].dims);
-    ok = primc_cuda_alloc(cu, pc_tensor_nbytes(&got[i]), &d->dout[i]) == PRIMC_OK;
-  }
+  for (int i = 0; ok && i < g->n_outputs; i++) ok = primc_cuda_alloc(cu, pc_tensor_nbytes(&got[i]), &d->dout[i]) == PRIMC_OK;
   for (int k = 0; ok && k < c->p.n_kernels; k++) {
     const pc_cuda_launch *L = &c->launches[k];
     if (!L->grid) continue; /* run by the kernel before it */
@@ -770,10 +775,8 @@ static int run_on_gpu(gpu *d, pc_graph *g, compiled *c, const pc_tensor *ins, pc
   *status = -1;
   ok = ok && primc_cuda_sync(cu) == PRIMC_OK && primc_cuda_module_status(cu, m, status) == PRIMC_OK;
   CHECK_MSG(ok, "%s: %s", tag, primc_cuda_error(cu));
-  for (int i = 0; ok && i < g->n_outputs; i++) {
-    got[i].data = malloc(pc_tensor_nbytes(&got[i]) + 1);
+  for (int i = 0; ok && i < g->n_outputs; i++)
     ok = primc_cuda_download(cu, got[i].data, d->dout[i], pc_tensor_nbytes(&got[i])) == PRIMC_OK;
-  }
   for (int i = 0; i < g->n_inputs; i++) primc_cuda_free(cu, d->din[i]), d->din[i] = 0;
   for (int i = 0; i < g->n_outputs; i++) primc_cuda_free(cu, d->dout[i]), d->dout[i] = 0;
   primc_cuda_free(cu, d->ws);
@@ -798,32 +801,64 @@ static int compare(pc_graph *g, const pc_tensor *ref, const pc_tensor *got, cons
   return CHECK_MSG(1, "%s", tag);
 }
 
-/* compiles case c, runs it on the GPU and the interpreter; 1 when every output matched */
-static int run_case(gpu *d, pc_nvrtc *nv, const gcase *c, const char *how) {
-  char tag[160];
-  snprintf(tag, sizeof tag, "%s%s%s", c->name, *how ? " " : "", how);
+/* a case's outputs from somewhere other than the interpreter into got: 1 when it ran, 0 when it failed (checked),
+ * -1 when it cannot run here */
+typedef int (*case_runner)(void *ctx, pc_graph *g, const pc_tensor *ins, pc_tensor *got, const char *tag);
+
+typedef struct gpu_run {
+  gpu *d;
+  pc_nvrtc *nv;
+} gpu_run;
+
+/* compiled by NVRTC, run on the GPU */
+static int on_gpu(void *ctx, pc_graph *g, const pc_tensor *ins, pc_tensor *got, const char *tag) {
+  gpu_run *r = ctx;
+  compiled cc;
+  int ok = CHECK_MSG(compile_graph(g, r->nv, &cc), "%s: %s", tag, pc_error(g)), status = -1;
+  ok = ok && run_on_gpu(r->d, g, &cc, ins, got, &status, tag);
+  ok = ok && CHECK_MSG(status == 0, "%s: a kernel reported bad data (%d)", tag, status);
+  pc_cuda_binary_free(&cc.bin);
+  return ok;
+}
+
+/* run on the CPU emulator of rendered CUDA C (tests/unit/cuda_emu.h) */
+static int on_emulator(void *ctx, pc_graph *g, const pc_tensor *ins, pc_tensor *got, const char *tag) {
+  (void)ctx;
+  char err[512] = "";
+  void *in[MAXT], *out[MAXT];
+  for (int k = 0; k < g->n_inputs; k++) in[k] = ins[k].data;
+  for (int k = 0; k < g->n_outputs; k++) out[k] = got[k].data;
+  int r = pc_emu_graph(g, in, out, NULL, err, sizeof err);
+  return r < 0 ? -1 : CHECK_MSG(r == 1, "%s: %s", tag, err);
+}
+
+/* case c's outputs from run against the interpreter's; 1 when every output matched, -1 when run cannot run here */
+static int check_case(const gcase *c, const char *tag, case_runner run, void *ctx) {
   pc_graph *g = case_graph(c);
   if (!CHECK_MSG(g->n_inputs <= MAXT && g->n_outputs <= MAXT, "%s: %d inputs, %d outputs: raise MAXT", tag, g->n_inputs,
                  g->n_outputs)) {
     pc_graph_free(g);
     return 0;
   }
-  compiled cc;
   pc_tensor ins[MAXT], ref[MAXT], got[MAXT];
   memset(ref, 0, sizeof ref);
-  memset(got, 0, sizeof got);
   for (int k = 0; k < g->n_inputs; k++) ins[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero);
-  int ok = CHECK_MSG(compile_graph(g, nv, &cc), "%s: %s", tag, pc_error(g));
-  ok = ok && CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
-  int status = -1;
-  ok = ok && run_on_gpu(d, g, &cc, ins, got, &status, tag);
-  ok = ok && CHECK_MSG(status == 0, "%s: a kernel reported bad data (%d)", tag, status);
-  ok = ok && compare(g, ref, got, tag, c->tol ? c->tol : 2e-5);
+  alloc_outputs(g, got);
+  int ok = CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
+  int r = ok ? run(ctx, g, ins, got, tag) : 0;
+  ok = r > 0 && compare(g, ref, got, tag, c->tol ? c->tol : 2e-5);
   for (int k = 0; k < g->n_inputs; k++) free(ins[k].data);
   for (int k = 0; k < g->n_outputs; k++) pc_tensor_free(&ref[k]), free(got[k].data);
-  pc_cuda_binary_free(&cc.bin);
   pc_graph_free(g);
-  return ok;
+  return r < 0 ? -1 : ok;
+}
+
+/* case c run on the GPU; how: the forced tile row, if any */
+static int run_case(gpu *d, pc_nvrtc *nv, const gcase *c, const char *how) {
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s%s%s", c->name, *how ? " " : "", how);
+  gpu_run r = {d, nv};
+  return check_case(c, tag, on_gpu, &r) > 0;
 }
 
 PC_TEST(cuda_gpu_matches_interpreter) {
@@ -879,29 +914,11 @@ PC_TEST(cuda_gpu_gemm_rows) {
 
 /* ---------------------------------------------------------------- the same kernels on the CPU emulator */
 
-/* case c run on the CPU emulator (tests/unit/cuda_emu.h) and compared with the interpreter; 1 when it matched,
- * -1 when there is no compiler for it */
+/* case c on the CPU emulator; 1 when it matched the interpreter, -1 when there is no compiler for it */
 static int run_case_emu(const gcase *c, const char *how) {
-  char tag[160], err[512] = "";
+  char tag[160];
   snprintf(tag, sizeof tag, "%s%s%s (emulated)", c->name, *how ? " " : "", how);
-  pc_graph *g = case_graph(c);
-  pc_tensor ins[MAXT], ref[MAXT], got[MAXT];
-  void *in[MAXT], *outs[MAXT];
-  memset(ref, 0, sizeof ref);
-  for (int k = 0; k < g->n_inputs; k++) ins[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero), in[k] = ins[k].data;
-  for (int k = 0; k < g->n_outputs; k++) {
-    const pc_value *v = g->outputs[k];
-    got[k] = (pc_tensor){v->type.dtype, v->type.rank, {0}, NULL};
-    memcpy(got[k].dims, v->type.dims, sizeof got[k].dims);
-    outs[k] = got[k].data = calloc(1, pc_tensor_nbytes(&got[k]) + 1);
-  }
-  int ok = CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
-  int r = ok ? pc_emu_graph(g, in, outs, NULL, err, sizeof err) : 0;
-  if (r >= 0) ok = CHECK_MSG(r == 1, "%s: %s", tag, err) && compare(g, ref, got, tag, c->tol ? c->tol : 2e-5);
-  for (int k = 0; k < g->n_inputs; k++) free(ins[k].data);
-  for (int k = 0; k < g->n_outputs; k++) pc_tensor_free(&ref[k]), free(got[k].data);
-  pc_graph_free(g);
-  return r < 0 ? -1 : ok;
+  return check_case(c, tag, on_emulator, NULL);
 }
 
 /* the contraction kernels run on the CPU emulator against the interpreter: every case of cuda_gemm.c's paths as
@@ -959,7 +976,7 @@ PC_TEST(cuda_gpu_bad_index_status) {
   float xv[4] = {1, 2, 3, 4};
   int32_t iv[2] = {1, 9};
   pc_tensor ins[2] = {{PC_f32, 1, {4}, xv}, {PC_i32, 1, {2}, iv}}, got[1];
-  memset(got, 0, sizeof got);
+  alloc_outputs(g, got);
   if (CHECK_MSG(nv && compile_graph(g, nv, &cc), "%s", pc_error(g))) {
     int status = -1;
     CHECK(run_on_gpu(&d, g, &cc, ins, got, &status, "bad_index"));
