@@ -381,13 +381,6 @@ static int same_loops(const kir_kernel *a, const kir_kernel *b) {
   return 1;
 }
 
-static int map_equal(const kir_map *a, const kir_map *b) {
-  if (a->offset != b->offset) return 0;
-  for (int l = 0; l < KIR_MAX_LOOPS; l++)
-    if (a->stride[l] != b->stride[l]) return 0;
-  return 1;
-}
-
 /* the load of buf at map m by chain kernel `self` against every store of the chain ch[0..n) */
 static int load_in_row(const kir_program *p, const kir_kernel *ch, int n, int self, int buf, const kir_map *m) {
   for (int j = 0; j < n; j++)
@@ -396,7 +389,7 @@ static int load_in_row(const kir_program *p, const kir_kernel *ch, int n, int se
       if (!kir_bufs_overlap(p, buf, st->buf)) continue;
       if (buf != st->buf) return 0;
       if (ch[j].n_loops == ch[j].n_par) { /* the pointwise end: only the element it stores */
-        if (!map_equal(m, &st->map)) return 0;
+        if (memcmp(m, &st->map, sizeof *m)) return 0; /* all int64: as kir_rewrites' expr_equal compares maps */
         continue;
       }
       if (j >= self || m->offset != st->map.offset) return 0; /* a result read before it is made */
@@ -439,34 +432,32 @@ static int row_chain(const cctx *C, int i) {
 }
 
 static pc_status render_row_chain(cctx *C, int i, int n) {
-  const kir_kernel *a = &C->p->kernels[i], *last = &C->p->kernels[i + n - 1];
-  kir_kernel all = *a; /* the signature: every buffer of the chain */
+  const kir_kernel *ch = &C->p->kernels[i], *last = &ch[n - 1];
+  kir_kernel all = ch[0]; /* the signature: every buffer of the chain */
   for (int j = 1; j < n; j++)
-    for (int s = 0; s < C->p->kernels[i + j].n_stores; s++) all.stores[all.n_stores++] = C->p->kernels[i + j].stores[s];
+    for (int s = 0; s < ch[j].n_stores; s++) all.stores[all.n_stores++] = ch[j].stores[s];
   fprintf(C->f, "/* row chain: kernels %d..%d, a block per row */\n", i, i + n - 1);
   pc_status st = loop_signature(C, &all);
   if (st != PC_OK) return st;
-  int64_t rows = extent_product(a, 0, a->n_par);
+  int64_t rows = extent_product(ch, 0, ch->n_par);
   C->launch->block = CU_BLOCK;
   C->launch->grid = cu_clamp_grid(rows, 1);
-  for (int j = 0, sb = 0; j < n; sb += C->p->kernels[i + j].n_stores, j++)
-    if (C->p->kernels[i + j].n_loops > C->p->kernels[i + j].n_par && (st = reduction_shared(C, &C->p->kernels[i + j], sb)) != PC_OK)
-      return st;
+  for (int j = 0, sb = 0; j < n; sb += ch[j].n_stores, j++)
+    if (ch[j].n_loops > ch[j].n_par && (st = reduction_shared(C, &ch[j], sb)) != PC_OK) return st;
   cu_line(C, 1, "for (long long row = blockIdx.x; row < %lldLL; row += gridDim.x) {", (long long)rows);
-  decompose(C, 2, a, 0, a->n_par, "row");
-  for (int j = 0, sb = 0; j < n; sb += C->p->kernels[i + j].n_stores, j++) {
-    const kir_kernel *k = &C->p->kernels[i + j];
+  decompose(C, 2, ch, 0, ch->n_par, "row");
+  for (int j = 0, sb = 0; j < n; sb += ch[j].n_stores, j++) {
     if (j) C->skip[i + j] = 1;
-    if (k->n_loops == k->n_par) break;
+    if (ch[j].n_loops == ch[j].n_par) break;
     cu_line(C, 2, "{");
-    reduction_row(C, k, sb);
+    reduction_row(C, &ch[j], sb);
     cu_line(C, 2, "}");
     cu_line(C, 2, "__syncthreads(); /* the results thread 0 stored, for the block */");
   }
   if (last->n_loops == last->n_par) {
     cu_line(C, 2, "for (long long red = threadIdx.x; red < %lldLL; red += blockDim.x) {",
-            (long long)extent_product(last, a->n_par, last->n_loops));
-    decompose(C, 3, last, a->n_par, last->n_loops, "red");
+            (long long)extent_product(last, ch->n_par, last->n_loops));
+    decompose(C, 3, last, ch->n_par, last->n_loops, "red");
     cu_emit_stores(C, last, 3);
     cu_line(C, 2, "}");
     cu_line(C, 2, "__syncthreads(); /* the next row's reductions reuse the shared slots */");
@@ -477,8 +468,7 @@ static pc_status render_row_chain(cctx *C, int i, int n) {
 }
 
 static pc_status render_loop(cctx *C, const kir_kernel *k) {
-  for (int s = 0; s < k->n_stores; s++)
-    if (!expr_supported(k->stores[s].value)) return cu_fail_kernel(C, "%s: c64 arithmetic is not supported by the CUDA renderer", "c64");
+  if (!cu_loop_supported(k)) return cu_fail_kernel(C, "%s: c64 arithmetic is not supported by the CUDA renderer", "c64");
   pc_status st = loop_signature(C, k);
   if (st != PC_OK) return st;
   C->launch->block = CU_BLOCK;
@@ -535,7 +525,8 @@ pc_status pc_cuda_render_program(const struct kir_program *p, FILE *f, pc_cuda_l
     C.tmp = 0;
     kernel_header(&C, k);
     if (C.skip[i]) { /* grid 0: not launched */
-      fprintf(f, "/* run by the call before it */\nextern \"C\" __global__ void %s() {}\n", C.name);
+      fprintf(f, "/* run by an earlier kernel (a call's epilogue, a row chain) */\n");
+      fprintf(f, "extern \"C\" __global__ void %s() {}\n", C.name);
       continue;
     }
     int chain = k->kind == KK_LOOP ? row_chain(&C, i) : 0;

@@ -46,7 +46,8 @@ typedef struct cctx {
   int idx;                /* kernel being rendered */
   char name[96];          /* its symbol */
   pc_cuda_launch *launch; /* its launch */
-  unsigned char *skip;    /* per kernel: run by an earlier kernel (a conv's epilogue), rendered empty, not launched */
+  unsigned char *skip;    /* per kernel: run by an earlier kernel (a call's epilogue, a row chain): rendered empty,
+                           * not launched */
   const char *subst;      /* while set, loads of buffer subst_buf read this variable instead (a call's epilogue) */
   int subst_buf;
 } cctx;
