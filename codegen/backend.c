@@ -2,8 +2,6 @@
 #include "codegen/codegen.h"
 #include "codegen/kir.h"
 
-#include <string.h>
-
 static int is_cuda_c(const pc_codegen_opts *o) { return o->emit == PC_EMIT_CUDA; }
 static int is_cuda(const pc_codegen_opts *o) { return o->target == PC_TARGET_CUDA; }
 static int is_cpu(const pc_codegen_opts *o) { return o->target == PC_TARGET_CPU; }
@@ -20,9 +18,8 @@ static const struct pc_backend {
     {"cpu", is_cpu, pc_codegen_cpu},              /* LLVM objects, executables, libraries (codegen/package.c) */
 };
 
-pc_status pc_codegen_host_only_check(pc_graph *g, const char *target) {
-  int cuda = !strcmp(target, "CUDA"); /* CUDA runs matmul precision high and medium on TF32 tensor cores */
-  if ((g->matmul_precision == PC_MATMUL_HIGHEST || cuda) && g->autocast != PC_AUTOCAST_BF16) return PC_OK;
+pc_status pc_codegen_host_only_check(pc_graph *g, const char *target, int tf32) {
+  if ((g->matmul_precision == PC_MATMUL_HIGHEST || tf32) && g->autocast != PC_AUTOCAST_BF16) return PC_OK;
   int cast = g->autocast == PC_AUTOCAST_BF16; /* the option that asked for bf16 */
   return pc_fail(g, PC_ERR_UNSUPPORTED, "%s %s: only host CPU code has bf16 contractions (not %s)",
                  cast ? "autocast" : "matmul precision",
@@ -33,7 +30,7 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
   if (pc_output_check(g, opts) != PC_OK) return g->status;
   if ((opts->triple || opts->target != PC_TARGET_CPU) &&
-      pc_codegen_host_only_check(g, opts->triple ? "a --triple target" : "CUDA") != PC_OK)
+      pc_codegen_host_only_check(g, opts->triple ? "a --triple target" : "CUDA", !opts->triple) != PC_OK)
     return g->status;
   if (opts->dyn && (opts->target != PC_TARGET_CPU || opts->emit == PC_EMIT_CUDA || opts->autotune))
     return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s given as a range (%lld..%lld): run-time dims are CPU code without "
