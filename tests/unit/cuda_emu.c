@@ -222,16 +222,23 @@ void pc_emu_close(pc_emu *e) {
   free(e);
 }
 
+char *pc_emu_render(pc_graph *g, kir_program *p, pc_cuda_launch **launches) {
+  char *src = NULL;
+  size_t len = 0;
+  if (g->status || kir_build(g, p) != PC_OK) return NULL;
+  FILE *f = open_memstream(&src, &len);
+  pc_status st = f ? pc_cuda_render_program(p, f, launches) : PC_ERR_NOMEM;
+  if (f) fclose(f);
+  if (st != PC_OK) return free(src), NULL;
+  if (getenv("PRIMC_CUDA_DUMP")) fputs(src, stderr);
+  return src;
+}
+
 int pc_emu_graph(pc_graph *g, void *const *ins, void *const *outs, int *n_kernels, char *err, size_t errlen) {
   kir_program p;
   pc_cuda_launch *L = NULL;
-  char *src = NULL;
-  size_t len = 0;
-  if (g->status || kir_build(g, &p) != PC_OK) return snprintf(err, errlen, "kernel IR: %s", pc_error(g)), 0;
-  FILE *f = open_memstream(&src, &len);
-  pc_status st = f ? pc_cuda_render_program(&p, f, &L) : PC_ERR_NOMEM;
-  if (f) fclose(f);
-  if (st != PC_OK) return free(src), snprintf(err, errlen, "render: %s", pc_error(g)), 0;
+  char *src = pc_emu_render(g, &p, &L);
+  if (!src) return snprintf(err, errlen, "kernel IR or CUDA C: %s", pc_error(g)), 0;
   if (n_kernels) *n_kernels = p.n_kernels;
   int no_cc = 0;
   pc_emu *e = pc_emu_compile(src, err, errlen, &no_cc);

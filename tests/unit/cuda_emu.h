@@ -21,6 +21,11 @@ int pc_emu_status(pc_emu *e);
 void pc_emu_close(pc_emu *e);
 
 struct pc_graph;
+struct kir_program;
+struct pc_cuda_launch;
+/* g's kernel IR into *p and its CUDA C (malloc'ed; NULL when either failed, the reason on g), with the launches;
+ * PRIMC_CUDA_DUMP=1 prints the source to stderr */
+char *pc_emu_render(struct pc_graph *g, struct kir_program *p, struct pc_cuda_launch **launches);
 /* g (its groups set: after pc_pipeline_run, or by hand) built to kernel IR, rendered as CUDA and run on the
  * emulator over host buffers laid out as on the GPU: ins[i] holds input i, outs[i] receives output i (the
  * caller's, in its type). 1 when it ran (and no kernel found bad data), 0 with the reason in err, -1 when there

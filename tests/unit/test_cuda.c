@@ -471,15 +471,7 @@ typedef struct compiled {
 /* kernel IR -> CUDA C (*src, malloc'ed); 1 when it rendered */
 static int render_graph(pc_graph *g, compiled *c, char **src) {
   memset(c, 0, sizeof *c);
-  *src = NULL;
-  if (g->status || kir_build(g, &c->p) != PC_OK) return 0;
-  size_t len = 0;
-  FILE *f = open_memstream(src, &len);
-  if (!f) return 0;
-  pc_status s = pc_cuda_render_program(&c->p, f, &c->launches);
-  fclose(f);
-  if (s == PC_OK && getenv("PRIMC_CUDA_DUMP")) fputs(*src, stderr);
-  return s == PC_OK;
+  return (*src = pc_emu_render(g, &c->p, &c->launches)) != NULL;
 }
 
 /* kernel IR -> CUDA C -> cubin; 1 when it compiled */
@@ -582,21 +574,15 @@ PC_TEST(cuda_gemm_render) {
     const gcase *c = &cases[i];
     if (strncmp(c->name, "gemm_", 5) && strncmp(c->name, "tf32_", 5)) continue;
     pc_graph *g = case_graph(c);
-    kir_program p;
-    pc_cuda_launch *L = NULL;
-    char *src = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&src, &len);
-    int ok = CHECK_MSG(kir_build(g, &p) == PC_OK && pc_cuda_render_program(&p, f, &L) == PC_OK, "%s: %s", c->name,
-                       pc_error(g));
-    fclose(f);
-    if (ok) {
+    compiled cc;
+    char *src;
+    if (CHECK_MSG(render_graph(g, &cc, &src), "%s: %s", c->name, pc_error(g))) {
       int tf32 = c->mp || strstr(c->name, "exact");
       CHECK_CONTAINS(src, tf32 ? "/* gemm tf32_" : "/* gemm simt_");
       CHECK_MSG(!strstr(src, tf32 ? "/* gemm simt_" : "/* gemm tf32_"), "%s: a row of the other precision", c->name);
       if (strstr(c->name, "exact")) CHECK_CONTAINS(src, "(TF32-exact operands)");
       int skipped = 0;
-      for (int k = 0; k < p.n_kernels; k++) skipped += L[k].grid == 0;
+      for (int k = 0; k < cc.p.n_kernels; k++) skipped += cc.launches[k].grid == 0;
       int epi = strstr(c->name, "relu") || strstr(c->name, "res") || strstr(c->name, "gelu");
       CHECK_MSG(skipped == epi, "%s: %d kernels not launched, want %d", c->name, skipped, epi);
       if (epi) CHECK_CONTAINS(src, "/* run by an earlier kernel (a call's epilogue, a row chain) */");
