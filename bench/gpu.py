@@ -48,6 +48,13 @@ def torch_times(fn, x, runs):
     return min(ts), statistics.median(ts)
 
 
+def compile_cuda(primc, model, exe, flags, env=None):
+    c = subprocess.run([primc, "compile", model, "--target", "cuda", "-o", exe] + flags, capture_output=True, text=True,
+                       env={**os.environ, **(env or {})})
+    if c.returncode:
+        raise RuntimeError(f"primc compile {' '.join(flags)} {env or ''}: {c.stderr[-400:]}")
+
+
 def bench_model(name, primc, runs, work, args):
     ctor, make_input, _ = export.MODELS[name]
     d = os.path.join(work, f"{name}_b{args.batch}")
@@ -58,17 +65,11 @@ def bench_model(name, primc, runs, work, args):
     ref = sess.run(None, {sess.get_inputs()[0].name: x_np})[0]
     exe = os.path.join(d, "m")
     t0 = time.time()
-    c = subprocess.run([primc, "compile", os.path.join(d, "model.onnx"), "--target", "cuda", "-o", exe] +
-                       (["--matmul-precision", "high"] if args.tf32 else []), capture_output=True, text=True)
-    if c.returncode:
-        raise RuntimeError(f"primc compile: {c.stderr[-400:]}")
+    compile_cuda(primc, os.path.join(d, "model.onnx"), exe, ["--matmul-precision", "high"] if args.tf32 else [])
     compile_s = time.time() - t0
     direct = None
     if args.direct:
-        c = subprocess.run([primc, "compile", os.path.join(d, "model.onnx"), "--target", "cuda", "-o", exe + "_direct"],
-                           capture_output=True, text=True, env={**os.environ, "PRIMC_CUDA_GEMM": "direct"})
-        if c.returncode:
-            raise RuntimeError(f"primc compile (direct): {c.stderr[-400:]}")
+        compile_cuda(primc, os.path.join(d, "model.onnx"), exe + "_direct", [], {"PRIMC_CUDA_GEMM": "direct"})
         direct = primc_times(exe + "_direct", inp, runs, True, os.path.join(d, "out_d"))
     stream = primc_times(exe, inp, runs, False, os.path.join(d, "out"))
     got = np.load(os.path.join(d, "out", "out0.npy"))
