@@ -223,6 +223,9 @@ int main(int argc, char **argv) {
   if (c.train_flag && !m->state)
     return fprintf(stderr, "error: %s is not a training step (compiled without --train): --steps, --log-every and "
                    "--save are for one\n", m->name), 2;
+  if ((c.profile || c.trace) && !m->profile)
+    return fprintf(stderr, "error: %s was not compiled with --profile (%s needs it)\n", m->name,
+                   c.profile ? "--profile" : "--trace"), 2;
   if (m->state) {
     if (o.bench > 0 || c.trace || c.weights)
       return fprintf(stderr, "error: a training step takes --steps, --log-every, --save, --profile, -o and its "
@@ -231,9 +234,6 @@ int main(int argc, char **argv) {
     return primc_train_main(m, &o, &c.train);
   }
   if (c.cold && o.bench <= 0) return fprintf(stderr, "error: --cold times --bench runs: give --bench N\n"), 2;
-  if ((c.profile || c.trace) && !m->profile)
-    return fprintf(stderr, "error: %s was not compiled with --profile (%s needs it)\n", m->name,
-                   c.profile ? "--profile" : "--trace"), 2;
   if (c.weights && !m->load_weights)
     return fprintf(stderr, "error: %s holds its weights (compiled without --weights external): --weights %s would "
                    "not be read\n", m->name, c.weights), 2;

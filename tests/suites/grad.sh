@@ -51,6 +51,7 @@ python3 -c "import numpy as np; np.save('$tmp/x5.npy', np.zeros((3, 5), np.float
 expect_exit 1 "a dataset of the wrong row shape is refused" "$tmp/mlp-train" "$tmp/x5.npy" "$tmp/y3.npy"
 grep -q "rows of its shape without the batch dim" "$tmp/err" && ok "the error says what a dataset holds" || bad "the error says what a dataset holds" "$(cat "$tmp/err")"
 expect_exit 2 "--steps 0 is a usage error" "$tmp/mlp-train" --random-inputs --steps 0
+expect_exit 2 "--profile on a step compiled without it" "$tmp/mlp-train" --random-inputs --profile
 expect_exit 2 "--steps on a model that does not train" "$tmp/mlp.exe" --random-inputs --steps 1
 # vmap: one compiled run over three inputs at once, each entry against ONNX Runtime on its own
 for name in mlp resnet_tiny encoder_tiny lstm; do
