@@ -2,10 +2,11 @@
  * tuning the planner on machines whose speed moves between minutes, where timing builds or models in turn does
  * not resolve 10%).
  *
- * Usage: conv_ab ROWS C H W O K STRIDE GROUPS [REPS]
- *   ROWS: row names joined by commas (`primc dump --kernels` prints them), "plan" for the planner's choice; one
- *   image, a K x K kernel padded K/2 each side, bias + ReLU as the epilogue, weights packed as each row reads
- *   them; REPS rounds (default 50) of 3 calls per row. Threads: PRIMC_NUM_THREADS (pin with taskset). */
+ * Usage: conv_ab [--batch N] [--plain] ROWS C H W O K STRIDE GROUPS [REPS]
+ *   ROWS: row names joined by commas (`primc dump --kernels` prints them), "plan" for the planner's choice; N
+ *   images (default 1), a K x K kernel padded K/2 each side, bias + ReLU as the epilogue, weights packed as each
+ *   row reads them (--plain: as they arrive, unpacked, as a training step's weights do); REPS rounds (default
+ *   50) of 3 calls per row. Threads: PRIMC_NUM_THREADS (pin with taskset). */
 #include "runtime/primc_rt.h"
 
 #include <stdio.h>
@@ -28,23 +29,30 @@ static float *buf(int64_t n) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 9 || argc > 10) {
-    fprintf(stderr, "usage: conv_ab ROWS C H W O K STRIDE GROUPS [REPS]\n");
+  int64_t batch = 1;
+  int plain = 0;
+  for (;;) {
+    if (argc > 2 && !strcmp(argv[1], "--batch")) batch = atoll(argv[2]), argc -= 2, argv += 2;
+    else if (argc > 1 && !strcmp(argv[1], "--plain")) plain = 1, argc--, argv++;
+    else break;
+  }
+  if (argc < 9 || argc > 10 || batch < 1) {
+    fprintf(stderr, "usage: conv_ab [--batch N] [--plain] ROWS C H W O K STRIDE GROUPS [REPS]\n");
     return 2;
   }
   int64_t v[7];
   for (int i = 0; i < 7; i++) v[i] = atoll(argv[2 + i]);
   int reps = argc == 10 ? atoi(argv[9]) : 50;
   int64_t c = v[0], h = v[1], w = v[2], o = v[3], k = v[4], s = v[5], g = v[6], pad = k / 2;
-  primc_conv2d p = {1, c, h, w, o, k, k, g, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0, 0, 0};
+  primc_conv2d p = {batch, c, h, w, o, k, k, g, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0, 0, 0};
   int64_t oh, ow;
   if (c < 1 || h < 1 || w < 1 || o < 1 || k < 1 || s < 1 || g < 1 || c % g || o % g || reps < 1 ||
       !primc_conv2d_out_hw(&p, &oh, &ow)) {
     fprintf(stderr, "conv_ab: not a conv shape\n");
     return 2;
   }
-  float *x = buf(c * h * w), *wt = buf(o * c / g * k * k), *bias = buf(o), *y = buf(o * oh * ow),
-        *spare = buf(o * oh * ow);
+  float *x = buf(batch * c * h * w), *wt = buf(o * c / g * k * k), *bias = buf(o), *y = buf(batch * o * oh * ow),
+        *spare = buf(batch * o * oh * ow);
   primc_conv_epi e = {bias, 1, NULL, 0.0f, __builtin_inff(), PRIMC_ACT_NONE};
   char names[256];
   snprintf(names, sizeof names, "%s", argv[1]);
@@ -56,7 +64,7 @@ int main(int argc, char **argv) {
   float *col[MAX_ROWS];
   double best[MAX_ROWS];
   for (int i = 0; i < n; i++) {
-    primc_conv_plan_opts op = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1,
+    primc_conv_plan_opts op = {.packable = !plain, .tile_mr = primc_sgemm_mr(), .has_scratch = 1,
                                .force = strcmp(row[i], "plan") ? row[i] : NULL, .threads = primc_num_threads()};
     if (primc_conv_plan_make(&p, &op, &plan[i]) != PRIMC_OK) {
       fprintf(stderr, "conv_ab: no plan for %s\n", row[i]);
@@ -84,8 +92,9 @@ int main(int argc, char **argv) {
       double t = (now() - t0) / 3;
       if (t < best[i]) best[i] = t;
     }
-  printf("%lld->%lld k%lld s%lld g%lld %lldx%lld, %d thread(s), ms:", (long long)c, (long long)o, (long long)k,
-         (long long)s, (long long)g, (long long)h, (long long)w, primc_num_threads());
+  printf("%lld->%lld k%lld s%lld g%lld %lldx%lld%s, batch %lld, %d thread(s), ms:", (long long)c, (long long)o,
+         (long long)k, (long long)s, (long long)g, (long long)h, (long long)w, plain ? " plain weights" : "",
+         (long long)batch, primc_num_threads());
   for (int i = 0; i < n; i++) printf("  %s(%s) %.3f", row[i], primc_conv_row_name(plan[i].row), best[i] * 1e3);
   printf("\n");
   return 0;

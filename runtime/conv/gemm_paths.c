@@ -238,6 +238,83 @@ static void windows_pad(const primc_conv2d *p, const float *x, int64_t n, float 
   memset(xp + hi, 0, (size_t)(n - hi) * sizeof(float));
 }
 
+/* ---------------------------------------------------------------- the batch as GEMM columns */
+
+/* the GEMM rows read plain weights or A strips; not depthwise convs, which have their own rows */
+static int gemm_weights(const primc_conv2d *p) { return !cv_is_depthwise(p) && cv_w_strips_or_plain(p); }
+
+/*
+ * At batch n the per-image GEMMs of a small map are narrow (ResNet's 7x7 stage: 49 columns, the last panel
+ * mostly empty) and stream, or pack, the weights again for every image. One GEMM per group over the columns
+ * of all images, q = image * P + pixel, its B rows generated from x (implicit im2col across the images'
+ * boundaries), C in the scratch; the epilogue writes each finished tile into y's images.
+ */
+typedef struct batch_src {
+  col_src s;              /* image 0's group */
+  int64_t P, img_floats;  /* columns per image; floats from one image's input to the next */
+} batch_src;
+
+static void batch_col_row(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
+  const batch_src *b = ctx;
+  while (nc > 0) {
+    int64_t img = n0 / b->P, q = n0 % b->P, run = b->P - q < nc ? b->P - q : nc;
+    col_src s = b->s;
+    s.x += img * b->img_floats;
+    primc_cv_col_row(&s, k, q, run, dst);
+    dst += run, n0 += run, nc -= run;
+  }
+}
+
+typedef struct batch_epi {
+  epi_ctx e;              /* y and res at image 0's group */
+  int64_t P, img_floats;  /* pixels per channel; floats from one image's output to the next */
+} batch_epi;
+
+/* the finished tile of C (rows [m0, m0+mb), columns [n0, n0+nb)) into each image's rows of y */
+static void batch_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
+  const batch_epi *d = ctx;
+  const epi_ctx *e = &d->e;
+  int isa = primc_sgemm_isa();
+  for (int64_t m = 0; m < mb; m++) {
+    float b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
+    for (int64_t q = n0; q < n0 + nb;) {
+      int64_t pix = q % d->P, run = d->P - pix < n0 + nb - q ? d->P - pix : n0 + nb - q;
+      int64_t off = q / d->P * d->img_floats + (m0 + m) * d->P + pix;
+      cv_epi_row(isa, e, e->y + off, C + m * ldc + (q - n0), e->res ? e->res + off : NULL, b, run);
+      q += run;
+    }
+  }
+}
+
+static int64_t batch_floats(const primc_conv2d *p, int64_t oh, int64_t ow) { return p->o / p->groups * p->n * oh * ow; }
+
+int primc_cv_batch_fits(const primc_conv2d *p, const primc_conv2d *next) { return gemm_weights(p) && p->n > 1; }
+
+int64_t primc_cv_batch_scratch(const primc_conv2d *p) {
+  int64_t oh, ow;
+  primc_conv2d_out_hw(p, &oh, &ow);
+  return p->n > 1 ? batch_floats(p, oh, ow) : 0;
+}
+
+int primc_cv_batch_run(const cv_call *k) {
+  const primc_conv2d *p = k->p;
+  const primc_conv_epi *e = k->e;
+  int64_t cg = p->c / p->groups, og = p->o / p->groups, kk = cg * p->kh * p->kw, P = k->oh * k->ow;
+  for (int64_t g = 0; g < p->groups; g++) {
+    batch_src src = {{p, k->x + g * cg * p->h * p->w, k->oh, k->ow, cv_use_avx512() && (p->stride_w == 1 || p->stride_w == 2)},
+                     P, p->c * p->h * p->w};
+    batch_epi be = {{e->bias ? e->bias + g * og * e->bias_stride : NULL, e->bias_stride, e->res ? e->res + g * og * P : NULL,
+                     k->y + g * og * P, e->lo, e->hi, e->act},
+                    P, p->o * P};
+    primc_gemm gm = {.M = og, .N = p->n * P, .K = kk, .a = (const float *)k->w + g * og * kk, .lda = kk,
+                     .a_packed_mr = p->w_packed_mr, .c = k->col, .ldc = p->n * P, .brow = batch_col_row,
+                     .brow_ctx = &src, .epi = batch_rows, .epi_ctx = &be};
+    int st = primc_sgemm_run(&gm);
+    if (st != PRIMC_OK) return st;
+  }
+  return PRIMC_OK;
+}
+
 /* ---------------------------------------------------------------- the rows */
 
 enum { GP_1X1, GP_DIRECT, GP_EXPLICIT, GP_IMPLICIT, GP_PANELS, GP_WINDOWS };
@@ -292,9 +369,6 @@ static int gemm_groups(const cv_call *k, int path) {
     }
   return PRIMC_OK;
 }
-
-/* the GEMM rows read plain weights or A strips; not depthwise convs, which have their own rows */
-static int gemm_weights(const primc_conv2d *p) { return !cv_is_depthwise(p) && cv_w_strips_or_plain(p); }
 
 int64_t primc_cv_no_scratch(const primc_conv2d *p) { return 0; }
 

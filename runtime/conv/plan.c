@@ -57,6 +57,13 @@ typedef struct cv_tuning {
    * conv, whose B is x itself (ResNet-50 on an AMX Xeon, per conv: 2-6x faster on layers 2-4 and on
    * layer 1's 256 -> 64 1x1s, 1.3-2.2x slower on the stem, its 64-channel 3x3s and its 64 -> 256 1x1s) */
   int64_t bf16_min_k, bf16_min_og, bf16_min_og_1x1;
+  /* a batch's images as the columns of one GEMM: maps of at most batch_max_pix pixels into batch_min_og output
+   * channels or more, the batch's pixels at most batch_max_cols (C, the sums, is that many columns in the
+   * scratch). Zen 3, batch 8, 1 thread, the two alternated (build/conv_ab --batch 8): 512 -> 512 3x3 at 7x7
+   * 0.77 of direct_lanes' time (packed weights), 0.79 of im2col_explicit's (plain, as a training step's);
+   * 256 -> 512 3x3/2 onto 7x7 0.93; 128 -> 128 at 7x7 1.1-1.4 (too few multiply-adds per generated column);
+   * 256 at 14x14 and 1x1s about even. Only the AVX2 row has measured it (0: never) */
+  int64_t batch_max_pix, batch_min_og, batch_max_cols;
 } cv_tuning;
 
 #define CV_TUNING_COMMON                                                                                     \
@@ -64,7 +71,7 @@ typedef struct cv_tuning {
   .dl_1x1_gap_hi = 128, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,                          \
   .direct_waste_den = 8, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28,                     \
   .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .bf16_min_k = 256,                       \
-  .bf16_min_og = 128, .bf16_min_og_1x1 = 64
+  .bf16_min_og = 128, .bf16_min_og_1x1 = 64, .batch_max_cols = 1 << 14
 
 #define CV_NEVER INT64_MAX /* a threshold no conv reaches */
 
@@ -109,7 +116,7 @@ static const cv_tuning tunings[5] = {
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 16, .wino_min_fill = 80,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .direct_min_k = 32,
      .direct_min_oh = 8, .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1,
-     .dr8_min_ow = 113, .pair_max_k = 32},
+     .dr8_min_ow = 113, .pair_max_k = 32, .batch_max_pix = 64, .batch_min_og = 256},
 };
 
 static const cv_tuning *tuning(void) {
@@ -146,6 +153,15 @@ static int bf16_pays(const cv_shape *s) {
   int64_t og = p->o / p->groups;
   return cg_of(p) * p->kh * p->kw >= s->t->bf16_min_k &&
          og >= (cv_is_pointwise(p) ? s->t->bf16_min_og_1x1 : s->t->bf16_min_og);
+}
+
+/* images as GEMM columns: a batch of small maps into many output channels, not 1x1s (their GEMM reads x in
+ * place, its store fused, and ran as fast per image) */
+static int batch_pays(const cv_shape *s) {
+  const primc_conv2d *p = s->p;
+  int64_t P = s->oh * s->ow;
+  return p->n > 1 && p->kh * p->kw > 1 && P <= s->t->batch_max_pix && p->o / p->groups >= s->t->batch_min_og &&
+         p->n * P <= s->t->batch_max_cols;
 }
 
 static int wino_pays(const cv_shape *s) {
@@ -237,6 +253,7 @@ static const struct {
   int (*pays)(const cv_shape *s);
 } rank[] = {
     {PRIMC_CONV_ROW_BF16, bf16_pays}, /* only where the options ask for bf16 (CV_NEED_BF16) */
+    {PRIMC_CONV_ROW_BATCH, batch_pays},
     {PRIMC_CONV_ROW_WINOGRAD, wino_pays},        {PRIMC_CONV_ROW_DIRECT_LANES, dl_pays},
     {PRIMC_CONV_ROW_GROUP_LANES8, g8_pays},      {PRIMC_CONV_ROW_GEMM_T, gemm_t_pays},
     {PRIMC_CONV_ROW_GEMM_1X1, always},           {PRIMC_CONV_ROW_WINDOWS, windows_pays},

@@ -115,6 +115,9 @@ static const primc_conv2d shapes[] = {
     {2, 24, 9, 10, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* groups of 8, two images */
     {1, 12, 8, 9, 18, 3, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},         /* groups of 4 -> 6, dilated */
     {1, 40, 7, 7, 40, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* groups of 8 on a 7x7 map */
+    {3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* three images of 49: tiles across them */
+    {2, 16, 5, 6, 12, 1, 1, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* two images, 1x1/2, two groups */
+    {5, 9, 9, 11, 21, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0},         /* five images, stride 2, uneven pads */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -348,7 +351,8 @@ PC_TEST(conv_plan_strided_1x1) {
  * channels than the lanes' 32, over phase images where the padding columns are at most 1/8 of a row (else as im2col
  * GEMMs; 1-D convs too), unwidened ones in the lanes (Winograd from 128 channels on maps of 16 2x2 tiles or more
  * whose outputs lie 80% inside the map), depthwise convs in dw_lanes8 up to output rows of 112 pixels, on
- * the planes past them (dw_rows8), groups of 8 channels in group_lanes8. */
+ * the planes past them (dw_rows8), groups of 8 channels in group_lanes8; a batch of 7x7 maps into 256 channels or
+ * more, not 1x1s, as one GEMM over the images (im2col_batch). */
 PC_TEST(conv_plan_avx2) {
   static const struct {
     primc_conv2d p;
@@ -373,6 +377,11 @@ PC_TEST(conv_plan_avx2) {
       {{1, 240, 28, 28, 240, 3, 3, 240, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
       {{1, 960, 7, 7, 960, 3, 3, 960, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
       {{1, 48, 112, 112, 48, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "group_lanes8"},     /* RegNet */
+      {{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_batch"},      /* batch 8 */
+      {{8, 256, 14, 14, 512, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_batch"},
+      {{8, 128, 7, 7, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* few og */
+      {{8, 2048, 7, 7, 512, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},
+      {{8, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "winograd_f2x3"},
   };
   if (strcmp(primc_conv_tuning_name(), "AVX2")) {
     SKIP("tuning %s, not AVX2", primc_conv_tuning_name());
