@@ -317,6 +317,29 @@ PC_TEST(codegen_gather_scatter_cumsum_sort) {
   pc_graph_free(g);
 }
 
+/* f32 scatters walk rows of the last dim (runtime/kernels_index.c's scatter_rows_f32): along a middle axis and the
+ * last, repeated indices, set and add, i64 and i32 indices, against the interpreter */
+PC_TEST(codegen_scatter_rows) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 3, (int64_t[]){2, 5, 4}));
+  int64_t i64[24];
+  int32_t i32[24];
+  for (int i = 0; i < 24; i++) i64[i] = (i * 7) % 5, i32[i] = (int32_t)((i * 5) % 4); /* repeats within rows */
+  pc_value *ia = pc_const(g, cg_ty(PC_i64, 3, (int64_t[]){2, 3, 4}), i64);
+  pc_value *ib = pc_const(g, cg_ty(PC_i32, 3, (int64_t[]){2, 5, 2}), i32);
+  pc_value *ua = pc_input_add(g, "ua", cg_ty(PC_f32, 3, (int64_t[]){2, 3, 4}));
+  pc_value *ub = pc_input_add(g, "ub", cg_ty(PC_f32, 3, (int64_t[]){2, 5, 2}));
+  static const char *const modes[] = {"none", "add"};
+  for (int m = 0; m < 2; m++) {
+    pc_attr a1[2] = {pc_a_int("axis", 1), pc_a_str("reduce", modes[m])};
+    pc_output_add(g, pc_build(g, PC_OP_scatter, (pc_value *[]){x, ia, ua}, 3, a1, 2));
+    pc_attr a2[2] = {pc_a_int("axis", 2), pc_a_str("reduce", modes[m])};
+    pc_output_add(g, pc_build(g, PC_OP_scatter, (pc_value *[]){x, ib, ub}, 3, a2, 2));
+  }
+  cg_check_graph(g, (cg_range){-3, 3}, "scatter rows");
+  pc_graph_free(g);
+}
+
 /* elementwise max/min: a NaN in either operand wins (prims.def), written as compare + select so x86
  * gets vmaxps/vminps and a blend instead of llvm.maximum's expansion; reductions keep the intrinsic */
 PC_TEST(codegen_max_min_nan_select) {
