@@ -111,15 +111,62 @@ static int pick_wrt(pc_graph *g, const pc_grad_opts *o, pc_value **wrt) {
   return n;
 }
 
-static void accumulate(pc_graph *g, pc_value **ct, const pc_value *v, pc_value *c) {
+/* a value's cotangents that are strided zero pads, summed by stride phases once all have come (ad_pads.c) */
+typedef struct ad_pending {
+  pc_value **pads;
+  int n, cap;
+} ad_pending;
+
+static void accumulate(pc_graph *g, pc_value **ct, ad_pending *pend, const pc_value *v, pc_value *c) {
   if (!c) return;
+  ad_pending *p = pend ? &pend[v->id] : NULL;
+  if (p && ad_strided_pad(c)) {
+    if (p->n == p->cap) {
+      int cap = p->cap ? 2 * p->cap : 8;
+      pc_value **grown = realloc(p->pads, sizeof *grown * (size_t)cap);
+      if (!grown) {
+        pc_fail(g, PC_ERR_NOMEM, "out of memory");
+        return;
+      }
+      p->pads = grown, p->cap = cap;
+    }
+    p->pads[p->n++] = c;
+    return;
+  }
   ct[v->id] = ct[v->id] ? pc_add(g, ct[v->id], c) : c;
 }
 
+/* v's pending pads into its cotangent: those that step alike summed together by phases */
+static void settle(pc_graph *g, pc_value **ct, ad_pending *pend, const pc_value *v) {
+  ad_pending *p = &pend[v->id];
+  pc_value **same = p->n ? malloc(sizeof *same * (size_t)p->n) : NULL;
+  if (p->n && !same) {
+    pc_fail(g, PC_ERR_NOMEM, "out of memory");
+    return;
+  }
+  while (p->n > 0 && g->status == PC_OK) {
+    int k = 0, rest = 0;
+    pc_value *lead = p->pads[0];
+    for (int i = 0; i < p->n; i++) { /* those stepping as the first to same, the others kept in order */
+      if (ad_same_steps(lead, p->pads[i])) same[k++] = p->pads[i];
+      else p->pads[rest++] = p->pads[i];
+    }
+    pc_value *sum = k == 1 ? same[0] : ad_sum_strided_pads(g, same, k);
+    ct[v->id] = ct[v->id] ? pc_add(g, ct[v->id], sum) : sum;
+    p->n = rest;
+  }
+  free(same);
+}
+
 /* the node's operands' cotangents from its results' */
-static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, const unsigned char *active) {
+static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, ad_pending *pend, const unsigned char *active) {
   pc_value *ct_out[8] = {0}, *ct_in_small[8] = {0}, **ct_in = ct_in_small;
   int need_small[8], *need = need_small, any_out = 0, any_in = 0;
+  /* the backward's nodes name the model node they differentiate (profiles, errors) */
+  const char *saved = g->origin;
+  g->origin = n->origin ? pc_strfmt(g, "%s (backward)", n->origin) : NULL;
+  for (int i = 0; i < n->n_out; i++) settle(g, ct, pend, n->out[i]);
+  g->origin = saved;
   for (int i = 0; i < n->n_out && i < 8; i++) any_out |= (ct_out[i] = ct[n->out[i]->id]) != NULL;
   if (!any_out) return PC_OK;
   if (n->n_in > 8) { /* concatenate */
@@ -132,8 +179,6 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, const unsigned
   }
   for (int i = 0; i < n->n_in; i++) any_in |= need[i] = active[n->in[i]->id];
   const ad_row *row = pc_ad_row(n->op);
-  /* the backward's nodes name the model node they differentiate (profiles, errors) */
-  const char *saved = g->origin;
   g->origin = n->origin ? pc_strfmt(g, "%s (backward)", n->origin) : NULL;
   if (any_in && row->vjp_how == AD_NONE)
     pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "%s has no gradient rule, and a differentiated value reaches it",
@@ -144,7 +189,7 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, const unsigned
       if (!pc_type_equal(&ct_in[i]->type, &n->in[i]->type))
         pc_node_fail(g, n, PC_ERR_INTERNAL, "the gradient rule of %s gave operand %d a cotangent of another type",
                      pc_prim(n->op)->name, i);
-      else accumulate(g, ct, n->in[i], ct_in[i]);
+      else accumulate(g, ct, pend, n->in[i], ct_in[i]);
     }
   }
   g->origin = saved;
@@ -158,8 +203,9 @@ pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const
   int n0 = g->n_nodes, nv = g->n_values;
   pc_value **ct = calloc((size_t)nv + 1, sizeof *ct);
   unsigned char *active = calloc((size_t)nv + 1, 1);
-  if (!ct || !active) {
-    free(ct), free(active);
+  ad_pending *pend = calloc((size_t)nv + 1, sizeof *pend);
+  if (!ct || !active || !pend) {
+    free(ct), free(active), free(pend);
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   }
   /* active: float values that depend on a differentiated one */
@@ -171,10 +217,14 @@ pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const
     for (int k = 0; dep && k < n->n_out; k++) active[n->out[k]->id] = is_float(n->out[k]);
   }
   for (int j = 0; j < ny; j++)
-    if (ys[j]->id < nv) accumulate(g, ct, ys[j], cts[j]);
-  for (int i = n0 - 1; i >= 0 && g->status == PC_OK; i--) backprop(g, g->nodes[i], ct, active);
-  for (int i = 0; i < nw && g->status == PC_OK; i++) grads[i] = ct[wrt[i]->id] ? ct[wrt[i]->id] : ad_zeros(g, wrt[i]);
-  free(ct), free(active);
+    if (ys[j]->id < nv) accumulate(g, ct, NULL, ys[j], cts[j]);
+  for (int i = n0 - 1; i >= 0 && g->status == PC_OK; i--) backprop(g, g->nodes[i], ct, pend, active);
+  for (int i = 0; i < nw && g->status == PC_OK; i++) {
+    settle(g, ct, pend, wrt[i]);
+    grads[i] = ct[wrt[i]->id] ? ct[wrt[i]->id] : ad_zeros(g, wrt[i]);
+  }
+  for (int i = 0; i < nv; i++) free(pend[i].pads);
+  free(ct), free(active), free(pend);
   return g->status;
 }
 

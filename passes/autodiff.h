@@ -63,6 +63,13 @@ const ad_row *pc_ad_row(pc_op op);
  * with no rule on the way. */
 pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const *ys, pc_value *const *cts, int ny,
                       pc_value **grads);
+/* Strided slices' cotangents (ad_pads.c): whether c is a zero pad with interior steps (and no negative edge);
+ * whether two such step alike (same type and steps); the sum of n >= 1 pads that step alike, made by stride
+ * phases on their lattice instead of one full-size buffer each. */
+int ad_strided_pad(const pc_value *c);
+int ad_same_steps(const pc_value *a, const pc_value *b);
+pc_value *ad_sum_strided_pads(pc_graph *g, pc_value *const *pads, int n);
+
 /* the key of a weight (a constant with a key: an ONNX initializer imported with keep_weights, a text graph's
  * key=), else NULL */
 const char *ad_weight_key(const pc_node *n);

@@ -180,12 +180,20 @@ static pc_value *r_slice(pc_graph *g, pc_node *n, simp_ctx *cx) {
              : NULL;
 }
 
+/* a pad of nothing is its operand; one that only crops (no edge above 0, no interior) is a slice, which fuses
+ * into its readers where a pad is stored (the gradient of a forward pad: a copy of the whole cotangent) */
 static pc_value *r_pad(pc_graph *g, pc_node *n, simp_ctx *cx) {
-  (void)g;
   int r = n->in[0]->type.rank, a = 0, b = 0, c = 0;
   const int64_t *lo = pc_attr_ints(n, "low", &a), *hi = pc_attr_ints(n, "high", &b), *in = pc_attr_ints(n, "interior", &c);
   if (a != r || b != r || (in && c != r)) return NULL;
-  return all_are(lo, r, 0) && all_are(hi, r, 0) && all_are(in, r, 0) ? n->in[0] : NULL;
+  if (!all_are(in, r, 0)) return NULL;
+  if (all_are(lo, r, 0) && all_are(hi, r, 0)) return n->in[0];
+  int64_t start[PC_MAX_RANK], limit[PC_MAX_RANK], one[PC_MAX_RANK];
+  for (int d = 0; d < r; d++) {
+    if (lo[d] > 0 || hi[d] > 0) return NULL;
+    start[d] = -lo[d], limit[d] = n->in[0]->type.dims[d] + hi[d], one[d] = 1;
+  }
+  return pc_slice(g, n->in[0], start, limit, one);
 }
 
 static pc_value *r_rev(pc_graph *g, pc_node *n, simp_ctx *cx) {

@@ -386,6 +386,49 @@ PC_TEST(autodiff_interface_and_accumulation) {
   pc_graph_free(g);
 }
 
+/* strided slices' cotangents summed by stride phases (passes/ad_pads.c) equal the sum of the full-size pads: the
+ * same additions per element (each phase's pads in order; the other pads add zeros), so exactly; steps 1, 2
+ * and 3, phases no pad holds, a pad ending short of the far edge; no pad of the phase form has interior steps */
+PC_TEST(autodiff_strided_pads_summed_by_phases) {
+  static const int64_t dims[4][3] = {{2, 4, 3}, {2, 3, 3}, {2, 3, 3}, {1, 3, 1}};
+  static const int64_t lo[4][3] = {{0, 0, 0}, {0, 1, 1}, {0, 2, 2}, {1, 0, 4}};
+  const int64_t full[3] = {2, 7, 9}, in[3] = {0, 1, 2};
+  pc_graph *g = pc_graph_new();
+  pc_value *pads[4];
+  pc_tensor ins[4], outs[2];
+  float *data[4];
+  for (int t = 0; t < 4; t++) {
+    pc_type ty = {PC_f32, 3, {dims[t][0], dims[t][1], dims[t][2]}};
+    pc_value *x = pc_input_add(g, NULL, ty);
+    int64_t hi[3];
+    for (int d = 0; d < 3; d++) hi[d] = full[d] - (lo[t][d] + (dims[t][d] - 1) * (in[d] + 1) + 1);
+    pc_attr a[4] = {pc_a_ints("low", lo[t], 3), pc_a_ints("high", hi, 3), pc_a_ints("interior", in, 3),
+                    pc_a_float("value", 0)};
+    pads[t] = pc_build(g, PC_OP_pad, &x, 1, a, 4);
+    int64_t n = dims[t][0] * dims[t][1] * dims[t][2];
+    data[t] = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) data[t][i] = (float)((t * 37 + i * 11) % 17) * 0.37f - 2.5f;
+    ins[t] = (pc_tensor){PC_f32, 3, {dims[t][0], dims[t][1], dims[t][2]}, data[t]};
+  }
+  int before = g->n_nodes, strided = 0;
+  for (int t = 0; t < 4; t++) CHECK(ad_strided_pad(pads[t]) && ad_same_steps(pads[0], pads[t]));
+  pc_output_add(g, pc_add(g, pc_add(g, pc_add(g, pads[0], pads[1]), pads[2]), pads[3]));
+  pc_output_add(g, ad_sum_strided_pads(g, pads, 4));
+  for (int i = before + 3; i < g->n_nodes; i++)
+    strided += g->nodes[i]->op == PC_OP_pad && ad_strided_pad(g->nodes[i]->out[0]);
+  CHECK_INT(strided, 0);
+  memset(outs, 0, sizeof outs);
+  if (CHECK_MSG(g->status == PC_OK && pc_interp(g, ins, 4, outs, 2) == PC_OK, "%s", pc_error(g))) {
+    const float *want = outs[0].data, *got = outs[1].data;
+    CHECK(pc_type_equal(&g->outputs[0]->type, &g->outputs[1]->type));
+    for (int64_t i = 0; i < full[0] * full[1] * full[2]; i++)
+      if (!CHECK_MSG(got[i] == want[i], "element %lld: %g, want %g", (long long)i, got[i], want[i])) break;
+  }
+  for (int t = 0; t < 4; t++) free(data[t]);
+  for (int i = 0; i < 2; i++) pc_tensor_free(&outs[i]);
+  pc_graph_free(g);
+}
+
 /* transforms compose: the jvp of a gradient graph is the Hessian-vector product, checked by central
  * differences of the gradient graph along the tangents */
 PC_TEST(autodiff_jvp_of_grad_is_hessian_vector_product) {
