@@ -1,13 +1,16 @@
 /* codegen/cuda_gemm.c: f32 dot_general and conv as tiled GEMMs on CUDA. A block computes a BM x BN tile of
  * C = A B, staging BK-deep slices of A and B through shared memory in two buffers (the next slice is read into
  * registers while the current one is multiplied); the products run on the SIMT cores (each thread a TM x TN
- * register block) or on the tensor cores (TF32 mma.sync, each warp a WM x WN tile: under --matmul-precision
- * high or medium, or where both operands hold TF32 values; sm_80 and later). A conv is the implicit GEMM
- * W[o][c,taps] x im2col(x)[c,taps][n,pixels], its im2col gathered while staging, its fused epilogue (bias,
- * residual, activation, clamp) applied at the store, as a dot's epilogue loop kernel is. A conv with too few
- * tiles to fill the GPU splits K: each split stores a partial tile, the last to finish (a counter per tile) sums
- * them in split order, so results do not depend on timing. The tile row and split count are chosen here, at
- * compile time, by a wave model of the GPU (gemm_pick), and named in the kernel's comment. */
+ * register block) or on the tensor cores (mma.sync, each warp a WM x WN tile; sm_80 and later): TF32 under
+ * --matmul-precision high, bf16 under medium or --autocast bf16 (operands rounded to nearest even as they are
+ * staged, two to a 32-bit word of shared memory), and wherever the operands are exact in a tensor core's type
+ * (f16, bf16, TF32: widened from narrower floats, or such constants), whose products are then exact. A conv is
+ * the implicit GEMM W[o][c,taps] x im2col(x)[c,taps][n,pixels], its im2col gathered while staging, its fused
+ * epilogue (bias, residual, activation, clamp) applied at the store, as a dot's epilogue loop kernel is. A conv
+ * with too few tiles to fill the GPU splits K: each split stores a partial tile, the last to finish (a counter per
+ * tile) sums them in split order, so results do not depend on timing. The tile row and split count are chosen
+ * here, at compile time, by a wave model of the GPU (gemm_pick), and named in the kernel's comment with the
+ * precision. */
 #include "codegen/cuda_internal.h"
 
 #include <math.h>
@@ -17,10 +20,23 @@
 #define GPU_SMS 132       /* H100 / H200 multiprocessors: the wave model's GPU */
 #define MAX_SPLITS 16
 
-/* a tile row: SIMT (tm, tn: the thread's block, 4 or 8) or TF32 (wm, wn: the warp's tile) */
+/* how a row multiplies: its kernel comment, the conversion of an operand as it is staged, the warp's mma (NULL:
+ * SIMT FMAs), whether shared memory holds two 16-bit operands a word (k16 fragments), FMA/s of one multiprocessor */
+static const struct gemm_kind {
+  const char *what, *cvt, *mma;
+  int half;
+  double rate;
+} kinds[CU_GEMM_KINDS] = {
+    [CU_GEMM_SIMT] = {"f32 FMA", "", NULL, 0, 2.0e11},
+    [CU_GEMM_TF32] = {"TF32 mma", "pc_tf32", "pc_mma_tf32", 0, 1.5e12},
+    [CU_GEMM_BF16] = {"bf16 mma", "pc_f2bf", "pc_mma_bf16", 1, 3.0e12},
+    [CU_GEMM_F16] = {"f16 mma", "pc_f2h", "pc_mma_f16", 1, 3.0e12},
+};
+
+/* a tile row: SIMT (tm, tn: the thread's block, 4 or 8) or tensor cores (wm, wn: the warp's tile) */
 typedef struct gemm_tile {
   const char *name;
-  int tf32;
+  int kind; /* CU_GEMM_* */
   int bm, bn, bk;
   int tm, tn;
   int wm, wn;
@@ -29,13 +45,20 @@ typedef struct gemm_tile {
   int per_sm; /* blocks resident on one multiprocessor */
 } gemm_tile;
 
+/* the bf16 and f16 rows are the TF32 rows' warps twice as deep (k16 fragments, half the bytes an operand) */
 static const gemm_tile tiles[] = {
-    {"simt_128x128", 0, 128, 128, 8, 8, 8, 0, 0, 256, 1.00, 2},
-    {"simt_64x64", 0, 64, 64, 8, 8, 8, 0, 0, 64, 0.85, 8},
-    {"simt_32x32", 0, 32, 32, 8, 4, 4, 0, 0, 64, 0.55, 12},
-    {"tf32_128x128", 1, 128, 128, 16, 0, 0, 64, 32, 256, 1.00, 2},
-    {"tf32_64x64", 1, 64, 64, 16, 0, 0, 32, 32, 128, 0.80, 4},
-    {"tf32_32x32", 1, 32, 32, 16, 0, 0, 16, 16, 128, 0.50, 8},
+    {"simt_128x128", CU_GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 256, 1.00, 2},
+    {"simt_64x64", CU_GEMM_SIMT, 64, 64, 8, 8, 8, 0, 0, 64, 0.85, 8},
+    {"simt_32x32", CU_GEMM_SIMT, 32, 32, 8, 4, 4, 0, 0, 64, 0.55, 12},
+    {"tf32_128x128", CU_GEMM_TF32, 128, 128, 16, 0, 0, 64, 32, 256, 1.00, 2},
+    {"tf32_64x64", CU_GEMM_TF32, 64, 64, 16, 0, 0, 32, 32, 128, 0.80, 4},
+    {"tf32_32x32", CU_GEMM_TF32, 32, 32, 16, 0, 0, 16, 16, 128, 0.50, 8},
+    {"bf16_128x128", CU_GEMM_BF16, 128, 128, 32, 0, 0, 64, 32, 256, 1.00, 2},
+    {"bf16_64x64", CU_GEMM_BF16, 64, 64, 32, 0, 0, 32, 32, 128, 0.80, 4},
+    {"bf16_32x32", CU_GEMM_BF16, 32, 32, 16, 0, 0, 16, 16, 128, 0.50, 8},
+    {"f16_128x128", CU_GEMM_F16, 128, 128, 32, 0, 0, 64, 32, 256, 1.00, 2},
+    {"f16_64x64", CU_GEMM_F16, 64, 64, 32, 0, 0, 32, 32, 128, 0.80, 4},
+    {"f16_32x32", CU_GEMM_F16, 32, 32, 16, 0, 0, 16, 16, 128, 0.50, 8},
 };
 #define N_TILES ((int)(sizeof tiles / sizeof tiles[0]))
 
@@ -56,7 +79,8 @@ typedef struct gemm {
    * store with the result in a register; its buffers follow the call's in the signature */
   const kir_kernel *loop_epi;
   int result_buf;
-  int exact; /* TF32 rows because the operands are TF32 values, not by the matmul precision */
+  int exact;     /* the row's type holds both operands exactly (their products are exact), not by the precision */
+  int round_bf16;/* SIMT rows staging the operands rounded to bf16 (bf16 asked for before sm_80: the same products) */
   /* how the staging threads walk the operands: A along k when its k stride is 1 (a conv's weight rows always),
    * else along m; B along n (conv columns are output pixels, dot columns usually contiguous), else along k */
   int a_kfast, b_nfast;
@@ -73,7 +97,7 @@ static double gemm_time(const gemm_tile *t, const gemm *g, int splits) {
   int64_t blocks = g->batch * cdiv(g->M, t->bm) * cdiv(g->N, t->bn) * splits;
   int64_t conc = cdiv(blocks, GPU_SMS);
   if (conc > t->per_sm) conc = t->per_sm;
-  double occ = conc * t->threads / 512.0, rate = t->tf32 ? 1.5e12 : 2.0e11; /* FMA/s of one multiprocessor */
+  double occ = conc * t->threads / 512.0, rate = kinds[t->kind].rate;
   if (occ > 1) occ = 1;
   double s = (double)cdiv(blocks, GPU_SMS * conc) * conc * t->bm * t->bn * kc / (t->eff * occ * rate);
   if (splits > 1) s += 8.0 * splits * g->batch * g->M * g->N / 3e12 + 2e-6;
@@ -88,13 +112,13 @@ static int split_fits(const gemm_tile *t, const gemm *g, int s, int64_t scratch_
 /* the fastest (tile, splits) of the precision's rows by the model; splits only where scratch holds the partials.
  * PRIMC_CUDA_GEMM=NAME[:SPLITS] in the environment forces a row of the precision (tests run every row), and
  * PRIMC_CUDA_GEMM=direct the kernels before the tiled ones (cuda_calls.c's), for a comparison. */
-static void gemm_pick(gemm *g, int tf32, int64_t scratch_floats) {
+static void gemm_pick(gemm *g, int kind, int64_t scratch_floats) {
   double best = INFINITY;
   const char *force = getenv("PRIMC_CUDA_GEMM");
   for (int i = 0; i < N_TILES; i++) {
     const gemm_tile *t = &tiles[i];
     size_t len = strlen(t->name);
-    if (t->tf32 != tf32) continue;
+    if (t->kind != kind) continue;
     if (force && *force && !strncmp(force, t->name, len) && (!force[len] || force[len] == ':')) {
       int s = force[len] ? atoi(force + len + 1) : 1;
       g->t = t, g->splits = s >= 1 && split_fits(t, g, s, scratch_floats) ? s : 1;
@@ -110,25 +134,27 @@ static void gemm_pick(gemm *g, int tf32, int64_t scratch_floats) {
   g->b_nfast = g->conv || g->b_sn == 1 || g->b_sk != 1;
 }
 
-const char *cu_gemm_tiles_invalid(int tf32, int i) {
+const char *cu_gemm_tiles_invalid(int kind, int i) {
   int n = 0;
   for (int j = 0; j < N_TILES; j++) {
     const gemm_tile *t = &tiles[j];
-    if (t->tf32 != tf32 || n++ != i) continue;
+    if (t->kind != kind || n++ != i) continue;
     int T = t->threads, ok = T % 32 == 0 && T % t->bm == 0 && T % t->bn == 0 && T % t->bk == 0 &&
                              (t->bm * t->bk) % T == 0 && (t->bk * t->bn) % T == 0 && T / t->bn <= t->bk && T / t->bm <= t->bk;
-    if (tf32) ok = ok && t->bk % 8 == 0 && t->wm % 16 == 0 && t->wn % 8 == 0 && (t->bm / t->wm) * (t->bn / t->wn) * 32 == T;
+    int kstep = kinds[kind].half ? 16 : 8; /* the mma's k */
+    if (kinds[kind].mma)
+      ok = ok && t->bk % kstep == 0 && t->wm % 16 == 0 && t->wn % 8 == 0 && (t->bm / t->wm) * (t->bn / t->wn) * 32 == T;
     else ok = ok && (t->tm == 4 || t->tm == 8) && (t->tn == 4 || t->tn == 8) && (t->bm / t->tm) * (t->bn / t->tn) == T;
-    /* two stages of both tiles in the 48 KB of static shared memory */
-    ok = ok && 2 * t->bk * (t->bm + t->bn + 16) * 4 <= 48 * 1024;
+    /* two stages of both tiles, rows padded by 8 words, in the 48 KB of static shared memory */
+    ok = ok && 2 * t->bk * (t->bm + t->bn + 16) * (kinds[kind].half ? 2 : 4) <= 48 * 1024;
     return ok ? "" : t->name;
   }
   return NULL;
 }
 
-const char *cu_gemm_tile_name(int tf32, int i) {
+const char *cu_gemm_tile_name(int kind, int i) {
   for (int j = 0, n = 0; j < N_TILES; j++)
-    if (tiles[j].tf32 == tf32 && n++ == i) return tiles[j].name;
+    if (tiles[j].kind == kind && n++ == i) return tiles[j].name;
   return NULL;
 }
 
@@ -175,25 +201,56 @@ static void put_loads(cctx *C, const gemm *g, int ind) {
   cu_line(C, ind, "}");
 }
 
-/* the registers into shared buffer `nb`, as TF32 for the tensor cores */
+/* the registers into shared buffer `nb`, converted for the row's multiply: TF32, or bf16 / f16 bits two to a word
+ * (k pairs: As[k / 2][m][k % 2]), or f32 (rounded to bf16 where asked for) */
 static void put_stores(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
   int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
-  const char *cv = t->tf32 ? "pc_tf32" : "";
+  const char *cv = g->round_bf16 ? "pc_rbf" : kinds[t->kind].cvt;
+  const char *at = kinds[t->kind].half ? "[kk >> 1][mm][kk & 1]" : "[kk][mm]", *bt = kinds[t->kind].half ? "[kk >> 1][nn][kk & 1]" : "[kk][nn]";
   put_for(C, ind, "i", la, " {");
-  if (g->a_kfast) cu_line(C, ind + 1, "As[nb][tid %% %d][tid / %d + i * %d] = %s(ra[i]);", t->bk, t->bk, T / t->bk, cv);
-  else cu_line(C, ind + 1, "As[nb][tid / %d + i * %d][tid %% %d] = %s(ra[i]);", t->bm, T / t->bm, t->bm, cv);
+  if (g->a_kfast) cu_line(C, ind + 1, "const int kk = tid %% %d, mm = tid / %d + i * %d;", t->bk, t->bk, T / t->bk);
+  else cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, mm = tid %% %d;", t->bm, T / t->bm, t->bm);
+  cu_line(C, ind + 1, "As[nb]%s = %s(ra[i]);", at, cv);
   cu_line(C, ind, "}");
   put_for(C, ind, "i", lb, " {");
-  if (g->b_nfast) cu_line(C, ind + 1, "Bs[nb][tid / %d + i * %d][tid %% %d] = %s(rb[i]);", t->bn, T / t->bn, t->bn, cv);
-  else cu_line(C, ind + 1, "Bs[nb][tid %% %d][tid / %d + i * %d] = %s(rb[i]);", t->bk, t->bk, T / t->bk, cv);
+  if (g->b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, nn = tid %% %d;", t->bn, T / t->bn, t->bn);
+  else cu_line(C, ind + 1, "const int kk = tid %% %d, nn = tid / %d + i * %d;", t->bk, t->bk, T / t->bk);
+  cu_line(C, ind + 1, "Bs[nb]%s = %s(rb[i]);", bt, cv);
+  cu_line(C, ind, "}");
+}
+
+/* one k16 step of the bf16 / f16 rows: fragments of a 32-bit word (a k pair) each, by the PTX ISA's m16n8k16
+ * layout (A: rows g and g + 8, k pairs t and t + 4; B: column g, k pairs t and t + 4) */
+static void put_compute_half(cctx *C, const gemm *g, int ind) {
+  const gemm_tile *t = g->t;
+  int mt = t->wm / 16, nt = t->wn / 8;
+  put_for(C, ind, "s16", t->bk / 16, " {");
+  cu_line(C, ind + 1, "const int kp = s16 * 8;");
+  cu_line(C, ind + 1, "unsigned af[%d][4], bf[%d][2];", mt, nt);
+  put_for(C, ind + 1, "i", mt, " {");
+  cu_line(C, ind + 2, "const int r = wm0 + i * 16 + gq;");
+  cu_line(C, ind + 2, "af[i][0] = *(const unsigned *)As[cb][kp + tq][r], af[i][1] = *(const unsigned *)As[cb][kp + tq][r + 8];");
+  cu_line(C, ind + 2, "af[i][2] = *(const unsigned *)As[cb][kp + tq + 4][r], af[i][3] = *(const unsigned *)As[cb][kp + tq + 4][r + 8];");
+  cu_line(C, ind + 1, "}");
+  put_for(C, ind + 1, "j", nt, " {");
+  cu_line(C, ind + 2, "const int c = wn0 + j * 8 + gq;");
+  cu_line(C, ind + 2, "bf[j][0] = *(const unsigned *)Bs[cb][kp + tq][c], bf[j][1] = *(const unsigned *)Bs[cb][kp + tq + 4][c];");
+  cu_line(C, ind + 1, "}");
+  put_for(C, ind + 1, "i", mt, "");
+  put_for(C, ind + 2, "j", nt, "");
+  cu_line(C, ind + 3, "%s<0>(acc[i][j], af[i], bf[j]);", kinds[t->kind].mma);
   cu_line(C, ind, "}");
 }
 
 /* one BK slice of shared buffer `cb` into the accumulators */
 static void put_compute(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
-  if (!t->tf32) {
+  if (kinds[t->kind].half) {
+    put_compute_half(C, g, ind);
+    return;
+  }
+  if (!kinds[t->kind].mma) {
     int gm = t->tm / 4, gn = t->tn / 4;
     put_for(C, ind, "kk", t->bk, " {");
     cu_line(C, ind + 1, "float a[%d], b[%d];", t->tm, t->tn);
@@ -227,7 +284,7 @@ static void put_compute(cctx *C, const gemm *g, int ind) {
 /* for each accumulator: its tile row mm, column nn and value v, as a loop nest ending in an open block */
 static int put_acc_loop(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
-  if (!t->tf32) {
+  if (!kinds[t->kind].mma) {
     put_for(C, ind, "i", t->tm, "");
     put_for(C, ind + 1, "j", t->tn, " {");
     cu_line(C, ind + 2, "const int mm = i / 4 * %d + ty * 4 + i %% 4, nn = j / 4 * %d + tx * 4 + j %% 4;", t->bm / (t->tm / 4),
@@ -318,19 +375,25 @@ static void put_epilogue(cctx *C, const gemm *g, int ind) {
 static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   const gemm_tile *t = g->t;
   int64_t tm = cdiv(g->M, t->bm), tn = cdiv(g->N, t->bn), tmn = g->batch * tm * tn, total = tmn * g->splits;
-  int pa = t->tf32 ? 8 : 4; /* row padding: conflict-free fragment reads (TF32), aligned float4 reads (SIMT) */
-  fprintf(C->f, "/* gemm %s%s: %lld x [%lld x %lld x %lld], split %d */\n", t->name, g->exact ? " (TF32-exact operands)" : "",
-          (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K, g->splits);
+  const struct gemm_kind *kd = &kinds[t->kind];
+  int pa = kd->mma ? 8 : 4; /* row padding in words: conflict-free fragment reads (mma), aligned float4 reads (SIMT) */
+  static const char *const exact_of[CU_GEMM_KINDS] = {"", "TF32", "bf16", "f16"};
+  fprintf(C->f, "/* gemm %s (%s%s%s%s): %lld x [%lld x %lld x %lld], split %d */\n", t->name, kd->what,
+          g->exact ? ", " : g->round_bf16 ? ", operands rounded to bf16" : "", g->exact ? exact_of[t->kind] : "",
+          g->exact ? "-exact operands" : "", (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K, g->splits);
   if (g->splits > 1) fprintf(C->f, "__device__ unsigned %s_count[%lld];\n", C->name, (long long)tmn);
   cu_call_signature_with(C, k, t->threads, cu_clamp_grid(total, 1), g->loop_epi, g->result_buf);
-  cu_line(C, 1, "__shared__ __align__(16) float As[2][%d][%d], Bs[2][%d][%d];", t->bk, t->bm + pa, t->bk, t->bn + pa);
+  if (kd->half)
+    cu_line(C, 1, "__shared__ __align__(16) unsigned short As[2][%d][%d][2], Bs[2][%d][%d][2];", t->bk / 2, t->bm + pa, t->bk / 2,
+            t->bn + pa);
+  else cu_line(C, 1, "__shared__ __align__(16) float As[2][%d][%d], Bs[2][%d][%d];", t->bk, t->bm + pa, t->bk, t->bn + pa);
   if (g->splits > 1) cu_line(C, 1, "__shared__ bool last_;");
   if (g->conv) cu_line(C, 1, "const float *A = (const float *)a2, *X = (const float *)a1;");
   else cu_line(C, 1, "const float *A = (const float *)a1, *Bm = (const float *)a2;");
   cu_line(C, 1, "float *out = (float *)a0;");
   if (g->splits > 1) cu_line(C, 1, "float *part = (float *)a3;");
   cu_line(C, 1, "const int tid = threadIdx.x;");
-  if (t->tf32) {
+  if (kd->mma) {
     cu_line(C, 1, "const int lane = tid & 31, wid = tid >> 5, gq = lane >> 2, tq = lane & 3;");
     cu_line(C, 1, "const int wm0 = wid / %d * %d, wn0 = wid %% %d * %d;", t->bn / t->wn, t->wm, t->bn / t->wn, t->wn);
   } else {
@@ -354,7 +417,7 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   } else if (g->b_nfast) {
     cu_line(C, 2, "const int ncol = tid %% %d;", t->bn);
   }
-  if (t->tf32) cu_line(C, 2, "float acc[%d][%d][4] = {};", t->wm / 16, t->wn / 8);
+  if (kd->mma) cu_line(C, 2, "float acc[%d][%d][4] = {};", t->wm / 16, t->wn / 8);
   else cu_line(C, 2, "float acc[%d][%d] = {};", t->tm, t->tn);
   cu_line(C, 2, "float ra[%d], rb[%d];", t->bm * t->bk / t->threads, t->bk * t->bn / t->threads);
   cu_line(C, 2, "{");
@@ -384,33 +447,71 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   fprintf(C->f, "}\n");
 }
 
-/* every value of v has 10 or fewer mantissa bits, so TF32 holds it exactly: converted from f16, bf16 or an 8-bit
- * float (a narrow model widened by passes/widen.c, --autocast fp16's rounding), or a constant all of whose elements
- * do, through movements of it */
-static int tf32_exact(const pc_value *v) {
+/* the tensor cores' operand types that hold a value exactly */
+enum { EX_TF32 = 1, EX_BF16 = 2, EX_F16 = 4 };
+
+/* what holds every value of a narrow float type exactly: f16 and the small f8 / f4 formats fit in f16, bf16 and
+ * TF32; f8e8m0's powers of two from 2^-127 in bf16 and TF32 (f32's exponent range) */
+static const struct {
+  pc_dtype dt;
+  int exact;
+} narrow_exact[] = {
+    {PC_f16, EX_TF32 | EX_F16},  {PC_bf16, EX_TF32 | EX_BF16}, {PC_f8e4m3fn, EX_TF32 | EX_BF16 | EX_F16},
+    {PC_f8e4m3fnuz, EX_TF32 | EX_BF16 | EX_F16}, {PC_f8e5m2, EX_TF32 | EX_BF16 | EX_F16},
+    {PC_f8e5m2fnuz, EX_TF32 | EX_BF16 | EX_F16}, {PC_f4e2m1, EX_TF32 | EX_BF16 | EX_F16}, {PC_f8e8m0, EX_TF32 | EX_BF16},
+};
+
+/* f32 bits u is a finite value f16 holds: zero, or 2^e (1 + m) with e in f16's range and m's bits within f16's
+ * (fewer below 2^-14, where f16's spacing stays 2^-24) */
+static int f16_holds(uint32_t u) {
+  int e = (int)(u >> 23 & 0xff) - 127;
+  if (!(u & 0x7fffffffu)) return 1;
+  if (e < -24 || e > 15) return 0;
+  int tz = e < -14 ? -1 - e : 13; /* low mantissa bits that must be 0 */
+  return !(u & ((1u << tz) - 1u));
+}
+
+/* EX_* for the types that hold every value of v exactly: converted from a narrower float (a narrow model widened
+ * by passes/widen.c, --autocast fp16's rounding), or a constant all of whose elements they hold, through
+ * movements of it */
+static int exact_types(const pc_value *v) {
   for (int hops = 0; hops < 4 && v->producer; hops++) {
     const pc_node *p = v->producer;
-    if (p->op == PC_OP_convert_element_type && pc_dtype_is_float(p->in[0]->type.dtype) && pc_dtype_size(p->in[0]->type.dtype) < 4)
-      return 1;
+    if (p->op == PC_OP_convert_element_type)
+      for (size_t i = 0; i < sizeof narrow_exact / sizeof *narrow_exact; i++)
+        if (narrow_exact[i].dt == p->in[0]->type.dtype) return narrow_exact[i].exact;
     if (p->op != PC_OP_reshape && p->op != PC_OP_transpose && p->op != PC_OP_broadcast_in_dim) break;
     v = p->in[0];
   }
   const uint32_t *u = pc_const_data(v);
   int64_t n = pc_type_numel(&v->type);
   if (!u || v->type.dtype != PC_f32 || n < 0) return 0;
-  for (int64_t i = 0; i < n; i++)
-    if (u[i] & 0x1fffu) return 0;
-  return 1;
+  int ex = EX_TF32 | EX_BF16 | EX_F16;
+  for (int64_t i = 0; i < n && ex; i++) {
+    if (u[i] & 0x1fffu) ex &= ~EX_TF32;
+    if (u[i] & 0xffffu) ex &= ~EX_BF16;
+    if (!f16_holds(u[i])) ex &= ~EX_F16;
+  }
+  return ex;
 }
 
-/* TF32 tensor cores (sm_80 and later; before, the SIMT rows, which are as exact or more): asked for
- * (--matmul-precision high or medium), or exact because both operands are TF32 values (the products are exact
- * then, and only the order of the f32 sums differs from the SIMT rows) */
-static int tf32_of(cctx *C, const kir_kernel *k, int *exact) {
+/* The rows' kind. Exact operands first: f16 or bf16 mma when both operands are values of that type (exact
+ * products at twice TF32's rate, only the f32 sums' order differs from the SIMT rows); then what was asked for:
+ * bf16 mma with the operands rounded under --matmul-precision medium or --autocast bf16, TF32 under high; then
+ * TF32 where both operands are TF32 values; else SIMT. Tensor cores need sm_80: before, the SIMT rows, with the
+ * operands rounded to bf16 where bf16 was asked for (the same products, in f32 FMAs). */
+static int kind_of(cctx *C, const kir_kernel *k, gemm *g) {
   const pc_node *n = k->n_nodes ? k->nodes[0] : NULL;
-  if ((C->p->gpu_sm ? C->p->gpu_sm : 90) < 80) return *exact = 0;
-  *exact = n && n->n_in >= 2 && tf32_exact(n->in[0]) && tf32_exact(n->in[1]);
-  return C->g->matmul_precision != PC_MATMUL_HIGHEST || *exact;
+  int ex = n && n->n_in >= 2 ? exact_types(n->in[0]) & exact_types(n->in[1]) : 0;
+  int bf16 = C->g->autocast == PC_AUTOCAST_BF16 || C->g->matmul_precision == PC_MATMUL_MEDIUM;
+  g->exact = g->round_bf16 = 0;
+  if ((C->p->gpu_sm ? C->p->gpu_sm : 90) < 80) return g->round_bf16 = bf16 && !(ex & EX_BF16), CU_GEMM_SIMT;
+  if (ex & EX_F16) return g->exact = 1, CU_GEMM_F16;
+  if (ex & EX_BF16) return g->exact = 1, CU_GEMM_BF16;
+  if (bf16) return CU_GEMM_BF16;
+  if (C->g->matmul_precision == PC_MATMUL_HIGH) return CU_GEMM_TF32;
+  if (ex & EX_TF32) return g->exact = 1, CU_GEMM_TF32;
+  return CU_GEMM_SIMT;
 }
 
 /* PRIMC_CUDA_GEMM=direct: the kernels of before (a dot's 16 x 16 tile, a conv's thread per output), to compare */
@@ -430,7 +531,7 @@ int cu_gemm_dot(cctx *C, const kir_kernel *k) {
   for (int s = 0; fits && s < e->n_stores; s++)
     fits = !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[1]) && !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[2]);
   if (fits) g.loop_epi = e, C->skip[k->epilogue] = 1;
-  gemm_pick(&g, tf32_of(C, k, &g.exact), 0);
+  gemm_pick(&g, kind_of(C, k, &g), 0);
   render_gemm(C, k, &g);
   return 1;
 }
@@ -452,7 +553,7 @@ int cu_gemm_conv(cctx *C, const kir_kernel *k, int epi) {
   g.sh = two ? st[0] : 1, g.sw = st[two], g.ph = two ? pd[0] : 0, g.pw = pd[two], g.dh = two ? dl[0] : 1, g.dw = dl[two];
   g.batch = groups, g.M = g.og, g.N = os[1] * g.oh * g.ow, g.K = g.cg * g.kh * g.kw;
   if (g.N < 1 || g.K < 1) return 0;
-  gemm_pick(&g, tf32_of(C, k, &g.exact), C->p->call_scratch / 4);
+  gemm_pick(&g, kind_of(C, k, &g), C->p->call_scratch / 4);
   render_gemm(C, k, &g);
   return 1;
 }

@@ -82,15 +82,18 @@ void cu_call_signature_with(cctx *C, const kir_kernel *k, int block, int64_t gri
 
 /* ---------------------------------------------------------------- contraction kernels (cuda_gemm.c) */
 
-/* f32 dot_general / conv as a tiled GEMM (TF32 tensor cores under --matmul-precision high or medium); 0 when the
- * call is not one (other dtypes, depthwise and transposed convs keep cuda_calls.c's direct kernels). epi: apply
- * the conv's fused epilogue (stored to a4) */
+/* f32 dot_general / conv as a tiled GEMM (tensor cores: TF32 under --matmul-precision high, bf16 under medium and
+ * --autocast bf16, f16 / bf16 / TF32 where the operands are exact in that type); 0 when the call is not one (other
+ * dtypes, depthwise and transposed convs keep cuda_calls.c's direct kernels). epi: apply the conv's fused epilogue
+ * (stored to a4) */
 int cu_gemm_dot(cctx *C, const kir_kernel *k);
 int cu_gemm_conv(cctx *C, const kir_kernel *k, int epi);
-/* the i-th tile row of the precision (tf32 1: tensor cores): its name, or NULL past the last */
-const char *cu_gemm_tile_name(int tf32, int i);
+/* how a tile row multiplies: f32 FMAs on the SIMT cores, or mma.sync on TF32, bf16 or f16 operands */
+enum { CU_GEMM_SIMT, CU_GEMM_TF32, CU_GEMM_BF16, CU_GEMM_F16, CU_GEMM_KINDS };
+/* the i-th tile row of a kind (CU_GEMM_*): its name, or NULL past the last */
+const char *cu_gemm_tile_name(int kind, int i);
 /* "" when row i's sizes fit the kernel's thread maps and shared memory, else its name; NULL past the last row */
-const char *cu_gemm_tiles_invalid(int tf32, int i);
+const char *cu_gemm_tiles_invalid(int kind, int i);
 /* a conv's fused epilogue words applied to float s_ of channel oc, stored to ((float *)a4)[idx] */
 void cu_put_conv_epi(cctx *C, const int64_t *w, int ind);
 

@@ -90,6 +90,30 @@ static const char *const shim[] = {
     "  }",
     "  __syncthreads();",
     "}",
+    /* mma.sync m16n8k16 bf16 / f16 (F16 0 / 1): each .b32 two halves, the low one first; lane l holds A(l/4 + 8 (r % 2),
+     * 2 (l % 4) + 8 (r / 2) + h) in half h of a[r], B(k = 2 (l % 4) + 8 r + h, n = l/4) in half h of b[r], C as m16n8k8's.
+     * The products are exact; summed in double with c and rounded once (the hardware's order is not defined) */
+    "static double pc_emu_a16[32][16][16], pc_emu_b16[32][16][8];",
+    "template <int F16> static double pc_emu_half(unsigned bits) {",
+    "  bits &= 0xffffu;",
+    "  return F16 ? (double)pc_emu_bits<_Float16>((unsigned short)bits) : (double)__uint_as_float(bits << 16);",
+    "}",
+    "template <int F16> static void pc_emu_mma16(float *c, const unsigned *a, const unsigned *b) {",
+    "  const int l = threadIdx.x & 31, w = threadIdx.x >> 5, g = l >> 2, t = l & 3;",
+    "  for (int r = 0; r < 4; r++)",
+    "    for (int h = 0; h < 2; h++) pc_emu_a16[w][g + 8 * (r % 2)][2 * t + 8 * (r / 2) + h] = pc_emu_half<F16>(a[r] >> (16 * h));",
+    "  for (int r = 0; r < 2; r++)",
+    "    for (int h = 0; h < 2; h++) pc_emu_b16[w][2 * t + 8 * r + h][g] = pc_emu_half<F16>(b[r] >> (16 * h));",
+    "  __syncthreads();",
+    "  for (int r = 0; r < 4; r++) {",
+    "    double s = c[r];",
+    "    for (int k = 0; k < 16; k++) s += pc_emu_a16[w][g + 8 * (r / 2)][k] * pc_emu_b16[w][k][2 * t + r % 2];",
+    "    c[r] = (float)s;",
+    "  }",
+    "  __syncthreads();",
+    "}",
+    "template <int U = 0> void pc_mma_bf16(float *c, const unsigned *a, const unsigned *b) { pc_emu_mma16<0>(c, a, b); }",
+    "template <int U = 0> void pc_mma_f16(float *c, const unsigned *a, const unsigned *b) { pc_emu_mma16<1>(c, a, b); }",
     "typedef void (*pc_emu_k)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *,",
     "                         void *, void *, void *, void *);",
     "static void *pc_emu_fn, **pc_emu_args;",
@@ -222,10 +246,13 @@ void pc_emu_close(pc_emu *e) {
   free(e);
 }
 
-char *pc_emu_render(pc_graph *g, kir_program *p, pc_cuda_launch **launches) {
+char *pc_emu_render(pc_graph *g, kir_program *p, pc_cuda_launch **launches) { return pc_emu_render_sm(g, 0, p, launches); }
+
+char *pc_emu_render_sm(pc_graph *g, int sm, kir_program *p, pc_cuda_launch **launches) {
   char *src = NULL;
   size_t len = 0;
   if (g->status || kir_build(g, p) != PC_OK) return NULL;
+  p->gpu_sm = sm;
   FILE *f = open_memstream(&src, &len);
   pc_status st = f ? pc_cuda_render_program(p, f, launches) : PC_ERR_NOMEM;
   if (f) fclose(f);
@@ -235,9 +262,13 @@ char *pc_emu_render(pc_graph *g, kir_program *p, pc_cuda_launch **launches) {
 }
 
 int pc_emu_graph(pc_graph *g, void *const *ins, void *const *outs, int *n_kernels, char *err, size_t errlen) {
+  return pc_emu_graph_sm(g, 0, ins, outs, n_kernels, err, errlen);
+}
+
+int pc_emu_graph_sm(pc_graph *g, int sm, void *const *ins, void *const *outs, int *n_kernels, char *err, size_t errlen) {
   kir_program p;
   pc_cuda_launch *L = NULL;
-  char *src = pc_emu_render(g, &p, &L);
+  char *src = pc_emu_render_sm(g, sm, &p, &L);
   if (!src) return snprintf(err, errlen, "kernel IR or CUDA C: %s", pc_error(g)), 0;
   if (n_kernels) *n_kernels = p.n_kernels;
   int no_cc = 0;

@@ -253,14 +253,23 @@ static void build_dot_bias_gelu(pc_graph *g) {
   out(g, bin(g, PC_OP_mul, bin(g, PC_OP_mul, s, pc_full(g, PC_f32, 0.5, 2, I64S(70, 80))), h));
 }
 
-/* operands that are TF32 values: an f16 input widened to f32 and a constant of f16-exact values (a narrow model
- * after passes/widen.c): the TF32 rows at matmul precision highest, exact products, f32 sums */
-static void build_dot_f16_operands(pc_graph *g) {
+/* x (an input of dtype dt widened to f32, as passes/widen.c leaves a narrow model) times a constant whose values
+ * f16, bf16 and TF32 all hold */
+static void dot_narrow_const(pc_graph *g, pc_dtype dt) {
   static float w[90 * 40];
   for (int i = 0; i < 90 * 40; i++) w[i] = (float)((i * 37 % 41) - 20) / 16.0f;
-  pc_value *x = cvt(g, in(g, PC_f16, 2, I64S(50, 90)), PC_f32);
+  pc_value *x = cvt(g, in(g, dt, 2, I64S(50, 90)), PC_f32);
   pc_value *c = pc_const(g, pc_type_make(PC_f32, 2, I64S(90, 40)), w);
   out(g, pc_dot_general(g, x, c, 1, I64S(1), I64S(0), 0, NULL, NULL));
+}
+
+/* operands exact in a tensor core's type, at matmul precision highest: exact products, f32 sums. f16 values: the
+ * f16 rows; bf16 values: the bf16 rows; an f16 by a bf16 operand: only TF32 holds both */
+static void build_dot_f16_operands(pc_graph *g) { dot_narrow_const(g, PC_f16); }
+static void build_dot_bf16_operands(pc_graph *g) { dot_narrow_const(g, PC_bf16); }
+static void build_dot_mixed_operands(pc_graph *g) {
+  pc_value *x = cvt(g, in(g, PC_f16, 2, I64S(40, 72)), PC_f32), *y = cvt(g, in(g, PC_bf16, 2, I64S(72, 24)), PC_f32);
+  out(g, pc_dot_general(g, x, y, 1, I64S(1), I64S(0), 0, NULL, NULL));
 }
 
 static pc_value *conv(pc_graph *g, pc_value *x, pc_value *w, int s, const int64_t *stride, const int64_t *pad,
@@ -287,6 +296,16 @@ static void build_conv_bias_relu(pc_graph *g) { conv3_bias_relu(g, I64S(2, 16, 1
 /* a strided conv with a long K (split across blocks), a residual and a clamp in its epilogue */
 static void build_conv_split_res(pc_graph *g) {
   pc_value *x = in(g, PC_f32, 4, I64S(1, 64, 14, 14)), *w = in(g, PC_f32, 4, I64S(48, 64, 3, 3));
+  pc_value *r = in(g, PC_f32, 4, I64S(1, 48, 7, 7));
+  pc_value *c = conv(g, x, w, 2, I64S(2, 2), I64S(1, 1), I64S(1, 1), 1);
+  pc_value *s = bin(g, PC_OP_add, c, r);
+  out(g, bin(g, PC_OP_min, bin(g, PC_OP_max, s, pc_full(g, PC_f32, 0.0, 4, I64S(1, 48, 7, 7))),
+             pc_full(g, PC_f32, 6.0, 4, I64S(1, 48, 7, 7))));
+}
+
+/* conv_split_res's conv on f16 operands widened to f32: the f16 rows, split K, the residual and clamp at the store */
+static void build_conv_f16_split_res(pc_graph *g) {
+  pc_value *x = cvt(g, in(g, PC_f16, 4, I64S(1, 64, 14, 14)), PC_f32), *w = cvt(g, in(g, PC_f16, 4, I64S(48, 64, 3, 3)), PC_f32);
   pc_value *r = in(g, PC_f32, 4, I64S(1, 48, 7, 7));
   pc_value *c = conv(g, x, w, 2, I64S(2, 2), I64S(1, 1), I64S(1, 1), 1);
   pc_value *s = bin(g, PC_OP_add, c, r);
@@ -392,49 +411,63 @@ typedef struct gcase {
   int fused;        /* 1: every node in one group; 2: a group per output's nodes; 0: one group per node */
   const char *fails;/* NULL: must compile; else the error must contain this */
   int nonzero;      /* integer inputs avoid 0 (the interpreter rejects x / 0) */
-  int mp;           /* the graph's matmul precision (high, medium: TF32 tensor cores) */
+  int mp;           /* the graph's matmul precision (high: TF32 tensor cores; medium: bf16) */
   double tol;       /* f32 relative tolerance when not the default */
+  int cast;         /* the graph's autocast (bf16: bf16 tensor cores) */
 } gcase;
 
 static const gcase cases[] = {
-    {"unary_float", build_unary_float, 0.1, 1.4, 0, NULL, 0, 0, 0},
-    {"unary_num", build_unary_num, -9, 9, 0, NULL, 0, 0, 0},
-    {"binary_float", build_binary_float, 0.5, 3, 0, NULL, 0, 0, 0},
-    {"binary_int", build_binary_int, -20, 20, 0, NULL, 1, 0, 0},
-    {"shift_pow", build_shift_pow, 0, 7, 0, NULL, 0, 0, 0},
-    {"logic", build_logic, 0, 1, 0, NULL, 0, 0, 0},
-    {"where_clamp", build_where_clamp, -2, 2, 0, NULL, 0, 0, 0},
-    {"convert", build_convert, 0.5, 100, 0, NULL, 0, 0, 0},
-    {"dtypes", build_dtypes, 0, 9, 0, NULL, 0, 0, 0},
-    {"bitcast", build_bitcast, -3, 3, 0, NULL, 0, 0, 0},
-    {"movement", build_movement, -3, 3, 0, NULL, 0, 0, 0},
-    {"gather_scatter", build_gather_scatter, 0, 5.99, 0, NULL, 0, 0, 0},
-    {"gather_broadcast", build_gather_broadcast, 0, 9.99, 1, NULL, 0, 0, 0},
-    {"reduce", build_reduce, 0.5, 1.5, 0, NULL, 0, 0, 0},
-    {"reduce_big", build_reduce_big, -1, 1, 0, NULL, 0, 0, 0},
-    {"dot", build_dot, -2, 2, 0, NULL, 0, 0, 0},
-    {"conv", build_conv, -1, 1, 0, NULL, 0, 0, 0},
-    {"fft", build_fft, -1, 1, 0, NULL, 0, 0, 0},
-    {"sort", build_sort, -5, 5, 0, NULL, 0, 0, 0},
-    {"constant", build_constant, -1, 1, 0, NULL, 0, 0, 0},
-    {"fused", build_fused, -3, 3, 1, NULL, 0, 0, 0},
-    {"random", build_random, 0, 1, 0, NULL, 0, 0, 0},
-    {"nonzero", build_nonzero, -1, 1, 0, "nonzero", 0, 0, 0},
-    {"conv_dw_relu", build_conv_dw_relu, -1, 1, 1, NULL, 0, 0, 0},
-    {"row_chains", build_row_chains, -2, 2, 2, NULL, 0, 0, 0},
-    {"gemm_dot", build_gemm_dot, -1, 1, 0, NULL, 0, 0, 0},
-    {"gemm_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, 0, 0},
-    {"gemm_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, 0, 0},
-    {"tf32_exact_dot_f16", build_dot_f16_operands, -1, 1, 0, NULL, 0, 0, 0},
-    {"gemm_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, 0, 0},
-    {"gemm_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, 0, 0},
+    {"unary_float", build_unary_float, 0.1, 1.4, 0, NULL, 0, 0, 0, 0},
+    {"unary_num", build_unary_num, -9, 9, 0, NULL, 0, 0, 0, 0},
+    {"binary_float", build_binary_float, 0.5, 3, 0, NULL, 0, 0, 0, 0},
+    {"binary_int", build_binary_int, -20, 20, 0, NULL, 1, 0, 0, 0},
+    {"shift_pow", build_shift_pow, 0, 7, 0, NULL, 0, 0, 0, 0},
+    {"logic", build_logic, 0, 1, 0, NULL, 0, 0, 0, 0},
+    {"where_clamp", build_where_clamp, -2, 2, 0, NULL, 0, 0, 0, 0},
+    {"convert", build_convert, 0.5, 100, 0, NULL, 0, 0, 0, 0},
+    {"dtypes", build_dtypes, 0, 9, 0, NULL, 0, 0, 0, 0},
+    {"bitcast", build_bitcast, -3, 3, 0, NULL, 0, 0, 0, 0},
+    {"movement", build_movement, -3, 3, 0, NULL, 0, 0, 0, 0},
+    {"gather_scatter", build_gather_scatter, 0, 5.99, 0, NULL, 0, 0, 0, 0},
+    {"gather_broadcast", build_gather_broadcast, 0, 9.99, 1, NULL, 0, 0, 0, 0},
+    {"reduce", build_reduce, 0.5, 1.5, 0, NULL, 0, 0, 0, 0},
+    {"reduce_big", build_reduce_big, -1, 1, 0, NULL, 0, 0, 0, 0},
+    {"dot", build_dot, -2, 2, 0, NULL, 0, 0, 0, 0},
+    {"conv", build_conv, -1, 1, 0, NULL, 0, 0, 0, 0},
+    {"fft", build_fft, -1, 1, 0, NULL, 0, 0, 0, 0},
+    {"sort", build_sort, -5, 5, 0, NULL, 0, 0, 0, 0},
+    {"constant", build_constant, -1, 1, 0, NULL, 0, 0, 0, 0},
+    {"fused", build_fused, -3, 3, 1, NULL, 0, 0, 0, 0},
+    {"random", build_random, 0, 1, 0, NULL, 0, 0, 0, 0},
+    {"nonzero", build_nonzero, -1, 1, 0, "nonzero", 0, 0, 0, 0},
+    {"conv_dw_relu", build_conv_dw_relu, -1, 1, 1, NULL, 0, 0, 0, 0},
+    {"row_chains", build_row_chains, -2, 2, 2, NULL, 0, 0, 0, 0},
+    {"gemm_dot", build_gemm_dot, -1, 1, 0, NULL, 0, 0, 0, 0},
+    {"gemm_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, 0, 0, 0},
+    {"gemm_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, 0, 0, 0},
+    {"gemm_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, 0, 0, 0},
+    {"gemm_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, 0, 0, 0},
+    /* operands exact in the row's type: exact products, so f32's tolerance */
+    {"exact_dot_f16", build_dot_f16_operands, -1, 1, 0, NULL, 0, 0, 0, 0},
+    {"exact_dot_bf16", build_dot_bf16_operands, -1, 1, 0, NULL, 0, 0, 0, 0},
+    {"exact_dot_mixed", build_dot_mixed_operands, -1, 1, 0, NULL, 0, 0, 0, 0},
+    {"exact_conv_f16_split_res", build_conv_f16_split_res, -1, 1, 1, NULL, 0, 0, 0, 0},
     /* TF32 keeps 10 of f32's 23 mantissa bits: a sum of a few hundred products of numbers in [-1, 1] is within
      * 1e-2 (|sum| + 1); a misplaced fragment is off by the size of a product */
-    {"tf32_dot", build_gemm_dot, -1, 1, 0, NULL, 0, PC_MATMUL_HIGH, 1e-2},
-    {"tf32_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2},
-    {"tf32_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, PC_MATMUL_MEDIUM, 1e-2},
-    {"tf32_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2},
-    {"tf32_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, PC_MATMUL_HIGH, 1e-2},
+    {"tf32_dot", build_gemm_dot, -1, 1, 0, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
+    {"tf32_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
+    {"tf32_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
+    {"tf32_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
+    {"tf32_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
+    /* bf16 asked for (--autocast bf16, --matmul-precision medium): checked against the interpreter on operands the
+     * test rounds to bf16 itself (bf16_round), inputs on a 2^-9 grid (bf16_case) so that a quarter of them are ties
+     * and every product and partial sum below 64 is exact in f32: f32's tolerance holds, and one operand rounded
+     * the wrong way or a misplaced fragment is off by 2^-9 of a product or more */
+    {"bf16_dot", build_gemm_dot, -1, 1, 0, NULL, 0, 0, 0, PC_AUTOCAST_BF16},
+    {"bf16_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, PC_MATMUL_MEDIUM, 0, 0},
+    {"bf16_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, 0, 0, PC_AUTOCAST_BF16},
+    {"bf16_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, 0, 0, PC_AUTOCAST_BF16},
+    {"bf16_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, PC_MATMUL_MEDIUM, 0, 0},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -457,8 +490,34 @@ static pc_graph *case_graph(const gcase *c) {
     g->n_groups = g->n_outputs;
   }
   g->matmul_precision = c->mp;
+  g->autocast = c->cast;
   return g;
 }
+
+/* the GEMM cases by the kind of tile row they render as on sm_80 and later (CU_GEMM_*), -1 for the others */
+static int case_kind(const gcase *c) {
+  static const struct {
+    const char *prefix;
+    int kind;
+  } kinds[] = {{"gemm_", CU_GEMM_SIMT},          {"tf32_", CU_GEMM_TF32},           {"bf16_", CU_GEMM_BF16},
+               {"exact_dot_f16", CU_GEMM_F16},  {"exact_conv_f16", CU_GEMM_F16},   {"exact_dot_bf16", CU_GEMM_BF16},
+               {"exact_dot_mixed", CU_GEMM_TF32}};
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+    if (!strncmp(c->name, kinds[i].prefix, strlen(kinds[i].prefix))) return kinds[i].kind;
+  return -1;
+}
+
+/* the kernel comment's row prefix of each kind */
+static const char *const kind_rows[CU_GEMM_KINDS] = {"/* gemm simt_", "/* gemm tf32_", "/* gemm bf16_", "/* gemm f16_"};
+
+/* a dot case and a conv case (split K when forced with ":4") that every row of a kind runs */
+static const char *const kind_cases[CU_GEMM_KINDS][2] = {{"gemm_dot", "gemm_conv_split_res"},
+                                                          {"tf32_dot", "tf32_conv_split_res"},
+                                                          {"bf16_dot", "bf16_conv_split_res"},
+                                                          {"exact_dot_f16", "exact_conv_f16_split_res"}};
+
+/* bf16 contractions asked for: the reference rounds the operands itself */
+static int bf16_case(const gcase *c) { return c->cast == PC_AUTOCAST_BF16 || c->mp == PC_MATMUL_MEDIUM; }
 
 /* ---------------------------------------------------------------- NVRTC compile of every case */
 
@@ -557,41 +616,77 @@ PC_TEST(cuda_render_names_and_origins) {
   pc_graph_free(g);
 }
 
-/* the tile rows fit their kernel's thread maps and shared memory, 3 or more of each precision */
+/* the tile rows fit their kernel's thread maps and shared memory, 3 or more of each kind */
 PC_TEST(cuda_gemm_tile_rows_valid) {
-  for (int tf32 = 0; tf32 < 2; tf32++) {
+  for (int kind = 0; kind < CU_GEMM_KINDS; kind++) {
     int n = 0;
-    for (const char *bad; (bad = cu_gemm_tiles_invalid(tf32, n)); n++)
+    for (const char *bad; (bad = cu_gemm_tiles_invalid(kind, n)); n++)
       CHECK_MSG(!*bad, "tile row %s does not fit its kernel", bad);
-    CHECK_MSG(n >= 3, "%d %s rows", n, tf32 ? "TF32" : "SIMT");
+    CHECK_MSG(n >= 3, "%d rows of kind %d", n, kind);
   }
 }
 
-/* f32 dots and convs render as tiled GEMMs of the precision's rows; a fused conv or dot epilogue runs in the
- * call's kernel, its loop kernel rendered empty and not launched (grid 0); the long strided conv splits K */
+/* f32 dots and convs render as tiled GEMMs of the case's kind, its precision in the kernel's comment; a fused conv
+ * or dot epilogue runs in the call's kernel, its loop kernel rendered empty and not launched (grid 0); the long
+ * strided convs on SIMT and TF32 rows split K */
 PC_TEST(cuda_gemm_render) {
+  static const char *const what[CU_GEMM_KINDS] = {"(f32 FMA", "(TF32 mma", "(bf16 mma", "(f16 mma"};
   for (int i = 0; i < N_CASES; i++) {
     const gcase *c = &cases[i];
-    if (strncmp(c->name, "gemm_", 5) && strncmp(c->name, "tf32_", 5)) continue;
+    int kind = case_kind(c);
+    if (kind < 0) continue;
     pc_graph *g = case_graph(c);
     compiled cc;
     char *src;
     if (CHECK_MSG(render_graph(g, &cc, &src), "%s: %s", c->name, pc_error(g))) {
-      int tf32 = c->mp || strstr(c->name, "exact");
-      CHECK_CONTAINS(src, tf32 ? "/* gemm tf32_" : "/* gemm simt_");
-      CHECK_MSG(!strstr(src, tf32 ? "/* gemm simt_" : "/* gemm tf32_"), "%s: a row of the other precision", c->name);
-      if (strstr(c->name, "exact")) CHECK_CONTAINS(src, "(TF32-exact operands)");
+      CHECK_CONTAINS(src, kind_rows[kind]);
+      CHECK_CONTAINS(src, what[kind]);
+      for (int o = 0; o < CU_GEMM_KINDS; o++)
+        if (o != kind) CHECK_MSG(!strstr(src, kind_rows[o]), "%s: a row of another kind (%s)", c->name, kind_rows[o]);
+      if (!strncmp(c->name, "exact", 5)) CHECK_CONTAINS(src, "-exact operands)");
+      if (bf16_case(c)) CHECK_CONTAINS(src, "(bf16 mma): ");
       int skipped = 0;
       for (int k = 0; k < cc.p.n_kernels; k++) skipped += cc.launches[k].grid == 0;
       int epi = strstr(c->name, "relu") || strstr(c->name, "res") || strstr(c->name, "gelu");
       CHECK_MSG(skipped == epi, "%s: %d kernels not launched, want %d", c->name, skipped, epi);
       if (epi) CHECK_CONTAINS(src, "/* run by an earlier kernel (a call's epilogue, a row chain) */");
-      if (strstr(c->name, "split")) CHECK_MSG(!strstr(src, ", split 1 */"), "%s: K not split", c->name);
-      if (strstr(c->name, "split")) CHECK_CONTAINS(src, "atomicAdd(&k0_conv_count[tmn], 1u)");
+      /* the bf16 and f16 rows run a K of 576 fast enough that the wave model keeps it whole (cuda_emu_gemm_rows
+       * forces their splits) */
+      int split = strstr(c->name, "split") && (kind == CU_GEMM_SIMT || kind == CU_GEMM_TF32);
+      if (split) CHECK_MSG(!strstr(src, ", split 1 */"), "%s: K not split", c->name);
+      if (split) CHECK_CONTAINS(src, "_conv_count[tmn], 1u)");
     }
     free(src);
     pc_graph_free(g);
   }
+}
+
+/* NVRTC's PTX for sm_90 multiplies on the tensor core instruction of the case's kind, and on no other (the prelude's
+ * mma functions are templates: only the ones a kernel calls reach the PTX) */
+PC_TEST(cuda_gemm_mma_ptx) {
+  static const char *const insn[CU_GEMM_KINDS] = {NULL, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+                                                  "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                                                  "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"};
+  static const char *const names[] = {"gemm_dot", "tf32_dot", "bf16_dot", "bf16_conv_split_res", "exact_dot_f16",
+                                      "exact_dot_bf16", "exact_dot_mixed"};
+  pc_nvrtc *nv = open_nvrtc();
+  for (int i = 0; nv && i < N_CASES; i++) {
+    const gcase *c = &cases[i];
+    int mine = 0, kind = case_kind(c);
+    for (size_t j = 0; j < sizeof names / sizeof *names; j++) mine |= !strcmp(c->name, names[j]);
+    if (!mine) continue;
+    pc_graph *g = case_graph(c);
+    compiled cc;
+    if (CHECK_MSG(compile_graph(g, nv, &cc), "%s: %s", c->name, pc_error(g))) {
+      char *ptx = strndup(cc.bin.ptx, cc.bin.ptx_size);
+      for (int o = 1; ptx && o < CU_GEMM_KINDS; o++)
+        CHECK_MSG(!strstr(ptx, insn[o]) == (o != kind), "%s: %s %s in the PTX", c->name, insn[o], o == kind ? "not" : "");
+      free(ptx);
+    }
+    pc_cuda_binary_free(&cc.bin);
+    pc_graph_free(g);
+  }
+  pc_nvrtc_close(nv);
 }
 
 /* a layer norm's and a softmax's reductions and their pointwise kernel render as one kernel each (a block per row),
@@ -616,28 +711,33 @@ PC_TEST(cuda_row_chains_render) {
   }
 }
 
-/* TF32 needs sm_80: for an older target the same precision renders the SIMT rows (as exact or more) */
-PC_TEST(cuda_gemm_tf32_needs_sm80) {
+/* tensor cores need sm_80: for an older target the same options render the SIMT rows (TF32: as exact or more;
+ * bf16: the operands rounded to bf16 as they are staged, the same products in f32 FMAs) */
+PC_TEST(cuda_gemm_mma_needs_sm80) {
   CHECK_INT(pc_cuda_sm("sm_90a"), 90);
   CHECK_INT(pc_cuda_sm("compute_80"), 80);
   CHECK_INT(pc_cuda_sm("sm_75"), 75);
   CHECK_INT(pc_cuda_sm(NULL), 90);
   CHECK_INT(pc_cuda_sm("bogus"), 90);
+  static const char *const names[] = {"tf32_dot", "exact_dot_f16", "exact_dot_bf16", "bf16_dot", "bf16_conv_split_res"};
   for (int sm = 75; sm <= 80; sm += 5)
     for (int i = 0; i < N_CASES; i++) {
       const gcase *c = &cases[i];
-      if (strcmp(c->name, "tf32_dot") && strcmp(c->name, "tf32_exact_dot_f16")) continue;
+      int mine = 0, kind = sm < 80 ? CU_GEMM_SIMT : case_kind(c);
+      for (size_t j = 0; j < sizeof names / sizeof *names; j++) mine |= !strcmp(c->name, names[j]);
+      if (!mine) continue;
       pc_graph *g = case_graph(c);
       kir_program p;
-      char *src = NULL;
-      size_t len = 0;
-      FILE *f = open_memstream(&src, &len);
-      int ok = CHECK(kir_build(g, &p) == PC_OK);
-      p.gpu_sm = sm;
-      ok = ok && CHECK(pc_cuda_render_program(&p, f, NULL) == PC_OK);
-      fclose(f);
-      if (ok) CHECK_CONTAINS(src, sm < 80 ? "/* gemm simt_" : "/* gemm tf32_");
-      if (ok) CHECK_MSG(!strstr(src, sm < 80 ? "/* gemm tf32_" : "/* gemm simt_"), "%s at sm_%d", c->name, sm);
+      char *src = pc_emu_render_sm(g, sm, &p, NULL);
+      if (CHECK_MSG(src, "%s at sm_%d: %s", c->name, sm, pc_error(g))) {
+        CHECK_CONTAINS(src, kind_rows[kind]);
+        for (int o = 0; o < CU_GEMM_KINDS; o++)
+          if (o != kind) CHECK_MSG(!strstr(src, kind_rows[o]), "%s at sm_%d: %s", c->name, sm, kind_rows[o]);
+        if (sm < 80) CHECK_MSG(!strstr(src, "<0>(acc[i][j]"), "%s at sm_%d: an mma call", c->name, sm);
+        int rounded = sm < 80 && bf16_case(c);
+        CHECK_MSG(!strstr(src, "operands rounded to bf16") == !rounded, "%s at sm_%d: rounded %d", c->name, sm, rounded);
+        CHECK_MSG(!strstr(src, "= pc_rbf(ra[i]);") == !rounded, "%s at sm_%d: pc_rbf staging %d", c->name, sm, rounded);
+      }
       free(src);
       pc_graph_free(g);
     }
@@ -807,18 +907,36 @@ static int on_gpu(void *ctx, pc_graph *g, const pc_tensor *ins, pc_tensor *got, 
   return ok;
 }
 
-/* run on the CPU emulator of rendered CUDA C (tests/unit/cuda_emu.h) */
+/* run on the CPU emulator of rendered CUDA C (tests/unit/cuda_emu.h); ctx: NULL, or the int compute capability
+ * the kernels are rendered for */
 static int on_emulator(void *ctx, pc_graph *g, const pc_tensor *ins, pc_tensor *got, const char *tag) {
-  (void)ctx;
   char err[512] = "";
   void *in[MAXT], *out[MAXT];
   for (int k = 0; k < g->n_inputs; k++) in[k] = ins[k].data;
   for (int k = 0; k < g->n_outputs; k++) out[k] = got[k].data;
-  int r = pc_emu_graph(g, in, out, NULL, err, sizeof err);
+  int r = pc_emu_graph_sm(g, ctx ? *(const int *)ctx : 0, in, out, NULL, err, sizeof err);
   return r < 0 ? -1 : CHECK_MSG(r == 1, "%s: %s", tag, err);
 }
 
-/* case c's outputs from run against the interpreter's; 1 when every output matched, -1 when run cannot run here */
+/* x rounded to bf16's 8 significant bits, to nearest, ties to even: written apart from the renderer's bit
+ * arithmetic (pc_f2bf), through frexp and the FPU's default rounding (finite x, bf16's normal range) */
+static float bf16_round(float x) {
+  int e;
+  double m = frexp(x, &e); /* |m| in [0.5, 1): 8 significant bits are m * 2^8 rounded to an integer */
+  return (float)ldexp(nearbyint(ldexp(m, 8)), e - 8);
+}
+
+/* input v is an operand of a dot or conv of g */
+static int contraction_operand(const pc_graph *g, const pc_value *v) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if ((n->op == PC_OP_dot_general || n->op == PC_OP_conv) && (n->in[0] == v || n->in[1] == v)) return 1;
+  }
+  return 0;
+}
+
+/* case c's outputs from run against the interpreter's; 1 when every output matched, -1 when run cannot run here.
+ * A bf16 case's inputs lie on a 2^-9 grid, and the interpreter reads its contraction operands rounded to bf16 */
 static int check_case(const gcase *c, const char *tag, case_runner run, void *ctx) {
   pc_graph *g = case_graph(c);
   if (!CHECK_MSG(g->n_inputs <= MAXT && g->n_outputs <= MAXT, "%s: %d inputs, %d outputs: raise MAXT", tag, g->n_inputs,
@@ -828,12 +946,26 @@ static int check_case(const gcase *c, const char *tag, case_runner run, void *ct
   }
   pc_tensor ins[MAXT], ref[MAXT], got[MAXT];
   memset(ref, 0, sizeof ref);
-  for (int k = 0; k < g->n_inputs; k++) ins[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero);
+  pc_tensor rin[MAXT]; /* the interpreter's inputs */
+  int bf16 = bf16_case(c);
+  for (int k = 0; k < g->n_inputs; k++) {
+    ins[k] = rin[k] = make_input(g->inputs[k], c->lo, c->hi, c->nonzero);
+    if (!bf16 || ins[k].dtype != PC_f32) continue;
+    int64_t n = pc_tensor_numel(&ins[k]);
+    float *x = ins[k].data;
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(nearbyint(x[i] * 512.0) / 512.0);
+    if (!contraction_operand(g, g->inputs[k])) continue;
+    rin[k].data = malloc((size_t)n * sizeof(float) + 1);
+    for (int64_t i = 0; i < n; i++) ((float *)rin[k].data)[i] = bf16_round(x[i]);
+  }
   alloc_outputs(g, got);
-  int ok = CHECK_MSG(pc_interp(g, ins, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
+  int ok = CHECK_MSG(pc_interp(g, rin, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: interp: %s", tag, pc_error(g));
   int r = ok ? run(ctx, g, ins, got, tag) : 0;
   ok = r > 0 && compare(g, ref, got, tag, c->tol ? c->tol : 2e-5);
-  for (int k = 0; k < g->n_inputs; k++) free(ins[k].data);
+  for (int k = 0; k < g->n_inputs; k++) {
+    if (rin[k].data != ins[k].data) free(rin[k].data);
+    free(ins[k].data);
+  }
   for (int k = 0; k < g->n_outputs; k++) pc_tensor_free(&ref[k]), free(got[k].data);
   pc_graph_free(g);
   return r < 0 ? -1 : ok;
@@ -869,8 +1001,15 @@ PC_TEST(cuda_gpu_matches_interpreter) {
   primc_cuda_close(d.cu);
 }
 
-/* every tile row of cuda_gemm.c's table, forced (PRIMC_CUDA_GEMM), on the dot and conv cases of its precision;
- * the conv cases also split K in 4 */
+/* the case named name */
+static const gcase *case_named(const char *name) {
+  for (int i = 0; i < N_CASES; i++)
+    if (!strcmp(cases[i].name, name)) return &cases[i];
+  return NULL;
+}
+
+/* every tile row of cuda_gemm.c's table, forced (PRIMC_CUDA_GEMM), on the dot and conv cases of its kind; the conv
+ * cases also split K in 4 */
 PC_TEST(cuda_gpu_gemm_rows) {
   char err[512] = "";
   gpu d;
@@ -882,15 +1021,14 @@ PC_TEST(cuda_gpu_gemm_rows) {
   }
   pc_nvrtc *nv = open_nvrtc();
   int ran = 0, rows = 0;
-  for (int tf32 = 0; nv && tf32 < 2; tf32++)
-    for (int r = 0; cu_gemm_tile_name(tf32, r); r++, rows++)
-      for (int i = 0; i < N_CASES; i++) {
-        const gcase *c = &cases[i];
-        if (strncmp(c->name, tf32 ? "tf32_" : "gemm_", 5)) continue;
+  for (int kind = 0; nv && kind < CU_GEMM_KINDS; kind++)
+    for (int r = 0; cu_gemm_tile_name(kind, r); r++, rows++)
+      for (int j = 0; j < 2; j++) {
+        const gcase *c = case_named(kind_cases[kind][j]);
         char force[64];
-        snprintf(force, sizeof force, "%s%s", cu_gemm_tile_name(tf32, r), strstr(c->name, "conv") ? ":4" : "");
+        snprintf(force, sizeof force, "%s%s", cu_gemm_tile_name(kind, r), j ? ":4" : "");
         setenv("PRIMC_CUDA_GEMM", force, 1);
-        ran += run_case(&d, nv, c, force);
+        ran += CHECK_MSG(c, "no case %s", kind_cases[kind][j]) && run_case(&d, nv, c, force);
       }
   unsetenv("PRIMC_CUDA_GEMM");
   fprintf(stderr, "  cuda: %d graphs on %d forced tile rows matched the interpreter\n", ran, rows);
@@ -900,41 +1038,41 @@ PC_TEST(cuda_gpu_gemm_rows) {
 
 /* ---------------------------------------------------------------- the same kernels on the CPU emulator */
 
-/* case c on the CPU emulator; 1 when it matched the interpreter, -1 when there is no compiler for it */
-static int run_case_emu(const gcase *c, const char *how) {
+/* case c on the CPU emulator, its kernels rendered for sm (0: sm_90); 1 when it matched the interpreter, -1 when
+ * there is no compiler for it */
+static int run_case_emu(const gcase *c, const char *how, int sm) {
   char tag[160];
   snprintf(tag, sizeof tag, "%s%s%s (emulated)", c->name, *how ? " " : "", how);
-  return check_case(c, tag, on_emulator, NULL);
+  return check_case(c, tag, on_emulator, &sm);
 }
 
 /* the contraction kernels run on the CPU emulator against the interpreter: every case of cuda_gemm.c's paths as
- * the wave model picks, and every tile row forced on a dot and a split conv; with the direct dot and conv and the
- * depthwise conv's fused epilogue */
+ * the wave model picks, every tile row forced on a dot and a split conv of its kind, and the bf16 cases on sm_75's
+ * SIMT rows (operands rounded as staged); with the direct dot and conv and the depthwise conv's fused epilogue */
 PC_TEST(cuda_emu_gemm_rows) {
   static const char *const picked[] = {"dot", "conv", "conv_dw_relu", "row_chains", "fused"};
   int ran = 0, rows = 0;
   for (int i = 0; i < N_CASES; i++) {
     const gcase *c = &cases[i];
-    int mine = !strncmp(c->name, "gemm_", 5) || !strncmp(c->name, "tf32_", 5);
+    int mine = case_kind(c) >= 0;
     for (size_t j = 0; j < sizeof picked / sizeof *picked; j++) mine |= !strcmp(c->name, picked[j]);
     if (!mine) continue;
-    int r = run_case_emu(c, "");
+    int r = run_case_emu(c, "", 0);
     if (r < 0) {
       SKIP("no g++ for the CUDA emulator");
       return;
     }
     ran += r;
+    if (bf16_case(c)) ran += run_case_emu(c, "sm_75", 75) > 0;
   }
-  for (int tf32 = 0; tf32 < 2; tf32++)
-    for (int r = 0; cu_gemm_tile_name(tf32, r); r++, rows++)
-      for (int i = 0; i < N_CASES; i++) {
-        const gcase *c = &cases[i];
-        if (strcmp(c->name, tf32 ? "tf32_dot" : "gemm_dot") && strcmp(c->name, tf32 ? "tf32_conv_split_res" : "gemm_conv_split_res"))
-          continue;
+  for (int kind = 0; kind < CU_GEMM_KINDS; kind++)
+    for (int r = 0; cu_gemm_tile_name(kind, r); r++, rows++)
+      for (int j = 0; j < 2; j++) {
+        const gcase *c = case_named(kind_cases[kind][j]);
         char force[64];
-        snprintf(force, sizeof force, "%s%s", cu_gemm_tile_name(tf32, r), strstr(c->name, "conv") ? ":4" : "");
+        snprintf(force, sizeof force, "%s%s", cu_gemm_tile_name(kind, r), j ? ":4" : "");
         setenv("PRIMC_CUDA_GEMM", force, 1);
-        ran += run_case_emu(c, force) > 0;
+        ran += CHECK_MSG(c, "no case %s", kind_cases[kind][j]) && run_case_emu(c, force, 0) > 0;
       }
   unsetenv("PRIMC_CUDA_GEMM");
   fprintf(stderr, "  cuda emulator: %d graphs matched the interpreter (%d tile rows forced)\n", ran, rows);

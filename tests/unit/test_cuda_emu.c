@@ -14,15 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the model's CUDA program run on input.npy; 1 when output 0 is within tol of max |expected| of expected.npy
- * (bench/gpu.py's 1e-4 against ONNX Runtime for f32), -1 when there is no compiler for the emulator */
-static int emulate_model(const char *name, int precision, double tol) {
+/* the model's CUDA program (at that matmul precision and autocast) run on input.npy; 1 when output 0 is within tol
+ * of max |expected| of expected.npy (bench/gpu.py's 1e-4 against ONNX Runtime for f32), -1 when there is no
+ * compiler for the emulator */
+static int emulate_model(const char *name, int precision, int autocast, double tol) {
   char path[512], err[512] = "";
   snprintf(path, sizeof path, "%s/models/%s/model.onnx", pc_test_srcdir(), name);
   pc_import_opts io = {0};
   pc_graph *g = pc_model_load(path, &io);
   if (!CHECK_MSG(g && !g->status, "%s: %s", name, g ? pc_error(g) : "load failed")) return pc_graph_free(g), 0;
   g->matmul_precision = precision;
+  g->autocast = autocast;
   pc_pipeline_opts po = {.opt_level = 2};
   int ok = CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s: %s", name, pc_error(g));
   primc_array in = {0}, want = {0};
@@ -51,8 +53,9 @@ static int emulate_model(const char *name, int precision, double tol) {
   }
   ok = ok && CHECK_MSG(max_err <= tol * max_ref, "%s: max error %.3g against ONNX Runtime, max |ref| %.3g", name, max_err,
                        max_ref);
-  if (ok) fprintf(stderr, "  cuda emulator: %s (%s) within %.1e of max |ref| (%d kernels)\n", name,
-                  pc_matmul_precision_name(precision), max_err / (max_ref > 0 ? max_ref : 1), n_kernels);
+  if (ok) fprintf(stderr, "  cuda emulator: %s (%s%s%s) within %.1e of max |ref| (%d kernels)\n", name,
+                  pc_matmul_precision_name(precision), autocast ? ", autocast " : "", autocast ? pc_autocast_name(autocast) : "",
+                  max_err / (max_ref > 0 ? max_ref : 1), n_kernels);
   for (int i = 0; i < 8; i++) free(outs[i]);
   free(in.data);
   free(want.data);
@@ -61,20 +64,25 @@ static int emulate_model(const char *name, int precision, double tol) {
 }
 
 /* the zoo's small models end to end: tiled GEMM convs and dots with their epilogues, reductions (warp shuffles),
- * attention, gathers, the LSTM's loop; resnet_tiny again on TF32 tensor cores (matmul precision high).
- * PRIMC_EMU_MODELS="large/resnet50 ..." (folders under models/ with expected.npy) adds more, in fp32: a minute or
- * more each, so not in make test (the emulated mma.sync switches fibers twice a call: TF32 would take hours) */
+ * attention, gathers, the LSTM's loop; resnet_tiny again on TF32 tensor cores (matmul precision high), and the
+ * models with convs or dots under --autocast bf16 (bf16 tensor cores: operands rounded to bf16, 8 significant
+ * bits, so a layer's relative error is about 2^-9 sqrt(depth); 2e-2 of max |ref| as bench/precision_peers.py takes
+ * for bf16). PRIMC_EMU_MODELS="large/resnet50 ..." (folders under models/ with expected.npy) adds more, in fp32: a
+ * minute or more each, so not in make test (the emulated mma.sync switches fibers twice a call: TF32 would take
+ * hours) */
 PC_TEST(cuda_emu_zoo) {
   static const char *const zoo[] = {"mlp", "resnet_tiny", "yolo_tiny", "encoder_tiny", "gpt_block_tiny", "lstm"};
   for (size_t i = 0; i < sizeof zoo / sizeof *zoo; i++)
-    if (emulate_model(zoo[i], PC_MATMUL_HIGHEST, 1e-4) < 0) {
+    if (emulate_model(zoo[i], PC_MATMUL_HIGHEST, PC_AUTOCAST_NONE, 1e-4) < 0) {
       SKIP("no g++ for the CUDA emulator");
       return;
     }
-  emulate_model("resnet_tiny", PC_MATMUL_HIGH, 1e-2);
+  emulate_model("resnet_tiny", PC_MATMUL_HIGH, PC_AUTOCAST_NONE, 1e-2);
+  static const char *const bf16[] = {"mlp", "resnet_tiny", "yolo_tiny", "encoder_tiny", "gpt_block_tiny", "lstm"};
+  for (size_t i = 0; i < sizeof bf16 / sizeof *bf16; i++) emulate_model(bf16[i], PC_MATMUL_HIGHEST, PC_AUTOCAST_BF16, 2e-2);
   const char *more = getenv("PRIMC_EMU_MODELS");
   char name[256];
   for (int n = 0; more && sscanf(more, " %255s%n", name, &n) == 1; more += n) {
-    emulate_model(name, PC_MATMUL_HIGHEST, 1e-4);
+    emulate_model(name, PC_MATMUL_HIGHEST, PC_AUTOCAST_NONE, 1e-4);
   }
 }
