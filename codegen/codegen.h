@@ -67,9 +67,9 @@ static inline void pc_progress(const pc_codegen_opts *o, const char *phase, int6
  * renders it to the requested output, through the first row of the backend
  * table (codegen/backend.c) that takes the options. */
 pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts);
-/* UNSUPPORTED (naming target) when g asks for bf16 contractions (--autocast bf16; --matmul-precision high or
- * medium, unless the target runs those on TF32 tensor cores: tf32, as CUDA does), which only host CPU code has */
-pc_status pc_codegen_host_only_check(pc_graph *g, const char *target, int tf32);
+/* UNSUPPORTED (naming target) when g asks for bf16 contractions (--autocast bf16, --matmul-precision high or
+ * medium), which only host CPU code (the bf16 GEMM rows) and CUDA (the tensor-core rows) have: for other CPUs */
+pc_status pc_codegen_host_only_check(pc_graph *g, const char *target);
 
 /* The CPU backend (codegen/package.c): LLVM object, header, executable or shared library,
  * for the host or, with opts->triple, another target. */

@@ -50,9 +50,11 @@ static const char *compile_help =
     "  --matmul-precision highest|high|medium\n"
     "                      f32 MatMul/Gemm (torch.set_float32_matmul_precision): highest in f32 (default),\n"
     "                      high on bf16 hi+lo splits (about f32), medium on bf16 operands; f32 sums\n"
-    "                      (host CPU code; AMX or AVX512-BF16 where the CPU has them)\n"
+    "                      (host CPU: AMX or AVX512-BF16 where the CPU has them; CUDA: high on TF32,\n"
+    "                      medium on bf16 tensor cores, sm_80+)\n"
     "  --autocast bf16     torch.autocast's contractions: MatMul/Gemm (as medium) and Conv on bf16\n"
-    "                      operands, f32 sums; everything else f32 (host CPU code)\n"
+    "                      operands, f32 sums; everything else f32 (host CPU code, and CUDA's bf16\n"
+    "                      tensor cores)\n"
     "  --autocast fp16     likewise on f16 operands: MatMul/Gemm/Conv with a weight read both operands\n"
     "                      rounded to f16 and run on the f32 rows (f32 sums); any target\n"
     "  --grad              compile the model's vector-Jacobian product: after the model's inputs, one\n"
@@ -308,7 +310,10 @@ static int compile_one(const compile_opts *op) {
              spec.probes);
     printf("  matmul precision: %s, autocast: %s (%s)\n", pc_matmul_precision_name(g->matmul_precision),
            pc_autocast_name(g->autocast),
-           g->autocast == PC_AUTOCAST_BF16   ? "dots are dot_bf16 calls, convs the bf16_tiles row below"
+           co.target == PC_TARGET_CUDA && g->autocast != PC_AUTOCAST_FP16 && (g->autocast == PC_AUTOCAST_BF16 ||
+                                                                       g->matmul_precision != PC_MATMUL_HIGHEST)
+               ? "CUDA: f32 dots and tiled convs on tensor cores, each GEMM's row and precision in its CUDA C comment"
+           : g->autocast == PC_AUTOCAST_BF16   ? "dots are dot_bf16 calls, convs the bf16_tiles row below"
            : g->autocast == PC_AUTOCAST_FP16 ? "dots and convs with a weight read f16-rounded operands: the f16 converts below"
            : g->matmul_precision == PC_MATMUL_HIGHEST ? "f32 contractions in f32" : "f32 dots are dot_bf16 calls below");
     char *mem = pc_memplan_report(g);

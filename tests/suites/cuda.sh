@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tests/suites/cuda.sh: NVRTC compile-check (no GPU needed) of every bundled model and every ONNX node test that passes
-# on the interpreter; with a CUDA driver present, also runs the bundled models and the node tests compiled with --target cuda.
+# tests/suites/cuda.sh: NVRTC compile-check (no GPU needed) of every bundled model (also under --autocast bf16) and
+# every ONNX node test that passes on the interpreter; with a CUDA driver present, also runs the bundled models and
+# the node tests compiled with --target cuda.
 # A model whose kernels NVRTC rejects fails; one holding a prim codegen/cuda.c has no kernel for is unsupported (counted
 # as skipped). It fails closed: every model and test sent to primc must come back with a PASS, FAIL or UNSUPPORTED line
 # and every primc exit status is checked. The GPU section is skipped (its runs counted as skipped) only when the probe
@@ -86,6 +87,21 @@ echo "nvrtc time: $((SECONDS - start)) s"
 pass=$((pass + npass))
 fail=$((fail + nfail))
 skip=$((skip + unsup))
+
+# the bundled models again under --autocast bf16 (bf16 tensor-core rows) for $ARCH and for sm_75 (SIMT rows on
+# operands rounded to bf16): every one must compile
+for arch in "$ARCH" sm_75; do
+  # shellcheck disable=SC2046
+  "$B/primc" compile --target cuda --nvrtc-check --gpu-arch "$arch" --autocast bf16 $(ls models/*/model.onnx) >"$tmp/bf16" 2>&1
+  rc=$?
+  nb=$(grep -c '^PASS ' "$tmp/bf16")
+  if [ "$rc" -eq 0 ] && [ "$nb" -eq "$n_models" ]; then
+    pass=$((pass + nb))
+    echo "nvrtc-check --autocast bf16 ($arch): $nb of $n_models bundled models compile"
+  else
+    bad "nvrtc-check --autocast bf16 ($arch) exited $rc, $nb of $n_models passed: $(grep -v '^PASS ' "$tmp/bf16" | head -n 3)"
+  fi
+done
 
 # on a GPU: every bundled model compiled for CUDA matches its ONNX Runtime reference, plain and as a CUDA graph,
 # and every expected node test passes compiled for CUDA (known exceptions: "cuda" rows of the xfail list)

@@ -106,28 +106,35 @@ else bad "--autocast fp16" "$(tail -n 3 "$tmp/err")"; fi
 [ "$(grep -c 'call primc_k_conv' "$tmp/k")" = 2 ] && ! grep -q 'bf16' "$tmp/k" && grep -q '= f32(f16(' "$tmp/k" &&
   ok "dump --kernels --autocast fp16: f32 conv rows, activations rounded to f16 in kernels" ||
   bad "dump --kernels --autocast fp16" "$(grep -E 'call|f16' "$tmp/k" | head -c 600)"
-# fp16's rounding is graph converts, so CUDA renders it (cvt.rn.f16.f32 round trips); bf16 contractions are host
-# code, and --nvrtc-check applies the model options as a compile does (it checked plain f32 code before)
+# fp16's rounding is graph converts, so CUDA renders it (cvt.rn.f16.f32 round trips); bf16 contractions are CUDA's
+# bf16 tensor-core rows, and --nvrtc-check applies the model options as a compile does
 "$P" compile "$tmp/mp/cnn/model.onnx" --autocast fp16 --emit cuda -o "$tmp/cnn16.cu" >"$tmp/out" 2>&1 &&
   [ "$(grep -c 'pc_rh(' "$tmp/cnn16.cu")" -ge 3 ] && ok "--autocast fp16 --emit cuda rounds the contractions' operands" ||
   bad "--autocast fp16 --emit cuda" "$(tail -n 3 "$tmp/out")"
 if "$P" compile --target cuda --nvrtc-check models/mlp/model.onnx >"$tmp/out" 2>&1; then
   "$P" compile --target cuda --nvrtc-check "$tmp/mp/cnn/model.onnx" --autocast fp16 >"$tmp/out" 2>&1 &&
     "$P" compile --target cuda --nvrtc-check "$tmp/mp/cnn/model.onnx" --autocast bf16 >>"$tmp/out" 2>&1 &&
-    grep -q "^PASS .*cnn/model.onnx$" "$tmp/out" &&
-    grep -q "^UNSUPPORTED .*cnn/model.onnx: autocast bf16: only host CPU code has bf16 contractions (not CUDA)" "$tmp/out" &&
-    ok "--nvrtc-check: --autocast fp16 compiles for CUDA, bf16 is unsupported there" || bad "--nvrtc-check --autocast" "$(cat "$tmp/out")"
-  # CUDA runs matmul precision high and medium on TF32 tensor cores (mma.sync), with fp16 autocast too
+    [ "$(grep -c "^PASS .*cnn/model.onnx$" "$tmp/out")" = 2 ] &&
+    "$P" compile "$tmp/mp/cnn/model.onnx" --autocast bf16 --emit cuda -o "$tmp/cnnbf.cu" >>"$tmp/out" 2>&1 &&
+    grep -q "/\* gemm bf16_.* (bf16 mma)" "$tmp/cnnbf.cu" && grep -q "pc_mma_bf16<0>(" "$tmp/cnnbf.cu" &&
+    grep -q "= pc_f2bf(ra\[i\]);" "$tmp/cnnbf.cu" &&
+    ok "--nvrtc-check: --autocast fp16 and bf16 compile for CUDA, bf16 on bf16 tensor cores" ||
+    bad "--nvrtc-check --autocast" "$(cat "$tmp/out")"
+  # CUDA runs matmul precision high on TF32 tensor cores and medium on bf16 ones (mma.sync), with fp16 autocast too
   "$P" compile --target cuda --nvrtc-check "$tmp/mp/cnn/model.onnx" --autocast fp16 --matmul-precision medium >"$tmp/out" 2>&1 &&
     grep -q "^PASS .*cnn/model.onnx$" "$tmp/out" &&
-    "$P" compile "$tmp/mp/cnn/model.onnx" --matmul-precision medium --emit cuda -o "$tmp/cnn32.cu" >>"$tmp/out" 2>&1 &&
+    "$P" compile "$tmp/mp/cnn/model.onnx" --matmul-precision high --emit cuda -o "$tmp/cnn32.cu" >>"$tmp/out" 2>&1 &&
     grep -q "/\* gemm tf32_" "$tmp/cnn32.cu" && grep -q "mma.sync.aligned.m16n8k8.row.col.f32.tf32" "$tmp/cnn32.cu" &&
-    ok "--nvrtc-check --matmul-precision medium: CUDA convs on TF32 tensor cores" || bad "--nvrtc-check TF32" "$(cat "$tmp/out")"
-  # TF32 needs sm_80: an older target runs the same options on the SIMT rows
+    "$P" compile "$tmp/mp/cnn/model.onnx" --matmul-precision medium --emit cuda -o "$tmp/cnnmd.cu" >>"$tmp/out" 2>&1 &&
+    grep -q "/\* gemm bf16_" "$tmp/cnnmd.cu" && ! grep -q "/\* gemm tf32_" "$tmp/cnnmd.cu" &&
+    ok "--nvrtc-check --matmul-precision: CUDA convs on TF32 (high) and bf16 (medium) tensor cores" ||
+    bad "--nvrtc-check TF32 / bf16" "$(cat "$tmp/out")"
+  # tensor cores need sm_80: an older target runs the same options on the SIMT rows, bf16's operands rounded
   "$P" compile --target cuda --nvrtc-check --gpu-arch sm_75 "$tmp/mp/cnn/model.onnx" --matmul-precision medium >"$tmp/out" 2>&1 &&
     "$P" compile "$tmp/mp/cnn/model.onnx" --matmul-precision medium --gpu-arch sm_75 --emit cuda -o "$tmp/cnn75.cu" >>"$tmp/out" 2>&1 &&
-    grep -q "/\* gemm simt_" "$tmp/cnn75.cu" && ! grep -q "pc_mma_tf32<0>(" "$tmp/cnn75.cu" &&
-    ok "--gpu-arch sm_75 --matmul-precision medium: SIMT rows, NVRTC compiles" || bad "sm_75 TF32 fallback" "$(cat "$tmp/out")"
+    grep -q "/\* gemm simt_.*operands rounded to bf16" "$tmp/cnn75.cu" && ! grep -q "<0>(acc\[i\]\[j\]" "$tmp/cnn75.cu" &&
+    ok "--gpu-arch sm_75 --matmul-precision medium: SIMT rows on bf16-rounded operands, NVRTC compiles" ||
+    bad "sm_75 fallback" "$(cat "$tmp/out")"
 else
   skip=$((skip + 1))
   echo "SKIP --nvrtc-check --autocast: no NVRTC ($(tail -n 1 "$tmp/out"))"

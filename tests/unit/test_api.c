@@ -118,7 +118,7 @@ PC_TEST(api_errors_carry_messages) {
   CHECK_INT(primc_model_set_matmul_precision(m, NULL), PRIMC_STATUS_USAGE);
   CHECK_INT(primc_model_set_autocast(m, "fp32"), PRIMC_STATUS_USAGE);
   CHECK_CONTAINS(primc_model_error(m), "not bf16, fp16 or none");
-  /* bf16 contractions are host CPU code: another target with medium is refused, naming it */
+  /* bf16 contractions are host CPU and CUDA code: a cross CPU target with medium is refused, naming it */
   CHECK_INT(primc_model_set_matmul_precision(m, "medium"), PRIMC_STATUS_OK);
   CHECK_INT(primc_model_set_triple(m, "aarch64-linux-gnu"), PRIMC_STATUS_OK);
   CHECK_INT(primc_model_compile(m, PRIMC_EMIT_OBJ, "/tmp/primc_api_mp.o"), PRIMC_STATUS_UNSUPPORTED);
