@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 # bench/gpu.py: the zoo on a CUDA GPU: primc --target cuda (stream and CUDA graph) against PyTorch eager and
 # torch.compile on the same GPU, same model and input, each output checked against ONNX Runtime on the CPU.
-# Usage: python3 bench/gpu.py PRIMC RUNS OUT.md [--tf32] [--batch N] [--no-compile] [--direct] [NAME ...]
+# Usage: python3 bench/gpu.py PRIMC RUNS OUT.md [--tf32 | --bf16] [--batch N] [--no-compile] [--direct] [NAME ...]
 #   (needs torch with CUDA, onnxruntime, a GPU). --tf32: primc --matmul-precision high and PyTorch's TF32 switches
-#   on (cuBLAS and cuDNN), outputs checked to 1e-2 of max |ref| instead of 1e-4. --direct: also primc compiled
-#   with PRIMC_CUDA_GEMM=direct (the dot and conv kernels before the tiled GEMMs), timed in the same run.
+#   on (cuBLAS and cuDNN), outputs checked to 1e-2 of max |ref| instead of 1e-4. --bf16: primc --autocast bf16 (bf16
+#   tensor cores) against PyTorch under torch.autocast("cuda", bfloat16), outputs checked to 3e-2 of max |ref|.
+#   --direct: also primc compiled with PRIMC_CUDA_GEMM=direct (the dot and conv kernels before the tiled GEMMs), timed
+#   in the same run.
 import argparse
 import os
 import re
@@ -48,6 +50,14 @@ def torch_times(fn, x, runs):
     return min(ts), statistics.median(ts)
 
 
+def autocast_bf16(fn):
+    """fn under torch.autocast's bf16 policy, as primc --autocast bf16 runs the model"""
+    def run(x):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return fn(x)
+    return run
+
+
 def compile_cuda(primc, model, exe, flags, env=None):
     c = subprocess.run([primc, "compile", model, "--target", "cuda", "-o", exe] + flags, capture_output=True, text=True,
                        env={**os.environ, **(env or {})})
@@ -65,7 +75,8 @@ def bench_model(name, primc, runs, work, args):
     ref = sess.run(None, {sess.get_inputs()[0].name: x_np})[0]
     exe = os.path.join(d, "m")
     t0 = time.time()
-    compile_cuda(primc, os.path.join(d, "model.onnx"), exe, ["--matmul-precision", "high"] if args.tf32 else [])
+    flags = ["--matmul-precision", "high"] if args.tf32 else ["--autocast", "bf16"] if args.bf16 else []
+    compile_cuda(primc, os.path.join(d, "model.onnx"), exe, flags)
     compile_s = time.time() - t0
     direct = None
     if args.direct:
@@ -78,11 +89,12 @@ def bench_model(name, primc, runs, work, args):
     torch.manual_seed(0)
     model = ctor().eval().cuda()
     x = torch.from_numpy(x_np).cuda()
-    eager = torch_times(model, x, runs)
+    wrap = autocast_bf16 if args.bf16 else (lambda fn: fn)
+    eager = torch_times(wrap(model), x, runs)
     compiled = None
     if args.compile:
         try:
-            compiled = torch_times(torch.compile(model), x, runs)
+            compiled = torch_times(wrap(torch.compile(model)), x, runs)
         except Exception as e:  # reported as missing, not faked
             print(f"{name}: torch.compile failed: {e}", file=sys.stderr)
     return dict(name=name, stream=stream, graph=graph, eager=eager, compiled=compiled, err=err, compile_s=compile_s,
@@ -103,7 +115,9 @@ def main():
     ap.add_argument("runs", type=int)
     ap.add_argument("out_md")
     ap.add_argument("names", nargs="*")
-    ap.add_argument("--tf32", action="store_true")
+    prec = ap.add_mutually_exclusive_group()
+    prec.add_argument("--tf32", action="store_true")
+    prec.add_argument("--bf16", action="store_true", help="primc --autocast bf16 against torch.autocast bf16")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
     ap.add_argument("--direct", action="store_true", help="also time primc's kernels before the tiled GEMMs")
@@ -112,7 +126,7 @@ def main():
     names = args.names or [n for n, (_, _, tier) in export.MODELS.items() if tier != "extended"]
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
-    tol = 1e-2 if args.tf32 else 1e-4
+    tol = 1e-2 if args.tf32 else 3e-2 if args.bf16 else 1e-4
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for n in names:
@@ -125,7 +139,8 @@ def main():
             print(f"{n}: primc {fmt(r['stream'])} graph {fmt(r['graph'])} direct-kernels graph {fmt(r['direct'])} "
                   f"eager {fmt(r['eager'])} compile {fmt(r['compiled'])} ms, rel err {r['err']:.1e}", flush=True)
     gpu = torch.cuda.get_device_name()
-    prec = "TF32 (primc --matmul-precision high; PyTorch allow_tf32 in cuBLAS and cuDNN)" if args.tf32 else "fp32 (TF32 off)"
+    prec = ("TF32 (primc --matmul-precision high; PyTorch allow_tf32 in cuBLAS and cuDNN)" if args.tf32 else
+            "bf16 (primc --autocast bf16; PyTorch torch.autocast bfloat16)" if args.bf16 else "fp32 (TF32 off)")
     lines = [f"GPU: {gpu}, torch {torch.__version__}, onnxruntime {ort.__version__} (CPU, the reference), "
              f"{time.strftime('%Y-%m-%d')}; batch {args.batch}, {prec}; min / median ms of {args.runs} runs after "
              "warm-up; ratios = primc CUDA-graph median / PyTorch median", "",

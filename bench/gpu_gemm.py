@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-# bench/gpu_gemm.py: one square f32 MatMul (N x N x N) compiled by primc for CUDA, fp32 (SIMT) and TF32 (tensor
-# cores, --matmul-precision high), against torch.mm (cuBLAS) with TF32 off and on, on the same GPU in one run.
+# bench/gpu_gemm.py: one square f32 MatMul (N x N x N) compiled by primc for CUDA, fp32 (SIMT), TF32 (tensor
+# cores, --matmul-precision high) and bf16 (tensor cores, --matmul-precision medium: f32 operands rounded to bf16 as
+# they are staged, f32 out), against torch.mm (cuBLAS) with TF32 off, on, and on bf16 tensors (bf16 in and out, so
+# it reads half the bytes primc does), on the same GPU in one run.
 # primc's time is its executable's --bench (a CUDA graph); PyTorch's, CUDA events around torch.mm.
 # Usage: python3 bench/gpu_gemm.py PRIMC [N ...]   (default N: 4096 1024)
 import os
@@ -25,9 +27,12 @@ def matmul_model(path, n):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
-def primc_ms(primc, model, exe, tf32):
-    c = subprocess.run([primc, "compile", model, "--target", "cuda", "-o", exe] +
-                       (["--matmul-precision", "high"] if tf32 else []), capture_output=True, text=True)
+PRECISIONS = {"fp32": "highest", "TF32": "high", "bf16": "medium"}  # the table's name: primc's --matmul-precision
+
+
+def primc_ms(primc, model, exe, prec):
+    c = subprocess.run([primc, "compile", model, "--target", "cuda", "-o", exe, "--matmul-precision", PRECISIONS[prec]],
+                       capture_output=True, text=True)
     if c.returncode:
         raise RuntimeError(c.stderr[-400:])
     r = subprocess.run([exe, "--random-inputs", "--bench", str(RUNS), "--cuda-graphs"], capture_output=True, text=True)
@@ -37,9 +42,10 @@ def primc_ms(primc, model, exe, tf32):
     return float(m.group(2))
 
 
-def torch_ms(n, tf32):
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+def torch_ms(n, prec):
+    torch.backends.cuda.matmul.allow_tf32 = prec == "TF32"
+    dt = torch.bfloat16 if prec == "bf16" else torch.float32
+    a, b = torch.randn(n, n, device="cuda", dtype=dt), torch.randn(n, n, device="cuda", dtype=dt)
     for _ in range(3):
         torch.mm(a, b)
     torch.cuda.synchronize()
@@ -64,12 +70,11 @@ def main():
         for n in sizes:
             model = os.path.join(d, f"mm{n}.onnx")
             matmul_model(model, n)
-            for tf32 in (False, True):
-                p = primc_ms(primc, model, os.path.join(d, f"mm{n}_{int(tf32)}"), tf32)
-                t = torch_ms(n, tf32)
+            for prec in PRECISIONS:
+                p = primc_ms(primc, model, os.path.join(d, f"mm{n}_{prec}"), prec)
+                t = torch_ms(n, prec)
                 fl = 2.0 * n ** 3 / 1e9
-                print(f"| {n} | {'TF32' if tf32 else 'fp32'} | {p:.3f} | {t:.3f} | {fl / p:.1f} | {fl / t:.1f} | {t / p:.2f} |",
-                      flush=True)
+                print(f"| {n} | {prec} | {p:.3f} | {t:.3f} | {fl / p:.1f} | {fl / t:.1f} | {t / p:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
