@@ -65,11 +65,12 @@ static int emulate_model(const char *name, int precision, int autocast, double t
 
 /* the zoo's small models end to end: tiled GEMM convs and dots with their epilogues, reductions (warp shuffles),
  * attention, gathers, the LSTM's loop; resnet_tiny again on TF32 tensor cores (matmul precision high), and the
- * models with convs or dots under --autocast bf16 (bf16 tensor cores: operands rounded to bf16, 8 significant
- * bits, so a layer's relative error is about 2^-9 sqrt(depth); 2e-2 of max |ref| as bench/precision_peers.py takes
- * for bf16). PRIMC_EMU_MODELS="large/resnet50 ..." (folders under models/ with expected.npy) adds more, in fp32: a
- * minute or more each, so not in make test (the emulated mma.sync switches fibers twice a call: TF32 would take
- * hours) */
+ * models under --autocast bf16 (bf16 tensor cores: operands rounded to bf16, 8 significant bits, so a layer's
+ * relative error is about 2^-9 sqrt(depth): 2e-2 of max |ref| leaves room for ten times that, and a wrong fragment
+ * or rounding is off by the size of a product) and two under --autocast fp16 (f16 tensor cores on f16-exact
+ * operands, within 1e-2). PRIMC_EMU_MODELS="large/resnet50 ..." (folders under models/ with expected.npy) adds
+ * more, in fp32: a minute or more each, so not in make test (the emulated mma.sync switches fibers twice a call:
+ * TF32 would take hours) */
 PC_TEST(cuda_emu_zoo) {
   static const char *const zoo[] = {"mlp", "resnet_tiny", "yolo_tiny", "encoder_tiny", "gpt_block_tiny", "lstm"};
   for (size_t i = 0; i < sizeof zoo / sizeof *zoo; i++)
@@ -80,6 +81,9 @@ PC_TEST(cuda_emu_zoo) {
   emulate_model("resnet_tiny", PC_MATMUL_HIGH, PC_AUTOCAST_NONE, 1e-2);
   static const char *const bf16[] = {"mlp", "resnet_tiny", "yolo_tiny", "encoder_tiny", "gpt_block_tiny", "lstm"};
   for (size_t i = 0; i < sizeof bf16 / sizeof *bf16; i++) emulate_model(bf16[i], PC_MATMUL_HIGHEST, PC_AUTOCAST_BF16, 2e-2);
+  /* --autocast fp16 leaves f16-exact operands: the f16 rows (exact products), f16's rounding of the operands only */
+  emulate_model("resnet_tiny", PC_MATMUL_HIGHEST, PC_AUTOCAST_FP16, 1e-2);
+  emulate_model("encoder_tiny", PC_MATMUL_HIGHEST, PC_AUTOCAST_FP16, 1e-2);
   const char *more = getenv("PRIMC_EMU_MODELS");
   char name[256];
   for (int n = 0; more && sscanf(more, " %255s%n", name, &n) == 1; more += n) {
