@@ -207,7 +207,8 @@ static void put_stores(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
   int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
   const char *cv = g->round_bf16 ? "pc_rbf" : kinds[t->kind].cvt;
-  const char *at = kinds[t->kind].half ? "[kk >> 1][mm][kk & 1]" : "[kk][mm]", *bt = kinds[t->kind].half ? "[kk >> 1][nn][kk & 1]" : "[kk][nn]";
+  int half = kinds[t->kind].half;
+  const char *at = half ? "[kk >> 1][mm][kk & 1]" : "[kk][mm]", *bt = half ? "[kk >> 1][nn][kk & 1]" : "[kk][nn]";
   put_for(C, ind, "i", la, " {");
   if (g->a_kfast) cu_line(C, ind + 1, "const int kk = tid %% %d, mm = tid / %d + i * %d;", t->bk, t->bk, T / t->bk);
   else cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, mm = tid %% %d;", t->bm, T / t->bm, t->bm);
@@ -230,12 +231,12 @@ static void put_compute_half(cctx *C, const gemm *g, int ind) {
   cu_line(C, ind + 1, "unsigned af[%d][4], bf[%d][2];", mt, nt);
   put_for(C, ind + 1, "i", mt, " {");
   cu_line(C, ind + 2, "const int r = wm0 + i * 16 + gq;");
-  cu_line(C, ind + 2, "af[i][0] = *(const unsigned *)As[cb][kp + tq][r], af[i][1] = *(const unsigned *)As[cb][kp + tq][r + 8];");
-  cu_line(C, ind + 2, "af[i][2] = *(const unsigned *)As[cb][kp + tq + 4][r], af[i][3] = *(const unsigned *)As[cb][kp + tq + 4][r + 8];");
+  cu_line(C, ind + 2, "af[i][0] = pc_pair(As[cb][kp + tq][r]), af[i][1] = pc_pair(As[cb][kp + tq][r + 8]);");
+  cu_line(C, ind + 2, "af[i][2] = pc_pair(As[cb][kp + tq + 4][r]), af[i][3] = pc_pair(As[cb][kp + tq + 4][r + 8]);");
   cu_line(C, ind + 1, "}");
   put_for(C, ind + 1, "j", nt, " {");
   cu_line(C, ind + 2, "const int c = wn0 + j * 8 + gq;");
-  cu_line(C, ind + 2, "bf[j][0] = *(const unsigned *)Bs[cb][kp + tq][c], bf[j][1] = *(const unsigned *)Bs[cb][kp + tq + 4][c];");
+  cu_line(C, ind + 2, "bf[j][0] = pc_pair(Bs[cb][kp + tq][c]), bf[j][1] = pc_pair(Bs[cb][kp + tq + 4][c]);");
   cu_line(C, ind + 1, "}");
   put_for(C, ind + 1, "i", mt, "");
   put_for(C, ind + 2, "j", nt, "");

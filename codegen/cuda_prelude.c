@@ -28,6 +28,8 @@ static const char *const prelude[] = {
     "}",
     "PC_D float pc_rh(float f) { return pc_h2f(pc_f2h(f)); }",
     "PC_D float pc_rbf(float f) { return pc_bf2f(pc_f2bf(f)); }",
+    "/* two 16-bit values of shared memory (a k pair) as one 32-bit mma fragment register */",
+    "PC_D unsigned pc_pair(const unsigned short *h) { return *(const unsigned *)h; }",
     "/* 8-bit floats (ONNX FLOAT8*); kind 0: inf and NaNs (e5m2), 1: no inf, NaN S.1111.111 (e4m3fn), 2: fnuz (NaN 0x80, no -0) */",
     "/* kind 3: f4e2m1, sign bit 0x8, no inf or NaN: saturates, NaN gives the other-signed zero (as ml_dtypes) */",
     "PC_D float pc_f8_to_f(unsigned b, int mbits, int bias, int kind) {",
