@@ -20,17 +20,18 @@
 #define GPU_SMS 132       /* H100 / H200 multiprocessors: the wave model's GPU */
 #define MAX_SPLITS 16
 
-/* how a row multiplies: its kernel comment, the conversion of an operand as it is staged, the warp's mma (NULL:
- * SIMT FMAs), whether shared memory holds two 16-bit operands a word (k16 fragments), FMA/s of one multiprocessor */
+/* how a row multiplies: its kernel comment, its operand type, the conversion of an operand as it is staged, the
+ * warp's mma (NULL: SIMT FMAs), whether shared memory holds two 16-bit operands a word (k16 fragments), FMA/s of
+ * one multiprocessor */
 static const struct gemm_kind {
-  const char *what, *cvt, *mma;
+  const char *what, *type, *cvt, *mma;
   int half;
   double rate;
 } kinds[CU_GEMM_KINDS] = {
-    [CU_GEMM_SIMT] = {"f32 FMA", "", NULL, 0, 2.0e11},
-    [CU_GEMM_TF32] = {"TF32 mma", "pc_tf32", "pc_mma_tf32", 0, 1.5e12},
-    [CU_GEMM_BF16] = {"bf16 mma", "pc_f2bf", "pc_mma_bf16", 1, 3.0e12},
-    [CU_GEMM_F16] = {"f16 mma", "pc_f2h", "pc_mma_f16", 1, 3.0e12},
+    [CU_GEMM_SIMT] = {"f32 FMA", "f32", "", NULL, 0, 2.0e11},
+    [CU_GEMM_TF32] = {"TF32 mma", "TF32", "pc_tf32", "pc_mma_tf32", 0, 1.5e12},
+    [CU_GEMM_BF16] = {"bf16 mma", "bf16", "pc_f2bf", "pc_mma_bf16", 1, 3.0e12},
+    [CU_GEMM_F16] = {"f16 mma", "f16", "pc_f2h", "pc_mma_f16", 1, 3.0e12},
 };
 
 /* a tile row: SIMT (tm, tn: the thread's block, 4 or 8) or tensor cores (wm, wn: the warp's tile) */
@@ -45,7 +46,8 @@ typedef struct gemm_tile {
   int per_sm; /* blocks resident on one multiprocessor */
 } gemm_tile;
 
-/* the bf16 and f16 rows are the TF32 rows' warps twice as deep (k16 fragments, half the bytes an operand) */
+/* the bf16 and f16 rows are the TF32 rows' tiles and warps on k16 fragments; an operand takes half the bytes, so the
+ * two larger stage slices twice as deep in the same shared memory */
 static const gemm_tile tiles[] = {
     {"simt_128x128", CU_GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 256, 1.00, 2},
     {"simt_64x64", CU_GEMM_SIMT, 64, 64, 8, 8, 8, 0, 0, 64, 0.85, 8},
@@ -378,9 +380,8 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   int64_t tm = cdiv(g->M, t->bm), tn = cdiv(g->N, t->bn), tmn = g->batch * tm * tn, total = tmn * g->splits;
   const struct gemm_kind *kd = &kinds[t->kind];
   int pa = kd->mma ? 8 : 4; /* row padding in words: conflict-free fragment reads (mma), aligned float4 reads (SIMT) */
-  static const char *const exact_of[CU_GEMM_KINDS] = {"", "TF32", "bf16", "f16"};
   fprintf(C->f, "/* gemm %s (%s%s%s%s): %lld x [%lld x %lld x %lld], split %d */\n", t->name, kd->what,
-          g->exact ? ", " : g->round_bf16 ? ", operands rounded to bf16" : "", g->exact ? exact_of[t->kind] : "",
+          g->exact ? ", " : g->round_bf16 ? ", operands rounded to bf16" : "", g->exact ? kd->type : "",
           g->exact ? "-exact operands" : "", (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K, g->splits);
   if (g->splits > 1) fprintf(C->f, "__device__ unsigned %s_count[%lld];\n", C->name, (long long)tmn);
   cu_call_signature_with(C, k, t->threads, cu_clamp_grid(total, 1), g->loop_epi, g->result_buf);
