@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 # bench/train_peers.py: a training step compiled by `primc compile --train` against the same step in PyTorch eager
 # (and torch.compile where the installed torch has it), interleaved rounds on this machine, same threads.
-# Models from models/export.py at batch 8: ResNet-tiny (cross-entropy, SGD with momentum) and a BERT-style encoder
-# of 4 layers, width 256, seq 128 (MSE against a random target, AdamW). primc's time per step is the
-# executable's own (`--steps N` prints it; cutting each batch from the dataset included).
-# Usage: python3 bench/train_peers.py [--threads 1,2] [--rounds 3] [--steps 20] [--primc build/primc]
+# Models from models/export.py at batch 8: ResNet-tiny (cross-entropy, SGD with momentum), torchvision's ResNet-18
+# at 224x224 (the same), and a BERT-style encoder of 4 layers, width 256, seq 128 (MSE against a random target,
+# AdamW). BatchNorm runs on its running statistics in both (the ONNX export folds it into the convs; torch keeps
+# the op). primc's time per step is the executable's own (`--steps N` prints it; cutting each batch from the
+# dataset included). Memory: primc's compiled workspace (`--report`) and the peak RSS of its process over two
+# steps; torch's peak RSS over two steps less its RSS after `import torch` (weights, gradients, optimizer state and
+# activations), each in a fresh process (VmHWM in /proc, not ru_maxrss, which a child inherits from its parent).
+# Usage: python3 bench/train_peers.py [--threads 1,2] [--rounds 3] [--steps 20] [--models a,b] [--primc build/primc]
 import argparse
 import inspect
 import os
@@ -23,21 +27,69 @@ sys.path.insert(0, os.path.join(HERE, "..", "models"))
 import export  # noqa: E402
 
 
-def cases():
+def _resnet_tiny():
+    return (export.ResNetTiny().eval(), torch.randn(8, 3, 64, 64), torch.randint(0, 10, (8,)), "cross_entropy",
+            "momentum", lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9))
+
+
+def _resnet18():
+    return (export.torchvision_model("resnet18").eval(), torch.randn(8, 3, 224, 224), torch.randint(0, 1000, (8,)),
+            "cross_entropy", "momentum", lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9))
+
+
+def _encoder():
+    return (export.Encoder(8000, 256, 4, 4, 1024, 128).eval(), torch.randint(0, 8000, (8, 128)),
+            torch.randn(8, 128, 256), "mse", "adamw", lambda p: torch.optim.AdamW(p, lr=1e-3))
+
+
+# name -> (short name, what builds the model, its batch, labels, loss, optimizer); built one at a time
+CASES = {"resnet_tiny": ("resnet_tiny b8", _resnet_tiny), "resnet18": ("resnet18 b8 224x224", _resnet18),
+         "encoder": ("encoder 4x256 b8 s128", _encoder)}
+
+
+def case(key):
     torch.manual_seed(0)
-    rn = export.ResNetTiny().eval()  # BatchNorm on its running statistics: the ONNX export folds it so
-    x = torch.randn(8, 3, 64, 64)
-    y = torch.randint(0, 10, (8,))
-    enc = export.Encoder(8000, 256, 4, 4, 1024, 128).eval()
-    ids = torch.randint(0, 8000, (8, 128))
-    target = torch.randn(8, 128, 256)
-    return [
-        ("resnet_tiny b8", rn, x, y, "cross_entropy", "momentum", lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9)),
-        ("encoder 4x256 b8 s128", enc, ids, target, "mse", "adamw", lambda p: torch.optim.AdamW(p, lr=1e-3)),
-    ]
+    name, make = CASES[key]
+    return (name, *make())
 
 
-def torch_step_ms(model, x, y, loss_kind, make_opt, steps, step_fn=None):
+def status_mb(field, pid="self"):
+    """a size from /proc/PID/status in MB (VmRSS: now; VmHWM: the peak since the process's exec, which, unlike
+    getrusage's ru_maxrss, a child does not inherit from the large parent it was forked from)"""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def torch_peak_mb(key, threads):
+    """torch's peak RSS over two steps in a fresh process, less its RSS after import torch (MB)"""
+    code = (f"import sys; sys.path.insert(0, {HERE!r}); import torch, train_peers as t; "
+            f"torch.set_num_threads({threads}); base = t.status_mb('VmRSS'); "
+            f"_, m, x, y, loss, _, mk = t.case({key!r}); t.torch_step_ms(m, x, y, loss, mk, 2, warm=0); "
+            "print(t.status_mb('VmHWM') - base)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return float(out.split()[-1])
+
+
+def primc_peak_mb(exe, data, threads):
+    """the peak RSS of the compiled executable over two steps (MB), its VmHWM read until it exits"""
+    env = dict(os.environ, PRIMC_NUM_THREADS=str(threads))
+    p = subprocess.Popen([exe, *data, "--steps", "2"], env=env, stdout=subprocess.DEVNULL)
+    peak = 0.0
+    while p.poll() is None:
+        try:
+            peak = max(peak, status_mb("VmHWM", p.pid))
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.005)
+    if p.returncode:
+        raise RuntimeError(f"{exe} exited {p.returncode}")
+    return peak
+
+
+def torch_step_ms(model, x, y, loss_kind, make_opt, steps, step_fn=None, warm=3):
     opt = make_opt(model.parameters())
     loss_fn = torch.nn.functional.cross_entropy if loss_kind == "cross_entropy" else torch.nn.functional.mse_loss
 
@@ -47,7 +99,7 @@ def torch_step_ms(model, x, y, loss_kind, make_opt, steps, step_fn=None):
         loss.backward()
         opt.step()
     fn = step_fn(step) if step_fn else step
-    for _ in range(3):
+    for _ in range(warm):
         fn()
     ts = []
     for _ in range(steps):
@@ -69,13 +121,15 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--models", default=",".join(CASES), help="of " + ",".join(CASES))
     ap.add_argument("--primc", default=os.path.join(HERE, "..", "build", "primc"))
     a = ap.parse_args()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     print(f"# training step, ms (median per step); {cpu}, {platform.machine()}, torch {torch.__version__}")
     tmp = tempfile.mkdtemp(prefix="primc-train-")
     has_compile = hasattr(torch, "compile")
-    for name, model, x, y, loss, opt, make_opt in cases():
+    for key in a.models.split(","):
+        name, model, x, y, loss, opt, make_opt = case(key)
         d = os.path.join(tmp, name.split()[0])
         os.makedirs(d, exist_ok=True)
         onnx_path = os.path.join(d, "model.onnx")
@@ -87,8 +141,9 @@ def main():
         np.save(os.path.join(d, "y.npy"), y.numpy())
         exe = os.path.join(d, "train")
         lr = "0.01" if opt == "momentum" else "0.001"
-        subprocess.run([a.primc, "compile", onnx_path, "--train", "--loss", loss, "--optimizer", opt, "--lr", lr,
-                        "-o", exe, "--quiet"], check=True)
+        report = subprocess.run([a.primc, "compile", onnx_path, "--train", "--loss", loss, "--optimizer", opt,
+                                 "--lr", lr, "-o", exe, "--report"], check=True, capture_output=True, text=True).stdout
+        ws = re.search(r"^workspace (\d+) bytes", report + "\n", re.M)
         data = [os.path.join(d, "x.npy"), os.path.join(d, "y.npy")]
         for threads in [int(t) for t in a.threads.split(",")]:
             torch.set_num_threads(threads)
@@ -104,6 +159,10 @@ def main():
             if "compile" in med:
                 line += f", torch.compile {med['compile']:.2f} (primc/compile {med['primc'] / med['compile']:.2f})"
             print(line, flush=True)
+            print(f"  memory, {threads} thread{'s' if threads > 1 else ''}: primc workspace "
+                  f"{int(ws.group(1)) / 2**20 if ws else float('nan'):.1f} MB, peak RSS "
+                  f"{primc_peak_mb(exe, data, threads):.1f} MB; torch peak RSS over import "
+                  f"{torch_peak_mb(key, threads):.1f} MB", flush=True)
 
 
 if __name__ == "__main__":
