@@ -223,64 +223,48 @@ static void put_stores(cctx *C, const gemm *g, int ind) {
   cu_line(C, ind, "}");
 }
 
-/* one k16 step of the bf16 / f16 rows: fragments of a 32-bit word (a k pair) each, by the PTX ISA's m16n8k16
- * layout (A: rows g and g + 8, k pairs t and t + 4; B: column g, k pairs t and t + 4) */
-static void put_compute_half(cctx *C, const gemm *g, int ind) {
+/* the tensor-core rows' steps through a BK slice: per step a warp's fragments by the PTX ISA's layouts (A: rows g
+ * and g + 8, k rows t and t + 4; B: column g, k rows t and t + 4), a k row holding one TF32 value (m16n8k8) or a
+ * 32-bit word of two 16-bit ones, a k pair (m16n8k16 for bf16 and f16) */
+static void put_compute_mma(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
+  const struct gemm_kind *k = &kinds[t->kind];
+  const char *ld = k->half ? "pc_pair" : "__float_as_uint";
   int mt = t->wm / 16, nt = t->wn / 8;
-  put_for(C, ind, "s16", t->bk / 16, " {");
-  cu_line(C, ind + 1, "const int kp = s16 * 8;");
+  put_for(C, ind, "s", t->bk / (k->half ? 16 : 8), " {");
+  cu_line(C, ind + 1, "const int ks = s * 8;");
   cu_line(C, ind + 1, "unsigned af[%d][4], bf[%d][2];", mt, nt);
   put_for(C, ind + 1, "i", mt, " {");
   cu_line(C, ind + 2, "const int r = wm0 + i * 16 + gq;");
-  cu_line(C, ind + 2, "af[i][0] = pc_pair(As[cb][kp + tq][r]), af[i][1] = pc_pair(As[cb][kp + tq][r + 8]);");
-  cu_line(C, ind + 2, "af[i][2] = pc_pair(As[cb][kp + tq + 4][r]), af[i][3] = pc_pair(As[cb][kp + tq + 4][r + 8]);");
+  cu_line(C, ind + 2, "af[i][0] = %s(As[cb][ks + tq][r]), af[i][1] = %s(As[cb][ks + tq][r + 8]);", ld, ld);
+  cu_line(C, ind + 2, "af[i][2] = %s(As[cb][ks + tq + 4][r]), af[i][3] = %s(As[cb][ks + tq + 4][r + 8]);", ld, ld);
   cu_line(C, ind + 1, "}");
   put_for(C, ind + 1, "j", nt, " {");
   cu_line(C, ind + 2, "const int c = wn0 + j * 8 + gq;");
-  cu_line(C, ind + 2, "bf[j][0] = pc_pair(Bs[cb][kp + tq][c]), bf[j][1] = pc_pair(Bs[cb][kp + tq + 4][c]);");
+  cu_line(C, ind + 2, "bf[j][0] = %s(Bs[cb][ks + tq][c]), bf[j][1] = %s(Bs[cb][ks + tq + 4][c]);", ld, ld);
   cu_line(C, ind + 1, "}");
   put_for(C, ind + 1, "i", mt, "");
   put_for(C, ind + 2, "j", nt, "");
-  cu_line(C, ind + 3, "%s<0>(acc[i][j], af[i], bf[j]);", kinds[t->kind].mma);
+  cu_line(C, ind + 3, "%s<0>(acc[i][j], af[i], bf[j]);", k->mma);
   cu_line(C, ind, "}");
 }
 
 /* one BK slice of shared buffer `cb` into the accumulators */
 static void put_compute(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
-  if (kinds[t->kind].half) {
-    put_compute_half(C, g, ind);
+  if (kinds[t->kind].mma) {
+    put_compute_mma(C, g, ind);
     return;
   }
-  if (!kinds[t->kind].mma) {
-    int gm = t->tm / 4, gn = t->tn / 4;
-    put_for(C, ind, "kk", t->bk, " {");
-    cu_line(C, ind + 1, "float a[%d], b[%d];", t->tm, t->tn);
-    for (int q = 0; q < gm; q++)
-      cu_line(C, ind + 1, "*(float4 *)&a[%d] = *(const float4 *)&As[cb][kk][%d + ty * 4];", 4 * q, q * t->bm / gm);
-    for (int q = 0; q < gn; q++)
-      cu_line(C, ind + 1, "*(float4 *)&b[%d] = *(const float4 *)&Bs[cb][kk][%d + tx * 4];", 4 * q, q * t->bn / gn);
-    put_for(C, ind + 1, "i", t->tm, "");
-    put_for(C, ind + 2, "j", t->tn, " acc[i][j] = fmaf(a[i], b[j], acc[i][j]);");
-    cu_line(C, ind, "}");
-    return;
-  }
-  int mt = t->wm / 16, nt = t->wn / 8;
-  put_for(C, ind, "s8", t->bk / 8, " {");
-  cu_line(C, ind + 1, "const int ks = s8 * 8;");
-  cu_line(C, ind + 1, "unsigned af[%d][4], bf[%d][2];", mt, nt);
-  put_for(C, ind + 1, "i", mt, " {");
-  cu_line(C, ind + 2, "const int r = wm0 + i * 16 + gq;");
-  cu_line(C, ind + 2, "af[i][0] = __float_as_uint(As[cb][ks + tq][r]), af[i][1] = __float_as_uint(As[cb][ks + tq][r + 8]);");
-  cu_line(C, ind + 2, "af[i][2] = __float_as_uint(As[cb][ks + tq + 4][r]), af[i][3] = __float_as_uint(As[cb][ks + tq + 4][r + 8]);");
-  cu_line(C, ind + 1, "}");
-  put_for(C, ind + 1, "j", nt, " {");
-  cu_line(C, ind + 2, "const int c = wn0 + j * 8 + gq;");
-  cu_line(C, ind + 2, "bf[j][0] = __float_as_uint(Bs[cb][ks + tq][c]), bf[j][1] = __float_as_uint(Bs[cb][ks + tq + 4][c]);");
-  cu_line(C, ind + 1, "}");
-  put_for(C, ind + 1, "i", mt, "");
-  put_for(C, ind + 2, "j", nt, " pc_mma_tf32<0>(acc[i][j], af[i], bf[j]);");
+  int gm = t->tm / 4, gn = t->tn / 4;
+  put_for(C, ind, "kk", t->bk, " {");
+  cu_line(C, ind + 1, "float a[%d], b[%d];", t->tm, t->tn);
+  for (int q = 0; q < gm; q++)
+    cu_line(C, ind + 1, "*(float4 *)&a[%d] = *(const float4 *)&As[cb][kk][%d + ty * 4];", 4 * q, q * t->bm / gm);
+  for (int q = 0; q < gn; q++)
+    cu_line(C, ind + 1, "*(float4 *)&b[%d] = *(const float4 *)&Bs[cb][kk][%d + tx * 4];", 4 * q, q * t->bn / gn);
+  put_for(C, ind + 1, "i", t->tm, "");
+  put_for(C, ind + 2, "j", t->tn, " acc[i][j] = fmaf(a[i], b[j], acc[i][j]);");
   cu_line(C, ind, "}");
 }
 
