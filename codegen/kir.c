@@ -83,7 +83,18 @@ static void place_call_scratch(kir_program *p) {
   int any = 0;
   for (int i = 0; i < p->n_bufs; i++)
     if (p->bufs[i].place == KP_WORKSPACE && p->bufs[i].index == CALL_SCRATCH) p->bufs[i].offset = at, p->bufs[i].index = -1, any = 1;
-  if (any) p->workspace_size = at + kir_align_up(p->call_scratch > 0 ? p->call_scratch : 1);
+  if (any) p->call_scratch_at = at, p->workspace_size = at + kir_align_up(p->call_scratch > 0 ? p->call_scratch : 1);
+}
+
+/* a call's scratch once the region is placed: in the region, grown when nothing was placed after it, else a
+ * scratch of its own */
+int kir_call_scratch_grown(kir_program *p, pc_dtype dt, int64_t nbytes) {
+  int64_t at = p->call_scratch_at;
+  if (at <= 0 || kir_align_up(p->workspace_size) != at + kir_align_up(p->call_scratch > 0 ? p->call_scratch : 1))
+    return kir_scratch_buf(p, dt, nbytes, NULL);
+  if (nbytes > p->call_scratch) p->call_scratch = nbytes;
+  p->workspace_size = at + kir_align_up(p->call_scratch);
+  return kir_buf_add(p, (kir_buf){KP_WORKSPACE, -1, at, nbytes, dt, NULL});
 }
 
 static int output_index(const pc_graph *g, const pc_value *v) {

@@ -143,6 +143,7 @@ typedef struct kir_program {
   kir_kernel *kernels;
   int64_t workspace_size; /* planned workspace plus codegen's scratch */
   int64_t call_scratch;   /* bytes of the region every call's own scratch shares (kir_call_scratch_buf) */
+  int64_t call_scratch_at;/* its workspace offset once placed (0 before) */
   int64_t weights_size;   /* bytes of the weights blob */
   const pc_value **consts;/* the constant values in the blob, by order */
   int n_packed;           /* kir_pack_weights' panels */

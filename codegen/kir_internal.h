@@ -29,6 +29,8 @@ int kir_scratch_buf(kir_program *p, pc_dtype dt, int64_t nbytes, const pc_value 
 /* scratch that only one call reads and writes, within the call (a conv's im2col): every such buffer starts
  * at one region past the planned part, sized for the largest, placed when the kernels are built */
 int kir_call_scratch_buf(kir_program *p, pc_dtype dt, int64_t nbytes);
+/* the same after the region is placed (kir_pack_weights): grown in place when it ends the workspace */
+int kir_call_scratch_grown(kir_program *p, pc_dtype dt, int64_t nbytes);
 /* v gets a buffer of its own (scratch) unless it has one */
 void kir_materialize(kir_program *p, const pc_value *v);
 kir_kernel *kir_kernel_new(kir_program *p, kir_kkind kind);

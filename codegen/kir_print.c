@@ -106,6 +106,7 @@ static void print_conv_row(const kir_program *p, const kir_kernel *k, FILE *f) {
   int row = (int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1, heur = row;
   primc_conv2d c;
   fprintf(f, " conv row %s", primc_conv_row_name(row));
+  if (k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] < 0) fprintf(f, " (computed weights packed by each call)");
   if (primc_conv2d_of_params(k->params, &c) && pc_autotune_tuned(p->tune, &c, row, &heur))
     fprintf(f, " (tuned%s%s)", heur == row ? "" : "; the planner's: ", heur == row ? "" : primc_conv_row_name(heur));
 }

@@ -739,6 +739,9 @@ int64_t primc_conv_plan_scratch_floats(const primc_conv2d *p, const primc_conv_p
 size_t primc_conv_plan_weight_bytes(const primc_conv2d *p, const primc_conv_plan *plan);
 /* w (plain OIHW) into dst as the plan's layout wants (primc_conv_plan_weight_bytes, 64-byte aligned) */
 int primc_conv_plan_pack(const primc_conv2d *p, const primc_conv_plan *plan, const float *w, void *dst);
+/* where a call that packs its weights at run time (weights computed by the program: a training step's) puts
+ * them in its scratch: past the plan's col, at a multiple of 64 bytes */
+int64_t primc_conv_plan_pack_offset(const primc_conv2d *p, const primc_conv_plan *plan);
 /* runs the plan's row (or its fallback) with primc_conv2d_f32_epi's arguments; p's w_* fields are
  * ignored (the plan says how w is stored) */
 int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const float *x, const void *w,

@@ -80,6 +80,10 @@ int primc_conv_plan_pack(const primc_conv2d *p, const primc_conv_plan *plan, con
   return st;
 }
 
+int64_t primc_conv_plan_pack_offset(const primc_conv2d *p, const primc_conv_plan *plan) {
+  return (primc_conv_plan_scratch_floats(p, plan) * (int64_t)sizeof(float) + 63) / 64 * 64;
+}
+
 int primc_conv2d_check_weights(const primc_conv2d *p, const void *w, size_t bytes) {
   if (!p || !primc_cv_valid(p) || !w) return PRIMC_ERR_WEIGHTS;
   size_t stride;

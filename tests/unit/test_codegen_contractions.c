@@ -61,6 +61,38 @@ PC_TEST(codegen_conv) {
   conv_case(PC_i32, 2, (int64_t[]){1, 1}, (int64_t[]){1, 1}, (int64_t[]){1, 1});
 }
 
+/* convs whose weights the program computes (inputs here, a training step's state) pack them in each call, for the
+ * rows packed weights plan (direct lanes, Winograd, strips, the batch row: which ones this CPU's planner picks),
+ * bias and ReLU fused; against the interpreter, and the listing says so */
+PC_TEST(codegen_conv_computed_weights_packed_per_call) {
+  static const int64_t shapes[][6] = {
+      /* n, c, hw, o, k, stride */
+      {2, 16, 12, 32, 3, 1}, {1, 128, 10, 128, 3, 1}, {2, 8, 11, 12, 3, 2}, {3, 64, 7, 256, 3, 1}, {2, 24, 9, 40, 1, 1},
+  };
+  pc_graph *g = pc_graph_new();
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int64_t *s = shapes[i], pad = s[4] / 2;
+    pc_value *x = pc_input_add(g, NULL, cg_ty(PC_f32, 4, (int64_t[]){s[0], s[1], s[2], s[2]}));
+    pc_value *w = pc_input_add(g, NULL, cg_ty(PC_f32, 4, (int64_t[]){s[3], s[1], s[4], s[4]}));
+    pc_value *b = pc_input_add(g, NULL, cg_ty(PC_f32, 1, (int64_t[]){s[3]}));
+    pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){s[5], s[5]}, 2), pc_a_ints("pad_lo", (int64_t[]){pad, pad}, 2),
+                    pc_a_ints("pad_hi", (int64_t[]){pad, pad}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                    pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", 1)};
+    pc_value *in[2] = {x, w};
+    pc_value *y = pc_build(g, PC_OP_conv, in, 2, a, 6);
+    int64_t oh = y ? y->type.dims[2] : 0;
+    pc_value *bb = pc_broadcast_in_dim(g, b, 4, (int64_t[]){s[0], s[3], oh, oh}, (int64_t[]){1});
+    if (y && bb) pc_output_add(g, pc_max(g, pc_add(g, y, bb), pc_full_like(g, 0, y)));
+  }
+  char *text = pc_test_kernels_text(g);
+  int per_call = 0;
+  for (const char *t = text; t && (t = strstr(t, "packed by each call")); t++) per_call++;
+  CHECK_MSG(per_call >= 2, "%d convs pack their computed weights per call:\n%s", per_call, text ? text : "");
+  free(text);
+  cg_check_graph(g, (cg_range){-1, 1}, "conv/computed weights");
+  pc_graph_free(g);
+}
+
 PC_TEST(codegen_gemm_epilogue) {
   pc_graph *g = pc_graph_new();
   pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 2, (int64_t[]){70, 24}));
