@@ -514,6 +514,14 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_p
                     (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), w->v);
 }
 
+/* the conv call's last epilogue words: the plan's weight layout, tile height, the packed weights' bytes, row + 1 */
+static void conv_plan_words(kir_kernel *k, const primc_conv_plan *plan, int64_t wbytes) {
+  k->params[CONV_EPI_AT + CONV_EPI_ROW - 3] = plan->layout;
+  k->params[CONV_EPI_AT + CONV_EPI_ROW - 2] = plan->tile_mr;
+  k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] = wbytes;
+  k->params[CONV_EPI_AT + CONV_EPI_ROW] = plan->row + 1;
+}
+
 /* Weights the program computes (a training step's, new every step) are packed by the conv call itself, into its
  * scratch past the col (primc_k_conv), when the plan for packed weights wants a layout of its own and each weight
  * meets enough output pixels to repay the copy: ResNet-18's 3x3s at batch 8 ran 1.3-1.5x faster on the direct
@@ -534,10 +542,7 @@ static pc_status runtime_packed_conv(kir_program *p, kir_kernel *k) {
     if (sb < 0) return PC_ERR_NOMEM;
     k->args[3] = sb;
   }
-  k->params[CONV_EPI_AT + CONV_EPI_ROW - 3] = plan.layout;
-  k->params[CONV_EPI_AT + CONV_EPI_ROW - 2] = plan.tile_mr;
-  k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] = -bytes; /* negative: packed by the call from the plain weights */
-  k->params[CONV_EPI_AT + CONV_EPI_ROW] = plan.row + 1;
+  conv_plan_words(k, &plan, -bytes); /* negative: packed by the call from the plain weights */
   return PC_OK;
 }
 
@@ -746,10 +751,7 @@ static pc_status pack_weights(kir_program *p) {
         continue;
       }
       k->args[2] = nb;
-      k->params[CONV_EPI_AT + CONV_EPI_ROW - 3] = plan.layout;
-      k->params[CONV_EPI_AT + CONV_EPI_ROW - 2] = plan.tile_mr;
-      k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] = p->bufs[nb].nbytes; /* the runtime checks packed headers against it */
-      k->params[CONV_EPI_AT + CONV_EPI_ROW] = plan.row + 1;
+      conv_plan_words(k, &plan, p->bufs[nb].nbytes); /* the runtime checks packed headers against the bytes */
       packed++;
       continue;
     }

@@ -289,9 +289,11 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
   primc_conv2d p;
   int two_d = primc_conv2d_of_params(params, &p);
   if (q[CONV_EPI_PACKED] && !two_d) return PRIMC_ERR_RUNTIME; /* only the 2-D path reads packed weights */
+  int planned = two_d && q[CONV_EPI_ROW] > 0 && q[CONV_EPI_ROW] <= PRIMC_CONV_ROW_COUNT;
+  primc_conv_plan plan = {(int32_t)(q[CONV_EPI_ROW] - 1), (int32_t)q[CONV_EPI_PACKED], (int32_t)q[CONV_EPI_TILE]};
+  const void *w = bufs[2];
   if (q[CONV_EPI_PACKED] && q[CONV_EPI_WBYTES] < 0) { /* plain weights, packed here into the scratch past the col */
-    if (q[CONV_EPI_ROW] < 1 || q[CONV_EPI_ROW] > PRIMC_CONV_ROW_COUNT) return PRIMC_ERR_RUNTIME;
-    primc_conv_plan plan = {(int32_t)(q[CONV_EPI_ROW] - 1), (int32_t)q[CONV_EPI_PACKED], (int32_t)q[CONV_EPI_TILE]};
+    if (!planned) return PRIMC_ERR_RUNTIME;
     char *dst = (char *)bufs[3] + primc_conv_plan_pack_offset(&p, &plan);
     if ((uintptr_t)dst % 64 || primc_conv_plan_weight_bytes(&p, &plan) != (size_t)-q[CONV_EPI_WBYTES])
       return PRIMC_ERR_RUNTIME;
@@ -299,15 +301,14 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
     plain.w_packed_mr = plain.w_packed_panels = plain.w_winograd = plain.w_lanes = plain.w_bf16 = 0;
     int st = primc_conv_plan_pack(&plain, &plan, bufs[2], dst);
     if (st != PRIMC_OK) return st;
-    return primc_conv_run(&p, &plan, bufs[1], dst, q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0], bufs[3]);
-  }
-  /* packed weights may come from a weights file: their headers decide every read, so they are checked first */
-  if (q[CONV_EPI_PACKED] && (q[CONV_EPI_WBYTES] < 1 || primc_conv2d_check_weights(&p, bufs[2], (size_t)q[CONV_EPI_WBYTES])))
+    w = dst;
+  } else if (q[CONV_EPI_PACKED] &&
+             (q[CONV_EPI_WBYTES] < 1 || primc_conv2d_check_weights(&p, bufs[2], (size_t)q[CONV_EPI_WBYTES]))) {
+    /* packed weights may come from a weights file: their headers decide every read, so they are checked first */
     return PRIMC_ERR_WEIGHTS;
-  if (two_d && q[CONV_EPI_ROW] > 0 && q[CONV_EPI_ROW] <= PRIMC_CONV_ROW_COUNT) { /* the compiled plan, run as it is */
-    primc_conv_plan plan = {(int32_t)(q[CONV_EPI_ROW] - 1), (int32_t)q[CONV_EPI_PACKED], (int32_t)q[CONV_EPI_TILE]};
-    return primc_conv_run(&p, &plan, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0], bufs[3]);
   }
+  if (planned) /* the compiled plan, run as it is */
+    return primc_conv_run(&p, &plan, bufs[1], w, q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0], bufs[3]);
   if (two_d) /* params made without a plan: planned now, for the layout they name */
     return primc_conv2d_f32_epi(&p, bufs[1], bufs[2], q[0] ? &e : NULL, q[0] ? bufs[4] : bufs[0], bufs[0],
                                 bufs[3]);
