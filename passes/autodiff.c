@@ -166,9 +166,11 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, ad_pending *pe
   const char *saved = g->origin;
   g->origin = n->origin ? pc_strfmt(g, "%s (backward)", n->origin) : NULL;
   for (int i = 0; i < n->n_out; i++) settle(g, ct, pend, n->out[i]);
-  g->origin = saved;
   for (int i = 0; i < n->n_out && i < 8; i++) any_out |= (ct_out[i] = ct[n->out[i]->id]) != NULL;
-  if (!any_out) return PC_OK;
+  if (!any_out) {
+    g->origin = saved;
+    return PC_OK;
+  }
   if (n->n_in > 8) { /* concatenate */
     ct_in = calloc((size_t)n->n_in, sizeof *ct_in);
     need = calloc((size_t)n->n_in, sizeof *need);
@@ -179,7 +181,6 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, ad_pending *pe
   }
   for (int i = 0; i < n->n_in; i++) any_in |= need[i] = active[n->in[i]->id];
   const ad_row *row = pc_ad_row(n->op);
-  g->origin = n->origin ? pc_strfmt(g, "%s (backward)", n->origin) : NULL;
   if (any_in && row->vjp_how == AD_NONE)
     pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "%s has no gradient rule, and a differentiated value reaches it",
                  pc_prim(n->op)->name);
