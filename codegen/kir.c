@@ -78,22 +78,26 @@ int kir_bufs_overlap(const kir_program *p, int a, int b) {
 /* the calls' scratch region after everything the kernels placed: each call's scratch is dead outside its
  * call, so one region serves them all and stays in cache from call to call (MnasNet's convs had 14.5 MB
  * of regions of their own, each touched once a run) */
+/* the workspace offset past the region placed at `at` */
+static int64_t call_scratch_end(const kir_program *p, int64_t at) {
+  return at + kir_align_up(p->call_scratch > 0 ? p->call_scratch : 1);
+}
+
 static void place_call_scratch(kir_program *p) {
   int64_t at = kir_align_up(p->workspace_size);
   int any = 0;
   for (int i = 0; i < p->n_bufs; i++)
     if (p->bufs[i].place == KP_WORKSPACE && p->bufs[i].index == CALL_SCRATCH) p->bufs[i].offset = at, p->bufs[i].index = -1, any = 1;
-  if (any) p->call_scratch_at = at, p->workspace_size = at + kir_align_up(p->call_scratch > 0 ? p->call_scratch : 1);
+  if (any) p->call_scratch_at = at, p->workspace_size = call_scratch_end(p, at);
 }
 
 /* a call's scratch once the region is placed: in the region, grown when nothing was placed after it, else a
  * scratch of its own */
 int kir_call_scratch_grown(kir_program *p, pc_dtype dt, int64_t nbytes) {
   int64_t at = p->call_scratch_at;
-  if (at <= 0 || kir_align_up(p->workspace_size) != at + kir_align_up(p->call_scratch > 0 ? p->call_scratch : 1))
-    return kir_scratch_buf(p, dt, nbytes, NULL);
+  if (at <= 0 || kir_align_up(p->workspace_size) != call_scratch_end(p, at)) return kir_scratch_buf(p, dt, nbytes, NULL);
   if (nbytes > p->call_scratch) p->call_scratch = nbytes;
-  p->workspace_size = at + kir_align_up(p->call_scratch);
+  p->workspace_size = call_scratch_end(p, at);
   return kir_buf_add(p, (kir_buf){KP_WORKSPACE, -1, at, nbytes, dt, NULL});
 }
 
