@@ -20,6 +20,21 @@ static int64_t x_strides(const shp *s, const int64_t *strided, int64_t *st) {
   return strided ? strided[0] : 0;
 }
 
+/* the offset, by strides st, of the row of multi-index idx's first last dims, skipping axis (-1: none) */
+static int64_t row_base(const int64_t *idx, int last, int axis, const int64_t *st) {
+  int64_t base = 0;
+  for (int d = 0; d < last; d++)
+    if (d != axis) base += idx[d] * st[d];
+  return base;
+}
+
+/* element i of the index tensor as an index into a dim of n, negatives from its end; -1 when outside */
+static int64_t index_at(const void *ix, int64_t i, int idt, int64_t n) {
+  int64_t j = idt == PRIMC_I64 ? ((const int64_t *)ix)[i] : get_i(ix, i, idt);
+  if (j < 0) j += n;
+  return j >= 0 && j < n ? j : -1;
+}
+
 /* The last dim runs as an inner loop with a fixed source stride, so an embedding
  * lookup (axis 0, idx broadcast along the row) is a strided row copy. */
 static int gather(const int64_t *q, void *const *bufs, int strided) {
@@ -32,16 +47,13 @@ static int gather(const int64_t *q, void *const *bufs, int strided) {
   int64_t n = numel(&ix), inner = ix.rank ? ix.d[last] : 1, idx[PRIMC_MAX_RANK] = {0};
   if (n == 0 || inner == 0) return PRIMC_OK;
   for (int64_t i = 0; i < n; i += inner) {
-    int64_t base = base0;
-    for (int d = 0; d < last; d++)
-      if (d != axis) base += idx[d] * st[d];
+    int64_t base = base0 + row_base(idx, last, axis, st);
     int64_t step = last == axis ? 0 : st[last];
     const char *src = (const char *)bufs[1];
     char *dst = (char *)bufs[0] + (size_t)i * es;
     for (int64_t t = 0; t < inner; t++) {
-      int64_t j = idt == PRIMC_I64 ? ((const int64_t *)bufs[2])[i + t] : get_i(bufs[2], i + t, idt);
-      if (j < 0) j += x.d[axis];
-      if (j < 0 || j >= x.d[axis]) return PRIMC_ERR_RUNTIME;
+      int64_t j = index_at(bufs[2], i + t, idt, x.d[axis]);
+      if (j < 0) return PRIMC_ERR_RUNTIME;
       int64_t off = base + j * st[axis] + t * step;
       if (es == 4) memcpy(dst + t * 4, src + off * 4, 4);
       else memcpy(dst + (size_t)t * es, src + (size_t)off * es, es);
@@ -85,16 +97,11 @@ static int scatter_rows_f32(const shp *x, const shp *ix, const shp *up, int axis
   float *o = bufs[0];
   const float *u = bufs[3];
   for (int64_t i = 0; inner > 0 && i < n; i += inner) {
-    int64_t bx = 0, bu = 0;
-    for (int d = 0; d < last; d++) {
-      bu += idx[d] * su[d];
-      if (d != axis) bx += idx[d] * sx[d];
-    }
+    int64_t bx = row_base(idx, last, axis, sx), bu = row_base(idx, last, -1, su);
     int64_t stepx = last == axis ? 0 : sx[last];
     for (int64_t t = 0; t < inner; t++) {
-      int64_t j = idt == PRIMC_I64 ? ((const int64_t *)bufs[2])[i + t] : get_i(bufs[2], i + t, idt);
-      if (j < 0) j += x->d[axis];
-      if (j < 0 || j >= x->d[axis]) return PRIMC_ERR_RUNTIME;
+      int64_t j = index_at(bufs[2], i + t, idt, x->d[axis]);
+      if (j < 0) return PRIMC_ERR_RUNTIME;
       int64_t off = bx + j * sx[axis] + t * stepx;
       float v = u[bu + t * su[last]];
       o[off] = mode ? (float)((double)o[off] + (double)v) : v;
@@ -116,9 +123,8 @@ int primc_k_scatter(const int64_t *q, void *const *bufs) {
   for (int64_t i = 0; i < n; i++) {
     int64_t dst[PRIMC_MAX_RANK];
     memcpy(dst, idx, sizeof dst);
-    int64_t j = get_i(bufs[2], i, idt);
-    if (j < 0) j += x.d[axis];
-    if (j < 0 || j >= x.d[axis]) return PRIMC_ERR_RUNTIME;
+    int64_t j = index_at(bufs[2], i, idt, x.d[axis]);
+    if (j < 0) return PRIMC_ERR_RUNTIME;
     dst[axis] = j;
     if (mode == 0 && es) memcpy((char *)bufs[0] + (size_t)offset_of(&x, dst) * es, (char *)bufs[3] + (size_t)offset_of(&up, idx) * es, es);
     else combine(bufs[0], offset_of(&x, dst), bufs[3], offset_of(&up, idx), dt, mode);
