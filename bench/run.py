@@ -109,6 +109,7 @@ def torch_timer(name, d, compiled):
     try:
         import torch
         import export
+        from torch_threads import set_threads
     except Exception:
         return None
     if name not in export.MODELS:
@@ -123,7 +124,7 @@ def torch_timer(name, d, compiled):
         model = torch.compile(model)
 
     def run(t, runs):
-        torch.set_num_threads(t)
+        set_threads(t)
         with torch.no_grad():
             return timed_runs(lambda: model(x), runs)
     return run

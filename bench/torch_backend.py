@@ -17,6 +17,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import primc.torch  # noqa: E402,F401  (registers backend="primc" when running from the source tree)
+from torch_threads import set_threads  # noqa: E402  (torch's BLAS pool too)
 
 
 def cpu_name():
@@ -66,7 +67,7 @@ def main():
     a = ap.parse_args()
     print("CPU: %s; torch %s; %d rounds of %d runs, interleaved" % (cpu_name(), torch.__version__, a.rounds, a.runs))
     for threads in [int(t) for t in a.threads.split(",")]:
-        torch.set_num_threads(threads)
+        set_threads(threads)
         for name, (m, args, kwargs) in models(a.models.split(",")).items():
             torch._dynamo.reset()
             with torch.no_grad():

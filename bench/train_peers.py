@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # bench/train_peers.py: a training step compiled by `primc compile --train` against the same step in PyTorch eager
-# (and torch.compile where the installed torch has it), interleaved rounds on this machine, same threads.
+# (and torch.compile where the installed torch has it), interleaved rounds on this machine, same threads (torch's
+# BLAS pool included: bench/torch_threads.py).
 # Models from models/export.py at batch 8: ResNet-tiny (cross-entropy, SGD with momentum), torchvision's ResNet-18
 # at 224x224 (the same), and a BERT-style encoder of 4 layers, width 256, seq 128 (MSE against a random target,
 # AdamW). BatchNorm runs on its running statistics in both (the ONNX export folds it into the convs; torch keeps
@@ -25,6 +26,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 import export  # noqa: E402
+from torch_threads import set_threads  # noqa: E402
 
 
 def _resnet_tiny():
@@ -66,7 +68,7 @@ def status_mb(field, pid="self"):
 def torch_peak_mb(key, threads):
     """torch's peak RSS over two steps in a fresh process, less its RSS after import torch (MB)"""
     code = (f"import sys; sys.path.insert(0, {HERE!r}); import torch, train_peers as t; "
-            f"torch.set_num_threads({threads}); base = t.status_mb('VmRSS'); "
+            f"t.set_threads({threads}); base = t.status_mb('VmRSS'); "
             f"_, m, x, y, loss, _, mk = t.case({key!r}); t.torch_step_ms(m, x, y, loss, mk, 2, warm=0); "
             "print(t.status_mb('VmHWM') - base)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
@@ -146,7 +148,7 @@ def main():
         ws = re.search(r"^workspace (\d+) bytes", report + "\n", re.M)
         data = [os.path.join(d, "x.npy"), os.path.join(d, "y.npy")]
         for threads in [int(t) for t in a.threads.split(",")]:
-            torch.set_num_threads(threads)
+            set_threads(threads)
             rows = {"primc": [], "eager": [], "compile": []}
             for _ in range(a.rounds):
                 rows["primc"].append(primc_step_ms(exe, data, a.steps, threads))
