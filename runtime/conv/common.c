@@ -319,23 +319,35 @@ __attribute__((target("avx512f"))) void primc_cv_ct_store(const epi_ctx *e, int6
   }
 }
 
-/* The same on ymm for whole blocks of 8 channels x 8 pixels, transposed in registers (the gather per channel and
- * the second pass were 53% of a 3 -> 32 3x3/2 stem's time in the AVX2 direct lanes row on Zen 3) */
+/* The same on ymm for channels [0, nb) (a multiple of 8), in blocks of 8 channels x 8 pixels transposed in
+ * registers (the gather per channel and the second pass were 53% of a 3 -> 32 3x3/2 stem's time in the AVX2
+ * direct lanes row on Zen 3); a last block of fewer pixels zero-filled and its rows stored through a buffer
+ * (masked moves are microcoded on AMD's cores; the plain C path for a band's last pixels was a quarter of
+ * SqueezeNet's 3 -> 64 stem, 111 pixels a row) */
 __attribute__((target("avx2,fma,f16c"))) static void ct_store256(const epi_ctx *e, int64_t P, const float *ct,
                                                                 int64_t ldc, int64_t m0, int64_t mb, int64_t nb) {
   __m256 lo = _mm256_set1_ps(e->lo), hi = _mm256_set1_ps(e->hi);
   for (int64_t c0 = 0; c0 < nb; c0 += 8)
     for (int64_t q = 0; q < mb; q += 8) {
+      int64_t n = mb - q < 8 ? mb - q : 8;
       __m256 r[8];
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(ct + (q + i) * ldc + c0);
+      for (int i = 0; i < 8; i++) r[i] = i < n ? _mm256_loadu_ps(ct + (q + i) * ldc + c0) : _mm256_setzero_ps();
       primc_tr8(r);
       for (int c = 0; c < 8; c++) {
         int64_t ch = c0 + c, off = ch * P + m0 + q;
         __m256 v = _mm256_add_ps(r[c], _mm256_set1_ps(e->bias ? e->bias[ch * e->bias_stride] : 0.0f));
-        if (e->res) v = _mm256_add_ps(v, _mm256_loadu_ps(e->res + off));
+        float part[8] = {0};
+        if (e->res && n < 8) memcpy(part, e->res + off, (size_t)n * sizeof(float));
+        if (e->res) v = _mm256_add_ps(v, n < 8 ? _mm256_loadu_ps(part) : _mm256_loadu_ps(e->res + off));
         if (e->act) v = cv_act256(e->act, v);
-        _mm256_storeu_ps(e->y + off, _mm256_min_ps(hi, _mm256_max_ps(lo, v))); /* v second: NaN stays */
+        v = _mm256_min_ps(hi, _mm256_max_ps(lo, v)); /* v second: NaN stays */
+        if (n == 8) {
+          _mm256_storeu_ps(e->y + off, v);
+        } else {
+          _mm256_storeu_ps(part, v);
+          memcpy(e->y + off, part, (size_t)n * sizeof(float));
+        }
       }
     }
 }
@@ -343,21 +355,21 @@ __attribute__((target("avx2,fma,f16c"))) static void ct_store256(const epi_ctx *
 
 void cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb) {
   int isa = primc_sgemm_isa();
-  int64_t nb8 = 0, mb8 = 0; /* channels [0, nb8) x pixels [0, mb8) stored by ct_store256 */
+  int64_t nb8 = 0; /* channels [0, nb8) stored by ct_store256 */
 #if PRIMC_X86
   if (cv_use_avx512()) {
     primc_cv_ct_store(e, P, ct, ldc, m0, mb, nb);
     return;
   }
   if (isa == PRIMC_ISA_AVX2 && cv_act_ymm(e->act)) {
-    nb8 = nb / 8 * 8, mb8 = mb / 8 * 8;
-    ct_store256(e, P, ct, ldc, m0, mb8, nb8);
+    nb8 = nb / 8 * 8;
+    ct_store256(e, P, ct, ldc, m0, mb, nb8);
   }
 #endif
   float tmp[64];
-  for (int64_t o = 0; o < nb; o++) {
+  for (int64_t o = nb8; o < nb; o++) {
     epi_ctx eo = cv_epi_at(e, o, P);
-    for (int64_t p0 = o < nb8 ? mb8 : 0; p0 < mb; p0 += 64) {
+    for (int64_t p0 = 0; p0 < mb; p0 += 64) {
       int64_t n = mb - p0 < 64 ? mb - p0 : 64, off = m0 + p0;
       for (int64_t i = 0; i < n; i++) tmp[i] = ct[(p0 + i) * ldc + o];
       cv_epi_row(isa, &eo, eo.y + off, tmp, eo.res ? eo.res + off : NULL, eo.bias ? eo.bias[0] : 0.0f, n);
