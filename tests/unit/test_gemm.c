@@ -712,8 +712,9 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
 /* primc_k_maxpool (the call codegen makes of ONNX MaxPool's pad + max tree) against a plain loop
  * over the -inf padded window: the 3x3/2 fast path with edges on both sides, a NaN that must win,
  * and a 2x2/1 shape through the row-buffer path */
-static void maxpool_case(int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pt, int64_t pl, int nan_at) {
-  int64_t OH = (H + 2 * pt - k) / s + 1, OW = (W + 2 * pl - k) / s + 1;
+static void maxpool_case_ceil(int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pt, int64_t pl, int nan_at,
+                              int ceil_mode) {
+  int64_t OH = (H + 2 * pt - k + (ceil_mode ? s - 1 : 0)) / s + 1, OW = (W + 2 * pl - k + (ceil_mode ? s - 1 : 0)) / s + 1;
   int64_t q[11] = {C, H, W, OH, OW, k, k, s, s, pt, pl};
   float *x = malloc(sizeof(float) * (size_t)(C * H * W)), *y = malloc(sizeof(float) * (size_t)(C * OH * OW));
   for (int64_t i = 0; i < C * H * W; i++) x[i] = (float)((i * 7919) % 1000) - 500.0f;
@@ -737,9 +738,14 @@ static void maxpool_case(int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, 
         double got = y[(c * OH + oy) * OW + ox];
         bad += nan ? !isnan(got) : got != m;
       }
-  CHECK(bad == 0);
+  CHECK_MSG(bad == 0, "max pool %lldx%lld/%lld of %lldx%lld (pads %lld, %lld%s): %d outputs wrong", (long long)k, (long long)k,
+            (long long)s, (long long)H, (long long)W, (long long)pt, (long long)pl, ceil_mode ? ", ceil" : "", bad);
   free(x);
   free(y);
+}
+
+static void maxpool_case(int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pt, int64_t pl, int nan_at) {
+  maxpool_case_ceil(C, H, W, k, s, pt, pl, nan_at, 0);
 }
 
 PC_TEST(maxpool_call) {
@@ -751,4 +757,9 @@ PC_TEST(maxpool_call) {
   maxpool_case(2, 13, 29, 3, 1, 1, 1, 6 * 29 + 28);                /* stride 1, a NaN in the last column */
   maxpool_case(2, 7, 5, 2, 2, 0, 0, -1);                           /* rows narrower than a vector */
   maxpool_case(2, 19, 40, 5, 3, 2, 2, 40 + 3);                     /* stride 3: the scalar windows */
+  /* ceil mode (SqueezeNet's pools): the last windows reach past the map's right and bottom edges */
+  maxpool_case_ceil(2, 28, 28, 3, 2, 0, 0, 27 * 28 + 27, 1);
+  maxpool_case_ceil(2, 56, 45, 3, 2, 0, 0, 30 * 45 + 16, 1);
+  maxpool_case_ceil(2, 9, 9, 3, 2, 0, 0, 8, 1);  /* 5 outputs a row: fewer than a vector */
+  maxpool_case_ceil(2, 20, 21, 3, 2, 1, 1, 20, 1);
 }
