@@ -31,7 +31,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -124,21 +123,6 @@ static int load_weights(const primc_model_desc *m, const cpu_opts *o, const char
   return 1;
 }
 
-/* The workspace in 2 MB pages where the kernel gives them on request (transparent huge pages in
- * "madvise" mode, as on this VM): a ResNet-18 run walked 67 MB of it besides 47 MB of weights, and its
- * TLB misses with 4 KB pages cost about 2% on 1 thread and 4% on 2 (runs in ABBA order, mean 14.87 ->
- * 14.59 ms and 7.78 -> 7.49). Where they are refused, the pages stay small. */
-#define HUGE_PAGE ((size_t)2 << 20)
-static void *workspace_alloc(size_t n) {
-  if (n < HUGE_PAGE) return aligned_alloc(64, (n + 64) / 64 * 64);
-  size_t size = (n + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-  void *p = aligned_alloc(HUGE_PAGE, size);
-#ifdef MADV_HUGEPAGE
-  if (p) (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
-#endif
-  return p;
-}
-
 /* what main allocates, freed on every exit after it (the error exits included) */
 typedef struct run_bufs {
   primc_array *ins, *outs;
@@ -173,7 +157,7 @@ static int run_model(const primc_model_desc *m, const primc_driver_opts *o, cons
   r->inp = calloc((size_t)m->n_inputs + 1, sizeof *r->inp);
   r->dims = calloc((size_t)m->n_inputs + 1, sizeof *r->dims);
   r->outp = calloc((size_t)m->n_outputs + 1, sizeof *r->outp);
-  r->ws = workspace_alloc((size_t)m->workspace_size);
+  r->ws = primc_driver_big_alloc((size_t)m->workspace_size);
   if (!r->ins || !r->outs || !r->inp || !r->dims || !r->outp || !r->ws) return fprintf(stderr, "error: out of memory\n"), 1;
   if (primc_driver_inputs(m->inputs, m->n_inputs, o->random ? NULL : o->ins, o->seed, r->ins, m->dims->input_syms))
     return 1;

@@ -369,8 +369,10 @@ int primc_driver_parse(int argc, char **argv, const char *usage, const char *mod
  * their lowest byte */
 int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *paths, unsigned long long seed,
                         primc_array *ins, const int32_t *syms);
-/* a zeroed, 64-byte aligned array of d's dtype and shape */
+/* a zeroed, 64-byte aligned array of d's dtype and shape (primc_driver_big_alloc) */
 int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a);
+/* n bytes and 64 more, 64-byte aligned; from 2 MB on in 2 MB pages where the kernel grants them (free() it) */
+void *primc_driver_big_alloc(size_t n);
 /* one line per output: name, dims and, for f32, the sum */
 void primc_driver_summary(const primc_tensor_desc *d, const primc_array *outs, int n);
 /* DIR/out0.npy ...; DIR is created when missing */

@@ -101,7 +101,7 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   primc_array *st[2] = {calloc((size_t)n + 1, sizeof *st[0]), calloc((size_t)n + 1, sizeof *st[1])};
   const void **in = calloc((size_t)m->n_inputs + 1, sizeof *in);
   void **out = calloc((size_t)m->n_outputs + 1, sizeof *out), **saved = calloc((size_t)n + 1, sizeof *saved);
-  void *ws = aligned_alloc(64, ((size_t)m->workspace_size + 63) / 64 * 64 + 64);
+  void *ws = primc_driver_big_alloc((size_t)m->workspace_size);
   if (!data || !outs || !st[0] || !st[1] || !in || !out || !saved || !ws) {
     fprintf(stderr, "error: out of memory\n");
     goto done;
