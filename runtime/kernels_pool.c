@@ -130,10 +130,10 @@ __attribute__((target("avx2"))) static int pool_k3s2_256(const pool_job *j, cons
     for (int64_t dy = 0; dy < j->kh; dy++) {
       int64_t iy = y0 + dy;
       if (iy < 0 || iy >= j->h) continue;
-      const float *r = x + iy * w + p;
+      const float *row = x + iy * w, *r = inner ? row + p : NULL;
       float seg[17];
       if (!inner) {
-        for (int64_t i = 0; i < 17; i++) seg[i] = p + i >= 0 && p + i < w ? r[i] : -INFINITY;
+        for (int64_t i = 0; i < 17; i++) seg[i] = p + i >= 0 && p + i < w ? row[p + i] : -INFINITY;
         r = seg;
       }
       a = vmax8(a, _mm256_loadu_ps(r));
