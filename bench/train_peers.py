@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # bench/train_peers.py: a training step compiled by `primc compile --train` against the same step in PyTorch eager
 # (and torch.compile where the installed torch has it), interleaved rounds on this machine, same threads (torch's
-# BLAS pool included: bench/torch_threads.py).
+# BLAS pool included: bench/torch_threads.py; on 2+ threads torch also runs with passive OpenMP threads, the faster
+# of the two counts).
 # Models from models/export.py at batch 8: ResNet-tiny (cross-entropy, SGD with momentum), torchvision's ResNet-18
 # at 224x224 (the same), and a BERT-style encoder of 4 layers, width 256, seq 128 (MSE against a random target,
 # AdamW). BatchNorm runs on its running statistics in both (the ONNX export folds it into the convs; torch keeps
@@ -111,6 +112,18 @@ def torch_step_ms(model, x, y, loss_kind, make_opt, steps, step_fn=None, warm=3)
     return 1e3 * sorted(ts)[len(ts) // 2]
 
 
+def torch_passive_ms(key, threads, steps):
+    """torch's step in a fresh process whose idle OpenMP threads sleep (OMP_WAIT_POLICY=PASSIVE, read when torch
+    loads). Debian's torch runs its matmuls in OpenBLAS's own pool, which torch's spinning OpenMP threads starve
+    on 2 cores (the encoder at 2 threads: 793-1027 ms a step spinning, 344-388 passive), while its OpenMP convs
+    run as fast or faster spinning (ResNet-18: 882-1140 spinning, 1157-1172 passive): the bench takes the faster"""
+    code = (f"import sys; sys.path.insert(0, {HERE!r}); import train_peers as t; t.set_threads({threads}); "
+            f"_, m, x, y, loss, _, mk = t.case({key!r}); print(t.torch_step_ms(m, x, y, loss, mk, {steps}))")
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
+    return float(out.split()[-1])
+
+
 def primc_step_ms(exe, data, steps, threads):
     env = dict(os.environ, PRIMC_NUM_THREADS=str(threads))
     out = subprocess.run([exe, *data, "--steps", str(steps), "--log-every", str(steps)], env=env, check=True,
@@ -149,15 +162,22 @@ def main():
         data = [os.path.join(d, "x.npy"), os.path.join(d, "y.npy")]
         for threads in [int(t) for t in a.threads.split(",")]:
             set_threads(threads)
-            rows = {"primc": [], "eager": [], "compile": []}
+            rows = {"primc": [], "eager": [], "passive": [], "compile": []}
             for _ in range(a.rounds):
                 rows["primc"].append(primc_step_ms(exe, data, a.steps, threads))
                 rows["eager"].append(torch_step_ms(model, x, y, loss, make_opt, a.steps))
+                if threads > 1:
+                    rows["passive"].append(torch_passive_ms(key, threads, a.steps))
                 if has_compile:
                     rows["compile"].append(torch_step_ms(model, x, y, loss, make_opt, a.steps, torch.compile))
             med = {k: sorted(v)[len(v) // 2] for k, v in rows.items() if v}
+            spin = med["eager"]
+            if med.get("passive", spin) < spin:
+                med["eager"] = med["passive"]
             line = f"{name}, {threads} thread{'s' if threads > 1 else ''}: primc {med['primc']:.2f}, eager {med['eager']:.2f}"
             line += f" (primc/eager {med['primc'] / med['eager']:.2f})"
+            if "passive" in med:
+                line += f" [eager with spinning / passive OpenMP threads: {spin:.2f} / {med['passive']:.2f}]"
             if "compile" in med:
                 line += f", torch.compile {med['compile']:.2f} (primc/compile {med['primc'] / med['compile']:.2f})"
             print(line, flush=True)
