@@ -85,7 +85,7 @@ static void wino_pack_strips(void *ctx, int64_t s0, int64_t s1) {
   enum { CB = 32, NB = (CB * MR_MAX + 7) / 8 };
   wino_v8 g[9][NB], t[16][NB];
   for (int64_t s = s0; s < s1; s++) {
-    int64_t m0 = O * s / j->strips, h = O * (s + 1) / j->strips - m0;
+    int64_t h, m0 = gm_strip(O, j->strips, s, &h);
     for (int64_t c0 = 0; c0 < C; c0 += CB) {
       int64_t cb = C - c0 < CB ? C - c0 : CB, n = cb * h;
       memset(g, 0, sizeof g);
@@ -109,18 +109,15 @@ int primc_conv2d_pack_winograd(const primc_conv2d *p, const float *w, int mr, fl
   if (!p || !w || !dst || !primc_cv_valid(p) || !primc_conv2d_out_hw(p, &oh, &ow) || !wino_shape(p, oh, ow) || mr < 1 ||
       mr > MR_MAX)
     return PRIMC_ERR_ARG;
-  wino_pack_job j = {w, dst, p->o, p->c, (p->o + mr - 1) / mr};
+  wino_pack_job j = {w, dst, p->o, p->c, cdiv(p->o, mr)};
   primc_parallel_for(j.strips, wino_pack_strips, &j);
   return PRIMC_OK;
 }
 
 typedef struct wino_job {
-  const cv_call *k;
-  const primc_conv2d *p;
+  const cv_call *k; /* the call: its conv, output size, weights (U) */
   wino_geo g;
-  int64_t oh, ow;
   int64_t n0, nb, cols; /* images [n0, n0 + nb); their tiles, nb T, are the GEMMs' columns */
-  const float *w;
   float *v, *m; /* [16][C][cols], [16][O][cols]: image b's tiles at b T */
   int status;
 } wino_job;
@@ -129,7 +126,7 @@ typedef struct wino_job {
  * floats of zeros after the 2 TX + 2 the tiles read, so 16-tile vector loads stay inside */
 #define WINO_ROW (2 * WINO_MAX_TX + 2 + 32)
 static void wino_rows(const wino_job *j, const float *x, int64_t c, int64_t ty, float rows[4][WINO_ROW]) {
-  const primc_conv2d *p = j->p;
+  const primc_conv2d *p = j->k->p;
   int64_t width = 2 * j->g.tx + 2 + 32;
   for (int i = 0; i < 4; i++) {
     int64_t ih = 2 * ty - p->pad_t + i;
@@ -206,7 +203,7 @@ __attribute__((target("avx2"))) static void wino_in8(float rows[4][WINO_ROW], in
 /* V[xi][c][b T + t] = (B^T d B)[xi] for every tile t of the job's images b, channels [c0, c1) */
 static void wino_input(void *ctx, int64_t c0, int64_t c1) {
   const wino_job *j = ctx;
-  int64_t T = j->g.t, xs = j->p->c * j->cols; /* floats from one xi's matrix to the next */
+  int64_t T = j->g.t, xs = j->k->p->c * j->cols; /* floats from one xi's matrix to the next */
 #if PRIMC_X86
   int vec = cv_use_avx512(), v8 = primc_sgemm_isa() == PRIMC_ISA_AVX2;
 #endif
@@ -232,10 +229,11 @@ static void wino_input(void *ctx, int64_t c0, int64_t c1) {
 /* M_xi = U_xi V_xi, one GEMM per xi on its thread */
 static void wino_gemms(void *ctx, int64_t x0, int64_t x1) {
   wino_job *j = ctx;
-  int64_t O = j->p->o, C = j->p->c, T = j->cols;
+  const primc_conv2d *p = j->k->p;
+  int64_t O = p->o, C = p->c, T = j->cols;
   for (int64_t xi = x0; xi < x1; xi++) {
-    primc_gemm g = {.M = O, .N = T, .K = C, .a = j->w + xi * O * C, .lda = C, .a_packed_mr = j->p->w_packed_mr,
-                    .b = j->v + xi * C * T, .ldb = T, .c = j->m + xi * O * T, .ldc = T};
+    primc_gemm g = {.M = O, .N = T, .K = C, .a = (const float *)j->k->w + xi * O * C, .lda = C,
+                    .a_packed_mr = p->w_packed_mr, .b = j->v + xi * C * T, .ldb = T, .c = j->m + xi * O * T, .ldc = T};
     if (primc_sgemm_run(&g) != PRIMC_OK) __atomic_store_n(&j->status, PRIMC_ERR_RUNTIME, __ATOMIC_RELAXED);
   }
 }
@@ -284,7 +282,7 @@ __attribute__((target("avx2"))) static void wino_out8(const float *mt, int64_t x
 /* y tiles of channels [o0, o1) of the job's images = A^T M A, then the epilogue on each output row */
 static void wino_output(void *ctx, int64_t o0, int64_t o1) {
   const wino_job *j = ctx;
-  int64_t xs = j->p->o * j->cols, ow = j->ow;
+  int64_t xs = j->k->p->o * j->cols, oh = j->k->oh, ow = j->k->ow;
   int isa = primc_sgemm_isa();
   float out[2][2 * WINO_MAX_TX + 32];
   for (int64_t oi = o0 * j->nb; oi < o1 * j->nb; oi++) { /* channel oi / nb of image oi % nb */
@@ -309,8 +307,8 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
           out[i][2 * tx + 1] = s2[i][1] - s2[i][2] - s2[i][3];
         }
       }
-      for (int i = 0; i < 2 && 2 * ty + i < j->oh; i++) {
-        int64_t off = (o * j->oh + 2 * ty + i) * ow;
+      for (int i = 0; i < 2 && 2 * ty + i < oh; i++) {
+        int64_t off = (o * oh + 2 * ty + i) * ow;
         const float *res = e->res ? e->res + off : NULL;
         cv_epi_row(isa, e, e->y + off, out[i], res, b, ow);
       }
@@ -321,7 +319,7 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
 /* images [n0, n0 + nb) */
 static int wino_conv(const cv_call *k, int64_t n0, int64_t nb) {
   const primc_conv2d *p = k->p;
-  wino_job j = {k, p, wino_geometry(k->oh, k->ow), k->oh, k->ow, n0, nb, 0, k->w, k->col, NULL, PRIMC_OK};
+  wino_job j = {k, wino_geometry(k->oh, k->ow), n0, nb, 0, k->col, NULL, PRIMC_OK};
   j.cols = nb * j.g.t;
   j.m = k->col + 16 * p->c * j.cols;
   primc_parallel_for(p->c, wino_input, &j);

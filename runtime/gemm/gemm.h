@@ -98,6 +98,12 @@ int primc_gm_amd_family(void);
 
 static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+/* primc_sgemm_pack_a's strips: M rows split evenly into cdiv(M, mr) strips; strip s's first row, *h its height */
+static inline int64_t gm_strip(int64_t M, int64_t strips, int64_t s, int64_t *h) {
+  int64_t m0 = M * s / strips;
+  *h = M * (s + 1) / strips - m0;
+  return m0;
+}
 
 /* K blocks of even length (a multiple of 16 up to the row's kc): 320 as 160 + 160, not 256 + 64, whose
  * short block would spill and reload every C tile for a quarter of the work, and in whose few k steps

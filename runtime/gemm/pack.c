@@ -140,7 +140,7 @@ int primc_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, int mr
   if (M < 0 || K < 0 || mr < 1 || mr > MR_MAX || (M && K && (!A || !dst || lda < K))) return PRIMC_ERR_ARG;
   int64_t strips = cdiv(M, mr);
   for (int64_t s = 0; s < strips; s++) {
-    int64_t m0 = M * s / strips, h = M * (s + 1) / strips - m0;
+    int64_t h, m0 = gm_strip(M, strips, s, &h);
     for (int64_t r = 0; r < h; r++)
       for (int64_t k = 0; k < K; k++) dst[m0 * K + k * h + r] = A[(m0 + r) * lda + k];
   }
