@@ -337,9 +337,12 @@ __attribute__((target("avx2,fma,f16c"))) static void ct_store256(const epi_ctx *
       for (int c = 0; c < 8; c++) {
         int64_t ch = c0 + c, off = ch * P + m0 + q;
         __m256 v = _mm256_add_ps(r[c], _mm256_set1_ps(e->bias ? e->bias[ch * e->bias_stride] : 0.0f));
-        float part[8] = {0};
-        if (e->res && n < 8) memcpy(part, e->res + off, (size_t)n * sizeof(float));
-        if (e->res) v = _mm256_add_ps(v, n < 8 ? _mm256_loadu_ps(part) : _mm256_loadu_ps(e->res + off));
+        float part[8]; /* the last block's rows: its n residuals in, its n results out */
+        if (e->res && n < 8) {
+          memset(part, 0, sizeof part);
+          memcpy(part, e->res + off, (size_t)n * sizeof(float));
+        }
+        if (e->res) v = _mm256_add_ps(v, _mm256_loadu_ps(n < 8 ? part : e->res + off));
         if (e->act) v = cv_act256(e->act, v);
         v = _mm256_min_ps(hi, _mm256_max_ps(lo, v)); /* v second: NaN stays */
         if (n == 8) {
