@@ -66,14 +66,19 @@ def status_mb(field, pid="self"):
     return 0.0
 
 
+def fresh_torch(key, threads, body, env=None):
+    """the number a fresh process prints after importing this module, setting its threads, building case key as
+    m, x, y, loss, mk (its optimizer's maker), noting its RSS as base, then running body"""
+    code = (f"import sys; sys.path.insert(0, {HERE!r}); import train_peers as t; t.set_threads({threads}); "
+            f"base = t.status_mb('VmRSS'); _, m, x, y, loss, _, mk = t.case({key!r}); {body}")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
+    return float(out.split()[-1])
+
+
 def torch_peak_mb(key, threads):
     """torch's peak RSS over two steps in a fresh process, less its RSS after import torch (MB)"""
-    code = (f"import sys; sys.path.insert(0, {HERE!r}); import torch, train_peers as t; "
-            f"t.set_threads({threads}); base = t.status_mb('VmRSS'); "
-            f"_, m, x, y, loss, _, mk = t.case({key!r}); t.torch_step_ms(m, x, y, loss, mk, 2, warm=0); "
-            "print(t.status_mb('VmHWM') - base)")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    return float(out.split()[-1])
+    return fresh_torch(key, threads,
+                       "t.torch_step_ms(m, x, y, loss, mk, 2, warm=0); print(t.status_mb('VmHWM') - base)")
 
 
 def primc_peak_mb(exe, data, threads):
@@ -117,11 +122,8 @@ def torch_passive_ms(key, threads, steps):
     loads). Debian's torch runs its matmuls in OpenBLAS's own pool, which torch's spinning OpenMP threads starve
     on 2 cores (the encoder at 2 threads: 793-1027 ms a step spinning, 344-388 passive), while its OpenMP convs
     run as fast or faster spinning (ResNet-18: 882-1140 spinning, 1157-1172 passive): the bench takes the faster"""
-    code = (f"import sys; sys.path.insert(0, {HERE!r}); import train_peers as t; t.set_threads({threads}); "
-            f"_, m, x, y, loss, _, mk = t.case({key!r}); print(t.torch_step_ms(m, x, y, loss, mk, {steps}))")
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
-    return float(out.split()[-1])
+    return fresh_torch(key, threads, f"print(t.torch_step_ms(m, x, y, loss, mk, {steps}))",
+                       dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
 
 
 def primc_step_ms(exe, data, steps, threads):
