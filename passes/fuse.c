@@ -146,6 +146,8 @@ static const char *edge_rule(pc_graph *g, const pc_node *p, const pc_node *c) {
   if (kc == PC_FUSE_ALONE) return pc_strfmt(g, "%s is kept alone", opname(c));
   if (kc == PC_FUSE_CONTRACT) return pc_strfmt(g, "%s reads its operands from memory (no prologue fusion)", opname(c));
   if (kp == PC_FUSE_CONTRACT && kc != PC_FUSE_ELEM) return pc_strfmt(g, "only elementwise epilogues fuse into %s", opname(p));
+  if (kp != PC_FUSE_CONST && c->op == PC_OP_broadcast_in_dim && c->in[0]->type.rank == 0 && expanding_broadcast(c))
+    return pc_strdup(g, "a computed scalar is broadcast in the kernels reading it, not stored at their size");
   if (c->op == PC_OP_reshape && (kp == PC_FUSE_ELEM || kp == PC_FUSE_MOVE) && !pc_reshape_splits(c) &&
       !reshape_is_last(g, c))
     return pc_strdup(g, "reshape merges dims: not an affine index map of its operand");

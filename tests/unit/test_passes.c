@@ -204,6 +204,28 @@ PC_TEST(memplan_conv_depthwise_pair_apart) {
   pc_graph_free(g);
 }
 
+/* a scalar computed in one kernel and broadcast for another is read there as a scalar, not stored at the
+ * broadcast's size (Adam's bias corrections in a training step) */
+PC_TEST(fuse_computed_scalar_broadcast_joins_reader) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {64, 64}, v[1] = {64}, all[1] = {0}, c1[1] = {1}, c0[1] = {0};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 1, v));
+  pc_value *a = pc_input_add(g, "a", pc_type_make(PC_f32, 2, d));
+  pc_value *t = pc_sqrt(g, pc_reduce(g, PC_OP_reduce_sum, x, 1, all));
+  pc_value *b = pc_broadcast_in_dim(g, t, 2, d, NULL);
+  pc_output_add(g, pc_add(g, pc_dot_general(g, a, a, 1, c1, c0, 0, NULL, NULL), b));
+  pc_output_add(g, t);
+  CHECK_MSG(g->status == PC_OK, "%s", pc_error(g));
+  CHECK(pc_pass_fuse(g) == PC_OK && pc_pass_memplan(g) == PC_OK);
+  CHECK(b->producer->group != t->producer->group);
+  CHECK_INT(b->storage, PC_STORE_FUSED);
+  CHECK_MSG(g->workspace_size < 64 * 64 * 4 * 2, "workspace %lld bytes", (long long)g->workspace_size);
+  char *why = pc_explain_fusion(g);
+  CHECK_CONTAINS(why, "a computed scalar is broadcast in the kernels reading it");
+  free(why);
+  pc_graph_free(g);
+}
+
 PC_TEST(fuse_two_consumers_materialized) {
   pc_graph *g = pc_graph_new();
   int64_t d[2] = {4, 4}, c1[1] = {1}, c0[1] = {0};
