@@ -212,6 +212,8 @@ static pc_status place_all(kir_program *p) {
       return pc_fail(g, PC_ERR_UNSUPPORTED, "input \"%s\": symbolic dims are not supported by codegen (use --dim)",
                      v->name ? v->name : "?");
     kir_buf b = {KP_INPUT, i, 0, kir_value_bytes(p->g, v), v->type.dtype, v};
+    if (g->state_in_place && i >= g->n_inputs - g->n_state) /* read where its next value is written */
+      b.place = KP_OUTPUT, b.index = g->n_outputs - g->n_inputs + i;
     int id = kir_buf_add(p, b);
     if (id < 0) return PC_ERR_NOMEM;
     p->buf_of_value[v->id] = id;
@@ -840,6 +842,7 @@ pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune)
   if (s == PC_OK) s = kir_copy_outputs(p);
   if (s == PC_OK) place_call_scratch(p);
   if (s == PC_OK) s = kir_rewrites_run(p, KIR_STAGE_BUILD);
+  if (s == PC_OK) s = kir_check_state_in_place(p);
   p->workspace_size = kir_align_up(p->workspace_size);
   if (s != PC_OK && !g->status) pc_fail(g, s, "codegen: %s", pc_status_name(s));
   return s;

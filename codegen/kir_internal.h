@@ -69,6 +69,9 @@ kir_build_fn kir_call_builder(pc_op op);
 pc_status kir_build_attention(kir_program *p, const pc_node *const *nodes, int n);
 /* graph outputs not written in place (inputs, constants, repeated values) get a copy */
 pc_status kir_copy_outputs(kir_program *p);
+/* a training step updating its state in place (g->state_in_place): each state read only before the kernel
+ * writing its next value, or by it at the element it stores; PC_ERR_INTERNAL naming the state otherwise */
+pc_status kir_check_state_in_place(kir_program *p);
 /* A 2-D f32 conv call's row (runtime/conv/plan.c), for plain or packed weights */
 int kir_conv_plan(const kir_program *p, const primc_conv2d *c, int packable, primc_conv_plan *plan);
 

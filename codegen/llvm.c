@@ -264,6 +264,45 @@ static LLVMValueRef any_null(lctx *L, LLVMValueRef arr, int n) {
   return phi;
 }
 
+/* A step updating its state in place reads and writes each state in the output's buffer: a state input the
+ * caller passed in another buffer is copied there first (a loop over the states' sizes) */
+static void emit_state_carry(lctx *L, LLVMValueRef in, LLVMValueRef out) {
+  const pc_graph *g = L->p->g;
+  int n = g->n_state;
+  int64_t *bytes = malloc(sizeof *bytes * (size_t)n);
+  if (!bytes) return; /* no table: the module fails to verify */
+  for (int i = 0; i < n; i++) {
+    const pc_value *v = g->inputs[g->n_inputs - n + i];
+    bytes[i] = pc_type_numel(&v->type) * (int64_t)pc_dtype_size(v->type.dtype);
+  }
+  char name[LLVM_SYM_MAX];
+  snprintf(name, sizeof name, "%s_state_bytes", L->name);
+  LLVMValueRef sizes = const_i64_array(L, bytes, n, name);
+  free(bytes);
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(L->b);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(L->c, L->fn, "carry");
+  LLVMBasicBlockRef copy = LLVMAppendBasicBlockInContext(L->c, L->fn, "carry.copy");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(L->c, L->fn, "carry.next");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(L->c, L->fn, "carried");
+  LLVMBuildBr(L->b, head);
+  LLVMPositionBuilderAtEnd(L->b, head);
+  LLVMValueRef i = LLVMBuildPhi(L->b, L->i64, "");
+  LLVMValueRef ii = LLVMBuildAdd(L->b, i, ci64(L, g->n_inputs - n), "");
+  LLVMValueRef oi = LLVMBuildAdd(L->b, i, ci64(L, g->n_outputs - n), "");
+  LLVMValueRef src = LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, in, &ii, 1, ""), "");
+  LLVMValueRef dst = LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, out, &oi, 1, ""), "");
+  LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntEQ, src, dst, ""), next, copy);
+  LLVMPositionBuilderAtEnd(L->b, copy);
+  LLVMValueRef nb = LLVMBuildLoad2(L->b, L->i64, LLVMBuildInBoundsGEP2(L->b, L->i64, sizes, &i, 1, ""), "");
+  LLVMBuildMemCpy(L->b, dst, 1, src, 1, nb);
+  LLVMBuildBr(L->b, next);
+  LLVMPositionBuilderAtEnd(L->b, next);
+  LLVMValueRef i1 = LLVMBuildAdd(L->b, i, ci64(L, 1), "");
+  LLVMAddIncoming(i, (LLVMValueRef[]){ci64(L, 0), i1}, (LLVMBasicBlockRef[]){pre, next}, 2);
+  LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntSLT, i1, ci64(L, n), ""), head, done);
+  LLVMPositionBuilderAtEnd(L->b, done);
+}
+
 static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfns) {
   const kir_program *p = L->p;
   char name[LLVM_SYM_MAX];
@@ -292,6 +331,7 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
   if (p->workspace_size > 0)
     nulls = LLVMBuildOr(L->b, nulls, LLVMBuildICmp(L->b, LLVMIntEQ, ws, LLVMConstNull(L->ptr), ""), "");
   check_status(L, LLVMBuildSelect(L->b, nulls, LLVMConstInt(L->i32, 1, 0), LLVMConstNull(L->i32), ""));
+  if (p->g->state_in_place) emit_state_carry(L, in, out);
   LLVMValueRef table = lv_entry_alloca(L, LLVMArrayType2(L->ptr, (uint64_t)(p->n_bufs ? p->n_bufs : 1)));
   emit_table_fill(L, table, in, out, ws, weights);
   for (int j = 0; j < n_parts; j++)
@@ -491,9 +531,10 @@ static LLVMValueRef emit_state_desc(lctx *L) {
   snprintf(name, sizeof name, "%s_state_init", L->name);
   LLVMValueRef tab = lv_const_global(L, LLVMConstArray2(L->ptr, init, (uint64_t)n), name, LLVMExternalLinkage);
   free(init);
-  LLVMValueRef f[3] = {LLVMConstInt(L->i32, (unsigned)n, 0), LLVMConstInt(L->i32, (unsigned)g->n_state_weights, 0), tab};
+  LLVMValueRef f[4] = {LLVMConstInt(L->i32, (unsigned)n, 0), LLVMConstInt(L->i32, (unsigned)g->n_state_weights, 0), tab,
+                       LLVMConstInt(L->i32, (unsigned)g->state_in_place, 0)};
   snprintf(name, sizeof name, "%s_state", L->name);
-  return lv_const_global(L, LLVMConstStructInContext(L->c, f, 3, 0), name, LLVMInternalLinkage);
+  return lv_const_global(L, LLVMConstStructInContext(L->c, f, 4, 0), name, LLVMInternalLinkage);
 }
 
 /* NAME_model (a primc_model_desc) and NAME_workspace_size */

@@ -294,9 +294,11 @@ LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx) {
   } else if (k->n_loops > k->n_par) {
     emit_reduction(L, k);
   } else {
-    for (int s = 0; s < k->n_stores; s++)
-      lv_store_value(L, &k->stores[s], k->stores[s].value->dtype, lv_emit_expr(L, k->stores[s].value, k->n_loops),
-                  k->n_loops);
+    /* every value before any store: a store may write over an element a later value reads (a training
+     * step's state updated in place, passes/state_order.c) */
+    LLVMValueRef vals[KIR_MAX_ARGS];
+    for (int s = 0; s < k->n_stores; s++) vals[s] = lv_emit_expr(L, k->stores[s].value, k->n_loops);
+    for (int s = 0; s < k->n_stores; s++) lv_store_value(L, &k->stores[s], k->stores[s].value->dtype, vals[s], k->n_loops);
   }
   for (int l = n_open - 1; l >= 0; l--) loop_end(L, &loops[l]);
   LLVMBuildRetVoid(L->b);

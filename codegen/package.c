@@ -96,9 +96,13 @@ static pc_status write_header(const kir_program *p, const char *path, const char
     fprintf(f, "\n/* a training step (--train): its last %s_NUM_STATE inputs are state (the model's %s_NUM_STATE_WEIGHTS\n"
                " * weights, then the optimizer's buffers), each replaced after a run by the output in the same place\n"
                " * among the last %s_NUM_STATE outputs: pass them back in (or swap buffers) for the next step. Output 0\n"
-               " * is the loss. %s_state_init[i]: the first value of state i (NULL: zeros) */\n"
-               "#define %s_NUM_STATE %d\n#define %s_NUM_STATE_WEIGHTS %d\nextern const void *const %s_state_init[%d];\n",
-            name, name, name, name, name, g->n_state, name, g->n_state_weights, name, g->n_state);
+               " * is the loss. %s_state_init[i]: the first value of state i (NULL: zeros). %s_STATE_IN_PLACE 1: a\n"
+               " * state's output may be its input's own buffer, so one buffer set serves every step (the step reads\n"
+               " * each state before it writes its next value; given two sets it copies each input to its output first) */\n"
+               "#define %s_NUM_STATE %d\n#define %s_NUM_STATE_WEIGHTS %d\n#define %s_STATE_IN_PLACE %d\n"
+               "extern const void *const %s_state_init[%d];\n",
+            name, name, name, name, name, name, g->n_state, name, g->n_state_weights, name, g->state_in_place, name,
+            g->n_state);
   for (int i = 0; i < g->n_inputs; i++) header_tensor(f, p, name, "input", i, g->inputs[i]);
   for (int i = 0; i < g->n_outputs; i++) header_tensor(f, p, name, "output", i, g->outputs[i]);
   fprintf(f, "\n/* Runs the model. inputs[i] / outputs[i]: row-major buffers of the shapes above\n"

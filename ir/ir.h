@@ -242,6 +242,11 @@ struct pc_graph {
    * n_state outputs; state_init[i] its initial data (NULL: zeros) */
   int n_state, n_state_weights;
   const void **state_init;
+  /* set by passes/state_order.c: every kernel reading a state runs before the one writing its next value,
+   * which reads it only element for element, so codegen keeps each state in its output's buffer (the run
+   * copies an input there first when the caller passed another); state_note: why not, when 0 (NULL: no state) */
+  int state_in_place;
+  const char *state_note;
   const char *origin;  /* stamped on nodes created from now on */
   pc_status status;    /* first error, sticky */
   char error[512];

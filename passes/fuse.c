@@ -348,26 +348,6 @@ static void decide(fuser *F) {
 
 /* ---------------------------------------------------------------- order: constants, then groups topologically */
 
-static void heap_push(int *h, int *n, const int *key, int x) {
-  int i = (*n)++;
-  for (; i > 0 && key[h[(i - 1) / 2]] > key[x]; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
-  h[i] = x;
-}
-
-static int heap_pop(int *h, int *n, const int *key) {
-  int top = h[0], x = h[--(*n)], i = 0;
-  for (;;) {
-    int c = 2 * i + 1;
-    if (c >= *n) break;
-    if (c + 1 < *n && key[h[c + 1]] < key[h[c]]) c++;
-    if (key[h[c]] >= key[x]) break;
-    h[i] = h[c];
-    i = c;
-  }
-  if (*n > 0) h[i] = x;
-  return top;
-}
-
 /* Kahn over groups (roots), earliest first member first; fills order[] with node positions */
 static pc_status order_groups(fuser *F, pc_node **order) {
   pc_graph *g = F->g;
@@ -391,7 +371,7 @@ static pc_status order_groups(fuser *F, pc_node **order) {
   for (int i = 0; i < n; i++)
     if (N[i]->op != PC_OP_constant && key[grp(F, N[i])] > i) key[grp(F, N[i])] = i;
   for (int i = 0; i < n; i++)
-    if (N[i]->op != PC_OP_constant && find(F, i) == i && indeg[i] == 0) heap_push(heap, &nh, key, i);
+    if (N[i]->op != PC_OP_constant && find(F, i) == i && indeg[i] == 0) pcp_heap_push(heap, &nh, key, i);
   /* members of each root in position order (CSR by root) */
   int *start = calloc((size_t)n + 2, sizeof *start), *list = malloc(sizeof *list * (size_t)(n + 1));
   for (int i = 0; start && i < n; i++) start[find(F, i) + 1]++;
@@ -400,7 +380,7 @@ static pc_status order_groups(fuser *F, pc_node **order) {
   for (int i = n; start && i > 0; i--) start[i] = start[i - 1];
   if (start) start[0] = 0;
   while (start && list && nh > 0) {
-    int r = heap_pop(heap, &nh, key);
+    int r = pcp_heap_pop(heap, &nh, key);
     for (int j = start[r]; j < start[r + 1]; j++) N[list[j]]->group = ng, order[no++] = N[list[j]];
     ng++;
     for (int j = start[r]; j < start[r + 1]; j++) {
@@ -409,7 +389,7 @@ static pc_status order_groups(fuser *F, pc_node **order) {
         const pc_value *v = m->out[k];
         for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
           int gw = grp(F, F->users.list[u]);
-          if (gw != r && --indeg[gw] == 0) heap_push(heap, &nh, key, gw);
+          if (gw != r && --indeg[gw] == 0) pcp_heap_push(heap, &nh, key, gw);
         }
       }
     }

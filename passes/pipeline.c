@@ -89,6 +89,7 @@ pc_status pc_pipeline_run(pc_graph *g, const pc_pipeline_opts *opts) {
     if (fingerprint(g) == before) break;
   }
   if (s == PC_OK) s = run_one(g, opts && opts->unfused ? "unfuse" : level <= 0 ? "fuse0" : "fuse", opts, verify);
+  if (s == PC_OK) s = run_one(g, "state_order", opts, verify); /* reorders kernels: before their liveness */
   if (s == PC_OK) s = run_one(g, "memplan", opts, 0);
   if (s == PC_OK) s = pc_verify(g);
   return s;

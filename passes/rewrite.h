@@ -50,4 +50,25 @@ pc_status pcp_users_build(pc_graph *g, pcp_users *u);
 void pcp_users_free(pcp_users *u);
 static inline int pcp_users_count(const pcp_users *u, const pc_value *v) { return u->start[v->id + 1] - u->start[v->id]; }
 
+/* a binary min-heap of ids by key[id] (h holds at most the number of ids) */
+static inline void pcp_heap_push(int *h, int *n, const int *key, int x) {
+  int i = (*n)++;
+  for (; i > 0 && key[h[(i - 1) / 2]] > key[x]; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+  h[i] = x;
+}
+
+static inline int pcp_heap_pop(int *h, int *n, const int *key) {
+  int top = h[0], x = h[--(*n)], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && key[h[c + 1]] < key[h[c]]) c++;
+    if (key[h[c]] >= key[x]) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n > 0) h[i] = x;
+  return top;
+}
+
 #endif

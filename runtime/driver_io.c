@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int primc_driver_parse(int argc, char **argv, const char *usage, const char *model, int n_inputs,
                        primc_driver_opts *o, primc_driver_flag own, void *ctx) {
@@ -104,6 +105,34 @@ void *primc_driver_big_alloc(size_t n) {
   if (p) (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
 #endif
   return p;
+}
+
+/* whether [a, e) lies in one read-only mapping of a file (/proc/self/maps: no 'w', an inode) */
+static int read_only_file_map(uintptr_t a, uintptr_t e) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return 0;
+  char line[512];
+  int ok = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi, inode;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s %*s %*s %lu", &lo, &hi, perms, &inode) != 4) continue;
+    if (lo <= a && e <= hi) {
+      ok = perms[1] != 'w' && inode != 0;
+      break;
+    }
+  }
+  fclose(f);
+  return ok;
+}
+
+void primc_driver_drop_file_pages(const void *p, size_t n) {
+  long pg = sysconf(_SC_PAGESIZE);
+  if (pg <= 0) return;
+  uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg;
+  uintptr_t e = ((uintptr_t)p + n) / (uintptr_t)pg * (uintptr_t)pg;
+  /* on an unwritten private file mapping the pages come back from the file if read again */
+  if (e > a && read_only_file_map(a, e)) (void)madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
 int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a) {

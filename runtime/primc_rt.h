@@ -125,6 +125,9 @@ int primc_dims_bind(const primc_dims_desc *d, const int64_t *const *input_dims, 
 typedef struct primc_state_desc {
   int32_t n, n_weights;
   const void *const *init;
+  /* 1: a run reads every state before it writes the state's next value, element for element, so the output
+   * may be the input's own buffer (one buffer set, updated in place; NAME_STATE_IN_PLACE); 0: two sets */
+  int32_t in_place;
 } primc_state_desc;
 
 typedef struct primc_model_desc {
@@ -373,6 +376,9 @@ int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *pa
 int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a);
 /* n bytes and 64 more, 64-byte aligned; from 2 MB on in 2 MB pages where the kernel grants them (free() it) */
 void *primc_driver_big_alloc(size_t n);
+/* the pages wholly inside [p, p + n) given back when they lie in a read-only file mapping (data read once, such
+ * as a training step's initial state in the executable once copied out): read again, they come from the file */
+void primc_driver_drop_file_pages(const void *p, size_t n);
 /* one line per output: name, dims and, for f32, the sum */
 void primc_driver_summary(const primc_tensor_desc *d, const primc_array *outs, int n);
 /* DIR/out0.npy ...; DIR is created when missing */

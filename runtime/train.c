@@ -1,6 +1,7 @@
 /* runtime/train.c: the training loop of `primc compile --train` executables (runtime/driver.c calls it):
- * batches cut from .npy datasets, the state passed from each step's outputs to the next one's inputs by
- * swapping two buffer sets, the loss printed, and the weights saved as safetensors. */
+ * batches cut from .npy datasets, the state passed from each step's outputs to the next one's inputs (one
+ * buffer set updated in place where the step allows, else two sets swapped), the loss printed, and the weights
+ * saved as safetensors. */
 #include "runtime/primc_rt.h"
 
 #include <stdio.h>
@@ -94,6 +95,26 @@ static int check_dataset(const primc_tensor_desc *d, const primc_array *a, const
   return 1;
 }
 
+/* the n state arrays of descs d in one zeroed allocation, each 64-byte aligned (one run of 2 MB pages, not a
+ * partly used last page per array); the allocation is a[0].data */
+static int state_set(const primc_tensor_desc *d, int n, primc_array *a) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    a[i].dtype = (primc_dtype)d[i].dtype;
+    a[i].rank = d[i].rank;
+    memcpy(a[i].dims, d[i].dims, sizeof a[i].dims);
+    total += ((size_t)primc_array_numel(&a[i]) * primc_dtype_size(a[i].dtype) + 63) / 64 * 64;
+  }
+  char *p = primc_driver_big_alloc(total);
+  if (!p) return fprintf(stderr, "error: out of memory\n"), 1;
+  memset(p, 0, total);
+  for (int i = 0; i < n; i++) {
+    a[i].data = p;
+    p += ((size_t)primc_array_numel(&a[i]) * primc_dtype_size(a[i].dtype) + 63) / 64 * 64;
+  }
+  return 0;
+}
+
 int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, const primc_train_opts *t) {
   const primc_state_desc *s = m->state;
   int n_data = m->n_inputs - s->n, n = s->n, rc = 1;
@@ -123,15 +144,17 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
     if (primc_driver_alloc(&m->inputs[i], &batch[i])) goto done;
     in[i] = batch[i].data;
   }
+  if (state_set(m->inputs + n_data, n, st[0]) || (!s->in_place && state_set(m->inputs + n_data, n, st[1]))) goto done;
   for (int i = 0; i < n; i++) {
-    const primc_tensor_desc *d = &m->inputs[n_data + i];
-    if (primc_driver_alloc(d, &st[0][i]) || primc_driver_alloc(d, &st[1][i])) goto done;
-    if (s->init[i]) memcpy(st[0][i].data, s->init[i], (size_t)primc_array_numel(&st[0][i]) * primc_dtype_size(d->dtype));
+    size_t bytes = (size_t)primc_array_numel(&st[0][i]) * primc_dtype_size(st[0][i].dtype);
+    if (s->init[i]) memcpy(st[0][i].data, s->init[i], bytes), primc_driver_drop_file_pages(s->init[i], bytes);
   }
   for (int i = 0; i < m->n_outputs - n; i++) {
     if (primc_driver_alloc(&m->outputs[i], &outs[i])) goto done;
     out[i] = outs[i].data;
   }
+  if (s->in_place) /* one set: each step writes the next state over the one it read */
+    for (int i = 0; i < n; i++) st[1][i] = st[0][i];
   int cur = 0;
   double t0 = primc_now_ms();
   for (int64_t step = 0; step < t->steps; step++) {
@@ -167,8 +190,8 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
 done:
   for (int i = 0; data && i < 2 * n_data; i++) free(data[i].data);
   for (int i = 0; outs && i < m->n_outputs; i++) free(outs[i].data);
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; st[k] && i < n; i++) free(st[k][i].data);
+  for (int k = 0; k < (s->in_place ? 1 : 2); k++)
+    if (st[k] && n) free(st[k][0].data);
   free(data), free(outs), free(st[0]), free(st[1]), free(in), free(out), free(saved), free(ws);
   return rc;
 }

@@ -106,7 +106,8 @@ int pc_test_run_compiled(pc_graph *g, int opt_level, const pc_tensor *ins, pc_te
   o.output = obj;
   o.name = "m";
   o.opt_level = opt_level;
-  int ok = CHECK_MSG(pc_codegen(g, &o) == PC_OK, "%s: codegen: %s", tag, pc_error(g));
+  pc_status cs = pc_codegen(g, &o); /* before pc_error: arguments are evaluated in no set order */
+  int ok = CHECK_MSG(cs == PC_OK, "%s: codegen: %s", tag, pc_error(g));
   void *h = ok ? pc_test_link_open(obj, so, "-lm -lpthread", tag) : NULL;
   run_fn run = h ? (run_fn)dlsym(h, "m_run") : NULL;
   const int64_t *ws_size = h ? dlsym(h, "m_workspace_size") : NULL;

@@ -1,0 +1,158 @@
+/* passes/state_order.c: a training step's state updated in place. Each state's next value may be written
+ * over its current one when every other kernel reading the state runs before the kernel writing it, and that
+ * kernel reads the state only element for element: its nodes that depend on the state are elementwise over
+ * the state's shape, so element e of the next value is computed from element e alone (codegen emits a loop
+ * kernel's loads before its stores). Kernels are reordered (topologically, otherwise keeping their order)
+ * when a reader of a state came after its writer; when any state cannot be updated so, nothing changes and
+ * g->state_note says why. */
+#include "passes/passes.h"
+#include "passes/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int same_dims(const pc_type *a, const pc_type *b) {
+  if (a->rank != b->rank) return 0;
+  for (int k = 0; k < a->rank; k++)
+    if (a->dims[k] != b->dims[k]) return 0;
+  return 1;
+}
+
+static const char *state_name(const pc_value *v) { return v->name ? v->name : "?"; }
+
+typedef struct order_ctx {
+  pc_graph *g;
+  unsigned char *dep; /* by value id: depends on the state being checked, inside its writer's kernel */
+  int *edge;          /* pairs (reader group, writer group) */
+  int n_edge, cap_edge;
+} order_ctx;
+
+static int add_edge(order_ctx *c, int from, int to) {
+  if (!pc_array_grow((void **)&c->edge, &c->cap_edge, 2 * (c->n_edge + 1), sizeof *c->edge)) return 0;
+  c->edge[2 * c->n_edge] = from, c->edge[2 * c->n_edge + 1] = to;
+  c->n_edge++;
+  return 1;
+}
+
+/* why state s cannot be updated in place, NULL when it can; its ordering edges added */
+static const char *check_state(order_ctx *c, int s) {
+  pc_graph *g = c->g;
+  int ii = g->n_inputs - g->n_state + s, oi = g->n_outputs - g->n_state + s;
+  const pc_value *in = g->inputs[ii], *out = g->outputs[oi];
+  for (int o = 0; o < g->n_outputs; o++) {
+    if (o != oi && g->outputs[o] == in) return pc_strfmt(g, "state %s is also output %d", state_name(in), o);
+    if (o != oi && g->outputs[o] == out) return pc_strfmt(g, "the next %s is also output %d", state_name(in), o);
+  }
+  if (out == in) return NULL; /* kept as it is */
+  const pc_node *p = out->producer;
+  if (!p || p->op == PC_OP_constant || p->group < 0)
+    return pc_strfmt(g, "the next %s is not computed by a kernel", state_name(in));
+  int w = p->group;
+  memset(c->dep, 0, (size_t)g->n_values);
+  c->dep[in->id] = 1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->dead || n->group < 0) continue;
+    int reads = 0;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] == in || (n->group == w && c->dep[n->in[k]->id])) reads = 1;
+    if (!reads) continue;
+    if (n->group != w) {
+      if (!add_edge(c, n->group, w)) return "out of memory";
+      continue;
+    }
+    for (int k = 0; k < n->n_out; k++) {
+      if (pc_op_fuse_kind(n->op) != PC_FUSE_ELEM || !same_dims(&n->out[k]->type, &in->type))
+        return pc_strfmt(g, "the kernel writing the next %s reads it through %s", state_name(in), pc_prim(n->op)->name);
+      c->dep[n->out[k]->id] = 1;
+    }
+  }
+  return NULL;
+}
+
+/* Kahn over groups with the reader-before-writer edges, earliest group first: new_pos[group]; 0 on a cycle */
+static int order_groups(order_ctx *c, int *new_pos) {
+  pc_graph *g = c->g;
+  int G = g->n_groups, n_e = c->n_edge;
+  /* successors in CSR: data edges (producer group -> reader group) and the state edges */
+  int *cnt = calloc((size_t)G + 1, sizeof *cnt), *indeg = calloc((size_t)G + 1, sizeof *indeg);
+  int *key = malloc(sizeof *key * (size_t)(G + 1)), *heap = malloc(sizeof *heap * (size_t)(G + 1));
+  int total = n_e, ok = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) total++;
+  int *from = malloc(sizeof *from * (size_t)(total + 1)), *to = malloc(sizeof *to * (size_t)(total + 1));
+  int *succ = malloc(sizeof *succ * (size_t)(total + 1)), ne = 0;
+  if (!cnt || !indeg || !key || !heap || !from || !to || !succ) goto done;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    for (int k = 0; !n->dead && n->group >= 0 && k < n->n_in; k++) {
+      const pc_node *p = n->in[k]->producer;
+      if (p && p->group >= 0 && p->group != n->group) from[ne] = p->group, to[ne++] = n->group;
+    }
+  }
+  for (int e = 0; e < n_e; e++) from[ne] = c->edge[2 * e], to[ne++] = c->edge[2 * e + 1];
+  for (int e = 0; e < ne; e++) cnt[from[e] + 1]++, indeg[to[e]]++;
+  for (int q = 0; q < G; q++) cnt[q + 1] += cnt[q], key[q] = q;
+  for (int e = 0; e < ne; e++) succ[cnt[from[e]]++] = to[e];
+  for (int q = G; q > 0; q--) cnt[q] = cnt[q - 1];
+  cnt[0] = 0;
+  int nh = 0, placed = 0;
+  for (int q = 0; q < G; q++)
+    if (!indeg[q]) pcp_heap_push(heap, &nh, key, q);
+  while (nh > 0) {
+    int q = pcp_heap_pop(heap, &nh, key);
+    new_pos[q] = placed++;
+    for (int e = cnt[q]; e < cnt[q + 1]; e++)
+      if (--indeg[succ[e]] == 0) pcp_heap_push(heap, &nh, key, succ[e]);
+  }
+  ok = placed == G ? 1 : -1;
+done:
+  free(cnt), free(indeg), free(key), free(heap), free(from), free(to), free(succ);
+  return ok;
+}
+
+/* g->nodes: constants first as they were, then the groups at their new positions, each group's nodes in order */
+static int apply_order(pc_graph *g, const int *new_pos) {
+  int G = g->n_groups, changed = 0;
+  for (int q = 0; q < G; q++) changed |= new_pos[q] != q;
+  if (!changed) return 1;
+  int *start = calloc((size_t)G + 2, sizeof *start);
+  pc_node **order = malloc(sizeof *order * (size_t)(g->n_nodes + 1));
+  if (!start || !order) return free(start), free(order), 0;
+  int no = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->group < 0) order[no++] = g->nodes[i];
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->group >= 0) start[new_pos[g->nodes[i]->group] + 1]++;
+  for (int q = 0; q < G; q++) start[q + 1] += start[q];
+  for (int i = 0; i < g->n_nodes; i++) {
+    pc_node *n = g->nodes[i];
+    if (n->group >= 0) n->group = new_pos[n->group], order[no + start[n->group]++] = n;
+  }
+  memcpy(g->nodes, order, sizeof *order * (size_t)g->n_nodes);
+  for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->id = i;
+  free(start), free(order);
+  return 1;
+}
+
+pc_status pc_pass_state_order(pc_graph *g) {
+  g->state_in_place = 0;
+  g->state_note = NULL;
+  if (g->status != PC_OK || !g->n_state) return g->status;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i]->dead && g->nodes[i]->group < 0 && g->nodes[i]->op != PC_OP_constant) {
+      g->state_note = "a node outside every kernel (an unfused graph)";
+      return PC_OK;
+    }
+  order_ctx c = {g, calloc((size_t)g->n_values + 1, 1), NULL, 0, 0};
+  int *new_pos = malloc(sizeof *new_pos * (size_t)(g->n_groups + 1));
+  const char *why = c.dep && new_pos ? NULL : "out of memory";
+  for (int s = 0; !why && s < g->n_state; s++) why = check_state(&c, s);
+  int sorted = why ? 0 : order_groups(&c, new_pos);
+  if (!why && sorted < 0) why = "the kernels reading a state cannot all run before the one writing its next value";
+  else if (!why && (!sorted || !apply_order(g, new_pos))) why = "out of memory";
+  free(c.dep), free(c.edge), free(new_pos);
+  if (why) g->state_note = why;
+  else g->state_in_place = 1;
+  return g->status;
+}
