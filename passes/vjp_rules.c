@@ -2,7 +2,7 @@
  * passes/transforms.def).
  *
  * Conventions follow torch.autograd where a derivative is a choice: max/min split a tie's gradient in
- * halves, reduce_max/min share it among the tied elements, clamp passes it to x on the closed range,
+ * halves (against a constant, as relu, the tie gets none), reduce_max/min share it among the tied elements, clamp passes it to x on the closed range,
  * pow's exponent gets no gradient where the base is 0 and the exponent >= 0. */
 #include "passes/autodiff.h"
 
@@ -137,10 +137,25 @@ pc_status ad_vjp_rem(pc_graph *g, const pc_node *n, pc_value *const *ct_out, con
   }
   return g->status;
 }
+/* a constant, or a broadcast of one */
+static int constant_value(const pc_value *v) {
+  const pc_node *p = v->producer;
+  if (p && p->op == PC_OP_broadcast_in_dim) p = p->in[0]->producer;
+  return p && p->op == PC_OP_constant;
+}
+
 /* max and min: the chosen operand takes the gradient, a tie gives each half; one weight for a, the rest to b
- * (fewer masks: a max pool's backward is a chain of these) */
+ * (fewer masks: a max pool's backward is a chain of these). Against a constant (ReLU, max(x, 0)) x takes it
+ * where the result passes the constant, none on a tie, as torch's relu does: the mask is then read off the
+ * result, which the backward keeps anyway (the next layer's input), not stored beside it. */
 static pc_status minmax(pc_graph *g, const pc_node *n, pc_value *gy, int is_max, const int *need, pc_value **ct_in) {
   pc_value *a = X(0), *b = X(1);
+  for (int k = 0; k < 2; k++) {
+    pc_value *c = X(1 - k);
+    if (need[1 - k] || !constant_value(c)) continue;
+    if (need[k]) ct_in[k] = ad_select(g, is_max ? pc_gt(g, Y, c) : pc_lt(g, Y, c), gy);
+    return g->status;
+  }
   pc_value *a_wins = is_max ? pc_gt(g, a, b) : pc_lt(g, a, b);
   pc_value *wa = pc_where(g, a_wins, K(1, gy), pc_where(g, pc_eq(g, a, b), K(0.5, gy), K(0, gy)));
   pc_value *ga = pc_mul(g, gy, wa);

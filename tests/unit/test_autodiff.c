@@ -386,6 +386,31 @@ PC_TEST(autodiff_interface_and_accumulation) {
   pc_graph_free(g);
 }
 
+/* ties, as torch (1.13) gives them: torch.relu(x) passes no gradient at x = 0 ([-1, 0, 2] -> [0, 0, 1]), and
+ * torch.maximum(a, b) splits a tie between a and b ([1, 0] vs [1, 2] -> a [0.5, 0], b [0.5, 1]); max against a
+ * constant is ReLU here, its mask read off the result */
+PC_TEST(autodiff_max_ties_as_torch) {
+  const char *text = "graph(%x : f64[3], %a : f64[2], %b : f64[2]):\n"
+                     "  %z : f64[] = constant(value=[0.0])\n"
+                     "  %zz : f64[3] = broadcast_in_dim(%z, shape=[3], dims=[])\n"
+                     "  %r : f64[3] = max(%x, %zz)\n"
+                     "  %m : f64[2] = max(%a, %b)\n"
+                     "  return (%r, %m)\n";
+  pc_graph *g = pc_graph_parse(text, strlen(text), "ties", NULL);
+  if (!CHECK_MSG(g && pc_grad(g, NULL) == PC_OK && g->n_outputs == 5, "%s", g ? pc_error(g) : "parse")) return pc_graph_free(g);
+  double x[3] = {-1, 0, 2}, a[2] = {1, 0}, b[2] = {1, 2}, cr[3] = {1, 1, 1}, cm[2] = {1, 1};
+  pc_tensor ins[5] = {{PC_f64, 1, {3}, x}, {PC_f64, 1, {2}, a}, {PC_f64, 1, {2}, b}, {PC_f64, 1, {3}, cr},
+                      {PC_f64, 1, {2}, cm}}, outs[5];
+  memset(outs, 0, sizeof outs);
+  if (CHECK(pc_interp(g, ins, 5, outs, 5) == PC_OK)) {
+    const double *gx = outs[2].data, *ga = outs[3].data, *gb = outs[4].data;
+    CHECK(gx[0] == 0 && gx[1] == 0 && gx[2] == 1);
+    CHECK(ga[0] == 0.5 && ga[1] == 0 && gb[0] == 0.5 && gb[1] == 1);
+  }
+  for (int i = 0; i < 5; i++) pc_tensor_free(&outs[i]);
+  pc_graph_free(g);
+}
+
 /* strided slices' cotangents summed by stride phases (passes/ad_pads.c) equal the sum of the full-size pads: the
  * same additions per element (each phase's pads in order; the other pads add zeros), so exactly; steps 1, 2
  * and 3, phases no pad holds, a pad ending short of the far edge; no pad of the phase form has interior steps */
