@@ -245,6 +245,7 @@ static pc_node *node_create(pc_graph *g, pc_op op, pc_value *const *in, int n_in
   }
   n->op = op;
   n->origin = g->origin;
+  n->backward = g->backward;
   n->group = -1;
   n->n_in = n_in;
   n->n_out = pc_prim(op)->n_out;

@@ -199,6 +199,7 @@ struct pc_node {
   int n_attrs;
   pc_attr *attrs;
   const char *origin;   /* model node this came from: "Conv \"layer1.0.conv1\"", or NULL */
+  int backward;         /* built by reverse mode (passes/autodiff.c), for the fuser */
   /* constant payload (op == constant): row-major, 64-byte aligned, never NULL
    * once the graph is complete, except for key= constants not yet bound */
   void *data;
@@ -248,6 +249,7 @@ struct pc_graph {
   int state_in_place;
   const char *state_note;
   const char *origin;  /* stamped on nodes created from now on */
+  int backward;        /* stamped on nodes created from now on (node->backward) */
   pc_status status;    /* first error, sticky */
   char error[512];
 };

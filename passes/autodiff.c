@@ -165,10 +165,11 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, ad_pending *pe
   /* the backward's nodes name the model node they differentiate (profiles, errors) */
   const char *saved = g->origin;
   g->origin = n->origin ? pc_strfmt(g, "%s (backward)", n->origin) : NULL;
+  g->backward = 1;
   for (int i = 0; i < n->n_out; i++) settle(g, ct, pend, n->out[i]);
   for (int i = 0; i < n->n_out && i < 8; i++) any_out |= (ct_out[i] = ct[n->out[i]->id]) != NULL;
   if (!any_out) {
-    g->origin = saved;
+    g->origin = saved, g->backward = 0;
     return PC_OK;
   }
   if (n->n_in > 8) { /* concatenate */
@@ -193,7 +194,7 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, ad_pending *pe
       else accumulate(g, ct, pend, n->in[i], ct_in[i]);
     }
   }
-  g->origin = saved;
+  g->origin = saved, g->backward = 0;
   if (ct_in != ct_in_small) free(ct_in), free(need);
   return g->status;
 }

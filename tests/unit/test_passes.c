@@ -226,6 +226,33 @@ PC_TEST(fuse_computed_scalar_broadcast_joins_reader) {
   pc_graph_free(g);
 }
 
+/* a backward's layout copy of a forward value a contraction stores anyway stays out of the forward's kernel, so it
+ * is made when the backward needs it (a conv weight gradient's columns of a max pool's result: 58 MB held
+ * from the pool to the end of ResNet-18's step); an elementwise consumer and a forward copy still fuse */
+PC_TEST(fuse_backward_copy_of_stored_value_apart) {
+  pc_graph *g = pc_graph_new();
+  int64_t d[2] = {16, 16}, perm[2] = {1, 0}, c1[1] = {1}, c0[1] = {0};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
+  pc_value *p = pc_exp(g, x);
+  pc_output_add(g, pc_dot_general(g, p, x, 1, c1, c0, 0, NULL, NULL));
+  pc_value *fwd = pc_transpose(g, p, perm);
+  pc_output_add(g, pc_add(g, fwd, x));
+  g->backward = 1;
+  pc_value *t = pc_transpose(g, p, perm), *e = pc_neg(g, p);
+  g->backward = 0;
+  pc_output_add(g, pc_add(g, t, x));
+  pc_output_add(g, e);
+  CHECK_MSG(g->status == PC_OK, "%s", pc_error(g));
+  CHECK(pc_pass_fuse(g) == PC_OK);
+  CHECK(t->producer->group != p->producer->group);
+  CHECK(fwd->producer->group == p->producer->group);
+  CHECK(e->producer->group == p->producer->group);
+  char *why = pc_explain_fusion(g);
+  CHECK_CONTAINS(why, "a gradient's copy of a stored forward value is made in the backward");
+  free(why);
+  pc_graph_free(g);
+}
+
 PC_TEST(fuse_two_consumers_materialized) {
   pc_graph *g = pc_graph_new();
   int64_t d[2] = {4, 4}, c1[1] = {1}, c0[1] = {0};
