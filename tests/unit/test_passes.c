@@ -204,6 +204,13 @@ PC_TEST(memplan_conv_depthwise_pair_apart) {
   pc_graph_free(g);
 }
 
+/* pc_explain_fusion's lines include want */
+static void check_explains(const pc_graph *g, const char *want) {
+  char *why = pc_explain_fusion(g);
+  CHECK_CONTAINS(why, want);
+  free(why);
+}
+
 /* a scalar computed in one kernel and broadcast for another is read there as a scalar, not stored at the
  * broadcast's size (Adam's bias corrections in a training step) */
 PC_TEST(fuse_computed_scalar_broadcast_joins_reader) {
@@ -220,9 +227,7 @@ PC_TEST(fuse_computed_scalar_broadcast_joins_reader) {
   CHECK(b->producer->group != t->producer->group);
   CHECK_INT(b->storage, PC_STORE_FUSED);
   CHECK_MSG(g->workspace_size < 64 * 64 * 4 * 2, "workspace %lld bytes", (long long)g->workspace_size);
-  char *why = pc_explain_fusion(g);
-  CHECK_CONTAINS(why, "a computed scalar is broadcast in the kernels reading it");
-  free(why);
+  check_explains(g, "a computed scalar is broadcast in the kernels reading it");
   pc_graph_free(g);
 }
 
@@ -247,9 +252,7 @@ PC_TEST(fuse_backward_copy_of_stored_value_apart) {
   CHECK(t->producer->group != p->producer->group);
   CHECK(fwd->producer->group == p->producer->group);
   CHECK(e->producer->group == p->producer->group);
-  char *why = pc_explain_fusion(g);
-  CHECK_CONTAINS(why, "a gradient's copy of a stored forward value is made in the backward");
-  free(why);
+  check_explains(g, "a gradient's copy of a stored forward value is made in the backward");
   pc_graph_free(g);
 }
 
