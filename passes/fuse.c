@@ -280,22 +280,13 @@ static const char *value_ref(pc_graph *g, const pc_value *v) {
   return v->name ? pc_strfmt(g, "%%%s", v->name) : pc_strfmt(g, "%%%d", v->id);
 }
 
-/* a contraction reads v: v is stored whatever else reads it */
-static int read_from_memory(const fuser *F, const pc_value *v) {
-  for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++)
-    if (pc_op_fuse_kind(F->users.list[u]->op) == PC_FUSE_CONTRACT) return 1;
-  return 0;
-}
-
 /* NULL when p's group and c's group may become one kernel, else why not */
 static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
   const char *r = edge_rule(F->g, p, c);
-  /* a gradient's layout copy of a stored forward value (a conv weight gradient's columns) joining the forward's
-   * kernel would be made there and held until the backward reads it; apart, it is made when its kernel's turn
-   * comes in the backward */
-  if (!r && c->backward && !p->backward && pc_op_fuse_kind(c->op) == PC_FUSE_MOVE && p->n_out == 1 &&
-      read_from_memory(F, p->out[0]))
-    r = "a gradient's copy of a stored forward value is made in the backward, when it is needed";
+  /* a gradient's prim joining a forward kernel would be computed there and its result held until the backward
+   * reads it (a weight gradient's columns, GELU's derivative terms); apart, it runs in the backward, reading
+   * forward values that are stored anyway (passes/remat.c recomputes the cheap ones there) */
+  if (!r && c->backward && !p->backward) r = "a gradient's prim runs in the backward, not in a forward kernel";
   int gp = grp(F, p), gc = grp(F, c);
   if (F->attn[gp] || F->attn[gc]) return "attention runs as one call (primc_k_attention)";
   /* codegen walks a kernel's expressions recursively, and the group walks below are linear in its

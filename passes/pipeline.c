@@ -88,6 +88,7 @@ pc_status pc_pipeline_run(pc_graph *g, const pc_pipeline_opts *opts) {
     s = run_list(g, cleanup, opts, verify);
     if (fingerprint(g) == before) break;
   }
+  if (s == PC_OK && level >= 1) s = run_one(g, "remat", opts, verify); /* after CSE, which would merge its copies */
   if (s == PC_OK) s = run_one(g, opts && opts->unfused ? "unfuse" : level <= 0 ? "fuse0" : "fuse", opts, verify);
   if (s == PC_OK) s = run_one(g, "state_order", opts, verify); /* reorders kernels: before their liveness */
   if (s == PC_OK) s = run_one(g, "memplan", opts, 0);

@@ -26,6 +26,7 @@ pc_status pcp_sweep_begin(pc_graph *g, pcp_sweep *s) {
   s->g = g;
   s->n0 = s->mark = g->n_nodes;
   s->cur = -1;
+  s->backward0 = g->backward;
   if (!cover(s)) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; i < g->n_inputs; i++) s->iface[g->inputs[i]->id] |= PCP_IN;
   for (int i = 0; i < g->n_outputs; i++) s->iface[g->outputs[i]->id] |= PCP_OUT;
@@ -69,6 +70,7 @@ pc_node *pcp_sweep_visit(pcp_sweep *s, int i) {
   flush(s);
   s->cur = i;
   pc_node *n = s->g->nodes[i];
+  s->g->backward = n->backward; /* a gradient's prim rewritten is still one */
   for (int j = 0; j < n->n_in; j++) n->in[j] = resolve(s, n->in[j]);
   return n;
 }
@@ -98,6 +100,7 @@ int pcp_sweep_replace(pcp_sweep *s, pc_value *from, pc_value *to) {
 pc_status pcp_sweep_end(pcp_sweep *s) {
   pc_graph *g = s->g;
   flush(s);
+  g->backward = s->backward0;
   for (int i = s->cur + 1; i < s->n0; i++) /* not visited: the loop stopped early */
     if (!order_push(s, g->nodes[i])) s->oom = 1;
   if (s->oom) pc_fail(g, PC_ERR_NOMEM, "out of memory");

@@ -8,7 +8,7 @@
  * Replacements are recorded, not searched for: a node's operands are brought up
  * to date when the sweep visits it, the rest (outputs, nodes built during the
  * sweep) when it ends. Nodes built while node i is visited are placed just
- * before i, in build order. Only the nodes present at the start are visited.
+ * before i, in build order, and take i's node->backward. Only the nodes present at the start are visited.
  *   pcp_sweep s; pcp_sweep_begin(g, &s);
  *   for (int i = 0; i < s.n0; i++) { pc_node *n = pcp_sweep_visit(&s, i); ... }
  *   pcp_sweep_end(&s);   (then pc_graph_compact when nodes died)
@@ -24,6 +24,7 @@ typedef struct pcp_sweep {
   int cur;              /* the node being visited, -1 before the first */
   int mark;             /* g->n_nodes when the current visit began */
   int oom;
+  int backward0;        /* g->backward before the sweep: a visit stamps the visited node's on what it builds */
 } pcp_sweep;
 
 enum { PCP_IN = 1, PCP_OUT = 2 };

@@ -34,6 +34,73 @@ static int add_edge(order_ctx *c, int from, int to) {
   return 1;
 }
 
+/* the node of group w that reads state `in` (directly or through the group's nodes depending on it) other
+ * than elementwise over its shape, or NULL; dep is scratch by value id */
+static const pc_node *odd_reader(const pc_graph *g, unsigned char *dep, const pc_value *in, int w) {
+  memset(dep, 0, (size_t)g->n_values);
+  dep[in->id] = 1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    int reads = 0;
+    for (int k = 0; !n->dead && n->group == w && k < n->n_in; k++) reads |= dep[n->in[k]->id];
+    for (int k = 0; reads && k < n->n_out; k++) {
+      if (pc_op_fuse_kind(n->op) != PC_FUSE_ELEM || !same_dims(&n->out[k]->type, &in->type)) return n;
+      dep[n->out[k]->id] = 1;
+    }
+  }
+  return NULL;
+}
+
+/* A kernel that also reads a state otherwise (a conv bias's gradient, summed from a map that reads the bias
+ * broadcast) has its update, the elementwise prims that feed only states' next values, split off into a kernel
+ * of its own right after it, which then reads the state element for element; 0 when there is no such tail */
+static int split_update(pc_graph *g, int w) {
+  int n_user_max = g->n_values + 1, ok = 0;
+  int *users = calloc((size_t)n_user_max, sizeof *users), *tail_users = calloc((size_t)n_user_max, sizeof *tail_users);
+  unsigned char *tail = calloc((size_t)g->n_nodes + 1, 1), *next = calloc((size_t)g->n_values + 1, 1);
+  if (!users || !tail_users || !tail || !next) goto done;
+  for (int o = g->n_outputs - g->n_state; o < g->n_outputs; o++) next[g->outputs[o]->id] = 1;
+  for (int o = 0; o < g->n_outputs; o++) users[g->outputs[o]->id]++;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) users[g->nodes[i]->in[k]->id]++;
+  int n_tail = 0, n_w = 0;
+  for (int i = g->n_nodes - 1; i >= 0; i--) { /* users come after: a node's tail users are known at its turn */
+    const pc_node *n = g->nodes[i];
+    if (n->dead || n->group != w) continue;
+    n_w++;
+    int t = pc_op_fuse_kind(n->op) == PC_FUSE_ELEM || n->op == PC_OP_broadcast_in_dim;
+    for (int k = 0; t && k < n->n_out; k++) {
+      const pc_value *v = n->out[k];
+      t = users[v->id] > 0 && users[v->id] == tail_users[v->id] + (next[v->id] ? 1 : 0);
+    }
+    if (!t) continue;
+    tail[i] = 1, n_tail++;
+    for (int k = 0; k < n->n_in; k++) tail_users[n->in[k]->id]++;
+  }
+  if (!n_tail || n_tail == n_w) goto done;
+  /* group w + 1 for the tail, after w's other nodes; later groups move up one */
+  pc_node **order = malloc(sizeof *order * (size_t)(g->n_nodes + 1));
+  if (!order) goto done;
+  int no = 0, last_w = -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->group == w && !g->nodes[i]->dead) last_w = i;
+  for (int i = 0; i <= last_w; i++)
+    if (!tail[i]) order[no++] = g->nodes[i];
+  for (int i = 0; i <= last_w; i++)
+    if (tail[i]) order[no++] = g->nodes[i], g->nodes[i]->group = w + 1;
+  for (int i = last_w + 1; i < g->n_nodes; i++) order[no++] = g->nodes[i];
+  for (int i = last_w + 1; i < g->n_nodes; i++)
+    if (g->nodes[i]->group > w) g->nodes[i]->group++;
+  memcpy(g->nodes, order, sizeof *order * (size_t)g->n_nodes);
+  for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->id = i;
+  free(order);
+  g->n_groups++;
+  ok = 1;
+done:
+  free(users), free(tail_users), free(tail), free(next);
+  return ok;
+}
+
 /* why state s cannot be updated in place, NULL when it can; its ordering edges added */
 static const char *check_state(order_ctx *c, int s) {
   pc_graph *g = c->g;
@@ -145,8 +212,14 @@ pc_status pc_pass_state_order(pc_graph *g) {
       return PC_OK;
     }
   order_ctx c = {g, calloc((size_t)g->n_values + 1, 1), NULL, 0, 0};
+  const char *why = c.dep ? NULL : "out of memory";
+  for (int s = 0; !why && s < g->n_state; s++) { /* first split updates off kernels that read a state otherwise */
+    const pc_value *in = g->inputs[g->n_inputs - g->n_state + s], *out = g->outputs[g->n_outputs - g->n_state + s];
+    const pc_node *p = out->producer;
+    if (p && p->group >= 0 && odd_reader(g, c.dep, in, p->group) && !split_update(g, p->group)) break;
+  }
   int *new_pos = malloc(sizeof *new_pos * (size_t)(g->n_groups + 1));
-  const char *why = c.dep && new_pos ? NULL : "out of memory";
+  if (!new_pos) why = "out of memory";
   for (int s = 0; !why && s < g->n_state; s++) why = check_state(&c, s);
   int sorted = why ? 0 : order_groups(&c, new_pos);
   if (!why && sorted < 0) why = "the kernels reading a state cannot all run before the one writing its next value";

@@ -316,6 +316,8 @@ static int compile_one(const compile_opts *op) {
            : g->autocast == PC_AUTOCAST_BF16   ? "dots are dot_bf16 calls, convs the bf16_tiles row below"
            : g->autocast == PC_AUTOCAST_FP16 ? "dots and convs with a weight read f16-rounded operands: the f16 converts below"
            : g->matmul_precision == PC_MATMUL_HIGHEST ? "f32 contractions in f32" : "f32 dots are dot_bf16 calls below");
+    if (g->remat_prims)
+      printf("  backward: %d prims recompute forward values from stored ones instead of keeping them\n", g->remat_prims);
     if (g->n_state)
       printf("  training state: %d buffers, %s%s\n", g->n_state,
              g->state_in_place ? "updated in place (one buffer set serves every step)" : "two buffer sets: ",

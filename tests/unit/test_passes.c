@@ -231,10 +231,10 @@ PC_TEST(fuse_computed_scalar_broadcast_joins_reader) {
   pc_graph_free(g);
 }
 
-/* a backward's layout copy of a forward value a contraction stores anyway stays out of the forward's kernel, so it
- * is made when the backward needs it (a conv weight gradient's columns of a max pool's result: 58 MB held
- * from the pool to the end of ResNet-18's step); an elementwise consumer and a forward copy still fuse */
-PC_TEST(fuse_backward_copy_of_stored_value_apart) {
+/* a gradient's prims stay out of the forward's kernels, so they run when the backward needs them (a conv weight
+ * gradient's columns of a max pool's result: 58 MB held from the pool to the end of ResNet-18's step); a forward
+ * copy still fuses */
+PC_TEST(fuse_backward_prims_apart) {
   pc_graph *g = pc_graph_new();
   int64_t d[2] = {16, 16}, perm[2] = {1, 0}, c1[1] = {1}, c0[1] = {0};
   pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d));
@@ -251,9 +251,54 @@ PC_TEST(fuse_backward_copy_of_stored_value_apart) {
   CHECK(pc_pass_fuse(g) == PC_OK);
   CHECK(t->producer->group != p->producer->group);
   CHECK(fwd->producer->group == p->producer->group);
-  CHECK(e->producer->group == p->producer->group);
-  check_explains(g, "a gradient's copy of a stored forward value is made in the backward");
+  CHECK(e->producer->group != p->producer->group);
+  check_explains(g, "a gradient's prim runs in the backward, not in a forward kernel");
   pc_graph_free(g);
+}
+
+/* the backward recomputes a forward inline chain from the values stored anyway (GELU's erf term from the
+ * GEMM's result), so the forward stores none of it; a value a contraction reads is read as it is, and the
+ * gradients are the same as the interpreter's before the pass */
+PC_TEST(remat_backward_recomputes_inline_chain) {
+  const char *text = "graph(%x : f32[4,8], %w : f32[8,8]):\n"
+                     "  %d : f32[4,8] = dot_general(%x, %w, lhs_contract=[1], rhs_contract=[0], lhs_batch=[], rhs_batch=[])\n"
+                     "  %e : f32[4,8] = erf(%d)\n"
+                     "  %t : f32[4,8] = tanh(%d)\n"
+                     "  %y : f32[4,8] = mul(%e, %t)\n"
+                     "  %z : f32[4,8] = dot_general(%t, %w, lhs_contract=[1], rhs_contract=[0], lhs_batch=[], rhs_batch=[])\n"
+                     "  return (%y, %z)\n";
+  pc_graph *g = pc_graph_parse(text, strlen(text), "remat", NULL), *ref = pc_graph_parse(text, strlen(text), "remat", NULL);
+  const char *wrt[1] = {"x"};
+  pc_grad_opts o = {wrt, 1};
+  if (!CHECK(g && ref && pc_grad(g, &o) == PC_OK && pc_grad(ref, &o) == PC_OK)) {
+    pc_graph_free(g), pc_graph_free(ref);
+    return;
+  }
+  const pc_value *e = NULL, *t = NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i]->op == PC_OP_erf && !g->nodes[i]->backward) e = g->nodes[i]->out[0];
+    if (g->nodes[i]->op == PC_OP_tanh && !g->nodes[i]->backward) t = g->nodes[i]->out[0];
+  }
+  CHECK(pc_pass_remat(g) == PC_OK && pc_verify(g) == PC_OK);
+  CHECK_MSG(g->remat_prims >= 1, "%d prims", g->remat_prims);
+  int e_backward = 0, t_backward = 0, erf_copies = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pc_node *n = g->nodes[i];
+    for (int k = 0; n->backward && k < n->n_in; k++) e_backward += n->in[k] == e, t_backward += n->in[k] == t;
+    erf_copies += n->op == PC_OP_erf && n->backward;
+  }
+  CHECK_INT(e_backward, 0); /* the gradient reads its own erf */
+  CHECK_INT(erf_copies, 1);
+  CHECK(t_backward > 0);     /* tanh's result, stored for the second product, is read as it is */
+  int64_t xd[2] = {4, 8}, wd[2] = {8, 8};
+  pc_tensor ins[4] = {pc_test_pattern_f32(2, xd), pc_test_pattern_f32(2, wd), pc_test_pattern_f32(2, xd),
+                      pc_test_pattern_f32(2, xd)}, a[3], b[3];
+  memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+  if (CHECK(pc_interp(g, ins, 4, a, 3) == PC_OK && pc_interp(ref, ins, 4, b, 3) == PC_OK))
+    CHECK(memcmp(a[2].data, b[2].data, 32 * sizeof(float)) == 0);
+  for (int i = 0; i < 4; i++) free(ins[i].data);
+  for (int i = 0; i < 3; i++) pc_tensor_free(&a[i]), pc_tensor_free(&b[i]);
+  pc_graph_free(g), pc_graph_free(ref);
 }
 
 PC_TEST(fuse_two_consumers_materialized) {
