@@ -270,7 +270,10 @@ static void emit_state_carry(lctx *L, LLVMValueRef in, LLVMValueRef out) {
   const pc_graph *g = L->p->g;
   int n = g->n_state;
   int64_t *bytes = malloc(sizeof *bytes * (size_t)n);
-  if (!bytes) return; /* no table: the module fails to verify */
+  if (!bytes) {
+    pc_fail(L->g, PC_ERR_NOMEM, "out of memory");
+    return;
+  }
   for (int i = 0; i < n; i++) {
     const pc_value *v = g->inputs[g->n_inputs - n + i];
     bytes[i] = pc_type_numel(&v->type) * (int64_t)pc_dtype_size(v->type.dtype);
@@ -699,7 +702,9 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   set_function_attrs(&L, tm);
   free(kfns);
   char *err = NULL;
-  if (LLVMVerifyModule(L.m, LLVMReturnStatusAction, &err)) s = pc_fail(g, PC_ERR_INTERNAL, "LLVM verifier: %.400s", err);
+  if (s == PC_OK && g->status) s = g->status; /* an emitter out of memory */
+  if (LLVMVerifyModule(L.m, LLVMReturnStatusAction, &err) && s == PC_OK)
+    s = pc_fail(g, PC_ERR_INTERNAL, "LLVM verifier: %.400s", err);
   LLVMDisposeMessage(err);
   if (s == PC_OK) {
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
