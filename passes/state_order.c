@@ -3,8 +3,9 @@
  * kernel reads the state only element for element: its nodes that depend on the state are elementwise over
  * the state's shape, so element e of the next value is computed from element e alone (codegen emits a loop
  * kernel's loads before its stores). Kernels are reordered (topologically, otherwise keeping their order)
- * when a reader of a state came after its writer; when any state cannot be updated so, nothing changes and
- * g->state_note says why. */
+ * when a reader of a state came after its writer, and an update fused into a kernel that reads its state
+ * otherwise is split off first (split_update). When any state cannot be updated so, the kernels keep their
+ * order (splits stay: kernels as valid as before) and g->state_note says why. */
 #include "passes/passes.h"
 #include "passes/rewrite.h"
 
@@ -115,24 +116,15 @@ static const char *check_state(order_ctx *c, int s) {
   if (!p || p->op == PC_OP_constant || p->group < 0)
     return pc_strfmt(g, "the next %s is not computed by a kernel", state_name(in));
   int w = p->group;
-  memset(c->dep, 0, (size_t)g->n_values);
-  c->dep[in->id] = 1;
+  const pc_node *odd = odd_reader(g, c->dep, in, w);
+  if (odd) return pc_strfmt(g, "the kernel writing the next %s reads it through %s", state_name(in), pc_prim(odd->op)->name);
   for (int i = 0; i < g->n_nodes; i++) {
     const pc_node *n = g->nodes[i];
-    if (n->dead || n->group < 0) continue;
-    int reads = 0;
-    for (int k = 0; k < n->n_in; k++)
-      if (n->in[k] == in || (n->group == w && c->dep[n->in[k]->id])) reads = 1;
-    if (!reads) continue;
-    if (n->group != w) {
-      if (!add_edge(c, n->group, w)) return "out of memory";
-      continue;
-    }
-    for (int k = 0; k < n->n_out; k++) {
-      if (pc_op_fuse_kind(n->op) != PC_FUSE_ELEM || !same_dims(&n->out[k]->type, &in->type))
-        return pc_strfmt(g, "the kernel writing the next %s reads it through %s", state_name(in), pc_prim(n->op)->name);
-      c->dep[n->out[k]->id] = 1;
-    }
+    for (int k = 0; !n->dead && n->group >= 0 && n->group != w && k < n->n_in; k++)
+      if (n->in[k] == in) {
+        if (!add_edge(c, n->group, w)) return "out of memory";
+        break;
+      }
   }
   return NULL;
 }
