@@ -107,32 +107,45 @@ void *primc_driver_big_alloc(size_t n) {
   return p;
 }
 
-/* whether [a, e) lies in one read-only mapping of a file (/proc/self/maps: no 'w', an inode) */
-static int read_only_file_map(uintptr_t a, uintptr_t e) {
+/* the read-only file mappings of this process (/proc/self/maps: no 'w', an inode) as lo, hi pairs; *n of them */
+static uintptr_t *read_only_file_maps(int *n) {
   FILE *f = fopen("/proc/self/maps", "r");
-  if (!f) return 0;
+  uintptr_t *m = NULL;
+  int cap = 0;
+  *n = 0;
+  if (!f) return NULL;
   char line[512];
-  int ok = 0;
   while (fgets(line, sizeof line, f)) {
     unsigned long lo, hi, inode;
     char perms[8];
-    if (sscanf(line, "%lx-%lx %7s %*s %*s %lu", &lo, &hi, perms, &inode) != 4) continue;
-    if (lo <= a && e <= hi) {
-      ok = perms[1] != 'w' && inode != 0;
-      break;
+    if (sscanf(line, "%lx-%lx %7s %*s %*s %lu", &lo, &hi, perms, &inode) != 4 || perms[1] == 'w' || !inode) continue;
+    if (*n == cap) {
+      uintptr_t *grown = realloc(m, sizeof *m * 2 * (size_t)(cap = cap ? 2 * cap : 64));
+      if (!grown) break;
+      m = grown;
     }
+    m[2 * *n] = lo, m[2 * *n + 1] = hi, ++*n;
   }
   fclose(f);
-  return ok;
+  return m;
 }
 
-void primc_driver_drop_file_pages(const void *p, size_t n) {
+void primc_driver_drop_file_pages(const void *const *p, const size_t *bytes, int count) {
   long pg = sysconf(_SC_PAGESIZE);
-  if (pg <= 0) return;
-  uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg;
-  uintptr_t e = ((uintptr_t)p + n) / (uintptr_t)pg * (uintptr_t)pg;
-  /* on an unwritten private file mapping the pages come back from the file if read again */
-  if (e > a && read_only_file_map(a, e)) (void)madvise((void *)a, e - a, MADV_DONTNEED);
+  int n = 0;
+  uintptr_t *maps = pg > 0 ? read_only_file_maps(&n) : NULL; /* read once for every range */
+  for (int i = 0; maps && i < count; i++) {
+    if (!p[i]) continue;
+    uintptr_t a = ((uintptr_t)p[i] + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg;
+    uintptr_t e = ((uintptr_t)p[i] + bytes[i]) / (uintptr_t)pg * (uintptr_t)pg;
+    /* on an unwritten private file mapping the pages come back from the file if read again */
+    for (int k = 0; e > a && k < n; k++)
+      if (maps[2 * k] <= a && e <= maps[2 * k + 1]) {
+        (void)madvise((void *)a, e - a, MADV_DONTNEED);
+        break;
+      }
+  }
+  free(maps);
 }
 
 int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a) {

@@ -376,9 +376,10 @@ int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *pa
 int primc_driver_alloc(const primc_tensor_desc *d, primc_array *a);
 /* n bytes and 64 more, 64-byte aligned; from 2 MB on in 2 MB pages where the kernel grants them (free() it) */
 void *primc_driver_big_alloc(size_t n);
-/* the pages wholly inside [p, p + n) given back when they lie in a read-only file mapping (data read once, such
- * as a training step's initial state in the executable once copied out): read again, they come from the file */
-void primc_driver_drop_file_pages(const void *p, size_t n);
+/* for each of count ranges [p[i], p[i] + bytes[i]) (NULL p[i]: none), the pages wholly inside it given back when
+ * it lies in one read-only file mapping (data read once, such as a training step's initial state in the executable
+ * once copied out): read again, they come from the file. The process's mappings are read once. */
+void primc_driver_drop_file_pages(const void *const *p, const size_t *bytes, int count);
 /* one line per output: name, dims and, for f32, the sum */
 void primc_driver_summary(const primc_tensor_desc *d, const primc_array *outs, int n);
 /* DIR/out0.npy ...; DIR is created when missing */

@@ -95,6 +95,9 @@ static int check_dataset(const primc_tensor_desc *d, const primc_array *a, const
   return 1;
 }
 
+static size_t array_bytes(const primc_array *a) { return (size_t)primc_array_numel(a) * primc_dtype_size(a->dtype); }
+static size_t padded_bytes(const primc_array *a) { return (array_bytes(a) + 63) / 64 * 64; }
+
 /* the n state arrays of descs d in one zeroed allocation, each 64-byte aligned (one run of 2 MB pages, not a
  * partly used last page per array); the allocation is a[0].data */
 static int state_set(const primc_tensor_desc *d, int n, primc_array *a) {
@@ -103,15 +106,12 @@ static int state_set(const primc_tensor_desc *d, int n, primc_array *a) {
     a[i].dtype = (primc_dtype)d[i].dtype;
     a[i].rank = d[i].rank;
     memcpy(a[i].dims, d[i].dims, sizeof a[i].dims);
-    total += ((size_t)primc_array_numel(&a[i]) * primc_dtype_size(a[i].dtype) + 63) / 64 * 64;
+    total += padded_bytes(&a[i]);
   }
   char *p = primc_driver_big_alloc(total);
   if (!p) return fprintf(stderr, "error: out of memory\n"), 1;
   memset(p, 0, total);
-  for (int i = 0; i < n; i++) {
-    a[i].data = p;
-    p += ((size_t)primc_array_numel(&a[i]) * primc_dtype_size(a[i].dtype) + 63) / 64 * 64;
-  }
+  for (int i = 0; i < n; p += padded_bytes(&a[i]), i++) a[i].data = p;
   return 0;
 }
 
@@ -145,10 +145,18 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
     in[i] = batch[i].data;
   }
   if (state_set(m->inputs + n_data, n, st[0]) || (!s->in_place && state_set(m->inputs + n_data, n, st[1]))) goto done;
-  for (int i = 0; i < n; i++) {
-    size_t bytes = (size_t)primc_array_numel(&st[0][i]) * primc_dtype_size(st[0][i].dtype);
-    if (s->init[i]) memcpy(st[0][i].data, s->init[i], bytes), primc_driver_drop_file_pages(s->init[i], bytes);
+  size_t *init_bytes = calloc((size_t)n + 1, sizeof *init_bytes);
+  if (!init_bytes) {
+    fprintf(stderr, "error: out of memory\n");
+    goto done;
   }
+  for (int i = 0; i < n; i++) {
+    if (!s->init[i]) continue;
+    init_bytes[i] = array_bytes(&st[0][i]);
+    memcpy(st[0][i].data, s->init[i], init_bytes[i]);
+  }
+  primc_driver_drop_file_pages(s->init, init_bytes, n); /* copied out: the executable's pages go back */
+  free(init_bytes);
   for (int i = 0; i < m->n_outputs - n; i++) {
     if (primc_driver_alloc(&m->outputs[i], &outs[i])) goto done;
     out[i] = outs[i].data;

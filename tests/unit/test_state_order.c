@@ -133,26 +133,21 @@ static int group_of(const pc_graph *g, pc_op op) {
   return -1;
 }
 
-PC_TEST(state_order_runs_readers_first) {
-  pc_graph *g = state_graph(update_then_read);
+/* step compiled in place, the kernel of op `first` before the update's sub, and run both ways */
+static void check_in_place(step_fn step, pc_op first, const char *tag) {
+  pc_graph *g = state_graph(step);
   if (CHECK(pc_pipeline_run(g, NULL) == PC_OK)) {
-    CHECK_MSG(g->state_in_place == 1, "not in place: %s", g->state_note ? g->state_note : "?");
-    CHECK(group_of(g, PC_OP_dot_general) < group_of(g, PC_OP_sub));
-    check_runs(g, "update then read");
+    CHECK_MSG(g->state_in_place == 1, "%s: not in place: %s", tag, g->state_note ? g->state_note : "?");
+    CHECK_MSG(group_of(g, first) < group_of(g, PC_OP_sub), "%s: the update's kernel runs first", tag);
+    check_runs(g, tag);
   }
   pc_graph_free(g);
 }
 
+PC_TEST(state_order_runs_readers_first) { check_in_place(update_then_read, PC_OP_dot_general, "update then read"); }
+
 /* an update fused with a kernel that reads the state otherwise gets a kernel of its own, after that one */
-PC_TEST(state_order_splits_update_off) {
-  pc_graph *g = state_graph(transposed_update);
-  if (CHECK(pc_pipeline_run(g, NULL) == PC_OK)) {
-    CHECK_MSG(g->state_in_place == 1, "not in place: %s", g->state_note ? g->state_note : "?");
-    CHECK(group_of(g, PC_OP_transpose) < group_of(g, PC_OP_sub));
-    check_runs(g, "transposed update");
-  }
-  pc_graph_free(g);
-}
+PC_TEST(state_order_splits_update_off) { check_in_place(transposed_update, PC_OP_transpose, "transposed update"); }
 
 PC_TEST(state_order_keeps_two_sets) {
   static const struct {
@@ -217,7 +212,9 @@ PC_TEST(state_initial_pages_dropped) {
     unsigned sum = 0;
     for (size_t i = 0; i < N; i += 4096) sum += map[i]; /* resident now */
     long before = resident_pages();
-    primc_driver_drop_file_pages(map, N);
+    const void *ranges[2] = {NULL, map};
+    size_t bytes[2] = {N, N};
+    primc_driver_drop_file_pages(ranges, bytes, 2);
     long after = resident_pages();
     CHECK_MSG(before - after >= N / 4096 / 2, "resident pages %ld -> %ld (sum %u)", before, after, sum);
     CHECK(memcmp(map, buf, N) == 0);
@@ -226,7 +223,9 @@ PC_TEST(state_initial_pages_dropped) {
   unsigned char *anon = malloc(N);
   if (anon && buf) {
     memcpy(anon, buf, N);
-    primc_driver_drop_file_pages(anon, N);
+    const void *ranges[1] = {anon};
+    size_t bytes[1] = {N};
+    primc_driver_drop_file_pages(ranges, bytes, 1);
     CHECK(memcmp(anon, buf, N) == 0);
   }
   free(anon), free(buf);
