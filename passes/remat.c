@@ -15,7 +15,7 @@
 typedef struct remat {
   pc_graph *g;
   pcp_users users;
-  unsigned char *is_out;  /* by value id */
+  const pcp_sweep *s;     /* its iface bits say which values are graph outputs */
   pc_value **copy;        /* by value id: its recomputed copy, once built */
   int n_copied;           /* prims built */
 } remat;
@@ -23,7 +23,9 @@ typedef struct remat {
 /* v is materialized whatever the backward does */
 static int stored_anyway(const remat *R, const pc_value *v) {
   const pc_node *p = v->producer;
-  if (!p || p->op == PC_OP_constant || !pc_op_is_inline(p->op) || R->is_out[v->id] || p->n_out != 1) return 1;
+  if (!p || p->op == PC_OP_constant || !pc_op_is_inline(p->op) || (R->s->iface[v->id] & PCP_OUT) ||
+      p->n_out != 1)
+    return 1;
   for (int u = R->users.start[v->id]; u < R->users.start[v->id + 1]; u++)
     if (pc_op_fuse_kind(R->users.list[u]->op) == PC_FUSE_CONTRACT) return 1;
   return 0;
@@ -56,14 +58,13 @@ pc_status pc_pass_remat(pc_graph *g) {
   int any = 0;
   for (int i = 0; i < g->n_nodes && !any; i++) any = g->nodes[i]->backward && !g->nodes[i]->dead;
   if (!any || g->status != PC_OK) return g->status;
-  remat R = {g, {0}, calloc((size_t)g->n_values + 1, 1), calloc((size_t)g->n_values + 1, sizeof(pc_value *)), 0};
-  if (!R.is_out || !R.copy || pcp_users_build(g, &R.users) != PC_OK) {
-    free(R.is_out), free(R.copy);
+  pcp_sweep s;
+  remat R = {g, {0}, &s, calloc((size_t)g->n_values + 1, sizeof(pc_value *)), 0};
+  if (!R.copy || pcp_users_build(g, &R.users) != PC_OK) {
+    free(R.copy);
     return g->status ? g->status : pc_fail(g, PC_ERR_NOMEM, "out of memory");
   }
-  for (int i = 0; i < g->n_outputs; i++) R.is_out[g->outputs[i]->id] = 1;
   int n_values0 = g->n_values;
-  pcp_sweep s;
   if (pcp_sweep_begin(g, &s) == PC_OK) {
     for (int j = 0; j < s.n0 && g->status == PC_OK; j++) {
       pc_node *b = pcp_sweep_visit(&s, j);
@@ -79,6 +80,6 @@ pc_status pc_pass_remat(pc_graph *g) {
   }
   g->remat_prims = R.n_copied;
   pcp_users_free(&R.users);
-  free(R.is_out), free(R.copy);
+  free(R.copy);
   return g->status;
 }

@@ -2,8 +2,9 @@
  * passes/transforms.def).
  *
  * Conventions follow torch.autograd where a derivative is a choice: max/min split a tie's gradient in
- * halves (against a constant, as relu, the tie gets none), reduce_max/min share it among the tied elements, clamp passes it to x on the closed range,
- * pow's exponent gets no gradient where the base is 0 and the exponent >= 0. */
+ * halves (against a constant, as relu, the tie gets none), reduce_max/min share it among the tied elements,
+ * clamp passes it to x on the closed range, pow's exponent gets no gradient where the base is 0 and the
+ * exponent >= 0. */
 #include "passes/autodiff.h"
 
 #include <math.h>
