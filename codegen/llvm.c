@@ -683,6 +683,9 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   lctx L;
   memset(&L, 0, sizeof L);
   lctx_init(&L, p, o->name);
+  char *feat = LLVMGetTargetMachineFeatureString(tm);
+  L.f16_native = strstr(feat, "+avx512fp16") || strstr(feat, "+fullfp16");
+  LLVMDisposeMessage(feat);
   char *trip = LLVMGetTargetMachineTriple(tm);
   LLVMSetTarget(L.m, trip);
   LLVMDisposeMessage(trip);

@@ -24,6 +24,7 @@ typedef struct lctx {
   LLVMValueRef iv[KIR_MAX_LOOPS];
   LLVMValueRef symv[KIR_DYN_MAX_SYMS]; /* run-time dims: the symbols' values in the function being built */
   pc_graph *g;
+  int f16_native; /* the target computes f16 vectors natively (AVX512-FP16, Arm's fullfp16) */
 } lctx;
 
 static inline int dt_unsigned(pc_dtype t) { return t == PC_bool || (pc_dtype_is_int(t) && !pc_dtype_is_signed(t)); }

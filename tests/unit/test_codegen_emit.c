@@ -10,6 +10,7 @@
 #include "tests/unit/helpers.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,78 @@ PC_TEST(codegen_emit_kinds_and_aarch64) {
     unlink(path);
   }
   snprintf(path, sizeof path, "%s/a64.h", dir);
+  unlink(path);
+  rmdir(dir);
+  pc_graph_free(g);
+}
+
+/* f16 compares (max, min, the comparisons, isnan, sign, clamp) on every pair of special values: NaNs, signed zeros,
+ * subnormals, infinities, the largest finite values, against the interpreter bit for bit (NaNs as NaNs); then the
+ * same kinds compiled for Zen 3 (F16C, no AVX512-FP16) stay vector compares: an fpext'd half let InstCombine narrow
+ * them to half compares, which that target lowered one element at a time (a ReLU 8 ns an element) */
+PC_TEST(codegen_f16_compares) {
+  static const uint16_t sv[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x7bff,
+                                0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7c01, 0x3555, 0xb555, 0x3c01};
+  enum { NV = sizeof sv / sizeof *sv, N = NV * NV };
+  uint16_t a[N], b[N];
+  for (int i = 0; i < N; i++) a[i] = sv[i / NV], b[i] = sv[i % NV];
+  pc_graph *g = pc_graph_new();
+  int64_t d[1] = {N};
+  pc_value *x = pc_input_add(g, "a", cg_ty(PC_f16, 1, d)), *y = pc_input_add(g, "b", cg_ty(PC_f16, 1, d));
+  pc_value *zero = pc_broadcast_to(g, pc_scalar(g, PC_f16, 0), 1, d), *one = pc_broadcast_to(g, pc_scalar(g, PC_f16, 1), 1, d);
+  pc_value *outs[] = {pc_max(g, x, y), pc_min(g, x, y), pc_lt(g, x, y),  pc_le(g, x, y),   pc_gt(g, x, y),
+                      pc_ge(g, x, y),  pc_eq(g, x, y),  pc_ne(g, x, y),  pc_isnan(g, x),   pc_isinf(g, x),
+                      pc_sign(g, x),   pc_max(g, x, zero), pc_clamp(g, x, pc_neg(g, one), one),
+                      pc_where(g, pc_lt(g, x, y), x, y)};
+  enum { NO = sizeof outs / sizeof *outs };
+  for (int o = 0; o < NO; o++) pc_output_add(g, outs[o]);
+  pc_tensor ins[2] = {{PC_f16, 1, {N}, a}, {PC_f16, 1, {N}, b}}, ref[NO], got[NO];
+  memset(ref, 0, sizeof ref);
+  memset(got, 0, sizeof got);
+  int ok = CHECK_MSG(g->status == PC_OK, "build: %s", pc_error(g)) &&
+           CHECK_MSG(pc_interp(g, ins, 2, ref, NO) == PC_OK, "interp: %s", pc_error(g)) &&
+           cg_run_compiled(g, ins, got, "f16 compares");
+  for (int o = 0; ok && o < NO; o++) {
+    size_t es = pc_dtype_size(ref[o].dtype);
+    int bad = -1;
+    for (int i = 0; i < N && bad < 0; i++) {
+      const unsigned char *p = (const unsigned char *)got[o].data + i * es, *q = (const unsigned char *)ref[o].data + i * es;
+      int both_nan = ref[o].dtype == PC_f16 && isnan(pc_f16_to_f32(*(const uint16_t *)p)) &&
+                     isnan(pc_f16_to_f32(*(const uint16_t *)q));
+      if (memcmp(p, q, es) != 0 && !both_nan) bad = i;
+    }
+    CHECK_MSG(bad < 0, "output %d differs at a = 0x%04x, b = 0x%04x", o, bad < 0 ? 0 : a[bad], bad < 0 ? 0 : b[bad]);
+  }
+  for (int o = 0; o < NO; o++) {
+    pc_tensor_free(&ref[o]);
+    free(got[o].data);
+  }
+  pc_graph_free(g);
+
+  g = pc_graph_new();
+  int64_t big[1] = {4096};
+  x = pc_input_add(g, "a", cg_ty(PC_f16, 1, big)), y = pc_input_add(g, "b", cg_ty(PC_f16, 1, big));
+  pc_output_add(g, pc_max(g, pc_max(g, x, pc_broadcast_to(g, pc_scalar(g, PC_f16, 0), 1, big)), y));
+  char dir[] = "/tmp/primc-f16-XXXXXX", path[256];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/m.s", dir);
+  pc_codegen_opts co = {0};
+  co.emit = PC_EMIT_ASM, co.output = path, co.name = "m", co.triple = "x86_64-linux-gnu", co.cpu = "znver3";
+  co.opt_level = 3;
+  if (CHECK_MSG(pc_codegen(g, &co) == PC_OK, "asm: %s", pc_error(g))) {
+    size_t n;
+    char *s = pc_test_slurp(path, &n);
+    int packed = 0;
+    for (const char *q = s ? strstr(s, "\tvcmp") : NULL; q; q = strstr(q + 1, "\tvcmp")) {
+      size_t len = strcspn(q + 1, " \t\n");
+      packed |= len > 2 && q[len - 1] == 'p' && q[len] == 's';
+    }
+    CHECK_MSG(s && !strstr(s, "ucomiss"), "scalar compares of f16 values in the kernel");
+    CHECK_MSG(packed, "no packed compare in the kernel");
+    free(s);
+  }
+  unlink(path);
+  snprintf(path, sizeof path, "%s/m.h", dir);
   unlink(path);
   rmdir(dir);
   pc_graph_free(g);
