@@ -2,11 +2,12 @@
  * tuning the planner on machines whose speed moves between minutes, where timing builds or models in turn does
  * not resolve 10%).
  *
- * Usage: conv_ab [--batch N] [--plain] ROWS C H W O K STRIDE GROUPS [REPS]
+ * Usage: conv_ab [--batch N] [--plain] [--cold] ROWS C H W O K STRIDE GROUPS [REPS]
  *   ROWS: row names joined by commas (`primc dump --kernels` prints them), "plan" for the planner's choice; N
  *   images (default 1), a K x K kernel padded K/2 each side, bias + ReLU as the epilogue, weights packed as each
  *   row reads them (--plain: as they arrive, unpacked, as a training step's weights do); REPS rounds (default
- *   50) of 3 calls per row. Threads: PRIMC_NUM_THREADS (pin with taskset). */
+ *   50) of 3 calls per row (--cold: of one call after 64 MB were written, so that x and the weights come from
+ *   memory, as in a model whose kernels before moved other data). Threads: PRIMC_NUM_THREADS (pin with taskset). */
 #include "runtime/primc_rt.h"
 
 #include <stdio.h>
@@ -30,14 +31,15 @@ static float *buf(int64_t n) {
 
 int main(int argc, char **argv) {
   int64_t batch = 1;
-  int plain = 0;
+  int plain = 0, cold = 0;
   for (;;) {
     if (argc > 2 && !strcmp(argv[1], "--batch")) batch = atoll(argv[2]), argc -= 2, argv += 2;
     else if (argc > 1 && !strcmp(argv[1], "--plain")) plain = 1, argc--, argv++;
+    else if (argc > 1 && !strcmp(argv[1], "--cold")) cold = 1, argc--, argv++;
     else break;
   }
   if (argc < 9 || argc > 10 || batch < 1) {
-    fprintf(stderr, "usage: conv_ab [--batch N] [--plain] ROWS C H W O K STRIDE GROUPS [REPS]\n");
+    fprintf(stderr, "usage: conv_ab [--batch N] [--plain] [--cold] ROWS C H W O K STRIDE GROUPS [REPS]\n");
     return 2;
   }
   int64_t v[7];
@@ -81,19 +83,24 @@ int main(int argc, char **argv) {
     }
     best[i] = 1e30;
   }
+  enum { FLUSH = 64 << 20 };
+  char *flush = cold ? malloc(FLUSH) : NULL;
+  int calls = cold ? 1 : 3;
   for (int r = 0; r < reps; r++)
     for (int i = 0; i < n; i++) {
+      if (flush) memset(flush, r + i, FLUSH);
       double t0 = now();
-      for (int q = 0; q < 3; q++)
+      for (int q = 0; q < calls; q++)
         if (primc_conv_run(&p, &plan[i], x, packed[i], &e, y, spare, col[i]) != PRIMC_OK) {
           fprintf(stderr, "conv_ab: %s failed\n", row[i]);
           return 1;
         }
-      double t = (now() - t0) / 3;
+      double t = (now() - t0) / calls;
       if (t < best[i]) best[i] = t;
     }
-  printf("%lld->%lld k%lld s%lld g%lld %lldx%lld%s, batch %lld, %d thread(s), ms:", (long long)c, (long long)o,
+  printf("%lld->%lld k%lld s%lld g%lld %lldx%lld%s%s, batch %lld, %d thread(s), ms:", (long long)c, (long long)o,
          (long long)k, (long long)s, (long long)g, (long long)h, (long long)w, plain ? " plain weights" : "",
+         cold ? " cold" : "",
          (long long)batch, primc_num_threads());
   for (int i = 0; i < n; i++) printf("  %s(%s) %.3f", row[i], primc_conv_row_name(plan[i].row), best[i] * 1e3);
   printf("\n");
