@@ -115,6 +115,11 @@ static int state_set(const primc_tensor_desc *d, int n, primc_array *a) {
   return 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, const primc_train_opts *t) {
   const primc_state_desc *s = m->state;
   int n_data = m->n_inputs - s->n, n = s->n, rc = 1;
@@ -164,7 +169,9 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   if (s->in_place) /* one set: each step writes the next state over the one it read */
     for (int i = 0; i < n; i++) st[1][i] = st[0][i];
   int cur = 0;
-  double t0 = primc_now_ms();
+  /* each step's time: the first pays for the workspace's pages, touched for the first time */
+  double *step_ms = t->steps > 0 && t->steps <= ((int64_t)1 << 24) ? malloc((size_t)t->steps * sizeof *step_ms) : NULL;
+  double t0 = primc_now_ms(), ts = t0;
   for (int64_t step = 0; step < t->steps; step++) {
     for (int i = 0; i < n_data; i++) { /* rows step*B .. step*B + B - 1 of the dataset, wrapping */
       const primc_tensor_desc *d = &m->inputs[i];
@@ -176,15 +183,28 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
     int r = m->run(in, out, ws);
     if (r != 0) {
       fprintf(stderr, "error: %s_run returned %d at step %lld\n", m->name, r, (long long)step);
+      free(step_ms);
       goto done;
     }
     cur = !cur;
+    if (step_ms) {
+      double now = primc_now_ms();
+      step_ms[step] = now - ts;
+      ts = now;
+    }
     double loss = m->outputs[0].dtype == PRIMC_F64 ? *(const double *)out[0] : *(const float *)out[0];
     if (t->log_every > 0 && ((step + 1) % t->log_every == 0 || step + 1 == t->steps))
       printf("step %lld loss %.7g\n", (long long)(step + 1), loss);
   }
   double ms = (primc_now_ms() - t0) / (double)t->steps;
-  printf("%lld steps, %.3f ms per step (batches cut from the datasets included)\n", (long long)t->steps, ms);
+  printf("%lld steps, %.3f ms per step", (long long)t->steps, ms);
+  if (step_ms) {
+    double first = step_ms[0];
+    qsort(step_ms, (size_t)t->steps, sizeof *step_ms, cmp_double);
+    printf(", median %.3f, first %.3f", step_ms[t->steps / 2], first);
+  }
+  printf(" (batches cut from the datasets included)\n");
+  free(step_ms);
   if (t->profile) primc_driver_profile_print(m, (int)t->steps, ms, NULL, 0);
   for (int i = 0; i < n; i++) saved[i] = st[cur][i].data;
   if (t->save && save_safetensors(t->save, m->inputs + n_data, saved, s->n_weights)) goto done;

@@ -50,6 +50,9 @@ done
 python3 -c "import numpy as np; np.save('$tmp/x5.npy', np.zeros((3, 5), np.float32)); np.save('$tmp/y3.npy', np.zeros(3, np.int64))"
 expect_exit 1 "a dataset of the wrong row shape is refused" "$tmp/mlp-train" "$tmp/x5.npy" "$tmp/y3.npy"
 grep -q "rows of its shape without the batch dim" "$tmp/err" && ok "the error says what a dataset holds" || bad "the error says what a dataset holds" "$(cat "$tmp/err")"
+expect_exit 0 "three training steps run" "$tmp/mlp-train" --random-inputs --steps 3
+grep -q -E "^3 steps, [0-9.]+ ms per step, median [0-9.]+, first [0-9.]+ " "$tmp/out" &&
+  ok "the summary gives the mean, the median and the first step's time" || bad "step times in the summary" "$(cat "$tmp/out")"
 expect_exit 2 "--steps 0 is a usage error" "$tmp/mlp-train" --random-inputs --steps 0
 expect_exit 2 "--profile on a step compiled without it" "$tmp/mlp-train" --random-inputs --profile
 expect_exit 2 "--steps on a model that does not train" "$tmp/mlp.exe" --random-inputs --steps 1
