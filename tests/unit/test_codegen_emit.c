@@ -10,8 +10,8 @@
 #include "tests/unit/helpers.h"
 
 #include <dlfcn.h>
-#include <math.h>
 #include <elf.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
