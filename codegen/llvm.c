@@ -566,8 +566,20 @@ static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, 
 
 /* ---------------------------------------------------------------- module */
 
+/* LLVM's diagnostics: remarks and warnings dropped (library code prints nothing; a loop given a vector width that
+ * it cannot take is a remark, llvm_kernel.c's f16_width), the first error kept for pc_llvm_emit to return (the
+ * default handler prints it and exits) */
+static void on_diagnostic(LLVMDiagnosticInfoRef d, void *ctx) {
+  lctx *L = ctx;
+  if (LLVMGetDiagInfoSeverity(d) != LLVMDSError || L->diag_error[0]) return;
+  char *m = LLVMGetDiagInfoDescription(d);
+  snprintf(L->diag_error, sizeof L->diag_error, "%s", m && *m ? m : "unknown error");
+  LLVMDisposeMessage(m);
+}
+
 static void lctx_init(lctx *L, const kir_program *p, const char *name) {
   L->c = LLVMContextCreate();
+  LLVMContextSetDiagnosticHandler(L->c, on_diagnostic, L);
   L->m = LLVMModuleCreateWithNameInContext(name, L->c);
   L->b = LLVMCreateBuilderInContext(L->c);
   L->p = p;
@@ -685,8 +697,11 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   lctx_init(&L, p, o->name);
   char *feat = LLVMGetTargetMachineFeatureString(tm);
   L.f16_native = strstr(feat, "+avx512fp16") || strstr(feat, "+fullfp16");
-  LLVMDisposeMessage(feat);
   char *trip = LLVMGetTargetMachineTriple(tm);
+  /* x86: a zmm of floats where the features say AVX-512 (a host build), else a ymm (a CPU named by --cpu comes
+   * without its features; an 8-lane vector on SSE alone is two xmm) */
+  if (!strncmp(trip, "x86_64", 6) || (trip[0] == 'i' && strstr(trip, "86-"))) L.f16_vf = strstr(feat, "+avx512f") ? 16 : 8;
+  LLVMDisposeMessage(feat);
   LLVMSetTarget(L.m, trip);
   LLVMDisposeMessage(trip);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
@@ -726,6 +741,7 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   }
   if (s == PC_OK) pc_progress(o->report, "machine code", 0, 0);
   if (s == PC_OK) s = emit_file(&L, tm, o);
+  if (s == PC_OK && L.diag_error[0]) s = pc_fail(g, PC_ERR_INTERNAL, "LLVM: %s", L.diag_error);
   lctx_free(&L);
   LLVMDisposeTargetMachine(tm);
   return s;

@@ -25,6 +25,8 @@ typedef struct lctx {
   LLVMValueRef symv[KIR_DYN_MAX_SYMS]; /* run-time dims: the symbols' values in the function being built */
   pc_graph *g;
   int f16_native; /* the target computes f16 vectors natively (AVX512-FP16, Arm's fullfp16) */
+  char diag_error[256]; /* the first error LLVM reported through the context's handler (llvm.c) */
+  int f16_vf;     /* the vector width of loops over f16 data on x86 (llvm_kernel.c's f16_width), 0: LLVM's choice */
 } lctx;
 
 static inline int dt_unsigned(pc_dtype t) { return t == PC_bool || (pc_dtype_is_int(t) && !pc_dtype_is_signed(t)); }

@@ -4,6 +4,7 @@
 
 #include <llvm-c/DebugInfo.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- loops */
 
@@ -39,11 +40,13 @@ static loop loop_begin(lctx *L, int k, LLVMValueRef lo, LLVMValueRef hi) {
   return l;
 }
 
-static void loop_end(lctx *L, loop *l) {
+/* the loop's latch: its branch back to cond */
+static LLVMValueRef loop_end(lctx *L, loop *l) {
   LLVMValueRef i = LLVMBuildLoad2(L->b, L->i64, l->var, "");
   LLVMBuildStore(L->b, LLVMBuildNSWAdd(L->b, i, ci64(L, 1), ""), l->var);
-  LLVMBuildBr(L->b, l->cond);
+  LLVMValueRef latch = LLVMBuildBr(L->b, l->cond);
   LLVMPositionBuilderAtEnd(L->b, l->exit);
+  return latch;
 }
 
 /* The latch of an innermost reduced loop of 16 to 64 iterations (its branch back to cond) gets
@@ -54,12 +57,54 @@ static void loop_end(lctx *L, loop *l) {
  * ViT-Tiny's layer norms and softmaxes 30% (610 -> 800 us); shorter ones are best unrolled. */
 #define NO_UNROLL_MIN 16
 #define NO_UNROLL_MAX 64
-static void loop_no_unroll(lctx *L, LLVMValueRef latch) {
-  LLVMMetadataRef tmp = LLVMTemporaryMDNode(L->c, NULL, 0);
-  LLVMMetadataRef str = LLVMMDStringInContext2(L->c, "llvm.loop.unroll.disable", 24);
-  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(L->c, &str, 1)};
-  LLVMMetadataRef md = LLVMMDNodeInContext2(L->c, ops, 2);
-  LLVMMetadataReplaceAllUsesWith(tmp, md);
+
+/* LLVM 19's x86 cost model prices a half <-> float conversion of 8 or 16 lanes as if scalarized (22 and 46
+ * against 1 for 4 lanes, `opt -passes='print<cost-model>'`) although F16C and AVX-512 convert a whole ymm or zmm
+ * in one instruction, so every loop over f16 data ran on 4 lanes of xmm (an f16 softmax 2.4x the f32 one's time
+ * on Zen 3). A loop whose f16 loads or stores move by 1 along it, and no access by more (no gathers), gets the
+ * target's width (lctx.f16_vf); 0: leave it to the cost model */
+static void access_strides(const kir_program *p, const kir_expr *e, int l, int *f16_unit, int *other) {
+  if (e->kind == KE_LOAD) {
+    int64_t st = e->map.stride[l];
+    *other |= (st != 0 && st != 1) || kir_dyn_poly(p, &e->map.stride[l]) != NULL;
+    *f16_unit |= st == 1 && e->dtype == PC_f16;
+  }
+  for (int i = 0; i < e->n_args; i++) access_strides(p, e->args[i], l, f16_unit, other);
+}
+
+static int f16_width(const lctx *L, const kir_kernel *k, int l, int stores_inside) {
+  int f16_unit = 0, other = 0;
+  if (!L->f16_vf) return 0;
+  for (int s = 0; s < k->n_stores; s++) {
+    const kir_store *st = &k->stores[s];
+    access_strides(L->p, st->value, l, &f16_unit, &other);
+    if (!stores_inside) continue;
+    int64_t sd = st->map.stride[l];
+    other |= (sd != 0 && sd != 1) || kir_dyn_poly(L->p, &st->map.stride[l]) != NULL;
+    f16_unit |= sd == 1 && L->p->bufs[st->buf].dtype == PC_f16;
+  }
+  return f16_unit && !other ? L->f16_vf : 0;
+}
+
+static LLVMMetadataRef md_string(lctx *L, const char *s) {
+  LLVMMetadataRef str = LLVMMDStringInContext2(L->c, s, strlen(s));
+  return LLVMMDNodeInContext2(L->c, &str, 1);
+}
+
+/* llvm.loop metadata on a loop's latch: unrolling off (no_unroll), a vector width (width > 0) */
+static void loop_md(lctx *L, LLVMValueRef latch, int no_unroll, int width) {
+  if (!no_unroll && !width) return;
+  LLVMMetadataRef ops[3];
+  int n = 0;
+  ops[n++] = LLVMTemporaryMDNode(L->c, NULL, 0);
+  if (no_unroll) ops[n++] = md_string(L, "llvm.loop.unroll.disable");
+  if (width) {
+    LLVMMetadataRef w[2] = {LLVMMDStringInContext2(L->c, "llvm.loop.vectorize.width", 25),
+                            LLVMValueAsMetadata(LLVMConstInt(L->i32, (unsigned long long)width, 0))};
+    ops[n++] = LLVMMDNodeInContext2(L->c, w, 2); /* a hint, not vectorize.enable: no warning where it cannot */
+  }
+  LLVMMetadataRef md = LLVMMDNodeInContext2(L->c, ops, (size_t)n);
+  LLVMMetadataReplaceAllUsesWith(ops[0], md);
   LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(L->c, "llvm.loop", 9), LLVMMetadataAsValue(L->c, md));
 }
 
@@ -136,7 +181,8 @@ static void emit_reduction(lctx *L, const kir_kernel *k) {
     LLVMValueRef i = LLVMBuildLoad2(L->b, L->i64, loops[l].var, "");
     LLVMBuildStore(L->b, LLVMBuildNSWAdd(L->b, i, ci64(L, 1), ""), loops[l].var);
     LLVMValueRef latch = LLVMBuildBr(L->b, loops[l].cond);
-    if (l == k->n_loops - 1 && k->extent[l] >= NO_UNROLL_MIN && k->extent[l] <= NO_UNROLL_MAX) loop_no_unroll(L, latch);
+    if (l == k->n_loops - 1)
+      loop_md(L, latch, k->extent[l] >= NO_UNROLL_MIN && k->extent[l] <= NO_UNROLL_MAX, f16_width(L, k, l, 0));
     LLVMPositionBuilderAtEnd(L->b, loops[l].exit);
   }
   for (int s = 0; s < k->n_stores; s++) {
@@ -300,7 +346,10 @@ LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx) {
     for (int s = 0; s < k->n_stores; s++) vals[s] = lv_emit_expr(L, k->stores[s].value, k->n_loops);
     for (int s = 0; s < k->n_stores; s++) lv_store_value(L, &k->stores[s], k->stores[s].value->dtype, vals[s], k->n_loops);
   }
-  for (int l = n_open - 1; l >= 0; l--) loop_end(L, &loops[l]);
+  for (int l = n_open - 1; l >= 0; l--) {
+    LLVMValueRef latch = loop_end(L, &loops[l]);
+    if (l == k->n_loops - 1) loop_md(L, latch, 0, f16_width(L, k, l, 1));
+  }
   LLVMBuildRetVoid(L->b);
 
   /* the thread-pool entry */
