@@ -67,6 +67,20 @@ static int axes_are(const pc_node *n, const char *name, int len, int64_t first) 
 
 static int is_f32(const pc_value *v) { return v->type.dtype == PC_f32 && pc_type_is_static(&v->type); }
 
+static int narrow_float(pc_dtype t) { return pc_dtype_is_float(t) && pc_dtype_size(t) < 4; }
+
+/* v = f32(half(u)) with u f32: an f16 or bf16 model's op boundary inside the chain (a MatMul's result, the softmax
+ * composite's, rounded to the model's type, then widened for the next op: frontend/composite.c, passes/widen.c).
+ * The call computes in f32 throughout and skips the rounding; u, else v when v is no such pair */
+static const pc_value *through_rounding(matcher *M, const pc_value *v) {
+  const pc_node *up = prod(v, PC_OP_convert_element_type), *down;
+  if (!up || !is_f32(v) || !narrow_float(up->in[0]->type.dtype)) return v;
+  if (!(down = prod(up->in[0], PC_OP_convert_element_type)) || !is_f32(down->in[0])) return v;
+  internal(M, v);
+  internal(M, up->in[0]);
+  return down->in[0];
+}
+
 /* v = reduce_op(x) over x's last axis, broadcast back over it (a reshape keeping the dim, then
  * broadcast_in_dim, or broadcast_in_dim alone) */
 static int row_stat(matcher *M, const pc_value *v, const pc_value *x, pc_op op) {
@@ -168,6 +182,10 @@ static int scores(matcher *M, const pc_value *x, int stage) {
   const pc_node *n = x->producer;
   if (!n || n->dead || !is_f32(x)) return 0;
   int r = x->type.rank;
+  if (n->op == PC_OP_convert_element_type) {
+    const pc_value *u = through_rounding(M, x);
+    return u != x && scores(M, u, stage);
+  }
   if (n->op == PC_OP_add && stage < 1) {
     for (int side = 0; side < 2; side++) {
       int saved_n = a->n_nodes, saved_v = M->n_vals;
@@ -231,7 +249,7 @@ int pc_attention_match(const pc_graph *g, const pc_node *pv, const int *uses, pc
   a->pv = pv;
   add_node(&M, pv);
   /* P = E / rowsum(E), E = exp(X - rowmax(X)) */
-  const pc_value *p = pv->in[0];
+  const pc_value *p = through_rounding(&M, pv->in[0]);
   const pc_node *div = prod(p, PC_OP_div), *ex, *sub;
   if (!div) return 0;
   internal(&M, p);

@@ -3,6 +3,7 @@
 # OUT_DIR/NAME/{model.onnx, in0.npy ..., expected.npy}. The reference widens the narrow inputs exactly, computes
 # in float64 and rounds once to the output type, which is what the prims define (ir/prims.def: contractions
 # accumulate wider than their operands). Usage: gen_lowp.py OUT_DIR
+import math
 import os
 import sys
 
@@ -76,6 +77,33 @@ for name, stride in (("conv_f16", 1), ("conv_f16_s2", 2)):
     save(name, [h.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], strides=[stride, stride], name="conv")],
          [h.make_tensor_value_info("x", T.FLOAT16, x.shape)], [h.make_tensor_value_info("y", T.FLOAT16, None)],
          [nh.from_array(cw, "w"), nh.from_array(cb, "b")], [x], y.astype(np.float16))
+# f16 Softmax and Gelu: composites computed in f32 and rounded once (frontend/composite.c), as the reference; the
+# suite holds these to 1 unit in the last place of f16 (each prim rounded to f16 missed it)
+sx = (rng.standard_normal((4, 37, 53)) * 3).astype(np.float16)
+e = np.exp(sx.astype(np.float64) - sx.astype(np.float64).max(-1, keepdims=True))
+save("softmax_f16", [h.make_node("Softmax", ["x"], ["y"], axis=-1, name="sm")],
+     [h.make_tensor_value_info("x", T.FLOAT16, sx.shape)], [h.make_tensor_value_info("y", T.FLOAT16, sx.shape)], [],
+     [sx], (e / e.sum(-1, keepdims=True)).astype(np.float16))
+gx = (rng.standard_normal((6, 300)) * 2.5).astype(np.float16)
+g64 = gx.astype(np.float64)
+save("gelu_f16", [h.make_node("Gelu", ["x"], ["y"], name="gelu")],
+     [h.make_tensor_value_info("x", T.FLOAT16, gx.shape)], [h.make_tensor_value_info("y", T.FLOAT16, gx.shape)], [],
+     [gx], (g64 * 0.5 * (1 + np.vectorize(math.erf)(g64 / math.sqrt(2)))).astype(np.float16), opset=20)
+# f16 attention as ViT exports it (Q scaled by a Div before its MatMul with K^T, Softmax, MatMul with V): one fused
+# call in f32 (ir/attention.c skips the f16 roundings between the ops), so the reference rounds Q / 4 (its own op)
+# and the output, nothing between
+aq, ak, av = ((rng.standard_normal((2, 3, 40, 16)) * 1.5).astype(np.float16) for _ in range(3))
+qs = (aq.astype(np.float64) / 4).astype(np.float16).astype(np.float64)
+sc = qs @ ak.astype(np.float64).transpose(0, 1, 3, 2)
+e = np.exp(sc - sc.max(-1, keepdims=True))
+save("attention_f16", [h.make_node("Constant", [], ["four"], value=nh.from_array(np.array(4, np.float16)), name="c4"),
+                       h.make_node("Div", ["q", "four"], ["qs"], name="scale"),
+                       h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
+                       h.make_node("MatMul", ["qs", "kt"], ["s"], name="qk"),
+                       h.make_node("Softmax", ["s"], ["p"], axis=-1, name="sm"),
+                       h.make_node("MatMul", ["p", "v"], ["y"], name="pv")],
+     [h.make_tensor_value_info(n, T.FLOAT16, aq.shape) for n in "qkv"], [h.make_tensor_value_info("y", T.FLOAT16, aq.shape)],
+     [], [aq, ak, av], ((e / e.sum(-1, keepdims=True)) @ av.astype(np.float64)).astype(np.float16))
 # bf16 inside an f32 model: Cast to bf16, MatMul with a bf16 weight, Cast back
 xa = rng.standard_normal((33, 90)).astype(np.float32)
 wb = bf16_round(rng.standard_normal((90, 40)) / 8)
