@@ -66,7 +66,6 @@ static int axes_are(const pc_node *n, const char *name, int len, int64_t first) 
 }
 
 static int is_f32(const pc_value *v) { return v->type.dtype == PC_f32 && pc_type_is_static(&v->type); }
-
 static int narrow_float(pc_dtype t) { return pc_dtype_is_float(t) && pc_dtype_size(t) < 4; }
 
 /* v = f32(half(u)) with u f32: an f16 or bf16 model's op boundary inside the chain (a MatMul's result, the softmax
@@ -110,12 +109,16 @@ static int uniform_const(matcher *M, const pc_value *v, double *c) {
   const pc_value *w = v;
   while (prod(w, PC_OP_broadcast_in_dim) || prod(w, PC_OP_reshape)) w = w->producer->in[0];
   const pc_node *k = prod(w, PC_OP_constant);
-  const float *d = k && w->type.dtype == PC_f32 ? pc_const_data(w) : NULL;
+  pc_dtype t = w->type.dtype;
+  const void *d = k && (t == PC_f32 || narrow_float(t)) ? pc_const_data(w) : NULL;
   int64_t n = pc_type_numel(&w->type);
   if (!d || n < 1 || n > 4096) return 0;
-  for (int64_t i = 1; i < n; i++)
-    if (memcmp(&d[i], &d[0], sizeof *d)) return 0;
-  *c = d[0];
+  double c0 = pc_elem_f64(t, d, 0);
+  for (int64_t i = 1; i < n; i++) {
+    double ci = pc_elem_f64(t, d, i);
+    if (memcmp(&ci, &c0, sizeof ci)) return 0;
+  }
+  *c = c0;
   for (w = v; w->producer && w->producer->op != PC_OP_constant; w = w->producer->in[0]) internal(M, w);
   return 1;
 }
@@ -176,15 +179,19 @@ static int scores_dot(matcher *M, const pc_value *s) {
   return 1;
 }
 
-/* x, the scores softmax reads: [mask +] [causal where] [scale *] Q K^T, outermost first */
+/* x, the scores softmax reads: [mask +] [causal where] [scale *] Q K^T, outermost first. In an f16 or bf16 model
+ * the scores are rounded to its type after the dot, maybe scaled or masked there (a where, a uniform constant), and
+ * widened for the softmax: the call, in f32 throughout, skips both converts (an additive mask must be f32) */
 static int scores(matcher *M, const pc_value *x, int stage) {
   pc_attention *a = M->a;
   const pc_node *n = x->producer;
-  if (!n || n->dead || !is_f32(x)) return 0;
+  if (!n || n->dead || !pc_type_is_static(&x->type) || !(is_f32(x) || narrow_float(x->type.dtype))) return 0;
   int r = x->type.rank;
   if (n->op == PC_OP_convert_element_type) {
-    const pc_value *u = through_rounding(M, x);
-    return u != x && scores(M, u, stage);
+    const pc_value *u = n->in[0];
+    if (is_f32(x) ? !narrow_float(u->type.dtype) : !is_f32(u)) return 0;
+    internal(M, x);
+    return scores(M, u, stage);
   }
   if (n->op == PC_OP_add && stage < 1) {
     for (int side = 0; side < 2; side++) {

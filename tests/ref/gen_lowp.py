@@ -104,6 +104,22 @@ save("attention_f16", [h.make_node("Constant", [], ["four"], value=nh.from_array
                        h.make_node("MatMul", ["p", "v"], ["y"], name="pv")],
      [h.make_tensor_value_info(n, T.FLOAT16, aq.shape) for n in "qkv"], [h.make_tensor_value_info("y", T.FLOAT16, aq.shape)],
      [], [aq, ak, av], ((e / e.sum(-1, keepdims=True)) @ av.astype(np.float64)).astype(np.float16))
+# the same as GPT-2 exports it: the f16 scores scaled by a Mul and made causal by a Where (-inf above the diagonal)
+# between the MatMul and the Softmax, both inside the f32 call
+sc = aq.astype(np.float64) @ ak.astype(np.float64).transpose(0, 1, 3, 2) * 0.25
+tril = np.tril(np.ones((40, 40), bool))
+sc = np.where(tril, sc, -np.inf)
+e = np.exp(sc - sc.max(-1, keepdims=True))
+save("attention_f16_causal", [h.make_node("Constant", [], ["qtr"], value=nh.from_array(np.array(0.25, np.float16)), name="c"),
+                              h.make_node("Constant", [], ["ninf"], value=nh.from_array(np.array(-np.inf, np.float16)), name="ninf"),
+                              h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
+                              h.make_node("MatMul", ["q", "kt"], ["s"], name="qk"),
+                              h.make_node("Mul", ["s", "qtr"], ["ss"], name="scale"),
+                              h.make_node("Where", ["tril", "ss", "ninf"], ["sm"], name="causal"),
+                              h.make_node("Softmax", ["sm"], ["p"], axis=-1, name="sm"),
+                              h.make_node("MatMul", ["p", "v"], ["y"], name="pv")],
+     [h.make_tensor_value_info(n, T.FLOAT16, aq.shape) for n in "qkv"], [h.make_tensor_value_info("y", T.FLOAT16, aq.shape)],
+     [nh.from_array(tril, "tril")], [aq, ak, av], ((e / e.sum(-1, keepdims=True)) @ av.astype(np.float64)).astype(np.float16))
 # bf16 inside an f32 model: Cast to bf16, MatMul with a bf16 weight, Cast back
 xa = rng.standard_normal((33, 90)).astype(np.float32)
 wb = bf16_round(rng.standard_normal((90, 40)) / 8)

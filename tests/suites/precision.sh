@@ -23,8 +23,8 @@ for d in "$tmp"/lp/*/; do
   # relative, 2^-24 for subnormals). The interpreter runs the attention op by op, rounding its scores and
   # probabilities to f16 as the model's ops say: 2e-3 of max |expected|
   itol=$tol
-  [[ $n == softmax_f16 || $n == gelu_f16 || $n == attention_f16 ]] && tol="--rtol 9.8e-4 --atol 6e-8" itol=$tol
-  [[ $n == attention_f16 ]] && itol="--rtol 2e-3 --atol 0 --normwise"
+  [[ $n == softmax_f16 || $n == gelu_f16 || $n == attention_f16* ]] && tol="--rtol 9.8e-4 --atol 6e-8" itol=$tol
+  [[ $n == attention_f16* ]] && itol="--rtol 2e-3 --atol 0 --normwise"
   ins=$(ls "$d"/in*.npy)
   # shellcheck disable=SC2086
   if timeout 300 "$P" compile "$d/model.onnx" -o "$tmp/$n.exe" >"$tmp/err" 2>&1 && "$tmp/$n.exe" $ins -o "$tmp/$n.c" >/dev/null 2>>"$tmp/err" &&
@@ -40,11 +40,14 @@ done
 "$P" dump "$tmp/lp/matmul_f16/model.onnx" --kernels >"$tmp/k" 2>&1
 grep -q 'const f32\[70,45\]' "$tmp/k" && grep -q 'call primc_k_dot_packed' "$tmp/k" && ! grep -q 'const f16' "$tmp/k" &&
   ok "f16 MatMul: weights widened at compile time, packed f32 GEMM" || bad "f16 MatMul kernels" "$(head -c 600 "$tmp/k")"
-# an f16 attention chain is one fused call (x86 rows; the generic row never fuses), its converts outside it
+# an f16 attention chain is one fused call (x86 rows; the generic row never fuses), its converts outside it, the
+# causal one with its f16 scale and -inf where inside
 if [ "$(uname -m)" = x86_64 ]; then
-  "$P" dump "$tmp/lp/attention_f16/model.onnx" --kernels >"$tmp/k" 2>&1
-  [ "$(grep -c 'call primc_k_attention' "$tmp/k")" = 1 ] && ! grep -q 'call primc_k_dot' "$tmp/k" &&
-    ok "f16 attention: one fused primc_k_attention call" || bad "f16 attention kernels" "$(head -c 600 "$tmp/k")"
+  for n in attention_f16 attention_f16_causal; do
+    "$P" dump "$tmp/lp/$n/model.onnx" --kernels >"$tmp/k" 2>&1
+    [ "$(grep -c 'call primc_k_attention' "$tmp/k")" = 1 ] && ! grep -q 'call primc_k_dot' "$tmp/k" &&
+      ok "$n: one fused primc_k_attention call" || bad "$n kernels" "$(head -c 600 "$tmp/k")"
+  done
 fi
 "$P" dump "$tmp/lp/conv_f16/model.onnx" --kernels >"$tmp/k" 2>&1
 grep -q 'call primc_k_conv' "$tmp/k" && grep -q 'const f32\[20,12,3,3\]' "$tmp/k" &&
