@@ -466,6 +466,38 @@ static const ox_row *find_row(int dom, const char *op, int opset, int *name_know
 
 static int is_default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
 
+/* Attributes an opset turned into inputs: from that opset on the op reads the input and would ignore the
+ * attribute, so a model carrying it (an opset bumped by hand or by a converter that left the node as it was)
+ * computed something else than its author meant, silently: a ReduceMean over every axis. Refused instead. */
+typedef struct ox_moved_attr {
+  const char *op, *attr;
+  int opset, input;
+} ox_moved_attr;
+
+static const ox_moved_attr ox_moved_attrs[] = {
+    {"Reshape", "shape", 5, 1},          {"Upsample", "scales", 9, 1},      {"Slice", "starts", 10, 1},
+    {"Slice", "ends", 10, 2},            {"Slice", "axes", 10, 3},          {"TopK", "k", 10, 1},
+    {"Pad", "pads", 11, 1},              {"Pad", "value", 11, 2},           {"Clip", "min", 11, 1},
+    {"Clip", "max", 11, 2},              {"Dropout", "ratio", 12, 1},       {"ReduceSum", "axes", 13, 1},
+    {"Squeeze", "axes", 13, 1},          {"Unsqueeze", "axes", 13, 1},      {"Split", "split", 13, 1},
+    {"ReduceMean", "axes", 18, 1},       {"ReduceMax", "axes", 18, 1},      {"ReduceMin", "axes", 18, 1},
+    {"ReduceProd", "axes", 18, 1},       {"ReduceL1", "axes", 18, 1},       {"ReduceL2", "axes", 18, 1},
+    {"ReduceLogSum", "axes", 18, 1},     {"ReduceLogSumExp", "axes", 18, 1}, {"ReduceSumSquare", "axes", 18, 1},
+};
+
+static pc_status moved_attrs(pc_graph *g, const Onnx__NodeProto *nd, int opset) {
+  for (size_t i = 0; i < sizeof ox_moved_attrs / sizeof *ox_moved_attrs; i++) {
+    const ox_moved_attr *m = &ox_moved_attrs[i];
+    if (opset < m->opset || strcmp(nd->op_type, m->op) != 0) continue;
+    for (size_t a = 0; a < nd->n_attribute; a++)
+      if (nd->attribute[a]->name && !strcmp(nd->attribute[a]->name, m->attr))
+        return pc_fail(g, PC_ERR_ATTR, "%s: attribute '%s' is input %d of %s from opset %d on (the model imports opset %d); "
+                       "the attribute would be ignored: move it to the input or import the older opset",
+                       g->origin, m->attr, m->input, m->op, m->opset, opset);
+  }
+  return PC_OK;
+}
+
 static pc_status unsupported_op(ox_loader *L, const Onnx__NodeProto *nd, int opset, int name_known) {
   const char *op = nd->op_type;
   if (name_known)
@@ -509,6 +541,7 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
   int known;
   const ox_row *row = find_row(dom, nd->op_type, opset, &known);
   if (!row) return unsupported_op(L, nd, opset, known);
+  if (dom < 0 && moved_attrs(g, nd, opset) != PC_OK) return g->status;
   pc_value **in = calloc(nd->n_input + 1, sizeof *in), **out = calloc(nd->n_output + 1, sizeof *out);
   if (!in || !out) {
     free(in);

@@ -134,6 +134,10 @@ def bad_models():
                [vi("x", [2])], [vi("y", [2])], extra_opsets=[("com.example", 1)]), "unknown_domain.onnx")
     save(model([helper.make_node("NotAnOp", ["x"], ["y"], name="nope")], [vi("x", [2])], [vi("y", [2])]),
          "unknown_op.onnx")
+    # an attribute its opset made an input (ReduceMean's axes from opset 18): read as the input, absent, it would
+    # silently reduce every axis
+    save(model([helper.make_node("ReduceMean", ["x"], ["y"], name="mean", axes=[1], keepdims=0)],
+               [vi("x", [2, 3])], [vi("y", [2])], opset=18), "moved_axes_attr.onnx")
     # primc check: three different problems over four nodes, one node skipped for reading a failed output
     save(model([helper.make_node("Relu", ["x"], ["y0"], name="fine"),
                 helper.make_node("NotAnOp", ["x"], ["a"], name="n1"),

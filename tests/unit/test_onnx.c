@@ -50,6 +50,11 @@ PC_TEST(onnx_bad_short_raw) { check_bad("short_raw.onnx", PC_ERR_RANGE, "raw_dat
 /* an If without its branches: the error names the node and the missing attribute */
 PC_TEST(onnx_bad_control_flow) { check_bad("control_flow.onnx", PC_ERR_ATTR, "If \"branch\": graph attribute then_branch"); }
 PC_TEST(onnx_bad_undefined_input) { check_bad("undefined_input.onnx", PC_ERR_PARSE, "'missing'"); }
+/* ReduceMean's axes as an attribute at opset 18, where it is an input: refused, not a reduction over every axis */
+PC_TEST(onnx_bad_moved_attr) {
+  check_bad("moved_axes_attr.onnx", PC_ERR_ATTR,
+            "ReduceMean \"mean\": attribute 'axes' is input 1 of ReduceMean from opset 18 on (the model imports opset 18)");
+}
 
 /* protobuf-c unpacks nested messages recursively: these small models overflowed the stack (SIGSEGV) */
 PC_TEST(onnx_bad_deep_sequence_type) {
