@@ -620,6 +620,20 @@ static pc_status read_opsets(ox_loader *L, const Onnx__ModelProto *m) {
   return PC_OK;
 }
 
+/* A graph output declared with another dtype than its nodes compute: the model is malformed or its import went
+ * wrong, and either way the caller would be handed another type than the model promises (ONNX Runtime refuses
+ * it too). Declared shapes are not compared: ONNX Runtime takes the computed one over a stale declaration. */
+static pc_status declared_output(pc_graph *g, const Onnx__ValueInfoProto *vi, const pc_value *v) {
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return PC_OK;
+  pc_dtype dt;
+  int et = tp->tensor_type->elem_type;
+  if (et && ox_dtype_from_onnx(et, &dt) && dt != v->type.dtype)
+    return pc_fail(g, PC_ERR_SHAPE, "graph output '%s': the model declares %s, its nodes compute %s",
+                   vi->name ? vi->name : "", pc_dtype_name(dt), pc_dtype_name(v->type.dtype));
+  return PC_OK;
+}
+
 static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
   pc_graph *g = L->g;
   if (gp->n_sparse_initializer) return pc_fail(g, PC_ERR_UNSUPPORTED, "sparse initializers are not supported");
@@ -655,6 +669,7 @@ static pc_status import_graph(ox_loader *L, const Onnx__GraphProto *gp) {
     for (int k = 0; sb && k < sb->s.n; k++) pc_output_add(g, sb->s.items[k]);
     if (sb) continue;
     if (!v) return pc_fail(g, PC_ERR_PARSE, "graph output '%s' is not produced by any node", nm);
+    if (declared_output(g, gp->output[i], v) != PC_OK) return g->status;
     pc_output_add(g, v);
   }
   return g->status;

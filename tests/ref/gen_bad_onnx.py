@@ -138,6 +138,9 @@ def bad_models():
     # silently reduce every axis
     save(model([helper.make_node("ReduceMean", ["x"], ["y"], name="mean", axes=[1], keepdims=0)],
                [vi("x", [2, 3])], [vi("y", [2])], opset=18), "moved_axes_attr.onnx")
+    # a graph output declared with another dtype than its node computes (a hand edit): refused, named
+    save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, 3])], [vi("y", [2, 3], TensorProto.INT64)]),
+         "declared_output_dtype.onnx")
     # primc check: three different problems over four nodes, one node skipped for reading a failed output
     save(model([helper.make_node("Relu", ["x"], ["y0"], name="fine"),
                 helper.make_node("NotAnOp", ["x"], ["a"], name="n1"),

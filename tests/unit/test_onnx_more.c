@@ -364,7 +364,7 @@ PC_TEST(onnx_more_dropout_training_needs_seed) {
 
 /* dtype attributes share one reader: a type primc lacks fails the node naming the attribute and the type */
 PC_TEST(onnx_more_dtype_attributes_checked) {
-  tm_io in[1] = {{"x", 1, 2, {3, 3}}}, out[1] = {{"y", 1, 2, {3, 3}}};
+  tm_io in[1] = {{"x", 1, 2, {3, 3}}}, out[1] = {{"y", 7, 2, {3, 3}}}; /* int64, as the second dtype says */
   tm_attr a[1] = {{"dtype", 'i', 8, 0, NULL}}; /* string */
   pc_graph *g = tm_load("EyeLike", 22, in, 1, out, 1, a, 1, NULL);
   CHECK(g && g->status == PC_ERR_UNSUPPORTED);

@@ -123,12 +123,18 @@ static pc_graph *one_node(const char *op, const char *const *outs, int n_out, On
   Onnx__TypeProto type;
   onnx__type_proto__init(&type);
   type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, type.tensor_type = &tt;
+  /* outputs declared as tensors of no given type or shape: the node decides (MaxPool's indices are int64) */
+  Onnx__TypeProto__Tensor ott;
+  onnx__type_proto__tensor__init(&ott);
+  Onnx__TypeProto otype;
+  onnx__type_proto__init(&otype);
+  otype.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, otype.tensor_type = &ott;
   Onnx__ValueInfoProto vin, vout[4], *pin = &vin, *pout[4];
   onnx__value_info_proto__init(&vin);
   vin.name = "x", vin.type = &type;
   for (int i = 0; i < n_out; i++) {
     onnx__value_info_proto__init(&vout[i]);
-    vout[i].name = (char *)outs[i], vout[i].type = &type;
+    vout[i].name = (char *)outs[i], vout[i].type = &otype;
     pout[i] = &vout[i];
   }
   char *in_names[1] = {"x"};
