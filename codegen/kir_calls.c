@@ -378,6 +378,27 @@ static int strided_operand(kir_program *p, const pc_value *x, int row, int col, 
   return e->buf;
 }
 
+/* buf, whose elements are of half type t (an f16 model's additive mask), widened to f32 whole into a scratch buffer
+ * by a loop kernel before the call, which reads it through the same index map: the mask's own elements, not the
+ * [.., Sq, Sk] its broadcasts make of them */
+static int widened_buf(kir_program *p, int buf, pc_dtype t, const pc_value *v) {
+  int64_t n = p->bufs[buf].nbytes / (int64_t)pc_dtype_size(t);
+  int nb = n > 0 ? kir_scratch_buf(p, PC_f32, n * (int64_t)sizeof(float), NULL) : -1;
+  kir_kernel *k = nb < 0 ? NULL : kir_kernel_new(p, KK_LOOP);
+  kir_expr *ld = k ? kir_expr_new(p, KE_LOAD, t) : NULL, *cv = ld ? kir_expr_new(p, KE_CONVERT, PC_f32) : NULL;
+  if (!cv) return -1;
+  ld->buf = buf;
+  memset(&ld->map, 0, sizeof ld->map);
+  ld->map.stride[0] = 1;
+  cv->n_args = 1, cv->args[0] = ld;
+  k->n_loops = k->n_par = 1;
+  k->extent[0] = n;
+  k->n_stores = 1;
+  k->stores[0] = (kir_store){nb, ld->map, cv, KR_NONE, 0, 0};
+  kir_kernel_origin(p, k, (const pc_node *const *)&v->producer, v->producer ? 1 : 0);
+  return nb;
+}
+
 /* a group that fuse.c made of one attention chain (two dot_generals): one primc_k_attention call reading
  * Q, K, V and the mask in place; the scores, softmax and index maps between them are never stored */
 pc_status kir_build_attention(kir_program *p, const pc_node *const *nodes, int n) {
@@ -400,6 +421,7 @@ pc_status kir_build_attention(kir_program *p, const pc_node *const *nodes, int n
   int bk = strided_operand(p, K, a.k_trans ? r - 1 : r - 2, a.k_trans ? r - 2 : r - 1, q + 12);
   int bv = strided_operand(p, V, r - 2, r - 1, q + 17);
   int bm = a.mask ? strided_operand(p, a.mask, r - 2, r - 1, q + 22) : -2;
+  if (bm >= 0 && a.mask->type.dtype != PC_f32) bm = widened_buf(p, bm, a.mask->type.dtype, a.mask);
   int by = strided_operand(p, Y, r - 2, r - 1, q + 27);
   if (!a.mask) memset(q + 22, 0, sizeof *q * 5);
   if (bq < 0 || bk < 0 || bv < 0 || bm == -1 || by < 0)

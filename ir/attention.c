@@ -181,7 +181,8 @@ static int scores_dot(matcher *M, const pc_value *s) {
 
 /* x, the scores softmax reads: [mask +] [causal where] [scale *] Q K^T, outermost first. In an f16 or bf16 model
  * the scores are rounded to its type after the dot, maybe scaled or masked there (a where, a uniform constant), and
- * widened for the softmax: the call, in f32 throughout, skips both converts (an additive mask must be f32) */
+ * widened for the softmax: the call, in f32 throughout, skips both converts (an additive mask there is of the
+ * model's type: codegen widens it for the call) */
 static int scores(matcher *M, const pc_value *x, int stage) {
   pc_attention *a = M->a;
   const pc_node *n = x->producer;
@@ -198,7 +199,9 @@ static int scores(matcher *M, const pc_value *x, int stage) {
       int saved_n = a->n_nodes, saved_v = M->n_vals;
       double saved_scale = a->scale;
       int saved_causal = a->causal;
-      if (is_f32(n->in[1 - side]) && scores(M, n->in[side], 1)) {
+      const pc_value *mask = n->in[1 - side];
+      int mask_ok = is_f32(x) ? is_f32(mask) : mask->type.dtype == x->type.dtype && pc_type_is_static(&mask->type);
+      if (mask_ok && scores(M, n->in[side], 1)) {
         a->mask = n->in[1 - side];
         internal(M, x);
         return 1;
@@ -275,7 +278,7 @@ int pc_attention_match(const pc_graph *g, const pc_node *pv, const int *uses, pc
     for (int o = 0; o < g->n_outputs; o++)
       if (g->outputs[o] == M.vals[i]) return 0;
   }
-  if (a->mask && (a->mask->type.rank != r || !is_f32(a->mask))) return 0;
+  if (a->mask && (a->mask->type.rank != r || !(is_f32(a->mask) || narrow_float(a->mask->type.dtype)))) return 0;
   int64_t d = a->qk->in[0]->type.dims[r - 1], dv = pv->in[1]->type.dims[r - 1];
   if (d < 1 || d > PC_ATTENTION_MAX_DIM || dv < 1 || dv > PC_ATTENTION_MAX_DIM) return 0;
   operand_maps(&M, a->qk->in[0]);

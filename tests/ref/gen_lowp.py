@@ -120,6 +120,22 @@ save("attention_f16_causal", [h.make_node("Constant", [], ["qtr"], value=nh.from
                               h.make_node("MatMul", ["p", "v"], ["y"], name="pv")],
      [h.make_tensor_value_info(n, T.FLOAT16, aq.shape) for n in "qkv"], [h.make_tensor_value_info("y", T.FLOAT16, aq.shape)],
      [nh.from_array(tril, "tril")], [aq, ak, av], ((e / e.sum(-1, keepdims=True)) @ av.astype(np.float64)).astype(np.float16))
+# as BERT exports it in f16: the scores scaled by a Div, then an f16 padding mask [2, 1, 1, 40] added (its last 10
+# keys -10000); the call reads the mask widened to f32
+am = np.zeros((2, 1, 1, 40), np.float16)
+am[..., 30:] = -10000
+sc = aq.astype(np.float64) @ ak.astype(np.float64).transpose(0, 1, 3, 2) / 4 + am.astype(np.float64)
+e = np.exp(sc - sc.max(-1, keepdims=True))
+save("attention_f16_mask", [h.make_node("Constant", [], ["four"], value=nh.from_array(np.array(4, np.float16)), name="c4"),
+                            h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
+                            h.make_node("MatMul", ["q", "kt"], ["s"], name="qk"),
+                            h.make_node("Div", ["s", "four"], ["ss"], name="scale"),
+                            h.make_node("Add", ["ss", "m"], ["sm"], name="mask"),
+                            h.make_node("Softmax", ["sm"], ["p"], axis=-1, name="sm"),
+                            h.make_node("MatMul", ["p", "v"], ["y"], name="pv")],
+     [h.make_tensor_value_info(n, T.FLOAT16, aq.shape) for n in "qkv"] + [h.make_tensor_value_info("m", T.FLOAT16, am.shape)],
+     [h.make_tensor_value_info("y", T.FLOAT16, aq.shape)], [], [aq, ak, av, am],
+     ((e / e.sum(-1, keepdims=True)) @ av.astype(np.float64)).astype(np.float16))
 # bf16 inside an f32 model: Cast to bf16, MatMul with a bf16 weight, Cast back
 xa = rng.standard_normal((33, 90)).astype(np.float32)
 wb = bf16_round(rng.standard_normal((90, 40)) / 8)

@@ -41,9 +41,9 @@ done
 grep -q 'const f32\[70,45\]' "$tmp/k" && grep -q 'call primc_k_dot_packed' "$tmp/k" && ! grep -q 'const f16' "$tmp/k" &&
   ok "f16 MatMul: weights widened at compile time, packed f32 GEMM" || bad "f16 MatMul kernels" "$(head -c 600 "$tmp/k")"
 # an f16 attention chain is one fused call (x86 rows; the generic row never fuses), its converts outside it, the
-# causal one with its f16 scale and -inf where inside
+# causal one with its f16 scale and -inf where inside, the masked one reading its f16 mask widened
 if [ "$(uname -m)" = x86_64 ]; then
-  for n in attention_f16 attention_f16_causal; do
+  for n in attention_f16 attention_f16_causal attention_f16_mask; do
     "$P" dump "$tmp/lp/$n/model.onnx" --kernels >"$tmp/k" 2>&1
     [ "$(grep -c 'call primc_k_attention' "$tmp/k")" = 1 ] && ! grep -q 'call primc_k_dot' "$tmp/k" &&
       ok "$n: one fused primc_k_attention call" || bad "$n kernels" "$(head -c 600 "$tmp/k")"

@@ -2,6 +2,7 @@
  * emulator of rendered CUDA C (tests/unit/cuda_emu.h) and checked against ONNX Runtime's outputs (expected.npy). */
 #include "codegen/codegen.h"
 #include "codegen/kir.h"
+#include "frontend/composite.h"
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
@@ -89,4 +90,56 @@ PC_TEST(cuda_emu_zoo) {
   for (int n = 0; more && sscanf(more, " %255s%n", name, &n) == 1; more += n) {
     emulate_model(name, PC_MATMUL_HIGHEST, PC_AUTOCAST_NONE, 1e-4);
   }
+}
+
+/* An f16 model's attention as BERT exports it (scores scaled by a Div and masked by an f16 padding mask between the
+ * MatMuls, softmax in f32 by the composite): the pipeline makes it one attention call reading the mask widened to
+ * f32 (codegen/kir_calls.c), rendered for CUDA and run on the emulator, against the interpreter's op-by-op f16 run
+ * of the same graph (its scores and probabilities rounded to f16: a few units of f16, within 3e-3 (1 + |ref|)) */
+PC_TEST(cuda_emu_f16_attention) {
+  pc_graph *g = pc_graph_new();
+  int64_t qs[4] = {2, 3, 40, 16}, ms[4] = {2, 1, 1, 40}, ss[4] = {2, 3, 40, 40}, perm[4] = {0, 1, 3, 2};
+  int64_t c3[1] = {3}, c2[1] = {2}, b01[2] = {0, 1}, all[4] = {0, 1, 2, 3};
+  pc_value *q = pc_input_add(g, "q", pc_type_make(PC_f16, 4, qs)), *k = pc_input_add(g, "k", pc_type_make(PC_f16, 4, qs));
+  pc_value *v = pc_input_add(g, "v", pc_type_make(PC_f16, 4, qs)), *m = pc_input_add(g, "m", pc_type_make(PC_f16, 4, ms));
+  pc_value *s = pc_dot_general(g, q, pc_transpose(g, k, perm), 1, c3, c2, 2, b01, b01);
+  s = pc_div(g, s, pc_full_like(g, 4, s));
+  s = pc_add(g, s, pc_broadcast_in_dim(g, m, 4, ss, all));
+  pc_output_add(g, pc_dot_general(g, fc_softmax(g, s, 3, 0), v, 1, c3, c2, 2, b01, b01));
+  if (!CHECK_MSG(g->status == PC_OK, "%s", pc_error(g))) return pc_graph_free(g);
+  enum { NQ = 2 * 3 * 40 * 16, NM = 2 * 40 };
+  static uint16_t in[3][NQ], mask[NM], got[NQ];
+  uint64_t r = 88172645463325252ull;
+  for (int t = 0; t < 3; t++)
+    for (int i = 0; i < NQ; i++) {
+      r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+      in[t][i] = pc_f32_to_f16((float)((double)(r % 20001) / 10000.0 - 1.0) * 1.5f);
+    }
+  for (int i = 0; i < NM; i++) mask[i] = pc_f32_to_f16(i % 40 >= 30 ? -10000.0f : 0.0f);
+  pc_tensor ti[4] = {{PC_f16, 4, {2, 3, 40, 16}, in[0]}, {PC_f16, 4, {2, 3, 40, 16}, in[1]},
+                     {PC_f16, 4, {2, 3, 40, 16}, in[2]}, {PC_f16, 4, {2, 1, 1, 40}, mask}}, ref;
+  memset(&ref, 0, sizeof ref);
+  int ok = CHECK_MSG(pc_interp(g, ti, 4, &ref, 1) == PC_OK, "interp: %s", pc_error(g));
+  pc_pipeline_opts po = {.opt_level = 2};
+  ok = ok && CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s", pc_error(g));
+  kir_program kp;
+  int calls = 0;
+  if (ok && CHECK_MSG(kir_build(g, &kp) == PC_OK, "kir: %s", pc_error(g)))
+    for (int i = 0; i < kp.n_kernels; i++) calls += kp.kernels[i].kind == KK_CALL && kp.kernels[i].call == KC_attention;
+  ok = ok && CHECK_MSG(calls == 1, "%d attention calls, wanted the chain as one", calls);
+  void *ins[4] = {in[0], in[1], in[2], mask}, *outs[1] = {got};
+  char err[512] = "";
+  int n_kernels = 0, rc = ok ? pc_emu_graph(g, ins, outs, &n_kernels, err, sizeof err) : 0;
+  if (rc < 0) {
+    SKIP("no g++ for the CUDA emulator");
+  } else if (ok && CHECK_MSG(rc == 1, "%s", err)) {
+    double worst = 0;
+    for (int i = 0; i < NQ; i++) {
+      double a = pc_f16_to_f32(got[i]), b = pc_f16_to_f32(((uint16_t *)ref.data)[i]), e = fabs(a - b) / (1 + fabs(b));
+      if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+    }
+    CHECK_MSG(worst <= 3e-3, "emulated f16 attention off the interpreter by %.3g (1 + |ref|)", worst);
+  }
+  pc_tensor_free(&ref);
+  pc_graph_free(g);
 }
