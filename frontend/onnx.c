@@ -485,6 +485,37 @@ static const ox_moved_attr ox_moved_attrs[] = {
     {"ReduceLogSum", "axes", 18, 1},     {"ReduceLogSumExp", "axes", 18, 1}, {"ReduceSumSquare", "axes", 18, 1},
 };
 
+/* every ai.onnx op version's attribute names (frontend/onnx_attrs.def, generated from onnx's schemas) */
+typedef struct ox_attr_row {
+  const char *op;
+  int since;
+  const char *attrs; /* space-separated */
+} ox_attr_row;
+
+static const ox_attr_row ox_attr_rows[] = {
+#define ONNX_ATTRS(op, since, attrs) {#op, since, attrs},
+#include "frontend/onnx_attrs.def"
+#undef ONNX_ATTRS
+};
+
+/* the attributes of op at opset (its newest version not above it); NULL for an op the schemas lack */
+static const char *schema_attrs(const char *op, int opset) {
+  const char *found = NULL;
+  for (size_t i = 0; i < sizeof ox_attr_rows / sizeof *ox_attr_rows; i++)
+    if (!strcmp(ox_attr_rows[i].op, op) && ox_attr_rows[i].since <= opset) found = ox_attr_rows[i].attrs;
+  return found;
+}
+
+static int has_word(const char *list, const char *w) {
+  size_t n = strlen(w);
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, " ");
+    if (len == n && !strncmp(p, w, n)) return 1;
+    p += len + (p[len] == ' ');
+  }
+  return 0;
+}
+
 static pc_status moved_attrs(pc_graph *g, const Onnx__NodeProto *nd, int opset) {
   for (size_t i = 0; i < sizeof ox_moved_attrs / sizeof *ox_moved_attrs; i++) {
     const ox_moved_attr *m = &ox_moved_attrs[i];
@@ -542,6 +573,15 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
   const ox_row *row = find_row(dom, nd->op_type, opset, &known);
   if (!row) return unsupported_op(L, nd, opset, known);
   if (dom < 0 && moved_attrs(g, nd, opset) != PC_OK) return g->status;
+  /* an attribute its op's version does not have (misspelt, stale, another op's): ignored, its default would stand
+   * in silently; ONNX Runtime refuses the model too */
+  const char *known_attrs = dom < 0 ? schema_attrs(nd->op_type, opset) : NULL;
+  for (size_t a = 0; known_attrs && a < nd->n_attribute; a++) {
+    const char *an = nd->attribute[a]->name ? nd->attribute[a]->name : "";
+    if (!has_word(known_attrs, an))
+      return pc_fail(g, PC_ERR_ATTR, "%s: %s has no attribute '%s' at opset %d (%s%s)", g->origin, nd->op_type, an, opset,
+                     *known_attrs ? "its attributes: " : "it takes none", known_attrs);
+  }
   pc_value **in = calloc(nd->n_input + 1, sizeof *in), **out = calloc(nd->n_output + 1, sizeof *out);
   if (!in || !out) {
     free(in);

@@ -138,6 +138,10 @@ def bad_models():
     # silently reduce every axis
     save(model([helper.make_node("ReduceMean", ["x"], ["y"], name="mean", axes=[1], keepdims=0)],
                [vi("x", [2, 3])], [vi("y", [2])], opset=18), "moved_axes_attr.onnx")
+    # a misspelt attribute (stride for strides): ignored, the conv would run at stride 1
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    save(model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[3, 3], stride=[2, 2])],
+               [vi("x", [1, 3, 8, 8])], [vi("y", [1, 4, 3, 3])], [w]), "unknown_attr.onnx")
     # a graph output declared with another dtype than its node computes (a hand edit): refused, named
     save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, 3])], [vi("y", [2, 3], TensorProto.INT64)]),
          "declared_output_dtype.onnx")

@@ -50,6 +50,12 @@ PC_TEST(onnx_bad_short_raw) { check_bad("short_raw.onnx", PC_ERR_RANGE, "raw_dat
 /* an If without its branches: the error names the node and the missing attribute */
 PC_TEST(onnx_bad_control_flow) { check_bad("control_flow.onnx", PC_ERR_ATTR, "If \"branch\": graph attribute then_branch"); }
 PC_TEST(onnx_bad_undefined_input) { check_bad("undefined_input.onnx", PC_ERR_PARSE, "'missing'"); }
+/* an attribute the op's version lacks (Conv's stride for strides) is refused, not ignored for its default */
+PC_TEST(onnx_bad_unknown_attr) {
+  check_bad("unknown_attr.onnx", PC_ERR_ATTR,
+            "Conv \"conv\": Conv has no attribute 'stride' at opset 17 (its attributes: auto_pad dilations group "
+            "kernel_shape pads strides)");
+}
 /* a graph output declared with another dtype than its node computes */
 PC_TEST(onnx_bad_declared_output) {
   check_bad("declared_output_dtype.onnx", PC_ERR_SHAPE, "graph output 'y': the model declares i64, its nodes compute f32");
