@@ -56,14 +56,17 @@ pc_status ox_op_BatchNormalization(ox_ctx *c) {
   return ox_out(c, 0, y);
 }
 
+/* a half-type x computes in f32 and rounds once, as the normalizations with a stash_type do by default */
 pc_status ox_op_InstanceNormalization(ox_ctx *c) {
   pc_value *x = ox_in_req(c, 0), *sc = ox_in_req(c, 1), *b = ox_in_req(c, 2), *mean, *var, *xc;
   int64_t axes[PC_MAX_RANK];
   int n = ox_spatial_axes(c, x, axes);
-  if (n < 0 || !sc || !b || !ox_require_float(c, x) || !moments(c, x, n, axes, &mean, &var, &xc)) return ox_status(c);
+  if (n < 0 || !sc || !b || !ox_require_float(c, x)) return ox_status(c);
+  pc_value *xs = pc_convert(G, x, x->type.dtype == PC_f16 || x->type.dtype == PC_bf16 ? PC_f32 : x->type.dtype);
+  if (!moments(c, xs, n, axes, &mean, &var, &xc)) return ox_status(c);
   pc_value *y = ox_binary(c, PC_OP_mul, xc, rsqrt_eps(c, var, ox_attr_float(c, "epsilon", 1e-5)));
-  y = y ? pc_add(G, pc_mul(G, y, ox_per_channel(c, sc, x, "scale")), ox_per_channel(c, b, x, "B")) : NULL;
-  return ox_out(c, 0, y);
+  y = y ? pc_add(G, pc_mul(G, y, ox_per_channel(c, sc, xs, "scale")), ox_per_channel(c, b, xs, "B")) : NULL;
+  return ox_out(c, 0, pc_convert(G, y, x->type.dtype));
 }
 
 /* the dtype statistics are computed in: f32 for half types unless stash_type says otherwise */

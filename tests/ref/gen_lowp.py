@@ -136,6 +136,15 @@ save("attention_f16_mask", [h.make_node("Constant", [], ["four"], value=nh.from_
      [h.make_tensor_value_info(n, T.FLOAT16, aq.shape) for n in "qkv"] + [h.make_tensor_value_info("m", T.FLOAT16, am.shape)],
      [h.make_tensor_value_info("y", T.FLOAT16, aq.shape)], [], [aq, ak, av, am],
      ((e / e.sum(-1, keepdims=True)) @ av.astype(np.float64)).astype(np.float16))
+# f16 InstanceNormalization: statistics, normalization, scale and bias in f32, rounded once
+ix = (rng.standard_normal((2, 5, 7, 9)) * 2 + 1).astype(np.float16)
+isc, ib = (rng.standard_normal(5) * 0.5 + 1).astype(np.float16), rng.standard_normal(5).astype(np.float16)
+i64 = ix.astype(np.float64)
+mu, var = i64.mean((2, 3), keepdims=True), i64.var((2, 3), keepdims=True)
+iref = (i64 - mu) / np.sqrt(var + 1e-5) * isc.astype(np.float64)[None, :, None, None] + ib.astype(np.float64)[None, :, None, None]
+save("instancenorm_f16", [h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-5, name="in")],
+     [h.make_tensor_value_info("x", T.FLOAT16, ix.shape)], [h.make_tensor_value_info("y", T.FLOAT16, ix.shape)],
+     [nh.from_array(isc, "s"), nh.from_array(ib, "b")], [ix], iref.astype(np.float16))
 # bf16 inside an f32 model: Cast to bf16, MatMul with a bf16 weight, Cast back
 xa = rng.standard_normal((33, 90)).astype(np.float32)
 wb = bf16_round(rng.standard_normal((90, 40)) / 8)
