@@ -58,26 +58,28 @@ static LLVMValueRef loop_end(lctx *L, loop *l) {
 #define NO_UNROLL_MIN 16
 #define NO_UNROLL_MAX 64
 
+/* the loads of e whose stride along loop l is unit (*unit; of dtype only, unless only is PC_DTYPE_COUNT) or
+ * neither 0 nor 1, or follows run-time dims (*other) */
+static void load_strides(const kir_program *p, const kir_expr *e, int l, pc_dtype only, int *unit, int *other) {
+  if (e->kind == KE_LOAD) {
+    int64_t st = e->map.stride[l];
+    *unit |= st == 1 && (only == PC_DTYPE_COUNT || e->dtype == only);
+    *other |= (st != 0 && st != 1) || kir_dyn_poly(p, &e->map.stride[l]) != NULL;
+  }
+  for (int i = 0; i < e->n_args; i++) load_strides(p, e->args[i], l, only, unit, other);
+}
+
 /* LLVM 19's x86 cost model prices a half <-> float conversion of 8 or 16 lanes as if scalarized (22 and 46
  * against 1 for 4 lanes, `opt -passes='print<cost-model>'`) although F16C and AVX-512 convert a whole ymm or zmm
  * in one instruction, so every loop over f16 data ran on 4 lanes of xmm (an f16 softmax 2.4x the f32 one's time
  * on Zen 3). A loop whose f16 loads or stores move by 1 along it, and no access by more (no gathers), gets the
  * target's width (lctx.f16_vf); 0: leave it to the cost model */
-static void access_strides(const kir_program *p, const kir_expr *e, int l, int *f16_unit, int *other) {
-  if (e->kind == KE_LOAD) {
-    int64_t st = e->map.stride[l];
-    *other |= (st != 0 && st != 1) || kir_dyn_poly(p, &e->map.stride[l]) != NULL;
-    *f16_unit |= st == 1 && e->dtype == PC_f16;
-  }
-  for (int i = 0; i < e->n_args; i++) access_strides(p, e->args[i], l, f16_unit, other);
-}
-
 static int f16_width(const lctx *L, const kir_kernel *k, int l, int stores_inside) {
   int f16_unit = 0, other = 0;
   if (!L->f16_vf) return 0;
   for (int s = 0; s < k->n_stores; s++) {
     const kir_store *st = &k->stores[s];
-    access_strides(L->p, st->value, l, &f16_unit, &other);
+    load_strides(L->p, st->value, l, PC_f16, &f16_unit, &other);
     if (!stores_inside) continue;
     int64_t sd = st->map.stride[l];
     other |= (sd != 0 && sd != 1) || kir_dyn_poly(L->p, &st->map.stride[l]) != NULL;
@@ -208,15 +210,6 @@ static int same_start(const kir_buf *a, const kir_buf *b) {
 
 /* ---------------------------------------------------------------- column reductions */
 
-/* the loads of e whose stride along loop l is unit (*unit) or neither 0 nor 1 (*other) */
-static void load_strides(const kir_expr *e, int l, int *unit, int *other) {
-  if (e->kind == KE_LOAD) {
-    *unit |= e->map.stride[l] == 1;
-    *other |= e->map.stride[l] != 0 && e->map.stride[l] != 1;
-  }
-  for (int i = 0; i < e->n_args; i++) load_strides(e->args[i], l, unit, other);
-}
-
 static int reads_buf(const kir_program *p, const kir_expr *e, int buf) {
   if (e->kind == KE_LOAD && kir_bufs_overlap(p, e->buf, buf)) return 1;
   for (int i = 0; i < e->n_args; i++)
@@ -239,8 +232,8 @@ static int column_reduction(const kir_program *p, const kir_kernel *k) {
     const kir_store *st = &k->stores[s];
     pc_dtype t = st->value->dtype;
     int unit_p = 0, other_p = 0, unit_r = 0, other_r = 0;
-    load_strides(st->value, P, &unit_p, &other_p);
-    load_strides(st->value, R, &unit_r, &other_r);
+    load_strides(p, st->value, P, PC_DTYPE_COUNT, &unit_p, &other_p);
+    load_strides(p, st->value, R, PC_DTYPE_COUNT, &unit_r, &other_r);
     if ((st->red != KR_SUM && st->red != KR_PROD && st->red != KR_MAX && st->red != KR_MIN) ||
         (t != PC_f32 && t != PC_f64) || p->bufs[st->buf].dtype != t || st->map.stride[P] != 1 || !unit_p ||
         other_p || !other_r || unit_r || reads_buf(p, st->value, st->buf))

@@ -29,10 +29,9 @@ static pc_value *reduce_keep(pc_graph *g, pc_op op, pc_value *x, int n, const in
 /* A half-type x (f16, bf16, f8) goes in as f32 and the result comes back rounded once: the composite is one op
  * of the model, and rounding each of its prims to the narrow type would only lose precision (and cost a convert
  * per prim), as torch's CPU kernels and ONNX's LayerNormalization (stash_type) compute in f32 too */
-static int narrow_float(const pc_value *x) { return pc_dtype_is_float(x->type.dtype) && pc_dtype_size(x->type.dtype) < 4; }
 
 pc_value *fc_softmax(pc_graph *g, pc_value *x, int64_t axis, int log) {
-  if (x && narrow_float(x)) return pc_convert(g, fc_softmax(g, pc_convert(g, x, PC_f32), axis, log), x->type.dtype);
+  if (x && pc_dtype_is_narrow_float(x->type.dtype)) return pc_convert(g, fc_softmax(g, pc_convert(g, x, PC_f32), axis, log), x->type.dtype);
   pc_value *m = reduce_keep(g, PC_OP_reduce_max, x, 1, &axis);
   pc_value *z = m ? bin(g, PC_OP_sub, x, m) : NULL;
   pc_value *e = z ? pc_exp(g, z) : NULL;
@@ -43,7 +42,7 @@ pc_value *fc_softmax(pc_graph *g, pc_value *x, int64_t axis, int log) {
 
 pc_value *fc_gelu(pc_graph *g, pc_value *x, int tanh_approx) {
   if (!x) return NULL;
-  if (narrow_float(x)) return pc_convert(g, fc_gelu(g, pc_convert(g, x, PC_f32), tanh_approx), x->type.dtype);
+  if (pc_dtype_is_narrow_float(x->type.dtype)) return pc_convert(g, fc_gelu(g, pc_convert(g, x, PC_f32), tanh_approx), x->type.dtype);
   pc_value *inner;
   if (tanh_approx) {
     pc_value *x3 = pc_mul(g, pc_mul(g, x, x), x);

@@ -56,24 +56,21 @@ pc_status ox_op_BatchNormalization(ox_ctx *c) {
   return ox_out(c, 0, y);
 }
 
+/* the dtype statistics are computed in: f32 for half types, unless stash_type says otherwise where the op has it */
+static pc_dtype f32_for_half(pc_dtype dt) { return dt == PC_f16 || dt == PC_bf16 ? PC_f32 : dt; }
+static pc_dtype stash_dtype(ox_ctx *c, pc_dtype dt) { return ox_attr_int(c, "stash_type", 1) == 1 ? f32_for_half(dt) : dt; }
+
 /* a half-type x computes in f32 and rounds once, as the normalizations with a stash_type do by default */
 pc_status ox_op_InstanceNormalization(ox_ctx *c) {
   pc_value *x = ox_in_req(c, 0), *sc = ox_in_req(c, 1), *b = ox_in_req(c, 2), *mean, *var, *xc;
   int64_t axes[PC_MAX_RANK];
   int n = ox_spatial_axes(c, x, axes);
   if (n < 0 || !sc || !b || !ox_require_float(c, x)) return ox_status(c);
-  pc_value *xs = pc_convert(G, x, x->type.dtype == PC_f16 || x->type.dtype == PC_bf16 ? PC_f32 : x->type.dtype);
+  pc_value *xs = pc_convert(G, x, f32_for_half(x->type.dtype));
   if (!moments(c, xs, n, axes, &mean, &var, &xc)) return ox_status(c);
   pc_value *y = ox_binary(c, PC_OP_mul, xc, rsqrt_eps(c, var, ox_attr_float(c, "epsilon", 1e-5)));
   y = y ? pc_add(G, pc_mul(G, y, ox_per_channel(c, sc, xs, "scale")), ox_per_channel(c, b, xs, "B")) : NULL;
   return ox_out(c, 0, pc_convert(G, y, x->type.dtype));
-}
-
-/* the dtype statistics are computed in: f32 for half types unless stash_type says otherwise */
-static pc_dtype stash_dtype(ox_ctx *c, pc_dtype dt) {
-  int64_t st = ox_attr_int(c, "stash_type", 1);
-  if (st == 1 && (dt == PC_f16 || dt == PC_bf16)) return PC_f32;
-  return dt;
 }
 
 /* scale and bias (numpy-broadcast) applied to y; either may be NULL */

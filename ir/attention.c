@@ -66,14 +66,13 @@ static int axes_are(const pc_node *n, const char *name, int len, int64_t first) 
 }
 
 static int is_f32(const pc_value *v) { return v->type.dtype == PC_f32 && pc_type_is_static(&v->type); }
-static int narrow_float(pc_dtype t) { return pc_dtype_is_float(t) && pc_dtype_size(t) < 4; }
 
 /* v = f32(half(u)) with u f32: an f16 or bf16 model's op boundary inside the chain (a MatMul's result, the softmax
  * composite's, rounded to the model's type, then widened for the next op: frontend/composite.c, passes/widen.c).
  * The call computes in f32 throughout and skips the rounding; u, else v when v is no such pair */
 static const pc_value *through_rounding(matcher *M, const pc_value *v) {
   const pc_node *up = prod(v, PC_OP_convert_element_type), *down;
-  if (!up || !is_f32(v) || !narrow_float(up->in[0]->type.dtype)) return v;
+  if (!up || !is_f32(v) || !pc_dtype_is_narrow_float(up->in[0]->type.dtype)) return v;
   if (!(down = prod(up->in[0], PC_OP_convert_element_type)) || !is_f32(down->in[0])) return v;
   internal(M, v);
   internal(M, up->in[0]);
@@ -110,7 +109,7 @@ static int uniform_const(matcher *M, const pc_value *v, double *c) {
   while (prod(w, PC_OP_broadcast_in_dim) || prod(w, PC_OP_reshape)) w = w->producer->in[0];
   const pc_node *k = prod(w, PC_OP_constant);
   pc_dtype t = w->type.dtype;
-  const void *d = k && (t == PC_f32 || narrow_float(t)) ? pc_const_data(w) : NULL;
+  const void *d = k && (t == PC_f32 || pc_dtype_is_narrow_float(t)) ? pc_const_data(w) : NULL;
   int64_t n = pc_type_numel(&w->type);
   if (!d || n < 1 || n > 4096) return 0;
   double c0 = pc_elem_f64(t, d, 0);
@@ -186,11 +185,11 @@ static int scores_dot(matcher *M, const pc_value *s) {
 static int scores(matcher *M, const pc_value *x, int stage) {
   pc_attention *a = M->a;
   const pc_node *n = x->producer;
-  if (!n || n->dead || !pc_type_is_static(&x->type) || !(is_f32(x) || narrow_float(x->type.dtype))) return 0;
+  if (!n || n->dead || !pc_type_is_static(&x->type) || !(is_f32(x) || pc_dtype_is_narrow_float(x->type.dtype))) return 0;
   int r = x->type.rank;
   if (n->op == PC_OP_convert_element_type) {
     const pc_value *u = n->in[0];
-    if (is_f32(x) ? !narrow_float(u->type.dtype) : !is_f32(u)) return 0;
+    if (is_f32(x) ? !pc_dtype_is_narrow_float(u->type.dtype) : !is_f32(u)) return 0;
     internal(M, x);
     return scores(M, u, stage);
   }
@@ -278,7 +277,7 @@ int pc_attention_match(const pc_graph *g, const pc_node *pv, const int *uses, pc
     for (int o = 0; o < g->n_outputs; o++)
       if (g->outputs[o] == M.vals[i]) return 0;
   }
-  if (a->mask && (a->mask->type.rank != r || !(is_f32(a->mask) || narrow_float(a->mask->type.dtype)))) return 0;
+  if (a->mask && (a->mask->type.rank != r || !(is_f32(a->mask) || pc_dtype_is_narrow_float(a->mask->type.dtype)))) return 0;
   int64_t d = a->qk->in[0]->type.dims[r - 1], dv = pv->in[1]->type.dims[r - 1];
   if (d < 1 || d > PC_ATTENTION_MAX_DIM || dv < 1 || dv > PC_ATTENTION_MAX_DIM) return 0;
   operand_maps(&M, a->qk->in[0]);

@@ -40,6 +40,7 @@ size_t pc_dtype_size(pc_dtype t);
 const char *pc_dtype_name(pc_dtype t);
 int pc_dtype_from_name(const char *name, pc_dtype *out); /* 1 if found */
 int pc_dtype_is_float(pc_dtype t);                       /* f16 bf16 f32 f64 and the f8 formats */
+int pc_dtype_is_narrow_float(pc_dtype t);                /* a float narrower than f32: f16, bf16, the f8 formats */
 int pc_dtype_is_int(pc_dtype t);                         /* signed or unsigned, not bool */
 int pc_dtype_is_signed(pc_dtype t);                      /* signed int or float */
 

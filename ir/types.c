@@ -261,6 +261,8 @@ static uint8_t e8m0_encode(float f) { return (uint8_t)(pc_f32_bits(f) >> 23); }
 
 int pc_dtype_is_f8(pc_dtype t) { return f8_format_of(t) != NULL || t == PC_f8e8m0; }
 
+int pc_dtype_is_narrow_float(pc_dtype t) { return pc_dtype_is_float(t) && pc_dtype_size(t) < 4; }
+
 int pc_dtype_subbyte_bits(pc_dtype t) { return t == PC_i4 || t == PC_u4 ? 4 : t == PC_i2 || t == PC_u2 ? 2 : 0; }
 
 float pc_f8_to_f32(pc_dtype t, uint8_t b) {

@@ -16,8 +16,6 @@
 #include "passes/passes.h"
 #include "passes/rewrite.h"
 
-static int narrow_float(pc_dtype t) { return pc_dtype_is_float(t) && pc_dtype_size(t) < 4; }
-
 #define F32_EXACT ((int64_t)1 << 24)
 /* the int8 tile's depth: below it an int8 GEMM's K is mostly padding */
 #define INT8_TILE_K 64
@@ -39,7 +37,7 @@ static int exact_small_conv(const pc_node *n) {
 
 static pc_value *widened(pc_graph *g, pc_node *n) {
   pc_dtype dt = n->out[0]->type.dtype;
-  if (!narrow_float(dt) && !exact_small_conv(n)) return NULL;
+  if (!pc_dtype_is_narrow_float(dt) && !exact_small_conv(n)) return NULL;
   pc_value *in[2];
   for (int k = 0; k < 2; k++)
     if (!(in[k] = pc_convert(g, n->in[k], PC_f32))) return NULL;
