@@ -466,65 +466,53 @@ static const ox_row *find_row(int dom, const char *op, int opset, int *name_know
 
 static int is_default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
 
-/* Attributes an opset turned into inputs: from that opset on the op reads the input and would ignore the
- * attribute, so a model carrying it (an opset bumped by hand or by a converter that left the node as it was)
- * computed something else than its author meant, silently: a ReduceMean over every axis. Refused instead. */
-typedef struct ox_moved_attr {
-  const char *op, *attr;
-  int opset, input;
-} ox_moved_attr;
-
-static const ox_moved_attr ox_moved_attrs[] = {
-    {"Reshape", "shape", 5, 1},          {"Upsample", "scales", 9, 1},      {"Slice", "starts", 10, 1},
-    {"Slice", "ends", 10, 2},            {"Slice", "axes", 10, 3},          {"TopK", "k", 10, 1},
-    {"Pad", "pads", 11, 1},              {"Pad", "value", 11, 2},           {"Clip", "min", 11, 1},
-    {"Clip", "max", 11, 2},              {"Dropout", "ratio", 12, 1},       {"ReduceSum", "axes", 13, 1},
-    {"Squeeze", "axes", 13, 1},          {"Unsqueeze", "axes", 13, 1},      {"Split", "split", 13, 1},
-    {"ReduceMean", "axes", 18, 1},       {"ReduceMax", "axes", 18, 1},      {"ReduceMin", "axes", 18, 1},
-    {"ReduceProd", "axes", 18, 1},       {"ReduceL1", "axes", 18, 1},       {"ReduceL2", "axes", 18, 1},
-    {"ReduceLogSum", "axes", 18, 1},     {"ReduceLogSumExp", "axes", 18, 1}, {"ReduceSumSquare", "axes", 18, 1},
-};
-
-/* every ai.onnx op version's attribute names (frontend/onnx_attrs.def, generated from onnx's schemas) */
+/* every ai.onnx op version's attribute and input names (frontend/onnx_attrs.def, generated from onnx's schemas) */
 typedef struct ox_attr_row {
   const char *op;
   int since;
-  const char *attrs; /* space-separated */
+  const char *attrs, *inputs; /* space-separated */
 } ox_attr_row;
 
 static const ox_attr_row ox_attr_rows[] = {
-#define ONNX_ATTRS(op, since, attrs) {#op, since, attrs},
+#define ONNX_ATTRS(op, since, attrs, inputs) {#op, since, attrs, inputs},
 #include "frontend/onnx_attrs.def"
 #undef ONNX_ATTRS
 };
 
-/* the attributes of op at opset (its newest version not above it); NULL for an op the schemas lack */
-static const char *schema_attrs(const char *op, int opset) {
-  const char *found = NULL;
-  for (size_t i = 0; i < sizeof ox_attr_rows / sizeof *ox_attr_rows; i++)
-    if (!strcmp(ox_attr_rows[i].op, op) && ox_attr_rows[i].since <= opset) found = ox_attr_rows[i].attrs;
-  return found;
-}
-
-static int has_word(const char *list, const char *w) {
+/* the position of word w in the space-separated list, -1 when absent */
+static int word_at(const char *list, const char *w) {
   size_t n = strlen(w);
-  for (const char *p = list; *p;) {
+  int i = 0;
+  for (const char *p = list; *p; i++) {
     size_t len = strcspn(p, " ");
-    if (len == n && !strncmp(p, w, n)) return 1;
+    if (len == n && !strncmp(p, w, n)) return i;
     p += len + (p[len] == ' ');
   }
-  return 0;
+  return -1;
 }
 
-static pc_status moved_attrs(pc_graph *g, const Onnx__NodeProto *nd, int opset) {
-  for (size_t i = 0; i < sizeof ox_moved_attrs / sizeof *ox_moved_attrs; i++) {
-    const ox_moved_attr *m = &ox_moved_attrs[i];
-    if (opset < m->opset || strcmp(nd->op_type, m->op) != 0) continue;
-    for (size_t a = 0; a < nd->n_attribute; a++)
-      if (nd->attribute[a]->name && !strcmp(nd->attribute[a]->name, m->attr))
-        return pc_fail(g, PC_ERR_ATTR, "%s: attribute '%s' is input %d of %s from opset %d on (the model imports opset %d); "
-                       "the attribute would be ignored: move it to the input or import the older opset",
-                       g->origin, m->attr, m->input, m->op, m->opset, opset);
+/* A node's attributes against its op's version (the newest row not above opset): one the version does not define
+ * would be ignored and its default stand in silently (a Conv's misspelt stride; ReduceMean's axes once opset 18 made
+ * it an input: a mean over every axis), so it is refused, as ONNX Runtime refuses it. An op the schemas lack is not
+ * checked. */
+static pc_status check_attrs(pc_graph *g, const Onnx__NodeProto *nd, int opset) {
+  const ox_attr_row *row = NULL, *rows = ox_attr_rows;
+  size_t n_rows = sizeof ox_attr_rows / sizeof *ox_attr_rows;
+  for (size_t i = 0; i < n_rows; i++)
+    if (!strcmp(rows[i].op, nd->op_type) && rows[i].since <= opset) row = &rows[i];
+  for (size_t a = 0; row && a < nd->n_attribute; a++) {
+    const char *an = nd->attribute[a]->name ? nd->attribute[a]->name : "";
+    if (word_at(row->attrs, an) >= 0) continue;
+    int input = word_at(row->inputs, an), from = row->since;
+    /* an input of that name: the attribute moved there, in the oldest version from which on every one has it */
+    for (const ox_attr_row *r = row; input >= 0 && r > rows && !strcmp(r[-1].op, r->op) && word_at(r[-1].inputs, an) >= 0; r--)
+      from = r[-1].since;
+    if (input >= 0)
+      return pc_fail(g, PC_ERR_ATTR, "%s: attribute '%s' is input %d of %s from opset %d on (the model imports opset %d); "
+                     "the attribute would be ignored: move it to the input or import the older opset",
+                     g->origin, an, input, nd->op_type, from, opset);
+    return pc_fail(g, PC_ERR_ATTR, "%s: %s has no attribute '%s' at opset %d (%s%s)", g->origin, nd->op_type, an, opset,
+                   *row->attrs ? "its attributes: " : "it takes none", row->attrs);
   }
   return PC_OK;
 }
@@ -572,16 +560,7 @@ static pc_status import_node(ox_loader *L, const Onnx__NodeProto *nd, size_t ind
   int known;
   const ox_row *row = find_row(dom, nd->op_type, opset, &known);
   if (!row) return unsupported_op(L, nd, opset, known);
-  if (dom < 0 && moved_attrs(g, nd, opset) != PC_OK) return g->status;
-  /* an attribute its op's version does not have (misspelt, stale, another op's): ignored, its default would stand
-   * in silently; ONNX Runtime refuses the model too */
-  const char *known_attrs = dom < 0 ? schema_attrs(nd->op_type, opset) : NULL;
-  for (size_t a = 0; known_attrs && a < nd->n_attribute; a++) {
-    const char *an = nd->attribute[a]->name ? nd->attribute[a]->name : "";
-    if (!has_word(known_attrs, an))
-      return pc_fail(g, PC_ERR_ATTR, "%s: %s has no attribute '%s' at opset %d (%s%s)", g->origin, nd->op_type, an, opset,
-                     *known_attrs ? "its attributes: " : "it takes none", known_attrs);
-  }
+  if (dom < 0 && check_attrs(g, nd, opset) != PC_OK) return g->status;
   pc_value **in = calloc(nd->n_input + 1, sizeof *in), **out = calloc(nd->n_output + 1, sizeof *out);
   if (!in || !out) {
     free(in);
