@@ -304,7 +304,7 @@ static void run_task(const job *j, int64_t t, int16_t *wb) {
 static void claim_tasks(void *ctx, int64_t b, int64_t e) {
   job *j = ctx;
   (void)b, (void)e;
-  int16_t wb[IG_KC * 2 * IG_PANEL] __attribute__((aligned(64)));
+  int16_t wb[IG_KC * 2 * IG_PANEL + IG_WB_NOTES / 2] __attribute__((aligned(64)));
   if (j->row->setup) j->row->setup(1);
   for (int64_t t; (t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nm * j->np;) run_task(j, t, wb);
   if (j->row->setup) j->row->setup(0);

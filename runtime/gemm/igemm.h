@@ -45,9 +45,12 @@ typedef struct ikargs {
   int64_t ldc;
   const int32_t *roff, *rsum; /* the call's rows */
   const int32_t *cob, *csum;  /* the call's 32 columns (zero past N) */
-  int16_t *wb; /* the thread's room for this block of B in another form (kc * 32 int16), kept between its calls */
+  int16_t *wb; /* the thread's room for this block of B in another form (IG_KC * 32 int16, then IG_WB_NOTES bytes
+               * of the row's notes on it), kept between its calls */
   int fresh;   /* the first call on this block of B on this thread: wb holds another block */
 } ikargs;
+
+#define IG_WB_NOTES 128
 
 typedef void (*ig_kern)(const ikargs *g);
 

@@ -10,6 +10,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- what the CPU allows */
@@ -246,22 +247,118 @@ AVNNI void primc_ig_kern_avxvnni(const ikargs *g) {
   }
 }
 
-/* ---------------------------------------------------------------- AVX2: 4 rows x 8 columns a pass, no VNNI */
+/* ---------------------------------------------------------------- AVX2: vpmaddubsw on a split B, no VNNI */
 
-/* vpmaddubsw would add two u8 x s8 products in int16 and saturate past 32767 (255 * 127 * 2 can reach 64770).
- * So both operands go to int16 and vpmaddwd adds each pair into int32, exactly: 4 columns x 4 k of B's quads,
- * widened once per block of B into the thread's wb (a ymm each), against a row's 4 k of A widened and repeated,
- * give each column's two half sums (k 0-1, k 2-3) side by side; they are added at the store. One multiply per
- * 16 products, two a cycle on Zen 3. A pass keeps 4 rows x 2 chunks of sums in registers, so each chunk of B is
- * loaded once per k quad for 4 rows (one row a pass read B's 64-byte quads from L2 for every row: 12 products a
- * cycle where the multiplies allow 32), and the call's rows of A are widened first, so that a row's quad is one
- * vpbroadcastq from memory. */
+/* vpmaddubsw adds two u8 x s8 products (k 2i, 2i + 1) in int16 and saturates past the int16 range. For u8 a, a pair
+ * of B whose signs differ never reaches it (255 x 128 at most), nor one of the same sign with |b0| + |b1| <= 128.
+ * So each block of B is split once per thread (the first call on it, into wb): a copy in which every pair of one
+ * sign with |b0| + |b1| > 128 keeps its larger value and gives the smaller one's excess over 128 - |larger| to a
+ * list (1-2% of the pairs of quantize_static's per-channel weights). The copy goes through vpmaddubsw + vpmaddwd
+ * by ones (32 products in three operations, half the bytes of the int16 form), the list's products are added to
+ * the sums before the store: exact. A block whose list would cost more than vpmaddubsw saves (more than 3 kc / 8
+ * excesses: uniform weights, 1x1s and stems of wide range) takes the int16 form instead: both operands widened,
+ * one vpmaddwd per 16 products. */
 #define X2 __attribute__((target("avx2")))
 enum { A2_ROWS = 4 };
 _Static_assert((int)IG_MR_AVX2 == (int)A2_ROWS, "the AVX2 row's table entry and its kernel agree on the rows of a call");
 
+/* one excess as found: add a(r, k) v to column j's sums; off: where the call's 4 rows' a(., k) sit in u2_rows's form */
+typedef struct u2fix {
+  int32_t off, j, v;
+} u2fix;
+
+/* two excesses of one column (the second may be v 0), as the list holds them: vv their v as two int16 */
+typedef struct u2two {
+  int32_t off0, off1, vv;
+} u2two;
+
+enum { U2_CAP_8THS = 3 }; /* a block's list holds at most kc U2_CAP_8THS / 8 excesses */
+
+/* wb's notes after its IG_KC * 32 int16: the block's form */
+typedef struct u2note {
+  int64_t ntwo;               /* the list's pairs after the copy (0: none), or -1: the int16 form */
+  uint16_t end[2 * IG_PANEL]; /* the list by column: column j's pairs end at end[j] */
+} u2note;
+_Static_assert(sizeof(u2note) <= IG_WB_NOTES, "the AVX2 row's notes fit the room after wb's block");
+_Static_assert(IG_KC * U2_CAP_8THS / 8 * sizeof(u2fix) + (IG_KC * U2_CAP_8THS / 8 + 2 * IG_PANEL) * sizeof(u2two) <= (size_t)IG_KC * 32,
+               "the list and its first form fit beside the copy");
+
+static u2note *u2_note(const ikargs *g) { return (u2note *)((char *)g->wb + IG_KC * 2 * 2 * IG_PANEL); }
+
+/* the block's pairs split into the copy at sb and the list at two (by column, in pairs); the list's pairs, or -1
+ * past cap excesses (tmp: room for cap as found) */
+static X2 int64_t u2_split(const ikargs *g, int8_t *sb, u2two *two, u2fix *tmp, int64_t cap, u2note *note) {
+  const __m256i one = _mm256_set1_epi8(1), lim = _mm256_set1_epi16(128);
+  /* first the copy and each 32 bytes' pairs to split, counted: a block past cap (uniform weights) stops early */
+  uint32_t bads[IG_KC];
+  int64_t n = 0;
+  for (int64_t o = 0; o < g->kc * 2 * IG_PANEL; o += 32) {
+    __m256i b = _mm256_loadu_si256((const __m256i *)(g->b + o));
+    _mm256_store_si256((__m256i *)(sb + o), b);
+    /* per pair: |b0| + |b1| (|-128| is 128 as u8), and whether the signs agree (the int16's top bit of b1 ^ b0) */
+    __m256i mag = _mm256_maddubs_epi16(_mm256_abs_epi8(b), one);
+    __m256i differ = _mm256_srai_epi16(_mm256_xor_si256(b, _mm256_slli_epi16(b, 8)), 15);
+    bads[o / 32] = (uint32_t)_mm256_movemask_epi8(_mm256_andnot_si256(differ, _mm256_cmpgt_epi16(mag, lim)));
+    if ((n += __builtin_popcount(bads[o / 32]) / 2) > cap) return -1;
+  }
+  n = 0;
+  for (int64_t o = 0; o < g->kc * 2 * IG_PANEL; o += 32)
+    for (uint32_t bad = bads[o / 32]; bad; bad &= bad - 1, bad &= bad - 1) {
+      int64_t at = o + __builtin_ctz(bad); /* the pair's first byte */
+      int big = abs(sb[at]) >= abs(sb[at + 1]) ? 0 : 1;
+      int keep = sb[at + big], give = sb[at + 1 - big];
+      int rest = keep < 0 ? -(128 + keep) : 128 - keep; /* what the smaller may keep: same sign, |keep| + |rest| = 128 */
+      int64_t in = at + 1 - big, blk = in / (16 * IG_KSTEP), r = in % (16 * IG_KSTEP); /* ig_b_at's inverse */
+      int64_t k = (blk / 2 * 16 + r / 64) * 4 + r % 4, kk = k % 32;
+      /* u2_rows puts k's 4 bytes at 4 ((k % 16 / 4) 8 + k / 16 4 + k % 4) of its 32 k, in 16-byte halves as the
+       * unpacks leave them */
+      tmp[n++] = (u2fix){.off = (int32_t)(k - kk + (kk % 16 / 4 * 8 + kk / 16 * 4 + kk % 4)) * 4,
+                        .j = (int32_t)(blk % 2 * 16 + r % 64 / 4), .v = give - rest};
+      sb[in] = (int8_t)rest;
+    }
+  /* by column, each column's in the order found, two at a time (an odd one out with v 0) */
+  int64_t ends[2 * IG_PANEL + 1] = {0}, fill[2 * IG_PANEL];
+  for (int64_t e = 0; e < n; e++) ends[tmp[e].j + 1]++;
+  for (int c = 0; c < 2 * IG_PANEL; c++) ends[c + 1] = ends[c] + (ends[c + 1] + 1) / 2, note->end[c] = (uint16_t)ends[c + 1];
+  for (int c = 0; c < 2 * IG_PANEL; c++) fill[c] = 2 * ends[c];
+  for (int64_t i = 0; i < ends[2 * IG_PANEL]; i++) two[i] = (u2two){0, 0, 0};
+  for (int64_t e = 0; e < n; e++) {
+    int64_t f = fill[tmp[e].j]++;
+    u2two *t = &two[f / 2];
+    if (f % 2) t->off1 = tmp[e].off, t->vv |= (int32_t)((uint32_t)tmp[e].v << 16);
+    else t->off0 = tmp[e].off, t->vv |= tmp[e].v & 0xffff;
+  }
+  return ends[2 * IG_PANEL];
+}
+
+/* the call's 4 rows of A over kc, k's 4 bytes side by side (as one int32), each 32 k in the unpacks' order */
+static X2 void u2_rows(const ikargs *g, uint8_t *rows) {
+  for (int64_t k = 0; k < g->kc; k += 32) {
+    const uint8_t *a = g->a + ig_a_at(g->lda, 0, k);
+    __m256i r0 = _mm256_loadu_si256((const __m256i *)a), r1 = _mm256_loadu_si256((const __m256i *)(a + IG_KSTEP));
+    __m256i r2 = _mm256_loadu_si256((const __m256i *)(a + 2 * IG_KSTEP)), r3 = _mm256_loadu_si256((const __m256i *)(a + 3 * IG_KSTEP));
+    __m256i lo01 = _mm256_unpacklo_epi8(r0, r1), hi01 = _mm256_unpackhi_epi8(r0, r1);
+    __m256i lo23 = _mm256_unpacklo_epi8(r2, r3), hi23 = _mm256_unpackhi_epi8(r2, r3);
+    __m256i *o = (__m256i *)(rows + 4 * k);
+    _mm256_store_si256(o, _mm256_unpacklo_epi16(lo01, lo23));
+    _mm256_store_si256(o + 1, _mm256_unpackhi_epi16(lo01, lo23));
+    _mm256_store_si256(o + 2, _mm256_unpacklo_epi16(hi01, hi23));
+    _mm256_store_si256(o + 3, _mm256_unpackhi_epi16(hi01, hi23));
+  }
+}
+
+/* B's block widened to int16 for the exact vpmaddwd form: chunk u of k quad kq (columns 4u .. 4u + 3) at
+ * wb[((u / 2 * nq + kq) * 2 + u % 2) * 16], a pass's two chunks one after the other along k */
+static X2 void a2_widen(const ikargs *g) {
+  int64_t nq = g->kc / 4;
+  for (int64_t kq = 0; kq < nq; kq++)
+    for (int u = 0; u < 8; u++)
+      _mm256_store_si256((__m256i *)(g->wb + ((u / 2 * nq + kq) * 2 + u % 2) * 16),
+                         _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g->b + ig_b_at(kq, u / 4) + 16 * (u % 4)))));
+}
+
 /* the 4 rows' sums of columns 8p .. 8p + 7 into C (rows below mr, columns below nr) */
-static X2 void a2_store(const ikargs *g, const __m256i *v, int p) {
+static inline __attribute__((always_inline)) X2 void a2_store(const ikargs *g, const __m256i *v, int p) {
   int n = g->nr - 8 * p < 8 ? g->nr - 8 * p : 8;
   for (int r = 0; r < g->mr; r++) {
     int32_t *c = g->c + r * g->ldc + 8 * p;
@@ -282,7 +379,7 @@ static X2 void a2_store(const ikargs *g, const __m256i *v, int p) {
   }
 }
 
-/* columns 8p .. 8p + 7 of the call's 4 rows over its kc; wa: the rows widened, kc apart */
+/* the int16 form: columns 8p .. 8p + 7 of the call's 4 rows over its kc; wa: the rows widened, kc apart */
 static inline __attribute__((always_inline)) X2 void a2_pass(const ikargs *g, const int16_t *wa, int p) {
   __m256i acc[A2_ROWS][2];
 #pragma GCC unroll 4
@@ -306,15 +403,7 @@ static inline __attribute__((always_inline)) X2 void a2_pass(const ikargs *g, co
   a2_store(g, v, p);
 }
 
-X2 void primc_ig_kern_avx2(const ikargs *g) {
-  int ch = g->nr > 16 ? 8 : 4;
-  int64_t nq = g->kc / 4;
-  if (g->fresh) /* chunk u of k quad kq (columns 4u .. 4u + 3) at wb[((u / 2 * nq + kq) * 2 + u % 2) * 16]: a pass's
-                 * two chunks one after the other along k */
-    for (int64_t kq = 0; kq < nq; kq++)
-      for (int u = 0; u < ch; u++)
-        _mm256_store_si256((__m256i *)(g->wb + ((u / 2 * nq + kq) * 2 + u % 2) * 16),
-                           _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g->b + ig_b_at(kq, u / 4) + 16 * (u % 4)))));
+static X2 void a2_wide(const ikargs *g) {
   /* the call's rows (those past mr are zero rows of the strip) widened, row r at wa[r * kc] */
   int16_t wa[A2_ROWS * IG_KC] __attribute__((aligned(32)));
   for (int r = 0; r < A2_ROWS; r++)
@@ -322,6 +411,80 @@ X2 void primc_ig_kern_avx2(const ikargs *g) {
       _mm256_store_si256((__m256i *)(wa + r * g->kc + k),
                          _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g->a + ig_a_at(g->lda, r, k)))));
   for (int p = 0; 8 * p < g->nr; p++) a2_pass(g, wa, p);
+}
+
+/* the split form: columns 16h .. 16h + 15 (panel h of the copy) of the call's 4 rows, the list's sums fx added.
+ * (none when NULL). The sums are named values, not an array: GCC kept an array of them in memory */
+static inline __attribute__((always_inline)) X2 void u2_pass(const ikargs *g, const int8_t *sb, int h,
+                                                             int32_t fx[A2_ROWS][2 * IG_PANEL]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
+  for (int64_t k0 = 0; k0 < g->kc; k0 += IG_KSTEP) {
+    const int8_t *w = sb + ig_b_at(k0 / 4, h);
+    const uint8_t *a = g->a + ig_a_at(g->lda, 0, k0);
+    for (int q = 0; q < IG_KSTEP / 4; q++, w += 4 * IG_PANEL, a += 4) {
+      __m256i b0 = _mm256_load_si256((const __m256i *)w), b1 = _mm256_load_si256((const __m256i *)(w + 32));
+#define U2_ROW(r)                                                                                                      \
+  {                                                                                                                    \
+    int32_t quad;                                                                                                      \
+    memcpy(&quad, a + (r) * IG_KSTEP, sizeof quad);                                                                    \
+    __m256i x = _mm256_set1_epi32(quad);                                                                               \
+    s##r##0 = _mm256_add_epi32(s##r##0, _mm256_madd_epi16(_mm256_maddubs_epi16(x, b0), ones));                         \
+    s##r##1 = _mm256_add_epi32(s##r##1, _mm256_madd_epi16(_mm256_maddubs_epi16(x, b1), ones));                         \
+  }
+      U2_ROW(0) U2_ROW(1) U2_ROW(2) U2_ROW(3)
+#undef U2_ROW
+    }
+  }
+  const __m256i sums[A2_ROWS][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
+  for (int q = 0; q < 2; q++) {
+    __m256i v[A2_ROWS];
+    for (int r = 0; r < A2_ROWS; r++)
+      v[r] = fx ? _mm256_add_epi32(sums[r][q], _mm256_loadu_si256((const __m256i *)(fx[r] + 16 * h + 8 * q))) : sums[r][q];
+    if (16 * h + 8 * q < g->nr) a2_store(g, v, 2 * h + q);
+  }
+}
+
+X2 void primc_ig_kern_avx2(const ikargs *g) {
+  int8_t *sb = (int8_t *)g->wb;
+  u2two *list = (u2two *)(sb + g->kc * 2 * IG_PANEL);
+  u2note *note = u2_note(g);
+  if (g->fresh &&
+      (note->ntwo = u2_split(g, sb, list, (u2fix *)(list + IG_KC * U2_CAP_8THS / 8 + 2 * IG_PANEL), g->kc * U2_CAP_8THS / 8, note)) < 0)
+    a2_widen(g);
+  if (note->ntwo < 0) {
+    a2_wide(g);
+    return;
+  }
+  /* the excesses' products two at a time (one vpmaddwd), the 4 rows' side by side, summed along the list (by
+   * column): a column's sums are the difference of two of these running sums (no branch per column, no chain
+   * through memory); then turned into rows */
+  int32_t fx[A2_ROWS][2 * IG_PANEL] __attribute__((aligned(32)));
+  if (note->ntwo) {
+    uint8_t rows[4 * IG_KC] __attribute__((aligned(32)));
+    __m128i run[IG_KC * U2_CAP_8THS / 8 + 2 * IG_PANEL + 1], col[2 * IG_PANEL];
+    u2_rows(g, rows);
+    __m128i sum = run[0] = _mm_setzero_si128();
+    for (int64_t e = 0; e < note->ntwo; e++) {
+      int32_t f0, f1;
+      memcpy(&f0, rows + list[e].off0, sizeof f0);
+      memcpy(&f1, rows + list[e].off1, sizeof f1);
+      __m128i x = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(f0), _mm_cvtsi32_si128(f1)));
+      sum = _mm_add_epi32(sum, _mm_madd_epi16(x, _mm_set1_epi32(list[e].vv)));
+      run[e + 1] = sum;
+    }
+    for (int j = 0; j < 2 * IG_PANEL; j++) col[j] = _mm_sub_epi32(run[note->end[j]], run[j ? note->end[j - 1] : 0]);
+    for (int j = 0; j < 2 * IG_PANEL; j += 4) { /* 4 columns x 4 rows transposed */
+      __m128i t0 = _mm_unpacklo_epi32(col[j], col[j + 1]), t1 = _mm_unpackhi_epi32(col[j], col[j + 1]);
+      __m128i t2 = _mm_unpacklo_epi32(col[j + 2], col[j + 3]), t3 = _mm_unpackhi_epi32(col[j + 2], col[j + 3]);
+      _mm_store_si128((__m128i *)(fx[0] + j), _mm_unpacklo_epi64(t0, t2));
+      _mm_store_si128((__m128i *)(fx[1] + j), _mm_unpackhi_epi64(t0, t2));
+      _mm_store_si128((__m128i *)(fx[2] + j), _mm_unpacklo_epi64(t1, t3));
+      _mm_store_si128((__m128i *)(fx[3] + j), _mm_unpackhi_epi64(t1, t3));
+    }
+  }
+  u2_pass(g, sb, 0, note->ntwo ? fx : NULL);
+  if (g->nr > IG_PANEL) u2_pass(g, sb, 1, note->ntwo ? fx : NULL);
 }
 
 #endif

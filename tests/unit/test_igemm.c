@@ -12,8 +12,19 @@ static uint32_t next(uint32_t *s) {
 }
 
 /* operand kinds: what a quantized model's dot sees once its zero points are subtracted (PER_COL: u8 weights with
- * a zero point per column, together spanning more than 256 values) */
-enum { U8_S8, U8_U8, S8_S8, PER_COL, WIDE, KINDS };
+ * a zero point per column, together spanning more than 256 values). SPLIT: trained-looking s8 weights, most
+ * small and a few near +-127, against u8 activations often 255: the AVX2 row's split form with a short list of
+ * excesses; EDGE: pairs of weights around the largest sums vpmaddubsw takes without saturating (|b0| + |b1|
+ * = 128 and 129, -128 beside -128 and beside 127) against activations at 0, 1, 254 and 255. */
+enum { U8_S8, U8_U8, S8_S8, PER_COL, WIDE, SPLIT, EDGE, KINDS };
+
+/* a weight of the SPLIT or EDGE kind */
+static int32_t weight(int kind, uint32_t *s) {
+  static const int32_t edge[] = {-128, -127, -65, -64, -63, 63, 64, 65, 127};
+  uint32_t r = next(s) % 100;
+  if (kind == SPLIT) return r < 2 ? (int32_t)(next(s) % 29) + 99 - (int32_t)(r % 2) * 226 : (int32_t)(next(s) % 81) - 40;
+  return r < 12 ? edge[next(s) % 9] : (int32_t)(next(s) % 5) - 2;
+}
 
 /* A (na int32s) and B (K x N, or N x K when tb) as int32 of the kind */
 static void fill(int kind, int32_t *a, int64_t na, int32_t *b, int64_t N, int64_t K, int tb, uint32_t seed) {
@@ -21,11 +32,13 @@ static void fill(int kind, int32_t *a, int64_t na, int32_t *b, int64_t N, int64_
   for (int64_t i = 0; i < na; i++) {
     int32_t q = kind == S8_S8 ? (int32_t)(next(&seed) % 256) - 128 : (int32_t)(next(&seed) % 256);
     a[i] = kind == WIDE ? (int32_t)(next(&seed) % 601) - 300 : q - za;
+    if (kind == SPLIT || kind == EDGE) a[i] = (int32_t[]){0, 1, 254, 255, 255, 255}[next(&seed) % 6];
+    if (kind == SPLIT && next(&seed) % 2) a[i] = (int32_t)(next(&seed) % 256);
   }
   for (int64_t i = 0; i < N * K; i++) {
     int64_t n = tb ? i / K : i % N;
     int32_t q = kind == U8_U8 || kind == PER_COL ? (int32_t)(next(&seed) % 256) : (int32_t)(next(&seed) % 256) - 128;
-    b[i] = q - (kind == PER_COL ? (int32_t)(n * 37 % 256) : zb);
+    b[i] = kind == SPLIT || kind == EDGE ? weight(kind, &seed) : q - (kind == PER_COL ? (int32_t)(n * 37 % 256) : zb);
   }
 }
 
@@ -82,6 +95,8 @@ static void check_row(int row, int mr) {
       }
   /* sums past 2^31 wrap as int32 does: 255 x 127 (after the offsets) over 70,000 k */
   if (ok) check_one(row, U8_S8, 3, 40, 70000, 0, 0);
+  /* the split form over whole tasks, several K blocks and a short last one */
+  for (int kind = SPLIT; kind <= EDGE && ok; kind++) ok = check_one(row, kind, 133, 77, 2500, 0, kind == EDGE);
   primc_igemm_force_row(-1);
   primc_sgemm_force_isa(PRIMC_ISA_AUTO);
 }
