@@ -111,6 +111,7 @@ int64_t primc_conv_i8_scratch_bytes(const int64_t *params) {
 }
 
 #if PRIMC_X86
+#include "runtime/avx2.h"
 #include <immintrin.h>
 
 /* r[c] holds byte p of channel c for 16 pixels; afterwards r[p] holds pixel p's 16 channels (four unpack rounds) */
@@ -175,8 +176,9 @@ __attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const 
 }
 
 /* map_blocks512 for 8-bit x whose map bytes are x's own (u8 less 0, s8 less -128: a flip of the top bit): no widening
- * and no check, the bytes transposed 16 x 16; then each written pixel's sum over the first vec_ch channels */
-__attribute__((target("avx512f"))) static void map_bytes512(const ci8 *c, const uint8_t *x, uint8_t flip, uint8_t *map,
+ * and no check, the bytes transposed 16 x 16 (SSE alone: AVX2 machines take it too); then each written pixel's sum
+ * over the first vec_ch channels */
+__attribute__((target("avx2"))) static void map_own_bytes(const ci8 *c, const uint8_t *x, uint8_t flip, uint8_t *map,
                                                             int32_t *sums, int64_t y0, int64_t y1, int64_t x1) {
   __m128i vf = _mm_set1_epi8((char)flip), zero = _mm_setzero_si128();
   int64_t vec_ch = c->c / 16 * 16;
@@ -211,7 +213,8 @@ typedef struct map_job {
   uint8_t *map;
   int32_t *sums;
   int64_t x1;
-  int vec;
+  int vec;    /* 16 channels or more, sums wanted, AVX2: map_own_bytes for bytes stored as the map's */
+  int vec512; /* and AVX-512: map_blocks512 for the others */
   uint32_t bad;
 } map_job;
 
@@ -253,13 +256,15 @@ static void map_rows(void *ctx, int64_t y0, int64_t y1) {
     for (int64_t y = y0; y < y1; y++) memset(j->sums + (y + c->pt) * c->wp + c->pl, 0, sizeof(int32_t) * (size_t)j->x1);
 #if PRIMC_X86
   if (j->vec) {
-    if (j->kind == PRIMC_CONV_I8_X_U8 && j->bias == 0)
-      map_bytes512(c, j->x, 0, j->map, j->sums, y0, y1, j->x1);
-    else if (j->kind == PRIMC_CONV_I8_X_S8 && j->bias == -128)
-      map_bytes512(c, j->x, 0x80, j->map, j->sums, y0, y1, j->x1);
-    else
-      bad |= !map_blocks512(c, j->x, j->kind, j->bias, j->map, j->sums, y0, y1, j->x1);
     vec_ch = c->c / 16 * 16;
+    if (j->kind == PRIMC_CONV_I8_X_U8 && j->bias == 0)
+      map_own_bytes(c, j->x, 0, j->map, j->sums, y0, y1, j->x1);
+    else if (j->kind == PRIMC_CONV_I8_X_S8 && j->bias == -128)
+      map_own_bytes(c, j->x, 0x80, j->map, j->sums, y0, y1, j->x1);
+    else if (j->vec512)
+      bad |= !map_blocks512(c, j->x, j->kind, j->bias, j->map, j->sums, y0, y1, j->x1);
+    else
+      vec_ch = 0;
   }
 #endif
   if (vec_ch < c->c) {
@@ -289,9 +294,10 @@ static int fill_map(const ci8 *c, const void *x, int kind, int32_t zp, int32_t l
     }
   }
   if (y1 < 1) return 1;
-  map_job j = {c, x, kind, (int32_t)((uint32_t)zp + (uint32_t)lo), map, sums, x1, 0, 0};
+  map_job j = {c, x, kind, (int32_t)((uint32_t)zp + (uint32_t)lo), map, sums, x1, 0, 0, 0};
 #if PRIMC_X86
-  j.vec = sums && c->c >= 16 && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
+  j.vec = sums && c->c >= 16 && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2);
+  j.vec512 = j.vec && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
 #endif
   if ((double)y1 * (double)x1 * (double)c->c < (1 << 16)) map_rows(&j, 0, y1);
   else primc_parallel_for(y1, map_rows, &j);
@@ -522,6 +528,24 @@ __attribute__((target("avx512f"))) static void out_blocks512(void *ctx, int64_t 
     }
   }
 }
+
+/* out_blocks as 8 x 8 blocks transposed in registers, a channel's 64 pixels written one after another (8 channels'
+ * planes at a time, not all of them: their lines stay whole); the last pixels and channels one by one */
+__attribute__((target("avx2"))) static void out_blocks256(void *ctx, int64_t b, int64_t e) {
+  const out_job *j = ctx;
+  for (int64_t m0 = b * 64; m0 < e * 64 && m0 < j->p; m0 += 64) {
+    int64_t m1 = m0 + 64 < j->p ? m0 + 64 : j->p, m8 = m0 + (m1 - m0) / 8 * 8, o0 = 0;
+    for (; o0 + 8 <= j->og; o0 += 8)
+      for (int64_t m = m0; m < m8; m += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; i++) r[i] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(j->acc + (m + i) * j->og + o0)));
+        primc_tr8(r);
+        for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(j->y + (o0 + c) * j->p + m), _mm256_castps_si256(r[c]));
+      }
+    for (int64_t o = 0; o < j->og; o++)
+      for (int64_t m = o < o0 ? m8 : m0; m < m1; m++) j->y[o * j->p + m] = j->acc[m * j->og + o];
+  }
+}
 #endif
 
 static void transpose_out(const int32_t *acc, int64_t p, int64_t og, int32_t *y) {
@@ -529,6 +553,7 @@ static void transpose_out(const int32_t *acc, int64_t p, int64_t og, int32_t *y)
   void (*fn)(void *, int64_t, int64_t) = out_blocks;
 #if PRIMC_X86
   if (primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512)) fn = out_blocks512;
+  else if (primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2)) fn = out_blocks256;
 #endif
   if ((double)p * (double)og < (1 << 16)) fn(&j, 0, (p + 63) / 64);
   else primc_parallel_for((p + 63) / 64, fn, &j);

@@ -117,6 +117,8 @@ static const ci8_case cases[] = {
     {1, 1, 1, 32, 8, 1, 50, 1, 3, 2, 0, 1, 1, -100}, /* 1-D, vector blocks, s8 less -100 */
     {2, 0, 1, 64, 16, 9, 18, 3, 3, 1, 1, 1, 1, 128},  /* taps of whole 64-byte blocks */
     {2, 0, 1, 128, 24, 10, 10, 1, 1, 2, 0, 1, 1, 7},  /* a 1x1/2 downsample, two blocks a tap */
+    {2, 0, 1, 40, 20, 6, 21, 3, 3, 1, 1, 1, 1, 0},    /* u8 less 0 (the map's own bytes): 16-channel blocks and a tail */
+    {2, 1, 1, 24, 16, 5, 9, 3, 3, 1, 1, 1, 1, -128},  /* s8 less -128 (the bytes with their top bit flipped) */
 };
 
 PC_TEST(conv_i8_quantized_convs_take_int8_gemm) {
