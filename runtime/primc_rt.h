@@ -822,6 +822,11 @@ typedef enum primc_igemm_row {
 int primc_igemm_row_active(void);
 int primc_igemm_force_row(int row);
 const char *primc_igemm_row_name(int row);
+/* taps x input channels per group from which an int32 conv pays on row `row` (igemm_rows.def's conv_k; 0 past the
+ * table): below it passes/widen.c computes it as an f32 conv where that is exact */
+int64_t primc_igemm_conv_min_k(int row);
+/* tests: every row's conv_k taken as k (k >= 0), or each its own again (k < 0) */
+void primc_igemm_force_conv_min_k(int64_t k);
 /* dot's params, then the packed B's bytes; bufs: out (i32), a (i32), B packed by primc_igemm_pack_b, scratch of
  * primc_igemm_scratch_size(M, K) bytes (codegen/calls.def's dot_i8) */
 int primc_k_dot_i8(const int64_t *params, void *const *bufs);

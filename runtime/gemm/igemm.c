@@ -49,13 +49,13 @@ enum { NEED_ANY, NEED_AVX2, NEED_AVXVNNI, NEED_AVX512VNNI, NEED_AMX_INT8 };
 
 typedef struct ig_row {
   const char *name;
-  int needs, mr;
+  int needs, mr, conv_k;
   ig_kern kern;
   void (*setup)(int on);
 } ig_row;
 
 static const ig_row rows[PRIMC_IGEMM_ROW_COUNT] = {
-#define PRIMC_IGEMM_ROW(id, nm, nd, m, kn, su) [PRIMC_IGEMM_ROW_##id] = {nm, NEED_##nd, m, kn, su},
+#define PRIMC_IGEMM_ROW(id, nm, nd, m, ck, kn, su) [PRIMC_IGEMM_ROW_##id] = {nm, NEED_##nd, m, ck, kn, su},
 #include "runtime/gemm/igemm_rows.def"
 #undef PRIMC_IGEMM_ROW
 };
@@ -102,6 +102,16 @@ int primc_igemm_force_row(int row) {
 }
 
 const char *primc_igemm_row_name(int row) { return row >= 0 && row < PRIMC_IGEMM_ROW_COUNT ? rows[row].name : NULL; }
+
+static int64_t forced_conv_k = -1;
+
+int64_t primc_igemm_conv_min_k(int row) {
+  int64_t f = __atomic_load_n(&forced_conv_k, __ATOMIC_RELAXED);
+  if (row < 0 || row >= PRIMC_IGEMM_ROW_COUNT) return 0;
+  return f >= 0 ? f : rows[row].conv_k;
+}
+
+void primc_igemm_force_conv_min_k(int64_t k) { __atomic_store_n(&forced_conv_k, k < 0 ? -1 : k, __ATOMIC_RELAXED); }
 
 /* ---------------------------------------------------------------- the portable row */
 

@@ -1,10 +1,12 @@
 /* tests/unit/test_widen_int.c: the widen pass's small int32 convs: a depthwise conv and one of fewer taps x
- * channels than the int8 tile's depth, on u8 activations less a zero point and s8 weights (a quantized MobileNet's),
- * run as f32 convs on an f32 row and stay equal to the interpreter's int32 sums; a 3x3 of 12 channels (108 taps)
- * stays on the int8 GEMM, and a depthwise conv whose sums could pass 2^24 stays off the f32 rows (and exact). */
+ * channels than the int8 row's conv_k, on u8 activations less a zero point and s8 weights (a quantized MobileNet's),
+ * run as f32 convs on an f32 row and stay equal to the interpreter's int32 sums; at the tile's depth of 64 a 3x3 of
+ * 12 channels (108 taps) stays on the int8 GEMM, at AVX2's 160 it and a 7x7 stem of 3 channels (147) do not, and
+ * this CPU's row decides a stem's; a depthwise conv whose sums could pass 2^24 stays off the f32 rows (and exact). */
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "runtime/primc_rt.h"
 #include "tests/test.h"
 #include "tests/unit/helpers.h"
 
@@ -66,10 +68,27 @@ static void check(int64_t c, int64_t o, int64_t groups, int64_t k, int64_t h, in
 }
 
 PC_TEST(widen_small_int_convs_exact_in_f32) {
+  primc_igemm_force_conv_min_k(64); /* the rows with int8 dot products */
   check(24, 24, 24, 3, 15, SMALL_F32, "depthwise 3x3");
   check(16, 40, 1, 1, 14, SMALL_F32, "1x1 of 16 channels");
   check(3, 16, 1, 3, 20, SMALL_F32, "3x3 stem of 3 channels (27 taps)");
   check(12, 20, 1, 3, 9, INT8_GEMM, "3x3 of 12 channels (108 taps)");
   /* 33 x 33 taps of 128 * 128: 17.8M, past 2^24 */
   check(2, 2, 2, 33, 34, NOT_F32, "depthwise 33x33 past the bound");
+  primc_igemm_force_conv_min_k(-1);
+}
+
+/* the AVX2 row's conv_k: 108 and 147 taps as f32 convs, exact; and whatever this CPU's row is, a 7x7 stem of 3
+ * channels goes where its conv_k says */
+PC_TEST(widen_follows_int8_row_conv_k) {
+  primc_igemm_force_conv_min_k(160);
+  check(12, 20, 1, 3, 9, SMALL_F32, "3x3 of 12 channels (108 taps), conv_k 160");
+  check(3, 24, 1, 7, 23, SMALL_F32, "7x7 stem of 3 channels (147 taps), conv_k 160");
+  check(4, 24, 1, 7, 23, INT8_GEMM, "7x7 stem of 4 channels (196 taps), conv_k 160");
+  primc_igemm_force_conv_min_k(-1);
+#if PRIMC_X86
+  CHECK_INT(primc_igemm_conv_min_k(PRIMC_IGEMM_ROW_AVX2), 160);
+#endif
+  int here = primc_igemm_conv_min_k(primc_igemm_row_active()) > 147 ? SMALL_F32 : INT8_GEMM;
+  check(3, 24, 1, 7, 23, here, "7x7 stem of 3 channels (147 taps), this CPU's int8 row");
 }
