@@ -285,6 +285,13 @@ _Static_assert(IG_KC * U2_CAP_8THS / 8 * sizeof(u2fix) + (IG_KC * U2_CAP_8THS / 
 
 static u2note *u2_note(const ikargs *g) { return (u2note *)((char *)g->wb + IG_KC * 2 * 2 * IG_PANEL); }
 
+/* where u2_rows puts k's 4 bytes (the call's 4 rows'): byte 4 ((k % 16 / 4) 8 + k % 32 / 16 4 + k % 4) of its 32
+ * k, in 16-byte halves as its unpacks leave them */
+static int32_t u2_rows_at(int64_t k) {
+  int64_t kk = k % 32;
+  return (int32_t)(k - kk + kk % 16 / 4 * 8 + kk / 16 * 4 + kk % 4) * 4;
+}
+
 /* the block's pairs split into the copy at sb and the list at two (by column, in pairs); the list's pairs, or -1
  * past cap excesses (tmp: room for cap as found) */
 static X2 int64_t u2_split(const ikargs *g, int8_t *sb, u2two *two, u2fix *tmp, int64_t cap, u2note *note) {
@@ -309,11 +316,8 @@ static X2 int64_t u2_split(const ikargs *g, int8_t *sb, u2two *two, u2fix *tmp, 
       int keep = sb[at + big], give = sb[at + 1 - big];
       int rest = keep < 0 ? -(128 + keep) : 128 - keep; /* what the smaller may keep: same sign, |keep| + |rest| = 128 */
       int64_t in = at + 1 - big, blk = in / (16 * IG_KSTEP), r = in % (16 * IG_KSTEP); /* ig_b_at's inverse */
-      int64_t k = (blk / 2 * 16 + r / 64) * 4 + r % 4, kk = k % 32;
-      /* u2_rows puts k's 4 bytes at 4 ((k % 16 / 4) 8 + k / 16 4 + k % 4) of its 32 k, in 16-byte halves as the
-       * unpacks leave them */
-      tmp[n++] = (u2fix){.off = (int32_t)(k - kk + (kk % 16 / 4 * 8 + kk / 16 * 4 + kk % 4)) * 4,
-                        .j = (int32_t)(blk % 2 * 16 + r % 64 / 4), .v = give - rest};
+      tmp[n++] = (u2fix){.off = u2_rows_at((blk / 2 * 16 + r / 64) * 4 + r % 4), .j = (int32_t)(blk % 2 * 16 + r % 64 / 4),
+                        .v = give - rest};
       sb[in] = (int8_t)rest;
     }
   /* by column, each column's in the order found, two at a time (an odd one out with v 0) */
@@ -331,7 +335,7 @@ static X2 int64_t u2_split(const ikargs *g, int8_t *sb, u2two *two, u2fix *tmp, 
   return ends[2 * IG_PANEL];
 }
 
-/* the call's 4 rows of A over kc, k's 4 bytes side by side (as one int32), each 32 k in the unpacks' order */
+/* the call's 4 rows of A over kc, k's 4 bytes side by side (as one int32) at u2_rows_at(k) */
 static X2 void u2_rows(const ikargs *g, uint8_t *rows) {
   for (int64_t k = 0; k < g->kc; k += 32) {
     const uint8_t *a = g->a + ig_a_at(g->lda, 0, k);
@@ -413,7 +417,7 @@ static X2 void a2_wide(const ikargs *g) {
   for (int p = 0; 8 * p < g->nr; p++) a2_pass(g, wa, p);
 }
 
-/* the split form: columns 16h .. 16h + 15 (panel h of the copy) of the call's 4 rows, the list's sums fx added.
+/* the split form: columns 16h .. 16h + 15 (panel h of the copy) of the call's 4 rows, the list's sums fx added
  * (none when NULL). The sums are named values, not an array: GCC kept an array of them in memory */
 static inline __attribute__((always_inline)) X2 void u2_pass(const ikargs *g, const int8_t *sb, int h,
                                                              int32_t fx[A2_ROWS][2 * IG_PANEL]) {
