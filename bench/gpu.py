@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 # bench/gpu.py: the zoo on a CUDA GPU: primc --target cuda (stream and CUDA graph) against PyTorch eager and
 # torch.compile on the same GPU, same model and input, each output checked against ONNX Runtime on the CPU.
-# Usage: python3 bench/gpu.py PRIMC RUNS OUT.md [--tf32 | --bf16] [--batch N] [--no-compile] [--direct] [NAME ...]
+# Usage: python3 bench/gpu.py PRIMC RUNS OUT.md [--tf32 | --bf16] [--batch N] [--no-compile] [--direct]
+#                     [--work DIR [--export-only]] [NAME ...]
 #   (needs torch with CUDA, onnxruntime, a GPU). --tf32: primc --matmul-precision high and PyTorch's TF32 switches
 #   on (cuBLAS and cuDNN), outputs checked to 1e-2 of max |ref| instead of 1e-4. --bf16: primc --autocast bf16 (bf16
 #   tensor cores) against PyTorch under torch.autocast("cuda", bfloat16), outputs checked to 3e-2 of max |ref|.
 #   --direct: also primc compiled with PRIMC_CUDA_GEMM=direct (the dot and conv kernels before the tiled GEMMs), timed
-#   in the same run.
+#   in the same run. --work DIR: export into DIR and reuse what an earlier run (or --export-only) left there.
 import argparse
 import os
 import re
@@ -68,7 +69,8 @@ def compile_cuda(primc, model, exe, flags, env=None):
 def bench_model(name, primc, runs, work, args):
     ctor, make_input, _ = export.MODELS[name]
     d = os.path.join(work, f"{name}_b{args.batch}")
-    export.export(name, d, args.batch)  # seeds torch itself: the same weights as the ONNX file
+    if not os.path.exists(os.path.join(d, "input.npy")):  # --work may hold it from an earlier run or --export-only
+        export.export(name, d, args.batch)  # seeds torch itself: the same weights as the ONNX file
     inp = os.path.join(d, "input.npy")
     x_np = np.load(inp)
     sess = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
@@ -121,14 +123,23 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
     ap.add_argument("--direct", action="store_true", help="also time primc's kernels before the tiled GEMMs")
-    args = ap.parse_args()
+    ap.add_argument("--work", help="the exported models' folder, kept and reused (default: a temporary one)")
+    ap.add_argument("--export-only", action="store_true", help="export the models into --work and stop")
+    args = ap.parse_intermixed_args()  # names may follow the flags
     primc = os.path.abspath(args.primc)
     names = args.names or [n for n, (_, _, tier) in export.MODELS.items() if tier != "extended"]
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     tol = 1e-2 if args.tf32 else 3e-2 if args.bf16 else 1e-4
     rows = []
-    with tempfile.TemporaryDirectory() as work:
+    if args.export_only:
+        if not args.work:
+            sys.exit("--export-only needs --work DIR")
+        for n in names:
+            export.export(n, os.path.join(args.work, f"{n}_b{args.batch}"), args.batch)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work or tmp
         for n in names:
             try:
                 r = bench_model(n, primc, args.runs, work, args)
