@@ -1,9 +1,13 @@
 /* codegen/cuda_gemm.c: f32 dot_general and conv as tiled GEMMs on CUDA. A block computes a BM x BN tile of
- * C = A B, staging BK-deep slices of A and B through shared memory in two buffers (the next slice is read into
- * registers while the current one is multiplied); the products run on the SIMT cores (each thread a TM x TN
- * register block) or on the tensor cores (mma.sync, each warp a WM x WN tile; sm_80 and later): TF32 under
- * --matmul-precision high, bf16 under medium or --autocast bf16 (operands rounded to nearest even as they are
- * staged, two to a 32-bit word of shared memory), and wherever the operands are exact in a tensor core's type
+ * C = A B, staging BK-deep slices of A and B through shared memory. The products run on the SIMT cores (each
+ * thread a TM x TN register block; two buffers, the next slice read into registers while the current one is
+ * multiplied) or on the tensor cores (mma.sync, each warp a WM x WN tile; sm_80 and later, whose cp.async copies
+ * global memory to shared memory without registers: a row's STAGES buffers keep STAGES - 1 slices in flight while
+ * one is multiplied, since one slice's latency, not the tensor cores, bounded small tiles on two buffers; a row
+ * without stages is staged through registers as the SIMT rows are). The tensor cores run TF32 under
+ * --matmul-precision high, bf16 under medium or --autocast bf16 (f32 operands in shared memory, rounded to nearest
+ * as the fragments are read: TF32 one value, bf16 a k pair to a register; or as staged through registers), and
+ * wherever the operands are exact in a tensor core's type
  * (f16, bf16, TF32: widened from narrower floats, or such constants), whose products are then exact. A conv is
  * the implicit GEMM W[o][c,taps] x im2col(x)[c,taps][n,pixels], its im2col gathered while staging, its fused
  * epilogue (bias, residual, activation, clamp) applied at the store, as a dot's epilogue loop kernel is. A conv
@@ -20,48 +24,53 @@
 #define GPU_SMS 132       /* H100 / H200 multiprocessors: the wave model's GPU */
 #define MAX_SPLITS 16
 
-/* how a row multiplies: its kernel comment, its operand type, the conversion of an operand as it is staged, the
- * warp's mma (NULL: SIMT FMAs), whether shared memory holds two 16-bit operands a word (k16 fragments), FMA/s of
- * one multiprocessor */
+/* how a row multiplies: its kernel comment, its operand type (pc_pk_<type> packs a k16 fragment's pair), the warp's
+ * mma (NULL: SIMT FMAs), whether a fragment register holds two 16-bit operands (k16), FMA/s of one multiprocessor */
 static const struct gemm_kind {
-  const char *what, *type, *cvt, *mma;
+  const char *what, *type, *mma;
   int half;
   double rate;
 } kinds[CU_GEMM_KINDS] = {
-    [CU_GEMM_SIMT] = {"f32 FMA", "f32", "", NULL, 0, 2.0e11},
-    [CU_GEMM_TF32] = {"TF32 mma", "TF32", "pc_tf32", "pc_mma_tf32", 0, 1.5e12},
-    [CU_GEMM_BF16] = {"bf16 mma", "bf16", "pc_f2bf", "pc_mma_bf16", 1, 3.0e12},
-    [CU_GEMM_F16] = {"f16 mma", "f16", "pc_f2h", "pc_mma_f16", 1, 3.0e12},
+    [CU_GEMM_SIMT] = {"f32 FMA", "f32", NULL, 0, 2.0e11},
+    [CU_GEMM_TF32] = {"TF32 mma", "TF32", "pc_mma_tf32", 0, 1.5e12},
+    [CU_GEMM_BF16] = {"bf16 mma", "bf16", "pc_mma_bf16", 1, 3.0e12},
+    [CU_GEMM_F16] = {"f16 mma", "f16", "pc_mma_f16", 1, 3.0e12},
 };
 
-/* a tile row: SIMT (tm, tn: the thread's block, 4 or 8) or tensor cores (wm, wn: the warp's tile) */
+/* a tile row: SIMT (tm, tn: the thread's block, 4 or 8) or tensor cores (wm, wn: the warp's tile); stages: the
+ * cp.async pipeline's shared buffers, or 0: two buffers staged through registers, as the SIMT rows' */
 typedef struct gemm_tile {
   const char *name;
   int kind; /* CU_GEMM_* */
   int bm, bn, bk;
   int tm, tn;
   int wm, wn;
-  int threads;
+  int threads, stages;
   double eff; /* throughput at full occupancy, relative to the largest tile of its kind */
   int per_sm; /* blocks resident on one multiprocessor */
 } gemm_tile;
 
-/* the bf16 and f16 rows are the TF32 rows' tiles and warps on k16 fragments; an operand takes half the bytes, so the
- * two larger stage slices twice as deep in the same shared memory */
+/* the bf16 and f16 rows are the TF32 rows' tiles and warps on k16 fragments; depth times stages is what the 48 KB of
+ * static shared memory holds (f32 operands); bench/gpu_results.md (2026-11-30) has the H200's times of both
+ * pipelines */
 static const gemm_tile tiles[] = {
-    {"simt_128x128", CU_GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 256, 1.00, 2},
-    {"simt_64x64", CU_GEMM_SIMT, 64, 64, 8, 8, 8, 0, 0, 64, 0.85, 8},
-    {"simt_32x32", CU_GEMM_SIMT, 32, 32, 8, 4, 4, 0, 0, 64, 0.55, 12},
-    {"tf32_128x128", CU_GEMM_TF32, 128, 128, 16, 0, 0, 64, 32, 256, 1.00, 2},
-    {"tf32_64x64", CU_GEMM_TF32, 64, 64, 16, 0, 0, 32, 32, 128, 0.80, 4},
-    {"tf32_32x32", CU_GEMM_TF32, 32, 32, 16, 0, 0, 16, 16, 128, 0.50, 8},
-    {"bf16_128x128", CU_GEMM_BF16, 128, 128, 32, 0, 0, 64, 32, 256, 1.00, 2},
-    {"bf16_64x64", CU_GEMM_BF16, 64, 64, 32, 0, 0, 32, 32, 128, 0.80, 4},
-    {"bf16_32x32", CU_GEMM_BF16, 32, 32, 16, 0, 0, 16, 16, 128, 0.50, 8},
-    {"f16_128x128", CU_GEMM_F16, 128, 128, 32, 0, 0, 64, 32, 256, 1.00, 2},
-    {"f16_64x64", CU_GEMM_F16, 64, 64, 32, 0, 0, 32, 32, 128, 0.80, 4},
-    {"f16_32x32", CU_GEMM_F16, 32, 32, 16, 0, 0, 16, 16, 128, 0.50, 8},
+    {"simt_128x128", CU_GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 256, 0, 1.00, 2},
+    {"simt_64x64", CU_GEMM_SIMT, 64, 64, 8, 8, 8, 0, 0, 64, 0, 0.85, 8},
+    {"simt_32x32", CU_GEMM_SIMT, 32, 32, 8, 4, 4, 0, 0, 64, 0, 0.55, 12},
+    {"tf32_128x128", CU_GEMM_TF32, 128, 128, 16, 0, 0, 64, 32, 256, 0, 1.00, 2},
+    {"tf32_64x64", CU_GEMM_TF32, 64, 64, 16, 0, 0, 32, 32, 128, 4, 0.80, 4},
+    {"tf32_32x32", CU_GEMM_TF32, 32, 32, 32, 0, 0, 16, 16, 128, 4, 0.50, 4},
+    {"bf16_128x128", CU_GEMM_BF16, 128, 128, 16, 0, 0, 64, 32, 256, 2, 1.00, 2},
+    {"bf16_64x64", CU_GEMM_BF16, 64, 64, 16, 0, 0, 32, 32, 128, 5, 0.80, 4},
+    {"bf16_32x32", CU_GEMM_BF16, 32, 32, 32, 0, 0, 16, 16, 128, 4, 0.50, 4},
+    {"f16_128x128", CU_GEMM_F16, 128, 128, 16, 0, 0, 64, 32, 256, 2, 1.00, 2},
+    {"f16_64x64", CU_GEMM_F16, 64, 64, 16, 0, 0, 32, 32, 128, 5, 0.80, 4},
+    {"f16_32x32", CU_GEMM_F16, 32, 32, 32, 0, 0, 16, 16, 128, 4, 0.50, 4},
 };
+
+/* shared memory rows' padding in words: conflict-free fragment reads (a TF32 k row, a k pair's two rows for bf16 and
+ * f16), aligned float4 reads (SIMT) */
+static int row_pad(const gemm_tile *t) { return !kinds[t->kind].mma ? 4 : kinds[t->kind].half ? 4 : 8; }
 #define N_TILES ((int)(sizeof tiles / sizeof tiles[0]))
 
 /* the problem a kernel renders: batch (dot batch or conv groups) of M x N x K */
@@ -147,8 +156,10 @@ const char *cu_gemm_tiles_invalid(int kind, int i) {
     if (kinds[kind].mma)
       ok = ok && t->bk % kstep == 0 && t->wm % 16 == 0 && t->wn % 8 == 0 && (t->bm / t->wm) * (t->bn / t->wn) * 32 == T;
     else ok = ok && (t->tm == 4 || t->tm == 8) && (t->tn == 4 || t->tn == 8) && (t->bm / t->tm) * (t->bn / t->tn) == T;
-    /* two stages of both tiles, rows padded by 8 words, in the 48 KB of static shared memory */
-    ok = ok && 2 * t->bk * (t->bm + t->bn + 16) * (kinds[kind].half ? 2 : 4) <= 48 * 1024;
+    /* the stages of both f32 tiles, rows padded, in the 48 KB of static shared memory */
+    int bufs = t->stages ? t->stages : 2;
+    ok = ok && (kinds[kind].mma || !t->stages) && (t->stages || !kinds[kind].half) && t->stages != 1 &&
+         bufs * t->bk * (t->bm + t->bn + 2 * row_pad(t)) * 4 <= 48 * 1024;
     return ok ? "" : t->name;
   }
   return NULL;
@@ -203,45 +214,95 @@ static void put_loads(cctx *C, const gemm *g, int ind) {
   cu_line(C, ind, "}");
 }
 
-/* the registers into shared buffer `nb`, converted for the row's multiply: TF32, or bf16 / f16 bits two to a word
- * (k pairs: As[k / 2][m][k % 2]), or f32 (rounded to bf16 where asked for) */
+/* the registers into shared buffer `nb`: f32 (SIMT rows, rounded to bf16 where asked for), TF32 values (TF32 rows
+ * staged through registers) */
 static void put_stores(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
   int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
-  const char *cv = g->round_bf16 ? "pc_rbf" : kinds[t->kind].cvt;
-  int half = kinds[t->kind].half;
-  const char *at = half ? "[kk >> 1][mm][kk & 1]" : "[kk][mm]", *bt = half ? "[kk >> 1][nn][kk & 1]" : "[kk][nn]";
+  const char *cv = g->round_bf16 ? "pc_rbf" : t->kind == CU_GEMM_TF32 ? "pc_tf32" : "";
   put_for(C, ind, "i", la, " {");
   if (g->a_kfast) cu_line(C, ind + 1, "const int kk = tid %% %d, mm = tid / %d + i * %d;", t->bk, t->bk, T / t->bk);
   else cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, mm = tid %% %d;", t->bm, T / t->bm, t->bm);
-  cu_line(C, ind + 1, "As[nb]%s = %s(ra[i]);", at, cv);
+  cu_line(C, ind + 1, "As[nb][kk][mm] = %s(ra[i]);", cv);
   cu_line(C, ind, "}");
   put_for(C, ind, "i", lb, " {");
   if (g->b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, nn = tid %% %d;", t->bn, T / t->bn, t->bn);
   else cu_line(C, ind + 1, "const int kk = tid %% %d, nn = tid / %d + i * %d;", t->bk, t->bk, T / t->bk);
-  cu_line(C, ind + 1, "Bs[nb]%s = %s(rb[i]);", bt, cv);
+  cu_line(C, ind + 1, "Bs[nb][kk][nn] = %s(rb[i]);", cv);
   cu_line(C, ind, "}");
 }
 
+/* the tensor-core rows' copies of the slice at k0 into shared buffer `nb`: cp.async of each element, zero-filled
+ * outside the operands (and a conv's padding), threads walking the operands as put_loads' do */
+static void put_async(cctx *C, const gemm *g, int ind) {
+  const gemm_tile *t = g->t;
+  int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
+  put_for(C, ind, "i", la, " {");
+  if (g->a_kfast) cu_line(C, ind + 1, "const int mm = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
+  else cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, mm = tid %% %d;", t->bm, T / t->bm, t->bm);
+  cu_line(C, ind + 1, "const long long m = m0 + mm, k = k0 + kk;");
+  cu_line(C, ind + 1, "const bool ok = m < %lldLL && k < kend;", (long long)g->M);
+  if (g->conv)
+    cu_line(C, ind + 1, "pc_cp4(&As[nb][kk][mm], ok ? A + (bt * %lldLL + m) * %lldLL + k : A, ok);", (long long)g->og,
+            (long long)g->K);
+  else
+    cu_line(C, ind + 1, "pc_cp4(&As[nb][kk][mm], ok ? A + bt * %lldLL + m * %lldLL + k * %lldLL : A, ok);", (long long)g->a_sb,
+            (long long)g->a_sm, (long long)g->a_sk);
+  cu_line(C, ind, "}");
+  put_for(C, ind, "i", lb, " {");
+  if (g->b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, nn = tid %% %d;", t->bn, T / t->bn, t->bn);
+  else cu_line(C, ind + 1, "const int nn = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
+  cu_line(C, ind + 1, "const long long k = k0 + kk;");
+  if (g->conv) {
+    long long taps = g->kh * g->kw;
+    cu_line(C, ind + 1, "const long long ci = k / %lldLL, r = k %% %lldLL;", taps, taps);
+    cu_line(C, ind + 1, "const long long ih = ih0 + r / %lldLL * %lldLL, iw = iw0 + r %% %lldLL * %lldLL;", (long long)g->kw,
+            (long long)g->dh, (long long)g->kw, (long long)g->dw);
+    cu_line(C, ind + 1, "const bool ok = ncol_ok && k < kend && ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL;", (long long)g->h,
+            (long long)g->w);
+    cu_line(C, ind + 1, "pc_cp4(&Bs[nb][kk][nn], ok ? xb + (ci * %lldLL + ih) * %lldLL + iw : X, ok);", (long long)g->h,
+            (long long)g->w);
+  } else {
+    cu_line(C, ind + 1, "const long long n = n0 + nn;");
+    cu_line(C, ind + 1, "const bool ok = n < %lldLL && k < kend;", (long long)g->N);
+    cu_line(C, ind + 1, "pc_cp4(&Bs[nb][kk][nn], ok ? Bm + bt * %lldLL + k * %lldLL + n * %lldLL : Bm, ok);", (long long)g->b_sb,
+            (long long)g->b_sk, (long long)g->b_sn);
+  }
+  cu_line(C, ind, "}");
+}
+
+/* one fragment register of X (As or Bs) at k row kx, tile row or column ix: one TF32 value (m16n8k8), or the k pair
+ * kx, kx + 1 as two 16-bit values, the lower k in the low half (m16n8k16 for bf16 and f16) */
+static void put_frag(cctx *C, const gemm *g, char *buf, size_t n, const char *x, const char *kx, const char *ix) {
+  const struct gemm_kind *k = &kinds[g->t->kind];
+  if (k->half)
+    snprintf(buf, n, "pc_pk_%s(%s[cb][%s][%s], %s[cb][%s + 1][%s])", k->type, x, kx, ix, x, kx, ix);
+  else if (g->t->stages) snprintf(buf, n, "__float_as_uint(pc_tf32(%s[cb][%s][%s]))", x, kx, ix);
+  else snprintf(buf, n, "__float_as_uint(%s[cb][%s][%s])", x, kx, ix); /* rounded as staged */
+  (void)C;
+}
+
 /* the tensor-core rows' steps through a BK slice: per step a warp's fragments by the PTX ISA's layouts (A: rows g
- * and g + 8, k rows t and t + 4; B: column g, k rows t and t + 4), a k row holding one TF32 value (m16n8k8) or a
- * 32-bit word of two 16-bit ones, a k pair (m16n8k16 for bf16 and f16) */
+ * and g + 8, k rows t and t + 4 (TF32) or pairs 2t and 2t + 8 (k16); B: column g, the same k) */
 static void put_compute_mma(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
   const struct gemm_kind *k = &kinds[t->kind];
-  const char *ld = k->half ? "pc_pair" : "__float_as_uint";
-  int mt = t->wm / 16, nt = t->wn / 8;
-  put_for(C, ind, "s", t->bk / (k->half ? 16 : 8), " {");
-  cu_line(C, ind + 1, "const int ks = s * 8;");
+  int mt = t->wm / 16, nt = t->wn / 8, kstep = k->half ? 16 : 8;
+  char f0[160], f1[160], f2[160], f3[160];
+  put_for(C, ind, "s", t->bk / kstep, " {");
+  cu_line(C, ind + 1, "const int ka = s * %d + %s, kb = ka + %d;", kstep, k->half ? "2 * tq" : "tq", kstep / 2);
   cu_line(C, ind + 1, "unsigned af[%d][4], bf[%d][2];", mt, nt);
   put_for(C, ind + 1, "i", mt, " {");
   cu_line(C, ind + 2, "const int r = wm0 + i * 16 + gq;");
-  cu_line(C, ind + 2, "af[i][0] = %s(As[cb][ks + tq][r]), af[i][1] = %s(As[cb][ks + tq][r + 8]);", ld, ld);
-  cu_line(C, ind + 2, "af[i][2] = %s(As[cb][ks + tq + 4][r]), af[i][3] = %s(As[cb][ks + tq + 4][r + 8]);", ld, ld);
+  put_frag(C, g, f0, sizeof f0, "As", "ka", "r"), put_frag(C, g, f1, sizeof f1, "As", "ka", "r + 8");
+  cu_line(C, ind + 2, "af[i][0] = %s, af[i][1] = %s;", f0, f1);
+  put_frag(C, g, f2, sizeof f2, "As", "kb", "r"), put_frag(C, g, f3, sizeof f3, "As", "kb", "r + 8");
+  cu_line(C, ind + 2, "af[i][2] = %s, af[i][3] = %s;", f2, f3);
   cu_line(C, ind + 1, "}");
   put_for(C, ind + 1, "j", nt, " {");
   cu_line(C, ind + 2, "const int c = wn0 + j * 8 + gq;");
-  cu_line(C, ind + 2, "bf[j][0] = %s(Bs[cb][ks + tq][c]), bf[j][1] = %s(Bs[cb][ks + tq + 4][c]);", ld, ld);
+  put_frag(C, g, f0, sizeof f0, "Bs", "ka", "c"), put_frag(C, g, f1, sizeof f1, "Bs", "kb", "c");
+  cu_line(C, ind + 2, "bf[j][0] = %s, bf[j][1] = %s;", f0, f1);
   cu_line(C, ind + 1, "}");
   put_for(C, ind + 1, "i", mt, "");
   put_for(C, ind + 2, "j", nt, "");
@@ -359,20 +420,48 @@ static void put_epilogue(cctx *C, const gemm *g, int ind) {
   cu_line(C, ind, "__syncthreads();");
 }
 
+/* the tensor-core rows' k loop: STAGES - 1 slices copied ahead; each step waits for its slice (and for every warp to
+ * be done with the buffer the next copy takes), starts that copy, multiplies */
+static void put_mma_loop(cctx *C, const gemm *g) {
+  const gemm_tile *t = g->t;
+  int S = t->stages;
+  cu_line(C, 2, "for (int nb = 0; nb < %d; nb++) {", S - 1);
+  cu_line(C, 3, "const long long k0 = kbeg + nb * %dLL;", t->bk);
+  cu_line(C, 3, "if (k0 < kend) {");
+  put_async(C, g, 4);
+  cu_line(C, 3, "}");
+  cu_line(C, 3, "pc_cp_commit();");
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "int cb = 0;");
+  cu_line(C, 2, "for (long long kc = kbeg; kc < kend; kc += %d) {", t->bk);
+  cu_line(C, 3, "pc_cp_wait<%d>();", S - 2);
+  cu_line(C, 3, "__syncthreads();");
+  cu_line(C, 3, "{");
+  cu_line(C, 4, "const long long k0 = kc + %dLL;", (S - 1) * t->bk);
+  cu_line(C, 4, "const int nb = cb == 0 ? %d : cb - 1;", S - 1);
+  cu_line(C, 4, "if (k0 < kend) {");
+  put_async(C, g, 5);
+  cu_line(C, 4, "}");
+  cu_line(C, 4, "pc_cp_commit();");
+  cu_line(C, 3, "}");
+  put_compute(C, g, 3);
+  cu_line(C, 3, "cb = cb == %d ? 0 : cb + 1;", S - 1);
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "pc_cp_wait<0>();");
+  cu_line(C, 2, "__syncthreads();");
+}
+
 static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   const gemm_tile *t = g->t;
   int64_t tm = cdiv(g->M, t->bm), tn = cdiv(g->N, t->bn), tmn = g->batch * tm * tn, total = tmn * g->splits;
   const struct gemm_kind *kd = &kinds[t->kind];
-  int pa = kd->mma ? 8 : 4; /* row padding in words: conflict-free fragment reads (mma), aligned float4 reads (SIMT) */
+  int pa = row_pad(t), S = t->stages ? t->stages : 2;
   fprintf(C->f, "/* gemm %s (%s%s%s%s): %lld x [%lld x %lld x %lld], split %d */\n", t->name, kd->what,
           g->exact ? ", " : g->round_bf16 ? ", operands rounded to bf16" : "", g->exact ? kd->type : "",
           g->exact ? "-exact operands" : "", (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K, g->splits);
   if (g->splits > 1) fprintf(C->f, "__device__ unsigned %s_count[%lld];\n", C->name, (long long)tmn);
   cu_call_signature_with(C, k, t->threads, cu_clamp_grid(total, 1), g->loop_epi, g->result_buf);
-  if (kd->half)
-    cu_line(C, 1, "__shared__ __align__(16) unsigned short As[2][%d][%d][2], Bs[2][%d][%d][2];", t->bk / 2, t->bm + pa, t->bk / 2,
-            t->bn + pa);
-  else cu_line(C, 1, "__shared__ __align__(16) float As[2][%d][%d], Bs[2][%d][%d];", t->bk, t->bm + pa, t->bk, t->bn + pa);
+  cu_line(C, 1, "__shared__ __align__(16) float As[%d][%d][%d], Bs[%d][%d][%d];", S, t->bk, t->bm + pa, S, t->bk, t->bn + pa);
   if (g->splits > 1) cu_line(C, 1, "__shared__ bool last_;");
   if (g->conv) cu_line(C, 1, "const float *A = (const float *)a2, *X = (const float *)a1;");
   else cu_line(C, 1, "const float *A = (const float *)a1, *Bm = (const float *)a2;");
@@ -405,6 +494,13 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   }
   if (kd->mma) cu_line(C, 2, "float acc[%d][%d][4] = {};", t->wm / 16, t->wn / 8);
   else cu_line(C, 2, "float acc[%d][%d] = {};", t->tm, t->tn);
+  if (t->stages) {
+    put_mma_loop(C, g);
+    put_epilogue(C, g, 2);
+    cu_line(C, 1, "}");
+    fprintf(C->f, "}\n");
+    return;
+  }
   cu_line(C, 2, "float ra[%d], rb[%d];", t->bm * t->bk / t->threads, t->bk * t->bn / t->threads);
   cu_line(C, 2, "{");
   cu_line(C, 3, "const long long k0 = kbeg;");

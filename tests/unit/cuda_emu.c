@@ -113,6 +113,16 @@ static const char *const shim[] = {
     "  __syncthreads();",
     "}",
     "template <int U = 0> void pc_mma_bf16(float *c, const unsigned *a, const unsigned *b) { pc_emu_mma16<0>(c, a, b); }",
+    "static inline unsigned pc_emu_bf(float f) {", /* cvt.rn.bf16: to nearest even, NaN kept quiet */
+    "  unsigned u = __float_as_uint(f);",
+    "  return f != f ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;",
+    "}",
+    "template <int U = 0> unsigned pc_pk_bf16(float lo, float hi) { return pc_emu_bf(lo) | pc_emu_bf(hi) << 16; }",
+    "template <int U = 0> unsigned pc_pk_f16(float lo, float hi) { return pc_f2h(lo) | (unsigned)pc_f2h(hi) << 16; }",
+    /* cp.async as a copy done at once: the kernels wait for their groups before they read */
+    "template <int U = 0> void pc_cp4(float *dst, const float *src, bool ok) { *dst = ok ? *src : 0.0f; }",
+    "template <int U = 0> void pc_cp_commit() {}",
+    "template <int N> void pc_cp_wait() {}",
     "template <int U = 0> void pc_mma_f16(float *c, const unsigned *a, const unsigned *b) { pc_emu_mma16<1>(c, a, b); }",
     "typedef void (*pc_emu_k)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *,",
     "                         void *, void *, void *, void *);",
