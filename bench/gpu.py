@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 # bench/gpu.py: the zoo on a CUDA GPU: primc --target cuda (stream and CUDA graph) against PyTorch eager and
 # torch.compile on the same GPU, same model and input, each output checked against ONNX Runtime on the CPU.
-# Usage: python3 bench/gpu.py PRIMC RUNS OUT.md [--tf32 | --bf16] [--batch N] [--no-compile] [--direct]
+# Usage: python3 bench/gpu.py PRIMC RUNS OUT.md [--tf32 | --bf16] [--batch N] [--no-compile] [--direct] [--also ENV=VAL]
 #                     [--work DIR [--export-only]] [NAME ...]
 #   (needs torch with CUDA, onnxruntime, a GPU). --tf32: primc --matmul-precision high and PyTorch's TF32 switches
 #   on (cuBLAS and cuDNN), outputs checked to 1e-2 of max |ref| instead of 1e-4. --bf16: primc --autocast bf16 (bf16
 #   tensor cores) against PyTorch under torch.autocast("cuda", bfloat16), outputs checked to 3e-2 of max |ref|.
-#   --direct: also primc compiled with PRIMC_CUDA_GEMM=direct (the dot and conv kernels before the tiled GEMMs), timed
-#   in the same run. --work DIR: export into DIR and reuse what an earlier run (or --export-only) left there.
+#   --also ENV=VAL: also primc compiled with that variable set (a kernel variant to compare: PRIMC_CUDA_ATTN=dims the
+#   attention kernel before, PRIMC_CUDA_GEMM=ROW a forced tile row), timed in the same run; --direct is
+#   --also PRIMC_CUDA_GEMM=direct (the dot and conv kernels before the tiled GEMMs). --work DIR: export into DIR and reuse what an earlier run (or --export-only) left there.
 import argparse
 import os
 import re
@@ -80,10 +81,11 @@ def bench_model(name, primc, runs, work, args):
     flags = ["--matmul-precision", "high"] if args.tf32 else ["--autocast", "bf16"] if args.bf16 else []
     compile_cuda(primc, os.path.join(d, "model.onnx"), exe, flags)
     compile_s = time.time() - t0
-    direct = None
-    if args.direct:
-        compile_cuda(primc, os.path.join(d, "model.onnx"), exe + "_direct", [], {"PRIMC_CUDA_GEMM": "direct"})
-        direct = primc_times(exe + "_direct", inp, runs, True, os.path.join(d, "out_d"))
+    also = []
+    for i, kv in enumerate(args.also):
+        k, v = kv.split("=", 1)
+        compile_cuda(primc, os.path.join(d, "model.onnx"), f"{exe}_v{i}", flags, {k: v})
+        also.append(primc_times(f"{exe}_v{i}", inp, runs, True, os.path.join(d, f"out_v{i}")))
     stream = primc_times(exe, inp, runs, False, os.path.join(d, "out"))
     got = np.load(os.path.join(d, "out", "out0.npy"))
     err = float(np.max(np.abs(got.astype(np.float64) - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
@@ -100,7 +102,7 @@ def bench_model(name, primc, runs, work, args):
         except Exception as e:  # reported as missing, not faked
             print(f"{name}: torch.compile failed: {e}", file=sys.stderr)
     return dict(name=name, stream=stream, graph=graph, eager=eager, compiled=compiled, err=err, compile_s=compile_s,
-                direct=direct)
+                also=also)
 
 
 def fmt(t):
@@ -123,10 +125,14 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
     ap.add_argument("--direct", action="store_true", help="also time primc's kernels before the tiled GEMMs")
+    ap.add_argument("--also", action="append", default=[], metavar="ENV=VAL",
+                    help="also time primc compiled with ENV=VAL (repeatable)")
     ap.add_argument("--work", help="the exported models' folder, kept and reused (default: a temporary one)")
     ap.add_argument("--export-only", action="store_true", help="export the models into --work and stop")
     args = ap.parse_intermixed_args()  # names may follow the flags
     primc = os.path.abspath(args.primc)
+    if args.direct:
+        args.also.insert(0, "PRIMC_CUDA_GEMM=direct")
     names = args.names or [n for n, (_, _, tier) in export.MODELS.items() if tier != "extended"]
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
@@ -147,7 +153,8 @@ def main():
                 print(f"{n}: FAILED: {e}", flush=True)
                 continue
             rows.append(r)
-            print(f"{n}: primc {fmt(r['stream'])} graph {fmt(r['graph'])} direct-kernels graph {fmt(r['direct'])} "
+            variants = " ".join(f"{a} graph {fmt(t)}" for a, t in zip(args.also, r["also"]))
+            print(f"{n}: primc {fmt(r['stream'])} graph {fmt(r['graph'])} {variants} "
                   f"eager {fmt(r['eager'])} compile {fmt(r['compiled'])} ms, rel err {r['err']:.1e}", flush=True)
     gpu = torch.cuda.get_device_name()
     prec = ("TF32 (primc --matmul-precision high; PyTorch allow_tf32 in cuBLAS and cuDNN)" if args.tf32 else
@@ -155,11 +162,13 @@ def main():
     lines = [f"GPU: {gpu}, torch {torch.__version__}, onnxruntime {ort.__version__} (CPU, the reference), "
              f"{time.strftime('%Y-%m-%d')}; batch {args.batch}, {prec}; min / median ms of {args.runs} runs after "
              "warm-up; ratios = primc CUDA-graph median / PyTorch median", "",
-             "| model | primc (stream) | primc (CUDA graph) | primc direct kernels (CUDA graph) | PyTorch eager "
+             "| model | primc (stream) | primc (CUDA graph) | " + "".join(f"primc {a} (CUDA graph) | " for a in args.also) +
+             "PyTorch eager "
              "| torch.compile | vs eager | vs compile | max err / max ref |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- " * (8 + len(args.also)) + "|"]
     for r in rows:
-        lines.append(f"| {r['name']} | {fmt(r['stream'])} | {fmt(r['graph'])} | {fmt(r['direct'])} | {fmt(r['eager'])} "
+        lines.append(f"| {r['name']} | {fmt(r['stream'])} | {fmt(r['graph'])} | " + "".join(f"{fmt(t)} | " for t in r["also"]) +
+                     f"{fmt(r['eager'])} "
                      f"| {fmt(r['compiled'])} | {ratio(r['graph'], r['eager'])} | {ratio(r['graph'], r['compiled'])} "
                      f"| {r['err']:.1e} |")
     open(args.out_md, "w").write("\n".join(lines) + "\n")

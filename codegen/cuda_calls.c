@@ -1,6 +1,7 @@
 /* codegen/cuda_calls.c: the CUDA renderings of the runtime calls of codegen/calls.def, one kernel of our own each, and call_rules. */
 #include "codegen/cuda_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define TILE 16         /* dot_general tile edge (TILE * TILE == CU_BLOCK) */
@@ -476,10 +477,94 @@ static pc_status render_nonzero(cctx *C, const kir_kernel *k) {
                      "nonzero");
 }
 
+/* a warp's key tile, D x 33 floats, and its query row in the 48 KB of static shared memory */
+_Static_assert(PRIMC_ATTENTION_MAX_DIM * 34 * 4 <= 48 * 1024, "the attention call's head dims fit one warp's tile");
+
+/* attention with the lanes over the keys: a warp per (head, query row) takes 32 keys at a time, copies their rows
+ * into shared memory transposed (coalesced reads, the lanes over the head dims), then each lane computes one key's
+ * score against the query row (kept in shared memory), the chunk's max and sum by shuffles (online softmax, a
+ * rescale per chunk, not per key), and its Dv / 32 output sums over the chunk's keys, their weights broadcast by
+ * shuffles. The lanes-over-dims kernel below pays two shuffle trees and two exps in sequence for every key
+ * (BERT-base: 113 us a layer on an H200, a third of its kernel time). */
+static pc_status render_attention_keys(cctx *C, const kir_kernel *k) {
+  const int64_t *q = k->params;
+  long long B1 = q[2], Sq = q[3], Sk = q[4], D = q[5], Dv = q[6], rows = (long long)(q[1] * q[2] * q[3]);
+  long long vl = (Dv + 31) / 32;
+  int wpb = D <= 64 ? 4 : D <= 128 ? 2 : 1; /* warps a block */
+  double scale;
+  memcpy(&scale, &q[33], sizeof scale);
+  cu_call_signature(C, k, 32 * wpb, cu_clamp_grid(rows, wpb));
+  cu_line(C, 1, "__shared__ float qs[%d][%lld], kt[%d][%lld][33];", wpb, D, wpb, D);
+  cu_line(C, 1, "float *y = (float *)a0;");
+  cu_line(C, 1, "const float *Q = (const float *)a1, *K = (const float *)a2, *V = (const float *)a3;");
+  if (q[32] & 1) cu_line(C, 1, "const float *Mk = (const float *)a4;");
+  cu_line(C, 1, "const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;");
+  cu_line(C, 1, "for (long long t = blockIdx.x * %dLL + w; t < %lldLL; t += gridDim.x * %dLL) {", wpb, rows, wpb);
+  cu_line(C, 2, "const long long h = t / %lldLL, m = t %% %lldLL, b0 = h / %lldLL, b1 = h %% %lldLL;", Sq, Sq, B1, B1);
+  static const char *const names[5] = {"q", "k", "v", "mk", "o"};
+  for (int o = 0; o < 5; o++) {
+    const int64_t *st = q + 7 + 5 * o;
+    if (o == 3 && !(q[32] & 1)) continue;
+    cu_line(C, 2, "const long long %s0 = %lldLL + b0 * %lldLL + b1 * %lldLL;", names[o], (long long)st[0], (long long)st[1],
+            (long long)st[2]);
+  }
+  cu_line(C, 2, "__syncwarp();");
+  cu_line(C, 2, "for (int d = lane; d < %lld; d += 32) qs[w][d] = Q[q0 + m * %lldLL + d * %lldLL] * (float)(%.17g);", D,
+          (long long)q[10], (long long)q[11], scale);
+  cu_line(C, 2, "float acc[%lld], mx = -PC_INF_F, sum = 0.0f;", vl);
+  cu_line(C, 2, "for (int j = 0; j < %lld; j++) acc[j] = 0.0f;", vl);
+  if (q[32] & 2) cu_line(C, 2, "const long long kend = m + 1 < %lldLL ? m + 1 : %lldLL; /* causal */", Sk, Sk);
+  else cu_line(C, 2, "const long long kend = %lldLL;", Sk);
+  cu_line(C, 2, "for (long long n0 = 0; n0 < kend; n0 += 32) {");
+  cu_line(C, 3, "const int cnt = kend - n0 < 32 ? (int)(kend - n0) : 32;");
+  cu_line(C, 3, "__syncwarp(); /* the last chunk's reads of kt (and the query row's stores) done */");
+  cu_line(C, 3, "for (int r = 0; r < cnt; r++)");
+  cu_line(C, 4, "for (int d = lane; d < %lld; d += 32) kt[w][d][r] = K[k0 + (n0 + r) * %lldLL + d * %lldLL];", D,
+          (long long)q[15], (long long)q[16]);
+  cu_line(C, 3, "__syncwarp();");
+  cu_line(C, 3, "float s = -PC_INF_F;");
+  cu_line(C, 3, "if (lane < cnt) {");
+  cu_line(C, 4, "float s0 = 0.0f, s1 = 0.0f;");
+  cu_line(C, 4, "int d = 0;");
+  cu_line(C, 4, "for (; d + 1 < %lld; d += 2) s0 += qs[w][d] * kt[w][d][lane], s1 += qs[w][d + 1] * kt[w][d + 1][lane];", D);
+  cu_line(C, 4, "if (d < %lld) s0 += qs[w][d] * kt[w][d][lane];", D);
+  cu_line(C, 4, "s = s0 + s1;");
+  if (q[32] & 1) cu_line(C, 4, "s += Mk[mk0 + m * %lldLL + (n0 + lane) * %lldLL];", (long long)q[25], (long long)q[26]);
+  cu_line(C, 3, "}");
+  cu_line(C, 3, "float cm = s;");
+  cu_line(C, 3, "for (int o = 16; o > 0; o >>= 1) cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, o));");
+  cu_line(C, 3, "if (cm == -PC_INF_F) continue; /* every key of the chunk masked out */");
+  cu_line(C, 3, "const float nm = fmaxf(mx, cm), alpha = mx == -PC_INF_F ? 0.0f : expf(mx - nm);");
+  cu_line(C, 3, "const float p = s == -PC_INF_F ? 0.0f : expf(s - nm);");
+  cu_line(C, 3, "float cs = p;");
+  cu_line(C, 3, "for (int o = 16; o > 0; o >>= 1) cs += __shfl_xor_sync(0xffffffffu, cs, o);");
+  cu_line(C, 3, "mx = nm, sum = sum * alpha + cs;");
+  cu_line(C, 3, "for (int j = 0; j < %lld; j++) acc[j] *= alpha;", vl);
+  cu_line(C, 3, "for (int jj = 0; jj < cnt; jj++) {");
+  cu_line(C, 4, "const float pj = __shfl_sync(0xffffffffu, p, jj);");
+  cu_line(C, 4, "const float *vr = V + v0 + (n0 + jj) * %lldLL;", (long long)q[20]);
+  cu_line(C, 4, "for (int j = 0; j < %lld; j++) {", vl);
+  cu_line(C, 5, "const long long c = lane + 32 * j;");
+  cu_line(C, 5, "if (c < %lldLL) acc[j] += pj * vr[c * %lldLL];", Dv, (long long)q[21]);
+  cu_line(C, 4, "}");
+  cu_line(C, 3, "}");
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "for (int j = 0; j < %lld; j++) {", vl);
+  cu_line(C, 3, "const long long c = lane + 32 * j;");
+  cu_line(C, 3, "if (c < %lldLL) y[o0 + m * %lldLL + c * %lldLL] = acc[j] / sum;", Dv, (long long)q[30], (long long)q[31]);
+  cu_line(C, 2, "}");
+  cu_line(C, 1, "}");
+  fprintf(C->f, "}\n");
+  return PC_OK;
+}
+
 /* attention: a warp per (head, query row), its lanes over the head dims (the score's dot product summed across
  * the warp by shuffles, each lane keeping Dv / 32 of the output sums); online softmax over the keys, the scores
- * never stored; the same arithmetic as runtime/attention.c's plain rows */
+ * never stored; the same arithmetic as runtime/attention.c's plain rows. The kernel of before the one above, kept
+ * to compare: PRIMC_CUDA_ATTN=dims at compile time. */
 static pc_status render_attention(cctx *C, const kir_kernel *k) {
+  const char *force = getenv("PRIMC_CUDA_ATTN");
+  if (!(force && !strcmp(force, "dims"))) return render_attention_keys(C, k);
   const int64_t *q = k->params;
   long long B1 = q[2], Sq = q[3], Sk = q[4], D = q[5], Dv = q[6], rows = (long long)(q[1] * q[2] * q[3]);
   long long dl = (D + 31) / 32, vl = (Dv + 31) / 32;

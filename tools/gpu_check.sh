@@ -12,7 +12,8 @@
 #   gemm     bench/gpu_gemm.py: primc's f32, TF32 and bf16 GEMM against cuBLAS at 4096^3 and 1024^3
 #   tf32, bf16, fp32
 #            bench/gpu.py on ZOO_MODELS at batch 1 against PyTorch eager (no torch.compile: its compiles take the
-#            minutes), TF32 on both sides, bf16 autocast on both, fp32 with the kernels before the tiled GEMMs too
+#            minutes), TF32 on both sides (and primc's attention kernel before, PRIMC_CUDA_ATTN=dims), bf16
+#            autocast on both, fp32 with the kernels before the tiled GEMMs too
 #   rows     bench/gpu_rows.py: each TF32 tile row forced on ROWS_SHAPES' MatMuls beside primc's pick
 #   prof     bench/gpu_prof.py (Nsight Compute): each kernel's GPU time in one TF32 run of PROF_MODELS
 #   b32      bench/gpu.py --tf32 at batch 32 on BATCH32_MODELS, against eager
@@ -70,7 +71,8 @@ run_stage() { # name: one stage, limited to the time left
   export) timeout "$limit" bash -c "python3 bench/gpu.py build/primc 1 - --work $WORK --export-only $ZOO_MODELS &&
             python3 bench/gpu.py build/primc 1 - --work $WORK --export-only --batch 32 $BATCH32_MODELS" ;;
   gemm) timeout "$limit" python3 bench/gpu_gemm.py build/primc 4096 1024 ;;
-  tf32 | bf16) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_$name --$name --no-compile $ZOO_MODELS" ;;
+  tf32) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_tf32 --tf32 --no-compile --also PRIMC_CUDA_ATTN=dims $ZOO_MODELS" ;;
+  bf16) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_bf16 --bf16 --no-compile $ZOO_MODELS" ;;
   fp32) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_fp32 --direct --no-compile $ZOO_MODELS" ;;
   rows) timeout "$limit" python3 bench/gpu_rows.py build/primc high $ROWS_SHAPES ;;
   prof) timeout "$limit" bash -c "for m in $PROF_MODELS; do python3 bench/gpu_prof.py build/primc \$WORK/\${m}_b1/model.onnx \

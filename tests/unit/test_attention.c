@@ -170,24 +170,34 @@ PC_TEST(attention_fused_against_interpreter) {
   primc_attention_force_fuse(-1);
 }
 
-/* the CUDA attention kernel (a warp per query row) on the CPU emulator of rendered CUDA C against the
- * interpreter: head dims above and below a warp's 32 lanes, padding and full masks, causal, rank 3 */
+/* the CUDA attention kernels (a warp per query row, its lanes over the keys or, PRIMC_CUDA_ATTN=dims, over the
+ * head dims) on the CPU emulator of rendered CUDA C against the interpreter: head dims above and below a warp's 32
+ * lanes up to the largest, keys in several chunks of 32, padding and full masks, causal, rank 3 */
 PC_TEST(attention_cuda_emulated) {
   static const shape cuda_shapes[] = {
       {"cuda: d 40 into dv 70, heads split, padding mask", 1, 2, 20, 24, 40, 70, 1, 1, 0, 0},
       {"cuda: causal + full mask", 1, 2, 17, 17, 16, 24, 0, 2, 1, 0},
       {"cuda: rank 3, 5 x 7 keys, d 3", 2, 3, 5, 7, 3, 5, 0, 0, 0, 1},
       {"cuda: uniform constant mask", 1, 2, 6, 6, 4, 4, 0, 3, 0, 0},
+      {"cuda: 70 keys in 3 chunks, d 64, padding mask", 1, 2, 9, 70, 64, 64, 1, 1, 0, 0},
+      {"cuda: causal + full mask, 65 keys", 1, 1, 65, 65, 8, 40, 0, 2, 1, 0},
+      {"cuda: d 130, a warp a block", 1, 1, 3, 40, 130, 20, 0, 0, 0, 0},
+      {"cuda: d 256, the largest key tile", 1, 1, 2, 5, 256, 8, 0, 0, 0, 0},
   };
   primc_attention_force_fuse(1);
-  for (size_t i = 0; i < sizeof cuda_shapes / sizeof *cuda_shapes; i++) {
-    int fused = 0;
-    if (check_shape_on(&cuda_shapes[i], 2, 0, &fused, 1) < 0) {
-      SKIP("no g++ for the CUDA emulator");
-      break;
+  for (int dims = 0; dims < 2; dims++) { /* the lanes over the keys, then over the head dims */
+    if (dims) setenv("PRIMC_CUDA_ATTN", "dims", 1);
+    for (size_t i = 0; i < sizeof cuda_shapes / sizeof *cuda_shapes; i++) {
+      int fused = 0;
+      if (check_shape_on(&cuda_shapes[i], 2, 0, &fused, 1) < 0) {
+        SKIP("no g++ for the CUDA emulator");
+        dims = 2;
+        break;
+      }
+      CHECK_MSG(fused, "%s: no attention call", cuda_shapes[i].tag);
     }
-    CHECK_MSG(fused, "%s: no attention call", cuda_shapes[i].tag);
   }
+  unsetenv("PRIMC_CUDA_ATTN");
   primc_attention_force_fuse(-1);
 }
 
