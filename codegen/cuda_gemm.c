@@ -38,7 +38,7 @@ static const struct gemm_kind {
 };
 
 /* a tile row: SIMT (tm, tn: the thread's block, 4 or 8) or tensor cores (wm, wn: the warp's tile); stages: the
- * cp.async pipeline's shared buffers, or 0: two buffers staged through registers, as the SIMT rows' */
+ * cp.async pipeline's shared buffers (sm_80 and later), or 0: two buffers staged through registers */
 typedef struct gemm_tile {
   const char *name;
   int kind; /* CU_GEMM_* */
@@ -48,24 +48,27 @@ typedef struct gemm_tile {
   int threads, stages;
   double eff; /* throughput at full occupancy, relative to the largest tile of its kind */
   int per_sm; /* blocks resident on one multiprocessor */
+  int cand;   /* a candidate: run only when forced (PRIMC_CUDA_GEMM), until a GPU has timed it against the rest */
 } gemm_tile;
 
 /* the bf16 and f16 rows are the TF32 rows' tiles and warps on k16 fragments; depth times stages is what the 48 KB of
  * static shared memory holds (f32 operands); bench/gpu_results.md (2026-11-30) has the H200's times of both
  * pipelines */
 static const gemm_tile tiles[] = {
-    {"simt_128x128", CU_GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 256, 0, 1.00, 2},
-    {"simt_64x64", CU_GEMM_SIMT, 64, 64, 8, 8, 8, 0, 0, 64, 0, 0.85, 8},
-    {"simt_32x32", CU_GEMM_SIMT, 32, 32, 8, 4, 4, 0, 0, 64, 0, 0.55, 12},
-    {"tf32_128x128", CU_GEMM_TF32, 128, 128, 16, 0, 0, 64, 32, 256, 0, 1.00, 2},
-    {"tf32_64x64", CU_GEMM_TF32, 64, 64, 16, 0, 0, 32, 32, 128, 4, 0.80, 4},
-    {"tf32_32x32", CU_GEMM_TF32, 32, 32, 32, 0, 0, 16, 16, 128, 4, 0.50, 4},
-    {"bf16_128x128", CU_GEMM_BF16, 128, 128, 16, 0, 0, 64, 32, 256, 2, 1.00, 2},
-    {"bf16_64x64", CU_GEMM_BF16, 64, 64, 16, 0, 0, 32, 32, 128, 5, 0.80, 4},
-    {"bf16_32x32", CU_GEMM_BF16, 32, 32, 32, 0, 0, 16, 16, 128, 4, 0.50, 4},
-    {"f16_128x128", CU_GEMM_F16, 128, 128, 16, 0, 0, 64, 32, 256, 2, 1.00, 2},
-    {"f16_64x64", CU_GEMM_F16, 64, 64, 16, 0, 0, 32, 32, 128, 5, 0.80, 4},
-    {"f16_32x32", CU_GEMM_F16, 32, 32, 32, 0, 0, 16, 16, 128, 4, 0.50, 4},
+    {"simt_128x128", CU_GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 256, 0, 1.00, 2, 0},
+    {"simt_64x64", CU_GEMM_SIMT, 64, 64, 8, 8, 8, 0, 0, 64, 0, 0.85, 8, 0},
+    {"simt_32x32", CU_GEMM_SIMT, 32, 32, 8, 4, 4, 0, 0, 64, 0, 0.55, 12, 0},
+    {"simt_64x64_cp4", CU_GEMM_SIMT, 64, 64, 8, 8, 8, 0, 0, 64, 4, 0.85, 8, 1},
+    {"simt_32x32_cp4", CU_GEMM_SIMT, 32, 32, 8, 4, 4, 0, 0, 64, 4, 0.55, 12, 1},
+    {"tf32_128x128", CU_GEMM_TF32, 128, 128, 16, 0, 0, 64, 32, 256, 0, 1.00, 2, 0},
+    {"tf32_64x64", CU_GEMM_TF32, 64, 64, 16, 0, 0, 32, 32, 128, 4, 0.80, 4, 0},
+    {"tf32_32x32", CU_GEMM_TF32, 32, 32, 32, 0, 0, 16, 16, 128, 4, 0.50, 4, 0},
+    {"bf16_128x128", CU_GEMM_BF16, 128, 128, 16, 0, 0, 64, 32, 256, 2, 1.00, 2, 0},
+    {"bf16_64x64", CU_GEMM_BF16, 64, 64, 16, 0, 0, 32, 32, 128, 5, 0.80, 4, 0},
+    {"bf16_32x32", CU_GEMM_BF16, 32, 32, 32, 0, 0, 16, 16, 128, 4, 0.50, 4, 0},
+    {"f16_128x128", CU_GEMM_F16, 128, 128, 16, 0, 0, 64, 32, 256, 2, 1.00, 2, 0},
+    {"f16_64x64", CU_GEMM_F16, 64, 64, 16, 0, 0, 32, 32, 128, 5, 0.80, 4, 0},
+    {"f16_32x32", CU_GEMM_F16, 32, 32, 32, 0, 0, 16, 16, 128, 4, 0.50, 4, 0},
 };
 
 /* shared memory rows' padding in words: conflict-free fragment reads (a TF32 k row, a k pair's two rows for bf16 and
@@ -123,18 +126,19 @@ static int split_fits(const gemm_tile *t, const gemm *g, int s, int64_t scratch_
 /* the fastest (tile, splits) of the precision's rows by the model; splits only where scratch holds the partials.
  * PRIMC_CUDA_GEMM=NAME[:SPLITS] in the environment forces a row of the precision (tests run every row), and
  * PRIMC_CUDA_GEMM=direct the kernels before the tiled ones (cuda_calls.c's), for a comparison. */
-static void gemm_pick(gemm *g, int kind, int64_t scratch_floats) {
+static void gemm_pick(gemm *g, int kind, int64_t scratch_floats, int sm) {
   double best = INFINITY;
   const char *force = getenv("PRIMC_CUDA_GEMM");
   for (int i = 0; i < N_TILES; i++) {
     const gemm_tile *t = &tiles[i];
     size_t len = strlen(t->name);
-    if (t->kind != kind) continue;
+    if (t->kind != kind || (t->stages && sm < 80) || (t->stages && g->round_bf16)) continue; /* cp.async: sm_80 */
     if (force && *force && !strncmp(force, t->name, len) && (!force[len] || force[len] == ':')) {
       int s = force[len] ? atoi(force + len + 1) : 1;
       g->t = t, g->splits = s >= 1 && split_fits(t, g, s, scratch_floats) ? s : 1;
       break;
     }
+    if (t->cand) continue;
     for (int s = 1; split_fits(t, g, s, scratch_floats); s *= 2) {
       double c = gemm_time(t, g, s);
       if (c < best * 0.97) best = c, g->t = t, g->splits = s;
@@ -158,7 +162,7 @@ const char *cu_gemm_tiles_invalid(int kind, int i) {
     else ok = ok && (t->tm == 4 || t->tm == 8) && (t->tn == 4 || t->tn == 8) && (t->bm / t->tm) * (t->bn / t->tn) == T;
     /* the stages of both f32 tiles, rows padded, in the 48 KB of static shared memory */
     int bufs = t->stages ? t->stages : 2;
-    ok = ok && (kinds[kind].mma || !t->stages) && (t->stages || !kinds[kind].half) && t->stages != 1 &&
+    ok = ok && (t->stages || !kinds[kind].half) && t->stages != 1 &&
          bufs * t->bk * (t->bm + t->bn + 2 * row_pad(t)) * 4 <= 48 * 1024;
     return ok ? "" : t->name;
   }
@@ -232,7 +236,7 @@ static void put_stores(cctx *C, const gemm *g, int ind) {
   cu_line(C, ind, "}");
 }
 
-/* the tensor-core rows' copies of the slice at k0 into shared buffer `nb`: cp.async of each element, zero-filled
+/* the cp.async rows' copies of the slice at k0 into shared buffer `nb`: cp.async of each element, zero-filled
  * outside the operands (and a conv's padding), threads walking the operands as put_loads' do */
 static void put_async(cctx *C, const gemm *g, int ind) {
   const gemm_tile *t = g->t;
@@ -420,9 +424,9 @@ static void put_epilogue(cctx *C, const gemm *g, int ind) {
   cu_line(C, ind, "__syncthreads();");
 }
 
-/* the tensor-core rows' k loop: STAGES - 1 slices copied ahead; each step waits for its slice (and for every warp to
+/* the cp.async rows' k loop: STAGES - 1 slices copied ahead; each step waits for its slice (and for every warp to
  * be done with the buffer the next copy takes), starts that copy, multiplies */
-static void put_mma_loop(cctx *C, const gemm *g) {
+static void put_async_loop(cctx *C, const gemm *g) {
   const gemm_tile *t = g->t;
   int S = t->stages;
   cu_line(C, 2, "for (int nb = 0; nb < %d; nb++) {", S - 1);
@@ -495,7 +499,7 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   if (kd->mma) cu_line(C, 2, "float acc[%d][%d][4] = {};", t->wm / 16, t->wn / 8);
   else cu_line(C, 2, "float acc[%d][%d] = {};", t->tm, t->tn);
   if (t->stages) {
-    put_mma_loop(C, g);
+    put_async_loop(C, g);
     put_epilogue(C, g, 2);
     cu_line(C, 1, "}");
     fprintf(C->f, "}\n");
@@ -613,7 +617,7 @@ int cu_gemm_dot(cctx *C, const kir_kernel *k) {
   for (int s = 0; fits && s < e->n_stores; s++)
     fits = !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[1]) && !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[2]);
   if (fits) g.loop_epi = e, C->skip[k->epilogue] = 1;
-  gemm_pick(&g, kind_of(C, k, &g), 0);
+  gemm_pick(&g, kind_of(C, k, &g), 0, C->p->gpu_sm ? C->p->gpu_sm : 90);
   render_gemm(C, k, &g);
   return 1;
 }
@@ -635,7 +639,7 @@ int cu_gemm_conv(cctx *C, const kir_kernel *k, int epi) {
   g.sh = two ? st[0] : 1, g.sw = st[two], g.ph = two ? pd[0] : 0, g.pw = pd[two], g.dh = two ? dl[0] : 1, g.dw = dl[two];
   g.batch = groups, g.M = g.og, g.N = os[1] * g.oh * g.ow, g.K = g.cg * g.kh * g.kw;
   if (g.N < 1 || g.K < 1) return 0;
-  gemm_pick(&g, kind_of(C, k, &g), C->p->call_scratch / 4);
+  gemm_pick(&g, kind_of(C, k, &g), C->p->call_scratch / 4, C->p->gpu_sm ? C->p->gpu_sm : 90);
   render_gemm(C, k, &g);
   return 1;
 }

@@ -14,7 +14,8 @@
 #            bench/gpu.py on ZOO_MODELS at batch 1 against PyTorch eager (no torch.compile: its compiles take the
 #            minutes), TF32 on both sides (and primc's attention kernel before, PRIMC_CUDA_ATTN=dims), bf16
 #            autocast on both, fp32 with the kernels before the tiled GEMMs too
-#   rows     bench/gpu_rows.py: each TF32 tile row forced on ROWS_SHAPES' MatMuls beside primc's pick
+#   rows     bench/gpu_rows.py: each TF32 and f32 tile row (the candidates too) forced on ROWS_SHAPES' MatMuls
+#            beside primc's pick
 #   prof     bench/gpu_prof.py (Nsight Compute): each kernel's GPU time in one TF32 run of PROF_MODELS
 #   b32      bench/gpu.py --tf32 at batch 32 on BATCH32_MODELS, against eager
 #   compile  bench/gpu.py --tf32 with torch.compile on COMPILE_MODELS, last: it stops where the time ends
@@ -74,7 +75,8 @@ run_stage() { # name: one stage, limited to the time left
   tf32) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_tf32 --tf32 --no-compile --also PRIMC_CUDA_ATTN=dims $ZOO_MODELS" ;;
   bf16) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_bf16 --bf16 --no-compile $ZOO_MODELS" ;;
   fp32) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_fp32 --direct --no-compile $ZOO_MODELS" ;;
-  rows) timeout "$limit" python3 bench/gpu_rows.py build/primc high $ROWS_SHAPES ;;
+  rows) timeout "$limit" bash -c "python3 bench/gpu_rows.py build/primc high $ROWS_SHAPES &&
+            python3 bench/gpu_rows.py build/primc highest $ROWS_SHAPES" ;;
   prof) timeout "$limit" bash -c "for m in $PROF_MODELS; do python3 bench/gpu_prof.py build/primc \$WORK/\${m}_b1/model.onnx \
             \$WORK/\${m}_b1/input.npy 30 -- --matmul-precision high; done" ;;
   b32) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_b32 --tf32 --no-compile --batch 32 $BATCH32_MODELS" ;;
