@@ -477,6 +477,26 @@ static pc_status render_nonzero(cctx *C, const kir_kernel *k) {
                      "nonzero");
 }
 
+/* the attention call's operand bases for head h = (b0, b1): q0, k0, v0, mk0 (with a mask), o0 */
+static void put_attention_bases(cctx *C, const int64_t *q) {
+  static const char *const names[5] = {"q", "k", "v", "mk", "o"};
+  for (int o = 0; o < 5; o++) {
+    const int64_t *st = q + 7 + 5 * o;
+    if (o == 3 && !(q[32] & 1)) continue;
+    cu_line(C, 2, "const long long %s0 = %lldLL + b0 * %lldLL + b1 * %lldLL;", names[o], (long long)st[0], (long long)st[1],
+            (long long)st[2]);
+  }
+}
+
+/* query row m's output: each lane's sums acc[j] (columns lane + 32 j) over the softmax's sum */
+static void put_attention_store(cctx *C, const int64_t *q) {
+  long long Dv = q[6], vl = (Dv + 31) / 32;
+  cu_line(C, 2, "for (int j = 0; j < %lld; j++) {", vl);
+  cu_line(C, 3, "const long long c = lane + 32 * j;");
+  cu_line(C, 3, "if (c < %lldLL) y[o0 + m * %lldLL + c * %lldLL] = acc[j] / sum;", Dv, (long long)q[30], (long long)q[31]);
+  cu_line(C, 2, "}");
+}
+
 /* a warp's key tile, D x 33 floats, and its query row in the 48 KB of static shared memory */
 _Static_assert(PRIMC_ATTENTION_MAX_DIM * 34 * 4 <= 48 * 1024, "the attention call's head dims fit one warp's tile");
 
@@ -501,13 +521,7 @@ static pc_status render_attention_keys(cctx *C, const kir_kernel *k) {
   cu_line(C, 1, "const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;");
   cu_line(C, 1, "for (long long t = blockIdx.x * %dLL + w; t < %lldLL; t += gridDim.x * %dLL) {", wpb, rows, wpb);
   cu_line(C, 2, "const long long h = t / %lldLL, m = t %% %lldLL, b0 = h / %lldLL, b1 = h %% %lldLL;", Sq, Sq, B1, B1);
-  static const char *const names[5] = {"q", "k", "v", "mk", "o"};
-  for (int o = 0; o < 5; o++) {
-    const int64_t *st = q + 7 + 5 * o;
-    if (o == 3 && !(q[32] & 1)) continue;
-    cu_line(C, 2, "const long long %s0 = %lldLL + b0 * %lldLL + b1 * %lldLL;", names[o], (long long)st[0], (long long)st[1],
-            (long long)st[2]);
-  }
+  put_attention_bases(C, q);
   cu_line(C, 2, "__syncwarp();");
   cu_line(C, 2, "for (int d = lane; d < %lld; d += 32) qs[w][d] = Q[q0 + m * %lldLL + d * %lldLL] * (float)(%.17g);", D,
           (long long)q[10], (long long)q[11], scale);
@@ -549,10 +563,7 @@ static pc_status render_attention_keys(cctx *C, const kir_kernel *k) {
   cu_line(C, 4, "}");
   cu_line(C, 3, "}");
   cu_line(C, 2, "}");
-  cu_line(C, 2, "for (int j = 0; j < %lld; j++) {", vl);
-  cu_line(C, 3, "const long long c = lane + 32 * j;");
-  cu_line(C, 3, "if (c < %lldLL) y[o0 + m * %lldLL + c * %lldLL] = acc[j] / sum;", Dv, (long long)q[30], (long long)q[31]);
-  cu_line(C, 2, "}");
+  put_attention_store(C, q);
   cu_line(C, 1, "}");
   fprintf(C->f, "}\n");
   return PC_OK;
@@ -577,13 +588,7 @@ static pc_status render_attention(cctx *C, const kir_kernel *k) {
   cu_line(C, 1, "const int lane = threadIdx.x & 31;");
   cu_line(C, 1, "for (long long t = (blockIdx.x * 128LL + threadIdx.x) >> 5; t < %lldLL; t += gridDim.x * 4LL) {", rows);
   cu_line(C, 2, "const long long h = t / %lldLL, m = t %% %lldLL, b0 = h / %lldLL, b1 = h %% %lldLL;", Sq, Sq, B1, B1);
-  static const char *const names[5] = {"q", "k", "v", "mk", "o"};
-  for (int o = 0; o < 5; o++) {
-    const int64_t *st = q + 7 + 5 * o;
-    if (o == 3 && !(q[32] & 1)) continue;
-    cu_line(C, 2, "const long long %s0 = %lldLL + b0 * %lldLL + b1 * %lldLL;", names[o], (long long)st[0], (long long)st[1],
-            (long long)st[2]);
-  }
+  put_attention_bases(C, q);
   cu_line(C, 2, "float qv[%lld], acc[%lld], mx = -PC_INF_F, sum = 0.0f;", dl, vl);
   cu_line(C, 2, "for (int j = 0; j < %lld; j++) {", dl);
   cu_line(C, 3, "const long long d = lane + 32 * j;");
@@ -609,10 +614,7 @@ static pc_status render_attention(cctx *C, const kir_kernel *k) {
           (long long)q[21]);
   cu_line(C, 3, "}");
   cu_line(C, 2, "}");
-  cu_line(C, 2, "for (int j = 0; j < %lld; j++) {", vl);
-  cu_line(C, 3, "const long long c = lane + 32 * j;");
-  cu_line(C, 3, "if (c < %lldLL) y[o0 + m * %lldLL + c * %lldLL] = acc[j] / sum;", Dv, (long long)q[30], (long long)q[31]);
-  cu_line(C, 2, "}");
+  put_attention_store(C, q);
   cu_line(C, 1, "}");
   fprintf(C->f, "}\n");
   return PC_OK;

@@ -183,23 +183,33 @@ static void put_for(cctx *C, int ind, const char *v, int n, const char *rest) {
   cu_line(C, ind, "for (int %s = 0; %s < %d; %s++)%s", v, v, n, v, rest);
 }
 
-/* ra[i] / rb[i] of the next slice from global memory (k0: its first k) */
-static void put_loads(cctx *C, const gemm *g, int ind) {
+/* one element of the slice: into register reg (ra[i], rb[i]) or, async, by cp.async into shared memory at dst;
+ * zero where !ok (outside the operands, a conv's padding), its address then not read */
+static void put_elem(cctx *C, int ind, int async, const char *dst, const char *reg, const char *addr, const char *base) {
+  if (async) cu_line(C, ind, "pc_cp4(&%s, ok ? %s : %s, ok);", dst, addr, base);
+  else cu_line(C, ind, "%s = ok ? *(%s) : 0.0f;", reg, addr);
+}
+
+/* the slice at k0 of A and B, the threads walking A along k when its k stride is 1 (a conv's weight rows always),
+ * else along m, and B along n (conv columns are output pixels, dot columns usually contiguous), else along k:
+ * into registers (the SIMT rows and rows without stages), or by cp.async into shared buffer `nb` */
+static void put_fetch(cctx *C, const gemm *g, int ind, int async) {
   const gemm_tile *t = g->t;
   int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
+  char addr[200];
   put_for(C, ind, "i", la, " {");
   if (g->a_kfast) cu_line(C, ind + 1, "const int mm = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
   else cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, mm = tid %% %d;", t->bm, T / t->bm, t->bm);
   cu_line(C, ind + 1, "const long long m = m0 + mm, k = k0 + kk;");
-  if (g->conv)
-    cu_line(C, ind + 1, "ra[i] = (m < %lldLL && k < kend) ? A[(bt * %lldLL + m) * %lldLL + k] : 0.0f;", (long long)g->M,
-            (long long)g->og, (long long)g->K);
+  cu_line(C, ind + 1, "const bool ok = m < %lldLL && k < kend;", (long long)g->M);
+  if (g->conv) snprintf(addr, sizeof addr, "A + (bt * %lldLL + m) * %lldLL + k", (long long)g->og, (long long)g->K);
   else
-    cu_line(C, ind + 1, "ra[i] = (m < %lldLL && k < kend) ? A[bt * %lldLL + m * %lldLL + k * %lldLL] : 0.0f;", (long long)g->M,
-            (long long)g->a_sb, (long long)g->a_sm, (long long)g->a_sk);
+    snprintf(addr, sizeof addr, "A + bt * %lldLL + m * %lldLL + k * %lldLL", (long long)g->a_sb, (long long)g->a_sm,
+             (long long)g->a_sk);
+  put_elem(C, ind + 1, async, "As[nb][kk][mm]", "ra[i]", addr, "A");
   cu_line(C, ind, "}");
   put_for(C, ind, "i", lb, " {");
-  if (g->b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d;", t->bn, T / t->bn);
+  if (g->b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, nn = tid %% %d;", t->bn, T / t->bn, t->bn);
   else cu_line(C, ind + 1, "const int nn = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
   cu_line(C, ind + 1, "const long long k = k0 + kk;");
   if (g->conv) { /* the column's pixel was decoded once per tile: xb, ih0, iw0, ncol_ok */
@@ -207,13 +217,16 @@ static void put_loads(cctx *C, const gemm *g, int ind) {
     cu_line(C, ind + 1, "const long long ci = k / %lldLL, r = k %% %lldLL;", taps, taps);
     cu_line(C, ind + 1, "const long long ih = ih0 + r / %lldLL * %lldLL, iw = iw0 + r %% %lldLL * %lldLL;", (long long)g->kw,
             (long long)g->dh, (long long)g->kw, (long long)g->dw);
-    cu_line(C, ind + 1, "rb[i] = (ncol_ok && k < kend && ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) ? "
-            "xb[(ci * %lldLL + ih) * %lldLL + iw] : 0.0f;", (long long)g->h, (long long)g->w, (long long)g->h, (long long)g->w);
+    cu_line(C, ind + 1, "const bool ok = ncol_ok && k < kend && ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL;", (long long)g->h,
+            (long long)g->w);
+    snprintf(addr, sizeof addr, "xb + (ci * %lldLL + ih) * %lldLL + iw", (long long)g->h, (long long)g->w);
+    put_elem(C, ind + 1, async, "Bs[nb][kk][nn]", "rb[i]", addr, "X");
   } else {
-    if (g->b_nfast) cu_line(C, ind + 1, "const long long n = n0 + ncol;");
-    else cu_line(C, ind + 1, "const long long n = n0 + nn;");
-    cu_line(C, ind + 1, "rb[i] = (n < %lldLL && k < kend) ? Bm[bt * %lldLL + k * %lldLL + n * %lldLL] : 0.0f;", (long long)g->N,
-            (long long)g->b_sb, (long long)g->b_sk, (long long)g->b_sn);
+    cu_line(C, ind + 1, "const long long n = n0 + nn;");
+    cu_line(C, ind + 1, "const bool ok = n < %lldLL && k < kend;", (long long)g->N);
+    snprintf(addr, sizeof addr, "Bm + bt * %lldLL + k * %lldLL + n * %lldLL", (long long)g->b_sb, (long long)g->b_sk,
+             (long long)g->b_sn);
+    put_elem(C, ind + 1, async, "Bs[nb][kk][nn]", "rb[i]", addr, "Bm");
   }
   cu_line(C, ind, "}");
 }
@@ -233,45 +246,6 @@ static void put_stores(cctx *C, const gemm *g, int ind) {
   if (g->b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, nn = tid %% %d;", t->bn, T / t->bn, t->bn);
   else cu_line(C, ind + 1, "const int kk = tid %% %d, nn = tid / %d + i * %d;", t->bk, t->bk, T / t->bk);
   cu_line(C, ind + 1, "Bs[nb][kk][nn] = %s(rb[i]);", cv);
-  cu_line(C, ind, "}");
-}
-
-/* the cp.async rows' copies of the slice at k0 into shared buffer `nb`: cp.async of each element, zero-filled
- * outside the operands (and a conv's padding), threads walking the operands as put_loads' do */
-static void put_async(cctx *C, const gemm *g, int ind) {
-  const gemm_tile *t = g->t;
-  int T = t->threads, la = t->bm * t->bk / T, lb = t->bk * t->bn / T;
-  put_for(C, ind, "i", la, " {");
-  if (g->a_kfast) cu_line(C, ind + 1, "const int mm = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
-  else cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, mm = tid %% %d;", t->bm, T / t->bm, t->bm);
-  cu_line(C, ind + 1, "const long long m = m0 + mm, k = k0 + kk;");
-  cu_line(C, ind + 1, "const bool ok = m < %lldLL && k < kend;", (long long)g->M);
-  if (g->conv)
-    cu_line(C, ind + 1, "pc_cp4(&As[nb][kk][mm], ok ? A + (bt * %lldLL + m) * %lldLL + k : A, ok);", (long long)g->og,
-            (long long)g->K);
-  else
-    cu_line(C, ind + 1, "pc_cp4(&As[nb][kk][mm], ok ? A + bt * %lldLL + m * %lldLL + k * %lldLL : A, ok);", (long long)g->a_sb,
-            (long long)g->a_sm, (long long)g->a_sk);
-  cu_line(C, ind, "}");
-  put_for(C, ind, "i", lb, " {");
-  if (g->b_nfast) cu_line(C, ind + 1, "const int kk = tid / %d + i * %d, nn = tid %% %d;", t->bn, T / t->bn, t->bn);
-  else cu_line(C, ind + 1, "const int nn = tid / %d + i * %d, kk = tid %% %d;", t->bk, T / t->bk, t->bk);
-  cu_line(C, ind + 1, "const long long k = k0 + kk;");
-  if (g->conv) {
-    long long taps = g->kh * g->kw;
-    cu_line(C, ind + 1, "const long long ci = k / %lldLL, r = k %% %lldLL;", taps, taps);
-    cu_line(C, ind + 1, "const long long ih = ih0 + r / %lldLL * %lldLL, iw = iw0 + r %% %lldLL * %lldLL;", (long long)g->kw,
-            (long long)g->dh, (long long)g->kw, (long long)g->dw);
-    cu_line(C, ind + 1, "const bool ok = ncol_ok && k < kend && ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL;", (long long)g->h,
-            (long long)g->w);
-    cu_line(C, ind + 1, "pc_cp4(&Bs[nb][kk][nn], ok ? xb + (ci * %lldLL + ih) * %lldLL + iw : X, ok);", (long long)g->h,
-            (long long)g->w);
-  } else {
-    cu_line(C, ind + 1, "const long long n = n0 + nn;");
-    cu_line(C, ind + 1, "const bool ok = n < %lldLL && k < kend;", (long long)g->N);
-    cu_line(C, ind + 1, "pc_cp4(&Bs[nb][kk][nn], ok ? Bm + bt * %lldLL + k * %lldLL + n * %lldLL : Bm, ok);", (long long)g->b_sb,
-            (long long)g->b_sk, (long long)g->b_sn);
-  }
   cu_line(C, ind, "}");
 }
 
@@ -432,7 +406,7 @@ static void put_async_loop(cctx *C, const gemm *g) {
   cu_line(C, 2, "for (int nb = 0; nb < %d; nb++) {", S - 1);
   cu_line(C, 3, "const long long k0 = kbeg + nb * %dLL;", t->bk);
   cu_line(C, 3, "if (k0 < kend) {");
-  put_async(C, g, 4);
+  put_fetch(C, g, 4, 1);
   cu_line(C, 3, "}");
   cu_line(C, 3, "pc_cp_commit();");
   cu_line(C, 2, "}");
@@ -444,7 +418,7 @@ static void put_async_loop(cctx *C, const gemm *g) {
   cu_line(C, 4, "const long long k0 = kc + %dLL;", (S - 1) * t->bk);
   cu_line(C, 4, "const int nb = cb == 0 ? %d : cb - 1;", S - 1);
   cu_line(C, 4, "if (k0 < kend) {");
-  put_async(C, g, 5);
+  put_fetch(C, g, 5, 1);
   cu_line(C, 4, "}");
   cu_line(C, 4, "pc_cp_commit();");
   cu_line(C, 3, "}");
@@ -493,8 +467,6 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
             (long long)g->sh, (long long)g->ph, (long long)g->ow, (long long)g->sw, (long long)g->pw);
     cu_line(C, 2, "const float *xb = X + (img * %lldLL + bt * %lldLL) * %lldLL;", (long long)g->cin, (long long)g->cg,
             (long long)(g->h * g->w));
-  } else if (g->b_nfast) {
-    cu_line(C, 2, "const int ncol = tid %% %d;", t->bn);
   }
   if (kd->mma) cu_line(C, 2, "float acc[%d][%d][4] = {};", t->wm / 16, t->wn / 8);
   else cu_line(C, 2, "float acc[%d][%d] = {};", t->tm, t->tn);
@@ -508,7 +480,7 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   cu_line(C, 2, "float ra[%d], rb[%d];", t->bm * t->bk / t->threads, t->bk * t->bn / t->threads);
   cu_line(C, 2, "{");
   cu_line(C, 3, "const long long k0 = kbeg;");
-  put_loads(C, g, 3);
+  put_fetch(C, g, 3, 0);
   cu_line(C, 3, "const int nb = 0;");
   put_stores(C, g, 3);
   cu_line(C, 2, "}");
@@ -518,7 +490,7 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   cu_line(C, 3, "const bool more = kc + %d < kend;", t->bk);
   cu_line(C, 3, "if (more) {");
   cu_line(C, 4, "const long long k0 = kc + %d;", t->bk);
-  put_loads(C, g, 4);
+  put_fetch(C, g, 4, 0);
   cu_line(C, 3, "}");
   put_compute(C, g, 3);
   cu_line(C, 3, "if (more) {");
