@@ -15,7 +15,8 @@ from onnx import TensorProto, helper
 
 ROWS = {"highest": "simt", "high": "tf32", "medium": "bf16"}
 SIZES = ["128x128", "64x64", "32x32"]
-CANDIDATES = {"highest": ["simt_64x64_cp4", "simt_32x32_cp4"]}  # rows primc runs only when forced, to be timed
+# rows and dot splits primc runs only when forced, to be timed
+CANDIDATES = {"highest": ["simt_64x64_cp4", "simt_32x32_cp4"], "high": ["tf32_32x32:2", "tf32_32x32:4", "tf32_64x64:4"]}
 
 
 def model(path, m, n, k):

@@ -12,7 +12,7 @@
  * the implicit GEMM W[o][c,taps] x im2col(x)[c,taps][n,pixels], its im2col gathered while staging, its fused
  * epilogue (bias, residual, activation, clamp) applied at the store, as a dot's epilogue loop kernel is. A conv
  * with too few tiles to fill the GPU splits K: each split stores a partial tile, the last to finish (a counter per
- * tile) sums them in split order, so results do not depend on timing. The tile row and split count are chosen
+ * tile) sums them in split order, so results do not depend on timing (a dot too, when forced). The tile row and split count are chosen
  * here, at compile time, by a wave model of the GPU (gemm_pick), and named in the kernel's comment with the
  * precision. */
 #include "codegen/cuda_internal.h"
@@ -23,6 +23,7 @@
 
 #define GPU_SMS 132       /* H100 / H200 multiprocessors: the wave model's GPU */
 #define MAX_SPLITS 16
+#define DOT_SPLIT_MAX_FLOATS (4 << 20) /* a dot's partial tiles in a __device__ array: 16 MB at most */
 
 /* how a row multiplies: its kernel comment, its operand type (pc_pk_<type> packs a k16 fragment's pair), the warp's
  * mma (NULL: SIMT FMAs), whether a fragment register holds two 16-bit operands (k16), FMA/s of one multiprocessor */
@@ -118,9 +119,13 @@ static double gemm_time(const gemm_tile *t, const gemm *g, int splits) {
   return s;
 }
 
-static int split_fits(const gemm_tile *t, const gemm *g, int s, int64_t scratch_floats) {
-  int64_t tiles_mn = g->batch * cdiv(g->M, t->bm) * cdiv(g->N, t->bn);
-  return s == 1 || (g->conv && s <= MAX_SPLITS && g->K >= s * 4 * t->bk && s * tiles_mn * t->bm * t->bn <= scratch_floats);
+/* a conv's partial tiles go to its call scratch (scratch_floats of it); a dot's to an array of its module, and only
+ * when forced (a candidate until a GPU has timed it: dots have no call scratch) */
+static int split_fits(const gemm_tile *t, const gemm *g, int s, int64_t scratch_floats, int forced) {
+  int64_t tiles_mn = g->batch * cdiv(g->M, t->bm) * cdiv(g->N, t->bn), floats = s * tiles_mn * t->bm * t->bn;
+  if (s == 1) return 1;
+  if (s > MAX_SPLITS || g->K < s * 4 * t->bk) return 0;
+  return g->conv ? floats <= scratch_floats : forced && floats <= DOT_SPLIT_MAX_FLOATS;
 }
 
 /* the fastest (tile, splits) of the precision's rows by the model; splits only where scratch holds the partials.
@@ -135,11 +140,11 @@ static void gemm_pick(gemm *g, int kind, int64_t scratch_floats, int sm) {
     if (t->kind != kind || (t->stages && sm < 80) || (t->stages && g->round_bf16)) continue; /* cp.async: sm_80 */
     if (force && *force && !strncmp(force, t->name, len) && (!force[len] || force[len] == ':')) {
       int s = force[len] ? atoi(force + len + 1) : 1;
-      g->t = t, g->splits = s >= 1 && split_fits(t, g, s, scratch_floats) ? s : 1;
+      g->t = t, g->splits = s >= 1 && split_fits(t, g, s, scratch_floats, 1) ? s : 1;
       break;
     }
     if (t->cand) continue;
-    for (int s = 1; split_fits(t, g, s, scratch_floats); s *= 2) {
+    for (int s = 1; split_fits(t, g, s, scratch_floats, 0); s *= 2) {
       double c = gemm_time(t, g, s);
       if (c < best * 0.97) best = c, g->t = t, g->splits = s;
     }
@@ -438,13 +443,16 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
           g->exact ? ", " : g->round_bf16 ? ", operands rounded to bf16" : "", g->exact ? kd->type : "",
           g->exact ? "-exact operands" : "", (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K, g->splits);
   if (g->splits > 1) fprintf(C->f, "__device__ unsigned %s_count[%lld];\n", C->name, (long long)tmn);
+  if (g->splits > 1 && !g->conv)
+    fprintf(C->f, "__device__ float %s_part[%lld];\n", C->name, (long long)(total * t->bm * t->bn));
   cu_call_signature_with(C, k, t->threads, cu_clamp_grid(total, 1), g->loop_epi, g->result_buf);
   cu_line(C, 1, "__shared__ __align__(16) float As[%d][%d][%d], Bs[%d][%d][%d];", S, t->bk, t->bm + pa, S, t->bk, t->bn + pa);
   if (g->splits > 1) cu_line(C, 1, "__shared__ bool last_;");
   if (g->conv) cu_line(C, 1, "const float *A = (const float *)a2, *X = (const float *)a1;");
   else cu_line(C, 1, "const float *A = (const float *)a1, *Bm = (const float *)a2;");
   cu_line(C, 1, "float *out = (float *)a0;");
-  if (g->splits > 1) cu_line(C, 1, "float *part = (float *)a3;");
+  if (g->splits > 1 && g->conv) cu_line(C, 1, "float *part = (float *)a3;");
+  if (g->splits > 1 && !g->conv) cu_line(C, 1, "float *part = %s_part;", C->name);
   cu_line(C, 1, "const int tid = threadIdx.x;");
   if (kd->mma) {
     cu_line(C, 1, "const int lane = tid & 31, wid = tid >> 5, gq = lane >> 2, tq = lane & 3;");

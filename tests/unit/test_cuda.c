@@ -253,6 +253,16 @@ static void build_dot_bias_gelu(pc_graph *g) {
   out(g, bin(g, PC_OP_mul, bin(g, PC_OP_mul, s, pc_full(g, PC_f32, 0.5, 2, I64S(70, 80))), h));
 }
 
+/* a dot deep enough to split K in 4 on every row (1100 >= 4 splits x 4 slices x 32), its bias and GELU at the
+ * store of the split that finishes a tile */
+static void build_dot_long_k_gelu(pc_graph *g) {
+  pc_value *x = in(g, PC_f32, 2, I64S(40, 1100)), *w = in(g, PC_f32, 2, I64S(1100, 48)), *b = in(g, PC_f32, 1, I64S(48));
+  pc_value *d = pc_dot_general(g, x, w, 1, I64S(1), I64S(0), 0, NULL, NULL);
+  pc_value *s = bin(g, PC_OP_add, d, pc_broadcast_in_dim(g, b, 2, I64S(40, 48), I64S(1)));
+  pc_value *e = un(g, PC_OP_erf, bin(g, PC_OP_mul, s, pc_full(g, PC_f32, 0.70710678118654752, 2, I64S(40, 48))));
+  out(g, bin(g, PC_OP_mul, s, bin(g, PC_OP_add, e, pc_full(g, PC_f32, 1.0, 2, I64S(40, 48)))));
+}
+
 /* x (an input of dtype dt widened to f32, as passes/widen.c leaves a narrow model) times a constant whose values
  * f16, bf16 and TF32 all hold */
 static void dot_narrow_const(pc_graph *g, pc_dtype dt) {
@@ -444,6 +454,7 @@ static const gcase cases[] = {
     {"row_chains", build_row_chains, -2, 2, 2, NULL, 0, 0, 0, 0},
     {"gemm_dot", build_gemm_dot, -1, 1, 0, NULL, 0, 0, 0, 0},
     {"gemm_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, 0, 0, 0},
+    {"gemm_dot_k_gelu", build_dot_long_k_gelu, -1, 1, 1, NULL, 0, 0, 0, 0},
     {"gemm_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, 0, 0, 0},
     {"gemm_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, 0, 0, 0},
     {"gemm_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, 0, 0, 0},
@@ -456,6 +467,7 @@ static const gcase cases[] = {
      * 1e-2 (|sum| + 1); a misplaced fragment is off by the size of a product */
     {"tf32_dot", build_gemm_dot, -1, 1, 0, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
     {"tf32_dot_bias_gelu", build_dot_bias_gelu, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
+    {"tf32_dot_k_gelu", build_dot_long_k_gelu, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
     {"tf32_conv_bias_relu", build_conv_bias_relu, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
     {"tf32_conv_split_res", build_conv_split_res, -1, 1, 1, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
     {"tf32_conv_shapes", build_conv_gemm_shapes, -1, 1, 0, NULL, 0, PC_MATMUL_HIGH, 1e-2, 0},
@@ -494,6 +506,13 @@ static pc_graph *case_graph(const gcase *c) {
   return g;
 }
 
+/* the case named name */
+static const gcase *case_named(const char *name) {
+  for (int i = 0; i < N_CASES; i++)
+    if (!strcmp(cases[i].name, name)) return &cases[i];
+  return NULL;
+}
+
 /* the GEMM cases by the kind of tile row they render as on sm_80 and later (CU_GEMM_*), -1 for the others */
 static int case_kind(const gcase *c) {
   static const struct {
@@ -511,10 +530,13 @@ static int case_kind(const gcase *c) {
 static const char *const kind_rows[CU_GEMM_KINDS] = {"/* gemm simt_", "/* gemm tf32_", "/* gemm bf16_", "/* gemm f16_"};
 
 /* a dot case and a conv case (split K when forced with ":4") that every row of a kind runs */
-static const char *const kind_cases[CU_GEMM_KINDS][2] = {{"gemm_dot", "gemm_conv_split_res"},
-                                                          {"tf32_dot", "tf32_conv_split_res"},
-                                                          {"bf16_dot", "bf16_conv_split_res"},
-                                                          {"exact_dot_f16", "exact_conv_f16_split_res"}};
+/* each kind's cases for its forced rows: a dot, then forced to split K in 4: a conv, a dot (where K is deep enough
+ * for the row's slices: dots split only when forced) */
+static const char *const kind_cases[CU_GEMM_KINDS][3] = {
+    {"gemm_dot", "gemm_conv_split_res", "gemm_dot_k_gelu"},
+    {"tf32_dot", "tf32_conv_split_res", "tf32_dot_k_gelu"},
+    {"bf16_dot", "bf16_conv_split_res", "bf16_dot"},
+    {"exact_dot_f16", "exact_conv_f16_split_res", "exact_dot_f16"}};
 
 /* bf16 contractions asked for: the reference rounds the operands itself */
 static int bf16_case(const gcase *c) { return c->cast == PC_AUTOCAST_BF16 || c->mp == PC_MATMUL_MEDIUM; }
@@ -658,6 +680,32 @@ PC_TEST(cuda_gemm_render) {
     }
     free(src);
     pc_graph_free(g);
+  }
+}
+
+/* candidates run only when forced: a dot deep enough to split keeps K whole and no candidate row renders unless
+ * PRIMC_CUDA_GEMM names it; forced, the dot splits K in 4 into its module's array of partial tiles, its epilogue
+ * still in the kernel */
+PC_TEST(cuda_gemm_candidates_forced_only) {
+  static const char *const names[] = {"gemm_dot_k_gelu", "tf32_dot_k_gelu"};
+  static const char *const force[] = {"simt_32x32_cp4:4", "tf32_32x32:4"};
+  for (int i = 0; i < 2; i++) {
+    const gcase *c = case_named(names[i]);
+    for (int forced = 0; c && forced < 2; forced++) {
+      if (forced) setenv("PRIMC_CUDA_GEMM", force[i], 1);
+      pc_graph *g = case_graph(c);
+      compiled cc;
+      char *src = NULL;
+      if (CHECK_MSG(render_graph(g, &cc, &src), "%s: %s", c->name, pc_error(g))) {
+        CHECK_MSG((strstr(src, ", split 1 */") == NULL) == forced, "%s forced %d: split", c->name, forced);
+        CHECK_MSG(!strstr(src, "_part[") == !forced, "%s forced %d: partial tiles", c->name, forced);
+        CHECK_MSG(!strstr(src, "/* gemm simt_32x32_cp4 ") == !(forced && i == 0), "%s forced %d: candidate row", c->name, forced);
+        CHECK_CONTAINS(src, "/* run by an earlier kernel (a call's epilogue, a row chain) */");
+      }
+      unsetenv("PRIMC_CUDA_GEMM");
+      free(src);
+      pc_graph_free(g);
+    }
   }
 }
 
@@ -1001,15 +1049,7 @@ PC_TEST(cuda_gpu_matches_interpreter) {
   primc_cuda_close(d.cu);
 }
 
-/* the case named name */
-static const gcase *case_named(const char *name) {
-  for (int i = 0; i < N_CASES; i++)
-    if (!strcmp(cases[i].name, name)) return &cases[i];
-  return NULL;
-}
-
-/* every tile row of cuda_gemm.c's table, forced (PRIMC_CUDA_GEMM), on the dot and conv cases of its kind; the conv
- * cases also split K in 4 */
+/* every tile row of cuda_gemm.c's table, forced (PRIMC_CUDA_GEMM), on the cases of its kind (kind_cases) */
 PC_TEST(cuda_gpu_gemm_rows) {
   char err[512] = "";
   gpu d;
@@ -1023,7 +1063,7 @@ PC_TEST(cuda_gpu_gemm_rows) {
   int ran = 0, rows = 0;
   for (int kind = 0; nv && kind < CU_GEMM_KINDS; kind++)
     for (int r = 0; cu_gemm_tile_name(kind, r); r++, rows++)
-      for (int j = 0; j < 2; j++) {
+      for (int j = 0; j < 3; j++) {
         const gcase *c = case_named(kind_cases[kind][j]);
         char force[64];
         snprintf(force, sizeof force, "%s%s", cu_gemm_tile_name(kind, r), j ? ":4" : "");
@@ -1067,7 +1107,7 @@ PC_TEST(cuda_emu_gemm_rows) {
   }
   for (int kind = 0; kind < CU_GEMM_KINDS; kind++)
     for (int r = 0; cu_gemm_tile_name(kind, r); r++, rows++)
-      for (int j = 0; j < 2; j++) {
+      for (int j = 0; j < 3; j++) {
         const gcase *c = case_named(kind_cases[kind][j]);
         char force[64];
         snprintf(force, sizeof force, "%s%s", cu_gemm_tile_name(kind, r), j ? ":4" : "");
