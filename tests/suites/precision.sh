@@ -132,7 +132,7 @@ if "$P" compile --target cuda --nvrtc-check models/mlp/model.onnx >"$tmp/out" 2>
     [ "$(grep -c "^PASS .*cnn/model.onnx$" "$tmp/out")" = 2 ] &&
     "$P" compile "$tmp/mp/cnn/model.onnx" --autocast bf16 --emit cuda -o "$tmp/cnnbf.cu" >>"$tmp/out" 2>&1 &&
     grep -q "/\* gemm bf16_.* (bf16 mma)" "$tmp/cnnbf.cu" && grep -q "pc_mma_bf16<0>(" "$tmp/cnnbf.cu" &&
-    grep -q "= pc_f2bf(ra\[i\]);" "$tmp/cnnbf.cu" &&
+    grep -q "= pc_pk_bf16(As\[cb\]" "$tmp/cnnbf.cu" &&
     ok "--nvrtc-check: --autocast fp16 and bf16 compile for CUDA, bf16 on bf16 tensor cores" ||
     bad "--nvrtc-check --autocast" "$(cat "$tmp/out")"
   # CUDA runs matmul precision high on TF32 tensor cores and medium on bf16 ones (mma.sync), with fp16 autocast too
