@@ -256,13 +256,12 @@ static void put_stores(cctx *C, const gemm *g, int ind) {
 
 /* one fragment register of X (As or Bs) at k row kx, tile row or column ix: one TF32 value (m16n8k8), or the k pair
  * kx, kx + 1 as two 16-bit values, the lower k in the low half (m16n8k16 for bf16 and f16) */
-static void put_frag(cctx *C, const gemm *g, char *buf, size_t n, const char *x, const char *kx, const char *ix) {
+static void put_frag(const gemm *g, char *buf, size_t n, const char *x, const char *kx, const char *ix) {
   const struct gemm_kind *k = &kinds[g->t->kind];
   if (k->half)
     snprintf(buf, n, "pc_pk_%s(%s[cb][%s][%s], %s[cb][%s + 1][%s])", k->type, x, kx, ix, x, kx, ix);
   else if (g->t->stages) snprintf(buf, n, "__float_as_uint(pc_tf32(%s[cb][%s][%s]))", x, kx, ix);
   else snprintf(buf, n, "__float_as_uint(%s[cb][%s][%s])", x, kx, ix); /* rounded as staged */
-  (void)C;
 }
 
 /* the tensor-core rows' steps through a BK slice: per step a warp's fragments by the PTX ISA's layouts (A: rows g
@@ -277,14 +276,14 @@ static void put_compute_mma(cctx *C, const gemm *g, int ind) {
   cu_line(C, ind + 1, "unsigned af[%d][4], bf[%d][2];", mt, nt);
   put_for(C, ind + 1, "i", mt, " {");
   cu_line(C, ind + 2, "const int r = wm0 + i * 16 + gq;");
-  put_frag(C, g, f0, sizeof f0, "As", "ka", "r"), put_frag(C, g, f1, sizeof f1, "As", "ka", "r + 8");
+  put_frag(g, f0, sizeof f0, "As", "ka", "r"), put_frag(g, f1, sizeof f1, "As", "ka", "r + 8");
   cu_line(C, ind + 2, "af[i][0] = %s, af[i][1] = %s;", f0, f1);
-  put_frag(C, g, f2, sizeof f2, "As", "kb", "r"), put_frag(C, g, f3, sizeof f3, "As", "kb", "r + 8");
+  put_frag(g, f2, sizeof f2, "As", "kb", "r"), put_frag(g, f3, sizeof f3, "As", "kb", "r + 8");
   cu_line(C, ind + 2, "af[i][2] = %s, af[i][3] = %s;", f2, f3);
   cu_line(C, ind + 1, "}");
   put_for(C, ind + 1, "j", nt, " {");
   cu_line(C, ind + 2, "const int c = wn0 + j * 8 + gq;");
-  put_frag(C, g, f0, sizeof f0, "Bs", "ka", "c"), put_frag(C, g, f1, sizeof f1, "Bs", "kb", "c");
+  put_frag(g, f0, sizeof f0, "Bs", "ka", "c"), put_frag(g, f1, sizeof f1, "Bs", "kb", "c");
   cu_line(C, ind + 2, "bf[j][0] = %s, bf[j][1] = %s;", f0, f1);
   cu_line(C, ind + 1, "}");
   put_for(C, ind + 1, "i", mt, "");
@@ -434,6 +433,35 @@ static void put_async_loop(cctx *C, const gemm *g) {
   cu_line(C, 2, "__syncthreads();");
 }
 
+/* the k loop of the rows without stages: two buffers, the next slice read into registers while the current one is
+ * multiplied, then stored */
+static void put_register_loop(cctx *C, const gemm *g) {
+  const gemm_tile *t = g->t;
+  cu_line(C, 2, "float ra[%d], rb[%d];", t->bm * t->bk / t->threads, t->bk * t->bn / t->threads);
+  cu_line(C, 2, "{");
+  cu_line(C, 3, "const long long k0 = kbeg;");
+  put_fetch(C, g, 3, 0);
+  cu_line(C, 3, "const int nb = 0;");
+  put_stores(C, g, 3);
+  cu_line(C, 2, "}");
+  cu_line(C, 2, "__syncthreads();");
+  cu_line(C, 2, "int cb = 0;");
+  cu_line(C, 2, "for (long long kc = kbeg; kc < kend; kc += %d) {", t->bk);
+  cu_line(C, 3, "const bool more = kc + %d < kend;", t->bk);
+  cu_line(C, 3, "if (more) {");
+  cu_line(C, 4, "const long long k0 = kc + %d;", t->bk);
+  put_fetch(C, g, 4, 0);
+  cu_line(C, 3, "}");
+  put_compute(C, g, 3);
+  cu_line(C, 3, "if (more) {");
+  cu_line(C, 4, "const int nb = cb ^ 1;");
+  put_stores(C, g, 4);
+  cu_line(C, 3, "}");
+  cu_line(C, 3, "__syncthreads();");
+  cu_line(C, 3, "cb ^= 1;");
+  cu_line(C, 2, "}");
+}
+
 static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   const gemm_tile *t = g->t;
   int64_t tm = cdiv(g->M, t->bm), tn = cdiv(g->N, t->bn), tmn = g->batch * tm * tn, total = tmn * g->splits;
@@ -478,36 +506,8 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   }
   if (kd->mma) cu_line(C, 2, "float acc[%d][%d][4] = {};", t->wm / 16, t->wn / 8);
   else cu_line(C, 2, "float acc[%d][%d] = {};", t->tm, t->tn);
-  if (t->stages) {
-    put_async_loop(C, g);
-    put_epilogue(C, g, 2);
-    cu_line(C, 1, "}");
-    fprintf(C->f, "}\n");
-    return;
-  }
-  cu_line(C, 2, "float ra[%d], rb[%d];", t->bm * t->bk / t->threads, t->bk * t->bn / t->threads);
-  cu_line(C, 2, "{");
-  cu_line(C, 3, "const long long k0 = kbeg;");
-  put_fetch(C, g, 3, 0);
-  cu_line(C, 3, "const int nb = 0;");
-  put_stores(C, g, 3);
-  cu_line(C, 2, "}");
-  cu_line(C, 2, "__syncthreads();");
-  cu_line(C, 2, "int cb = 0;");
-  cu_line(C, 2, "for (long long kc = kbeg; kc < kend; kc += %d) {", t->bk);
-  cu_line(C, 3, "const bool more = kc + %d < kend;", t->bk);
-  cu_line(C, 3, "if (more) {");
-  cu_line(C, 4, "const long long k0 = kc + %d;", t->bk);
-  put_fetch(C, g, 4, 0);
-  cu_line(C, 3, "}");
-  put_compute(C, g, 3);
-  cu_line(C, 3, "if (more) {");
-  cu_line(C, 4, "const int nb = cb ^ 1;");
-  put_stores(C, g, 4);
-  cu_line(C, 3, "}");
-  cu_line(C, 3, "__syncthreads();");
-  cu_line(C, 3, "cb ^= 1;");
-  cu_line(C, 2, "}");
+  if (t->stages) put_async_loop(C, g);
+  else put_register_loop(C, g);
   put_epilogue(C, g, 2);
   cu_line(C, 1, "}");
   fprintf(C->f, "}\n");
@@ -561,6 +561,9 @@ static int exact_types(const pc_value *v) {
   return ex;
 }
 
+/* the target's compute capability x 10 (pc_cuda_sm's; 0 in the program: sm_90) */
+static int target_sm(const cctx *C) { return C->p->gpu_sm ? C->p->gpu_sm : 90; }
+
 /* The rows' kind. Exact operands first: f16 or bf16 mma when both operands are values of that type (exact
  * products at twice TF32's rate, only the f32 sums' order differs from the SIMT rows); then what was asked for:
  * bf16 mma with the operands rounded under --matmul-precision medium or --autocast bf16, TF32 under high; then
@@ -571,7 +574,7 @@ static int kind_of(cctx *C, const kir_kernel *k, gemm *g) {
   int ex = n && n->n_in >= 2 ? exact_types(n->in[0]) & exact_types(n->in[1]) : 0;
   int bf16 = C->g->autocast == PC_AUTOCAST_BF16 || C->g->matmul_precision == PC_MATMUL_MEDIUM;
   g->exact = g->round_bf16 = 0;
-  if ((C->p->gpu_sm ? C->p->gpu_sm : 90) < 80) return g->round_bf16 = bf16 && !(ex & EX_BF16), CU_GEMM_SIMT;
+  if (target_sm(C) < 80) return g->round_bf16 = bf16 && !(ex & EX_BF16), CU_GEMM_SIMT;
   if (ex & EX_F16) return g->exact = 1, CU_GEMM_F16;
   if (ex & EX_BF16) return g->exact = 1, CU_GEMM_BF16;
   if (bf16) return CU_GEMM_BF16;
@@ -597,7 +600,7 @@ int cu_gemm_dot(cctx *C, const kir_kernel *k) {
   for (int s = 0; fits && s < e->n_stores; s++)
     fits = !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[1]) && !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[2]);
   if (fits) g.loop_epi = e, C->skip[k->epilogue] = 1;
-  gemm_pick(&g, kind_of(C, k, &g), 0, C->p->gpu_sm ? C->p->gpu_sm : 90);
+  gemm_pick(&g, kind_of(C, k, &g), 0, target_sm(C));
   render_gemm(C, k, &g);
   return 1;
 }
@@ -619,7 +622,7 @@ int cu_gemm_conv(cctx *C, const kir_kernel *k, int epi) {
   g.sh = two ? st[0] : 1, g.sw = st[two], g.ph = two ? pd[0] : 0, g.pw = pd[two], g.dh = two ? dl[0] : 1, g.dw = dl[two];
   g.batch = groups, g.M = g.og, g.N = os[1] * g.oh * g.ow, g.K = g.cg * g.kh * g.kw;
   if (g.N < 1 || g.K < 1) return 0;
-  gemm_pick(&g, kind_of(C, k, &g), C->p->call_scratch / 4, C->p->gpu_sm ? C->p->gpu_sm : 90);
+  gemm_pick(&g, kind_of(C, k, &g), C->p->call_scratch / 4, target_sm(C));
   render_gemm(C, k, &g);
   return 1;
 }

@@ -116,11 +116,9 @@ static const char *const shim[] = {
     "  __syncthreads();",
     "}",
     "template <int U = 0> void pc_mma_bf16(float *c, const unsigned *a, const unsigned *b) { pc_emu_mma16<0>(c, a, b); }",
-    "static inline unsigned pc_emu_bf(float f) {", /* cvt.rn.bf16: to nearest even, NaN kept quiet */
-    "  unsigned u = __float_as_uint(f);",
-    "  return f != f ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;",
-    "}",
-    "template <int U = 0> unsigned pc_pk_bf16(float lo, float hi) { return pc_emu_bf(lo) | pc_emu_bf(hi) << 16; }",
+    /* cvt.rn.bf16x2 rounds as the prelude's pc_f2bf, defined after this shim */
+    "inline unsigned short pc_f2bf(float f);",
+    "template <int U = 0> unsigned pc_pk_bf16(float lo, float hi) { return pc_f2bf(lo) | (unsigned)pc_f2bf(hi) << 16; }",
     "template <int U = 0> unsigned pc_pk_f16(float lo, float hi) { return pc_f2h(lo) | (unsigned)pc_f2h(hi) << 16; }",
     /* cp.async as a copy done at once: the kernels wait for their groups before they read */
     "template <int U = 0> void pc_cp4(float *dst, const float *src, bool ok) { *dst = ok ? *src : 0.0f; }",
