@@ -72,15 +72,15 @@ run_stage() { # name: one stage, limited to the time left
   export) timeout "$limit" bash -c "python3 bench/gpu.py build/primc 1 - --work $WORK --export-only $ZOO_MODELS &&
             python3 bench/gpu.py build/primc 1 - --work $WORK --export-only --batch 32 $BATCH32_MODELS" ;;
   gemm) timeout "$limit" python3 bench/gpu_gemm.py build/primc 4096 1024 ;;
-  tf32) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_tf32 --tf32 --no-compile --also PRIMC_CUDA_ATTN=dims $ZOO_MODELS" ;;
-  bf16) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_bf16 --bf16 --no-compile $ZOO_MODELS" ;;
-  fp32) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_fp32 --direct --no-compile $ZOO_MODELS" ;;
+  tf32) timeout "$limit" bash -c "zoo zoo_tf32 --tf32 --no-compile --also PRIMC_CUDA_ATTN=dims $ZOO_MODELS" ;;
+  bf16) timeout "$limit" bash -c "zoo zoo_bf16 --bf16 --no-compile $ZOO_MODELS" ;;
+  fp32) timeout "$limit" bash -c "zoo zoo_fp32 --direct --no-compile $ZOO_MODELS" ;;
   rows) timeout "$limit" bash -c "python3 bench/gpu_rows.py build/primc high $ROWS_SHAPES &&
             python3 bench/gpu_rows.py build/primc highest $ROWS_SHAPES" ;;
   prof) timeout "$limit" bash -c "for m in $PROF_MODELS; do python3 bench/gpu_prof.py build/primc \$WORK/\${m}_b1/model.onnx \
             \$WORK/\${m}_b1/input.npy 30 -- --matmul-precision high; done" ;;
-  b32) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_b32 --tf32 --no-compile --batch 32 $BATCH32_MODELS" ;;
-  compile) timeout "$limit" bash -c "$(declare -f zoo); zoo zoo_compile --tf32 $COMPILE_MODELS" ;;
+  b32) timeout "$limit" bash -c "zoo zoo_b32 --tf32 --no-compile --batch 32 $BATCH32_MODELS" ;;
+  compile) timeout "$limit" bash -c "zoo zoo_compile --tf32 $COMPILE_MODELS" ;;
   *) echo "unknown stage" ; false ;;
   esac >"$OUT/$name.log" 2>&1
   rc=$?
@@ -89,7 +89,7 @@ run_stage() { # name: one stage, limited to the time left
   cat "$OUT/$name.sum" >>"$OUT/summary.txt" && rm -f "$OUT/$name.sum"
   return $rc
 }
-export -f nodes
+export -f nodes zoo
 export WORK RUNS
 for group in $STAGES; do
   pids=()

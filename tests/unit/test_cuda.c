@@ -529,7 +529,6 @@ static int case_kind(const gcase *c) {
 /* the kernel comment's row prefix of each kind */
 static const char *const kind_rows[CU_GEMM_KINDS] = {"/* gemm simt_", "/* gemm tf32_", "/* gemm bf16_", "/* gemm f16_"};
 
-/* a dot case and a conv case (split K when forced with ":4") that every row of a kind runs */
 /* each kind's cases for its forced rows: a dot, then forced to split K in 4: a conv, a dot (where K is deep enough
  * for the row's slices: dots split only when forced) */
 static const char *const kind_cases[CU_GEMM_KINDS][3] = {
