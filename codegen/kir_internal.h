@@ -1,5 +1,5 @@
 /* codegen/kir_internal.h: what the kernel-IR builder's files share (kir.c, kir_expr.c, kir_calls.c,
- * kir_rewrites.c, kir_print.c); renderers and packagers use codegen/kir.h only. */
+ * kir_rewrites.c, kir_touches.c, kir_pool_calls.c, kir_print.c); renderers and packagers use codegen/kir.h only. */
 #ifndef PRIMC_KIR_INTERNAL_H
 #define PRIMC_KIR_INTERNAL_H
 
@@ -76,6 +76,28 @@ pc_status kir_check_state_in_place(kir_program *p);
 int kir_conv_plan(const kir_program *p, const primc_conv2d *c, int packable, primc_conv_plan *plan);
 
 /* ---------------------------------------------------------------- rewrites (kir_rewrites.c) */
+
+/* ---------------------------------------------------------------- what kernels touch (kir_touches.c) */
+
+/* How many kernels read or write each buffer, so that kir_touched_outside looks at its window only: a scan of
+ * every kernel per candidate was quadratic (a GRU of 1,000 steps unrolls to thousands of dots). A rewrite
+ * builds it when it starts and recounts a kernel it changes (kir_touches_recount before and after). */
+typedef struct kir_touches {
+  int *n;    /* by buffer */
+  int *seen; /* by buffer: the stamp of the last kernel counted there */
+  int stamp;
+} kir_touches;
+/* whether expression e loads buf (1); *other_map |= 1 when a load of it is not element (i0, i1) of rows n_cols long */
+int kir_expr_reads(const kir_expr *e, int buf, int64_t n_cols, int *other_map);
+/* whether loop or call kernel k reads or writes buf */
+int kir_kernel_touches(const kir_kernel *k, int buf);
+pc_status kir_touches_build(kir_program *p, kir_touches *t);
+void kir_touches_recount(kir_touches *t, const kir_kernel *k, int sign);
+void kir_touches_free(kir_touches *t);
+/* whether a kernel outside [first, last] reads or writes buf */
+int kir_touched_outside(const kir_program *p, const kir_touches *t, int buf, int first, int last);
+/* max trees over a -inf padded copy as primc_k_maxpool calls (kir_pool_calls.c) */
+pc_status kir_pool_calls_rewrite(kir_program *p);
 
 /* when a rewrite runs: every kir_build, or on request of a host or cross CPU compile */
 typedef enum kir_stage { KIR_STAGE_BUILD, KIR_STAGE_HOST_WEIGHTS, KIR_STAGE_CROSS_WEIGHTS, KIR_STAGE_HOST_POOLS } kir_stage;

@@ -9,77 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- what kernels read and write */
-
-static int expr_reads(const kir_expr *e, int buf, int64_t n_cols, int *other_map) {
-  int r = 0;
-  if (e->kind == KE_LOAD && e->buf == buf) {
-    r = 1;
-    for (int k = 2; k < KIR_MAX_LOOPS; k++) *other_map |= e->map.stride[k] != 0;
-    *other_map |= e->map.offset != 0 || e->map.stride[0] != n_cols || e->map.stride[1] != 1;
-  }
-  for (int i = 0; i < e->n_args; i++) r |= expr_reads(e->args[i], buf, n_cols, other_map);
-  return r;
-}
-
-static int kernel_touches(const kir_kernel *k, int buf) {
-  int dummy = 0;
-  for (int i = 0; k->kind == KK_CALL && i < k->n_args; i++)
-    if (k->args[i] == buf) return 1;
-  for (int s = 0; k->kind == KK_LOOP && s < k->n_stores; s++)
-    if (k->stores[s].buf == buf || expr_reads(k->stores[s].value, buf, 0, &dummy)) return 1;
-  return 0;
-}
-
-/* How many kernels read or write each buffer, so that touched_outside looks at its window only: a scan of
- * every kernel per candidate was quadratic (a GRU of 1,000 steps unrolls to thousands of dots). A rewrite
- * builds it when it starts and recounts a kernel it changes (touches_recount before and after). */
-typedef struct touches {
-  int *n;    /* by buffer */
-  int *seen; /* by buffer: the stamp of the last kernel counted there */
-  int stamp;
-} touches;
-
-static void count_expr(touches *t, const kir_expr *e, int sign) {
-  if (e->kind == KE_LOAD && t->seen[e->buf] != t->stamp) t->seen[e->buf] = t->stamp, t->n[e->buf] += sign;
-  for (int i = 0; i < e->n_args; i++) count_expr(t, e->args[i], sign);
-}
-
-static void touches_recount(touches *t, const kir_kernel *k, int sign) {
-  t->stamp++;
-  for (int i = 0; k->kind == KK_CALL && i < k->n_args; i++)
-    if (t->seen[k->args[i]] != t->stamp) t->seen[k->args[i]] = t->stamp, t->n[k->args[i]] += sign;
-  for (int s = 0; k->kind == KK_LOOP && s < k->n_stores; s++) {
-    if (t->seen[k->stores[s].buf] != t->stamp) t->seen[k->stores[s].buf] = t->stamp, t->n[k->stores[s].buf] += sign;
-    count_expr(t, k->stores[s].value, sign);
-  }
-}
-
-static pc_status touches_build(kir_program *p, touches *t) {
-  t->n = calloc((size_t)p->n_bufs + 1, sizeof *t->n);
-  t->seen = calloc((size_t)p->n_bufs + 1, sizeof *t->seen);
-  t->stamp = 0;
-  if (!t->n || !t->seen) return free(t->n), free(t->seen), pc_fail(p->g, PC_ERR_NOMEM, "out of memory");
-  for (int j = 0; j < p->n_kernels; j++) touches_recount(t, &p->kernels[j], 1);
-  return PC_OK;
-}
-
-static void touches_free(touches *t) { free(t->n), free(t->seen); }
-
-/* whether a kernel outside [first, last] reads or writes buf */
-static int touched_outside(const kir_program *p, const touches *t, int buf, int first, int last) {
-  int inside = 0;
-  for (int j = first; j <= last && j < p->n_kernels; j++) inside += kernel_touches(&p->kernels[j], buf);
-  return t->n[buf] > inside;
-}
-
 /* ---------------------------------------------------------------- dot epilogues */
 
 /* A [M, N] dot whose result only the next kernel reads, element for element over the
  * same [M, N] loops: that kernel becomes the GEMM's epilogue. */
 static pc_status fuse_epilogues(kir_program *p) {
-  touches t;
-  if (touches_build(p, &t) != PC_OK) return p->g->status;
+  kir_touches t;
+  if (kir_touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
     if (c->kind != KK_CALL || c->call != KC_dot || k->kind != KK_LOOP || c->params[1] != 1) continue;
@@ -90,15 +26,15 @@ static pc_status fuse_epilogues(kir_program *p) {
     if (p->bufs[s].place != KP_WORKSPACE || k->n_loops != 2 || k->n_par != 2 || k->extent[0] != M || k->extent[1] != N)
       continue;
     for (int j = 0; j < k->n_stores; j++) {
-      reads |= expr_reads(k->stores[j].value, s, N, &other);
+      reads |= kir_expr_reads(k->stores[j].value, s, N, &other);
       other |= k->stores[j].buf == s;
     }
-    if (!reads || other || touched_outside(p, &t, s, i, i + 1)) continue;
+    if (!reads || other || kir_touched_outside(p, &t, s, i, i + 1)) continue;
     c->has_epilogue = 1;
     c->epilogue = i + 1;
     k->absorbed = 1;
   }
-  touches_free(&t);
+  kir_touches_free(&t);
   return PC_OK;
 }
 
@@ -303,8 +239,8 @@ static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const 
 /* A 2-D f32 conv whose result only the next kernel reads, as clamp(conv + bias + residual): the
  * conv call applies it on each output tile (primc_conv2d_f32_epi), no second pass over memory. */
 static pc_status fuse_conv_epilogues(kir_program *p) {
-  touches t;
-  if (touches_build(p, &t) != PC_OK) return p->g->status;
+  kir_touches t;
+  if (kir_touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
     if (c->kind != KK_CALL || c->call != KC_conv || k->kind != KK_LOOP || c->n_args + 3 > KIR_MAX_ARGS) continue;
@@ -313,8 +249,8 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
     if (p->bufs[s].place != KP_WORKSPACE) continue;
     for (int j = 0; j < k->n_stores; j++) other |= k->stores[j].buf == s;
     conv_epi e;
-    if (other || touched_outside(p, &t, s, i, i + 1) || !match_conv_epilogue(p, c, k, &e)) continue;
-    touches_recount(&t, c, -1);
+    if (other || kir_touched_outside(p, &t, s, i, i + 1) || !match_conv_epilogue(p, c, k, &e)) continue;
+    kir_touches_recount(&t, c, -1);
     int64_t *w = c->params + CONV_EPI_AT;
     w[0] = 1, w[1] = e.bias_off, w[2] = e.bias >= 0 ? e.bias_stride : -1, w[3] = e.res >= 0; /* -1: no bias */
     memcpy(&w[4], &e.lo, 8);
@@ -326,9 +262,9 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
     c->has_epilogue = c->epi_in_call = 1;
     c->epilogue = i + 1;
     k->absorbed = 1;
-    touches_recount(&t, c, 1);
+    kir_touches_recount(&t, c, 1);
   }
-  touches_free(&t);
+  kir_touches_free(&t);
   return PC_OK;
 }
 
@@ -340,8 +276,8 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
 static pc_status pair_small_conv_depthwise(kir_program *p) {
   const char *force = getenv("PRIMC_CONV_ROW"); /* a forced row other than the pair's keeps convs apart */
   if (force && *force && strcmp(force, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW))) return PC_OK;
-  touches t;
-  if (touches_build(p, &t) != PC_OK) return p->g->status;
+  kir_touches t;
+  if (kir_touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 2 < p->n_kernels; i++) {
     kir_kernel *a = &p->kernels[i], *b = &p->kernels[i + 2];
     if (a->kind != KK_CALL || a->call != KC_conv || !a->epi_in_call || a->epilogue != i + 1) continue;
@@ -349,7 +285,7 @@ static pc_status pair_small_conv_depthwise(kir_program *p) {
     int mid = a->args[4];
     if (b->args[1] != mid || p->bufs[mid].place != KP_WORKSPACE || a->params[CONV_EPI_AT + 3]) continue;
     primc_conv2d pw, dw;
-    if (touched_outside(p, &t, mid, i, i + 2) || !primc_conv2d_of_params(a->params, &pw) ||
+    if (kir_touched_outside(p, &t, mid, i, i + 2) || !primc_conv2d_of_params(a->params, &pw) ||
         !primc_conv2d_of_params(b->params, &dw) || !primc_conv_plan_pair(&pw, &dw))
       continue;
     /* nor may the second conv's other buffers (its scratch aside) share the map's memory */
@@ -359,7 +295,7 @@ static pc_status pair_small_conv_depthwise(kir_program *p) {
     a->pair = i + 2;
     b->absorbed = 1;
   }
-  touches_free(&t);
+  kir_touches_free(&t);
   return PC_OK;
 }
 
@@ -630,7 +566,7 @@ static void narrow_inputs(kir_program *p) {
     if (!ok || b->place != KP_WORKSPACE || b->dtype != PC_i32) continue;
     for (int j = 0; ok && j < p->n_kernels; j++) { /* the one writer before i; every other toucher a reader */
       const kir_kernel *w = &p->kernels[j];
-      if (!kernel_touches(w, xb) || i32_reader(w, xb)) continue;
+      if (!kir_kernel_touches(w, xb) || i32_reader(w, xb)) continue;
       ok = wi < 0 && j < i && w->kind == KK_LOOP;
       wi = j;
     }
@@ -798,156 +734,6 @@ static pc_status pack_cross_weights(kir_program *p) {
   return p->g->status;
 }
 
-/* ---------------------------------------------------------------- max pools as calls (CPU code) */
-
-/* the loads of a tree of f32 max prims, in *n (at most cap); 0 when anything else is in it */
-static int max_tree_loads(const kir_expr *e, const kir_expr **ld, int *n, int cap) {
-  if (e->kind == KE_LOAD) {
-    if (*n >= cap) return 0;
-    ld[(*n)++] = e;
-    return 1;
-  }
-  return e->kind == KE_PRIM && e->op == PC_OP_max && e->n_args == 2 && max_tree_loads(e->args[0], ld, n, cap) &&
-         max_tree_loads(e->args[1], ld, n, cap);
-}
-
-/* kernel k stores -inf into buf and nothing else; its element count in *n */
-static int stores_neg_inf(const kir_kernel *k, int buf, int64_t *n) {
-  if (k->kind != KK_LOOP || k->n_stores != 1 || k->stores[0].buf != buf || k->stores[0].red != KR_NONE) return 0;
-  const kir_expr *v = k->stores[0].value;
-  if (v->kind != KE_CONST || !(isinf(v->c) && v->c < 0)) return 0;
-  *n = 1;
-  for (int l = 0; l < k->n_loops; l++) *n *= k->extent[l];
-  return 1;
-}
-
-/* the map a pool call reads: buffer sb as [C][H][W]; the tree's loads read it at rows and columns (pt, pl) into a
- * PH x PW buffer, the map itself or a -inf padded copy that kernels [first, i) fill (first == i: none) */
-typedef struct pool_map {
-  int sb, first;
-  int64_t C, H, W, PH, PW, pt, pl;
-} pool_map;
-
-/* Loop kernel i's loads read pb, a workspace buffer that kernels [first, i) fill with -inf around a copy of an
- * unpadded map (the pad prim of ONNX MaxPool). The call reads the map itself: the stride-2 loads of the tree and
- * the padded copy (ResNet-18's stem pool: 0.43 ms of kernels on 1 thread, where ONNX Runtime takes 0.085) are
- * gone. */
-static int padded_map(const kir_program *p, int i, int pb, pool_map *m) {
-  if (p->bufs[pb].place != KP_WORKSPACE) return 0;
-  int first = i, copy = -1;
-  int64_t frame = 0, cnt;
-  while (first > 0 && p->kernels[first - 1].kind == KK_LOOP && p->kernels[first - 1].n_stores == 1 &&
-         p->kernels[first - 1].stores[0].buf == pb) {
-    const kir_kernel *q = &p->kernels[first - 1];
-    if (stores_neg_inf(q, pb, &cnt)) frame += cnt;
-    else if (copy < 0 && q->n_loops == 3 && q->stores[0].red == KR_NONE && q->stores[0].value->kind == KE_LOAD) copy = first - 1;
-    else return 0;
-    first--;
-  }
-  if (copy < 0) return 0;
-  const kir_kernel *cp = &p->kernels[copy];
-  const kir_map *dst = &cp->stores[0].map, *src = &cp->stores[0].value->map;
-  int sb = cp->stores[0].value->buf;
-  int64_t C = cp->extent[0], H = cp->extent[1], W = cp->extent[2], PW = dst->stride[1];
-  if (p->bufs[sb].dtype != PC_f32 || dst->stride[2] != 1 || PW < W || dst->stride[0] % PW || src->offset ||
-      src->stride[2] != 1 || src->stride[1] != W || src->stride[0] != H * W)
-    return 0;
-  int64_t PH = dst->stride[0] / PW, pt = dst->offset / PW, pl = dst->offset % PW;
-  if (PH < H + pt || pl + W > PW || frame + C * H * W != C * PH * PW) return 0;
-  *m = (pool_map){sb, first, C, H, W, PH, PW, pt, pl};
-  return 1;
-}
-
-/* Loop kernel i's loads read the map pb in place (MaxPool without pads: SqueezeNet's 3x3/2 pools ran as scalar
- * loops at 5-10x ONNX Runtime's time). The row width is in the taps' offsets dy * W + dx: the least offset past
- * row 0's run 0, 1, .., kw - 1 (a one-row window does not show it and stays a loop). */
-static int unpadded_map(const kir_program *p, const kir_kernel *k, const kir_expr *const *ld, int n, int pb,
-                        pool_map *m) {
-  int64_t kw = 0, w = INT64_MAX, plane = ld[0]->map.stride[0];
-  for (int found = 1; found;) {
-    found = 0;
-    for (int t = 0; t < n && !found; t++) found = ld[t]->map.offset == kw;
-    kw += found;
-  }
-  for (int t = 0; t < n; t++)
-    if (ld[t]->map.offset > kw && ld[t]->map.offset < w) w = ld[t]->map.offset;
-  if (!kw || w == INT64_MAX || plane <= 0 || plane % w || p->bufs[pb].dtype != PC_f32 ||
-      p->bufs[pb].nbytes / (int64_t)sizeof(float) / plane < k->extent[0])
-    return 0;
-  *m = (pool_map){pb, 0, k->extent[0], plane / w, w, plane / w, w, 0, 0};
-  return 1;
-}
-
-/* Loop kernel i as a max pool call: the max of kh x kw loads at strides (sh, sw) over a padded buffer or the
- * map itself */
-static int pool_call(kir_program *p, touches *t, int i) {
-  kir_kernel *k = &p->kernels[i];
-  const kir_expr *ld[64];
-  int n = 0;
-  if (k->kind != KK_LOOP || k->absorbed || k->n_loops != 3 || k->n_par != 3 || k->n_stores != 1 ||
-      k->stores[0].red != KR_NONE || p->bufs[k->stores[0].buf].dtype != PC_f32 ||
-      !max_tree_loads(k->stores[0].value, ld, &n, 64) || n < 2)
-    return 0;
-  int pb = ld[0]->buf, padded = 1;
-  if (p->bufs[pb].dtype != PC_f32) return 0;
-  pool_map pm;
-  if (!padded_map(p, i, pb, &pm)) {
-    if (!unpadded_map(p, k, ld, n, pb, &pm)) return 0;
-    pm.first = i, padded = 0;
-  }
-  int64_t C = pm.C, PH = pm.PH, PW = pm.PW;
-  /* the tree: loads over the padded map at (c, oy * sh + dy, ox * sw + dx), every (dy, dx) once */
-  const kir_map *sm = &k->stores[0].map;
-  int64_t OH = k->extent[1], OW = k->extent[2], kh = 0, kw = 0;
-  if (k->extent[0] != C || sm->offset || sm->stride[2] != 1 || sm->stride[1] != OW || sm->stride[0] != OH * OW) return 0;
-  int64_t sh = ld[0]->map.stride[1] / PW, sw = ld[0]->map.stride[2];
-  if (ld[0]->map.stride[1] % PW || sh < 1 || sw < 1) return 0;
-  for (int t = 0; t < n; t++) {
-    const kir_map *m = &ld[t]->map;
-    if (ld[t]->buf != pb || m->stride[0] != PH * PW || m->stride[1] != sh * PW || m->stride[2] != sw || m->offset < 0)
-      return 0;
-    if (m->offset / PW + 1 > kh) kh = m->offset / PW + 1;
-    if (m->offset % PW + 1 > kw) kw = m->offset % PW + 1;
-  }
-  if (kh * kw != n || (OH - 1) * sh + kh > PH || (OW - 1) * sw + kw > PW) return 0;
-  unsigned char seen[64] = {0};
-  for (int t = 0; t < n; t++) {
-    int64_t o = ld[t]->map.offset, at = o / PW * kw + o % PW;
-    if (seen[at]++) return 0;
-  }
-  /* stride 1 stays a loop kernel: LLVM's vectorized max tree beat the call's row and window passes on YOLO's
-   * 5x5 pools (192 x 13 x 13, three of them: 0.27 ms against 0.97) */
-  if (!primc_maxpool_row(pm.W, OW, kw, sw, pm.pl) || (sh == 1 && sw == 1)) return 0;
-  /* the map must still hold its values at i, and nothing else may read the padded buffer */
-  int out = k->stores[0].buf;
-  if (kir_bufs_overlap(p, out, pm.sb) ||
-      (padded && (touched_outside(p, t, pb, pm.first, i) || kir_bufs_overlap(p, pb, pm.sb))))
-    return 0;
-  int64_t *q = pc_alloc(p->g, sizeof(int64_t) * 11);
-  if (!q) return 0;
-  int64_t v[11] = {C, pm.H, pm.W, OH, OW, kh, kw, sh, sw, pm.pt, pm.pl};
-  memcpy(q, v, sizeof v);
-  for (int j = pm.first; j < i; j++) p->kernels[j].absorbed = 1;
-  touches_recount(t, k, -1);
-  k->kind = KK_CALL;
-  k->call = KC_maxpool;
-  k->params = q;
-  k->n_params = kir_call_info(KC_maxpool)->n_params;
-  k->n_args = 2;
-  k->args[0] = out;
-  k->args[1] = pm.sb;
-  touches_recount(t, k, 1);
-  return 1;
-}
-
-static pc_status pool_calls(kir_program *p) {
-  touches t;
-  if (touches_build(p, &t) != PC_OK) return p->g->status;
-  for (int i = 0; i < p->n_kernels; i++) pool_call(p, &t, i);
-  touches_free(&t);
-  return PC_OK;
-}
-
 /* ---------------------------------------------------------------- the list */
 
 /* Every rewrite of the kernel IR, in the order it runs. kir_build runs the BUILD rows on every program;
@@ -974,7 +760,7 @@ static const struct kir_rewrite {
     /* a cross target's dots: B as its GEMM row's panels */
     {"pack-cross-weights", KIR_STAGE_CROSS_WEIGHTS, pack_cross_weights},
     /* max trees over a -inf padded copy become primc_k_maxpool calls that read the map unpadded */
-    {"pool-calls", KIR_STAGE_HOST_POOLS, pool_calls},
+    {"pool-calls", KIR_STAGE_HOST_POOLS, kir_pool_calls_rewrite},
 };
 
 pc_status kir_rewrites_run(kir_program *p, kir_stage stage) {
