@@ -45,6 +45,7 @@ typedef struct kir_packed {
   int int_chunks;   /* > 0: a dot_int's i32 B as bf16 panels per K chunk of this many (bf16_split 1) */
   int i8;           /* 1: a dot_i8's i32 B as s8 panels less an offset (primc_igemm_pack_b); 2: a conv_i8's
                        weights (primc_conv_i8_pack of its params, conv) */
+  int i8_prep;      /* with i8: the int8 row whose records are packed beside B (primc_igemm_prep_row) + 1; 0: none */
 } kir_packed;
 
 /* element index = offset + sum over loops k of stride[k] * i_k (elements, not bytes) */
@@ -155,6 +156,7 @@ typedef struct kir_program {
   int64_t *sym_slot;
   struct pc_autotune *tune; /* --autotune: conv plans by timing (codegen/autotune.h); NULL: the planner's */
   struct kir_dyn *dyn;      /* run-time dims (codegen/dynamic.c); NULL: every size is the one written here */
+  int sizes_vary;           /* built for a --dim LO..HI compile: rewrites choose alike whatever the sizes */
   int gpu_sm;               /* CUDA: the target's compute capability x 10 (pc_cuda_sm); 0: sm_90 */
 } kir_program;
 

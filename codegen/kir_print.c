@@ -102,6 +102,14 @@ static void print_expr(const kir_expr *e, int n_loops, FILE *f) {
 }
 
 /* "conv row NAME", with " (tuned)" when --autotune chose it and what the planner would have */
+/* an int8 call's B packed with a row's records (runtime/gemm/igemm_rows.def's prep), where it is */
+static void print_i8_records(const kir_program *p, const kir_kernel *k, FILE *f) {
+  for (int j = 0; j < p->n_packed; j++)
+    if (p->packed[j].buf == k->args[2] && p->packed[j].i8_prep > 0)
+      fprintf(f, " (B packed with the %s row's records of its blocks, made at compile time)",
+              primc_igemm_row_name(p->packed[j].i8_prep - 1));
+}
+
 static void print_conv_row(const kir_program *p, const kir_kernel *k, FILE *f) {
   int row = (int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1, heur = row;
   primc_conv2d c;
@@ -127,6 +135,7 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
       fprintf(f, " (i32 dot on the int8 GEMM: B packed as s8 less an offset, A as u8 less a per-row offset at run time, "
                  "exact; int8 row here %s)",
               primc_igemm_row_name(primc_igemm_row_active()));
+    if (k->call == KC_dot_i8 || k->call == KC_conv_i8) print_i8_records(p, k, f);
     if (k->call == KC_conv_i8 && k->params[CONV_EPI_AT + 2] == PRIMC_CONV_I8_X_I32_ANY)
       fprintf(f, " (i32 conv on the int8 GEMM: weights packed as s8 less an offset, input stored as i32 with no range "
                  "proven: each image's least value found at run time, an image spanning more than a byte exact from the "

@@ -376,6 +376,13 @@ static int add_packed(kir_program *p, kir_packed pk, int64_t bytes, const pc_val
   return id;
 }
 
+/* the int8 row whose records go beside a packed B multiplied in gemms GEMMs of M rows a run: the host's, when it
+ * keeps some and they pay (with run-time dims, whatever the sizes: every build must choose alike); none for a cross
+ * target (its runtime runs whichever int8 row it has on plain panels) */
+static int i8_prep_row(const kir_program *p, int64_t M, int64_t gemms) {
+  return p->cross_isa > 0 ? -1 : p->sizes_vary ? primc_igemm_prep_row(INT64_MAX / 2, 1) : primc_igemm_prep_row(M, gemms);
+}
+
 /* the dot's constant B as a new packed constant buffer: f32 GEMM panels; bf16 ones for split (> 0); with
  * chunk (> 0), an i32 B's values as bf16 panels per K chunk; with i8, an i32 B as the int8 GEMM's s8 panels;
  * -1 when it does not qualify */
@@ -389,15 +396,16 @@ static int packed_operand(kir_program *p, const kir_kernel *k, int split, int ch
     return -1;
   if (tb ? ldb != K : ldb != N) return -1; /* the constant is exactly B (no slice of a bigger one) */
   if (i8 && !primc_igemm_b_fits(tb, N, K, pc_const_data(b->v))) return -1;
+  int prep = i8 ? i8_prep_row(p, M, 1) : -1;
   for (int i = 0; i < p->n_packed; i++) /* one packed copy per weight */
     if (p->bufs[p->packed[i].buf].v == b->v && !p->packed[i].groups && p->packed[i].trans == tb &&
         p->packed[i].bf16_split == split && p->packed[i].int_chunks == chunk && p->packed[i].i8 == i8)
       return p->packed[i].buf;
-  size_t bytes = i8      ? primc_igemm_packed_b_size(N, K)
+  size_t bytes = i8      ? primc_igemm_packed_b_size_row(N, K, prep)
                  : chunk ? primc_bgemm_int_b_size(N, K, chunk)
                  : split ? primc_bgemm_packed_b_size(N, K, split)
                          : primc_sgemm_packed_b_size_isa(kir_gemm_isa(p), N, K);
-  return add_packed(p, (kir_packed){-1, tb, N, K, 0, 0, 0, NULL, split, chunk, i8}, (int64_t)bytes, b->v);
+  return add_packed(p, (kir_packed){-1, tb, N, K, 0, 0, 0, NULL, split, chunk, i8, prep + 1}, (int64_t)bytes, b->v);
 }
 
 /* k becomes call c: its dot params, then the n words of extra (the packed B's bytes first) */
@@ -446,7 +454,7 @@ static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_p
     if (p->bufs[q->buf].v == w->v && q->groups == c.groups && q->a_mr == mr && q->n == og && q->xform == xform)
       return q->buf;
   }
-  return add_packed(p, (kir_packed){-1, !mr, og, kk, mr, (int)c.groups, xform, k->params, 0, 0, 0},
+  return add_packed(p, (kir_packed){-1, !mr, og, kk, mr, (int)c.groups, xform, k->params, 0, 0, 0, 0},
                     (int64_t)primc_conv2d_packed_weight_bytes(&c, layout), w->v);
 }
 
@@ -623,9 +631,13 @@ static pc_status conv_i8(kir_program *p, int i, int *changed) {
     if (p->packed[j].i8 == 2 && p->bufs[p->packed[j].buf].v == w->v &&
         !memcmp(p->packed[j].conv, k->params, sizeof(int64_t) * CONV_EPI_AT))
       nb = p->packed[j].buf;
+  const int64_t *od = k->params + 1 + 18 + 1; /* the out dims: a group's B multiplies each image's pixels */
+  int64_t pixels = 1;
+  for (int d = 2; d < k->params[1 + 18]; d++) pixels *= od[d];
+  int prep = i8_prep_row(p, pixels, od[0]);
   if (nb < 0)
-    nb = add_packed(p, (kir_packed){-1, 1, 0, 0, 0, 0, 0, k->params, 0, 0, 2},
-                    (int64_t)primc_conv_i8_weight_bytes(k->params), w->v);
+    nb = add_packed(p, (kir_packed){-1, 1, 0, 0, 0, 0, 0, k->params, 0, 0, 2, prep + 1},
+                    (int64_t)primc_conv_i8_weight_bytes(k->params, prep), w->v);
   int64_t scratch = primc_conv_i8_scratch_bytes(k->params), *q = pc_alloc(p->g, sizeof(int64_t) * (CONV_EPI_AT + 4));
   if (nb < 0 || !q || scratch < 1) return p->g->status ? p->g->status : PC_ERR_NOMEM;
   memcpy(q, k->params, sizeof(int64_t) * CONV_EPI_AT);

@@ -234,6 +234,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
 
 pc_status kir_build_cpu(pc_graph *g, const pc_codegen_opts *opts, kir_program *p) {
   pc_status s = kir_build_tuned(g, p, opts->triple ? NULL : opts->autotune); /* rows timed on the host only */
+  p->sizes_vary = opts->dyn != NULL;
   if (s == PC_OK && !opts->triple) s = kir_pack_weights(p); /* panels for this machine's GEMM */
   char arch[32] = "";
   p->cross_isa = cross_arch(opts, arch, sizeof arch) && !strcmp(arch, "aarch64") ? PRIMC_ISA_NEON : 0;

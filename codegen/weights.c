@@ -26,8 +26,8 @@ static int pack_into(const kir_program *p, const kir_packed *pk, const void *d, 
     primc_conv_plan plan = {(int32_t)(q[CONV_EPI_WORDS - 1] - 1), (int32_t)q[CONV_EPI_WORDS - 4], pk->a_mr};
     return primc_conv_plan_pack(&cv, &plan, d, dst);
   }
-  if (pk->i8 == 2) return primc_conv_i8_pack(pk->conv, d, dst);
-  if (pk->i8) return primc_igemm_pack_b(pk->trans, pk->n, pk->k, d, dst);
+  if (pk->i8 == 2) return primc_conv_i8_pack(pk->conv, d, dst, pk->i8_prep - 1);
+  if (pk->i8) return primc_igemm_pack_b_row(pk->trans, pk->n, pk->k, d, dst, pk->i8_prep - 1);
   if (pk->int_chunks) return primc_bgemm_pack_b_int(pk->trans, pk->n, pk->k, d, pk->int_chunks, dst);
   if (pk->bf16_split) return primc_bgemm_pack_b(pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, pk->bf16_split, dst);
   return primc_sgemm_pack_b_isa(kir_gemm_isa(p), pk->trans, pk->n, pk->k, d, pk->trans ? pk->k : pk->n, dst);

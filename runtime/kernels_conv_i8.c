@@ -48,12 +48,12 @@ static int ci8_read(const int64_t *q, ci8 *c) {
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
-/* one group's packed B, padded to 64 bytes */
-static size_t group_bytes(const ci8 *c) { return align64(primc_igemm_packed_b_size(c->og, c->kk)); }
+/* one group's packed B with row's records (-1: none), padded to 64 bytes */
+static size_t group_bytes(const ci8 *c, int row) { return align64(primc_igemm_packed_b_size_row(c->og, c->kk, row)); }
 
-size_t primc_conv_i8_weight_bytes(const int64_t *params) {
+size_t primc_conv_i8_weight_bytes(const int64_t *params, int row) {
   ci8 c;
-  return ci8_read(params, &c) && primc_igemm_packed_b_size(c.og, c.kk) ? group_bytes(&c) * (size_t)c.g : 0;
+  return ci8_read(params, &c) && primc_igemm_packed_b_size(c.og, c.kk) ? group_bytes(&c, row) * (size_t)c.g : 0;
 }
 
 /* the row of B (the byte of A's row) of tap t's channel ci */
@@ -74,7 +74,7 @@ static void reorder_group(const ci8 *c, const int32_t *w, int64_t g, int32_t *wr
 
 int primc_conv_i8_fits(const int64_t *params, const int32_t *w) {
   ci8 c;
-  if (!ci8_read(params, &c) || !w || !primc_conv_i8_weight_bytes(params)) return 0;
+  if (!ci8_read(params, &c) || !w || !primc_conv_i8_weight_bytes(params, -1)) return 0;
   int32_t *wr = malloc(sizeof *wr * (size_t)(c.og * c.kk));
   int ok = wr != NULL;
   for (int64_t g = 0; ok && g < c.g; g++) {
@@ -85,7 +85,7 @@ int primc_conv_i8_fits(const int64_t *params, const int32_t *w) {
   return ok;
 }
 
-int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst) {
+int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst, int row) {
   ci8 c;
   if (!ci8_read(params, &c) || !w || !dst) return PRIMC_ERR_ARG;
   int32_t *wr = malloc(sizeof *wr * (size_t)(c.og * c.kk));
@@ -93,7 +93,7 @@ int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst) {
   int st = PRIMC_OK;
   for (int64_t g = 0; st == PRIMC_OK && g < c.g; g++) {
     reorder_group(&c, w, g, wr);
-    st = primc_igemm_pack_b(1, c.og, c.kk, wr, (char *)dst + g * group_bytes(&c));
+    st = primc_igemm_pack_b_row(1, c.og, c.kk, wr, (char *)dst + g * group_bytes(&c, row), row);
   }
   free(wr);
   return st;
@@ -569,9 +569,9 @@ static void image_range(const ci8 *c, const int32_t *x, int64_t n, int32_t *lo, 
 
 /* image x's conv straight from the packed weights, exact (int32 sums that wrap, as the reference's): an image of
  * PRIMC_CONV_I8_X_I32_ANY values spanning more than a byte */
-static void exact_image(const ci8 *c, const int32_t *x, const char *packed, int32_t *y) {
+static void exact_image(const ci8 *c, const int32_t *x, const char *packed, size_t gb, int32_t *y) {
   for (int64_t g = 0; g < c->g; g++) {
-    const char *pb = packed + g * group_bytes(c);
+    const char *pb = packed + g * gb;
     for (int64_t o = 0; o < c->og; o++)
       for (int64_t m = 0; m < c->p; m++) {
         int64_t oy = m / c->ow, ox = m % c->ow;
@@ -596,12 +596,13 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
   const int64_t *q = params + PRIMC_CONV_EPI_AT;
   int64_t lo = q[0], wbytes = q[1], kind = q[2], zp = q[3];
   int any = kind == PRIMC_CONV_I8_X_I32_ANY;
-  if (lo > 0 || lo < -255 || wbytes < (int64_t)primc_conv_i8_weight_bytes(params) || kind < PRIMC_CONV_I8_X_I32 ||
+  /* each group's packed B (and the records packing may have put beside it) takes an equal share of the bytes */
+  size_t gb = wbytes > 0 && wbytes % c.g == 0 ? (size_t)(wbytes / c.g) : 0;
+  if (lo > 0 || lo < -255 || gb % 64 || gb < group_bytes(&c, -1) || kind < PRIMC_CONV_I8_X_I32 ||
       kind > PRIMC_CONV_I8_X_I32_ANY || ((kind == PRIMC_CONV_I8_X_I32 || any) && zp) || zp < -512 || zp > 512)
     return PRIMC_ERR_RUNTIME;
   for (int64_t g = 0; g < c.g; g++)
-    if (primc_igemm_packed_check((const char *)bufs[2] + g * group_bytes(&c), group_bytes(&c), c.og, c.kk) != PRIMC_OK)
-      return PRIMC_ERR_WEIGHTS;
+    if (primc_igemm_packed_check((const char *)bufs[2] + g * gb, gb, c.og, c.kk) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
   int32_t *out = bufs[0];
   const char *x = bufs[1];
   int64_t esize = kind == PRIMC_CONV_I8_X_I32 || any ? 4 : 1;
@@ -617,7 +618,7 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
       int32_t l, h;
       image_range(&c, (const int32_t *)xn, c.c * c.h * c.w, &l, &h);
       if ((int64_t)h - l > 255) {
-        exact_image(&c, (const int32_t *)xn, bufs[2], out + n * c.o * c.p);
+        exact_image(&c, (const int32_t *)xn, bufs[2], gb, out + n * c.o * c.p);
         continue;
       }
       lo = l;
@@ -631,8 +632,7 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
 #if PRIMC_X86
       if (c.cg % 64 == 0 && bw) fill = fill_blocks512;
 #endif
-      int st = primc_igemm_filled(c.p, c.og, c.kk, fill, &pt, (const char *)bufs[2] + g * group_bytes(&c), acc,
-                                  c.og, a);
+      int st = primc_igemm_filled(c.p, c.og, c.kk, fill, &pt, (const char *)bufs[2] + g * gb, acc, c.og, a);
       if (st != PRIMC_OK) return st;
       transpose_out(acc, c.p, c.og, out + (n * c.o + g * c.og) * c.p);
     }

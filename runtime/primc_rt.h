@@ -777,6 +777,14 @@ int primc_igemm_b_fits(int trans_b, int64_t N, int64_t K, const int32_t *B);
 /* B[k][n] read back from a B packed by primc_igemm_pack_b (checked by primc_igemm_packed_check; n < N, k < K) */
 int32_t primc_igemm_packed_b_at(const void *packed, int64_t n, int64_t k);
 int primc_igemm_pack_b(int trans_b, int64_t N, int64_t K, const int32_t *B, void *packed);
+/* the same, with row's records of every block of B beside the panels where the row keeps some (igemm_rows.def's
+ * prep: the AVX2 row's split of B, made once here instead of per call); row -1: none, as pack_b. The size with them:
+ * packed_b_size_row. A B packed with one row's records runs on every row; only that row reads them. */
+size_t primc_igemm_packed_b_size_row(int64_t N, int64_t K, int row);
+int primc_igemm_pack_b_row(int trans_b, int64_t N, int64_t K, const int32_t *B, void *packed, int row);
+/* the row a host compile packs records for: the active row when it keeps records and a run multiplies B in gemms
+ * GEMMs of M rows, so that without them its tasks would make each block's record more than once a run; else -1 */
+int primc_igemm_prep_row(int64_t M, int64_t gemms);
 int primc_igemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K); /* PRIMC_OK or _ERR_WEIGHTS */
 size_t primc_igemm_scratch_size(int64_t M, int64_t K);
 int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const int32_t *A, int64_t lda,
@@ -803,8 +811,10 @@ enum { PRIMC_CONV_I8_X_I32 = 0, PRIMC_CONV_I8_X_U8 = 1, PRIMC_CONV_I8_X_S8 = 2, 
  * run time, as quantize_dynamic writes): each image's lo is its least value (0 when the padding is lower), and an
  * image whose values (with the padding's 0) span more than 256 runs an exact direct conv from the packed weights */
 int primc_conv_i8_fits(const int64_t *params, const int32_t *w);
-size_t primc_conv_i8_weight_bytes(const int64_t *params);
-int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst);
+/* the weights' bytes and packing with int8 row `row`'s records (-1: none; primc_igemm_pack_b_row); the call takes each
+ * group's share of the bytes its params give */
+size_t primc_conv_i8_weight_bytes(const int64_t *params, int row);
+int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst, int row);
 int64_t primc_conv_i8_scratch_bytes(const int64_t *params);
 /* bufs: out (i32), x (i32), the packed weights, scratch of primc_conv_i8_scratch_bytes; PRIMC_ERR_WEIGHTS on a
  * packed header that does not match, PRIMC_ERR_RUNTIME when x leaves [lo, lo + 255] (nothing proven it then) */

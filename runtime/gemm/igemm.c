@@ -37,9 +37,10 @@ _Static_assert(IG_MB % 32 == 0 && IG_KC % IG_KSTEP == 0, "a task's rows are whol
 
 typedef struct ig_hdr {
   uint32_t magic;
-  int32_t reserved;
+  int32_t prep_row; /* the row whose prep records follow the panels (primc_igemm_pack_b_row) + 1; 0: none */
   int64_t n, k, kp;
-  char pad[64 - 32];
+  int64_t prep_at; /* their offset from the header */
+  char pad[64 - 40];
 } ig_hdr;
 _Static_assert(sizeof(ig_hdr) == 64, "column terms and panels start 64-byte aligned");
 
@@ -52,10 +53,12 @@ typedef struct ig_row {
   int needs, mr, conv_k;
   ig_kern kern;
   void (*setup)(int on);
+  void (*prep)(const int8_t *b, int64_t kc, char *rec);
+  size_t (*prep_bytes)(int64_t kc);
 } ig_row;
 
 static const ig_row rows[PRIMC_IGEMM_ROW_COUNT] = {
-#define PRIMC_IGEMM_ROW(id, nm, nd, m, ck, kn, su) [PRIMC_IGEMM_ROW_##id] = {nm, NEED_##nd, m, ck, kn, su},
+#define PRIMC_IGEMM_ROW(id, nm, nd, m, ck, kn, su, pr, pb) [PRIMC_IGEMM_ROW_##id] = {nm, NEED_##nd, m, ck, kn, su, pr, pb},
 #include "runtime/gemm/igemm_rows.def"
 #undef PRIMC_IGEMM_ROW
 };
@@ -75,6 +78,14 @@ static int row_runs(int r) {
   case NEED_ANY: return 1;
   default: return 0;
   }
+}
+
+/* whether this CPU runs row r's prep: what the row needs, whatever ISA the GEMMs are held to (tests force one) */
+static int prep_runs(int r) {
+#if PRIMC_X86
+  if (rows[r].needs == NEED_AVX2) return __builtin_cpu_supports("avx2");
+#endif
+  return row_runs(r);
 }
 
 static int auto_row = -1, forced_row = -1;
@@ -140,6 +151,24 @@ size_t primc_igemm_packed_b_size(int64_t N, int64_t K) {
   return sizeof(ig_hdr) + (size_t)npad(N) * 8 + (size_t)npad(N) * (size_t)kpad(K);
 }
 
+/* row's records for one pair of panels: a record per K block (IG_KC, the last one the rest) */
+static size_t prep_pair_bytes(const ig_row *r, int64_t K) {
+  int64_t Kp = kpad(K), full = Kp / IG_KC, rest = Kp % IG_KC;
+  return (size_t)full * r->prep_bytes(IG_KC) + (rest ? r->prep_bytes(rest) : 0);
+}
+
+int primc_igemm_prep_row(int64_t M, int64_t gemms) {
+  int r = primc_igemm_row_active();
+  /* a task of IG_MB rows makes a block's record for itself: one task a run makes it once anyway */
+  return rows[r].prep && (double)cdiv(M, IG_MB) * (double)gemms >= 2 ? r : -1;
+}
+
+size_t primc_igemm_packed_b_size_row(int64_t N, int64_t K, int row) {
+  size_t base = primc_igemm_packed_b_size(N, K);
+  if (!base || row < 0 || row >= PRIMC_IGEMM_ROW_COUNT || !rows[row].prep) return base;
+  return (base + 63) / 64 * 64 + (size_t)(npad(N) / (2 * IG_PANEL)) * prep_pair_bytes(&rows[row], K);
+}
+
 /* column n's lowest and highest value */
 static void col_range(int trans_b, int64_t N, int64_t K, const int32_t *B, int64_t n, int32_t *lo, int32_t *hi) {
   *lo = INT32_MAX, *hi = INT32_MIN;
@@ -160,8 +189,13 @@ int primc_igemm_b_fits(int trans_b, int64_t N, int64_t K, const int32_t *B) {
 }
 
 int primc_igemm_pack_b(int trans_b, int64_t N, int64_t K, const int32_t *B, void *packed) {
+  return primc_igemm_pack_b_row(trans_b, N, K, B, packed, -1);
+}
+
+int primc_igemm_pack_b_row(int trans_b, int64_t N, int64_t K, const int32_t *B, void *packed, int row) {
   size_t size = primc_igemm_packed_b_size(N, K);
   if (!size || !B || !packed || !primc_igemm_b_fits(trans_b, N, K, B)) return PRIMC_ERR_ARG;
+  if (row >= 0 && (row >= PRIMC_IGEMM_ROW_COUNT || !prep_runs(row))) return PRIMC_ERR_ARG; /* prep runs that row's code */
   int64_t Kp = kpad(K), Np = npad(N);
   ig_hdr *h = packed;
   memset(packed, 0, size);
@@ -183,6 +217,17 @@ int primc_igemm_pack_b(int trans_b, int64_t N, int64_t K, const int32_t *B, void
     }
     cs[n] = sum + (uint32_t)K * (uint32_t)ob[n];
   }
+  const ig_row *r = row >= 0 ? &rows[row] : NULL;
+  if (!r || !r->prep) return PRIMC_OK;
+  h->prep_row = row + 1;
+  h->prep_at = (int64_t)(size + 63) / 64 * 64;
+  char *rec = (char *)packed + h->prep_at;
+  for (int64_t q = 0; q < Np / (2 * IG_PANEL); q++)
+    for (int64_t kb = 0; kb < Kp; kb += IG_KC) {
+      int64_t kc = Kp - kb < IG_KC ? Kp - kb : IG_KC;
+      r->prep(pan + q * Kp * 2 * IG_PANEL + kb * 2 * IG_PANEL, kc, rec);
+      rec += r->prep_bytes(kc);
+    }
   return PRIMC_OK;
 }
 
@@ -192,7 +237,15 @@ static int hdr_ok(const ig_hdr *h, int64_t N, int64_t K) {
 
 int primc_igemm_packed_check(const void *packed, size_t avail, int64_t N, int64_t K) {
   size_t size = primc_igemm_packed_b_size(N, K);
-  return packed && size && avail >= size && hdr_ok(packed, N, K) ? PRIMC_OK : PRIMC_ERR_WEIGHTS;
+  if (!packed || !size || avail < size || !hdr_ok(packed, N, K)) return PRIMC_ERR_WEIGHTS;
+  const ig_hdr *h = packed;
+  int r = h->prep_row - 1;
+  if (r == -1) return PRIMC_OK;
+  /* records of a row this build has, where that row's packing puts them, inside the bytes */
+  return r >= 0 && r < PRIMC_IGEMM_ROW_COUNT && rows[r].prep && h->prep_at == (int64_t)(size + 63) / 64 * 64 &&
+                 avail >= primc_igemm_packed_b_size_row(N, K, r)
+             ? PRIMC_OK
+             : PRIMC_ERR_WEIGHTS;
 }
 
 /* ---------------------------------------------------------------- A, per call */
@@ -210,6 +263,8 @@ typedef struct job {
   const ig_hdr *h;
   const int32_t *cob, *csum;
   const int8_t *pan;
+  const char *pre; /* the active row's prep records, NULL when B has none for it */
+  int64_t pre_pair; /* their bytes per pair of panels */
   uint8_t *a; /* tiles */
   int32_t *roff, *rsum;
   int32_t *C;
@@ -303,7 +358,8 @@ static void run_task(const job *j, int64_t t, int16_t *wb) {
                     .cob = j->cob + n0,
                     .csum = j->csum + n0,
                     .wb = wb,
-                    .fresh = m == m0};
+                    .fresh = m == m0,
+                    .pre = j->pre ? j->pre + q * j->pre_pair + kb / IG_KC * (int64_t)j->row->prep_bytes(IG_KC) : NULL};
         row->kern(&g);
       }
     }
@@ -352,6 +408,9 @@ static int job_init(job *j, int64_t M, int64_t N, int64_t K, const void *packed_
   j->cob = (const int32_t *)(h + 1);
   j->csum = j->cob + npad(N);
   j->pan = (const int8_t *)(j->csum + npad(N));
+  if (h->prep_row - 1 == (int)(j->row - rows) && j->row->prep &&
+      h->prep_at == (int64_t)(primc_igemm_packed_b_size(N, K) + 63) / 64 * 64) /* packed_check vetted the bytes */
+    j->pre = (const char *)h + h->prep_at, j->pre_pair = (int64_t)prep_pair_bytes(j->row, K);
   j->a = scratch;
   j->roff = (int32_t *)(j->a + j->Mp * j->Kp);
   j->rsum = j->roff + j->Mp;

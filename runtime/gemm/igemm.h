@@ -48,6 +48,7 @@ typedef struct ikargs {
   int16_t *wb; /* the thread's room for this block of B in another form (IG_KC * 32 int16, then IG_WB_NOTES bytes
                * of the row's notes on it), kept between its calls */
   int fresh;   /* the first call on this block of B on this thread: wb holds another block */
+  const char *pre; /* the row's prep record of this block of B (igemm_rows.def), NULL when B was packed without */
 } ikargs;
 
 #define IG_WB_NOTES 128
@@ -67,6 +68,9 @@ void primc_ig_kern_amx(const ikargs *g);
 void primc_ig_kern_avx512vnni(const ikargs *g);
 void primc_ig_kern_avxvnni(const ikargs *g);
 void primc_ig_kern_avx2(const ikargs *g);
+/* the AVX2 row's record of a block of B (kc bytes of k of a pair of panels): its split copy and excesses */
+void primc_ig_prep_avx2(const int8_t *b, int64_t kc, char *rec);
+size_t primc_ig_prep_bytes_avx2(int64_t kc);
 /* bgemm_x86.c's: the tile configuration (the same eight 16 x 64-byte tiles serve both families), and the check for
  * AMX tiles with Linux's permission for tile data */
 void primc_bg_setup_amx(int on);

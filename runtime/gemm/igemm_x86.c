@@ -449,13 +449,38 @@ static inline __attribute__((always_inline)) X2 void u2_pass(const ikargs *g, co
   }
 }
 
+/* a prep record (igemm_rows.def): the block's note, its list (room for the most excesses a block of kc keeps), the
+ * split copy */
+enum { PREP_NOTE = 128 };
+_Static_assert(sizeof(u2note) <= PREP_NOTE, "a record's note fits its first bytes");
+static size_t prep_list_bytes(int64_t kc) { return ((size_t)(kc * U2_CAP_8THS / 8 + 2 * IG_PANEL) * sizeof(u2two) + 63) / 64 * 64; }
+
+size_t primc_ig_prep_bytes_avx2(int64_t kc) { return PREP_NOTE + prep_list_bytes(kc) + (size_t)kc * 2 * IG_PANEL; }
+
+X2 void primc_ig_prep_avx2(const int8_t *b, int64_t kc, char *rec) {
+  ikargs g = {.b = b, .kc = kc};
+  u2fix tmp[IG_KC * U2_CAP_8THS / 8];
+  u2note *note = (u2note *)rec;
+  note->ntwo = u2_split(&g, (int8_t *)(rec + PREP_NOTE + prep_list_bytes(kc)), (u2two *)(rec + PREP_NOTE), tmp,
+                        kc * U2_CAP_8THS / 8, note);
+}
+
 X2 void primc_ig_kern_avx2(const ikargs *g) {
-  int8_t *sb = (int8_t *)g->wb;
-  u2two *list = (u2two *)(sb + g->kc * 2 * IG_PANEL);
-  u2note *note = u2_note(g);
-  if (g->fresh &&
-      (note->ntwo = u2_split(g, sb, list, (u2fix *)(list + IG_KC * U2_CAP_8THS / 8 + 2 * IG_PANEL), g->kc * U2_CAP_8THS / 8, note)) < 0)
-    a2_widen(g);
+  const int8_t *sb = (const int8_t *)g->wb;
+  const u2two *list = (const u2two *)(sb + g->kc * 2 * IG_PANEL);
+  const u2note *note = u2_note(g);
+  if (g->pre) { /* split when B was packed */
+    note = (const u2note *)g->pre;
+    list = (const u2two *)(g->pre + PREP_NOTE);
+    sb = (const int8_t *)(g->pre + PREP_NOTE + prep_list_bytes(g->kc));
+    if (note->ntwo < 0 && g->fresh) a2_widen(g);
+  } else if (g->fresh) {
+    u2two *two = (u2two *)(g->wb + g->kc * IG_PANEL);
+    u2note *wn = u2_note(g);
+    if ((wn->ntwo = u2_split(g, (int8_t *)g->wb, two, (u2fix *)(two + IG_KC * U2_CAP_8THS / 8 + 2 * IG_PANEL),
+                             g->kc * U2_CAP_8THS / 8, wn)) < 0)
+      a2_widen(g);
+  }
   if (note->ntwo < 0) {
     a2_wide(g);
     return;

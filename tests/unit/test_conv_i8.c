@@ -24,6 +24,10 @@ static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u, *s >
  * point: no range is proven, the call finds each image's */
 static int zx_input;
 
+/* 1: trained-looking s8 weights (most within +-40, one in fifty near +-110) instead of a uniform span: the AVX2 row
+ * then runs its split form, each pair of large weights of one sign an excess on a list */
+static int trained_weights;
+
 /* y = conv(i32(x) - zx, w) for a constant w whose values per output channel span wspan (with keep_i32, i32(x) - zx
  * is a graph output too, so the call reads it as i32; else the kernel computing it stores x's bytes and the call
  * reads those); the listing must name call and not not_call, and y equal the int64 sums */
@@ -40,6 +44,10 @@ static void check_conv_x(const ci8_case *t, int wspan, const char *call, const c
   for (int64_t i = 0; i < nx; i++) xs[i] = (int8_t)lcg(&seed);
   for (int64_t i = 0; i < nw; i++) /* each output channel its own zero point */
     w[i] = (int32_t)(lcg(&seed) * (uint32_t)wspan / 256) - (int32_t)(i / (nw / t->o) % 7) * 9 - wspan / 2;
+  for (int64_t i = 0; trained_weights && i < nw; i++) {
+    uint32_t r = lcg(&seed);
+    w[i] = r < 5 ? 100 + (int32_t)(lcg(&seed) % 28) - (int32_t)(r % 2) * 227 : (int32_t)(lcg(&seed) % 81) - 40;
+  }
   pc_graph *g = pc_graph_new();
   pc_value *x = pc_input_add(g, "x", pc_type_make(t->s8 ? PC_i8 : PC_u8, 2 + s, xd));
   int32_t zx = (int32_t)t->zx;
@@ -131,6 +139,25 @@ PC_TEST(conv_i8_quantized_convs_take_int8_gemm) {
     snprintf(tag, sizeof tag, "int8 conv case %zu", i);
     check_conv(&cases[i], 256, "call primc_k_conv_i8(", "call primc_k_conv(", tag);
   }
+}
+
+/* A host compile packs the int8 row's records of B beside the weights where its tasks would make them more than
+ * once a run (runtime/gemm/igemm_rows.def's prep: the AVX2 row's split): 144 output pixels (two tasks of rows), two
+ * images; a single image of 100 pixels (one task) keeps plain panels. With trained-looking weights the records hold
+ * split blocks and their lists; with uniform ones, blocks on the int16 form. */
+PC_TEST(conv_i8_row_records_where_they_pay) {
+  int rec = primc_igemm_prep_row(144, 1) >= 0;
+  ci8_case one = cases[3];
+  one.n = 1;
+  for (trained_weights = 1; trained_weights >= 0; trained_weights--) {
+    check_conv(&cases[0], 256, rec ? "row's records of its blocks" : "call primc_k_conv_i8(", "call primc_k_conv(",
+               trained_weights ? "trained weights, 144 pixels" : "uniform weights, 144 pixels");
+    check_conv(&cases[1], 256, rec ? "row's records of its blocks" : "call primc_k_conv_i8(", "call primc_k_conv(",
+               trained_weights ? "trained weights, 2 images" : "uniform weights, 2 images");
+    check_conv(&one, 256, "call primc_k_conv_i8(", "row's records", trained_weights ? "trained weights, 1 task" : "1 task");
+  }
+  trained_weights = 0;
+  CHECK(primc_igemm_prep_row(100, 1) < 0); /* one task of rows: its records are made once a run anyway */
 }
 
 /* the A fill without AVX512-BW moves (an AVX2 or Arm CPU's): the stem's runs of taps within blocks, the patches */

@@ -42,17 +42,36 @@ static void fill(int kind, int32_t *a, int64_t na, int32_t *b, int64_t N, int64_
   }
 }
 
-/* C = A B through pack + prepacked against int64 sums reduced mod 2^32; 1 when equal */
-static int check_one(int row, int kind, int64_t M, int64_t N, int64_t K, int ta, int tb) {
+/* the row whose records (igemm_rows.def's prep) a case packs beside B: the AVX2 row's where this CPU runs it, on
+ * every other case (with_records), so that that row reads them and every other row passes them by; -1: none */
+static int records_row(int with_records) {
+#if PRIMC_X86
+  static int runs = -1;
+  if (runs < 0) {
+    int32_t b[64] = {0};
+    char *p = aligned_alloc(64, (primc_igemm_packed_b_size_row(1, 64, PRIMC_IGEMM_ROW_AVX2) + 63) / 64 * 64);
+    runs = primc_igemm_pack_b_row(0, 1, 64, b, p, PRIMC_IGEMM_ROW_AVX2) == PRIMC_OK;
+    free(p);
+  }
+  return runs && with_records ? PRIMC_IGEMM_ROW_AVX2 : -1;
+#else
+  (void)with_records;
+  return -1;
+#endif
+}
+
+/* C = A B through pack (with `records` row's records, -1 none) + prepacked against int64 sums reduced mod 2^32; 1
+ * when equal */
+static int check_one(int row, int kind, int64_t M, int64_t N, int64_t K, int ta, int tb, int records) {
   int64_t lda = (ta ? M : K) + 3, ldc = N + 2;
   int32_t *a = malloc(sizeof(int32_t) * (size_t)((ta ? K : M) * lda));
   int32_t *b = malloc(sizeof(int32_t) * (size_t)(N * K));
   int32_t *c = malloc(sizeof(int32_t) * (size_t)(M * ldc));
-  size_t bs = primc_igemm_packed_b_size(N, K), ss = primc_igemm_scratch_size(M, K);
+  size_t bs = primc_igemm_packed_b_size_row(N, K, records), ss = primc_igemm_scratch_size(M, K);
   void *pb = aligned_alloc(64, (bs + 63) / 64 * 64), *sc = aligned_alloc(64, (ss + 63) / 64 * 64);
   fill(kind, a, (ta ? K : M) * lda, b, N, K, tb, (uint32_t)(M * 7919 + N * 31 + K + kind));
   for (int64_t i = 0; i < M * ldc; i++) c[i] = 0x5a5a5a5a; /* old values must not leak in, padding must stay */
-  int ok = CHECK_INT(primc_igemm_pack_b(tb, N, K, b, pb), PRIMC_OK) &&
+  int ok = CHECK_INT(primc_igemm_pack_b_row(tb, N, K, b, pb, records), PRIMC_OK) &&
            CHECK_INT(primc_igemm_packed_check(pb, bs, N, K), PRIMC_OK) &&
            CHECK_INT(primc_igemm_prepacked(ta, M, N, K, a, lda, pb, c, ldc, sc), PRIMC_OK);
   for (int64_t m = 0; m < M && ok; m++)
@@ -64,9 +83,9 @@ static int check_one(int row, int kind, int64_t M, int64_t N, int64_t K, int ta,
           want += (int64_t)(ta ? a[k * lda + m] : a[m * lda + k]) * (tb ? b[n * K + k] : b[k * N + n]);
       }
       ok = CHECK_MSG(c[m * ldc + n] == (int32_t)(uint32_t)(uint64_t)want,
-                     "row %s kind %d %lldx%lldx%lld ta=%d tb=%d: C[%lld][%lld] = %d, want %d", primc_igemm_row_name(row),
-                     kind, (long long)M, (long long)N, (long long)K, ta, tb, (long long)m, (long long)n, c[m * ldc + n],
-                     (int32_t)(uint32_t)(uint64_t)want);
+                     "row %s kind %d %lldx%lldx%lld ta=%d tb=%d records %d: C[%lld][%lld] = %d, want %d",
+                     primc_igemm_row_name(row), kind, (long long)M, (long long)N, (long long)K, ta, tb, records,
+                     (long long)m, (long long)n, c[m * ldc + n], (int32_t)(uint32_t)(uint64_t)want);
     }
   free(a), free(b), free(c), free(pb), free(sc);
   return ok;
@@ -91,12 +110,13 @@ static void check_row(int row, int mr) {
     for (int y = 0; y < 5 && ok; y++)
       for (int z = 0; z < 5 && ok; z++, i++) {
         if (ms[x] * ns[y] * ks[z] > 4000000 && (x + y + z) % 2) continue; /* the biggest shapes once in two */
-        ok = check_one(row, i % KINDS, ms[x], ns[y], ks[z], i / KINDS % 2, i / (2 * KINDS) % 2);
+        ok = check_one(row, i % KINDS, ms[x], ns[y], ks[z], i / KINDS % 2, i / (2 * KINDS) % 2, records_row(i % 3 != 1));
       }
   /* sums past 2^31 wrap as int32 does: 255 x 127 (after the offsets) over 70,000 k */
-  if (ok) check_one(row, U8_S8, 3, 40, 70000, 0, 0);
-  /* the split form over whole tasks, several K blocks and a short last one */
-  for (int kind = SPLIT; kind <= EDGE && ok; kind++) ok = check_one(row, kind, 133, 77, 2500, 0, kind == EDGE);
+  if (ok) check_one(row, U8_S8, 3, 40, 70000, 0, 0, records_row(1));
+  /* the split form over whole tasks, several K blocks and a short last one, split per task and at packing */
+  for (int kind = SPLIT; kind <= EDGE && ok; kind++)
+    for (int rec = 0; rec < 2 && ok; rec++) ok = check_one(row, kind, 133, 77, 2500, 0, kind == EDGE, records_row(rec));
   primc_igemm_force_row(-1);
   primc_sgemm_force_isa(PRIMC_ISA_AUTO);
 }
@@ -140,5 +160,26 @@ PC_TEST(igemm_rejects_bad_input) {
   b[5] = 170; /* column 5 within [-95, 170]: 266 values, more than s8 less an offset holds */
   CHECK(!primc_igemm_b_fits(0, 8, 64, b));
   CHECK_INT(primc_igemm_pack_b(0, 8, 64, b, p), PRIMC_ERR_ARG);
+  b[5] = 5;
+  /* a row without records packs none */
+  CHECK(primc_igemm_packed_b_size_row(8, 64, PRIMC_IGEMM_ROW_GENERIC) == sz);
+#if PRIMC_X86
+  /* records: no further than the bytes, and of a row of this build that keeps some (the header's second word) */
+  if (records_row(1) >= 0) {
+    size_t rz = primc_igemm_packed_b_size_row(8, 64, PRIMC_IGEMM_ROW_AVX2);
+    char *r = aligned_alloc(64, (rz + 63) / 64 * 64);
+    CHECK(rz > sz);
+    CHECK_INT(primc_igemm_pack_b_row(0, 8, 64, b, r, PRIMC_IGEMM_ROW_AVX2), PRIMC_OK);
+    CHECK_INT(primc_igemm_packed_check(r, rz, 8, 64), PRIMC_OK);
+    CHECK_INT(primc_igemm_packed_check(r, rz - 1, 8, 64), PRIMC_ERR_WEIGHTS); /* records cut short */
+    int32_t bad = PRIMC_IGEMM_ROW_COUNT + 1;
+    memcpy(r + 4, &bad, sizeof bad);
+    CHECK_INT(primc_igemm_packed_check(r, rz, 8, 64), PRIMC_ERR_WEIGHTS); /* a row past the table */
+    bad = PRIMC_IGEMM_ROW_GENERIC + 1;
+    memcpy(r + 4, &bad, sizeof bad);
+    CHECK_INT(primc_igemm_packed_check(r, rz, 8, 64), PRIMC_ERR_WEIGHTS); /* a row that keeps none */
+    free(r);
+  }
+#endif
   free(p), free(s);
 }
