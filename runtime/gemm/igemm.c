@@ -221,6 +221,8 @@ int primc_igemm_pack_b_row(int trans_b, int64_t N, int64_t K, const int32_t *B, 
   if (!r || !r->prep) return PRIMC_OK;
   h->prep_row = row + 1;
   h->prep_at = (int64_t)(size + 63) / 64 * 64;
+  /* every byte written (a record uses part of its room): the same weights pack to the same bytes */
+  memset((char *)packed + size, 0, primc_igemm_packed_b_size_row(N, K, row) - size);
   char *rec = (char *)packed + h->prep_at;
   for (int64_t q = 0; q < Np / (2 * IG_PANEL); q++)
     for (int64_t kb = 0; kb < Kp; kb += IG_KC) {

@@ -489,20 +489,28 @@ X2 void primc_ig_kern_avx2(const ikargs *g) {
    * column): a column's sums are the difference of two of these running sums (no branch per column, no chain
    * through memory); then turned into rows */
   int32_t fx[A2_ROWS][2 * IG_PANEL] __attribute__((aligned(32)));
-  if (note->ntwo) {
+  /* records may come from a weights file: every index is held inside the arrays it reads (a bad record gives wrong
+   * sums, never a read out of bounds; the split here never needs the holding) */
+  int64_t ntwo = note->ntwo < g->kc * U2_CAP_8THS / 8 + 2 * IG_PANEL ? note->ntwo : g->kc * U2_CAP_8THS / 8 + 2 * IG_PANEL;
+  uint32_t last = (uint32_t)(4 * g->kc - 4);
+  if (ntwo) {
     uint8_t rows[4 * IG_KC] __attribute__((aligned(32)));
     __m128i run[IG_KC * U2_CAP_8THS / 8 + 2 * IG_PANEL + 1], col[2 * IG_PANEL];
     u2_rows(g, rows);
     __m128i sum = run[0] = _mm_setzero_si128();
-    for (int64_t e = 0; e < note->ntwo; e++) {
+    for (int64_t e = 0; e < ntwo; e++) {
       int32_t f0, f1;
-      memcpy(&f0, rows + list[e].off0, sizeof f0);
-      memcpy(&f1, rows + list[e].off1, sizeof f1);
+      uint32_t o0 = (uint32_t)list[e].off0, o1 = (uint32_t)list[e].off1;
+      memcpy(&f0, rows + (o0 < last ? o0 : last), sizeof f0);
+      memcpy(&f1, rows + (o1 < last ? o1 : last), sizeof f1);
       __m128i x = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(f0), _mm_cvtsi32_si128(f1)));
       sum = _mm_add_epi32(sum, _mm_madd_epi16(x, _mm_set1_epi32(list[e].vv)));
       run[e + 1] = sum;
     }
-    for (int j = 0; j < 2 * IG_PANEL; j++) col[j] = _mm_sub_epi32(run[note->end[j]], run[j ? note->end[j - 1] : 0]);
+    for (int j = 0; j < 2 * IG_PANEL; j++) {
+      int64_t e1 = note->end[j] < ntwo ? note->end[j] : ntwo, e0 = j && note->end[j - 1] < ntwo ? note->end[j - 1] : j ? ntwo : 0;
+      col[j] = _mm_sub_epi32(run[e1], run[e0]);
+    }
     for (int j = 0; j < 2 * IG_PANEL; j += 4) { /* 4 columns x 4 rows transposed */
       __m128i t0 = _mm_unpacklo_epi32(col[j], col[j + 1]), t1 = _mm_unpackhi_epi32(col[j], col[j + 1]);
       __m128i t2 = _mm_unpacklo_epi32(col[j + 2], col[j + 3]), t3 = _mm_unpackhi_epi32(col[j + 2], col[j + 3]);
@@ -512,8 +520,8 @@ X2 void primc_ig_kern_avx2(const ikargs *g) {
       _mm_store_si128((__m128i *)(fx[3] + j), _mm_unpackhi_epi64(t1, t3));
     }
   }
-  u2_pass(g, sb, 0, note->ntwo ? fx : NULL);
-  if (g->nr > IG_PANEL) u2_pass(g, sb, 1, note->ntwo ? fx : NULL);
+  u2_pass(g, sb, 0, ntwo ? fx : NULL);
+  if (g->nr > IG_PANEL) u2_pass(g, sb, 1, ntwo ? fx : NULL);
 }
 
 #endif
