@@ -101,7 +101,6 @@ static void print_expr(const kir_expr *e, int n_loops, FILE *f) {
   }
 }
 
-/* "conv row NAME", with " (tuned)" when --autotune chose it and what the planner would have */
 /* an int8 call's B packed with a row's records (runtime/gemm/igemm_rows.def's prep), where it is */
 static void print_i8_records(const kir_program *p, const kir_kernel *k, FILE *f) {
   for (int j = 0; j < p->n_packed; j++)
@@ -110,6 +109,7 @@ static void print_i8_records(const kir_program *p, const kir_kernel *k, FILE *f)
               primc_igemm_row_name(p->packed[j].i8_prep - 1));
 }
 
+/* "conv row NAME", with " (tuned)" when --autotune chose it and what the planner would have */
 static void print_conv_row(const kir_program *p, const kir_kernel *k, FILE *f) {
   int row = (int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1, heur = row;
   primc_conv2d c;

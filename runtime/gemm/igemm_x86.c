@@ -508,7 +508,7 @@ X2 void primc_ig_kern_avx2(const ikargs *g) {
       run[e + 1] = sum;
     }
     for (int j = 0; j < 2 * IG_PANEL; j++) {
-      int64_t e1 = note->end[j] < ntwo ? note->end[j] : ntwo, e0 = j && note->end[j - 1] < ntwo ? note->end[j - 1] : j ? ntwo : 0;
+      int64_t e1 = note->end[j] < ntwo ? note->end[j] : ntwo, e0 = !j ? 0 : note->end[j - 1] < ntwo ? note->end[j - 1] : ntwo;
       col[j] = _mm_sub_epi32(run[e1], run[e0]);
     }
     for (int j = 0; j < 2 * IG_PANEL; j += 4) { /* 4 columns x 4 rows transposed */
