@@ -251,7 +251,8 @@ AVNNI void primc_ig_kern_avxvnni(const ikargs *g) {
 
 /* vpmaddubsw adds two u8 x s8 products (k 2i, 2i + 1) in int16 and saturates past the int16 range. For u8 a, a pair
  * of B whose signs differ never reaches it (255 x 128 at most), nor one of the same sign with |b0| + |b1| <= 128.
- * So each block of B is split once per thread (the first call on it, into wb): a copy in which every pair of one
+ * So each block of B is split, when packed (the row's prep records, where a run would split it more than once) or
+ * by a task's first call on it (into wb): a copy in which every pair of one
  * sign with |b0| + |b1| > 128 keeps its larger value and gives the smaller one's excess over 128 - |larger| to a
  * list (1-2% of the pairs of quantize_static's per-channel weights). The copy goes through vpmaddubsw + vpmaddwd
  * by ones (32 products in three operations, half the bytes of the int16 form), the list's products are added to
