@@ -75,8 +75,6 @@ pc_status kir_check_state_in_place(kir_program *p);
 /* A 2-D f32 conv call's row (runtime/conv/plan.c), for plain or packed weights */
 int kir_conv_plan(const kir_program *p, const primc_conv2d *c, int packable, primc_conv_plan *plan);
 
-/* ---------------------------------------------------------------- rewrites (kir_rewrites.c) */
-
 /* ---------------------------------------------------------------- what kernels touch (kir_touches.c) */
 
 /* How many kernels read or write each buffer, so that kir_touched_outside looks at its window only: a scan of
@@ -96,12 +94,14 @@ void kir_touches_recount(kir_touches *t, const kir_kernel *k, int sign);
 void kir_touches_free(kir_touches *t);
 /* whether a kernel outside [first, last] reads or writes buf */
 int kir_touched_outside(const kir_program *p, const kir_touches *t, int buf, int first, int last);
-/* max trees over a -inf padded copy as primc_k_maxpool calls (kir_pool_calls.c) */
-pc_status kir_pool_calls_rewrite(kir_program *p);
+
+/* ---------------------------------------------------------------- rewrites (kir_rewrites.c) */
 
 /* when a rewrite runs: every kir_build, or on request of a host or cross CPU compile */
 typedef enum kir_stage { KIR_STAGE_BUILD, KIR_STAGE_HOST_WEIGHTS, KIR_STAGE_CROSS_WEIGHTS, KIR_STAGE_HOST_POOLS } kir_stage;
 /* runs the rewrites of one stage, in the list's order */
 pc_status kir_rewrites_run(kir_program *p, kir_stage stage);
+/* max trees over a -inf padded copy as primc_k_maxpool calls (kir_pool_calls.c) */
+pc_status kir_pool_calls_rewrite(kir_program *p);
 
 #endif

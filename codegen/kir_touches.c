@@ -24,7 +24,6 @@ int kir_kernel_touches(const kir_kernel *k, int buf) {
   return 0;
 }
 
-
 static void count_expr(kir_touches *t, const kir_expr *e, int sign) {
   if (e->kind == KE_LOAD && t->seen[e->buf] != t->stamp) t->seen[e->buf] = t->stamp, t->n[e->buf] += sign;
   for (int i = 0; i < e->n_args; i++) count_expr(t, e->args[i], sign);

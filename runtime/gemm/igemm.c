@@ -151,6 +151,9 @@ size_t primc_igemm_packed_b_size(int64_t N, int64_t K) {
   return sizeof(ig_hdr) + (size_t)npad(N) * 8 + (size_t)npad(N) * (size_t)kpad(K);
 }
 
+/* where a row's records start in a packed B: past the panels, 64-byte aligned */
+static int64_t records_at(int64_t N, int64_t K) { return (int64_t)(primc_igemm_packed_b_size(N, K) + 63) / 64 * 64; }
+
 /* row's records for one pair of panels: a record per K block (IG_KC, the last one the rest) */
 static size_t prep_pair_bytes(const ig_row *r, int64_t K) {
   int64_t Kp = kpad(K), full = Kp / IG_KC, rest = Kp % IG_KC;
@@ -166,7 +169,7 @@ int primc_igemm_prep_row(int64_t M, int64_t gemms) {
 size_t primc_igemm_packed_b_size_row(int64_t N, int64_t K, int row) {
   size_t base = primc_igemm_packed_b_size(N, K);
   if (!base || row < 0 || row >= PRIMC_IGEMM_ROW_COUNT || !rows[row].prep) return base;
-  return (base + 63) / 64 * 64 + (size_t)(npad(N) / (2 * IG_PANEL)) * prep_pair_bytes(&rows[row], K);
+  return (size_t)records_at(N, K) + (size_t)(npad(N) / (2 * IG_PANEL)) * prep_pair_bytes(&rows[row], K);
 }
 
 /* column n's lowest and highest value */
@@ -220,7 +223,7 @@ int primc_igemm_pack_b_row(int trans_b, int64_t N, int64_t K, const int32_t *B, 
   const ig_row *r = row >= 0 ? &rows[row] : NULL;
   if (!r || !r->prep) return PRIMC_OK;
   h->prep_row = row + 1;
-  h->prep_at = (int64_t)(size + 63) / 64 * 64;
+  h->prep_at = records_at(N, K);
   /* every byte written (a record uses part of its room): the same weights pack to the same bytes */
   memset((char *)packed + size, 0, primc_igemm_packed_b_size_row(N, K, row) - size);
   char *rec = (char *)packed + h->prep_at;
@@ -244,7 +247,7 @@ int primc_igemm_packed_check(const void *packed, size_t avail, int64_t N, int64_
   int r = h->prep_row - 1;
   if (r == -1) return PRIMC_OK;
   /* records of a row this build has, where that row's packing puts them, inside the bytes */
-  return r >= 0 && r < PRIMC_IGEMM_ROW_COUNT && rows[r].prep && h->prep_at == (int64_t)(size + 63) / 64 * 64 &&
+  return r >= 0 && r < PRIMC_IGEMM_ROW_COUNT && rows[r].prep && h->prep_at == records_at(N, K) &&
                  avail >= primc_igemm_packed_b_size_row(N, K, r)
              ? PRIMC_OK
              : PRIMC_ERR_WEIGHTS;
@@ -341,6 +344,7 @@ static void run_task(const job *j, int64_t t, int16_t *wb) {
       int64_t nq = q + 1 < q1 ? q + 1 : q0, nkb = q + 1 < q1 ? kb : kb + IG_KC;
       const char *next = nkb < j->Kp ? (const char *)(j->pan + nq * j->Kp * 2 * IG_PANEL + nkb * 2 * IG_PANEL) : NULL;
       int64_t nlines = next ? (j->Kp - nkb < IG_KC ? j->Kp - nkb : IG_KC) / 2 : 0, share = (nlines + calls - 1) / calls;
+      const char *pre = j->pre ? j->pre + q * j->pre_pair + kb / IG_KC * (int64_t)row->prep_bytes(IG_KC) : NULL;
       for (int64_t m = m0; m < m1; m += row->mr) {
         int64_t i = (m - m0) / row->mr, lines = nlines - i * share < share ? nlines - i * share : share;
         ikargs g = {.a = j->a + ig_a_at(16 * j->Kp, m, kb),
@@ -361,7 +365,7 @@ static void run_task(const job *j, int64_t t, int16_t *wb) {
                     .csum = j->csum + n0,
                     .wb = wb,
                     .fresh = m == m0,
-                    .pre = j->pre ? j->pre + q * j->pre_pair + kb / IG_KC * (int64_t)j->row->prep_bytes(IG_KC) : NULL};
+                    .pre = pre};
         row->kern(&g);
       }
     }
@@ -410,8 +414,7 @@ static int job_init(job *j, int64_t M, int64_t N, int64_t K, const void *packed_
   j->cob = (const int32_t *)(h + 1);
   j->csum = j->cob + npad(N);
   j->pan = (const int8_t *)(j->csum + npad(N));
-  if (h->prep_row - 1 == (int)(j->row - rows) && j->row->prep &&
-      h->prep_at == (int64_t)(primc_igemm_packed_b_size(N, K) + 63) / 64 * 64) /* packed_check vetted the bytes */
+  if (h->prep_row - 1 == (int)(j->row - rows) && j->row->prep && h->prep_at == records_at(N, K)) /* bytes: packed_check */
     j->pre = (const char *)h + h->prep_at, j->pre_pair = (int64_t)prep_pair_bytes(j->row, K);
   j->a = scratch;
   j->roff = (int32_t *)(j->a + j->Mp * j->Kp);

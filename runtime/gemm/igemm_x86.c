@@ -454,7 +454,9 @@ static inline __attribute__((always_inline)) X2 void u2_pass(const ikargs *g, co
  * split copy */
 enum { PREP_NOTE = 128 };
 _Static_assert(sizeof(u2note) <= PREP_NOTE, "a record's note fits its first bytes");
-static size_t prep_list_bytes(int64_t kc) { return ((size_t)(kc * U2_CAP_8THS / 8 + 2 * IG_PANEL) * sizeof(u2two) + 63) / 64 * 64; }
+/* the most pairs a block of kc keeps on its list: its excesses two a pair, and an odd one out per column */
+static int64_t list_room(int64_t kc) { return kc * U2_CAP_8THS / 8 + 2 * IG_PANEL; }
+static size_t prep_list_bytes(int64_t kc) { return ((size_t)list_room(kc) * sizeof(u2two) + 63) / 64 * 64; }
 
 size_t primc_ig_prep_bytes_avx2(int64_t kc) { return PREP_NOTE + prep_list_bytes(kc) + (size_t)kc * 2 * IG_PANEL; }
 
@@ -478,7 +480,7 @@ X2 void primc_ig_kern_avx2(const ikargs *g) {
   } else if (g->fresh) {
     u2two *two = (u2two *)(g->wb + g->kc * IG_PANEL);
     u2note *wn = u2_note(g);
-    if ((wn->ntwo = u2_split(g, (int8_t *)g->wb, two, (u2fix *)(two + IG_KC * U2_CAP_8THS / 8 + 2 * IG_PANEL),
+    if ((wn->ntwo = u2_split(g, (int8_t *)g->wb, two, (u2fix *)(two + list_room(IG_KC)),
                              g->kc * U2_CAP_8THS / 8, wn)) < 0)
       a2_widen(g);
   }
@@ -492,7 +494,7 @@ X2 void primc_ig_kern_avx2(const ikargs *g) {
   int32_t fx[A2_ROWS][2 * IG_PANEL] __attribute__((aligned(32)));
   /* records may come from a weights file: every index is held inside the arrays it reads (a bad record gives wrong
    * sums, never a read out of bounds; the split here never needs the holding) */
-  int64_t ntwo = note->ntwo < g->kc * U2_CAP_8THS / 8 + 2 * IG_PANEL ? note->ntwo : g->kc * U2_CAP_8THS / 8 + 2 * IG_PANEL;
+  int64_t ntwo = note->ntwo < list_room(g->kc) ? note->ntwo : list_room(g->kc);
   uint32_t last = (uint32_t)(4 * g->kc - 4);
   if (ntwo) {
     uint8_t rows[4 * IG_KC] __attribute__((aligned(32)));
