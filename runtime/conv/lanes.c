@@ -17,11 +17,15 @@
  * This is the register tile of MLAS's NCHWc convs, on NCHW maps.
  */
 #define DL_R 14                /* pixels per tile: 28 sums, 14 broadcasts and 2 weight loads per tap */
-/* AVX2: tiles of up to DL2_R pixels for half the 32 channels at a time (two ymm), 12 sums in registers as the
- * AVX2 GEMM row's 6 x 16 tile. Rows cut into tiles of 6 ran 5-20% faster on Zen 3 than tiles of 14 cut into
- * sub-tiles of 4 and 5 (build/conv_ab-style alternation: ResNet's 64 -> 64 at 56x56 3.38 -> 3.01 ms, DenseNet's
- * 128 -> 32 at 28x28 0.86 -> 0.72) */
+/* AVX2: 12 sums in registers, in one of two tiles. Tiles of up to DL3_R pixels for all 32 channels (four ymm): per
+ * tap 3 broadcasts, 4 weight loads (each used by 3 FMAs at once: 16 registers in all) and 12 FMAs, as MLAS's
+ * NCHWc kernel. Tiles of up to DL2_R pixels for half the channels at a time (two ymm), as the GEMM row's 6 x 16:
+ * 6 broadcasts and 2 loads per 12 FMAs, x read twice. The first ran 3x3s 4-20% faster (bench/conv_rows.md; most
+ * on small maps, whose rows it cuts better: 7 = 3 + 2 + 2 pixels, not 4 + 3); the second, with half as many
+ * calls, is kept for few input channels (stems), where a call's setup weighs more. */
 #define DL2_R 6
+#define DL3_R 3
+#define DL3_MIN_C 16 /* input channels from which the 3-pixel tile runs */
 #define DL_NR 32               /* output channels per sum: two vectors */
 #define DL_BAND_FLOATS 4096    /* the sums of a band of output rows, on the stack: at least a row */
 #define DL_W_BYTES (16 << 10)  /* weights of a chunk of channels: L1 keeps them (24 and 32 KB were slower) */
@@ -137,9 +141,63 @@ DL2_DEF(1) DL2_DEF(2) DL2_DEF(3) DL2_DEF(4) DL2_DEF(5) DL2_DEF(6)
 static void (*const dl2_tab[DL2_R][2])(const dl_src *, float *, int, int) = {DL2_ROW(1), DL2_ROW(2), DL2_ROW(3),
                                                                            DL2_ROW(4), DL2_ROW(5), DL2_ROW(6)};
 
-/* n pixels of the tile at s (sums at d): the AVX-512 tile, or the AVX2 one for each half of the channels */
-static void dl_call(const dl_src *s, float *d, int acc, int64_t n, int64_t S, int avx512) {
-  if (avx512) dl_tab[n - 1][S - 1](s, d, acc);
+/* one kernel column's tap for all 32 channels of R <= 3 pixels, the pointers then at the next column's */
+static inline __attribute__((always_inline)) DL2_AVX void dl_tap3(__m256 a[DL3_R][4], const float **xj,
+                                                                  const float **wj, int64_t js, const int R,
+                                                                  const int S) {
+  __m256 b[DL3_R];
+#pragma GCC unroll 3
+  for (int r = 0; r < R; r++) b[r] = _mm256_broadcast_ss(*xj + r * S);
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; v++) {
+    __m256 w = _mm256_load_ps(*wj + 8 * v);
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++) primc_fma231(&a[r][v], w, b[r]);
+  }
+  *xj += js, *wj += DL_NR;
+  __asm__("" : "+r"(*xj), "+r"(*wj));
+}
+
+static inline __attribute__((always_inline)) DL2_AVX void dl_tile3(const dl_src *s, float *d, int acc, const int R,
+                                                                   const int S) {
+  __m256 a[DL3_R][4];
+#pragma GCC unroll 3
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; v++) a[r][v] = acc ? _mm256_loadu_ps(d + r * DL_NR + 8 * v) : _mm256_setzero_ps();
+  const float *xc = s->x, *wc = s->w;
+  for (int64_t c = 0; c < s->c; c++, xc += s->cs, wc += s->wcs) {
+    const float *xr = xc, *wr = wc;
+    for (int64_t i = 0; i < s->ni; i++, xr += s->rs, wr += s->wrs) {
+      const float *xj = xr, *wj = wr;
+      if (s->nj == 3) {
+        dl_tap3(a, &xj, &wj, s->js, R, S);
+        dl_tap3(a, &xj, &wj, s->js, R, S);
+        dl_tap3(a, &xj, &wj, s->js, R, S);
+      } else {
+        for (int64_t j = 0; j < s->nj; j++) dl_tap3(a, &xj, &wj, s->js, R, S);
+      }
+    }
+  }
+#pragma GCC unroll 3
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; v++) _mm256_storeu_ps(d + r * DL_NR + 8 * v, a[r][v]);
+}
+#define DL3_DEF(R)                                                                                          \
+  static DL2_AVX void dl3_##R##_1(const dl_src *s, float *d, int acc) { dl_tile3(s, d, acc, R, 1); }        \
+  static DL2_AVX void dl3_##R##_2(const dl_src *s, float *d, int acc) { dl_tile3(s, d, acc, R, 2); }
+DL3_DEF(1) DL3_DEF(2) DL3_DEF(3)
+static void (*const dl3_tab[DL3_R][2])(const dl_src *, float *, int) = {
+    {dl3_1_1, dl3_1_2}, {dl3_2_1, dl3_2_2}, {dl3_3_1, dl3_3_2}};
+
+enum { DL_TILE_AVX512, DL_TILE_AVX2_3, DL_TILE_AVX2_6 };
+static const int dl_tile_px[] = {DL_R, DL3_R, DL2_R}; /* pixels per tile, by tile kind */
+
+/* n pixels of the tile at s (sums at d) in the tile kind's kernel (the 6-pixel one for each half of the channels) */
+static void dl_call(const dl_src *s, float *d, int acc, int64_t n, int64_t S, int tile) {
+  if (tile == DL_TILE_AVX512) dl_tab[n - 1][S - 1](s, d, acc);
+  else if (tile == DL_TILE_AVX2_3) dl3_tab[n - 1][S - 1](s, d, acc);
   else
     for (int h = 0; h < 2; h++) dl2_tab[n - 1][S - 1](s, d, acc, h);
 }
@@ -174,7 +232,7 @@ typedef struct dl_job {
   const float *x, *w;
   epi_ctx e; /* at the image's start */
   int64_t P;
-  int avx512; /* the AVX-512 tiles, else the AVX2 ones */
+  int tile;   /* DL_TILE_*: the ISA's, and on AVX2 by the input channels */
 } dl_job;
 
 /* the pixels [*a, *b) of [t0, t1) whose kernel column j lies inside x's row */
@@ -189,7 +247,7 @@ static void dl_cols(const primc_conv2d *p, int64_t j, int64_t t0, int64_t t1, in
 /* A tile's kernel calls: one when every tap of it lies inside x, else one per run of kernel columns
  * inside x for the same pixels (at the row's ends: the same FMAs as a full tile). Made once per conv
  * call, not per row and chunk: the divisions cost a third of a 7-wide row's FMA time. */
-#define DL_MAX_TILES ((DL_BAND_FLOATS / DL_NR + DL2_R - 1) / DL2_R)
+#define DL_MAX_TILES ((DL_BAND_FLOATS / DL_NR + DL3_R - 1) / DL3_R)
 typedef struct dl_run {
   int64_t a, b, j0, j1; /* pixels [a, b) over kernel columns [j0, j1) */
 } dl_run;
@@ -227,7 +285,7 @@ static void dl_tile_at(const dl_job *j, const dl_plan *pl, const dl_src *row, in
   if (pl->full[t]) {
     dl_src s = *row;
     s.x += t0 * S - p->pad_l;
-    dl_call(&s, sums + t0 * DL_NR, acc, t1 - t0, S, j->avx512);
+    dl_call(&s, sums + t0 * DL_NR, acc, t1 - t0, S, j->tile);
     return;
   }
   if (!acc) memset(sums + t0 * DL_NR, 0, (size_t)((t1 - t0) * DL_NR) * sizeof(float));
@@ -235,7 +293,7 @@ static void dl_tile_at(const dl_job *j, const dl_plan *pl, const dl_src *row, in
     const dl_run *r = &pl->run[t][q];
     dl_src s = *row;
     s.x += r->a * S - p->pad_l + r->j0 * p->dil_w, s.w += r->j0 * DL_NR, s.nj = r->j1 - r->j0;
-    dl_call(&s, sums + r->a * DL_NR, 1, r->b - r->a, S, j->avx512);
+    dl_call(&s, sums + r->a * DL_NR, 1, r->b - r->a, S, j->tile);
   }
 }
 
@@ -304,7 +362,7 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
   const primc_conv2d *p = j->p;
   float sums[DL_BAND_FLOATS] __attribute__((aligned(64)));
   dl_plan pl;
-  dl_plan_make(p, j->ow, j->avx512 ? DL_R : DL2_R, &pl);
+  dl_plan_make(p, j->ow, dl_tile_px[j->tile], &pl);
   int64_t wcs = p->kh * p->kw * DL_NR, tiles = pl.tiles, row_f = j->ow * DL_NR;
   int64_t chunk = DL_W_BYTES / (wcs * (int64_t)sizeof(float));
   if (chunk < 1) chunk = 1;
@@ -353,7 +411,8 @@ static int dl_band_major(const primc_conv2d *p, int64_t nob) {
 static void dl_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *x, const float *w, const epi_ctx *c) {
   int64_t rows = DL_BAND_FLOATS / (ow * DL_NR);
   int64_t nob = (p->o + DL_NR - 1) / DL_NR;
-  dl_job j = {p, oh, ow, nob, (oh + rows - 1) / rows, dl_band_major(p, nob), x, w, *c, oh * ow, cv_use_avx512()};
+  int tile = cv_use_avx512() ? DL_TILE_AVX512 : p->c >= DL3_MIN_C ? DL_TILE_AVX2_3 : DL_TILE_AVX2_6;
+  dl_job j = {p, oh, ow, nob, (oh + rows - 1) / rows, dl_band_major(p, nob), x, w, *c, oh * ow, tile};
   primc_parallel_for(j.nob * j.bands, dl_range, &j);
 }
 #endif
