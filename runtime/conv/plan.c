@@ -19,8 +19,9 @@ typedef struct cv_tuning {
    * onto rows of a whole tile of pixels, narrowing dl_1x1_narrow times or more, and not into
    * (dl_1x1_gap_lo, dl_1x1_gap_hi] channels, where the GEMM reads x in place as well */
   int64_t dl_nr, dl_min_c, dl_1x1_min_ow, dl_1x1_narrow, dl_1x1_gap_lo, dl_1x1_gap_hi;
-  /* ... and other convs at stride 1 only when they widen the channels fewer than dl_max_widen times */
-  int64_t dl_max_widen;
+  /* ... and other convs at stride 1 only when they widen the channels fewer than dl_max_widen times, or read
+   * dl_widen_min_c input channels or more */
+  int64_t dl_max_widen, dl_widen_min_c;
   /* the transposed GEMM (output channels in the lanes): when the share of used lanes over channels beats
    * the one over pixels by gt_lane_gain; and narrowing 1x1s into at most gt_1x1_max_og channels (a
    * multiple of the lanes) by gt_1x1_narrow times or more, on maps of at most gt_1x1_max_pix pixels
@@ -100,10 +101,11 @@ static const cv_tuning tunings[5] = {
      * ResNet-18's 11.3 -> 3.4); no 1x1 in the lanes: the GEMM reading x in place, its store fused, runs them
      * 1.1-3x faster (16 -> 96 at 112x112 0.76 ms against 2.3, ResNet-50's 64 -> 256 at 56x56 1.5 against 3.7),
      * strided ones as im2col GEMMs (ResNet-50's shortcuts 3.0 ms against 5.7 in the lanes); stride-1 convs that
-     * widen the channels 2x or more, or onto fewer than the lanes' 32, over phase images where padding is at most
-     * 1/8 of a row on maps of 8 rows or more (SqueezeNet's 16 -> 64 at 55x55 and 32 -> 128 at 27x27 0.92x the
-     * im2col rows' time, textdet's 64 -> 16 3x3s 0.55-0.75x; 1-D convs 1.25x slower), else as im2col GEMMs
-     * (SqueezeNet's 13x13 expand 3x3s; bench/conv_rows.md, build/conv_ab); the
+     * widen the channels 2x or more from fewer than 16 (the lanes' 6-pixel tile), or onto fewer than the lanes'
+     * 32, over phase images where padding is at most 1/8 of a row on maps of 8 rows or more (textdet's 64 -> 16
+     * 3x3s 0.55-0.75x the im2col rows' time; 1-D convs 1.25x slower), else as im2col GEMMs (bench/conv_rows.md,
+     * build/conv_ab); widening ones from 16+ channels in the lanes' 3-pixel tile (SqueezeNet's expand 3x3s 0.84-0.94x
+     * the phase and im2col rows' time); the
      * transposed GEMM only on maps of 7x7 and below; ymm's 8 lanes; depthwise in the lanes up to output rows of
      * 112 (once its 8x8 transposes stayed in registers, 0.35-0.95x dw_rows8's time on MobileNet's and
      * EfficientNet's maps, 3x3 and 5x5, stride 1 and 2; about even at 112-224 wide, stride 1), on the planes past;
@@ -114,8 +116,8 @@ static const cv_tuning tunings[5] = {
      * even sides or nearly (the text detector's 512 -> 512 3x3s at 10x14 0.65-0.79 of the lanes' time, 256 at
      * 8x8 0.60, at 10x10 0.76; 512 at 7x7, a quarter of its tiles' outputs past the map, 0.8-1.1) */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 16, .wino_min_fill = 80,
-     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .direct_min_k = 32,
-     .direct_min_oh = 8, .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1,
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .dl_widen_min_c = 16,
+     .direct_min_k = 32, .direct_min_oh = 8, .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1,
      .dr8_min_ow = 113, .pair_max_k = 32, .batch_max_pix = 64, .batch_min_og = 256},
 };
 
@@ -172,7 +174,8 @@ static int wino_pays(const cv_shape *s) {
 }
 
 /* not a stem of few channels (its rows of few taps send the sums through memory more often than the GEMM),
- * nor 1x1s onto rows shorter than a tile or that do not narrow enough, nor stride-1 convs that widen too much */
+ * nor 1x1s onto rows shorter than a tile or that do not narrow enough, nor stride-1 convs that widen too much
+ * from few channels */
 static int dl_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   const cv_tuning *t = s->t;
@@ -180,7 +183,7 @@ static int dl_pays(const cv_shape *s) {
   if (cv_is_pointwise(p)) {
     int narrows = p->c / t->dl_1x1_narrow >= p->o && !(p->o > t->dl_1x1_gap_lo && p->o <= t->dl_1x1_gap_hi);
     if (!narrows) return 0;
-  } else if (p->stride_h == 1 && p->stride_w == 1 && p->o / p->c >= t->dl_max_widen) {
+  } else if (p->stride_h == 1 && p->stride_w == 1 && p->o / p->c >= t->dl_max_widen && p->c < t->dl_widen_min_c) {
     return 0;
   }
   return p->o % t->dl_nr == 0 && p->c >= t->dl_min_c;
