@@ -103,6 +103,26 @@ static inline __attribute__((always_inline)) DL2_AVX void dl_tap256(__m256 a[DL2
   __asm__("" : "+r"(*xj), "+r"(*wj));
 }
 
+/* TAP once per tap of the tile's channels and kernel rows (xj, wj at its x and weights; three kernel columns
+ * unrolled), the weights from w0 */
+#define DL_EACH_TAP(s, w0, TAP)                                                                  \
+  do {                                                                                           \
+    const float *xc_ = (s)->x, *wc_ = (w0);                                                      \
+    for (int64_t c_ = 0; c_ < (s)->c; c_++, xc_ += (s)->cs, wc_ += (s)->wcs) {                  \
+      const float *xr_ = xc_, *wr_ = wc_;                                                        \
+      for (int64_t i_ = 0; i_ < (s)->ni; i_++, xr_ += (s)->rs, wr_ += (s)->wrs) {               \
+        const float *xj = xr_, *wj = wr_;                                                        \
+        if ((s)->nj == 3) {                                                                      \
+          TAP;                                                                                   \
+          TAP;                                                                                   \
+          TAP;                                                                                   \
+        } else {                                                                                 \
+          for (int64_t j_ = 0; j_ < (s)->nj; j_++) TAP;                                          \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+  } while (0)
+
 static inline __attribute__((always_inline)) DL2_AVX void dl_tile256(const dl_src *s, float *dst, int acc, int half,
                                                                      const int R, const int S) {
   __m256 a[DL2_R][2];
@@ -112,20 +132,7 @@ static inline __attribute__((always_inline)) DL2_AVX void dl_tile256(const dl_sr
     a[r][0] = acc ? _mm256_loadu_ps(d + r * DL_NR) : _mm256_setzero_ps();
     a[r][1] = acc ? _mm256_loadu_ps(d + r * DL_NR + 8) : _mm256_setzero_ps();
   }
-  const float *xc = s->x, *wc = s->w + 16 * half;
-  for (int64_t c = 0; c < s->c; c++, xc += s->cs, wc += s->wcs) {
-    const float *xr = xc, *wr = wc;
-    for (int64_t i = 0; i < s->ni; i++, xr += s->rs, wr += s->wrs) {
-      const float *xj = xr, *wj = wr;
-      if (s->nj == 3) {
-        dl_tap256(a, &xj, &wj, s->js, R, S);
-        dl_tap256(a, &xj, &wj, s->js, R, S);
-        dl_tap256(a, &xj, &wj, s->js, R, S);
-      } else {
-        for (int64_t j = 0; j < s->nj; j++) dl_tap256(a, &xj, &wj, s->js, R, S);
-      }
-    }
-  }
+  DL_EACH_TAP(s, s->w + 16 * half, dl_tap256(a, &xj, &wj, s->js, R, S));
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++) {
     _mm256_storeu_ps(d + r * DL_NR, a[r][0]);
@@ -165,20 +172,7 @@ static inline __attribute__((always_inline)) DL2_AVX void dl_tile3(const dl_src 
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
     for (int v = 0; v < 4; v++) a[r][v] = acc ? _mm256_loadu_ps(d + r * DL_NR + 8 * v) : _mm256_setzero_ps();
-  const float *xc = s->x, *wc = s->w;
-  for (int64_t c = 0; c < s->c; c++, xc += s->cs, wc += s->wcs) {
-    const float *xr = xc, *wr = wc;
-    for (int64_t i = 0; i < s->ni; i++, xr += s->rs, wr += s->wrs) {
-      const float *xj = xr, *wj = wr;
-      if (s->nj == 3) {
-        dl_tap3(a, &xj, &wj, s->js, R, S);
-        dl_tap3(a, &xj, &wj, s->js, R, S);
-        dl_tap3(a, &xj, &wj, s->js, R, S);
-      } else {
-        for (int64_t j = 0; j < s->nj; j++) dl_tap3(a, &xj, &wj, s->js, R, S);
-      }
-    }
-  }
+  DL_EACH_TAP(s, s->w, dl_tap3(a, &xj, &wj, s->js, R, S));
 #pragma GCC unroll 3
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
