@@ -370,6 +370,10 @@ static inline int cv_run_avx2(const cv_call *c, int64_t items, void (*range)(voi
 }
 #endif
 
+/* input channels from which the AVX2 direct lanes run their 3-pixel x 32-channel tile (lanes.c); the AVX2 tuning
+ * lets widening convs into the lanes from there (plan.c) */
+#define CV_DL_TILE3_MIN_C 16
+
 #define DWL_MAX_TAPS 49
 
 typedef struct dwl_geo {

@@ -25,7 +25,6 @@
  * calls, is kept for few input channels (stems), where a call's setup weighs more. */
 #define DL2_R 6
 #define DL3_R 3
-#define DL3_MIN_C 16 /* input channels from which the 3-pixel tile runs */
 #define DL_NR 32               /* output channels per sum: two vectors */
 #define DL_BAND_FLOATS 4096    /* the sums of a band of output rows, on the stack: at least a row */
 #define DL_W_BYTES (16 << 10)  /* weights of a chunk of channels: L1 keeps them (24 and 32 KB were slower) */
@@ -405,7 +404,7 @@ static int dl_band_major(const primc_conv2d *p, int64_t nob) {
 static void dl_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *x, const float *w, const epi_ctx *c) {
   int64_t rows = DL_BAND_FLOATS / (ow * DL_NR);
   int64_t nob = (p->o + DL_NR - 1) / DL_NR;
-  int tile = cv_use_avx512() ? DL_TILE_AVX512 : p->c >= DL3_MIN_C ? DL_TILE_AVX2_3 : DL_TILE_AVX2_6;
+  int tile = cv_use_avx512() ? DL_TILE_AVX512 : p->c >= CV_DL_TILE3_MIN_C ? DL_TILE_AVX2_3 : DL_TILE_AVX2_6;
   dl_job j = {p, oh, ow, nob, (oh + rows - 1) / rows, dl_band_major(p, nob), x, w, *c, oh * ow, tile};
   primc_parallel_for(j.nob * j.bands, dl_range, &j);
 }

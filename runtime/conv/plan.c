@@ -116,9 +116,10 @@ static const cv_tuning tunings[5] = {
      * even sides or nearly (the text detector's 512 -> 512 3x3s at 10x14 0.65-0.79 of the lanes' time, 256 at
      * 8x8 0.60, at 10x10 0.76; 512 at 7x7, a quarter of its tiles' outputs past the map, 0.8-1.1) */
     {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 16, .wino_min_fill = 80,
-     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2, .dl_widen_min_c = 16,
-     .direct_min_k = 32, .direct_min_oh = 8, .strided_1x1_gemm = 1, .lanes = 8, .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1,
-     .dr8_min_ow = 113, .pair_max_k = 32, .batch_max_pix = 64, .batch_min_og = 256},
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2,
+     .dl_widen_min_c = CV_DL_TILE3_MIN_C, .direct_min_k = 32, .direct_min_oh = 8, .strided_1x1_gemm = 1, .lanes = 8,
+     .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1, .dr8_min_ow = 113, .pair_max_k = 32, .batch_max_pix = 64,
+     .batch_min_og = 256},
 };
 
 static const cv_tuning *tuning(void) {

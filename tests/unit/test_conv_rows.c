@@ -350,8 +350,8 @@ PC_TEST(conv_plan_strided_1x1) {
 /* The AVX2 tuning's choices, a row per conv (figures: bench/conv_rows.md): every stride-1 1x1 on the GEMM reading
  * x in place (1.1-3x slower in the ymm lanes), the stem in the lanes, 3x3s widening 2x or more from fewer than 16
  * channels, or onto fewer channels than the lanes' 32, over phase images where the padding columns are at most 1/8
- * of a row (else as im2col GEMMs; 1-D convs too), other ones in the lanes (Winograd from 128 channels on maps of 16 2x2 tiles or more
- * whose outputs lie 80% inside the map), depthwise convs in dw_lanes8 up to output rows of 112 pixels, on
+ * of a row (else as im2col GEMMs; 1-D convs too), other ones in the lanes (Winograd from 128 channels on maps of 16
+ * 2x2 tiles or more whose outputs lie 80% inside the map), depthwise convs in dw_lanes8 up to output rows of 112 pixels, on
  * the planes past them (dw_rows8), groups of 8 channels in group_lanes8; a batch of 7x7 maps into 256 channels or
  * more, not 1x1s, as one GEMM over the images (im2col_batch). */
 PC_TEST(conv_plan_avx2) {
@@ -365,7 +365,7 @@ PC_TEST(conv_plan_avx2) {
       {{1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* stem */
       {{1, 64, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* SqueezeNet */
       {{1, 16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},
-      {{1, 8, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_phase"},      /* widening from 8 */
+      {{1, 8, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_phase"},      /* from 8 */
       {{1, 8, 13, 13, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_explicit"},
       {{1, 64, 80, 112, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_phase"},      /* textdet */
       {{1, 64, 1, 400, 64, 1, 5, 1, 1, 1, 1, 1, 0, 2, 0, 2, 0, 0, 0, 0, 0, 0}, "im2col_implicit"},  /* 1-D */
