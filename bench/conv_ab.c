@@ -1,6 +1,6 @@
-/* bench/conv_ab.c: conv rows on one shape, alternated call by call in one process: the least time of each (for
- * tuning the planner on machines whose speed moves between minutes, where timing builds or models in turn does
- * not resolve 10%).
+/* bench/conv_ab.c: conv rows on one shape, alternated call by call in one process: the least and the median time
+ * of each (for tuning the planner on machines whose speed moves between minutes, where timing builds or models in
+ * turn does not resolve 10%; the median shows which row loses more in the slow minutes).
  *
  * Usage: conv_ab [--batch N] [--plain] [--cold] ROWS C H W O K STRIDE GROUPS [REPS]
  *   ROWS: row names joined by commas (`primc dump --kernels` prints them), "plan" for the planner's choice; N
@@ -21,6 +21,11 @@ static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
 }
 
 static float *buf(int64_t n) {
@@ -64,7 +69,7 @@ int main(int argc, char **argv) {
   primc_conv_plan plan[MAX_ROWS];
   void *packed[MAX_ROWS];
   float *col[MAX_ROWS];
-  double best[MAX_ROWS];
+  double best[MAX_ROWS], *times[MAX_ROWS];
   for (int i = 0; i < n; i++) {
     primc_conv_plan_opts op = {.packable = !plain, .tile_mr = primc_sgemm_mr(), .has_scratch = 1,
                                .force = strcmp(row[i], "plan") ? row[i] : NULL, .threads = primc_num_threads()};
@@ -82,6 +87,10 @@ int main(int argc, char **argv) {
       return 1;
     }
     best[i] = 1e30;
+    if (!(times[i] = malloc(sizeof(double) * (size_t)reps))) {
+      fprintf(stderr, "conv_ab: out of memory\n");
+      return 1;
+    }
   }
   enum { FLUSH = 64 << 20 };
   char *flush = cold ? malloc(FLUSH) : NULL;
@@ -97,12 +106,16 @@ int main(int argc, char **argv) {
         }
       double t = (now() - t0) / calls;
       if (t < best[i]) best[i] = t;
+      times[i][r] = t;
     }
   printf("%lld->%lld k%lld s%lld g%lld %lldx%lld%s%s, batch %lld, %d thread(s), ms:", (long long)c, (long long)o,
          (long long)k, (long long)s, (long long)g, (long long)h, (long long)w, plain ? " plain weights" : "",
          cold ? " cold" : "",
          (long long)batch, primc_num_threads());
-  for (int i = 0; i < n; i++) printf("  %s(%s) %.3f", row[i], primc_conv_row_name(plan[i].row), best[i] * 1e3);
+  for (int i = 0; i < n; i++) {
+    qsort(times[i], (size_t)reps, sizeof(double), by_value);
+    printf("  %s(%s) %.3f (median %.3f)", row[i], primc_conv_row_name(plan[i].row), best[i] * 1e3, times[i][reps / 2] * 1e3);
+  }
   printf("\n");
   return 0;
 }
