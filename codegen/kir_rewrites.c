@@ -208,6 +208,13 @@ static const kir_expr *f16_rounded(const kir_expr *x) {
   return x->args[0]->args[0]->dtype == PC_f32 ? x->args[0]->args[0] : NULL;
 }
 
+/* a conv call's output dims in its params (codegen/calls.def: the dtype, then x's, w's and y's shapes, 1 + 8 words
+ * each), *rank of them */
+static const int64_t *conv_out_dims(const int64_t *q, int *rank) {
+  *rank = (int)q[1 + 18];
+  return q + 1 + 18 + 1;
+}
+
 /* k (the loop kernel right after conv call c) as clamp(conv + bias + res), or that rounded to f16 (act F16, when
  * no other activation is there and the bounds are f16 values); 0 when it is anything else */
 static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const kir_kernel *k, conv_epi *e) {
@@ -216,8 +223,8 @@ static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const 
    * primc_conv2d_f32_epi runs */
   if (q[0] != PC_f32 || (q[1] != 4 && q[1] != 3) || q[1 + 27 + 1 + 24] != 1 || q[1 + 27 + 1 + 25] != 1) return 0;
   if (k->n_stores != 1 || k->n_par != k->n_loops || k->stores[0].red != KR_NONE) return 0;
-  const int64_t *od = q + 1 + 18 + 1; /* out dims */
-  int rank = (int)q[1];
+  int rank;
+  const int64_t *od = conv_out_dims(q, &rank);
   *e = (conv_epi){.k = k, .conv_buf = c->args[0], .bias = -1, .res = -1, .plane = od[2] * (rank == 4 ? od[3] : 1),
                   .chans = od[1], .lo = -INFINITY, .hi = INFINITY};
   int64_t total = 1, n = 1;
@@ -631,9 +638,10 @@ static pc_status conv_i8(kir_program *p, int i, int *changed) {
     if (p->packed[j].i8 == 2 && p->bufs[p->packed[j].buf].v == w->v &&
         !memcmp(p->packed[j].conv, k->params, sizeof(int64_t) * CONV_EPI_AT))
       nb = p->packed[j].buf;
-  const int64_t *od = k->params + 1 + 18 + 1; /* the out dims: a group's B multiplies each image's pixels */
+  int rank;
+  const int64_t *od = conv_out_dims(k->params, &rank); /* a group's B multiplies each image's pixels */
   int64_t pixels = 1;
-  for (int d = 2; d < k->params[1 + 18]; d++) pixels *= od[d];
+  for (int d = 2; d < rank; d++) pixels *= od[d];
   int prep = i8_prep_row(p, pixels, od[0]);
   if (nb < 0)
     nb = add_packed(p, (kir_packed){-1, 1, 0, 0, 0, 0, 0, k->params, 0, 0, 2, prep + 1},
