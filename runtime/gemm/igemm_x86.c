@@ -469,20 +469,21 @@ X2 void primc_ig_prep_avx2(const int8_t *b, int64_t kc, char *rec) {
 }
 
 X2 void primc_ig_kern_avx2(const ikargs *g) {
-  const int8_t *sb = (const int8_t *)g->wb;
-  const u2two *list = (const u2two *)(sb + g->kc * 2 * IG_PANEL);
-  const u2note *note = u2_note(g);
+  /* the block's split in wb (this thread's, made by its first call), or in the record packed beside B */
+  int8_t *wsb = (int8_t *)g->wb;
+  u2two *wlist = (u2two *)(wsb + g->kc * 2 * IG_PANEL);
+  u2note *wnote = u2_note(g);
+  const int8_t *sb = wsb;
+  const u2two *list = wlist;
+  const u2note *note = wnote;
   if (g->pre) { /* split when B was packed */
     note = (const u2note *)g->pre;
     list = (const u2two *)(g->pre + PREP_NOTE);
     sb = (const int8_t *)(g->pre + PREP_NOTE + prep_list_bytes(g->kc));
     if (note->ntwo < 0 && g->fresh) a2_widen(g);
-  } else if (g->fresh) {
-    u2two *two = (u2two *)(g->wb + g->kc * IG_PANEL);
-    u2note *wn = u2_note(g);
-    if ((wn->ntwo = u2_split(g, (int8_t *)g->wb, two, (u2fix *)(two + list_room(IG_KC)),
-                             g->kc * U2_CAP_8THS / 8, wn)) < 0)
-      a2_widen(g);
+  } else if (g->fresh &&
+             (wnote->ntwo = u2_split(g, wsb, wlist, (u2fix *)(wlist + list_room(IG_KC)), g->kc * U2_CAP_8THS / 8, wnote)) < 0) {
+    a2_widen(g);
   }
   if (note->ntwo < 0) {
     a2_wide(g);
