@@ -26,7 +26,7 @@ _Static_assert(PRIMC_EMIT_CUDA == (int)PC_EMIT_CUDA && PRIMC_TARGET_CUDA == (int
 
 typedef struct api_dim {
   char *name;
-  int64_t lo, hi;
+  int64_t lo, hi, step; /* step > 0: the range in buckets ("NAME=LO..HI:STEP") */
 } api_dim;
 
 /* what the queries report, copied at load so a compile may consume the graph */
@@ -168,6 +168,7 @@ primc_status primc_model_set_dim_range(primc_model *m, const char *name, int64_t
   }
   m->dims[at].lo = lo;
   m->dims[at].hi = hi;
+  m->dims[at].step = 0;
   return PRIMC_STATUS_OK;
 }
 
@@ -175,14 +176,17 @@ primc_status primc_model_set_dim(primc_model *m, const char *name, int64_t value
   return primc_model_set_dim_range(m, name, value, value);
 }
 
-/* "NAME=N" or "NAME=LO..HI" */
+/* "NAME=N", "NAME=LO..HI" or "NAME=LO..HI:STEP" */
 primc_status primc_model_set_dim_spec(primc_model *m, const char *spec) {
   NEED_M(m);
   pc_dim_binding d;
   char name[256];
   if (!spec || !pc_dim_spec_parse(spec, &d, name, sizeof name))
-    return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N or NAME=LO..HI", spec ? spec : "(null)");
-  return primc_model_set_dim_range(m, name, d.lo, d.hi);
+    return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N, NAME=LO..HI or NAME=LO..HI:STEP", spec ? spec : "(null)");
+  primc_status s = primc_model_set_dim_range(m, name, d.lo, d.hi);
+  for (int i = 0; s == PRIMC_STATUS_OK && i < m->n_dims; i++)
+    if (!strcmp(m->dims[i].name, name)) m->dims[i].step = d.step;
+  return s;
 }
 
 primc_status primc_model_set_const_spec(primc_model *m, const char *spec) {
@@ -224,7 +228,8 @@ primc_status primc_model_set_mem_limit(primc_model *m, int64_t bytes) {
 
 /* the import options of m, its dim bindings in b (m->n_dims + 1 of them) */
 static pc_import_opts import_opts(const primc_model *m, pc_dim_binding *b) {
-  for (int i = 0; i < m->n_dims; i++) b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi};
+  for (int i = 0; i < m->n_dims; i++)
+    b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi, m->dims[i].step};
   pc_import_opts io = {.dims = b, .n_dims = m->n_dims, .weights_path = m->weights_file, .consts = m->consts,
                        .n_consts = m->n_consts, .mem_limit = m->mem_limit, .keep_weights = m->tr.grad || m->tr.train,
                        .gradient = pc_grad_values};
@@ -493,7 +498,8 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   int n_syms = pc_dyn_source_init(src, &spec, &io);
   if (n_syms < 0) {
     free(b), free(src);
-    return fail(m, PRIMC_STATUS_UNSUPPORTED, "more than %d dims given as ranges", PC_DYN_MAX_SYMS);
+    return n_syms == -2 ? fail(m, PRIMC_STATUS_UNSUPPORTED, "buckets (NAME=LO..HI:STEP) split one dim only")
+                        : fail(m, PRIMC_STATUS_UNSUPPORTED, "more than %d dims given as ranges", PC_DYN_MAX_SYMS);
   }
   src->path = m->path, src->bytes = m->bytes, src->n_bytes = m->n_bytes, src->dir = m->dir;
   src->po = (pc_pipeline_opts){.opt_level = m->opt_level, .unfused = m->unfused};

@@ -35,6 +35,11 @@ typedef struct pc_dyn_spec {
   /* written by codegen, for --report */
   int n_builds, n_sizes;
   char probes[256];
+  /* bucket_step > 0: symbol bucket_sym's range in buckets of that many values, each its own program planned at
+   * the bucket's HI (--dim NAME=LO..HI:STEP; codegen/buckets.c); what they cost, written by codegen */
+  int bucket_sym;
+  int64_t bucket_step;
+  char buckets[1024];
 } pc_dyn_spec;
 
 typedef struct pc_codegen_opts {

@@ -167,6 +167,10 @@ static int used(const int64_t *v, int n, int64_t x) {
 /* Values at least 2 (a dim of 1 can change the build: loops of one iteration are dropped) spread over the
  * range, so that sizes rounded to a tile do not look polynomial; lo itself is checked when it is below. */
 static void plan_sym(plan *P, int s, int64_t lo, int64_t hi) {
+  if (lo == hi) { /* one value (a bucket of one, codegen/buckets.c): nothing follows it */
+    P->x[s][0] = hi, P->npts[s] = 1, P->n_check[s] = 0;
+    return;
+  }
   int64_t a = lo > 2 ? lo : 2, span = hi - a;
   int64_t *x = P->x[s], *c = P->check[s];
   int n = 0, nc = 0;
@@ -262,9 +266,11 @@ static pc_status kernel_fail(kir_program *p, int kernel, const char *sym, const 
   pc_graph *g = p->g;
   if (kernel >= 0 && kernel < p->n_kernels && p->kernels[kernel].n_nodes)
     return pc_node_fail(g, p->kernels[kernel].nodes[0], PC_ERR_UNSUPPORTED,
-                        "dim %s: %s (kernel %d); compile with a fixed --dim %s=VALUE", sym, why, kernel, sym);
-  return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s: %s%s; compile with a fixed --dim %s=VALUE", sym, why,
-                 kernel == -1 ? " (in the buffers, weights or graph inputs and outputs)" : "", sym);
+                        "dim %s: %s (kernel %d); compile with a fixed --dim %s=VALUE, or in buckets (--dim "
+                        "%s=LO..HI:STEP)", sym, why, kernel, sym, sym);
+  return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s: %s%s; compile with a fixed --dim %s=VALUE, or in buckets (--dim "
+                 "%s=LO..HI:STEP)", sym, why, kernel == -1 ? " (in the buffers, weights or graph inputs and outputs)" : "",
+                 sym, sym);
 }
 
 /* the symbol a point differs in from the bounds (the first, for points that move several) */

@@ -252,6 +252,28 @@ typedef struct llvm_emit_opts {
 } llvm_emit_opts;
 
 pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);
+
+/* A range dim split into buckets (--dim NAME=LO..HI:STEP), each bucket a program of its own named NAME__bK in an
+ * object of its own (codegen/buckets.c). The dispatcher (codegen/llvm_buckets.c) is the model NAME: descriptors
+ * as top's (the last bucket, whose bounds are the model's), the dims of full, and NAME_run_dims running the
+ * bucket whose range holds the value (runtime/dims.c). */
+typedef struct kir_buckets {
+  int n, sym;              /* buckets, and the symbol of full they split */
+  const int64_t *hi;       /* bucket k takes the symbol's values up to hi[k] */
+  kir_dyn *full;           /* the whole ranges (offset -1: the dispatcher keeps no values) */
+  int64_t workspace_size;  /* PRIMC_BUCKET_HEADER + the largest bucket's */
+} kir_buckets;
+pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, const llvm_emit_opts *o);
+
+/* the CPU backend's packaging (codegen/package.c): the entry points' prefix and the output's stem; p as an object
+ * at path with its weights (NAME_weights), no main; the header of p (note: text after its dims' macros, or NULL);
+ * objects linked with the runtime into o->output (an executable, or a shared library) */
+void kir_output_names(const struct pc_codegen_opts *o, char *name, size_t name_size, char *stem, size_t stem_size);
+pc_status kir_object_write(const kir_program *p, const struct pc_codegen_opts *o, const char *name, const char *path);
+pc_status kir_header_write(const kir_program *p, const char *path, const char *name, int external, const char *note);
+pc_status kir_link(pc_graph *g, const struct pc_codegen_opts *o, const char *const *objs, int n_objs, int shared);
+/* --dim NAME=LO..HI:STEP: each bucket compiled and written, the dispatcher, the link (codegen/buckets.c) */
+pc_status kir_codegen_buckets(pc_graph *g, const struct pc_codegen_opts *o);
 /* codegen/weights.c: the constants of p packed at their offsets (malloc'ed, caller frees); NULL when out of
  * memory. kir_weights_write streams the same bytes into fd at base, one constant at a time (a packed
  * weight through a buffer of its size), and sizes the file to base + weights_size. */

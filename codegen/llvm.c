@@ -166,8 +166,6 @@ static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
 
 /* ---------------------------------------------------------------- profiler */
 
-static LLVMValueRef cstring(lctx *L, const char *s);
-
 /* NAME_prof_kernels (writable primc_prof_kernel rows) and NAME_profile pointing at them */
 static LLVMValueRef emit_profile_table(lctx *L) {
   const kir_program *p = L->p;
@@ -177,7 +175,7 @@ static LLVMValueRef emit_profile_table(lctx *L) {
   for (int i = 0; i < p->n_kernels; i++) {
     char nm[256], org[256];
     kir_kernel_label(p, i, nm, sizeof nm, org, sizeof org);
-    LLVMValueRef f[5] = {cstring(L, nm), cstring(L, org), ci64(L, kir_kernel_bytes(p, i)), ci64(L, 0), ci64(L, 0)};
+    LLVMValueRef f[5] = {lv_cstring(L, nm), lv_cstring(L, org), ci64(L, kir_kernel_bytes(p, i)), ci64(L, 0), ci64(L, 0)};
     rows[i] = LLVMConstStructInContext(L->c, f, 5, 0);
   }
   LLVMValueRef init = LLVMConstArray2(rt, rows, (uint64_t)p->n_kernels);
@@ -346,10 +344,8 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
 
 /* ---------------------------------------------------------------- run-time dims */
 
-static LLVMValueRef cstring(lctx *L, const char *s);
-
 /* NAME_dims, a primc_dims_desc: the symbols, the symbol of each input dim, where the run keeps their values */
-static LLVMValueRef emit_dims_desc(lctx *L, LLVMValueRef in_descs) {
+LLVMValueRef lv_emit_dims_desc(lctx *L, LLVMValueRef in_descs) {
   const kir_program *p = L->p;
   const kir_dyn *d = p->dyn;
   int n_in = p->g->n_inputs, n_syms = d ? d->n_syms : 0;
@@ -357,7 +353,7 @@ static LLVMValueRef emit_dims_desc(lctx *L, LLVMValueRef in_descs) {
   LLVMTypeRef symt = LLVMStructTypeInContext(L->c, st, 3, 0);
   LLVMValueRef syms[KIR_DYN_MAX_SYMS + 1];
   for (int s = 0; s < n_syms; s++) {
-    LLVMValueRef f[3] = {cstring(L, d->name[s]), ci64(L, d->lo[s]), ci64(L, d->hi[s])};
+    LLVMValueRef f[3] = {lv_cstring(L, d->name[s]), ci64(L, d->lo[s]), ci64(L, d->hi[s])};
     syms[s] = LLVMConstStructInContext(L->c, f, 3, 0);
   }
   char name[LLVM_SYM_MAX];
@@ -418,7 +414,7 @@ static LLVMValueRef emit_run_dims(lctx *L, LLVMValueRef run, LLVMValueRef dims_d
 }
 
 /* NAME_check_dims(input_dims, msg, len): primc_dims_check's verdict and message, nothing run */
-static void emit_check_dims(lctx *L, LLVMValueRef dims_desc) {
+void lv_emit_check_dims(lctx *L, LLVMValueRef dims_desc) {
   char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_check_dims", L->name);
   LLVMTypeRef pt[3] = {L->ptr, L->ptr, L->i64};
@@ -447,7 +443,7 @@ static LLVMValueRef emit_load_weights(lctx *L, const llvm_emit_opts *o) {
   return f;
 }
 
-static LLVMValueRef cstring(lctx *L, const char *s) {
+LLVMValueRef lv_cstring(lctx *L, const char *s) {
   LLVMValueRef init = LLVMConstStringInContext2(L->c, s, strlen(s), 0);
   return lv_const_global(L, init, "", LLVMPrivateLinkage);
 }
@@ -488,7 +484,7 @@ static LLVMValueRef emit_output_dims(lctx *L) {
 }
 
 /* primc_tensor_desc[] for the graph inputs or outputs */
-static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char *what) {
+LLVMValueRef lv_emit_descs(lctx *L, pc_value *const *vals, int n, const char *what) {
   LLVMTypeRef ft[4] = {L->ptr, L->i32, L->i32, LLVMArrayType2(L->i64, PC_MAX_RANK)};
   LLVMTypeRef dt = LLVMStructTypeInContext(L->c, ft, 4, 0);
   LLVMValueRef *els = calloc((size_t)(n ? n : 1), sizeof *els);
@@ -498,7 +494,7 @@ static LLVMValueRef emit_descs(lctx *L, pc_value *const *vals, int n, const char
     snprintf(buf, sizeof buf, "%s%d", what, i); /* "in0", "out1": the header uses the same names */
     LLVMValueRef dims[PC_MAX_RANK];
     for (int d = 0; d < PC_MAX_RANK; d++) dims[d] = ci64(L, d < v->type.rank ? dim_bound(L->g, v->type.dims[d]) : 0);
-    LLVMValueRef f[4] = {cstring(L, v->name ? v->name : buf), LLVMConstInt(L->i32, (unsigned)v->type.dtype, 0),
+    LLVMValueRef f[4] = {lv_cstring(L, v->name ? v->name : buf), LLVMConstInt(L->i32, (unsigned)v->type.dtype, 0),
                          LLVMConstInt(L->i32, (unsigned)v->type.rank, 0), LLVMConstArray2(L->i64, dims, PC_MAX_RANK)};
     els[i] = LLVMConstStructInContext(L->c, f, 4, 0);
   }
@@ -544,17 +540,17 @@ static LLVMValueRef emit_state_desc(lctx *L) {
 static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, LLVMValueRef lw, LLVMValueRef od) {
   const pc_graph *g = L->p->g;
   char name[LLVM_SYM_MAX];
-  LLVMValueRef in_descs = emit_descs(L, g->inputs, g->n_inputs, "in");
-  LLVMValueRef dims = emit_dims_desc(L, in_descs);
+  LLVMValueRef in_descs = lv_emit_descs(L, g->inputs, g->n_inputs, "in");
+  LLVMValueRef dims = lv_emit_dims_desc(L, in_descs);
   LLVMValueRef run_dims = emit_run_dims(L, run, dims);
-  emit_check_dims(L, dims);
+  lv_emit_check_dims(L, dims);
   if (L->p->dyn) { /* NAME_run is now NAME_run_dims at the bounds */
     snprintf(name, sizeof name, "%s_run", L->name);
     run = LLVMGetNamedFunction(L->m, name);
   }
-  LLVMValueRef f[14] = {cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
+  LLVMValueRef f[14] = {lv_cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
                         LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
-                        in_descs, emit_descs(L, g->outputs, g->n_outputs, "out"),
+                        in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"),
                         L->profile ? L->profile : LLVMConstNull(L->ptr), od, dims, run_dims, emit_state_desc(L)};
   LLVMValueRef init = LLVMConstStructInContext(L->c, f, 14, 0);
   snprintf(name, sizeof name, "%s_model", L->name);
@@ -577,7 +573,7 @@ static void on_diagnostic(LLVMDiagnosticInfoRef d, void *ctx) {
   LLVMDisposeMessage(m);
 }
 
-static void lctx_init(lctx *L, const kir_program *p, const char *name) {
+void lv_init(lctx *L, const kir_program *p, const char *name) {
   L->c = LLVMContextCreate();
   LLVMContextSetDiagnosticHandler(L->c, on_diagnostic, L);
   L->m = LLVMModuleCreateWithNameInContext(name, L->c);
@@ -598,7 +594,7 @@ static void lctx_init(lctx *L, const kir_program *p, const char *name) {
   L->bufp = calloc((size_t)p->n_bufs + 1, sizeof *L->bufp);
 }
 
-static void lctx_free(lctx *L) {
+void lv_free(lctx *L) {
   free(L->bufp);
   LLVMDisposeBuilder(L->b);
   LLVMDisposeModule(L->m);
@@ -625,7 +621,7 @@ static pc_status check_program(const kir_program *p) {
   return PC_OK;
 }
 
-static LLVMTargetMachineRef target_machine(pc_graph *g, const llvm_emit_opts *o) {
+LLVMTargetMachineRef lv_target_machine(pc_graph *g, const llvm_emit_opts *o) {
   LLVMInitializeAllTargetInfos();
   LLVMInitializeAllTargets();
   LLVMInitializeAllTargetMCs();
@@ -656,7 +652,7 @@ static LLVMTargetMachineRef target_machine(pc_graph *g, const llvm_emit_opts *o)
   return tm;
 }
 
-static pc_status emit_file(lctx *L, LLVMTargetMachineRef tm, const llvm_emit_opts *o) {
+pc_status lv_emit_file(lctx *L, LLVMTargetMachineRef tm, const llvm_emit_opts *o) {
   char *err = NULL;
   pc_status s = PC_OK;
   if (o->kind == LLVM_OUT_IR) {
@@ -671,7 +667,7 @@ static pc_status emit_file(lctx *L, LLVMTargetMachineRef tm, const llvm_emit_opt
 
 /* cpu and features on every defined function, and full-width vectors where AVX-512 is
  * there: LLVM's host tuning (this Zen 5 reports "rocketlake") otherwise prefers 256 bits */
-static void set_function_attrs(lctx *L, LLVMTargetMachineRef tm) {
+void lv_set_function_attrs(lctx *L, LLVMTargetMachineRef tm) {
   char *cpu = LLVMGetTargetMachineCPU(tm), *feat = LLVMGetTargetMachineFeatureString(tm);
   int avx512 = strstr(feat, "+avx512f") != NULL;
   for (LLVMValueRef f = LLVMGetFirstFunction(L->m); f; f = LLVMGetNextFunction(f)) {
@@ -690,11 +686,11 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   pc_graph *g = p->g;
   pc_status s = check_program(p);
   if (s != PC_OK) return s;
-  LLVMTargetMachineRef tm = target_machine(g, o);
+  LLVMTargetMachineRef tm = lv_target_machine(g, o);
   if (!tm) return g->status;
   lctx L;
   memset(&L, 0, sizeof L);
-  lctx_init(&L, p, o->name);
+  lv_init(&L, p, o->name);
   char *feat = LLVMGetTargetMachineFeatureString(tm);
   L.f16_native = strstr(feat, "+avx512fp16") || strstr(feat, "+fullfp16");
   char *trip = LLVMGetTargetMachineTriple(tm);
@@ -717,7 +713,7 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   LLVMValueRef lw = emit_load_weights(&L, o);
   LLVMValueRef od = emit_output_dims(&L);
   emit_model_desc(&L, o, run, lw, od);
-  set_function_attrs(&L, tm);
+  lv_set_function_attrs(&L, tm);
   free(kfns);
   char *err = NULL;
   if (s == PC_OK && g->status) s = g->status; /* an emitter out of memory */
@@ -740,9 +736,9 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
     LLVMDisposePassBuilderOptions(po);
   }
   if (s == PC_OK) pc_progress(o->report, "machine code", 0, 0);
-  if (s == PC_OK) s = emit_file(&L, tm, o);
+  if (s == PC_OK) s = lv_emit_file(&L, tm, o);
   if (s == PC_OK && L.diag_error[0]) s = pc_fail(g, PC_ERR_INTERNAL, "LLVM: %s", L.diag_error);
-  lctx_free(&L);
+  lv_free(&L);
   LLVMDisposeTargetMachine(tm);
   return s;
 }

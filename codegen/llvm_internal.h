@@ -7,6 +7,7 @@
 #include "codegen/kir.h"
 
 #include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
 
 /* a symbol: the entry-point prefix (at most PC_MAX_ENTRY_NAME) and a suffix ("_output_dims_table", "_k123_body") */
 #define LLVM_SYM_MAX (PC_MAX_ENTRY_NAME + 64)
@@ -68,5 +69,21 @@ LLVMValueRef lv_size(lctx *L, const int64_t *field);
 LLVMValueRef lv_entry_alloca(lctx *L, LLVMTypeRef t);
 /* loop kernel idx as kN(table, begin, end), the thread pool's entry, over kN_body */
 LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx);
+
+/* ---------------------------------------------------------------- the module's frame (llvm.c), for llvm_buckets.c */
+
+void lv_init(lctx *L, const kir_program *p, const char *name);
+void lv_free(lctx *L);
+/* the target machine of o's triple, cpu and features (NULL with g's error set) */
+LLVMTargetMachineRef lv_target_machine(pc_graph *g, const llvm_emit_opts *o);
+/* cpu and features on every defined function */
+void lv_set_function_attrs(lctx *L, LLVMTargetMachineRef tm);
+/* the module written as o->kind says */
+pc_status lv_emit_file(lctx *L, LLVMTargetMachineRef tm, const llvm_emit_opts *o);
+LLVMValueRef lv_cstring(lctx *L, const char *s);
+/* primc_tensor_desc[] of vals ("in" or "out"), NAME_dims (a primc_dims_desc of L->p->dyn) and NAME_check_dims */
+LLVMValueRef lv_emit_descs(lctx *L, pc_value *const *vals, int n, const char *what);
+LLVMValueRef lv_emit_dims_desc(lctx *L, LLVMValueRef in_descs);
+void lv_emit_check_dims(lctx *L, LLVMValueRef dims_desc);
 
 #endif

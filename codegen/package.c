@@ -71,7 +71,7 @@ static void header_tensor(FILE *f, const kir_program *p, const char *name, const
   fprintf(f, "#define %s_%s%d_BYTES %lldLL\n", name, W, i, (long long)(n * (int64_t)pc_dtype_size(v->type.dtype)));
 }
 
-static pc_status write_header(const kir_program *p, const char *path, const char *name, int external) {
+pc_status kir_header_write(const kir_program *p, const char *path, const char *name, int external, const char *note) {
   FILE *f = fopen(path, "w");
   pc_graph *g = p->g;
   if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
@@ -92,6 +92,7 @@ static pc_status write_header(const kir_program *p, const char *path, const char
       fprintf(f, "#define %s_DIM%d_NAME \"%s\"\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n", name, s,
               p->dyn->name[s], name, s, (long long)p->dyn->lo[s], name, s, (long long)p->dyn->hi[s]);
   }
+  if (note) fputs(note, f);
   if (g->n_state)
     fprintf(f, "\n/* a training step (--train): its last %s_NUM_STATE inputs are state (the model's %s_NUM_STATE_WEIGHTS\n"
                " * weights, then the optimizer's buffers), each replaced after a run by the output in the same place\n"
@@ -164,7 +165,7 @@ static int cross_arch(const pc_codegen_opts *o, char *arch, size_t n) {
  * takes PRIMC_CROSS_CC (or ARCH-linux-gnu-gcc, Debian's cross compiler) and the runtime built for ARCH in
  * DIR/ARCH/ (`make` builds build/aarch64/ where the cross compiler is installed). A cross executable is
  * static, so that it runs under qemu-user or on the target without the target's libraries. */
-static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char *obj, int shared) {
+pc_status kir_link(pc_graph *g, const pc_codegen_opts *o, const char *const *objs, int n_objs, int shared) {
   char dir[2048], rt[2200], arch[32] = "", cc[128] = "";
   pc_runtime_dir(o, dir, sizeof dir);
   int cross = cross_arch(o, arch, sizeof arch);
@@ -187,18 +188,35 @@ static pc_status link_with_cc(pc_graph *g, const pc_codegen_opts *o, const char 
   pc_argv_add_words(&a, getenv(cross ? "PRIMC_CROSS_LDFLAGS" : "PRIMC_LDFLAGS"));
   pc_argv_add(&a, "-o");
   pc_argv_add_path(&a, o->output);
-  pc_argv_add_path(&a, obj);
+  for (int i = 0; i < n_objs; i++) pc_argv_add_path(&a, objs[i]);
   const char *tail[] = {rt, "-lm", "-lpthread"};
   for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) pc_argv_add(&a, tail[i]);
   return pc_argv_run(g, "linking", &a);
 }
 
+/* the weights after the object's code, as NAME_weights */
+static pc_status append_weights(const kir_program *p, const char *path, const char *name) {
+  char sym[300];
+  snprintf(sym, sizeof sym, "%s_weights", name);
+  return kir_elf_append_weights(p, path, sym);
+}
+
+pc_status kir_object_write(const kir_program *p, const pc_codegen_opts *o, const char *name, const char *path) {
+  llvm_emit_opts lo = {LLVM_OUT_OBJ, path, name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL, 0, o->profile, o};
+  pc_status s = pc_llvm_emit(p, &lo);
+  return s == PC_OK ? append_weights(p, path, name) : s;
+}
+
+void kir_output_names(const pc_codegen_opts *o, char *name, size_t name_size, char *stem, size_t stem_size) {
+  if (o->name) snprintf(name, name_size, "%s", o->name);
+  else pc_path_ident(o->output, name, PC_MAX_ENTRY_NAME + 1 < name_size ? PC_MAX_ENTRY_NAME + 1 : name_size);
+  pc_path_stem(o->output, stem, stem_size);
+}
+
 static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *blob) {
   pc_graph *g = p->g;
   char name[256], stem[1024], obj[1100], aux[1100];
-  if (o->name) snprintf(name, sizeof name, "%s", o->name);
-  else pc_path_ident(o->output, name, PC_MAX_ENTRY_NAME + 1);
-  pc_path_stem(o->output, stem, sizeof stem);
+  kir_output_names(o, name, sizeof name, stem, sizeof stem);
   int linked = o->emit == PC_EMIT_EXE || o->emit == PC_EMIT_LIB;
   llvm_emit_opts lo = {LLVM_OUT_OBJ, o->output, name, o->triple, o->cpu, o->features, o->opt_level,
                        o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile, o};
@@ -213,17 +231,14 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
     lo.path = obj;
   }
   pc_status s = pc_llvm_emit(p, &lo);
-  if (s == PC_OK && lo.kind == LLVM_OUT_OBJ && !o->weights_external) {
-    char sym[300];
-    snprintf(sym, sizeof sym, "%s_weights", name);
-    s = kir_elf_append_weights(p, lo.path, sym);
-  }
+  if (s == PC_OK && lo.kind == LLVM_OUT_OBJ && !o->weights_external) s = append_weights(p, lo.path, name);
   if (s == PC_OK && linked) pc_progress(o, "link", 0, 0);
-  if (s == PC_OK && linked) s = link_with_cc(g, o, obj, o->emit == PC_EMIT_LIB);
+  const char *objs[1] = {obj};
+  if (s == PC_OK && linked) s = kir_link(g, o, objs, 1, o->emit == PC_EMIT_LIB);
   if (linked) unlink(obj);
   if (s == PC_OK && (o->emit == PC_EMIT_OBJ || o->emit == PC_EMIT_LIB)) {
     snprintf(aux, sizeof aux, "%s.h", stem);
-    s = write_header(p, aux, name, o->weights_external);
+    s = kir_header_write(p, aux, name, o->weights_external, NULL);
   }
   if (s == PC_OK && o->weights_external) {
     snprintf(aux, sizeof aux, "%s.weights", o->emit == PC_EMIT_EXE ? o->output : stem);
@@ -244,6 +259,7 @@ pc_status kir_build_cpu(pc_graph *g, const pc_codegen_opts *opts, kir_program *p
 }
 
 pc_status pc_codegen_cpu(pc_graph *g, const pc_codegen_opts *opts) {
+  if (opts->dyn && opts->dyn->bucket_step) return kir_codegen_buckets(g, opts); /* codegen/buckets.c */
   kir_program p;
   pc_progress(opts, "kernel IR", 0, 0);
   pc_status s = kir_build_cpu(g, opts, &p);

@@ -26,17 +26,23 @@ int pc_dim_spec_parse(const char *s, pc_dim_binding *out, char *name, size_t nam
   name[eq - s] = 0;
   char *end;
   errno = 0;
-  long long lo = strtoll(eq + 1, &end, 10), hi = lo;
+  long long lo = strtoll(eq + 1, &end, 10), hi = lo, step = 0;
   if (errno || end == eq + 1 || lo < 0) return 0;
   if (end[0] == '.' && end[1] == '.') {
     const char *h = end + 2;
     hi = strtoll(h, &end, 10);
     if (errno || end == h || hi < lo) return 0;
+    if (*end == ':') { /* buckets: a range only */
+      const char *st = end + 1;
+      step = strtoll(st, &end, 10);
+      if (errno || end == st || step < 1 || hi == lo) return 0;
+    }
   }
   if (*end) return 0;
   out->name = name;
   out->lo = lo;
   out->hi = hi;
+  out->step = step;
   return 1;
 }
 

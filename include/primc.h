@@ -82,7 +82,8 @@ const char *primc_model_error(const primc_model *m);
 /* fixes the symbolic dim NAME (an ONNX dim_param) to value, or bounds it to [lo, hi] */
 primc_status primc_model_set_dim(primc_model *m, const char *name, int64_t value);
 primc_status primc_model_set_dim_range(primc_model *m, const char *name, int64_t lo, int64_t hi);
-/* the same from the command line's spelling: "NAME=N" or "NAME=LO..HI" */
+/* the same from the command line's spelling: "NAME=N", "NAME=LO..HI" or "NAME=LO..HI:STEP" (buckets, see
+ * `primc compile --help`) */
 primc_status primc_model_set_dim_spec(primc_model *m, const char *spec);
 /* fixes ONNX graph input NAME to a constant, spelled as `primc compile --const` takes it: "mode=1",
  * "scale=0.5", "flag=true", "axes=0,2" (converted to the input's dtype where exact, shaped to its dims); the

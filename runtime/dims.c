@@ -1,5 +1,5 @@
 /* runtime/dims.c: run-time dims: the symbols' values from the inputs' actual dims, checked against the
- * compiled ranges before a run touches anything. */
+ * compiled ranges before a run touches anything; a bucketed range's program picked by them. */
 #include "runtime/primc_rt.h"
 
 #include <stdio.h>
@@ -53,4 +53,31 @@ int primc_dims_bind(const primc_dims_desc *d, const int64_t *const *input_dims, 
   if (!workspace) return PRIMC_ERR_ARG;
   memcpy((char *)workspace + d->offset, values, sizeof *values * (size_t)d->n_syms);
   return PRIMC_OK;
+}
+
+/* the header's first words: a tag, then which bucket ran */
+#define BUCKET_TAG 0x6b637562 /* "buck" */
+
+int primc_buckets_run_dims(const primc_buckets_desc *b, const void *const *inputs, const int64_t *const *input_dims,
+                           void *const *outputs, void *workspace) {
+  int64_t values[PRIMC_MAX_RANK * 4];
+  if (!b || !b->dims || b->n < 1 || b->sym < 0 || b->sym >= b->dims->n_syms ||
+      b->dims->n_syms > (int)(sizeof values / sizeof *values))
+    return PRIMC_ERR_ARG;
+  int st = primc_dims_check(b->dims, input_dims, values, NULL, 0);
+  if (st != PRIMC_OK) return st;
+  if (!workspace) return PRIMC_ERR_ARG;
+  int32_t k = 0;
+  while (k < b->n - 1 && values[b->sym] > b->hi[k]) k++;
+  int32_t head[2] = {BUCKET_TAG, k};
+  memcpy(workspace, head, sizeof head);
+  return b->models[k]->run_dims(inputs, input_dims, outputs, (char *)workspace + PRIMC_BUCKET_HEADER);
+}
+
+int primc_buckets_output_dims(const primc_buckets_desc *b, const void *workspace, int32_t output, int64_t *dims) {
+  int32_t head[2];
+  if (!b || !workspace) return PRIMC_ERR_ARG;
+  memcpy(head, workspace, sizeof head);
+  if (head[0] != BUCKET_TAG || head[1] < 0 || head[1] >= b->n) return PRIMC_ERR_ARG;
+  return b->models[head[1]]->output_dims((const char *)workspace + PRIMC_BUCKET_HEADER, output, dims);
 }

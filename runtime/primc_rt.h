@@ -149,6 +149,24 @@ typedef struct primc_model_desc {
   const primc_state_desc *state; /* a training step's state, else NULL */
 } primc_model_desc;
 
+/* A model whose run-time dim is split into buckets (--dim NAME=LO..HI:STEP): each bucket is a program of its own,
+ * planned at the bucket's HI, and NAME_run_dims runs the one whose range holds the dim's value. The workspace
+ * starts with PRIMC_BUCKET_HEADER bytes that say which bucket ran (NAME_output_dims reads them); that program's
+ * own workspace follows. */
+#define PRIMC_BUCKET_HEADER 64
+typedef struct primc_buckets_desc {
+  int32_t n, sym;                /* the buckets, and the symbol of dims (below) they split */
+  const int64_t *hi;             /* bucket b takes the values up to hi[b] (ascending; the last is the range's HI) */
+  const primc_model_desc *const *models; /* bucket b's program */
+  const primc_dims_desc *dims;   /* the whole ranges, as the header declares them */
+} primc_buckets_desc;
+/* NAME_run_dims of a bucketed model: the dims checked against the whole ranges (PRIMC_ERR_SHAPE before anything
+ * is read or written), then the bucket's program on the workspace after the header */
+int primc_buckets_run_dims(const primc_buckets_desc *b, const void *const *inputs, const int64_t *const *input_dims,
+                           void *const *outputs, void *workspace);
+/* NAME_output_dims of a bucketed model: those of the bucket that last ran on workspace (PRIMC_ERR_ARG if none) */
+int primc_buckets_output_dims(const primc_buckets_desc *b, const void *workspace, int32_t output, int64_t *dims);
+
 /* NAME_output_dims's body: table holds n_outputs rows of rank then 8 dims, a dim >= 0 fixed, a
  * dim < 0 the int64 at workspace byte offset -(dim + 1), written by the run (primc_k_nonzero's count) */
 int primc_output_dims(const int64_t *table, int32_t n_outputs, const void *workspace, int32_t output, int64_t *dims);

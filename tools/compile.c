@@ -45,6 +45,8 @@ static const char *compile_help =
     "  --dim NAME=N        fix a symbolic dim (`primc inputs MODEL` names them)\n"
     "  --dim NAME=LO..HI   one binary for every value in LO..HI (up to 3 such dims): run-time dims, the\n"
     "                      program planned at HI; --report says how its sizes were found\n"
+    "  --dim NAME=LO..HI:STEP  the same in buckets of STEP values (2 or more; one dim), each a program\n"
+    "                      planned at its own HI, the run picking one by the value; --report lists them\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy): it is no\n"
     "                      longer an input, and what depends on it is folded\n"
     "  --matmul-precision highest|high|medium\n"
@@ -231,6 +233,7 @@ static int compile_one(const compile_opts *op) {
   pc_dyn_source src;
   pc_dyn_spec spec;
   int n_syms = pc_dyn_source_init(&src, &spec, &io);
+  if (n_syms == -2) return fprintf(stderr, "primc: error: buckets (--dim NAME=LO..HI:STEP) split one dim only\n"), 1;
   if (n_syms < 0)
     return fprintf(stderr, "primc: error: more than %d dims given as ranges (--dim NAME=LO..HI)\n", PC_DYN_MAX_SYMS), 1;
   if (n_syms) {
@@ -308,6 +311,7 @@ static int compile_one(const compile_opts *op) {
     if (co.dyn)
       printf("  run-time dims: %d sizes follow them, found from %d builds (%s)\n", spec.n_sizes, spec.n_builds,
              spec.probes);
+    if (co.dyn && spec.bucket_step) printf("%s", spec.buckets);
     printf("  matmul precision: %s, autocast: %s (%s)\n", pc_matmul_precision_name(g->matmul_precision),
            pc_autocast_name(g->autocast),
            co.target == PC_TARGET_CUDA && g->autocast != PC_AUTOCAST_FP16 && (g->autocast == PC_AUTOCAST_BF16 ||

@@ -125,6 +125,23 @@ def test_dims_given_as_ranges_take_every_size_in_them():
         m(np.ones((1, 8), np.int64), np.ones((1, 9), np.int64))
 
 
+def test_dims_in_buckets_run_each_buckets_program():
+    """seq 1..32 in buckets of 8 ("seq=1..32:8": a program per bucket, the small ones halved): sizes at the buckets'
+    ends against ONNX Runtime"""
+    path = os.path.join(SRC, "models", "dynamic", "seq_encoder", "model.onnx")
+    m = primc.compile(path, dims=["batch=2", "seq=1..32:8"])
+    assert m.inputs[0].ranges == ((2, 2), (1, 32))
+    rng = np.random.default_rng(4)
+    for shape in ((2, 1), (2, 8), (2, 9), (2, 24), (2, 32)):
+        ids = rng.integers(0, 100, shape).astype(np.int64)
+        mask = np.ones(shape, np.int64)
+        y = m(ids, mask)
+        assert y.shape == shape + (64,)
+        close(y, ort_run(path, {"input_ids": ids, "attention_mask": mask})[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(primc.Error, match=r"dim 1 \(seq\) is 33, outside the range 1..32"):
+        m(np.ones((2, 33), np.int64), np.ones((2, 33), np.int64))
+
+
 def test_consts_fix_a_mode_input():
     """tests/data/inputs/switch.onnx: an If on input 'mode' picks branches of different shapes; the reference is
     numpy's (tests/ref/gen_inputs_refs.py), one per mode"""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/suites/dynamic.sh: run-time dims (--dim NAME=LO..HI). Each model of models/dynamic/ is compiled once with
+# tests/suites/dynamic.sh: run-time dims (--dim NAME=LO..HI, and in buckets LO..HI:STEP). Each model of models/dynamic/ is compiled once with
 # the ranges in its dims.txt and run at every size it has a case for (in_TAG.npy), as an executable and embedded
 # through its header (tests/embed/dynamic.c), each output compared with ONNX Runtime's at that size
 # (expected_TAG.npy, models/dynamic/make.py). Sizes outside the range, a fixed dim given another value, a model
@@ -77,6 +77,66 @@ expect_exit 1 "an RNN over a run-time dim refused" "$B/primc" compile "$tmp/lstm
 grep -q 'dim T: the number of kernels follows it' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
 expect_exit 1 "run-time dims on CUDA refused" "$B/primc" compile models/dynamic/batch_cnn/model.onnx --dim N=1..8 --target cuda -o "$tmp/c"
 grep -q 'run-time dims are CPU code' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+# each shape against ONNX Runtime on random inputs (tests/run_sizes.py): NAME MODEL EXE SHAPES...
+sizes() {
+  local name=$1 model=$2 exe=$3
+  shift 3
+  mkdir -p "$tmp/sizes"
+  python3 tests/run_sizes.py "$model" "$exe" "$tmp/sizes" "$@" >"$tmp/sizes.log" 2>&1
+  while read -r verdict rest; do
+    case $verdict in PASS) ok "$name $rest" ;; FAIL) bad "$name" "$rest" ;; esac
+  done <"$tmp/sizes.log"
+}
+
+# buckets (--dim NAME=LO..HI:STEP): a program per bucket, halved where one program cannot follow the dims (the
+# encoder's rows change at small seq, the LSTM's kernels with every T); sizes at each bucket's ends against ONNX
+# Runtime, as an executable, an object and a shared library through the header
+enc=models/dynamic/seq_encoder
+if "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 -o "$tmp/bk" --report >"$tmp/report" 2>&1; then
+  ok "encoder in buckets of seq compiles"
+  grep -q 'buckets of seq: 5 programs (STEP 8; halved where one program could not follow the dims)' "$tmp/report" &&
+    grep -q 'seq=1..4: ' "$tmp/report" && grep -q 'seq=25..32: ' "$tmp/report" && ok "--report lists the buckets" ||
+    bad "--report lists the buckets" "$(grep -A7 buckets "$tmp/report")"
+  sizes "encoder in buckets" $enc/model.onnx "$tmp/bk" 2x1,2x1 2x4,2x4 2x5,2x5 2x8,2x8 2x9,2x9 2x16,2x16 2x17,2x17 \
+    2x25,2x25 2x32,2x32
+  python3 -c "import numpy as np; np.save('$tmp/ids33.npy', np.zeros((2, 33), np.int64))"
+  expect_exit 1 "seq 33 of 1..32 refused by the buckets" "$tmp/bk" "$tmp/ids33.npy" "$tmp/ids33.npy"
+  grep -q 'input "input_ids" dim 1 (seq) is 33, outside the range 1..32' "$tmp/err" && ok "its message" ||
+    bad "its message" "$(cat "$tmp/err")"
+else
+  bad "encoder in buckets of seq compiles" "$(tail -n 3 "$tmp/report")"
+fi
+for kind in obj lib; do
+  out=$tmp/bkdm.o hdr=bkdm.h link=$tmp/bkdm.o
+  [ $kind = lib ] && out=$tmp/libbkdm.so hdr=libbkdm.h link="$tmp/libbkdm.so -Wl,-rpath,$tmp"
+  # shellcheck disable=SC2086
+  "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --emit $kind --name bkdm -o "$out" >"$tmp/log" 2>&1 &&
+    cc -std=c11 -O2 -I"$tmp" -I. -DMODEL_HEADER="\"$hdr\"" -DMODEL=bkdm tests/embed/dynamic.c $link "$B/libprimc_rt.a" \
+      ${PRIMC_LDFLAGS:-} -lm -lpthread -o "$tmp/app" >>"$tmp/log" 2>&1 &&
+    "$tmp/app" "$tmp/emb.npy" $enc/in_2x13_0.npy $enc/in_2x13_1.npy >>"$tmp/log" 2>&1 &&
+    compare "$tmp/emb.npy" $enc/expected_2x13.npy && ok "buckets embedded ($kind) at 2x13: $(tail -n 1 "$tmp/cmp")" ||
+    bad "buckets embedded ($kind)" "$(tail -n 3 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
+  grep -q '#define bkdm_NUM_BUCKETS 5' "$tmp/$hdr" && grep -q '#define bkdm_BUCKET_MAX {4, 8, 16, 24, 32}' "$tmp/$hdr" &&
+    ok "the $kind header declares the buckets" || bad "the $kind header declares the buckets" "$(grep BUCKET "$tmp/$hdr")"
+  rm -f "$tmp/app"
+done
+if "$B/primc" compile "$tmp/lstm.onnx" --dim T=1..6:2 -o "$tmp/bklstm" >"$tmp/log" 2>&1; then
+  ok "an RNN over T in buckets compiles (a program per value)"
+  sizes "LSTM in buckets" "$tmp/lstm.onnx" "$tmp/bklstm" 1x2x16 2x2x16 3x2x16 4x2x16 5x2x16 6x2x16
+else
+  bad "an RNN over T in buckets compiles" "$(tail -n 3 "$tmp/log")"
+fi
+expect_exit 1 "buckets on two dims refused" "$B/primc" compile $enc/model.onnx --dim batch=1..4:2 --dim seq=1..32:8 -o "$tmp/x"
+grep -q 'buckets (--dim NAME=LO..HI:STEP) split one dim only' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+expect_exit 1 "buckets as LLVM IR refused" "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --emit llvm \
+  -o "$tmp/x.ll"
+grep -q 'not LLVM IR or assembly' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+expect_exit 1 "buckets with --profile refused" "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --profile \
+  -o "$tmp/x"
+grep -q 'with --profile are not supported yet' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+expect_exit 2 "a bucket of 0 values refused" "$B/primc" compile $enc/model.onnx --dim seq=1..32:0 -o "$tmp/x"
+grep -q "bad --dim 'seq=1..32:0'" "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+
 # make test-large: BERT-base (12 layers of d 768 with its front: a 30522-token vocabulary, position ids from the
 # sequence length, the attention mask; batch 1..8, seq 1..512) and ResNet-50 (batch 1..16), random weights
 # (bench/gen_encoder.py, bench/gen_resnet.py), each compiled once and run at 5 sizes against ONNX Runtime
@@ -90,11 +150,7 @@ large() { # NAME ONNX DIMS SHAPES...
     return
   fi
   echo "  ($name: $(grep 'time:' "$tmp/report" | sed 's/^ *//'); $(grep 'run-time dims' "$tmp/report" | sed 's/^ *//'))"
-  mkdir -p "$tmp/sizes"
-  python3 tests/run_sizes.py "$model" "$tmp/$name" "$tmp/sizes" "$@" >"$tmp/sizes.log" 2>&1
-  while read -r verdict rest; do
-    case $verdict in PASS) ok "$name $rest" ;; FAIL) bad "$name" "$rest" ;; esac
-  done <"$tmp/sizes.log"
+  sizes "$name" "$model" "$tmp/$name" "$@"
   echo "  ($name: $((SECONDS - start)) s)"
   rm -f "$tmp/$name"
 }

@@ -45,6 +45,61 @@ PC_TEST(dims_check_names_input_dim_value_and_range) {
   CHECK_INT(ws[1], 3);
 }
 
+/* ---------------------------------------------------------------- primc_buckets_run_dims */
+
+/* two stand-in bucket programs: which ran, on which workspace */
+static int ran_bucket = -1;
+static void *ran_ws;
+static int bucket0_run(const void *const *in, const int64_t *const *dims, void *const *out, void *ws) {
+  (void)in, (void)dims, (void)out;
+  ran_bucket = 0, ran_ws = ws;
+  return PRIMC_OK;
+}
+static int bucket1_run(const void *const *in, const int64_t *const *dims, void *const *out, void *ws) {
+  (void)in, (void)dims, (void)out;
+  ran_bucket = 1, ran_ws = ws;
+  return PRIMC_OK;
+}
+static int bucket_out_dims(const void *ws, int32_t output, int64_t *dims) {
+  dims[0] = output, dims[1] = (int64_t)((const char *)ws - (const char *)ran_ws); /* 0: the bucket's own workspace */
+  return PRIMC_OK;
+}
+
+PC_TEST(buckets_run_the_program_whose_range_holds_the_value) {
+  /* x: f32[N], N in 1..8 in buckets 1..4 and 5..8 */
+  static const primc_sym_desc syms[] = {{"N", 1, 8}};
+  static const int32_t in_syms[PRIMC_MAX_RANK] = {0, -1, -1, -1, -1, -1, -1, -1};
+  static const primc_tensor_desc ins[] = {{"x", PRIMC_F32, 1, {8}}};
+  primc_dims_desc d = {1, syms, in_syms, -1, 1, ins};
+  primc_model_desc m0 = {0}, m1 = {0};
+  m0.run_dims = bucket0_run, m1.run_dims = bucket1_run, m0.output_dims = m1.output_dims = bucket_out_dims;
+  const primc_model_desc *models[2] = {&m0, &m1};
+  static const int64_t his[2] = {4, 8};
+  primc_buckets_desc b = {2, 0, his, models, &d};
+  int64_t ws[64] __attribute__((aligned(64))), x[1], od[2];
+  const int64_t *dims[1] = {x};
+  memset(ws, 0, sizeof ws);
+  CHECK_INT(primc_buckets_output_dims(&b, ws, 0, od), PRIMC_ERR_ARG); /* nothing ran on it yet */
+  int64_t want[][2] = {{1, 0}, {4, 0}, {5, 1}, {8, 1}};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    x[0] = want[i][0], ran_bucket = -1;
+    CHECK_INT(primc_buckets_run_dims(&b, NULL, dims, NULL, ws), PRIMC_OK);
+    CHECK_INT(ran_bucket, want[i][1]);
+    CHECK(ran_ws == (char *)ws + PRIMC_BUCKET_HEADER);
+    CHECK_INT(primc_buckets_output_dims(&b, ws, 3, od), PRIMC_OK);
+    CHECK_INT(od[0], 3);
+    CHECK_INT(od[1], 0);
+  }
+  x[0] = 9, ran_bucket = -1;
+  CHECK_INT(primc_buckets_run_dims(&b, NULL, dims, NULL, ws), PRIMC_ERR_SHAPE);
+  CHECK_INT(ran_bucket, -1); /* refused before any program ran */
+  CHECK_INT(primc_buckets_run_dims(&b, NULL, NULL, NULL, ws), PRIMC_OK); /* no dims: the bounds, the last bucket */
+  CHECK_INT(ran_bucket, 1);
+  CHECK_INT(primc_buckets_run_dims(&b, NULL, dims, NULL, NULL), PRIMC_ERR_SHAPE); /* the dims are checked first */
+  x[0] = 2;
+  CHECK_INT(primc_buckets_run_dims(&b, NULL, dims, NULL, NULL), PRIMC_ERR_ARG);
+}
+
 /* ---------------------------------------------------------------- kir_dyn_fit */
 
 /* a text graph with %V (and %H, half of V rounded up) replaced by the value asked */
@@ -77,7 +132,7 @@ static pc_graph *build_text(void *ctx, const int64_t *values) {
 
 /* fits the program of t with V in lo..hi; the first loop kernel's extent 0 polynomial into *q (when there is one) */
 static pc_status fit_text(const text_model *t, int64_t lo, int64_t hi, char *err, size_t n, kir_poly *q) {
-  pc_dyn_spec spec = {1, {"V"}, {lo}, {hi}, build_text, (void *)t, 0, 0, ""};
+  pc_dyn_spec spec = {1, {"V"}, {lo}, {hi}, build_text, (void *)t, 0, 0, "", 0, 0, ""};
   int64_t v = hi;
   pc_graph *g = build_text((void *)t, &v);
   kir_program p;

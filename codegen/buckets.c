@@ -1,0 +1,212 @@
+/* codegen/buckets.c: a range dim in buckets (--dim NAME=LO..HI:STEP). Each bucket is the model compiled with that
+ * dim's range cut to the bucket, planned at the bucket's HI (rows, tiles and workspace for its sizes, not the
+ * range's largest) and fitted like any range (codegen/dynamic.c); a bucket no one program can follow (the planner
+ * picks other rows at smaller sizes) is halved until each part can, down to programs for a single value. Each is
+ * written as an object whose entry points are NAME__bK; a dispatcher object is the model NAME
+ * (codegen/llvm_buckets.c); they are linked together, or joined into one relocatable object for --emit obj. */
+#include "codegen/codegen.h"
+#include "codegen/kir.h"
+#include "runtime/primc_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_BUCKETS 64
+
+/* the buckets [lo[k], hi[k]]: STEP values each from LO. More than MAX_BUCKETS: MAX_BUCKETS + 1. */
+static int bucket_ranges(const pc_dyn_spec *ds, int64_t *lo, int64_t *hi) {
+  int s = ds->bucket_sym, n = 0;
+  for (int64_t a = ds->lo[s]; a <= ds->hi[s] && n <= MAX_BUCKETS; a += ds->bucket_step, n++)
+    lo[n] = a, hi[n] = ds->hi[s] - a < ds->bucket_step ? ds->hi[s] : a + ds->bucket_step - 1;
+  return n;
+}
+
+static int64_t file_bytes(const char *path) {
+  struct stat st;
+  return stat(path, &st) ? 0 : (int64_t)st.st_size;
+}
+
+/* the objects joined into one relocatable object at o->output (--emit obj) */
+static pc_status join_objects(pc_graph *g, const char *out, const char *const *objs, int n) {
+  const char *env = getenv("CC");
+  pc_argv a = {.n = 0};
+  pc_argv_add_words(&a, env && *env ? env : "cc");
+  pc_argv_add(&a, "-r");
+  pc_argv_add(&a, "-nostdlib");
+  pc_argv_add(&a, "-o");
+  pc_argv_add_path(&a, out);
+  for (int i = 0; i < n; i++) pc_argv_add_path(&a, objs[i]);
+  return pc_argv_run(g, "joining the bucket objects", &a);
+}
+
+/* bucket k ([lo, hi] of the symbol) compiled and written to path as NAME__bK: its program in *p, on its graph *gk
+ * (the caller frees it). *refit: the fit failed, so halves of the bucket may still compile. */
+static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo, int64_t hi, const char *name,
+                        const char *path, pc_graph **gk, kir_program *p, int *refit) {
+  pc_dyn_spec *ds = o->dyn, sub = *ds;
+  int s = ds->bucket_sym;
+  sub.lo[s] = lo, sub.hi[s] = hi, sub.bucket_step = 0, sub.n_builds = sub.n_sizes = 0, sub.probes[0] = 0;
+  pc_codegen_opts ok = *o;
+  ok.dyn = &sub;
+  int64_t values[PC_DYN_MAX_SYMS];
+  for (int q = 0; q < ds->n_syms; q++) values[q] = ds->hi[q];
+  values[s] = hi;
+  *refit = 0;
+  if (!(*gk = ds->build(ds->ctx, values))) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  pc_status st = (*gk)->status;
+  if (st == PC_OK) st = kir_build_cpu(*gk, &ok, p);
+  if (st == PC_OK && (st = kir_dyn_fit(p, &ok)) != PC_OK) *refit = st == PC_ERR_UNSUPPORTED && lo < hi;
+  char bname[320];
+  snprintf(bname, sizeof bname, "%s__b%d", name, k);
+  if (st == PC_OK) st = kir_object_write(p, &ok, bname, path);
+  ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
+  if (st != PC_OK && !*refit) /* the bucket's error, said as the model's */
+    return pc_fail(g, (*gk)->status ? (*gk)->status : st, "bucket %s=%lld..%lld: %s", ds->name[s], (long long)lo,
+                   (long long)hi, pc_error(*gk));
+  return st;
+}
+
+/* the header's lines on the buckets */
+static void bucket_note(char *buf, size_t len, const char *name, const pc_dyn_spec *ds, const int64_t *hi, int n) {
+  int s = ds->bucket_sym;
+  size_t k = (size_t)snprintf(buf, len,
+                              "\n/* buckets (--dim %s=%lld..%lld:%lld): %d programs, each planned at its bucket's end;\n"
+                              " * %s_run_dims runs the one whose bucket holds %s's value. The workspace starts with\n"
+                              " * PRIMC_BUCKET_HEADER (64) bytes that say which ran, then the largest bucket's */\n"
+                              "#define %s_NUM_BUCKETS %d\n#define %s_BUCKET_DIM %d /* %s_DIMk */\n#define %s_BUCKET_MAX {",
+                              ds->name[s], (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, n, name,
+                              ds->name[s], name, n, name, s, name, name);
+  for (int i = 0; i < n && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", (long long)hi[i]);
+  if (k < len) snprintf(buf + k, len - k, "}\n");
+}
+
+/* where the first and last buckets' inputs differ, the dim is the bucket symbol (a program of one value leaves it
+ * fixed, so no program may say so) */
+static void bucket_dims(const pc_dyn_spec *ds, const pc_graph *gt, const int64_t *dims0, int *in_sym) {
+  for (int i = 0; i < gt->n_inputs * PC_MAX_RANK; i++) {
+    int d = i % PC_MAX_RANK;
+    const pc_type *t = &gt->inputs[i / PC_MAX_RANK]->type;
+    if (in_sym[i] < 0 && d < t->rank && dims0[i] != t->dims[d]) in_sym[i] = ds->bucket_sym;
+  }
+}
+
+pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
+  pc_dyn_spec *ds = o->dyn;
+  int s = ds->bucket_sym;
+  if (o->emit != PC_EMIT_EXE && o->emit != PC_EMIT_LIB && o->emit != PC_EMIT_OBJ)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "buckets (--dim NAME=LO..HI:STEP) compile to an executable, an object or a "
+                   "shared library, not LLVM IR or assembly");
+  if (o->weights_external || o->profile)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "buckets (--dim NAME=LO..HI:STEP) with %s are not supported yet",
+                   o->profile ? "--profile" : "--weights external");
+  int64_t lo[MAX_BUCKETS + 1], hi[MAX_BUCKETS + 1];
+  int n = bucket_ranges(ds, lo, hi);
+  if (n > MAX_BUCKETS)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "--dim %s=%lld..%lld:%lld makes more than %d buckets", ds->name[s],
+                   (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, MAX_BUCKETS);
+  char name[256], stem[1024];
+  kir_output_names(o, name, sizeof name, stem, sizeof stem);
+  if (strlen(name) + 5 > PC_MAX_ENTRY_NAME)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "entry point prefix \"%s\" is too long for buckets' names (%s__bK)", name, name);
+  int n_io = (g->n_inputs + g->n_outputs + 1) * PC_MAX_RANK;
+  char (*objs)[1100] = calloc(MAX_BUCKETS + 1, sizeof *objs);
+  const char **paths = calloc(MAX_BUCKETS + 1, sizeof *paths);
+  int *in_sym = pc_alloc(g, sizeof *in_sym * (size_t)n_io);
+  int64_t *out_slot = pc_alloc(g, sizeof *out_slot * (size_t)n_io), *dims0 = calloc((size_t)n_io, sizeof *dims0);
+  if (!objs || !paths || !in_sym || !out_slot || !dims0)
+    return free(objs), free(paths), free(dims0), pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n_io; i++) in_sym[i] = -1, out_slot[i] = -1;
+  int64_t ws = 0, weights = 0;
+  size_t len = 0;
+  char lines[MAX_BUCKETS][160];
+  kir_program top;
+  pc_graph *gtop = NULL;
+  pc_status st = PC_OK;
+  int halved = 0;
+  for (int k = 0; st == PC_OK && k < n;) {
+    pc_graph *gk = NULL;
+    kir_program p;
+    int refit;
+    snprintf(objs[k], sizeof objs[k], "%s.primc-b%d.o", o->output, k);
+    pc_progress(o, "bucket", k, n);
+    st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &gk, &p, &refit);
+    if (refit && n == MAX_BUCKETS) {
+      st = pc_fail(g, PC_ERR_UNSUPPORTED, "bucket %s=%lld..%lld: %s; halving the buckets to follow it would make more "
+                   "than %d", ds->name[s], (long long)lo[k], (long long)hi[k], pc_error(gk), MAX_BUCKETS);
+    } else if (refit) { /* two halves in its place */
+      memmove(lo + k + 1, lo + k, sizeof *lo * (size_t)(n - k));
+      memmove(hi + k + 1, hi + k, sizeof *hi * (size_t)(n - k));
+      hi[k] = lo[k] + (hi[k + 1] - lo[k]) / 2, lo[k + 1] = hi[k] + 1;
+      n++, halved++;
+      st = PC_OK;
+      pc_graph_free(gk);
+      continue;
+    }
+    if (st == PC_OK) {
+      ws = p.workspace_size > ws ? p.workspace_size : ws;
+      weights += p.weights_size;
+      for (int i = 0; i < n_io; i++) {
+        if (in_sym[i] < 0 && i < gk->n_inputs * PC_MAX_RANK) in_sym[i] = p.dyn->in_sym[i];
+        if (out_slot[i] < 0 && i < gk->n_outputs * PC_MAX_RANK) out_slot[i] = p.dyn->out_slot[i];
+        if (k == 0 && i < gk->n_inputs * PC_MAX_RANK && i % PC_MAX_RANK < gk->inputs[i / PC_MAX_RANK]->type.rank)
+          dims0[i] = gk->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
+      }
+      snprintf(lines[k], sizeof lines[k], "    %s=%lld..%lld: %d kernels, object %.2f MB (weights %.2f MB), workspace "
+               "%.2f MB\n", ds->name[s], (long long)lo[k], (long long)hi[k], p.n_kernels, file_bytes(objs[k]) / 1e6,
+               p.weights_size / 1e6, p.workspace_size / 1e6);
+    }
+    if (st == PC_OK && k == n - 1) top = p, gtop = gk;
+    else pc_graph_free(gk);
+    k++;
+  }
+  kir_dyn full;
+  if (st == PC_OK) {
+    full = *top.dyn;
+    for (int q = 0; q < ds->n_syms; q++) full.lo[q] = ds->lo[q], full.hi[q] = ds->hi[q];
+    full.in_sym = in_sym, full.out_slot = out_slot, full.offset = -1;
+    if (n > 1) bucket_dims(ds, gtop, dims0, in_sym);
+    kir_buckets b = {n, s, hi, &full, PRIMC_BUCKET_HEADER + (ws + 63) / 64 * 64};
+    snprintf(objs[n], sizeof objs[n], "%s.primc-tmp.o", o->output);
+    for (int k = 0; k <= n; k++) paths[k] = objs[k];
+    llvm_emit_opts lo_ = {LLVM_OUT_OBJ, objs[n], name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL,
+                          o->emit == PC_EMIT_EXE, 0, o};
+    st = pc_llvm_emit_buckets(&top, &b, &lo_);
+    snprintf(ds->probes, sizeof ds->probes, "in %d programs, one per bucket", n);
+    len = (size_t)snprintf(ds->buckets, sizeof ds->buckets, "  buckets of %s: %d programs (STEP %lld%s):\n",
+                           ds->name[s], n, (long long)ds->bucket_step,
+                           halved ? "; halved where one program could not follow the dims" : "");
+    for (int k = 0; k < n && len < sizeof ds->buckets; k++)
+      len += (size_t)snprintf(ds->buckets + len, sizeof ds->buckets - len, "%s", lines[k]);
+    if (len < sizeof ds->buckets)
+      snprintf(ds->buckets + len, sizeof ds->buckets - len, "    dispatcher: workspace %.2f MB (the largest bucket's "
+               "and %d bytes)\n", b.workspace_size / 1e6, PRIMC_BUCKET_HEADER);
+    pc_progress(o, "link", 0, 0);
+    if (st == PC_OK && o->emit == PC_EMIT_OBJ) {
+      char out[1100];
+      size_t ol = strlen(o->output);
+      snprintf(out, sizeof out, ol > 2 && !strcmp(o->output + ol - 2, ".o") ? "%s" : "%s.o", o->output);
+      st = join_objects(g, out, paths, n + 1);
+    } else if (st == PC_OK) {
+      st = kir_link(g, o, paths, n + 1, o->emit == PC_EMIT_LIB);
+    }
+    if (st == PC_OK && o->emit != PC_EMIT_EXE) {
+      kir_program h = top;
+      h.dyn = &full;
+      h.workspace_size = b.workspace_size;
+      h.weights_size = weights;
+      char note[2048], path[1100];
+      bucket_note(note, sizeof note, name, ds, hi, n);
+      snprintf(path, sizeof path, "%s.h", stem);
+      st = kir_header_write(&h, path, name, 0, note);
+    }
+    if (st != PC_OK && !g->status && gtop->status) pc_fail(g, gtop->status, "%s", pc_error(gtop));
+  }
+  pc_graph_free(gtop);
+  for (int k = 0; k <= n && k <= MAX_BUCKETS; k++)
+    if (objs[k][0]) unlink(objs[k]);
+  free(objs), free(paths), free(dims0);
+  return st;
+}

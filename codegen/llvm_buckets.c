@@ -1,0 +1,102 @@
+/* codegen/llvm_buckets.c: the dispatcher of a bucketed range dim (--dim NAME=LO..HI:STEP) as an object: the model
+ * NAME, whose entry points run the bucket programs NAME__bK (each an object of its own) through the runtime's
+ * primc_buckets_run_dims. */
+#include "codegen/llvm_internal.h"
+#include "runtime/primc_rt.h"
+
+#include <llvm-c/Analysis.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* a function NAME_SUFFIX(params) whose body returns call(fn, args): args are the params, a NULL put at null_at
+ * (-1: none), the bucket table first */
+static LLVMValueRef forward(lctx *L, const char *suffix, LLVMTypeRef ret, LLVMTypeRef *pt, int n, const char *fn,
+                            LLVMValueRef table, int null_at) {
+  char name[LLVM_SYM_MAX];
+  snprintf(name, sizeof name, "%s_%s", L->name, suffix);
+  LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(ret, pt, (unsigned)n, 0));
+  L->fn = f;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, f, "entry"));
+  LLVMTypeRef ct[8];
+  LLVMValueRef args[8];
+  int k = 0, q = 0;
+  ct[k] = L->ptr, args[k++] = table;
+  for (int i = 0; i < n + (null_at >= 0); i++) {
+    if (i == null_at) ct[k] = L->ptr, args[k++] = LLVMConstNull(L->ptr);
+    else ct[k] = pt[q], args[k++] = LLVMGetParam(f, (unsigned)q), q++;
+  }
+  LLVMBuildRet(L->b, lv_call_fn(L, fn, ret, ct, args, (unsigned)k));
+  return f;
+}
+
+static void build(lctx *L, const kir_buckets *b, const llvm_emit_opts *o) {
+  const pc_graph *g = L->p->g;
+  char name[LLVM_SYM_MAX];
+  LLVMValueRef *models = calloc((size_t)b->n, sizeof *models), *his = calloc((size_t)b->n, sizeof *his);
+  if (!models || !his) {
+    free(models), free(his);
+    pc_fail(L->g, PC_ERR_NOMEM, "out of memory");
+    return;
+  }
+  for (int k = 0; k < b->n; k++) { /* NAME__bK_model, defined by bucket K's object */
+    snprintf(name, sizeof name, "%s__b%d_model", L->name, k);
+    models[k] = LLVMAddGlobal(L->m, L->i8, name);
+    his[k] = ci64(L, b->hi[k]);
+  }
+  snprintf(name, sizeof name, "%s_bucket_models", L->name);
+  LLVMValueRef mtab = lv_const_global(L, LLVMConstArray2(L->ptr, models, (uint64_t)b->n), name, LLVMPrivateLinkage);
+  snprintf(name, sizeof name, "%s_bucket_hi", L->name);
+  LLVMValueRef htab = lv_const_global(L, LLVMConstArray2(L->i64, his, (uint64_t)b->n), name, LLVMPrivateLinkage);
+  free(models), free(his);
+  LLVMValueRef in_descs = lv_emit_descs(L, g->inputs, g->n_inputs, "in");
+  LLVMValueRef dims = lv_emit_dims_desc(L, in_descs);
+  lv_emit_check_dims(L, dims);
+  LLVMValueRef bf[5] = {LLVMConstInt(L->i32, (unsigned)b->n, 0), LLVMConstInt(L->i32, (unsigned)b->sym, 0), htab, mtab,
+                        dims};
+  snprintf(name, sizeof name, "%s_buckets", L->name);
+  LLVMValueRef table = lv_const_global(L, LLVMConstStructInContext(L->c, bf, 5, 0), name, LLVMInternalLinkage);
+  LLVMTypeRef p4[4] = {L->ptr, L->ptr, L->ptr, L->ptr}, od[3] = {L->ptr, L->i32, L->ptr};
+  LLVMValueRef run_dims = forward(L, "run_dims", L->i32, p4, 4, "primc_buckets_run_dims", table, -1);
+  LLVMValueRef run = forward(L, "run", L->i32, p4, 3, "primc_buckets_run_dims", table, 1); /* at the bounds */
+  LLVMValueRef out_dims = forward(L, "output_dims", L->i32, od, 3, "primc_buckets_output_dims", table, -1);
+  /* NAME_model, as llvm.c's emit_model_desc lays a primc_model_desc out; no profile, weights in the buckets */
+  LLVMValueRef f[14] = {lv_cstring(L, L->name), run, LLVMConstNull(L->ptr), ci64(L, b->workspace_size), ci64(L, 64),
+                        LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
+                        in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"), LLVMConstNull(L->ptr), out_dims,
+                        dims, run_dims, LLVMConstNull(L->ptr)};
+  snprintf(name, sizeof name, "%s_model", L->name);
+  LLVMValueRef gv = lv_const_global(L, LLVMConstStructInContext(L->c, f, 14, 0), name, LLVMExternalLinkage);
+  snprintf(name, sizeof name, "%s_workspace_size", L->name);
+  lv_const_global(L, ci64(L, b->workspace_size), name, LLVMExternalLinkage);
+  if (o->main_alias) lv_const_global(L, gv, "primc_main_model", LLVMExternalLinkage);
+}
+
+pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, const llvm_emit_opts *o) {
+  pc_graph *g = top->g;
+  LLVMTargetMachineRef tm = lv_target_machine(g, o);
+  if (!tm) return g->status;
+  kir_program p = *top; /* its inputs and outputs; the dims of the whole ranges */
+  p.dyn = b->full;
+  lctx L;
+  memset(&L, 0, sizeof L);
+  lv_init(&L, &p, o->name);
+  char *trip = LLVMGetTargetMachineTriple(tm);
+  LLVMSetTarget(L.m, trip);
+  LLVMDisposeMessage(trip);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(L.m, td);
+  LLVMDisposeTargetData(td);
+  build(&L, b, o);
+  lv_set_function_attrs(&L, tm);
+  pc_status s = g->status;
+  char *err = NULL;
+  if (LLVMVerifyModule(L.m, LLVMReturnStatusAction, &err) && s == PC_OK)
+    s = pc_fail(g, PC_ERR_INTERNAL, "LLVM verifier (bucket dispatcher): %.400s", err);
+  LLVMDisposeMessage(err);
+  if (s == PC_OK) s = lv_emit_file(&L, tm, o);
+  lv_free(&L);
+  LLVMDisposeTargetMachine(tm);
+  return s;
+}
