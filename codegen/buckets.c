@@ -42,10 +42,19 @@ static pc_status join_objects(pc_graph *g, const char *out, const char *const *o
   return pc_argv_run(g, "joining the bucket objects", &a);
 }
 
+/* the weights of the last bucket whose bytes differed from the one before: buckets usually pack theirs alike (the
+ * GEMM panels do not follow the rows of A), and a bucket with the same bytes reads that bucket's */
+typedef struct twin {
+  void *blob;
+  int64_t bytes;
+  int k; /* whose they are; -1: none yet */
+} twin;
+
 /* bucket k ([lo, hi] of the symbol) compiled and written to path as NAME__bK: its program in *p, on its graph *gk
- * (the caller frees it). *refit: the fit failed, so halves of the bucket may still compile. */
+ * (the caller frees it); *shared: the bucket whose weights it reads, else k. *refit: the fit failed, so halves of
+ * the bucket may still compile. */
 static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo, int64_t hi, const char *name,
-                        const char *path, pc_graph **gk, kir_program *p, int *refit) {
+                        const char *path, twin *tw, int *shared, pc_graph **gk, kir_program *p, int *refit) {
   pc_dyn_spec *ds = o->dyn, sub = *ds;
   int s = ds->bucket_sym;
   sub.lo[s] = lo, sub.hi[s] = hi, sub.bucket_step = 0, sub.n_builds = sub.n_sizes = 0, sub.probes[0] = 0;
@@ -59,9 +68,20 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo
   pc_status st = (*gk)->status;
   if (st == PC_OK) st = kir_build_cpu(*gk, &ok, p);
   if (st == PC_OK && (st = kir_dyn_fit(p, &ok)) != PC_OK) *refit = st == PC_ERR_UNSUPPORTED && lo < hi;
-  char bname[320];
+  char bname[320], wsym[340];
   snprintf(bname, sizeof bname, "%s__b%d", name, k);
-  if (st == PC_OK) st = kir_object_write(p, &ok, bname, path);
+  *shared = k;
+  void *blob = st == PC_OK && p->weights_size > 0 ? kir_weights_blob(p) : NULL;
+  if (st == PC_OK && p->weights_size > 0 && !blob) st = pc_fail(*gk, PC_ERR_NOMEM, "out of memory for the weights");
+  if (blob && tw->k >= 0 && tw->bytes == p->weights_size && !memcmp(tw->blob, blob, (size_t)p->weights_size)) {
+    *shared = tw->k;
+    free(blob);
+  } else if (blob) {
+    free(tw->blob);
+    *tw = (twin){blob, p->weights_size, k};
+  }
+  snprintf(wsym, sizeof wsym, "%s__b%d_weights", name, *shared);
+  if (st == PC_OK) st = kir_object_write(p, &ok, bname, path, *shared != k ? wsym : NULL);
   ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
   if (st != PC_OK && !*refit) /* the bucket's error, said as the model's */
     return pc_fail(g, (*gk)->status ? (*gk)->status : st, "bucket %s=%lld..%lld: %s", ds->name[s], (long long)lo,
@@ -75,7 +95,7 @@ static void bucket_note(char *buf, size_t len, const char *name, const pc_dyn_sp
   size_t k = (size_t)snprintf(buf, len,
                               "\n/* buckets (--dim %s=%lld..%lld:%lld): %d programs, each planned at its bucket's end;\n"
                               " * %s_run_dims runs the one whose bucket holds %s's value. The workspace starts with\n"
-                              " * PRIMC_BUCKET_HEADER (64) bytes that say which ran, then the largest bucket's */\n"
+                              " * PRIMC_BUCKET_HEADER (4096) bytes that say which ran, then the largest bucket's */\n"
                               "#define %s_NUM_BUCKETS %d\n#define %s_BUCKET_DIM %d /* %s_DIMk */\n#define %s_BUCKET_MAX {",
                               ds->name[s], (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, n, name,
                               ds->name[s], name, n, name, s, name, name);
@@ -121,18 +141,19 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
   for (int i = 0; i < n_io; i++) in_sym[i] = -1, out_slot[i] = -1;
   int64_t ws = 0, weights = 0;
   size_t len = 0;
-  char lines[MAX_BUCKETS][160];
+  char lines[MAX_BUCKETS][200];
   kir_program top;
   pc_graph *gtop = NULL;
   pc_status st = PC_OK;
-  int halved = 0;
+  int halved = 0, shared = 0;
+  twin tw = {NULL, 0, -1};
   for (int k = 0; st == PC_OK && k < n;) {
     pc_graph *gk = NULL;
     kir_program p;
     int refit;
     snprintf(objs[k], sizeof objs[k], "%s.primc-b%d.o", o->output, k);
     pc_progress(o, "bucket", k, n);
-    st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &gk, &p, &refit);
+    st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &tw, &shared, &gk, &p, &refit);
     if (refit && n == MAX_BUCKETS) {
       st = pc_fail(g, PC_ERR_UNSUPPORTED, "bucket %s=%lld..%lld: %s; halving the buckets to follow it would make more "
                    "than %d", ds->name[s], (long long)lo[k], (long long)hi[k], pc_error(gk), MAX_BUCKETS);
@@ -147,16 +168,19 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     }
     if (st == PC_OK) {
       ws = p.workspace_size > ws ? p.workspace_size : ws;
-      weights += p.weights_size;
+      weights += shared == k ? p.weights_size : 0;
+      char wtext[64];
+      if (shared == k) snprintf(wtext, sizeof wtext, "weights %.2f MB", p.weights_size / 1e6);
+      else snprintf(wtext, sizeof wtext, "the weights of %s=%lld..%lld", ds->name[s], (long long)lo[shared], (long long)hi[shared]);
       for (int i = 0; i < n_io; i++) {
         if (in_sym[i] < 0 && i < gk->n_inputs * PC_MAX_RANK) in_sym[i] = p.dyn->in_sym[i];
         if (out_slot[i] < 0 && i < gk->n_outputs * PC_MAX_RANK) out_slot[i] = p.dyn->out_slot[i];
         if (k == 0 && i < gk->n_inputs * PC_MAX_RANK && i % PC_MAX_RANK < gk->inputs[i / PC_MAX_RANK]->type.rank)
           dims0[i] = gk->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
       }
-      snprintf(lines[k], sizeof lines[k], "    %s=%lld..%lld: %d kernels, object %.2f MB (weights %.2f MB), workspace "
-               "%.2f MB\n", ds->name[s], (long long)lo[k], (long long)hi[k], p.n_kernels, file_bytes(objs[k]) / 1e6,
-               p.weights_size / 1e6, p.workspace_size / 1e6);
+      snprintf(lines[k], sizeof lines[k], "    %s=%lld..%lld: %d kernels, object %.2f MB (%s), workspace %.2f MB\n",
+               ds->name[s], (long long)lo[k], (long long)hi[k], p.n_kernels, file_bytes(objs[k]) / 1e6, wtext,
+               p.workspace_size / 1e6);
     }
     if (st == PC_OK && k == n - 1) top = p, gtop = gk;
     else pc_graph_free(gk);
@@ -172,7 +196,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     snprintf(objs[n], sizeof objs[n], "%s.primc-tmp.o", o->output);
     for (int k = 0; k <= n; k++) paths[k] = objs[k];
     llvm_emit_opts lo_ = {LLVM_OUT_OBJ, objs[n], name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL,
-                          o->emit == PC_EMIT_EXE, 0, o};
+                          o->emit == PC_EMIT_EXE, 0, o, NULL};
     st = pc_llvm_emit_buckets(&top, &b, &lo_);
     snprintf(ds->probes, sizeof ds->probes, "in %d programs, one per bucket", n);
     len = (size_t)snprintf(ds->buckets, sizeof ds->buckets, "  buckets of %s: %d programs (STEP %lld%s):\n",
@@ -204,6 +228,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     }
     if (st != PC_OK && !g->status && gtop->status) pc_fail(g, gtop->status, "%s", pc_error(gtop));
   }
+  free(tw.blob);
   pc_graph_free(gtop);
   for (int k = 0; k <= n && k <= MAX_BUCKETS; k++)
     if (objs[k][0]) unlink(objs[k]);

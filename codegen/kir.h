@@ -249,6 +249,7 @@ typedef struct llvm_emit_opts {
   int main_alias;             /* also export primc_main_model for the standalone driver */
   int profile;                /* time every kernel into NAME_profile (primc_prof_begin/end) */
   const struct pc_codegen_opts *report; /* its progress callback, told of each phase (NULL: none) */
+  const char *weights_sym;    /* the weights' symbol, defined by another object (a bucket's twin); NULL: NAME_weights */
 } llvm_emit_opts;
 
 pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);
@@ -266,10 +267,11 @@ typedef struct kir_buckets {
 pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, const llvm_emit_opts *o);
 
 /* the CPU backend's packaging (codegen/package.c): the entry points' prefix and the output's stem; p as an object
- * at path with its weights (NAME_weights), no main; the header of p (note: text after its dims' macros, or NULL);
+ * at path with its weights (NAME_weights; weights_sym: read another object's, the same bytes), no main; the header of p (note: text after its dims' macros, or NULL);
  * objects linked with the runtime into o->output (an executable, or a shared library) */
 void kir_output_names(const struct pc_codegen_opts *o, char *name, size_t name_size, char *stem, size_t stem_size);
-pc_status kir_object_write(const kir_program *p, const struct pc_codegen_opts *o, const char *name, const char *path);
+pc_status kir_object_write(const kir_program *p, const struct pc_codegen_opts *o, const char *name, const char *path,
+                           const char *weights_sym);
 pc_status kir_header_write(const kir_program *p, const char *path, const char *name, int external, const char *note);
 pc_status kir_link(pc_graph *g, const struct pc_codegen_opts *o, const char *const *objs, int n_objs, int shared);
 /* --dim NAME=LO..HI:STEP: each bucket compiled and written, the dispatcher, the link (codegen/buckets.c) */

@@ -151,6 +151,7 @@ static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
     return gv;
   }
   snprintf(name, sizeof name, "%s_weights", L->name);
+  if (o->weights_sym) snprintf(name, sizeof name, "%s", o->weights_sym);
   if (!o->weights_blob) { /* an object: package.c appends the weights after LLVM wrote it (codegen/elf_weights.c) */
     LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMArrayType2(L->i8, (uint64_t)p->weights_size), name);
     LLVMSetGlobalConstant(gv, 1);

@@ -201,10 +201,12 @@ static pc_status append_weights(const kir_program *p, const char *path, const ch
   return kir_elf_append_weights(p, path, sym);
 }
 
-pc_status kir_object_write(const kir_program *p, const pc_codegen_opts *o, const char *name, const char *path) {
-  llvm_emit_opts lo = {LLVM_OUT_OBJ, path, name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL, 0, o->profile, o};
+pc_status kir_object_write(const kir_program *p, const pc_codegen_opts *o, const char *name, const char *path,
+                           const char *weights_sym) {
+  llvm_emit_opts lo = {LLVM_OUT_OBJ, path, name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL, 0, o->profile, o,
+                       weights_sym};
   pc_status s = pc_llvm_emit(p, &lo);
-  return s == PC_OK ? append_weights(p, path, name) : s;
+  return s == PC_OK && !weights_sym ? append_weights(p, path, name) : s;
 }
 
 void kir_output_names(const pc_codegen_opts *o, char *name, size_t name_size, char *stem, size_t stem_size) {
@@ -219,7 +221,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   kir_output_names(o, name, sizeof name, stem, sizeof stem);
   int linked = o->emit == PC_EMIT_EXE || o->emit == PC_EMIT_LIB;
   llvm_emit_opts lo = {LLVM_OUT_OBJ, o->output, name, o->triple, o->cpu, o->features, o->opt_level,
-                       o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile, o};
+                       o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile, o, NULL};
   if (o->emit == PC_EMIT_LLVM) lo.kind = LLVM_OUT_IR;
   if (o->emit == PC_EMIT_ASM) lo.kind = LLVM_OUT_ASM;
   if (o->emit == PC_EMIT_OBJ && !strstr(o->output + (strlen(o->output) > 2 ? strlen(o->output) - 2 : 0), ".o")) {

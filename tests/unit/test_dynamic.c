@@ -76,7 +76,8 @@ PC_TEST(buckets_run_the_program_whose_range_holds_the_value) {
   const primc_model_desc *models[2] = {&m0, &m1};
   static const int64_t his[2] = {4, 8};
   primc_buckets_desc b = {2, 0, his, models, &d};
-  int64_t ws[64] __attribute__((aligned(64))), x[1], od[2];
+  static int64_t ws[PRIMC_BUCKET_HEADER / 8 + 8] __attribute__((aligned(64)));
+  int64_t x[1], od[2];
   const int64_t *dims[1] = {x};
   memset(ws, 0, sizeof ws);
   CHECK_INT(primc_buckets_output_dims(&b, ws, 0, od), PRIMC_ERR_ARG); /* nothing ran on it yet */
