@@ -29,19 +29,6 @@ static int64_t file_bytes(const char *path) {
   return stat(path, &st) ? 0 : (int64_t)st.st_size;
 }
 
-/* the objects joined into one relocatable object at o->output (--emit obj) */
-static pc_status join_objects(pc_graph *g, const char *out, const char *const *objs, int n) {
-  const char *env = getenv("CC");
-  pc_argv a = {.n = 0};
-  pc_argv_add_words(&a, env && *env ? env : "cc");
-  pc_argv_add(&a, "-r");
-  pc_argv_add(&a, "-nostdlib");
-  pc_argv_add(&a, "-o");
-  pc_argv_add_path(&a, out);
-  for (int i = 0; i < n; i++) pc_argv_add_path(&a, objs[i]);
-  return pc_argv_run(g, "joining the bucket objects", &a);
-}
-
 /* the weights of the last bucket whose bytes differed from the one before: buckets usually pack theirs alike (the
  * GEMM panels do not follow the rows of A), and a bucket with the same bytes reads that bucket's */
 typedef struct twin {
@@ -212,9 +199,9 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
       char out[1100];
       size_t ol = strlen(o->output);
       snprintf(out, sizeof out, ol > 2 && !strcmp(o->output + ol - 2, ".o") ? "%s" : "%s.o", o->output);
-      st = join_objects(g, out, paths, n + 1);
+      st = kir_link(g, o, out, paths, n + 1, KIR_LINK_OBJECT);
     } else if (st == PC_OK) {
-      st = kir_link(g, o, paths, n + 1, o->emit == PC_EMIT_LIB);
+      st = kir_link(g, o, o->output, paths, n + 1, o->emit == PC_EMIT_LIB ? KIR_LINK_SHARED : KIR_LINK_EXE);
     }
     if (st == PC_OK && o->emit != PC_EMIT_EXE) {
       kir_program h = top;

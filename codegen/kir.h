@@ -268,12 +268,15 @@ pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, con
 
 /* the CPU backend's packaging (codegen/package.c): the entry points' prefix and the output's stem; p as an object
  * at path with its weights (NAME_weights; weights_sym: read another object's, the same bytes), no main; the header of p (note: text after its dims' macros, or NULL);
- * objects linked with the runtime into o->output (an executable, or a shared library) */
+ * objects linked with the runtime into out (an executable, a shared library), or joined into one object, by the
+ * target's cc */
 void kir_output_names(const struct pc_codegen_opts *o, char *name, size_t name_size, char *stem, size_t stem_size);
 pc_status kir_object_write(const kir_program *p, const struct pc_codegen_opts *o, const char *name, const char *path,
                            const char *weights_sym);
 pc_status kir_header_write(const kir_program *p, const char *path, const char *name, int external, const char *note);
-pc_status kir_link(pc_graph *g, const struct pc_codegen_opts *o, const char *const *objs, int n_objs, int shared);
+typedef enum { KIR_LINK_EXE, KIR_LINK_SHARED, KIR_LINK_OBJECT /* joined into one relocatable object */ } kir_link_kind;
+pc_status kir_link(pc_graph *g, const struct pc_codegen_opts *o, const char *out, const char *const *objs, int n_objs,
+                   kir_link_kind kind);
 /* --dim NAME=LO..HI:STEP: each bucket compiled and written, the dispatcher, the link (codegen/buckets.c) */
 pc_status kir_codegen_buckets(pc_graph *g, const struct pc_codegen_opts *o);
 /* codegen/weights.c: the constants of p packed at their offsets (malloc'ed, caller frees); NULL when out of

@@ -165,13 +165,14 @@ static int cross_arch(const pc_codegen_opts *o, char *arch, size_t n) {
  * takes PRIMC_CROSS_CC (or ARCH-linux-gnu-gcc, Debian's cross compiler) and the runtime built for ARCH in
  * DIR/ARCH/ (`make` builds build/aarch64/ where the cross compiler is installed). A cross executable is
  * static, so that it runs under qemu-user or on the target without the target's libraries. */
-pc_status kir_link(pc_graph *g, const pc_codegen_opts *o, const char *const *objs, int n_objs, int shared) {
+pc_status kir_link(pc_graph *g, const pc_codegen_opts *o, const char *out, const char *const *objs, int n_objs,
+                   kir_link_kind kind) {
   char dir[2048], rt[2200], arch[32] = "", cc[128] = "";
   pc_runtime_dir(o, dir, sizeof dir);
   int cross = cross_arch(o, arch, sizeof arch);
   if (cross) snprintf(rt, sizeof rt, "%s/%s/libprimc_rt.a", dir, arch);
   else snprintf(rt, sizeof rt, "%s/libprimc_rt.a", dir);
-  if (cross && access(rt, R_OK) != 0)
+  if (cross && kind != KIR_LINK_OBJECT && access(rt, R_OK) != 0)
     return !strcmp(arch, "aarch64")
                ? pc_fail(g, PC_ERR_UNSUPPORTED, "no primc runtime for %s: %s is missing (`make` builds it with "
                          "aarch64-linux-gnu-gcc, which tools/setup.sh installs)", o->triple, rt)
@@ -181,17 +182,18 @@ pc_status kir_link(pc_graph *g, const pc_codegen_opts *o, const char *const *obj
   const char *env = getenv(cross ? "PRIMC_CROSS_CC" : "CC");
   pc_argv a = {.n = 0};
   pc_argv_add_words(&a, env && *env ? env : cross ? cc : "cc");
-  if (shared) pc_argv_add(&a, "-shared");
+  if (kind == KIR_LINK_SHARED) pc_argv_add(&a, "-shared");
+  else if (kind == KIR_LINK_OBJECT) pc_argv_add(&a, "-r"), pc_argv_add(&a, "-nostdlib"); /* objects joined, no libraries */
   else if (cross) pc_argv_add(&a, "-static");
   /* PRIMC_LDFLAGS: extra link flags, e.g. the sanitizer a runtime library was built with (PRIMC_CROSS_LDFLAGS
    * for a cross link: the host's sanitizer is not the target's) */
   pc_argv_add_words(&a, getenv(cross ? "PRIMC_CROSS_LDFLAGS" : "PRIMC_LDFLAGS"));
   pc_argv_add(&a, "-o");
-  pc_argv_add_path(&a, o->output);
+  pc_argv_add_path(&a, out);
   for (int i = 0; i < n_objs; i++) pc_argv_add_path(&a, objs[i]);
   const char *tail[] = {rt, "-lm", "-lpthread"};
-  for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) pc_argv_add(&a, tail[i]);
-  return pc_argv_run(g, "linking", &a);
+  for (size_t i = 0; kind != KIR_LINK_OBJECT && i < sizeof tail / sizeof *tail; i++) pc_argv_add(&a, tail[i]);
+  return pc_argv_run(g, kind == KIR_LINK_OBJECT ? "joining the objects" : "linking", &a);
 }
 
 /* the weights after the object's code, as NAME_weights */
@@ -236,7 +238,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   if (s == PC_OK && lo.kind == LLVM_OUT_OBJ && !o->weights_external) s = append_weights(p, lo.path, name);
   if (s == PC_OK && linked) pc_progress(o, "link", 0, 0);
   const char *objs[1] = {obj};
-  if (s == PC_OK && linked) s = kir_link(g, o, objs, 1, o->emit == PC_EMIT_LIB);
+  if (s == PC_OK && linked) s = kir_link(g, o, o->output, objs, 1, o->emit == PC_EMIT_LIB ? KIR_LINK_SHARED : KIR_LINK_EXE);
   if (linked) unlink(obj);
   if (s == PC_OK && (o->emit == PC_EMIT_OBJ || o->emit == PC_EMIT_LIB)) {
     snprintf(aux, sizeof aux, "%s.h", stem);

@@ -2,7 +2,7 @@
 # tests/suites/aarch64.sh: the AArch64 target under qemu-aarch64 (issue 27). The runtime's own unit tests cross-built
 # ($B/aarch64/test_rt: the NEON GEMM row and every conv row against their references, each on the ISA this CPU
 # runs); every bundled model compiled with --triple aarch64-linux-gnu into a static executable whose output matches
-# ONNX Runtime's (1e-5 relative); one compiled ONNX node test per op (the first the expected list holds for it,
+# ONNX Runtime's (1e-5 relative), and the dynamic encoder in buckets of seq; one compiled ONNX node test per op (the first the expected list holds for it,
 # bfloat16 tests left out: .npy, the executable's format, has no bfloat16);
 # an application embedding a cross-compiled .o; and the NEON GEMM inner loop's fmla share in the emitted code
 # (tests/neon_fma.py, >= 75%). Where the cross compiler or qemu-user is missing, one skip says so; a missing cross
@@ -44,6 +44,18 @@ if python3 tests/neon_fma.py "$A64/runtime/gemm/neon.o" >"$tmp/fma.log" 2>&1; th
 else
   bad "NEON GEMM inner loop" "$(cat "$tmp/fma.log")"
 fi
+
+# run-time dims in buckets (--dim seq=1..32:8: five programs and the dispatcher, one static link) for aarch64, at a
+# size in the middle bucket against ONNX Runtime's output (models/dynamic/make.py)
+enc=models/dynamic/seq_encoder
+if "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --triple $T -o "$tmp/bk.a64" -q >"$tmp/bk.log" 2>&1 &&
+  timeout 300 "$QEMU" "$tmp/bk.a64" $enc/in_2x13_0.npy $enc/in_2x13_1.npy -o "$tmp/bk" >>"$tmp/bk.log" 2>&1 &&
+  python3 tests/compare_npy.py "$tmp/bk/out0.npy" $enc/expected_2x13.npy --rtol 1e-4 --atol 1e-5 >>"$tmp/bk.log" 2>&1; then
+  ok "aarch64 buckets of seq at 2x13: $(tail -n 1 "$tmp/bk.log")"
+else
+  bad "aarch64 buckets of seq" "$(tail -n 3 "$tmp/bk.log")"
+fi
+rm -f "$tmp/bk.a64"
 
 # every bundled model, compiled for aarch64 and run under emulation, against ONNX Runtime's output
 for d in models/*/; do
