@@ -152,8 +152,7 @@ typedef struct primc_model_desc {
 /* A model whose run-time dim is split into buckets (--dim NAME=LO..HI:STEP): each bucket is a program of its own,
  * planned at the bucket's HI, and NAME_run_dims runs the one whose range holds the dim's value. The workspace
  * starts with PRIMC_BUCKET_HEADER bytes that say which bucket ran (NAME_output_dims reads them); that program's
- * own workspace follows, a page in (at 64 bytes in, off the 2 MB pages the executable's workspace takes, a 4-layer
- * encoder ran 18% slower). */
+ * own workspace follows a page in, keeping the page alignment of the caller's. */
 #define PRIMC_BUCKET_HEADER 4096
 typedef struct primc_buckets_desc {
   int32_t n, sym;                /* the buckets, and the symbol of dims (below) they split */
