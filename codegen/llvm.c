@@ -549,16 +549,23 @@ static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, 
     snprintf(name, sizeof name, "%s_run", L->name);
     run = LLVMGetNamedFunction(L->m, name);
   }
-  LLVMValueRef f[14] = {lv_cstring(L, L->name), run, lw, ci64(L, L->p->workspace_size), ci64(L, 64),
+  lv_model_desc m = {run, lw, L->p->workspace_size, in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"),
+                     L->profile ? L->profile : LLVMConstNull(L->ptr), od, dims, run_dims, emit_state_desc(L)};
+  lv_emit_model_desc(L, &m, o->main_alias);
+}
+
+void lv_emit_model_desc(lctx *L, const lv_model_desc *m, int main_alias) {
+  const pc_graph *g = L->p->g;
+  char name[LLVM_SYM_MAX];
+  LLVMValueRef f[14] = {lv_cstring(L, L->name), m->run, m->load_weights, ci64(L, m->workspace_size), ci64(L, 64),
                         LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
-                        in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"),
-                        L->profile ? L->profile : LLVMConstNull(L->ptr), od, dims, run_dims, emit_state_desc(L)};
+                        m->inputs, m->outputs, m->profile, m->output_dims, m->dims, m->run_dims, m->state};
   LLVMValueRef init = LLVMConstStructInContext(L->c, f, 14, 0);
   snprintf(name, sizeof name, "%s_model", L->name);
   LLVMValueRef gv = lv_const_global(L, init, name, LLVMExternalLinkage);
   snprintf(name, sizeof name, "%s_workspace_size", L->name);
-  lv_const_global(L, ci64(L, L->p->workspace_size), name, LLVMExternalLinkage);
-  if (o->main_alias) lv_const_global(L, gv, "primc_main_model", LLVMExternalLinkage);
+  lv_const_global(L, ci64(L, m->workspace_size), name, LLVMExternalLinkage);
+  if (main_alias) lv_const_global(L, gv, "primc_main_model", LLVMExternalLinkage);
 }
 
 /* ---------------------------------------------------------------- module */

@@ -61,16 +61,11 @@ static void build(lctx *L, const kir_buckets *b, const llvm_emit_opts *o) {
   LLVMValueRef run_dims = forward(L, "run_dims", L->i32, p4, 4, "primc_buckets_run_dims", table, -1);
   LLVMValueRef run = forward(L, "run", L->i32, p4, 3, "primc_buckets_run_dims", table, 1); /* at the bounds */
   LLVMValueRef out_dims = forward(L, "output_dims", L->i32, od, 3, "primc_buckets_output_dims", table, -1);
-  /* NAME_model, as llvm.c's emit_model_desc lays a primc_model_desc out; no profile, weights in the buckets */
-  LLVMValueRef f[14] = {lv_cstring(L, L->name), run, LLVMConstNull(L->ptr), ci64(L, b->workspace_size), ci64(L, 64),
-                        LLVMConstInt(L->i32, (unsigned)g->n_inputs, 0), LLVMConstInt(L->i32, (unsigned)g->n_outputs, 0),
-                        in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"), LLVMConstNull(L->ptr), out_dims,
-                        dims, run_dims, LLVMConstNull(L->ptr)};
-  snprintf(name, sizeof name, "%s_model", L->name);
-  LLVMValueRef gv = lv_const_global(L, LLVMConstStructInContext(L->c, f, 14, 0), name, LLVMExternalLinkage);
-  snprintf(name, sizeof name, "%s_workspace_size", L->name);
-  lv_const_global(L, ci64(L, b->workspace_size), name, LLVMExternalLinkage);
-  if (o->main_alias) lv_const_global(L, gv, "primc_main_model", LLVMExternalLinkage);
+  /* no profile (refused with buckets), no weights to load (in the buckets' objects), no training state */
+  LLVMValueRef none = LLVMConstNull(L->ptr);
+  lv_model_desc m = {run, none, b->workspace_size, in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"), none,
+                     out_dims, dims, run_dims, none};
+  lv_emit_model_desc(L, &m, o->main_alias);
 }
 
 pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, const llvm_emit_opts *o) {

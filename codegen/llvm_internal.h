@@ -85,5 +85,13 @@ LLVMValueRef lv_cstring(lctx *L, const char *s);
 LLVMValueRef lv_emit_descs(lctx *L, pc_value *const *vals, int n, const char *what);
 LLVMValueRef lv_emit_dims_desc(lctx *L, LLVMValueRef in_descs);
 void lv_emit_check_dims(lctx *L, LLVMValueRef dims_desc);
+/* NAME_model (a primc_model_desc, runtime/primc_rt.h: its name and counts from L, the rest as given) and
+ * NAME_workspace_size; main_alias: also primc_main_model, the standalone driver's */
+typedef struct lv_model_desc {
+  LLVMValueRef run, load_weights;
+  int64_t workspace_size;
+  LLVMValueRef inputs, outputs, profile, output_dims, dims, run_dims, state;
+} lv_model_desc;
+void lv_emit_model_desc(lctx *L, const lv_model_desc *m, int main_alias);
 
 #endif
