@@ -152,7 +152,8 @@ static primc_status before_load(primc_model *m, const char *what) {
   return PRIMC_STATUS_OK;
 }
 
-primc_status primc_model_set_dim_range(primc_model *m, const char *name, int64_t lo, int64_t hi) {
+/* name's dims lo..hi in buckets of step values (0: one range) */
+static primc_status set_dim(primc_model *m, const char *name, int64_t lo, int64_t hi, int64_t step) {
   NEED_M(m);
   if (before_load(m, "dim")) return PRIMC_STATUS_USAGE;
   if (!name || !*name) return fail(m, PRIMC_STATUS_USAGE, "dim: no name");
@@ -168,8 +169,12 @@ primc_status primc_model_set_dim_range(primc_model *m, const char *name, int64_t
   }
   m->dims[at].lo = lo;
   m->dims[at].hi = hi;
-  m->dims[at].step = 0;
+  m->dims[at].step = step;
   return PRIMC_STATUS_OK;
+}
+
+primc_status primc_model_set_dim_range(primc_model *m, const char *name, int64_t lo, int64_t hi) {
+  return set_dim(m, name, lo, hi, 0);
 }
 
 primc_status primc_model_set_dim(primc_model *m, const char *name, int64_t value) {
@@ -183,10 +188,7 @@ primc_status primc_model_set_dim_spec(primc_model *m, const char *spec) {
   char name[256];
   if (!spec || !pc_dim_spec_parse(spec, &d, name, sizeof name))
     return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N, NAME=LO..HI or NAME=LO..HI:STEP", spec ? spec : "(null)");
-  primc_status s = primc_model_set_dim_range(m, name, d.lo, d.hi);
-  for (int i = 0; s == PRIMC_STATUS_OK && i < m->n_dims; i++)
-    if (!strcmp(m->dims[i].name, name)) m->dims[i].step = d.step;
-  return s;
+  return set_dim(m, name, d.lo, d.hi, d.step);
 }
 
 primc_status primc_model_set_const_spec(primc_model *m, const char *spec) {

@@ -197,8 +197,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     pc_progress(o, "link", 0, 0);
     if (st == PC_OK && o->emit == PC_EMIT_OBJ) {
       char out[1100];
-      size_t ol = strlen(o->output);
-      snprintf(out, sizeof out, ol > 2 && !strcmp(o->output + ol - 2, ".o") ? "%s" : "%s.o", o->output);
+      kir_object_path(o, out, sizeof out);
       st = kir_link(g, o, out, paths, n + 1, KIR_LINK_OBJECT);
     } else if (st == PC_OK) {
       st = kir_link(g, o, o->output, paths, n + 1, o->emit == PC_EMIT_LIB ? KIR_LINK_SHARED : KIR_LINK_EXE);

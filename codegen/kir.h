@@ -271,6 +271,8 @@ pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, con
  * objects linked with the runtime into out (an executable, a shared library), or joined into one object, by the
  * target's cc */
 void kir_output_names(const struct pc_codegen_opts *o, char *name, size_t name_size, char *stem, size_t stem_size);
+/* where --emit obj writes: o->output, ".o" added unless it ends so */
+void kir_object_path(const struct pc_codegen_opts *o, char *path, size_t n);
 pc_status kir_object_write(const kir_program *p, const struct pc_codegen_opts *o, const char *name, const char *path,
                            const char *weights_sym);
 pc_status kir_header_write(const kir_program *p, const char *path, const char *name, int external, const char *note);

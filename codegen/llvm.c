@@ -690,6 +690,15 @@ void lv_set_function_attrs(lctx *L, LLVMTargetMachineRef tm) {
   LLVMDisposeMessage(feat);
 }
 
+void lv_set_target(lctx *L, LLVMTargetMachineRef tm) {
+  char *trip = LLVMGetTargetMachineTriple(tm);
+  LLVMSetTarget(L->m, trip);
+  LLVMDisposeMessage(trip);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(L->m, td);
+  LLVMDisposeTargetData(td);
+}
+
 pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
   pc_graph *g = p->g;
   pc_status s = check_program(p);
@@ -706,11 +715,8 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
    * without its features; an 8-lane vector on SSE alone is two xmm) */
   if (!strncmp(trip, "x86_64", 6) || (trip[0] == 'i' && strstr(trip, "86-"))) L.f16_vf = strstr(feat, "+avx512f") ? 16 : 8;
   LLVMDisposeMessage(feat);
-  LLVMSetTarget(L.m, trip);
   LLVMDisposeMessage(trip);
-  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
-  LLVMSetModuleDataLayout(L.m, td);
-  LLVMDisposeTargetData(td);
+  lv_set_target(&L, tm);
   LLVMValueRef *kfns = calloc((size_t)p->n_kernels + 1, sizeof *kfns);
   for (int i = 0; i < p->n_kernels; i++) {
     if (p->kernels[i].kind == KK_LOOP) kfns[i] = lv_emit_loop_kernel(&L, i);

@@ -77,12 +77,7 @@ pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, con
   lctx L;
   memset(&L, 0, sizeof L);
   lv_init(&L, &p, o->name);
-  char *trip = LLVMGetTargetMachineTriple(tm);
-  LLVMSetTarget(L.m, trip);
-  LLVMDisposeMessage(trip);
-  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
-  LLVMSetModuleDataLayout(L.m, td);
-  LLVMDisposeTargetData(td);
+  lv_set_target(&L, tm);
   build(&L, b, o);
   lv_set_function_attrs(&L, tm);
   pc_status s = g->status;

@@ -76,6 +76,8 @@ void lv_init(lctx *L, const kir_program *p, const char *name);
 void lv_free(lctx *L);
 /* the target machine of o's triple, cpu and features (NULL with g's error set) */
 LLVMTargetMachineRef lv_target_machine(pc_graph *g, const llvm_emit_opts *o);
+/* the module's triple and data layout: tm's */
+void lv_set_target(lctx *L, LLVMTargetMachineRef tm);
 /* cpu and features on every defined function */
 void lv_set_function_attrs(lctx *L, LLVMTargetMachineRef tm);
 /* the module written as o->kind says */

@@ -211,6 +211,11 @@ pc_status kir_object_write(const kir_program *p, const pc_codegen_opts *o, const
   return s == PC_OK && !weights_sym ? append_weights(p, path, name) : s;
 }
 
+void kir_object_path(const pc_codegen_opts *o, char *path, size_t n) {
+  size_t len = strlen(o->output);
+  snprintf(path, n, strstr(o->output + (len > 2 ? len - 2 : 0), ".o") ? "%s" : "%s.o", o->output);
+}
+
 void kir_output_names(const pc_codegen_opts *o, char *name, size_t name_size, char *stem, size_t stem_size) {
   if (o->name) snprintf(name, name_size, "%s", o->name);
   else pc_path_ident(o->output, name, PC_MAX_ENTRY_NAME + 1 < name_size ? PC_MAX_ENTRY_NAME + 1 : name_size);
@@ -226,8 +231,8 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
                        o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile, o, NULL};
   if (o->emit == PC_EMIT_LLVM) lo.kind = LLVM_OUT_IR;
   if (o->emit == PC_EMIT_ASM) lo.kind = LLVM_OUT_ASM;
-  if (o->emit == PC_EMIT_OBJ && !strstr(o->output + (strlen(o->output) > 2 ? strlen(o->output) - 2 : 0), ".o")) {
-    snprintf(obj, sizeof obj, "%s.o", o->output);
+  if (o->emit == PC_EMIT_OBJ) {
+    kir_object_path(o, obj, sizeof obj);
     lo.path = obj;
   }
   if (linked) {
