@@ -1,5 +1,5 @@
 /* codegen/kir_internal.h: what the kernel-IR builder's files share (kir.c, kir_expr.c, kir_calls.c,
- * kir_rewrites.c, kir_touches.c, kir_pool_calls.c, kir_print.c); renderers and packagers use codegen/kir.h only. */
+ * kir_rewrites.c, kir_requant.c, kir_touches.c, kir_pool_calls.c, kir_print.c); renderers and packagers use codegen/kir.h only. */
 #ifndef PRIMC_KIR_INTERNAL_H
 #define PRIMC_KIR_INTERNAL_H
 
@@ -101,6 +101,15 @@ int kir_touched_outside(const kir_program *p, const kir_touches *t, int buf, int
 typedef enum kir_stage { KIR_STAGE_BUILD, KIR_STAGE_HOST_WEIGHTS, KIR_STAGE_CROSS_WEIGHTS, KIR_STAGE_HOST_POOLS } kir_stage;
 /* runs the rewrites of one stage, in the list's order */
 pc_status kir_rewrites_run(kir_program *p, kir_stage stage);
+/* call i runs the loop kernel after it itself (from the words and args the rewrite gave it): that kernel absorbed */
+void kir_absorb_in_call(kir_program *p, int i);
+/* a load map of loop kernel k that depends on the output channel only, where k's loops walk an NCHW result
+ * element by element (cstride: their row-major strides; plane pixels a channel, chans channels): its offset and
+ * its stride per channel in *off and *stride; 0 when it is not one */
+int kir_channel_map(const kir_kernel *k, const int64_t *cstride, int64_t plane, int64_t chans, const kir_map *m,
+                    int64_t *off, int64_t *stride);
+/* the loop kernel requantizing a conv_i8 call's int32 result runs inside the call (kir_requant.c) */
+pc_status kir_requant_rewrite(kir_program *p);
 /* max trees over a -inf padded copy as primc_k_maxpool calls (kir_pool_calls.c) */
 pc_status kir_pool_calls_rewrite(kir_program *p);
 

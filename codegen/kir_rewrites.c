@@ -57,27 +57,39 @@ static int map_is(const kir_map *m, const int64_t *strides, int n, int64_t offse
   return 1;
 }
 
-/* a load that depends on the output channel only: offset + bias_stride * channel */
-static int bias_map(conv_epi *e, const kir_map *m) {
+void kir_absorb_in_call(kir_program *p, int i) {
+  kir_kernel *c = &p->kernels[i];
+  c->has_epilogue = c->epi_in_call = 1;
+  c->epilogue = i + 1;
+  p->kernels[i + 1].absorbed = 1;
+}
+
+int kir_channel_map(const kir_kernel *k, const int64_t *cstride, int64_t plane, int64_t chans, const kir_map *m,
+                    int64_t *off, int64_t *stride) {
   int64_t bs = -1;
-  for (int l = 0; l < e->k->n_loops; l++) {
-    int64_t cs = e->cstride[l], st = m->stride[l];
-    if (cs >= e->plane * e->chans) { /* a loop over images: the same channels again */
+  for (int l = 0; l < k->n_loops; l++) {
+    int64_t cs = cstride[l], st = m->stride[l];
+    if (cs >= plane * chans) { /* a loop over images: the same channels again */
       if (st != 0) return 0;
       continue;
     }
-    if (cs >= e->plane) {
-      if (cs % e->plane) return 0;
-      int64_t per = cs / e->plane; /* channels per step of this loop */
+    if (cs >= plane) {
+      if (cs % plane) return 0;
+      int64_t per = cs / plane; /* channels per step of this loop */
       if (st % per || (bs >= 0 && st / per != bs)) return 0;
       bs = st / per;
-    } else if (cs * e->k->extent[l] > e->plane || st != 0) {
+    } else if (cs * k->extent[l] > plane || st != 0) {
       return 0; /* the loop straddles channels, or the value varies inside a plane */
     }
   }
-  e->bias_off = m->offset;
-  e->bias_stride = bs < 0 ? 0 : bs;
+  *off = m->offset;
+  *stride = bs < 0 ? 0 : bs;
   return 1;
+}
+
+/* a load that depends on the output channel only: offset + bias_stride * channel */
+static int bias_map(conv_epi *e, const kir_map *m) {
+  return kir_channel_map(e->k, e->cstride, e->plane, e->chans, m, &e->bias_off, &e->bias_stride);
 }
 
 /* sum of the conv result, at most one per-channel bias and at most one residual, all f32 loads */
@@ -266,9 +278,7 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
     c->args[c->n_args++] = k->stores[0].buf;
     c->args[c->n_args++] = e.bias >= 0 ? e.bias : k->stores[0].buf;
     c->args[c->n_args++] = e.res >= 0 ? e.res : k->stores[0].buf;
-    c->has_epilogue = c->epi_in_call = 1;
-    c->epilogue = i + 1;
-    k->absorbed = 1;
+    kir_absorb_in_call(p, i);
     kir_touches_recount(&t, c, 1);
   }
   kir_touches_free(&t);
@@ -646,15 +656,17 @@ static pc_status conv_i8(kir_program *p, int i, int *changed) {
   if (nb < 0)
     nb = add_packed(p, (kir_packed){-1, 1, 0, 0, 0, 0, 0, k->params, 0, 0, 2, prep + 1},
                     (int64_t)primc_conv_i8_weight_bytes(k->params, prep), w->v);
-  int64_t scratch = primc_conv_i8_scratch_bytes(k->params), *q = pc_alloc(p->g, sizeof(int64_t) * (CONV_EPI_AT + 4));
+  int64_t scratch = primc_conv_i8_scratch_bytes(k->params), n_params = kir_call_info(KC_conv_i8)->n_params;
+  int64_t *q = pc_alloc(p->g, sizeof(int64_t) * (size_t)n_params);
   if (nb < 0 || !q || scratch < 1) return p->g->status ? p->g->status : PC_ERR_NOMEM;
+  memset(q, 0, sizeof(int64_t) * (size_t)n_params); /* no requantization (kir_requant's) */
   memcpy(q, k->params, sizeof(int64_t) * CONV_EPI_AT);
   q[CONV_EPI_AT] = lo;
   q[CONV_EPI_AT + 1] = p->bufs[nb].nbytes;
   q[CONV_EPI_AT + 2] = any ? PRIMC_CONV_I8_X_I32_ANY : PRIMC_CONV_I8_X_I32;
   q[CONV_EPI_AT + 3] = 0;
   k->params = q;
-  k->n_params = CONV_EPI_AT + 4;
+  k->n_params = (int)n_params;
   k->call = KC_conv_i8;
   k->args[2] = nb;
   if (p->bufs[k->args[3]].nbytes < scratch) /* the exact path's scratch (codegen sized it for doubles) usually serves */
@@ -777,6 +789,8 @@ static const struct kir_rewrite {
     {"collapse-loops", KIR_STAGE_BUILD, collapse_loops},
     /* constant GEMM B and conv weights packed for this machine's kernels; the plain copies leave the blob */
     {"pack-weights", KIR_STAGE_HOST_WEIGHTS, pack_weights},
+    /* needs pack-weights' conv_i8 calls: the loop kernel requantizing one's int32 result runs inside it */
+    {"conv-i8-requant", KIR_STAGE_HOST_WEIGHTS, kir_requant_rewrite},
     /* a cross target's dots: B as its GEMM row's panels */
     {"pack-cross-weights", KIR_STAGE_CROSS_WEIGHTS, pack_cross_weights},
     /* max trees over a -inf padded copy become primc_k_maxpool calls that read the map unpadded */

@@ -198,6 +198,22 @@ static inline void split_axis(const shp *s, int axis, int64_t *outer, int64_t *l
   *len = s->rank ? s->d[axis] : 1;
 }
 
+/* ---------------------------------------------------------------- conv_i8's requantized output */
+
+/* the words at PRIMC_CONV_I8_RQ_AT and the buffers they name (runtime/kernels_conv_i8_rq.c) */
+typedef struct primc_i8_rq {
+  int kind, u8;                       /* PRIMC_CONV_I8_RQ_*; the output u8 (else s8) */
+  int32_t ibias;                      /* when ib is NULL */
+  const int32_t *ib;                  /* per-channel int32 bias, or NULL */
+  const void *vmul, *vadd;            /* per-channel f32 / f64 operands, or NULL: the scalars */
+  double mul, add, div, zp, lo, hi;
+  void *y;                            /* the u8 / s8 NCHW output */
+} primc_i8_rq;
+/* r from the words w and the call's bufs (o output channels); PRIMC_ERR_RUNTIME on words no codegen writes */
+int primc_i8_rq_read(const int64_t *w, void *const *bufs, int64_t o, primc_i8_rq *r);
+/* the GEMM's [p][og] sums of the group whose first channel is o0 into the output's elements from yat on ([og][p]) */
+void primc_i8_rq_out(const primc_i8_rq *r, const int32_t *acc, int64_t p, int64_t og, int64_t o0, int64_t yat);
+
 /* next multi-index over dims[0..n); 0 when wrapped */
 static inline int next_index(int64_t *idx, const int64_t *dims, int n) {
   for (int d = n - 1; d >= 0; d--) {

@@ -603,6 +603,8 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
     return PRIMC_ERR_RUNTIME;
   for (int64_t g = 0; g < c.g; g++)
     if (primc_igemm_packed_check((const char *)bufs[2] + g * gb, gb, c.og, c.kk) != PRIMC_OK) return PRIMC_ERR_WEIGHTS;
+  primc_i8_rq rq;
+  if (primc_i8_rq_read(params + PRIMC_CONV_I8_RQ_AT, bufs, c.o, &rq) != PRIMC_OK) return PRIMC_ERR_RUNTIME;
   int32_t *out = bufs[0];
   const char *x = bufs[1];
   int64_t esize = kind == PRIMC_CONV_I8_X_I32 || any ? 4 : 1;
@@ -618,6 +620,7 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
       int32_t l, h;
       image_range(&c, (const int32_t *)xn, c.c * c.h * c.w, &l, &h);
       if ((int64_t)h - l > 255) {
+        if (rq.kind) return PRIMC_ERR_RUNTIME; /* codegen requantizes only calls of a proven range */
         exact_image(&c, (const int32_t *)xn, bufs[2], gb, out + n * c.o * c.p);
         continue;
       }
@@ -634,7 +637,8 @@ int primc_k_conv_i8(const int64_t *params, void *const *bufs) {
 #endif
       int st = primc_igemm_filled(c.p, c.og, c.kk, fill, &pt, (const char *)bufs[2] + g * gb, acc, c.og, a);
       if (st != PRIMC_OK) return st;
-      transpose_out(acc, c.p, c.og, out + (n * c.o + g * c.og) * c.p);
+      if (rq.kind) primc_i8_rq_out(&rq, acc, c.p, c.og, g * c.og, (n * c.o + g * c.og) * c.p);
+      else transpose_out(acc, c.p, c.og, out + (n * c.o + g * c.og) * c.p);
     }
   }
   return PRIMC_OK;

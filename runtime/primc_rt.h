@@ -828,6 +828,18 @@ enum { PRIMC_CONV_I8_X_I32 = 0, PRIMC_CONV_I8_X_U8 = 1, PRIMC_CONV_I8_X_S8 = 2, 
 /* PRIMC_CONV_I8_X_I32_ANY: int32 values no range was proven for (ConvInteger's input less a zero point computed at
  * run time, as quantize_dynamic writes): each image's lo is its least value (0 when the padding is lower), and an
  * image whose values (with the padding's 0) span more than 256 runs an exact direct conv from the packed weights */
+/* The words after x's zero point (PRIMC_CONV_I8_RQ_AT, PRIMC_CONV_I8_RQ_WORDS of them): kind, the output type
+ * (PRIMC_U8 or PRIMC_I8), a mask of per-channel operands (PRIMC_CONV_I8_RQ_IBIAS, _MUL, _ADD), the int32 bias, then
+ * as doubles' bits mul, add, div, zp, lo, hi. Kind NONE: the call writes its int32 sums to bufs[0]. Otherwise it
+ * requantizes them (a QDQ or QLinearConv output's QuantizeLinear, codegen/kir_requant.c) and writes bufs[4] (u8 or
+ * s8, NCHW) instead: for output channel o, v = sums + ibias[o] (int32, wrapping), x = T(v) * mul[o] + add[o],
+ * x = x / div, x = roundeven(x) + zp, clamped to [lo, hi] (a NaN to lo); T f32 (every word an f32 value) or f64.
+ * ibias, mul and add are per-channel arrays where the mask says (bufs[5], [6], [7] in that order, those present;
+ * f32 or f64 as T, int32 for ibias), else their words. */
+enum { PRIMC_CONV_I8_RQ_NONE = 0, PRIMC_CONV_I8_RQ_F32 = 1, PRIMC_CONV_I8_RQ_F64 = 2 };
+enum { PRIMC_CONV_I8_RQ_IBIAS = 1, PRIMC_CONV_I8_RQ_MUL = 2, PRIMC_CONV_I8_RQ_ADD = 4 };
+#define PRIMC_CONV_I8_RQ_AT (PRIMC_CONV_EPI_AT + 4)
+#define PRIMC_CONV_I8_RQ_WORDS 10
 int primc_conv_i8_fits(const int64_t *params, const int32_t *w);
 /* the weights' bytes and packing with int8 row `row`'s records (-1: none; primc_igemm_pack_b_row); the call takes each
  * group's share of the bytes its params give */
@@ -839,6 +851,8 @@ int64_t primc_conv_i8_scratch_bytes(const int64_t *params);
 int primc_k_conv_i8(const int64_t *params, void *const *bufs);
 /* tests: on (1) makes primc_k_conv_i8 fill A without AVX512-BW moves, as a CPU without them does; 0 goes back */
 void primc_conv_i8_force_portable(int on);
+/* tests: on (1) makes a requantizing conv_i8 call write its output element by element, as a CPU without AVX2 does */
+void primc_conv_i8_rq_force_portable(int on);
 /* The int8 micro-kernels are rows of runtime/gemm/igemm_rows.def; the first the CPU runs is picked once.
  * force_row (tests, benchmarks): -1 when the CPU lacks it, a negative row goes back to the pick. */
 typedef enum primc_igemm_row {

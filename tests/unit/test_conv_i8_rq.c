@@ -1,0 +1,119 @@
+/* tests/unit/test_conv_i8_rq.c: a conv_i8 call whose int32 result the next kernel requantizes to u8 or s8 (QDQ's
+ * f32 form, QLinearConv's f64 form) runs the requantization itself (codegen/kir_requant.c,
+ * runtime/kernels_conv_i8_rq.c): the listing says so, and the compiled bytes equal the interpreter's, through the
+ * AVX2 blocks and element by element. */
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "runtime/primc_rt.h"
+#include "tests/test.h"
+#include "tests/unit/helpers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rq_case {
+  int f64;      /* QLinearConv's form: f64(sums + ibias[o]) * m[o]; else QDQ's: f32(sums) * s[o] + b[o], / S */
+  int s8_out;   /* the output s8 (else u8) */
+  int per_chan; /* the scale (and bias) per output channel; else one constant */
+  int64_t n, c, o, h, w, groups;
+  double zp, lo, hi;
+  const char *tag;
+} rq_case;
+
+static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u, *s >> 24; }
+
+static pc_value *chan(pc_graph *g, pc_dtype t, const void *data, int64_t o, const pc_type *like) {
+  int64_t axis = 1;
+  return pc_broadcast_in_dim(g, pc_const(g, pc_type_make(t, 1, &o), data), like->rank, like->dims, &axis);
+}
+
+static pc_graph *build(const rq_case *t, const int32_t *w, const float *s32, const float *b32, const double *m64,
+                       const int32_t *ib) {
+  pc_graph *g = pc_graph_new();
+  int64_t xd[4] = {t->n, t->c, t->h, t->w}, wd[4] = {t->o, t->c / t->groups, 3, 3};
+  pc_value *x = pc_input_add(g, "x", pc_type_make(PC_u8, 4, xd));
+  int32_t zx = 100;
+  pc_value *xi = pc_sub(g, pc_convert(g, x, PC_i32),
+                        pc_broadcast_in_dim(g, pc_const(g, pc_type_make(PC_i32, 0, NULL), &zx), 4, xd, NULL));
+  int64_t one[2] = {1, 1}, pad[2] = {1, 1};
+  pc_value *y = pc_conv(g, xi, pc_const(g, pc_type_make(PC_i32, 4, wd), w), 2, one, pad, pad, one, one, t->groups);
+  pc_value *f;
+  if (t->f64) {
+    pc_value *v = t->per_chan ? pc_add(g, y, chan(g, PC_i32, ib, t->o, &y->type)) : y;
+    pc_value *f0 = pc_convert(g, v, PC_f64);
+    f = pc_mul(g, f0, t->per_chan ? chan(g, PC_f64, m64, t->o, &y->type) : pc_full_like(g, m64[0], f0));
+  } else {
+    pc_value *f0 = pc_convert(g, y, PC_f32);
+    f = pc_mul(g, f0, t->per_chan ? chan(g, PC_f32, s32, t->o, &y->type) : pc_full_like(g, s32[0], f0));
+    if (t->per_chan) f = pc_add(g, f, chan(g, PC_f32, b32, t->o, &y->type));
+    f = pc_build(g, PC_OP_div, (pc_value *[]){f, pc_full_like(g, 0.5, f)}, 2, NULL, 0);
+  }
+  pc_value *r = pc_build(g, PC_OP_round, &f, 1, NULL, 0);
+  r = pc_add(g, r, pc_full_like(g, t->zp, r));
+  pc_value *cl = pc_build(g, PC_OP_clamp, (pc_value *[]){r, pc_full_like(g, t->lo, r), pc_full_like(g, t->hi, r)}, 3,
+                          NULL, 0);
+  pc_output_add(g, pc_convert(g, cl, t->s8_out ? PC_i8 : PC_u8));
+  return g;
+}
+
+static void check(const rq_case *t, int portable) {
+  int64_t nx = t->n * t->c * t->h * t->w, nw = t->o * (t->c / t->groups) * 9;
+  uint8_t *xs = malloc((size_t)nx);
+  int32_t *w = malloc(sizeof *w * (size_t)nw), *ib = malloc(sizeof *ib * (size_t)t->o);
+  float *s32 = malloc(sizeof *s32 * (size_t)t->o), *b32 = malloc(sizeof *b32 * (size_t)t->o);
+  double *m64 = malloc(sizeof *m64 * (size_t)t->o);
+  uint32_t seed = 7;
+  for (int64_t i = 0; i < nx; i++) xs[i] = (uint8_t)lcg(&seed);
+  for (int64_t i = 0; i < nw; i++) w[i] = (int32_t)(lcg(&seed) % 61) - 30;
+  for (int64_t o = 0; o < t->o; o++) { /* sums of a few thousand: scales that land them across the output range,
+                                        * quarters and halves among them (ties that round to even) */
+    s32[o] = 0.25f / (float)(8 + o % 5), b32[o] = (float)(o % 7) - 3.5f, ib[o] = (int32_t)(o % 9) * 37 - 150;
+    m64[o] = 1.0 / (double)(16 + 4 * (o % 4));
+  }
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s%s", t->tag, portable ? ", element by element" : "");
+  pc_graph *r = build(t, w, s32, b32, m64, ib), *g = build(t, w, s32, b32, m64, ib);
+  pc_tensor in = {PC_u8, 4, {t->n, t->c, t->h, t->w}, xs}, ref, got;
+  primc_igemm_force_conv_min_k(64); /* the int8 GEMM at this small shape, whichever int8 row this CPU has */
+  int ok = pc_test_ref_and_plan(r, g, &in, 1, &ref, 1, tag);
+  primc_igemm_force_conv_min_k(-1);
+  if (ok) {
+    char *text = pc_test_kernels_text(g);
+    CHECK_MSG(text && strstr(text, "call primc_k_conv_i8(") && strstr(text, "in the call"),
+              "%s: the requantization is not in the conv_i8 call", tag);
+    free(text);
+  }
+  primc_conv_i8_rq_force_portable(portable);
+  if (ok && pc_test_run_compiled(g, 2, &in, &got, tag)) {
+    int64_t n = pc_tensor_numel(&ref), bad = -1, spread = 0;
+    const uint8_t *a = got.data, *b = ref.data;
+    for (int64_t i = 0; i < n && bad < 0; i++) bad = a[i] != b[i] ? i : -1;
+    for (int64_t i = 1; i < n; i++) spread += b[i] != b[0];
+    CHECK_MSG(bad < 0, "%s: y[%lld] = %d, the interpreter's %d", tag, (long long)bad, bad < 0 ? 0 : a[bad],
+              bad < 0 ? 0 : b[bad]);
+    CHECK_MSG(spread > n / 4, "%s: the outputs barely vary (%lld of %lld differ from the first)", tag, (long long)spread,
+              (long long)n);
+    free(got.data);
+  }
+  primc_conv_i8_rq_force_portable(0);
+  pc_tensor_free(&ref);
+  pc_graph_free(r);
+  pc_graph_free(g);
+  free(xs), free(w), free(ib), free(s32), free(b32), free(m64);
+}
+
+static const rq_case cases[] = {
+    /* 20 channels: two blocks of 8 and 4 past them; 9 x 11 pixels: 12 blocks of 8 and 3 past them; 2 images */
+    {0, 0, 1, 2, 16, 20, 9, 11, 1, 0, 0, 255, "QDQ form, u8, per-channel scale and bias"},
+    {0, 1, 0, 1, 16, 16, 12, 12, 2, 3, -128, 127, "QDQ form, s8, one scale, two groups"},
+    {1, 0, 1, 1, 24, 12, 7, 13, 1, 128, 0, 255, "QLinearConv form, u8, per-channel int bias and multiplier"},
+    {1, 1, 0, 2, 16, 8, 10, 10, 1, -5, -100, 100, "QLinearConv form, s8 clamped to [-100, 100], one multiplier"},
+};
+
+PC_TEST(conv_i8_requantizes_in_the_call) {
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    check(&cases[i], 0);
+    check(&cases[i], 1);
+  }
+}
