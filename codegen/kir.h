@@ -12,6 +12,7 @@ struct pc_autotune; /* codegen/autotune.h */
 
 #define KIR_MAX_LOOPS (PC_MAX_RANK + 1)
 #define KIR_MAX_ARGS 8
+#define KIR_MAX_CALL_ARGS 12 /* a call kernel's buffers (a requantizing conv_i8 call's outputs, operands and residual) */
 #define CONV_EPI_AT PRIMC_CONV_EPI_AT /* where a conv call's fused-epilogue words start in its params */
 #define CONV_EPI_WORDS PRIMC_CONV_EPI_WORDS /* the last four: weight layout, tile height, their bytes, the planned row + 1 */
 
@@ -115,7 +116,7 @@ typedef struct kir_kernel {
    * params and args */
   kir_call call;
   int n_args;
-  int args[KIR_MAX_ARGS];   /* buffer ids, outputs first */
+  int args[KIR_MAX_CALL_ARGS]; /* buffer ids, outputs first */
   int n_params;
   int64_t *params;
   /* a dot's elementwise epilogue: loop kernel `epilogue` runs on each block of output rows

@@ -2,33 +2,54 @@
  *
  * A QDQ conv (passes/qdq.c) or a QLinearConv computes its int32 sums on the int8 GEMM; the loop kernel after it
  * requantizes them: u8(clamp(round((f32(sums) * scale[o] + bias[o]) / s) + zp, lo, hi)) for QDQ, the same with
- * f64(sums + ibias[o]) * multiplier[o] for QLinearConv. As two kernels the sums go to memory as int32 NCHW (the
- * GEMM's [pixels][channels] transposed) and come back; here the call requantizes each block of sums while it is in
- * cache and writes the u8 / s8 output directly (runtime/kernels_conv_i8_rq.c), with the loop kernel's arithmetic,
- * operation for operation. The loop kernel stays in the program, absorbed: a renderer launching every kernel reads
- * sums the call no longer writes, so the call's epi_in_call says it ran it. */
+ * f64(sums + ibias[o]) * multiplier[o] for QLinearConv; after a ResNet block's second conv, that dequantized, a
+ * residual added and the sum requantized again; stored as u8 / s8 / i32, or dequantized f32. As two kernels the sums
+ * go to memory as int32 NCHW (the GEMM's [pixels][channels] transposed) and come back; here the call requantizes
+ * each block of sums while it is in cache and writes the outputs directly (runtime/kernels_conv_i8_rq.c), with the
+ * loop kernel's arithmetic, operation for operation. The loop kernel stays in the program, absorbed: a renderer
+ * launching every kernel reads sums the call no longer writes, so the call's epi_in_call says it ran it. */
 #include "codegen/kir_internal.h"
 #include "runtime/primc_rt.h"
 
 #include <string.h>
+
+/* clamp(round(inner [/ div]) [+ zp], lo, hi) in type t: a requantization */
+typedef struct rq_clamp {
+  const kir_expr *at, *inner; /* the clamp; what it rounds */
+  pc_dtype t;
+  double div, zp, lo, hi;
+} rq_clamp;
+
+/* an output: q as u8 / s8, or f32 (q - zsub) * smul */
+typedef struct rq_out {
+  int kind; /* PRIMC_CONV_I8_OUT_* */
+  double zsub, smul;
+  const kir_expr *q; /* the clamp it reads */
+} rq_out;
 
 typedef struct rq_match {
   const kir_program *p;
   const kir_kernel *k;
   int acc; /* the call's int32 result */
   int64_t cstride[KIR_MAX_LOOPS], plane, chans;
-  int ib, mul, add; /* per-channel operand buffers, -1 when absent */
+  int ib, mul, add, res; /* per-channel operand buffers and stage 2's residual, -1 when absent */
   int64_t ibias;
-  double mulc, addc, div, zp, lo, hi;
+  double mulc, addc;
+  rq_clamp c1, c2; /* stage 1; stage 2 when res >= 0 */
+  double z1, s1;   /* stage 2's dequantization of stage 1 */
+  rq_out out[2];
 } rq_match;
 
-/* x reads the sums at the element the store writes */
-static int is_sums(const rq_match *m, const kir_expr *x) {
-  if (x->kind != KE_LOAD || x->buf != m->acc || x->map.offset) return 0;
+/* x loads the element the stores write */
+static int at_element(const rq_match *m, const kir_expr *x) {
+  if (x->kind != KE_LOAD || x->map.offset) return 0;
   for (int l = 0; l < KIR_MAX_LOOPS; l++)
     if (x->map.stride[l] != (l < m->k->n_loops ? m->cstride[l] : 0)) return 0;
   return 1;
 }
+
+/* x reads the sums at the element the store writes */
+static int is_sums(const rq_match *m, const kir_expr *x) { return at_element(m, x) && x->buf == m->acc; }
 
 /* x of type t is a constant (into *c or *ci) or a constant buffer holding one value per output channel (into *buf) */
 static int operand(const rq_match *m, const kir_expr *x, pc_dtype t, int *buf, double *c, int64_t *ci) {
@@ -60,31 +81,61 @@ static int is_const(const kir_expr *x, pc_dtype t, double *c) {
   return x->kind == KE_CONST && x->dtype == t ? (*c = x->c, 1) : 0;
 }
 
-/* k's one store as [u8|s8](clamp(round(((T([sums + ibias]) [* mul]) [+ add]) [/ div]) [+ zp], lo, hi)), T f32 or
- * f64, into *m; 0 when it is anything else */
-static int match_store(rq_match *m, const kir_expr *e, pc_dtype *t, int *u8) {
-  if (e->kind != KE_CONVERT || (e->dtype != PC_u8 && e->dtype != PC_i8) || e->n_args != 1) return 0;
-  *u8 = e->dtype == PC_u8;
-  const kir_expr *x = e->args[0];
-  *t = x->dtype;
-  if ((*t != PC_f32 && *t != PC_f64) || x->kind != KE_PRIM || x->op != PC_OP_clamp || x->n_args != 3 ||
-      !is_const(x->args[1], *t, &m->lo) || !is_const(x->args[2], *t, &m->hi))
+/* x as a requantization's clamp (f32 or f64) into *c */
+static int match_clamp(const kir_expr *x, rq_clamp *c) {
+  c->at = x, c->t = x->dtype, c->div = 1, c->zp = 0;
+  if ((c->t != PC_f32 && c->t != PC_f64) || x->kind != KE_PRIM || x->op != PC_OP_clamp || x->n_args != 3 ||
+      !is_const(x->args[1], c->t, &c->lo) || !is_const(x->args[2], c->t, &c->hi) || !(c->lo <= c->hi))
     return 0;
-  double tlo = *u8 ? 0 : -128, thi = *u8 ? 255 : 127;
-  if (!(m->lo >= tlo && m->hi <= thi && m->lo <= m->hi)) return 0; /* else the conversion could wrap */
   x = x->args[0];
-  m->zp = 0, m->div = 1, m->mulc = 1, m->addc = 0, m->ibias = 0, m->ib = m->mul = m->add = -1;
+  if (x->kind == KE_PRIM && x->op == PC_OP_add && x->n_args == 2 && x->dtype == c->t && is_const(x->args[1], c->t, &c->zp))
+    x = x->args[0];
+  if (x->kind != KE_PRIM || x->op != PC_OP_round || x->n_args != 1 || x->dtype != c->t) return 0;
+  x = x->args[0];
+  if (x->kind == KE_PRIM && x->op == PC_OP_div && x->n_args == 2 && x->dtype == c->t && is_const(x->args[1], c->t, &c->div))
+    x = x->args[0];
+  c->inner = x;
+  return 1;
+}
+
+/* x = [u8|s8](c): c, the type's range holding c's (its values pass unchanged) */
+static const kir_expr *narrowed(const kir_expr *x, pc_dtype *to) {
+  rq_clamp c;
+  if (x->kind != KE_CONVERT || (x->dtype != PC_u8 && x->dtype != PC_i8) || x->n_args != 1 || !match_clamp(x->args[0], &c))
+    return NULL;
+  double tlo = x->dtype == PC_u8 ? 0 : -128, thi = x->dtype == PC_u8 ? 255 : 127;
+  *to = x->dtype;
+  return c.lo >= tlo && c.hi <= thi ? x->args[0] : NULL;
+}
+
+/* x as an f32 dequantization of an integer requantization q: [mul(] f32(u8(q)) [- zsub] [, smul)], or f32(i32(u8(q)))
+ * or f32(i32(u8(q)) - zsub) likewise; q, zsub and smul into *o */
+static int match_deq(const kir_expr *x, rq_out *o) {
+  double z = 0;
+  o->kind = PRIMC_CONV_I8_OUT_F32, o->zsub = 0, o->smul = 1;
+  if (x->dtype != PC_f32) return 0;
+  if (x->kind == KE_PRIM && x->op == PC_OP_mul && x->n_args == 2 && is_const(x->args[1], PC_f32, &o->smul)) x = x->args[0];
+  if (x->kind == KE_PRIM && x->op == PC_OP_sub && x->n_args == 2 && is_const(x->args[1], PC_f32, &o->zsub)) x = x->args[0];
+  if (x->kind != KE_CONVERT || x->dtype != PC_f32 || x->n_args != 1) return 0;
+  x = x->args[0];
+  if (x->dtype == PC_i32 && x->kind == KE_PRIM && x->op == PC_OP_sub && x->n_args == 2 && x->args[1]->kind == KE_CONST &&
+      x->args[1]->dtype == PC_i32 && o->zsub == 0)
+    z = (double)x->args[1]->ci, x = x->args[0];
+  if (x->dtype == PC_i32 && x->kind == KE_CONVERT && x->n_args == 1) x = x->args[0];
+  pc_dtype to;
+  if (!(o->q = narrowed(x, &to))) return 0;
+  if (z) o->zsub = z;
+  return 1;
+}
+
+/* stage 1's inner value as ((T([sums + ibias]) [* mul]) [+ add]), T the clamp's type, into *m */
+static int match_stage1(rq_match *m, const kir_expr *x) {
+  pc_dtype t = m->c1.t;
   int64_t ci;
   const kir_expr *y;
-  if (x->kind == KE_PRIM && x->op == PC_OP_add && x->n_args == 2 && x->dtype == *t && is_const(x->args[1], *t, &m->zp))
-    x = x->args[0];
-  if (x->kind != KE_PRIM || x->op != PC_OP_round || x->n_args != 1 || x->dtype != *t) return 0;
-  x = x->args[0];
-  if (x->kind == KE_PRIM && x->op == PC_OP_div && x->n_args == 2 && x->dtype == *t && is_const(x->args[1], *t, &m->div))
-    x = x->args[0];
-  if ((y = with_operand(m, x, PC_OP_add, *t, &m->add, &m->addc, &ci))) x = y;
-  if ((y = with_operand(m, x, PC_OP_mul, *t, &m->mul, &m->mulc, &ci))) x = y;
-  if (x->kind != KE_CONVERT || x->dtype != *t || x->n_args != 1 || x->args[0]->dtype != PC_i32) return 0;
+  if ((y = with_operand(m, x, PC_OP_add, t, &m->add, &m->addc, &ci))) x = y;
+  if ((y = with_operand(m, x, PC_OP_mul, t, &m->mul, &m->mulc, &ci))) x = y;
+  if (x->kind != KE_CONVERT || x->dtype != t || x->n_args != 1 || x->args[0]->dtype != PC_i32) return 0;
   x = x->args[0];
   if (is_sums(m, x)) return 1;
   double unused;
@@ -92,20 +143,71 @@ static int match_store(rq_match *m, const kir_expr *e, pc_dtype *t, int *u8) {
   return y && is_sums(m, y);
 }
 
+/* an f32 load of a buffer other than the sums at the element the store writes */
+static int is_residual(const rq_match *m, const kir_expr *x) {
+  return x->dtype == PC_f32 && x->buf != m->acc && at_element(m, x);
+}
+
+static int same_expr(const kir_expr *a, const kir_expr *b) {
+  if (a == b) return 1;
+  if (a->kind != b->kind || a->dtype != b->dtype || a->n_args != b->n_args || a->op != b->op) return 0;
+  if (a->kind == KE_CONST) return a->c == b->c && a->ci == b->ci;
+  if (a->kind == KE_LOAD) return a->buf == b->buf && !memcmp(&a->map, &b->map, sizeof a->map);
+  if (a->kind == KE_INDEX) return a->loop == b->loop;
+  for (int i = 0; i < a->n_args; i++)
+    if (!same_expr(a->args[i], b->args[i])) return 0;
+  return 1;
+}
+
+/* k's stores as outputs of one requantization q (stage 1, or stage 2 of a residual added to stage 1 dequantized)
+ * into *m; 0 when they are anything else */
+static int match_stores(rq_match *m) {
+  const kir_expr *q = NULL;
+  m->ib = m->mul = m->add = m->res = -1, m->ibias = 0, m->mulc = 1, m->addc = 0;
+  for (int s = 0; s < m->k->n_stores; s++) {
+    const kir_expr *v = m->k->stores[s].value;
+    rq_out *o = &m->out[s];
+    pc_dtype to;
+    o->zsub = 0, o->smul = 1;
+    if ((o->q = narrowed(v, &to))) o->kind = to == PC_u8 ? PRIMC_CONV_I8_OUT_U8 : PRIMC_CONV_I8_OUT_S8;
+    else if (v->kind == KE_CONVERT && v->dtype == PC_i32 && v->n_args == 1 && (o->q = narrowed(v->args[0], &to)))
+      o->kind = PRIMC_CONV_I8_OUT_I32;
+    else if (!match_deq(v, o)) return 0;
+    if (q && !same_expr(q, o->q)) return 0;
+    q = o->q;
+  }
+  rq_clamp c;
+  rq_out d;
+  if (!match_clamp(q, &c)) return 0;
+  const kir_expr *in = c.inner;
+  /* stage 2: (deq(stage 1) + residual) requantized, in f32 */
+  for (int side = 0; c.t == PC_f32 && in->kind == KE_PRIM && in->op == PC_OP_add && in->n_args == 2 && side < 2; side++)
+    if (is_residual(m, in->args[1 - side]) && match_deq(in->args[side], &d)) {
+      m->c2 = c, m->res = in->args[1 - side]->buf, m->z1 = d.zsub, m->s1 = d.smul;
+      return match_clamp(d.q, &m->c1) && match_stage1(m, m->c1.inner);
+    }
+  m->c1 = c;
+  return match_stage1(m, c.inner);
+}
+
 /* every word an f32 value where the arithmetic is f32 (the runtime checks it too) */
 static int f32_words(const rq_match *m) {
-  const double w[6] = {m->mulc, m->addc, m->div, m->zp, m->lo, m->hi};
+  const double w1[6] = {m->mulc, m->addc, m->c1.div, m->c1.zp, m->c1.lo, m->c1.hi};
+  const double w2[6] = {m->z1, m->s1, m->c2.div, m->c2.zp, m->c2.lo, m->c2.hi};
   for (int i = 0; i < 6; i++)
-    if ((double)(float)w[i] != w[i]) return 0;
+    if ((m->c1.t == PC_f32 && (double)(float)w1[i] != w1[i]) || (m->res >= 0 && (double)(float)w2[i] != w2[i]))
+      return 0;
+  for (int s = 0; s < m->k->n_stores; s++)
+    if ((double)(float)m->out[s].zsub != m->out[s].zsub || (double)(float)m->out[s].smul != m->out[s].smul) return 0;
   return 1;
 }
 
 /* call c's requantizing loop kernel k (the next one) into *m; 0 when it does not qualify */
-static int match(const kir_program *p, const kir_touches *t, int i, rq_match *m, pc_dtype *ty, int *u8) {
+static int match(const kir_program *p, const kir_touches *t, int i, rq_match *m) {
   const kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
-  if (c->kind != KK_CALL || c->call != KC_conv_i8 || c->has_epilogue || c->n_args + 4 > KIR_MAX_ARGS ||
-      c->params[CONV_EPI_AT + 2] == PRIMC_CONV_I8_X_I32_ANY || k->kind != KK_LOOP || k->n_stores != 1 ||
-      k->n_par != k->n_loops || k->stores[0].red != KR_NONE)
+  if (c->kind != KK_CALL || c->call != KC_conv_i8 || c->has_epilogue || c->n_args + 2 + 4 > KIR_MAX_CALL_ARGS ||
+      c->params[CONV_EPI_AT + 2] == PRIMC_CONV_I8_X_I32_ANY || k->kind != KK_LOOP || k->n_stores < 1 ||
+      k->n_stores > 2 || k->n_par != k->n_loops)
     return 0;
   const int64_t *od = c->params + 1 + 18 + 1; /* the out shape's dims */
   int rank = (int)c->params[1 + 18];
@@ -116,14 +218,22 @@ static int match(const kir_program *p, const kir_touches *t, int i, rq_match *m,
   for (int d = 2; d < rank; d++) m->plane *= od[d];
   int64_t n = 1, total = od[0] * m->chans * m->plane;
   for (int l = k->n_loops - 1; l >= 0; l--) m->cstride[l] = n, n *= k->extent[l];
-  const kir_store *s = &k->stores[0];
-  if (n != total || p->bufs[m->acc].place != KP_WORKSPACE || s->map.offset) return 0;
-  for (int l = 0; l < KIR_MAX_LOOPS; l++)
-    if (s->map.stride[l] != (l < k->n_loops ? m->cstride[l] : 0)) return 0;
-  if (!match_store(m, s->value, ty, u8) || (*ty == PC_f32 && !f32_words(m))) return 0;
-  /* the sums go nowhere else; y is written while the call reads x and uses its scratch */
-  return !kir_touched_outside(p, t, m->acc, i, i + 1) && !kir_bufs_overlap(p, s->buf, c->args[1]) &&
-         !kir_bufs_overlap(p, s->buf, c->args[3]);
+  if (n != total || p->bufs[m->acc].place != KP_WORKSPACE) return 0;
+  for (int s = 0; s < k->n_stores; s++) {
+    const kir_store *st = &k->stores[s];
+    if (st->red != KR_NONE || st->map.offset) return 0;
+    for (int l = 0; l < KIR_MAX_LOOPS; l++)
+      if (st->map.stride[l] != (l < k->n_loops ? m->cstride[l] : 0)) return 0;
+  }
+  if (!match_stores(m) || !f32_words(m) || kir_touched_outside(p, t, m->acc, i, i + 1)) return 0;
+  /* the sums go nowhere else; the outputs are written while the call reads x, its scratch and the residual */
+  for (int s = 0; s < k->n_stores; s++) {
+    int y = k->stores[s].buf;
+    if (kir_bufs_overlap(p, y, c->args[1]) || kir_bufs_overlap(p, y, c->args[3]) ||
+        (m->res >= 0 && kir_bufs_overlap(p, y, m->res)) || (s && kir_bufs_overlap(p, y, k->stores[0].buf)))
+      return 0;
+  }
+  return 1;
 }
 
 pc_status kir_requant_rewrite(kir_program *p) {
@@ -132,23 +242,24 @@ pc_status kir_requant_rewrite(kir_program *p) {
   if (kir_touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     rq_match m;
-    pc_dtype ty;
-    int u8;
-    if (!match(p, &t, i, &m, &ty, &u8)) continue;
+    if (!match(p, &t, i, &m)) continue;
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
     kir_touches_recount(&t, c, -1);
     int64_t *w = c->params + PRIMC_CONV_I8_RQ_AT;
-    w[0] = ty == PC_f32 ? PRIMC_CONV_I8_RQ_F32 : PRIMC_CONV_I8_RQ_F64;
-    w[1] = u8 ? PRIMC_U8 : PRIMC_I8;
+    w[0] = m.c1.t == PC_f32 ? PRIMC_CONV_I8_RQ_F32 : PRIMC_CONV_I8_RQ_F64;
+    w[1] = k->n_stores;
     w[2] = (m.ib >= 0 ? PRIMC_CONV_I8_RQ_IBIAS : 0) | (m.mul >= 0 ? PRIMC_CONV_I8_RQ_MUL : 0) |
-           (m.add >= 0 ? PRIMC_CONV_I8_RQ_ADD : 0);
+           (m.add >= 0 ? PRIMC_CONV_I8_RQ_ADD : 0) | (m.res >= 0 ? PRIMC_CONV_I8_RQ_RES : 0);
     w[3] = m.ibias;
-    const double d[6] = {m.mulc, m.addc, m.div, m.zp, m.lo, m.hi};
+    const double d[18] = {m.mulc, m.addc, m.c1.div, m.c1.zp, m.c1.lo, m.c1.hi,
+                          m.z1, m.s1, m.c2.div, m.c2.zp, m.c2.lo, m.c2.hi,
+                          m.out[0].kind, m.out[0].zsub, m.out[0].smul, m.out[1].kind, m.out[1].zsub, m.out[1].smul};
     memcpy(w + 4, d, sizeof d);
-    c->args[c->n_args++] = k->stores[0].buf;
+    for (int s = 0; s < k->n_stores; s++) c->args[c->n_args++] = k->stores[s].buf;
     if (m.ib >= 0) c->args[c->n_args++] = m.ib;
     if (m.mul >= 0) c->args[c->n_args++] = m.mul;
     if (m.add >= 0) c->args[c->n_args++] = m.add;
+    if (m.res >= 0) c->args[c->n_args++] = m.res;
     kir_absorb_in_call(p, i);
     kir_touches_recount(&t, c, 1);
   }

@@ -262,7 +262,7 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
   if (kir_touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
-    if (c->kind != KK_CALL || c->call != KC_conv || k->kind != KK_LOOP || c->n_args + 3 > KIR_MAX_ARGS) continue;
+    if (c->kind != KK_CALL || c->call != KC_conv || k->kind != KK_LOOP || c->n_args + 3 > KIR_MAX_CALL_ARGS) continue;
     if (!c->n_nodes || !k->n_nodes || c->nodes[0]->group < 0 || c->nodes[0]->group != k->nodes[0]->group) continue;
     int s = c->args[0], other = 0;
     if (p->bufs[s].place != KP_WORKSPACE) continue;

@@ -52,7 +52,7 @@ static void call_operands(lctx *L, const kir_kernel *k, int idx, LLVMValueRef ta
     }
     *params = copy;
   }
-  *args = lv_entry_alloca(L, LLVMArrayType2(L->ptr, KIR_MAX_ARGS));
+  *args = lv_entry_alloca(L, LLVMArrayType2(L->ptr, KIR_MAX_CALL_ARGS));
   for (int i = 0; i < k->n_args; i++) {
     LLVMValueRef slot = ci64(L, k->args[i]);
     LLVMValueRef v = LLVMBuildLoad2(L->b, L->ptr, LLVMBuildInBoundsGEP2(L->b, L->ptr, table, &slot, 1, ""), "");

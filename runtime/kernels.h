@@ -202,16 +202,23 @@ static inline void split_axis(const shp *s, int axis, int64_t *outer, int64_t *l
 
 /* the words at PRIMC_CONV_I8_RQ_AT and the buffers they name (runtime/kernels_conv_i8_rq.c) */
 typedef struct primc_i8_rq {
-  int kind, u8;                       /* PRIMC_CONV_I8_RQ_*; the output u8 (else s8) */
+  int kind;                           /* PRIMC_CONV_I8_RQ_*: stage 1's arithmetic */
   int32_t ibias;                      /* when ib is NULL */
   const int32_t *ib;                  /* per-channel int32 bias, or NULL */
   const void *vmul, *vadd;            /* per-channel f32 / f64 operands, or NULL: the scalars */
-  double mul, add, div, zp, lo, hi;
-  void *y;                            /* the u8 / s8 NCHW output */
+  double mul, add, div, zp, lo, hi;   /* stage 1 */
+  const float *res;                   /* stage 2's residual (NCHW, as the output), NULL: no stage 2 */
+  float z1, s1, div2, zp2, lo2, hi2;  /* stage 2 */
+  int n_out;
+  struct {
+    int kind;          /* PRIMC_CONV_I8_OUT_* */
+    float zsub, smul;  /* an f32 output's (q - zsub) * smul */
+    void *y;           /* NCHW */
+  } out[2];
 } primc_i8_rq;
 /* r from the words w and the call's bufs (o output channels); PRIMC_ERR_RUNTIME on words no codegen writes */
 int primc_i8_rq_read(const int64_t *w, void *const *bufs, int64_t o, primc_i8_rq *r);
-/* the GEMM's [p][og] sums of the group whose first channel is o0 into the output's elements from yat on ([og][p]) */
+/* the GEMM's [p][og] sums of the group whose first channel is o0 into the outputs' elements from yat on ([og][p]) */
 void primc_i8_rq_out(const primc_i8_rq *r, const int32_t *acc, int64_t p, int64_t og, int64_t o0, int64_t yat);
 
 /* next multi-index over dims[0..n); 0 when wrapped */

@@ -1,36 +1,56 @@
 /* runtime/kernels_conv_i8_rq.c: a conv_i8 call's requantized result: the GEMM's [pixels][channels] int32 sums
- * turned into the NCHW u8 / s8 output in one pass (the words at PRIMC_CONV_I8_RQ_AT), instead of an int32 NCHW
- * result that a loop kernel reads again to requantize. The arithmetic is the loop kernel's, operation for operation
- * in the same type, so the bytes are the same. */
+ * turned into the NCHW outputs in one pass (the words at PRIMC_CONV_I8_RQ_AT: stage 1, an optional residual stage 2,
+ * one or two outputs), instead of an int32 NCHW result that a loop kernel reads again. The arithmetic is the loop
+ * kernel's, operation for operation in the same types, so the bytes are the same. */
 #include "runtime/kernels.h"
 
 static int portable; /* tests: the element-by-element path on every CPU */
 void primc_conv_i8_rq_force_portable(int on) { __atomic_store_n(&portable, on != 0, __ATOMIC_RELAXED); }
+
+/* 1 when every value in [lo, hi] converts to the output kind exactly */
+static int fits_out(int kind, double lo, double hi) {
+  double tlo = kind == PRIMC_CONV_I8_OUT_U8 ? 0 : kind == PRIMC_CONV_I8_OUT_S8 ? -128 : -16777216;
+  double thi = kind == PRIMC_CONV_I8_OUT_U8 ? 255 : kind == PRIMC_CONV_I8_OUT_S8 ? 127 : 16777216;
+  return lo >= tlo && hi <= thi && lo <= hi;
+}
+
+static int is_f32(double v) { return (double)(float)v == v; }
 
 int primc_i8_rq_read(const int64_t *w, void *const *bufs, int64_t o, primc_i8_rq *r) {
   memset(r, 0, sizeof *r);
   r->kind = (int)w[0];
   if (r->kind == PRIMC_CONV_I8_RQ_NONE) return PRIMC_OK;
   int64_t mask = w[2];
-  if ((r->kind != PRIMC_CONV_I8_RQ_F32 && r->kind != PRIMC_CONV_I8_RQ_F64) || (w[1] != PRIMC_U8 && w[1] != PRIMC_I8) ||
-      mask < 0 || mask > 7 || w[3] < INT32_MIN || w[3] > INT32_MAX || o < 1)
+  r->n_out = (int)w[1];
+  if ((r->kind != PRIMC_CONV_I8_RQ_F32 && r->kind != PRIMC_CONV_I8_RQ_F64) || r->n_out < 1 || r->n_out > 2 ||
+      mask < 0 || mask > 15 || w[3] < INT32_MIN || w[3] > INT32_MAX || o < 1)
     return PRIMC_ERR_RUNTIME;
-  r->u8 = w[1] == PRIMC_U8;
   r->ibias = (int32_t)w[3];
-  double *d[6] = {&r->mul, &r->add, &r->div, &r->zp, &r->lo, &r->hi};
-  for (int i = 0; i < 6; i++) memcpy(d[i], &w[4 + i], 8);
-  /* the bounds hold every value a conversion to the type may see; a NaN bound or scalar fails the checks below or
-   * is clamped to lo like any NaN */
-  double tlo = r->u8 ? 0 : -128, thi = r->u8 ? 255 : 127;
-  if (!(r->lo >= tlo && r->hi <= thi && r->lo <= r->hi)) return PRIMC_ERR_RUNTIME;
-  if (r->kind == PRIMC_CONV_I8_RQ_F32) /* f32 arithmetic: the words are f32 values */
-    for (int i = 0; i < 6; i++)
-      if ((double)(float)*d[i] != *d[i] && *d[i] == *d[i]) return PRIMC_ERR_RUNTIME;
-  int at = 5;
+  double d[18];
+  memcpy(d, w + 4, sizeof d);
+  r->mul = d[0], r->add = d[1], r->div = d[2], r->zp = d[3], r->lo = d[4], r->hi = d[5];
+  /* stage 1's q is an integer an int32 holds; every f32 word an f32 value (a NaN is clamped to lo like any) */
+  if (!(r->lo >= -16777216 && r->hi <= 16777216 && r->lo <= r->hi)) return PRIMC_ERR_RUNTIME;
+  for (int i = 0; i < 6; i++)
+    if (r->kind == PRIMC_CONV_I8_RQ_F32 && !is_f32(d[i]) && d[i] == d[i]) return PRIMC_ERR_RUNTIME;
+  for (int i = 6; i < 18; i++)
+    if (!is_f32(d[i]) && d[i] == d[i] && i != 12 && i != 15) return PRIMC_ERR_RUNTIME;
+  r->z1 = (float)d[6], r->s1 = (float)d[7], r->div2 = (float)d[8], r->zp2 = (float)d[9], r->lo2 = (float)d[10],
+  r->hi2 = (float)d[11];
+  double lo = mask & PRIMC_CONV_I8_RQ_RES ? d[10] : r->lo, hi = mask & PRIMC_CONV_I8_RQ_RES ? d[11] : r->hi;
+  int at = 4;
+  for (int i = 0; i < r->n_out; i++) {
+    r->out[i].kind = (int)d[12 + 3 * i];
+    r->out[i].zsub = (float)d[13 + 3 * i], r->out[i].smul = (float)d[14 + 3 * i];
+    if (d[12 + 3 * i] != r->out[i].kind || r->out[i].kind < PRIMC_CONV_I8_OUT_U8 || r->out[i].kind > PRIMC_CONV_I8_OUT_I32 ||
+        !fits_out(r->out[i].kind, lo, hi))
+      return PRIMC_ERR_RUNTIME;
+    r->out[i].y = bufs[at++];
+  }
   if (mask & PRIMC_CONV_I8_RQ_IBIAS) r->ib = bufs[at++];
   if (mask & PRIMC_CONV_I8_RQ_MUL) r->vmul = bufs[at++];
   if (mask & PRIMC_CONV_I8_RQ_ADD) r->vadd = bufs[at++];
-  r->y = bufs[4];
+  if (mask & PRIMC_CONV_I8_RQ_RES) r->res = bufs[at++];
   for (int i = 4; i < at; i++)
     if (!bufs[i]) return PRIMC_ERR_RUNTIME;
   return PRIMC_OK;
@@ -43,7 +63,7 @@ static inline double mul64(const primc_i8_rq *r, int64_t o) { return r->vmul ? (
 static inline double add64(const primc_i8_rq *r, int64_t o) { return r->vadd ? ((const double *)r->vadd)[o] : r->add; }
 static inline int32_t ibias(const primc_i8_rq *r, int64_t o) { return r->ib ? r->ib[o] : r->ibias; }
 
-/* one sum of channel o, requantized (clamped as max(x, lo) then min(x, hi): a NaN becomes lo) */
+/* one sum of channel o through stage 1 (clamped as max(x, lo) then min(x, hi): a NaN becomes lo) */
 static inline int32_t rq_one(const primc_i8_rq *r, int32_t acc, int64_t o) {
   int32_t v = (int32_t)((uint32_t)acc + (uint32_t)ibias(r, o)); /* the prims' int32 sum wraps */
   double x;
@@ -64,9 +84,22 @@ static inline int32_t rq_one(const primc_i8_rq *r, int32_t acc, int64_t o) {
   return (int32_t)x;
 }
 
-static inline void put(const primc_i8_rq *r, int64_t at, int32_t v) {
-  if (r->u8) ((uint8_t *)r->y)[at] = (uint8_t)v;
-  else ((int8_t *)r->y)[at] = (int8_t)v;
+/* stage 2 of q at output element e, then every output's element e */
+static inline void finish(const primc_i8_rq *r, int32_t q1, int64_t e) {
+  float q = (float)q1;
+  if (r->res) {
+    float f = (q - r->z1) * r->s1;
+    f = (f + r->res[e]) / r->div2;
+    f = nearbyintf(f) + r->zp2;
+    f = f > r->lo2 ? f : r->lo2;
+    q = f < r->hi2 ? f : r->hi2;
+  }
+  for (int i = 0; i < r->n_out; i++) {
+    if (r->out[i].kind == PRIMC_CONV_I8_OUT_U8) ((uint8_t *)r->out[i].y)[e] = (uint8_t)(int32_t)q;
+    else if (r->out[i].kind == PRIMC_CONV_I8_OUT_S8) ((int8_t *)r->out[i].y)[e] = (int8_t)(int32_t)q;
+    else if (r->out[i].kind == PRIMC_CONV_I8_OUT_I32) ((int32_t *)r->out[i].y)[e] = (int32_t)q;
+    else ((float *)r->out[i].y)[e] = (q - r->out[i].zsub) * r->out[i].smul;
+  }
 }
 
 typedef struct rq_job {
@@ -81,7 +114,7 @@ static void rq_blocks(void *ctx, int64_t b, int64_t e) {
   for (int64_t m0 = b * 64; m0 < e * 64 && m0 < j->p; m0 += 64) {
     int64_t m1 = m0 + 64 < j->p ? m0 + 64 : j->p;
     for (int64_t o = 0; o < j->og; o++)
-      for (int64_t m = m0; m < m1; m++) put(j->r, j->yat + o * j->p + m, rq_one(j->r, j->acc[m * j->og + o], j->o0 + o));
+      for (int64_t m = m0; m < m1; m++) finish(j->r, rq_one(j->r, j->acc[m * j->og + o], j->o0 + o), j->yat + o * j->p + m);
   }
 }
 
@@ -109,6 +142,32 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i rq8(int kin
     h[i] = _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(x, c64[6]), c64[7]));
   }
   return _mm256_set_m128i(h[1], h[0]);
+}
+
+/* finish for 8 elements from e on (q1: stage 1's values) */
+__attribute__((target("avx2"), always_inline)) static inline void finish8(const primc_i8_rq *r, __m256i q1, int64_t e) {
+  __m256 q = _mm256_cvtepi32_ps(q1);
+  if (r->res) {
+    __m256 f = _mm256_mul_ps(_mm256_sub_ps(q, _mm256_set1_ps(r->z1)), _mm256_set1_ps(r->s1));
+    f = _mm256_div_ps(_mm256_add_ps(f, _mm256_loadu_ps(r->res + e)), _mm256_set1_ps(r->div2));
+    f = _mm256_add_ps(_mm256_round_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), _mm256_set1_ps(r->zp2));
+    q = _mm256_min_ps(_mm256_max_ps(f, _mm256_set1_ps(r->lo2)), _mm256_set1_ps(r->hi2));
+  }
+  for (int i = 0; i < r->n_out; i++) {
+    if (r->out[i].kind == PRIMC_CONV_I8_OUT_F32) {
+      __m256 d = _mm256_mul_ps(_mm256_sub_ps(q, _mm256_set1_ps(r->out[i].zsub)), _mm256_set1_ps(r->out[i].smul));
+      _mm256_storeu_ps((float *)r->out[i].y + e, d);
+      continue;
+    }
+    __m256i v = _mm256_cvttps_epi32(q);
+    if (r->out[i].kind == PRIMC_CONV_I8_OUT_I32) {
+      _mm256_storeu_si256((__m256i *)((int32_t *)r->out[i].y + e), v);
+      continue;
+    }
+    __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    __m128i w8 = r->out[i].kind == PRIMC_CONV_I8_OUT_U8 ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+    _mm_storel_epi64((__m128i *)((char *)r->out[i].y + e), w8);
+  }
 }
 
 /* rq_blocks as 8 x 8 blocks: each pixel's 8 channels requantized in a vector, transposed in registers, each
@@ -141,17 +200,12 @@ __attribute__((target("avx2"), always_inline)) static inline void rq_blocks_kind
         for (int i = 0; i < 8; i++)
           t[i] = _mm256_castsi256_ps(rq8(kind, _mm256_loadu_si256((const __m256i *)(j->acc + (m + i) * j->og + o0)), ib, c32, c64));
         primc_tr8(t);
-        for (int c = 0; c < 8; c++) {
-          __m256i v = _mm256_castps_si256(t[c]);
-          __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-          __m128i w8 = r->u8 ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
-          _mm_storel_epi64((__m128i *)((char *)r->y + j->yat + (o0 + c) * j->p + m), w8);
-        }
+        for (int c = 0; c < 8; c++) finish8(r, _mm256_castps_si256(t[c]), j->yat + (o0 + c) * j->p + m);
       }
     }
     for (int64_t o = 0; o < j->og; o++)
       for (int64_t m = o < o0 ? m8 : m0; m < m1; m++)
-        put(r, j->yat + o * j->p + m, rq_one(r, j->acc[m * j->og + o], j->o0 + o));
+        finish(r, rq_one(r, j->acc[m * j->og + o], j->o0 + o), j->yat + o * j->p + m);
   }
 }
 

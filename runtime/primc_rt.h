@@ -828,18 +828,24 @@ enum { PRIMC_CONV_I8_X_I32 = 0, PRIMC_CONV_I8_X_U8 = 1, PRIMC_CONV_I8_X_S8 = 2, 
 /* PRIMC_CONV_I8_X_I32_ANY: int32 values no range was proven for (ConvInteger's input less a zero point computed at
  * run time, as quantize_dynamic writes): each image's lo is its least value (0 when the padding is lower), and an
  * image whose values (with the padding's 0) span more than 256 runs an exact direct conv from the packed weights */
-/* The words after x's zero point (PRIMC_CONV_I8_RQ_AT, PRIMC_CONV_I8_RQ_WORDS of them): kind, the output type
- * (PRIMC_U8 or PRIMC_I8), a mask of per-channel operands (PRIMC_CONV_I8_RQ_IBIAS, _MUL, _ADD), the int32 bias, then
- * as doubles' bits mul, add, div, zp, lo, hi. Kind NONE: the call writes its int32 sums to bufs[0]. Otherwise it
- * requantizes them (a QDQ or QLinearConv output's QuantizeLinear, codegen/kir_requant.c) and writes bufs[4] (u8 or
- * s8, NCHW) instead: for output channel o, v = sums + ibias[o] (int32, wrapping), x = T(v) * mul[o] + add[o],
- * x = x / div, x = roundeven(x) + zp, clamped to [lo, hi] (a NaN to lo); T f32 (every word an f32 value) or f64.
- * ibias, mul and add are per-channel arrays where the mask says (bufs[5], [6], [7] in that order, those present;
- * f32 or f64 as T, int32 for ibias), else their words. */
+/* The words after x's zero point (PRIMC_CONV_I8_RQ_AT, PRIMC_CONV_I8_RQ_WORDS of them): a requantization of the
+ * call's int32 sums (a QDQ or QLinearConv output's QuantizeLinear, and a residual add's dequantize-add-requantize
+ * after it: codegen/kir_requant.c) that it applies itself, writing its outputs instead of int32 sums to bufs[0].
+ * Words: [0] kind (NONE: plain int32 sums), [1] the outputs' count (1 or 2), [2] a mask of the per-channel operands
+ * (PRIMC_CONV_I8_RQ_IBIAS, _MUL, _ADD) and of stage 2 (_RES), [3] the int32 bias, then doubles' bits: [4..9] mul,
+ * add, div, zp, lo, hi; [10..15] stage 2's z1, s1, div2, zp2, lo2, hi2; [16..21] per output its kind
+ * (PRIMC_CONV_I8_OUT_*, as an integer), zsub and smul.
+ * Stage 1, output channel o: v = sums + ibias[o] (int32, wrapping), x = T(v) * mul[o] + add[o], x = x / div,
+ * q = clamp(roundeven(x) + zp, lo, hi) (a NaN to lo) in T, f32 (every word an f32 value) or f64 (kind).
+ * Stage 2 (with _RES), in f32: x = ((q - z1) * s1 + res) / div2, q = clamp(roundeven(x) + zp2, lo2, hi2), res an
+ * f32 tensor shaped as the output. Each output (NCHW) is q as u8, s8 or i32, or (q - zsub) * smul as f32.
+ * bufs[4], [5]: the outputs; then the per-channel arrays ibias, mul, add (those in the mask; f32 or f64 as T,
+ * int32 for ibias); then res. */
 enum { PRIMC_CONV_I8_RQ_NONE = 0, PRIMC_CONV_I8_RQ_F32 = 1, PRIMC_CONV_I8_RQ_F64 = 2 };
-enum { PRIMC_CONV_I8_RQ_IBIAS = 1, PRIMC_CONV_I8_RQ_MUL = 2, PRIMC_CONV_I8_RQ_ADD = 4 };
+enum { PRIMC_CONV_I8_RQ_IBIAS = 1, PRIMC_CONV_I8_RQ_MUL = 2, PRIMC_CONV_I8_RQ_ADD = 4, PRIMC_CONV_I8_RQ_RES = 8 };
+enum { PRIMC_CONV_I8_OUT_U8 = 0, PRIMC_CONV_I8_OUT_S8 = 1, PRIMC_CONV_I8_OUT_F32 = 2, PRIMC_CONV_I8_OUT_I32 = 3 };
 #define PRIMC_CONV_I8_RQ_AT (PRIMC_CONV_EPI_AT + 4)
-#define PRIMC_CONV_I8_RQ_WORDS 10
+#define PRIMC_CONV_I8_RQ_WORDS 22
 int primc_conv_i8_fits(const int64_t *params, const int32_t *w);
 /* the weights' bytes and packing with int8 row `row`'s records (-1: none; primc_igemm_pack_b_row); the call takes each
  * group's share of the bytes its params give */

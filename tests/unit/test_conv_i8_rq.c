@@ -1,7 +1,7 @@
 /* tests/unit/test_conv_i8_rq.c: a conv_i8 call whose int32 result the next kernel requantizes to u8 or s8 (QDQ's
- * f32 form, QLinearConv's f64 form) runs the requantization itself (codegen/kir_requant.c,
- * runtime/kernels_conv_i8_rq.c): the listing says so, and the compiled bytes equal the interpreter's, through the
- * AVX2 blocks and element by element. */
+ * f32 form, QLinearConv's f64 form; then a residual's dequantize-add-requantize; u8, s8, i32 and f32 outputs) runs
+ * the requantization itself (codegen/kir_requant.c, runtime/kernels_conv_i8_rq.c): the listing says so, and the
+ * compiled bytes equal the interpreter's, through the AVX2 blocks and element by element. */
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
@@ -12,12 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* what the loop kernel stores of the requantized q */
+enum { OUT_Q, OUT_Q_DEQ, OUT_Q_I32, OUT_DEQ };
+
 typedef struct rq_case {
   int f64;      /* QLinearConv's form: f64(sums + ibias[o]) * m[o]; else QDQ's: f32(sums) * s[o] + b[o], / S */
   int s8_out;   /* the output s8 (else u8) */
   int per_chan; /* the scale (and bias) per output channel; else one constant */
   int64_t n, c, o, h, w, groups;
   double zp, lo, hi;
+  int residual; /* stage 2: q dequantized plus an f32 input r, requantized (QDQ's, or QLinearAdd's with f64) */
+  int outs;     /* OUT_*: q alone; q and q dequantized; q and i32(q); q dequantized alone */
   const char *tag;
 } rq_case;
 
@@ -26,6 +31,13 @@ static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u, *s >
 static pc_value *chan(pc_graph *g, pc_dtype t, const void *data, int64_t o, const pc_type *like) {
   int64_t axis = 1;
   return pc_broadcast_in_dim(g, pc_const(g, pc_type_make(t, 1, &o), data), like->rank, like->dims, &axis);
+}
+
+/* clamp(round(f) + zp, lo, hi) */
+static pc_value *requant(pc_graph *g, pc_value *f, double zp, double lo, double hi) {
+  pc_value *r = pc_build(g, PC_OP_round, &f, 1, NULL, 0);
+  r = pc_add(g, r, pc_full_like(g, zp, r));
+  return pc_build(g, PC_OP_clamp, (pc_value *[]){r, pc_full_like(g, lo, r), pc_full_like(g, hi, r)}, 3, NULL, 0);
 }
 
 static pc_graph *build(const rq_case *t, const int32_t *w, const float *s32, const float *b32, const double *m64,
@@ -49,11 +61,23 @@ static pc_graph *build(const rq_case *t, const int32_t *w, const float *s32, con
     if (t->per_chan) f = pc_add(g, f, chan(g, PC_f32, b32, t->o, &y->type));
     f = pc_build(g, PC_OP_div, (pc_value *[]){f, pc_full_like(g, 0.5, f)}, 2, NULL, 0);
   }
-  pc_value *r = pc_build(g, PC_OP_round, &f, 1, NULL, 0);
-  r = pc_add(g, r, pc_full_like(g, t->zp, r));
-  pc_value *cl = pc_build(g, PC_OP_clamp, (pc_value *[]){r, pc_full_like(g, t->lo, r), pc_full_like(g, t->hi, r)}, 3,
-                          NULL, 0);
-  pc_output_add(g, pc_convert(g, cl, t->s8_out ? PC_i8 : PC_u8));
+  pc_dtype qt = t->s8_out ? PC_i8 : PC_u8;
+  pc_value *q = pc_convert(g, requant(g, f, t->zp, t->lo, t->hi), qt);
+  if (t->residual) { /* (q - z) * s + r, requantized (in f32; the bounds now the type's) */
+    pc_value *r = pc_input_add(g, "r", pc_type_make(PC_f32, 4, y->type.dims)), *d;
+    if (t->f64)
+      d = pc_convert(g, pc_sub(g, pc_convert(g, q, PC_i32), pc_full_like(g, t->zp, pc_convert(g, q, PC_i32))), PC_f32);
+    else
+      d = pc_sub(g, pc_convert(g, q, PC_f32), pc_full_like(g, t->zp, pc_convert(g, q, PC_f32)));
+    d = pc_add(g, pc_mul(g, d, pc_full_like(g, 0.75, d)), r);
+    d = pc_build(g, PC_OP_div, (pc_value *[]){d, pc_full_like(g, 1.5, d)}, 2, NULL, 0);
+    q = pc_convert(g, requant(g, d, t->s8_out ? -7 : 9, t->s8_out ? -128 : 0, t->s8_out ? 127 : 255), qt);
+  }
+  pc_value *deq = pc_mul(g, pc_sub(g, pc_convert(g, q, PC_f32), pc_full_like(g, 3, pc_convert(g, q, PC_f32))),
+                         pc_full_like(g, 0.125, pc_convert(g, q, PC_f32)));
+  if (t->outs != OUT_DEQ) pc_output_add(g, q);
+  if (t->outs == OUT_Q_DEQ || t->outs == OUT_DEQ) pc_output_add(g, deq);
+  if (t->outs == OUT_Q_I32) pc_output_add(g, pc_convert(g, q, PC_i32));
   return g;
 }
 
@@ -74,9 +98,13 @@ static void check(const rq_case *t, int portable) {
   char tag[160];
   snprintf(tag, sizeof tag, "%s%s", t->tag, portable ? ", element by element" : "");
   pc_graph *r = build(t, w, s32, b32, m64, ib), *g = build(t, w, s32, b32, m64, ib);
-  pc_tensor in = {PC_u8, 4, {t->n, t->c, t->h, t->w}, xs}, ref, got;
+  int64_t nr = t->n * t->o * t->h * t->w;
+  float *rs = malloc(sizeof *rs * (size_t)nr);
+  for (int64_t i = 0; i < nr; i++) rs[i] = (float)lcg(&seed) / 8 - 16; /* eighths: ties after the scales here */
+  pc_tensor in[2] = {{PC_u8, 4, {t->n, t->c, t->h, t->w}, xs}, {PC_f32, 4, {t->n, t->o, t->h, t->w}, rs}}, ref[2], got[2];
+  int n_out = t->outs == OUT_Q || t->outs == OUT_DEQ ? 1 : 2;
   primc_igemm_force_conv_min_k(64); /* the int8 GEMM at this small shape, whichever int8 row this CPU has */
-  int ok = pc_test_ref_and_plan(r, g, &in, 1, &ref, 1, tag);
+  int ok = pc_test_ref_and_plan(r, g, in, 1 + t->residual, ref, n_out, tag);
   primc_igemm_force_conv_min_k(-1);
   if (ok) {
     char *text = pc_test_kernels_text(g);
@@ -85,19 +113,21 @@ static void check(const rq_case *t, int portable) {
     free(text);
   }
   primc_conv_i8_rq_force_portable(portable);
-  if (ok && pc_test_run_compiled(g, 2, &in, &got, tag)) {
-    int64_t n = pc_tensor_numel(&ref), bad = -1, spread = 0;
-    const uint8_t *a = got.data, *b = ref.data;
-    for (int64_t i = 0; i < n && bad < 0; i++) bad = a[i] != b[i] ? i : -1;
-    for (int64_t i = 1; i < n; i++) spread += b[i] != b[0];
-    CHECK_MSG(bad < 0, "%s: y[%lld] = %d, the interpreter's %d", tag, (long long)bad, bad < 0 ? 0 : a[bad],
-              bad < 0 ? 0 : b[bad]);
-    CHECK_MSG(spread > n / 4, "%s: the outputs barely vary (%lld of %lld differ from the first)", tag, (long long)spread,
-              (long long)n);
-    free(got.data);
+  if (ok && pc_test_run_compiled(g, 2, in, got, tag)) {
+    for (int k = 0; k < n_out; k++) { /* byte for byte: the same operations in the same types */
+      int64_t n = pc_tensor_numel(&ref[k]), es = (int64_t)pc_dtype_size(ref[k].dtype), bad = -1, spread = 0;
+      const unsigned char *a = got[k].data, *b = ref[k].data;
+      for (int64_t i = 0; i < n && bad < 0; i++) bad = memcmp(a + i * es, b + i * es, (size_t)es) ? i : -1;
+      for (int64_t i = 1; i < n; i++) spread += memcmp(b + i * es, b, (size_t)es) != 0;
+      CHECK_MSG(bad < 0, "%s: output %d differs from the interpreter's at element %lld", tag, k, (long long)bad);
+      CHECK_MSG(spread > n / 4, "%s: output %d barely varies (%lld of %lld differ from the first)", tag, k,
+                (long long)spread, (long long)n);
+      free(got[k].data);
+    }
   }
   primc_conv_i8_rq_force_portable(0);
-  pc_tensor_free(&ref);
+  for (int k = 0; ok && k < n_out; k++) pc_tensor_free(&ref[k]);
+  free(rs);
   pc_graph_free(r);
   pc_graph_free(g);
   free(xs), free(w), free(ib), free(s32), free(b32), free(m64);
@@ -105,10 +135,15 @@ static void check(const rq_case *t, int portable) {
 
 static const rq_case cases[] = {
     /* 20 channels: two blocks of 8 and 4 past them; 9 x 11 pixels: 12 blocks of 8 and 3 past them; 2 images */
-    {0, 0, 1, 2, 16, 20, 9, 11, 1, 0, 0, 255, "QDQ form, u8, per-channel scale and bias"},
-    {0, 1, 0, 1, 16, 16, 12, 12, 2, 3, -128, 127, "QDQ form, s8, one scale, two groups"},
-    {1, 0, 1, 1, 24, 12, 7, 13, 1, 128, 0, 255, "QLinearConv form, u8, per-channel int bias and multiplier"},
-    {1, 1, 0, 2, 16, 8, 10, 10, 1, -5, -100, 100, "QLinearConv form, s8 clamped to [-100, 100], one multiplier"},
+    {0, 0, 1, 2, 16, 20, 9, 11, 1, 0, 0, 255, 0, OUT_Q, "QDQ form, u8, per-channel scale and bias"},
+    {0, 1, 0, 1, 16, 16, 12, 12, 2, 3, -128, 127, 0, OUT_Q, "QDQ form, s8, one scale, two groups"},
+    {1, 0, 1, 1, 24, 12, 7, 13, 1, 128, 0, 255, 0, OUT_Q, "QLinearConv form, u8, per-channel int bias and multiplier"},
+    {1, 1, 0, 2, 16, 8, 10, 10, 1, -5, -100, 100, 0, OUT_Q, "QLinearConv form, s8 clamped to [-100, 100], one multiplier"},
+    {0, 0, 1, 1, 16, 24, 8, 9, 1, 129, 0, 255, 0, OUT_DEQ, "QDQ form, dequantized f32 alone"},
+    /* a ResNet block's second conv: its requantized output dequantized, a residual added, requantized again */
+    {0, 0, 1, 2, 16, 20, 9, 11, 1, 129, 0, 255, 1, OUT_Q_DEQ, "QDQ residual, u8 and its dequantized f32"},
+    {0, 1, 1, 1, 16, 16, 6, 13, 1, 5, -128, 127, 1, OUT_Q, "QDQ residual, s8"},
+    {1, 0, 1, 1, 24, 12, 7, 13, 1, 140, 0, 255, 1, OUT_Q_I32, "QLinearAdd residual, u8 and i32"},
 };
 
 PC_TEST(conv_i8_requantizes_in_the_call) {
