@@ -109,6 +109,20 @@ static void print_i8_records(const kir_program *p, const kir_kernel *k, FILE *f)
               primc_igemm_row_name(p->packed[j].i8_prep - 1));
 }
 
+/* a conv_i8 call's requantization (codegen/kir_requant.c): its arithmetic, its stages and its outputs */
+static void print_requant(const kir_kernel *k, FILE *f) {
+  static const char *const outs[4] = {"u8", "s8", "f32 dequantized", "i32"};
+  const int64_t *w = k->params + PRIMC_CONV_I8_RQ_AT;
+  fprintf(f, " (requantized in the call in %s%s, writing", w[0] == PRIMC_CONV_I8_RQ_F64 ? "f64" : "f32",
+          w[2] & PRIMC_CONV_I8_RQ_RES ? ", then a residual added and requantized in f32" : "");
+  for (int i = 0; i < w[1] && i < 2; i++) {
+    double kind;
+    memcpy(&kind, &w[16 + 3 * i], sizeof kind);
+    fprintf(f, "%s %s", i ? " and" : "", kind >= 0 && kind < 4 ? outs[(int)kind] : "?");
+  }
+  fprintf(f, ")");
+}
+
 /* "conv row NAME", with " (tuned)" when --autotune chose it and what the planner would have */
 static void print_conv_row(const kir_program *p, const kir_kernel *k, FILE *f) {
   int row = (int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1, heur = row;
@@ -149,6 +163,7 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
               xk >= 0 && xk < 3 ? xs[xk] : "?", (long long)k->params[CONV_EPI_AT + 3], (long long)k->params[CONV_EPI_AT],
               primc_igemm_row_name(primc_igemm_row_active()));
     }
+    if (k->call == KC_conv_i8 && k->params[PRIMC_CONV_I8_RQ_AT] != PRIMC_CONV_I8_RQ_NONE) print_requant(k, f);
     if (k->call == KC_dot_bf16)
       fprintf(f, " (%s: %s, f32 sums; B %s; bf16 row here %s)",
               p->g->autocast == PC_AUTOCAST_BF16 ? "autocast bf16" : k->params[12] == 3 ? "matmul precision high" : "matmul precision medium",

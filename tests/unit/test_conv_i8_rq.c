@@ -108,8 +108,10 @@ static void check(const rq_case *t, int portable) {
   primc_igemm_force_conv_min_k(-1);
   if (ok) {
     char *text = pc_test_kernels_text(g);
-    CHECK_MSG(text && strstr(text, "call primc_k_conv_i8(") && strstr(text, "in the call"),
-              "%s: the requantization is not in the conv_i8 call", tag);
+    const char *want = t->residual ? "then a residual added and requantized in f32, writing" : "writing";
+    CHECK_MSG(text && strstr(text, "call primc_k_conv_i8(") && strstr(text, "requantized in the call") &&
+                  strstr(text, want) && strstr(text, "in the call"),
+              "%s: the requantization is not in the conv_i8 call as it should be", tag);
     free(text);
   }
   primc_conv_i8_rq_force_portable(portable);
