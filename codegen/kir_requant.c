@@ -145,7 +145,7 @@ static int match_stage1(rq_match *m, const kir_expr *x) {
 
 /* an f32 load of a buffer other than the sums at the element the store writes */
 static int is_residual(const rq_match *m, const kir_expr *x) {
-  return x->dtype == PC_f32 && x->buf != m->acc && at_element(m, x);
+  return at_element(m, x) && x->dtype == PC_f32 && x->buf != m->acc;
 }
 
 static int same_expr(const kir_expr *a, const kir_expr *b) {

@@ -33,8 +33,8 @@ int primc_i8_rq_read(const int64_t *w, void *const *bufs, int64_t o, primc_i8_rq
   if (!(r->lo >= -16777216 && r->hi <= 16777216 && r->lo <= r->hi)) return PRIMC_ERR_RUNTIME;
   for (int i = 0; i < 6; i++)
     if (r->kind == PRIMC_CONV_I8_RQ_F32 && !is_f32(d[i]) && d[i] == d[i]) return PRIMC_ERR_RUNTIME;
-  for (int i = 6; i < 18; i++)
-    if (!is_f32(d[i]) && d[i] == d[i] && i != 12 && i != 15) return PRIMC_ERR_RUNTIME;
+  for (int i = 6; i < 18; i++) /* the output kinds among them: small integers, f32 values too */
+    if (!is_f32(d[i]) && d[i] == d[i]) return PRIMC_ERR_RUNTIME;
   r->z1 = (float)d[6], r->s1 = (float)d[7], r->div2 = (float)d[8], r->zp2 = (float)d[9], r->lo2 = (float)d[10],
   r->hi2 = (float)d[11];
   double lo = mask & PRIMC_CONV_I8_RQ_RES ? d[10] : r->lo, hi = mask & PRIMC_CONV_I8_RQ_RES ? d[11] : r->hi;
