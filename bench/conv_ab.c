@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
   }
   float *x = buf(batch * c * h * w), *wt = buf(o * c / g * k * k), *bias = buf(o), *y = buf(batch * o * oh * ow),
         *spare = buf(batch * o * oh * ow);
-  primc_conv_epi e = {bias, 1, NULL, 0.0f, __builtin_inff(), PRIMC_ACT_NONE};
+  primc_conv_epi e = {.bias = bias, .bias_stride = 1, .lo = 0.0f, .hi = __builtin_inff()};
   char names[256];
   snprintf(names, sizeof names, "%s", argv[1]);
   const char *row[MAX_ROWS];

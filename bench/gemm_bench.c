@@ -306,7 +306,7 @@ static void run_conv_plain(void *ctx) {
 
 static void run_conv_primc(void *ctx) {
   conv_run *r = ctx;
-  primc_conv_epi e = {r->b, 1, NULL, -INFINITY, INFINITY, 0};
+  primc_conv_epi e = {.bias = r->b, .bias_stride = 1, .lo = -INFINITY, .hi = INFINITY};
   primc_conv2d_f32_epi(&r->packed, r->x, r->wp, &e, r->y, NULL, r->scratch);
 }
 

@@ -289,7 +289,7 @@ static int time_rows(pc_autotune *t, const primc_conv2d *c, const primc_conv_pla
   double times[AT_MAX_CANDS][AT_MAX_ROUNDS], first_best = INFINITY;
   int live[AT_MAX_CANDS], rounds = 0, keep = -1;
   int ok = x && w && bias && y && col;
-  primc_conv_epi e = {bias, 1, NULL, 0.0f, INFINITY, 0};
+  primc_conv_epi e = {.bias = bias, .bias_stride = 1, .lo = 0.0f, .hi = INFINITY};
   for (int i = 0; ok && i < n; i++) {
     size_t bytes = primc_conv_plan_weight_bytes(c, &cand[i]);
     live[i] = !posix_memalign(&packed[i], 64, bytes ? bytes : 64) &&

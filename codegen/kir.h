@@ -14,7 +14,8 @@ struct pc_autotune; /* codegen/autotune.h */
 #define KIR_MAX_ARGS 8
 #define KIR_MAX_CALL_ARGS 12 /* a call kernel's buffers (a requantizing conv_i8 call's outputs, operands and residual) */
 #define CONV_EPI_AT PRIMC_CONV_EPI_AT /* where a conv call's fused-epilogue words start in its params */
-#define CONV_EPI_WORDS PRIMC_CONV_EPI_WORDS /* the last four: weight layout, tile height, their bytes, the planned row + 1 */
+#define CONV_EPI_WORDS PRIMC_CONV_EPI_WORDS
+#define CONV_EPI_ROW 10 /* the planned row + 1 among those words; the three before: weight layout, tile height, bytes */
 
 /* Where a buffer lives at run time. */
 typedef enum kir_place {

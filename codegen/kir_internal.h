@@ -16,7 +16,6 @@ typedef struct amap {
 
 static inline int64_t kir_align_up(int64_t x) { return (x + KIR_ALIGN - 1) / KIR_ALIGN * KIR_ALIGN; }
 
-#define CONV_EPI_ROW (CONV_EPI_WORDS - 1) /* the planned row + 1, among a conv call's epilogue words */
 
 /* ---------------------------------------------------------------- buffers and kernels (kir.c) */
 
@@ -110,6 +109,7 @@ int kir_channel_map(const kir_kernel *k, const int64_t *cstride, int64_t plane, 
                     int64_t *off, int64_t *stride);
 /* the loop kernel requantizing a conv_i8 call's int32 result runs inside the call (kir_requant.c) */
 pc_status kir_requant_rewrite(kir_program *p);
+pc_status kir_conv_requant_rewrite(kir_program *p);
 /* max trees over a -inf padded copy as primc_k_maxpool calls (kir_pool_calls.c) */
 pc_status kir_pool_calls_rewrite(kir_program *p);
 

@@ -30,7 +30,8 @@ typedef struct rq_out {
 typedef struct rq_match {
   const kir_program *p;
   const kir_kernel *k;
-  int acc; /* the call's int32 result */
+  int acc;      /* the call's int32 result */
+  int f32_sums; /* an exact f32 conv's: acc is f32, read as i32(acc) */
   int64_t cstride[KIR_MAX_LOOPS], plane, chans;
   int ib, mul, add, res; /* per-channel operand buffers and stage 2's residual, -1 when absent */
   int64_t ibias;
@@ -48,8 +49,14 @@ static int at_element(const rq_match *m, const kir_expr *x) {
   return 1;
 }
 
-/* x reads the sums at the element the store writes */
-static int is_sums(const rq_match *m, const kir_expr *x) { return at_element(m, x) && x->buf == m->acc; }
+/* x reads the sums at the element the store writes (as i32(acc) from an f32 conv) */
+static int is_sums(const rq_match *m, const kir_expr *x) {
+  if (m->f32_sums) {
+    if (x->kind != KE_CONVERT || x->dtype != PC_i32 || x->n_args != 1 || x->args[0]->dtype != PC_f32) return 0;
+    x = x->args[0];
+  }
+  return at_element(m, x) && x->buf == m->acc;
+}
 
 /* x of type t is a constant (into *c or *ci) or a constant buffer holding one value per output channel (into *buf) */
 static int operand(const rq_match *m, const kir_expr *x, pc_dtype t, int *buf, double *c, int64_t *ci) {
@@ -202,19 +209,18 @@ static int f32_words(const rq_match *m) {
   return 1;
 }
 
-/* call c's requantizing loop kernel k (the next one) into *m; 0 when it does not qualify */
-static int match(const kir_program *p, const kir_touches *t, int i, rq_match *m) {
+/* conv call c's requantizing loop kernel k (the next one) into *m; 0 when it does not qualify */
+static int match(const kir_program *p, const kir_touches *t, int i, int f32_sums, rq_match *m) {
   const kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
-  if (c->kind != KK_CALL || c->call != KC_conv_i8 || c->has_epilogue || c->n_args + 2 + 4 > KIR_MAX_CALL_ARGS ||
-      c->params[CONV_EPI_AT + 2] == PRIMC_CONV_I8_X_I32_ANY || k->kind != KK_LOOP || k->n_stores < 1 ||
-      k->n_stores > 2 || k->n_par != k->n_loops)
+  if (c->kind != KK_CALL || c->has_epilogue || k->kind != KK_LOOP || k->n_stores < 1 || k->n_stores > 2 ||
+      k->n_par != k->n_loops)
     return 0;
   const int64_t *od = c->params + 1 + 18 + 1; /* the out shape's dims */
   int rank = (int)c->params[1 + 18];
   if (rank < 3) return 0;
   /* only inside a fused group: --unfused stays one launch per prim */
   if (!c->n_nodes || !k->n_nodes || c->nodes[0]->group < 0 || c->nodes[0]->group != k->nodes[0]->group) return 0;
-  *m = (rq_match){.p = p, .k = k, .acc = c->args[0], .plane = 1, .chans = od[1]};
+  *m = (rq_match){.p = p, .k = k, .acc = c->args[0], .f32_sums = f32_sums, .plane = 1, .chans = od[1]};
   for (int d = 2; d < rank; d++) m->plane *= od[d];
   int64_t n = 1, total = od[0] * m->chans * m->plane;
   for (int l = k->n_loops - 1; l >= 0; l--) m->cstride[l] = n, n *= k->extent[l];
@@ -236,13 +242,19 @@ static int match(const kir_program *p, const kir_touches *t, int i, rq_match *m)
   return 1;
 }
 
+/* a conv_i8 call with room for its outputs and operands */
+static int i8_call(const kir_kernel *c) {
+  return c->kind == KK_CALL && c->call == KC_conv_i8 && c->n_args + 2 + 4 <= KIR_MAX_CALL_ARGS &&
+         c->params[CONV_EPI_AT + 2] != PRIMC_CONV_I8_X_I32_ANY;
+}
+
 pc_status kir_requant_rewrite(kir_program *p) {
   if (p->sizes_vary) return PC_OK; /* the calls' shapes are the bound's */
   kir_touches t;
   if (kir_touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     rq_match m;
-    if (!match(p, &t, i, &m)) continue;
+    if (!i8_call(&p->kernels[i]) || !match(p, &t, i, 0, &m)) continue;
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
     kir_touches_recount(&t, c, -1);
     int64_t *w = c->params + PRIMC_CONV_I8_RQ_AT;
@@ -260,6 +272,59 @@ pc_status kir_requant_rewrite(kir_program *p) {
     if (m.mul >= 0) c->args[c->n_args++] = m.mul;
     if (m.add >= 0) c->args[c->n_args++] = m.add;
     if (m.res >= 0) c->args[c->n_args++] = m.res;
+    kir_absorb_in_call(p, i);
+    kir_touches_recount(&t, c, 1);
+  }
+  kir_touches_free(&t);
+  return PC_OK;
+}
+
+/* ---------------------------------------------------------------- the f32 conv's epilogue */
+
+/* An int32 conv with few taps runs as an exact f32 conv (passes/widen.c); its requantizing loop kernel, f32(i32(
+ * u8(clamp(round((f32(i32(sums)) * scale[o] + bias[o]) / s) + zp, lo, hi)))) [- zsub], becomes the conv call's
+ * epilogue (act RQ, runtime/conv/conv.h's cv_rqf, the same f32 operations one by one): the sums are not stored and
+ * read again. zsub folds into the zero point and the bounds, exactly, all of them integers. */
+static int integral(double x) { return x == (double)(int64_t)x && x > -(1 << 24) && x < (1 << 24); }
+
+/* the conv call a 2-D or 1-D f32 conv without an epilogue (what primc_conv2d_f32_epi runs) */
+static int f32_call(const kir_kernel *c) {
+  const int64_t *q = c->params;
+  return c->kind == KK_CALL && c->call == KC_conv && !c->pair && !c->absorbed && c->n_args + 3 <= KIR_MAX_CALL_ARGS &&
+         q[0] == PC_f32 && (q[1] == 4 || q[1] == 3) && q[1 + 27 + 1 + 24] == 1 && q[1 + 27 + 1 + 25] == 1 &&
+         !q[CONV_EPI_AT];
+}
+
+/* m (matched with f32 sums) as act RQ's arithmetic: one f32 store of stage 1 less an integral zero point */
+static int f32_form(const rq_match *m) {
+  const rq_out *o = &m->out[0];
+  return m->k->n_stores == 1 && m->res < 0 && m->ib < 0 && m->c1.t == PC_f32 && (m->add >= 0 || m->addc == 0) &&
+         o->kind == PRIMC_CONV_I8_OUT_F32 && o->smul == 1 && integral(o->zsub) && integral(m->c1.zp) &&
+         integral(m->c1.lo) && integral(m->c1.hi) && m->c1.div != 0;
+}
+
+pc_status kir_conv_requant_rewrite(kir_program *p) {
+  if (p->sizes_vary) return PC_OK;
+  kir_touches t;
+  if (kir_touches_build(p, &t) != PC_OK) return p->g->status;
+  for (int i = 0; i + 1 < p->n_kernels; i++) {
+    rq_match m;
+    kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
+    if (!f32_call(c) || !match(p, &t, i, 1, &m) || !f32_form(&m) || kir_bufs_overlap(p, k->stores[0].buf, c->args[3]))
+      continue;
+    kir_touches_recount(&t, c, -1);
+    int64_t *w = c->params + CONV_EPI_AT, *r = w + PRIMC_CONV_EPI_RQ, y = k->stores[0].buf;
+    double zs = m.out[0].zsub, lo = m.c1.lo - zs, hi = m.c1.hi - zs, zp = m.c1.zp - zs;
+    w[0] = 1, w[1] = 0, w[2] = m.add >= 0 ? 1 : -1, w[3] = 0, w[6] = PRIMC_ACT_RQ;
+    memcpy(&w[4], &lo, 8);
+    memcpy(&w[5], &hi, 8);
+    r[0] = 0, r[1] = m.mul >= 0 ? 1 : -1;
+    memcpy(&r[2], &m.mulc, 8);
+    memcpy(&r[3], &m.c1.div, 8);
+    memcpy(&r[4], &zp, 8);
+    c->args[c->n_args++] = (int)y;
+    c->args[c->n_args++] = m.add >= 0 ? m.add : (int)y;
+    c->args[c->n_args++] = m.mul >= 0 ? m.mul : (int)y;
     kir_absorb_in_call(p, i);
     kir_touches_recount(&t, c, 1);
   }

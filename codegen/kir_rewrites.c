@@ -791,6 +791,9 @@ static const struct kir_rewrite {
     {"pack-weights", KIR_STAGE_HOST_WEIGHTS, pack_weights},
     /* needs pack-weights' conv_i8 calls: the loop kernel requantizing one's int32 result runs inside it */
     {"conv-i8-requant", KIR_STAGE_HOST_WEIGHTS, kir_requant_rewrite},
+    /* an exact f32 conv's requantizing loop kernel as its epilogue (act RQ); after conv-depthwise-pairs, whose
+     * lanes do not requantize */
+    {"conv-requant", KIR_STAGE_HOST_WEIGHTS, kir_conv_requant_rewrite},
     /* a cross target's dots: B as its GEMM row's panels */
     {"pack-cross-weights", KIR_STAGE_CROSS_WEIGHTS, pack_cross_weights},
     /* max trees over a -inf padded copy become primc_k_maxpool calls that read the map unpadded */

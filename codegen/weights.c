@@ -23,7 +23,7 @@ static int pack_into(const kir_program *p, const kir_packed *pk, const void *d, 
     primc_conv2d cv;
     if (!primc_conv2d_of_params(pk->conv, &cv)) return PRIMC_ERR_ARG;
     const int64_t *q = pk->conv + CONV_EPI_AT;
-    primc_conv_plan plan = {(int32_t)(q[CONV_EPI_WORDS - 1] - 1), (int32_t)q[CONV_EPI_WORDS - 4], pk->a_mr};
+    primc_conv_plan plan = {(int32_t)(q[CONV_EPI_ROW] - 1), (int32_t)q[CONV_EPI_ROW - 3], pk->a_mr};
     return primc_conv_plan_pack(&cv, &plan, d, dst);
   }
   if (pk->i8 == 2) return primc_conv_i8_pack(pk->conv, d, dst, pk->i8_prep - 1);

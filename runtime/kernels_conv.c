@@ -209,8 +209,8 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
 /* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
  * [fused, bias offset, bias stride (-1: no bias), has residual, lo, hi (doubles as bits), act (PRIMC_ACT_*), how the weights are
  * packed (PRIMC_CONV_W_*: 0 plain), the tile height they were packed for, the packed weights' bytes, the
- * planned conv row + 1 (runtime/conv/plan.c)];
- * bufs[4..6] = y, bias, residual */
+ * planned conv row + 1 (runtime/conv/plan.c), act RQ's words (PRIMC_CONV_EPI_RQ)];
+ * bufs[4..6] = y, bias, residual (act RQ: its scales) */
 #define CONV_EPI_AT PRIMC_CONV_EPI_AT
 #define CONV_EPI_PACKED 7
 #define CONV_EPI_TILE 8
@@ -227,6 +227,18 @@ static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e
   e->lo = (float)lo;
   e->hi = (float)hi;
   e->act = q[0] && q[6] > 0 && q[6] < PRIMC_ACT_COUNT ? (int)q[6] : PRIMC_ACT_NONE;
+  e->rq_scale = NULL, e->rq_scale_stride = 0, e->rq_scale_c = e->rq_div = 1.0f, e->rq_zp = 0.0f;
+  if (e->act == PRIMC_ACT_RQ) { /* its scales in the residual's buffer */
+    const int64_t *r = q + PRIMC_CONV_EPI_RQ;
+    double c, div, zp;
+    memcpy(&c, &r[2], 8);
+    memcpy(&div, &r[3], 8);
+    memcpy(&zp, &r[4], 8);
+    e->res = NULL;
+    e->rq_scale = r[1] >= 0 && bufs[6] ? (const float *)bufs[6] + r[0] : NULL;
+    e->rq_scale_stride = r[1] < 0 ? 0 : r[1];
+    e->rq_scale_c = (float)c, e->rq_div = (float)div, e->rq_zp = (float)zp;
+  }
 }
 
 /* the same epilogue after a conv that did not run it: y = clamp(acc + bias + res) over [N, O, P] */
@@ -234,10 +246,11 @@ static void conv_epi_apply(const conv_desc *c, const primc_conv_epi *e, float *y
   int64_t N = c->o.d[0], O = c->o.d[1], P = prod(c->o.d + 2, c->S);
   for (int64_t n = 0; n < N; n++)
     for (int64_t o = 0; o < O; o++) {
-      float b = e->bias ? e->bias[o * e->bias_stride] : 0.0f;
+      float b = e->bias ? e->bias[o * e->bias_stride] : 0.0f, s = primc_conv_rq_scale(e, o);
       for (int64_t i = (n * O + o) * P, end = i + P; i < end; i++) {
-        float v = acc[i] + b + (e->res ? e->res[i] : 0.0f);
-        v = primc_conv_act(e->act, v);
+        float v;
+        if (e->act == PRIMC_ACT_RQ) v = primc_conv_rq(e, acc[i], b, s);
+        else v = primc_conv_act(e->act, acc[i] + b + (e->res ? e->res[i] : 0.0f));
         y[i] = v < e->lo ? e->lo : v > e->hi ? e->hi : v;
       }
     }

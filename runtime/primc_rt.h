@@ -682,11 +682,19 @@ typedef struct primc_conv_epi {
   const float *res;
   float lo, hi;
   int act; /* PRIMC_ACT_*: applied to the sum before the clamp */
+  /* act RQ: the multiplier of channel o, rq_scale[o * rq_scale_stride] (rq_scale NULL: rq_scale_c for all), the
+   * divisor and the zero point */
+  const float *rq_scale;
+  int64_t rq_scale_stride;
+  float rq_scale_c, rq_div, rq_zp;
 } primc_conv_epi;
 /* a conv epilogue's activation: SiLU x sigmoid(x) (EfficientNet), GELU x/2 (1 + erf(x / sqrt 2)) (wav2vec,
  * Whisper's conv stem), F16: x rounded to the nearest f16 (ties to even) and back (--autocast fp16's rounded
- * activations; rounding is monotone, so with f16 bounds it commutes with the clamp applied after it) */
-enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_F16, PRIMC_ACT_COUNT };
+ * activations; rounding is monotone, so with f16 bounds it commutes with the clamp applied after it). RQ
+ * requantizes the integer sums of an exact f32 conv (passes/widen.c's): roundeven((trunc(sum) * scale[o] + bias[o])
+ * / div) + zp, each operation in f32 as the QuantizeLinear loop it replaces computes it, then the clamp; no
+ * residual */
+enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_F16, PRIMC_ACT_RQ, PRIMC_ACT_COUNT };
 /* erf on f32 as codegen's vectorized erf and the conv epilogue's compute it: |x| < 1: x P(x^2); 1 <= |x| < 4:
  * 1 - e^(-x^2) Q(1/x); beyond, +-1. P (degree 6) and Q (degree 10), highest power first, were least-squares
  * fits to erf(x)/x and erfc(x) e^(x^2) in double precision, made for primc; within 3 ulp of the exact erf */
@@ -695,6 +703,9 @@ enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_F16, PRIMC_ACT_
   -0.0367993936, 0.255393296, -0.783952355, 1.37965894, -1.47681844, 0.865867436, -0.05309375, -0.290376276,  \
       0.0040775938, 0.563594103, 3.24047032e-05
 float primc_conv_act(int act, float v);
+/* act RQ of a sum with channel o's bias b and scale s (before the clamp), and channel o's scale */
+float primc_conv_rq(const primc_conv_epi *e, float sum, float b, float s);
+float primc_conv_rq_scale(const primc_conv_epi *e, int64_t o);
 int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
                          float *spare, float *col);
 /* A conv of one group with few taps x input channels (pw: a 1x1 widening, a 3-channel stem; plain
@@ -775,12 +786,17 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
                    const primc_conv_epi *e, float *y, float *spare, float *col);
 /* the row that last ran on this thread (after fallbacks), for tests; -1 before any */
 int primc_conv_last_row(void);
+/* tests: 1 makes the executor requantize (act RQ) after every row, as it does after rows without CV_EPI_RQ */
+void primc_conv_rq_force_after(int on);
 
 /* where a conv call's fused-epilogue words start in its params (codegen/kir_rewrites.c writes them,
  * runtime/kernels_conv.c reads them), and their count: [fused, bias offset, bias stride, has residual, lo, hi,
- * act (PRIMC_ACT_*), weight layout, tile height, packed weight bytes, planned row + 1 (0: none)] */
+ * act (PRIMC_ACT_*), weight layout, tile height, packed weight bytes, planned row + 1 (0: none), then act RQ's:
+ * scale offset, scale stride (-1: the constant next), scale constant, divisor, zero point (doubles as bits)]; act
+ * RQ's per-channel scales arrive in the residual's buffer */
 #define PRIMC_CONV_EPI_AT (1 + 27 + 1 + 32)
-#define PRIMC_CONV_EPI_WORDS 11
+#define PRIMC_CONV_EPI_WORDS 16
+#define PRIMC_CONV_EPI_RQ 11 /* the first of act RQ's words */
 
 /* int8 GEMM (runtime/gemm/igemm*.c): exact int32 C[M][N] = A B for int32 A and a constant int32 B each of whose
  * columns spans at most 256 values (a u8 or s8 weight less its zero points), wrapping as the prims' integer sums

@@ -62,9 +62,7 @@ int primc_cv_bf16_run(const cv_call *k) {
                                         pw ? NULL : primc_cv_col_row, &s, k->acc + yoff, P);
       if (st != PRIMC_OK) return st;
       if (!epi) continue;
-      epi_job j = {{e->bias ? e->bias + g * og * e->bias_stride : NULL, e->bias_stride, e->res ? e->res + yoff : NULL,
-                    k->y + yoff, e->lo, e->hi, e->act},
-                   k->acc + yoff, P};
+      epi_job j = {cv_epi_of(e, g * og, k->y + yoff, e->res ? e->res + yoff : NULL), k->acc + yoff, P};
       if (og * P >= (1 << 15)) primc_parallel_for(og, epi_channels, &j);
       else epi_channels(&j, 0, og);
     }

@@ -25,7 +25,22 @@ int primc_cv_valid(const primc_conv2d *p) {
 
 float primc_conv_act(int act, float v) { return cv_actf(act, v); }
 
-void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb) {
+float primc_conv_rq_scale(const primc_conv_epi *e, int64_t o) {
+  epi_ctx c = cv_epi_of(e, 0, NULL, NULL);
+  return cv_scale_at(&c, o);
+}
+
+float primc_conv_rq(const primc_conv_epi *e, float sum, float b, float s) {
+  epi_ctx c = cv_epi_of(e, 0, NULL, NULL);
+  return cv_rqf(&c, sum, b, s);
+}
+
+void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, float s,
+                             int64_t nb) {
+  if (e->act == PRIMC_ACT_RQ) {
+    for (int64_t n = 0; n < nb; n++) y[n] = cv_clampf(cv_rqf(e, c[n], b, s), e->lo, e->hi);
+    return;
+  }
   for (int64_t n = 0; n < nb; n++) {
     float v = c[n] + b + (res ? res[n] : 0.0f);
     y[n] = cv_clampf(cv_actf(e->act, v), e->lo, e->hi);
@@ -34,31 +49,40 @@ void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const f
 
 #if PRIMC_X86
 __attribute__((target("avx512f"))) void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res,
-                                                          float b, int64_t nb) {
-  __m512 vb = _mm512_set1_ps(b), lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
+                                                          float b, float s, int64_t nb) {
+  __m512 vb = _mm512_set1_ps(b), vs = _mm512_set1_ps(s), lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
   int64_t n = 0;
   for (; n < nb; n += 16) {
     __mmask16 m = nb - n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nb - n)) - 1);
-    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c + n), vb);
-    if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + n));
-    if (e->act) v = cv_act512(e->act, v);
+    __m512 v;
+    if (e->act == PRIMC_ACT_RQ) {
+      v = cv_rq512(_mm512_maskz_loadu_ps(m, c + n), vb, vs, e->rq_div, e->rq_zp);
+    } else {
+      v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c + n), vb);
+      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + n));
+      if (e->act) v = cv_act512(e->act, v);
+    }
     /* max/min return their second operand when one is NaN: v second keeps NaN */
     _mm512_mask_storeu_ps(y + n, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
   }
 }
 
 __attribute__((target("avx2,fma,f16c"))) void primc_cv_epi_row256(const epi_ctx *e, float *y, const float *c,
-                                                                  const float *res, float b, int64_t nb) {
-  __m256 vb = _mm256_set1_ps(b), lo = _mm256_set1_ps(e->lo), hi = _mm256_set1_ps(e->hi);
+                                                                  const float *res, float b, float s, int64_t nb) {
+  __m256 vb = _mm256_set1_ps(b), vs = _mm256_set1_ps(s), lo = _mm256_set1_ps(e->lo), hi = _mm256_set1_ps(e->hi);
   int64_t n = 0;
   for (; n + 8 <= nb; n += 8) {
-    __m256 v = _mm256_add_ps(_mm256_loadu_ps(c + n), vb);
-    if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + n));
-    /* SiLU: v / (1 + e^-v); e^-v is inf below -89, giving -0 */
-    if (e->act) v = cv_act256(e->act, v);
+    __m256 v;
+    if (e->act == PRIMC_ACT_RQ) {
+      v = cv_rq256(_mm256_loadu_ps(c + n), vb, vs, e->rq_div, e->rq_zp);
+    } else {
+      v = _mm256_add_ps(_mm256_loadu_ps(c + n), vb);
+      if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + n));
+      if (e->act) v = cv_act256(e->act, v);
+    }
     _mm256_storeu_ps(y + n, _mm256_min_ps(hi, _mm256_max_ps(lo, v))); /* v second: NaN stays */
   }
-  if (n < nb) primc_cv_epi_row_scalar(e, y + n, c + n, res ? res + n : NULL, b, nb - n);
+  if (n < nb) primc_cv_epi_row_scalar(e, y + n, c + n, res ? res + n : NULL, b, s, nb - n);
 }
 #endif
 
@@ -67,9 +91,9 @@ void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
   int isa = primc_sgemm_isa();
   for (int64_t m = 0; m < mb; m++) {
     int64_t off = (m0 + m) * ldc + n0;
-    float *row = C + m * ldc, *y = e->y + off, b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
+    float *row = C + m * ldc, *y = e->y + off;
     const float *res = e->res ? e->res + off : NULL;
-    cv_epi_row(isa, e, y, row, res, b, nb);
+    cv_epi_row(isa, e, y, row, res, cv_bias_at(e, m0 + m), cv_scale_at(e, m0 + m), nb);
   }
 }
 
@@ -310,9 +334,14 @@ __attribute__((target("avx512f"))) void primc_cv_ct_store(const epi_ctx *e, int6
       primc_tr16(r);
       for (int64_t c = 0; c < nc; c++) {
         int64_t ch = c0 + c, off = ch * P + m0 + q;
-        __m512 v = _mm512_add_ps(r[c], _mm512_set1_ps(e->bias ? e->bias[ch * e->bias_stride] : 0.0f));
-        if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e->res + off));
-        if (e->act) v = cv_act512(e->act, v);
+        __m512 vb = _mm512_set1_ps(cv_bias_at(e, ch)), v;
+        if (e->act == PRIMC_ACT_RQ) {
+          v = cv_rq512(r[c], vb, _mm512_set1_ps(cv_scale_at(e, ch)), e->rq_div, e->rq_zp);
+        } else {
+          v = _mm512_add_ps(r[c], vb);
+          if (e->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e->res + off));
+          if (e->act) v = cv_act512(e->act, v);
+        }
         _mm512_mask_storeu_ps(e->y + off, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v))); /* v second: NaN stays */
       }
     }
@@ -336,14 +365,19 @@ __attribute__((target("avx2,fma,f16c"))) static void ct_store256(const epi_ctx *
       primc_tr8(r);
       for (int c = 0; c < 8; c++) {
         int64_t ch = c0 + c, off = ch * P + m0 + q;
-        __m256 v = _mm256_add_ps(r[c], _mm256_set1_ps(e->bias ? e->bias[ch * e->bias_stride] : 0.0f));
+        __m256 vb = _mm256_set1_ps(cv_bias_at(e, ch)), v;
         float part[8]; /* the last block's rows: its n residuals in, its n results out */
-        if (e->res && n < 8) {
-          memset(part, 0, sizeof part);
-          memcpy(part, e->res + off, (size_t)n * sizeof(float));
+        if (e->act == PRIMC_ACT_RQ) {
+          v = cv_rq256(r[c], vb, _mm256_set1_ps(cv_scale_at(e, ch)), e->rq_div, e->rq_zp);
+        } else {
+          v = _mm256_add_ps(r[c], vb);
+          if (e->res && n < 8) {
+            memset(part, 0, sizeof part);
+            memcpy(part, e->res + off, (size_t)n * sizeof(float));
+          }
+          if (e->res) v = _mm256_add_ps(v, _mm256_loadu_ps(n < 8 ? part : e->res + off));
+          if (e->act) v = cv_act256(e->act, v);
         }
-        if (e->res) v = _mm256_add_ps(v, _mm256_loadu_ps(n < 8 ? part : e->res + off));
-        if (e->act) v = cv_act256(e->act, v);
         v = _mm256_min_ps(hi, _mm256_max_ps(lo, v)); /* v second: NaN stays */
         if (n == 8) {
           _mm256_storeu_ps(e->y + off, v);
@@ -375,7 +409,7 @@ void cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int6
     for (int64_t p0 = 0; p0 < mb; p0 += 64) {
       int64_t n = mb - p0 < 64 ? mb - p0 : 64, off = m0 + p0;
       for (int64_t i = 0; i < n; i++) tmp[i] = ct[(p0 + i) * ldc + o];
-      cv_epi_row(isa, &eo, eo.y + off, tmp, eo.res ? eo.res + off : NULL, eo.bias ? eo.bias[0] : 0.0f, n);
+      cv_epi_row(isa, &eo, eo.y + off, tmp, eo.res ? eo.res + off : NULL, cv_bias_at(&eo, 0), cv_scale_at(&eo, 0), n);
     }
   }
 }

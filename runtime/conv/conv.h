@@ -59,9 +59,10 @@ static inline __mmask16 cv_low_mask(int64_t n) {
 
 /* ---------------------------------------------------------------- the rows */
 
-/* COL: the col scratch; BF16: planned only when the plan options ask for bf16 operands. Every row may write y
- * while it reads x and a residual: the executor keeps y apart from both (but a residual that is y exactly) */
-enum { CV_NEED_COL = 1, CV_NEED_BF16 = 4 };
+/* COL: the col scratch; BF16: planned only when the plan options ask for bf16 operands; EPI_RQ: the row's
+ * epilogues run act RQ (for the others the executor requantizes y after the row). Every row may write y while it
+ * reads x and a residual: the executor keeps y apart from both (but a residual that is y exactly) */
+enum { CV_NEED_COL = 1, CV_NEED_BF16 = 4, CV_EPI_RQ = 8 };
 
 /* one call of a row: p with its w_* fields set from the plan; e never NULL; the sums go to acc (y, or the
  * spare when y is the residual); y is apart from x; next, w2, e2: a PAIR row's depthwise conv */
@@ -103,9 +104,31 @@ typedef struct epi_ctx {
   float *y;         /* where the result goes, C's layout; may be C itself */
   float lo, hi;
   int act;
+  const float *rq_scale; /* act RQ: row m's scale at rq_scale[m * rq_stride] as the bias; NULL: rq_c for all */
+  int64_t rq_stride;
+  float rq_c, rq_div, rq_zp;
 } epi_ctx;
 
+/* e's epilogue with the bias and scales moved to channel ch, y and the residual as given */
+static inline epi_ctx cv_epi_of(const primc_conv_epi *e, int64_t ch, float *y, const float *res) {
+  return (epi_ctx){e->bias ? e->bias + ch * e->bias_stride : NULL, e->bias_stride, res, y, e->lo, e->hi, e->act,
+                   e->rq_scale ? e->rq_scale + ch * e->rq_scale_stride : NULL, e->rq_scale_stride, e->rq_scale_c,
+                   e->rq_div, e->rq_zp};
+}
+
+/* row m's bias, and its scale under act RQ (1 otherwise) */
+static inline float cv_bias_at(const epi_ctx *e, int64_t m) { return e->bias ? e->bias[m * e->bias_stride] : 0.0f; }
+static inline float cv_scale_at(const epi_ctx *e, int64_t m) {
+  return e->act != PRIMC_ACT_RQ ? 1.0f : e->rq_scale ? e->rq_scale[m * e->rq_stride] : e->rq_c;
+}
+
 static inline float cv_clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* act RQ before the clamp: roundeven((trunc(c) * s + b) / div) + zp, one f32 operation at a time (-std=c11
+ * contracts no multiply-add into an FMA) */
+static inline float cv_rqf(const epi_ctx *e, float c, float b, float s) {
+  return nearbyintf((truncf(c) * s + b) / e->rq_div) + e->rq_zp;
+}
 
 /* v * sigmoid(v); v itself above 87, where 1 + e^-v is 1 in f32 and e^-v would underflow (libm raises the flag,
  * the hardware may take an assist) */
@@ -118,9 +141,10 @@ static inline float cv_actf(int act, float v) {
                                  : v;
 }
 
-/* y[n] = clamp(act(c[n] + b + res[n])); NaN stays NaN (one out-of-line copy: inlined into its callers'
- * loops it ran slower) */
-void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
+/* y[n] = clamp(act(c[n] + b + res[n])), or clamp(cv_rqf(c[n], b, s)) under act RQ; NaN stays NaN (one
+ * out-of-line copy: inlined into its callers' loops it ran slower) */
+void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, float s,
+                             int64_t nb);
 
 #if PRIMC_X86
 /* e^x to about 2e-7 relative: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r, scaled by 2^n; 0
@@ -173,7 +197,14 @@ __attribute__((target("avx512f"))) static inline __m512 cv_act512(int act, __m51
   return _mm512_fmadd_ps(h, cv_erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678f))), h);
 }
 
-void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
+/* act RQ on 16 sums: the f32 steps of cv_rqf */
+__attribute__((target("avx512f"))) static inline __m512 cv_rq512(__m512 c, __m512 b, __m512 s, float div, float zp) {
+  __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_roundscale_ps(c, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), s), b);
+  v = _mm512_roundscale_ps(_mm512_div_ps(v, _mm512_set1_ps(div)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_add_ps(v, _mm512_set1_ps(zp));
+}
+
+void primc_cv_epi_row512(const epi_ctx *e, float *y, const float *c, const float *res, float b, float s, int64_t nb);
 
 /* cv_exp512 on ymm: the same steps, 2^n made in the exponent bits (n in [-126, 128] after the clamps: a normal
  * float, or inf at 128 as scalef gives) */
@@ -220,8 +251,15 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256 cv_act256(int act,
   return _mm256_fmadd_ps(h, cv_erf256(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678f))), h);
 }
 
+/* act RQ on 8 sums: the f32 steps of cv_rqf */
+__attribute__((target("avx2,fma"))) static inline __m256 cv_rq256(__m256 c, __m256 b, __m256 s, float div, float zp) {
+  __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_round_ps(c, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), s), b);
+  v = _mm256_round_ps(_mm256_div_ps(v, _mm256_set1_ps(div)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm256_add_ps(v, _mm256_set1_ps(zp));
+}
+
 /* the AVX2 epilogue row: any activation cv_act_ymm takes (the caller runs others in plain C) */
-void primc_cv_epi_row256(const epi_ctx *e, float *y, const float *c, const float *res, float b, int64_t nb);
+void primc_cv_epi_row256(const epi_ctx *e, float *y, const float *c, const float *res, float b, float s, int64_t nb);
 
 /* The 8-lane rows (dw_lanes8, group_lanes8: depthwise_avx2.c, grouped_avx2.c): an item's input channels as
  * zero-bordered [row][col][8] band tiles, a band's sums as [pixel][8] for up to 8 output channels */
@@ -233,6 +271,8 @@ typedef struct t8_ctx {
   const float *bias;
   float lo, hi;
   int act;
+  const float *scale; /* act RQ: a lane per output channel, as the bias */
+  float div, zp;
 } t8_ctx;
 typedef void (*t8_band_fn)(const t8_ctx *d, const float *tile, int64_t rows, float *out);
 /* Where an 8-lane item's tile rows come from when not from its input planes: the first conv of a fused pair
@@ -259,10 +299,16 @@ void primc_cv_lanes8_weights(const float *w, int64_t k, int nch, float *wt);
 void primc_cv_dw8_item(const struct dw_job *j, int64_t n, int64_t c0, int nch, const t8_src *src, int64_t oy_b,
                        int64_t oy_e);
 
-/* the fused epilogue on NB pixels' sums, as primc_cv_epi_row256: clamp(act(sum + bias)), NaN kept */
+/* the fused epilogue on NB pixels' sums, as primc_cv_epi_row256: clamp(act(sum + bias)) or act RQ's, NaN kept */
 __attribute__((target("avx2,fma,f16c"))) static inline void cv_t8_epi(const t8_ctx *d, __m256 *a, const int NB) {
   if (!d->fused) return;
   __m256 vb = _mm256_load_ps(d->bias), lo = _mm256_set1_ps(d->lo), hi = _mm256_set1_ps(d->hi);
+  if (d->act == PRIMC_ACT_RQ) {
+    __m256 vs = _mm256_load_ps(d->scale);
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; b++) a[b] = _mm256_min_ps(hi, _mm256_max_ps(lo, cv_rq256(a[b], vb, vs, d->div, d->zp)));
+    return;
+  }
 #pragma GCC unroll 8
   for (int b = 0; b < NB; b++) {
     __m256 v = _mm256_add_ps(a[b], vb);
@@ -275,19 +321,19 @@ __attribute__((target("avx2,fma,f16c"))) static inline void cv_t8_epi(const t8_c
 /* one row of the epilogue on isa (PRIMC_ISA_*, the caller's primc_sgemm_isa() read once, or the ISA its row runs
  * on): AVX-512, AVX2 when the activation is none or SiLU, else plain C */
 static inline void cv_epi_row(int isa, const epi_ctx *e, float *y, const float *c, const float *res, float b,
-                              int64_t nb) {
+                              float s, int64_t nb) {
 #if PRIMC_X86
   if (isa == PRIMC_ISA_AVX512) {
-    primc_cv_epi_row512(e, y, c, res, b, nb);
+    primc_cv_epi_row512(e, y, c, res, b, s, nb);
     return;
   }
   if (cv_act_ymm(e->act) && isa == PRIMC_ISA_AVX2) {
-    primc_cv_epi_row256(e, y, c, res, b, nb);
+    primc_cv_epi_row256(e, y, c, res, b, s, nb);
     return;
   }
 #endif
   (void)isa;
-  primc_cv_epi_row_scalar(e, y, c, res, b, nb);
+  primc_cv_epi_row_scalar(e, y, c, res, b, s, nb);
 }
 /* primc_epilogue over a tile of C (rows are output channels, columns pixels) */
 void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb);
@@ -298,7 +344,7 @@ int primc_cv_epi_needed(const primc_conv_epi *e);
 static inline epi_ctx cv_image_epi(const cv_call *k, int64_t n) {
   const primc_conv_epi *e = k->e;
   int64_t yoff = n * k->p->o * k->oh * k->ow;
-  return (epi_ctx){e->bias, e->bias_stride, e->res ? e->res + yoff : NULL, k->y + yoff, e->lo, e->hi, e->act};
+  return cv_epi_of(e, 0, k->y + yoff, e->res ? e->res + yoff : NULL);
 }
 /* image n of a call's input */
 static inline const float *cv_image_x(const cv_call *k, int64_t n) { return k->x + n * k->p->c * k->p->h * k->p->w; }
@@ -308,6 +354,7 @@ static inline epi_ctx cv_epi_at(const epi_ctx *e, int64_t ch, int64_t P) {
   c.y += ch * P;
   c.res = e->res ? e->res + ch * P : NULL;
   c.bias = e->bias ? e->bias + ch * e->bias_stride : NULL;
+  c.rq_scale = e->rq_scale ? e->rq_scale + ch * e->rq_stride : NULL;
   return c;
 }
 

@@ -43,7 +43,8 @@ static void dw_plane(const dw_job *j, int64_t plane) {
   const float *x = j->x + plane * p->h * p->w, *w = j->w + c * p->kh * p->kw;
   float *y = j->acc + plane * j->oh * j->ow, *out = j->y + plane * j->oh * j->ow;
   const float *res = j->e->res ? j->e->res + plane * j->oh * j->ow : NULL;
-  float b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
+  epi_ctx e = cv_epi_of(j->e, 0, NULL, NULL);
+  float b = cv_bias_at(&e, c), s = cv_scale_at(&e, c);
   for (int64_t oy = 0; oy < j->oh; oy++) {
     float *yr = y + oy * j->ow;
     for (int64_t t = 0; t < j->ow; t++) yr[t] = 0.0f;
@@ -71,9 +72,8 @@ static void dw_plane(const dw_job *j, int64_t plane) {
         axpy_strided(yr + lo, xr, sw, wv, hi - lo);
       }
     }
-    epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .act = j->e->act};
     float *dst = out + oy * j->ow;
-    cv_epi_row(j->isa, &e, dst, yr, res ? res + oy * j->ow : NULL, b, j->ow);
+    cv_epi_row(j->isa, &e, dst, yr, res ? res + oy * j->ow : NULL, b, s, j->ow);
   }
 }
 
@@ -245,7 +245,7 @@ __attribute__((target("avx512f"))) static void dw_plane512(const dw_job *j, int6
   }
   epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .act = j->e->act};
   for (int64_t oy = 0; !fused && oy < j->oh; oy++)
-    primc_cv_epi_row512(&e, out + oy * ow, acc + oy * ow, res ? res + oy * ow : NULL, b, ow);
+    primc_cv_epi_row512(&e, out + oy * ow, acc + oy * ow, res ? res + oy * ow : NULL, b, 1.0f, ow);
 }
 #endif
 
@@ -358,7 +358,7 @@ __attribute__((target("avx512f"))) static void dw_flat_range(const dw_job *j, in
   for (int64_t i = b; i < e; i++) {
     int64_t c = i % p->c, off = i * f.nvalid;
     float bias = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
-    primc_cv_epi_row512(&ec, j->y + off, j->acc + off, j->e->res ? j->e->res + off : NULL, bias, f.nvalid);
+    primc_cv_epi_row512(&ec, j->y + off, j->acc + off, j->e->res ? j->e->res + off : NULL, bias, 1.0f, f.nvalid);
   }
 }
 #endif
@@ -566,7 +566,8 @@ __attribute__((target("avx512f"))) void primc_cv_dwl_item(const dw_job *j, int64
   epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .act = ep->act};
   for (int l = 0; l < nch; l++) {
     int64_t off = (n * p->c + c0 + l) * P + oy_b * j->ow;
-    primc_cv_epi_row512(&ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL, bias[l], (oy_e - oy_b) * j->ow);
+    primc_cv_epi_row512(&ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL, bias[l], 1.0f,
+                        (oy_e - oy_b) * j->ow);
   }
 }
 #endif

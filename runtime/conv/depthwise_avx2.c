@@ -114,9 +114,11 @@ AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, i
   int64_t P = j->oh * j->ow, reach = (p->kh - 1) * p->dil_h + 1;
   float tile[DWL_TILE_FLOATS] __attribute__((aligned(32)));
   float out[DWL_OUT_FLOATS] __attribute__((aligned(32)));
-  float bias[8] __attribute__((aligned(32)));
-  for (int l = 0; l < 8; l++) bias[l] = l < nco && ep->bias ? ep->bias[(co0 + l) * ep->bias_stride] : 0.0f;
+  float bias[8] __attribute__((aligned(32))), scale[8] __attribute__((aligned(32)));
+  epi_ctx ec = cv_epi_of(ep, co0, NULL, NULL);
+  for (int l = 0; l < 8; l++) bias[l] = l < nco ? cv_bias_at(&ec, l) : 0.0f, scale[l] = l < nco ? cv_scale_at(&ec, l) : 1.0f;
   d->p = p, d->pw = g.pw, d->ow = j->ow, d->bias = bias, d->lo = ep->lo, d->hi = ep->hi, d->act = ep->act;
+  d->scale = scale, d->div = ep->rq_div, d->zp = ep->rq_zp;
   d->fused = !ep->res && cv_act_ymm(ep->act);
   const float *x = j->x + (n * p->c + ci0) * p->h * p->w;
   float *acc = (d->fused ? j->y : j->acc) + (n * p->o + co0) * P;
@@ -136,11 +138,10 @@ AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, i
       tr8_part(out + q * 8, 8, (int)(rows * j->ow - q < 8 ? rows * j->ow - q : 8), nco, acc + oy0 * j->ow + q, P, 0);
   }
   if (d->fused) return;
-  epi_ctx ec = {.lo = ep->lo, .hi = ep->hi, .act = ep->act};
   for (int l = 0; l < nco; l++) {
-    int64_t off = (n * p->o + co0 + l) * P + oy_b * j->ow, c = co0 + l;
-    cv_epi_row(PRIMC_ISA_AVX2, &ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL,
-               ep->bias ? ep->bias[c * ep->bias_stride] : 0.0f, (oy_e - oy_b) * j->ow);
+    int64_t off = (n * p->o + co0 + l) * P + oy_b * j->ow;
+    cv_epi_row(PRIMC_ISA_AVX2, &ec, j->y + off, j->acc + off, ep->res ? ep->res + off : NULL, bias[l], scale[l],
+               (oy_e - oy_b) * j->ow);
   }
 }
 
@@ -310,8 +311,8 @@ AVX2 static void dr8_plane(const dw_job *j, const dr8_geo *gp, dr8_ctx d, int64_
   float sums[DR8_OUT + 8] __attribute__((aligned(32)));
   d.w = j->w + c * p->kh * p->kw;
   const float *x = j->x + plane * p->h * p->w, *res = j->e->res ? j->e->res + plane * P : NULL;
-  float *y = j->y + plane * P, b = j->e->bias ? j->e->bias[c * j->e->bias_stride] : 0.0f;
-  epi_ctx e = {.lo = j->e->lo, .hi = j->e->hi, .act = j->e->act};
+  epi_ctx e = cv_epi_of(j->e, 0, NULL, NULL);
+  float *y = j->y + plane * P, b = cv_bias_at(&e, c), s = cv_scale_at(&e, c);
   int64_t nv = g.owr / 8;
   for (int64_t oy0 = 0; oy0 < j->oh; oy0 += g.band) {
     int64_t rows = j->oh - oy0 < g.band ? j->oh - oy0 : g.band, need = (rows - 1) * p->stride_h + (p->kh - 1) * p->dil_h + 1;
@@ -321,7 +322,7 @@ AVX2 static void dr8_plane(const dw_job *j, const dr8_geo *gp, dr8_ctx d, int64_
     if (nv % 4) dr8_cols(&d, tile, sums, rows, nv / 4 * 4, j->ow, (int)(nv % 4));
     for (int64_t v = nv / 4 * 4 - 4; v >= 0; v -= 4) dr8_cols(&d, tile, sums, rows, v, j->ow, 4);
     int64_t o = oy0 * j->ow;
-    cv_epi_row(PRIMC_ISA_AVX2, &e, y + o, sums, res ? res + o : NULL, b, rows * j->ow);
+    cv_epi_row(PRIMC_ISA_AVX2, &e, y + o, sums, res ? res + o : NULL, b, s, rows * j->ow);
   }
 }
 

@@ -127,8 +127,7 @@ static void direct_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0
     for (int64_t m = 0; m < mb; m++) {
       int64_t off = (m0 + m) * d->oh * d->ow + oy * d->ow + (q0 - oy * d->wp);
       const float *c = C + m * ldc + (q0 - n0), *res = e->res ? e->res + off : NULL;
-      float b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
-      cv_epi_row(isa, e, e->y + off, c, res, b, q1 - q0);
+      cv_epi_row(isa, e, e->y + off, c, res, cv_bias_at(e, m0 + m), cv_scale_at(e, m0 + m), q1 - q0);
     }
   }
 }
@@ -276,11 +275,11 @@ static void batch_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
   const epi_ctx *e = &d->e;
   int isa = primc_sgemm_isa();
   for (int64_t m = 0; m < mb; m++) {
-    float b = e->bias ? e->bias[(m0 + m) * e->bias_stride] : 0.0f;
+    float b = cv_bias_at(e, m0 + m), s = cv_scale_at(e, m0 + m);
     for (int64_t q = n0; q < n0 + nb;) {
       int64_t pix = q % d->P, run = d->P - pix < n0 + nb - q ? d->P - pix : n0 + nb - q;
       int64_t off = q / d->P * d->img_floats + (m0 + m) * d->P + pix;
-      cv_epi_row(isa, e, e->y + off, C + m * ldc + (q - n0), e->res ? e->res + off : NULL, b, run);
+      cv_epi_row(isa, e, e->y + off, C + m * ldc + (q - n0), e->res ? e->res + off : NULL, b, s, run);
       q += run;
     }
   }
@@ -303,9 +302,7 @@ int primc_cv_batch_run(const cv_call *k) {
   for (int64_t g = 0; g < p->groups; g++) {
     batch_src src = {{p, k->x + g * cg * p->h * p->w, k->oh, k->ow, cv_use_avx512() && (p->stride_w == 1 || p->stride_w == 2)},
                      P, p->c * p->h * p->w};
-    batch_epi be = {{e->bias ? e->bias + g * og * e->bias_stride : NULL, e->bias_stride, e->res ? e->res + g * og * P : NULL,
-                     k->y + g * og * P, e->lo, e->hi, e->act},
-                    P, p->o * P};
+    batch_epi be = {cv_epi_of(e, g * og, k->y + g * og * P, e->res ? e->res + g * og * P : NULL), P, p->o * P};
     primc_gemm gm = {.M = og, .N = p->n * P, .K = kk, .a = (const float *)k->w + g * og * kk, .lda = kk,
                      .a_packed_mr = p->w_packed_mr, .c = k->col, .ldc = p->n * P, .brow = batch_col_row,
                      .brow_ctx = &src, .epi = batch_rows, .epi_ctx = &be};
@@ -337,8 +334,7 @@ static int gemm_groups(const cv_call *k, int path) {
     for (int64_t g = 0; g < p->groups; g++) {
       const float *xg = k->x + (n * p->c + g * cg) * p->h * p->w, *wg = path == GP_PANELS ? NULL : w + g * og * kk;
       int64_t yoff = (n * p->o + g * og) * P;
-      epi_ctx c = {e->bias ? e->bias + g * og * e->bias_stride : NULL, e->bias_stride, e->res ? e->res + yoff : NULL,
-                   y + yoff, e->lo, e->hi, e->act};
+      epi_ctx c = cv_epi_of(e, g * og, y + yoff, e->res ? e->res + yoff : NULL);
       primc_gemm gm = {.M = og, .N = P, .K = kk, .a = wg, .lda = kk, .a_packed_mr = p->w_packed_mr, .c = acc + yoff,
                        .ldc = P, .epi = epi, .epi_ctx = &c};
       /* the micro-kernel adds bias and residual and clamps as it stores, when the sums go to y itself */

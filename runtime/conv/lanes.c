@@ -445,7 +445,7 @@ int primc_cv_lanes_loop_run(const cv_call *k) {
   const primc_conv_epi *e = k->e;
   const float *w = k->w;
   int64_t oh = k->oh, ow = k->ow, P = oh * ow, kk = p->c * p->kh * p->kw;
-  epi_ctx ec = {.lo = e->lo, .hi = e->hi, .act = e->act};
+  epi_ctx ec = cv_epi_of(e, 0, NULL, NULL);
   for (int64_t n = 0; n < p->n; n++)
     for (int64_t o = 0; o < p->o; o++) {
       const float *wo = w + (o / DL_NR) * kk * DL_NR + o % DL_NR;
@@ -466,7 +466,7 @@ int primc_cv_lanes_loop_run(const cv_call *k) {
           acc[oy * ow + ox] = s;
         }
       int64_t off = (n * p->o + o) * P;
-      primc_cv_epi_row_scalar(&ec, k->y + off, acc, e->res ? e->res + off : NULL, e->bias ? e->bias[o * e->bias_stride] : 0.0f, P);
+      primc_cv_epi_row_scalar(&ec, k->y + off, acc, e->res ? e->res + off : NULL, cv_bias_at(&ec, o), cv_scale_at(&ec, o), P);
     }
   return PRIMC_OK;
 }

@@ -276,8 +276,10 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
                              const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
   /* pair_can holds the ISA check: without AVX2 the caller runs the two convs by their own rows */
   if (!pair_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
+  /* the lanes apply no act RQ: the two convs then run by their rows */
+  if ((e1 && e1->act == PRIMC_ACT_RQ) || (e2 && e2->act == PRIMC_ACT_RQ)) return PRIMC_ERR_ARG;
 #if PRIMC_X86
-  primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
+  primc_conv_epi none = {.lo = -__builtin_inff(), .hi = __builtin_inff()};
   int64_t oh, ow;
   primc_conv2d_out_hw(dw, &oh, &ow);
   int64_t nx = pw->n * pw->c * pw->h * pw->w, ny = dw->n * dw->o * oh * ow;

@@ -114,14 +114,33 @@ int64_t primc_conv2d_scratch_floats(const primc_conv2d *p) {
 /* ---------------------------------------------------------------- the executor */
 
 static _Thread_local int last_row = -1;
+static int rq_after; /* tests: every row's act RQ by the executor */
 
 int primc_conv_last_row(void) { return last_row; }
+void primc_conv_rq_force_after(int on) { rq_after = on; }
+
+typedef struct rq_job {
+  const primc_conv_epi *e;
+  float *y;
+  int64_t o, P;
+} rq_job;
+
+/* planes [b, e) of y (channel plane % o) requantized in place */
+static void rq_planes(void *ctx, int64_t b, int64_t e) {
+  const rq_job *j = ctx;
+  int isa = primc_sgemm_isa();
+  epi_ctx c = cv_epi_of(j->e, 0, NULL, NULL);
+  for (int64_t i = b; i < e; i++) {
+    float *y = j->y + i * j->P;
+    cv_epi_row(isa, &c, y, y, NULL, cv_bias_at(&c, i % j->o), cv_scale_at(&c, i % j->o), j->P);
+  }
+}
 
 int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const float *x, const void *w,
                    const primc_conv_epi *e, float *y, float *spare, float *col) {
   if (!p || !plan || !row_ok(plan->row) || !primc_cv_valid(p) || primc_cv_rows[plan->row].cls == PRIMC_CONV_CLASS_PAIR)
     return PRIMC_ERR_ARG;
-  primc_conv_epi none = {NULL, 0, NULL, -__builtin_inff(), __builtin_inff(), 0};
+  primc_conv_epi none = {.lo = -__builtin_inff(), .hi = __builtin_inff()};
   if (!e) e = &none;
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
@@ -148,8 +167,16 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
     row = r->fallback;
   }
   last_row = row;
-  cv_call c = {&q, oh, ow, x, w, e, y, acc, col, NULL, NULL, NULL};
+  /* a row whose epilogues do not requantize makes the sums, requantized here after it (act RQ has no residual:
+   * acc is y) */
+  const primc_conv_epi *rq = e->act == PRIMC_ACT_RQ && (rq_after || !(primc_cv_rows[row].needs & CV_EPI_RQ)) ? e : NULL;
+  cv_call c = {&q, oh, ow, x, w, rq ? &none : e, y, acc, col, NULL, NULL, NULL};
   int st = primc_cv_rows[row].run(&c);
+  if (st == PRIMC_OK && rq) {
+    rq_job j = {rq, y, p->o, oh * ow};
+    if (ny >= (1 << 15)) primc_parallel_for(p->n * p->o, rq_planes, &j);
+    else rq_planes(&j, 0, p->n * p->o);
+  }
   if (st == PRIMC_OK && out != y) memcpy(out, y, (size_t)ny * sizeof(float));
   return st;
 }
@@ -179,6 +206,6 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
 }
 
 int primc_conv2d_f32(const primc_conv2d *p, const float *x, const float *w, const float *bias, float *y) {
-  primc_conv_epi e = {bias, 1, NULL, p && p->relu ? 0.0f : -__builtin_inff(), __builtin_inff(), 0};
+  primc_conv_epi e = {.bias = bias, .bias_stride = 1, .lo = p && p->relu ? 0.0f : -__builtin_inff(), .hi = __builtin_inff()};
   return primc_conv2d_f32_epi(p, x, w, &e, y, NULL, NULL);
 }

@@ -289,7 +289,7 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
     int64_t o = oi / j->nb, im = oi % j->nb;
     epi_ctx ec = cv_image_epi(j->k, j->n0 + im);
     const epi_ctx *e = &ec;
-    float b = e->bias ? e->bias[o * e->bias_stride] : 0.0f;
+    float b = cv_bias_at(e, o), s = cv_scale_at(e, o);
     for (int64_t ty = 0; ty < j->g.ty; ty++) {
       const float *mt = j->m + o * j->cols + im * j->g.t + ty * j->g.tx;
       int64_t tx = 0;
@@ -310,7 +310,7 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
       for (int i = 0; i < 2 && 2 * ty + i < oh; i++) {
         int64_t off = (o * oh + 2 * ty + i) * ow;
         const float *res = e->res ? e->res + off : NULL;
-        cv_epi_row(isa, e, e->y + off, out[i], res, b, ow);
+        cv_epi_row(isa, e, e->y + off, out[i], res, b, s, ow);
       }
     }
   }

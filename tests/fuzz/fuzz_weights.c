@@ -60,7 +60,7 @@ static void run_kernels(const unsigned char *payload, size_t n) {
   const unsigned char *w = payload + gemm_bytes;
   if ((size_t)primc_conv2d_scratch_floats(&conv) > sizeof col / sizeof *col) __builtin_trap();
   if (primc_conv2d_check_weights(&conv, w, conv_bytes) == PRIMC_OK) {
-    primc_conv_epi e = {NULL, 0, NULL, -1e30f, 1e30f, 0};
+    primc_conv_epi e = {.lo = -1e30f, .hi = 1e30f};
     if (primc_conv2d_f32_epi(&conv, x, (const float *)w, &e, y, NULL, col) != PRIMC_OK) __builtin_trap();
   }
 }

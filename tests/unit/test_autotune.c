@@ -89,7 +89,7 @@ PC_TEST(autotune_choice_fits_and_matches_the_reference) {
     for (int64_t i = 0; i < nx; i++) x[i] = frand(&rng);
     for (int64_t i = 0; i < nw; i++) w[i] = frand(&rng);
     CHECK_INT(primc_conv_plan_pack(p, &plan, w, pw), PRIMC_OK);
-    primc_conv_epi e = {NULL, 0, NULL, -INFINITY, INFINITY, 0};
+    primc_conv_epi e = {.lo = -INFINITY, .hi = INFINITY};
     CHECK_INT(primc_conv_run(p, &plan, x, pw, &e, y, NULL, col), PRIMC_OK);
     double worst = 0;
     for (int64_t o = 0; o < p->o; o++)

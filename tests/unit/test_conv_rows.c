@@ -122,6 +122,54 @@ static const primc_conv2d shapes[] = {
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
+/* act RQ (an exact conv's integer sums requantized) of row on shape s, in the row's epilogues or (after) by the
+ * executor after it: small integers in, so every row's f32 sums are exact (bf16 and Winograd's too), and the
+ * output bit for bit the definition's f32 steps on the exact sums */
+static void run_rq(int row, int s, int want_row, int after) {
+  const primc_conv2d *p = &shapes[s];
+  int64_t oh, ow;
+  primc_conv2d_out_hw(p, &oh, &ow);
+  int64_t nx = p->n * p->c * p->h * p->w, kk = (p->c / p->groups) * p->kh * p->kw, nw = p->o * kk;
+  int64_t ny = p->n * p->o * oh * ow;
+  int layout = primc_conv_row_layout(row);
+  primc_conv_plan plan = {row, layout,
+                          layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? primc_sgemm_mr() : 0};
+  float *x = rand_floats(nx), *w = rand_floats(nw), *bias = rand_floats(p->o), *scale = rand_floats(p->o);
+  for (int64_t i = 0; i < nx; i++) x[i] = nearbyintf(x[i] * 12);
+  for (int64_t i = 0; i < nw; i++) w[i] = nearbyintf(w[i] * 6);
+  for (int64_t o = 0; o < p->o; o++) bias[o] = nearbyintf(bias[o] * 8) / 2, scale[o] = 0.25f + fabsf(scale[o]);
+  float *y = malloc(sizeof(float) * (size_t)ny), *spare = malloc(sizeof(float) * (size_t)ny);
+  int64_t nc = primc_conv_plan_scratch_floats(p, &plan);
+  float *col = malloc(sizeof(float) * (size_t)(nc > 0 ? nc : 1));
+  size_t wb = primc_conv_plan_weight_bytes(p, &plan);
+  void *wp = aligned_alloc(64, (wb + 63) / 64 * 64);
+  double *r = malloc(sizeof(double) * (size_t)ny);
+  ref_conv(p, x, w, NULL, NULL, EPI_NONE, r);
+  int per_chan = s % 2; /* else one scale for all and no bias */
+  primc_conv_epi e = {.bias = per_chan ? bias : NULL, .bias_stride = 1, .lo = -20.0f, .hi = 300.0f,
+                      .act = PRIMC_ACT_RQ, .rq_scale = per_chan ? scale : NULL, .rq_scale_stride = 1,
+                      .rq_scale_c = 0.75f, .rq_div = 2.5f, .rq_zp = 7.0f};
+  for (int64_t i = 0; i < ny; i++) y[i] = NAN;
+  primc_conv_rq_force_after(after);
+  int ok = CHECK_INT(primc_conv_plan_pack(p, &plan, w, wp), PRIMC_OK);
+  ok = ok && CHECK_INT(primc_conv_run(p, &plan, x, wp, &e, y, spare, col), PRIMC_OK);
+  ok = ok && CHECK_INT(primc_conv_last_row(), want_row);
+  primc_conv_rq_force_after(0);
+  int64_t P = oh * ow, spread = 0;
+  for (int64_t i = 0; i < ny && ok; i++) {
+    int64_t o = i / P % p->o;
+    float sc = per_chan ? scale[o] : 0.75f, b = per_chan ? bias[o] : 0.0f, sum = (float)r[i], t = sum * sc;
+    t = t + b;
+    t = t / 2.5f;
+    float want = fminf(fmaxf(nearbyintf(t) + 7.0f, -20.0f), 300.0f);
+    spread += want != y[0];
+    ok = CHECK_MSG(memcmp(&y[i], &want, sizeof want) == 0, "%s%s on shape %d, act RQ: y[%lld] = %g, want %g",
+                   primc_conv_row_name(row), after ? " (requantized after it)" : "", s, (long long)i, y[i], want);
+  }
+  if (ok && ny > 8) CHECK_MSG(spread > ny / 8, "%s on shape %d, act RQ: the output barely varies", primc_conv_row_name(row), s);
+  free(x), free(w), free(bias), free(scale), free(y), free(spare), free(col), free(wp), free(r);
+}
+
 /* row on shape s with epilogue epi, weights packed as the row reads them; 1 when it fits (and was checked) */
 static int run_one(int row, int s, int want_row) {
   const primc_conv2d *p = &shapes[s];
@@ -152,11 +200,11 @@ static int run_one(int row, int s, int want_row) {
   } else {
     ref_conv(p, x, w, bias, res, epi, r);
   }
-  primc_conv_epi e = {NULL, 0, NULL, -INFINITY, INFINITY, 0};
-  if (epi == EPI_RES_RELU6) e = (primc_conv_epi){bias, 1, res, 0.0f, 6.0f, 0};
-  if (epi == EPI_SILU) e = (primc_conv_epi){bias, 1, NULL, -0.25f, 6.0f, PRIMC_ACT_SILU};
-  if (epi == EPI_RES_GELU) e = (primc_conv_epi){bias, 1, res, -0.1f, 5.0f, PRIMC_ACT_GELU};
-  if (epi == EPI_RES_F16) e = (primc_conv_epi){bias, 1, res, 0.0f, 6.0f, PRIMC_ACT_F16};
+  primc_conv_epi e = {.lo = -INFINITY, .hi = INFINITY};
+  if (epi == EPI_RES_RELU6) e = (primc_conv_epi){.bias = bias, .bias_stride = 1, .res = res, .lo = 0.0f, .hi = 6.0f};
+  if (epi == EPI_SILU) e = (primc_conv_epi){.bias = bias, .bias_stride = 1, .lo = -0.25f, .hi = 6.0f, .act = PRIMC_ACT_SILU};
+  if (epi == EPI_RES_GELU) e = (primc_conv_epi){.bias = bias, .bias_stride = 1, .res = res, .lo = -0.1f, .hi = 5.0f, .act = PRIMC_ACT_GELU};
+  if (epi == EPI_RES_F16) e = (primc_conv_epi){.bias = bias, .bias_stride = 1, .res = res, .lo = 0.0f, .hi = 6.0f, .act = PRIMC_ACT_F16};
   for (int64_t i = 0; i < ny; i++) y[i] = NAN; /* an output the row leaves unwritten fails */
   int ok = CHECK_INT(primc_conv_plan_pack(p, &plan, w, wp), PRIMC_OK);
   int st = primc_conv_run(p, &plan, x, wp, &e, y, spare, col);
@@ -172,6 +220,8 @@ static int run_one(int row, int s, int want_row) {
                    "%s (%s ISA) on shape %d, epilogue %d: y[%lld] = %g, want %g", primc_conv_row_name(row),
                    primc_sgemm_isa_name(primc_sgemm_isa()), s, epi, (long long)i, y[i], r[i]);
   free(x), free(w), free(bias), free(res), free(y), free(spare), free(col), free(wp), free(r);
+  run_rq(row, s, want_row, 0);
+  run_rq(row, s, want_row, 1);
   return 1;
 }
 
@@ -195,7 +245,8 @@ static void check_pair(void) {
   ref_conv(&pw, x, w1, b1, NULL, EPI_SILU, m);
   for (int64_t i = 0; i < 24 * P1; i++) mid[i] = (float)m[i];
   ref_conv(&dw, mid, w2, b2, res, EPI_RES_RELU6, r);
-  primc_conv_epi e1 = {b1, 1, NULL, -0.25f, 6.0f, 1}, e2 = {b2, 1, res, 0.0f, 6.0f, 0};
+  primc_conv_epi e1 = {.bias = b1, .bias_stride = 1, .lo = -0.25f, .hi = 6.0f, .act = 1};
+  primc_conv_epi e2 = {.bias = b2, .bias_stride = 1, .res = res, .lo = 0.0f, .hi = 6.0f};
   int st = primc_conv2d_then_dw_f32(&pw, x, w1, &e1, &dw, w2, &e2, y);
   if (!primc_isa_covers(primc_sgemm_isa(), primc_conv_row_isa(PRIMC_CONV_ROW_PAIR_DW))) {
     /* PRIMC_ERR_ARG before anything is written: primc_k_conv_pair then runs each conv's own row */
@@ -411,7 +462,7 @@ PC_TEST(conv_epilogue_act_no_subnormal) {
   float x[P], w[1] = {1.0f}, y[P], spare[P], col[64];
   for (int i = 0; i < P; i++) x[i] = (i % 2 ? -1.0f : 1.0f) * (20.0f + 25.0f * (float)i);
   for (int act = PRIMC_ACT_SILU; act <= PRIMC_ACT_GELU; act++) {
-    primc_conv_epi e = {NULL, 0, NULL, -INFINITY, INFINITY, act};
+    primc_conv_epi e = {.lo = -INFINITY, .hi = INFINITY, .act = act};
     feclearexcept(FE_ALL_EXCEPT);
     if (!CHECK_INT(primc_conv2d_f32_epi(&p, x, w, &e, y, spare, col), PRIMC_OK)) continue;
     CHECK_MSG(!fetestexcept(FE_UNDERFLOW), "act %d: underflow (a subnormal intermediate)", act);
@@ -433,7 +484,7 @@ PC_TEST(conv_dw_in_place) {
   float *spare = malloc(sizeof(float) * (size_t)n);
   double *r = malloc(sizeof(double) * (size_t)n);
   ref_conv(&p, x, w, bias, NULL, EPI_SILU, r);
-  primc_conv_epi e = {bias, 1, NULL, -0.25f, 6.0f, PRIMC_ACT_SILU};
+  primc_conv_epi e = {.bias = bias, .bias_stride = 1, .lo = -0.25f, .hi = 6.0f, .act = PRIMC_ACT_SILU};
   int ran = 0;
   for (int row = 0; row < PRIMC_CONV_ROW_COUNT; row++) {
     if (primc_conv_row_class(row) != PRIMC_CONV_CLASS_DEPTHWISE || !primc_isa_covers(primc_sgemm_isa(), primc_conv_row_isa(row)))

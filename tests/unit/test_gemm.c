@@ -335,7 +335,7 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
   int lanes = p->groups == 1 && !(p->c == 1 && p->o == 1);
   primc_sgemm_force_isa(PRIMC_ISA_AUTO);
   float *col = rand_buf(scratch), *wp = aligned_alloc(64, (wbytes + 127) / 64 * 64);
-  primc_conv_epi e = {with_bias ? b : NULL, 1, NULL, p->relu ? 0.0f : -INFINITY, INFINITY, 0};
+  primc_conv_epi e = {.bias = with_bias ? b : NULL, .bias_stride = 1, .lo = p->relu ? 0.0f : -INFINITY, .hi = INFINITY};
   int ok = 1;
   for (int mode = 0; mode < 8 && ok; mode++) {
     primc_sgemm_force_isa(isa);
@@ -565,7 +565,8 @@ static int check_then_dw(then_dw_case t) {
     mid[i] = (float)clampd(v, -0.75, 0.9);
   }
   conv_ref(&dw, mid, w2, b2, r);
-  primc_conv_epi e1 = {b1, 1, NULL, -0.75f, 0.9f, t.silu}, e2 = {b2, 1, t.res ? res : NULL, -0.5f, 0.6f, 0};
+  primc_conv_epi e1 = {.bias = b1, .bias_stride = 1, .lo = -0.75f, .hi = 0.9f, .act = t.silu};
+  primc_conv_epi e2 = {.bias = b2, .bias_stride = 1, .res = t.res ? res : NULL, .lo = -0.5f, .hi = 0.6f};
   int st = primc_conv2d_then_dw_f32(&pw, x, w1, &e1, &dw, w2, &e2, y), ok = 1;
   int here = primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2); /* the AVX-512 or the AVX2 code */
   if (!here) {
@@ -611,7 +612,7 @@ PC_TEST(gemm_conv2d_small_conv_depthwise_pair) {
   CHECK_INT(primc_conv2d_then_dw_f32(&pw, buf, buf, NULL, &dw8, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
   CHECK_INT(primc_conv2d_then_dw_f32(&big, buf, buf, NULL, &dw, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
   CHECK_INT(primc_conv2d_then_dw_f32(&pw, buf, buf, NULL, &dw, buf, NULL, buf + 100), PRIMC_ERR_ARG); /* y over x */
-  primc_conv_epi in_place = {NULL, 0, buf + 2048, -INFINITY, INFINITY, 0}; /* the residual in y's place */
+  primc_conv_epi in_place = {.res = buf + 2048, .lo = -INFINITY, .hi = INFINITY}; /* the residual in y's place */
   CHECK_INT(primc_conv2d_then_dw_f32(&pw, buf, buf, NULL, &dw, buf, &in_place, buf + 2048), PRIMC_ERR_ARG);
   CHECK_INT(primc_conv2d_then_dw_pays(&grouped, &dw), 0);
 }
@@ -646,7 +647,7 @@ static int check_conv_epilogue(const primc_conv2d *p, int silu, int layout) {
     double v = r[i] + res[i];
     r[i] = fmin(fmax(silu ? v / (1.0 + exp(-v)) : v, lo), 6.0);
   }
-  primc_conv_epi e = {b, 2, res, (float)lo, 6.0f, silu};
+  primc_conv_epi e = {.bias = b, .bias_stride = 2, .res = res, .lo = (float)lo, .hi = 6.0f, .act = silu};
   primc_conv2d pk = *p;
   int packed = layout != PRIMC_CONV_W_PLAIN;
   float *wl = packed ? aligned_alloc(64, (primc_conv2d_packed_weight_bytes(p, layout) + 63) / 64 * 64) : NULL;

@@ -145,7 +145,7 @@ PC_TEST(weights_conv_panels_check) {
   for (int g = 0; g < 2; g++) CHECK_INT(primc_sgemm_pack_b(1, og, kk, w + g * og * kk, kk, wp + g * stride), PRIMC_OK);
   CHECK_INT(primc_conv2d_check_weights(&p, wp, bytes), PRIMC_OK);
   CHECK_INT(primc_conv2d_check_weights(&p, wp, bytes - 64), PRIMC_ERR_WEIGHTS);
-  primc_conv_epi e = {NULL, 0, NULL, -1e30f, 1e30f, 0};
+  primc_conv_epi e = {.lo = -1e30f, .hi = 1e30f};
   CHECK_INT(primc_conv2d_f32_epi(&p, x, (const float *)wp, &e, y, NULL, col), PRIMC_OK);
   for (int g = 0; g < 2; g++) {
     int32_t nr_bad = 4096, keep;
