@@ -335,8 +335,23 @@ void cu_put_conv_epi(cctx *C, const int64_t *w, int ind) {
   double lo, hi;
   memcpy(&lo, &w[4], 8);
   memcpy(&hi, &w[5], 8);
-  if (w[2] >= 0) cu_line(C, ind, "s_ += ((const float *)a5)[%lldLL + oc * %lldLL];", (long long)w[1], (long long)w[2]);
-  if (w[3]) cu_line(C, ind, "s_ += ((const float *)a6)[idx];");
+  if (w[6] == PRIMC_ACT_RQ) { /* exact integer sums requantized, each step one f32 operation as on the CPU */
+    const int64_t *r = w + PRIMC_CONV_EPI_RQ;
+    double sc, div, zp;
+    memcpy(&sc, &r[2], 8);
+    memcpy(&div, &r[3], 8);
+    memcpy(&zp, &r[4], 8);
+    if (r[1] >= 0)
+      cu_line(C, ind, "s_ = __fmul_rn(truncf(s_), ((const float *)a6)[%lldLL + oc * %lldLL]);", (long long)r[0], (long long)r[1]);
+    else
+      cu_line(C, ind, "s_ = __fmul_rn(truncf(s_), (float)(%.17g));", sc);
+    if (w[2] >= 0)
+      cu_line(C, ind, "s_ = __fadd_rn(s_, ((const float *)a5)[%lldLL + oc * %lldLL]);", (long long)w[1], (long long)w[2]);
+    cu_line(C, ind, "s_ = __fadd_rn(rintf(__fdiv_rn(s_, (float)(%.17g))), (float)(%.17g));", div, zp);
+  }
+  if (w[6] != PRIMC_ACT_RQ && w[2] >= 0)
+    cu_line(C, ind, "s_ += ((const float *)a5)[%lldLL + oc * %lldLL];", (long long)w[1], (long long)w[2]);
+  if (w[6] != PRIMC_ACT_RQ && w[3]) cu_line(C, ind, "s_ += ((const float *)a6)[idx];");
   if (w[6] == PRIMC_ACT_SILU) cu_line(C, ind, "s_ = s_ * (1.0f / (1.0f + expf(-s_)));");
   if (w[6] == PRIMC_ACT_GELU) cu_line(C, ind, "s_ = s_ * 0.5f * (1.0f + erff(s_ * 0.707106781186547524f));");
   if (w[6] == PRIMC_ACT_F16) cu_line(C, ind, "s_ = pc_rh(s_);");

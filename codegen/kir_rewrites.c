@@ -301,6 +301,8 @@ static pc_status pair_small_conv_depthwise(kir_program *p) {
     if (b->kind != KK_CALL || b->call != KC_conv || b->pair || b->absorbed) continue;
     int mid = a->args[4];
     if (b->args[1] != mid || p->bufs[mid].place != KP_WORKSPACE || a->params[CONV_EPI_AT + 3]) continue;
+    int rq = a->params[CONV_EPI_AT + 6] == PRIMC_ACT_RQ || (b->params[CONV_EPI_AT] && b->params[CONV_EPI_AT + 6] == PRIMC_ACT_RQ);
+    if (rq && !primc_conv_pair_requantizes()) continue;
     primc_conv2d pw, dw;
     if (kir_touched_outside(p, &t, mid, i, i + 2) || !primc_conv2d_of_params(a->params, &pw) ||
         !primc_conv2d_of_params(b->params, &dw) || !primc_conv_plan_pair(&pw, &dw))
@@ -783,6 +785,8 @@ static const struct kir_rewrite {
     {"dot-epilogues", KIR_STAGE_BUILD, fuse_epilogues},
     /* a conv's clamp(conv + bias + residual) consumer runs inside the conv call, per output tile */
     {"conv-epilogues", KIR_STAGE_BUILD, fuse_conv_epilogues},
+    /* an exact f32 conv's requantizing loop kernel as its epilogue (act RQ) */
+    {"conv-requant", KIR_STAGE_BUILD, kir_conv_requant_rewrite},
     /* needs conv-epilogues' epi_in_call: a small conv and the depthwise conv reading it, one call */
     {"conv-depthwise-pairs", KIR_STAGE_BUILD, pair_small_conv_depthwise},
     /* last: contiguous adjacent loops become one, for full vectors (absorbed epilogues keep theirs) */
@@ -791,9 +795,6 @@ static const struct kir_rewrite {
     {"pack-weights", KIR_STAGE_HOST_WEIGHTS, pack_weights},
     /* needs pack-weights' conv_i8 calls: the loop kernel requantizing one's int32 result runs inside it */
     {"conv-i8-requant", KIR_STAGE_HOST_WEIGHTS, kir_requant_rewrite},
-    /* an exact f32 conv's requantizing loop kernel as its epilogue (act RQ); after conv-depthwise-pairs, whose
-     * lanes do not requantize */
-    {"conv-requant", KIR_STAGE_HOST_WEIGHTS, kir_conv_requant_rewrite},
     /* a cross target's dots: B as its GEMM row's panels */
     {"pack-cross-weights", KIR_STAGE_CROSS_WEIGHTS, pack_cross_weights},
     /* max trees over a -inf padded copy become primc_k_maxpool calls that read the map unpadded */

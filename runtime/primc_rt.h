@@ -716,6 +716,8 @@ int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, 
  * written) when they do or when this CPU does not run the pair so (pays: it does, and faster than
  * the two convs one after the other); primc_k_conv_pair then runs the two convs in order. */
 int primc_conv2d_then_dw_pays(const primc_conv2d *pw, const primc_conv2d *dw);
+/* whether the pair runs act RQ epilogues on this CPU (its AVX2 lanes do; else PRIMC_ERR_ARG and the convs apart) */
+int primc_conv_pair_requantizes(void);
 int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float *w1, const primc_conv_epi *e1,
                              const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y);
 

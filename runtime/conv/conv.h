@@ -287,6 +287,8 @@ typedef struct t8_src {
   const float *wt, *bias;
   float lo, hi;
   int act;
+  const float *scale; /* act RQ: 8 lanes, as the bias */
+  float div, zp;
 } t8_src;
 struct dw_job;
 /* output rows [oy_b, oy_e) of an item; src NULL: tiles from channels [ci0, ci0 + nci) of image n's planes */

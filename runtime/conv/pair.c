@@ -121,11 +121,29 @@ __attribute__((target("avx512f"))) static void cl_row(const dwl_src *s, int64_t 
 #define PW8_NB 12 /* pixels per 1x1 call: 12 sums, a weight vector and a broadcast fill 14 of the 16 ymm */
 #define AVX2P __attribute__((target("avx2,fma,f16c")))
 
+/* NB pixels' sums (plus the bias, but under act RQ) through the first conv's act and clamp, to dst[pixel][8] */
+static inline __attribute__((always_inline)) AVX2P void pw8_store(const t8_src *s, const __m256 *a, float *dst,
+                                                                 const int NB) {
+  __m256 lo = _mm256_set1_ps(s->lo), hi = _mm256_set1_ps(s->hi);
+  if (s->act == PRIMC_ACT_RQ) { /* the exact sums, then the f32 steps of cv_rqf */
+    __m256 bias = _mm256_load_ps(s->bias), sc = _mm256_load_ps(s->scale);
+#pragma GCC unroll 12
+    for (int b = 0; b < NB; b++)
+      _mm256_store_ps(dst + b * 8, _mm256_min_ps(hi, _mm256_max_ps(lo, cv_rq256(a[b], bias, sc, s->div, s->zp))));
+    return;
+  }
+#pragma GCC unroll 12
+  for (int b = 0; b < NB; b++) {
+    __m256 v = s->act ? cv_act256(s->act, a[b]) : a[b];
+    _mm256_store_ps(dst + b * 8, _mm256_min_ps(hi, _mm256_max_ps(lo, v)));
+  }
+}
+
 static inline __attribute__((always_inline)) AVX2P void pw8_pixels(const t8_src *s, const float *xr, float *dst,
                                                                   const int NB) {
-  __m256 a[PW8_NB], bias = _mm256_load_ps(s->bias);
+  __m256 a[PW8_NB], bias = _mm256_load_ps(s->bias), init = s->act == PRIMC_ACT_RQ ? _mm256_setzero_ps() : bias;
 #pragma GCC unroll 12
-  for (int b = 0; b < NB; b++) a[b] = bias;
+  for (int b = 0; b < NB; b++) a[b] = init;
   const float *xk = xr, *wk = s->wt;
   for (int64_t k = 0; k < s->k; k++, xk += s->hw, wk += 8) {
     __m256 wv = _mm256_load_ps(wk);
@@ -133,12 +151,7 @@ static inline __attribute__((always_inline)) AVX2P void pw8_pixels(const t8_src 
     for (int b = 0; b < NB; b++) a[b] = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + b), wv, a[b]);
     __asm__("" : "+r"(xk)); /* the pixels at immediate offsets from one pointer: GCC kept an index per pixel */
   }
-  __m256 lo = _mm256_set1_ps(s->lo), hi = _mm256_set1_ps(s->hi);
-#pragma GCC unroll 12
-  for (int b = 0; b < NB; b++) {
-    __m256 v = s->act ? cv_act256(s->act, a[b]) : a[b];
-    _mm256_store_ps(dst + b * 8, _mm256_min_ps(hi, _mm256_max_ps(lo, v)));
-  }
+  pw8_store(s, a, dst, NB);
 }
 
 AVX2P static void pw8_row(const t8_src *s, int64_t ih, int64_t n, float *dst) {
@@ -157,9 +170,9 @@ static inline __attribute__((always_inline)) AVX2P void cl8_pixels(const t8_src 
                                                                   const int SW) {
   const primc_conv2d *p = s->first;
   const int64_t sw = SW ? SW : p->stride_w, kw = p->kw, dil = p->dil_w, w = p->w;
-  __m256 a[8], bias = _mm256_load_ps(s->bias);
+  __m256 a[8], bias = _mm256_load_ps(s->bias), init = s->act == PRIMC_ACT_RQ ? _mm256_setzero_ps() : bias;
 #pragma GCC unroll 8
-  for (int b = 0; b < NB; b++) a[b] = bias;
+  for (int b = 0; b < NB; b++) a[b] = init;
   for (int q = 0; q < r->n; q++) {
     const float *xr = r->x[q] + col0, *wt = r->wt[q];
     for (int64_t jx = 0; jx < kw; jx++) {
@@ -170,12 +183,7 @@ static inline __attribute__((always_inline)) AVX2P void cl8_pixels(const t8_src 
       for (int b = 0; b < NB; b++) a[b] = _mm256_fmadd_ps(_mm256_broadcast_ss(xr + at + b * sw), wv, a[b]);
     }
   }
-  __m256 lo = _mm256_set1_ps(s->lo), hi = _mm256_set1_ps(s->hi);
-#pragma GCC unroll 8
-  for (int b = 0; b < NB; b++) {
-    __m256 v = s->act ? cv_act256(s->act, a[b]) : a[b];
-    _mm256_store_ps(dst + b * 8, _mm256_min_ps(hi, _mm256_max_ps(lo, v)));
-  }
+  pw8_store(s, a, dst, NB);
 }
 
 static inline __attribute__((always_inline)) AVX2P void cl8_row_s(const t8_src *s, int64_t oy, int64_t n, float *dst,
@@ -258,15 +266,17 @@ AVX2P static void then_dw_range8(void *ctx, int64_t b, int64_t e) {
   const primc_conv_epi *e1 = j->e1;
   int64_t nblk = (pw->o + 7) / 8, blocks = pw->n * nblk, P = pw->h * pw->w, K = pw->c * pw->kh * pw->kw;
   float wt[PWL_MAX_K * 8] __attribute__((aligned(32)));
-  float bias[8] __attribute__((aligned(32)));
+  float bias[8] __attribute__((aligned(32))), scale[8] __attribute__((aligned(32)));
   for (int64_t it = b; it < e; it++) {
     int64_t blk = j->part_major ? it % blocks : it / j->parts, part = j->part_major ? it / blocks : it % j->parts;
     int64_t n = blk / nblk, c0 = blk % nblk * 8;
     int nch = (int)(pw->o - c0 < 8 ? pw->o - c0 : 8);
-    for (int l = 0; l < 8; l++) bias[l] = l < nch && e1->bias ? e1->bias[(c0 + l) * e1->bias_stride] : 0.0f;
+    epi_ctx ec = cv_epi_of(e1, c0, NULL, NULL);
+    for (int l = 0; l < 8; l++) bias[l] = l < nch ? cv_bias_at(&ec, l) : 0.0f, scale[l] = l < nch ? cv_scale_at(&ec, l) : 1.0f;
     primc_cv_lanes8_weights(j->w1 + c0 * K, K, nch, wt);
     t8_src src = {.make = cv_is_pointwise(pw) ? pw8_row : cl8_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w,
-                  .first = pw, .k = K, .wt = wt, .bias = bias, .lo = e1->lo, .hi = e1->hi, .act = e1->act};
+                  .first = pw, .k = K, .wt = wt, .bias = bias, .lo = e1->lo, .hi = e1->hi, .act = e1->act,
+                  .scale = scale, .div = e1->rq_div, .zp = e1->rq_zp};
     primc_cv_dw8_item(&j->d, n, c0, nch, &src, j->d.oh * part / j->parts, j->d.oh * (part + 1) / j->parts);
   }
 }
@@ -276,8 +286,9 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
                              const primc_conv2d *dw, const float *w2, const primc_conv_epi *e2, float *y) {
   /* pair_can holds the ISA check: without AVX2 the caller runs the two convs by their own rows */
   if (!pair_can(pw, e1, dw) || !x || !w1 || !w2 || !y) return PRIMC_ERR_ARG;
-  /* the lanes apply no act RQ: the two convs then run by their rows */
-  if ((e1 && e1->act == PRIMC_ACT_RQ) || (e2 && e2->act == PRIMC_ACT_RQ)) return PRIMC_ERR_ARG;
+  /* only the 8-lane code applies act RQ: elsewhere the two convs run by their rows */
+  if (((e1 && e1->act == PRIMC_ACT_RQ) || (e2 && e2->act == PRIMC_ACT_RQ)) && !primc_conv_pair_requantizes())
+    return PRIMC_ERR_ARG;
 #if PRIMC_X86
   primc_conv_epi none = {.lo = -__builtin_inff(), .hi = __builtin_inff()};
   int64_t oh, ow;
@@ -309,6 +320,8 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
   return PRIMC_ERR_ARG;
 #endif
 }
+
+int primc_conv_pair_requantizes(void) { return pair_lanes() == 8; }
 
 /* ---------------------------------------------------------------- the row */
 

@@ -70,6 +70,8 @@ static const char *const shim[] = {
     "static inline unsigned __float_as_uint(float f) { return pc_emu_bits<unsigned>(f); }",
     "static inline double __longlong_as_double(long long i) { return pc_emu_bits<double>(i); }",
     "static inline float __fadd_rn(float a, float b) { return a + b; }",
+    "static inline float __fmul_rn(float a, float b) { return a * b; }",
+    "static inline float __fdiv_rn(float a, float b) { return a / b; }",
     "static inline float pc_h2f(unsigned short h) { return (float)pc_emu_bits<_Float16>(h); }",
     "static inline unsigned short pc_f2h(float f) { return pc_emu_bits<unsigned short>((_Float16)f); }",
     /* cvt.rna.tf32.f32: 10 mantissa bits, to nearest, ties away from zero */
