@@ -122,6 +122,23 @@ static const primc_conv2d shapes[] = {
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
+/* what a run of one row needs beside its operands: y, a spare, the plan's col scratch, its weights, the reference */
+typedef struct run_bufs {
+  float *y, *spare, *col;
+  void *wp;
+  double *r;
+} run_bufs;
+
+static run_bufs bufs_alloc(const primc_conv2d *p, const primc_conv_plan *plan, int64_t ny) {
+  int64_t nc = primc_conv_plan_scratch_floats(p, plan);
+  size_t wb = primc_conv_plan_weight_bytes(p, plan);
+  return (run_bufs){malloc(sizeof(float) * (size_t)ny), malloc(sizeof(float) * (size_t)ny),
+                    malloc(sizeof(float) * (size_t)(nc > 0 ? nc : 1)), aligned_alloc(64, (wb + 63) / 64 * 64),
+                    malloc(sizeof(double) * (size_t)ny)};
+}
+
+static void bufs_free(run_bufs *b) { free(b->y), free(b->spare), free(b->col), free(b->wp), free(b->r); }
+
 /* act RQ (an exact conv's integer sums requantized) of row on shape s, in the row's epilogues or (after) by the
  * executor after it: small integers in, so every row's f32 sums are exact (bf16 and Winograd's too), and the
  * output bit for bit the definition's f32 steps on the exact sums */
@@ -138,12 +155,10 @@ static void run_rq(int row, int s, int want_row, int after) {
   for (int64_t i = 0; i < nx; i++) x[i] = nearbyintf(x[i] * 12);
   for (int64_t i = 0; i < nw; i++) w[i] = nearbyintf(w[i] * 6);
   for (int64_t o = 0; o < p->o; o++) bias[o] = nearbyintf(bias[o] * 8) / 2, scale[o] = 0.25f + fabsf(scale[o]);
-  float *y = malloc(sizeof(float) * (size_t)ny), *spare = malloc(sizeof(float) * (size_t)ny);
-  int64_t nc = primc_conv_plan_scratch_floats(p, &plan);
-  float *col = malloc(sizeof(float) * (size_t)(nc > 0 ? nc : 1));
-  size_t wb = primc_conv_plan_weight_bytes(p, &plan);
-  void *wp = aligned_alloc(64, (wb + 63) / 64 * 64);
-  double *r = malloc(sizeof(double) * (size_t)ny);
+  run_bufs b = bufs_alloc(p, &plan, ny);
+  float *y = b.y, *spare = b.spare, *col = b.col;
+  void *wp = b.wp;
+  double *r = b.r;
   ref_conv(p, x, w, NULL, NULL, EPI_NONE, r);
   int per_chan = s % 2; /* else one scale for all and no bias */
   primc_conv_epi e = {.bias = per_chan ? bias : NULL, .bias_stride = 1, .lo = -20.0f, .hi = 300.0f,
@@ -167,7 +182,8 @@ static void run_rq(int row, int s, int want_row, int after) {
                    primc_conv_row_name(row), after ? " (requantized after it)" : "", s, (long long)i, y[i], want);
   }
   if (ok && ny > 8) CHECK_MSG(spread > ny / 8, "%s on shape %d, act RQ: the output barely varies", primc_conv_row_name(row), s);
-  free(x), free(w), free(bias), free(scale), free(y), free(spare), free(col), free(wp), free(r);
+  free(x), free(w), free(bias), free(scale);
+  bufs_free(&b);
 }
 
 /* row on shape s with epilogue epi, weights packed as the row reads them; 1 when it fits (and was checked) */
@@ -185,12 +201,10 @@ static int run_one(int row, int s, int want_row) {
   primc_conv_plan plan = {row, layout,
                           layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? primc_sgemm_mr() : 0};
   float *x = rand_floats(nx), *w = rand_floats(nw), *bias = rand_floats(p->o), *res = rand_floats(ny);
-  float *y = malloc(sizeof(float) * (size_t)ny), *spare = malloc(sizeof(float) * (size_t)ny);
-  int64_t nc = primc_conv_plan_scratch_floats(p, &plan);
-  float *col = malloc(sizeof(float) * (size_t)(nc > 0 ? nc : 1));
-  size_t wb = primc_conv_plan_weight_bytes(p, &plan);
-  void *wp = aligned_alloc(64, (wb + 63) / 64 * 64);
-  double *r = malloc(sizeof(double) * (size_t)ny);
+  run_bufs b = bufs_alloc(p, &plan, ny);
+  float *y = b.y, *spare = b.spare, *col = b.col;
+  void *wp = b.wp;
+  double *r = b.r;
   if (layout == PRIMC_CONV_W_BF16) { /* the reference on the operands rounded as the row rounds them */
     float *xr = malloc(sizeof(float) * (size_t)nx), *wr = malloc(sizeof(float) * (size_t)nw);
     for (int64_t i = 0; i < nx; i++) xr[i] = to_bf16(x[i]);
@@ -219,7 +233,8 @@ static int run_one(int row, int s, int want_row) {
     ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol * fmax(1.0, fabs(r[i])) && (epi != EPI_RES_F16 || to_f16(y[i]) == y[i]),
                    "%s (%s ISA) on shape %d, epilogue %d: y[%lld] = %g, want %g", primc_conv_row_name(row),
                    primc_sgemm_isa_name(primc_sgemm_isa()), s, epi, (long long)i, y[i], r[i]);
-  free(x), free(w), free(bias), free(res), free(y), free(spare), free(col), free(wp), free(r);
+  free(x), free(w), free(bias), free(res);
+  bufs_free(&b);
   run_rq(row, s, want_row, 0);
   run_rq(row, s, want_row, 1);
   return 1;
