@@ -389,7 +389,7 @@ static int load_in_row(const kir_program *p, const kir_kernel *ch, int n, int se
       if (!kir_bufs_overlap(p, buf, st->buf)) continue;
       if (buf != st->buf) return 0;
       if (ch[j].n_loops == ch[j].n_par) { /* the pointwise end: only the element it stores */
-        if (memcmp(m, &st->map, sizeof *m)) return 0; /* all int64: as kir_rewrites' expr_equal compares maps */
+        if (memcmp(m, &st->map, sizeof *m)) return 0; /* all int64: as kir_expr_equal (kir_expr.c) compares maps */
         continue;
       }
       if (j >= self || m->offset != st->map.offset) return 0; /* a result read before it is made */

@@ -348,10 +348,10 @@ void cu_put_conv_epi(cctx *C, const int64_t *w, int ind) {
     if (w[2] >= 0)
       cu_line(C, ind, "s_ = __fadd_rn(s_, ((const float *)a5)[%lldLL + oc * %lldLL]);", (long long)w[1], (long long)w[2]);
     cu_line(C, ind, "s_ = __fadd_rn(rintf(__fdiv_rn(s_, (float)(%.17g))), (float)(%.17g));", div, zp);
+  } else {
+    if (w[2] >= 0) cu_line(C, ind, "s_ += ((const float *)a5)[%lldLL + oc * %lldLL];", (long long)w[1], (long long)w[2]);
+    if (w[3]) cu_line(C, ind, "s_ += ((const float *)a6)[idx];");
   }
-  if (w[6] != PRIMC_ACT_RQ && w[2] >= 0)
-    cu_line(C, ind, "s_ += ((const float *)a5)[%lldLL + oc * %lldLL];", (long long)w[1], (long long)w[2]);
-  if (w[6] != PRIMC_ACT_RQ && w[3]) cu_line(C, ind, "s_ += ((const float *)a6)[idx];");
   if (w[6] == PRIMC_ACT_SILU) cu_line(C, ind, "s_ = s_ * (1.0f / (1.0f + expf(-s_)));");
   if (w[6] == PRIMC_ACT_GELU) cu_line(C, ind, "s_ = s_ * 0.5f * (1.0f + erff(s_ * 0.707106781186547524f));");
   if (w[6] == PRIMC_ACT_F16) cu_line(C, ind, "s_ = pc_rh(s_);");

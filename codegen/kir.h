@@ -16,6 +16,8 @@ struct pc_autotune; /* codegen/autotune.h */
 #define CONV_EPI_AT PRIMC_CONV_EPI_AT /* where a conv call's fused-epilogue words start in its params */
 #define CONV_EPI_WORDS PRIMC_CONV_EPI_WORDS
 #define CONV_EPI_ROW 10 /* the planned row + 1 among those words; the three before: weight layout, tile height, bytes */
+/* a conv call's params whose fused epilogue requantizes (act RQ, codegen/kir_requant.c) */
+#define CONV_EPI_IS_RQ(params) ((params)[CONV_EPI_AT] && (params)[CONV_EPI_AT + 6] == PRIMC_ACT_RQ)
 
 /* Where a buffer lives at run time. */
 typedef enum kir_place {

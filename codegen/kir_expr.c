@@ -218,3 +218,22 @@ kir_expr *kir_expr_value(kir_program *p, const pc_value *v, const amap *m) {
   return f ? f(p, v->producer, m) : NULL;
 }
 
+
+int kir_map_is(const kir_map *m, const int64_t *strides, int n, int64_t offset) {
+  if (m->offset != offset) return 0;
+  for (int l = 0; l < KIR_MAX_LOOPS; l++)
+    if (m->stride[l] != (l < n ? strides[l] : 0)) return 0;
+  return 1;
+}
+
+int kir_expr_equal(const kir_expr *a, const kir_expr *b) {
+  if (a == b) return 1;
+  if (a->kind != b->kind || a->dtype != b->dtype || a->n_args != b->n_args) return 0;
+  if (a->kind == KE_LOAD) return a->buf == b->buf && !memcmp(&a->map, &b->map, sizeof a->map);
+  if (a->kind == KE_CONST) return a->c == b->c && a->ci == b->ci;
+  if (a->kind == KE_INDEX) return a->loop == b->loop;
+  if (a->kind == KE_PRIM && a->op != b->op) return 0;
+  for (int i = 0; i < a->n_args; i++)
+    if (!kir_expr_equal(a->args[i], b->args[i])) return 0;
+  return 1;
+}

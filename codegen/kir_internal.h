@@ -84,6 +84,10 @@ typedef struct kir_touches {
   int *seen; /* by buffer: the stamp of the last kernel counted there */
   int stamp;
 } kir_touches;
+/* whether map m is offset + strides[l] * i_l over n loops (0 beyond) */
+int kir_map_is(const kir_map *m, const int64_t *strides, int n, int64_t offset);
+/* whether expressions a and b compute the same value the same way (same tree, loads, constants) */
+int kir_expr_equal(const kir_expr *a, const kir_expr *b);
 /* whether expression e loads buf (1); *other_map |= 1 when a load of it is not element (i0, i1) of rows n_cols long */
 int kir_expr_reads(const kir_expr *e, int buf, int64_t n_cols, int *other_map);
 /* whether loop or call kernel k reads or writes buf */

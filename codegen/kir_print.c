@@ -164,7 +164,7 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
               primc_igemm_row_name(primc_igemm_row_active()));
     }
     if (k->call == KC_conv_i8 && k->params[PRIMC_CONV_I8_RQ_AT] != PRIMC_CONV_I8_RQ_NONE) print_requant(k, f);
-    if (k->call == KC_conv && k->params[CONV_EPI_AT] && k->params[CONV_EPI_AT + 6] == PRIMC_ACT_RQ)
+    if (k->call == KC_conv && CONV_EPI_IS_RQ(k->params))
       fprintf(f, " (exact integer sums requantized in its epilogue in f32: roundeven((sum * scale + bias) / s) + zp, "
                  "clamped)");
     if (k->call == KC_dot_bf16)

@@ -43,10 +43,7 @@ typedef struct rq_match {
 
 /* x loads the element the stores write */
 static int at_element(const rq_match *m, const kir_expr *x) {
-  if (x->kind != KE_LOAD || x->map.offset) return 0;
-  for (int l = 0; l < KIR_MAX_LOOPS; l++)
-    if (x->map.stride[l] != (l < m->k->n_loops ? m->cstride[l] : 0)) return 0;
-  return 1;
+  return x->kind == KE_LOAD && kir_map_is(&x->map, m->cstride, m->k->n_loops, 0);
 }
 
 /* x reads the sums at the element the store writes (as i32(acc) from an f32 conv) */
@@ -155,17 +152,6 @@ static int is_residual(const rq_match *m, const kir_expr *x) {
   return at_element(m, x) && x->dtype == PC_f32 && x->buf != m->acc;
 }
 
-static int same_expr(const kir_expr *a, const kir_expr *b) {
-  if (a == b) return 1;
-  if (a->kind != b->kind || a->dtype != b->dtype || a->n_args != b->n_args || a->op != b->op) return 0;
-  if (a->kind == KE_CONST) return a->c == b->c && a->ci == b->ci;
-  if (a->kind == KE_LOAD) return a->buf == b->buf && !memcmp(&a->map, &b->map, sizeof a->map);
-  if (a->kind == KE_INDEX) return a->loop == b->loop;
-  for (int i = 0; i < a->n_args; i++)
-    if (!same_expr(a->args[i], b->args[i])) return 0;
-  return 1;
-}
-
 /* k's stores as outputs of one requantization q (stage 1, or stage 2 of a residual added to stage 1 dequantized)
  * into *m; 0 when they are anything else */
 static int match_stores(rq_match *m) {
@@ -180,7 +166,7 @@ static int match_stores(rq_match *m) {
     else if (v->kind == KE_CONVERT && v->dtype == PC_i32 && v->n_args == 1 && (o->q = narrowed(v->args[0], &to)))
       o->kind = PRIMC_CONV_I8_OUT_I32;
     else if (!match_deq(v, o)) return 0;
-    if (q && !same_expr(q, o->q)) return 0;
+    if (q && !kir_expr_equal(q, o->q)) return 0;
     q = o->q;
   }
   rq_clamp c;
@@ -225,12 +211,8 @@ static int match(const kir_program *p, const kir_touches *t, int i, int f32_sums
   int64_t n = 1, total = od[0] * m->chans * m->plane;
   for (int l = k->n_loops - 1; l >= 0; l--) m->cstride[l] = n, n *= k->extent[l];
   if (n != total || p->bufs[m->acc].place != KP_WORKSPACE) return 0;
-  for (int s = 0; s < k->n_stores; s++) {
-    const kir_store *st = &k->stores[s];
-    if (st->red != KR_NONE || st->map.offset) return 0;
-    for (int l = 0; l < KIR_MAX_LOOPS; l++)
-      if (st->map.stride[l] != (l < k->n_loops ? m->cstride[l] : 0)) return 0;
-  }
+  for (int s = 0; s < k->n_stores; s++)
+    if (k->stores[s].red != KR_NONE || !kir_map_is(&k->stores[s].map, m->cstride, k->n_loops, 0)) return 0;
   if (!match_stores(m) || !f32_words(m) || kir_touched_outside(p, t, m->acc, i, i + 1)) return 0;
   /* the sums go nowhere else; the outputs are written while the call reads x, its scratch and the residual */
   for (int s = 0; s < k->n_stores; s++) {
@@ -310,8 +292,7 @@ pc_status kir_conv_requant_rewrite(kir_program *p) {
   for (int i = 0; i + 1 < p->n_kernels; i++) {
     rq_match m;
     kir_kernel *c = &p->kernels[i], *k = &p->kernels[i + 1];
-    if (!f32_call(c) || !match(p, &t, i, 1, &m) || !f32_form(&m) || kir_bufs_overlap(p, k->stores[0].buf, c->args[3]))
-      continue;
+    if (!f32_call(c) || !match(p, &t, i, 1, &m) || !f32_form(&m)) continue; /* match: y apart from x and the scratch */
     kir_touches_recount(&t, c, -1);
     int64_t *w = c->params + CONV_EPI_AT, *r = w + PRIMC_CONV_EPI_RQ, y = k->stores[0].buf;
     double zs = m.out[0].zsub, lo = m.c1.lo - zs, hi = m.c1.hi - zs, zp = m.c1.zp - zs;

@@ -50,12 +50,6 @@ typedef struct conv_epi {
   int act; /* PRIMC_ACT_* */
 } conv_epi;
 
-static int map_is(const kir_map *m, const int64_t *strides, int n, int64_t offset) {
-  if (m->offset != offset) return 0;
-  for (int l = 0; l < KIR_MAX_LOOPS; l++)
-    if (m->stride[l] != (l < n ? strides[l] : 0)) return 0;
-  return 1;
-}
 
 void kir_absorb_in_call(kir_program *p, int i) {
   kir_kernel *c = &p->kernels[i];
@@ -102,11 +96,11 @@ static int match_sum(conv_epi *e, const kir_expr *x) {
   if (x->kind != KE_LOAD) return 0;
   int n = e->k->n_loops;
   if (x->buf == e->conv_buf) {
-    if (!map_is(&x->map, e->cstride, n, 0) || e->conv_buf < 0) return 0;
+    if (!kir_map_is(&x->map, e->cstride, n, 0) || e->conv_buf < 0) return 0;
     e->conv_buf = -1 - e->conv_buf; /* seen once */
     return 1;
   }
-  if (map_is(&x->map, e->cstride, n, 0) && e->res < 0) return (e->res = x->buf), 1;
+  if (kir_map_is(&x->map, e->cstride, n, 0) && e->res < 0) return (e->res = x->buf), 1;
   if (e->bias < 0 && bias_map(e, &x->map)) return (e->bias = x->buf), 1;
   return 0;
 }
@@ -117,16 +111,6 @@ static int is_const(const kir_expr *x, double *v) {
   return 1;
 }
 
-static int expr_equal(const kir_expr *a, const kir_expr *b) {
-  if (a->kind != b->kind || a->dtype != b->dtype || a->n_args != b->n_args) return 0;
-  if (a->kind == KE_LOAD) return a->buf == b->buf && !memcmp(&a->map, &b->map, sizeof a->map);
-  if (a->kind == KE_CONST) return a->c == b->c && a->ci == b->ci;
-  if (a->kind == KE_INDEX) return a->loop == b->loop;
-  if (a->kind == KE_PRIM && a->op != b->op) return 0;
-  for (int i = 0; i < a->n_args; i++)
-    if (!expr_equal(a->args[i], b->args[i])) return 0;
-  return 1;
-}
 
 static int is_prim(const kir_expr *x, pc_op op) { return x->kind == KE_PRIM && x->op == op && x->dtype == PC_f32; }
 
@@ -170,7 +154,7 @@ static int match_gelu(conv_epi *e, const kir_expr *x) {
     else if (!s) s = f[i];
     else return 0;
   }
-  if (half != 1 || !s || !se || !expr_equal(s, se)) return 0;
+  if (half != 1 || !s || !se || !kir_expr_equal(s, se)) return 0;
   e->act = PRIMC_ACT_GELU;
   return match_sum(e, s);
 }
@@ -180,7 +164,7 @@ static int match_act(conv_epi *e, const kir_expr *x) {
   if (is_prim(x, PC_OP_mul) && !e->act) {
     for (int i = 0; i < 2; i++) {
       const kir_expr *s = x->args[i], *g = x->args[1 - i];
-      if (g->kind == KE_PRIM && g->op == PC_OP_sigmoid && expr_equal(g->args[0], s)) {
+      if (g->kind == KE_PRIM && g->op == PC_OP_sigmoid && kir_expr_equal(g->args[0], s)) {
         e->act = PRIMC_ACT_SILU;
         return match_sum(e, s);
       }
@@ -245,7 +229,7 @@ static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const 
     n *= k->extent[l];
   }
   for (int d = 0; d < rank; d++) total *= od[d];
-  if (n != total || !map_is(&k->stores[0].map, e->cstride, k->n_loops, 0)) return 0;
+  if (n != total || !kir_map_is(&k->stores[0].map, e->cstride, k->n_loops, 0)) return 0;
   const kir_expr *v = k->stores[0].value, *r = f16_rounded(v);
   if (!match_clamp(e, r ? r : v) || e->conv_buf >= 0) return 0;
   if (r && (e->act || !f16_exact(e->lo) || !f16_exact(e->hi))) return 0;
@@ -301,8 +285,7 @@ static pc_status pair_small_conv_depthwise(kir_program *p) {
     if (b->kind != KK_CALL || b->call != KC_conv || b->pair || b->absorbed) continue;
     int mid = a->args[4];
     if (b->args[1] != mid || p->bufs[mid].place != KP_WORKSPACE || a->params[CONV_EPI_AT + 3]) continue;
-    int rq = a->params[CONV_EPI_AT + 6] == PRIMC_ACT_RQ || (b->params[CONV_EPI_AT] && b->params[CONV_EPI_AT + 6] == PRIMC_ACT_RQ);
-    if (rq && !primc_conv_pair_requantizes()) continue;
+    if ((CONV_EPI_IS_RQ(a->params) || CONV_EPI_IS_RQ(b->params)) && !primc_conv_pair_requantizes()) continue;
     primc_conv2d pw, dw;
     if (kir_touched_outside(p, &t, mid, i, i + 2) || !primc_conv2d_of_params(a->params, &pw) ||
         !primc_conv2d_of_params(b->params, &dw) || !primc_conv_plan_pair(&pw, &dw))
@@ -609,7 +592,7 @@ static void narrow_inputs(kir_program *p) {
     if (si < 0 || w->stores[si].red != KR_NONE || !narrowed(w->stores[si].value, &q, &zp) || zp < -512 || zp > 512)
       continue;
     for (int l = w->n_loops - 1; l >= 0; l--) strides[l] = total, total *= w->extent[l];
-    if (total != numel || !map_is(&w->stores[si].map, strides, w->n_loops, 0)) continue; /* every element, in order */
+    if (total != numel || !kir_map_is(&w->stores[si].map, strides, w->n_loops, 0)) continue; /* every element, in order */
     int nb = xb;
     if (overlap) { /* written in place over what the kernel reads: bytes would land on elements not read yet */
       if ((nb = kir_scratch_buf(p, q->dtype, numel, NULL)) < 0) return; /* a region of its own */

@@ -241,21 +241,6 @@ static void conv_epi_read(const int64_t *q, void *const *bufs, primc_conv_epi *e
   }
 }
 
-/* the same epilogue after a conv that did not run it: y = clamp(acc + bias + res) over [N, O, P] */
-static void conv_epi_apply(const conv_desc *c, const primc_conv_epi *e, float *y, const float *acc) {
-  int64_t N = c->o.d[0], O = c->o.d[1], P = prod(c->o.d + 2, c->S);
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t o = 0; o < O; o++) {
-      float b = e->bias ? e->bias[o * e->bias_stride] : 0.0f, s = primc_conv_rq_scale(e, o);
-      for (int64_t i = (n * O + o) * P, end = i + P; i < end; i++) {
-        float v;
-        if (e->act == PRIMC_ACT_RQ) v = primc_conv_rq(e, acc[i], b, s);
-        else v = primc_conv_act(e->act, acc[i] + b + (e->res ? e->res[i] : 0.0f));
-        y[i] = v < e->lo ? e->lo : v > e->hi ? e->hi : v;
-      }
-    }
-}
-
 /* the 2-D f32 conv as primc_conv2d, a 1-D one as 2-D of height 1 (a long strided audio kernel then gets the 2-D
  * rows); 0 when the bottom/right padding codegen implies is negative */
 static int conv2d_params(const conv_desc *c, primc_conv2d *p) {
@@ -329,7 +314,7 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
   else if (c.dt != PRIMC_I32 || !conv_i32_gemm(&c, bufs[0], bufs[1], bufs[2], bufs[3])) conv_generic(&c, bufs[0], bufs[1], bufs[2]);
   if (q[0]) {
     if (c.dt != PRIMC_F32) return PRIMC_ERR_RUNTIME;
-    conv_epi_apply(&c, &e, bufs[4], bufs[0]);
+    primc_conv_epi_apply(&e, c.o.d[0], c.o.d[1], prod(c.o.d + 2, c.S), bufs[0], bufs[4], 0); /* plain C: libm exp, erf */
   }
   return PRIMC_OK;
 }

@@ -702,10 +702,10 @@ enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_F16, PRIMC_ACT_
 #define PRIMC_ERF_Q                                                                                             \
   -0.0367993936, 0.255393296, -0.783952355, 1.37965894, -1.47681844, 0.865867436, -0.05309375, -0.290376276,  \
       0.0040775938, 0.563594103, 3.24047032e-05
-float primc_conv_act(int act, float v);
-/* act RQ of a sum with channel o's bias b and scale s (before the clamp), and channel o's scale */
-float primc_conv_rq(const primc_conv_epi *e, float sum, float b, float s);
-float primc_conv_rq_scale(const primc_conv_epi *e, int64_t o);
+/* y = e's epilogue of the sums acc over n images of o channels of P pixels (e's residual in y's layout; y may be
+ * acc), on this CPU's vectors or, vector 0, in plain C (libm's exp and erf for SiLU and GELU) */
+void primc_conv_epi_apply(const primc_conv_epi *e, int64_t n, int64_t o, int64_t P, const float *acc, float *y,
+                          int vector);
 int primc_conv2d_f32_epi(const primc_conv2d *p, const float *x, const float *w, const primc_conv_epi *e, float *y,
                          float *spare, float *col);
 /* A conv of one group with few taps x input channels (pw: a 1x1 widening, a 3-channel stem; plain

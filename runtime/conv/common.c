@@ -23,17 +23,6 @@ int primc_cv_valid(const primc_conv2d *p) {
 
 /* ---------------------------------------------------------------- epilogue: bias, residual, clamp */
 
-float primc_conv_act(int act, float v) { return cv_actf(act, v); }
-
-float primc_conv_rq_scale(const primc_conv_epi *e, int64_t o) {
-  epi_ctx c = cv_epi_of(e, 0, NULL, NULL);
-  return cv_scale_at(&c, o);
-}
-
-float primc_conv_rq(const primc_conv_epi *e, float sum, float b, float s) {
-  epi_ctx c = cv_epi_of(e, 0, NULL, NULL);
-  return cv_rqf(&c, sum, b, s);
-}
 
 void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const float *res, float b, float s,
                              int64_t nb) {
@@ -95,6 +84,32 @@ void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
     const float *res = e->res ? e->res + off : NULL;
     cv_epi_row(isa, e, y, row, res, cv_bias_at(e, m0 + m), cv_scale_at(e, m0 + m), nb);
   }
+}
+
+typedef struct planes_job {
+  const primc_conv_epi *e;
+  const float *acc;
+  float *y;
+  int64_t o, P;
+  int isa;
+} planes_job;
+
+/* planes [b, e) (image i / o, channel i % o) */
+static void epi_planes(void *ctx, int64_t b, int64_t e) {
+  const planes_job *j = ctx;
+  epi_ctx c = cv_epi_of(j->e, 0, NULL, NULL);
+  for (int64_t i = b; i < e; i++) {
+    int64_t off = i * j->P, ch = i % j->o;
+    cv_epi_row(j->isa, &c, j->y + off, j->acc + off, j->e->res ? j->e->res + off : NULL, cv_bias_at(&c, ch),
+               cv_scale_at(&c, ch), j->P);
+  }
+}
+
+void primc_conv_epi_apply(const primc_conv_epi *e, int64_t n, int64_t o, int64_t P, const float *acc, float *y,
+                          int vector) {
+  planes_job j = {e, acc, y, o, P, vector ? primc_sgemm_isa() : PRIMC_ISA_SCALAR};
+  if (n * o * P >= (1 << 15)) primc_parallel_for(n * o, epi_planes, &j);
+  else epi_planes(&j, 0, n * o);
 }
 
 int primc_cv_epi_needed(const primc_conv_epi *e) {

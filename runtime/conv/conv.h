@@ -122,6 +122,12 @@ static inline float cv_scale_at(const epi_ctx *e, int64_t m) {
   return e->act != PRIMC_ACT_RQ ? 1.0f : e->rq_scale ? e->rq_scale[m * e->rq_stride] : e->rq_c;
 }
 
+/* channels [c0, c0 + n) of e's bias and act RQ scale in 8 lanes (0 and 1 past n) */
+static inline void cv_lanes8_epi(const primc_conv_epi *e, int64_t c0, int n, float *bias, float *scale) {
+  epi_ctx c = cv_epi_of(e, c0, NULL, NULL);
+  for (int l = 0; l < 8; l++) bias[l] = l < n ? cv_bias_at(&c, l) : 0.0f, scale[l] = l < n ? cv_scale_at(&c, l) : 1.0f;
+}
+
 static inline float cv_clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* act RQ before the clamp: roundeven((trunc(c) * s + b) / div) + zp, one f32 operation at a time (-std=c11

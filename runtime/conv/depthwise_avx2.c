@@ -116,7 +116,7 @@ AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, i
   float out[DWL_OUT_FLOATS] __attribute__((aligned(32)));
   float bias[8] __attribute__((aligned(32))), scale[8] __attribute__((aligned(32)));
   epi_ctx ec = cv_epi_of(ep, co0, NULL, NULL);
-  for (int l = 0; l < 8; l++) bias[l] = l < nco ? cv_bias_at(&ec, l) : 0.0f, scale[l] = l < nco ? cv_scale_at(&ec, l) : 1.0f;
+  cv_lanes8_epi(ep, co0, nco, bias, scale);
   d->p = p, d->pw = g.pw, d->ow = j->ow, d->bias = bias, d->lo = ep->lo, d->hi = ep->hi, d->act = ep->act;
   d->scale = scale, d->div = ep->rq_div, d->zp = ep->rq_zp;
   d->fused = !ep->res && cv_act_ymm(ep->act);

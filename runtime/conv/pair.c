@@ -271,8 +271,7 @@ AVX2P static void then_dw_range8(void *ctx, int64_t b, int64_t e) {
     int64_t blk = j->part_major ? it % blocks : it / j->parts, part = j->part_major ? it / blocks : it % j->parts;
     int64_t n = blk / nblk, c0 = blk % nblk * 8;
     int nch = (int)(pw->o - c0 < 8 ? pw->o - c0 : 8);
-    epi_ctx ec = cv_epi_of(e1, c0, NULL, NULL);
-    for (int l = 0; l < 8; l++) bias[l] = l < nch ? cv_bias_at(&ec, l) : 0.0f, scale[l] = l < nch ? cv_scale_at(&ec, l) : 1.0f;
+    cv_lanes8_epi(e1, c0, nch, bias, scale);
     primc_cv_lanes8_weights(j->w1 + c0 * K, K, nch, wt);
     t8_src src = {.make = cv_is_pointwise(pw) ? pw8_row : cl8_row, .x = j->x + n * pw->c * P, .hw = P, .w = pw->w,
                   .first = pw, .k = K, .wt = wt, .bias = bias, .lo = e1->lo, .hi = e1->hi, .act = e1->act,

@@ -119,23 +119,6 @@ static int rq_after; /* tests: every row's act RQ by the executor */
 int primc_conv_last_row(void) { return last_row; }
 void primc_conv_rq_force_after(int on) { rq_after = on; }
 
-typedef struct rq_job {
-  const primc_conv_epi *e;
-  float *y;
-  int64_t o, P;
-} rq_job;
-
-/* planes [b, e) of y (channel plane % o) requantized in place */
-static void rq_planes(void *ctx, int64_t b, int64_t e) {
-  const rq_job *j = ctx;
-  int isa = primc_sgemm_isa();
-  epi_ctx c = cv_epi_of(j->e, 0, NULL, NULL);
-  for (int64_t i = b; i < e; i++) {
-    float *y = j->y + i * j->P;
-    cv_epi_row(isa, &c, y, y, NULL, cv_bias_at(&c, i % j->o), cv_scale_at(&c, i % j->o), j->P);
-  }
-}
-
 int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const float *x, const void *w,
                    const primc_conv_epi *e, float *y, float *spare, float *col) {
   if (!p || !plan || !row_ok(plan->row) || !primc_cv_valid(p) || primc_cv_rows[plan->row].cls == PRIMC_CONV_CLASS_PAIR)
@@ -172,11 +155,7 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
   const primc_conv_epi *rq = e->act == PRIMC_ACT_RQ && (rq_after || !(primc_cv_rows[row].needs & CV_EPI_RQ)) ? e : NULL;
   cv_call c = {&q, oh, ow, x, w, rq ? &none : e, y, acc, col, NULL, NULL, NULL};
   int st = primc_cv_rows[row].run(&c);
-  if (st == PRIMC_OK && rq) {
-    rq_job j = {rq, y, p->o, oh * ow};
-    if (ny >= (1 << 15)) primc_parallel_for(p->n * p->o, rq_planes, &j);
-    else rq_planes(&j, 0, p->n * p->o);
-  }
+  if (st == PRIMC_OK && rq) primc_conv_epi_apply(rq, p->n, p->o, oh * ow, y, y, 1);
   if (st == PRIMC_OK && out != y) memcpy(out, y, (size_t)ny * sizeof(float));
   return st;
 }
