@@ -695,13 +695,16 @@ typedef struct primc_conv_epi {
  * / div) + zp, each operation in f32 as the QuantizeLinear loop it replaces computes it, then the clamp; no
  * residual */
 enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_F16, PRIMC_ACT_RQ, PRIMC_ACT_COUNT };
-/* erf on f32 as codegen's vectorized erf and the conv epilogue's compute it: |x| < 1: x P(x^2); 1 <= |x| < 4:
- * 1 - e^(-x^2) Q(1/x); beyond, +-1. P (degree 6) and Q (degree 10), highest power first, were least-squares
- * fits to erf(x)/x and erfc(x) e^(x^2) in double precision, made for primc; within 3 ulp of the exact erf */
+/* erf on f32 as codegen's vectorized erf and the conv epilogue's compute it, with neither a division nor an exp:
+ * |x| < 1: x P(x^2); 1 <= |x|: 1 - R(min(|x|, 3.92) - 2), R a polynomial for erfc on [1, 3.92] (beyond 3.92
+ * erf rounds to 1); both computed, one kept. P (degree 6) fits erf(x)/x, R (degree 12) erfc, least squares in
+ * double precision, made for primc, highest power first; within 2.5 ulp of the exact erf (every f32 of [1, 4)
+ * checked: 1.5) */
 #define PRIMC_ERF_P 8.00618654e-05, -0.000805356714, 0.00519293966, -0.0268560611, 0.112836346, -0.376126289, 1.12837923
-#define PRIMC_ERF_Q                                                                                             \
-  -0.0367993936, 0.255393296, -0.783952355, 1.37965894, -1.47681844, 0.865867436, -0.05309375, -0.290376276,  \
-      0.0040775938, 0.563594103, 3.24047032e-05
+#define PRIMC_ERFC_R                                                                                              \
+  9.12479481e-06, -7.57893868e-05, 0.000204393727, 4.81033421e-05, -0.00152154011, 0.0033542735, -0.000496288296, \
+      -0.0130713088, 0.0344541408, -0.0482271276, 0.0413330682, -0.0206667352, 0.00467775157
+#define PRIMC_ERFC_R_N 13
 /* y = e's epilogue of the sums acc over n images of o channels of P pixels (e's residual in y's layout; y may be
  * acc), on this CPU's vectors or, vector 0, in plain C (libm's exp and erf for SiLU and GELU) */
 void primc_conv_epi_apply(const primc_conv_epi *e, int64_t n, int64_t o, int64_t P, const float *acc, float *y,

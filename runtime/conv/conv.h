@@ -154,8 +154,8 @@ void primc_cv_epi_row_scalar(const epi_ctx *e, float *y, const float *c, const f
 
 #if PRIMC_X86
 /* e^x to about 2e-7 relative: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r, scaled by 2^n; 0
- * below -87.3, where e^x is subnormal: making one is a microcode assist on x86, and SiLU's v / (1 + e^-v) and
- * erf's 1 - e^(-x^2) Q are the same without it */
+ * below -87.3, where e^x is subnormal: making one is a microcode assist on x86, and SiLU's v / (1 + e^-v) is
+ * the same without it */
 __attribute__((target("avx512f"))) static inline __m512 cv_exp512(__m512 x) {
   __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
   x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(89.0f));
@@ -177,17 +177,16 @@ __attribute__((target("avx512f"))) static inline __m512 cv_silu512(__m512 v) {
   return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), cv_exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
 }
 
-/* erf to a few ulp, as codegen's vectorized erf computes it (primc_rt.h's PRIMC_ERF_P and PRIMC_ERF_Q) */
+/* erf to a few ulp, as codegen's vectorized erf computes it (primc_rt.h's PRIMC_ERF_P and PRIMC_ERFC_R) */
 __attribute__((target("avx512f"))) static inline __m512 cv_erf512(__m512 x) {
-  static const float p[7] = {PRIMC_ERF_P}, q[11] = {PRIMC_ERF_Q};
+  static const float p[7] = {PRIMC_ERF_P}, r[PRIMC_ERFC_R_N] = {PRIMC_ERFC_R};
   __m512 ax = _mm512_abs_ps(x), one = _mm512_set1_ps(1.0f), x2 = _mm512_mul_ps(ax, ax);
   __m512 ps = _mm512_set1_ps(p[0]);
   for (int i = 1; i < 7; i++) ps = _mm512_fmadd_ps(ps, x2, _mm512_set1_ps(p[i]));
-  __m512 axc = _mm512_max_ps(ax, one), r = _mm512_div_ps(one, axc), qs = _mm512_set1_ps(q[0]);
-  for (int i = 1; i < 11; i++) qs = _mm512_fmadd_ps(qs, r, _mm512_set1_ps(q[i]));
-  __m512 mid = _mm512_fnmadd_ps(cv_exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), axc), axc)), qs, one);
-  __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(4.0f), _CMP_LT_OQ), one, mid);
-  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, one, _CMP_LT_OQ), y, _mm512_mul_ps(ax, ps));
+  __m512 u = _mm512_sub_ps(_mm512_min_ps(_mm512_max_ps(ax, one), _mm512_set1_ps(3.92f)), _mm512_set1_ps(2.0f));
+  __m512 rs = _mm512_set1_ps(r[0]);
+  for (int i = 1; i < PRIMC_ERFC_R_N; i++) rs = _mm512_fmadd_ps(rs, u, _mm512_set1_ps(r[i]));
+  __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, one, _CMP_LT_OQ), _mm512_sub_ps(one, rs), _mm512_mul_ps(ax, ps));
   /* the sign back; NaN stays NaN */
   __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u));
   y = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign));
@@ -234,15 +233,14 @@ __attribute__((target("avx2,fma"))) static inline __m256 cv_exp256(__m256 x) {
 /* cv_erf512 on ymm (GELU's erf ran as a libm call per element on AVX2: an audio front end's 80 -> 384 conv with
  * GELU took 9.2 ms in its epilogue-fused call against 2.7 ms without the GELU) */
 __attribute__((target("avx2,fma"))) static inline __m256 cv_erf256(__m256 x) {
-  static const float p[7] = {PRIMC_ERF_P}, q[11] = {PRIMC_ERF_Q};
+  static const float p[7] = {PRIMC_ERF_P}, r[PRIMC_ERFC_R_N] = {PRIMC_ERFC_R};
   __m256 sm = _mm256_set1_ps(-0.0f), ax = _mm256_andnot_ps(sm, x), one = _mm256_set1_ps(1.0f), x2 = _mm256_mul_ps(ax, ax);
   __m256 ps = _mm256_set1_ps(p[0]);
   for (int i = 1; i < 7; i++) ps = _mm256_fmadd_ps(ps, x2, _mm256_set1_ps(p[i]));
-  __m256 axc = _mm256_max_ps(ax, one), r = _mm256_div_ps(one, axc), qs = _mm256_set1_ps(q[0]);
-  for (int i = 1; i < 11; i++) qs = _mm256_fmadd_ps(qs, r, _mm256_set1_ps(q[i]));
-  __m256 mid = _mm256_fnmadd_ps(cv_exp256(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), axc), axc)), qs, one);
-  __m256 y = _mm256_blendv_ps(one, mid, _mm256_cmp_ps(ax, _mm256_set1_ps(4.0f), _CMP_LT_OQ));
-  y = _mm256_blendv_ps(y, _mm256_mul_ps(ax, ps), _mm256_cmp_ps(ax, one, _CMP_LT_OQ));
+  __m256 u = _mm256_sub_ps(_mm256_min_ps(_mm256_max_ps(ax, one), _mm256_set1_ps(3.92f)), _mm256_set1_ps(2.0f));
+  __m256 rs = _mm256_set1_ps(r[0]);
+  for (int i = 1; i < PRIMC_ERFC_R_N; i++) rs = _mm256_fmadd_ps(rs, u, _mm256_set1_ps(r[i]));
+  __m256 y = _mm256_blendv_ps(_mm256_sub_ps(one, rs), _mm256_mul_ps(ax, ps), _mm256_cmp_ps(ax, one, _CMP_LT_OQ));
   y = _mm256_or_ps(y, _mm256_and_ps(x, sm)); /* the sign back; NaN stays NaN */
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }

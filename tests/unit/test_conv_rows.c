@@ -488,6 +488,26 @@ PC_TEST(conv_epilogue_act_no_subnormal) {
   }
 }
 
+/* GELU in the epilogue on this CPU's vectors (cv_erf256 / cv_erf512) over [-6, 6] and around the erf's branch
+ * point (|x / sqrt 2| = 1): within 3 ulp of erf's scale (2^-24 |v| / 2) and the result's last rounding of the
+ * f64 formula on the same scaled input, NaN kept */
+PC_TEST(conv_epilogue_gelu_ulps) {
+  enum { N = 4096 };
+  float *acc = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; i++)
+    acc[i] = i < 3072 ? -6.0f + 12.0f * (float)i / 3071 : (i % 2 ? -1.0f : 1.0f) * (1.41421f + (float)(i - 3072) * 1e-6f);
+  acc[N - 1] = NAN;
+  primc_conv_epi e = {.lo = -INFINITY, .hi = INFINITY, .act = PRIMC_ACT_GELU};
+  primc_conv_epi_apply(&e, 1, 1, N, acc, y, 1);
+  for (int i = 0; i < N - 1; i++) {
+    double v = acc[i], want = 0.5 * v * (1.0 + erf((double)(acc[i] * 0.70710678f)));
+    double tol = 3 * 0x1p-24 * fabs(0.5 * v) + fabs(nextafterf((float)want, INFINITY) - (float)want);
+    if (!CHECK_MSG(fabs(y[i] - want) <= tol, "GELU(%.9g) = %.9g, want %.9g", v, y[i], want)) break;
+  }
+  CHECK_MSG(isnan(y[N - 1]), "GELU(NaN) = %g", y[N - 1]);
+  free(acc), free(y);
+}
+
 /* Depthwise rows with y over x (in place, or a row further on): the rows write y by planes and bands while later
  * ones still read x (dw_plane and dw_lanes8 both gave wrong sums), so the executor makes the result in the spare
  * buffer and copies it. Each depthwise row this CPU runs, a bias + SiLU + clamp epilogue (the one the lanes rows
