@@ -398,7 +398,10 @@ pc_status ad_vjp_cumsum(pc_graph *g, const pc_node *n, pc_value *const *ct_out, 
 
 /* out = [batch, lhs free, rhs free]. The operand's cotangent contracts gy's free dims of the other
  * operand with that operand's free dims; its result is [batch, own free, own contracted dims in the
- * order of the other's contracted dims], transposed back to the operand's order. */
+ * order of the other's contracted dims], transposed back to the operand's order. Where the operand
+ * holds its contracted dims before its free ones (a linear layer's [in, out] weight), the other operand
+ * goes first instead, making [batch, own contracted, own free]: the operand's order, no transpose (its
+ * optimizer update read the transposed gradient a column at a time). */
 static pc_value *dot_operand_ct(pc_graph *g, pc_value *gy, pc_value *other, int rank, const int64_t *batch,
                                 const int64_t *contract, const int64_t *other_batch, const int64_t *other_contract,
                                 int nb, int nc, int other_rank, int gy_free_at) {
@@ -421,20 +424,21 @@ static pc_value *dot_operand_ct(pc_graph *g, pc_value *gy, pc_value *other, int 
   int64_t gy_c[PC_MAX_RANK] = {0}, gy_b[PC_MAX_RANK] = {0};
   for (int i = 0; i < nfx; i++) gy_c[i] = gy_free_at + i;
   for (int i = 0; i < nb; i++) gy_b[i] = i;
-  pc_value *r = pc_dot_general(g, gy, other, nfx, gy_c, free_oth, nb, gy_b, other_batch);
   /* result axes as operand dims: batch, own free, then own contracted dims ordered by the other's
-   * contracted dim (the other's dims left over come in increasing order) */
-  int64_t axis_dim[PC_MAX_RANK];
-  int k = 0;
-  for (int i = 0; i < nb; i++) axis_dim[k++] = batch[i];
+   * contracted dim (the other's dims left over come in increasing order); other first: the two swapped */
+  int64_t axis_dim[PC_MAX_RANK], swapped[PC_MAX_RANK];
+  int k = nb, ks = nb, same = 1;
+  for (int i = 0; i < nb; i++) axis_dim[i] = swapped[i] = batch[i];
   for (int i = 0; i < nfo; i++) axis_dim[k++] = free_own[i];
   for (int d = 0; d < other_rank; d++)
     for (int i = 0; i < nc; i++)
-      if (other_contract[i] == d) axis_dim[k++] = contract[i];
+      if (other_contract[i] == d) axis_dim[k++] = swapped[ks++] = contract[i];
+  for (int i = 0; i < nfo; i++) swapped[ks++] = free_own[i];
   int64_t perm[PC_MAX_RANK];
-  for (int a = 0; a < rank; a++) perm[axis_dim[a]] = a;
   int id = 1;
-  for (int d = 0; d < rank; d++) id &= perm[d] == d;
+  for (int a = 0; a < rank; a++) perm[axis_dim[a]] = a, id &= axis_dim[a] == a, same &= swapped[a] == a;
+  if (!id && same) return pc_dot_general(g, other, gy, nfx, free_oth, gy_c, nb, other_batch, gy_b);
+  pc_value *r = pc_dot_general(g, gy, other, nfx, gy_c, free_oth, nb, gy_b, other_batch);
   return id ? r : pc_transpose(g, r, perm);
 }
 pc_status ad_vjp_dot_general(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,

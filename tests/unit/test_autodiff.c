@@ -414,6 +414,31 @@ PC_TEST(autodiff_max_ties_as_torch) {
 /* strided slices' cotangents summed by stride phases (passes/ad_pads.c) equal the sum of the full-size pads: the
  * same additions per element (each phase's pads in order; the other pads add zeros), so exactly; steps 1, 2
  * and 3, phases no pad holds, a pad ending short of the far edge; no pad of the phase form has interior steps */
+/* a linear layer's [in, out] weight gets its gradient as x^T gy in its own order, not (gy^T x) transposed
+ * (the optimizer update read the transposed one a column at a time); its values are the finite-difference
+ * case above. A [out, in] weight (ONNX Gemm with transB) was in order already: no transpose either. */
+PC_TEST(autodiff_linear_weight_gradient_in_its_order) {
+  static const char *texts[2] = {
+      "graph(%x : f32[4,3], %w : f32[3,5]):\n  %y : f32[4,5] = dot_general(%x, %w, lhs_contract=[1], "
+      "rhs_contract=[0], lhs_batch=[], rhs_batch=[])\n  return (%y)\n",
+      "graph(%x : f32[4,3], %w : f32[5,3]):\n  %y : f32[4,5] = dot_general(%x, %w, lhs_contract=[1], "
+      "rhs_contract=[1], lhs_batch=[], rhs_batch=[])\n  return (%y)\n"};
+  for (int t = 0; t < 2; t++) {
+    pc_graph *g = pc_graph_parse(texts[t], strlen(texts[t]), "linear", NULL);
+    const char *wrt[2] = {"x", "w"};
+    pc_grad_opts o = {wrt, 2};
+    if (!CHECK_MSG(g && !g->status && pc_grad(g, &o) == PC_OK, "%s", g ? pc_error(g) : "no graph")) {
+      pc_graph_free(g);
+      continue;
+    }
+    int transposes = 0;
+    for (int i = 0; i < g->n_nodes; i++) transposes += g->nodes[i]->op == PC_OP_transpose;
+    CHECK_MSG(transposes == 0, "case %d: %d transposes in the gradient graph", t, transposes);
+    CHECK(pc_type_equal(&g->outputs[2]->type, &g->inputs[1]->type));
+    pc_graph_free(g);
+  }
+}
+
 PC_TEST(autodiff_strided_pads_summed_by_phases) {
   static const int64_t dims[4][3] = {{2, 4, 3}, {2, 3, 3}, {2, 3, 3}, {1, 3, 1}};
   static const int64_t lo[4][3] = {{0, 0, 0}, {0, 1, 1}, {0, 2, 2}, {1, 0, 4}};
