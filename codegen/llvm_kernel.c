@@ -217,14 +217,24 @@ static int reads_buf(const kir_program *p, const kir_expr *e, int buf) {
   return 0;
 }
 
+/* some load of e moves by 1 along loop r and also along loop c: contiguous within the reduction (a per-row
+ * value, still along r but fixed along c, is not) */
+static int moves_along_both(const kir_expr *e, int r, int c) {
+  if (e->kind == KE_LOAD && e->map.stride[r] == 1 && e->map.stride[c] != 0) return 1;
+  for (int i = 0; i < e->n_args; i++)
+    if (moves_along_both(e->args[i], r, c)) return 1;
+  return 0;
+}
+
 /* A reduction over rows whose columns are the innermost parallel loop P: a bias's gradient, [rows][cols] summed
  * over rows. Reduced innermost, each output walks a column at the row pitch, a scalar load per element that
  * every cache set of a power-of-two pitch conflicts on (1024 x 1024 f32: 6.7 ms). This form keeps the outputs
  * in memory instead: a pass sets them to the start value, then the reduced loops go outside and P inside,
  * each row added to the outputs a vector at a time, contiguous. Each output still takes its terms in the same
  * order. Taken when every load and store moves by 0 or 1 along P (some load by 1), some load strides along
- * the innermost reduced loop (a row reduction keeps its accumulators), sums, products, max or min of f32 or
- * f64 into a buffer no expression reads, and sizes fixed at compile time. */
+ * the innermost reduced loop and none moves by 1 along both (a row reduction keeps its accumulators; a per-row
+ * value such as a layer norm's mean, by 1 along the rows only, does not count), sums, products, max or min of
+ * f32 or f64 into a buffer no expression reads, and sizes fixed at compile time. */
 static int column_reduction(const kir_program *p, const kir_kernel *k) {
   int P = k->n_par - 1, R = k->n_loops - 1;
   if (p->dyn || P < 0 || R <= P || k->extent[P] < 16) return 0;
@@ -236,7 +246,7 @@ static int column_reduction(const kir_program *p, const kir_kernel *k) {
     load_strides(p, st->value, R, PC_DTYPE_COUNT, &unit_r, &other_r);
     if ((st->red != KR_SUM && st->red != KR_PROD && st->red != KR_MAX && st->red != KR_MIN) ||
         (t != PC_f32 && t != PC_f64) || p->bufs[st->buf].dtype != t || st->map.stride[P] != 1 || !unit_p ||
-        other_p || !other_r || unit_r || reads_buf(p, st->value, st->buf))
+        other_p || !other_r || moves_along_both(st->value, R, P) || reads_buf(p, st->value, st->buf))
       return 0;
   }
   return 1;
