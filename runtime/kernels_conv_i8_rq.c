@@ -126,11 +126,11 @@ static void rq_blocks(void *ctx, int64_t b, int64_t e) {
 __attribute__((target("avx2"), always_inline)) static inline __m256i rq8(int kind, __m256i v, __m256i ib, const __m256 *c32,
                                                                          const __m256d *c64) {
   v = _mm256_add_epi32(v, ib);
-  const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  enum { RND = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }; /* an immediate: clang wants a constant expression */
   if (kind == PRIMC_CONV_I8_RQ_F32) {
     __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(v), c32[0]);
     f = _mm256_div_ps(_mm256_add_ps(f, c32[1]), c32[2]);
-    f = _mm256_add_ps(_mm256_round_ps(f, rnd), c32[3]);
+    f = _mm256_add_ps(_mm256_round_ps(f, RND), c32[3]);
     f = _mm256_min_ps(_mm256_max_ps(f, c32[4]), c32[5]); /* maxps gives its second operand for a NaN: lo */
     return _mm256_cvttps_epi32(f);
   }
@@ -138,7 +138,7 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i rq8(int kin
   for (int i = 0; i < 2; i++) {
     __m256d x = _mm256_mul_pd(_mm256_cvtepi32_pd(h[i]), c64[i]);
     x = _mm256_div_pd(_mm256_add_pd(x, c64[2 + i]), c64[4]);
-    x = _mm256_add_pd(_mm256_round_pd(x, rnd), c64[5]);
+    x = _mm256_add_pd(_mm256_round_pd(x, RND), c64[5]);
     h[i] = _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(x, c64[6]), c64[7]));
   }
   return _mm256_set_m128i(h[1], h[0]);

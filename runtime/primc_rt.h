@@ -609,6 +609,8 @@ int primc_gemm_row_active(void);
  * into two 256-bit halves (AMD Zen 4), 0 without AVX-512. Kernel choices that trade multiply-adds
  * against memory traffic (Winograd) weigh them by it. */
 int primc_cpu_zmm_fmas(void);
+/* F16C's ymm conversions (with AVX2 and FMA, as the AVX2 epilogues use them) */
+int primc_cpu_f16c(void);
 
 /* 2-D convolution, NCHW input x[n][c][h][w], OIHW weights w[o][c/groups][kh][kw], y[n][o][oh][ow],
  * bias[o] (or NULL), then max(y, 0) when relu. Depthwise (groups == c == o) runs direct loops,

@@ -28,11 +28,10 @@ static inline int cv_dw_plain(const primc_conv2d *p) {
   return cv_is_depthwise(p) && !p->w_packed_mr && cv_w_strips_or_plain(p);
 }
 
-/* the activations the AVX2 epilogue computes in ymm (the others in plain C) */
-/* the activations the AVX2 epilogues compute in ymm (cv_act256) */
+/* the activations the AVX2 epilogues compute in ymm (cv_act256; the others in plain C) */
 static inline int cv_act_ymm(int act) {
 #if PRIMC_X86
-  return act != PRIMC_ACT_F16 || __builtin_cpu_supports("f16c");
+  return act != PRIMC_ACT_F16 || primc_cpu_f16c();
 #else
   return act == PRIMC_ACT_NONE;
 #endif

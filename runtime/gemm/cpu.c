@@ -93,3 +93,17 @@ int primc_cpu_zmm_fmas(void) {
   pthread_once(&zmm_once, zmm_detect);
   return zmm_fmas;
 }
+
+/* F16C from CPUID leaf 1 (clang 14's __builtin_cpu_supports does not know "f16c") */
+static int f16c;
+static pthread_once_t f16c_once = PTHREAD_ONCE_INIT;
+static void f16c_detect(void) {
+#if PRIMC_X86
+  unsigned a, b, c, d;
+  f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1) && has_avx2();
+#endif
+}
+int primc_cpu_f16c(void) {
+  pthread_once(&f16c_once, f16c_detect);
+  return f16c;
+}

@@ -30,6 +30,21 @@ grep -q 'cannot run /nonexistent/cc' "$tmp/err" && ok "missing cc: error names i
 hits=$(grep -nE '\b(system|popen)\(' ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*.c runtime/conv/*.c runtime/gemm/*.c api/*.c tools/*.c 2>/dev/null)
 [ -z "$hits" ] && ok "no system() or popen() outside the tests" || bad "system/popen calls" "$hits"
 
+# ---- the fuzz build (tests/fuzz/fuzz.mk) compiles the readers and everything behind them with clang: every source
+# must build with it, not only with the default cc (a rounding mode held in a const int, fine for GCC, and clang
+# 14's __builtin_cpu_supports without "f16c" broke `make fuzz` unnoticed)
+if command -v clang >/dev/null 2>&1; then
+  llvm_inc=$(${LLVM_CONFIG:-llvm-config-19} --includedir 2>/dev/null || echo /usr/lib/llvm-19/include)
+  ls ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*.c runtime/conv/*.c runtime/gemm/*.c api/*.c tests/fuzz/*.c |
+    xargs -P 2 -I{} sh -c 'clang -std=c11 -D_GNU_SOURCE -fsyntax-only -Wno-everything -I. -I"$1/gen" -I/usr/local/cuda/include \
+      -I"$2" {} 2>&1 | grep -m 3 "error" | sed "s|^|{}: |"' _ "$B" "$llvm_inc" >"$tmp/clang.log" 2>&1
+  [ ! -s "$tmp/clang.log" ] && ok "every source compiles with clang (the fuzz build's compiler)" ||
+    bad "sources under clang" "$(head -c 600 "$tmp/clang.log")"
+else
+  echo "SKIP sources under clang: no clang here"
+  skip=$((skip + 1))
+fi
+
 # ---- long and wide graphs: no recursion on graph depth, nothing exponential, compile time linear in kernels
 python3 tests/ref/gen_big_graphs.py "$tmp/big" >"$tmp/gen.log" 2>&1 || bad "gen_big_graphs.py" "$(tail -n 3 "$tmp/gen.log")"
 # big_case NAME LIMIT: compiled -O2 within LIMIT seconds (a hang check: ~5x what it takes here), run, and
