@@ -18,7 +18,8 @@
  * - time is the kernel order; a value lives from its producer's kernel to its
  *   last reader's; buffers are placed best-fit, 64-byte aligned. A value read
  *   last by a purely elementwise kernel that stores one result of the same
- *   size and element type may hand its buffer to that result (in place).
+ *   size and element type may hand its buffer to that result (in place); so may a scatter's base to its
+ *   result (an embedding's gradient, zeros scattered into, was a copy of the whole table each step).
  * - the input of a conv whose result only a depthwise conv reads lives until that conv's kernel (the two
  *   may run as one call, extend_for_pairs).
  * - symbolic dims are planned at their upper bound.
@@ -244,6 +245,10 @@ static int in_kernel(const liveness *L, const pc_value *v, int t) {
  * something outside t (a bias broadcast); and w is t's only other stored result. A reshape of u counts as
  * elementwise: it reads u's element at w's linear index. */
 static int inplace_ok(const pc_graph *g, const liveness *L, int lo, int hi, int t, const pc_value *u, const pc_value *w) {
+  /* a scatter (a kernel alone) starts from a copy of its base: over the base, that copy is none
+   * (primc_k_scatter), unless the base is also its indices or updates */
+  const pc_node *sc = w->producer;
+  if (sc->op == PC_OP_scatter) return sc->in[0] == u && sc->in[1] != u && sc->in[2] != u;
   /* a reshape of u is u's bytes in the same order: w over u makes its kernel a copy onto itself (none, kir.c) */
   const pc_node *alias = w->producer->op == PC_OP_reshape && w->producer->in[0] == u ? w->producer : NULL;
   if (!elementwise_op(w->producer->op) && !alias) return 0;

@@ -658,6 +658,39 @@ PC_TEST(pipeline_levels_and_print_after) {
   }
 }
 
+/* a scatter writes over its base when the base dies there (an embedding's gradient: zeros, rows added), so
+ * primc_k_scatter copies nothing; not when the base is also its updates. Compiled, against the interpreter. */
+PC_TEST(memplan_scatter_over_its_base) {
+  for (int shared = 0; shared < 2; shared++) {
+    pc_graph *g = pc_graph_new();
+    int64_t d[2] = {4, 2}, idx[8] = {3, 0, 1, 3, 0, 1, 2, 2};
+    pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 2, d)), *u = pc_input_add(g, "u", pc_type_make(PC_f32, 2, d));
+    pc_value *base = pc_mul(g, x, pc_full(g, PC_f32, 2, 2, d));
+    pc_value *ix = pc_const(g, pc_type_make(PC_i64, 2, d), idx);
+    pc_attr sa[2] = {pc_a_int("axis", 0), pc_a_str("reduce", "add")};
+    pc_value *s = pc_build(g, PC_OP_scatter, (pc_value *[]){base, ix, shared ? base : u}, 3, sa, 2);
+    pc_output_add(g, pc_add(g, s, pc_full(g, PC_f32, 1, 2, d)));
+    float xv[8] = {1, 2, 3, 4, 5, 6, 7, 8}, uv[8] = {0.5f, -1, 2, 0.25f, -3, 4, 1, -2};
+    pc_tensor ins[2] = {{PC_f32, 2, {4, 2}, xv}, {PC_f32, 2, {4, 2}, uv}}, ref = {0}, got = {0};
+    CHECK(pc_interp(g, ins, 2, &ref, 1) == PC_OK);
+    pc_pipeline_opts po = {.opt_level = 2};
+    if (CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s", pc_error(g))) {
+      CHECK_INT(s->storage, PC_STORE_WORKSPACE);
+      CHECK_MSG((s->offset == base->offset) == !shared, "shared %d: scatter at %lld, its base at %lld", shared,
+                (long long)s->offset, (long long)base->offset);
+      if (pc_test_run_compiled(g, 2, ins, &got, "scatter over its base")) {
+        for (int i = 0; i < 8; i++)
+          if (!CHECK_MSG(((float *)got.data)[i] == ((float *)ref.data)[i], "shared %d: y[%d] = %g, want %g", shared, i,
+                         ((float *)got.data)[i], ((float *)ref.data)[i]))
+            break;
+        free(got.data);
+      }
+    }
+    pc_tensor_free(&ref);
+    pc_graph_free(g);
+  }
+}
+
 PC_TEST(memplan_epilogue_in_place) {
   pc_graph *g = pc_graph_new();
   int64_t d[2] = {8, 8}, b[1] = {8}, c1[1] = {1}, c0[1] = {0}, dims[1] = {1};
