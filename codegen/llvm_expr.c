@@ -295,7 +295,7 @@ static LLVMValueRef fast_erff(lctx *L, LLVMValueRef x) {
   LLVMValueRef ax = lv_intrinsic(L, "llvm.fabs", f, &x, 1), x2 = LLVMBuildFMul(b, ax, ax, "");
   LLVMValueRef small = LLVMBuildFMul(b, ax, horner(L, p, 7, x2), ""), lt1 = LLVMBuildFCmp(b, LLVMRealOLT, ax, fconst(f, 1), "");
   LLVMValueRef axc = LLVMBuildSelect(b, lt1, fconst(f, 1), ax, "");
-  axc = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, axc, fconst(f, 3.92), ""), fconst(f, 3.92), axc, "");
+  axc = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, axc, fconst(f, PRIMC_ERFC_TO), ""), fconst(f, PRIMC_ERFC_TO), axc, "");
   LLVMValueRef mid = LLVMBuildFSub(b, fconst(f, 1), horner(L, r, PRIMC_ERFC_R_N, LLVMBuildFSub(b, axc, fconst(f, PRIMC_ERFC_AT), "")), "");
   LLVMValueRef y = lv_intrinsic(L, "llvm.copysign", f, (LLVMValueRef[]){LLVMBuildSelect(b, lt1, small, mid, ""), x}, 2);
   return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), x, y, "");

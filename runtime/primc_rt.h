@@ -710,7 +710,8 @@ enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_F16, PRIMC_ACT_
       0.000284649141, -0.000355739205, -0.000446261634, 0.00293705962, -0.00680540456, 0.00991422124,              \
       -0.00983129907, 0.00653451588, -0.00265630335, 0.000503353716
 #define PRIMC_ERFC_R_N 16
-#define PRIMC_ERFC_AT 2.46f /* R's variable is min(|x|, 3.92) less this */
+#define PRIMC_ERFC_TO 3.92f /* R holds on [1, this]; |x| beyond is clamped to it (erf rounds to +-1) */
+#define PRIMC_ERFC_AT 2.46f /* R's variable is min(|x|, PRIMC_ERFC_TO) less this */
 /* y = e's epilogue of the sums acc over n images of o channels of P pixels (e's residual in y's layout; y may be
  * acc), on this CPU's vectors or, vector 0, in plain C (libm's exp and erf for SiLU and GELU) */
 void primc_conv_epi_apply(const primc_conv_epi *e, int64_t n, int64_t o, int64_t P, const float *acc, float *y,

@@ -182,7 +182,7 @@ __attribute__((target("avx512f"))) static inline __m512 cv_erf512(__m512 x) {
   __m512 ax = _mm512_abs_ps(x), one = _mm512_set1_ps(1.0f), x2 = _mm512_mul_ps(ax, ax);
   __m512 ps = _mm512_set1_ps(p[0]);
   for (int i = 1; i < 7; i++) ps = _mm512_fmadd_ps(ps, x2, _mm512_set1_ps(p[i]));
-  __m512 u = _mm512_sub_ps(_mm512_min_ps(_mm512_max_ps(ax, one), _mm512_set1_ps(3.92f)), _mm512_set1_ps(PRIMC_ERFC_AT));
+  __m512 u = _mm512_sub_ps(_mm512_min_ps(_mm512_max_ps(ax, one), _mm512_set1_ps(PRIMC_ERFC_TO)), _mm512_set1_ps(PRIMC_ERFC_AT));
   __m512 rs = _mm512_set1_ps(r[0]);
   for (int i = 1; i < PRIMC_ERFC_R_N; i++) rs = _mm512_fmadd_ps(rs, u, _mm512_set1_ps(r[i]));
   __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, one, _CMP_LT_OQ), _mm512_sub_ps(one, rs), _mm512_mul_ps(ax, ps));
@@ -236,7 +236,7 @@ __attribute__((target("avx2,fma"))) static inline __m256 cv_erf256(__m256 x) {
   __m256 sm = _mm256_set1_ps(-0.0f), ax = _mm256_andnot_ps(sm, x), one = _mm256_set1_ps(1.0f), x2 = _mm256_mul_ps(ax, ax);
   __m256 ps = _mm256_set1_ps(p[0]);
   for (int i = 1; i < 7; i++) ps = _mm256_fmadd_ps(ps, x2, _mm256_set1_ps(p[i]));
-  __m256 u = _mm256_sub_ps(_mm256_min_ps(_mm256_max_ps(ax, one), _mm256_set1_ps(3.92f)), _mm256_set1_ps(PRIMC_ERFC_AT));
+  __m256 u = _mm256_sub_ps(_mm256_min_ps(_mm256_max_ps(ax, one), _mm256_set1_ps(PRIMC_ERFC_TO)), _mm256_set1_ps(PRIMC_ERFC_AT));
   __m256 rs = _mm256_set1_ps(r[0]);
   for (int i = 1; i < PRIMC_ERFC_R_N; i++) rs = _mm256_fmadd_ps(rs, u, _mm256_set1_ps(r[i]));
   __m256 y = _mm256_blendv_ps(_mm256_sub_ps(one, rs), _mm256_mul_ps(ax, ps), _mm256_cmp_ps(ax, one, _CMP_LT_OQ));
