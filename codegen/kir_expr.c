@@ -218,7 +218,6 @@ kir_expr *kir_expr_value(kir_program *p, const pc_value *v, const amap *m) {
   return f ? f(p, v->producer, m) : NULL;
 }
 
-
 int kir_map_is(const kir_map *m, const int64_t *strides, int n, int64_t offset) {
   if (m->offset != offset) return 0;
   for (int l = 0; l < KIR_MAX_LOOPS; l++)

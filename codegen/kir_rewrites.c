@@ -50,7 +50,6 @@ typedef struct conv_epi {
   int act; /* PRIMC_ACT_* */
 } conv_epi;
 
-
 void kir_absorb_in_call(kir_program *p, int i) {
   kir_kernel *c = &p->kernels[i];
   c->has_epilogue = c->epi_in_call = 1;
@@ -110,7 +109,6 @@ static int is_const(const kir_expr *x, double *v) {
   *v = x->c;
   return 1;
 }
-
 
 static int is_prim(const kir_expr *x, pc_op op) { return x->kind == KE_PRIM && x->op == op && x->dtype == PC_f32; }
 
