@@ -150,13 +150,11 @@ static void walk_program(walk *w, const kir_program *p) {
 
 /* ---------------------------------------------------------------- where to probe */
 
-typedef struct plan {
-  int n_syms;
-  int64_t x[KIR_DYN_MAX_SYMS][3]; /* fit points; x[s][0] = hi */
-  int npts[KIR_DYN_MAX_SYMS];
-  int64_t check[KIR_DYN_MAX_SYMS][3]; /* checks, the others at hi; soft ones may build differently */
-  int n_check[KIR_DYN_MAX_SYMS], soft[KIR_DYN_MAX_SYMS][3];
-} plan;
+/* one symbol's fit points (x[0] = hi) and checks (the others at hi; soft ones may build differently) */
+typedef struct sym_plan {
+  int64_t x[3], check[3];
+  int npts, n_check, soft[3];
+} sym_plan;
 
 static int used(const int64_t *v, int n, int64_t x) {
   for (int i = 0; i < n; i++)
@@ -166,13 +164,13 @@ static int used(const int64_t *v, int n, int64_t x) {
 
 /* Values at least 2 (a dim of 1 can change the build: loops of one iteration are dropped) spread over the
  * range, so that sizes rounded to a tile do not look polynomial; lo itself is checked when it is below. */
-static void plan_sym(plan *P, int s, int64_t lo, int64_t hi) {
+static void plan_sym(sym_plan *P, int64_t lo, int64_t hi) {
   if (lo == hi) { /* one value (a bucket of one, codegen/buckets.c): nothing follows it */
-    P->x[s][0] = hi, P->npts[s] = 1, P->n_check[s] = 0;
+    P->x[0] = hi, P->npts = 1, P->n_check = 0;
     return;
   }
   int64_t a = lo > 2 ? lo : 2, span = hi - a;
-  int64_t *x = P->x[s], *c = P->check[s];
+  int64_t *x = P->x, *c = P->check;
   int n = 0, nc = 0;
   x[n++] = hi;
   if (span >= 4) {
@@ -180,14 +178,14 @@ static void plan_sym(plan *P, int s, int64_t lo, int64_t hi) {
     for (size_t i = 0; i < sizeof cand / sizeof *cand && n < 3; i++)
       if (!used(x, n, cand[i])) x[n++] = cand[i];
     for (size_t i = 0; i < sizeof cand / sizeof *cand && nc < 2; i++)
-      if (!used(x, n, cand[i]) && !used(c, nc, cand[i])) P->soft[s][nc] = 0, c[nc++] = cand[i];
+      if (!used(x, n, cand[i]) && !used(c, nc, cand[i])) P->soft[nc] = 0, c[nc++] = cand[i];
   } else {
     for (int64_t v = hi - 1; v >= a && n < 3; v--) x[n++] = v;
     if (n < 3 && lo < a) x[n++] = lo; /* too few values of 2 or more: 1 (or 0) must fit too */
   }
-  if (lo < a && !used(x, n, lo)) P->soft[s][nc] = 1, c[nc++] = lo;
-  P->npts[s] = n;
-  P->n_check[s] = nc;
+  if (lo < a && !used(x, n, lo)) P->soft[nc] = 1, c[nc++] = lo;
+  P->npts = n;
+  P->n_check = nc;
 }
 
 /* ---------------------------------------------------------------- fitting */
@@ -230,7 +228,7 @@ static i128 poly_eval(const kir_poly *q, int n_syms, const int64_t *v) {
 int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym) { return (int64_t)poly_eval(q, n_syms, sym); }
 
 /* y over the grid (index sum_s i_s * stride_s, i_s < npts[s]) as a polynomial: one 1-D fit per symbol in turn */
-static int fit(const plan *P, const i128 *grid, int n_grid, kir_poly *q) {
+static int fit(const kir_dyn_pts *P, const i128 *grid, int n_grid, kir_poly *q) {
   i128 a[243], line[3], c[3];
   memcpy(a, grid, sizeof *a * (size_t)n_grid);
   int stride = 1;
@@ -252,6 +250,62 @@ static int fit(const plan *P, const i128 *grid, int n_grid, kir_poly *q) {
     q->c[t] = (int64_t)a[i];
   }
   return 1;
+}
+
+void kir_dyn_points(pc_dyn_spec *ds, kir_dyn_pts *P) {
+  sym_plan sp[KIR_DYN_MAX_SYMS];
+  memset(P, 0, sizeof *P);
+  P->n_syms = ds->n_syms;
+  P->n_grid = 1;
+  for (int s = 0; s < ds->n_syms; s++) {
+    plan_sym(&sp[s], ds->lo[s], ds->hi[s]);
+    P->npts[s] = sp[s].npts;
+    memcpy(P->x[s], sp[s].x, sizeof sp[s].x);
+    P->n_grid *= sp[s].npts;
+  }
+  int n = 0;
+  for (; n < P->n_grid; n++) /* point 0: every symbol at its bound */
+    for (int k = 0, r = n; k < ds->n_syms; k++) P->v[n][k] = P->x[k][r % P->npts[k]], r /= P->npts[k];
+  for (int k = 0; k < ds->n_syms; k++)
+    for (int j = 0; j < sp[k].n_check; j++, n++) {
+      for (int q = 0; q < ds->n_syms; q++) P->v[n][q] = ds->hi[q];
+      P->v[n][k] = sp[k].check[j];
+      P->soft[n] = (unsigned char)sp[k].soft[j];
+    }
+  if (ds->n_syms > 1) { /* every symbol moved at once: catches products the grid alone would miss */
+    for (int q = 0; q < ds->n_syms; q++) P->v[n][q] = P->x[q][P->npts[q] > 1 ? 1 : 0];
+    for (int q = 0; q < ds->n_syms; q++)
+      if (sp[q].n_check && !sp[q].soft[0]) P->v[n][q] = sp[q].check[0];
+    n++;
+  }
+  P->n = n;
+  size_t k = 0, len = sizeof ds->probes;
+  char *buf = ds->probes;
+  buf[0] = 0;
+  for (int s = 0; s < P->n_syms && k < len; s++) {
+    k += (size_t)snprintf(buf + k, len - k, "%s%s at", s ? "; " : "", ds->name[s]);
+    for (int j = 0; j < P->npts[s] && k < len; j++) k += (size_t)snprintf(buf + k, len - k, "%s %lld", j ? "," : "", (long long)P->x[s][j]);
+    for (int j = 0; j < sp[s].n_check && k < len; j++)
+      k += (size_t)snprintf(buf + k, len - k, "%s %lld", j ? "," : ", checked at", (long long)sp[s].check[j]);
+  }
+}
+
+int kir_dyn_fit_series(const kir_dyn_pts *P, const int64_t *y, const unsigned char *have, kir_poly *q, int *bad) {
+  int same = 1;
+  i128 grid[243];
+  for (int i = 0; i < P->n; i++) same &= !have[i] || y[i] == y[0];
+  if (same) return KIR_FIT_SAME;
+  for (int i = 0; i < P->n_grid; i++) grid[i] = y[i];
+  if (!fit(P, grid, P->n_grid, q)) return KIR_FIT_NONE;
+  for (int i = P->n_grid; i < P->n; i++)
+    if (have[i] && poly_eval(q, P->n_syms, P->v[i]) != y[i]) return *bad = i, KIR_FIT_CHECK;
+  return KIR_FIT_POLY;
+}
+
+int kir_dyn_moved(const pc_dyn_spec *ds, const kir_dyn_pts *P, int i) {
+  for (int s = 0; s < ds->n_syms; s++)
+    if (P->v[i][s] != ds->hi[s]) return s;
+  return 0;
 }
 
 /* ---------------------------------------------------------------- the builds */
@@ -415,22 +469,6 @@ static pc_status install(kir_program *p, const pc_dyn_spec *ds, const walk *base
   return PC_OK;
 }
 
-static int n_grid_points(const plan *P) {
-  int n = 1;
-  for (int s = 0; s < P->n_syms; s++) n *= P->npts[s];
-  return n;
-}
-
-static void append_probes_text(char *buf, size_t n, const pc_dyn_spec *d, const plan *P) {
-  size_t k = 0;
-  for (int s = 0; s < P->n_syms && k < n; s++) {
-    k += (size_t)snprintf(buf + k, n - k, "%s%s at", s ? "; " : "", d->name[s]);
-    for (int j = 0; j < P->npts[s] && k < n; j++) k += (size_t)snprintf(buf + k, n - k, "%s %lld", j ? "," : "", (long long)P->x[s][j]);
-    for (int j = 0; j < P->n_check[s] && k < n; j++)
-      k += (size_t)snprintf(buf + k, n - k, "%s %lld", j ? "," : ", checked at", (long long)P->check[s][j]);
-  }
-}
-
 pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
   pc_dyn_spec *ds = o->dyn;
   pc_graph *g = p->g;
@@ -440,45 +478,26 @@ pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
   for (int i = 0; i < p->n_kernels; i++) /* nonzero's count is a symbol of its own, written by the run */
     if (p->kernels[i].kind == KK_CALL && p->kernels[i].call == KC_nonzero)
       return kernel_fail(p, i, ds->name[0], "a data-dependent size (NonZero) with dims given as ranges is not supported yet");
-  plan P = {.n_syms = ds->n_syms};
-  for (int s = 0; s < ds->n_syms; s++) plan_sym(&P, s, ds->lo[s], ds->hi[s]);
-  append_probes_text(ds->probes, sizeof ds->probes, ds, &P);
-  int n_grid = n_grid_points(&P), n_check = 0;
-  for (int s = 0; s < ds->n_syms; s++) n_check += P.n_check[s];
-  n_check += ds->n_syms > 1; /* every symbol moved at once: catches products the grid alone would miss */
-  point *pts = calloc((size_t)(n_grid + n_check), sizeof *pts);
+  kir_dyn_pts P;
+  kir_dyn_points(ds, &P);
+  point *pts = calloc((size_t)P.n, sizeof *pts);
   walk base = {0};
   walk_program(&base, p);
   ds->n_builds = 1;
   pc_status s = pts && !base.oom ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  for (int i = 0; s == PC_OK && i < n_grid; i++) {
-    for (int k = 0, r = i; k < ds->n_syms; k++) pts[i].v[k] = P.x[k][r % P.npts[k]], r /= P.npts[k];
-    pts[i].soft = 0;
+  for (int i = 0; s == PC_OK && i < P.n; i++) {
+    memcpy(pts[i].v, P.v[i], sizeof pts[i].v);
+    pts[i].soft = P.soft[i];
     if (i == 0) { /* the bounds: the program that runs */
       pts[i].vals = malloc(sizeof *pts[i].vals * (size_t)(base.n_val + 1));
       if (!pts[i].vals) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
       else memcpy(pts[i].vals, base.val, sizeof *base.val * (size_t)base.n_val);
       continue;
     }
-    pc_progress(o, "run-time dims", i, n_grid + n_check);
+    pc_progress(o, "run-time dims", i, P.n);
     s = probe(p, o, &base, &pts[i]);
   }
-  int c = n_grid;
-  for (int k = 0; s == PC_OK && k < ds->n_syms; k++)
-    for (int j = 0; s == PC_OK && j < P.n_check[k]; j++, c++) {
-      for (int q = 0; q < ds->n_syms; q++) pts[c].v[q] = ds->hi[q];
-      pts[c].v[k] = P.check[k][j];
-      pts[c].soft = P.soft[k][j];
-      pc_progress(o, "run-time dims", c, n_grid + n_check);
-      s = probe(p, o, &base, &pts[c]);
-    }
-  if (s == PC_OK && ds->n_syms > 1) {
-    for (int q = 0; q < ds->n_syms; q++) pts[c].v[q] = P.x[q][P.npts[q] > 1 ? 1 : 0];
-    for (int q = 0; q < ds->n_syms; q++)
-      if (P.n_check[q] && !P.soft[q][0]) pts[c].v[q] = P.check[q][0];
-    s = probe(p, o, &base, &pts[c++]);
-  }
-  for (int i = n_grid; s == PC_OK && i < c; i++)
+  for (int i = P.n_grid; s == PC_OK && i < P.n; i++)
     if (pts[i].soft && !pts[i].vals) { /* said in --report: that value runs code fitted at the others */
       size_t k = strlen(ds->probes);
       int y = moved_sym(ds, &pts[i]);
@@ -488,23 +507,21 @@ pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
   kir_poly *polys = s == PC_OK ? calloc((size_t)base.n_val + 1, sizeof *polys) : NULL;
   char *moves = s == PC_OK ? calloc((size_t)base.n_val + 1, 1) : NULL;
   if (s == PC_OK && (!polys || !moves)) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  i128 grid[243];
+  int64_t y[KIR_DYN_MAX_POINTS];
+  unsigned char have[KIR_DYN_MAX_POINTS];
   for (int f = 0; s == PC_OK && f < base.n_val; f++) {
-    int same = 1;
-    for (int i = 0; i < n_grid; i++) grid[i] = pts[i].vals[f], same &= pts[i].vals[f] == base.val[f];
-    for (int i = n_grid; i < c; i++) same &= !pts[i].vals || pts[i].vals[f] == base.val[f];
-    if (same) continue;
+    for (int i = 0; i < P.n; i++) have[i] = pts[i].vals != NULL, y[i] = have[i] ? pts[i].vals[f] : 0;
+    int bad = 0, r = kir_dyn_fit_series(&P, y, have, &polys[f], &bad);
+    if (r == KIR_FIT_SAME) continue;
     int kernel = base.val_kernel[f];
-    if (!fit(&P, grid, n_grid, &polys[f]))
-      s = kernel_fail(p, kernel, ds->name[0], "a size follows it in no polynomial way (rounded to a tile?)");
-    for (int i = n_grid; s == PC_OK && i < c; i++)
-      if (pts[i].vals && poly_eval(&polys[f], ds->n_syms, pts[i].v) != pts[i].vals[f])
-        s = kernel_fail(p, kernel, moved(ds, &pts[i]), "a size follows it in no polynomial way (a check failed)");
+    if (r == KIR_FIT_NONE) s = kernel_fail(p, kernel, ds->name[0], "a size follows it in no polynomial way (rounded to a tile?)");
+    if (r == KIR_FIT_CHECK)
+      s = kernel_fail(p, kernel, moved(ds, &pts[bad]), "a size follows it in no polynomial way (a check failed)");
     moves[f] = 1;
     ds->n_sizes++;
   }
   if (s == PC_OK) s = install(p, ds, &base, polys, moves);
-  for (int i = 0; pts && i < n_grid + n_check; i++) free(pts[i].vals);
+  for (int i = 0; pts && i < P.n; i++) free(pts[i].vals);
   free(pts);
   free(polys);
   free(moves);

@@ -162,6 +162,8 @@ typedef struct kir_program {
   struct kir_dyn *dyn;      /* run-time dims (codegen/dynamic.c); NULL: every size is the one written here */
   int sizes_vary;           /* built for a --dim LO..HI compile: rewrites choose alike whatever the sizes */
   int gpu_sm;               /* CUDA: the target's compute capability x 10 (pc_cuda_sm); 0: sm_90 */
+  int cuda_syms;            /* CUDA with run-time dims: every kernel takes the symbols' values as its first
+                             * parameters (long long pc_s0..), launch argument -1 - s (codegen/cuda_dynamic.c) */
 } kir_program;
 
 /* ---------------------------------------------------------------- run-time dims (codegen/dynamic.c) */
@@ -195,6 +197,50 @@ typedef struct kir_dyn {
 /* the polynomial of a size of p that follows the symbols, NULL for one that does not (or a static program) */
 const kir_poly *kir_dyn_poly(const kir_program *p, const int64_t *field);
 int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym);
+
+/* Where a fit builds the program: a grid of up to 3 values per symbol (point 0 the bounds, the program that
+ * runs), then checks at values the fit does not use (soft ones, a dim of 1, may build another program) */
+#define KIR_DYN_MAX_POINTS 40
+typedef struct kir_dyn_pts {
+  int n_syms, n_grid, n;
+  int npts[KIR_DYN_MAX_SYMS];
+  int64_t x[KIR_DYN_MAX_SYMS][3];
+  int64_t v[KIR_DYN_MAX_POINTS][KIR_DYN_MAX_SYMS];
+  unsigned char soft[KIR_DYN_MAX_POINTS];
+} kir_dyn_pts;
+
+struct pc_dyn_spec;
+/* the points for ds's ranges; their description into ds->probes */
+void kir_dyn_points(struct pc_dyn_spec *ds, kir_dyn_pts *P);
+/* y[i], the value of one size in the build at point i (have[i] 0 where a soft point built another program), as
+ * a polynomial: KIR_FIT_SAME (y is y[0] everywhere), KIR_FIT_POLY (into *q), KIR_FIT_NONE (no polynomial through
+ * the grid) or KIR_FIT_CHECK (one through the grid, wrong at check point *bad) */
+enum { KIR_FIT_SAME, KIR_FIT_POLY, KIR_FIT_NONE, KIR_FIT_CHECK };
+int kir_dyn_fit_series(const kir_dyn_pts *P, const int64_t *y, const unsigned char *have, kir_poly *q, int *bad);
+/* the symbol point i moves (the first of several) */
+int kir_dyn_moved(const struct pc_dyn_spec *ds, const kir_dyn_pts *P, int i);
+/* q as a C expression of long longs over the symbols, each printed by sym_fmt ("pc_s%d", "s[%d]") */
+void kir_poly_put(FILE *f, const kir_poly *q, int n_syms, const char *sym_fmt);
+
+/* A CUDA program whose kernels follow the symbols at run time (codegen/cuda_dynamic.c): its CUDA C takes the
+ * symbols as every kernel's leading parameters, and each grid is made again from its factors per run */
+typedef struct kir_cuda_dyn {
+  int n_syms;
+  const char *name[KIR_DYN_MAX_SYMS];
+  int64_t lo[KIR_DYN_MAX_SYMS], hi[KIR_DYN_MAX_SYMS];
+  kir_poly *work;    /* [kernel * PC_CUDA_GRID_FACTORS + i]: its launch's factor work[i] */
+  int *in_sym;       /* [input * PC_MAX_RANK + d]: the symbol input dim d is, -1 when fixed */
+  kir_poly *out_dim; /* [output * PC_MAX_RANK + d] */
+  int n_sizes;       /* integers of the CUDA C that follow the symbols */
+} kir_cuda_dyn;
+
+struct pc_codegen_opts;
+struct pc_cuda_launch;
+/* g, built at opts->dyn's bounds, as kernel IR (*p) and CUDA C (*src, malloc'ed) with its launches, built and
+ * rendered again at other values of the symbols and every integer of the CUDA C that moves fitted as a polynomial
+ * of them; what cannot follow them fails naming the dim and the kernel */
+pc_status kir_cuda_dynamic(pc_graph *g, const struct pc_codegen_opts *opts, kir_program *p, char **src,
+                           struct pc_cuda_launch **launches, kir_cuda_dyn **dyn);
 
 struct pc_codegen_opts;
 /* the kernel IR the CPU backend renders for g (codegen/package.c): built, and for the host its weights
