@@ -93,13 +93,20 @@ pc_status pc_kernels_print_target(pc_graph *g, FILE *f, struct pc_autotune *tune
 struct kir_program;
 
 /* how the host launches one kernel of the rendered module: a 1-D grid of 1-D blocks */
+#define PC_CUDA_GRID_FACTORS 4
+#define PC_CUDA_MAX_GRID 65535 /* kernels are grid-stride loops: more blocks buy nothing */
 typedef struct pc_cuda_launch {
   const char *name;  /* extern "C" symbol: k<N>_<prim> */
-  int64_t grid;      /* blocks */
+  int64_t grid;      /* blocks: the product of ceil(work[i] / per[i]), at least 1, at most the grid-stride cap */
+  int n_work;        /* the factors grid is made of, which a run with other dims computes again */
+  int64_t work[PC_CUDA_GRID_FACTORS], per[PC_CUDA_GRID_FACTORS];
   int block;         /* threads per block */
   int n_args;
-  const int *args;   /* kernel-IR buffer ids passed as the kernel's pointer parameters, in order */
+  const int *args;   /* kernel-IR buffer ids passed as the kernel's pointer parameters, in order; -1 - s: the value of
+                      * run-time dim s (kir_program.cuda_syms) */
 } pc_cuda_launch;
+/* the grid of n factors: prod ceil(work[i] / per[i]), clamped to 1 .. the grid-stride cap */
+int64_t pc_cuda_grid(int n, const int64_t *work, const int64_t *per);
 
 /* Renders every kernel of p as an extern "C" __global__ CUDA C kernel to f;
  * *launches (p->n_kernels entries, in g's arena) says how to launch each, in order.

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_GRID 65535  /* kernels are grid-stride loops: more blocks buy nothing */
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -71,9 +70,24 @@ void cu_line(cctx *C, int ind, const char *fmt, ...) {
   va_end(ap);
 }
 
-int64_t cu_clamp_grid(int64_t work, int64_t per_block) {
-  int64_t b = (work + per_block - 1) / per_block;
-  return b < 1 ? 1 : b > MAX_GRID ? MAX_GRID : b;
+int64_t pc_cuda_grid(int n, const int64_t *work, const int64_t *per) {
+  int64_t b = 1;
+  for (int i = 0; i < n && b > 0 && b <= PC_CUDA_MAX_GRID; i++) b *= work[i] > 0 ? (work[i] + per[i] - 1) / per[i] : 0;
+  return b < 1 ? 1 : b > PC_CUDA_MAX_GRID ? PC_CUDA_MAX_GRID : b;
+}
+
+int64_t cu_grid(cctx *C, int n, const int64_t *work, const int64_t *per) {
+  pc_cuda_launch *L = C->launch;
+  L->n_work = n < PC_CUDA_GRID_FACTORS ? n : PC_CUDA_GRID_FACTORS;
+  for (int i = 0; i < L->n_work; i++) L->work[i] = work[i], L->per[i] = per[i];
+  return L->grid = pc_cuda_grid(L->n_work, L->work, L->per);
+}
+
+int64_t cu_grid1(cctx *C, int64_t work, int64_t per_block) { return cu_grid(C, 1, &work, &per_block); }
+
+int cu_put_sym_params(cctx *C) {
+  for (int s = 0; s < C->p->cuda_syms; s++) fprintf(C->f, "%sconst long long pc_s%d", s ? ", " : "", s);
+  return C->p->cuda_syms;
 }
 
 pc_status cu_fail_kernel(cctx *C, const char *fmt, const char *what) {
@@ -206,7 +220,7 @@ static void mark_loads(const kir_expr *e, char *used) {
 int cu_put_loop_params(cctx *C, const kir_kernel *k, int skip, const int *before, int n_before) {
   const kir_program *p = C->p;
   char *used = calloc((size_t)p->n_bufs + 1, 1);
-  int *args = pc_alloc(C->g, sizeof(int) * (size_t)(p->n_bufs + n_before + 1));
+  int *args = pc_alloc(C->g, sizeof(int) * (size_t)(p->n_bufs + n_before + KIR_DYN_MAX_SYMS + 1));
   if (!used || !args) {
     free(used);
     return pc_fail(C->g, PC_ERR_NOMEM, "out of memory"), -1;
@@ -218,6 +232,8 @@ int cu_put_loop_params(cctx *C, const kir_kernel *k, int skip, const int *before
   if (skip >= 0) used[skip] = 0;
   int n = 0;
   for (; n < n_before; n++) args[n] = before[n];
+  if (n_before == 0) /* a loop kernel of its own: the symbols lead (a call printed them before its a0..) */
+    for (; n < C->p->cuda_syms; n++) args[n] = -1 - n;
   for (int b = 0; b < p->n_bufs; b++) {
     if (!used[b]) continue;
     fprintf(C->f, "%s%s%s *b%d", n ? ", " : "", used[b] & 2 ? "" : "const ", cu_types[p->bufs[b].dtype].mem, b);
@@ -232,6 +248,7 @@ int cu_put_loop_params(cctx *C, const kir_kernel *k, int skip, const int *before
 /* signature: every buffer the kernel touches, by id; the launch passes the same list */
 static pc_status loop_signature(cctx *C, const kir_kernel *k) {
   fprintf(C->f, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", CU_BLOCK, C->name);
+  cu_put_sym_params(C);
   if (cu_put_loop_params(C, k, -1, NULL, 0) < 0) return C->g->status;
   fprintf(C->f, ") {\n");
   return PC_OK;
@@ -273,7 +290,7 @@ int cu_loop_supported(const kir_kernel *k) {
 /* out[map(i)] = expr(i) over all loops, one thread per point */
 static pc_status render_pointwise(cctx *C, const kir_kernel *k) {
   int64_t total = extent_product(k, 0, k->n_loops);
-  C->launch->grid = cu_clamp_grid(total, CU_BLOCK);
+  C->launch->grid = cu_grid1(C, total, CU_BLOCK);
   cu_line(C, 1, "PC_GRID_STRIDE(lin, %lldLL) {", (long long)total);
   decompose(C, 2, k, 0, k->n_loops, "lin");
   cu_emit_stores(C, k, 2);
@@ -356,7 +373,7 @@ static void reduction_row(cctx *C, const kir_kernel *k, int sbase) {
 /* one block per output row (the parallel loops), its threads striding over the reduced loops */
 static pc_status render_reduction(cctx *C, const kir_kernel *k) {
   int64_t rows = extent_product(k, 0, k->n_par);
-  C->launch->grid = cu_clamp_grid(rows, 1);
+  C->launch->grid = cu_grid1(C, rows, 1);
   pc_status st = reduction_shared(C, k, 0);
   if (st != PC_OK) return st;
   cu_line(C, 1, "for (long long row = blockIdx.x; row < %lldLL; row += gridDim.x) {", (long long)rows);
@@ -441,7 +458,7 @@ static pc_status render_row_chain(cctx *C, int i, int n) {
   if (st != PC_OK) return st;
   int64_t rows = extent_product(ch, 0, ch->n_par);
   C->launch->block = CU_BLOCK;
-  C->launch->grid = cu_clamp_grid(rows, 1);
+  C->launch->grid = cu_grid1(C, rows, 1);
   for (int j = 0, sb = 0; j < n; sb += ch[j].n_stores, j++)
     if (ch[j].n_loops > ch[j].n_par && (st = reduction_shared(C, &ch[j], sb)) != PC_OK) return st;
   cu_line(C, 1, "for (long long row = blockIdx.x; row < %lldLL; row += gridDim.x) {", (long long)rows);
@@ -577,10 +594,19 @@ pc_status pc_codegen_cuda(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
   char *src = NULL;
   size_t len = 0;
-  FILE *f = open_memstream(&src, &len);
-  if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  pc_status s = render_for(g, f, opts->gpu_arch);
-  if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  pc_status s = PC_OK;
+  if (opts->dyn) { /* the kernels take the run-time dims as their leading parameters (cuda_dynamic.c) */
+    kir_program p;
+    pc_cuda_launch *L;
+    kir_cuda_dyn *d;
+    s = kir_cuda_dynamic(g, opts, &p, &src, &L, &d);
+    len = src ? strlen(src) : 0;
+  } else {
+    FILE *f = open_memstream(&src, &len);
+    if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+    s = render_for(g, f, opts->gpu_arch);
+    if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
   if (s == PC_OK) {
     if (ends_with(opts->output, ".cubin") || ends_with(opts->output, ".ptx")) s = emit_binary(g, opts, src);
     else s = pc_file_write(g, opts->output, src, len);

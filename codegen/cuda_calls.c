@@ -41,12 +41,16 @@ static void put_dims(cctx *C, const char *name, const shp *s) {
 
 void cu_call_signature_with(cctx *C, const kir_kernel *k, int block, int64_t grid, const kir_kernel *loop, int skip) {
   fprintf(C->f, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, C->name);
-  for (int i = 0; i < k->n_args; i++) fprintf(C->f, "%sunsigned char *a%d", i ? ", " : "", i);
-  if (loop) {
-    cu_put_loop_params(C, loop, skip, k->args, k->n_args);
+  int ns = cu_put_sym_params(C), *args = pc_alloc(C->g, sizeof(int) * (size_t)(ns + k->n_args + 1));
+  for (int i = 0; i < k->n_args; i++) fprintf(C->f, "%sunsigned char *a%d", i || ns ? ", " : "", i);
+  for (int i = 0; args && i < ns + k->n_args; i++) args[i] = i < ns ? -1 - i : k->args[i - ns];
+  if (!args) {
+    pc_fail(C->g, PC_ERR_NOMEM, "out of memory");
+  } else if (loop) {
+    cu_put_loop_params(C, loop, skip, args, ns + k->n_args);
   } else {
-    C->launch->n_args = k->n_args;
-    C->launch->args = k->args;
+    C->launch->n_args = ns + k->n_args;
+    C->launch->args = args;
   }
   fprintf(C->f, ") {\n");
   C->launch->block = block;
@@ -67,7 +71,7 @@ static pc_status render_copy(cctx *C, const kir_kernel *k) {
   get_shape(k->params + 1, &s);
   int64_t bytes = numel(&s) * (int64_t)pc_dtype_size((pc_dtype)k->params[0]);
   size_t w = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
-  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(bytes / (int64_t)w, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_grid1(C, bytes / (int64_t)w, CU_BLOCK));
   cu_line(C, 1, "if (a0 == a1) return;");
   cu_line(C, 1, "PC_GRID_STRIDE(i, %lldLL) ((%s *)a0)[i] = ((const %s *)a1)[i];", (long long)(bytes / (int64_t)w),
        cu_bits_type(w), cu_bits_type(w));
@@ -86,17 +90,19 @@ static pc_status render_dot(cctx *C, const kir_kernel *k) {
   if (cu_gemm_dot(C, k)) return PC_OK;
   int fl = pc_dtype_is_float(dt);
   const char *acc = !fl ? "unsigned long long" : dt == PC_f64 ? "double" : "float", *T = cu_types[dt].mem;
-  long long tm = (M + TILE - 1) / TILE, tn = (N + TILE - 1) / TILE;
-  cu_call_signature(C, k, TILE * TILE, cu_clamp_grid(B * tm * tn, 1));
+  const int64_t work[3] = {B, M, N}, per[3] = {1, TILE, TILE};
+  cu_call_signature(C, k, TILE * TILE, cu_grid(C, 3, work, per));
+  /* tile counts as expressions of M and N, which run-time dims replace (codegen/cuda_dynamic.c) */
+  cu_line(C, 1, "const long long tm_ = (%lldLL + %d) / %d, tn_ = (%lldLL + %d) / %d;", M, TILE - 1, TILE, N, TILE - 1, TILE);
   const char *cvt = fl ? "" : "(unsigned long long)(long long)";
   cu_line(C, 1, "__shared__ %s sa[%d][%d], sb[%d][%d];", acc, TILE, TILE + 1, TILE, TILE + 1);
   cu_line(C, 1, "%s *o = (%s *)a0;", T, T);
   cu_line(C, 1, "const %s *A = (const %s *)a1, *Bm = (const %s *)a2;", T, T, T);
   cu_line(C, 1, "const int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;", TILE, TILE);
-  cu_line(C, 1, "for (long long tile = blockIdx.x; tile < %lldLL; tile += gridDim.x) {", B * tm * tn);
-  cu_line(C, 2, "const long long bt = tile / %lldLL, rt = tile %% %lldLL;", tm * tn, tm * tn);
-  cu_line(C, 2, "const long long m = rt / %lldLL * %d + ty, n = rt %% %lldLL * %d + tx;", tn, TILE, tn, TILE);
-  cu_line(C, 2, "const long long mr = rt / %lldLL * %d + tx;", tn, TILE); /* the A row this thread stages */
+  cu_line(C, 1, "for (long long tile = blockIdx.x; tile < %lldLL * tm_ * tn_; tile += gridDim.x) {", B);
+  cu_line(C, 2, "const long long bt = tile / (tm_ * tn_), rt = tile %% (tm_ * tn_);");
+  cu_line(C, 2, "const long long m = rt / tn_ * %d + ty, n = rt %% tn_ * %d + tx;", TILE, TILE);
+  cu_line(C, 2, "const long long mr = rt / tn_ * %d + tx;", TILE); /* the A row this thread stages */
   cu_line(C, 2, "%s acc = 0;", acc);
   cu_line(C, 2, "for (long long k0 = 0; k0 < %lldLL; k0 += %d) {", K, TILE);
   /* A panel stored transposed (sa[k][m]) so both panels are read along rows */
@@ -145,7 +151,7 @@ static pc_status render_conv(cctx *C, const kir_kernel *k) {
   const char *acc = !fl ? "unsigned long long" : dt == PC_f64 ? "double" : "float", *T = cu_types[dt].mem;
   int64_t total = numel(&o), Cg = w.d[1], Og = w.d[0] / groups, plane = 1, taps = 1;
   for (int d = 0; d < S; d++) plane *= x.d[2 + d], taps *= w.d[2 + d];
-  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(total, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_grid1(C, total, CU_BLOCK));
   cu_line(C, 1, "%s *out = (%s *)a0;", T, T);
   cu_line(C, 1, "const %s *x = (const %s *)a1, *w = (const %s *)a2;", T, T, T);
   cu_line(C, 1, "PC_GRID_STRIDE(lin, %lldLL) {", (long long)total);
@@ -207,7 +213,7 @@ static pc_status render_gather_any(cctx *C, const kir_kernel *k, int strided) {
   pc_dtype idt = (pc_dtype)r[1];
   const char *E = cu_bits_type(pc_dtype_size((pc_dtype)k->params[0]));
   int64_t n = numel(&ix);
-  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(n, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_grid1(C, n, CU_BLOCK));
   put_dims(C, "id", &ix);
   if (strided) {
     fprintf(C->f, "  const long long xs[%d] = {", x.rank ? x.rank : 1);
@@ -247,7 +253,7 @@ static pc_status render_scatter(cctx *C, const kir_kernel *k) {
   int axis = (int)r[0], mode = (int)r[2];
   int64_t len = x.rank ? x.d[axis] : 1, lines = len ? numel(&x) / len : 0;
   const char *E = cu_bits_type(pc_dtype_size(dt));
-  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(lines, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_grid1(C, lines, CU_BLOCK));
   put_dims(C, "xd", &x);
   put_dims(C, "id", &ix);
   put_strides(C, "xs", &x);
@@ -314,7 +320,7 @@ static pc_status render_cumsum(cctx *C, const kir_kernel *k) {
   int axis = (int)r[0], excl = (int)r[1], rev = (int)r[2], fl = pc_dtype_is_float(dt);
   int64_t outer, len, inner;
   split_axis(&x, axis, &outer, &len, &inner);
-  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(outer * inner, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_grid1(C, outer * inner, CU_BLOCK));
   cu_line(C, 1, "PC_GRID_STRIDE(l, %lldLL) {", (long long)(outer * inner));
   cu_line(C, 2, "const long long a = l / %lldLL, c = l %% %lldLL;", (long long)inner, (long long)inner);
   cu_line(C, 2, "%s s = 0;", fl ? "double" : "unsigned long long");
@@ -347,7 +353,7 @@ static pc_status render_sort(cctx *C, const kir_kernel *k) {
   split_axis(&x, axis, &outer, &len, &inner);
   int64_t kk = r[2] < 0 ? len : r[2];
   const char *V = fl ? "double" : "long long", *E = cu_bits_type(pc_dtype_size(dt));
-  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(outer * inner * len, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_grid1(C, outer * inner * len, CU_BLOCK));
   cu_line(C, 1, "PC_GRID_STRIDE(e, %lldLL) {", (long long)(outer * inner * len));
   cu_line(C, 2, "const long long i = e %% %lldLL, l = e / %lldLL, a = l / %lldLL, c = l %% %lldLL;", (long long)len,
        (long long)len, (long long)inner, (long long)inner);
@@ -386,7 +392,7 @@ static pc_status render_fft(cctx *C, const kir_kernel *k) {
   long long rows = mi ? numel(&in) / mi : 0, m = type == 3 ? n : mi;
   if (type < 0 || type > 3 || n < 1) return cu_fail_kernel(C, "%s: bad fft parameters", "fft");
   int cin = type != 2, cout = type != 3;
-  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(rows * mo, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_grid1(C, rows * mo, CU_BLOCK));
   cu_line(C, 1, "PC_GRID_STRIDE(e, %lldLL) {", rows * mo);
   cu_line(C, 2, "const long long row = e / %lldLL, k = e %% %lldLL;", mo, mo);
   cu_line(C, 2, "const float *src = (const float *)a1 + row * %lldLL;", mi * (cin ? 2 : 1));
@@ -436,7 +442,7 @@ static pc_status render_random(cctx *C, const kir_kernel *k) {
   memcpy(&b, &r[3], 8);
   if (dt == PC_c64) return cu_fail_kernel(C, "%s: random is not defined on c64", "random");
   int64_t n = numel(&o);
-  cu_call_signature(C, k, CU_BLOCK, cu_clamp_grid(n, CU_BLOCK));
+  cu_call_signature(C, k, CU_BLOCK, cu_grid1(C, n, CU_BLOCK));
   cu_line(C, 1, "const double a = %.17g, b = %.17g;", a, b);
   cu_line(C, 1, "PC_GRID_STRIDE(i, %lldLL) {", (long long)n);
   cu_line(C, 2, "unsigned r[4];");
@@ -513,7 +519,7 @@ static pc_status render_attention_keys(cctx *C, const kir_kernel *k) {
   int wpb = D <= 64 ? 4 : D <= 128 ? 2 : 1; /* warps a block */
   double scale;
   memcpy(&scale, &q[33], sizeof scale);
-  cu_call_signature(C, k, 32 * wpb, cu_clamp_grid(rows, wpb));
+  cu_call_signature(C, k, 32 * wpb, cu_grid1(C, rows, wpb));
   cu_line(C, 1, "__shared__ float qs[%d][%lld], kt[%d][%lld][33];", wpb, D, wpb, D);
   cu_line(C, 1, "float *y = (float *)a0;");
   cu_line(C, 1, "const float *Q = (const float *)a1, *K = (const float *)a2, *V = (const float *)a3;");
@@ -581,7 +587,7 @@ static pc_status render_attention(cctx *C, const kir_kernel *k) {
   long long dl = (D + 31) / 32, vl = (Dv + 31) / 32;
   double scale;
   memcpy(&scale, &q[33], sizeof scale);
-  cu_call_signature(C, k, 128, cu_clamp_grid(rows, 4));
+  cu_call_signature(C, k, 128, cu_grid1(C, rows, 4));
   cu_line(C, 1, "float *y = (float *)a0;");
   cu_line(C, 1, "const float *Q = (const float *)a1, *K = (const float *)a2, *V = (const float *)a3;");
   if (q[32] & 1) cu_line(C, 1, "const float *Mk = (const float *)a4;");

@@ -82,7 +82,6 @@ typedef struct gemm {
   int64_t batch, M, N, K;
   const gemm_tile *t;
   int splits;
-  int64_t kchunk; /* K per split, a multiple of bk */
   int conv;
   /* dot: A(b, m, k) = A[b sb + m sm + k sk], B(b, k, n) = B[b sb + k sk + n sn] */
   int64_t a_sb, a_sm, a_sk, b_sb, b_sk, b_sn;
@@ -131,8 +130,10 @@ static int split_fits(const gemm_tile *t, const gemm *g, int s, int64_t scratch_
 /* the fastest (tile, splits) of the precision's rows by the model; splits only where scratch holds the partials.
  * PRIMC_CUDA_GEMM=NAME[:SPLITS] in the environment forces a row of the precision (tests run every row), and
  * PRIMC_CUDA_GEMM=direct the kernels before the tiled ones (cuda_calls.c's), for a comparison. */
-static void gemm_pick(gemm *g, int kind, int64_t scratch_floats, int sm) {
+static void gemm_pick(gemm *g, int kind, int64_t scratch_floats, int sm, int fixed) {
   double best = INFINITY;
+  gemm big = *g; /* fixed (run-time dims): every size of the range picks alike, the row for a large problem */
+  big.batch = 1, big.M = big.N = big.K = 4096;
   const char *force = getenv("PRIMC_CUDA_GEMM");
   for (int i = 0; i < N_TILES; i++) {
     const gemm_tile *t = &tiles[i];
@@ -140,16 +141,15 @@ static void gemm_pick(gemm *g, int kind, int64_t scratch_floats, int sm) {
     if (t->kind != kind || (t->stages && sm < 80) || (t->stages && g->round_bf16)) continue; /* cp.async: sm_80 */
     if (force && *force && !strncmp(force, t->name, len) && (!force[len] || force[len] == ':')) {
       int s = force[len] ? atoi(force + len + 1) : 1;
-      g->t = t, g->splits = s >= 1 && split_fits(t, g, s, scratch_floats, 1) ? s : 1;
+      g->t = t, g->splits = s >= 1 && !fixed && split_fits(t, g, s, scratch_floats, 1) ? s : 1;
       break;
     }
     if (t->cand) continue;
-    for (int s = 1; split_fits(t, g, s, scratch_floats, 0); s *= 2) {
-      double c = gemm_time(t, g, s);
+    for (int s = 1; split_fits(t, g, s, scratch_floats, 0) && (s == 1 || !fixed); s *= 2) {
+      double c = gemm_time(t, fixed ? &big : g, s);
       if (c < best * 0.97) best = c, g->t = t, g->splits = s;
     }
   }
-  g->kchunk = k_per_split(g->t, g->K, g->splits);
   g->a_kfast = g->conv || g->a_sk == 1;
   g->b_nfast = g->conv || g->b_sn == 1 || g->b_sk != 1;
 }
@@ -479,7 +479,8 @@ static void put_register_loop(cctx *C, const gemm *g) {
 
 static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   const gemm_tile *t = g->t;
-  int64_t tm = cdiv(g->M, t->bm), tn = cdiv(g->N, t->bn), tmn = g->batch * tm * tn, total = tmn * g->splits;
+  int64_t tmn = g->batch * cdiv(g->M, t->bm) * cdiv(g->N, t->bn), total = tmn * g->splits;
+  const int64_t work[4] = {g->batch, g->M, g->N, g->splits}, per[4] = {1, t->bm, t->bn, 1};
   const struct gemm_kind *kd = &kinds[t->kind];
   int pa = row_pad(t), S = t->stages ? t->stages : 2;
   fprintf(C->f, "/* gemm %s (%s%s%s%s): %lld x [%lld x %lld x %lld], split %d */\n", t->name, kd->what,
@@ -488,7 +489,12 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   if (g->splits > 1) fprintf(C->f, "__device__ unsigned %s_count[%lld];\n", C->name, (long long)tmn);
   if (g->splits > 1 && !g->conv)
     fprintf(C->f, "__device__ float %s_part[%lld];\n", C->name, (long long)(total * t->bm * t->bn));
-  cu_call_signature_with(C, k, t->threads, cu_clamp_grid(total, 1), g->loop_epi, g->result_buf);
+  cu_call_signature_with(C, k, t->threads, cu_grid(C, 4, work, per), g->loop_epi, g->result_buf);
+  /* tile counts and the K of a split as expressions of M, N and K, which run-time dims replace (cuda_dynamic.c) */
+  cu_line(C, 1, "const long long tm_ = (%lldLL + %d) / %d, tn_ = (%lldLL + %d) / %d;", (long long)g->M, t->bm - 1, t->bm,
+          (long long)g->N, t->bn - 1, t->bn);
+  cu_line(C, 1, "const long long kc_ = ((%lldLL + %d) / %d + %d) / %d * %d;", (long long)g->K, g->splits - 1, g->splits,
+          t->bk - 1, t->bk, t->bk);
   cu_line(C, 1, "__shared__ __align__(16) float As[%d][%d][%d], Bs[%d][%d][%d];", S, t->bk, t->bm + pa, S, t->bk, t->bn + pa);
   if (g->splits > 1) cu_line(C, 1, "__shared__ bool last_;");
   if (g->conv) cu_line(C, 1, "const float *A = (const float *)a2, *X = (const float *)a1;");
@@ -503,12 +509,13 @@ static void render_gemm(cctx *C, const kir_kernel *k, const gemm *g) {
   } else {
     cu_line(C, 1, "const int tx = tid %% %d, ty = tid / %d;", t->bn / t->tn, t->bn / t->tn);
   }
-  cu_line(C, 1, "for (long long tile = blockIdx.x; tile < %lldLL; tile += gridDim.x) {", (long long)total);
+  cu_line(C, 1, "for (long long tile = blockIdx.x; tile < %lldLL * tm_ * tn_ * %d; tile += gridDim.x) {",
+          (long long)g->batch, g->splits);
   cu_line(C, 2, "const long long sp = tile %% %d, tmn = tile / %d;", g->splits, g->splits);
-  cu_line(C, 2, "const long long bt = tmn / %lldLL, m0 = tmn %% %lldLL / %lldLL * %d, n0 = tmn %% %lldLL * %d;",
-          (long long)(tm * tn), (long long)(tm * tn), (long long)tn, t->bm, (long long)tn, t->bn);
-  cu_line(C, 2, "const long long kbeg = sp * %lldLL, kend = kbeg + %lldLL < %lldLL ? kbeg + %lldLL : %lldLL;",
-          (long long)g->kchunk, (long long)g->kchunk, (long long)g->K, (long long)g->kchunk, (long long)g->K);
+  cu_line(C, 2, "const long long bt = tmn / (tm_ * tn_), m0 = tmn %% (tm_ * tn_) / tn_ * %d, n0 = tmn %% tn_ * %d;", t->bm,
+          t->bn);
+  cu_line(C, 2, "const long long kbeg = sp * kc_, kend = kbeg + kc_ < %lldLL ? kbeg + kc_ : %lldLL;", (long long)g->K,
+          (long long)g->K);
   cu_line(C, 2, "(void)sp;");
   if (g->conv) { /* this thread's B column: one output pixel, decoded once per tile */
     long long P = g->oh * g->ow;
@@ -615,7 +622,7 @@ int cu_gemm_dot(cctx *C, const kir_kernel *k) {
   for (int s = 0; fits && s < e->n_stores; s++)
     fits = !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[1]) && !kir_bufs_overlap(C->p, e->stores[s].buf, k->args[2]);
   if (fits) g.loop_epi = e, C->skip[k->epilogue] = 1;
-  gemm_pick(&g, kind_of(C, k, &g), 0, target_sm(C));
+  gemm_pick(&g, kind_of(C, k, &g), 0, target_sm(C), C->p->cuda_syms > 0);
   render_gemm(C, k, &g);
   return 1;
 }
@@ -637,7 +644,7 @@ int cu_gemm_conv(cctx *C, const kir_kernel *k, int epi) {
   g.sh = two ? st[0] : 1, g.sw = st[two], g.ph = two ? pd[0] : 0, g.pw = pd[two], g.dh = two ? dl[0] : 1, g.dw = dl[two];
   g.batch = groups, g.M = g.og, g.N = os[1] * g.oh * g.ow, g.K = g.cg * g.kh * g.kw;
   if (g.N < 1 || g.K < 1) return 0;
-  gemm_pick(&g, kind_of(C, k, &g), C->p->call_scratch / 4, target_sm(C));
+  gemm_pick(&g, kind_of(C, k, &g), C->p->call_scratch / 4, target_sm(C), C->p->cuda_syms > 0);
   render_gemm(C, k, &g);
   return 1;
 }

@@ -54,8 +54,12 @@ typedef struct cctx {
 
 /* one line of the kernel at indent ind */
 void cu_line(cctx *C, int ind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* blocks for work items at per_block each, at least 1, at most the grid-stride cap */
-int64_t cu_clamp_grid(int64_t work, int64_t per_block);
+/* the launch's grid from factors (pc_cuda_grid), recorded in C->launch so that a run with other dims computes it
+ * again; cu_grid1: one factor, work items at per_block each */
+int64_t cu_grid(cctx *C, int n, const int64_t *work, const int64_t *per);
+int64_t cu_grid1(cctx *C, int64_t work, int64_t per_block);
+/* the run-time dims' parameters (const long long pc_s0, ...) that lead every kernel's signature; their count */
+int cu_put_sym_params(cctx *C);
 /* PC_ERR_UNSUPPORTED for the kernel being rendered, at its first node where it has one */
 pc_status cu_fail_kernel(cctx *C, const char *fmt, const char *what);
 

@@ -16,6 +16,7 @@ typedef struct cuda_pkg {
   const kir_program *p;
   const pc_cuda_launch *L;
   const pc_codegen_opts *o;
+  const kir_cuda_dyn *dyn; /* run-time dims (codegen/cuda_dynamic.c), else NULL */
   const char *arch;
   char name[256];     /* C prefix of the entry points */
   char dir[64];       /* temporary directory: binaries, host C, object */
@@ -79,7 +80,20 @@ static const char *const host_decls[] = {
     "  int32_t n_inputs, n_outputs;",
     "  const primc_tensor_desc *inputs, *outputs;",
     "  int32_t n_kernels, cuda_graphs;",
+    "  const struct primc_dims_desc *dims;",
+    "  int (*run_dims)(const void *const *, const int64_t *const *, void *const *, void *, void *);",
+    "  int (*output_dims)(const int64_t *const *, int32_t, int64_t *);",
     "} primc_cuda_model_desc;",
+    "typedef struct primc_sym_desc { const char *name; int64_t lo, hi; } primc_sym_desc;",
+    "typedef struct primc_dims_desc {",
+    "  int32_t n_syms;",
+    "  const primc_sym_desc *syms;",
+    "  const int32_t *input_syms;",
+    "  int64_t offset;",
+    "  int32_t n_inputs;",
+    "  const primc_tensor_desc *inputs;",
+    "} primc_dims_desc;",
+    "int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims, int64_t *values, char *msg, size_t len);",
     "int primc_cuda_open(int ordinal, primc_cuda **out, char *err, size_t errlen);",
     "const char *primc_cuda_error(const primc_cuda *c);",
     "int primc_cuda_alloc(primc_cuda *c, size_t n, primc_devptr *p);",
@@ -92,7 +106,7 @@ static const char *const host_decls[] = {
     "int primc_cuda_module_status(primc_cuda *c, primc_cuda_module *m, int *status);",
     "int primc_cuda_main(int argc, char **argv, const primc_cuda_model_desc *m);",
     "",
-    "enum { ST_OK = 0, ST_ARG = 1, ST_RUNTIME = 3, ST_CUDA = 6 };",
+    "enum { ST_OK = 0, ST_ARG = 1, ST_RUNTIME = 3, ST_CUDA = 6, ST_SHAPE = 7 };",
 };
 
 /* the binaries, 64-byte aligned in .rodata under exported names; the PTX NUL-terminated */
@@ -156,6 +170,60 @@ static int put_kernels(FILE *f, const cuda_pkg *k) {
   for (int b = 0; b < p->n_bufs; b++) fprintf(f, "%lldll, ", (long long)p->bufs[b].offset);
   fprintf(f, "0};\n");
   return KP_INPUT == 0 && KP_OUTPUT == 1 && KP_CONST == 2 && KP_WORKSPACE == 3;
+}
+
+/* the run-time dims: their values at the bounds (what MODEL_run runs), and with dims their ranges, the inputs'
+ * symbols, the grids of a run and the outputs' dims, each as the fitted polynomial of the values s[] */
+static void put_dims(FILE *f, const cuda_pkg *k) {
+  const kir_cuda_dyn *d = k->dyn;
+  const pc_graph *g = k->p->g;
+  int ns = d ? d->n_syms : 0;
+  fprintf(f, "#define NSYM %d\nstatic const long long sym_hi[NSYM + 1] = {", ns);
+  for (int s = 0; s < ns; s++) fprintf(f, "%lldLL, ", (long long)d->hi[s]);
+  fprintf(f, "0};\n");
+  if (!d) return;
+  fprintf(f, "static const primc_sym_desc syms[NSYM] = {");
+  for (int s = 0; s < ns; s++) {
+    fprintf(f, "%s{", s ? ", " : "");
+    put_cstr(f, d->name[s]);
+    fprintf(f, ", %lldLL, %lldLL}", (long long)d->lo[s], (long long)d->hi[s]);
+  }
+  fprintf(f, "};\nstatic const int32_t in_syms[%d] = {", g->n_inputs * PC_MAX_RANK + 1);
+  for (int i = 0; i < g->n_inputs * PC_MAX_RANK; i++) fprintf(f, "%d, ", d->in_sym[i]);
+  fprintf(f, "0};\nstatic const primc_dims_desc dims_desc = {NSYM, syms, in_syms, -1, NUM_INPUTS, %s_in};\n", k->name);
+  fprintf(f, "static unsigned grid_of(int n, const int64_t *w, const int64_t *per) {\n"
+             "  int64_t b = 1;\n"
+             "  for (int i = 0; i < n && b > 0 && b <= %d; i++) b *= w[i] > 0 ? (w[i] + per[i] - 1) / per[i] : 0;\n"
+             "  return b < 1 ? 1u : b > %d ? %du : (unsigned)b;\n}\n", PC_CUDA_MAX_GRID, PC_CUDA_MAX_GRID, PC_CUDA_MAX_GRID);
+  fprintf(f, "static void grids(const int64_t *s, unsigned *g) {\n  for (int k = 0; k < NK; k++) g[k] = kgrid[k];\n");
+  for (int i = 0; i < k->p->n_kernels; i++) {
+    const pc_cuda_launch *L = &k->L[i];
+    int moves = 0;
+    for (int w = 0; w < L->n_work; w++) {
+      const kir_poly *q = &d->work[i * PC_CUDA_GRID_FACTORS + w];
+      for (int t = 1; t < KIR_DYN_TERMS; t++) moves |= q->c[t] != 0;
+    }
+    if (!L->grid || !moves) continue;
+    fprintf(f, "  {\n    const int64_t w[] = {");
+    for (int w = 0; w < L->n_work; w++) {
+      fprintf(f, "%s", w ? ", " : "");
+      kir_poly_put(f, &d->work[i * PC_CUDA_GRID_FACTORS + w], ns, "s[%d]");
+    }
+    fprintf(f, "}, per[] = {");
+    for (int w = 0; w < L->n_work; w++) fprintf(f, "%s%lldLL", w ? ", " : "", (long long)L->per[w]);
+    fprintf(f, "};\n    g[%d] = grid_of(%d, w, per);\n  }\n", i, L->n_work);
+  }
+  fprintf(f, "}\nstatic void out_dims(const int64_t *s, int32_t o, int64_t *d) {\n  (void)s;\n  switch (o) {\n");
+  for (int i = 0; i < g->n_outputs; i++) {
+    fprintf(f, "  case %d:\n", i);
+    for (int r = 0; r < g->outputs[i]->type.rank; r++) {
+      fprintf(f, "    d[%d] = ", r);
+      kir_poly_put(f, &d->out_dim[i * PC_MAX_RANK + r], ns, "s[%d]");
+      fprintf(f, ";\n");
+    }
+    fprintf(f, "    break;\n");
+  }
+  fprintf(f, "  }\n}\n");
 }
 
 /* load once: context, module (cubin, else PTX), functions, weights */
@@ -232,7 +300,9 @@ static const char *const host_run[] = {
     "  }",
     "}",
     "",
-    "int MODEL_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream) {",
+    "/* the kernels with the run-time dims' values sv (leading every kernel's arguments) and their grids */",
+    "static int launch_all(const void *const *inputs, void *const *outputs, void *workspace, void *stream,",
+    "                      const long long *sv, const unsigned *grid) {",
     "  if ((NUM_INPUTS && !inputs) || (NUM_OUTPUTS && !outputs) || (WORKSPACE_SIZE && !workspace)) return ST_ARG;",
     "  for (int i = 0; i < NUM_INPUTS; i++)",
     "    if (!inputs[i]) return ST_ARG;",
@@ -243,10 +313,11 @@ static const char *const host_run[] = {
     "  primc_devptr ptr[NB + 1];",
     "  for (int b = 0; b < NB; b++) ptr[b] = where(b, inputs, outputs, workspace);",
     "  for (int k = 0; k < NK; k++) {",
-    "    if (!kgrid[k]) continue; /* run by the kernel before it (a conv's epilogue) */",
+    "    if (!grid[k]) continue; /* run by the kernel before it (a conv's epilogue) */",
     "    void *a[MAX_ARGS];",
-    "    for (int j = kfirst[k]; j < kfirst[k + 1]; j++) a[j - kfirst[k]] = &ptr[kargs[j]];",
-    "    int s = primc_cuda_launch_on(cu, stream, fn[k], kname[k], kgrid[k], kblock[k], 0, a);",
+    "    for (int j = kfirst[k]; j < kfirst[k + 1]; j++)",
+    "      a[j - kfirst[k]] = kargs[j] < 0 ? (void *)&sv[-1 - kargs[j]] : (void *)&ptr[kargs[j]];",
+    "    int s = primc_cuda_launch_on(cu, stream, fn[k], kname[k], grid[k], kblock[k], 0, a);",
     "    if (s) return failed(s, NULL);",
     "    if (!stream && sync_each && (s = after_kernel(k)) != ST_OK) return s;",
     "  }",
@@ -257,6 +328,35 @@ static const char *const host_run[] = {
     "    return s;",
     "  }",
     "  return MODEL_status();",
+    "}",
+    "",
+    "int MODEL_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream) {",
+    "  return launch_all(inputs, outputs, workspace, stream, sym_hi, kgrid);",
+    "}",
+    "",
+};
+
+/* run-time dims' entry points: the dims checked, then the grids made for them */
+static const char *const host_run_dims[] = {
+    "int MODEL_run_dims(const void *const *inputs, const int64_t *const *input_dims, void *const *outputs,",
+    "                   void *workspace, void *stream) {",
+    "  int64_t v[NSYM];",
+    "  long long sv[NSYM];",
+    "  unsigned grid[NK + 1];",
+    "  int st = primc_dims_check(&dims_desc, input_dims, v, err, sizeof err);",
+    "  if (st) return st;",
+    "  for (int i = 0; i < NSYM; i++) sv[i] = (long long)v[i];",
+    "  grids(v, grid);",
+    "  return launch_all(inputs, outputs, workspace, stream, sv, grid);",
+    "}",
+    "",
+    "int MODEL_output_dims(const int64_t *const *input_dims, int32_t output, int64_t *dims) {",
+    "  int64_t v[NSYM];",
+    "  if (!dims || output < 0 || output >= NUM_OUTPUTS) return ST_ARG;",
+    "  int st = primc_dims_check(&dims_desc, input_dims, v, err, sizeof err);",
+    "  if (st) return st;",
+    "  out_dims(v, output, dims);",
+    "  return ST_OK;",
     "}",
     "",
 };
@@ -285,7 +385,9 @@ static void put_descriptor(FILE *f, const cuda_pkg *k) {
   const char *n = k->name;
   fprintf(f, "const primc_cuda_model_desc %s_model = {\"%s\", GPU_ARCH, %s_run, %s_status, %s_error, WORKSPACE_SIZE, 256,\n",
           n, n, n, n, n);
-  fprintf(f, "    %d, %d, %s_in, %s_out, NK, %d};\n", g->n_inputs, g->n_outputs, n, n, k->o->cuda_graphs ? 1 : 0);
+  fprintf(f, "    %d, %d, %s_in, %s_out, NK, %d, ", g->n_inputs, g->n_outputs, n, n, k->o->cuda_graphs ? 1 : 0);
+  if (k->dyn) fprintf(f, "&dims_desc, %s_run_dims, %s_output_dims};\n", n, n);
+  else fprintf(f, "0, 0, 0};\n");
   fprintf(f, "const int64_t %s_workspace_size = WORKSPACE_SIZE;\n", n);
   fprintf(f, "\n#ifdef PRIMC_MAIN\nint main(int argc, char **argv) { return primc_cuda_main(argc, argv, &%s_model); }\n#endif\n",
           n);
@@ -307,9 +409,11 @@ static pc_status write_host(const cuda_pkg *k, const char *path) {
   put_tensors(f, k, 1);
   put_tensors(f, k, 0);
   int ok = put_kernels(f, k);
+  put_dims(f, k);
   fputc('\n', f);
   put_lines(f, host_load, sizeof host_load / sizeof host_load[0], k->name);
   put_lines(f, host_run, sizeof host_run / sizeof host_run[0], k->name);
+  if (k->dyn) put_lines(f, host_run_dims, sizeof host_run_dims / sizeof host_run_dims[0], k->name);
   put_descriptor(f, k);
   int bad = ferror(f);
   bad |= fclose(f);
@@ -354,6 +458,20 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
           g->n_outputs, n, k->p->n_kernels);
   fprintf(f, "#define %s_WEIGHTS_SIZE %lldLL /* in the object, uploaded to the device by the first run */\n", n,
           (long long)k->p->weights_size);
+  const kir_cuda_dyn *d = k->dyn;
+  if (d) {
+    fprintf(f, "\n/* run-time dims (--dim NAME=LO..HI): %s_run_dims takes every value in range; the inputs' SHAPE,\n"
+               " * NUMEL and BYTES, the outputs' and the workspace size hold the bounds (HI) */\n#define %s_NUM_DIMS %d\n",
+            n, n, d->n_syms);
+    for (int s = 0; s < d->n_syms; s++)
+      fprintf(f, "#define %s_DIM%d_NAME \"%s\"\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n", n, s,
+              d->name[s], n, s, (long long)d->lo[s], n, s, (long long)d->hi[s]);
+    for (int i = 0; i < g->n_inputs; i++) {
+      fprintf(f, "#define %s_INPUT%d_DIM_SYMS {", n, i);
+      for (int r = 0; r < g->inputs[i]->type.rank; r++) fprintf(f, "%s%d", r ? ", " : "", d->in_sym[i * PC_MAX_RANK + r]);
+      fprintf(f, "%s} /* the run-time dim (NAME_DIMk) each dim is, -1 when fixed */\n", g->inputs[i]->type.rank ? "" : "-1");
+    }
+  }
   for (int i = 0; i < g->n_inputs; i++) header_tensor(f, n, 1, i, g->inputs[i]);
   for (int i = 0; i < g->n_outputs; i++) header_tensor(f, n, 0, i, g->outputs[i]);
   fprintf(f, "\n/* Runs the model on the GPU (device 0, or $PRIMC_CUDA_DEVICE; its primary context).\n"
@@ -366,6 +484,16 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
              " * Returns 0, 1 (a NULL pointer), 3 (bad data, e.g. an index out of range), 5 (no CUDA device),\n"
              " * 6 (a CUDA call failed: %s_error() names it and the kernel). */\n", n, n);
   fprintf(f, "int %s_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream);\n", n);
+  if (d) {
+    fprintf(f, "/* %s_run with each input's actual dims (input_dims[i]: input i's rank dims; NULL, or a NULL entry: the\n"
+               " * bounds): the dims are checked before any launch (7, with %s_error() naming the input, the dim, the value\n"
+               " * and the range), then the kernels run with the dims as arguments and their grids sized for them.\n"
+               " * Buffers are read and written row-major in the actual dims. */\n", n, n);
+    fprintf(f, "int %s_run_dims(const void *const *inputs, const int64_t *const *input_dims, void *const *outputs,\n"
+               "                void *workspace, void *stream);\n", n);
+    fprintf(f, "/* the dims of output `output` of a run with those input dims: 0, 1 (no such output), 7 (out of range) */\n");
+    fprintf(f, "int %s_output_dims(const int64_t *const *input_dims, int32_t output, int64_t *dims);\n", n);
+  }
   fprintf(f, "/* after the stream passed to %s_run is idle: 3 when a kernel found bad data, then cleared */\n", n);
   fprintf(f, "int %s_status(void);\n/* the last failure in words (driver call, CUDA status, kernel) */\n", n);
   fprintf(f, "const char *%s_error(void);\nextern const int64_t %s_workspace_size;\n", n, n);
@@ -465,18 +593,25 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
   pc_status s = check_opts(g, opts);
   if (s != PC_OK) return s;
   kir_program p;
-  if ((s = kir_build(g, &p)) != PC_OK) return g->status ? g->status : s;
-  cuda_pkg k = {g, &p, NULL, opts, opts->gpu_arch && *opts->gpu_arch ? opts->gpu_arch : "sm_90", "", "", 0, 0};
+  cuda_pkg k = {g, &p, NULL, opts, NULL, opts->gpu_arch && *opts->gpu_arch ? opts->gpu_arch : "sm_90", "", "", 0, 0};
   if (opts->name) snprintf(k.name, sizeof k.name, "%s", opts->name);
   else pc_path_ident(opts->output, k.name, PC_MAX_ENTRY_NAME + 1);
   char *src = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&src, &len);
-  if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   pc_cuda_launch *L = NULL;
-  p.gpu_sm = pc_cuda_sm(k.arch);
-  s = pc_cuda_render_program(&p, f, &L);
-  if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  if (opts->dyn) {
+    kir_cuda_dyn *d = NULL;
+    s = kir_cuda_dynamic(g, opts, &p, &src, &L, &d);
+    k.dyn = d;
+  } else if ((s = kir_build(g, &p)) != PC_OK) {
+    return g->status ? g->status : s;
+  } else {
+    size_t len = 0;
+    FILE *f = open_memstream(&src, &len);
+    if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+    p.gpu_sm = pc_cuda_sm(k.arch);
+    s = pc_cuda_render_program(&p, f, &L);
+    if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  }
   k.L = L;
   void *blob = s == PC_OK ? kir_weights_blob(&p) : NULL;
   if (s == PC_OK && !blob) s = pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");

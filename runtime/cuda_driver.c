@@ -10,7 +10,8 @@
 static const char *usage =
     "usage: %s [IN0.npy ...] [--random-inputs] [--seed N] [-o OUTDIR] [--bench N] [--no-cuda-graphs]\n"
     "  Runs the CUDA-compiled model on the GPU (device 0, or $PRIMC_CUDA_DEVICE) on .npy inputs (in\n"
-    "  the order of the model inputs) or deterministic random ones, writes OUTDIR/out0.npy ...\n"
+    "  the order of the model inputs; with run-time dims, of any dims in the compiled ranges) or\n"
+    "  deterministic random ones (at the bounds), writes OUTDIR/out0.npy ...\n"
     "  (default: prints a summary), and with --bench N prints the min and median latency of N runs\n"
     "  (the clock read after the stream is idle). The model is captured once as a CUDA graph and\n"
     "  replayed; --no-cuda-graphs launches its kernels one by one on a stream instead (--cuda-graphs,\n"
@@ -28,6 +29,7 @@ typedef struct run {
   primc_cuda *cu;
   primc_array ins[MAX_IO], outs[MAX_IO];
   primc_devptr din[MAX_IO], dout[MAX_IO], ws;
+  const int64_t *in_dims[MAX_IO + 1]; /* the inputs' dims, for a model with run-time dims */
   primc_cuda_graph *graph;
 } run;
 
@@ -42,11 +44,27 @@ static int cuda_flag(void *ctx, int argc, char **argv, int *i) {
 
 static size_t nbytes(const primc_array *a) { return (size_t)primc_array_numel(a) * primc_dtype_size(a->dtype); }
 
+/* the inputs (of any dims in range, with run-time dims), and host outputs of the dims they make */
 static int read_inputs(run *r, const opts *o) {
-  if (primc_driver_inputs(r->m->inputs, r->m->n_inputs, o->c.random ? NULL : o->c.ins, o->c.seed, r->ins, NULL)) return 1;
-  for (int i = 0; i < r->m->n_outputs; i++)
-    if (primc_driver_alloc(&r->m->outputs[i], &r->outs[i])) return 1;
+  const primc_cuda_model_desc *m = r->m;
+  if (primc_driver_inputs(m->inputs, m->n_inputs, o->c.random ? NULL : o->c.ins, o->c.seed, r->ins,
+                          m->dims ? m->dims->input_syms : NULL))
+    return 1;
+  for (int i = 0; i < m->n_inputs; i++) r->in_dims[i] = r->ins[i].dims;
+  for (int i = 0; i < m->n_outputs; i++) {
+    primc_tensor_desc d = m->outputs[i];
+    if (m->dims) {
+      int st = m->output_dims(r->in_dims, i, d.dims);
+      if (st != PRIMC_OK) return fprintf(stderr, "error: %s\n", m->error()), 1;
+    }
+    if (primc_driver_alloc(&d, &r->outs[i])) return 1;
+  }
   return 0;
+}
+
+static int call_run(const run *r, const void *const *in, void *const *out, void *stream) {
+  void *ws = (void *)(uintptr_t)r->ws;
+  return r->m->dims ? r->m->run_dims(in, r->in_dims, out, ws, stream) : r->m->run(in, out, ws, stream);
 }
 
 /* ---------------------------------------------------------------- the device */
@@ -79,8 +97,7 @@ static int run_once(run *r) {
   void *out[MAX_IO + 1];
   for (int i = 0; i < r->m->n_inputs; i++) in[i] = (const void *)(uintptr_t)r->din[i];
   for (int i = 0; i < r->m->n_outputs; i++) out[i] = (void *)(uintptr_t)r->dout[i];
-  int st = r->graph ? primc_cuda_graph_launch(r->cu, r->graph)
-                    : r->m->run(in, out, (void *)(uintptr_t)r->ws, primc_cuda_stream(r->cu));
+  int st = r->graph ? primc_cuda_graph_launch(r->cu, r->graph) : call_run(r, in, out, primc_cuda_stream(r->cu));
   if (st != PRIMC_OK) return r->graph ? cuda_failed(r, st, "graph launch") : model_failed(r, st);
   if ((st = primc_cuda_sync(r->cu)) != PRIMC_OK) return cuda_failed(r, st, "running the kernels");
   return (st = r->m->status()) != PRIMC_OK ? model_failed(r, st) : 0;
@@ -94,7 +111,7 @@ static int capture(run *r) {
   for (int i = 0; i < r->m->n_outputs; i++) out[i] = (void *)(uintptr_t)r->dout[i];
   int st = primc_cuda_capture_begin(r->cu);
   if (st != PRIMC_OK) return cuda_failed(r, st, "graph capture");
-  int rs = r->m->run(in, out, (void *)(uintptr_t)r->ws, primc_cuda_stream(r->cu));
+  int rs = call_run(r, in, out, primc_cuda_stream(r->cu));
   st = primc_cuda_capture_end(r->cu, &r->graph);
   if (rs != PRIMC_OK) return model_failed(r, rs);
   return st == PRIMC_OK ? 0 : cuda_failed(r, st, "graph capture (--no-cuda-graphs runs without one)");
@@ -139,9 +156,10 @@ static void release(run *r) {
 static int run_model(run *r, const opts *o) {
   char err[512];
   const char *dev = getenv("PRIMC_CUDA_DEVICE");
+  if (read_inputs(r, o)) return 1; /* bad inputs are said before the GPU is asked for */
   int st = primc_cuda_open(dev ? atoi(dev) : 0, &r->cu, err, sizeof err);
   if (st != PRIMC_OK) return fprintf(stderr, "error: %s needs a CUDA GPU: %s\n", r->m->name, err), 1;
-  if (read_inputs(r, o) || to_device(r) || run_once(r)) return 1; /* the first run also loads the module */
+  if (to_device(r) || run_once(r)) return 1; /* the first run also loads the module */
   if (!o->no_graphs && capture(r)) return 1;
   if (r->graph && run_once(r)) return 1;
   if (o->c.bench > 0 && bench(r, o->c.bench)) return 1;

@@ -357,6 +357,14 @@ typedef struct primc_cuda_model_desc {
   int32_t n_kernels;
   int32_t cuda_graphs; /* compiled with --cuda-graphs (the standalone driver replays one captured graph either way,
                         * unless run with --no-cuda-graphs) */
+  /* run-time dims (--dim NAME=LO..HI), NULL when every dim is fixed: the ranges; NAME_run_dims, run with each
+   * input's actual dims (primc_dims_check; PRIMC_ERR_SHAPE before any launch when one is out of range), the
+   * kernels taking the dims as arguments and their grids sized for them; NAME_output_dims, the dims of an output
+   * of a run with those input dims (no device access) */
+  const primc_dims_desc *dims;
+  int (*run_dims)(const void *const *inputs, const int64_t *const *input_dims, void *const *outputs, void *workspace,
+                  void *stream);
+  int (*output_dims)(const int64_t *const *input_dims, int32_t output, int64_t *dims);
 } primc_cuda_model_desc;
 
 /* the standalone main of --target cuda executables (runtime/cuda_driver.c): .npy in, .npy out, --bench */

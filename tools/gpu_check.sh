@@ -4,10 +4,12 @@
 #   bash tools/gpu_check.sh OUTDIR [SECONDS] [STAGES]
 # runs STAGES in order, each cut to what is left of SECONDS (default 540); words joined by '+' run at once (the
 # correctness stages and the export share the 16 cores; timed stages run alone). Default STAGES:
-#   "unit+nodes+export gemm tf32 rows prof bf16 fp32 b32 compile"
+#   "unit+nodes+export+dyn gemm tf32 rows prof bf16 fp32 b32 compile"
 #   unit     build/test_primc cuda_gpu and cuda_pkg (every prim, every GEMM tile row forced: SIMT, TF32, bf16, f16,
 #            on the GPU against the interpreter; a packaged executable)
 #   nodes    the conv / gemm / matmul node tests compiled for CUDA and run on the GPU
+#   dyn      tests/suites/dynamic.sh: models/dynamic compiled once for CUDA with their ranges, run at every case
+#            against ONNX Runtime (stream and CUDA graph)
 #   export   the zoo models (ZOO_MODELS) at batch 1 and BATCH32_MODELS at batch 32, once, for the stages below
 #   gemm     bench/gpu_gemm.py: primc's f32, TF32 and bf16 GEMM against cuBLAS at 4096^3 and 1024^3
 #   tf32, bf16, fp32
@@ -24,7 +26,7 @@
 set -u
 OUT=${1:?usage: tools/gpu_check.sh OUTDIR [SECONDS] [STAGES]}
 BUDGET=${2:-540}
-STAGES=${3:-unit+nodes+export gemm tf32 rows prof bf16 fp32 b32 compile}
+STAGES=${3:-unit+nodes+export+dyn gemm tf32 rows prof bf16 fp32 b32 compile}
 ZOO_MODELS=${ZOO_MODELS:-bert_base gpt2_block resnet50 vit_tiny resnet18}
 BATCH32_MODELS=${BATCH32_MODELS:-bert_base resnet50}
 COMPILE_MODELS=${COMPILE_MODELS:-gpt2_block bert_base resnet50 vit_tiny}
@@ -69,6 +71,7 @@ run_stage() { # name: one stage, limited to the time left
   case $name in
   unit) timeout "$limit" bash -c 'build/test_primc cuda_gpu && build/test_primc cuda_pkg' ;;
   nodes) timeout "$limit" bash -c nodes ;;
+  dyn) timeout "$limit" bash tests/suites/dynamic.sh ;;
   export) timeout "$limit" bash -c "python3 bench/gpu.py build/primc 1 - --work $WORK --export-only $ZOO_MODELS &&
             python3 bench/gpu.py build/primc 1 - --work $WORK --export-only --batch 32 $BATCH32_MODELS" ;;
   gemm) timeout "$limit" python3 bench/gpu_gemm.py build/primc 4096 1024 ;;

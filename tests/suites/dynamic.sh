@@ -3,8 +3,8 @@
 # the ranges in its dims.txt and run at every size it has a case for (in_TAG.npy), as an executable and embedded
 # through its header (tests/embed/dynamic.c), each output compared with ONNX Runtime's at that size
 # (expected_TAG.npy, models/dynamic/make.py). Sizes outside the range, a fixed dim given another value, a model
-# whose program changes with the dim (an RNN unrolled over it) and a range on CUDA code are refused with messages
-# that name them. With PRIMC_LARGE=1 (make test-large) also BERT-base and ResNet-50 sized models (below).
+# whose program changes with the dim (an RNN unrolled over it) and buckets on CUDA are refused with messages that
+# name them. The same ranges compile for CUDA; on a GPU they run at each size against ONNX Runtime. With PRIMC_LARGE=1 (make test-large) also BERT-base and ResNet-50 sized models (below).
 set -u
 B=${B:-build}
 . tests/suite_lib.sh
@@ -75,8 +75,63 @@ onnx.save(m, sys.argv[1])
 PY
 expect_exit 1 "an RNN over a run-time dim refused" "$B/primc" compile "$tmp/lstm.onnx" --dim T=1..6 -o "$tmp/lstm"
 grep -q 'dim T: the number of kernels follows it' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
-expect_exit 1 "run-time dims on CUDA refused" "$B/primc" compile models/dynamic/batch_cnn/model.onnx --dim N=1..8 --target cuda -o "$tmp/c"
-grep -q 'run-time dims are CPU code' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+
+# a mean over the range dim: its 1/N is a float constant that follows it, which no CUDA literal can (nor CPU code)
+python3 - "$tmp/mean.onnx" <<'PY'
+import sys, onnx
+from onnx import helper, TensorProto
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])
+g = helper.make_graph([helper.make_node("ReduceMean", ["x"], ["y"], axes=[0], keepdims=1)], "g", [x], [y])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+expect_exit 1 "a float following the dim refused on CUDA" "$B/primc" compile "$tmp/mean.onnx" --dim N=1..8 --target cuda -o "$tmp/mean"
+grep -q 'dim N: the CUDA program at N=[0-9]* differs from the one at the bound, not only in its sizes (its weights: a constant that follows it)' "$tmp/err" &&
+  ok "its message" || bad "its message" "$(cat "$tmp/err")"
+
+# CUDA: each model compiled once with its ranges (the kernels take the dims as arguments: codegen/cuda_dynamic.c;
+# NVRTC needed, else skipped); on a GPU run at every case against ONNX Runtime, as a stream and as a CUDA graph, and
+# one past a bound refused (before the GPU is asked for); without one the executable's own "needs a CUDA GPU" skips the runs (the emulator runs
+# these programs in the unit test cuda_emu_run_time_dims)
+if ! "$B/primc" compile --target cuda --nvrtc-check models/mlp/model.onnx >"$tmp/nv" 2>&1 && grep -q 'NVRTC not found' "$tmp/nv"; then
+  skipped "CUDA run-time dims: NVRTC not found"
+else
+  for d in models/dynamic/*/; do
+    [ -f "$d/model.onnx" ] || continue
+    name=$(basename "$d")
+    # shellcheck disable=SC2046
+    if ! "$B/primc" compile "$d/model.onnx" $(cat "$d/dims.txt") --target cuda -o "$tmp/cu-$name" --report >"$tmp/report" 2>&1; then
+      bad "$name compiles once for CUDA" "$(tail -n 3 "$tmp/report")"
+      continue
+    fi
+    grep -q 'run-time dims: [0-9]* sizes follow them' "$tmp/report" && ok "$name compiles once for CUDA, --report names the run-time dims" ||
+      bad "$name CUDA --report" "no run-time dims line"
+    for e in "$d"/expected_*.npy; do
+      tag=$(basename "$e" .npy)
+      tag=${tag#expected_}
+      ins=("$d"/in_"$tag"_*.npy)
+      for graphs in --no-cuda-graphs ""; do
+        rm -rf "$tmp/cuout"
+        "$tmp/cu-$name" "${ins[@]}" -o "$tmp/cuout" $graphs >"$tmp/log" 2>&1
+        rc=$?
+        if [ "$rc" -eq 1 ] && grep -q 'needs a CUDA GPU' "$tmp/log"; then
+          skipped "$name on CUDA at $tag $graphs: no GPU"
+        elif [ "$rc" -eq 0 ] && compare "$tmp/cuout/out0.npy" "$e"; then
+          ok "$name on CUDA at $tag $graphs: $(tail -n 1 "$tmp/cmp")"
+        else
+          bad "$name on CUDA at $tag $graphs" "$(tail -n 2 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
+        fi
+      done
+    done
+  done
+  if [ -x "$tmp/cu-batch_cnn" ]; then # checked before the GPU is asked for
+    expect_exit 1 "CUDA batch 9 of 1..8 refused" "$tmp/cu-batch_cnn" "$tmp/big.npy"
+    grep -q 'input "input" dim 0 (N) is 9, outside the range 1..8' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+  fi
+  expect_exit 1 "CUDA buckets refused" "$B/primc" compile models/dynamic/seq_encoder/model.onnx --dim batch=2 \
+    --dim seq=1..32:8 --target cuda -o "$tmp/c"
+  grep -q 'buckets are CPU code so far' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+fi
 # each shape against ONNX Runtime on random inputs (tests/run_sizes.py): NAME MODEL EXE SHAPES...
 sizes() {
   local name=$1 model=$2 exe=$3

@@ -1,4 +1,5 @@
 /* tests/unit/test_cuda_pkg.c: --target cuda packaging: embedded cubin/PTX/weights, descriptor, header, executable; runs on a GPU when there is one. */
+#include "api/dyn_source.h"
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
@@ -260,6 +261,76 @@ PC_TEST(cuda_pkg_executable) {
       if (CHECK_MSG(system(cmd) == 0, "running %s (see %s/log)", cmd, dir)) check_outputs(dir);
     }
   }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  pc_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- run-time dims */
+
+/* The encoder of models/dynamic compiled once for batch 1..4 and seq 1..32 (codegen/cuda_dynamic.c) as an object:
+ * its descriptor carries the ranges, NAME_output_dims gives ONNX Runtime's output dims at a size inside them, and
+ * NAME_run_dims refuses a size outside (naming the input, the dim, the value and the range) or inputs that disagree
+ * before it asks for a GPU; without a driver a size in range then fails for want of one. The header says the same. */
+PC_TEST(cuda_pkg_run_time_dims) {
+  if (!have_nvrtc()) return;
+  char path[512], dir[] = "/tmp/primc-cudapkg-XXXXXX", obj[256], so[256], hdr[256], cmd[2048], err[256];
+  snprintf(path, sizeof path, "%s/models/dynamic/seq_encoder/model.onnx", pc_test_srcdir());
+  const pc_dim_binding dims[] = {{"batch", 1, 4, 0}, {"seq", 1, 32, 0}};
+  pc_import_opts io = {0};
+  io.dims = dims, io.n_dims = 2;
+  pc_dyn_source src;
+  pc_dyn_spec spec;
+  memset(&src, 0, sizeof src);
+  CHECK_INT(pc_dyn_source_init(&src, &spec, &io), 2);
+  src.path = path;
+  src.po = (pc_pipeline_opts){.opt_level = 2};
+  pc_graph *g = pc_dyn_source_build(&src, NULL);
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(obj, sizeof obj, "%s/m.o", dir);
+  snprintf(so, sizeof so, "%s/m.so", dir);
+  snprintf(hdr, sizeof hdr, "%s/m.h", dir);
+  pc_codegen_opts o = {.emit = PC_EMIT_OBJ, .output = obj, .name = "m", .target = PC_TARGET_CUDA, .dyn = &spec};
+  int ok = CHECK_MSG(g && !g->status && pc_codegen(g, &o) == PC_OK, "%s", g ? pc_error(g) : "load failed");
+  void *h = ok ? pc_test_link_open(obj, so, "-ldl -lm -lpthread", "cuda object") : NULL;
+  const primc_cuda_model_desc *m = h ? dlsym(h, "m_model") : NULL;
+  primc_array want = {0};
+  snprintf(path, sizeof path, "%s/models/dynamic/seq_encoder/expected_2x13.npy", pc_test_srcdir());
+  ok = ok && CHECK(m && m->dims && m->run_dims && m->output_dims) &&
+       CHECK_MSG(primc_npy_read(path, &want, err, sizeof err) == 0, "%s", err);
+  if (ok) {
+    CHECK_INT(m->dims->n_syms, 2);
+    CHECK_STR(m->dims->syms[1].name, "seq");
+    CHECK_INT(m->dims->syms[1].lo, 1);
+    CHECK_INT(m->dims->syms[1].hi, 32);
+    const int64_t d213[2] = {2, 13}, d233[2] = {2, 33}, d212[2] = {2, 12};
+    const int64_t *in[2] = {d213, d213}, *far[2] = {d233, d233}, *odd[2] = {d213, d212};
+    int64_t out[8] = {0};
+    CHECK_INT(m->output_dims(in, 0, out), PRIMC_OK);
+    for (int r = 0; r < want.rank; r++) CHECK_INT(out[r], want.dims[r]);
+    CHECK_INT(m->output_dims(in, 1, out), PRIMC_ERR_ARG);
+    const void *ins[2] = {(const void *)(uintptr_t)64, (const void *)(uintptr_t)128};
+    void *outs[1] = {(void *)(uintptr_t)192};
+    CHECK_INT(m->run_dims(ins, far, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_SHAPE);
+    CHECK_CONTAINS(m->error(), "dim 1 (seq) is 33, outside the range 1..32");
+    CHECK_INT(m->run_dims(ins, odd, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_SHAPE);
+    CHECK_CONTAINS(m->error(), "input \"attention_mask\" dim 1 is 12, but input \"input_ids\" made seq 13");
+    void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!cu) CHECK_INT(m->run_dims(ins, in, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_NODEVICE);
+    else dlclose(cu);
+  }
+  if (h) dlclose(h);
+  char *text = ok ? pc_test_slurp(hdr, NULL) : NULL;
+  if (ok && CHECK(text != NULL)) {
+    CHECK_CONTAINS(text, "#define m_NUM_DIMS 2");
+    CHECK_CONTAINS(text, "#define m_DIM1_NAME \"seq\"");
+    CHECK_CONTAINS(text, "#define m_DIM1_MAX 32LL");
+    CHECK_CONTAINS(text, "#define m_INPUT0_DIM_SYMS {0, 1}");
+    CHECK_CONTAINS(text, "int m_run_dims(const void *const *inputs, const int64_t *const *input_dims");
+    CHECK_CONTAINS(text, "int m_output_dims(const int64_t *const *input_dims, int32_t output, int64_t *dims);");
+  }
+  free(text);
+  free(want.data);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CHECK(system(cmd) == 0);
   pc_graph_free(g);
