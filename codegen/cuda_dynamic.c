@@ -190,7 +190,7 @@ static int same_program(const build *a, const build *b) {
   for (int k = 0; k < p->n_kernels; k++) {
     const pc_cuda_launch *x = &a->L[k], *y = &b->L[k];
     if (!x->grid != !y->grid || x->block != y->block || x->n_args != y->n_args || x->n_work != y->n_work ||
-        memcmp(x->args, y->args, sizeof *x->args * (size_t)x->n_args) || memcmp(x->per, y->per, sizeof x->per))
+        (x->n_args && memcmp(x->args, y->args, sizeof *x->args * (size_t)x->n_args)) || memcmp(x->per, y->per, sizeof x->per))
       return k;
   }
   return -1;
