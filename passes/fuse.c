@@ -185,7 +185,25 @@ static const char *reduction_clash(fuser *F, int ga, int gb) {
   return NULL;
 }
 
-/* a contraction's group: the contraction plus prims over its result's shape, none feeding it */
+/* member m of the union of ga and gb is a smaller elementwise or index-map value (a layer norm's per-row scale
+ * recomputed for the backward) read only inside the union and not a graph output: the epilogue's loop computes
+ * it inline where it reads it, through the broadcast that widens it, and nothing stores it */
+static int inline_in_epilogue(fuser *F, int m, int ga, int gb, const pc_type *t) {
+  const pc_node *n = F->g->nodes[m];
+  int kind = pc_op_fuse_kind(n->op);
+  if ((kind != PC_FUSE_ELEM && kind != PC_FUSE_MOVE) || n->n_out != 1 || F->is_out[n->out[0]->id] ||
+      pc_type_numel(&n->out[0]->type) >= pc_type_numel(t))
+    return 0;
+  const pc_value *v = n->out[0];
+  for (int u = F->users.start[v->id]; u < F->users.start[v->id + 1]; u++) {
+    int gu = grp(F, F->users.list[u]);
+    if (gu != ga && gu != gb) return 0;
+  }
+  return 1;
+}
+
+/* a contraction's group: the contraction plus prims over its result's shape (and smaller values computed inline
+ * in its epilogue), none feeding it */
 static const char *contraction_clash(fuser *F, int ga, int gb) {
   pc_node **N = F->g->nodes;
   int ca = F->contract[ga], cb = F->contract[gb];
@@ -197,7 +215,7 @@ static const char *contraction_clash(fuser *F, int ga, int gb) {
   for (int pass = 0; pass < 2; pass++)
     FOR_MEMBERS(F, pass ? gb : ga, m) {
       if (N[m] == anchor || pc_op_fuse_kind(N[m]->op) == PC_FUSE_CONST) continue;
-      if (!same_dims(&N[m]->out[0]->type, t))
+      if (!same_dims(&N[m]->out[0]->type, t) && !inline_in_epilogue(F, m, ga, gb, t))
         return pc_strfmt(F->g, "%s is over %s, not the %s result's %s", opname(N[m]), type_str(F->g, &N[m]->out[0]->type),
                          opname(anchor), type_str(F->g, t));
     }

@@ -411,3 +411,26 @@ PC_TEST(codegen_conv1d_as_2d_rows) {
     pc_graph_free(g);
   }
 }
+
+/* A per-row value computed from saved statistics and broadcast into a dot's epilogue (a layer norm's sigma,
+ * recomputed for its backward, dividing a weight-gradient GEMM's result): the fuser puts the row chain and its
+ * broadcast in the dot's group, computed inline in the epilogue's loop. Before, the chain could not join (its
+ * values are not over the dot's result shape) and went to a kernel of its own that stored the broadcast at the
+ * dot's full size for the epilogue to read back (the encoder's training step: 1 MB a layer norm, ~4 ms a step) */
+PC_TEST(fuse_row_values_into_dot_epilogue) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 2, (int64_t[]){64, 32}));
+  pc_value *w = pc_input_add(g, "w", cg_ty(PC_f32, 2, (int64_t[]){32, 48}));
+  pc_value *v = pc_input_add(g, "v", cg_ty(PC_f32, 2, (int64_t[]){64, 1}));
+  pc_value *t = pc_sqrt(g, pc_add(g, pc_div(g, v, pc_full_like(g, 48.0, v)), pc_full_like(g, 1e-5, v)));
+  pc_value *bt = pc_broadcast_in_dim(g, t, 2, (int64_t[]){64, 48}, (int64_t[]){0, 1});
+  pc_value *d = pc_dot_general(g, x, w, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL);
+  pc_output_add(g, pc_div(g, d, bt));
+  CHECK_MSG(g->status == PC_OK, "%s", pc_error(g));
+  CHECK(pc_pass_fuse(g) == PC_OK);
+  CHECK_MSG(t->producer->group >= 0 && t->producer->group == d->producer->group && bt->producer->group == d->producer->group,
+            "sqrt in group %d, broadcast in %d, dot in %d", t->producer->group, bt->producer->group, d->producer->group);
+  CHECK_INT(g->n_groups, 1);
+  cg_check_graph(g, (cg_range){0.5, 2}, "row values in a dot's epilogue");
+  pc_graph_free(g);
+}
