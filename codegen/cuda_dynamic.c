@@ -163,13 +163,6 @@ static pc_status fail_at(const kir_program *p, int kernel, const char *sym, cons
                  kernel >= 0 ? " (a CUDA kernel)" : "", sym);
 }
 
-static uint64_t hash_bytes(const void *data, size_t n) {
-  const unsigned char *b = data;
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
-
 /* what must be equal to the bounds' program besides the text: buffers (none larger), weights, launches, the
  * graph's inputs and outputs; the kernel where they differ, or -2 for the buffers and the graph */
 static int same_program(const build *a, const build *b) {
@@ -196,15 +189,6 @@ static int same_program(const build *a, const build *b) {
   return -1;
 }
 
-static int weights_equal(const build *a, const build *b) {
-  if (!a->p.weights_size) return 1;
-  void *x = kir_weights_blob(&a->p), *y = kir_weights_blob(&b->p);
-  int same = x && y && hash_bytes(x, (size_t)a->p.weights_size) == hash_bytes(y, (size_t)b->p.weights_size) &&
-             !memcmp(x, y, (size_t)a->p.weights_size);
-  free(x);
-  free(y);
-  return same;
-}
 
 /* ---------------------------------------------------------------- fitting */
 
@@ -213,7 +197,19 @@ typedef struct fitter {
   const kir_dyn_pts *P;
   build *b;
   unsigned char have[KIR_DYN_MAX_POINTS];
+  void *w0; /* the bounds' weights blob, made once for the comparisons */
 } fitter;
+
+/* b's weights are the bounds' bytes (a constant that follows a dim would differ) */
+static int weights_equal(fitter *F, const build *b) {
+  const build *b0 = &F->b[0];
+  if (!b0->p.weights_size) return 1;
+  if (!F->w0 && !(F->w0 = kir_weights_blob(&b0->p))) return 0;
+  void *y = kir_weights_blob(&b->p);
+  int same = y && !memcmp(F->w0, y, (size_t)b0->p.weights_size);
+  free(y);
+  return same;
+}
 
 /* the value get(point build, i) at every point as a polynomial; a failure named at kernel */
 static pc_status fit_value(fitter *F, int64_t (*get)(const fitter *, int, int), int i, int kernel, const char *what,
@@ -341,7 +337,7 @@ static pc_status probe(const pc_codegen_opts *o, fitter *F, int k) {
                    ds->name[y], (long long)P->v[k][y], pc_error(b->g));
   }
   int kernel = same_program(b0, b), shape = kernel == -1 ? same_shape(&b0->t, &b->t, &kernel) : 0;
-  if (kernel == -1 && shape && !weights_equal(b0, b)) kernel = -3;
+  if (kernel == -1 && shape && !weights_equal(F, b)) kernel = -3;
   if (kernel == -1 && shape) {
     if (!keep_values(b)) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
     free(b->t.src), b->t.src = NULL; /* the literals' values are all the fit needs of its text */
@@ -373,7 +369,7 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   kir_cuda_dyn *d = pc_alloc(g, sizeof *d);
   if (!b || !d) return free(b), pc_fail(g, PC_ERR_NOMEM, "out of memory");
   memset(d, 0, sizeof *d);
-  fitter F = {ds, &P, b, {0}};
+  fitter F = {ds, &P, b, {0}, NULL};
   b[0].g = g;
   ds->n_builds = 1;
   pc_status s = render(o, ds->n_syms, &b[0]);
@@ -403,6 +399,7 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   *p = b[0].p;
   *launches = b[0].L;
   *dyn = s == PC_OK ? d : NULL;
+  free(F.w0);
   build_free(&b[0], 0);
   for (int k = 1; k < P.n; k++) build_free(&b[k], 1);
   free(b);
