@@ -37,6 +37,24 @@ static int expanding_broadcast(const pc_node *n) {
   return n->op == PC_OP_broadcast_in_dim && pc_type_numel(&n->out[0]->type) > pc_type_numel(&n->in[0]->type);
 }
 
+/* A value a broadcast's copy widens, itself computed by elementwise prims and index maps at a sixteenth of the
+ * broadcast's size or less (a layer norm's sigma recomputed for the backward): the copy gets its own copy of that
+ * chain (at most 8 deep), so that the kernel reading the broadcast can compute it inline instead of sharing a
+ * value that another kernel would then store broadcast. Graphs with recomputed prims only (training steps). */
+static pc_value *small_chain_copy(pc_graph *g, pc_value *v, int64_t wide_numel, int depth) {
+  const pc_node *p = v->producer;
+  int kind = p ? pc_op_fuse_kind(p->op) : PC_FUSE_CONST;
+  if (!g->remat_prims || depth >= 8 || !p || p->n_out != 1 || p->n_in > 8 || (kind != PC_FUSE_ELEM && kind != PC_FUSE_MOVE) ||
+      pc_type_numel(&v->type) * 16 > wide_numel || pc_type_numel(&v->type) == 1)
+    return v; /* a computed scalar stays one kernel's, its readers reading it in place (edge_rule) */
+  pc_value *in[8];
+  for (int k = 0; k < p->n_in; k++) in[k] = small_chain_copy(g, p->in[k], wide_numel, depth + 1);
+  pc_node *c = pc_node_add(g, p->op, in, p->n_in, p->attrs, p->n_attrs);
+  if (!c) return v;
+  c->origin = p->origin;
+  return c->out[0];
+}
+
 /* gives every consumer after the first its own copy of a cheap node (with wide, of an expanding broadcast too) */
 static pc_status clone_cheap(pc_graph *g, int wide) {
   pcp_sweep s;
@@ -54,7 +72,12 @@ static pc_status clone_cheap(pc_graph *g, int wide) {
         seen[c->in[k]->id] = 1;
         continue;
       }
-      pc_node *cl = pc_node_add(g, p->op, p->in, p->n_in, p->attrs, p->n_attrs);
+      pc_value *in0 = p->in[0]; /* built first: nodes built now land before c in build order */
+      if (expanding_broadcast(p)) in0 = small_chain_copy(g, p->in[0], pc_type_numel(&p->out[0]->type), 0);
+      pc_value *ins[8];
+      if (p->n_in > 8) continue;
+      for (int a = 0; a < p->n_in; a++) ins[a] = a ? p->in[a] : in0;
+      pc_node *cl = pc_node_add(g, p->op, ins, p->n_in, p->attrs, p->n_attrs);
       if (!cl) break;
       cl->origin = p->origin;
       c->in[k] = cl->out[0];

@@ -434,3 +434,29 @@ PC_TEST(fuse_row_values_into_dot_epilogue) {
   cg_check_graph(g, (cg_range){0.5, 2}, "row values in a dot's epilogue");
   pc_graph_free(g);
 }
+
+/* The same per-row value broadcast to two kernels of a training step (remat's sigma: a column sum over normalized x
+ * in one, the weight-gradient GEMM's epilogue in the other): the fuser's copy of the broadcast for the second reader
+ * gets its own copy of the small chain, so that it joins the GEMM's group instead of the first kernel's, which
+ * would store it broadcast at full size for the epilogue to read back */
+PC_TEST(fuse_row_chain_copied_into_dot_epilogue) {
+  pc_graph *g = pc_graph_new();
+  g->remat_prims = 1; /* a graph with recomputed prims, as a training step's */
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 2, (int64_t[]){64, 32}));
+  pc_value *w = pc_input_add(g, "w", cg_ty(PC_f32, 2, (int64_t[]){32, 48}));
+  pc_value *h = pc_input_add(g, "h", cg_ty(PC_f32, 2, (int64_t[]){64, 48}));
+  pc_value *v = pc_input_add(g, "v", cg_ty(PC_f32, 2, (int64_t[]){64, 1}));
+  pc_value *t = pc_sqrt(g, pc_add(g, pc_div(g, v, pc_full_like(g, 48.0, v)), pc_full_like(g, 1e-5, v)));
+  pc_value *b = pc_broadcast_in_dim(g, t, 2, (int64_t[]){64, 48}, (int64_t[]){0, 1}); /* one node, two readers */
+  pc_output_add(g, pc_reduce(g, PC_OP_reduce_sum, pc_div(g, h, b), 1, (int64_t[]){0})); /* a column sum: its own kernel */
+  pc_value *d = pc_dot_general(g, x, w, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL);
+  pc_output_add(g, pc_div(g, d, b));
+  CHECK_MSG(g->status == PC_OK, "%s", pc_error(g));
+  CHECK(pc_pass_fuse(g) == PC_OK);
+  const pc_node *div2 = g->outputs[1]->producer, *bc = div2->in[1]->producer;
+  CHECK_MSG(bc->op == PC_OP_broadcast_in_dim && bc->group == d->producer->group && bc->in[0] != t,
+            "the epilogue's broadcast in group %d (the dot's %d), reading %s", bc->group, d->producer->group,
+            bc->in[0] == t ? "the shared sigma" : "its own copy");
+  cg_check_graph(g, (cg_range){0.5, 2}, "a row chain copied into a dot's epilogue");
+  pc_graph_free(g);
+}
