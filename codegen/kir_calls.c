@@ -111,6 +111,43 @@ static int free_axes(const pc_type *t, const int64_t *a, int na, const int64_t *
   return n;
 }
 
+/* x seen as [batch axes, row axes, col axes] in place, its batch axes as one level (at == nb; *B2 1) or as two
+ * split at `at` (outer bax[0..at), inner bax[at..nb)): 0 when a part does not collapse */
+static int operand_in_place(const pc_value *x, const int64_t *bax, int nb, int at, const int64_t *rax, int nr,
+                            const int64_t *cax, int nc, mat3 *m, int64_t *B2, int64_t *sb2) {
+  *B2 = 1, *sb2 = 0;
+  return collapse(&x->type, bax, at, &m->B, &m->sb) && (at == nb || collapse(&x->type, bax + at, nb - at, B2, sb2)) &&
+         collapse(&x->type, rax, nr, &m->R, &m->sr) && collapse(&x->type, cax, nc, &m->C, &m->sc) &&
+         (m->sc <= 1 || m->sr <= 1);
+}
+
+/* an f32 dot whose operands need two batch levels to be read in place (heads split off [B, S, H, D]) ->
+ * primc_k_dot_b2, instead of a copy of each into [B, H, S, D]; 0 when one level serves or two do not */
+static int build_dot_b2(kir_program *p, const pc_node *n, const int64_t *lb, const int64_t *rb, int nb, const int64_t *lf,
+                        int nlf, const int64_t *lc, int nlc, const int64_t *rf, int nrf, const int64_t *rc, int nrc) {
+  const pc_value *a = n->in[0], *b = n->in[1];
+  mat3 ma, mb;
+  int64_t a2, as2, b2, bs2;
+  if (a->type.dtype != PC_f32 || nb < 2 ||
+      (operand_in_place(a, lb, nb, nb, lf, nlf, lc, nlc, &ma, &a2, &as2) &&
+       operand_in_place(b, rb, nb, nb, rc, nrc, rf, nrf, &mb, &b2, &bs2)))
+    return 0;
+  for (int at = 1; at < nb; at++) {
+    if (!operand_in_place(a, lb, nb, at, lf, nlf, lc, nlc, &ma, &a2, &as2) ||
+        !operand_in_place(b, rb, nb, at, rc, nrc, rf, nrf, &mb, &b2, &bs2))
+      continue;
+    kir_kernel *k = call_kernel(p, n, KC_dot_b2, 14);
+    if (!k) return -1;
+    int64_t prm[14] = {PC_f32, ma.B, a2, ma.R, mb.C, ma.C, ma.sb, as2, ma.sr, ma.sc, mb.sb, bs2, mb.sr, mb.sc};
+    memcpy(k->params, prm, sizeof prm);
+    call_arg(k, p->buf_of_value[n->out[0]->id]);
+    call_arg(k, p->buf_of_value[a->id]);
+    call_arg(k, p->buf_of_value[b->id]);
+    return 1;
+  }
+  return 0;
+}
+
 /* dot_general -> primc_k_dot: [dtype, B, M, N, K, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn], out contiguous [B,M,N] */
 static pc_status build_dot(kir_program *p, const pc_node *n) {
   int nlc = 0, nrc = 0, nlb = 0, nrb = 0;
@@ -119,6 +156,8 @@ static pc_status build_dot(kir_program *p, const pc_node *n) {
   const pc_value *a = n->in[0], *b = n->in[1];
   int64_t lf[PC_MAX_RANK], rf[PC_MAX_RANK];
   int nlf = free_axes(&a->type, lc, nlc, lb, nlb, lf), nrf = free_axes(&b->type, rc, nrc, rb, nrb, rf);
+  int b2 = nlb == nrb ? build_dot_b2(p, n, lb, rb, nlb, lf, nlf, lc, nlc, rf, nrf, rc, nrc) : 0;
+  if (b2) return b2 < 0 ? PC_ERR_NOMEM : PC_OK;
   mat3 ma, mb;
   int ba = operand_mat(p, n, a, lb, nlb, lf, nlf, lc, nlc, &ma);
   int bb = operand_mat(p, n, b, rb, nrb, rc, nrc, rf, nrf, &mb);

@@ -82,6 +82,7 @@ typedef struct simp_ctx {
   int *uses;             /* by value id: reads when the pass began */
   unsigned char *gained; /* by value id: a reader added since */
   int cap;               /* values when the pass began */
+  int backward;          /* the graph has a reverse mode's prims (a gradient, a training step) */
 } simp_ctx;
 
 typedef pc_value *(*rule_fn)(pc_graph *g, pc_node *n, simp_ctx *cx);
@@ -247,12 +248,52 @@ static int transpose_in_place(float *a, int64_t n, int64_t k) {
   return 1;
 }
 
+/* dot_general(transpose(x), ...) as a dot of x itself, its dim numbers renumbered, where the transpose keeps the
+ * order of the operand's free dims (the order the result takes them in): attention's heads split off [B, S, H, D]
+ * become batch dims (0, 2) of x, which codegen reads in place (kir_calls.c's dot_b2) instead of a transposed copy
+ * per operand. f32 dots of graphs with a reverse mode only: in inference the transposes are what
+ * pc_attention_match looks for, and the fused attention call reads them as index maps anyway. */
+static pc_value *fold_transposes(pc_graph *g, pc_node *n) {
+  int nc = 0, nc2 = 0, nb = 0, nb2 = 0;
+  const int64_t *c0 = pc_attr_ints(n, "lhs_contract", &nc), *c1 = pc_attr_ints(n, "rhs_contract", &nc2);
+  const int64_t *b0 = pc_attr_ints(n, "lhs_batch", &nb), *b1 = pc_attr_ints(n, "rhs_batch", &nb2);
+  if (n->out[0]->type.dtype != PC_f32 || nc != nc2 || nb != nb2 || nc > PC_MAX_RANK || nb > PC_MAX_RANK) return NULL;
+  int64_t con[2][PC_MAX_RANK], bat[2][PC_MAX_RANK];
+  for (int i = 0; i < nc; i++) con[0][i] = c0[i], con[1][i] = c1[i];
+  for (int i = 0; i < nb; i++) bat[0][i] = b0[i], bat[1][i] = b1[i];
+  pc_value *ops[2] = {n->in[0], n->in[1]};
+  int changed = 0;
+  for (int side = 0; side < 2; side++) {
+    const pc_node *t = ops[side]->producer;
+    int np = 0;
+    const int64_t *perm = t && t->op == PC_OP_transpose ? pc_attr_ints(t, "perm", &np) : NULL;
+    if (!perm || np != ops[side]->type.rank) continue;
+    char used[PC_MAX_RANK] = {0};
+    for (int i = 0; i < nc; i++) used[con[side][i]] = 1;
+    for (int i = 0; i < nb; i++) used[bat[side][i]] = 1;
+    int64_t last = -1, ok = 1;
+    for (int d = 0; d < np && ok; d++) /* the free dims, in the result's order, must stay in order in x */
+      if (!used[d]) ok = perm[d] > last, last = perm[d];
+    if (!ok) continue;
+    for (int i = 0; i < nc; i++) con[side][i] = perm[con[side][i]];
+    for (int i = 0; i < nb; i++) bat[side][i] = perm[bat[side][i]];
+    ops[side] = t->in[0];
+    changed = 1;
+  }
+  if (!changed) return NULL;
+  pc_value *d = pc_dot_general(g, ops[0], ops[1], nc, con[0], con[1], nb, bat[0], bat[1]);
+  if (d) d->producer->origin = n->origin;
+  return d;
+}
+
 /* A constant matrix operand [N, K] contracted over its last dim (nn.Linear's weight,
  * ONNX Gemm transB): stored transposed once here, so the GEMM reads B's rows in place
  * instead of transposing the weight on every call. Exact: the same numbers, moved.
  * A weight only this dot reads is transposed where it is, the old constant then dead:
  * a large model's weights are not held twice (compile memory, issue 26). */
 static pc_value *r_dot(pc_graph *g, pc_node *n, simp_ctx *cx) {
+  pc_value *folded = cx->backward ? fold_transposes(g, n) : NULL;
+  if (folded) return folded;
   int nrc = 0, nlc = 0, nrb = 0;
   const int64_t *rc = pc_attr_ints(n, "rhs_contract", &nrc), *lc = pc_attr_ints(n, "lhs_contract", &nlc);
   pc_attr_ints(n, "rhs_batch", &nrb);
@@ -296,7 +337,7 @@ static const rule_fn rules[PC_OP_COUNT] = {
 pc_status pc_pass_simplify(pc_graph *g) {
   if (g->status != PC_OK) return g->status;
   size_t nv = (size_t)g->n_values + 1;
-  simp_ctx cx = {calloc(nv, sizeof(pc_value *)), calloc(nv, sizeof(int)), calloc(nv, 1), g->n_values};
+  simp_ctx cx = {calloc(nv, sizeof(pc_value *)), calloc(nv, sizeof(int)), calloc(nv, 1), g->n_values, 0};
   pcp_sweep s;
   if (!cx.transposed || !cx.uses || !cx.gained || pcp_sweep_begin(g, &s) != PC_OK) {
     free(cx.transposed), free(cx.uses), free(cx.gained);
@@ -305,6 +346,7 @@ pc_status pc_pass_simplify(pc_graph *g) {
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) cx.uses[g->nodes[i]->in[k]->id]++;
   for (int i = 0; i < g->n_outputs; i++) cx.uses[g->outputs[i]->id]++;
+  for (int i = 0; i < g->n_nodes && !cx.backward; i++) cx.backward = g->nodes[i]->backward && !g->nodes[i]->dead;
   for (int i = 0; i < s.n0 && g->status == PC_OK; i++) {
     pc_node *n = pcp_sweep_visit(&s, i);
     if (n->dead || n->n_out != 1 || !rules[n->op]) continue;

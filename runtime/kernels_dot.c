@@ -44,23 +44,31 @@ static void dot_generic(int dt, int64_t M, int64_t N, int64_t K, const char *a, 
 /* elements of C below which the epilogue runs on the calling thread */
 #define EPI_SPLIT_ELEMS 32768
 
+/* a strided dot's shape, from dot's params or dot_b2's: batch i is (i / B2, i % B2), its operands at
+ * (i / B2) * sb + (i % B2) * sb2 elements; out [B, M, N] contiguous */
+typedef struct dot_shape {
+  int dt;
+  int64_t B, B2, M, N, K, a_sb, a_sb2, a_sm, a_sk, b_sb, b_sb2, b_sk, b_sn;
+} dot_shape;
+
 /* one batch of a strided dot: f32 and f64 through our GEMMs, the rest element by element */
 typedef struct dot_job {
-  const int64_t *q;
+  const dot_shape *s;
   void *const *bufs;
   int blas, ta, tb;
   int64_t lda, ldb;
 } dot_job;
 
 static void dot_batch(const dot_job *j, int64_t i) {
-  const int64_t *q = j->q;
-  int dt = (int)q[0];
-  int64_t M = q[2], N = q[3], K = q[4];
+  const dot_shape *s = j->s;
+  int dt = s->dt;
+  int64_t M = s->M, N = s->N, K = s->K, i1 = i / s->B2, i2 = i % s->B2;
   size_t es = dsize(dt);
-  const char *ai = (const char *)j->bufs[1] + (size_t)(i * q[5]) * es, *bi = (const char *)j->bufs[2] + (size_t)(i * q[8]) * es;
+  const char *ai = (const char *)j->bufs[1] + (size_t)(i1 * s->a_sb + i2 * s->a_sb2) * es;
+  const char *bi = (const char *)j->bufs[2] + (size_t)(i1 * s->b_sb + i2 * s->b_sb2) * es;
   char *oi = (char *)j->bufs[0] + (size_t)(i * M * N) * es;
   if (!j->blas)
-    dot_generic(dt, M, N, K, ai, q[6], q[7], bi, q[9], q[10], oi);
+    dot_generic(dt, M, N, K, ai, s->a_sm, s->a_sk, bi, s->b_sk, s->b_sn, oi);
   else if (dt == PRIMC_F32)
     primc_sgemm(j->ta, j->tb, M, N, K, 1.0f, (const float *)ai, j->lda, (const float *)bi, j->ldb, 0.0f, (float *)oi, N);
   else
@@ -74,20 +82,30 @@ static void dot_batches(void *ctx, int64_t b, int64_t e) {
 /* below this many multiply-adds per batch, batches (attention heads) go to the threads whole */
 #define DOT_BATCH_SPLIT_FLOPS (1 << 22)
 
+static int dot_run(const dot_shape *s, void *const *bufs) {
+  if (s->M * s->N == 0 || s->B == 0) return PRIMC_OK;
+  if (s->B2 < 1) return PRIMC_ERR_RUNTIME;
+  dot_job j = {s, bufs, 0, 0, 0, 0, 0};
+  j.blas = (s->dt == PRIMC_F32 || s->dt == PRIMC_F64) && s->K > 0 && blas_layout(s->M, s->K, s->a_sm, s->a_sk, &j.ta, &j.lda) &&
+           blas_layout(s->K, s->N, s->b_sk, s->b_sn, &j.tb, &j.ldb);
+  double flops = (double)s->M * (double)s->N * (double)s->K;
+  if (s->B > 1 && j.blas && s->dt == PRIMC_F32 && flops < DOT_BATCH_SPLIT_FLOPS && flops * (double)s->B >= (1 << 18))
+    primc_parallel_for(s->B, dot_batches, &j); /* primc_sgemm runs inline on a pool thread */
+  else
+    dot_batches(&j, 0, s->B);
+  return PRIMC_OK;
+}
+
 /* params: dtype, B, M, N, K, a strides (batch, m, k), b strides (batch, k, n); out is [B, M, N] */
 int primc_k_dot(const int64_t *q, void *const *bufs) {
-  int dt = (int)q[0];
-  int64_t B = q[1], M = q[2], N = q[3], K = q[4];
-  if (M * N == 0) return PRIMC_OK;
-  dot_job j = {q, bufs, 0, 0, 0, 0, 0};
-  j.blas = (dt == PRIMC_F32 || dt == PRIMC_F64) && K > 0 && blas_layout(M, K, q[6], q[7], &j.ta, &j.lda) &&
-           blas_layout(K, N, q[9], q[10], &j.tb, &j.ldb);
-  double flops = (double)M * (double)N * (double)K;
-  if (B > 1 && j.blas && dt == PRIMC_F32 && flops < DOT_BATCH_SPLIT_FLOPS && flops * (double)B >= (1 << 18))
-    primc_parallel_for(B, dot_batches, &j); /* primc_sgemm runs inline on a pool thread */
-  else
-    dot_batches(&j, 0, B);
-  return PRIMC_OK;
+  dot_shape s = {(int)q[0], q[1], 1, q[2], q[3], q[4], q[5], 0, q[6], q[7], q[8], 0, q[9], q[10]};
+  return dot_run(&s, bufs);
+}
+
+/* params: dtype, B1, B2, M, N, K, a strides (b1, b2, m, k), b strides (b1, b2, k, n); out is [B1, B2, M, N] */
+int primc_k_dot_b2(const int64_t *q, void *const *bufs) {
+  dot_shape s = {(int)q[0], q[1] * q[2], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11], q[12], q[13]};
+  return dot_run(&s, bufs);
 }
 
 /* params as dot's (B's strides unused), then the packed B's bytes; bufs: out, a, B packed by primc_sgemm_pack_b */

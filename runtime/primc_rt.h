@@ -229,6 +229,8 @@ int primc_weights_map_err(const char *path, int64_t size, void **base, char *err
 /* Kernels generated code calls (runtime/kernels_*.c): params are compile-time
  * constants laid out as codegen/calls.def's rows say, bufs the operand pointers (outputs first). */
 int primc_k_dot(const int64_t *params, void *const *bufs);
+/* dot with two batch levels (attention heads split off a [B, S, H, D] value: B and H have strides of their own) */
+int primc_k_dot_b2(const int64_t *params, void *const *bufs);
 /* y = softmax(Q K^T * scale + mask) V per (b0, b1) with online softmax over key tiles, never the Sq x Sk
  * scores (runtime/attention.c). params: [f32 dtype, B0, B1, Sq, Sk, D, Dv, then for Q, K, V, mask and y an
  * element offset and strides (b0, b1, row, column: Q [query, d], K [key, d], V [key, dv], mask [query, key],

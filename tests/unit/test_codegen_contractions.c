@@ -460,3 +460,47 @@ PC_TEST(fuse_row_chain_copied_into_dot_epilogue) {
   cg_check_graph(g, (cg_range){0.5, 2}, "a row chain copied into a dot's epilogue");
   pc_graph_free(g);
 }
+
+/* Attention's scores over heads split off [B, S, H, D] without a transpose: the dot's batch dims (0, 2) collapse
+ * into two levels, not one, and the call reads both operands in place (primc_k_dot_b2) rather than a copy of each
+ * into [B, H, S, D]; compiled against the interpreter. */
+PC_TEST(codegen_dot_two_batch_levels) {
+  pc_graph *g = pc_graph_new();
+  pc_value *q = pc_input_add(g, "q", cg_ty(PC_f32, 4, (int64_t[]){2, 5, 3, 4}));
+  pc_value *k = pc_input_add(g, "k", cg_ty(PC_f32, 4, (int64_t[]){2, 6, 3, 4}));
+  pc_output_add(g, pc_dot_general(g, q, k, 1, (int64_t[]){3}, (int64_t[]){3}, 2, (int64_t[]){0, 2}, (int64_t[]){0, 2}));
+  char *buf = cg_llvm_text(g, 0);
+  CHECK_CONTAINS(buf ? buf : "", "@primc_k_dot_b2(");
+  CHECK(buf && !strstr(buf, "@primc_k_dot("));
+  free(buf);
+  cg_check_graph(g, (cg_range){-1, 1}, "dot over two batch levels");
+  pc_graph_free(g);
+}
+
+/* In a graph with a reverse mode, a transpose feeding a dot folds into the dot's dim numbers (simplify): the head
+ * split [B, S, H, D] -> [B, H, S, D] of attention's Q is no kernel any more, and the result is the same */
+PC_TEST(simplify_folds_transposes_into_dots) {
+  pc_graph *g = pc_graph_new();
+  pc_value *q = pc_input_add(g, "q", cg_ty(PC_f32, 4, (int64_t[]){2, 5, 3, 4}));
+  pc_value *k = pc_input_add(g, "k", cg_ty(PC_f32, 4, (int64_t[]){2, 3, 6, 4}));
+  pc_value *qt = pc_transpose(g, q, (int64_t[]){0, 2, 1, 3}); /* [2, 3, 5, 4] */
+  pc_value *s = pc_dot_general(g, qt, k, 1, (int64_t[]){3}, (int64_t[]){3}, 2, (int64_t[]){0, 1}, (int64_t[]){0, 1});
+  s->producer->backward = 1; /* a gradient prim, as autodiff stamps them */
+  pc_output_add(g, s);
+  pc_tensor in[2] = {cg_make_input(q, (cg_range){-1, 1}), cg_make_input(k, (cg_range){-1, 1})}, before, after;
+  memset(&before, 0, sizeof before), memset(&after, 0, sizeof after);
+  CHECK(pc_interp(g, in, 2, &before, 1) == PC_OK);
+  CHECK(pc_pass_simplify(g) == PC_OK && pc_pass_dce(g) == PC_OK);
+  int transposes = 0;
+  for (int i = 0; i < g->n_nodes; i++) transposes += g->nodes[i]->op == PC_OP_transpose;
+  CHECK_INT(transposes, 0);
+  const pc_node *d = g->outputs[0]->producer;
+  int nb = 0;
+  const int64_t *lb = pc_attr_ints(d, "lhs_batch", &nb);
+  CHECK(d->op == PC_OP_dot_general && d->in[0] == q && nb == 2 && lb[0] == 0 && lb[1] == 2);
+  CHECK(pc_interp(g, in, 2, &after, 1) == PC_OK);
+  CHECK(before.data && after.data && !memcmp(before.data, after.data, pc_tensor_nbytes(&before)));
+  cg_check_graph(g, (cg_range){-1, 1}, "a folded head split");
+  pc_tensor_free(&before), pc_tensor_free(&after), free(in[0].data), free(in[1].data);
+  pc_graph_free(g);
+}

@@ -214,6 +214,12 @@ static void build_dot(pc_graph *g) {
   out(g, pc_dot_general(g, h, k, 1, I64S(1), I64S(0), 0, NULL, NULL));
 }
 
+/* heads split off [B, S, H, D] read in place: batch dims (0, 2), two strided levels (dot_b2) */
+static void build_dot_b2(pc_graph *g) {
+  pc_value *q = in(g, PC_f32, 4, I64S(2, 5, 3, 4)), *k = in(g, PC_f32, 4, I64S(2, 6, 3, 4));
+  out(g, pc_dot_general(g, q, k, 1, I64S(3), I64S(3), 2, I64S(0, 2), I64S(0, 2)));
+}
+
 static void build_conv(pc_graph *g) {
   pc_value *x = in(g, PC_f32, 4, I64S(2, 4, 9, 9)), *w = in(g, PC_f32, 4, I64S(6, 2, 3, 3));
   pc_value *xs[2] = {x, w};
@@ -443,6 +449,7 @@ static const gcase cases[] = {
     {"reduce", build_reduce, 0.5, 1.5, 0, NULL, 0, 0, 0, 0},
     {"reduce_big", build_reduce_big, -1, 1, 0, NULL, 0, 0, 0, 0},
     {"dot", build_dot, -2, 2, 0, NULL, 0, 0, 0, 0},
+    {"dot_b2", build_dot_b2, -2, 2, 0, NULL, 0, 0, 0, 0},
     {"conv", build_conv, -1, 1, 0, NULL, 0, 0, 0, 0},
     {"fft", build_fft, -1, 1, 0, NULL, 0, 0, 0, 0},
     {"sort", build_sort, -5, 5, 0, NULL, 0, 0, 0, 0},
