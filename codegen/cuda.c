@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ---------------------------------------------------------------- dtypes */
 
 const cu_dtype cu_types[PC_DTYPE_COUNT] = {
@@ -290,7 +289,7 @@ int cu_loop_supported(const kir_kernel *k) {
 /* out[map(i)] = expr(i) over all loops, one thread per point */
 static pc_status render_pointwise(cctx *C, const kir_kernel *k) {
   int64_t total = extent_product(k, 0, k->n_loops);
-  C->launch->grid = cu_grid1(C, total, CU_BLOCK);
+  cu_grid1(C, total, CU_BLOCK);
   cu_line(C, 1, "PC_GRID_STRIDE(lin, %lldLL) {", (long long)total);
   decompose(C, 2, k, 0, k->n_loops, "lin");
   cu_emit_stores(C, k, 2);
@@ -373,7 +372,7 @@ static void reduction_row(cctx *C, const kir_kernel *k, int sbase) {
 /* one block per output row (the parallel loops), its threads striding over the reduced loops */
 static pc_status render_reduction(cctx *C, const kir_kernel *k) {
   int64_t rows = extent_product(k, 0, k->n_par);
-  C->launch->grid = cu_grid1(C, rows, 1);
+  cu_grid1(C, rows, 1);
   pc_status st = reduction_shared(C, k, 0);
   if (st != PC_OK) return st;
   cu_line(C, 1, "for (long long row = blockIdx.x; row < %lldLL; row += gridDim.x) {", (long long)rows);
@@ -458,7 +457,7 @@ static pc_status render_row_chain(cctx *C, int i, int n) {
   if (st != PC_OK) return st;
   int64_t rows = extent_product(ch, 0, ch->n_par);
   C->launch->block = CU_BLOCK;
-  C->launch->grid = cu_grid1(C, rows, 1);
+  cu_grid1(C, rows, 1);
   for (int j = 0, sb = 0; j < n; sb += ch[j].n_stores, j++)
     if (ch[j].n_loops > ch[j].n_par && (st = reduction_shared(C, &ch[j], sb)) != PC_OK) return st;
   cu_line(C, 1, "for (long long row = blockIdx.x; row < %lldLL; row += gridDim.x) {", (long long)rows);
