@@ -290,14 +290,7 @@ static pc_status fit_all(fitter *F, kir_cuda_dyn *d, char **src) {
     kir_poly q;
     s = fit_value(F, get_val, at_in + i, -1, "an input dim", &q, &moves);
     if (s != PC_OK || !moves) continue;
-    for (int y = 0; y < d->n_syms; y++) {
-      kir_poly just = {{0}};
-      int t = 1;
-      for (int r = 0; r < y; r++) t *= 3;
-      just.c[t] = 1;
-      if (!memcmp(&q, &just, sizeof q)) d->in_sym[i] = y;
-    }
-    if (d->in_sym[i] < 0)
+    if ((d->in_sym[i] = kir_poly_sym(&q, d->n_syms)) < 0)
       s = pc_fail(g, PC_ERR_UNSUPPORTED, "input \"%s\" dim %d follows the dims given by --dim but is none of them",
                   g->inputs[i / PC_MAX_RANK]->name ? g->inputs[i / PC_MAX_RANK]->name : "?", i % PC_MAX_RANK);
   }
@@ -367,21 +360,20 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   kir_dyn_points(ds, &P);
   build *b = calloc((size_t)P.n, sizeof *b);
   kir_cuda_dyn *d = pc_alloc(g, sizeof *d);
-  if (!b || !d) return free(b), pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  memset(d, 0, sizeof *d);
+  if (!b || !d) return free(b), pc_fail(g, PC_ERR_NOMEM, "out of memory"); /* pc_alloc zeroes d */
   fitter F = {ds, &P, b, {0}, NULL};
   b[0].g = g;
   ds->n_builds = 1;
   pc_status s = render(o, ds->n_syms, &b[0]);
   F.have[0] = 1;
-  for (int k = 0; k < b[0].p.n_kernels && s == PC_OK; k++)
-    if (b[0].p.kernels[k].kind == KK_CALL && b[0].p.kernels[k].call == KC_nonzero)
-      s = fail_at(&b[0].p, k, ds->name[0], "a data-dependent size (NonZero) with dims given as ranges is not supported yet");
+  int nz = s == PC_OK ? kir_dyn_nonzero_kernel(&b[0].p) : -1;
+  if (nz >= 0) s = fail_at(&b[0].p, nz, ds->name[0], KIR_DYN_NONZERO_WHY);
   for (int k = 1; s == PC_OK && k < P.n; k++) {
     pc_progress(o, "run-time dims (CUDA)", k, P.n);
     s = probe(o, &F, k);
     if (b[k].g) pc_graph_free(b[k].g), b[k].g = NULL; /* a soft point skipped, or a failure */
   }
+  if (s == PC_OK) kir_dyn_note_unchecked(ds, &P, F.have);
   if (s == PC_OK && !keep_values(&b[0])) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   d->n_syms = ds->n_syms;
   for (int y = 0; y < ds->n_syms; y++) d->name[y] = ds->name[y], d->lo[y] = ds->lo[y], d->hi[y] = ds->hi[y];
@@ -390,11 +382,7 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   d->in_sym = pc_alloc(g, sizeof *d->in_sym * (size_t)(g->n_inputs * PC_MAX_RANK + 1));
   d->out_dim = pc_alloc(g, sizeof *d->out_dim * (size_t)(g->n_outputs * PC_MAX_RANK + 1));
   if (s == PC_OK && (!d->work || !d->in_sym || !d->out_dim)) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  if (s == PC_OK) {
-    memset(d->work, 0, sizeof *d->work * (size_t)(nk * PC_CUDA_GRID_FACTORS + 1));
-    memset(d->out_dim, 0, sizeof *d->out_dim * (size_t)(g->n_outputs * PC_MAX_RANK + 1));
-    s = fit_all(&F, d, src);
-  }
+  if (s == PC_OK) s = fit_all(&F, d, src);
   ds->n_sizes = d->n_sizes;
   *p = b[0].p;
   *launches = b[0].L;

@@ -227,6 +227,15 @@ static i128 poly_eval(const kir_poly *q, int n_syms, const int64_t *v) {
 
 int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym) { return (int64_t)poly_eval(q, n_syms, sym); }
 
+int kir_poly_sym(const kir_poly *q, int n_syms) {
+  for (int s = 0, t = 1; s < n_syms; s++, t *= 3) {
+    kir_poly just = {{0}};
+    just.c[t] = 1;
+    if (!memcmp(q, &just, sizeof just)) return s;
+  }
+  return -1;
+}
+
 /* y over the grid (index sum_s i_s * stride_s, i_s < npts[s]) as a polynomial: one 1-D fit per symbol in turn */
 static int fit(const kir_dyn_pts *P, const i128 *grid, int n_grid, kir_poly *q) {
   i128 a[243], line[3], c[3];
@@ -308,13 +317,23 @@ int kir_dyn_moved(const pc_dyn_spec *ds, const kir_dyn_pts *P, int i) {
   return 0;
 }
 
-/* ---------------------------------------------------------------- the builds */
+int kir_dyn_nonzero_kernel(const kir_program *p) {
+  for (int i = 0; i < p->n_kernels; i++)
+    if (p->kernels[i].kind == KK_CALL && p->kernels[i].call == KC_nonzero) return i;
+  return -1;
+}
 
-typedef struct point {
-  int64_t v[KIR_DYN_MAX_SYMS];
-  int soft;          /* a check that may build differently (a dim of 1): skipped then */
-  int64_t *vals;     /* the sizes of its build, NULL when skipped */
-} point;
+void kir_dyn_note_unchecked(pc_dyn_spec *ds, const kir_dyn_pts *P, const unsigned char *have) {
+  for (int i = P->n_grid; i < P->n; i++)
+    if (P->soft[i] && !have[i]) { /* said in --report: that value runs code fitted at the others */
+      size_t k = strlen(ds->probes);
+      int y = kir_dyn_moved(ds, P, i);
+      snprintf(ds->probes + k, sizeof ds->probes - k, " (%s=%lld builds another program: not checked)", ds->name[y],
+               (long long)P->v[i][y]);
+    }
+}
+
+/* ---------------------------------------------------------------- the builds */
 
 static pc_status kernel_fail(kir_program *p, int kernel, const char *sym, const char *why) {
   pc_graph *g = p->g;
@@ -327,30 +346,24 @@ static pc_status kernel_fail(kir_program *p, int kernel, const char *sym, const 
                  sym, sym);
 }
 
-/* the symbol a point differs in from the bounds (the first, for points that move several) */
-static int moved_sym(const pc_dyn_spec *d, const point *pt) {
-  for (int s = 0; s < d->n_syms; s++)
-    if (pt->v[s] != d->hi[s]) return s;
-  return 0;
-}
-
-static const char *moved(const pc_dyn_spec *d, const point *pt) { return d->name[moved_sym(d, pt)]; }
-
-/* builds the program at pt and keeps its sizes; a structure unlike base's fails, or skips a soft point */
-static pc_status probe(kir_program *p, const pc_codegen_opts *o, const walk *base, point *pt) {
+/* builds the program at point i of P and keeps its sizes in *vals (NULL when a soft point builds another program);
+ * a structure unlike base's fails */
+static pc_status probe(kir_program *p, const pc_codegen_opts *o, const walk *base, const kir_dyn_pts *P, int i,
+                       int64_t **vals) {
   pc_dyn_spec *d = o->dyn;
-  pc_graph *g2 = d->build(d->ctx, pt->v);
+  const int64_t *v = P->v[i];
+  pc_graph *g2 = d->build(d->ctx, v);
   if (!g2) return pc_fail(p->g, PC_ERR_NOMEM, "out of memory");
   d->n_builds++;
   pc_status s = g2->status;
   kir_program p2;
   if (s == PC_OK) s = kir_build_cpu(g2, o, &p2);
   if (s != PC_OK) {
-    if (pt->soft) return pc_graph_free(g2), PC_OK;
+    if (P->soft[i]) return pc_graph_free(g2), PC_OK;
     char why[600] = "";
     for (int k = 0; k < d->n_syms; k++)
-      if (pt->v[k] != d->hi[k])
-        snprintf(why, sizeof why, "the model does not build at %s=%lld: %.480s", d->name[k], (long long)pt->v[k],
+      if (v[k] != d->hi[k])
+        snprintf(why, sizeof why, "the model does not build at %s=%lld: %.480s", d->name[k], (long long)v[k],
                  pc_error(g2));
     pc_graph_free(g2);
     return pc_fail(p->g, PC_ERR_UNSUPPORTED, "%s", why);
@@ -364,22 +377,22 @@ static pc_status probe(kir_program *p, const pc_codegen_opts *o, const walk *bas
     if (w.sig[i] != base->sig[i]) differ = 1, at = i;
   for (int i = 0; s == PC_OK && !differ && i < p->n_bufs; i++)
     if (p2.bufs[i].nbytes > p->bufs[i].nbytes) differ = 1; /* the plan at the bounds must hold every size */
-  if (s == PC_OK && differ && !pt->soft) {
+  if (s == PC_OK && differ && !P->soft[i]) {
     int kernel = at >= 0 ? base->sig_kernel[at] : -1;
     char why[200];
-    int k = moved_sym(d, pt);
+    int k = kir_dyn_moved(d, P, i);
     const char *sym = d->name[k];
-    long long v = (long long)pt->v[k];
+    long long at_k = (long long)v[k];
     if (p2.n_kernels != p->n_kernels) /* a loop unrolled over the dim (an RNN over its sequence) */
       snprintf(why, sizeof why, "the number of kernels follows it (%d at %s=%lld, %d at %lld)", p->n_kernels, sym,
-               (long long)d->hi[k], p2.n_kernels, v);
+               (long long)d->hi[k], p2.n_kernels, at_k);
     else
       snprintf(why, sizeof why, "the program compiled at %s=%lld differs from the one at the bound, not only in its "
-               "sizes (another kernel or row, a constant that follows it)", sym, v);
+               "sizes (another kernel or row, a constant that follows it)", sym, at_k);
     s = kernel_fail(p, p2.n_kernels != p->n_kernels ? -2 : kernel, sym, why);
   }
   if (s == PC_OK && !differ) {
-    pt->vals = w.val;
+    *vals = w.val;
     w.val = NULL;
   }
   walk_free(&w);
@@ -442,14 +455,7 @@ static pc_status install(kir_program *p, const pc_dyn_spec *ds, const walk *base
   for (int i = 0; i < g->n_inputs; i++)
     for (int dd = 0; dd < PC_MAX_RANK; dd++) {
       const kir_poly *q = dd < g->inputs[i]->type.rank ? kir_dyn_poly(p, &g->inputs[i]->type.dims[dd]) : NULL;
-      int sym = -1;
-      for (int s = 0; q && s < ds->n_syms; s++) {
-        int t = 1;
-        for (int r = 0; r < s; r++) t *= 3;
-        kir_poly just = {{0}};
-        just.c[t] = 1;
-        if (!memcmp(q, &just, sizeof just)) sym = s;
-      }
+      int sym = q ? kir_poly_sym(q, ds->n_syms) : -1;
       if (q && sym < 0)
         return pc_fail(g, PC_ERR_UNSUPPORTED, "input \"%s\" dim %d follows the dims given by --dim but is none of them",
                        g->inputs[i]->name ? g->inputs[i]->name : "?", dd);
@@ -475,54 +481,47 @@ pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
   if (ds->n_syms < 1 || ds->n_syms > KIR_DYN_MAX_SYMS)
     return pc_fail(g, PC_ERR_UNSUPPORTED, "%d dims given as ranges: one binary follows at most %d", ds->n_syms,
                    KIR_DYN_MAX_SYMS);
-  for (int i = 0; i < p->n_kernels; i++) /* nonzero's count is a symbol of its own, written by the run */
-    if (p->kernels[i].kind == KK_CALL && p->kernels[i].call == KC_nonzero)
-      return kernel_fail(p, i, ds->name[0], "a data-dependent size (NonZero) with dims given as ranges is not supported yet");
+  int nz = kir_dyn_nonzero_kernel(p);
+  if (nz >= 0) return kernel_fail(p, nz, ds->name[0], KIR_DYN_NONZERO_WHY);
   kir_dyn_pts P;
   kir_dyn_points(ds, &P);
-  point *pts = calloc((size_t)P.n, sizeof *pts);
+  int64_t **vals = calloc((size_t)P.n, sizeof *vals); /* each point's sizes, NULL where a soft point was skipped */
   walk base = {0};
   walk_program(&base, p);
   ds->n_builds = 1;
-  pc_status s = pts && !base.oom ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  pc_status s = vals && !base.oom ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; s == PC_OK && i < P.n; i++) {
-    memcpy(pts[i].v, P.v[i], sizeof pts[i].v);
-    pts[i].soft = P.soft[i];
     if (i == 0) { /* the bounds: the program that runs */
-      pts[i].vals = malloc(sizeof *pts[i].vals * (size_t)(base.n_val + 1));
-      if (!pts[i].vals) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
-      else memcpy(pts[i].vals, base.val, sizeof *base.val * (size_t)base.n_val);
+      vals[i] = malloc(sizeof *vals[i] * (size_t)(base.n_val + 1));
+      if (!vals[i]) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+      else memcpy(vals[i], base.val, sizeof *base.val * (size_t)base.n_val);
       continue;
     }
     pc_progress(o, "run-time dims", i, P.n);
-    s = probe(p, o, &base, &pts[i]);
+    s = probe(p, o, &base, &P, i, &vals[i]);
   }
-  for (int i = P.n_grid; s == PC_OK && i < P.n; i++)
-    if (pts[i].soft && !pts[i].vals) { /* said in --report: that value runs code fitted at the others */
-      size_t k = strlen(ds->probes);
-      int y = moved_sym(ds, &pts[i]);
-      snprintf(ds->probes + k, sizeof ds->probes - k, " (%s=%lld builds another program: not checked)", ds->name[y],
-               (long long)pts[i].v[y]);
-    }
+  int64_t y[KIR_DYN_MAX_POINTS];
+  unsigned char have[KIR_DYN_MAX_POINTS];
+  for (int i = 0; vals && i < P.n; i++) have[i] = vals[i] != NULL;
+  if (s == PC_OK) kir_dyn_note_unchecked(ds, &P, have);
   kir_poly *polys = s == PC_OK ? calloc((size_t)base.n_val + 1, sizeof *polys) : NULL;
   char *moves = s == PC_OK ? calloc((size_t)base.n_val + 1, 1) : NULL;
   if (s == PC_OK && (!polys || !moves)) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  int64_t y[KIR_DYN_MAX_POINTS];
-  unsigned char have[KIR_DYN_MAX_POINTS];
   for (int f = 0; s == PC_OK && f < base.n_val; f++) {
-    for (int i = 0; i < P.n; i++) have[i] = pts[i].vals != NULL, y[i] = have[i] ? pts[i].vals[f] : 0;
+    for (int i = 0; i < P.n; i++) y[i] = have[i] ? vals[i][f] : 0;
     int bad = 0, r = kir_dyn_fit_series(&P, y, have, &polys[f], &bad);
     if (r == KIR_FIT_SAME) continue;
     int kernel = base.val_kernel[f];
     if (r == KIR_FIT_NONE) s = kernel_fail(p, kernel, ds->name[0], "a size follows it in no polynomial way (rounded to a tile?)");
     if (r == KIR_FIT_CHECK)
-      s = kernel_fail(p, kernel, moved(ds, &pts[bad]), "a size follows it in no polynomial way (a check failed)");
+      s = kernel_fail(p, kernel, ds->name[kir_dyn_moved(ds, &P, bad)],
+                      "a size follows it in no polynomial way (a check failed)");
     moves[f] = 1;
     ds->n_sizes++;
   }
   if (s == PC_OK) s = install(p, ds, &base, polys, moves);
-  for (int i = 0; pts && i < P.n; i++) free(pts[i].vals);
-  free(pts);
+  for (int i = 0; vals && i < P.n; i++) free(vals[i]);
+  free(vals);
   free(polys);
   free(moves);
   walk_free(&base);

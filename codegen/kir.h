@@ -197,6 +197,8 @@ typedef struct kir_dyn {
 /* the polynomial of a size of p that follows the symbols, NULL for one that does not (or a static program) */
 const kir_poly *kir_dyn_poly(const kir_program *p, const int64_t *field);
 int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym);
+/* s when q is symbol s itself (an input dim that is a run-time dim), else -1 */
+int kir_poly_sym(const kir_poly *q, int n_syms);
 
 /* Where a fit builds the program: a grid of up to 3 values per symbol (point 0 the bounds, the program that
  * runs), then checks at values the fit does not use (soft ones, a dim of 1, may build another program) */
@@ -219,6 +221,12 @@ enum { KIR_FIT_SAME, KIR_FIT_POLY, KIR_FIT_NONE, KIR_FIT_CHECK };
 int kir_dyn_fit_series(const kir_dyn_pts *P, const int64_t *y, const unsigned char *have, kir_poly *q, int *bad);
 /* the symbol point i moves (the first of several) */
 int kir_dyn_moved(const struct pc_dyn_spec *ds, const kir_dyn_pts *P, int i);
+/* the first NonZero call of p, -1 when none: its count is a size of its own, written by the run, which no fit follows */
+int kir_dyn_nonzero_kernel(const kir_program *p);
+#define KIR_DYN_NONZERO_WHY "a data-dependent size (NonZero) with dims given as ranges is not supported yet"
+/* appends to ds->probes each soft check point that built another program (have[i] 0): that value runs code fitted
+ * at the others */
+void kir_dyn_note_unchecked(struct pc_dyn_spec *ds, const kir_dyn_pts *P, const unsigned char *have);
 /* q as a C expression of long longs over the symbols, each printed by sym_fmt ("pc_s%d", "s[%d]") */
 void kir_poly_put(FILE *f, const kir_poly *q, int n_syms, const char *sym_fmt);
 
