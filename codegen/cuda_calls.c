@@ -83,15 +83,10 @@ static pc_status render_copy(cctx *C, const kir_kernel *k) {
  * f32 as a tiled GEMM (cuda_gemm.c); other dtypes, and dot_b2 (two batch levels), TILE x TILE output tiles, the A
  * and B panels staged through shared memory */
 static pc_status render_dot(cctx *C, const kir_kernel *k) {
-  const int64_t *p = k->params;
-  /* dot_b2's two batch levels; dot's one as B1 = B, B2 = 1: q = [dtype, B, M, N, K, a (sb, sm, sk), b (sb, sk, sn)]
-   * with the batches' second strides a_sb2, b_sb2 */
   int b2 = k->call == KC_dot_b2;
-  const int64_t q[11] = {p[0], b2 ? p[1] * p[2] : p[1], p[2 + b2], p[3 + b2], p[4 + b2], p[5 + b2], p[6 + 2 * b2],
-                         p[7 + 2 * b2], p[8 + 2 * b2], p[9 + 3 * b2], p[10 + 3 * b2]};
-  long long B2 = b2 ? p[2] : 1, a_sb2 = b2 ? p[7] : 0, b_sb2 = b2 ? p[11] : 0;
-  pc_dtype dt = (pc_dtype)q[0];
-  long long B = q[1], M = q[2], N = q[3], K = q[4];
+  const primc_dot_shape q = primc_dot_shape_of(k->params, b2); /* dot's one batch level is B2 = 1 */
+  pc_dtype dt = (pc_dtype)q.dt;
+  long long B = q.B, M = q.M, N = q.N, K = q.K;
   if (!cu_types[dt].acc) return cu_fail_kernel(C, "dot_general on %s is not supported by the CUDA renderer", pc_dtype_name(dt));
   if (!b2 && cu_gemm_dot(C, k)) return PC_OK;
   int fl = pc_dtype_is_float(dt);
@@ -108,16 +103,17 @@ static pc_status render_dot(cctx *C, const kir_kernel *k) {
   cu_line(C, 1, "for (long long tile = blockIdx.x; tile < %lldLL * tm_ * tn_; tile += gridDim.x) {", B);
   cu_line(C, 2, "const long long bt = tile / (tm_ * tn_), rt = tile %% (tm_ * tn_);");
   cu_line(C, 2, "const long long ao = bt / %lldLL * %lldLL + bt %% %lldLL * %lldLL, bo = bt / %lldLL * %lldLL + bt %% %lldLL * %lldLL;",
-          B2, (long long)q[5], B2, a_sb2, B2, (long long)q[8], B2, b_sb2);
+          (long long)q.B2, (long long)q.a_sb, (long long)q.B2, (long long)q.a_sb2, (long long)q.B2, (long long)q.b_sb,
+          (long long)q.B2, (long long)q.b_sb2);
   cu_line(C, 2, "const long long m = rt / tn_ * %d + ty, n = rt %% tn_ * %d + tx;", TILE, TILE);
   cu_line(C, 2, "const long long mr = rt / tn_ * %d + tx;", TILE); /* the A row this thread stages */
   cu_line(C, 2, "%s acc = 0;", acc);
   cu_line(C, 2, "for (long long k0 = 0; k0 < %lldLL; k0 += %d) {", K, TILE);
   /* A panel stored transposed (sa[k][m]) so both panels are read along rows */
   cu_line(C, 3, "sa[ty][tx] = (mr < %lldLL && k0 + ty < %lldLL) ? (%s)%s(%s(A[ao + mr * %lldLL + (k0 + ty) * %lldLL])) : (%s)0;",
-       M, K, acc, cvt, load_fn(dt), (long long)q[6], (long long)q[7], acc);
+       M, K, acc, cvt, load_fn(dt), (long long)q.a_sm, (long long)q.a_sk, acc);
   cu_line(C, 3, "sb[ty][tx] = (n < %lldLL && k0 + ty < %lldLL) ? (%s)%s(%s(Bm[bo + (k0 + ty) * %lldLL + n * %lldLL])) : (%s)0;",
-       N, K, acc, cvt, load_fn(dt), (long long)q[9], (long long)q[10], acc);
+       N, K, acc, cvt, load_fn(dt), (long long)q.b_sk, (long long)q.b_sn, acc);
   cu_line(C, 3, "__syncthreads();");
   cu_line(C, 3, "for (int kk = 0; kk < %d; kk++) acc += sa[kk][ty] * sb[kk][tx];", TILE);
   cu_line(C, 3, "__syncthreads();");

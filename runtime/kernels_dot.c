@@ -44,23 +44,16 @@ static void dot_generic(int dt, int64_t M, int64_t N, int64_t K, const char *a, 
 /* elements of C below which the epilogue runs on the calling thread */
 #define EPI_SPLIT_ELEMS 32768
 
-/* a strided dot's shape, from dot's params or dot_b2's: batch i is (i / B2, i % B2), its operands at
- * (i / B2) * sb + (i % B2) * sb2 elements; out [B, M, N] contiguous */
-typedef struct dot_shape {
-  int dt;
-  int64_t B, B2, M, N, K, a_sb, a_sb2, a_sm, a_sk, b_sb, b_sb2, b_sk, b_sn;
-} dot_shape;
-
 /* one batch of a strided dot: f32 and f64 through our GEMMs, the rest element by element */
 typedef struct dot_job {
-  const dot_shape *s;
+  const primc_dot_shape *s;
   void *const *bufs;
   int blas, ta, tb;
   int64_t lda, ldb;
 } dot_job;
 
 static void dot_batch(const dot_job *j, int64_t i) {
-  const dot_shape *s = j->s;
+  const primc_dot_shape *s = j->s;
   int dt = s->dt;
   int64_t M = s->M, N = s->N, K = s->K, i1 = i / s->B2, i2 = i % s->B2;
   size_t es = dsize(dt);
@@ -82,7 +75,7 @@ static void dot_batches(void *ctx, int64_t b, int64_t e) {
 /* below this many multiply-adds per batch, batches (attention heads) go to the threads whole */
 #define DOT_BATCH_SPLIT_FLOPS (1 << 22)
 
-static int dot_run(const dot_shape *s, void *const *bufs) {
+static int dot_run(const primc_dot_shape *s, void *const *bufs) {
   if (s->M * s->N == 0 || s->B == 0) return PRIMC_OK;
   if (s->B2 < 1) return PRIMC_ERR_RUNTIME;
   dot_job j = {s, bufs, 0, 0, 0, 0, 0};
@@ -98,13 +91,13 @@ static int dot_run(const dot_shape *s, void *const *bufs) {
 
 /* params: dtype, B, M, N, K, a strides (batch, m, k), b strides (batch, k, n); out is [B, M, N] */
 int primc_k_dot(const int64_t *q, void *const *bufs) {
-  dot_shape s = {(int)q[0], q[1], 1, q[2], q[3], q[4], q[5], 0, q[6], q[7], q[8], 0, q[9], q[10]};
+  primc_dot_shape s = primc_dot_shape_of(q, 0);
   return dot_run(&s, bufs);
 }
 
 /* params: dtype, B1, B2, M, N, K, a strides (b1, b2, m, k), b strides (b1, b2, k, n); out is [B1, B2, M, N] */
 int primc_k_dot_b2(const int64_t *q, void *const *bufs) {
-  dot_shape s = {(int)q[0], q[1] * q[2], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11], q[12], q[13]};
+  primc_dot_shape s = primc_dot_shape_of(q, 1);
   return dot_run(&s, bufs);
 }
 

@@ -231,6 +231,17 @@ int primc_weights_map_err(const char *path, int64_t size, void **base, char *err
 int primc_k_dot(const int64_t *params, void *const *bufs);
 /* dot with two batch levels (attention heads split off a [B, S, H, D] value: B and H have strides of their own) */
 int primc_k_dot_b2(const int64_t *params, void *const *bufs);
+/* a strided dot's shape from dot's params (b2 0) or dot_b2's (b2 1), read by the runtime and by the CUDA
+ * renderer: batch i of B = B1 * B2 is (i / B2, i % B2), its operands at (i / B2) * sb + (i % B2) * sb2 elements;
+ * out [B, M, N] contiguous */
+typedef struct primc_dot_shape {
+  int dt;
+  int64_t B, B2, M, N, K, a_sb, a_sb2, a_sm, a_sk, b_sb, b_sb2, b_sk, b_sn;
+} primc_dot_shape;
+static inline primc_dot_shape primc_dot_shape_of(const int64_t *q, int b2) {
+  if (!b2) return (primc_dot_shape){(int)q[0], q[1], 1, q[2], q[3], q[4], q[5], 0, q[6], q[7], q[8], 0, q[9], q[10]};
+  return (primc_dot_shape){(int)q[0], q[1] * q[2], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11], q[12], q[13]};
+}
 /* y = softmax(Q K^T * scale + mask) V per (b0, b1) with online softmax over key tiles, never the Sq x Sk
  * scores (runtime/attention.c). params: [f32 dtype, B0, B1, Sq, Sk, D, Dv, then for Q, K, V, mask and y an
  * element offset and strides (b0, b1, row, column: Q [query, d], K [key, d], V [key, dv], mask [query, key],
