@@ -72,12 +72,9 @@ static pc_status clone_cheap(pc_graph *g, int wide) {
         seen[c->in[k]->id] = 1;
         continue;
       }
-      pc_value *in0 = p->in[0]; /* built first: nodes built now land before c in build order */
-      if (expanding_broadcast(p)) in0 = small_chain_copy(g, p->in[0], pc_type_numel(&p->out[0]->type), 0);
-      pc_value *ins[8];
-      if (p->n_in > 8) continue;
-      for (int a = 0; a < p->n_in; a++) ins[a] = a ? p->in[a] : in0;
-      pc_node *cl = pc_node_add(g, p->op, ins, p->n_in, p->attrs, p->n_attrs);
+      /* a broadcast's one operand, copied first: nodes built now land before c in build order */
+      pc_value *bin = expanding_broadcast(p) ? small_chain_copy(g, p->in[0], pc_type_numel(&p->out[0]->type), 0) : NULL;
+      pc_node *cl = pc_node_add(g, p->op, bin ? &bin : p->in, p->n_in, p->attrs, p->n_attrs);
       if (!cl) break;
       cl->origin = p->origin;
       c->in[k] = cl->out[0];
