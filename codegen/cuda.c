@@ -559,15 +559,40 @@ int pc_cuda_sm(const char *arch) {
   return sm > 0 ? sm : 90;
 }
 
-static pc_status render_for(pc_graph *g, FILE *f, const char *arch) {
-  kir_program p;
-  pc_status s = kir_build(g, &p);
+/* g's kernel IR into *p, rendered to f for arch with cuda_syms run-time dims' parameters */
+static pc_status render_for(pc_graph *g, FILE *f, const char *arch, int cuda_syms, kir_program *p,
+                            pc_cuda_launch **launches) {
+  pc_status s = kir_build(g, p);
   if (s != PC_OK) return g->status ? g->status : s;
-  p.gpu_sm = pc_cuda_sm(arch);
-  return pc_cuda_render_program(&p, f, NULL);
+  p->gpu_sm = pc_cuda_sm(arch);
+  p->cuda_syms = cuda_syms;
+  return pc_cuda_render_program(p, f, launches);
 }
 
-pc_status pc_cuda_render(pc_graph *g, FILE *f) { return render_for(g, f, NULL); }
+pc_status pc_cuda_render(pc_graph *g, FILE *f) {
+  kir_program p;
+  return render_for(g, f, NULL, 0, &p, NULL);
+}
+
+pc_status kir_cuda_render(pc_graph *g, const char *arch, int cuda_syms, kir_program *p, char **src, size_t *len,
+                          pc_cuda_launch **launches) {
+  *src = NULL;
+  *len = 0;
+  FILE *f = open_memstream(src, len);
+  if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  pc_status s = render_for(g, f, arch, cuda_syms, p, launches);
+  if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  if (s != PC_OK) free(*src), *src = NULL;
+  return s;
+}
+
+pc_status kir_cuda_program(pc_graph *g, const pc_codegen_opts *opts, kir_program *p, char **src,
+                           pc_cuda_launch **launches, kir_cuda_dyn **dyn) {
+  size_t len;
+  *dyn = NULL;
+  if (opts->dyn) return kir_cuda_dynamic(g, opts, p, src, launches, dyn); /* the kernels take the dims (cuda_dynamic.c) */
+  return kir_cuda_render(g, opts->gpu_arch, 0, p, src, &len, launches);
+}
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -592,23 +617,13 @@ static pc_status emit_binary(pc_graph *g, const pc_codegen_opts *o, const char *
 pc_status pc_codegen_cuda(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
   char *src = NULL;
-  size_t len = 0;
-  pc_status s = PC_OK;
-  if (opts->dyn) { /* the kernels take the run-time dims as their leading parameters (cuda_dynamic.c) */
-    kir_program p;
-    pc_cuda_launch *L;
-    kir_cuda_dyn *d;
-    s = kir_cuda_dynamic(g, opts, &p, &src, &L, &d);
-    len = src ? strlen(src) : 0;
-  } else {
-    FILE *f = open_memstream(&src, &len);
-    if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
-    s = render_for(g, f, opts->gpu_arch);
-    if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  }
+  kir_program p;
+  pc_cuda_launch *L;
+  kir_cuda_dyn *d;
+  pc_status s = kir_cuda_program(g, opts, &p, &src, &L, &d);
   if (s == PC_OK) {
     if (ends_with(opts->output, ".cubin") || ends_with(opts->output, ".ptx")) s = emit_binary(g, opts, src);
-    else s = pc_file_write(g, opts->output, src, len);
+    else s = pc_file_write(g, opts->output, src, strlen(src));
   }
   free(src);
   return s;

@@ -142,14 +142,7 @@ static int keep_values(build *b) {
 }
 
 static pc_status render(const pc_codegen_opts *o, int n_syms, build *b) {
-  pc_status s = kir_build(b->g, &b->p);
-  if (s != PC_OK) return b->g->status ? b->g->status : s;
-  b->p.gpu_sm = pc_cuda_sm(o->gpu_arch);
-  b->p.cuda_syms = n_syms;
-  FILE *f = open_memstream(&b->t.src, &b->t.len);
-  if (!f) return pc_fail(b->g, PC_ERR_NOMEM, "out of memory");
-  s = pc_cuda_render_program(&b->p, f, &b->L);
-  if (fclose(f) != 0 && s == PC_OK) s = pc_fail(b->g, PC_ERR_NOMEM, "out of memory");
+  pc_status s = kir_cuda_render(b->g, o->gpu_arch, n_syms, &b->p, &b->t.src, &b->t.len, &b->L);
   if (s == PC_OK && !scan(&b->t)) s = pc_fail(b->g, PC_ERR_NOMEM, "out of memory");
   return s;
 }

@@ -244,6 +244,13 @@ typedef struct kir_cuda_dyn {
 
 struct pc_codegen_opts;
 struct pc_cuda_launch;
+/* g's kernel IR into *p and its CUDA C for arch (NULL: sm_90) into *src (malloc'ed, NUL-terminated, *len bytes;
+ * NULL on failure), its kernels led by cuda_syms run-time dims' parameters, with the launches (may be NULL) */
+pc_status kir_cuda_render(pc_graph *g, const char *arch, int cuda_syms, kir_program *p, char **src, size_t *len,
+                          struct pc_cuda_launch **launches);
+/* the same for a compile's options: with opts->dyn, kir_cuda_dynamic's program (*dyn set), else kir_cuda_render's */
+pc_status kir_cuda_program(pc_graph *g, const struct pc_codegen_opts *opts, kir_program *p, char **src,
+                           struct pc_cuda_launch **launches, kir_cuda_dyn **dyn);
 /* g, built at opts->dyn's bounds, as kernel IR (*p) and CUDA C (*src, malloc'ed) with its launches, built and
  * rendered again at other values of the symbols and every integer of the CUDA C that moves fitted as a polynomial
  * of them; what cannot follow them fails naming the dim and the kernel */

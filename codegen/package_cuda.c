@@ -598,20 +598,9 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
   else pc_path_ident(opts->output, k.name, PC_MAX_ENTRY_NAME + 1);
   char *src = NULL;
   pc_cuda_launch *L = NULL;
-  if (opts->dyn) {
-    kir_cuda_dyn *d = NULL;
-    s = kir_cuda_dynamic(g, opts, &p, &src, &L, &d);
-    k.dyn = d;
-  } else if ((s = kir_build(g, &p)) != PC_OK) {
-    return g->status ? g->status : s;
-  } else {
-    size_t len = 0;
-    FILE *f = open_memstream(&src, &len);
-    if (!f) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
-    p.gpu_sm = pc_cuda_sm(k.arch);
-    s = pc_cuda_render_program(&p, f, &L);
-    if (fclose(f) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  }
+  kir_cuda_dyn *d = NULL;
+  s = kir_cuda_program(g, opts, &p, &src, &L, &d);
+  k.dyn = d;
   k.L = L;
   void *blob = s == PC_OK ? kir_weights_blob(&p) : NULL;
   if (s == PC_OK && !blob) s = pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
@@ -633,18 +622,10 @@ static const char *kernels_of(const char *src) {
 /* renders gs[i]; NULL with res[i] set when it cannot be rendered */
 static char *render_one(pc_graph *g, const char *arch, pc_status *res) {
   kir_program p;
-  if (g->status) return *res = g->status, NULL;
-  pc_status s = kir_build(g, &p);
-  if (s != PC_OK) return *res = g->status ? g->status : s, NULL;
-  p.gpu_sm = pc_cuda_sm(arch);
   char *src = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&src, &len);
-  if (!f) return *res = pc_fail(g, PC_ERR_NOMEM, "out of memory"), NULL;
-  s = pc_cuda_render_program(&p, f, NULL);
-  fclose(f);
-  *res = s;
-  if (s != PC_OK) free(src), src = NULL;
+  size_t len;
+  if (g->status) return *res = g->status, NULL;
+  *res = kir_cuda_render(g, arch, 0, &p, &src, &len, NULL);
   return src;
 }
 
