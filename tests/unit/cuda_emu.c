@@ -276,6 +276,32 @@ char *pc_emu_render_sm(pc_graph *g, int sm, kir_program *p, pc_cuda_launch **lau
   return src;
 }
 
+int pc_emu_run(pc_emu *e, const kir_program *p, const pc_cuda_launch *L, const kir_cuda_dyn *dyn, const int64_t *syms,
+               void *const *ins, void *const *outs, unsigned char *wt, unsigned char *ws, char *err, size_t errlen) {
+  int ok = 1;
+  for (int k = 0; ok && k < p->n_kernels; k++) {
+    if (!L[k].grid) continue; /* run by the kernel before it */
+    int64_t grid = L[k].grid, w[PC_CUDA_GRID_FACTORS];
+    if (dyn) { /* the grid made for the dims, as the host side does */
+      for (int f = 0; f < L[k].n_work; f++) w[f] = kir_poly_eval(&dyn->work[k * PC_CUDA_GRID_FACTORS + f], dyn->n_syms, syms);
+      grid = pc_cuda_grid(L[k].n_work, w, L[k].per);
+    }
+    void *args[64];
+    for (int a = 0; a < L[k].n_args && a < 64; a++) {
+      if (L[k].args[a] < 0) { /* a run-time dim's value, passed as the kernel's long long */
+        args[a] = (void *)(intptr_t)syms[-1 - L[k].args[a]];
+        continue;
+      }
+      const kir_buf *b = &p->bufs[L[k].args[a]];
+      args[a] = b->place == KP_INPUT ? ins[b->index] : b->place == KP_OUTPUT ? outs[b->index]
+                : b->place == KP_CONST ? (void *)(wt + b->offset) : (void *)(ws + b->offset);
+    }
+    ok = pc_emu_launch(e, L[k].name, grid, L[k].block, args, L[k].n_args, err, errlen);
+  }
+  if (ok && pc_emu_status(e)) ok = 0, snprintf(err, errlen, "a kernel reported bad data (primc_status %d)", pc_emu_status(e));
+  return ok;
+}
+
 int pc_emu_graph(pc_graph *g, void *const *ins, void *const *outs, int *n_kernels, char *err, size_t errlen) {
   return pc_emu_graph_sm(g, 0, ins, outs, n_kernels, err, errlen);
 }
@@ -291,18 +317,7 @@ int pc_emu_graph_sm(pc_graph *g, int sm, void *const *ins, void *const *outs, in
   free(src);
   if (!e) return no_cc ? -1 : 0;
   unsigned char *ws = calloc(1, (size_t)p.workspace_size + 1), *wt = kir_weights_blob(&p);
-  int ok = ws != NULL;
-  for (int k = 0; ok && k < p.n_kernels; k++) {
-    if (!L[k].grid) continue; /* run by the kernel before it */
-    void *args[64];
-    for (int a = 0; a < L[k].n_args && a < 64; a++) {
-      const kir_buf *b = &p.bufs[L[k].args[a]];
-      args[a] = b->place == KP_INPUT ? ins[b->index] : b->place == KP_OUTPUT ? outs[b->index]
-                : b->place == KP_CONST ? (void *)(wt + b->offset) : (void *)(ws + b->offset);
-    }
-    ok = pc_emu_launch(e, L[k].name, L[k].grid, L[k].block, args, L[k].n_args, err, errlen);
-  }
-  if (ok && pc_emu_status(e)) ok = 0, snprintf(err, errlen, "a kernel reported bad data (primc_status %d)", pc_emu_status(e));
+  int ok = ws != NULL && pc_emu_run(e, &p, L, NULL, NULL, ins, outs, wt, ws, err, errlen);
   free(ws);
   free(wt);
   pc_emu_close(e);

@@ -23,6 +23,13 @@ void pc_emu_close(pc_emu *e);
 struct pc_graph;
 struct kir_program;
 struct pc_cuda_launch;
+struct kir_cuda_dyn;
+/* runs program p's launches L in order over host buffers laid out as on the GPU (ins, outs, the weights blob wt, the
+ * workspace ws); with dyn, at the run-time dims' values syms: each grid made from dyn's factors and the values
+ * passed where the launch says. 1 when every launch ran and no kernel found bad data, else 0 with the reason */
+int pc_emu_run(pc_emu *e, const struct kir_program *p, const struct pc_cuda_launch *L, const struct kir_cuda_dyn *dyn,
+               const int64_t *syms, void *const *ins, void *const *outs, unsigned char *wt, unsigned char *ws, char *err,
+               size_t errlen);
 /* g's kernel IR into *p and its CUDA C (malloc'ed; NULL when either failed, the reason on g), with the launches;
  * PRIMC_CUDA_DUMP=1 prints the source to stderr */
 char *pc_emu_render(struct pc_graph *g, struct kir_program *p, struct pc_cuda_launch **launches);

@@ -203,24 +203,8 @@ static int emulate_dynamic(const char *name, const pc_dim_binding *dims, int n_d
     ok = ok && CHECK_MSG(n == primc_array_numel(&want), "%s at %s: output size", name, cases[c]);
     unsigned char *ws = calloc(1, (size_t)p.workspace_size + 1);
     outs[0] = ok ? calloc((size_t)n + 1, sizeof(float)) : NULL;
-    for (int k = 0; ok && ws && k < p.n_kernels; k++) {
-      if (!L[k].grid) continue;
-      int64_t w[PC_CUDA_GRID_FACTORS];
-      for (int f = 0; f < L[k].n_work; f++) w[f] = kir_poly_eval(&d->work[k * PC_CUDA_GRID_FACTORS + f], d->n_syms, v);
-      void *args[64];
-      for (int a = 0; a < L[k].n_args && a < 64; a++) {
-        if (L[k].args[a] < 0) {
-          args[a] = (void *)(intptr_t)v[-1 - L[k].args[a]];
-          continue;
-        }
-        const kir_buf *b = &p.bufs[L[k].args[a]];
-        args[a] = b->place == KP_INPUT ? ins[b->index] : b->place == KP_OUTPUT ? outs[b->index]
-                  : b->place == KP_CONST ? (void *)(wt + b->offset) : (void *)(ws + b->offset);
-      }
-      ok = CHECK_MSG(pc_emu_launch(e, L[k].name, pc_cuda_grid(L[k].n_work, w, L[k].per), L[k].block, args, L[k].n_args,
-                                   err, sizeof err), "%s at %s: %s", name, cases[c], err);
-    }
-    ok = ok && CHECK_MSG(ws && !pc_emu_status(e), "%s at %s: a kernel found bad data", name, cases[c]);
+    ok = ok && CHECK_MSG(ws && pc_emu_run(e, &p, L, d, v, ins, outs, wt, ws, err, sizeof err), "%s at %s: %s", name,
+                         cases[c], err);
     double max_ref = 0, max_err = 0;
     for (int64_t i = 0; ok && i < n; i++) {
       double x = ((const float *)want.data)[i], y = ((const float *)outs[0])[i];
