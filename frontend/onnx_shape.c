@@ -297,11 +297,13 @@ pc_status ox_op_ConstantOfShape(ox_ctx *c) {
 }
 
 /* bool mask of shape [rows, cols]: col - row compared with k by op */
-static pc_value *diag_mask(ox_ctx *c, int64_t rows, int64_t cols, int64_t k, pc_op op) {
+/* the [rows, cols] mask of `col - row OP k`; k a compile-time constant, or kv (a one-element value) read at run time */
+static pc_value *diag_mask(ox_ctx *c, int64_t rows, int64_t cols, int64_t k, pc_value *kv, pc_op op) {
   int64_t s[2] = {rows, cols};
   pc_value *d = pc_sub(G, ox_iota(c, PC_i64, 2, s, 1), ox_iota(c, PC_i64, 2, s, 0));
-  pc_value *in[2] = {d, d ? ox_like(c, (double)k, d) : NULL};
-  return d ? pc_build(G, op, in, 2, NULL, 0) : NULL;
+  if (kv) kv = pc_broadcast_in_dim(G, pc_reshape(G, pc_convert(G, kv, PC_i64), 0, NULL), 2, s, NULL);
+  pc_value *in[2] = {d, kv ? kv : d ? ox_like(c, (double)k, d) : NULL};
+  return d && in[1] ? pc_build(G, op, in, 2, NULL, 0) : NULL;
 }
 
 pc_status ox_op_EyeLike(ox_ctx *c) {
@@ -310,7 +312,7 @@ pc_status ox_op_EyeLike(ox_ctx *c) {
   if (x->type.rank != 2) return ox_fail(c, PC_ERR_SHAPE, "input must be 2-D");
   pc_dtype dt;
   if (!ox_attr_dtype(c, "dtype", x->type.dtype, &dt)) return ox_status(c);
-  pc_value *m = diag_mask(c, x->type.dims[0], x->type.dims[1], ox_attr_int(c, "k", 0), PC_OP_eq);
+  pc_value *m = diag_mask(c, x->type.dims[0], x->type.dims[1], ox_attr_int(c, "k", 0), NULL, PC_OP_eq);
   return ox_out(c, 0, pc_convert(G, m, dt));
 }
 
@@ -319,10 +321,17 @@ pc_status ox_op_Trilu(ox_ctx *c) {
   if (!ox_check_static(c, x)) return ox_status(c);
   int r = x->type.rank;
   if (r < 2) return ox_fail(c, PC_ERR_SHAPE, "input must have rank >= 2");
+  /* k only moves the mask, so a k computed at run time (or a graph input) is read at run time */
   int64_t k = 0;
-  if (ox_has_in(c, 1) && ox_const_ints(c, 1, &k, 1) != 1) return ox_status(c) ? ox_status(c) : ox_fail(c, PC_ERR_ATTR, "k must be a scalar");
+  pc_value *kv = ox_in(c, 1);
+  if (kv && (pc_type_numel(&kv->type) != 1 || !pc_dtype_is_int(kv->type.dtype)))
+    return ox_fail(c, PC_ERR_ATTR, "k must be one integer");
+  if (kv && pc_const_data(kv)) {
+    if (ox_value_ints(c, kv, &k, 1) != 1) return ox_status(c);
+    kv = NULL;
+  }
   int upper = ox_attr_flag(c, "upper", 1);
-  pc_value *m = diag_mask(c, x->type.dims[r - 2], x->type.dims[r - 1], k, upper ? PC_OP_ge : PC_OP_le);
+  pc_value *m = diag_mask(c, x->type.dims[r - 2], x->type.dims[r - 1], k, kv, upper ? PC_OP_ge : PC_OP_le);
   int64_t dims[2] = {r - 2, r - 1};
   m = m ? pc_broadcast_in_dim(G, m, r, x->type.dims, dims) : NULL;
   return ox_out(c, 0, pc_where(G, m, x, ox_like(c, 0, x)));

@@ -401,6 +401,29 @@ PC_TEST(onnx_more_const_input_specialized) {
   pc_graph_free(g);
 }
 
+/* Trilu's k only moves the mask: a k fed at run time stays an input, one graph for every k.
+ * expected: numpy, x = np.arange(1, 13).reshape(3, 4); np.triu(x, 1), np.triu(x, -1), np.tril(x, 0), np.triu(x, 5) */
+PC_TEST(onnx_more_trilu_k_at_run_time) {
+  static const tm_io in[2] = {{"x", 1, 2, {3, 4}}, {"k", 7, 0, {0}}}, out[1] = {{"y", 1, 2, {3, 4}}};
+  static const struct { int upper; int64_t k; double want[12]; } cases[4] = {
+      {1, 1, {0, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 12}},
+      {1, -1, {1, 2, 3, 4, 5, 6, 7, 8, 0, 10, 11, 12}},
+      {0, 0, {1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0}},
+      {1, 5, {0}},
+  };
+  for (int i = 0; i < 4; i++) {
+    tm_attr upper = {"upper", 'i', cases[i].upper, 0, NULL};
+    pc_graph *g = tm_load("Trilu", 14, in, 2, out, 1, &upper, 1, NULL);
+    CHECK_MSG(g && g->status == PC_OK && g->n_inputs == 2, "case %d: %s", i, g ? pc_error(g) : "out of memory");
+    float x[12];
+    for (int e = 0; e < 12; e++) x[e] = (float)(e + 1);
+    int64_t d[2] = {3, 4}, k = cases[i].k;
+    pc_tensor ins[2] = {tensor(PC_f32, 2, d, x), tensor(PC_i64, 0, NULL, &k)};
+    run_expect(g, ins, 2, cases[i].want, 12, 0);
+    pc_graph_free(g);
+  }
+}
+
 /* the spellings of --const: "axes=1" (rank 0) fills the declared [1]; an int32 array converts to int64.
  * expected: numpy, np.arange(1, 7).reshape(2, 3).sum(axis=1) */
 PC_TEST(onnx_more_const_input_converted) {
