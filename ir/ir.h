@@ -249,6 +249,7 @@ struct pc_graph {
    * copies an input there first when the caller passed another); state_note: why not, when 0 (NULL: no state) */
   int state_in_place;
   const char *state_note;
+  const char *tied_note; /* passes/train.c: weights read by several model nodes (trained as one), or NULL */
   int remat_prims;     /* prims passes/remat.c built for the backward to recompute forward values with */
   const char *origin;  /* stamped on nodes created from now on */
   int backward;        /* stamped on nodes created from now on (node->backward) */

@@ -8,6 +8,7 @@
  * with bias corrections from a step count that is state too. */
 #include "passes/autodiff.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,57 @@ static pc_value *state_input(pc_graph *g, const char *name, const pc_type *t, co
   return v;
 }
 
+/* One weight read by nodes of several model nodes: torch.onnx keeps one initializer for identical tensors
+ * (the layer norms' ones and zeros), which a training step then trains as one parameter where torch had
+ * several. g->tied_note names them (at most four, then a count); NULL when there are none. */
+typedef struct {
+  int w;
+  const char *origin;
+} tie_use;
+
+static int tie_cmp(const void *a, const void *b) {
+  const tie_use *x = a, *y = b;
+  if (x->w != y->w) return x->w < y->w ? -1 : 1;
+  return strcmp(x->origin, y->origin);
+}
+
+static void note_tied(pc_graph *g, pc_node **wn, int nw, int n0) {
+  int *of = malloc(sizeof *of * (size_t)(g->n_values + 1)), nu = 0, cap = 0;
+  tie_use *u = NULL;
+  if (!of) return;
+  for (int v = 0; v < g->n_values; v++) of[v] = -1;
+  for (int i = 0; i < nw; i++) of[wn[i]->out[0]->id] = i;
+  for (int i = 0; i < n0; i++) {
+    const pc_node *n = g->nodes[i];
+    for (int k = 0; k < n->n_in && !n->dead; k++) {
+      if (of[n->in[k]->id] < 0 || !n->origin) continue;
+      if (nu == cap) {
+        tie_use *t = realloc(u, sizeof *u * (size_t)(cap = cap ? 2 * cap : 64));
+        if (!t) goto done;
+        u = t;
+      }
+      u[nu++] = (tie_use){of[n->in[k]->id], n->origin};
+    }
+  }
+  qsort(u, (size_t)nu, sizeof *u, tie_cmp);
+  char list[400] = "";
+  int tied = 0;
+  for (int a = 0; a < nu;) {
+    int b = a, origins = 1;
+    for (; b + 1 < nu && u[b + 1].w == u[a].w; b++) origins += strcmp(u[b + 1].origin, u[b].origin) != 0;
+    if (origins > 1 && tied++ < 4) {
+      size_t l = strlen(list);
+      snprintf(list + l, sizeof list - l, "%s'%s' (%d model nodes)", l ? ", " : "", ad_weight_key(wn[u[a].w]), origins);
+    }
+    a = b + 1;
+  }
+  if (tied)
+    g->tied_note = pc_strfmt(g, "%d weight%s read by several model nodes, each trained as one parameter: %s%s", tied,
+                             tied > 1 ? "s" : "", list, tied > 4 ? " and more" : "");
+done:
+  free(u), free(of);
+}
+
 pc_status pc_train(pc_graph *g, const pc_train_opts *o) {
   if (g->status) return g->status;
   if (g->n_outputs < 1 || !pc_dtype_is_float(g->outputs[0]->type.dtype))
@@ -89,6 +141,7 @@ pc_status pc_train(pc_graph *g, const pc_train_opts *o) {
       pc_fail(g, PC_ERR_ATTR, "train: the model has an input named '%s' already: name the label input with --label",
               o->label);
   if (!nw) pc_fail(g, PC_ERR_ATTR, "train: the model has no float weights (initializers) to train");
+  else note_tied(g, wn, nw, n0);
   if (o->loss == PC_LOSS_CROSS_ENTROPY && y->type.rank != 2)
     pc_fail(g, PC_ERR_SHAPE, "train: cross_entropy reads logits [N, C]; the first output has rank %d", y->type.rank);
   if (g->status) goto done;

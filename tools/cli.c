@@ -130,6 +130,7 @@ pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g) {
     pc_fail(g, PC_ERR_ATTR, "--loss, --label, --optimizer, --lr, --weight-decay, --momentum and --eps need --train");
   else pc_apply_transforms(g, &t);
   if (g->status) fprintf(stderr, "primc: error: %s\n", pc_error(g));
+  else if (g->tied_note) fprintf(stderr, "primc: note: --train: %s\n", g->tied_note);
   return g->status;
 }
 

@@ -56,6 +56,22 @@ grep -q -E "^3 steps, [0-9.]+ ms per step, median [0-9.]+, first [0-9.]+ " "$tmp
 expect_exit 2 "--steps 0 is a usage error" "$tmp/mlp-train" --random-inputs --steps 0
 expect_exit 2 "--profile on a step compiled without it" "$tmp/mlp-train" --random-inputs --profile
 expect_exit 2 "--steps on a model that does not train" "$tmp/mlp.exe" --random-inputs --steps 1
+# one initializer read by two model nodes (torch.onnx's dedup of identical tensors) is trained as one: said
+grep -q "primc: note: --train" "$tmp/c.log" && bad "an untied model gets no tied-weights note" "$(cat "$tmp/c.log")" ||
+  ok "an untied model gets no tied-weights note"
+python3 -c "
+import numpy as np, onnx
+from onnx import helper as h, TensorProto as T
+w = h.make_tensor('W', T.FLOAT, [4, 4], np.eye(4, dtype=np.float32).ravel())
+b = h.make_tensor('b', T.FLOAT, [4], np.zeros(4, np.float32))
+g = h.make_graph([h.make_node('MatMul', ['x', 'W'], ['h'], name='fc1'), h.make_node('Relu', ['h'], ['r'], name='act'),
+                  h.make_node('MatMul', ['r', 'W'], ['m'], name='fc2'), h.make_node('Add', ['m', 'b'], ['y'], name='bias')],
+                 'tied', [h.make_tensor_value_info('x', T.FLOAT, [2, 4])], [h.make_tensor_value_info('y', T.FLOAT, [2, 4])], [w, b])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), '$tmp/tied.onnx')"
+expect_exit 0 "a model with a tied weight trains" "$B/primc" compile --train "$tmp/tied.onnx" -o "$tmp/tied-train" --report
+grep -q "primc: note: --train: 1 weight read by several model nodes, each trained as one parameter: 'W' (2 model nodes)$" "$tmp/err" &&
+  grep -q "^  tied weights: 1 weight read by several model nodes" "$tmp/out" &&
+  ok "the tied weight is named on stderr and in --report" || bad "the tied weight is named" "$(cat "$tmp/err" "$tmp/out")"
 # vmap: one compiled run over three inputs at once, each entry against ONNX Runtime on its own
 for name in mlp resnet_tiny encoder_tiny lstm; do
   mkdir -p "$tmp/vmap-$name"
