@@ -14,10 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_BUCKETS 64
+#define MAX_BUCKETS KIR_MAX_BUCKETS
 
-/* the buckets [lo[k], hi[k]]: STEP values each from LO. More than MAX_BUCKETS: MAX_BUCKETS + 1. */
-static int bucket_ranges(const pc_dyn_spec *ds, int64_t *lo, int64_t *hi) {
+int kir_bucket_ranges(const pc_dyn_spec *ds, int64_t *lo, int64_t *hi) {
   int s = ds->bucket_sym, n = 0;
   for (int64_t a = ds->lo[s]; a <= ds->hi[s] && n <= MAX_BUCKETS; a += ds->bucket_step, n++)
     lo[n] = a, hi[n] = ds->hi[s] - a < ds->bucket_step ? ds->hi[s] : a + ds->bucket_step - 1;
@@ -29,19 +28,18 @@ static int64_t file_bytes(const char *path) {
   return stat(path, &st) ? 0 : (int64_t)st.st_size;
 }
 
-/* the weights of the last bucket whose bytes differed from the one before: buckets usually pack theirs alike (the
- * GEMM panels do not follow the rows of A), and a bucket with the same bytes reads that bucket's */
-typedef struct twin {
-  void *blob;
-  int64_t bytes;
-  int k; /* whose they are; -1: none yet */
-} twin;
+int kir_twin_take(kir_twin *tw, void *blob, int64_t bytes, int k) {
+  if (tw->k >= 0 && tw->bytes == bytes && !memcmp(tw->blob, blob, (size_t)bytes)) return free(blob), tw->k;
+  free(tw->blob);
+  *tw = (kir_twin){blob, bytes, k};
+  return k;
+}
 
 /* bucket k ([lo, hi] of the symbol) compiled and written to path as NAME__bK: its program in *p, on its graph *gk
  * (the caller frees it); *shared: the bucket whose weights it reads, else k. *refit: the fit failed, so halves of
  * the bucket may still compile. */
 static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo, int64_t hi, const char *name,
-                        const char *path, twin *tw, int *shared, pc_graph **gk, kir_program *p, int *refit) {
+                        const char *path, kir_twin *tw, int *shared, pc_graph **gk, kir_program *p, int *refit) {
   pc_dyn_spec *ds = o->dyn, sub = *ds;
   int s = ds->bucket_sym;
   sub.lo[s] = lo, sub.hi[s] = hi, sub.bucket_step = 0, sub.n_builds = sub.n_sizes = 0, sub.probes[0] = 0;
@@ -60,13 +58,7 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo
   *shared = k;
   void *blob = st == PC_OK && p->weights_size > 0 ? kir_weights_blob(p) : NULL;
   if (st == PC_OK && p->weights_size > 0 && !blob) st = pc_fail(*gk, PC_ERR_NOMEM, "out of memory for the weights");
-  if (blob && tw->k >= 0 && tw->bytes == p->weights_size && !memcmp(tw->blob, blob, (size_t)p->weights_size)) {
-    *shared = tw->k;
-    free(blob);
-  } else if (blob) {
-    free(tw->blob);
-    *tw = (twin){blob, p->weights_size, k};
-  }
+  if (blob) *shared = kir_twin_take(tw, blob, p->weights_size, k);
   snprintf(wsym, sizeof wsym, "%s__b%d_weights", name, *shared);
   if (st == PC_OK) st = kir_object_write(p, &ok, bname, path, *shared != k ? wsym : NULL);
   ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
@@ -76,23 +68,24 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo
   return st;
 }
 
-/* the header's lines on the buckets */
-static void bucket_note(char *buf, size_t len, const char *name, const pc_dyn_spec *ds, const int64_t *hi, int n) {
+void kir_bucket_note(char *buf, size_t len, const char *name, const pc_dyn_spec *ds, const int64_t *hi, int n, int cuda) {
   int s = ds->bucket_sym;
   size_t k = (size_t)snprintf(buf, len,
                               "\n/* buckets (--dim %s=%lld..%lld:%lld): %d programs, each planned at its bucket's end;\n"
-                              " * %s_run_dims runs the one whose bucket holds %s's value. The workspace starts with\n"
-                              " * PRIMC_BUCKET_HEADER (4096) bytes that say which ran, then the largest bucket's */\n"
+                              " * %s_run_dims runs the one whose bucket holds %s's value. %s */\n"
                               "#define %s_NUM_BUCKETS %d\n#define %s_BUCKET_DIM %d /* %s_DIMk */\n#define %s_BUCKET_MAX {",
                               ds->name[s], (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, n, name,
-                              ds->name[s], name, n, name, s, name, name);
+                              ds->name[s],
+                              cuda ? "Each has its own module and uploads\n * its weights on its first run; the "
+                                     "workspace is the largest bucket's"
+                                   : "The workspace starts with\n * PRIMC_BUCKET_HEADER (4096) bytes that say which ran, "
+                                     "then the largest bucket's",
+                              name, n, name, s, name, name);
   for (int i = 0; i < n && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", (long long)hi[i]);
   if (k < len) snprintf(buf + k, len - k, "}\n");
 }
 
-/* where the first and last buckets' inputs differ, the dim is the bucket symbol (a program of one value leaves it
- * fixed, so no program may say so) */
-static void bucket_dims(const pc_dyn_spec *ds, const pc_graph *gt, const int64_t *dims0, int *in_sym) {
+void kir_bucket_dims(const pc_dyn_spec *ds, const pc_graph *gt, const int64_t *dims0, int *in_sym) {
   for (int i = 0; i < gt->n_inputs * PC_MAX_RANK; i++) {
     int d = i % PC_MAX_RANK;
     const pc_type *t = &gt->inputs[i / PC_MAX_RANK]->type;
@@ -110,7 +103,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     return pc_fail(g, PC_ERR_UNSUPPORTED, "buckets (--dim NAME=LO..HI:STEP) with %s are not supported yet",
                    o->profile ? "--profile" : "--weights external");
   int64_t lo[MAX_BUCKETS + 1], hi[MAX_BUCKETS + 1];
-  int n = bucket_ranges(ds, lo, hi);
+  int n = kir_bucket_ranges(ds, lo, hi);
   if (n > MAX_BUCKETS)
     return pc_fail(g, PC_ERR_UNSUPPORTED, "--dim %s=%lld..%lld:%lld makes more than %d buckets", ds->name[s],
                    (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, MAX_BUCKETS);
@@ -133,7 +126,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
   pc_graph *gtop = NULL;
   pc_status st = PC_OK;
   int halved = 0, shared = 0;
-  twin tw = {NULL, 0, -1};
+  kir_twin tw = {NULL, 0, -1};
   for (int k = 0; st == PC_OK && k < n;) {
     pc_graph *gk = NULL;
     kir_program p;
@@ -178,7 +171,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     full = *top.dyn;
     for (int q = 0; q < ds->n_syms; q++) full.lo[q] = ds->lo[q], full.hi[q] = ds->hi[q];
     full.in_sym = in_sym, full.out_slot = out_slot, full.offset = -1;
-    if (n > 1) bucket_dims(ds, gtop, dims0, in_sym);
+    if (n > 1) kir_bucket_dims(ds, gtop, dims0, in_sym);
     kir_buckets b = {n, s, hi, &full, PRIMC_BUCKET_HEADER + (ws + 63) / 64 * 64};
     snprintf(objs[n], sizeof objs[n], "%s.primc-tmp.o", o->output);
     for (int k = 0; k <= n; k++) paths[k] = objs[k];
@@ -208,7 +201,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
       h.workspace_size = b.workspace_size;
       h.weights_size = weights;
       char note[2048], path[1100];
-      bucket_note(note, sizeof note, name, ds, hi, n);
+      kir_bucket_note(note, sizeof note, name, ds, hi, n, 0);
       snprintf(path, sizeof path, "%s.h", stem);
       st = kir_header_write(&h, path, name, 0, note);
     }

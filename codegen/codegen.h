@@ -39,7 +39,9 @@ typedef struct pc_dyn_spec {
    * the bucket's HI (--dim NAME=LO..HI:STEP; codegen/buckets.c); what they cost, written by codegen */
   int bucket_sym;
   int64_t bucket_step;
-  char buckets[1024];
+  char buckets[8192];
+  int fit_failed; /* written by codegen/cuda_dynamic.c: the program built but could not follow the dims (a part of
+                     the range may) */
 } pc_dyn_spec;
 
 typedef struct pc_codegen_opts {

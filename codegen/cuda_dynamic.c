@@ -347,8 +347,9 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
     return pc_fail(g, PC_ERR_UNSUPPORTED, "%d dims given as ranges: one binary follows at most %d", ds->n_syms,
                    KIR_DYN_MAX_SYMS);
   if (ds->bucket_step)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s in buckets (--dim %s=LO..HI:STEP): buckets are CPU code so far; give "
-                   "the range alone for CUDA", ds->name[ds->bucket_sym], ds->name[ds->bucket_sym]);
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s in buckets (--dim %s=LO..HI:STEP): each bucket is a CUDA module of "
+                   "its own, which --target cuda packages; --emit cuda writes the CUDA C of one program (give the "
+                   "range alone)", ds->name[ds->bucket_sym], ds->name[ds->bucket_sym]);
   kir_dyn_pts P;
   kir_dyn_points(ds, &P);
   build *b = calloc((size_t)P.n, sizeof *b);
@@ -358,6 +359,7 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   b[0].g = g;
   ds->n_builds = 1;
   pc_status s = render(o, ds->n_syms, &b[0]);
+  int rendered = s == PC_OK;
   F.have[0] = 1;
   int nz = s == PC_OK ? kir_dyn_nonzero_kernel(&b[0].p) : -1;
   if (nz >= 0) s = fail_at(&b[0].p, nz, ds->name[0], KIR_DYN_NONZERO_WHY);
@@ -376,6 +378,7 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   d->out_dim = pc_alloc(g, sizeof *d->out_dim * (size_t)(g->n_outputs * PC_MAX_RANK + 1));
   if (s == PC_OK && (!d->work || !d->in_sym || !d->out_dim)) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (s == PC_OK) s = fit_all(&F, d, src);
+  ds->fit_failed = rendered && s != PC_OK; /* built at the bounds, then could not follow */
   ds->n_sizes = d->n_sizes;
   *p = b[0].p;
   *launches = b[0].L;

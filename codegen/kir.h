@@ -251,6 +251,29 @@ pc_status kir_cuda_render(pc_graph *g, const char *arch, int cuda_syms, kir_prog
 /* the same for a compile's options: with opts->dyn, kir_cuda_dynamic's program (*dyn set), else kir_cuda_render's */
 pc_status kir_cuda_program(pc_graph *g, const struct pc_codegen_opts *opts, kir_program *p, char **src,
                            struct pc_cuda_launch **launches, kir_cuda_dyn **dyn);
+/* --target cuda with a range dim in buckets (--dim NAME=LO..HI:STEP; codegen/cuda_buckets.c): each bucket's program
+ * (a range of its own, planned at its end) an object with the entry points NAME__bK (kir_cuda_part), then the model
+ * NAME, whose NAME_run_dims runs the bucket that holds the value (kir_cuda_dispatch), linked with them */
+typedef struct kir_cuda_buckets {
+  int n, sym;               /* buckets, and the symbol they split */
+  const int64_t *hi;        /* bucket k takes the symbol's values up to hi[k] */
+  const char *const *objs;  /* bucket k's object */
+  const kir_program *top;   /* the last bucket's program: the model's inputs and outputs at the bounds */
+  const kir_cuda_dyn *full; /* the whole ranges; the inputs' symbols over every bucket */
+  int64_t workspace_size;   /* the largest bucket's */
+  int64_t weights_size;     /* the distinct weights' bytes in the objects */
+  int n_kernels;            /* the largest bucket's */
+  const char *note;         /* the header's lines on the buckets */
+} kir_cuda_buckets;
+pc_status kir_cuda_buckets_package(pc_graph *g, const struct pc_codegen_opts *o);
+/* codegen/package_cuda.c: p (its CUDA C src, launches L, run-time dims d) through NVRTC into an object at obj whose
+ * entry points are name_*, with no main; weights_of: the prefix of an object whose weights are the same bytes (read
+ * from there), else NULL */
+pc_status kir_cuda_part(pc_graph *g, const struct pc_codegen_opts *o, const kir_program *p, const char *src,
+                        const struct pc_cuda_launch *L, const kir_cuda_dyn *d, const char *name, const char *obj,
+                        const char *weights_of);
+/* the dispatcher's host side, linked with b's objects into o->output (or joined into one object), and its header */
+pc_status kir_cuda_dispatch(pc_graph *g, const struct pc_codegen_opts *o, const kir_cuda_buckets *b);
 /* g, built at opts->dyn's bounds, as kernel IR (*p) and CUDA C (*src, malloc'ed) with its launches, built and
  * rendered again at other values of the symbols and every integer of the CUDA C that moves fitted as a polynomial
  * of them; what cannot follow them fails naming the dim and the kernel */
@@ -346,6 +369,25 @@ pc_status kir_link(pc_graph *g, const struct pc_codegen_opts *o, const char *out
                    kir_link_kind kind);
 /* --dim NAME=LO..HI:STEP: each bucket compiled and written, the dispatcher, the link (codegen/buckets.c) */
 pc_status kir_codegen_buckets(pc_graph *g, const struct pc_codegen_opts *o);
+#define KIR_MAX_BUCKETS 64
+struct pc_dyn_spec;
+/* the buckets [lo[k], hi[k]] of ds->bucket_sym: STEP values each from LO; more than KIR_MAX_BUCKETS: that + 1 */
+int kir_bucket_ranges(const struct pc_dyn_spec *ds, int64_t *lo, int64_t *hi);
+/* in_sym (the input dims' symbols, -1 fixed) where the first bucket's inputs (dims0) and gt's (the last's) differ: the
+ * bucket symbol (a program of one value leaves its dim fixed, so no program may say so) */
+void kir_bucket_dims(const struct pc_dyn_spec *ds, const pc_graph *gt, const int64_t *dims0, int *in_sym);
+/* the weights of the last bucket whose bytes differed from the one before: buckets usually pack theirs alike (the
+ * GEMM panels do not follow the rows of A), and a bucket with the same bytes reads that bucket's */
+typedef struct kir_twin {
+  void *blob;
+  int64_t bytes;
+  int k; /* whose they are; -1: none yet */
+} kir_twin;
+/* the bucket whose weights bucket k reads (k, or an earlier one with the same bytes); takes blob (malloc'ed) */
+int kir_twin_take(kir_twin *tw, void *blob, int64_t bytes, int k);
+/* the header's lines on n buckets ending at hi[] (cuda: the CUDA dispatcher's workspace, which has no header) */
+void kir_bucket_note(char *buf, size_t len, const char *name, const struct pc_dyn_spec *ds, const int64_t *hi, int n,
+                     int cuda);
 /* codegen/weights.c: the constants of p packed at their offsets (malloc'ed, caller frees); NULL when out of
  * memory. kir_weights_write streams the same bytes into fd at base, one constant at a time (a packed
  * weight through a buffer of its size), and sizes the file to base + weights_size. */

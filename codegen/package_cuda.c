@@ -22,6 +22,8 @@ typedef struct cuda_pkg {
   char dir[64];       /* temporary directory: binaries, host C, object */
   size_t cubin_size;  /* 0 for a compute_NN target: PTX only */
   size_t ptx_size;
+  const char *weights_of; /* a bucket whose weights are the same bytes: its NAME__bK prefix, else NULL (own) */
+  const kir_cuda_buckets *buckets; /* the dispatcher's header: its buckets, else NULL */
 } cuda_pkg;
 
 /* ---------------------------------------------------------------- names and files */
@@ -113,13 +115,16 @@ static const char *const host_decls[] = {
 static void put_blobs(FILE *f, const cuda_pkg *k) {
   static const char *const blobs[] = {"cubin", "ptx", "weights"};
   fprintf(f, "__asm__(\".section .rodata\\n\"\n");
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < (k->weights_of ? 2 : 3); i++) {
     char path[128];
     tmp_path(k, blobs[i], path, sizeof path);
     fprintf(f, "        \".balign 64\\n.globl %s_%s\\n%s_%s:\\n.incbin \\\"%s\\\"\\n%s\"\n", k->name, blobs[i], k->name,
             blobs[i], path, i == 1 ? ".byte 0\\n" : "");
   }
   fprintf(f, "        \".byte 0\\n.previous\\n\");\n");
+  if (k->weights_of) /* the same bytes in another bucket's object */
+    fprintf(f, "extern const unsigned char %s_weights[];\n#define %s_weights %s_weights\n", k->weights_of, k->name,
+            k->weights_of);
   fprintf(f, "extern const unsigned char %s_cubin[], %s_ptx[], %s_weights[];\n", k->name, k->name, k->name);
 }
 
@@ -174,14 +179,11 @@ static int put_kernels(FILE *f, const cuda_pkg *k) {
 
 /* the run-time dims: their values at the bounds (what MODEL_run runs), and with dims their ranges, the inputs'
  * symbols, the grids of a run and the outputs' dims, each as the fitted polynomial of the values s[] */
-static void put_dims(FILE *f, const cuda_pkg *k) {
+/* the ranges and which input dim each symbol is: dims_desc, for primc_dims_check */
+static void put_dims_desc(FILE *f, const cuda_pkg *k) {
   const kir_cuda_dyn *d = k->dyn;
   const pc_graph *g = k->p->g;
-  int ns = d ? d->n_syms : 0;
-  fprintf(f, "#define NSYM %d\nstatic const long long sym_hi[NSYM + 1] = {", ns);
-  for (int s = 0; s < ns; s++) fprintf(f, "%lldLL, ", (long long)d->hi[s]);
-  fprintf(f, "0};\n");
-  if (!d) return;
+  int ns = d->n_syms;
   fprintf(f, "static const primc_sym_desc syms[NSYM] = {");
   for (int s = 0; s < ns; s++) {
     fprintf(f, "%s{", s ? ", " : "");
@@ -191,6 +193,17 @@ static void put_dims(FILE *f, const cuda_pkg *k) {
   fprintf(f, "};\nstatic const int32_t in_syms[%d] = {", g->n_inputs * PC_MAX_RANK + 1);
   for (int i = 0; i < g->n_inputs * PC_MAX_RANK; i++) fprintf(f, "%d, ", d->in_sym[i]);
   fprintf(f, "0};\nstatic const primc_dims_desc dims_desc = {NSYM, syms, in_syms, -1, NUM_INPUTS, %s_in};\n", k->name);
+}
+
+static void put_dims(FILE *f, const cuda_pkg *k) {
+  const kir_cuda_dyn *d = k->dyn;
+  const pc_graph *g = k->p->g;
+  int ns = d ? d->n_syms : 0;
+  fprintf(f, "#define NSYM %d\nstatic const long long sym_hi[NSYM + 1] = {", ns);
+  for (int s = 0; s < ns; s++) fprintf(f, "%lldLL, ", (long long)d->hi[s]);
+  fprintf(f, "0};\n");
+  if (!d) return;
+  put_dims_desc(f, k);
   fprintf(f, "static unsigned grid_of(int n, const int64_t *w, const int64_t *per) {\n"
              "  int64_t b = 1;\n"
              "  for (int i = 0; i < n && b > 0 && b <= %d; i++) b *= w[i] > 0 ? (w[i] + per[i] - 1) / per[i] : 0;\n"
@@ -421,6 +434,107 @@ static pc_status write_host(const cuda_pkg *k, const char *path) {
   return bad ? pc_fail(k->g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
 }
 
+/* ---------------------------------------------------------------- buckets' dispatcher */
+
+/* the dispatcher's entry points: the dims checked against the whole ranges, then bucket k's; MODEL_ is the model's
+ * prefix, and bucket k's NAME__bK functions are in the tables before these lines */
+static const char *const host_dispatch[] = {
+    "static char err[768], berr[1024];",
+    "static int last = -1; /* the bucket that ran last, whose error is the model's; -1: the dispatcher's own */",
+    "",
+    "const char *MODEL_error(void) {",
+    "  if (last < 0) return err;",
+    "  snprintf(berr, sizeof berr, \"bucket %s: %s\", b_name[last], b_error[last]());",
+    "  return berr;",
+    "}",
+    "",
+    "int MODEL_status(void) {",
+    "  for (int k = 0; k < NBK; k++) {",
+    "    int s = b_status[k]();",
+    "    if (s) return last = k, s;",
+    "  }",
+    "  return ST_OK;",
+    "}",
+    "",
+    "static int pick(const int64_t *const *input_dims, int64_t *v) {",
+    "  int st = primc_dims_check(&dims_desc, input_dims, v, err, sizeof err);",
+    "  if (st) return last = -1, -st;",
+    "  int k = 0;",
+    "  while (k < NBK - 1 && v[BSYM] > b_hi[k]) k++;",
+    "  return k;",
+    "}",
+    "",
+    "int MODEL_run_dims(const void *const *inputs, const int64_t *const *input_dims, void *const *outputs,",
+    "                   void *workspace, void *stream) {",
+    "  int64_t v[NSYM];",
+    "  int k = pick(input_dims, v);",
+    "  if (k < 0) return -k;",
+    "  last = k;",
+    "  return b_run_dims[k](inputs, input_dims, outputs, workspace, stream);",
+    "}",
+    "",
+    "int MODEL_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream) {",
+    "  return MODEL_run_dims(inputs, 0, outputs, workspace, stream);",
+    "}",
+    "",
+    "int MODEL_output_dims(const int64_t *const *input_dims, int32_t output, int64_t *dims) {",
+    "  int64_t v[NSYM];",
+    "  if (!dims || output < 0 || output >= NUM_OUTPUTS) return ST_ARG;",
+    "  int k = pick(input_dims, v);",
+    "  return k < 0 ? -k : b_output_dims[k](input_dims, output, dims);",
+    "}",
+    "",
+};
+
+/* bucket k's functions, by kind, as a table of the dispatcher's host C */
+static void put_bucket_table(FILE *f, const char *name, int n, const char *type, const char *fn, const char *params) {
+  for (int k = 0; k < n; k++) fprintf(f, "%s %s__b%d_%s(%s);\n", type, name, k, fn, params);
+  fprintf(f, "static %s (*const b_%s[NBK])(%s) = {", type, fn, params);
+  for (int k = 0; k < n; k++) fprintf(f, "%s%s__b%d_%s", k ? ", " : "", name, k, fn);
+  fprintf(f, "};\n");
+}
+
+static pc_status write_dispatcher(const cuda_pkg *k, const kir_cuda_buckets *b, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return pc_fail(k->g, PC_ERR_IO, "cannot write %s", path);
+  const pc_graph *g = k->p->g;
+  fprintf(f, "/* host side of the CUDA model %s, generated by primc %s: %d buckets of %s, each its own module and\n"
+             " * entry points %s__bK; runs the bucket whose range holds the value. */\n",
+          k->name, PC_VERSION, b->n, b->full->name[b->sym], k->name);
+  put_lines(f, host_decls, sizeof host_decls / sizeof host_decls[0], k->name);
+  fprintf(f, "#define GPU_ARCH \"%s\"\n#define WORKSPACE_SIZE %lldll\n#define NUM_INPUTS %d\n#define NUM_OUTPUTS %d\n",
+          k->arch, (long long)b->workspace_size, g->n_inputs, g->n_outputs);
+  fprintf(f, "#define NSYM %d\n#define NBK %d\n#define BSYM %d\nstatic const int64_t b_hi[NBK] = {", b->full->n_syms, b->n,
+          b->sym);
+  for (int i = 0; i < b->n; i++) fprintf(f, "%s%lldLL", i ? ", " : "", (long long)b->hi[i]);
+  fprintf(f, "};\nstatic const char *const b_name[NBK] = {");
+  for (int i = 0; i < b->n; i++)
+    fprintf(f, "%s\"%s=%lld..%lld\"", i ? ", " : "", b->full->name[b->sym],
+            (long long)(i ? b->hi[i - 1] + 1 : b->full->lo[b->sym]), (long long)b->hi[i]);
+  fprintf(f, "};\n");
+  put_bucket_table(f, k->name, b->n, "int", "run_dims",
+                   "const void *const *, const int64_t *const *, void *const *, void *, void *");
+  put_bucket_table(f, k->name, b->n, "int", "output_dims", "const int64_t *const *, int32_t, int64_t *");
+  put_bucket_table(f, k->name, b->n, "int", "status", "void");
+  put_bucket_table(f, k->name, b->n, "const char *", "error", "void");
+  put_tensors(f, k, 1);
+  put_tensors(f, k, 0);
+  put_dims_desc(f, k);
+  fputc('\n', f);
+  put_lines(f, host_dispatch, sizeof host_dispatch / sizeof host_dispatch[0], k->name);
+  const char *n = k->name;
+  fprintf(f, "const primc_cuda_model_desc %s_model = {\"%s\", GPU_ARCH, %s_run, %s_status, %s_error, WORKSPACE_SIZE, 256,\n",
+          n, n, n, n, n);
+  fprintf(f, "    %d, %d, %s_in, %s_out, %d, %d, &dims_desc, %s_run_dims, %s_output_dims};\n", g->n_inputs, g->n_outputs,
+          n, n, b->n_kernels, k->o->cuda_graphs ? 1 : 0, n, n);
+  fprintf(f, "const int64_t %s_workspace_size = WORKSPACE_SIZE;\n", n);
+  fprintf(f, "\n#ifdef PRIMC_MAIN\nint main(int argc, char **argv) { return primc_cuda_main(argc, argv, &%s_model); }\n#endif\n",
+          n);
+  int bad = ferror(f);
+  bad |= fclose(f);
+  return bad ? pc_fail(k->g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
+}
+
 /* ---------------------------------------------------------------- the header */
 
 static void header_tensor(FILE *f, const char *name, int input, int i, const pc_value *v) {
@@ -449,7 +563,7 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
   if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
   fprintf(f, "/* %s.h: entry points of the model compiled by primc %s for target cuda (%s cubin + PTX for newer\n"
              " * GPUs); link %s.o with libprimc_rt.a -ldl -lpthread. Needs the NVIDIA driver (libcuda.so.1) at run time. */\n",
-          n, PC_VERSION, k->cubin_size ? k->arch : "no", n);
+          n, PC_VERSION, k->cubin_size || k->buckets ? k->arch : "no", n);
   fprintf(f, "#ifndef %s_PRIMC_H\n#define %s_PRIMC_H\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", n, n);
   fprintf(f, "#define %s_TARGET \"cuda\"\n#define %s_GPU_ARCH \"%s\"\n", n, n, k->arch);
   fprintf(f, "/* bytes of device memory %s_run needs as its workspace, and their alignment */\n", n);
@@ -472,6 +586,7 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
       fprintf(f, "%s} /* the run-time dim (NAME_DIMk) each dim is, -1 when fixed */\n", g->inputs[i]->type.rank ? "" : "-1");
     }
   }
+  if (k->buckets) fputs(k->buckets->note, f);
   for (int i = 0; i < g->n_inputs; i++) header_tensor(f, n, 1, i, g->inputs[i]);
   for (int i = 0; i < g->n_outputs; i++) header_tensor(f, n, 0, i, g->outputs[i]);
   fprintf(f, "\n/* Runs the model on the GPU (device 0, or $PRIMC_CUDA_DEVICE; its primary context).\n"
@@ -499,8 +614,10 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
   fprintf(f, "const char *%s_error(void);\nextern const int64_t %s_workspace_size;\n", n, n);
   fprintf(f, "/* the model's descriptor: a primc_cuda_model_desc of runtime/primc_rt.h */\nextern const struct primc_cuda_model_desc %s_model;\n",
           n);
-  fprintf(f, "/* the embedded binaries: %s_cubin (ELF), %s_ptx (NUL-terminated text) */\n", n, n);
-  fprintf(f, "extern const unsigned char %s_cubin[], %s_ptx[];\n", n, n);
+  if (!k->buckets) { /* each bucket has its own, as NAME__bK_cubin and NAME__bK_ptx */
+    fprintf(f, "/* the embedded binaries: %s_cubin (ELF), %s_ptx (NUL-terminated text) */\n", n, n);
+    fprintf(f, "extern const unsigned char %s_cubin[], %s_ptx[];\n", n, n);
+  }
   fprintf(f, "\n#ifdef __cplusplus\n}\n#endif\n#endif\n");
   int bad = ferror(f);
   bad |= fclose(f);
@@ -509,33 +626,51 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
 
 /* ---------------------------------------------------------------- building */
 
-/* host C -> object (with main for an executable), then the link */
-static pc_status build(const cuda_pkg *k, const char *obj_out) {
-  const pc_codegen_opts *o = k->o;
+/* objects linked with the runtime into out: an executable, a shared library (KIR_LINK_*), or joined into one object */
+static pc_status link_objects(pc_graph *g, const pc_codegen_opts *o, const char *out, const char *const *objs, int n,
+                              kir_link_kind kind) {
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-  char host[128], obj[128], dir[2048], rt[2100];
-  tmp_path(k, "host.c", host, sizeof host);
-  tmp_path(k, "host.o", obj, sizeof obj);
-  int exe = o->emit == PC_EMIT_EXE, lib = o->emit == PC_EMIT_LIB;
-  pc_argv a = {.n = 0};
-  pc_argv_add_words(&a, cc);
-  const char *flags[] = {"-std=gnu11", "-O2", "-fPIC", "-c", host, "-o"};
-  for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) pc_argv_add(&a, flags[i]);
-  pc_argv_add_path(&a, exe || lib ? obj : obj_out);
-  if (exe) pc_argv_add(&a, "-DPRIMC_MAIN");
-  pc_status s = pc_argv_run(k->g, "compiling the host side", &a);
-  if (s != PC_OK || !(exe || lib)) return s;
+  char dir[2048], rt[2100];
   pc_runtime_dir(o, dir, sizeof dir);
   snprintf(rt, sizeof rt, "%s/libprimc_rt.a", dir);
   pc_argv l = {.n = 0};
   pc_argv_add_words(&l, cc);
-  if (lib) pc_argv_add(&l, "-shared");
+  if (kind == KIR_LINK_SHARED) pc_argv_add(&l, "-shared");
+  if (kind == KIR_LINK_OBJECT) pc_argv_add(&l, "-r"), pc_argv_add(&l, "-nostdlib");
   pc_argv_add_words(&l, getenv("PRIMC_LDFLAGS")); /* as package.c: e.g. a sanitizer */
   pc_argv_add(&l, "-o");
-  pc_argv_add_path(&l, o->output);
-  const char *tail[] = {obj, rt, "-ldl", "-lpthread", "-lm"};
-  for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) pc_argv_add(&l, tail[i]);
-  return pc_argv_run(k->g, "linking", &l);
+  pc_argv_add_path(&l, out);
+  for (int i = 0; i < n; i++) pc_argv_add_path(&l, objs[i]);
+  const char *tail[] = {rt, "-ldl", "-lpthread", "-lm"};
+  for (size_t i = 0; kind != KIR_LINK_OBJECT && i < sizeof tail / sizeof *tail; i++) pc_argv_add(&l, tail[i]);
+  return pc_argv_run(g, kind == KIR_LINK_OBJECT ? "joining the objects" : "linking", &l);
+}
+
+/* host C (the file host.c of dir) -> object host.o (with main when main), or obj_out */
+static pc_status compile_host(pc_graph *g, const char *dir, int main, const char *obj_out) {
+  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+  char host[128], obj[128];
+  snprintf(host, sizeof host, "%s/host.c", dir);
+  snprintf(obj, sizeof obj, "%s/host.o", dir);
+  pc_argv a = {.n = 0};
+  pc_argv_add_words(&a, cc);
+  const char *flags[] = {"-std=gnu11", "-O2", "-fPIC", "-c", host, "-o"};
+  for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) pc_argv_add(&a, flags[i]);
+  pc_argv_add_path(&a, obj_out ? obj_out : obj);
+  if (main) pc_argv_add(&a, "-DPRIMC_MAIN");
+  return pc_argv_run(g, "compiling the host side", &a);
+}
+
+/* host C -> object (with main for an executable), then the link */
+static pc_status build(const cuda_pkg *k, const char *obj_out) {
+  const pc_codegen_opts *o = k->o;
+  int exe = o->emit == PC_EMIT_EXE, lib = o->emit == PC_EMIT_LIB;
+  pc_status s = compile_host(k->g, k->dir, exe, exe || lib ? NULL : obj_out);
+  if (s != PC_OK || !(exe || lib)) return s;
+  char obj[128];
+  tmp_path(k, "host.o", obj, sizeof obj);
+  const char *objs[1] = {obj};
+  return link_objects(k->g, o, o->output, objs, 1, lib ? KIR_LINK_SHARED : KIR_LINK_EXE);
 }
 
 static pc_status write_blobs(cuda_pkg *k, const pc_cuda_binary *b, const void *weights) {
@@ -545,14 +680,14 @@ static pc_status write_blobs(cuda_pkg *k, const pc_cuda_binary *b, const void *w
   tmp_path(k, "ptx", path, sizeof path);
   if (s == PC_OK) s = pc_file_write(k->g, path, b->ptx, b->ptx_size);
   tmp_path(k, "weights", path, sizeof path);
-  if (s == PC_OK) s = pc_file_write(k->g, path, weights, (size_t)k->p->weights_size);
+  if (s == PC_OK && !k->weights_of) s = pc_file_write(k->g, path, weights, (size_t)k->p->weights_size);
   k->cubin_size = b->cubin_size;
   k->ptx_size = b->ptx_size;
   return s;
 }
 
-/* the rendered program through NVRTC, then the files */
-static pc_status package(cuda_pkg *k, const char *src, const void *weights) {
+/* the rendered program through NVRTC, then the files; part_obj: only the object there (a bucket's) */
+static pc_status package(cuda_pkg *k, const char *src, const void *weights, const char *part_obj) {
   pc_graph *g = k->g;
   char err[512], path[1100], stem[1024];
   pc_nvrtc *nv = pc_nvrtc_open(err, sizeof err);
@@ -571,11 +706,26 @@ static pc_status package(cuda_pkg *k, const char *src, const void *weights) {
   pc_cuda_binary_free(&b);
   tmp_path(k, "host.c", path, sizeof path);
   if (s == PC_OK) s = write_host(k, path);
+  if (part_obj) return s == PC_OK ? compile_host(g, k->dir, 0, part_obj) : s;
   pc_path_stem(k->o->output, stem, sizeof stem);
   snprintf(path, sizeof path, "%s.o", stem);
   if (s == PC_OK) s = build(k, path);
   snprintf(path, sizeof path, "%s.h", stem);
   if (s == PC_OK && k->o->emit != PC_EMIT_EXE) s = write_header(k, path);
+  return s;
+}
+
+static const char *arch_of(const pc_codegen_opts *o) { return o->gpu_arch && *o->gpu_arch ? o->gpu_arch : "sm_90"; }
+
+pc_status kir_cuda_part(pc_graph *g, const pc_codegen_opts *o, const kir_program *p, const char *src,
+                        const pc_cuda_launch *L, const kir_cuda_dyn *d, const char *name, const char *obj,
+                        const char *weights_of) {
+  cuda_pkg k = {g, p, L, o, d, arch_of(o), "", "", 0, 0, weights_of, NULL};
+  snprintf(k.name, sizeof k.name, "%s", name);
+  void *blob = weights_of ? NULL : kir_weights_blob(p);
+  pc_status s = weights_of || blob ? package(&k, src, blob, obj) : pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
+  remove_tmp(&k);
+  free(blob);
   return s;
 }
 
@@ -592,8 +742,9 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
   pc_status s = check_opts(g, opts);
   if (s != PC_OK) return s;
+  if (opts->dyn && opts->dyn->bucket_step) return kir_cuda_buckets_package(g, opts); /* codegen/cuda_buckets.c */
   kir_program p;
-  cuda_pkg k = {g, &p, NULL, opts, NULL, opts->gpu_arch && *opts->gpu_arch ? opts->gpu_arch : "sm_90", "", "", 0, 0};
+  cuda_pkg k = {g, &p, NULL, opts, NULL, arch_of(opts), "", "", 0, 0, NULL, NULL};
   if (opts->name) snprintf(k.name, sizeof k.name, "%s", opts->name);
   else pc_path_ident(opts->output, k.name, PC_MAX_ENTRY_NAME + 1);
   char *src = NULL;
@@ -604,10 +755,41 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
   k.L = L;
   void *blob = s == PC_OK ? kir_weights_blob(&p) : NULL;
   if (s == PC_OK && !blob) s = pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
-  if (s == PC_OK) s = package(&k, src, blob);
+  if (s == PC_OK) s = package(&k, src, blob, NULL);
   remove_tmp(&k);
   free(blob);
   free(src);
+  return s;
+}
+
+/* the buckets' dispatcher (codegen/cuda_buckets.c), linked with their objects */
+pc_status kir_cuda_dispatch(pc_graph *g, const pc_codegen_opts *o, const kir_cuda_buckets *b) {
+  kir_program h = *b->top; /* the header's sizes: the largest bucket's */
+  h.workspace_size = b->workspace_size, h.weights_size = b->weights_size, h.n_kernels = b->n_kernels;
+  cuda_pkg k = {g, &h, NULL, o, b->full, arch_of(o), "", "", 0, 0, NULL, b};
+  char stem_[1024];
+  kir_output_names(o, k.name, sizeof k.name, stem_, sizeof stem_);
+  snprintf(k.dir, sizeof k.dir, "/tmp/primc-cuda-XXXXXX");
+  if (!mkdtemp(k.dir)) return k.dir[0] = 0, pc_fail(g, PC_ERR_IO, "cannot make a temporary directory");
+  char path[1100], stem[1024], obj[128];
+  tmp_path(&k, "host.c", path, sizeof path);
+  tmp_path(&k, "host.o", obj, sizeof obj);
+  int exe = o->emit == PC_EMIT_EXE, lib = o->emit == PC_EMIT_LIB;
+  pc_status s = write_dispatcher(&k, b, path);
+  if (s == PC_OK) s = compile_host(g, k.dir, exe, NULL);
+  const char **objs = calloc((size_t)b->n + 2, sizeof *objs);
+  if (s == PC_OK && !objs) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; objs && i < b->n; i++) objs[i + 1] = b->objs[i];
+  if (objs) objs[0] = obj;
+  pc_path_stem(o->output, stem, sizeof stem);
+  snprintf(path, sizeof path, "%s.o", stem);
+  if (s == PC_OK)
+    s = link_objects(g, o, exe || lib ? o->output : path, objs, b->n + 1,
+                     exe ? KIR_LINK_EXE : lib ? KIR_LINK_SHARED : KIR_LINK_OBJECT);
+  free(objs);
+  snprintf(path, sizeof path, "%s.h", stem);
+  if (s == PC_OK && !exe) s = write_header(&k, path);
+  remove_tmp(&k);
   return s;
 }
 

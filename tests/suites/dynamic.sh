@@ -3,13 +3,23 @@
 # the ranges in its dims.txt and run at every size it has a case for (in_TAG.npy), as an executable and embedded
 # through its header (tests/embed/dynamic.c), each output compared with ONNX Runtime's at that size
 # (expected_TAG.npy, models/dynamic/make.py). Sizes outside the range, a fixed dim given another value, a model
-# whose program changes with the dim (an RNN unrolled over it) and buckets on CUDA are refused with messages that
-# name them. The same ranges compile for CUDA; on a GPU they run at each size against ONNX Runtime. With PRIMC_LARGE=1 (make test-large) also BERT-base and ResNet-50 sized models (below).
+# whose program changes with the dim (an RNN unrolled over it) are refused with messages that name them. The same
+# ranges, and buckets, compile for CUDA; on a GPU they run at each size against ONNX Runtime. With PRIMC_LARGE=1 (make test-large) also BERT-base and ResNet-50 sized models (below).
 set -u
 B=${B:-build}
 . tests/suite_lib.sh
 
 compare() { python3 tests/compare_npy.py "$1" "$2" --rtol 1e-4 --atol 1e-5 >"$tmp/cmp" 2>&1; }
+# each shape against ONNX Runtime on random inputs (tests/run_sizes.py): NAME MODEL EXE SHAPES...
+sizes() {
+  local name=$1 model=$2 exe=$3
+  shift 3
+  mkdir -p "$tmp/sizes"
+  python3 tests/run_sizes.py "$model" "$exe" "$tmp/sizes" "$@" >"$tmp/sizes.log" 2>&1
+  while read -r verdict rest; do
+    case $verdict in PASS) ok "$name $rest" ;; FAIL) bad "$name" "$rest" ;; esac
+  done <"$tmp/sizes.log"
+}
 
 for d in models/dynamic/*/; do
   [ -f "$d/model.onnx" ] || continue
@@ -128,20 +138,33 @@ else
     expect_exit 1 "CUDA batch 9 of 1..8 refused" "$tmp/cu-batch_cnn" "$tmp/big.npy"
     grep -q 'input "input" dim 0 (N) is 9, outside the range 1..8' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
   fi
-  expect_exit 1 "CUDA buckets refused" "$B/primc" compile models/dynamic/seq_encoder/model.onnx --dim batch=2 \
-    --dim seq=1..32:8 --target cuda -o "$tmp/c"
-  grep -q 'buckets are CPU code so far' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+  # buckets on CUDA: a module per bucket behind one dispatcher (codegen/cuda_buckets.c); on a GPU each bucket's ends
+  # against ONNX Runtime, without one a size out of range still refused (the unit test cuda_pkg_buckets checks the
+  # dispatch without a GPU)
+  if "$B/primc" compile models/dynamic/seq_encoder/model.onnx --dim batch=2 --dim seq=9..32:8 --target cuda \
+    -o "$tmp/cubk" --report >"$tmp/report" 2>&1; then
+    grep -q 'buckets of seq: 3 CUDA programs (STEP 8)' "$tmp/report" &&
+      grep -q 'seq=25..32: .*(the weights of seq=9..16)' "$tmp/report" && ok "encoder in CUDA buckets: --report lists them" ||
+      bad "CUDA buckets in --report" "$(grep -A5 buckets "$tmp/report")"
+    python3 -c "import numpy as np; np.save('$tmp/ids9.npy', np.ones((2, 9), np.int64)); np.save('$tmp/ids33.npy', np.ones((2, 33), np.int64))"
+    "$tmp/cubk" "$tmp/ids9.npy" "$tmp/ids9.npy" >"$tmp/log" 2>&1
+    if [ $? -eq 1 ] && grep -q 'needs a CUDA GPU' "$tmp/log"; then
+      skipped "encoder in CUDA buckets at seq 9..32: no GPU"
+    else
+      sizes "encoder in CUDA buckets" models/dynamic/seq_encoder/model.onnx "$tmp/cubk" 2x9,2x9 2x16,2x16 2x17,2x17 \
+        2x24,2x24 2x25,2x25 2x32,2x32
+    fi
+    expect_exit 1 "CUDA buckets: seq 33 of 9..32 refused" "$tmp/cubk" "$tmp/ids33.npy" "$tmp/ids33.npy"
+    grep -q 'input "input_ids" dim 1 (seq) is 33, outside the range 9..32' "$tmp/err" && ok "its message" ||
+      bad "its message" "$(cat "$tmp/err")"
+  else
+    bad "encoder in CUDA buckets compiles" "$(tail -n 3 "$tmp/report")"
+  fi
+  expect_exit 1 "--emit cuda (one program's CUDA C) with buckets refused" "$B/primc" compile \
+    models/dynamic/seq_encoder/model.onnx --dim batch=2 --dim seq=9..32:8 --emit cuda -o "$tmp/bk.cu"
+  grep -q 'each bucket is a CUDA module of its own, which --target cuda packages' "$tmp/err" && ok "its message" ||
+    bad "its message" "$(cat "$tmp/err")"
 fi
-# each shape against ONNX Runtime on random inputs (tests/run_sizes.py): NAME MODEL EXE SHAPES...
-sizes() {
-  local name=$1 model=$2 exe=$3
-  shift 3
-  mkdir -p "$tmp/sizes"
-  python3 tests/run_sizes.py "$model" "$exe" "$tmp/sizes" "$@" >"$tmp/sizes.log" 2>&1
-  while read -r verdict rest; do
-    case $verdict in PASS) ok "$name $rest" ;; FAIL) bad "$name" "$rest" ;; esac
-  done <"$tmp/sizes.log"
-}
 
 # buckets (--dim NAME=LO..HI:STEP): a program per bucket, halved where one program cannot follow the dims (the
 # encoder's rows change at small seq, the LSTM's kernels with every T); sizes at each bucket's ends against ONNX

@@ -335,3 +335,75 @@ PC_TEST(cuda_pkg_run_time_dims) {
   CHECK(system(cmd) == 0);
   pc_graph_free(g);
 }
+
+/* --dim N=1..8:4 for CUDA: two bucket programs behind one model m. Without a GPU: the descriptor's ranges, the output
+ * dims (the batch CNN's expected output at N=3, from ONNX Runtime), a size out of range refused before any device
+ * call, and a run at N=3 or N=6 reaching the bucket that holds it (its error, naming the bucket, says no driver). */
+PC_TEST(cuda_pkg_buckets) {
+  if (!have_nvrtc()) return;
+  char path[512], dir[] = "/tmp/primc-cudapkg-XXXXXX", obj[256], so[256], hdr[256], cmd[2048], err[256];
+  snprintf(path, sizeof path, "%s/models/dynamic/batch_cnn/model.onnx", pc_test_srcdir());
+  const pc_dim_binding dims[] = {{"N", 1, 8, 4}};
+  pc_import_opts io = {0};
+  io.dims = dims, io.n_dims = 1;
+  pc_dyn_source src;
+  pc_dyn_spec spec;
+  memset(&src, 0, sizeof src);
+  CHECK_INT(pc_dyn_source_init(&src, &spec, &io), 1);
+  src.path = path;
+  src.po = (pc_pipeline_opts){.opt_level = 2};
+  pc_graph *g = pc_dyn_source_build(&src, NULL);
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(obj, sizeof obj, "%s/m.o", dir);
+  snprintf(so, sizeof so, "%s/m.so", dir);
+  snprintf(hdr, sizeof hdr, "%s/m.h", dir);
+  pc_codegen_opts o = {.emit = PC_EMIT_OBJ, .output = obj, .name = "m", .target = PC_TARGET_CUDA, .dyn = &spec};
+  int ok = CHECK_MSG(g && !g->status && pc_codegen(g, &o) == PC_OK, "%s", g ? pc_error(g) : "load failed");
+  ok = ok && CHECK_CONTAINS(spec.buckets, "buckets of N: 2 CUDA programs (STEP 4)");
+  void *h = ok ? pc_test_link_open(obj, so, "-ldl -lm -lpthread", "cuda object") : NULL;
+  const primc_cuda_model_desc *m = h ? dlsym(h, "m_model") : NULL;
+  primc_array want = {0};
+  snprintf(path, sizeof path, "%s/models/dynamic/batch_cnn/expected_3x3x64x64.npy", pc_test_srcdir());
+  ok = ok && CHECK(m && m->dims && m->run_dims && m->output_dims) &&
+       CHECK_MSG(primc_npy_read(path, &want, err, sizeof err) == 0, "%s", err);
+  if (ok) {
+    CHECK_INT(m->dims->n_syms, 1);
+    CHECK_STR(m->dims->syms[0].name, "N");
+    CHECK_INT(m->dims->syms[0].lo, 1);
+    CHECK_INT(m->dims->syms[0].hi, 8);
+    const int64_t d3[4] = {3, 3, 64, 64}, d6[4] = {6, 3, 64, 64}, d9[4] = {9, 3, 64, 64};
+    const int64_t *in3[1] = {d3}, *in6[1] = {d6}, *in9[1] = {d9};
+    int64_t out[8] = {0};
+    CHECK_INT(m->output_dims(in3, 0, out), PRIMC_OK);
+    for (int r = 0; r < want.rank; r++) CHECK_INT(out[r], want.dims[r]);
+    const void *ins[1] = {(const void *)(uintptr_t)64};
+    void *outs[1] = {(void *)(uintptr_t)192};
+    CHECK_INT(m->run_dims(ins, in9, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_SHAPE);
+    CHECK_CONTAINS(m->error(), "dim 0 (N) is 9, outside the range 1..8");
+    CHECK_INT(m->output_dims(in9, 0, out), PRIMC_ERR_SHAPE);
+    void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!cu) {
+      CHECK_INT(m->run_dims(ins, in3, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_NODEVICE);
+      CHECK_CONTAINS(m->error(), "bucket N=1..4: ");
+      CHECK_INT(m->run_dims(ins, in6, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_NODEVICE);
+      CHECK_CONTAINS(m->error(), "bucket N=5..8: ");
+    } else {
+      dlclose(cu);
+    }
+  }
+  if (h) dlclose(h);
+  char *text = ok ? pc_test_slurp(hdr, NULL) : NULL;
+  if (ok && CHECK(text != NULL)) {
+    CHECK_CONTAINS(text, "#define m_NUM_BUCKETS 2");
+    CHECK_CONTAINS(text, "#define m_BUCKET_MAX {4, 8}");
+    CHECK_CONTAINS(text, "#define m_DIM0_MAX 8LL");
+    CHECK_CONTAINS(text, "#define m_INPUT0_DIM_SYMS {0, -1, -1, -1}");
+    CHECK_CONTAINS(text, "int m_run_dims(const void *const *inputs, const int64_t *const *input_dims");
+    CHECK(!strstr(text, "m_cubin")); /* each bucket's binaries are its own */
+  }
+  free(text);
+  free(want.data);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  pc_graph_free(g);
+}

@@ -133,7 +133,7 @@ static pc_graph *build_text(void *ctx, const int64_t *values) {
 
 /* fits the program of t with V in lo..hi; the first loop kernel's extent 0 polynomial into *q (when there is one) */
 static pc_status fit_text(const text_model *t, int64_t lo, int64_t hi, char *err, size_t n, kir_poly *q) {
-  pc_dyn_spec spec = {1, {"V"}, {lo}, {hi}, build_text, (void *)t, 0, 0, "", 0, 0, ""};
+  pc_dyn_spec spec = {1, {"V"}, {lo}, {hi}, build_text, (void *)t, 0, 0, "", 0, 0, "", 0};
   int64_t v = hi;
   pc_graph *g = build_text((void *)t, &v);
   kir_program p;

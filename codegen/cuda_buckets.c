@@ -1,0 +1,157 @@
+/* codegen/cuda_buckets.c: --target cuda with a range dim in buckets (--dim NAME=LO..HI:STEP). As on the CPU
+ * (codegen/buckets.c), each bucket is the model built at its end and made to follow its part of the range
+ * (codegen/cuda_dynamic.c), halved where one program cannot; each is packaged as an object of its own (entry points
+ * NAME__bK, its own module), and the dispatcher NAME (codegen/package_cuda.c) runs the one that holds the value. */
+#include "codegen/codegen.h"
+#include "codegen/kir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_BUCKETS KIR_MAX_BUCKETS
+
+/* one bucket's program, packaged */
+typedef struct part {
+  pc_graph *g; /* built at the bucket's end; owns p's kernels, the launches and the dims */
+  kir_program p;
+  kir_cuda_dyn *d;
+  int shared;  /* the bucket whose weights it reads */
+} part;
+
+/* bucket k ([lo, hi] of the symbol) built, fitted and packaged at obj as NAME__bK; *refit: it could not follow its
+ * part of the range, so its halves may */
+static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo, int64_t hi, const char *name,
+                        const char *obj, kir_twin *tw, part *pt, int *refit) {
+  pc_dyn_spec *ds = o->dyn, sub = *ds;
+  int s = ds->bucket_sym;
+  sub.lo[s] = lo, sub.hi[s] = hi, sub.bucket_step = 0, sub.n_builds = sub.n_sizes = sub.fit_failed = 0;
+  sub.probes[0] = 0;
+  pc_codegen_opts ok = *o;
+  ok.dyn = &sub;
+  int64_t values[PC_DYN_MAX_SYMS];
+  for (int q = 0; q < ds->n_syms; q++) values[q] = ds->hi[q];
+  values[s] = hi;
+  *refit = 0;
+  memset(pt, 0, sizeof *pt);
+  if (!(pt->g = ds->build(ds->ctx, values))) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  char *src = NULL;
+  pc_cuda_launch *L = NULL;
+  pc_status st = pt->g->status;
+  if (st == PC_OK) st = kir_cuda_program(pt->g, &ok, &pt->p, &src, &L, &pt->d);
+  *refit = st == PC_ERR_UNSUPPORTED && sub.fit_failed && lo < hi;
+  ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
+  void *blob = st == PC_OK ? kir_weights_blob(&pt->p) : NULL;
+  if (st == PC_OK && !blob) st = pc_fail(pt->g, PC_ERR_NOMEM, "out of memory for the weights");
+  pt->shared = blob ? kir_twin_take(tw, blob, pt->p.weights_size, k) : k;
+  char bname[320], wname[320];
+  snprintf(bname, sizeof bname, "%s__b%d", name, k);
+  snprintf(wname, sizeof wname, "%s__b%d", name, pt->shared);
+  if (st == PC_OK) st = kir_cuda_part(pt->g, &ok, &pt->p, src, L, pt->d, bname, obj, pt->shared != k ? wname : NULL);
+  free(src);
+  if (st != PC_OK && !*refit) /* the bucket's error, said as the model's */
+    return pc_fail(g, pt->g->status ? pt->g->status : st, "bucket %s=%lld..%lld: %s", ds->name[s], (long long)lo,
+                   (long long)hi, pc_error(pt->g));
+  return st;
+}
+
+static int64_t file_bytes(const char *path) {
+  struct stat st;
+  return stat(path, &st) ? 0 : (int64_t)st.st_size;
+}
+
+pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
+  pc_dyn_spec *ds = o->dyn;
+  int s = ds->bucket_sym;
+  int64_t lo[MAX_BUCKETS + 1], hi[MAX_BUCKETS + 1];
+  int n = kir_bucket_ranges(ds, lo, hi);
+  if (n > MAX_BUCKETS)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "--dim %s=%lld..%lld:%lld makes more than %d buckets", ds->name[s],
+                   (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, MAX_BUCKETS);
+  char name[256], stem[1024], dir[64] = "/tmp/primc-cudab-XXXXXX";
+  kir_output_names(o, name, sizeof name, stem, sizeof stem);
+  if (strlen(name) + 5 > PC_MAX_ENTRY_NAME)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "entry point prefix \"%s\" is too long for buckets' names (%s__bK)", name, name);
+  if (!mkdtemp(dir)) return pc_fail(g, PC_ERR_IO, "cannot make a temporary directory");
+  int n_in = g->n_inputs * PC_MAX_RANK;
+  char (*objs)[96] = calloc(MAX_BUCKETS, sizeof *objs);
+  const char **paths = calloc(MAX_BUCKETS, sizeof *paths);
+  char (*lines)[200] = calloc(MAX_BUCKETS, sizeof *lines);
+  int *in_sym = pc_alloc(g, sizeof *in_sym * (size_t)(n_in + 1));
+  int64_t *dims0 = calloc((size_t)n_in + 1, sizeof *dims0);
+  pc_status st = objs && paths && lines && in_sym && dims0 ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n_in; i++) in_sym[i] = -1;
+  int64_t ws = 0, weights = 0;
+  int halved = 0, kernels = 0;
+  kir_twin tw = {NULL, 0, -1};
+  part top = {0};
+  for (int k = 0; st == PC_OK && k < n;) {
+    part pt;
+    int refit;
+    snprintf(objs[k], sizeof objs[k], "%s/b%d.o", dir, k);
+    pc_progress(o, "bucket (CUDA)", k, n);
+    st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &tw, &pt, &refit);
+    if (refit && n == MAX_BUCKETS) {
+      st = pc_fail(g, PC_ERR_UNSUPPORTED, "bucket %s=%lld..%lld: %s; halving the buckets to follow it would make more "
+                   "than %d", ds->name[s], (long long)lo[k], (long long)hi[k], pc_error(pt.g), MAX_BUCKETS);
+    } else if (refit) { /* two halves in its place */
+      memmove(lo + k + 1, lo + k, sizeof *lo * (size_t)(n - k));
+      memmove(hi + k + 1, hi + k, sizeof *hi * (size_t)(n - k));
+      hi[k] = lo[k] + (hi[k + 1] - lo[k]) / 2, lo[k + 1] = hi[k] + 1;
+      n++, halved++;
+      st = PC_OK;
+      pc_graph_free(pt.g);
+      continue;
+    }
+    if (st == PC_OK) {
+      ws = pt.p.workspace_size > ws ? pt.p.workspace_size : ws;
+      kernels = pt.p.n_kernels > kernels ? pt.p.n_kernels : kernels;
+      weights += pt.shared == k ? pt.p.weights_size : 0;
+      for (int i = 0; i < n_in; i++) {
+        if (in_sym[i] < 0) in_sym[i] = pt.d->in_sym[i];
+        if (k == 0 && i % PC_MAX_RANK < pt.g->inputs[i / PC_MAX_RANK]->type.rank)
+          dims0[i] = pt.g->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
+      }
+      char wtext[64];
+      if (pt.shared == k) snprintf(wtext, sizeof wtext, "weights %.2f MB", pt.p.weights_size / 1e6);
+      else snprintf(wtext, sizeof wtext, "the weights of %s=%lld..%lld", ds->name[s], (long long)lo[pt.shared],
+                    (long long)hi[pt.shared]);
+      snprintf(lines[k], sizeof lines[k], "    %s=%lld..%lld: %d kernels, object %.2f MB (%s), workspace %.2f MB\n",
+               ds->name[s], (long long)lo[k], (long long)hi[k], pt.p.n_kernels, file_bytes(objs[k]) / 1e6, wtext,
+               pt.p.workspace_size / 1e6);
+    }
+    if (st == PC_OK && k == n - 1) top = pt;
+    else pc_graph_free(pt.g);
+    k++;
+  }
+  if (st == PC_OK) {
+    kir_cuda_dyn full = *top.d;
+    for (int q = 0; q < ds->n_syms; q++) full.lo[q] = ds->lo[q], full.hi[q] = ds->hi[q];
+    full.in_sym = in_sym;
+    if (n > 1) kir_bucket_dims(ds, top.g, dims0, in_sym);
+    char note[2048];
+    kir_bucket_note(note, sizeof note, name, ds, hi, n, 1);
+    for (int k = 0; k < n; k++) paths[k] = objs[k];
+    kir_cuda_buckets b = {n, s, hi, paths, &top.p, &full, ws, weights, kernels, note};
+    pc_progress(o, "link", 0, 0);
+    st = kir_cuda_dispatch(g, o, &b);
+    snprintf(ds->probes, sizeof ds->probes, "in %d programs, one per bucket", n);
+    size_t len = (size_t)snprintf(ds->buckets, sizeof ds->buckets, "  buckets of %s: %d CUDA programs (STEP %lld%s):\n",
+                                  ds->name[s], n, (long long)ds->bucket_step,
+                                  halved ? "; halved where one program could not follow the dims" : "");
+    for (int k = 0; k < n && len < sizeof ds->buckets; k++)
+      len += (size_t)snprintf(ds->buckets + len, sizeof ds->buckets - len, "%s", lines[k]);
+    if (len < sizeof ds->buckets)
+      snprintf(ds->buckets + len, sizeof ds->buckets - len, "    dispatcher: workspace %.2f MB (the largest bucket's); "
+               "each bucket uploads its weights on its first run\n", ws / 1e6);
+  }
+  free(tw.blob);
+  pc_graph_free(top.g);
+  for (int k = 0; objs && k < n && k < MAX_BUCKETS; k++)
+    if (objs[k][0]) unlink(objs[k]);
+  rmdir(dir);
+  free(objs), free(paths), free(lines), free(dims0);
+  return st;
+}
