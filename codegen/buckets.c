@@ -35,6 +35,39 @@ int kir_twin_take(kir_twin *tw, void *blob, int64_t bytes, int k) {
   return k;
 }
 
+pc_status kir_bucket_halve(pc_graph *g, const pc_dyn_spec *ds, int64_t *lo, int64_t *hi, int *n, int k, const char *why) {
+  int s = ds->bucket_sym;
+  if (*n == MAX_BUCKETS)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "bucket %s=%lld..%lld: %s; halving the buckets to follow it would make more "
+                   "than %d", ds->name[s], (long long)lo[k], (long long)hi[k], why, MAX_BUCKETS);
+  memmove(lo + k + 1, lo + k, sizeof *lo * (size_t)(*n - k));
+  memmove(hi + k + 1, hi + k, sizeof *hi * (size_t)(*n - k));
+  hi[k] = lo[k] + (hi[k + 1] - lo[k]) / 2, lo[k + 1] = hi[k] + 1;
+  (*n)++;
+  return PC_OK;
+}
+
+void kir_bucket_line(char *buf, size_t len, const pc_dyn_spec *ds, const int64_t *lo, const int64_t *hi, int k,
+                     int shared, int n_kernels, const char *obj, int64_t weights, int64_t workspace) {
+  int s = ds->bucket_sym;
+  char wtext[64];
+  if (shared == k) snprintf(wtext, sizeof wtext, "weights %.2f MB", weights / 1e6);
+  else snprintf(wtext, sizeof wtext, "the weights of %s=%lld..%lld", ds->name[s], (long long)lo[shared], (long long)hi[shared]);
+  snprintf(buf, len, "    %s=%lld..%lld: %d kernels, object %.2f MB (%s), workspace %.2f MB\n", ds->name[s],
+           (long long)lo[k], (long long)hi[k], n_kernels, file_bytes(obj) / 1e6, wtext, workspace / 1e6);
+}
+
+void kir_bucket_report(pc_dyn_spec *ds, int n, int halved, const char (*lines)[KIR_BUCKET_LINE], const char *kind,
+                       const char *tail) {
+  snprintf(ds->probes, sizeof ds->probes, "in %d programs, one per bucket", n);
+  size_t len = (size_t)snprintf(ds->buckets, sizeof ds->buckets, "  buckets of %s: %d %sprograms (STEP %lld%s):\n",
+                                ds->name[ds->bucket_sym], n, kind, (long long)ds->bucket_step,
+                                halved ? "; halved where one program could not follow the dims" : "");
+  for (int k = 0; k < n && len < sizeof ds->buckets; k++)
+    len += (size_t)snprintf(ds->buckets + len, sizeof ds->buckets - len, "%s", lines[k]);
+  if (len < sizeof ds->buckets) snprintf(ds->buckets + len, sizeof ds->buckets - len, "    dispatcher: %s\n", tail);
+}
+
 /* bucket k ([lo, hi] of the symbol) compiled and written to path as NAME__bK: its program in *p, on its graph *gk
  * (the caller frees it); *shared: the bucket whose weights it reads, else k. *refit: the fit failed, so halves of
  * the bucket may still compile. */
@@ -120,8 +153,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     return free(objs), free(paths), free(dims0), pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; i < n_io; i++) in_sym[i] = -1, out_slot[i] = -1;
   int64_t ws = 0, weights = 0;
-  size_t len = 0;
-  char lines[MAX_BUCKETS][200];
+  char lines[MAX_BUCKETS][KIR_BUCKET_LINE];
   kir_program top;
   pc_graph *gtop = NULL;
   pc_status st = PC_OK;
@@ -134,33 +166,23 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     snprintf(objs[k], sizeof objs[k], "%s.primc-b%d.o", o->output, k);
     pc_progress(o, "bucket", k, n);
     st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &tw, &shared, &gk, &p, &refit);
-    if (refit && n == MAX_BUCKETS) {
-      st = pc_fail(g, PC_ERR_UNSUPPORTED, "bucket %s=%lld..%lld: %s; halving the buckets to follow it would make more "
-                   "than %d", ds->name[s], (long long)lo[k], (long long)hi[k], pc_error(gk), MAX_BUCKETS);
-    } else if (refit) { /* two halves in its place */
-      memmove(lo + k + 1, lo + k, sizeof *lo * (size_t)(n - k));
-      memmove(hi + k + 1, hi + k, sizeof *hi * (size_t)(n - k));
-      hi[k] = lo[k] + (hi[k + 1] - lo[k]) / 2, lo[k + 1] = hi[k] + 1;
-      n++, halved++;
-      st = PC_OK;
+    if (refit) { /* two halves in its place */
+      st = kir_bucket_halve(g, ds, lo, hi, &n, k, pc_error(gk));
+      halved++;
       pc_graph_free(gk);
       continue;
     }
     if (st == PC_OK) {
       ws = p.workspace_size > ws ? p.workspace_size : ws;
       weights += shared == k ? p.weights_size : 0;
-      char wtext[64];
-      if (shared == k) snprintf(wtext, sizeof wtext, "weights %.2f MB", p.weights_size / 1e6);
-      else snprintf(wtext, sizeof wtext, "the weights of %s=%lld..%lld", ds->name[s], (long long)lo[shared], (long long)hi[shared]);
       for (int i = 0; i < n_io; i++) {
         if (in_sym[i] < 0 && i < gk->n_inputs * PC_MAX_RANK) in_sym[i] = p.dyn->in_sym[i];
         if (out_slot[i] < 0 && i < gk->n_outputs * PC_MAX_RANK) out_slot[i] = p.dyn->out_slot[i];
         if (k == 0 && i < gk->n_inputs * PC_MAX_RANK && i % PC_MAX_RANK < gk->inputs[i / PC_MAX_RANK]->type.rank)
           dims0[i] = gk->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
       }
-      snprintf(lines[k], sizeof lines[k], "    %s=%lld..%lld: %d kernels, object %.2f MB (%s), workspace %.2f MB\n",
-               ds->name[s], (long long)lo[k], (long long)hi[k], p.n_kernels, file_bytes(objs[k]) / 1e6, wtext,
-               p.workspace_size / 1e6);
+      kir_bucket_line(lines[k], sizeof lines[k], ds, lo, hi, k, shared, p.n_kernels, objs[k], p.weights_size,
+                      p.workspace_size);
     }
     if (st == PC_OK && k == n - 1) top = p, gtop = gk;
     else pc_graph_free(gk);
@@ -178,15 +200,10 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     llvm_emit_opts lo_ = {LLVM_OUT_OBJ, objs[n], name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL,
                           o->emit == PC_EMIT_EXE, 0, o, NULL};
     st = pc_llvm_emit_buckets(&top, &b, &lo_);
-    snprintf(ds->probes, sizeof ds->probes, "in %d programs, one per bucket", n);
-    len = (size_t)snprintf(ds->buckets, sizeof ds->buckets, "  buckets of %s: %d programs (STEP %lld%s):\n",
-                           ds->name[s], n, (long long)ds->bucket_step,
-                           halved ? "; halved where one program could not follow the dims" : "");
-    for (int k = 0; k < n && len < sizeof ds->buckets; k++)
-      len += (size_t)snprintf(ds->buckets + len, sizeof ds->buckets - len, "%s", lines[k]);
-    if (len < sizeof ds->buckets)
-      snprintf(ds->buckets + len, sizeof ds->buckets - len, "    dispatcher: workspace %.2f MB (the largest bucket's "
-               "and %d bytes)\n", b.workspace_size / 1e6, PRIMC_BUCKET_HEADER);
+    char tail[128];
+    snprintf(tail, sizeof tail, "workspace %.2f MB (the largest bucket's and %d bytes)", b.workspace_size / 1e6,
+             PRIMC_BUCKET_HEADER);
+    kir_bucket_report(ds, n, halved, (const char (*)[KIR_BUCKET_LINE])lines, "", tail);
     pc_progress(o, "link", 0, 0);
     if (st == PC_OK && o->emit == PC_EMIT_OBJ) {
       char out[1100];

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_BUCKETS KIR_MAX_BUCKETS
@@ -57,11 +56,6 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo
   return st;
 }
 
-static int64_t file_bytes(const char *path) {
-  struct stat st;
-  return stat(path, &st) ? 0 : (int64_t)st.st_size;
-}
-
 pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
   pc_dyn_spec *ds = o->dyn;
   int s = ds->bucket_sym;
@@ -78,7 +72,7 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
   int n_in = g->n_inputs * PC_MAX_RANK;
   char (*objs)[96] = calloc(MAX_BUCKETS, sizeof *objs);
   const char **paths = calloc(MAX_BUCKETS, sizeof *paths);
-  char (*lines)[200] = calloc(MAX_BUCKETS, sizeof *lines);
+  char (*lines)[KIR_BUCKET_LINE] = calloc(MAX_BUCKETS, sizeof *lines);
   int *in_sym = pc_alloc(g, sizeof *in_sym * (size_t)(n_in + 1));
   int64_t *dims0 = calloc((size_t)n_in + 1, sizeof *dims0);
   pc_status st = objs && paths && lines && in_sym && dims0 ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
@@ -93,15 +87,9 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
     snprintf(objs[k], sizeof objs[k], "%s/b%d.o", dir, k);
     pc_progress(o, "bucket (CUDA)", k, n);
     st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &tw, &pt, &refit);
-    if (refit && n == MAX_BUCKETS) {
-      st = pc_fail(g, PC_ERR_UNSUPPORTED, "bucket %s=%lld..%lld: %s; halving the buckets to follow it would make more "
-                   "than %d", ds->name[s], (long long)lo[k], (long long)hi[k], pc_error(pt.g), MAX_BUCKETS);
-    } else if (refit) { /* two halves in its place */
-      memmove(lo + k + 1, lo + k, sizeof *lo * (size_t)(n - k));
-      memmove(hi + k + 1, hi + k, sizeof *hi * (size_t)(n - k));
-      hi[k] = lo[k] + (hi[k + 1] - lo[k]) / 2, lo[k + 1] = hi[k] + 1;
-      n++, halved++;
-      st = PC_OK;
+    if (refit) { /* two halves in its place */
+      st = kir_bucket_halve(g, ds, lo, hi, &n, k, pc_error(pt.g));
+      halved++;
       pc_graph_free(pt.g);
       continue;
     }
@@ -114,13 +102,8 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
         if (k == 0 && i % PC_MAX_RANK < pt.g->inputs[i / PC_MAX_RANK]->type.rank)
           dims0[i] = pt.g->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
       }
-      char wtext[64];
-      if (pt.shared == k) snprintf(wtext, sizeof wtext, "weights %.2f MB", pt.p.weights_size / 1e6);
-      else snprintf(wtext, sizeof wtext, "the weights of %s=%lld..%lld", ds->name[s], (long long)lo[pt.shared],
-                    (long long)hi[pt.shared]);
-      snprintf(lines[k], sizeof lines[k], "    %s=%lld..%lld: %d kernels, object %.2f MB (%s), workspace %.2f MB\n",
-               ds->name[s], (long long)lo[k], (long long)hi[k], pt.p.n_kernels, file_bytes(objs[k]) / 1e6, wtext,
-               pt.p.workspace_size / 1e6);
+      kir_bucket_line(lines[k], sizeof lines[k], ds, lo, hi, k, pt.shared, pt.p.n_kernels, objs[k], pt.p.weights_size,
+                      pt.p.workspace_size);
     }
     if (st == PC_OK && k == n - 1) top = pt;
     else pc_graph_free(pt.g);
@@ -137,15 +120,10 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
     kir_cuda_buckets b = {n, s, hi, paths, &top.p, &full, ws, weights, kernels, note};
     pc_progress(o, "link", 0, 0);
     st = kir_cuda_dispatch(g, o, &b);
-    snprintf(ds->probes, sizeof ds->probes, "in %d programs, one per bucket", n);
-    size_t len = (size_t)snprintf(ds->buckets, sizeof ds->buckets, "  buckets of %s: %d CUDA programs (STEP %lld%s):\n",
-                                  ds->name[s], n, (long long)ds->bucket_step,
-                                  halved ? "; halved where one program could not follow the dims" : "");
-    for (int k = 0; k < n && len < sizeof ds->buckets; k++)
-      len += (size_t)snprintf(ds->buckets + len, sizeof ds->buckets - len, "%s", lines[k]);
-    if (len < sizeof ds->buckets)
-      snprintf(ds->buckets + len, sizeof ds->buckets - len, "    dispatcher: workspace %.2f MB (the largest bucket's); "
-               "each bucket uploads its weights on its first run\n", ws / 1e6);
+    char tail[128];
+    snprintf(tail, sizeof tail, "workspace %.2f MB (the largest bucket's); each bucket uploads its weights on its first "
+             "run", ws / 1e6);
+    kir_bucket_report(ds, n, halved, (const char (*)[KIR_BUCKET_LINE])lines, "CUDA ", tail);
   }
   free(tw.blob);
   pc_graph_free(top.g);

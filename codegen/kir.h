@@ -385,6 +385,17 @@ typedef struct kir_twin {
 } kir_twin;
 /* the bucket whose weights bucket k reads (k, or an earlier one with the same bytes); takes blob (malloc'ed) */
 int kir_twin_take(kir_twin *tw, void *blob, int64_t bytes, int k);
+/* bucket k, which one program could not follow: its two halves in its place (*n one more), or a failure naming it
+ * (why: its error) when that would make more than KIR_MAX_BUCKETS */
+pc_status kir_bucket_halve(pc_graph *g, const struct pc_dyn_spec *ds, int64_t *lo, int64_t *hi, int *n, int k,
+                           const char *why);
+#define KIR_BUCKET_LINE 200
+/* --report's line on bucket k: its kernels, object (the file obj), weights (its own, or bucket shared's), workspace */
+void kir_bucket_line(char *buf, size_t len, const struct pc_dyn_spec *ds, const int64_t *lo, const int64_t *hi, int k,
+                     int shared, int n_kernels, const char *obj, int64_t weights, int64_t workspace);
+/* ds->buckets and ds->probes for --report: a heading (kind: "" or "CUDA "), the n buckets' lines, the dispatcher's */
+void kir_bucket_report(struct pc_dyn_spec *ds, int n, int halved, const char (*lines)[KIR_BUCKET_LINE], const char *kind,
+                       const char *tail);
 /* the header's lines on n buckets ending at hi[] (cuda: the CUDA dispatcher's workspace, which has no header) */
 void kir_bucket_note(char *buf, size_t len, const char *name, const struct pc_dyn_spec *ds, const int64_t *hi, int n,
                      int cuda);

@@ -268,37 +268,77 @@ PC_TEST(cuda_pkg_executable) {
 
 /* ---------------------------------------------------------------- run-time dims */
 
+/* a model of models/dynamic compiled with dims as an object m for CUDA, linked into a shared library and opened:
+ * its descriptor m, its header's text and the expected output of case `expected` (ONNX Runtime's) */
+typedef struct dyn_pkg {
+  char dir[32];
+  pc_dyn_source src;
+  pc_dyn_spec spec;
+  pc_graph *g;
+  void *h;
+  const primc_cuda_model_desc *m;
+  char *header;
+  primc_array want;
+} dyn_pkg;
+
+static int dyn_pkg_open(dyn_pkg *d, const char *model, const pc_dim_binding *dims, int n_dims, const char *expected) {
+  char path[512], obj[256], so[256], hdr[256], err[256];
+  memset(d, 0, sizeof *d);
+  snprintf(d->dir, sizeof d->dir, "/tmp/primc-cudapkg-XXXXXX");
+  snprintf(path, sizeof path, "%s/models/dynamic/%s/model.onnx", pc_test_srcdir(), model);
+  pc_import_opts io = {0};
+  io.dims = dims, io.n_dims = n_dims;
+  CHECK_INT(pc_dyn_source_init(&d->src, &d->spec, &io), n_dims);
+  d->src.path = path;
+  d->src.po = (pc_pipeline_opts){.opt_level = 2};
+  d->g = pc_dyn_source_build(&d->src, NULL);
+  if (!CHECK(mkdtemp(d->dir) != NULL)) return 0;
+  snprintf(obj, sizeof obj, "%s/m.o", d->dir);
+  snprintf(so, sizeof so, "%s/m.so", d->dir);
+  snprintf(hdr, sizeof hdr, "%s/m.h", d->dir);
+  pc_codegen_opts o = {.emit = PC_EMIT_OBJ, .output = obj, .name = "m", .target = PC_TARGET_CUDA, .dyn = &d->spec};
+  int ok = CHECK_MSG(d->g && !d->g->status && pc_codegen(d->g, &o) == PC_OK, "%s", d->g ? pc_error(d->g) : "load failed");
+  d->h = ok ? pc_test_link_open(obj, so, "-ldl -lm -lpthread", "cuda object") : NULL;
+  d->m = d->h ? dlsym(d->h, "m_model") : NULL;
+  d->header = ok ? pc_test_slurp(hdr, NULL) : NULL;
+  snprintf(path, sizeof path, "%s/models/dynamic/%s/%s", pc_test_srcdir(), model, expected);
+  return ok && CHECK(d->m && d->m->dims && d->m->run_dims && d->m->output_dims) && CHECK(d->header != NULL) &&
+         CHECK_MSG(primc_npy_read(path, &d->want, err, sizeof err) == 0, "%s", err);
+}
+
+static void dyn_pkg_close(dyn_pkg *d) {
+  char cmd[128];
+  if (d->h) dlclose(d->h);
+  free(d->header);
+  free(d->want.data);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", d->dir);
+  CHECK(system(cmd) == 0);
+  pc_graph_free(d->g);
+}
+
+/* without a driver, a run whose dims are in range fails for want of one; err_has: what its error must say */
+static void runs_without_driver(const primc_cuda_model_desc *m, const int64_t *const *dims, const char *err_has) {
+  const void *ins[2] = {(const void *)(uintptr_t)64, (const void *)(uintptr_t)128};
+  void *outs[1] = {(void *)(uintptr_t)192};
+  void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (cu) {
+    dlclose(cu);
+    return;
+  }
+  CHECK_INT(m->run_dims(ins, dims, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_NODEVICE);
+  CHECK_CONTAINS(m->error(), err_has);
+}
+
 /* The encoder of models/dynamic compiled once for batch 1..4 and seq 1..32 (codegen/cuda_dynamic.c) as an object:
  * its descriptor carries the ranges, NAME_output_dims gives ONNX Runtime's output dims at a size inside them, and
  * NAME_run_dims refuses a size outside (naming the input, the dim, the value and the range) or inputs that disagree
  * before it asks for a GPU; without a driver a size in range then fails for want of one. The header says the same. */
 PC_TEST(cuda_pkg_run_time_dims) {
   if (!have_nvrtc()) return;
-  char path[512], dir[] = "/tmp/primc-cudapkg-XXXXXX", obj[256], so[256], hdr[256], cmd[2048], err[256];
-  snprintf(path, sizeof path, "%s/models/dynamic/seq_encoder/model.onnx", pc_test_srcdir());
   const pc_dim_binding dims[] = {{"batch", 1, 4, 0}, {"seq", 1, 32, 0}};
-  pc_import_opts io = {0};
-  io.dims = dims, io.n_dims = 2;
-  pc_dyn_source src;
-  pc_dyn_spec spec;
-  memset(&src, 0, sizeof src);
-  CHECK_INT(pc_dyn_source_init(&src, &spec, &io), 2);
-  src.path = path;
-  src.po = (pc_pipeline_opts){.opt_level = 2};
-  pc_graph *g = pc_dyn_source_build(&src, NULL);
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(obj, sizeof obj, "%s/m.o", dir);
-  snprintf(so, sizeof so, "%s/m.so", dir);
-  snprintf(hdr, sizeof hdr, "%s/m.h", dir);
-  pc_codegen_opts o = {.emit = PC_EMIT_OBJ, .output = obj, .name = "m", .target = PC_TARGET_CUDA, .dyn = &spec};
-  int ok = CHECK_MSG(g && !g->status && pc_codegen(g, &o) == PC_OK, "%s", g ? pc_error(g) : "load failed");
-  void *h = ok ? pc_test_link_open(obj, so, "-ldl -lm -lpthread", "cuda object") : NULL;
-  const primc_cuda_model_desc *m = h ? dlsym(h, "m_model") : NULL;
-  primc_array want = {0};
-  snprintf(path, sizeof path, "%s/models/dynamic/seq_encoder/expected_2x13.npy", pc_test_srcdir());
-  ok = ok && CHECK(m && m->dims && m->run_dims && m->output_dims) &&
-       CHECK_MSG(primc_npy_read(path, &want, err, sizeof err) == 0, "%s", err);
-  if (ok) {
+  dyn_pkg d;
+  if (dyn_pkg_open(&d, "seq_encoder", dims, 2, "expected_2x13.npy")) {
+    const primc_cuda_model_desc *m = d.m;
     CHECK_INT(m->dims->n_syms, 2);
     CHECK_STR(m->dims->syms[1].name, "seq");
     CHECK_INT(m->dims->syms[1].lo, 1);
@@ -307,7 +347,7 @@ PC_TEST(cuda_pkg_run_time_dims) {
     const int64_t *in[2] = {d213, d213}, *far[2] = {d233, d233}, *odd[2] = {d213, d212};
     int64_t out[8] = {0};
     CHECK_INT(m->output_dims(in, 0, out), PRIMC_OK);
-    for (int r = 0; r < want.rank; r++) CHECK_INT(out[r], want.dims[r]);
+    for (int r = 0; r < d.want.rank; r++) CHECK_INT(out[r], d.want.dims[r]);
     CHECK_INT(m->output_dims(in, 1, out), PRIMC_ERR_ARG);
     const void *ins[2] = {(const void *)(uintptr_t)64, (const void *)(uintptr_t)128};
     void *outs[1] = {(void *)(uintptr_t)192};
@@ -315,58 +355,27 @@ PC_TEST(cuda_pkg_run_time_dims) {
     CHECK_CONTAINS(m->error(), "dim 1 (seq) is 33, outside the range 1..32");
     CHECK_INT(m->run_dims(ins, odd, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_SHAPE);
     CHECK_CONTAINS(m->error(), "input \"attention_mask\" dim 1 is 12, but input \"input_ids\" made seq 13");
-    void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!cu) CHECK_INT(m->run_dims(ins, in, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_NODEVICE);
-    else dlclose(cu);
+    runs_without_driver(m, in, "libcuda.so.1");
+    CHECK_CONTAINS(d.header, "#define m_NUM_DIMS 2");
+    CHECK_CONTAINS(d.header, "#define m_DIM1_NAME \"seq\"");
+    CHECK_CONTAINS(d.header, "#define m_DIM1_MAX 32LL");
+    CHECK_CONTAINS(d.header, "#define m_INPUT0_DIM_SYMS {0, 1}");
+    CHECK_CONTAINS(d.header, "int m_run_dims(const void *const *inputs, const int64_t *const *input_dims");
+    CHECK_CONTAINS(d.header, "int m_output_dims(const int64_t *const *input_dims, int32_t output, int64_t *dims);");
   }
-  if (h) dlclose(h);
-  char *text = ok ? pc_test_slurp(hdr, NULL) : NULL;
-  if (ok && CHECK(text != NULL)) {
-    CHECK_CONTAINS(text, "#define m_NUM_DIMS 2");
-    CHECK_CONTAINS(text, "#define m_DIM1_NAME \"seq\"");
-    CHECK_CONTAINS(text, "#define m_DIM1_MAX 32LL");
-    CHECK_CONTAINS(text, "#define m_INPUT0_DIM_SYMS {0, 1}");
-    CHECK_CONTAINS(text, "int m_run_dims(const void *const *inputs, const int64_t *const *input_dims");
-    CHECK_CONTAINS(text, "int m_output_dims(const int64_t *const *input_dims, int32_t output, int64_t *dims);");
-  }
-  free(text);
-  free(want.data);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK(system(cmd) == 0);
-  pc_graph_free(g);
+  dyn_pkg_close(&d);
 }
 
-/* --dim N=1..8:4 for CUDA: two bucket programs behind one model m. Without a GPU: the descriptor's ranges, the output
- * dims (the batch CNN's expected output at N=3, from ONNX Runtime), a size out of range refused before any device
- * call, and a run at N=3 or N=6 reaching the bucket that holds it (its error, naming the bucket, says no driver). */
+/* --dim N=1..8:4 for CUDA (codegen/cuda_buckets.c): two bucket programs behind one model m. Without a GPU: the
+ * descriptor's ranges, the output dims (the batch CNN's at N=3, from ONNX Runtime), N=9 refused before any device
+ * call, and runs at N=3 and N=6 reaching the bucket that holds each (its error, naming it, says there is no driver). */
 PC_TEST(cuda_pkg_buckets) {
   if (!have_nvrtc()) return;
-  char path[512], dir[] = "/tmp/primc-cudapkg-XXXXXX", obj[256], so[256], hdr[256], cmd[2048], err[256];
-  snprintf(path, sizeof path, "%s/models/dynamic/batch_cnn/model.onnx", pc_test_srcdir());
   const pc_dim_binding dims[] = {{"N", 1, 8, 4}};
-  pc_import_opts io = {0};
-  io.dims = dims, io.n_dims = 1;
-  pc_dyn_source src;
-  pc_dyn_spec spec;
-  memset(&src, 0, sizeof src);
-  CHECK_INT(pc_dyn_source_init(&src, &spec, &io), 1);
-  src.path = path;
-  src.po = (pc_pipeline_opts){.opt_level = 2};
-  pc_graph *g = pc_dyn_source_build(&src, NULL);
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(obj, sizeof obj, "%s/m.o", dir);
-  snprintf(so, sizeof so, "%s/m.so", dir);
-  snprintf(hdr, sizeof hdr, "%s/m.h", dir);
-  pc_codegen_opts o = {.emit = PC_EMIT_OBJ, .output = obj, .name = "m", .target = PC_TARGET_CUDA, .dyn = &spec};
-  int ok = CHECK_MSG(g && !g->status && pc_codegen(g, &o) == PC_OK, "%s", g ? pc_error(g) : "load failed");
-  ok = ok && CHECK_CONTAINS(spec.buckets, "buckets of N: 2 CUDA programs (STEP 4)");
-  void *h = ok ? pc_test_link_open(obj, so, "-ldl -lm -lpthread", "cuda object") : NULL;
-  const primc_cuda_model_desc *m = h ? dlsym(h, "m_model") : NULL;
-  primc_array want = {0};
-  snprintf(path, sizeof path, "%s/models/dynamic/batch_cnn/expected_3x3x64x64.npy", pc_test_srcdir());
-  ok = ok && CHECK(m && m->dims && m->run_dims && m->output_dims) &&
-       CHECK_MSG(primc_npy_read(path, &want, err, sizeof err) == 0, "%s", err);
-  if (ok) {
+  dyn_pkg d;
+  if (dyn_pkg_open(&d, "batch_cnn", dims, 1, "expected_3x3x64x64.npy")) {
+    const primc_cuda_model_desc *m = d.m;
+    CHECK_CONTAINS(d.spec.buckets, "buckets of N: 2 CUDA programs (STEP 4)");
     CHECK_INT(m->dims->n_syms, 1);
     CHECK_STR(m->dims->syms[0].name, "N");
     CHECK_INT(m->dims->syms[0].lo, 1);
@@ -375,35 +384,20 @@ PC_TEST(cuda_pkg_buckets) {
     const int64_t *in3[1] = {d3}, *in6[1] = {d6}, *in9[1] = {d9};
     int64_t out[8] = {0};
     CHECK_INT(m->output_dims(in3, 0, out), PRIMC_OK);
-    for (int r = 0; r < want.rank; r++) CHECK_INT(out[r], want.dims[r]);
+    for (int r = 0; r < d.want.rank; r++) CHECK_INT(out[r], d.want.dims[r]);
     const void *ins[1] = {(const void *)(uintptr_t)64};
     void *outs[1] = {(void *)(uintptr_t)192};
     CHECK_INT(m->run_dims(ins, in9, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_SHAPE);
     CHECK_CONTAINS(m->error(), "dim 0 (N) is 9, outside the range 1..8");
     CHECK_INT(m->output_dims(in9, 0, out), PRIMC_ERR_SHAPE);
-    void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!cu) {
-      CHECK_INT(m->run_dims(ins, in3, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_NODEVICE);
-      CHECK_CONTAINS(m->error(), "bucket N=1..4: ");
-      CHECK_INT(m->run_dims(ins, in6, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_NODEVICE);
-      CHECK_CONTAINS(m->error(), "bucket N=5..8: ");
-    } else {
-      dlclose(cu);
-    }
+    runs_without_driver(m, in3, "bucket N=1..4: ");
+    runs_without_driver(m, in6, "bucket N=5..8: ");
+    CHECK_CONTAINS(d.header, "#define m_NUM_BUCKETS 2");
+    CHECK_CONTAINS(d.header, "#define m_BUCKET_MAX {4, 8}");
+    CHECK_CONTAINS(d.header, "#define m_DIM0_MAX 8LL");
+    CHECK_CONTAINS(d.header, "#define m_INPUT0_DIM_SYMS {0, -1, -1, -1}");
+    CHECK_CONTAINS(d.header, "int m_run_dims(const void *const *inputs, const int64_t *const *input_dims");
+    CHECK(!strstr(d.header, "m_cubin")); /* each bucket's binaries are its own */
   }
-  if (h) dlclose(h);
-  char *text = ok ? pc_test_slurp(hdr, NULL) : NULL;
-  if (ok && CHECK(text != NULL)) {
-    CHECK_CONTAINS(text, "#define m_NUM_BUCKETS 2");
-    CHECK_CONTAINS(text, "#define m_BUCKET_MAX {4, 8}");
-    CHECK_CONTAINS(text, "#define m_DIM0_MAX 8LL");
-    CHECK_CONTAINS(text, "#define m_INPUT0_DIM_SYMS {0, -1, -1, -1}");
-    CHECK_CONTAINS(text, "int m_run_dims(const void *const *inputs, const int64_t *const *input_dims");
-    CHECK(!strstr(text, "m_cubin")); /* each bucket's binaries are its own */
-  }
-  free(text);
-  free(want.data);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK(system(cmd) == 0);
-  pc_graph_free(g);
+  dyn_pkg_close(&d);
 }
