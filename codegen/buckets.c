@@ -103,12 +103,13 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo
 
 void kir_bucket_note(char *buf, size_t len, const char *name, const pc_dyn_spec *ds, const int64_t *hi, int n, int cuda) {
   int s = ds->bucket_sym;
+  char dim[256];
+  pc_c_comment_text(dim, sizeof dim, ds->name[s]);
   size_t k = (size_t)snprintf(buf, len,
                               "\n/* buckets (--dim %s=%lld..%lld:%lld): %d programs, each planned at its bucket's end;\n"
                               " * %s_run_dims runs the one whose bucket holds %s's value. %s */\n"
                               "#define %s_NUM_BUCKETS %d\n#define %s_BUCKET_DIM %d /* %s_DIMk */\n#define %s_BUCKET_MAX {",
-                              ds->name[s], (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, n, name,
-                              ds->name[s],
+                              dim, (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, n, name, dim,
                               cuda ? "Each has its own module and uploads\n * its weights on its first run; the "
                                      "workspace is the largest bucket's"
                                    : "The workspace starts with\n * PRIMC_BUCKET_HEADER (4096) bytes that say which ran, "

@@ -161,6 +161,14 @@ int pc_entry_name_ok(const char *name); /* a C identifier of 1 to PC_MAX_ENTRY_N
 pc_status pc_output_check(pc_graph *g, const pc_codegen_opts *o);
 /* n bytes of data into path; PC_ERR_IO on g when it cannot be written */
 pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t n);
+/* Model strings (tensor and dim names, node names) in generated C and headers, which a compiler reads: as a string
+ * literal ("..." with ", \\, * and every byte outside printable ASCII as escapes, so that it stays one literal and
+ * cannot close a comment around it either), or as comment text (newlines as spaces, the second character of a
+ * comment's opening or closing pair as "|") */
+void pc_put_c_string(FILE *f, const char *s);
+void pc_put_c_comment(FILE *f, const char *s);
+/* pc_put_c_comment's text into buf (len bytes, truncated) */
+void pc_c_comment_text(char *buf, size_t len, const char *s);
 /* where libprimc_rt.a and runtime/primc_rt.h are: o->runtime_dir, else the running program's directory */
 void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n);
 

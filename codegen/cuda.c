@@ -495,14 +495,6 @@ static pc_status render_loop(cctx *C, const kir_kernel *k) {
 
 /* ---------------------------------------------------------------- program */
 
-/* text of an origin safe inside a C comment */
-static void put_comment_text(FILE *f, const char *s) {
-  for (const char *c = s; *c; c++) {
-    if (*c == '/' && c > s && c[-1] == '*') fputc('|', f);
-    else fputc(*c == '\n' ? ' ' : *c, f);
-  }
-}
-
 static void kernel_header(cctx *C, const kir_kernel *k) {
   const char *what = k->n_nodes ? pc_prim(k->nodes[k->n_nodes - 1]->op)->name : k->kind == KK_CALL ? kir_call_name(k->call) : "loop";
   snprintf(C->name, sizeof C->name, "k%d_%s", C->idx, what);
@@ -514,7 +506,7 @@ static void kernel_header(cctx *C, const kir_kernel *k) {
     fprintf(C->f, "%s %%%d = %s", i ? "\n *" : ":", n->out[0]->id, pc_prim(n->op)->name);
     if (n->origin) {
       fprintf(C->f, " <- ");
-      put_comment_text(C->f, n->origin);
+      pc_put_c_comment(C->f, n->origin);
     }
   }
   fprintf(C->f, " */\n");

@@ -64,3 +64,31 @@ void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n) {
   if (slash) *slash = 0;
   else snprintf(out, n, ".");
 }
+
+void pc_put_c_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 32 || c > 126 || c == '*' || c == '?') fprintf(f, "\\%03o", c); /* '?': no trigraphs */
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+/* the comment-safe form of *c, s's character (s: the text, for the one before): neither end of a comment */
+static char comment_char(const char *s, const char *c) {
+  if (*c == '\n' || *c == '\r') return ' ';
+  if (c > s && ((*c == '/' && c[-1] == '*') || (*c == '*' && c[-1] == '/'))) return '|';
+  return *c;
+}
+
+void pc_c_comment_text(char *buf, size_t len, const char *s) {
+  size_t k = 0;
+  for (const char *c = s; c && *c && k + 1 < len; c++) buf[k++] = comment_char(s, c);
+  if (len) buf[k] = 0;
+}
+
+void pc_put_c_comment(FILE *f, const char *s) {
+  for (const char *c = s; c && *c; c++) fputc(comment_char(s, c), f);
+}

@@ -42,15 +42,20 @@ static void header_tensor(FILE *f, const kir_program *p, const char *name, const
   if (!v->name) snprintf(vname, sizeof vname, "%s%d", in ? "in" : "out", i);
   snprintf(upper, sizeof upper, "%s", pc_dtype_name(v->type.dtype));
   for (char *c = upper; *c; c++) *c = (char)toupper((unsigned char)*c);
-  fprintf(f, "\n/* %s %d: \"%s\" %s[", what, i, vname, pc_dtype_name(v->type.dtype));
+  fprintf(f, "\n/* %s %d: \"", what, i);
+  pc_put_c_comment(f, vname);
+  fprintf(f, "\" %s[", pc_dtype_name(v->type.dtype));
   for (int d = 0; d < t.rank; d++) {
-    if (sym[d] >= 0) fprintf(f, "%s%s=%lld..%lld", d ? "," : "", p->dyn->name[sym[d]], (long long)p->dyn->lo[sym[d]],
-                             (long long)p->dyn->hi[sym[d]]);
-    else fprintf(f, "%s%s%lld", d ? "," : "", dynamic >> d & 1 ? "<=" : "", (long long)t.dims[d]);
+    fprintf(f, "%s", d ? "," : "");
+    if (sym[d] >= 0) pc_put_c_comment(f, p->dyn->name[sym[d]]);
+    if (sym[d] >= 0) fprintf(f, "=%lld..%lld", (long long)p->dyn->lo[sym[d]], (long long)p->dyn->hi[sym[d]]);
+    else fprintf(f, "%s%lld", dynamic >> d & 1 ? "<=" : "", (long long)t.dims[d]);
   }
   fprintf(f, "] */\n");
   const char *W = in ? "INPUT" : "OUTPUT";
-  fprintf(f, "#define %s_%s%d_NAME \"%s\"\n", name, W, i, vname);
+  fprintf(f, "#define %s_%s%d_NAME ", name, W, i);
+  pc_put_c_string(f, vname);
+  fputc('\n', f);
   fprintf(f, "#define %s_%s%d_DTYPE %d /* PRIMC_%s in runtime/primc_rt.h */\n", name, W, i, (int)v->type.dtype,
           upper);
   fprintf(f, "#define %s_%s%d_RANK %d\n", name, W, i, v->type.rank);
@@ -88,9 +93,12 @@ pc_status kir_header_write(const kir_program *p, const char *path, const char *n
     fprintf(f, "\n/* run-time dims (--dim NAME=LO..HI): the binary takes every value in range; the inputs' SHAPE,\n"
                " * NUMEL and BYTES and the workspace size hold the bounds (HI) */\n#define %s_NUM_DIMS %d\n",
             name, p->dyn->n_syms);
-    for (int s = 0; s < p->dyn->n_syms; s++)
-      fprintf(f, "#define %s_DIM%d_NAME \"%s\"\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n", name, s,
-              p->dyn->name[s], name, s, (long long)p->dyn->lo[s], name, s, (long long)p->dyn->hi[s]);
+    for (int s = 0; s < p->dyn->n_syms; s++) {
+      fprintf(f, "#define %s_DIM%d_NAME ", name, s);
+      pc_put_c_string(f, p->dyn->name[s]);
+      fprintf(f, "\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n", name, s, (long long)p->dyn->lo[s], name,
+              s, (long long)p->dyn->hi[s]);
+    }
   }
   if (note) fputs(note, f);
   if (g->n_state)

@@ -20,6 +20,48 @@ else
 fi
 (cd "$tmp/sh" && timeout 300 "$P" compile "$SRC/models/mlp/model.onnx" -o -m >/dev/null 2>"$tmp/err")
 [ -x "$tmp/sh/-m" ] && ok "-o -m: a file named -m, not a cc option" || bad "-o -m" "$(head -c 300 "$tmp/err")"
+# ---- no code from names: a model's tensor and dim names reach the header (and, for CUDA, the host C that cc
+# compiles) as escaped string literals and comment text, never as C. The names below would close a comment and a
+# string; the app must compile with -Werror and read each name back byte for byte.
+python3 - "$tmp/names.onnx" <<'PY'
+import sys, onnx
+from onnx import helper as h, TensorProto as T
+x = 'x"*/ int injected; /*\n#error injected ??= \\'
+n = 'N*/ int injected2; /*'
+g = h.make_graph([h.make_node('Relu', [x], ['y'], name='r */ int injected3; /*')], 'g',
+                 [h.make_tensor_value_info(x, T.FLOAT, [2, n])], [h.make_tensor_value_info('y', T.FLOAT, [2, n])])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), sys.argv[1])
+PY
+cat >"$tmp/names.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include "names.h"
+int main(void) {
+  int ok = !strcmp(names_INPUT0_NAME, "x\"*" "/ int injected; /" "*\n#error injected ?" "?= \\") &&
+           !strcmp(names_DIM0_NAME, "N*" "/ int injected2; /" "*");
+  puts(ok ? "names read back" : "names differ");
+  return !ok;
+}
+C
+# names.h compiled into an app with -Werror, then each name compared (bucket: --dim with :STEP)
+names_check() {
+  local label=$1
+  shift
+  if "$P" compile "$tmp/names.onnx" "$@" --emit obj -o "$tmp/names.o" >"$tmp/log" 2>&1 &&
+    cc -std=c11 -Wall -Werror -I"$tmp" "$tmp/names.c" -o "$tmp/names" >>"$tmp/log" 2>&1 && "$tmp/names" >>"$tmp/log" 2>&1; then
+    ok "$label: a model's names in the header are strings, read back byte for byte"
+  else
+    bad "$label: a model's names in the header" "$(tail -n 5 "$tmp/log")"
+  fi
+}
+names_check cpu --dim "N*/ int injected2; /*=1..4"
+names_check "cpu buckets" --dim "N*/ int injected2; /*=1..4:2"
+if "$P" compile --target cuda --nvrtc-check models/mlp/model.onnx >/dev/null 2>&1; then
+  names_check cuda --dim "N*/ int injected2; /*=1..4" --target cuda
+  names_check "cuda buckets" --dim "N*/ int injected2; /*=1..4:2" --target cuda
+else
+  skipped "names in the CUDA header: NVRTC not found"
+fi
 # a failed link is an error naming the command; so is a compiler that cannot be started
 expect_exit 1 "failed link exits 1" env CC=false "$P" compile models/mlp/model.onnx -o "$tmp/y"
 grep -q '^primc: error: linking failed (exit 1): false ' "$tmp/err" && ok "failed link: error names the command" ||
