@@ -110,8 +110,8 @@ void kir_bucket_note(char *buf, size_t len, const char *name, const pc_dyn_spec 
                               " * %s_run_dims runs the one whose bucket holds %s's value. %s */\n"
                               "#define %s_NUM_BUCKETS %d\n#define %s_BUCKET_DIM %d /* %s_DIMk */\n#define %s_BUCKET_MAX {",
                               dim, (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, n, name, dim,
-                              cuda ? "Each has its own module and uploads\n * its weights on its first run; the "
-                                     "workspace is the largest bucket's"
+                              cuda ? "Each has its own module, loaded on\n * its first run; buckets with the same weights share "
+                                     "one device copy; the workspace is the largest bucket's"
                                    : "The workspace starts with\n * PRIMC_BUCKET_HEADER (4096) bytes that say which ran, "
                                      "then the largest bucket's",
                               name, n, name, s, name, name);

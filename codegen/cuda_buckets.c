@@ -121,8 +121,8 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
     pc_progress(o, "link", 0, 0);
     st = kir_cuda_dispatch(g, o, &b);
     char tail[128];
-    snprintf(tail, sizeof tail, "workspace %.2f MB (the largest bucket's); each bucket uploads its weights on its first "
-             "run", ws / 1e6);
+    snprintf(tail, sizeof tail, "workspace %.2f MB (the largest bucket's); a bucket uploads weights not shared with an "
+             "earlier one on its first run", ws / 1e6);
     kir_bucket_report(ds, n, halved, (const char (*)[KIR_BUCKET_LINE])lines, "CUDA ", tail);
   }
   free(tw.blob);

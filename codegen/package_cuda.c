@@ -23,6 +23,7 @@ typedef struct cuda_pkg {
   size_t cubin_size;  /* 0 for a compute_NN target: PTX only */
   size_t ptx_size;
   const char *weights_of; /* a bucket whose weights are the same bytes: its NAME__bK prefix, else NULL (own) */
+  int part;               /* a bucket's program: exports NAME__bK_weights_device for the buckets that share them */
   const kir_cuda_buckets *buckets; /* the dispatcher's header: its buckets, else NULL */
 } cuda_pkg;
 
@@ -110,10 +111,8 @@ static void put_blobs(FILE *f, const cuda_pkg *k) {
             blobs[i], path, i == 1 ? ".byte 0\\n" : "");
   }
   fprintf(f, "        \".byte 0\\n.previous\\n\");\n");
-  if (k->weights_of) /* the same bytes in another bucket's object */
-    fprintf(f, "extern const unsigned char %s_weights[];\n#define %s_weights %s_weights\n", k->weights_of, k->name,
-            k->weights_of);
-  fprintf(f, "extern const unsigned char %s_cubin[], %s_ptx[], %s_weights[];\n", k->name, k->name, k->name);
+  fprintf(f, "extern const unsigned char %s_cubin[], %s_ptx[]%s%s%s;\n", k->name, k->name, k->weights_of ? "" : ", ",
+          k->weights_of ? "" : k->name, k->weights_of ? "" : "_weights[]");
 }
 
 static void put_tensors(FILE *f, const cuda_pkg *k, int input) {
@@ -252,7 +251,10 @@ static const char *const host_load[] = {
     "                  primc_cuda_error(cu));",
     "  return s;",
     "}",
-    "",
+};
+
+/* load(), after upload_weights */
+static const char *const host_load_fn[] = {
     "static void load(void) {",
     "  const char *dev = getenv(\"PRIMC_CUDA_DEVICE\");",
     "  sync_each = getenv(\"PRIMC_CUDA_SYNC\") && *getenv(\"PRIMC_CUDA_SYNC\") != '0';",
@@ -263,11 +265,32 @@ static const char *const host_load[] = {
     "  }",
     "  for (int k = 0; s == ST_OK && k < NK; k++)",
     "    if ((s = primc_cuda_function(cu, mod, kname[k], &fn[k])) != ST_OK) failed(s, NULL);",
-    "  if (s == ST_OK && WEIGHTS_SIZE &&",
-    "      ((s = primc_cuda_alloc(cu, (size_t)WEIGHTS_SIZE, &wdev)) != ST_OK ||",
-    "       (s = primc_cuda_upload(cu, wdev, MODEL_weights, (size_t)WEIGHTS_SIZE)) != ST_OK))",
-    "    failed(s, NULL);",
+    "  if (s == ST_OK && WEIGHTS_SIZE) s = upload_weights();",
     "  load_status = s;",
+    "}",
+    "",
+};
+
+/* the weights to the device, once: its own copy, or (a bucket whose weights are another's bytes) that bucket's */
+static void put_upload(FILE *f, const cuda_pkg *k) {
+  if (!k->weights_of) {
+    fprintf(f, "static int upload_weights(void) {\n  int s = primc_cuda_alloc(cu, (size_t)WEIGHTS_SIZE, &wdev);\n"
+               "  if (s == ST_OK) s = primc_cuda_upload(cu, wdev, %s_weights, (size_t)WEIGHTS_SIZE);\n"
+               "  return s ? failed(s, NULL) : ST_OK;\n}\n\n", k->name);
+    return;
+  }
+  fprintf(f, "int %s_weights_device(primc_devptr *p);\nconst char *%s_error(void);\n", k->weights_of, k->weights_of);
+  fprintf(f, "static int upload_weights(void) {\n  int s = %s_weights_device(&wdev);\n"
+             "  if (s) snprintf(err, sizeof err, \"the weights, which it shares: %%s\", %s_error());\n  return s;\n}\n\n",
+          k->weights_of, k->weights_of);
+}
+
+/* a bucket's weights on the device, loaded (with its module) on first use, for the buckets that share them */
+static const char *const host_weights_device[] = {
+    "int MODEL_weights_device(primc_devptr *p) {",
+    "  pthread_once(&once, load);",
+    "  *p = wdev;",
+    "  return load_status;",
     "}",
     "",
 };
@@ -413,6 +436,9 @@ static pc_status write_host(const cuda_pkg *k, const char *path) {
   put_dims(f, k);
   fputc('\n', f);
   put_lines(f, host_load, sizeof host_load / sizeof host_load[0], k->name);
+  put_upload(f, k);
+  put_lines(f, host_load_fn, sizeof host_load_fn / sizeof host_load_fn[0], k->name);
+  if (k->part) put_lines(f, host_weights_device, sizeof host_weights_device / sizeof host_weights_device[0], k->name);
   put_lines(f, host_run, sizeof host_run / sizeof host_run[0], k->name);
   if (k->dyn) put_lines(f, host_run_dims, sizeof host_run_dims / sizeof host_run_dims[0], k->name);
   put_descriptor(f, k);
@@ -715,7 +741,7 @@ static const char *arch_of(const pc_codegen_opts *o) { return o->gpu_arch && *o-
 pc_status kir_cuda_part(pc_graph *g, const pc_codegen_opts *o, const kir_program *p, const char *src,
                         const pc_cuda_launch *L, const kir_cuda_dyn *d, const char *name, const char *obj,
                         const char *weights_of) {
-  cuda_pkg k = {g, p, L, o, d, arch_of(o), "", "", 0, 0, weights_of, NULL};
+  cuda_pkg k = {g, p, L, o, d, arch_of(o), "", "", 0, 0, weights_of, 1, NULL};
   snprintf(k.name, sizeof k.name, "%s", name);
   void *blob = weights_of ? NULL : kir_weights_blob(p);
   pc_status s = weights_of || blob ? package(&k, src, blob, obj) : pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
@@ -739,7 +765,7 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
   if (s != PC_OK) return s;
   if (opts->dyn && opts->dyn->bucket_step) return kir_cuda_buckets_package(g, opts); /* codegen/cuda_buckets.c */
   kir_program p;
-  cuda_pkg k = {g, &p, NULL, opts, NULL, arch_of(opts), "", "", 0, 0, NULL, NULL};
+  cuda_pkg k = {g, &p, NULL, opts, NULL, arch_of(opts), "", "", 0, 0, NULL, 0, NULL};
   if (opts->name) snprintf(k.name, sizeof k.name, "%s", opts->name);
   else pc_path_ident(opts->output, k.name, PC_MAX_ENTRY_NAME + 1);
   char *src = NULL;
@@ -761,7 +787,7 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
 pc_status kir_cuda_dispatch(pc_graph *g, const pc_codegen_opts *o, const kir_cuda_buckets *b) {
   kir_program h = *b->top; /* the header's sizes: the largest bucket's */
   h.workspace_size = b->workspace_size, h.weights_size = b->weights_size, h.n_kernels = b->n_kernels;
-  cuda_pkg k = {g, &h, NULL, o, b->full, arch_of(o), "", "", 0, 0, NULL, b};
+  cuda_pkg k = {g, &h, NULL, o, b->full, arch_of(o), "", "", 0, 0, NULL, 0, b};
   char stem_[1024];
   kir_output_names(o, k.name, sizeof k.name, stem_, sizeof stem_);
   snprintf(k.dir, sizeof k.dir, "/tmp/primc-cuda-XXXXXX");

@@ -376,6 +376,11 @@ PC_TEST(cuda_pkg_buckets) {
   if (dyn_pkg_open(&d, "batch_cnn", dims, 1, "expected_3x3x64x64.npy")) {
     const primc_cuda_model_desc *m = d.m;
     CHECK_CONTAINS(d.spec.buckets, "buckets of N: 2 CUDA programs (STEP 4)");
+    /* N=5..8 packs the same weight bytes: it reads bucket 0's device copy, which bucket 0 exports */
+    CHECK_CONTAINS(d.spec.buckets, "N=5..8: 26 kernels");
+    CHECK_CONTAINS(d.spec.buckets, "(the weights of N=1..4)");
+    CHECK(dlsym(d.h, "m__b0_weights_device") != NULL);
+    CHECK(dlsym(d.h, "m__b1_weights") == NULL); /* no second host copy either */
     CHECK_INT(m->dims->n_syms, 1);
     CHECK_STR(m->dims->syms[0].name, "N");
     CHECK_INT(m->dims->syms[0].lo, 1);
