@@ -75,6 +75,8 @@ typedef struct rnn {
   double clip; /* <= 0: none */
   act acts[RNN_MAX_ACTS];
   pc_value *x; /* [S, B, I] */
+  pc_value *lens; /* sequence_lens [B] (int32) when some may be shorter than S, else NULL: steps past an entry's length
+                     keep its state and write zeros to Y */
   int quant;   /* DynamicQuantizeLSTM: W [D, I, GH] and R [D, H, GH] 8-bit, with scales and zero points (inputs 8-11) */
 } rnn;
 
@@ -142,14 +144,21 @@ static int read_config(ox_ctx *c, rnn *r, cell_kind kind, int quant) {
       rr->type.rank != 3 || rr->type.dims[0] != r->dirs || rr->type.dims[gd] != GH || rr->type.dims[kd] != r->H)
     return ox_fail(c, PC_ERR_SHAPE, "W or R does not match %d direction(s), hidden_size %lld, input size %lld", r->dirs,
                    (long long)r->H, (long long)r->I), 0;
-  if (ox_has_in(c, 4)) {
-    int64_t lens[1024];
-    int n = ox_const_ints(c, 4, lens, 1024);
-    if (n == -2) return 0;
-    for (int i = 0; i < n; i++)
-      if (lens[i] != r->S)
-        return ox_fail(c, PC_ERR_UNSUPPORTED, "sequence_lens other than the full length %lld are not supported", (long long)r->S), 0;
+  pc_value *lens = ox_in(c, 4);
+  if (lens && (lens->type.rank != 1 || lens->type.dims[0] != r->B || !pc_dtype_is_int(lens->type.dtype)))
+    return ox_fail(c, PC_ERR_SHAPE, "sequence_lens must be [batch] = [%lld] integers", (long long)r->B), 0;
+  if (lens && pc_const_data(lens)) { /* known: each in 1..S, and the mask only where one is shorter */
+    int64_t v[1024];
+    int n = ox_value_ints(c, lens, v, 1024), shorter = 0;
+    if (n < 0) return 0;
+    for (int i = 0; i < n; i++) {
+      if (v[i] < 1 || v[i] > r->S)
+        return ox_fail(c, PC_ERR_RANGE, "sequence_lens[%d] = %lld is outside 1..%lld", i, (long long)v[i], (long long)r->S), 0;
+      shorter |= v[i] < r->S;
+    }
+    if (!shorter) lens = NULL;
   }
+  r->lens = lens;
   return read_acts(c, r);
 }
 
@@ -287,6 +296,13 @@ static state step(ox_ctx *c, const rnn *r, const dir_w *dw, const act *acts, pc_
   return (state){pc_mul(G, o, apply(c, r, &acts[2], ct)), ct};
 }
 
+/* [B, H] booleans: t < sequence_lens[b] */
+static pc_value *in_sequence(ox_ctx *c, const rnn *r, int64_t t) {
+  int64_t bh[2] = {r->B, r->H}, keep[1] = {0};
+  pc_value *lt = ox_binary(c, PC_OP_lt, ox_like(c, (double)t, r->lens), r->lens);
+  return lt ? pc_broadcast_in_dim(G, lt, 2, bh, keep) : NULL;
+}
+
 /* runs direction d over the sequence; ys gets Y [S, 1, B, H]; s the final state */
 static pc_value *run_dir(ox_ctx *c, const rnn *r, int d, state *s) {
   dir_w dw;
@@ -306,8 +322,16 @@ static pc_value *run_dir(ox_ctx *c, const rnn *r, int d, state *s) {
     int64_t t = reverse ? r->S - 1 - k : k;
     int64_t st[3] = {t, 0, 0}, lim[3] = {t + 1, r->B, GH}, one[3] = {1, 1, 1};
     pc_value *xt = pc_reshape(G, pc_slice(G, xw, st, lim, one), 2, bgh);
-    *s = step(c, r, &dw, acts, xt, *s);
-    ys[t] = pc_reshape(G, s->h, 4, one4);
+    state n = step(c, r, &dw, acts, xt, *s);
+    pc_value *in = r->lens ? in_sequence(c, r, t) : NULL; /* [B, H]: step t is within the entry's length */
+    if (in) { /* past its length an entry keeps its state (so a reverse run starts at its last step) and writes 0 */
+      pc_value *h = n.h;
+      n.h = pc_where(G, in, h, s->h);
+      n.cell = n.cell ? pc_where(G, in, n.cell, s->cell) : NULL;
+      ys[t] = pc_reshape(G, pc_where(G, in, h, h ? ox_like(c, 0, h) : NULL), 4, one4);
+    }
+    *s = n;
+    if (!in) ys[t] = pc_reshape(G, s->h, 4, one4);
   }
   pc_value *y = c->g->status == PC_OK ? pc_concatenate(G, ys, (int)r->S, 0) : NULL;
   free(ys);

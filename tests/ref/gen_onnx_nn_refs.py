@@ -20,20 +20,24 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def case(name, op, x, inits, attrs, n_out=1, opset=17, out_names=None, inputs=None):
-    """one node; inputs: names in order ('' = omitted), 'x' for the graph input"""
+def case(name, op, x, inits, attrs, n_out=1, opset=17, out_names=None, inputs=None, feeds=None):
+    """one node; inputs: names in order ('' = omitted), 'x' for the graph input; feeds: more graph inputs (name ->
+    value), written as input_1.pb, ... in their order"""
+    feeds = feeds or {}
     inits = {k: v for k, v in inits.items()}
     names = inputs or ["x"] + list(inits)
     outs = out_names or [f"y{i}" for i in range(n_out)]
     node = helper.make_node(op, names, outs, name=f"{name}_node", **attrs)
     elem = helper.np_dtype_to_tensor_dtype(x.dtype)
-    g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", elem, x.shape)],
+    g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", elem, x.shape)] +
+                          [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                           for k, v in feeds.items()],
                           [helper.make_empty_tensor_value_info(o) for o in outs if o],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    res = sess.run(None, {"x": x})
+    res = sess.run(None, {"x": x, **feeds})
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
     # declare the outputs' real types so the model is self-describing
@@ -41,8 +45,9 @@ def case(name, op, x, inits, attrs, n_out=1, opset=17, out_names=None, inputs=No
     m.graph.output.extend([helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(r.dtype), r.shape)
                            for o, r in zip([o for o in outs if o], res)])
     onnx.save(m, os.path.join(d, "model.onnx"))
-    with open(os.path.join(d, "input_0.pb"), "wb") as f:
-        f.write(numpy_helper.from_array(x, "x").SerializeToString())
+    for i, (k, v) in enumerate([("x", x)] + list(feeds.items())):
+        with open(os.path.join(d, f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(v, k).SerializeToString())
     for i, r in enumerate(res):
         with open(os.path.join(d, f"output_{i}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(r, f"out{i}").SerializeToString())
@@ -109,6 +114,22 @@ def main():
     case("convtranspose_k1s3_gaps", "ConvTranspose", f32(1, 2, 3, 3), {"w": f32(2, 2, 1, 2)}, dict(strides=[3, 2]))
     case("convtranspose_k4s2_same_upper", "ConvTranspose", f32(1, 2, 4, 3), {"w": f32(2, 3, 4, 4)},
          dict(strides=[2, 2], auto_pad="SAME_UPPER"))
+    # sequence_lens shorter than the sequence: steps past an entry's length keep its state and write zeros (a reverse
+    # run starts at the entry's last step); given as an initializer, and as a graph input read at run time
+    h = 4
+    case("lstm_lens_bidir_peep", "LSTM", f32(5, 3, 3),
+         {"W": f32(2, 4 * h, 3), "R": f32(2, 4 * h, h), "B": f32(2, 8 * h), "lens": np.array([5, 2, 3], np.int32),
+          "h0": f32(2, 3, h), "c0": f32(2, 3, h), "P": f32(2, 3 * h)},
+         dict(hidden_size=h, direction="bidirectional"), out_names=["Y", "Yh", "Yc"],
+         inputs=["x", "W", "R", "B", "lens", "h0", "c0", "P"])
+    case("gru_lens_reverse", "GRU", f32(4, 3, 2), {"W": f32(1, 3 * h, 2), "R": f32(1, 3 * h, h),
+                                                  "B": f32(1, 6 * h), "lens": np.array([1, 4, 2], np.int32)},
+         dict(hidden_size=h, direction="reverse"), out_names=["Y", "Yh"], inputs=["x", "W", "R", "B", "lens"])
+    case("rnn_lens_forward", "RNN", f32(3, 2, 2), {"W": f32(1, h, 2), "R": f32(1, h, h), "lens": np.array([3, 1], np.int32)},
+         dict(hidden_size=h), out_names=["Y", "Yh"], inputs=["x", "W", "R", "", "lens"])
+    case("lstm_lens_input", "LSTM", f32(4, 2, 3), {"W": f32(1, 4 * h, 3), "R": f32(1, 4 * h, h)},
+         dict(hidden_size=h), out_names=["Y", "Yh", "Yc"], inputs=["x", "W", "R", "", "lens"],
+         feeds={"lens": np.array([2, 4], np.int32)})
 
 
 if __name__ == "__main__":

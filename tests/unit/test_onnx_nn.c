@@ -38,22 +38,24 @@ static void run_case(const char *name) {
     pc_graph_free(g);
     return;
   }
-  pc_tensor in, want[4], got[4];
+  pc_tensor in[2], want[4], got[4];
   memset(got, 0, sizeof got);
-  snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/input_0.pb", src, name);
-  int n_out = g->n_outputs;
-  int ok = CHECK_MSG(pc_test_read_pb(path, &in), "%s: input", name) && CHECK(n_out <= 4);
+  int n_in = g->n_inputs, n_out = g->n_outputs, ok = CHECK(n_in <= 2) && CHECK(n_out <= 4);
+  for (int i = 0; ok && i < n_in; i++) {
+    snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/input_%d.pb", src, name, i);
+    ok = CHECK_MSG(pc_test_read_pb(path, &in[i]), "%s: input %d", name, i);
+  }
   for (int i = 0; ok && i < n_out; i++) {
     snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/output_%d.pb", src, name, i);
     ok = CHECK_MSG(pc_test_read_pb(path, &want[i]), "%s: output %d", name, i);
   }
-  if (ok && CHECK_MSG(pc_interp(g, &in, 1, got, n_out) == PC_OK, "%s: %s", name, pc_error(g)))
+  if (ok && CHECK_MSG(pc_interp(g, in, n_in, got, n_out) == PC_OK, "%s: %s", name, pc_error(g)))
     for (int i = 0; i < n_out; i++) close_enough(name, i, &got[i], &want[i]);
   for (int i = 0; ok && i < n_out; i++) {
     pc_tensor_free(&got[i]);
     pc_tensor_free(&want[i]);
   }
-  if (ok) pc_tensor_free(&in);
+  for (int i = 0; ok && i < n_in; i++) pc_tensor_free(&in[i]);
   pc_graph_free(g);
 }
 
@@ -64,7 +66,8 @@ static const char *const nn_cases[] = {
     "maxpool_int8_ceil", "avgpool_ceil_include_pad", "avgpool_same_upper_exclude", "lppool_p3",
     "layernorm_outputs", "instancenorm_3d", "lrn_size5", "lstm_bidir_full", "gru_lbr_reverse_clip",
     "rnn_relu_bidir_h0", "resize_linear_sizes", "resize_cubic_asym_exclude", "resize_nearest_ceil_align",
-    "dft_complex_axis1_len", "depthtospace_crd", "lrn_size_beyond_channels",
+    "dft_complex_axis1_len", "depthtospace_crd", "lrn_size_beyond_channels", "lstm_lens_bidir_peep",
+    "gru_lens_reverse", "rnn_lens_forward", "lstm_lens_input",
     /* tests/ref/gen_onnx_einsum_refs.py, numpy.einsum references */
     "einsum_ellipsis_batch_broadcast", "einsum_ellipsis_implicit_trace", "einsum_ellipsis_middle_implicit",
     "einsum_ellipsis_of_no_dims", "einsum_diagonal_three", "einsum_label_broadcast",
@@ -100,6 +103,35 @@ PC_TEST(onnx_nn_convtranspose_tiles_compiled) {
       if (ok) pc_tensor_free(&in), pc_tensor_free(&want), pc_tensor_free(&got);
       pc_graph_free(g);
     }
+}
+
+/* RNNs with sequence_lens shorter than the sequence (a constant, and lstm_lens_input's graph input read at run
+ * time), compiled at -O2, against onnxruntime's Y (and, in run_case, every output interpreted) */
+PC_TEST(onnx_nn_rnn_lens_compiled) {
+  static const char *const cases[] = {"lstm_lens_bidir_peep", "gru_lens_reverse", "rnn_lens_forward", "lstm_lens_input"};
+  char path[1024];
+  const char *src = pc_test_srcdir();
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/model.onnx", src, cases[i]);
+    pc_graph *g = pc_onnx_load(path, NULL);
+    pc_tensor in[2], want, got[3];
+    memset(got, 0, sizeof got);
+    int n_in = g ? g->n_inputs : 0, ok = CHECK_MSG(g && g->status == PC_OK && n_in <= 2, "%s", cases[i]);
+    for (int k = 0; ok && k < n_in; k++) {
+      snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/input_%d.pb", src, cases[i], k);
+      ok = CHECK(pc_test_read_pb(path, &in[k]));
+    }
+    snprintf(path, sizeof path, "%s/tests/data/onnx_nn/%s/output_0.pb", src, cases[i]);
+    ok = ok && CHECK(pc_test_read_pb(path, &want));
+    if (ok && CHECK_MSG(pc_test_run_compiled(g, 2, in, got, cases[i]), "%s: compiled", cases[i]))
+      close_enough(cases[i], 0, &got[0], &want);
+    if (ok) {
+      for (int k = 0; k < n_in; k++) pc_tensor_free(&in[k]);
+      for (int k = 0; k < 3; k++) pc_tensor_free(&got[k]);
+      pc_tensor_free(&want);
+    }
+    pc_graph_free(g);
+  }
 }
 
 /* a one-node model from text built by hand: protobuf-c packs it */
