@@ -62,8 +62,12 @@ static int read_inputs(run *r, const opts *o) {
   return 0;
 }
 
-static int call_run(const run *r, const void *const *in, void *const *out, void *stream) {
-  void *ws = (void *)(uintptr_t)r->ws;
+/* the model on its device buffers, enqueued on stream */
+static int call_run(const run *r, void *stream) {
+  const void *in[MAX_IO + 1];
+  void *out[MAX_IO + 1], *ws = (void *)(uintptr_t)r->ws;
+  for (int i = 0; i < r->m->n_inputs; i++) in[i] = (const void *)(uintptr_t)r->din[i];
+  for (int i = 0; i < r->m->n_outputs; i++) out[i] = (void *)(uintptr_t)r->dout[i];
   return r->m->dims ? r->m->run_dims(in, r->in_dims, out, ws, stream) : r->m->run(in, out, ws, stream);
 }
 
@@ -93,11 +97,7 @@ static int to_device(run *r) {
 
 /* one run on the driver's stream (a graph replay once captured), then a wait and the data status */
 static int run_once(run *r) {
-  const void *in[MAX_IO + 1];
-  void *out[MAX_IO + 1];
-  for (int i = 0; i < r->m->n_inputs; i++) in[i] = (const void *)(uintptr_t)r->din[i];
-  for (int i = 0; i < r->m->n_outputs; i++) out[i] = (void *)(uintptr_t)r->dout[i];
-  int st = r->graph ? primc_cuda_graph_launch(r->cu, r->graph) : call_run(r, in, out, primc_cuda_stream(r->cu));
+  int st = r->graph ? primc_cuda_graph_launch(r->cu, r->graph) : call_run(r, primc_cuda_stream(r->cu));
   if (st != PRIMC_OK) return r->graph ? cuda_failed(r, st, "graph launch") : model_failed(r, st);
   if ((st = primc_cuda_sync(r->cu)) != PRIMC_OK) return cuda_failed(r, st, "running the kernels");
   return (st = r->m->status()) != PRIMC_OK ? model_failed(r, st) : 0;
@@ -105,13 +105,9 @@ static int run_once(run *r) {
 
 /* the model's launches captured once on the driver's stream */
 static int capture(run *r) {
-  const void *in[MAX_IO + 1];
-  void *out[MAX_IO + 1];
-  for (int i = 0; i < r->m->n_inputs; i++) in[i] = (const void *)(uintptr_t)r->din[i];
-  for (int i = 0; i < r->m->n_outputs; i++) out[i] = (void *)(uintptr_t)r->dout[i];
   int st = primc_cuda_capture_begin(r->cu);
   if (st != PRIMC_OK) return cuda_failed(r, st, "graph capture");
-  int rs = call_run(r, in, out, primc_cuda_stream(r->cu));
+  int rs = call_run(r, primc_cuda_stream(r->cu));
   st = primc_cuda_capture_end(r->cu, &r->graph);
   if (rs != PRIMC_OK) return model_failed(r, rs);
   return st == PRIMC_OK ? 0 : cuda_failed(r, st, "graph capture (--no-cuda-graphs runs without one)");
