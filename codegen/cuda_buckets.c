@@ -48,7 +48,9 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo
   char bname[320], wname[320];
   snprintf(bname, sizeof bname, "%s__b%d", name, k);
   snprintf(wname, sizeof wname, "%s__b%d", name, pt->shared);
-  if (st == PC_OK) st = kir_cuda_part(pt->g, &ok, &pt->p, src, L, pt->d, bname, obj, pt->shared != k ? wname : NULL);
+  if (st == PC_OK) /* the twin keeps the bytes of the last bucket that owns its weights: this one's, when not shared */
+    st = kir_cuda_part(pt->g, &ok, &pt->p, src, L, pt->d, bname, obj, pt->shared == k ? tw->blob : NULL,
+                       pt->shared != k ? wname : NULL);
   free(src);
   if (st != PC_OK && !*refit) /* the bucket's error, said as the model's */
     return pc_fail(g, pt->g->status ? pt->g->status : st, "bucket %s=%lld..%lld: %s", ds->name[s], (long long)lo,

@@ -267,11 +267,11 @@ typedef struct kir_cuda_buckets {
 } kir_cuda_buckets;
 pc_status kir_cuda_buckets_package(pc_graph *g, const struct pc_codegen_opts *o);
 /* codegen/package_cuda.c: p (its CUDA C src, launches L, run-time dims d) through NVRTC into an object at obj whose
- * entry points are name_*, with no main; weights_of: the prefix of an object whose weights are the same bytes (read
- * from there), else NULL */
+ * entry points are name_*, with no main; its weights (kir_weights_blob's bytes), or weights_of: the prefix of an
+ * object whose weights are the same bytes (its device copy is used), else NULL */
 pc_status kir_cuda_part(pc_graph *g, const struct pc_codegen_opts *o, const kir_program *p, const char *src,
                         const struct pc_cuda_launch *L, const kir_cuda_dyn *d, const char *name, const char *obj,
-                        const char *weights_of);
+                        const void *weights, const char *weights_of);
 /* the dispatcher's host side, linked with b's objects into o->output (or joined into one object), and its header */
 pc_status kir_cuda_dispatch(pc_graph *g, const struct pc_codegen_opts *o, const kir_cuda_buckets *b);
 /* g, built at opts->dyn's bounds, as kernel IR (*p) and CUDA C (*src, malloc'ed) with its launches, built and

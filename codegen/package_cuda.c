@@ -740,13 +740,11 @@ static const char *arch_of(const pc_codegen_opts *o) { return o->gpu_arch && *o-
 
 pc_status kir_cuda_part(pc_graph *g, const pc_codegen_opts *o, const kir_program *p, const char *src,
                         const pc_cuda_launch *L, const kir_cuda_dyn *d, const char *name, const char *obj,
-                        const char *weights_of) {
+                        const void *weights, const char *weights_of) {
   cuda_pkg k = {g, p, L, o, d, arch_of(o), "", "", 0, 0, weights_of, 1, NULL};
   snprintf(k.name, sizeof k.name, "%s", name);
-  void *blob = weights_of ? NULL : kir_weights_blob(p);
-  pc_status s = weights_of || blob ? package(&k, src, blob, obj) : pc_fail(g, PC_ERR_NOMEM, "out of memory for the weights");
+  pc_status s = package(&k, src, weights, obj);
   remove_tmp(&k);
-  free(blob);
   return s;
 }
 
@@ -788,11 +786,10 @@ pc_status kir_cuda_dispatch(pc_graph *g, const pc_codegen_opts *o, const kir_cud
   kir_program h = *b->top; /* the header's sizes: the largest bucket's */
   h.workspace_size = b->workspace_size, h.weights_size = b->weights_size, h.n_kernels = b->n_kernels;
   cuda_pkg k = {g, &h, NULL, o, b->full, arch_of(o), "", "", 0, 0, NULL, 0, b};
-  char stem_[1024];
-  kir_output_names(o, k.name, sizeof k.name, stem_, sizeof stem_);
+  char path[1100], stem[1024], obj[128];
+  kir_output_names(o, k.name, sizeof k.name, stem, sizeof stem);
   snprintf(k.dir, sizeof k.dir, "/tmp/primc-cuda-XXXXXX");
   if (!mkdtemp(k.dir)) return k.dir[0] = 0, pc_fail(g, PC_ERR_IO, "cannot make a temporary directory");
-  char path[1100], stem[1024], obj[128];
   tmp_path(&k, "host.c", path, sizeof path);
   tmp_path(&k, "host.o", obj, sizeof obj);
   int exe = o->emit == PC_EMIT_EXE, lib = o->emit == PC_EMIT_LIB;
@@ -802,7 +799,6 @@ pc_status kir_cuda_dispatch(pc_graph *g, const pc_codegen_opts *o, const kir_cud
   if (s == PC_OK && !objs) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; objs && i < b->n; i++) objs[i + 1] = b->objs[i];
   if (objs) objs[0] = obj;
-  pc_path_stem(o->output, stem, sizeof stem);
   snprintf(path, sizeof path, "%s.o", stem);
   if (s == PC_OK)
     s = link_objects(g, o, exe || lib ? o->output : path, objs, b->n + 1,
