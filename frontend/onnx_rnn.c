@@ -323,15 +323,15 @@ static pc_value *run_dir(ox_ctx *c, const rnn *r, int d, state *s) {
     int64_t st[3] = {t, 0, 0}, lim[3] = {t + 1, r->B, GH}, one[3] = {1, 1, 1};
     pc_value *xt = pc_reshape(G, pc_slice(G, xw, st, lim, one), 2, bgh);
     state n = step(c, r, &dw, acts, xt, *s);
-    pc_value *in = r->lens ? in_sequence(c, r, t) : NULL; /* [B, H]: step t is within the entry's length */
-    if (in) { /* past its length an entry keeps its state (so a reverse run starts at its last step) and writes 0 */
-      pc_value *h = n.h;
-      n.h = pc_where(G, in, h, s->h);
+    pc_value *y = n.h;
+    if (r->lens) { /* past its length an entry keeps its state (so a reverse run starts at its last step) and writes 0 */
+      pc_value *in = in_sequence(c, r, t); /* [B, H]: step t is within the entry's length */
+      n.h = pc_where(G, in, y, s->h);
       n.cell = n.cell ? pc_where(G, in, n.cell, s->cell) : NULL;
-      ys[t] = pc_reshape(G, pc_where(G, in, h, h ? ox_like(c, 0, h) : NULL), 4, one4);
+      y = pc_where(G, in, y, y ? ox_like(c, 0, y) : NULL);
     }
     *s = n;
-    if (!in) ys[t] = pc_reshape(G, s->h, 4, one4);
+    ys[t] = pc_reshape(G, y, 4, one4);
   }
   pc_value *y = c->g->status == PC_OK ? pc_concatenate(G, ys, (int)r->S, 0) : NULL;
   free(ys);

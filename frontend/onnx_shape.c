@@ -296,7 +296,6 @@ pc_status ox_op_ConstantOfShape(ox_ctx *c) {
   return ox_out(c, 0, n ? pc_broadcast_in_dim(G, sc, n, s, NULL) : sc);
 }
 
-/* bool mask of shape [rows, cols]: col - row compared with k by op */
 /* the [rows, cols] mask of `col - row OP k`; k a compile-time constant, or kv (a one-element value) read at run time */
 static pc_value *diag_mask(ox_ctx *c, int64_t rows, int64_t cols, int64_t k, pc_value *kv, pc_op op) {
   int64_t s[2] = {rows, cols};
