@@ -16,10 +16,16 @@
 
 #define MAX_BUCKETS KIR_MAX_BUCKETS
 
-int kir_bucket_ranges(const pc_dyn_spec *ds, int64_t *lo, int64_t *hi) {
+int kir_bucket_ranges(pc_graph *g, const pc_dyn_spec *ds, const char *name, int64_t *lo, int64_t *hi) {
   int s = ds->bucket_sym, n = 0;
   for (int64_t a = ds->lo[s]; a <= ds->hi[s] && n <= MAX_BUCKETS; a += ds->bucket_step, n++)
     lo[n] = a, hi[n] = ds->hi[s] - a < ds->bucket_step ? ds->hi[s] : a + ds->bucket_step - 1;
+  if (n > MAX_BUCKETS)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "--dim %s=%lld..%lld:%lld makes more than %d buckets", ds->name[s],
+                   (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, MAX_BUCKETS), -1;
+  if (strlen(name) + 5 > PC_MAX_ENTRY_NAME)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "entry point prefix \"%s\" is too long for buckets' names (%s__bK)", name,
+                   name), -1;
   return n;
 }
 
@@ -137,14 +143,10 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     return pc_fail(g, PC_ERR_UNSUPPORTED, "buckets (--dim NAME=LO..HI:STEP) with %s are not supported yet",
                    o->profile ? "--profile" : "--weights external");
   int64_t lo[MAX_BUCKETS + 1], hi[MAX_BUCKETS + 1];
-  int n = kir_bucket_ranges(ds, lo, hi);
-  if (n > MAX_BUCKETS)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "--dim %s=%lld..%lld:%lld makes more than %d buckets", ds->name[s],
-                   (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, MAX_BUCKETS);
   char name[256], stem[1024];
   kir_output_names(o, name, sizeof name, stem, sizeof stem);
-  if (strlen(name) + 5 > PC_MAX_ENTRY_NAME)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "entry point prefix \"%s\" is too long for buckets' names (%s__bK)", name, name);
+  int n = kir_bucket_ranges(g, ds, name, lo, hi);
+  if (n < 0) return g->status;
   int n_io = (g->n_inputs + g->n_outputs + 1) * PC_MAX_RANK;
   char (*objs)[1100] = calloc(MAX_BUCKETS + 1, sizeof *objs);
   const char **paths = calloc(MAX_BUCKETS + 1, sizeof *paths);

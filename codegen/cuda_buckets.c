@@ -62,14 +62,10 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
   pc_dyn_spec *ds = o->dyn;
   int s = ds->bucket_sym;
   int64_t lo[MAX_BUCKETS + 1], hi[MAX_BUCKETS + 1];
-  int n = kir_bucket_ranges(ds, lo, hi);
-  if (n > MAX_BUCKETS)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "--dim %s=%lld..%lld:%lld makes more than %d buckets", ds->name[s],
-                   (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, MAX_BUCKETS);
   char name[256], stem[1024], dir[64] = "/tmp/primc-cudab-XXXXXX";
   kir_output_names(o, name, sizeof name, stem, sizeof stem);
-  if (strlen(name) + 5 > PC_MAX_ENTRY_NAME)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "entry point prefix \"%s\" is too long for buckets' names (%s__bK)", name, name);
+  int n = kir_bucket_ranges(g, ds, name, lo, hi);
+  if (n < 0) return g->status;
   if (!mkdtemp(dir)) return pc_fail(g, PC_ERR_IO, "cannot make a temporary directory");
   int n_in = g->n_inputs * PC_MAX_RANK;
   char (*objs)[96] = calloc(MAX_BUCKETS, sizeof *objs);

@@ -371,8 +371,10 @@ pc_status kir_link(pc_graph *g, const struct pc_codegen_opts *o, const char *out
 pc_status kir_codegen_buckets(pc_graph *g, const struct pc_codegen_opts *o);
 #define KIR_MAX_BUCKETS 64
 struct pc_dyn_spec;
-/* the buckets [lo[k], hi[k]] of ds->bucket_sym: STEP values each from LO; more than KIR_MAX_BUCKETS: that + 1 */
-int kir_bucket_ranges(const struct pc_dyn_spec *ds, int64_t *lo, int64_t *hi);
+/* the buckets [lo[k], hi[k]] of ds->bucket_sym (STEP values each from LO; room for KIR_MAX_BUCKETS + 1) and their
+ * count; -1 after failing g when there would be more than KIR_MAX_BUCKETS or the entry points' prefix name is too
+ * long for NAME__bK */
+int kir_bucket_ranges(pc_graph *g, const struct pc_dyn_spec *ds, const char *name, int64_t *lo, int64_t *hi);
 /* in_sym (the input dims' symbols, -1 fixed) where the first bucket's inputs (dims0) and gt's (the last's) differ: the
  * bucket symbol (a program of one value leaves its dim fixed, so no program may say so) */
 void kir_bucket_dims(const struct pc_dyn_spec *ds, const pc_graph *gt, const int64_t *dims0, int *in_sym);
