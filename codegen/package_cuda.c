@@ -111,8 +111,8 @@ static void put_blobs(FILE *f, const cuda_pkg *k) {
             blobs[i], path, i == 1 ? ".byte 0\\n" : "");
   }
   fprintf(f, "        \".byte 0\\n.previous\\n\");\n");
-  fprintf(f, "extern const unsigned char %s_cubin[], %s_ptx[]%s%s%s;\n", k->name, k->name, k->weights_of ? "" : ", ",
-          k->weights_of ? "" : k->name, k->weights_of ? "" : "_weights[]");
+  fprintf(f, "extern const unsigned char %s_cubin[], %s_ptx[];\n", k->name, k->name);
+  if (!k->weights_of) fprintf(f, "extern const unsigned char %s_weights[];\n", k->name);
 }
 
 static void put_tensors(FILE *f, const cuda_pkg *k, int input) {
@@ -164,8 +164,6 @@ static int put_kernels(FILE *f, const cuda_pkg *k) {
   return KP_INPUT == 0 && KP_OUTPUT == 1 && KP_CONST == 2 && KP_WORKSPACE == 3;
 }
 
-/* the run-time dims: their values at the bounds (what MODEL_run runs), and with dims their ranges, the inputs'
- * symbols, the grids of a run and the outputs' dims, each as the fitted polynomial of the values s[] */
 /* the ranges and which input dim each symbol is: dims_desc, for primc_dims_check */
 static void put_dims_desc(FILE *f, const cuda_pkg *k) {
   const kir_cuda_dyn *d = k->dyn;
@@ -182,6 +180,8 @@ static void put_dims_desc(FILE *f, const cuda_pkg *k) {
   fprintf(f, "0};\nstatic const primc_dims_desc dims_desc = {NSYM, syms, in_syms, -1, NUM_INPUTS, %s_in};\n", k->name);
 }
 
+/* the run-time dims: their values at the bounds (what MODEL_run runs), and with dims their ranges, the inputs'
+ * symbols, the grids of a run and the outputs' dims, each as the fitted polynomial of the values s[] */
 static void put_dims(FILE *f, const cuda_pkg *k) {
   const kir_cuda_dyn *d = k->dyn;
   const pc_graph *g = k->p->g;
