@@ -1,5 +1,6 @@
 /* ir/graph.c: the graph: arena ownership, values, nodes, attributes, symbols and sticky errors. */
 #include "ir/ir.h"
+#include "runtime/primc_rt.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,7 +108,9 @@ int pc_array_grow(void **arr, int *cap, int need, size_t elem) {
 pc_status pc_vfail(pc_graph *g, pc_status code, const char *fmt, va_list ap) {
   if (g->status != PC_OK) return g->status;
   g->status = code;
-  vsnprintf(g->error, sizeof g->error, fmt, ap);
+  char raw[sizeof g->error];
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  primc_text_escape(g->error, sizeof g->error, raw); /* the model's names in it: printed, never acted on */
   return code;
 }
 
@@ -137,7 +140,22 @@ const char *pc_error(const pc_graph *g) {
   return g->status == PC_OK ? "" : g->error;
 }
 
-void pc_set_origin(pc_graph *g, const char *origin) { g->origin = origin ? pc_strdup(g, origin) : NULL; }
+/* escaped once here: origins name kernels in listings, profiles and compiled artifacts' --profile output */
+void pc_set_origin(pc_graph *g, const char *origin) {
+  if (!origin) {
+    g->origin = NULL;
+    return;
+  }
+  size_t n = 4 * strlen(origin) + 1;
+  char *e = malloc(n);
+  if (!e) {
+    g->origin = NULL;
+    return;
+  }
+  primc_text_escape(e, n, origin);
+  g->origin = pc_strdup(g, e);
+  free(e);
+}
 
 /* ---- symbols */
 

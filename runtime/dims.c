@@ -2,8 +2,19 @@
  * compiled ranges before a run touches anything; a bucketed range's program picked by them. */
 #include "runtime/primc_rt.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+/* a verdict into msg, the model's names in it escaped (an app prints NAME_error's text as it is) */
+__attribute__((format(printf, 3, 4))) static void say(char *msg, size_t len, const char *fmt, ...) {
+  char raw[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  va_end(ap);
+  primc_text_escape(msg, len, raw);
+}
 
 int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims, int64_t *values, char *msg,
                      size_t len) {
@@ -21,20 +32,20 @@ int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims,
       if (s < 0) {
         if (dims[k] == t->dims[k]) continue;
         if (msg && len)
-          snprintf(msg, len, "input \"%s\" dim %d is %lld; the model was compiled for %lld", t->name, k, v,
+          say(msg, len, "input \"%s\" dim %d is %lld; the model was compiled for %lld", t->name, k, v,
                    (long long)t->dims[k]);
         return PRIMC_ERR_SHAPE;
       }
       const primc_sym_desc *y = &d->syms[s];
       if (dims[k] < y->lo || dims[k] > y->hi) {
         if (msg && len)
-          snprintf(msg, len, "input \"%s\" dim %d (%s) is %lld, outside the range %lld..%lld compiled in", t->name, k,
+          say(msg, len, "input \"%s\" dim %d (%s) is %lld, outside the range %lld..%lld compiled in", t->name, k,
                    y->name, v, (long long)y->lo, (long long)y->hi);
         return PRIMC_ERR_SHAPE;
       }
       if (set_by[s] >= 0 && values[s] != dims[k]) {
         if (msg && len)
-          snprintf(msg, len, "input \"%s\" dim %d is %lld, but input \"%s\" made %s %lld", t->name, k, v,
+          say(msg, len, "input \"%s\" dim %d is %lld, but input \"%s\" made %s %lld", t->name, k, v,
                    d->inputs[set_by[s]].name, y->name, (long long)values[s]);
         return PRIMC_ERR_SHAPE;
       }

@@ -179,7 +179,7 @@ int primc_driver_inputs(const primc_tensor_desc *d, int n, const char *const *pa
 void primc_driver_summary(const primc_tensor_desc *d, const primc_array *outs, int n) {
   for (int i = 0; i < n; i++) {
     const primc_array *a = &outs[i];
-    printf("out%d %s [", i, d[i].name);
+    printf("out%d ", i), primc_text_put(stdout, d[i].name), printf(" [");
     for (int k = 0; k < a->rank; k++) printf("%s%lld", k ? "," : "", (long long)a->dims[k]);
     printf("]");
     if (a->dtype == PRIMC_F32) {

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PRIMC_MAX_RANK 8
 
@@ -34,6 +35,13 @@ int64_t primc_array_numel(const primc_array *a);
 int primc_npy_read(const char *path, primc_array *out, char *err, size_t errlen);
 int primc_npy_read_buffer(const void *buf, size_t len, primc_array *out, char *err, size_t errlen);
 int primc_npy_write(const char *path, const primc_array *a, char *err, size_t errlen);
+
+/* runtime/text.c: a model's names made safe for a terminal, control bytes (C0, DEL, UTF-8 C1) written as \xNN.
+ * primc_text_escape copies src into dst (n bytes with the NUL, cut short rather than an escape cut in half) and
+ * returns the length; primc_text_put writes s to f and returns the characters written. */
+size_t primc_text_escape(char *dst, size_t n, const char *src);
+int primc_text_put(FILE *f, const char *s);
+int primc_text_putn(FILE *f, const char *s, size_t n); /* n bytes of s */
 
 /* ---------------------------------------------------------------- generated code's contract */
 

@@ -130,7 +130,7 @@ pc_status pc_cli_model_apply(const pc_cli_model *m, pc_graph *g) {
     pc_fail(g, PC_ERR_ATTR, "--loss, --label, --optimizer, --lr, --weight-decay, --momentum and --eps need --train");
   else pc_apply_transforms(g, &t);
   if (g->status) fprintf(stderr, "primc: error: %s\n", pc_error(g));
-  else if (g->tied_note) fprintf(stderr, "primc: note: --train: %s\n", g->tied_note);
+  else if (g->tied_note) fputs("primc: note: --train: ", stderr), primc_text_put(stderr, g->tied_note), fputc('\n', stderr);
   return g->status;
 }
 
@@ -334,7 +334,7 @@ void pc_cli_print_report(FILE *f, const char *report) {
   for (const char *l = report; l && *l;) {
     const char *e = strchr(l, '\n');
     int n = e ? (int)(e - l) : (int)strlen(l);
-    fprintf(f, "  %.*s\n", n, l);
+    fputs("  ", f), primc_text_putn(f, l, (size_t)n), fputc('\n', f);
     l += n + (e != NULL);
   }
 }

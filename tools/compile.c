@@ -4,6 +4,7 @@
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "runtime/primc_rt.h"
 #include "tools/cli.h"
 #include "tools/cmds.h"
 
@@ -323,7 +324,7 @@ static int compile_one(const compile_opts *op) {
            : g->matmul_precision == PC_MATMUL_HIGHEST ? "f32 contractions in f32" : "f32 dots are dot_bf16 calls below");
     if (g->remat_prims)
       printf("  backward: %d prims recompute forward values from stored ones instead of keeping them\n", g->remat_prims);
-    if (g->tied_note) printf("  tied weights: %s\n", g->tied_note);
+    if (g->tied_note) printf("  tied weights: "), primc_text_put(stdout, g->tied_note), printf("\n");
     if (g->n_state)
       printf("  training state: %d buffers, %s%s\n", g->n_state,
              g->state_in_place ? "updated in place (one buffer set serves every step)" : "two buffer sets: ",

@@ -63,8 +63,13 @@ static const char *inputs_help =
 
 static void put_dim(const pc_graph *g, int64_t d) {
   if (!PC_DIM_IS_SYM(d)) printf("%lld", (long long)d);
-  else if (PC_DIM_SYM_ID(d) < g->n_syms && g->syms[PC_DIM_SYM_ID(d)].name) printf("%s", g->syms[PC_DIM_SYM_ID(d)].name);
+  else if (PC_DIM_SYM_ID(d) < g->n_syms && g->syms[PC_DIM_SYM_ID(d)].name) primc_text_put(stdout, g->syms[PC_DIM_SYM_ID(d)].name);
   else printf("?");
+}
+
+/* a model's name, its control bytes escaped, then spaces to width */
+static void put_name(const char *name, int width) {
+  for (int k = primc_text_put(stdout, name ? name : "?"); k < width; k++) putchar(' ');
 }
 
 static int cmd_inputs(int argc, char **argv) {
@@ -85,13 +90,13 @@ static int cmd_inputs(int argc, char **argv) {
   }
   for (int i = 0; !rc && i < g->n_inputs; i++) {
     const pc_type *t = &g->inputs[i]->type;
-    printf("input %-*s %s[", width, g->inputs[i]->name ? g->inputs[i]->name : "?", pc_dtype_name(t->dtype));
+    printf("input "), put_name(g->inputs[i]->name, width), printf(" %s[", pc_dtype_name(t->dtype));
     for (int d = 0; d < t->rank; d++) printf("%s", d ? ", " : ""), put_dim(g, t->dims[d]);
     printf("]\n");
   }
   for (int i = 0; !rc && whole && i < g->n_outputs; i++) {
     const pc_type *t = &g->outputs[i]->type;
-    printf("output %-*s %s[", width, g->outputs[i]->name ? g->outputs[i]->name : "?", pc_dtype_name(t->dtype));
+    printf("output "), put_name(g->outputs[i]->name, width), printf(" %s[", pc_dtype_name(t->dtype));
     for (int d = 0; d < t->rank; d++) printf("%s", d ? ", " : ""), put_dim(g, t->dims[d]);
     printf("]\n");
   }
@@ -99,7 +104,7 @@ static int cmd_inputs(int argc, char **argv) {
   if (!rc && g->n_syms) printf("dims not fixed (set with --dim NAME=N or NAME=LO..HI):\n");
   for (int i = 0; !rc && i < g->n_syms; i++) {
     const pc_sym *s = &g->syms[i];
-    printf("  %-*s %lld..", width + 5, s->name ? s->name : "?", (long long)s->lo);
+    printf("  "), put_name(s->name, width + 5), printf(" %lld..", (long long)s->lo);
     if (s->hi == INT64_MAX) printf("(unbounded)\n");
     else printf("%lld\n", (long long)s->hi);
   }
@@ -176,7 +181,7 @@ static const char *run_help =
 static void print_summary(const pc_graph *g, const pc_tensor *outs) {
   for (int i = 0; i < g->n_outputs; i++) {
     const pc_tensor *t = &outs[i];
-    printf("out%d %s %s[", i, g->outputs[i]->name ? g->outputs[i]->name : "", pc_dtype_name(t->dtype));
+    printf("out%d ", i), primc_text_put(stdout, g->outputs[i]->name), printf(" %s[", pc_dtype_name(t->dtype));
     for (int d = 0; d < t->rank; d++) printf("%s%lld", d ? "," : "", (long long)t->dims[d]);
     printf("]");
     int64_t n = pc_tensor_numel(t);

@@ -1,6 +1,7 @@
 /* tests/unit/test_hardening.c: misuse of the compiled entry points and degenerate graphs (issue 26). */
 #include "codegen/codegen.h"
 #include "passes/passes.h"
+#include "runtime/primc_rt.h"
 #include "tests/test.h"
 #include "tests/unit/helpers.h"
 
@@ -67,4 +68,26 @@ PC_TEST(empty_graph_passes) {
   CHECK_MSG(g && g->status == PC_OK && pc_pipeline_run(g, &po) == PC_OK, "%s", g ? pc_error(g) : "no graph");
   CHECK_INT(g ? g->n_groups : -1, 0);
   pc_graph_free(g);
+}
+
+/* primc_text_escape: control bytes (C0, DEL, UTF-8 C1) as \xNN, other bytes (UTF-8 letters too) as they are,
+ * and a short buffer cuts before an escape rather than inside one */
+PC_TEST(text_escape_controls_only) {
+  char out[64];
+  size_t n = primc_text_escape(out, sizeof out, "a\x1b[2J\tb\x7f\xc2\x9b" "c\xc3\xa9\xc2\xa0");
+  CHECK_MSG(!strcmp(out, "a\\x1b[2J\\x09b\\x7f\\xc2\\x9bc\xc3\xa9\xc2\xa0") && n == strlen(out), "got '%s'", out);
+  char small[7]; /* "ab" fits, "\x1b" (4 bytes) would not leave room for its NUL after it */
+  n = primc_text_escape(small, sizeof small, "ab\x1b" "cd");
+  CHECK_MSG(!strcmp(small, "ab\\x1b") && n == 6, "got '%s'", small);
+  n = primc_text_escape(small, 6, "ab\x1b" "cd");
+  CHECK_MSG(!strcmp(small, "ab") && n == 2, "got '%s'", small);
+  CHECK(primc_text_escape(out, sizeof out, NULL) == 0 && out[0] == 0);
+  FILE *f = tmpfile();
+  if (!CHECK(f)) return;
+  int k = primc_text_putn(f, "x\n\xc2\x85y", 5) + primc_text_put(f, "\xc2");
+  char back[64] = {0};
+  rewind(f);
+  size_t got = fread(back, 1, sizeof back - 1, f);
+  fclose(f);
+  CHECK_MSG(!strcmp(back, "x\\x0a\\xc2\\x85y\xc2") && k == (int)got, "got '%s' (%d)", back, k);
 }

@@ -166,7 +166,7 @@ PC_TEST(text_roundtrip_names_attrs_syms) {
   int s = pc_sym_add(g, "seq len", 0, INT64_MAX);
   pc_value *x = pc_input_add(g, "in/x:0", pc_type_make(PC_f32, 2, (int64_t[]){PC_SYM(b), PC_SYM(s)}));
   pc_value *y = pc_input_add(g, "in.x_0", pc_type_make(PC_f32, 2, (int64_t[]){PC_SYM(b), PC_SYM(s)}));
-  pc_set_origin(g, "Add \"a\\b\"\n");
+  pc_set_origin(g, "Add \"a\\b\"\n"); /* the newline kept as the text \x0a (pc_set_origin escapes) */
   pc_value *z = pc_add(g, x, y);
   pc_set_origin(g, NULL);
   pc_value_set_name(g, z, "in_x_0");
@@ -184,7 +184,7 @@ PC_TEST(text_roundtrip_names_attrs_syms) {
   const char *want =
       "sym batch in [1, 64]\n"
       "graph(%in_x_0 : f32[batch,\"seq len\"], %in.x_0 : f32[batch,\"seq len\"], %s : f32[2]):\n"
-      "  %in_x_0_1 : f32[batch,\"seq len\"] = add(%in_x_0, %in.x_0) loc(\"Add \\\"a\\\\b\\\"\\n\")\n"
+      "  %in_x_0_1 : f32[batch,\"seq len\"] = add(%in_x_0, %in.x_0) loc(\"Add \\\"a\\\\b\\\"\\\\x0a\")\n"
       "  %4 : f32[batch,\"seq len\"] = mul(%in_x_0_1, %in_x_0_1)\n"
       "  %5 : f16[2] = convert_element_type(%s, dtype=f16)\n"
       "  %6 : f16[4] = pad(%5, low=[1], high=[-1], interior=[2], value=2.0)\n"
