@@ -19,6 +19,8 @@ static void sb_quoted(pc_strbuf *b, const char *s) {
     else if (*p == '\n') sb_str(b, "\\n");
     else if (*p == '\t') sb_str(b, "\\t");
     else if (*p < 0x20 || *p == 0x7f) pc_strbuf_fmt(b, "\\x%02x", *p);
+    else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* a C1 control in UTF-8 (CSI is 0xc2 0x9b) */
+      pc_strbuf_fmt(b, "\\xc2\\x%02x", *++p);
     else pc_strbuf_put(b, (const char *)p, 1);
   }
   sb_str(b, "\"");

@@ -64,12 +64,12 @@ else
 fi
 # ---- no terminal control from names: a model's names print with their control bytes as \xNN (an ESC sequence
 # in a name could clear the screen, retitle the window or rewrite earlier lines), in primc's listings and errors
-# and in what a compiled model prints. Input: OSC title + clear screen; dim: cursor up; output: UTF-8 C1 CSI;
+# and in what a compiled model prints. Input: OSC title + clear screen; dim: cursor up and a UTF-8 C1 CSI; output: C1 CSI;
 # node: colour. tty_clean FILE: no control byte but \n and \t, and no C1 control.
 python3 - "$tmp/term.onnx" "$tmp/term_bad.onnx" <<'PY'
 import sys, onnx
 from onnx import TensorProto as T, helper as h
-x, y, n = 'x\x1b]0;pwned\x07\x1b[2J', 'y\u009b31m', 'N\x1b[1A'
+x, y, n = 'x\x1b]0;pwned\x07\x1b[2J', 'y\u009b31m', 'N\x1b[1A\u009b2J'
 g = h.make_graph([h.make_node('Relu', [x], [y], name='r\x1b[31m')], 'g',
                  [h.make_tensor_value_info(x, T.FLOAT, [n, 3])], [h.make_tensor_value_info(y, T.FLOAT, [n, 3])])
 onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), sys.argv[1])
@@ -92,19 +92,21 @@ term_check() {
 }
 "$P" inputs "$tmp/term.onnx" >"$tmp/t_inputs" 2>&1
 term_check "primc inputs" 'x\x1b]0;pwned\x07\x1b[2J' "$tmp/t_inputs"
-term_check "primc inputs: a dim" 'N\x1b[1A' "$tmp/t_inputs"
-"$P" run "$tmp/term.onnx" --random-inputs --dim "$(printf 'N\033[1A')=2" >"$tmp/t_run" 2>&1
+term_check "primc inputs: a dim" 'N\x1b[1A\xc2\x9b2J' "$tmp/t_inputs"
+"$P" dump "$tmp/term.onnx" >"$tmp/t_dump" 2>&1
+term_check "primc dump (IR text)" '"N\x1b[1A\xc2\x9b2J"' "$tmp/t_dump"
+"$P" run "$tmp/term.onnx" --random-inputs --dim "$(printf 'N\033[1A\302\2332J')=2" >"$tmp/t_run" 2>&1
 term_check "primc run's summary" 'y\xc2\x9b31m' "$tmp/t_run"
 expect_exit 1 "an unknown op in a node named with ESC: exit 1" "$P" compile "$tmp/term_bad.onnx" -o "$tmp/term_bad"
 term_check "compile error" 'bad\x1b[2J' "$tmp/err"
 "$P" check "$tmp/term_bad.onnx" >"$tmp/t_check" 2>&1
 term_check "primc check" 'bad\x1b[2J' "$tmp/t_check"
-if "$P" compile "$tmp/term.onnx" --profile --dim "$(printf 'N\033[1A')=1..4" -o "$tmp/term" >"$tmp/t_log" 2>&1; then
+if "$P" compile "$tmp/term.onnx" --profile --dim "$(printf 'N\033[1A\302\2332J')=1..4" -o "$tmp/term" >"$tmp/t_log" 2>&1; then
   "$tmp/term" --random-inputs --profile >"$tmp/t_exe" 2>&1
   term_check "a compiled model's --profile and summary" 'Relu:r\x1b[31m' "$tmp/t_exe"
   grep -qF 'y\xc2\x9b31m' "$tmp/t_exe" || bad "a compiled model's summary" "$(head -c 300 "$tmp/t_exe")"
   expect_exit 1 "a compiled model: N = 9 outside 1..4 refused" "$tmp/term" "$tmp/term9.npy"
-  term_check "a compiled model's dims error" 'input "x\x1b]0;pwned\x07\x1b[2J" dim 0 (N\x1b[1A) is 9' "$tmp/err"
+  term_check "a compiled model's dims error" 'input "x\x1b]0;pwned\x07\x1b[2J" dim 0 (N\x1b[1A\xc2\x9b2J) is 9' "$tmp/err"
 else
   bad "compile of the model with ESC names" "$(tail -n 5 "$tmp/t_log")"
 fi
