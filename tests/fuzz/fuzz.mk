@@ -39,7 +39,8 @@ $(FUZZ_B)/obj/gen/onnx.pb-c.o: $(FUZZ_B)/gen/onnx.pb-c.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=c11 $(FUZZ_FLAGS) -I$(FUZZ_B)/gen -c $< -o $@
 FUZZ_OBJ = $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(1))
-FUZZ_FRONT_O := $(call FUZZ_OBJ,$(wildcard ir/*.c frontend/*.c)) $(FUZZ_B)/obj/gen/onnx.pb-c.o
+# runtime/text.c: ir's errors and origins escape a model's names with it
+FUZZ_FRONT_O := $(call FUZZ_OBJ,$(wildcard ir/*.c frontend/*.c) runtime/text.c) $(FUZZ_B)/obj/gen/onnx.pb-c.o
 FUZZ_RT_O    := $(call FUZZ_OBJ,$(FUZZ_RT))
 FUZZ_PASS_O  := $(call FUZZ_OBJ,$(wildcard passes/*.c codegen/kir*.c) codegen/autotune.c)
 
