@@ -128,7 +128,8 @@ models: all
 
 # primc against ONNX Runtime, PyTorch eager and torch.compile on every model present, plus roofline figures;
 # then the precision builds against ONNX Runtime and OpenVINO (f32 and its default precision) on a ResNet-50
-# and a BERT-base-sized encoder written without torch; run-time dims; training steps against PyTorch
+# and a BERT-base-sized encoder written without torch; run-time dims; training steps against PyTorch (in turn, then
+# step by step in one process)
 bench: all $(B)/gemm_bench $(B)/conv_ab $(B)/stream $(B)/corelat $(B)/coreshare
 	bash tools/setup.sh bench
 	python3 bench/run.py --threads 1,2
@@ -138,6 +139,8 @@ bench: all $(B)/gemm_bench $(B)/conv_ab $(B)/stream $(B)/corelat $(B)/coreshare
 	python3 bench/precision_peers.py --threads 1,2 $(B)/bench-models/resnet50 $(B)/bench-models/encoder_base
 	python3 bench/dynamic_peers.py --threads 1 --dir $(B)/bench-models
 	python3 bench/train_peers.py --threads 1,2 --primc $(B)/primc
+	python3 bench/train_ab.py --threads 1 --primc $(B)/primc
+	python3 bench/train_ab.py --threads 2 --primc $(B)/primc
 	python3 bench/torch_backend.py --threads 1,2
 
 -include bench/bench.mk

@@ -97,7 +97,8 @@ def primc_peak_mb(exe, data, threads):
     return peak
 
 
-def torch_step_ms(model, x, y, loss_kind, make_opt, steps, step_fn=None, warm=3):
+def torch_step(model, x, y, loss_kind, make_opt):
+    """one eager training step of model on (x, y) as a function: forward, loss, backward, the optimizer's update"""
     opt = make_opt(model.parameters())
     loss_fn = torch.nn.functional.cross_entropy if loss_kind == "cross_entropy" else torch.nn.functional.mse_loss
 
@@ -106,6 +107,11 @@ def torch_step_ms(model, x, y, loss_kind, make_opt, steps, step_fn=None, warm=3)
         opt.zero_grad()
         loss.backward()
         opt.step()
+    return step
+
+
+def torch_step_ms(model, x, y, loss_kind, make_opt, steps, step_fn=None, warm=3):
+    step = torch_step(model, x, y, loss_kind, make_opt)
     fn = step_fn(step) if step_fn else step
     for _ in range(warm):
         fn()
@@ -135,6 +141,22 @@ def primc_step_ms(exe, data, steps, threads):
     return float(re.search(r"ms per step, median ([0-9.]+)", out).group(1))
 
 
+def compile_step(primc, d, model, x, y, loss, opt, args):
+    """exports model at x's shape to d/model.onnx (and x, y as d/x.npy, d/y.npy), compiles its training step with
+    primc (the output and its kind in args) and returns what primc printed"""
+    os.makedirs(d, exist_ok=True)
+    onnx_path = os.path.join(d, "model.onnx")
+    # torch 2.9+ defaults to the torch.export-based exporter (it needs onnxscript): the TorchScript one, as 1.13's
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    torch.onnx.export(model, (x,), onnx_path, opset_version=14, input_names=["input"], output_names=["output"],
+                      **legacy)
+    np.save(os.path.join(d, "x.npy"), x.numpy())
+    np.save(os.path.join(d, "y.npy"), y.numpy())
+    lr = "0.01" if opt == "momentum" else "0.001"
+    return subprocess.run([primc, "compile", onnx_path, "--train", "--loss", loss, "--optimizer", opt, "--lr", lr,
+                           *args], check=True, capture_output=True, text=True).stdout
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1,2")
@@ -150,18 +172,8 @@ def main():
     for key in a.models.split(","):
         name, model, x, y, loss, opt, make_opt = case(key)
         d = os.path.join(tmp, name.split()[0])
-        os.makedirs(d, exist_ok=True)
-        onnx_path = os.path.join(d, "model.onnx")
-        # torch 2.9+ defaults to the torch.export-based exporter (it needs onnxscript): the TorchScript one, as 1.13's
-        legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
-        torch.onnx.export(model, (x,), onnx_path, opset_version=14, input_names=["input"], output_names=["output"],
-                          **legacy)
-        np.save(os.path.join(d, "x.npy"), x.numpy())
-        np.save(os.path.join(d, "y.npy"), y.numpy())
         exe = os.path.join(d, "train")
-        lr = "0.01" if opt == "momentum" else "0.001"
-        report = subprocess.run([a.primc, "compile", onnx_path, "--train", "--loss", loss, "--optimizer", opt,
-                                 "--lr", lr, "-o", exe, "--report"], check=True, capture_output=True, text=True).stdout
+        report = compile_step(a.primc, d, model, x, y, loss, opt, ["-o", exe, "--report"])
         ws = re.search(r"^workspace (\d+) bytes", report + "\n", re.M)
         data = [os.path.join(d, "x.npy"), os.path.join(d, "y.npy")]
         for threads in [int(t) for t in a.threads.split(",")]:
