@@ -33,20 +33,20 @@ int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims,
         if (dims[k] == t->dims[k]) continue;
         if (msg && len)
           say(msg, len, "input \"%s\" dim %d is %lld; the model was compiled for %lld", t->name, k, v,
-                   (long long)t->dims[k]);
+              (long long)t->dims[k]);
         return PRIMC_ERR_SHAPE;
       }
       const primc_sym_desc *y = &d->syms[s];
       if (dims[k] < y->lo || dims[k] > y->hi) {
         if (msg && len)
           say(msg, len, "input \"%s\" dim %d (%s) is %lld, outside the range %lld..%lld compiled in", t->name, k,
-                   y->name, v, (long long)y->lo, (long long)y->hi);
+              y->name, v, (long long)y->lo, (long long)y->hi);
         return PRIMC_ERR_SHAPE;
       }
       if (set_by[s] >= 0 && values[s] != dims[k]) {
         if (msg && len)
           say(msg, len, "input \"%s\" dim %d is %lld, but input \"%s\" made %s %lld", t->name, k, v,
-                   d->inputs[set_by[s]].name, y->name, (long long)values[s]);
+              d->inputs[set_by[s]].name, y->name, (long long)values[s]);
         return PRIMC_ERR_SHAPE;
       }
       values[s] = dims[k];
