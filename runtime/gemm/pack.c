@@ -21,11 +21,9 @@ void primc_gm_pack_b(const bsrc *s, const gm_row *kr, int64_t k0, int64_t kc, in
   }
   float tmp[NC_MAX];
   for (int64_t k = 0; k < kc; k++) {
-    const float *src = s->b + (k0 + k) * s->ldb + n0;
-    if (s->row) {
-      s->row(s->row_ctx, k0 + k, n0, n1 - n0, tmp);
-      src = tmp;
-    }
+    const float *src = tmp; /* B given by rows (another ISA's panels read back) has no pointer to offset */
+    if (s->row) s->row(s->row_ctx, k0 + k, n0, n1 - n0, tmp);
+    else src = s->b + (k0 + k) * s->ldb + n0;
     for (int64_t p = 0; p < np; p++) {
       int64_t nr = min64(NR, n1 - n0 - p * NR);
       float *d = dst + p * kc * NR + k * NR;
