@@ -145,8 +145,19 @@ AVX2 void primc_cv_t8_item(const dw_job *j, t8_ctx *d, int64_t n, int64_t ci0, i
   }
 }
 
-void primc_cv_lanes8_weights(const float *w, int64_t k, int nch, float *wt) {
-  for (int64_t t = 0; t < k; t++)
+/* 8 taps at a time through an in-register transpose: the scalar copy, a strided read per float, was 2% of MnasNet's
+ * run (the pair row's 1x1 weights, K x 8 for every block of 8 channels) */
+AVX2 void primc_cv_lanes8_weights(const float *w, int64_t k, int nch, float *wt) {
+  int64_t t = 0;
+  for (; t + 8 <= k; t += 8) {
+    __m256 r[8];
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; l++) r[l] = l < nch ? _mm256_loadu_ps(w + l * k + t) : _mm256_setzero_ps();
+    primc_tr8(r);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps(wt + (t + i) * 8, r[i]);
+  }
+  for (; t < k; t++)
     for (int l = 0; l < 8; l++) wt[t * 8 + l] = l < nch ? w[l * k + t] : 0.0f;
 }
 
