@@ -54,8 +54,24 @@ static inline __attribute__((always_inline)) AVX2 void loop256(const kargs *g, _
  * vectors and 2 broadcasts pinned to the 16 ymm. GCC's allocation of loop256 for it kept 9 register moves in 4 steps
  * (101 instructions per 48 FMAs against 83 here), and the count matters on a core whose issue slots a sibling
  * thread takes (bench/gemm_rows.md). Steps of 4, then of 1, each until b reaches its end. */
-#define LOOP6X16(BODY, END)                                                                                      \
-  __asm__(BODY                                                                                                   \
+/* one k step: B's two vectors, A's 6 values at byte offset O (the strip's step is 24 bytes) broadcast in turn */
+#define K6X16_STEP(O)                                                                                             \
+  "vmovups (%[b]), %%ymm12\n\t vmovups 32(%[b]), %%ymm13\n\t"                                                \
+  "vbroadcastss " #O "+0(%[a]), %%ymm14\n\t vfmadd231ps %%ymm12, %%ymm14, %[c0]\n\t"                          \
+  "vfmadd231ps %%ymm13, %%ymm14, %[c1]\n\t"                                                                    \
+  "vbroadcastss " #O "+4(%[a]), %%ymm15\n\t vfmadd231ps %%ymm12, %%ymm15, %[c2]\n\t"                          \
+  "vfmadd231ps %%ymm13, %%ymm15, %[c3]\n\t"                                                                    \
+  "vbroadcastss " #O "+8(%[a]), %%ymm14\n\t vfmadd231ps %%ymm12, %%ymm14, %[c4]\n\t"                          \
+  "vfmadd231ps %%ymm13, %%ymm14, %[c5]\n\t"                                                                    \
+  "vbroadcastss " #O "+12(%[a]), %%ymm15\n\t vfmadd231ps %%ymm12, %%ymm15, %[c6]\n\t"                         \
+  "vfmadd231ps %%ymm13, %%ymm15, %[c7]\n\t"                                                                    \
+  "vbroadcastss " #O "+16(%[a]), %%ymm14\n\t vfmadd231ps %%ymm12, %%ymm14, %[c8]\n\t"                         \
+  "vfmadd231ps %%ymm13, %%ymm14, %[c9]\n\t"                                                                    \
+  "vbroadcastss " #O "+20(%[a]), %%ymm15\n\t vfmadd231ps %%ymm12, %%ymm15, %[c10]\n\t"                        \
+  "vfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t add %[bks], %[b]\n\t"
+/* steps until b reaches END, A moving AS bytes after the steps in BODY */
+#define LOOP6X16(BODY, AS, END)                                                                                   \
+  __asm__("1:\n\t" BODY "add $" #AS ", %[a]\n\t cmp %[bend], %[b]\n\t jne 1b\n\t"                             \
           : [c0] "+x"(acc[0][0]), [c1] "+x"(acc[0][1]), [c2] "+x"(acc[1][0]), [c3] "+x"(acc[1][1]),             \
             [c4] "+x"(acc[2][0]), [c5] "+x"(acc[2][1]), [c6] "+x"(acc[3][0]), [c7] "+x"(acc[3][1]),             \
             [c8] "+x"(acc[4][0]), [c9] "+x"(acc[4][1]), [c10] "+x"(acc[5][0]), [c11] "+x"(acc[5][1]),           \
@@ -65,62 +81,8 @@ static inline __attribute__((always_inline)) AVX2 void loop256(const kargs *g, _
 static inline __attribute__((always_inline)) AVX2 void loop6x16(const kargs *g, __m256 acc[X2_MR][2]) {
   const float *a = g->a, *b = g->b, *bend4 = b + g->kc / 4 * 4 * g->bks, *bend = b + g->kc * g->bks;
   const int64_t bks = g->bks * (int64_t)sizeof(float);
-  if (b != bend4)
-    LOOP6X16(
-        "1:\n\t" "vmovups (%[b]), %%ymm12\n\t" "vmovups 32(%[b]), %%ymm13\n\t" "vbroadcastss 0(%[a]), %%ymm14\n\t"
-        "vfmadd231ps %%ymm12, %%ymm14, %[c0]\n\t" "vfmadd231ps %%ymm13, %%ymm14, %[c1]\n\t"
-        "vbroadcastss 4(%[a]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %[c2]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm15, %[c3]\n\t" "vbroadcastss 8(%[a]), %%ymm14\n\t"
-        "vfmadd231ps %%ymm12, %%ymm14, %[c4]\n\t" "vfmadd231ps %%ymm13, %%ymm14, %[c5]\n\t"
-        "vbroadcastss 12(%[a]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %[c6]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm15, %[c7]\n\t" "vbroadcastss 16(%[a]), %%ymm14\n\t"
-        "vfmadd231ps %%ymm12, %%ymm14, %[c8]\n\t" "vfmadd231ps %%ymm13, %%ymm14, %[c9]\n\t"
-        "vbroadcastss 20(%[a]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %[c10]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t" "add %[bks], %[b]\n\t" "vmovups (%[b]), %%ymm12\n\t"
-        "vmovups 32(%[b]), %%ymm13\n\t" "vbroadcastss 24(%[a]), %%ymm14\n\t" "vfmadd231ps %%ymm12, %%ymm14, %[c0]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm14, %[c1]\n\t" "vbroadcastss 28(%[a]), %%ymm15\n\t"
-        "vfmadd231ps %%ymm12, %%ymm15, %[c2]\n\t" "vfmadd231ps %%ymm13, %%ymm15, %[c3]\n\t"
-        "vbroadcastss 32(%[a]), %%ymm14\n\t" "vfmadd231ps %%ymm12, %%ymm14, %[c4]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm14, %[c5]\n\t" "vbroadcastss 36(%[a]), %%ymm15\n\t"
-        "vfmadd231ps %%ymm12, %%ymm15, %[c6]\n\t" "vfmadd231ps %%ymm13, %%ymm15, %[c7]\n\t"
-        "vbroadcastss 40(%[a]), %%ymm14\n\t" "vfmadd231ps %%ymm12, %%ymm14, %[c8]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm14, %[c9]\n\t" "vbroadcastss 44(%[a]), %%ymm15\n\t"
-        "vfmadd231ps %%ymm12, %%ymm15, %[c10]\n\t" "vfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t" "add %[bks], %[b]\n\t"
-        "vmovups (%[b]), %%ymm12\n\t" "vmovups 32(%[b]), %%ymm13\n\t" "vbroadcastss 48(%[a]), %%ymm14\n\t"
-        "vfmadd231ps %%ymm12, %%ymm14, %[c0]\n\t" "vfmadd231ps %%ymm13, %%ymm14, %[c1]\n\t"
-        "vbroadcastss 52(%[a]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %[c2]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm15, %[c3]\n\t" "vbroadcastss 56(%[a]), %%ymm14\n\t"
-        "vfmadd231ps %%ymm12, %%ymm14, %[c4]\n\t" "vfmadd231ps %%ymm13, %%ymm14, %[c5]\n\t"
-        "vbroadcastss 60(%[a]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %[c6]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm15, %[c7]\n\t" "vbroadcastss 64(%[a]), %%ymm14\n\t"
-        "vfmadd231ps %%ymm12, %%ymm14, %[c8]\n\t" "vfmadd231ps %%ymm13, %%ymm14, %[c9]\n\t"
-        "vbroadcastss 68(%[a]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %[c10]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t" "add %[bks], %[b]\n\t" "vmovups (%[b]), %%ymm12\n\t"
-        "vmovups 32(%[b]), %%ymm13\n\t" "vbroadcastss 72(%[a]), %%ymm14\n\t" "vfmadd231ps %%ymm12, %%ymm14, %[c0]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm14, %[c1]\n\t" "vbroadcastss 76(%[a]), %%ymm15\n\t"
-        "vfmadd231ps %%ymm12, %%ymm15, %[c2]\n\t" "vfmadd231ps %%ymm13, %%ymm15, %[c3]\n\t"
-        "vbroadcastss 80(%[a]), %%ymm14\n\t" "vfmadd231ps %%ymm12, %%ymm14, %[c4]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm14, %[c5]\n\t" "vbroadcastss 84(%[a]), %%ymm15\n\t"
-        "vfmadd231ps %%ymm12, %%ymm15, %[c6]\n\t" "vfmadd231ps %%ymm13, %%ymm15, %[c7]\n\t"
-        "vbroadcastss 88(%[a]), %%ymm14\n\t" "vfmadd231ps %%ymm12, %%ymm14, %[c8]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm14, %[c9]\n\t" "vbroadcastss 92(%[a]), %%ymm15\n\t"
-        "vfmadd231ps %%ymm12, %%ymm15, %[c10]\n\t" "vfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t" "add %[bks], %[b]\n\t"
-        "add $96, %[a]\n\t" "cmp %[bend], %[b]\n\t" "jne 1b\n\t",
-        bend4);
-  if (b != bend)
-    LOOP6X16(
-        "1:\n\t" "vmovups (%[b]), %%ymm12\n\t" "vmovups 32(%[b]), %%ymm13\n\t" "vbroadcastss 0(%[a]), %%ymm14\n\t"
-        "vfmadd231ps %%ymm12, %%ymm14, %[c0]\n\t" "vfmadd231ps %%ymm13, %%ymm14, %[c1]\n\t"
-        "vbroadcastss 4(%[a]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %[c2]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm15, %[c3]\n\t" "vbroadcastss 8(%[a]), %%ymm14\n\t"
-        "vfmadd231ps %%ymm12, %%ymm14, %[c4]\n\t" "vfmadd231ps %%ymm13, %%ymm14, %[c5]\n\t"
-        "vbroadcastss 12(%[a]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %[c6]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm15, %[c7]\n\t" "vbroadcastss 16(%[a]), %%ymm14\n\t"
-        "vfmadd231ps %%ymm12, %%ymm14, %[c8]\n\t" "vfmadd231ps %%ymm13, %%ymm14, %[c9]\n\t"
-        "vbroadcastss 20(%[a]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %[c10]\n\t"
-        "vfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t" "add %[bks], %[b]\n\t" "add $24, %[a]\n\t" "cmp %[bend], %[b]\n\t"
-        "jne 1b\n\t",
-        bend);
+  if (b != bend4) LOOP6X16(K6X16_STEP(0) K6X16_STEP(24) K6X16_STEP(48) K6X16_STEP(72), 96, bend4);
+  if (b != bend) LOOP6X16(K6X16_STEP(0), 24, bend);
 }
 
 /* The compacting fused store of an R x V tile (see primc_gemm_store): the lanes of a run of outputs within one
