@@ -184,6 +184,19 @@ DL3_DEF(1) DL3_DEF(2) DL3_DEF(3)
 static void (*const dl3_tab[DL3_R][2])(const dl_src *, float *, int) = {
     {dl3_1_1, dl3_1_2}, {dl3_2_1, dl3_2_2}, {dl3_3_1, dl3_3_2}};
 
+/* one kernel column's tap: pixels 0, 1, 2 of x at address X (o1, o2: the pixels' offsets) broadcast, the 32
+ * channels' weights at byte W of w in four vectors */
+#define DL3_TAP(X, W)                                                                                             \
+  "vbroadcastss " X ", %%ymm12\n\t vbroadcastss %c[o1]" X ", %%ymm13\n\t vbroadcastss %c[o2]" X ", %%ymm14\n\t"  \
+  "vmovaps " #W "+0(%[w]), %%ymm15\n\t vfmadd231ps %%ymm15, %%ymm12, %[a0]\n\t"                               \
+  "vfmadd231ps %%ymm15, %%ymm13, %[a4]\n\t vfmadd231ps %%ymm15, %%ymm14, %[a8]\n\t"                            \
+  "vmovaps " #W "+32(%[w]), %%ymm15\n\t vfmadd231ps %%ymm15, %%ymm12, %[a1]\n\t"                              \
+  "vfmadd231ps %%ymm15, %%ymm13, %[a5]\n\t vfmadd231ps %%ymm15, %%ymm14, %[a9]\n\t"                            \
+  "vmovaps " #W "+64(%[w]), %%ymm15\n\t vfmadd231ps %%ymm15, %%ymm12, %[a2]\n\t"                              \
+  "vfmadd231ps %%ymm15, %%ymm13, %[a6]\n\t vfmadd231ps %%ymm15, %%ymm14, %[a10]\n\t"                           \
+  "vmovaps " #W "+96(%[w]), %%ymm15\n\t vfmadd231ps %%ymm15, %%ymm12, %[a3]\n\t"                              \
+  "vfmadd231ps %%ymm15, %%ymm13, %[a7]\n\t vfmadd231ps %%ymm15, %%ymm14, %[a11]\n\t"
+
 /* 3 pixels x 32 channels of a kernel three columns wide: each kernel row's three taps as one asm block, the 12 sums,
  * 3 broadcasts and the weight vector pinned to the 16 ymm. GCC's allocation of dl_tile3 for the same taps kept
  * register moves and reloads of the column pitch: 73 instructions a kernel row (36 FMAs) against 62 with this one,
@@ -197,30 +210,7 @@ static inline __attribute__((always_inline)) DL2_AVX void dl3_cols3(const dl_src
   for (int64_t c = 0; c < s->c; c++, xc += s->cs, wc += s->wcs) {
     const float *x = xc, *w = wc;
     for (int64_t i = 0; i < s->ni; i++, x += s->rs, w += s->wrs)
-      __asm__(
-          "vbroadcastss (%[x]), %%ymm12\n\t" "vbroadcastss %c[o1](%[x]), %%ymm13\n\t" "vbroadcastss %c[o2](%[x]), %%ymm14\n\t"
-          "vmovaps 0(%[w]), %%ymm15\n\t" "vfmadd231ps %%ymm15, %%ymm12, %[a0]\n\t" "vfmadd231ps %%ymm15, %%ymm13, %[a4]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm14, %[a8]\n\t" "vmovaps 32(%[w]), %%ymm15\n\t" "vfmadd231ps %%ymm15, %%ymm12, %[a1]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm13, %[a5]\n\t" "vfmadd231ps %%ymm15, %%ymm14, %[a9]\n\t" "vmovaps 64(%[w]), %%ymm15\n\t"
-          "vfmadd231ps %%ymm15, %%ymm12, %[a2]\n\t" "vfmadd231ps %%ymm15, %%ymm13, %[a6]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm14, %[a10]\n\t" "vmovaps 96(%[w]), %%ymm15\n\t" "vfmadd231ps %%ymm15, %%ymm12, %[a3]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm13, %[a7]\n\t" "vfmadd231ps %%ymm15, %%ymm14, %[a11]\n\t"
-          "vbroadcastss (%[x],%[js],1), %%ymm12\n\t" "vbroadcastss %c[o1](%[x],%[js],1), %%ymm13\n\t"
-          "vbroadcastss %c[o2](%[x],%[js],1), %%ymm14\n\t" "vmovaps 128(%[w]), %%ymm15\n\t"
-          "vfmadd231ps %%ymm15, %%ymm12, %[a0]\n\t" "vfmadd231ps %%ymm15, %%ymm13, %[a4]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm14, %[a8]\n\t" "vmovaps 160(%[w]), %%ymm15\n\t" "vfmadd231ps %%ymm15, %%ymm12, %[a1]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm13, %[a5]\n\t" "vfmadd231ps %%ymm15, %%ymm14, %[a9]\n\t" "vmovaps 192(%[w]), %%ymm15\n\t"
-          "vfmadd231ps %%ymm15, %%ymm12, %[a2]\n\t" "vfmadd231ps %%ymm15, %%ymm13, %[a6]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm14, %[a10]\n\t" "vmovaps 224(%[w]), %%ymm15\n\t" "vfmadd231ps %%ymm15, %%ymm12, %[a3]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm13, %[a7]\n\t" "vfmadd231ps %%ymm15, %%ymm14, %[a11]\n\t"
-          "vbroadcastss (%[x],%[js2],1), %%ymm12\n\t" "vbroadcastss %c[o1](%[x],%[js2],1), %%ymm13\n\t"
-          "vbroadcastss %c[o2](%[x],%[js2],1), %%ymm14\n\t" "vmovaps 256(%[w]), %%ymm15\n\t"
-          "vfmadd231ps %%ymm15, %%ymm12, %[a0]\n\t" "vfmadd231ps %%ymm15, %%ymm13, %[a4]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm14, %[a8]\n\t" "vmovaps 288(%[w]), %%ymm15\n\t" "vfmadd231ps %%ymm15, %%ymm12, %[a1]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm13, %[a5]\n\t" "vfmadd231ps %%ymm15, %%ymm14, %[a9]\n\t" "vmovaps 320(%[w]), %%ymm15\n\t"
-          "vfmadd231ps %%ymm15, %%ymm12, %[a2]\n\t" "vfmadd231ps %%ymm15, %%ymm13, %[a6]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm14, %[a10]\n\t" "vmovaps 352(%[w]), %%ymm15\n\t" "vfmadd231ps %%ymm15, %%ymm12, %[a3]\n\t"
-          "vfmadd231ps %%ymm15, %%ymm13, %[a7]\n\t" "vfmadd231ps %%ymm15, %%ymm14, %[a11]\n\t"
+      __asm__(DL3_TAP("(%[x])", 0) DL3_TAP("(%[x],%[js],1)", 128) DL3_TAP("(%[x],%[js2],1)", 256)
           : [a0] "+x"(a[0]), [a1] "+x"(a[1]), [a2] "+x"(a[2]), [a3] "+x"(a[3]), [a4] "+x"(a[4]), [a5] "+x"(a[5]),
             [a6] "+x"(a[6]), [a7] "+x"(a[7]), [a8] "+x"(a[8]), [a9] "+x"(a[9]), [a10] "+x"(a[10]), [a11] "+x"(a[11])
           : [x] "r"(x), [w] "r"(w), [js] "r"(js), [js2] "r"(js2), [o1] "i"(4 * S), [o2] "i"(8 * S)
