@@ -84,7 +84,6 @@ class Step:
         self.ws = ctypes.c_void_p((self.ws_buf.ctypes.data + align - 1) // align * align)
         self.run = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(m.run)
         self.data, self.cur, self.n = data, 0, s.n
-        self.keep = []
 
     def step(self):
         ins = [a.ctypes.data for a in self.data] + [a.ctypes.data for a in self.state[self.cur]]
