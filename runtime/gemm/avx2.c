@@ -50,10 +50,6 @@ static inline __attribute__((always_inline)) AVX2 void loop256(const kargs *g, _
   for (; k < g->kc; k++) step256(g, k, acc, &a0, &a1, &bb, R, V, FULL, UNIT, OFF, lm);
 }
 
-/* The full 6 x 16 tile's k loop on A strips packed 6 floats a k step and whole B rows, as asm: the 12 sums, 2 B
- * vectors and 2 broadcasts pinned to the 16 ymm. GCC's allocation of loop256 for it kept 9 register moves in 4 steps
- * (101 instructions per 48 FMAs against 83 here), and the count matters on a core whose issue slots a sibling
- * thread takes (bench/gemm_rows.md). Steps of 4, then of 1, each until b reaches its end. */
 /* one k step: B's two vectors, A's 6 values at byte offset O (the strip's step is 24 bytes) broadcast in turn */
 #define K6X16_STEP(O)                                                                                             \
   "vmovups (%[b]), %%ymm12\n\t vmovups 32(%[b]), %%ymm13\n\t"                                                \
@@ -78,6 +74,10 @@ static inline __attribute__((always_inline)) AVX2 void loop256(const kargs *g, _
             [a] "+r"(a), [b] "+r"(b)                                                                             \
           : [bend] "r"(END), [bks] "r"(bks)                                                                      \
           : "cc", "xmm12", "xmm13", "xmm14", "xmm15")
+/* The full 6 x 16 tile's k loop on A strips packed 6 floats a k step and whole B rows, as asm: the 12 sums, 2 B
+ * vectors and 2 broadcasts pinned to the 16 ymm. GCC's allocation of loop256 for it kept 9 register moves in 4 steps
+ * (101 instructions per 48 FMAs against 83 here), and the count matters on a core whose issue slots a sibling
+ * thread takes (bench/gemm_rows.md). Steps of 4, then of 1, each until b reaches its end. */
 static inline __attribute__((always_inline)) AVX2 void loop6x16(const kargs *g, __m256 acc[X2_MR][2]) {
   const float *a = g->a, *b = g->b, *bend4 = b + g->kc / 4 * 4 * g->bks, *bend = b + g->kc * g->bks;
   const int64_t bks = g->bks * (int64_t)sizeof(float);
