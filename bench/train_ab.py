@@ -6,8 +6,8 @@
 # descriptor: data inputs (the batch, the labels), then the state (weights and optimizer buffers, started from the
 # descriptor's initial values and passed from each step to the next, in place where NAME_STATE_IN_PLACE allows).
 # Prints per side the least and median step, the median of the per-step ratios primc / eager (paired: each pair ran
-# back to back, which goes first alternating), and that median over eager's fast and slow steps (eager under 1.08x
-# and over 1.15x its 10th percentile), as bench/lib_ab.py does for inference.
+# back to back, which goes first alternating), and that median over eager's fast and slow steps (lib_ab.speed_split:
+# eager under 1.08x and over 1.15x its 10th percentile), as bench/lib_ab.py does for inference.
 # Usage: /usr/bin/python3 bench/train_ab.py [--models encoder,resnet18] [--iters 40] [--threads 1] [--primc PATH]
 #   pin it: taskset -c 1 for 1 thread. At 2 threads torch's OpenMP threads sleep when idle (OMP_WAIT_POLICY
 #   PASSIVE, set here before torch loads), else they spin through primc's steps.
@@ -34,6 +34,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_peers as tp  # noqa: E402
+from lib_ab import speed_split  # noqa: E402
 
 # primc_dtype codes (runtime/primc_rt.h) of the dtypes a step's inputs and state take
 DTYPES = {0: np.float16, 2: np.float32, 3: np.float64, 4: np.int8, 6: np.int32, 7: np.int64, 8: np.uint8, 9: np.bool_}
@@ -120,9 +121,7 @@ def main():
                 fn()
                 t[side].append(1e3 * (time.perf_counter() - t0))
         ratio = [p / e for p, e in zip(t["primc"], t["eager"])]
-        p10 = sorted(t["eager"])[len(t["eager"]) // 10]
-        fast = [r for r, e in zip(ratio, t["eager"]) if e < 1.08 * p10]
-        slow = [r for r, e in zip(ratio, t["eager"]) if e > 1.15 * p10]
+        fast, slow = ([ratio[i] for i in ix] for ix in speed_split(t["eager"]))
         line = (f"{name}: primc least {min(t['primc']):.1f} median {st.median(t['primc']):.1f} ms, eager least "
                 f"{min(t['eager']):.1f} median {st.median(t['eager']):.1f} ms; primc / eager paired median "
                 f"{st.median(ratio):.3f} over {len(ratio)} pairs")
