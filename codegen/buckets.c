@@ -74,11 +74,55 @@ void kir_bucket_report(pc_dyn_spec *ds, int n, int halved, const char (*lines)[K
   if (len < sizeof ds->buckets) snprintf(ds->buckets + len, sizeof ds->buckets - len, "    dispatcher: %s\n", tail);
 }
 
+/* with --profile: p's kernels appended to the rows of the dispatcher's table, their origins led by the bucket
+ * ("seq=1..4:Conv:/l1/conv"; the dim's name escaped, without whitespace, as the labels are) */
+static pc_status prof_rows(pc_graph *g, const pc_dyn_spec *ds, int64_t lo, int64_t hi, const kir_program *p,
+                           kir_prof_row **rows, int *n) {
+  kir_prof_row *r = realloc(*rows, sizeof *r * (size_t)(*n + p->n_kernels + 1));
+  if (!r) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  *rows = r;
+  char dim[KIR_LABEL_MAX / 2], lead[KIR_LABEL_MAX];
+  primc_text_escape(dim, sizeof dim, ds->name[ds->bucket_sym]);
+  for (char *c = dim; *c; c++)
+    if (*c == ' ' || *c == '"') *c = ':';
+  snprintf(lead, sizeof lead, "%s=%lld..%lld:", dim, (long long)lo, (long long)hi);
+  for (int i = 0; i < p->n_kernels; i++, (*n)++) {
+    size_t l = strlen(lead);
+    memcpy(r[*n].origin, lead, l + 1);
+    kir_kernel_label(p, i, r[*n].name, sizeof r[*n].name, r[*n].origin + l, sizeof r[*n].origin - l);
+    r[*n].bytes = kir_kernel_bytes(p, i);
+  }
+  return PC_OK;
+}
+
+/* --weights external: one side file for every bucket, each distinct bucket's weights at a 64-byte aligned offset of
+ * the payload, a twin's at its twin's */
+typedef struct wfile {
+  int fd;
+  int64_t at, off[MAX_BUCKETS + 1];
+  char path[1100];
+} wfile;
+
+static pc_status wfile_put(pc_graph *g, wfile *wf, int k, int shared, const kir_twin *tw) {
+  if (shared != k || !tw->blob || tw->k != k) {
+    wf->off[k] = shared != k ? wf->off[shared] : 0;
+    return PC_OK;
+  }
+  wf->off[k] = wf->at;
+  if (!kir_pwrite_all(wf->fd, tw->blob, (size_t)tw->bytes, (off_t)(sizeof(primc_weights_header) + wf->at)))
+    return pc_fail(g, PC_ERR_IO, "cannot write %s", wf->path);
+  wf->at += (tw->bytes + 63) / 64 * 64;
+  return PC_OK;
+}
+
 /* bucket k ([lo, hi] of the symbol) compiled and written to path as NAME__bK: its program in *p, on its graph *gk
  * (the caller frees it); *shared: the bucket whose weights it reads, else k. *refit: the fit failed, so halves of
- * the bucket may still compile. */
+ * the bucket may still compile. With --profile its kernels count into the dispatcher's NAME_profile from row
+ * prof_base; with --weights external (wf) its weights go into the side file, read through the dispatcher's
+ * NAME_weights_base. */
 static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo, int64_t hi, const char *name,
-                        const char *path, kir_twin *tw, int *shared, pc_graph **gk, kir_program *p, int *refit) {
+                        const char *path, kir_twin *tw, int *shared, pc_graph **gk, kir_program *p, int *refit,
+                        int prof_base, wfile *wf) {
   pc_dyn_spec *ds = o->dyn, sub = *ds;
   int s = ds->bucket_sym;
   sub.lo[s] = lo, sub.hi[s] = hi, sub.bucket_step = 0, sub.n_builds = sub.n_sizes = 0, sub.probes[0] = 0;
@@ -98,8 +142,13 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo
   void *blob = st == PC_OK && p->weights_size > 0 ? kir_weights_blob(p) : NULL;
   if (st == PC_OK && p->weights_size > 0 && !blob) st = pc_fail(*gk, PC_ERR_NOMEM, "out of memory for the weights");
   if (blob) *shared = kir_twin_take(tw, blob, p->weights_size, k);
-  snprintf(wsym, sizeof wsym, "%s__b%d_weights", name, *shared);
-  if (st == PC_OK) st = kir_object_write(p, &ok, bname, path, *shared != k ? wsym : NULL);
+  if (wf) snprintf(wsym, sizeof wsym, "%s_weights_base", name);
+  else snprintf(wsym, sizeof wsym, "%s__b%d_weights", name, *shared);
+  char psym[340];
+  snprintf(psym, sizeof psym, "%s_profile", name);
+  if (st == PC_OK && wf) st = wfile_put(g, wf, k, *shared, tw);
+  kir_object_link ln = {wf || *shared != k ? wsym : NULL, wf ? wf->off[k] : 0, psym, prof_base};
+  if (st == PC_OK) st = kir_object_write(p, &ok, bname, path, &ln);
   ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
   if (st != PC_OK && !*refit) /* the bucket's error, said as the model's */
     return pc_fail(g, (*gk)->status ? (*gk)->status : st, "bucket %s=%lld..%lld: %s", ds->name[s], (long long)lo,
@@ -139,9 +188,6 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
   if (o->emit != PC_EMIT_EXE && o->emit != PC_EMIT_LIB && o->emit != PC_EMIT_OBJ)
     return pc_fail(g, PC_ERR_UNSUPPORTED, "buckets (--dim NAME=LO..HI:STEP) compile to an executable, an object or a "
                    "shared library, not LLVM IR or assembly");
-  if (o->weights_external || o->profile)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "buckets (--dim NAME=LO..HI:STEP) with %s are not supported yet",
-                   o->profile ? "--profile" : "--weights external");
   int64_t lo[MAX_BUCKETS + 1], hi[MAX_BUCKETS + 1];
   char name[256], stem[1024];
   kir_output_names(o, name, sizeof name, stem, sizeof stem);
@@ -162,13 +208,21 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
   pc_status st = PC_OK;
   int halved = 0, shared = 0;
   kir_twin tw = {NULL, 0, -1};
+  kir_prof_row *prof = NULL;
+  int n_prof = 0;
+  wfile *wf = o->weights_external ? calloc(1, sizeof *wf) : NULL;
+  if (o->weights_external) {
+    if (!wf) st = pc_fail(g, PC_ERR_NOMEM, "out of memory");
+    else snprintf(wf->path, sizeof wf->path, "%s.weights", o->emit == PC_EMIT_EXE ? o->output : stem);
+    if (wf && (wf->fd = kir_weights_file_open(g, wf->path)) < 0) st = g->status, free(wf), wf = NULL;
+  }
   for (int k = 0; st == PC_OK && k < n;) {
     pc_graph *gk = NULL;
     kir_program p;
     int refit;
     snprintf(objs[k], sizeof objs[k], "%s.primc-b%d.o", o->output, k);
     pc_progress(o, "bucket", k, n);
-    st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &tw, &shared, &gk, &p, &refit);
+    st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &tw, &shared, &gk, &p, &refit, n_prof, wf);
     if (refit) { /* two halves in its place */
       st = kir_bucket_halve(g, ds, lo, hi, &n, k, pc_error(gk));
       halved++;
@@ -186,22 +240,24 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
       }
       kir_bucket_line(lines[k], sizeof lines[k], ds, lo, hi, k, shared, p.n_kernels, objs[k], p.weights_size,
                       p.workspace_size);
+      if (o->profile && prof_rows(g, ds, lo[k], hi[k], &p, &prof, &n_prof) != PC_OK) st = g->status;
     }
     if (st == PC_OK && k == n - 1) top = p, gtop = gk;
     else pc_graph_free(gk);
     k++;
   }
+  if (wf) st = kir_weights_file_close(g, wf->fd, wf->at, st, wf->path);
   kir_dyn full;
   if (st == PC_OK) {
     full = *top.dyn;
     for (int q = 0; q < ds->n_syms; q++) full.lo[q] = ds->lo[q], full.hi[q] = ds->hi[q];
     full.in_sym = in_sym, full.out_slot = out_slot, full.offset = -1;
     if (n > 1) kir_bucket_dims(ds, gtop, dims0, in_sym);
-    kir_buckets b = {n, s, hi, &full, PRIMC_BUCKET_HEADER + (ws + 63) / 64 * 64};
+    kir_buckets b = {n, s, hi, &full, PRIMC_BUCKET_HEADER + (ws + 63) / 64 * 64, n_prof, prof, wf ? wf->at : -1};
     snprintf(objs[n], sizeof objs[n], "%s.primc-tmp.o", o->output);
     for (int k = 0; k <= n; k++) paths[k] = objs[k];
     llvm_emit_opts lo_ = {LLVM_OUT_OBJ, objs[n], name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL,
-                          o->emit == PC_EMIT_EXE, 0, o, NULL};
+                          o->emit == PC_EMIT_EXE, 0, o, NULL, 0, NULL, 0};
     st = pc_llvm_emit_buckets(&top, &b, &lo_);
     char tail[128];
     snprintf(tail, sizeof tail, "workspace %.2f MB (the largest bucket's and %d bytes)", b.workspace_size / 1e6,
@@ -219,15 +275,16 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
       kir_program h = top;
       h.dyn = &full;
       h.workspace_size = b.workspace_size;
-      h.weights_size = weights;
+      h.weights_size = wf ? wf->at : weights;
       char note[2048], path[1100];
       kir_bucket_note(note, sizeof note, name, ds, hi, n, 0);
       snprintf(path, sizeof path, "%s.h", stem);
-      st = kir_header_write(&h, path, name, 0, note);
+      st = kir_header_write(&h, path, name, wf != NULL, note);
     }
     if (st != PC_OK && !g->status && gtop->status) pc_fail(g, gtop->status, "%s", pc_error(gtop));
   }
-  free(tw.blob);
+  if (wf && st != PC_OK) unlink(wf->path);
+  free(tw.blob), free(prof), free(wf);
   pc_graph_free(gtop);
   for (int k = 0; k <= n && k <= MAX_BUCKETS; k++)
     if (objs[k][0]) unlink(objs[k]);

@@ -317,6 +317,12 @@ void kir_print(const kir_program *p, FILE *f);
  * without whitespace; and the bytes of the distinct buffers it reads and writes */
 void kir_kernel_label(const kir_program *p, int idx, char *name, size_t name_len, char *origin, size_t origin_len);
 int64_t kir_kernel_bytes(const kir_program *p, int idx);
+/* one row of a profile table: a kernel's label and bytes as above */
+#define KIR_LABEL_MAX 256
+typedef struct kir_prof_row {
+  char name[KIR_LABEL_MAX], origin[KIR_LABEL_MAX];
+  int64_t bytes;
+} kir_prof_row;
 
 /* helpers shared with the renderers */
 kir_expr *kir_expr_new(kir_program *p, kir_ekind kind, pc_dtype dt);
@@ -337,7 +343,15 @@ typedef struct llvm_emit_opts {
   int main_alias;             /* also export primc_main_model for the standalone driver */
   int profile;                /* time every kernel into NAME_profile (primc_prof_begin/end) */
   const struct pc_codegen_opts *report; /* its progress callback, told of each phase (NULL: none) */
-  const char *weights_sym;    /* the weights' symbol, defined by another object (a bucket's twin); NULL: NAME_weights */
+  /* the weights' symbol, defined by another object (a bucket's twin); with weights_external the pointer to the
+   * mapped payload (the buckets' dispatcher's NAME_weights_base), this program's weights weights_offset bytes on
+   * and no NAME_load_weights of its own; NULL: NAME_weights, or NAME_weights_base with NAME_load_weights */
+  const char *weights_sym;
+  int64_t weights_offset;
+  /* with profile: the table the kernels count into, defined by another object (the buckets' dispatcher), kernel i
+   * at its row profile_base + i; NULL: NAME_profile, defined here */
+  const char *profile_sym;
+  int profile_base;
 } llvm_emit_opts;
 
 pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);
@@ -351,6 +365,9 @@ typedef struct kir_buckets {
   const int64_t *hi;       /* bucket k takes the symbol's values up to hi[k] */
   kir_dyn *full;           /* the whole ranges (offset -1: the dispatcher keeps no values) */
   int64_t workspace_size;  /* PRIMC_BUCKET_HEADER + the largest bucket's */
+  int n_prof;              /* with --profile: every bucket's kernels, bucket by bucket (NAME_profile's rows) */
+  const kir_prof_row *prof;
+  int64_t weights_file;    /* with --weights external: the side file's payload bytes (NAME_load_weights); else -1 */
 } kir_buckets;
 pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, const llvm_emit_opts *o);
 
@@ -361,8 +378,15 @@ pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, con
 void kir_output_names(const struct pc_codegen_opts *o, char *name, size_t name_size, char *stem, size_t stem_size);
 /* where --emit obj writes: o->output, ".o" added unless it ends so */
 void kir_object_path(const struct pc_codegen_opts *o, char *path, size_t n);
+/* what an object reads of others' (a bucket's, of the dispatcher's and its twin's); zeros: nothing */
+typedef struct kir_object_link {
+  const char *weights_sym; /* llvm_emit_opts.weights_sym */
+  int64_t weights_offset;  /* llvm_emit_opts.weights_offset */
+  const char *profile_sym; /* llvm_emit_opts.profile_sym and profile_base */
+  int profile_base;
+} kir_object_link;
 pc_status kir_object_write(const kir_program *p, const struct pc_codegen_opts *o, const char *name, const char *path,
-                           const char *weights_sym);
+                           const kir_object_link *ln);
 pc_status kir_header_write(const kir_program *p, const char *path, const char *name, int external, const char *note);
 typedef enum { KIR_LINK_EXE, KIR_LINK_SHARED, KIR_LINK_OBJECT /* joined into one relocatable object */ } kir_link_kind;
 pc_status kir_link(pc_graph *g, const struct pc_codegen_opts *o, const char *out, const char *const *objs, int n_objs,
@@ -409,6 +433,11 @@ pc_status kir_weights_write(const kir_program *p, int fd, int64_t base);
 /* n bytes at offset at of fd, through short writes and EINTR; 0 on failure */
 int kir_pwrite_all(int fd, const void *data, size_t n, off_t at);
 pc_status kir_weights_write_file(const kir_program *p, const char *path);
+/* the same in steps, for a file of several programs' weights (buckets): a descriptor (-1 after an error), the
+ * payload written at sizeof(primc_weights_header) on by the caller, then the file cut to it, its header and the
+ * close (s: the writer's status so far, returned unless these fail) */
+int kir_weights_file_open(pc_graph *g, const char *path);
+pc_status kir_weights_file_close(pc_graph *g, int fd, int64_t payload, pc_status s, const char *path);
 /* codegen/elf_weights.c: appends the weights, streamed, to the ELF64 little-endian relocatable object at
  * path as a section of their own, defining there the undefined symbol sym the code refers to them by */
 pc_status kir_elf_append_weights(const kir_program *p, const char *path, const char *sym);

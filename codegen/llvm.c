@@ -143,6 +143,7 @@ static void emit_table_fill(lctx *L, LLVMValueRef table, LLVMValueRef in, LLVMVa
 static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
   const kir_program *p = L->p;
   char name[LLVM_SYM_MAX];
+  if (o->weights_external && o->weights_sym) return LLVMAddGlobal(L->m, L->ptr, o->weights_sym); /* another's */
   if (o->weights_external) {
     snprintf(name, sizeof name, "%s_weights_base", L->name);
     LLVMValueRef gv = LLVMAddGlobal(L->m, L->ptr, name);
@@ -167,29 +168,43 @@ static LLVMValueRef emit_weights(lctx *L, const llvm_emit_opts *o) {
 
 /* ---------------------------------------------------------------- profiler */
 
-/* NAME_prof_kernels (writable primc_prof_kernel rows) and NAME_profile pointing at them */
-static LLVMValueRef emit_profile_table(lctx *L) {
-  const kir_program *p = L->p;
+LLVMValueRef lv_emit_profile(lctx *L, const kir_prof_row *rows, int n) {
   LLVMTypeRef ft[5] = {L->ptr, L->ptr, L->i64, L->i64, L->i64};
   LLVMTypeRef rt = LLVMStructTypeInContext(L->c, ft, 5, 0);
-  LLVMValueRef *rows = calloc((size_t)p->n_kernels + 1, sizeof *rows);
-  for (int i = 0; i < p->n_kernels; i++) {
-    char nm[256], org[256];
-    kir_kernel_label(p, i, nm, sizeof nm, org, sizeof org);
-    LLVMValueRef f[5] = {lv_cstring(L, nm), lv_cstring(L, org), ci64(L, kir_kernel_bytes(p, i)), ci64(L, 0), ci64(L, 0)};
-    rows[i] = LLVMConstStructInContext(L->c, f, 5, 0);
+  LLVMValueRef *vals = calloc((size_t)n + 1, sizeof *vals);
+  if (!vals) return pc_fail(L->g, PC_ERR_NOMEM, "out of memory"), NULL;
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef f[5] = {lv_cstring(L, rows[i].name), lv_cstring(L, rows[i].origin), ci64(L, rows[i].bytes), ci64(L, 0),
+                         ci64(L, 0)};
+    vals[i] = LLVMConstStructInContext(L->c, f, 5, 0);
   }
-  LLVMValueRef init = LLVMConstArray2(rt, rows, (uint64_t)p->n_kernels);
-  free(rows);
+  LLVMValueRef init = LLVMConstArray2(rt, vals, (uint64_t)n);
+  free(vals);
   char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_prof_kernels", L->name);
   LLVMValueRef tab = LLVMAddGlobal(L->m, LLVMTypeOf(init), name);
   LLVMSetInitializer(tab, init);
   LLVMSetLinkage(tab, LLVMInternalLinkage);
-  LLVMValueRef pf[2] = {LLVMConstInt(L->i32, (unsigned)p->n_kernels, 0), tab};
+  LLVMValueRef pf[2] = {LLVMConstInt(L->i32, (unsigned)n, 0), tab};
   LLVMValueRef pinit = LLVMConstStructInContext(L->c, pf, 2, 0);
   snprintf(name, sizeof name, "%s_profile", L->name);
   return lv_const_global(L, pinit, name, LLVMExternalLinkage);
+}
+
+/* the program's profile table (lv_emit_profile), or with o->profile_sym the other object's it counts into */
+static LLVMValueRef emit_profile_table(lctx *L, const llvm_emit_opts *o) {
+  const kir_program *p = L->p;
+  L->prof_base = o->profile_base;
+  if (o->profile_sym) return LLVMAddGlobal(L->m, L->i8, o->profile_sym);
+  kir_prof_row *rows = calloc((size_t)p->n_kernels + 1, sizeof *rows);
+  if (!rows) return pc_fail(L->g, PC_ERR_NOMEM, "out of memory"), NULL;
+  for (int i = 0; i < p->n_kernels; i++) {
+    kir_kernel_label(p, i, rows[i].name, sizeof rows[i].name, rows[i].origin, sizeof rows[i].origin);
+    rows[i].bytes = kir_kernel_bytes(p, i);
+  }
+  LLVMValueRef t = lv_emit_profile(L, rows, p->n_kernels);
+  free(rows);
+  return t;
 }
 
 static LLVMValueRef prof_begin(lctx *L) {
@@ -199,7 +214,8 @@ static LLVMValueRef prof_begin(lctx *L) {
 static void prof_end(lctx *L, int idx, LLVMValueRef t0) {
   if (!L->profile) return;
   LLVMTypeRef ps[3] = {L->ptr, L->i32, L->i64};
-  lv_call_fn(L, "primc_prof_end", L->voidt, ps, (LLVMValueRef[]){L->profile, LLVMConstInt(L->i32, (unsigned)idx, 0), t0}, 3);
+  LLVMValueRef id = LLVMConstInt(L->i32, (unsigned)(L->prof_base + idx), 0);
+  lv_call_fn(L, "primc_prof_end", L->voidt, ps, (LLVMValueRef[]){L->profile, id, t0}, 3);
 }
 
 /* kernels launched by one part of NAME_run: LLVM's CFG passes are quadratic in the status branches
@@ -326,6 +342,8 @@ static LLVMValueRef emit_run(lctx *L, const llvm_emit_opts *o, LLVMValueRef *kfn
     weights = LLVMBuildLoad2(L->b, L->ptr, wg, "");
     LLVMValueRef missing = LLVMBuildICmp(L->b, LLVMIntEQ, weights, LLVMConstNull(L->ptr), "");
     check_status(L, LLVMBuildSelect(L->b, missing, LLVMConstInt(L->i32, 2, 0), LLVMConstNull(L->i32), ""));
+    LLVMValueRef off = ci64(L, o->weights_offset);
+    if (o->weights_offset) weights = LLVMBuildInBoundsGEP2(L->b, L->i8, weights, &off, 1, "");
   }
   /* status 1 for a NULL array, a NULL buffer inside one, or a NULL workspace the model needs */
   LLVMValueRef nulls = any_null(L, in, p->g->n_inputs);
@@ -430,7 +448,7 @@ void lv_emit_check_dims(lctx *L, LLVMValueRef dims_desc) {
 
 /* NAME_load_weights(path): maps the side file into NAME_weights_base */
 static LLVMValueRef emit_load_weights(lctx *L, const llvm_emit_opts *o) {
-  if (!o->weights_external) return LLVMConstNull(L->ptr);
+  if (!o->weights_external || o->weights_sym) return LLVMConstNull(L->ptr);
   char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_load_weights", L->name);
   LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, &L->ptr, 1, 0));
@@ -722,7 +740,7 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o) {
     if (p->kernels[i].kind == KK_LOOP) kfns[i] = lv_emit_loop_kernel(&L, i);
     if (i % 64 == 63 || i == p->n_kernels - 1) pc_progress(o->report, "LLVM IR", i + 1, p->n_kernels);
   }
-  if (o->profile) L.profile = emit_profile_table(&L);
+  if (o->profile) L.profile = emit_profile_table(&L, o);
   LLVMValueRef run = emit_run(&L, o, kfns);
   LLVMValueRef lw = emit_load_weights(&L, o);
   LLVMValueRef od = emit_output_dims(&L);

@@ -31,6 +31,24 @@ static LLVMValueRef forward(lctx *L, const char *suffix, LLVMTypeRef ret, LLVMTy
   return f;
 }
 
+/* NAME_weights_base, which the buckets' objects read (hidden: theirs to link, not exported), and
+ * NAME_load_weights(path) mapping the side file of size payload bytes into it */
+static LLVMValueRef load_weights(lctx *L, int64_t size) {
+  char name[LLVM_SYM_MAX];
+  snprintf(name, sizeof name, "%s_weights_base", L->name);
+  LLVMValueRef base = LLVMAddGlobal(L->m, L->ptr, name);
+  LLVMSetInitializer(base, LLVMConstNull(L->ptr));
+  LLVMSetVisibility(base, LLVMHiddenVisibility);
+  snprintf(name, sizeof name, "%s_load_weights", L->name);
+  LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, &L->ptr, 1, 0));
+  L->fn = f;
+  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, f, "entry"));
+  LLVMTypeRef ps[3] = {L->ptr, L->i64, L->ptr};
+  LLVMValueRef args[3] = {LLVMGetParam(f, 0), ci64(L, size), base};
+  LLVMBuildRet(L->b, lv_call_fn(L, "primc_weights_map", L->i32, ps, args, 3));
+  return f;
+}
+
 static void build(lctx *L, const kir_buckets *b, const llvm_emit_opts *o) {
   const pc_graph *g = L->p->g;
   char name[LLVM_SYM_MAX];
@@ -61,10 +79,12 @@ static void build(lctx *L, const kir_buckets *b, const llvm_emit_opts *o) {
   LLVMValueRef run_dims = forward(L, "run_dims", L->i32, p4, 4, "primc_buckets_run_dims", table, -1);
   LLVMValueRef run = forward(L, "run", L->i32, p4, 3, "primc_buckets_run_dims", table, 1); /* at the bounds */
   LLVMValueRef out_dims = forward(L, "output_dims", L->i32, od, 3, "primc_buckets_output_dims", table, -1);
-  /* no profile (refused with buckets), no weights to load (in the buckets' objects), no training state */
-  LLVMValueRef none = LLVMConstNull(L->ptr);
-  lv_model_desc m = {run, none, b->workspace_size, in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"), none,
-                     out_dims, dims, run_dims, none};
+  /* with --profile every bucket's kernels, which count into it; with --weights external the side file every bucket
+   * reads; no training state */
+  LLVMValueRef none = LLVMConstNull(L->ptr), prof = b->prof ? lv_emit_profile(L, b->prof, b->n_prof) : none;
+  LLVMValueRef load = b->weights_file >= 0 ? load_weights(L, b->weights_file) : none;
+  lv_model_desc m = {run, load, b->workspace_size, in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"),
+                     prof ? prof : none, out_dims, dims, run_dims, none};
   lv_emit_model_desc(L, &m, o->main_alias);
 }
 

@@ -21,6 +21,7 @@ typedef struct lctx {
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, voidt;
   LLVMValueRef fn;        /* function being built */
   LLVMValueRef profile;   /* NAME_profile when compiled with --profile, else NULL */
+  int prof_base;          /* kernel i counts into the profile's row prof_base + i */
   LLVMValueRef *bufp;     /* by buffer id, in the kernel being built */
   LLVMValueRef iv[KIR_MAX_LOOPS];
   LLVMValueRef symv[KIR_DYN_MAX_SYMS]; /* run-time dims: the symbols' values in the function being built */
@@ -43,6 +44,8 @@ LLVMTypeRef lv_reg_type(lctx *L, pc_dtype t);
 #define T(L, t) lv_reg_type(L, t)
 /* a constant global named name holding init */
 LLVMValueRef lv_const_global(lctx *L, LLVMValueRef init, const char *name, LLVMLinkage linkage);
+/* NAME_prof_kernels (writable primc_prof_kernel rows, counters at 0) and NAME_profile, exported, pointing at them */
+LLVMValueRef lv_emit_profile(lctx *L, const kir_prof_row *rows, int n);
 /* a call of the overloaded intrinsic name at type t */
 LLVMValueRef lv_intrinsic(lctx *L, const char *name, LLVMTypeRef t, LLVMValueRef *args, unsigned n);
 /* a call of the external function name, declared on first use */

@@ -212,11 +212,11 @@ static pc_status append_weights(const kir_program *p, const char *path, const ch
 }
 
 pc_status kir_object_write(const kir_program *p, const pc_codegen_opts *o, const char *name, const char *path,
-                           const char *weights_sym) {
-  llvm_emit_opts lo = {LLVM_OUT_OBJ, path, name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL, 0, o->profile, o,
-                       weights_sym};
+                           const kir_object_link *ln) {
+  llvm_emit_opts lo = {LLVM_OUT_OBJ, path, name, o->triple, o->cpu, o->features, o->opt_level, o->weights_external, NULL, 0,
+                       o->profile, o, ln->weights_sym, ln->weights_offset, ln->profile_sym, ln->profile_base};
   pc_status s = pc_llvm_emit(p, &lo);
-  return s == PC_OK && !weights_sym ? append_weights(p, path, name) : s;
+  return s == PC_OK && !ln->weights_sym && !o->weights_external ? append_weights(p, path, name) : s;
 }
 
 void kir_object_path(const pc_codegen_opts *o, char *path, size_t n) {
@@ -236,7 +236,7 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
   kir_output_names(o, name, sizeof name, stem, sizeof stem);
   int linked = o->emit == PC_EMIT_EXE || o->emit == PC_EMIT_LIB;
   llvm_emit_opts lo = {LLVM_OUT_OBJ, o->output, name, o->triple, o->cpu, o->features, o->opt_level,
-                       o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile, o, NULL};
+                       o->weights_external, blob, o->emit == PC_EMIT_EXE, o->profile, o, NULL, 0, NULL, 0};
   if (o->emit == PC_EMIT_LLVM) lo.kind = LLVM_OUT_IR;
   if (o->emit == PC_EMIT_ASM) lo.kind = LLVM_OUT_ASM;
   if (o->emit == PC_EMIT_OBJ) {

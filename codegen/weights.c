@@ -112,18 +112,30 @@ static int payload_checksum(int fd, int64_t base, int64_t size, uint64_t *sum) {
   return ok;
 }
 
-pc_status kir_weights_write_file(const kir_program *p, const char *path) {
+int kir_weights_file_open(pc_graph *g, const char *path) {
   int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return pc_fail(p->g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-  primc_weights_header h;
-  pc_status s = kir_weights_write(p, fd, (int64_t)sizeof h);
+  if (fd < 0) pc_fail(g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  return fd;
+}
+
+pc_status kir_weights_file_close(pc_graph *g, int fd, int64_t payload, pc_status s, const char *path) {
   uint64_t sum = 0;
-  if (s == PC_OK && !payload_checksum(fd, (int64_t)sizeof h, p->weights_size, &sum))
-    s = pc_fail(p->g, PC_ERR_IO, "cannot read back %s: %s", path, strerror(errno));
+  if (s == PC_OK && ftruncate(fd, (off_t)(sizeof(primc_weights_header) + (uint64_t)payload)) != 0)
+    s = pc_fail(g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  if (s == PC_OK && !payload_checksum(fd, (int64_t)sizeof(primc_weights_header), payload, &sum))
+    s = pc_fail(g, PC_ERR_IO, "cannot read back %s: %s", path, strerror(errno));
   if (s == PC_OK) {
-    primc_weights_header_fill(&h, (uint64_t)p->weights_size, sum);
-    if (!kir_pwrite_all(fd, &h, sizeof h, 0)) s = pc_fail(p->g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    primc_weights_header h;
+    primc_weights_header_fill(&h, (uint64_t)payload, sum);
+    if (!kir_pwrite_all(fd, &h, sizeof h, 0)) s = pc_fail(g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
   }
-  if (close(fd) != 0 && s == PC_OK) s = pc_fail(p->g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  if (close(fd) != 0 && s == PC_OK) s = pc_fail(g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
   return s;
+}
+
+pc_status kir_weights_write_file(const kir_program *p, const char *path) {
+  int fd = kir_weights_file_open(p->g, path);
+  if (fd < 0) return p->g->status;
+  pc_status s = kir_weights_write(p, fd, (int64_t)sizeof(primc_weights_header));
+  return kir_weights_file_close(p->g, fd, p->weights_size, s, path);
 }

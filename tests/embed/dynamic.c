@@ -1,7 +1,8 @@
 /* tests/embed/dynamic.c: an application running a model compiled with run-time dims (--dim NAME=LO..HI) through
  * its header: NAME_run_dims at the sizes of the .npy inputs given, the output written at the dims
  * NAME_output_dims reports; and dims outside the range refused by NAME_check_dims and NAME_run_dims with
- * status 7, the output untouched. Usage: app OUT.npy IN0.npy [IN1.npy ...] (one per model input) */
+ * status 7, the output untouched. Usage: app OUT.npy IN0.npy [IN1.npy ...] (one per model input), then with
+ * --weights external the weights file, which NAME_load_weights maps (a run before it: status 2) */
 #include MODEL_HEADER
 #include "app.h"
 
@@ -16,7 +17,8 @@ static _Alignas(M(_WORKSPACE_ALIGN)) unsigned char workspace[M(_WORKSPACE_SIZE) 
 
 int main(int argc, char **argv) {
   char err[256], msg[256];
-  if (argc != 2 + M(_NUM_INPUTS)) return fprintf(stderr, "usage: %s OUT.npy IN.npy (one per input)\n", argv[0]), 2;
+  if (argc != 2 + M(_NUM_INPUTS) + M(_WEIGHTS_EXTERNAL))
+    return fprintf(stderr, "usage: %s OUT.npy IN.npy (one per input)%s\n", argv[0], M(_WEIGHTS_EXTERNAL) ? " WEIGHTS" : ""), 2;
   primc_array x[M(_NUM_INPUTS)];
   const void *in[M(_NUM_INPUTS)];
   const int64_t *dims[M(_NUM_INPUTS)];
@@ -26,6 +28,11 @@ int main(int argc, char **argv) {
   }
   void *out[1] = {y};
   if (M(_check_dims)(dims, msg, sizeof msg) != 0) return fprintf(stderr, "check_dims: %s\n", msg), 1;
+#if M(_WEIGHTS_EXTERNAL)
+  int early = M(_run_dims)(in, dims, out, workspace);
+  if (early != 2) return fprintf(stderr, "a run before NAME_load_weights -> %d, not 2\n", early), 1;
+  if (M(_load_weights)(argv[2 + M(_NUM_INPUTS)]) != 0) return fprintf(stderr, "cannot load weights\n"), 1;
+#endif
   int rc = M(_run_dims)(in, dims, out, workspace);
   primc_array o = {PRIMC_F32, M(_OUTPUT0_RANK), {0}, y};
   if (rc || M(_output_dims)(workspace, 0, o.dims)) return fprintf(stderr, "run_dims -> %d\n", rc), 1;

@@ -210,9 +210,66 @@ grep -q 'buckets (--dim NAME=LO..HI:STEP) split one dim only' "$tmp/err" && ok "
 expect_exit 1 "buckets as LLVM IR refused" "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --emit llvm \
   -o "$tmp/x.ll"
 grep -q 'not LLVM IR or assembly' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
-expect_exit 1 "buckets with --profile refused" "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --profile \
-  -o "$tmp/x"
-grep -q 'with --profile are not supported yet' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+# --profile with buckets: one table of every bucket's kernels, each origin led by its bucket; a run at seq 13 times
+# bucket 9..16's kernels only, and the answer stays ONNX Runtime's
+if "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --profile -o "$tmp/bkprof" >"$tmp/log" 2>&1 &&
+  "$tmp/bkprof" $enc/in_2x13_0.npy $enc/in_2x13_1.npy -o "$tmp/bkprof_out" --bench 3 --profile \
+    --trace "$tmp/bkprof.json" >"$tmp/prof" 2>&1; then
+  rows=$(grep -c '^k[0-9]' "$tmp/prof")
+  [ "$rows" -gt 10 ] && [ "$(grep '^k[0-9]' "$tmp/prof" | grep -c ' seq=9\.\.16:')" = "$rows" ] &&
+    ok "buckets with --profile: $rows kernels, all of bucket seq=9..16" ||
+    bad "buckets with --profile: the kernels of bucket seq=9..16" "$(head -n 5 "$tmp/prof")"
+  compare "$tmp/bkprof_out/out0.npy" $enc/expected_2x13.npy && ok "buckets with --profile at 2x13: $(tail -n 1 "$tmp/cmp")" ||
+    bad "buckets with --profile at 2x13" "$(tail -n 2 "$tmp/cmp")"
+  python3 -c "import json, sys; ev = json.load(open(sys.argv[1]))['traceEvents']
+sys.exit(0 if ev and all('seq=9..16:' in str(e.get('args', {}).get('origin', 'seq=9..16:')) for e in ev) else 1)" \
+    "$tmp/bkprof.json" && ok "its --trace names bucket seq=9..16" || bad "its --trace" "$(head -c 300 "$tmp/bkprof.json")"
+else
+  bad "buckets with --profile" "$(tail -n 3 "$tmp/log") $(tail -n 3 "$tmp/prof" 2>/dev/null)"
+fi
+# --weights external with buckets: one side file holding each distinct bucket's weights once (a twin reads its
+# twin's), mapped by the model's NAME_load_weights; the buckets' ends against ONNX Runtime as an executable and a
+# shared library through its header (a run before the load: status 2), a damaged file refused
+if "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --weights external -o "$tmp/bkw" >"$tmp/log" 2>&1 &&
+  [ -s "$tmp/bkw.weights" ]; then
+  ok "buckets with --weights external compile, with bkw.weights"
+  sizes "buckets, external weights," $enc/model.onnx "$tmp/bkw" 2x1,2x1 2x5,2x5 2x13,2x13 2x25,2x25 2x32,2x32
+  exe=$(stat -c %s "$tmp/bkw") side=$(stat -c %s "$tmp/bkw.weights")
+  [ -x "$tmp/bk" ] && [ $(($(stat -c %s "$tmp/bk") - exe)) -gt $((side * 9 / 10)) ] &&
+    ok "the executable lost the side file's $side bytes" ||
+    bad "the executable lost the side file's bytes" "$exe bytes, side file $side, inside $(stat -c %s "$tmp/bk" 2>/dev/null)"
+  python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[200] ^= 1; open(sys.argv[2], 'wb').write(b)" \
+    "$tmp/bkw.weights" "$tmp/bad.weights"
+  expect_exit 1 "a damaged side file refused" "$tmp/bkw" --random-inputs --weights "$tmp/bad.weights"
+  grep -q 'cannot load weights file.*checksum' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+else
+  bad "buckets with --weights external compile" "$(tail -n 3 "$tmp/log")"
+fi
+# the CNN's buckets of N=1..8:2 pack two sets of weights (N=1's rows differ): the side file holds both, the later
+# buckets reading the second
+cnn=models/dynamic/batch_cnn
+if "$B/primc" compile $cnn/model.onnx --dim N=1..8:2 --weights external -o "$tmp/bkcw" --report >"$tmp/log" 2>&1; then
+  grep -q 'N=1..1: .*(weights ' "$tmp/log" && grep -q 'N=2..2: .*(weights ' "$tmp/log" &&
+    grep -q 'N=7..8: .*(the weights of N=2..2)' "$tmp/log" && ok "the CNN's buckets: two sets of weights in the side file" ||
+    bad "the CNN's buckets: two sets of weights" "$(grep -A6 buckets "$tmp/log")"
+  for tag in 1x3x64x64 3x3x64x64 8x3x64x64; do
+    "$tmp/bkcw" $cnn/in_${tag}_0.npy -o "$tmp/bkcw_out" >"$tmp/log" 2>&1 &&
+      compare "$tmp/bkcw_out/out0.npy" $cnn/expected_$tag.npy &&
+      ok "the CNN's buckets, external weights, at $tag: $(tail -n 1 "$tmp/cmp")" ||
+      bad "the CNN's buckets, external weights, at $tag" "$(tail -n 3 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
+  done
+else
+  bad "the CNN in buckets with --weights external compiles" "$(tail -n 3 "$tmp/log")"
+fi
+# shellcheck disable=SC2086
+"$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --weights external --emit lib --name bkwm \
+  -o "$tmp/libbkwm.so" >"$tmp/log" 2>&1 &&
+  cc -std=c11 -O2 -I"$tmp" -I. -DMODEL_HEADER='"libbkwm.h"' -DMODEL=bkwm tests/embed/dynamic.c "$tmp/libbkwm.so" \
+    -Wl,-rpath,"$tmp" "$B/libprimc_rt.a" ${PRIMC_LDFLAGS:-} -lm -lpthread -o "$tmp/app" >>"$tmp/log" 2>&1 &&
+  "$tmp/app" "$tmp/emb.npy" $enc/in_2x13_0.npy $enc/in_2x13_1.npy "$tmp/libbkwm.weights" >>"$tmp/log" 2>&1 &&
+  compare "$tmp/emb.npy" $enc/expected_2x13.npy &&
+  ok "buckets with external weights embedded (lib) at 2x13: $(tail -n 1 "$tmp/cmp")" ||
+  bad "buckets with external weights embedded (lib)" "$(tail -n 3 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
 expect_exit 2 "a bucket of 0 values refused" "$B/primc" compile $enc/model.onnx --dim seq=1..32:0 -o "$tmp/x"
 grep -q "bad --dim 'seq=1..32:0'" "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
 
