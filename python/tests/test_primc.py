@@ -142,6 +142,22 @@ def test_dims_in_buckets_run_each_buckets_program():
         m(np.ones((2, 33), np.int64), np.ones((2, 33), np.int64))
 
 
+def test_buckets_with_profile_and_external_weights():
+    """the same buckets with profile=True and weights_external=True: one table of every bucket's kernels, origins led
+    by the bucket, where a run counts only into the bucket it ran; the weights come from the side file"""
+    path = os.path.join(SRC, "models", "dynamic", "seq_encoder", "model.onnx")
+    m = primc.compile(path, dims=["batch=2", "seq=1..32:8"], profile=True, weights_external=True)
+    rng = np.random.default_rng(5)
+    for shape in ((2, 13), (2, 3)):
+        ids = rng.integers(0, 100, shape).astype(np.int64)
+        mask = np.ones(shape, np.int64)
+        close(m(ids, mask), ort_run(path, {"input_ids": ids, "attention_mask": mask})[0], rtol=1e-4, atol=1e-5)
+    rows = m.profile()
+    ran = {r["origin"].split(":")[0] for r in rows if r["calls"]}
+    assert ran == {"seq=9..16", "seq=1..4"}, ran
+    assert all(r["origin"].startswith("seq=") for r in rows) and len({r["origin"].split(":")[0] for r in rows}) == 5
+
+
 def test_consts_fix_a_mode_input():
     """tests/data/inputs/switch.onnx: an If on input 'mode' picks branches of different shapes; the reference is
     numpy's (tests/ref/gen_inputs_refs.py), one per mode"""
