@@ -261,15 +261,20 @@ if "$B/primc" compile $cnn/model.onnx --dim N=1..8:2 --weights external -o "$tmp
 else
   bad "the CNN in buckets with --weights external compiles" "$(tail -n 3 "$tmp/log")"
 fi
-# shellcheck disable=SC2086
-"$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --weights external --emit lib --name bkwm \
-  -o "$tmp/libbkwm.so" >"$tmp/log" 2>&1 &&
-  cc -std=c11 -O2 -I"$tmp" -I. -DMODEL_HEADER='"libbkwm.h"' -DMODEL=bkwm tests/embed/dynamic.c "$tmp/libbkwm.so" \
-    -Wl,-rpath,"$tmp" "$B/libprimc_rt.a" ${PRIMC_LDFLAGS:-} -lm -lpthread -o "$tmp/app" >>"$tmp/log" 2>&1 &&
-  "$tmp/app" "$tmp/emb.npy" $enc/in_2x13_0.npy $enc/in_2x13_1.npy "$tmp/libbkwm.weights" >>"$tmp/log" 2>&1 &&
-  compare "$tmp/emb.npy" $enc/expected_2x13.npy &&
-  ok "buckets with external weights embedded (lib) at 2x13: $(tail -n 1 "$tmp/cmp")" ||
-  bad "buckets with external weights embedded (lib)" "$(tail -n 3 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
+for kind in obj lib; do
+  out=$tmp/bkwm.o hdr=bkwm.h link=$tmp/bkwm.o side=$tmp/bkwm.weights
+  [ $kind = lib ] && out=$tmp/libbkwm.so hdr=libbkwm.h link="$tmp/libbkwm.so -Wl,-rpath,$tmp" side=$tmp/libbkwm.weights
+  # shellcheck disable=SC2086
+  "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --weights external --emit $kind --name bkwm \
+    -o "$out" >"$tmp/log" 2>&1 &&
+    cc -std=c11 -O2 -I"$tmp" -I. -DMODEL_HEADER="\"$hdr\"" -DMODEL=bkwm tests/embed/dynamic.c $link "$B/libprimc_rt.a" \
+      ${PRIMC_LDFLAGS:-} -lm -lpthread -o "$tmp/app" >>"$tmp/log" 2>&1 &&
+    "$tmp/app" "$tmp/emb.npy" $enc/in_2x13_0.npy $enc/in_2x13_1.npy "$side" >>"$tmp/log" 2>&1 &&
+    compare "$tmp/emb.npy" $enc/expected_2x13.npy &&
+    ok "buckets with external weights embedded ($kind) at 2x13: $(tail -n 1 "$tmp/cmp")" ||
+    bad "buckets with external weights embedded ($kind)" "$(tail -n 3 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
+  rm -f "$tmp/app"
+done
 expect_exit 2 "a bucket of 0 values refused" "$B/primc" compile $enc/model.onnx --dim seq=1..32:0 -o "$tmp/x"
 grep -q "bad --dim 'seq=1..32:0'" "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
 
