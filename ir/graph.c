@@ -146,15 +146,16 @@ void pc_set_origin(pc_graph *g, const char *origin) {
     g->origin = NULL;
     return;
   }
+  char small[512]; /* a name's escape fits here but for the longest names: no allocation per node */
   size_t n = 4 * strlen(origin) + 1;
-  char *e = malloc(n);
+  char *e = n <= sizeof small ? small : malloc(n);
   if (!e) {
     g->origin = NULL;
     return;
   }
   primc_text_escape(e, n, origin);
   g->origin = pc_strdup(g, e);
-  free(e);
+  if (e != small) free(e);
 }
 
 /* ---- symbols */

@@ -72,6 +72,24 @@ PC_TEST(empty_graph_passes) {
 
 /* primc_text_escape: control bytes (C0, DEL, UTF-8 C1) as \xNN, other bytes (UTF-8 letters too) as they are,
  * and a short buffer cuts before an escape rather than inside one */
+/* a node's origin is escaped once as it is set, short (on the stack) or long (through the heap) */
+PC_TEST(origin_escaped_short_and_long) {
+  pc_graph *g = pc_graph_new();
+  if (!CHECK(g)) return;
+  pc_set_origin(g, "Relu \"a\x1b[2Jb\"");
+  CHECK_MSG(g->origin && !strcmp(g->origin, "Relu \"a\\x1b[2Jb\""), "got '%s'", g->origin ? g->origin : "(null)");
+  char name[600], want[600 + 8];
+  memset(name, 'n', sizeof name);
+  name[200] = '\x07', name[sizeof name - 1] = 0;
+  memcpy(want, name, 200);
+  snprintf(want + 200, sizeof want - 200, "\\x07%s", name + 201);
+  pc_set_origin(g, name);
+  CHECK_MSG(g->origin && !strcmp(g->origin, want), "got %zu bytes", g->origin ? strlen(g->origin) : 0);
+  pc_set_origin(g, NULL);
+  CHECK(!g->origin);
+  pc_graph_free(g);
+}
+
 PC_TEST(text_escape_controls_only) {
   char out[64];
   size_t n = primc_text_escape(out, sizeof out, "a\x1b[2J\tb\x7f\xc2\x9b" "c\xc3\xa9\xc2\xa0");
