@@ -1,7 +1,9 @@
 /* codegen/dynamic.c: run-time dims. The program built at the symbols' bounds is the one that runs. It is
  * built again with each symbol at other values, and every size in it (loop extents, index maps, runtime
  * call params, integer constants, the graph's input and output dims) is fitted as a polynomial of the
- * symbols, of degree at most 2 in each, then checked at values the fit did not use. The builds must agree
+ * symbols, of degree at most 2 in each, then checked at values the fit did not use. f32 and f64 constants that
+ * are whole numbers or their reciprocals (a mean's N or 1/N) are fitted through that number; the program computes
+ * them from the symbols as the build did (kir_dyn_float_int). The builds must agree
  * on everything else (kernels, buffers, rows chosen, weights); where they do not, one binary cannot follow
  * the symbol and the compile fails naming it and the kernel. No frontend or pass needs to reason about
  * symbols: shape arithmetic (Shape, Gather, Concat, Reshape with 0 and -1, Range ...) runs on numbers in
@@ -9,6 +11,7 @@
 #include "codegen/codegen.h"
 #include "codegen/kir_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,14 +77,29 @@ static void walk_map(walk *w, const kir_map *m, int n_loops) {
   for (int l = 0; l < n_loops; l++) val(w, &m->stride[l]);
 }
 
-static void walk_expr(walk *w, const kir_expr *e, int n_loops) {
+int kir_dyn_float_int(pc_dtype dt, double c, int64_t *n) {
+  if ((dt != PC_f32 && dt != PC_f64) || !(c == c) || c == 0 || fabs(c) >= 0x1p31 || fabs(c) < 0x1p-31) return 0;
+  double r = nearbyint(c), q = nearbyint(1.0 / c);
+  if (r == c) return *n = (int64_t)r, KIR_FLOAT_WHOLE;
+  if (q == 0 || (dt == PC_f32 ? (float)(1.0 / q) != (float)c : 1.0 / q != c)) return 0;
+  return *n = (int64_t)q, KIR_FLOAT_RECIP;
+}
+
+static void walk_expr(walk *w, kir_expr *e, int n_loops) {
   sig(w, e->kind), sig(w, e->dtype), sig(w, e->op), sig(w, e->n_args);
   if (e->kind == KE_LOAD) sig(w, e->buf);
   if (e->kind == KE_LOAD || e->kind == KE_INDEX) walk_map(w, &e->map, n_loops);
   if (e->kind == KE_CONST && pc_dtype_is_float(e->dtype)) {
-    int64_t bits;
-    memcpy(&bits, &e->c, sizeof bits);
-    sig(w, bits); /* a float that follows a symbol (a mean's 1/n) is no polynomial: refused */
+    int64_t bits, n;
+    int kind = kir_dyn_float_int(e->dtype, e->c, &n);
+    sig(w, kind);
+    if (kind) { /* its number in ci (unused by float constants), a size like the others */
+      e->ci = n;
+      val(w, &e->ci);
+    } else { /* any other float that follows a symbol is refused */
+      memcpy(&bits, &e->c, sizeof bits);
+      sig(w, bits);
+    }
   }
   if (e->kind == KE_CONST && !pc_dtype_is_float(e->dtype)) val(w, &e->ci);
   for (int i = 0; i < e->n_args; i++) walk_expr(w, e->args[i], n_loops);

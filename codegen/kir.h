@@ -194,6 +194,10 @@ typedef struct kir_dyn {
   char probes[256];      /* "N at 16, 11, 5; checked at 8, 2" */
 } kir_dyn;
 
+/* an f32/f64 constant c that is a whole number n (KIR_FLOAT_WHOLE) or 1/n as dt rounds it (KIR_FLOAT_RECIP), else
+ * 0: fitted through n, which it keeps in its ci; a run computes it as (dt)n or (dt)(1.0 / n), n in double */
+enum { KIR_FLOAT_WHOLE = 1, KIR_FLOAT_RECIP = 2 };
+int kir_dyn_float_int(pc_dtype dt, double c, int64_t *n);
 /* the polynomial of a size of p that follows the symbols, NULL for one that does not (or a static program) */
 const kir_poly *kir_dyn_poly(const kir_program *p, const int64_t *field);
 int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym);

@@ -520,6 +520,12 @@ LLVMValueRef lv_emit_expr(lctx *L, const kir_expr *e, int n_loops) {
   case KE_CONST:
     if (!pc_dtype_is_float(e->dtype) && kir_dyn_poly(L->p, &e->ci)) /* an int that follows the symbols */
       return LLVMBuildIntCast2(L->b, lv_size(L, &e->ci), T(L, e->dtype), 1, "");
+    if (pc_dtype_is_float(e->dtype) && kir_dyn_poly(L->p, &e->ci)) { /* N or 1/N: computed as the build did */
+      int64_t n;
+      LLVMValueRef v = LLVMBuildSIToFP(L->b, lv_size(L, &e->ci), L->f64, "");
+      if (kir_dyn_float_int(e->dtype, e->c, &n) == KIR_FLOAT_RECIP) v = LLVMBuildFDiv(L->b, fconst(L->f64, 1.0), v, "");
+      return e->dtype == PC_f64 ? v : LLVMBuildFPTrunc(L->b, v, T(L, e->dtype), "");
+    }
     return pc_dtype_is_float(e->dtype) ? fconst(T(L, e->dtype), e->c)
                                        : LLVMConstInt(T(L, e->dtype), (unsigned long long)e->ci, 1);
   case KE_INDEX: return convert(L, map_index(L, &e->map, n_loops), PC_i64, e->dtype);

@@ -182,3 +182,17 @@ PC_TEST(dyn_fit_refuses_what_no_polynomial_follows) {
   CHECK_CONTAINS(err, "dim V:");
   CHECK_CONTAINS(err, "compile with a fixed --dim V=VALUE");
 }
+
+/* the float constants a fit follows through a whole number: N itself, or 1/N as the dtype rounds it */
+PC_TEST(dyn_float_whole_or_reciprocal) {
+  int64_t n = 0;
+  CHECK(kir_dyn_float_int(PC_f32, 8.0, &n) == KIR_FLOAT_WHOLE && n == 8);
+  CHECK(kir_dyn_float_int(PC_f64, -3.0, &n) == KIR_FLOAT_WHOLE && n == -3);
+  CHECK(kir_dyn_float_int(PC_f32, (double)(float)(1.0 / 5), &n) == KIR_FLOAT_RECIP && n == 5);
+  CHECK(kir_dyn_float_int(PC_f64, 1.0 / 49, &n) == KIR_FLOAT_RECIP && n == 49);
+  CHECK(kir_dyn_float_int(PC_f64, (double)(float)(1.0 / 49), &n) == 0); /* f32's rounding is not f64's 1/49 */
+  CHECK(kir_dyn_float_int(PC_f32, 0.3, &n) == 0 && kir_dyn_float_int(PC_f32, 2.5, &n) == 0);
+  CHECK(kir_dyn_float_int(PC_f32, 0.0, &n) == 0 && kir_dyn_float_int(PC_f32, -0.0, &n) == 0);
+  CHECK(kir_dyn_float_int(PC_f32, __builtin_nan(""), &n) == 0 && kir_dyn_float_int(PC_f32, 0x1p40, &n) == 0);
+  CHECK(kir_dyn_float_int(PC_f16, 8.0, &n) == 0); /* only f32 and f64 constants follow a dim */
+}
