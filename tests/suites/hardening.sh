@@ -110,6 +110,13 @@ if "$P" compile "$tmp/term.onnx" --profile --dim "$(printf 'N\033[1A\302\2332J')
 else
   bad "compile of the model with ESC names" "$(tail -n 5 "$tmp/t_log")"
 fi
+# in buckets, the dim's name leads each kernel's origin in the profile
+if "$P" compile "$tmp/term.onnx" --profile --dim "$(printf 'N\033[1A\302\2332J')=1..4:2" -o "$tmp/termb" >"$tmp/t_log" 2>&1; then
+  "$tmp/termb" --random-inputs --profile >"$tmp/t_exe" 2>&1
+  term_check "buckets' --profile" 'N\x1b[1A\xc2\x9b2J=3..4:Relu:r\x1b[31m' "$tmp/t_exe"
+else
+  bad "compile of the model with ESC names in buckets" "$(tail -n 5 "$tmp/t_log")"
+fi
 
 # a failed link is an error naming the command; so is a compiler that cannot be started
 expect_exit 1 "failed link exits 1" env CC=false "$P" compile models/mlp/model.onnx -o "$tmp/y"
