@@ -1,5 +1,6 @@
 /* ir/print.c: prints a prim graph in the TorchScript-like text format that ir/parse.c reads back exactly. */
 #include "ir/ir.h"
+#include "runtime/primc_rt.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,13 +15,14 @@ static void sb_str(pc_strbuf *b, const char *s) { pc_strbuf_put(b, s, strlen(s))
 
 static void sb_quoted(pc_strbuf *b, const char *s) {
   sb_str(b, "\"");
+  const char *end = s + strlen(s);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    int c = primc_text_control_len((const char *)p, end); /* what a terminal acts on, as errors escape it */
     if (*p == '"' || *p == '\\') pc_strbuf_fmt(b, "\\%c", *p);
     else if (*p == '\n') sb_str(b, "\\n");
     else if (*p == '\t') sb_str(b, "\\t");
-    else if (*p < 0x20 || *p == 0x7f) pc_strbuf_fmt(b, "\\x%02x", *p);
-    else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* a C1 control in UTF-8 (CSI is 0xc2 0x9b) */
-      pc_strbuf_fmt(b, "\\xc2\\x%02x", *++p);
+    else if (c == 1) pc_strbuf_fmt(b, "\\x%02x", *p);
+    else if (c == 2) pc_strbuf_fmt(b, "\\xc2\\x%02x", *++p);
     else pc_strbuf_put(b, (const char *)p, 1);
   }
   sb_str(b, "\"");

@@ -40,6 +40,9 @@ int primc_npy_write(const char *path, const primc_array *a, char *err, size_t er
  * primc_text_escape copies src into dst (n bytes with the NUL, cut short rather than an escape cut in half) and
  * returns the length; primc_text_put writes s to f and returns the characters written. */
 size_t primc_text_escape(char *dst, size_t n, const char *src);
+/* the bytes at s (before end) that a terminal would act on: 1 for a C0 control or DEL, 2 for a C1 control in its
+ * UTF-8 form (0xc2 0x80..0x9f: CSI is 0xc2 0x9b), else 0 */
+int primc_text_control_len(const char *s, const char *end);
 int primc_text_put(FILE *f, const char *s);
 int primc_text_putn(FILE *f, const char *s, size_t n); /* n bytes of s */
 

@@ -7,11 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
-/* the bytes at p (before end) that a terminal would act on: 1 for a C0 control or DEL, 2 for a C1 control in
- * its UTF-8 form (0xc2 0x80..0x9f: CSI is 0xc2 0x9b), else 0 */
-static int control_len(const unsigned char *p, const unsigned char *end) {
+int primc_text_control_len(const char *s, const char *end) {
+  const unsigned char *p = (const unsigned char *)s;
   if (*p < 0x20 || *p == 0x7f) return 1;
-  if (p[0] == 0xc2 && end - p >= 2 && p[1] >= 0x80 && p[1] <= 0x9f) return 2;
+  if (p[0] == 0xc2 && end - s >= 2 && p[1] >= 0x80 && p[1] <= 0x9f) return 2;
   return 0;
 }
 
@@ -21,7 +20,7 @@ size_t primc_text_escape(char *dst, size_t n, const char *src) {
   if (!dst || !n) return 0;
   const unsigned char *p = (const unsigned char *)(src ? src : ""), *end = p + strlen((const char *)p);
   while (p < end) {
-    int c = control_len(p, end);
+    int c = primc_text_control_len((const char *)p, (const char *)end);
     if (!c) {
       if (k + 1 >= n) break;
       dst[k++] = (char)*p++;
@@ -41,7 +40,7 @@ int primc_text_putn(FILE *f, const char *s, size_t n) {
   int k = 0;
   const unsigned char *p = (const unsigned char *)s, *end = p + (s ? n : 0);
   while (p < end) {
-    int c = control_len(p, end);
+    int c = primc_text_control_len((const char *)p, (const char *)end);
     if (!c) {
       putc(*p++, f), k++;
       continue;
