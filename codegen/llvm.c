@@ -446,20 +446,24 @@ void lv_emit_check_dims(lctx *L, LLVMValueRef dims_desc) {
   LLVMBuildRet(L->b, lv_call_fn(L, "primc_dims_check", L->i32, ct, args, 5));
 }
 
-/* NAME_load_weights(path): maps the side file into NAME_weights_base */
-static LLVMValueRef emit_load_weights(lctx *L, const llvm_emit_opts *o) {
-  if (!o->weights_external || o->weights_sym) return LLVMConstNull(L->ptr);
+LLVMValueRef lv_emit_load_weights(lctx *L, LLVMValueRef base, int64_t size) {
   char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_load_weights", L->name);
   LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, &L->ptr, 1, 0));
   L->fn = f;
   LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, f, "entry"));
-  snprintf(name, sizeof name, "%s_weights_base", L->name);
-  LLVMValueRef gv = LLVMGetNamedGlobal(L->m, name);
   LLVMTypeRef ps[3] = {L->ptr, L->i64, L->ptr};
-  LLVMBuildRet(L->b, lv_call_fn(L, "primc_weights_map", L->i32, ps,
-                             (LLVMValueRef[]){LLVMGetParam(f, 0), ci64(L, L->p->weights_size), gv}, 3));
+  LLVMValueRef args[3] = {LLVMGetParam(f, 0), ci64(L, size), base};
+  LLVMBuildRet(L->b, lv_call_fn(L, "primc_weights_map", L->i32, ps, args, 3));
   return f;
+}
+
+/* NAME_load_weights for the program's own side file, into NAME_weights_base (none when another object maps it) */
+static LLVMValueRef emit_load_weights(lctx *L, const llvm_emit_opts *o) {
+  if (!o->weights_external || o->weights_sym) return LLVMConstNull(L->ptr);
+  char name[LLVM_SYM_MAX];
+  snprintf(name, sizeof name, "%s_weights_base", L->name);
+  return lv_emit_load_weights(L, LLVMGetNamedGlobal(L->m, name), L->p->weights_size);
 }
 
 LLVMValueRef lv_cstring(lctx *L, const char *s) {

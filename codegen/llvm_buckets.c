@@ -39,14 +39,7 @@ static LLVMValueRef load_weights(lctx *L, int64_t size) {
   LLVMValueRef base = LLVMAddGlobal(L->m, L->ptr, name);
   LLVMSetInitializer(base, LLVMConstNull(L->ptr));
   LLVMSetVisibility(base, LLVMHiddenVisibility);
-  snprintf(name, sizeof name, "%s_load_weights", L->name);
-  LLVMValueRef f = LLVMAddFunction(L->m, name, LLVMFunctionType(L->i32, &L->ptr, 1, 0));
-  L->fn = f;
-  LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, f, "entry"));
-  LLVMTypeRef ps[3] = {L->ptr, L->i64, L->ptr};
-  LLVMValueRef args[3] = {LLVMGetParam(f, 0), ci64(L, size), base};
-  LLVMBuildRet(L->b, lv_call_fn(L, "primc_weights_map", L->i32, ps, args, 3));
-  return f;
+  return lv_emit_load_weights(L, base, size);
 }
 
 static void build(lctx *L, const kir_buckets *b, const llvm_emit_opts *o) {

@@ -46,6 +46,8 @@ LLVMTypeRef lv_reg_type(lctx *L, pc_dtype t);
 LLVMValueRef lv_const_global(lctx *L, LLVMValueRef init, const char *name, LLVMLinkage linkage);
 /* NAME_prof_kernels (writable primc_prof_kernel rows, counters at 0) and NAME_profile, exported, pointing at them */
 LLVMValueRef lv_emit_profile(lctx *L, const kir_prof_row *rows, int n);
+/* NAME_load_weights(path): primc_weights_map of the side file, size payload bytes, into the pointer global base */
+LLVMValueRef lv_emit_load_weights(lctx *L, LLVMValueRef base, int64_t size);
 /* a call of the overloaded intrinsic name at type t */
 LLVMValueRef lv_intrinsic(lctx *L, const char *name, LLVMTypeRef t, LLVMValueRef *args, unsigned n);
 /* a call of the external function name, declared on first use */
