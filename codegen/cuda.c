@@ -117,9 +117,13 @@ static void put_int(FILE *f, pc_dtype t, int64_t v) {
   else fprintf(f, "(%s)%lldLL", cu_types[t].reg, (long long)v);
 }
 
-static void put_float(FILE *f, pc_dtype t, double v) {
+/* v as a constant of type t. With run-time dims, 1/N (a mean's scale) is written as the division the build did,
+ * so that N is an integer literal cuda_dynamic.c fits like any size (a whole N already is one) */
+static void put_float(FILE *f, pc_dtype t, double v, int dyn) {
   const char *sfx = cu_types[t].reg[0] == 'd' ? "D" : "F";
-  if (isnan(v)) fprintf(f, "PC_NAN_%s", sfx);
+  int64_t n;
+  if (dyn && kir_dyn_float_int(t, v, &n) == KIR_FLOAT_RECIP) fprintf(f, "(%s)(1.0 / %lldLL)", cu_types[t].reg, (long long)n);
+  else if (isnan(v)) fprintf(f, "PC_NAN_%s", sfx);
   else if (isinf(v)) fprintf(f, "%sPC_INF_%s", v < 0 ? "-" : "", sfx);
   else fprintf(f, "(%s)%.17g", cu_types[t].reg, v);
 }
@@ -158,7 +162,7 @@ static int emit_expr(cctx *C, const kir_expr *e, int n_loops, int ind) {
     fprintf(C->f, "]%s", cu_is_half(e->dtype) ? ")" : "");
     break;
   case KE_CONST:
-    if (pc_dtype_is_float(e->dtype)) put_float(C->f, e->dtype, e->c);
+    if (pc_dtype_is_float(e->dtype)) put_float(C->f, e->dtype, e->c, C->p->cuda_syms > 0);
     else put_int(C->f, e->dtype, e->ci);
     break;
   case KE_INDEX: {

@@ -190,18 +190,16 @@ typedef struct fitter {
   const kir_dyn_pts *P;
   build *b;
   unsigned char have[KIR_DYN_MAX_POINTS];
-  void *w0; /* the bounds' weights blob, made once for the comparisons */
+  uint64_t h0; /* the hash of the bounds' weights, made once for the comparisons */
+  int have_h0;
 } fitter;
 
-/* b's weights are the bounds' bytes (a constant that follows a dim would differ) */
+/* the weights b's kernels read are the bounds' (a constant that follows a dim would differ); ones no kernel reads
+ * (a mean's 1/N, inlined in its kernel's text) may differ */
 static int weights_equal(fitter *F, const build *b) {
-  const build *b0 = &F->b[0];
-  if (!b0->p.weights_size) return 1;
-  if (!F->w0 && !(F->w0 = kir_weights_blob(&b0->p))) return 0;
-  void *y = kir_weights_blob(&b->p);
-  int same = y && !memcmp(F->w0, y, (size_t)b0->p.weights_size);
-  free(y);
-  return same;
+  uint64_t h;
+  if (!F->have_h0 && !(F->have_h0 = kir_dyn_weights_hash(&F->b[0].p, &F->h0))) return 0;
+  return kir_dyn_weights_hash(&b->p, &h) && h == F->h0;
 }
 
 /* the value get(point build, i) at every point as a polynomial; a failure named at kernel */
@@ -355,7 +353,7 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   build *b = calloc((size_t)P.n, sizeof *b);
   kir_cuda_dyn *d = pc_alloc(g, sizeof *d);
   if (!b || !d) return free(b), pc_fail(g, PC_ERR_NOMEM, "out of memory"); /* pc_alloc zeroes d */
-  fitter F = {ds, &P, b, {0}, NULL};
+  fitter F = {ds, &P, b, {0}, 0, 0};
   b[0].g = g;
   ds->n_builds = 1;
   pc_status s = render(o, ds->n_syms, &b[0]);
@@ -383,7 +381,6 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   *p = b[0].p;
   *launches = b[0].L;
   *dyn = s == PC_OK ? d : NULL;
-  free(F.w0);
   build_free(&b[0], 0);
   for (int k = 1; k < P.n; k++) build_free(&b[k], 1);
   free(b);

@@ -111,6 +111,23 @@ static uint64_t hash_bytes(uint64_t h, const void *data, size_t n) {
   return h;
 }
 
+int kir_dyn_weights_hash(const kir_program *p, uint64_t *hash) {
+  char *read = calloc((size_t)p->n_bufs + 1, 1);
+  if (!read) return 0;
+  for (int i = 0; i < p->n_kernels; i++) kir_mark_kernel_bufs(&p->kernels[i], read);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < p->n_consts; i++) {
+    const pc_value *v = p->consts[i];
+    int b = p->buf_of_value[v->id];
+    if (b < 0 || !read[b]) continue; /* kept for no kernel (a shape's scalar the import read, a mean's inlined 1/N) */
+    int64_t n = pc_type_numel(&v->type);
+    const void *data = pc_const_data(v);
+    if (data && n > 0) h = hash_bytes(h, data, (size_t)n * pc_dtype_size(v->type.dtype));
+  }
+  free(read);
+  return *hash = h, 1;
+}
+
 static void walk_program(walk *w, const kir_program *p) {
   const pc_graph *g = p->g;
   w->kernel = -1;
@@ -123,20 +140,8 @@ static void walk_program(walk *w, const kir_program *p) {
       sig(w, t->dtype), sig(w, t->rank);
       for (int d = 0; d < t->rank; d++) val(w, &t->dims[d]);
     }
-  /* the weights kernels read: constants derived from a symbol (a Range over it, folded) would differ */
-  char *read = calloc((size_t)p->n_bufs + 1, 1);
-  if (!read) return (void)(w->oom = 1);
-  for (int i = 0; i < p->n_kernels; i++) kir_mark_kernel_bufs(&p->kernels[i], read);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int i = 0; i < p->n_consts; i++) {
-    const pc_value *v = p->consts[i];
-    int b = p->buf_of_value[v->id];
-    if (b < 0 || !read[b]) continue; /* kept for no kernel (a shape's scalar the import read) */
-    int64_t n = pc_type_numel(&v->type);
-    const void *data = pc_const_data(v);
-    if (data && n > 0) h = hash_bytes(h, data, (size_t)n * pc_dtype_size(v->type.dtype));
-  }
-  free(read);
+  uint64_t h;
+  if (!kir_dyn_weights_hash(p, &h)) return (void)(w->oom = 1);
   sig(w, (int64_t)h), sig(w, p->weights_size), sig(w, p->n_consts), sig(w, p->n_packed);
   for (int i = 0; i < p->n_packed; i++) {
     const kir_packed *k = &p->packed[i];

@@ -197,6 +197,8 @@ typedef struct kir_dyn {
 /* an f32/f64 constant c that is a whole number n (KIR_FLOAT_WHOLE) or 1/n as dt rounds it (KIR_FLOAT_RECIP), else
  * 0: fitted through n, which it keeps in its ci; a run computes it as (dt)n or (dt)(1.0 / n), n in double */
 enum { KIR_FLOAT_WHOLE = 1, KIR_FLOAT_RECIP = 2 };
+/* a hash of the weights p's kernels read (the ones that must not follow a symbol); 0 when out of memory */
+int kir_dyn_weights_hash(const kir_program *p, uint64_t *hash);
 int kir_dyn_float_int(pc_dtype dt, double c, int64_t *n);
 /* the polynomial of a size of p that follows the symbols, NULL for one that does not (or a static program) */
 const kir_poly *kir_dyn_poly(const kir_program *p, const int64_t *field);

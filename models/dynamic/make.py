@@ -4,9 +4,11 @@
 #   batch_cnn/    models/resnet_tiny with its batch a dim_param N (dims.txt: N=1..8)
 #   seq_encoder/  bench/gen_encoder.py --dynamic --embed 100, 2 layers of d 64 with BERT's front (input_ids and
 #                 attention_mask [batch, seq], position ids from Shape -> Gather -> Range): batch=1..4 seq=1..32
+#   image_cnn/    a conv net over any image size: Conv-ReLU, then GlobalAveragePool (its 1/(H W)) beside a
+#                 ReduceMean over H (its H) and a ReduceMax, into a MatMul: H=4..32 W=4..32
 # Each DIR holds model.onnx, dims.txt (the --dim arguments) and per case TAG: in_TAG_K.npy for input K and
 # expected_TAG.npy.
-# Usage: python3 models/dynamic/make.py
+# Usage: python3 models/dynamic/make.py [NAME ...]   (all of them by default)
 import os
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -63,5 +66,26 @@ def seq_encoder():
     cases(d, [(1, 1), (1, 7), (2, 13), (3, 32), (4, 32)], 2)
 
 
-batch_cnn()
-seq_encoder()
+def image_cnn():
+    d = os.path.join(HERE, "image_cnn")
+    os.makedirs(d, exist_ok=True)
+    r = np.random.default_rng(3)
+    w = [numpy_helper.from_array(r.standard_normal(s).astype(np.float32), n)
+         for n, s in (("w", (8, 3, 3, 3)), ("b", (8,)), ("f", (8, 4)))]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]), helper.make_node("Flatten", ["g"], ["fl"]),
+             helper.make_node("ReduceMean", ["r"], ["mh"], axes=[2], keepdims=0),
+             helper.make_node("ReduceMax", ["mh"], ["mx"], axes=[2], keepdims=0),
+             helper.make_node("Add", ["fl", "mx"], ["s"]), helper.make_node("MatMul", ["s", "f"], ["y"])]
+    g = helper.make_graph(nodes, "image_cnn", [x], [y], w)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(d, "model.onnx"))
+    with open(os.path.join(d, "dims.txt"), "w") as f:
+        f.write("--dim H=4..32 --dim W=4..32\n")
+    cases(d, [(1, 3, 4, 4), (1, 3, 7, 19), (1, 3, 13, 5), (1, 3, 32, 32)], 3)
+
+
+MODELS = {"batch_cnn": batch_cnn, "seq_encoder": seq_encoder, "image_cnn": image_cnn}
+for name in sys.argv[1:] or MODELS:
+    MODELS[name]()

@@ -169,7 +169,8 @@ static int emulate_dynamic(const char *name, const pc_dim_binding *dims, int n_d
   kir_cuda_dyn *d = NULL;
   char *cu = NULL;
   int ok = CHECK_MSG(g && !g->status, "%s: %s", name, g ? pc_error(g) : "load failed");
-  ok = ok && CHECK_MSG(kir_cuda_dynamic(g, &o, &p, &cu, &L, &d) == PC_OK, "%s: %s", name, pc_error(g));
+  pc_status cs = ok ? kir_cuda_dynamic(g, &o, &p, &cu, &L, &d) : PC_OK; /* before pc_error(g) is read */
+  ok = ok && CHECK_MSG(cs == PC_OK, "%s: %s", name, pc_error(g));
   ok = ok && CHECK_MSG(d->n_syms == n_dims && d->n_sizes > 0 && strstr(cu, "const long long pc_s0"),
                        "%s: %d symbols, %d sizes follow them", name, d->n_syms, d->n_sizes);
   int no_cc = 0;
@@ -227,8 +228,9 @@ static int emulate_dynamic(const char *name, const pc_dim_binding *dims, int n_d
 }
 
 /* One CUDA program for a range of dims (issue 21, item 5): a CNN over batch 1..8 (its convs as tiled GEMMs whose tile
- * counts follow the batch) and an encoder over batch 1..4 and sequence 1..32 (gathers, layer norms as row chains,
- * attention, dots), each at its cases' sizes, against ONNX Runtime */
+ * counts follow the batch), an encoder over batch 1..4 and sequence 1..32 (gathers, layer norms as row chains,
+ * attention, dots) and a CNN over H, W = 4..32 (means: a division by H, a scale by 1/(H W)), each at its cases'
+ * sizes, against ONNX Runtime */
 PC_TEST(cuda_emu_run_time_dims) {
   const pc_dim_binding cnn[] = {{"N", 1, 8, 0}}, enc[] = {{"batch", 1, 4, 0}, {"seq", 1, 32, 0}};
   static const char *const cnn_cases[] = {"1x3x64x64", "3x3x64x64", "8x3x64x64"};
@@ -238,6 +240,9 @@ PC_TEST(cuda_emu_run_time_dims) {
     return;
   }
   emulate_dynamic("seq_encoder", enc, 2, enc_cases, 5);
+  const pc_dim_binding img[] = {{"H", 4, 32, 0}, {"W", 4, 32, 0}};
+  static const char *const img_cases[] = {"1x3x4x4", "1x3x7x19", "1x3x13x5", "1x3x32x32"};
+  emulate_dynamic("image_cnn", img, 2, img_cases, 4);
 }
 
 /* dot_b2 (a dot whose batch dims collapse into two levels: heads split off [B, S, H, D] read in place) rendered for
