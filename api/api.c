@@ -513,8 +513,8 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   if (n_syms) pc_graph_free(m->g); /* imported with symbols: the queries' snapshot has what they need of it */
   if (n_syms && g) g->run_time_dims = 1;
   m->g = NULL;
-  if (g && !g->status && g->n_state && (n_syms || m->target != PRIMC_TARGET_CPU))
-    pc_fail(g, PC_ERR_UNSUPPORTED, "a training step compiles host CPU code at fixed dims for now");
+  if (g && !g->status && g->n_state && m->target != PRIMC_TARGET_CPU)
+    pc_fail(g, PC_ERR_UNSUPPORTED, "a training step compiles host CPU code for now");
   if (!g || g->status) {
     primc_status s = fail_graph(m, g, PC_OK);
     pc_graph_free(g);

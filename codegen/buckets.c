@@ -206,7 +206,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
   kir_program top;
   pc_graph *gtop = NULL;
   pc_status st = PC_OK;
-  int halved = 0, shared = 0;
+  int halved = 0, shared = 0, in_place = 1;
   kir_twin tw = {NULL, 0, -1};
   kir_prof_row *prof = NULL;
   int n_prof = 0;
@@ -231,6 +231,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     }
     if (st == PC_OK) {
       ws = p.workspace_size > ws ? p.workspace_size : ws;
+      in_place &= gk->state_in_place; /* one buffer set serves every step only if it does in every bucket */
       weights += shared == k ? p.weights_size : 0;
       for (int i = 0; i < n_io; i++) {
         if (in_sym[i] < 0 && i < gk->n_inputs * PC_MAX_RANK) in_sym[i] = p.dyn->in_sym[i];
@@ -249,6 +250,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
   if (wf) st = kir_weights_file_close(g, wf->fd, wf->at, st, wf->path);
   kir_dyn full;
   if (st == PC_OK) {
+    if (gtop->n_state) gtop->state_in_place = g->state_in_place = in_place; /* the header's, the descriptor's */
     full = *top.dyn;
     for (int q = 0; q < ds->n_syms; q++) full.lo[q] = ds->lo[q], full.hi[q] = ds->hi[q];
     full.in_sym = in_sym, full.out_slot = out_slot, full.offset = -1;

@@ -529,9 +529,7 @@ LLVMValueRef lv_emit_descs(lctx *L, pc_value *const *vals, int n, const char *wh
   return gv;
 }
 
-/* NAME_state (a primc_state_desc) of a training step: each state's first value as a constant, zeros as NULL;
- * a null pointer for any other model */
-static LLVMValueRef emit_state_desc(lctx *L) {
+LLVMValueRef lv_emit_state_desc(lctx *L) {
   const pc_graph *g = L->p->g;
   int n = g->n_state;
   if (!n) return LLVMConstNull(L->ptr);
@@ -572,7 +570,7 @@ static void emit_model_desc(lctx *L, const llvm_emit_opts *o, LLVMValueRef run, 
     run = LLVMGetNamedFunction(L->m, name);
   }
   lv_model_desc m = {run, lw, L->p->workspace_size, in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"),
-                     L->profile ? L->profile : LLVMConstNull(L->ptr), od, dims, run_dims, emit_state_desc(L)};
+                     L->profile ? L->profile : LLVMConstNull(L->ptr), od, dims, run_dims, lv_emit_state_desc(L)};
   lv_emit_model_desc(L, &m, o->main_alias);
 }
 

@@ -73,11 +73,11 @@ static void build(lctx *L, const kir_buckets *b, const llvm_emit_opts *o) {
   LLVMValueRef run = forward(L, "run", L->i32, p4, 3, "primc_buckets_run_dims", table, 1); /* at the bounds */
   LLVMValueRef out_dims = forward(L, "output_dims", L->i32, od, 3, "primc_buckets_output_dims", table, -1);
   /* with --profile every bucket's kernels, which count into it; with --weights external the side file every bucket
-   * reads; no training state */
+   * reads; a training step's state as the buckets share it */
   LLVMValueRef none = LLVMConstNull(L->ptr), prof = b->prof ? lv_emit_profile(L, b->prof, b->n_prof) : none;
   LLVMValueRef load = b->weights_file >= 0 ? load_weights(L, b->weights_file) : none;
   lv_model_desc m = {run, load, b->workspace_size, in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"),
-                     prof ? prof : none, out_dims, dims, run_dims, none};
+                     prof ? prof : none, out_dims, dims, run_dims, lv_emit_state_desc(L)};
   lv_emit_model_desc(L, &m, o->main_alias);
 }
 

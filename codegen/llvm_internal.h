@@ -91,6 +91,9 @@ LLVMValueRef lv_cstring(lctx *L, const char *s);
 /* primc_tensor_desc[] of vals ("in" or "out"), NAME_dims (a primc_dims_desc of L->p->dyn) and NAME_check_dims */
 LLVMValueRef lv_emit_descs(lctx *L, pc_value *const *vals, int n, const char *what);
 LLVMValueRef lv_emit_dims_desc(lctx *L, LLVMValueRef in_descs);
+/* NAME_state (a primc_state_desc) of a training step: each state's first value as a constant, zeros as NULL;
+ * a null pointer for any other model */
+LLVMValueRef lv_emit_state_desc(lctx *L);
 void lv_emit_check_dims(lctx *L, LLVMValueRef dims_desc);
 /* NAME_model (a primc_model_desc, runtime/primc_rt.h: its name and counts from L, the rest as given) and
  * NAME_workspace_size; main_alias: also primc_main_model, the standalone driver's */

@@ -3,7 +3,8 @@
 # `primc compile --train` and the case's options, run for the case's steps on its dataset, the loss of every
 # step and the saved weights (safetensors) against PyTorch's: each loss within 1e-4 relative, each weight
 # within rtol 1e-4 plus 1e-4 of its scale (its largest |value|, at least 1% of the largest weight).
-# Usage: compare_train.py PRIMC CASE.npz TMPDIR
+# Usage: compare_train.py PRIMC CASE.npz TMPDIR [MODEL.onnx COMPILE_ARG ...]  (the case's model, or MODEL.onnx in
+# its place, compiled with the args given besides the case's: a batch dim as a range, --dim N=1..4)
 import json
 import os
 import subprocess
@@ -31,7 +32,8 @@ def main():
     np.save(os.path.join(tmp, "x.npy"), ref["x"])
     np.save(os.path.join(tmp, "y.npy"), ref["y"])
     exe, saved = os.path.join(tmp, "train"), os.path.join(tmp, "w.safetensors")
-    subprocess.run([primc, "compile", f"models/{model}/model.onnx", "--train", *opts, "-o", exe], check=True)
+    path = sys.argv[4] if len(sys.argv) > 4 else f"models/{model}/model.onnx"
+    subprocess.run([primc, "compile", path, "--train", *opts, *sys.argv[5:], "-o", exe], check=True)
     run = subprocess.run([exe, os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy"), "--steps", steps,
                           "--save", saved], check=True, capture_output=True, text=True)
     losses = [float(line.split()[3]) for line in run.stdout.splitlines() if line.startswith("step ")]

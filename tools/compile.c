@@ -262,9 +262,8 @@ static int compile_one(const compile_opts *op) {
     pc_graph_free(g);
     return 1;
   }
-  if (g->n_state && (n_syms || (o.target && !strcmp(o.target, "cuda")))) {
-    fprintf(stderr, "primc: error: --train compiles host CPU code at fixed dims for now (no --target cuda, no "
-                    "--dim ranges)\n");
+  if (g->n_state && o.target && !strcmp(o.target, "cuda")) {
+    fprintf(stderr, "primc: error: --train compiles host CPU code for now (no --target cuda)\n");
     pc_graph_free(g);
     return 1;
   }

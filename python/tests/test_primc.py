@@ -125,6 +125,33 @@ def test_dims_given_as_ranges_take_every_size_in_them():
         m(np.ones((1, 8), np.int64), np.ones((1, 9), np.int64))
 
 
+def test_training_step_over_a_range_of_batch_sizes(tmp_path):
+    """models/mlp with its batch a range (N=1..8), as one program and in buckets of 4, trained with MSE and SGD on
+    batches of 3, 8, 1 and 5 rows, each step's weights fed to the next: the losses and the last weights are
+    torch.optim's (tests/data/train_dims.npz, tests/ref/gen_train_refs.py)"""
+    d = np.load(os.path.join(SRC, "tests", "data", "train_dims.npz"))
+    model = onnx.load(MLP)
+    for v in (model.graph.input[0], model.graph.output[0]):
+        v.type.tensor_type.shape.dim[0].ClearField("dim_value")
+        v.type.tensor_type.shape.dim[0].dim_param = "N"
+    path = str(tmp_path / "mlp_n.onnx")
+    onnx.save(model, path)
+    init = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    for dims in ({"N": (1, 8)}, ["N=1..8:4"]):
+        m = primc.compile(path, dims=dims, train={"loss": "mse", "optimizer": "sgd", "lr": 0.1})
+        names = [t.name for t in m.inputs[2:]]
+        state = [init[n] for n in names]
+        at = 0
+        for b, want in zip(d["sizes"], d["losses"]):
+            out = m(d["x"][at:at + b], d["y"][at:at + b], *state)
+            assert out[1].shape == (b, 10)
+            assert abs(float(out[0]) - want) <= 1e-4 * abs(want), (dims, b, float(out[0]), want)
+            state = [np.array(t) for t in out[2:]]
+            at += b
+        for n, w in zip(names, state):
+            close(w, d["w:" + n], rtol=1e-4, atol=1e-5)
+
+
 def test_dims_in_buckets_run_each_buckets_program():
     """seq 1..32 in buckets of 8 ("seq=1..32:8": a program per bucket, the small ones halved): sizes at the buckets'
     ends against ONNX Runtime"""

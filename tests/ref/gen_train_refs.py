@@ -3,7 +3,8 @@
 # (SGD, SGD with momentum, Adam, AdamW) with torch's MSELoss or CrossEntropyLoss on a bundled model's ONNX
 # graph, evaluated with torch ops in float64 (tests/ref/onnx_torch.py). For each case tests/data/train/CASE.npz
 # holds the dataset (x, y: consecutive batches of the model's batch size, wrapping), the loss of every step
-# and the weights after the last, named as the model's initializers.
+# and the weights after the last, named as the model's initializers. tests/data/train_dims.npz: the MLP with SGD
+# on batches of 3, 8, 1 and 5 rows, for one step compiled with its batch a range (--dim N=1..8).
 # Run with Debian's /usr/bin/python3 (python3-torch, python3-onnx: `tools/setup.sh models`).
 # Usage: /usr/bin/python3 tests/ref/gen_train_refs.py
 import os
@@ -72,5 +73,32 @@ def main():
         print(f"{name}: losses {', '.join(f'{v:.6g}' for v in losses)}")
 
 
+def dims_case():
+    """MSE and SGD (lr 0.1) on batches of varying size, one after another through the dataset's rows"""
+    m = onnx.load(os.path.join(ROOT, "models", "mlp", "model.onnx"))
+    env, params = load_params(m)
+    inp = [i for i in m.graph.input if i.name not in env][0]
+    sizes = [3, 8, 1, 5]
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((sum(sizes), 64)).astype(np.float32)
+    y = rng.standard_normal((sum(sizes), 10)).astype(np.float32)
+    opt = torch.optim.SGD([t for _, t in params], lr=0.1)
+    losses, at = [], 0
+    for b in sizes:
+        pred = evaluate(m, {**env, inp.name: torch.tensor(x[at:at + b]).to(FLOAT)})[0]
+        loss = torch.nn.functional.mse_loss(pred, torch.tensor(y[at:at + b]).to(FLOAT))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        at += b
+    out = {"x": x, "y": y, "sizes": np.array(sizes), "losses": np.array(losses)}
+    for pname, t in params:
+        out["w:" + pname] = t.detach().numpy().astype(np.float32)
+    np.savez_compressed(os.path.join(ROOT, "tests", "data", "train_dims.npz"), **out)
+    print(f"train_dims: losses {', '.join(f'{v:.6g}' for v in losses)}")
+
+
 if __name__ == "__main__":
     main()
+    dims_case()

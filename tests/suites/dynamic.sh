@@ -73,6 +73,25 @@ if [ -x "$tmp/seq_encoder" ]; then
     bad "its message" "$(cat "$tmp/err")"
 fi
 
+# a training step with its batch a range: models/mlp with batch N, compiled with --dim N=1..4 (and in buckets of
+# 2), trains at the bound like the fixed model: its losses and weights are torch.optim's (tests/compare_train.py;
+# the Python test test_training_step_over_a_range_of_batch_sizes runs batches of other sizes)
+python3 - "$tmp/mlp_n.onnx" <<'PY'
+import sys, onnx
+m = onnx.load("models/mlp/model.onnx")
+for v in (m.graph.input[0], m.graph.output[0]):
+    v.type.tensor_type.shape.dim[0].ClearField("dim_value")
+    v.type.tensor_type.shape.dim[0].dim_param = "N"
+onnx.save(m, sys.argv[1])
+PY
+for dim in N=1..4 N=1..4:2; do
+  mkdir -p "$tmp/train-$dim"
+  if python3 tests/compare_train.py "$B/primc" tests/data/train/mlp_mse_sgd.npz "$tmp/train-$dim" "$tmp/mlp_n.onnx" \
+    --dim "$dim" >"$tmp/train.log" 2>&1; then
+    ok "a training step over --dim $dim: $(tail -n 1 "$tmp/train.log")"
+  else bad "a training step over --dim $dim" "$(tail -n 4 "$tmp/train.log")"; fi
+done
+
 # a program that is not the same at every size: the LSTM unrolled over its sequence
 python3 - "$tmp/lstm.onnx" <<'PY'
 import sys, onnx
