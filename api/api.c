@@ -27,6 +27,7 @@ _Static_assert(PRIMC_EMIT_CUDA == (int)PC_EMIT_CUDA && PRIMC_TARGET_CUDA == (int
 typedef struct api_dim {
   char *name;
   int64_t lo, hi, step; /* step > 0: the range in buckets ("NAME=LO..HI:STEP") */
+  int64_t multiple;     /* > 0: multiples of it only ("NAME=LO..HI%M") */
 } api_dim;
 
 /* what the queries report, copied at load so a compile may consume the graph */
@@ -152,8 +153,8 @@ static primc_status before_load(primc_model *m, const char *what) {
   return PRIMC_STATUS_OK;
 }
 
-/* name's dims lo..hi in buckets of step values (0: one range) */
-static primc_status set_dim(primc_model *m, const char *name, int64_t lo, int64_t hi, int64_t step) {
+/* name's dims lo..hi in buckets of step values (0: one range), multiples of mult only (0: any) */
+static primc_status set_dim(primc_model *m, const char *name, int64_t lo, int64_t hi, int64_t step, int64_t mult) {
   NEED_M(m);
   if (before_load(m, "dim")) return PRIMC_STATUS_USAGE;
   if (!name || !*name) return fail(m, PRIMC_STATUS_USAGE, "dim: no name");
@@ -170,25 +171,27 @@ static primc_status set_dim(primc_model *m, const char *name, int64_t lo, int64_
   m->dims[at].lo = lo;
   m->dims[at].hi = hi;
   m->dims[at].step = step;
+  m->dims[at].multiple = mult;
   return PRIMC_STATUS_OK;
 }
 
 primc_status primc_model_set_dim_range(primc_model *m, const char *name, int64_t lo, int64_t hi) {
-  return set_dim(m, name, lo, hi, 0);
+  return set_dim(m, name, lo, hi, 0, 0);
 }
 
 primc_status primc_model_set_dim(primc_model *m, const char *name, int64_t value) {
   return primc_model_set_dim_range(m, name, value, value);
 }
 
-/* "NAME=N", "NAME=LO..HI" or "NAME=LO..HI:STEP" */
+/* "NAME=N", "NAME=LO..HI", "NAME=LO..HI:STEP" or "NAME=LO..HI%M" */
 primc_status primc_model_set_dim_spec(primc_model *m, const char *spec) {
   NEED_M(m);
   pc_dim_binding d;
   char name[256];
   if (!spec || !pc_dim_spec_parse(spec, &d, name, sizeof name))
-    return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N, NAME=LO..HI or NAME=LO..HI:STEP", spec ? spec : "(null)");
-  return set_dim(m, name, d.lo, d.hi, d.step);
+    return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N, NAME=LO..HI, NAME=LO..HI:STEP or NAME=LO..HI%%M",
+                spec ? spec : "(null)");
+  return set_dim(m, name, d.lo, d.hi, d.step, d.multiple);
 }
 
 primc_status primc_model_set_const_spec(primc_model *m, const char *spec) {
@@ -231,7 +234,7 @@ primc_status primc_model_set_mem_limit(primc_model *m, int64_t bytes) {
 /* the import options of m, its dim bindings in b (m->n_dims + 1 of them) */
 static pc_import_opts import_opts(const primc_model *m, pc_dim_binding *b) {
   for (int i = 0; i < m->n_dims; i++)
-    b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi, m->dims[i].step};
+    b[i] = (pc_dim_binding){m->dims[i].name, m->dims[i].lo, m->dims[i].hi, m->dims[i].step, m->dims[i].multiple};
   pc_import_opts io = {.dims = b, .n_dims = m->n_dims, .weights_path = m->weights_file, .consts = m->consts,
                        .n_consts = m->n_consts, .mem_limit = m->mem_limit, .keep_weights = m->tr.grad || m->tr.train,
                        .gradient = pc_grad_values};

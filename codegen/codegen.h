@@ -30,6 +30,9 @@ typedef struct pc_dyn_spec {
   int n_syms;
   const char *name[PC_DYN_MAX_SYMS];
   int64_t lo[PC_DYN_MAX_SYMS], hi[PC_DYN_MAX_SYMS];
+  /* > 1: the symbol takes multiples of it only (--dim NAME=LO..HI%M); sizes are fitted in value / mult, the
+   * value the run binds (a strided conv's output size floor((H + 2p - k) / s) + 1 is then a polynomial) */
+  int64_t mult[PC_DYN_MAX_SYMS];
   pc_graph *(*build)(void *ctx, const int64_t *values);
   void *ctx;
   /* written by codegen, for --report */
@@ -61,6 +64,10 @@ typedef struct pc_codegen_opts {
   int profile;              /* time every kernel (primc_prof_begin/end): `./OUT --profile` prints the table */
   struct pc_autotune *autotune; /* host CPU code: conv rows chosen by timing them (codegen/autotune.h); NULL: planner */
   pc_dyn_spec *dyn;         /* NULL: every dim fixed */
+  /* run-time dims' probes: each conv takes the row the program at the bounds chose (by the conv's node id), so that
+   * a row picked by the map's size does not differ between sizes (codegen/dynamic.c) */
+  const struct kir_conv_pin *conv_pins;
+  int n_conv_pins;
   pc_progress_fn progress;  /* NULL: none */
   void *progress_ctx;
 } pc_codegen_opts;

@@ -151,9 +151,10 @@ static pc_status fail_at(const kir_program *p, int kernel, const char *sym, cons
   pc_graph *g = p->g;
   if (kernel >= 0 && kernel < p->n_kernels && p->kernels[kernel].n_nodes)
     return pc_node_fail(g, p->kernels[kernel].nodes[0], PC_ERR_UNSUPPORTED,
-                        "dim %s: %s (CUDA kernel k%d); compile with a fixed --dim %s=VALUE", sym, why, kernel, sym);
-  return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s: %s%s; compile with a fixed --dim %s=VALUE", sym, why,
-                 kernel >= 0 ? " (a CUDA kernel)" : "", sym);
+                        "dim %s: %s (CUDA kernel k%d); compile with a fixed --dim %s=VALUE, or " KIR_DYN_MULTIPLES_FMT,
+                        sym, why, kernel, sym, sym);
+  return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s: %s%s; compile with a fixed --dim %s=VALUE, or " KIR_DYN_MULTIPLES_FMT,
+                 sym, why, kernel >= 0 ? " (a CUDA kernel)" : "", sym, sym);
 }
 
 /* what must be equal to the bounds' program besides the text: buffers (none larger), weights, launches, the
@@ -214,8 +215,8 @@ static pc_status fit_value(fitter *F, int64_t (*get)(const fitter *, int, int), 
     q->c[0] = y[0];
   }
   if (r == KIR_FIT_NONE || r == KIR_FIT_CHECK) {
-    char why[200];
-    snprintf(why, sizeof why, "%s follows it in no polynomial way%s", what, r == KIR_FIT_NONE ? " (rounded to a tile?)" : " (a check failed)");
+    char why[360];
+    snprintf(why, sizeof why, "%s follows it in no polynomial way%s", what, r == KIR_FIT_NONE ? KIR_DYN_NONE_HINT : " (a check failed)");
     return fail_at(&F->b[0].p, kernel, F->ds->name[r == KIR_FIT_CHECK ? kir_dyn_moved(F->ds, F->P, bad) : 0], why);
   }
   return PC_OK;
@@ -281,7 +282,7 @@ static pc_status fit_all(fitter *F, kir_cuda_dyn *d, char **src) {
     kir_poly q;
     s = fit_value(F, get_val, at_in + i, -1, "an input dim", &q, &moves);
     if (s != PC_OK || !moves) continue;
-    if ((d->in_sym[i] = kir_poly_sym(&q, d->n_syms)) < 0)
+    if ((d->in_sym[i] = kir_poly_sym(&q, d->n_syms, d->mult)) < 0)
       s = pc_fail(g, PC_ERR_UNSUPPORTED, "input \"%s\" dim %d follows the dims given by --dim but is none of them",
                   g->inputs[i / PC_MAX_RANK]->name ? g->inputs[i / PC_MAX_RANK]->name : "?", i % PC_MAX_RANK);
   }
@@ -369,7 +370,8 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   if (s == PC_OK) kir_dyn_note_unchecked(ds, &P, F.have);
   if (s == PC_OK && !keep_values(&b[0])) s = pc_fail(g, PC_ERR_NOMEM, "out of memory");
   d->n_syms = ds->n_syms;
-  for (int y = 0; y < ds->n_syms; y++) d->name[y] = ds->name[y], d->lo[y] = ds->lo[y], d->hi[y] = ds->hi[y];
+  for (int y = 0; y < ds->n_syms; y++)
+    d->name[y] = ds->name[y], d->lo[y] = ds->lo[y], d->hi[y] = ds->hi[y], d->mult[y] = P.mult[y];
   int nk = b[0].p.n_kernels;
   d->work = pc_alloc(g, sizeof *d->work * (size_t)(nk * PC_CUDA_GRID_FACTORS + 1));
   d->in_sym = pc_alloc(g, sizeof *d->in_sym * (size_t)(g->n_inputs * PC_MAX_RANK + 1));

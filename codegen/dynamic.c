@@ -173,6 +173,9 @@ static void walk_program(walk *w, const kir_program *p) {
 
 /* ---------------------------------------------------------------- where to probe */
 
+/* the symbol's values are multiples of this (--dim NAME=LO..HI%M), its sizes polynomials of value / it */
+static int64_t sym_mult(const pc_dyn_spec *ds, int s) { return ds->mult[s] > 1 ? ds->mult[s] : 1; }
+
 /* one symbol's fit points (x[0] = hi) and checks (the others at hi; soft ones may build differently) */
 typedef struct sym_plan {
   int64_t x[3], check[3];
@@ -250,10 +253,10 @@ static i128 poly_eval(const kir_poly *q, int n_syms, const int64_t *v) {
 
 int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym) { return (int64_t)poly_eval(q, n_syms, sym); }
 
-int kir_poly_sym(const kir_poly *q, int n_syms) {
+int kir_poly_sym(const kir_poly *q, int n_syms, const int64_t *mult) {
   for (int s = 0, t = 1; s < n_syms; s++, t *= 3) {
     kir_poly just = {{0}};
-    just.c[t] = 1;
+    just.c[t] = mult && mult[s] > 1 ? mult[s] : 1;
     if (!memcmp(q, &just, sizeof just)) return s;
   }
   return -1;
@@ -262,14 +265,15 @@ int kir_poly_sym(const kir_poly *q, int n_syms) {
 /* y over the grid (index sum_s i_s * stride_s, i_s < npts[s]) as a polynomial: one 1-D fit per symbol in turn */
 static int fit(const kir_dyn_pts *P, const i128 *grid, int n_grid, kir_poly *q) {
   i128 a[243], line[3], c[3];
+  int64_t x[3];
   memcpy(a, grid, sizeof *a * (size_t)n_grid);
   int stride = 1;
   for (int s = 0; s < P->n_syms; s++) {
     int n = P->npts[s];
     for (int base = 0; base < n_grid; base++) {
       if ((base / stride) % n) continue; /* the first point of each line along s */
-      for (int j = 0; j < n; j++) line[j] = a[base + j * stride];
-      if (!fit1(P->x[s], n, line, c)) return 0;
+      for (int j = 0; j < n; j++) line[j] = a[base + j * stride], x[j] = P->x[s][j] / P->mult[s];
+      if (!fit1(x, n, line, c)) return 0;
       for (int j = 0; j < n; j++) a[base + j * stride] = c[j];
     }
     stride *= n;
@@ -290,7 +294,10 @@ void kir_dyn_points(pc_dyn_spec *ds, kir_dyn_pts *P) {
   P->n_syms = ds->n_syms;
   P->n_grid = 1;
   for (int s = 0; s < ds->n_syms; s++) {
-    plan_sym(&sp[s], ds->lo[s], ds->hi[s]);
+    int64_t m = P->mult[s] = sym_mult(ds, s);
+    plan_sym(&sp[s], ds->lo[s] / m, ds->hi[s] / m); /* in multiples of m */
+    for (int j = 0; j < sp[s].npts; j++) sp[s].x[j] *= m;
+    for (int j = 0; j < sp[s].n_check; j++) sp[s].check[j] *= m;
     P->npts[s] = sp[s].npts;
     memcpy(P->x[s], sp[s].x, sizeof sp[s].x);
     P->n_grid *= sp[s].npts;
@@ -329,8 +336,11 @@ int kir_dyn_fit_series(const kir_dyn_pts *P, const int64_t *y, const unsigned ch
   if (same) return KIR_FIT_SAME;
   for (int i = 0; i < P->n_grid; i++) grid[i] = y[i];
   if (!fit(P, grid, P->n_grid, q)) return KIR_FIT_NONE;
-  for (int i = P->n_grid; i < P->n; i++)
-    if (have[i] && poly_eval(q, P->n_syms, P->v[i]) != y[i]) return *bad = i, KIR_FIT_CHECK;
+  for (int i = P->n_grid; i < P->n; i++) {
+    int64_t u[KIR_DYN_MAX_SYMS];
+    for (int s = 0; s < P->n_syms; s++) u[s] = P->v[i][s] / P->mult[s];
+    if (have[i] && poly_eval(q, P->n_syms, u) != y[i]) return *bad = i, KIR_FIT_CHECK;
+  }
   return KIR_FIT_POLY;
 }
 
@@ -362,11 +372,11 @@ static pc_status kernel_fail(kir_program *p, int kernel, const char *sym, const 
   pc_graph *g = p->g;
   if (kernel >= 0 && kernel < p->n_kernels && p->kernels[kernel].n_nodes)
     return pc_node_fail(g, p->kernels[kernel].nodes[0], PC_ERR_UNSUPPORTED,
-                        "dim %s: %s (kernel %d); compile with a fixed --dim %s=VALUE, or in buckets (--dim "
-                        "%s=LO..HI:STEP)", sym, why, kernel, sym, sym);
-  return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s: %s%s; compile with a fixed --dim %s=VALUE, or in buckets (--dim "
-                 "%s=LO..HI:STEP)", sym, why, kernel == -1 ? " (in the buffers, weights or graph inputs and outputs)" : "",
-                 sym, sym);
+                        "dim %s: %s (kernel %d); compile with a fixed --dim %s=VALUE, in buckets (--dim "
+                        "%s=LO..HI:STEP), or " KIR_DYN_MULTIPLES_FMT, sym, why, kernel, sym, sym, sym);
+  return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s: %s%s; compile with a fixed --dim %s=VALUE, in buckets (--dim "
+                 "%s=LO..HI:STEP), or " KIR_DYN_MULTIPLES_FMT, sym, why,
+                 kernel == -1 ? " (in the buffers, weights or graph inputs and outputs)" : "", sym, sym, sym);
 }
 
 /* builds the program at point i of P and keeps its sizes in *vals (NULL when a soft point builds another program);
@@ -457,7 +467,8 @@ static pc_status install(kir_program *p, const pc_dyn_spec *ds, const walk *base
   const int64_t **order = malloc(sizeof *order * (size_t)(n + 1));
   if (!d->field || !d->poly || !d->in_sym || !d->out_slot || !order) return free(order), pc_fail(g, PC_ERR_NOMEM, "out of memory");
   d->n_syms = ds->n_syms;
-  for (int s = 0; s < ds->n_syms; s++) d->name[s] = ds->name[s], d->lo[s] = ds->lo[s], d->hi[s] = ds->hi[s];
+  for (int s = 0; s < ds->n_syms; s++)
+    d->name[s] = ds->name[s], d->lo[s] = ds->lo[s], d->hi[s] = ds->hi[s], d->mult[s] = sym_mult(ds, s);
   /* sorted by address, each with its polynomial: sort the addresses, then look each up among the fields */
   int k = 0;
   for (int f = 0; f < base->n_val; f++)
@@ -478,7 +489,7 @@ static pc_status install(kir_program *p, const pc_dyn_spec *ds, const walk *base
   for (int i = 0; i < g->n_inputs; i++)
     for (int dd = 0; dd < PC_MAX_RANK; dd++) {
       const kir_poly *q = dd < g->inputs[i]->type.rank ? kir_dyn_poly(p, &g->inputs[i]->type.dims[dd]) : NULL;
-      int sym = q ? kir_poly_sym(q, ds->n_syms) : -1;
+      int sym = q ? kir_poly_sym(q, ds->n_syms, d->mult) : -1;
       if (q && sym < 0)
         return pc_fail(g, PC_ERR_UNSUPPORTED, "input \"%s\" dim %d follows the dims given by --dim but is none of them",
                        g->inputs[i]->name ? g->inputs[i]->name : "?", dd);
@@ -509,10 +520,19 @@ pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
   kir_dyn_pts P;
   kir_dyn_points(ds, &P);
   int64_t **vals = calloc((size_t)P.n, sizeof *vals); /* each point's sizes, NULL where a soft point was skipped */
+  /* the probes build each conv in the row the bounds' program chose: one picked by the map's size would differ */
+  kir_conv_pin *pins = calloc((size_t)p->n_kernels + 1, sizeof *pins);
+  pc_codegen_opts po = *o;
+  po.conv_pins = pins;
+  for (int i = 0; pins && i < p->n_kernels; i++) {
+    const kir_kernel *k = &p->kernels[i];
+    if (k->kind == KK_CALL && k->call == KC_conv && kir_kernel_node(k) >= 0 && k->params[CONV_EPI_AT + CONV_EPI_ROW] > 0)
+      pins[po.n_conv_pins++] = (kir_conv_pin){kir_kernel_node(k), (int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1};
+  }
   walk base = {0};
   walk_program(&base, p);
   ds->n_builds = 1;
-  pc_status s = vals && !base.oom ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  pc_status s = vals && pins && !base.oom ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; s == PC_OK && i < P.n; i++) {
     if (i == 0) { /* the bounds: the program that runs */
       vals[i] = malloc(sizeof *vals[i] * (size_t)(base.n_val + 1));
@@ -521,7 +541,7 @@ pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
       continue;
     }
     pc_progress(o, "run-time dims", i, P.n);
-    s = probe(p, o, &base, &P, i, &vals[i]);
+    s = probe(p, &po, &base, &P, i, &vals[i]);
   }
   int64_t y[KIR_DYN_MAX_POINTS];
   unsigned char have[KIR_DYN_MAX_POINTS];
@@ -535,7 +555,7 @@ pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
     int bad = 0, r = kir_dyn_fit_series(&P, y, have, &polys[f], &bad);
     if (r == KIR_FIT_SAME) continue;
     int kernel = base.val_kernel[f];
-    if (r == KIR_FIT_NONE) s = kernel_fail(p, kernel, ds->name[0], "a size follows it in no polynomial way (rounded to a tile?)");
+    if (r == KIR_FIT_NONE) s = kernel_fail(p, kernel, ds->name[0], KIR_DYN_NONE_WHY);
     if (r == KIR_FIT_CHECK)
       s = kernel_fail(p, kernel, ds->name[kir_dyn_moved(ds, &P, bad)],
                       "a size follows it in no polynomial way (a check failed)");
@@ -545,6 +565,7 @@ pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
   if (s == PC_OK) s = install(p, ds, &base, polys, moves);
   for (int i = 0; vals && i < P.n; i++) free(vals[i]);
   free(vals);
+  free(pins);
   free(polys);
   free(moves);
   walk_free(&base);

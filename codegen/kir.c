@@ -810,12 +810,13 @@ static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n)
   return flush_pointwise(p, pend, np);
 }
 
-pc_status kir_build(pc_graph *g, kir_program *p) { return kir_build_tuned(g, p, NULL); }
+pc_status kir_build(pc_graph *g, kir_program *p) { return kir_build_tuned(g, p, NULL, NULL, 0); }
 
-pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune) {
+pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune, const kir_conv_pin *pins, int n_pins) {
   memset(p, 0, sizeof *p);
   p->g = g;
   p->tune = tune;
+  p->pins = pins, p->n_pins = n_pins;
   if (g->status) return g->status;
   p->buf_of_value = pc_alloc(g, sizeof(int) * (size_t)(g->n_values + 1));
   p->consts = pc_alloc(g, sizeof *p->consts * (size_t)(g->n_nodes + 1));

@@ -161,6 +161,8 @@ typedef struct kir_program {
   struct pc_autotune *tune; /* --autotune: conv plans by timing (codegen/autotune.h); NULL: the planner's */
   struct kir_dyn *dyn;      /* run-time dims (codegen/dynamic.c); NULL: every size is the one written here */
   int sizes_vary;           /* built for a --dim LO..HI compile: rewrites choose alike whatever the sizes */
+  const struct kir_conv_pin *pins; /* conv rows taken by node id (pc_codegen_opts.conv_pins) */
+  int n_pins;
   int gpu_sm;               /* CUDA: the target's compute capability x 10 (pc_cuda_sm); 0: sm_90 */
   int cuda_syms;            /* CUDA with run-time dims: every kernel takes the symbols' values as its first
                              * parameters (long long pc_s0..), launch argument -1 - s (codegen/cuda_dynamic.c) */
@@ -183,6 +185,7 @@ typedef struct kir_dyn {
   int n_syms;
   const char *name[KIR_DYN_MAX_SYMS];
   int64_t lo[KIR_DYN_MAX_SYMS], hi[KIR_DYN_MAX_SYMS];
+  int64_t mult[KIR_DYN_MAX_SYMS]; /* the polynomials' symbols are dim / mult, the values the run binds */
   int64_t offset;        /* workspace bytes where the run keeps the symbols' values (i64 each), then the output dims */
   int buf;               /* the kernel-IR buffer over them: loop kernels read the symbols from it */
   int n_fields;          /* the sizes that follow the symbols, sorted by address (kir_dyn_poly) */
@@ -203,8 +206,14 @@ int kir_dyn_float_int(pc_dtype dt, double c, int64_t *n);
 /* the polynomial of a size of p that follows the symbols, NULL for one that does not (or a static program) */
 const kir_poly *kir_dyn_poly(const kir_program *p, const int64_t *field);
 int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym);
-/* s when q is symbol s itself (an input dim that is a run-time dim), else -1 */
-int kir_poly_sym(const kir_poly *q, int n_syms);
+/* s when q is symbol s's dim (an input dim that is a run-time dim): mult[s] times the symbol (mult NULL: 1),
+ * else -1 */
+int kir_poly_sym(const kir_poly *q, int n_syms, const int64_t *mult);
+
+/* why a size that follows no polynomial fails; what may help, after "compile with a fixed --dim NAME=VALUE" */
+#define KIR_DYN_NONE_HINT " (rounded to a tile, or a strided conv's or pool's output size?)"
+#define KIR_DYN_NONE_WHY "a size follows it in no polynomial way" KIR_DYN_NONE_HINT
+#define KIR_DYN_MULTIPLES_FMT "in multiples of its strides' product, for a strided conv's or pool's sizes (--dim %s=LO..HI%%M)"
 
 /* Where a fit builds the program: a grid of up to 3 values per symbol (point 0 the bounds, the program that
  * runs), then checks at values the fit does not use (soft ones, a dim of 1, may build another program) */
@@ -212,8 +221,9 @@ int kir_poly_sym(const kir_poly *q, int n_syms);
 typedef struct kir_dyn_pts {
   int n_syms, n_grid, n;
   int npts[KIR_DYN_MAX_SYMS];
-  int64_t x[KIR_DYN_MAX_SYMS][3];
+  int64_t x[KIR_DYN_MAX_SYMS][3];                  /* the dims' values (multiples of mult where > 1) */
   int64_t v[KIR_DYN_MAX_POINTS][KIR_DYN_MAX_SYMS];
+  int64_t mult[KIR_DYN_MAX_SYMS]; /* sizes are polynomials of x / mult (pc_dyn_spec.mult) */
   unsigned char soft[KIR_DYN_MAX_POINTS];
 } kir_dyn_pts;
 
@@ -242,6 +252,7 @@ typedef struct kir_cuda_dyn {
   int n_syms;
   const char *name[KIR_DYN_MAX_SYMS];
   int64_t lo[KIR_DYN_MAX_SYMS], hi[KIR_DYN_MAX_SYMS];
+  int64_t mult[KIR_DYN_MAX_SYMS]; /* the polynomials' symbols are dim / mult (pc_dyn_spec.mult) */
   kir_poly *work;    /* [kernel * PC_CUDA_GRID_FACTORS + i]: its launch's factor work[i] */
   int *in_sym;       /* [input * PC_MAX_RANK + d]: the symbol input dim d is, -1 when fixed */
   kir_poly *out_dim; /* [output * PC_MAX_RANK + d] */
@@ -304,8 +315,13 @@ pc_status kir_dyn_fit(kir_program *p, const struct pc_codegen_opts *opts);
 pc_status kir_build(pc_graph *g, kir_program *p);
 /* buffers a and b share bytes: the same input or output, or overlapping workspace or weight ranges */
 int kir_bufs_overlap(const kir_program *p, int a, int b);
-/* the same with the conv rows chosen by tune (may be NULL), which kir_pack_weights asks again */
-pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune);
+/* a conv's row (its primc_conv_row index), pinned for the conv node of that id */
+typedef struct kir_conv_pin {
+  int node, row;
+} kir_conv_pin;
+/* the same with the conv rows chosen by tune (may be NULL) or pinned (pins, n_pins: may be none), which
+ * kir_pack_weights asks again */
+pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune, const kir_conv_pin *pins, int n_pins);
 /* CPU codegen for the host: f32 dots whose B is a constant read it as GEMM panels packed
  * here once (for this machine's GEMM kernels; another machine reads them row by row), and
  * the weights blob drops constants no kernel reads any more. Under g->matmul_precision high or

@@ -172,12 +172,17 @@ static pc_status build_dot(kir_program *p, const pc_node *n) {
   return PC_OK;
 }
 
+int kir_kernel_node(const kir_kernel *k) { return k->n_nodes ? k->nodes[0]->id : -1; }
+
 /* A 2-D f32 conv call's row (runtime/conv/plan.c): for plain weights, or for constant weights packed as
- * the plan wants (kir_pack_weights); PRIMC_CONV_ROW=NAME in the environment forces a row where it fits. */
-int kir_conv_plan(const kir_program *p, const primc_conv2d *c, int packable, primc_conv_plan *plan) {
+ * the plan wants (kir_pack_weights); the row pinned for the conv node of that id (p->pins), else
+ * PRIMC_CONV_ROW=NAME in the environment, forces a row where it fits. */
+int kir_conv_plan(const kir_program *p, int node, const primc_conv2d *c, int packable, primc_conv_plan *plan) {
+  const char *force = getenv("PRIMC_CONV_ROW");
+  for (int i = 0; i < p->n_pins; i++)
+    if (p->pins[i].node == node) force = primc_conv_row_name(p->pins[i].row);
   primc_conv_plan_opts o = {.packable = packable, .layout = PRIMC_CONV_W_PLAIN, .tile_mr = packable ? primc_sgemm_mr() : 0,
-                            .has_scratch = 1, .force = getenv("PRIMC_CONV_ROW"),
-                            .bf16 = p->g->autocast == PC_AUTOCAST_BF16};
+                            .has_scratch = 1, .force = force, .bf16 = p->g->autocast == PC_AUTOCAST_BF16};
   return pc_autotune_plan(p->tune, c, &o, plan) == PRIMC_OK; /* the planner's plan when p->tune is NULL */
 }
 
@@ -214,11 +219,11 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
                           (long long)PC_MAX_NUMEL);
   primc_conv2d c2;
   primc_conv_plan plain, packed;
-  if (primc_conv2d_of_params(k->params, &c2) && kir_conv_plan(p, &c2, 0, &plain)) {
+  if (primc_conv2d_of_params(k->params, &c2) && kir_conv_plan(p, n->id, &c2, 0, &plain)) {
     /* the row for plain weights until kir_pack_weights packs them for its own plan: room for either */
     k->params[CONV_EPI_AT + CONV_EPI_ROW] = plain.row + 1;
     int64_t need = primc_conv_plan_scratch_floats(&c2, &plain);
-    if (kir_conv_plan(p, &c2, 1, &packed) && primc_conv_plan_scratch_floats(&c2, &packed) > need)
+    if (kir_conv_plan(p, n->id, &c2, 1, &packed) && primc_conv_plan_scratch_floats(&c2, &packed) > need)
       need = primc_conv_plan_scratch_floats(&c2, &packed);
     if (need > cols) cols = need;
   }

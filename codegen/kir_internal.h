@@ -72,7 +72,9 @@ pc_status kir_copy_outputs(kir_program *p);
  * writing its next value, or by it at the element it stores; PC_ERR_INTERNAL naming the state otherwise */
 pc_status kir_check_state_in_place(kir_program *p);
 /* A 2-D f32 conv call's row (runtime/conv/plan.c), for plain or packed weights */
-int kir_conv_plan(const kir_program *p, const primc_conv2d *c, int packable, primc_conv_plan *plan);
+int kir_conv_plan(const kir_program *p, int node, const primc_conv2d *c, int packable, primc_conv_plan *plan);
+/* the id of the graph node a kernel was built for (its first), -1 when none */
+int kir_kernel_node(const kir_kernel *k);
 
 /* ---------------------------------------------------------------- what kernels touch (kir_touches.c) */
 

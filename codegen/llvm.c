@@ -368,12 +368,12 @@ LLVMValueRef lv_emit_dims_desc(lctx *L, LLVMValueRef in_descs) {
   const kir_program *p = L->p;
   const kir_dyn *d = p->dyn;
   int n_in = p->g->n_inputs, n_syms = d ? d->n_syms : 0;
-  LLVMTypeRef st[3] = {L->ptr, L->i64, L->i64};
-  LLVMTypeRef symt = LLVMStructTypeInContext(L->c, st, 3, 0);
+  LLVMTypeRef st[4] = {L->ptr, L->i64, L->i64, L->i64};
+  LLVMTypeRef symt = LLVMStructTypeInContext(L->c, st, 4, 0);
   LLVMValueRef syms[KIR_DYN_MAX_SYMS + 1];
   for (int s = 0; s < n_syms; s++) {
-    LLVMValueRef f[3] = {lv_cstring(L, d->name[s]), ci64(L, d->lo[s]), ci64(L, d->hi[s])};
-    syms[s] = LLVMConstStructInContext(L->c, f, 3, 0);
+    LLVMValueRef f[4] = {lv_cstring(L, d->name[s]), ci64(L, d->lo[s]), ci64(L, d->hi[s]), ci64(L, d->mult[s])};
+    syms[s] = LLVMConstStructInContext(L->c, f, 4, 0);
   }
   char name[LLVM_SYM_MAX];
   snprintf(name, sizeof name, "%s_dim_syms", L->name);

@@ -49,6 +49,7 @@ static void header_tensor(FILE *f, const kir_program *p, const char *name, const
     fprintf(f, "%s", d ? "," : "");
     if (sym[d] >= 0) pc_put_c_comment(f, p->dyn->name[sym[d]]);
     if (sym[d] >= 0) fprintf(f, "=%lld..%lld", (long long)p->dyn->lo[sym[d]], (long long)p->dyn->hi[sym[d]]);
+    if (sym[d] >= 0 && p->dyn->mult[sym[d]] > 1) fprintf(f, "%%%lld", (long long)p->dyn->mult[sym[d]]);
     else fprintf(f, "%s%lld", dynamic >> d & 1 ? "<=" : "", (long long)t.dims[d]);
   }
   fprintf(f, "] */\n");
@@ -90,14 +91,15 @@ pc_status kir_header_write(const kir_program *p, const char *path, const char *n
   fprintf(f, "#define %s_WEIGHTS_EXTERNAL %d\n#define %s_WEIGHTS_SIZE %lldLL\n", name, external, name,
           (long long)p->weights_size);
   if (p->dyn) {
-    fprintf(f, "\n/* run-time dims (--dim NAME=LO..HI): the binary takes every value in range; the inputs' SHAPE,\n"
-               " * NUMEL and BYTES and the workspace size hold the bounds (HI) */\n#define %s_NUM_DIMS %d\n",
+    fprintf(f, "\n/* run-time dims (--dim NAME=LO..HI): the binary takes every value in range (with MULTIPLE > 1,\n"
+               " * every multiple of it); the inputs' SHAPE, NUMEL and BYTES and the workspace size hold the bounds\n"
+               " * (HI) */\n#define %s_NUM_DIMS %d\n",
             name, p->dyn->n_syms);
     for (int s = 0; s < p->dyn->n_syms; s++) {
       fprintf(f, "#define %s_DIM%d_NAME ", name, s);
       pc_put_c_string(f, p->dyn->name[s]);
-      fprintf(f, "\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n", name, s, (long long)p->dyn->lo[s], name,
-              s, (long long)p->dyn->hi[s]);
+      fprintf(f, "\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n#define %s_DIM%d_MULTIPLE %lldLL\n", name, s,
+              (long long)p->dyn->lo[s], name, s, (long long)p->dyn->hi[s], name, s, (long long)p->dyn->mult[s]);
     }
   }
   if (note) fputs(note, f);
@@ -265,7 +267,8 @@ static pc_status emit_all(kir_program *p, const pc_codegen_opts *o, const void *
 }
 
 pc_status kir_build_cpu(pc_graph *g, const pc_codegen_opts *opts, kir_program *p) {
-  pc_status s = kir_build_tuned(g, p, opts->triple ? NULL : opts->autotune); /* rows timed on the host only */
+  pc_status s = kir_build_tuned(g, p, opts->triple ? NULL : opts->autotune, /* rows timed on the host only */
+                                opts->conv_pins, opts->n_conv_pins);
   p->sizes_vary = opts->dyn != NULL;
   if (s == PC_OK && !opts->triple) s = kir_pack_weights(p); /* panels for this machine's GEMM */
   char arch[32] = "";

@@ -75,7 +75,7 @@ static const char *const host_decls[] = {
     "  int (*run_dims)(const void *const *, const int64_t *const *, void *const *, void *, void *);",
     "  int (*output_dims)(const int64_t *const *, int32_t, int64_t *);",
     "} primc_cuda_model_desc;",
-    "typedef struct primc_sym_desc { const char *name; int64_t lo, hi; } primc_sym_desc;",
+    "typedef struct primc_sym_desc { const char *name; int64_t lo, hi, multiple; } primc_sym_desc;",
     "typedef struct primc_dims_desc {",
     "  int32_t n_syms;",
     "  const primc_sym_desc *syms;",
@@ -173,21 +173,21 @@ static void put_dims_desc(FILE *f, const cuda_pkg *k) {
   for (int s = 0; s < ns; s++) {
     fprintf(f, "%s{", s ? ", " : "");
     pc_put_c_string(f, d->name[s]);
-    fprintf(f, ", %lldLL, %lldLL}", (long long)d->lo[s], (long long)d->hi[s]);
+    fprintf(f, ", %lldLL, %lldLL, %lldLL}", (long long)d->lo[s], (long long)d->hi[s], (long long)d->mult[s]);
   }
   fprintf(f, "};\nstatic const int32_t in_syms[%d] = {", g->n_inputs * PC_MAX_RANK + 1);
   for (int i = 0; i < g->n_inputs * PC_MAX_RANK; i++) fprintf(f, "%d, ", d->in_sym[i]);
   fprintf(f, "0};\nstatic const primc_dims_desc dims_desc = {NSYM, syms, in_syms, -1, NUM_INPUTS, %s_in};\n", k->name);
 }
 
-/* the run-time dims: their values at the bounds (what MODEL_run runs), and with dims their ranges, the inputs'
- * symbols, the grids of a run and the outputs' dims, each as the fitted polynomial of the values s[] */
+/* the run-time dims: their values at the bounds (what MODEL_run runs; a dim over its multiple), and with dims
+ * their ranges, the inputs' symbols, the grids of a run and the outputs' dims, each as the fitted polynomial of the values s[] */
 static void put_dims(FILE *f, const cuda_pkg *k) {
   const kir_cuda_dyn *d = k->dyn;
   const pc_graph *g = k->p->g;
   int ns = d ? d->n_syms : 0;
   fprintf(f, "#define NSYM %d\nstatic const long long sym_hi[NSYM + 1] = {", ns);
-  for (int s = 0; s < ns; s++) fprintf(f, "%lldLL, ", (long long)d->hi[s]);
+  for (int s = 0; s < ns; s++) fprintf(f, "%lldLL, ", (long long)(d->hi[s] / (d->mult[s] > 1 ? d->mult[s] : 1)));
   fprintf(f, "0};\n");
   if (!d) return;
   put_dims_desc(f, k);
@@ -592,14 +592,15 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
           (long long)k->p->weights_size);
   const kir_cuda_dyn *d = k->dyn;
   if (d) {
-    fprintf(f, "\n/* run-time dims (--dim NAME=LO..HI): %s_run_dims takes every value in range; the inputs' SHAPE,\n"
+    fprintf(f, "\n/* run-time dims (--dim NAME=LO..HI): %s_run_dims takes every value in range (with MULTIPLE > 1,\n"
+               " * every multiple of it); the inputs' SHAPE,\n"
                " * NUMEL and BYTES, the outputs' and the workspace size hold the bounds (HI) */\n#define %s_NUM_DIMS %d\n",
             n, n, d->n_syms);
     for (int s = 0; s < d->n_syms; s++) {
       fprintf(f, "#define %s_DIM%d_NAME ", n, s);
       pc_put_c_string(f, d->name[s]);
-      fprintf(f, "\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n", n, s, (long long)d->lo[s], n, s,
-              (long long)d->hi[s]);
+      fprintf(f, "\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n#define %s_DIM%d_MULTIPLE %lldLL\n", n, s,
+              (long long)d->lo[s], n, s, (long long)d->hi[s], n, s, (long long)(d->mult[s] > 1 ? d->mult[s] : 1));
     }
     for (int i = 0; i < g->n_inputs; i++) {
       fprintf(f, "#define %s_INPUT%d_DIM_SYMS {", n, i);

@@ -26,7 +26,7 @@ int pc_dim_spec_parse(const char *s, pc_dim_binding *out, char *name, size_t nam
   name[eq - s] = 0;
   char *end;
   errno = 0;
-  long long lo = strtoll(eq + 1, &end, 10), hi = lo, step = 0;
+  long long lo = strtoll(eq + 1, &end, 10), hi = lo, step = 0, mult = 0;
   if (errno || end == eq + 1 || lo < 0) return 0;
   if (end[0] == '.' && end[1] == '.') {
     const char *h = end + 2;
@@ -36,6 +36,10 @@ int pc_dim_spec_parse(const char *s, pc_dim_binding *out, char *name, size_t nam
       const char *st = end + 1;
       step = strtoll(st, &end, 10);
       if (errno || end == st || step < 1 || hi == lo) return 0;
+    } else if (*end == '%') { /* multiples: a range only */
+      const char *m = end + 1;
+      mult = strtoll(m, &end, 10);
+      if (errno || end == m || mult < 2 || lo < mult || lo % mult || hi % mult || hi == lo) return 0;
     }
   }
   if (*end) return 0;
@@ -43,6 +47,7 @@ int pc_dim_spec_parse(const char *s, pc_dim_binding *out, char *name, size_t nam
   out->lo = lo;
   out->hi = hi;
   out->step = step;
+  out->multiple = mult;
   return 1;
 }
 

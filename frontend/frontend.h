@@ -8,6 +8,7 @@ typedef struct pc_dim_binding {
   const char *name; /* ONNX dim_param / symbolic dim name */
   int64_t lo, hi;   /* lo == hi: fixed to that value */
   int64_t step;     /* a range in buckets of step values, each its own program (NAME=LO..HI:STEP); 0: one */
+  int64_t multiple; /* a range of multiples of it only (NAME=LO..HI%M: a strided conv's sizes follow them); 0: any */
 } pc_dim_binding;
 
 /* a graph input whose value is fixed at compile time (shape-like inputs: axes, pads, sizes): the
@@ -20,8 +21,8 @@ typedef struct pc_const_input {
                         dims (one of them may be unknown) and converted to its dtype */
 } pc_const_input;
 
-/* "NAME=N", "NAME=LO..HI" or "NAME=LO..HI:STEP" of --dim into out (out->name points into name): 1, or 0 when s
- * is not that */
+/* "NAME=N", "NAME=LO..HI", "NAME=LO..HI:STEP" or "NAME=LO..HI%M" (LO and HI multiples of M >= 2) of --dim into
+ * out (out->name points into name): 1, or 0 when s is not that */
 int pc_dim_spec_parse(const char *s, pc_dim_binding *out, char *name, size_t name_size);
 /* "NAME=VALUE" of --const: VALUE is a number (3, -0.5, true) or a list (1,2,3 or [1,2,3]); out->value is
  * malloc'ed f64 (free it with pc_tensor_free), out->name points into name. 1 on success, else 0 with err set */

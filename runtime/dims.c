@@ -16,13 +16,15 @@ __attribute__((format(printf, 3, 4))) static void say(char *msg, size_t len, con
   primc_text_escape(msg, len, raw);
 }
 
+static int64_t unit(const primc_sym_desc *y) { return y->multiple > 1 ? y->multiple : 1; }
+
 int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims, int64_t *values, char *msg,
                      size_t len) {
   if (msg && len) msg[0] = 0;
   if (!d || !values) return PRIMC_ERR_ARG;
   int set_by[PRIMC_MAX_RANK * 4];
   if (d->n_syms > (int)(sizeof set_by / sizeof *set_by)) return PRIMC_ERR_ARG;
-  for (int s = 0; s < d->n_syms; s++) values[s] = d->syms[s].hi, set_by[s] = -1;
+  for (int s = 0; s < d->n_syms; s++) values[s] = d->syms[s].hi / unit(&d->syms[s]), set_by[s] = -1;
   for (int i = 0; input_dims && i < d->n_inputs; i++) {
     const int64_t *dims = input_dims[i];
     const primc_tensor_desc *t = &d->inputs[i];
@@ -43,13 +45,19 @@ int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims,
               y->name, v, (long long)y->lo, (long long)y->hi);
         return PRIMC_ERR_SHAPE;
       }
-      if (set_by[s] >= 0 && values[s] != dims[k]) {
+      if (dims[k] % unit(y)) {
         if (msg && len)
-          say(msg, len, "input \"%s\" dim %d is %lld, but input \"%s\" made %s %lld", t->name, k, v,
-              d->inputs[set_by[s]].name, y->name, (long long)values[s]);
+          say(msg, len, "input \"%s\" dim %d (%s) is %lld, not a multiple of %lld (the range %lld..%lld compiled in)",
+              t->name, k, y->name, v, (long long)unit(y), (long long)y->lo, (long long)y->hi);
         return PRIMC_ERR_SHAPE;
       }
-      values[s] = dims[k];
+      if (set_by[s] >= 0 && values[s] != dims[k] / unit(y)) {
+        if (msg && len)
+          say(msg, len, "input \"%s\" dim %d is %lld, but input \"%s\" made %s %lld", t->name, k, v,
+              d->inputs[set_by[s]].name, y->name, (long long)(values[s] * unit(y)));
+        return PRIMC_ERR_SHAPE;
+      }
+      values[s] = dims[k] / unit(y);
       set_by[s] = i;
     }
   }

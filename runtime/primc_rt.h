@@ -109,6 +109,7 @@ void primc_prof_note_share(int32_t thread, int64_t t0, int64_t ns);
 typedef struct primc_sym_desc {
   const char *name;
   int64_t lo, hi;
+  int64_t multiple; /* > 1: the dim takes multiples of it only (--dim NAME=LO..HI%M) and the symbol is dim / multiple */
 } primc_sym_desc;
 
 typedef struct primc_dims_desc {
@@ -122,8 +123,8 @@ typedef struct primc_dims_desc {
 
 /* The symbols' values from the inputs' dims (input_dims[i]: input i's dims; input_dims NULL, or an entry
  * NULL, for inputs at the bounds, the SHAPE the header declares): PRIMC_OK with values[s] set (n_syms of
- * them; a symbol no input names stays at its bound), or PRIMC_ERR_SHAPE with msg naming the input, the
- * dim, its value and the range (msg may be NULL). */
+ * them, each the dim divided by its multiple; a symbol no input names stays at its bound), or PRIMC_ERR_SHAPE
+ * with msg naming the input, the dim, its value and the range (msg may be NULL). */
 int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims, int64_t *values, char *msg,
                      size_t len);
 /* the same, the values then written where the run reads them: what NAME_run_dims does first */

@@ -49,6 +49,8 @@ static const char *compile_help =
     "  --dim NAME=LO..HI:STEP  the same in buckets of STEP values (one dim), each a program planned at\n"
     "                      its own HI (halved where one program cannot follow), the run picking one by\n"
     "                      the value; --report lists them\n"
+    "  --dim NAME=LO..HI%M  every multiple of M in LO..HI (multiples of M themselves): sizes that no\n"
+    "                      polynomial of the dim follows, a strided conv's output, are one of the dim / M\n"
     "  --const NAME=VALUE  fix input NAME to a constant (3, 1.5, true, 1,2,3 or FILE.npy): it is no\n"
     "                      longer an input, and what depends on it is folded\n"
     "  --matmul-precision highest|high|medium\n"

@@ -36,7 +36,7 @@ static int bind_dims(const pc_graph *g, const pc_tensor *ins, pc_dim_binding *di
       const char *name = g->syms[PC_DIM_SYM_ID(t->dims[d])].name;
       int seen = 0;
       for (int k = 0; k < n && !seen; k++) seen = !strcmp(dims[k].name, name);
-      if (!seen && n < CC_MAX_DIMS) dims[n++] = (pc_dim_binding){name, ins[i].dims[d], ins[i].dims[d], 0};
+      if (!seen && n < CC_MAX_DIMS) dims[n++] = (pc_dim_binding){name, ins[i].dims[d], ins[i].dims[d], 0, 0};
     }
   }
   return n;

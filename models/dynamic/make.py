@@ -6,6 +6,8 @@
 #                 attention_mask [batch, seq], position ids from Shape -> Gather -> Range): batch=1..4 seq=1..32
 #   image_cnn/    a conv net over any image size: Conv-ReLU, then GlobalAveragePool (its 1/(H W)) beside a
 #                 ReduceMean over H (its H) and a ReduceMax, into a MatMul: H=4..32 W=4..32
+#   strided_cnn/  convs of stride 2 and a 2x2 max pool (output sizes floor((H + 2p - k) / s) + 1), then
+#                 GlobalAveragePool and a MatMul, over image sizes in multiples of 16: H=16..96%16 W=16..96%16
 # Each DIR holds model.onnx, dims.txt (the --dim arguments) and per case TAG: in_TAG_K.npy for input K and
 # expected_TAG.npy.
 # Usage: python3 models/dynamic/make.py [NAME ...]   (all of them by default)
@@ -86,6 +88,27 @@ def image_cnn():
     cases(d, [(1, 3, 4, 4), (1, 3, 7, 19), (1, 3, 13, 5), (1, 3, 32, 32)], 3)
 
 
-MODELS = {"batch_cnn": batch_cnn, "seq_encoder": seq_encoder, "image_cnn": image_cnn}
+def strided_cnn():
+    d = os.path.join(HERE, "strided_cnn")
+    os.makedirs(d, exist_ok=True)
+    r = np.random.default_rng(4)
+    w = [numpy_helper.from_array((r.standard_normal(s) * 0.3).astype(np.float32), n)
+         for n, s in (("w1", (8, 3, 3, 3)), ("b1", (8,)), ("w2", (16, 8, 3, 3)), ("b2", (16,)), ("f", (16, 4)))]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["fl"]), helper.make_node("MatMul", ["fl", "f"], ["y"])]
+    g = helper.make_graph(nodes, "strided_cnn", [x], [y], w)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(d, "model.onnx"))
+    with open(os.path.join(d, "dims.txt"), "w") as f:
+        f.write("--dim H=16..96%16 --dim W=16..96%16\n")
+    cases(d, [(1, 3, 16, 16), (1, 3, 32, 80), (1, 3, 96, 48), (1, 3, 96, 96)], 5)
+
+
+MODELS = {"batch_cnn": batch_cnn, "seq_encoder": seq_encoder, "image_cnn": image_cnn, "strided_cnn": strided_cnn}
 for name in sys.argv[1:] or MODELS:
     MODELS[name]()

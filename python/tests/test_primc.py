@@ -125,6 +125,21 @@ def test_dims_given_as_ranges_take_every_size_in_them():
         m(np.ones((1, 8), np.int64), np.ones((1, 9), np.int64))
 
 
+def test_dims_in_multiples_take_strided_convs():
+    """H and W in multiples of 16 ("H=16..96%16": models/dynamic/strided_cnn, two stride-2 convs and a 2x2 max pool,
+    whose output sizes follow no polynomial over every H): sizes against ONNX Runtime, a size that is no multiple
+    refused"""
+    path = os.path.join(SRC, "models", "dynamic", "strided_cnn", "model.onnx")
+    m = primc.compile(path, dims=["H=16..96%16", "W=16..96%16"])
+    rng = np.random.default_rng(6)
+    for h, w in ((16, 16), (48, 80), (96, 32)):
+        x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+        close(m(x), ort_run(path, {"x": x})[0])
+    with pytest.raises(primc.Error, match=r"dim 2 \(H\) is 40, not a multiple of 16") as e:
+        m(np.zeros((1, 3, 40, 48), np.float32))
+    assert e.value.status == "shape"
+
+
 def test_training_step_over_a_range_of_batch_sizes(tmp_path):
     """models/mlp with its batch a range (N=1..8), as one program and in buckets of 4, trained with MSE and SGD on
     batches of 3, 8, 1 and 5 rows, each step's weights fed to the next: the losses and the last weights are

@@ -105,6 +105,24 @@ PY
 expect_exit 1 "an RNN over a run-time dim refused" "$B/primc" compile "$tmp/lstm.onnx" --dim T=1..6 -o "$tmp/lstm"
 grep -q 'dim T: the number of kernels follows it' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
 
+# strided convs and pools over image sizes (models/dynamic/strided_cnn, run above in multiples of 16): their
+# output sizes floor((H + 2p - k) / s) + 1 follow no polynomial over every H, so a plain range is refused with the
+# way out named; a size that is no multiple is refused by the executable; multiples and buckets do not combine
+sc=models/dynamic/strided_cnn/model.onnx
+expect_exit 1 "strided convs over H=16..96 refused" "$B/primc" compile "$sc" --dim H=16..96 --dim W=16..96 -o "$tmp/sc"
+grep -q "MaxPool #2: slice: dim H: .*or in multiples of its strides' product, for a strided conv's or pool's sizes (--dim H=LO..HI%M)" "$tmp/err" &&
+  ok "its message names the way out" || bad "its message names the way out" "$(cat "$tmp/err")"
+if [ -x "$tmp/strided_cnn" ]; then
+  python3 -c "import numpy as np; np.save('$tmp/h40.npy', np.zeros((1, 3, 40, 48), np.float32))"
+  expect_exit 1 "H = 40 of 16..96%16 refused" "$tmp/strided_cnn" "$tmp/h40.npy"
+  grep -q 'input "x" dim 2 (H) is 40, not a multiple of 16 (the range 16..96 compiled in)' "$tmp/err" &&
+    ok "its message" || bad "its message" "$(cat "$tmp/err")"
+fi
+expect_exit 1 "multiples in buckets refused" "$B/primc" compile "$sc" --dim H=16..96:32 --dim W=16..96%16 -o "$tmp/sc"
+grep -q 'dim W in multiples of 16 (%16) and buckets (:STEP) do not combine so far' "$tmp/err" &&
+  ok "its message" || bad "its message" "$(cat "$tmp/err")"
+expect_exit 2 "a range that is no multiple refused" "$B/primc" compile "$sc" --dim H=20..96%16 -o "$tmp/sc"
+
 # a mean over the range dim: its N (or 1/N) is a float constant that follows it. The CPU program computes it from
 # the dim as the build did (a whole number or its reciprocal, fitted through the number); the CUDA C writes 1/N as
 # (float)(1.0 / N) with N an integer fitted like any size

@@ -185,12 +185,13 @@ static int emulate_dynamic(const char *name, const pc_dim_binding *dims, int n_d
     primc_array in[4] = {{0}}, want = {0};
     void *ins[4] = {0}, *outs[1] = {0};
     int64_t v[KIR_DYN_MAX_SYMS] = {0};
-    for (int s = 0; s < d->n_syms; s++) v[s] = d->hi[s];
+    for (int s = 0; s < d->n_syms; s++) v[s] = d->hi[s] / d->mult[s];
     for (int i = 0; ok && i < g->n_inputs && i < 4; i++) {
       snprintf(path, sizeof path, "%s/models/dynamic/%s/in_%s_%d.npy", pc_test_srcdir(), name, cases[c], i);
       ok = CHECK_MSG(primc_npy_read(path, &in[i], err, sizeof err) == 0, "%s: %s", path, err);
       for (int r = 0; ok && r < in[i].rank; r++)
-        if (d->in_sym[i * PC_MAX_RANK + r] >= 0) v[d->in_sym[i * PC_MAX_RANK + r]] = in[i].dims[r];
+        if (d->in_sym[i * PC_MAX_RANK + r] >= 0) /* the symbol: the dim over its multiple */
+          v[d->in_sym[i * PC_MAX_RANK + r]] = in[i].dims[r] / d->mult[d->in_sym[i * PC_MAX_RANK + r]];
       ins[i] = in[i].data;
     }
     snprintf(path, sizeof path, "%s/models/dynamic/%s/expected_%s.npy", pc_test_srcdir(), name, cases[c]);
@@ -229,10 +230,10 @@ static int emulate_dynamic(const char *name, const pc_dim_binding *dims, int n_d
 
 /* One CUDA program for a range of dims (issue 21, item 5): a CNN over batch 1..8 (its convs as tiled GEMMs whose tile
  * counts follow the batch), an encoder over batch 1..4 and sequence 1..32 (gathers, layer norms as row chains,
- * attention, dots) and a CNN over H, W = 4..32 (means: a division by H, a scale by 1/(H W)), each at its cases'
- * sizes, against ONNX Runtime */
+ * attention, dots), a CNN over H, W = 4..32 (means: a division by H, a scale by 1/(H W)) and one of strided convs
+ * and a max pool over H, W in multiples of 16, each at its cases' sizes, against ONNX Runtime */
 PC_TEST(cuda_emu_run_time_dims) {
-  const pc_dim_binding cnn[] = {{"N", 1, 8, 0}}, enc[] = {{"batch", 1, 4, 0}, {"seq", 1, 32, 0}};
+  const pc_dim_binding cnn[] = {{"N", 1, 8, 0, 0}}, enc[] = {{"batch", 1, 4, 0, 0}, {"seq", 1, 32, 0, 0}};
   static const char *const cnn_cases[] = {"1x3x64x64", "3x3x64x64", "8x3x64x64"};
   static const char *const enc_cases[] = {"1x1", "1x7", "2x13", "3x32", "4x32"};
   if (emulate_dynamic("batch_cnn", cnn, 1, cnn_cases, 3) < 0) {
@@ -240,9 +241,12 @@ PC_TEST(cuda_emu_run_time_dims) {
     return;
   }
   emulate_dynamic("seq_encoder", enc, 2, enc_cases, 5);
-  const pc_dim_binding img[] = {{"H", 4, 32, 0}, {"W", 4, 32, 0}};
+  const pc_dim_binding img[] = {{"H", 4, 32, 0, 0}, {"W", 4, 32, 0, 0}};
   static const char *const img_cases[] = {"1x3x4x4", "1x3x7x19", "1x3x13x5", "1x3x32x32"};
   emulate_dynamic("image_cnn", img, 2, img_cases, 4);
+  const pc_dim_binding strided[] = {{"H", 16, 96, 0, 16}, {"W", 16, 96, 0, 16}};
+  static const char *const strided_cases[] = {"1x3x16x16", "1x3x32x80", "1x3x96x48", "1x3x96x96"};
+  emulate_dynamic("strided_cnn", strided, 2, strided_cases, 4);
 }
 
 /* dot_b2 (a dot whose batch dims collapse into two levels: heads split off [B, S, H, D] read in place) rendered for

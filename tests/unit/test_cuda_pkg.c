@@ -335,7 +335,7 @@ static void runs_without_driver(const primc_cuda_model_desc *m, const int64_t *c
  * before it asks for a GPU; without a driver a size in range then fails for want of one. The header says the same. */
 PC_TEST(cuda_pkg_run_time_dims) {
   if (!have_nvrtc()) return;
-  const pc_dim_binding dims[] = {{"batch", 1, 4, 0}, {"seq", 1, 32, 0}};
+  const pc_dim_binding dims[] = {{"batch", 1, 4, 0, 0}, {"seq", 1, 32, 0, 0}};
   dyn_pkg d;
   if (dyn_pkg_open(&d, "seq_encoder", dims, 2, "expected_2x13.npy")) {
     const primc_cuda_model_desc *m = d.m;
@@ -371,7 +371,7 @@ PC_TEST(cuda_pkg_run_time_dims) {
  * call, and runs at N=3 and N=6 reaching the bucket that holds each (its error, naming it, says there is no driver). */
 PC_TEST(cuda_pkg_buckets) {
   if (!have_nvrtc()) return;
-  const pc_dim_binding dims[] = {{"N", 1, 8, 4}};
+  const pc_dim_binding dims[] = {{"N", 1, 8, 4, 0}};
   dyn_pkg d;
   if (dyn_pkg_open(&d, "batch_cnn", dims, 1, "expected_3x3x64x64.npy")) {
     const primc_cuda_model_desc *m = d.m;

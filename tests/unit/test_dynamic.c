@@ -3,6 +3,7 @@
  * value asked: sizes linear and quadratic in a dim, a size rounded up (no polynomial), a program that changes. */
 #include "codegen/codegen.h"
 #include "codegen/kir.h"
+#include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "runtime/primc_rt.h"
@@ -15,7 +16,7 @@
 
 PC_TEST(dims_check_names_input_dim_value_and_range) {
   /* x: f32[N, 4], y: f32[N], N in 1..8 */
-  static const primc_sym_desc syms[] = {{"N", 1, 8}};
+  static const primc_sym_desc syms[] = {{"N", 1, 8, 0}};
   static const int32_t in_syms[2 * PRIMC_MAX_RANK] = {0, -1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, -1, -1, -1, -1};
   static const primc_tensor_desc ins[] = {{"x", PRIMC_F32, 2, {8, 4}}, {"y", PRIMC_F32, 1, {8}}};
   primc_dims_desc d = {1, syms, in_syms, 0, 2, ins};
@@ -45,6 +46,42 @@ PC_TEST(dims_check_names_input_dim_value_and_range) {
   CHECK_INT(ws[1], 3);
 }
 
+/* a range of multiples (--dim H=16..96%16): the symbol is the dim over 16; a dim that is no multiple is refused */
+PC_TEST(dims_check_multiples) {
+  static const primc_sym_desc syms[] = {{"H", 16, 96, 16}};
+  static const int32_t in_syms[2 * PRIMC_MAX_RANK] = {-1, 0, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, -1, -1, -1, -1};
+  static const primc_tensor_desc ins[] = {{"x", PRIMC_F32, 2, {3, 96}}, {"y", PRIMC_F32, 1, {96}}};
+  primc_dims_desc d = {1, syms, in_syms, 8, 2, ins};
+  int64_t v[4], x[2] = {3, 48}, y[1] = {48}, ws[4] = {-1, -1, -1, -1};
+  char msg[256];
+  CHECK_INT(primc_dims_check(&d, NULL, v, msg, sizeof msg), PRIMC_OK);
+  CHECK_INT(v[0], 6); /* the bound, 96 / 16 */
+  const int64_t *both[2] = {x, y};
+  CHECK_INT(primc_dims_bind(&d, both, ws), PRIMC_OK);
+  CHECK_INT(ws[1], 3);
+  x[1] = 40, y[0] = 40;
+  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
+  CHECK_STR(msg, "input \"x\" dim 1 (H) is 40, not a multiple of 16 (the range 16..96 compiled in)");
+  x[1] = 32, y[0] = 64;
+  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
+  CHECK_STR(msg, "input \"y\" dim 0 is 64, but input \"x\" made H 32");
+  x[1] = 112, y[0] = 112;
+  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
+  CHECK_STR(msg, "input \"x\" dim 1 (H) is 112, outside the range 16..96 compiled in");
+}
+
+/* --dim's forms, multiples among them */
+PC_TEST(dim_spec_parse_multiples) {
+  pc_dim_binding b;
+  char name[32];
+  CHECK(pc_dim_spec_parse("H=32..224%32", &b, name, sizeof name));
+  CHECK(!strcmp(b.name, "H") && b.lo == 32 && b.hi == 224 && b.multiple == 32 && b.step == 0);
+  CHECK(pc_dim_spec_parse("N=1..8", &b, name, sizeof name) && b.multiple == 0);
+  const char *bad[] = {"H=32..224%1", "H=32..224%0", "H=30..224%32", "H=32..200%32", "H=0..64%32", "H=32%32",
+                       "H=32..32%32", "H=32..224%32:32", "H=32..224%", "H=32..224%32x"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK_MSG(!pc_dim_spec_parse(bad[i], &b, name, sizeof name), "%s", bad[i]);
+}
+
 /* ---------------------------------------------------------------- primc_buckets_run_dims */
 
 /* two stand-in bucket programs: which ran, on which workspace */
@@ -67,7 +104,7 @@ static int bucket_out_dims(const void *ws, int32_t output, int64_t *dims) {
 
 PC_TEST(buckets_run_the_program_whose_range_holds_the_value) {
   /* x: f32[N], N in 1..8 in buckets 1..4 and 5..8 */
-  static const primc_sym_desc syms[] = {{"N", 1, 8}};
+  static const primc_sym_desc syms[] = {{"N", 1, 8, 0}};
   static const int32_t in_syms[PRIMC_MAX_RANK] = {0, -1, -1, -1, -1, -1, -1, -1};
   static const primc_tensor_desc ins[] = {{"x", PRIMC_F32, 1, {8}}};
   primc_dims_desc d = {1, syms, in_syms, -1, 1, ins};
@@ -133,7 +170,7 @@ static pc_graph *build_text(void *ctx, const int64_t *values) {
 
 /* fits the program of t with V in lo..hi; the first loop kernel's extent 0 polynomial into *q (when there is one) */
 static pc_status fit_text(const text_model *t, int64_t lo, int64_t hi, char *err, size_t n, kir_poly *q) {
-  pc_dyn_spec spec = {1, {"V"}, {lo}, {hi}, build_text, (void *)t, 0, 0, "", 0, 0, "", 0};
+  pc_dyn_spec spec = {.n_syms = 1, .name = {"V"}, .lo = {lo}, .hi = {hi}, .build = build_text, .ctx = (void *)t};
   int64_t v = hi;
   pc_graph *g = build_text((void *)t, &v);
   kir_program p;
