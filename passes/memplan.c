@@ -26,7 +26,8 @@
  * - a concatenate whose parts lie one after another in its result (every dim before the axis is 1) and
  *   that is the only concatenate reading each of them is planned as one buffer from its first stored part's
  *   kernel on (its FUSED parts are computed into it by its own kernel): each part is written in place inside it, and codegen's copy of a part onto itself is
- *   no copy at all (kir.c). The SPPF block, SqueezeNet's fire modules and FPN heads concatenate so. */
+ *   no copy at all (kir.c). The SPPF block, SqueezeNet's fire modules and FPN heads concatenate so. Not with
+ *   run-time dims: the parts' offsets would follow them while the buffers keep the bounds' offsets. */
 
 #define ALIGN 64
 
@@ -186,7 +187,8 @@ static int *cat_parts(const pc_graph *g) {
     const pc_node *n = g->nodes[i];
     if (n->dead || n->op != PC_OP_concatenate || n->n_in < 2) continue;
     const pc_value *y = n->out[0];
-    int axis = (int)pc_attr_int(n, "axis", 0), ok = y->storage == PC_STORE_WORKSPACE && cat_static(g, y);
+    /* with run-time dims a part's offset in the result would follow them: the program at the bounds runs */
+    int axis = (int)pc_attr_int(n, "axis", 0), ok = y->storage == PC_STORE_WORKSPACE && cat_static(g, y) && !g->run_time_dims;
     for (int d = 0; ok && d < axis; d++) ok = y->type.dims[d] == 1;
     for (int k = 0; ok && k < n->n_in; k++) { /* a FUSED part is computed into the result by the part's kernel */
       const pc_value *x = n->in[k];

@@ -105,6 +105,28 @@ PY
 expect_exit 1 "an RNN over a run-time dim refused" "$B/primc" compile "$tmp/lstm.onnx" --dim T=1..6 -o "$tmp/lstm"
 grep -q 'dim T: the number of kernels follows it' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
 
+# a concatenation over channels whose parts the memory plan would place in the result (passes/memplan.c): with H
+# and W at run time the parts' offsets follow them, so each is copied in (it was written at the bounds' offset)
+python3 - "$tmp/cat.onnx" <<'PY'
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+r = np.random.default_rng(1)
+w = [numpy_helper.from_array(r.standard_normal(s).astype(np.float32), n)
+     for n, s in (("wa", (4, 3, 3, 3)), ("wb", (5, 3, 3, 3)), ("wc", (2, 9, 1, 1)))]
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, "H", "W"])
+nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["ra"]),
+         helper.make_node("Conv", ["x", "wb"], ["b"], pads=[1, 1, 1, 1]), helper.make_node("Sigmoid", ["b"], ["sb"]),
+         helper.make_node("Concat", ["ra", "sb"], ["c"], axis=1), helper.make_node("Conv", ["c", "wc"], ["y"])]
+onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], w), opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+if "$B/primc" compile "$tmp/cat.onnx" --dim H=4..16 --dim W=4..16 -o "$tmp/cat" >"$tmp/log" 2>&1; then
+  ok "a channel concat over H=4..16, W=4..16 compiles"
+  sizes "channel concat over H, W" "$tmp/cat.onnx" "$tmp/cat" 1x3x5x7 1x3x9x4 1x3x16x16
+else
+  bad "a channel concat over H, W compiles" "$(tail -n 3 "$tmp/log")"
+fi
+
 # strided convs and pools over image sizes (models/dynamic/strided_cnn, run above in multiples of 16): their
 # output sizes floor((H + 2p - k) / s) + 1 follow no polynomial over every H, so a plain range is refused with the
 # way out named; a size that is no multiple is refused by the executable; multiples and buckets do not combine
