@@ -4,7 +4,7 @@
 # through its header (tests/embed/dynamic.c), each output compared with ONNX Runtime's at that size
 # (expected_TAG.npy, models/dynamic/make.py). Sizes outside the range, a fixed dim given another value, a model
 # whose program changes with the dim (an RNN unrolled over it) are refused with messages that name them. The same
-# ranges, and buckets, compile for CUDA; on a GPU they run at each size against ONNX Runtime. With PRIMC_LARGE=1 (make test-large) also BERT-base and ResNet-50 sized models (below).
+# ranges, and buckets, compile for CUDA; on a GPU they run at each size against ONNX Runtime. With PRIMC_LARGE=1 (make test-large) also BERT-base and ResNet-50 sized models (below), ResNet-50 over image sizes too.
 set -u
 B=${B:-build}
 . tests/suite_lib.sh
@@ -393,5 +393,17 @@ for v in list(m.graph.input) + list(m.graph.output):
 onnx.save(m, sys.argv[1])
 PY
   large resnet50 "$tmp/r50/model.onnx" "--dim N=1..16" 1x3x224x224 2x3x224x224 7x3x224x224 13x3x224x224 16x3x224x224
+  # the image size at run time, in multiples of ResNet's strides' product (32)
+  python3 - "$tmp/r50/model.onnx" "$tmp/r50/hw.onnx" <<'PY'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+for k, name in ((0, "N"), (2, "H"), (3, "W")):
+    d = m.graph.input[0].type.tensor_type.shape.dim[k]
+    d.ClearField("dim_value")
+    d.dim_param = name
+onnx.save(m, sys.argv[2])
+PY
+  large resnet50_hw "$tmp/r50/hw.onnx" "--dim N=1 --dim H=64..320%32 --dim W=64..320%32" 1x3x64x64 1x3x224x224 \
+    1x3x96x288 1x3x320x160 1x3x320x320
 fi
 suite_end dynamic
