@@ -49,7 +49,8 @@ static const char *usage =
     "the input's shape without the batch dim) and runs --steps N (default 1) steps on consecutive batches\n"
     "of them, printing the loss every --log-every K steps (default 1) and the time per step; --save\n"
     "FILE.safetensors writes the trained weights, -o OUTDIR the last step's outputs and state, --profile the\n"
-    "time of every kernel over the steps.\n";
+    "time of every kernel over the steps. --batch B cuts batches of B rows, for a step compiled with its\n"
+    "batch a range (--dim N=LO..HI).\n";
 
 /* the CPU main's own options beside primc_driver_opts */
 typedef struct cpu_opts {
@@ -57,7 +58,7 @@ typedef struct cpu_opts {
   const char *trace; /* --trace FILE */
   int cold; /* --cold: each timed run starts with the caches flushed of the model's data */
   const char *weights;
-  primc_train_opts train; /* --steps, --log-every, --save */
+  primc_train_opts train; /* --steps, --log-every, --save, --batch */
   int train_flag;         /* one of them was given */
   int bad;                /* a bad value, said on stderr */
 } cpu_opts;
@@ -75,8 +76,8 @@ static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(argv[*i], "--weights") && *i + 1 < argc) return c->weights = argv[++*i], 1;
   if (!strcmp(argv[*i], "--trace") && *i + 1 < argc) return c->trace = argv[++*i], 1;
   if (!strcmp(argv[*i], "--save") && *i + 1 < argc) return c->train.save = argv[++*i], c->train_flag = 1;
-  if ((!strcmp(argv[*i], "--steps") || !strcmp(argv[*i], "--log-every")) && *i + 1 < argc) {
-    int64_t *dst = argv[*i][2] == 's' ? &c->train.steps : &c->train.log_every;
+  if ((!strcmp(argv[*i], "--steps") || !strcmp(argv[*i], "--log-every") || !strcmp(argv[*i], "--batch")) && *i + 1 < argc) {
+    int64_t *dst = argv[*i][2] == 's' ? &c->train.steps : argv[*i][2] == 'b' ? &c->train.batch : &c->train.log_every;
     if ((*dst = count_arg(argv[*i + 1])) < 0)
       c->bad = fprintf(stderr, "error: %s takes a count >= 1, not '%s'\n", argv[*i], argv[*i + 1]) > 0;
     ++*i;
@@ -205,15 +206,15 @@ int main(int argc, char **argv) {
   int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs - n_state, &o, cpu_flag, &c);
   if (rc || c.bad) return rc == 1 ? 0 : 2;
   if (c.train_flag && !m->state)
-    return fprintf(stderr, "error: %s is not a training step (compiled without --train): --steps, --log-every and "
-                   "--save are for one\n", m->name), 2;
+    return fprintf(stderr, "error: %s is not a training step (compiled without --train): --steps, --log-every, "
+                   "--save and --batch are for one\n", m->name), 2;
   if ((c.profile || c.trace) && !m->profile)
     return fprintf(stderr, "error: %s was not compiled with --profile (%s needs it)\n", m->name,
                    c.profile ? "--profile" : "--trace"), 2;
   if (m->state) {
     if (o.bench > 0 || c.trace || c.weights)
-      return fprintf(stderr, "error: a training step takes --steps, --log-every, --save, --profile, -o and its "
-                     "datasets\n"), 2;
+      return fprintf(stderr, "error: a training step takes --steps, --log-every, --save, --batch, --profile, -o "
+                     "and its datasets\n"), 2;
     c.train.profile = c.profile;
     return primc_train_main(m, &o, &c.train);
   }

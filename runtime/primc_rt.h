@@ -447,6 +447,7 @@ int primc_driver_trace_write(const char *path, const primc_model_desc *m, const 
  * outputs and state written */
 typedef struct primc_train_opts {
   int64_t steps, log_every;
+  int64_t batch; /* --batch B: rows per step, for a step compiled with its batch a range; 0: the compiled batch */
   const char *save;
   int profile; /* --profile: the per-kernel table over all steps (min and median not recorded) */
 } primc_train_opts;

@@ -163,6 +163,33 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   }
   if (s->in_place) /* one set: each step writes the next state over the one it read */
     for (int i = 0; i < n; i++) st[1][i] = st[0][i];
+  /* --batch B: each dataset input's first dim must be a run-time dim, B in its range (checked once, here) */
+  int64_t(*bd)[PRIMC_MAX_RANK] = t->batch > 0 ? calloc((size_t)m->n_inputs + 1, sizeof *bd) : NULL;
+  const int64_t **bdims = t->batch > 0 ? calloc((size_t)m->n_inputs + 1, sizeof *bdims) : NULL;
+  if (t->batch > 0 && (!bd || !bdims)) {
+    fprintf(stderr, "error: out of memory\n");
+    goto batch_done;
+  }
+  for (int i = 0; bd && i < m->n_inputs; i++) {
+    memcpy(bd[i], m->inputs[i].dims, sizeof bd[i]);
+    bdims[i] = bd[i];
+    if (i >= n_data) continue;
+    if (!m->dims || !m->dims->input_syms || m->inputs[i].rank < 1 || m->dims->input_syms[i * PRIMC_MAX_RANK] < 0) {
+      fprintf(stderr, "error: --batch %lld: %s was compiled for batch %lld of input %s (compile the step with its batch "
+              "a range, --dim NAME=LO..HI, to take others)\n", (long long)t->batch, m->name,
+              (long long)(m->inputs[i].rank ? m->inputs[i].dims[0] : 1), m->inputs[i].name);
+      goto batch_done;
+    }
+    bd[i][0] = t->batch;
+  }
+  if (bd) {
+    int64_t values[PRIMC_MAX_RANK * 4];
+    char msg[512];
+    if (primc_dims_check(m->dims, bdims, values, msg, sizeof msg) != PRIMC_OK) {
+      fprintf(stderr, "error: --batch %lld: %s\n", (long long)t->batch, msg);
+      goto batch_done;
+    }
+  }
   int cur = 0;
   /* each step's time: the first pays for the workspace's pages, touched for the first time */
   double *step_ms = t->steps > 0 && t->steps <= ((int64_t)1 << 24) ? malloc((size_t)t->steps * sizeof *step_ms) : NULL;
@@ -170,16 +197,16 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   for (int64_t step = 0; step < t->steps; step++) {
     for (int i = 0; i < n_data; i++) { /* rows step*B .. step*B + B - 1 of the dataset, wrapping */
       const primc_tensor_desc *d = &m->inputs[i];
-      int64_t b = d->rank ? d->dims[0] : 1, rb = row_bytes(d), rows = data[i].dims[0];
+      int64_t b = bd ? t->batch : d->rank ? d->dims[0] : 1, rb = row_bytes(d), rows = data[i].dims[0];
       for (int64_t j = 0; j < b; j++)
         memcpy((char *)batch[i].data + j * rb, (const char *)data[i].data + ((step * b + j) % rows) * rb, (size_t)rb);
     }
     for (int i = 0; i < n; i++) in[n_data + i] = st[cur][i].data, out[m->n_outputs - n + i] = st[!cur][i].data;
-    int r = m->run(in, out, ws);
+    int r = bd ? m->run_dims(in, bdims, out, ws) : m->run(in, out, ws);
     if (r != 0) {
       fprintf(stderr, "error: %s_run returned %d at step %lld\n", m->name, r, (long long)step);
       free(step_ms);
-      goto done;
+      goto batch_done;
     }
     cur = !cur;
     if (step_ms) {
@@ -202,14 +229,21 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   free(step_ms);
   if (t->profile) primc_driver_profile_print(m, (int)t->steps, ms, NULL, 0);
   for (int i = 0; i < n; i++) saved[i] = st[cur][i].data;
-  if (t->save && save_safetensors(t->save, m->inputs + n_data, saved, s->n_weights)) goto done;
-  if (o->out_dir) { /* the last step's loss and model outputs, then the state it left */
+  if (t->save && save_safetensors(t->save, m->inputs + n_data, saved, s->n_weights)) goto batch_done;
+  if (o->out_dir) { /* the last step's loss and model outputs (at the dims it ran), then the state it left */
+    for (int i = 0; bd && i < m->n_outputs - n; i++)
+      if (m->output_dims(ws, i, outs[i].dims) != 0) {
+        fprintf(stderr, "error: %s_output_dims failed\n", m->name);
+        goto batch_done;
+      }
     for (int i = 0; i < n; i++) outs[m->n_outputs - n + i] = st[cur][i];
     rc = primc_driver_write(o->out_dir, outs, m->n_outputs);
     for (int i = 0; i < n; i++) outs[m->n_outputs - n + i].data = NULL;
-    if (rc) goto done;
+    if (rc) goto batch_done;
   }
   rc = 0;
+batch_done:
+  free(bd), free(bdims);
 done:
   for (int i = 0; data && i < 2 * n_data; i++) free(data[i].data);
   for (int i = 0; outs && i < m->n_outputs; i++) free(outs[i].data);

@@ -3,8 +3,9 @@
 # `primc compile --train` and the case's options, run for the case's steps on its dataset, the loss of every
 # step and the saved weights (safetensors) against PyTorch's: each loss within 1e-4 relative, each weight
 # within rtol 1e-4 plus 1e-4 of its scale (its largest |value|, at least 1% of the largest weight).
-# Usage: compare_train.py PRIMC CASE.npz TMPDIR [MODEL.onnx COMPILE_ARG ...]  (the case's model, or MODEL.onnx in
-# its place, compiled with the args given besides the case's: a batch dim as a range, --dim N=1..4)
+# Usage: compare_train.py PRIMC CASE.npz TMPDIR [MODEL.onnx COMPILE_ARG ... [--run RUN_ARG ...]]  (the case's model,
+# or MODEL.onnx in its place, compiled with the args given besides the case's, a batch dim as a range, --dim
+# N=1..8; the executable run with RUN_ARGs besides, --batch 4)
 import json
 import os
 import subprocess
@@ -33,9 +34,11 @@ def main():
     np.save(os.path.join(tmp, "y.npy"), ref["y"])
     exe, saved = os.path.join(tmp, "train"), os.path.join(tmp, "w.safetensors")
     path = sys.argv[4] if len(sys.argv) > 4 else f"models/{model}/model.onnx"
-    subprocess.run([primc, "compile", path, "--train", *opts, *sys.argv[5:], "-o", exe], check=True)
+    extra = sys.argv[5:]
+    at = extra.index("--run") if "--run" in extra else len(extra)
+    subprocess.run([primc, "compile", path, "--train", *opts, *extra[:at], "-o", exe], check=True)
     run = subprocess.run([exe, os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy"), "--steps", steps,
-                          "--save", saved], check=True, capture_output=True, text=True)
+                          "--save", saved, *extra[at + 1:]], check=True, capture_output=True, text=True)
     losses = [float(line.split()[3]) for line in run.stdout.splitlines() if line.startswith("step ")]
     bad = []
     if len(losses) != len(ref["losses"]):

@@ -84,13 +84,27 @@ for v in (m.graph.input[0], m.graph.output[0]):
     v.type.tensor_type.shape.dim[0].dim_param = "N"
 onnx.save(m, sys.argv[1])
 PY
-for dim in N=1..4 N=1..4:2; do
-  mkdir -p "$tmp/train-$dim"
-  if python3 tests/compare_train.py "$B/primc" tests/data/train/mlp_mse_sgd.npz "$tmp/train-$dim" "$tmp/mlp_n.onnx" \
-    --dim "$dim" >"$tmp/train.log" 2>&1; then
+for dim in N=1..4 N=1..4:2 "N=1..8 --run --batch 4" "N=1..8:4 --run --batch 4"; do
+  mkdir -p "$tmp/train"
+  # shellcheck disable=SC2086
+  if python3 tests/compare_train.py "$B/primc" tests/data/train/mlp_mse_sgd.npz "$tmp/train" "$tmp/mlp_n.onnx" \
+    --dim $dim >"$tmp/train.log" 2>&1; then
     ok "a training step over --dim $dim: $(tail -n 1 "$tmp/train.log")"
   else bad "a training step over --dim $dim" "$(tail -n 4 "$tmp/train.log")"; fi
 done
+# --batch: within the range, on a step compiled with its batch a range only; -o writes the outputs at that batch
+python3 -c "import numpy as np; np.save('$tmp/tx.npy', np.ones((5, 64), np.float32)); np.save('$tmp/ty.npy', np.ones((5, 10), np.float32))"
+"$B/primc" compile "$tmp/mlp_n.onnx" --dim N=1..8 --train -o "$tmp/trn" >"$tmp/log" 2>&1 || bad "compile a step over N=1..8" "$(cat "$tmp/log")"
+expect_exit 0 "--batch 3 runs" "$tmp/trn" "$tmp/tx.npy" "$tmp/ty.npy" --batch 3 --steps 2 -o "$tmp/trout"
+python3 -c "import numpy as np, sys; sys.exit(np.load('$tmp/trout/out1.npy').shape != (3, 10))" &&
+  ok "its -o output is [3, 10]" || bad "its -o output is [3, 10]" "$(python3 -c "import numpy as np; print(np.load('$tmp/trout/out1.npy').shape)")"
+expect_exit 1 "--batch 9 of 1..8 refused" "$tmp/trn" "$tmp/tx.npy" "$tmp/ty.npy" --batch 9
+grep -q 'error: --batch 9: input "input" dim 0 (N) is 9, outside the range 1..8 compiled in' "$tmp/err" &&
+  ok "its message" || bad "its message" "$(cat "$tmp/err")"
+"$B/primc" compile models/mlp/model.onnx --train -o "$tmp/tr4" >"$tmp/log" 2>&1 || bad "compile a step at batch 4" "$(cat "$tmp/log")"
+expect_exit 1 "--batch on a step compiled for one batch refused" "$tmp/tr4" "$tmp/tx.npy" "$tmp/ty.npy" --batch 3
+grep -q 'error: --batch 3: .* was compiled for batch 4 of input input (compile the step with its batch a range' "$tmp/err" &&
+  ok "its message" || bad "its message" "$(cat "$tmp/err")"
 
 # a program that is not the same at every size: the LSTM unrolled over its sequence
 python3 - "$tmp/lstm.onnx" <<'PY'
