@@ -14,6 +14,14 @@
 
 /* ---------------------------------------------------------------- primc_dims_check */
 
+/* primc_dims_check refuses dims with PRIMC_ERR_SHAPE and says why */
+static void refused(const primc_dims_desc *d, const int64_t *const *dims, const char *why) {
+  int64_t v[4];
+  char msg[256];
+  CHECK_INT(primc_dims_check(d, dims, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
+  CHECK_STR(msg, why);
+}
+
 PC_TEST(dims_check_names_input_dim_value_and_range) {
   /* x: f32[N, 4], y: f32[N], N in 1..8 */
   static const primc_sym_desc syms[] = {{"N", 1, 8, 0}};
@@ -28,14 +36,11 @@ PC_TEST(dims_check_names_input_dim_value_and_range) {
   CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_OK);
   CHECK_INT(v[0], 3);
   x[0] = 9;
-  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
-  CHECK_STR(msg, "input \"x\" dim 0 (N) is 9, outside the range 1..8 compiled in");
+  refused(&d, both, "input \"x\" dim 0 (N) is 9, outside the range 1..8 compiled in");
   x[0] = 3, x[1] = 5;
-  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
-  CHECK_STR(msg, "input \"x\" dim 1 is 5; the model was compiled for 4");
+  refused(&d, both, "input \"x\" dim 1 is 5; the model was compiled for 4");
   x[1] = 4, y[0] = 2;
-  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
-  CHECK_STR(msg, "input \"y\" dim 0 is 2, but input \"x\" made N 3");
+  refused(&d, both, "input \"y\" dim 0 is 2, but input \"x\" made N 3");
   /* bind writes the values where the run reads them, and only when they pass */
   int64_t ws[4] = {-1, -1, -1, -1};
   d.offset = 8;
@@ -60,14 +65,11 @@ PC_TEST(dims_check_multiples) {
   CHECK_INT(primc_dims_bind(&d, both, ws), PRIMC_OK);
   CHECK_INT(ws[1], 3);
   x[1] = 40, y[0] = 40;
-  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
-  CHECK_STR(msg, "input \"x\" dim 1 (H) is 40, not a multiple of 16 (the range 16..96 compiled in)");
+  refused(&d, both, "input \"x\" dim 1 (H) is 40, not a multiple of 16 (the range 16..96 compiled in)");
   x[1] = 32, y[0] = 64;
-  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
-  CHECK_STR(msg, "input \"y\" dim 0 is 64, but input \"x\" made H 32");
+  refused(&d, both, "input \"y\" dim 0 is 64, but input \"x\" made H 32");
   x[1] = 112, y[0] = 112;
-  CHECK_INT(primc_dims_check(&d, both, v, msg, sizeof msg), PRIMC_ERR_SHAPE);
-  CHECK_STR(msg, "input \"x\" dim 1 (H) is 112, outside the range 16..96 compiled in");
+  refused(&d, both, "input \"x\" dim 1 (H) is 112, outside the range 16..96 compiled in");
 }
 
 /* --dim's forms, multiples among them */
