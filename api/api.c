@@ -183,13 +183,13 @@ primc_status primc_model_set_dim(primc_model *m, const char *name, int64_t value
   return primc_model_set_dim_range(m, name, value, value);
 }
 
-/* "NAME=N", "NAME=LO..HI", "NAME=LO..HI:STEP" or "NAME=LO..HI%M" */
+/* "NAME=N", "NAME=LO..HI", "NAME=LO..HI:STEP", "NAME=LO..HI%M" or "NAME=LO..HI%M:STEP" */
 primc_status primc_model_set_dim_spec(primc_model *m, const char *spec) {
   NEED_M(m);
   pc_dim_binding d;
   char name[256];
   if (!spec || !pc_dim_spec_parse(spec, &d, name, sizeof name))
-    return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N, NAME=LO..HI, NAME=LO..HI:STEP or NAME=LO..HI%%M",
+    return fail(m, PRIMC_STATUS_USAGE, "dim '%s': expected NAME=N, NAME=LO..HI, NAME=LO..HI:STEP or NAME=LO..HI%%M[:STEP]",
                 spec ? spec : "(null)");
   return set_dim(m, name, d.lo, d.hi, d.step, d.multiple);
 }

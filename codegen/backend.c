@@ -37,11 +37,6 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
     return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s given as a range (%lld..%lld): run-time dims do not take "
                    "--autotune so far; give it one value (--dim %s=N)", opts->dyn->name[0], (long long)opts->dyn->lo[0],
                    (long long)opts->dyn->hi[0], opts->dyn->name[0]);
-  for (int y = 0; opts->dyn && opts->dyn->bucket_step && y < opts->dyn->n_syms; y++)
-    if (opts->dyn->mult[y] > 1)
-      return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s in multiples of %lld (%%%lld) and buckets (:STEP) do not combine "
-                     "so far: give the range in multiples alone", opts->dyn->name[y], (long long)opts->dyn->mult[y],
-                     (long long)opts->dyn->mult[y]);
   for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
     if (backends[i].accepts(opts)) return backends[i].emit(g, opts);
   return pc_fail(g, PC_ERR_UNSUPPORTED, "codegen: no backend for target %d", (int)opts->target);

@@ -16,10 +16,14 @@
 
 #define MAX_BUCKETS KIR_MAX_BUCKETS
 
+/* the symbol's values are multiples of this (--dim NAME=LO..HI%M:STEP): buckets end at multiples too */
+static int64_t unit(const pc_dyn_spec *ds, int s) { return ds->mult[s] > 1 ? ds->mult[s] : 1; }
+
 int kir_bucket_ranges(pc_graph *g, const pc_dyn_spec *ds, const char *name, int64_t *lo, int64_t *hi) {
   int s = ds->bucket_sym, n = 0;
+  int64_t m = unit(ds, s);
   for (int64_t a = ds->lo[s]; a <= ds->hi[s] && n <= MAX_BUCKETS; a += ds->bucket_step, n++)
-    lo[n] = a, hi[n] = ds->hi[s] - a < ds->bucket_step ? ds->hi[s] : a + ds->bucket_step - 1;
+    lo[n] = a, hi[n] = ds->hi[s] - a < ds->bucket_step ? ds->hi[s] : a + ds->bucket_step - m;
   if (n > MAX_BUCKETS)
     return pc_fail(g, PC_ERR_UNSUPPORTED, "--dim %s=%lld..%lld:%lld makes more than %d buckets", ds->name[s],
                    (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, MAX_BUCKETS), -1;
@@ -48,7 +52,8 @@ pc_status kir_bucket_halve(pc_graph *g, const pc_dyn_spec *ds, int64_t *lo, int6
                    "than %d", ds->name[s], (long long)lo[k], (long long)hi[k], why, MAX_BUCKETS);
   memmove(lo + k + 1, lo + k, sizeof *lo * (size_t)(*n - k));
   memmove(hi + k + 1, hi + k, sizeof *hi * (size_t)(*n - k));
-  hi[k] = lo[k] + (hi[k + 1] - lo[k]) / 2, lo[k + 1] = hi[k] + 1;
+  int64_t m = unit(ds, s);
+  hi[k] = lo[k] + (hi[k + 1] - lo[k]) / m / 2 * m, lo[k + 1] = hi[k] + m;
   (*n)++;
   return PC_OK;
 }

@@ -520,12 +520,13 @@ static pc_status write_dispatcher(const cuda_pkg *k, const kir_cuda_buckets *b, 
           k->arch, (long long)b->workspace_size, g->n_inputs, g->n_outputs);
   fprintf(f, "#define NSYM %d\n#define NBK %d\n#define BSYM %d\nstatic const int64_t b_hi[NBK] = {", b->full->n_syms, b->n,
           b->sym);
-  for (int i = 0; i < b->n; i++) fprintf(f, "%s%lldLL", i ? ", " : "", (long long)b->hi[i]);
+  int64_t m = b->full->mult[b->sym] > 1 ? b->full->mult[b->sym] : 1; /* pick() compares symbols: dim / m */
+  for (int i = 0; i < b->n; i++) fprintf(f, "%s%lldLL", i ? ", " : "", (long long)(b->hi[i] / m));
   fprintf(f, "};\nstatic const char *const b_name[NBK] = {");
   for (int i = 0; i < b->n; i++) {
     char range[300];
     snprintf(range, sizeof range, "%s=%lld..%lld", b->full->name[b->sym],
-             (long long)(i ? b->hi[i - 1] + 1 : b->full->lo[b->sym]), (long long)b->hi[i]);
+             (long long)(i ? b->hi[i - 1] + m : b->full->lo[b->sym]), (long long)b->hi[i]);
     fprintf(f, "%s", i ? ", " : "");
     pc_put_c_string(f, range);
   }

@@ -32,14 +32,15 @@ int pc_dim_spec_parse(const char *s, pc_dim_binding *out, char *name, size_t nam
     const char *h = end + 2;
     hi = strtoll(h, &end, 10);
     if (errno || end == h || hi < lo) return 0;
-    if (*end == ':') { /* buckets: a range only */
-      const char *st = end + 1;
-      step = strtoll(st, &end, 10);
-      if (errno || end == st || step < 1 || hi == lo) return 0;
-    } else if (*end == '%') { /* multiples: a range only */
+    if (*end == '%') { /* multiples: a range only */
       const char *m = end + 1;
       mult = strtoll(m, &end, 10);
       if (errno || end == m || mult < 2 || lo < mult || lo % mult || hi % mult || hi == lo) return 0;
+    }
+    if (*end == ':') { /* buckets: a range only, of whole multiples */
+      const char *st = end + 1;
+      step = strtoll(st, &end, 10);
+      if (errno || end == st || step < 1 || hi == lo || (mult && step % mult)) return 0;
     }
   }
   if (*end) return 0;

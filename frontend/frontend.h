@@ -21,8 +21,9 @@ typedef struct pc_const_input {
                         dims (one of them may be unknown) and converted to its dtype */
 } pc_const_input;
 
-/* "NAME=N", "NAME=LO..HI", "NAME=LO..HI:STEP" or "NAME=LO..HI%M" (LO and HI multiples of M >= 2) of --dim into
- * out (out->name points into name): 1, or 0 when s is not that */
+/* "NAME=N", "NAME=LO..HI", "NAME=LO..HI:STEP", "NAME=LO..HI%M" (LO and HI multiples of M >= 2) or
+ * "NAME=LO..HI%M:STEP" (STEP a multiple of M) of --dim into out (out->name points into name): 1, or 0 when s is
+ * not that */
 int pc_dim_spec_parse(const char *s, pc_dim_binding *out, char *name, size_t name_size);
 /* "NAME=VALUE" of --const: VALUE is a number (3, -0.5, true) or a list (1,2,3 or [1,2,3]); out->value is
  * malloc'ed f64 (free it with pc_tensor_free), out->name points into name. 1 on success, else 0 with err set */

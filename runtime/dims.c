@@ -87,7 +87,8 @@ int primc_buckets_run_dims(const primc_buckets_desc *b, const void *const *input
   if (st != PRIMC_OK) return st;
   if (!workspace) return PRIMC_ERR_ARG;
   int32_t k = 0;
-  while (k < b->n - 1 && values[b->sym] > b->hi[k]) k++;
+  int64_t v = values[b->sym] * unit(&b->dims->syms[b->sym]); /* the dim: bucket bounds are dims */
+  while (k < b->n - 1 && v > b->hi[k]) k++;
   int32_t head[2] = {BUCKET_TAG, k};
   memcpy(workspace, head, sizeof head);
   return b->models[k]->run_dims(inputs, input_dims, outputs, (char *)workspace + PRIMC_BUCKET_HEADER);

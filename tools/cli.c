@@ -152,7 +152,7 @@ int pc_cli_model_option(pc_cli_model *m, const char *a, const char *v) {
   if (dim) {
     if (m->n_dims >= PC_CLI_MAX || !pc_dim_spec_parse(v, &m->dims[m->n_dims], m->dim_names[m->n_dims], sizeof m->dim_names[0]))
       return fprintf(stderr, "primc: bad --dim '%s' (expected NAME=N, NAME=LO..HI, NAME=LO..HI:STEP or "
-                     "NAME=LO..HI%%M, LO and HI multiples of M)\n", v), -1;
+                     "NAME=LO..HI%%M[:STEP], LO, HI and STEP multiples of M)\n", v), -1;
     m->n_dims++;
     return 1;
   }

@@ -366,6 +366,33 @@ PC_TEST(cuda_pkg_run_time_dims) {
   dyn_pkg_close(&d);
 }
 
+/* --dim H=16..96%16:32 --dim W=16..96%16 for CUDA: buckets of multiples (H=16..32, 48..64, 80..96), their symbols
+ * dim / 16. Without a GPU: the output dims, H = 40 refused, runs reaching the bucket that holds H. */
+PC_TEST(cuda_pkg_buckets_of_multiples) {
+  if (!have_nvrtc()) return;
+  const pc_dim_binding dims[] = {{"H", 16, 96, 32, 16}, {"W", 16, 96, 0, 16}};
+  dyn_pkg d;
+  if (dyn_pkg_open(&d, "strided_cnn", dims, 2, "expected_1x3x32x80.npy")) {
+    const primc_cuda_model_desc *m = d.m;
+    CHECK_CONTAINS(d.spec.buckets, "buckets of H: 3 CUDA programs (STEP 32)");
+    CHECK_INT(m->dims->syms[0].multiple, 16);
+    const int64_t d32[4] = {1, 3, 32, 80}, d48[4] = {1, 3, 48, 16}, d96[4] = {1, 3, 96, 96}, d40[4] = {1, 3, 40, 80};
+    const int64_t *in32[1] = {d32}, *in48[1] = {d48}, *in96[1] = {d96}, *in40[1] = {d40};
+    int64_t out[8] = {0};
+    CHECK_INT(m->output_dims(in32, 0, out), PRIMC_OK);
+    for (int r = 0; r < d.want.rank; r++) CHECK_INT(out[r], d.want.dims[r]);
+    const void *ins[1] = {(const void *)(uintptr_t)64};
+    void *outs[1] = {(void *)(uintptr_t)192};
+    CHECK_INT(m->run_dims(ins, in40, outs, (void *)(uintptr_t)256, NULL), PRIMC_ERR_SHAPE);
+    CHECK_CONTAINS(m->error(), "dim 2 (H) is 40, not a multiple of 16");
+    runs_without_driver(m, in32, "bucket H=16..32: ");
+    runs_without_driver(m, in48, "bucket H=48..64: ");
+    runs_without_driver(m, in96, "bucket H=80..96: ");
+    CHECK_CONTAINS(d.header, "#define m_DIM0_MULTIPLE 16LL");
+  }
+  dyn_pkg_close(&d);
+}
+
 /* --dim N=1..8:4 for CUDA (codegen/cuda_buckets.c): two bucket programs behind one model m. Without a GPU: the
  * descriptor's ranges, the output dims (the batch CNN's at N=3, from ONNX Runtime), N=9 refused before any device
  * call, and runs at N=3 and N=6 reaching the bucket that holds each (its error, naming it, says there is no driver). */

@@ -79,8 +79,9 @@ PC_TEST(dim_spec_parse_multiples) {
   CHECK(pc_dim_spec_parse("H=32..224%32", &b, name, sizeof name));
   CHECK(!strcmp(b.name, "H") && b.lo == 32 && b.hi == 224 && b.multiple == 32 && b.step == 0);
   CHECK(pc_dim_spec_parse("N=1..8", &b, name, sizeof name) && b.multiple == 0);
+  CHECK(pc_dim_spec_parse("H=32..224%32:64", &b, name, sizeof name) && b.multiple == 32 && b.step == 64);
   const char *bad[] = {"H=32..224%1", "H=32..224%0", "H=30..224%32", "H=32..200%32", "H=0..64%32", "H=32%32",
-                       "H=32..32%32", "H=32..224%32:32", "H=32..224%", "H=32..224%32x"};
+                       "H=32..32%32", "H=32..224%32:48", "H=32..224:64%32", "H=32..224%", "H=32..224%32x"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK_MSG(!pc_dim_spec_parse(bad[i], &b, name, sizeof name), "%s", bad[i]);
 }
 
