@@ -115,6 +115,27 @@ static int state_set(const primc_tensor_desc *d, int n, primc_array *a) {
   return 0;
 }
 
+/* --batch B: the inputs' dims (rows, dims[i] pointing at row i) with each dataset input's first dim B, which must be
+ * a run-time dim whose range holds B; 1 after saying why not */
+static int batch_dims(const primc_model_desc *m, int n_data, int64_t batch, int64_t (*rows)[PRIMC_MAX_RANK],
+                      const int64_t **dims) {
+  for (int i = 0; i < m->n_inputs; i++) {
+    memcpy(rows[i], m->inputs[i].dims, sizeof rows[i]);
+    dims[i] = rows[i];
+    if (i >= n_data) continue;
+    if (!m->dims || !m->dims->input_syms || m->inputs[i].rank < 1 || m->dims->input_syms[i * PRIMC_MAX_RANK] < 0)
+      return fprintf(stderr, "error: --batch %lld: %s was compiled for batch %lld of input %s (compile the step with "
+                     "its batch a range, --dim NAME=LO..HI, to take others)\n", (long long)batch, m->name,
+                     (long long)(m->inputs[i].rank ? m->inputs[i].dims[0] : 1), m->inputs[i].name), 1;
+    rows[i][0] = batch;
+  }
+  int64_t values[PRIMC_MAX_RANK * 4];
+  char msg[512];
+  if (primc_dims_check(m->dims, dims, values, msg, sizeof msg) != PRIMC_OK)
+    return fprintf(stderr, "error: --batch %lld: %s\n", (long long)batch, msg), 1;
+  return 0;
+}
+
 int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, const primc_train_opts *t) {
   const primc_state_desc *s = m->state;
   int n_data = m->n_inputs - s->n, n = s->n, rc = 1;
@@ -163,33 +184,14 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   }
   if (s->in_place) /* one set: each step writes the next state over the one it read */
     for (int i = 0; i < n; i++) st[1][i] = st[0][i];
-  /* --batch B: each dataset input's first dim must be a run-time dim, B in its range (checked once, here) */
+  /* --batch B: the run's dims, checked once here */
   int64_t(*bd)[PRIMC_MAX_RANK] = t->batch > 0 ? calloc((size_t)m->n_inputs + 1, sizeof *bd) : NULL;
   const int64_t **bdims = t->batch > 0 ? calloc((size_t)m->n_inputs + 1, sizeof *bdims) : NULL;
   if (t->batch > 0 && (!bd || !bdims)) {
     fprintf(stderr, "error: out of memory\n");
     goto batch_done;
   }
-  for (int i = 0; bd && i < m->n_inputs; i++) {
-    memcpy(bd[i], m->inputs[i].dims, sizeof bd[i]);
-    bdims[i] = bd[i];
-    if (i >= n_data) continue;
-    if (!m->dims || !m->dims->input_syms || m->inputs[i].rank < 1 || m->dims->input_syms[i * PRIMC_MAX_RANK] < 0) {
-      fprintf(stderr, "error: --batch %lld: %s was compiled for batch %lld of input %s (compile the step with its batch "
-              "a range, --dim NAME=LO..HI, to take others)\n", (long long)t->batch, m->name,
-              (long long)(m->inputs[i].rank ? m->inputs[i].dims[0] : 1), m->inputs[i].name);
-      goto batch_done;
-    }
-    bd[i][0] = t->batch;
-  }
-  if (bd) {
-    int64_t values[PRIMC_MAX_RANK * 4];
-    char msg[512];
-    if (primc_dims_check(m->dims, bdims, values, msg, sizeof msg) != PRIMC_OK) {
-      fprintf(stderr, "error: --batch %lld: %s\n", (long long)t->batch, msg);
-      goto batch_done;
-    }
-  }
+  if (bd && batch_dims(m, n_data, t->batch, bd, bdims)) goto batch_done;
   int cur = 0;
   /* each step's time: the first pays for the workspace's pages, touched for the first time */
   double *step_ms = t->steps > 0 && t->steps <= ((int64_t)1 << 24) ? malloc((size_t)t->steps * sizeof *step_ms) : NULL;
