@@ -8,6 +8,7 @@
 #include "codegen/kir.h"
 #include "runtime/primc_rt.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +116,7 @@ static pc_status wfile_put(pc_graph *g, wfile *wf, int k, int shared, const kir_
   }
   wf->off[k] = wf->at;
   if (!kir_pwrite_all(wf->fd, tw->blob, (size_t)tw->bytes, (off_t)(sizeof(primc_weights_header) + wf->at)))
-    return pc_fail(g, PC_ERR_IO, "cannot write %s", wf->path);
+    return pc_fail(g, PC_ERR_IO, "cannot write %s: %s", wf->path, strerror(errno));
   wf->at += (tw->bytes + 63) / 64 * 64;
   return PC_OK;
 }

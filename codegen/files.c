@@ -2,6 +2,7 @@
 #include "codegen/codegen.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -47,10 +48,10 @@ pc_status pc_output_check(pc_graph *g, const pc_codegen_opts *o) {
 
 pc_status pc_file_write(pc_graph *g, const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
-  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s", path);
-  int bad = n && fwrite(data, 1, n, f) != n;
-  bad |= fclose(f);
-  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s", path) : PC_OK;
+  if (!f) return pc_fail(g, PC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  int bad = n && fwrite(data, 1, n, f) != n, err = bad ? errno : 0;
+  if (fclose(f) != 0 && !bad) bad = 1, err = errno; /* a full disk shows at the flush */
+  return bad ? pc_fail(g, PC_ERR_IO, "cannot write %s: %s", path, strerror(err)) : PC_OK;
 }
 
 void pc_runtime_dir(const pc_codegen_opts *o, char *out, size_t n) {

@@ -334,4 +334,13 @@ PRIMC_PROGRESS_AFTER=0 script -qec "$P compile models/encoder_tiny/model.onnx -o
 PRIMC_PROGRESS_AFTER=0 "$P" compile models/resnet_tiny/model.onnx -o "$tmp/pg" >/dev/null 2>"$tmp/err"
 [ ! -s "$tmp/err" ] && ok "no progress when stderr is not a terminal" || bad "progress off a terminal" "$(head -c 200 "$tmp/err")"
 
+# a write that fails says why (here a full disk, as /dev/full is)
+if [ -w /dev/full ]; then
+  expect_exit 1 "--emit cuda onto a full disk" "$P" compile models/mlp/model.onnx --emit cuda -o /dev/full
+  grep -q 'cannot write /dev/full: No space left on device' "$tmp/err" && ok "its message says why" ||
+    bad "its message says why" "$(head -c 300 "$tmp/err")"
+else
+  skipped "a write onto a full disk: no writable /dev/full"
+fi
+
 suite_end cli
