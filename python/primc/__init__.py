@@ -83,8 +83,14 @@ def _set_dims(h, dims):
         dims = [dims]
     if isinstance(dims, dict):
         for k, v in dims.items():
-            if isinstance(v, (tuple, list)) and len(v) == 2:
+            if isinstance(v, str):  # "1..8", "32..224%32", "1..512:64"
+                h.call("primc_model_set_dim_spec", f"{k}={v}".encode())
+            elif isinstance(v, (tuple, list)) and len(v) == 2:
                 h.call("primc_model_set_dim_range", str(k).encode(), int(v[0]), int(v[1]))
+            elif isinstance(v, (tuple, list)) and len(v) == 3:  # (LO, HI, M): the multiples of M in LO..HI
+                h.call("primc_model_set_dim_spec", f"{k}={int(v[0])}..{int(v[1])}%{int(v[2])}".encode())
+            elif isinstance(v, (tuple, list)):
+                raise Error(f"dim {k!r}: {v!r}: give N, (LO, HI), (LO, HI, M) or a spec string", "usage")
             else:
                 h.call("primc_model_set_dim", str(k).encode(), int(v))
     else:
@@ -220,8 +226,9 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
     dir, removed with the module, by default) and returns it loaded as a callable Module.
 
     dims: {"batch": 4} or ["batch=4"] fixes symbolic dims; {"batch": (1, 8)} or ["batch=1..8"] gives a range: the
-    module then takes every batch size 1..8 (run-time dims, one compiled program); ["H=32..224%32"] every
-    multiple of 32 in that range (strided convs' sizes follow it); ["seq=1..512:64"] buckets of 64;
+    module then takes every batch size 1..8 (run-time dims, one compiled program); {"H": (32, 224, 32)} or
+    ["H=32..224%32"] every multiple of 32 in that range (strided convs' sizes follow it); ["seq=1..512:64"] or
+    {"seq": "1..512:64"} buckets of 64;
     consts: {"mode": 1} or ["mode=1"] fixes inputs to constants, as `primc compile --const` (they are then
     no longer inputs of the module);
     threads: the module's thread pool size (default: $PRIMC_NUM_THREADS, else every CPU);

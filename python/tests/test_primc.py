@@ -130,11 +130,14 @@ def test_dims_in_multiples_take_strided_convs():
     whose output sizes follow no polynomial over every H): sizes against ONNX Runtime, a size that is no multiple
     refused"""
     path = os.path.join(SRC, "models", "dynamic", "strided_cnn", "model.onnx")
-    m = primc.compile(path, dims=["H=16..96%16", "W=16..96%16"])
     rng = np.random.default_rng(6)
-    for h, w in ((16, 16), (48, 80), (96, 32)):
-        x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
-        close(m(x), ort_run(path, {"x": x})[0])
+    for dims in (["H=16..96%16", "W=16..96%16"], {"H": (16, 96, 16), "W": "16..96%16"}):
+        m = primc.compile(path, dims=dims)
+        for h, w in ((16, 16), (48, 80), (96, 32)):
+            x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+            close(m(x), ort_run(path, {"x": x})[0])
+    with pytest.raises(primc.Error, match="give N, \\(LO, HI\\), \\(LO, HI, M\\) or a spec string"):
+        primc.compile(path, dims={"H": (16, 32, 48, 64)})
     with pytest.raises(primc.Error, match=r"dim 2 \(H\) is 40, not a multiple of 16") as e:
         m(np.zeros((1, 3, 40, 48), np.float32))
     assert e.value.status == "shape"
