@@ -47,10 +47,13 @@ static void header_tensor(FILE *f, const kir_program *p, const char *name, const
   fprintf(f, "\" %s[", pc_dtype_name(v->type.dtype));
   for (int d = 0; d < t.rank; d++) {
     fprintf(f, "%s", d ? "," : "");
-    if (sym[d] >= 0) pc_put_c_comment(f, p->dyn->name[sym[d]]);
-    if (sym[d] >= 0) fprintf(f, "=%lld..%lld", (long long)p->dyn->lo[sym[d]], (long long)p->dyn->hi[sym[d]]);
-    if (sym[d] >= 0 && p->dyn->mult[sym[d]] > 1) fprintf(f, "%%%lld", (long long)p->dyn->mult[sym[d]]);
-    else fprintf(f, "%s%lld", dynamic >> d & 1 ? "<=" : "", (long long)t.dims[d]);
+    if (sym[d] < 0) {
+      fprintf(f, "%s%lld", dynamic >> d & 1 ? "<=" : "", (long long)t.dims[d]);
+      continue;
+    }
+    pc_put_c_comment(f, p->dyn->name[sym[d]]);
+    fprintf(f, "=%lld..%lld", (long long)p->dyn->lo[sym[d]], (long long)p->dyn->hi[sym[d]]);
+    if (p->dyn->mult[sym[d]] > 1) fprintf(f, "%%%lld", (long long)p->dyn->mult[sym[d]]);
   }
   fprintf(f, "] */\n");
   const char *W = in ? "INPUT" : "OUTPUT";

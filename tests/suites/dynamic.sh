@@ -154,6 +154,15 @@ if [ -x "$tmp/strided_cnn" ]; then
   grep -q 'input "x" dim 2 (H) is 40, not a multiple of 16 (the range 16..96 compiled in)' "$tmp/err" &&
     ok "its message" || bad "its message" "$(cat "$tmp/err")"
 fi
+# the CPU header's comments and macros name each input dim's range (and multiple)
+for spec in "models/dynamic/batch_cnn/model.onnx|--dim N=1..8|f32[N=1..8,3,64,64]|#define hc_DIM0_MULTIPLE 1LL" \
+  "$sc|--dim H=16..96%16 --dim W=16..96%16|f32[1,3,H=16..96%16,W=16..96%16]|#define hc_DIM0_MULTIPLE 16LL"; do
+  IFS='|' read -r model dims comment macro <<<"$spec"
+  # shellcheck disable=SC2086
+  if "$B/primc" compile "$model" $dims --emit obj --name hc -o "$tmp/hc.o" >"$tmp/log" 2>&1 &&
+    grep -qF "$comment" "$tmp/hc.h" && grep -qF "$macro" "$tmp/hc.h"; then ok "header for $dims: $comment"
+  else bad "header for $dims" "$(grep -F 'input 0' "$tmp/hc.h" 2>/dev/null) $(tail -n 2 "$tmp/log")"; fi
+done
 expect_exit 2 "a range that is no multiple refused" "$B/primc" compile "$sc" --dim H=20..96%16 -o "$tmp/sc"
 expect_exit 2 "buckets that are no multiple refused" "$B/primc" compile "$sc" --dim H=16..96%16:24 -o "$tmp/sc"
 # in buckets of multiples (H=16..32, 48..64, 80..96): each case against ONNX Runtime, on a GPU too
