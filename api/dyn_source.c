@@ -15,7 +15,7 @@ int pc_dyn_source_init(pc_dyn_source *src, pc_dyn_spec *spec, const pc_import_op
     if (spec->n_syms == PC_DYN_MAX_SYMS) return -1;
     int s = spec->n_syms++;
     spec->name[s] = src->dims[i].name, spec->lo[s] = src->dims[i].lo, spec->hi[s] = src->dims[i].hi;
-    spec->mult[s] = src->dims[i].multiple > 1 ? src->dims[i].multiple : 1;
+    spec->mult[s] = src->dims[i].multiple; /* read through kir_dyn_mult */
     if (src->dims[i].step > 0 && spec->bucket_step > 0) return -2; /* buckets split one dim */
     if (src->dims[i].step > 0) spec->bucket_sym = s, spec->bucket_step = src->dims[i].step;
     src->sym_binding[s] = i;

@@ -17,12 +17,9 @@
 
 #define MAX_BUCKETS KIR_MAX_BUCKETS
 
-/* the symbol's values are multiples of this (--dim NAME=LO..HI%M:STEP): buckets end at multiples too */
-static int64_t unit(const pc_dyn_spec *ds, int s) { return ds->mult[s] > 1 ? ds->mult[s] : 1; }
-
 int kir_bucket_ranges(pc_graph *g, const pc_dyn_spec *ds, const char *name, int64_t *lo, int64_t *hi) {
   int s = ds->bucket_sym, n = 0;
-  int64_t m = unit(ds, s);
+  int64_t m = kir_dyn_mult(ds, s); /* buckets end at multiples */
   for (int64_t a = ds->lo[s]; a <= ds->hi[s] && n <= MAX_BUCKETS; a += ds->bucket_step, n++)
     lo[n] = a, hi[n] = ds->hi[s] - a < ds->bucket_step ? ds->hi[s] : a + ds->bucket_step - m;
   if (n > MAX_BUCKETS)
@@ -53,7 +50,7 @@ pc_status kir_bucket_halve(pc_graph *g, const pc_dyn_spec *ds, int64_t *lo, int6
                    "than %d", ds->name[s], (long long)lo[k], (long long)hi[k], why, MAX_BUCKETS);
   memmove(lo + k + 1, lo + k, sizeof *lo * (size_t)(*n - k));
   memmove(hi + k + 1, hi + k, sizeof *hi * (size_t)(*n - k));
-  int64_t m = unit(ds, s);
+  int64_t m = kir_dyn_mult(ds, s);
   hi[k] = lo[k] + (hi[k + 1] - lo[k]) / m / 2 * m, lo[k + 1] = hi[k] + m;
   (*n)++;
   return PC_OK;

@@ -173,8 +173,7 @@ static void walk_program(walk *w, const kir_program *p) {
 
 /* ---------------------------------------------------------------- where to probe */
 
-/* the symbol's values are multiples of this (--dim NAME=LO..HI%M), its sizes polynomials of value / it */
-static int64_t sym_mult(const pc_dyn_spec *ds, int s) { return ds->mult[s] > 1 ? ds->mult[s] : 1; }
+int64_t kir_dyn_mult(const pc_dyn_spec *ds, int s) { return ds->mult[s] > 1 ? ds->mult[s] : 1; }
 
 /* one symbol's fit points (x[0] = hi) and checks (the others at hi; soft ones may build differently) */
 typedef struct sym_plan {
@@ -256,7 +255,7 @@ int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym) { retur
 int kir_poly_sym(const kir_poly *q, int n_syms, const int64_t *mult) {
   for (int s = 0, t = 1; s < n_syms; s++, t *= 3) {
     kir_poly just = {{0}};
-    just.c[t] = mult && mult[s] > 1 ? mult[s] : 1;
+    just.c[t] = mult[s];
     if (!memcmp(q, &just, sizeof just)) return s;
   }
   return -1;
@@ -294,7 +293,7 @@ void kir_dyn_points(pc_dyn_spec *ds, kir_dyn_pts *P) {
   P->n_syms = ds->n_syms;
   P->n_grid = 1;
   for (int s = 0; s < ds->n_syms; s++) {
-    int64_t m = P->mult[s] = sym_mult(ds, s);
+    int64_t m = P->mult[s] = kir_dyn_mult(ds, s);
     plan_sym(&sp[s], ds->lo[s] / m, ds->hi[s] / m); /* in multiples of m */
     for (int j = 0; j < sp[s].npts; j++) sp[s].x[j] *= m;
     for (int j = 0; j < sp[s].n_check; j++) sp[s].check[j] *= m;
@@ -468,7 +467,7 @@ static pc_status install(kir_program *p, const pc_dyn_spec *ds, const walk *base
   if (!d->field || !d->poly || !d->in_sym || !d->out_slot || !order) return free(order), pc_fail(g, PC_ERR_NOMEM, "out of memory");
   d->n_syms = ds->n_syms;
   for (int s = 0; s < ds->n_syms; s++)
-    d->name[s] = ds->name[s], d->lo[s] = ds->lo[s], d->hi[s] = ds->hi[s], d->mult[s] = sym_mult(ds, s);
+    d->name[s] = ds->name[s], d->lo[s] = ds->lo[s], d->hi[s] = ds->hi[s], d->mult[s] = kir_dyn_mult(ds, s);
   /* sorted by address, each with its polynomial: sort the addresses, then look each up among the fields */
   int k = 0;
   for (int f = 0; f < base->n_val; f++)

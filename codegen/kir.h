@@ -185,7 +185,7 @@ typedef struct kir_dyn {
   int n_syms;
   const char *name[KIR_DYN_MAX_SYMS];
   int64_t lo[KIR_DYN_MAX_SYMS], hi[KIR_DYN_MAX_SYMS];
-  int64_t mult[KIR_DYN_MAX_SYMS]; /* the polynomials' symbols are dim / mult, the values the run binds */
+  int64_t mult[KIR_DYN_MAX_SYMS]; /* >= 1: the polynomials' symbols are dim / mult, the values the run binds */
   int64_t offset;        /* workspace bytes where the run keeps the symbols' values (i64 each), then the output dims */
   int buf;               /* the kernel-IR buffer over them: loop kernels read the symbols from it */
   int n_fields;          /* the sizes that follow the symbols, sorted by address (kir_dyn_poly) */
@@ -206,8 +206,7 @@ int kir_dyn_float_int(pc_dtype dt, double c, int64_t *n);
 /* the polynomial of a size of p that follows the symbols, NULL for one that does not (or a static program) */
 const kir_poly *kir_dyn_poly(const kir_program *p, const int64_t *field);
 int64_t kir_poly_eval(const kir_poly *q, int n_syms, const int64_t *sym);
-/* s when q is symbol s's dim (an input dim that is a run-time dim): mult[s] times the symbol (mult NULL: 1),
- * else -1 */
+/* s when q is symbol s's dim (an input dim that is a run-time dim): mult[s] times the symbol, else -1 */
 int kir_poly_sym(const kir_poly *q, int n_syms, const int64_t *mult);
 
 /* why a size that follows no polynomial fails; what may help, after "compile with a fixed --dim NAME=VALUE" */
@@ -228,6 +227,8 @@ typedef struct kir_dyn_pts {
 } kir_dyn_pts;
 
 struct pc_dyn_spec;
+/* the multiple symbol s of ds takes (--dim NAME=LO..HI%M), 1 for any value: its sizes are polynomials of value / it */
+int64_t kir_dyn_mult(const struct pc_dyn_spec *ds, int s);
 /* the points for ds's ranges; their description into ds->probes */
 void kir_dyn_points(struct pc_dyn_spec *ds, kir_dyn_pts *P);
 /* y[i], the value of one size in the build at point i (have[i] 0 where a soft point built another program), as
@@ -252,7 +253,7 @@ typedef struct kir_cuda_dyn {
   int n_syms;
   const char *name[KIR_DYN_MAX_SYMS];
   int64_t lo[KIR_DYN_MAX_SYMS], hi[KIR_DYN_MAX_SYMS];
-  int64_t mult[KIR_DYN_MAX_SYMS]; /* the polynomials' symbols are dim / mult (pc_dyn_spec.mult) */
+  int64_t mult[KIR_DYN_MAX_SYMS]; /* >= 1: the polynomials' symbols are dim / mult (kir_dyn_mult) */
   kir_poly *work;    /* [kernel * PC_CUDA_GRID_FACTORS + i]: its launch's factor work[i] */
   int *in_sym;       /* [input * PC_MAX_RANK + d]: the symbol input dim d is, -1 when fixed */
   kir_poly *out_dim; /* [output * PC_MAX_RANK + d] */

@@ -441,8 +441,8 @@ static void place_weights(kir_program *p) {
 static int packed_conv_weights(kir_program *p, const kir_kernel *k, primc_conv_plan *plan) {
   primc_conv2d c;
   const kir_buf *w = &p->bufs[k->args[2]];
-  if (!primc_conv2d_of_params(k->params, &c) || !kir_conv_plan(p, kir_kernel_node(k), &c, 1, plan) || plan->layout == PRIMC_CONV_W_PLAIN ||
-      w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
+  if (!primc_conv2d_of_params(k->params, &c) || !kir_conv_plan(p, kir_kernel_node(k), &c, 1, plan) ||
+      plan->layout == PRIMC_CONV_W_PLAIN || w->place != KP_CONST || !w->v || !pc_const_data(w->v) || w->dtype != PC_f32)
     return -1;
   int layout = plan->layout;
   int64_t og = c.o / c.groups, kk = c.c / c.groups * c.kh * c.kw;
@@ -477,8 +477,9 @@ static pc_status runtime_packed_conv(kir_program *p, kir_kernel *k) {
   const kir_buf *w = &p->bufs[k->args[2]];
   int64_t oh, ow;
   if (w->place == KP_CONST || w->dtype != PC_f32 || !primc_conv2d_of_params(k->params, &c) ||
-      !primc_conv2d_out_hw(&c, &oh, &ow) || c.n * oh * ow < RUNTIME_PACK_MIN_PIXELS || !kir_conv_plan(p, kir_kernel_node(k), &c, 1, &plan) ||
-      plan.layout == PRIMC_CONV_W_PLAIN || (plan.layout == PRIMC_CONV_W_STRIPS && plan.row == PRIMC_CONV_ROW_BATCH))
+      !primc_conv2d_out_hw(&c, &oh, &ow) || c.n * oh * ow < RUNTIME_PACK_MIN_PIXELS ||
+      !kir_conv_plan(p, kir_kernel_node(k), &c, 1, &plan) || plan.layout == PRIMC_CONV_W_PLAIN ||
+      (plan.layout == PRIMC_CONV_W_STRIPS && plan.row == PRIMC_CONV_ROW_BATCH))
     return PC_OK; /* the batch row's one GEMM packs plain strips itself, over the threads: packing first costs a copy */
   int64_t bytes = (int64_t)primc_conv_plan_weight_bytes(&c, &plan), need = primc_conv_plan_pack_offset(&c, &plan) + bytes;
   if (p->bufs[k->args[3]].nbytes < need) {

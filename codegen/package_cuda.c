@@ -187,7 +187,7 @@ static void put_dims(FILE *f, const cuda_pkg *k) {
   const pc_graph *g = k->p->g;
   int ns = d ? d->n_syms : 0;
   fprintf(f, "#define NSYM %d\nstatic const long long sym_hi[NSYM + 1] = {", ns);
-  for (int s = 0; s < ns; s++) fprintf(f, "%lldLL, ", (long long)(d->hi[s] / (d->mult[s] > 1 ? d->mult[s] : 1)));
+  for (int s = 0; s < ns; s++) fprintf(f, "%lldLL, ", (long long)(d->hi[s] / d->mult[s]));
   fprintf(f, "0};\n");
   if (!d) return;
   put_dims_desc(f, k);
@@ -520,7 +520,7 @@ static pc_status write_dispatcher(const cuda_pkg *k, const kir_cuda_buckets *b, 
           k->arch, (long long)b->workspace_size, g->n_inputs, g->n_outputs);
   fprintf(f, "#define NSYM %d\n#define NBK %d\n#define BSYM %d\nstatic const int64_t b_hi[NBK] = {", b->full->n_syms, b->n,
           b->sym);
-  int64_t m = b->full->mult[b->sym] > 1 ? b->full->mult[b->sym] : 1; /* pick() compares symbols: dim / m */
+  int64_t m = b->full->mult[b->sym]; /* pick() compares symbols: dim / m */
   for (int i = 0; i < b->n; i++) fprintf(f, "%s%lldLL", i ? ", " : "", (long long)(b->hi[i] / m));
   fprintf(f, "};\nstatic const char *const b_name[NBK] = {");
   for (int i = 0; i < b->n; i++) {
@@ -601,7 +601,7 @@ static pc_status write_header(const cuda_pkg *k, const char *path) {
       fprintf(f, "#define %s_DIM%d_NAME ", n, s);
       pc_put_c_string(f, d->name[s]);
       fprintf(f, "\n#define %s_DIM%d_MIN %lldLL\n#define %s_DIM%d_MAX %lldLL\n#define %s_DIM%d_MULTIPLE %lldLL\n", n, s,
-              (long long)d->lo[s], n, s, (long long)d->hi[s], n, s, (long long)(d->mult[s] > 1 ? d->mult[s] : 1));
+              (long long)d->lo[s], n, s, (long long)d->hi[s], n, s, (long long)d->mult[s]);
     }
     for (int i = 0; i < g->n_inputs; i++) {
       fprintf(f, "#define %s_INPUT%d_DIM_SYMS {", n, i);
