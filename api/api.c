@@ -503,8 +503,7 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   int n_syms = pc_dyn_source_init(src, &spec, &io);
   if (n_syms < 0) {
     free(b), free(src);
-    return n_syms == -2 ? fail(m, PRIMC_STATUS_UNSUPPORTED, "buckets (NAME=LO..HI:STEP) split one dim only")
-                        : fail(m, PRIMC_STATUS_UNSUPPORTED, "more than %d dims given as ranges", PC_DYN_MAX_SYMS);
+    return fail(m, PRIMC_STATUS_UNSUPPORTED, "more than %d dims given as ranges", PC_DYN_MAX_SYMS);
   }
   src->path = m->path, src->bytes = m->bytes, src->n_bytes = m->n_bytes, src->dir = m->dir;
   src->po = (pc_pipeline_opts){.opt_level = m->opt_level, .unfused = m->unfused};

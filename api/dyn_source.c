@@ -5,6 +5,7 @@
 
 int pc_dyn_source_init(pc_dyn_source *src, pc_dyn_spec *spec, const pc_import_opts *io) {
   memset(spec, 0, sizeof *spec);
+  spec->fit_sym = -1;
   src->n_syms = 0;
   if (io->n_dims > PC_DYN_MAX_BINDINGS) return -1;
   src->io = *io;
@@ -16,8 +17,7 @@ int pc_dyn_source_init(pc_dyn_source *src, pc_dyn_spec *spec, const pc_import_op
     int s = spec->n_syms++;
     spec->name[s] = src->dims[i].name, spec->lo[s] = src->dims[i].lo, spec->hi[s] = src->dims[i].hi;
     spec->mult[s] = src->dims[i].multiple; /* read through kir_dyn_mult */
-    if (src->dims[i].step > 0 && spec->bucket_step > 0) return -2; /* buckets split one dim */
-    if (src->dims[i].step > 0) spec->bucket_sym = s, spec->bucket_step = src->dims[i].step;
+    spec->bucket_step[s] = src->dims[i].step > 0 ? src->dims[i].step : 0;
     src->sym_binding[s] = i;
     src->n_syms = spec->n_syms;
     src->dims[i].lo = src->dims[i].hi; /* the program that runs is built at the bounds */

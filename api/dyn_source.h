@@ -26,8 +26,7 @@ typedef struct pc_dyn_source {
 
 /* Takes io's bindings; those given as ranges become spec's symbols (at most PC_DYN_MAX_SYMS: more is -1, as is
  * more than PC_DYN_MAX_BINDINGS bindings), fixed at their hi in src->io for the import of the program that runs.
- * Returns the number of symbols (-2 when more than one range has buckets); spec->build builds the model with them
- * at other values. */
+ * Returns the number of symbols; spec->build builds the model with them at other values. */
 int pc_dyn_source_init(pc_dyn_source *src, pc_dyn_spec *spec, const pc_import_opts *io);
 /* the model imported, its options set and the pipeline run with symbol s at values[s] (spec->build) */
 pc_graph *pc_dyn_source_build(void *ctx, const int64_t *values);

@@ -9,6 +9,7 @@
 #include "runtime/primc_rt.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,19 +17,69 @@
 #include <unistd.h>
 
 #define MAX_BUCKETS KIR_MAX_BUCKETS
+_Static_assert(KIR_DYN_MAX_SYMS >= PC_DYN_MAX_SYMS, "a bucket's box holds every symbol");
 
-int kir_bucket_ranges(pc_graph *g, const pc_dyn_spec *ds, const char *name, int64_t *lo, int64_t *hi) {
-  int s = ds->bucket_sym, n = 0;
-  int64_t m = kir_dyn_mult(ds, s); /* buckets end at multiples */
-  for (int64_t a = ds->lo[s]; a <= ds->hi[s] && n <= MAX_BUCKETS; a += ds->bucket_step, n++)
-    lo[n] = a, hi[n] = ds->hi[s] - a < ds->bucket_step ? ds->hi[s] : a + ds->bucket_step - m;
-  if (n > MAX_BUCKETS)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "--dim %s=%lld..%lld:%lld makes more than %d buckets", ds->name[s],
-                   (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, MAX_BUCKETS), -1;
+/* "H and W", "N, H and W": the bucketed symbols' names (or their STEPs) for --report */
+static void put_list(char *buf, size_t len, const pc_dyn_spec *ds, int steps) {
+  int n = pc_dyn_bucketed(ds), i = 0;
+  size_t k = 0;
+  buf[0] = 0;
+  for (int s = 0; s < ds->n_syms && k < len; s++) {
+    if (!ds->bucket_step[s]) continue;
+    const char *sep = i == 0 ? "" : i == n - 1 ? " and " : ", ";
+    if (steps) k += (size_t)snprintf(buf + k, len - k, "%s%lld", sep, (long long)ds->bucket_step[s]);
+    else k += (size_t)snprintf(buf + k, len - k, "%s%s", sep, ds->name[s]);
+    i++;
+  }
+}
+
+/* "--dim H=64..320:64 and --dim W=64..320:64", for the errors on the whole grid */
+static void put_specs(char *buf, size_t len, const pc_dyn_spec *ds) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int s = 0, i = 0; s < ds->n_syms && k < len; s++)
+    if (ds->bucket_step[s])
+      k += (size_t)snprintf(buf + k, len - k, "%s--dim %s=%lld..%lld%s%.0lld:%lld", i++ ? " and " : "", ds->name[s],
+                            (long long)ds->lo[s], (long long)ds->hi[s], kir_dyn_mult(ds, s) > 1 ? "%" : "",
+                            kir_dyn_mult(ds, s) > 1 ? (long long)kir_dyn_mult(ds, s) : 0LL,
+                            (long long)ds->bucket_step[s]);
+}
+
+int kir_bucket_ranges(pc_graph *g, const pc_dyn_spec *ds, const char *name, kir_bucket *b) {
+  int n = 1;
+  for (int s = 0; s < ds->n_syms; s++) b[0].lo[s] = ds->lo[s], b[0].hi[s] = ds->hi[s];
+  for (int s = 0; s < ds->n_syms; s++) {
+    int64_t step = ds->bucket_step[s], m = kir_dyn_mult(ds, s); /* buckets end at multiples */
+    if (!step) continue;
+    int64_t c = (ds->hi[s] - ds->lo[s]) / step + 1;
+    if (c > MAX_BUCKETS || n * c > MAX_BUCKETS) {
+      char specs[600];
+      put_specs(specs, sizeof specs, ds);
+      return pc_fail(g, PC_ERR_UNSUPPORTED, "%s make%s more than %d buckets", specs, pc_dyn_bucketed(ds) > 1 ? "" : "s",
+                     MAX_BUCKETS), -1;
+    }
+    for (int i = n - 1; i >= 0; i--) /* each box so far cut along s, in place from the end */
+      for (int j = (int)c - 1; j >= 0; j--) {
+        kir_bucket *d = &b[i * c + j];
+        int64_t a = ds->lo[s] + j * step;
+        *d = b[i];
+        d->lo[s] = a, d->hi[s] = ds->hi[s] - a < step ? ds->hi[s] : a + step - m;
+      }
+    n *= (int)c;
+  }
   if (strlen(name) + 5 > PC_MAX_ENTRY_NAME)
     return pc_fail(g, PC_ERR_UNSUPPORTED, "entry point prefix \"%s\" is too long for buckets' names (%s__bK)", name,
                    name), -1;
   return n;
+}
+
+void kir_bucket_label(char *buf, size_t len, const pc_dyn_spec *ds, const kir_bucket *b, const char *sep) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int s = 0, i = 0; s < ds->n_syms && k < len; s++)
+    if (ds->bucket_step[s])
+      k += (size_t)snprintf(buf + k, len - k, "%s%s=%lld..%lld", i++ ? sep : "", ds->name[s], (long long)b->lo[s],
+                            (long long)b->hi[s]);
 }
 
 static int64_t file_bytes(const char *path) {
@@ -37,58 +88,97 @@ static int64_t file_bytes(const char *path) {
 }
 
 int kir_twin_take(kir_twin *tw, void *blob, int64_t bytes, int k) {
-  if (tw->k >= 0 && tw->bytes == bytes && !memcmp(tw->blob, blob, (size_t)bytes)) return free(blob), tw->k;
-  free(tw->blob);
-  *tw = (kir_twin){blob, bytes, k};
+  for (int i = 0; i < tw->n; i++)
+    if (tw->blob[i] && tw->bytes[i] == bytes && !memcmp(tw->blob[i], blob, (size_t)bytes)) return free(blob), tw->k[i];
+  if (tw->n == MAX_BUCKETS) return free(blob), k; /* not reached: a twin per bucket at most */
+  int64_t kept = bytes;
+  for (int i = tw->n - 1; i >= 0; i--) { /* the newest kept, the oldest let go */
+    if (tw->blob[i] && kept + tw->bytes[i] > KIR_TWIN_KEEP) free(tw->blob[i]), tw->blob[i] = NULL;
+    kept += tw->blob[i] ? tw->bytes[i] : 0;
+  }
+  tw->blob[tw->n] = blob, tw->bytes[tw->n] = bytes, tw->k[tw->n++] = k;
   return k;
 }
 
-pc_status kir_bucket_halve(pc_graph *g, const pc_dyn_spec *ds, int64_t *lo, int64_t *hi, int *n, int k, const char *why) {
-  int s = ds->bucket_sym;
-  if (*n == MAX_BUCKETS)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "bucket %s=%lld..%lld: %s; halving the buckets to follow it would make more "
-                   "than %d", ds->name[s], (long long)lo[k], (long long)hi[k], why, MAX_BUCKETS);
-  memmove(lo + k + 1, lo + k, sizeof *lo * (size_t)(*n - k));
-  memmove(hi + k + 1, hi + k, sizeof *hi * (size_t)(*n - k));
+const void *kir_twin_blob(const kir_twin *tw, int k, int64_t *bytes) {
+  for (int i = 0; i < tw->n; i++)
+    if (tw->k[i] == k) return *bytes = tw->bytes[i], tw->blob[i];
+  return *bytes = 0, NULL;
+}
+
+void kir_twin_free(kir_twin *tw) {
+  for (int i = 0; i < tw->n; i++) free(tw->blob[i]);
+  tw->n = 0;
+}
+
+/* how many more values than one bucketed symbol s takes in b (in units of its multiple) */
+static int64_t span(const pc_dyn_spec *ds, const kir_bucket *b, int s) {
+  return s >= 0 && s < ds->n_syms && ds->bucket_step[s] ? (b->hi[s] - b->lo[s]) / kir_dyn_mult(ds, s) : 0;
+}
+
+/* the symbol to halve b along: the one its program could not follow (ds->fit_sym) where it can, else the bucketed
+ * symbol of most values in b; -1 when each holds one */
+static int widest(const pc_dyn_spec *ds, const kir_bucket *b) {
+  if (span(ds, b, ds->fit_sym) > 0) return ds->fit_sym;
+  int best = -1;
+  for (int s = 0; s < ds->n_syms; s++)
+    if (span(ds, b, s) > (best < 0 ? 0 : span(ds, b, best))) best = s;
+  return best;
+}
+
+int kir_bucket_splits(const pc_dyn_spec *ds, const kir_bucket *b) { return widest(ds, b) >= 0; }
+
+pc_status kir_bucket_halve(pc_graph *g, const pc_dyn_spec *ds, kir_bucket *b, int *n, int k, const char *why) {
+  int s = widest(ds, &b[k]);
+  char label[512];
+  kir_bucket_label(label, sizeof label, ds, &b[k], ", ");
+  if (*n == MAX_BUCKETS || s < 0)
+    return pc_fail(g, PC_ERR_UNSUPPORTED, "bucket %s: %s; halving the buckets to follow it would make more than %d",
+                   label, why, MAX_BUCKETS);
+  memmove(b + k + 1, b + k, sizeof *b * (size_t)(*n - k));
   int64_t m = kir_dyn_mult(ds, s);
-  hi[k] = lo[k] + (hi[k + 1] - lo[k]) / m / 2 * m, lo[k + 1] = hi[k] + m;
+  b[k].hi[s] = b[k].lo[s] + (b[k + 1].hi[s] - b[k].lo[s]) / m / 2 * m, b[k + 1].lo[s] = b[k].hi[s] + m;
   (*n)++;
   return PC_OK;
 }
 
-void kir_bucket_line(char *buf, size_t len, const pc_dyn_spec *ds, const int64_t *lo, const int64_t *hi, int k,
-                     int shared, int n_kernels, const char *obj, int64_t weights, int64_t workspace) {
-  int s = ds->bucket_sym;
-  char wtext[64];
+void kir_bucket_line(char *buf, size_t len, const pc_dyn_spec *ds, const kir_bucket *b, int k, int shared,
+                     int n_kernels, const char *obj, int64_t weights, int64_t workspace) {
+  char wtext[600], label[512];
   if (shared == k) snprintf(wtext, sizeof wtext, "weights %.2f MB", weights / 1e6);
-  else snprintf(wtext, sizeof wtext, "the weights of %s=%lld..%lld", ds->name[s], (long long)lo[shared], (long long)hi[shared]);
-  snprintf(buf, len, "    %s=%lld..%lld: %d kernels, object %.2f MB (%s), workspace %.2f MB\n", ds->name[s],
-           (long long)lo[k], (long long)hi[k], n_kernels, file_bytes(obj) / 1e6, wtext, workspace / 1e6);
+  else kir_bucket_label(label, sizeof label, ds, &b[shared], ", "), snprintf(wtext, sizeof wtext, "the weights of %s", label);
+  kir_bucket_label(label, sizeof label, ds, &b[k], ", ");
+  snprintf(buf, len, "    %s: %d kernels, object %.2f MB (%s), workspace %.2f MB\n", label, n_kernels,
+           file_bytes(obj) / 1e6, wtext, workspace / 1e6);
 }
 
 void kir_bucket_report(pc_dyn_spec *ds, int n, int halved, const char (*lines)[KIR_BUCKET_LINE], const char *kind,
                        const char *tail) {
+  char names[512], steps[128];
+  put_list(names, sizeof names, ds, 0);
+  put_list(steps, sizeof steps, ds, 1);
   snprintf(ds->probes, sizeof ds->probes, "in %d programs, one per bucket", n);
-  size_t len = (size_t)snprintf(ds->buckets, sizeof ds->buckets, "  buckets of %s: %d %sprograms (STEP %lld%s):\n",
-                                ds->name[ds->bucket_sym], n, kind, (long long)ds->bucket_step,
-                                halved ? "; halved where one program could not follow the dims" : "");
+  size_t len = (size_t)snprintf(ds->buckets, sizeof ds->buckets, "  buckets of %s: %d %sprograms (STEP %s%s):\n", names,
+                                n, kind, steps, halved ? "; halved where one program could not follow the dims" : "");
   for (int k = 0; k < n && len < sizeof ds->buckets; k++)
     len += (size_t)snprintf(ds->buckets + len, sizeof ds->buckets - len, "%s", lines[k]);
   if (len < sizeof ds->buckets) snprintf(ds->buckets + len, sizeof ds->buckets - len, "    dispatcher: %s\n", tail);
 }
 
 /* with --profile: p's kernels appended to the rows of the dispatcher's table, their origins led by the bucket
- * ("seq=1..4:Conv:/l1/conv"; the dim's name escaped, without whitespace, as the labels are) */
-static pc_status prof_rows(pc_graph *g, const pc_dyn_spec *ds, int64_t lo, int64_t hi, const kir_program *p,
+ * ("seq=1..4:Conv:/l1/conv", "H=16..32,W=48..64:..."; the dims' names escaped, without whitespace, as the labels
+ * are) */
+static pc_status prof_rows(pc_graph *g, const pc_dyn_spec *ds, const kir_bucket *b, const kir_program *p,
                            kir_prof_row **rows, int *n) {
   kir_prof_row *r = realloc(*rows, sizeof *r * (size_t)(*n + p->n_kernels + 1));
   if (!r) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   *rows = r;
-  char dim[KIR_LABEL_MAX / 2], lead[KIR_LABEL_MAX];
-  primc_text_escape(dim, sizeof dim, ds->name[ds->bucket_sym]);
-  for (char *c = dim; *c; c++)
+  char label[KIR_LABEL_MAX], lead[KIR_LABEL_MAX];
+  kir_bucket_label(label, sizeof label, ds, b, ",");
+  primc_text_escape(lead, sizeof lead - 1, label);
+  for (char *c = lead; *c; c++)
     if (*c == ' ' || *c == '"') *c = ':';
-  snprintf(lead, sizeof lead, "%s=%lld..%lld:", dim, (long long)lo, (long long)hi);
+  strcat(lead, ":");
   for (int i = 0; i < p->n_kernels; i++, (*n)++) {
     size_t l = strlen(lead);
     memcpy(r[*n].origin, lead, l + 1);
@@ -107,38 +197,39 @@ typedef struct wfile {
 } wfile;
 
 static pc_status wfile_put(pc_graph *g, wfile *wf, int k, int shared, const kir_twin *tw) {
-  if (shared != k || !tw->blob || tw->k != k) {
+  int64_t bytes;
+  const void *blob = shared == k ? kir_twin_blob(tw, k, &bytes) : NULL;
+  if (!blob) {
     wf->off[k] = shared != k ? wf->off[shared] : 0;
     return PC_OK;
   }
   wf->off[k] = wf->at;
-  if (!kir_pwrite_all(wf->fd, tw->blob, (size_t)tw->bytes, (off_t)(sizeof(primc_weights_header) + wf->at)))
+  if (!kir_pwrite_all(wf->fd, blob, (size_t)bytes, (off_t)(sizeof(primc_weights_header) + wf->at)))
     return pc_fail(g, PC_ERR_IO, "cannot write %s: %s", wf->path, strerror(errno));
-  wf->at += (tw->bytes + 63) / 64 * 64;
+  wf->at += (bytes + 63) / 64 * 64;
   return PC_OK;
 }
 
-/* bucket k ([lo, hi] of the symbol) compiled and written to path as NAME__bK: its program in *p, on its graph *gk
- * (the caller frees it); *shared: the bucket whose weights it reads, else k. *refit: the fit failed, so halves of
- * the bucket may still compile. With --profile its kernels count into the dispatcher's NAME_profile from row
- * prof_base; with --weights external (wf) its weights go into the side file, read through the dispatcher's
- * NAME_weights_base. */
-static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo, int64_t hi, const char *name,
+/* bucket k (the box b) compiled and written to path as NAME__bK: its program in *p, on its graph *gk (the caller
+ * frees it); *shared: the bucket whose weights it reads, else k. *refit: the fit failed, so halves of the bucket may
+ * still compile. With --profile its kernels count into the dispatcher's NAME_profile from row prof_base; with
+ * --weights external (wf) its weights go into the side file, read through the dispatcher's NAME_weights_base. */
+static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_bucket *b, const char *name,
                         const char *path, kir_twin *tw, int *shared, pc_graph **gk, kir_program *p, int *refit,
                         int prof_base, wfile *wf) {
   pc_dyn_spec *ds = o->dyn, sub = *ds;
-  int s = ds->bucket_sym;
-  sub.lo[s] = lo, sub.hi[s] = hi, sub.bucket_step = 0, sub.n_builds = sub.n_sizes = 0, sub.probes[0] = 0;
+  for (int q = 0; q < ds->n_syms; q++) sub.lo[q] = b->lo[q], sub.hi[q] = b->hi[q], sub.bucket_step[q] = 0;
+  sub.n_builds = sub.n_sizes = 0, sub.probes[0] = 0, sub.fit_sym = -1;
   pc_codegen_opts ok = *o;
   ok.dyn = &sub;
-  int64_t values[PC_DYN_MAX_SYMS];
-  for (int q = 0; q < ds->n_syms; q++) values[q] = ds->hi[q];
-  values[s] = hi;
   *refit = 0;
-  if (!(*gk = ds->build(ds->ctx, values))) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  if (!(*gk = ds->build(ds->ctx, b->hi))) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   pc_status st = (*gk)->status;
   if (st == PC_OK) st = kir_build_cpu(*gk, &ok, p);
-  if (st == PC_OK && (st = kir_dyn_fit(p, &ok)) != PC_OK) *refit = st == PC_ERR_UNSUPPORTED && lo < hi;
+  if (st == PC_OK && (st = kir_dyn_fit(p, &ok)) != PC_OK) {
+    ds->fit_sym = sub.fit_sym; /* what to halve it along */
+    *refit = st == PC_ERR_UNSUPPORTED && kir_bucket_splits(ds, b);
+  }
   char bname[320], wsym[340];
   snprintf(bname, sizeof bname, "%s__b%d", name, k);
   *shared = k;
@@ -153,56 +244,97 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo
   kir_object_link ln = {wf || *shared != k ? wsym : NULL, wf ? wf->off[k] : 0, psym, prof_base};
   if (st == PC_OK) st = kir_object_write(p, &ok, bname, path, &ln);
   ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
-  if (st != PC_OK && !*refit) /* the bucket's error, said as the model's */
-    return pc_fail(g, (*gk)->status ? (*gk)->status : st, "bucket %s=%lld..%lld: %s", ds->name[s], (long long)lo,
-                   (long long)hi, pc_error(*gk));
+  if (st != PC_OK && !*refit) { /* the bucket's error, said as the model's */
+    char label[512];
+    kir_bucket_label(label, sizeof label, ds, b, ", ");
+    return pc_fail(g, (*gk)->status ? (*gk)->status : st, "bucket %s: %s", label, pc_error(*gk));
+  }
   return st;
 }
 
-void kir_bucket_note(char *buf, size_t len, const char *name, const pc_dyn_spec *ds, const int64_t *hi, int n, int cuda) {
-  int s = ds->bucket_sym;
-  char dim[256];
-  pc_c_comment_text(dim, sizeof dim, ds->name[s]);
-  size_t k = (size_t)snprintf(buf, len,
-                              "\n/* buckets (--dim %s=%lld..%lld:%lld): %d programs, each planned at its bucket's end;\n"
-                              " * %s_run_dims runs the one whose bucket holds %s's value. %s */\n"
-                              "#define %s_NUM_BUCKETS %d\n#define %s_BUCKET_DIM %d /* %s_DIMk */\n#define %s_BUCKET_MAX {",
-                              dim, (long long)ds->lo[s], (long long)ds->hi[s], (long long)ds->bucket_step, n, name, dim,
-                              cuda ? "Each has its own module, loaded on\n * its first run; buckets with the same weights share "
-                                     "one device copy; the workspace is the largest bucket's"
-                                   : "The workspace starts with\n * PRIMC_BUCKET_HEADER (4096) bytes that say which ran, "
-                                     "then the largest bucket's",
-                              name, n, name, s, name, name);
-  for (int i = 0; i < n && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", (long long)hi[i]);
-  if (k < len) snprintf(buf + k, len - k, "}\n");
+/* printf onto the end of buf's text, *k its length, as far as len allows */
+__attribute__((format(printf, 4, 5))) static void app(char *buf, size_t len, size_t *k, const char *fmt, ...) {
+  if (*k >= len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(buf + *k, len - *k, fmt, ap);
+  va_end(ap);
+  *k = w < 0 ? len : *k + (size_t)w;
 }
 
-void kir_bucket_dims(const pc_dyn_spec *ds, const pc_graph *gt, const int64_t *dims0, int *in_sym) {
-  for (int i = 0; i < gt->n_inputs * PC_MAX_RANK; i++) {
-    int d = i % PC_MAX_RANK;
-    const pc_type *t = &gt->inputs[i / PC_MAX_RANK]->type;
-    if (in_sym[i] < 0 && d < t->rank && dims0[i] != t->dims[d]) in_sym[i] = ds->bucket_sym;
+void kir_bucket_note(char *buf, size_t len, const char *name, const pc_dyn_spec *ds, const kir_bucket *b, int n,
+                     int cuda) {
+  char specs[600], dims[256];
+  int nd = pc_dyn_bucketed(ds);
+  size_t k = 0;
+  put_specs(specs, sizeof specs, ds);
+  put_list(dims, sizeof dims, ds, 0);
+  pc_c_comment_text(specs, sizeof specs, specs);
+  pc_c_comment_text(dims, sizeof dims, dims);
+  app(buf, len, &k, "\n/* buckets (%s): %d programs, each planned at its bucket's end%s;\n * %s_run_dims runs the one "
+      "whose bucket holds %s%s%s. %s */\n#define %s_NUM_BUCKETS %d\n", specs, n, nd > 1 ? "s" : "", name,
+      nd > 1 ? "the values of " : "", dims, nd > 1 ? "" : "'s value",
+      cuda ? "Each has its own module, loaded on\n * its first run; buckets with the same weights share one device "
+             "copy; the workspace is the largest bucket's"
+           : "The workspace starts with\n * PRIMC_BUCKET_HEADER (4096) bytes that say which ran, then the largest "
+             "bucket's", name, n);
+  if (nd == 1) { /* one dim: where each bucket ends */
+    int s = 0;
+    while (!ds->bucket_step[s]) s++;
+    app(buf, len, &k, "#define %s_BUCKET_DIM %d /* %s_DIMk */\n#define %s_BUCKET_MAX {", name, s, name, name);
+    for (int i = 0; i < n; i++) app(buf, len, &k, "%s%lld", i ? ", " : "", (long long)b[i].hi[s]);
+    app(buf, len, &k, "}\n");
+    return;
+  }
+  /* several: the dims, and each bucket's box over them */
+  app(buf, len, &k, "#define %s_NUM_BUCKET_DIMS %d\n#define %s_BUCKET_DIMS {", name, nd, name);
+  for (int s = 0, j = 0; s < ds->n_syms; s++)
+    if (ds->bucket_step[s]) app(buf, len, &k, "%s%d", j++ ? ", " : "", s);
+  app(buf, len, &k, "} /* %s_DIMk */\n", name);
+  for (int hi = 0; hi < 2; hi++) {
+    app(buf, len, &k, "#define %s_BUCKET_%s {", name, hi ? "MAX" : "MIN");
+    for (int i = 0; i < n; i++) {
+      app(buf, len, &k, "%s{", i ? ", " : "");
+      for (int s = 0, j = 0; s < ds->n_syms; s++)
+        if (ds->bucket_step[s]) app(buf, len, &k, "%s%lld", j++ ? ", " : "", (long long)(hi ? b[i].hi[s] : b[i].lo[s]));
+      app(buf, len, &k, "}");
+    }
+    app(buf, len, &k, "}\n");
+  }
+}
+
+void kir_bucket_dims(const pc_dyn_spec *ds, const pc_graph *gt, int n, const kir_bucket *b, const int64_t *dims,
+                     int *in_sym) {
+  int n_in = gt->n_inputs * PC_MAX_RANK;
+  for (int i = 0; i < n_in; i++) {
+    if (in_sym[i] >= 0 || i % PC_MAX_RANK >= gt->inputs[i / PC_MAX_RANK]->type.rank) continue;
+    int moves = 0;
+    for (int k = 1; k < n; k++) moves |= dims[k * n_in + i] != dims[i];
+    for (int s = 0; moves && s < ds->n_syms && in_sym[i] < 0; s++) {
+      int all = ds->bucket_step[s] > 0;
+      for (int k = 0; all && k < n; k++) all = dims[k * n_in + i] == b[k].hi[s];
+      if (all) in_sym[i] = s;
+    }
   }
 }
 
 pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
   pc_dyn_spec *ds = o->dyn;
-  int s = ds->bucket_sym;
   if (o->emit != PC_EMIT_EXE && o->emit != PC_EMIT_LIB && o->emit != PC_EMIT_OBJ)
     return pc_fail(g, PC_ERR_UNSUPPORTED, "buckets (--dim NAME=LO..HI:STEP) compile to an executable, an object or a "
                    "shared library, not LLVM IR or assembly");
-  int64_t lo[MAX_BUCKETS + 1], hi[MAX_BUCKETS + 1];
+  kir_bucket bx[MAX_BUCKETS + 1];
   char name[256], stem[1024];
   kir_output_names(o, name, sizeof name, stem, sizeof stem);
-  int n = kir_bucket_ranges(g, ds, name, lo, hi);
+  int n = kir_bucket_ranges(g, ds, name, bx);
   if (n < 0) return g->status;
-  int n_io = (g->n_inputs + g->n_outputs + 1) * PC_MAX_RANK;
+  int n_io = (g->n_inputs + g->n_outputs + 1) * PC_MAX_RANK, n_in = g->n_inputs * PC_MAX_RANK;
   char (*objs)[1100] = calloc(MAX_BUCKETS + 1, sizeof *objs);
   const char **paths = calloc(MAX_BUCKETS + 1, sizeof *paths);
   int *in_sym = pc_alloc(g, sizeof *in_sym * (size_t)n_io);
-  int64_t *out_slot = pc_alloc(g, sizeof *out_slot * (size_t)n_io), *dims0 = calloc((size_t)n_io, sizeof *dims0);
-  if (!objs || !paths || !in_sym || !out_slot || !dims0)
-    return free(objs), free(paths), free(dims0), pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  int64_t *out_slot = pc_alloc(g, sizeof *out_slot * (size_t)n_io), *dims = calloc((size_t)(n_in + 1) * (MAX_BUCKETS + 1), sizeof *dims);
+  if (!objs || !paths || !in_sym || !out_slot || !dims)
+    return free(objs), free(paths), free(dims), pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; i < n_io; i++) in_sym[i] = -1, out_slot[i] = -1;
   int64_t ws = 0, weights = 0;
   char lines[MAX_BUCKETS][KIR_BUCKET_LINE];
@@ -210,7 +342,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
   pc_graph *gtop = NULL;
   pc_status st = PC_OK;
   int halved = 0, shared = 0, in_place = 1;
-  kir_twin tw = {NULL, 0, -1};
+  kir_twin tw = {0};
   kir_prof_row *prof = NULL;
   int n_prof = 0;
   wfile *wf = o->weights_external ? calloc(1, sizeof *wf) : NULL;
@@ -225,9 +357,9 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     int refit;
     snprintf(objs[k], sizeof objs[k], "%s.primc-b%d.o", o->output, k);
     pc_progress(o, "bucket", k, n);
-    st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &tw, &shared, &gk, &p, &refit, n_prof, wf);
+    st = bucket(g, o, k, &bx[k], name, objs[k], &tw, &shared, &gk, &p, &refit, n_prof, wf);
     if (refit) { /* two halves in its place */
-      st = kir_bucket_halve(g, ds, lo, hi, &n, k, pc_error(gk));
+      st = kir_bucket_halve(g, ds, bx, &n, k, pc_error(gk));
       halved++;
       pc_graph_free(gk);
       continue;
@@ -239,12 +371,12 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
       for (int i = 0; i < n_io; i++) {
         if (in_sym[i] < 0 && i < gk->n_inputs * PC_MAX_RANK) in_sym[i] = p.dyn->in_sym[i];
         if (out_slot[i] < 0 && i < gk->n_outputs * PC_MAX_RANK) out_slot[i] = p.dyn->out_slot[i];
-        if (k == 0 && i < gk->n_inputs * PC_MAX_RANK && i % PC_MAX_RANK < gk->inputs[i / PC_MAX_RANK]->type.rank)
-          dims0[i] = gk->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
+        if (i < n_in && i % PC_MAX_RANK < gk->inputs[i / PC_MAX_RANK]->type.rank)
+          dims[k * n_in + i] = gk->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
       }
-      kir_bucket_line(lines[k], sizeof lines[k], ds, lo, hi, k, shared, p.n_kernels, objs[k], p.weights_size,
+      kir_bucket_line(lines[k], sizeof lines[k], ds, bx, k, shared, p.n_kernels, objs[k], p.weights_size,
                       p.workspace_size);
-      if (o->profile && prof_rows(g, ds, lo[k], hi[k], &p, &prof, &n_prof) != PC_OK) st = g->status;
+      if (o->profile && prof_rows(g, ds, &bx[k], &p, &prof, &n_prof) != PC_OK) st = g->status;
     }
     if (st == PC_OK && k == n - 1) top = p, gtop = gk;
     else pc_graph_free(gk);
@@ -257,8 +389,8 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     full = *top.dyn;
     for (int q = 0; q < ds->n_syms; q++) full.lo[q] = ds->lo[q], full.hi[q] = ds->hi[q];
     full.in_sym = in_sym, full.out_slot = out_slot, full.offset = -1;
-    if (n > 1) kir_bucket_dims(ds, gtop, dims0, in_sym);
-    kir_buckets b = {n, s, hi, &full, PRIMC_BUCKET_HEADER + (ws + 63) / 64 * 64, n_prof, prof, wf ? wf->at : -1};
+    if (n > 1) kir_bucket_dims(ds, gtop, n, bx, dims, in_sym);
+    kir_buckets b = {n, bx, &full, PRIMC_BUCKET_HEADER + (ws + 63) / 64 * 64, n_prof, prof, wf ? wf->at : -1};
     snprintf(objs[n], sizeof objs[n], "%s.primc-tmp.o", o->output);
     for (int k = 0; k <= n; k++) paths[k] = objs[k];
     llvm_emit_opts lo_ = {LLVM_OUT_OBJ, objs[n], name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL,
@@ -281,18 +413,18 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
       h.dyn = &full;
       h.workspace_size = b.workspace_size;
       h.weights_size = wf ? wf->at : weights;
-      char note[2048], path[1100];
-      kir_bucket_note(note, sizeof note, name, ds, hi, n, 0);
+      char note[8192], path[1100];
+      kir_bucket_note(note, sizeof note, name, ds, bx, n, 0);
       snprintf(path, sizeof path, "%s.h", stem);
       st = kir_header_write(&h, path, name, wf != NULL, note);
     }
     if (st != PC_OK && !g->status && gtop->status) pc_fail(g, gtop->status, "%s", pc_error(gtop));
   }
   if (wf && st != PC_OK) unlink(wf->path);
-  free(tw.blob), free(prof), free(wf);
+  kir_twin_free(&tw), free(prof), free(wf);
   pc_graph_free(gtop);
   for (int k = 0; k <= n && k <= MAX_BUCKETS; k++)
     if (objs[k][0]) unlink(objs[k]);
-  free(objs), free(paths), free(dims0);
+  free(objs), free(paths), free(dims);
   return st;
 }

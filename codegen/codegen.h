@@ -38,14 +38,22 @@ typedef struct pc_dyn_spec {
   /* written by codegen, for --report */
   int n_builds, n_sizes;
   char probes[256];
-  /* bucket_step > 0: symbol bucket_sym's range in buckets of that many values, each its own program planned at
-   * the bucket's HI (--dim NAME=LO..HI:STEP; codegen/buckets.c); what they cost, written by codegen */
-  int bucket_sym;
-  int64_t bucket_step;
+  /* bucket_step[s] > 0: symbol s's range in buckets of that many values (--dim NAME=LO..HI:STEP; on several dims,
+   * a grid of them), each its own program planned at the bucket's ends (codegen/buckets.c); what they cost,
+   * written by codegen */
+  int64_t bucket_step[PC_DYN_MAX_SYMS];
   char buckets[8192];
   int fit_failed; /* written by codegen/cuda_dynamic.c: the program built but could not follow the dims (a part of
                      the range may) */
+  int fit_sym;    /* written by codegen when a program could not follow the dims: the symbol whose values it could
+                     not follow (halving a bucket along it), -1 when none was named */
 } pc_dyn_spec;
+/* how many of ds's symbols are in buckets (0: one program for the ranges) */
+static inline int pc_dyn_bucketed(const pc_dyn_spec *ds) {
+  int n = 0;
+  for (int s = 0; ds && s < ds->n_syms; s++) n += ds->bucket_step[s] > 0;
+  return n;
+}
 
 typedef struct pc_codegen_opts {
   pc_emit emit;

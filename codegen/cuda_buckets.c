@@ -20,27 +20,25 @@ typedef struct part {
   int shared;  /* the bucket whose weights it reads */
 } part;
 
-/* bucket k ([lo, hi] of the symbol) built, fitted and packaged at obj as NAME__bK; *refit: it could not follow its
- * part of the range, so its halves may */
-static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo, int64_t hi, const char *name,
+/* bucket k (the box b) built, fitted and packaged at obj as NAME__bK; *refit: it could not follow its part of the
+ * ranges, so its halves may */
+static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_bucket *b, const char *name,
                         const char *obj, kir_twin *tw, part *pt, int *refit) {
   pc_dyn_spec *ds = o->dyn, sub = *ds;
-  int s = ds->bucket_sym;
-  sub.lo[s] = lo, sub.hi[s] = hi, sub.bucket_step = 0, sub.n_builds = sub.n_sizes = sub.fit_failed = 0;
+  for (int q = 0; q < ds->n_syms; q++) sub.lo[q] = b->lo[q], sub.hi[q] = b->hi[q], sub.bucket_step[q] = 0;
+  sub.n_builds = sub.n_sizes = sub.fit_failed = 0, sub.fit_sym = -1;
   sub.probes[0] = 0;
   pc_codegen_opts ok = *o;
   ok.dyn = &sub;
-  int64_t values[PC_DYN_MAX_SYMS];
-  for (int q = 0; q < ds->n_syms; q++) values[q] = ds->hi[q];
-  values[s] = hi;
   *refit = 0;
   memset(pt, 0, sizeof *pt);
-  if (!(pt->g = ds->build(ds->ctx, values))) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  if (!(pt->g = ds->build(ds->ctx, b->hi))) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   char *src = NULL;
   pc_cuda_launch *L = NULL;
   pc_status st = pt->g->status;
   if (st == PC_OK) st = kir_cuda_program(pt->g, &ok, &pt->p, &src, &L, &pt->d);
-  *refit = st == PC_ERR_UNSUPPORTED && sub.fit_failed && lo < hi;
+  ds->fit_sym = sub.fit_sym; /* what to halve it along */
+  *refit = st == PC_ERR_UNSUPPORTED && sub.fit_failed && kir_bucket_splits(ds, b);
   ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
   void *blob = st == PC_OK ? kir_weights_blob(&pt->p) : NULL;
   if (st == PC_OK && !blob) st = pc_fail(pt->g, PC_ERR_NOMEM, "out of memory for the weights");
@@ -48,23 +46,25 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, int64_t lo
   char bname[320], wname[320];
   snprintf(bname, sizeof bname, "%s__b%d", name, k);
   snprintf(wname, sizeof wname, "%s__b%d", name, pt->shared);
-  if (st == PC_OK) /* the twin keeps the bytes of the last bucket that owns its weights: this one's, when not shared */
-    st = kir_cuda_part(pt->g, &ok, &pt->p, src, L, pt->d, bname, obj, pt->shared == k ? tw->blob : NULL,
+  int64_t bytes;
+  if (st == PC_OK) /* the twin keeps the bytes of a bucket that owns its weights: this one's, when not shared */
+    st = kir_cuda_part(pt->g, &ok, &pt->p, src, L, pt->d, bname, obj, pt->shared == k ? kir_twin_blob(tw, k, &bytes) : NULL,
                        pt->shared != k ? wname : NULL);
   free(src);
-  if (st != PC_OK && !*refit) /* the bucket's error, said as the model's */
-    return pc_fail(g, pt->g->status ? pt->g->status : st, "bucket %s=%lld..%lld: %s", ds->name[s], (long long)lo,
-                   (long long)hi, pc_error(pt->g));
+  if (st != PC_OK && !*refit) { /* the bucket's error, said as the model's */
+    char label[512];
+    kir_bucket_label(label, sizeof label, ds, b, ", ");
+    return pc_fail(g, pt->g->status ? pt->g->status : st, "bucket %s: %s", label, pc_error(pt->g));
+  }
   return st;
 }
 
 pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
   pc_dyn_spec *ds = o->dyn;
-  int s = ds->bucket_sym;
-  int64_t lo[MAX_BUCKETS + 1], hi[MAX_BUCKETS + 1];
+  kir_bucket bx[MAX_BUCKETS + 1];
   char name[256], stem[1024], dir[64] = "/tmp/primc-cudab-XXXXXX";
   kir_output_names(o, name, sizeof name, stem, sizeof stem);
-  int n = kir_bucket_ranges(g, ds, name, lo, hi);
+  int n = kir_bucket_ranges(g, ds, name, bx);
   if (n < 0) return g->status;
   if (!mkdtemp(dir)) return pc_fail(g, PC_ERR_IO, "cannot make a temporary directory");
   int n_in = g->n_inputs * PC_MAX_RANK;
@@ -72,21 +72,21 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
   const char **paths = calloc(MAX_BUCKETS, sizeof *paths);
   char (*lines)[KIR_BUCKET_LINE] = calloc(MAX_BUCKETS, sizeof *lines);
   int *in_sym = pc_alloc(g, sizeof *in_sym * (size_t)(n_in + 1));
-  int64_t *dims0 = calloc((size_t)n_in + 1, sizeof *dims0);
-  pc_status st = objs && paths && lines && in_sym && dims0 ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  int64_t *dims = calloc((size_t)(n_in + 1) * (MAX_BUCKETS + 1), sizeof *dims);
+  pc_status st = objs && paths && lines && in_sym && dims ? PC_OK : pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; i < n_in; i++) in_sym[i] = -1;
   int64_t ws = 0, weights = 0;
   int halved = 0, kernels = 0;
-  kir_twin tw = {NULL, 0, -1};
+  kir_twin tw = {0};
   part top = {0};
   for (int k = 0; st == PC_OK && k < n;) {
     part pt;
     int refit;
     snprintf(objs[k], sizeof objs[k], "%s/b%d.o", dir, k);
     pc_progress(o, "bucket (CUDA)", k, n);
-    st = bucket(g, o, k, lo[k], hi[k], name, objs[k], &tw, &pt, &refit);
+    st = bucket(g, o, k, &bx[k], name, objs[k], &tw, &pt, &refit);
     if (refit) { /* two halves in its place */
-      st = kir_bucket_halve(g, ds, lo, hi, &n, k, pc_error(pt.g));
+      st = kir_bucket_halve(g, ds, bx, &n, k, pc_error(pt.g));
       halved++;
       pc_graph_free(pt.g);
       continue;
@@ -97,10 +97,10 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
       weights += pt.shared == k ? pt.p.weights_size : 0;
       for (int i = 0; i < n_in; i++) {
         if (in_sym[i] < 0) in_sym[i] = pt.d->in_sym[i];
-        if (k == 0 && i % PC_MAX_RANK < pt.g->inputs[i / PC_MAX_RANK]->type.rank)
-          dims0[i] = pt.g->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
+        if (i % PC_MAX_RANK < pt.g->inputs[i / PC_MAX_RANK]->type.rank)
+          dims[k * n_in + i] = pt.g->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
       }
-      kir_bucket_line(lines[k], sizeof lines[k], ds, lo, hi, k, pt.shared, pt.p.n_kernels, objs[k], pt.p.weights_size,
+      kir_bucket_line(lines[k], sizeof lines[k], ds, bx, k, pt.shared, pt.p.n_kernels, objs[k], pt.p.weights_size,
                       pt.p.workspace_size);
     }
     if (st == PC_OK && k == n - 1) top = pt;
@@ -111,11 +111,11 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
     kir_cuda_dyn full = *top.d;
     for (int q = 0; q < ds->n_syms; q++) full.lo[q] = ds->lo[q], full.hi[q] = ds->hi[q];
     full.in_sym = in_sym;
-    if (n > 1) kir_bucket_dims(ds, top.g, dims0, in_sym);
-    char note[2048];
-    kir_bucket_note(note, sizeof note, name, ds, hi, n, 1);
+    if (n > 1) kir_bucket_dims(ds, top.g, n, bx, dims, in_sym);
+    char note[8192];
+    kir_bucket_note(note, sizeof note, name, ds, bx, n, 1);
     for (int k = 0; k < n; k++) paths[k] = objs[k];
-    kir_cuda_buckets b = {n, s, hi, paths, &top.p, &full, ws, weights, kernels, note};
+    kir_cuda_buckets b = {n, bx, paths, &top.p, &full, ws, weights, kernels, note};
     pc_progress(o, "link", 0, 0);
     st = kir_cuda_dispatch(g, o, &b);
     char tail[128];
@@ -123,11 +123,11 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
              "earlier one on its first run", ws / 1e6);
     kir_bucket_report(ds, n, halved, (const char (*)[KIR_BUCKET_LINE])lines, "CUDA ", tail);
   }
-  free(tw.blob);
+  kir_twin_free(&tw);
   pc_graph_free(top.g);
   for (int k = 0; objs && k < n && k < MAX_BUCKETS; k++)
     if (objs[k][0]) unlink(objs[k]);
   rmdir(dir);
-  free(objs), free(paths), free(lines), free(dims0);
+  free(objs), free(paths), free(lines), free(dims);
   return st;
 }

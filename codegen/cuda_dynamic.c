@@ -330,6 +330,7 @@ static pc_status probe(const pc_codegen_opts *o, fitter *F, int k) {
     return F->have[k] = 1, PC_OK;
   }
   if (P->soft[k]) return PC_OK;
+  ds->fit_sym = y;
   char why[240];
   snprintf(why, sizeof why, "the CUDA program at %s=%lld differs from the one at the bound, not only in its sizes (%s)",
            ds->name[y], (long long)P->v[k][y],
@@ -345,10 +346,11 @@ pc_status kir_cuda_dynamic(pc_graph *g, const pc_codegen_opts *o, kir_program *p
   if (ds->n_syms < 1 || ds->n_syms > KIR_DYN_MAX_SYMS)
     return pc_fail(g, PC_ERR_UNSUPPORTED, "%d dims given as ranges: one binary follows at most %d", ds->n_syms,
                    KIR_DYN_MAX_SYMS);
-  if (ds->bucket_step)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s in buckets (--dim %s=LO..HI:STEP): each bucket is a CUDA module of "
-                   "its own, which --target cuda packages; --emit cuda writes the CUDA C of one program (give the "
-                   "range alone)", ds->name[ds->bucket_sym], ds->name[ds->bucket_sym]);
+  for (int s = 0; s < ds->n_syms; s++)
+    if (ds->bucket_step[s])
+      return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s in buckets (--dim %s=LO..HI:STEP): each bucket is a CUDA module of "
+                     "its own, which --target cuda packages; --emit cuda writes the CUDA C of one program (give the "
+                     "range alone)", ds->name[s], ds->name[s]);
   kir_dyn_pts P;
   kir_dyn_points(ds, &P);
   build *b = calloc((size_t)P.n, sizeof *b);

@@ -414,6 +414,7 @@ static pc_status probe(kir_program *p, const pc_codegen_opts *o, const walk *bas
     char why[200];
     int k = kir_dyn_moved(d, P, i);
     const char *sym = d->name[k];
+    d->fit_sym = k;
     long long at_k = (long long)v[k];
     if (p2.n_kernels != p->n_kernels) /* a loop unrolled over the dim (an RNN over its sequence) */
       snprintf(why, sizeof why, "the number of kernels follows it (%d at %s=%lld, %d at %lld)", p->n_kernels, sym,
@@ -556,7 +557,7 @@ pc_status kir_dyn_fit(kir_program *p, const pc_codegen_opts *o) {
     int kernel = base.val_kernel[f];
     if (r == KIR_FIT_NONE) s = kernel_fail(p, kernel, ds->name[0], KIR_DYN_NONE_WHY);
     if (r == KIR_FIT_CHECK)
-      s = kernel_fail(p, kernel, ds->name[kir_dyn_moved(ds, &P, bad)],
+      s = kernel_fail(p, kernel, ds->name[ds->fit_sym = kir_dyn_moved(ds, &P, bad)],
                       "a size follows it in no polynomial way (a check failed)");
     moves[f] = 1;
     ds->n_sizes++;

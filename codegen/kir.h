@@ -269,12 +269,16 @@ pc_status kir_cuda_render(pc_graph *g, const char *arch, int cuda_syms, kir_prog
 /* the same for a compile's options: with opts->dyn, kir_cuda_dynamic's program (*dyn set), else kir_cuda_render's */
 pc_status kir_cuda_program(pc_graph *g, const struct pc_codegen_opts *opts, kir_program *p, char **src,
                            struct pc_cuda_launch **launches, kir_cuda_dyn **dyn);
+/* one bucket: a box of the symbols' values (dims, not units of a multiple); a symbol not in buckets spans its range */
+typedef struct kir_bucket {
+  int64_t lo[KIR_DYN_MAX_SYMS], hi[KIR_DYN_MAX_SYMS];
+} kir_bucket;
 /* --target cuda with a range dim in buckets (--dim NAME=LO..HI:STEP; codegen/cuda_buckets.c): each bucket's program
  * (a range of its own, planned at its end) an object with the entry points NAME__bK (kir_cuda_part), then the model
  * NAME, whose NAME_run_dims runs the bucket that holds the value (kir_cuda_dispatch), linked with them */
 typedef struct kir_cuda_buckets {
-  int n, sym;               /* buckets, and the symbol they split */
-  const int64_t *hi;        /* bucket k takes the symbol's values up to hi[k] */
+  int n;                    /* buckets */
+  const kir_bucket *b;      /* their boxes */
   const char *const *objs;  /* bucket k's object */
   const kir_program *top;   /* the last bucket's program: the model's inputs and outputs at the bounds */
   const kir_cuda_dyn *full; /* the whole ranges; the inputs' symbols over every bucket */
@@ -384,8 +388,8 @@ pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);
  * as top's (the last bucket, whose bounds are the model's), the dims of full, and NAME_run_dims running the
  * bucket whose range holds the value (runtime/dims.c). */
 typedef struct kir_buckets {
-  int n, sym;              /* buckets, and the symbol of full they split */
-  const int64_t *hi;       /* bucket k takes the symbol's values up to hi[k] */
+  int n;                   /* buckets */
+  const kir_bucket *b;     /* their boxes over full's symbols */
   kir_dyn *full;           /* the whole ranges (offset -1: the dispatcher keeps no values) */
   int64_t workspace_size;  /* PRIMC_BUCKET_HEADER + the largest bucket's */
   int n_prof;              /* with --profile: every bucket's kernels, bucket by bucket (NAME_profile's rows) */
@@ -418,35 +422,47 @@ pc_status kir_link(pc_graph *g, const struct pc_codegen_opts *o, const char *out
 pc_status kir_codegen_buckets(pc_graph *g, const struct pc_codegen_opts *o);
 #define KIR_MAX_BUCKETS 64
 struct pc_dyn_spec;
-/* the buckets [lo[k], hi[k]] of ds->bucket_sym (STEP values each from LO; room for KIR_MAX_BUCKETS + 1) and their
- * count; -1 after failing g when there would be more than KIR_MAX_BUCKETS or the entry points' prefix name is too
- * long for NAME__bK */
-int kir_bucket_ranges(pc_graph *g, const struct pc_dyn_spec *ds, const char *name, int64_t *lo, int64_t *hi);
-/* in_sym (the input dims' symbols, -1 fixed) where the first bucket's inputs (dims0) and gt's (the last's) differ: the
- * bucket symbol (a program of one value leaves its dim fixed, so no program may say so) */
-void kir_bucket_dims(const struct pc_dyn_spec *ds, const pc_graph *gt, const int64_t *dims0, int *in_sym);
-/* the weights of the last bucket whose bytes differed from the one before: buckets usually pack theirs alike (the
- * GEMM panels do not follow the rows of A), and a bucket with the same bytes reads that bucket's */
+/* the buckets of ds's bucketed symbols (STEP values each from LO; on several dims every combination, the first
+ * symbol's buckets outermost; room for KIR_MAX_BUCKETS + 1) and their count; -1 after failing g when there would be
+ * more than KIR_MAX_BUCKETS or the entry points' prefix name is too long for NAME__bK */
+int kir_bucket_ranges(pc_graph *g, const struct pc_dyn_spec *ds, const char *name, kir_bucket *b);
+/* b's bucketed symbols' ranges, "H=64..96, W=128..160" (sep ", "), or sep between them */
+void kir_bucket_label(char *buf, size_t len, const struct pc_dyn_spec *ds, const kir_bucket *b, const char *sep);
+/* in_sym (the input dims' symbols, -1 fixed) where the buckets' inputs differ: bucket k, built at its box's his,
+ * had input dims dims[k * n_in + i] (n_in = gt's inputs times PC_MAX_RANK); such a dim is the bucketed symbol whose
+ * built value it equals in every bucket (a program of one value leaves its dim fixed, so no program may say so) */
+void kir_bucket_dims(const struct pc_dyn_spec *ds, const pc_graph *gt, int n, const kir_bucket *b, const int64_t *dims,
+                     int *in_sym);
+/* the buckets' distinct weights so far: buckets often pack theirs alike (the GEMM panels do not follow the rows of
+ * A; in a grid of buckets the same rows come back in other boxes), and a bucket with the same bytes as an earlier
+ * one reads that bucket's. The bytes of the oldest are let go past KIR_TWIN_KEEP bytes in all (the last always
+ * kept): a later bucket equal to those only keeps a copy of its own. */
+#define KIR_TWIN_KEEP ((int64_t)1 << 30)
 typedef struct kir_twin {
-  void *blob;
-  int64_t bytes;
-  int k; /* whose they are; -1: none yet */
+  int n;
+  void *blob[KIR_MAX_BUCKETS]; /* NULL: let go */
+  int64_t bytes[KIR_MAX_BUCKETS];
+  int k[KIR_MAX_BUCKETS];      /* whose they are */
 } kir_twin;
 /* the bucket whose weights bucket k reads (k, or an earlier one with the same bytes); takes blob (malloc'ed) */
 int kir_twin_take(kir_twin *tw, void *blob, int64_t bytes, int k);
-/* bucket k, which one program could not follow: its two halves in its place (*n one more), or a failure naming it
- * (why: its error) when that would make more than KIR_MAX_BUCKETS */
-pc_status kir_bucket_halve(pc_graph *g, const struct pc_dyn_spec *ds, int64_t *lo, int64_t *hi, int *n, int k,
-                           const char *why);
-#define KIR_BUCKET_LINE 200
+/* the weights bucket k owns (its bytes in *bytes), NULL when it reads another's or they were let go */
+const void *kir_twin_blob(const kir_twin *tw, int k, int64_t *bytes);
+void kir_twin_free(kir_twin *tw);
+/* bucket k, which one program could not follow: its two halves in its place (*n one more), split along the bucketed
+ * symbol of most values in it, or a failure naming it (why: its error) when that would make more than KIR_MAX_BUCKETS */
+pc_status kir_bucket_halve(pc_graph *g, const struct pc_dyn_spec *ds, kir_bucket *b, int *n, int k, const char *why);
+/* whether bucket b holds more than one value of a bucketed symbol (halves of it may compile where it did not) */
+int kir_bucket_splits(const struct pc_dyn_spec *ds, const kir_bucket *b);
+#define KIR_BUCKET_LINE 320
 /* --report's line on bucket k: its kernels, object (the file obj), weights (its own, or bucket shared's), workspace */
-void kir_bucket_line(char *buf, size_t len, const struct pc_dyn_spec *ds, const int64_t *lo, const int64_t *hi, int k,
-                     int shared, int n_kernels, const char *obj, int64_t weights, int64_t workspace);
+void kir_bucket_line(char *buf, size_t len, const struct pc_dyn_spec *ds, const kir_bucket *b, int k, int shared,
+                     int n_kernels, const char *obj, int64_t weights, int64_t workspace);
 /* ds->buckets and ds->probes for --report: a heading (kind: "" or "CUDA "), the n buckets' lines, the dispatcher's */
 void kir_bucket_report(struct pc_dyn_spec *ds, int n, int halved, const char (*lines)[KIR_BUCKET_LINE], const char *kind,
                        const char *tail);
-/* the header's lines on n buckets ending at hi[] (cuda: the CUDA dispatcher's workspace, which has no header) */
-void kir_bucket_note(char *buf, size_t len, const char *name, const struct pc_dyn_spec *ds, const int64_t *hi, int n,
+/* the header's lines on the n buckets b (cuda: the CUDA dispatcher's workspace, which has no header) */
+void kir_bucket_note(char *buf, size_t len, const char *name, const struct pc_dyn_spec *ds, const kir_bucket *b, int n,
                      int cuda);
 /* codegen/weights.c: the constants of p packed at their offsets (malloc'ed, caller frees); NULL when out of
  * memory. kir_weights_write streams the same bytes into fd at base, one constant at a time (a packed

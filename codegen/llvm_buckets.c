@@ -45,27 +45,30 @@ static LLVMValueRef load_weights(lctx *L, int64_t size) {
 static void build(lctx *L, const kir_buckets *b, const llvm_emit_opts *o) {
   const pc_graph *g = L->p->g;
   char name[LLVM_SYM_MAX];
-  LLVMValueRef *models = calloc((size_t)b->n, sizeof *models), *his = calloc((size_t)b->n, sizeof *his);
-  if (!models || !his) {
-    free(models), free(his);
+  int S = b->full->n_syms;
+  LLVMValueRef *models = calloc((size_t)b->n, sizeof *models), *los = calloc((size_t)(b->n * S), sizeof *los),
+               *his = calloc((size_t)(b->n * S), sizeof *his);
+  if (!models || !los || !his) {
+    free(models), free(los), free(his);
     pc_fail(L->g, PC_ERR_NOMEM, "out of memory");
     return;
   }
   for (int k = 0; k < b->n; k++) { /* NAME__bK_model, defined by bucket K's object */
     snprintf(name, sizeof name, "%s__b%d_model", L->name, k);
     models[k] = LLVMAddGlobal(L->m, L->i8, name);
-    his[k] = ci64(L, b->hi[k]);
+    for (int s = 0; s < S; s++) los[k * S + s] = ci64(L, b->b[k].lo[s]), his[k * S + s] = ci64(L, b->b[k].hi[s]);
   }
   snprintf(name, sizeof name, "%s_bucket_models", L->name);
   LLVMValueRef mtab = lv_const_global(L, LLVMConstArray2(L->ptr, models, (uint64_t)b->n), name, LLVMPrivateLinkage);
+  snprintf(name, sizeof name, "%s_bucket_lo", L->name);
+  LLVMValueRef ltab = lv_const_global(L, LLVMConstArray2(L->i64, los, (uint64_t)(b->n * S)), name, LLVMPrivateLinkage);
   snprintf(name, sizeof name, "%s_bucket_hi", L->name);
-  LLVMValueRef htab = lv_const_global(L, LLVMConstArray2(L->i64, his, (uint64_t)b->n), name, LLVMPrivateLinkage);
-  free(models), free(his);
+  LLVMValueRef htab = lv_const_global(L, LLVMConstArray2(L->i64, his, (uint64_t)(b->n * S)), name, LLVMPrivateLinkage);
+  free(models), free(los), free(his);
   LLVMValueRef in_descs = lv_emit_descs(L, g->inputs, g->n_inputs, "in");
   LLVMValueRef dims = lv_emit_dims_desc(L, in_descs);
   lv_emit_check_dims(L, dims);
-  LLVMValueRef bf[5] = {LLVMConstInt(L->i32, (unsigned)b->n, 0), LLVMConstInt(L->i32, (unsigned)b->sym, 0), htab, mtab,
-                        dims};
+  LLVMValueRef bf[5] = {LLVMConstInt(L->i32, (unsigned)b->n, 0), ltab, htab, mtab, dims};
   snprintf(name, sizeof name, "%s_buckets", L->name);
   LLVMValueRef table = lv_const_global(L, LLVMConstStructInContext(L->c, bf, 5, 0), name, LLVMInternalLinkage);
   LLVMTypeRef p4[4] = {L->ptr, L->ptr, L->ptr, L->ptr}, od[3] = {L->ptr, L->i32, L->ptr};

@@ -282,7 +282,7 @@ pc_status kir_build_cpu(pc_graph *g, const pc_codegen_opts *opts, kir_program *p
 }
 
 pc_status pc_codegen_cpu(pc_graph *g, const pc_codegen_opts *opts) {
-  if (opts->dyn && opts->dyn->bucket_step) return kir_codegen_buckets(g, opts); /* codegen/buckets.c */
+  if (pc_dyn_bucketed(opts->dyn)) return kir_codegen_buckets(g, opts); /* codegen/buckets.c */
   kir_program p;
   pc_progress(opts, "kernel IR", 0, 0);
   pc_status s = kir_build_cpu(g, opts, &p);

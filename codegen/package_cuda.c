@@ -85,6 +85,7 @@ static const char *const host_decls[] = {
     "  const primc_tensor_desc *inputs;",
     "} primc_dims_desc;",
     "int primc_dims_check(const primc_dims_desc *d, const int64_t *const *input_dims, int64_t *values, char *msg, size_t len);",
+    "int32_t primc_bucket_of(const primc_dims_desc *d, int32_t n, const int64_t *lo, const int64_t *hi, const int64_t *values);",
     "int primc_cuda_open(int ordinal, primc_cuda **out, char *err, size_t errlen);",
     "const char *primc_cuda_error(const primc_cuda *c);",
     "int primc_cuda_alloc(primc_cuda *c, size_t n, primc_devptr *p);",
@@ -473,9 +474,8 @@ static const char *const host_dispatch[] = {
     "static int pick(const int64_t *const *input_dims, int64_t *v) {",
     "  int st = primc_dims_check(&dims_desc, input_dims, v, err, sizeof err);",
     "  if (st) return last = -1, -st;",
-    "  int k = 0;",
-    "  while (k < NBK - 1 && v[BSYM] > b_hi[k]) k++;",
-    "  return k;",
+    "  int k = primc_bucket_of(&dims_desc, NBK, b_lo, b_hi, v);",
+    "  return k < 0 ? (last = -1, -ST_ARG) : k;",
     "}",
     "",
     "int MODEL_run_dims(const void *const *inputs, const int64_t *const *input_dims, void *const *outputs,",
@@ -518,15 +518,18 @@ static pc_status write_dispatcher(const cuda_pkg *k, const kir_cuda_buckets *b, 
   put_lines(f, host_decls, sizeof host_decls / sizeof host_decls[0], k->name);
   fprintf(f, "#define GPU_ARCH \"%s\"\n#define WORKSPACE_SIZE %lldll\n#define NUM_INPUTS %d\n#define NUM_OUTPUTS %d\n",
           k->arch, (long long)b->workspace_size, g->n_inputs, g->n_outputs);
-  fprintf(f, "#define NSYM %d\n#define NBK %d\n#define BSYM %d\nstatic const int64_t b_hi[NBK] = {", b->full->n_syms, b->n,
-          b->sym);
-  int64_t m = b->full->mult[b->sym]; /* pick() compares symbols: dim / m */
-  for (int i = 0; i < b->n; i++) fprintf(f, "%s%lldLL", i ? ", " : "", (long long)(b->hi[i] / m));
-  fprintf(f, "};\nstatic const char *const b_name[NBK] = {");
+  int S = b->full->n_syms;
+  fprintf(f, "#define NSYM %d\n#define NBK %d\n", S, b->n);
+  for (int hi = 0; hi < 2; hi++) { /* each bucket's box, dims of every symbol (primc_bucket_of) */
+    fprintf(f, "static const int64_t b_%s[NBK * NSYM] = {", hi ? "hi" : "lo");
+    for (int i = 0; i < b->n * S; i++)
+      fprintf(f, "%s%lldLL", i ? ", " : "", (long long)(hi ? b->b[i / S].hi[i % S] : b->b[i / S].lo[i % S]));
+    fprintf(f, "};\n");
+  }
+  fprintf(f, "static const char *const b_name[NBK] = {");
   for (int i = 0; i < b->n; i++) {
-    char range[300];
-    snprintf(range, sizeof range, "%s=%lld..%lld", b->full->name[b->sym],
-             (long long)(i ? b->hi[i - 1] + m : b->full->lo[b->sym]), (long long)b->hi[i]);
+    char range[600];
+    kir_bucket_label(range, sizeof range, k->o->dyn, &b->b[i], ", ");
     fprintf(f, "%s", i ? ", " : "");
     pc_put_c_string(f, range);
   }
@@ -763,7 +766,7 @@ pc_status pc_codegen_cuda_package(pc_graph *g, const pc_codegen_opts *opts) {
   if (!opts || !opts->output) return pc_fail(g, PC_ERR_ATTR, "codegen: no output path");
   pc_status s = check_opts(g, opts);
   if (s != PC_OK) return s;
-  if (opts->dyn && opts->dyn->bucket_step) return kir_cuda_buckets_package(g, opts); /* codegen/cuda_buckets.c */
+  if (pc_dyn_bucketed(opts->dyn)) return kir_cuda_buckets_package(g, opts); /* codegen/cuda_buckets.c */
   kir_program p;
   cuda_pkg k = {g, &p, NULL, opts, NULL, arch_of(opts), "", "", 0, 0, NULL, 0, NULL};
   if (opts->name) snprintf(k.name, sizeof k.name, "%s", opts->name);

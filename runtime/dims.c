@@ -77,18 +77,28 @@ int primc_dims_bind(const primc_dims_desc *d, const int64_t *const *input_dims, 
 /* the header's first words: a tag, then which bucket ran */
 #define BUCKET_TAG 0x6b637562 /* "buck" */
 
+int32_t primc_bucket_of(const primc_dims_desc *d, int32_t n, const int64_t *lo, const int64_t *hi,
+                        const int64_t *values) {
+  for (int32_t k = 0; d && k < n; k++) {
+    int in = 1;
+    for (int s = 0; s < d->n_syms && in; s++) {
+      int64_t v = values[s] * unit(&d->syms[s]); /* the dim: bucket bounds are dims */
+      in = v >= lo[k * d->n_syms + s] && v <= hi[k * d->n_syms + s];
+    }
+    if (in) return k;
+  }
+  return -1;
+}
+
 int primc_buckets_run_dims(const primc_buckets_desc *b, const void *const *inputs, const int64_t *const *input_dims,
                            void *const *outputs, void *workspace) {
   int64_t values[PRIMC_MAX_RANK * 4];
-  if (!b || !b->dims || b->n < 1 || b->sym < 0 || b->sym >= b->dims->n_syms ||
-      b->dims->n_syms > (int)(sizeof values / sizeof *values))
-    return PRIMC_ERR_ARG;
+  if (!b || !b->dims || b->n < 1 || b->dims->n_syms > (int)(sizeof values / sizeof *values)) return PRIMC_ERR_ARG;
   int st = primc_dims_check(b->dims, input_dims, values, NULL, 0);
   if (st != PRIMC_OK) return st;
   if (!workspace) return PRIMC_ERR_ARG;
-  int32_t k = 0;
-  int64_t v = values[b->sym] * unit(&b->dims->syms[b->sym]); /* the dim: bucket bounds are dims */
-  while (k < b->n - 1 && v > b->hi[k]) k++;
+  int32_t k = primc_bucket_of(b->dims, b->n, b->lo, b->hi, values);
+  if (k < 0) return PRIMC_ERR_ARG; /* the boxes do not cover the ranges: no table primc writes */
   int32_t head[2] = {BUCKET_TAG, k};
   memcpy(workspace, head, sizeof head);
   return b->models[k]->run_dims(inputs, input_dims, outputs, (char *)workspace + PRIMC_BUCKET_HEADER);

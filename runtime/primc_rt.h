@@ -161,17 +161,22 @@ typedef struct primc_model_desc {
   const primc_state_desc *state; /* a training step's state, else NULL */
 } primc_model_desc;
 
-/* A model whose run-time dim is split into buckets (--dim NAME=LO..HI:STEP): each bucket is a program of its own,
- * planned at the bucket's HI, and NAME_run_dims runs the one whose range holds the dim's value. The workspace
- * starts with PRIMC_BUCKET_HEADER bytes that say which bucket ran (NAME_output_dims reads them); that program's
- * own workspace follows a page in, keeping the page alignment of the caller's. */
+/* A model whose run-time dims are split into buckets (--dim NAME=LO..HI:STEP, on one dim or several): each bucket
+ * is a program of its own, planned at its ends, and NAME_run_dims runs the one whose box holds the dims' values.
+ * The workspace starts with PRIMC_BUCKET_HEADER bytes that say which bucket ran (NAME_output_dims reads them); that
+ * program's own workspace follows a page in, keeping the page alignment of the caller's. */
 #define PRIMC_BUCKET_HEADER 4096
 typedef struct primc_buckets_desc {
-  int32_t n, sym;                /* the buckets, and the symbol of dims (below) they split */
-  const int64_t *hi;             /* bucket b takes the values up to hi[b] (ascending; the last is the range's HI) */
+  int32_t n;                     /* the buckets */
+  const int64_t *lo, *hi;        /* bucket b holds the dims with lo[b * S + s] <= value of symbol s <= hi[b * S + s]
+                                    for every s of dims (S = dims->n_syms); the boxes do not overlap */
   const primc_model_desc *const *models; /* bucket b's program */
   const primc_dims_desc *dims;   /* the whole ranges, as the header declares them */
 } primc_buckets_desc;
+/* the bucket whose box holds the symbols' values (primc_dims_check's, in units of each symbol's multiple), lo and hi
+ * as in primc_buckets_desc; -1 if none */
+int32_t primc_bucket_of(const primc_dims_desc *d, int32_t n, const int64_t *lo, const int64_t *hi,
+                        const int64_t *values);
 /* NAME_run_dims of a bucketed model: the dims checked against the whole ranges (PRIMC_ERR_SHAPE before anything
  * is read or written), then the bucket's program on the workspace after the header */
 int primc_buckets_run_dims(const primc_buckets_desc *b, const void *const *inputs, const int64_t *const *input_dims,

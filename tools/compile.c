@@ -46,9 +46,9 @@ static const char *compile_help =
     "  --dim NAME=N        fix a symbolic dim (`primc inputs MODEL` names them)\n"
     "  --dim NAME=LO..HI   one binary for every value in LO..HI (up to 3 such dims): run-time dims, the\n"
     "                      program planned at HI; --report says how its sizes were found\n"
-    "  --dim NAME=LO..HI:STEP  the same in buckets of STEP values (one dim), each a program planned at\n"
-    "                      its own HI (halved where one program cannot follow), the run picking one by\n"
-    "                      the value; --report lists them\n"
+    "  --dim NAME=LO..HI:STEP  the same in buckets of STEP values, each a program planned at its own\n"
+    "                      HI (halved where one program cannot follow), the run picking one by the\n"
+    "                      value; on several dims a bucket per combination; --report lists them\n"
     "  --dim NAME=LO..HI%M  every multiple of M in LO..HI (multiples of M themselves): sizes that no\n"
     "                      polynomial of the dim follows, a strided conv's output, are one of the dim / M;\n"
     "                      LO..HI%M:STEP in buckets (STEP a multiple of M)\n"
@@ -238,7 +238,6 @@ static int compile_one(const compile_opts *op) {
   pc_dyn_source src;
   pc_dyn_spec spec;
   int n_syms = pc_dyn_source_init(&src, &spec, &io);
-  if (n_syms == -2) return fprintf(stderr, "primc: error: buckets (--dim NAME=LO..HI:STEP) split one dim only\n"), 1;
   if (n_syms < 0)
     return fprintf(stderr, "primc: error: more than %d dims given as ranges (--dim NAME=LO..HI)\n", PC_DYN_MAX_SYMS), 1;
   if (n_syms) {
@@ -315,7 +314,7 @@ static int compile_one(const compile_opts *op) {
     if (co.dyn)
       printf("  run-time dims: %d sizes follow them, found from %d builds (%s)\n", spec.n_sizes, spec.n_builds,
              spec.probes);
-    if (co.dyn && spec.bucket_step) printf("%s", spec.buckets);
+    if (co.dyn && pc_dyn_bucketed(&spec)) printf("%s", spec.buckets);
     printf("  matmul precision: %s, autocast: %s (%s)\n", pc_matmul_precision_name(g->matmul_precision),
            pc_autocast_name(g->autocast),
            co.target == PC_TARGET_CUDA && g->autocast != PC_AUTOCAST_FP16 && (g->autocast == PC_AUTOCAST_BF16 ||

@@ -326,8 +326,57 @@ if "$B/primc" compile "$tmp/lstm.onnx" --dim T=1..6:2 -o "$tmp/bklstm" >"$tmp/lo
 else
   bad "an RNN over T in buckets compiles" "$(tail -n 3 "$tmp/log")"
 fi
-expect_exit 1 "buckets on two dims refused" "$B/primc" compile $enc/model.onnx --dim batch=1..4:2 --dim seq=1..32:8 -o "$tmp/x"
-grep -q 'buckets (--dim NAME=LO..HI:STEP) split one dim only' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+# buckets on two dims: a program per box of batch and seq (every combination), a box that one program cannot follow
+# halved along the dim its fit names (here batch: 1 and 2 plan other rows; halving seq first made 38 programs);
+# sizes in boxes across the grid against ONNX Runtime
+if "$B/primc" compile $enc/model.onnx --dim batch=1..4:2 --dim seq=1..32:8 -o "$tmp/bk2" --report >"$tmp/report" 2>&1; then
+  n=$(sed -n 's/.*buckets of batch and seq: \([0-9]*\) programs (STEP 2 and 8.*/\1/p' "$tmp/report")
+  [ -n "$n" ] && [ "$n" -ge 8 ] && [ "$n" -le 16 ] && grep -q '    batch=3..4, seq=25..32: ' "$tmp/report" &&
+    ok "encoder in buckets of batch and seq: $n programs" || bad "buckets of batch and seq in --report" "$(grep -A5 buckets "$tmp/report")"
+  sizes "encoder in buckets of batch and seq" $enc/model.onnx "$tmp/bk2" 1x1,1x1 1x8,1x8 2x3,2x3 2x9,2x9 3x13,3x13 \
+    4x32,4x32 1x25,1x25 3x1,3x1
+else
+  bad "encoder in buckets of batch and seq compiles" "$(tail -n 3 "$tmp/report")"
+fi
+# buckets of multiples on H and W (models/dynamic/strided_cnn): 9 boxes of 32 by 32, the header declaring them, each
+# case against ONNX Runtime as an executable and embedded; then boxes of one value each (36), where no program says
+# which input dim is which symbol: the non-square cases show H and W were not swapped
+scd=models/dynamic/strided_cnn
+if "$B/primc" compile $scd/model.onnx --dim H=16..96%16:32 --dim W=16..96%16:32 -o "$tmp/schw" --report >"$tmp/report" 2>&1 &&
+  "$B/primc" compile $scd/model.onnx --dim H=16..96%16:32 --dim W=16..96%16:32 --emit obj --name hw -o "$tmp/hw.o" >"$tmp/log" 2>&1 &&
+  cc -std=c11 -O2 -I"$tmp" -I. -DMODEL_HEADER='"hw.h"' -DMODEL=hw tests/embed/dynamic.c "$tmp/hw.o" "$B/libprimc_rt.a" \
+    ${PRIMC_LDFLAGS:-} -lm -lpthread -o "$tmp/app" >>"$tmp/log" 2>&1; then
+  grep -q 'buckets of H and W: 9 programs (STEP 32 and 32)' "$tmp/report" && grep -q '    H=48..64, W=80..96: ' "$tmp/report" &&
+    ok "strided_cnn in buckets of H and W: --report lists 9 boxes" || bad "H, W buckets in --report" "$(grep -A10 buckets "$tmp/report")"
+  grep -q '#define hw_NUM_BUCKET_DIMS 2' "$tmp/hw.h" && grep -q '#define hw_BUCKET_DIMS {0, 1}' "$tmp/hw.h" &&
+    grep -q '#define hw_BUCKET_MIN {{16, 16}, {16, 48}, {16, 80}, {48, 16},' "$tmp/hw.h" &&
+    grep -q '#define hw_BUCKET_MAX {{32, 32}, {32, 64}, {32, 96}, {64, 32},' "$tmp/hw.h" &&
+    ok "the header declares the boxes" || bad "the header declares the boxes" "$(grep -A8 'buckets (' "$tmp/hw.h")"
+  for e in $scd/expected_*.npy; do
+    tag=$(basename "$e" .npy)
+    tag=${tag#expected_}
+    if "$tmp/schw" "$scd/in_${tag}_0.npy" -o "$tmp/scbo" >"$tmp/log" 2>&1 && compare "$tmp/scbo/out0.npy" "$e" &&
+      "$tmp/app" "$tmp/emb.npy" "$scd/in_${tag}_0.npy" >>"$tmp/log" 2>&1 && compare "$tmp/emb.npy" "$e"; then
+      ok "strided_cnn in buckets of H and W at $tag, as executable and embedded: $(tail -n 1 "$tmp/cmp")"
+    else bad "strided_cnn in buckets of H and W at $tag" "$(tail -n 2 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"; fi
+  done
+  python3 -c "import numpy as np; np.save('$tmp/w40.npy', np.zeros((1, 3, 48, 40), np.float32))"
+  expect_exit 1 "W = 40 refused by the buckets" "$tmp/schw" "$tmp/w40.npy"
+  grep -q 'input "x" dim 3 (W) is 40, not a multiple of 16' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
+  rm -f "$tmp/app"
+else
+  bad "strided_cnn in buckets of H and W compiles" "$(tail -n 3 "$tmp/report") $(tail -n 3 "$tmp/log")"
+fi
+if "$B/primc" compile $scd/model.onnx --dim H=16..96%16:16 --dim W=16..96%16:16 -o "$tmp/sc1" --report >"$tmp/report" 2>&1; then
+  grep -q 'buckets of H and W: 36 programs' "$tmp/report" && ok "boxes of one value: 36 programs" ||
+    bad "boxes of one value in --report" "$(grep buckets "$tmp/report")"
+  for tag in 1x3x32x80 1x3x96x48; do
+    "$tmp/sc1" "$scd/in_${tag}_0.npy" -o "$tmp/sc1o" >"$tmp/log" 2>&1 && compare "$tmp/sc1o/out0.npy" "$scd/expected_$tag.npy" &&
+      ok "boxes of one value at $tag: $(tail -n 1 "$tmp/cmp")" || bad "boxes of one value at $tag" "$(tail -n 2 "$tmp/log")"
+  done
+else
+  bad "strided_cnn in boxes of one value compiles" "$(tail -n 3 "$tmp/report")"
+fi
 expect_exit 1 "buckets as LLVM IR refused" "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --emit llvm \
   -o "$tmp/x.ll"
 grep -q 'not LLVM IR or assembly' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"

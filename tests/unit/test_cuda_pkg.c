@@ -433,3 +433,28 @@ PC_TEST(cuda_pkg_buckets) {
   }
   dyn_pkg_close(&d);
 }
+
+/* buckets on two dims for CUDA (strided_cnn, H and W in 16..96 multiples of 16, boxes of 48 by 48): the host side
+ * picks the box that holds both (its error names it), and the header declares the boxes */
+PC_TEST(cuda_pkg_buckets_on_two_dims) {
+  if (!have_nvrtc()) return;
+  const pc_dim_binding dims[] = {{"H", 16, 96, 48, 16}, {"W", 16, 96, 48, 16}};
+  dyn_pkg d;
+  if (dyn_pkg_open(&d, "strided_cnn", dims, 2, "expected_1x3x32x80.npy")) {
+    const primc_cuda_model_desc *m = d.m;
+    CHECK_CONTAINS(d.spec.buckets, "buckets of H and W: 4 CUDA programs (STEP 48 and 48)");
+    CHECK_CONTAINS(d.spec.buckets, "H=64..96, W=16..48: ");
+    const int64_t a[4] = {1, 3, 32, 80}, b[4] = {1, 3, 96, 48}, c[4] = {1, 3, 40, 48};
+    const int64_t *in_a[1] = {a}, *in_b[1] = {b}, *in_c[1] = {c};
+    int64_t out[8] = {0};
+    CHECK_INT(m->output_dims(in_a, 0, out), PRIMC_OK);
+    for (int r = 0; r < d.want.rank; r++) CHECK_INT(out[r], d.want.dims[r]);
+    runs_without_driver(m, in_a, "bucket H=16..48, W=64..96: ");
+    runs_without_driver(m, in_b, "bucket H=64..96, W=16..48: ");
+    CHECK_INT(m->output_dims(in_c, 0, out), PRIMC_ERR_SHAPE); /* 40: no multiple of 16 */
+    CHECK_CONTAINS(d.header, "#define m_NUM_BUCKETS 4");
+    CHECK_CONTAINS(d.header, "#define m_BUCKET_MIN {{16, 16}, {16, 64}, {64, 16}, {64, 64}}");
+    CHECK_CONTAINS(d.header, "#define m_BUCKET_MAX {{48, 48}, {48, 96}, {96, 48}, {96, 96}}");
+  }
+  dyn_pkg_close(&d);
+}

@@ -100,6 +100,11 @@ static int bucket1_run(const void *const *in, const int64_t *const *dims, void *
   ran_bucket = 1, ran_ws = ws;
   return PRIMC_OK;
 }
+static int bucket2_run(const void *const *in, const int64_t *const *dims, void *const *out, void *ws) {
+  (void)in, (void)dims, (void)out;
+  ran_bucket = 2, ran_ws = ws;
+  return PRIMC_OK;
+}
 static int bucket_out_dims(const void *ws, int32_t output, int64_t *dims) {
   dims[0] = output, dims[1] = (int64_t)((const char *)ws - (const char *)ran_ws); /* 0: the bucket's own workspace */
   return PRIMC_OK;
@@ -114,8 +119,8 @@ PC_TEST(buckets_run_the_program_whose_range_holds_the_value) {
   primc_model_desc m0 = {0}, m1 = {0};
   m0.run_dims = bucket0_run, m1.run_dims = bucket1_run, m0.output_dims = m1.output_dims = bucket_out_dims;
   const primc_model_desc *models[2] = {&m0, &m1};
-  static const int64_t his[2] = {4, 8};
-  primc_buckets_desc b = {2, 0, his, models, &d};
+  static const int64_t los[2] = {1, 5}, his[2] = {4, 8};
+  primc_buckets_desc b = {2, los, his, models, &d};
   static int64_t ws[PRIMC_BUCKET_HEADER / 8 + 8] __attribute__((aligned(64)));
   int64_t x[1], od[2];
   const int64_t *dims[1] = {x};
@@ -139,6 +144,35 @@ PC_TEST(buckets_run_the_program_whose_range_holds_the_value) {
   CHECK_INT(primc_buckets_run_dims(&b, NULL, dims, NULL, NULL), PRIMC_ERR_SHAPE); /* the dims are checked first */
   x[0] = 2;
   CHECK_INT(primc_buckets_run_dims(&b, NULL, dims, NULL, NULL), PRIMC_ERR_ARG);
+}
+
+PC_TEST(buckets_on_two_dims_run_the_program_whose_box_holds_both) {
+  /* x: f32[H][W], H and W in 16..64 multiples of 16; boxes H 16..32 x W 16..64, then H 48..64 split at W 32 */
+  static const primc_sym_desc syms[] = {{"H", 16, 64, 16}, {"W", 16, 64, 16}};
+  static const int32_t in_syms[PRIMC_MAX_RANK] = {0, 1, -1, -1, -1, -1, -1, -1};
+  static const primc_tensor_desc ins[] = {{"x", PRIMC_F32, 2, {64, 64}}};
+  primc_dims_desc d = {2, syms, in_syms, -1, 1, ins};
+  primc_model_desc m0 = {0}, m1 = {0}, m2 = {0};
+  m0.run_dims = bucket0_run, m1.run_dims = bucket1_run, m2.run_dims = bucket2_run;
+  const primc_model_desc *models[3] = {&m0, &m1, &m2};
+  static const int64_t los[6] = {16, 16, 48, 16, 48, 48}, his[6] = {32, 64, 64, 32, 64, 64};
+  primc_buckets_desc b = {3, los, his, models, &d};
+  static int64_t ws[PRIMC_BUCKET_HEADER / 8 + 8] __attribute__((aligned(64)));
+  int64_t x[2];
+  const int64_t *dims[1] = {x};
+  int64_t want[][3] = {{16, 64, 0}, {32, 16, 0}, {48, 16, 1}, {64, 32, 1}, {48, 48, 2}, {64, 64, 2}};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    x[0] = want[i][0], x[1] = want[i][1], ran_bucket = -1;
+    CHECK_INT(primc_buckets_run_dims(&b, NULL, dims, NULL, ws), PRIMC_OK);
+    CHECK_MSG(ran_bucket == want[i][2], "%lldx%lld ran bucket %d", (long long)x[0], (long long)x[1], ran_bucket);
+  }
+  int64_t values[2] = {3, 2}; /* in units of 16: 48x32 */
+  CHECK_INT(primc_bucket_of(&d, 3, los, his, values), 1);
+  values[0] = 5; /* 80: in no box */
+  CHECK_INT(primc_bucket_of(&d, 3, los, his, values), -1);
+  x[0] = 40, x[1] = 16, ran_bucket = -1; /* no multiple of 16 */
+  CHECK_INT(primc_buckets_run_dims(&b, NULL, dims, NULL, ws), PRIMC_ERR_SHAPE);
+  CHECK_INT(ran_bucket, -1);
 }
 
 /* ---------------------------------------------------------------- kir_dyn_fit */
