@@ -87,30 +87,6 @@ static int64_t file_bytes(const char *path) {
   return stat(path, &st) ? 0 : (int64_t)st.st_size;
 }
 
-int kir_twin_take(kir_twin *tw, void *blob, int64_t bytes, int k) {
-  for (int i = 0; i < tw->n; i++)
-    if (tw->blob[i] && tw->bytes[i] == bytes && !memcmp(tw->blob[i], blob, (size_t)bytes)) return free(blob), tw->k[i];
-  if (tw->n == MAX_BUCKETS) return free(blob), k; /* not reached: a twin per bucket at most */
-  int64_t kept = bytes;
-  for (int i = tw->n - 1; i >= 0; i--) { /* the newest kept, the oldest let go */
-    if (tw->blob[i] && kept + tw->bytes[i] > KIR_TWIN_KEEP) free(tw->blob[i]), tw->blob[i] = NULL;
-    kept += tw->blob[i] ? tw->bytes[i] : 0;
-  }
-  tw->blob[tw->n] = blob, tw->bytes[tw->n] = bytes, tw->k[tw->n++] = k;
-  return k;
-}
-
-const void *kir_twin_blob(const kir_twin *tw, int k, int64_t *bytes) {
-  for (int i = 0; i < tw->n; i++)
-    if (tw->k[i] == k) return *bytes = tw->bytes[i], tw->blob[i];
-  return *bytes = 0, NULL;
-}
-
-void kir_twin_free(kir_twin *tw) {
-  for (int i = 0; i < tw->n; i++) free(tw->blob[i]);
-  tw->n = 0;
-}
-
 /* how many more values than one bucketed symbol s takes in b (in units of its multiple) */
 static int64_t span(const pc_dyn_spec *ds, const kir_bucket *b, int s) {
   return s >= 0 && s < ds->n_syms && ds->bucket_step[s] ? (b->hi[s] - b->lo[s]) / kir_dyn_mult(ds, s) : 0;
@@ -142,14 +118,12 @@ pc_status kir_bucket_halve(pc_graph *g, const pc_dyn_spec *ds, kir_bucket *b, in
   return PC_OK;
 }
 
-void kir_bucket_line(char *buf, size_t len, const pc_dyn_spec *ds, const kir_bucket *b, int k, int shared,
-                     int n_kernels, const char *obj, int64_t weights, int64_t workspace) {
-  char wtext[600], label[512];
-  if (shared == k) snprintf(wtext, sizeof wtext, "weights %.2f MB", weights / 1e6);
-  else kir_bucket_label(label, sizeof label, ds, &b[shared], ", "), snprintf(wtext, sizeof wtext, "the weights of %s", label);
+void kir_bucket_line(char *buf, size_t len, const pc_dyn_spec *ds, const kir_bucket *b, int k, const char *weights,
+                     int n_kernels, const char *obj, int64_t workspace) {
+  char label[512];
   kir_bucket_label(label, sizeof label, ds, &b[k], ", ");
   snprintf(buf, len, "    %s: %d kernels, object %.2f MB (%s), workspace %.2f MB\n", label, n_kernels,
-           file_bytes(obj) / 1e6, wtext, workspace / 1e6);
+           file_bytes(obj) / 1e6, weights, workspace / 1e6);
 }
 
 void kir_bucket_report(pc_dyn_spec *ds, int n, int halved, const char (*lines)[KIR_BUCKET_LINE], const char *kind,
@@ -188,41 +162,20 @@ static pc_status prof_rows(pc_graph *g, const pc_dyn_spec *ds, const kir_bucket 
   return PC_OK;
 }
 
-/* --weights external: one side file for every bucket, each distinct bucket's weights at a 64-byte aligned offset of
- * the payload, a twin's at its twin's */
-typedef struct wfile {
-  int fd;
-  int64_t at, off[MAX_BUCKETS + 1];
-  char path[1100];
-} wfile;
-
-static pc_status wfile_put(pc_graph *g, wfile *wf, int k, int shared, const kir_twin *tw) {
-  int64_t bytes;
-  const void *blob = shared == k ? kir_twin_blob(tw, k, &bytes) : NULL;
-  if (!blob) {
-    wf->off[k] = shared != k ? wf->off[shared] : 0;
-    return PC_OK;
-  }
-  wf->off[k] = wf->at;
-  if (!kir_pwrite_all(wf->fd, blob, (size_t)bytes, (off_t)(sizeof(primc_weights_header) + wf->at)))
-    return pc_fail(g, PC_ERR_IO, "cannot write %s: %s", wf->path, strerror(errno));
-  wf->at += (bytes + 63) / 64 * 64;
-  return PC_OK;
-}
-
 /* bucket k (the box b) compiled and written to path as NAME__bK: its program in *p, on its graph *gk (the caller
- * frees it); *shared: the bucket whose weights it reads, else k. *refit: the fit failed, so halves of the bucket may
- * still compile. With --profile its kernels count into the dispatcher's NAME_profile from row prof_base; with
- * --weights external (wf) its weights go into the side file, read through the dispatcher's NAME_weights_base. */
+ * frees it), its constants (*own bytes) in the pool (*fresh: the bytes it added), which the bucket reads through the
+ * dispatcher's NAME_weights_pool, or with --weights external the side file's NAME_weights_base. *refit: the fit
+ * failed, so halves of the bucket may still compile. With --profile its kernels count into the dispatcher's
+ * NAME_profile from row prof_base. */
 static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_bucket *b, const char *name,
-                        const char *path, kir_twin *tw, int *shared, pc_graph **gk, kir_program *p, int *refit,
-                        int prof_base, wfile *wf) {
+                        const char *path, kir_pool *pool, int64_t *own, int64_t *fresh, pc_graph **gk, kir_program *p,
+                        int *refit, int prof_base) {
   pc_dyn_spec *ds = o->dyn, sub = *ds;
   for (int q = 0; q < ds->n_syms; q++) sub.lo[q] = b->lo[q], sub.hi[q] = b->hi[q], sub.bucket_step[q] = 0;
   sub.n_builds = sub.n_sizes = 0, sub.probes[0] = 0, sub.fit_sym = -1;
   pc_codegen_opts ok = *o;
   ok.dyn = &sub;
-  *refit = 0;
+  *refit = 0, *own = *fresh = 0;
   if (!(*gk = ds->build(ds->ctx, b->hi))) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   pc_status st = (*gk)->status;
   if (st == PC_OK) st = kir_build_cpu(*gk, &ok, p);
@@ -230,18 +183,12 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_
     ds->fit_sym = sub.fit_sym; /* what to halve it along */
     *refit = st == PC_ERR_UNSUPPORTED && kir_bucket_splits(ds, b);
   }
-  char bname[320], wsym[340];
+  char bname[320], wsym[340], psym[340];
   snprintf(bname, sizeof bname, "%s__b%d", name, k);
-  *shared = k;
-  void *blob = st == PC_OK && p->weights_size > 0 ? kir_weights_blob(p) : NULL;
-  if (st == PC_OK && p->weights_size > 0 && !blob) st = pc_fail(*gk, PC_ERR_NOMEM, "out of memory for the weights");
-  if (blob) *shared = kir_twin_take(tw, blob, p->weights_size, k);
-  if (wf) snprintf(wsym, sizeof wsym, "%s_weights_base", name);
-  else snprintf(wsym, sizeof wsym, "%s__b%d_weights", name, *shared);
-  char psym[340];
+  snprintf(wsym, sizeof wsym, o->weights_external ? "%s_weights_base" : "%s_weights_pool", name);
   snprintf(psym, sizeof psym, "%s_profile", name);
-  if (st == PC_OK && wf) st = wfile_put(g, wf, k, *shared, tw);
-  kir_object_link ln = {wf || *shared != k ? wsym : NULL, wf ? wf->off[k] : 0, psym, prof_base};
+  if (st == PC_OK) st = kir_pool_add(pool, p, own, fresh);
+  kir_object_link ln = {wsym, 0, psym, prof_base};
   if (st == PC_OK) st = kir_object_write(p, &ok, bname, path, &ln);
   ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
   if (st != PC_OK && !*refit) { /* the bucket's error, said as the model's */
@@ -337,27 +284,25 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     return free(objs), free(paths), free(dims), pc_fail(g, PC_ERR_NOMEM, "out of memory");
   for (int i = 0; i < n_io; i++) in_sym[i] = -1, out_slot[i] = -1;
   int64_t ws = 0, weights = 0;
-  char lines[MAX_BUCKETS][KIR_BUCKET_LINE];
+  char lines[MAX_BUCKETS][KIR_BUCKET_LINE], wpath[1100];
   kir_program top;
   pc_graph *gtop = NULL;
   pc_status st = PC_OK;
-  int halved = 0, shared = 0, in_place = 1;
-  kir_twin tw = {0};
+  int halved = 0, in_place = 1, wfd = -1;
   kir_prof_row *prof = NULL;
   int n_prof = 0;
-  wfile *wf = o->weights_external ? calloc(1, sizeof *wf) : NULL;
-  if (o->weights_external) {
-    if (!wf) st = pc_fail(g, PC_ERR_NOMEM, "out of memory");
-    else snprintf(wf->path, sizeof wf->path, "%s.weights", o->emit == PC_EMIT_EXE ? o->output : stem);
-    if (wf && (wf->fd = kir_weights_file_open(g, wf->path)) < 0) st = g->status, free(wf), wf = NULL;
-  }
+  kir_pool pool = {.fd = -1};
+  snprintf(wpath, sizeof wpath, "%s.weights", o->emit == PC_EMIT_EXE ? o->output : stem);
+  if (o->weights_external && (wfd = kir_weights_file_open(g, wpath)) < 0) st = g->status;
+  if (st == PC_OK) st = kir_pool_open(g, &pool, wfd, o->weights_external ? (int64_t)sizeof(primc_weights_header) : 0);
   for (int k = 0; st == PC_OK && k < n;) {
     pc_graph *gk = NULL;
     kir_program p;
     int refit;
+    int64_t own, fresh;
     snprintf(objs[k], sizeof objs[k], "%s.primc-b%d.o", o->output, k);
     pc_progress(o, "bucket", k, n);
-    st = bucket(g, o, k, &bx[k], name, objs[k], &tw, &shared, &gk, &p, &refit, n_prof, wf);
+    st = bucket(g, o, k, &bx[k], name, objs[k], &pool, &own, &fresh, &gk, &p, &refit, n_prof);
     if (refit) { /* two halves in its place */
       st = kir_bucket_halve(g, ds, bx, &n, k, pc_error(gk));
       halved++;
@@ -367,22 +312,23 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     if (st == PC_OK) {
       ws = p.workspace_size > ws ? p.workspace_size : ws;
       in_place &= gk->state_in_place; /* one buffer set serves every step only if it does in every bucket */
-      weights += shared == k ? p.weights_size : 0;
       for (int i = 0; i < n_io; i++) {
         if (in_sym[i] < 0 && i < gk->n_inputs * PC_MAX_RANK) in_sym[i] = p.dyn->in_sym[i];
         if (out_slot[i] < 0 && i < gk->n_outputs * PC_MAX_RANK) out_slot[i] = p.dyn->out_slot[i];
         if (i < n_in && i % PC_MAX_RANK < gk->inputs[i / PC_MAX_RANK]->type.rank)
           dims[k * n_in + i] = gk->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
       }
-      kir_bucket_line(lines[k], sizeof lines[k], ds, bx, k, shared, p.n_kernels, objs[k], p.weights_size,
-                      p.workspace_size);
+      char wtext[96];
+      snprintf(wtext, sizeof wtext, "weights %.2f MB, %.2f MB of them new", own / 1e6, fresh / 1e6);
+      kir_bucket_line(lines[k], sizeof lines[k], ds, bx, k, wtext, p.n_kernels, objs[k], p.workspace_size);
       if (o->profile && prof_rows(g, ds, &bx[k], &p, &prof, &n_prof) != PC_OK) st = g->status;
     }
     if (st == PC_OK && k == n - 1) top = p, gtop = gk;
     else pc_graph_free(gk);
     k++;
   }
-  if (wf) st = kir_weights_file_close(g, wf->fd, wf->at, st, wf->path);
+  weights = pool.size;
+  if (wfd >= 0) st = kir_weights_file_close(g, wfd, weights, st, wpath);
   kir_dyn full;
   if (st == PC_OK) {
     if (gtop->n_state) gtop->state_in_place = g->state_in_place = in_place; /* the header's, the descriptor's */
@@ -390,12 +336,16 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     for (int q = 0; q < ds->n_syms; q++) full.lo[q] = ds->lo[q], full.hi[q] = ds->hi[q];
     full.in_sym = in_sym, full.out_slot = out_slot, full.offset = -1;
     if (n > 1) kir_bucket_dims(ds, gtop, n, bx, dims, in_sym);
-    kir_buckets b = {n, bx, &full, PRIMC_BUCKET_HEADER + (ws + 63) / 64 * 64, n_prof, prof, wf ? wf->at : -1};
+    kir_buckets b = {n, bx, &full, PRIMC_BUCKET_HEADER + (ws + 63) / 64 * 64, n_prof, prof,
+                     o->weights_external ? weights : -1, o->weights_external ? 0 : weights};
     snprintf(objs[n], sizeof objs[n], "%s.primc-tmp.o", o->output);
     for (int k = 0; k <= n; k++) paths[k] = objs[k];
     llvm_emit_opts lo_ = {LLVM_OUT_OBJ, objs[n], name, o->triple, o->cpu, o->features, o->opt_level, 0, NULL,
                           o->emit == PC_EMIT_EXE, 0, o, NULL, 0, NULL, 0};
     st = pc_llvm_emit_buckets(&top, &b, &lo_);
+    char psym[300];
+    snprintf(psym, sizeof psym, "%s_weights_pool", name);
+    if (st == PC_OK && b.pool_size > 0) st = kir_elf_append(g, objs[n], psym, b.pool_size, kir_pool_copy, &pool);
     char tail[128];
     snprintf(tail, sizeof tail, "workspace %.2f MB (the largest bucket's and %d bytes)", b.workspace_size / 1e6,
              PRIMC_BUCKET_HEADER);
@@ -412,16 +362,16 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
       kir_program h = top;
       h.dyn = &full;
       h.workspace_size = b.workspace_size;
-      h.weights_size = wf ? wf->at : weights;
+      h.weights_size = weights;
       char note[8192], path[1100];
       kir_bucket_note(note, sizeof note, name, ds, bx, n, 0);
       snprintf(path, sizeof path, "%s.h", stem);
-      st = kir_header_write(&h, path, name, wf != NULL, note);
+      st = kir_header_write(&h, path, name, o->weights_external, note);
     }
     if (st != PC_OK && !g->status && gtop->status) pc_fail(g, gtop->status, "%s", pc_error(gtop));
   }
-  if (wf && st != PC_OK) unlink(wf->path);
-  kir_twin_free(&tw), free(prof), free(wf);
+  if (o->weights_external && st != PC_OK) unlink(wpath);
+  kir_pool_close(&pool), free(prof);
   pc_graph_free(gtop);
   for (int k = 0; k <= n && k <= MAX_BUCKETS; k++)
     if (objs[k][0]) unlink(objs[k]);

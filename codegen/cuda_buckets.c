@@ -12,6 +12,45 @@
 
 #define MAX_BUCKETS KIR_MAX_BUCKETS
 
+/* the buckets' distinct weights so far, whole (each bucket's module reads one device copy; the CPU's buckets share
+ * constant by constant, codegen/weights_pool.c): buckets often pack theirs alike (the GEMM panels do not follow
+ * the rows of A; in a grid of buckets the same rows come back in other boxes), and a bucket with the same bytes as
+ * an earlier one reads that bucket's. The bytes of the oldest are let go past TWIN_KEEP bytes in all (the last always
+ * kept): a later bucket equal to those only keeps a copy of its own. */
+#define TWIN_KEEP ((int64_t)1 << 30)
+typedef struct twin {
+  int n;
+  void *blob[MAX_BUCKETS]; /* NULL: let go */
+  int64_t bytes[MAX_BUCKETS];
+  int k[MAX_BUCKETS];      /* whose they are */
+} twin;
+
+/* the bucket whose weights bucket k reads (k, or an earlier one with the same bytes); takes blob (malloc'ed) */
+static int twin_take(twin *tw, void *blob, int64_t bytes, int k) {
+  for (int i = 0; i < tw->n; i++)
+    if (tw->blob[i] && tw->bytes[i] == bytes && !memcmp(tw->blob[i], blob, (size_t)bytes)) return free(blob), tw->k[i];
+  if (tw->n == MAX_BUCKETS) return free(blob), k; /* not reached: a twin per bucket at most */
+  int64_t kept = bytes;
+  for (int i = tw->n - 1; i >= 0; i--) { /* the newest kept, the oldest let go */
+    if (tw->blob[i] && kept + tw->bytes[i] > TWIN_KEEP) free(tw->blob[i]), tw->blob[i] = NULL;
+    kept += tw->blob[i] ? tw->bytes[i] : 0;
+  }
+  tw->blob[tw->n] = blob, tw->bytes[tw->n] = bytes, tw->k[tw->n++] = k;
+  return k;
+}
+
+/* the weights bucket k owns (its bytes in *bytes), NULL when it reads another's or they were let go */
+static const void *twin_blob(const twin *tw, int k, int64_t *bytes) {
+  for (int i = 0; i < tw->n; i++)
+    if (tw->k[i] == k) return *bytes = tw->bytes[i], tw->blob[i];
+  return *bytes = 0, NULL;
+}
+
+static void twin_free(twin *tw) {
+  for (int i = 0; i < tw->n; i++) free(tw->blob[i]);
+  tw->n = 0;
+}
+
 /* one bucket's program, packaged */
 typedef struct part {
   pc_graph *g; /* built at the bucket's end; owns p's kernels, the launches and the dims */
@@ -23,7 +62,7 @@ typedef struct part {
 /* bucket k (the box b) built, fitted and packaged at obj as NAME__bK; *refit: it could not follow its part of the
  * ranges, so its halves may */
 static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_bucket *b, const char *name,
-                        const char *obj, kir_twin *tw, part *pt, int *refit) {
+                        const char *obj, twin *tw, part *pt, int *refit) {
   pc_dyn_spec *ds = o->dyn, sub = *ds;
   for (int q = 0; q < ds->n_syms; q++) sub.lo[q] = b->lo[q], sub.hi[q] = b->hi[q], sub.bucket_step[q] = 0;
   sub.n_builds = sub.n_sizes = sub.fit_failed = 0, sub.fit_sym = -1;
@@ -42,13 +81,13 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_
   ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
   void *blob = st == PC_OK ? kir_weights_blob(&pt->p) : NULL;
   if (st == PC_OK && !blob) st = pc_fail(pt->g, PC_ERR_NOMEM, "out of memory for the weights");
-  pt->shared = blob ? kir_twin_take(tw, blob, pt->p.weights_size, k) : k;
+  pt->shared = blob ? twin_take(tw, blob, pt->p.weights_size, k) : k;
   char bname[320], wname[320];
   snprintf(bname, sizeof bname, "%s__b%d", name, k);
   snprintf(wname, sizeof wname, "%s__b%d", name, pt->shared);
   int64_t bytes;
   if (st == PC_OK) /* the twin keeps the bytes of a bucket that owns its weights: this one's, when not shared */
-    st = kir_cuda_part(pt->g, &ok, &pt->p, src, L, pt->d, bname, obj, pt->shared == k ? kir_twin_blob(tw, k, &bytes) : NULL,
+    st = kir_cuda_part(pt->g, &ok, &pt->p, src, L, pt->d, bname, obj, pt->shared == k ? twin_blob(tw, k, &bytes) : NULL,
                        pt->shared != k ? wname : NULL);
   free(src);
   if (st != PC_OK && !*refit) { /* the bucket's error, said as the model's */
@@ -77,7 +116,7 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
   for (int i = 0; i < n_in; i++) in_sym[i] = -1;
   int64_t ws = 0, weights = 0;
   int halved = 0, kernels = 0;
-  kir_twin tw = {0};
+  twin tw = {0};
   part top = {0};
   for (int k = 0; st == PC_OK && k < n;) {
     part pt;
@@ -100,8 +139,14 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
         if (i % PC_MAX_RANK < pt.g->inputs[i / PC_MAX_RANK]->type.rank)
           dims[k * n_in + i] = pt.g->inputs[i / PC_MAX_RANK]->type.dims[i % PC_MAX_RANK];
       }
-      kir_bucket_line(lines[k], sizeof lines[k], ds, bx, k, pt.shared, pt.p.n_kernels, objs[k], pt.p.weights_size,
-                      pt.p.workspace_size);
+      char wtext[600];
+      if (pt.shared == k) snprintf(wtext, sizeof wtext, "weights %.2f MB", pt.p.weights_size / 1e6);
+      else {
+        char label[512];
+        kir_bucket_label(label, sizeof label, ds, &bx[pt.shared], ", ");
+        snprintf(wtext, sizeof wtext, "the weights of %s", label);
+      }
+      kir_bucket_line(lines[k], sizeof lines[k], ds, bx, k, wtext, pt.p.n_kernels, objs[k], pt.p.workspace_size);
     }
     if (st == PC_OK && k == n - 1) top = pt;
     else pc_graph_free(pt.g);
@@ -123,7 +168,7 @@ pc_status kir_cuda_buckets_package(pc_graph *g, const pc_codegen_opts *o) {
              "earlier one on its first run", ws / 1e6);
     kir_bucket_report(ds, n, halved, (const char (*)[KIR_BUCKET_LINE])lines, "CUDA ", tail);
   }
-  kir_twin_free(&tw);
+  twin_free(&tw);
   pc_graph_free(top.g);
   for (int k = 0; objs && k < n && k < MAX_BUCKETS; k++)
     if (objs[k][0]) unlink(objs[k]);

@@ -52,8 +52,17 @@ static Elf64_Sym *find_undefined(unsigned char *b, size_t n, const Elf64_Shdr *s
 /* New layout: the object as LLVM wrote it (its symbol patched), the weights 64-byte aligned, a copy of the
  * section name table with the new name, and the section headers with the new one last; the old table and
  * headers stay behind as unused bytes. */
+static pc_status write_program(void *ctx, int fd, off_t at) {
+  const kir_program *p = ctx;
+  return kir_weights_write(p, fd, (int64_t)at);
+}
+
 pc_status kir_elf_append_weights(const kir_program *p, const char *path, const char *sym) {
-  pc_graph *g = p->g;
+  return kir_elf_append(p->g, path, sym, p->weights_size, write_program, (void *)p);
+}
+
+pc_status kir_elf_append(pc_graph *g, const char *path, const char *sym, int64_t size,
+                         pc_status (*write)(void *ctx, int fd, off_t at), void *ctx) {
   int fd = open(path, O_RDWR | O_CLOEXEC);
   unsigned char *b = NULL;
   size_t n = 0;
@@ -82,7 +91,7 @@ pc_status kir_elf_append_weights(const kir_program *p, const char *path, const c
   } else if (bad) {
     st = pc_fail(g, PC_ERR_INTERNAL, "weights into %s: %s", path, bad);
   } else {
-    size_t wsize = (size_t)p->weights_size, name_len = strlen(WEIGHTS_SECTION) + 1;
+    size_t wsize = (size_t)size, name_len = strlen(WEIGHTS_SECTION) + 1;
     off_t woff = (off_t)((n + 63) / 64 * 64), noff = woff + (off_t)wsize;
     off_t shoff = (noff + (off_t)(names->sh_size + name_len) + 7) / 8 * 8;
     sh[nsec] = (Elf64_Shdr){.sh_name = (Elf64_Word)names->sh_size, .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC,
@@ -91,7 +100,7 @@ pc_status kir_elf_append_weights(const kir_program *p, const char *path, const c
     s->st_value = 0;
     s->st_size = wsize;
     s->st_info = ELF64_ST_INFO(ELF64_ST_BIND(s->st_info), STT_OBJECT);
-    int ok = kir_pwrite_all(fd, b, n, 0) && kir_weights_write(p, fd, woff) == PC_OK;
+    int ok = kir_pwrite_all(fd, b, n, 0) && write(ctx, fd, woff) == PC_OK;
     ok = ok && kir_pwrite_all(fd, b + names->sh_offset, names->sh_size, noff) &&
          kir_pwrite_all(fd, WEIGHTS_SECTION, name_len, noff + (off_t)names->sh_size);
     names->sh_offset = (Elf64_Off)noff;

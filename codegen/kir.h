@@ -395,6 +395,8 @@ typedef struct kir_buckets {
   int n_prof;              /* with --profile: every bucket's kernels, bucket by bucket (NAME_profile's rows) */
   const kir_prof_row *prof;
   int64_t weights_file;    /* with --weights external: the side file's payload bytes (NAME_load_weights); else -1 */
+  int64_t pool_size;       /* else the buckets' weights pool (codegen/weights_pool.c), which the dispatcher's object
+                              declares as NAME_weights_pool for kir_elf_append to define; 0: none */
 } kir_buckets;
 pc_status pc_llvm_emit_buckets(const kir_program *top, const kir_buckets *b, const llvm_emit_opts *o);
 
@@ -433,31 +435,15 @@ void kir_bucket_label(char *buf, size_t len, const struct pc_dyn_spec *ds, const
  * built value it equals in every bucket (a program of one value leaves its dim fixed, so no program may say so) */
 void kir_bucket_dims(const struct pc_dyn_spec *ds, const pc_graph *gt, int n, const kir_bucket *b, const int64_t *dims,
                      int *in_sym);
-/* the buckets' distinct weights so far: buckets often pack theirs alike (the GEMM panels do not follow the rows of
- * A; in a grid of buckets the same rows come back in other boxes), and a bucket with the same bytes as an earlier
- * one reads that bucket's. The bytes of the oldest are let go past KIR_TWIN_KEEP bytes in all (the last always
- * kept): a later bucket equal to those only keeps a copy of its own. */
-#define KIR_TWIN_KEEP ((int64_t)1 << 30)
-typedef struct kir_twin {
-  int n;
-  void *blob[KIR_MAX_BUCKETS]; /* NULL: let go */
-  int64_t bytes[KIR_MAX_BUCKETS];
-  int k[KIR_MAX_BUCKETS];      /* whose they are */
-} kir_twin;
-/* the bucket whose weights bucket k reads (k, or an earlier one with the same bytes); takes blob (malloc'ed) */
-int kir_twin_take(kir_twin *tw, void *blob, int64_t bytes, int k);
-/* the weights bucket k owns (its bytes in *bytes), NULL when it reads another's or they were let go */
-const void *kir_twin_blob(const kir_twin *tw, int k, int64_t *bytes);
-void kir_twin_free(kir_twin *tw);
 /* bucket k, which one program could not follow: its two halves in its place (*n one more), split along the bucketed
  * symbol of most values in it, or a failure naming it (why: its error) when that would make more than KIR_MAX_BUCKETS */
 pc_status kir_bucket_halve(pc_graph *g, const struct pc_dyn_spec *ds, kir_bucket *b, int *n, int k, const char *why);
 /* whether bucket b holds more than one value of a bucketed symbol (halves of it may compile where it did not) */
 int kir_bucket_splits(const struct pc_dyn_spec *ds, const kir_bucket *b);
 #define KIR_BUCKET_LINE 320
-/* --report's line on bucket k: its kernels, object (the file obj), weights (its own, or bucket shared's), workspace */
-void kir_bucket_line(char *buf, size_t len, const struct pc_dyn_spec *ds, const kir_bucket *b, int k, int shared,
-                     int n_kernels, const char *obj, int64_t weights, int64_t workspace);
+/* --report's line on bucket k: its kernels, object (the file obj), weights (what to say of them), workspace */
+void kir_bucket_line(char *buf, size_t len, const struct pc_dyn_spec *ds, const kir_bucket *b, int k,
+                     const char *weights, int n_kernels, const char *obj, int64_t workspace);
 /* ds->buckets and ds->probes for --report: a heading (kind: "" or "CUDA "), the n buckets' lines, the dispatcher's */
 void kir_bucket_report(struct pc_dyn_spec *ds, int n, int halved, const char (*lines)[KIR_BUCKET_LINE], const char *kind,
                        const char *tail);
@@ -469,6 +455,10 @@ void kir_bucket_note(char *buf, size_t len, const char *name, const struct pc_dy
  * weight through a buffer of its size), and sizes the file to base + weights_size. */
 void *kir_weights_blob(const kir_program *p);
 pc_status kir_weights_write(const kir_program *p, int fd, int64_t base);
+/* each constant buffer of p with its final bytes (packed where kir_pack_weights says), in buffer order; a failure
+ * of fn ends the walk with its status */
+typedef pc_status (*kir_weight_fn)(void *ctx, int buf, const void *bytes, int64_t n);
+pc_status kir_weights_each(const kir_program *p, kir_weight_fn fn, void *ctx);
 /* n bytes at offset at of fd, through short writes and EINTR; 0 on failure */
 int kir_pwrite_all(int fd, const void *data, size_t n, off_t at);
 pc_status kir_weights_write_file(const kir_program *p, const char *path);
@@ -477,8 +467,30 @@ pc_status kir_weights_write_file(const kir_program *p, const char *path);
  * close (s: the writer's status so far, returned unless these fail) */
 int kir_weights_file_open(pc_graph *g, const char *path);
 pc_status kir_weights_file_close(pc_graph *g, int fd, int64_t payload, pc_status s, const char *path);
+/* codegen/weights_pool.c: several programs' weights with each distinct constant once, at base of fd (the side
+ * file of --weights external) or of a temporary file (fd -1) */
+typedef struct kir_pool_entry {
+  uint64_t hash;
+  int64_t off, n;
+} kir_pool_entry;
+typedef struct kir_pool {
+  int fd, own;         /* own: the temporary file, closed by kir_pool_close */
+  int64_t base, size;  /* the pool's bytes at base of fd */
+  int n, cap;
+  kir_pool_entry *e;
+} kir_pool;
+pc_status kir_pool_open(pc_graph *g, kir_pool *pl, int fd, int64_t base);
+/* p's constants (*bytes of them) into the pool, each one the pool lacks appended (*fresh: their bytes); p's
+ * constant buffers then point into the pool and p->weights_size is the end of the last */
+pc_status kir_pool_add(kir_pool *pl, kir_program *p, int64_t *bytes, int64_t *fresh);
+/* the pool's bytes into fd at at (a kir_elf_append writer, ctx the pool) */
+pc_status kir_pool_copy(void *ctx, int fd, off_t at);
+void kir_pool_close(kir_pool *pl);
 /* codegen/elf_weights.c: appends the weights, streamed, to the ELF64 little-endian relocatable object at
  * path as a section of their own, defining there the undefined symbol sym the code refers to them by */
 pc_status kir_elf_append_weights(const kir_program *p, const char *path, const char *sym);
+/* the same for any bytes: size of them, written by write at offset at of the object's descriptor fd */
+pc_status kir_elf_append(pc_graph *g, const char *path, const char *sym, int64_t size,
+                         pc_status (*write)(void *ctx, int fd, off_t at), void *ctx);
 
 #endif

@@ -42,6 +42,22 @@ static LLVMValueRef load_weights(lctx *L, int64_t size) {
   return lv_emit_load_weights(L, base, size);
 }
 
+/* NAME_weights_pool, the buckets' weights, declared (hidden) and kept by a reference so that the object holds it
+ * undefined: kir_elf_append defines it with the pool's bytes after LLVM wrote the object */
+static void pool(lctx *L, int64_t size) {
+  char name[LLVM_SYM_MAX];
+  snprintf(name, sizeof name, "%s_weights_pool", L->name);
+  LLVMValueRef gv = LLVMAddGlobal(L->m, LLVMArrayType2(L->i8, (uint64_t)size), name);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetVisibility(gv, LLVMHiddenVisibility);
+  LLVMSetAlignment(gv, 64);
+  snprintf(name, sizeof name, "%s_weights_pool_ref", L->name);
+  LLVMValueRef ref = LLVMAddGlobal(L->m, L->ptr, name);
+  LLVMSetInitializer(ref, gv);
+  LLVMSetGlobalConstant(ref, 1);
+  LLVMSetVisibility(ref, LLVMHiddenVisibility);
+}
+
 static void build(lctx *L, const kir_buckets *b, const llvm_emit_opts *o) {
   const pc_graph *g = L->p->g;
   char name[LLVM_SYM_MAX];
@@ -79,6 +95,7 @@ static void build(lctx *L, const kir_buckets *b, const llvm_emit_opts *o) {
    * reads; a training step's state as the buckets share it */
   LLVMValueRef none = LLVMConstNull(L->ptr), prof = b->prof ? lv_emit_profile(L, b->prof, b->n_prof) : none;
   LLVMValueRef load = b->weights_file >= 0 ? load_weights(L, b->weights_file) : none;
+  if (b->pool_size > 0) pool(L, b->pool_size);
   lv_model_desc m = {run, load, b->workspace_size, in_descs, lv_emit_descs(L, g->outputs, g->n_outputs, "out"),
                      prof ? prof : none, out_dims, dims, run_dims, lv_emit_state_desc(L)};
   lv_emit_model_desc(L, &m, o->main_alias);

@@ -67,7 +67,7 @@ int kir_pwrite_all(int fd, const void *data, size_t n, off_t at) {
   return 1;
 }
 
-pc_status kir_weights_write(const kir_program *p, int fd, int64_t base) {
+pc_status kir_weights_each(const kir_program *p, kir_weight_fn fn, void *ctx) {
   pc_graph *g = p->g;
   for (int i = 0; i < p->n_bufs; i++) {
     const kir_buf *b = &p->bufs[i];
@@ -81,13 +81,33 @@ pc_status kir_weights_write(const kir_program *p, int fd, int64_t base) {
       free(tmp);
       return pc_fail(g, PC_ERR_INTERNAL, "packing a weight of %lld bytes failed", (long long)b->nbytes);
     }
-    int ok = kir_pwrite_all(fd, pk ? tmp : d, (size_t)b->nbytes, (off_t)(base + b->offset));
+    pc_status s = fn(ctx, i, pk ? tmp : d, b->nbytes);
     free(tmp);
-    if (!ok) return pc_fail(g, PC_ERR_IO, "cannot write the weights: %s", strerror(errno));
+    if (s != PC_OK) return s;
   }
+  return PC_OK;
+}
+
+typedef struct at_fd {
+  const kir_program *p;
+  int fd;
+  int64_t base;
+} at_fd;
+
+static pc_status write_one(void *ctx, int buf, const void *bytes, int64_t n) {
+  at_fd *w = ctx;
+  if (!kir_pwrite_all(w->fd, bytes, (size_t)n, (off_t)(w->base + w->p->bufs[buf].offset)))
+    return pc_fail(w->p->g, PC_ERR_IO, "cannot write the weights: %s", strerror(errno));
+  return PC_OK;
+}
+
+pc_status kir_weights_write(const kir_program *p, int fd, int64_t base) {
+  at_fd w = {p, fd, base};
+  pc_status s = kir_weights_each(p, write_one, &w);
+  if (s != PC_OK) return s;
   /* the gaps between constants (alignment) and the end: zeros */
   if (ftruncate(fd, (off_t)(base + p->weights_size)) != 0)
-    return pc_fail(g, PC_ERR_IO, "cannot write the weights: %s", strerror(errno));
+    return pc_fail(p->g, PC_ERR_IO, "cannot write the weights: %s", strerror(errno));
   return PC_OK;
 }
 

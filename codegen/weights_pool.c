@@ -1,0 +1,110 @@
+/* codegen/weights_pool.c: the weights of several programs (buckets) as one pool where each distinct constant is
+ * stored once. Buckets planned at other sizes pick other conv rows for a few layers and pack those weights
+ * otherwise; whole blobs then differ though most constants are the same bytes. The pool is written to a file as
+ * it grows (the side file of --weights external, else an unlinked temporary one), so a compile never holds it. */
+#include "codegen/kir.h"
+#include "runtime/primc_rt.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+pc_status kir_pool_open(pc_graph *g, kir_pool *pl, int fd, int64_t base) {
+  memset(pl, 0, sizeof *pl);
+  pl->fd = fd, pl->base = base;
+  if (fd >= 0) return PC_OK;
+  char path[] = "/tmp/primc-pool-XXXXXX";
+  pl->fd = mkstemp(path);
+  if (pl->fd < 0) return pc_fail(g, PC_ERR_IO, "cannot make a temporary file: %s", strerror(errno));
+  unlink(path); /* only the descriptor: nothing to remove on any exit */
+  pl->own = 1;
+  return PC_OK;
+}
+
+void kir_pool_close(kir_pool *pl) {
+  if (pl->own && pl->fd >= 0) close(pl->fd);
+  free(pl->e);
+  memset(pl, 0, sizeof *pl);
+  pl->fd = -1;
+}
+
+static uint64_t hash_bytes(const void *bytes, int64_t n) {
+  primc_checksum_state c;
+  primc_checksum_init(&c);
+  primc_checksum_update(&c, bytes, (size_t)n);
+  return primc_checksum_final(&c);
+}
+
+/* whether the pool holds bytes at off (read back a chunk at a time) */
+static int same_bytes(const kir_pool *pl, int64_t off, const void *bytes, int64_t n) {
+  enum { CHUNK = 1 << 20 };
+  char *buf = malloc(CHUNK);
+  int same = buf != NULL;
+  for (int64_t at = 0; same && at < n;) {
+    size_t want = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
+    ssize_t r = pread(pl->fd, buf, want, (off_t)(pl->base + off + at));
+    if (r < 0 && errno == EINTR) continue;
+    same = r > 0 && !memcmp(buf, (const char *)bytes + at, (size_t)r);
+    at += r > 0 ? r : 0;
+  }
+  free(buf);
+  return same;
+}
+
+typedef struct adding {
+  kir_pool *pl;
+  kir_program *p;
+  int64_t bytes, fresh, end;
+} adding;
+
+static pc_status add_one(void *ctx, int buf, const void *bytes, int64_t n) {
+  adding *a = ctx;
+  kir_pool *pl = a->pl;
+  uint64_t h = hash_bytes(bytes, n);
+  int64_t off = -1;
+  for (int i = 0; i < pl->n && off < 0; i++)
+    if (pl->e[i].hash == h && pl->e[i].n == n && same_bytes(pl, pl->e[i].off, bytes, n)) off = pl->e[i].off;
+  if (off < 0) {
+    if (pl->n == pl->cap) {
+      int cap = pl->cap ? 2 * pl->cap : 256;
+      kir_pool_entry *e = realloc(pl->e, sizeof *e * (size_t)cap);
+      if (!e) return pc_fail(a->p->g, PC_ERR_NOMEM, "out of memory");
+      pl->e = e, pl->cap = cap;
+    }
+    off = (pl->size + 63) / 64 * 64; /* packed panels are read 64-aligned */
+    if (!kir_pwrite_all(pl->fd, bytes, (size_t)n, (off_t)(pl->base + off)))
+      return pc_fail(a->p->g, PC_ERR_IO, "cannot write the weights: %s", strerror(errno));
+    pl->e[pl->n++] = (kir_pool_entry){h, off, n};
+    pl->size = off + n;
+    a->fresh += n;
+  }
+  a->p->bufs[buf].offset = off;
+  a->bytes += n;
+  a->end = off + n > a->end ? off + n : a->end;
+  return PC_OK;
+}
+
+pc_status kir_pool_add(kir_pool *pl, kir_program *p, int64_t *bytes, int64_t *fresh) {
+  adding a = {pl, p, 0, 0, 0};
+  pc_status s = kir_weights_each(p, add_one, &a);
+  if (s == PC_OK) p->weights_size = a.end;
+  *bytes = a.bytes, *fresh = a.fresh;
+  return s;
+}
+
+pc_status kir_pool_copy(void *ctx, int fd, off_t at) {
+  const kir_pool *pl = ctx;
+  enum { CHUNK = 1 << 20 };
+  char *buf = malloc(CHUNK);
+  int ok = buf != NULL;
+  for (int64_t done = 0; ok && done < pl->size;) {
+    size_t want = pl->size - done < CHUNK ? (size_t)(pl->size - done) : CHUNK;
+    ssize_t r = pread(pl->fd, buf, want, (off_t)(pl->base + done));
+    if (r < 0 && errno == EINTR) continue;
+    ok = r > 0 && kir_pwrite_all(fd, buf, (size_t)r, at + (off_t)done);
+    done += r > 0 ? r : 0;
+  }
+  free(buf);
+  return ok ? PC_OK : PC_ERR_IO;
+}
