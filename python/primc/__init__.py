@@ -228,7 +228,7 @@ def compile(model, dims=None, opt_level=3, threads=None, target="cpu", out_dir=N
     dims: {"batch": 4} or ["batch=4"] fixes symbolic dims; {"batch": (1, 8)} or ["batch=1..8"] gives a range: the
     module then takes every batch size 1..8 (run-time dims, one compiled program); {"H": (32, 224, 32)} or
     ["H=32..224%32"] every multiple of 32 in that range (strided convs' sizes follow it); ["seq=1..512:64"] or
-    {"seq": "1..512:64"} buckets of 64;
+    {"seq": "1..512:64"} buckets of 64 (on several dims, a bucket per combination);
     consts: {"mode": 1} or ["mode=1"] fixes inputs to constants, as `primc compile --const` (they are then
     no longer inputs of the module);
     threads: the module's thread pool size (default: $PRIMC_NUM_THREADS, else every CPU);

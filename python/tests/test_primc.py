@@ -143,6 +143,17 @@ def test_dims_in_multiples_take_strided_convs():
     assert e.value.status == "shape"
 
 
+def test_buckets_on_two_dims_run_the_box_that_holds_both():
+    """H and W in buckets of 32 of multiples of 16 ({"H": "16..96%16:32", "W": ...}: 9 boxes, each its own program):
+    sizes in several boxes, non-square, against ONNX Runtime"""
+    path = os.path.join(SRC, "models", "dynamic", "strided_cnn", "model.onnx")
+    rng = np.random.default_rng(7)
+    m = primc.compile(path, dims={"H": "16..96%16:32", "W": "16..96%16:32"})
+    for h, w in ((16, 96), (48, 32), (96, 64), (80, 80)):
+        x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+        close(m(x), ort_run(path, {"x": x})[0])
+
+
 def test_training_step_over_a_range_of_batch_sizes(tmp_path):
     """models/mlp with its batch a range (N=1..8), as one program and in buckets of 4, trained with MSE and SGD on
     batches of 3, 8, 1 and 5 rows, each step's weights fed to the next: the losses and the last weights are
