@@ -50,7 +50,9 @@ static const char *usage =
     "of them, printing the loss every --log-every K steps (default 1) and the time per step; --save\n"
     "FILE.safetensors writes the trained weights, -o OUTDIR the last step's outputs and state, --profile the\n"
     "time of every kernel over the steps. --batch B cuts batches of B rows, for a step compiled with its\n"
-    "batch a range (--dim N=LO..HI).\n";
+    "batch a range (--dim N=LO..HI). --epochs E in place of --steps: E passes over the datasets in order,\n"
+    "each ending with a batch of the rows left over (a step with its batch a range takes it; --drop-last\n"
+    "skips it), the mean loss of each epoch printed.\n";
 
 /* the CPU main's own options beside primc_driver_opts */
 typedef struct cpu_opts {
@@ -60,6 +62,7 @@ typedef struct cpu_opts {
   const char *weights;
   primc_train_opts train; /* --steps, --log-every, --save, --batch */
   int train_flag;         /* one of them was given */
+  int steps_given;        /* --steps (which --epochs replaces) */
   int bad;                /* a bad value, said on stderr */
 } cpu_opts;
 
@@ -76,8 +79,12 @@ static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(argv[*i], "--weights") && *i + 1 < argc) return c->weights = argv[++*i], 1;
   if (!strcmp(argv[*i], "--trace") && *i + 1 < argc) return c->trace = argv[++*i], 1;
   if (!strcmp(argv[*i], "--save") && *i + 1 < argc) return c->train.save = argv[++*i], c->train_flag = 1;
-  if ((!strcmp(argv[*i], "--steps") || !strcmp(argv[*i], "--log-every") || !strcmp(argv[*i], "--batch")) && *i + 1 < argc) {
-    int64_t *dst = argv[*i][2] == 's' ? &c->train.steps : argv[*i][2] == 'b' ? &c->train.batch : &c->train.log_every;
+  if (!strcmp(argv[*i], "--drop-last")) return c->train.drop_last = 1, c->train_flag = 1;
+  if ((!strcmp(argv[*i], "--steps") || !strcmp(argv[*i], "--log-every") || !strcmp(argv[*i], "--batch") ||
+       !strcmp(argv[*i], "--epochs")) && *i + 1 < argc) {
+    if (argv[*i][2] == 's') c->steps_given = 1;
+    int64_t *dst = argv[*i][2] == 's' ? &c->train.steps : argv[*i][2] == 'b' ? &c->train.batch
+                 : argv[*i][2] == 'e' ? &c->train.epochs : &c->train.log_every;
     if ((*dst = count_arg(argv[*i + 1])) < 0)
       c->bad = fprintf(stderr, "error: %s takes a count >= 1, not '%s'\n", argv[*i], argv[*i + 1]) > 0;
     ++*i;
@@ -206,15 +213,18 @@ int main(int argc, char **argv) {
   int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs - n_state, &o, cpu_flag, &c);
   if (rc || c.bad) return rc == 1 ? 0 : 2;
   if (c.train_flag && !m->state)
-    return fprintf(stderr, "error: %s is not a training step (compiled without --train): --steps, --log-every, "
-                   "--save and --batch are for one\n", m->name), 2;
+    return fprintf(stderr, "error: %s is not a training step (compiled without --train): --steps, --epochs, "
+                   "--log-every, --save and --batch are for one\n", m->name), 2;
+  if (c.steps_given && c.train.epochs)
+    return fprintf(stderr, "error: give --steps or --epochs (an epoch's steps follow from the datasets' rows)\n"), 2;
+  if (c.train.drop_last && !c.train.epochs) return fprintf(stderr, "error: --drop-last shapes --epochs: give it\n"), 2;
   if ((c.profile || c.trace) && !m->profile)
     return fprintf(stderr, "error: %s was not compiled with --profile (%s needs it)\n", m->name,
                    c.profile ? "--profile" : "--trace"), 2;
   if (m->state) {
     if (o.bench > 0 || c.trace || c.weights)
-      return fprintf(stderr, "error: a training step takes --steps, --log-every, --save, --batch, --profile, -o "
-                     "and its datasets\n"), 2;
+      return fprintf(stderr, "error: a training step takes --steps or --epochs, --log-every, --save, --batch, "
+                     "--drop-last, --profile, -o and its datasets\n"), 2;
     c.train.profile = c.profile;
     return primc_train_main(m, &o, &c.train);
   }

@@ -453,6 +453,9 @@ int primc_driver_trace_write(const char *path, const primc_model_desc *m, const 
 typedef struct primc_train_opts {
   int64_t steps, log_every;
   int64_t batch; /* --batch B: rows per step, for a step compiled with its batch a range; 0: the compiled batch */
+  int64_t epochs; /* --epochs E: E passes over the datasets (steps follow), each in order in batches, the last one
+                     the rows left over (a step compiled with its batch a range takes it) unless drop_last; 0: steps */
+  int drop_last;  /* --drop-last: an epoch's rows left over are not a batch */
   const char *save;
   int profile; /* --profile: the per-kernel table over all steps (min and median not recorded) */
 } primc_train_opts;

@@ -116,23 +116,65 @@ static int state_set(const primc_tensor_desc *d, int n, primc_array *a) {
 }
 
 /* --batch B: the inputs' dims (rows, dims[i] pointing at row i) with each dataset input's first dim B, which must be
- * a run-time dim whose range holds B; 1 after saying why not */
+ * a run-time dim whose range holds B; 1 after saying why not (what: the batch, named for the message; hint: a
+ * last line, or "") */
 static int batch_dims(const primc_model_desc *m, int n_data, int64_t batch, int64_t (*rows)[PRIMC_MAX_RANK],
-                      const int64_t **dims) {
+                      const int64_t **dims, const char *what, const char *hint) {
   for (int i = 0; i < m->n_inputs; i++) {
     memcpy(rows[i], m->inputs[i].dims, sizeof rows[i]);
     dims[i] = rows[i];
     if (i >= n_data) continue;
     if (!m->dims || !m->dims->input_syms || m->inputs[i].rank < 1 || m->dims->input_syms[i * PRIMC_MAX_RANK] < 0)
-      return fprintf(stderr, "error: --batch %lld: %s was compiled for batch %lld of input %s (compile the step with "
-                     "its batch a range, --dim NAME=LO..HI, to take others)\n", (long long)batch, m->name,
-                     (long long)(m->inputs[i].rank ? m->inputs[i].dims[0] : 1), m->inputs[i].name), 1;
+      return fprintf(stderr, "error: %s: %s was compiled for batch %lld of input %s (compile the step with its batch "
+                     "a range, --dim NAME=LO..HI, to take others)%s\n", what, m->name,
+                     (long long)(m->inputs[i].rank ? m->inputs[i].dims[0] : 1), m->inputs[i].name, hint), 1;
     rows[i][0] = batch;
   }
   int64_t values[PRIMC_MAX_RANK * 4];
   char msg[512];
   if (primc_dims_check(m->dims, dims, values, msg, sizeof msg) != PRIMC_OK)
-    return fprintf(stderr, "error: --batch %lld: %s\n", (long long)batch, msg), 1;
+    return fprintf(stderr, "error: %s: %s%s\n", what, msg, hint), 1;
+  return 0;
+}
+
+/* which rows each step takes: with --epochs, passes over the datasets' rows in batches of b, each ending with the
+ * rest rows left over (0: none, or dropped); else batches of b one after another, wrapping */
+typedef struct schedule {
+  int64_t b, rows, rest, used; /* used: the rows an epoch trains on */
+  int64_t per_epoch; /* steps per epoch; 0: no epochs */
+} schedule;
+
+static void batch_of(const schedule *sc, int64_t step, int64_t *start, int64_t *size) {
+  if (!sc->per_epoch) {
+    *start = step * sc->b, *size = sc->b;
+    return;
+  }
+  int64_t k = step % sc->per_epoch;
+  *start = k * sc->b;
+  *size = sc->rest && k == sc->per_epoch - 1 ? sc->rest : sc->b;
+}
+
+/* --epochs: the datasets' rows (the same in each) and the schedule, the left-over batch's dims in rows/dims when it
+ * runs (a step compiled for one batch cannot: said, with what to do); 1 after saying why not */
+static int epoch_schedule(const primc_model_desc *m, int n_data, const primc_array *data, const primc_train_opts *t,
+                          schedule *sc, int64_t (*rows)[PRIMC_MAX_RANK], const int64_t **dims) {
+  sc->rows = data[0].dims[0];
+  for (int i = 1; i < n_data; i++)
+    if (data[i].dims[0] != sc->rows)
+      return fprintf(stderr, "error: --epochs: the datasets hold %lld rows for input %s and %lld for input %s\n",
+                     (long long)sc->rows, m->inputs[0].name, (long long)data[i].dims[0], m->inputs[i].name), 1;
+  int64_t full = sc->rows / sc->b;
+  sc->rest = t->drop_last ? 0 : sc->rows % sc->b;
+  sc->per_epoch = full + (sc->rest > 0);
+  sc->used = full * sc->b + sc->rest;
+  if (sc->per_epoch == 0)
+    return fprintf(stderr, "error: --epochs with --drop-last: the datasets' %lld rows make no batch of %lld\n",
+                   (long long)sc->rows, (long long)sc->b), 1;
+  char what[160];
+  snprintf(what, sizeof what, "--epochs: each epoch of %lld rows in batches of %lld ends with one of %lld",
+           (long long)sc->rows, (long long)sc->b, (long long)sc->rest);
+  if (sc->rest && batch_dims(m, n_data, sc->rest, rows, dims, what, " (or give --drop-last to skip it)")) return 1;
+  if (t->epochs > INT64_MAX / sc->per_epoch) return fprintf(stderr, "error: --epochs %lld: too many steps\n", (long long)t->epochs), 1;
   return 0;
 }
 
@@ -187,24 +229,36 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   /* --batch B: the run's dims, checked once here */
   int64_t(*bd)[PRIMC_MAX_RANK] = t->batch > 0 ? calloc((size_t)m->n_inputs + 1, sizeof *bd) : NULL;
   const int64_t **bdims = t->batch > 0 ? calloc((size_t)m->n_inputs + 1, sizeof *bdims) : NULL;
-  if (t->batch > 0 && (!bd || !bdims)) {
+  /* --epochs: the batch of the rows left over, its dims */
+  int64_t(*rd)[PRIMC_MAX_RANK] = t->epochs ? calloc((size_t)m->n_inputs + 1, sizeof *rd) : NULL;
+  const int64_t **rdims = t->epochs ? calloc((size_t)m->n_inputs + 1, sizeof *rdims) : NULL;
+  if ((t->batch > 0 && (!bd || !bdims)) || (t->epochs && (!rd || !rdims))) {
     fprintf(stderr, "error: out of memory\n");
     goto batch_done;
   }
-  if (bd && batch_dims(m, n_data, t->batch, bd, bdims)) goto batch_done;
+  char what[64];
+  snprintf(what, sizeof what, "--batch %lld", (long long)t->batch);
+  if (bd && batch_dims(m, n_data, t->batch, bd, bdims, what, "")) goto batch_done;
+  schedule sc = {bd ? t->batch : m->inputs[0].rank ? m->inputs[0].dims[0] : 1, 0, 0, 0, 0};
+  if (t->epochs && epoch_schedule(m, n_data, data, t, &sc, rd, rdims)) goto batch_done;
+  int64_t steps = t->epochs ? t->epochs * sc.per_epoch : t->steps;
   int cur = 0;
+  double epoch_loss = 0;
   /* each step's time: the first pays for the workspace's pages, touched for the first time */
-  double *step_ms = t->steps > 0 && t->steps <= ((int64_t)1 << 24) ? malloc((size_t)t->steps * sizeof *step_ms) : NULL;
+  double *step_ms = steps > 0 && steps <= ((int64_t)1 << 24) ? malloc((size_t)steps * sizeof *step_ms) : NULL;
   double t0 = primc_now_ms(), ts = t0;
-  for (int64_t step = 0; step < t->steps; step++) {
-    for (int i = 0; i < n_data; i++) { /* rows step*B .. step*B + B - 1 of the dataset, wrapping */
+  for (int64_t step = 0; step < steps; step++) {
+    int64_t start, size;
+    batch_of(&sc, step, &start, &size);
+    for (int i = 0; i < n_data; i++) { /* rows start .. start + size - 1 of the dataset, wrapping */
       const primc_tensor_desc *d = &m->inputs[i];
-      int64_t b = bd ? t->batch : d->rank ? d->dims[0] : 1, rb = row_bytes(d), rows = data[i].dims[0];
-      for (int64_t j = 0; j < b; j++)
-        memcpy((char *)batch[i].data + j * rb, (const char *)data[i].data + ((step * b + j) % rows) * rb, (size_t)rb);
+      int64_t rb = row_bytes(d), rows = data[i].dims[0];
+      for (int64_t j = 0; j < size; j++)
+        memcpy((char *)batch[i].data + j * rb, (const char *)data[i].data + ((start + j) % rows) * rb, (size_t)rb);
     }
     for (int i = 0; i < n; i++) in[n_data + i] = st[cur][i].data, out[m->n_outputs - n + i] = st[!cur][i].data;
-    int r = bd ? m->run_dims(in, bdims, out, ws) : m->run(in, out, ws);
+    const int64_t *const *dims = size != sc.b ? rdims : bdims;
+    int r = dims ? m->run_dims(in, dims, out, ws) : m->run(in, out, ws);
     if (r != 0) {
       fprintf(stderr, "error: %s_run returned %d at step %lld\n", m->name, r, (long long)step);
       free(step_ms);
@@ -217,23 +271,29 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
       ts = now;
     }
     double loss = m->outputs[0].dtype == PRIMC_F64 ? *(const double *)out[0] : *(const float *)out[0];
-    if (t->log_every > 0 && ((step + 1) % t->log_every == 0 || step + 1 == t->steps))
+    if (t->log_every > 0 && ((step + 1) % t->log_every == 0 || step + 1 == steps))
       printf("step %lld loss %.7g\n", (long long)(step + 1), loss);
+    epoch_loss += loss * (double)size; /* the loss is the batch's mean: the epoch's, over its rows */
+    if (sc.per_epoch && (step + 1) % sc.per_epoch == 0) {
+      printf("epoch %lld loss %.7g (%lld batch%s, %lld rows)\n", (long long)((step + 1) / sc.per_epoch),
+             epoch_loss / (double)sc.used, (long long)sc.per_epoch, sc.per_epoch > 1 ? "es" : "", (long long)sc.used);
+      epoch_loss = 0;
+    }
   }
-  double ms = (primc_now_ms() - t0) / (double)t->steps;
-  printf("%lld steps, %.3f ms per step", (long long)t->steps, ms);
+  double ms = (primc_now_ms() - t0) / (double)steps;
+  printf("%lld steps, %.3f ms per step", (long long)steps, ms);
   if (step_ms) {
     double first = step_ms[0];
-    primc_sort_ms(step_ms, (int)t->steps); /* steps <= 2^24 when step_ms is kept */
-    printf(", median %.3f, first %.3f", step_ms[t->steps / 2], first);
+    primc_sort_ms(step_ms, (int)steps); /* steps <= 2^24 when step_ms is kept */
+    printf(", median %.3f, first %.3f", step_ms[steps / 2], first);
   }
   printf(" (batches cut from the datasets included)\n");
   free(step_ms);
-  if (t->profile) primc_driver_profile_print(m, (int)t->steps, ms, NULL, 0);
+  if (t->profile) primc_driver_profile_print(m, (int)steps, ms, NULL, 0);
   for (int i = 0; i < n; i++) saved[i] = st[cur][i].data;
   if (t->save && save_safetensors(t->save, m->inputs + n_data, saved, s->n_weights)) goto batch_done;
   if (o->out_dir) { /* the last step's loss and model outputs (at the dims it ran), then the state it left */
-    for (int i = 0; bd && i < m->n_outputs - n; i++)
+    for (int i = 0; (bd || rd) && i < m->n_outputs - n; i++)
       if (m->output_dims(ws, i, outs[i].dims) != 0) {
         fprintf(stderr, "error: %s_output_dims failed\n", m->name);
         goto batch_done;
@@ -245,7 +305,7 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   }
   rc = 0;
 batch_done:
-  free(bd), free(bdims);
+  free(bd), free(bdims), free(rd), free(rdims);
 done:
   for (int i = 0; data && i < 2 * n_data; i++) free(data[i].data);
   for (int i = 0; outs && i < m->n_outputs; i++) free(outs[i].data);

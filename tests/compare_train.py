@@ -5,7 +5,7 @@
 # within rtol 1e-4 plus 1e-4 of its scale (its largest |value|, at least 1% of the largest weight).
 # Usage: compare_train.py PRIMC CASE.npz TMPDIR [MODEL.onnx COMPILE_ARG ... [--run RUN_ARG ...]]  (the case's model,
 # or MODEL.onnx in its place, compiled with the args given besides the case's, a batch dim as a range, --dim
-# N=1..8; the executable run with RUN_ARGs besides, --batch 4)
+# N=1..8; the executable run with RUN_ARGs besides, --batch 4, or --epochs E in place of the case's steps)
 import json
 import os
 import subprocess
@@ -37,8 +37,11 @@ def main():
     extra = sys.argv[5:]
     at = extra.index("--run") if "--run" in extra else len(extra)
     subprocess.run([primc, "compile", path, "--train", *opts, *extra[:at], "-o", exe], check=True)
-    run = subprocess.run([exe, os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy"), "--steps", steps,
-                          "--save", saved, *extra[at + 1:]], check=True, capture_output=True, text=True)
+    run_args = extra[at + 1:]
+    if "--epochs" not in run_args:  # else the epochs make the case's steps
+        run_args = ["--steps", steps, *run_args]
+    run = subprocess.run([exe, os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy"), "--save", saved, *run_args],
+                         check=True, capture_output=True, text=True)
     losses = [float(line.split()[3]) for line in run.stdout.splitlines() if line.startswith("step ")]
     bad = []
     if len(losses) != len(ref["losses"]):

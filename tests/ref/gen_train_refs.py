@@ -4,9 +4,10 @@
 # graph, evaluated with torch ops in float64 (tests/ref/onnx_torch.py). For each case tests/data/train/CASE.npz
 # holds the dataset (x, y: consecutive batches of the model's batch size, wrapping), the loss of every step
 # and the weights after the last, named as the model's initializers. tests/data/train_dims.npz: the MLP with SGD
-# on batches of 3, 8, 1 and 5 rows, for one step compiled with its batch a range (--dim N=1..8).
+# on batches of 3, 8, 1 and 5 rows, for one step compiled with its batch a range (--dim N=1..8);
+# tests/data/train_epochs.npz: the MLP with SGD over 2 epochs of 8 rows in batches of 3 (3, 3, 2 rows each epoch).
 # Run with Debian's /usr/bin/python3 (python3-torch, python3-onnx: `tools/setup.sh models`).
-# Usage: /usr/bin/python3 tests/ref/gen_train_refs.py
+# Usage: /usr/bin/python3 tests/ref/gen_train_refs.py [CASE ...]  (train, dims, epochs; default all)
 import os
 import sys
 
@@ -99,6 +100,33 @@ def dims_case():
     print(f"train_dims: losses {', '.join(f'{v:.6g}' for v in losses)}")
 
 
+def epochs_case():
+    """MSE and SGD (lr 0.1) over 2 epochs of 8 rows in order, batches of 3: each epoch 3, 3, then the 2 left over"""
+    m = onnx.load(os.path.join(ROOT, "models", "mlp", "model.onnx"))
+    env, params = load_params(m)
+    inp = [i for i in m.graph.input if i.name not in env][0]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 64)).astype(np.float32)
+    y = rng.standard_normal((8, 10)).astype(np.float32)
+    opt = torch.optim.SGD([t for _, t in params], lr=0.1)
+    losses = []
+    for _ in range(2):
+        for at in range(0, 8, 3):
+            pred = evaluate(m, {**env, inp.name: torch.tensor(x[at:at + 3]).to(FLOAT)})[0]
+            loss = torch.nn.functional.mse_loss(pred, torch.tensor(y[at:at + 3]).to(FLOAT))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    out = {"x": x, "y": y, "losses": np.array(losses)}
+    for pname, t in params:
+        out["w:" + pname] = t.detach().numpy().astype(np.float32)
+    np.savez_compressed(os.path.join(ROOT, "tests", "data", "train_epochs.npz"), **out)
+    print(f"train_epochs: losses {', '.join(f'{v:.6g}' for v in losses)}")
+
+
 if __name__ == "__main__":
-    main()
-    dims_case()
+    which = sys.argv[1:] or ["train", "dims", "epochs"]
+    for case, fn in (("train", main), ("dims", dims_case), ("epochs", epochs_case)):
+        if case in which:
+            fn()

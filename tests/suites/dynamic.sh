@@ -101,6 +101,26 @@ python3 -c "import numpy as np, sys; sys.exit(np.load('$tmp/trout/out1.npy').sha
 expect_exit 1 "--batch 9 of 1..8 refused" "$tmp/trn" "$tmp/tx.npy" "$tmp/ty.npy" --batch 9
 grep -q 'error: --batch 9: input "input" dim 0 (N) is 9, outside the range 1..8 compiled in' "$tmp/err" &&
   ok "its message" || bad "its message" "$(cat "$tmp/err")"
+# --epochs: passes over the datasets in order, each ending with the rows left over (8 rows in batches of 3: 3, 3 and
+# 2), as torch.optim's steps on the same batches (tests/data/train_epochs.npz; batches of 3 wrapping over the
+# epochs differ from step 3 on); --drop-last skips the rest; an epoch's last batch outside the range is refused
+for dim in N=1..8 N=1..8:4; do
+  if python3 tests/compare_train.py "$B/primc" tests/data/train_epochs.npz "$tmp/train" "$tmp/mlp_n.onnx" --dim $dim \
+    --run --batch 3 --epochs 2 >"$tmp/train.log" 2>&1; then
+    ok "--epochs 2 of 8 rows in batches of 3 over --dim $dim: $(tail -n 1 "$tmp/train.log")"
+  else bad "--epochs 2 over --dim $dim" "$(tail -n 4 "$tmp/train.log")"; fi
+done
+"$tmp/trn" "$tmp/tx.npy" "$tmp/ty.npy" --batch 3 --epochs 2 >"$tmp/log" 2>&1 &&
+  grep -q '^epoch 2 loss .* (2 batches, 5 rows)$' "$tmp/log" && [ "$(grep -c '^step ' "$tmp/log")" = 4 ] &&
+  ok "--epochs: 2 steps an epoch of 5 rows, its loss over them" || bad "--epochs of 5 rows" "$(cat "$tmp/log")"
+"$tmp/trn" "$tmp/tx.npy" "$tmp/ty.npy" --batch 3 --epochs 2 --drop-last >"$tmp/log" 2>&1 &&
+  grep -q '^epoch 2 loss .* (1 batch, 3 rows)$' "$tmp/log" && ok "--drop-last: 1 step an epoch" ||
+  bad "--drop-last" "$(cat "$tmp/log")"
+expect_exit 2 "--steps with --epochs refused" "$tmp/trn" "$tmp/tx.npy" "$tmp/ty.npy" --epochs 2 --steps 3
+"$B/primc" compile "$tmp/mlp_n.onnx" --dim N=3..8 --train -o "$tmp/trn3" >"$tmp/log" 2>&1 || bad "compile a step over N=3..8" "$(cat "$tmp/log")"
+expect_exit 1 "an epoch's last batch outside the range refused" "$tmp/trn3" "$tmp/tx.npy" "$tmp/ty.npy" --batch 3 --epochs 1
+grep -q 'ends with one of 2: input "input" dim 0 (N) is 2, outside the range 3..8 compiled in (or give --drop-last' "$tmp/err" &&
+  ok "its message" || bad "its message" "$(cat "$tmp/err")"
 "$B/primc" compile models/mlp/model.onnx --train -o "$tmp/tr4" >"$tmp/log" 2>&1 || bad "compile a step at batch 4" "$(cat "$tmp/log")"
 expect_exit 1 "--batch on a step compiled for one batch refused" "$tmp/tr4" "$tmp/tx.npy" "$tmp/ty.npy" --batch 3
 grep -q 'error: --batch 3: .* was compiled for batch 4 of input input (compile the step with its batch a range' "$tmp/err" &&
