@@ -74,55 +74,41 @@ def main():
         print(f"{name}: losses {', '.join(f'{v:.6g}' for v in losses)}")
 
 
-def dims_case():
-    """MSE and SGD (lr 0.1) on batches of varying size, one after another through the dataset's rows"""
+def mlp_sgd(name, seed, rows, batches, **extra):
+    """the MLP with MSE and SGD (lr 0.1) on rows random rows, a step on each batch (start, stop) of them in turn;
+    tests/data/NAME.npz"""
     m = onnx.load(os.path.join(ROOT, "models", "mlp", "model.onnx"))
     env, params = load_params(m)
     inp = [i for i in m.graph.input if i.name not in env][0]
-    sizes = [3, 8, 1, 5]
-    rng = np.random.default_rng(2)
-    x = rng.standard_normal((sum(sizes), 64)).astype(np.float32)
-    y = rng.standard_normal((sum(sizes), 10)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, 64)).astype(np.float32)
+    y = rng.standard_normal((rows, 10)).astype(np.float32)
     opt = torch.optim.SGD([t for _, t in params], lr=0.1)
-    losses, at = [], 0
-    for b in sizes:
-        pred = evaluate(m, {**env, inp.name: torch.tensor(x[at:at + b]).to(FLOAT)})[0]
-        loss = torch.nn.functional.mse_loss(pred, torch.tensor(y[at:at + b]).to(FLOAT))
+    losses = []
+    for a, b in batches:
+        pred = evaluate(m, {**env, inp.name: torch.tensor(x[a:b]).to(FLOAT)})[0]
+        loss = torch.nn.functional.mse_loss(pred, torch.tensor(y[a:b]).to(FLOAT))
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
-        at += b
-    out = {"x": x, "y": y, "sizes": np.array(sizes), "losses": np.array(losses)}
+    out = {"x": x, "y": y, **extra, "losses": np.array(losses)}
     for pname, t in params:
         out["w:" + pname] = t.detach().numpy().astype(np.float32)
-    np.savez_compressed(os.path.join(ROOT, "tests", "data", "train_dims.npz"), **out)
-    print(f"train_dims: losses {', '.join(f'{v:.6g}' for v in losses)}")
+    np.savez_compressed(os.path.join(ROOT, "tests", "data", name + ".npz"), **out)
+    print(f"{name}: losses {', '.join(f'{v:.6g}' for v in losses)}")
+
+
+def dims_case():
+    """batches of varying size, one after another through the dataset's rows"""
+    sizes = [3, 8, 1, 5]
+    ends = np.cumsum(sizes)
+    mlp_sgd("train_dims", 2, sum(sizes), [(e - b, e) for b, e in zip(sizes, ends)], sizes=np.array(sizes))
 
 
 def epochs_case():
-    """MSE and SGD (lr 0.1) over 2 epochs of 8 rows in order, batches of 3: each epoch 3, 3, then the 2 left over"""
-    m = onnx.load(os.path.join(ROOT, "models", "mlp", "model.onnx"))
-    env, params = load_params(m)
-    inp = [i for i in m.graph.input if i.name not in env][0]
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((8, 64)).astype(np.float32)
-    y = rng.standard_normal((8, 10)).astype(np.float32)
-    opt = torch.optim.SGD([t for _, t in params], lr=0.1)
-    losses = []
-    for _ in range(2):
-        for at in range(0, 8, 3):
-            pred = evaluate(m, {**env, inp.name: torch.tensor(x[at:at + 3]).to(FLOAT)})[0]
-            loss = torch.nn.functional.mse_loss(pred, torch.tensor(y[at:at + 3]).to(FLOAT))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-    out = {"x": x, "y": y, "losses": np.array(losses)}
-    for pname, t in params:
-        out["w:" + pname] = t.detach().numpy().astype(np.float32)
-    np.savez_compressed(os.path.join(ROOT, "tests", "data", "train_epochs.npz"), **out)
-    print(f"train_epochs: losses {', '.join(f'{v:.6g}' for v in losses)}")
+    """2 epochs of 8 rows in order, batches of 3: each epoch 3, 3, then the 2 left over"""
+    mlp_sgd("train_epochs", 3, 8, [(0, 3), (3, 6), (6, 8)] * 2)
 
 
 if __name__ == "__main__":
