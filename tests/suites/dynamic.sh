@@ -398,6 +398,10 @@ if "$B/primc" compile $scd/model.onnx --dim H=16..96%16:16 --dim W=16..96%16:16 
 else
   bad "strided_cnn in boxes of one value compiles" "$(tail -n 3 "$tmp/report")"
 fi
+expect_exit 1 "a grid of more than 64 boxes refused" "$B/primc" compile $scd/model.onnx --dim H=16..160%16:16 \
+  --dim W=16..160%16:16 -o "$tmp/x"
+grep -q 'error: --dim H=16..160%16:16 and --dim W=16..160%16:16 make more than 64 buckets' "$tmp/err" &&
+  ok "its message" || bad "its message" "$(cat "$tmp/err")"
 expect_exit 1 "buckets as LLVM IR refused" "$B/primc" compile $enc/model.onnx --dim batch=2 --dim seq=1..32:8 --emit llvm \
   -o "$tmp/x.ll"
 grep -q 'not LLVM IR or assembly' "$tmp/err" && ok "its message" || bad "its message" "$(cat "$tmp/err")"
