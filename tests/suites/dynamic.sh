@@ -301,6 +301,24 @@ else
   else
     bad "encoder in CUDA buckets compiles" "$(tail -n 3 "$tmp/report")"
   fi
+  # buckets on H and W for CUDA, 4 boxes of 48 by 48 (the unit test cuda_pkg_buckets_on_two_dims checks their
+  # dispatch and header without a GPU): on a GPU each case against ONNX Runtime
+  scd=models/dynamic/strided_cnn
+  if [ -x "$tmp/cu-strided_cnn" ] && "$tmp/cu-strided_cnn" $scd/in_1x3x16x16_0.npy -o "$tmp/cuout" >/dev/null 2>&1; then
+    if "$B/primc" compile $scd/model.onnx --dim H=16..96%16:48 --dim W=16..96%16:48 --target cuda -o "$tmp/cuhw" \
+      >"$tmp/log" 2>&1; then
+      for e in $scd/expected_*.npy; do
+        tag=$(basename "$e" .npy)
+        tag=${tag#expected_}
+        rm -rf "$tmp/cuout"
+        "$tmp/cuhw" $scd/in_${tag}_0.npy -o "$tmp/cuout" >"$tmp/log" 2>&1 && compare "$tmp/cuout/out0.npy" "$e" &&
+          ok "strided_cnn in CUDA boxes of H and W at $tag: $(tail -n 1 "$tmp/cmp")" ||
+          bad "strided_cnn in CUDA boxes of H and W at $tag" "$(tail -n 2 "$tmp/log") $(tail -n 2 "$tmp/cmp" 2>/dev/null)"
+      done
+    else bad "strided_cnn in CUDA boxes of H and W compiles" "$(tail -n 3 "$tmp/log")"; fi
+  else
+    skipped "strided_cnn in CUDA boxes of H and W: no GPU"
+  fi
   expect_exit 1 "--emit cuda (one program's CUDA C) with buckets refused" "$B/primc" compile \
     models/dynamic/seq_encoder/model.onnx --dim batch=2 --dim seq=9..32:8 --emit cuda -o "$tmp/bk.cu"
   grep -q 'each bucket is a CUDA module of its own, which --target cuda packages' "$tmp/err" && ok "its message" ||
