@@ -1,8 +1,9 @@
-/* codegen/buckets.c: a range dim in buckets (--dim NAME=LO..HI:STEP). Each bucket is the model compiled with that
- * dim's range cut to the bucket, planned at the bucket's HI (rows, tiles and workspace for its sizes, not the
- * range's largest) and fitted like any range (codegen/dynamic.c); a bucket no one program can follow (the planner
- * picks other rows at smaller sizes) is halved until each part can, down to programs for a single value. Each is
- * written as an object whose entry points are NAME__bK; a dispatcher object is the model NAME
+/* codegen/buckets.c: range dims in buckets (--dim NAME=LO..HI:STEP, on one dim or several: a bucket is then a box,
+ * one per combination). Each bucket is the model compiled with the ranges cut to its box, planned at the box's ends
+ * (rows, tiles and workspace for its sizes, not the ranges' largest) and fitted like any range (codegen/dynamic.c);
+ * a bucket no one program can follow (the planner picks other rows at smaller sizes) is halved until each part can,
+ * down to programs for single values. Their weights are one pool of distinct constants (codegen/weights_pool.c).
+ * Each is written as an object whose entry points are NAME__bK; a dispatcher object is the model NAME
  * (codegen/llvm_buckets.c); they are linked together, or joined into one relocatable object for --emit obj. */
 #include "codegen/codegen.h"
 #include "codegen/kir.h"

@@ -1,5 +1,5 @@
-/* codegen/cuda_buckets.c: --target cuda with a range dim in buckets (--dim NAME=LO..HI:STEP). As on the CPU
- * (codegen/buckets.c), each bucket is the model built at its end and made to follow its part of the range
+/* codegen/cuda_buckets.c: --target cuda with range dims in buckets (--dim NAME=LO..HI:STEP). As on the CPU
+ * (codegen/buckets.c), each bucket is the model built at its box's ends and made to follow its part of the ranges
  * (codegen/cuda_dynamic.c), halved where one program cannot; each is packaged as an object of its own (entry points
  * NAME__bK, its own module), and the dispatcher NAME (codegen/package_cuda.c) runs the one that holds the value. */
 #include "codegen/codegen.h"

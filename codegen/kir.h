@@ -273,7 +273,7 @@ pc_status kir_cuda_program(pc_graph *g, const struct pc_codegen_opts *opts, kir_
 typedef struct kir_bucket {
   int64_t lo[KIR_DYN_MAX_SYMS], hi[KIR_DYN_MAX_SYMS];
 } kir_bucket;
-/* --target cuda with a range dim in buckets (--dim NAME=LO..HI:STEP; codegen/cuda_buckets.c): each bucket's program
+/* --target cuda with range dims in buckets (--dim NAME=LO..HI:STEP; codegen/cuda_buckets.c): each bucket's program
  * (a range of its own, planned at its end) an object with the entry points NAME__bK (kir_cuda_part), then the model
  * NAME, whose NAME_run_dims runs the bucket that holds the value (kir_cuda_dispatch), linked with them */
 typedef struct kir_cuda_buckets {
@@ -383,10 +383,10 @@ typedef struct llvm_emit_opts {
 
 pc_status pc_llvm_emit(const kir_program *p, const llvm_emit_opts *o);
 
-/* A range dim split into buckets (--dim NAME=LO..HI:STEP), each bucket a program of its own named NAME__bK in an
- * object of its own (codegen/buckets.c). The dispatcher (codegen/llvm_buckets.c) is the model NAME: descriptors
- * as top's (the last bucket, whose bounds are the model's), the dims of full, and NAME_run_dims running the
- * bucket whose range holds the value (runtime/dims.c). */
+/* Range dims split into buckets (--dim NAME=LO..HI:STEP; boxes on several dims), each bucket a program of its own
+ * named NAME__bK in an object of its own (codegen/buckets.c). The dispatcher (codegen/llvm_buckets.c) is the model
+ * NAME: descriptors as top's (the last bucket, whose bounds are the model's), the dims of full, and NAME_run_dims
+ * running the bucket whose box holds the values (runtime/dims.c). */
 typedef struct kir_buckets {
   int n;                   /* buckets */
   const kir_bucket *b;     /* their boxes over full's symbols */

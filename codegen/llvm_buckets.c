@@ -1,6 +1,6 @@
-/* codegen/llvm_buckets.c: the dispatcher of a bucketed range dim (--dim NAME=LO..HI:STEP) as an object: the model
+/* codegen/llvm_buckets.c: the dispatcher of range dims in buckets (--dim NAME=LO..HI:STEP) as an object: the model
  * NAME, whose entry points run the bucket programs NAME__bK (each an object of its own) through the runtime's
- * primc_buckets_run_dims. */
+ * primc_buckets_run_dims, and which holds the buckets' weights pool. */
 #include "codegen/llvm_internal.h"
 #include "runtime/primc_rt.h"
 
