@@ -33,10 +33,6 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
   if (opts->triple && is_cpu(opts) && !is_cuda_c(opts) &&
       pc_codegen_host_only_check(g, "a --triple target") != PC_OK)
     return g->status;
-  if (opts->dyn && opts->autotune)
-    return pc_fail(g, PC_ERR_UNSUPPORTED, "dim %s given as a range (%lld..%lld): run-time dims do not take "
-                   "--autotune so far; give it one value (--dim %s=N)", opts->dyn->name[0], (long long)opts->dyn->lo[0],
-                   (long long)opts->dyn->hi[0], opts->dyn->name[0]);
   for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
     if (backends[i].accepts(opts)) return backends[i].emit(g, opts);
   return pc_fail(g, PC_ERR_UNSUPPORTED, "codegen: no backend for target %d", (int)opts->target);

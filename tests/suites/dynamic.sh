@@ -416,6 +416,18 @@ if "$B/primc" compile $scd/model.onnx --dim H=16..96%16:16 --dim W=16..96%16:16 
 else
   bad "strided_cnn in boxes of one value compiles" "$(tail -n 3 "$tmp/report")"
 fi
+# --autotune with run-time dims: the rows timed at the bounds (each bucket's), which the fit's probes are pinned to;
+# each case against ONNX Runtime
+for dims in "--dim H=16..96%16 --dim W=16..96%16" "--dim H=16..96%16:32 --dim W=16..96%16:32"; do
+  # shellcheck disable=SC2086
+  if "$B/primc" compile $scd/model.onnx $dims --autotune --autotune-cache "$tmp/at.txt" -o "$tmp/scat" >"$tmp/log" 2>&1 &&
+    grep -q 'autotune: [1-9][0-9]* conv shapes with rows to choose from' "$tmp/log"; then
+    for tag in 1x3x16x16 1x3x32x80 1x3x96x96; do
+      "$tmp/scat" $scd/in_${tag}_0.npy -o "$tmp/scato" >"$tmp/log" 2>&1 && compare "$tmp/scato/out0.npy" $scd/expected_$tag.npy &&
+        ok "--autotune with $dims at $tag: $(tail -n 1 "$tmp/cmp")" || bad "--autotune with $dims at $tag" "$(tail -n 2 "$tmp/log")"
+    done
+  else bad "--autotune with $dims compiles" "$(tail -n 3 "$tmp/log")"; fi
+done
 expect_exit 1 "a grid of more than 64 boxes refused" "$B/primc" compile $scd/model.onnx --dim H=16..160%16:16 \
   --dim W=16..160%16:16 -o "$tmp/x"
 grep -q 'error: --dim H=16..160%16:16 and --dim W=16..160%16:16 make more than 64 buckets' "$tmp/err" &&
