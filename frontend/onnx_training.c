@@ -3,6 +3,7 @@
  * SoftmaxCrossEntropyLoss, and ai.onnx.preview.training's optimizer steps (Adagrad, Momentum, Adam) and
  * Gradient. */
 #include "frontend/onnx_internal.h"
+#include "runtime/primc_mt19937.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,9 @@ static pc_status dropout_seeded(ox_ctx *c, pc_value *x, pc_value *r, double rati
   int64_t n = pc_type_numel(&mt);
   uint8_t *bits = malloc(n > 0 ? (size_t)n : 1);
   if (!bits) return ox_fail(c, PC_ERR_NOMEM, "no memory for a mask of %lld elements", (long long)n);
-  pc_mt19937 rng;
-  pc_mt19937_seed(&rng, (uint32_t)seed);
-  for (int64_t i = 0; i < n; i++) bits[i] = pc_mt19937_double(&rng) >= ratio; /* numpy compares in double */
+  primc_mt19937 rng;
+  primc_mt19937_seed(&rng, (uint32_t)seed);
+  for (int64_t i = 0; i < n; i++) bits[i] = primc_mt19937_double(&rng) >= ratio; /* numpy compares in double */
   pc_value *mask = pc_const(G, mt, bits);
   free(bits);
   /* the scale is computed in the ratio's dtype, as numpy does for mask * X * scale */

@@ -463,17 +463,5 @@ pc_status pc_interp(pc_graph *g, const pc_tensor *inputs, int n_inputs, pc_tenso
 /* Evaluates one node on concrete operand tensors (used by constant folding). */
 pc_status pc_interp_node(pc_graph *g, const pc_node *n, const pc_tensor *in, pc_tensor *out);
 
-/* numpy's legacy generator (np.random.RandomState(int seed)), MT19937 with its single-integer seeding
- * (ir/mt19937.c): ONNX's reference draws seeded random masks (Dropout) with it, so the importer can draw the
- * same ones at compile time */
-#define PC_MT19937_N 624
-typedef struct pc_mt19937 {
-  uint32_t key[PC_MT19937_N];
-  int pos;
-} pc_mt19937;
-void pc_mt19937_seed(pc_mt19937 *s, uint32_t seed);
-uint32_t pc_mt19937_next(pc_mt19937 *s);
-/* a double in [0, 1) from two draws, as numpy's random_sample and uniform(0, 1) */
-double pc_mt19937_double(pc_mt19937 *s);
 
 #endif

@@ -52,7 +52,8 @@ static const char *usage =
     "time of every kernel over the steps. --batch B cuts batches of B rows, for a step compiled with its\n"
     "batch a range (--dim N=LO..HI). --epochs E in place of --steps: E passes over the datasets in order,\n"
     "each ending with a batch of the rows left over (a step with its batch a range takes it; --drop-last\n"
-    "skips it), the mean loss of each epoch printed.\n";
+    "skips it), the mean loss of each epoch printed; --shuffle SEED orders each epoch's rows as the next\n"
+    "numpy.random.RandomState(SEED).permutation does.\n";
 
 /* the CPU main's own options beside primc_driver_opts */
 typedef struct cpu_opts {
@@ -80,6 +81,15 @@ static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(argv[*i], "--trace") && *i + 1 < argc) return c->trace = argv[++*i], 1;
   if (!strcmp(argv[*i], "--save") && *i + 1 < argc) return c->train.save = argv[++*i], c->train_flag = 1;
   if (!strcmp(argv[*i], "--drop-last")) return c->train.drop_last = 1, c->train_flag = 1;
+  if (!strcmp(argv[*i], "--shuffle") && *i + 1 < argc) {
+    char *end;
+    long long v = strtoll(argv[*i + 1], &end, 10);
+    if (end == argv[*i + 1] || *end || v < 0 || v > 0xffffffffLL)
+      c->bad = fprintf(stderr, "error: --shuffle takes a seed 0..4294967295, not '%s'\n", argv[*i + 1]) > 0;
+    c->train.shuffle = v;
+    ++*i;
+    return c->train_flag = 1;
+  }
   if ((!strcmp(argv[*i], "--steps") || !strcmp(argv[*i], "--log-every") || !strcmp(argv[*i], "--batch") ||
        !strcmp(argv[*i], "--epochs")) && *i + 1 < argc) {
     if (argv[*i][2] == 's') c->steps_given = 1;
@@ -208,7 +218,7 @@ int main(int argc, char **argv) {
   const primc_model_desc *m = primc_main_model;
   primc_driver_opts o;
   cpu_opts c = {0};
-  c.train.steps = 1, c.train.log_every = 1;
+  c.train.steps = 1, c.train.log_every = 1, c.train.shuffle = -1;
   int n_state = m->state ? m->state->n : 0;
   int rc = primc_driver_parse(argc, argv, usage, m->name, m->n_inputs - n_state, &o, cpu_flag, &c);
   if (rc || c.bad) return rc == 1 ? 0 : 2;
@@ -217,14 +227,15 @@ int main(int argc, char **argv) {
                    "--log-every, --save and --batch are for one\n", m->name), 2;
   if (c.steps_given && c.train.epochs)
     return fprintf(stderr, "error: give --steps or --epochs (an epoch's steps follow from the datasets' rows)\n"), 2;
-  if (c.train.drop_last && !c.train.epochs) return fprintf(stderr, "error: --drop-last shapes --epochs: give it\n"), 2;
+  if ((c.train.drop_last || c.train.shuffle >= 0) && !c.train.epochs)
+    return fprintf(stderr, "error: %s shapes --epochs: give it\n", c.train.drop_last ? "--drop-last" : "--shuffle"), 2;
   if ((c.profile || c.trace) && !m->profile)
     return fprintf(stderr, "error: %s was not compiled with --profile (%s needs it)\n", m->name,
                    c.profile ? "--profile" : "--trace"), 2;
   if (m->state) {
     if (o.bench > 0 || c.trace || c.weights)
       return fprintf(stderr, "error: a training step takes --steps or --epochs, --log-every, --save, --batch, "
-                     "--drop-last, --profile, -o and its datasets\n"), 2;
+                     "--drop-last, --shuffle, --profile, -o and its datasets\n"), 2;
     c.train.profile = c.profile;
     return primc_train_main(m, &o, &c.train);
   }

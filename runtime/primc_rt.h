@@ -456,6 +456,8 @@ typedef struct primc_train_opts {
   int64_t epochs; /* --epochs E: E passes over the datasets (steps follow), each in order in batches, the last one
                      the rows left over (a step compiled with its batch a range takes it) unless drop_last; 0: steps */
   int drop_last;  /* --drop-last: an epoch's rows left over are not a batch */
+  int64_t shuffle; /* --shuffle SEED (with epochs): each epoch's rows in the order of the next
+                      np.random.RandomState(SEED).permutation(rows); -1: in order */
   const char *save;
   int profile; /* --profile: the per-kernel table over all steps (min and median not recorded) */
 } primc_train_opts;

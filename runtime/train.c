@@ -2,6 +2,7 @@
  * batches cut from .npy datasets, the state passed from each step's outputs to the next one's inputs (one
  * buffer set updated in place where the step allows, else two sets swapped), the loss printed, and the weights
  * saved as safetensors. */
+#include "runtime/primc_mt19937.h"
 #include "runtime/primc_rt.h"
 
 #include <stdio.h>
@@ -242,6 +243,15 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   schedule sc = {bd ? t->batch : m->inputs[0].rank ? m->inputs[0].dims[0] : 1, 0, 0, 0, 0};
   if (t->epochs && epoch_schedule(m, n_data, data, t, &sc, rd, rdims)) goto batch_done;
   int64_t steps = t->epochs ? t->epochs * sc.per_epoch : t->steps;
+  /* --shuffle: the rows' order, drawn anew for each epoch */
+  int64_t *order = t->epochs && t->shuffle >= 0 ? malloc(sizeof *order * (size_t)sc.rows) : NULL;
+  primc_mt19937 *rng = order ? malloc(sizeof *rng) : NULL;
+  if (order && rng) primc_mt19937_seed(rng, (uint32_t)t->shuffle);
+  if (t->epochs && t->shuffle >= 0 && (!order || !rng)) {
+    free(order), free(rng);
+    fprintf(stderr, "error: out of memory\n");
+    goto batch_done;
+  }
   int cur = 0;
   double epoch_loss = 0;
   /* each step's time: the first pays for the workspace's pages, touched for the first time */
@@ -250,18 +260,24 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
   for (int64_t step = 0; step < steps; step++) {
     int64_t start, size;
     batch_of(&sc, step, &start, &size);
-    for (int i = 0; i < n_data; i++) { /* rows start .. start + size - 1 of the dataset, wrapping */
+    if (order && step % sc.per_epoch == 0) { /* an epoch begins: numpy's permutation(rows) */
+      for (int64_t r = 0; r < sc.rows; r++) order[r] = r;
+      primc_mt19937_shuffle(rng, order, sc.rows);
+    }
+    for (int i = 0; i < n_data; i++) { /* rows start .. start + size - 1 of the dataset (or of its order), wrapping */
       const primc_tensor_desc *d = &m->inputs[i];
       int64_t rb = row_bytes(d), rows = data[i].dims[0];
-      for (int64_t j = 0; j < size; j++)
-        memcpy((char *)batch[i].data + j * rb, (const char *)data[i].data + ((start + j) % rows) * rb, (size_t)rb);
+      for (int64_t j = 0; j < size; j++) {
+        int64_t r = order ? order[start + j] : (start + j) % rows;
+        memcpy((char *)batch[i].data + j * rb, (const char *)data[i].data + r * rb, (size_t)rb);
+      }
     }
     for (int i = 0; i < n; i++) in[n_data + i] = st[cur][i].data, out[m->n_outputs - n + i] = st[!cur][i].data;
     const int64_t *const *dims = size != sc.b ? rdims : bdims;
     int r = dims ? m->run_dims(in, dims, out, ws) : m->run(in, out, ws);
     if (r != 0) {
       fprintf(stderr, "error: %s_run returned %d at step %lld\n", m->name, r, (long long)step);
-      free(step_ms);
+      free(step_ms), free(order), free(rng);
       goto batch_done;
     }
     cur = !cur;
@@ -288,7 +304,7 @@ int primc_train_main(const primc_model_desc *m, const primc_driver_opts *o, cons
     printf(", median %.3f, first %.3f", step_ms[steps / 2], first);
   }
   printf(" (batches cut from the datasets included)\n");
-  free(step_ms);
+  free(step_ms), free(order), free(rng);
   if (t->profile) primc_driver_profile_print(m, (int)steps, ms, NULL, 0);
   for (int i = 0; i < n; i++) saved[i] = st[cur][i].data;
   if (t->save && save_safetensors(t->save, m->inputs + n_data, saved, s->n_weights)) goto batch_done;

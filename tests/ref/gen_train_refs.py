@@ -5,9 +5,10 @@
 # holds the dataset (x, y: consecutive batches of the model's batch size, wrapping), the loss of every step
 # and the weights after the last, named as the model's initializers. tests/data/train_dims.npz: the MLP with SGD
 # on batches of 3, 8, 1 and 5 rows, for one step compiled with its batch a range (--dim N=1..8);
-# tests/data/train_epochs.npz: the MLP with SGD over 2 epochs of 8 rows in batches of 3 (3, 3, 2 rows each epoch).
+# tests/data/train_epochs.npz: the MLP with SGD over 2 epochs of 8 rows in batches of 3 (3, 3, 2 rows each epoch);
+# tests/data/train_shuffle.npz: the same with each epoch's rows in numpy's RandomState(7) permutation order.
 # Run with Debian's /usr/bin/python3 (python3-torch, python3-onnx: `tools/setup.sh models`).
-# Usage: /usr/bin/python3 tests/ref/gen_train_refs.py [CASE ...]  (train, dims, epochs; default all)
+# Usage: /usr/bin/python3 tests/ref/gen_train_refs.py [CASE ...]  (train, dims, epochs, shuffle; default all)
 import os
 import sys
 
@@ -75,7 +76,7 @@ def main():
 
 
 def mlp_sgd(name, seed, rows, batches, **extra):
-    """the MLP with MSE and SGD (lr 0.1) on rows random rows, a step on each batch (start, stop) of them in turn;
+    """the MLP with MSE and SGD (lr 0.1) on rows random rows, a step on each batch (the rows' indices) in turn;
     tests/data/NAME.npz"""
     m = onnx.load(os.path.join(ROOT, "models", "mlp", "model.onnx"))
     env, params = load_params(m)
@@ -85,9 +86,9 @@ def mlp_sgd(name, seed, rows, batches, **extra):
     y = rng.standard_normal((rows, 10)).astype(np.float32)
     opt = torch.optim.SGD([t for _, t in params], lr=0.1)
     losses = []
-    for a, b in batches:
-        pred = evaluate(m, {**env, inp.name: torch.tensor(x[a:b]).to(FLOAT)})[0]
-        loss = torch.nn.functional.mse_loss(pred, torch.tensor(y[a:b]).to(FLOAT))
+    for idx in batches:
+        pred = evaluate(m, {**env, inp.name: torch.tensor(x[idx]).to(FLOAT)})[0]
+        loss = torch.nn.functional.mse_loss(pred, torch.tensor(y[idx]).to(FLOAT))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -103,16 +104,23 @@ def dims_case():
     """batches of varying size, one after another through the dataset's rows"""
     sizes = [3, 8, 1, 5]
     ends = np.cumsum(sizes)
-    mlp_sgd("train_dims", 2, sum(sizes), [(e - b, e) for b, e in zip(sizes, ends)], sizes=np.array(sizes))
+    mlp_sgd("train_dims", 2, sum(sizes), [np.arange(e - b, e) for b, e in zip(sizes, ends)], sizes=np.array(sizes))
 
 
 def epochs_case():
     """2 epochs of 8 rows in order, batches of 3: each epoch 3, 3, then the 2 left over"""
-    mlp_sgd("train_epochs", 3, 8, [(0, 3), (3, 6), (6, 8)] * 2)
+    mlp_sgd("train_epochs", 3, 8, [np.arange(a, min(a + 3, 8)) for a in (0, 3, 6)] * 2)
+
+
+def shuffle_case():
+    """the same epochs with each one's rows in the order of the next np.random.RandomState(7).permutation(8)"""
+    rs = np.random.RandomState(7)
+    perms = [rs.permutation(8) for _ in range(2)]
+    mlp_sgd("train_shuffle", 3, 8, [p[a:a + 3] for p in perms for a in (0, 3, 6)])
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["train", "dims", "epochs"]
-    for case, fn in (("train", main), ("dims", dims_case), ("epochs", epochs_case)):
+    which = sys.argv[1:] or ["train", "dims", "epochs", "shuffle"]
+    for case, fn in (("train", main), ("dims", dims_case), ("epochs", epochs_case), ("shuffle", shuffle_case)):
         if case in which:
             fn()

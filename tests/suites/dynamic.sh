@@ -110,6 +110,16 @@ for dim in N=1..8 N=1..8:4; do
     ok "--epochs 2 of 8 rows in batches of 3 over --dim $dim: $(tail -n 1 "$tmp/train.log")"
   else bad "--epochs 2 over --dim $dim" "$(tail -n 4 "$tmp/train.log")"; fi
 done
+# --shuffle 7: each epoch's rows in the order of the next np.random.RandomState(7).permutation(8), as torch.optim's
+# steps on those batches (tests/data/train_shuffle.npz; in order they differ from step 1 on)
+for dim in N=1..8 N=1..8:4; do
+  if python3 tests/compare_train.py "$B/primc" tests/data/train_shuffle.npz "$tmp/train" "$tmp/mlp_n.onnx" --dim $dim \
+    --run --batch 3 --epochs 2 --shuffle 7 >"$tmp/train.log" 2>&1; then
+    ok "--epochs 2 --shuffle 7 over --dim $dim: $(tail -n 1 "$tmp/train.log")"
+  else bad "--epochs 2 --shuffle 7 over --dim $dim" "$(tail -n 4 "$tmp/train.log")"; fi
+done
+expect_exit 2 "--shuffle without --epochs refused" "$tmp/trn" "$tmp/tx.npy" "$tmp/ty.npy" --shuffle 7
+expect_exit 2 "--shuffle -1 refused" "$tmp/trn" "$tmp/tx.npy" "$tmp/ty.npy" --epochs 1 --shuffle -1
 "$tmp/trn" "$tmp/tx.npy" "$tmp/ty.npy" --batch 3 --epochs 2 >"$tmp/log" 2>&1 &&
   grep -q '^epoch 2 loss .* (2 batches, 5 rows)$' "$tmp/log" && [ "$(grep -c '^step ' "$tmp/log")" = 4 ] &&
   ok "--epochs: 2 steps an epoch of 5 rows, its loss over them" || bad "--epochs of 5 rows" "$(cat "$tmp/log")"

@@ -1,5 +1,6 @@
 /* tests/unit/test_interp.c: the reference interpreter against numpy (tests/data/prims), its error paths, symbols and random's statistics. */
 #include "ir/ir.h"
+#include "runtime/primc_mt19937.h"
 #include "runtime/primc_philox.h"
 #include "runtime/primc_rt.h"
 #include "tests/test.h"
@@ -416,22 +417,45 @@ PC_TEST(mt19937_matches_numpy) {
       {0, 624, 341544762u},  {0, 999, 3043451800u}, {5489, 0, 3499211612u}, {4294967295u, 0, 419326371u},
   };
   for (size_t k = 0; k < sizeof draws / sizeof draws[0]; k++) {
-    pc_mt19937 s;
-    pc_mt19937_seed(&s, draws[k].seed);
+    primc_mt19937 s;
+    primc_mt19937_seed(&s, draws[k].seed);
     uint32_t v = 0;
-    for (int i = 0; i <= draws[k].at; i++) v = pc_mt19937_next(&s);
+    for (int i = 0; i <= draws[k].at; i++) v = primc_mt19937_next(&s);
     CHECK_MSG(v == draws[k].want, "seed %u draw %d: %u, numpy %u", draws[k].seed, draws[k].at, v, draws[k].want);
   }
   static const struct { int at; double want; } doubles[] = {
       {0, 0.5488135039273248}, {1, 0.7151893663724195}, {311, 0.14694664540037505},
       {312, 0.07952208258675575}, {399, 0.18523232523618394},
   };
-  pc_mt19937 s;
-  pc_mt19937_seed(&s, 0);
+  primc_mt19937 s;
+  primc_mt19937_seed(&s, 0);
   for (int i = 0, k = 0; k < (int)(sizeof doubles / sizeof doubles[0]); i++) {
-    double v = pc_mt19937_double(&s);
+    double v = primc_mt19937_double(&s);
     if (i == doubles[k].at) CHECK_MSG(v == doubles[k].want, "double %d: %.17g, numpy %.17g", i, v, doubles[k].want), k++;
   }
+}
+
+/* shuffles as RandomState draws them (the trainer's --shuffle): two successive
+ *   rs = np.random.RandomState(7); rs.permutation(10); rs.permutation(10)
+ * and np.random.RandomState(12345).permutation(1797) at indices 0, 1, 900, 1796, numpy 2.4.6 */
+PC_TEST(mt19937_shuffles_as_numpy) {
+  static const int64_t want[2][10] = {{8, 5, 0, 2, 1, 9, 7, 3, 6, 4}, {1, 3, 2, 5, 9, 0, 4, 6, 7, 8}};
+  primc_mt19937 s;
+  primc_mt19937_seed(&s, 7);
+  for (int r = 0; r < 2; r++) {
+    int64_t a[10];
+    for (int i = 0; i < 10; i++) a[i] = i;
+    primc_mt19937_shuffle(&s, a, 10);
+    for (int i = 0; i < 10; i++) CHECK_MSG(a[i] == want[r][i], "permutation %d [%d]: %lld, numpy %lld", r, i, (long long)a[i], (long long)want[r][i]);
+  }
+  static int64_t b[1797];
+  for (int i = 0; i < 1797; i++) b[i] = i;
+  primc_mt19937_seed(&s, 12345);
+  primc_mt19937_shuffle(&s, b, 1797);
+  CHECK_INT(b[0], 622);
+  CHECK_INT(b[1], 1705);
+  CHECK_INT(b[900], 181);
+  CHECK_INT(b[1796], 482);
 }
 
 static int random_run(pc_dtype dt, const char *dist, double a, double b, int64_t seed, int64_t n, pc_tensor *out) {
