@@ -371,7 +371,7 @@ pc_status kir_codegen_buckets(pc_graph *g, const pc_codegen_opts *o) {
     }
     if (st != PC_OK && !g->status && gtop->status) pc_fail(g, gtop->status, "%s", pc_error(gtop));
   }
-  if (o->weights_external && st != PC_OK) unlink(wpath);
+  if (wfd >= 0 && st != PC_OK) unlink(wpath); /* only the file this compile opened */
   kir_pool_close(&pool), free(prof);
   pc_graph_free(gtop);
   for (int k = 0; k <= n && k <= MAX_BUCKETS; k++)
