@@ -18,15 +18,8 @@ static int read_whole(int fd, unsigned char **out, size_t *n) {
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) return 0;
   unsigned char *b = malloc((size_t)st.st_size);
-  size_t got = 0;
-  while (b && got < (size_t)st.st_size) {
-    ssize_t r = pread(fd, b + got, (size_t)st.st_size - got, (off_t)got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  if (!b || got != (size_t)st.st_size) return free(b), 0;
-  *out = b, *n = got;
+  if (!b || !kir_pread_all(fd, b, (size_t)st.st_size, 0)) return free(b), 0;
+  *out = b, *n = (size_t)st.st_size;
   return 1;
 }
 

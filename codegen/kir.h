@@ -461,6 +461,12 @@ typedef pc_status (*kir_weight_fn)(void *ctx, int buf, const void *bytes, int64_
 pc_status kir_weights_each(const kir_program *p, kir_weight_fn fn, void *ctx);
 /* n bytes at offset at of fd, through short writes and EINTR; 0 on failure */
 int kir_pwrite_all(int fd, const void *data, size_t n, off_t at);
+/* n bytes at offset at of fd into data, through short reads and EINTR; 0 on failure or an early end of file */
+int kir_pread_all(int fd, void *data, size_t n, off_t at);
+/* fd's n bytes from offset at, up to 1 MiB at a time, each chunk given to fn with its offset from at; 0 when a read
+ * fails, memory runs out or fn returns 0 */
+int kir_pread_chunks(int fd, off_t at, int64_t n, int (*fn)(void *ctx, const void *chunk, size_t len, int64_t off),
+                     void *ctx);
 pc_status kir_weights_write_file(const kir_program *p, const char *path);
 /* the same in steps, for a file of several programs' weights (buckets): a descriptor (-1 after an error), the
  * payload written at sizeof(primc_weights_header) on by the caller, then the file cut to it, its header and the

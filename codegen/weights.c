@@ -67,6 +67,31 @@ int kir_pwrite_all(int fd, const void *data, size_t n, off_t at) {
   return 1;
 }
 
+int kir_pread_all(int fd, void *data, size_t n, off_t at) {
+  char *c = data;
+  while (n) {
+    ssize_t r = pread(fd, c, n, at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    c += r, n -= (size_t)r, at += r;
+  }
+  return 1;
+}
+
+int kir_pread_chunks(int fd, off_t at, int64_t n, int (*fn)(void *ctx, const void *chunk, size_t len, int64_t off),
+                     void *ctx) {
+  enum { CHUNK = 1 << 20 };
+  char *buf = n > 0 ? malloc(CHUNK) : NULL;
+  int ok = n <= 0 || buf;
+  for (int64_t done = 0; ok && done < n;) {
+    size_t want = n - done < CHUNK ? (size_t)(n - done) : CHUNK;
+    ok = kir_pread_all(fd, buf, want, at + (off_t)done) && fn(ctx, buf, want, done);
+    done += (int64_t)want;
+  }
+  free(buf);
+  return ok;
+}
+
 pc_status kir_weights_each(const kir_program *p, kir_weight_fn fn, void *ctx) {
   pc_graph *g = p->g;
   for (int i = 0; i < p->n_bufs; i++) {
@@ -111,23 +136,18 @@ pc_status kir_weights_write(const kir_program *p, int fd, int64_t base) {
   return PC_OK;
 }
 
-/* the checksum of the payload just written at base, read back a chunk at a time: the constants are
- * written in buffer order, not offset order, and the gaps between them are holes */
+static int sum_chunk(void *ctx, const void *chunk, size_t len, int64_t off) {
+  (void)off;
+  primc_checksum_update(ctx, chunk, len);
+  return 1;
+}
+
+/* the checksum of the payload just written at base, read back: the constants are written in buffer order, not
+ * offset order, and the gaps between them are holes */
 static int payload_checksum(int fd, int64_t base, int64_t size, uint64_t *sum) {
-  enum { CHUNK = 1 << 20 };
-  char *buf = malloc(CHUNK);
-  if (!buf) return 0;
   primc_checksum_state c;
   primc_checksum_init(&c);
-  int ok = 1;
-  for (int64_t at = 0; ok && at < size;) {
-    size_t want = size - at < CHUNK ? (size_t)(size - at) : CHUNK;
-    ssize_t r = pread(fd, buf, want, (off_t)(base + at));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) ok = 0;
-    else primc_checksum_update(&c, buf, (size_t)r), at += r;
-  }
-  free(buf);
+  int ok = kir_pread_chunks(fd, (off_t)base, size, sum_chunk, &c);
   *sum = primc_checksum_final(&c);
   return ok;
 }

@@ -36,20 +36,13 @@ static uint64_t hash_bytes(const void *bytes, int64_t n) {
   return primc_checksum_final(&c);
 }
 
+static int same_chunk(void *ctx, const void *chunk, size_t len, int64_t off) {
+  return !memcmp(chunk, (const char *)ctx + off, len);
+}
+
 /* whether the pool holds bytes at off (read back a chunk at a time) */
 static int same_bytes(const kir_pool *pl, int64_t off, const void *bytes, int64_t n) {
-  enum { CHUNK = 1 << 20 };
-  char *buf = malloc(CHUNK);
-  int same = buf != NULL;
-  for (int64_t at = 0; same && at < n;) {
-    size_t want = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
-    ssize_t r = pread(pl->fd, buf, want, (off_t)(pl->base + off + at));
-    if (r < 0 && errno == EINTR) continue;
-    same = r > 0 && !memcmp(buf, (const char *)bytes + at, (size_t)r);
-    at += r > 0 ? r : 0;
-  }
-  free(buf);
-  return same;
+  return kir_pread_chunks(pl->fd, (off_t)(pl->base + off), n, same_chunk, (void *)bytes);
 }
 
 typedef struct adding {
@@ -93,18 +86,18 @@ pc_status kir_pool_add(kir_pool *pl, kir_program *p, int64_t *bytes, int64_t *fr
   return s;
 }
 
+typedef struct copying {
+  int fd;
+  off_t at;
+} copying;
+
+static int copy_chunk(void *ctx, const void *chunk, size_t len, int64_t off) {
+  const copying *c = ctx;
+  return kir_pwrite_all(c->fd, chunk, len, c->at + (off_t)off);
+}
+
 pc_status kir_pool_copy(void *ctx, int fd, off_t at) {
   const kir_pool *pl = ctx;
-  enum { CHUNK = 1 << 20 };
-  char *buf = malloc(CHUNK);
-  int ok = buf != NULL;
-  for (int64_t done = 0; ok && done < pl->size;) {
-    size_t want = pl->size - done < CHUNK ? (size_t)(pl->size - done) : CHUNK;
-    ssize_t r = pread(pl->fd, buf, want, (off_t)(pl->base + done));
-    if (r < 0 && errno == EINTR) continue;
-    ok = r > 0 && kir_pwrite_all(fd, buf, (size_t)r, at + (off_t)done);
-    done += r > 0 ? r : 0;
-  }
-  free(buf);
-  return ok ? PC_OK : PC_ERR_IO;
+  copying c = {fd, at};
+  return kir_pread_chunks(pl->fd, (off_t)pl->base, pl->size, copy_chunk, &c) ? PC_OK : PC_ERR_IO;
 }
