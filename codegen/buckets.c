@@ -20,30 +20,41 @@
 #define MAX_BUCKETS KIR_MAX_BUCKETS
 _Static_assert(KIR_DYN_MAX_SYMS >= PC_DYN_MAX_SYMS, "a bucket's box holds every symbol");
 
+/* printf onto the end of buf's text, *k its length, as far as len allows */
+__attribute__((format(printf, 4, 5))) static void app(char *buf, size_t len, size_t *k, const char *fmt, ...) {
+  if (*k >= len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(buf + *k, len - *k, fmt, ap);
+  va_end(ap);
+  *k = w < 0 ? len : *k + (size_t)w;
+}
+
 /* "H and W", "N, H and W": the bucketed symbols' names (or their STEPs) for --report */
 static void put_list(char *buf, size_t len, const pc_dyn_spec *ds, int steps) {
   int n = pc_dyn_bucketed(ds), i = 0;
   size_t k = 0;
   buf[0] = 0;
-  for (int s = 0; s < ds->n_syms && k < len; s++) {
+  for (int s = 0; s < ds->n_syms; s++) {
     if (!ds->bucket_step[s]) continue;
     const char *sep = i == 0 ? "" : i == n - 1 ? " and " : ", ";
-    if (steps) k += (size_t)snprintf(buf + k, len - k, "%s%lld", sep, (long long)ds->bucket_step[s]);
-    else k += (size_t)snprintf(buf + k, len - k, "%s%s", sep, ds->name[s]);
+    if (steps) app(buf, len, &k, "%s%lld", sep, (long long)ds->bucket_step[s]);
+    else app(buf, len, &k, "%s%s", sep, ds->name[s]);
     i++;
   }
 }
 
-/* "--dim H=64..320:64 and --dim W=64..320:64", for the errors on the whole grid */
+/* "--dim H=64..320%32:64 and --dim W=64..320%32:64", for the errors on the whole grid and the header */
 static void put_specs(char *buf, size_t len, const pc_dyn_spec *ds) {
   size_t k = 0;
   buf[0] = 0;
-  for (int s = 0, i = 0; s < ds->n_syms && k < len; s++)
-    if (ds->bucket_step[s])
-      k += (size_t)snprintf(buf + k, len - k, "%s--dim %s=%lld..%lld%s%.0lld:%lld", i++ ? " and " : "", ds->name[s],
-                            (long long)ds->lo[s], (long long)ds->hi[s], kir_dyn_mult(ds, s) > 1 ? "%" : "",
-                            kir_dyn_mult(ds, s) > 1 ? (long long)kir_dyn_mult(ds, s) : 0LL,
-                            (long long)ds->bucket_step[s]);
+  for (int s = 0, i = 0; s < ds->n_syms; s++) {
+    if (!ds->bucket_step[s]) continue;
+    app(buf, len, &k, "%s--dim %s=%lld..%lld", i++ ? " and " : "", ds->name[s], (long long)ds->lo[s],
+        (long long)ds->hi[s]);
+    if (kir_dyn_mult(ds, s) > 1) app(buf, len, &k, "%%%lld", (long long)kir_dyn_mult(ds, s));
+    app(buf, len, &k, ":%lld", (long long)ds->bucket_step[s]);
+  }
 }
 
 int kir_bucket_ranges(pc_graph *g, const pc_dyn_spec *ds, const char *name, kir_bucket *b) {
@@ -77,10 +88,9 @@ int kir_bucket_ranges(pc_graph *g, const pc_dyn_spec *ds, const char *name, kir_
 void kir_bucket_label(char *buf, size_t len, const pc_dyn_spec *ds, const kir_bucket *b, const char *sep) {
   size_t k = 0;
   buf[0] = 0;
-  for (int s = 0, i = 0; s < ds->n_syms && k < len; s++)
+  for (int s = 0, i = 0; s < ds->n_syms; s++)
     if (ds->bucket_step[s])
-      k += (size_t)snprintf(buf + k, len - k, "%s%s=%lld..%lld", i++ ? sep : "", ds->name[s], (long long)b->lo[s],
-                            (long long)b->hi[s]);
+      app(buf, len, &k, "%s%s=%lld..%lld", i++ ? sep : "", ds->name[s], (long long)b->lo[s], (long long)b->hi[s]);
 }
 
 static int64_t file_bytes(const char *path) {
@@ -133,11 +143,11 @@ void kir_bucket_report(pc_dyn_spec *ds, int n, int halved, const char (*lines)[K
   put_list(names, sizeof names, ds, 0);
   put_list(steps, sizeof steps, ds, 1);
   snprintf(ds->probes, sizeof ds->probes, "in %d programs, one per bucket", n);
-  size_t len = (size_t)snprintf(ds->buckets, sizeof ds->buckets, "  buckets of %s: %d %sprograms (STEP %s%s):\n", names,
-                                n, kind, steps, halved ? "; halved where one program could not follow the dims" : "");
-  for (int k = 0; k < n && len < sizeof ds->buckets; k++)
-    len += (size_t)snprintf(ds->buckets + len, sizeof ds->buckets - len, "%s", lines[k]);
-  if (len < sizeof ds->buckets) snprintf(ds->buckets + len, sizeof ds->buckets - len, "    dispatcher: %s\n", tail);
+  size_t len = 0;
+  app(ds->buckets, sizeof ds->buckets, &len, "  buckets of %s: %d %sprograms (STEP %s%s):\n", names, n, kind, steps,
+      halved ? "; halved where one program could not follow the dims" : "");
+  for (int k = 0; k < n; k++) app(ds->buckets, sizeof ds->buckets, &len, "%s", lines[k]);
+  app(ds->buckets, sizeof ds->buckets, &len, "    dispatcher: %s\n", tail);
 }
 
 /* with --profile: p's kernels appended to the rows of the dispatcher's table, their origins led by the bucket
@@ -198,16 +208,6 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_
     return pc_fail(g, (*gk)->status ? (*gk)->status : st, "bucket %s: %s", label, pc_error(*gk));
   }
   return st;
-}
-
-/* printf onto the end of buf's text, *k its length, as far as len allows */
-__attribute__((format(printf, 4, 5))) static void app(char *buf, size_t len, size_t *k, const char *fmt, ...) {
-  if (*k >= len) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int w = vsnprintf(buf + *k, len - *k, fmt, ap);
-  va_end(ap);
-  *k = w < 0 ? len : *k + (size_t)w;
 }
 
 void kir_bucket_note(char *buf, size_t len, const char *name, const pc_dyn_spec *ds, const kir_bucket *b, int n,
