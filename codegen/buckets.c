@@ -93,6 +93,18 @@ void kir_bucket_label(char *buf, size_t len, const pc_dyn_spec *ds, const kir_bu
       app(buf, len, &k, "%s%s=%lld..%lld", i++ ? sep : "", ds->name[s], (long long)b->lo[s], (long long)b->hi[s]);
 }
 
+void kir_bucket_spec(const pc_dyn_spec *ds, const kir_bucket *b, pc_dyn_spec *sub) {
+  *sub = *ds;
+  for (int q = 0; q < ds->n_syms; q++) sub->lo[q] = b->lo[q], sub->hi[q] = b->hi[q], sub->bucket_step[q] = 0;
+  sub->n_builds = sub->n_sizes = sub->fit_failed = 0, sub->probes[0] = 0, sub->fit_sym = -1;
+}
+
+pc_status kir_bucket_fail(pc_graph *g, pc_status code, const pc_dyn_spec *ds, const kir_bucket *b, const char *why) {
+  char label[512];
+  kir_bucket_label(label, sizeof label, ds, b, ", ");
+  return pc_fail(g, code, "bucket %s: %s", label, why);
+}
+
 static int64_t file_bytes(const char *path) {
   struct stat st;
   return stat(path, &st) ? 0 : (int64_t)st.st_size;
@@ -181,9 +193,8 @@ static pc_status prof_rows(pc_graph *g, const pc_dyn_spec *ds, const kir_bucket 
 static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_bucket *b, const char *name,
                         const char *path, kir_pool *pool, int64_t *own, int64_t *fresh, pc_graph **gk, kir_program *p,
                         int *refit, int prof_base) {
-  pc_dyn_spec *ds = o->dyn, sub = *ds;
-  for (int q = 0; q < ds->n_syms; q++) sub.lo[q] = b->lo[q], sub.hi[q] = b->hi[q], sub.bucket_step[q] = 0;
-  sub.n_builds = sub.n_sizes = 0, sub.probes[0] = 0, sub.fit_sym = -1;
+  pc_dyn_spec *ds = o->dyn, sub;
+  kir_bucket_spec(ds, b, &sub);
   pc_codegen_opts ok = *o;
   ok.dyn = &sub;
   *refit = 0, *own = *fresh = 0;
@@ -202,11 +213,8 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_
   kir_object_link ln = {wsym, 0, psym, prof_base};
   if (st == PC_OK) st = kir_object_write(p, &ok, bname, path, &ln);
   ds->n_builds += sub.n_builds, ds->n_sizes += sub.n_sizes;
-  if (st != PC_OK && !*refit) { /* the bucket's error, said as the model's */
-    char label[512];
-    kir_bucket_label(label, sizeof label, ds, b, ", ");
-    return pc_fail(g, (*gk)->status ? (*gk)->status : st, "bucket %s: %s", label, pc_error(*gk));
-  }
+  if (st != PC_OK && !*refit) /* the bucket's error, said as the model's */
+    return kir_bucket_fail(g, (*gk)->status ? (*gk)->status : st, ds, b, pc_error(*gk));
   return st;
 }
 

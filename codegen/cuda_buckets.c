@@ -63,10 +63,8 @@ typedef struct part {
  * ranges, so its halves may */
 static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_bucket *b, const char *name,
                         const char *obj, twin *tw, part *pt, int *refit) {
-  pc_dyn_spec *ds = o->dyn, sub = *ds;
-  for (int q = 0; q < ds->n_syms; q++) sub.lo[q] = b->lo[q], sub.hi[q] = b->hi[q], sub.bucket_step[q] = 0;
-  sub.n_builds = sub.n_sizes = sub.fit_failed = 0, sub.fit_sym = -1;
-  sub.probes[0] = 0;
+  pc_dyn_spec *ds = o->dyn, sub;
+  kir_bucket_spec(ds, b, &sub);
   pc_codegen_opts ok = *o;
   ok.dyn = &sub;
   *refit = 0;
@@ -90,11 +88,8 @@ static pc_status bucket(pc_graph *g, const pc_codegen_opts *o, int k, const kir_
     st = kir_cuda_part(pt->g, &ok, &pt->p, src, L, pt->d, bname, obj, pt->shared == k ? twin_blob(tw, k, &bytes) : NULL,
                        pt->shared != k ? wname : NULL);
   free(src);
-  if (st != PC_OK && !*refit) { /* the bucket's error, said as the model's */
-    char label[512];
-    kir_bucket_label(label, sizeof label, ds, b, ", ");
-    return pc_fail(g, pt->g->status ? pt->g->status : st, "bucket %s: %s", label, pc_error(pt->g));
-  }
+  if (st != PC_OK && !*refit) /* the bucket's error, said as the model's */
+    return kir_bucket_fail(g, pt->g->status ? pt->g->status : st, ds, b, pc_error(pt->g));
   return st;
 }
 

@@ -438,6 +438,12 @@ void kir_bucket_dims(const struct pc_dyn_spec *ds, const pc_graph *gt, int n, co
 /* bucket k, which one program could not follow: its two halves in its place (*n one more), split along the bucketed
  * symbol of most values in it, or a failure naming it (why: its error) when that would make more than KIR_MAX_BUCKETS */
 pc_status kir_bucket_halve(pc_graph *g, const struct pc_dyn_spec *ds, kir_bucket *b, int *n, int k, const char *why);
+/* sub: ds with its ranges cut to box b and no buckets, its codegen counts and notes cleared: the spec bucket b's
+ * program is built and fitted with */
+void kir_bucket_spec(const struct pc_dyn_spec *ds, const kir_bucket *b, struct pc_dyn_spec *sub);
+/* bucket b's error, said as the model's: "bucket H=16..32, W=48..64: why" */
+pc_status kir_bucket_fail(pc_graph *g, pc_status code, const struct pc_dyn_spec *ds, const kir_bucket *b,
+                          const char *why);
 /* whether bucket b holds more than one value of a bucketed symbol (halves of it may compile where it did not) */
 int kir_bucket_splits(const struct pc_dyn_spec *ds, const kir_bucket *b);
 #define KIR_BUCKET_LINE 320
