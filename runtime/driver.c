@@ -61,16 +61,17 @@ typedef struct cpu_opts {
   const char *trace; /* --trace FILE */
   int cold; /* --cold: each timed run starts with the caches flushed of the model's data */
   const char *weights;
-  primc_train_opts train; /* --steps, --log-every, --save, --batch */
+  primc_train_opts train; /* --steps, --epochs, --log-every, --save, --batch, --drop-last, --shuffle */
   int train_flag;         /* one of them was given */
   int steps_given;        /* --steps (which --epochs replaces) */
   int bad;                /* a bad value, said on stderr */
 } cpu_opts;
 
-static int64_t count_arg(const char *s) {
+/* s as a whole number in lo..hi (lo >= 0), else -1 */
+static int64_t int_arg(const char *s, int64_t lo, int64_t hi) {
   char *end;
   long long v = strtoll(s, &end, 10);
-  return end != s && !*end && v >= 1 ? (int64_t)v : -1;
+  return end != s && !*end && v >= lo && v <= hi ? (int64_t)v : -1;
 }
 
 static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
@@ -82,11 +83,8 @@ static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(argv[*i], "--save") && *i + 1 < argc) return c->train.save = argv[++*i], c->train_flag = 1;
   if (!strcmp(argv[*i], "--drop-last")) return c->train.drop_last = 1, c->train_flag = 1;
   if (!strcmp(argv[*i], "--shuffle") && *i + 1 < argc) {
-    char *end;
-    long long v = strtoll(argv[*i + 1], &end, 10);
-    if (end == argv[*i + 1] || *end || v < 0 || v > 0xffffffffLL)
+    if ((c->train.shuffle = int_arg(argv[*i + 1], 0, 0xffffffffLL)) < 0)
       c->bad = fprintf(stderr, "error: --shuffle takes a seed 0..4294967295, not '%s'\n", argv[*i + 1]) > 0;
-    c->train.shuffle = v;
     ++*i;
     return c->train_flag = 1;
   }
@@ -95,7 +93,7 @@ static int cpu_flag(void *ctx, int argc, char **argv, int *i) {
     if (argv[*i][2] == 's') c->steps_given = 1;
     int64_t *dst = argv[*i][2] == 's' ? &c->train.steps : argv[*i][2] == 'b' ? &c->train.batch
                  : argv[*i][2] == 'e' ? &c->train.epochs : &c->train.log_every;
-    if ((*dst = count_arg(argv[*i + 1])) < 0)
+    if ((*dst = int_arg(argv[*i + 1], 1, INT64_MAX)) < 0)
       c->bad = fprintf(stderr, "error: %s takes a count >= 1, not '%s'\n", argv[*i], argv[*i + 1]) > 0;
     ++*i;
     return c->train_flag = 1;
