@@ -509,6 +509,7 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   src->po = (pc_pipeline_opts){.opt_level = m->opt_level, .unfused = m->unfused};
   src->matmul_precision = m->matmul_precision, src->autocast = m->autocast, src->mem_limit = m->mem_limit;
   src->foreign_cpu = m->triple != NULL;
+  src->gpu = m->target != PRIMC_TARGET_CPU;
   src->tr = m->tr;
   /* the passes and codegen change the graph: each compile lowers a fresh import */
   pc_graph *g = n_syms ? import_with(m, &src->io) : m->g ? m->g : import(m);
@@ -529,6 +530,7 @@ primc_status primc_model_compile(primc_model *m, primc_emit emit, const char *pa
   g->matmul_precision = m->matmul_precision;
   g->autocast = m->autocast;
   g->foreign_cpu = m->triple != NULL;
+  g->gpu = m->target != PRIMC_TARGET_CPU;
   pc_status s = pc_pipeline_run(g, &po);
   char rt_dir[4096];
   own_dir(rt_dir, sizeof rt_dir);

@@ -43,6 +43,7 @@ pc_graph *pc_dyn_source_build(void *ctx, const int64_t *values) {
   g->matmul_precision = src->matmul_precision;
   g->autocast = src->autocast;
   g->foreign_cpu = src->foreign_cpu;
+  g->gpu = src->gpu;
   pc_apply_transforms(g, &src->tr);
   if (g->status == PC_OK) pc_pipeline_run(g, &src->po);
   return g;

@@ -20,6 +20,7 @@ typedef struct pc_dyn_source {
   pc_pipeline_opts po;
   int matmul_precision, autocast;   /* set on each graph before the passes */
   int foreign_cpu;                  /* likewise: a --triple target */
+  int gpu;                          /* likewise: --target cuda */
   pc_transforms tr;                 /* applied to each graph first (its strings outlive the source) */
   int64_t mem_limit;
 } pc_dyn_source;

@@ -480,3 +480,40 @@ pc_status kir_build_attention(kir_program *p, const pc_node *const *nodes, int n
   if (a.mask) call_arg(k, bm);
   return PC_OK;
 }
+
+/* ---------------------------------------------------------------- a weight gradient over columns read in place */
+
+pc_status kir_build_dot_cols(kir_program *p, const pc_columns *m, const pc_node *const *nodes, int n) {
+  const pc_node *d = m->dot;
+  const pc_value *a = d->in[0], *xp = m->xp, *y = d->out[0];
+  kir_materialize(p, y);
+  mat3 ma;
+  int ba = operand_mat(p, d, a, NULL, 0, (int64_t[]){0}, 1, (int64_t[]){1}, 1, &ma);
+  amap im = kir_amap_identity(xp->type.rank, 0);
+  kir_expr *e = kir_expr_value(p, xp, &im);
+  if (ba < 0) return PC_ERR_NOMEM;
+  if (!e || e->kind != KE_LOAD || p->buf_of_value[y->id] < 0)
+    return pc_node_fail(p->g, d, PC_ERR_INTERNAL, "codegen: a weight gradient's padded input is not read in place");
+  int64_t q[PRIMC_DOT_COLS_PARAMS] = {0}, taps = 1;
+  q[0] = a->type.dims[0], q[1] = a->type.dims[1], q[2] = ma.sr, q[3] = ma.sc;
+  q[4] = m->C, q[5] = e->map.stride[0], q[6] = m->images, q[7] = e->map.stride[1], q[8] = m->ns;
+  for (int s = 0; s < 3; s++) {
+    int on = s < m->ns;
+    q[9 + s] = on ? m->od[s] : 1, q[12 + s] = on ? m->st[s] * e->map.stride[2 + s] : 0;
+    q[15 + s] = on ? m->kd[s] : 1, q[18 + s] = on ? m->dil[s] * e->map.stride[2 + s] : 0;
+    taps *= q[15 + s];
+  }
+  q[21] = e->map.offset;
+  int scratch = kir_scratch_buf(p, PC_i64, (int64_t)sizeof(int64_t) * (m->C * taps + q[1]), NULL);
+  kir_kernel *k = scratch < 0 ? NULL : call_kernel(p, d, KC_dot_cols, PRIMC_DOT_COLS_PARAMS);
+  const pc_node **origin = pc_alloc(p->g, sizeof *origin * (size_t)n); /* the dot first: it names the kernel */
+  if (!k || !origin) return PC_ERR_NOMEM;
+  int no = 0;
+  origin[no++] = d;
+  for (int i = 0; i < n; i++)
+    if (nodes[i] != d) origin[no++] = nodes[i];
+  kir_kernel_origin(p, k, origin, no);
+  memcpy(k->params, q, sizeof q);
+  call_arg(k, p->buf_of_value[y->id]), call_arg(k, ba), call_arg(k, e->buf), call_arg(k, scratch);
+  return PC_OK;
+}

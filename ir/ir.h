@@ -239,6 +239,8 @@ struct pc_graph {
   int autocast;         /* a pc_autocast: contractions (dots and convs) on bf16 or f16 operands */
   int foreign_cpu;      /* compiled for another CPU (--triple): passes that would ask this CPU what pays (the
                            attention planner) decide as for a CPU with no vector rows of its own */
+  int gpu;              /* compiled for a GPU (--target cuda): the fuser makes no group whose call host code alone
+                           has (a weight gradient's columns read in place) */
   /* a training step (passes/train.c): the last n_state inputs are state (the model's n_state_weights weights
    * first, then optimizer state), each replaced after a step by the output in the same place among the last
    * n_state outputs; state_init[i] its initial data (NULL: zeros) */
@@ -281,6 +283,24 @@ typedef struct pc_attention {
   const pc_node *nodes[PC_ATTENTION_MAX_NODES];
 } pc_attention;
 int pc_attention_match(const pc_graph *g, const pc_node *pv, const int *uses, pc_attention *a);
+/* ir/columns.c: a conv's weight gradient as one GEMM over gathered columns (passes/vjp_rules.c's dw_by_columns):
+ * dot_general(a [M, N o..], reshape(concatenate(reshape(slice(xp)) per tap, axis 1))) contracting dim 1 with
+ * dim 1, f32, xp [C, N, padded sp..] (ns of 1..3 spatial dims), one strided slice of it per kernel tap (taps row-major
+ * over kd, tap (t_0 ..) starting at t_d dil_d, each od pixels st apart). pc_columns_match recognizes it at the dot
+ * n; with uses (reads per value id) every value between xp and the dot must be read only by the chain and be no graph
+ * output. nodes: the reshapes, concatenate and slices (not the dot, not xp's producer). */
+#define PC_COLUMNS_MAX_TAPS 64
+#define PC_COLUMNS_MAX_NODES (2 + 2 * PC_COLUMNS_MAX_TAPS)
+typedef struct pc_columns {
+  const pc_node *dot;
+  const pc_value *xp;
+  int ns;
+  int64_t C, images, od[3], st[3], kd[3], dil[3];
+  int n_nodes;
+  const pc_node *nodes[PC_COLUMNS_MAX_NODES];
+} pc_columns;
+int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_columns *m);
+
 /* a reshape that only splits operand dims (and adds or drops 1s): its index map stays affine */
 int pc_reshape_splits(const pc_node *n);
 

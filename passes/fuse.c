@@ -92,7 +92,8 @@ typedef struct fuser {
   int n;
   int *parent, *next, *tail, *maxpos;
   int *contract, *red; /* per root: a member contraction / reduction position, or -1 */
-  unsigned char *attn; /* per root: an attention chain, one call (pc_attention_match), closed to other unions */
+  unsigned char *attn; /* per root: one call closed to other unions: CALL_ATTENTION (pc_attention_match) or
+                        * CALL_COLUMNS (pc_columns_match) */
   int *size;           /* per root: members */
   int64_t *paths;      /* scratch of expanded_size, per node */
   int *members;        /* scratch of expanded_size: PC_FUSE_MAX_PRIMS positions */
@@ -121,6 +122,8 @@ static void unite(fuser *F, int a, int b) {
   F->attn[a] |= F->attn[b];
   F->size[a] += F->size[b];
 }
+
+enum { CALL_ATTENTION = 1, CALL_COLUMNS = 2 };
 
 #define FOR_MEMBERS(F, root, m) for (int m = (root); m >= 0; m = (F)->next[m])
 
@@ -326,7 +329,9 @@ static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
    * forward values that are stored anyway (passes/remat.c recomputes the cheap ones there) */
   if (!r && c->backward && !p->backward) r = "a gradient's prim runs in the backward, not in a forward kernel";
   int gp = grp(F, p), gc = grp(F, c);
-  if (F->attn[gp] || F->attn[gc]) return "attention runs as one call (primc_k_attention)";
+  if ((F->attn[gp] | F->attn[gc]) & CALL_ATTENTION) return "attention runs as one call (primc_k_attention)";
+  if ((F->attn[gp] | F->attn[gc]) & CALL_COLUMNS)
+    return "a weight gradient over columns read in place runs as one call (primc_k_dot_cols)";
   /* codegen walks a kernel's expressions recursively, and the group walks below are linear in its
    * size: a bound keeps both from growing with the model (a chain of 10,000 prims) */
   if (!r && F->size[gp] + F->size[gc] > PC_FUSE_MAX_PRIMS)
@@ -367,7 +372,31 @@ static pc_status attention_groups(fuser *F) {
     for (int j = 0; j < a.n_nodes; j++) taken |= F->size[find(F, a.nodes[j]->id)] > 1;
     if (taken) continue;
     for (int j = 0; j < a.n_nodes; j++) unite(F, n->id, a.nodes[j]->id);
-    F->attn[find(F, n->id)] = 1;
+    F->attn[find(F, n->id)] = CALL_ATTENTION;
+  }
+  free(uses);
+  return PC_OK;
+}
+
+/* Each conv weight gradient over gathered columns (ir/columns.c) becomes one group of the dot, the concatenate, its
+ * slices and reshapes: codegen makes it one primc_k_dot_cols call, which packs the GEMM's B panels from the padded
+ * input, so the columns (the input copied once per kernel tap: 58 MB a step for each of ResNet-18's first 3x3
+ * convs at batch 8) are never stored. Host code alone has that call: not for a GPU. */
+static pc_status columns_groups(fuser *F) {
+  pc_graph *g = F->g;
+  if (g->gpu) return PC_OK;
+  int *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
+  if (!uses) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
+  for (int v = 0; v < g->n_values; v++) uses[v] = pcp_users_count(&F->users, g->values[v]);
+  pc_columns m;
+  for (int i = 0; i < F->n; i++) {
+    const pc_node *n = g->nodes[i];
+    if (n->op != PC_OP_dot_general || !pc_columns_match(g, n, uses, &m)) continue;
+    int taken = F->size[find(F, n->id)] > 1;
+    for (int j = 0; j < m.n_nodes; j++) taken |= F->size[find(F, m.nodes[j]->id)] > 1;
+    if (taken) continue;
+    for (int j = 0; j < m.n_nodes; j++) unite(F, n->id, m.nodes[j]->id);
+    F->attn[find(F, n->id)] = CALL_COLUMNS;
   }
   free(uses);
   return PC_OK;
@@ -513,7 +542,7 @@ static pc_status fuse(pc_graph *g, int attention) {
   pc_node **order = malloc(sizeof *order * (size_t)(g->n_nodes + 1));
   if (!order) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   if (fuser_init(&F, g) == PC_OK) {
-    if (!attention || attention_groups(&F) == PC_OK) decide(&F);
+    if (!attention || (attention_groups(&F) == PC_OK && columns_groups(&F) == PC_OK)) decide(&F);
     if (order_groups(&F, order) == PC_OK) {
       store_reasons(&F);
       if (g->n_nodes) memcpy(g->nodes, order, sizeof *order * (size_t)g->n_nodes); /* g->nodes: NULL when empty */

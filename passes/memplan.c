@@ -130,8 +130,9 @@ static void classify(pc_graph *g) {
   for (int i = 0; i < g->n_inputs; i++) g->inputs[i]->storage = PC_STORE_INPUT, g->inputs[i]->offset = 0;
   /* fusable[v]: every reader so far keeps v inline */
   char *inl = malloc((size_t)g->n_values + 1);
-  /* by group: an attention call (two contractions, which only fuse.c's attention rule puts in one group),
-   * whose values inside stay in the call's registers and tiles */
+  /* by group: an attention call (two contractions, which only fuse.c's attention rule puts in one group) or a
+   * weight gradient over columns read in place (fuse.c's columns rule: the dot with its columns' chain), whose
+   * values inside stay in the call's registers and tiles */
   char *attn = calloc((size_t)g->n_groups + 1, 1);
   int *reads = calloc((size_t)g->n_values + 1, sizeof *reads); /* by value id: inputs of live nodes reading it */
   if (!inl || !attn || !reads) return free(inl), free(attn), free(reads);
@@ -143,6 +144,12 @@ static void classify(pc_graph *g) {
     if (n->dead || n->group < 0 || n->group >= g->n_groups || pc_op_fuse_kind(n->op) != PC_FUSE_CONTRACT) continue;
     if (seen == n->group) attn[n->group] = 1;
     seen = n->group;
+    pc_columns m;
+    if (n->op == PC_OP_dot_general && pc_columns_match(g, n, NULL, &m)) {
+      int whole = 1;
+      for (int j = 0; j < m.n_nodes; j++) whole &= m.nodes[j]->group == n->group;
+      if (whole) attn[n->group] = 1;
+    }
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const pc_node *n = g->nodes[i];

@@ -12,8 +12,9 @@
 #include <string.h>
 
 /* kernel taps up to which a conv's weight gradient is one GEMM over gathered columns (dw_by_columns): their
- * copy of the input grows with the taps */
-#define PC_DW_COLUMNS_MAX_TAPS 64
+ * copy of the input grows with the taps (where the columns are read in place, ir/columns.c, it does not, but a
+ * host compile alone reads them so) */
+#define PC_DW_COLUMNS_MAX_TAPS PC_COLUMNS_MAX_TAPS
 
 pc_value *ad_zeros(pc_graph *g, const pc_value *like) { return pc_full_like(g, 0, like); }
 pc_value *ad_scalar(pc_graph *g, double v, const pc_value *like) { return pc_full_like(g, v, like); }

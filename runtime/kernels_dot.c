@@ -101,6 +101,39 @@ int primc_k_dot_b2(const int64_t *q, void *const *bufs) {
   return dot_run(&s, bufs);
 }
 
+/* primc_rt.h's layout: the columns' offsets (c, then the taps row-major) and the pixels' (image, then o..
+ * row-major) into the scratch, then one GEMM whose B panels are packed from xp directly */
+int primc_k_dot_cols(const int64_t *q, void *const *bufs) {
+  int64_t M = q[0], K = q[1], C = q[4], images = q[6], taps = 1, pix = 1;
+  int ns = (int)q[8], ta = 0;
+  int64_t lda = 0;
+  if (ns < 1 || ns > 3 || M < 0 || C < 0 || images < 0) return PRIMC_ERR_RUNTIME;
+  for (int s = 0; s < ns; s++) {
+    if (q[9 + s] < 1 || q[15 + s] < 1) return PRIMC_ERR_RUNTIME;
+    pix *= q[9 + s], taps *= q[15 + s];
+  }
+  if (K != images * pix || !blas_layout(M, K, q[2], q[3], &ta, &lda)) return PRIMC_ERR_RUNTIME;
+  int64_t N = C * taps, *gn = bufs[3], *gk = gn + N;
+  if (M * N == 0) return PRIMC_OK;
+  int64_t at[3] = {0, 0, 0};
+  for (int64_t t = 0; t < taps; t++) { /* the taps' offsets, then each channel's columns */
+    int64_t o = 0;
+    for (int s = 0; s < ns; s++) o += at[s] * q[18 + s];
+    for (int64_t c = 0; c < C; c++) gn[c * taps + t] = q[21] + c * q[5] + o;
+    for (int s = ns - 1; s >= 0 && ++at[s] == q[15 + s]; s--) at[s] = 0;
+  }
+  at[0] = at[1] = at[2] = 0;
+  for (int64_t p = 0; p < pix; p++) {
+    int64_t o = 0;
+    for (int s = 0; s < ns; s++) o += at[s] * q[12 + s];
+    for (int64_t i = 0; i < images; i++) gk[i * pix + p] = i * q[7] + o;
+    for (int s = ns - 1; s >= 0 && ++at[s] == q[9 + s]; s--) at[s] = 0;
+  }
+  primc_gemm g = {.M = M, .N = N, .K = K, .a = bufs[1], .lda = lda, .trans_a = ta, .b_gather = bufs[2],
+                  .gather_n = gn, .gather_k = gk, .c = bufs[0], .ldc = N};
+  return primc_sgemm_run(&g);
+}
+
 /* params as dot's (B's strides unused), then the packed B's bytes; bufs: out, a, B packed by primc_sgemm_pack_b */
 int primc_k_dot_packed(const int64_t *q, void *const *bufs) {
   int64_t M = q[2], N = q[3], K = q[4];

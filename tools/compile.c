@@ -245,6 +245,7 @@ static int compile_one(const compile_opts *op) {
     src.po = (pc_pipeline_opts){.opt_level = o.opt, .unfused = o.unfused};
     src.matmul_precision = o.read.matmul_precision, src.autocast = o.read.autocast, src.mem_limit = o.mem_limit;
     src.foreign_cpu = o.triple != NULL;
+    src.gpu = o.target && !strcmp(o.target, "cuda");
     src.tr = pc_cli_transforms(&o.read);
     io = src.io;
     co.dyn = &spec;
@@ -260,6 +261,7 @@ static int compile_one(const compile_opts *op) {
   g->mem_limit = o.mem_limit;
   g->run_time_dims = n_syms > 0;
   g->foreign_cpu = o.triple != NULL;
+  g->gpu = o.target && !strcmp(o.target, "cuda");
   if (g->status == PC_OK && pc_cli_model_apply(&o.read, g) != PC_OK) {
     pc_graph_free(g);
     return 1;

@@ -301,10 +301,31 @@ AVX2 void primc_gm_pack_a_avx2(const float *a, int64_t ars, int64_t mr, int64_t 
     for (int64_t i = 0; i < mr; i++) dst[k * mr + i] = a[i * ars + k];
 }
 
+/* 8 floats st apart from p (st 1 or 2; the two loads of st 2 end at p[14], the last one read) */
+static inline __attribute__((always_inline)) AVX2 __m256 load8_st(const float *p, int64_t st) {
+  if (st == 1) return _mm256_loadu_ps(p);
+  /* p0 .. p7 and p7 .. p14: the even ones of each 128-bit half, then the halves' 64-bit pairs in order */
+  __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 7);
+  __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 2, 0)); /* p0 p2 p8 p10 | p4 p6 p12 p14 */
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+AVX2 void primc_gm_gather8_avx2(const float *const *rows, int n, int64_t off, int64_t st, float *dst, int64_t ldd) {
+  __m256 r[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) r[i] = i < n ? load8_st(rows[i] + off, st) : _mm256_setzero_ps();
+  primc_tr8(r);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, r[i]);
+}
+
 #else
 /* not x86: the AVX2 row never runs here (its ISA is never covered), but the row table names it */
 void primc_gm_kern_avx2(const kargs *g, int mr) { __builtin_trap(); }
 float primc_gm_dot_avx2(const float *x, const float *y, int64_t n) { __builtin_trap(); }
 void primc_gm_trans16_avx2(const float *src, int64_t ld, float *dst, int64_t ldd) { __builtin_trap(); }
 void primc_gm_pack_a_avx2(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst) { __builtin_trap(); }
+void primc_gm_gather8_avx2(const float *const *rows, int n, int64_t off, int64_t st, float *dst, int64_t ldd) {
+  __builtin_trap();
+}
 #endif

@@ -492,11 +492,12 @@ int primc_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float al
 int primc_sgemm_run(const primc_gemm *g) {
   if (!g || g->M < 0 || g->N < 0 || g->K < 0) return PRIMC_ERR_ARG;
   if (!g->M || !g->N) return PRIMC_OK;
-  int sources = !!g->b + !!g->brow + !!g->b_packed;
+  int sources = !!g->b + !!g->brow + !!g->b_packed + !!g->b_gather;
   if (!g->c || g->ldc < g->N || sources != 1 || (g->koff && !g->b) || g->a_packed_mr < 0 ||
       g->a_packed_mr > MR_MAX || (g->a_packed_mr && g->trans_a) || (g->K && !g->a) ||
       (!g->a_packed_mr && g->lda < (g->trans_a ? g->M : g->K)) ||
-      (g->b && !g->koff && g->K && (g->trans_b ? g->ldb < 0 : g->ldb < g->N)) || (g->trans_b && (g->koff || !g->b)))
+      (g->b && !g->koff && g->K && (g->trans_b ? g->ldb < 0 : g->ldb < g->N)) || (g->trans_b && (g->koff || !g->b)) ||
+      (g->b_gather && (!g->gather_n || !g->gather_k)))
     return PRIMC_ERR_ARG;
   if (g->store && (g->b_packed || (g->store->row && (g->K < 1 || !g->store->y || g->store->keep < 1 ||
                                                        g->store->keep > g->store->row || g->N % g->store->row))))
@@ -505,7 +506,9 @@ int primc_sgemm_run(const primc_gemm *g) {
     return primc_sgemm_prepacked_any(g->trans_a, g->M, g->N, g->K, 1.0f, g->a, g->lda, g->b_packed, 0.0f, g->c,
                                      g->ldc, g->epi, g->epi_ctx);
   job j = job_make(g->trans_a, g->M, g->N, g->K, 1.0f, g->a, g->lda, 0.0f, g->c, g->ldc, g->epi, g->epi_ctx);
-  j.bs = g->brow ? (bsrc){.row = g->brow, .row_ctx = g->brow_ctx} : (bsrc){.b = g->b, .ldb = g->ldb, .trans = g->trans_b};
+  j.bs = g->brow       ? (bsrc){.row = g->brow, .row_ctx = g->brow_ctx}
+         : g->b_gather ? (bsrc){.gb = g->b_gather, .gn = g->gather_n, .gk = g->gather_k}
+                       : (bsrc){.b = g->b, .ldb = g->ldb, .trans = g->trans_b};
   j.koff = g->koff;
   j.st = g->store;
   j.a_mr = g->a_packed_mr;

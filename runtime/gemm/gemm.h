@@ -13,6 +13,7 @@
 #define NC_MAX 512
 #endif
 #define MR_MAX 14 /* the tallest row's mr (rows.c checks) */
+#define NR_MAX 32 /* the widest row's nr (rows.c checks) */
 
 /* what one micro-kernel call computes: C[mr][nr] = alpha * sum_k a(r,k) b(k,j) + beta * C */
 typedef struct kargs {
@@ -51,6 +52,9 @@ typedef void (*gm_trans16)(const float *src, int64_t ld, float *dst, int64_t ldd
 /* mr rows of A (unit k stride, ars apart) into dst[k * mr + r]; it may write up to 8 floats past kc * mr (the
  * driver's buffer holds MR_MAX * KC_MAX) */
 typedef void (*gm_pack_a)(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst);
+/* 8 k of n rows (n <= 8; rows past n are zeros): row i's k-th at rows[i][off + k * st] (st 1 or 2) into
+ * dst[k * ldd + i] */
+typedef void (*gm_gather8)(const float *const *rows, int n, int64_t off, int64_t st, float *dst, int64_t ldd);
 
 typedef struct gm_row {
   const char *name;
@@ -63,6 +67,7 @@ typedef struct gm_row {
   gm_dot dot;
   gm_trans16 trans16; /* NULL: scalar transposition */
   gm_pack_a pack_a;   /* NULL: scalar copy */
+  gm_gather8 gather8; /* NULL: a gathered B element by element */
 } gm_row;
 
 extern const gm_row primc_gm_rows[PRIMC_GEMM_ROW_COUNT];
@@ -84,6 +89,7 @@ void primc_gm_trans16_avx512(const float *src, int64_t ld, float *dst, int64_t l
 void primc_gm_trans16_avx2(const float *src, int64_t ld, float *dst, int64_t ldd);
 void primc_gm_pack_a_avx2(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst);
 void primc_gm_pack_a_avx512(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst);
+void primc_gm_gather8_avx2(const float *const *rows, int n, int64_t off, int64_t st, float *dst, int64_t ldd);
 void primc_gm_kern_neon(const kargs *g, int mr);
 float primc_gm_dot_neon(const float *x, const float *y, int64_t n);
 
@@ -123,6 +129,8 @@ typedef struct bsrc {
   primc_brow_fn row; /* generated: row(ctx, k, n0, nc, dst) writes b(k, n0 .. n0+nc) */
   void *row_ctx;
   const float *packed; /* prepacked panels, see primc_sgemm_pack_b */
+  const float *gb;     /* gathered: b(k, n) = gb[gn[n] + gk[k]] (a conv's weight-gradient columns in place) */
+  const int64_t *gn, *gk;
 } bsrc;
 
 /* columns [p0*NR, n1) of rows [k0, k0+kc) into panels dst[p - p0][k][NR], zero-padded to NR */

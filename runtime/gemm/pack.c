@@ -3,10 +3,46 @@
 
 #include <string.h>
 
+/* A gathered B: each column's own row of memory at gn[n], row k of B at gk[k] along it. Where 8 k step evenly
+ * by 1 or 2 (a stride-1 or stride-2 conv's pixels along a row of its padded input) the row's gather8 transposes 8
+ * columns' runs at once; elsewhere (the ends of rows of few pixels) element by element. */
+static void pack_b_gather(const bsrc *s, const gm_row *kr, int64_t k0, int64_t kc, int64_t n0, int64_t n1, float *dst) {
+  const int NR = kr->nr;
+  const int64_t *gk = s->gk + k0;
+  /* the walk over k, the same for every panel: at k, 8 evenly st apart (run[k] = st) or one (0) */
+  unsigned char run[KC_MAX];
+  for (int64_t k = 0; k < kc;) {
+    int64_t st = k + 8 <= kc && kr->gather8 ? gk[k + 1] - gk[k] : 0;
+    for (int i = 2; i < 8 && (st == 1 || st == 2); i++)
+      if (gk[k + i] - gk[k + i - 1] != st) st = 0;
+    run[k] = st == 1 || st == 2 ? (unsigned char)st : 0;
+    k += run[k] ? 8 : 1;
+  }
+  const float *rows[NR_MAX];
+  for (int64_t p = 0; p * NR < n1 - n0; p++) {
+    float *d = dst + p * kc * NR;
+    int nr = (int)min64(NR, n1 - n0 - p * NR);
+    for (int j = 0; j < nr; j++) rows[j] = s->gb + s->gn[n0 + p * NR + j];
+    for (int64_t k = 0; k < kc;) {
+      if (run[k]) {
+        for (int jb = 0; jb < NR; jb += 8) kr->gather8(rows + jb, nr - jb, gk[k], run[k], d + k * NR + jb, NR);
+        k += 8;
+        continue;
+      }
+      for (int j = 0; j < NR; j++) d[k * NR + j] = j < nr ? rows[j][gk[k]] : 0.0f;
+      k++;
+    }
+  }
+}
+
 /* columns [p0*NR, n1) of rows [k0, k0+kc) into panels dst[p - p0][k][NR], zero-padded to NR */
 void primc_gm_pack_b(const bsrc *s, const gm_row *kr, int64_t k0, int64_t kc, int64_t p0, int64_t n1, float *dst) {
   const int NR = kr->nr;
   int64_t n0 = p0 * NR, np = cdiv(n1 - n0, NR);
+  if (s->gb) {
+    pack_b_gather(s, kr, k0, kc, n0, n1, dst);
+    return;
+  }
   if (s->trans) {
     for (int64_t p = 0; p < np; p++) {
       float *d = dst + p * kc * NR;

@@ -5,16 +5,18 @@
 #include <stddef.h>
 
 const gm_row primc_gm_rows[PRIMC_GEMM_ROW_COUNT] = {
-#define PRIMC_GEMM_ROW(id, nm, is, m, n, dir, fused, kn, dt, tr, pa)                                                   \
+#define PRIMC_GEMM_ROW(id, nm, is, m, n, dir, fused, kn, dt, tr, pa, ga)                                               \
   [PRIMC_GEMM_ROW_##id] = {.name = nm, .isa = PRIMC_ISA_##is, .mr = m, .nr = n, .kc = KC_MAX, .nc = NC_MAX,             \
-                           .direct_max = dir, .fused_store = fused, .kern = kn, .dot = dt, .trans16 = tr, .pack_a = pa},
+                           .direct_max = dir, .fused_store = fused, .kern = kn, .dot = dt, .trans16 = tr, .pack_a = pa, \
+                           .gather8 = ga},
 #include "runtime/gemm/gemm_rows.def"
 #undef PRIMC_GEMM_ROW
 };
 
 _Static_assert(PRIMC_GEMM_ROW_COUNT == 4, "a row per ISA: AVX512, AVX2, NEON, SCALAR");
 #define PRIMC_GEMM_ROW(id, nm, is, m, n, ...)                                                                          \
-  _Static_assert((m) <= MR_MAX && NC_MAX % (n) == 0, "row " nm ": tile within the driver's buffers");
+  _Static_assert((m) <= MR_MAX && NC_MAX % (n) == 0 && (n) <= NR_MAX && (n) % 8 == 0,                                 \
+                 "row " nm ": tile within the driver's buffers, panels of whole gather8 groups");
 #include "runtime/gemm/gemm_rows.def"
 #undef PRIMC_GEMM_ROW
 

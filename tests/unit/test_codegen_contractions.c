@@ -504,3 +504,41 @@ PC_TEST(simplify_folds_transposes_into_dots) {
   pc_tensor_free(&before), pc_tensor_free(&after), free(in[0].data), free(in[1].data);
   pc_graph_free(g);
 }
+
+/* A conv's weight gradient (pc_grad of a conv over its input and weight): one primc_k_dot_cols call per conv,
+ * reading the padded input in place, where the columns were one strided slice per tap concatenated (stride 1 and
+ * 2 take the gather8 transposes, 3 and the rows' ends the element-by-element walk; 1-D and 2-D, dilated, an image
+ * past the first). Compiled against the interpreter, which gathers the columns; for a GPU build (g->gpu) the
+ * columns stay stored, and that program agrees too. */
+PC_TEST(codegen_weight_gradient_reads_columns_in_place) {
+  static const char *const convs[] = {
+      "graph(%x : f32[2,3,9,11], %w : f32[4,3,3,3]):\n"
+      "  %y : f32[2,4,9,11] = conv(%x, %w, stride=[1,1], pad_lo=[1,1], pad_hi=[1,1], dilation=[1,1], lhs_dilation=[1,1], groups=1)\n"
+      "  return (%y)\n",
+      "graph(%x : f32[1,2,20,23], %w : f32[5,2,3,2]):\n"
+      "  %y : f32[1,5,8,11] = conv(%x, %w, stride=[2,2], pad_lo=[0,1], pad_hi=[0,0], dilation=[2,3], lhs_dilation=[1,1], groups=1)\n"
+      "  return (%y)\n",
+      "graph(%x : f32[3,4,40], %w : f32[6,4,5]):\n"
+      "  %y : f32[3,6,13] = conv(%x, %w, stride=[3], pad_lo=[2], pad_hi=[1], dilation=[1], lhs_dilation=[1], groups=1)\n"
+      "  return (%y)\n",
+  };
+  for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
+    for (int gpu = 0; gpu < 2; gpu++) {
+      pc_graph *g = pc_graph_parse(convs[i], strlen(convs[i]), "wgrad", NULL);
+      if (!CHECK_MSG(g && g->status == PC_OK, "case %zu: %s", i, g ? pc_error(g) : "")) {
+        pc_graph_free(g);
+        continue;
+      }
+      g->gpu = gpu;
+      CHECK_MSG(pc_grad(g, NULL) == PC_OK && pc_pipeline_run(g, &(pc_pipeline_opts){.opt_level = 2}) == PC_OK,
+                "case %zu: %s", i, pc_error(g));
+      char *text = pc_test_kernels_text(g), tag[64];
+      int calls = 0;
+      for (const char *s = text; s && (s = strstr(s, "call primc_k_dot_cols(")); s++) calls++;
+      CHECK_MSG(calls == !gpu, "case %zu, gpu %d: %d primc_k_dot_cols calls:\n%s", i, gpu, calls, text ? text : "");
+      free(text);
+      snprintf(tag, sizeof tag, "weight gradient case %zu, gpu %d", i, gpu);
+      cg_check_graph(g, (cg_range){-1, 1}, tag);
+      pc_graph_free(g);
+    }
+}

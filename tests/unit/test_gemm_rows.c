@@ -60,7 +60,29 @@ static int prob_check(const prob *p, const float *c, const char *row, const char
   return 1;
 }
 
-/* the row's shape through each entry point: plain, B packed ahead, and the general form with a fused store */
+/* B^T's elements gathered (primc_gemm.b_gather, as a conv's weight gradient reads its columns): column n's
+ * row of memory at gn[n], uneven apart; along it k at gk[k], in runs of 1, 2 and 3 floats apart broken every
+ * 11 k (the row's gather8 and its element-by-element walk); every other float NaN, so a stray read shows */
+static int gathered(const prob *p, const char *name, float *c) {
+  int64_t K = p->K, N = p->N, len = 0;
+  int64_t *gn = malloc(sizeof *gn * (size_t)N), *gk = malloc(sizeof *gk * (size_t)K);
+  for (int64_t k = 0; k < K; k++) gk[k] = len, len += k % 11 == 10 ? 5 : 1 + k * 3 / K;
+  len += 3;
+  float *gb = malloc(sizeof *gb * (size_t)(N * len + 2));
+  for (int64_t i = 0; i < N * len + 2; i++) gb[i] = NAN;
+  for (int64_t n = 0; n < N; n++) {
+    gn[n] = n * len + n % 3;
+    for (int64_t k = 0; k < K; k++) gb[gn[n] + gk[k]] = p->b[n * p->ldb + k];
+  }
+  primc_gemm g = {.M = p->M, .N = N, .K = K, .a = p->a, .lda = p->lda, .trans_a = p->ta, .b_gather = gb,
+                  .gather_n = gn, .gather_k = gk, .c = c, .ldc = N};
+  int ok = CHECK_INT(primc_sgemm_run(&g), PRIMC_OK) && prob_check(p, c, name, "gathered", NULL, 0, 0);
+  free(gn), free(gk), free(gb);
+  return ok;
+}
+
+/* the row's shape through each entry point: plain, B packed ahead, the general form with a fused store, and B
+ * gathered */
 static int run_paths(int row, int64_t M, int64_t N, int64_t K) {
   const char *name = primc_gemm_row_name(row);
   float *c = malloc(sizeof(float) * (size_t)(M * N));
@@ -78,6 +100,7 @@ static int run_paths(int row, int64_t M, int64_t N, int64_t K) {
            prob_check(&p, c, name, "prepacked", NULL, 0, 0);
       free(packed);
     }
+    if (ok && p.tb) ok = gathered(&p, name, c);
     if (ok && !p.ta && !p.tb) { /* the store the conv rows fuse: bias per row, then a clamp */
       float *bias = malloc(sizeof(float) * (size_t)M);
       fill(bias, M, 7u);

@@ -1,0 +1,81 @@
+/* ir/columns.c: recognizes a conv's weight gradient taken as one GEMM over gathered columns (passes/vjp_rules.c's
+ * dw_by_columns), for the fuser (one call that reads the columns in place, passes/fuse.c) and codegen (its
+ * operands, codegen/kir_calls.c). */
+#include "ir/ir.h"
+
+#include <string.h>
+
+static const pc_node *prod(const pc_value *v, pc_op op) {
+  return v && v->producer && v->producer->op == op && !v->producer->dead ? v->producer : NULL;
+}
+
+static int add(pc_columns *m, const pc_node *n, const int *uses, const pc_graph *g) {
+  if (m->n_nodes >= PC_COLUMNS_MAX_NODES) return 0;
+  if (uses) { /* read by the chain alone */
+    if (uses[n->out[0]->id] != 1) return 0;
+    for (int i = 0; i < g->n_outputs; i++)
+      if (g->outputs[i] == n->out[0]) return 0;
+  }
+  m->nodes[m->n_nodes++] = n;
+  return 1;
+}
+
+int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_columns *m) {
+  memset(m, 0, sizeof *m);
+  int nlc = 0, nrc = 0, nlb = 0;
+  if (n->op != PC_OP_dot_general || n->out[0]->type.dtype != PC_f32) return 0;
+  const int64_t *lc = pc_attr_ints(n, "lhs_contract", &nlc), *rc = pc_attr_ints(n, "rhs_contract", &nrc);
+  pc_attr_ints(n, "lhs_batch", &nlb);
+  const pc_value *a = n->in[0], *b = n->in[1];
+  if (nlc != 1 || nrc != 1 || nlb || lc[0] != 1 || rc[0] != 1 || a->type.rank != 2 || b->type.rank != 2) return 0;
+  const pc_node *r1 = prod(b, PC_OP_reshape), *cc = r1 ? prod(r1->in[0], PC_OP_concatenate) : NULL;
+  if (!cc || pc_attr_int(cc, "axis", -1) != 1 || cc->n_in < 2 || cc->n_in > PC_COLUMNS_MAX_TAPS) return 0;
+  const pc_type *ct = &cc->out[0]->type; /* [C, taps, N, o..] */
+  int ns = ct->rank - 3;
+  if (ns < 1 || ns > 3 || !add(m, r1, uses, g) || !add(m, cc, uses, g)) return 0;
+  m->ns = ns, m->C = ct->dims[0], m->images = ct->dims[2];
+  int64_t starts[PC_COLUMNS_MAX_TAPS][3];
+  for (int t = 0; t < cc->n_in; t++) {
+    const pc_node *r = prod(cc->in[t], PC_OP_reshape), *s = r ? prod(r->in[0], PC_OP_slice) : NULL;
+    if (!s || !add(m, r, uses, g) || !add(m, s, uses, g)) return 0;
+    const pc_value *x = s->in[0];
+    const pc_type *xt = &x->type, *st = &s->out[0]->type;
+    if (t == 0) m->xp = x;
+    if (x != m->xp || xt->rank != ns + 2 || xt->dims[0] != m->C || xt->dims[1] != m->images || st->rank != ns + 2 ||
+        cc->in[t]->type.dims[1] != 1)
+      return 0;
+    const int64_t *lo = pc_attr_ints(s, "start", NULL), *step = pc_attr_ints(s, "stride", NULL);
+    if (!lo || !step || lo[0] || lo[1] || step[0] != 1 || step[1] != 1 || st->dims[0] != m->C || st->dims[1] != m->images)
+      return 0;
+    for (int d = 0; d < ns; d++) {
+      if (t == 0) m->od[d] = st->dims[2 + d], m->st[d] = step[2 + d];
+      if (st->dims[2 + d] != m->od[d] || step[2 + d] != m->st[d] || ct->dims[3 + d] != m->od[d]) return 0;
+      starts[t][d] = lo[2 + d];
+    }
+  }
+  /* the taps row-major over kernel dims kd, tap (t_0 ..) at t_d dil_d: the dilation is the least nonzero start */
+  int64_t taps = 1;
+  for (int d = 0; d < ns; d++) {
+    int64_t dil = 0, top = 0;
+    for (int t = 0; t < cc->n_in; t++) {
+      if (starts[t][d] > 0 && (!dil || starts[t][d] < dil)) dil = starts[t][d];
+      if (starts[t][d] > top) top = starts[t][d];
+    }
+    m->dil[d] = dil ? dil : 1;
+    m->kd[d] = top / m->dil[d] + 1;
+    taps *= m->kd[d];
+  }
+  if (taps != cc->n_in) return 0;
+  int64_t at[3] = {0, 0, 0};
+  for (int t = 0; t < cc->n_in; t++) {
+    for (int d = 0; d < ns; d++)
+      if (starts[t][d] != at[d] * m->dil[d]) return 0;
+    for (int d = ns - 1; d >= 0 && ++at[d] == m->kd[d]; d--) at[d] = 0;
+  }
+  int64_t pix = 1;
+  for (int d = 0; d < ns; d++) pix *= m->od[d];
+  if (b->type.dims[0] != m->C * taps || b->type.dims[1] != m->images * pix || a->type.dims[1] != m->images * pix)
+    return 0;
+  m->dot = n;
+  return 1;
+}
