@@ -376,10 +376,41 @@ static kir_expr *expr_balance(kir_expr *e) {
   return e;
 }
 
+#define SHARED_MAX_NODES 512
+
+static void minmax_nodes(const kir_expr *e, int s, const kir_expr **node, int *store, int *n) {
+  if (e->kind == KE_PRIM && (e->op == PC_OP_max || e->op == PC_OP_min) && *n < SHARED_MAX_NODES)
+    node[*n] = e, store[(*n)++] = s;
+  for (int i = 0; i < e->n_args; i++) minmax_nodes(e->args[i], s, node, store, n);
+}
+
+/* shared[s]: a max or min in store s's value equals one in another store's. A MaxPool's backward stores a mask per
+ * tap, each reading the window's max over the taps before it: as written those are one chain's prefixes, which the
+ * kernel computes once (LLVM merges equal expressions of a loop body); balanced apart, each store's tree is another
+ * (ResNet-18's 3x3 pool: 28 maxes an element for 8 masks instead of 8). More nodes than counted: all shared. */
+static void stores_sharing_minmax(const kir_kernel *k, char *shared) {
+  const kir_expr *node[SHARED_MAX_NODES];
+  int store[SHARED_MAX_NODES], n = 0;
+  memset(shared, 0, (size_t)k->n_stores);
+  if (k->n_stores < 2) return;
+  for (int s = 0; s < k->n_stores; s++)
+    if (k->stores[s].value) minmax_nodes(k->stores[s].value, s, node, store, &n);
+  if (n == SHARED_MAX_NODES) {
+    memset(shared, 1, (size_t)k->n_stores);
+    return;
+  }
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (store[j] != store[i] && !(shared[store[i]] && shared[store[j]]) && kir_expr_equal(node[i], node[j]))
+        shared[store[i]] = shared[store[j]] = 1;
+}
+
 /* gives a kernel with no parallel loop a leading one of extent 1, then squeezes */
 static void kernel_normalize(kir_kernel *k) {
+  char shared[KIR_MAX_ARGS + 1];
+  stores_sharing_minmax(k, shared);
   for (int s = 0; s < k->n_stores; s++)
-    if (k->stores[s].value) k->stores[s].value = expr_balance(k->stores[s].value);
+    if (k->stores[s].value && !shared[s]) k->stores[s].value = expr_balance(k->stores[s].value);
   if (k->n_par == 0) {
     for (int l = k->n_loops; l > 0; l--) k->extent[l] = k->extent[l - 1];
     k->extent[0] = 1;

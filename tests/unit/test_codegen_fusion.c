@@ -141,6 +141,30 @@ PC_TEST(codegen_max_chain_balanced) {
   pc_graph_free(g);
 }
 
+/* two stores of one kernel reading prefixes of one max chain (a MaxPool's backward: a mask per tap, each reading
+ * the window's max over the taps before it) keep the chain as written, so the kernel computes the prefixes once;
+ * balanced apart, each store would hold a tree of its own */
+PC_TEST(codegen_max_chain_shared_by_stores_kept) {
+  pc_graph *g = pc_graph_new();
+  pc_value *x[5];
+  for (int i = 0; i < 5; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "x%d", i);
+    x[i] = pc_input_add(g, name, cg_ty(PC_f32, 1, (int64_t[]){40}));
+  }
+  int n0 = g->n_nodes;
+  pc_value *m3 = pc_max(g, pc_max(g, x[0], x[1]), x[2]), *m4 = pc_max(g, m3, x[3]);
+  pc_output_add(g, pc_gt(g, m3, x[3]));
+  pc_output_add(g, pc_gt(g, m4, x[4]));
+  cg_group_from(g, n0, 0);
+  char *buf = pc_test_kernels_text(g);
+  CHECK_CONTAINS(buf, "= gt(max(max(b0[0 +1*i0], b1[0 +1*i0]), b2[0 +1*i0]), b3[0 +1*i0])");
+  CHECK_CONTAINS(buf, "= gt(max(max(max(b0[0 +1*i0], b1[0 +1*i0]), b2[0 +1*i0]), b3[0 +1*i0]), b4[0 +1*i0])");
+  free(buf);
+  cg_check_graph(g, (cg_range){-3, 3}, "max chain shared by two stores");
+  pc_graph_free(g);
+}
+
 /* a pad without interior padding fills only the frame around the copied box, never the whole
  * result first: here the row above, the column before and the two after */
 PC_TEST(codegen_pad_fills_only_the_frame) {
