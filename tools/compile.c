@@ -173,6 +173,7 @@ static pc_graph *load_and_lower(const compile_opts *o, const char *model) {
   po.unfused = o->unfused;
   /* the model options (--autocast, --grad, ...) apply as to a compile; a refusal is the model's FAIL line */
   if (g && !g->status) pc_cli_model_apply(&o->read, g);
+  if (g) g->gpu = 1; /* lowered for NVRTC: CUDA's kernels */
   if (g && !g->status) pc_pipeline_run(g, &po);
   return g;
 }

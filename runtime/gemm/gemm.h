@@ -52,8 +52,8 @@ typedef void (*gm_trans16)(const float *src, int64_t ld, float *dst, int64_t ldd
 /* mr rows of A (unit k stride, ars apart) into dst[k * mr + r]; it may write up to 8 floats past kc * mr (the
  * driver's buffer holds MR_MAX * KC_MAX) */
 typedef void (*gm_pack_a)(const float *a, int64_t ars, int64_t mr, int64_t kc, float *dst);
-/* 8 k of n rows (n <= 8; rows past n are zeros): row i's k-th at rows[i][off + k * st] (st 1 or 2) into
- * dst[k * ldd + i] */
+/* 8 k of rows 0..7 (those from n on are zeros; n may be anything): row i's k-th at rows[i][off + k * st] (st 1
+ * or 2) into dst[k * ldd + i] */
 typedef void (*gm_gather8)(const float *const *rows, int n, int64_t off, int64_t st, float *dst, int64_t ldd);
 
 typedef struct gm_row {

@@ -103,6 +103,17 @@ for arch in "$ARCH" sm_75; do
   fi
 done
 
+# a conv net's gradient graph: its weight gradients keep the stored columns for CUDA (the host's primc_k_dot_cols
+# call, which reads them in place, has no CUDA kernel), so it compiles
+"$B/primc" compile --target cuda --nvrtc-check --gpu-arch "$ARCH" --grad models/resnet_tiny/model.onnx >"$tmp/grad" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q '^PASS ' "$tmp/grad"; then
+  pass=$((pass + 1))
+  echo "nvrtc-check --grad: resnet_tiny compiles"
+else
+  bad "nvrtc-check --grad resnet_tiny exited $rc: $(grep -v '^PASS ' "$tmp/grad" | head -n 3)"
+fi
+
 # on a GPU: every bundled model compiled for CUDA matches its ONNX Runtime reference, plain and as a CUDA graph,
 # and every expected node test passes compiled for CUDA (known exceptions: "cuda" rows of the xfail list)
 gpu=0
