@@ -348,6 +348,24 @@ static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
   return NULL;
 }
 
+/* reads per value id by live nodes (the matchers' uses); NULL with g failed when out of memory */
+static int *value_uses(fuser *F) {
+  int *uses = calloc((size_t)F->g->n_values + 1, sizeof *uses);
+  if (!uses) return pc_fail(F->g, PC_ERR_NOMEM, "out of memory"), NULL;
+  for (int v = 0; v < F->g->n_values; v++) uses[v] = pcp_users_count(&F->users, F->g->values[v]);
+  return uses;
+}
+
+/* n and nodes become one group of call kind `kind`, closed to other unions, unless one of them is in a group of
+ * more than itself already */
+static void unite_call(fuser *F, const pc_node *n, const pc_node *const *nodes, int count, unsigned char kind) {
+  int taken = F->size[find(F, n->id)] > 1;
+  for (int j = 0; j < count; j++) taken |= F->size[find(F, nodes[j]->id)] > 1;
+  if (taken) return;
+  for (int j = 0; j < count; j++) unite(F, n->id, nodes[j]->id);
+  F->attn[find(F, n->id)] = kind;
+}
+
 /* Each softmax(Q K^T * scale + mask) V chain (ir/attention.c) where the call pays on the target CPU (this one;
  * for a cross compile, as if it ran the plain C row)
  * (primc_attention_pays: enough queries) becomes one group before any other decision: codegen makes it one
@@ -355,9 +373,8 @@ static const char *fuse_refusal(fuser *F, const pc_node *p, const pc_node *c) {
  * the transposes and head splits the chain took in. */
 static pc_status attention_groups(fuser *F) {
   pc_graph *g = F->g;
-  int *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
-  if (!uses) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  for (int v = 0; v < g->n_values; v++) uses[v] = pcp_users_count(&F->users, g->values[v]);
+  int *uses = value_uses(F);
+  if (!uses) return g->status;
   pc_attention a;
   for (int i = 0; i < F->n; i++) {
     const pc_node *n = g->nodes[i];
@@ -367,12 +384,7 @@ static pc_status attention_groups(fuser *F) {
     const pc_type *st = &a.qk->out[0]->type;
     int64_t sq = g->run_time_dims ? INT64_MAX / 2 : st->dims[st->rank - 2];
     int row = g->foreign_cpu ? PRIMC_ATTENTION_ROW_GENERIC : primc_attention_row_active();
-    if (!primc_attention_pays_for(row, sq, st->dims[st->rank - 1])) continue;
-    int taken = 0;
-    for (int j = 0; j < a.n_nodes; j++) taken |= F->size[find(F, a.nodes[j]->id)] > 1;
-    if (taken) continue;
-    for (int j = 0; j < a.n_nodes; j++) unite(F, n->id, a.nodes[j]->id);
-    F->attn[find(F, n->id)] = CALL_ATTENTION;
+    if (primc_attention_pays_for(row, sq, st->dims[st->rank - 1])) unite_call(F, n, a.nodes, a.n_nodes, CALL_ATTENTION);
   }
   free(uses);
   return PC_OK;
@@ -385,18 +397,12 @@ static pc_status attention_groups(fuser *F) {
 static pc_status columns_groups(fuser *F) {
   pc_graph *g = F->g;
   if (g->gpu) return PC_OK;
-  int *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
-  if (!uses) return pc_fail(g, PC_ERR_NOMEM, "out of memory");
-  for (int v = 0; v < g->n_values; v++) uses[v] = pcp_users_count(&F->users, g->values[v]);
+  int *uses = value_uses(F);
+  if (!uses) return g->status;
   pc_columns m;
   for (int i = 0; i < F->n; i++) {
     const pc_node *n = g->nodes[i];
-    if (n->op != PC_OP_dot_general || !pc_columns_match(g, n, uses, &m)) continue;
-    int taken = F->size[find(F, n->id)] > 1;
-    for (int j = 0; j < m.n_nodes; j++) taken |= F->size[find(F, m.nodes[j]->id)] > 1;
-    if (taken) continue;
-    for (int j = 0; j < m.n_nodes; j++) unite(F, n->id, m.nodes[j]->id);
-    F->attn[find(F, n->id)] = CALL_COLUMNS;
+    if (n->op == PC_OP_dot_general && pc_columns_match(g, n, uses, &m)) unite_call(F, n, m.nodes, m.n_nodes, CALL_COLUMNS);
   }
   free(uses);
   return PC_OK;
