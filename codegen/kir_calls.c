@@ -487,15 +487,26 @@ pc_status kir_build_dot_cols(kir_program *p, const pc_columns *m, const pc_node 
   const pc_node *d = m->dot;
   const pc_value *a = d->in[0], *xp = m->xp, *y = d->out[0];
   kir_materialize(p, y);
-  mat3 ma;
-  int ba = operand_mat(p, d, a, NULL, 0, (int64_t[]){0}, 1, (int64_t[]){1}, 1, &ma);
+  int64_t q[PRIMC_DOT_COLS_PARAMS] = {0}, taps = 1;
+  q[0] = a->type.dims[0], q[1] = a->type.dims[1];
+  /* a read in place from the output gradient where fuse.c put its transpose in the group, else a stored [M, K] */
+  int in_place = m->gy && m->a_nodes[0]->group == d->group && m->a_nodes[1]->group == d->group, ba;
+  if (in_place) {
+    amap gm = kir_amap_identity(m->gy->type.rank, 0);
+    kir_expr *ge = kir_expr_value(p, m->gy, &gm);
+    if (!ge || ge->kind != KE_LOAD)
+      return pc_node_fail(p->g, d, PC_ERR_INTERNAL, "codegen: a weight gradient's output gradient is not read in place");
+    ba = ge->buf, q[2] = ge->map.stride[1], q[22] = 1, q[23] = ge->map.stride[0], q[27] = ge->map.offset;
+    for (int s = 0; s < m->ns; s++) q[24 + s] = ge->map.stride[2 + s];
+  } else {
+    mat3 ma;
+    if ((ba = operand_mat(p, d, a, NULL, 0, (int64_t[]){0}, 1, (int64_t[]){1}, 1, &ma)) < 0) return PC_ERR_NOMEM;
+    q[2] = ma.sr, q[3] = ma.sc;
+  }
   amap im = kir_amap_identity(xp->type.rank, 0);
   kir_expr *e = kir_expr_value(p, xp, &im);
-  if (ba < 0) return PC_ERR_NOMEM;
   if (!e || e->kind != KE_LOAD || p->buf_of_value[y->id] < 0)
     return pc_node_fail(p->g, d, PC_ERR_INTERNAL, "codegen: a weight gradient's padded input is not read in place");
-  int64_t q[PRIMC_DOT_COLS_PARAMS] = {0}, taps = 1;
-  q[0] = a->type.dims[0], q[1] = a->type.dims[1], q[2] = ma.sr, q[3] = ma.sc;
   q[4] = m->C, q[5] = e->map.stride[0], q[6] = m->images, q[7] = e->map.stride[1], q[8] = m->ns;
   for (int s = 0; s < 3; s++) {
     int on = s < m->ns;
@@ -504,7 +515,7 @@ pc_status kir_build_dot_cols(kir_program *p, const pc_columns *m, const pc_node 
     taps *= q[15 + s];
   }
   q[21] = e->map.offset;
-  int scratch = kir_scratch_buf(p, PC_i64, (int64_t)sizeof(int64_t) * (m->C * taps + q[1]), NULL);
+  int scratch = kir_scratch_buf(p, PC_i64, (int64_t)sizeof(int64_t) * (m->C * taps + 2 * q[1]), NULL);
   kir_kernel *k = scratch < 0 ? NULL : call_kernel(p, d, KC_dot_cols, PRIMC_DOT_COLS_PARAMS);
   const pc_node **origin = pc_alloc(p->g, sizeof *origin * (size_t)n); /* the dot first: it names the kernel */
   if (!k || !origin) return PC_ERR_NOMEM;

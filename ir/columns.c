@@ -9,15 +9,34 @@ static const pc_node *prod(const pc_value *v, pc_op op) {
   return v && v->producer && v->producer->op == op && !v->producer->dead ? v->producer : NULL;
 }
 
+/* n's result is read by the chain alone (unchecked without uses) */
+static int chain_only(const pc_graph *g, const pc_node *n, const int *uses) {
+  if (!uses) return 1;
+  if (uses[n->out[0]->id] != 1) return 0;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == n->out[0]) return 0;
+  return 1;
+}
+
 static int add(pc_columns *m, const pc_node *n, const int *uses, const pc_graph *g) {
-  if (m->n_nodes >= PC_COLUMNS_MAX_NODES) return 0;
-  if (uses) { /* read by the chain alone */
-    if (uses[n->out[0]->id] != 1) return 0;
-    for (int i = 0; i < g->n_outputs; i++)
-      if (g->outputs[i] == n->out[0]) return 0;
-  }
+  if (m->n_nodes >= PC_COLUMNS_MAX_NODES || !chain_only(g, n, uses)) return 0;
   m->nodes[m->n_nodes++] = n;
   return 1;
+}
+
+/* a = reshape(transpose(gy, [1, 0, 2..])) with gy [images, M, od..]: m->gy and its two nodes, else none */
+static void output_gradient(const pc_graph *g, const pc_value *a, const int *uses, pc_columns *m) {
+  const pc_node *ra = prod(a, PC_OP_reshape), *ta = ra ? prod(ra->in[0], PC_OP_transpose) : NULL;
+  if (!ta || !chain_only(g, ra, uses) || !chain_only(g, ta, uses)) return;
+  const pc_type *t = &ta->in[0]->type;
+  int np = 0;
+  const int64_t *perm = pc_attr_ints(ta, "perm", &np);
+  if (t->rank != m->ns + 2 || np != t->rank || perm[0] != 1 || perm[1] != 0 || t->dims[0] != m->images ||
+      t->dims[1] != a->type.dims[0])
+    return;
+  for (int d = 0; d < m->ns; d++)
+    if (perm[2 + d] != 2 + d || t->dims[2 + d] != m->od[d]) return;
+  m->gy = ta->in[0], m->a_nodes[0] = ra, m->a_nodes[1] = ta;
 }
 
 int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_columns *m) {
@@ -77,5 +96,6 @@ int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_co
   if (b->type.dims[0] != m->C * taps || b->type.dims[1] != m->images * pix || a->type.dims[1] != m->images * pix)
     return 0;
   m->dot = n;
+  output_gradient(g, a, uses, m);
   return 1;
 }

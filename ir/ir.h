@@ -288,7 +288,9 @@ int pc_attention_match(const pc_graph *g, const pc_node *pv, const int *uses, pc
  * dim 1, f32, xp [C, N, padded sp..] (ns of 1..3 spatial dims), one strided slice of it per kernel tap (taps row-major
  * over kd, tap (t_0 ..) starting at t_d dil_d, each od pixels st apart). pc_columns_match recognizes it at the dot
  * n; with uses (reads per value id) every value between xp and the dot must be read only by the chain and be no graph
- * output. nodes: the reshapes, concatenate and slices (not the dot, not xp's producer). */
+ * output. nodes: the reshapes, concatenate and slices (not the dot, not xp's producer). When the dot's a is
+ * reshape(transpose(gy, [1, 0, 2..])) of the conv's output gradient gy [N, M, o..] (each read only by the chain, with
+ * uses), gy and those two nodes (a_nodes) too, which the call may read in place; else gy NULL. */
 #define PC_COLUMNS_MAX_TAPS 64
 #define PC_COLUMNS_MAX_NODES (2 + 2 * PC_COLUMNS_MAX_TAPS)
 typedef struct pc_columns {
@@ -298,6 +300,8 @@ typedef struct pc_columns {
   int64_t C, images, od[3], st[3], kd[3], dil[3];
   int n_nodes;
   const pc_node *nodes[PC_COLUMNS_MAX_NODES];
+  const pc_value *gy;
+  const pc_node *a_nodes[2];
 } pc_columns;
 int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_columns *m);
 

@@ -393,7 +393,8 @@ static pc_status attention_groups(fuser *F) {
 /* Each conv weight gradient over gathered columns (ir/columns.c) becomes one group of the dot, the concatenate, its
  * slices and reshapes: codegen makes it one primc_k_dot_cols call, which packs the GEMM's B panels from the padded
  * input, so the columns (the input copied once per kernel tap: 58 MB a step for each of ResNet-18's first 3x3
- * convs at batch 8) are never stored. Host code alone has that call: not for a GPU. */
+ * convs at batch 8) are never stored; with the output gradient's transpose, which it packs A from, where that is
+ * read by the dot alone. Host code alone has that call: not for a GPU. */
 static pc_status columns_groups(fuser *F) {
   pc_graph *g = F->g;
   if (g->gpu) return PC_OK;
@@ -402,7 +403,12 @@ static pc_status columns_groups(fuser *F) {
   pc_columns m;
   for (int i = 0; i < F->n; i++) {
     const pc_node *n = g->nodes[i];
-    if (n->op == PC_OP_dot_general && pc_columns_match(g, n, uses, &m)) unite_call(F, n, m.nodes, m.n_nodes, CALL_COLUMNS);
+    if (n->op != PC_OP_dot_general || !pc_columns_match(g, n, uses, &m)) continue;
+    unite_call(F, n, m.nodes, m.n_nodes, CALL_COLUMNS);
+    /* the output gradient's transpose too, read in place by the call, where the columns' group formed */
+    int fresh = m.gy && F->attn[find(F, n->id)] == CALL_COLUMNS;
+    for (int j = 0; j < 2 && fresh; j++) fresh = F->size[find(F, m.a_nodes[j]->id)] == 1;
+    for (int j = 0; j < 2 && fresh; j++) unite(F, n->id, m.a_nodes[j]->id);
   }
   free(uses);
   return PC_OK;

@@ -112,8 +112,10 @@ int primc_k_dot_cols(const int64_t *q, void *const *bufs) {
     if (q[9 + s] < 1 || q[15 + s] < 1) return PRIMC_ERR_RUNTIME;
     pix *= q[9 + s], taps *= q[15 + s];
   }
-  if (K != images * pix || !blas_layout(M, K, q[2], q[3], &ta, &lda)) return PRIMC_ERR_RUNTIME;
-  int64_t N = C * taps, *gn = bufs[3], *gk = gn + N;
+  int a_mode = (int)q[22];
+  if (K != images * pix || (a_mode ? a_mode != 1 || q[2] < 0 : !blas_layout(M, K, q[2], q[3], &ta, &lda)))
+    return PRIMC_ERR_RUNTIME;
+  int64_t N = C * taps, *gn = bufs[3], *gk = gn + N, *ak = gk + K;
   if (M * N == 0) return PRIMC_OK;
   int64_t at[3] = {0, 0, 0};
   for (int64_t t = 0; t < taps; t++) { /* the taps' offsets, then each channel's columns */
@@ -123,14 +125,15 @@ int primc_k_dot_cols(const int64_t *q, void *const *bufs) {
     for (int s = ns - 1; s >= 0 && ++at[s] == q[15 + s]; s--) at[s] = 0;
   }
   at[0] = at[1] = at[2] = 0;
-  for (int64_t p = 0; p < pix; p++) {
-    int64_t o = 0;
-    for (int s = 0; s < ns; s++) o += at[s] * q[12 + s];
-    for (int64_t i = 0; i < images; i++) gk[i * pix + p] = i * q[7] + o;
+  for (int64_t p = 0; p < pix; p++) { /* each pixel's offsets in xp and, with a_mode 1, in a */
+    int64_t o = 0, oa = q[27];
+    for (int s = 0; s < ns; s++) o += at[s] * q[12 + s], oa += at[s] * q[24 + s];
+    for (int64_t i = 0; i < images; i++) gk[i * pix + p] = i * q[7] + o, ak[i * pix + p] = i * q[23] + oa;
     for (int s = ns - 1; s >= 0 && ++at[s] == q[9 + s]; s--) at[s] = 0;
   }
-  primc_gemm g = {.M = M, .N = N, .K = K, .a = bufs[1], .lda = lda, .trans_a = ta, .b_gather = bufs[2],
-                  .gather_n = gn, .gather_k = gk, .c = bufs[0], .ldc = N};
+  primc_gemm g = {.M = M, .N = N, .K = K, .a = bufs[1], .lda = a_mode ? q[2] : lda, .trans_a = ta,
+                  .a_koff = a_mode ? ak : NULL, .b_gather = bufs[2], .gather_n = gn, .gather_k = gk, .c = bufs[0],
+                  .ldc = N};
   return primc_sgemm_run(&g);
 }
 

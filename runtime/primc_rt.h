@@ -250,9 +250,11 @@ int primc_k_dot(const int64_t *params, void *const *bufs);
 int primc_k_dot_b2(const int64_t *params, void *const *bufs);
 /* a conv's weight gradient dw [M, C taps] = a [M, K] x cols^T, cols read in place from the padded input xp (never
  * stored): column (c, t) at pixel k = (image, o..) is xp[off + c xs_c + image xs_n + sum_s (o_s ostep_s + t_s
- * tstep_s)]. params: [M, K, a_sm, a_sk, C, xs_c, images, xs_n, ns (1..3), od[3], ostep[3], kd[3], tstep[3], off];
- * bufs: out [M, C taps] contiguous, a, xp, scratch of (C taps + K) int64 (the columns' and pixels' offsets) */
-#define PRIMC_DOT_COLS_PARAMS 22
+ * tstep_s)]. a is [M, K] at a_sm, a_sk apart (a_mode 0), or read in place from the conv's output gradient (a_mode 1):
+ * a(m, k = (image, o..)) = a[a_off + m a_sm + image a_sn + sum_s o_s a_os_s]. params: [M, K, a_sm, a_sk, C, xs_c,
+ * images, xs_n, ns (1..3), od[3], ostep[3], kd[3], tstep[3], off, a_mode, a_sn, a_os[3], a_off]; bufs: out [M, C taps]
+ * contiguous, a, xp, scratch of (C taps + 2 K) int64 (the columns', pixels' and a's offsets) */
+#define PRIMC_DOT_COLS_PARAMS 28
 int primc_k_dot_cols(const int64_t *params, void *const *bufs);
 /* a strided dot's shape from dot's params (b2 0) or dot_b2's (b2 1), read by the runtime and by the CUDA
  * renderer: batch i of B = B1 * B2 is (i / B2, i % B2), its operands at (i / B2) * sb + (i % B2) * sb2 elements;
@@ -602,6 +604,8 @@ typedef struct primc_gemm {
   const float *a;
   int64_t lda;
   int trans_a, a_packed_mr;
+  const int64_t *a_koff; /* or A[m][k] = a[m * lda + a_koff[k]] (not trans_a, not packed): a conv's output gradient
+                          * [images, M, pixels] read as [M, images x pixels] where it lies */
   const float *b;
   int64_t ldb;
   int trans_b; /* b(k, n) = b[n * ldb + k]; rows may overlap (ldb < K: a 1-D conv's strided windows) */

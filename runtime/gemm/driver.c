@@ -84,6 +84,7 @@ typedef struct job {
   primc_epilogue epi;
   void *epi_ctx;
   const int64_t *koff; /* B's rows at b + koff[k] (read in place) */
+  const int64_t *akoff; /* A's k at a + m * ars + akoff[k] (packed from where they lie) */
   const primc_gemm_store *st;
   int a_mr;            /* > 0: A packed by primc_sgemm_pack_a in strips of at most a_mr rows */
   int kc, direct;
@@ -258,6 +259,15 @@ static void strip_a(const job *j, int64_t m0, int64_t mr, int64_t k0, int64_t kc
     g->ars = 1, g->aks = mr;
     return;
   }
+  if (j->akoff) { /* each run of k lying one after another packed as one piece */
+    const int64_t *ak = j->akoff + k0;
+    for (int64_t k = 0, len; k < kc; k += len) {
+      for (len = 1; k + len < kc && ak[k + len] == ak[k + len - 1] + 1; len++) {}
+      pack_a(j->a + m0 * j->ars + ak[k], j->ars, 1, mr, len, abuf + k * mr, j->kr->pack_a);
+    }
+    g->a = abuf, g->ars = 1, g->aks = mr;
+    return;
+  }
   g->a = j->a + m0 * j->ars + k0 * j->aks;
   g->ars = j->ars, g->aks = j->aks;
   if (pack) {
@@ -296,7 +306,7 @@ static void run_item(job *j, int64_t item, int64_t last_item, float *buf) {
     kargs g = {.kc = kc, .ars = j->ars, .aks = j->aks, .bks = bks, .koff = j->koff ? j->koff + k0 : NULL,
                .b_full = j->bs.packed || (!j->koff && !j->direct),
                .ldc = j->ldc, .alpha = j->alpha, .beta = k0 == 0 ? j->beta : 1.0f};
-    int last = k0 + kc >= j->K, pack = p1 - p0 >= PACK_A_PANELS || j->koff;
+    int last = k0 + kc >= j->K, pack = p1 - p0 >= PACK_A_PANELS || j->koff || j->akoff;
     int64_t gs = s0, ge = s0; /* the group of A^T's strips packed in the buffer */
     for (int64_t s = s0; s < s1; s++) {
       kargs share;
@@ -495,9 +505,9 @@ int primc_sgemm_run(const primc_gemm *g) {
   int sources = !!g->b + !!g->brow + !!g->b_packed + !!g->b_gather;
   if (!g->c || g->ldc < g->N || sources != 1 || (g->koff && !g->b) || g->a_packed_mr < 0 ||
       g->a_packed_mr > MR_MAX || (g->a_packed_mr && g->trans_a) || (g->K && !g->a) ||
-      (!g->a_packed_mr && g->lda < (g->trans_a ? g->M : g->K)) ||
+      (!g->a_packed_mr && !g->a_koff && g->lda < (g->trans_a ? g->M : g->K)) || (g->a_koff && g->lda < 0) ||
       (g->b && !g->koff && g->K && (g->trans_b ? g->ldb < 0 : g->ldb < g->N)) || (g->trans_b && (g->koff || !g->b)) ||
-      (g->b_gather && (!g->gather_n || !g->gather_k)))
+      (g->b_gather && (!g->gather_n || !g->gather_k)) || (g->a_koff && (g->trans_a || g->a_packed_mr)))
     return PRIMC_ERR_ARG;
   if (g->store && (g->b_packed || (g->store->row && (g->K < 1 || !g->store->y || g->store->keep < 1 ||
                                                        g->store->keep > g->store->row || g->N % g->store->row))))
@@ -510,6 +520,7 @@ int primc_sgemm_run(const primc_gemm *g) {
          : g->b_gather ? (bsrc){.gb = g->b_gather, .gn = g->gather_n, .gk = g->gather_k}
                        : (bsrc){.b = g->b, .ldb = g->ldb, .trans = g->trans_b};
   j.koff = g->koff;
+  j.akoff = g->a_koff;
   j.st = g->store;
   j.a_mr = g->a_packed_mr;
   j.direct = g->b && !g->koff && !g->trans_b && g->M <= direct_rows(j.kr);
