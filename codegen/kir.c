@@ -801,11 +801,8 @@ static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n)
   for (int i = 0; i < n; i++) dots += pc_op_fuse_kind(nodes[i]->op) == PC_FUSE_CONTRACT;
   if (dots > 1) return kir_build_attention(p, nodes, n);
   pc_columns cm;
-  for (int i = 0; i < n; i++) {
-    int whole = nodes[i]->op == PC_OP_dot_general && pc_columns_match(p->g, nodes[i], NULL, &cm);
-    for (int j = 0; whole && j < cm.n_nodes; j++) whole = cm.nodes[j]->group == nodes[i]->group;
-    if (whole) return kir_build_dot_cols(p, &cm, nodes, n);
-  }
+  for (int i = 0; i < n; i++)
+    if (pc_columns_grouped(p->g, nodes[i], &cm)) return kir_build_dot_cols(p, &cm, nodes, n);
   const pc_node **pend = pc_alloc(p->g, sizeof *pend * (size_t)n);
   if (!pend) return PC_ERR_NOMEM;
   unmaterialize_gather_tables(p, nodes, n);

@@ -490,8 +490,8 @@ pc_status kir_build_dot_cols(kir_program *p, const pc_columns *m, const pc_node 
   int64_t q[PRIMC_DOT_COLS_PARAMS] = {0}, taps = 1;
   q[0] = a->type.dims[0], q[1] = a->type.dims[1];
   /* a read in place from the output gradient where fuse.c put its transpose in the group, else a stored [M, K] */
-  int in_place = m->gy && m->a_nodes[0]->group == d->group && m->a_nodes[1]->group == d->group, ba;
-  if (in_place) {
+  int ba;
+  if (m->gy) {
     amap gm = kir_amap_identity(m->gy->type.rank, 0);
     kir_expr *ge = kir_expr_value(p, m->gy, &gm);
     if (!ge || ge->kind != KE_LOAD)

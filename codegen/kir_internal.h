@@ -66,7 +66,8 @@ typedef pc_status (*kir_build_fn)(kir_program *p, const pc_node *n);
 kir_build_fn kir_call_builder(pc_op op);
 /* the one primc_k_attention call of a group fuse.c made of an attention chain (two dot_generals) */
 pc_status kir_build_attention(kir_program *p, const pc_node *const *nodes, int n);
-/* a group fuse.c made of a weight gradient over columns read in place (m): one primc_k_dot_cols call */
+/* a group fuse.c made of a weight gradient over columns read in place (m, from pc_columns_grouped): one
+ * primc_k_dot_cols call */
 pc_status kir_build_dot_cols(kir_program *p, const pc_columns *m, const pc_node *const *nodes, int n);
 /* graph outputs not written in place (inputs, constants, repeated values) get a copy */
 pc_status kir_copy_outputs(kir_program *p);

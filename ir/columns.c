@@ -99,3 +99,11 @@ int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_co
   output_gradient(g, a, uses, m);
   return 1;
 }
+
+int pc_columns_grouped(const pc_graph *g, const pc_node *n, pc_columns *m) {
+  if (n->group < 0 || !pc_columns_match(g, n, NULL, m)) return 0;
+  for (int j = 0; j < m->n_nodes; j++)
+    if (m->nodes[j]->group != n->group) return 0;
+  if (m->gy && (m->a_nodes[0]->group != n->group || m->a_nodes[1]->group != n->group)) m->gy = NULL;
+  return 1;
+}

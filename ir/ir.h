@@ -304,6 +304,9 @@ typedef struct pc_columns {
   const pc_node *a_nodes[2];
 } pc_columns;
 int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_columns *m);
+/* after fusion: the match whose chain lies wholly in n's group (fuse.c's columns group, which memplan and codegen
+ * make one call); gy kept only where its transpose joined the group too */
+int pc_columns_grouped(const pc_graph *g, const pc_node *n, pc_columns *m);
 
 /* a reshape that only splits operand dims (and adds or drops 1s): its index map stays affine */
 int pc_reshape_splits(const pc_node *n);

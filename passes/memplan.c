@@ -145,11 +145,7 @@ static void classify(pc_graph *g) {
     if (seen == n->group) attn[n->group] = 1;
     seen = n->group;
     pc_columns m;
-    if (n->op == PC_OP_dot_general && pc_columns_match(g, n, NULL, &m)) {
-      int whole = 1;
-      for (int j = 0; j < m.n_nodes; j++) whole &= m.nodes[j]->group == n->group;
-      if (whole) attn[n->group] = 1;
-    }
+    if (pc_columns_grouped(g, n, &m)) attn[n->group] = 1;
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const pc_node *n = g->nodes[i];
