@@ -6,6 +6,7 @@
  * (integer and boolean paths, shape math, constants) never gets one, so its producer's rule is not
  * asked. */
 #include "passes/autodiff.h"
+#include "passes/rewrite.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,14 +211,21 @@ pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const
     free(ct), free(active), free(pend);
     return pc_fail(g, PC_ERR_NOMEM, "out of memory");
   }
-  /* active: float values that depend on a differentiated one */
+  /* active: float values that depend on a differentiated one (a softmax's max shift: none, ad_shift.c) */
+  pcp_users u = {0};
+  if (pcp_users_build(g, &u) != PC_OK) {
+    free(ct), free(active), free(pend);
+    return g->status;
+  }
   for (int i = 0; i < nw; i++) active[wrt[i]->id] = 1;
   for (int i = 0; i < n0; i++) {
     pc_node *n = g->nodes[i];
     int dep = 0;
     for (int k = 0; k < n->n_in; k++) dep |= active[n->in[k]->id];
+    if (dep && n->op == PC_OP_reduce_max && ad_shift_free_max(g, &u, n)) dep = 0;
     for (int k = 0; dep && k < n->n_out; k++) active[n->out[k]->id] = is_float(n->out[k]);
   }
+  pcp_users_free(&u);
   for (int j = 0; j < ny; j++)
     if (ys[j]->id < nv) accumulate(g, ct, NULL, ys[j], cts[j]);
   for (int i = n0 - 1; i >= 0 && g->status == PC_OK; i--) backprop(g, g->nodes[i], ct, pend, active);

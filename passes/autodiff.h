@@ -69,6 +69,9 @@ pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const
 int ad_strided_pad(const pc_value *c);
 int ad_same_steps(const pc_value *a, const pc_value *b);
 pc_value *ad_sum_strided_pads(pc_graph *g, pc_value *const *pads, int n);
+/* whether reduce_max node n is a softmax's shift (ad_shift.c): its result passes no gradient. u: g's readers. */
+struct pcp_users;
+int ad_shift_free_max(const pc_graph *g, const struct pcp_users *u, const pc_node *n);
 
 /* the key of a weight (a constant with a key: an ONNX initializer imported with keep_weights, a text graph's
  * key=), else NULL */

@@ -411,6 +411,46 @@ PC_TEST(autodiff_max_ties_as_torch) {
   pc_graph_free(g);
 }
 
+/* a softmax's max shift passes no gradient (passes/ad_shift.c): no tie count (eq) nor row sum for it in the
+ * backward of softmax and log-softmax, whose gradients still match finite differences; where exp(x - max) is
+ * also an output the function is not shift-free, and the max's gradient is taken (finite differences fail
+ * if it is dropped there) */
+#define SOFTMAX_HEAD                                                                                   \
+  "graph(%x : f64[2,5]):\n  %m : f64[2] = reduce_max(%x, axes=[1])\n"                                 \
+  "  %mr : f64[2,1] = reshape(%m, shape=[2,1])\n"                                                     \
+  "  %mb : f64[2,5] = broadcast_in_dim(%mr, shape=[2,5], dims=[0,1])\n  %z : f64[2,5] = sub(%x, %mb)\n" \
+  "  %e : f64[2,5] = exp(%z)\n  %s : f64[2] = reduce_sum(%e, axes=[1])\n"
+PC_TEST(autodiff_softmax_shift_passes_no_gradient) {
+  static const char *texts[3] = {
+      SOFTMAX_HEAD "  %sr : f64[2,1] = reshape(%s, shape=[2,1])\n"
+                   "  %sb : f64[2,5] = broadcast_in_dim(%sr, shape=[2,5], dims=[0,1])\n"
+                   "  %y : f64[2,5] = div(%e, %sb)\n  return (%y)\n",
+      SOFTMAX_HEAD "  %l : f64[2] = log(%s)\n  %lr : f64[2,1] = reshape(%l, shape=[2,1])\n"
+                   "  %lb : f64[2,5] = broadcast_in_dim(%lr, shape=[2,5], dims=[0,1])\n"
+                   "  %y : f64[2,5] = sub(%z, %lb)\n  return (%y)\n",
+      SOFTMAX_HEAD "  %sr : f64[2,1] = reshape(%s, shape=[2,1])\n"
+                   "  %sb : f64[2,5] = broadcast_in_dim(%sr, shape=[2,5], dims=[0,1])\n"
+                   "  %y : f64[2,5] = div(%e, %sb)\n  return (%y, %e)\n"};
+  static const int want_eq[3] = {0, 0, 1}, want_sums[3] = {2, 2, 4};
+  for (int t = 0; t < 3; t++) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "softmax case %d", t);
+    grad_case c = {"reduce_max", texts[t], 0, NULL, 0, 0};
+    CHECK(check_case(&c, tag));
+    pc_graph *g = pc_graph_parse(texts[t], strlen(texts[t]), tag, NULL);
+    if (!CHECK_MSG(g && !g->status && pc_grad(g, NULL) == PC_OK, "%s: %s", tag, g ? pc_error(g) : "no graph")) {
+      pc_graph_free(g);
+      continue;
+    }
+    int eqs = 0, sums = 0;
+    for (int i = 0; i < g->n_nodes; i++) eqs += g->nodes[i]->op == PC_OP_eq, sums += g->nodes[i]->op == PC_OP_reduce_sum;
+    CHECK_MSG(eqs == want_eq[t] && sums == want_sums[t], "%s: %d eq, %d reduce_sum; want %d, %d", tag, eqs, sums,
+              want_eq[t], want_sums[t]);
+    pc_graph_free(g);
+  }
+}
+#undef SOFTMAX_HEAD
+
 /* strided slices' cotangents summed by stride phases (passes/ad_pads.c) equal the sum of the full-size pads: the
  * same additions per element (each phase's pads in order; the other pads add zeros), so exactly; steps 1, 2
  * and 3, phases no pad holds, a pad ending short of the far edge; no pad of the phase form has interior steps */

@@ -1,0 +1,114 @@
+/* passes/ad_shift.c: a softmax's max shift passes no gradient. */
+#include "passes/autodiff.h"
+#include "passes/rewrite.h"
+
+/*
+ * The softmax composite (frontend/composite.c) subtracts each row's max before exp, for range: z = x - max(x),
+ * e = exp(z), y = e / sum(e), or z - log(sum(e)) for log-softmax. y does not change when a row's z all shift
+ * alike, so the max's cotangent, -sum(gz) over the row, is zero but for rounding. Taking it anyway costs each
+ * softmax's backward two row reductions (that sum, and reduce_max's count of ties) and a term in x's
+ * cotangent, and leaves rounding noise that PyTorch's softmax backward does not have. The shift is recognized
+ * when the rows' function is that closed pattern: every reader of z, e and sum(e) is one of its nodes, and
+ * none of them is a graph output.
+ */
+
+typedef struct shift_ctx {
+  const pc_graph *g;
+  const pcp_users *u;
+} shift_ctx;
+
+static int is_output(const pc_graph *g, const pc_value *v) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return 1;
+  return 0;
+}
+
+/* v's one reader, of op; NULL when v has other readers or is an output */
+static pc_node *sole(const shift_ctx *c, const pc_value *v, pc_op op) {
+  if (pcp_users_count(c->u, v) != 1 || is_output(c->g, v)) return NULL;
+  pc_node *r = c->u->list[c->u->start[v->id]];
+  return r->op == op && r->n_out == 1 ? r : NULL;
+}
+
+/* r, reduced from x over axes (n of them), broadcast back: reshape to the kept dims, then broadcast_in_dim onto
+ * x's shape dim for dim. The broadcast's result, or NULL. */
+static const pc_value *kept_back(const shift_ctx *c, const pc_value *r, const pc_value *x, const int64_t *axes, int n) {
+  const pc_node *rs = sole(c, r, PC_OP_reshape), *bc = rs ? sole(c, rs->out[0], PC_OP_broadcast_in_dim) : NULL;
+  if (!bc || !pc_type_equal(&bc->out[0]->type, &x->type)) return NULL;
+  const pc_type *kt = &rs->out[0]->type;
+  int nd = 0;
+  const int64_t *dims = pc_attr_ints(bc, "dims", &nd);
+  if (kt->rank != x->type.rank || nd != kt->rank) return NULL;
+  for (int d = 0; d < kt->rank; d++) {
+    int red = 0;
+    for (int j = 0; j < n; j++) red |= axes[j] == d;
+    if (dims[d] != d || kt->dims[d] != (red ? 1 : x->type.dims[d])) return NULL;
+  }
+  return bc->out[0];
+}
+
+static int same_axes(const pc_node *a, const pc_node *b) {
+  int na = 0, nb = 0;
+  const int64_t *xa = pc_attr_ints(a, "axes", &na), *xb = pc_attr_ints(b, "axes", &nb);
+  if (na != nb || !xa || !xb) return 0;
+  for (int i = 0; i < na; i++)
+    if (xa[i] != xb[i]) return 0;
+  return 1;
+}
+
+/* each reader of the row sum s is the softmax's division of e or log-softmax's subtraction from z */
+static int sum_readers_closed(const shift_ctx *c, const pc_node *sum, const pc_value *z, const pc_value *e) {
+  const pc_value *s = sum->out[0], *x = z;
+  int n = 0;
+  const int64_t *axes = pc_attr_ints(sum, "axes", &n);
+  if (is_output(c->g, s) || pcp_users_count(c->u, s) == 0) return 0;
+  for (int k = c->u->start[s->id]; k < c->u->start[s->id + 1]; k++) {
+    const pc_node *r = c->u->list[k];
+    if (r->op == PC_OP_reshape) {
+      const pc_value *b = kept_back(c, s, x, axes, n);
+      const pc_node *div = b ? sole(c, b, PC_OP_div) : NULL;
+      if (!div || div->in[0] != e || div->in[1] != b) return 0;
+    } else if (r->op == PC_OP_log && r->n_out == 1 && !is_output(c->g, r->out[0])) {
+      const pc_value *b = kept_back(c, r->out[0], x, axes, n);
+      const pc_node *sub = b ? sole(c, b, PC_OP_sub) : NULL;
+      if (!sub || sub->in[0] != z || sub->in[1] != b) return 0;
+    } else {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int ad_shift_free_max(const pc_graph *g, const pcp_users *u, const pc_node *n) {
+  shift_ctx c = {g, u};
+  int na = 0;
+  const int64_t *axes = pc_attr_ints(n, "axes", &na);
+  if (n->op != PC_OP_reduce_max || n->n_out != 1 || !axes || !na) return 0;
+  const pc_value *x = n->in[0];
+  const pc_value *b = kept_back(&c, n->out[0], x, axes, na);
+  const pc_node *sub = b ? sole(&c, b, PC_OP_sub) : NULL;
+  if (!sub || sub->in[0] != x || sub->in[1] != b) return 0;
+  const pc_value *z = sub->out[0], *e = NULL;
+  const pc_node *sum = NULL;
+  if (is_output(g, z)) return 0;
+  /* z's readers: one exp, and log-softmax's subtractions (checked from the sum's side) */
+  for (int k = u->start[z->id]; k < u->start[z->id + 1]; k++) {
+    const pc_node *r = u->list[k];
+    if (r->op == PC_OP_exp && !e) e = r->out[0];
+    else if (r->op != PC_OP_sub || r->in[0] != z || r->in[1] == z) return 0;
+  }
+  if (!e || is_output(g, e)) return 0;
+  /* e's readers: its one row sum over the max's axes, and the softmax's divisions (checked from the sum) */
+  for (int k = u->start[e->id]; k < u->start[e->id + 1]; k++) {
+    const pc_node *r = u->list[k];
+    if (r->op == PC_OP_reduce_sum && !sum && same_axes(r, n)) sum = r;
+    else if (r->op != PC_OP_div || r->in[0] != e) return 0;
+  }
+  if (!sum || !sum_readers_closed(&c, sum, z, e)) return 0;
+  /* every subtraction from z and division of e is one the sum's readers reached */
+  int subs = 0, divs = 0, reached = 0;
+  for (int k = u->start[z->id]; k < u->start[z->id + 1]; k++) subs += u->list[k]->op == PC_OP_sub;
+  for (int k = u->start[e->id]; k < u->start[e->id + 1]; k++) divs += u->list[k]->op == PC_OP_div;
+  reached = pcp_users_count(u, sum->out[0]);
+  return subs + divs == reached;
+}
