@@ -160,7 +160,8 @@ static void settle(pc_graph *g, pc_value **ct, ad_pending *pend, const pc_value 
 }
 
 /* the node's operands' cotangents from its results' */
-static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, ad_pending *pend, const unsigned char *active) {
+static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, ad_pending *pend, const unsigned char *active,
+                          const pcp_users *u) {
   pc_value *ct_out[8] = {0}, *ct_in_small[8] = {0}, **ct_in = ct_in_small;
   int need_small[8], *need = need_small, any_out = 0, any_in = 0;
   /* the backward's nodes name the model node they differentiate (profiles, errors) */
@@ -183,7 +184,11 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, ad_pending *pe
   }
   for (int i = 0; i < n->n_in; i++) any_in |= need[i] = active[n->in[i]->id];
   const ad_row *row = pc_ad_row(n->op);
-  if (any_in && row->vjp_how == AD_NONE)
+  ad_pool pool;
+  if (any_in && n->op == PC_OP_max && ad_pool_match(g, u, n, &pool)) {
+    /* the whole chain at once: its inner maxes and slices get no cotangent, so they are skipped */
+    if (active[pool.xp->id]) accumulate(g, ct, pend, pool.xp, ad_pool_backward(g, &pool, n->out[0], ct_out[0]));
+  } else if (any_in && row->vjp_how == AD_NONE)
     pc_node_fail(g, n, PC_ERR_UNSUPPORTED, "%s has no gradient rule, and a differentiated value reaches it",
                  pc_prim(n->op)->name);
   else if (any_in && row->vjp_how == AD_RULE && row->vjp(g, n, ct_out, need, ct_in) == PC_OK) {
@@ -225,10 +230,10 @@ pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const
     if (dep && n->op == PC_OP_reduce_max && ad_shift_free_max(g, &u, n)) dep = 0;
     for (int k = 0; dep && k < n->n_out; k++) active[n->out[k]->id] = is_float(n->out[k]);
   }
-  pcp_users_free(&u);
   for (int j = 0; j < ny; j++)
     if (ys[j]->id < nv) accumulate(g, ct, NULL, ys[j], cts[j]);
-  for (int i = n0 - 1; i >= 0 && g->status == PC_OK; i--) backprop(g, g->nodes[i], ct, pend, active);
+  for (int i = n0 - 1; i >= 0 && g->status == PC_OK; i--) backprop(g, g->nodes[i], ct, pend, active, &u);
+  pcp_users_free(&u);
   for (int i = 0; i < nw && g->status == PC_OK; i++) {
     settle(g, ct, pend, wrt[i]);
     grads[i] = ct[wrt[i]->id] ? ct[wrt[i]->id] : ad_zeros(g, wrt[i]);

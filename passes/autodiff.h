@@ -69,8 +69,19 @@ pc_status ad_backward(pc_graph *g, pc_value *const *wrt, int nw, pc_value *const
 int ad_strided_pad(const pc_value *c);
 int ad_same_steps(const pc_value *a, const pc_value *b);
 pc_value *ad_sum_strided_pads(pc_graph *g, pc_value *const *pads, int n);
-/* whether reduce_max node n is a softmax's shift (ad_shift.c): its result passes no gradient. u: g's readers. */
+/* A max pool's chain of max over strided slices of one value xp, one per window tap (ad_pool.c): whether the
+ * chain ending at max node root is one (its inner maxes read by the chain alone), and the cotangent of xp
+ * from the root's gy: gy added at each window's first maximum, y being root's result. */
 struct pcp_users;
+#define AD_POOL_MAX_TAPS 64
+typedef struct ad_pool {
+  const pc_value *xp;
+  const pc_node *first, *taps[AD_POOL_MAX_TAPS];
+  int n_taps;
+} ad_pool;
+int ad_pool_match(const pc_graph *g, const struct pcp_users *u, const pc_node *root, ad_pool *m);
+pc_value *ad_pool_backward(pc_graph *g, const ad_pool *m, pc_value *y, pc_value *gy);
+/* whether reduce_max node n is a softmax's shift (ad_shift.c): its result passes no gradient. u: g's readers. */
 int ad_shift_free_max(const pc_graph *g, const struct pcp_users *u, const pc_node *n);
 
 /* the key of a weight (a constant with a key: an ONNX initializer imported with keep_weights, a text graph's

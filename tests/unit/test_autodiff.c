@@ -5,6 +5,7 @@
 #include "passes/autodiff.h"
 #include "tests/test.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -450,6 +451,66 @@ PC_TEST(autodiff_softmax_shift_passes_no_gradient) {
   }
 }
 #undef SOFTMAX_HEAD
+
+/* a max pool's chain of max over strided slices, as the frontends import it: k x k windows s apart on an n x n
+ * input, taps in row-major order */
+static void pool_chain_text(char *t, size_t cap, int n, int k, int s) {
+  int o = (n - k) / s + 1, len = snprintf(t, cap, "graph(%%x : f64[1,1,%d,%d]):\n", n, n);
+  for (int i = 0; i < k * k; i++) {
+    int a = i / k, b = i % k;
+    len += snprintf(t + len, cap - (size_t)len,
+                    "  %%t%d : f64[1,1,%d,%d] = slice(%%x, start=[0,0,%d,%d], limit=[1,1,%d,%d], stride=[1,1,%d,%d])\n",
+                    i, o, o, a, b, a + (o - 1) * s + 1, b + (o - 1) * s + 1, s, s);
+    if (i) len += snprintf(t + len, cap - (size_t)len, "  %%m%d : f64[1,1,%d,%d] = max(%%%c%d, %%t%d)\n", i, o, o,
+                           i == 1 ? 't' : 'm', i - 1, i);
+  }
+  snprintf(t + len, cap - (size_t)len, "  return (%%m%d)\n", k * k - 1);
+}
+
+/* the pool chain's backward is one scatter of gy to each window's first maximum (passes/ad_pool.c): no pads of
+ * the taps' gradients; against finite differences with overlapping windows; ties as torch's max_pool2d gives
+ * them (all to the window's first maximum, where the maxes' own rule splits a tie) and a NaN taking its window's */
+PC_TEST(autodiff_max_pool_scatters_to_first_maximum) {
+  char text[4096];
+  pool_chain_text(text, sizeof text, 5, 3, 2);
+  grad_case c = {"max", text, 0, NULL, 0, 0};
+  CHECK(check_case(&c, "pool 3x3/2"));
+  pc_graph *g = pc_graph_parse(text, strlen(text), "pool", NULL);
+  if (!CHECK_MSG(g && !g->status && pc_grad(g, NULL) == PC_OK && g->n_outputs == 2, "%s", g ? pc_error(g) : "parse"))
+    return pc_graph_free(g);
+  int scatters = 0, pads = 0;
+  for (int i = 0; i < g->n_nodes; i++) scatters += g->nodes[i]->op == PC_OP_scatter, pads += g->nodes[i]->op == PC_OP_pad;
+  CHECK_MSG(scatters == 1 && pads == 0, "%d scatters, %d pads", scatters, pads);
+  double x[25] = {0}, ct[4] = {1, 2, 3, 4};
+  pc_tensor ins[2] = {{PC_f64, 4, {1, 1, 5, 5}, x}, {PC_f64, 4, {1, 1, 2, 2}, ct}}, outs[2];
+  for (int nan = 0; nan < 2; nan++) {
+    if (nan) /* distinct values, one NaN in the first window only */
+      for (int i = 0; i < 25; i++) x[i] = i == 6 ? NAN : (i * 7 % 25) * 0.25;
+    memset(outs, 0, sizeof outs);
+    if (!CHECK(pc_interp(g, ins, 2, outs, 2) == PC_OK)) break;
+    const double *y = outs[0].data, *gx = outs[1].data;
+    for (int i = 0; i < 25; i++) {
+      int h = i / 5, w = i % 5;
+      double want = 0;
+      if (!nan && h % 2 == 0 && w % 2 == 0 && h < 4 && w < 4) want = ct[h / 2 * 2 + w / 2]; /* each window's origin */
+      if (nan) { /* the NaN's window sends it all there; the others to their largest */
+        for (int o = 0; o < 4; o++) {
+          int best = -1, found_nan = 0;
+          for (int t = 0; t < 9; t++) {
+            int p = (o / 2 * 2 + t / 3) * 5 + o % 2 * 2 + t % 3;
+            if (isnan(x[p]) && !found_nan) best = p, found_nan = 1;
+            else if (!found_nan && (best < 0 || x[p] > x[best])) best = p;
+          }
+          if (best == i) want += ct[o];
+        }
+      }
+      CHECK_MSG(gx[i] == want, "%s: gx[%d] = %g, want %g", nan ? "nan" : "ties", i, gx[i], want);
+    }
+    if (nan) CHECK(isnan(y[0]) && !isnan(y[3]));
+    for (int i = 0; i < 2; i++) pc_tensor_free(&outs[i]);
+  }
+  pc_graph_free(g);
+}
 
 /* strided slices' cotangents summed by stride phases (passes/ad_pads.c) equal the sum of the full-size pads: the
  * same additions per element (each phase's pads in order; the other pads add zeros), so exactly; steps 1, 2
