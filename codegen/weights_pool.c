@@ -1,7 +1,8 @@
 /* codegen/weights_pool.c: the weights of several programs (buckets) as one pool where each distinct constant is
  * stored once. Buckets planned at other sizes pick other conv rows for a few layers and pack those weights
  * otherwise; whole blobs then differ though most constants are the same bytes. The pool is written to a file as
- * it grows (the side file of --weights external, else an unlinked temporary one), so a compile never holds it. */
+ * it grows (the side file of --weights external, else an unlinked temporary one in $TMPDIR or /tmp), so a compile
+ * never holds it. */
 #include "codegen/kir.h"
 #include "runtime/primc_rt.h"
 
@@ -14,9 +15,12 @@ pc_status kir_pool_open(pc_graph *g, kir_pool *pl, int fd, int64_t base) {
   memset(pl, 0, sizeof *pl);
   pl->fd = fd, pl->base = base;
   if (fd >= 0) return PC_OK;
-  char path[] = "/tmp/primc-pool-XXXXXX";
+  const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char path[4200];
+  if (snprintf(path, sizeof path, "%s/primc-pool-XXXXXX", dir) >= (int)sizeof path)
+    return pc_fail(g, PC_ERR_IO, "TMPDIR is longer than %d bytes", (int)sizeof path - 20);
   pl->fd = mkstemp(path);
-  if (pl->fd < 0) return pc_fail(g, PC_ERR_IO, "cannot make a temporary file: %s", strerror(errno));
+  if (pl->fd < 0) return pc_fail(g, PC_ERR_IO, "cannot make a temporary file in '%s' (TMPDIR): %s", dir, strerror(errno));
   unlink(path); /* only the descriptor: nothing to remove on any exit */
   pl->own = 1;
   return PC_OK;

@@ -195,6 +195,11 @@ for spec in "models/dynamic/batch_cnn/model.onnx|--dim N=1..8|f32[N=1..8,3,64,64
 done
 expect_exit 2 "a range that is no multiple refused" "$B/primc" compile "$sc" --dim H=20..96%16 -o "$tmp/sc"
 expect_exit 2 "buckets that are no multiple refused" "$B/primc" compile "$sc" --dim H=16..96%16:24 -o "$tmp/sc"
+# the buckets' weights pool is a temporary file in TMPDIR: one that cannot be made there is an error naming it
+expect_exit 1 "buckets with TMPDIR missing refused" env TMPDIR="$tmp/no-such-dir" "$B/primc" compile "$sc" \
+  --dim H=16..96%16:32 --dim W=16..96%16 -o "$tmp/sct"
+grep -q "cannot make a temporary file in '$tmp/no-such-dir' (TMPDIR)" "$tmp/err" && ok "its message names TMPDIR" ||
+  bad "the TMPDIR message" "$(cat "$tmp/err")"
 # in buckets of multiples (H=16..32, 48..64, 80..96): each case against ONNX Runtime, on a GPU too
 if "$B/primc" compile "$sc" --dim H=16..96%16:32 --dim W=16..96%16 -o "$tmp/scb" --report >"$tmp/report" 2>&1; then
   grep -q 'H=48..64: ' "$tmp/report" && ok "strided_cnn in buckets of multiples: --report lists H=48..64" ||
