@@ -424,6 +424,12 @@ const char *pc_attr_str(const pc_node *n, const char *name, const char *dflt) {
 
 /* ---- rewriting support for passes */
 
+int pc_value_is_output(const pc_graph *g, const pc_value *v) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return 1;
+  return 0;
+}
+
 int pc_value_use_count(const pc_graph *g, const pc_value *v) {
   int c = 0;
   for (int i = 0; i < g->n_nodes; i++) {

@@ -369,6 +369,8 @@ const char *pc_attr_str(const pc_node *n, const char *name, const char *dflt);
 void pc_graph_compact(pc_graph *g);
 /* number of uses of v as an operand or graph output */
 int pc_value_use_count(const pc_graph *g, const pc_value *v);
+/* whether v is one of the graph's outputs */
+int pc_value_is_output(const pc_graph *g, const pc_value *v);
 
 /* ---------------------------------------------------------------- builder helpers (ir/build.c) */
 

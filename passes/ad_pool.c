@@ -13,12 +13,6 @@
  * padded input's size.
  */
 
-static int is_output(const pc_graph *g, const pc_value *v) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i] == v) return 1;
-  return 0;
-}
-
 /* s, the next tap: a slice of m->xp's spatial dims (whole batch and channel dims) of the first tap's type and
  * steps (s is the first when none is taken yet) */
 static int tap_slice(ad_pool *m, const pc_node *s) {
@@ -52,7 +46,8 @@ int ad_pool_match(const pc_graph *g, const pcp_users *u, const pc_node *root, ad
     if (!right || n >= AD_POOL_MAX_TAPS - 1) return 0;
     rev[n++] = right;
     if (!left) return 0;
-    if (left->op == PC_OP_max && (pcp_users_count(u, left->out[0]) != 1 || is_output(g, left->out[0]))) return 0;
+    if (left->op == PC_OP_max && (pcp_users_count(u, left->out[0]) != 1 || pc_value_is_output(g, left->out[0])))
+      return 0;
     at = left;
   }
   rev[n++] = at;
@@ -73,7 +68,8 @@ pc_value *ad_pool_backward(pc_graph *g, const ad_pool *m, pc_value *y, pc_value 
   for (int d = 0; d < ns; d++) {
     pc_attr ia[3] = {pc_a_dtype("dtype", PC_i64), pc_a_ints("shape", yt->dims, r), pc_a_int("axis", 2 + d)};
     pc_value *io = pc_build(g, PC_OP_iota, NULL, 0, ia, 3);
-    pc_value *t = step[2 + d] * pstride[d] == 1 ? io : pc_mul(g, io, pc_full(g, PC_i64, (double)(step[2 + d] * pstride[d]), r, yt->dims));
+    int64_t scale = step[2 + d] * pstride[d];
+    pc_value *t = scale == 1 ? io : pc_mul(g, io, pc_full(g, PC_i64, (double)scale, r, yt->dims));
     base = base ? pc_add(g, base, t) : t;
   }
   /* the first tap equal to the window's maximum (or the first NaN): selects from the last tap to the first */

@@ -17,15 +17,9 @@ typedef struct shift_ctx {
   const pcp_users *u;
 } shift_ctx;
 
-static int is_output(const pc_graph *g, const pc_value *v) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i] == v) return 1;
-  return 0;
-}
-
 /* v's one reader, of op; NULL when v has other readers or is an output */
 static pc_node *sole(const shift_ctx *c, const pc_value *v, pc_op op) {
-  if (pcp_users_count(c->u, v) != 1 || is_output(c->g, v)) return NULL;
+  if (pcp_users_count(c->u, v) != 1 || pc_value_is_output(c->g, v)) return NULL;
   pc_node *r = c->u->list[c->u->start[v->id]];
   return r->op == op && r->n_out == 1 ? r : NULL;
 }
@@ -61,14 +55,14 @@ static int sum_readers_closed(const shift_ctx *c, const pc_node *sum, const pc_v
   const pc_value *s = sum->out[0], *x = z;
   int n = 0;
   const int64_t *axes = pc_attr_ints(sum, "axes", &n);
-  if (is_output(c->g, s) || pcp_users_count(c->u, s) == 0) return 0;
+  if (pc_value_is_output(c->g, s) || pcp_users_count(c->u, s) == 0) return 0;
   for (int k = c->u->start[s->id]; k < c->u->start[s->id + 1]; k++) {
     const pc_node *r = c->u->list[k];
     if (r->op == PC_OP_reshape) {
       const pc_value *b = kept_back(c, s, x, axes, n);
       const pc_node *div = b ? sole(c, b, PC_OP_div) : NULL;
       if (!div || div->in[0] != e || div->in[1] != b) return 0;
-    } else if (r->op == PC_OP_log && r->n_out == 1 && !is_output(c->g, r->out[0])) {
+    } else if (r->op == PC_OP_log && r->n_out == 1 && !pc_value_is_output(c->g, r->out[0])) {
       const pc_value *b = kept_back(c, r->out[0], x, axes, n);
       const pc_node *sub = b ? sole(c, b, PC_OP_sub) : NULL;
       if (!sub || sub->in[0] != z || sub->in[1] != b) return 0;
@@ -90,14 +84,14 @@ int ad_shift_free_max(const pc_graph *g, const pcp_users *u, const pc_node *n) {
   if (!sub || sub->in[0] != x || sub->in[1] != b) return 0;
   const pc_value *z = sub->out[0], *e = NULL;
   const pc_node *sum = NULL;
-  if (is_output(g, z)) return 0;
+  if (pc_value_is_output(g, z)) return 0;
   /* z's readers: one exp, and log-softmax's subtractions (checked from the sum's side) */
   for (int k = u->start[z->id]; k < u->start[z->id + 1]; k++) {
     const pc_node *r = u->list[k];
     if (r->op == PC_OP_exp && !e) e = r->out[0];
     else if (r->op != PC_OP_sub || r->in[0] != z || r->in[1] == z) return 0;
   }
-  if (!e || is_output(g, e)) return 0;
+  if (!e || pc_value_is_output(g, e)) return 0;
   /* e's readers: its one row sum over the max's axes, and the softmax's divisions (checked from the sum) */
   for (int k = u->start[e->id]; k < u->start[e->id + 1]; k++) {
     const pc_node *r = u->list[k];

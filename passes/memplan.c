@@ -118,12 +118,6 @@ static int liveness_build(const pc_graph *g, liveness *L) {
 
 static void liveness_free(liveness *L) { free(L->step), free(L->def), free(L->last); }
 
-static int is_output(const pc_graph *g, const pc_value *v) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i] == v) return 1;
-  return 0;
-}
-
 /* ---------------------------------------------------------------- storage classes */
 
 static void classify(pc_graph *g) {
@@ -165,7 +159,7 @@ static void classify(pc_graph *g) {
       pc_value *v = n->out[k];
       v->offset = 0;
       if (n->op == PC_OP_constant) v->storage = PC_STORE_CONST;
-      else if (is_output(g, v)) v->storage = PC_STORE_OUTPUT;
+      else if (pc_value_is_output(g, v)) v->storage = PC_STORE_OUTPUT;
       else if (n->group >= 0 && (pc_op_is_inline(n->op) || attn[n->group]) && n->n_out == 1 && inl[v->id])
         v->storage = PC_STORE_FUSED;
       else v->storage = PC_STORE_WORKSPACE;
