@@ -1,4 +1,4 @@
-/* passes/ad_shift.c: a softmax's max shift passes no gradient. */
+/* passes/ad_shift.c: a softmax's max shift passes no gradient, and a closed softmax's gradient is one row sum. */
 #include "passes/autodiff.h"
 #include "passes/rewrite.h"
 
@@ -106,3 +106,50 @@ int ad_shift_free_max(const pc_graph *g, const pcp_users *u, const pc_node *n) {
   reached = pcp_users_count(u, sum->out[0]);
   return subs + divs == reached;
 }
+
+/* x's producer chain as the composite builds it: z = sub(x, broadcast(reshape(reduce_max(x)))); the max node */
+static const pc_node *shift_of(const pc_value *z) {
+  const pc_node *sub = z->producer, *bc = sub && sub->op == PC_OP_sub ? sub->in[1]->producer : NULL;
+  const pc_node *rs = bc && bc->op == PC_OP_broadcast_in_dim ? bc->in[0]->producer : NULL;
+  const pc_node *m = rs && rs->op == PC_OP_reshape ? rs->in[0]->producer : NULL;
+  return m && m->op == PC_OP_reduce_max && m->in[0] == sub->in[0] ? m : NULL;
+}
+
+/* v [.. reduced axes ..] summed over axes and broadcast back to v's shape */
+static pc_value *row_sum_back(pc_graph *g, pc_value *v, const int64_t *axes, int n) {
+  int r = v->type.rank;
+  int64_t keep[PC_MAX_RANK], dims[PC_MAX_RANK];
+  for (int d = 0; d < r; d++) {
+    int red = 0;
+    for (int j = 0; j < n; j++) red |= axes[j] == d;
+    keep[d] = red ? 1 : v->type.dims[d], dims[d] = d;
+  }
+  pc_value *k = pc_reshape(g, pc_reduce(g, PC_OP_reduce_sum, v, n, axes), r, keep);
+  return pc_broadcast_in_dim(g, k, r, v->type.dims, dims);
+}
+
+pc_value *ad_softmax_backward(pc_graph *g, const pcp_users *u, const pc_node *n, pc_value *gy, pc_value **x) {
+  /* y = e / s (n a division of e = exp(z)) or y = z - log(s) (n a subtraction from z), the pattern's only one */
+  int log = n->op == PC_OP_sub;
+  if (n->op != PC_OP_div && !log) return NULL;
+  const pc_value *z = log ? n->in[0] : NULL, *e = log ? NULL : n->in[0];
+  if (!log) {
+    const pc_node *ex = e->producer;
+    if (!ex || ex->op != PC_OP_exp) return NULL;
+    z = ex->in[0];
+  }
+  const pc_node *m = shift_of(z);
+  if (!m || !ad_shift_free_max(g, u, m)) return NULL;
+  /* closed: z read by its exp (and the one subtraction), e by its sum (and the one division) */
+  for (int k = u->start[z->id]; !e && k < u->start[z->id + 1]; k++)
+    if (u->list[k]->op == PC_OP_exp) e = u->list[k]->out[0];
+  if (!e || pcp_users_count(u, z) != 1 + log || pcp_users_count(u, e) != 2 - log) return NULL;
+  int na = 0;
+  const int64_t *axes = pc_attr_ints(m, "axes", &na);
+  pc_value *y = n->out[0];
+  *x = m->in[0];
+  /* torch's softmax backward: y (gy - sum(gy y)); log-softmax's: gy - exp(y) sum(gy) */
+  if (log) return pc_sub(g, gy, pc_mul(g, pc_exp(g, y), row_sum_back(g, gy, axes, na)));
+  return pc_mul(g, y, pc_sub(g, gy, row_sum_back(g, pc_mul(g, gy, y), axes, na)));
+}
+

@@ -185,7 +185,10 @@ static pc_status backprop(pc_graph *g, pc_node *n, pc_value **ct, ad_pending *pe
   for (int i = 0; i < n->n_in; i++) any_in |= need[i] = active[n->in[i]->id];
   const ad_row *row = pc_ad_row(n->op);
   ad_pool pool;
-  if (any_in && n->op == PC_OP_max && ad_pool_match(g, u, n, &pool)) {
+  pc_value *sx = NULL, *sct = any_in ? ad_softmax_backward(g, u, n, ct_out[0], &sx) : NULL;
+  if (sct) {
+    accumulate(g, ct, pend, sx, sct); /* the softmax whole: exp, its sum and the shift get no cotangent */
+  } else if (any_in && n->op == PC_OP_max && ad_pool_match(g, u, n, &pool)) {
     /* the whole chain at once: its inner maxes and slices get no cotangent, so they are skipped */
     if (active[pool.xp->id]) accumulate(g, ct, pend, pool.xp, ad_pool_backward(g, &pool, n->out[0], ct_out[0]));
   } else if (any_in && row->vjp_how == AD_NONE)

@@ -83,6 +83,10 @@ int ad_pool_match(const pc_graph *g, const struct pcp_users *u, const pc_node *r
 pc_value *ad_pool_backward(pc_graph *g, const ad_pool *m, pc_value *y, pc_value *gy);
 /* whether reduce_max node n is a softmax's shift (ad_shift.c): its result passes no gradient. u: g's readers. */
 int ad_shift_free_max(const pc_graph *g, const struct pcp_users *u, const pc_node *n);
+/* n, a closed softmax's division or log-softmax's subtraction (ad_shift.c) with gy its result's cotangent: the
+ * cotangent of the softmax's input, set in *x, as torch's softmax backward makes it (one row sum), the pattern's
+ * other nodes then getting none; NULL when n is not one. */
+pc_value *ad_softmax_backward(pc_graph *g, const struct pcp_users *u, const pc_node *n, pc_value *gy, pc_value **x);
 
 /* the key of a weight (a constant with a key: an ONNX initializer imported with keep_weights, a text graph's
  * key=), else NULL */

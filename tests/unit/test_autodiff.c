@@ -413,9 +413,9 @@ PC_TEST(autodiff_max_ties_as_torch) {
 }
 
 /* a softmax's max shift passes no gradient (passes/ad_shift.c): no tie count (eq) nor row sum for it in the
- * backward of softmax and log-softmax, whose gradients still match finite differences; where exp(x - max) is
- * also an output the function is not shift-free, and the max's gradient is taken (finite differences fail
- * if it is dropped there) */
+ * backward of softmax and log-softmax, which is torch's form, one row sum and no division (y (gy - sum(gy y)),
+ * gy - exp(y) sum(gy)), and still matches finite differences; where exp(x - max) is also an output the function
+ * is not shift-free, and the max's gradient is taken (finite differences fail if it is dropped there) */
 #define SOFTMAX_HEAD                                                                                   \
   "graph(%x : f64[2,5]):\n  %m : f64[2] = reduce_max(%x, axes=[1])\n"                                 \
   "  %mr : f64[2,1] = reshape(%m, shape=[2,1])\n"                                                     \
@@ -432,7 +432,7 @@ PC_TEST(autodiff_softmax_shift_passes_no_gradient) {
       SOFTMAX_HEAD "  %sr : f64[2,1] = reshape(%s, shape=[2,1])\n"
                    "  %sb : f64[2,5] = broadcast_in_dim(%sr, shape=[2,5], dims=[0,1])\n"
                    "  %y : f64[2,5] = div(%e, %sb)\n  return (%y, %e)\n"};
-  static const int want_eq[3] = {0, 0, 1}, want_sums[3] = {2, 2, 4};
+  static const int want_eq[3] = {0, 0, 1}, want_sums[3] = {2, 2, 4}, want_divs[3] = {1, 0, 3};
   for (int t = 0; t < 3; t++) {
     char tag[32];
     snprintf(tag, sizeof tag, "softmax case %d", t);
@@ -443,10 +443,13 @@ PC_TEST(autodiff_softmax_shift_passes_no_gradient) {
       pc_graph_free(g);
       continue;
     }
-    int eqs = 0, sums = 0;
-    for (int i = 0; i < g->n_nodes; i++) eqs += g->nodes[i]->op == PC_OP_eq, sums += g->nodes[i]->op == PC_OP_reduce_sum;
-    CHECK_MSG(eqs == want_eq[t] && sums == want_sums[t], "%s: %d eq, %d reduce_sum; want %d, %d", tag, eqs, sums,
-              want_eq[t], want_sums[t]);
+    int eqs = 0, sums = 0, divs = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      pc_op op = g->nodes[i]->op;
+      eqs += op == PC_OP_eq, sums += op == PC_OP_reduce_sum, divs += op == PC_OP_div;
+    }
+    CHECK_MSG(eqs == want_eq[t] && sums == want_sums[t] && divs == want_divs[t], "%s: %d eq, %d reduce_sum, %d div; "
+              "want %d, %d, %d", tag, eqs, sums, divs, want_eq[t], want_sums[t], want_divs[t]);
     pc_graph_free(g);
   }
 }
