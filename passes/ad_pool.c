@@ -2,6 +2,8 @@
 #include "passes/autodiff.h"
 #include "passes/rewrite.h"
 
+#include <stdint.h>
+
 /*
  * The frontends import a max pool as a chain of max over strided slices of the padded input, one per window
  * tap (frontend/onnx_pool.c's pool_taps). Differentiated node by node, each max split its gradient by masks and
@@ -63,13 +65,14 @@ pc_value *ad_pool_backward(pc_graph *g, const ad_pool *m, pc_value *y, pc_value 
   int64_t pstride[PC_MAX_RANK], P = 1;
   for (int d = ns - 1; d >= 0; d--) pstride[d] = P, P *= xt->dims[2 + d];
   const int64_t *step = pc_attr_ints(m->first, "stride", NULL);
+  pc_dtype it = P <= INT32_MAX ? PC_i32 : PC_i64; /* positions within a plane: i32 halves their bytes */
   /* each output's window origin: sum over spatial dims of o_d s_d pstride_d */
   pc_value *base = NULL;
   for (int d = 0; d < ns; d++) {
-    pc_attr ia[3] = {pc_a_dtype("dtype", PC_i64), pc_a_ints("shape", yt->dims, r), pc_a_int("axis", 2 + d)};
+    pc_attr ia[3] = {pc_a_dtype("dtype", it), pc_a_ints("shape", yt->dims, r), pc_a_int("axis", 2 + d)};
     pc_value *io = pc_build(g, PC_OP_iota, NULL, 0, ia, 3);
     int64_t scale = step[2 + d] * pstride[d];
-    pc_value *t = scale == 1 ? io : pc_mul(g, io, pc_full(g, PC_i64, (double)scale, r, yt->dims));
+    pc_value *t = scale == 1 ? io : pc_mul(g, io, pc_full(g, it, (double)scale, r, yt->dims));
     base = base ? pc_add(g, base, t) : t;
   }
   /* the first tap equal to the window's maximum (or the first NaN): selects from the last tap to the first */
@@ -78,7 +81,7 @@ pc_value *ad_pool_backward(pc_graph *g, const ad_pool *m, pc_value *y, pc_value 
     const int64_t *start = pc_attr_ints(m->taps[k], "start", NULL);
     int64_t off = 0;
     for (int d = 0; d < ns; d++) off += start[2 + d] * pstride[d];
-    pc_value *o = pc_full(g, PC_i64, (double)off, r, yt->dims), *t = m->taps[k]->out[0];
+    pc_value *o = pc_full(g, it, (double)off, r, yt->dims), *t = m->taps[k]->out[0];
     pick = pick ? pc_where(g, pc_or(g, pc_eq(g, t, y), pc_ne(g, t, t)), o, pick) : o;
   }
   int64_t flat[3] = {yt->dims[0], yt->dims[1], 1}, full[3] = {xt->dims[0], xt->dims[1], P};

@@ -86,9 +86,10 @@ static void combine(void *o, int64_t oi, const void *u, int64_t ui, int dt, int 
   }
 }
 
-/* f32 set and add (an embedding's gradient: rows of tokens added into the table) walk the last dim as gather does,
- * offsets from the row's base: through offset_of and combine per element, 1024 rows of 256 took 8 ms. The sum
- * is rounded from double as combine's is, so both paths give the same bits. */
+/* f32 set and add (an embedding's gradient: rows of tokens added into the table; a max pool's gradient, one add per
+ * window) walk the last dim as gather does, offsets from the row's base: through offset_of and combine per element,
+ * 1024 rows of 256 took 8 ms. A float sum equals combine's sum rounded from double (53 >= 2 * 24 + 2 bits: the
+ * double rounding is innocuous), so both paths give the same bits. */
 static int scatter_rows_f32(const shp *x, const shp *ix, const shp *up, int axis, int idt, int mode, void *const *bufs) {
   int last = ix->rank - 1;
   int64_t sx[PRIMC_MAX_RANK], su[PRIMC_MAX_RANK], n = numel(ix), inner = ix->d[last], idx[PRIMC_MAX_RANK] = {0};
@@ -98,13 +99,29 @@ static int scatter_rows_f32(const shp *x, const shp *ix, const shp *up, int axis
   const float *u = bufs[3];
   for (int64_t i = 0; inner > 0 && i < n; i += inner) {
     int64_t bx = row_base(idx, last, axis, sx), bu = row_base(idx, last, -1, su);
-    int64_t stepx = last == axis ? 0 : sx[last];
-    for (int64_t t = 0; t < inner; t++) {
-      int64_t j = index_at(bufs[2], i + t, idt, x->d[axis]);
-      if (j < 0) return PRIMC_ERR_RUNTIME;
-      int64_t off = bx + j * sx[axis] + t * stepx;
-      float v = u[bu + t * su[last]];
-      o[off] = mode ? (float)((double)o[off] + (double)v) : v;
+    int64_t stepx = last == axis ? 0 : sx[last], sa = sx[axis], lim = x->d[axis], ul = su[last];
+    const float *ur = u + bu;
+    if (idt == PRIMC_I64 && mode) { /* the common adds, their indices read as they lie */
+      const int64_t *jr = (const int64_t *)bufs[2] + i;
+      for (int64_t t = 0; t < inner; t++) {
+        int64_t j = jr[t] < 0 ? jr[t] + lim : jr[t];
+        if ((uint64_t)j >= (uint64_t)lim) return PRIMC_ERR_RUNTIME;
+        o[bx + j * sa + t * stepx] += ur[t * ul];
+      }
+    } else if (idt == PRIMC_I32 && mode) {
+      const int32_t *jr = (const int32_t *)bufs[2] + i;
+      for (int64_t t = 0; t < inner; t++) {
+        int64_t j = jr[t] < 0 ? (int64_t)jr[t] + lim : jr[t];
+        if ((uint64_t)j >= (uint64_t)lim) return PRIMC_ERR_RUNTIME;
+        o[bx + j * sa + t * stepx] += ur[t * ul];
+      }
+    } else {
+      for (int64_t t = 0; t < inner; t++) {
+        int64_t j = index_at(bufs[2], i + t, idt, lim);
+        if (j < 0) return PRIMC_ERR_RUNTIME;
+        float v = ur[t * ul];
+        o[bx + j * sa + t * stepx] = mode ? o[bx + j * sa + t * stepx] + v : v;
+      }
     }
     if (last > 0) next_index(idx, ix->d, last);
   }
