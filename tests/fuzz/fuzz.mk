@@ -6,13 +6,14 @@
 #   npy          the .npy reader                       (seeds: tests/data/**/*.npy)
 #   safetensors  the safetensors reader                 (seeds: tests/fuzz/seeds/safetensors)
 #   text         the IR text parser, printed back       (seeds: tests/ir/*.txt, tests/fuzz/seeds/text)
+#   grad         reverse and forward mode on any text graph that verifies (seeds: tests/fuzz/seeds/grad, tests/ir)
 #   weights      the weights file loader and the packed-weight header checks of the GEMM and conv
 # Crashers land in $(FUZZ_B)/<target>/crash-*; keep each as a regression input under tests/data/ (tests/data/onnx_bad/
 # for the importer, tests/data/fuzz/<target>/ for the others), replayed by tests/unit/test_fuzz_regress.c.
 # The deep-nesting seeds (tests/fuzz/seeds/onnx_nest: TypeProto sequences and If subgraphs thousands deep) crash
 # the importer until it bounds nesting; FUZZ_NEST=0 leaves them out.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= onnx mutate npy safetensors text weights
+FUZZ_TARGETS ?= onnx mutate npy safetensors text weights grad
 FUZZ_NEST    ?= 1
 FUZZ_PARALLEL ?= 0
 # seconds one input may take before it counts as a hang: a 1,000-step GRU from the mutator plans in 3.3 s of
@@ -46,7 +47,7 @@ FUZZ_PASS_O  := $(call FUZZ_OBJ,$(wildcard passes/*.c codegen/kir*.c) codegen/au
 
 $(FUZZ_B)/fuzz_onnx $(FUZZ_B)/fuzz_text $(FUZZ_B)/fuzz_safetensors: $(FUZZ_B)/fuzz_%: $(FUZZ_B)/obj/tests/fuzz/fuzz_%.o $(FUZZ_FRONT_O)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(FUZZ_LINK)
-$(FUZZ_B)/fuzz_mutate: $(FUZZ_B)/obj/tests/fuzz/fuzz_mutate.o $(FUZZ_FRONT_O) $(FUZZ_PASS_O) $(FUZZ_RT_O)
+$(FUZZ_B)/fuzz_mutate $(FUZZ_B)/fuzz_grad: $(FUZZ_B)/fuzz_%: $(FUZZ_B)/obj/tests/fuzz/fuzz_%.o $(FUZZ_FRONT_O) $(FUZZ_PASS_O) $(FUZZ_RT_O)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(FUZZ_LINK)
 $(FUZZ_B)/fuzz_npy $(FUZZ_B)/fuzz_weights: $(FUZZ_B)/fuzz_%: $(FUZZ_B)/obj/tests/fuzz/fuzz_%.o $(FUZZ_RT_O)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(FUZZ_LINK)
@@ -63,6 +64,7 @@ fuzz-seeds:
 	@[ -d $(FUZZ_B)/safetensors ] && cp tests/fuzz/seeds/safetensors/* $(FUZZ_B)/safetensors/seeds/ 2>/dev/null; true
 	@[ -d $(FUZZ_B)/text ] && { for f in tests/ir/*.txt tests/fuzz/seeds/text/*; do [ -f "$$f" ] && cp "$$f" $(FUZZ_B)/text/seeds/; done; }; true
 	@[ -d $(FUZZ_B)/weights ] && cp tests/fuzz/seeds/weights/* $(FUZZ_B)/weights/seeds/ 2>/dev/null; true
+	@[ -d $(FUZZ_B)/grad ] && { for f in tests/fuzz/seeds/grad/* tests/ir/*.txt; do [ -f "$$f" ] && cp "$$f" $(FUZZ_B)/grad/seeds/; done; }; true
 	@[ -d $(FUZZ_B)/mutate ] && printf '\0\0' >$(FUZZ_B)/mutate/seeds/plain; true
 
 # FUZZ_PARALLEL=1: every target at once, each writing $(FUZZ_B)/<target>/fuzz.log (on 2 cores each gets a

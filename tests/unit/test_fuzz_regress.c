@@ -1,4 +1,4 @@
-/* tests/unit/test_fuzz_regress.c: replays the fuzz seeds and the inputs the fuzzers once crashed on through the harnesses themselves (npy, safetensors, text, weights). */
+/* tests/unit/test_fuzz_regress.c: replays the fuzz seeds and the inputs the fuzzers once crashed on through the harnesses themselves (npy, safetensors, text, weights, grad). */
 #include "tests/test.h"
 
 #include <dirent.h>
@@ -19,6 +19,11 @@
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_weights_one
 #include "tests/fuzz/fuzz_weights.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_grad_one
+#define transform fuzz_grad_transform
+#include "tests/fuzz/fuzz_grad.c"
+#undef transform
 #undef LLVMFuzzerTestOneInput
 
 /* every file of DIR through fn; the number replayed */
@@ -72,3 +77,5 @@ PC_TEST(fuzz_regress_text) {
   CHECK(n > 0);
 }
 PC_TEST(fuzz_regress_weights) { replay("weights", fuzz_weights_one); }
+PC_TEST(fuzz_regress_grad) { replay("grad", fuzz_grad_one); }
+
