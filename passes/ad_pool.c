@@ -87,8 +87,6 @@ pc_value *ad_pool_backward(pc_graph *g, const ad_pool *m, pc_value *y, pc_value 
   int64_t flat[3] = {yt->dims[0], yt->dims[1], 1}, full[3] = {xt->dims[0], xt->dims[1], P};
   for (int d = 0; d < ns; d++) flat[2] *= yt->dims[2 + d];
   pc_value *pos = pc_reshape(g, pc_add(g, base, pick), 3, flat);
-  pc_value *in[3] = {pc_full(g, xt->dtype, 0, 3, full), pos, pc_reshape(g, gy, 3, flat)};
-  pc_attr a[2] = {pc_a_int("axis", 2), pc_a_str("reduce", "add")};
-  pc_value *sum = pc_build(g, PC_OP_scatter, in, 3, a, 2);
+  pc_value *sum = ad_scatter_add(g, pc_full(g, xt->dtype, 0, 3, full), pos, pc_reshape(g, gy, 3, flat), 2);
   return pc_reshape(g, sum, xt->rank, xt->dims);
 }

@@ -115,17 +115,9 @@ static const pc_node *shift_of(const pc_value *z) {
   return m && m->op == PC_OP_reduce_max && m->in[0] == sub->in[0] ? m : NULL;
 }
 
-/* v [.. reduced axes ..] summed over axes and broadcast back to v's shape */
+/* v summed over axes (n of them) and broadcast back to v's shape */
 static pc_value *row_sum_back(pc_graph *g, pc_value *v, const int64_t *axes, int n) {
-  int r = v->type.rank;
-  int64_t keep[PC_MAX_RANK], dims[PC_MAX_RANK];
-  for (int d = 0; d < r; d++) {
-    int red = 0;
-    for (int j = 0; j < n; j++) red |= axes[j] == d;
-    keep[d] = red ? 1 : v->type.dims[d], dims[d] = d;
-  }
-  pc_value *k = pc_reshape(g, pc_reduce(g, PC_OP_reduce_sum, v, n, axes), r, keep);
-  return pc_broadcast_in_dim(g, k, r, v->type.dims, dims);
+  return ad_unreduce(g, &v->type, axes, n, pc_reduce(g, PC_OP_reduce_sum, v, n, axes));
 }
 
 pc_value *ad_softmax_backward(pc_graph *g, const pcp_users *u, const pc_node *n, pc_value *gy, pc_value **x) {

@@ -114,5 +114,9 @@ pc_value *ad_zeros(pc_graph *g, const pc_value *like);        /* zeros of like's
 pc_value *ad_scalar(pc_graph *g, double v, const pc_value *like); /* v broadcast to like's type */
 /* where(cond, v, 0) */
 pc_value *ad_select(pc_graph *g, pc_value *cond, pc_value *v);
+/* v, a reduction over axes (na of them) of a value of type x, broadcast back to x's shape (vjp_rules.c) */
+pc_value *ad_unreduce(pc_graph *g, const pc_type *x, const int64_t *axes, int na, pc_value *v);
+/* into with upd added at idx along axis: scatter, reduce "add" (vjp_rules.c) */
+pc_value *ad_scatter_add(pc_graph *g, pc_value *into, pc_value *idx, pc_value *upd, int64_t axis);
 
 #endif

@@ -298,7 +298,7 @@ pc_status ad_vjp_rev(pc_graph *g, const pc_node *n, pc_value *const *ct_out, con
   return g->status;
 }
 
-static pc_value *scatter_add(pc_graph *g, pc_value *into, pc_value *idx, pc_value *upd, int64_t axis) {
+pc_value *ad_scatter_add(pc_graph *g, pc_value *into, pc_value *idx, pc_value *upd, int64_t axis) {
   pc_value *in[3] = {into, idx, upd};
   pc_attr a[2] = {pc_a_int("axis", axis), pc_a_str("reduce", "add")};
   return pc_build(g, PC_OP_scatter, in, 3, a, 2);
@@ -310,7 +310,7 @@ static pc_value *gather(pc_graph *g, pc_value *x, pc_value *idx, int64_t axis) {
 }
 pc_status ad_vjp_gather(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                             pc_value **ct_in) {
-  if (need[0]) ct_in[0] = scatter_add(g, ad_zeros(g, X(0)), X(1), GY, pc_attr_int(n, "axis", 0));
+  if (need[0]) ct_in[0] = ad_scatter_add(g, ad_zeros(g, X(0)), X(1), GY, pc_attr_int(n, "axis", 0));
   return g->status;
 }
 /* "none": the written places lose the operand's gradient, the updates gather it (with repeated indices
@@ -335,11 +335,7 @@ pc_status ad_vjp_scatter(pc_graph *g, const pc_node *n, pc_value *const *ct_out,
 
 /* ---------------------------------------------------------------- reductions */
 
-/* a reduction's result (or its cotangent) broadcast back over the reduced axes */
-static pc_value *unreduce(pc_graph *g, const pc_node *n, pc_value *v) {
-  int na;
-  const int64_t *axes = pc_attr_ints(n, "axes", &na);
-  const pc_type *x = &X(0)->type;
+pc_value *ad_unreduce(pc_graph *g, const pc_type *x, const int64_t *axes, int na, pc_value *v) {
   unsigned mask = 0;
   for (int i = 0; i < na; i++) mask |= 1u << axes[i];
   int64_t dims[PC_MAX_RANK];
@@ -347,6 +343,12 @@ static pc_value *unreduce(pc_graph *g, const pc_node *n, pc_value *v) {
   for (int d = 0; d < x->rank; d++)
     if (!(mask & (1u << d))) dims[r++] = d;
   return pc_broadcast_in_dim(g, v, x->rank, x->dims, dims);
+}
+/* a reduction's result (or its cotangent) broadcast back over the reduced axes */
+static pc_value *unreduce(pc_graph *g, const pc_node *n, pc_value *v) {
+  int na;
+  const int64_t *axes = pc_attr_ints(n, "axes", &na);
+  return ad_unreduce(g, &X(0)->type, axes, na, v);
 }
 pc_status ad_vjp_reduce_sum(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                                 pc_value **ct_in) {
@@ -558,7 +560,7 @@ pc_status ad_vjp_conv(pc_graph *g, const pc_node *n, pc_value *const *ct_out, co
 /* the values' gradient goes back to where each value came from: the indices result says where */
 pc_status ad_vjp_sort(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need,
                           pc_value **ct_in) {
-  if (GY) ct_in[0] = scatter_add(g, ad_zeros(g, X(0)), n->out[1], GY, pc_attr_int(n, "axis", 0));
+  if (GY) ct_in[0] = ad_scatter_add(g, ad_zeros(g, X(0)), n->out[1], GY, pc_attr_int(n, "axis", 0));
   return g->status;
 }
 pc_status ad_vjp_topk(pc_graph *g, const pc_node *n, pc_value *const *ct_out, const int *need, pc_value **ct_in) {
