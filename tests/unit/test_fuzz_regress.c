@@ -21,9 +21,7 @@
 #include "tests/fuzz/fuzz_weights.c"
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_grad_one
-#define transform fuzz_grad_transform
 #include "tests/fuzz/fuzz_grad.c"
-#undef transform
 #undef LLVMFuzzerTestOneInput
 
 /* every file of DIR through fn; the number replayed */
