@@ -51,3 +51,10 @@ pc_status pc_kernels_print_target(pc_graph *g, FILE *f, struct pc_autotune *tune
   if (s == PC_OK) kir_print(&p, f);
   return s;
 }
+
+pc_status pc_kernels_print_cuda(pc_graph *g, FILE *f, int sm) {
+  kir_program p;
+  pc_status s = kir_build_cuda(g, &p, sm);
+  if (s == PC_OK) kir_print(&p, f);
+  return s;
+}

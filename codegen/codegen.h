@@ -104,6 +104,8 @@ pc_status pc_kernels_print_tuned(pc_graph *g, FILE *f, struct pc_autotune *tune)
 /* the same as a CPU compile for triple (NULL: this machine) builds it: a cross compile's rows are planned on
  * the target (its weights stay plain), and max pools are runtime calls on every CPU */
 pc_status pc_kernels_print_target(pc_graph *g, FILE *f, struct pc_autotune *tune, const char *triple);
+/* the kernel IR a --target cuda compile renders (sm: pc_cuda_sm's): no CPU rows, no packed weights */
+pc_status pc_kernels_print_cuda(pc_graph *g, FILE *f, int sm);
 
 /* ---------------------------------------------------------------- CUDA (codegen/cuda.c, codegen/nvrtc.c) */
 

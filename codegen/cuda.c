@@ -558,9 +558,8 @@ int pc_cuda_sm(const char *arch) {
 /* g's kernel IR into *p, rendered to f for arch with cuda_syms run-time dims' parameters */
 static pc_status render_for(pc_graph *g, FILE *f, const char *arch, int cuda_syms, kir_program *p,
                             pc_cuda_launch **launches) {
-  pc_status s = kir_build(g, p);
+  pc_status s = kir_build_cuda(g, p, pc_cuda_sm(arch));
   if (s != PC_OK) return g->status ? g->status : s;
-  p->gpu_sm = pc_cuda_sm(arch);
   p->cuda_syms = cuda_syms;
   return pc_cuda_render_program(p, f, launches);
 }

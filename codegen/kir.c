@@ -844,11 +844,22 @@ static pc_status build_group(kir_program *p, const pc_node *const *nodes, int n)
   return flush_pointwise(p, pend, np);
 }
 
-pc_status kir_build(pc_graph *g, kir_program *p) { return kir_build_tuned(g, p, NULL, NULL, 0); }
+static pc_status build_program(pc_graph *g, kir_program *p, struct pc_autotune *tune, const kir_conv_pin *pins,
+                               int n_pins, int gpu_sm);
+
+pc_status kir_build(pc_graph *g, kir_program *p) { return build_program(g, p, NULL, NULL, 0, 0); }
+
+pc_status kir_build_cuda(pc_graph *g, kir_program *p, int sm) { return build_program(g, p, NULL, NULL, 0, sm); }
 
 pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune, const kir_conv_pin *pins, int n_pins) {
+  return build_program(g, p, tune, pins, n_pins, 0);
+}
+
+static pc_status build_program(pc_graph *g, kir_program *p, struct pc_autotune *tune, const kir_conv_pin *pins,
+                               int n_pins, int gpu_sm) {
   memset(p, 0, sizeof *p);
   p->g = g;
+  p->gpu_sm = gpu_sm;
   p->tune = tune;
   p->pins = pins, p->n_pins = n_pins;
   if (g->status) return g->status;

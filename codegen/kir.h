@@ -163,7 +163,7 @@ typedef struct kir_program {
   int sizes_vary;           /* built for a --dim LO..HI compile: rewrites choose alike whatever the sizes */
   const struct kir_conv_pin *pins; /* conv rows taken by node id (pc_codegen_opts.conv_pins) */
   int n_pins;
-  int gpu_sm;               /* CUDA: the target's compute capability x 10 (pc_cuda_sm); 0: sm_90 */
+  int gpu_sm;               /* CUDA: the target's compute capability x 10 (pc_cuda_sm); 0: a CPU program */
   int cuda_syms;            /* CUDA with run-time dims: every kernel takes the symbols' values as its first
                              * parameters (long long pc_s0..), launch argument -1 - s (codegen/cuda_dynamic.c) */
 } kir_program;
@@ -318,6 +318,9 @@ pc_status kir_dyn_fit(kir_program *p, const struct pc_codegen_opts *opts);
  * kernel per node) and places buffers (value->storage/offset when planned,
  * else a private plan: one workspace slot per value). */
 pc_status kir_build(pc_graph *g, kir_program *p);
+/* the same for CUDA (sm: pc_cuda_sm's): calls plan nothing for this machine's CPU, so that the program is the
+ * same on every host and a run-time dims fit compares the GPU's program alone */
+pc_status kir_build_cuda(pc_graph *g, kir_program *p, int sm);
 /* buffers a and b share bytes: the same input or output, or overlapping workspace or weight ranges */
 int kir_bufs_overlap(const kir_program *p, int a, int b);
 /* a conv's row (its primc_conv_row index), pinned for the conv node of that id */

@@ -219,7 +219,8 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
                           (long long)PC_MAX_NUMEL);
   primc_conv2d c2;
   primc_conv_plan plain, packed;
-  if (primc_conv2d_of_params(k->params, &c2) && kir_conv_plan(p, n->id, &c2, 0, &plain)) {
+  /* CUDA's split-K partials go to the col's room (cuda_gemm.c), planned for no CPU row: the same on every host */
+  if (!p->gpu_sm && primc_conv2d_of_params(k->params, &c2) && kir_conv_plan(p, n->id, &c2, 0, &plain)) {
     /* the row for plain weights until kir_pack_weights packs them for its own plan: room for either */
     k->params[CONV_EPI_AT + CONV_EPI_ROW] = plain.row + 1;
     int64_t need = primc_conv_plan_scratch_floats(&c2, &plain);

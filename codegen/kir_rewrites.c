@@ -274,7 +274,8 @@ static pc_status fuse_conv_epilogues(kir_program *p) {
  * cache. Its weights then stay plain: the call takes a block of weight rows at a time. */
 static pc_status pair_small_conv_depthwise(kir_program *p) {
   const char *force = getenv("PRIMC_CONV_ROW"); /* a forced row other than the pair's keeps convs apart */
-  if (force && *force && strcmp(force, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW))) return PC_OK;
+  if (p->gpu_sm || (force && *force && strcmp(force, primc_conv_row_name(PRIMC_CONV_ROW_PAIR_DW))))
+    return PC_OK; /* CUDA launches each conv of its own */
   kir_touches t;
   if (kir_touches_build(p, &t) != PC_OK) return p->g->status;
   for (int i = 0; i + 2 < p->n_kernels; i++) {

@@ -336,7 +336,8 @@ static int compile_one(const compile_opts *op) {
     char *mem = pc_memplan_report(g);
     if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);
     free(mem);
-    pc_kernels_print_target(g, stdout, tune, co.triple);
+    if (co.target == PC_TARGET_CUDA) pc_kernels_print_cuda(g, stdout, pc_cuda_sm(co.gpu_arch));
+    else pc_kernels_print_target(g, stdout, tune, co.triple);
   }
   pc_autotune_free(tune);
   pc_graph_free(g);

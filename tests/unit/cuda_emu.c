@@ -266,8 +266,7 @@ char *pc_emu_render(pc_graph *g, kir_program *p, pc_cuda_launch **launches) { re
 char *pc_emu_render_sm(pc_graph *g, int sm, kir_program *p, pc_cuda_launch **launches) {
   char *src = NULL;
   size_t len = 0;
-  if (g->status || kir_build(g, p) != PC_OK) return NULL;
-  p->gpu_sm = sm;
+  if (g->status || kir_build_cuda(g, p, sm ? sm : 90) != PC_OK) return NULL; /* as codegen/cuda.c builds it */
   FILE *f = open_memstream(&src, &len);
   pc_status st = f ? pc_cuda_render_program(p, f, launches) : PC_ERR_NOMEM;
   if (f) fclose(f);

@@ -278,3 +278,57 @@ PC_TEST(cuda_emu_dot_two_batch_levels) {
   pc_tensor_free(&ref);
   pc_graph_free(g);
 }
+
+/* A CUDA program plans nothing for the compiling machine's CPU: a 1x1 conv + ReLU feeding a depthwise conv (a
+ * pair_dw on an AVX2 host) stays two launches, each conv's scratch the im2col's size that CUDA's split-K uses, not
+ * a CPU row's (which differed between sizes on an AVX-512 host and split --dim buckets), and the program is the same whichever CPU
+ * row PRIMC_CONV_ROW forces; the emulator's result matches the interpreter's. */
+PC_TEST(cuda_program_plans_no_cpu_row) {
+  static float xd[16 * 12 * 12], w1[32 * 16], w2[32 * 9], got[32 * 12 * 12];
+  for (int i = 0; i < 16 * 12 * 12; i++) xd[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;
+  for (int i = 0; i < 32 * 16; i++) w1[i] = (float)((i * 13) % 17) / 16.0f - 0.5f;
+  for (int i = 0; i < 32 * 9; i++) w2[i] = (float)((i * 7) % 11) / 10.0f - 0.5f;
+  const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+  int64_t workspace[2] = {0};
+  const char *rows[2] = {NULL, "gemm_t_panels"}; /* NULL: the planner's rows, pair_dw among them */
+  for (int r = 0; r < 2; r++) {
+    pc_graph *g = pc_graph_new();
+    pc_value *x = pc_input_add(g, "x", pc_type_make(PC_f32, 4, (int64_t[]){1, 16, 12, 12}));
+    pc_value *y = pc_conv(g, x, pc_const(g, pc_type_make(PC_f32, 4, (int64_t[]){32, 16, 1, 1}), w1), 2, one, zero,
+                          zero, one, one, 1);
+    y = pc_max(g, y, pc_full_like(g, 0, y));
+    pc_output_add(g, pc_conv(g, y, pc_const(g, pc_type_make(PC_f32, 4, (int64_t[]){32, 1, 3, 3}), w2), 2, one, one,
+                             one, one, one, 32));
+    pc_tensor ti[1] = {{PC_f32, 4, {1, 16, 12, 12}, xd}}, ref;
+    memset(&ref, 0, sizeof ref);
+    int ok = CHECK_MSG(g->status == PC_OK && pc_interp(g, ti, 1, &ref, 1) == PC_OK, "interp: %s", pc_error(g));
+    pc_pipeline_opts po = {.opt_level = 2};
+    ok = ok && CHECK_MSG(pc_pipeline_run(g, &po) == PC_OK, "%s", pc_error(g));
+    if (rows[r]) setenv("PRIMC_CONV_ROW", rows[r], 1);
+    kir_program kp;
+    ok = ok && CHECK_MSG(kir_build_cuda(g, &kp, 90) == PC_OK, "kir: %s", pc_error(g));
+    unsetenv("PRIMC_CONV_ROW");
+    int convs = 0;
+    for (int i = 0; ok && i < kp.n_kernels; i++) {
+      const kir_kernel *k = &kp.kernels[i];
+      if (k->kind != KK_CALL || k->call != KC_conv) continue;
+      convs++;
+      CHECK_MSG(!k->pair && !k->absorbed, "conv kernel %d paired for a CPU row", i);
+      int64_t col = 4 * (i ? 9 : 16) * 12 * 12; /* the im2col's floats: K (C/groups x taps) by the output pixels */
+      CHECK_MSG(kp.bufs[k->args[3]].nbytes == col, "conv kernel %d: %lld bytes of scratch, not the col's %lld", i,
+                (long long)kp.bufs[k->args[3]].nbytes, (long long)col);
+    }
+    if (ok) CHECK_INT(convs, 2), workspace[r] = kp.workspace_size;
+    void *ins[1] = {xd}, *outs[1] = {got};
+    char err[512] = "";
+    int rc = ok ? pc_emu_graph(g, ins, outs, NULL, err, sizeof err) : 0;
+    if (rc < 0) {
+      SKIP("no g++ for the CUDA emulator");
+    } else if (ok && CHECK_MSG(rc == 1, "%s", err)) {
+      for (int i = 0; i < 32 * 12 * 12; i++) CHECK_NEAR(got[i], ((const float *)ref.data)[i], 1e-4);
+    }
+    pc_tensor_free(&ref);
+    pc_graph_free(g);
+  }
+  CHECK_INT(workspace[0], workspace[1]);
+}
