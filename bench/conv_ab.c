@@ -3,7 +3,8 @@
  * turn does not resolve 10%; the median shows which row loses more in the slow minutes).
  *
  * Usage: conv_ab [--batch N] [--plain] [--cold] ROWS C H W O K STRIDE GROUPS [REPS]
- *   ROWS: row names joined by commas (`primc dump --kernels` prints them), "plan" for the planner's choice; N
+ *   ROWS: row names joined by commas (`primc dump --kernels` prints them; bf16_tiles with bf16 weights, as
+ *   --autocast bf16 plans it), "plan" for the planner's choice; N
  *   images (default 1), a K x K kernel padded K/2 each side, bias + ReLU as the epilogue, weights packed as each
  *   row reads them (--plain: as they arrive, unpacked, as a training step's weights do); REPS rounds (default
  *   50) of 3 calls per row (--cold: of one call after 64 MB were written, so that x and the weights come from
@@ -71,8 +72,10 @@ int main(int argc, char **argv) {
   float *col[MAX_ROWS];
   double best[MAX_ROWS], *times[MAX_ROWS];
   for (int i = 0; i < n; i++) {
+    /* bf16_tiles: the row --autocast bf16 plans, its weights rounded to bf16 */
     primc_conv_plan_opts op = {.packable = !plain, .tile_mr = primc_sgemm_mr(), .has_scratch = 1,
-                               .force = strcmp(row[i], "plan") ? row[i] : NULL, .threads = primc_num_threads()};
+                               .force = strcmp(row[i], "plan") ? row[i] : NULL, .threads = primc_num_threads(),
+                               .bf16 = !strcmp(row[i], "bf16_tiles")};
     if (primc_conv_plan_make(&p, &op, &plan[i]) != PRIMC_OK) {
       fprintf(stderr, "conv_ab: no plan for %s\n", row[i]);
       return 1;

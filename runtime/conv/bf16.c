@@ -2,6 +2,7 @@
 #include "runtime/conv/conv.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 /*
  * Y_g[og][P] = W_g[og][kk] X_col[kk][P] per (image, group), as the f32 GEMM rows do: the weights are the bf16
@@ -24,11 +25,27 @@ int primc_cv_bf16_check(const primc_conv2d *p, const void *w, size_t bytes) {
 }
 
 int primc_cv_bf16_pack(const primc_conv2d *p, const float *w, void *dst) {
-  int64_t og = p->o / p->groups, kk = (p->c / p->groups) * p->kh * p->kw;
+  int64_t cg = p->c / p->groups, og = p->o / p->groups, taps = p->kh * p->kw, kk = cg * taps;
+  int tm = primc_cv_bf16_taps_major(p);
+  float *t = tm ? malloc(sizeof *t * (size_t)(og * kk)) : NULL;
+  if (tm && !t) return PRIMC_ERR_RUNTIME;
   int st = PRIMC_OK;
-  for (int64_t g = 0; g < p->groups && st == PRIMC_OK; g++)
-    st = primc_bgemm_pack_a(og, kk, w + g * og * kk, kk, (char *)dst + g * primc_cv_bf16_stride(og, kk));
+  for (int64_t g = 0; g < p->groups && st == PRIMC_OK; g++) {
+    const float *wg = w + g * og * kk;
+    for (int64_t o = 0; tm && o < og; o++) /* [o][c][tap] -> [o][tap][c] */
+      for (int64_t c = 0; c < cg; c++)
+        for (int64_t k = 0; k < taps; k++) t[o * kk + k * cg + c] = wg[o * kk + c * taps + k];
+    st = primc_bgemm_pack_a(og, kk, tm ? t : wg, kk, (char *)dst + g * primc_cv_bf16_stride(og, kk));
+  }
+  free(t);
   return st;
+}
+
+/* primc_brow_fn over tap-major weights: row k = tap * C/groups + c is the column matrix's row c * taps + tap */
+static void col_row_taps(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
+  const col_src *s = ctx;
+  int64_t cg = s->p->c / s->p->groups, taps = s->p->kh * s->p->kw;
+  primc_cv_col_row(ctx, k % cg * taps + k / cg, n0, nc, dst);
 }
 
 int primc_cv_bf16_fits(const primc_conv2d *p, const primc_conv2d *next) {
@@ -57,9 +74,12 @@ int primc_cv_bf16_run(const cv_call *k) {
       const float *xg = k->x + (n * p->c + g * cg) * p->h * p->w;
       int64_t yoff = (n * p->o + g * og) * P;
       col_src s = {p, xg, k->oh, k->ow, cv_use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
-      int pw = cv_is_pointwise(p);
-      int st = primc_bgemm_packed_a_run((const char *)k->w + g * stride, og, P, kk, pw ? xg : NULL, P,
-                                        pw ? NULL : primc_cv_col_row, &s, k->acc + yoff, P);
+      int pw = cv_is_pointwise(p), tm = primc_cv_bf16_taps_major(p);
+      const char *wg = (const char *)k->w + g * stride;
+      int st = tm && primc_cv_bf16_direct_runs()
+                   ? primc_cv_bf16_direct(p, xg, wg, k->oh, k->ow, k->acc + yoff)
+                   : primc_bgemm_packed_a_run(wg, og, P, kk, pw ? xg : NULL, P,
+                                              pw ? NULL : tm ? col_row_taps : primc_cv_col_row, &s, k->acc + yoff, P);
       if (st != PRIMC_OK) return st;
       if (!epi) continue;
       epi_job j = {cv_epi_of(e, g * og, k->y + yoff, e->res ? e->res + yoff : NULL), k->acc + yoff, P};

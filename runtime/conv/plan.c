@@ -71,29 +71,34 @@ typedef struct cv_tuning {
   .dl_nr = 32, .dl_1x1_min_ow = 14, .dl_1x1_gap_lo = 96,                                 \
   .dl_1x1_gap_hi = 128, .gt_1x1_max_og = 96, .gt_1x1_narrow = 4, .gt_lane_gain = 0.2,                          \
   .direct_waste_den = 8, .windows_min_kw = 16, .im2col_max_ow = 24, .im2col_direct_m = 28,                     \
-  .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .bf16_min_k = 256,                       \
-  .bf16_min_og = 128, .bf16_min_og_1x1 = 64, .batch_max_cols = 1 << 14
+  .im2col_direct_bytes = 1 << 20, .dwl_min_c = 16, .dwl_max_ow_s2 = 32, .bf16_min_og_1x1 = 64,                   \
+  .batch_max_cols = 1 << 14
+#define CV_BF16_GEMM .bf16_min_k = 256, .bf16_min_og = 128 /* B made per call (the AMX Xeon's figures above) */
 
 #define CV_NEVER INT64_MAX /* a threshold no conv reaches */
 
 /* the first three indexed by primc_cpu_zmm_fmas() (zmm FMAs a core starts per cycle; 0: no AVX-512, and no
  * AVX2 either: plain C and NEON); then Intel's cores of two, and AVX2 without AVX-512 */
 static const cv_tuning tunings[5] = {
-    {.cpu = "no AVX-512", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 36,
+    {.cpu = "no AVX-512", CV_TUNING_COMMON, CV_BF16_GEMM, .wino_min_ch = 128, .wino_min_tiles = 36,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* 512-bit ops as two 256-bit halves (Zen 4): Winograd from 64 channels; the lanes win wider
      * stride-2 depthwise rows, where the row loop is bound by its masked loads and permutes */
-    {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, .wino_min_ch = 64, .wino_min_tiles = 36,
+    {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, CV_BF16_GEMM, .wino_min_ch = 64, .wino_min_tiles = 36,
      .dwl_max_ow_s2_c16 = 64, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
-    {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 36,
+    /* Zen 5's bf16 convs: stride-1 3x3s read x in place (bf16_direct.c) at 1.3-1.9x the f32 rows' speed on
+     * ResNet-50's (64 at 56x56 0.51 ms against 0.96), the GEMM row's 1x1s from 64 channels 1.2-1.8x; strided 3x3s
+     * 1.1x; the 3-channel stem slower (1.26 ms against 1.11: K 147 stays f32), build/conv_ab bf16_tiles,plan */
+    {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .bf16_min_k = 64, .bf16_min_og = 64,
+     .wino_min_ch = 128, .wino_min_tiles = 36,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
-    {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 36,
+    {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, CV_BF16_GEMM, .wino_min_ch = 128, .wino_min_tiles = 36,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
      .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
@@ -115,7 +120,7 @@ static const cv_tuning tunings[5] = {
      * 1.04; the 3 -> 32 3x3/2 stem then 3x3 0.89 / 0.74; bench/conv_rows.md); Winograd from 16 tiles on maps of
      * even sides or nearly (the text detector's 512 -> 512 3x3s at 10x14 0.65-0.79 of the lanes' time, 256 at
      * 8x8 0.60, at 10x10 0.76; 512 at 7x7, a quarter of its tiles' outputs past the map, 0.8-1.1) */
-    {.cpu = "AVX2", CV_TUNING_COMMON, .wino_min_ch = 128, .wino_min_tiles = 16, .wino_min_fill = 80,
+    {.cpu = "AVX2", CV_TUNING_COMMON, CV_BF16_GEMM, .wino_min_ch = 128, .wino_min_tiles = 16, .wino_min_fill = 80,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .dl_max_widen = 2,
      .dl_widen_min_c = CV_DL_TILE3_MIN_C, .direct_min_k = 32, .direct_min_oh = 8, .strided_1x1_gemm = 1, .lanes = 8,
      .gt_1x1_max_pix = 64, .dw8_max_ow = 112, .g8 = 1, .dr8_min_ow = 113, .pair_max_k = 32, .batch_max_pix = 64,

@@ -436,6 +436,13 @@ static void pack_rows(void *ctx, int64_t b, int64_t e) {
   }
 }
 
+const uint16_t *primc_bg_packed_a_tiles(const void *packed, int64_t M, int64_t K) {
+  const bg_hdr *h = packed;
+  return hdr_ok(h, BG_MAGIC_A, M, K, 1) ? (const uint16_t *)(h + 1) : NULL;
+}
+
+void *primc_bg_thread_scratch(int which, size_t size) { return thread_scratch(which, size); }
+
 int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t K, const float *B, int64_t ldb,
                              primc_brow_fn row, void *row_ctx, float *C, int64_t ldc) {
   if (M < 1 || N < 0 || K < 1 || !C || ldc < N || (!row && (!B || ldb < N))) return PRIMC_ERR_ARG;

@@ -59,6 +59,13 @@ void primc_bg_kern_avx2(const bkargs *g);
 void primc_bg_kern_generic(const bkargs *g);
 void primc_bg_setup_amx(int on);
 
+/* primc_bgemm_pack_a's tiles (bg_a_at's layout, 16 * kpad(K) elements a strip of 16 rows), NULL when packed is
+ * not an A of M x K */
+const uint16_t *primc_bg_packed_a_tiles(const void *packed, int64_t M, int64_t K);
+/* the calling thread's buffer which (0 or 1: what primc_bgemm_packed_a_run uses too), at least size bytes,
+ * 64-byte aligned, kept for the thread's next call; NULL when out of memory */
+void *primc_bg_thread_scratch(int which, size_t size);
+
 /* x86 feature checks and the AMX permission (bgemm_x86.c), each read once */
 int primc_bg_has_amx(void);
 int primc_bg_has_avx512bf16(void);

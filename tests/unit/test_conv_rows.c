@@ -116,6 +116,8 @@ static const primc_conv2d shapes[] = {
     {1, 12, 8, 9, 18, 3, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},         /* groups of 4 -> 6, dilated */
     {1, 40, 7, 7, 40, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* groups of 8 on a 7x7 map */
     {3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* three images of 49: tiles across them */
+    {2, 64, 9, 17, 24, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0, 0, 0},        /* groups of 32, uneven pads: bf16 taps */
+    {1, 32, 5, 6, 16, 5, 5, 1, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},         /* 5x5 on a map smaller than its pads */
     {1, 20, 11, 13, 40, 3, 3, 1, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},       /* 20 channels dilated: 3 x 32 tiles */
     {1, 24, 12, 15, 33, 3, 3, 1, 2, 2, 2, 3, 2, 3, 1, 2, 0, 0, 0, 0, 0, 0},       /* the same at stride 2 */
     {2, 16, 5, 6, 12, 1, 1, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* two images, 1x1/2, two groups */
@@ -294,6 +296,13 @@ static void check_row(int row) {
     for (int s = 0; s < N_SHAPES; s++) fits += run_one(row, s, fallback_of(row));
   }
   primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+  /* the bf16 row under each bf16 GEMM row this CPU runs: AVX512-BF16's convs read x in place (bf16_direct.c), the
+   * others make the tap-major column rows */
+  for (int br = 0; row == PRIMC_CONV_ROW_BF16 && br < PRIMC_BGEMM_ROW_COUNT; br++)
+    if (br != primc_bgemm_row_active() && primc_bgemm_force_row(br) == 0) {
+      for (int s = 0; s < N_SHAPES; s++) run_one(row, s, fallback_of(row));
+      primc_bgemm_force_row(-1);
+    }
   CHECK_MSG(fits > 0, "no shape of the test fits %s: add one", primc_conv_row_name(row));
   if (missing)
     SKIP("%s needs %s (its fallback %s was checked)", primc_conv_row_name(row),
