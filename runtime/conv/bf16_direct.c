@@ -1,4 +1,4 @@
-/* runtime/conv/bf16_direct.c: the bf16 row's stride-1 convs on AVX512-BF16 as an implicit GEMM, every tap's B read in place from x made into channel pairs once per call. */
+/* runtime/conv/bf16_direct.c: the bf16 row's convs of stride 1 and 2 on AVX512-BF16 as an implicit GEMM, every tap's B read in place from x made into channel pairs once per call. */
 #include "runtime/conv/conv.h"
 #include "runtime/gemm/bgemm.h"
 
@@ -6,20 +6,21 @@
 
 /*
  * Such a conv's weights are packed with K tap-major (k = tap * C/groups + c), so that a k pair is two channels at
- * one tap. x becomes xi[c / 2][plane] of 32-bit pairs (channel 2i in the low half, 2i + 1 in the high), a plane
- * being the zero-padded map (Hp x Wp) row-major with a zero tail. The outputs are computed on the padded width:
- * column q = oy * Wp + ox reads xi at q + ky * Wp + kx for tap (ky, kx), so each tap's B rows are the planes
- * shifted, read as they lie; the Wp - OW columns past each output row are computed and dropped when the sums are
- * copied out. A tile is 8 output channels x 32 columns over the whole K, as the bf16 GEMM's AVX512-BF16 row's.
- * (The GEMM path made and packed B per call: a third of a 3x3's time at 14x14 on Zen 5.)
+ * one tap. x becomes xi[c / 2][phase][plane] of 32-bit pairs (channel 2i in the low half, 2i + 1 in the high): the
+ * zero-padded map (Hp x Wp) split into s x s phase planes for stride s (phase (a, b) holds the padded positions
+ * (s i + a, s j + b); one plane at stride 1), each Hph x Wph row-major with a zero tail. The outputs are computed
+ * on the planes' width: column q = oy * Wph + ox of tap (ky, kx) reads phase (ky % s, kx % s) at q + ky / s * Wph +
+ * kx / s, so each tap's B rows are a plane shifted, read as it lies; the columns past each output row are computed
+ * and dropped when the sums are copied out. A tile is 8 output channels x 32 columns over the whole K, as the bf16
+ * GEMM's AVX512-BF16 row's. (The GEMM path made and packed B per call: a third of a 3x3's time at 14x14 on Zen 5.)
  */
 
 #define MAX_TAPS 64
 
 int primc_cv_bf16_taps_major(const primc_conv2d *p) {
-  int64_t cg = p->c / p->groups;
-  return p->kh * p->kw > 1 && p->kh * p->kw <= MAX_TAPS && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 &&
-         p->dil_w == 1 && cg % 32 == 0;
+  int64_t cg = p->c / p->groups, taps = p->kh * p->kw;
+  return taps <= MAX_TAPS && p->stride_h == p->stride_w && (p->stride_h == 2 || (p->stride_h == 1 && taps > 1)) &&
+         p->dil_h == 1 && p->dil_w == 1 && cg % 32 == 0;
 }
 
 #if defined(__x86_64__)
@@ -34,8 +35,8 @@ int primc_cv_bf16_direct_runs(void) { return primc_bgemm_row_active() == PRIMC_B
 typedef struct dtile {
   const uint16_t *a; /* the tile's first row at k = 0, within its strip (bg_a_at's layout) */
   const uint32_t *x; /* xi at the tile's first column */
-  int64_t plane;     /* pairs from one channel pair's plane to the next */
-  const int64_t *tap; /* each tap's offset in a plane: ky * Wp + kx */
+  int64_t cstride;   /* pairs from one channel pair's planes to the next */
+  const int64_t *tap; /* each tap's offset in a pair's planes: its phase's plane, then ky / s * Wph + kx / s */
   int taps;
   int64_t kb; /* k blocks of 32 (16 pairs) per tap */
   int mr, nr;
@@ -51,9 +52,9 @@ static inline __attribute__((always_inline)) BF16 void d_tile(const dtile *g, co
   for (int t = 0; t < g->taps; t++) {
     const uint32_t *xt = g->x + g->tap[t];
     for (int64_t b = 0; b < g->kb; b++, a += 16 * BG_KSTEP) {
-      const uint32_t *xb = xt + b * 16 * g->plane;
+      const uint32_t *xb = xt + b * 16 * g->cstride;
       for (int j = 0; j < 16; j++) {
-        const uint32_t *xp = xb + j * g->plane;
+        const uint32_t *xp = xb + j * g->cstride;
         __m512bh v0 = (__m512bh)_mm512_loadu_si512(xp), v1 = v0;
         if (V == 2) v1 = (__m512bh)_mm512_loadu_si512(xp + 16);
 #pragma GCC unroll 8
@@ -80,30 +81,57 @@ typedef struct djob {
   const primc_conv2d *p;
   const float *x; /* the group's first input channel */
   uint32_t *xi;
-  int64_t plane, wp, oh, ow, og, kt, nq, nblocks;
+  int s;
+  int64_t plane, wph, oh, ow, og, kt, nq, nblocks;
   const uint16_t *a;
   int64_t tap[MAX_TAPS];
   float *cq, *acc; /* the sums on the padded width (og x nq); acc in y's layout (og x oh * ow) */
 } djob;
 
-/* channel pairs [b, e) of x rounded to bf16 (nearest even) onto their zeroed planes */
+/* n pairs of channels c0, c1 (x[i], i < n <= 16) rounded to bf16 (nearest even) into d */
+static inline __attribute__((always_inline)) BF16 void put_pairs(uint32_t *d, __m512 c0, __m512 c1, int n) {
+  __m256i lo = (__m256i)_mm512_cvtneps_pbh(c0), hi = (__m256i)_mm512_cvtneps_pbh(c1);
+  __m512i v = _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+  _mm512_mask_storeu_epi32(d, (__mmask16)((1u << n) - 1), v);
+}
+
+static __mmask16 first(int64_t n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
+
+/* channel pairs [b, e) of x onto their zeroed phase planes; at stride 2 each 32 columns split into even and odd */
 static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
   const djob *j = ctx;
   const primc_conv2d *p = j->p;
+  const int s = j->s;
   int64_t hw = p->h * p->w;
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   for (int64_t i = b; i < e; i++) {
-    uint32_t *d = j->xi + i * j->plane;
+    uint32_t *d = j->xi + i * s * s * j->plane;
     const float *x0 = j->x + 2 * i * hw, *x1 = x0 + hw;
-    memset(d, 0, sizeof *d * (size_t)j->plane);
+    memset(d, 0, sizeof *d * (size_t)(s * s * j->plane));
     for (int64_t y = 0; y < p->h; y++) {
-      uint32_t *dr = d + (y + p->pad_t) * j->wp + p->pad_l;
-      for (int64_t c = 0; c < p->w; c += 16) {
-        int n = p->w - c < 16 ? (int)(p->w - c) : 16;
-        __mmask16 m = (__mmask16)((1u << n) - 1);
-        __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x0 + y * p->w + c));
-        __m256i hi = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x1 + y * p->w + c));
-        __m512i v = _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
-        _mm512_mask_storeu_epi32(dr + c, m, v);
+      int64_t py = y + p->pad_t;
+      uint32_t *row = d + py % s * s * j->plane + py / s * j->wph; /* phase row (py % s, 0) */
+      const float *r0 = x0 + y * p->w, *r1 = x1 + y * p->w;
+      if (s == 1) {
+        for (int64_t c = 0; c < p->w; c += 16) {
+          __mmask16 m = first(p->w - c);
+          put_pairs(row + p->pad_l + c, _mm512_maskz_loadu_ps(m, r0 + c), _mm512_maskz_loadu_ps(m, r1 + c),
+                    p->w - c < 16 ? (int)(p->w - c) : 16);
+        }
+        continue;
+      }
+      for (int64_t c = 0; c < p->w; c += 32) {
+        __mmask16 m0 = first(p->w - c), m1 = first(p->w - c - 16);
+        __m512 a0 = _mm512_maskz_loadu_ps(m0, r0 + c), a1 = _mm512_maskz_loadu_ps(m1, r0 + c + 16);
+        __m512 b0 = _mm512_maskz_loadu_ps(m0, r1 + c), b1 = _mm512_maskz_loadu_ps(m1, r1 + c + 16);
+        int n = p->w - c < 32 ? (int)(p->w - c) : 32;
+        int64_t pe = p->pad_l + c, po = pe + 1; /* padded columns of the even and the odd inputs */
+        put_pairs(row + pe % 2 * j->plane + pe / 2, _mm512_permutex2var_ps(a0, even, a1),
+                  _mm512_permutex2var_ps(b0, even, b1), (n + 1) / 2);
+        if (n > 1)
+          put_pairs(row + po % 2 * j->plane + po / 2, _mm512_permutex2var_ps(a0, odd, a1),
+                    _mm512_permutex2var_ps(b0, odd, b1), n / 2);
       }
     }
   }
@@ -116,7 +144,7 @@ static BF16 void tiles_run(void *ctx, int64_t b, int64_t e) {
     int64_t m0 = t / j->nblocks * 8, q0 = t % j->nblocks * 32;
     dtile tile = {.a = j->a + m0 / 16 * 16 * j->kt + m0 % 16 * BG_KSTEP,
                   .x = j->xi + q0,
-                  .plane = j->plane,
+                  .cstride = j->s * j->s * j->plane,
                   .tap = j->tap,
                   .taps = (int)(j->p->kh * j->p->kw),
                   .kb = j->p->c / j->p->groups / 32,
@@ -134,21 +162,26 @@ static void rows_out(void *ctx, int64_t b, int64_t e) {
   const djob *j = ctx;
   for (int64_t o = b; o < e; o++)
     for (int64_t y = 0; y < j->oh; y++)
-      memcpy(j->acc + (o * j->oh + y) * j->ow, j->cq + o * j->nq + y * j->wp, sizeof(float) * (size_t)j->ow);
+      memcpy(j->acc + (o * j->oh + y) * j->ow, j->cq + o * j->nq + y * j->wph, sizeof(float) * (size_t)j->ow);
 }
 
 int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc) {
-  int64_t cg = p->c / p->groups, og = p->o / p->groups, taps = p->kh * p->kw;
+  int64_t cg = p->c / p->groups, og = p->o / p->groups, taps = p->kh * p->kw, s = p->stride_h;
   int64_t hp = p->h + p->pad_t + p->pad_b, wp = p->w + p->pad_l + p->pad_r;
-  if (hp - p->kh + 1 != oh || wp - p->kw + 1 != ow || og < 1 || oh < 1 || ow < 1) return PRIMC_ERR_ARG;
-  djob j = {.p = p, .x = xg, .wp = wp, .oh = oh, .ow = ow, .og = og, .kt = taps * cg, .nq = oh * wp, .acc = acc};
+  int64_t hph = (hp + s - 1) / s, wph = (wp + s - 1) / s;
+  if ((hp - p->kh) / s + 1 != oh || (wp - p->kw) / s + 1 != ow || og < 1 || oh < 1 || ow < 1) return PRIMC_ERR_ARG;
+  djob j = {.p = p, .x = xg, .s = (int)s, .wph = wph, .oh = oh, .ow = ow, .og = og, .kt = taps * cg, .nq = oh * wph,
+            .acc = acc};
   j.a = primc_bg_packed_a_tiles(wg, og, j.kt);
   if (!j.a) return PRIMC_ERR_WEIGHTS;
   j.nblocks = (j.nq + 31) / 32;
-  /* the last tile's reads reach 31 columns past nq, then the last tap's shift (kh - 1) * wp + kw - 1 */
-  j.plane = (hp * wp + p->kw + 32 + 15) / 16 * 16;
-  for (int64_t t = 0; t < taps; t++) j.tap[t] = t / p->kw * wp + t % p->kw;
-  j.xi = primc_bg_thread_scratch(0, sizeof *j.xi * (size_t)(cg / 2 * j.plane));
+  /* the last tile's reads reach 31 columns past nq, then the last tap's shift (kh - 1) / s * wph + (kw - 1) / s */
+  j.plane = (hph * wph + p->kw + 32 + 15) / 16 * 16;
+  for (int64_t t = 0; t < taps; t++) {
+    int64_t ky = t / p->kw, kx = t % p->kw;
+    j.tap[t] = (ky % s * s + kx % s) * j.plane + ky / s * wph + kx / s;
+  }
+  j.xi = primc_bg_thread_scratch(0, sizeof *j.xi * (size_t)(cg / 2 * s * s * j.plane));
   j.cq = primc_bg_thread_scratch(1, sizeof *j.cq * (size_t)(og * j.nq));
   if (!j.xi || !j.cq) return PRIMC_ERR_RUNTIME;
   primc_parallel_for(cg / 2, pairs_make, &j);
