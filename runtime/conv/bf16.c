@@ -76,13 +76,16 @@ int primc_cv_bf16_run(const cv_call *k) {
       col_src s = {p, xg, k->oh, k->ow, cv_use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
       int pw = cv_is_pointwise(p), tm = primc_cv_bf16_taps_major(p);
       const char *wg = (const char *)k->w + g * stride;
-      int st = tm && primc_cv_bf16_direct_runs()
-                   ? primc_cv_bf16_direct(p, xg, wg, k->oh, k->ow, k->acc + yoff)
-                   : primc_bgemm_packed_a_run(wg, og, P, kk, pw ? xg : NULL, P,
-                                              pw ? NULL : tm ? col_row_taps : primc_cv_col_row, &s, k->acc + yoff, P);
+      epi_job j = {cv_epi_of(e, g * og, k->y + yoff, e->res ? e->res + yoff : NULL), k->acc + yoff, P};
+      if (tm && primc_cv_bf16_direct_runs()) { /* the epilogue as the sums are copied out */
+        int st = primc_cv_bf16_direct(p, xg, wg, k->oh, k->ow, k->acc + yoff, epi ? &j.e : NULL);
+        if (st != PRIMC_OK) return st;
+        continue;
+      }
+      int st = primc_bgemm_packed_a_run(wg, og, P, kk, pw ? xg : NULL, P, pw ? NULL : tm ? col_row_taps : primc_cv_col_row,
+                                        &s, k->acc + yoff, P);
       if (st != PRIMC_OK) return st;
       if (!epi) continue;
-      epi_job j = {cv_epi_of(e, g * og, k->y + yoff, e->res ? e->res + yoff : NULL), k->acc + yoff, P};
       if (og * P >= (1 << 15)) primc_parallel_for(og, epi_channels, &j);
       else epi_channels(&j, 0, og);
     }

@@ -91,6 +91,8 @@ typedef struct djob {
   const uint16_t *a;
   int64_t tap[MAX_TAPS];
   float *cq, *acc; /* the sums on the padded width (og x nq); acc in y's layout (og x oh * ow) */
+  const epi_ctx *e; /* the epilogue into e->y (y's layout) as the sums are copied out, or NULL: into acc */
+  int isa;
 } djob;
 
 /* n pairs of channels c0, c1 (x[i], i < n <= 16) rounded to bf16 (nearest even) into d */
@@ -170,21 +172,30 @@ static BF16 void tiles_run(void *ctx, int64_t b, int64_t e) {
   }
 }
 
-/* output channels [b, e): the output rows' columns of the padded width copied to acc */
+/* output channels [b, e): the output rows' columns of the padded width copied to acc, or through the epilogue */
 static void rows_out(void *ctx, int64_t b, int64_t e) {
   const djob *j = ctx;
+  const epi_ctx *ep = j->e;
   for (int64_t o = b; o < e; o++)
-    for (int64_t y = 0; y < j->oh; y++)
-      memcpy(j->acc + (o * j->oh + y) * j->ow, j->cq + o * j->nq + y * j->wph, sizeof(float) * (size_t)j->ow);
+    for (int64_t y = 0; y < j->oh; y++) {
+      int64_t at = (o * j->oh + y) * j->ow;
+      const float *c = j->cq + o * j->nq + y * j->wph;
+      if (ep)
+        cv_epi_row(j->isa, ep, ep->y + at, c, ep->res ? ep->res + at : NULL, cv_bias_at(ep, o), cv_scale_at(ep, o),
+                   j->ow);
+      else
+        memcpy(j->acc + at, c, sizeof(float) * (size_t)j->ow);
+    }
 }
 
-int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc) {
+int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc,
+                         const epi_ctx *e) {
   int64_t cg = p->c / p->groups, og = p->o / p->groups, taps = p->kh * p->kw, s = p->stride_h;
   int64_t hp = p->h + p->pad_t + p->pad_b, wp = p->w + p->pad_l + p->pad_r;
   int64_t hph = (hp + s - 1) / s, wph = (wp + s - 1) / s;
   if ((hp - p->kh) / s + 1 != oh || (wp - p->kw) / s + 1 != ow || og < 1 || oh < 1 || ow < 1) return PRIMC_ERR_ARG;
   djob j = {.p = p, .x = xg, .s = (int)s, .wph = wph, .oh = oh, .ow = ow, .og = og, .kt = taps * cg, .nq = oh * wph,
-            .acc = acc};
+            .acc = acc, .e = e, .isa = primc_sgemm_isa()};
   j.a = primc_bg_packed_a_tiles(wg, og, j.kt);
   if (!j.a) return PRIMC_ERR_WEIGHTS;
   j.nblocks = (j.nq + 31) / 32;
@@ -205,7 +216,8 @@ int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg,
 #else
 int primc_cv_bf16_direct_runs(void) { return 0; }
 
-int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc) {
+int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc,
+                         const epi_ctx *e) {
   return PRIMC_ERR_RUNTIME;
 }
 #endif

@@ -343,6 +343,14 @@ static inline void cv_epi_row(int isa, const epi_ctx *e, float *y, const float *
 /* primc_epilogue over a tile of C (rows are output channels, columns pixels) */
 void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb);
 int primc_cv_epi_needed(const primc_conv_epi *e);
+/* bf16_direct.c: whether the conv's bf16 weights are packed with K tap-major (k = tap * C/groups + c: convs of
+ * stride 1 and several taps or of stride 2, over whole blocks of 32 channels); whether this CPU runs such a conv in
+ * place (primc_cv_bf16_direct: the bf16 GEMM's AVX512-BF16 row is the active one); one group's conv that way, its
+ * weights wg tap-major: into acc (og x oh * ow), or through the epilogue e (the group's) when e is not NULL */
+int primc_cv_bf16_taps_major(const primc_conv2d *p);
+int primc_cv_bf16_direct_runs(void);
+int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc,
+                         const epi_ctx *e);
 
 /* e with y, res and bias moved to channel ch of planes of P pixels */
 /* the epilogue of image n of a call: its residual and output offset to that image */
@@ -398,13 +406,6 @@ int primc_cv_dwl_cols_ok(const primc_conv2d *p);
 size_t primc_cv_bf16_stride(int64_t og, int64_t kk);
 int primc_cv_bf16_pack(const primc_conv2d *p, const float *w, void *dst);
 int primc_cv_bf16_check(const primc_conv2d *p, const void *w, size_t bytes);
-/* bf16_direct.c: whether the conv's bf16 weights are packed with K tap-major (k = tap * C/groups + c: stride-1
- * convs of several taps over whole blocks of 32 channels); whether this CPU runs such a conv in place
- * (primc_cv_bf16_direct: the bf16 GEMM's AVX512-BF16 row is the active one); one group's conv that way into acc
- * (og x oh * ow), its weights wg tap-major */
-int primc_cv_bf16_taps_major(const primc_conv2d *p);
-int primc_cv_bf16_direct_runs(void);
-int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc);
 
 /* bytes from one group's W^T panels to the next, as packed on this machine; and the check of packed ones */
 size_t primc_cv_panels_stride(int64_t og, int64_t kk);
