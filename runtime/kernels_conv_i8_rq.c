@@ -173,10 +173,10 @@ __attribute__((target("avx2"), always_inline)) static inline void finish8(const 
 /* rq_blocks as 8 x 8 blocks: each pixel's 8 channels requantized in a vector, transposed in registers, each
  * channel's 8 pixels stored as 8 bytes; the last pixels and channels one by one. kind a constant where inlined */
 __attribute__((target("avx2"), always_inline)) static inline void rq_blocks_kind(const rq_job *j, int64_t b, int64_t e,
-                                                                                int kind) {
+                                                                                int kind, int64_t o_from) {
   const primc_i8_rq *r = j->r;
   for (int64_t m0 = b * 64; m0 < e * 64 && m0 < j->p; m0 += 64) {
-    int64_t m1 = m0 + 64 < j->p ? m0 + 64 : j->p, m8 = m0 + (m1 - m0) / 8 * 8, o0 = 0;
+    int64_t m1 = m0 + 64 < j->p ? m0 + 64 : j->p, m8 = m0 + (m1 - m0) / 8 * 8, o0 = o_from;
     for (; o0 + 8 <= j->og; o0 += 8) {
       int64_t o = j->o0 + o0;
       __m256i ib = r->ib ? _mm256_loadu_si256((const __m256i *)(r->ib + o)) : _mm256_set1_epi32(r->ibias);
@@ -203,7 +203,7 @@ __attribute__((target("avx2"), always_inline)) static inline void rq_blocks_kind
         for (int c = 0; c < 8; c++) finish8(r, _mm256_castps_si256(t[c]), j->yat + (o0 + c) * j->p + m);
       }
     }
-    for (int64_t o = 0; o < j->og; o++)
+    for (int64_t o = o_from; o < j->og; o++)
       for (int64_t m = o < o0 ? m8 : m0; m < m1; m++)
         finish(r, rq_one(r, j->acc[m * j->og + o], j->o0 + o), j->yat + o * j->p + m);
   }
@@ -211,8 +211,104 @@ __attribute__((target("avx2"), always_inline)) static inline void rq_blocks_kind
 
 __attribute__((target("avx2"))) static void rq_blocks256(void *ctx, int64_t b, int64_t e) {
   const rq_job *j = ctx;
-  if (j->r->kind == PRIMC_CONV_I8_RQ_F32) rq_blocks_kind(j, b, e, PRIMC_CONV_I8_RQ_F32);
-  else rq_blocks_kind(j, b, e, PRIMC_CONV_I8_RQ_F64);
+  if (j->r->kind == PRIMC_CONV_I8_RQ_F32) rq_blocks_kind(j, b, e, PRIMC_CONV_I8_RQ_F32, 0);
+  else rq_blocks_kind(j, b, e, PRIMC_CONV_I8_RQ_F64, 0);
+}
+
+/* ---------------------------------------------------------------- the same in zmm: 16 channels x 16 pixels */
+
+#include "runtime/avx512.h"
+#define RQ512 __attribute__((target("avx512f,avx2")))
+
+/* rq8 on 16 channels */
+RQ512 __attribute__((always_inline)) static inline __m512i rq16(int kind, __m512i v, __m512i ib, const __m512 *c32,
+                                                                const __m512d *c64) {
+  v = _mm512_add_epi32(v, ib);
+  enum { RND = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC };
+  if (kind == PRIMC_CONV_I8_RQ_F32) {
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), c32[0]);
+    f = _mm512_div_ps(_mm512_add_ps(f, c32[1]), c32[2]);
+    f = _mm512_add_ps(_mm512_roundscale_ps(f, RND), c32[3]);
+    f = _mm512_min_ps(_mm512_max_ps(f, c32[4]), c32[5]); /* maxps gives its second operand for a NaN: lo */
+    return _mm512_cvttps_epi32(f);
+  }
+  __m256i h[2] = {_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)};
+  for (int i = 0; i < 2; i++) {
+    __m512d x = _mm512_mul_pd(_mm512_cvtepi32_pd(h[i]), c64[i]);
+    x = _mm512_div_pd(_mm512_add_pd(x, c64[2 + i]), c64[4]);
+    x = _mm512_add_pd(_mm512_roundscale_pd(x, RND), c64[5]);
+    h[i] = _mm512_cvttpd_epi32(_mm512_min_pd(_mm512_max_pd(x, c64[6]), c64[7]));
+  }
+  return _mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1);
+}
+
+/* finish8 on 16 elements (q1 within the output kinds' ranges: primc_i8_rq_read's fits_out) */
+RQ512 __attribute__((always_inline)) static inline void finish16(const primc_i8_rq *r, __m512i q1, int64_t e) {
+  __m512 q = _mm512_cvtepi32_ps(q1);
+  if (r->res) {
+    __m512 f = _mm512_mul_ps(_mm512_sub_ps(q, _mm512_set1_ps(r->z1)), _mm512_set1_ps(r->s1));
+    f = _mm512_div_ps(_mm512_add_ps(f, _mm512_loadu_ps(r->res + e)), _mm512_set1_ps(r->div2));
+    f = _mm512_add_ps(_mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), _mm512_set1_ps(r->zp2));
+    q = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(r->lo2)), _mm512_set1_ps(r->hi2));
+  }
+  for (int i = 0; i < r->n_out; i++) {
+    if (r->out[i].kind == PRIMC_CONV_I8_OUT_F32) {
+      __m512 d = _mm512_mul_ps(_mm512_sub_ps(q, _mm512_set1_ps(r->out[i].zsub)), _mm512_set1_ps(r->out[i].smul));
+      _mm512_storeu_ps((float *)r->out[i].y + e, d);
+      continue;
+    }
+    __m512i v = _mm512_cvttps_epi32(q);
+    if (r->out[i].kind == PRIMC_CONV_I8_OUT_I32) _mm512_storeu_si512((int32_t *)r->out[i].y + e, v);
+    else if (r->out[i].kind == PRIMC_CONV_I8_OUT_U8) _mm_storeu_si128((__m128i *)((char *)r->out[i].y + e), _mm512_cvtusepi32_epi8(v));
+    else _mm_storeu_si128((__m128i *)((char *)r->out[i].y + e), _mm512_cvtsepi32_epi8(v));
+  }
+}
+
+/* rq_blocks as 16 x 16 blocks (transposed in registers); channels past the last 16 on the ymm blocks */
+RQ512 __attribute__((always_inline)) static inline void rq_blocks512_kind(const rq_job *j, int64_t b, int64_t e,
+                                                                          int kind) {
+  const primc_i8_rq *r = j->r;
+  int64_t o16 = j->og / 16 * 16;
+  for (int64_t m0 = b * 64; m0 < e * 64 && m0 < j->p; m0 += 64) {
+    int64_t m1 = m0 + 64 < j->p ? m0 + 64 : j->p, m16 = m0 + (m1 - m0) / 16 * 16;
+    for (int64_t o0 = 0; o0 < o16; o0 += 16) {
+      int64_t o = j->o0 + o0;
+      __m512i ib = r->ib ? _mm512_loadu_si512(r->ib + o) : _mm512_set1_epi32(r->ibias);
+      __m512 c32[6] = {0};
+      __m512d c64[8] = {0};
+      if (kind == PRIMC_CONV_I8_RQ_F32) {
+        c32[0] = r->vmul ? _mm512_loadu_ps((const float *)r->vmul + o) : _mm512_set1_ps((float)r->mul);
+        c32[1] = r->vadd ? _mm512_loadu_ps((const float *)r->vadd + o) : _mm512_set1_ps((float)r->add);
+        c32[2] = _mm512_set1_ps((float)r->div), c32[3] = _mm512_set1_ps((float)r->zp);
+        c32[4] = _mm512_set1_ps((float)r->lo), c32[5] = _mm512_set1_ps((float)r->hi);
+      } else {
+        for (int i = 0; i < 2; i++) {
+          c64[i] = r->vmul ? _mm512_loadu_pd((const double *)r->vmul + o + 8 * i) : _mm512_set1_pd(r->mul);
+          c64[2 + i] = r->vadd ? _mm512_loadu_pd((const double *)r->vadd + o + 8 * i) : _mm512_set1_pd(r->add);
+        }
+        c64[4] = _mm512_set1_pd(r->div), c64[5] = _mm512_set1_pd(r->zp);
+        c64[6] = _mm512_set1_pd(r->lo), c64[7] = _mm512_set1_pd(r->hi);
+      }
+      for (int64_t m = m0; m < m16; m += 16) {
+        __m512 t[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+          t[i] = _mm512_castsi512_ps(rq16(kind, _mm512_loadu_si512(j->acc + (m + i) * j->og + o0), ib, c32, c64));
+        primc_tr16(t);
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; c++) finish16(r, _mm512_castps_si512(t[c]), j->yat + (o0 + c) * j->p + m);
+      }
+      for (int64_t c = o0; c < o0 + 16; c++)
+        for (int64_t m = m16; m < m1; m++) finish(r, rq_one(r, j->acc[m * j->og + c], j->o0 + c), j->yat + c * j->p + m);
+    }
+  }
+  if (o16 < j->og) rq_blocks_kind(j, b, e, kind, o16);
+}
+
+RQ512 static void rq_blocks512(void *ctx, int64_t b, int64_t e) {
+  const rq_job *j = ctx;
+  if (j->r->kind == PRIMC_CONV_I8_RQ_F32) rq_blocks512_kind(j, b, e, PRIMC_CONV_I8_RQ_F32);
+  else rq_blocks512_kind(j, b, e, PRIMC_CONV_I8_RQ_F64);
 }
 #endif
 
@@ -220,8 +316,9 @@ void primc_i8_rq_out(const primc_i8_rq *r, const int32_t *acc, int64_t p, int64_
   rq_job j = {r, acc, p, og, o0, yat};
   void (*fn)(void *, int64_t, int64_t) = rq_blocks;
 #if PRIMC_X86
-  if (primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2) && !__atomic_load_n(&portable, __ATOMIC_RELAXED))
-    fn = rq_blocks256;
+  int isa = primc_sgemm_isa();
+  if (primc_isa_covers(isa, PRIMC_ISA_AVX2) && !__atomic_load_n(&portable, __ATOMIC_RELAXED))
+    fn = isa == PRIMC_ISA_AVX512 ? rq_blocks512 : rq_blocks256;
 #endif
   if ((double)p * (double)og < (1 << 16)) fn(&j, 0, (p + 63) / 64);
   else primc_parallel_for((p + 63) / 64, fn, &j);

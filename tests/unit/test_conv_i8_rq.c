@@ -1,7 +1,7 @@
 /* tests/unit/test_conv_i8_rq.c: a conv_i8 call whose int32 result the next kernel requantizes to u8 or s8 (QDQ's
  * f32 form, QLinearConv's f64 form; then a residual's dequantize-add-requantize; u8, s8, i32 and f32 outputs) runs
  * the requantization itself (codegen/kir_requant.c, runtime/kernels_conv_i8_rq.c): the listing says so, and the
- * compiled bytes equal the interpreter's, through the AVX2 blocks and element by element. */
+ * compiled bytes equal the interpreter's, through the AVX-512 and AVX2 blocks and element by element. */
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
@@ -9,6 +9,7 @@
 #include "tests/test.h"
 #include "tests/unit/helpers.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,12 @@ static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u, *s >
 static pc_value *chan(pc_graph *g, pc_dtype t, const void *data, int64_t o, const pc_type *like) {
   int64_t axis = 1;
   return pc_broadcast_in_dim(g, pc_const(g, pc_type_make(t, 1, &o), data), like->rank, like->dims, &axis);
+}
+
+/* the element-by-element path in the compiled library (the test's own runtime is not the one the model links) */
+static void rq_portable_in(void *so) {
+  void (*force)(int) = (void (*)(int))dlsym(so, "primc_conv_i8_rq_force_portable");
+  if (CHECK_MSG(force != NULL, "primc_conv_i8_rq_force_portable not in the compiled library")) force(1);
 }
 
 /* clamp(round(f) + zp, lo, hi) */
@@ -114,7 +121,7 @@ static void check(const rq_case *t, int portable) {
               "%s: the requantization is not in the conv_i8 call as it should be", tag);
     free(text);
   }
-  primc_conv_i8_rq_force_portable(portable);
+  pc_test_before_run = portable ? rq_portable_in : NULL; /* the compiled library's own copy of the runtime */
   if (ok && pc_test_run_compiled(g, 2, in, got, tag)) {
     for (int k = 0; k < n_out; k++) { /* byte for byte: the same operations in the same types */
       int64_t n = pc_tensor_numel(&ref[k]), es = (int64_t)pc_dtype_size(ref[k].dtype), bad = -1, spread = 0;
@@ -127,7 +134,7 @@ static void check(const rq_case *t, int portable) {
       free(got[k].data);
     }
   }
-  primc_conv_i8_rq_force_portable(0);
+  pc_test_before_run = NULL;
   for (int k = 0; ok && k < n_out; k++) pc_tensor_free(&ref[k]);
   free(rs);
   pc_graph_free(r);
@@ -146,6 +153,10 @@ static const rq_case cases[] = {
     {0, 0, 1, 2, 16, 20, 9, 11, 1, 129, 0, 255, 1, OUT_Q_DEQ, "QDQ residual, u8 and its dequantized f32"},
     {0, 1, 1, 1, 16, 16, 6, 13, 1, 5, -128, 127, 1, OUT_Q, "QDQ residual, s8"},
     {1, 0, 1, 1, 24, 12, 7, 13, 1, 140, 0, 255, 1, OUT_Q_I32, "QLinearAdd residual, u8 and i32"},
+    /* on AVX-512 16 x 16 blocks, then 8 x 8 ones and the rest: 40 channels are 2 x 16 + 8, 36 are 2 x 16 + 4 */
+    {1, 0, 1, 1, 24, 40, 7, 13, 1, 128, 0, 255, 0, OUT_Q, "QLinearConv form, u8, 40 channels"},
+    {1, 1, 1, 2, 16, 36, 9, 11, 1, 3, -128, 127, 1, OUT_Q_DEQ, "QLinearAdd residual, s8, 36 channels, 2 images"},
+    {0, 0, 1, 1, 32, 48, 5, 7, 1, 129, 0, 255, 1, OUT_Q_I32, "QDQ residual, u8 and i32, 48 channels"},
 };
 
 PC_TEST(conv_i8_requantizes_in_the_call) {
