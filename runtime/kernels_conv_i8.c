@@ -203,7 +203,64 @@ __attribute__((target("avx2"))) static void map_own_bytes(const ci8 *c, const ui
       sums[at] += (int32_t)(_mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1));
     }
 }
+
+/* map_own_bytes with AVX512-BW: 16 channels by 64 pixels a block, four 16 x 16 transposes side by side in the
+ * 128-bit lanes; each pixel's 16 bytes then stored from its lane */
+__attribute__((always_inline, target("avx512f,avx512bw"))) static inline void transpose16x4(__m512i *r) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 8; i++) a[2 * i] = _mm512_unpacklo_epi8(r[2 * i], r[2 * i + 1]), a[2 * i + 1] = _mm512_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+  for (int i = 0; i < 4; i++)
+    for (int h = 0; h < 2; h++)
+      b[4 * i + 2 * h] = _mm512_unpacklo_epi16(a[4 * i + h], a[4 * i + 2 + h]),
+                    b[4 * i + 2 * h + 1] = _mm512_unpackhi_epi16(a[4 * i + h], a[4 * i + 2 + h]);
+  for (int i = 0; i < 2; i++)
+    for (int q = 0; q < 4; q++)
+      a[8 * i + 2 * q] = _mm512_unpacklo_epi32(b[8 * i + q], b[8 * i + 4 + q]),
+                    a[8 * i + 2 * q + 1] = _mm512_unpackhi_epi32(b[8 * i + q], b[8 * i + 4 + q]);
+  for (int pp = 0; pp < 8; pp++)
+    r[2 * pp] = _mm512_unpacklo_epi64(a[pp], a[8 + pp]), r[2 * pp + 1] = _mm512_unpackhi_epi64(a[pp], a[8 + pp]);
+}
+
+__attribute__((target("avx512f,avx512bw"))) static void map_own_bytes512(const ci8 *c, const uint8_t *x, uint8_t flip,
+                                                                          uint8_t *map, int32_t *sums, int64_t y0,
+                                                                          int64_t y1, int64_t x1) {
+  __m512i vf = _mm512_set1_epi8((char)flip);
+  int64_t vec_ch = c->c / 16 * 16;
+  for (int64_t c0 = 0; c0 < vec_ch; c0 += 64)
+    for (int64_t y = y0; y < y1; y++)
+      for (int64_t i = 0; i < x1; i += 64) {
+        int np = x1 - i < 64 ? (int)(x1 - i) : 64;
+        __mmask64 m = np == 64 ? ~(__mmask64)0 : ((__mmask64)1 << np) - 1;
+        int64_t at = (y + c->pt) * c->wp + c->pl + i;
+        for (int64_t ch = c0; ch < vec_ch && ch < c0 + 64; ch += 16) {
+          __m512i r[16];
+          for (int k = 0; k < 16; k++)
+            r[k] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x + ((ch + k) * c->h + y) * c->w + i), vf);
+          transpose16x4(r);
+          for (int q = 0; q < 16; q++) {
+            uint8_t *d = map + (at + q) * c->c + ch;
+            int64_t st = 16 * c->c; /* 16 pixels on: the next lane's */
+            if (q < np) _mm_storeu_si128((__m128i *)d, _mm512_extracti32x4_epi32(r[q], 0));
+            if (16 + q < np) _mm_storeu_si128((__m128i *)(d + st), _mm512_extracti32x4_epi32(r[q], 1));
+            if (32 + q < np) _mm_storeu_si128((__m128i *)(d + 2 * st), _mm512_extracti32x4_epi32(r[q], 2));
+            if (48 + q < np) _mm_storeu_si128((__m128i *)(d + 3 * st), _mm512_extracti32x4_epi32(r[q], 3));
+          }
+        }
+      }
+  __m128i zero = _mm_setzero_si128();
+  for (int64_t y = y0; y < y1; y++)
+    for (int64_t i = 0; i < x1; i++) {
+      int64_t at = (y + c->pt) * c->wp + c->pl + i;
+      __m128i acc = zero;
+      for (int64_t ch = 0; ch < vec_ch; ch += 16)
+        acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(map + at * c->c + ch)), zero));
+      sums[at] += (int32_t)(_mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1));
+    }
+}
+
 #endif
+
+static int force_portable; /* primc_conv_i8_force_portable's: the paths of CPUs without AVX512-BW */
 
 typedef struct map_job {
   const ci8 *c;
@@ -215,6 +272,7 @@ typedef struct map_job {
   int64_t x1;
   int vec;    /* 16 channels or more, sums wanted, AVX2: map_own_bytes for bytes stored as the map's */
   int vec512; /* and AVX-512: map_blocks512 for the others */
+  int bw;     /* and AVX512-BW, not forced portable: map_own_bytes512 */
   uint32_t bad;
 } map_job;
 
@@ -257,10 +315,11 @@ static void map_rows(void *ctx, int64_t y0, int64_t y1) {
 #if PRIMC_X86
   if (j->vec) {
     vec_ch = c->c / 16 * 16;
-    if (j->kind == PRIMC_CONV_I8_X_U8 && j->bias == 0)
-      map_own_bytes(c, j->x, 0, j->map, j->sums, y0, y1, j->x1);
-    else if (j->kind == PRIMC_CONV_I8_X_S8 && j->bias == -128)
-      map_own_bytes(c, j->x, 0x80, j->map, j->sums, y0, y1, j->x1);
+    int own = j->kind == PRIMC_CONV_I8_X_U8 && j->bias == 0 ? 1 : j->kind == PRIMC_CONV_I8_X_S8 && j->bias == -128 ? 2 : 0;
+    if (own && j->bw)
+      map_own_bytes512(c, j->x, own == 2 ? 0x80 : 0, j->map, j->sums, y0, y1, j->x1);
+    else if (own)
+      map_own_bytes(c, j->x, own == 2 ? 0x80 : 0, j->map, j->sums, y0, y1, j->x1);
     else if (j->vec512)
       bad |= !map_blocks512(c, j->x, j->kind, j->bias, j->map, j->sums, y0, y1, j->x1);
     else
@@ -294,10 +353,11 @@ static int fill_map(const ci8 *c, const void *x, int kind, int32_t zp, int32_t l
     }
   }
   if (y1 < 1) return 1;
-  map_job j = {c, x, kind, (int32_t)((uint32_t)zp + (uint32_t)lo), map, sums, x1, 0, 0, 0};
+  map_job j = {c, x, kind, (int32_t)((uint32_t)zp + (uint32_t)lo), map, sums, x1, 0, 0, 0, 0};
 #if PRIMC_X86
   j.vec = sums && c->c >= 16 && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2);
   j.vec512 = j.vec && primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
+  j.bw = j.vec512 && __builtin_cpu_supports("avx512bw") && !__atomic_load_n(&force_portable, __ATOMIC_RELAXED);
 #endif
   if ((double)y1 * (double)x1 * (double)c->c < (1 << 16)) map_rows(&j, 0, y1);
   else primc_parallel_for(y1, map_rows, &j);
@@ -587,7 +647,6 @@ static void exact_image(const ci8 *c, const int32_t *x, const char *packed, size
   }
 }
 
-static int force_portable;
 void primc_conv_i8_force_portable(int on) { __atomic_store_n(&force_portable, on != 0, __ATOMIC_RELAXED); }
 
 int primc_k_conv_i8(const int64_t *params, void *const *bufs) {

@@ -131,6 +131,9 @@ static const ci8_case cases[] = {
     {2, 0, 1, 128, 24, 10, 10, 1, 1, 2, 0, 1, 1, 7},  /* a 1x1/2 downsample, two blocks a tap */
     {2, 0, 1, 40, 20, 6, 21, 3, 3, 1, 1, 1, 1, 0},    /* u8 less 0 (the map's own bytes): 16-channel blocks and a tail */
     {2, 1, 1, 24, 16, 5, 9, 3, 3, 1, 1, 1, 1, -128},  /* s8 less -128 (the bytes with their top bit flipped) */
+    /* own bytes in rows past 64 pixels (AVX512-BW: 64 a block, the last one partial) */
+    {2, 0, 1, 48, 16, 3, 150, 3, 3, 1, 1, 1, 1, 0},   /* u8 less 0, 128 + 22 pixels a row */
+    {2, 1, 1, 64, 8, 2, 64, 1, 1, 1, 0, 1, 1, -128},  /* s8 less -128, a row of exactly 64 */
 };
 
 PC_TEST(conv_i8_quantized_convs_take_int8_gemm) {
