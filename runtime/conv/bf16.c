@@ -1,5 +1,6 @@
 /* runtime/conv/bf16.c: the bf16 row: Y_g = W_g X_col on the bf16 GEMM, W_g packed to bf16 tiles at compile time, X_col's rows made from x and rounded per call, f32 sums and epilogue. */
 #include "runtime/conv/conv.h"
+#include "runtime/gemm/bgemm.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,8 +10,8 @@
  * GEMM's A, rounded and tiled once (primc_bgemm_pack_a), and X_col is its B, whose rows the implicit im2col
  * makes (a 1x1 stride-1 conv reads x as it is) and the GEMM packs per call into bf16 panels, two rows at a
  * time, with no transpose. The sums go to the call's acc in y's layout; the epilogue (bias, residual, clamp,
- * SiLU) then runs over channel rows, split over the threads. --autocast bf16's convs: operands rounded once,
- * sums in f32.
+ * SiLU) runs on each of the GEMM's blocks as its sums are whole, on the thread that made it. --autocast bf16's
+ * convs: operands rounded once, sums in f32.
  */
 
 size_t primc_cv_bf16_stride(int64_t og, int64_t kk) { return (primc_bgemm_packed_a_size(og, kk) + 63) / 64 * 64; }
@@ -52,17 +53,6 @@ int primc_cv_bf16_fits(const primc_conv2d *p, const primc_conv2d *next) {
   return !cv_is_depthwise(p) && p->w_bf16 && !p->w_packed_mr && !p->w_packed_panels && !p->w_winograd && !p->w_lanes;
 }
 
-typedef struct epi_job {
-  epi_ctx e;
-  float *c;
-  int64_t P;
-} epi_job;
-
-static void epi_channels(void *ctx, int64_t b, int64_t e) {
-  const epi_job *j = ctx;
-  primc_cv_epi_rows((void *)&j->e, j->c + b * j->P, j->P, b, 0, e - b, j->P);
-}
-
 int primc_cv_bf16_run(const cv_call *k) {
   const primc_conv2d *p = k->p;
   const primc_conv_epi *e = k->e;
@@ -76,18 +66,16 @@ int primc_cv_bf16_run(const cv_call *k) {
       col_src s = {p, xg, k->oh, k->ow, cv_use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
       int pw = cv_is_pointwise(p), tm = primc_cv_bf16_taps_major(p);
       const char *wg = (const char *)k->w + g * stride;
-      epi_job j = {cv_epi_of(e, g * og, k->y + yoff, e->res ? e->res + yoff : NULL), k->acc + yoff, P};
+      epi_ctx ec = cv_epi_of(e, g * og, k->y + yoff, e->res ? e->res + yoff : NULL);
       if (tm && primc_cv_bf16_direct_runs()) { /* the epilogue as the sums are copied out */
-        int st = primc_cv_bf16_direct(p, xg, wg, k->oh, k->ow, k->acc + yoff, epi ? &j.e : NULL);
+        int st = primc_cv_bf16_direct(p, xg, wg, k->oh, k->ow, k->acc + yoff, epi ? &ec : NULL);
         if (st != PRIMC_OK) return st;
         continue;
       }
-      int st = primc_bgemm_packed_a_run(wg, og, P, kk, pw ? xg : NULL, P, pw ? NULL : tm ? col_row_taps : primc_cv_col_row,
-                                        &s, k->acc + yoff, P);
+      /* the epilogue on each block of sums as the GEMM finishes it */
+      int st = primc_bg_packed_a_run_epi(wg, og, P, kk, pw ? xg : NULL, P, pw ? NULL : tm ? col_row_taps : primc_cv_col_row,
+                                         &s, k->acc + yoff, P, epi ? primc_cv_epi_rows : NULL, &ec);
       if (st != PRIMC_OK) return st;
-      if (!epi) continue;
-      if (og * P >= (1 << 15)) primc_parallel_for(og, epi_channels, &j);
-      else epi_channels(&j, 0, og);
     }
   return PRIMC_OK;
 }

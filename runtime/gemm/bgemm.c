@@ -239,6 +239,8 @@ typedef struct job {
   float *C;
   int64_t ldc;
   const bg_row *row;
+  primc_epilogue epi; /* on a task's block of C when its last K block is in (may be NULL) */
+  void *epi_ctx;
 } job;
 
 /* strips [b, e) of 16 rows of A rounded into tiles: row by row, or, with A transposed (A^T's rows are the
@@ -305,6 +307,10 @@ static void run_task(const job *j, int64_t t) {
         row->kern(&g);
       }
     }
+  }
+  if (j->epi) {
+    int64_t n0 = p0 * BG_PANEL, n1 = p1 * BG_PANEL < j->N ? p1 * BG_PANEL : j->N;
+    j->epi(j->epi_ctx, j->C + m0 * j->ldc + n0, j->ldc, m0, n0, m1 - m0, n1 - n0);
   }
 }
 
@@ -445,6 +451,12 @@ void *primc_bg_thread_scratch(int which, size_t size) { return thread_scratch(wh
 
 int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t K, const float *B, int64_t ldb,
                              primc_brow_fn row, void *row_ctx, float *C, int64_t ldc) {
+  return primc_bg_packed_a_run_epi(packed_a, M, N, K, B, ldb, row, row_ctx, C, ldc, NULL, NULL);
+}
+
+int primc_bg_packed_a_run_epi(const void *packed_a, int64_t M, int64_t N, int64_t K, const float *B, int64_t ldb,
+                              primc_brow_fn row, void *row_ctx, float *C, int64_t ldc, primc_epilogue epi,
+                              void *epi_ctx) {
   if (M < 1 || N < 0 || K < 1 || !C || ldc < N || (!row && (!B || ldb < N))) return PRIMC_ERR_ARG;
   if (N == 0) return PRIMC_OK;
   const bg_hdr *h = packed_a;
@@ -459,7 +471,8 @@ int primc_bgemm_packed_a_run(const void *packed_a, int64_t M, int64_t N, int64_t
   rows_job rj = {N, K, Kt, ldb, kparts, kstep, B, row, row_ctx, pan};
   if ((double)N * (double)Kt >= (1 << 16)) primc_parallel_for(items, pack_rows, &rj);
   else pack_rows(&rj, 0, items);
-  job j = {.split = 1, .a_packed = 1, .M = M, .N = N, .K = K, .a = (uint16_t *)(h + 1), .pan = pan, .C = C, .ldc = ldc};
+  job j = {.split = 1, .a_packed = 1, .M = M, .N = N, .K = K, .a = (uint16_t *)(h + 1), .pan = pan, .C = C, .ldc = ldc,
+           .epi = epi, .epi_ctx = epi_ctx};
   return run(&j);
 }
 

@@ -62,6 +62,11 @@ void primc_bg_setup_amx(int on);
 /* primc_bgemm_pack_a's tiles (bg_a_at's layout, 16 * kpad(K) elements a strip of 16 rows), NULL when packed is
  * not an A of M x K */
 const uint16_t *primc_bg_packed_a_tiles(const void *packed, int64_t M, int64_t K);
+/* primc_bgemm_packed_a_run with epi (primc_epilogue's contract) on each task's block of C, up to 128 x 128, once
+ * its sums are whole: a conv's epilogue while the block is in cache */
+int primc_bg_packed_a_run_epi(const void *packed_a, int64_t M, int64_t N, int64_t K, const float *B, int64_t ldb,
+                              primc_brow_fn row, void *row_ctx, float *C, int64_t ldc, primc_epilogue epi,
+                              void *epi_ctx);
 /* the calling thread's buffer which (0 or 1: what primc_bgemm_packed_a_run uses too), at least size bytes,
  * 64-byte aligned, kept for the thread's next call; NULL when out of memory */
 void *primc_bg_thread_scratch(int which, size_t size);
