@@ -313,6 +313,8 @@ void pc_cli_progress_fn(void *ctx, const char *phase, int64_t done, int64_t tota
   progress_impl *im = p->impl;
   pthread_mutex_lock(&im->lock);
   p->phase = phase, p->done = done, p->total = total;
+  double now = wall_s();
+  if (!p->printed && now - p->t0 >= p->after) progress_draw(p, now); /* the first line at once, the rest by the ticker */
   pthread_mutex_unlock(&im->lock);
 }
 
