@@ -631,15 +631,15 @@ static pc_status render_attention(cctx *C, const kir_kernel *k) {
 }
 
 /* the runtime calls of codegen/calls.def (primc_k_<name> on the CPU) by row: a CUDA rendering (or, for
- * nonzero, a refusal saying why); NULL for the host-only ones (dot_packed, dot_bf16, dot_int, dot_i8, conv_i8, maxpool
- * and dot_cols, which host compiles alone make), named in the error */
+ * nonzero, a refusal saying why); NULL for the host-only ones (dot_packed, dot_bf16, dot_int, dot_i8, conv_i8, maxpool,
+ * maxpool_u8 and dot_cols, which host compiles alone make), named in the error */
 static const call_fn call_rules[KC_COUNT] = {
     [KC_copy] = render_copy,       [KC_dot] = render_dot,       [KC_conv] = render_conv, [KC_gather] = render_gather,
     [KC_scatter] = render_scatter, [KC_cumsum] = render_cumsum, [KC_sort] = render_sort,  [KC_fft] = render_fft,
     [KC_random] = render_random,   [KC_gather_strided] = render_gather_strided, [KC_nonzero] = render_nonzero,
     [KC_attention] = render_attention, [KC_dot_b2] = render_dot,
 };
-_Static_assert(KC_COUNT == 20, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
+_Static_assert(KC_COUNT == 21, "calls.def changed: give the new call a CUDA rendering in call_rules (or none), "
                                "then raise the count");
 
 pc_status cu_render_call(cctx *C, const kir_kernel *k) {

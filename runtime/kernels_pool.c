@@ -1,4 +1,4 @@
-/* runtime/kernels_pool.c: the f32 2-D max pool over a -inf padded map read unpadded (3x3/2 windows in registers with AVX-512 or AVX2, AVX2 rows and windows elsewhere). */
+/* runtime/kernels_pool.c: the 2-D max pool over a padded map read unpadded: f32 (3x3/2 windows in registers with AVX-512 or AVX2, AVX2 rows and windows elsewhere) and u8 (AVX512-BW). */
 #include "runtime/kernels.h"
 
 #if PRIMC_X86
@@ -222,5 +222,121 @@ int primc_k_maxpool(const int64_t *q, void *const *bufs) {
                                                                      : 0;
 #endif
   primc_parallel_for(q[0], pool_planes, &j);
+  return PRIMC_OK;
+}
+
+/* ---------------------------------------------------------------- u8 max pooling */
+
+/*
+ * The same pool over a u8 map padded with 0 (the u8 minimum, so a pad never wins): a QDQ model's max pool between
+ * its dequantize and quantize, which the qdq pass leaves on the u8 values. Optionally also the pooled values
+ * dequantized, (float)y * scale in f32, as the loop kernel it replaces computes them. Per output row: the max of
+ * its valid input rows into a zeroed row buffer, then the kw windows; AVX512-BW takes 64 bytes at a time and 3x3/2
+ * windows 32 outputs at a time (even and odd bytes split by narrowing 16-bit lanes).
+ */
+typedef struct pool8_job {
+  const uint8_t *x;
+  uint8_t *y;
+  float *yf;
+  float scale;
+  int64_t h, w, oh, ow, kh, kw, sh, sw, pt, pl, row;
+  int bw;
+} pool8_job;
+
+#if PRIMC_X86
+#define BW __attribute__((target("avx512f,avx512bw,avx512vl")))
+static inline __mmask64 bytes_below(int64_t n) { return n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1; }
+
+/* t[0 .. w) = r (first) or max(t, r) */
+BW static void row_max_u8(uint8_t *t, const uint8_t *r, int64_t w, int first) {
+  for (int64_t i = 0; i < w; i += 64) {
+    __mmask64 m = bytes_below(w - i);
+    __m512i v = _mm512_maskz_loadu_epi8(m, r + i);
+    _mm512_mask_storeu_epi8(t + i, m, first ? v : _mm512_max_epu8(_mm512_maskz_loadu_epi8(m, t + i), v));
+  }
+}
+
+/* y[o] = max(t[2o], t[2o + 1], t[2o + 2]) for o < ow, 32 at a time (t readable 66 bytes past 2 (ow - 1) + 2) */
+BW static void win_k3s2_u8(const uint8_t *t, uint8_t *y, int64_t ow) {
+  for (int64_t o = 0; o < ow; o += 32) {
+    __m512i a = _mm512_loadu_si512(t + 2 * o), b = _mm512_loadu_si512(t + 2 * o + 2);
+    __m256i e = _mm512_cvtepi16_epi8(a), d = _mm512_cvtepi16_epi8(_mm512_srli_epi16(a, 8));
+    __m256i m = _mm256_max_epu8(_mm256_max_epu8(e, d), _mm512_cvtepi16_epi8(b));
+    _mm256_mask_storeu_epi8(y + o, (__mmask32)(ow - o >= 32 ? 0xFFFFFFFFu : (1u << (ow - o)) - 1), m);
+  }
+}
+
+/* yf[i] = (float)y[i] * s */
+BW static void dequant_u8(const uint8_t *y, float *yf, int64_t n, float s) {
+  __m512 vs = _mm512_set1_ps(s);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = (__mmask16)(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
+    __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, y + i)));
+    _mm512_mask_storeu_ps(yf + i, m, _mm512_mul_ps(v, vs));
+  }
+}
+#endif
+
+static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
+  const pool8_job *j = ctx;
+  uint8_t t[POOL_ROW_MAX + 128];
+  for (int64_t c = c0; c < c1; c++)
+    for (int64_t oy = 0; oy < j->oh; oy++) {
+      const uint8_t *x = j->x + c * j->h * j->w;
+      int64_t at = (c * j->oh + oy) * j->ow, y0 = oy * j->sh - j->pt, n = 0;
+      uint8_t *y = j->y + at, *tr = t + j->pl;
+      for (int64_t dy = 0; dy < j->kh; dy++) {
+        int64_t iy = y0 + dy;
+        if (iy < 0 || iy >= j->h) continue;
+        const uint8_t *r = x + iy * j->w;
+#if PRIMC_X86
+        if (j->bw) {
+          row_max_u8(tr, r, j->w, n++ == 0);
+          continue;
+        }
+#endif
+        for (int64_t i = 0; i < j->w; i++) tr[i] = n == 0 || r[i] > tr[i] ? r[i] : tr[i];
+        n++;
+      }
+      if (n == 0) memset(tr, 0, (size_t)j->w); /* a window wholly in the padding */
+      memset(t, 0, (size_t)j->pl); /* the pads either side, and what the vector windows read past them */
+      memset(tr + j->w, 0, (size_t)(j->row + 128 - j->pl - j->w));
+      int64_t ox = 0;
+#if PRIMC_X86
+      if (j->bw && j->kw == 3 && j->sw == 2) win_k3s2_u8(t, y, j->ow), ox = j->ow;
+#endif
+      for (; ox < j->ow; ox++) {
+        const uint8_t *r = t + ox * j->sw;
+        uint8_t m = r[0];
+        for (int64_t dx = 1; dx < j->kw; dx++) m = r[dx] > m ? r[dx] : m;
+        y[ox] = m;
+      }
+      if (!j->yf) continue;
+#if PRIMC_X86
+      if (j->bw) {
+        dequant_u8(y, j->yf + at, j->ow, j->scale);
+        continue;
+      }
+#endif
+      for (int64_t i = 0; i < j->ow; i++) j->yf[at + i] = (float)y[i] * j->scale;
+    }
+}
+
+static int pool8_portable; /* tests: the plain C loops on every CPU */
+void primc_maxpool_u8_force_portable(int on) { __atomic_store_n(&pool8_portable, on != 0, __ATOMIC_RELAXED); }
+
+/* params: maxpool's, then 1 when the dequantized copy is written and its scale (an f32's bits); bufs (y, x[, yf]) */
+int primc_k_maxpool_u8(const int64_t *q, void *const *bufs) {
+  pool8_job j = {bufs[1], bufs[0], q[11] ? bufs[2] : NULL, 0, q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10],
+                 0, 0};
+  uint32_t bits = (uint32_t)q[12];
+  memcpy(&j.scale, &bits, sizeof bits);
+  j.row = primc_maxpool_row(j.w, j.ow, j.kw, j.sw, j.pl);
+  if (!j.row || j.kh < 1 || j.kw < 1 || j.sh < 1 || j.sw < 1 || (q[11] && !j.yf)) return PRIMC_ERR_ARG;
+#if PRIMC_X86
+  j.bw = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         !__atomic_load_n(&pool8_portable, __ATOMIC_RELAXED);
+#endif
+  primc_parallel_for(q[0], pool8_planes, &j);
   return PRIMC_OK;
 }

@@ -236,6 +236,13 @@ for m in q_resnet_tiny qdq_resnet_tiny qdq_yolo_tiny dyn_resnet_tiny; do
     ok "$m: its convs on the int8 GEMM ($(grep -c 'call primc_k_conv_i8' "$tmp/k")) or small on f32 rows ($(grep -c 'call primc_k_conv(' "$tmp/k"))" ||
     bad "$m conv kernels" "$(grep call "$tmp/k" | head -c 600)"
 done
+# the max pool on u8 values (QOperator's MaxPool, the QDQ form's between its dequantize and quantize) as a call
+# reading the u8 map unpadded (the QDQ one writing its dequantized copy too), not a loop kernel over a padded copy
+for m in q_resnet_tiny qdq_resnet_tiny; do
+  "$P" dump "$tmp/ms/$m/model.onnx" --kernels >"$tmp/k" 2>&1
+  grep -q 'call primc_k_maxpool_u8' "$tmp/k" && ok "$m: its max pool a primc_k_maxpool_u8 call" ||
+    bad "$m max pool" "$(grep -B1 -A2 MaxPool "$tmp/k" | head -c 600)"
+done
 # a QLinearAdd without its C_scale: one line naming the node, a non-zero exit
 "$P" run "$tmp/ms/bad/model.onnx" "$tmp/ms/bad/in0.npy" -o "$tmp/ms_bad" >"$tmp/out" 2>&1
 rc=$?

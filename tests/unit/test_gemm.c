@@ -766,3 +766,49 @@ PC_TEST(maxpool_call) {
   maxpool_case_ceil(2, 111, 111, 3, 2, 0, 0, 40 * 111 + 32, 1); /* SqueezeNet's: a NaN in a block's carried column */
   maxpool_case(2, 12, 66, 3, 2, 0, 0, 5 * 66 + 65);             /* floor mode, the last column unread */
 }
+
+/* primc_k_maxpool_u8 (a QDQ model's pool on its u8 values, the map padded with 0) against a plain loop, with and
+ * without the dequantized f32 copy, on the AVX512-BW rows and the plain C loops */
+static void maxpool_u8_case(int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pt, int64_t pl, int with_f32) {
+  int64_t OH = (H + 2 * pt - k) / s + 1, OW = (W + 2 * pl - k) / s + 1;
+  float scale = 0.0112813f;
+  uint32_t bits;
+  memcpy(&bits, &scale, sizeof bits);
+  int64_t q[13] = {C, H, W, OH, OW, k, k, s, s, pt, pl, with_f32, bits};
+  uint8_t *x = malloc((size_t)(C * H * W)), *y = malloc((size_t)(C * OH * OW));
+  float *yf = malloc(sizeof(float) * (size_t)(C * OH * OW));
+  for (int64_t i = 0; i < C * H * W; i++) x[i] = (uint8_t)((i * 7919) % 251);
+  for (int portable = 0; portable < 2; portable++) {
+    primc_maxpool_u8_force_portable(portable);
+    memset(y, 0xAA, (size_t)(C * OH * OW));
+    void *b[3] = {y, x, yf};
+    CHECK(primc_k_maxpool_u8(q, b) == PRIMC_OK);
+    int bad = 0, spread = 0;
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t oy = 0; oy < OH; oy++)
+        for (int64_t ox = 0; ox < OW; ox++) {
+          int m = 0; /* the pad's value */
+          for (int64_t dy = 0; dy < k; dy++)
+            for (int64_t dx = 0; dx < k; dx++) {
+              int64_t iy = oy * s - pt + dy, ix = ox * s - pl + dx;
+              if (iy >= 0 && iy < H && ix >= 0 && ix < W && x[(c * H + iy) * W + ix] > m) m = x[(c * H + iy) * W + ix];
+            }
+          int64_t at = (c * OH + oy) * OW + ox;
+          bad += y[at] != m || (with_f32 && yf[at] != (float)m * scale);
+          spread += m != y[0];
+        }
+    CHECK_MSG(bad == 0 && spread > 0, "u8 max pool %lldx%lld/%lld of %lldx%lld (pads %lld, %lld)%s%s: %d outputs wrong",
+              (long long)k, (long long)k, (long long)s, (long long)H, (long long)W, (long long)pt, (long long)pl,
+              with_f32 ? ", with f32" : "", portable ? ", plain C" : "", bad);
+  }
+  primc_maxpool_u8_force_portable(0);
+  free(x), free(y), free(yf);
+}
+
+PC_TEST(maxpool_u8_call) {
+  maxpool_u8_case(3, 112, 112, 3, 2, 1, 1, 1); /* ResNet's stem pool: 56 outputs, 32 + 24 */
+  maxpool_u8_case(2, 37, 41, 3, 2, 1, 1, 0);
+  maxpool_u8_case(2, 9, 130, 3, 2, 0, 0, 1);   /* rows past 64 bytes */
+  maxpool_u8_case(2, 10, 11, 2, 1, 1, 1, 1);   /* 2x2/1: the plain windows */
+  maxpool_u8_case(2, 19, 40, 5, 3, 2, 2, 0);   /* stride 3 */
+}
