@@ -858,7 +858,7 @@ int64_t primc_conv_plan_pack_offset(const primc_conv2d *p, const primc_conv_plan
  * ignored (the plan says how w is stored) */
 int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const float *x, const void *w,
                    const primc_conv_epi *e, float *y, float *spare, float *col);
-/* the row that last ran on this thread (after fallbacks), for tests; -1 before any */
+/* the row that last ran in this process (after fallbacks), for tests; -1 before any */
 int primc_conv_last_row(void);
 /* tests: 1 makes the executor requantize (act RQ) after every row, as it does after rows without CV_EPI_RQ */
 void primc_conv_rq_force_after(int on);

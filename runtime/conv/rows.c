@@ -113,10 +113,12 @@ int64_t primc_conv2d_scratch_floats(const primc_conv2d *p) {
 
 /* ---------------------------------------------------------------- the executor */
 
-static _Thread_local int last_row = -1;
+/* the row the last call ran (tests), in the process, not per thread: _Thread_local in a library that compiled models
+ * link as shared objects left LeakSanitizer reading a dlclosed object's TLS block (test_conv_i8's many libraries) */
+static int last_row = -1;
 static int rq_after; /* tests: every row's act RQ by the executor */
 
-int primc_conv_last_row(void) { return last_row; }
+int primc_conv_last_row(void) { return __atomic_load_n(&last_row, __ATOMIC_RELAXED); }
 void primc_conv_rq_force_after(int on) { rq_after = on; }
 
 int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const float *x, const void *w,
@@ -149,7 +151,7 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
     if (r->fallback == row || hops >= PRIMC_CONV_ROW_COUNT) return PRIMC_ERR_ARG;
     row = r->fallback;
   }
-  last_row = row;
+  __atomic_store_n(&last_row, row, __ATOMIC_RELAXED);
   /* a row whose epilogues do not requantize makes the sums, requantized here after it (act RQ has no residual:
    * acc is y) */
   const primc_conv_epi *rq = e->act == PRIMC_ACT_RQ && (rq_after || !(primc_cv_rows[row].needs & CV_EPI_RQ)) ? e : NULL;
