@@ -80,7 +80,7 @@ static int unpadded_map(const kir_program *p, const kir_kernel *k, const kir_exp
   for (int t = 0; t < n; t++)
     if (ld[t]->map.offset > kw && ld[t]->map.offset < w) w = ld[t]->map.offset;
   if (!kw || w == INT64_MAX || plane <= 0 || plane % w || p->bufs[pb].dtype != dt ||
-      p->bufs[pb].nbytes / (int64_t)sizeof(float) / plane < k->extent[0])
+      p->bufs[pb].nbytes / (int64_t)pc_dtype_size(dt) / plane < k->extent[0])
     return 0;
   *m = (pool_map){pb, 0, k->extent[0], plane / w, w, plane / w, w, 0, 0};
   return 1;
@@ -132,8 +132,7 @@ static int pool_call(kir_program *p, kir_touches *t, int i) {
   pc_dtype dt = PC_f32;
   if (k->kind != KK_LOOP || k->absorbed || k->n_loops != 3 || k->n_par != 3 || k->n_stores < 1 || k->n_stores > 2)
     return 0;
-  if (k->n_stores == 1 && tree_of(p, &k->stores[0], PC_f32, ld, &n)) {
-  } else {
+  if (!(k->n_stores == 1 && tree_of(p, &k->stores[0], PC_f32, ld, &n))) {
     dt = PC_u8;
     for (su = 0; su < k->n_stores && !tree_of(p, &k->stores[su], PC_u8, ld, &n); su++) {
     }

@@ -128,7 +128,7 @@ def max_pool_valid(x, k, s):
     """max pool over the last two dims without padding, windows k at strides s (numpy)"""
     (kh, kw), (sh, sw) = k, s
     oh, ow = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
-    out = np.full(x.shape[:2] + (oh, ow), -np.inf, x.dtype)
+    out = np.full(x.shape[:2] + (oh, ow), np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf, x.dtype)
     for i in range(kh):
         for j in range(kw):
             out = np.maximum(out, x[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw])
@@ -150,6 +150,18 @@ def unpadded_pools():
         write(name, nodes, x, {}, [max_pool_valid(x, k, st) for k, st, _ in specs])
 
 
+def u8_pools():
+    """strided max pools on uint8 (QOperator's MaxPool; the QDQ form's after the qdq pass): calls on the u8 map,
+    padded (the pad is the u8 minimum, 0, as ONNX Runtime's) and not, rows past 64 bytes"""
+    rng = np.random.default_rng(13)
+    x = rng.integers(0, 256, (2, 3, 21, 70), dtype=np.uint8)
+    specs = [((3, 3), (2, 2), 1), ((3, 3), (2, 2), 0), ((2, 2), (2, 2), 0)]
+    nodes = [helper.make_node("MaxPool", ["x"], [f"y{i}"], kernel_shape=list(k), strides=list(st), pads=[p] * 4)
+             for i, (k, st, p) in enumerate(specs)]
+    refs = [max_pool_valid(np.pad(x, ((0, 0), (0, 0), (p, p), (p, p))), k, st) for k, st, p in specs]
+    write("maxpool_u8_strided", nodes, x, {}, refs)
+
+
 def main():
     slices()
     # ties everywhere: a row of equal values, maxima and minima tied at both ends and in the middle, 19 columns so
@@ -162,6 +174,7 @@ def main():
     args("argmax_ties_i32", xf.astype(np.int32))
     pools()
     unpadded_pools()
+    u8_pools()
 
 
 if __name__ == "__main__":

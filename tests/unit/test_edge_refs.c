@@ -194,8 +194,8 @@ static void run_onnx_case(const char *name) {
  * before it), on both axes and a negative axis */
 PC_TEST(edge_slice_negative_step_to_axis_start) { run_onnx_case("slice_neg_step_to_start"); }
 
-/* the max pool calls codegen makes of case name's pools (kir_pool_calls, as a host compile runs it) */
-static int pool_calls(const char *name) {
+/* the max pool calls (of kind call) codegen makes of case name's pools (kir_pool_calls, as a host compile runs it) */
+static int pool_calls_of(const char *name, kir_call call) {
   pc_graph *g = load_case(name);
   kir_program p;
   int n = -1;
@@ -203,11 +203,13 @@ static int pool_calls(const char *name) {
       CHECK(kir_pack_weights(&p) == PC_OK)) {
     kir_pool_calls(&p);
     n = 0;
-    for (int k = 0; k < p.n_kernels; k++) n += p.kernels[k].kind == KK_CALL && p.kernels[k].call == KC_maxpool;
+    for (int k = 0; k < p.n_kernels; k++) n += p.kernels[k].kind == KK_CALL && p.kernels[k].call == call;
   }
   pc_graph_free(g);
   return n;
 }
+
+static int pool_calls(const char *name) { return pool_calls_of(name, KC_maxpool); }
 
 /* strided max pools without pads read their map in place through the pool call (one-row windows stay loops),
  * also those whose windows stop short of the map's end (the importer's crop, a pad of negative edges, is a slice
@@ -217,6 +219,12 @@ PC_TEST(edge_max_pools_unpadded) {
   run_onnx_case("maxpool_unpadded_narrow");
   CHECK_INT(pool_calls("maxpool_unpadded_strided"), 4);
   CHECK_INT(pool_calls("maxpool_unpadded_narrow"), 3);
+}
+
+/* strided max pools on uint8, padded and not, as primc_k_maxpool_u8 calls, against numpy and ONNX Runtime */
+PC_TEST(edge_max_pools_u8) {
+  run_onnx_case("maxpool_u8_strided");
+  CHECK_INT(pool_calls_of("maxpool_u8_strided", KC_maxpool_u8), 3);
 }
 
 /* growing max pools of one map, built from each other by the importer (SPP) */
