@@ -15,6 +15,8 @@ typedef struct cv_tuning {
    * and this many 2x2 tiles, of whose outputs at least wino_min_fill percent lie inside the map (an odd
    * side's last tiles compute outputs past it) */
   int64_t wino_min_ch, wino_min_tiles, wino_min_fill;
+  /* and from wino_small_ch channels (0: never) where tiles x channels reach wino_small_work too */
+  int64_t wino_small_ch, wino_small_work;
   /* direct lanes: output channels a multiple of the 32 lanes, at least dl_min_c input channels; 1x1s only
    * onto rows of a whole tile of pixels, narrowing dl_1x1_narrow times or more, and not into
    * (dl_1x1_gap_lo, dl_1x1_gap_hi] channels, where the GEMM reads x in place as well */
@@ -88,13 +90,16 @@ static const cv_tuning tunings[5] = {
     {.cpu = "AVX-512, one zmm FMA per cycle", CV_TUNING_COMMON, CV_BF16_GEMM, .wino_min_ch = 64, .wino_min_tiles = 36,
      .dwl_max_ow_s2_c16 = 64, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
-    /* Zen 5's bf16 convs, x read in place (bf16_direct.c) from 32 channels at stride 1 and 2: ResNet-50's 3x3s
+    /* Zen 5's f32 Winograd from 32 channels where tiles x channels reach 32 x 196 (build/conv_ab plan,winograd_f2x3
+     * against direct_lanes: ResNet's 64 at 56x56 0.77 ms against 0.97, 64 at 28x28 0.20 / 0.24, SqueezeNet's 32 ->
+     * 128 at 27x27 0.20 / 0.23, 96 at 28x28 0.36 / 0.52; losing on 32 at 20x20 0.040 / 0.032, 64 at 14x14 0.063 /
+     * 0.057, 48 -> 192 at 13x13, 16 -> 64 at 55x55). Its bf16 convs, x read in place (bf16_direct.c) from 32 channels at stride 1 and 2: ResNet-50's 3x3s
      * 1.3-1.9x the f32 rows' speed (64 at 56x56 0.51 ms against 0.96), its strided 3x3s and 1x1s 1.5-1.7x; the
      * GEMM row's 1x1s from 64 channels 1.2-1.8x; the 3-channel stem slower (1.26 ms against 1.11), build/conv_ab
      * bf16_tiles,plan */
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .bf16_min_k = 64, .bf16_min_og = 64,
      .bf16_min_c = 16,
-     .wino_min_ch = 128, .wino_min_tiles = 36,
+     .wino_min_ch = 128, .wino_min_tiles = 36, .wino_small_ch = 32, .wino_small_work = 32 * 196,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
@@ -177,7 +182,9 @@ static int batch_pays(const cv_shape *s) {
 static int wino_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   int64_t ch = s->t->wino_min_ch, tiles = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
-  return p->c >= ch && p->o >= ch && tiles >= s->t->wino_min_tiles &&
+  int64_t least = p->c < p->o ? p->c : p->o;
+  int wide = s->t->wino_small_ch && least >= s->t->wino_small_ch && tiles * least >= s->t->wino_small_work;
+  return (least >= ch || wide) && tiles >= s->t->wino_min_tiles &&
          100 * s->oh * s->ow >= s->t->wino_min_fill * 4 * tiles;
 }
 

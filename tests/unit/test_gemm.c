@@ -483,7 +483,8 @@ PC_TEST(gemm_conv2d_weight_layout) {
   primc_conv2d narrow = {1, 192, 28, 28, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d narrow_wide = {1, 32, 112, 112, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d narrow_many = {1, 512, 28, 28, 128, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  /* 64 channels: Winograd where zmm FMAs issue one per cycle (Zen 4), the GEMM where they issue two */
+  /* 64 channels: Winograd where zmm FMAs issue one per cycle (Zen 4) and on AMD's two (Zen 5, on a map this
+   * wide), the lanes on Intel's two */
   primc_conv2d mid = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
 #if PRIMC_X86
   __builtin_cpu_init();
@@ -497,7 +498,8 @@ PC_TEST(gemm_conv2d_weight_layout) {
   int lanes = primc_cpu_zmm_fmas() > 0 || avx2;
   primc_conv2d stem = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0};
   primc_conv2d down = {1, 64, 56, 56, 128, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  CHECK_INT(primc_conv2d_weight_layout(&mid), primc_cpu_zmm_fmas() == 1 ? PRIMC_CONV_W_WINOGRAD
+  int amd2 = primc_cpu_zmm_fmas() == 2 && primc_gm_amd_family() != 0;
+  CHECK_INT(primc_conv2d_weight_layout(&mid), primc_cpu_zmm_fmas() == 1 || amd2 ? PRIMC_CONV_W_WINOGRAD
                                               : lanes                   ? PRIMC_CONV_W_LANES
                                                                         : PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&big), PRIMC_CONV_W_WINOGRAD);
