@@ -73,8 +73,9 @@ int primc_cv_bf16_run(const cv_call *k) {
         continue;
       }
       /* the epilogue on each block of sums as the GEMM finishes it */
-      int st = primc_bg_packed_a_run_epi(wg, og, P, kk, pw ? xg : NULL, P, pw ? NULL : tm ? col_row_taps : primc_cv_col_row,
-                                         &s, k->acc + yoff, P, epi ? primc_cv_epi_rows : NULL, &ec);
+      primc_brow_fn row = pw ? NULL : tm ? col_row_taps : primc_cv_col_row;
+      int st = primc_bg_packed_a_run_epi(wg, og, P, kk, pw ? xg : NULL, P, row, &s, k->acc + yoff, P,
+                                         epi ? primc_cv_epi_rows : NULL, &ec);
       if (st != PRIMC_OK) return st;
     }
   return PRIMC_OK;

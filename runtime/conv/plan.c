@@ -93,10 +93,10 @@ static const cv_tuning tunings[5] = {
     /* Zen 5's f32 Winograd from 32 channels where tiles x channels reach 32 x 196 (build/conv_ab plan,winograd_f2x3
      * against direct_lanes: ResNet's 64 at 56x56 0.77 ms against 0.97, 64 at 28x28 0.20 / 0.24, SqueezeNet's 32 ->
      * 128 at 27x27 0.20 / 0.23, 96 at 28x28 0.36 / 0.52; losing on 32 at 20x20 0.040 / 0.032, 64 at 14x14 0.063 /
-     * 0.057, 48 -> 192 at 13x13, 16 -> 64 at 55x55). Its bf16 convs, x read in place (bf16_direct.c) from 32 channels at stride 1 and 2: ResNet-50's 3x3s
-     * 1.3-1.9x the f32 rows' speed (64 at 56x56 0.51 ms against 0.96), its strided 3x3s and 1x1s 1.5-1.7x; the
-     * GEMM row's 1x1s from 64 channels 1.2-1.8x; the 3-channel stem slower (1.26 ms against 1.11), build/conv_ab
-     * bf16_tiles,plan */
+     * 0.057, 48 -> 192 at 13x13, 16 -> 64 at 55x55). Its bf16 convs, x read in place (bf16_direct.c) from 32
+     * channels at stride 1 and 2: ResNet-50's 3x3s 1.3-1.9x the f32 rows' speed (64 at 56x56 0.51 ms against
+     * 0.96), its strided 3x3s and 1x1s 1.5-1.7x; the GEMM row's 1x1s from 64 channels 1.2-1.8x; the 3-channel stem
+     * slower (1.26 ms against 1.11), build/conv_ab bf16_tiles,plan */
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .bf16_min_k = 64, .bf16_min_og = 64,
      .bf16_min_c = 16,
      .wino_min_ch = 128, .wino_min_tiles = 36, .wino_small_ch = 32, .wino_small_work = 32 * 196,
