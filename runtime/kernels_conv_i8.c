@@ -175,12 +175,27 @@ __attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const 
   return !bad;
 }
 
+/* each written pixel's sum over the map's first c / 16 * 16 channels, added to sums */
+__attribute__((target("avx2"))) static void own_sums(const ci8 *c, const uint8_t *map, int32_t *sums, int64_t y0,
+                                                       int64_t y1, int64_t x1) {
+  __m128i zero = _mm_setzero_si128();
+  int64_t vec_ch = c->c / 16 * 16;
+  for (int64_t y = y0; y < y1; y++)
+    for (int64_t i = 0; i < x1; i++) {
+      int64_t at = (y + c->pt) * c->wp + c->pl + i;
+      __m128i acc = zero;
+      for (int64_t ch = 0; ch < vec_ch; ch += 16)
+        acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(map + at * c->c + ch)), zero));
+      sums[at] += (int32_t)(_mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1));
+    }
+}
+
 /* map_blocks512 for 8-bit x whose map bytes are x's own (u8 less 0, s8 less -128: a flip of the top bit): no widening
  * and no check, the bytes transposed 16 x 16 (SSE alone: AVX2 machines take it too); then each written pixel's sum
  * over the first vec_ch channels */
 __attribute__((target("avx2"))) static void map_own_bytes(const ci8 *c, const uint8_t *x, uint8_t flip, uint8_t *map,
                                                             int32_t *sums, int64_t y0, int64_t y1, int64_t x1) {
-  __m128i vf = _mm_set1_epi8((char)flip), zero = _mm_setzero_si128();
+  __m128i vf = _mm_set1_epi8((char)flip);
   int64_t vec_ch = c->c / 16 * 16;
   for (int64_t c0 = 0; c0 < vec_ch; c0 += 64)
     for (int64_t y = y0; y < y1; y++)
@@ -194,14 +209,7 @@ __attribute__((target("avx2"))) static void map_own_bytes(const ci8 *c, const ui
           for (int q = 0; q < np; q++) _mm_storeu_si128((__m128i *)(map + (at + q) * c->c + ch), r[q]);
         }
       }
-  for (int64_t y = y0; y < y1; y++)
-    for (int64_t i = 0; i < x1; i++) {
-      int64_t at = (y + c->pt) * c->wp + c->pl + i;
-      __m128i acc = zero;
-      for (int64_t ch = 0; ch < vec_ch; ch += 16)
-        acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(map + at * c->c + ch)), zero));
-      sums[at] += (int32_t)(_mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1));
-    }
+  own_sums(c, map, sums, y0, y1, x1);
 }
 
 /* map_own_bytes with AVX512-BW: 16 channels by 64 pixels a block, four 16 x 16 transposes side by side in the
@@ -247,15 +255,7 @@ __attribute__((target("avx512f,avx512bw"))) static void map_own_bytes512(const c
           }
         }
       }
-  __m128i zero = _mm_setzero_si128();
-  for (int64_t y = y0; y < y1; y++)
-    for (int64_t i = 0; i < x1; i++) {
-      int64_t at = (y + c->pt) * c->wp + c->pl + i;
-      __m128i acc = zero;
-      for (int64_t ch = 0; ch < vec_ch; ch += 16)
-        acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(map + at * c->c + ch)), zero));
-      sums[at] += (int32_t)(_mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1));
-    }
+  own_sums(c, map, sums, y0, y1, x1);
 }
 
 #endif
