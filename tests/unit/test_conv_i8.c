@@ -134,6 +134,7 @@ static const ci8_case cases[] = {
     /* own bytes in rows past 64 pixels (AVX512-BW: 64 a block, the last one partial) */
     {2, 0, 1, 48, 16, 3, 150, 3, 3, 1, 1, 1, 1, 0},   /* u8 less 0, 128 + 22 pixels a row */
     {2, 1, 1, 64, 8, 2, 64, 1, 1, 1, 0, 1, 1, -128},  /* s8 less -128, a row of exactly 64 */
+    {2, 0, 1, 128, 16, 5, 21, 3, 3, 1, 1, 1, 1, 0},   /* u8 less 0, 128 channels: whole 64-byte lines, 16 + 5 pixels */
 };
 
 PC_TEST(conv_i8_quantized_convs_take_int8_gemm) {
