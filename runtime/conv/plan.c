@@ -93,14 +93,15 @@ static const cv_tuning tunings[5] = {
     /* Zen 5's f32 Winograd from 32 channels where tiles x channels reach 32 x 196 (build/conv_ab plan,winograd_f2x3
      * against direct_lanes: ResNet's 64 at 56x56 0.77 ms against 0.97, 64 at 28x28 0.20 / 0.24, SqueezeNet's 32 ->
      * 128 at 27x27 0.20 / 0.23, 96 at 28x28 0.36 / 0.52; losing on 32 at 20x20 0.040 / 0.032, 64 at 14x14 0.063 /
-     * 0.057, 48 -> 192 at 13x13, 16 -> 64 at 55x55). Its bf16 convs, x read in place (bf16_direct.c) from 32
-     * channels at stride 1 and 2: ResNet-50's 3x3s 1.3-1.9x the f32 rows' speed (64 at 56x56 0.51 ms against
-     * 0.96), its strided 3x3s and 1x1s 1.5-1.7x; the GEMM row's 1x1s from 64 channels 1.2-1.8x; the 3-channel stem
-     * slower (1.26 ms against 1.11), build/conv_ab bf16_tiles,plan */
+     * 0.057, 48 -> 192 at 13x13, 16 -> 64 at 55x55). 3-channel stems in the lanes: MobileNetV2's 3 -> 32 3x3/2
+     * 0.14 ms against 0.19, ResNet's 7x7/2 1.05 against 1.08, SqueezeNet's 3 -> 64 3x3/2 0.28 against 0.29. Its
+     * bf16 convs, x read in place (bf16_direct.c) from 32 channels at stride 1 and 2: ResNet-50's 3x3s 1.3-1.9x the
+     * f32 rows' speed (64 at 56x56 0.51 ms against 0.96), its strided 3x3s and 1x1s 1.5-1.7x; the GEMM row's 1x1s
+     * from 64 channels 1.2-1.8x; the 3-channel stem slower (1.26 ms against 1.11), build/conv_ab bf16_tiles,plan */
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .bf16_min_k = 64, .bf16_min_og = 64,
      .bf16_min_c = 16,
      .wino_min_ch = 128, .wino_min_tiles = 36, .wino_small_ch = 32, .wino_small_work = 32 * 196,
-     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
     /* Sapphire/Emerald Rapids: no narrowing 1x1 is faster in the lanes than as a GEMM; onto maps of many
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in

@@ -506,13 +506,13 @@ PC_TEST(gemm_conv2d_weight_layout) {
   /* 16 tiles: Winograd would read 16/9 the weights */
   CHECK_INT(primc_conv2d_weight_layout(&small), lanes ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_PANELS);
   CHECK_INT(primc_conv2d_weight_layout(&strided), lanes ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
-  /* Intel's two-FMA cores and AVX2: strided 1x1s as GEMMs, 3-channel stems in the lanes; Intel's also narrowing
-   * 1x1s as GEMMs (below) */
+  /* Intel's two-FMA cores and AVX2: strided 1x1s as GEMMs, 3-channel stems in the lanes (AMD's two-FMA cores too);
+   * Intel's also narrowing 1x1s as GEMMs (below) */
   int intel = strstr(primc_conv_tuning_name(), "(Intel)") != NULL, dl1 = primc_cpu_zmm_fmas() > 0 && !intel;
   CHECK_INT(intel, primc_cpu_zmm_fmas() == 2 && primc_gm_amd_family() == 0);
   CHECK_INT(avx2, strcmp(primc_conv_tuning_name(), "AVX2") == 0);
   CHECK_INT(primc_conv2d_weight_layout(&down), dl1 ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
-  CHECK_INT(primc_conv2d_weight_layout(&stem), intel || avx2 ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
+  CHECK_INT(primc_conv2d_weight_layout(&stem), intel || avx2 || amd2 ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
   /* ymm's 8 lanes fill a 7x7 map's 49 pixels well: the GEMM reading x in place */
   CHECK_INT(primc_conv2d_weight_layout(&pw_small), avx2 ? PRIMC_CONV_W_STRIPS : PRIMC_CONV_W_PANELS);
   /* a 1x1 widening, onto a large map or not: the GEMM reading x in place (on AVX2 too: 3x faster than the lanes
