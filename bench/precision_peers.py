@@ -9,8 +9,10 @@
 # rounds (before/after figures from one run).
 # (each dir holds model.onnx and input.npy, as models/ and bench/gen_encoder.py write them)
 import argparse
+import atexit
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -71,6 +73,7 @@ def main():
         ov = core = None
     print(f"CPU: {cpu_line()}")
     tmp = tempfile.mkdtemp(prefix="primc_prec_")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the builds: up to 1 GB a run
     for d in a.dirs:
         name = os.path.basename(d.rstrip("/"))
         x = np.load(os.path.join(d, "input.npy"))

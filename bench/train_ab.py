@@ -12,8 +12,10 @@
 #   pin it: taskset -c 1 for 1 thread. At 2 threads torch's OpenMP threads sleep when idle (OMP_WAIT_POLICY
 #   PASSIVE, set here before torch loads), else they spin through primc's steps.
 import argparse
+import atexit
 import ctypes
 import os
+import shutil
 import statistics as st
 import sys
 import tempfile
@@ -105,6 +107,7 @@ def main():
           f"torch {torch.__version__}")
     tp.set_threads(A.threads)
     tmp = tempfile.mkdtemp(prefix="primc-train-ab-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the builds: up to 1 GB a run
     for key in A.models.split(","):
         name, model, x, y, loss, opt, make_opt = tp.case(key)
         d = os.path.join(tmp, key)
