@@ -126,6 +126,7 @@ static const primc_conv2d shapes[] = {
     {2, 16, 5, 6, 12, 1, 1, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* two images, 1x1/2, two groups */
     {5, 9, 9, 11, 21, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0},         /* five images, stride 2, uneven pads */
     {5, 4, 19, 20, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* Winograd's images in rounds of 2, 2, 1 */
+    {1, 512, 3, 5, 260, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},      /* 1x1 of 260 KiB of bf16: in place */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
