@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /*
  * Y_g[og][P] = W_g[og][kk] X_col[kk][P] per (image, group), as the f32 GEMM rows do: the weights are the bf16
@@ -17,7 +18,7 @@
 size_t primc_cv_bf16_stride(int64_t og, int64_t kk) { return (primc_bgemm_packed_a_size(og, kk) + 63) / 64 * 64; }
 
 int primc_cv_bf16_check(const primc_conv2d *p, const void *w, size_t bytes) {
-  int64_t og = p->o / p->groups, kk = (p->c / p->groups) * p->kh * p->kw;
+  int64_t og = p->o / p->groups, kk = primc_cv_bf16_k(p);
   size_t s = primc_cv_bf16_stride(og, kk);
   if (!s || (size_t)p->groups > bytes / s) return PRIMC_ERR_WEIGHTS;
   for (int64_t g = 0; g < p->groups; g++)
@@ -26,27 +27,30 @@ int primc_cv_bf16_check(const primc_conv2d *p, const void *w, size_t bytes) {
 }
 
 int primc_cv_bf16_pack(const primc_conv2d *p, const float *w, void *dst) {
-  int64_t cg = p->c / p->groups, og = p->o / p->groups, taps = p->kh * p->kw, kk = cg * taps;
+  int64_t cg = p->c / p->groups, og = p->o / p->groups, taps = p->kh * p->kw, kk = primc_cv_bf16_k(p);
+  int64_t cp = kk / taps; /* cg, or a few channels padded to an even count */
   int tm = primc_cv_bf16_taps_major(p);
-  float *t = tm ? malloc(sizeof *t * (size_t)(og * kk)) : NULL;
+  float *t = tm ? calloc((size_t)(og * kk), sizeof *t) : NULL;
   if (tm && !t) return PRIMC_ERR_RUNTIME;
   int st = PRIMC_OK;
   for (int64_t g = 0; g < p->groups && st == PRIMC_OK; g++) {
-    const float *wg = w + g * og * kk;
-    for (int64_t o = 0; tm && o < og; o++) /* [o][c][tap] -> [o][tap][c] */
+    const float *wg = w + g * og * cg * taps;
+    for (int64_t o = 0; tm && o < og; o++) /* [o][c][tap] -> [o][tap][c], the padding channel 0 */
       for (int64_t c = 0; c < cg; c++)
-        for (int64_t k = 0; k < taps; k++) t[o * kk + k * cg + c] = wg[o * kk + c * taps + k];
+        for (int64_t k = 0; k < taps; k++) t[o * kk + k * cp + c] = wg[(o * cg + c) * taps + k];
     st = primc_bgemm_pack_a(og, kk, tm ? t : wg, kk, (char *)dst + g * primc_cv_bf16_stride(og, kk));
   }
   free(t);
   return st;
 }
 
-/* primc_brow_fn over tap-major weights: row k = tap * C/groups + c is the column matrix's row c * taps + tap */
+/* primc_brow_fn over tap-major weights: row k = tap * cp + c is the column matrix's row c * taps + tap (cp: the
+ * channels a group, a few padded to an even count, whose rows are zero) */
 static void col_row_taps(void *ctx, int64_t k, int64_t n0, int64_t nc, float *dst) {
   const col_src *s = ctx;
-  int64_t cg = s->p->c / s->p->groups, taps = s->p->kh * s->p->kw;
-  primc_cv_col_row(ctx, k % cg * taps + k / cg, n0, nc, dst);
+  int64_t cg = s->p->c / s->p->groups, taps = s->p->kh * s->p->kw, cp = primc_cv_bf16_k(s->p) / taps;
+  if (k % cp >= cg) memset(dst, 0, sizeof *dst * (size_t)nc);
+  else primc_cv_col_row(ctx, k % cp * taps + k / cp, n0, nc, dst);
 }
 
 int primc_cv_bf16_fits(const primc_conv2d *p, const primc_conv2d *next) {
@@ -56,7 +60,7 @@ int primc_cv_bf16_fits(const primc_conv2d *p, const primc_conv2d *next) {
 int primc_cv_bf16_run(const cv_call *k) {
   const primc_conv2d *p = k->p;
   const primc_conv_epi *e = k->e;
-  int64_t cg = p->c / p->groups, og = p->o / p->groups, kk = cg * p->kh * p->kw, P = k->oh * k->ow;
+  int64_t cg = p->c / p->groups, og = p->o / p->groups, kk = primc_cv_bf16_k(p), P = k->oh * k->ow;
   size_t stride = primc_cv_bf16_stride(og, kk);
   int epi = primc_cv_epi_needed(e) || k->acc != k->y;
   for (int64_t n = 0; n < p->n; n++)

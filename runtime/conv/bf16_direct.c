@@ -16,12 +16,25 @@
  */
 
 #define MAX_TAPS 64
+/* a group of at most this many channels (an image's 1, 3 or 4) pads them to an even count: then a k pair is a tap's
+ * two channels or its last one and a zero, and K = taps x the padded count, on a list of each pair's offset in xi */
+#define FEW_CH 4
 
 int primc_cv_bf16_taps_major(const primc_conv2d *p) {
   int64_t cg = p->c / p->groups, taps = p->kh * p->kw;
   return taps <= MAX_TAPS && p->stride_h == p->stride_w && (p->stride_h == 2 || (p->stride_h == 1 && taps > 1)) &&
-         p->dil_h == 1 && p->dil_w == 1 && cg % 32 == 0;
+         p->dil_h == 1 && p->dil_w == 1 && (cg % 32 == 0 || cg <= FEW_CH);
 }
+
+int primc_cv_bf16_few(const primc_conv2d *p) { return (p->c / p->groups) % 32 && primc_cv_bf16_taps_major(p); }
+
+/* channels a group as the weights are packed: a few padded to an even count where tap-major */
+static int64_t packed_ch(const primc_conv2d *p) {
+  int64_t cg = p->c / p->groups;
+  return primc_cv_bf16_few(p) ? (cg + 1) / 2 * 2 : cg;
+}
+
+int64_t primc_cv_bf16_k(const primc_conv2d *p) { return packed_ch(p) * p->kh * p->kw; }
 
 /* A 1x1's weights are the same tap-major or not. In place, each block of 8 output channels pulls the next one's
  * weights into L2 while it runs; the GEMM path keeps a block of B in L1 for many rows of weights instead, which
@@ -53,6 +66,7 @@ typedef struct dtile {
   const int64_t *tap; /* each tap's offset in a pair's planes: its phase's plane, then ky / s * Wph + kx / s */
   int taps;
   int64_t kb; /* k blocks of 32 (16 pairs) per tap */
+  const int64_t *poff; /* or, for a few channels: each k pair's offset in xi, kb blocks in all (taps 1) */
   const uint16_t *pf; /* the next 8 rows' A, whose k blocks [pf_lo, pf_hi) this tile pulls into L2, or NULL */
   int64_t pf_lo, pf_hi;
   int mr, nr;
@@ -60,20 +74,19 @@ typedef struct dtile {
   int64_t ldc;
 } dtile;
 
-static inline __attribute__((always_inline)) BF16 void d_tile(const dtile *g, const int R, const int V) {
-  __m512 acc[8][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+/* the tile's sums over the whole K into acc: tap by tap, 16 channel pairs a k block; FEW: each pair at its own offset */
+static inline __attribute__((always_inline)) BF16 void d_sums(const dtile *g, __m512 (*acc)[2], const int R, const int V,
+                                                              const int FEW) {
   const uint16_t *a = g->a;
   for (int t = 0; t < g->taps; t++) {
-    const uint32_t *xt = g->x + g->tap[t];
+    const uint32_t *xt = g->x + (FEW ? 0 : g->tap[t]);
     for (int64_t b = 0; b < g->kb; b++, a += 16 * BG_KSTEP) {
       int64_t kg = t * g->kb + b;
       if (g->pf && kg >= g->pf_lo && kg < g->pf_hi)
         for (int l = 0; l < 8; l++) _mm_prefetch((const char *)(g->pf + kg * 16 * BG_KSTEP + l * 32), _MM_HINT_T1);
       const uint32_t *xb = xt + b * 16 * g->cstride;
       for (int j = 0; j < 16; j++) {
-        const uint32_t *xp = xb + j * g->cstride;
+        const uint32_t *xp = FEW ? xt + g->poff[b * 16 + j] : xb + j * g->cstride;
         __m512bh v0 = (__m512bh)_mm512_loadu_si512(xp), v1 = v0;
         if (V == 2) v1 = (__m512bh)_mm512_loadu_si512(xp + 16);
 #pragma GCC unroll 8
@@ -87,6 +100,14 @@ static inline __attribute__((always_inline)) BF16 void d_tile(const dtile *g, co
       }
     }
   }
+}
+
+static inline __attribute__((always_inline)) BF16 void d_tile(const dtile *g, const int R, const int V) {
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  if (g->poff) d_sums(g, acc, R, V, 1);
+  else d_sums(g, acc, R, V, 0);
   const int n0 = V == 2 ? 16 : g->nr, n1 = V == 2 ? g->nr - 16 : 0;
   const __mmask16 m0 = (__mmask16)((1u << n0) - 1), m1 = (__mmask16)((1u << n1) - 1);
 #pragma GCC unroll 8
@@ -101,9 +122,12 @@ typedef struct djob {
   const float *x; /* the group's first input channel */
   uint32_t *xi;
   int s;
-  int64_t plane, wph, oh, ow, og, kt, nq, nblocks;
+  int64_t plane, wph, oh, ow, og, kt, nq, nblocks; /* kt: K padded to whole k blocks, the weights' row length */
   const uint16_t *a;
   int64_t tap[MAX_TAPS];
+  int64_t pairs; /* channel pairs made; a few channels' xi also has a zeroed pair past them, for K's padding */
+  int few;
+  int64_t poff[MAX_TAPS * FEW_CH / 2]; /* few: each k pair's offset in xi */
   float *cq, *acc; /* the sums on the padded width (og x nq); acc in y's layout (og x oh * ow) */
   const epi_ctx *e; /* the epilogue into e->y (y's layout) as the sums are copied out, or NULL: into acc */
   int isa;
@@ -128,8 +152,11 @@ static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   for (int64_t i = b; i < e; i++) {
     uint32_t *d = j->xi + i * s * s * j->plane;
-    const float *x0 = j->x + 2 * i * hw, *x1 = x0 + hw;
+    /* an odd count's last pair: the channel and zeros (x0 itself, then a zero mask) */
     memset(d, 0, sizeof *d * (size_t)(s * s * j->plane));
+    if (i >= j->pairs) continue; /* the zero pair */
+    int two = 2 * i + 1 < p->c / p->groups;
+    const float *x0 = j->x + 2 * i * hw, *x1 = two ? x0 + hw : x0;
     for (int64_t y = 0; y < p->h; y++) {
       int64_t py = y + p->pad_t;
       uint32_t *row = d + py % s * s * j->plane + py / s * j->wph; /* phase row (py % s, 0) */
@@ -137,7 +164,7 @@ static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
       if (s == 1) {
         for (int64_t c = 0; c < p->w; c += 16) {
           __mmask16 m = first(p->w - c);
-          put_pairs(row + p->pad_l + c, _mm512_maskz_loadu_ps(m, r0 + c), _mm512_maskz_loadu_ps(m, r1 + c),
+          put_pairs(row + p->pad_l + c, _mm512_maskz_loadu_ps(m, r0 + c), _mm512_maskz_loadu_ps(two ? m : 0, r1 + c),
                     p->w - c < 16 ? (int)(p->w - c) : 16);
         }
         continue;
@@ -145,7 +172,7 @@ static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
       for (int64_t c = 0; c < p->w; c += 32) {
         __mmask16 m0 = first(p->w - c), m1 = first(p->w - c - 16);
         __m512 a0 = _mm512_maskz_loadu_ps(m0, r0 + c), a1 = _mm512_maskz_loadu_ps(m1, r0 + c + 16);
-        __m512 b0 = _mm512_maskz_loadu_ps(m0, r1 + c), b1 = _mm512_maskz_loadu_ps(m1, r1 + c + 16);
+        __m512 b0 = _mm512_maskz_loadu_ps(two ? m0 : 0, r1 + c), b1 = _mm512_maskz_loadu_ps(two ? m1 : 0, r1 + c + 16);
         int n = p->w - c < 32 ? (int)(p->w - c) : 32;
         int64_t pe = p->pad_l + c, po = pe + 1; /* padded columns of the even and the odd inputs */
         put_pairs(row + pe % 2 * j->plane + pe / 2, _mm512_permutex2var_ps(a0, even, a1),
@@ -175,8 +202,9 @@ static BF16 void tiles_run(void *ctx, int64_t b, int64_t e) {
                   .x = j->xi + q0,
                   .cstride = j->s * j->s * j->plane,
                   .tap = j->tap,
-                  .taps = (int)(j->p->kh * j->p->kw),
-                  .kb = j->p->c / j->p->groups / 32,
+                  .taps = j->few ? 1 : (int)(j->p->kh * j->p->kw),
+                  .kb = j->few ? j->kt / BG_KSTEP : j->p->c / j->p->groups / 32,
+                  .poff = j->few ? j->poff : NULL,
                   .mr = (int)(j->og - m0 < 8 ? j->og - m0 : 8),
                   .nr = (int)(j->nq - q0 < 32 ? j->nq - q0 : 32),
                   .c = j->cq + m0 * j->nq + q0,
@@ -208,9 +236,10 @@ int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg,
   int64_t hp = p->h + p->pad_t + p->pad_b, wp = p->w + p->pad_l + p->pad_r;
   int64_t hph = (hp + s - 1) / s, wph = (wp + s - 1) / s;
   if ((hp - p->kh) / s + 1 != oh || (wp - p->kw) / s + 1 != ow || og < 1 || oh < 1 || ow < 1) return PRIMC_ERR_ARG;
-  djob j = {.p = p, .x = xg, .s = (int)s, .wph = wph, .oh = oh, .ow = ow, .og = og, .kt = taps * cg, .nq = oh * wph,
-            .acc = acc, .e = e, .isa = primc_sgemm_isa()};
-  j.a = primc_bg_packed_a_tiles(wg, og, j.kt);
+  int64_t K = primc_cv_bf16_k(p);
+  djob j = {.p = p, .x = xg, .s = (int)s, .wph = wph, .oh = oh, .ow = ow, .og = og, .kt = (K + BG_KSTEP - 1) / BG_KSTEP * BG_KSTEP,
+            .nq = oh * wph, .acc = acc, .e = e, .isa = primc_sgemm_isa(), .pairs = (cg + 1) / 2, .few = primc_cv_bf16_few(p)};
+  j.a = primc_bg_packed_a_tiles(wg, og, K);
   if (!j.a) return PRIMC_ERR_WEIGHTS;
   j.nblocks = (j.nq + 31) / 32;
   /* the last tile's reads reach 31 columns past nq, then the last tap's shift (kh - 1) / s * wph + (kw - 1) / s */
@@ -219,10 +248,14 @@ int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg,
     int64_t ky = t / p->kw, kx = t % p->kw;
     j.tap[t] = (ky % s * s + kx % s) * j.plane + ky / s * wph + kx / s;
   }
-  j.xi = primc_bg_thread_scratch(0, sizeof *j.xi * (size_t)(cg / 2 * s * s * j.plane));
+  for (int64_t kp = 0; j.few && kp < j.kt / 2; kp++) { /* k = tap x the padded count + channel, two a pair */
+    int64_t per = j.pairs, t = kp / per;
+    j.poff[kp] = (kp < taps * per ? j.tap[t] + kp % per * s * s * j.plane : per * s * s * j.plane);
+  }
+  j.xi = primc_bg_thread_scratch(0, sizeof *j.xi * (size_t)((j.pairs + j.few) * s * s * j.plane));
   j.cq = primc_bg_thread_scratch(1, sizeof *j.cq * (size_t)(og * j.nq));
   if (!j.xi || !j.cq) return PRIMC_ERR_RUNTIME;
-  primc_parallel_for(cg / 2, pairs_make, &j);
+  primc_parallel_for(j.pairs + j.few, pairs_make, &j);
   primc_parallel_for((og + 7) / 8 * j.nblocks, tiles_run, &j);
   primc_parallel_for(og, rows_out, &j);
   return PRIMC_OK;

@@ -348,6 +348,10 @@ int primc_cv_epi_needed(const primc_conv_epi *e);
  * place (primc_cv_bf16_direct: the bf16 GEMM's AVX512-BF16 row is the active one); one group's conv that way, its
  * weights wg tap-major: into acc (og x oh * ow), or through the epilogue e (the group's) when e is not NULL */
 int primc_cv_bf16_taps_major(const primc_conv2d *p);
+/* the K of the conv's packed bf16 weights: C/groups x taps, a few channels padded to an even count where tap-major */
+int64_t primc_cv_bf16_k(const primc_conv2d *p);
+/* whether the conv is tap-major on a few channels padded to an even count (an image's 1, 3 or 4) */
+int primc_cv_bf16_few(const primc_conv2d *p);
 /* whether the bf16 row runs the conv in place where primc_cv_bf16_direct_runs(): the tap-major ones, and 1x1s of
  * stride 1 over blocks of 32 channels whose weights are too large to stay in cache between calls */
 int primc_cv_bf16_in_place(const primc_conv2d *p);

@@ -60,6 +60,7 @@ typedef struct cv_tuning {
    * conv, whose B is x itself (ResNet-50 on an AMX Xeon, per conv: 2-6x faster on layers 2-4 and on
    * layer 1's 256 -> 64 1x1s, 1.3-2.2x slower on the stem, its 64-channel 3x3s and its 64 -> 256 1x1s) */
   int64_t bf16_min_k, bf16_min_og, bf16_min_og_1x1, bf16_min_c; /* bf16_min_c: input channels a group (0: any) */
+  int bf16_few; /* a few channels (an image's) tap-major in bf16 from bf16_min_k whatever bf16_min_c says */
   /* a batch's images as the columns of one GEMM: maps of at most batch_max_pix pixels into batch_min_og output
    * channels or more, the batch's pixels at most batch_max_cols (C, the sums, is that many columns in the
    * scratch). Zen 3, batch 8, 1 thread, the two alternated (build/conv_ab --batch 8): 512 -> 512 3x3 at 7x7
@@ -97,9 +98,10 @@ static const cv_tuning tunings[5] = {
      * 0.14 ms against 0.19, ResNet's 7x7/2 1.05 against 1.08, SqueezeNet's 3 -> 64 3x3/2 0.28 against 0.29. Its
      * bf16 convs, x read in place (bf16_direct.c) from 32 channels at stride 1 and 2: ResNet-50's 3x3s 1.3-1.9x the
      * f32 rows' speed (64 at 56x56 0.51 ms against 0.96), its strided 3x3s and 1x1s 1.5-1.7x; the GEMM row's 1x1s
-     * from 64 channels 1.2-1.8x; the 3-channel stem slower (1.26 ms against 1.11), build/conv_ab bf16_tiles,plan */
+     * from 64 channels 1.2-1.8x; the 3-channel 7x7/2 stem in place as 4 channels 0.82 ms against 1.06 (its 3x3s,
+     * K = 27, stay f32: 3 -> 32 3x3/2 at 224 0.16 against 0.14), build/conv_ab bf16_tiles,plan */
     {.cpu = "AVX-512, two zmm FMAs per cycle (AMD)", CV_TUNING_COMMON, .bf16_min_k = 64, .bf16_min_og = 64,
-     .bf16_min_c = 16,
+     .bf16_min_c = 16, .bf16_few = 1,
      .wino_min_ch = 128, .wino_min_tiles = 36, .wino_small_ch = 32, .wino_small_work = 32 * 196,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
@@ -167,7 +169,8 @@ static int always(const cv_shape *s) { return 1; }
 static int bf16_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   int64_t og = p->o / p->groups;
-  return cg_of(p) * p->kh * p->kw >= s->t->bf16_min_k && cg_of(p) >= s->t->bf16_min_c &&
+  int few = s->t->bf16_few && primc_cv_bf16_few(p);
+  return cg_of(p) * p->kh * p->kw >= s->t->bf16_min_k && (cg_of(p) >= s->t->bf16_min_c || few) &&
          og >= (cv_is_pointwise(p) ? s->t->bf16_min_og_1x1 : s->t->bf16_min_og);
 }
 

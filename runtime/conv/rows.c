@@ -50,7 +50,7 @@ size_t primc_conv2d_packed_weight_bytes(const primc_conv2d *p, int layout) {
   if (layout == PRIMC_CONV_W_PANELS) return (size_t)p->groups * primc_cv_panels_stride(og, kk);
   if (layout == PRIMC_CONV_W_WINOGRAD) return primc_conv2d_winograd_bytes(p);
   if (layout == PRIMC_CONV_W_LANES) return primc_conv2d_lanes_bytes(p);
-  if (layout == PRIMC_CONV_W_BF16) return (size_t)p->groups * primc_cv_bf16_stride(og, kk);
+  if (layout == PRIMC_CONV_W_BF16) return (size_t)p->groups * primc_cv_bf16_stride(og, primc_cv_bf16_k(p));
   return (size_t)(p->o * kk) * sizeof(float);
 }
 

@@ -380,6 +380,15 @@ PC_TEST(conv_plan_force_and_layouts) {
   CHECK(plan.row != PRIMC_CONV_ROW_BF16);
   CHECK_INT(primc_conv_plan_make(&dw, &bf, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_BF16);
+  /* the AMD tuning's image stems: the 7x7/2 in bf16 (3 channels padded to 4, read in place), the 3x3/2 (K = 27) f32 */
+  primc_conv2d stem7 = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0};
+  primc_conv2d stem3 = {1, 3, 224, 224, 32, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  if (strstr(primc_conv_tuning_name(), "(AMD)")) {
+    CHECK_INT(primc_conv_plan_make(&stem7, &bf, &plan), PRIMC_OK);
+    CHECK_INT(plan.row, PRIMC_CONV_ROW_BF16);
+    CHECK_INT(primc_conv_plan_make(&stem3, &bf, &plan), PRIMC_OK);
+    CHECK(plan.row != PRIMC_CONV_ROW_BF16);
+  }
   bf.bf16 = 0;
   CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_BF16 && plan.layout != PRIMC_CONV_W_BF16);
