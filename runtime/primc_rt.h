@@ -905,6 +905,19 @@ int primc_igemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, const in
 typedef void (*primc_igemm_fill_fn)(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, int32_t *roff, int32_t *rsum);
 int primc_igemm_filled(int64_t M, int64_t N, int64_t K, primc_igemm_fill_fn fill, void *ctx, const void *packed_b,
                        int32_t *C, int64_t ldc, void *scratch);
+/* the same GEMM with A read where it lies, on rows whose kern_ip the active row has (primc_igemm_in_place_runs; else
+ * PRIMC_ERR_ARG): row m's byte k at map + (m / ow) * row_bytes + (m % ow) * col_bytes + boff[k / 64] + k % 64 (a
+ * conv's patches on its channels-last u8 map, each tap whole 64-byte blocks of channels; bytes past K meet B's zero
+ * rows); roff and rsum (M each) as fill's. No scratch. */
+typedef struct primc_igemm_ip {
+  const uint8_t *map;
+  int64_t ow, row_bytes, col_bytes;
+  const int64_t *boff; /* K rounded up to 64, over 64, entries */
+  const int32_t *roff, *rsum;
+} primc_igemm_ip;
+int primc_igemm_in_place_runs(void);
+int primc_igemm_in_place(int64_t M, int64_t N, int64_t K, const primc_igemm_ip *ip, const void *packed_b, int32_t *C,
+                         int64_t ldc);
 /* int32 convs (ConvInteger, QLinearConv: u8 or s8 operands less their zero points) on the int8 GEMM
  * (runtime/kernels_conv_i8.c). params: the conv call's first PRIMC_CONV_EPI_AT words (codegen/calls.def), then
  * for the call lo (x's values are proven within [lo, lo + 255], lo <= 0: the padding's 0 is one of them), the

@@ -55,10 +55,11 @@ typedef struct ig_row {
   void (*setup)(int on);
   void (*prep)(const int8_t *b, int64_t kc, char *rec);
   size_t (*prep_bytes)(int64_t kc);
+  ig_kern kern_ip;
 } ig_row;
 
 static const ig_row rows[PRIMC_IGEMM_ROW_COUNT] = {
-#define PRIMC_IGEMM_ROW(id, nm, nd, m, ck, kn, su, pr, pb) [PRIMC_IGEMM_ROW_##id] = {nm, NEED_##nd, m, ck, kn, su, pr, pb},
+#define PRIMC_IGEMM_ROW(id, nm, nd, m, ck, kn, su, pr, pb, ip) [PRIMC_IGEMM_ROW_##id] = {nm, NEED_##nd, m, ck, kn, su, pr, pb, ip},
 #include "runtime/gemm/igemm_rows.def"
 #undef PRIMC_IGEMM_ROW
 };
@@ -275,6 +276,7 @@ typedef struct job {
   int32_t *C;
   int64_t ldc;
   const ig_row *row;
+  const primc_igemm_ip *ip; /* A in place (the row's kern_ip), or NULL: tiles */
 } job;
 
 /* a row of A (x[k * sk] for k < K) less its minimum (*lo) into row r of a zeroed tiled strip, the sum of what it
@@ -347,7 +349,16 @@ static void run_task(const job *j, int64_t t, int16_t *wb) {
       const char *pre = j->pre ? j->pre + q * j->pre_pair + kb / IG_KC * (int64_t)row->prep_bytes(IG_KC) : NULL;
       for (int64_t m = m0; m < m1; m += row->mr) {
         int64_t i = (m - m0) / row->mr, lines = nlines - i * share < share ? nlines - i * share : share;
-        ikargs g = {.a = j->a + ig_a_at(16 * j->Kp, m, kb),
+        const uint8_t *ar[32]; /* in place: the call's rows, one division for the first */
+        if (j->ip) {
+          const primc_igemm_ip *ip = j->ip;
+          int64_t y = m / ip->ow, x = m % ip->ow;
+          for (int64_t r = 0; r < row->mr && m + r < m1; r++, x++) {
+            if (x == ip->ow) x = 0, y++;
+            ar[r] = ip->map + y * ip->row_bytes + x * ip->col_bytes;
+          }
+        }
+        ikargs g = {.a = j->ip ? NULL : j->a + ig_a_at(16 * j->Kp, m, kb),
                     .lda = 16 * j->Kp,
                     .b = j->pan + q * j->Kp * 2 * IG_PANEL + kb * 2 * IG_PANEL,
                     .pf = lines > 0 ? next + 64 * i * share : NULL,
@@ -365,8 +376,11 @@ static void run_task(const job *j, int64_t t, int16_t *wb) {
                     .csum = j->csum + n0,
                     .wb = wb,
                     .fresh = m == m0,
-                    .pre = pre};
-        row->kern(&g);
+                    .pre = pre,
+                    .arow = ar,
+                    .boff = j->ip ? j->ip->boff + kb / IG_KSTEP : NULL};
+        if (j->ip) row->kern_ip(&g);
+        else row->kern(&g);
       }
     }
 }
@@ -416,9 +430,11 @@ static int job_init(job *j, int64_t M, int64_t N, int64_t K, const void *packed_
   j->pan = (const int8_t *)(j->csum + npad(N));
   if (h->prep_row - 1 == (int)(j->row - rows) && j->row->prep && h->prep_at == records_at(N, K)) /* bytes: packed_check */
     j->pre = (const char *)h + h->prep_at, j->pre_pair = (int64_t)prep_pair_bytes(j->row, K);
-  j->a = scratch;
-  j->roff = (int32_t *)(j->a + j->Mp * j->Kp);
-  j->rsum = j->roff + j->Mp;
+  if (scratch) { /* none in place */
+    j->a = scratch;
+    j->roff = (int32_t *)(j->a + j->Mp * j->Kp);
+    j->rsum = j->roff + j->Mp;
+  }
   return 1;
 }
 
@@ -468,6 +484,21 @@ int primc_igemm_filled(int64_t M, int64_t N, int64_t K, primc_igemm_fill_fn fill
   if (serial) fill_strips(&f, 0, cdiv(M, 16));
   else primc_parallel_for(cdiv(M, 16), fill_strips, &f);
   primc_parallel_for(serial ? 1 : primc_num_threads(), claim_tasks, &j);
+  return PRIMC_OK;
+}
+
+int primc_igemm_in_place_runs(void) { return rows[primc_igemm_row_active()].kern_ip != NULL; }
+
+int primc_igemm_in_place(int64_t M, int64_t N, int64_t K, const primc_igemm_ip *ip, const void *packed_b, int32_t *C,
+                         int64_t ldc) {
+  if (M < 0 || N < 0 || K < 1 || !ip || !ip->map || !ip->boff || !ip->roff || !ip->rsum || ip->ow < 1 || !C || ldc < N)
+    return PRIMC_ERR_ARG;
+  if (M == 0 || N == 0) return PRIMC_OK;
+  job j;
+  if (!primc_igemm_in_place_runs() || !job_init(&j, M, N, K, packed_b, C, ldc, NULL)) return PRIMC_ERR_ARG;
+  j.ip = ip;
+  j.roff = (int32_t *)ip->roff, j.rsum = (int32_t *)ip->rsum; /* read only: the calls' fold */
+  primc_parallel_for(job_serial(&j) ? 1 : primc_num_threads(), claim_tasks, &j);
   return PRIMC_OK;
 }
 

@@ -49,6 +49,9 @@ typedef struct ikargs {
                * of the row's notes on it), kept between its calls */
   int fresh;   /* the first call on this block of B on this thread: wb holds another block */
   const char *pre; /* the row's prep record of this block of B (igemm_rows.def), NULL when B was packed without */
+  /* A read in place (a row's kern_ip): row r's byte k (from the call's first k) at arow[r] + boff[k / 64] + k % 64 */
+  const uint8_t *const *arow;
+  const int64_t *boff;
 } ikargs;
 
 #define IG_WB_NOTES 128
@@ -66,6 +69,7 @@ void primc_ig_kern_generic(const ikargs *g);
 #if PRIMC_X86
 void primc_ig_kern_amx(const ikargs *g);
 void primc_ig_kern_avx512vnni(const ikargs *g);
+void primc_ig_kern_avx512vnni_ip(const ikargs *g);
 void primc_ig_kern_avxvnni(const ikargs *g);
 void primc_ig_kern_avx2(const ikargs *g);
 /* the AVX2 row's record of a block of B (kc bytes of k of a pair of panels): its split copy and excesses */

@@ -163,23 +163,29 @@ AMX void primc_ig_kern_amx(const ikargs *g) {
 #define VNNI __attribute__((target("avx512f,avx512vnni")))
 #define VN_MR IG_MR_AVX512VNNI
 
-static inline __attribute__((always_inline)) VNNI void vn_tile(const ikargs *g, const int R, const int V) {
+/* IP: A in place (ikargs.arow, boff), else tiled */
+static inline __attribute__((always_inline)) VNNI void vn_tile_a(const ikargs *g, const int R, const int V, const int IP) {
   __m512i acc[VN_MR][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
   const int64_t per = g->pf ? (g->pf_lines + g->kc / 64 - 1) / (g->kc / 64) : 0; /* lines per 64 k */
-  for (int64_t kq = 0; kq < g->kc / 4; kq++) {
-    if (per && kq % 16 == 0)
-      for (int64_t l = kq / 16 * per; l < (kq / 16 + 1) * per && l < g->pf_lines; l++) _mm_prefetch(g->pf + 64 * l, _MM_HINT_T1);
-    __m512i b0 = _mm512_loadu_si512(g->b + ig_b_at(kq, 0)), b1 = b0;
-    if (V == 2) b1 = _mm512_loadu_si512(g->b + ig_b_at(kq, 1));
+  for (int64_t kb = 0; kb < g->kc / 64; kb++) {
+    for (int64_t l = kb * per; l < (kb + 1) * per && l < g->pf_lines; l++) _mm_prefetch(g->pf + 64 * l, _MM_HINT_T1);
+    const uint8_t *ar[VN_MR]; /* each row's 64 bytes of this block of k */
 #pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-      int32_t quad;
-      memcpy(&quad, g->a + ig_a_at(g->lda, r, 4 * kq), sizeof quad);
-      __m512i x = _mm512_set1_epi32(quad);
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, b0);
-      if (V == 2) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, b1);
+    for (int r = 0; r < R; r++) ar[r] = IP ? g->arow[r] + g->boff[kb] : g->a + ig_a_at(g->lda, r, 64 * kb);
+    for (int j = 0; j < 16; j++) {
+      int64_t kq = kb * 16 + j;
+      __m512i b0 = _mm512_loadu_si512(g->b + ig_b_at(kq, 0)), b1 = b0;
+      if (V == 2) b1 = _mm512_loadu_si512(g->b + ig_b_at(kq, 1));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++) {
+        int32_t quad;
+        memcpy(&quad, ar[r] + 4 * j, sizeof quad);
+        __m512i x = _mm512_set1_epi32(quad);
+        acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, b0);
+        if (V == 2) acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, b1);
+      }
     }
   }
   const int n0 = V == 2 ? 16 : g->nr, n1 = V == 2 ? g->nr - 16 : 0;
@@ -198,9 +204,19 @@ static inline __attribute__((always_inline)) VNNI void vn_tile(const ikargs *g, 
   }
 }
 
+static inline __attribute__((always_inline)) VNNI void vn_tile(const ikargs *g, const int R, const int V) {
+  vn_tile_a(g, R, V, 0);
+}
+
+static inline __attribute__((always_inline)) VNNI void vn_tile_ip(const ikargs *g, const int R, const int V) {
+  vn_tile_a(g, R, V, 1);
+}
+
 VNNI void primc_ig_kern_avx512vnni(const ikargs *g) {
   BG_DISPATCH512(vn_tile) /* bgemm_zmm.h's: the call's rows as a constant, one or two zmm of columns */
 }
+
+VNNI void primc_ig_kern_avx512vnni_ip(const ikargs *g) { BG_DISPATCH512(vn_tile_ip) }
 
 /* ---------------------------------------------------------------- AVX-VNNI: up to 4 rows x 4 ymm */
 

@@ -135,6 +135,10 @@ static const ci8_case cases[] = {
     {2, 0, 1, 48, 16, 3, 150, 3, 3, 1, 1, 1, 1, 0},   /* u8 less 0, 128 + 22 pixels a row */
     {2, 1, 1, 64, 8, 2, 64, 1, 1, 1, 0, 1, 1, -128},  /* s8 less -128, a row of exactly 64 */
     {2, 0, 1, 128, 16, 5, 21, 3, 3, 1, 1, 1, 1, 0},   /* u8 less 0, 128 channels: whole 64-byte lines, 16 + 5 pixels */
+    /* taps of whole 64-byte blocks: A read in place from the map into at most 64 channels (VNNI), else filled */
+    {2, 0, 2, 64, 40, 7, 9, 3, 3, 2, 2, 2, 1, 128},   /* stride and dilation 2, two images, 12 pixels each */
+    {2, 0, 1, 128, 64, 5, 5, 3, 3, 1, 1, 1, 2, 128},  /* two groups of 64 */
+    {2, 0, 1, 64, 80, 6, 9, 3, 3, 1, 1, 1, 1, 128},   /* 80 output channels: the fill */
 };
 
 PC_TEST(conv_i8_quantized_convs_take_int8_gemm) {
@@ -174,6 +178,7 @@ PC_TEST(conv_i8_portable_fill) {
   pc_test_before_run = portable_in;
   check_conv(&cases[3], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "portable fill, 3-channel stem");
   check_conv(&cases[0], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "portable fill, 3x3");
+  check_conv(&cases[9], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "portable fill, 64-channel taps");
   pc_test_before_run = NULL;
 }
 

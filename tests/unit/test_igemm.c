@@ -91,6 +91,43 @@ static int check_one(int row, int kind, int64_t M, int64_t N, int64_t K, int ta,
   return ok;
 }
 
+/* A read in place (a row's kern_ip): rows of a map ow pixels wide at strides of its own, blocks of k at scattered
+ * offsets, each row's offset and the sum of its bytes given; C against int64 sums of (A + roff) B */
+static int check_in_place(int64_t M, int64_t N, int64_t K, int64_t ow) {
+  int64_t blocks = (K + 63) / 64, col = 96, rowb = ow * col + 40, span = blocks * 64 + 100;
+  int64_t mapn = (M / ow + 1) * rowb + span + 64;
+  uint8_t *map = malloc((size_t)mapn);
+  int32_t *b = malloc(sizeof(int32_t) * (size_t)(N * K)), *c = malloc(sizeof(int32_t) * (size_t)(M * N));
+  int32_t *roff = malloc(sizeof(int32_t) * (size_t)M), *rsum = malloc(sizeof(int32_t) * (size_t)M);
+  int64_t *boff = malloc(sizeof(int64_t) * (size_t)blocks);
+  size_t bs = primc_igemm_packed_b_size(N, K);
+  void *pb = aligned_alloc(64, (bs + 63) / 64 * 64);
+  uint32_t seed = (uint32_t)(M * 13 + N * 7 + K);
+  for (int64_t i = 0; i < mapn; i++) map[i] = (uint8_t)next(&seed);
+  for (int64_t i = 0; i < N * K; i++) b[i] = (int32_t)(next(&seed) % 256) - 128;
+  for (int64_t i = 0; i < blocks; i++) boff[i] = (blocks - 1 - i) * 64 + i % 3 * 5; /* backwards, not aligned */
+  for (int64_t m = 0; m < M; m++) {
+    const uint8_t *r = map + m / ow * rowb + m % ow * col;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < K; k++) sum += r[boff[k / 64] + k % 64];
+    roff[m] = -(int32_t)(m % 5) * 11, rsum[m] = sum;
+  }
+  primc_igemm_ip ip = {map, ow, rowb, col, boff, roff, rsum};
+  int ok = CHECK_INT(primc_igemm_pack_b(0, N, K, b, pb), PRIMC_OK) &&
+           CHECK_INT(primc_igemm_in_place(M, N, K, &ip, pb, c, N), PRIMC_OK);
+  for (int64_t m = 0; m < M && ok; m++)
+    for (int64_t n = 0; n < N && ok; n++) {
+      const uint8_t *r = map + m / ow * rowb + m % ow * col;
+      int64_t want = 0;
+      for (int64_t k = 0; k < K; k++) want += ((int64_t)r[boff[k / 64] + k % 64] + roff[m]) * b[k * N + n];
+      ok = CHECK_MSG(c[m * N + n] == (int32_t)want, "in place %lldx%lldx%lld (rows of %lld): C[%lld][%lld] = %d, want %lld",
+                     (long long)M, (long long)N, (long long)K, (long long)ow, (long long)m, (long long)n, c[m * N + n],
+                     (long long)want);
+    }
+  free(map), free(b), free(c), free(roff), free(rsum), free(boff), free(pb);
+  return ok;
+}
+
 /* M, N, K around the row's tile: 1, one short, one over, several with a remainder, past a task's 128 rows and
  * 128 columns; K around the 64-deep k step and long; every kind and transpose along the way */
 static void check_row(int row, int mr) {
@@ -112,6 +149,20 @@ static void check_row(int row, int mr) {
         if (ms[x] * ns[y] * ks[z] > 4000000 && (x + y + z) % 2) continue; /* the biggest shapes once in two */
         ok = check_one(row, i % KINDS, ms[x], ns[y], ks[z], i / KINDS % 2, i / (2 * KINDS) % 2, records_row(i % 3 != 1));
       }
+  /* A in place where the row reads it so; elsewhere the call refuses */
+  if (primc_igemm_in_place_runs()) {
+    const int64_t ims[] = {1, 7, 133}, ins[] = {33, 161}, iks[] = {64, 192, 2112};
+    for (int x = 0; x < 3 && ok; x++)
+      for (int y = 0; y < 2 && ok; y++)
+        for (int z = 0; z < 3 && ok; z++) ok = check_in_place(ims[x], ins[y], iks[z], 5 + z);
+  } else {
+    int64_t boff = 0;
+    int32_t zero = 0;
+    uint8_t byte = 0;
+    primc_igemm_ip ip = {&byte, 1, 0, 0, &boff, &zero, &zero};
+    int32_t c = 0;
+    CHECK_INT(primc_igemm_in_place(1, 1, 64, &ip, NULL, &c, 1), PRIMC_ERR_ARG);
+  }
   /* sums past 2^31 wrap as int32 does: 255 x 127 (after the offsets) over 70,000 k */
   if (ok) check_one(row, U8_S8, 3, 40, 70000, 0, 0, records_row(1));
   /* the split form over whole tasks, several K blocks and a short last one, split per task and at packing */
