@@ -574,8 +574,8 @@ static int in_place_fits(const ci8 *c) {
 
 static int conv_in_place(const ci8 *c, const uint8_t *map, const int32_t *sums, int32_t lo, const void *packed,
                          int32_t *acc, void *room) {
-  int32_t *roff = room, *rsum = roff + c->p;
-  int64_t *boff = (int64_t *)(rsum + c->p + c->p % 2);
+  int64_t *boff = room; /* room is 64-byte aligned */
+  int32_t *roff = (int32_t *)(boff + c->k / 64), *rsum = roff + c->p;
   for (int64_t b = 0; b < c->k / 64; b++) {
     int64_t t = b * 64 / c->cg; /* the block's tap */
     boff[b] = (t / c->kw * c->dh * c->wp + t % c->kw * c->dw) * c->c + b * 64 % c->cg;
