@@ -99,8 +99,9 @@ int primc_conv_i8_pack(const int64_t *params, const int32_t *w, void *dst, int r
   return st;
 }
 
-/* scratch: the padded u8 map [hp][wp][c], one group's per-pixel sums [hp][wp], the GEMM's A, its C [P][Og] */
-static size_t map_bytes(const ci8 *c) { return align64((size_t)(c->hp * c->wp * c->c)); }
+/* scratch: the padded u8 map [hp][wp][c] (and 64 bytes that a 1x1's A read in place reaches past its last pixel),
+ * one group's per-pixel sums [hp][wp], the GEMM's A, its C [P][Og] */
+static size_t map_bytes(const ci8 *c) { return align64((size_t)(c->hp * c->wp * c->c)) + 64; }
 static size_t sums_bytes(const ci8 *c) { return align64((size_t)(c->hp * c->wp) * 4); }
 static size_t a_bytes(const ci8 *c) { return align64(primc_igemm_scratch_size(c->p, c->kk)); }
 
@@ -561,22 +562,24 @@ static void fill_runs(void *ctx, int64_t strip, uint8_t *tiles, int64_t Kp, int3
   }
 }
 
-/* A in place (primc_igemm_in_place) for taps of whole 64-byte blocks of channels on a CPU whose int8 row reads it so:
+/* A in place (primc_igemm_in_place) for taps of whole 64-byte blocks of channels, or a 1x1's one tap of any, on a CPU
+ * whose int8 row reads it so:
  * each block's offset from a patch's top-left pixel, each row's window sum from the per-pixel sums, in the room the
  * A tiles would have taken. Only into at most 64 output channels, where the fill costs most per multiply-add: the
  * zoo's QDQ ResNet-18 (AMD Zen 5, 1 thread) 5.37 -> 5.29 ms (layer 1's 3x3s 0.34-0.37 -> 0.32-0.35 ms), while from
  * 128 channels the in-place reads cost more than the fill saved (256 at 14x14 0.266 -> 0.272 ms, the 64 -> 128
  * 1x1/2 0.063 -> 0.072) */
 static int in_place_fits(const ci8 *c) {
-  return c->og <= 64 && c->cg % 64 == 0 && !c->rpb && !__atomic_load_n(&force_portable, __ATOMIC_RELAXED) &&
-         primc_igemm_in_place_runs();
+  return c->og <= 64 && (c->cg % 64 == 0 || c->kh * c->kw == 1) && !c->rpb &&
+         !__atomic_load_n(&force_portable, __ATOMIC_RELAXED) && primc_igemm_in_place_runs();
 }
 
 static int conv_in_place(const ci8 *c, const uint8_t *map, const int32_t *sums, int32_t lo, const void *packed,
                          int32_t *acc, void *room) {
   int64_t *boff = room; /* room is 64-byte aligned */
-  int32_t *roff = (int32_t *)(boff + c->k / 64), *rsum = roff + c->p;
-  for (int64_t b = 0; b < c->k / 64; b++) {
+  int64_t blocks = (c->k + 63) / 64; /* a 1x1's last block reads on past its pixel's channels: B's rows there are 0 */
+  int32_t *roff = (int32_t *)(boff + blocks), *rsum = roff + c->p;
+  for (int64_t b = 0; b < blocks; b++) {
     int64_t t = b * 64 / c->cg; /* the block's tap */
     boff[b] = (t / c->kw * c->dh * c->wp + t % c->kw * c->dw) * c->c + b * 64 % c->cg;
   }
