@@ -74,9 +74,9 @@ typedef struct dtile {
   int64_t ldc;
 } dtile;
 
-/* the tile's sums over the whole K into acc: tap by tap, 16 channel pairs a k block; FEW: each pair at its own offset */
-static inline __attribute__((always_inline)) BF16 void d_sums(const dtile *g, __m512 (*acc)[2], const int R, const int V,
-                                                              const int FEW) {
+/* the tile's sums over the whole K into acc: tap by tap, 16 channel pairs a k block; FEW: each pair at its offset */
+static inline __attribute__((always_inline)) BF16 void d_sums(const dtile *g, __m512 (*acc)[2], const int R,
+                                                              const int V, const int FEW) {
   const uint16_t *a = g->a;
   for (int t = 0; t < g->taps; t++) {
     const uint32_t *xt = g->x + (FEW ? 0 : g->tap[t]);
@@ -152,9 +152,9 @@ static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   for (int64_t i = b; i < e; i++) {
     uint32_t *d = j->xi + i * s * s * j->plane;
-    /* an odd count's last pair: the channel and zeros (x0 itself, then a zero mask) */
     memset(d, 0, sizeof *d * (size_t)(s * s * j->plane));
     if (i >= j->pairs) continue; /* the zero pair */
+    /* an odd count's last pair: the channel and zeros (x0 itself, then a zero mask) */
     int two = 2 * i + 1 < p->c / p->groups;
     const float *x0 = j->x + 2 * i * hw, *x1 = two ? x0 + hw : x0;
     for (int64_t y = 0; y < p->h; y++) {
@@ -237,8 +237,9 @@ int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg,
   int64_t hph = (hp + s - 1) / s, wph = (wp + s - 1) / s;
   if ((hp - p->kh) / s + 1 != oh || (wp - p->kw) / s + 1 != ow || og < 1 || oh < 1 || ow < 1) return PRIMC_ERR_ARG;
   int64_t K = primc_cv_bf16_k(p);
-  djob j = {.p = p, .x = xg, .s = (int)s, .wph = wph, .oh = oh, .ow = ow, .og = og, .kt = (K + BG_KSTEP - 1) / BG_KSTEP * BG_KSTEP,
-            .nq = oh * wph, .acc = acc, .e = e, .isa = primc_sgemm_isa(), .pairs = (cg + 1) / 2, .few = primc_cv_bf16_few(p)};
+  djob j = {.p = p, .x = xg, .s = (int)s, .wph = wph, .oh = oh, .ow = ow, .og = og,
+            .kt = (K + BG_KSTEP - 1) / BG_KSTEP * BG_KSTEP, .nq = oh * wph, .acc = acc, .e = e,
+            .isa = primc_sgemm_isa(), .pairs = (cg + 1) / 2, .few = primc_cv_bf16_few(p)};
   j.a = primc_bg_packed_a_tiles(wg, og, K);
   if (!j.a) return PRIMC_ERR_WEIGHTS;
   j.nblocks = (j.nq + 31) / 32;
@@ -250,7 +251,7 @@ int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg,
   }
   for (int64_t kp = 0; j.few && kp < j.kt / 2; kp++) { /* k = tap x the padded count + channel, two a pair */
     int64_t per = j.pairs, t = kp / per;
-    j.poff[kp] = (kp < taps * per ? j.tap[t] + kp % per * s * s * j.plane : per * s * s * j.plane);
+    j.poff[kp] = kp < taps * per ? j.tap[t] + kp % per * s * s * j.plane : per * s * s * j.plane;
   }
   j.xi = primc_bg_thread_scratch(0, sizeof *j.xi * (size_t)((j.pairs + j.few) * s * s * j.plane));
   j.cq = primc_bg_thread_scratch(1, sizeof *j.cq * (size_t)(og * j.nq));

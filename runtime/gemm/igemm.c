@@ -59,7 +59,8 @@ typedef struct ig_row {
 } ig_row;
 
 static const ig_row rows[PRIMC_IGEMM_ROW_COUNT] = {
-#define PRIMC_IGEMM_ROW(id, nm, nd, m, ck, kn, su, pr, pb, ip) [PRIMC_IGEMM_ROW_##id] = {nm, NEED_##nd, m, ck, kn, su, pr, pb, ip},
+#define PRIMC_IGEMM_ROW(id, nm, nd, m, ck, kn, su, pr, pb, ip) \
+  [PRIMC_IGEMM_ROW_##id] = {nm, NEED_##nd, m, ck, kn, su, pr, pb, ip},
 #include "runtime/gemm/igemm_rows.def"
 #undef PRIMC_IGEMM_ROW
 };

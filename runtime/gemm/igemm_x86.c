@@ -164,7 +164,8 @@ AMX void primc_ig_kern_amx(const ikargs *g) {
 #define VN_MR IG_MR_AVX512VNNI
 
 /* IP: A in place (ikargs.arow, boff), else tiled */
-static inline __attribute__((always_inline)) VNNI void vn_tile_a(const ikargs *g, const int R, const int V, const int IP) {
+static inline __attribute__((always_inline)) VNNI void vn_tile_a(const ikargs *g, const int R, const int V,
+                                                                 const int IP) {
   __m512i acc[VN_MR][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();

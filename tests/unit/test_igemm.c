@@ -120,9 +120,9 @@ static int check_in_place(int64_t M, int64_t N, int64_t K, int64_t ow) {
       const uint8_t *r = map + m / ow * rowb + m % ow * col;
       int64_t want = 0;
       for (int64_t k = 0; k < K; k++) want += ((int64_t)r[boff[k / 64] + k % 64] + roff[m]) * b[k * N + n];
-      ok = CHECK_MSG(c[m * N + n] == (int32_t)want, "in place %lldx%lldx%lld (rows of %lld): C[%lld][%lld] = %d, want %lld",
-                     (long long)M, (long long)N, (long long)K, (long long)ow, (long long)m, (long long)n, c[m * N + n],
-                     (long long)want);
+      ok = CHECK_MSG(c[m * N + n] == (int32_t)want, "in place %lldx%lldx%lld (rows of %lld): C[%lld][%lld] = %d, "
+                     "want %lld", (long long)M, (long long)N, (long long)K, (long long)ow, (long long)m, (long long)n,
+                     c[m * N + n], (long long)want);
     }
   free(map), free(b), free(c), free(roff), free(rsum), free(boff), free(pb);
   return ok;
