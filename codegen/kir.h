@@ -153,6 +153,8 @@ typedef struct kir_program {
   const pc_value **consts;/* the constant values in the blob, by order */
   int n_packed;           /* kir_pack_weights' panels */
   int cross_isa;          /* > 0: a cross compile's GEMM ISA (PRIMC_ISA_NEON): its dots' panels are that row's */
+  int weights_stream;     /* a host compile's bf16 weights outgrow the last-level cache: every run reads them from
+                             memory (kir_pack_weights; its bf16 conv plans say so) */
   kir_packed *packed;
   int n_consts;
   /* by symbol id: workspace byte offset of the i64 where the run writes the actual size of a
@@ -336,6 +338,8 @@ pc_status kir_build_tuned(pc_graph *g, kir_program *p, struct pc_autotune *tune,
  * medium, f32 dots become dot_bf16 calls instead, a constant B packed as bf16 panels. i32 dots with a constant B
  * become dot_i8 calls on the int8 GEMM (B packed as s8 panels) or, where B does not fit s8, dot_int calls. */
 pc_status kir_pack_weights(kir_program *p);
+/* tests: the last-level cache size kir_pack_weights weighs a program's bf16 weights against (0: this CPU's) */
+void kir_force_llc_bytes(int64_t bytes);
 /* host code only: max pools over a -inf padded copy become primc_k_maxpool calls that read the map
  * unpadded; the pad kernels are marked absorbed, the tree kernel turns into the call */
 void kir_pool_calls(kir_program *p);

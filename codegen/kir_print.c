@@ -129,6 +129,9 @@ static void print_conv_row(const kir_program *p, const kir_kernel *k, FILE *f) {
   primc_conv2d c;
   fprintf(f, " conv row %s", primc_conv_row_name(row));
   if (k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] < 0) fprintf(f, " (computed weights packed by each call)");
+  if (k->params[CONV_EPI_AT + CONV_EPI_ROW - 3] == PRIMC_CONV_W_BF16 &&
+      k->params[CONV_EPI_AT + CONV_EPI_ROW - 2] == PRIMC_CONV_BF16_STREAM)
+    fprintf(f, " (the program's bf16 weights outgrow this CPU's last-level cache: streamed from memory each run)");
   if (primc_conv2d_of_params(k->params, &c) && pc_autotune_tuned(p->tune, &c, row, &heur))
     fprintf(f, " (tuned%s%s)", heur == row ? "" : "; the planner's: ", heur == row ? "" : primc_conv_row_name(heur));
 }

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- dot epilogues */
@@ -680,12 +681,61 @@ static pc_status bf16_dot(kir_program *p, kir_kernel *k, int *changed) {
   return PC_OK;
 }
 
+/* whether the weights of p's convs and dots, as bf16, outgrow this host's last-level cache (32 MiB where it does
+ * not say): then each run reads them from memory, and a bf16 plan tells its row so (primc_conv_plan_opts) */
+static int64_t forced_llc;
+void kir_force_llc_bytes(int64_t bytes) { forced_llc = bytes; }
+
+/* the last-level cache a core of this host uses: Linux's highest cache level of cpu0 (glibc's sysconf reports an
+ * AMD socket's L3 of all its CCDs, 512 MiB on the Zen 5 these sessions ran on, where a core's is 32 MiB), 0 if
+ * unknown */
+static int64_t host_llc_bytes(void) {
+  int64_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 8; i++) {
+    char path[96], buf[32];
+    int level = 0;
+    long long size = 0;
+    char unit = 0;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+    FILE *f = fopen(path, "r");
+    if (!f) break;
+    int ok = fscanf(f, "%d", &level) == 1;
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    if (!ok || !(f = fopen(path, "r"))) continue;
+    ok = fgets(buf, sizeof buf, f) && sscanf(buf, "%lld%c", &size, &unit) >= 1;
+    fclose(f);
+    int64_t bytes = size * (unit == 'K' ? 1024 : unit == 'M' ? 1 << 20 : 1);
+    if (ok && size > 0 && level >= best_level) best_level = level, best = bytes;
+  }
+  return best;
+}
+
+static int weights_outgrow_cache(const kir_program *p) {
+  if (p->g->autocast != PC_AUTOCAST_BF16) return 0;
+  int64_t llc = forced_llc > 0 ? forced_llc : host_llc_bytes();
+  if (llc <= 0) llc = 32ll << 20;
+  char *seen = calloc((size_t)p->n_bufs + 1, 1);
+  double bytes = 0;
+  for (int j = 0; j < p->n_kernels && seen; j++) {
+    const kir_kernel *k = &p->kernels[j];
+    if (k->kind != KK_CALL || (k->call != KC_conv && k->call != KC_dot) || k->n_args < 3 || seen[k->args[2]]) continue;
+    const kir_buf *b = &p->bufs[k->args[2]];
+    seen[k->args[2]] = 1;
+    if (b->place == KP_CONST && b->dtype == PC_f32) bytes += (double)b->nbytes / 2;
+  }
+  free(seen);
+  return bytes > (double)llc;
+}
+
 /* f32 dots whose B is a constant become dot_packed calls reading GEMM panels packed once at compile
  * time, and constant conv weights take the layout their planned row wants: for this machine's kernels
  * (another machine reads them row by row), so host code only; weights nothing reads any more leave
  * the blob (place_weights) */
 static pc_status pack_weights(kir_program *p) {
   int packed = 0;
+  p->weights_stream = weights_outgrow_cache(p);
   for (int i = 0; i < p->n_kernels; i++) {
     kir_kernel *k = &p->kernels[i];
     if (k->kind != KK_CALL) continue;

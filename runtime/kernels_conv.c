@@ -271,7 +271,7 @@ int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p) {
   p->w_packed_panels = layout == PRIMC_CONV_W_PANELS;
   p->w_winograd = layout == PRIMC_CONV_W_WINOGRAD;
   p->w_lanes = layout == PRIMC_CONV_W_LANES;
-  p->w_bf16 = layout == PRIMC_CONV_W_BF16;
+  p->w_bf16 = layout != PRIMC_CONV_W_BF16 ? 0 : tile == PRIMC_CONV_BF16_STREAM ? PRIMC_CONV_BF16_STREAM : 1;
   return 1;
 }
 

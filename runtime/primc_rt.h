@@ -694,7 +694,9 @@ typedef struct primc_conv2d {
                           (PRIMC_CONV_W_WINOGRAD) */
   int w_lanes;         /* w is primc_conv2d_pack_lanes's output (PRIMC_CONV_W_LANES) */
   int w_bf16;          /* w holds each group's [o/groups][c/groups*kh*kw] block as primc_bgemm_pack_a's bf16
-                          tiles, groups primc_conv2d_packed_weight_bytes / groups apart (PRIMC_CONV_W_BF16) */
+                          tiles, groups primc_conv2d_packed_weight_bytes / groups apart (PRIMC_CONV_W_BF16);
+                          PRIMC_CONV_BF16_STREAM (not 1) when every call reads them from memory (the program's
+                          weights outgrow the last-level cache: its plan's tile word), so large 1x1s read x in place */
 } primc_conv2d;
 /* How a conv's weights are stored: PLAIN (OIHW), STRIPS (A strips for the GEMM rows), PANELS (W^T panels:
  * the transposed GEMM, output channels in the lanes), WINOGRAD and LANES (their rows' own layouts), BF16
@@ -812,8 +814,9 @@ enum { PRIMC_CONV_CLASS_CONV2D = 0, PRIMC_CONV_CLASS_DEPTHWISE = 1, PRIMC_CONV_C
 typedef struct primc_conv_plan {
   int32_t row;     /* a primc_conv_row */
   int32_t layout;  /* PRIMC_CONV_W_* of the weights the call passes (PLAIN for a STRIPS row not packed) */
-  int32_t tile_mr; /* tile height of STRIPS and WINOGRAD weights, else 0 */
+  int32_t tile_mr; /* tile height of STRIPS and WINOGRAD weights; PRIMC_CONV_BF16_STREAM or 0 for BF16 ones; else 0 */
 } primc_conv_plan;
+#define PRIMC_CONV_BF16_STREAM 2
 
 typedef struct primc_conv_plan_opts {
   int packable;      /* the weights are constants the caller will pack as the plan says: any layout */
@@ -823,6 +826,7 @@ typedef struct primc_conv_plan_opts {
   int threads;       /* threads the call will run on; 0: primc_num_threads() */
   const char *force; /* a row name (PRIMC_CONV_ROW=) taken when it fits and its ISA is here; NULL: none */
   int bf16;          /* the conv may run on bf16 operands with f32 sums (--autocast bf16): the bf16 row first */
+  int weights_stream; /* the program's weights outgrow the last-level cache: a bf16 plan says so (its tile word) */
 } primc_conv_plan_opts;
 
 /* the best row for p as o allows; PRIMC_OK, or PRIMC_ERR_ARG (p inconsistent, or no row reads weights in

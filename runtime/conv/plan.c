@@ -166,6 +166,12 @@ static int strided_1x1_as_gemm(const cv_shape *s) {
 static int never(const cv_shape *s) { return 0; }
 static int always(const cv_shape *s) { return 1; }
 
+/* a plan's tile word: STRIPS and WINOGRAD weights' tile height; for BF16 ones whether every call streams them */
+static int32_t tile_word(int layout, const primc_conv_plan_opts *o) {
+  if (layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD) return o->tile_mr;
+  return layout == PRIMC_CONV_W_BF16 && o->weights_stream ? PRIMC_CONV_BF16_STREAM : 0;
+}
+
 static int bf16_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   int64_t og = p->o / p->groups;
@@ -338,7 +344,7 @@ int primc_conv_plan_make(const primc_conv2d *p, const primc_conv_plan_opts *o, p
   if (best < 0) return PRIMC_ERR_ARG;
   plan->row = best;
   plan->layout = layout;
-  plan->tile_mr = layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? o->tile_mr : 0;
+  plan->tile_mr = tile_word(layout, o);
   return PRIMC_OK;
 }
 
@@ -354,7 +360,7 @@ int primc_conv_plan_candidates(const primc_conv2d *p, const primc_conv_plan_opts
   for (size_t i = 0; i < sizeof rank / sizeof rank[0]; i++) {
     if (rank[i].pays == never || !row_can(rank[i].row, p, o, &l)) continue;
     if (out && n < max)
-      out[n] = (primc_conv_plan){rank[i].row, l, l == PRIMC_CONV_W_STRIPS || l == PRIMC_CONV_W_WINOGRAD ? o->tile_mr : 0};
+      out[n] = (primc_conv_plan){rank[i].row, l, tile_word(l, o)};
     n++;
   }
   return n;

@@ -32,7 +32,7 @@ static void set_layout(primc_conv2d *p, int layout, int mr) {
   p->w_packed_panels = layout == PRIMC_CONV_W_PANELS;
   p->w_winograd = layout == PRIMC_CONV_W_WINOGRAD;
   p->w_lanes = layout == PRIMC_CONV_W_LANES;
-  p->w_bf16 = layout == PRIMC_CONV_W_BF16;
+  p->w_bf16 = layout != PRIMC_CONV_W_BF16 ? 0 : mr == PRIMC_CONV_BF16_STREAM ? PRIMC_CONV_BF16_STREAM : 1;
 }
 
 int primc_conv_row_fits(int row, const primc_conv2d *p, const primc_conv2d *next) {

@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- contractions */
 
@@ -91,6 +92,38 @@ PC_TEST(codegen_conv_computed_weights_packed_per_call) {
   free(text);
   cg_check_graph(g, (cg_range){-1, 1}, "conv/computed weights");
   pc_graph_free(g);
+}
+
+/* An --autocast bf16 program whose weights outgrow the last-level cache plans its bf16 convs as streamed (its large
+ * 1x1s then read x in place, runtime/conv/bf16_direct.c): with the cache forced small the listing says so and the
+ * compiled result matches the interpreter within bf16's rounding; with it large, not streamed */
+PC_TEST(codegen_bf16_weights_streamed_past_the_cache) {
+  const int64_t C = 512, O = 1024, H = 7;
+  pc_graph *g = pc_graph_new();
+  g->autocast = PC_AUTOCAST_BF16;
+  float *w = malloc(sizeof(float) * (size_t)(O * C)), *xd = malloc(sizeof(float) * (size_t)(C * H * H));
+  for (int64_t i = 0; i < O * C; i++) w[i] = (float)(i * 7919 % 1000) * 1e-5f; /* positive: no sum near 0 */
+  for (int64_t i = 0; i < C * H * H; i++) xd[i] = (float)(i % 97) / 97.0f;
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 4, (int64_t[]){1, C, H, H}));
+  pc_value *wc = pc_const(g, cg_ty(PC_f32, 4, (int64_t[]){O, C, 1, 1}), w);
+  pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){0, 0}, 2),
+                  pc_a_ints("pad_hi", (int64_t[]){0, 0}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                  pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", 1)};
+  pc_output_add(g, pc_build(g, PC_OP_conv, (pc_value *[]){x, wc}, 2, a, 6));
+  const char *note = "streamed from memory each run";
+  kir_force_llc_bytes(256 << 10);
+  char *text = pc_test_kernels_text(g);
+  CHECK_MSG(text && strstr(text, "conv row bf16_tiles") && strstr(text, note), "streamed:\n%s", text ? text : "");
+  free(text);
+  pc_tensor in = {PC_f32, 4, {1, C, H, H}, xd};
+  pc_test_compiled_matches_interp(g, &in, 1, 2e-2f, "bf16 weights streamed");
+  kir_force_llc_bytes(1ll << 40);
+  text = pc_test_kernels_text(g);
+  CHECK_MSG(text && !strstr(text, note), "not streamed:\n%s", text ? text : "");
+  free(text);
+  kir_force_llc_bytes(0);
+  pc_graph_free(g);
+  free(w), free(xd);
 }
 
 PC_TEST(codegen_gemm_epilogue) {

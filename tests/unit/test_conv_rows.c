@@ -147,6 +147,13 @@ static run_bufs bufs_alloc(const primc_conv2d *p, const primc_conv_plan *plan, i
 
 static void bufs_free(run_bufs *b) { free(b->y), free(b->spare), free(b->col), free(b->wp), free(b->r); }
 
+/* a plan's tile word for shape s: STRIPS and WINOGRAD weights' tile height; bf16 weights on every other shape as
+ * a program's that outgrow the cache (whose large 1x1s then read x in place) */
+static int32_t plan_tile(int layout, int s) {
+  if (layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD) return primc_sgemm_mr();
+  return layout == PRIMC_CONV_W_BF16 && s % 2 == 0 ? PRIMC_CONV_BF16_STREAM : 0;
+}
+
 /* act RQ (an exact conv's integer sums requantized) of row on shape s, in the row's epilogues or (after) by the
  * executor after it: small integers in, so every row's f32 sums are exact (bf16 and Winograd's too), and the
  * output bit for bit the definition's f32 steps on the exact sums */
@@ -157,8 +164,7 @@ static void run_rq(int row, int s, int want_row, int after) {
   int64_t nx = p->n * p->c * p->h * p->w, kk = (p->c / p->groups) * p->kh * p->kw, nw = p->o * kk;
   int64_t ny = p->n * p->o * oh * ow;
   int layout = primc_conv_row_layout(row);
-  primc_conv_plan plan = {row, layout,
-                          layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? primc_sgemm_mr() : 0};
+  primc_conv_plan plan = {row, layout, plan_tile(layout, s)};
   float *x = rand_floats(nx), *w = rand_floats(nw), *bias = rand_floats(p->o), *scale = rand_floats(p->o);
   for (int64_t i = 0; i < nx; i++) x[i] = nearbyintf(x[i] * 12);
   for (int64_t i = 0; i < nw; i++) w[i] = nearbyintf(w[i] * 6);
@@ -206,8 +212,7 @@ static int run_one(int row, int s, int want_row) {
   int layout = primc_conv_row_layout(row);
   /* STRIPS rows read plain weights too: every other shape runs them plain */
   if (layout == PRIMC_CONV_W_STRIPS && s % 2) layout = PRIMC_CONV_W_PLAIN;
-  primc_conv_plan plan = {row, layout,
-                          layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? primc_sgemm_mr() : 0};
+  primc_conv_plan plan = {row, layout, plan_tile(layout, s)};
   float *x = rand_floats(nx), *w = rand_floats(nw), *bias = rand_floats(p->o), *res = rand_floats(ny);
   run_bufs b = bufs_alloc(p, &plan, ny);
   float *y = b.y, *spare = b.spare, *col = b.col;
@@ -380,6 +385,15 @@ PC_TEST(conv_plan_force_and_layouts) {
   CHECK(plan.row != PRIMC_CONV_ROW_BF16);
   CHECK_INT(primc_conv_plan_make(&dw, &bf, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_BF16);
+  /* weights that stream from memory: the bf16 plan's tile word says so, only then */
+  CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
+  CHECK_INT(plan.tile_mr, 0);
+  bf.weights_stream = 1;
+  CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
+  CHECK_INT(plan.tile_mr, PRIMC_CONV_BF16_STREAM);
+  CHECK_INT(primc_conv_plan_make(&c3, &bf, &plan), PRIMC_OK);
+  CHECK(plan.row == PRIMC_CONV_ROW_BF16 || plan.tile_mr != PRIMC_CONV_BF16_STREAM);
+  bf.weights_stream = 0;
   /* the AMD tuning's image stems: the 7x7/2 in bf16 (3 channels padded to 4, read in place), the 3x3/2 (K = 27) f32 */
   primc_conv2d stem7 = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0};
   primc_conv2d stem3 = {1, 3, 224, 224, 32, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
