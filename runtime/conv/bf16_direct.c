@@ -38,10 +38,11 @@ int64_t primc_cv_bf16_k(const primc_conv2d *p) { return packed_ch(p) * p->kh * p
 
 /* A 1x1's weights are the same tap-major or not. In place, each block of 8 output channels pulls the next one's
  * weights into L2 while it runs; the GEMM path keeps a block of B in L1 for many rows of weights instead, which
- * wins while the weights stay in cache. In a program whose weights outgrow the last-level cache (w_bf16 STREAM: ResNet-50's
- * 51 MB of bf16 against Zen 5's 32 MB L3), those of 256 KiB and more come from memory on every call: 512 -> 2048 at
- * 7x7 0.44 ms on the GEMM path against 0.31 in place (Zen 5, 1 thread); with the weights in cache the GEMM path is
- * faster (0.29 against 0.32; MobileNetV2's 1x1s of 256-820 KiB: the model 2.78 ms against 2.85 in place). */
+ * wins while the weights stay in cache. In a program whose weights outgrow the last-level cache (w_bf16 ==
+ * PRIMC_CONV_BF16_STREAM: ResNet-50's 51 MB of bf16 against Zen 5's 32 MB L3), those of 256 KiB and more come from
+ * memory on every call: 512 -> 2048 at 7x7 0.44 ms on the GEMM path against 0.31 in place (Zen 5, 1 thread); with
+ * the weights in cache the GEMM path is faster (0.29 against 0.32; MobileNetV2's 1x1s of 256-820 KiB: the model
+ * 2.78 ms against 2.85 in place). */
 #define IN_PLACE_1X1_BYTES (256 << 10)
 
 int primc_cv_bf16_in_place(const primc_conv2d *p) {
