@@ -681,9 +681,7 @@ static pc_status bf16_dot(kir_program *p, kir_kernel *k, int *changed) {
   return PC_OK;
 }
 
-/* whether the weights of p's convs and dots, as bf16, outgrow this host's last-level cache (32 MiB where it does
- * not say): then each run reads them from memory, and a bf16 plan tells its row so (primc_conv_plan_opts) */
-static int64_t forced_llc;
+static int64_t forced_llc; /* tests: kir_force_llc_bytes */
 void kir_force_llc_bytes(int64_t bytes) { forced_llc = bytes; }
 
 /* the last-level cache a core of this host uses: Linux's highest cache level of cpu0 (glibc's sysconf reports an
@@ -712,6 +710,8 @@ static int64_t host_llc_bytes(void) {
   return best;
 }
 
+/* whether the weights of p's convs and dots, as bf16, outgrow this host's last-level cache (32 MiB where it does
+ * not say): then each run reads them from memory, and a bf16 plan tells its row so (primc_conv_plan_opts) */
 static int weights_outgrow_cache(const kir_program *p) {
   if (p->g->autocast != PC_AUTOCAST_BF16) return 0;
   int64_t llc = forced_llc > 0 ? forced_llc : host_llc_bytes();

@@ -267,11 +267,7 @@ int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p) {
   conv_read(params, &c);
   if (c.S < 0 || c.S > 6 || c.groups < 1 || !conv2d_params(&c, p)) return 0;
   int64_t layout = params[CONV_EPI_AT + CONV_EPI_PACKED], tile = params[CONV_EPI_AT + CONV_EPI_TILE];
-  p->w_packed_mr = layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? (int)tile : 0;
-  p->w_packed_panels = layout == PRIMC_CONV_W_PANELS;
-  p->w_winograd = layout == PRIMC_CONV_W_WINOGRAD;
-  p->w_lanes = layout == PRIMC_CONV_W_LANES;
-  p->w_bf16 = layout != PRIMC_CONV_W_BF16 ? 0 : tile == PRIMC_CONV_BF16_STREAM ? PRIMC_CONV_BF16_STREAM : 1;
+  primc_conv2d_set_layout(p, (int)layout, (int)tile);
   return 1;
 }
 
@@ -296,7 +292,7 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
     if ((uintptr_t)dst % 64 || primc_conv_plan_weight_bytes(&p, &plan) != (size_t)-q[CONV_EPI_WBYTES])
       return PRIMC_ERR_RUNTIME;
     primc_conv2d plain = p; /* the weights as they arrive */
-    plain.w_packed_mr = plain.w_packed_panels = plain.w_winograd = plain.w_lanes = plain.w_bf16 = 0;
+    primc_conv2d_set_layout(&plain, PRIMC_CONV_W_PLAIN, 0);
     int st = primc_conv_plan_pack(&plain, &plan, bufs[2], dst);
     if (st != PRIMC_OK) return st;
     w = dst;

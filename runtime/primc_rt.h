@@ -727,6 +727,8 @@ size_t primc_conv2d_lanes_bytes(const primc_conv2d *p);
 int primc_conv2d_check_weights(const primc_conv2d *p, const void *w, size_t bytes);
 /* bytes of the packed weights of that layout */
 size_t primc_conv2d_packed_weight_bytes(const primc_conv2d *p, int layout);
+/* p's w_* fields as weights in layout (PRIMC_CONV_W_*) with a plan's tile word (primc_conv_plan.tile_mr) say */
+void primc_conv2d_set_layout(primc_conv2d *p, int layout, int tile);
 /* the 2-D f32 conv a codegen conv call's params describe (primc_k_conv's layout); 0 when they describe
  * another conv (other rank or dtype, input dilation) */
 int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p);

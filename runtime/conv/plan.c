@@ -316,11 +316,7 @@ static int row_can(int row, const primc_conv2d *p, const primc_conv_plan_opts *o
   int l = row_layout(row, o);
   if (l < 0 || (l == PRIMC_CONV_W_WINOGRAD && o->tile_mr <= 0)) return 0;
   primc_conv2d q = *p;
-  q.w_packed_mr = l == PRIMC_CONV_W_STRIPS || l == PRIMC_CONV_W_WINOGRAD ? o->tile_mr : 0;
-  q.w_packed_panels = l == PRIMC_CONV_W_PANELS;
-  q.w_winograd = l == PRIMC_CONV_W_WINOGRAD;
-  q.w_lanes = l == PRIMC_CONV_W_LANES;
-  q.w_bf16 = l == PRIMC_CONV_W_BF16;
+  primc_conv2d_set_layout(&q, l, tile_word(l, o));
   *layout = l;
   return r->fits(&q, NULL);
 }

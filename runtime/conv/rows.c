@@ -27,7 +27,7 @@ int primc_conv_row_find(const char *name) {
 }
 
 /* p's w_* fields as weights stored in layout (tile height mr for STRIPS and WINOGRAD) */
-static void set_layout(primc_conv2d *p, int layout, int mr) {
+void primc_conv2d_set_layout(primc_conv2d *p, int layout, int mr) {
   p->w_packed_mr = layout == PRIMC_CONV_W_STRIPS || layout == PRIMC_CONV_W_WINOGRAD ? mr : 0;
   p->w_packed_panels = layout == PRIMC_CONV_W_PANELS;
   p->w_winograd = layout == PRIMC_CONV_W_WINOGRAD;
@@ -38,7 +38,7 @@ static void set_layout(primc_conv2d *p, int layout, int mr) {
 int primc_conv_row_fits(int row, const primc_conv2d *p, const primc_conv2d *next) {
   if (!row_ok(row) || !p || !primc_cv_valid(p)) return 0;
   primc_conv2d q = *p;
-  set_layout(&q, primc_cv_rows[row].layout, primc_sgemm_mr());
+  primc_conv2d_set_layout(&q, primc_cv_rows[row].layout, primc_sgemm_mr());
   return primc_cv_rows[row].fits(&q, next);
 }
 
@@ -140,7 +140,7 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
   float *acc = e->res == y && y ? spare : y; /* the sums: y itself unless y is the residual */
   if (!acc || cv_overlaps(acc, ny, x, nx) || (e->res && cv_overlaps(acc, ny, e->res, ny))) return PRIMC_ERR_ARG;
   primc_conv2d q = *p;
-  set_layout(&q, plan->layout, plan->tile_mr);
+  primc_conv2d_set_layout(&q, plan->layout, plan->tile_mr);
   /* the planned row, or where its ISA, buffers or fit are missing its fallback: never a ranking again */
   int row = plan->row;
   for (int hops = 0;; hops++) {
