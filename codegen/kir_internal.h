@@ -1,5 +1,6 @@
 /* codegen/kir_internal.h: what the kernel-IR builder's files share (kir.c, kir_expr.c, kir_calls.c,
- * kir_rewrites.c, kir_requant.c, kir_touches.c, kir_pool_calls.c, kir_print.c); renderers and packagers use codegen/kir.h only. */
+ * kir_rewrites.c, kir_requant.c, kir_touches.c, kir_pool_calls.c, kir_tile.c,
+ * kir_print.c); renderers and packagers use codegen/kir.h only. */
 #ifndef PRIMC_KIR_INTERNAL_H
 #define PRIMC_KIR_INTERNAL_H
 
@@ -121,5 +122,7 @@ pc_status kir_requant_rewrite(kir_program *p);
 pc_status kir_conv_requant_rewrite(kir_program *p);
 /* max trees over a -inf padded copy as primc_k_maxpool calls (kir_pool_calls.c) */
 pc_status kir_pool_calls_rewrite(kir_program *p);
+/* transposing loop kernels split in blocks of loops (kir_tile.c) */
+pc_status kir_tile_transposes(kir_program *p);
 
 #endif

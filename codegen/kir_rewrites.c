@@ -806,7 +806,7 @@ static pc_status pack_cross_weights(kir_program *p) {
 /* Every rewrite of the kernel IR, in the order it runs. kir_build runs the BUILD rows on every program;
  * a compile for the host CPU then asks for the HOST_WEIGHTS row (kir_pack_weights: the machine's GEMM
  * panels and conv layouts; `primc dump --kernels` too, to show the conv rows a host compile plans) and
- * the HOST_POOLS row (kir_pool_calls). A cross compile (--triple) takes the CROSS_WEIGHTS row (its dots'
+ * the HOST_POOLS rows (kir_pool_calls: pool calls, tiled transposes; every CPU compile). A cross compile (--triple) takes the CROSS_WEIGHTS row (its dots'
  * panels for the target's GEMM row) instead of HOST_WEIGHTS, CUDA the BUILD rows only.
  * (Gather tables read in place are decided before lowering, by build_group in kir.c, not here.) */
 static const struct kir_rewrite {
@@ -832,6 +832,8 @@ static const struct kir_rewrite {
     {"pack-cross-weights", KIR_STAGE_CROSS_WEIGHTS, pack_cross_weights},
     /* max trees over a -inf padded copy become primc_k_maxpool calls that read the map unpadded */
     {"pool-calls", KIR_STAGE_HOST_POOLS, kir_pool_calls_rewrite},
+    /* transposing loop kernels in blocks that stay in L1 (a training step's flipped conv weights) */
+    {"tile-transposes", KIR_STAGE_HOST_POOLS, kir_tile_transposes},
 };
 
 pc_status kir_rewrites_run(kir_program *p, kir_stage stage) {

@@ -273,6 +273,18 @@ static void emit_column_reduction(lctx *L, const kir_kernel *k, LLVMValueRef lo,
   for (int l = k->n_loops - 1; l >= k->n_par; l--) loop_end(L, &loops[l]);
 }
 
+/* Some store moves along loop l by neither 0 nor 1: vectorized, each vector store would be a scatter, which x86
+ * CPUs run an element at a time and slower than scalar stores. LLVM still chose them where a short inner loop
+ * was unrolled whole, vectorizing the loop around it with gathers and scatters (a training step's flipped
+ * conv weights, [O, C, 3, 3] -> [C, O, 3, 3]: 1.5 ns an element), so the loop gets vectorize.width 1. */
+static int scatters(const kir_program *p, const kir_kernel *k, int l) {
+  for (int s = 0; s < k->n_stores; s++) {
+    int64_t sd = k->stores[s].map.stride[l];
+    if ((sd != 0 && sd != 1) || kir_dyn_poly(p, &k->stores[s].map.stride[l]) != NULL) return 1;
+  }
+  return 0;
+}
+
 /* kN_body(bufs..., begin, end) with noalias where no other buffer of the kernel overlaps;
  * kN(ctx, begin, end) unpacks the buffer table for the thread pool */
 /* Kernels called directly (too little work for the pool) are inlined into NAME_run_partJ by LLVM;
@@ -351,7 +363,8 @@ LLVMValueRef lv_emit_loop_kernel(lctx *L, int idx) {
   }
   for (int l = n_open - 1; l >= 0; l--) {
     LLVMValueRef latch = loop_end(L, &loops[l]);
-    if (l == k->n_loops - 1) loop_md(L, latch, 0, f16_width(L, k, l, 1));
+    if (scatters(p, k, l)) loop_md(L, latch, 0, 1);
+    else if (l == k->n_loops - 1) loop_md(L, latch, 0, f16_width(L, k, l, 1));
   }
   LLVMBuildRetVoid(L->b);
 
