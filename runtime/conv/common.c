@@ -405,6 +405,16 @@ __attribute__((target("avx2,fma,f16c"))) static void ct_store256(const epi_ctx *
 }
 #endif
 
+#if PRIMC_X86
+__attribute__((target("prfchw"))) void primc_cv_prefetch_out(const epi_ctx *e, int64_t P, int64_t m0, int64_t mb,
+                                                           int64_t nb) {
+  for (int64_t o = 0; o < nb; o++) {
+    const char *a = (const char *)(e->y + o * P + m0), *end = (const char *)(e->y + o * P + m0 + mb);
+    for (a = (const char *)((uintptr_t)a & ~(uintptr_t)63); a < end; a += 64) __builtin_prefetch(a, 1, 3);
+  }
+}
+#endif
+
 void cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb) {
   int isa = primc_sgemm_isa();
   int64_t nb8 = 0; /* channels [0, nb8) stored by ct_store256 */

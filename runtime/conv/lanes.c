@@ -310,6 +310,7 @@ typedef struct dl_job {
   epi_ctx e; /* at the image's start */
   int64_t P;
   int tile;   /* DL_TILE_*: the ISA's, and on AVX2 by the input channels */
+  int pf_out; /* the band's output lines prefetched for writing first (cv_pf_out) */
 } dl_job;
 
 /* the pixels [*a, *b) of [t0, t1) whose kernel column j lies inside x's row */
@@ -447,6 +448,9 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
     int64_t ob = j->band_major ? it % j->nob : it / j->bands, band = j->band_major ? it / j->nob : it % j->bands;
     int64_t r0, r1;
     dl_band(j, band, &r0, &r1);
+    int64_t nb = p->o - ob * DL_NR < DL_NR ? p->o - ob * DL_NR : DL_NR;
+    epi_ctx eb = cv_epi_at(&j->e, ob * DL_NR, j->P);
+    if (j->pf_out) primc_cv_prefetch_out(&eb, j->P, r0 * j->ow, (r1 - r0) * j->ow, nb);
     dl_xpf xpf = {0};
     if (j->band_major && it + 1 < e && (it + 1) / j->nob != band)
       xpf = dl_xpf_make(j, (it + 1) / j->nob, (p->c + chunk - 1) / chunk * (r1 - r0) * tiles);
@@ -467,8 +471,6 @@ static void dl_range(void *ctx, int64_t b, int64_t e) {
         }
       }
     }
-    int64_t nb = p->o - ob * DL_NR < DL_NR ? p->o - ob * DL_NR : DL_NR;
-    epi_ctx eb = cv_epi_at(&j->e, ob * DL_NR, j->P);
     cv_ct_store(&eb, j->P, sums, DL_NR, r0 * j->ow, (r1 - r0) * j->ow, nb);
   }
 }
@@ -489,7 +491,7 @@ static void dl_conv(const primc_conv2d *p, int64_t oh, int64_t ow, const float *
   int64_t rows = DL_BAND_FLOATS / (ow * DL_NR);
   int64_t nob = (p->o + DL_NR - 1) / DL_NR;
   int tile = cv_use_avx512() ? DL_TILE_AVX512 : p->c >= CV_DL_TILE3_MIN_C ? DL_TILE_AVX2_3 : DL_TILE_AVX2_6;
-  dl_job j = {p, oh, ow, nob, (oh + rows - 1) / rows, dl_band_major(p, nob), x, w, *c, oh * ow, tile};
+  dl_job j = {p, oh, ow, nob, (oh + rows - 1) / rows, dl_band_major(p, nob), x, w, *c, oh * ow, tile, cv_pf_out()};
   primc_parallel_for(j.nob * j.bands, dl_range, &j);
 }
 #endif
