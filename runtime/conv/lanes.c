@@ -277,7 +277,8 @@ __attribute__((target("avx512f"))) static void pack_lanes_blocks16(void *ctx, in
         int64_t cols = kk - k0 < 16 ? kk - k0 : 16;
         __mmask16 mc = cv_low_mask(cols);
         __m512 r[16];
-        for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(mc, j->w + (o0 + i) * kk + k0) : _mm512_setzero_ps();
+        for (int i = 0; i < 16; i++)
+          r[i] = i < rows ? _mm512_maskz_loadu_ps(mc, j->w + (o0 + i) * kk + k0) : _mm512_setzero_ps();
         primc_tr16(r);
         for (int64_t c = 0; c < cols; c++) _mm512_storeu_ps(j->dst + (ob * kk + k0 + c) * DL_NR + h * 16, r[c]);
       }
