@@ -139,11 +139,13 @@ static int pool_call(kir_program *p, kir_touches *t, int i) {
     if (su == k->n_stores) return 0;
     if (k->n_stores == 2 && !dequant_of(p, &k->stores[sf = 1 - su], ld, n, &scale)) return 0;
   }
-  int pb = ld[0]->buf, padded = 1;
+  int pb = ld[0]->buf;
   pool_map pm;
-  if (!padded_map(p, i, pb, dt, &pm)) {
+  /* a padded copy something else reads too (a training step's max pool backward) stays, and the call reads it
+   * as the map: its frame holds the padding's values */
+  if (!padded_map(p, i, pb, dt, &pm) || kir_touched_outside(p, t, pb, pm.first, i) || kir_bufs_overlap(p, pb, pm.sb)) {
     if (!unpadded_map(p, k, ld, n, pb, dt, &pm)) return 0;
-    pm.first = i, padded = 0;
+    pm.first = i;
   }
   int64_t C = pm.C, PH = pm.PH, PW = pm.PW;
   /* the tree: loads over the padded map at (c, oy * sh + dy, ox * sw + dx), every (dy, dx) once */
@@ -169,10 +171,9 @@ static int pool_call(kir_program *p, kir_touches *t, int i) {
   /* stride 1 stays a loop kernel: LLVM's vectorized max tree beat the call's row and window passes on YOLO's
    * 5x5 pools (192 x 13 x 13, three of them: 0.27 ms against 0.97) */
   if (!primc_maxpool_row(pm.W, OW, kw, sw, pm.pl) || (sh == 1 && sw == 1)) return 0;
-  /* the map must still hold its values at i, and nothing else may read the padded buffer */
+  /* the map must still hold its values at i */
   int out = k->stores[su].buf, outf = sf >= 0 ? k->stores[sf].buf : -1;
-  if (kir_bufs_overlap(p, out, pm.sb) || (outf >= 0 && (kir_bufs_overlap(p, outf, pm.sb) || kir_bufs_overlap(p, outf, out))) ||
-      (padded && (kir_touched_outside(p, t, pb, pm.first, i) || kir_bufs_overlap(p, pb, pm.sb))))
+  if (kir_bufs_overlap(p, out, pm.sb) || (outf >= 0 && (kir_bufs_overlap(p, outf, pm.sb) || kir_bufs_overlap(p, outf, out))))
     return 0;
   kir_call call = dt == PC_u8 ? KC_maxpool_u8 : KC_maxpool;
   int np = kir_call_info(call)->n_params;
