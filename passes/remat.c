@@ -1,7 +1,7 @@
 /* passes/remat.c: the backward recomputes cheap forward values instead of keeping them. A gradient prim
  * (node->backward) reading a forward value that an inline chain of prims (elementwise and index maps) computes
  * from values stored anyway (inputs, constants, results of contractions, reductions and the other stored
- * prims, values a contraction reads) gets a copy of that chain, built where the backward runs: the forward
+ * prims, values a contraction or a pad reads) gets a copy of that chain, built where the backward runs: the forward
  * then stores none of the chain for the backward (GELU's erf and exp terms, softmax's exponentials, a mask),
  * while the stored values it starts from are kept as they were. Runs after the cleanup passes (CSE would
  * merge the copies back) and before fusion; chains longer than REMAT_MAX_PRIMS are kept. */
@@ -20,14 +20,15 @@ typedef struct remat {
   int n_copied;           /* prims built */
 } remat;
 
-/* v is materialized whatever the backward does */
+/* v is materialized whatever the backward does (a pad's copy reads it from memory: recomputing a ReLU before a max
+ * pool from the conv's raw result kept that stored too, and the conv's bias and ReLU out of its call) */
 static int stored_anyway(const remat *R, const pc_value *v) {
   const pc_node *p = v->producer;
   if (!p || p->op == PC_OP_constant || !pc_op_is_inline(p->op) || (R->s->iface[v->id] & PCP_OUT) ||
       p->n_out != 1)
     return 1;
   for (int u = R->users.start[v->id]; u < R->users.start[v->id + 1]; u++)
-    if (pc_op_fuse_kind(R->users.list[u]->op) == PC_FUSE_CONTRACT) return 1;
+    if (pc_op_fuse_kind(R->users.list[u]->op) == PC_FUSE_CONTRACT || R->users.list[u]->op == PC_OP_pad) return 1;
   return 0;
 }
 
