@@ -41,13 +41,13 @@ pc_status pc_codegen(pc_graph *g, const pc_codegen_opts *opts) {
 pc_status pc_kernels_print(pc_graph *g, FILE *f) { return pc_kernels_print_tuned(g, f, NULL); }
 
 pc_status pc_kernels_print_tuned(pc_graph *g, FILE *f, struct pc_autotune *tune) {
-  return pc_kernels_print_target(g, f, tune, NULL);
+  pc_codegen_opts o = {.autotune = tune};
+  return pc_kernels_print_target(g, f, &o);
 }
 
-pc_status pc_kernels_print_target(pc_graph *g, FILE *f, struct pc_autotune *tune, const char *triple) {
+pc_status pc_kernels_print_target(pc_graph *g, FILE *f, const pc_codegen_opts *o) {
   kir_program p;
-  pc_codegen_opts o = {.triple = triple, .autotune = tune};
-  pc_status s = kir_build_cpu(g, &o, &p); /* the program a CPU compile for that target builds */
+  pc_status s = kir_build_cpu(g, o, &p); /* the program a CPU compile with o builds */
   if (s == PC_OK) kir_print(&p, f);
   return s;
 }

@@ -101,9 +101,10 @@ pc_status pc_codegen_cpu(pc_graph *g, const pc_codegen_opts *opts);
 pc_status pc_kernels_print(pc_graph *g, FILE *f);
 /* the same with the conv rows tune chooses (NULL: the planner's), marked "(tuned)" */
 pc_status pc_kernels_print_tuned(pc_graph *g, FILE *f, struct pc_autotune *tune);
-/* the same as a CPU compile for triple (NULL: this machine) builds it: a cross compile's rows are planned on
- * the target (its weights stay plain), and max pools are runtime calls on every CPU */
-pc_status pc_kernels_print_target(pc_graph *g, FILE *f, struct pc_autotune *tune, const char *triple);
+/* the same as a CPU compile with o builds it (its triple, NULL: this machine; its autotune; its run-time dims, for
+ * which the rows are planned as for any size in range): a cross compile's rows are planned on the target (its
+ * weights stay plain), and max pools are runtime calls on every CPU */
+pc_status pc_kernels_print_target(pc_graph *g, FILE *f, const pc_codegen_opts *o);
 /* the kernel IR a --target cuda compile renders (sm: pc_cuda_sm's): no CPU rows, no packed weights */
 pc_status pc_kernels_print_cuda(pc_graph *g, FILE *f, int sm);
 

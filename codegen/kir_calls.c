@@ -181,9 +181,10 @@ int kir_conv_plan(const kir_program *p, int node, const primc_conv2d *c, int pac
   const char *force = getenv("PRIMC_CONV_ROW");
   for (int i = 0; i < p->n_pins; i++)
     if (p->pins[i].node == node) force = primc_conv_row_name(p->pins[i].row);
-  primc_conv_plan_opts o = {.packable = packable, .layout = PRIMC_CONV_W_PLAIN, .tile_mr = packable ? primc_sgemm_mr() : 0,
-                            .has_scratch = 1, .force = force, .bf16 = p->g->autocast == PC_AUTOCAST_BF16,
-                            .weights_stream = p->weights_stream};
+  primc_conv_plan_opts o = {.packable = packable > 0, .layout = PRIMC_CONV_W_PLAIN,
+                            .tile_mr = packable ? primc_sgemm_mr() : 0, .has_scratch = 1, .force = force,
+                            .bf16 = p->g->autocast == PC_AUTOCAST_BF16, .weights_stream = p->weights_stream,
+                            .batch_tiles = packable == 1 && !p->sizes_vary};
   return pc_autotune_plan(p->tune, c, &o, plan) == PRIMC_OK; /* the planner's plan when p->tune is NULL */
 }
 
@@ -225,8 +226,13 @@ static pc_status build_conv(kir_program *p, const pc_node *n) {
     /* the row for plain weights until kir_pack_weights packs them for its own plan: room for either */
     k->params[CONV_EPI_AT + CONV_EPI_ROW] = plain.row + 1;
     int64_t need = primc_conv_plan_scratch_floats(&c2, &plain);
-    if (kir_conv_plan(p, n->id, &c2, 1, &packed) && primc_conv_plan_scratch_floats(&c2, &packed) > need)
-      need = primc_conv_plan_scratch_floats(&c2, &packed);
+    /* constant weights are planned with the batch's tiles unless the sizes vary (known after the build): room for
+     * either plan; computed ones per image */
+    const kir_buf *wb = &p->bufs[p->buf_of_value[n->in[1]->id]];
+    int computed = wb->place != KP_CONST || !wb->v || !pc_const_data(wb->v);
+    for (int how = computed ? KIR_PACK_PER_CALL : 1; how <= KIR_PACK_PER_CALL; how++)
+      if (kir_conv_plan(p, n->id, &c2, how, &packed) && primc_conv_plan_scratch_floats(&c2, &packed) > need)
+        need = primc_conv_plan_scratch_floats(&c2, &packed);
     if (need > cols) cols = need;
   }
   int64_t bytes = cols * 4;

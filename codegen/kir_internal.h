@@ -76,6 +76,9 @@ pc_status kir_copy_outputs(kir_program *p);
  * writing its next value, or by it at the element it stores; PC_ERR_INTERNAL naming the state otherwise */
 pc_status kir_check_state_in_place(kir_program *p);
 /* A 2-D f32 conv call's row (runtime/conv/plan.c), for plain or packed weights */
+/* packable: 0 (weights as they are), 1 (constants packed at compile time) or KIR_PACK_PER_CALL (computed weights the
+ * call packs: what a batch's tiles repay is weighed per image) */
+#define KIR_PACK_PER_CALL 2
 int kir_conv_plan(const kir_program *p, int node, const primc_conv2d *c, int packable, primc_conv_plan *plan);
 /* the id of the graph node a kernel was built for (its first), -1 when none */
 int kir_kernel_node(const kir_kernel *k);

@@ -480,7 +480,7 @@ static pc_status runtime_packed_conv(kir_program *p, kir_kernel *k) {
   int64_t oh, ow;
   if (w->place == KP_CONST || w->dtype != PC_f32 || !primc_conv2d_of_params(k->params, &c) ||
       !primc_conv2d_out_hw(&c, &oh, &ow) || c.n * oh * ow < RUNTIME_PACK_MIN_PIXELS ||
-      !kir_conv_plan(p, kir_kernel_node(k), &c, 1, &plan) || plan.layout == PRIMC_CONV_W_PLAIN ||
+      !kir_conv_plan(p, kir_kernel_node(k), &c, KIR_PACK_PER_CALL, &plan) || plan.layout == PRIMC_CONV_W_PLAIN ||
       (plan.layout == PRIMC_CONV_W_STRIPS && plan.row == PRIMC_CONV_ROW_BATCH))
     return PC_OK; /* the batch row's one GEMM packs plain strips itself, over the threads: packing first costs a copy */
   int64_t bytes = (int64_t)primc_conv_plan_weight_bytes(&c, &plan), need = primc_conv_plan_pack_offset(&c, &plan) + bytes;

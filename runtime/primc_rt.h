@@ -829,6 +829,8 @@ typedef struct primc_conv_plan_opts {
   const char *force; /* a row name (PRIMC_CONV_ROW=) taken when it fits and its ISA is here; NULL: none */
   int bf16;          /* the conv may run on bf16 operands with f32 sums (--autocast bf16): the bf16 row first */
   int weights_stream; /* the program's weights outgrow the last-level cache: a bf16 plan says so (its tile word) */
+  int batch_tiles;    /* the batch is fixed and the weights packed once: Winograd counts the tiles of all the images
+                         one round of its GEMMs takes, not one image's */
 } primc_conv_plan_opts;
 
 /* the best row for p as o allows; PRIMC_OK, or PRIMC_ERR_ARG (p inconsistent, or no row reads weights in

@@ -337,7 +337,7 @@ static int compile_one(const compile_opts *op) {
     if (mem) printf("\nmemory plan (live intermediate bytes per kernel):\n%s\n", mem);
     free(mem);
     if (co.target == PC_TARGET_CUDA) pc_kernels_print_cuda(g, stdout, pc_cuda_sm(co.gpu_arch));
-    else pc_kernels_print_target(g, stdout, tune, co.triple);
+    else pc_kernels_print_target(g, stdout, &co);
   }
   pc_autotune_free(tune);
   pc_graph_free(g);

@@ -417,6 +417,8 @@ void primc_cv_im2col_par(const primc_conv2d *p, const float *x, int64_t cg, int6
 
 int64_t primc_cv_direct_wph(const primc_conv2d *p, int64_t ow);
 int primc_cv_direct_can(const primc_conv2d *p);
+/* the 2x2 tiles one round of the Winograd row's GEMMs takes: an image's, times the images a round gathers */
+int64_t primc_cv_wino_round_tiles(const primc_conv2d *p, int64_t oh, int64_t ow);
 int primc_cv_dwl_cols_ok(const primc_conv2d *p);
 /* the bf16 row (bf16.c): bytes from one group's bf16 weight tiles to the next, the packing, and their check */
 size_t primc_cv_bf16_stride(int64_t og, int64_t kk);

@@ -338,6 +338,10 @@ int primc_cv_wino_fits(const primc_conv2d *p, const primc_conv2d *next) {
          wino_shape(p, oh, ow);
 }
 
+int64_t primc_cv_wino_round_tiles(const primc_conv2d *p, int64_t oh, int64_t ow) {
+  return wino_geometry(oh, ow).t * wino_images(p, oh, ow);
+}
+
 int64_t primc_cv_wino_scratch(const primc_conv2d *p) {
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);

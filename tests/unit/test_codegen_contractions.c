@@ -94,6 +94,32 @@ PC_TEST(codegen_conv_computed_weights_packed_per_call) {
   pc_graph_free(g);
 }
 
+/* A batch of 4 128-channel 7x7 maps (16 tiles an image, 64 a round): Winograd for constant weights, packed once;
+ * not for the same weights computed (packed at every call, where Winograd's 16/9 bytes do not repay) */
+PC_TEST(codegen_conv_winograd_over_a_batch_of_small_maps) {
+  const int64_t N = 4, C = 128, H = 7;
+  float *w = malloc(sizeof(float) * (size_t)(C * C * 9));
+  for (int64_t i = 0; i < C * C * 9; i++) w[i] = (float)(i * 7919 % 1000 - 500) * 1e-4f;
+  for (int computed = 0; computed < 2; computed++) {
+    pc_graph *g = pc_graph_new();
+    pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 4, (int64_t[]){N, C, H, H}));
+    pc_type wt = cg_ty(PC_f32, 4, (int64_t[]){C, C, 3, 3});
+    pc_value *in[2] = {x, computed ? pc_input_add(g, "w", wt) : pc_const(g, wt, w)};
+    pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){1, 1}, 2),
+                    pc_a_ints("pad_hi", (int64_t[]){1, 1}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                    pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", 1)};
+    pc_output_add(g, pc_build(g, PC_OP_conv, in, 2, a, 6));
+    char *text = pc_test_kernels_text(g);
+    int wino = text && strstr(text, "conv row winograd_f2x3") != NULL;
+    if (strcmp(primc_conv_tuning_name(), "AVX2")) /* AVX2's fill rule leaves 7x7 maps alone */
+      CHECK_MSG(wino == !computed, "%s weights: %s", computed ? "computed" : "constant", text ? text : "");
+    free(text);
+    if (!computed) cg_check_graph(g, (cg_range){-1, 1}, "conv/winograd over a batch");
+    pc_graph_free(g);
+  }
+  free(w);
+}
+
 /* An --autocast bf16 program whose weights outgrow the last-level cache plans its bf16 convs as streamed (its large
  * 1x1s then read x in place, runtime/conv/bf16_direct.c): with the cache forced small the listing says so and the
  * compiled result matches the interpreter within bf16's rounding; with it large, not streamed */

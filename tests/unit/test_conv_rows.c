@@ -403,6 +403,18 @@ PC_TEST(conv_plan_force_and_layouts) {
     CHECK_INT(primc_conv_plan_make(&stem3, &bf, &plan), PRIMC_OK);
     CHECK(plan.row != PRIMC_CONV_ROW_BF16);
   }
+  /* a batch of 8 512-channel 7x7 maps (16 tiles an image): Winograd over the round's 128 tiles where the batch is
+   * fixed and the weights packed once (AVX-512 tunings; AVX2's fill rule leaves 7x7 maps alone), not per image */
+  primc_conv2d b8 = {8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv_plan_opts per_image = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1}, batch = per_image;
+  batch.batch_tiles = 1;
+  CHECK_INT(primc_conv_plan_make(&b8, &per_image, &plan), PRIMC_OK);
+  CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
+  CHECK_INT(primc_conv_plan_make(&b8, &batch, &plan), PRIMC_OK);
+  if (strcmp(primc_conv_tuning_name(), "AVX2")) CHECK_INT(plan.row, PRIMC_CONV_ROW_WINOGRAD);
+  b8.n = 1;
+  CHECK_INT(primc_conv_plan_make(&b8, &batch, &plan), PRIMC_OK);
+  CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
   bf.bf16 = 0;
   CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_BF16 && plan.layout != PRIMC_CONV_W_BF16);
