@@ -345,7 +345,7 @@ void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
 int primc_cv_epi_needed(const primc_conv_epi *e);
 /* bf16_direct.c: whether the conv's bf16 weights are packed with K tap-major (k = tap * C/groups + c: convs of
  * stride 1 and several taps or of stride 2, over whole blocks of 32 channels); whether this CPU runs such a conv in
- * place (primc_cv_bf16_direct: the bf16 GEMM's AVX512-BF16 row is the active one); one group's conv that way, its
+ * place (primc_cv_bf16_direct: the bf16 GEMM's AVX512-BF16 or AMX row is the active one); one group's conv that way, its
  * weights wg tap-major: into acc (og x oh * ow), or through the epilogue e (the group's) when e is not NULL */
 int primc_cv_bf16_taps_major(const primc_conv2d *p);
 /* the K of the conv's packed bf16 weights: C/groups x taps, a few channels padded to an even count where tap-major */
@@ -355,7 +355,7 @@ int primc_cv_bf16_few(const primc_conv2d *p);
 /* whether the bf16 row runs the conv in place where primc_cv_bf16_direct_runs(): the tap-major ones, and 1x1s of
  * stride 1 over blocks of 32 channels whose weights are too large to stay in cache between calls */
 int primc_cv_bf16_in_place(const primc_conv2d *p);
-int primc_cv_bf16_direct_runs(void);
+int primc_cv_bf16_direct_runs(const primc_conv2d *p);
 int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc,
                          const epi_ctx *e);
 

@@ -61,6 +61,9 @@ typedef struct cv_tuning {
    * layer 1's 256 -> 64 1x1s, 1.3-2.2x slower on the stem, its 64-channel 3x3s and its 64 -> 256 1x1s) */
   int64_t bf16_min_k, bf16_min_og, bf16_min_og_1x1, bf16_min_c; /* bf16_min_c: input channels a group (0: any) */
   int bf16_few; /* a few channels (an image's) tap-major in bf16 from bf16_min_k whatever bf16_min_c says */
+  /* 1x1s from bf16_min_k_1x1 where set; convs the AMX tiles run in place (bf16_direct.c: B tiles read x's channel
+   * pairs where they lie) at every size where bf16_amx_few_k is set, a few channels' (an image's) from that K */
+  int64_t bf16_min_k_1x1, bf16_amx_few_k;
   /* a batch's images as the columns of one GEMM: maps of at most batch_max_pix pixels into batch_min_og output
    * channels or more, the batch's pixels at most batch_max_cols (C, the sums, is that many columns in the
    * scratch). Zen 3, batch 8, 1 thread, the two alternated (build/conv_ab --batch 8): 512 -> 512 3x3 at 7x7
@@ -81,8 +84,8 @@ typedef struct cv_tuning {
 #define CV_NEVER INT64_MAX /* a threshold no conv reaches */
 
 /* the first three indexed by primc_cpu_zmm_fmas() (zmm FMAs a core starts per cycle; 0: no AVX-512, and no
- * AVX2 either: plain C and NEON); then Intel's cores of two, and AVX2 without AVX-512 */
-static const cv_tuning tunings[5] = {
+ * AVX2 either: plain C and NEON); then Intel's cores of two, without and with AMX, and AVX2 without AVX-512 */
+static const cv_tuning tunings[6] = {
     {.cpu = "no AVX-512", CV_TUNING_COMMON, CV_BF16_GEMM, .wino_min_ch = 128, .wino_min_tiles = 36,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 8, .dl_1x1_narrow = 4, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
@@ -109,6 +112,19 @@ static const cv_tuning tunings[5] = {
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, CV_BF16_GEMM, .wino_min_ch = 128, .wino_min_tiles = 36,
+     .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
+     .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
+     .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
+    /* the same with AMX: bf16 convs over whole blocks of 32 channels at stride 1 and 2 with several taps run in
+     * place on the tiles (bf16_direct.c), 3-4.5x the f32 rows' speed at every size measured (build/conv_ab
+     * bf16_tiles,plan, 2 threads: 32 at 28x28 0.025 ms against 0.076, 64 at 56x56 0.15 against 0.55, 512 at 7x7
+     * 0.15 against 0.67, 128 -> 128 3x3/2 from 56x56 0.25 against 0.56); 1x1s from 64 channels on the bf16 GEMM
+     * 1.5-3.8x (64 -> 256 at 56x56 0.19 against 0.28, 1024 -> 256 at 14x14 0.077 against 0.29); 3x3s over other
+     * channel counts as before (48 -> 192 at 28x28 0.16 against 0.31, but 8 -> 128 at 10x10 0.015 against 0.009);
+     * image stems in place from K = 64 (the 7x7/2 0.38 against 0.62; 3x3/2 ones, K = 27, stay f32: 3 -> 64 0.23
+     * against 0.19) */
+    {.cpu = "AVX-512, two zmm FMAs per cycle (Intel) with AMX", CV_TUNING_COMMON, CV_BF16_GEMM, .bf16_min_k_1x1 = 64,
+     .bf16_amx_few_k = 64, .wino_min_ch = 128, .wino_min_tiles = 36,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
      .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
@@ -139,8 +155,8 @@ static const cv_tuning tunings[5] = {
 
 static const cv_tuning *tuning(void) {
   int z = primc_cpu_zmm_fmas();
-  if (z == 2 && primc_gm_amd_family() == 0) return &tunings[3];
-  if (z <= 0 && primc_sgemm_isa() == PRIMC_ISA_AVX2) return &tunings[4];
+  if (z == 2 && primc_gm_amd_family() == 0) return &tunings[primc_bgemm_row_active() == PRIMC_BGEMM_ROW_AMX ? 4 : 3];
+  if (z <= 0 && primc_sgemm_isa() == PRIMC_ISA_AVX2) return &tunings[5];
   return &tunings[z >= 0 && z <= 2 ? z : 0];
 }
 
@@ -177,8 +193,12 @@ static int bf16_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   int64_t og = p->o / p->groups;
   int few = s->t->bf16_few && primc_cv_bf16_few(p);
-  return cg_of(p) * p->kh * p->kw >= s->t->bf16_min_k && (cg_of(p) >= s->t->bf16_min_c || few) &&
-         og >= (cv_is_pointwise(p) ? s->t->bf16_min_og_1x1 : s->t->bf16_min_og);
+  int64_t k = cg_of(p) * p->kh * p->kw;
+  if (s->t->bf16_amx_few_k && primc_cv_bf16_taps_major(p) && (!primc_cv_bf16_few(p) || k >= s->t->bf16_amx_few_k))
+    return 1;
+  int pw = cv_is_pointwise(p);
+  return k >= (pw && s->t->bf16_min_k_1x1 ? s->t->bf16_min_k_1x1 : s->t->bf16_min_k) &&
+         (cg_of(p) >= s->t->bf16_min_c || few) && og >= (pw ? s->t->bf16_min_og_1x1 : s->t->bf16_min_og);
 }
 
 /* images as GEMM columns: a batch of small maps into many output channels, not 1x1s (their GEMM reads x in

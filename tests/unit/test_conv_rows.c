@@ -403,6 +403,19 @@ PC_TEST(conv_plan_force_and_layouts) {
     CHECK_INT(primc_conv_plan_make(&stem3, &bf, &plan), PRIMC_OK);
     CHECK(plan.row != PRIMC_CONV_ROW_BF16);
   }
+  /* the AMX tuning: convs over blocks of 32 channels in place at any size, the 7x7/2 stem too (K = 147), not the
+   * 3x3/2 one (K = 27) nor a narrow 3x3 the GEMM path would run (8 -> 128, K = 72) */
+  primc_conv2d c64 = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow = {1, 8, 10, 10, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  if (strstr(primc_conv_tuning_name(), "with AMX")) {
+    const primc_conv2d *want[] = {&c64, &stem7}, *not[] = {&stem3, &narrow};
+    for (int i = 0; i < 2; i++) {
+      CHECK_INT(primc_conv_plan_make(want[i], &bf, &plan), PRIMC_OK);
+      CHECK_INT(plan.row, PRIMC_CONV_ROW_BF16);
+      CHECK_INT(primc_conv_plan_make(not[i], &bf, &plan), PRIMC_OK);
+      CHECK(plan.row != PRIMC_CONV_ROW_BF16);
+    }
+  }
   /* a batch of 8 512-channel 7x7 maps (16 tiles an image): Winograd over the round's 128 tiles where the batch is
    * fixed and the weights packed once (AVX-512 tunings; AVX2's fill rule leaves 7x7 maps alone), not per image */
   primc_conv2d b8 = {8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
