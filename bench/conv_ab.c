@@ -4,7 +4,8 @@
  *
  * Usage: conv_ab [--batch N] [--plain] [--cold] ROWS C H W O K STRIDE GROUPS [REPS]
  *   ROWS: row names joined by commas (`primc dump --kernels` prints them; bf16_tiles with bf16 weights, as
- *   --autocast bf16 plans it), "plan" for the planner's choice; N
+ *   --autocast bf16 plans it, bf16_stream as it plans them where the weights outgrow the last-level cache), "plan"
+ *   for the planner's choice; N
  *   images (default 1), a K x K kernel padded K/2 each side, bias + ReLU as the epilogue, weights packed as each
  *   row reads them (--plain: as they arrive, unpacked, as a training step's weights do); REPS rounds (default
  *   50) of 3 calls per row (--cold: of one call after 64 MB were written, so that x and the weights come from
@@ -72,15 +73,18 @@ int main(int argc, char **argv) {
   float *col[MAX_ROWS];
   double best[MAX_ROWS], *times[MAX_ROWS];
   for (int i = 0; i < n; i++) {
-    /* bf16_tiles: the row --autocast bf16 plans, its weights rounded to bf16 */
+    /* bf16_tiles: the row --autocast bf16 plans, its weights rounded to bf16; bf16_stream: the same planned as for
+     * weights outgrowing the last-level cache (a 1x1 of 256 KiB or more then reads x in place) */
+    int stream = !strcmp(row[i], "bf16_stream");
     primc_conv_plan_opts op = {.packable = !plain, .tile_mr = primc_sgemm_mr(), .has_scratch = 1,
-                               .force = strcmp(row[i], "plan") ? row[i] : NULL, .threads = primc_num_threads(),
-                               .bf16 = !strcmp(row[i], "bf16_tiles")};
+                               .force = stream ? "bf16_tiles" : strcmp(row[i], "plan") ? row[i] : NULL,
+                               .threads = primc_num_threads(), .bf16 = stream || !strcmp(row[i], "bf16_tiles"),
+                               .weights_stream = stream};
     if (primc_conv_plan_make(&p, &op, &plan[i]) != PRIMC_OK) {
       fprintf(stderr, "conv_ab: no plan for %s\n", row[i]);
       return 1;
     }
-    if (op.force && strcmp(primc_conv_row_name(plan[i].row), row[i]))
+    if (op.force && strcmp(primc_conv_row_name(plan[i].row), op.force))
       fprintf(stderr, "conv_ab: %s does not fit: the planner's %s runs\n", row[i], primc_conv_row_name(plan[i].row));
     size_t wb = primc_conv_plan_weight_bytes(&p, &plan[i]);
     col[i] = buf(primc_conv_plan_scratch_floats(&p, &plan[i]));
