@@ -68,6 +68,7 @@ enum {
 void primc_ig_kern_generic(const ikargs *g);
 #if PRIMC_X86
 void primc_ig_kern_amx(const ikargs *g);
+void primc_ig_kern_amx_ip(const ikargs *g);
 void primc_ig_kern_avx512vnni(const ikargs *g);
 void primc_ig_kern_avx512vnni_ip(const ikargs *g);
 void primc_ig_kern_avxvnni(const ikargs *g);

@@ -128,7 +128,53 @@ static inline __attribute__((always_inline)) AMX void amx_loop(const ikargs *g, 
     }                                                                                                                  \
   } while (0)
 
-AMX void primc_ig_kern_amx(const ikargs *g) {
+/* A read in place (kern_ip): a strip's 16 rows as one tile load where they lie equally far apart (a run of pixels
+ * of one output row), else copied into stage first (a run across two rows; rows past the call's repeat its first) */
+typedef struct ip_strip {
+  const uint8_t *p;
+  int64_t ld; /* 0: staged */
+} ip_strip;
+
+static ip_strip ip_strip_of(const ikargs *g, int r0, int rows) {
+  int64_t ld = rows > 1 ? g->arow[r0 + 1] - g->arow[r0] : 64;
+  for (int r = 1; r < rows; r++)
+    if (g->arow[r0 + r] - g->arow[r0 + r - 1] != ld) ld = 0;
+  return (ip_strip){g->arow[r0], rows == 16 && ld > 0 ? ld : 0};
+}
+
+static inline __attribute__((always_inline)) AMX const void *ip_a(const ikargs *g, ip_strip s, int r0, int rows,
+                                                                 int64_t b, uint8_t (*stage)[64], int64_t *ld) {
+  if (s.ld) {
+    *ld = s.ld;
+    return s.p + g->boff[b];
+  }
+  for (int r = 0; r < 16; r++) memcpy(stage[r], g->arow[r0 + (r < rows ? r : 0)] + g->boff[b], 64);
+  *ld = 64;
+  return stage;
+}
+
+static inline __attribute__((always_inline)) AMX void amx_loop_ip(const ikargs *g, const int M2, const int N2) {
+  uint8_t stage[2][16][64] __attribute__((aligned(64)));
+  const int r0 = M2 ? 16 : g->mr, r1 = M2 ? g->mr - 16 : 0;
+  ip_strip s0 = ip_strip_of(g, 0, r0), s1 = M2 ? ip_strip_of(g, 16, r1) : s0;
+  for (int64_t k = 0, b = 0; k < g->kc; k += IG_KSTEP, b++) {
+    int64_t ld;
+    const void *a0 = ip_a(g, s0, 0, r0, b, stage[0], &ld);
+    _tile_loadd(4, a0, ld);
+    _tile_loadd(6, g->b + k * 2 * IG_PANEL, 64);
+    if (N2) _tile_loadd(7, g->b + k * 2 * IG_PANEL + 16 * IG_KSTEP, 64);
+    _tile_dpbusd(0, 4, 6);
+    if (N2) _tile_dpbusd(1, 4, 7);
+    if (M2) {
+      const void *a1 = ip_a(g, s1, 16, r1, b, stage[1], &ld);
+      _tile_loadd(5, a1, ld);
+      _tile_dpbusd(2, 5, 6);
+      if (N2) _tile_dpbusd(3, 5, 7);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) AMX void amx_kern(const ikargs *g, const int IP) {
   int32_t t[4][16 * 16] __attribute__((aligned(64)));
   const int M2 = g->mr > 16, N2 = g->nr > 16;
   const int r0 = M2 ? 16 : g->mr, r1 = M2 ? g->mr - 16 : 0, c0 = N2 ? 16 : g->nr, c1 = N2 ? g->nr - 16 : 0;
@@ -144,7 +190,12 @@ AMX void primc_ig_kern_amx(const ikargs *g) {
     if (M2) C_IN(2, cr, r1, c0, t[2]);
     if (M2 && N2) C_IN(3, cr + 16, r1, c1, t[3]);
   }
-  if (M2 && N2)
+  if (IP) {
+    if (M2 && N2) amx_loop_ip(g, 1, 1);
+    else if (M2) amx_loop_ip(g, 1, 0);
+    else if (N2) amx_loop_ip(g, 0, 1);
+    else amx_loop_ip(g, 0, 0);
+  } else if (M2 && N2)
     amx_loop(g, 1, 1);
   else if (M2)
     amx_loop(g, 1, 0);
@@ -157,6 +208,10 @@ AMX void primc_ig_kern_amx(const ikargs *g) {
   if (M2) C_OUT(2, cr, r1, c0, t[2], 16, 0);
   if (M2 && N2) C_OUT(3, cr + 16, r1, c1, t[3], 16, 16);
 }
+
+AMX void primc_ig_kern_amx(const ikargs *g) { amx_kern(g, 0); }
+
+AMX void primc_ig_kern_amx_ip(const ikargs *g) { amx_kern(g, 1); }
 
 /* ---------------------------------------------------------------- AVX512-VNNI: up to 8 rows x 2 zmm */
 

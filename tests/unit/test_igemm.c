@@ -155,6 +155,10 @@ static void check_row(int row, int mr) {
     for (int x = 0; x < 3 && ok; x++)
       for (int y = 0; y < 2 && ok; y++)
         for (int z = 0; z < 3 && ok; z++) ok = check_in_place(ims[x], ins[y], iks[z], 5 + z);
+    /* rows of 48 and 40 pixels: 16-row strips within one row of the map (AMX loads them as one tile where they
+     * lie) and across two */
+    if (ok) ok = check_in_place(133, 33, 192, 48);
+    if (ok) ok = check_in_place(133, 161, 2112, 40);
   } else {
     int64_t boff = 0;
     int32_t zero = 0;
