@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # bench/ab.py: A/B timing of primc builds (and ONNX Runtime), interleaved in one run on a noisy shared machine.
-# Usage: python3 bench/ab.py [--threads N] [--rounds R] [--no-ort] RUNS primcA[,primcB...] MODEL_DIR...
-#   each dir holds model.onnx and input.npy; each build compiles each model (-O2), then R rounds (default 3) run
+# Usage: python3 bench/ab.py [--threads N] [--rounds R] [--no-ort] [--flags 'F...'] RUNS primcA[,primcB...] MODEL_DIR...
+#   each dir holds model.onnx and input.npy; each build compiles each model (-O2, then F: --autocast bf16, say), then R rounds (default 3) run
 #   every executable with --bench RUNS (order reversed every other round) and ONNX Runtime for RUNS runs, at N
 #   threads (default 1). Prints per build the least and the median of the rounds' medians, and for two or more
 #   builds the median over rounds of each build's median divided by the first build's in the same round (paired:
@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 args = sys.argv[1:]
-threads, rounds, use_ort = 1, 3, True
+threads, rounds, use_ort, flags = 1, 3, True, []
 while args and args[0].startswith("--"):
     if args[0] == "--threads":
         threads, args = int(args[1]), args[2:]
@@ -24,10 +24,13 @@ while args and args[0].startswith("--"):
         rounds, args = int(args[1]), args[2:]
     elif args[0] == "--no-ort":
         use_ort, args = False, args[1:]
+    elif args[0] == "--flags":
+        flags, args = args[1].split(), args[2:]
     else:
         sys.exit("unknown option " + args[0])
 if len(args) < 3:
-    sys.exit("usage: bench/ab.py [--threads N] [--rounds R] [--no-ort] RUNS primcA[,primcB...] MODEL_DIR...")
+    sys.exit("usage: bench/ab.py [--threads N] [--rounds R] [--no-ort] [--flags 'COMPILE FLAGS'] RUNS primcA[,primcB...] "
+             "MODEL_DIR...")
 runs, primcs, dirs = int(args[0]), args[1].split(","), args[2:]
 env = dict(os.environ, PRIMC_NUM_THREADS=str(threads))
 
@@ -59,7 +62,7 @@ for d in dirs:
     exes = []
     for i, p in enumerate(primcs):
         e = "/tmp/bench_ab_%s_%d" % (name, i)
-        subprocess.run([p, "compile", d + "/model.onnx", "-O2", "-o", e], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([p, "compile", d + "/model.onnx", "-O2", *flags, "-o", e], check=True, stdout=subprocess.DEVNULL)
         exes.append(e)
     ort_run = ort_runner(d) if use_ort else None
     res = [[] for _ in exes]
