@@ -209,6 +209,10 @@ typedef struct primc_i8_rq {
   double mul, add, div, zp, lo, hi;   /* stage 1 */
   const float *res;                   /* stage 2's residual (NCHW, as the output), NULL: no stage 2 */
   float z1, s1, div2, zp2, lo2, hi2;  /* stage 2 */
+  /* 1 / div, and whether both are normal numbers: the AVX-512 blocks of f64 words multiply, dividing only the lanes
+   * near a half (the results are the division's all the same) */
+  double rdiv;
+  int rdiv_ok;
   int n_out;
   struct {
     int kind;          /* PRIMC_CONV_I8_OUT_* */
