@@ -78,8 +78,9 @@ __attribute__((target("avx2,fma,f16c"))) void primc_cv_epi_row256(const epi_ctx 
 void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
   const epi_ctx *e = ctx;
   int isa = primc_sgemm_isa();
+  int64_t ly = e->ldy ? e->ldy : ldc;
   for (int64_t m = 0; m < mb; m++) {
-    int64_t off = (m0 + m) * ldc + n0;
+    int64_t off = (m0 + m) * ly + n0;
     float *row = C + m * ldc, *y = e->y + off;
     const float *res = e->res ? e->res + off : NULL;
     cv_epi_row(isa, e, y, row, res, cv_bias_at(e, m0 + m), cv_scale_at(e, m0 + m), nb);

@@ -106,13 +106,14 @@ typedef struct epi_ctx {
   const float *rq_scale; /* act RQ: row m's scale at rq_scale[m * rq_stride] as the bias; NULL: rq_c for all */
   int64_t rq_stride;
   float rq_c, rq_div, rq_zp;
+  int64_t ldy; /* y's and the residual's row stride where it is not C's (C a buffer of the block's sums), else 0 */
 } epi_ctx;
 
 /* e's epilogue with the bias and scales moved to channel ch, y and the residual as given */
 static inline epi_ctx cv_epi_of(const primc_conv_epi *e, int64_t ch, float *y, const float *res) {
   return (epi_ctx){e->bias ? e->bias + ch * e->bias_stride : NULL, e->bias_stride, res, y, e->lo, e->hi, e->act,
                    e->rq_scale ? e->rq_scale + ch * e->rq_scale_stride : NULL, e->rq_scale_stride, e->rq_scale_c,
-                   e->rq_div, e->rq_zp};
+                   e->rq_div, e->rq_zp, 0};
 }
 
 /* row m's bias, and its scale under act RQ (1 otherwise) */

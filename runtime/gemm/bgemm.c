@@ -279,10 +279,16 @@ static void round_strips(void *ctx, int64_t b, int64_t e) {
   }
 }
 
-static void run_task(const job *j, int64_t t) {
+/* a task's block of sums where an epilogue takes them over one K block: its rows BG_LD floats apart */
+#define BG_LD (BG_PB * BG_PANEL)
+
+static void run_task(const job *j, int64_t t, float *cbuf) {
   const bg_row *row = j->row;
   int64_t m0 = t / j->np * BG_MB, m1 = m0 + BG_MB < j->M ? m0 + BG_MB : j->M;
   int64_t p0 = t % j->np * BG_PB, p1 = p0 + BG_PB < j->P ? p0 + BG_PB : j->P;
+  /* the epilogue's sums in the thread's buffer (L2), not in C: the tile stores are then no first touch of C's
+   * lines, which a 64 -> 256 1x1 at 56x56 waited on */
+  float *cb = j->epi && j->Kt <= BG_KC ? cbuf : NULL;
   for (int64_t kb = 0; kb < j->Kt; kb += BG_KC) {
     int64_t kc = j->Kt - kb < BG_KC ? j->Kt - kb : BG_KC;
     for (int64_t p = p0; p < p1; p += 2) {
@@ -301,8 +307,8 @@ static void run_task(const job *j, int64_t t) {
                     .kc = kc,
                     .mr = (int)(m1 - m < row->mr ? m1 - m : row->mr),
                     .nr = (int)nr,
-                    .c = j->C + m * j->ldc + n0,
-                    .ldc = j->ldc,
+                    .c = cb ? cb + (m - m0) * BG_LD + (n0 - p0 * BG_PANEL) : j->C + m * j->ldc + n0,
+                    .ldc = cb ? BG_LD : j->ldc,
                     .accumulate = kb > 0};
         row->kern(&g);
       }
@@ -310,14 +316,16 @@ static void run_task(const job *j, int64_t t) {
   }
   if (j->epi) {
     int64_t n0 = p0 * BG_PANEL, n1 = p1 * BG_PANEL < j->N ? p1 * BG_PANEL : j->N;
-    j->epi(j->epi_ctx, j->C + m0 * j->ldc + n0, j->ldc, m0, n0, m1 - m0, n1 - n0);
+    if (cb) j->epi(j->epi_ctx, cb, BG_LD, m0, n0, m1 - m0, n1 - n0);
+    else j->epi(j->epi_ctx, j->C + m0 * j->ldc + n0, j->ldc, m0, n0, m1 - m0, n1 - n0);
   }
 }
 
 static void run_tasks(void *ctx, int64_t b, int64_t e) {
   const job *j = ctx;
+  float cbuf[BG_MB * BG_LD] __attribute__((aligned(64)));
   if (j->row->setup) j->row->setup(1);
-  for (int64_t t = b; t < e; t++) run_task(j, t);
+  for (int64_t t = b; t < e; t++) run_task(j, t, cbuf);
   if (j->row->setup) j->row->setup(0);
 }
 

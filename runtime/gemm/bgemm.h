@@ -63,7 +63,9 @@ void primc_bg_setup_amx(int on);
  * not an A of M x K */
 const uint16_t *primc_bg_packed_a_tiles(const void *packed, int64_t M, int64_t K);
 /* primc_bgemm_packed_a_run with epi (primc_epilogue's contract) on each task's block of C, up to 128 x 128, once
- * its sums are whole: a conv's epilogue while the block is in cache */
+ * its sums are whole: a conv's epilogue while the block is in cache. Where K is one block (1,024) the sums go to a
+ * buffer of the thread's instead, handed to epi with its own ldc, and C is not written: epi places its results by
+ * m0, n0 and a stride of its own (conv.h's epi_ctx.ldy) */
 int primc_bg_packed_a_run_epi(const void *packed_a, int64_t M, int64_t N, int64_t K, const float *B, int64_t ldb,
                               primc_brow_fn row, void *row_ctx, float *C, int64_t ldc, primc_epilogue epi,
                               void *epi_ctx);
