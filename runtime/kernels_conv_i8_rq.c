@@ -241,10 +241,11 @@ RQ512 __attribute__((always_inline)) static inline __m512d div_round_pd(__m512d 
 RQ512 __attribute__((always_inline)) static inline __m512i rq16(int kind, __m512i v, __m512i ib, const __m512 *c32,
                                                                 const __m512d *c64, int exact) {
   v = _mm512_add_epi32(v, ib);
+  enum { RND = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC };
   if (kind == PRIMC_CONV_I8_RQ_F32) {
     __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), c32[0]);
     f = _mm512_div_ps(_mm512_add_ps(f, c32[1]), c32[2]);
-    f = _mm512_add_ps(_mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), c32[3]);
+    f = _mm512_add_ps(_mm512_roundscale_ps(f, RND), c32[3]);
     f = _mm512_min_ps(_mm512_max_ps(f, c32[4]), c32[5]); /* maxps gives its second operand for a NaN: lo */
     return _mm512_cvttps_epi32(f);
   }

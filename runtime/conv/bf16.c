@@ -72,7 +72,7 @@ int primc_cv_bf16_run(const cv_call *k) {
       const char *wg = (const char *)k->w + g * stride;
       epi_ctx ec = cv_epi_of(e, g * og, k->y + yoff, e->res ? e->res + yoff : NULL);
       ec.ldy = P; /* the bf16 GEMM hands the epilogue a buffer of each block's sums */
-      if (primc_cv_bf16_in_place(p) && primc_cv_bf16_direct_runs(p)) { /* the epilogue as the sums are copied out */
+      if (primc_cv_bf16_in_place(p) && primc_cv_bf16_direct_runs()) { /* the epilogue as the sums are copied out */
         int st = primc_cv_bf16_direct(p, xg, wg, k->oh, k->ow, k->acc + yoff, epi ? &ec : NULL);
         if (st != PRIMC_OK) return st;
         continue;

@@ -60,7 +60,7 @@ int primc_cv_bf16_in_place(const primc_conv2d *p) {
 #define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /* the AVX512-BF16 and AMX rows (AMX's xi made by the same AVX512-BF16 conversions) */
-int primc_cv_bf16_direct_runs(const primc_conv2d *p) {
+int primc_cv_bf16_direct_runs(void) {
   int row = primc_bgemm_row_active();
   return row == PRIMC_BGEMM_ROW_AVX512BF16 || (row == PRIMC_BGEMM_ROW_AMX && primc_bg_has_avx512bf16());
 }
@@ -352,7 +352,7 @@ int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg,
   return PRIMC_OK;
 }
 #else
-int primc_cv_bf16_direct_runs(const primc_conv2d *p) { return 0; }
+int primc_cv_bf16_direct_runs(void) { return 0; }
 
 int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc,
                          const epi_ctx *e) {

@@ -356,7 +356,7 @@ int primc_cv_bf16_few(const primc_conv2d *p);
 /* whether the bf16 row runs the conv in place where primc_cv_bf16_direct_runs(): the tap-major ones, and 1x1s of
  * stride 1 over blocks of 32 channels whose weights are too large to stay in cache between calls */
 int primc_cv_bf16_in_place(const primc_conv2d *p);
-int primc_cv_bf16_direct_runs(const primc_conv2d *p);
+int primc_cv_bf16_direct_runs(void);
 int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc,
                          const epi_ctx *e);
 

@@ -192,10 +192,9 @@ static int32_t tile_word(int layout, const primc_conv_plan_opts *o) {
 static int bf16_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   int64_t og = p->o / p->groups;
-  int few = s->t->bf16_few && primc_cv_bf16_few(p);
+  int few_ch = primc_cv_bf16_few(p), few = s->t->bf16_few && few_ch;
   int64_t k = cg_of(p) * p->kh * p->kw;
-  if (s->t->bf16_amx_few_k && primc_cv_bf16_taps_major(p) && (!primc_cv_bf16_few(p) || k >= s->t->bf16_amx_few_k))
-    return 1;
+  if (s->t->bf16_amx_few_k && primc_cv_bf16_taps_major(p) && (!few_ch || k >= s->t->bf16_amx_few_k)) return 1;
   int pw = cv_is_pointwise(p);
   return k >= (pw && s->t->bf16_min_k_1x1 ? s->t->bf16_min_k_1x1 : s->t->bf16_min_k) &&
          (cg_of(p) >= s->t->bf16_min_c || few) && og >= (pw ? s->t->bf16_min_og_1x1 : s->t->bf16_min_og);

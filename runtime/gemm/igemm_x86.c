@@ -136,10 +136,10 @@ typedef struct ip_strip {
 } ip_strip;
 
 static ip_strip ip_strip_of(const ikargs *g, int r0, int rows) {
-  int64_t ld = rows > 1 ? g->arow[r0 + 1] - g->arow[r0] : 64;
-  for (int r = 1; r < rows; r++)
+  int64_t ld = rows == 16 ? g->arow[r0 + 1] - g->arow[r0] : 0;
+  for (int r = 2; r < rows && ld > 0; r++)
     if (g->arow[r0 + r] - g->arow[r0 + r - 1] != ld) ld = 0;
-  return (ip_strip){g->arow[r0], rows == 16 && ld > 0 ? ld : 0};
+  return (ip_strip){g->arow[r0], ld > 0 ? ld : 0};
 }
 
 static inline __attribute__((always_inline)) AMX const void *ip_a(const ikargs *g, ip_strip s, int r0, int rows,
