@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
     primc_conv_plan_opts op = {.packable = !plain, .tile_mr = primc_sgemm_mr(), .has_scratch = 1,
                                .force = stream ? "bf16_tiles" : strcmp(row[i], "plan") ? row[i] : NULL,
                                .threads = primc_num_threads(), .bf16 = stream || !strcmp(row[i], "bf16_tiles"),
-                               .weights_stream = stream};
+                               .weights_stream = stream, .weights_once = !plain};
     if (primc_conv_plan_make(&p, &op, &plan[i]) != PRIMC_OK) {
       fprintf(stderr, "conv_ab: no plan for %s\n", row[i]);
       return 1;

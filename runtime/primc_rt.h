@@ -712,7 +712,8 @@ enum {
   PRIMC_CONV_W_BF16 = 5
 };
 int primc_conv2d_weight_layout(const primc_conv2d *p);
-/* WINOGRAD (3x3 stride 1, 64 or 128+ channels each side by the CPU, 36+ 2x2 output tiles): the conv runs as Winograd
+/* WINOGRAD (3x3 stride 1, 64 or 128+ channels each side by the CPU, 36+ 2x2 output tiles; on Intel's AVX-512 cores
+ * also 16+ tiles where output pixels x channels reach 16,000): the conv runs as Winograd
  * F(2x2, 3x3); its weights are transformed once: the 16 matrices U_xi [o][c] of G g G^T, each packed
  * by primc_sgemm_pack_a with tile height mr, one after the other (primc_conv2d_winograd_bytes) */
 int primc_conv2d_pack_winograd(const primc_conv2d *p, const float *w, int mr, float *dst);
@@ -831,6 +832,8 @@ typedef struct primc_conv_plan_opts {
   int weights_stream; /* the program's weights outgrow the last-level cache: a bf16 plan says so (its tile word) */
   int batch_tiles;    /* the batch is fixed and the weights packed once: Winograd counts the tiles of all the images
                          one round of its GEMMs takes, not one image's */
+  int weights_once;   /* the weights are packed once (constants), not at every call: rows whose packed weights
+                         outweigh the plain ones (Winograd's 16/9) may pay on smaller maps */
 } primc_conv_plan_opts;
 
 /* the best row for p as o allows; PRIMC_OK, or PRIMC_ERR_ARG (p inconsistent, or no row reads weights in

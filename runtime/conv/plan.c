@@ -17,6 +17,9 @@ typedef struct cv_tuning {
   int64_t wino_min_ch, wino_min_tiles, wino_min_fill;
   /* and from wino_small_ch channels (0: never) where tiles x channels reach wino_small_work too */
   int64_t wino_small_ch, wino_small_work;
+  /* and, for weights packed once, on maps of wino_few_tiles up to wino_min_tiles tiles where output pixels x
+   * channels reach wino_few_work (0: never) */
+  int64_t wino_few_tiles, wino_few_work;
   /* direct lanes: output channels a multiple of the 32 lanes, at least dl_min_c input channels; 1x1s only
    * onto rows of a whole tile of pixels, narrowing dl_1x1_narrow times or more, and not into
    * (dl_1x1_gap_lo, dl_1x1_gap_hi] channels, where the GEMM reads x in place as well */
@@ -83,6 +86,13 @@ typedef struct cv_tuning {
 
 #define CV_NEVER INT64_MAX /* a threshold no conv reaches */
 
+/* Intel's two-FMA cores (f32 rows alike with and without AMX), batch 1, 1 / 2 threads, Winograd's time over the
+ * direct lanes' (build/conv_ab winograd_f2x3,direct_lanes on a Xeon of family 6 model 167): ResNet's 512 at 7x7
+ * 0.79 / 0.83 (weights from memory: 0.82 / 0.87), 384 at 7x7 0.88 / 0.94, 256 at 8x8 0.80 / 0.88, at 9x9 0.90 /
+ * 0.98, at 10x10 0.78 / 0.84, 160 at 10x10 0.89 / 0.84; losing: 256 at 7x7 0.99 / 1.10, 128 at 7x7 1.4 / 1.6,
+ * 512 at 5x5 (9 tiles) 1.27 / 1.35 */
+#define CV_WINO_FEW_INTEL .wino_few_tiles = 16, .wino_few_work = 160 * 100
+
 /* the first three indexed by primc_cpu_zmm_fmas() (zmm FMAs a core starts per cycle; 0: no AVX-512, and no
  * AVX2 either: plain C and NEON); then Intel's cores of two, without and with AMX, and AVX2 without AVX-512 */
 static const cv_tuning tunings[6] = {
@@ -112,6 +122,7 @@ static const cv_tuning tunings[6] = {
      * pixels the GEMM reading x in place beats the transposed one too; 3-channel stems run faster in
      * the lanes than over phase images; strided 1x1s run faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, CV_BF16_GEMM, .wino_min_ch = 128, .wino_min_tiles = 36,
+     CV_WINO_FEW_INTEL,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
      .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
@@ -124,7 +135,7 @@ static const cv_tuning tunings[6] = {
      * image stems in place from K = 64 (the 7x7/2 0.38 against 0.62; 3x3/2 ones, K = 27, stay f32: 3 -> 64 0.23
      * against 0.19) */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel) with AMX", CV_TUNING_COMMON, CV_BF16_GEMM, .bf16_min_k_1x1 = 64,
-     .bf16_amx_few_k = 64, .wino_min_ch = 128, .wino_min_tiles = 36,
+     .bf16_amx_few_k = 64, .wino_min_ch = 128, .wino_min_tiles = 36, CV_WINO_FEW_INTEL,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 1024, .direct_min_oh = 2,
      .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
@@ -167,7 +178,7 @@ typedef struct cv_shape {
   const primc_conv2d *p;
   int64_t oh, ow, threads;
   const cv_tuning *t;
-  int batch_tiles; /* primc_conv_plan_opts' */
+  int batch_tiles, weights_once; /* primc_conv_plan_opts' */
 } cv_shape;
 
 /* ---------------------------------------------------------------- what pays, per row */
@@ -220,7 +231,9 @@ static int wino_pays(const cv_shape *s) {
   if (s->batch_tiles) tiles = primc_cv_wino_round_tiles(p, s->oh, s->ow);
   int64_t least = p->c < p->o ? p->c : p->o;
   int wide = s->t->wino_small_ch && least >= s->t->wino_small_ch && tiles * least >= s->t->wino_small_work;
-  return (least >= ch || wide) && tiles >= s->t->wino_min_tiles &&
+  int few = s->t->wino_few_work && s->weights_once && tiles >= s->t->wino_few_tiles &&
+            tiles < s->t->wino_min_tiles && s->oh * s->ow * least >= s->t->wino_few_work;
+  return (((least >= ch || wide) && tiles >= s->t->wino_min_tiles) || few) &&
          100 * s->oh * s->ow >= s->t->wino_min_fill * 4 * tiles;
 }
 
@@ -351,7 +364,8 @@ int primc_conv_plan_make(const primc_conv2d *p, const primc_conv_plan_opts *o, p
   primc_conv_plan_opts plain = {.layout = PRIMC_CONV_W_PLAIN};
   if (!o) o = &plain;
   if (!p || !plan || !primc_cv_valid(p)) return PRIMC_ERR_ARG;
-  cv_shape s = {p, 0, 0, o->threads > 0 ? o->threads : primc_threads_wanted(), tuning(), o->batch_tiles};
+  cv_shape s = {p, 0, 0, o->threads > 0 ? o->threads : primc_threads_wanted(), tuning(), o->batch_tiles,
+                o->weights_once};
   primc_conv2d_out_hw(p, &s.oh, &s.ow);
   int best = -1, layout = 0, first = -1, first_layout = 0, l;
   int forced = o->force ? primc_conv_row_find(o->force) : -1;

@@ -170,7 +170,7 @@ static int layout_of(const primc_conv2d *p) {
 }
 
 int primc_conv2d_weight_layout(const primc_conv2d *p) {
-  primc_conv_plan_opts o = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1};
+  primc_conv_plan_opts o = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1, .weights_once = 1};
   primc_conv_plan plan;
   return p && primc_conv_plan_make(p, &o, &plan) == PRIMC_OK ? plan.layout : PRIMC_CONV_W_PLAIN;
 }

@@ -428,6 +428,18 @@ PC_TEST(conv_plan_force_and_layouts) {
   b8.n = 1;
   CHECK_INT(primc_conv_plan_make(&b8, &batch, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
+  /* one image's 16 tiles: Winograd on Intel's AVX-512 tunings where the weights are packed once and pixels x
+   * channels reach the row's work (512 at 7x7), not for 256 at 7x7, nor for weights packed at every call */
+  primc_conv_plan_opts once = per_image;
+  once.weights_once = 1;
+  CHECK_INT(primc_conv_plan_make(&b8, &once, &plan), PRIMC_OK);
+  if (strstr(primc_conv_tuning_name(), "(Intel)")) CHECK_INT(plan.row, PRIMC_CONV_ROW_WINOGRAD);
+  else CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
+  CHECK_INT(primc_conv_plan_make(&b8, &per_image, &plan), PRIMC_OK);
+  CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
+  primc_conv2d c256 = {1, 256, 7, 7, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  CHECK_INT(primc_conv_plan_make(&c256, &once, &plan), PRIMC_OK);
+  CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
   bf.bf16 = 0;
   CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_BF16 && plan.layout != PRIMC_CONV_W_BF16);
