@@ -449,13 +449,14 @@ static int args_ok(int trans_a, int64_t M, int64_t N, int64_t K, const float *A,
   return C && ldc >= N && (K == 0 || (A && lda >= (trans_a ? M : K)));
 }
 
-/* rows of A up to which B is read in place rather than packed. AMD Zen 5 (family 1Ah) runs zmm FMAs at
- * full width, twice Zen 4's rate, so there packing B costs relatively more and B is read in place up to
- * 128 rows (bench/gemm_rows.md); elsewhere the row's value, tuned on Zen 4 and a Xeon */
-#define ZEN5_DIRECT 128
-static int64_t direct_rows(const gm_row *kr) {
-  return kr->isa == PRIMC_ISA_AVX512 && primc_gm_amd_family() >= 0x1a && ZEN5_DIRECT > kr->direct_max ? ZEN5_DIRECT
-                                                                                                          : kr->direct_max;
+/* rows of A up to which B is read in place rather than packed: the row's value (tuned on Zen 4), more where packing
+ * B costs relatively more: AMD Zen 5 (family 1Ah, zmm FMAs at full width, twice Zen 4's rate) 128, Intel's AVX-512
+ * cores 256 (a 1x1 conv's x: 256 -> 64 at 56x56 0.61 -> 0.53 ms on an AMX Xeon, 512 -> 2048 at 7x7 slower past
+ * 256; bench/gemm_rows.md) */
+int64_t primc_gm_direct_rows(const gm_row *kr) {
+  int fam = kr->isa == PRIMC_ISA_AVX512 ? primc_gm_amd_family() : -1;
+  int64_t more = fam >= 0x1a ? 128 : fam == 0 ? 256 : 0;
+  return more > kr->direct_max ? more : kr->direct_max;
 }
 
 int primc_sgemm_epi(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
@@ -465,7 +466,7 @@ int primc_sgemm_epi(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, f
     return PRIMC_ERR_ARG;
   job j = job_make(trans_a, M, N, K, alpha, A, lda, beta, C, ldc, epi, epi_ctx);
   j.bs = (bsrc){.b = B, .ldb = ldb, .trans = trans_b};
-  j.direct = !trans_b && M <= direct_rows(j.kr);
+  j.direct = !trans_b && M <= primc_gm_direct_rows(j.kr);
   if (trans_b && !trans_a && M <= DOT_M_MAX && M > 0 && N > 0 && K > 0 && alpha != 0) return run_dot(&j);
   return run_job(&j);
 }
@@ -523,6 +524,6 @@ int primc_sgemm_run(const primc_gemm *g) {
   j.akoff = g->a_koff;
   j.st = g->store;
   j.a_mr = g->a_packed_mr;
-  j.direct = g->b && !g->koff && !g->trans_b && g->M <= direct_rows(j.kr);
+  j.direct = g->b && !g->koff && !g->trans_b && g->M <= primc_gm_direct_rows(j.kr);
   return run_job(&j);
 }

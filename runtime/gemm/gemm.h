@@ -99,6 +99,8 @@ static inline const gm_row *primc_gm_row(void) { return primc_gm_row_for(primc_s
 
 /* the CPU family of an AMD CPU (Zen 4 is 19h, Zen 5 1Ah), 0 on any other vendor (cpu.c) */
 int primc_gm_amd_family(void);
+/* rows of A up to which the driver reads a plain B in place rather than packing it, on this CPU (driver.c) */
+int64_t primc_gm_direct_rows(const gm_row *kr);
 
 /* ---------------------------------------------------------------- blocking */
 

@@ -105,9 +105,10 @@ PC_TEST(gemm_alpha_beta) {
       }
 }
 
-/* K and N beyond one block, M beyond the in-place B threshold, several items for the pool */
+/* K and N beyond one block, M beyond the in-place B threshold (300 rows: every CPU's), several items for the pool */
 PC_TEST(gemm_large_shapes_all_isas) {
-  static const int64_t shapes[][3] = {{90, 600, 300}, {200, 70, 520}, {16, 1100, 40}, {7, 50, 1000}, {130, 129, 257}};
+  static const int64_t shapes[][3] = {{90, 600, 300}, {200, 70, 520}, {16, 1100, 40}, {7, 50, 1000}, {130, 129, 257},
+                                      {300, 90, 130}};
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -115,6 +116,20 @@ PC_TEST(gemm_large_shapes_all_isas) {
         gcase t = {tr & 1, tr >> 1, shapes[s][0], shapes[s][1], shapes[s][2], 5, 1.0f, tr == 3 ? 0.5f : 0.0f};
         if (!check_gemm(&t, is[i])) return;
       }
+}
+
+/* B read in place up to the row's rows (tuned on Zen 4), 128 on Zen 5, 256 on Intel's AVX-512 cores, where
+ * packing B costs relatively more (bench/gemm_rows.md); the shapes above cross each */
+PC_TEST(gemm_direct_rows_by_cpu) {
+  int is[4], n = isas(is);
+  for (int i = 0; i < n; i++) {
+    const gm_row *kr = primc_gm_row_for(is[i]);
+    int64_t want = kr->direct_max;
+    if (is[i] == PRIMC_ISA_AVX512 && primc_gm_amd_family() == 0) want = 256;
+    if (is[i] == PRIMC_ISA_AVX512 && primc_gm_amd_family() >= 0x1a) want = 128;
+    CHECK_INT(primc_gm_direct_rows(kr), want);
+    CHECK(want < 300); /* gemm_large_shapes_all_isas' 300 rows pack B */
+  }
 }
 
 PC_TEST(gemm_empty_and_k0) {
