@@ -537,12 +537,17 @@ PC_TEST(gemm_conv2d_weight_layout) {
   CHECK_INT(primc_conv2d_weight_layout(&widen_big), PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&widen_14), PRIMC_CONV_W_STRIPS);
   /* narrowing 4x or more, but not into 97-128 channels: the direct lanes conv where there is AVX-512,
-   * except on Intel's cores, where the GEMMs are faster: the transposed one on small maps, the one
-   * reading x in place on large ones (ResNet-50's 256 -> 64 at 56x56); on AVX2 the GEMM reading x in place
-   * but on maps of 7x7 and below; without either the transposed GEMM into few channels at any map size */
+   * except on Intel's cores, where the GEMMs are faster: the transposed one on maps of 16x16 and below, the one
+   * reading x in place on larger ones (MobileNetV2's 192 -> 32 at 28x28, ResNet-50's 256 -> 64 at 56x56); on AVX2
+   * the GEMM reading x in place but on maps of 7x7 and below; without either the transposed GEMM into few channels
+   * at any map size */
   primc_conv2d narrow_deep = {1, 1024, 14, 14, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d narrow_big = {1, 256, 56, 56, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  CHECK_INT(primc_conv2d_weight_layout(&narrow), dl1 ? PRIMC_CONV_W_LANES : avx2 ? PRIMC_CONV_W_STRIPS : PRIMC_CONV_W_PANELS);
+  primc_conv2d narrow_14 = {1, 384, 14, 14, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  CHECK_INT(primc_conv2d_weight_layout(&narrow), dl1           ? PRIMC_CONV_W_LANES
+                                                 : avx2 || intel ? PRIMC_CONV_W_STRIPS
+                                                                 : PRIMC_CONV_W_PANELS);
+  CHECK_INT(primc_conv2d_weight_layout(&narrow_14), dl1 ? PRIMC_CONV_W_LANES : avx2 ? PRIMC_CONV_W_STRIPS : PRIMC_CONV_W_PANELS);
   CHECK_INT(primc_conv2d_weight_layout(&narrow_deep), dl1 ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&narrow_big), intel || avx2 ? PRIMC_CONV_W_STRIPS
                                                     : dl1          ? PRIMC_CONV_W_LANES
