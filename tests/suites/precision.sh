@@ -94,6 +94,38 @@ else bad "--autocast bf16 CNN" "$(tail -n 3 "$tmp/err")"; fi
   grep -q 'call primc_k_dot_bf16.*autocast bf16' "$tmp/k" &&
   ok "dump --kernels --autocast bf16: the deep conv on the bf16 row, the narrow one f32, the classifier a bf16 dot" ||
   bad "dump --kernels --autocast bf16" "$(grep call "$tmp/k" | head -c 600)"
+# GELU's 1 + erf(u) under --autocast bf16 takes a 2e-6-absolute form (llvm_expr.c's fast_one_plus_erf; torch.autocast
+# computes GELU in bf16), without it the 1-ulp erf: the ONNX decomposition torch exports, on [-8, 8], against float64
+python3 - "$tmp/gelu" >"$tmp/gen.log" 2>&1 <<'PY' || bad "GELU model" "$(tail -n 3 "$tmp/gen.log")"
+import math, os, sys, numpy as np, onnx
+from onnx import TensorProto, helper as h
+d = sys.argv[1]; os.makedirs(d, exist_ok=True)
+c = lambda n, v: h.make_tensor(n, TensorProto.FLOAT, [], [v])
+g = h.make_graph([h.make_node("Div", ["x", "r2"], ["u"]), h.make_node("Erf", ["u"], ["e"]), h.make_node("Add", ["e", "one"], ["s"]),
+                  h.make_node("Mul", ["x", "s"], ["t"]), h.make_node("Mul", ["t", "half"], ["y"])], "gelu",
+                 [h.make_tensor_value_info("x", TensorProto.FLOAT, [4001])], [h.make_tensor_value_info("y", TensorProto.FLOAT, [4001])],
+                 [c("r2", math.sqrt(2)), c("one", 1.0), c("half", 0.5)])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), f"{d}/model.onnx")
+x = np.linspace(-8, 8, 4001).astype(np.float32)
+np.save(f"{d}/in0.npy", x)
+np.save(f"{d}/ref.npy", np.array([0.5 * float(v) * (1 + math.erf(float(v) / math.sqrt(2))) for v in x]))
+PY
+for m in highest:1e-6 autocast:6e-6; do
+  IFS=: read -r mode tol <<<"$m"
+  flag=""; [ "$mode" = autocast ] && flag="--autocast bf16"
+  # shellcheck disable=SC2086
+  if "$P" compile "$tmp/gelu/model.onnx" $flag -o "$tmp/gelu_$mode" >"$tmp/err" 2>&1 &&
+    "$tmp/gelu_$mode" "$tmp/gelu/in0.npy" -o "$tmp/gelu_$mode.out" >/dev/null 2>>"$tmp/err" &&
+    python3 - "$tmp/gelu/ref.npy" "$tmp/gelu_$mode.out/out0.npy" "$tol" >>"$tmp/err" 2>&1 <<'PY'
+import sys, numpy as np
+ref, got, tol = np.load(sys.argv[1]), np.load(sys.argv[2]).astype(np.float64), float(sys.argv[3])
+err = float((np.abs(got - ref) / np.maximum(1.0, np.abs(ref))).max())
+print(f"GELU error / max(1, |ref|) {err:.1e}")
+sys.exit(0 if err <= tol else 1)
+PY
+  then ok "GELU ($mode): $(tail -n 1 "$tmp/err"), within $tol"
+  else bad "GELU ($mode)" "$(tail -n 3 "$tmp/err")"; fi
+done
 # --autocast fp16: contractions with a weight read both operands rounded to f16 and sum in f32; the product of two
 # activations stays f32. Against float64 on f16-rounded operands (f16_ref*.npy): the Gemm on the input and the
 # activation product within f32 rounding; outputs behind a rounded activation within 2e-4 (an f32 value and its
