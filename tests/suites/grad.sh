@@ -81,6 +81,30 @@ for name in mlp resnet_tiny encoder_tiny lstm; do
   else bad "vmap $name" "$(tail -n 3 "$tmp/vmap-$name.log")"; fi
 done
 
+# --grad under --autocast bf16 (bf16 convs forward and backward, their computed weights packed per call): resnet_tiny's
+# gradients within 1e-2 of the model's largest one of PyTorch's f32 gradients (bf16 operands, f32 sums; a gradient
+# deep in the net carries the bf16 error of everything above it), and bf16's rounding seen (> 1e-5) somewhere
+d=models/resnet_tiny
+python3 -c "import numpy as np; np.save('$tmp/ct-bf16.npy', np.load('$d/grad.npz')['ct0'])"
+if "$B/primc" compile --grad "$d/model.onnx" --autocast bf16 -o "$tmp/rt-bf16" >"$tmp/bf16.log" 2>&1 &&
+  "$tmp/rt-bf16" "$d/input.npy" "$tmp/ct-bf16.npy" -o "$tmp/rt-bf16.out" >>"$tmp/bf16.log" 2>&1 &&
+  python3 - "$tmp/rt-bf16.out" "$d/grad.npz" >>"$tmp/bf16.log" 2>&1 <<'PY'
+import sys, numpy as np
+out, ref = sys.argv[1], np.load(sys.argv[2])
+keys = sorted((k for k in ref.files if k[0] == "g" and k[1:].isdigit()), key=lambda k: int(k[1:]))
+top = max(float(np.abs(ref[k]).max()) for k in keys)
+errs = [float(np.abs(np.load(f"{out}/out{1 + i}.npy").astype(np.float64) - ref[k]).max()) / top for i, k in enumerate(keys)]
+print(f"{len(keys)} gradients, worst error {max(errs):.1e} of the largest gradient")
+sys.exit(0 if max(errs) <= 1e-2 and max(errs) > 1e-5 else 1)
+PY
+then ok "--grad --autocast bf16 resnet_tiny: $(tail -n 1 "$tmp/bf16.log")"
+else bad "--grad --autocast bf16 resnet_tiny" "$(tail -n 3 "$tmp/bf16.log")"; fi
+# the classifier's dot a bf16 call on any CPU; the convs on the bf16 row where the CPU's tuning says it pays
+"$B/primc" dump "$d/model.onnx" --kernels --grad --autocast bf16 >"$tmp/k" 2>&1
+grep -q 'call primc_k_dot_bf16' "$tmp/k" &&
+  ok "--grad --autocast bf16: bf16 dots, $(grep -c 'conv row bf16_tiles' "$tmp/k") convs on bf16_tiles here" ||
+  bad "--grad --autocast bf16 kernels" "$(grep call "$tmp/k" | head -c 400)"
+
 # ONNX's Gradient op (ai.onnx.preview.training) by the same reverse mode, interpreted and compiled, against
 # derivatives written out in numpy (tests/ref/gen_gradient_op.py)
 G=tests/data/grad
