@@ -9,6 +9,7 @@
 # back to back, which goes first alternating), and that median over eager's fast and slow steps (lib_ab.speed_split:
 # eager under 1.08x and over 1.15x its 10th percentile), as bench/lib_ab.py does for inference.
 # Usage: /usr/bin/python3 bench/train_ab.py [--models encoder,resnet18] [--iters 40] [--threads 1] [--primc PATH]
+#   [--autocast bf16]: primc's step compiled --autocast bf16 against eager's forward under torch.autocast bf16
 #   pin it: taskset -c 1 for 1 thread. At 2 threads torch's OpenMP threads sleep when idle (OMP_WAIT_POLICY
 #   PASSIVE, set here before torch loads), else they spin through primc's steps.
 import argparse
@@ -26,6 +27,8 @@ ap.add_argument("--models", default="encoder,resnet18")
 ap.add_argument("--iters", type=int, default=40)
 ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--primc", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "primc"))
+ap.add_argument("--autocast", choices=["bf16"],
+                help="primc's step under --autocast bf16, eager's forward under torch.autocast bf16")
 A = ap.parse_args()
 os.environ["PRIMC_NUM_THREADS"] = str(A.threads)  # read when the library's thread pool starts
 if A.threads > 1:
@@ -104,7 +107,7 @@ class Step:
 def main():
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     print(f"# training step, primc and eager alternated step by step in one process; {cpu}, {A.threads} thread(s), "
-          f"torch {torch.__version__}")
+          f"torch {torch.__version__}" + (f", autocast {A.autocast}" if A.autocast else ""))
     tp.set_threads(A.threads)
     tmp = tempfile.mkdtemp(prefix="primc-train-ab-")
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the builds: up to 1 GB a run
@@ -112,8 +115,9 @@ def main():
         name, model, x, y, loss, opt, make_opt = tp.case(key)
         d = os.path.join(tmp, key)
         so = os.path.join(d, "step.so")
-        tp.compile_step(A.primc, d, model, x, y, loss, opt, ["--emit", "lib", "--name", "step", "-o", so])
-        ours, eager = Step(so, x, y), tp.torch_step(model, x, y, loss, make_opt)
+        tp.compile_step(A.primc, d, model, x, y, loss, opt, ["--emit", "lib", "--name", "step", "-o", so] +
+                        (["--autocast", A.autocast] if A.autocast else []))
+        ours, eager = Step(so, x, y), tp.torch_step(model, x, y, loss, make_opt, autocast=bool(A.autocast))
         for _ in range(3):
             ours.step(), eager()
         t = {"primc": [], "eager": []}

@@ -97,13 +97,15 @@ def primc_peak_mb(exe, data, threads):
     return peak
 
 
-def torch_step(model, x, y, loss_kind, make_opt):
-    """one eager training step of model on (x, y) as a function: forward, loss, backward, the optimizer's update"""
+def torch_step(model, x, y, loss_kind, make_opt, autocast=False):
+    """one eager training step of model on (x, y) as a function: forward, loss, backward, the optimizer's update;
+    with autocast, the forward and loss under torch.autocast bf16 (torch's mixed-precision recipe on a CPU)"""
     opt = make_opt(model.parameters())
     loss_fn = torch.nn.functional.cross_entropy if loss_kind == "cross_entropy" else torch.nn.functional.mse_loss
 
     def step():
-        loss = loss_fn(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
