@@ -150,24 +150,73 @@ static void put_b(uint16_t *pair, int64_t kk, int64_t j0, const uint16_t *v, int
   for (int64_t j = 0; j < n; j++) pair[bg_b_at(kk / 2, (int)((j0 + j) / BG_PANEL)) + (j0 + j) % BG_PANEL * 2 + kk % 2] = v[j];
 }
 
+/* one pair of panels (columns n0 .. n0 + nn, nn <= 32) of a split-1 B, every k pair of K, by primc_bg_pack_pair: from
+ * B's rows, or from 16 x 16 transposes of B^T's (scalar at its edges) */
+static void pack_b_pair(int trans_b, const float *B, int64_t ldb, int64_t n0, int64_t nn, int64_t K, uint16_t *pair) {
+  float t[16][2 * BG_PANEL] __attribute__((aligned(64)));
+  gm_trans16 tr = primc_gm_row()->trans16;
+  for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    int64_t kn = K - k0 < 16 ? K - k0 : 16;
+    const float *rows[16];
+    for (int64_t k = 0; k < kn; k++) rows[k] = trans_b ? t[k] : B + (k0 + k) * ldb + n0;
+    for (int64_t c0 = 0; trans_b && c0 < nn; c0 += 16) {
+      int64_t cn = nn - c0 < 16 ? nn - c0 : 16;
+      const float *src = B + (n0 + c0) * ldb + k0;
+      if (tr && cn == 16 && kn == 16) tr(src, ldb, &t[0][c0], 2 * BG_PANEL);
+      else
+        for (int64_t k = 0; k < kn; k++)
+          for (int64_t j = 0; j < cn; j++) t[k][c0 + j] = src[j * ldb + k];
+    }
+    for (int64_t k = 0; k < kn; k += 2)
+      primc_bg_pack_pair(rows[k], k + 1 < kn ? rows[k + 1] : NULL, (int)nn, pair + bg_b_at((k0 + k) / 2, 0),
+                         pair + bg_b_at((k0 + k) / 2, 1));
+  }
+}
+
+typedef struct pack_b_job {
+  int trans_b;
+  const float *B;
+  int64_t ldb, N, K, Kt;
+  uint16_t *pan;
+} pack_b_job;
+
+/* pairs of panels [b, e) of a split-1 B, their K padding zeroed */
+static void pack_b_pairs(void *ctx, int64_t b, int64_t e) {
+  const pack_b_job *j = ctx;
+  for (int64_t q = b; q < e; q++) {
+    uint16_t *pair = j->pan + q * j->Kt * 2 * BG_PANEL;
+    int64_t n0 = q * 2 * BG_PANEL, nn = j->N - n0 < 2 * BG_PANEL ? j->N - n0 : 2 * BG_PANEL;
+    pack_b_pair(j->trans_b, j->B, j->ldb, n0, nn, j->K, pair);
+    for (int64_t kp = (j->K + 1) / 2; kp < j->Kt / 2; kp++)
+      for (int hf = 0; hf < 2; hf++) memset(pair + bg_b_at(kp, hf), 0, 2 * BG_PANEL * sizeof *pair);
+  }
+}
+
 int primc_bgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb, int split, void *packed) {
   size_t size = primc_bgemm_packed_b_size(N, K, split);
   if (!size || !B || !packed) return PRIMC_ERR_ARG;
   int64_t Kp = kpad(K), Kt = split * Kp, len = trans_b ? K : 2 * BG_PANEL;
-  uint16_t *hi = malloc((size_t)len * 2 * sizeof *hi), *lo = hi + len;
-  if (!hi) return PRIMC_ERR_RUNTIME;
   bg_hdr *h = packed;
   memset(h, 0, sizeof *h);
   *h = (bg_hdr){.magic = BG_MAGIC, .split = split, .n = N, .k = K, .kt = Kt};
   uint16_t *pan = (uint16_t *)(h + 1);
+  if (split == 1) { /* a k pair at a time, vectorized, the pairs over the pool (weights packed at every call) */
+    pack_b_job j = {trans_b, B, ldb, N, K, Kt, pan};
+    int64_t pairs = cdiv(N, 2 * BG_PANEL);
+    if ((double)N * (double)K >= (1 << 16)) primc_parallel_for(pairs, pack_b_pairs, &j);
+    else pack_b_pairs(&j, 0, pairs);
+    return PRIMC_OK;
+  }
+  uint16_t *hi = malloc((size_t)len * 2 * sizeof *hi), *lo = hi + len;
+  if (!hi) return PRIMC_ERR_RUNTIME;
   memset(pan, 0, size - sizeof *h);
-  /* read B the way it is stored: a column at a time when transposed, else a row of 32 columns at a time */
+  /* split 3 (hi, lo, hi): read B the way it is stored, a column at a time when transposed, else a row of 32 columns */
   for (int64_t n0 = 0; n0 < N; n0 += trans_b ? 1 : 2 * BG_PANEL) {
     uint16_t *pair = pan + n0 / (2 * BG_PANEL) * Kt * 2 * BG_PANEL;
     int64_t nn = N - n0 < 2 * BG_PANEL ? N - n0 : 2 * BG_PANEL;
     for (int64_t k = 0; k < (trans_b ? 1 : K); k++) {
       const float *src = trans_b ? B + n0 * ldb : B + k * ldb + n0;
-      primc_bg_round(src, trans_b ? K : nn, hi, split == 3 ? lo : NULL);
+      primc_bg_round(src, trans_b ? K : nn, hi, lo);
       for (int s = 0; s < split; s++) {
         const uint16_t *seg = s == 1 ? lo : hi;
         if (!trans_b) {

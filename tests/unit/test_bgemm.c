@@ -71,7 +71,8 @@ static err check_one(int64_t M, int64_t N, int64_t K, int ta, int tb, int split,
 }
 
 static const int64_t shapes[][3] = {{1, 1, 1},    {16, 16, 32},  {32, 32, 32},  {33, 17, 31}, {5, 40, 3},
-                                    {64, 96, 600}, {31, 33, 513}, {70, 50, 64}, {1, 200, 100}, {300, 20, 1030}};
+                                    {64, 96, 600}, {31, 33, 513}, {70, 50, 64}, {1, 200, 100}, {300, 20, 1030},
+                                    {40, 300, 301}}; /* the last: B packed over the pool (N K >= 2^16), K odd */
 
 PC_TEST(bgemm_rows_match_reference) {
   int ran = 0;
