@@ -147,8 +147,6 @@ static inline __attribute__((always_inline)) BF16 void put_pairs(uint32_t *d, __
   _mm512_mask_storeu_epi32(d, (__mmask16)((1u << n) - 1), v);
 }
 
-static __mmask16 first(int64_t n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
-
 /* channel pairs [b, e) of x onto their zeroed phase planes; at stride 2 each 32 columns split into even and odd */
 static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
   const djob *j = ctx;
@@ -170,14 +168,14 @@ static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
       const float *r0 = x0 + y * p->w, *r1 = x1 + y * p->w;
       if (s == 1) {
         for (int64_t c = 0; c < p->w; c += 16) {
-          __mmask16 m = first(p->w - c);
+          __mmask16 m = primc_low_mask16(p->w - c);
           put_pairs(row + p->pad_l + c, _mm512_maskz_loadu_ps(m, r0 + c), _mm512_maskz_loadu_ps(two ? m : 0, r1 + c),
                     p->w - c < 16 ? (int)(p->w - c) : 16);
         }
         continue;
       }
       for (int64_t c = 0; c < p->w; c += 32) {
-        __mmask16 m0 = first(p->w - c), m1 = first(p->w - c - 16);
+        __mmask16 m0 = primc_low_mask16(p->w - c), m1 = primc_low_mask16(p->w - c - 16);
         __m512 a0 = _mm512_maskz_loadu_ps(m0, r0 + c), a1 = _mm512_maskz_loadu_ps(m1, r0 + c + 16);
         __m512 b0 = _mm512_maskz_loadu_ps(two ? m0 : 0, r1 + c), b1 = _mm512_maskz_loadu_ps(two ? m1 : 0, r1 + c + 16);
         int n = p->w - c < 32 ? (int)(p->w - c) : 32;

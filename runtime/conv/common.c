@@ -126,8 +126,8 @@ __attribute__((target("avx512f"))) void primc_cv_copy_stride2_512(float *dst, co
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   for (int64_t t = 0; t < n; t += 16, src += 32) {
     int64_t r = n - t, last = 2 * r - 1;
-    __m512 a = _mm512_maskz_loadu_ps(cv_low_mask(last), src), b = _mm512_maskz_loadu_ps(cv_low_mask(last - 16), src + 16);
-    _mm512_mask_storeu_ps(dst + t, cv_low_mask(r), _mm512_permutex2var_ps(a, even, b));
+    __m512 a = _mm512_maskz_loadu_ps(primc_low_mask16(last), src), b = _mm512_maskz_loadu_ps(primc_low_mask16(last - 16), src + 16);
+    _mm512_mask_storeu_ps(dst + t, primc_low_mask16(r), _mm512_permutex2var_ps(a, even, b));
   }
 }
 
@@ -211,7 +211,7 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_row512(float *dst, co
                                                                   int64_t hi, int64_t sw) {
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   for (int64_t t = 0; t < ow; t += 16) {
-    __mmask16 valid = (__mmask16)(cv_low_mask(hi - t) & ~cv_low_mask(lo - t)), out = cv_low_mask(ow - t);
+    __mmask16 valid = (__mmask16)(primc_low_mask16(hi - t) & ~primc_low_mask16(lo - t)), out = primc_low_mask16(ow - t);
     __m512 v;
     if (sw == 1) {
       v = _mm512_maskz_loadu_ps(valid, src + t);
@@ -257,7 +257,7 @@ __attribute__((target("avx512f"))) static void im2col_gather512(const primc_conv
       for (int64_t q = 0; q < np; q += 16) {
         __m512i vi = _mm512_loadu_si512((const void *)(idx + t * np + q));
         __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid[(t * np + q) / 16], vi, plane, 4);
-        _mm512_mask_storeu_ps(row + q, cv_low_mask(P - q), v);
+        _mm512_mask_storeu_ps(row + q, primc_low_mask16(P - q), v);
       }
     }
   }
@@ -340,10 +340,10 @@ __attribute__((target("avx512f"))) void primc_cv_ct_store(const epi_ctx *e, int6
   __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
   for (int64_t c0 = 0; c0 < nb; c0 += 16) {
     int64_t nc = nb - c0 < 16 ? nb - c0 : 16;
-    __mmask16 cm = cv_low_mask(nc); /* C^T's columns past the tile are not read */
+    __mmask16 cm = primc_low_mask16(nc); /* C^T's columns past the tile are not read */
     for (int64_t q = 0; q < mb; q += 16) {
       int rows = mb - q < 16 ? (int)(mb - q) : 16;
-      __mmask16 m = cv_low_mask(rows);
+      __mmask16 m = primc_low_mask16(rows);
       __m512 r[16];
 #pragma GCC unroll 16
       for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, ct + (q + i) * ldc + c0) : _mm512_setzero_ps();

@@ -50,11 +50,6 @@ static inline int cv_overlaps(const float *a, int64_t na, const float *b, int64_
 
 static inline int cv_use_avx512(void) { return primc_sgemm_isa() == PRIMC_ISA_AVX512; }
 
-#if PRIMC_X86
-static inline __mmask16 cv_low_mask(int64_t n) {
-  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-}
-#endif
 
 /* ---------------------------------------------------------------- the rows */
 

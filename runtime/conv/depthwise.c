@@ -92,7 +92,7 @@ typedef struct dw_masks {
 /* lanes of a unit-stride load from column base of a row of width w, at most cnt of them */
 static __mmask16 dw_lanes(int64_t base, int64_t cnt, int64_t w) {
   int64_t lim = cnt < w - base ? cnt : w - base;
-  return (__mmask16)(cv_low_mask(lim) & ~cv_low_mask(-base));
+  return (__mmask16)(primc_low_mask16(lim) & ~primc_low_mask16(-base));
 }
 
 static void dw_masks_make(const primc_conv2d *p, int64_t ox, int64_t n, dw_masks *m) {
@@ -100,7 +100,7 @@ static void dw_masks_make(const primc_conv2d *p, int64_t ox, int64_t n, dw_masks
   for (int64_t jx = 0; jx < p->kw; jx++) m->col[jx] = ox * S - p->pad_l + jx * p->dil_w;
   for (int c = 0; c < 4; c++) {
     int64_t r = n - 16 * c, cnt = S == 1 ? r : 2 * r - 1; /* outputs left; elements they read */
-    m->st[c] = cv_low_mask(r);
+    m->st[c] = primc_low_mask16(r);
     for (int64_t jx = 0; jx < p->kw; jx++) {
       int64_t base = m->col[jx] + 16 * c * S; /* input column of element 0 */
       m->a[jx][c] = dw_lanes(base, cnt, p->w);
@@ -114,7 +114,7 @@ static void dw_masks_make(const primc_conv2d *p, int64_t ox, int64_t n, dw_masks
  * reads unit-stride from one half: one load per vector and tap instead of two loads and a permute. */
 static void dw_masks_make_s2(const primc_conv2d *p, int64_t ox, int64_t n, int64_t wp, dw_masks *m) {
   int64_t we = (p->w + 1) / 2, wo = p->w / 2;
-  for (int c = 0; c < 4; c++) m->st[c] = cv_low_mask(n - 16 * c);
+  for (int c = 0; c < 4; c++) m->st[c] = primc_low_mask16(n - 16 * c);
   for (int64_t jx = 0; jx < p->kw; jx++) {
     int64_t d = jx * p->dil_w - p->pad_l, odd = d & 1, off = (d - odd) / 2; /* column 2 (ox + off) + odd */
     m->col[jx] = ox + off + odd * wp;
@@ -315,7 +315,7 @@ dw_flat_block(const dw_flat *f, const float *x, const float *w, int64_t v, const
     for (int b = 0; b < NV; b++) a[b] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m[b * f->taps + t], src + 16 * b), a[b]);
   }
 #pragma GCC unroll 8
-  for (int b = 0; b < NV; b++) dw_store(o, b, cv_low_mask(f->nvalid - (f->v0 + v + b) * 16), a[b]);
+  for (int b = 0; b < NV; b++) dw_store(o, b, primc_low_mask16(f->nvalid - (f->v0 + v + b) * 16), a[b]);
 }
 
 __attribute__((target("avx512f"))) static void dw_flat_plane(const dw_flat *f, int64_t plane) {

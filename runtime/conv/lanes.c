@@ -275,7 +275,7 @@ __attribute__((target("avx512f"))) static void pack_lanes_blocks16(void *ctx, in
       int64_t o0 = ob * DL_NR + h * 16, rows = O - o0 < 16 ? O - o0 : 16;
       for (int64_t k0 = 0; k0 < kk; k0 += 16) {
         int64_t cols = kk - k0 < 16 ? kk - k0 : 16;
-        __mmask16 mc = cv_low_mask(cols);
+        __mmask16 mc = primc_low_mask16(cols);
         __m512 r[16];
         for (int i = 0; i < 16; i++)
           r[i] = i < rows ? _mm512_maskz_loadu_ps(mc, j->w + (o0 + i) * kk + k0) : _mm512_setzero_ps();

@@ -219,7 +219,7 @@ static void wino_input(void *ctx, int64_t c0, int64_t c1) {
       float *v = j->v + c * j->cols + b * T + ty * j->g.tx;
       int64_t tx = 0;
 #if PRIMC_X86
-      for (; vec && tx < j->g.tx; tx += 16) wino_in16(rows, tx, v + tx, xs, cv_low_mask(j->g.tx - tx));
+      for (; vec && tx < j->g.tx; tx += 16) wino_in16(rows, tx, v + tx, xs, primc_low_mask16(j->g.tx - tx));
       for (; v8 && tx + 8 <= j->g.tx; tx += 8) wino_in8(rows, tx, v + tx, xs);
 #endif
       for (; tx < j->g.tx; tx++) {
@@ -299,7 +299,7 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
       int64_t tx = 0;
 #if PRIMC_X86
       for (; isa == PRIMC_ISA_AVX512 && tx < j->g.tx; tx += 16)
-        wino_out16(mt + tx, xs, cv_low_mask(j->g.tx - tx), out[0] + 2 * tx, out[1] + 2 * tx);
+        wino_out16(mt + tx, xs, primc_low_mask16(j->g.tx - tx), out[0] + 2 * tx, out[1] + 2 * tx);
       for (; isa == PRIMC_ISA_AVX2 && tx + 8 <= j->g.tx; tx += 8) wino_out8(mt + tx, xs, out[0] + 2 * tx, out[1] + 2 * tx);
 #endif
       for (; tx < j->g.tx; tx++) {

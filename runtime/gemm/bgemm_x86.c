@@ -1,6 +1,7 @@
 /* runtime/gemm/bgemm_x86.c: the bf16 GEMM's x86 rows: AMX tiles, AVX512-BF16 (vdpbf16ps), the CPU checks and AMX permission, and f32 -> bf16 rounding on AVX-512. */
 #include "runtime/gemm/bgemm.h"
 #if PRIMC_X86
+#include "runtime/avx512.h"
 #include "runtime/gemm/amx.h"
 #include "runtime/gemm/bgemm_zmm.h"
 #endif
@@ -135,7 +136,7 @@ static X512 void round_row_avx512(const float *x, int64_t K, int64_t Kp, uint16_
                                    int hi_seg2, int lo_seg) {
   for (int64_t k = 0; k < Kp; k += 16) {
     int64_t c = K - k;
-    __mmask16 m = (__mmask16)(c >= 16 ? 0xffff : c <= 0 ? 0 : (1u << c) - 1);
+    __mmask16 m = primc_low_mask16(c);
     store16(strip, Kp, bg_a_at(0, r, k), _mm512_maskz_loadu_ps(m, x + k), hi_seg, hi_seg2, lo_seg);
   }
 }
@@ -148,7 +149,7 @@ static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void roun
     const float *x, int64_t K, int64_t Kp, uint16_t *strip, int r, int hi_seg, int hi_seg2) {
   for (int64_t k = 0; k < Kp; k += 16) {
     int64_t c = K - k, at = bg_a_at(0, r, k);
-    __mmask16 m = (__mmask16)(c >= 16 ? 0xffff : c <= 0 ? 0 : (1u << c) - 1);
+    __mmask16 m = primc_low_mask16(c);
     __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k));
     _mm256_storeu_si256((__m256i *)(strip + hi_seg * Kp * 16 + at), h);
     if (hi_seg2 >= 0) _mm256_storeu_si256((__m256i *)(strip + hi_seg2 * Kp * 16 + at), h);
@@ -177,7 +178,7 @@ void primc_bg_round_row(const float *x, int64_t K, int64_t Kp, uint16_t *strip, 
 static X512 void pack_pair_avx512(const float *r0, const float *r1, int n, uint16_t *dst0, uint16_t *dst1) {
   for (int h = 0; h < 2; h++) {
     int c = n - 16 * h;
-    __mmask16 m = (__mmask16)(c >= 16 ? 0xffff : c <= 0 ? 0 : (1u << c) - 1);
+    __mmask16 m = primc_low_mask16(c);
     __m512i lo = _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(m, r0 + 16 * h)));
     __m512i hi = r1 ? _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(m, r1 + 16 * h))) : _mm512_setzero_si512();
     _mm512_storeu_si512(h ? dst1 : dst0, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
@@ -194,7 +195,7 @@ static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack
                                          5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (int h = 0; h < 2; h++) {
     int c = n - 16 * h;
-    __mmask16 m = (__mmask16)(c >= 16 ? 0xffff : c <= 0 ? 0 : (1u << c) - 1);
+    __mmask16 m = primc_low_mask16(c);
     __m512 a = _mm512_maskz_loadu_ps(m, r0 + 16 * h), b = r1 ? _mm512_maskz_loadu_ps(m, r1 + 16 * h) : _mm512_setzero_ps();
     __m512i v = (__m512i)_mm512_cvtne2ps_pbh(b, a); /* a's 16 in the low half, b's in the high */
     _mm512_storeu_si512(h ? dst1 : dst0, _mm512_permutexvar_epi16(pairs, v));

@@ -4,6 +4,7 @@
 #if PRIMC_X86
 
 #include "runtime/gemm/gemm.h"
+#include "runtime/avx512.h"
 #include "runtime/gemm/amx.h"
 #include "runtime/gemm/bgemm_zmm.h"
 
@@ -50,7 +51,7 @@ BW512 int primc_ig_pack_row_avx512(const int32_t *x, int64_t K, int64_t Kp, uint
                                    uint32_t *ra) {
   __m512i vlo = _mm512_set1_epi32(INT32_MAX), vhi = _mm512_set1_epi32(INT32_MIN);
   for (int64_t k = 0; k < K; k += 16) {
-    __mmask16 m = (__mmask16)(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1);
+    __mmask16 m = primc_low_mask16(K - k);
     __m512i v = _mm512_maskz_loadu_epi32(m, x + k);
     vlo = _mm512_mask_min_epi32(vlo, m, vlo, v);
     vhi = _mm512_mask_max_epi32(vhi, m, vhi, v);
@@ -58,7 +59,7 @@ BW512 int primc_ig_pack_row_avx512(const int32_t *x, int64_t K, int64_t Kp, uint
   int32_t l = _mm512_reduce_min_epi32(vlo), h = _mm512_reduce_max_epi32(vhi);
   __m512i off = _mm512_set1_epi32(l), sum = _mm512_setzero_si512();
   for (int64_t k = 0; k < Kp; k += 16) {
-    __mmask16 m = (__mmask16)(K - k >= 16 ? 0xffff : K - k <= 0 ? 0 : (1u << (K - k)) - 1);
+    __mmask16 m = primc_low_mask16(K - k);
     __m512i v = _mm512_maskz_sub_epi32(m, _mm512_maskz_loadu_epi32(m, x + k), off);
     sum = _mm512_add_epi32(sum, v);
     _mm_storeu_si128((__m128i *)(strip + (k / IG_KSTEP) * 16 * IG_KSTEP + r * IG_KSTEP + k % IG_KSTEP),
@@ -85,7 +86,7 @@ static inline __attribute__((always_inline)) Z512 __m512i fold16(const ikargs *g
  * K block (the tile already holds the earlier blocks' sums) */
 static inline __attribute__((always_inline)) Z512 void tile_out(const ikargs *g, const int32_t *t, int r0, int rows,
                                                                  int j0, int cols) {
-  const __mmask16 mk = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
+  const __mmask16 mk = primc_low_mask16(cols);
   const __m512i cob = _mm512_maskz_loadu_epi32(mk, g->cob + j0), cs = _mm512_maskz_loadu_epi32(mk, g->csum + j0);
   for (int r = 0; r < rows; r++)
     _mm512_mask_storeu_epi32(g->c + (r0 + r) * g->ldc + j0, mk, fold16(g, r0 + r, _mm512_load_si512(t + 16 * r), cob, cs));
