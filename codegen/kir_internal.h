@@ -127,5 +127,7 @@ pc_status kir_conv_requant_rewrite(kir_program *p);
 pc_status kir_pool_calls_rewrite(kir_program *p);
 /* transposing loop kernels split in blocks of loops (kir_tile.c) */
 pc_status kir_tile_transposes(kir_program *p);
+/* --autocast bf16's maps between convs held as bf16 channel pairs where only convs touch them (kir_pairs.c) */
+pc_status kir_conv_pairs(kir_program *p);
 
 #endif

@@ -132,6 +132,10 @@ static void print_conv_row(const kir_program *p, const kir_kernel *k, FILE *f) {
   if (k->params[CONV_EPI_AT + CONV_EPI_ROW - 3] == PRIMC_CONV_W_BF16 &&
       k->params[CONV_EPI_AT + CONV_EPI_ROW - 2] == PRIMC_CONV_BF16_STREAM)
     fprintf(f, " (the program's bf16 weights outgrow this CPU's last-level cache: streamed from memory each run)");
+  int64_t st = k->params[CONV_EPI_AT + PRIMC_CONV_EPI_STORE];
+  if (st) /* codegen/kir_pairs.c */
+    fprintf(f, " (bf16 channel pairs:%s%s%s)", st & PRIMC_CONV_X_PAIRS ? " x" : "", st & PRIMC_CONV_Y_PAIRS ? " y" : "",
+            st & PRIMC_CONV_RES_PAIRS ? " residual" : "");
   if (primc_conv2d_of_params(k->params, &c) && pc_autotune_tuned(p->tune, &c, row, &heur))
     fprintf(f, " (tuned%s%s)", heur == row ? "" : "; the planner's: ", heur == row ? "" : primc_conv_row_name(heur));
 }

@@ -826,6 +826,8 @@ static const struct kir_rewrite {
     {"collapse-loops", KIR_STAGE_BUILD, collapse_loops},
     /* constant GEMM B and conv weights packed for this machine's kernels; the plain copies leave the blob */
     {"pack-weights", KIR_STAGE_HOST_WEIGHTS, pack_weights},
+    /* needs pack-weights' conv plans: maps only bf16 convs touch are held as bf16 channel pairs */
+    {"conv-bf16-pairs", KIR_STAGE_HOST_WEIGHTS, kir_conv_pairs},
     /* needs pack-weights' conv_i8 calls: the loop kernel requantizing one's int32 result runs inside it */
     {"conv-i8-requant", KIR_STAGE_HOST_WEIGHTS, kir_requant_rewrite},
     /* a cross target's dots: B as its GEMM row's panels */

@@ -209,7 +209,8 @@ static void conv_generic(const conv_desc *c, char *out, const char *x, const cha
 /* the fused epilogue codegen appends after the conv params (CONV_EPI words at CONV_EPI_AT):
  * [fused, bias offset, bias stride (-1: no bias), has residual, lo, hi (doubles as bits), act (PRIMC_ACT_*), how the weights are
  * packed (PRIMC_CONV_W_*: 0 plain), the tile height they were packed for, the packed weights' bytes, the
- * planned conv row + 1 (runtime/conv/plan.c), act RQ's words (PRIMC_CONV_EPI_RQ)];
+ * planned conv row + 1 (runtime/conv/plan.c), act RQ's words (PRIMC_CONV_EPI_RQ), x's, y's and the residual's
+ * storage (PRIMC_CONV_EPI_STORE)];
  * bufs[4..6] = y, bias, residual (act RQ: its scales) */
 #define CONV_EPI_AT PRIMC_CONV_EPI_AT
 #define CONV_EPI_PACKED 7
@@ -268,6 +269,8 @@ int primc_conv2d_of_params(const int64_t *params, primc_conv2d *p) {
   if (c.S < 0 || c.S > 6 || c.groups < 1 || !conv2d_params(&c, p)) return 0;
   int64_t layout = params[CONV_EPI_AT + CONV_EPI_PACKED], tile = params[CONV_EPI_AT + CONV_EPI_TILE];
   primc_conv2d_set_layout(p, (int)layout, (int)tile);
+  p->store = (int)(params[CONV_EPI_AT + PRIMC_CONV_EPI_STORE] &
+                   (PRIMC_CONV_X_PAIRS | PRIMC_CONV_Y_PAIRS | PRIMC_CONV_RES_PAIRS));
   return 1;
 }
 

@@ -697,7 +697,26 @@ typedef struct primc_conv2d {
                           tiles, groups primc_conv2d_packed_weight_bytes / groups apart (PRIMC_CONV_W_BF16);
                           PRIMC_CONV_BF16_STREAM (not 1) when every call reads them from memory (the program's
                           weights outgrow the last-level cache: its plan's tile word), so large 1x1s read x in place */
+  int store;           /* PRIMC_CONV_*_PAIRS: which of x, y and the residual are held as bf16 channel pairs */
 } primc_conv2d;
+/* A map held as bf16 channel pairs (--autocast bf16 between convs, codegen/kir_pairs.c), laid out as the bf16 GEMM's
+ * B panels of the map seen as [channels][pixels], so that a 1x1 reads it without packing: per image, blocks of 32
+ * pixels (the last one padded), each cp = ceil(c / 32) * 16 channel pairs by 32 pixels of 32-bit words, channel 2i's
+ * value rounded to bf16 (nearest even) in the low half and channel 2i + 1's (0 past c) in the high half. The word of
+ * pair i at pixel q is at (q / 32) 32 cp + ((i / 16) 2 + q % 32 / 16) 256 + i % 16 * 16 + q % 16. The bf16 row reads
+ * and writes such maps where primc_conv_pairs_in_place says; every other path converts them to f32 around the conv. */
+enum { PRIMC_CONV_X_PAIRS = 1, PRIMC_CONV_Y_PAIRS = 2, PRIMC_CONV_RES_PAIRS = 4 };
+int64_t primc_conv_pairs_bytes(int64_t n, int64_t c, int64_t h, int64_t w);
+/* the word of pair i at pixel q of an image of c channels held so */
+static inline int64_t primc_conv_pair_at(int64_t c, int64_t i, int64_t q) {
+  return q / 32 * 32 * ((c + 31) / 32 * 16) + (i / 16 * 2 + q % 32 / 16) * 256 + i % 16 * 16 + q % 16;
+}
+void primc_conv_pairs_from_f32(const float *x, int64_t n, int64_t c, int64_t hw, uint32_t *d);
+void primc_conv_pairs_to_f32(const uint32_t *s, int64_t n, int64_t c, int64_t hw, float *x);
+/* whether the bf16 row's in-place path on this CPU runs p with its x, y and residual as channel pairs (one group,
+ * blocks of 32 input channels, an even count of output channels, stride 1 and several taps, stride 2, or a 1x1
+ * of stride 1 without padding); p's store bits aside */
+int primc_conv_pairs_in_place(const primc_conv2d *p);
 /* How a conv's weights are stored: PLAIN (OIHW), STRIPS (A strips for the GEMM rows), PANELS (W^T panels:
  * the transposed GEMM, output channels in the lanes), WINOGRAD and LANES (their rows' own layouts), BF16
  * (bf16 GEMM tiles of W: the bf16 row, only planned when the plan options ask for bf16). A
@@ -866,7 +885,7 @@ int primc_conv_plan_pack(const primc_conv2d *p, const primc_conv_plan *plan, con
  * them in its scratch: past the plan's col, at a multiple of 64 bytes */
 int64_t primc_conv_plan_pack_offset(const primc_conv2d *p, const primc_conv_plan *plan);
 /* runs the plan's row (or its fallback) with primc_conv2d_f32_epi's arguments; p's w_* fields are
- * ignored (the plan says how w is stored) */
+ * ignored (the plan says how w is stored); x, y and e->res point at maps of bf16 channel pairs where p->store says */
 int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const float *x, const void *w,
                    const primc_conv_epi *e, float *y, float *spare, float *col);
 /* the row that last ran in this process (after fallbacks), for tests; -1 before any */
@@ -877,11 +896,13 @@ void primc_conv_rq_force_after(int on);
 /* where a conv call's fused-epilogue words start in its params (codegen/kir_rewrites.c writes them,
  * runtime/kernels_conv.c reads them), and their count: [fused, bias offset, bias stride, has residual, lo, hi,
  * act (PRIMC_ACT_*), weight layout, tile height, packed weight bytes, planned row + 1 (0: none), then act RQ's:
- * scale offset, scale stride (-1: the constant next), scale constant, divisor, zero point (doubles as bits)]; act
- * RQ's per-channel scales arrive in the residual's buffer */
+ * scale offset, scale stride (-1: the constant next), scale constant, divisor, zero point (doubles as bits), then
+ * the storage of x, y and the residual (PRIMC_CONV_EPI_STORE)]; act RQ's per-channel scales arrive in the
+ * residual's buffer */
 #define PRIMC_CONV_EPI_AT (1 + 27 + 1 + 32)
-#define PRIMC_CONV_EPI_WORDS 16
+#define PRIMC_CONV_EPI_WORDS 17
 #define PRIMC_CONV_EPI_RQ 11 /* the first of act RQ's words */
+#define PRIMC_CONV_EPI_STORE 16 /* PRIMC_CONV_*_PAIRS bits: x's, y's and the residual's storage (0: f32) */
 
 /* int8 GEMM (runtime/gemm/igemm*.c): exact int32 C[M][N] = A B for int32 A and a constant int32 B each of whose
  * columns spans at most 256 values (a u8 or s8 weight less its zero points), wrapping as the prims' integer sums

@@ -137,6 +137,7 @@ typedef struct djob {
   float *cq, *acc; /* the sums on the padded width (og x nq, rows ldq apart); acc in y's layout (og x oh * ow) */
   int64_t ldq;      /* nq padded to whole 32-column tiles: AMX stores whole 16 x 16 tiles */
   const epi_ctx *e; /* the epilogue into e->y (y's layout) as the sums are copied out, or NULL: into acc */
+  const uint32_t *xp; /* x held as channel pairs (the image's first), or NULL */
   int isa;
 } djob;
 
@@ -185,6 +186,49 @@ static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
         if (n > 1)
           put_pairs(row + po % 2 * j->plane + po / 2, _mm512_permutex2var_ps(a0, odd, a1),
                     _mm512_permutex2var_ps(b0, odd, b1), n / 2);
+      }
+    }
+  }
+}
+
+/* pixels [q, q + n) of channel pair i of x held as pairs (xp) into d, a 16-word panel row at a time */
+static inline __attribute__((always_inline)) BF16 void pair_pixels(const djob *j, int64_t i, int64_t q, int64_t n, uint32_t *d) {
+  for (int64_t x = 0, run; x < n; x += run) {
+    run = 16 - (q + x) % 16 < n - x ? 16 - (q + x) % 16 : n - x;
+    __mmask16 m = primc_low_mask16(run);
+    _mm512_mask_storeu_epi32(d + x, m, _mm512_maskz_loadu_epi32(m, j->xp + primc_conv_pair_at(j->p->c, i, q + x)));
+  }
+}
+
+/* the same from x held as channel pairs (xp): each pair's rows copied onto its zeroed phase planes */
+static BF16 void pairs_copy(void *ctx, int64_t b, int64_t e) {
+  const djob *j = ctx;
+  const primc_conv2d *p = j->p;
+  const int s = j->s;
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  uint32_t seg[32];
+  for (int64_t i = b; i < e; i++) {
+    uint32_t *d = j->xi + i * s * s * j->plane;
+    memset(d, 0, sizeof *d * (size_t)(s * s * j->plane));
+    for (int64_t y = 0; y < p->h; y++) {
+      int64_t py = y + p->pad_t;
+      uint32_t *row = d + py % s * s * j->plane + py / s * j->wph;
+      if (s == 1) {
+        pair_pixels(j, i, y * p->w, p->w, row + p->pad_l);
+        continue;
+      }
+      for (int64_t c = 0; c < p->w; c += 32) {
+        int n = p->w - c < 32 ? (int)(p->w - c) : 32;
+        pair_pixels(j, i, y * p->w + c, n, seg);
+        __m512i a0 = _mm512_maskz_loadu_epi32(primc_low_mask16(n), seg);
+        __m512i a1 = _mm512_maskz_loadu_epi32(primc_low_mask16(n - 16), seg + 16);
+        int64_t pe = p->pad_l + c, po = pe + 1;
+        _mm512_mask_storeu_epi32(row + pe % 2 * j->plane + pe / 2, primc_low_mask16((n + 1) / 2),
+                                 _mm512_permutex2var_epi32(a0, even, a1));
+        if (n > 1)
+          _mm512_mask_storeu_epi32(row + po % 2 * j->plane + po / 2, primc_low_mask16(n / 2),
+                                   _mm512_permutex2var_epi32(a0, odd, a1));
       }
     }
   }
@@ -315,15 +359,23 @@ static void rows_out(void *ctx, int64_t b, int64_t e) {
     }
 }
 
+/* output rows [b, e): as rows_out, where y or the residual are channel pairs */
+static void rows_out_pairs(void *ctx, int64_t b, int64_t e) {
+  const djob *j = ctx;
+  for (int64_t y = b; y < e; y++) primc_cv_epi_pairs(j->isa, j->e, 0, j->og, y * j->ow, j->cq + y * j->wph, j->ldq, j->ow);
+}
+
 int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc,
-                         const epi_ctx *e) {
+                         const epi_ctx *e, const uint32_t *xp) {
   int64_t cg = p->c / p->groups, og = p->o / p->groups, taps = p->kh * p->kw, s = p->stride_h;
   int64_t hp = p->h + p->pad_t + p->pad_b, wp = p->w + p->pad_l + p->pad_r;
   int64_t hph = (hp + s - 1) / s, wph = (wp + s - 1) / s;
   if ((hp - p->kh) / s + 1 != oh || (wp - p->kw) / s + 1 != ow || og < 1 || oh < 1 || ow < 1) return PRIMC_ERR_ARG;
   int64_t K = primc_cv_bf16_k(p);
+  int paired = e && (e->y_pairs || e->res_pairs);
+  if ((xp || paired) && (cg % 32 || og % 2)) return PRIMC_ERR_ARG;
   djob j = {.p = p, .x = xg, .s = (int)s, .wph = wph, .oh = oh, .ow = ow, .og = og,
-            .kt = (K + BG_KSTEP - 1) / BG_KSTEP * BG_KSTEP, .nq = oh * wph, .acc = acc, .e = e,
+            .kt = (K + BG_KSTEP - 1) / BG_KSTEP * BG_KSTEP, .nq = oh * wph, .acc = acc, .e = e, .xp = xp,
             .isa = primc_sgemm_isa(), .pairs = (cg + 1) / 2, .few = primc_cv_bf16_few(p)};
   j.a = primc_bg_packed_a_tiles(wg, og, K);
   if (!j.a) return PRIMC_ERR_WEIGHTS;
@@ -343,17 +395,18 @@ int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg,
   j.ldq = (j.nq + 31) / 32 * 32;
   j.cq = primc_bg_thread_scratch(1, sizeof *j.cq * (size_t)((og + 31) / 32 * 32 * j.ldq));
   if (!j.xi || !j.cq) return PRIMC_ERR_RUNTIME;
-  primc_parallel_for(j.pairs + j.few, pairs_make, &j);
+  primc_parallel_for(j.pairs + j.few, xp ? pairs_copy : pairs_make, &j);
   if (amx) primc_parallel_for((og + 31) / 32 * j.nblocks, tiles_run_amx, &j);
   else primc_parallel_for((og + 7) / 8 * j.nblocks, tiles_run, &j);
-  primc_parallel_for(og, rows_out, &j);
+  if (paired) primc_parallel_for(oh, rows_out_pairs, &j);
+  else primc_parallel_for(og, rows_out, &j);
   return PRIMC_OK;
 }
 #else
 int primc_cv_bf16_direct_runs(void) { return 0; }
 
 int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc,
-                         const epi_ctx *e) {
+                         const epi_ctx *e, const uint32_t *xp) {
   return PRIMC_ERR_RUNTIME;
 }
 #endif

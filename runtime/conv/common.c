@@ -79,6 +79,10 @@ void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0,
   const epi_ctx *e = ctx;
   int isa = primc_sgemm_isa();
   int64_t ly = e->ldy ? e->ldy : ldc;
+  if (e->y_pairs || e->res_pairs) { /* blocks start at even rows; the output channels are even */
+    primc_cv_epi_pairs(isa, e, m0, mb, n0, C, ldc, nb);
+    return;
+  }
   for (int64_t m = 0; m < mb; m++) {
     int64_t off = (m0 + m) * ly + n0;
     float *row = C + m * ldc, *y = e->y + off;

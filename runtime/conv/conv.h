@@ -102,13 +102,18 @@ typedef struct epi_ctx {
   int64_t rq_stride;
   float rq_c, rq_div, rq_zp;
   int64_t ldy; /* y's and the residual's row stride where it is not C's (C a buffer of the block's sums), else 0 */
+  /* y and the residual held as bf16 channel pairs (primc_rt.h's PRIMC_CONV_*_PAIRS: the image's, of pairs_c
+   * channels; then y, res NULL), NULL where f32 */
+  uint32_t *y_pairs;
+  const uint32_t *res_pairs;
+  int64_t pairs_c;
 } epi_ctx;
 
 /* e's epilogue with the bias and scales moved to channel ch, y and the residual as given */
 static inline epi_ctx cv_epi_of(const primc_conv_epi *e, int64_t ch, float *y, const float *res) {
   return (epi_ctx){e->bias ? e->bias + ch * e->bias_stride : NULL, e->bias_stride, res, y, e->lo, e->hi, e->act,
                    e->rq_scale ? e->rq_scale + ch * e->rq_scale_stride : NULL, e->rq_scale_stride, e->rq_scale_c,
-                   e->rq_div, e->rq_zp, 0};
+                   e->rq_div, e->rq_zp, 0, NULL, NULL, 0};
 }
 
 /* row m's bias, and its scale under act RQ (1 otherwise) */
@@ -336,6 +341,10 @@ static inline void cv_epi_row(int isa, const epi_ctx *e, float *y, const float *
   (void)isa;
   primc_cv_epi_row_scalar(e, y, c, res, b, s, nb);
 }
+/* pairs.c: the epilogue of channels [m0, m0 + mb) (m0 and mb even) over pixels [q, q + n), their sums from c (rows
+ * ldc apart), where e's y or residual are channel pairs */
+void primc_cv_epi_pairs(int isa, const epi_ctx *e, int64_t m0, int64_t mb, int64_t q, const float *c, int64_t ldc,
+                        int64_t n);
 /* primc_epilogue over a tile of C (rows are output channels, columns pixels) */
 void primc_cv_epi_rows(void *ctx, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb);
 int primc_cv_epi_needed(const primc_conv_epi *e);
@@ -352,8 +361,12 @@ int primc_cv_bf16_few(const primc_conv2d *p);
  * stride 1 over blocks of 32 channels whose weights are too large to stay in cache between calls */
 int primc_cv_bf16_in_place(const primc_conv2d *p);
 int primc_cv_bf16_direct_runs(void);
+/* xp: x held as bf16 channel pairs (the image's; xg then unused), or NULL; y and the residual as e says */
 int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg, int64_t oh, int64_t ow, float *acc,
-                         const epi_ctx *e);
+                         const epi_ctx *e, const uint32_t *xp);
+/* pairs.c: the conv run on f32 copies of the maps p->store says are pairs, the result made pairs where y is */
+int primc_cv_run_unpaired(const primc_conv2d *p, const primc_conv_plan *plan, const void *x, const void *w,
+                          const primc_conv_epi *e, void *y, float *spare, float *col);
 
 /* e with y, res and bias moved to channel ch of planes of P pixels */
 /* the epilogue of image n of a call: its residual and output offset to that image */

@@ -129,16 +129,23 @@ int primc_conv_run(const primc_conv2d *p, const primc_conv_plan *plan, const flo
   if (!e) e = &none;
   int64_t oh, ow;
   primc_conv2d_out_hw(p, &oh, &ow);
-  int64_t ny = p->n * p->o * oh * ow, nx = p->n * p->c * p->h * p->w;
+  if (p->store && (plan->row != PRIMC_CONV_ROW_BF16 || !primc_conv_pairs_in_place(p)))
+    return primc_cv_run_unpaired(p, plan, x, w, e, y, spare, col);
+  /* floats each map spans (a map of pairs: its words) */
+  int64_t ny = p->store & PRIMC_CONV_Y_PAIRS ? primc_conv_pairs_bytes(p->n, p->o, oh, ow) / 4 : p->n * p->o * oh * ow;
+  int64_t nx = p->store & PRIMC_CONV_X_PAIRS ? primc_conv_pairs_bytes(p->n, p->c, p->h, p->w) / 4 : p->n * p->c * p->h * p->w;
   /* y over x (in place, or partly), or partly over the residual: the rows write y by images, planes or bands
    * while later ones still read those, so the result is made in spare and copied to y at the end */
+  int64_t nr = p->store & PRIMC_CONV_RES_PAIRS ? primc_conv_pairs_bytes(p->n, p->o, oh, ow) / 4 : p->n * p->o * oh * ow;
+  /* a residual that is y exactly is read before y is written, element by element: in one layout only */
+  int res_is_y = e->res == y && !(p->store & PRIMC_CONV_Y_PAIRS) == !(p->store & PRIMC_CONV_RES_PAIRS);
   float *out = y;
-  if (y && (cv_overlaps(y, ny, x, nx) || (e->res && e->res != y && cv_overlaps(y, ny, e->res, ny)))) {
+  if (y && (cv_overlaps(y, ny, x, nx) || (e->res && !res_is_y && cv_overlaps(y, ny, e->res, nr)))) {
     if (!spare || cv_overlaps(spare, ny, y, ny)) return PRIMC_ERR_ARG;
     y = spare, spare = NULL;
   }
   float *acc = e->res == y && y ? spare : y; /* the sums: y itself unless y is the residual */
-  if (!acc || cv_overlaps(acc, ny, x, nx) || (e->res && cv_overlaps(acc, ny, e->res, ny))) return PRIMC_ERR_ARG;
+  if (!acc || cv_overlaps(acc, ny, x, nx) || (e->res && cv_overlaps(acc, ny, e->res, nr))) return PRIMC_ERR_ARG;
   primc_conv2d q = *p;
   primc_conv2d_set_layout(&q, plan->layout, plan->tile_mr);
   /* the planned row, or where its ISA, buffers or fit are missing its fallback: never a ranking again */

@@ -533,6 +533,17 @@ int primc_bg_packed_a_run_epi(const void *packed_a, int64_t M, int64_t N, int64_
   return run(&j);
 }
 
+int64_t primc_bg_epi_k(void) { return BG_KC; }
+
+int primc_bg_packed_a_run_panels(const void *packed_a, int64_t M, int64_t N, int64_t K, const uint16_t *pan, float *C,
+                                 int64_t ldc, primc_epilogue epi, void *epi_ctx) {
+  const bg_hdr *h = packed_a;
+  if (M < 1 || N < 1 || K < 1 || !pan || !C || ldc < N || !hdr_ok(h, BG_MAGIC_A, M, K, 1)) return PRIMC_ERR_ARG;
+  job j = {.split = 1, .a_packed = 1, .M = M, .N = N, .K = K, .a = (uint16_t *)(h + 1), .pan = pan, .C = C, .ldc = ldc,
+           .epi = epi, .epi_ctx = epi_ctx};
+  return run(&j);
+}
+
 /* ---------------------------------------------------------------- small-integer B in K chunks */
 
 /* one chunk of kc rows is primc_bgemm_packed_b_size(N, kc, 1) bytes, a multiple of 64: the next one stays aligned */

@@ -69,6 +69,12 @@ const uint16_t *primc_bg_packed_a_tiles(const void *packed, int64_t M, int64_t K
 int primc_bg_packed_a_run_epi(const void *packed_a, int64_t M, int64_t N, int64_t K, const float *B, int64_t ldb,
                               primc_brow_fn row, void *row_ctx, float *C, int64_t ldc, primc_epilogue epi,
                               void *epi_ctx);
+/* the largest K whose sums primc_bg_packed_a_run_epi keeps in its thread buffers (C then unwritten) */
+int64_t primc_bg_epi_k(void);
+/* the same with B's panels made already (a map held as bf16 channel pairs: primc_rt.h's layout is theirs, K a
+ * multiple of 32) */
+int primc_bg_packed_a_run_panels(const void *packed_a, int64_t M, int64_t N, int64_t K, const uint16_t *pan, float *C,
+                                 int64_t ldc, primc_epilogue epi, void *epi_ctx);
 /* the calling thread's buffer which (0 or 1: what primc_bgemm_packed_a_run uses too), at least size bytes,
  * 64-byte aligned, kept for the thread's next call; NULL when out of memory */
 void *primc_bg_thread_scratch(int which, size_t size);

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * it, with the sizes codegen would pass.
  */
 enum { GN = 70, GK = 24, GM = 3 };
-static const primc_conv2d conv = {1, 8, 7, 7, 64, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0};
+static const primc_conv2d conv = {1, 8, 7, 7, 64, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0};
 
 static unsigned char *valid;
 static size_t valid_size, gemm_bytes, conv_bytes;

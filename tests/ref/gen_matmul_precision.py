@@ -3,7 +3,8 @@
 # MatMuls on constant weights (packed at compile time), a Gemm with transB (a transposed constant), and a large
 # product of two activations (its B packed on every call). Writes OUT/{model.onnx, in0.npy, in1.npy, ref0.npy ...}
 # and, for --autocast fp16, f16_ref0.npy ...: the same in float64 on operands rounded to f16 where a contraction has
-# a weight (torch.autocast's fp16 products with f32 sums; the product of two activations stays f32).
+# a weight (torch.autocast's fp16 products with f32 sums; the product of two activations stays f32). OUT/cnn/ and
+# OUT/bneck/ are CNN classifiers for --autocast bf16.
 # Usage: gen_matmul_precision.py OUT
 import os
 import sys
@@ -102,3 +103,49 @@ np.save(os.path.join(cnn, "ref0.npy"), r2.mean(axis=(2, 3)) @ wf.astype(np.float
 r1 = np.maximum(conv3x3(f16(x), f16(k1), c1), 0)
 r2 = np.maximum(conv3x3(f16(r1), f16(k2), c2), 0)
 np.save(os.path.join(cnn, "f16_ref0.npy"), f16(r2.mean(axis=(2, 3))) @ f16(wf).T + bf)
+
+
+# --autocast bf16 on a bottleneck block (ResNet-50's shape, small): 3x3 64 -> 64, 1x1 64 -> 128 whose result feeds
+# a 1x1 and that 1x1's residual, 1x1 128 -> 128 + residual, ReLUs, global average pool, classifier; OUT/bneck/. The maps
+# the 1x1s read stay bf16 channel pairs between the convs (codegen/kir_pairs.c).
+bn = os.path.join(out, "bneck")
+os.makedirs(bn, exist_ok=True)
+x = rng.standard_normal((64, 64, 14, 14)).astype(np.float32)
+ka = (rng.standard_normal((64, 64, 3, 3)) / np.sqrt(576)).astype(np.float32)
+kb = (rng.standard_normal((128, 64, 1, 1)) / np.sqrt(64)).astype(np.float32)
+kc = (rng.standard_normal((128, 128, 1, 1)) / np.sqrt(128)).astype(np.float32)
+kd = (rng.standard_normal((128, 128, 1, 1)) / np.sqrt(128)).astype(np.float32)
+ca, cb, cc, cd = ((0.1 * rng.standard_normal(n)).astype(np.float32) for n in (64, 128, 128, 128))
+wf = (rng.standard_normal((10, 128)) / np.sqrt(128)).astype(np.float32)
+bf = (0.1 * rng.standard_normal(10)).astype(np.float32)
+nodes = [
+    h.make_node("Conv", ["x", "ka", "ca"], ["t1"], pads=[1] * 4, name="conv3x3"),
+    h.make_node("Relu", ["t1"], ["r1"], name="relu1"),
+    h.make_node("Conv", ["r1", "kb", "cb"], ["t2"], name="widen"),
+    h.make_node("Relu", ["t2"], ["r2"], name="relu2"),
+    h.make_node("Conv", ["r2", "kc", "cc"], ["t3"], name="mix"),
+    h.make_node("Relu", ["t3"], ["r3"], name="relu3"),
+    h.make_node("Conv", ["r3", "kd", "cd"], ["t4"], name="project"),
+    h.make_node("Add", ["t4", "r2"], ["s4"], name="residual"),
+    h.make_node("Relu", ["s4"], ["r4"], name="relu4"),
+    h.make_node("GlobalAveragePool", ["r4"], ["gap"], name="gap"),
+    h.make_node("Flatten", ["gap"], ["flat"], name="flat"),
+    h.make_node("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1, name="fc"),
+]
+inits = [nh.from_array(v, n) for n, v in (("ka", ka), ("ca", ca), ("kb", kb), ("cb", cb), ("kc", kc), ("cc", cc),
+                                          ("kd", kd), ("cd", cd), ("wf", wf), ("bf", bf))]
+g = h.make_graph(nodes, "bneck", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
+                 [h.make_tensor_value_info("logits", T.FLOAT, None)], inits)
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(bn, "model.onnx"))
+np.save(os.path.join(bn, "in0.npy"), x)
+
+
+def conv1x1(v, k, b):
+    return np.einsum("nchw,oc->nohw", v, k[:, :, 0, 0].astype(np.float64)) + b[None, :, None, None]
+
+
+r1 = np.maximum(conv3x3(x.astype(np.float64), ka, ca), 0)
+r2 = np.maximum(conv1x1(r1, kb, cb), 0)
+r3 = np.maximum(conv1x1(r2, kc, cc), 0)
+r4 = np.maximum(conv1x1(r3, kd, cd) + r2, 0)
+np.save(os.path.join(bn, "ref0.npy"), r4.mean(axis=(2, 3)) @ wf.astype(np.float64).T + bf)

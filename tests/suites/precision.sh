@@ -94,6 +94,24 @@ else bad "--autocast bf16 CNN" "$(tail -n 3 "$tmp/err")"; fi
   grep -q 'call primc_k_dot_bf16.*autocast bf16' "$tmp/k" &&
   ok "dump --kernels --autocast bf16: the deep conv on the bf16 row, the narrow one f32, the classifier a bf16 dot" ||
   bad "dump --kernels --autocast bf16" "$(grep call "$tmp/k" | head -c 600)"
+# --autocast bf16 on a bottleneck block: the maps its 1x1s read as x or as the residual are bf16 channel pairs
+# between the convs (codegen/kir_pairs.c); logits as the CNN's against float64 numpy
+if "$P" compile "$tmp/mp/bneck/model.onnx" --autocast bf16 -o "$tmp/bneck_bf16" >"$tmp/err" 2>&1 &&
+  "$tmp/bneck_bf16" "$tmp/mp/bneck/in0.npy" -o "$tmp/bneck_bf16.out" >/dev/null 2>>"$tmp/err" &&
+  python3 - "$tmp/mp/bneck/ref0.npy" "$tmp/bneck_bf16.out/out0.npy" >>"$tmp/err" 2>&1 <<'PY'
+import sys, numpy as np
+ref, got = np.load(sys.argv[1]), np.load(sys.argv[2])
+err, same = float(np.abs(got - ref).max() / np.abs(ref).max()), float((got.argmax(1) == ref.argmax(1)).mean())
+print(f"error / max |ref| {err:.2e}, same class {same:.3f}")
+sys.exit(0 if 1e-4 < err <= 3e-2 and same >= 0.99 else 1)
+PY
+then ok "--autocast bf16 bottleneck block: $(tail -n 1 "$tmp/err")"
+else bad "--autocast bf16 bottleneck block" "$(tail -n 3 "$tmp/err")"; fi
+"$P" dump "$tmp/mp/bneck/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
+[ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = 4 ] && grep -q 'bf16 channel pairs: x y)' "$tmp/k" &&
+  grep -q 'bf16 channel pairs: x residual)' "$tmp/k" &&
+  ok "dump --kernels --autocast bf16: the maps between the bottleneck's 1x1s held as bf16 channel pairs" ||
+  bad "dump --kernels --autocast bf16 (bottleneck)" "$(grep call "$tmp/k" | head -c 800)"
 # GELU's 1 + erf(u) under --autocast bf16 takes a 2e-6-absolute form (llvm_expr.c's fast_one_plus_erf; torch.autocast
 # computes GELU in bf16), without it the 1-ulp erf: the ONNX decomposition torch exports, on [-8, 8], against float64
 python3 - "$tmp/gelu" >"$tmp/gen.log" 2>&1 <<'PY' || bad "GELU model" "$(tail -n 3 "$tmp/gen.log")"

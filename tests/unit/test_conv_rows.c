@@ -76,57 +76,57 @@ static float to_bf16(float x) {
 
 /* n c h w  o kh kw  groups sh sw dh dw  pt pl pb pr */
 static const primc_conv2d shapes[] = {
-    {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},          /* 3x3 same */
-    {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},          /* stride 2, two images */
-    {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0, 0, 0, 0},         /* dilation, uneven pads */
-    {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* three groups */
-    {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1 */
-    {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},          /* 1x1, two groups */
-    {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 stride 2 */
-    {1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 map, one channel */
-    {1, 7, 1, 1, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* 1x1 map, 3x3 padded */
-    {1, 11, 3, 2, 13, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* odd channels, 2x1 outputs */
-    {1, 32, 4, 4, 64, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1/2 onto 2x2 */
-    {1, 4, 5, 6, 8, 3, 3, 1, 1, 1, 1, 1, 4, 4, 3, 5, 0, 0, 0, 0, 0, 0},           /* pads past the kernel */
-    {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0},        /* 7x7/2 stem */
-    {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* stride 3, even kernel */
-    {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},       /* K = 360 */
-    {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* 7x7 map */
-    {1, 96, 6, 9, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* narrowing 1x1 */
-    {2, 20, 9, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* 40 channels: 32 + 8 */
-    {1, 9, 6, 128, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* rows of 128 */
-    {1, 16, 15, 29, 64, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0},       /* stride 2, uneven pads */
-    {1, 128, 11, 13, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},     /* wide 3x3, partial tiles */
-    {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise */
-    {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0, 0, 0},         /* depthwise stride, dilation */
-    {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* depthwise 7x7 plane */
-    {1, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise stride 2, 16 + 4 */
-    {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0, 0, 0},      /* depthwise 5x5 dilated */
-    {1, 17, 9, 30, 17, 5, 5, 17, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},       /* depthwise 5x5/1 */
-    {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise rows of 400 */
-    {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},          /* depthwise 5x5/2, split columns */
-    {1, 3, 5, 60, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},          /* depthwise rows of 7.5 vectors */
-    {1, 1, 9, 9, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* one channel: depthwise */
-    {1, 256, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* deep sums on a 7x7 map */
-    {2, 1, 1, 700, 20, 1, 33, 1, 1, 7, 1, 1, 0, 16, 0, 16, 0, 0, 0, 0, 0, 0},     /* 1-D, 33 taps at stride 7 */
-    {1, 3, 1, 300, 6, 1, 40, 3, 1, 10, 1, 1, 0, 5, 0, 3, 0, 0, 0, 0, 0, 0},       /* 1-D, a channel per group */
-    {1, 1, 1, 90, 17, 1, 5, 1, 1, 12, 1, 1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0},        /* 1-D, gaps between windows */
-    {1, 16, 13, 11, 16, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},       /* groups of 8, stride 2 */
-    {2, 24, 9, 10, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* groups of 8, two images */
-    {1, 12, 8, 9, 18, 3, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},         /* groups of 4 -> 6, dilated */
-    {1, 40, 7, 7, 40, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* groups of 8 on a 7x7 map */
-    {3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},         /* three images of 49: tiles across them */
-    {2, 64, 9, 17, 24, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0, 0, 0},        /* groups of 32, uneven pads: bf16 taps */
-    {1, 32, 5, 6, 16, 5, 5, 1, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},         /* 5x5 on a map smaller than its pads */
-    {1, 32, 11, 13, 24, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},       /* 3x3/2 from 32 channels: bf16 phases */
-    {1, 32, 9, 40, 8, 3, 3, 1, 2, 2, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0, 0, 0},         /* 3x3/2, rows past 32, even left pad */
-    {2, 64, 10, 37, 16, 1, 1, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},       /* 1x1/2, groups of 32, odd width */
-    {1, 20, 11, 13, 40, 3, 3, 1, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},       /* 20 channels dilated: 3 x 32 tiles */
-    {1, 24, 12, 15, 33, 3, 3, 1, 2, 2, 2, 3, 2, 3, 1, 2, 0, 0, 0, 0, 0, 0},       /* the same at stride 2 */
-    {2, 16, 5, 6, 12, 1, 1, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* two images, 1x1/2, two groups */
-    {5, 9, 9, 11, 21, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0},         /* five images, stride 2, uneven pads */
-    {5, 4, 19, 20, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},        /* Winograd's images in rounds of 2, 2, 1 */
-    {1, 512, 3, 5, 260, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},      /* 1x1 of 260 KiB of bf16: in place */
+    {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},          /* 3x3 same */
+    {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},          /* stride 2, two images */
+    {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0, 0, 0, 0, 0},         /* dilation, uneven pads */
+    {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},           /* three groups */
+    {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1 */
+    {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},          /* 1x1, two groups */
+    {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 stride 2 */
+    {1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 map, one channel */
+    {1, 7, 1, 1, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},           /* 1x1 map, 3x3 padded */
+    {1, 11, 3, 2, 13, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},         /* odd channels, 2x1 outputs */
+    {1, 32, 4, 4, 64, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* 1x1/2 onto 2x2 */
+    {1, 4, 5, 6, 8, 3, 3, 1, 1, 1, 1, 1, 4, 4, 3, 5, 0, 0, 0, 0, 0, 0, 0},           /* pads past the kernel */
+    {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0},        /* 7x7/2 stem */
+    {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},         /* stride 3, even kernel */
+    {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* K = 360 */
+    {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},         /* 7x7 map */
+    {1, 96, 6, 9, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* narrowing 1x1 */
+    {2, 20, 9, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},        /* 40 channels: 32 + 8 */
+    {1, 9, 6, 128, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},        /* rows of 128 */
+    {1, 16, 15, 29, 64, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0},       /* stride 2, uneven pads */
+    {1, 128, 11, 13, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},     /* wide 3x3, partial tiles */
+    {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},      /* depthwise */
+    {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0, 0, 0, 0},         /* depthwise stride, dilation */
+    {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},           /* depthwise 7x7 plane */
+    {1, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},      /* depthwise stride 2, 16 + 4 */
+    {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0, 0, 0, 0},      /* depthwise 5x5 dilated */
+    {1, 17, 9, 30, 17, 5, 5, 17, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},       /* depthwise 5x5/1 */
+    {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},      /* depthwise rows of 400 */
+    {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},          /* depthwise 5x5/2, split columns */
+    {1, 3, 5, 60, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},          /* depthwise rows of 7.5 vectors */
+    {1, 1, 9, 9, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},           /* one channel: depthwise */
+    {1, 256, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},        /* deep sums on a 7x7 map */
+    {2, 1, 1, 700, 20, 1, 33, 1, 1, 7, 1, 1, 0, 16, 0, 16, 0, 0, 0, 0, 0, 0, 0},     /* 1-D, 33 taps at stride 7 */
+    {1, 3, 1, 300, 6, 1, 40, 3, 1, 10, 1, 1, 0, 5, 0, 3, 0, 0, 0, 0, 0, 0, 0},       /* 1-D, a channel per group */
+    {1, 1, 1, 90, 17, 1, 5, 1, 1, 12, 1, 1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0},        /* 1-D, gaps between windows */
+    {1, 16, 13, 11, 16, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* groups of 8, stride 2 */
+    {2, 24, 9, 10, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},        /* groups of 8, two images */
+    {1, 12, 8, 9, 18, 3, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},         /* groups of 4 -> 6, dilated */
+    {1, 40, 7, 7, 40, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},         /* groups of 8 on a 7x7 map */
+    {3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},         /* three images of 49: tiles across them */
+    {2, 64, 9, 17, 24, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0},        /* groups of 32, uneven pads: bf16 taps */
+    {1, 32, 5, 6, 16, 5, 5, 1, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},         /* 5x5 on a map smaller than its pads */
+    {1, 32, 11, 13, 24, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* 3x3/2 from 32 channels: bf16 phases */
+    {1, 32, 9, 40, 8, 3, 3, 1, 2, 2, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0},         /* 3x3/2, rows past 32, even left pad */
+    {2, 64, 10, 37, 16, 1, 1, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},       /* 1x1/2, groups of 32, odd width */
+    {1, 20, 11, 13, 40, 3, 3, 1, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},       /* 20 channels dilated: 3 x 32 tiles */
+    {1, 24, 12, 15, 33, 3, 3, 1, 2, 2, 2, 3, 2, 3, 1, 2, 0, 0, 0, 0, 0, 0, 0},       /* the same at stride 2 */
+    {2, 16, 5, 6, 12, 1, 1, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},         /* two images, 1x1/2, two groups */
+    {5, 9, 9, 11, 21, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0},         /* five images, stride 2, uneven pads */
+    {5, 4, 19, 20, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},        /* Winograd's images in rounds of 2, 2, 1 */
+    {1, 512, 3, 5, 260, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},      /* 1x1 of 260 KiB of bf16: in place */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -262,8 +262,8 @@ static int fallback_of(int row) {
 
 /* A small conv then a depthwise conv, as the PAIR row runs them, against the reference of the two. */
 static void check_pair(void) {
-  primc_conv2d pw = {1, 8, 12, 14, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d dw = {1, 24, 12, 14, 24, 3, 3, 24, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d pw = {1, 8, 12, 14, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 24, 12, 14, 24, 3, 3, 24, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
   int64_t oh, ow, P1 = 12 * 14;
   primc_conv2d_out_hw(&dw, &oh, &ow);
   float *x = rand_floats(8 * P1), *w1 = rand_floats(24 * 8), *w2 = rand_floats(24 * 9), *b1 = rand_floats(24);
@@ -341,8 +341,8 @@ PC_TEST(conv_rows_table) {
 /* The planner: a plain plan for plain weights, the forced row where it fits, the ranking where it does not,
  * and no plan for weights in a layout no row of the conv's class reads. */
 PC_TEST(conv_plan_force_and_layouts) {
-  primc_conv2d c3 = {1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d dw = {1, 16, 20, 20, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d c3 = {1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 16, 20, 20, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
   primc_conv_plan plan;
   primc_conv_plan_opts plain = {.layout = PRIMC_CONV_W_PLAIN, .has_scratch = 1};
   CHECK_INT(primc_conv_plan_make(&c3, &plain, &plan), PRIMC_OK);
@@ -376,7 +376,7 @@ PC_TEST(conv_plan_force_and_layouts) {
                                                                            : PRIMC_CONV_ROW_LANES_LOOP);
   /* bf16 only when asked (--autocast bf16), and then for deep sums into many channels (packable weights, not
    * depthwise); a 16-channel conv stays f32 */
-  primc_conv2d deep = {1, 128, 14, 14, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d deep = {1, 128, 14, 14, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
   primc_conv_plan_opts bf = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1, .bf16 = 1};
   CHECK_INT(primc_conv_plan_make(&deep, &bf, &plan), PRIMC_OK);
   CHECK_INT(plan.row, PRIMC_CONV_ROW_BF16);
@@ -395,8 +395,8 @@ PC_TEST(conv_plan_force_and_layouts) {
   CHECK(plan.row == PRIMC_CONV_ROW_BF16 || plan.tile_mr != PRIMC_CONV_BF16_STREAM);
   bf.weights_stream = 0;
   /* the AMD tuning's image stems: the 7x7/2 in bf16 (3 channels padded to 4, read in place), the 3x3/2 (K = 27) f32 */
-  primc_conv2d stem7 = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0};
-  primc_conv2d stem3 = {1, 3, 224, 224, 32, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d stem7 = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d stem3 = {1, 3, 224, 224, 32, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
   if (strstr(primc_conv_tuning_name(), "(AMD)")) {
     CHECK_INT(primc_conv_plan_make(&stem7, &bf, &plan), PRIMC_OK);
     CHECK_INT(plan.row, PRIMC_CONV_ROW_BF16);
@@ -405,8 +405,8 @@ PC_TEST(conv_plan_force_and_layouts) {
   }
   /* the AMX tuning: convs over blocks of 32 channels in place at any size, the 7x7/2 stem too (K = 147), not the
    * 3x3/2 one (K = 27) nor a narrow 3x3 the GEMM path would run (8 -> 128, K = 72) */
-  primc_conv2d c64 = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d narrow = {1, 8, 10, 10, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d c64 = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow = {1, 8, 10, 10, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
   if (strstr(primc_conv_tuning_name(), "with AMX")) {
     const primc_conv2d *want[] = {&c64, &stem7}, *not[] = {&stem3, &narrow};
     for (int i = 0; i < 2; i++) {
@@ -418,7 +418,7 @@ PC_TEST(conv_plan_force_and_layouts) {
   }
   /* a batch of 8 512-channel 7x7 maps (16 tiles an image): Winograd over the round's 128 tiles where the batch is
    * fixed and the weights packed once (AVX-512 tunings; AVX2's fill rule leaves 7x7 maps alone), not per image */
-  primc_conv2d b8 = {8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d b8 = {8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
   primc_conv_plan_opts per_image = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1}, batch = per_image;
   batch.batch_tiles = 1;
   CHECK_INT(primc_conv_plan_make(&b8, &per_image, &plan), PRIMC_OK);
@@ -437,7 +437,7 @@ PC_TEST(conv_plan_force_and_layouts) {
   else CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
   CHECK_INT(primc_conv_plan_make(&b8, &per_image, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
-  primc_conv2d c256 = {1, 256, 7, 7, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d c256 = {1, 256, 7, 7, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
   CHECK_INT(primc_conv_plan_make(&c256, &once, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
   bf.bf16 = 0;
@@ -453,9 +453,9 @@ PC_TEST(conv_plan_force_and_layouts) {
  * (wav2vec's 10 taps) on generated im2col rows; on Intel's two-FMA cores a deep 1-D conv takes those rows
  * rather than the phase images */
 PC_TEST(conv_plan_1d) {
-  primc_conv2d spec = {1, 1, 1, 16000, 80, 1, 512, 1, 1, 160, 1, 1, 0, 256, 0, 256, 0, 0, 0, 0, 0, 0};
-  primc_conv2d short_k = {1, 1, 1, 16000, 512, 1, 10, 1, 1, 5, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d deep = {1, 384, 1, 1001, 384, 1, 3, 1, 1, 2, 1, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d spec = {1, 1, 1, 16000, 80, 1, 512, 1, 1, 160, 1, 1, 0, 256, 0, 256, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d short_k = {1, 1, 1, 16000, 512, 1, 10, 1, 1, 5, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d deep = {1, 384, 1, 1001, 384, 1, 3, 1, 1, 2, 1, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0};
   primc_conv_plan_opts o = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1};
   primc_conv_plan plan;
   CHECK_INT(primc_conv_plan_make(&spec, &o, &plan), PRIMC_OK);
@@ -473,8 +473,8 @@ PC_TEST(conv_plan_1d) {
  * direct rows ran them slower on a Xeon and on Zen 3); elsewhere they may take a direct row, but never the
  * stride-1-only GEMM rows */
 PC_TEST(conv_plan_strided_1x1) {
-  primc_conv2d c28 = {1, 512, 28, 28, 1024, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d c15 = {1, 256, 56, 56, 512, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d c28 = {1, 512, 28, 28, 1024, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d c15 = {1, 256, 56, 56, 512, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv_plan_opts o = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1};
   const primc_conv2d *cs[2] = {&c28, &c15};
   for (int i = 0; i < 2; i++) {
@@ -500,32 +500,32 @@ PC_TEST(conv_plan_avx2) {
     primc_conv2d p;
     const char *row;
   } want[] = {
-      {{1, 16, 112, 112, 96, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},         /* MobileNetV2 */
-      {{1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},          /* ResNet-50 */
-      {{1, 256, 56, 56, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},
-      {{1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* stem */
-      {{1, 64, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* SqueezeNet */
-      {{1, 16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},
-      {{1, 8, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_phase"},      /* from 8 */
-      {{1, 8, 13, 13, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_explicit"},
-      {{1, 64, 80, 112, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_phase"},      /* textdet */
-      {{1, 64, 1, 400, 64, 1, 5, 1, 1, 1, 1, 1, 0, 2, 0, 2, 0, 0, 0, 0, 0, 0}, "im2col_implicit"},  /* 1-D */
-      {{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* ResNet */
-      {{1, 512, 10, 14, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "winograd_f2x3"},   /* textdet */
-      {{1, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "winograd_f2x3"},
-      {{1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* odd side */
-      {{1, 96, 112, 112, 96, 3, 3, 96, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},     /* MobileNetV2 */
-      {{1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
-      {{1, 16, 224, 224, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_rows8"},
-      {{1, 240, 28, 28, 240, 5, 5, 240, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},    /* EfficientNet */
-      {{1, 240, 28, 28, 240, 3, 3, 240, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
-      {{1, 960, 7, 7, 960, 3, 3, 960, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
-      {{1, 48, 112, 112, 48, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "group_lanes8"},     /* RegNet */
-      {{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_batch"},      /* batch 8 */
-      {{8, 256, 14, 14, 512, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "im2col_batch"},
-      {{8, 128, 7, 7, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* few og */
-      {{8, 2048, 7, 7, 512, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},
-      {{8, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, "winograd_f2x3"},
+      {{1, 16, 112, 112, 96, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},         /* MobileNetV2 */
+      {{1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},          /* ResNet-50 */
+      {{1, 256, 56, 56, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},
+      {{1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* stem */
+      {{1, 64, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* SqueezeNet */
+      {{1, 16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "direct_lanes"},
+      {{1, 8, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "direct_phase"},      /* from 8 */
+      {{1, 8, 13, 13, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "im2col_explicit"},
+      {{1, 64, 80, 112, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "direct_phase"},      /* textdet */
+      {{1, 64, 1, 400, 64, 1, 5, 1, 1, 1, 1, 1, 0, 2, 0, 2, 0, 0, 0, 0, 0, 0, 0}, "im2col_implicit"},  /* 1-D */
+      {{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* ResNet */
+      {{1, 512, 10, 14, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "winograd_f2x3"},   /* textdet */
+      {{1, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "winograd_f2x3"},
+      {{1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* odd side */
+      {{1, 96, 112, 112, 96, 3, 3, 96, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},     /* MobileNetV2 */
+      {{1, 32, 112, 112, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
+      {{1, 16, 224, 224, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "dw_rows8"},
+      {{1, 240, 28, 28, 240, 5, 5, 240, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},    /* EfficientNet */
+      {{1, 240, 28, 28, 240, 3, 3, 240, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
+      {{1, 960, 7, 7, 960, 3, 3, 960, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "dw_lanes8"},
+      {{1, 48, 112, 112, 48, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "group_lanes8"},     /* RegNet */
+      {{8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "im2col_batch"},      /* batch 8 */
+      {{8, 256, 14, 14, 512, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "im2col_batch"},
+      {{8, 128, 7, 7, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "direct_lanes"},      /* few og */
+      {{8, 2048, 7, 7, 512, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "gemm_1x1"},
+      {{8, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, "winograd_f2x3"},
   };
   if (strcmp(primc_conv_tuning_name(), "AVX2")) {
     SKIP("tuning %s, not AVX2", primc_conv_tuning_name());
@@ -548,7 +548,7 @@ PC_TEST(conv_plan_avx2) {
  * would show; the values against the f64 formulas. 16 outputs of one channel: one task, on this thread. */
 PC_TEST(conv_epilogue_act_no_subnormal) {
   enum { P = 16 };
-  primc_conv2d p = {1, 1, 1, P, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d p = {1, 1, 1, P, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   float x[P], w[1] = {1.0f}, y[P], spare[P], col[64];
   for (int i = 0; i < P; i++) x[i] = (i % 2 ? -1.0f : 1.0f) * (20.0f + 25.0f * (float)i);
   for (int act = PRIMC_ACT_SILU; act <= PRIMC_ACT_GELU; act++) {
@@ -588,7 +588,7 @@ PC_TEST(conv_epilogue_gelu_ulps) {
  * buffer and copies it. Each depthwise row this CPU runs, a bias + SiLU + clamp epilogue (the one the lanes rows
  * fuse), against the reference on the original x. */
 PC_TEST(conv_dw_in_place) {
-  primc_conv2d p = {1, 20, 9, 30, 20, 3, 3, 20, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d p = {1, 20, 9, 30, 20, 3, 3, 20, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
   int64_t n = 20 * 9 * 30;
   float *x = rand_floats(n), *w = rand_floats(20 * 9), *bias = rand_floats(20), *buf = malloc(sizeof(float) * (size_t)(n + 30));
   float *spare = malloc(sizeof(float) * (size_t)n);

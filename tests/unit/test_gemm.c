@@ -403,62 +403,62 @@ static int check_conv(const primc_conv2d *p, int isa, int with_bias) {
 PC_TEST(gemm_conv2d_all_isas) {
   static const primc_conv2d cases[] = {
       /* n c h w   o kh kw  groups sh sw dh dw  pt pl pb pr  relu */
-      {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* 3x3 same */
-      {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* stride 2, relu */
-      {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0, 0, 0, 0},     /* dilation, uneven pads */
-      {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},       /* groups */
-      {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},     /* 1x1: plain GEMM */
-      {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},      /* 1x1 grouped */
-      {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},       /* 1x1 stride 2: generated B */
-      {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* depthwise */
-      {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0, 0, 0},     /* depthwise stride, dilation */
-      {1, 4, 20, 40, 5, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0},     /* 7x7 stride 2, like a stem */
-      {1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},       /* valid */
-      {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},   /* K = 360: two K blocks, N = 667 */
-      {1, 3, 5, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* depthwise, rows of 4 and 2 vectors */
-      {1, 2, 7, 75, 2, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise stride 2, odd width */
-      {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},      /* depthwise 5x5 stride 2 */
-      {2, 7, 6, 33, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},     /* direct (padded rows), 2 strips */
-      {1, 8, 9, 40, 6, 3, 3, 2, 1, 1, 2, 2, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0},      /* direct: groups, dilation, uneven pads */
-      {1, 3, 5, 36, 30, 5, 2, 1, 1, 1, 1, 1, 2, 0, 2, 1, 0, 0, 0, 0, 0, 0},     /* direct: 5x2 kernel, 3 strips */
-      {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},     /* 7x7 map: channels in the lanes */
-      {1, 96, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},     /* channels in the lanes, im2col split by channel */
-      {1, 5, 12, 70, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},     /* direct stride 2: 4 phases */
-      {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 1, 0, 0, 0, 0, 0},    /* direct 7x7/2 stem */
-      {1, 3, 11, 80, 4, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},     /* stride 2 dilation 2: one phase */
-      {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},     /* direct stride 3, even kernel */
-      {1, 4, 9, 70, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* direct, strides 1 x 2 */
-      {2, 40, 5, 6, 34, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},     /* 1x1 grouped, two images */
-      {1, 128, 11, 13, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0}, /* Winograd, partial tiles */
-      {2, 128, 16, 10, 130, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0, 0, 0}, /* Winograd, uneven pads, 2 images */
-      {1, 128, 6, 40, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* Winograd, 20 tiles across */
-      {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
-      {1, 2, 9, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},       /* depthwise 3 columns: a vector wraps 5 rows */
-      {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1, 0, 0, 0, 0, 0},     /* depthwise 5x5, 103 vectors: two chunks of masks */
-      {1, 4, 10, 12, 4, 3, 3, 4, 1, 1, 2, 2, 0, 2, 3, 2, 0, 0, 0, 0, 0, 0},     /* depthwise dilation 2, oh != h, ow == w */
-      {1, 6, 14, 14, 6, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},     /* depthwise stride 2, 7 rows of 7: one block of 7 rows */
-      {1, 3, 30, 31, 3, 5, 5, 3, 2, 2, 1, 2, 2, 3, 2, 1, 0, 0, 0, 0, 0, 0},     /* depthwise stride 2, dilation 2, odd and even taps */
-      {1, 2, 33, 90, 2, 3, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0},     /* depthwise stride 2, 45 columns, 17 rows */
-      {1, 1, 130, 260, 1, 5, 5, 1, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},   /* depthwise stride 2, plane too big to split */
-      {1, 4, 9, 11, 4, 3, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},      /* depthwise stride 1 valid: rows of 9 */
-      {2, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* depthwise stride 2, channels in lanes: 16 + 4 */
-      {1, 17, 60, 60, 17, 3, 3, 17, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* channels in lanes, 30 rows in bands of 7 */
-      {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0, 0, 0},  /* channels in lanes, 5x5 dilated, uneven pads */
-      {1, 18, 9, 16, 18, 3, 3, 18, 1, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},   /* channels in lanes, stride 2 across only */
-      {1, 20, 9, 100, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* stride 2, 50 wide: lanes on Zen 4, rows elsewhere */
-      {1, 96, 6, 9, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},     /* narrowing 1x1: channels in the lanes */
-      {2, 20, 9, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},   /* lanes: 2 blocks (8 lanes padding), 2 chunks */
-      {2, 8, 40, 40, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},   /* lanes: weights under x's bytes, threads take bands */
-      {1, 4, 5, 6, 8, 3, 3, 1, 1, 1, 1, 1, 4, 4, 3, 5, 0, 0, 0, 0, 0, 0},       /* pads past the kernel: rows, pixels of no taps */
-      {1, 9, 6, 128, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},    /* lanes: bands of one 128-wide row */
-      {1, 2, 3, 150, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},     /* rows too wide for the lanes conv */
-      {1, 16, 15, 29, 64, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0, 0},   /* lanes stride 2, uneven pads */
-      {1, 24, 10, 30, 32, 3, 5, 1, 1, 1, 2, 3, 2, 6, 2, 5, 0, 0, 0, 0, 0, 0},   /* lanes: dilation 2 x 3, runs of columns */
-      {2, 20, 14, 14, 20, 3, 3, 20, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* depthwise 3x3/1 in lanes: 16 + 4, 2 images */
-      {1, 17, 9, 30, 17, 5, 5, 17, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},   /* depthwise 5x5/1 in lanes: columns 8 + 8 + 8 + 4 + 1 + 1 */
-      {1, 32, 12, 40, 32, 3, 3, 32, 2, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* depthwise 3x3, strides 2 x 1, uneven pads */
-      {1, 32, 11, 21, 32, 3, 3, 32, 1, 2, 2, 1, 2, 1, 2, 1, 0, 0, 0, 0, 0, 0},  /* depthwise 3x3, strides 1 x 2, dilation 2 down */
-      {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* depthwise rows too wide for a lanes tile */
+      {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},      /* 3x3 same */
+      {2, 4, 10, 9, 6, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* stride 2, relu */
+      {1, 5, 12, 12, 7, 3, 2, 1, 1, 2, 2, 3, 2, 0, 1, 3, 0, 0, 0, 0, 0, 0, 0},     /* dilation, uneven pads */
+      {1, 6, 8, 8, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* groups */
+      {2, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},     /* 1x1: plain GEMM */
+      {1, 16, 7, 5, 8, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},      /* 1x1 grouped */
+      {1, 8, 9, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},       /* 1x1 stride 2: generated B */
+      {2, 12, 11, 13, 12, 3, 3, 12, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* depthwise */
+      {1, 8, 12, 10, 8, 5, 3, 8, 2, 1, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0, 0, 0, 0},     /* depthwise stride, dilation */
+      {1, 4, 20, 40, 5, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0},     /* 7x7 stride 2, like a stem */
+      {1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},       /* valid */
+      {1, 40, 23, 29, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},   /* K = 360: two K blocks, N = 667 */
+      {1, 3, 5, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},      /* depthwise, rows of 4 and 2 vectors */
+      {1, 2, 7, 75, 2, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},      /* depthwise stride 2, odd width */
+      {1, 2, 6, 40, 2, 5, 5, 2, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},      /* depthwise 5x5 stride 2 */
+      {2, 7, 6, 33, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},     /* direct (padded rows), 2 strips */
+      {1, 8, 9, 40, 6, 3, 3, 2, 1, 1, 2, 2, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0},      /* direct: groups, dilation, uneven pads */
+      {1, 3, 5, 36, 30, 5, 2, 1, 1, 1, 1, 1, 2, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0},     /* direct: 5x2 kernel, 3 strips */
+      {1, 24, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},     /* 7x7 map: channels in the lanes */
+      {1, 96, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},     /* channels in the lanes, im2col split by channel */
+      {1, 5, 12, 70, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},     /* direct stride 2: 4 phases */
+      {1, 3, 13, 100, 9, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 1, 0, 0, 0, 0, 0, 0},    /* direct 7x7/2 stem */
+      {1, 3, 11, 80, 4, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},     /* stride 2 dilation 2: one phase */
+      {1, 2, 10, 90, 3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},     /* direct stride 3, even kernel */
+      {1, 4, 9, 70, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},      /* direct, strides 1 x 2 */
+      {2, 40, 5, 6, 34, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},     /* 1x1 grouped, two images */
+      {1, 128, 11, 13, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, /* Winograd, partial tiles */
+      {2, 128, 16, 10, 130, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0, 0, 0, 0}, /* Winograd, uneven pads, 2 images */
+      {1, 128, 6, 40, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},  /* Winograd, 20 tiles across */
+      {1, 5, 7, 7, 5, 3, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* depthwise 7x7 plane: one flat row of 4 vectors */
+      {1, 2, 9, 3, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},       /* depthwise 3 columns: a vector wraps 5 rows */
+      {2, 3, 41, 40, 3, 5, 5, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1, 0, 0, 0, 0, 0, 0},     /* depthwise 5x5, 103 vectors: two chunks of masks */
+      {1, 4, 10, 12, 4, 3, 3, 4, 1, 1, 2, 2, 0, 2, 3, 2, 0, 0, 0, 0, 0, 0, 0},     /* depthwise dilation 2, oh != h, ow == w */
+      {1, 6, 14, 14, 6, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},     /* depthwise stride 2, 7 rows of 7: one block of 7 rows */
+      {1, 3, 30, 31, 3, 5, 5, 3, 2, 2, 1, 2, 2, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0},     /* depthwise stride 2, dilation 2, odd and even taps */
+      {1, 2, 33, 90, 2, 3, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0},     /* depthwise stride 2, 45 columns, 17 rows */
+      {1, 1, 130, 260, 1, 5, 5, 1, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},   /* depthwise stride 2, plane too big to split */
+      {1, 4, 9, 11, 4, 3, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},      /* depthwise stride 1 valid: rows of 9 */
+      {2, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* depthwise stride 2, channels in lanes: 16 + 4 */
+      {1, 17, 60, 60, 17, 3, 3, 17, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},  /* channels in lanes, 30 rows in bands of 7 */
+      {1, 33, 20, 21, 33, 5, 5, 33, 2, 2, 2, 2, 3, 2, 1, 4, 0, 0, 0, 0, 0, 0, 0},  /* channels in lanes, 5x5 dilated, uneven pads */
+      {1, 18, 9, 16, 18, 3, 3, 18, 1, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},   /* channels in lanes, stride 2 across only */
+      {1, 20, 9, 100, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* stride 2, 50 wide: lanes on Zen 4, rows elsewhere */
+      {1, 96, 6, 9, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},     /* narrowing 1x1: channels in the lanes */
+      {2, 20, 9, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},   /* lanes: 2 blocks (8 lanes padding), 2 chunks */
+      {2, 8, 40, 40, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},   /* lanes: weights under x's bytes, threads take bands */
+      {1, 4, 5, 6, 8, 3, 3, 1, 1, 1, 1, 1, 4, 4, 3, 5, 0, 0, 0, 0, 0, 0, 0},       /* pads past the kernel: rows, pixels of no taps */
+      {1, 9, 6, 128, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},    /* lanes: bands of one 128-wide row */
+      {1, 2, 3, 150, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},     /* rows too wide for the lanes conv */
+      {1, 16, 15, 29, 64, 3, 3, 1, 2, 2, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0, 0, 0},   /* lanes stride 2, uneven pads */
+      {1, 24, 10, 30, 32, 3, 5, 1, 1, 1, 2, 3, 2, 6, 2, 5, 0, 0, 0, 0, 0, 0, 0},   /* lanes: dilation 2 x 3, runs of columns */
+      {2, 20, 14, 14, 20, 3, 3, 20, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* depthwise 3x3/1 in lanes: 16 + 4, 2 images */
+      {1, 17, 9, 30, 17, 5, 5, 17, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},   /* depthwise 5x5/1 in lanes: columns 8 + 8 + 8 + 4 + 1 + 1 */
+      {1, 32, 12, 40, 32, 3, 3, 32, 2, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},  /* depthwise 3x3, strides 2 x 1, uneven pads */
+      {1, 32, 11, 21, 32, 3, 3, 32, 1, 2, 2, 1, 2, 1, 2, 1, 0, 0, 0, 0, 0, 0, 0},  /* depthwise 3x3, strides 1 x 2, dilation 2 down */
+      {1, 32, 8, 400, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},  /* depthwise rows too wide for a lanes tile */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -489,18 +489,18 @@ PC_TEST(gemm_conv2d_of_params_unread_tail) {
 
 /* the weight layout follows where the lanes are better used: pixels unless the map is small */
 PC_TEST(gemm_conv2d_weight_layout) {
-  primc_conv2d big = {1, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d small = {1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d dw = {1, 32, 7, 7, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d strided = {1, 64, 56, 56, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d pw_small = {1, 512, 7, 7, 2048, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d big = {1, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d small = {1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 32, 7, 7, 32, 3, 3, 32, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d strided = {1, 64, 56, 56, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d pw_small = {1, 512, 7, 7, 2048, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   /* narrowing 1x1s: into few channels the lanes, unless the map is wide and the input shallow */
-  primc_conv2d narrow = {1, 192, 28, 28, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d narrow_wide = {1, 32, 112, 112, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d narrow_many = {1, 512, 28, 28, 128, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow = {1, 192, 28, 28, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow_wide = {1, 32, 112, 112, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow_many = {1, 512, 28, 28, 128, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   /* 64 channels: Winograd where zmm FMAs issue one per cycle (Zen 4) and on AMD's two (Zen 5, on a map this
    * wide), the lanes on Intel's two */
-  primc_conv2d mid = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+  primc_conv2d mid = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
 #if PRIMC_X86
   __builtin_cpu_init();
   CHECK_INT(primc_cpu_zmm_fmas() > 0, __builtin_cpu_supports("avx512f") != 0);
@@ -511,8 +511,8 @@ PC_TEST(gemm_conv2d_weight_layout) {
    * on Intel and AVX2, below), but not a stem of 3 channels (but on Intel and AVX2) */
   int avx2 = primc_cpu_zmm_fmas() <= 0 && primc_sgemm_isa() == PRIMC_ISA_AVX2;
   int lanes = primc_cpu_zmm_fmas() > 0 || avx2;
-  primc_conv2d stem = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0};
-  primc_conv2d down = {1, 64, 56, 56, 128, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d stem = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d down = {1, 64, 56, 56, 128, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   int amd2 = primc_cpu_zmm_fmas() == 2 && primc_gm_amd_family() != 0;
   CHECK_INT(primc_conv2d_weight_layout(&mid), primc_cpu_zmm_fmas() == 1 || amd2 ? PRIMC_CONV_W_WINOGRAD
                                               : lanes                   ? PRIMC_CONV_W_LANES
@@ -532,8 +532,8 @@ PC_TEST(gemm_conv2d_weight_layout) {
   CHECK_INT(primc_conv2d_weight_layout(&pw_small), avx2 ? PRIMC_CONV_W_STRIPS : PRIMC_CONV_W_PANELS);
   /* a 1x1 widening, onto a large map or not: the GEMM reading x in place (on AVX2 too: 3x faster than the lanes
    * for this one on Zen 3) */
-  primc_conv2d widen_big = {1, 16, 112, 112, 96, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d widen_14 = {1, 64, 14, 14, 384, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d widen_big = {1, 16, 112, 112, 96, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d widen_14 = {1, 64, 14, 14, 384, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   CHECK_INT(primc_conv2d_weight_layout(&widen_big), PRIMC_CONV_W_STRIPS);
   CHECK_INT(primc_conv2d_weight_layout(&widen_14), PRIMC_CONV_W_STRIPS);
   /* narrowing 4x or more, but not into 97-128 channels: the direct lanes conv where there is AVX-512,
@@ -541,9 +541,9 @@ PC_TEST(gemm_conv2d_weight_layout) {
    * reading x in place on larger ones (MobileNetV2's 192 -> 32 at 28x28, ResNet-50's 256 -> 64 at 56x56); on AVX2
    * the GEMM reading x in place but on maps of 7x7 and below; without either the transposed GEMM into few channels
    * at any map size */
-  primc_conv2d narrow_deep = {1, 1024, 14, 14, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d narrow_big = {1, 256, 56, 56, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d narrow_14 = {1, 384, 14, 14, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow_deep = {1, 1024, 14, 14, 256, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow_big = {1, 256, 56, 56, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d narrow_14 = {1, 384, 14, 14, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   CHECK_INT(primc_conv2d_weight_layout(&narrow), dl1           ? PRIMC_CONV_W_LANES
                                                  : avx2 || intel ? PRIMC_CONV_W_STRIPS
                                                                  : PRIMC_CONV_W_PANELS);
@@ -571,11 +571,11 @@ typedef struct then_dw_case {
 static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 static int check_then_dw(then_dw_case t) {
-  primc_conv2d pw = {t.n, t.k, t.h, t.w, t.c, t.fk, t.fk, 1, t.fs, t.fs, 1, 1, t.fp, t.fp, t.fp, t.fp, 0, 0, 0, 0, 0, 0};
+  primc_conv2d pw = {t.n, t.k, t.h, t.w, t.c, t.fk, t.fk, 1, t.fs, t.fs, 1, 1, t.fp, t.fp, t.fp, t.fp, 0, 0, 0, 0, 0, 0, 0};
   int64_t mh, mw, oh, ow;
   primc_conv2d_out_hw(&pw, &mh, &mw);
   primc_conv2d dw = {t.n, t.c, mh, mw, t.c, t.kk, t.kk, t.c, t.stride, t.stride, 1, 1, t.pad, t.pad, t.pad, t.pad,
-                     0, 0, 0, 0, 0, 0};
+                     0, 0, 0, 0, 0, 0, 0};
   primc_conv2d_out_hw(&dw, &oh, &ow);
   int64_t nx = t.n * t.k * t.h * t.w, nm = t.n * t.c * mh * mw, ny = t.n * t.c * oh * ow, nw1 = t.c * t.k * t.fk * t.fk;
   float *x = rand_buf(nx), *w1 = rand_buf(nw1), *b1 = rand_buf(t.c), *w2 = rand_buf(t.c * t.kk * t.kk);
@@ -624,10 +624,10 @@ PC_TEST(gemm_conv2d_small_conv_depthwise_pair) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     if (!check_then_dw(cases[i])) return;
   /* not such a pair: a grouped first conv, a depthwise conv of other channels, too many taps x channels */
-  primc_conv2d grouped = {1, 4, 8, 8, 16, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d pw = {1, 4, 8, 8, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  primc_conv2d big = {1, 64, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-  primc_conv2d dw = {1, 16, 8, 8, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, dw8 = dw;
+  primc_conv2d grouped = {1, 4, 8, 8, 16, 1, 1, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d pw = {1, 4, 8, 8, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d big = {1, 64, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+  primc_conv2d dw = {1, 16, 8, 8, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, dw8 = dw;
   dw8.c = dw8.o = dw8.groups = 8;
   float buf[4096] = {0};
   CHECK_INT(primc_conv2d_then_dw_f32(&grouped, buf, buf, NULL, &dw, buf, NULL, buf + 2048), PRIMC_ERR_ARG);
@@ -640,10 +640,10 @@ PC_TEST(gemm_conv2d_small_conv_depthwise_pair) {
 }
 
 PC_TEST(gemm_conv2d_rejects_bad_params) {
-  primc_conv2d p = {1, 6, 8, 8, 9, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}; /* 6 channels, 4 groups */
+  primc_conv2d p = {1, 6, 8, 8, 9, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}; /* 6 channels, 4 groups */
   float x[1] = {0}, w[1] = {0}, y[1] = {0};
   CHECK_INT(primc_conv2d_f32(&p, x, w, NULL, y), PRIMC_ERR_ARG);
-  primc_conv2d q = {1, 2, 2, 2, 2, 5, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* kernel larger than input */
+  primc_conv2d q = {1, 2, 2, 2, 2, 5, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* kernel larger than input */
   CHECK_INT(primc_conv2d_f32(&q, x, w, NULL, y), PRIMC_ERR_ARG);
 }
 
@@ -696,15 +696,15 @@ static int check_conv_epilogue(const primc_conv2d *p, int silu, int layout) {
 
 PC_TEST(gemm_conv2d_fused_epilogue) {
   static const primc_conv2d cases[] = {
-      {1, 8, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},   /* implicit im2col */
-      {1, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},  /* 1x1 */
-      {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},   /* depthwise */
-      {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* stride 2: im2col rows of two vectors */
-      {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0},  /* 7x7 stride 2 stem */
-      {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0},   /* stride 2, dilation: gathered im2col */
-      {1, 7, 7, 7, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},   /* depthwise 7x7 plane, 5x5 */
-      {1, 5, 14, 14, 5, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},  /* depthwise 5x5 stride 2, split columns */
-      {1, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, /* depthwise stride 2, channels in lanes */
+      {1, 8, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},   /* implicit im2col */
+      {1, 16, 7, 5, 24, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},  /* 1x1 */
+      {1, 6, 9, 40, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},   /* depthwise */
+      {1, 5, 13, 37, 7, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},  /* stride 2: im2col rows of two vectors */
+      {1, 3, 30, 41, 4, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0},  /* 7x7 stride 2 stem */
+      {1, 4, 9, 13, 5, 3, 3, 1, 2, 2, 2, 1, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},   /* stride 2, dilation: gathered im2col */
+      {1, 7, 7, 7, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},   /* depthwise 7x7 plane, 5x5 */
+      {1, 5, 14, 14, 5, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},  /* depthwise 5x5 stride 2, split columns */
+      {1, 20, 14, 14, 20, 3, 3, 20, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, /* depthwise stride 2, channels in lanes */
   };
   int is[4], n = isas(is);
   for (int i = 0; i < n; i++)
@@ -717,9 +717,9 @@ PC_TEST(gemm_conv2d_fused_epilogue) {
   /* C^T turned back with the epilogue, by the direct lanes conv (AVX-512) and the transposed GEMM (any
    * ISA): two images, a partial block of 16 channels, stride 2, a stem's 7x7/2 */
   static const primc_conv2d lanes[] = {
-      {2, 16, 9, 20, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},
-      {1, 9, 15, 30, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},
-      {1, 3, 30, 41, 32, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0},
+      {2, 16, 9, 20, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+      {1, 9, 15, 30, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+      {1, 3, 30, 41, 32, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0},
   };
   for (int i = 0; i < n; i++)
     for (size_t c = 0; c < sizeof lanes / sizeof lanes[0]; c++) {

@@ -134,7 +134,7 @@ PC_TEST(weights_packed_header_check) {
 /* a conv whose weights are W^T panels per group: an altered header in any group is PRIMC_ERR_WEIGHTS from
  * the conv itself and from primc_conv2d_check_weights, which also knows their size */
 PC_TEST(weights_conv_panels_check) {
-  primc_conv2d p = {1, 8, 7, 7, 64, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0};
+  primc_conv2d p = {1, 8, 7, 7, 64, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0};
   int64_t og = p.o / p.groups, kk = (p.c / p.groups) * p.kh * p.kw;
   size_t stride = (primc_sgemm_packed_b_size(og, kk) + 63) / 64 * 64, bytes = primc_conv2d_packed_weight_bytes(&p, PRIMC_CONV_W_PANELS);
   CHECK_INT(bytes, 2 * stride);
