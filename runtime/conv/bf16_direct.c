@@ -138,6 +138,7 @@ typedef struct djob {
   int64_t ldq;      /* nq padded to whole 32-column tiles: AMX stores whole 16 x 16 tiles */
   const epi_ctx *e; /* the epilogue into e->y (y's layout) as the sums are copied out, or NULL: into acc */
   const uint32_t *xp; /* x held as channel pairs (the image's first), or NULL */
+  unsigned char used[4]; /* phase a * s + b is some tap's (a 1x1 of stride 2 reads one of its four) */
   int isa;
 } djob;
 
@@ -158,13 +159,16 @@ static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   for (int64_t i = b; i < e; i++) {
     uint32_t *d = j->xi + i * s * s * j->plane;
-    memset(d, 0, sizeof *d * (size_t)(s * s * j->plane));
+    for (int ph = 0; ph < s * s; ph++) /* the planes no tap reads are left as they are */
+      if (j->used[ph]) memset(d + ph * j->plane, 0, sizeof *d * (size_t)j->plane);
     if (i >= j->pairs) continue; /* the zero pair */
     /* an odd count's last pair: the channel and zeros (x0 itself, then a zero mask) */
     int two = 2 * i + 1 < p->c / p->groups;
     const float *x0 = j->x + 2 * i * hw, *x1 = two ? x0 + hw : x0;
     for (int64_t y = 0; y < p->h; y++) {
       int64_t py = y + p->pad_t;
+      const unsigned char *u = j->used + py % s * s;
+      if (s == 2 && !u[0] && !u[1]) continue;
       uint32_t *row = d + py % s * s * j->plane + py / s * j->wph; /* phase row (py % s, 0) */
       const float *r0 = x0 + y * p->w, *r1 = x1 + y * p->w;
       if (s == 1) {
@@ -181,9 +185,10 @@ static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
         __m512 b0 = _mm512_maskz_loadu_ps(two ? m0 : 0, r1 + c), b1 = _mm512_maskz_loadu_ps(two ? m1 : 0, r1 + c + 16);
         int n = p->w - c < 32 ? (int)(p->w - c) : 32;
         int64_t pe = p->pad_l + c, po = pe + 1; /* padded columns of the even and the odd inputs */
-        put_pairs(row + pe % 2 * j->plane + pe / 2, _mm512_permutex2var_ps(a0, even, a1),
-                  _mm512_permutex2var_ps(b0, even, b1), (n + 1) / 2);
-        if (n > 1)
+        if (u[pe % 2])
+          put_pairs(row + pe % 2 * j->plane + pe / 2, _mm512_permutex2var_ps(a0, even, a1),
+                    _mm512_permutex2var_ps(b0, even, b1), (n + 1) / 2);
+        if (n > 1 && u[po % 2])
           put_pairs(row + po % 2 * j->plane + po / 2, _mm512_permutex2var_ps(a0, odd, a1),
                     _mm512_permutex2var_ps(b0, odd, b1), n / 2);
       }
@@ -385,6 +390,7 @@ int primc_cv_bf16_direct(const primc_conv2d *p, const float *xg, const void *wg,
   for (int64_t t = 0; t < taps; t++) {
     int64_t ky = t / p->kw, kx = t % p->kw;
     j.tap[t] = (ky % s * s + kx % s) * j.plane + ky / s * wph + kx / s;
+    j.used[ky % s * s + kx % s] = 1;
   }
   for (int64_t kp = 0; j.few && kp < j.kt / 2; kp++) { /* k = tap x the padded count + channel, two a pair */
     int64_t per = j.pairs, t = kp / per;
