@@ -4,12 +4,13 @@
 #include <stdlib.h>
 
 /*
- * A map one bf16 conv writes and only bf16 1x1s of stride 1 read, as the input their GEMM takes as B panels or as
- * the residual their epilogues add, is stored as bf16 pairs in the GEMM's panel layout: the writer's epilogue rounds
- * its results into it, a 1x1 reads it without packing (a 256 -> 64 1x1 at 56x56 spent half its time packing its f32
- * input into bf16 panels: 0.30 -> 0.13 ms), and half the bytes move. A map any other kernel touches stays f32, and
- * so does one a 3x3 or strided conv reads: those copy x onto padded phase planes either way (from pairs no faster
- * than from f32), and their epilogues add a residual of pairs 5-7% slower than an f32 one (bench/precision.md).
+ * A map one bf16 conv writes and only bf16 1x1s read (as x; those of stride 1 also as the residual their epilogues
+ * add) is stored as bf16 pairs in the GEMM's panel layout: the writer's epilogue rounds its results into it, a 1x1
+ * of stride 1 reads it without packing (a 256 -> 64 1x1 at 56x56 spent half its time packing its f32 input into bf16
+ * panels: 0.30 -> 0.13 ms), one of stride 2 copies the words of its even pixels onto its plane, and half the bytes
+ * move. A map any other kernel touches stays f32, and so does one a 3x3 reads: it copies all of x onto padded phase
+ * planes either way (from pairs no faster than from f32), and its epilogue adds a residual of pairs 5-7% slower than
+ * an f32 one (bench/precision.md).
  */
 
 /* the conv call k as one whose maps may be pairs: f32, its epilogue fused without an activation, planned on the
@@ -71,13 +72,15 @@ pc_status kir_conv_pairs(kir_program *p) {
       continue;
     }
     const int64_t *w = k->params + CONV_EPI_AT;
-    /* a 1x1 of stride 1 without padding runs on the GEMM, its x the B panels (the in-place convs of several taps or
-     * of stride 2 copy x onto their planes) */
-    int one = c.kh == 1 && c.kw == 1 && c.stride_h == 1 && c.stride_w == 1 && !c.pad_t && !c.pad_l && !c.pad_b && !c.pad_r;
+    /* a 1x1 of stride 1 without padding runs on the GEMM, its x the B panels; one of stride 2 (a downsample) copies
+     * the even pixels of the even rows of x onto a plane, from pairs about as fast as from f32 (the in-place convs of
+     * several taps copy all of x onto their planes, slower from pairs) */
+    int one = c.kh == 1 && c.kw == 1 && !c.pad_t && !c.pad_l && !c.pad_b && !c.pad_r;
+    int s1 = one && c.stride_h == 1 && c.stride_w == 1;
     for (int j = 0; j < k->n_args; j++) {
       int a = k->args[j];
       if (j == 4) writer[a] = writer[a] == -1 ? i : -2; /* y: a second writer rules it out */
-      else if ((j == 1 || (j == 6 && w[3])) && one) last[a] = i; /* a 1x1's x or residual */
+      else if ((j == 1 && one) || (j == 6 && w[3] && s1)) last[a] = i; /* a 1x1's x, a stride-1 1x1's residual */
       else if (!((j == 5 && w[2] < 0) || (j == 6 && !w[3]))) bad[a] = 1; /* the absent bias and residual name y */
     }
   }

@@ -215,9 +215,12 @@ static BF16 void pairs_copy(void *ctx, int64_t b, int64_t e) {
   uint32_t seg[32];
   for (int64_t i = b; i < e; i++) {
     uint32_t *d = j->xi + i * s * s * j->plane;
-    memset(d, 0, sizeof *d * (size_t)(s * s * j->plane));
+    for (int ph = 0; ph < s * s; ph++) /* the planes no tap reads are left as they are */
+      if (j->used[ph]) memset(d + ph * j->plane, 0, sizeof *d * (size_t)j->plane);
     for (int64_t y = 0; y < p->h; y++) {
       int64_t py = y + p->pad_t;
+      const unsigned char *u = j->used + py % s * s;
+      if (s == 2 && !u[0] && !u[1]) continue;
       uint32_t *row = d + py % s * s * j->plane + py / s * j->wph;
       if (s == 1) {
         pair_pixels(j, i, y * p->w, p->w, row + p->pad_l);
@@ -229,9 +232,10 @@ static BF16 void pairs_copy(void *ctx, int64_t b, int64_t e) {
         __m512i a0 = _mm512_maskz_loadu_epi32(primc_low_mask16(n), seg);
         __m512i a1 = _mm512_maskz_loadu_epi32(primc_low_mask16(n - 16), seg + 16);
         int64_t pe = p->pad_l + c, po = pe + 1;
-        _mm512_mask_storeu_epi32(row + pe % 2 * j->plane + pe / 2, primc_low_mask16((n + 1) / 2),
-                                 _mm512_permutex2var_epi32(a0, even, a1));
-        if (n > 1)
+        if (u[pe % 2])
+          _mm512_mask_storeu_epi32(row + pe % 2 * j->plane + pe / 2, primc_low_mask16((n + 1) / 2),
+                                   _mm512_permutex2var_epi32(a0, even, a1));
+        if (n > 1 && u[po % 2])
           _mm512_mask_storeu_epi32(row + po % 2 * j->plane + po / 2, primc_low_mask16(n / 2),
                                    _mm512_permutex2var_epi32(a0, odd, a1));
       }
