@@ -76,37 +76,32 @@ done
   grep -q 'matmul precision medium: bf16 operands' "$tmp/k" &&
   ok "dump --kernels: the four contractions are bf16 calls, one packing its B per call" ||
   bad "dump --kernels --matmul-precision medium" "$(grep call "$tmp/k" | head -c 600)"
-# --autocast bf16 on a CNN classifier (200 images): the deep conv on the bf16 row, the narrow one f32, the classifier
-# a bf16 dot; logits within (1e-4, 3e-2] of max |ref| of float64 numpy and the same class for >= 99% of the images
-if "$P" compile "$tmp/mp/cnn/model.onnx" --autocast bf16 -o "$tmp/cnn_bf16" >"$tmp/err" 2>&1 &&
-  "$tmp/cnn_bf16" "$tmp/mp/cnn/in0.npy" -o "$tmp/cnn_bf16.out" >/dev/null 2>>"$tmp/err" &&
-  python3 - "$tmp/mp/cnn/ref0.npy" "$tmp/cnn_bf16.out/out0.npy" >>"$tmp/err" 2>&1 <<'PY'
+# a CNN classifier of OUT/mp/NAME under --autocast bf16 (LABEL): logits within (1e-4, 3e-2] of max |ref| of float64
+# numpy and the same class for >= 99% of the images
+autocast_cnn() {
+  local name=$1 label=$2
+  if "$P" compile "$tmp/mp/$name/model.onnx" --autocast bf16 -o "$tmp/${name}_bf16" >"$tmp/err" 2>&1 &&
+    "$tmp/${name}_bf16" "$tmp/mp/$name/in0.npy" -o "$tmp/${name}_bf16.out" >/dev/null 2>>"$tmp/err" &&
+    python3 - "$tmp/mp/$name/ref0.npy" "$tmp/${name}_bf16.out/out0.npy" >>"$tmp/err" 2>&1 <<'PY'
 import sys, numpy as np
 ref, got = np.load(sys.argv[1]), np.load(sys.argv[2])
 err, same = float(np.abs(got - ref).max() / np.abs(ref).max()), float((got.argmax(1) == ref.argmax(1)).mean())
 print(f"error / max |ref| {err:.2e}, same class {same:.3f}")
 sys.exit(0 if 1e-4 < err <= 3e-2 and same >= 0.99 else 1)
 PY
-then ok "--autocast bf16 CNN: $(tail -n 1 "$tmp/err")"
-else bad "--autocast bf16 CNN" "$(tail -n 3 "$tmp/err")"; fi
+  then ok "--autocast bf16 $label: $(tail -n 1 "$tmp/err")"
+  else bad "--autocast bf16 $label" "$(tail -n 3 "$tmp/err")"; fi
+}
+# on 200 images: the deep conv on the bf16 row, the narrow one f32, the classifier a bf16 dot
+autocast_cnn cnn CNN
 "$P" dump "$tmp/mp/cnn/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
 [ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = 1 ] && [ "$(grep -c 'call primc_k_conv' "$tmp/k")" = 2 ] &&
   grep -q 'call primc_k_dot_bf16.*autocast bf16' "$tmp/k" &&
   ok "dump --kernels --autocast bf16: the deep conv on the bf16 row, the narrow one f32, the classifier a bf16 dot" ||
   bad "dump --kernels --autocast bf16" "$(grep call "$tmp/k" | head -c 600)"
-# --autocast bf16 on a bottleneck block: the maps its 1x1s read as x or as the residual are bf16 channel pairs
-# between the convs (codegen/kir_pairs.c); logits as the CNN's against float64 numpy
-if "$P" compile "$tmp/mp/bneck/model.onnx" --autocast bf16 -o "$tmp/bneck_bf16" >"$tmp/err" 2>&1 &&
-  "$tmp/bneck_bf16" "$tmp/mp/bneck/in0.npy" -o "$tmp/bneck_bf16.out" >/dev/null 2>>"$tmp/err" &&
-  python3 - "$tmp/mp/bneck/ref0.npy" "$tmp/bneck_bf16.out/out0.npy" >>"$tmp/err" 2>&1 <<'PY'
-import sys, numpy as np
-ref, got = np.load(sys.argv[1]), np.load(sys.argv[2])
-err, same = float(np.abs(got - ref).max() / np.abs(ref).max()), float((got.argmax(1) == ref.argmax(1)).mean())
-print(f"error / max |ref| {err:.2e}, same class {same:.3f}")
-sys.exit(0 if 1e-4 < err <= 3e-2 and same >= 0.99 else 1)
-PY
-then ok "--autocast bf16 bottleneck block: $(tail -n 1 "$tmp/err")"
-else bad "--autocast bf16 bottleneck block" "$(tail -n 3 "$tmp/err")"; fi
+# on a bottleneck block: the maps its 1x1s read as x or as the residual are bf16 channel pairs between the convs
+# (codegen/kir_pairs.c)
+autocast_cnn bneck "bottleneck block"
 "$P" dump "$tmp/mp/bneck/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
 [ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = 4 ] && grep -q 'bf16 channel pairs: x y)' "$tmp/k" &&
   grep -q 'bf16 channel pairs: x residual)' "$tmp/k" &&
