@@ -67,14 +67,15 @@ done:
   return st;
 }
 
+/* pixels from at on (at most left) within one 16-word panel row */
+static inline int64_t run_of(int64_t at, int64_t left) { return 16 - at % 16 < left ? 16 - at % 16 : left; }
+
 /* Pixels [q, q + n) of pair kp of a map of pc channels held as pairs, widened into lo (the low halves) and hi, or
  * narrowed from them: a 16-word panel row at a time */
 #if PRIMC_X86
 #include <immintrin.h>
 
 #define PAIRS512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-
-static inline int64_t run_of(int64_t at, int64_t left) { return 16 - at % 16 < left ? 16 - at % 16 : left; }
 
 static PAIRS512 void widen512(const uint32_t *s, int64_t pc, int64_t kp, int64_t q, int64_t n, float *lo, float *hi) {
   const __m512i top = _mm512_set1_epi32((int)0xffff0000u);
@@ -201,7 +202,7 @@ void primc_cv_epi_pairs(int isa, const epi_ctx *e, int64_t m0, int64_t mb, int64
   const int64_t ld = e->ldy, pc = e->pairs_c;
   /* a panel row's pixels down the pairs: each pair's words lie 64 bytes after the last one's */
   for (int64_t x = 0, run; x < n; x += run) {
-    run = 16 - (q + x) % 16 < n - x ? 16 - (q + x) % 16 : n - x;
+    run = run_of(q + x, n - x);
     for (int64_t m = m0; m < m0 + mb; m += 2) {
       if (e->res_pairs) widen(e->res_pairs, pc, m / 2, q + x, run, r[0], r[1], v512);
       for (int h = 0; h < 2; h++) {
