@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 7; i++) v[i] = atoll(argv[2 + i]);
   int reps = argc == 10 ? atoi(argv[9]) : 50;
   int64_t c = v[0], h = v[1], w = v[2], o = v[3], k = v[4], s = v[5], g = v[6], pad = k / 2;
-  primc_conv2d p = {batch, c, h, w, o, k, k, g, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0, 0, 0};
+  primc_conv2d p = {batch, c, h, w, o, k, k, g, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0, 0, 0, 0};
   int64_t oh, ow;
   if (c < 1 || h < 1 || w < 1 || o < 1 || k < 1 || s < 1 || g < 1 || c % g || o % g || reps < 1 ||
       !primc_conv2d_out_hw(&p, &oh, &ow)) {

@@ -366,7 +366,7 @@ static void bench_conv(const conv_case *c) {
   free(r.x), free(r.w), free(r.b), free(r.y), free(r.col), free(r.wp), free(r.scratch);
 }
 
-#define CONV(name, c, hw, o, k, s, pad) {name, {1, c, hw, hw, o, k, k, 1, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0, 0, 0}}
+#define CONV(name, c, hw, o, k, s, pad) {name, {1, c, hw, hw, o, k, k, 1, s, s, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0, 0, 0, 0}}
 
 /* OpenBLAS starts its own threads when the library loads, one per core, and they spin for a while
  * after: on one thread they doubled the process CPU time the first timings are taken in (the FMA
