@@ -274,19 +274,13 @@ static BF16 void tiles_run(void *ctx, int64_t b, int64_t e) {
 
 #define AMX __attribute__((target("amx-tile,amx-bf16")))
 
-/* A tile's B operand: 16 k pairs by 16 columns of xi from column q, rows a channel pair's planes apart where they
- * lie; a few channels' k pairs, each at its own offset, copied into stage first */
-typedef struct bsrc {
-  const void *p;
-  int64_t ld;
-} bsrc;
-
-static inline __attribute__((always_inline)) AMX bsrc b_at(const djob *j, const uint32_t *xt, int64_t kg, int64_t b,
-                                                           int64_t q, uint32_t (*stage)[16], const int FEW) {
-  const int64_t cs = j->s * j->s * j->plane;
-  if (!FEW) return (bsrc){xt + b * 16 * cs + q, cs * 4};
-  for (int r = 0; r < 16; r++) memcpy(stage[r], j->xi + j->poff[kg * 16 + r] + q, 64);
-  return (bsrc){stage, 64};
+/* a few channels' B tiles for k block kg (16 k pairs, each at its own offset in xi) by the 16 or 32 columns from q0,
+ * copied into st[half]; the tiles load them a k block later, by when the stores are done (loaded right after them,
+ * each load waited on the stores: most of a 7x7 stem's tile time) */
+static inline __attribute__((always_inline)) AMX void few_stage(const djob *j, int64_t kg, int64_t q0, const int N2,
+                                                                uint32_t (*st)[16][16]) {
+  for (int h = 0; h <= N2; h++)
+    for (int r = 0; r < 16; r++) memcpy(st[h][r], j->xi + j->poff[kg * 16 + r] + q0 + 16 * h, 64);
 }
 
 /* C tiles tmm0-3 over every tap's k blocks: output channels m0 .. m0 + 31 by columns q0 .. q0 + 31 (M2: the second
@@ -298,7 +292,9 @@ static inline __attribute__((always_inline)) AMX void amx_tile(const djob *j, in
   const int64_t kb = FEW ? j->kt / BG_KSTEP : j->p->c / j->p->groups / 32;
   const int taps = FEW ? 1 : (int)(j->p->kh * j->p->kw);
   const uint16_t *a0 = rows_at(j, m0), *a1 = a0 + 16 * j->kt;
-  uint32_t stage[2][16][16] __attribute__((aligned(64)));
+  const int64_t cs = j->s * j->s * j->plane;
+  uint32_t stage[2][2][16][16] __attribute__((aligned(64))); /* FEW: k blocks kg and kg + 1 */
+  if (FEW) few_stage(j, 0, q0, N2, stage[0]);
   _tile_zero(0);
   if (N2) _tile_zero(1);
   if (M2) _tile_zero(2);
@@ -307,13 +303,14 @@ static inline __attribute__((always_inline)) AMX void amx_tile(const djob *j, in
     const uint32_t *xt = j->xi + (FEW ? 0 : j->tap[t]);
     for (int64_t b = 0; b < kb; b++) {
       int64_t kg = t * kb + b;
-      bsrc b0 = b_at(j, xt, kg, b, q0, stage[0], FEW);
+      if (FEW && kg + 1 < kb) few_stage(j, kg + 1, q0, N2, stage[(kg + 1) & 1]);
       _tile_loadd(4, a0 + kg * 16 * BG_KSTEP, 64);
-      _tile_loadd(6, b0.p, b0.ld);
+      if (FEW) _tile_loadd(6, stage[kg & 1][0], 64);
+      else _tile_loadd(6, xt + b * 16 * cs + q0, cs * 4);
       _tile_dpbf16ps(0, 4, 6);
       if (N2) {
-        bsrc b1 = b_at(j, xt, kg, b, q0 + 16, stage[1], FEW);
-        _tile_loadd(7, b1.p, b1.ld);
+        if (FEW) _tile_loadd(7, stage[kg & 1][1], 64);
+        else _tile_loadd(7, xt + b * 16 * cs + q0 + 16, cs * 4);
         _tile_dpbf16ps(1, 4, 7);
       }
       if (M2) {
