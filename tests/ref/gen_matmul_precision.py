@@ -149,3 +149,32 @@ r2 = np.maximum(conv1x1(r1, kb, cb), 0)
 r3 = np.maximum(conv1x1(r2, kc, cc), 0)
 r4 = np.maximum(conv1x1(r3, kd, cd) + r2, 0)
 np.save(os.path.join(bn, "ref0.npy"), r4.mean(axis=(2, 3)) @ wf.astype(np.float64).T + bf)
+
+# the same convs where a max pool reads the map between the two 1x1s as well: a kernel other than a conv touches it,
+# so it stays f32 (the conv writing it keeps an f32 y, the 1x1 reading it an f32 x); OUT/bneck_pool/
+bp = os.path.join(out, "bneck_pool")
+os.makedirs(bp, exist_ok=True)
+wp = (rng.standard_normal((10, 256)) / np.sqrt(256)).astype(np.float32)
+nodes = [
+    h.make_node("Conv", ["x", "ka", "ca"], ["t1"], pads=[1] * 4, name="conv3x3"),
+    h.make_node("Relu", ["t1"], ["r1"], name="relu1"),
+    h.make_node("Conv", ["r1", "kb", "cb"], ["t2"], name="widen"),
+    h.make_node("Relu", ["t2"], ["r2"], name="relu2"),
+    h.make_node("Conv", ["r2", "kc", "cc"], ["t3"], name="mix"),
+    h.make_node("Relu", ["t3"], ["r3"], name="relu3"),
+    h.make_node("MaxPool", ["r2"], ["mp"], kernel_shape=[3, 3], pads=[1] * 4, name="pool"),
+    h.make_node("Concat", ["r3", "mp"], ["cat"], axis=1, name="cat"),
+    h.make_node("GlobalAveragePool", ["cat"], ["gap"], name="gap"),
+    h.make_node("Flatten", ["gap"], ["flat"], name="flat"),
+    h.make_node("Gemm", ["flat", "wp", "bf"], ["logits"], transB=1, name="fc"),
+]
+inits = [nh.from_array(v, n) for n, v in (("ka", ka), ("ca", ca), ("kb", kb), ("cb", cb), ("kc", kc), ("cc", cc),
+                                          ("wp", wp), ("bf", bf))]
+g = h.make_graph(nodes, "bneck_pool", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
+                 [h.make_tensor_value_info("logits", T.FLOAT, None)], inits)
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(bp, "model.onnx"))
+np.save(os.path.join(bp, "in0.npy"), x)
+rp = np.pad(r2, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+mp = np.max([rp[:, :, i:i + 14, j:j + 14] for i in range(3) for j in range(3)], axis=0)
+cat = np.concatenate([r3, mp], axis=1)
+np.save(os.path.join(bp, "ref0.npy"), cat.mean(axis=(2, 3)) @ wp.astype(np.float64).T + bf)

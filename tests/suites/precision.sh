@@ -107,6 +107,13 @@ autocast_cnn bneck "bottleneck block"
   grep -q 'bf16 channel pairs: x residual)' "$tmp/k" &&
   ok "dump --kernels --autocast bf16: the maps between the bottleneck's 1x1s held as bf16 channel pairs" ||
   bad "dump --kernels --autocast bf16 (bottleneck)" "$(grep call "$tmp/k" | head -c 800)"
+# the same convs with a max pool reading the map between the 1x1s too: that map stays f32, the one before pairs
+autocast_cnn bneck_pool "bottleneck block with a pool on a map"
+"$P" dump "$tmp/mp/bneck_pool/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
+[ "$(grep -c 'bf16 channel pairs' "$tmp/k")" = 2 ] && grep -q 'bf16 channel pairs: y)' "$tmp/k" &&
+  grep -q 'bf16 channel pairs: x)' "$tmp/k" &&
+  ok "dump --kernels --autocast bf16: a map a pool reads too stays f32, the 3x3's result read by a 1x1 alone is pairs" ||
+  bad "dump --kernels --autocast bf16 (bottleneck with a pool)" "$(grep call "$tmp/k" | head -c 800)"
 # GELU's 1 + erf(u) under --autocast bf16 takes a 2e-6-absolute form (llvm_expr.c's fast_one_plus_erf; torch.autocast
 # computes GELU in bf16), without it the 1-ulp erf: the ONNX decomposition torch exports, on [-8, 8], against float64
 python3 - "$tmp/gelu" >"$tmp/gen.log" 2>&1 <<'PY' || bad "GELU model" "$(tail -n 3 "$tmp/gen.log")"
