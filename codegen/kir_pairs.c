@@ -77,9 +77,13 @@ pc_status kir_conv_pairs(kir_program *p) {
      * several taps copy all of x onto their planes, slower from pairs) */
     int one = c.kh == 1 && c.kw == 1 && !c.pad_t && !c.pad_l && !c.pad_b && !c.pad_r;
     int s1 = one && c.stride_h == 1 && c.stride_w == 1;
+    primc_conv2d cy = c; /* whether it writes pairs in place too (a 1x1 past one K block reads them only) */
+    cy.store = PRIMC_CONV_Y_PAIRS;
+    int y_ok = primc_conv_pairs_in_place(&cy);
     for (int j = 0; j < k->n_args; j++) {
       int a = k->args[j];
-      if (j == 4) writer[a] = writer[a] == -1 ? i : -2; /* y: a second writer rules it out */
+      if (j == 4 && !y_ok) bad[a] = 1;
+      else if (j == 4) writer[a] = writer[a] == -1 ? i : -2; /* y: a second writer rules it out */
       else if ((j == 1 && one) || (j == 6 && w[3] && s1)) last[a] = i; /* a 1x1's x, a stride-1 1x1's residual */
       else if (!((j == 5 && w[2] < 0) || (j == 6 && !w[3]))) bad[a] = 1; /* the absent bias and residual name y */
     }

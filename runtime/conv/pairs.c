@@ -34,9 +34,10 @@ void primc_conv_pairs_to_f32(const uint32_t *s, int64_t n, int64_t c, int64_t hw
 
 int primc_conv_pairs_in_place(const primc_conv2d *p) {
   if (!p || !primc_cv_valid(p) || p->groups != 1 || p->c % 32 || p->o % 2) return 0;
-  /* a 1x1 on the bf16 GEMM (any of its rows) whose sums stay in its thread buffers (K one block) */
+  /* a 1x1 on the bf16 GEMM (any of its rows); its y pairs only where its sums stay in the GEMM's thread buffers (K
+   * one block), else they pass through y */
   int one = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 && p->dil_w == 1 &&
-            !p->pad_t && !p->pad_l && !p->pad_b && !p->pad_r && p->c <= primc_bg_epi_k();
+            !p->pad_t && !p->pad_l && !p->pad_b && !p->pad_r && (p->c <= primc_bg_epi_k() || !(p->store & PRIMC_CONV_Y_PAIRS));
   return one || (primc_cv_bf16_taps_major(p) && primc_cv_bf16_direct_runs());
 }
 

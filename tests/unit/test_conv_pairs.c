@@ -129,7 +129,7 @@ static const primc_conv2d shapes[] = {
     {2, 64, 10, 9, 32, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},  /* 3x3/2: x split into phases */
     {1, 32, 8, 8, 64, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},   /* 1x1/2: a downsample */
     {1, 64, 20, 21, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* 1x1 over rows past 256 pixels */
-    {1, 2048, 2, 3, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* K past one block: converted */
+    {1, 2048, 2, 3, 64, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* K past one block: y pairs converted */
 };
 
 static void each(const char *how) {
@@ -151,7 +151,11 @@ static void each(const char *how) {
  * rest to f32 around the conv. */
 PC_TEST(conv_pairs) {
   CHECK_INT(primc_conv_pairs_in_place(&shapes[0]), 1);
-  CHECK_INT(primc_conv_pairs_in_place(&shapes[5]), 0); /* its sums would outgrow the GEMM's thread buffers */
+  primc_conv2d deep = shapes[5]; /* K past one block: its sums pass through y, which cannot be pairs then */
+  deep.store = PRIMC_CONV_X_PAIRS;
+  CHECK_INT(primc_conv_pairs_in_place(&deep), 1);
+  deep.store = PRIMC_CONV_X_PAIRS | PRIMC_CONV_Y_PAIRS;
+  CHECK_INT(primc_conv_pairs_in_place(&deep), 0);
   int direct = primc_conv_pairs_in_place(&shapes[1]);
   each(direct ? "this CPU's bf16 row" : "this CPU's bf16 row, 3x3s converted");
   if (primc_bgemm_force_row(PRIMC_BGEMM_ROW_GENERIC) == 0) {
