@@ -62,45 +62,35 @@ int primc_cv_bf16_run(const cv_call *k) {
   const primc_conv_epi *e = k->e;
   int64_t cg = p->c / p->groups, og = p->o / p->groups, kk = primc_cv_bf16_k(p), P = k->oh * k->ow;
   size_t stride = primc_cv_bf16_stride(og, kk);
-  int epi = primc_cv_epi_needed(e) || k->acc != k->y;
-  if (p->store) { /* maps of channel pairs: the executor runs them here only in place (primc_conv_pairs_in_place) */
-    int64_t xw = primc_conv_pairs_bytes(1, p->c, p->h, p->w) / 4, yw = primc_conv_pairs_bytes(1, p->o, k->oh, k->ow) / 4;
-    for (int64_t n = 0; n < p->n; n++) {
-      int64_t yoff = n * p->o * P;
-      const uint32_t *xp = p->store & PRIMC_CONV_X_PAIRS ? (const uint32_t *)k->x + n * xw : NULL;
-      const float *xf = xp ? NULL : k->x + n * p->c * p->h * p->w;
-      int rs = e->res && (p->store & PRIMC_CONV_RES_PAIRS), ys = p->store & PRIMC_CONV_Y_PAIRS;
-      epi_ctx ec = cv_epi_of(e, 0, ys ? NULL : k->y + yoff, e->res && !rs ? e->res + yoff : NULL);
-      ec.ldy = P;
-      ec.y_pairs = ys ? (uint32_t *)k->y + n * yw : NULL;
-      ec.res_pairs = rs ? (const uint32_t *)e->res + n * yw : NULL;
-      ec.pairs_c = p->o;
-      int st = primc_cv_bf16_taps_major(p) ? primc_cv_bf16_direct(p, xf, k->w, k->oh, k->ow, NULL, &ec, xp)
-               : xp ? primc_bg_packed_a_run_panels(k->w, og, P, kk, (const uint16_t *)xp, k->acc + yoff, P,
-                                                   primc_cv_epi_rows, &ec)
-                    : primc_bg_packed_a_run_epi(k->w, og, P, kk, xf, P, NULL, NULL, k->acc + yoff, P, primc_cv_epi_rows, &ec);
-      if (st != PRIMC_OK) return st;
-    }
-    return PRIMC_OK;
-  }
+  /* maps of channel pairs (p->store: one group; the executor runs them here only in place, primc_conv_pairs_in_place)
+   * always take the epilogue, which reads and writes them; a 1x1 of them runs on the GEMM */
+  int epi = primc_cv_epi_needed(e) || k->acc != k->y || p->store;
+  int rs = e->res && (p->store & PRIMC_CONV_RES_PAIRS), ys = p->store & PRIMC_CONV_Y_PAIRS;
+  int64_t xw = primc_conv_pairs_bytes(1, p->c, p->h, p->w) / 4, yw = primc_conv_pairs_bytes(1, p->o, k->oh, k->ow) / 4;
   for (int64_t n = 0; n < p->n; n++)
     for (int64_t g = 0; g < p->groups; g++) {
       const float *xg = k->x + (n * p->c + g * cg) * p->h * p->w;
+      const uint32_t *xp = p->store & PRIMC_CONV_X_PAIRS ? (const uint32_t *)k->x + n * xw : NULL;
       int64_t yoff = (n * p->o + g * og) * P;
       col_src s = {p, xg, k->oh, k->ow, cv_use_avx512() && (p->stride_w == 1 || p->stride_w == 2)};
       int pw = cv_is_pointwise(p), tm = primc_cv_bf16_taps_major(p);
       const char *wg = (const char *)k->w + g * stride;
-      epi_ctx ec = cv_epi_of(e, g * og, k->y + yoff, e->res ? e->res + yoff : NULL);
+      epi_ctx ec = cv_epi_of(e, g * og, ys ? NULL : k->y + yoff, e->res && !rs ? e->res + yoff : NULL);
       ec.ldy = P; /* the bf16 GEMM hands the epilogue a buffer of each block's sums */
-      if (primc_cv_bf16_in_place(p) && primc_cv_bf16_direct_runs()) { /* the epilogue as the sums are copied out */
-        int st = primc_cv_bf16_direct(p, xg, wg, k->oh, k->ow, k->acc + yoff, epi ? &ec : NULL, NULL);
+      ec.y_pairs = ys ? (uint32_t *)k->y + n * yw : NULL;
+      ec.res_pairs = rs ? (const uint32_t *)e->res + n * yw : NULL;
+      ec.pairs_c = p->o;
+      if (primc_cv_bf16_in_place(p) && primc_cv_bf16_direct_runs() && (tm || !p->store)) {
+        /* the epilogue as the sums are copied out */
+        int st = primc_cv_bf16_direct(p, xg, wg, k->oh, k->ow, k->acc + yoff, epi ? &ec : NULL, xp);
         if (st != PRIMC_OK) return st;
         continue;
       }
       /* the epilogue on each block of sums as the GEMM finishes it */
       primc_brow_fn row = pw ? NULL : tm ? col_row_taps : primc_cv_col_row;
-      int st = primc_bg_packed_a_run_epi(wg, og, P, kk, pw ? xg : NULL, P, row, &s, k->acc + yoff, P,
-                                         epi ? primc_cv_epi_rows : NULL, &ec);
+      int st = xp ? primc_bg_packed_a_run_panels(wg, og, P, kk, (const uint16_t *)xp, k->acc + yoff, P, primc_cv_epi_rows, &ec)
+                  : primc_bg_packed_a_run_epi(wg, og, P, kk, pw ? xg : NULL, P, row, &s, k->acc + yoff, P,
+                                              epi ? primc_cv_epi_rows : NULL, &ec);
       if (st != PRIMC_OK) return st;
     }
   return PRIMC_OK;
