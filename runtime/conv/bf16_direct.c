@@ -149,6 +149,23 @@ static inline __attribute__((always_inline)) BF16 void put_pairs(uint32_t *d, __
   _mm512_mask_storeu_epi32(d, (__mmask16)((1u << n) - 1), v);
 }
 
+/* channel pair i's phase planes zeroed, those no tap reads left as they are */
+static void planes_zero(const djob *j, int64_t i) {
+  uint32_t *d = j->xi + i * j->s * j->s * j->plane;
+  for (int ph = 0; ph < j->s * j->s; ph++)
+    if (j->used[ph]) memset(d + ph * j->plane, 0, sizeof *d * (size_t)j->plane);
+}
+
+/* where input row y of channel pair i goes: its phase row (py % s, 0), or NULL when no tap reads that row's phases;
+ * *u the row's phases' used flags */
+static uint32_t *phase_row(const djob *j, int64_t i, int64_t y, const unsigned char **u) {
+  const int s = j->s;
+  int64_t py = y + j->p->pad_t;
+  *u = j->used + py % s * s;
+  if (s == 2 && !(*u)[0] && !(*u)[1]) return NULL;
+  return j->xi + i * s * s * j->plane + py % s * s * j->plane + py / s * j->wph;
+}
+
 /* channel pairs [b, e) of x onto their zeroed phase planes; at stride 2 each 32 columns split into even and odd */
 static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
   const djob *j = ctx;
@@ -158,18 +175,15 @@ static BF16 void pairs_make(void *ctx, int64_t b, int64_t e) {
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   for (int64_t i = b; i < e; i++) {
-    uint32_t *d = j->xi + i * s * s * j->plane;
-    for (int ph = 0; ph < s * s; ph++) /* the planes no tap reads are left as they are */
-      if (j->used[ph]) memset(d + ph * j->plane, 0, sizeof *d * (size_t)j->plane);
+    planes_zero(j, i);
     if (i >= j->pairs) continue; /* the zero pair */
     /* an odd count's last pair: the channel and zeros (x0 itself, then a zero mask) */
     int two = 2 * i + 1 < p->c / p->groups;
     const float *x0 = j->x + 2 * i * hw, *x1 = two ? x0 + hw : x0;
     for (int64_t y = 0; y < p->h; y++) {
-      int64_t py = y + p->pad_t;
-      const unsigned char *u = j->used + py % s * s;
-      if (s == 2 && !u[0] && !u[1]) continue;
-      uint32_t *row = d + py % s * s * j->plane + py / s * j->wph; /* phase row (py % s, 0) */
+      const unsigned char *u;
+      uint32_t *row = phase_row(j, i, y, &u);
+      if (!row) continue;
       const float *r0 = x0 + y * p->w, *r1 = x1 + y * p->w;
       if (s == 1) {
         for (int64_t c = 0; c < p->w; c += 16) {
@@ -214,14 +228,11 @@ static BF16 void pairs_copy(void *ctx, int64_t b, int64_t e) {
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   uint32_t seg[32];
   for (int64_t i = b; i < e; i++) {
-    uint32_t *d = j->xi + i * s * s * j->plane;
-    for (int ph = 0; ph < s * s; ph++) /* the planes no tap reads are left as they are */
-      if (j->used[ph]) memset(d + ph * j->plane, 0, sizeof *d * (size_t)j->plane);
+    planes_zero(j, i);
     for (int64_t y = 0; y < p->h; y++) {
-      int64_t py = y + p->pad_t;
-      const unsigned char *u = j->used + py % s * s;
-      if (s == 2 && !u[0] && !u[1]) continue;
-      uint32_t *row = d + py % s * s * j->plane + py / s * j->wph;
+      const unsigned char *u;
+      uint32_t *row = phase_row(j, i, y, &u);
+      if (!row) continue;
       if (s == 1) {
         pair_pixels(j, i, y * p->w, p->w, row + p->pad_l);
         continue;
