@@ -63,7 +63,6 @@ np.save(os.path.join(out, "f16_ref2.npy"), ud @ ud.transpose(0, 2, 1))
 # --autocast bf16: a batch of 200 images through a conv the bf16 row takes (128 -> 128 channels, 3x3: deep sums into
 # many channels), one it leaves f32 (8 -> 128), global average pool and a classifier Gemm; OUT/cnn/.
 cnn = os.path.join(out, "cnn")
-os.makedirs(cnn, exist_ok=True)
 x = rng.standard_normal((200, 8, 10, 10)).astype(np.float32)
 k1 = (rng.standard_normal((128, 8, 3, 3)) / np.sqrt(72)).astype(np.float32)
 c1 = (0.1 * rng.standard_normal(128)).astype(np.float32)
@@ -83,23 +82,34 @@ def conv3x3(v, k, b):
     return y + b[None, :, None, None]
 
 
+def classifier(feat, w):
+    """global average pool of feat, then the classifier Gemm (w, bf) into logits"""
+    return [h.make_node("GlobalAveragePool", [feat], ["gap"], name="gap"),
+            h.make_node("Flatten", ["gap"], ["flat"], name="flat"),
+            h.make_node("Gemm", ["flat", w, "bf"], ["logits"], transB=1, name="fc")]
+
+
+def save_cnn(d, nodes, inits, x, ref):
+    """the graph of nodes (input x, output logits; inits (name, value) pairs) as d/model.onnx, x as d/in0.npy and the
+    float64 logits as d/ref0.npy"""
+    os.makedirs(d, exist_ok=True)
+    g = h.make_graph(nodes, os.path.basename(d), [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
+                     [h.make_tensor_value_info("logits", T.FLOAT, None)], [nh.from_array(v, n) for n, v in inits])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(d, "model.onnx"))
+    np.save(os.path.join(d, "in0.npy"), x)
+    np.save(os.path.join(d, "ref0.npy"), ref)
+
+
 nodes = [
     h.make_node("Conv", ["x", "k1", "c1"], ["t1"], pads=[1] * 4, name="conv_narrow"),
     h.make_node("Relu", ["t1"], ["r1"], name="relu1"),
     h.make_node("Conv", ["r1", "k2", "c2"], ["t2"], pads=[1] * 4, name="conv_deep"),
     h.make_node("Relu", ["t2"], ["r2"], name="relu2"),
-    h.make_node("GlobalAveragePool", ["r2"], ["gap"], name="gap"),
-    h.make_node("Flatten", ["gap"], ["flat"], name="flat"),
-    h.make_node("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1, name="fc"),
-]
-inits = [nh.from_array(v, n) for n, v in (("k1", k1), ("c1", c1), ("k2", k2), ("c2", c2), ("wf", wf), ("bf", bf))]
-g = h.make_graph(nodes, "cnn", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
-                 [h.make_tensor_value_info("logits", T.FLOAT, None)], inits)
-onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(cnn, "model.onnx"))
-np.save(os.path.join(cnn, "in0.npy"), x)
+] + classifier("r2", "wf")
 r1 = np.maximum(conv3x3(x.astype(np.float64), k1, c1), 0)
 r2 = np.maximum(conv3x3(r1, k2, c2), 0)
-np.save(os.path.join(cnn, "ref0.npy"), r2.mean(axis=(2, 3)) @ wf.astype(np.float64).T + bf)
+save_cnn(cnn, nodes, (("k1", k1), ("c1", c1), ("k2", k2), ("c2", c2), ("wf", wf), ("bf", bf)), x,
+         r2.mean(axis=(2, 3)) @ wf.astype(np.float64).T + bf)
 r1 = np.maximum(conv3x3(f16(x), f16(k1), c1), 0)
 r2 = np.maximum(conv3x3(f16(r1), f16(k2), c2), 0)
 np.save(os.path.join(cnn, "f16_ref0.npy"), f16(r2.mean(axis=(2, 3))) @ f16(wf).T + bf)
@@ -108,8 +118,6 @@ np.save(os.path.join(cnn, "f16_ref0.npy"), f16(r2.mean(axis=(2, 3))) @ f16(wf).T
 # --autocast bf16 on a bottleneck block (ResNet-50's shape, small): 3x3 64 -> 64, 1x1 64 -> 128 whose result feeds
 # a 1x1 and that 1x1's residual, 1x1 128 -> 128 + residual, ReLUs, global average pool, classifier; OUT/bneck/. The maps
 # the 1x1s read stay bf16 channel pairs between the convs (codegen/kir_pairs.c).
-bn = os.path.join(out, "bneck")
-os.makedirs(bn, exist_ok=True)
 x = rng.standard_normal((64, 64, 14, 14)).astype(np.float32)
 ka = (rng.standard_normal((64, 64, 3, 3)) / np.sqrt(576)).astype(np.float32)
 kb = (rng.standard_normal((128, 64, 1, 1)) / np.sqrt(64)).astype(np.float32)
@@ -118,26 +126,21 @@ kd = (rng.standard_normal((128, 128, 1, 1)) / np.sqrt(128)).astype(np.float32)
 ca, cb, cc, cd = ((0.1 * rng.standard_normal(n)).astype(np.float32) for n in (64, 128, 128, 128))
 wf = (rng.standard_normal((10, 128)) / np.sqrt(128)).astype(np.float32)
 bf = (0.1 * rng.standard_normal(10)).astype(np.float32)
-nodes = [
+# the 3x3 and the two 1x1s both models share
+trunk = [
     h.make_node("Conv", ["x", "ka", "ca"], ["t1"], pads=[1] * 4, name="conv3x3"),
     h.make_node("Relu", ["t1"], ["r1"], name="relu1"),
     h.make_node("Conv", ["r1", "kb", "cb"], ["t2"], name="widen"),
     h.make_node("Relu", ["t2"], ["r2"], name="relu2"),
     h.make_node("Conv", ["r2", "kc", "cc"], ["t3"], name="mix"),
     h.make_node("Relu", ["t3"], ["r3"], name="relu3"),
+]
+trunk_inits = (("ka", ka), ("ca", ca), ("kb", kb), ("cb", cb), ("kc", kc), ("cc", cc))
+nodes = trunk + [
     h.make_node("Conv", ["r3", "kd", "cd"], ["t4"], name="project"),
     h.make_node("Add", ["t4", "r2"], ["s4"], name="residual"),
     h.make_node("Relu", ["s4"], ["r4"], name="relu4"),
-    h.make_node("GlobalAveragePool", ["r4"], ["gap"], name="gap"),
-    h.make_node("Flatten", ["gap"], ["flat"], name="flat"),
-    h.make_node("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1, name="fc"),
-]
-inits = [nh.from_array(v, n) for n, v in (("ka", ka), ("ca", ca), ("kb", kb), ("cb", cb), ("kc", kc), ("cc", cc),
-                                          ("kd", kd), ("cd", cd), ("wf", wf), ("bf", bf))]
-g = h.make_graph(nodes, "bneck", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
-                 [h.make_tensor_value_info("logits", T.FLOAT, None)], inits)
-onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(bn, "model.onnx"))
-np.save(os.path.join(bn, "in0.npy"), x)
+] + classifier("r4", "wf")
 
 
 def conv1x1(v, k, b):
@@ -148,33 +151,18 @@ r1 = np.maximum(conv3x3(x.astype(np.float64), ka, ca), 0)
 r2 = np.maximum(conv1x1(r1, kb, cb), 0)
 r3 = np.maximum(conv1x1(r2, kc, cc), 0)
 r4 = np.maximum(conv1x1(r3, kd, cd) + r2, 0)
-np.save(os.path.join(bn, "ref0.npy"), r4.mean(axis=(2, 3)) @ wf.astype(np.float64).T + bf)
+save_cnn(os.path.join(out, "bneck"), nodes, trunk_inits + (("kd", kd), ("cd", cd), ("wf", wf), ("bf", bf)), x,
+         r4.mean(axis=(2, 3)) @ wf.astype(np.float64).T + bf)
 
 # the same convs where a max pool reads the map between the two 1x1s as well: a kernel other than a conv touches it,
 # so it stays f32 (the conv writing it keeps an f32 y, the 1x1 reading it an f32 x); OUT/bneck_pool/
-bp = os.path.join(out, "bneck_pool")
-os.makedirs(bp, exist_ok=True)
 wp = (rng.standard_normal((10, 256)) / np.sqrt(256)).astype(np.float32)
-nodes = [
-    h.make_node("Conv", ["x", "ka", "ca"], ["t1"], pads=[1] * 4, name="conv3x3"),
-    h.make_node("Relu", ["t1"], ["r1"], name="relu1"),
-    h.make_node("Conv", ["r1", "kb", "cb"], ["t2"], name="widen"),
-    h.make_node("Relu", ["t2"], ["r2"], name="relu2"),
-    h.make_node("Conv", ["r2", "kc", "cc"], ["t3"], name="mix"),
-    h.make_node("Relu", ["t3"], ["r3"], name="relu3"),
+nodes = trunk + [
     h.make_node("MaxPool", ["r2"], ["mp"], kernel_shape=[3, 3], pads=[1] * 4, name="pool"),
     h.make_node("Concat", ["r3", "mp"], ["cat"], axis=1, name="cat"),
-    h.make_node("GlobalAveragePool", ["cat"], ["gap"], name="gap"),
-    h.make_node("Flatten", ["gap"], ["flat"], name="flat"),
-    h.make_node("Gemm", ["flat", "wp", "bf"], ["logits"], transB=1, name="fc"),
-]
-inits = [nh.from_array(v, n) for n, v in (("ka", ka), ("ca", ca), ("kb", kb), ("cb", cb), ("kc", kc), ("cc", cc),
-                                          ("wp", wp), ("bf", bf))]
-g = h.make_graph(nodes, "bneck_pool", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
-                 [h.make_tensor_value_info("logits", T.FLOAT, None)], inits)
-onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(bp, "model.onnx"))
-np.save(os.path.join(bp, "in0.npy"), x)
+] + classifier("cat", "wp")
 rp = np.pad(r2, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
 mp = np.max([rp[:, :, i:i + 14, j:j + 14] for i in range(3) for j in range(3)], axis=0)
 cat = np.concatenate([r3, mp], axis=1)
-np.save(os.path.join(bp, "ref0.npy"), cat.mean(axis=(2, 3)) @ wp.astype(np.float64).T + bf)
+save_cnn(os.path.join(out, "bneck_pool"), nodes, trunk_inits + (("wp", wp), ("bf", bf)), x,
+         cat.mean(axis=(2, 3)) @ wp.astype(np.float64).T + bf)

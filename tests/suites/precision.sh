@@ -77,7 +77,7 @@ done
   ok "dump --kernels: the four contractions are bf16 calls, one packing its B per call" ||
   bad "dump --kernels --matmul-precision medium" "$(grep call "$tmp/k" | head -c 600)"
 # a CNN classifier of OUT/mp/NAME under --autocast bf16 (LABEL): logits within (1e-4, 3e-2] of max |ref| of float64
-# numpy and the same class for >= 99% of the images
+# numpy and the same class for >= 99% of the images; its `dump --kernels` left in $tmp/k for the caller's checks
 autocast_cnn() {
   local name=$1 label=$2
   if "$P" compile "$tmp/mp/$name/model.onnx" --autocast bf16 -o "$tmp/${name}_bf16" >"$tmp/err" 2>&1 &&
@@ -91,10 +91,10 @@ sys.exit(0 if 1e-4 < err <= 3e-2 and same >= 0.99 else 1)
 PY
   then ok "--autocast bf16 $label: $(tail -n 1 "$tmp/err")"
   else bad "--autocast bf16 $label" "$(tail -n 3 "$tmp/err")"; fi
+  "$P" dump "$tmp/mp/$name/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
 }
 # on 200 images: the deep conv on the bf16 row, the narrow one f32, the classifier a bf16 dot
 autocast_cnn cnn CNN
-"$P" dump "$tmp/mp/cnn/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
 [ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = 1 ] && [ "$(grep -c 'call primc_k_conv' "$tmp/k")" = 2 ] &&
   grep -q 'call primc_k_dot_bf16.*autocast bf16' "$tmp/k" &&
   ok "dump --kernels --autocast bf16: the deep conv on the bf16 row, the narrow one f32, the classifier a bf16 dot" ||
@@ -102,14 +102,12 @@ autocast_cnn cnn CNN
 # on a bottleneck block: the maps its 1x1s read as x or as the residual are bf16 channel pairs between the convs
 # (codegen/kir_pairs.c)
 autocast_cnn bneck "bottleneck block"
-"$P" dump "$tmp/mp/bneck/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
 [ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = 4 ] && grep -q 'bf16 channel pairs: x y)' "$tmp/k" &&
   grep -q 'bf16 channel pairs: x residual)' "$tmp/k" &&
   ok "dump --kernels --autocast bf16: the maps between the bottleneck's 1x1s held as bf16 channel pairs" ||
   bad "dump --kernels --autocast bf16 (bottleneck)" "$(grep call "$tmp/k" | head -c 800)"
 # the same convs with a max pool reading the map between the 1x1s too: that map stays f32, the one before pairs
 autocast_cnn bneck_pool "bottleneck block with a pool on a map"
-"$P" dump "$tmp/mp/bneck_pool/model.onnx" --kernels --autocast bf16 >"$tmp/k" 2>&1
 [ "$(grep -c 'bf16 channel pairs' "$tmp/k")" = 2 ] && grep -q 'bf16 channel pairs: y)' "$tmp/k" &&
   grep -q 'bf16 channel pairs: x)' "$tmp/k" &&
   ok "dump --kernels --autocast bf16: a map a pool reads too stays f32, the 3x3's result read by a 1x1 alone is pairs" ||
