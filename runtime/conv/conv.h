@@ -399,7 +399,8 @@ void primc_cv_prefetch_out(const epi_ctx *e, int64_t P, int64_t m0, int64_t mb, 
  * before, which reused the workspace, split their work differently), and each store first waits for the line to
  * come over: SqueezeNet's 3 -> 64 stem, 3 MB of output, took 0.28 ms on 1 thread and on 2, where alone it takes
  * 0.145 on 2. Prefetched for writing at the start of each band it takes 0.25. On one thread they are this core's
- * already, and the prefetches cost 3% */
+ * already, and the prefetches cost 3%. The depthwise lanes row does the same per band (MnasNet's 480-channel 5x5 at
+ * 14x14: 0.067 -> 0.048 ms on 2 threads in the model); the GEMM rows' tiles gained nothing from it, nor did the pair */
 static inline int cv_pf_out(void) { return PRIMC_X86 && primc_num_threads() > 1; }
 /* the same on any CPU: primc_cv_ct_store with AVX-512, else each channel's pixels gathered, then cv_epi_row */
 void cv_ct_store(const epi_ctx *e, int64_t P, const float *ct, int64_t ldc, int64_t m0, int64_t mb, int64_t nb);
@@ -445,13 +446,14 @@ typedef struct dw_job {
   const primc_conv_epi *e;
   float *acc, *y; /* the sums go to acc, the epilogue's results to y (may be acc) */
   int64_t oh, ow;
-  int isa; /* PRIMC_ISA_*: what the row's code and epilogue may use */
+  int isa;    /* PRIMC_ISA_*: what the row's code and epilogue may use */
+  int pf_out; /* each band's output lines prefetched for writing first (cv_pf_out) */
 } dw_job;
 
 #if PRIMC_X86
 /* an AVX2 row's run: items [0, items) of the call's dw_job over the pool */
 static inline int cv_run_avx2(const cv_call *c, int64_t items, void (*range)(void *ctx, int64_t b, int64_t e)) {
-  dw_job j = {c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, PRIMC_ISA_AVX2};
+  dw_job j = {c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, PRIMC_ISA_AVX2, 0};
   primc_parallel_for(items, range, &j);
   return PRIMC_OK;
 }

@@ -554,6 +554,7 @@ __attribute__((target("avx512f"))) void primc_cv_dwl_item(const dw_job *j, int64
       keep = have0 + have - ih0 < need ? have0 + have - ih0 : need;
       memmove(tile, tile + (ih0 - have0) * g.pw * 16, (size_t)(keep * g.pw * 16) * sizeof(float));
     }
+    if (j->pf_out) primc_cv_prefetch_out(&(epi_ctx){.y = acc}, P, oy0 * j->ow, rows * j->ow, nch);
     dwl_fill(p, src, oy0, keep, need, g.pw, tile);
     have0 = ih0, have = need;
     dwl_band(&d, tile, rows, out);
@@ -593,7 +594,7 @@ __attribute__((target("avx512f"))) static void dwl_range(void *ctx, int64_t b, i
 /* ---------------------------------------------------------------- the rows */
 
 static dw_job dw_job_of(const cv_call *c) {
-  return (dw_job){c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, primc_sgemm_isa()};
+  return (dw_job){c->p, c->x, c->w, c->e, c->acc, c->y, c->oh, c->ow, primc_sgemm_isa(), cv_pf_out()};
 }
 
 

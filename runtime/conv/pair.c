@@ -311,7 +311,7 @@ int primc_conv2d_then_dw_f32(const primc_conv2d *pw, const float *x, const float
     while (parts < t && parts < oh && blocks * parts % t) parts++;
     if (blocks * parts % t) parts = 1;
   }
-  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, lanes == 16 ? PRIMC_ISA_AVX512 : PRIMC_ISA_AVX2}, pw, x, w1, e1,
+  then_dw_job j = {{dw, NULL, w2, e2, y, y, oh, ow, lanes == 16 ? PRIMC_ISA_AVX512 : PRIMC_ISA_AVX2, 0}, pw, x, w1, e1,
                    parts, part_major};
   primc_parallel_for(blocks * parts, lanes == 16 ? then_dw_range : then_dw_range8, &j);
   return PRIMC_OK;
