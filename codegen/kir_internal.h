@@ -129,5 +129,8 @@ pc_status kir_pool_calls_rewrite(kir_program *p);
 pc_status kir_tile_transposes(kir_program *p);
 /* --autocast bf16's maps between convs held as bf16 channel pairs where only convs touch them (kir_pairs.c) */
 pc_status kir_conv_pairs(kir_program *p);
+/* conv call i whose per-call packed weights (lanes, Winograd) a loop kernel flipped out of another conv's reads those
+ * instead, the flip absorbed (kir_flip.c); 1 when it did */
+int kir_conv_read_flipped(kir_program *p, int i);
 
 #endif

@@ -128,11 +128,14 @@ static void print_conv_row(const kir_program *p, const kir_kernel *k, FILE *f) {
   int row = (int)k->params[CONV_EPI_AT + CONV_EPI_ROW] - 1, heur = row;
   primc_conv2d c;
   fprintf(f, " conv row %s", primc_conv_row_name(row));
-  if (k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] < 0) fprintf(f, " (computed weights packed by each call)");
+  int64_t st = k->params[CONV_EPI_AT + PRIMC_CONV_EPI_STORE];
+  if (k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] < 0)
+    fprintf(f, " (computed weights packed by each call%s)", /* codegen/kir_flip.c */
+            st & PRIMC_CONV_W_FLIPPED ? ", read flipped from the conv's whose input gradient this is" : "");
   if (k->params[CONV_EPI_AT + CONV_EPI_ROW - 3] == PRIMC_CONV_W_BF16 &&
       k->params[CONV_EPI_AT + CONV_EPI_ROW - 2] == PRIMC_CONV_BF16_STREAM)
     fprintf(f, " (the program's bf16 weights outgrow this CPU's last-level cache: streamed from memory each run)");
-  int64_t st = k->params[CONV_EPI_AT + PRIMC_CONV_EPI_STORE];
+  st &= PRIMC_CONV_X_PAIRS | PRIMC_CONV_Y_PAIRS | PRIMC_CONV_RES_PAIRS;
   if (st) /* codegen/kir_pairs.c */
     fprintf(f, " (bf16 channel pairs:%s%s%s)", st & PRIMC_CONV_X_PAIRS ? " x" : "", st & PRIMC_CONV_Y_PAIRS ? " y" : "",
             st & PRIMC_CONV_RES_PAIRS ? " residual" : "");
@@ -185,7 +188,9 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
     if (k->absorbed) fprintf(f, " (in k%d's call)", idx - 2);
     fprintf(f, "\n");
   } else {
-    fprintf(f, "%s loops(", k->absorbed ? " (epilogue)" : "");
+    int epi = 0; /* an absorbed loop kernel is a call's epilogue, or work a call does its own way (not run) */
+    for (int j = 0; k->absorbed && j < p->n_kernels && !epi; j++) epi = p->kernels[j].has_epilogue && p->kernels[j].epilogue == idx;
+    fprintf(f, "%s loops(", !k->absorbed ? "" : epi ? " (epilogue)" : " (absorbed: not run)");
     for (int l = 0; l < k->n_loops; l++)
       fprintf(f, "%si%d<%lld%s", l ? ", " : "", l, (long long)k->extent[l], l < k->n_par ? "" : " reduce");
     fprintf(f, ")\n");

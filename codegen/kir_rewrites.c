@@ -473,7 +473,8 @@ static void conv_plan_words(kir_kernel *k, const primc_conv_plan *plan, int64_t 
  * meets enough output pixels to repay the copy: ResNet-18's 3x3s at batch 8 ran 1.3-1.5x faster on the direct
  * lanes, Winograd or the batch row's strips than on plain weights (build/conv_ab --plain). */
 #define RUNTIME_PACK_MIN_PIXELS 64
-static pc_status runtime_packed_conv(kir_program *p, kir_kernel *k) {
+static pc_status runtime_packed_conv(kir_program *p, int i) {
+  kir_kernel *k = &p->kernels[i];
   primc_conv2d c;
   primc_conv_plan plan;
   const kir_buf *w = &p->bufs[k->args[2]];
@@ -490,6 +491,7 @@ static pc_status runtime_packed_conv(kir_program *p, kir_kernel *k) {
     k->args[3] = sb;
   }
   conv_plan_words(k, &plan, -bytes); /* negative: packed by the call from the plain weights */
+  kir_conv_read_flipped(p, i);
   return PC_OK;
 }
 
@@ -750,7 +752,7 @@ static pc_status pack_weights(kir_program *p) {
       if (k->pair) continue; /* the pair reads plain weights, and so does its first conv's own row */
       int nb = packed_conv_weights(p, k, &plan);
       if (nb < 0) {
-        if (runtime_packed_conv(p, k) != PC_OK) return p->g->status ? p->g->status : PC_ERR_NOMEM;
+        if (runtime_packed_conv(p, i) != PC_OK) return p->g->status ? p->g->status : PC_ERR_NOMEM;
         continue;
       }
       k->args[2] = nb;

@@ -296,9 +296,12 @@ int primc_k_conv(const int64_t *params, void *const *bufs) {
       return PRIMC_ERR_RUNTIME;
     primc_conv2d plain = p; /* the weights as they arrive */
     primc_conv2d_set_layout(&plain, PRIMC_CONV_W_PLAIN, 0);
-    int st = primc_conv_plan_pack(&plain, &plan, bufs[2], dst);
+    int st = q[PRIMC_CONV_EPI_STORE] & PRIMC_CONV_W_FLIPPED ? primc_conv_plan_pack_flipped(&plain, &plan, bufs[2], dst)
+                                                            : primc_conv_plan_pack(&plain, &plan, bufs[2], dst);
     if (st != PRIMC_OK) return st;
     w = dst;
+  } else if (q[PRIMC_CONV_EPI_STORE] & PRIMC_CONV_W_FLIPPED) {
+    return PRIMC_ERR_RUNTIME; /* flipped weights are read only by the per-call packing */
   } else if (q[CONV_EPI_PACKED] &&
              (q[CONV_EPI_WBYTES] < 1 || primc_conv2d_check_weights(&p, bufs[2], (size_t)q[CONV_EPI_WBYTES]))) {
     /* packed weights may come from a weights file: their headers decide every read, so they are checked first */

@@ -706,6 +706,9 @@ typedef struct primc_conv2d {
  * pair i at pixel q is at (q / 32) 32 cp + ((i / 16) 2 + q % 32 / 16) 256 + i % 16 * 16 + q % 16. The bf16 row reads
  * and writes such maps where primc_conv_pairs_in_place says; every other path converts them to f32 around the conv. */
 enum { PRIMC_CONV_X_PAIRS = 1, PRIMC_CONV_Y_PAIRS = 2, PRIMC_CONV_RES_PAIRS = 4 };
+/* in the same word: the call packs its weights per call from the conv's whose input gradient it is, [c][o][kh][kw]
+ * with each kernel reversed in both axes (primc_conv_plan_pack_flipped: the direct lanes and Winograd layouts) */
+enum { PRIMC_CONV_W_FLIPPED = 8 };
 int64_t primc_conv_pairs_bytes(int64_t n, int64_t c, int64_t h, int64_t w);
 /* the word of pair i at pixel q of an image of c channels held so */
 static inline int64_t primc_conv_pair_at(int64_t c, int64_t i, int64_t q) {
@@ -736,10 +739,14 @@ int primc_conv2d_weight_layout(const primc_conv2d *p);
  * F(2x2, 3x3); its weights are transformed once: the 16 matrices U_xi [o][c] of G g G^T, each packed
  * by primc_sgemm_pack_a with tile height mr, one after the other (primc_conv2d_winograd_bytes) */
 int primc_conv2d_pack_winograd(const primc_conv2d *p, const float *w, int mr, float *dst);
+/* the same from wf, the weights of the conv whose input gradient p is (as primc_conv2d_pack_lanes_flipped's) */
+int primc_conv2d_pack_winograd_flipped(const primc_conv2d *p, const float *wf, int mr, float *dst);
 size_t primc_conv2d_winograd_bytes(const primc_conv2d *p);
 /* LANES (one group, AVX-512): the conv runs direct with 32 output channels in the vector lanes and
  * pixels broadcast from x in place; weights [ceil(o/32)][c kh kw][32], channels past o zero */
 int primc_conv2d_pack_lanes(const primc_conv2d *p, const float *w, float *dst);
+/* the same from wf, the weights of the conv whose input gradient p is: w[o][c][r][s] = wf[c][o][kh-1-r][kw-1-s] */
+int primc_conv2d_pack_lanes_flipped(const primc_conv2d *p, const float *wf, float *dst);
 size_t primc_conv2d_lanes_bytes(const primc_conv2d *p);
 /* Checks weights w (bytes of them) before a conv reads them: p's packed panels (PRIMC_CONV_W_PANELS) one
  * header per group, each as primc_sgemm_packed_check, the next group's at the stride the first's ISA
@@ -881,6 +888,9 @@ int64_t primc_conv_plan_scratch_floats(const primc_conv2d *p, const primc_conv_p
 size_t primc_conv_plan_weight_bytes(const primc_conv2d *p, const primc_conv_plan *plan);
 /* w (plain OIHW) into dst as the plan's layout wants (primc_conv_plan_weight_bytes, 64-byte aligned) */
 int primc_conv_plan_pack(const primc_conv2d *p, const primc_conv_plan *plan, const float *w, void *dst);
+/* the same from wf, the weights of the conv whose input gradient p is (PRIMC_CONV_W_FLIPPED): the LANES and
+ * WINOGRAD layouts; PRIMC_ERR_ARG for others */
+int primc_conv_plan_pack_flipped(const primc_conv2d *p, const primc_conv_plan *plan, const float *wf, void *dst);
 /* where a call that packs its weights at run time (weights computed by the program: a training step's) puts
  * them in its scratch: past the plan's col, at a multiple of 64 bytes */
 int64_t primc_conv_plan_pack_offset(const primc_conv2d *p, const primc_conv_plan *plan);

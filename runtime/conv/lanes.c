@@ -286,20 +286,63 @@ __attribute__((target("avx512f"))) static void pack_lanes_blocks16(void *ctx, in
 }
 #endif
 
+/* the same blocks from the weights of the conv whose input gradient p is (j->w: [c][o][T], each kernel's T taps
+ * reversed): block ob's rows at channel c are 32 rows of T taps one after another */
+static void pack_flipped_blocks(void *ctx, int64_t b, int64_t e) {
+  const pack_lanes_job *j = ctx;
+  int64_t T = j->p->kh * j->p->kw, kk = j->p->c * T, O = j->p->o;
+  for (int64_t ob = b; ob < e; ob++)
+    for (int64_t c = 0; c < j->p->c; c++)
+      for (int64_t t = 0; t < T; t++)
+        for (int64_t l = 0; l < DL_NR; l++) {
+          int64_t o = ob * DL_NR + l;
+          j->dst[(ob * kk + c * T + t) * DL_NR + l] = o < O ? j->w[(c * O + o) * T + T - 1 - t] : 0.0f;
+        }
+}
+
+#if PRIMC_X86
+/* as 16 x 16 transposes of 16 rows of up to 16 taps each */
+__attribute__((target("avx512f"))) static void pack_flipped_blocks16(void *ctx, int64_t b, int64_t e) {
+  const pack_lanes_job *j = ctx;
+  int64_t T = j->p->kh * j->p->kw, kk = j->p->c * T, O = j->p->o;
+  for (int64_t ob = b; ob < e; ob++)
+    for (int h = 0; h < DL_NR / 16; h++) {
+      int64_t o0 = ob * DL_NR + h * 16, rows = O - o0 < 16 ? O - o0 : 16;
+      for (int64_t c = 0; c < j->p->c; c++)
+        for (int64_t t0 = 0; t0 < T; t0 += 16) {
+          int64_t cols = T - t0 < 16 ? T - t0 : 16;
+          __mmask16 mc = primc_low_mask16(cols);
+          __m512 r[16];
+          for (int i = 0; i < 16; i++)
+            r[i] = i < rows ? _mm512_maskz_loadu_ps(mc, j->w + (c * O + o0 + i) * T + t0) : _mm512_setzero_ps();
+          primc_tr16(r);
+          for (int64_t q = 0; q < cols; q++)
+            _mm512_storeu_ps(j->dst + (ob * kk + c * T + T - 1 - t0 - q) * DL_NR + h * 16, r[q]);
+        }
+    }
+}
+#endif
+
 #define PACK_SPLIT_FLOATS (1 << 16) /* weights from which the packing is split over the threads */
-int primc_conv2d_pack_lanes(const primc_conv2d *p, const float *w, float *dst) {
+static int pack_lanes_by(const primc_conv2d *p, const float *w, float *dst, int flipped) {
   if (!p || !primc_cv_valid(p) || p->groups != 1 || !w || !dst) return PRIMC_ERR_ARG;
   int64_t nob = (p->o + DL_NR - 1) / DL_NR;
   pack_lanes_job j = {p, w, dst};
-  void (*fn)(void *, int64_t, int64_t) = pack_lanes_blocks;
+  void (*fn)(void *, int64_t, int64_t) = flipped ? pack_flipped_blocks : pack_lanes_blocks;
 #if PRIMC_X86
-  if (cv_use_avx512()) fn = pack_lanes_blocks16;
+  if (cv_use_avx512()) fn = flipped ? pack_flipped_blocks16 : pack_lanes_blocks16;
 #endif
   if (p->o * p->c * p->kh * p->kw >= PACK_SPLIT_FLOATS)
     primc_parallel_for(nob, fn, &j);
   else
     fn(&j, 0, nob);
   return PRIMC_OK;
+}
+
+int primc_conv2d_pack_lanes(const primc_conv2d *p, const float *w, float *dst) { return pack_lanes_by(p, w, dst, 0); }
+
+int primc_conv2d_pack_lanes_flipped(const primc_conv2d *p, const float *wf, float *dst) {
+  return pack_lanes_by(p, wf, dst, 1);
 }
 
 #if PRIMC_X86

@@ -80,6 +80,13 @@ int primc_conv_plan_pack(const primc_conv2d *p, const primc_conv_plan *plan, con
   return st;
 }
 
+int primc_conv_plan_pack_flipped(const primc_conv2d *p, const primc_conv_plan *plan, const float *wf, void *dst) {
+  if (!p || !plan) return PRIMC_ERR_ARG;
+  if (plan->layout == PRIMC_CONV_W_LANES) return primc_conv2d_pack_lanes_flipped(p, wf, dst);
+  if (plan->layout == PRIMC_CONV_W_WINOGRAD) return primc_conv2d_pack_winograd_flipped(p, wf, plan->tile_mr, dst);
+  return PRIMC_ERR_ARG;
+}
+
 int64_t primc_conv_plan_pack_offset(const primc_conv2d *p, const primc_conv_plan *plan) {
   return (primc_conv_plan_scratch_floats(p, plan) * (int64_t)sizeof(float) + 63) / 64 * 64;
 }

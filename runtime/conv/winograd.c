@@ -74,6 +74,7 @@ typedef struct wino_pack_job {
   const float *w;
   float *dst;
   int64_t O, C, strips;
+  int flipped; /* w is the weights of the conv whose input gradient this is: [C][O][3][3], each kernel reversed */
 } wino_pack_job;
 
 static void wino_pack_strips(void *ctx, int64_t s0, int64_t s1) {
@@ -91,7 +92,9 @@ static void wino_pack_strips(void *ctx, int64_t s0, int64_t s1) {
       memset(g, 0, sizeof g);
       for (int64_t c = 0; c < cb; c++)
         for (int64_t r = 0; r < h; r++)
-          for (int k = 0; k < 9; k++) g[k][(c * h + r) / 8][(c * h + r) % 8] = j->w[((m0 + r) * C + c0 + c) * 9 + k];
+          for (int k = 0; k < 9; k++)
+            g[k][(c * h + r) / 8][(c * h + r) % 8] = j->flipped ? j->w[((c0 + c) * O + m0 + r) * 9 + 8 - k]
+                                                                : j->w[((m0 + r) * C + c0 + c) * 9 + k];
       for (int64_t v = 0; v < (n + 7) / 8; v++) {
         wino_v8 gi[9], u[16];
         for (int k = 0; k < 9; k++) gi[k] = g[k][v];
@@ -104,14 +107,22 @@ static void wino_pack_strips(void *ctx, int64_t s0, int64_t s1) {
   }
 }
 
-int primc_conv2d_pack_winograd(const primc_conv2d *p, const float *w, int mr, float *dst) {
+static int pack_winograd_by(const primc_conv2d *p, const float *w, int mr, float *dst, int flipped) {
   int64_t oh, ow;
   if (!p || !w || !dst || !primc_cv_valid(p) || !primc_conv2d_out_hw(p, &oh, &ow) || !wino_shape(p, oh, ow) || mr < 1 ||
       mr > MR_MAX)
     return PRIMC_ERR_ARG;
-  wino_pack_job j = {w, dst, p->o, p->c, cdiv(p->o, mr)};
+  wino_pack_job j = {w, dst, p->o, p->c, cdiv(p->o, mr), flipped};
   primc_parallel_for(j.strips, wino_pack_strips, &j);
   return PRIMC_OK;
+}
+
+int primc_conv2d_pack_winograd(const primc_conv2d *p, const float *w, int mr, float *dst) {
+  return pack_winograd_by(p, w, mr, dst, 0);
+}
+
+int primc_conv2d_pack_winograd_flipped(const primc_conv2d *p, const float *wf, int mr, float *dst) {
+  return pack_winograd_by(p, wf, mr, dst, 1);
 }
 
 typedef struct wino_job {

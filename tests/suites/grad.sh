@@ -72,6 +72,29 @@ expect_exit 0 "a model with a tied weight trains" "$B/primc" compile --train "$t
 grep -q "primc: note: --train: 1 weight read by several model nodes, each trained as one parameter: 'W' (2 model nodes)$" "$tmp/err" &&
   grep -q "^  tied weights: 1 weight read by several model nodes" "$tmp/out" &&
   ok "the tied weight is named on stderr and in --report" || bad "the tied weight is named" "$(cat "$tmp/err" "$tmp/out")"
+# a conv's input gradient reads the weights it flips in place (codegen/kir_flip.c): weights that are inputs of the
+# model are flipped at run time, as a training step's; the call packs them from the forward conv's, the flip
+# kernel absorbed. Gradients against numpy (tests/flip_grads.py): the direct lanes row, with a block of 32 output
+# channels partial (48), and Winograd (128 channels at 28x28, where this CPU's planner takes it)
+for shape in "64 48 16 16" "32 64 14 14" "128 128 28 28"; do
+  f=$tmp/flip-${shape// /x}
+  mkdir -p "$f"
+  python3 tests/flip_grads.py "$f" $shape
+  "$B/primc" dump --kernels --grad "$f/model.onnx" >"$f/dump" 2>&1
+  n=$(grep -c "read flipped from the conv's whose input gradient" "$f/dump")
+  if ! grep -q -E "(direct_lanes|winograd_f2x3) \(computed weights packed by each call" "$f/dump"; then
+    skipped "flip read in place ($shape): this CPU's planner runs no conv here on the direct lanes or Winograd rows"
+  else [ "$n" -ge 1 ] && ok "flip read in place ($shape): $n conv(s)" || bad "flip read in place ($shape)" "no conv reads its weights flipped"; fi
+  for t in 1 2; do
+    log=$f/t$t.log
+    if "$B/primc" compile --grad "$f/model.onnx" -o "$f/g" >"$log" 2>&1 &&
+      PRIMC_NUM_THREADS=$t "$f/g" "$f/input.npy" "$f/w1.npy" "$f/w2.npy" "$f/ct.npy" -o "$f/out$t" >>"$log" 2>&1 &&
+      python3 tests/compare_grads.py "$f/out$t" "$f/grad.npz" 1 >>"$log" 2>&1; then
+      ok "flipped weights' gradients ($shape, $t threads): $(tail -n 1 "$log")"
+    else bad "flipped weights' gradients ($shape, $t threads)" "$(tail -n 3 "$log")"; fi
+  done
+done
+
 # vmap: one compiled run over three inputs at once, each entry against ONNX Runtime on its own
 for name in mlp resnet_tiny encoder_tiny lstm; do
   mkdir -p "$tmp/vmap-$name"

@@ -694,6 +694,46 @@ static int check_conv_epilogue(const primc_conv2d *p, int silu, int layout) {
   return ok;
 }
 
+/* weights packed from the conv whose input gradient p is (a training step's flip read in place, codegen/kir_flip.c)
+ * are the bytes packed from the flipped weights: the lanes layout with partial blocks of 32 channels, kernels of 1,
+ * 9, 25 (past one 16-tap transpose) and 49 taps and one split over the threads, Winograd's at two tile heights
+ * with a partial strip and block of 32 channels; on each ISA. Other layouts are refused. */
+PC_TEST(gemm_conv2d_pack_flipped) {
+  static const struct {
+    int64_t o, c, k;
+    int layout, mr;
+  } cases[] = {{40, 5, 3, PRIMC_CONV_W_LANES, 0},     {64, 3, 5, PRIMC_CONV_W_LANES, 0},
+               {17, 2, 7, PRIMC_CONV_W_LANES, 0},     {33, 4, 1, PRIMC_CONV_W_LANES, 0},
+               {128, 64, 3, PRIMC_CONV_W_LANES, 0},   {40, 37, 3, PRIMC_CONV_W_WINOGRAD, 14},
+               {64, 48, 3, PRIMC_CONV_W_WINOGRAD, 6}, {20, 8, 3, PRIMC_CONV_W_STRIPS, 6}};
+  int is[4], n = isas(is);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int64_t O = cases[c].o, C = cases[c].c, K = cases[c].k, T = K * K, pad = K / 2;
+    primc_conv2d p = {1, C, 9, 9, O, K, K, 1, 1, 1, 1, 1, pad, pad, pad, pad, 0, 0, 0, 0, 0, 0, 0};
+    primc_conv_plan plan = {0, cases[c].layout, cases[c].mr};
+    float *wf = rand_buf(O * C * T), *w = malloc(sizeof(float) * (size_t)(O * C * T));
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t ch = 0; ch < C; ch++)
+        for (int64_t t = 0; t < T; t++) w[(o * C + ch) * T + t] = wf[(ch * O + o) * T + T - 1 - t];
+    size_t bytes = primc_conv_plan_weight_bytes(&p, &plan);
+    float *want = aligned_alloc(64, (bytes + 63) / 64 * 64), *got = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    int refused = cases[c].layout == PRIMC_CONV_W_STRIPS;
+    int ok = !refused || CHECK_INT(primc_conv_plan_pack_flipped(&p, &plan, wf, got), PRIMC_ERR_ARG);
+    for (int i = 0; i < n && ok && !refused; i++) {
+      primc_sgemm_force_isa(is[i]);
+      memset(got, 0xff, bytes);
+      ok = CHECK_INT(primc_conv_plan_pack(&p, &plan, w, want), PRIMC_OK) &&
+           CHECK_INT(primc_conv_plan_pack_flipped(&p, &plan, wf, got), PRIMC_OK) &&
+           CHECK_MSG(!memcmp(want, got, bytes), "%lld -> %lld %lldx%lld, layout %d, ISA %d: packed bytes differ",
+                     (long long)C, (long long)O, (long long)K, (long long)K, cases[c].layout, is[i]);
+      primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+    }
+    ok = ok && CHECK_INT(primc_conv_plan_pack_flipped(&p, &plan, NULL, got), PRIMC_ERR_ARG);
+    free(wf), free(w), free(want), free(got);
+    if (!ok) return;
+  }
+}
+
 PC_TEST(gemm_conv2d_fused_epilogue) {
   static const primc_conv2d cases[] = {
       {1, 8, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},   /* implicit im2col */
