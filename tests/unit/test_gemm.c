@@ -470,7 +470,7 @@ PC_TEST(gemm_conv2d_all_isas) {
  * downsamples) is the 2-D conv with no end padding, not a conv the 2-D path refuses */
 PC_TEST(gemm_conv2d_of_params_unread_tail) {
   enum { RANKW = 1 + PRIMC_MAX_RANK, AT = 1 + 3 * RANKW + 1 + 4 * PRIMC_MAX_RANK };
-  int64_t q[AT + 16] = {PRIMC_F32};
+  int64_t q[AT + PRIMC_CONV_EPI_WORDS] = {PRIMC_F32};
   const int64_t shapes[3][4] = {{1, 256, 56, 56}, {512, 256, 1, 1}, {1, 512, 28, 28}};
   for (int s = 0; s < 3; s++) {
     q[1 + s * RANKW] = 4;
