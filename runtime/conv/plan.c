@@ -92,6 +92,11 @@ typedef struct cv_tuning {
  * 0.98, at 10x10 0.78 / 0.84, 160 at 10x10 0.89 / 0.84; losing: 256 at 7x7 0.99 / 1.10, 128 at 7x7 1.4 / 1.6,
  * 512 at 5x5 (9 tiles) 1.27 / 1.35 */
 #define CV_WINO_FEW_INTEL .wino_few_tiles = 16, .wino_few_work = 160 * 100
+/* and from 48 channels where tiles x channels reach 16,000 (the same Xeon, 1 / 2 threads: 64 at 56x56 0.91 / 0.92,
+ * 48 at 56x56 0.67 / 0.70, 64 -> 128 at 56x56 0.82 / 0.76, 64 at 112x112 0.85 / 0.88, 96 at 28x28 0.76 / 0.78;
+ * losing or even below: 64 at 28x28 0.84 / 1.10, 56 at 28x28 0.75 / 1.14, 48 at 28x28, 32 at 56x56 1.24 / 1.21,
+ * 64 at 14x14 1.14 / 1.37) */
+#define CV_WINO_SMALL_INTEL .wino_small_ch = 48, .wino_small_work = 16000
 
 /* the first three indexed by primc_cpu_zmm_fmas() (zmm FMAs a core starts per cycle; 0: no AVX-512, and no
  * AVX2 either: plain C and NEON); then Intel's cores of two, without and with AMX, and AVX2 without AVX-512 */
@@ -124,7 +129,7 @@ static const cv_tuning tunings[6] = {
      * 0.108 against 0.103); 3-channel stems run faster in the lanes than over phase images; strided 1x1s run
      * faster as GEMMs than in either direct row */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel)", CV_TUNING_COMMON, CV_BF16_GEMM, .wino_min_ch = 128, .wino_min_tiles = 36,
-     CV_WINO_FEW_INTEL,
+     CV_WINO_FEW_INTEL, CV_WINO_SMALL_INTEL,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 256, .direct_min_oh = 2,
      .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},
@@ -137,7 +142,7 @@ static const cv_tuning tunings[6] = {
      * image stems in place from K = 64 (the 7x7/2 0.38 against 0.62; 3x3/2 ones, K = 27, stay f32: 3 -> 64 0.23
      * against 0.19) */
     {.cpu = "AVX-512, two zmm FMAs per cycle (Intel) with AMX", CV_TUNING_COMMON, CV_BF16_GEMM, .bf16_min_k_1x1 = 64,
-     .bf16_amx_few_k = 64, .wino_min_ch = 128, .wino_min_tiles = 36, CV_WINO_FEW_INTEL,
+     .bf16_amx_few_k = 64, .wino_min_ch = 128, .wino_min_tiles = 36, CV_WINO_FEW_INTEL, CV_WINO_SMALL_INTEL,
      .dwl_max_ow_s2_c16 = 32, .dl_min_c = 1, .dl_1x1_narrow = CV_NEVER, .gt_1x1_max_pix = 256, .direct_min_oh = 2,
      .strided_1x1_gemm = 1, .dl_max_widen = CV_NEVER, .direct_min_k = 32,
      .lanes = 16, .dw8_max_ow = INT64_MAX, .dr8_min_ow = CV_NEVER, .pair_max_k = 48},

@@ -498,8 +498,7 @@ PC_TEST(gemm_conv2d_weight_layout) {
   primc_conv2d narrow = {1, 192, 28, 28, 32, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d narrow_wide = {1, 32, 112, 112, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d narrow_many = {1, 512, 28, 28, 128, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  /* 64 channels: Winograd where zmm FMAs issue one per cycle (Zen 4) and on AMD's two (Zen 5, on a map this
-   * wide), the lanes on Intel's two */
+  /* 64 channels on a map this wide: Winograd with AVX-512 (Zen 4, Zen 5, Intel's two-FMA cores), the lanes on AVX2 */
   primc_conv2d mid = {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
 #if PRIMC_X86
   __builtin_cpu_init();
@@ -514,9 +513,13 @@ PC_TEST(gemm_conv2d_weight_layout) {
   primc_conv2d stem = {1, 3, 224, 224, 64, 7, 7, 1, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0};
   primc_conv2d down = {1, 64, 56, 56, 128, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   int amd2 = primc_cpu_zmm_fmas() == 2 && primc_gm_amd_family() != 0;
-  CHECK_INT(primc_conv2d_weight_layout(&mid), primc_cpu_zmm_fmas() == 1 || amd2 ? PRIMC_CONV_W_WINOGRAD
+  CHECK_INT(primc_conv2d_weight_layout(&mid), primc_cpu_zmm_fmas() > 0 ? PRIMC_CONV_W_WINOGRAD
                                               : lanes                   ? PRIMC_CONV_W_LANES
                                                                         : PRIMC_CONV_W_STRIPS);
+  /* but 64 channels at 28x28 (196 tiles) in the lanes on Intel's two-FMA cores */
+  primc_conv2d mid28 = {1, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+  if (primc_cpu_zmm_fmas() == 2 && !amd2)
+    CHECK_INT(primc_conv2d_weight_layout(&mid28), PRIMC_CONV_W_LANES);
   CHECK_INT(primc_conv2d_weight_layout(&big), PRIMC_CONV_W_WINOGRAD);
   CHECK_INT(primc_conv2d_weight_layout(&strided), lanes ? PRIMC_CONV_W_LANES : PRIMC_CONV_W_STRIPS);
   /* Intel's two-FMA cores and AVX2: strided 1x1s as GEMMs, 3-channel stems in the lanes (AMD's two-FMA cores too);
