@@ -131,7 +131,7 @@ static void print_conv_row(const kir_program *p, const kir_kernel *k, FILE *f) {
   int64_t st = k->params[CONV_EPI_AT + PRIMC_CONV_EPI_STORE];
   if (k->params[CONV_EPI_AT + CONV_EPI_ROW - 1] < 0)
     fprintf(f, " (computed weights packed by each call%s)", /* codegen/kir_flip.c */
-            st & PRIMC_CONV_W_FLIPPED ? ", read flipped from the conv's whose input gradient this is" : "");
+            st & PRIMC_CONV_W_FLIPPED ? ", read flipped from the weights of the conv whose input gradient this is" : "");
   if (k->params[CONV_EPI_AT + CONV_EPI_ROW - 3] == PRIMC_CONV_W_BF16 &&
       k->params[CONV_EPI_AT + CONV_EPI_ROW - 2] == PRIMC_CONV_BF16_STREAM)
     fprintf(f, " (the program's bf16 weights outgrow this CPU's last-level cache: streamed from memory each run)");

@@ -81,7 +81,7 @@ for shape in "64 48 16 16" "32 64 14 14" "128 128 28 28"; do
   mkdir -p "$f"
   python3 tests/flip_grads.py "$f" $shape
   "$B/primc" dump --kernels --grad "$f/model.onnx" >"$f/dump" 2>&1
-  n=$(grep -c "read flipped from the conv's whose input gradient" "$f/dump")
+  n=$(grep -c "read flipped from the weights of the conv whose input gradient" "$f/dump")
   if ! grep -q -E "(direct_lanes|winograd_f2x3) \(computed weights packed by each call" "$f/dump"; then
     skipped "flip read in place ($shape): this CPU's planner runs no conv here on the direct lanes or Winograd rows"
   else [ "$n" -ge 1 ] && ok "flip read in place ($shape): $n conv(s)" || bad "flip read in place ($shape)" "no conv reads its weights flipped"; fi
