@@ -523,7 +523,13 @@ pc_status kir_build_dot_cols(kir_program *p, const pc_columns *m, const pc_node 
     taps *= q[15 + s];
   }
   q[21] = e->map.offset;
-  int scratch = kir_scratch_buf(p, PC_i64, (int64_t)sizeof(int64_t) * (m->C * taps + 2 * q[1]), NULL);
+  /* a 3x3 whose stride equals its dilation (taps and pixels on one grid) as Winograd F(2x2, 3x3), where it fits */
+  int wino = m->ns == 2 && m->kd[0] == 3 && m->kd[1] == 3 && q[12] == q[18] && q[13] == q[19] &&
+             primc_wgrad_wino_fits(q[0], m->C, m->images, m->od[0], m->od[1]);
+  q[28] = wino ? PRIMC_WGRAD_WINOGRAD : PRIMC_WGRAD_COLUMNS;
+  int scratch = wino ? kir_call_scratch_buf(p, PC_f32, (int64_t)sizeof(float) *
+                                                           primc_wgrad_wino_floats(q[0], m->C, m->images, m->od[0], m->od[1]))
+                     : kir_call_scratch_buf(p, PC_i64, (int64_t)sizeof(int64_t) * (m->C * taps + 2 * q[1]));
   kir_kernel *k = scratch < 0 ? NULL : call_kernel(p, d, KC_dot_cols, PRIMC_DOT_COLS_PARAMS);
   const pc_node **origin = pc_alloc(p->g, sizeof *origin * (size_t)n); /* the dot first: it names the kernel */
   if (!k || !origin) return PC_ERR_NOMEM;

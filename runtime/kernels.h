@@ -234,4 +234,18 @@ static inline int next_index(int64_t *idx, const int64_t *dims, int n) {
   return 0;
 }
 
+/* a stride-1 3x3 conv's weight gradient out [M][C][3][3] as Winograd F(2x2, 3x3) (runtime/conv/winograd.c): x the
+ * padded input's window grid (element (c, image, row, col) for rows [0, oh + 2) and columns [0, ow + 2) at x_off +
+ * c xs_c + image xs_n + row xs_h + col xs_w), a the output gradient ((m, image, row, col) likewise for [0, oh) x
+ * [0, ow)), scratch of primc_wgrad_wino_floats floats */
+typedef struct primc_wgrad {
+  int64_t M, C, images, oh, ow;
+  const float *x;
+  int64_t x_off, xs_c, xs_n, xs_h, xs_w;
+  const float *a;
+  int64_t a_off, a_sm, a_sn, a_sh, a_sw;
+  float *out, *scratch;
+} primc_wgrad;
+int primc_wgrad_wino_run(const primc_wgrad *w);
+
 #endif

@@ -372,3 +372,274 @@ int primc_cv_wino_run(const cv_call *k) {
   }
   return PRIMC_OK;
 }
+
+/* ---------------------------------------------------------------- weight gradients */
+
+/*
+ * A stride-1 3x3 conv's weight gradient dW[o][c][r][s] = sum over images and output pixels p of dy[o][p]
+ * x[c][p + (r, s)] is the forward tile transposed: the forward y = A^T [(G g G^T) . (B^T d B)] A is linear in
+ * g, so each 2x2 tile of dy and the 4x4 patch d under it add G^T [(A dy A^T) . (B^T d B)] G to g. Over all tiles
+ * that is 16 GEMMs P_xi[o][c] = sum_t Dy_xi[o][t] X_xi[c][t], the tiles as K (16 multiply-adds per tile and
+ * channel pair where the columns' GEMM does 36), then G^T P G per (o, c). The tiles go in chunks whose two
+ * transforms stay in L2 beside P; each chunk's GEMMs add to P.
+ */
+#define WG_CHUNK_BYTES (1 << 20) /* the chunk's transforms (16 (O + C) floats a tile), L2's half */
+#define WG_MIN_TILES 128         /* below this each chunk's GEMMs would reload P for too little work */
+
+typedef struct wg_geo {
+  int64_t ty, tx, rows, chunk_rows; /* tiles down and across an image, tile rows of all images, of one chunk */
+} wg_geo;
+
+static wg_geo wg_geometry(int64_t M, int64_t C, int64_t images, int64_t oh, int64_t ow) {
+  wino_geo t = wino_geometry(oh, ow);
+  wg_geo g = {t.ty, t.tx, images * t.ty, 1};
+  int64_t tiles = WG_CHUNK_BYTES / (64 * (M + C));
+  if (tiles < WG_MIN_TILES) tiles = WG_MIN_TILES;
+  g.chunk_rows = cdiv(tiles, g.tx);
+  if (g.chunk_rows > g.rows) g.chunk_rows = g.rows;
+  return g;
+}
+
+int64_t primc_wgrad_wino_floats(int64_t M, int64_t C, int64_t images, int64_t oh, int64_t ow) {
+  wg_geo g = wg_geometry(M, C, images, oh, ow);
+  return 16 * (g.chunk_rows * g.tx * (M + C) + M * C);
+}
+
+/* From 64 channels each side, P's 16 M C floats within WG_MAX_P; against the columns' GEMM (batch 8, `/tmp` harness
+ * over primc_k_dot_cols, AMX Xeon, 1 / 2 threads): 64 x 64 at 56x56 0.69 / 0.78, 256 x 256 at 14x14 0.63 / 0.63;
+ * 32 x 32 at 32x32 1.25 / 1.45, 48 x 48 0.91 / 1.02; 512 x 512 at 7x7 (16 MB of P) 1.04 at 1 thread, 2 ms of it
+ * reading P back from memory for G^T P G */
+#define WG_MAX_P (4 << 20)
+int primc_wgrad_wino_fits(int64_t M, int64_t C, int64_t images, int64_t oh, int64_t ow) {
+  return M >= 64 && C >= 64 && images >= 1 && oh >= 2 && ow >= 2 && wino_geometry(oh, ow).tx <= WINO_MAX_TX &&
+         16 * M * C * (int64_t)sizeof(float) <= WG_MAX_P;
+}
+
+typedef struct wg_job {
+  const primc_wgrad *w;
+  wg_geo g;
+  int64_t r0, nr, tc; /* the chunk: tile rows [r0, r0 + nr), tc = nr tx tiles */
+  float *xt, *dt, *p; /* X [16][C][tc], Dy [16][M][tc], P [16][M][C] */
+  int first, status;
+} wg_job;
+
+/* rows 2 ty .. 2 ty + 3 of channel c's window grid (rows [0, oh + 2), columns [0, ow + 2)), zero outside it */
+static void wg_x_rows(const primc_wgrad *w, int64_t c, int64_t n, int64_t ty, int64_t tx, float rows[4][WINO_ROW]) {
+  int64_t width = 2 * tx + 2 + 32, cols = w->ow + 2 < width ? w->ow + 2 : width;
+  for (int i = 0; i < 4; i++) {
+    int64_t r = 2 * ty + i;
+    if (r >= w->oh + 2) {
+      memset(rows[i], 0, (size_t)width * sizeof(float));
+      continue;
+    }
+    const float *s = w->x + w->x_off + c * w->xs_c + n * w->xs_n + r * w->xs_h;
+    if (w->xs_w == 1)
+      memcpy(rows[i], s, (size_t)cols * sizeof(float));
+    else
+      for (int64_t k = 0; k < cols; k++) rows[i][k] = s[k * w->xs_w];
+    memset(rows[i] + cols, 0, (size_t)(width - cols) * sizeof(float));
+  }
+}
+
+/* X's rows of channels [c0, c1) for the chunk's tiles */
+static void wg_input(void *ctx, int64_t c0, int64_t c1) {
+  const wg_job *j = ctx;
+  int64_t tx = j->g.tx, xs = j->w->C * j->tc;
+#if PRIMC_X86
+  int vec = cv_use_avx512(), v8 = primc_sgemm_isa() == PRIMC_ISA_AVX2;
+#endif
+  float rows[4][WINO_ROW];
+  for (int64_t c = c0; c < c1; c++)
+    for (int64_t r = 0; r < j->nr; r++) {
+      int64_t n = (j->r0 + r) / j->g.ty, ty = (j->r0 + r) % j->g.ty, t = 0;
+      wg_x_rows(j->w, c, n, ty, tx, rows);
+      float *v = j->xt + c * j->tc + r * tx;
+#if PRIMC_X86
+      for (; vec && t < tx; t += 16) wino_in16(rows, t, v + t, xs, primc_low_mask16(tx - t));
+      for (; v8 && t + 8 <= tx; t += 8) wino_in8(rows, t, v + t, xs);
+#endif
+      for (; t < tx; t++) {
+        float u[16];
+        wino_in_tile(rows, t, u);
+        for (int xi = 0; xi < 16; xi++) v[xi * xs + t] = u[xi];
+      }
+    }
+}
+
+/* dy's output rows 2 ty, 2 ty + 1 of channel o of image n (NULL past oh) */
+static void wg_dy_src(const wg_job *j, int64_t o, int64_t r, const float *src[2]) {
+  const primc_wgrad *w = j->w;
+  int64_t n = (j->r0 + r) / j->g.ty, ty = (j->r0 + r) % j->g.ty;
+  for (int i = 0; i < 2; i++)
+    src[i] = 2 * ty + i < w->oh ? w->a + w->a_off + o * w->a_sm + n * w->a_sn + (2 * ty + i) * w->a_sh : NULL;
+}
+
+#if PRIMC_X86
+/* one tile row's Dy on zmm, 16 tiles at a time: each dy row's 32 columns split into even and odd ones by permutes
+ * (dy's columns contiguous) */
+__attribute__((target("avx512f"))) static void wg_dy_row512(const float *src[2], int64_t ow, int64_t tx, float *v,
+                                                             int64_t xs) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int64_t t = 0; t < tx; t += 16) {
+    __m512 d[2][2], s[4][2];
+    for (int i = 0; i < 2; i++) {
+      __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+      if (src[i]) {
+        int64_t left = ow - 2 * t;
+        lo = _mm512_maskz_loadu_ps(primc_low_mask16(left), src[i] + 2 * t);
+        hi = _mm512_maskz_loadu_ps(primc_low_mask16(left - 16), src[i] + 2 * t + 16);
+      }
+      d[i][0] = _mm512_permutex2var_ps(lo, even, hi), d[i][1] = _mm512_permutex2var_ps(lo, odd, hi);
+    }
+    for (int b = 0; b < 2; b++) {
+      s[0][b] = d[0][b], s[1][b] = _mm512_add_ps(d[0][b], d[1][b]);
+      s[2][b] = _mm512_sub_ps(d[0][b], d[1][b]), s[3][b] = _mm512_sub_ps(_mm512_setzero_ps(), d[1][b]);
+    }
+    __mmask16 m = primc_low_mask16(tx - t);
+    for (int i = 0; i < 4; i++) {
+      float *o = v + i * 4 * xs + t;
+      _mm512_mask_storeu_ps(o, m, s[i][0]);
+      _mm512_mask_storeu_ps(o + xs, m, _mm512_add_ps(s[i][0], s[i][1]));
+      _mm512_mask_storeu_ps(o + 2 * xs, m, _mm512_sub_ps(s[i][0], s[i][1]));
+      _mm512_mask_storeu_ps(o + 3 * xs, m, _mm512_sub_ps(_mm512_setzero_ps(), s[i][1]));
+    }
+  }
+}
+#endif
+
+/* one tile row's Dy, a tile at a time: A dy A^T with A = [1 0; 1 1; 1 -1; 0 -1] */
+static void wg_dy_row(const float *src[2], int64_t ow, int64_t sw, int64_t tx, float *v, int64_t xs) {
+  for (int64_t t = 0; t < tx; t++) {
+    float d[2][2], s[4][2];
+    for (int i = 0; i < 2; i++)
+      for (int b = 0; b < 2; b++) d[i][b] = src[i] && 2 * t + b < ow ? src[i][(2 * t + b) * sw] : 0.0f;
+    for (int b = 0; b < 2; b++) s[0][b] = d[0][b], s[1][b] = d[0][b] + d[1][b], s[2][b] = d[0][b] - d[1][b], s[3][b] = -d[1][b];
+    for (int i = 0; i < 4; i++) {
+      float *o = v + i * 4 * xs + t;
+      o[0] = s[i][0], o[xs] = s[i][0] + s[i][1], o[2 * xs] = s[i][0] - s[i][1], o[3 * xs] = -s[i][1];
+    }
+  }
+}
+
+/* Dy's rows of output channels [o0, o1) for the chunk's tiles */
+static void wg_dy(void *ctx, int64_t o0, int64_t o1) {
+  const wg_job *j = ctx;
+  const primc_wgrad *w = j->w;
+  int64_t tx = j->g.tx, xs = w->M * j->tc;
+#if PRIMC_X86
+  int vec = cv_use_avx512() && w->a_sw == 1;
+#endif
+  for (int64_t o = o0; o < o1; o++)
+    for (int64_t r = 0; r < j->nr; r++) {
+      const float *src[2];
+      wg_dy_src(j, o, r, src);
+      float *v = j->dt + o * j->tc + r * tx;
+#if PRIMC_X86
+      if (vec) {
+        wg_dy_row512(src, w->ow, tx, v, xs);
+        continue;
+      }
+#endif
+      wg_dy_row(src, w->ow, w->a_sw, tx, v, xs);
+    }
+}
+
+/* P_xi (+)= Dy_xi X_xi^T, one GEMM per xi on its thread */
+static void wg_gemms(void *ctx, int64_t x0, int64_t x1) {
+  wg_job *j = ctx;
+  int64_t M = j->w->M, C = j->w->C, T = j->tc;
+  for (int64_t xi = x0; xi < x1; xi++)
+    if (primc_sgemm(0, 1, M, C, T, 1.0f, j->dt + xi * M * T, T, j->xt + xi * C * T, T, j->first ? 0.0f : 1.0f,
+                    j->p + xi * M * C, C) != PRIMC_OK)
+      __atomic_store_n(&j->status, PRIMC_ERR_RUNTIME, __ATOMIC_RELAXED);
+}
+
+/* dW[o][c] = G^T P G with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], m[xi] = P_xi[o][c] */
+#define WG_OUT(T, m, g)                                                                                              \
+  do {                                                                                                               \
+    T t_[3][4];                                                                                                      \
+    for (int k = 0; k < 4; k++) {                                                                                    \
+      T h = 0.5f * (m[4 + k] + m[8 + k]);                                                                            \
+      t_[0][k] = m[k] + h, t_[1][k] = 0.5f * (m[4 + k] - m[8 + k]), t_[2][k] = h + m[12 + k];                        \
+    }                                                                                                                \
+    for (int r = 0; r < 3; r++) {                                                                                    \
+      T h = 0.5f * (t_[r][1] + t_[r][2]);                                                                            \
+      g[3 * r] = t_[r][0] + h, g[3 * r + 1] = 0.5f * (t_[r][1] - t_[r][2]), g[3 * r + 2] = h + t_[r][3];             \
+    }                                                                                                                \
+  } while (0)
+
+#if PRIMC_X86
+/* 16 input channels at a time; their 9 taps each, 144 floats in a row, gathered from the 9 tap vectors */
+typedef float wg_v16 __attribute__((vector_size(64)));
+__attribute__((target("avx512f"))) static void wg_out512(const wg_job *j, int64_t o, int64_t c0, int64_t n) {
+  int64_t M = j->w->M, C = j->w->C;
+  __mmask16 msk = primc_low_mask16(n);
+  wg_v16 m[16], g[9];
+  for (int xi = 0; xi < 16; xi++) m[xi] = (wg_v16)_mm512_maskz_loadu_ps(msk, j->p + xi * M * C + o * C + c0);
+  WG_OUT(wg_v16, m, g);
+  float *out = j->w->out + (o * C + c0) * 9;
+  for (int v = 0; v < 9; v++) { /* out[v 16 + l] is tap (v 16 + l) % 9 of channel (v 16 + l) / 9 */
+    __m512i at = _mm512_add_epi32(_mm512_set1_epi32(16 * v), _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+    __m512i ch = _mm512_srli_epi32(_mm512_mullo_epi32(at, _mm512_set1_epi32(57)), 9); /* at / 9 for at < 144 */
+    __m512i idx = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_sub_epi32(at, _mm512_mullo_epi32(ch, _mm512_set1_epi32(9))),
+                                                      _mm512_set1_epi32(16)), ch);
+    __mmask16 keep = primc_low_mask16(9 * n - 16 * v);
+    _mm512_mask_storeu_ps(out + 16 * v, keep, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), keep, idx, (const float *)g, 4));
+  }
+}
+#endif
+
+static void wg_output(void *ctx, int64_t o0, int64_t o1) {
+  const wg_job *j = ctx;
+  int64_t M = j->w->M, C = j->w->C;
+#if PRIMC_X86
+  if (cv_use_avx512()) {
+    for (int64_t o = o0; o < o1; o++)
+      for (int64_t c0 = 0; c0 < C; c0 += 16) wg_out512(j, o, c0, C - c0 < 16 ? C - c0 : 16);
+    return;
+  }
+#endif
+  for (int64_t o = o0; o < o1; o++)
+    for (int64_t c = 0; c < C; c++) {
+      float m[16], *g = j->w->out + (o * C + c) * 9;
+      for (int xi = 0; xi < 16; xi++) m[xi] = j->p[xi * M * C + o * C + c];
+      WG_OUT(float, m, g);
+    }
+}
+
+#ifdef WG_TIME
+#include <stdio.h>
+#include <time.h>
+static double wgt[5], wg_last;
+static double wg_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }
+#define WGT(i) do { double t_ = wg_now(); if (i) wgt[i] += t_ - wg_last; wg_last = t_; } while (0)
+#else
+#define WGT(i) (void)0
+#endif
+int primc_wgrad_wino_run(const primc_wgrad *w) {
+  if (!primc_wgrad_wino_fits(w->M, w->C, w->images, w->oh, w->ow)) return PRIMC_ERR_RUNTIME;
+  wg_job j = {w, wg_geometry(w->M, w->C, w->images, w->oh, w->ow), 0, 0, 0, NULL, NULL, NULL, 1, PRIMC_OK};
+  int64_t chunk = j.g.chunk_rows * j.g.tx;
+  j.xt = w->scratch, j.dt = j.xt + 16 * w->C * chunk, j.p = j.dt + 16 * w->M * chunk;
+  for (j.r0 = 0; j.r0 < j.g.rows; j.r0 += j.nr, j.first = 0) {
+    j.nr = j.g.rows - j.r0 < j.g.chunk_rows ? j.g.rows - j.r0 : j.g.chunk_rows;
+    j.tc = j.nr * j.g.tx;
+    WGT(0);
+    primc_parallel_for(w->C, wg_input, &j);
+    WGT(1);
+    primc_parallel_for(w->M, wg_dy, &j);
+    WGT(2);
+    primc_parallel_for(16, wg_gemms, &j);
+    WGT(3);
+    if (j.status != PRIMC_OK) return j.status;
+  }
+  WGT(0);
+  primc_parallel_for(w->M, wg_output, &j);
+  WGT(4);
+#ifdef WG_TIME
+  fprintf(stderr, "wg: in %.3f dy %.3f gemm %.3f out %.3f\n", wgt[1], wgt[2], wgt[3], wgt[4]);
+  memset(wgt, 0, sizeof wgt);
+#endif
+  return PRIMC_OK;
+}

@@ -75,7 +75,8 @@ grep -q "primc: note: --train: 1 weight read by several model nodes, each traine
 # a conv's input gradient reads the weights it flips in place (codegen/kir_flip.c): weights that are inputs of the
 # model are flipped at run time, as a training step's; the call packs them from the forward conv's, the flip
 # kernel absorbed. Gradients against numpy (tests/flip_grads.py): the direct lanes row, with a block of 32 output
-# channels partial (48), and Winograd (128 channels at 28x28, where this CPU's planner takes it)
+# channels partial (48), and Winograd (128 channels at 28x28, where this CPU's planner takes it). At 128 channels the
+# weight gradients run as Winograd F(2x2, 3x3) too (runtime/conv/winograd.c, from 64 channels each side, any CPU)
 for shape in "64 48 16 16" "32 64 14 14" "128 128 28 28"; do
   f=$tmp/flip-${shape// /x}
   mkdir -p "$f"
@@ -85,6 +86,10 @@ for shape in "64 48 16 16" "32 64 14 14" "128 128 28 28"; do
   if ! grep -q -E "(direct_lanes|winograd_f2x3) \(computed weights packed by each call" "$f/dump"; then
     skipped "flip read in place ($shape): this CPU's planner runs no conv here on the direct lanes or Winograd rows"
   else [ "$n" -ge 1 ] && ok "flip read in place ($shape): $n conv(s)" || bad "flip read in place ($shape)" "no conv reads its weights flipped"; fi
+  if [ "$shape" = "128 128 28 28" ]; then
+    n=$(grep -c "weight gradient as Winograd F(2x2, 3x3)" "$f/dump")
+    [ "$n" -eq 2 ] && ok "both weight gradients as Winograd ($shape)" || bad "weight gradients as Winograd ($shape)" "$n of 2"
+  fi
   for t in 1 2; do
     log=$f/t$t.log
     if "$B/primc" compile --grad "$f/model.onnx" -o "$f/g" >"$log" 2>&1 &&

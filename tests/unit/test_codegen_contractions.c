@@ -601,3 +601,78 @@ PC_TEST(codegen_weight_gradient_reads_columns_in_place) {
       pc_graph_free(g);
     }
 }
+
+/* A 3x3 weight gradient whose stride equals its dilation runs as Winograd F(2x2, 3x3) (runtime/conv/winograd.c):
+ * odd maps (partial tiles), a 2x2 map, stride and dilation 2, more tiles than one chunk (the GEMMs adding to their
+ * sums), a wide output. Checked against the interpreter on the same graph in f64 (which gathers the columns):
+ * every output within 1e-5 of its largest magnitude, as the forward Winograd row is tested. */
+PC_TEST(codegen_weight_gradient_winograd) {
+  static const char *const convs[] = {
+      "graph(%x : T[2,64,9,11], %w : T[65,64,3,3]):\n"
+      "  %y : T[2,65,9,11] = conv(%x, %w, stride=[1,1], pad_lo=[1,1], pad_hi=[1,1], dilation=[1,1], lhs_dilation=[1,1], groups=1)\n"
+      "  return (%y)\n",
+      "graph(%x : T[3,70,2,2], %w : T[64,70,3,3]):\n"
+      "  %y : T[3,64,2,2] = conv(%x, %w, stride=[1,1], pad_lo=[1,1], pad_hi=[1,1], dilation=[1,1], lhs_dilation=[1,1], groups=1)\n"
+      "  return (%y)\n",
+      "graph(%x : T[2,64,20,23], %w : T[66,64,3,3]):\n"
+      "  %y : T[2,66,10,12] = conv(%x, %w, stride=[2,2], pad_lo=[2,2], pad_hi=[2,2], dilation=[2,2], lhs_dilation=[1,1], groups=1)\n"
+      "  return (%y)\n",
+      "graph(%x : T[1,64,40,40], %w : T[64,64,3,3]):\n"
+      "  %y : T[1,64,40,40] = conv(%x, %w, stride=[1,1], pad_lo=[1,1], pad_hi=[1,1], dilation=[1,1], lhs_dilation=[1,1], groups=1)\n"
+      "  return (%y)\n",
+      "graph(%x : T[1,64,6,70], %w : T[72,64,3,3]):\n"
+      "  %y : T[1,72,6,70] = conv(%x, %w, stride=[1,1], pad_lo=[1,1], pad_hi=[1,1], dilation=[1,1], lhs_dilation=[1,1], groups=1)\n"
+      "  return (%y)\n",
+  };
+  for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) {
+    pc_graph *gs[2] = {NULL, NULL};
+    for (int d = 0; d < 2; d++) { /* f32, then f64 */
+      char text[1024];
+      size_t n = 0;
+      for (const char *c = convs[i]; *c && n + 4 < sizeof text; c++)
+        if (*c == 'T' && c[1] == '[') memcpy(text + n, d ? "f64" : "f32", 3), n += 3;
+        else text[n++] = *c;
+      text[n] = 0;
+      gs[d] = pc_graph_parse(text, n, "wgrad", NULL);
+      CHECK_MSG(gs[d] && gs[d]->status == PC_OK && pc_grad(gs[d], NULL) == PC_OK, "case %zu: %s", i,
+                gs[d] ? pc_error(gs[d]) : "");
+    }
+    pc_graph *g = gs[0];
+    if (!CHECK_MSG(g->status == PC_OK && gs[1]->status == PC_OK &&
+                       pc_pipeline_run(g, &(pc_pipeline_opts){.opt_level = 2}) == PC_OK,
+                   "case %zu: %s", i, pc_error(g))) {
+      pc_graph_free(gs[0]), pc_graph_free(gs[1]);
+      continue;
+    }
+    char *text = pc_test_kernels_text(g), tag[64];
+    CHECK_MSG(text && strstr(text, "weight gradient as Winograd F(2x2, 3x3)"), "case %zu:\n%s", i, text ? text : "");
+    free(text);
+    snprintf(tag, sizeof tag, "Winograd weight gradient case %zu", i);
+    pc_tensor in[8], in64[8], got[8], ref[8];
+    memset(got, 0, sizeof got), memset(ref, 0, sizeof ref);
+    for (int k = 0; k < g->n_inputs; k++) {
+      in[k] = cg_make_input(g->inputs[k], (cg_range){-1, 1});
+      in64[k] = in[k], in64[k].dtype = PC_f64;
+      int64_t n = pc_tensor_numel(&in[k]);
+      double *v = malloc(sizeof(double) * (size_t)n);
+      for (int64_t e = 0; v && e < n; e++) v[e] = ((const float *)in[k].data)[e];
+      in64[k].data = v;
+    }
+    if (CHECK_MSG(pc_interp(gs[1], in64, g->n_inputs, ref, g->n_outputs) == PC_OK, "%s: %s", tag, pc_error(gs[1])) &&
+        cg_run_compiled(g, in, got, tag))
+      for (int o = 0; o < g->n_outputs; o++) {
+        int64_t n = pc_tensor_numel(&ref[o]), worst = 0;
+        double top = 0, err = 0;
+        for (int64_t e = 0; e < n; e++) top = fmax(top, fabs(((const double *)ref[o].data)[e]));
+        for (int64_t e = 0; e < n; e++) {
+          double d = fabs(((const float *)got[o].data)[e] - ((const double *)ref[o].data)[e]);
+          if (!(d <= err)) err = d, worst = e;
+        }
+        CHECK_MSG(top > 0 && err <= 1e-5 * top, "%s: out%d[%lld] off by %.3g, largest |ref| %.3g", tag, o,
+                  (long long)worst, err, top);
+      }
+    for (int k = 0; k < g->n_inputs; k++) free(in[k].data), free(in64[k].data);
+    for (int o = 0; o < g->n_outputs; o++) pc_tensor_free(&got[o]), pc_tensor_free(&ref[o]);
+    pc_graph_free(gs[0]), pc_graph_free(gs[1]);
+  }
+}
