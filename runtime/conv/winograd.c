@@ -608,15 +608,6 @@ static void wg_output(void *ctx, int64_t o0, int64_t o1) {
     }
 }
 
-#ifdef WG_TIME
-#include <stdio.h>
-#include <time.h>
-static double wgt[5], wg_last;
-static double wg_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }
-#define WGT(i) do { double t_ = wg_now(); if (i) wgt[i] += t_ - wg_last; wg_last = t_; } while (0)
-#else
-#define WGT(i) (void)0
-#endif
 int primc_wgrad_wino_run(const primc_wgrad *w) {
   if (!primc_wgrad_wino_fits(w->M, w->C, w->images, w->oh, w->ow)) return PRIMC_ERR_RUNTIME;
   wg_job j = {w, wg_geometry(w->M, w->C, w->images, w->oh, w->ow), 0, 0, 0, NULL, NULL, NULL, 1, PRIMC_OK};
@@ -625,21 +616,11 @@ int primc_wgrad_wino_run(const primc_wgrad *w) {
   for (j.r0 = 0; j.r0 < j.g.rows; j.r0 += j.nr, j.first = 0) {
     j.nr = j.g.rows - j.r0 < j.g.chunk_rows ? j.g.rows - j.r0 : j.g.chunk_rows;
     j.tc = j.nr * j.g.tx;
-    WGT(0);
     primc_parallel_for(w->C, wg_input, &j);
-    WGT(1);
     primc_parallel_for(w->M, wg_dy, &j);
-    WGT(2);
     primc_parallel_for(16, wg_gemms, &j);
-    WGT(3);
     if (j.status != PRIMC_OK) return j.status;
   }
-  WGT(0);
   primc_parallel_for(w->M, wg_output, &j);
-  WGT(4);
-#ifdef WG_TIME
-  fprintf(stderr, "wg: in %.3f dy %.3f gemm %.3f out %.3f\n", wgt[1], wgt[2], wgt[3], wgt[4]);
-  memset(wgt, 0, sizeof wgt);
-#endif
   return PRIMC_OK;
 }
