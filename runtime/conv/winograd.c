@@ -385,6 +385,8 @@ int primc_cv_wino_run(const cv_call *k) {
  */
 #define WG_CHUNK_BYTES (1 << 20) /* the chunk's transforms (16 (O + C) floats a tile), L2's half */
 #define WG_MIN_TILES 128         /* below this each chunk's GEMMs would reload P for too little work */
+#define WG_PF 128 /* floats ahead */
+#define WG_SKEW 16               /* floats past each xi's matrix: the 16 start a cache line apart */
 
 typedef struct wg_geo {
   int64_t ty, tx, rows, chunk_rows; /* tiles down and across an image, tile rows of all images, of one chunk */
@@ -402,13 +404,15 @@ static wg_geo wg_geometry(int64_t M, int64_t C, int64_t images, int64_t oh, int6
 
 int64_t primc_wgrad_wino_floats(int64_t M, int64_t C, int64_t images, int64_t oh, int64_t ow) {
   wg_geo g = wg_geometry(M, C, images, oh, ow);
-  return 16 * (g.chunk_rows * g.tx * (M + C) + M * C);
+  int64_t tc = g.chunk_rows * g.tx;
+  return 16 * (tc * (M + C) + M * C + 3 * WG_SKEW);
 }
 
 /* From 64 channels each side, P's 16 M C floats within WG_MAX_P; against the columns' GEMM (batch 8, `/tmp` harness
- * over primc_k_dot_cols, AMX Xeon, 1 / 2 threads): 64 x 64 at 56x56 0.69 / 0.78, 256 x 256 at 14x14 0.63 / 0.63;
- * 32 x 32 at 32x32 1.25 / 1.45, 48 x 48 0.91 / 1.02; 512 x 512 at 7x7 (16 MB of P) 1.04 at 1 thread, 2 ms of it
- * reading P back from memory for G^T P G */
+ * over primc_k_dot_cols, AMX Xeon, 1 / 2 threads): 64 x 64 at 56x56 0.67 / 0.78, 256 x 256 at 14x14 0.63 / 0.63;
+ * 32 x 32 at 32x32 1.25 / 1.45, 48 x 48 0.91 / 1.02. 512 x 512 at 7x7 (16 MB of P, G^T P G reading it back from
+ * L3) 0.96-1.04 at 1 thread; its GEMMs by blocks of P's columns, each block's G^T P G while it was in L2, 1.3-1.5
+ * (each block streamed all of Dy through L2, evicting its P). */
 #define WG_MAX_P (4 << 20)
 int primc_wgrad_wino_fits(int64_t M, int64_t C, int64_t images, int64_t oh, int64_t ow) {
   return M >= 64 && C >= 64 && images >= 1 && oh >= 2 && ow >= 2 && wino_geometry(oh, ow).tx <= WINO_MAX_TX &&
@@ -420,6 +424,7 @@ typedef struct wg_job {
   wg_geo g;
   int64_t r0, nr, tc; /* the chunk: tile rows [r0, r0 + nr), tc = nr tx tiles */
   float *xt, *dt, *p; /* X [16][C][tc], Dy [16][M][tc], P [16][M][C] */
+  int64_t sx, sd, sp; /* floats from one xi's X, Dy, P to the next: a multiple of 4 KB apart, 16 of them share an L1 set */
   int first, status;
 } wg_job;
 
@@ -444,7 +449,7 @@ static void wg_x_rows(const primc_wgrad *w, int64_t c, int64_t n, int64_t ty, in
 /* X's rows of channels [c0, c1) for the chunk's tiles */
 static void wg_input(void *ctx, int64_t c0, int64_t c1) {
   const wg_job *j = ctx;
-  int64_t tx = j->g.tx, xs = j->w->C * j->tc;
+  int64_t tx = j->g.tx, xs = j->sx;
 #if PRIMC_X86
   int vec = cv_use_avx512(), v8 = primc_sgemm_isa() == PRIMC_ISA_AVX2;
 #endif
@@ -526,7 +531,7 @@ static void wg_dy_row(const float *src[2], int64_t ow, int64_t sw, int64_t tx, f
 static void wg_dy(void *ctx, int64_t o0, int64_t o1) {
   const wg_job *j = ctx;
   const primc_wgrad *w = j->w;
-  int64_t tx = j->g.tx, xs = w->M * j->tc;
+  int64_t tx = j->g.tx, xs = j->sd;
 #if PRIMC_X86
   int vec = cv_use_avx512() && w->a_sw == 1;
 #endif
@@ -550,8 +555,8 @@ static void wg_gemms(void *ctx, int64_t x0, int64_t x1) {
   wg_job *j = ctx;
   int64_t M = j->w->M, C = j->w->C, T = j->tc;
   for (int64_t xi = x0; xi < x1; xi++)
-    if (primc_sgemm(0, 1, M, C, T, 1.0f, j->dt + xi * M * T, T, j->xt + xi * C * T, T, j->first ? 0.0f : 1.0f,
-                    j->p + xi * M * C, C) != PRIMC_OK)
+    if (primc_sgemm(0, 1, M, C, T, 1.0f, j->dt + xi * j->sd, T, j->xt + xi * j->sx, T, j->first ? 0.0f : 1.0f,
+                    j->p + xi * j->sp, C) != PRIMC_OK)
       __atomic_store_n(&j->status, PRIMC_ERR_RUNTIME, __ATOMIC_RELAXED);
 }
 
@@ -573,10 +578,14 @@ static void wg_gemms(void *ctx, int64_t x0, int64_t x1) {
 /* 16 input channels at a time; their 9 taps each, 144 floats in a row, gathered from the 9 tap vectors */
 typedef float wg_v16 __attribute__((vector_size(64)));
 __attribute__((target("avx512f"))) static void wg_out512(const wg_job *j, int64_t o, int64_t c0, int64_t n) {
-  int64_t M = j->w->M, C = j->w->C;
+  int64_t C = j->w->C;
   __mmask16 msk = primc_low_mask16(n);
   wg_v16 m[16], g[9];
-  for (int xi = 0; xi < 16; xi++) m[xi] = (wg_v16)_mm512_maskz_loadu_ps(msk, j->p + xi * M * C + o * C + c0);
+  for (int xi = 0; xi < 16; xi++) {
+    const float *at = j->p + xi * j->sp + o * C + c0;
+    _mm_prefetch((const char *)(at + WG_PF), _MM_HINT_T0);
+    m[xi] = (wg_v16)_mm512_maskz_loadu_ps(msk, at);
+  }
   WG_OUT(wg_v16, m, g);
   float *out = j->w->out + (o * C + c0) * 9;
   for (int v = 0; v < 9; v++) { /* out[v 16 + l] is tap (v 16 + l) % 9 of channel (v 16 + l) / 9 */
@@ -590,29 +599,32 @@ __attribute__((target("avx512f"))) static void wg_out512(const wg_job *j, int64_
 }
 #endif
 
-static void wg_output(void *ctx, int64_t o0, int64_t o1) {
-  const wg_job *j = ctx;
-  int64_t M = j->w->M, C = j->w->C;
+/* G^T P G for output channels [o0, o1), input channels [c0, c1) */
+static void wg_out_cols(const wg_job *j, int64_t o0, int64_t o1, int64_t c0, int64_t c1) {
+  int64_t C = j->w->C;
 #if PRIMC_X86
   if (cv_use_avx512()) {
     for (int64_t o = o0; o < o1; o++)
-      for (int64_t c0 = 0; c0 < C; c0 += 16) wg_out512(j, o, c0, C - c0 < 16 ? C - c0 : 16);
+      for (int64_t c = c0; c < c1; c += 16) wg_out512(j, o, c, c1 - c < 16 ? c1 - c : 16);
     return;
   }
 #endif
   for (int64_t o = o0; o < o1; o++)
-    for (int64_t c = 0; c < C; c++) {
+    for (int64_t c = c0; c < c1; c++) {
       float m[16], *g = j->w->out + (o * C + c) * 9;
-      for (int xi = 0; xi < 16; xi++) m[xi] = j->p[xi * M * C + o * C + c];
+      for (int xi = 0; xi < 16; xi++) m[xi] = j->p[xi * j->sp + o * C + c];
       WG_OUT(float, m, g);
     }
 }
 
+static void wg_output(void *ctx, int64_t o0, int64_t o1) { wg_out_cols(ctx, o0, o1, 0, ((const wg_job *)ctx)->w->C); }
+
 int primc_wgrad_wino_run(const primc_wgrad *w) {
   if (!primc_wgrad_wino_fits(w->M, w->C, w->images, w->oh, w->ow)) return PRIMC_ERR_RUNTIME;
-  wg_job j = {w, wg_geometry(w->M, w->C, w->images, w->oh, w->ow), 0, 0, 0, NULL, NULL, NULL, 1, PRIMC_OK};
+  wg_job j = {w, wg_geometry(w->M, w->C, w->images, w->oh, w->ow), 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 1, PRIMC_OK};
   int64_t chunk = j.g.chunk_rows * j.g.tx;
-  j.xt = w->scratch, j.dt = j.xt + 16 * w->C * chunk, j.p = j.dt + 16 * w->M * chunk;
+  j.sx = w->C * chunk + WG_SKEW, j.sd = w->M * chunk + WG_SKEW, j.sp = w->M * w->C + WG_SKEW;
+  j.xt = w->scratch, j.dt = j.xt + 16 * j.sx, j.p = j.dt + 16 * j.sd;
   for (j.r0 = 0; j.r0 < j.g.rows; j.r0 += j.nr, j.first = 0) {
     j.nr = j.g.rows - j.r0 < j.g.chunk_rows ? j.g.rows - j.r0 : j.g.chunk_rows;
     j.tc = j.nr * j.g.tx;
