@@ -511,11 +511,14 @@ pc_status kir_build_dot_cols(kir_program *p, const pc_columns *m, const pc_node 
     if ((ba = operand_mat(p, d, a, NULL, 0, (int64_t[]){0}, 1, (int64_t[]){1}, 1, &ma)) < 0) return PC_ERR_NOMEM;
     q[2] = ma.sr, q[3] = ma.sc;
   }
-  amap im = kir_amap_identity(xp->type.rank, 0);
-  kir_expr *e = kir_expr_value(p, xp, &im);
-  if (!e || e->kind != KE_LOAD || p->buf_of_value[y->id] < 0)
+  /* the padded input [C, N, sp..], or (fuse.c took its transpose and pad into the group) x [N, C, sp..] unpadded */
+  const pc_value *src = m->x ? m->x : xp;
+  amap im = kir_amap_identity(src->type.rank, 0);
+  kir_expr *e = kir_expr_value(p, src, &im);
+  if (!e || e->kind != KE_LOAD || p->buf_of_value[y->id] < 0 || (m->x && !pc_columns_reads_x(m)))
     return pc_node_fail(p->g, d, PC_ERR_INTERNAL, "codegen: a weight gradient's padded input is not read in place");
-  q[4] = m->C, q[5] = e->map.stride[0], q[6] = m->images, q[7] = e->map.stride[1], q[8] = m->ns;
+  int cd = m->x ? 1 : 0, nd = m->x ? 0 : 1; /* x's channel and image dims */
+  q[4] = m->C, q[5] = e->map.stride[cd], q[6] = m->images, q[7] = e->map.stride[nd], q[8] = m->ns;
   for (int s = 0; s < 3; s++) {
     int on = s < m->ns;
     q[9 + s] = on ? m->od[s] : 1, q[12 + s] = on ? m->st[s] * e->map.stride[2 + s] : 0;
@@ -524,9 +527,13 @@ pc_status kir_build_dot_cols(kir_program *p, const pc_columns *m, const pc_node 
   }
   q[21] = e->map.offset;
   /* a 3x3 whose stride equals its dilation (taps and pixels on one grid) as Winograd F(2x2, 3x3), where it fits */
-  int wino = m->ns == 2 && m->kd[0] == 3 && m->kd[1] == 3 && q[12] == q[18] && q[13] == q[19] &&
-             primc_wgrad_wino_fits(q[0], m->C, m->images, m->od[0], m->od[1]);
+  int wino = pc_columns_winograd(m);
   q[28] = wino ? PRIMC_WGRAD_WINOGRAD : PRIMC_WGRAD_COLUMNS;
+  q[29] = 0, q[30] = q[9] + 2, q[31] = 0, q[32] = q[10] + 2; /* the window grid all of xp */
+  if (m->x) { /* x's rows and columns within the grid, which starts lo before them */
+    q[21] -= m->x_lo[0] * q[12] + m->x_lo[1] * q[13];
+    q[29] = m->x_lo[0], q[30] = m->x_lo[0] + m->x->type.dims[2], q[31] = m->x_lo[1], q[32] = m->x_lo[1] + m->x->type.dims[3];
+  }
   int scratch = wino ? kir_call_scratch_buf(p, PC_f32, (int64_t)sizeof(float) *
                                                            primc_wgrad_wino_floats(q[0], m->C, m->images, m->od[0], m->od[1]))
                      : kir_call_scratch_buf(p, PC_i64, (int64_t)sizeof(int64_t) * (m->C * taps + 2 * q[1]));

@@ -153,9 +153,11 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
     if (k->call == KC_conv && k->params[CONV_EPI_AT + CONV_EPI_ROW] > 0)
       print_conv_row(p, k, f);
     if (k->call == KC_dot_cols)
-      fprintf(f, k->params[28] == PRIMC_WGRAD_WINOGRAD
-                     ? " (weight gradient as Winograd F(2x2, 3x3): 16 GEMMs over the transformed tiles)"
-                     : " (weight gradient as one GEMM over the columns read in place)");
+      fprintf(f, k->params[28] != PRIMC_WGRAD_WINOGRAD ? " (weight gradient as one GEMM over the columns read in place)"
+                 : k->params[29] > 0 || k->params[31] > 0 || k->params[30] < k->params[9] + 2 || k->params[32] < k->params[10] + 2
+                     ? " (weight gradient as Winograd F(2x2, 3x3): 16 GEMMs over the transformed tiles; the input read "
+                       "unpadded where it lies)"
+                     : " (weight gradient as Winograd F(2x2, 3x3): 16 GEMMs over the transformed tiles)");
     if (k->call == KC_dot_int)
       fprintf(f, " (i32 operands proven within [-256, 256]: exact on the bf16 GEMM in K chunks of %lld; bf16 row here %s)",
               (long long)k->params[12], primc_bgemm_row_name(primc_bgemm_row_active()));

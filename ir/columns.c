@@ -2,6 +2,7 @@
  * dw_by_columns), for the fuser (one call that reads the columns in place, passes/fuse.c) and codegen (its
  * operands, codegen/kir_calls.c). */
 #include "ir/ir.h"
+#include "runtime/primc_rt.h"
 
 #include <string.h>
 
@@ -37,6 +38,42 @@ static void output_gradient(const pc_graph *g, const pc_value *a, const int *use
   for (int d = 0; d < m->ns; d++)
     if (perm[2 + d] != 2 + d || t->dims[2 + d] != m->od[d]) return;
   m->gy = ta->in[0], m->a_nodes[0] = ra, m->a_nodes[1] = ta;
+}
+
+/* xp = pad(transpose(x, [1, 0, 2..]), lo >= 0, hi, no interior, 0) (at one image the transpose a reshape of x [1,
+ * C, sp..]), xp read by the taps' slices alone, the transpose by the pad alone: m->x, its two nodes and lo, else
+ * none */
+static void unpadded_input(const pc_graph *g, const int *uses, int taps, pc_columns *m) {
+  const pc_node *pd = prod(m->xp, PC_OP_pad), *tr = pd ? prod(pd->in[0], PC_OP_transpose) : NULL;
+  if (!tr && pd && m->images == 1) tr = prod(pd->in[0], PC_OP_reshape);
+  if (!tr || (uses && (uses[m->xp->id] != taps || uses[tr->out[0]->id] != 1))) return;
+  for (int i = 0; uses && i < g->n_outputs; i++)
+    if (g->outputs[i] == m->xp || g->outputs[i] == tr->out[0]) return;
+  int nl = 0, nh = 0, ni = 0, np = 0;
+  const int64_t *lo = pc_attr_ints(pd, "low", &nl), *hi = pc_attr_ints(pd, "high", &nh);
+  const int64_t *in = pc_attr_ints(pd, "interior", &ni), *perm = tr->op == PC_OP_transpose ? pc_attr_ints(tr, "perm", &np) : NULL;
+  const pc_type *t = &tr->in[0]->type;
+  static const int64_t swap[2] = {1, 0};
+  if (!perm) perm = swap, np = t->rank; /* the reshape [1, C, sp..] -> [C, 1, sp..]: dims checked below */
+  if (pc_attr_float(pd, "value", 1) != 0 || nl != t->rank || nh != t->rank || ni != t->rank || np != t->rank ||
+      t->rank != m->ns + 2 || perm[0] != 1 || perm[1] != 0 || lo[0] || lo[1] || hi[0] || hi[1] || in[0] || in[1] ||
+      t->dims[0] != m->images || t->dims[1] != m->C)
+    return;
+  for (int d = 0; d < m->ns; d++)
+    if ((tr->op == PC_OP_transpose && perm[2 + d] != 2 + d) || t->dims[2 + d] != pd->in[0]->type.dims[2 + d] ||
+        lo[2 + d] < 0 || in[2 + d])
+      return;
+  m->x = tr->in[0], m->x_nodes[0] = pd, m->x_nodes[1] = tr;
+  for (int d = 0; d < m->ns; d++) m->x_lo[d] = lo[2 + d];
+}
+
+int pc_columns_winograd(const pc_columns *m) {
+  return m->dot && m->ns == 2 && m->kd[0] == 3 && m->kd[1] == 3 && m->st[0] == m->dil[0] && m->st[1] == m->dil[1] &&
+         primc_wgrad_wino_fits(m->dot->in[0]->type.dims[0], m->C, m->images, m->od[0], m->od[1]);
+}
+
+int pc_columns_reads_x(const pc_columns *m) {
+  return m->x && m->st[0] == 1 && m->st[1] == 1 && m->dil[0] == 1 && m->dil[1] == 1 && pc_columns_winograd(m);
 }
 
 int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_columns *m) {
@@ -97,6 +134,7 @@ int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_co
     return 0;
   m->dot = n;
   output_gradient(g, a, uses, m);
+  unpadded_input(g, uses, cc->n_in, m);
   return 1;
 }
 
@@ -105,5 +143,6 @@ int pc_columns_grouped(const pc_graph *g, const pc_node *n, pc_columns *m) {
   for (int j = 0; j < m->n_nodes; j++)
     if (m->nodes[j]->group != n->group) return 0;
   if (m->gy && (m->a_nodes[0]->group != n->group || m->a_nodes[1]->group != n->group)) m->gy = NULL;
+  if (m->x && (m->x_nodes[0]->group != n->group || m->x_nodes[1]->group != n->group)) m->x = NULL;
   return 1;
 }

@@ -302,8 +302,19 @@ typedef struct pc_columns {
   const pc_node *nodes[PC_COLUMNS_MAX_NODES];
   const pc_value *gy;
   const pc_node *a_nodes[2];
+  /* xp = pad(transpose(x, [1, 0, 2..]), lo, hi, 0) with x [N, C, sp..], each read only by the chain (with uses), no
+   * interior padding, lo >= 0: x, those two nodes and lo (x_lo[d], the grid's rows before x's first), else x NULL.
+   * The Winograd row (pc_columns_winograd) with stride 1 reads x where it lies, zero around it. */
+  const pc_value *x;
+  const pc_node *x_nodes[2];
+  int64_t x_lo[3];
 } pc_columns;
 int pc_columns_match(const pc_graph *g, const pc_node *n, const int *uses, pc_columns *m);
+/* whether the weight gradient runs as Winograd F(2x2, 3x3) (runtime/conv/winograd.c): a 2-D 3x3 whose stride equals
+ * its dilation, where primc_wgrad_wino_fits its sizes; and whether it then reads x unpadded (stride 1, m->x set).
+ * The fuser and codegen decide by it alike. */
+int pc_columns_winograd(const pc_columns *m);
+int pc_columns_reads_x(const pc_columns *m);
 /* after fusion: the match whose chain lies wholly in n's group (fuse.c's columns group, which memplan and codegen
  * make one call); gy kept only where its transpose joined the group too */
 int pc_columns_grouped(const pc_graph *g, const pc_node *n, pc_columns *m);

@@ -394,7 +394,8 @@ static pc_status attention_groups(fuser *F) {
  * slices and reshapes: codegen makes it one primc_k_dot_cols call, which packs the GEMM's B panels from the padded
  * input, so the columns (the input copied once per kernel tap: 58 MB a step for each of ResNet-18's first 3x3
  * convs at batch 8) are never stored; with the output gradient's transpose, which it packs A from, where that is
- * read by the dot alone. Host code alone has that call: not for a GPU. */
+ * read by the dot alone, and the input's transpose and pad where the call reads the input unpadded
+ * (pc_columns_reads_x). Host code alone has that call: not for a GPU. */
 static pc_status columns_groups(fuser *F) {
   pc_graph *g = F->g;
   if (g->gpu) return PC_OK;
@@ -409,6 +410,10 @@ static pc_status columns_groups(fuser *F) {
     int fresh = m.gy && F->attn[find(F, n->id)] == CALL_COLUMNS;
     for (int j = 0; j < 2 && fresh; j++) fresh = F->size[find(F, m.a_nodes[j]->id)] == 1;
     for (int j = 0; j < 2 && fresh; j++) unite(F, n->id, m.a_nodes[j]->id);
+    /* the input's transpose and zero pad too where the Winograd row reads the input unpadded where it lies */
+    fresh = pc_columns_reads_x(&m) && F->attn[find(F, n->id)] == CALL_COLUMNS;
+    for (int j = 0; j < 2 && fresh; j++) fresh = F->size[find(F, m.x_nodes[j]->id)] == 1;
+    for (int j = 0; j < 2 && fresh; j++) unite(F, n->id, m.x_nodes[j]->id);
   }
   free(uses);
   return PC_OK;

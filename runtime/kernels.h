@@ -236,12 +236,13 @@ static inline int next_index(int64_t *idx, const int64_t *dims, int n) {
 
 /* a stride-1 3x3 conv's weight gradient out [M][C][3][3] as Winograd F(2x2, 3x3) (runtime/conv/winograd.c): x the
  * padded input's window grid (element (c, image, row, col) for rows [0, oh + 2) and columns [0, ow + 2) at x_off +
- * c xs_c + image xs_n + row xs_h + col xs_w), a the output gradient ((m, image, row, col) likewise for [0, oh) x
- * [0, ow)), scratch of primc_wgrad_wino_floats floats */
+ * c xs_c + image xs_n + row xs_h + col xs_w where row is within [x_rlo, x_rhi) and col within [x_clo, x_chi), zero
+ * elsewhere: the unpadded input read where it lies), a the output gradient ((m, image, row, col) likewise for [0,
+ * oh) x [0, ow)), scratch of primc_wgrad_wino_floats floats */
 typedef struct primc_wgrad {
   int64_t M, C, images, oh, ow;
   const float *x;
-  int64_t x_off, xs_c, xs_n, xs_h, xs_w;
+  int64_t x_off, xs_c, xs_n, xs_h, xs_w, x_rlo, x_rhi, x_clo, x_chi;
   const float *a;
   int64_t a_off, a_sm, a_sn, a_sh, a_sw;
   float *out, *scratch;

@@ -118,8 +118,8 @@ int primc_k_dot_cols(const int64_t *q, void *const *bufs) {
   if (q[28] == PRIMC_WGRAD_WINOGRAD) {
     /* a(m, image, row, col) in place, or from [M, K] whose k runs over images, rows, columns */
     if (ns != 2 || q[15] != 3 || q[16] != 3 || q[12] != q[18] || q[13] != q[19]) return PRIMC_ERR_RUNTIME;
-    primc_wgrad w = {M, C, images, q[9], q[10], bufs[2], q[21], q[5], q[7], q[12], q[13], bufs[1],
-                     a_mode ? q[27] : 0, q[2], a_mode ? q[23] : pix * q[3], a_mode ? q[24] : q[10] * q[3],
+    primc_wgrad w = {M, C, images, q[9], q[10], bufs[2], q[21], q[5], q[7], q[12], q[13], q[29], q[30], q[31], q[32],
+                     bufs[1], a_mode ? q[27] : 0, q[2], a_mode ? q[23] : pix * q[3], a_mode ? q[24] : q[10] * q[3],
                      a_mode ? q[25] : q[3], bufs[0], bufs[3]};
     return primc_wgrad_wino_run(&w);
   }

@@ -252,11 +252,13 @@ int primc_k_dot_b2(const int64_t *params, void *const *bufs);
  * stored): column (c, t) at pixel k = (image, o..) is xp[off + c xs_c + image xs_n + sum_s (o_s ostep_s + t_s
  * tstep_s)]. a is [M, K] at a_sm, a_sk apart (a_mode 0), or read in place from the conv's output gradient (a_mode 1):
  * a(m, k = (image, o..)) = a[a_off + m a_sm + image a_sn + sum_s o_s a_os_s]. params: [M, K, a_sm, a_sk, C, xs_c,
- * images, xs_n, ns (1..3), od[3], ostep[3], kd[3], tstep[3], off, a_mode, a_sn, a_os[3], a_off, row]; bufs: out
- * [M, C taps] contiguous, a, xp, scratch: (C taps + 2 K) int64 (the columns', pixels' and a's offsets) for row
- * PRIMC_WGRAD_COLUMNS, primc_wgrad_wino_floats floats for PRIMC_WGRAD_WINOGRAD (a 3x3 whose stride equals its
- * dilation, as Winograd F(2x2, 3x3): primc_wgrad_wino_fits) */
-#define PRIMC_DOT_COLS_PARAMS 29
+ * images, xs_n, ns (1..3), od[3], ostep[3], kd[3], tstep[3], off, a_mode, a_sn, a_os[3], a_off, row, rlo, rhi,
+ * clo, chi]; bufs: out [M, C taps] contiguous, a, xp, scratch: (C taps + 2 K) int64 (the columns', pixels' and a's
+ * offsets) for row PRIMC_WGRAD_COLUMNS, primc_wgrad_wino_floats floats for PRIMC_WGRAD_WINOGRAD (a 3x3 whose stride
+ * equals its dilation, as Winograd F(2x2, 3x3): primc_wgrad_wino_fits). The Winograd row reads xp's window grid only
+ * at rows [rlo, rhi) and columns [clo, chi) of it, zero elsewhere (the unpadded input where it lies: off may then be
+ * negative, every element read is at a nonnegative offset) */
+#define PRIMC_DOT_COLS_PARAMS 33
 enum { PRIMC_WGRAD_COLUMNS = 0, PRIMC_WGRAD_WINOGRAD = 1 };
 int primc_k_dot_cols(const int64_t *params, void *const *bufs);
 int primc_wgrad_wino_fits(int64_t M, int64_t C, int64_t images, int64_t oh, int64_t ow);

@@ -428,21 +428,24 @@ typedef struct wg_job {
   int first, status;
 } wg_job;
 
-/* rows 2 ty .. 2 ty + 3 of channel c's window grid (rows [0, oh + 2), columns [0, ow + 2)), zero outside it */
+/* rows 2 ty .. 2 ty + 3 of channel c's window grid (rows [0, oh + 2), columns [0, ow + 2)), x where the grid holds
+ * it, zero elsewhere */
 static void wg_x_rows(const primc_wgrad *w, int64_t c, int64_t n, int64_t ty, int64_t tx, float rows[4][WINO_ROW]) {
-  int64_t width = 2 * tx + 2 + 32, cols = w->ow + 2 < width ? w->ow + 2 : width;
+  int64_t width = 2 * tx + 2 + 32, c0 = w->x_clo > 0 ? w->x_clo : 0, c1 = w->ow + 2 < width ? w->ow + 2 : width;
+  if (w->x_chi < c1) c1 = w->x_chi;
   for (int i = 0; i < 4; i++) {
     int64_t r = 2 * ty + i;
-    if (r >= w->oh + 2) {
+    if (r >= w->oh + 2 || r < w->x_rlo || r >= w->x_rhi || c1 <= c0) {
       memset(rows[i], 0, (size_t)width * sizeof(float));
       continue;
     }
-    const float *s = w->x + w->x_off + c * w->xs_c + n * w->xs_n + r * w->xs_h;
+    const float *s = w->x + (w->x_off + c * w->xs_c + n * w->xs_n + r * w->xs_h + c0 * w->xs_w);
+    memset(rows[i], 0, (size_t)c0 * sizeof(float));
     if (w->xs_w == 1)
-      memcpy(rows[i], s, (size_t)cols * sizeof(float));
+      memcpy(rows[i] + c0, s, (size_t)(c1 - c0) * sizeof(float));
     else
-      for (int64_t k = 0; k < cols; k++) rows[i][k] = s[k * w->xs_w];
-    memset(rows[i] + cols, 0, (size_t)(width - cols) * sizeof(float));
+      for (int64_t k = 0; k < c1 - c0; k++) rows[i][c0 + k] = s[k * w->xs_w];
+    memset(rows[i] + c1, 0, (size_t)(width - c1) * sizeof(float));
   }
 }
 

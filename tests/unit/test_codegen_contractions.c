@@ -604,7 +604,7 @@ PC_TEST(codegen_weight_gradient_reads_columns_in_place) {
 
 /* A 3x3 weight gradient whose stride equals its dilation runs as Winograd F(2x2, 3x3) (runtime/conv/winograd.c):
  * odd maps (partial tiles), a 2x2 map, stride and dilation 2, more tiles than one chunk (the GEMMs adding to their
- * sums), a wide output. Checked against the interpreter on the same graph in f64 (which gathers the columns):
+ * sums), a wide output; at stride 1 reading the input unpadded where it lies, its transpose and pad in the call. Checked against the interpreter on the same graph in f64 (which gathers the columns):
  * every output within 1e-5 of its largest magnitude, as the forward Winograd row is tested. */
 PC_TEST(codegen_weight_gradient_winograd) {
   static const char *const convs[] = {
@@ -646,6 +646,9 @@ PC_TEST(codegen_weight_gradient_winograd) {
     }
     char *text = pc_test_kernels_text(g), tag[64];
     CHECK_MSG(text && strstr(text, "weight gradient as Winograd F(2x2, 3x3)"), "case %zu:\n%s", i, text ? text : "");
+    /* stride 1: the input's transpose and pad joined the call, which reads the input unpadded (fuse.c) */
+    CHECK_MSG(text && !strstr(text, "the input read unpadded where it lies") == (i == 2), "case %zu:\n%s", i,
+              text ? text : "");
     free(text);
     snprintf(tag, sizeof tag, "Winograd weight gradient case %zu", i);
     pc_tensor in[8], in64[8], got[8], ref[8];
