@@ -863,8 +863,8 @@ typedef struct primc_conv_plan_opts {
   const char *force; /* a row name (PRIMC_CONV_ROW=) taken when it fits and its ISA is here; NULL: none */
   int bf16;          /* the conv may run on bf16 operands with f32 sums (--autocast bf16): the bf16 row first */
   int weights_stream; /* the program's weights outgrow the last-level cache: a bf16 plan says so (its tile word) */
-  int batch_tiles;    /* the batch is fixed and the weights packed once: Winograd counts the tiles of all the images
-                         one round of its GEMMs takes, not one image's */
+  int batch_tiles;    /* the batch is fixed and the weights packed (once, or by each call): Winograd counts the tiles
+                         of all the images one round of its GEMMs takes, not one image's */
   int weights_once;   /* the weights are packed once (constants), not at every call: rows whose packed weights
                          outweigh the plain ones (Winograd's 16/9) may pay on smaller maps */
 } primc_conv_plan_opts;

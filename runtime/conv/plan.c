@@ -230,12 +230,13 @@ static int batch_pays(const cv_shape *s) {
 /* A batch's small maps go to the GEMMs several images a round: ResNet's 512-channel 3x3s at 7x7 (16 tiles an image)
  * take 5.8 ms on Winograd at batch 8 against 7.4 in the direct lanes (build/conv_ab --batch 8, 1 thread; 3.5 / 3.8
  * on 2 with the weights from memory). Not where the batch varies at run time (the plan at its bound would run batch
- * 1 so) nor for weights packed at every call (Winograd's are 16/9 the bytes: 8.8 against 8.1 ms a call in
- * ResNet-18's b8 training step). */
+ * 1 so). Weights packed at every call too (a training step's) where Winograd's packing runs on zmm (512 x 512
+ * 3.05 -> 1.42 ms): ResNet-18's b8 step's layer-4 convs 14.0-15.9 -> 11.2-12.9 ms each, forward and input
+ * gradient (the AMX Xeon, 1 thread; 8.8 against 8.1 when that packing was scalar). */
 static int wino_pays(const cv_shape *s) {
   const primc_conv2d *p = s->p;
   int64_t ch = s->t->wino_min_ch, tiles = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
-  if (s->batch_tiles) tiles = primc_cv_wino_round_tiles(p, s->oh, s->ow);
+  if (s->batch_tiles && (s->weights_once || cv_use_avx512())) tiles = primc_cv_wino_round_tiles(p, s->oh, s->ow);
   int64_t least = p->c < p->o ? p->c : p->o;
   int wide = s->t->wino_small_ch && least >= s->t->wino_small_ch && tiles * least >= s->t->wino_small_work;
   int few = s->t->wino_few_work && s->weights_once && tiles >= s->t->wino_few_tiles &&

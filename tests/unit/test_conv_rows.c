@@ -417,16 +417,21 @@ PC_TEST(conv_plan_force_and_layouts) {
     }
   }
   /* a batch of 8 512-channel 7x7 maps (16 tiles an image): Winograd over the round's 128 tiles where the batch is
-   * fixed and the weights packed once (AVX-512 tunings; AVX2's fill rule leaves 7x7 maps alone), not per image */
+   * fixed and the weights packed once (AVX-512 tunings; AVX2's fill rule leaves 7x7 maps alone), not per image;
+   * for weights packed by each call where that packing runs on zmm */
   primc_conv2d b8 = {8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
   primc_conv_plan_opts per_image = {.packable = 1, .tile_mr = primc_sgemm_mr(), .has_scratch = 1}, batch = per_image;
-  batch.batch_tiles = 1;
+  batch.batch_tiles = 1, batch.weights_once = 1;
   CHECK_INT(primc_conv_plan_make(&b8, &per_image, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
   CHECK_INT(primc_conv_plan_make(&b8, &batch, &plan), PRIMC_OK);
   if (strcmp(primc_conv_tuning_name(), "AVX2")) CHECK_INT(plan.row, PRIMC_CONV_ROW_WINOGRAD);
+  primc_conv_plan_opts per_call = batch;
+  per_call.weights_once = 0;
+  CHECK_INT(primc_conv_plan_make(&b8, &per_call, &plan), PRIMC_OK);
+  CHECK((plan.row == PRIMC_CONV_ROW_WINOGRAD) == (primc_sgemm_isa() == PRIMC_ISA_AVX512));
   b8.n = 1;
-  CHECK_INT(primc_conv_plan_make(&b8, &batch, &plan), PRIMC_OK);
+  CHECK_INT(primc_conv_plan_make(&b8, &per_call, &plan), PRIMC_OK);
   CHECK(plan.row != PRIMC_CONV_ROW_WINOGRAD);
   /* one image's 16 tiles: Winograd on Intel's AVX-512 tunings where the weights are packed once and pixels x
    * channels reach the row's work (512 at 7x7), not for 256 at 7x7, nor for weights packed at every call */
