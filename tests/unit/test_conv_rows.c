@@ -621,3 +621,35 @@ PC_TEST(conv_dw_in_place) {
   CHECK(ran > 0);
   free(x), free(w), free(bias), free(buf), free(spare), free(r);
 }
+
+/* Winograd's packing on zmm (16 kernels at a time, each xi's block transposed into its strip) writes the bytes the
+ * kernel-at-a-time path writes, plain and flipped, at two tile heights, channel counts past and short of 16 */
+PC_TEST(conv_winograd_pack_zmm_matches_scalar) {
+  if (primc_sgemm_isa() != PRIMC_ISA_AVX512) {
+    SKIP("no AVX-512 here");
+    return;
+  }
+  static const int64_t sizes[][2] = {{64, 64}, {70, 33}, {5, 17}, {129, 16}};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+    int64_t C = sizes[s][0], O = sizes[s][1];
+    primc_conv2d p = {.n = 2, .c = C, .h = 9, .w = 9, .o = O, .kh = 3, .kw = 3, .groups = 1, .stride_h = 1,
+                      .stride_w = 1, .dil_h = 1, .dil_w = 1, .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1};
+    float *w = malloc(sizeof(float) * (size_t)(O * C * 9));
+    for (int64_t i = 0; i < O * C * 9; i++) w[i] = (float)((i * 7919) % 1000) * 0.001f - 0.5f;
+    size_t n = primc_conv2d_winograd_bytes(&p);
+    for (int fl = 0; fl < 2; fl++)
+      for (int mr = 5; mr <= 14; mr += 9) {
+        float *a = calloc(1, n), *b = calloc(1, n);
+        int (*pack)(const primc_conv2d *, const float *, int, float *) =
+            fl ? primc_conv2d_pack_winograd_flipped : primc_conv2d_pack_winograd;
+        CHECK_INT(pack(&p, w, mr, a), PRIMC_OK);
+        CHECK_INT(primc_sgemm_force_isa(PRIMC_ISA_AVX2), 0);
+        CHECK_INT(pack(&p, w, mr, b), PRIMC_OK);
+        primc_sgemm_force_isa(PRIMC_ISA_AUTO);
+        CHECK_MSG(a && b && !memcmp(a, b, n), "%lld -> %lld, flipped %d, mr %d: the zmm packing differs", (long long)C,
+                  (long long)O, fl, mr);
+        free(a), free(b);
+      }
+    free(w);
+  }
+}
