@@ -49,20 +49,22 @@ static int64_t wino_floats(const primc_conv2d *p, int64_t oh, int64_t ow) {
   return 16 * (p->c + p->o) * wino_geometry(oh, ow).t * wino_images(p, oh, ow);
 }
 
-/* u = G g G^T for 8 3x3 kernels at once, g[k] holding tap k of each (a vector type, so that any target's
- * compiler emits its vector ops) */
+/* u = G g G^T for a vector type T of 3x3 kernels at once, g[k] holding tap k of each (a vector type, so that any
+ * target's compiler emits its vector ops) */
+#define WINO_KERNELS(T, g, u)                                                                                        \
+  do {                                                                                                               \
+    T t_[4][3];                                                                                                      \
+    for (int j = 0; j < 3; j++) {                                                                                    \
+      T a = g[j], b = g[3 + j], c = g[6 + j];                                                                        \
+      t_[0][j] = a, t_[1][j] = 0.5f * (a + b + c), t_[2][j] = 0.5f * (a - b + c), t_[3][j] = c;                      \
+    }                                                                                                                \
+    for (int i = 0; i < 4; i++) {                                                                                    \
+      T a = t_[i][0], b = t_[i][1], c = t_[i][2];                                                                    \
+      u[i * 4 + 0] = a, u[i * 4 + 1] = 0.5f * (a + b + c), u[i * 4 + 2] = 0.5f * (a - b + c), u[i * 4 + 3] = c;     \
+    }                                                                                                                \
+  } while (0)
 typedef float wino_v8 __attribute__((vector_size(32)));
-static void wino_kernels8(const wino_v8 g[9], wino_v8 u[16]) {
-  wino_v8 t[4][3];
-  for (int j = 0; j < 3; j++) {
-    wino_v8 a = g[j], b = g[3 + j], c = g[6 + j];
-    t[0][j] = a, t[1][j] = 0.5f * (a + b + c), t[2][j] = 0.5f * (a - b + c), t[3][j] = c;
-  }
-  for (int i = 0; i < 4; i++) {
-    wino_v8 a = t[i][0], b = t[i][1], c = t[i][2];
-    u[i * 4 + 0] = a, u[i * 4 + 1] = 0.5f * (a + b + c), u[i * 4 + 2] = 0.5f * (a - b + c), u[i * 4 + 3] = c;
-  }
-}
+static void wino_kernels8(const wino_v8 g[9], wino_v8 u[16]) { WINO_KERNELS(wino_v8, g, u); }
 
 size_t primc_conv2d_winograd_bytes(const primc_conv2d *p) { return (size_t)(16 * p->o * p->c) * sizeof(float); }
 
@@ -78,18 +80,10 @@ typedef struct wino_pack_job {
 } wino_pack_job;
 
 #if PRIMC_X86
-/* u = G g G^T for 16 kernels at once, on zmm */
+/* WINO_KERNELS for 16 kernels at once, on zmm */
 typedef float wino_v16 __attribute__((vector_size(64)));
 __attribute__((target("avx512f"))) static inline void wino_kernels16(const wino_v16 g[9], wino_v16 u[16]) {
-  wino_v16 t[4][3];
-  for (int j = 0; j < 3; j++) {
-    wino_v16 a = g[j], b = g[3 + j], c = g[6 + j];
-    t[0][j] = a, t[1][j] = 0.5f * (a + b + c), t[2][j] = 0.5f * (a - b + c), t[3][j] = c;
-  }
-  for (int i = 0; i < 4; i++) {
-    wino_v16 a = t[i][0], b = t[i][1], c = t[i][2];
-    u[i * 4 + 0] = a, u[i * 4 + 1] = 0.5f * (a + b + c), u[i * 4 + 2] = 0.5f * (a - b + c), u[i * 4 + 3] = c;
-  }
+  WINO_KERNELS(wino_v16, g, u);
 }
 
 /* wino_pack_strips on zmm: per strip row, 16 channels' kernels gathered tap by tap (9 contiguous floats each, or
