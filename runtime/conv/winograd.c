@@ -430,7 +430,6 @@ int primc_cv_wino_run(const cv_call *k) {
  */
 #define WG_CHUNK_BYTES (1 << 20) /* the chunk's transforms (16 (O + C) floats a tile), L2's half */
 #define WG_MIN_TILES 128         /* below this each chunk's GEMMs would reload P for too little work */
-#define WG_PF 128 /* floats ahead */
 #define WG_SKEW 16               /* floats past each xi's matrix: the 16 start a cache line apart */
 
 typedef struct wg_geo {
@@ -629,11 +628,7 @@ __attribute__((target("avx512f"))) static void wg_out512(const wg_job *j, int64_
   int64_t C = j->w->C;
   __mmask16 msk = primc_low_mask16(n);
   wg_v16 m[16], g[9];
-  for (int xi = 0; xi < 16; xi++) {
-    const float *at = j->p + xi * j->sp + o * C + c0;
-    _mm_prefetch((const char *)(at + WG_PF), _MM_HINT_T0);
-    m[xi] = (wg_v16)_mm512_maskz_loadu_ps(msk, at);
-  }
+  for (int xi = 0; xi < 16; xi++) m[xi] = (wg_v16)_mm512_maskz_loadu_ps(msk, j->p + xi * j->sp + o * C + c0);
   WG_OUT(wg_v16, m, g);
   float *out = j->w->out + (o * C + c0) * 9;
   for (int v = 0; v < 9; v++) { /* out[v 16 + l] is tap (v 16 + l) % 9 of channel (v 16 + l) / 9 */
