@@ -10,6 +10,14 @@ static inline __mmask16 primc_low_mask16(int64_t n) {
   return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
 
+/* the even and the odd lanes of the 32 floats a, b (a's first) */
+__attribute__((target("avx512f"))) static inline __m512 primc_even16(__m512 a, __m512 b) {
+  return _mm512_permutex2var_ps(a, _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), b);
+}
+__attribute__((target("avx512f"))) static inline __m512 primc_odd16(__m512 a, __m512 b) {
+  return _mm512_permutex2var_ps(a, _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1), b);
+}
+
 /* r[j] = column j of the 16 x 16 block in r (rows 2i, 2i+1 interleaved, then pairs of pairs, then 128-bit lanes) */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void primc_tr16(__m512 r[16]) {
   __m512 t[16];

@@ -216,14 +216,11 @@ static void wino_in_tile(float rows[4][WINO_ROW], int64_t tx, float v[16]) {
 #if PRIMC_X86
 __attribute__((target("avx512f"))) static void wino_in16(float rows[4][WINO_ROW], int64_t tx0, float *v, int64_t xs,
                                                          __mmask16 m) {
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   __m512 d[4][4], t[4][4];
   for (int i = 0; i < 4; i++) {
     const float *r = rows[i] + 2 * tx0;
     __m512 a = _mm512_loadu_ps(r), b = _mm512_loadu_ps(r + 16), a2 = _mm512_loadu_ps(r + 2), b2 = _mm512_loadu_ps(r + 18);
-    d[i][0] = _mm512_permutex2var_ps(a, even, b), d[i][1] = _mm512_permutex2var_ps(a, odd, b);
-    d[i][2] = _mm512_permutex2var_ps(a2, even, b2), d[i][3] = _mm512_permutex2var_ps(a2, odd, b2);
+    d[i][0] = primc_even16(a, b), d[i][1] = primc_odd16(a, b), d[i][2] = primc_even16(a2, b2), d[i][3] = primc_odd16(a2, b2);
   }
   for (int k = 0; k < 4; k++) {
     t[0][k] = _mm512_sub_ps(d[0][k], d[2][k]), t[1][k] = _mm512_add_ps(d[1][k], d[2][k]);
@@ -531,8 +528,6 @@ static void wg_dy_src(const wg_job *j, int64_t o, int64_t r, const float *src[2]
  * (dy's columns contiguous) */
 __attribute__((target("avx512f"))) static void wg_dy_row512(const float *src[2], int64_t ow, int64_t tx, float *v,
                                                              int64_t xs) {
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   for (int64_t t = 0; t < tx; t += 16) {
     __m512 d[2][2], s[4][2];
     for (int i = 0; i < 2; i++) {
@@ -542,7 +537,7 @@ __attribute__((target("avx512f"))) static void wg_dy_row512(const float *src[2],
         lo = _mm512_maskz_loadu_ps(primc_low_mask16(left), src[i] + 2 * t);
         hi = _mm512_maskz_loadu_ps(primc_low_mask16(left - 16), src[i] + 2 * t + 16);
       }
-      d[i][0] = _mm512_permutex2var_ps(lo, even, hi), d[i][1] = _mm512_permutex2var_ps(lo, odd, hi);
+      d[i][0] = primc_even16(lo, hi), d[i][1] = primc_odd16(lo, hi);
     }
     for (int b = 0; b < 2; b++) {
       s[0][b] = d[0][b], s[1][b] = _mm512_add_ps(d[0][b], d[1][b]);
@@ -607,7 +602,7 @@ static void wg_gemms(void *ctx, int64_t x0, int64_t x1) {
       __atomic_store_n(&j->status, PRIMC_ERR_RUNTIME, __ATOMIC_RELAXED);
 }
 
-/* dW[o][c] = G^T P G with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], m[xi] = P_xi[o][c] */
+/* g = G^T m G with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], m[xi] = P_xi[o][c] */
 #define WG_OUT(T, m, g)                                                                                              \
   do {                                                                                                               \
     T t_[3][4];                                                                                                      \
@@ -621,46 +616,52 @@ static void wg_gemms(void *ctx, int64_t x0, int64_t x1) {
     }                                                                                                                \
   } while (0)
 
+/* dW[o][c] = G^T P G for output channels [o0, o1) */
 #if PRIMC_X86
-/* 16 input channels at a time; their 9 taps each, 144 floats in a row, gathered from the 9 tap vectors */
+/* 16 input channels at a time; their 9 taps each, 144 floats in a row, gathered from the 9 tap vectors: out[16 v +
+ * l] is tap (16 v + l) % 9 of channel (16 v + l) / 9, at float (16 v + l) % 9 16 + (16 v + l) / 9 of them */
 typedef float wg_v16 __attribute__((vector_size(64)));
-__attribute__((target("avx512f"))) static void wg_out512(const wg_job *j, int64_t o, int64_t c0, int64_t n) {
+__attribute__((target("avx512f"))) static void wg_output512(const wg_job *j, int64_t o0, int64_t o1) {
   int64_t C = j->w->C;
-  __mmask16 msk = primc_low_mask16(n);
-  wg_v16 m[16], g[9];
-  for (int xi = 0; xi < 16; xi++) m[xi] = (wg_v16)_mm512_maskz_loadu_ps(msk, j->p + xi * j->sp + o * C + c0);
-  WG_OUT(wg_v16, m, g);
-  float *out = j->w->out + (o * C + c0) * 9;
-  for (int v = 0; v < 9; v++) { /* out[v 16 + l] is tap (v 16 + l) % 9 of channel (v 16 + l) / 9 */
+  __m512i idx[9];
+  for (int v = 0; v < 9; v++) {
     __m512i at = _mm512_add_epi32(_mm512_set1_epi32(16 * v), _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
     __m512i ch = _mm512_srli_epi32(_mm512_mullo_epi32(at, _mm512_set1_epi32(57)), 9); /* at / 9 for at < 144 */
-    __m512i idx = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_sub_epi32(at, _mm512_mullo_epi32(ch, _mm512_set1_epi32(9))),
-                                                      _mm512_set1_epi32(16)), ch);
-    __mmask16 keep = primc_low_mask16(9 * n - 16 * v);
-    _mm512_mask_storeu_ps(out + 16 * v, keep, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), keep, idx, (const float *)g, 4));
+    idx[v] = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_sub_epi32(at, _mm512_mullo_epi32(ch, _mm512_set1_epi32(9))),
+                                                 _mm512_set1_epi32(16)), ch);
   }
+  for (int64_t o = o0; o < o1; o++)
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+      int64_t n = C - c0 < 16 ? C - c0 : 16;
+      __mmask16 msk = primc_low_mask16(n);
+      wg_v16 m[16], g[9];
+      for (int xi = 0; xi < 16; xi++) m[xi] = (wg_v16)_mm512_maskz_loadu_ps(msk, j->p + xi * j->sp + o * C + c0);
+      WG_OUT(wg_v16, m, g);
+      float *out = j->w->out + (o * C + c0) * 9;
+      for (int v = 0; v < 9; v++) {
+        __mmask16 keep = primc_low_mask16(9 * n - 16 * v);
+        _mm512_mask_storeu_ps(out + 16 * v, keep, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), keep, idx[v], (const float *)g, 4));
+      }
+    }
 }
 #endif
 
-/* G^T P G for output channels [o0, o1), input channels [c0, c1) */
-static void wg_out_cols(const wg_job *j, int64_t o0, int64_t o1, int64_t c0, int64_t c1) {
+static void wg_output(void *ctx, int64_t o0, int64_t o1) {
+  const wg_job *j = ctx;
   int64_t C = j->w->C;
 #if PRIMC_X86
   if (cv_use_avx512()) {
-    for (int64_t o = o0; o < o1; o++)
-      for (int64_t c = c0; c < c1; c += 16) wg_out512(j, o, c, c1 - c < 16 ? c1 - c : 16);
+    wg_output512(j, o0, o1);
     return;
   }
 #endif
   for (int64_t o = o0; o < o1; o++)
-    for (int64_t c = c0; c < c1; c++) {
+    for (int64_t c = 0; c < C; c++) {
       float m[16], *g = j->w->out + (o * C + c) * 9;
       for (int xi = 0; xi < 16; xi++) m[xi] = j->p[xi * j->sp + o * C + c];
       WG_OUT(float, m, g);
     }
 }
-
-static void wg_output(void *ctx, int64_t o0, int64_t o1) { wg_out_cols(ctx, o0, o1, 0, ((const wg_job *)ctx)->w->C); }
 
 int primc_wgrad_wino_run(const primc_wgrad *w) {
   if (!primc_wgrad_wino_fits(w->M, w->C, w->images, w->oh, w->ow)) return PRIMC_ERR_RUNTIME;
