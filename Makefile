@@ -89,8 +89,8 @@ $(B)/primc: $(TOOL_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a
 $(B)/test_primc: $(TEST_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a
 	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(B)/libprimc.a $(B)/libprimc_rt.a $(LIBS)
 
-# gemm_bench and conv_ab are built too, so that a change to the kernels' interfaces cannot break them unnoticed
-test: all $(B)/gemm_bench $(B)/conv_ab
+# gemm_bench, conv_ab and wgrad_ab are built too, so that a change to the kernels' interfaces cannot break them unnoticed
+test: all $(B)/gemm_bench $(B)/conv_ab $(B)/wgrad_ab
 	bash tests/run.sh
 
 demo: all
@@ -130,7 +130,7 @@ models: all
 # then the precision builds against ONNX Runtime and OpenVINO (f32 and its default precision) on a ResNet-50
 # and a BERT-base-sized encoder written without torch; run-time dims; training steps against PyTorch (in turn, then
 # step by step in one process)
-bench: all $(B)/gemm_bench $(B)/conv_ab $(B)/stream $(B)/corelat $(B)/coreshare
+bench: all $(B)/gemm_bench $(B)/conv_ab $(B)/wgrad_ab $(B)/stream $(B)/corelat $(B)/coreshare
 	bash tools/setup.sh bench
 	python3 bench/run.py --threads 1,2
 	bash bench/roofline.sh

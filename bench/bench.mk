@@ -14,6 +14,9 @@ bench-gemm: $(B)/gemm_bench
 $(B)/conv_ab: $(B)/bench/conv_ab.o $(B)/libprimc_rt.a
 	$(CC) $(SAN) -o $@ $(B)/bench/conv_ab.o $(B)/libprimc_rt.a -lm -ldl -lpthread
 
+$(B)/wgrad_ab: $(B)/bench/wgrad_ab.o $(B)/libprimc_rt.a
+	$(CC) $(SAN) -o $@ $(B)/bench/wgrad_ab.o $(B)/libprimc_rt.a -lm -ldl -lpthread
+
 $(B)/corelat: bench/corelat.c
 	@mkdir -p $(B)
 	$(CC) -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -o $@ $< -lpthread

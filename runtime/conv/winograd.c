@@ -235,7 +235,8 @@ __attribute__((target("avx512f"))) static void wino_in16(float rows[4][WINO_ROW]
 }
 
 /* wino_in16 on ymm for 8 tiles [tx0, tx0 + 8) (the scalar transforms were 41-56% of a 128-channel conv's time at
- * 28x28 and 40x56 on Zen 3) */
+ * 28x28 and 40x56 on Zen 3). A row's last 8 overlap the 8 before them where 8 does not divide its tiles: masked ymm
+ * stores cost tens of cycles on Zen 3 (a 64-channel weight gradient's input transform 2.4 -> 4.3% of its samples) */
 __attribute__((target("avx2"))) static void wino_in8(float rows[4][WINO_ROW], int64_t tx0, float *v, int64_t xs) {
   __m256 d[4][4], t[4][4];
   for (int i = 0; i < 4; i++) {
@@ -273,7 +274,10 @@ static void wino_input(void *ctx, int64_t c0, int64_t c1) {
       int64_t tx = 0;
 #if PRIMC_X86
       for (; vec && tx < j->g.tx; tx += 16) wino_in16(rows, tx, v + tx, xs, primc_low_mask16(j->g.tx - tx));
-      for (; v8 && tx + 8 <= j->g.tx; tx += 8) wino_in8(rows, tx, v + tx, xs);
+      for (; v8 && j->g.tx >= 8 && tx < j->g.tx; tx += 8) {
+        int64_t t0 = tx + 8 <= j->g.tx ? tx : j->g.tx - 8;
+        wino_in8(rows, t0, v + t0, xs);
+      }
 #endif
       for (; tx < j->g.tx; tx++) {
         float t[16];
@@ -505,7 +509,10 @@ static void wg_input(void *ctx, int64_t c0, int64_t c1) {
       float *v = j->xt + c * j->tc + r * tx;
 #if PRIMC_X86
       for (; vec && t < tx; t += 16) wino_in16(rows, t, v + t, xs, primc_low_mask16(tx - t));
-      for (; v8 && t + 8 <= tx; t += 8) wino_in8(rows, t, v + t, xs);
+      for (; v8 && tx >= 8 && t < tx; t += 8) {
+        int64_t t0 = t + 8 <= tx ? t : tx - 8;
+        wino_in8(rows, t0, v + t0, xs);
+      }
 #endif
       for (; t < tx; t++) {
         float u[16];
@@ -553,6 +560,35 @@ __attribute__((target("avx512f"))) static void wg_dy_row512(const float *src[2],
     }
   }
 }
+/* wg_dy_row512 on ymm, 8 tiles at a time, the last 8 overlapping as in wino_in8 (tx >= 8; the scalar row was a
+ * quarter of a 64-channel call on Zen 3) */
+__attribute__((target("avx2"))) static void wg_dy_row256(const float *src[2], int64_t ow, int64_t tx, float *v,
+                                                          int64_t xs) {
+  for (int64_t t8 = 0; t8 < tx; t8 += 8) {
+    int64_t t = t8 + 8 <= tx ? t8 : tx - 8;
+    __m256 d[2][2], s[4][2];
+    for (int i = 0; i < 2; i++) {
+      __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+      if (src[i]) {
+        int64_t left = ow - 2 * t;
+        lo = _mm256_maskload_ps(src[i] + 2 * t, primc_low_mask8(left));
+        hi = _mm256_maskload_ps(src[i] + 2 * t + 8, primc_low_mask8(left - 8));
+      }
+      d[i][0] = primc_even8(lo, hi), d[i][1] = primc_odd8(lo, hi);
+    }
+    for (int b = 0; b < 2; b++) {
+      s[0][b] = d[0][b], s[1][b] = _mm256_add_ps(d[0][b], d[1][b]);
+      s[2][b] = _mm256_sub_ps(d[0][b], d[1][b]), s[3][b] = _mm256_sub_ps(_mm256_setzero_ps(), d[1][b]);
+    }
+    for (int i = 0; i < 4; i++) {
+      float *o = v + i * 4 * xs + t;
+      _mm256_storeu_ps(o, s[i][0]);
+      _mm256_storeu_ps(o + xs, _mm256_add_ps(s[i][0], s[i][1]));
+      _mm256_storeu_ps(o + 2 * xs, _mm256_sub_ps(s[i][0], s[i][1]));
+      _mm256_storeu_ps(o + 3 * xs, _mm256_sub_ps(_mm256_setzero_ps(), s[i][1]));
+    }
+  }
+}
 #endif
 
 /* one tile row's Dy, a tile at a time: A dy A^T with A = [1 0; 1 1; 1 -1; 0 -1] */
@@ -575,7 +611,7 @@ static void wg_dy(void *ctx, int64_t o0, int64_t o1) {
   const primc_wgrad *w = j->w;
   int64_t tx = j->g.tx, xs = j->sd;
 #if PRIMC_X86
-  int vec = cv_use_avx512() && w->a_sw == 1;
+  int vec = cv_use_avx512() && w->a_sw == 1, v8 = primc_sgemm_isa() == PRIMC_ISA_AVX2 && w->a_sw == 1 && tx >= 8;
 #endif
   for (int64_t o = o0; o < o1; o++)
     for (int64_t r = 0; r < j->nr; r++) {
@@ -583,8 +619,8 @@ static void wg_dy(void *ctx, int64_t o0, int64_t o1) {
       wg_dy_src(j, o, r, src);
       float *v = j->dt + o * j->tc + r * tx;
 #if PRIMC_X86
-      if (vec) {
-        wg_dy_row512(src, w->ow, tx, v, xs);
+      if (vec || v8) {
+        (vec ? wg_dy_row512 : wg_dy_row256)(src, w->ow, tx, v, xs);
         continue;
       }
 #endif
