@@ -12,8 +12,30 @@
 
 /* ---------------------------------------------------------------- dot epilogues */
 
+static int map_collapses(const kir_map *m, const kir_kernel *k, int l);
+static int expr_collapses(const kir_expr *e, const kir_kernel *k, int l);
+static void kernel_merge_loops(kir_kernel *k, int l);
+
+/* k's parallel loops before its last merged into one where every map walks them as one, until two are left
+ * (an elementwise kernel over [B, S, N] after a [B S, N] dot); 1 when k then loops over [M, N] */
+static int loops_as_rows(kir_kernel *k, int64_t M, int64_t N) {
+  if (k->n_loops < 2 || k->n_par != k->n_loops || k->extent[k->n_loops - 1] != N) return 0;
+  int64_t rows = 1;
+  for (int l = 0; l + 1 < k->n_loops; l++) rows *= k->extent[l];
+  if (rows != M) return 0;
+  for (int l = k->n_loops - 3; l >= 0; l--) {
+    int ok = 1;
+    for (int s = 0; ok && s < k->n_stores; s++)
+      ok = map_collapses(&k->stores[s].map, k, l) && expr_collapses(k->stores[s].value, k, l);
+    if (!ok) return 0;
+    kernel_merge_loops(k, l);
+  }
+  return k->n_loops == 2;
+}
+
 /* A [M, N] dot whose result only the next kernel reads, element for element over the
- * same [M, N] loops: that kernel becomes the GEMM's epilogue. */
+ * same [M, N] loops (its leading loops merged into M's where they collapse): that kernel becomes the GEMM's
+ * epilogue. */
 static pc_status fuse_epilogues(kir_program *p) {
   kir_touches t;
   if (kir_touches_build(p, &t) != PC_OK) return p->g->status;
@@ -24,13 +46,13 @@ static pc_status fuse_epilogues(kir_program *p) {
       continue; /* only inside a fused group: --unfused stays one launch per prim */
     int64_t M = c->params[2], N = c->params[3];
     int s = c->args[0], other = 0, reads = 0;
-    if (p->bufs[s].place != KP_WORKSPACE || k->n_loops != 2 || k->n_par != 2 || k->extent[0] != M || k->extent[1] != N)
+    if (p->bufs[s].place != KP_WORKSPACE || kir_touched_outside(p, &t, s, i, i + 1) || !loops_as_rows(k, M, N))
       continue;
     for (int j = 0; j < k->n_stores; j++) {
       reads |= kir_expr_reads(k->stores[j].value, s, N, &other);
       other |= k->stores[j].buf == s;
     }
-    if (!reads || other || kir_touched_outside(p, &t, s, i, i + 1)) continue;
+    if (!reads || other) continue;
     c->has_epilogue = 1;
     c->epilogue = i + 1;
     k->absorbed = 1;
@@ -338,16 +360,20 @@ static void kernel_collapse(kir_kernel *k) {
     int ok = l + 1 != k->n_par;
     for (int s = 0; ok && s < k->n_stores; s++)
       ok = map_collapses(&k->stores[s].map, k, l) && expr_collapses(k->stores[s].value, k, l);
-    if (!ok) continue;
-    for (int s = 0; s < k->n_stores; s++) {
-      map_merge(&k->stores[s].map, l);
-      expr_merge(k->stores[s].value, l);
-    }
-    k->extent[l] *= k->extent[l + 1];
-    for (int j = l + 1; j + 1 < k->n_loops; j++) k->extent[j] = k->extent[j + 1];
-    k->n_loops--;
-    if (l + 1 < k->n_par) k->n_par--;
+    if (ok) kernel_merge_loops(k, l);
   }
+}
+
+/* loops l and l + 1 of k as one (every map walks them as one) */
+static void kernel_merge_loops(kir_kernel *k, int l) {
+  for (int s = 0; s < k->n_stores; s++) {
+    map_merge(&k->stores[s].map, l);
+    expr_merge(k->stores[s].value, l);
+  }
+  k->extent[l] *= k->extent[l + 1];
+  for (int j = l + 1; j + 1 < k->n_loops; j++) k->extent[j] = k->extent[j + 1];
+  k->n_loops--;
+  if (l + 1 < k->n_par) k->n_par--;
 }
 
 static pc_status collapse_loops(kir_program *p) {

@@ -21,15 +21,22 @@ typedef struct remat {
 } remat;
 
 /* v is materialized whatever the backward does (a pad's copy reads it from memory: recomputing a ReLU before a max
- * pool from the conv's raw result kept that stored too, and the conv's bias and ReLU out of its call) */
+ * pool from the conv's raw result kept that stored too, and the conv's bias and ReLU out of its call). So is a
+ * value that a reduction and another forward prim read (a layer norm's input: fusion gives each reduction its own
+ * kernel and copies no elementwise prim into two): recomputing it from a contraction's raw result kept that stored
+ * as well, and the bias and residual adds out of the contraction's epilogue. */
 static int stored_anyway(const remat *R, const pc_value *v) {
   const pc_node *p = v->producer;
   if (!p || p->op == PC_OP_constant || !pc_op_is_inline(p->op) || (R->s->iface[v->id] & PCP_OUT) ||
       p->n_out != 1)
     return 1;
-  for (int u = R->users.start[v->id]; u < R->users.start[v->id + 1]; u++)
-    if (pc_op_fuse_kind(R->users.list[u]->op) == PC_FUSE_CONTRACT || R->users.list[u]->op == PC_OP_pad) return 1;
-  return 0;
+  int forward = 0, reduced = 0;
+  for (int u = R->users.start[v->id]; u < R->users.start[v->id + 1]; u++) {
+    const pc_node *n = R->users.list[u];
+    if (pc_op_fuse_kind(n->op) == PC_FUSE_CONTRACT || n->op == PC_OP_pad) return 1;
+    if (!n->backward) forward++, reduced |= pc_op_fuse_kind(n->op) == PC_FUSE_RED;
+  }
+  return reduced && forward >= 2;
 }
 
 /* prims of the inline chain computing v down to stored values; past `budget`, budget + 1 */

@@ -167,6 +167,23 @@ PC_TEST(codegen_gemm_epilogue) {
   cg_listing_has_then_run(g, "with epilogue k1 per row block", (cg_range){-1, 1}, "gemm+bias+relu");
 }
 
+/* a [2, 35, 24] x [24, 600] dot's bias and residual adds over [2, 35, 600]: their loops merge into the GEMM's 70
+ * rows and run as its epilogue (a transformer's projection: before, only consumers of exactly two loops joined) */
+PC_TEST(codegen_gemm_epilogue_rows_merged) {
+  pc_graph *g = pc_graph_new();
+  int64_t yd[3] = {2, 35, 600};
+  pc_value *x = pc_input_add(g, "x", cg_ty(PC_f32, 3, (int64_t[]){2, 35, 24}));
+  pc_value *w = pc_input_add(g, "w", cg_ty(PC_f32, 2, (int64_t[]){24, 600}));
+  pc_value *b = pc_input_add(g, "b", cg_ty(PC_f32, 1, (int64_t[]){600}));
+  pc_value *r = pc_input_add(g, "r", cg_ty(PC_f32, 3, yd));
+  int n0 = g->n_nodes;
+  pc_value *y = pc_dot_general(g, x, w, 1, (int64_t[]){2}, (int64_t[]){0}, 0, NULL, NULL);
+  y = pc_add(g, r, pc_add(g, y, pc_broadcast_in_dim(g, b, 3, yd, (int64_t[]){2})));
+  cg_group_from(g, n0, 0);
+  pc_output_add(g, y);
+  cg_listing_has_then_run(g, "with epilogue k1 per row block", (cg_range){-1, 1}, "gemm+bias+residual over 3 dims");
+}
+
 /* dots with constant B (plain and transposed, with an epilogue) read GEMM panels packed at
  * compile time; results match the interpreter */
 PC_TEST(codegen_dot_constant_weights_packed) {
