@@ -278,6 +278,8 @@ static void wino_input(void *ctx, int64_t c0, int64_t c1) {
         int64_t t0 = tx + 8 <= j->g.tx ? tx : j->g.tx - 8;
         wino_in8(rows, t0, v + t0, xs);
       }
+      /* under 8 tiles a row, its last lanes land in the next rows' tiles (in the channel's block), written next */
+      if (v8 && j->g.tx < 8 && (r * j->g.tx + 8) <= j->cols) wino_in8(rows, 0, v, xs), tx = j->g.tx;
 #endif
       for (; tx < j->g.tx; tx++) {
         float t[16];
@@ -320,10 +322,12 @@ __attribute__((target("avx512f"))) static void wino_out16(const float *mt, int64
   }
 }
 
-/* wino_out16 on ymm for 8 tiles */
-__attribute__((target("avx2"))) static void wino_out8(const float *mt, int64_t xs, float *row0, float *row1) {
+/* wino_out16 on ymm for tiles [0, n) of mt (8 stored, those past n from zeros) */
+__attribute__((target("avx2"))) static void wino_out8(const float *mt, int64_t xs, int64_t n, float *row0, float *row1) {
   __m256 m[4][4], s[2][4];
-  for (int xi = 0; xi < 16; xi++) m[xi / 4][xi % 4] = _mm256_loadu_ps(mt + xi * xs);
+  __m256i lm = primc_low_mask8(n);
+  for (int xi = 0; xi < 16; xi++)
+    m[xi / 4][xi % 4] = n >= 8 ? _mm256_loadu_ps(mt + xi * xs) : _mm256_maskload_ps(mt + xi * xs, lm);
   for (int k = 0; k < 4; k++) {
     s[0][k] = _mm256_add_ps(_mm256_add_ps(m[0][k], m[1][k]), m[2][k]);
     s[1][k] = _mm256_sub_ps(_mm256_sub_ps(m[1][k], m[2][k]), m[3][k]);
@@ -357,7 +361,11 @@ static void wino_output(void *ctx, int64_t o0, int64_t o1) {
 #if PRIMC_X86
       for (; isa == PRIMC_ISA_AVX512 && tx < j->g.tx; tx += 16)
         wino_out16(mt + tx, xs, primc_low_mask16(j->g.tx - tx), out[0] + 2 * tx, out[1] + 2 * tx);
-      for (; isa == PRIMC_ISA_AVX2 && tx + 8 <= j->g.tx; tx += 8) wino_out8(mt + tx, xs, out[0] + 2 * tx, out[1] + 2 * tx);
+      /* a row's last 8 overlapping the 8 before; rows of fewer than 8 tiles loaded masked (out has the room) */
+      for (; isa == PRIMC_ISA_AVX2 && tx < j->g.tx; tx += 8) {
+        int64_t t0 = tx + 8 <= j->g.tx || j->g.tx < 8 ? tx : j->g.tx - 8;
+        wino_out8(mt + t0, xs, j->g.tx - t0, out[0] + 2 * t0, out[1] + 2 * t0);
+      }
 #endif
       for (; tx < j->g.tx; tx++) {
         float m[4][4], s2[2][4];
@@ -513,6 +521,7 @@ static void wg_input(void *ctx, int64_t c0, int64_t c1) {
         int64_t t0 = t + 8 <= tx ? t : tx - 8;
         wino_in8(rows, t0, v + t0, xs);
       }
+      if (v8 && tx < 8 && r * tx + 8 <= j->tc) wino_in8(rows, 0, v, xs), t = tx; /* as in wino_input */
 #endif
       for (; t < tx; t++) {
         float u[16];
@@ -560,12 +569,12 @@ __attribute__((target("avx512f"))) static void wg_dy_row512(const float *src[2],
     }
   }
 }
-/* wg_dy_row512 on ymm, 8 tiles at a time, the last 8 overlapping as in wino_in8 (tx >= 8; the scalar row was a
- * quarter of a 64-channel call on Zen 3) */
+/* wg_dy_row512 on ymm, 8 tiles at a time, the last 8 overlapping as in wino_in8; under 8 tiles, 8 stored, the
+ * caller's next row written after (the scalar row was a quarter of a 64-channel call on Zen 3) */
 __attribute__((target("avx2"))) static void wg_dy_row256(const float *src[2], int64_t ow, int64_t tx, float *v,
                                                           int64_t xs) {
   for (int64_t t8 = 0; t8 < tx; t8 += 8) {
-    int64_t t = t8 + 8 <= tx ? t8 : tx - 8;
+    int64_t t = t8 + 8 <= tx || tx < 8 ? t8 : tx - 8;
     __m256 d[2][2], s[4][2];
     for (int i = 0; i < 2; i++) {
       __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
@@ -611,7 +620,7 @@ static void wg_dy(void *ctx, int64_t o0, int64_t o1) {
   const primc_wgrad *w = j->w;
   int64_t tx = j->g.tx, xs = j->sd;
 #if PRIMC_X86
-  int vec = cv_use_avx512() && w->a_sw == 1, v8 = primc_sgemm_isa() == PRIMC_ISA_AVX2 && w->a_sw == 1 && tx >= 8;
+  int vec = cv_use_avx512() && w->a_sw == 1, v8 = primc_sgemm_isa() == PRIMC_ISA_AVX2 && w->a_sw == 1;
 #endif
   for (int64_t o = o0; o < o1; o++)
     for (int64_t r = 0; r < j->nr; r++) {
@@ -619,7 +628,7 @@ static void wg_dy(void *ctx, int64_t o0, int64_t o1) {
       wg_dy_src(j, o, r, src);
       float *v = j->dt + o * j->tc + r * tx;
 #if PRIMC_X86
-      if (vec || v8) {
+      if (vec || (v8 && (tx >= 8 || r * tx + 8 <= j->tc))) {
         (vec ? wg_dy_row512 : wg_dy_row256)(src, w->ow, tx, v, xs);
         continue;
       }
