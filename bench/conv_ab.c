@@ -10,31 +10,14 @@
  *   row reads them (--plain: as they arrive, unpacked, as a training step's weights do); REPS rounds (default
  *   50) of 3 calls per row (--cold: of one call after 64 MB were written, so that x and the weights come from
  *   memory, as in a model whose kernels before moved other data). Threads: PRIMC_NUM_THREADS (pin with taskset). */
+#include "bench/ab_util.h"
 #include "runtime/primc_rt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_ROWS 8
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static float *buf(int64_t n) {
-  float *p = aligned_alloc(64, ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) / 64 * 64);
-  for (int64_t i = 0; p && i < n; i++) p[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
-  return p;
-}
 
 int main(int argc, char **argv) {
   int64_t batch = 1;
@@ -60,8 +43,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "conv_ab: not a conv shape\n");
     return 2;
   }
-  float *x = buf(batch * c * h * w), *wt = buf(o * c / g * k * k), *bias = buf(o), *y = buf(batch * o * oh * ow),
-        *spare = buf(batch * o * oh * ow);
+  float *x = ab_buf(batch * c * h * w), *wt = ab_buf(o * c / g * k * k), *bias = ab_buf(o), *y = ab_buf(batch * o * oh * ow),
+        *spare = ab_buf(batch * o * oh * ow);
   primc_conv_epi e = {.bias = bias, .bias_stride = 1, .lo = 0.0f, .hi = __builtin_inff()};
   char names[256];
   snprintf(names, sizeof names, "%s", argv[1]);
@@ -87,7 +70,7 @@ int main(int argc, char **argv) {
     if (op.force && strcmp(primc_conv_row_name(plan[i].row), op.force))
       fprintf(stderr, "conv_ab: %s does not fit: the planner's %s runs\n", row[i], primc_conv_row_name(plan[i].row));
     size_t wb = primc_conv_plan_weight_bytes(&p, &plan[i]);
-    col[i] = buf(primc_conv_plan_scratch_floats(&p, &plan[i]));
+    col[i] = ab_buf(primc_conv_plan_scratch_floats(&p, &plan[i]));
     packed[i] = aligned_alloc(64, (wb + 63) / 64 * 64 + 64);
     if (!packed[i] || primc_conv_plan_pack(&p, &plan[i], wt, packed[i]) != PRIMC_OK) {
       fprintf(stderr, "conv_ab: packing for %s failed\n", row[i]);
@@ -105,13 +88,13 @@ int main(int argc, char **argv) {
   for (int r = 0; r < reps; r++)
     for (int i = 0; i < n; i++) {
       if (flush) memset(flush, r + i, FLUSH);
-      double t0 = now();
+      double t0 = ab_now();
       for (int q = 0; q < calls; q++)
         if (primc_conv_run(&p, &plan[i], x, packed[i], &e, y, spare, col[i]) != PRIMC_OK) {
           fprintf(stderr, "conv_ab: %s failed\n", row[i]);
           return 1;
         }
-      double t = (now() - t0) / calls;
+      double t = (ab_now() - t0) / calls;
       if (t < best[i]) best[i] = t;
       times[i][r] = t;
     }
@@ -120,7 +103,7 @@ int main(int argc, char **argv) {
          cold ? " cold" : "",
          (long long)batch, primc_num_threads());
   for (int i = 0; i < n; i++) {
-    qsort(times[i], (size_t)reps, sizeof(double), by_value);
+    qsort(times[i], (size_t)reps, sizeof(double), ab_by_value);
     printf("  %s(%s) %.3f (median %.3f)", row[i], primc_conv_row_name(plan[i].row), best[i] * 1e3, times[i][reps / 2] * 1e3);
   }
   printf("\n");

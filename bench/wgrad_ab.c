@@ -7,29 +7,12 @@
  *   M output channels, C input channels, an H x W map padded 1 each side, gy read in place [N, M, H, W]; N images
  *   (default 8, as the training benchmarks run); REPS rounds (default 20) of one call per row.
  *   Threads: PRIMC_NUM_THREADS (pin with taskset). */
+#include "bench/ab_util.h"
 #include "runtime/primc_rt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static float *buf(int64_t n) {
-  float *p = aligned_alloc(64, ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) / 64 * 64);
-  for (int64_t i = 0; p && i < n; i++) p[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
-  return p;
-}
 
 int main(int argc, char **argv) {
   int64_t N = 8;
@@ -48,7 +31,7 @@ int main(int argc, char **argv) {
   if (!wino) fprintf(stderr, "wgrad_ab: Winograd does not take %lld x %lld at %lld x %lld; the columns alone\n",
                      (long long)M, (long long)C, (long long)H, (long long)W);
   int64_t Hp = H + 2, Wp = W + 2, K = N * H * W;
-  float *xp = buf(C * N * Hp * Wp), *x = buf(N * C * H * W), *gy = buf(N * M * H * W), *out = buf(M * C * 9);
+  float *xp = ab_buf(C * N * Hp * Wp), *x = ab_buf(N * C * H * W), *gy = ab_buf(N * M * H * W), *out = ab_buf(M * C * 9);
   size_t cols = sizeof(int64_t) * (size_t)(C * 9 + 2 * K);
   size_t wb = wino ? sizeof(float) * (size_t)primc_wgrad_wino_floats(M, C, N, H, W) : 0;
   void *scratch = malloc(cols > wb ? cols : wb);
@@ -67,18 +50,18 @@ int main(int argc, char **argv) {
   double *times[2] = {malloc(sizeof(double) * (size_t)reps), malloc(sizeof(double) * (size_t)reps)};
   for (int r = -1; r < reps; r++) /* round -1 warms up */
     for (int i = 0; i < rows; i++) {
-      double t0 = now();
+      double t0 = ab_now();
       if (primc_k_dot_cols(q[i], bufs[i]) != PRIMC_OK) {
         fprintf(stderr, "wgrad_ab: row %d failed\n", i);
         return 1;
       }
-      if (r >= 0) times[i][r] = now() - t0;
+      if (r >= 0) times[i][r] = ab_now() - t0;
     }
   static const char *name[2] = {"columns", "winograd"};
   printf("dW %lld x %lld x 3x3 at %lldx%lld, batch %lld, %d thread(s), ms:", (long long)M, (long long)C, (long long)H,
          (long long)W, (long long)N, primc_num_threads());
   for (int i = 0; i < rows; i++) {
-    qsort(times[i], (size_t)reps, sizeof(double), by_value);
+    qsort(times[i], (size_t)reps, sizeof(double), ab_by_value);
     printf("  %s %.3f (median %.3f)", name[i], times[i][0] * 1e3, times[i][reps / 2] * 1e3);
   }
   if (wino) printf("  winograd/columns %.3f", times[1][reps / 2] / times[0][reps / 2]);

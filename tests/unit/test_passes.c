@@ -256,6 +256,31 @@ PC_TEST(fuse_backward_prims_apart) {
   pc_graph_free(g);
 }
 
+/* text parsed twice, each differentiated with respect to %x: *g for the pass, *ref as it was; 0 (both freed) when
+ * either fails */
+static int remat_graphs(const char *text, pc_graph **g, pc_graph **ref) {
+  const char *wrt[1] = {"x"};
+  pc_grad_opts o = {wrt, 1};
+  *g = pc_graph_parse(text, strlen(text), "remat", NULL), *ref = pc_graph_parse(text, strlen(text), "remat", NULL);
+  if (CHECK(*g && *ref && pc_grad(*g, &o) == PC_OK && pc_grad(*ref, &o) == PC_OK)) return 1;
+  pc_graph_free(*g), pc_graph_free(*ref);
+  return 0;
+}
+
+/* g and ref (inputs x [4, 8], w [8, 8] and two [4, 8] more, n_out outputs, the gradient last) on the same pattern
+ * inputs in the interpreter: the gradients bit for bit the same; frees both */
+static void remat_same_grad(pc_graph *g, pc_graph *ref, int n_out) {
+  int64_t xd[2] = {4, 8}, wd[2] = {8, 8};
+  pc_tensor ins[4] = {pc_test_pattern_f32(2, xd), pc_test_pattern_f32(2, wd), pc_test_pattern_f32(2, xd),
+                      pc_test_pattern_f32(2, xd)}, a[3], b[3];
+  memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+  if (CHECK(pc_interp(g, ins, 4, a, n_out) == PC_OK && pc_interp(ref, ins, 4, b, n_out) == PC_OK))
+    CHECK(memcmp(a[n_out - 1].data, b[n_out - 1].data, 32 * sizeof(float)) == 0);
+  for (int i = 0; i < 4; i++) free(ins[i].data);
+  for (int i = 0; i < n_out; i++) pc_tensor_free(&a[i]), pc_tensor_free(&b[i]);
+  pc_graph_free(g), pc_graph_free(ref);
+}
+
 /* the backward recomputes a forward inline chain from the values stored anyway (GELU's erf term from the
  * GEMM's result), so the forward stores none of it; a value a contraction reads is read as it is, and the
  * gradients are the same as the interpreter's before the pass */
@@ -267,13 +292,8 @@ PC_TEST(remat_backward_recomputes_inline_chain) {
                      "  %y : f32[4,8] = mul(%e, %t)\n"
                      "  %z : f32[4,8] = dot_general(%t, %w, lhs_contract=[1], rhs_contract=[0], lhs_batch=[], rhs_batch=[])\n"
                      "  return (%y, %z)\n";
-  pc_graph *g = pc_graph_parse(text, strlen(text), "remat", NULL), *ref = pc_graph_parse(text, strlen(text), "remat", NULL);
-  const char *wrt[1] = {"x"};
-  pc_grad_opts o = {wrt, 1};
-  if (!CHECK(g && ref && pc_grad(g, &o) == PC_OK && pc_grad(ref, &o) == PC_OK)) {
-    pc_graph_free(g), pc_graph_free(ref);
-    return;
-  }
+  pc_graph *g, *ref;
+  if (!remat_graphs(text, &g, &ref)) return;
   const pc_value *e = NULL, *t = NULL;
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i]->op == PC_OP_erf && !g->nodes[i]->backward) e = g->nodes[i]->out[0];
@@ -290,15 +310,7 @@ PC_TEST(remat_backward_recomputes_inline_chain) {
   CHECK_INT(e_backward, 0); /* the gradient reads its own erf */
   CHECK_INT(erf_copies, 1);
   CHECK(t_backward > 0);     /* tanh's result, stored for the second product, is read as it is */
-  int64_t xd[2] = {4, 8}, wd[2] = {8, 8};
-  pc_tensor ins[4] = {pc_test_pattern_f32(2, xd), pc_test_pattern_f32(2, wd), pc_test_pattern_f32(2, xd),
-                      pc_test_pattern_f32(2, xd)}, a[3], b[3];
-  memset(a, 0, sizeof a), memset(b, 0, sizeof b);
-  if (CHECK(pc_interp(g, ins, 4, a, 3) == PC_OK && pc_interp(ref, ins, 4, b, 3) == PC_OK))
-    CHECK(memcmp(a[2].data, b[2].data, 32 * sizeof(float)) == 0);
-  for (int i = 0; i < 4; i++) free(ins[i].data);
-  for (int i = 0; i < 3; i++) pc_tensor_free(&a[i]), pc_tensor_free(&b[i]);
-  pc_graph_free(g), pc_graph_free(ref);
+  remat_same_grad(g, ref, 3);
 }
 
 /* a value that a reduction and another forward prim read (a layer norm's input, the residual sum after a
@@ -313,13 +325,8 @@ PC_TEST(remat_reads_a_value_a_reduction_reads) {
                      "  %c : f32[4,8] = sub(%s, %mb)\n"
                      "  %y : f32[4,8] = mul(%c, %c)\n"
                      "  return (%y)\n";
-  pc_graph *g = pc_graph_parse(text, strlen(text), "remat", NULL), *ref = pc_graph_parse(text, strlen(text), "remat", NULL);
-  const char *wrt[1] = {"x"};
-  pc_grad_opts o = {wrt, 1};
-  if (!CHECK(g && ref && pc_grad(g, &o) == PC_OK && pc_grad(ref, &o) == PC_OK)) {
-    pc_graph_free(g), pc_graph_free(ref);
-    return;
-  }
+  pc_graph *g, *ref;
+  if (!remat_graphs(text, &g, &ref)) return;
   const pc_value *sum = NULL;
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i]->op == PC_OP_add && !g->nodes[i]->backward && g->nodes[i]->in[1]->producer == NULL) sum = g->nodes[i]->out[0];
@@ -334,15 +341,7 @@ PC_TEST(remat_reads_a_value_a_reduction_reads) {
   }
   CHECK_MSG(sum_backward > 0 && dot_backward == 0, "the backward reads the sum %d times, the dot's result %d times",
             sum_backward, dot_backward);
-  int64_t xd[2] = {4, 8}, wd[2] = {8, 8};
-  pc_tensor ins[4] = {pc_test_pattern_f32(2, xd), pc_test_pattern_f32(2, wd), pc_test_pattern_f32(2, xd),
-                      pc_test_pattern_f32(2, xd)}, a[2], b[2];
-  memset(a, 0, sizeof a), memset(b, 0, sizeof b);
-  if (CHECK(pc_interp(g, ins, 4, a, 2) == PC_OK && pc_interp(ref, ins, 4, b, 2) == PC_OK))
-    CHECK(memcmp(a[1].data, b[1].data, 32 * sizeof(float)) == 0);
-  for (int i = 0; i < 4; i++) free(ins[i].data);
-  for (int i = 0; i < 2; i++) pc_tensor_free(&a[i]), pc_tensor_free(&b[i]);
-  pc_graph_free(g), pc_graph_free(ref);
+  remat_same_grad(g, ref, 2);
 }
 
 /* a value a pad reads is stored for the pad's copy anyway: the backward reads it rather than a recomputed chain
