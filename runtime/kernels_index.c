@@ -51,6 +51,18 @@ static int gather(const int64_t *q, void *const *bufs, int strided) {
     int64_t step = last == axis ? 0 : st[last];
     const char *src = (const char *)bufs[1];
     char *dst = (char *)bufs[0] + (size_t)i * es;
+    if (es == 4 && idt == PRIMC_I64) { /* an embedding's rows: index_at and a 4-byte memcpy per element were 5 ns */
+      const int64_t *ixr = (const int64_t *)bufs[2] + i, n_ax = x.d[axis];
+      const uint32_t *sf = (const uint32_t *)bufs[1];
+      uint32_t *df = (uint32_t *)dst;
+      for (int64_t t = 0; t < inner; t++) {
+        int64_t j = ixr[t] < 0 ? ixr[t] + n_ax : ixr[t];
+        if (j < 0 || j >= n_ax) return PRIMC_ERR_RUNTIME;
+        df[t] = sf[base + j * st[axis] + t * step];
+      }
+      if (last > 0) next_index(idx, ix.d, last);
+      continue;
+    }
     for (int64_t t = 0; t < inner; t++) {
       int64_t j = index_at(bufs[2], i + t, idt, x.d[axis]);
       if (j < 0) return PRIMC_ERR_RUNTIME;
