@@ -103,32 +103,33 @@ autocast_cnn cnn CNN
 # (codegen/kir_pairs.c)
 # Only where the CPU has bf16 dot products (AVX512-BF16, AMX-BF16): without them the planner keeps these convs on
 # f32 rows (the bf16 rows convert on the fly and run at a third of the f32 GEMM's rate on an AVX2 Zen 3), so no map
-# lies between two bf16 convs
+# lies between two bf16 convs and the checks skip once no conv is on the bf16 row.
+# bf16_pairs LABEL TILES PAIRS PATTERN...: in $tmp/k, TILES convs on the bf16 row and PAIRS lines naming channel
+# pairs (either "" for any), each PATTERN present
 bf16_cpu=0
 grep -qw -E 'avx512_bf16|amx_bf16' /proc/cpuinfo && bf16_cpu=1
+bf16_pairs() {
+  local label=$1 tiles=$2 pairs=$3 good=1 pat
+  shift 3
+  if [ $bf16_cpu = 0 ]; then
+    [ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = 0 ] && ! grep -q 'bf16 channel pairs' "$tmp/k" &&
+      skipped "dump --kernels --autocast bf16 ($label): no bf16 dot products on this CPU, its convs stay f32" ||
+      bad "dump --kernels --autocast bf16 ($label), no bf16 CPU" "$(grep call "$tmp/k" | head -c 800)"
+    return
+  fi
+  [ -z "$tiles" ] || [ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = "$tiles" ] || good=0
+  [ -z "$pairs" ] || [ "$(grep -c 'bf16 channel pairs' "$tmp/k")" = "$pairs" ] || good=0
+  for pat in "$@"; do grep -q "$pat" "$tmp/k" || good=0; done
+  [ $good = 1 ] && ok "dump --kernels --autocast bf16: $label" ||
+    bad "dump --kernels --autocast bf16 ($label)" "$(grep call "$tmp/k" | head -c 800)"
+}
 autocast_cnn bneck "bottleneck block"
-if [ $bf16_cpu = 0 ]; then
-  [ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = 0 ] && ! grep -q 'bf16 channel pairs' "$tmp/k" &&
-    skipped "dump --kernels --autocast bf16 (bottleneck): no bf16 dot products on this CPU, its convs stay f32" ||
-    bad "dump --kernels --autocast bf16 (bottleneck), no bf16 CPU" "$(grep call "$tmp/k" | head -c 800)"
-else
-  [ "$(grep -c 'conv row bf16_tiles' "$tmp/k")" = 4 ] && grep -q 'bf16 channel pairs: x y)' "$tmp/k" &&
-    grep -q 'bf16 channel pairs: x residual)' "$tmp/k" &&
-    ok "dump --kernels --autocast bf16: the maps between the bottleneck's 1x1s held as bf16 channel pairs" ||
-    bad "dump --kernels --autocast bf16 (bottleneck)" "$(grep call "$tmp/k" | head -c 800)"
-fi
+bf16_pairs "the maps between the bottleneck's 1x1s held as bf16 channel pairs" 4 "" 'bf16 channel pairs: x y)' \
+  'bf16 channel pairs: x residual)'
 # the same convs with a max pool reading the map between the 1x1s too: that map stays f32, the one before pairs
 autocast_cnn bneck_pool "bottleneck block with a pool on a map"
-if [ $bf16_cpu = 0 ]; then
-  ! grep -q 'bf16 channel pairs' "$tmp/k" &&
-    skipped "dump --kernels --autocast bf16 (bottleneck with a pool): no bf16 dot products on this CPU" ||
-    bad "dump --kernels --autocast bf16 (bottleneck with a pool), no bf16 CPU" "$(grep call "$tmp/k" | head -c 800)"
-else
-  [ "$(grep -c 'bf16 channel pairs' "$tmp/k")" = 2 ] && grep -q 'bf16 channel pairs: y)' "$tmp/k" &&
-    grep -q 'bf16 channel pairs: x)' "$tmp/k" &&
-    ok "dump --kernels --autocast bf16: a map a pool reads too stays f32, the 3x3's result read by a 1x1 alone is pairs" ||
-    bad "dump --kernels --autocast bf16 (bottleneck with a pool)" "$(grep call "$tmp/k" | head -c 800)"
-fi
+bf16_pairs "a map a pool reads too stays f32, the 3x3's result read by a 1x1 alone is pairs" "" 2 \
+  'bf16 channel pairs: y)' 'bf16 channel pairs: x)'
 # GELU's 1 + erf(u) under --autocast bf16 takes a 2e-6-absolute form (llvm_expr.c's fast_one_plus_erf; torch.autocast
 # computes GELU in bf16), without it the 1-ulp erf: the ONNX decomposition torch exports, on [-8, 8], against float64
 python3 - "$tmp/gelu" >"$tmp/gen.log" 2>&1 <<'PY' || bad "GELU model" "$(tail -n 3 "$tmp/gen.log")"
