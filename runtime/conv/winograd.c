@@ -235,8 +235,7 @@ __attribute__((target("avx512f"))) static void wino_in16(float rows[4][WINO_ROW]
 }
 
 /* wino_in16 on ymm for 8 tiles [tx0, tx0 + 8) (the scalar transforms were 41-56% of a 128-channel conv's time at
- * 28x28 and 40x56 on Zen 3). A row's last 8 overlap the 8 before them where 8 does not divide its tiles: masked ymm
- * stores cost tens of cycles on Zen 3 (a 64-channel weight gradient's input transform 2.4 -> 4.3% of its samples) */
+ * 28x28 and 40x56 on Zen 3) */
 __attribute__((target("avx2"))) static void wino_in8(float rows[4][WINO_ROW], int64_t tx0, float *v, int64_t xs) {
   __m256 d[4][4], t[4][4];
   for (int i = 0; i < 4; i++) {
@@ -254,6 +253,24 @@ __attribute__((target("avx2"))) static void wino_in8(float rows[4][WINO_ROW], in
     _mm256_storeu_ps(v + (i * 4 + 2) * xs, _mm256_sub_ps(t[i][2], t[i][1]));
     _mm256_storeu_ps(v + (i * 4 + 3) * xs, _mm256_sub_ps(t[i][1], t[i][3]));
   }
+}
+
+/* a row's tx tiles through wino_in8, the last 8 overlapping the 8 before where 8 does not divide them; a row of
+ * fewer than 8 tiles stores 8 where `room` says the next rows' tiles of its block follow (the caller writes them
+ * next). Masked ymm stores cost tens of cycles on Zen 3 (a 64-channel weight gradient's input transform 2.4 -> 4.3%
+ * of its samples with them). The tiles done: tx, or 0 for the scalar transform */
+__attribute__((target("avx2"))) static int64_t wino_in8_row(float rows[4][WINO_ROW], int64_t tx, float *v, int64_t xs,
+                                                            int room) {
+  if (tx < 8) {
+    if (!room) return 0;
+    wino_in8(rows, 0, v, xs);
+    return tx;
+  }
+  for (int64_t t = 0; t < tx; t += 8) {
+    int64_t t0 = t + 8 <= tx ? t : tx - 8;
+    wino_in8(rows, t0, v + t0, xs);
+  }
+  return tx;
 }
 
 #endif
@@ -274,12 +291,7 @@ static void wino_input(void *ctx, int64_t c0, int64_t c1) {
       int64_t tx = 0;
 #if PRIMC_X86
       for (; vec && tx < j->g.tx; tx += 16) wino_in16(rows, tx, v + tx, xs, primc_low_mask16(j->g.tx - tx));
-      for (; v8 && j->g.tx >= 8 && tx < j->g.tx; tx += 8) {
-        int64_t t0 = tx + 8 <= j->g.tx ? tx : j->g.tx - 8;
-        wino_in8(rows, t0, v + t0, xs);
-      }
-      /* under 8 tiles a row, its last lanes land in the next rows' tiles (in the channel's block), written next */
-      if (v8 && j->g.tx < 8 && (r * j->g.tx + 8) <= j->cols) wino_in8(rows, 0, v, xs), tx = j->g.tx;
+      if (v8) tx = wino_in8_row(rows, j->g.tx, v, xs, r * j->g.tx + 8 <= j->cols); /* the channel's block */
 #endif
       for (; tx < j->g.tx; tx++) {
         float t[16];
@@ -517,11 +529,7 @@ static void wg_input(void *ctx, int64_t c0, int64_t c1) {
       float *v = j->xt + c * j->tc + r * tx;
 #if PRIMC_X86
       for (; vec && t < tx; t += 16) wino_in16(rows, t, v + t, xs, primc_low_mask16(tx - t));
-      for (; v8 && tx >= 8 && t < tx; t += 8) {
-        int64_t t0 = t + 8 <= tx ? t : tx - 8;
-        wino_in8(rows, t0, v + t0, xs);
-      }
-      if (v8 && tx < 8 && r * tx + 8 <= j->tc) wino_in8(rows, 0, v, xs), t = tx; /* as in wino_input */
+      if (v8) t = wino_in8_row(rows, tx, v, xs, r * tx + 8 <= j->tc); /* the channel's chunk */
 #endif
       for (; t < tx; t++) {
         float u[16];
