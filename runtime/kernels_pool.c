@@ -1,4 +1,4 @@
-/* runtime/kernels_pool.c: the 2-D max pool over a padded map read unpadded: f32 (3x3/2 windows in registers with AVX-512 or AVX2, AVX2 rows and windows elsewhere) and u8 (AVX512-BW). */
+/* runtime/kernels_pool.c: the 2-D max pool over a padded map read unpadded: f32 (3x3/2 windows in registers with AVX-512 or AVX2, AVX2 rows and windows elsewhere) and u8 (AVX512-BW, AVX2). */
 #include "runtime/kernels.h"
 
 #if PRIMC_X86
@@ -232,7 +232,9 @@ int primc_k_maxpool(const int64_t *q, void *const *bufs) {
  * its dequantize and quantize, which the qdq pass leaves on the u8 values. Optionally also the pooled values
  * dequantized, (float)y * scale in f32, as the loop kernel it replaces computes them. Per output row: the max of
  * its valid input rows into a zeroed row buffer, then the kw windows; AVX512-BW takes 64 bytes at a time and 3x3/2
- * windows 32 outputs at a time (even and odd bytes split by narrowing 16-bit lanes).
+ * windows 32 outputs at a time (even and odd bytes split by narrowing 16-bit lanes), AVX2 32 bytes and 32 outputs
+ * (the split by masking and shifting 16-bit lanes, the last 32 of a row overlapping the ones before: max is
+ * idempotent and the windows a function of the row buffer alone).
  */
 typedef struct pool8_job {
   const uint8_t *x;
@@ -240,8 +242,10 @@ typedef struct pool8_job {
   float *yf;
   float scale;
   int64_t h, w, oh, ow, kh, kw, sh, sw, pt, pl, row;
-  int bw;
+  int isa; /* POOL8_BW, POOL8_AVX2 or POOL8_PLAIN */
 } pool8_job;
+
+enum { POOL8_PLAIN, POOL8_AVX2, POOL8_BW };
 
 #if PRIMC_X86
 #define BW __attribute__((target("avx512f,avx512bw,avx512vl")))
@@ -275,6 +279,62 @@ BW static void dequant_u8(const uint8_t *y, float *yf, int64_t n, float s) {
     _mm512_mask_storeu_ps(yf + i, m, _mm512_mul_ps(v, vs));
   }
 }
+
+#define P8X2 __attribute__((target("avx2")))
+
+/* row_max_u8 on ymm: rows under 32 bytes in plain C */
+P8X2 static void row_max_u8_avx2(uint8_t *t, const uint8_t *r, int64_t w, int first) {
+  if (w < 32) {
+    for (int64_t i = 0; i < w; i++) t[i] = first || r[i] > t[i] ? r[i] : t[i];
+    return;
+  }
+  for (int64_t i = 0;; i += 32) {
+    if (i > w - 32) i = w - 32;
+    __m256i v = _mm256_loadu_si256((const __m256i *)(r + i));
+    if (!first) v = _mm256_max_epu8(v, _mm256_loadu_si256((const __m256i *)(t + i)));
+    _mm256_storeu_si256((__m256i *)(t + i), v);
+    if (i == w - 32) break;
+  }
+}
+
+/* outputs o .. o + 32 of win_k3s2_u8 (t readable 66 bytes from 2o) */
+P8X2 static inline __m256i win32_k3s2_avx2(const uint8_t *t, int64_t o) {
+  const __m256i lo = _mm256_set1_epi16(0xFF);
+  __m256i m[2];
+  for (int h = 0; h < 2; h++) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)(t + 2 * o + 32 * h));
+    __m256i b = _mm256_loadu_si256((const __m256i *)(t + 2 * o + 32 * h + 2));
+    m[h] = _mm256_max_epu16(_mm256_max_epu16(_mm256_and_si256(a, lo), _mm256_srli_epi16(a, 8)), _mm256_and_si256(b, lo));
+  }
+  return _mm256_permute4x64_epi64(_mm256_packus_epi16(m[0], m[1]), 0xD8);
+}
+
+/* win_k3s2_u8 on ymm */
+P8X2 static void win_k3s2_u8_avx2(const uint8_t *t, uint8_t *y, int64_t ow) {
+  if (ow < 32) {
+    uint8_t s[32];
+    _mm256_storeu_si256((__m256i *)s, win32_k3s2_avx2(t, 0));
+    memcpy(y, s, (size_t)ow);
+    return;
+  }
+  for (int64_t o = 0;; o += 32) {
+    if (o > ow - 32) o = ow - 32;
+    _mm256_storeu_si256((__m256i *)(y + o), win32_k3s2_avx2(t, o));
+    if (o == ow - 32) break;
+  }
+}
+
+/* dequant_u8 on ymm */
+P8X2 static void dequant_u8_avx2(const uint8_t *y, float *yf, int64_t n, float s) {
+  __m256 vs = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    int64_t q;
+    memcpy(&q, y + i, sizeof q);
+    _mm256_storeu_ps(yf + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(q))), vs));
+  }
+  for (; i < n; i++) yf[i] = (float)y[i] * s;
+}
 #endif
 
 static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
@@ -290,8 +350,8 @@ static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
         if (iy < 0 || iy >= j->h) continue;
         const uint8_t *r = x + iy * j->w;
 #if PRIMC_X86
-        if (j->bw) {
-          row_max_u8(tr, r, j->w, n++ == 0);
+        if (j->isa != POOL8_PLAIN) {
+          (j->isa == POOL8_BW ? row_max_u8 : row_max_u8_avx2)(tr, r, j->w, n++ == 0);
           continue;
         }
 #endif
@@ -303,7 +363,8 @@ static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
       memset(tr + j->w, 0, (size_t)(j->row + 128 - j->pl - j->w));
       int64_t ox = 0;
 #if PRIMC_X86
-      if (j->bw && j->kw == 3 && j->sw == 2) win_k3s2_u8(t, y, j->ow), ox = j->ow;
+      if (j->isa != POOL8_PLAIN && j->kw == 3 && j->sw == 2)
+        (j->isa == POOL8_BW ? win_k3s2_u8 : win_k3s2_u8_avx2)(t, y, j->ow), ox = j->ow;
 #endif
       for (; ox < j->ow; ox++) {
         const uint8_t *r = t + ox * j->sw;
@@ -313,8 +374,8 @@ static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
       }
       if (!j->yf) continue;
 #if PRIMC_X86
-      if (j->bw) {
-        dequant_u8(y, j->yf + at, j->ow, j->scale);
+      if (j->isa != POOL8_PLAIN) {
+        (j->isa == POOL8_BW ? dequant_u8 : dequant_u8_avx2)(y, j->yf + at, j->ow, j->scale);
         continue;
       }
 #endif
@@ -322,8 +383,10 @@ static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
     }
 }
 
-static int pool8_portable; /* tests: the plain C loops on every CPU */
-void primc_maxpool_u8_force_portable(int on) { __atomic_store_n(&pool8_portable, on != 0, __ATOMIC_RELAXED); }
+static int pool8_cap = POOL8_BW; /* tests: the best set of rows a run may take (primc_maxpool_u8_force) */
+void primc_maxpool_u8_force(int level) {
+  __atomic_store_n(&pool8_cap, level == 1 ? POOL8_AVX2 : level == 2 ? POOL8_PLAIN : POOL8_BW, __ATOMIC_RELAXED);
+}
 
 /* params: maxpool's, then 1 when the dequantized copy is written and its scale (an f32's bits); bufs (y, x[, yf]) */
 int primc_k_maxpool_u8(const int64_t *q, void *const *bufs) {
@@ -334,8 +397,10 @@ int primc_k_maxpool_u8(const int64_t *q, void *const *bufs) {
   j.row = primc_maxpool_row(j.w, j.ow, j.kw, j.sw, j.pl);
   if (!j.row || j.kh < 1 || j.kw < 1 || j.sh < 1 || j.sw < 1 || (q[11] && !j.yf)) return PRIMC_ERR_ARG;
 #if PRIMC_X86
-  j.bw = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-         !__atomic_load_n(&pool8_portable, __ATOMIC_RELAXED);
+  int cap = __atomic_load_n(&pool8_cap, __ATOMIC_RELAXED);
+  j.isa = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && cap >= POOL8_BW ? POOL8_BW
+          : __builtin_cpu_supports("avx2") && cap >= POOL8_AVX2                                        ? POOL8_AVX2
+                                                                                                       : POOL8_PLAIN;
 #endif
   primc_parallel_for(q[0], pool8_planes, &j);
   return PRIMC_OK;

@@ -328,9 +328,10 @@ int primc_k_cumsum(const int64_t *params, void *const *bufs);
 int primc_k_maxpool(const int64_t *params, void *const *bufs);
 int64_t primc_maxpool_row(int64_t w, int64_t ow, int64_t kw, int64_t sw, int64_t pl);
 /* the same over a u8 map padded with 0: params maxpool's, then 1 when a dequantized f32 copy ((float)y * scale) is
- * written too and the scale (an f32's bits); bufs (y, x[, y f32]); _force_portable: tests, the plain C loops */
+ * written too and the scale (an f32's bits); bufs (y, x[, y f32]); _force: tests, 0 the CPU's best rows, 1 AVX2's
+ * at most, 2 the plain C loops */
 int primc_k_maxpool_u8(const int64_t *params, void *const *bufs);
-void primc_maxpool_u8_force_portable(int on);
+void primc_maxpool_u8_force(int level);
 int primc_k_sort(const int64_t *params, void *const *bufs);
 int primc_k_random(const int64_t *params, void *const *bufs);
 int primc_k_fft(const int64_t *params, void *const *bufs);

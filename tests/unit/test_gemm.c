@@ -833,7 +833,7 @@ PC_TEST(maxpool_call) {
 }
 
 /* primc_k_maxpool_u8 (a QDQ model's pool on its u8 values, the map padded with 0) against a plain loop, with and
- * without the dequantized f32 copy, on the AVX512-BW rows and the plain C loops */
+ * without the dequantized f32 copy, on each row the CPU has (AVX512-BW, AVX2) and the plain C loops */
 static void maxpool_u8_case(int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pt, int64_t pl, int with_f32) {
   int64_t OH = (H + 2 * pt - k) / s + 1, OW = (W + 2 * pl - k) / s + 1;
   float scale = 0.0112813f;
@@ -843,8 +843,8 @@ static void maxpool_u8_case(int64_t C, int64_t H, int64_t W, int64_t k, int64_t 
   uint8_t *x = malloc((size_t)(C * H * W)), *y = malloc((size_t)(C * OH * OW));
   float *yf = malloc(sizeof(float) * (size_t)(C * OH * OW));
   for (int64_t i = 0; i < C * H * W; i++) x[i] = (uint8_t)((i * 7919) % 251);
-  for (int portable = 0; portable < 2; portable++) {
-    primc_maxpool_u8_force_portable(portable);
+  for (int level = 0; level < 3; level++) {
+    primc_maxpool_u8_force(level);
     memset(y, 0xAA, (size_t)(C * OH * OW));
     void *b[3] = {y, x, yf};
     CHECK(primc_k_maxpool_u8(q, b) == PRIMC_OK);
@@ -864,9 +864,9 @@ static void maxpool_u8_case(int64_t C, int64_t H, int64_t W, int64_t k, int64_t 
         }
     CHECK_MSG(bad == 0 && spread > 0, "u8 max pool %lldx%lld/%lld of %lldx%lld (pads %lld, %lld)%s%s: %d outputs wrong",
               (long long)k, (long long)k, (long long)s, (long long)H, (long long)W, (long long)pt, (long long)pl,
-              with_f32 ? ", with f32" : "", portable ? ", plain C" : "", bad);
+              with_f32 ? ", with f32" : "", level == 2 ? ", plain C" : level == 1 ? ", AVX2 at most" : "", bad);
   }
-  primc_maxpool_u8_force_portable(0);
+  primc_maxpool_u8_force(0);
   free(x), free(y), free(yf);
 }
 
@@ -876,4 +876,7 @@ PC_TEST(maxpool_u8_call) {
   maxpool_u8_case(2, 9, 130, 3, 2, 0, 0, 1);   /* rows past 64 bytes */
   maxpool_u8_case(2, 10, 11, 2, 1, 1, 1, 1);   /* 2x2/1: the plain windows */
   maxpool_u8_case(2, 19, 40, 5, 3, 2, 2, 0);   /* stride 3 */
+  maxpool_u8_case(2, 29, 29, 3, 2, 1, 1, 1);   /* 15 outputs: AVX2's windows under 32 */
+  maxpool_u8_case(2, 30, 30, 3, 2, 0, 0, 1);   /* a 30-byte row: AVX2's rows under 32 */
+  maxpool_u8_case(2, 131, 133, 3, 2, 1, 1, 1); /* 67 outputs: two of 32 and an overlapping one */
 }
