@@ -264,7 +264,7 @@ size_t primc_igemm_scratch_size(int64_t M, int64_t K) {
 }
 
 typedef struct job {
-  int trans_a, wide, avx512; /* avx512: A's rows packed by primc_ig_pack_row_avx512 */
+  int trans_a, wide, vec; /* vec: A's rows packed by primc_ig_pack_row_avx512 (2) or _avx2 (1), written whole */
   int64_t M, N, K, lda, Kp, Mp, pairs, nm, np, next; /* next: the first task no thread has claimed */
   const int32_t *A;
   const ig_hdr *h;
@@ -301,7 +301,7 @@ static void pack_strips(void *ctx, int64_t b, int64_t e) {
   int wide = 0;
   for (int64_t st = b; st < e; st++) {
     uint8_t *t = j->a + st * 16 * j->Kp;
-    if (st * 16 + 16 > j->M || !j->avx512 || j->trans_a) memset(t, 0, (size_t)(16 * j->Kp)); /* else written whole */
+    if (st * 16 + 16 > j->M || !j->vec || j->trans_a) memset(t, 0, (size_t)(16 * j->Kp)); /* else written whole */
     for (int r = 0; r < 16; r++) {
       int64_t m = st * 16 + r;
       if (m >= j->M) {
@@ -311,8 +311,9 @@ static void pack_strips(void *ctx, int64_t b, int64_t e) {
       int32_t lo;
       uint32_t ra;
 #if PRIMC_X86
-      if (!j->trans_a && j->avx512)
-        wide |= primc_ig_pack_row_avx512(j->A + m * j->lda, j->K, j->Kp, t, r, &lo, &ra);
+      if (!j->trans_a && j->vec)
+        wide |= (j->vec == 2 ? primc_ig_pack_row_avx512 : primc_ig_pack_row_avx2)(j->A + m * j->lda, j->K, j->Kp, t, r,
+                                                                                  &lo, &ra);
       else
 #endif
         wide |= pack_row(j->trans_a ? j->A + m : j->A + m * j->lda, j->trans_a ? j->lda : 1, j->K, t, r, &lo, &ra);
@@ -419,7 +420,9 @@ static int job_init(job *j, int64_t M, int64_t N, int64_t K, const void *packed_
   *j = (job){.M = M, .N = N, .K = K, .h = h, .C = C, .ldc = ldc};
   j->row = &rows[primc_igemm_row_active()];
 #if PRIMC_X86
-  j->avx512 = primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512);
+  j->vec = primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX512) ? 2
+           : primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2)  ? 1
+                                                                   : 0;
 #endif
   j->Kp = kpad(K);
   j->Mp = cdiv(M, 32) * 32;

@@ -87,6 +87,7 @@ int primc_ig_has_avxvnni(void);
 /* row r (< 16) of a tiled strip from x[0 .. K) less its minimum (*lo), zero past K up to Kp; the sum of what it
  * stored in *ra; 1 when x spans more than 256 values (the stored bytes then mean nothing) */
 int primc_ig_pack_row_avx512(const int32_t *x, int64_t K, int64_t Kp, uint8_t *strip, int r, int32_t *lo, uint32_t *ra);
+int primc_ig_pack_row_avx2(const int32_t *x, int64_t K, int64_t Kp, uint8_t *strip, int r, int32_t *lo, uint32_t *ra);
 #endif
 
 /* the fold's store: v + rsum cob + roff csum, wrapping */

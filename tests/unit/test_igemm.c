@@ -136,9 +136,13 @@ static void check_row(int row, int mr) {
     return;
   }
   CHECK_INT(primc_igemm_row_active(), row);
-  /* the portable row packs A with the portable loop too, as a machine without AVX-512 does (the CPU checks were
-   * read above, with the real instruction set) */
+  /* the portable row packs A with the portable loop too, as a machine without AVX2 does (the CPU checks were read
+   * above, with the real instruction set) */
   if (row == PRIMC_IGEMM_ROW_GENERIC) primc_sgemm_force_isa(PRIMC_ISA_SCALAR);
+#if PRIMC_X86
+  /* and the AVX2 row with AVX2's packer, on a CPU with AVX-512 too */
+  if (row == PRIMC_IGEMM_ROW_AVX2) primc_sgemm_force_isa(PRIMC_ISA_AVX2);
+#endif
   const int64_t ms[] = {1, mr - 1 > 0 ? mr - 1 : 2, mr + 1, 2 * mr + 3, 133};
   const int64_t ns[] = {1, 31, 33, 3 * 32 + 5, 161};
   const int64_t ks[] = {1, 63, 65, 300, 2100}; /* 2100: three K blocks, the last short */
