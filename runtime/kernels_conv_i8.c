@@ -193,23 +193,33 @@ __attribute__((target("avx2"))) static void own_sums(const ci8 *c, const uint8_t
 
 /* map_blocks512 for 8-bit x whose map bytes are x's own (u8 less 0, s8 less -128: a flip of the top bit): no widening
  * and no check, the bytes transposed 16 x 16 (SSE alone: AVX2 machines take it too); then each written pixel's sum
- * over the first vec_ch channels */
+ * over the first vec_ch channels. Where the map has no left padding and its rows are x's whole rows, the rows are
+ * one run of pixels (a 7x7 map: 4 blocks of 16 pixels, not 7 of 7); a block's 16 bytes of a channel load whole
+ * while they stay inside the image (the bytes past its pixels are never stored) */
 __attribute__((target("avx2"))) static void map_own_bytes(const ci8 *c, const uint8_t *x, uint8_t flip, uint8_t *map,
                                                             int32_t *sums, int64_t y0, int64_t y1, int64_t x1) {
   __m128i vf = _mm_set1_epi8((char)flip);
-  int64_t vec_ch = c->c / 16 * 16;
+  int64_t vec_ch = c->c / 16 * 16, plane = c->h * c->w;
+  const uint8_t *end = x + c->c * plane;
+  int flat = c->pl == 0 && c->wp == c->w && x1 == c->w;
+  int64_t runs = flat ? 1 : y1 - y0, len = flat ? (y1 - y0) * c->w : x1;
   for (int64_t c0 = 0; c0 < vec_ch; c0 += 64)
-    for (int64_t y = y0; y < y1; y++)
-      for (int64_t i = 0; i < x1; i += 16) {
-        int np = x1 - i < 16 ? (int)(x1 - i) : 16;
-        int64_t at = (y + c->pt) * c->wp + c->pl + i;
+    for (int64_t u = 0; u < runs; u++) {
+      int64_t y = y0 + u, from = y * c->w, at0 = (y + c->pt) * c->wp + c->pl;
+      for (int64_t i = 0; i < len; i += 16) {
+        int np = len - i < 16 ? (int)(len - i) : 16;
+        int64_t at = at0 + i;
         for (int64_t ch = c0; ch < vec_ch && ch < c0 + 64; ch += 16) {
           __m128i r[16];
-          for (int k = 0; k < 16; k++) r[k] = _mm_xor_si128(load_bytes16(x + ((ch + k) * c->h + y) * c->w + i, np), vf);
+          for (int k = 0; k < 16; k++) {
+            const uint8_t *src = x + (ch + k) * plane + from + i;
+            r[k] = _mm_xor_si128(src + 16 <= end ? _mm_loadu_si128((const __m128i *)src) : load_bytes16(src, np), vf);
+          }
           transpose16(r);
           for (int q = 0; q < np; q++) _mm_storeu_si128((__m128i *)(map + (at + q) * c->c + ch), r[q]);
         }
       }
+    }
   own_sums(c, map, sums, y0, y1, x1);
 }
 
