@@ -176,6 +176,54 @@ __attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const 
   return !bad;
 }
 
+/* map_blocks512 on ymm: 16 pixels of a channel as two vectors of int32, less the bias, packed to 16 bytes (the
+ * saturating packs keep values in range; one out of range is counted bad), transposed 16 x 16 as map_own_bytes does.
+ * The lanes past a row's last pixel are zeroed after the subtraction, so they pass the check and add nothing. */
+__attribute__((target("avx2"))) static int map_blocks256(const ci8 *c, const void *x, int kind, int32_t bias,
+                                                           uint8_t *map, int32_t *sums, int64_t y0, int64_t y1,
+                                                           int64_t x1) {
+  const __m256i vb = _mm256_set1_epi32(bias), low = _mm256_set1_epi32(255), lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i bad = _mm256_setzero_si256();
+  int64_t plane = c->h * c->w;
+  for (int64_t c0 = 0; c0 + 16 <= c->c; c0 += 64)
+    for (int64_t y = y0; y < y1; y++)
+      for (int64_t i = 0; i < x1; i += 16) {
+        int np = x1 - i < 16 ? (int)(x1 - i) : 16;
+        __m256i in0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(np), lane), in1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(np - 8), lane);
+        int64_t at = (y + c->pt) * c->wp + c->pl + i;
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+        for (int64_t ch = c0; ch + 16 <= c->c && ch < c0 + 64; ch += 16) {
+          __m128i r[16];
+          for (int k = 0; k < 16; k++) {
+            int64_t e = (ch + k) * plane + y * c->w + i;
+            __m256i v0, v1;
+            if (kind == PRIMC_CONV_I8_X_I32) {
+              const int32_t *src = (const int32_t *)x + e;
+              v0 = np >= 8 ? _mm256_loadu_si256((const __m256i *)src) : _mm256_maskload_epi32(src, in0);
+              v1 = np == 16 ? _mm256_loadu_si256((const __m256i *)(src + 8)) : _mm256_maskload_epi32(src + 8, in1);
+            } else {
+              __m128i b = load_bytes16((const uint8_t *)x + e, np);
+              v0 = kind == PRIMC_CONV_I8_X_U8 ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b);
+              v1 = kind == PRIMC_CONV_I8_X_U8 ? _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)) : _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
+            }
+            v0 = _mm256_and_si256(_mm256_sub_epi32(v0, vb), in0);
+            v1 = _mm256_and_si256(_mm256_sub_epi32(v1, vb), in1);
+            bad = _mm256_or_si256(bad, _mm256_andnot_si256(low, _mm256_or_si256(v0, v1)));
+            s0 = _mm256_add_epi32(s0, v0), s1 = _mm256_add_epi32(s1, v1);
+            __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(v0, v1), 0xD8);
+            r[k] = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+          }
+          transpose16(r);
+          for (int p = 0; p < np; p++) _mm_storeu_si128((__m128i *)(map + (at + p) * c->c + ch), r[p]);
+        }
+        int32_t t[16];
+        _mm256_storeu_si256((__m256i *)t, s0);
+        _mm256_storeu_si256((__m256i *)(t + 8), s1);
+        for (int p = 0; p < np; p++) sums[at + p] += t[p];
+      }
+  return _mm256_testz_si256(bad, bad);
+}
+
 /* each written pixel's sum over the map's first c / 16 * 16 channels, added to sums */
 __attribute__((target("avx2"))) static void own_sums(const ci8 *c, const uint8_t *map, int32_t *sums, int64_t y0,
                                                        int64_t y1, int64_t x1) {
@@ -309,7 +357,7 @@ typedef struct map_job {
   uint8_t *map;
   int32_t *sums;
   int64_t x1;
-  int vec;    /* 16 channels or more, sums wanted, AVX2: map_own_bytes for bytes stored as the map's */
+  int vec;    /* 16 channels or more, sums wanted, AVX2: map_own_bytes for bytes stored as the map's, else map_blocks256 */
   int vec512; /* and AVX-512: map_blocks512 for the others */
   int bw;     /* and AVX512-BW, not forced portable: map_own_bytes512 */
   uint32_t bad;
@@ -364,7 +412,7 @@ static void map_rows(void *ctx, int64_t y0, int64_t y1) {
     else if (j->vec512)
       bad |= !map_blocks512(c, j->x, j->kind, j->bias, j->map, j->sums, y0, y1, j->x1);
     else
-      vec_ch = 0;
+      bad |= !map_blocks256(c, j->x, j->kind, j->bias, j->map, j->sums, y0, y1, j->x1);
   }
 #endif
   if (vec_ch < c->c) {
@@ -695,10 +743,30 @@ static void transpose_out(const int32_t *acc, int64_t p, int64_t og, int32_t *y)
 }
 
 /* the least and greatest of an image's n int32 values (with 0 when the conv reads padding) */
+#if PRIMC_X86
+__attribute__((target("avx2"))) static int64_t range256(const int32_t *x, int64_t n, int32_t *l, int32_t *h) {
+  __m256i vl = _mm256_set1_epi32(*l), vh = _mm256_set1_epi32(*h);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(x + i));
+    vl = _mm256_min_epi32(vl, v), vh = _mm256_max_epi32(vh, v);
+  }
+  int32_t a[8], b[8];
+  _mm256_storeu_si256((__m256i *)a, vl);
+  _mm256_storeu_si256((__m256i *)b, vh);
+  for (int k = 0; k < 8; k++) *l = a[k] < *l ? a[k] : *l, *h = b[k] > *h ? b[k] : *h;
+  return i;
+}
+#endif
+
 static void image_range(const ci8 *c, const int32_t *x, int64_t n, int32_t *lo, int32_t *hi) {
   int pad = c->pt > 0 || c->pl > 0 || c->hp > c->pt + c->h || c->wp > c->pl + c->w;
   int32_t l = pad ? 0 : INT32_MAX, h = pad ? 0 : INT32_MIN;
-  for (int64_t i = 0; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
+  int64_t i = 0;
+#if PRIMC_X86
+  if (primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2)) i = range256(x, n, &l, &h);
+#endif
+  for (; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
   *lo = l, *hi = h;
 }
 

@@ -203,6 +203,28 @@ PC_TEST(conv_i8_input_range_at_run_time) {
   check_conv(&u, 256, "call primc_k_conv_i8(", "call primc_k_conv(", "input less 300, no padding: the GEMM");
 }
 
+/* the map's vector blocks of an AVX2 CPU (map_blocks256: u8 or s8 less a zero point, int32 input, a range found at run
+ * time), forced in the compiled library on a CPU with AVX-512 too */
+static void avx2_in(void *so) {
+  int (*force)(int) = (int (*)(int))dlsym(so, "primc_sgemm_force_isa");
+  if (CHECK_MSG(force != NULL, "primc_sgemm_force_isa not in the compiled library")) CHECK_INT(force(PRIMC_ISA_AVX2), 0);
+}
+
+PC_TEST(conv_i8_avx2_map_blocks) {
+  if (!__builtin_cpu_supports("avx2")) {
+    SKIP("no AVX2 here: the blocks are an AVX2 CPU's");
+    return;
+  }
+  pc_test_before_run = avx2_in;
+  check_conv(&cases[7], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "AVX2 blocks, u8 less 128");
+  check_conv(&cases[8], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "AVX2 blocks, 1-D, s8 less -100");
+  check_conv_x(&cases[7], 256, "call primc_k_conv_i8(", "call primc_k_conv(", 1, "AVX2 blocks, i32 input");
+  zx_input = 1;
+  check_conv(&cases[9], 256, "call primc_k_conv_i8(", "call primc_k_conv(", "AVX2 blocks, run-time zero point");
+  zx_input = 0;
+  pc_test_before_run = NULL;
+}
+
 /* a zero point given at run time (ConvInteger after DynamicQuantizeLinear): u8 less it spans [-255, 255] as far as
  * anything can prove; each image's own span is a byte's */
 PC_TEST(conv_i8_zero_point_at_run_time) {
