@@ -183,7 +183,7 @@ int kir_conv_plan(const kir_program *p, int node, const primc_conv2d *c, int pac
     if (p->pins[i].node == node) force = primc_conv_row_name(p->pins[i].row);
   primc_conv_plan_opts o = {.packable = packable > 0, .layout = PRIMC_CONV_W_PLAIN,
                             .tile_mr = packable ? primc_sgemm_mr() : 0, .has_scratch = 1, .force = force,
-                            .bf16 = p->g->autocast == PC_AUTOCAST_BF16, .weights_stream = p->weights_stream,
+                            .bf16 = p->g->autocast == PC_AUTOCAST_BF16 && !p->g->bf16_f32_rows, .weights_stream = p->weights_stream,
                             .batch_tiles = packable > 0 && !p->sizes_vary, .weights_once = packable == 1};
   return pc_autotune_plan(p->tune, c, &o, plan) == PRIMC_OK; /* the planner's plan when p->tune is NULL */
 }

@@ -219,6 +219,9 @@ static void print_kernel(const kir_program *p, int idx, FILE *f) {
 
 void kir_print(const kir_program *p, FILE *f) {
   fprintf(f, "workspace %lld bytes, weights %lld bytes\n", (long long)p->workspace_size, (long long)p->weights_size);
+  if (p->g->bf16_f32_rows)
+    fprintf(f, "no bf16 dot products on this CPU: contractions on the f32 rows%s\n",
+            p->g->autocast == PC_AUTOCAST_BF16 ? ", their operands rounded to bf16" : "");
   for (int i = 0; i < p->n_bufs; i++) {
     const kir_buf *b = &p->bufs[i];
     fprintf(f, "buf b%d: %s %s", i, place_names[b->place], pc_dtype_name(b->dtype));

@@ -741,7 +741,7 @@ static int64_t host_llc_bytes(void) {
 /* whether the weights of p's convs and dots, as bf16, outgrow this host's last-level cache (32 MiB where it does
  * not say): then each run reads them from memory, and a bf16 plan tells its row so (primc_conv_plan_opts) */
 static int weights_outgrow_cache(const kir_program *p) {
-  if (p->g->autocast != PC_AUTOCAST_BF16) return 0;
+  if (p->g->autocast != PC_AUTOCAST_BF16 || p->g->bf16_f32_rows) return 0;
   int64_t llc = forced_llc > 0 ? forced_llc : host_llc_bytes();
   if (llc <= 0) llc = 32ll << 20;
   char *seen = calloc((size_t)p->n_bufs + 1, 1);
@@ -793,7 +793,8 @@ static pc_status pack_weights(kir_program *p) {
       packed += changed;
       continue;
     }
-    if (k->params[0] == PC_f32 && (p->g->matmul_precision != PC_MATMUL_HIGHEST || p->g->autocast == PC_AUTOCAST_BF16)) {
+    if (k->params[0] == PC_f32 && !p->g->bf16_f32_rows &&
+        (p->g->matmul_precision != PC_MATMUL_HIGHEST || p->g->autocast == PC_AUTOCAST_BF16)) {
       int changed;
       if (bf16_dot(p, k, &changed) != PC_OK) return p->g->status;
       packed += changed;

@@ -237,6 +237,9 @@ struct pc_graph {
   int run_time_dims;    /* built for codegen's run-time dims (codegen/dynamic.c): passes keep every decision
                            independent of the dims' values (constfold materializes no broadcast) */
   int autocast;         /* a pc_autocast: contractions (dots and convs) on bf16 or f16 operands */
+  int bf16_f32_rows;    /* passes/autocast.c: the host CPU has no bf16 dot products, so --autocast bf16 rounded the
+                           operands to bf16 and --matmul-precision high and medium are f32: the contractions run
+                           on the f32 rows, codegen makes no bf16 calls */
   int foreign_cpu;      /* compiled for another CPU (--triple): passes that would ask this CPU what pays (the
                            attention planner) decide as for a CPU with no vector rows of its own */
   int gpu;              /* compiled for a GPU (--target cuda): the fuser makes no group whose call host code alone

@@ -246,7 +246,7 @@ static int compile_one(const compile_opts *op) {
     src.po = (pc_pipeline_opts){.opt_level = o.opt, .unfused = o.unfused};
     src.matmul_precision = o.read.matmul_precision, src.autocast = o.read.autocast, src.mem_limit = o.mem_limit;
     src.foreign_cpu = o.triple != NULL;
-    src.gpu = o.target && !strcmp(o.target, "cuda");
+    src.gpu = (o.target && !strcmp(o.target, "cuda")) || co.emit == PC_EMIT_CUDA;
     src.tr = pc_cli_transforms(&o.read);
     io = src.io;
     co.dyn = &spec;
@@ -262,7 +262,7 @@ static int compile_one(const compile_opts *op) {
   g->mem_limit = o.mem_limit;
   g->run_time_dims = n_syms > 0;
   g->foreign_cpu = o.triple != NULL;
-  g->gpu = o.target && !strcmp(o.target, "cuda");
+  g->gpu = (o.target && !strcmp(o.target, "cuda")) || co.emit == PC_EMIT_CUDA; /* CUDA's kernels, as the API's */
   if (g->status == PC_OK && pc_cli_model_apply(&o.read, g) != PC_OK) {
     pc_graph_free(g);
     return 1;
@@ -323,6 +323,9 @@ static int compile_one(const compile_opts *op) {
            co.target == PC_TARGET_CUDA && g->autocast != PC_AUTOCAST_FP16 && (g->autocast == PC_AUTOCAST_BF16 ||
                                                                        g->matmul_precision != PC_MATMUL_HIGHEST)
                ? "CUDA: f32 dots and tiled convs on tensor cores, each GEMM's row and precision in its CUDA C comment"
+           : g->bf16_f32_rows ? (g->autocast == PC_AUTOCAST_BF16
+                                     ? "no bf16 dot products on this CPU: operands rounded to bf16, the f32 rows below"
+                                     : "no bf16 dot products on this CPU: f32 contractions in f32, as torch's there")
            : g->autocast == PC_AUTOCAST_BF16   ? "dots are dot_bf16 calls, convs the bf16_tiles row below"
            : g->autocast == PC_AUTOCAST_FP16 ? "dots and convs with a weight read f16-rounded operands: the f16 converts below"
            : g->matmul_precision == PC_MATMUL_HIGHEST ? "f32 contractions in f32" : "f32 dots are dot_bf16 calls below");

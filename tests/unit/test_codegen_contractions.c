@@ -697,3 +697,66 @@ PC_TEST(codegen_weight_gradient_winograd) {
     pc_graph_free(gs[0]), pc_graph_free(gs[1]);
   }
 }
+
+/* bf16's rounding of an f32 (to nearest, ties to even), as the pass's converts round */
+static float bf16_round(float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  u = (u + 0x7fffu + (u >> 16 & 1u)) & 0xffff0000u;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+/* --autocast bf16 on a host CPU whose bf16 row only converts (forced here) rounds a contraction's operands to bf16
+ * and keeps it on the f32 rows: no bf16 call, the listing's head says so, and the result is the bf16 roundings of x
+ * and w multiplied in double within f32's summation error, off the f32 product by bf16's rounding. There
+ * --matmul-precision medium is f32 itself (torch's matmul precision where no fast bf16 algorithm exists) */
+PC_TEST(autocast_bf16_rounds_operands_without_bf16_dot_products) {
+  if (primc_bgemm_force_row(PRIMC_BGEMM_ROW_AVX2) < 0) {
+    SKIP("no AVX2: the converting bf16 row cannot be forced");
+    return;
+  }
+  enum { M = 16, K = 96, N = 40 };
+  float *w = malloc(sizeof(float) * K * N);
+  for (int i = 0; i < K * N; i++) w[i] = (float)((i * 7919) % 211 - 105) / 97.0f;
+  pc_tensor x = pc_test_pattern_f32(2, (int64_t[]){M, K});
+  for (int mode = 0; mode < 2; mode++) {
+    const char *tag = mode ? "matmul precision medium" : "autocast bf16";
+    pc_graph *g = pc_graph_new();
+    if (mode) g->matmul_precision = PC_MATMUL_MEDIUM;
+    else g->autocast = PC_AUTOCAST_BF16;
+    pc_value *xv = pc_input_add(g, "x", cg_ty(PC_f32, 2, (int64_t[]){M, K}));
+    pc_value *wv = pc_const(g, cg_ty(PC_f32, 2, (int64_t[]){K, N}), w);
+    pc_output_add(g, pc_dot_general(g, xv, wv, 1, (int64_t[]){1}, (int64_t[]){0}, 0, NULL, NULL));
+    pc_pipeline_opts po = {.opt_level = 2};
+    CHECK_INT(pc_pipeline_run(g, &po), PC_OK);
+    CHECK_MSG(g->bf16_f32_rows, "%s: not marked for the f32 rows", tag);
+    char *text = pc_test_kernels_text(g);
+    CHECK_MSG(text && strstr(text, "no bf16 dot products on this CPU: contractions on the f32 rows") &&
+                  !strstr(text, "dot_bf16") && (!strstr(text, "rounded to bf16")) == mode,
+              "%s:\n%s", tag, text ? text : "");
+    free(text);
+    pc_tensor out[1];
+    if (pc_test_run_compiled(g, 2, &x, out, tag)) {
+      double worst_r = 0, worst_f = 0, top = 0;
+      for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+          double r = 0, f = 0;
+          for (int k = 0; k < K; k++) {
+            float a = ((float *)x.data)[m * K + k], b = w[k * N + n];
+            r += (double)bf16_round(a) * bf16_round(b), f += (double)a * b;
+          }
+          double got = ((float *)out[0].data)[m * N + n];
+          worst_r = fmax(worst_r, fabs(got - r)), worst_f = fmax(worst_f, fabs(got - f)), top = fmax(top, fabs(f));
+        }
+      /* f32 sums of 96 products: within 1e-5 of the largest; bf16's rounding: 2^-9 relative on each operand */
+      if (mode) CHECK_MSG(worst_f <= 1e-5 * top, "%s: off the f32 product by %g of %g", tag, worst_f, top);
+      else CHECK_MSG(worst_r <= 1e-5 * top && worst_f > 1e-4 * top, "%s: off the rounded product by %g, the f32 one by %g "
+                     "(largest %g)", tag, worst_r, worst_f, top);
+      free(out[0].data);
+    }
+    pc_graph_free(g);
+  }
+  primc_bgemm_force_row(-1);
+  free(w), free(x.data);
+}
