@@ -415,9 +415,20 @@ def test_cuda_target_compiles_to_a_file(tmp_path):
     assert "int cumlp_run(const void *const *inputs, void *const *outputs, void *workspace, void *stream);" in header
 
 
+def bf16_dot_products():
+    """whether this CPU's bf16 GEMM row multiplies bf16 in hardware (runtime/gemm/bgemm_rows.def: AMX-BF16, or
+    AVX512-BF16 on AMD); elsewhere matmul_precision high and medium are f32 (passes/autocast.c)"""
+    with open("/proc/cpuinfo") as f:
+        text = f.read()
+    flags = set(text.split())
+    return "amx_bf16" in flags or ("avx512_bf16" in flags and "AuthenticAMD" in text)
+
+
 def test_matmul_precision_medium_is_bf16_and_close():
     """matmul_precision as torch.set_float32_matmul_precision: medium rounds operands to bf16 (an error well above
-    f32's, within the issue's 3e-2 of max |ref|), high is about f32; float64 numpy is the reference"""
+    f32's, within the issue's 3e-2 of max |ref|), high is about f32; where the CPU has no bf16 dot products both are
+    f32, as torch's are where no fast bf16 algorithm exists, while autocast bf16 still rounds; float64 numpy is the
+    reference"""
     rng = np.random.default_rng(3)
     w = (rng.standard_normal((256, 96)) / 16).astype(np.float32)
     x = rng.standard_normal((64, 256)).astype(np.float32)
@@ -427,7 +438,8 @@ def test_matmul_precision_medium_is_bf16_and_close():
     ref = x.astype(np.float64) @ w.astype(np.float64)
     err = {p: float(np.abs(primc.compile(model, matmul_precision=p)(x) - ref).max() / np.abs(ref).max())
            for p in ("highest", "high", "medium")}
-    assert err["highest"] < 1e-5 and err["high"] < 1e-4 and 1e-4 < err["medium"] < 3e-2, err
+    medium_ok = 1e-4 < err["medium"] < 3e-2 if bf16_dot_products() else err["medium"] < 1e-5
+    assert err["highest"] < 1e-5 and err["high"] < 1e-4 and medium_ok, err
     with pytest.raises(primc.Error, match="not highest, high or medium"):
         primc.compile(model, matmul_precision="low")
     auto = float(np.abs(primc.compile(model, autocast="bf16")(x) - ref).max() / np.abs(ref).max())
