@@ -355,6 +355,7 @@ void cu_put_conv_epi(cctx *C, const int64_t *w, int ind) {
   if (w[6] == PRIMC_ACT_SILU) cu_line(C, ind, "s_ = s_ * (1.0f / (1.0f + expf(-s_)));");
   if (w[6] == PRIMC_ACT_GELU) cu_line(C, ind, "s_ = s_ * 0.5f * (1.0f + erff(s_ * 0.707106781186547524f));");
   if (w[6] == PRIMC_ACT_F16) cu_line(C, ind, "s_ = pc_rh(s_);");
+  if (w[6] == PRIMC_ACT_BF16) cu_line(C, ind, "s_ = pc_rbf(s_);");
   if (lo > -INFINITY) cu_line(C, ind, "s_ = pc_max(s_, (float)(%.17g));", lo);
   if (hi < INFINITY) cu_line(C, ind, "s_ = pc_min(s_, (float)(%.17g));", hi);
   cu_line(C, ind, "((float *)a4)[idx] = s_;");

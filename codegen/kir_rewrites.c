@@ -219,6 +219,20 @@ static int f16_exact(double x) {
   return (double)f == x && pc_f16_to_f32(pc_f32_to_f16(f)) == f;
 }
 
+/* x is exact in bf16 (infinities included): a clamp bound that commutes with rounding to bf16 */
+static int bf16_exact(double x) {
+  float f = (float)x;
+  return (double)f == x && pc_bf16_to_f32(pc_f32_to_bf16(f)) == f;
+}
+
+/* the value under f32(bf16(v)) (--autocast bf16's rounding of an activation where no bf16 dot products are), or
+ * NULL */
+static const kir_expr *bf16_rounded(const kir_expr *x) {
+  if (x->kind != KE_CONVERT || x->dtype != PC_f32 || x->args[0]->kind != KE_CONVERT || x->args[0]->dtype != PC_bf16)
+    return NULL;
+  return x->args[0]->args[0]->dtype == PC_f32 ? x->args[0]->args[0] : NULL;
+}
+
 /* the value under f32(f16(v)) (--autocast fp16's rounding of an activation), or NULL */
 static const kir_expr *f16_rounded(const kir_expr *x) {
   if (x->kind != KE_CONVERT || x->dtype != PC_f32 || x->args[0]->kind != KE_CONVERT || x->args[0]->dtype != PC_f16) return NULL;
@@ -251,10 +265,12 @@ static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const 
   }
   for (int d = 0; d < rank; d++) total *= od[d];
   if (n != total || !kir_map_is(&k->stores[0].map, e->cstride, k->n_loops, 0)) return 0;
-  const kir_expr *v = k->stores[0].value, *r = f16_rounded(v);
-  if (!match_clamp(e, r ? r : v) || e->conv_buf >= 0) return 0;
+  const kir_expr *v = k->stores[0].value, *r = f16_rounded(v), *rb = r ? NULL : bf16_rounded(v);
+  if (!match_clamp(e, r ? r : rb ? rb : v) || e->conv_buf >= 0) return 0;
   if (r && (e->act || !f16_exact(e->lo) || !f16_exact(e->hi))) return 0;
+  if (rb && (e->act || !bf16_exact(e->lo) || !bf16_exact(e->hi))) return 0;
   if (r) e->act = PRIMC_ACT_F16;
+  if (rb) e->act = PRIMC_ACT_BF16;
   int y = k->stores[0].buf, x = c->args[1];
   /* y must not be written over the conv's input while the conv reads it; the bias is read throughout */
   return !kir_bufs_overlap(p, y, x) && !(e->bias >= 0 && kir_bufs_overlap(p, y, e->bias));

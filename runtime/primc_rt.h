@@ -796,8 +796,8 @@ typedef struct primc_conv_epi {
  * activations; rounding is monotone, so with f16 bounds it commutes with the clamp applied after it). RQ
  * requantizes the integer sums of an exact f32 conv (passes/widen.c's): roundeven((trunc(sum) * scale[o] + bias[o])
  * / div) + zp, each operation in f32 as the QuantizeLinear loop it replaces computes it, then the clamp; no
- * residual */
-enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_F16, PRIMC_ACT_RQ, PRIMC_ACT_COUNT };
+ * residual. BF16: as F16 at bf16 (--autocast bf16's rounded activations on a CPU without bf16 dot products) */
+enum { PRIMC_ACT_NONE, PRIMC_ACT_SILU, PRIMC_ACT_GELU, PRIMC_ACT_F16, PRIMC_ACT_RQ, PRIMC_ACT_BF16, PRIMC_ACT_COUNT };
 /* erf on f32 as codegen's vectorized erf and the conv epilogue's compute it, with neither a division nor an exp:
  * |x| < 1: x P(x^2); 1 <= |x|: 1 - R(min(|x|, 3.92) - 2.46), R a polynomial for erfc on [1, 3.92] (beyond 3.92
  * erf rounds to 1); both computed, one kept. P (degree 6) fits erf(x)/x, R (degree 15) erfc, least squares in

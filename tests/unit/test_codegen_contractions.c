@@ -757,6 +757,35 @@ PC_TEST(autocast_bf16_rounds_operands_without_bf16_dot_products) {
     }
     pc_graph_free(g);
   }
+  /* a conv's bias + ReLU6, rounded to bf16 for the next conv, in the conv's epilogue (act BF16), as fp16's is */
+  pc_graph *g = pc_graph_new();
+  g->autocast = PC_AUTOCAST_BF16;
+  pc_value *xv = pc_input_add(g, "x", cg_ty(PC_f32, 4, (int64_t[]){1, 16, 9, 9}));
+  pc_value *y = xv;
+  for (int l = 0; l < 2; l++) {
+    pc_value *wc = pc_const(g, cg_ty(PC_f32, 4, (int64_t[]){16, 16, 1, 1}), w + 256 * l);
+    pc_value *bc = pc_const(g, cg_ty(PC_f32, 1, (int64_t[]){16}), w + 600);
+    pc_attr a[6] = {pc_a_ints("stride", (int64_t[]){1, 1}, 2), pc_a_ints("pad_lo", (int64_t[]){0, 0}, 2),
+                    pc_a_ints("pad_hi", (int64_t[]){0, 0}, 2), pc_a_ints("dilation", (int64_t[]){1, 1}, 2),
+                    pc_a_ints("lhs_dilation", (int64_t[]){1, 1}, 2), pc_a_int("groups", 1)};
+    y = pc_build(g, PC_OP_conv, (pc_value *[]){y, wc}, 2, a, 6);
+    y = pc_add(g, y, pc_broadcast_in_dim(g, bc, 4, (int64_t[]){1, 16, 9, 9}, (int64_t[]){1}));
+    y = pc_max(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 0), 4, (int64_t[]){1, 16, 9, 9}));
+    y = pc_min(g, y, pc_broadcast_to(g, pc_scalar(g, PC_f32, 6), 4, (int64_t[]){1, 16, 9, 9}));
+  }
+  pc_output_add(g, y);
+  pc_pipeline_opts po = {.opt_level = 2};
+  CHECK_INT(pc_pipeline_run(g, &po), PC_OK);
+  char *text = pc_test_kernels_text(g);
+  /* x's rounding, then each conv with its epilogue: the first's rounding is no kernel of its own */
+  CHECK_MSG(text && strstr(text, "kernel k1 = call primc_k_conv(") && strstr(text, "with epilogue k2 in the call") &&
+                strstr(text, "kernel k3 = call primc_k_conv(") && !strstr(text, "kernel k5"),
+            "the first conv's epilogue:\n%s", text ? text : "");
+  free(text);
+  pc_tensor xin = pc_test_pattern_f32(4, (int64_t[]){1, 16, 9, 9});
+  pc_test_compiled_matches_interp(g, &xin, 1, 1e-5f, "two 1x1 convs under autocast bf16, the f32 rows");
+  free(xin.data);
+  pc_graph_free(g);
   primc_bgemm_force_row(-1);
   free(w), free(x.data);
 }

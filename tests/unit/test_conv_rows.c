@@ -20,8 +20,8 @@ static float *rand_floats(int64_t n) {
 }
 
 /* the epilogues a shape is run with (by its index): none; bias, residual and ReLU6; bias, SiLU, clamp; bias,
- * residual, GELU (erf), clamp */
-enum { EPI_NONE, EPI_RES_RELU6, EPI_SILU, EPI_RES_GELU, EPI_RES_F16, EPI_KINDS };
+ * residual, GELU (erf), clamp; bias, residual, ReLU6 rounded to f16, or to bf16 */
+enum { EPI_NONE, EPI_RES_RELU6, EPI_SILU, EPI_RES_GELU, EPI_RES_F16, EPI_RES_BF16, EPI_KINDS };
 
 /* y = epilogue(sum over the taps inside x), in double, by the definition: no code under test */
 static void ref_conv(const primc_conv2d *p, const float *x, const float *w, const float *bias, const float *res,
@@ -52,7 +52,7 @@ static void ref_conv(const primc_conv2d *p, const float *x, const float *w, cons
             double v = acc + bias[o] + res[at];
             acc = fmin(fmax(0.5 * v * (1.0 + erf(v / sqrt(2.0))), -0.1), 5.0);
           }
-          if (epi == EPI_RES_F16) acc = fmin(fmax(acc + bias[o] + res[at], 0.0), 6.0);
+          if (epi == EPI_RES_F16 || epi == EPI_RES_BF16) acc = fmin(fmax(acc + bias[o] + res[at], 0.0), 6.0);
           y[at] = acc;
         }
 }
@@ -232,6 +232,7 @@ static int run_one(int row, int s, int want_row) {
   if (epi == EPI_SILU) e = (primc_conv_epi){.bias = bias, .bias_stride = 1, .lo = -0.25f, .hi = 6.0f, .act = PRIMC_ACT_SILU};
   if (epi == EPI_RES_GELU) e = (primc_conv_epi){.bias = bias, .bias_stride = 1, .res = res, .lo = -0.1f, .hi = 5.0f, .act = PRIMC_ACT_GELU};
   if (epi == EPI_RES_F16) e = (primc_conv_epi){.bias = bias, .bias_stride = 1, .res = res, .lo = 0.0f, .hi = 6.0f, .act = PRIMC_ACT_F16};
+  if (epi == EPI_RES_BF16) e = (primc_conv_epi){.bias = bias, .bias_stride = 1, .res = res, .lo = 0.0f, .hi = 6.0f, .act = PRIMC_ACT_BF16};
   for (int64_t i = 0; i < ny; i++) y[i] = NAN; /* an output the row leaves unwritten fails */
   int ok = CHECK_INT(primc_conv_plan_pack(p, &plan, w, wp), PRIMC_OK);
   int st = primc_conv_run(p, &plan, x, wp, &e, y, spare, col);
@@ -242,8 +243,10 @@ static int run_one(int row, int s, int want_row) {
   /* rounded to f16: an f16 value, the reference's or a neighbour (the f32 sum and the f64 one may straddle a
    * rounding boundary) */
   if (epi == EPI_RES_F16) tol += 1.0 / 1024;
+  if (epi == EPI_RES_BF16) tol += 1.0 / 128;
   for (int64_t i = 0; i < ny && ok; i++)
-    ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol * fmax(1.0, fabs(r[i])) && (epi != EPI_RES_F16 || to_f16(y[i]) == y[i]),
+    ok = CHECK_MSG(fabs(y[i] - r[i]) <= tol * fmax(1.0, fabs(r[i])) && (epi != EPI_RES_F16 || to_f16(y[i]) == y[i]) &&
+                       (epi != EPI_RES_BF16 || to_bf16((float)y[i]) == y[i]),
                    "%s (%s ISA) on shape %d, epilogue %d: y[%lld] = %g, want %g", primc_conv_row_name(row),
                    primc_sgemm_isa_name(primc_sgemm_isa()), s, epi, (long long)i, y[i], r[i]);
   free(x), free(w), free(bias), free(res);
@@ -586,6 +589,38 @@ PC_TEST(conv_epilogue_gelu_ulps) {
   }
   CHECK_MSG(isnan(y[N - 1]), "GELU(NaN) = %g", y[N - 1]);
   free(acc), free(y);
+}
+
+/* act BF16 (--autocast bf16's rounding of a conv's output where no bf16 dot products are) on the scalar, AVX2 and
+ * AVX-512 epilogues this CPU runs: ties to even, either sign, a carry into the exponent, the largest finite values
+ * rounding to infinity, subnormals (bf16's below 2^-126 in steps of 2^-133, ties among them), infinities and a NaN
+ * kept NaN (not -0: the vector epilogues add a zero bias); against ldexp's rounding, not the bit trick */
+PC_TEST(conv_epilogue_bf16_rounding) {
+  enum { N = 40 };
+  float acc[N], y[N];
+  const float fixed[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f), 1.0f + 0x1p-8f + 0x1p-20f,
+                         0x1.ffp0f, 0x1.ff8p0f, FLT_MAX, -FLT_MAX, 0x1p-140f, 3 * 0x1p-134f, -5 * 0x1p-134f, 0.0f,
+                         INFINITY, -INFINITY, NAN};
+  int nf = (int)(sizeof fixed / sizeof *fixed);
+  for (int i = 0; i < N; i++) acc[i] = i < nf ? fixed[i] : (float)((i * 7919) % 1000 - 500) / 77.0f;
+  primc_conv_epi e = {.lo = -INFINITY, .hi = INFINITY, .act = PRIMC_ACT_BF16};
+  const int isas[] = {PRIMC_ISA_SCALAR, PRIMC_ISA_AVX2, PRIMC_ISA_AVX512};
+  for (int k = 0; k < 3; k++) {
+    if (primc_sgemm_force_isa(isas[k]) != 0) continue;
+    for (int i = 0; i < N; i++) y[i] = 12345.0f;
+    primc_conv_epi_apply(&e, 1, 1, N, acc, y, 1);
+    for (int i = 0; i < N; i++) {
+      double a = acc[i], want = a;
+      if (!isnan(a) && !isinf(a) && a != 0) { /* 8 significant bits, in steps of 2^-133 below 2^-126 */
+        int q = ilogb(a) < -126 ? -133 : ilogb(a) - 7;
+        want = ldexp(nearbyint(ldexp(a, -q)), q);
+      }
+      if (fabs(a) > 0x1.ff8p127) want = a > 0 ? INFINITY : -INFINITY; /* past bf16's largest finite value */
+      int good = isnan(a) ? isnan(y[i]) : y[i] == want && !signbit(y[i]) == !signbit(want);
+      if (!CHECK_MSG(good, "%s: bf16(%a) = %a, want %a", primc_sgemm_isa_name(isas[k]), a, y[i], want)) break;
+    }
+  }
+  primc_sgemm_force_isa(PRIMC_ISA_AUTO);
 }
 
 /* Depthwise rows with y over x (in place, or a row further on): the rows write y by planes and bands while later
