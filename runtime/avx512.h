@@ -10,6 +10,17 @@ static inline __mmask16 primc_low_mask16(int64_t n) {
   return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
 
+/* 16 floats to bf16 by the same rule as primc_f32_to_bf16 (kernels.h): to nearest even, NaN quieted */
+__attribute__((target("avx512f"))) static inline __m256i primc_bf16_round16(__m512 v) {
+  __m512i u = _mm512_castps_si512(v);
+  __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+  __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
 /* the even and the odd lanes of the 32 floats a, b (a's first) */
 __attribute__((target("avx512f"))) static inline __m512 primc_even16(__m512 a, __m512 b) {
   return _mm512_permutex2var_ps(a, _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), b);

@@ -27,6 +27,21 @@ static inline uint16_t f32_to_f16(float f) {
   return (uint16_t)(sign | ((r >> 13) - (112u << 10)));
 }
 
+/* bf16: f32's top half, rounded to nearest even (NaN stays NaN, quieted) */
+static inline uint16_t primc_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+static inline float primc_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
 static inline float f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
   if (e == 0) {
@@ -95,11 +110,9 @@ static inline uint8_t f32_to_e8m0(float x) {
 }
 
 static inline double get_f(const void *p, int64_t i, int dt) {
-  uint32_t u;
-  float f;
   switch (dt) { /* storage formats */
   case PRIMC_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-  case PRIMC_BF16: u = (uint32_t)((const uint16_t *)p)[i] << 16; memcpy(&f, &u, 4); return f;
+  case PRIMC_BF16: return primc_bf16_to_f32(((const uint16_t *)p)[i]);
   case PRIMC_F32: return ((const float *)p)[i];
   case PRIMC_F64: return ((const double *)p)[i];
   case PRIMC_F8E8M0: return e8m0_to_f32(((const uint8_t *)p)[i]);
@@ -109,13 +122,9 @@ static inline double get_f(const void *p, int64_t i, int dt) {
 
 static inline void set_f(void *p, int64_t i, int dt, double v) {
   float f = (float)v;
-  uint32_t u;
   switch (dt) {
   case PRIMC_F16: ((uint16_t *)p)[i] = f32_to_f16(f); break;
-  case PRIMC_BF16:
-    memcpy(&u, &f, 4);
-    ((uint16_t *)p)[i] = isnan(f) ? (uint16_t)((u >> 16) | 0x40) : (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-    break;
+  case PRIMC_BF16: ((uint16_t *)p)[i] = primc_f32_to_bf16(f); break;
   case PRIMC_F32: ((float *)p)[i] = f; break;
   case PRIMC_F64: ((double *)p)[i] = v; break;
   case PRIMC_F8E8M0: ((uint8_t *)p)[i] = f32_to_e8m0(f); break;

@@ -136,15 +136,6 @@ static inline float cv_rqf(const epi_ctx *e, float c, float b, float s) {
   return nearbyintf((truncf(c) * s + b) / e->rq_div) + e->rq_zp;
 }
 
-/* v rounded to the nearest bf16 (ties to even) and back, NaN quieted, as ir/types.c's pc_f32_to_bf16 */
-static inline float cv_bf16f(float v) {
-  uint32_t u;
-  memcpy(&u, &v, sizeof u);
-  u = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x400000u) & 0xffff0000u : (u + 0x7fffu + (u >> 16 & 1u)) & 0xffff0000u;
-  memcpy(&v, &u, sizeof v);
-  return v;
-}
-
 /* v * sigmoid(v); v itself above 87, where 1 + e^-v is 1 in f32 and e^-v would underflow (libm raises the flag,
  * the hardware may take an assist) */
 static inline float cv_siluf(float v) { return v > 87.0f ? v : v / (1.0f + expf(-v)); }
@@ -153,7 +144,7 @@ static inline float cv_actf(int act, float v) {
   return act == PRIMC_ACT_SILU   ? cv_siluf(v)
          : act == PRIMC_ACT_GELU ? 0.5f * v * (1.0f + erff(v * 0.70710678f))
          : act == PRIMC_ACT_F16  ? f16_to_f32(f32_to_f16(v))
-         : act == PRIMC_ACT_BF16 ? cv_bf16f(v)
+         : act == PRIMC_ACT_BF16 ? primc_bf16_to_f32(primc_f32_to_bf16(v))
                                  : v;
 }
 
@@ -207,12 +198,7 @@ __attribute__((target("avx512f"))) static inline __m512 cv_erf512(__m512 x) {
 __attribute__((target("avx512f"))) static inline __m512 cv_act512(int act, __m512 v) {
   if (act == PRIMC_ACT_SILU) return cv_silu512(v);
   if (act == PRIMC_ACT_F16) return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  if (act == PRIMC_ACT_BF16) { /* cv_bf16f's integer steps */
-    __m512i u = _mm512_castps_si512(v), top = _mm512_set1_epi32((int)0xffff0000u);
-    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
-    return _mm512_castsi512_ps(_mm512_and_si512(r, top));
-  }
+  if (act == PRIMC_ACT_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(primc_bf16_round16(v)), 16));
   if (act != PRIMC_ACT_GELU) return v;
   __m512 h = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
   return _mm512_fmadd_ps(h, cv_erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678f))), h);
@@ -266,7 +252,7 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256 cv_act256(int act,
   if (act == PRIMC_ACT_SILU) /* v / (1 + e^-v); e^-v is inf below -89, giving -0 */
     return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), cv_exp256(_mm256_sub_ps(_mm256_setzero_ps(), v))));
   if (act == PRIMC_ACT_F16) return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  if (act == PRIMC_ACT_BF16) { /* cv_bf16f's integer steps */
+  if (act == PRIMC_ACT_BF16) { /* primc_f32_to_bf16's integer steps, widened back */
     __m256i u = _mm256_castps_si256(v);
     __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
     r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));

@@ -2,6 +2,7 @@
 #ifndef PRIMC_BGEMM_INTERNAL_H
 #define PRIMC_BGEMM_INTERNAL_H
 
+#include "runtime/kernels.h"
 #include "runtime/primc_rt.h"
 
 #include <stdint.h>
@@ -96,22 +97,5 @@ void primc_bg_round_row(const float *x, int64_t K, int64_t Kp, uint16_t *strip, 
 void primc_bg_pack_pair(const float *r0, const float *r1, int n, uint16_t *dst0, uint16_t *dst1);
 void primc_bg_round_strip_t(const float *a, int64_t lda, int rows, int64_t K, int64_t Kp, uint16_t *strip, int hi_seg,
                             int hi_seg2, int lo_seg);
-
-static inline float primc_bf16_to_f32(uint16_t h) {
-  union {
-    uint32_t u;
-    float f;
-  } v = {(uint32_t)h << 16};
-  return v.f;
-}
-
-static inline uint16_t primc_f32_to_bf16(float f) {
-  union {
-    float f;
-    uint32_t u;
-  } v = {f};
-  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* quiet NaN */
-  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1)) >> 16);
-}
 
 #endif

@@ -66,27 +66,16 @@ int primc_bg_has_avx512bf16(void) {
 #if PRIMC_X86
 #define X512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-/* 16 floats to bf16 by the same rule as primc_f32_to_bf16 */
-static inline X512 __m256i round16(__m512 v) {
-  __m512i u = _mm512_castps_si512(v);
-  __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-  __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(r);
-}
-
 /* the bf16 of x - hi (hi: x's bf16, widened back): the lo part of a split */
 static inline X512 __m256i lo16(__m512 x, __m256i hi) {
-  return round16(_mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16))));
+  return primc_bf16_round16(_mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16))));
 }
 
 /* 16 values rounded into a tiled strip at element at of segment hi_seg (and hi_seg2), their lo parts at lo_seg
  * (a segment is skipped when < 0; segment s starts Kp * 16 elements after the last) */
 static inline X512 void store16(uint16_t *strip, int64_t Kp, int64_t at, __m512 v, int hi_seg, int hi_seg2,
                                 int lo_seg) {
-  __m256i h = round16(v);
+  __m256i h = primc_bf16_round16(v);
   _mm256_storeu_si256((__m256i *)(strip + hi_seg * Kp * 16 + at), h);
   if (hi_seg2 >= 0) _mm256_storeu_si256((__m256i *)(strip + hi_seg2 * Kp * 16 + at), h);
   if (lo_seg >= 0) _mm256_storeu_si256((__m256i *)(strip + lo_seg * Kp * 16 + at), lo16(v, h));
@@ -113,7 +102,7 @@ static X512 void round_avx512(const float *x, int64_t n, uint16_t *hi, uint16_t 
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m512 v = _mm512_loadu_ps(x + i);
-    __m256i h = round16(v);
+    __m256i h = primc_bf16_round16(v);
     _mm256_storeu_si256((__m256i *)(hi + i), h);
     if (lo) _mm256_storeu_si256((__m256i *)(lo + i), lo16(v, h));
   }
@@ -143,8 +132,8 @@ static X512 void round_row_avx512(const float *x, int64_t K, int64_t Kp, uint16_
 #endif
 
 #if PRIMC_X86
-/* the hi parts alone (split 1) by vcvtneps2bf16, one instruction where round16 takes nine (subnormal inputs flush to
- * zero, as in pack_pair_avx512bf16): rounding A was 12% of a 128 x 768 x 768 bf16 GEMM */
+/* the hi parts alone (split 1) by vcvtneps2bf16, one instruction where primc_bf16_round16 takes nine (subnormal
+ * inputs flush to zero, as in pack_pair_avx512bf16): rounding A was 12% of a 128 x 768 x 768 bf16 GEMM */
 static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_row_avx512bf16(
     const float *x, int64_t K, int64_t Kp, uint16_t *strip, int r, int hi_seg, int hi_seg2) {
   for (int64_t k = 0; k < Kp; k += 16) {
@@ -179,16 +168,17 @@ static X512 void pack_pair_avx512(const float *r0, const float *r1, int n, uint1
   for (int h = 0; h < 2; h++) {
     int c = n - 16 * h;
     __mmask16 m = primc_low_mask16(c);
-    __m512i lo = _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(m, r0 + 16 * h)));
-    __m512i hi = r1 ? _mm512_cvtepu16_epi32(round16(_mm512_maskz_loadu_ps(m, r1 + 16 * h))) : _mm512_setzero_si512();
+    __m512i lo = _mm512_cvtepu16_epi32(primc_bf16_round16(_mm512_maskz_loadu_ps(m, r0 + 16 * h)));
+    __m512i hi = r1 ? _mm512_cvtepu16_epi32(primc_bf16_round16(_mm512_maskz_loadu_ps(m, r1 + 16 * h))) : _mm512_setzero_si512();
     _mm512_storeu_si512(h ? dst1 : dst0, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
   }
 }
 #endif
 
 #if PRIMC_X86
-/* the same by vcvtne2ps2bf16 (round to nearest even as round16, but subnormal inputs and results flushed to zero),
- * then one permute pairing the two rows' columns: a 256 -> 64 1x1 at 56x56 spent half its time in pack_pair_avx512 */
+/* the same by vcvtne2ps2bf16 (round to nearest even as primc_bf16_round16, but subnormal inputs and results flushed
+ * to zero), then one permute pairing the two rows' columns: a 256 -> 64 1x1 at 56x56 spent half its time in
+ * pack_pair_avx512 */
 static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_pair_avx512bf16(
     const float *r0, const float *r1, int n, uint16_t *dst0, uint16_t *dst1) {
   const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
@@ -237,7 +227,7 @@ static X512 void strip_t_avx512(const float *a, int64_t lda, int rows, int64_t K
     kn = K - k0 < BG_KSTEP - k0 % BG_KSTEP ? (int)(K - k0) : BG_KSTEP - (int)(k0 % BG_KSTEP);
     for (int k = 0; k < kn; k++) {
       __m512 v = _mm512_maskz_loadu_ps(m, a + (k0 + k) * lda);
-      __m256i h = round16(v);
+      __m256i h = primc_bf16_round16(v);
       _mm256_storeu_si256((__m256i *)th[k], h);
       if (lo_seg >= 0) _mm256_storeu_si256((__m256i *)tl[k], lo16(v, h));
     }
