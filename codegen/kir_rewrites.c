@@ -213,29 +213,16 @@ static int match_clamp(conv_epi *e, const kir_expr *x) {
   return match_act(e, x);
 }
 
-/* x is exact in f16 (infinities included): a clamp bound that commutes with rounding to f16 */
-static int f16_exact(double x) {
+/* x is exact in t, f16 or bf16 (infinities included): a clamp bound that commutes with rounding to t */
+static int exact_in(double x, pc_dtype t) {
   float f = (float)x;
-  return (double)f == x && pc_f16_to_f32(pc_f32_to_f16(f)) == f;
+  return (double)f == x && (t == PC_f16 ? pc_f16_to_f32(pc_f32_to_f16(f)) : pc_bf16_to_f32(pc_f32_to_bf16(f))) == f;
 }
 
-/* x is exact in bf16 (infinities included): a clamp bound that commutes with rounding to bf16 */
-static int bf16_exact(double x) {
-  float f = (float)x;
-  return (double)f == x && pc_bf16_to_f32(pc_f32_to_bf16(f)) == f;
-}
-
-/* the value under f32(bf16(v)) (--autocast bf16's rounding of an activation where no bf16 dot products are), or
- * NULL */
-static const kir_expr *bf16_rounded(const kir_expr *x) {
-  if (x->kind != KE_CONVERT || x->dtype != PC_f32 || x->args[0]->kind != KE_CONVERT || x->args[0]->dtype != PC_bf16)
-    return NULL;
-  return x->args[0]->args[0]->dtype == PC_f32 ? x->args[0]->args[0] : NULL;
-}
-
-/* the value under f32(f16(v)) (--autocast fp16's rounding of an activation), or NULL */
-static const kir_expr *f16_rounded(const kir_expr *x) {
-  if (x->kind != KE_CONVERT || x->dtype != PC_f32 || x->args[0]->kind != KE_CONVERT || x->args[0]->dtype != PC_f16) return NULL;
+/* the value under f32(t(v)) (--autocast fp16's rounding of an activation, bf16's where no bf16 dot products are),
+ * or NULL */
+static const kir_expr *rounded_through(const kir_expr *x, pc_dtype t) {
+  if (x->kind != KE_CONVERT || x->dtype != PC_f32 || x->args[0]->kind != KE_CONVERT || x->args[0]->dtype != t) return NULL;
   return x->args[0]->args[0]->dtype == PC_f32 ? x->args[0]->args[0] : NULL;
 }
 
@@ -246,8 +233,8 @@ static const int64_t *conv_out_dims(const int64_t *q, int *rank) {
   return q + 1 + 18 + 1;
 }
 
-/* k (the loop kernel right after conv call c) as clamp(conv + bias + res), or that rounded to f16 (act F16, when
- * no other activation is there and the bounds are f16 values); 0 when it is anything else */
+/* k (the loop kernel right after conv call c) as clamp(conv + bias + res), or that rounded to f16 or bf16 (act F16
+ * or BF16, when no other activation is there and the bounds are values of that type); 0 when it is anything else */
 static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const kir_kernel *k, conv_epi *e) {
   const int64_t *q = c->params;
   /* f32, 2 spatial dims (rank 4) or 1 (rank 3, run as 2-D of height 1), no input dilation: what
@@ -265,12 +252,12 @@ static int match_conv_epilogue(const kir_program *p, const kir_kernel *c, const 
   }
   for (int d = 0; d < rank; d++) total *= od[d];
   if (n != total || !kir_map_is(&k->stores[0].map, e->cstride, k->n_loops, 0)) return 0;
-  const kir_expr *v = k->stores[0].value, *r = f16_rounded(v), *rb = r ? NULL : bf16_rounded(v);
-  if (!match_clamp(e, r ? r : rb ? rb : v) || e->conv_buf >= 0) return 0;
-  if (r && (e->act || !f16_exact(e->lo) || !f16_exact(e->hi))) return 0;
-  if (rb && (e->act || !bf16_exact(e->lo) || !bf16_exact(e->hi))) return 0;
-  if (r) e->act = PRIMC_ACT_F16;
-  if (rb) e->act = PRIMC_ACT_BF16;
+  const kir_expr *v = k->stores[0].value, *r = rounded_through(v, PC_f16);
+  pc_dtype rt = PC_f16;
+  if (!r) r = rounded_through(v, rt = PC_bf16);
+  if (!match_clamp(e, r ? r : v) || e->conv_buf >= 0) return 0;
+  if (r && (e->act || !exact_in(e->lo, rt) || !exact_in(e->hi, rt))) return 0;
+  if (r) e->act = rt == PC_f16 ? PRIMC_ACT_F16 : PRIMC_ACT_BF16;
   int y = k->stores[0].buf, x = c->args[1];
   /* y must not be written over the conv's input while the conv reads it; the bias is read throughout */
   return !kir_bufs_overlap(p, y, x) && !(e->bias >= 0 && kir_bufs_overlap(p, y, e->bias));
