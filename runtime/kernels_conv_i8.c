@@ -182,14 +182,14 @@ __attribute__((target("avx512f"))) static int map_blocks512(const ci8 *c, const 
 __attribute__((target("avx2"))) static int map_blocks256(const ci8 *c, const void *x, int kind, int32_t bias,
                                                            uint8_t *map, int32_t *sums, int64_t y0, int64_t y1,
                                                            int64_t x1) {
-  const __m256i vb = _mm256_set1_epi32(bias), low = _mm256_set1_epi32(255), lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i vb = _mm256_set1_epi32(bias), low = _mm256_set1_epi32(255);
   __m256i bad = _mm256_setzero_si256();
   int64_t plane = c->h * c->w;
   for (int64_t c0 = 0; c0 + 16 <= c->c; c0 += 64)
     for (int64_t y = y0; y < y1; y++)
       for (int64_t i = 0; i < x1; i += 16) {
         int np = x1 - i < 16 ? (int)(x1 - i) : 16;
-        __m256i in0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(np), lane), in1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(np - 8), lane);
+        __m256i in0 = primc_low_mask8(np), in1 = primc_low_mask8(np - 8);
         int64_t at = (y + c->pt) * c->wp + c->pl + i;
         __m256i s0 = _mm256_setzero_si256(), s1 = s0;
         for (int64_t ch = c0; ch + 16 <= c->c && ch < c0 + 64; ch += 16) {
@@ -210,8 +210,7 @@ __attribute__((target("avx2"))) static int map_blocks256(const ci8 *c, const voi
             v1 = _mm256_and_si256(_mm256_sub_epi32(v1, vb), in1);
             bad = _mm256_or_si256(bad, _mm256_andnot_si256(low, _mm256_or_si256(v0, v1)));
             s0 = _mm256_add_epi32(s0, v0), s1 = _mm256_add_epi32(s1, v1);
-            __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(v0, v1), 0xD8);
-            r[k] = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+            r[k] = primc_u8_of_i32x16(v0, v1);
           }
           transpose16(r);
           for (int p = 0; p < np; p++) _mm_storeu_si128((__m128i *)(map + (at + p) * c->c + ch), r[p]);
@@ -743,28 +742,12 @@ static void transpose_out(const int32_t *acc, int64_t p, int64_t og, int32_t *y)
 }
 
 /* the least and greatest of an image's n int32 values (with 0 when the conv reads padding) */
-#if PRIMC_X86
-__attribute__((target("avx2"))) static int64_t range256(const int32_t *x, int64_t n, int32_t *l, int32_t *h) {
-  __m256i vl = _mm256_set1_epi32(*l), vh = _mm256_set1_epi32(*h);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i v = _mm256_loadu_si256((const __m256i *)(x + i));
-    vl = _mm256_min_epi32(vl, v), vh = _mm256_max_epi32(vh, v);
-  }
-  int32_t a[8], b[8];
-  _mm256_storeu_si256((__m256i *)a, vl);
-  _mm256_storeu_si256((__m256i *)b, vh);
-  for (int k = 0; k < 8; k++) *l = a[k] < *l ? a[k] : *l, *h = b[k] > *h ? b[k] : *h;
-  return i;
-}
-#endif
-
 static void image_range(const ci8 *c, const int32_t *x, int64_t n, int32_t *lo, int32_t *hi) {
   int pad = c->pt > 0 || c->pl > 0 || c->hp > c->pt + c->h || c->wp > c->pl + c->w;
   int32_t l = pad ? 0 : INT32_MAX, h = pad ? 0 : INT32_MIN;
   int64_t i = 0;
 #if PRIMC_X86
-  if (primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2)) i = range256(x, n, &l, &h);
+  if (primc_isa_covers(primc_sgemm_isa(), PRIMC_ISA_AVX2)) i = primc_range_i32_avx2(x, n, &l, &h);
 #endif
   for (; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
   *lo = l, *hi = h;

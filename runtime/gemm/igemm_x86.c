@@ -4,6 +4,7 @@
 #if PRIMC_X86
 
 #include "runtime/gemm/gemm.h"
+#include "runtime/avx2.h"
 #include "runtime/avx512.h"
 #include "runtime/gemm/amx.h"
 #include "runtime/gemm/bgemm_zmm.h"
@@ -74,16 +75,8 @@ BW512 int primc_ig_pack_row_avx512(const int32_t *x, int64_t K, int64_t Kp, uint
  * encoder's run); the bytes past K zero, so the strip is written whole */
 __attribute__((target("avx2"))) int primc_ig_pack_row_avx2(const int32_t *x, int64_t K, int64_t Kp, uint8_t *strip,
                                                            int r, int32_t *lo, uint32_t *ra) {
-  __m256i vlo = _mm256_set1_epi32(INT32_MAX), vhi = _mm256_set1_epi32(INT32_MIN);
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8) {
-    __m256i v = _mm256_loadu_si256((const __m256i *)(x + k));
-    vlo = _mm256_min_epi32(vlo, v), vhi = _mm256_max_epi32(vhi, v);
-  }
-  int32_t mins[8], maxs[8], l = INT32_MAX, h = INT32_MIN;
-  _mm256_storeu_si256((__m256i *)mins, vlo);
-  _mm256_storeu_si256((__m256i *)maxs, vhi);
-  for (int i = 0; i < 8; i++) l = mins[i] < l ? mins[i] : l, h = maxs[i] > h ? maxs[i] : h;
+  int32_t l = INT32_MAX, h = INT32_MIN;
+  int64_t k = primc_range_i32_avx2(x, K, &l, &h);
   for (; k < K; k++) l = x[k] < l ? x[k] : l, h = x[k] > h ? x[k] : h;
   const __m256i off = _mm256_set1_epi32(l);
   __m256i sum = _mm256_setzero_si256();
@@ -98,10 +91,9 @@ __attribute__((target("avx2"))) int primc_ig_pack_row_avx2(const int32_t *x, int
       v0 = _mm256_loadu_si256((const __m256i *)t), v1 = _mm256_loadu_si256((const __m256i *)(t + 8));
     }
     sum = _mm256_add_epi32(sum, _mm256_add_epi32(v0, v1));
-    /* 0 .. 255 each where the row is not wide: the saturating packs keep them, in order after the lane fix */
-    __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(v0, v1), 0xD8);
+    /* 0 .. 255 each where the row is not wide: the saturating packs keep them */
     _mm_storeu_si128((__m128i *)(strip + (k / IG_KSTEP) * 16 * IG_KSTEP + r * IG_KSTEP + k % IG_KSTEP),
-                     _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+                     primc_u8_of_i32x16(v0, v1));
   }
   uint32_t sums[8], s = 0;
   _mm256_storeu_si256((__m256i *)sums, sum);
