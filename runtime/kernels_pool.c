@@ -242,8 +242,15 @@ typedef struct pool8_job {
   float *yf;
   float scale;
   int64_t h, w, oh, ow, kh, kw, sh, sw, pt, pl, row;
-  int isa; /* POOL8_BW, POOL8_AVX2 or POOL8_PLAIN */
+  const struct pool8_row *vec; /* the vector rows the run takes, NULL: the plain C loops */
 } pool8_job;
+
+/* a set of vector rows: a row's max into the row buffer, the 3x3/2 windows, the dequantized copy */
+typedef struct pool8_row {
+  void (*row_max)(uint8_t *t, const uint8_t *r, int64_t w, int first);
+  void (*win_k3s2)(const uint8_t *t, uint8_t *y, int64_t ow);
+  void (*dequant)(const uint8_t *y, float *yf, int64_t n, float s);
+} pool8_row;
 
 enum { POOL8_PLAIN, POOL8_AVX2, POOL8_BW };
 
@@ -335,6 +342,9 @@ P8X2 static void dequant_u8_avx2(const uint8_t *y, float *yf, int64_t n, float s
   }
   for (; i < n; i++) yf[i] = (float)y[i] * s;
 }
+
+static const pool8_row pool8_rows[] = {[POOL8_AVX2] = {row_max_u8_avx2, win_k3s2_u8_avx2, dequant_u8_avx2},
+                                       [POOL8_BW] = {row_max_u8, win_k3s2_u8, dequant_u8}};
 #endif
 
 static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
@@ -350,8 +360,8 @@ static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
         if (iy < 0 || iy >= j->h) continue;
         const uint8_t *r = x + iy * j->w;
 #if PRIMC_X86
-        if (j->isa != POOL8_PLAIN) {
-          (j->isa == POOL8_BW ? row_max_u8 : row_max_u8_avx2)(tr, r, j->w, n++ == 0);
+        if (j->vec) {
+          j->vec->row_max(tr, r, j->w, n++ == 0);
           continue;
         }
 #endif
@@ -363,8 +373,7 @@ static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
       memset(tr + j->w, 0, (size_t)(j->row + 128 - j->pl - j->w));
       int64_t ox = 0;
 #if PRIMC_X86
-      if (j->isa != POOL8_PLAIN && j->kw == 3 && j->sw == 2)
-        (j->isa == POOL8_BW ? win_k3s2_u8 : win_k3s2_u8_avx2)(t, y, j->ow), ox = j->ow;
+      if (j->vec && j->kw == 3 && j->sw == 2) j->vec->win_k3s2(t, y, j->ow), ox = j->ow;
 #endif
       for (; ox < j->ow; ox++) {
         const uint8_t *r = t + ox * j->sw;
@@ -374,8 +383,8 @@ static void pool8_planes(void *ctx, int64_t c0, int64_t c1) {
       }
       if (!j->yf) continue;
 #if PRIMC_X86
-      if (j->isa != POOL8_PLAIN) {
-        (j->isa == POOL8_BW ? dequant_u8 : dequant_u8_avx2)(y, j->yf + at, j->ow, j->scale);
+      if (j->vec) {
+        j->vec->dequant(y, j->yf + at, j->ow, j->scale);
         continue;
       }
 #endif
@@ -391,16 +400,15 @@ void primc_maxpool_u8_force(int level) {
 /* params: maxpool's, then 1 when the dequantized copy is written and its scale (an f32's bits); bufs (y, x[, yf]) */
 int primc_k_maxpool_u8(const int64_t *q, void *const *bufs) {
   pool8_job j = {bufs[1], bufs[0], q[11] ? bufs[2] : NULL, 0, q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10],
-                 0, 0};
+                 0, NULL};
   uint32_t bits = (uint32_t)q[12];
   memcpy(&j.scale, &bits, sizeof bits);
   j.row = primc_maxpool_row(j.w, j.ow, j.kw, j.sw, j.pl);
   if (!j.row || j.kh < 1 || j.kw < 1 || j.sh < 1 || j.sw < 1 || (q[11] && !j.yf)) return PRIMC_ERR_ARG;
 #if PRIMC_X86
   int cap = __atomic_load_n(&pool8_cap, __ATOMIC_RELAXED);
-  j.isa = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && cap >= POOL8_BW ? POOL8_BW
-          : __builtin_cpu_supports("avx2") && cap >= POOL8_AVX2                                        ? POOL8_AVX2
-                                                                                                       : POOL8_PLAIN;
+  int bw = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"), avx2 = __builtin_cpu_supports("avx2");
+  j.vec = bw && cap >= POOL8_BW ? &pool8_rows[POOL8_BW] : avx2 && cap >= POOL8_AVX2 ? &pool8_rows[POOL8_AVX2] : NULL;
 #endif
   primc_parallel_for(q[0], pool8_planes, &j);
   return PRIMC_OK;
