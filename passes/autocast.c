@@ -41,9 +41,11 @@ static int wanted(const pc_node *n, const unsigned char *act) {
 /* bf16 operands asked for (--autocast bf16, --matmul-precision high or medium) of host code on a CPU whose bf16
  * row converts */
 static int bf16_on_f32_rows(const pc_graph *g) {
-  int r = primc_bgemm_row_active();
-  return (g->autocast == PC_AUTOCAST_BF16 || g->matmul_precision != PC_MATMUL_HIGHEST) && !g->gpu && !g->foreign_cpu &&
-         !g->n_state && r != PRIMC_BGEMM_ROW_AMX && r != PRIMC_BGEMM_ROW_AVX512BF16;
+  if ((g->autocast != PC_AUTOCAST_BF16 && g->matmul_precision == PC_MATMUL_HIGHEST) || g->gpu || g->foreign_cpu ||
+      g->n_state)
+    return 0;
+  int r = primc_bgemm_row_active(); /* asked only then: the first ask reads the CPU's features */
+  return r != PRIMC_BGEMM_ROW_AMX && r != PRIMC_BGEMM_ROW_AVX512BF16;
 }
 
 pc_status pc_pass_autocast(pc_graph *g) {
